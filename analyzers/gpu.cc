@@ -1,0 +1,242 @@
+// gpu.idle and gpu.launch_bound, following Holistic Trace Analysis (HTA 0.6.1) definitions so
+// the numbers agree with HTA on the same trace (tests/analyzers/hta_golden_test.cc):
+//
+//  Window ("the last ProfilerStep excluded"): when a rank has two or more ProfilerStep#N, CPU
+//  events starting at or after the last step's start are dropped; GPU activities (kernels,
+//  memcpy, memset with a stream and a correlation id) are kept only if their correlation id
+//  belongs to a kept CPU event (the launching runtime call). With fewer than two steps, all
+//  CPU events are kept, and still only correlated GPU activities count.
+//  Temporal breakdown: kernel_time = last GPU end - first GPU start; idle = kernel_time - union
+//  of all GPU activities; compute = union of compute kernels (not ncclKernel, not Memcpy/Memset);
+//  non-compute = the rest.
+//  Idle split per stream: activities sorted by start; gap = start - previous activity's end.
+//  host wait: the launching runtime call started after the previous activity ended;
+//  kernel wait: otherwise, when gap < 30 µs; other: the rest. (HTA's threshold argument is 30
+//  in the trace's µs units.) Negative gaps (overlap) are summed as HTA does.
+//  Launch stats: per activity, runtime duration (cpu), activity duration (gpu), start delay.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <unordered_set>
+
+#include "families.h"
+#include "intervals.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+using profiler::Event;
+using profiler::EventKind;
+using profiler::Trace;
+using profiler::TrackKind;
+
+bool IsComputeKernel(std::string_view name) {
+  return name.find("ncclKernel") == std::string_view::npos && name.find("Memcpy") == std::string_view::npos &&
+         name.find("Memset") == std::string_view::npos;
+}
+
+struct RuntimeRef {
+  int64_t correlation, ts, dur;
+};
+
+struct GpuActivity {
+  const Event* e;
+  int64_t stream;
+  int32_t device;
+  int64_t runtime_ts, runtime_dur;
+};
+
+struct RankGpu {
+  std::vector<GpuActivity> acts;
+  std::string window;
+};
+
+RankGpu CollectRank(const Trace& trace, int32_t rank) {
+  RankGpu out;
+  // Distinct ProfilerStep names and the last step's start.
+  std::unordered_set<profiler::StrId> step_names;
+  int64_t last_step_start = INT64_MIN;
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    const auto& t = trace.tracks[ti];
+    if (t.rank != rank || t.kind == TrackKind::kGpuStream) continue;
+    for (const Event& e : trace.TrackEvents(ti)) {
+      if (trace.Name(e).find("ProfilerStep") != std::string_view::npos) {
+        step_names.insert(e.name);
+        last_step_start = std::max(last_step_start, e.ts_ns);
+      }
+    }
+  }
+  const bool cut = step_names.size() >= 2;
+  out.window = cut ? fmt::format("CPU events before the last of {} ProfilerSteps", step_names.size())
+                   : "whole trace (fewer than two ProfilerSteps)";
+  std::vector<RuntimeRef> runtime;
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    const auto& t = trace.tracks[ti];
+    if (t.rank != rank || t.kind == TrackKind::kGpuStream) continue;
+    for (const Event& e : trace.TrackEvents(ti)) {
+      if (e.correlation < 0) continue;
+      if (cut && e.ts_ns >= last_step_start) continue;
+      runtime.push_back({e.correlation, e.ts_ns, e.dur_ns});
+    }
+  }
+  std::sort(runtime.begin(), runtime.end(), [](const RuntimeRef& a, const RuntimeRef& b) { return a.correlation < b.correlation; });
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    const auto& t = trace.tracks[ti];
+    if (t.rank != rank || t.kind != TrackKind::kGpuStream || t.stream < 0) continue;
+    for (const Event& e : trace.TrackEvents(ti)) {
+      if (e.kind != EventKind::kKernel && e.kind != EventKind::kMemcpy && e.kind != EventKind::kMemset) continue;
+      if (e.correlation < 0) continue;
+      auto it = std::lower_bound(runtime.begin(), runtime.end(), e.correlation,
+                                 [](const RuntimeRef& r, int64_t c) { return r.correlation < c; });
+      if (it == runtime.end() || it->correlation != e.correlation) continue;
+      out.acts.push_back({&e, t.stream, t.device, it->ts, it->dur});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+double StepCount(const StepModel& steps, int32_t rank) {
+  size_t n = 0;
+  for (const auto& s : steps.steps)
+    if (rank < 0 || s.rank == rank) ++n;
+  return n == 0 ? 1.0 : static_cast<double>(n);
+}
+
+double MeanStepNs(const StepModel& steps, int32_t rank) {
+  double total = 0;
+  size_t n = 0;
+  for (const auto& s : steps.steps) {
+    if (rank >= 0 && s.rank != rank) continue;
+    total += static_cast<double>(s.wall_ns);
+    ++n;
+  }
+  return n == 0 ? 0.0 : total / static_cast<double>(n);
+}
+
+void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
+  const Trace& trace = ctx.trace;
+  const int64_t kernel_wait_ns = static_cast<int64_t>(ctx.thresholds.Get("gpu.idle.kernel_wait_us") * 1000.0);
+  for (int32_t rank : trace.RankIds()) {
+    RankGpu g = CollectRank(trace, rank);
+    if (g.acts.empty()) continue;
+
+    TemporalBreakdown tb;
+    tb.rank = rank;
+    tb.window = g.window;
+    std::vector<Interval> all, compute;
+    for (const auto& a : g.acts) {
+      all.push_back({a.e->ts_ns, a.e->end_ns()});
+      if (a.e->kind == EventKind::kKernel && IsComputeKernel(trace.Name(*a.e))) compute.push_back({a.e->ts_ns, a.e->end_ns()});
+    }
+    const int64_t busy = MergeIntervals(all);
+    tb.kernel_time_ns = all.back().second - all.front().first;
+    tb.idle_ns = tb.kernel_time_ns - busy;
+    tb.compute_ns = MergeIntervals(compute);
+    tb.non_compute_ns = tb.kernel_time_ns - tb.compute_ns - tb.idle_ns;
+    if (tb.kernel_time_ns > 0) {
+      tb.idle_pct = 100.0 * static_cast<double>(tb.idle_ns) / static_cast<double>(tb.kernel_time_ns);
+      tb.compute_pct = 100.0 * static_cast<double>(tb.compute_ns) / static_cast<double>(tb.kernel_time_ns);
+      tb.non_compute_pct = 100.0 * static_cast<double>(tb.non_compute_ns) / static_cast<double>(tb.kernel_time_ns);
+    }
+
+    // Per-stream idle split.
+    std::map<std::pair<int32_t, int64_t>, std::vector<const GpuActivity*>> by_stream;
+    for (const auto& a : g.acts) by_stream[{a.device, a.stream}].push_back(&a);
+    int64_t host_wait_total = 0, kernel_wait_total = 0;
+    for (auto& [key, acts] : by_stream) {
+      std::stable_sort(acts.begin(), acts.end(), [](const GpuActivity* a, const GpuActivity* b) { return a->e->ts_ns < b->e->ts_ns; });
+      StreamIdle si;
+      si.device = key.first;
+      si.stream = key.second;
+      for (size_t i = 1; i < acts.size(); ++i) {
+        const int64_t prev_end = acts[i - 1]->e->end_ns();
+        const int64_t gap = acts[i]->e->ts_ns - prev_end;
+        if (acts[i]->runtime_ts > prev_end) si.host_wait_ns += gap;
+        else if (gap < kernel_wait_ns) si.kernel_wait_ns += gap;
+        else si.other_ns += gap;
+      }
+      host_wait_total += si.host_wait_ns;
+      kernel_wait_total += si.kernel_wait_ns;
+      tb.streams.push_back(si);
+    }
+
+    // Launch statistics.
+    LaunchStats ls;
+    ls.rank = rank;
+    const int64_t runtime_cutoff = static_cast<int64_t>(ctx.thresholds.Get("gpu.launch_bound.runtime_cutoff_us") * 1000);
+    const int64_t delay_cutoff = static_cast<int64_t>(ctx.thresholds.Get("gpu.launch_bound.delay_cutoff_us") * 1000);
+    double cpu = 0, gpu = 0, delay = 0;
+    for (const auto& a : g.acts) {
+      ++ls.kernels;
+      cpu += static_cast<double>(a.runtime_dur);
+      gpu += static_cast<double>(a.e->dur_ns);
+      delay += static_cast<double>(a.e->ts_ns - a.runtime_ts);
+      if (a.e->dur_ns < a.runtime_dur) ++ls.short_kernels;
+      if (a.runtime_dur > runtime_cutoff) ++ls.long_launches;
+      if (a.e->ts_ns - a.runtime_ts > delay_cutoff) ++ls.long_delays;
+    }
+    ls.mean_cpu_us = cpu / static_cast<double>(ls.kernels) / 1000.0;
+    ls.mean_gpu_us = gpu / static_cast<double>(ls.kernels) / 1000.0;
+    ls.mean_delay_us = delay / static_cast<double>(ls.kernels) / 1000.0;
+
+    const double steps = StepCount(ctx.steps, rank);
+    if (tb.idle_pct > ctx.thresholds.Get("gpu.idle.idle_pct")) {
+      Finding f;
+      f.id = "gpu.idle";
+      f.rank = rank;
+      f.severity = tb.idle_pct > 50 ? Severity::kHigh : Severity::kMedium;
+      f.confidence = Confidence::kHigh;
+      f.title = fmt::format("GPU idle {:.1f}% of its active span on rank {}", tb.idle_pct, rank);
+      f.measured = tb.idle_pct;
+      f.threshold = ctx.thresholds.Get("gpu.idle.idle_pct");
+      f.measured_unit = "% of GPU active span";
+      f.evidence = {{"kernel_time_ns", tb.kernel_time_ns}, {"idle_ns", tb.idle_ns},
+                    {"host_wait_ns", host_wait_total}, {"kernel_wait_ns", kernel_wait_total},
+                    {"window", tb.window}};
+      for (const auto& s : tb.streams) {
+        f.examples.push_back(fmt::format("stream {}: host wait {:.1f} ms, kernel wait {:.1f} ms, other {:.1f} ms", s.stream,
+                                         s.host_wait_ns / 1e6, s.kernel_wait_ns / 1e6, s.other_ns / 1e6));
+      }
+      // Host wait is what a faster input pipeline / fewer syncs can recover; upper bound.
+      f.estimated_saving_pct = tb.kernel_time_ns > 0 ? 100.0 * static_cast<double>(host_wait_total) /
+                                                           static_cast<double>(tb.kernel_time_ns) : 0;
+      f.estimated_saving_ns = static_cast<int64_t>(static_cast<double>(host_wait_total) / steps);
+      f.fix_python = "Find what the host does during the gaps: data loading (DataLoader(num_workers>0, pin_memory=True)), "
+                     "host-device syncs (.item(), .cpu()), or Python overhead (torch.compile / CUDA graphs).";
+      f.fix_cpp = "Overlap input with compute (worker threads, pinned buffers, non_blocking copies); remove per-step syncs; "
+                  "capture the step in a CUDA graph.";
+      out.findings.push_back(std::move(f));
+    }
+    const double short_pct = 100.0 * static_cast<double>(ls.short_kernels) / static_cast<double>(ls.kernels);
+    if (short_pct >= ctx.thresholds.Get("gpu.launch_bound.short_kernel_pct") && tb.idle_pct > 5.0) {
+      Finding f;
+      f.id = "gpu.launch_bound";
+      f.rank = rank;
+      f.severity = Severity::kMedium;
+      f.confidence = Confidence::kMedium;
+      f.title = fmt::format("{:.0f}% of GPU kernels run shorter than their launch call (rank {})", short_pct, rank);
+      f.measured = short_pct;
+      f.threshold = ctx.thresholds.Get("gpu.launch_bound.short_kernel_pct");
+      f.measured_unit = "% of kernels";
+      f.evidence = {{"kernels", ls.kernels}, {"short_kernels", ls.short_kernels},
+                    {"mean_launch_us", ls.mean_cpu_us}, {"mean_kernel_us", ls.mean_gpu_us},
+                    {"mean_launch_delay_us", ls.mean_delay_us}, {"long_launches", ls.long_launches},
+                    {"kernel_wait_ns", kernel_wait_total}};
+      f.estimated_saving_pct = tb.kernel_time_ns > 0 ? 100.0 * static_cast<double>(kernel_wait_total) /
+                                                           static_cast<double>(tb.kernel_time_ns) : 0;
+      f.estimated_saving_ns = static_cast<int64_t>(static_cast<double>(kernel_wait_total) / steps);
+      f.fix_python = "Give the GPU bigger pieces of work: a larger batch, torch.compile (fusion), or CUDA graphs "
+                     "(torch.cuda.graphs / mode=\"reduce-overhead\").";
+      f.fix_cpp = "Increase the batch, fuse small ops, or capture the step with at::cuda::CUDAGraph.";
+      f.knob = "batch";
+      out.findings.push_back(std::move(f));
+    }
+    out.metrics.temporal.push_back(std::move(tb));
+    out.metrics.launch.push_back(ls);
+  }
+}
+
+}  // namespace trainrx::analyzers

@@ -1,0 +1,153 @@
+// trainrx::analyzers — pure functions from a Trace to Findings and Metrics.
+//
+// Who calls it: the CLI (trainrx analyze), experiments (fix/ab/gate), tests. Analyzers never do
+// I/O or printing (rendering is reports/'s job) and never know where a trace came from.
+// Threading: Analyze() reads a finalized, immutable Trace; it may run concurrently on different
+// traces.
+//
+// Families, one per file, registered in registry.cc:
+//   steps.cc     step detection and per-step phase breakdown (shared by the others)
+//   gpu.cc       gpu.idle (HTA temporal + idle-time breakdown), gpu.launch_bound (HTA launch stats)
+//   input.cc     input.dataloader_bound, input.workers, input.pin_memory
+//   sync.cc      sync.host_device, sync.blocking_copy
+//   optim.cc     optim.zero_grad
+//   model.cc     model.bias_before_norm
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "trainrx/profiler/trace.h"
+
+namespace trainrx::analyzers {
+
+enum class Severity { kInfo, kLow, kMedium, kHigh };
+enum class Confidence { kLow, kMedium, kHigh };
+const char* SeverityName(Severity s);
+const char* ConfidenceName(Confidence c);
+
+struct EvidenceItem {
+  std::string key;
+  std::variant<int64_t, double, std::string> value;
+};
+
+struct Finding {
+  std::string id;  // stable, as in TRICKS.md: "sync.host_device"
+  Severity severity = Severity::kLow;
+  Confidence confidence = Confidence::kMedium;
+  std::string title;
+  int32_t rank = -1;  // -1: whole trace
+  // The measured value beside its threshold, e.g. share of step 0.33 vs 0.05.
+  double measured = 0;
+  double threshold = 0;
+  std::string measured_unit;  // "% of step", "per step", ...
+  std::vector<EvidenceItem> evidence;
+  std::vector<std::string> examples;  // ops / steps / streams where it was seen
+  // Estimated saving per step (upper bound from the trace; `trainrx fix` measures the real one).
+  double estimated_saving_pct = 0;
+  int64_t estimated_saving_ns = 0;
+  std::string fix_python;
+  std::string fix_cpp;
+  std::string knob;  // reference-workload knob that fixes it ("workers=4"), empty if none
+};
+
+// Per-step timing, one row per detected step.
+struct StepRow {
+  int32_t rank = 0;
+  std::string name;  // "ProfilerStep#5"
+  int64_t start_ns = 0;
+  int64_t wall_ns = 0;
+  int64_t data_wait_ns = 0;
+  int64_t forward_ns = 0;
+  int64_t backward_ns = 0;
+  int64_t optimizer_ns = 0;
+  int64_t other_ns = 0;
+  bool has_gpu = false;
+  int64_t gpu_kernel_ns = 0;   // union of kernels in the step
+  int64_t gpu_memcpy_ns = 0;   // union of memcpy + memset
+  int64_t gpu_idle_ns = 0;     // wall - union of all GPU activity
+};
+
+struct StepModel {
+  std::string source;  // "ProfilerStep", "trainrx step markers", "inferred from Optimizer.step", "none"
+  std::vector<StepRow> steps;
+  int64_t median_wall_ns = 0;
+  // Share of the summed step time per phase (0..1).
+  double data_wait_share = 0, forward_share = 0, backward_share = 0, optimizer_share = 0, other_share = 0;
+  double gpu_kernel_share = 0, gpu_memcpy_share = 0, gpu_idle_share = 0;
+  bool has_gpu = false;
+};
+
+struct StreamIdle {
+  int64_t stream = 0;
+  int32_t device = 0;
+  int64_t host_wait_ns = 0, kernel_wait_ns = 0, other_ns = 0;
+};
+struct TemporalBreakdown {
+  int32_t rank = 0;
+  int64_t kernel_time_ns = 0;  // first GPU activity start to last end (HTA "kernel_time")
+  int64_t idle_ns = 0, compute_ns = 0, non_compute_ns = 0;
+  double idle_pct = 0, compute_pct = 0, non_compute_pct = 0;
+  std::vector<StreamIdle> streams;
+  std::string window;  // how HTA's "last ProfilerStep excluded" filter applied
+};
+struct LaunchStats {
+  int32_t rank = 0;
+  int64_t kernels = 0;
+  double mean_cpu_us = 0, mean_gpu_us = 0, mean_delay_us = 0;
+  int64_t short_kernels = 0;       // GPU duration < launch (runtime) duration
+  int64_t long_launches = 0;       // runtime > runtime_cutoff
+  int64_t long_delays = 0;         // launch delay > delay_cutoff
+};
+
+struct Metrics {
+  StepModel steps;
+  std::vector<TemporalBreakdown> temporal;
+  std::vector<LaunchStats> launch;
+};
+
+struct Report {
+  std::vector<Finding> findings;  // ranked by estimated saving, highest first
+  Metrics metrics;
+};
+
+// Named, overridable thresholds ("input.dataloader_bound.share_pct" = 5).
+class Thresholds {
+ public:
+  Thresholds();  // registers every analyzer's defaults
+  double Get(const std::string& key) const;
+  // Returns false (with *error) for unknown keys, so typos are caught.
+  bool Set(const std::string& key, double value, std::string* error);
+  // "key=value" form from the command line.
+  bool Parse(const std::string& assignment, std::string* error);
+  const std::map<std::string, std::pair<double, std::string>>& all() const { return values_; }
+
+ private:
+  std::map<std::string, std::pair<double, std::string>> values_;  // key -> (value, description)
+};
+
+// What an analyzer family gets: the trace, the shared step model, thresholds.
+struct AnalysisContext {
+  const profiler::Trace& trace;
+  const StepModel& steps;
+  const Thresholds& thresholds;
+};
+
+using AnalyzerFn = void (*)(const AnalysisContext&, Report&);
+struct AnalyzerInfo {
+  const char* family;
+  AnalyzerFn fn;
+};
+const std::vector<AnalyzerInfo>& Registry();
+
+// Steps first, then every registered family; findings sorted by estimated saving.
+Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds = Thresholds());
+
+// Building blocks shared by the families (steps.cc).
+StepModel BuildStepModel(const profiler::Trace& trace);
+
+}  // namespace trainrx::analyzers

@@ -1,0 +1,153 @@
+// input.dataloader_bound, input.workers, input.pin_memory.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "families.h"
+#include "intervals.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+using profiler::Event;
+using profiler::EventKind;
+using profiler::Trace;
+
+constexpr const char* kLoaderFixPython =
+    "DataLoader(..., num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=2); "
+    "pick N with `trainrx sweep ... --grid workers=...` (more is not always faster)";
+constexpr const char* kLoaderFixCpp =
+    "torch::data::make_data_loader(dataset, DataLoaderOptions().workers(N)) and keep the decode/augment work "
+    "in the dataset's get() so it runs on the worker threads";
+
+std::optional<double> ConfigNumber(const Trace& trace, const char* key) {
+  for (const auto& r : trace.ranks) {
+    auto it = r.config.find(key);
+    if (it == r.config.end()) continue;
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    if (end != it->second.c_str()) return v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
+  const Trace& trace = ctx.trace;
+  const StepModel& steps = ctx.steps;
+  const double data_pct = 100.0 * steps.data_wait_share;
+
+  // input.dataloader_bound
+  const double bound_threshold = ctx.thresholds.Get("input.dataloader_bound.share_pct");
+  if (!steps.steps.empty() && data_pct > bound_threshold) {
+    Finding f;
+    f.id = "input.dataloader_bound";
+    f.severity = data_pct > 20 ? Severity::kHigh : Severity::kMedium;
+    f.confidence = Confidence::kHigh;
+    f.title = fmt::format("The step waits for data {:.1f}% of the time", data_pct);
+    f.measured = data_pct;
+    f.threshold = bound_threshold;
+    f.measured_unit = "% of step";
+    int64_t total_data = 0;
+    for (const auto& s : steps.steps) total_data += s.data_wait_ns;
+    f.evidence = {{"steps", static_cast<int64_t>(steps.steps.size())},
+                  {"data_wait_ns_per_step", static_cast<int64_t>(total_data / StepCount(steps))},
+                  {"median_step_ns", steps.median_wall_ns},
+                  {"steps_source", steps.source}};
+    // Upper bound: loading that overlaps compute can hide all of the wait.
+    f.estimated_saving_pct = data_pct;
+    f.estimated_saving_ns = static_cast<int64_t>(total_data / StepCount(steps));
+    f.fix_python = kLoaderFixPython;
+    f.fix_cpp = kLoaderFixCpp;
+    f.knob = "workers";
+    out.findings.push_back(std::move(f));
+  }
+
+  // input.workers: single-process loading, or more workers than CPUs.
+  int64_t single_process = 0;
+  std::string loader_name;
+  for (const Event& e : trace.events) {
+    if (e.kind == EventKind::kGpuUserAnnotation) continue;
+    const std::string_view name = trace.Name(e);
+    if (StartsWith(name, "enumerate(DataLoader)#") && name.find("_SingleProcessDataLoaderIter") != std::string_view::npos) {
+      ++single_process;
+      if (loader_name.empty()) loader_name = std::string(name);
+    }
+  }
+  const auto cfg_workers = ConfigNumber(trace, "workers");
+  const auto cfg_cpus = ConfigNumber(trace, "cpu_count");
+  const double cpus = cfg_cpus ? *cfg_cpus : static_cast<double>(std::thread::hardware_concurrency());
+  const bool zero_workers = single_process > 0 || (cfg_workers && *cfg_workers == 0);
+  const double max_per_cpu = ctx.thresholds.Get("input.workers.max_per_cpu");
+  const bool too_many = cfg_workers && cpus > 0 && *cfg_workers > cpus * max_per_cpu;
+  if (zero_workers || too_many) {
+    Finding f;
+    f.id = "input.workers";
+    f.confidence = Confidence::kHigh;
+    if (zero_workers) {
+      f.severity = data_pct > bound_threshold ? Severity::kHigh : Severity::kLow;
+      f.title = "Data is loaded in the training process (num_workers=0)";
+      f.measured = 0;
+      f.threshold = 1;
+      f.measured_unit = "workers";
+      if (single_process > 0) {
+        f.evidence.push_back({"single_process_loader_calls", single_process});
+        f.examples.push_back(loader_name);
+      }
+      if (cfg_workers) f.evidence.push_back({"configured_workers", *cfg_workers});
+      f.fix_python = kLoaderFixPython;
+      f.fix_cpp = kLoaderFixCpp;
+      f.knob = "workers";
+      f.estimated_saving_pct = data_pct;
+    } else {
+      f.severity = Severity::kMedium;
+      f.title = fmt::format("{:.0f} loader workers for {:.0f} CPUs", *cfg_workers, cpus);
+      f.measured = *cfg_workers;
+      f.threshold = cpus * max_per_cpu;
+      f.measured_unit = "workers";
+      f.evidence = {{"configured_workers", *cfg_workers}, {"cpus", cpus}};
+      f.fix_python = "Lower num_workers to at most the CPUs available (minus intra-op threads); measure with trainrx sweep.";
+      f.fix_cpp = "Lower DataLoaderOptions().workers(N) to at most the available CPUs.";
+      f.knob = "workers";
+    }
+    f.estimated_saving_ns = static_cast<int64_t>(f.estimated_saving_pct / 100.0 * MeanStepNs(steps));
+    out.findings.push_back(std::move(f));
+  }
+
+  // input.pin_memory: host-to-device copies from pageable memory.
+  int64_t pageable = 0, pageable_bytes = 0, pageable_ns = 0;
+  for (const Event& e : trace.events) {
+    if (e.kind != EventKind::kMemcpy || e.aux == profiler::kNoAux) continue;
+    const auto& m = trace.memcpys[e.aux];
+    if (m.copy == profiler::CopyKind::kHtoD && m.src == profiler::MemKind::kPageable) {
+      ++pageable;
+      pageable_bytes += std::max<int64_t>(0, m.bytes);
+      pageable_ns += e.dur_ns;
+    }
+  }
+  if (pageable > 0 && static_cast<double>(pageable) >= ctx.thresholds.Get("input.pin_memory.min_copies")) {
+    Finding f;
+    f.id = "input.pin_memory";
+    f.severity = Severity::kMedium;
+    f.confidence = Confidence::kHigh;
+    const double per_step = static_cast<double>(pageable) / StepCount(steps);
+    f.title = fmt::format("{} host-to-device copies from pageable memory ({:.1f} per step)", pageable, per_step);
+    f.measured = per_step;
+    f.threshold = ctx.thresholds.Get("input.pin_memory.min_copies");
+    f.measured_unit = "pageable HtoD copies per step";
+    f.evidence = {{"copies", pageable}, {"bytes", pageable_bytes}, {"copy_time_ns", pageable_ns}};
+    // Pinned HtoD runs at roughly twice pageable bandwidth and can overlap compute with
+    // non_blocking=True: half the copy time is a conservative estimate; `trainrx fix` measures it.
+    f.estimated_saving_ns = static_cast<int64_t>(static_cast<double>(pageable_ns) / 2 / StepCount(steps));
+    const double mean = MeanStepNs(steps);
+    f.estimated_saving_pct = mean > 0 ? 100.0 * static_cast<double>(f.estimated_saving_ns) / mean : 0;
+    f.fix_python = "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)";
+    f.fix_cpp = "Allocate host batches with .pin_memory() and copy with .to(device, /*non_blocking=*/true)";
+    f.knob = "pin_memory";
+    out.findings.push_back(std::move(f));
+  }
+}
+
+}  // namespace trainrx::analyzers

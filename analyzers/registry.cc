@@ -1,0 +1,102 @@
+// The analyzer registry, thresholds, and the Analyze() driver.
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+
+#include "families.h"
+#include "trainrx/analyzers/analysis.h"
+
+namespace trainrx::analyzers {
+
+const char* SeverityName(Severity s) {
+  switch (s) {
+    case Severity::kInfo: return "info";
+    case Severity::kLow: return "low";
+    case Severity::kMedium: return "medium";
+    case Severity::kHigh: return "high";
+  }
+  return "info";
+}
+
+const char* ConfidenceName(Confidence c) {
+  switch (c) {
+    case Confidence::kLow: return "low";
+    case Confidence::kMedium: return "medium";
+    case Confidence::kHigh: return "high";
+  }
+  return "low";
+}
+
+Thresholds::Thresholds() {
+  values_ = {
+      {"gpu.idle.idle_pct", {20.0, "flag when the device is idle more than this % of its active span"}},
+      {"gpu.idle.kernel_wait_us", {30.0, "gap below which idle between kernels counts as kernel wait (HTA: 30)"}},
+      {"gpu.launch_bound.short_kernel_pct", {50.0, "flag when this % of kernels run shorter than their launch call"}},
+      {"gpu.launch_bound.runtime_cutoff_us", {50.0, "launch calls longer than this are outliers (HTA: 50)"}},
+      {"gpu.launch_bound.delay_cutoff_us", {100.0, "launch delays longer than this are outliers (HTA: 100)"}},
+      {"input.dataloader_bound.share_pct", {5.0, "flag when data wait exceeds this % of the step (TensorBoard plugin: 5)"}},
+      {"input.workers.max_per_cpu", {1.0, "flag configured workers above this many per available CPU"}},
+      {"input.pin_memory.min_copies", {1.0, "flag when at least this many pageable HtoD copies are seen"}},
+      {"sync.host_device.per_step", {1.0, "flag when host-device syncs per step reach this"}},
+      {"sync.blocking_copy.min_bytes", {65536.0, "synchronous HtoD cudaMemcpy above this size is flagged (nsys: 64 KB)"}},
+      {"optim.zero_grad.min_ops", {1.0, "flag when this many zeroing ops per step run inside zero_grad"}},
+  };
+}
+
+double Thresholds::Get(const std::string& key) const {
+  auto it = values_.find(key);
+  return it == values_.end() ? 0.0 : it->second.first;
+}
+
+bool Thresholds::Set(const std::string& key, double value, std::string* error) {
+  auto it = values_.find(key);
+  if (it == values_.end()) {
+    std::string known;
+    for (const auto& [k, v] : values_) known += "\n  " + k;
+    *error = "unknown threshold '" + key + "'; known thresholds:" + known;
+    return false;
+  }
+  it->second.first = value;
+  return true;
+}
+
+bool Thresholds::Parse(const std::string& assignment, std::string* error) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos) {
+    *error = "--threshold expects id.key=value, got '" + assignment + "'";
+    return false;
+  }
+  const std::string value_text = assignment.substr(eq + 1);
+  char* end = nullptr;
+  const double v = std::strtod(value_text.c_str(), &end);
+  if (value_text.empty() || end != value_text.c_str() + value_text.size()) {
+    *error = "--threshold " + assignment + ": '" + value_text + "' is not a number";
+    return false;
+  }
+  return Set(assignment.substr(0, eq), v, error);
+}
+
+const std::vector<AnalyzerInfo>& Registry() {
+  static const std::vector<AnalyzerInfo> kRegistry = {
+      {"gpu", &AnalyzeGpu},
+      {"input", &AnalyzeInput},
+      {"sync", &AnalyzeSync},
+      {"optim", &AnalyzeOptim},
+      {"model", &AnalyzeModel},
+  };
+  return kRegistry;
+}
+
+Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds) {
+  Report report;
+  report.metrics.steps = BuildStepModel(trace);
+  const AnalysisContext ctx{trace, report.metrics.steps, thresholds};
+  for (const auto& a : Registry()) a.fn(ctx, report);
+  std::stable_sort(report.findings.begin(), report.findings.end(), [](const Finding& a, const Finding& b) {
+    if (a.estimated_saving_pct != b.estimated_saving_pct) return a.estimated_saving_pct > b.estimated_saving_pct;
+    return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+  });
+  return report;
+}
+
+}  // namespace trainrx::analyzers

@@ -1,0 +1,220 @@
+// Step detection and per-step phase breakdown.
+//
+// Steps, in order of preference: ProfilerStep#N ranges (torch.profiler schedule), our collector's
+// "trainrx::step#N" markers, else inferred from repeating Optimizer.step#... ranges (step k runs
+// from the end of optimizer step k-1 to the end of optimizer step k). The model says which.
+//
+// Phases inside a step (exclusive; where ranges overlap the higher one wins,
+// data > optimizer > backward > forward; the rest is "other"):
+//   data wait  enumerate(DataLoader)#... and trainrx::data ranges
+//   optimizer  Optimizer.step#..., Optimizer.zero_grad#..., trainrx::optimizer
+//   backward   autograd::engine::evaluate_function: ... on any thread, trainrx::backward
+//   forward    trainrx::forward, else every other CPU op on the step's thread
+#include <algorithm>
+
+#include "intervals.h"
+#include "trainrx/analyzers/analysis.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+using profiler::Event;
+using profiler::EventKind;
+using profiler::Trace;
+using profiler::TrackKind;
+
+enum Phase : int { kForward = 0, kBackward = 1, kOptimizer = 2, kData = 3, kNumPhases = 4 };
+
+int PhaseOf(std::string_view name) {
+  if (StartsWith(name, "enumerate(DataLoader)#") || StartsWith(name, "trainrx::data")) return kData;
+  if (StartsWith(name, "Optimizer.step#") || StartsWith(name, "Optimizer.zero_grad#") ||
+      StartsWith(name, "trainrx::optimizer"))
+    return kOptimizer;
+  if (StartsWith(name, "autograd::engine::evaluate_function") || StartsWith(name, "trainrx::backward")) return kBackward;
+  if (StartsWith(name, "trainrx::forward")) return kForward;
+  return -1;
+}
+
+bool IsCpuRange(EventKind k) {
+  return k == EventKind::kCpuOp || k == EventKind::kUserAnnotation || k == EventKind::kPythonFunction;
+}
+
+struct Labeled {
+  int64_t s, e;
+  int phase;
+};
+
+// Exclusive time per phase inside [lo, hi) by a boundary sweep.
+void Attribute(std::vector<Labeled>& ranges, int64_t lo, int64_t hi, int64_t out[kNumPhases]) {
+  struct Pt {
+    int64_t t;
+    int delta;
+    int phase;
+  };
+  std::vector<Pt> pts;
+  pts.reserve(ranges.size() * 2);
+  for (const auto& r : ranges) {
+    const int64_t s = std::max(r.s, lo), e = std::min(r.e, hi);
+    if (e <= s) continue;
+    pts.push_back({s, +1, r.phase});
+    pts.push_back({e, -1, r.phase});
+  }
+  std::sort(pts.begin(), pts.end(), [](const Pt& a, const Pt& b) { return a.t < b.t; });
+  int active[kNumPhases] = {0, 0, 0, 0};
+  for (size_t i = 0; i < pts.size(); ++i) {
+    active[pts[i].phase] += pts[i].delta;
+    if (i + 1 < pts.size() && pts[i + 1].t > pts[i].t) {
+      for (int p = kNumPhases - 1; p >= 0; --p) {
+        if (active[p] > 0) {
+          out[p] += pts[i + 1].t - pts[i].t;
+          break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+StepModel BuildStepModel(const Trace& trace) {
+  StepModel model;
+  model.source = "none";
+  for (int32_t rank : trace.RankIds()) {
+    struct StepRange {
+      int64_t s, e;
+      uint32_t track;
+      std::string name;
+    };
+    std::vector<StepRange> found;
+    std::string source;
+    // 1) ProfilerStep#N  2) trainrx::step#N
+    for (const char* prefix : {"ProfilerStep#", "trainrx::step#"}) {
+      for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+        const auto& t = trace.tracks[ti];
+        if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+        for (const Event& e : trace.TrackEvents(ti)) {
+          if (IsCpuRange(e.kind) && StartsWith(trace.Name(e), prefix)) {
+            found.push_back({e.ts_ns, e.end_ns(), ti, std::string(trace.Name(e))});
+          }
+        }
+      }
+      if (!found.empty()) {
+        source = prefix[0] == 'P' ? "ProfilerStep" : "trainrx step markers";
+        break;
+      }
+    }
+    // 3) inferred from Optimizer.step#...
+    if (found.empty()) {
+      std::vector<StepRange> opt;
+      for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+        const auto& t = trace.tracks[ti];
+        if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+        for (const Event& e : trace.TrackEvents(ti)) {
+          if (IsCpuRange(e.kind) && StartsWith(trace.Name(e), "Optimizer.step#")) opt.push_back({e.ts_ns, e.end_ns(), ti, ""});
+        }
+      }
+      std::sort(opt.begin(), opt.end(), [](const StepRange& a, const StepRange& b) { return a.s < b.s; });
+      for (size_t i = 1; i < opt.size(); ++i) {
+        found.push_back({opt[i - 1].e, opt[i].e, opt[i].track, "step " + std::to_string(i)});
+      }
+      if (!found.empty()) source = "inferred from Optimizer.step";
+    }
+    if (found.empty()) continue;
+    std::sort(found.begin(), found.end(), [](const StepRange& a, const StepRange& b) { return a.s < b.s; });
+    if (model.source == "none") model.source = source;
+
+    // Phase ranges on this rank's CPU threads; GPU activity merged across streams.
+    std::vector<Labeled> ranges;
+    std::vector<Interval> gpu_all, gpu_kernel, gpu_mem;
+    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+      const auto& t = trace.tracks[ti];
+      if (t.rank != rank) continue;
+      if (t.kind == TrackKind::kGpuStream) {
+        for (const Event& e : trace.TrackEvents(ti)) {
+          if (e.kind == EventKind::kKernel) gpu_kernel.push_back({e.ts_ns, e.end_ns()});
+          else if (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) gpu_mem.push_back({e.ts_ns, e.end_ns()});
+          else continue;
+          gpu_all.push_back({e.ts_ns, e.end_ns()});
+        }
+        continue;
+      }
+      const bool main_thread = std::any_of(found.begin(), found.end(), [&](const StepRange& s) { return s.track == ti; });
+      for (const Event& e : trace.TrackEvents(ti)) {
+        if (!IsCpuRange(e.kind) || e.dur_ns <= 0) continue;
+        const std::string_view name = trace.Name(e);
+        int phase = PhaseOf(name);
+        if (phase < 0) {
+          if (!main_thread || StartsWith(name, "ProfilerStep#") || StartsWith(name, "trainrx::step#")) continue;
+          phase = kForward;
+        }
+        ranges.push_back({e.ts_ns, e.end_ns(), phase});
+      }
+    }
+    MergeIntervals(gpu_all);
+    MergeIntervals(gpu_kernel);
+    MergeIntervals(gpu_mem);
+    const bool has_gpu = !gpu_all.empty();
+    model.has_gpu = model.has_gpu || has_gpu;
+
+    for (const auto& st : found) {
+      StepRow row;
+      row.rank = rank;
+      row.name = st.name;
+      row.start_ns = st.s;
+      row.wall_ns = st.e - st.s;
+      int64_t ph[kNumPhases] = {0, 0, 0, 0};
+      // Only ranges overlapping the step matter; the sweep clips them.
+      std::vector<Labeled> in_step;
+      for (const auto& r : ranges)
+        if (r.e > st.s && r.s < st.e) in_step.push_back(r);
+      Attribute(in_step, st.s, st.e, ph);
+      row.data_wait_ns = ph[kData];
+      row.optimizer_ns = ph[kOptimizer];
+      row.backward_ns = ph[kBackward];
+      row.forward_ns = ph[kForward];
+      row.other_ns = std::max<int64_t>(0, row.wall_ns - ph[kData] - ph[kOptimizer] - ph[kBackward] - ph[kForward]);
+      if (has_gpu) {
+        row.has_gpu = true;
+        row.gpu_kernel_ns = CoveredWithin(gpu_kernel, st.s, st.e);
+        row.gpu_memcpy_ns = CoveredWithin(gpu_mem, st.s, st.e);
+        row.gpu_idle_ns = row.wall_ns - CoveredWithin(gpu_all, st.s, st.e);
+      }
+      model.steps.push_back(std::move(row));
+    }
+  }
+  if (model.steps.empty()) return model;
+  std::vector<int64_t> walls;
+  double total = 0, data = 0, fwd = 0, bwd = 0, opt = 0, other = 0, kern = 0, mem = 0, idle = 0;
+  for (const auto& s : model.steps) {
+    walls.push_back(s.wall_ns);
+    total += s.wall_ns;
+    data += s.data_wait_ns;
+    fwd += s.forward_ns;
+    bwd += s.backward_ns;
+    opt += s.optimizer_ns;
+    other += s.other_ns;
+    kern += s.gpu_kernel_ns;
+    mem += s.gpu_memcpy_ns;
+    idle += s.gpu_idle_ns;
+  }
+  std::nth_element(walls.begin(), walls.begin() + walls.size() / 2, walls.end());
+  int64_t median = walls[walls.size() / 2];
+  if (walls.size() % 2 == 0) {
+    const int64_t lower = *std::max_element(walls.begin(), walls.begin() + walls.size() / 2);
+    median = (median + lower) / 2;
+  }
+  model.median_wall_ns = median;
+  if (total > 0) {
+    model.data_wait_share = data / total;
+    model.forward_share = fwd / total;
+    model.backward_share = bwd / total;
+    model.optimizer_share = opt / total;
+    model.other_share = other / total;
+    model.gpu_kernel_share = kern / total;
+    model.gpu_memcpy_share = mem / total;
+    model.gpu_idle_share = idle / total;
+  }
+  return model;
+}
+
+}  // namespace trainrx::analyzers

@@ -1,0 +1,165 @@
+// sync.host_device and sync.blocking_copy.
+//
+// A host-device sync is counted once per cause: aten::item (or a bare aten::_local_scalar_dense),
+// a blocking runtime call (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
+// synchronous cudaMemcpy), or a device-to-host copy. The op that caused a runtime call is the
+// CPU op with the same Kineto "External id".
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "families.h"
+#include "intervals.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+using profiler::Event;
+using profiler::EventKind;
+using profiler::Trace;
+using profiler::TrackKind;
+
+bool IsBlockingRuntime(std::string_view n) {
+  return n == "cudaStreamSynchronize" || n == "cudaDeviceSynchronize" || n == "cudaEventSynchronize" ||
+         n == "cudaMemcpy" || n == "cuStreamSynchronize" || n == "cuCtxSynchronize" || n == "cuEventSynchronize" ||
+         n == "cuMemcpyDtoH_v2" || n == "cuMemcpyHtoD_v2";
+}
+
+struct ExtIndex {
+  std::vector<std::pair<int64_t, profiler::StrId>> v;  // external id -> CPU op name
+  void Build(const Trace& trace, int32_t rank) {
+    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+      const auto& t = trace.tracks[ti];
+      if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+      for (const Event& e : trace.TrackEvents(ti))
+        if (e.kind == EventKind::kCpuOp && e.external_id != profiler::kNoId) v.push_back({e.external_id, e.name});
+    }
+    std::sort(v.begin(), v.end());
+  }
+  profiler::StrId Find(int64_t id) const {
+    auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(id, profiler::StrId{0}));
+    return it != v.end() && it->first == id ? it->second : profiler::kNoStr;
+  }
+};
+
+}  // namespace
+
+void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
+  const Trace& trace = ctx.trace;
+  const int64_t min_copy_bytes = static_cast<int64_t>(ctx.thresholds.Get("sync.blocking_copy.min_bytes"));
+  for (int32_t rank : trace.RankIds()) {
+    int64_t item = 0, item_ns = 0, runtime_syncs = 0, blocked_ns = 0, dtoh = 0, dtoh_ns = 0;
+    int64_t blocking_copies = 0, blocking_copy_ns = 0, blocking_copy_bytes = 0;
+    std::map<std::string, int64_t> causes;
+    ExtIndex ext;
+    ext.Build(trace, rank);
+    // Memcpy per correlation id, for the size of synchronous cudaMemcpy calls.
+    std::vector<std::pair<int64_t, const Event*>> copies;
+    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+      const auto& t = trace.tracks[ti];
+      if (t.rank != rank || t.kind != TrackKind::kGpuStream) continue;
+      for (const Event& e : trace.TrackEvents(ti)) {
+        if (e.kind != EventKind::kMemcpy || e.aux == profiler::kNoAux) continue;
+        if (trace.memcpys[e.aux].copy == profiler::CopyKind::kDtoH) {
+          ++dtoh;
+          dtoh_ns += e.dur_ns;
+        }
+        if (e.correlation != profiler::kNoId) copies.push_back({e.correlation, &e});
+      }
+    }
+    std::sort(copies.begin(), copies.end());
+    bool have_gpu = false;
+    for (const auto& t : trace.tracks) have_gpu = have_gpu || (t.rank == rank && t.kind == TrackKind::kGpuStream);
+
+    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+      const auto& t = trace.tracks[ti];
+      if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+      int64_t item_end = INT64_MIN;  // nested _local_scalar_dense under item counts once
+      for (const Event& e : trace.TrackEvents(ti)) {
+        const std::string_view name = trace.Name(e);
+        if (e.kind == EventKind::kCpuOp && name == "aten::item") {
+          ++item;
+          item_ns += e.dur_ns;
+          item_end = e.end_ns();
+          ++causes["aten::item (.item(), float(t), bool(t), print(t))"];
+        } else if (e.kind == EventKind::kCpuOp && name == "aten::_local_scalar_dense" && e.ts_ns >= item_end) {
+          ++item;
+          item_ns += e.dur_ns;
+          ++causes["aten::_local_scalar_dense"];
+        } else if ((e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) && IsBlockingRuntime(name)) {
+          ++runtime_syncs;
+          blocked_ns += e.dur_ns;
+          const profiler::StrId op = ext.Find(e.external_id);
+          ++causes[fmt::format("{} from {}", name, op == profiler::kNoStr ? "(no CPU op)" : trace.strings.Get(op))];
+          if (name == "cudaMemcpy" && e.correlation != profiler::kNoId) {
+            auto it = std::lower_bound(copies.begin(), copies.end(), std::make_pair(e.correlation, static_cast<const Event*>(nullptr)));
+            if (it != copies.end() && it->first == e.correlation) {
+              const auto& m = trace.memcpys[it->second->aux];
+              if (m.copy == profiler::CopyKind::kHtoD && m.bytes >= min_copy_bytes) {
+                ++blocking_copies;
+                blocking_copy_ns += e.dur_ns;
+                blocking_copy_bytes += m.bytes;
+              }
+            }
+          }
+        }
+      }
+    }
+    const double steps = StepCount(ctx.steps, rank);
+    const double mean_step = MeanStepNs(ctx.steps, rank);
+    // Distinct sync events: items usually cause the DtoH copy and the runtime sync we also see;
+    // count the larger of the host-side and device-side views rather than their sum.
+    const int64_t syncs = std::max(item, runtime_syncs);
+    const double per_step = static_cast<double>(syncs) / steps;
+    if (syncs > 0 && per_step >= ctx.thresholds.Get("sync.host_device.per_step")) {
+      Finding f;
+      f.id = "sync.host_device";
+      f.rank = rank;
+      f.confidence = Confidence::kHigh;
+      f.severity = have_gpu ? (blocked_ns > 0.05 * mean_step * steps ? Severity::kHigh : Severity::kMedium) : Severity::kLow;
+      f.title = fmt::format("{:.1f} host-device syncs per step (rank {})", per_step, rank);
+      f.measured = per_step;
+      f.threshold = ctx.thresholds.Get("sync.host_device.per_step");
+      f.measured_unit = "syncs per step";
+      f.evidence = {{"item_calls", item}, {"blocking_runtime_calls", runtime_syncs}, {"blocked_ns", blocked_ns},
+                    {"dtoh_copies", dtoh}, {"dtoh_copy_ns", dtoh_ns},
+                    {"measured_on", have_gpu ? std::string("GPU trace: blocked time measured")
+                                             : std::string("CPU-only trace: count only; each one blocks on a GPU")}};
+      std::vector<std::pair<int64_t, std::string>> ranked;
+      for (const auto& [k, v] : causes) ranked.push_back({v, k});
+      std::sort(ranked.rbegin(), ranked.rend());
+      for (const auto& [n, k] : ranked) f.examples.push_back(fmt::format("{} x {}", n, k));
+      const int64_t cost = have_gpu ? blocked_ns : item_ns;
+      f.estimated_saving_ns = static_cast<int64_t>(static_cast<double>(cost) / steps);
+      f.estimated_saving_pct = mean_step > 0 ? 100.0 * static_cast<double>(f.estimated_saving_ns) / mean_step : 0;
+      f.fix_python = "Keep running sums on the device (total += loss.detach()) and call .item() / .cpu() every N steps; "
+                     "find the rest with torch.cuda.set_sync_debug_mode(\"warn\").";
+      f.fix_cpp = "Accumulate on the device and read back with .item<float>() every N steps; avoid .cpu() and "
+                  "cudaStreamSynchronize in the step.";
+      f.knob = "item_every_step";
+      out.findings.push_back(std::move(f));
+    }
+    if (blocking_copies > 0) {
+      Finding f;
+      f.id = "sync.blocking_copy";
+      f.rank = rank;
+      f.severity = Severity::kMedium;
+      f.confidence = Confidence::kHigh;
+      f.title = fmt::format("{} synchronous host-to-device copies of {} bytes or more (rank {})", blocking_copies,
+                            min_copy_bytes, rank);
+      f.measured = static_cast<double>(blocking_copies) / steps;
+      f.threshold = 0;
+      f.measured_unit = "blocking copies per step";
+      f.evidence = {{"copies", blocking_copies}, {"bytes", blocking_copy_bytes}, {"blocked_ns", blocking_copy_ns}};
+      f.estimated_saving_ns = static_cast<int64_t>(static_cast<double>(blocking_copy_ns) / steps);
+      f.estimated_saving_pct = mean_step > 0 ? 100.0 * static_cast<double>(f.estimated_saving_ns) / mean_step : 0;
+      f.fix_python = "batch.to(device, non_blocking=True) from pinned memory (DataLoader(pin_memory=True))";
+      f.fix_cpp = "tensor.pin_memory().to(device, /*non_blocking=*/true)";
+      f.knob = "pin_memory";
+      out.findings.push_back(std::move(f));
+    }
+  }
+}
+
+}  // namespace trainrx::analyzers

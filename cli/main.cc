@@ -1,0 +1,119 @@
+// trainrx — the command. Thin: parses arguments, calls the libraries, maps errors to exit codes.
+// Exit codes: 0 success, 2 usage or input error (file named in the message).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "sample_trace.h"
+#include "trainrx/analyzers/analysis.h"
+#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/kineto_writer.h"
+#include "trainrx/reports/report.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitInputError = 2;
+
+int Fail(const std::string& msg) {
+  std::cerr << "trainrx: error: " << msg << "\n";
+  return kExitInputError;
+}
+
+int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::string& format, const std::string& output,
+               const std::vector<std::string>& threshold_args) {
+  using namespace trainrx;
+  analyzers::Thresholds thresholds;
+  for (const auto& t : threshold_args) {
+    std::string error;
+    if (!thresholds.Parse(t, &error)) return Fail(error);
+  }
+  if (format != "text" && format != "json" && format != "md") return Fail("--format must be text, json or md");
+  profiler::Trace trace;
+  reports::RenderOptions options;
+  if (sample) {
+    if (!paths.empty()) return Fail("give trace paths or --sample, not both");
+    const auto st = profiler::ReadTraceBuffer(cli::SampleTrace(), cli::kSampleTraceName, 0, trace);
+    if (!st.ok) return Fail(st.error);
+    options.inputs = {std::string("built-in sample: ") + cli::kSampleTraceName};
+  } else {
+    if (paths.empty()) return Fail("analyze needs at least one trace file or directory (or --sample)");
+    const auto st = profiler::ReadTraces(paths, trace);
+    if (!st.ok) return Fail(st.error);
+    options.inputs = paths;
+  }
+  const analyzers::Report report = analyzers::Analyze(trace, thresholds);
+
+  std::ofstream file;
+  std::ostream* out = &std::cout;
+  if (!output.empty() && output != "-") {
+    file.open(output);
+    if (!file) return Fail(output + ": cannot open for writing");
+    out = &file;
+  }
+  options.color = out == &std::cout && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+  if (format == "json") reports::WriteJson(trace, report, thresholds, options, *out);
+  else if (format == "md") reports::WriteMarkdown(trace, report, thresholds, options, *out);
+  else reports::WriteText(trace, report, thresholds, options, *out);
+  out->flush();
+  if (!*out) return Fail(output + ": write failed");
+  return kExitOk;
+}
+
+int RunConvert(const std::vector<std::string>& paths, const std::string& output) {
+  using namespace trainrx;
+  profiler::Trace trace;
+  if (const auto st = profiler::ReadTraces(paths, trace); !st.ok) return Fail(st.error);
+  const auto ranks = trace.RankIds();
+  for (int32_t rank : ranks) {
+    std::string path = output;
+    if (ranks.size() > 1) {
+      const size_t dot = output.find(".json");
+      path = dot == std::string::npos ? fmt::format("{}.rank{}", output, rank)
+                                      : fmt::format("{}.rank{}{}", output.substr(0, dot), rank, output.substr(dot));
+    }
+    if (const auto st = profiler::WriteKinetoFile(trace, rank, path); !st.ok) return Fail(st.error);
+    std::cerr << fmt::format("wrote rank {} to {}\n", rank, path);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trainrx: profiler and performance doctor for PyTorch / LibTorch training loops"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "trainrx 0.1.0");
+
+  std::vector<std::string> paths, thresholds;
+  std::string format = "text", output;
+  bool sample = false;
+  auto* analyze = app.add_subcommand("analyze", "Analyze PyTorch-profiler (Kineto/Chrome) traces: findings, evidence, fixes");
+  analyze->add_option("paths", paths, "trace files (.json, .json.gz) or directories of per-rank traces");
+  analyze->add_option("--format", format, "text | json | md")->check(CLI::IsMember({"text", "json", "md"}));
+  analyze->add_option("-o,--output", output, "write the report here instead of stdout");
+  analyze->add_option("--threshold", thresholds, "override a threshold: id.key=value (repeatable)");
+  analyze->add_flag("--sample", sample, "analyze the built-in sample trace (a CPU training loop with planted problems)");
+
+  std::vector<std::string> convert_paths;
+  std::string convert_out;
+  auto* convert = app.add_subcommand("convert", "Read any supported trace and write Kineto JSON (opens in Perfetto / HTA)");
+  convert->add_option("paths", convert_paths, "trace files or directories")->required();
+  convert->add_option("-o,--output", convert_out, "output file (.json or .json.gz); per-rank suffix when several ranks")
+      ->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitInputError;
+  }
+  if (*analyze) return RunAnalyze(paths, sample, format, output, thresholds);
+  if (*convert) return RunConvert(convert_paths, convert_out);
+  return kExitInputError;
+}

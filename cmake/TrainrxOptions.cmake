@@ -1,0 +1,78 @@
+# Optional parts default to AUTO ("on if found"). ON means required: configure fails with the fix.
+# OFF skips the part. A disabled part keeps its headers and reports IsAvailable() == false at run time.
+#
+#   -DTRAINRX_WITH_TORCH=AUTO|ON|OFF       LibTorch (probes/, workloads/)
+#   -DTRAINRX_WITH_CUDA=AUTO|ON|OFF        CUDA toolkit with CUPTI and NVTX3 (collector backend)
+#   -DTRAINRX_WITH_NCCL=AUTO|ON|OFF        NCCL (GPU multi-rank workloads)
+#   -DTRAINRX_WITH_TESTS=ON|OFF            GoogleTest suites + end-to-end tests
+#   -DTRAINRX_WITH_BENCHMARKS=AUTO|ON|OFF  Google Benchmark + bench commands
+
+set(TRAINRX_WITH_TORCH AUTO CACHE STRING "LibTorch support: AUTO, ON or OFF")
+set(TRAINRX_WITH_CUDA AUTO CACHE STRING "CUDA/CUPTI/NVTX support: AUTO, ON or OFF")
+set(TRAINRX_WITH_NCCL AUTO CACHE STRING "NCCL support: AUTO, ON or OFF")
+option(TRAINRX_WITH_TESTS "Build tests" ON)
+set(TRAINRX_WITH_BENCHMARKS AUTO CACHE STRING "Benchmarks: AUTO, ON or OFF")
+
+# trainrx_optional(<var> <option> <found?> <fix message>)
+function(trainrx_optional out option found fix)
+  if(${option} STREQUAL "OFF")
+    set(${out} OFF PARENT_SCOPE)
+  elseif(found)
+    set(${out} ON PARENT_SCOPE)
+  elseif(${option} STREQUAL "ON")
+    message(FATAL_ERROR "${option_name} was requested but not found. ${fix}")
+  else()
+    set(${out} OFF PARENT_SCOPE)
+  endif()
+endfunction()
+
+# LibTorch: Debian's libtorch-dev here; on a GPU host the one inside the installed PyTorch
+# (pass -DCMAKE_PREFIX_PATH=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')).
+set(_torch_found OFF)
+if(NOT TRAINRX_WITH_TORCH STREQUAL "OFF")
+  find_package(Torch QUIET)
+  if(Torch_FOUND)
+    set(_torch_found ON)
+  endif()
+endif()
+set(option_name TRAINRX_WITH_TORCH)
+trainrx_optional(TRAINRX_HAVE_TORCH TRAINRX_WITH_TORCH ${_torch_found}
+  "Install libtorch-dev (scripts/setup does), point CMAKE_PREFIX_PATH at torch.utils.cmake_prefix_path, or pass -DTRAINRX_WITH_TORCH=OFF.")
+
+set(_cuda_found OFF)
+if(NOT TRAINRX_WITH_CUDA STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND AND TARGET CUDA::cupti AND EXISTS "${CUDAToolkit_INCLUDE_DIRS}/nvtx3/nvToolsExt.h")
+    set(_cuda_found ON)
+  endif()
+endif()
+set(option_name TRAINRX_WITH_CUDA)
+trainrx_optional(TRAINRX_HAVE_CUDA TRAINRX_WITH_CUDA ${_cuda_found}
+  "Install the CUDA toolkit with CUPTI and NVTX3 (standard location /usr/local/cuda), or pass -DTRAINRX_WITH_CUDA=OFF.")
+
+set(_nccl_found OFF)
+if(NOT TRAINRX_WITH_NCCL STREQUAL "OFF")
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS /usr/local/cuda/include /usr/include)
+  find_library(NCCL_LIBRARY nccl HINTS /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(_nccl_found ON)
+  endif()
+endif()
+set(option_name TRAINRX_WITH_NCCL)
+trainrx_optional(TRAINRX_HAVE_NCCL TRAINRX_WITH_NCCL ${_nccl_found}
+  "Install NCCL (libnccl-dev or the CUDA toolkit's copy), or pass -DTRAINRX_WITH_NCCL=OFF.")
+
+set(_bench_found OFF)
+if(NOT TRAINRX_WITH_BENCHMARKS STREQUAL "OFF")
+  find_package(benchmark QUIET)
+  if(benchmark_FOUND)
+    set(_bench_found ON)
+  endif()
+endif()
+set(option_name TRAINRX_WITH_BENCHMARKS)
+trainrx_optional(TRAINRX_WITH_BENCHMARKS_EFFECTIVE TRAINRX_WITH_BENCHMARKS ${_bench_found}
+  "Install libbenchmark-dev (scripts/setup does), or pass -DTRAINRX_WITH_BENCHMARKS=OFF.")
+set(TRAINRX_WITH_BENCHMARKS ${TRAINRX_WITH_BENCHMARKS_EFFECTIVE})
+
+# SIMD JSON parsing (x86-64-v3 for the trace parser only; see profiler/CMakeLists.txt).
+option(TRAINRX_SIMD "Compile the trace parser for x86-64-v3 (AVX2) with a run-time CPU check" ON)

@@ -1,0 +1,60 @@
+// trainrx::profiler::JsonWriter — the one JSON writer of the project (trace files, report JSON,
+// Markdown/JUnit helpers use its Escape). Streams to an std::ostream it is given; escapes every
+// string; tracks commas so callers never hand-build JSON (Kineto had to patch quoting bugs in
+// its hand-built JSON). Not thread-safe; one writer per stream.
+//
+//   JsonWriter w(out);
+//   w.BeginObject(); w.Key("id"); w.String("sync.host_device"); w.Key("n"); w.Int(3); w.EndObject();
+//   -> {"id":"sync.host_device","n":3}
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trainrx::profiler {
+
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::ostream& out, bool pretty = false) : out_(out), pretty_(pretty) {}
+
+  void BeginObject();
+  void EndObject();
+  void BeginArray();
+  void EndArray();
+  void Key(std::string_view key);
+  void String(std::string_view s);
+  void Int(int64_t v);
+  void Uint(uint64_t v);
+  // Non-finite doubles are written as null (JSON has no NaN).
+  void Double(double v, int precision = 6);
+  void Bool(bool v);
+  void Null();
+  // Writes already-valid JSON text verbatim (e.g. a raw "Input Dims" value kept from the source).
+  void Raw(std::string_view json);
+  // Microsecond timestamp with exact ns digits (see time.h), as a JSON number.
+  void MicrosFromNs(int64_t ns);
+
+  // Convenience: Key + value.
+  void Field(std::string_view key, std::string_view s) { Key(key); String(s); }
+  void Field(std::string_view key, const char* s) { Key(key); String(s); }
+  void Field(std::string_view key, int64_t v) { Key(key); Int(v); }
+  void Field(std::string_view key, int v) { Key(key); Int(v); }
+  void Field(std::string_view key, uint64_t v) { Key(key); Uint(v); }
+  void Field(std::string_view key, double v, int precision = 6) { Key(key); Double(v, precision); }
+  void Field(std::string_view key, bool v) { Key(key); Bool(v); }
+
+  static std::string Escape(std::string_view s);  // without the surrounding quotes
+
+ private:
+  void Separate();
+  void Newline();
+  std::ostream& out_;
+  bool pretty_;
+  std::vector<bool> first_;  // per open container: no element written yet
+  bool after_key_ = false;
+};
+
+}  // namespace trainrx::profiler

@@ -1,0 +1,57 @@
+// trainrx::profiler Kineto / Chrome-trace reader: fills a Trace from PyTorch profiler output.
+//
+// Accepts every format generation since 2021:
+//  - Kineto (torch.profiler) JSON object with "traceEvents", categories old (Operator, Runtime,
+//    Kernel, Memcpy, Memset) and new (cpu_op, cuda_runtime, cuda_driver, kernel, gpu_memcpy,
+//    gpu_memset, user_annotation, gpu_user_annotation, python_function, cuda_sync, ac2g, fwdbwd),
+//    integer µs or decimal µs with ns precision, optional baseTimeNanoseconds, distributedInfo,
+//    deviceProperties; our own "trainrx" config block.
+//  - The legacy autograd profiler's export_chrome_trace: a bare array, no "cat", "pid": "CPU functions".
+//  - .json or .json.gz (detected by magic bytes, not by name); a directory of per-rank files.
+//
+// Errors: a file that is not a trace (missing, empty, truncated, not JSON, JSON of another shape)
+// returns an error message naming the file and what was wrong. Malformed events inside a valid
+// trace are skipped and counted in Trace::stats, never fatal.
+//
+// Memory: the file is streamed in windows (default 8 MiB) and each window is parsed with
+// simdjson On-Demand, so peak memory is the model plus one window, not the file plus its index.
+// Threading: one call, one thread; no shared state.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainrx/profiler/trace.h"
+
+namespace trainrx::profiler {
+
+struct ReadOptions {
+  size_t window_bytes = 8u << 20;
+  // Rank to give a file without distributedInfo; -1 = derive from the file name ("rank-3",
+  // "rank3") or else the file's position in the sorted input list.
+  int32_t rank_hint = -1;
+};
+
+// Result of a read: an error message, or success (the Trace was filled).
+struct ReadStatus {
+  bool ok = true;
+  std::string error;  // "<file>: <what was wrong>"
+  static ReadStatus Error(std::string msg) { return {false, std::move(msg)}; }
+};
+
+// Reads one or more paths (files or directories of *.json / *.json.gz / *.pt.trace.json[.gz])
+// into `trace`, merging ranks, then calls trace.Finalize().
+ReadStatus ReadTraces(const std::vector<std::string>& paths, Trace& trace,
+                      const ReadOptions& options = {});
+
+// Reads trace bytes already in memory (plain JSON or gzip); `source_name` is used in messages.
+ReadStatus ReadTraceBuffer(std::string_view bytes, std::string_view source_name, int32_t rank,
+                           Trace& trace, const ReadOptions& options = {});
+
+// Expands directories into the sorted list of trace files they contain.
+std::optional<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths,
+                                                         std::string* error);
+
+}  // namespace trainrx::profiler

@@ -1,0 +1,22 @@
+// trainrx::profiler Kineto writer: writes a Trace as Kineto-compatible Chrome-trace JSON that
+// Perfetto, chrome://tracing, TensorBoard and HTA open, and that our reader reads back to an
+// equal model (round trip). One file per rank; .gz output when the path ends in ".gz".
+// Timestamps are written as µs with exactly three decimals, relative to baseTimeNanoseconds.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/trace.h"
+
+namespace trainrx::profiler {
+
+inline constexpr int kTrainrxSchemaMajor = 1;
+
+// Writes the events of one rank to `out`.
+void WriteKinetoJson(const Trace& trace, int32_t rank, std::ostream& out);
+// Writes to a file (gzip if path ends with .gz).
+ReadStatus WriteKinetoFile(const Trace& trace, int32_t rank, const std::string& path);
+
+}  // namespace trainrx::profiler

@@ -1,0 +1,236 @@
+// trainrx::profiler — the one trace model every source fills and every analyzer reads.
+//
+// Who writes it: the Kineto/Chrome reader (profiler/io/kineto_reader.cc), and later our own
+// collector (probes/, CUPTI backend). Who reads it: analyzers/ (const Trace&), reports/, the
+// Kineto writer. Threading: a Trace is built by one thread, then read-only; concurrent readers
+// are fine once Finalize() has run.
+//
+// Layout, chosen for multi-million-event traces: events are compact fixed-size structs (48 bytes,
+// no per-event heap allocation); names are interned once (StrId); rarely used per-event detail
+// (memcpy kinds and bytes, operator input shapes) lives in side tables reached through
+// Event::aux. After Finalize() events are grouped by track and sorted by start time inside each
+// track, so per-thread / per-stream scans are contiguous.
+//
+// Time is int64 nanoseconds everywhere (ts_ns, dur_ns); conversion from trace units happens in
+// exactly one helper (ParseMicrosToNs in time.h).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace trainrx::profiler {
+
+using StrId = uint32_t;
+inline constexpr StrId kNoStr = 0;  // id 0 is always the empty string
+inline constexpr uint32_t kNoAux = std::numeric_limits<uint32_t>::max();
+inline constexpr int64_t kNoId = -1;
+
+// Interned strings. Views returned by Get() stay valid for the table's lifetime.
+class StringTable {
+ public:
+  StringTable();
+  StringTable(const StringTable&) = delete;
+  StringTable& operator=(const StringTable&) = delete;
+  StringTable(StringTable&&) = default;
+  StringTable& operator=(StringTable&&) = default;
+
+  StrId Intern(std::string_view s);
+  // Returns kNoStr for strings never interned (and for "").
+  StrId Find(std::string_view s) const;
+  std::string_view Get(StrId id) const { return views_[id]; }
+  size_t size() const { return views_.size(); }
+
+ private:
+  std::deque<std::string> storage_;  // deque: growing never moves stored strings
+  std::vector<std::string_view> views_;
+  std::unordered_map<std::string_view, StrId> index_;
+};
+
+enum class EventKind : uint8_t {
+  kCpuOp,              // ATen op, autograd node, legacy profiler "CPU functions"
+  kUserAnnotation,     // record_function ranges, ProfilerStep#N, DataLoader / Optimizer ranges
+  kPythonFunction,     // with_stack python frames
+  kCudaRuntime,        // cudaLaunchKernel, cudaMemcpyAsync, cudaStreamSynchronize, ...
+  kCudaDriver,         // cuLaunchKernel, ...
+  kKernel,             // GPU kernel
+  kMemcpy,             // GPU memcpy (see MemcpyInfo)
+  kMemset,             // GPU memset
+  kGpuUserAnnotation,  // record_function ranges projected on a GPU stream
+  kCudaSync,           // CUPTI synchronization record (Event/Stream/Context Sync)
+  kInstant,            // zero-duration marks
+  kOther,              // anything else with a duration (profiler spans, overhead, ...)
+};
+std::string_view EventKindName(EventKind kind);
+inline bool IsGpuKind(EventKind k) {
+  return k == EventKind::kKernel || k == EventKind::kMemcpy || k == EventKind::kMemset ||
+         k == EventKind::kGpuUserAnnotation || k == EventKind::kCudaSync;
+}
+
+enum class TrackKind : uint8_t { kCpuThread, kGpuStream, kOther };
+
+// A timeline: one CPU thread or one GPU stream of one rank.
+struct Track {
+  int32_t rank = 0;
+  TrackKind kind = TrackKind::kCpuThread;
+  int64_t pid = 0;     // numeric process id (for GPU tracks: the device id)
+  int64_t tid = 0;     // numeric thread id (for GPU tracks: the stream id)
+  StrId pid_name = kNoStr;  // set when the source used a string pid ("CPU functions", "Spans")
+  StrId tid_name = kNoStr;
+  int32_t device = -1;      // GPU tracks
+  int64_t stream = -1;      // GPU tracks
+  StrId name = kNoStr;      // thread_name / stream name metadata
+  // Filled by Trace::Finalize(): this track's events are events[first_event, first_event+count).
+  uint32_t first_event = 0;
+  uint32_t event_count = 0;
+};
+
+struct Event {
+  int64_t ts_ns = 0;
+  int64_t dur_ns = 0;
+  int64_t correlation = kNoId;  // CUDA correlation id: runtime call <-> kernel/memcpy/memset
+  int64_t external_id = kNoId;  // Kineto "External id": CPU op <-> runtime call <-> GPU activity
+  StrId name = kNoStr;
+  uint32_t track = 0;
+  uint32_t aux = kNoAux;        // kMemcpy/kMemset: index into memcpys; ops: index into op_inputs
+  EventKind kind = EventKind::kOther;
+  uint8_t flags = 0;
+  int64_t end_ns() const { return ts_ns + dur_ns; }
+};
+static_assert(sizeof(Event) == 48, "Event must stay compact");
+
+enum class CopyKind : uint8_t { kUnknown, kHtoD, kDtoH, kDtoD, kHtoH, kPtoP };
+enum class MemKind : uint8_t { kUnknown, kPageable, kPinned, kDevice, kManaged, kArray };
+std::string_view CopyKindName(CopyKind k);
+std::string_view MemKindName(MemKind k);
+
+struct MemcpyInfo {
+  int64_t bytes = -1;
+  CopyKind copy = CopyKind::kUnknown;
+  MemKind src = MemKind::kUnknown;
+  MemKind dst = MemKind::kUnknown;
+};
+
+// Parses Kineto/CUPTI copy names: "Memcpy HtoD (Pageable -> Device)" -> {kHtoD, kPageable, kDevice}.
+MemcpyInfo ParseMemcpyName(std::string_view name);
+
+// Operator inputs as recorded with record_shapes (raw JSON text of "Input Dims" / "Input type",
+// interned), or by our collector.
+struct OpInputs {
+  StrId input_dims = kNoStr;   // e.g. "[[32, 3, 224, 224], [64, 3, 7, 7], [64], [], [], [], []]"
+  StrId input_types = kNoStr;  // e.g. "[\"float\", \"float\", \"float\", ...]"
+};
+
+struct Counter {
+  uint32_t track = 0;
+  StrId name = kNoStr;
+  int64_t ts_ns = 0;
+  double value = 0;
+};
+
+struct Flow {
+  int64_t id = 0;
+  StrId cat = kNoStr;  // "ac2g" (CPU launch -> GPU activity), "fwdbwd" (forward op -> backward)
+  uint32_t track = 0;
+  int64_t ts_ns = 0;
+  bool is_start = true;
+};
+
+struct DeviceProperties {
+  int32_t id = -1;
+  std::string name;
+  int64_t total_global_mem = 0;
+  int32_t compute_major = 0;
+  int32_t compute_minor = 0;
+  int32_t num_sms = 0;
+};
+
+// One per rank (one per input file, or per distributedInfo rank).
+struct RankInfo {
+  int32_t rank = 0;
+  int32_t world_size = 1;
+  std::string backend;
+  std::string source;              // file the rank came from
+  std::string rank_source;         // how the rank was determined: distributedInfo / file name / order
+  std::vector<DeviceProperties> devices;
+  int64_t base_time_ns = 0;        // Kineto baseTimeNanoseconds (0 when absent)
+  std::string schema_version;
+  // Free-form key/value configuration written by our collector ("trainrx" block) or by the
+  // source (record_shapes, with_stack...). Values are JSON text.
+  std::map<std::string, std::string> config;
+};
+
+// Problems met while ingesting, counted by kind (Perfetto's stats table model).
+enum class IssueSeverity : uint8_t { kInfo, kDataLoss, kError };
+struct IngestStats {
+  struct Entry {
+    std::string kind;  // e.g. "missing_ts", "negative_dur"
+    IssueSeverity severity = IssueSeverity::kDataLoss;
+    uint64_t count = 0;
+    std::string example;  // where the first one was seen: file and event index
+  };
+  std::vector<Entry> entries;
+  uint64_t events_read = 0;
+  uint64_t bytes_read = 0;
+  void Add(std::string_view kind, IssueSeverity severity, std::string_view example);
+  uint64_t Count(std::string_view kind) const;
+  uint64_t TotalSkipped() const;
+};
+
+struct Trace {
+  StringTable strings;
+  std::vector<Track> tracks;
+  std::vector<Event> events;
+  std::vector<MemcpyInfo> memcpys;
+  std::vector<OpInputs> op_inputs;
+  std::vector<Counter> counters;
+  std::vector<Flow> flows;
+  std::vector<RankInfo> ranks;
+  IngestStats stats;
+
+  // Returns the index of the track with this identity, creating it if needed.
+  uint32_t GetOrAddTrack(int32_t rank, TrackKind kind, int64_t pid, int64_t tid,
+                         StrId pid_name = kNoStr, StrId tid_name = kNoStr);
+  uint32_t AddEvent(const Event& e) {
+    events.push_back(e);
+    return static_cast<uint32_t>(events.size() - 1);
+  }
+  // Moves every track of rank `from` to rank `to` (the reader parses a file under a provisional
+  // rank until its distributedInfo has been read).
+  void RemapRank(int32_t from, int32_t to);
+  // Groups events by track and sorts each track by (ts asc, dur desc) so enclosing ranges come
+  // before what they enclose; fills Track::first_event / event_count. Idempotent.
+  void Finalize();
+  bool finalized() const { return finalized_; }
+
+  std::span<const Event> TrackEvents(uint32_t track) const {
+    const Track& t = tracks[track];
+    return {events.data() + t.first_event, t.event_count};
+  }
+  std::string_view Name(const Event& e) const { return strings.Get(e.name); }
+  const RankInfo* FindRank(int32_t rank) const;
+  std::vector<int32_t> RankIds() const;
+
+ private:
+  struct TrackKey {
+    int32_t rank;
+    TrackKind kind;
+    int64_t pid, tid;
+    StrId pid_name, tid_name;
+    bool operator==(const TrackKey&) const = default;
+  };
+  struct TrackKeyHash {
+    size_t operator()(const TrackKey& k) const noexcept;
+  };
+  std::unordered_map<TrackKey, uint32_t, TrackKeyHash> track_index_;
+  bool finalized_ = false;
+};
+
+}  // namespace trainrx::profiler

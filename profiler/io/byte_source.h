@@ -1,0 +1,32 @@
+// Byte sources for the trace reader: a file, a memory buffer, or gzip on top of either.
+// Private to profiler/. Read() returns bytes read, 0 at end of input, -1 on error (message in
+// error()). Gzip is detected by magic bytes (1f 8b), never by file name.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace trainrx::profiler::io {
+
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual std::ptrdiff_t Read(char* dst, size_t n) = 0;
+  const std::string& error() const { return error_; }
+
+ protected:
+  std::string error_;
+};
+
+// Opens `path`, sniffs gzip. Returns nullptr with *error set when the file cannot be opened.
+std::unique_ptr<ByteSource> OpenFileSource(const std::string& path, std::string* error);
+// Wraps a memory buffer (must outlive the source), sniffs gzip.
+std::unique_ptr<ByteSource> OpenMemorySource(std::string_view bytes);
+
+// Compresses `data` as gzip into `out` (used by the writer for *.gz output).
+bool GzipCompress(std::string_view data, std::string* out, int level = 6);
+
+}  // namespace trainrx::profiler::io

@@ -1,0 +1,182 @@
+#include "trainrx/profiler/kineto_writer.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "byte_source.h"
+#include "trainrx/profiler/json_writer.h"
+
+namespace trainrx::profiler {
+namespace {
+
+std::string_view CatFor(EventKind k) {
+  return k == EventKind::kInstant || k == EventKind::kOther ? std::string_view("Trace") : EventKindName(k);
+}
+
+void WriteIds(JsonWriter& w, const Trace& trace, const Track& t) {
+  if (t.pid_name != kNoStr) w.Field("pid", trace.strings.Get(t.pid_name));
+  else w.Field("pid", t.pid);
+  if (t.tid_name != kNoStr) w.Field("tid", trace.strings.Get(t.tid_name));
+  else w.Field("tid", t.tid);
+}
+
+}  // namespace
+
+void WriteKinetoJson(const Trace& trace, int32_t rank, std::ostream& out) {
+  JsonWriter w(out);
+  const RankInfo* info = trace.FindRank(rank);
+  const int64_t base = info ? info->base_time_ns : 0;
+  w.BeginObject();
+  w.Field("schemaVersion", int64_t{1});
+  if (info) {
+    w.Key("deviceProperties");
+    w.BeginArray();
+    for (const auto& d : info->devices) {
+      w.BeginObject();
+      w.Field("id", d.id);
+      w.Field("name", d.name);
+      w.Field("totalGlobalMem", d.total_global_mem);
+      w.Field("computeMajor", d.compute_major);
+      w.Field("computeMinor", d.compute_minor);
+      w.Field("numSms", d.num_sms);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("distributedInfo");
+    w.BeginObject();
+    w.Field("backend", info->backend);
+    w.Field("rank", rank);
+    w.Field("world_size", info->world_size);
+    w.EndObject();
+  }
+  // Our own block: schema version of what we add, and the collector's config (JSON values).
+  w.Key("trainrx");
+  w.BeginObject();
+  w.Field("schema", fmt::format("{}.0", kTrainrxSchemaMajor));
+  if (info) {
+    for (const auto& [k, v] : info->config) {
+      if (k == "schema") continue;
+      w.Key(k);
+      w.Raw(v);
+    }
+  }
+  w.EndObject();
+
+  w.Key("traceEvents");
+  w.BeginArray();
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    const Track& t = trace.tracks[ti];
+    if (t.rank != rank) continue;
+    const bool gpu = t.kind == TrackKind::kGpuStream;
+    if (t.name != kNoStr) {
+      w.BeginObject();
+      w.Field("name", "thread_name");
+      w.Field("ph", "M");
+      WriteIds(w, trace, t);
+      w.Key("args");
+      w.BeginObject();
+      w.Field("name", trace.strings.Get(t.name));
+      w.EndObject();
+      w.EndObject();
+    }
+    for (const Event& e : trace.TrackEvents(ti)) {
+      w.BeginObject();
+      const bool instant = e.kind == EventKind::kInstant;
+      w.Field("ph", instant ? "i" : "X");
+      if (instant) w.Field("s", "t");
+      w.Field("cat", CatFor(e.kind));
+      w.Field("name", trace.strings.Get(e.name));
+      WriteIds(w, trace, t);
+      w.Key("ts");
+      w.MicrosFromNs(e.ts_ns - base);
+      if (!instant) {
+        w.Key("dur");
+        w.MicrosFromNs(e.dur_ns);
+      }
+      w.Key("args");
+      w.BeginObject();
+      if (e.external_id != kNoId) w.Field("External id", e.external_id);
+      if (e.correlation != kNoId) w.Field("correlation", e.correlation);
+      if (gpu) {
+        w.Field("device", static_cast<int64_t>(t.device));
+        w.Field("stream", t.stream);
+      }
+      if (e.aux != kNoAux) {
+        if (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) {
+          const MemcpyInfo& m = trace.memcpys[e.aux];
+          if (m.bytes >= 0) w.Field("bytes", m.bytes);
+        } else {
+          const OpInputs& in = trace.op_inputs[e.aux];
+          if (in.input_dims != kNoStr) {
+            w.Key("Input Dims");
+            w.Raw(trace.strings.Get(in.input_dims));
+          }
+          if (in.input_types != kNoStr) {
+            w.Key("Input type");
+            w.Raw(trace.strings.Get(in.input_types));
+          }
+        }
+      }
+      w.EndObject();
+      w.EndObject();
+    }
+  }
+  for (const Flow& f : trace.flows) {
+    const Track& t = trace.tracks[f.track];
+    if (t.rank != rank) continue;
+    w.BeginObject();
+    w.Field("ph", f.is_start ? "s" : "f");
+    w.Field("id", f.id);
+    WriteIds(w, trace, t);
+    w.Key("ts");
+    w.MicrosFromNs(f.ts_ns - base);
+    w.Field("cat", trace.strings.Get(f.cat));
+    w.Field("name", trace.strings.Get(f.cat));
+    if (!f.is_start) w.Field("bp", "e");
+    w.EndObject();
+  }
+  for (const Counter& c : trace.counters) {
+    const Track& t = trace.tracks[c.track];
+    if (t.rank != rank) continue;
+    w.BeginObject();
+    w.Field("ph", "C");
+    w.Field("name", trace.strings.Get(c.name));
+    WriteIds(w, trace, t);
+    w.Key("ts");
+    w.MicrosFromNs(c.ts_ns - base);
+    w.Key("args");
+    w.BeginObject();
+    w.Field(trace.strings.Get(c.name), c.value, 17);
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Field("displayTimeUnit", "ms");
+  if (base != 0) w.Field("baseTimeNanoseconds", base);
+  w.EndObject();
+  out << '\n';
+}
+
+ReadStatus WriteKinetoFile(const Trace& trace, int32_t rank, const std::string& path) {
+  const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return ReadStatus::Error(fmt::format("{}: cannot open for writing", path));
+  if (gz) {
+    // Whole-rank buffer then one deflate: simple; a streaming deflate would cap memory for
+    // multi-GB outputs (not needed yet: we write what we read or collected).
+    std::ostringstream s;
+    WriteKinetoJson(trace, rank, s);
+    std::string packed;
+    if (!io::GzipCompress(s.str(), &packed)) return ReadStatus::Error(fmt::format("{}: gzip compression failed", path));
+    f.write(packed.data(), static_cast<std::streamsize>(packed.size()));
+  } else {
+    WriteKinetoJson(trace, rank, f);
+  }
+  f.close();
+  if (!f) return ReadStatus::Error(fmt::format("{}: write failed", path));
+  return {};
+}
+
+}  // namespace trainrx::profiler

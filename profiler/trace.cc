@@ -1,0 +1,214 @@
+#include "trainrx/profiler/trace.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace trainrx::profiler {
+
+StringTable::StringTable() {
+  storage_.emplace_back();
+  views_.push_back(storage_.back());
+  index_.emplace(views_.back(), kNoStr);
+}
+
+StrId StringTable::Intern(std::string_view s) {
+  if (s.empty()) return kNoStr;
+  auto it = index_.find(s);
+  if (it != index_.end()) return it->second;
+  storage_.emplace_back(s);
+  const StrId id = static_cast<StrId>(views_.size());
+  views_.push_back(storage_.back());
+  index_.emplace(views_.back(), id);
+  return id;
+}
+
+StrId StringTable::Find(std::string_view s) const {
+  auto it = index_.find(s);
+  return it == index_.end() ? kNoStr : it->second;
+}
+
+std::string_view EventKindName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kCpuOp: return "cpu_op";
+    case EventKind::kUserAnnotation: return "user_annotation";
+    case EventKind::kPythonFunction: return "python_function";
+    case EventKind::kCudaRuntime: return "cuda_runtime";
+    case EventKind::kCudaDriver: return "cuda_driver";
+    case EventKind::kKernel: return "kernel";
+    case EventKind::kMemcpy: return "gpu_memcpy";
+    case EventKind::kMemset: return "gpu_memset";
+    case EventKind::kGpuUserAnnotation: return "gpu_user_annotation";
+    case EventKind::kCudaSync: return "cuda_sync";
+    case EventKind::kInstant: return "instant";
+    case EventKind::kOther: return "other";
+  }
+  return "other";
+}
+
+std::string_view CopyKindName(CopyKind k) {
+  switch (k) {
+    case CopyKind::kHtoD: return "HtoD";
+    case CopyKind::kDtoH: return "DtoH";
+    case CopyKind::kDtoD: return "DtoD";
+    case CopyKind::kHtoH: return "HtoH";
+    case CopyKind::kPtoP: return "PtoP";
+    case CopyKind::kUnknown: break;
+  }
+  return "unknown";
+}
+
+std::string_view MemKindName(MemKind k) {
+  switch (k) {
+    case MemKind::kPageable: return "Pageable";
+    case MemKind::kPinned: return "Pinned";
+    case MemKind::kDevice: return "Device";
+    case MemKind::kManaged: return "Managed";
+    case MemKind::kArray: return "Array";
+    case MemKind::kUnknown: break;
+  }
+  return "Unknown";
+}
+
+namespace {
+MemKind ParseMemKind(std::string_view s) {
+  if (s == "Pageable") return MemKind::kPageable;
+  if (s == "Pinned") return MemKind::kPinned;
+  if (s == "Device") return MemKind::kDevice;
+  if (s == "Managed") return MemKind::kManaged;
+  if (s == "Array") return MemKind::kArray;
+  return MemKind::kUnknown;
+}
+}  // namespace
+
+// "Memcpy HtoD (Pageable -> Device)"; older Kineto: "Memcpy HtoD (Pinned -> Device)";
+// CUPTI also reports PtoP and HtoH. Anything unrecognised stays kUnknown.
+MemcpyInfo ParseMemcpyName(std::string_view name) {
+  MemcpyInfo info;
+  if (name.size() >= 11 && name.substr(0, 7) == "Memcpy ") {
+    const std::string_view dir = name.substr(7, 4);
+    if (dir == "HtoD") info.copy = CopyKind::kHtoD;
+    else if (dir == "DtoH") info.copy = CopyKind::kDtoH;
+    else if (dir == "DtoD") info.copy = CopyKind::kDtoD;
+    else if (dir == "HtoH") info.copy = CopyKind::kHtoH;
+    else if (dir == "PtoP") info.copy = CopyKind::kPtoP;
+  }
+  const size_t open = name.find('(');
+  const size_t arrow = name.find(" -> ");
+  const size_t close = name.rfind(')');
+  if (open != std::string_view::npos && arrow != std::string_view::npos &&
+      close != std::string_view::npos && open < arrow && arrow < close) {
+    info.src = ParseMemKind(name.substr(open + 1, arrow - open - 1));
+    info.dst = ParseMemKind(name.substr(arrow + 4, close - arrow - 4));
+  }
+  return info;
+}
+
+void IngestStats::Add(std::string_view kind, IssueSeverity severity, std::string_view example) {
+  for (auto& e : entries) {
+    if (e.kind == kind) {
+      ++e.count;
+      return;
+    }
+  }
+  entries.push_back({std::string(kind), severity, 1, std::string(example)});
+}
+
+uint64_t IngestStats::Count(std::string_view kind) const {
+  for (const auto& e : entries)
+    if (e.kind == kind) return e.count;
+  return 0;
+}
+
+uint64_t IngestStats::TotalSkipped() const {
+  uint64_t n = 0;
+  for (const auto& e : entries)
+    if (e.severity != IssueSeverity::kInfo) n += e.count;
+  return n;
+}
+
+size_t Trace::TrackKeyHash::operator()(const TrackKey& k) const noexcept {
+  uint64_t h = static_cast<uint64_t>(k.pid) * 0x9E3779B97F4A7C15ULL;
+  h ^= static_cast<uint64_t>(k.tid) + 0x632BE59BD9B4E019ULL + (h << 6) + (h >> 2);
+  h ^= (static_cast<uint64_t>(k.rank) << 32) ^ (static_cast<uint64_t>(k.kind) << 8);
+  h ^= (static_cast<uint64_t>(k.pid_name) << 20) ^ static_cast<uint64_t>(k.tid_name) * 31;
+  return static_cast<size_t>(h);
+}
+
+uint32_t Trace::GetOrAddTrack(int32_t rank, TrackKind kind, int64_t pid, int64_t tid,
+                              StrId pid_name, StrId tid_name) {
+  const TrackKey key{rank, kind, pid, tid, pid_name, tid_name};
+  auto it = track_index_.find(key);
+  if (it != track_index_.end()) return it->second;
+  Track t;
+  t.rank = rank;
+  t.kind = kind;
+  t.pid = pid;
+  t.tid = tid;
+  t.pid_name = pid_name;
+  t.tid_name = tid_name;
+  if (kind == TrackKind::kGpuStream) {
+    t.device = static_cast<int32_t>(pid);
+    t.stream = tid;
+  }
+  tracks.push_back(t);
+  const uint32_t idx = static_cast<uint32_t>(tracks.size() - 1);
+  track_index_.emplace(key, idx);
+  finalized_ = false;
+  return idx;
+}
+
+void Trace::RemapRank(int32_t from, int32_t to) {
+  track_index_.clear();
+  for (uint32_t i = 0; i < tracks.size(); ++i) {
+    Track& t = tracks[i];
+    if (t.rank == from) t.rank = to;
+    track_index_.emplace(TrackKey{t.rank, t.kind, t.pid, t.tid, t.pid_name, t.tid_name}, i);
+  }
+}
+
+void Trace::Finalize() {
+  if (finalized_) return;
+  // Counting sort by track (O(n), stable), then sort each track only if it is not already in
+  // order: Kineto writes each thread's events mostly sorted, so this is usually a linear pass.
+  std::vector<uint32_t> count(tracks.size() + 1, 0);
+  for (const Event& e : events) ++count[e.track + 1];
+  std::partial_sum(count.begin(), count.end(), count.begin());
+  for (size_t t = 0; t < tracks.size(); ++t) {
+    tracks[t].first_event = count[t];
+    tracks[t].event_count = count[t + 1] - count[t];
+  }
+  bool grouped = true;
+  for (size_t i = 1; i < events.size() && grouped; ++i) grouped = events[i - 1].track <= events[i].track;
+  if (!grouped) {
+    std::vector<Event> sorted(events.size());
+    std::vector<uint32_t> pos(count.begin(), count.end() - 1);
+    for (const Event& e : events) sorted[pos[e.track]++] = e;
+    events.swap(sorted);
+  }
+  auto before = [](const Event& a, const Event& b) {
+    return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.dur_ns > b.dur_ns;
+  };
+  for (const Track& t : tracks) {
+    auto first = events.begin() + t.first_event;
+    auto last = first + t.event_count;
+    if (!std::is_sorted(first, last, before)) std::stable_sort(first, last, before);
+  }
+  finalized_ = true;
+}
+
+const RankInfo* Trace::FindRank(int32_t rank) const {
+  for (const auto& r : ranks)
+    if (r.rank == rank) return &r;
+  return nullptr;
+}
+
+std::vector<int32_t> Trace::RankIds() const {
+  std::vector<int32_t> ids;
+  for (const auto& r : ranks) ids.push_back(r.rank);
+  for (const auto& t : tracks)
+    if (std::find(ids.begin(), ids.end(), t.rank) == ids.end()) ids.push_back(t.rank);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+}  // namespace trainrx::profiler

@@ -1,0 +1,204 @@
+#include "trainrx/profiler/json_writer.h"
+#include "trainrx/reports/report.h"
+
+namespace trainrx::reports {
+
+using profiler::JsonWriter;
+
+namespace {
+const char* IssueSeverityName(profiler::IssueSeverity s) {
+  switch (s) {
+    case profiler::IssueSeverity::kInfo: return "info";
+    case profiler::IssueSeverity::kDataLoss: return "data_loss";
+    case profiler::IssueSeverity::kError: return "error";
+  }
+  return "info";
+}
+}  // namespace
+
+void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, const analyzers::Thresholds& thresholds,
+               const RenderOptions& options, std::ostream& out) {
+  JsonWriter w(out, /*pretty=*/true);
+  w.BeginObject();
+  w.Field("schema", kJsonSchema);
+  w.Key("inputs");
+  w.BeginArray();
+  for (const auto& in : options.inputs) w.String(in);
+  w.EndArray();
+
+  w.Key("ingest");
+  w.BeginObject();
+  w.Field("events", trace.stats.events_read);
+  w.Field("bytes", trace.stats.bytes_read);
+  w.Field("skipped_events", trace.stats.TotalSkipped());
+  w.Key("issues");
+  w.BeginArray();
+  for (const auto& e : trace.stats.entries) {
+    w.BeginObject();
+    w.Field("kind", e.kind);
+    w.Field("severity", IssueSeverityName(e.severity));
+    w.Field("count", e.count);
+    w.Field("first_seen", e.example);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+
+  w.Key("ranks");
+  w.BeginArray();
+  for (const auto& r : trace.ranks) {
+    w.BeginObject();
+    w.Field("rank", r.rank);
+    w.Field("world_size", r.world_size);
+    w.Field("source", r.source);
+    w.Field("rank_source", r.rank_source);
+    if (!r.backend.empty()) w.Field("backend", r.backend);
+    w.Key("devices");
+    w.BeginArray();
+    for (const auto& d : r.devices) {
+      w.BeginObject();
+      w.Field("id", d.id);
+      w.Field("name", d.name);
+      w.Field("compute_capability", std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor));
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+
+  const auto& steps = report.metrics.steps;
+  w.Key("steps");
+  w.BeginObject();
+  w.Field("source", steps.source);
+  w.Field("count", static_cast<int64_t>(steps.steps.size()));
+  w.Field("median_ns", steps.median_wall_ns);
+  w.Key("rows");
+  w.BeginArray();
+  for (const auto& s : steps.steps) {
+    w.BeginObject();
+    w.Field("rank", s.rank);
+    w.Field("name", s.name);
+    w.Field("start_ns", s.start_ns);
+    w.Field("wall_ns", s.wall_ns);
+    w.Field("data_wait_ns", s.data_wait_ns);
+    w.Field("forward_ns", s.forward_ns);
+    w.Field("backward_ns", s.backward_ns);
+    w.Field("optimizer_ns", s.optimizer_ns);
+    w.Field("other_ns", s.other_ns);
+    if (s.has_gpu) {
+      w.Field("gpu_kernel_ns", s.gpu_kernel_ns);
+      w.Field("gpu_memcpy_ns", s.gpu_memcpy_ns);
+      w.Field("gpu_idle_ns", s.gpu_idle_ns);
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+
+  w.Key("metrics");
+  w.BeginObject();
+  w.Key("step_breakdown");
+  w.BeginObject();
+  w.Field("data_wait", steps.data_wait_share);
+  w.Field("forward", steps.forward_share);
+  w.Field("backward", steps.backward_share);
+  w.Field("optimizer", steps.optimizer_share);
+  w.Field("other", steps.other_share);
+  if (steps.has_gpu) {
+    w.Field("gpu_kernel", steps.gpu_kernel_share);
+    w.Field("gpu_memcpy", steps.gpu_memcpy_share);
+    w.Field("gpu_idle", steps.gpu_idle_share);
+  }
+  w.EndObject();
+  w.Key("temporal_breakdown");
+  w.BeginArray();
+  for (const auto& t : report.metrics.temporal) {
+    w.BeginObject();
+    w.Field("rank", t.rank);
+    w.Field("kernel_time_ns", t.kernel_time_ns);
+    w.Field("idle_ns", t.idle_ns);
+    w.Field("compute_ns", t.compute_ns);
+    w.Field("non_compute_ns", t.non_compute_ns);
+    w.Field("idle_pct", t.idle_pct);
+    w.Field("compute_pct", t.compute_pct);
+    w.Field("non_compute_pct", t.non_compute_pct);
+    w.Field("window", t.window);
+    w.Key("idle_by_stream");
+    w.BeginArray();
+    for (const auto& s : t.streams) {
+      w.BeginObject();
+      w.Field("device", s.device);
+      w.Field("stream", s.stream);
+      w.Field("host_wait_ns", s.host_wait_ns);
+      w.Field("kernel_wait_ns", s.kernel_wait_ns);
+      w.Field("other_ns", s.other_ns);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("launch_stats");
+  w.BeginArray();
+  for (const auto& l : report.metrics.launch) {
+    w.BeginObject();
+    w.Field("rank", l.rank);
+    w.Field("kernels", l.kernels);
+    w.Field("mean_launch_us", l.mean_cpu_us);
+    w.Field("mean_kernel_us", l.mean_gpu_us);
+    w.Field("mean_launch_delay_us", l.mean_delay_us);
+    w.Field("short_kernels", l.short_kernels);
+    w.Field("long_launches", l.long_launches);
+    w.Field("long_delays", l.long_delays);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+
+  w.Key("findings");
+  w.BeginArray();
+  for (const auto& f : report.findings) {
+    w.BeginObject();
+    w.Field("id", f.id);
+    w.Field("severity", analyzers::SeverityName(f.severity));
+    w.Field("confidence", analyzers::ConfidenceName(f.confidence));
+    w.Field("title", f.title);
+    w.Field("rank", f.rank);
+    w.Field("measured", f.measured);
+    w.Field("threshold", f.threshold);
+    w.Field("unit", f.measured_unit);
+    w.Key("evidence");
+    w.BeginObject();
+    for (const auto& e : f.evidence) {
+      w.Key(e.key);
+      if (const auto* i = std::get_if<int64_t>(&e.value)) w.Int(*i);
+      else if (const auto* d = std::get_if<double>(&e.value)) w.Double(*d);
+      else w.String(std::get<std::string>(e.value));
+    }
+    w.EndObject();
+    w.Key("examples");
+    w.BeginArray();
+    for (const auto& x : f.examples) w.String(x);
+    w.EndArray();
+    w.Field("estimated_saving_pct", f.estimated_saving_pct);
+    w.Field("estimated_saving_ns", f.estimated_saving_ns);
+    w.Key("fix");
+    w.BeginObject();
+    w.Field("python", f.fix_python);
+    w.Field("cpp", f.fix_cpp);
+    w.Field("knob", f.knob);
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+
+  w.Key("thresholds");
+  w.BeginObject();
+  for (const auto& [k, v] : thresholds.all()) w.Field(k, v.first);
+  w.EndObject();
+  w.EndObject();
+  out << '\n';
+}
+
+}  // namespace trainrx::reports

@@ -1,0 +1,205 @@
+// Text (terminal) and Markdown (PR comment) reports. Both are produced by one builder,
+// BuildDocument, writing through a Sink; only the sinks differ.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "trainrx/reports/report.h"
+
+namespace trainrx::reports {
+namespace {
+
+using analyzers::Finding;
+using analyzers::Severity;
+
+std::string Ms(int64_t ns) { return fmt::format("{:.2f} ms", static_cast<double>(ns) / 1e6); }
+std::string Pct(double share) { return fmt::format("{:.1f}%", 100.0 * share); }
+
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void Title(const std::string& s) = 0;
+  virtual void Heading(const std::string& s) = 0;
+  virtual void Line(const std::string& s) = 0;
+  virtual void Bullet(const std::string& s) = 0;
+  virtual void Table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) = 0;
+  virtual void FindingHead(const Finding& f, int index) = 0;
+};
+
+class TextSink final : public Sink {
+ public:
+  TextSink(std::ostream& out, bool color) : out_(out), color_(color) {}
+  void Title(const std::string& s) override { out_ << Style("1", s) << "\n"; }
+  void Heading(const std::string& s) override { out_ << "\n" << Style("1", s) << "\n"; }
+  void Line(const std::string& s) override { out_ << "  " << s << "\n"; }
+  void Bullet(const std::string& s) override { out_ << "    - " << s << "\n"; }
+  void Table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) override {
+    std::vector<size_t> w(head.size());
+    for (size_t c = 0; c < head.size(); ++c) w[c] = head[c].size();
+    for (const auto& r : rows)
+      for (size_t c = 0; c < r.size() && c < w.size(); ++c) w[c] = std::max(w[c], r[c].size());
+    auto row = [&](const std::vector<std::string>& r) {
+      out_ << "  ";
+      for (size_t c = 0; c < r.size(); ++c) out_ << fmt::format("{:<{}}", r[c], w[c] + 2);
+      out_ << "\n";
+    };
+    row(head);
+    for (const auto& r : rows) row(r);
+  }
+  void FindingHead(const Finding& f, int index) override {
+    const char* code = f.severity == Severity::kHigh ? "31;1" : f.severity == Severity::kMedium ? "33;1" : "36";
+    out_ << fmt::format("\n  {}. {} {}  {}\n", index, Style(code, fmt::format("[{}]", analyzers::SeverityName(f.severity))),
+                        Style("1", f.id), f.title);
+  }
+
+ private:
+  std::string Style(const char* code, const std::string& s) const {
+    return color_ ? fmt::format("\033[{}m{}\033[0m", code, s) : s;
+  }
+  std::ostream& out_;
+  bool color_;
+};
+
+class MarkdownSink final : public Sink {
+ public:
+  explicit MarkdownSink(std::ostream& out) : out_(out) {}
+  void Title(const std::string& s) override { out_ << "## " << s << "\n"; }
+  void Heading(const std::string& s) override { out_ << "\n### " << s << "\n\n"; }
+  void Line(const std::string& s) override { out_ << s << "  \n"; }
+  void Bullet(const std::string& s) override { out_ << "- " << Escape(s) << "\n"; }
+  void Table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) override {
+    out_ << "\n|";
+    for (const auto& h : head) out_ << " " << Escape(h) << " |";
+    out_ << "\n|";
+    for (size_t i = 0; i < head.size(); ++i) out_ << "---|";
+    out_ << "\n";
+    for (const auto& r : rows) {
+      out_ << "|";
+      for (const auto& c : r) out_ << " " << Escape(c) << " |";
+      out_ << "\n";
+    }
+    out_ << "\n";
+  }
+  void FindingHead(const Finding& f, int index) override {
+    out_ << fmt::format("\n**{}. `{}`** ({}) {}\n\n", index, f.id, analyzers::SeverityName(f.severity), Escape(f.title));
+  }
+
+ private:
+  static std::string Escape(const std::string& s) {
+    std::string r;
+    for (char c : s) {
+      if (c == '|' || c == '*' || c == '_' || c == '<' || c == '>') r.push_back('\\');
+      r.push_back(c);
+    }
+    return r;
+  }
+  std::ostream& out_;
+};
+
+std::string EvidenceText(const analyzers::EvidenceItem& e) {
+  if (const auto* i = std::get_if<int64_t>(&e.value)) {
+    if (e.key.size() > 3 && e.key.compare(e.key.size() - 3, 3, "_ns") == 0) return fmt::format("{}={}", e.key, Ms(*i));
+    return fmt::format("{}={}", e.key, *i);
+  }
+  if (const auto* d = std::get_if<double>(&e.value)) return fmt::format("{}={:.4g}", e.key, *d);
+  return fmt::format("{}={}", e.key, std::get<std::string>(e.value));
+}
+
+void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report, const RenderOptions& options,
+                   Sink& sink) {
+  std::string inputs;
+  for (const auto& i : options.inputs) inputs += (inputs.empty() ? "" : ", ") + i;
+  sink.Title(fmt::format("trainrx analysis of {}", inputs.empty() ? "trace" : inputs));
+  // Data loss first: the reader's numbers are only as good as what it could read.
+  const auto& stats = trace.stats;
+  sink.Line(fmt::format("{} events read from {} ranks ({:.1f} MB); {} skipped", stats.events_read, trace.ranks.size(),
+                        static_cast<double>(stats.bytes_read) / 1e6, stats.TotalSkipped()));
+  for (const auto& e : stats.entries) {
+    sink.Bullet(fmt::format("{} {}: {} (first: {})",
+                            e.severity == profiler::IssueSeverity::kInfo ? "note" : "skipped", e.kind, e.count, e.example));
+  }
+
+  const auto& steps = report.metrics.steps;
+  sink.Heading("Steps");
+  if (steps.steps.empty()) {
+    sink.Line("No training steps found (no ProfilerStep#N, trainrx step markers or repeated Optimizer.step ranges); "
+              "per-step analyses are skipped.");
+  } else {
+    sink.Line(fmt::format("{} steps ({}), median {}", steps.steps.size(), steps.source, Ms(steps.median_wall_ns)));
+    std::vector<std::vector<std::string>> rows = {{"data wait", Pct(steps.data_wait_share)},
+                                                  {"forward", Pct(steps.forward_share)},
+                                                  {"backward", Pct(steps.backward_share)},
+                                                  {"optimizer", Pct(steps.optimizer_share)},
+                                                  {"other", Pct(steps.other_share)}};
+    if (steps.has_gpu) {
+      rows.push_back({"GPU kernels", Pct(steps.gpu_kernel_share)});
+      rows.push_back({"GPU memcpy/memset", Pct(steps.gpu_memcpy_share)});
+      rows.push_back({"GPU idle", Pct(steps.gpu_idle_share)});
+    }
+    sink.Table({"phase", "share of step"}, rows);
+  }
+
+  if (!report.metrics.temporal.empty()) {
+    sink.Heading("GPU time (HTA definitions)");
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& t : report.metrics.temporal) {
+      rows.push_back({std::to_string(t.rank), Ms(t.kernel_time_ns), fmt::format("{:.2f}%", t.idle_pct),
+                      fmt::format("{:.2f}%", t.compute_pct), fmt::format("{:.2f}%", t.non_compute_pct)});
+    }
+    sink.Table({"rank", "active span", "idle", "compute", "non-compute"}, rows);
+    rows.clear();
+    for (const auto& t : report.metrics.temporal) {
+      for (const auto& s : t.streams) {
+        rows.push_back({std::to_string(t.rank), std::to_string(s.stream), Ms(s.host_wait_ns), Ms(s.kernel_wait_ns),
+                        Ms(s.other_ns)});
+      }
+    }
+    sink.Table({"rank", "stream", "idle: host wait", "kernel wait", "other"}, rows);
+    rows.clear();
+    for (const auto& l : report.metrics.launch) {
+      rows.push_back({std::to_string(l.rank), std::to_string(l.kernels), fmt::format("{:.1f}", l.mean_cpu_us),
+                      fmt::format("{:.1f}", l.mean_gpu_us), fmt::format("{:.1f}", l.mean_delay_us),
+                      std::to_string(l.short_kernels)});
+    }
+    sink.Table({"rank", "GPU activities", "mean launch us", "mean GPU us", "mean delay us", "shorter than launch"}, rows);
+  }
+
+  sink.Heading(report.findings.empty() ? "Findings: none" : fmt::format("Findings ({}), by estimated saving",
+                                                                        report.findings.size()));
+  if (report.findings.empty()) sink.Line("No problem crossed its threshold.");
+  int index = 0;
+  for (const auto& f : report.findings) {
+    sink.FindingHead(f, ++index);
+    sink.Line(fmt::format("measured {:.4g} {} (threshold {:.4g}); confidence {}", f.measured, f.measured_unit,
+                          f.threshold, analyzers::ConfidenceName(f.confidence)));
+    if (f.estimated_saving_pct > 0 || f.estimated_saving_ns > 0) {
+      sink.Line(fmt::format("estimated saving: up to {:.1f}% of the step ({} per step)", f.estimated_saving_pct,
+                            Ms(f.estimated_saving_ns)));
+    } else {
+      sink.Line("estimated saving: not measurable from this trace (run `trainrx fix` to measure)");
+    }
+    std::string ev;
+    for (const auto& e : f.evidence) ev += (ev.empty() ? "" : ", ") + EvidenceText(e);
+    sink.Line("evidence: " + ev);
+    for (size_t i = 0; i < f.examples.size() && i < 5; ++i) sink.Bullet(f.examples[i]);
+    sink.Line("fix (Python): " + f.fix_python);
+    sink.Line("fix (C++):    " + f.fix_cpp);
+    if (!f.knob.empty()) sink.Line("workload knob: " + f.knob);
+  }
+}
+
+}  // namespace
+
+void WriteText(const profiler::Trace& trace, const analyzers::Report& report, const analyzers::Thresholds&,
+               const RenderOptions& options, std::ostream& out) {
+  TextSink sink(out, options.color);
+  BuildDocument(trace, report, options, sink);
+}
+
+void WriteMarkdown(const profiler::Trace& trace, const analyzers::Report& report, const analyzers::Thresholds&,
+                   const RenderOptions& options, std::ostream& out) {
+  MarkdownSink sink(out);
+  BuildDocument(trace, report, options, sink);
+}
+
+}  // namespace trainrx::reports
