@@ -79,7 +79,10 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
   const auto cfg_workers = ConfigNumber(trace, "workers");
   const auto cfg_cpus = ConfigNumber(trace, "cpu_count");
   const double cpus = cfg_cpus ? *cfg_cpus : static_cast<double>(std::thread::hardware_concurrency());
-  const bool zero_workers = single_process > 0 || (cfg_workers && *cfg_workers == 0);
+  // num_workers=0 only matters when loading costs time: with cheap data, worker processes cost
+  // more (IPC, startup) than they save. Without steps we cannot tell, so we say so at low severity.
+  const bool loading_costs = steps.steps.empty() || data_pct > bound_threshold;
+  const bool zero_workers = (single_process > 0 || (cfg_workers && *cfg_workers == 0)) && loading_costs;
   const double max_per_cpu = ctx.thresholds.Get("input.workers.max_per_cpu");
   const bool too_many = cfg_workers && cpus > 0 && *cfg_workers > cpus * max_per_cpu;
   if (zero_workers || too_many) {

@@ -2,7 +2,7 @@
 with export_chrome_trace: the kind of trace a user hands to `trainrx analyze`.
 
 Problems are planted by flags; --clean turns every one of them off:
-  --workers 0        data loaded in the training process (input.workers)
+  --workers 0        data loaded in the training process (input.workers, when loading costs time)
   --data-cost N      CPU work per sample (with workers=0: input.dataloader_bound)
   --item             loss.item() every step (sync.host_device)
   --zero-grad-zeros  optimizer.zero_grad(set_to_none=False) (optim.zero_grad)
@@ -46,10 +46,12 @@ def main():
     p.add_argument("--zero-grad-zeros", action="store_true")
     p.add_argument("--bias", action="store_true")
     p.add_argument("--record-shapes", action="store_true")
-    p.add_argument("--clean", action="store_true", help="no planted problem: workers=2, cheap data, no sync")
+    p.add_argument("--clean", action="store_true",
+                   help="no planted problem: cheap data loaded in-process (workers would cost more than they save), "
+                        "no per-step sync, zero_grad(set_to_none=True)")
     a = p.parse_args()
     if a.clean:
-        a.workers, a.data_cost, a.item, a.zero_grad_zeros, a.bias = 2, 0, False, False, False
+        a.workers, a.data_cost, a.item, a.zero_grad_zeros, a.bias = 0, 0, False, False, False
 
     torch.manual_seed(0)
     torch.set_num_threads(1)

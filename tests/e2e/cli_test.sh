@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# End-to-end: `trainrx analyze` as a user runs it. Usage: cli_test.sh TRAINRX SHARED_DIR
+set -u
+trainrx=$1; shared=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0; passes=0
+check() { if eval "$2"; then passes=$((passes+1)); else echo "FAIL: $1"; fails=$((fails+1)); fi; }
+
+# The built-in sample: planted problems are flagged, in all three formats.
+"$trainrx" analyze --sample > "$tmp/sample.txt"; rc=$?
+check "sample exits 0" "[ $rc -eq 0 ]"
+for id in input.dataloader_bound input.workers sync.host_device optim.zero_grad; do
+  check "sample flags $id" "grep -q '$id' '$tmp/sample.txt'"
+done
+"$trainrx" analyze --sample --format json -o "$tmp/sample.json"
+check "json output parses" "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d[\"schema\"]==\"trainrx.analysis/1\"' '$tmp/sample.json'"
+"$trainrx" analyze --sample --format md > "$tmp/sample.md"
+check "md has a table" "grep -q '^| phase | share of step |' '$tmp/sample.md'"
+
+# A real multi-stream trace; a directory of per-rank traces.
+hta=$shared/external-traces/hta
+"$trainrx" analyze "$hta/rank0.json.gz" --format json -o "$tmp/rank0.json"
+check "rank0 idle 69.44" "python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))[\"metrics\"][\"temporal_breakdown\"][0]; assert abs(t[\"idle_pct\"]-69.44)<0.5, t' '$tmp/rank0.json'"
+mkdir "$tmp/ranks"; cp "$hta/rank0.json.gz" "$tmp/ranks/rank0.json.gz"; cp "$hta/nccl_data.json.gz" "$tmp/ranks/rank1.json.gz"
+"$trainrx" analyze "$tmp/ranks" --format json -o "$tmp/ranks.json"
+check "directory merges two ranks" "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d[\"ranks\"])==2 and len(d[\"metrics\"][\"temporal_breakdown\"])==2, d[\"ranks\"]' '$tmp/ranks.json'"
+
+# Convert round trip: what we write, we read back with the same analysis.
+"$trainrx" convert "$hta/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz" -o "$tmp/rt.json.gz" 2>/dev/null
+"$trainrx" analyze "$hta/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz" --format json -o "$tmp/a.json"
+"$trainrx" analyze "$tmp/rt.json.gz" --format json -o "$tmp/b.json"
+check "round trip keeps temporal breakdown" "python3 -c 'import json,sys; a,b=[json.load(open(p))[\"metrics\"] for p in sys.argv[1:]]; assert a==b, (a,b)' '$tmp/a.json' '$tmp/b.json'"
+
+# Bad input: clear message naming the file, exit 2, never a crash.
+: > "$tmp/empty.json"; printf '{"traceEvents": [{"ph": "X"' > "$tmp/trunc.json"; head -c 300 /bin/ls > "$tmp/binary.json"
+echo '{"hello": 1}' > "$tmp/other.json"
+for f in empty trunc binary other; do
+  "$trainrx" analyze "$tmp/$f.json" > /dev/null 2> "$tmp/err"; rc=$?
+  check "$f.json exits 2" "[ $rc -eq 2 ]"
+  check "$f.json error names the file" "grep -q '$f.json' '$tmp/err'"
+done
+"$trainrx" analyze /nonexistent.json 2>/dev/null; check "missing file exits 2" "[ $? -eq 2 ]"
+"$trainrx" analyze --sample --threshold nope=1 2>/dev/null; check "unknown threshold exits 2" "[ $? -eq 2 ]"
+
+echo "$passes passed, $fails failed"
+[ $fails -eq 0 ]

@@ -1,0 +1,280 @@
+#include "trainrx/profiler/kineto_reader.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "byte_source.h"
+#include "trainrx/profiler/kineto_writer.h"
+
+namespace trainrx::profiler {
+namespace {
+
+ReadStatus Read(std::string_view json, Trace& t, ReadOptions opt = {}) {
+  return ReadTraceBuffer(json, "test.json", -1, t, opt);
+}
+
+const Event* FindEvent(const Trace& t, std::string_view name) {
+  for (const auto& e : t.events)
+    if (t.Name(e) == name) return &e;
+  return nullptr;
+}
+
+// A Kineto trace of the 2023+ generation: ns-resolution floats, GPU activity, flows, metadata.
+constexpr const char* kModern = R"J({
+  "schemaVersion": 1,
+  "deviceProperties": [{"id": 0, "name": "NVIDIA H100", "totalGlobalMem": 85000000000, "computeMajor": 9, "computeMinor": 0, "numSms": 132}],
+  "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8},
+  "traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 10, "tid": 10, "ts": 100.000, "dur": 50.5, "args": {"External id": 1}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "pid": 10, "tid": 10, "ts": 101.250, "dur": 10, "args": {"External id": 2, "Input Dims": [[8, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], []], "Input type": ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar"]}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": 102.0, "dur": 3, "args": {"External id": 2, "correlation": 77}},
+    {"ph": "X", "cat": "kernel", "name": "conv_kernel", "pid": 0, "tid": 7, "ts": 106.125, "dur": 4.001, "args": {"External id": 2, "device": 0, "stream": 7, "correlation": 77}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7, "ts": 111, "dur": 2, "args": {"device": 0, "stream": 7, "correlation": 78, "bytes": 4096}},
+    {"ph": "s", "id": 77, "pid": 10, "tid": 10, "ts": 102.0, "cat": "ac2g", "name": "ac2g"},
+    {"ph": "f", "id": 77, "pid": 0, "tid": 7, "ts": 106.125, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    {"ph": "C", "name": "Queue Length", "pid": 0, "tid": 7, "ts": 103, "args": {"Queue Length": 4}},
+    {"name": "thread_name", "ph": "M", "ts": 100, "pid": 0, "tid": 7, "args": {"name": "stream 7 "}},
+    {"ph": "i", "s": "t", "name": "mark", "pid": 10, "tid": 10, "ts": 120}
+  ],
+  "traceName": "x", "displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000
+})J";
+
+TEST(KinetoReaderTest, ReadsModernKinetoTrace) {
+  Trace t;
+  const auto st = Read(kModern, t);
+  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_EQ(t.ranks.size(), 1u);
+  EXPECT_EQ(t.ranks[0].rank, 3);
+  EXPECT_EQ(t.ranks[0].world_size, 8);
+  EXPECT_EQ(t.ranks[0].rank_source, "distributedInfo");
+  ASSERT_EQ(t.ranks[0].devices.size(), 1u);
+  EXPECT_EQ(t.ranks[0].devices[0].compute_major, 9);
+  EXPECT_EQ(t.stats.TotalSkipped(), 0u);
+
+  const Event* step = FindEvent(t, "ProfilerStep#1");
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->kind, EventKind::kUserAnnotation);
+  EXPECT_EQ(step->ts_ns, 1700000000000000000 + 100000);  // baseTimeNanoseconds applied
+  EXPECT_EQ(step->dur_ns, 50500);
+
+  const Event* k = FindEvent(t, "conv_kernel");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->kind, EventKind::kKernel);
+  EXPECT_EQ(k->dur_ns, 4001);
+  EXPECT_EQ(k->correlation, 77);
+  EXPECT_EQ(k->external_id, 2);
+  const Track& kt = t.tracks[k->track];
+  EXPECT_EQ(kt.kind, TrackKind::kGpuStream);
+  EXPECT_EQ(kt.stream, 7);
+  EXPECT_EQ(kt.rank, 3);
+  EXPECT_EQ(t.strings.Get(kt.name), "stream 7 ");
+
+  const Event* m = FindEvent(t, "Memcpy HtoD (Pageable -> Device)");
+  ASSERT_NE(m, nullptr);
+  ASSERT_NE(m->aux, kNoAux);
+  EXPECT_EQ(t.memcpys[m->aux].copy, CopyKind::kHtoD);
+  EXPECT_EQ(t.memcpys[m->aux].src, MemKind::kPageable);
+  EXPECT_EQ(t.memcpys[m->aux].bytes, 4096);
+
+  const Event* conv = FindEvent(t, "aten::conv2d");
+  ASSERT_NE(conv, nullptr);
+  ASSERT_NE(conv->aux, kNoAux);
+  EXPECT_EQ(t.strings.Get(t.op_inputs[conv->aux].input_dims),
+            "[[8, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], []]");
+  EXPECT_EQ(t.flows.size(), 2u);
+  ASSERT_EQ(t.counters.size(), 1u);
+  EXPECT_EQ(t.counters[0].value, 4);
+  const Event* mark = FindEvent(t, "mark");
+  ASSERT_NE(mark, nullptr);
+  EXPECT_EQ(mark->kind, EventKind::kInstant);
+}
+
+TEST(KinetoReaderTest, ReadsOldCategoriesAndLegacyAutogradExport) {
+  Trace t;
+  ASSERT_TRUE(Read(R"J({"traceEvents": [
+    {"ph": "X", "cat": "Operator", "name": "aten::add", "pid": 1, "tid": 1, "ts": 5, "dur": 2},
+    {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 6, "dur": 1, "args": {"correlation": 9}},
+    {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": "stream 7", "ts": 8, "dur": 1, "args": {"stream": 7, "device": 0, "correlation": 9}},
+    {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 7", "ts": 9, "dur": 1, "args": {"stream": 7, "device": 0}}
+  ]})J", t).ok);
+  EXPECT_EQ(FindEvent(t, "aten::add")->kind, EventKind::kCpuOp);
+  EXPECT_EQ(FindEvent(t, "cudaLaunchKernel")->kind, EventKind::kCudaRuntime);
+  EXPECT_EQ(FindEvent(t, "k")->kind, EventKind::kKernel);
+  EXPECT_EQ(t.tracks[FindEvent(t, "k")->track].stream, 7);
+  EXPECT_EQ(FindEvent(t, "Memset (Device)")->kind, EventKind::kMemset);
+
+  Trace legacy;  // torch.autograd.profiler export_chrome_trace: bare array, no cat
+  ASSERT_TRUE(Read(R"J([{"name": "aten::zeros", "ph": "X", "ts": 536, "dur": 198, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "aten::empty", "ph": "X", "ts": 573, "dur": 25, "tid": 1, "pid": "CPU functions", "args": {}}, ])J", legacy).ok == false);
+  Trace legacy_ok;
+  const auto st = Read(R"J([{"name": "aten::zeros", "ph": "X", "ts": 536, "dur": 198, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "aten::empty", "ph": "X", "ts": 573, "dur": 25, "tid": 1, "pid": "CPU functions", "args": {}}])J", legacy_ok);
+  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_EQ(legacy_ok.events.size(), 2u);
+  EXPECT_EQ(legacy_ok.events[0].kind, EventKind::kCpuOp);
+  EXPECT_EQ(legacy_ok.strings.Get(legacy_ok.tracks[0].pid_name), "CPU functions");
+}
+
+TEST(KinetoReaderTest, PairsBeginEndEvents) {
+  Trace t;
+  ASSERT_TRUE(Read(R"J([{"name": "outer", "ph": "B", "ts": 1, "pid": 1, "tid": 1},
+    {"name": "inner", "ph": "B", "ts": 2, "pid": 1, "tid": 1}, {"ph": "E", "ts": 3, "pid": 1, "tid": 1},
+    {"ph": "E", "ts": 10, "pid": 1, "tid": 1}, {"ph": "E", "ts": 11, "pid": 1, "tid": 1}])J", t).ok);
+  ASSERT_EQ(t.events.size(), 2u);
+  EXPECT_EQ(t.Name(t.events[0]), "outer");
+  EXPECT_EQ(t.events[0].dur_ns, 9000);
+  EXPECT_EQ(t.events[1].dur_ns, 1000);
+  EXPECT_EQ(t.stats.Count("unmatched_end_event"), 1u);
+}
+
+TEST(KinetoReaderTest, MalformedEventsAreCountedNotFatal) {
+  Trace t;
+  const auto st = Read(R"J({"traceEvents": [
+    {"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+    {"ph": "X", "name": "no_ts", "pid": 1, "tid": 1, "dur": 1},
+    {"ph": "X", "name": "bad_ts", "pid": 1, "tid": 1, "ts": "soon", "dur": 1},
+    {"ph": "X", "name": "neg", "pid": 1, "tid": 1, "ts": 1, "dur": -4},
+    {"ph": "X", "name": "huge", "pid": 1, "tid": 1, "ts": 1e300, "dur": 1},
+    {"ph": "X", "name": "huge_dur", "pid": 1, "tid": 1, "ts": 1, "dur": 99999999999999999999},
+    {"ph": "X", "name": "no_dur", "pid": 1, "tid": 1, "ts": 1},
+    {"name": "no_ph", "pid": 1, "tid": 1, "ts": 1},
+    {"ph": "X", "name": "bad_pid", "pid": [1], "tid": 1, "ts": 1, "dur": 1},
+    42, "text", null,
+    {"ph": "X", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+    {"ph": "b", "name": "async", "pid": 1, "tid": 1, "ts": 1}
+  ]})J", t);
+  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.stats.Count("missing_ts"), 1u);
+  EXPECT_EQ(t.stats.Count("invalid_ts"), 2u);
+  EXPECT_EQ(t.stats.Count("negative_dur"), 1u);
+  EXPECT_EQ(t.stats.Count("invalid_dur"), 1u);
+  EXPECT_EQ(t.stats.Count("missing_dur"), 1u);
+  EXPECT_EQ(t.stats.Count("missing_ph"), 1u);
+  EXPECT_EQ(t.stats.Count("invalid_pid_or_tid"), 1u);
+  EXPECT_EQ(t.stats.Count("event_not_an_object"), 3u);
+  EXPECT_EQ(t.stats.Count("missing_name"), 1u);
+  EXPECT_EQ(t.stats.Count("unsupported_phase"), 1u);
+  EXPECT_EQ(t.stats.TotalSkipped(), 12u);  // unsupported_phase is info, not data loss
+}
+
+TEST(KinetoReaderTest, UnsortedInputIsSortedPerTrack) {
+  Trace t;
+  ASSERT_TRUE(Read(R"J([{"name": "c", "ph": "X", "ts": 30, "dur": 1, "pid": 1, "tid": 1},
+    {"name": "a", "ph": "X", "ts": 10, "dur": 50, "pid": 1, "tid": 1},
+    {"name": "x", "ph": "X", "ts": 5, "dur": 1, "pid": 1, "tid": 2},
+    {"name": "b", "ph": "X", "ts": 10, "dur": 5, "pid": 1, "tid": 1}])J", t).ok);
+  const auto track0 = t.TrackEvents(t.events[0].track);
+  ASSERT_EQ(track0.size(), 3u);
+  EXPECT_EQ(t.Name(track0[0]), "a");  // same start: the enclosing (longer) range first
+  EXPECT_EQ(t.Name(track0[1]), "b");
+  EXPECT_EQ(t.Name(track0[2]), "c");
+}
+
+struct BadInput {
+  const char* name;
+  std::string bytes;
+  const char* expect;  // substring of the error
+};
+
+class BadInputTest : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BadInputTest, IsAClearErrorNamingTheFile) {
+  Trace t;
+  const auto st = ReadTraceBuffer(GetParam().bytes, "bad.json", -1, t);
+  ASSERT_FALSE(st.ok);
+  EXPECT_NE(st.error.find("bad.json"), std::string::npos) << st.error;
+  EXPECT_NE(st.error.find(GetParam().expect), std::string::npos) << st.error;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Inputs, BadInputTest,
+    ::testing::Values(BadInput{"empty", "", "empty"}, BadInput{"whitespace", "  \n ", "whitespace"},
+                      BadInput{"binary", std::string("\x00\x01\x02\xff garbage", 13), "not a JSON trace"},
+                      BadInput{"number", "42", "not a JSON trace"},
+                      BadInput{"other_object", R"J({"name": "x", "values": [1, 2]})J", "no \"traceEvents\""},
+                      BadInput{"events_not_array", R"J({"traceEvents": {"a": 1}})J", "not an array"},
+                      BadInput{"truncated_events", R"J({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1}, {"ph": "X", "na)J",
+                               "truncated"},
+                      BadInput{"truncated_header", R"J({"schemaVersion": 1, "deviceProp)J", "truncated"},
+                      BadInput{"truncated_after_events", R"J({"traceEvents": [], "traceName": "x")J", "truncated"},
+                      BadInput{"invalid_json_in_event", R"J({"traceEvents": [{"ph": "X", "name": tru}]})J", "invalid JSON"},
+                      BadInput{"unbalanced", R"J({"traceEvents": [{"ph": "X"}}]})J", "invalid JSON"},
+                      BadInput{"corrupt_gzip", std::string("\x1f\x8b\x08\x00garbage-not-deflate", 23), "gzip"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(KinetoReaderTest, ReadsGzipAndSmallWindowsGiveTheSameModel) {
+  std::string packed;
+  ASSERT_TRUE(io::GzipCompress(kModern, &packed));
+  Trace plain, gz, windowed;
+  ASSERT_TRUE(Read(kModern, plain).ok);
+  ASSERT_TRUE(Read(packed, gz).ok);
+  ReadOptions tiny;
+  tiny.window_bytes = 64;  // forces many windows and refills mid-event
+  ASSERT_TRUE(Read(kModern, windowed, tiny).ok);
+  for (const Trace* t : {&gz, &windowed}) {
+    ASSERT_EQ(t->events.size(), plain.events.size());
+    for (size_t i = 0; i < plain.events.size(); ++i) {
+      EXPECT_EQ(t->events[i].ts_ns, plain.events[i].ts_ns);
+      EXPECT_EQ(t->events[i].dur_ns, plain.events[i].dur_ns);
+      EXPECT_EQ(t->Name(t->events[i]), plain.Name(plain.events[i]));
+    }
+  }
+}
+
+TEST(KinetoReaderTest, DirectoryOfRanksIsMergedByRank) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainrx_ranks_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (int r : {1, 0}) {
+    std::ofstream(dir / ("worker_rank" + std::to_string(r) + ".json"))
+        << R"J({"traceEvents": [{"ph": "X", "name": "op", "pid": 5, "tid": 5, "ts": 1, "dur": 1}]})J";
+  }
+  std::ofstream(dir / "notes.txt") << "not a trace";
+  Trace t;
+  const auto st = ReadTraces({dir.string()}, t);
+  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_EQ(t.ranks.size(), 2u);
+  EXPECT_EQ(t.RankIds(), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(t.ranks[0].rank_source, "file name");
+  EXPECT_EQ(t.tracks.size(), 2u);  // same pid/tid on two ranks are two tracks
+  fs::remove_all(dir);
+
+  Trace missing;
+  const auto st2 = ReadTraces({"/nonexistent/trace.json"}, missing);
+  ASSERT_FALSE(st2.ok);
+  EXPECT_NE(st2.error.find("/nonexistent/trace.json"), std::string::npos);
+}
+
+TEST(KinetoWriterTest, RoundTripKeepsTheModel) {
+  Trace a;
+  ASSERT_TRUE(Read(kModern, a).ok);
+  std::ostringstream out;
+  WriteKinetoJson(a, 3, out);
+  Trace b;
+  const auto st = Read(out.str(), b);
+  ASSERT_TRUE(st.ok) << st.error << "\n" << out.str();
+  EXPECT_EQ(b.ranks[0].rank, 3);
+  EXPECT_EQ(b.ranks[0].devices.size(), 1u);
+  ASSERT_EQ(a.events.size(), b.events.size());
+  for (size_t i = 0; i < a.events.size(); ++i) {
+    const Event &x = a.events[i], &y = b.events[i];
+    EXPECT_EQ(x.ts_ns, y.ts_ns);
+    EXPECT_EQ(x.dur_ns, y.dur_ns);
+    EXPECT_EQ(x.kind, y.kind);
+    EXPECT_EQ(x.correlation, y.correlation);
+    EXPECT_EQ(x.external_id, y.external_id);
+    EXPECT_EQ(a.Name(x), b.Name(y));
+    EXPECT_EQ(a.tracks[x.track].kind, b.tracks[y.track].kind);
+    EXPECT_EQ(a.tracks[x.track].stream, b.tracks[y.track].stream);
+  }
+  EXPECT_EQ(a.flows.size(), b.flows.size());
+  EXPECT_EQ(a.counters.size(), b.counters.size());
+}
+
+}  // namespace
+}  // namespace trainrx::profiler

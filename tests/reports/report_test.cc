@@ -1,0 +1,88 @@
+#include "trainrx/reports/report.h"
+
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <sstream>
+
+#include "trainrx/profiler/kineto_reader.h"
+
+namespace trainrx::reports {
+namespace {
+
+constexpr const char* kTrace = R"J({"traceEvents":[
+  {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000},
+  {"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":1,"dur":500},
+  {"ph":"X","cat":"cpu_op","name":"aten::item \"quoted\"","pid":1,"tid":1,"ts":600,"dur":5},
+  {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":600,"dur":5,"args":{"stream":7,"correlation":1}},
+  {"ph":"X","name":"broken","pid":1,"tid":1,"ts":1}
+]})J";
+
+struct Fixture {
+  profiler::Trace trace;
+  analyzers::Report report;
+  analyzers::Thresholds th;
+  Fixture() {
+    EXPECT_TRUE(profiler::ReadTraceBuffer(kTrace, "r.json", 0, trace).ok);
+    report = analyzers::Analyze(trace, th);
+  }
+};
+
+TEST(JsonReportTest, HasTheDocumentedSchema) {
+  Fixture f;
+  std::ostringstream out;
+  WriteJson(f.trace, f.report, f.th, {.inputs = {"r.json"}}, out);
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  ASSERT_FALSE(p.parse(out.str()).get(doc)) << out.str();
+  EXPECT_EQ(std::string_view(doc["schema"]), kJsonSchema);
+  EXPECT_EQ(int64_t(doc["ingest"]["skipped_events"]), 1);
+  EXPECT_EQ(std::string_view(doc["ingest"]["issues"].at(0)["kind"]), "missing_dur");
+  EXPECT_EQ(int64_t(doc["steps"]["count"]), 1);
+  EXPECT_EQ(int64_t(doc["steps"]["median_ns"]), 1'000'000);
+  EXPECT_NEAR(double(doc["metrics"]["step_breakdown"]["data_wait"]), 0.5, 1e-9);
+  ASSERT_EQ(simdjson::dom::array(doc["metrics"]["temporal_breakdown"]).size(), 0u);  // kernel has no runtime call
+  bool found = false;
+  for (auto finding : simdjson::dom::array(doc["findings"])) {
+    if (std::string_view(finding["id"]) == "input.dataloader_bound") {
+      found = true;
+      EXPECT_NEAR(double(finding["estimated_saving_pct"]), 50.0, 1e-9);
+      EXPECT_EQ(std::string_view(finding["severity"]), "high");
+      EXPECT_EQ(std::string_view(finding["fix"]["knob"]), "workers");
+    }
+  }
+  EXPECT_TRUE(found);
+  EXPECT_DOUBLE_EQ(double(doc["thresholds"]["input.dataloader_bound.share_pct"]), 5.0);
+}
+
+TEST(TextReportTest, DataLossFirstThenStepsAndFindings) {
+  Fixture f;
+  std::ostringstream out;
+  WriteText(f.trace, f.report, f.th, {.inputs = {"r.json"}}, out);
+  const std::string s = out.str();
+  const size_t loss = s.find("skipped missing_dur: 1");
+  const size_t steps = s.find("Steps");
+  const size_t finding = s.find("input.dataloader_bound");
+  ASSERT_NE(loss, std::string::npos) << s;
+  ASSERT_NE(steps, std::string::npos);
+  ASSERT_NE(finding, std::string::npos);
+  EXPECT_LT(loss, steps);
+  EXPECT_LT(steps, finding);
+  EXPECT_EQ(s.find("\033["), std::string::npos);  // no color unless asked
+  std::ostringstream colored;
+  WriteText(f.trace, f.report, f.th, {.color = true}, colored);
+  EXPECT_NE(colored.str().find("\033["), std::string::npos);
+}
+
+TEST(MarkdownReportTest, TablesAndEscaping) {
+  Fixture f;
+  std::ostringstream out;
+  WriteMarkdown(f.trace, f.report, f.th, {.inputs = {"r.json"}}, out);
+  const std::string s = out.str();
+  EXPECT_NE(s.find("| phase | share of step |"), std::string::npos) << s;
+  EXPECT_NE(s.find("**1. `input.dataloader_bound`**"), std::string::npos) << s;
+  EXPECT_NE(s.find("\\_SingleProcessDataLoaderIter"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace trainrx::reports
