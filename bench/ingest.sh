@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes a ~240 MB Kineto trace (the HTA ResNet trace tiled 16x, 1.1 M events) and measures
+# Makes a large Kineto trace (the HTA ResNet trace tiled 16x: 192 MB, 1.1 M events) and measures
 # trainrx ingest+analysis throughput and peak memory on it. Usage: bench/ingest.sh [copies]
 set -euo pipefail
 cd "$(dirname "$0")/.."
