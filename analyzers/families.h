@@ -10,6 +10,8 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out);   // input.cc
 void AnalyzeSync(const AnalysisContext& ctx, Report& out);    // sync.cc
 void AnalyzeOptim(const AnalysisContext& ctx, Report& out);   // optim.cc
 void AnalyzeModel(const AnalysisContext& ctx, Report& out);   // model.cc
+void AnalyzeConfig(const AnalysisContext& ctx, Report& out);  // config.cc
+void AnalyzeEval(const AnalysisContext& ctx, Report& out);    // eval.cc
 
 // Number of steps to divide per-trace counts by (>= 1), for a rank or all ranks (-1).
 double StepCount(const StepModel& steps, int32_t rank = -1);

@@ -2,10 +2,14 @@
 // BatchNorm / LayerNorm. The norm subtracts the mean, which cancels the bias: it costs memory,
 // an add per element in forward and a reduction in backward, for nothing.
 //
-// Evidence needed (otherwise silent, never a guess): recorded input shapes ("Input Dims", from
-// record_shapes=True or our collector). The rule: on one thread, a conv/linear op whose bias
-// input is non-empty, followed — after its own nested ops, skipping shape-only ops — by a norm
-// op whose channel dimension equals the bias length (BatchNorm: dim 1; LayerNorm: last dim).
+// Evidence, best first (otherwise silent, never a guess):
+//  1. exact dataflow from our collector: "trainrx.dataflow" flows from a conv/linear op to the
+//     norm op whose input is that op's output tensor; the layer's recorded inputs say whether
+//     its bias is defined.
+//  2. recorded input shapes ("Input Dims", from record_shapes=True): on one thread, a conv/linear
+//     op whose bias input is non-empty, followed — after its own nested ops, skipping shape-only
+//     ops — by a norm op whose channel dimension equals the bias length (BatchNorm: dim 1;
+//     LayerNorm: last dim).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -60,11 +64,52 @@ bool IsLayer(std::string_view n) {
 bool IsBatchNorm(std::string_view n) { return n == "aten::batch_norm"; }
 bool IsLayerNorm(std::string_view n) { return n == "aten::layer_norm" || n == "aten::group_norm"; }
 bool IsShapeOnly(std::string_view n) {
-  static constexpr std::array<std::string_view, 14> kShape = {
-      "aten::view", "aten::reshape", "aten::flatten", "aten::contiguous", "aten::t", "aten::transpose",
+  // aten::add_: BatchNorm's num_batches_tracked += 1 runs between the conv and the norm (and an
+  // in-place residual add keeps the bias a constant shift the norm still cancels).
+  static constexpr std::array<std::string_view, 15> kShape = {
+      "aten::add_", "aten::view", "aten::reshape", "aten::flatten", "aten::contiguous", "aten::t", "aten::transpose",
       "aten::permute", "aten::as_strided", "aten::empty", "aten::empty_like", "aten::detach", "detach",
       "aten::to", "aten::_to_copy"};
   return std::find(kShape.begin(), kShape.end(), n) != kShape.end();
+}
+
+// The CPU op starting at `ts` on `track` whose name satisfies `pred`, or nullptr.
+template <typename Pred>
+const Event* OpAt(const profiler::Trace& trace, uint32_t track, int64_t ts, Pred pred) {
+  const auto events = trace.TrackEvents(track);
+  auto it = std::lower_bound(events.begin(), events.end(), ts, [](const Event& e, int64_t t) { return e.ts_ns < t; });
+  for (; it != events.end() && it->ts_ns == ts; ++it)
+    if (it->kind == EventKind::kCpuOp && pred(trace.Name(*it))) return &*it;
+  return nullptr;
+}
+
+// Rule 1: exact dataflow edges. Returns false when the trace has none (use rule 2).
+bool FromDataflow(const profiler::Trace& trace, std::map<std::string, int64_t>& pairs, int64_t& total,
+                  int64_t& edges) {
+  const profiler::StrId cat = trace.strings.Find("trainrx.dataflow");
+  if (cat == profiler::kNoStr) return false;
+  std::map<int64_t, std::pair<const profiler::Flow*, const profiler::Flow*>> by_id;
+  for (const auto& f : trace.flows) {
+    if (f.cat != cat) continue;
+    auto& slot = by_id[f.id];
+    (f.is_start ? slot.first : slot.second) = &f;
+  }
+  for (const auto& [id, ends] : by_id) {
+    if (!ends.first || !ends.second) continue;
+    const Event* layer = OpAt(trace, ends.first->track, ends.first->ts_ns, IsLayer);
+    const Event* norm = OpAt(trace, ends.second->track, ends.second->ts_ns,
+                             [](std::string_view n) { return IsBatchNorm(n) || IsLayerNorm(n); });
+    if (!layer || !norm || layer->aux == profiler::kNoAux) continue;
+    ++edges;
+    const auto dims = ParseDims(trace.strings.Get(trace.op_inputs[layer->aux].input_dims));
+    if (!dims || dims->size() < 3 || (*dims)[2].empty()) continue;  // bias=False
+    ++total;
+    // Keyed by the layer's input shapes: one entry per distinct layer of the model (the collector
+    // captures inputs for the first steps only, so a per-step count would be meaningless).
+    ++pairs[fmt::format("{}{} -> {}", trace.Name(*layer), trace.strings.Get(trace.op_inputs[layer->aux].input_dims),
+                        trace.Name(*norm))];
+  }
+  return !by_id.empty();
 }
 
 }  // namespace
@@ -72,8 +117,9 @@ bool IsShapeOnly(std::string_view n) {
 void AnalyzeModel(const AnalysisContext& ctx, Report& out) {
   const auto& trace = ctx.trace;
   std::map<std::string, int64_t> pairs;  // "aten::conv2d(bias 64) -> aten::batch_norm" -> count
-  int64_t total = 0, layers_with_shapes = 0;
-  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+  int64_t total = 0, layers_with_shapes = 0, edges = 0;
+  const bool exact = FromDataflow(trace, pairs, total, edges);
+  for (uint32_t ti = 0; ti < trace.tracks.size() && !exact; ++ti) {
     if (trace.tracks[ti].kind != TrackKind::kCpuThread) continue;
     const auto events = trace.TrackEvents(ti);
     for (size_t i = 0; i < events.size(); ++i) {
@@ -116,11 +162,13 @@ void AnalyzeModel(const AnalysisContext& ctx, Report& out) {
   f.severity = Severity::kLow;
   f.confidence = Confidence::kHigh;
   const double steps = StepCount(ctx.steps);
-  f.title = fmt::format("{:.0f} layers per step have a bias that the following norm cancels", total / steps);
-  f.measured = static_cast<double>(total) / steps;
+  const double layers = exact ? static_cast<double>(pairs.size()) : total / steps;
+  f.title = fmt::format("{:.0f} layers have a bias that the following norm cancels", layers);
+  f.measured = layers;
   f.threshold = 0;
-  f.measured_unit = "biased layers before a norm, per step";
-  f.evidence = {{"occurrences", total}, {"layers_with_shapes", layers_with_shapes}};
+  f.measured_unit = exact ? "distinct biased layers feeding a norm" : "biased layers before a norm, per step";
+  if (exact) f.evidence = {{"occurrences", total}, {"dataflow_edges", edges}, {"method", std::string("exact dataflow (trainrx collector)")}};
+  else f.evidence = {{"occurrences", total}, {"layers_with_shapes", layers_with_shapes}, {"method", std::string("shapes of adjacent ops")}};
   for (const auto& [k, v] : pairs) f.examples.push_back(fmt::format("{} x {}", v, k));
   // The bias add is one elementwise pass over the layer output; small (seeds: ~1-2 %) — the
   // trace cannot isolate it, so no time estimate; `trainrx fix` measures it.

@@ -40,6 +40,9 @@ Thresholds::Thresholds() {
       {"sync.host_device.per_step", {1.0, "flag when host-device syncs per step reach this"}},
       {"sync.blocking_copy.min_bytes", {65536.0, "synchronous HtoD cudaMemcpy above this size is flagged (nsys: 64 KB)"}},
       {"optim.zero_grad.min_ops", {1.0, "flag when this many zeroing ops per step run inside zero_grad"}},
+      {"debug.anomaly_detection.steps_pct", {0.0, "flag when anomaly mode is on in more than this % of steps"}},
+      {"debug.profiler.steps_pct", {0.0, "flag when another profiler is active in more than this % of steps"}},
+      {"threads.oversubscribed.ratio", {1.0, "flag when intra-op threads x local ranks + workers exceed this many per CPU"}},
   };
 }
 
@@ -83,6 +86,8 @@ const std::vector<AnalyzerInfo>& Registry() {
       {"sync", &AnalyzeSync},
       {"optim", &AnalyzeOptim},
       {"model", &AnalyzeModel},
+      {"config", &AnalyzeConfig},
+      {"eval", &AnalyzeEval},
   };
   return kRegistry;
 }

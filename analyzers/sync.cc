@@ -76,8 +76,13 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
       const auto& t = trace.tracks[ti];
       if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
       int64_t item_end = INT64_MIN;  // nested _local_scalar_dense under item counts once
+      // Inside autograd's backward functions an item() is anomaly mode's NaN check, not the
+      // user's: debug.anomaly_detection reports those.
+      int64_t backward_end = INT64_MIN;
       for (const Event& e : trace.TrackEvents(ti)) {
         const std::string_view name = trace.Name(e);
+        if (StartsWith(name, "autograd::engine::evaluate_function")) backward_end = std::max(backward_end, e.end_ns());
+        if (e.ts_ns < backward_end && (name == "aten::item" || name == "aten::_local_scalar_dense")) continue;
         if (e.kind == EventKind::kCpuOp && name == "aten::item") {
           ++item;
           item_ns += e.dur_ns;

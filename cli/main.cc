@@ -9,6 +9,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "record.h"
 #include "sample_trace.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/profiler/kineto_reader.h"
@@ -107,6 +108,17 @@ int main(int argc, char** argv) {
   convert->add_option("-o,--output", convert_out, "output file (.json or .json.gz); per-rank suffix when several ranks")
       ->required();
 
+  trainrx::cli::RecordOptions record_options;
+  record_options.torch_lib = TRAINRX_PROBE_TORCH_LIB;
+  record_options.torch_version = TRAINRX_PROBE_TORCH_VERSION;
+  auto* record = app.add_subcommand(
+      "record", "Run a command with the probes attached (no code change) and write a Kineto-compatible trace");
+  record->add_option("-o,--output", record_options.output, "trace file to write (.json or .json.gz)");
+  record->add_flag("--analyze", record_options.analyze, "analyze the trace(s) when the command ends");
+  record->add_flag("-v,--verbose", record_options.verbose, "let the probes report what they do on stderr");
+  record->add_option("command", record_options.command, "the command to run, after --")->required();
+  record->allow_extras(false);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -115,5 +127,10 @@ int main(int argc, char** argv) {
   }
   if (*analyze) return RunAnalyze(paths, sample, format, output, thresholds);
   if (*convert) return RunConvert(convert_paths, convert_out);
+  if (*record) {
+    return trainrx::cli::RunRecord(record_options, [&](const std::vector<std::string>& traces) {
+      return RunAnalyze(traces, false, format, "", thresholds);
+    });
+  }
   return kExitInputError;
 }

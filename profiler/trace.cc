@@ -103,14 +103,14 @@ MemcpyInfo ParseMemcpyName(std::string_view name) {
   return info;
 }
 
-void IngestStats::Add(std::string_view kind, IssueSeverity severity, std::string_view example) {
+void IngestStats::Add(std::string_view kind, IssueSeverity severity, std::string_view example, uint64_t count) {
   for (auto& e : entries) {
     if (e.kind == kind) {
-      ++e.count;
+      e.count += count;
       return;
     }
   }
-  entries.push_back({std::string(kind), severity, 1, std::string(example)});
+  entries.push_back({std::string(kind), severity, count, std::string(example)});
 }
 
 uint64_t IngestStats::Count(std::string_view kind) const {

@@ -858,6 +858,17 @@ ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t 
   info.rank = rank;
   info.source = name;
   info.rank_source = how;
+  // Losses our collector recorded while tracing (its "trainrx" block) are data loss of this trace.
+  for (const char* key : {"dropped_records", "cupti_dropped_records", "unfinished_ranges"}) {
+    auto it = info.config.find(key);
+    if (it == info.config.end()) continue;
+    const uint64_t n = std::strtoull(it->second.c_str(), nullptr, 10);
+    if (n > 0) {
+      trace.stats.Add(fmt::format("collector_{}", key),
+                      std::string_view(key) == "unfinished_ranges" ? IssueSeverity::kInfo : IssueSeverity::kDataLoss,
+                      fmt::format("{}: reported by the trainrx collector", name), n);
+    }
+  }
   trace.ranks.push_back(std::move(info));
   trace.RemapRank(kProvisional, rank);
   return {};

@@ -11,7 +11,10 @@
 //   input.cc     input.dataloader_bound, input.workers, input.pin_memory
 //   sync.cc      sync.host_device, sync.blocking_copy
 //   optim.cc     optim.zero_grad
-//   model.cc     model.bias_before_norm
+//   model.cc     model.bias_before_norm (exact dataflow from our collector, else shapes)
+//   config.cc    debug.anomaly_detection, debug.profiler, debug.launch_blocking, cudnn.benchmark_off,
+//                cudnn.deterministic_on, threads.oversubscribed (our collector's config snapshots)
+//   eval.cc      eval.grad_enabled (grad mode per op, from our collector)
 #pragma once
 
 #include <cstdint>

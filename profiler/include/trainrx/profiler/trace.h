@@ -179,7 +179,7 @@ struct IngestStats {
   std::vector<Entry> entries;
   uint64_t events_read = 0;
   uint64_t bytes_read = 0;
-  void Add(std::string_view kind, IssueSeverity severity, std::string_view example);
+  void Add(std::string_view kind, IssueSeverity severity, std::string_view example, uint64_t count = 1);
   uint64_t Count(std::string_view kind) const;
   uint64_t TotalSkipped() const;
 };

@@ -1,0 +1,227 @@
+// Rules on the run's configuration, read from our collector's snapshots (config_view.h):
+//   debug.anomaly_detection  autograd anomaly mode on during training steps
+//   debug.profiler           another profiler (torch.profiler, autograd.profiler, emit_nvtx) active
+//   debug.launch_blocking    CUDA_LAUNCH_BLOCKING=1 or deterministic algorithms forced
+//   cudnn.benchmark_off      cuDNN autotuner off while convolutions run on a GPU
+//   cudnn.deterministic_on   deterministic cuDNN algorithms forced while convolutions run on a GPU
+//   threads.oversubscribed   intra-op threads x local ranks + loader workers above the CPUs allowed
+// Traces without our config (plain PyTorch-profiler files) have nothing to say here: silent.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "config_view.h"
+#include "families.h"
+#include "intervals.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+using profiler::Event;
+using profiler::EventKind;
+using profiler::Trace;
+using profiler::TrackKind;
+
+bool IsConv(std::string_view n) {
+  return StartsWith(n, "aten::conv") || n == "aten::convolution" || n == "aten::_convolution" ||
+         StartsWith(n, "aten::cudnn_convolution");
+}
+
+struct RankFacts {
+  bool has_gpu = false;
+  int64_t conv_ops = 0;
+  int64_t cpu_ops = 0;
+  int64_t anomaly_checks = 0;  // NaN checks anomaly mode adds inside backward
+  int64_t anomaly_check_ns = 0;
+};
+
+RankFacts Gather(const Trace& trace, int32_t rank) {
+  RankFacts f;
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    const auto& t = trace.tracks[ti];
+    if (t.rank != rank) continue;
+    if (t.kind == TrackKind::kGpuStream) {
+      f.has_gpu = f.has_gpu || t.event_count > 0;
+      continue;
+    }
+    int64_t backward_end = INT64_MIN;
+    for (const Event& e : trace.TrackEvents(ti)) {
+      if (e.kind != EventKind::kCpuOp) continue;
+      ++f.cpu_ops;
+      const std::string_view n = trace.Name(e);
+      if (IsConv(n)) ++f.conv_ops;
+      if (StartsWith(n, "autograd::engine::evaluate_function")) {
+        backward_end = std::max(backward_end, e.end_ns());
+      } else if (e.ts_ns < backward_end &&
+                 (n == "aten::isnan" || n == "aten::any" || n == "aten::_is_any_true" || n == "aten::item")) {
+        if (n == "aten::isnan") ++f.anomaly_checks;
+        f.anomaly_check_ns += e.dur_ns;
+      }
+    }
+  }
+  if (const auto* info = trace.FindRank(rank)) f.has_gpu = f.has_gpu || !info->devices.empty();
+  return f;
+}
+
+Finding Base(const char* id, Severity severity, int32_t rank, std::string title) {
+  Finding f;
+  f.id = id;
+  f.severity = severity;
+  f.confidence = Confidence::kHigh;
+  f.rank = rank;
+  f.title = std::move(title);
+  return f;
+}
+
+}  // namespace
+
+void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
+  const Trace& trace = ctx.trace;
+  for (int32_t rank : trace.RankIds()) {
+    const ConfigView cfg(trace, rank);
+    if (!cfg.from_collector()) continue;
+    const RankFacts facts = Gather(trace, rank);
+    const double steps = StepCount(ctx.steps, rank);
+    const double mean_step = MeanStepNs(ctx.steps, rank);
+    int64_t total_steps = 0;
+
+    // debug.anomaly_detection
+    {
+      const int64_t on = cfg.StepsWhereOn("anomaly_mode", ctx.steps, &total_steps);
+      const double pct = total_steps > 0 ? 100.0 * on / total_steps : (cfg.Max("anomaly_mode").value_or(0) ? 100 : 0);
+      const double threshold = ctx.thresholds.Get("debug.anomaly_detection.steps_pct");
+      if (pct > threshold) {
+        Finding f = Base("debug.anomaly_detection", Severity::kHigh, rank,
+                         fmt::format("Autograd anomaly detection is on ({:.0f}% of steps)", pct));
+        f.measured = pct;
+        f.threshold = threshold;
+        f.measured_unit = "% of steps";
+        f.evidence = {{"steps_with_anomaly_mode", on},
+                      {"steps", total_steps},
+                      {"nan_checks_in_backward", facts.anomaly_checks},
+                      {"nan_check_ns_per_step", static_cast<int64_t>(facts.anomaly_check_ns / steps)}};
+        // Lower bound: the NaN checks we can see (isnan/any/item per backward output). The
+        // forward-side cost (a Python stack trace per autograd node) has no op of its own; on a
+        // LibTorch CNN step on these machines anomaly mode cost 5.8x (DESIGN.md).
+        f.estimated_saving_ns = static_cast<int64_t>(facts.anomaly_check_ns / steps);
+        f.estimated_saving_pct = mean_step > 0 ? 100.0 * f.estimated_saving_ns / mean_step : 0;
+        f.examples.push_back("lower bound: NaN checks seen in backward; the stack capture per forward node is extra");
+        f.fix_python = "Remove torch.autograd.set_detect_anomaly(True) / detect_anomaly() from training runs; "
+                       "enable it only while hunting a NaN";
+        f.fix_cpp = "Remove torch::autograd::AnomalyMode::set_enabled(true) / DetectAnomalyGuard from the training loop";
+        f.knob = "anomaly=0";
+        out.findings.push_back(std::move(f));
+      }
+    }
+
+    // debug.profiler
+    {
+      const int64_t on = cfg.StepsWhereOn("other_profiler", ctx.steps, &total_steps);
+      const double pct = total_steps > 0 ? 100.0 * on / total_steps : (cfg.Max("other_profiler").value_or(0) ? 100 : 0);
+      const double threshold = ctx.thresholds.Get("debug.profiler.steps_pct");
+      if (pct > threshold) {
+        Finding f = Base("debug.profiler", Severity::kMedium, rank,
+                         fmt::format("Another profiler is active during {:.0f}% of steps", pct));
+        f.measured = pct;
+        f.threshold = threshold;
+        f.measured_unit = "% of steps";
+        const double ops_per_step = facts.cpu_ops / steps;
+        f.evidence = {{"steps_with_profiler", on}, {"steps", total_steps}, {"ops_per_step", ops_per_step}};
+        // LibTorch's legacy profiler added 1054 ns/op on these machines (DESIGN.md); Kineto's
+        // costs a similar order per op.
+        f.estimated_saving_ns = static_cast<int64_t>(ops_per_step * 1054.0 * on / std::max<int64_t>(1, total_steps));
+        f.estimated_saving_pct = mean_step > 0 ? 100.0 * f.estimated_saving_ns / mean_step : 0;
+        f.examples.push_back("estimate: ops per step x 1.05 us (legacy profiler cost per op, measured here)");
+        f.fix_python = "Leave torch.profiler / torch.autograd.profiler.profile / emit_nvtx out of production runs "
+                       "(profile a few steps with a schedule, or use trainrx record)";
+        f.fix_cpp = "Remove torch::autograd::profiler::RecordProfile / enableProfiler from the training loop";
+        f.knob = "profiler=0";
+        out.findings.push_back(std::move(f));
+      }
+    }
+
+    // debug.launch_blocking
+    {
+      const bool blocking = cfg.Max("launch_blocking").value_or(0) != 0;
+      const bool deterministic = cfg.Max("deterministic_algorithms").value_or(0) != 0;
+      if (blocking || deterministic) {
+        Finding f = Base("debug.launch_blocking", facts.has_gpu ? Severity::kHigh : Severity::kLow, rank,
+                         blocking ? "CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for the GPU"
+                                  : "torch.use_deterministic_algorithms(True) forces slower kernels");
+        f.measured = 1;
+        f.threshold = 0;
+        f.measured_unit = blocking ? "CUDA_LAUNCH_BLOCKING" : "deterministic algorithms";
+        f.evidence = {{"launch_blocking", static_cast<int64_t>(blocking)},
+                      {"deterministic_algorithms", static_cast<int64_t>(deterministic)},
+                      {"gpu_activity", static_cast<int64_t>(facts.has_gpu)}};
+        if (!facts.has_gpu) f.examples.push_back("no GPU activity in this trace: no cost here, but it will cost on a GPU");
+        f.fix_python = blocking ? "Unset CUDA_LAUNCH_BLOCKING (a debugging switch)"
+                                : "torch.use_deterministic_algorithms(False) unless bit-reproducibility is required";
+        f.fix_cpp = blocking ? "Unset CUDA_LAUNCH_BLOCKING in the environment"
+                             : "at::globalContext().setDeterministicAlgorithms(false, false)";
+        f.knob = "launch_blocking=0";
+        out.findings.push_back(std::move(f));
+      }
+    }
+
+    // cudnn.*: only where convolutions ran on a GPU (cuDNN does nothing for CPU convolutions).
+    if (facts.has_gpu && facts.conv_ops > 0) {
+      if (cfg.Max("cudnn_benchmark").has_value() && cfg.Max("cudnn_benchmark").value() == 0) {
+        Finding f = Base("cudnn.benchmark_off", Severity::kMedium, rank, "cuDNN autotuner is off while convolutions run");
+        f.confidence = Confidence::kMedium;  // pays off only when input shapes repeat
+        f.measured = 0;
+        f.threshold = 1;
+        f.measured_unit = "cudnn.benchmark";
+        f.evidence = {{"conv_ops_per_step", facts.conv_ops / steps}};
+        f.fix_python = "torch.backends.cudnn.benchmark = True (with fixed input shapes)";
+        f.fix_cpp = "at::globalContext().setBenchmarkCuDNN(true)";
+        f.knob = "cudnn_benchmark=1";
+        out.findings.push_back(std::move(f));
+      }
+      if (cfg.Max("cudnn_deterministic").value_or(0) != 0) {
+        Finding f = Base("cudnn.deterministic_on", Severity::kLow, rank, "Deterministic cuDNN convolutions are forced");
+        f.measured = 1;
+        f.threshold = 0;
+        f.measured_unit = "cudnn.deterministic";
+        f.evidence = {{"conv_ops_per_step", facts.conv_ops / steps}};
+        f.fix_python = "torch.backends.cudnn.deterministic = False (unless reproducibility is required: then keep it and say so)";
+        f.fix_cpp = "at::globalContext().setDeterministicCuDNN(false)";
+        f.knob = "cudnn_deterministic=0";
+        out.findings.push_back(std::move(f));
+      }
+    }
+
+    // threads.oversubscribed
+    {
+      const auto threads = cfg.Max("intra_op_threads");
+      const auto cpus = cfg.Static("cpu_count");
+      if (threads && cpus && *cpus > 0) {
+        const double workers = cfg.Static("workers").value_or(0);
+        // Ranks sharing this machine, each with its own intra-op pool.
+        double local_ranks = 1;
+        const std::string env = cfg.Raw("env");
+        if (const size_t p = env.find("\"LOCAL_WORLD_SIZE\":\""); p != std::string::npos) {
+          local_ranks = std::max(1.0, std::strtod(env.c_str() + p + 20, nullptr));
+        }
+        const double demand = *threads * local_ranks + workers;
+        const double ratio = ctx.thresholds.Get("threads.oversubscribed.ratio");
+        if (demand > *cpus * ratio) {
+          Finding f = Base("threads.oversubscribed", Severity::kMedium, rank,
+                           fmt::format("{:.0f} busy threads for {:.0f} CPUs", demand, *cpus));
+          f.measured = demand / *cpus;
+          f.threshold = ratio;
+          f.measured_unit = "threads per CPU";
+          f.evidence = {{"intra_op_threads", *threads}, {"local_ranks", local_ranks}, {"loader_workers", workers},
+                        {"cpus_allowed", *cpus}};
+          f.fix_python = fmt::format("torch.set_num_threads({:.0f}) (CPUs / local ranks, minus loader workers)",
+                                     std::max(1.0, std::floor((*cpus - workers) / local_ranks)));
+          f.fix_cpp = "at::set_num_threads(N) with N = CPUs / local ranks";
+          f.knob = "threads";
+          out.findings.push_back(std::move(f));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace trainrx::analyzers

@@ -1,0 +1,150 @@
+// `trainrx record [-o FILE] [--analyze] -- COMMAND ARGS...`: runs COMMAND with the probe shim
+// preloaded (LD_PRELOAD), waits for it, and reports what was written. The program's stdout,
+// stderr and exit code are its own: the probes print nothing unless something is wrong
+// (TRAINRX_QUIET=1), and we exit with the program's code (128+N when a signal ended it).
+// Exception: a program that succeeded without any trace being written is an error (exit 2),
+// because the user asked for a recording and got none.
+#include "record.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+namespace trainrx::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+pid_t g_child = -1;
+
+void ForwardSignal(int sig) {
+  if (g_child > 0) kill(g_child, sig);
+}
+
+std::string ExeDir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+void PrependEnv(const char* name, const std::string& value) {
+  const char* old = std::getenv(name);
+  const std::string v = old && *old ? value + ":" + old : value;
+  setenv(name, v.c_str(), 1);
+}
+
+// Traces the launch's other processes wrote next to `output` ("run.rank1.json", "run.pid77.json").
+std::vector<std::string> ChildTraces(const fs::path& output, fs::file_time_type since) {
+  std::vector<std::string> out;
+  std::string stem = output.filename().string();
+  const size_t ext = stem.find(".json");
+  const std::string suffix = ext == std::string::npos ? "" : stem.substr(ext);
+  if (ext != std::string::npos) stem = stem.substr(0, ext);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(output.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(stem + ".rank", 0) != 0 && name.rfind(stem + ".pid", 0) != 0) continue;
+    if (!suffix.empty() && (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)) continue;
+    if (entry.last_write_time(ec) < since) continue;
+    out.push_back(entry.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
+  if (options.command.empty()) {
+    std::cerr << "trainrx: error: record needs a command after --, e.g. trainrx record -o run.json -- python3 train.py\n";
+    return 2;
+  }
+  const std::string dir = std::getenv("TRAINRX_PROBE_DIR") ? std::getenv("TRAINRX_PROBE_DIR") : ExeDir();
+  const std::string preload = dir + "/libtrainrx_preload.so";
+  const std::string probe = dir + "/libtrainrx_probe.so";
+  const std::string cupti = dir + "/libtrainrx_cupti.so";
+  if (!fs::exists(probe) || !fs::exists(preload)) {
+    std::cerr << fmt::format(
+        "trainrx: error: {} not found: this trainrx was built without LibTorch, so it cannot record. "
+        "Install libtorch-dev (scripts/setup does) or configure with "
+        "-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)') and rebuild.\n",
+        probe);
+    return 2;
+  }
+  std::error_code ec;
+  const fs::path output = fs::absolute(options.output, ec);
+  if (!fs::is_directory(output.parent_path())) {
+    std::cerr << fmt::format("trainrx: error: {}: the directory does not exist\n", output.parent_path().string());
+    return 2;
+  }
+  fs::remove(output, ec);  // so that "no trace written" is never hidden by an old file
+  const auto started = fs::file_time_type::clock::now();
+
+  const pid_t child = fork();
+  if (child < 0) {
+    std::cerr << fmt::format("trainrx: error: fork failed: {}\n", std::strerror(errno));
+    return 2;
+  }
+  if (child == 0) {
+    PrependEnv("LD_PRELOAD", preload);
+    setenv("TRAINRX_PROBE_LIB", probe.c_str(), 1);
+    // Tests (and users who know better) may pin the expected libtorch themselves.
+    if (!std::getenv("TRAINRX_TORCH_LIB")) setenv("TRAINRX_TORCH_LIB", options.torch_lib.c_str(), 1);
+    setenv("TRAINRX_TORCH_VERSION", options.torch_version.c_str(), 1);
+    setenv("TRAINRX_OUTPUT", output.c_str(), 1);
+    setenv("TRAINRX_ROOT_PID", std::to_string(getpid()).c_str(), 1);
+    if (!options.verbose) setenv("TRAINRX_QUIET", "1", 0);
+    if (fs::exists(cupti)) {
+      setenv("TRAINRX_CUPTI_LIB", cupti.c_str(), 1);
+      // The driver loads it at cuInit, so GPU activity is recorded from the first CUDA call.
+      setenv("CUDA_INJECTION64_PATH", cupti.c_str(), 0);
+    }
+    std::vector<char*> argv;
+    for (const auto& a : options.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "trainrx: error: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  g_child = child;
+  // Like `time`: the terminal's Ctrl-C reaches the program itself (same process group); we wait
+  // for it to write its trace. SIGTERM sent to us is passed on.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  signal(SIGTERM, ForwardSignal);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  signal(SIGINT, SIG_DFL);
+  signal(SIGQUIT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+
+  std::vector<std::string> traces;
+  if (fs::exists(output)) traces.push_back(output.string());
+  for (auto& t : ChildTraces(output, started)) traces.push_back(std::move(t));
+  if (traces.empty()) {
+    std::cerr << fmt::format(
+        "trainrx: no trace was written: {} never loaded libtorch{} (exit code {})\n", options.command[0],
+        " or ran unobserved (see the message above, if any)", code);
+    return code != 0 ? code : 2;
+  }
+  for (const auto& t : traces) std::cerr << "trainrx: wrote " << t << "\n";
+  if (options.analyze) {
+    const int rc = analyze(traces);
+    if (rc != 0 && code == 0) return rc;
+  }
+  return code;
+}
+
+}  // namespace trainrx::cli

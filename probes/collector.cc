@@ -1,0 +1,297 @@
+#include "collector.h"
+
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+namespace trainrx::probes {
+
+int64_t NowNs() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+ThreadBuffer::ThreadBuffer(Collector* owner, uint32_t index, int64_t tid)
+    : owner_(owner), index_(index), tid_(tid) {
+  names_.emplace_back();  // id 0: ""
+}
+
+Rec* ThreadBuffer::Append() noexcept {
+  if (in_chunk_ == kChunkRecs) {
+    if (chunk_count_ == kMaxChunks || !owner_->ReserveChunk()) {
+      ++dropped_;
+      return nullptr;
+    }
+    Rec* chunk = new (std::nothrow) Rec[kChunkRecs];
+    if (chunk == nullptr) {
+      ++dropped_;
+      return nullptr;
+    }
+    chunks_[chunk_count_++].reset(chunk);
+    in_chunk_ = 0;
+  }
+  Rec* r = &chunks_[chunk_count_ - 1][in_chunk_++];
+  *r = Rec{};
+  // Publish after the caller filled it: the caller writes fields, then size_ moves. Readers only
+  // look after Stop(), which waits for `busy`, so a relaxed increment plus that handshake is enough.
+  size_.fetch_add(1, std::memory_order_release);
+  return r;
+}
+
+uint64_t ThreadBuffer::IndexOf(const Rec* r) const {
+  for (uint32_t c = 0; c < chunk_count_; ++c) {
+    const Rec* base = chunks_[c].get();
+    if (r >= base && r < base + kChunkRecs) return uint64_t{c} * kChunkRecs + static_cast<uint64_t>(r - base);
+  }
+  return UINT64_MAX;
+}
+
+uint32_t ThreadBuffer::InternDynamic(std::string_view name) noexcept {
+  try {
+    auto it = by_content_.find(name);
+    if (it != by_content_.end()) return it->second;
+    const uint32_t id = static_cast<uint32_t>(names_.size());
+    names_.emplace_back(name);  // a deque: the view below stays valid as it grows
+    by_content_.emplace(std::string_view(names_.back()), id);
+    return id;
+  } catch (...) {
+    return 0;
+  }
+}
+
+uint32_t ThreadBuffer::InternStatic(const char* name) noexcept {
+  if (name == nullptr) return 0;
+  auto it = by_pointer_.find(name);
+  // Verify the content: a pointer is only a cache key, never trusted alone.
+  if (it != by_pointer_.end() && std::strcmp(names_[it->second].c_str(), name) == 0) return it->second;
+  const uint32_t id = InternDynamic(name);
+  try {
+    by_pointer_[name] = id;
+  } catch (...) {
+  }
+  return id;
+}
+
+uint32_t ThreadBuffer::AddInputs(RecInputs in) noexcept {
+  try {
+    inputs_.push_back(std::move(in));
+    return static_cast<uint32_t>(inputs_.size() - 1);
+  } catch (...) {
+    return UINT32_MAX;
+  }
+}
+
+void ThreadBuffer::AddEdge(uint64_t from, uint64_t to) noexcept {
+  try {
+    edges_.push_back({from, to});
+  } catch (...) {
+  }
+}
+
+namespace {
+std::atomic<uint64_t> g_collector_generation{0};
+struct ThreadSlot {
+  uint64_t generation = 0;
+  ThreadBuffer* buffer = nullptr;
+};
+thread_local ThreadSlot t_slot;
+}  // namespace
+
+Collector::Collector(CollectorOptions options) : options_(options), generation_(++g_collector_generation) {}
+
+bool Collector::ReserveChunk() noexcept {
+  const uint64_t max_chunks = std::max<uint64_t>(1, options_.max_events / ThreadBuffer::kChunkRecs);
+  const uint64_t n = chunks_reserved_.fetch_add(1, std::memory_order_relaxed);
+  if (n < max_chunks) return true;
+  chunks_reserved_.fetch_sub(1, std::memory_order_relaxed);
+  return false;
+}
+
+ThreadBuffer* Collector::ThisThread() noexcept {
+  if (!recording()) return nullptr;
+  // Keyed by a generation, not the address: a new Collector may reuse a destroyed one's address.
+  if (t_slot.generation == generation_) return t_slot.buffer;
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t tid = static_cast<int64_t>(syscall(SYS_gettid));
+    buffers_.push_back(std::make_unique<ThreadBuffer>(this, static_cast<uint32_t>(buffers_.size()), tid));
+    t_slot = {generation_, buffers_.back().get()};
+    return t_slot.buffer;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void Collector::SetStatic(const std::string& key, std::string json_value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& kv : static_config_) {
+    if (kv.first == key) {
+      kv.second = std::move(json_value);
+      return;
+    }
+  }
+  static_config_.emplace_back(key, std::move(json_value));
+}
+
+std::string Collector::Static(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& kv : static_config_)
+    if (kv.first == key) return kv.second;
+  return {};
+}
+
+void Collector::Sample(ThreadBuffer* buf, const std::string& key, double value, int64_t ts_ns) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = last_sample_.find(key);
+    if (it != last_sample_.end() && it->second == value) return;
+    last_sample_[key] = value;
+    samples_.push_back({ts_ns, buf ? buf->index() : 0, key, value});
+  } catch (...) {
+  }
+}
+
+void Collector::AddGpuRecords(profiler::GpuRecords records) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    gpu_.records.insert(gpu_.records.end(), std::make_move_iterator(records.records.begin()),
+                        std::make_move_iterator(records.records.end()));
+    gpu_.external.insert(gpu_.external.end(), records.external.begin(), records.external.end());
+    if (gpu_.devices.empty()) gpu_.devices = std::move(records.devices);
+    gpu_.dropped += records.dropped;
+  } catch (...) {
+    gpu_dropped_ += records.records.size();
+  }
+}
+
+uint64_t Collector::TotalDropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t n = 0;
+  for (const auto& b : buffers_) n += b->dropped();
+  return n;
+}
+
+uint64_t Collector::TotalRecords() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t n = 0;
+  for (const auto& b : buffers_) n += b->size();
+  return n;
+}
+
+size_t Collector::ThreadCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return buffers_.size();
+}
+
+namespace {
+
+std::string ThreadName(int64_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(f, name);
+  return name;
+}
+
+}  // namespace
+
+profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
+  using profiler::Event;
+  using profiler::EventKind;
+  SetRecording(false);
+  std::lock_guard<std::mutex> lock(mu_);
+  // Wait (bounded) for callbacks in flight on other threads.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  for (const auto& b : buffers_) {
+    while (b->busy.load(std::memory_order_seq_cst) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+  }
+
+  profiler::Trace trace;
+  const int64_t pid = getpid();
+  profiler::RankInfo info;
+  info.rank = rank;
+  info.source = "trainrx collector";
+  info.rank_source = "collector";
+  for (const auto& [k, v] : static_config_) info.config[k] = v;
+  trace.ranks.push_back(std::move(info));
+
+  uint64_t unfinished = 0, dropped = 0;
+  const profiler::StrId grad_counter = trace.strings.Intern("trainrx.grad_enabled");
+  const profiler::StrId dataflow_cat = trace.strings.Intern("trainrx.dataflow");
+  int64_t flow_id = 1;
+  std::vector<uint32_t> tracks(buffers_.size());
+  for (const auto& b : buffers_) {
+    dropped += b->dropped();
+    const uint64_t n = b->size();
+    const uint32_t track = trace.GetOrAddTrack(rank, profiler::TrackKind::kCpuThread, pid, b->tid());
+    tracks[b->index()] = track;
+    const std::string tname = ThreadName(b->tid());
+    if (!tname.empty()) trace.tracks[track].name = trace.strings.Intern(tname);
+    std::vector<profiler::StrId> ids(b->names().size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = trace.strings.Intern(b->names()[i]);
+    std::vector<uint32_t> input_ids(b->inputs().size());
+    for (size_t i = 0; i < input_ids.size(); ++i) {
+      trace.op_inputs.push_back({trace.strings.Intern(b->inputs()[i].dims), trace.strings.Intern(b->inputs()[i].types)});
+      input_ids[i] = static_cast<uint32_t>(trace.op_inputs.size() - 1);
+    }
+    int last_grad = -1;
+    for (uint64_t i = 0; i < n; ++i) {
+      const Rec& r = b->At(i);
+      if (r.start_ns == 0) continue;  // appended, never filled (dropped mid-way)
+      int64_t end = std::atomic_ref<const int64_t>(r.end_ns).load(std::memory_order_relaxed);
+      if (end == 0) {
+        ++unfinished;
+        end = std::max(r.start_ns, stop_ns);
+      }
+      Event e;
+      e.ts_ns = r.start_ns;
+      e.dur_ns = std::max<int64_t>(0, end - r.start_ns);
+      e.kind = r.kind == RecKind::kUser ? EventKind::kUserAnnotation : EventKind::kCpuOp;
+      e.name = r.name < ids.size() ? ids[r.name] : profiler::kNoStr;
+      e.track = track;
+      if (r.external_id != 0) e.external_id = r.external_id;
+      if (r.aux != UINT32_MAX && r.aux < input_ids.size()) e.aux = input_ids[r.aux];
+      trace.AddEvent(e);
+      if (r.kind == RecKind::kOp) {
+        const int grad = (r.flags & kGradEnabled) ? 1 : 0;
+        if (grad != last_grad) {
+          trace.counters.push_back({track, grad_counter, r.start_ns, static_cast<double>(grad)});
+          last_grad = grad;
+        }
+      }
+    }
+    for (const DataflowEdge& edge : b->edges()) {
+      if (edge.from >= n || edge.to >= n) continue;
+      trace.flows.push_back({flow_id, dataflow_cat, track, b->At(edge.from).start_ns, true});
+      trace.flows.push_back({flow_id, dataflow_cat, track, b->At(edge.to).start_ns, false});
+      ++flow_id;
+    }
+  }
+  for (const ConfigSample& s : samples_) {
+    const uint32_t track = s.buffer < tracks.size() ? tracks[s.buffer]
+                                                    : trace.GetOrAddTrack(rank, profiler::TrackKind::kCpuThread, pid, pid);
+    trace.counters.push_back({track, trace.strings.Intern("trainrx.config." + s.key), s.ts_ns, s.value});
+  }
+  profiler::AppendGpuRecords(trace, rank, pid, gpu_);
+  const uint64_t gpu_dropped = gpu_.dropped + gpu_dropped_.load();
+  // Losses go both to stats (for this process) and to the "trainrx" block (so a reader of the
+  // written file reports them too).
+  auto& cfg = trace.ranks[0].config;
+  cfg["dropped_records"] = std::to_string(dropped);
+  cfg["unfinished_ranges"] = std::to_string(unfinished);
+  cfg["cupti_dropped_records"] = std::to_string(gpu_dropped);
+  if (dropped) trace.stats.Add("dropped_records", profiler::IssueSeverity::kDataLoss, "collector budget exhausted", dropped);
+  if (unfinished) trace.stats.Add("unfinished_ranges", profiler::IssueSeverity::kInfo, "closed at stop time", unfinished);
+  trace.Finalize();
+  return trace;
+}
+
+}  // namespace trainrx::probes

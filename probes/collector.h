@@ -1,0 +1,186 @@
+// trainrx::probes collector core — the torch-free half of the in-process collector.
+//
+// Who calls it: the RecordFunction observer (probes/observer.cc, the only torch TU), the C++ API
+// (same TU), the CUPTI backend (GPU records arrive through AddGpuRecords), and the unit tests
+// (which drive it directly, without LibTorch).
+//
+// Threading and cost rules (the observed training must never notice us):
+//  * Every thread appends to its own ThreadBuffer: no lock on the hot path. A buffer is a fixed
+//    array of chunk pointers (chunks never move), so a reader at stop time never sees a
+//    reallocation. The only shared write per record is nothing; per chunk, one atomic add on the
+//    global budget.
+//  * Memory is bounded: max_events records per process (TRAINRX_MAX_EVENTS). Past the budget,
+//    records are dropped and counted; the trace says how many.
+//  * Every entry point is noexcept; allocation failure drops the record.
+//  * Stop() flips `recording` off, then waits (bounded, 200 ms) for each buffer's `busy` flag to
+//    clear before reading side tables, so a daemon thread still inside a callback cannot race
+//    with the writer.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "trainrx/profiler/gpu_records.h"
+#include "trainrx/profiler/trace.h"
+
+namespace trainrx::probes {
+
+// Wall clock in ns since the epoch (Kineto also uses the system clock, so our traces and a
+// PyTorch-profiler trace of the same run line up; CUPTI is told to use this clock too).
+int64_t NowNs() noexcept;
+
+enum class RecKind : uint8_t {
+  kOp,        // ATen op (RecordScope::FUNCTION)
+  kBackward,  // autograd node (BACKWARD_FUNCTION)
+  kUser,      // record_function ranges, Python's DataLoader / Optimizer ranges, our markers
+};
+enum RecFlag : uint8_t {
+  kGradEnabled = 1,    // GradMode was on when the op started
+  kInferenceMode = 2,  // InferenceMode was on
+};
+
+// One recorded range. 40 bytes; end_ns is 0 until the end callback writes it (atomic_ref).
+struct Rec {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t external_id = 0;  // correlation with GPU activity (0: none)
+  uint32_t name = 0;        // id in the owning ThreadBuffer's name table
+  uint32_t aux = UINT32_MAX;  // index into ThreadBuffer::inputs
+  RecKind kind = RecKind::kOp;
+  uint8_t flags = 0;
+};
+
+// Operator inputs captured during the input window, already in Kineto's text form.
+struct RecInputs {
+  std::string dims;   // "[[32, 3, 8, 8], [16, 3, 3, 3], [16], []]"
+  std::string types;  // "[\"float\", \"float\", \"float\", \"\"]"
+};
+
+// Exact dataflow seen by the observer: the output of record `from` is an input of record `to`
+// (both on this thread), e.g. conv2d -> batch_norm.
+struct DataflowEdge {
+  uint64_t from = 0;
+  uint64_t to = 0;
+};
+
+class Collector;
+
+class ThreadBuffer {
+ public:
+  static constexpr uint32_t kChunkRecs = 4096;  // 160 KB per chunk
+  static constexpr uint32_t kMaxChunks = 4096;  // chunk pointer array never grows
+
+  ThreadBuffer(Collector* owner, uint32_t index, int64_t tid);
+
+  // Appends a record and returns it, or nullptr (counted as dropped) past the budget.
+  Rec* Append() noexcept;
+  Rec& At(uint64_t i) { return chunks_[i / kChunkRecs][i % kChunkRecs]; }
+  const Rec& At(uint64_t i) const { return chunks_[i / kChunkRecs][i % kChunkRecs]; }
+  uint64_t size() const { return size_.load(std::memory_order_acquire); }
+  uint64_t IndexOf(const Rec* r) const;  // UINT64_MAX if not ours
+
+  // Name interning. Static names (ATen schema names) are keyed by pointer, verified by content
+  // so that a reused buffer never yields a wrong name; dynamic names by content.
+  uint32_t InternStatic(const char* name) noexcept;
+  uint32_t InternDynamic(std::string_view name) noexcept;
+  uint32_t AddInputs(RecInputs in) noexcept;
+  void AddEdge(uint64_t from, uint64_t to) noexcept;
+
+  int64_t tid() const { return tid_; }
+  uint32_t index() const { return index_; }
+  uint64_t dropped() const { return dropped_; }
+  int64_t NextExternalId() noexcept { return (static_cast<int64_t>(index_ + 1) << 40) | ++ext_seq_; }
+
+  // Set while a start callback runs; Stop() waits for it to clear before reading side tables.
+  std::atomic<bool> busy{false};
+
+  // Read by the assembler after Stop().
+  const std::deque<std::string>& names() const { return names_; }
+  const std::vector<RecInputs>& inputs() const { return inputs_; }
+  const std::vector<DataflowEdge>& edges() const { return edges_; }
+
+ private:
+  Collector* owner_;
+  uint32_t index_;
+  int64_t tid_;
+  std::unique_ptr<Rec[]> chunks_[kMaxChunks];
+  uint32_t chunk_count_ = 0;
+  uint32_t in_chunk_ = kChunkRecs;  // records used in the last chunk
+  std::atomic<uint64_t> size_{0};
+  uint64_t dropped_ = 0;
+  int64_t ext_seq_ = 0;
+  std::deque<std::string> names_;
+  std::unordered_map<std::string_view, uint32_t> by_content_;
+  std::unordered_map<const char*, uint32_t> by_pointer_;
+  std::vector<RecInputs> inputs_;
+  std::vector<DataflowEdge> edges_;
+};
+
+struct CollectorOptions {
+  uint64_t max_events = 4'000'000;  // about 160 MB of records at most
+};
+
+// A configuration value change seen at a step boundary ("trainrx.config.anomaly_mode" = 1).
+struct ConfigSample {
+  int64_t ts_ns = 0;
+  uint32_t buffer = 0;  // thread that took the snapshot
+  std::string key;
+  double value = 0;
+};
+
+class Collector {
+ public:
+  explicit Collector(CollectorOptions options = {});
+
+  // The calling thread's buffer (created and registered on first use), or nullptr when not
+  // recording or out of memory.
+  ThreadBuffer* ThisThread() noexcept;
+
+  bool recording() const { return recording_.load(std::memory_order_relaxed); }
+  void SetRecording(bool on) { recording_.store(on, std::memory_order_seq_cst); }
+
+  // Budget shared by all threads; one atomic add per chunk.
+  bool ReserveChunk() noexcept;
+
+  // Config: `static_config` is written once into the trace's "trainrx" block (JSON values);
+  // Sample() records a numeric value over time and stores a counter only when it changes.
+  void SetStatic(const std::string& key, std::string json_value);
+  void Sample(ThreadBuffer* buf, const std::string& key, double value, int64_t ts_ns) noexcept;
+  std::string Static(const std::string& key) const;
+
+  // GPU activity converted by the CUPTI backend (any thread; takes a lock, off the hot path).
+  void AddGpuRecords(profiler::GpuRecords records) noexcept;
+  void CountGpuDropped(uint64_t n) noexcept { gpu_dropped_ += n; }
+
+  // Stops recording, waits (bounded) for callbacks in flight, and assembles the model: one rank,
+  // one CPU track per thread, GPU tracks from AddGpuRecords, counters for config changes and grad
+  // mode, flows for dataflow edges, collector losses in trace.stats. `stop_ns` closes ranges that
+  // never ended (marked in stats as "unfinished_ranges").
+  profiler::Trace Assemble(int32_t rank, int64_t stop_ns);
+
+  uint64_t TotalDropped() const;
+  uint64_t TotalRecords() const;
+  size_t ThreadCount() const;
+
+ private:
+  CollectorOptions options_;
+  uint64_t generation_;
+  std::atomic<bool> recording_{false};
+  std::atomic<uint64_t> chunks_reserved_{0};
+  std::atomic<uint64_t> gpu_dropped_{0};
+  mutable std::mutex mu_;  // guards everything below
+  std::vector<std::unique_ptr<ThreadBuffer>> buffers_;
+  std::vector<std::pair<std::string, std::string>> static_config_;
+  std::vector<ConfigSample> samples_;
+  std::unordered_map<std::string, double> last_sample_;
+  profiler::GpuRecords gpu_;
+};
+
+}  // namespace trainrx::probes

@@ -1,0 +1,399 @@
+// The RecordFunction observer, the torch-side config snapshot, and the C++ API. This is the only
+// translation unit of probes/ that includes LibTorch headers (each costs ~20 s to compile on the
+// 2-core machines): everything torch-free lives in collector.cc / session.cc.
+//
+// Builds against LibTorch 1.13 (Debian) and 2.x (pip wheels); version differences are guarded
+// with TORCH_VERSION_* below.
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <dlfcn.h>
+#include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/version.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "collector.h"
+#include "cupti_bridge.h"
+#include "session.h"
+#include "trainrx/probes/probes.h"
+
+#if TRAINRX_WITH_NVTX
+#include <nvtx3/nvToolsExt.h>
+#endif
+
+namespace trainrx::probes {
+namespace {
+
+struct ObserverState {
+  std::mutex mu;  // registration only
+  bool registered = false;
+  at::CallbackHandle handle = 0;
+  std::atomic<bool> capturing_inputs{false};
+  int input_capture_steps = 3;
+  std::atomic<int> step_boundaries{0};
+  std::atomic<Rec*> current_step{nullptr};
+};
+ObserverState& State() {
+  static ObserverState* s = new ObserverState();  // never destroyed: callbacks may run at exit
+  return *s;
+}
+
+Collector* ActiveCollector() noexcept {
+  ProcessSession& s = ProcessSession::Get();
+  return s.active() ? &s.collector() : nullptr;
+}
+
+// RAII for ThreadBuffer::busy (Stop() waits for it).
+struct BusyGuard {
+  explicit BusyGuard(ThreadBuffer* b) : b_(b) { b_->busy.store(true, std::memory_order_seq_cst); }
+  ~BusyGuard() { b_->busy.store(false, std::memory_order_release); }
+  ThreadBuffer* b_;
+};
+
+class RecContext : public at::ObserverContext {
+ public:
+  RecContext(Rec* rec, ThreadBuffer* buf, bool producer, bool pushed)
+      : rec_(rec), buf_(buf), producer_(producer), pushed_external_(pushed) {}
+  Rec* rec_;
+  ThreadBuffer* buf_;
+  bool producer_;         // a conv/linear whose output we remember (input window only)
+  bool pushed_external_;  // an external correlation id was pushed to CUPTI
+};
+
+bool StartsWith(const char* s, const char* prefix) { return std::strncmp(s, prefix, std::strlen(prefix)) == 0; }
+
+bool IsProducer(const char* n) {
+  return std::strcmp(n, "aten::conv1d") == 0 || std::strcmp(n, "aten::conv2d") == 0 ||
+         std::strcmp(n, "aten::conv3d") == 0 || std::strcmp(n, "aten::linear") == 0;
+}
+bool IsNorm(const char* n) {
+  return std::strcmp(n, "aten::batch_norm") == 0 || std::strcmp(n, "aten::layer_norm") == 0 ||
+         std::strcmp(n, "aten::group_norm") == 0 || std::strcmp(n, "aten::instance_norm") == 0;
+}
+
+// Tensor identity for dataflow: the TensorImpl plus its data pointer (an impl address reused for
+// a new tensor would also need the same storage address to be confused).
+struct TensorKey {
+  const void* impl;
+  const void* data;
+  bool operator==(const TensorKey&) const = default;
+};
+struct TensorKeyHash {
+  size_t operator()(const TensorKey& k) const noexcept {
+    return std::hash<const void*>()(k.impl) * 31 + std::hash<const void*>()(k.data);
+  }
+};
+thread_local std::unordered_map<TensorKey, uint64_t, TensorKeyHash> t_recent_outputs;
+
+TensorKey KeyOf(const at::Tensor& t) {
+  const void* data = nullptr;
+  if (t.has_storage()) data = t.storage().data();
+  return {t.unsafeGetTensorImpl(), data};
+}
+
+// Kineto's text forms: "Input Dims" [[32, 3, 8, 8], [16], []] and "Input type" ["float", ""].
+RecInputs DescribeInputs(c10::ArrayRef<const c10::IValue> inputs) {
+  RecInputs out;
+  out.dims = "[";
+  out.types = "[";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i) {
+      out.dims += ", ";
+      out.types += ", ";
+    }
+    const c10::IValue& v = inputs[i];
+    if (v.isTensor() && v.toTensor().defined()) {
+      const at::Tensor& t = v.toTensor();
+      out.dims += "[";
+      for (int64_t d = 0; d < t.dim(); ++d) {
+        if (d) out.dims += ", ";
+        out.dims += std::to_string(t.sizes()[d]);
+      }
+      out.dims += "]";
+      out.types += "\"" + std::string(t.dtype().name()) + "\"";
+    } else {
+      out.dims += "[]";
+      out.types += v.isNone() ? "\"\"" : "\"" + std::string(v.tagKind()) + "\"";
+    }
+  }
+  out.dims += "]";
+  out.types += "]";
+  return out;
+}
+
+void SnapshotConfig(ThreadBuffer* buf, int64_t ts) noexcept;
+void MaybeStopInputCapture() noexcept;
+
+std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
+  Collector* c = ActiveCollector();
+  if (c == nullptr || !c->recording()) return nullptr;
+  try {
+    ThreadBuffer* b = c->ThisThread();
+    if (b == nullptr) return nullptr;
+    BusyGuard busy(b);
+    const char* name = fn.name();
+    if (name == nullptr) return nullptr;
+    // Python's record_function enters through an op of its own; the range itself follows.
+    if (name[0] == 'p' && StartsWith(name, "profiler::")) return nullptr;
+    const at::RecordScope scope = fn.scope();
+    Rec* r = b->Append();
+    if (r == nullptr) return nullptr;
+    bool producer = false;
+    if (scope == at::RecordScope::USER_SCOPE) {
+      r->kind = RecKind::kUser;
+      r->name = b->InternDynamic(name);
+      // Step boundaries of a Python loop (no code change): the optimizer step and the loader.
+      if (StartsWith(name, "Optimizer.step#") || StartsWith(name, "enumerate(DataLoader)#") ||
+          StartsWith(name, "ProfilerStep#")) {
+        SnapshotConfig(b, NowNs());
+        if (StartsWith(name, "Optimizer.step#") || StartsWith(name, "ProfilerStep#")) MaybeStopInputCapture();
+      }
+    } else {
+      r->kind = scope == at::RecordScope::BACKWARD_FUNCTION ? RecKind::kBackward : RecKind::kOp;
+      r->name = r->kind == RecKind::kOp ? b->InternStatic(name) : b->InternDynamic(name);
+      uint8_t flags = 0;
+      if (c10::GradMode::is_enabled()) flags |= kGradEnabled;
+      if (c10::InferenceMode::is_enabled()) flags |= kInferenceMode;
+      r->flags = flags;
+      if (fn.needsInputs() && name[0] == 'a') {
+        const bool norm = IsNorm(name);
+        producer = IsProducer(name);
+        if (norm || producer) {
+          const auto inputs = fn.inputs();
+          r->aux = b->AddInputs(DescribeInputs(inputs));
+          if (norm && !inputs.empty() && inputs[0].isTensor() && inputs[0].toTensor().defined()) {
+            auto it = t_recent_outputs.find(KeyOf(inputs[0].toTensor()));
+            if (it != t_recent_outputs.end()) {
+              b->AddEdge(it->second, b->IndexOf(r));
+              t_recent_outputs.erase(it);
+            }
+          }
+        }
+      }
+    }
+    bool pushed = false;
+    if (CuptiBridge::Active()) {
+      r->external_id = b->NextExternalId();
+      pushed = CuptiBridge::PushExternalId(r->external_id);
+    }
+    r->start_ns = NowNs();  // last: our own work above is not charged to the op
+    return std::make_unique<RecContext>(r, b, producer, pushed);
+  } catch (...) {
+    return nullptr;  // never let an exception reach the observed program
+  }
+}
+
+void OnEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  if (ctx == nullptr) return;
+  auto* rc = static_cast<RecContext*>(ctx);
+  std::atomic_ref<int64_t>(rc->rec_->end_ns).store(NowNs(), std::memory_order_relaxed);
+  if (rc->pushed_external_) CuptiBridge::PopExternalId();
+  if (rc->producer_) {
+    try {
+      const auto& outs = fn.outputs();
+      if (!outs.empty() && outs[0].isTensor() && outs[0].toTensor().defined()) {
+        if (t_recent_outputs.size() > 4096) t_recent_outputs.clear();  // bounded
+        t_recent_outputs[KeyOf(outs[0].toTensor())] = rc->buf_->IndexOf(rc->rec_);
+      }
+    } catch (...) {
+    }
+  }
+}
+
+at::CallbackHandle Register(bool with_inputs) {
+  auto cb = at::RecordFunctionCallback(&OnStart, &OnEnd);
+  if (with_inputs) cb.needsInputs(true).needsOutputs(true);
+  return at::addGlobalCallback(std::move(cb));
+}
+
+// After `input_capture_steps` optimizer steps, swap to the callback without inputs: boxing every
+// op's inputs and outputs is the costliest part of observing, and the model's structure (which
+// op feeds which) is the same every step.
+void MaybeStopInputCapture() noexcept {
+  ObserverState& st = State();
+  const int n = st.step_boundaries.fetch_add(1) + 1;
+  if (n < st.input_capture_steps || !st.capturing_inputs.load()) return;
+  try {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (!st.capturing_inputs.exchange(false)) return;
+    // Safe inside a callback: a running RecordFunction holds its own copy of the callback list.
+    at::removeCallback(st.handle);
+    st.handle = Register(false);
+  } catch (...) {
+  }
+}
+
+bool AutocastEnabled() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return at::autocast::is_autocast_enabled(at::kCUDA) || at::autocast::is_autocast_enabled(at::kCPU);
+#else
+  return at::autocast::is_enabled() || at::autocast::is_cpu_enabled();
+#endif
+}
+
+void SnapshotConfig(ThreadBuffer* buf, int64_t ts) noexcept {
+  Collector* c = ActiveCollector();
+  if (c == nullptr) return;
+  try {
+    auto& ctx = at::globalContext();
+    c->Sample(buf, "anomaly_mode", torch::autograd::AnomalyMode::is_enabled() ? 1 : 0, ts);
+    c->Sample(buf, "cudnn_benchmark", ctx.benchmarkCuDNN() ? 1 : 0, ts);
+    c->Sample(buf, "cudnn_deterministic", ctx.deterministicCuDNN() ? 1 : 0, ts);
+    c->Sample(buf, "deterministic_algorithms", ctx.deterministicAlgorithms() ? 1 : 0, ts);
+    c->Sample(buf, "intra_op_threads", at::get_num_threads(), ts);
+    c->Sample(buf, "interop_threads", at::get_num_interop_threads(), ts);
+    c->Sample(buf, "autocast", AutocastEnabled() ? 1 : 0, ts);
+    // Another profiler (torch.profiler, autograd.profiler, emit_nvtx) registers thread-local
+    // RecordFunction callbacks; ours is global.
+    c->Sample(buf, "other_profiler", at::hasThreadLocalCallbacks() ? 1 : 0, ts);
+    const char* lb = std::getenv("CUDA_LAUNCH_BLOCKING");
+    c->Sample(buf, "launch_blocking", lb && std::strcmp(lb, "1") == 0 ? 1 : 0, ts);
+    c->Sample(buf, "fork_children", static_cast<double>(ProcessSession::Get().fork_children()), ts);
+  } catch (...) {
+  }
+}
+
+void OnFinish(ProcessSession& s) {
+  Collector& c = s.collector();
+  SnapshotConfig(c.ThisThread(), NowNs());
+  if (Rec* step = State().current_step.exchange(nullptr)) {
+    std::atomic_ref<int64_t>(step->end_ns).store(NowNs(), std::memory_order_relaxed);
+  }
+  CuptiBridge::Collect(c);
+  try {
+    c.SetStatic("torch_version", "\"" + std::string(TORCH_VERSION) + "\"");
+    c.SetStatic("intra_op_threads", std::to_string(at::get_num_threads()));
+    c.SetStatic("anomaly_mode", torch::autograd::AnomalyMode::is_enabled() ? "1" : "0");
+  } catch (...) {
+  }
+}
+
+Rec* AppendUser(const char* name) noexcept {
+  Collector* c = ActiveCollector();
+  if (c == nullptr) return nullptr;
+  ThreadBuffer* b = c->ThisThread();
+  if (b == nullptr) return nullptr;
+  BusyGuard busy(b);
+  Rec* r = b->Append();
+  if (r == nullptr) return nullptr;
+  r->kind = RecKind::kUser;
+  r->name = b->InternDynamic(name);
+  r->start_ns = NowNs();
+  return r;
+}
+
+void EndRec(Rec* r) noexcept {
+  if (r) std::atomic_ref<int64_t>(r->end_ns).store(NowNs(), std::memory_order_relaxed);
+}
+
+}  // namespace
+
+bool Start(const StartOptions& options) {
+  ObserverState& st = State();
+  try {
+    SessionConfig config;
+    config.output = options.output;
+    config.collector.max_events = options.max_events;
+    if (!ProcessSession::Get().Begin(config)) return false;
+    ProcessSession::Get().SetFinishHook(&OnFinish);
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (!st.registered) {
+      st.input_capture_steps = options.input_capture_steps;
+      const bool capture = options.input_capture_steps > 0;
+      st.capturing_inputs.store(capture);
+      st.handle = Register(capture);
+      st.registered = true;
+      ProcessSession::Get().collector().SetStatic("probe_torch_version", "\"" + std::string(TORCH_VERSION) + "\"");
+      CuptiBridge::Start(ProcessSession::Get());
+    }
+    return true;
+  } catch (const std::exception& e) {
+    ProcessSession::Warn(std::string("could not start the observer: ") + e.what());
+    return false;
+  }
+}
+
+std::string Stop() {
+  ObserverState& st = State();
+  std::string path = ProcessSession::Get().active() ? ProcessSession::Get().Finish("stop") : "";
+  try {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (st.registered) {
+      at::removeCallback(st.handle);
+      st.registered = false;
+    }
+  } catch (...) {
+  }
+  return path;
+}
+
+bool Recording() {
+  Collector* c = ActiveCollector();
+  return c != nullptr && c->recording();
+}
+
+const char* BuiltTorchVersion() { return TORCH_VERSION; }
+
+void MarkStep(int64_t step) {
+  const std::string name = "trainrx::step#" + std::to_string(step);
+  Rec* next = AppendUser(name.c_str());
+  EndRec(State().current_step.exchange(next));
+  Collector* c = ActiveCollector();
+  if (c) SnapshotConfig(c->ThisThread(), NowNs());
+  MaybeStopInputCapture();
+}
+
+void EndStep() { EndRec(State().current_step.exchange(nullptr)); }
+
+const char* PhaseName(Phase p) {
+  switch (p) {
+    case Phase::kData: return "trainrx::data";
+    case Phase::kForward: return "trainrx::forward";
+    case Phase::kBackward: return "trainrx::backward";
+    case Phase::kOptimizer: return "trainrx::optimizer";
+    case Phase::kEval: return "trainrx::eval";
+  }
+  return "trainrx::phase";
+}
+
+ScopedPhase::ScopedPhase(Phase phase) noexcept {
+  rec_ = AppendUser(PhaseName(phase));
+#if TRAINRX_WITH_NVTX
+  nvtxRangePushA(PhaseName(phase));
+  nvtx_ = true;
+#endif
+}
+
+ScopedPhase::~ScopedPhase() {
+  EndRec(static_cast<Rec*>(rec_));
+#if TRAINRX_WITH_NVTX
+  if (nvtx_) nvtxRangePop();
+#endif
+}
+
+void SetConfig(const std::string& key, double value) {
+  Collector* c = ActiveCollector();
+  if (c == nullptr) return;
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", value);
+  c->SetStatic(key, buf);
+}
+
+}  // namespace trainrx::probes
+
+extern "C" __attribute__((visibility("default"))) int trainrx_probe_attach(void) {
+  using trainrx::probes::ProcessSession;
+  if (!trainrx::probes::Start()) return 1;
+  ProcessSession& s = ProcessSession::Get();
+  ProcessSession::Info(std::string("recording (libtorch ") + TORCH_VERSION + ") -> " + s.output_path());
+  return 0;
+}

@@ -1,0 +1,121 @@
+// libtrainrx_preload.so — the shim `trainrx record` puts in LD_PRELOAD. Deliberately tiny and
+// torch-free (it is loaded into every process of the launch, `sh` and `ls` included): it waits
+// for libtorch to appear, checks it is the libtorch the probes were built against, and only
+// then loads libtrainrx_probe.so (which links libtorch) and calls trainrx_probe_attach().
+//
+// How libtorch "appears": Python loads it through dlopen (import torch), which we interpose; we
+// attach when the OUTERMOST dlopen returns (libraries' constructors may call dlopen while libtorch
+// is mapped but not yet initialized: libGLdispatch does, during import torch). A LibTorch program
+// has libtorch at start: we interpose __libc_start_main and attach just before main(), after every
+// library constructor has run.
+//
+// Why check before loading the probe: the probe's own dependency on libtorch would otherwise load
+// a second libtorch next to the program's (a pip wheel's), with two op registries and a callback
+// registered in the wrong one. On mismatch we print how to rebuild and let the program run
+// unobserved.
+//
+// Environment (set by `trainrx record`): TRAINRX_PROBE_LIB (the probe library), TRAINRX_TORCH_LIB
+// (the libtorch_cpu it was built against). Without TRAINRX_PROBE_LIB the shim does nothing.
+#include <dlfcn.h>
+#include <link.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+std::atomic<bool> g_done{false};
+using DlopenFn = void* (*)(const char*, int);
+
+DlopenFn RealDlopen() {
+  static DlopenFn real = reinterpret_cast<DlopenFn>(dlsym(RTLD_NEXT, "dlopen"));
+  return real;
+}
+
+int FindTorch(struct dl_phdr_info* info, size_t, void* data) {
+  const char* name = info->dlpi_name;
+  if (name && std::strstr(name, "/libtorch_cpu.so")) {
+    *static_cast<std::string*>(data) = name;
+    return 1;
+  }
+  return 0;
+}
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  if (stat(a.c_str(), &sa) != 0 || stat(b.c_str(), &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+void MaybeAttach() {
+  const char* probe = std::getenv("TRAINRX_PROBE_LIB");
+  if (probe == nullptr || *probe == '\0') return;
+  std::string torch;
+  dl_iterate_phdr(&FindTorch, &torch);
+  if (torch.empty()) return;
+  if (g_done.exchange(true)) return;  // one attempt per process
+  const char* expected = std::getenv("TRAINRX_TORCH_LIB");
+  if (expected && *expected && !SameFile(torch, expected)) {
+    const char* version = std::getenv("TRAINRX_TORCH_VERSION");
+    std::fprintf(stderr,
+                 "trainrx: this process loaded libtorch from %s, but the trainrx probe was built against %s "
+                 "(torch %s). Rebuild trainrx against the program's libtorch:\n"
+                 "  cmake -B build -DCMAKE_PREFIX_PATH=\"$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')\" "
+                 "&& cmake --build build\n"
+                 "trainrx: the program runs unobserved.\n",
+                 torch.c_str(), expected, version ? version : "?");
+    return;
+  }
+  void* handle = RealDlopen()(probe, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    std::fprintf(stderr, "trainrx: could not load the probe %s: %s; the program runs unobserved.\n", probe, dlerror());
+    return;
+  }
+  auto attach = reinterpret_cast<int (*)()>(dlsym(handle, "trainrx_probe_attach"));
+  if (attach == nullptr) {
+    std::fprintf(stderr, "trainrx: %s has no trainrx_probe_attach; the program runs unobserved.\n", probe);
+    return;
+  }
+  attach();
+}
+
+thread_local int t_dlopen_depth = 0;
+
+using MainFn = int (*)(int, char**, char**);
+MainFn g_real_main = nullptr;
+
+// Library constructors run before main() and may call dlopen themselves (libGLdispatch does,
+// while libtorch is mapped but not initialized): before main, dlopen never attaches.
+std::atomic<bool> g_main_started{false};
+
+int MainWrapper(int argc, char** argv, char** envp) {
+  g_main_started.store(true);
+  MaybeAttach();
+  return g_real_main(argc, argv, envp);
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
+  ++t_dlopen_depth;
+  void* handle = RealDlopen()(file, mode);
+  --t_dlopen_depth;
+  if (handle != nullptr && t_dlopen_depth == 0 && g_main_started.load(std::memory_order_relaxed) &&
+      !g_done.load(std::memory_order_relaxed)) {
+    MaybeAttach();
+  }
+  return handle;
+}
+
+extern "C" __attribute__((visibility("default"))) int __libc_start_main(MainFn main, int argc, char** argv,
+                                                                         void (*init)(), void (*fini)(),
+                                                                         void (*rtld_fini)(), void* stack_end) {
+  using StartFn = int (*)(MainFn, int, char**, void (*)(), void (*)(), void (*)(), void*);
+  auto real = reinterpret_cast<StartFn>(dlsym(RTLD_NEXT, "__libc_start_main"));
+  g_real_main = main;
+  return real(&MainWrapper, argc, argv, init, fini, rtld_fini, stack_end);
+}

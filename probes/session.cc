@@ -1,0 +1,225 @@
+#include "session.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+
+#include "trainrx/profiler/json_writer.h"
+#include "trainrx/profiler/kineto_writer.h"
+
+namespace trainrx::probes {
+
+std::string ChildOutputPath(const std::string& base, bool is_root, int rank, int64_t pid) {
+  if (is_root) return base;
+  const size_t slash = base.rfind('/');
+  const size_t name_start = slash == std::string::npos ? 0 : slash + 1;
+  size_t ext = base.find(".json", name_start);
+  if (ext == std::string::npos) ext = base.size();
+  const std::string tag = rank >= 0 ? ".rank" + std::to_string(rank) : ".pid" + std::to_string(pid);
+  return base.substr(0, ext) + tag + base.substr(ext);
+}
+
+int AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+ProcessSession& ProcessSession::Get() {
+  static ProcessSession* session = new ProcessSession();  // never destroyed: see header
+  return *session;
+}
+
+void ProcessSession::Info(const std::string& msg) {
+  const char* quiet = std::getenv("TRAINRX_QUIET");
+  if (quiet && std::strcmp(quiet, "1") == 0) return;
+  std::fprintf(stderr, "trainrx: %s\n", msg.c_str());
+}
+
+void ProcessSession::Warn(const std::string& msg) { std::fprintf(stderr, "trainrx: %s\n", msg.c_str()); }
+
+namespace {
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  return end && *end == '\0' ? static_cast<int>(x) : fallback;
+}
+
+std::string JsonString(std::string_view s) { return "\"" + profiler::JsonWriter::Escape(s) + "\""; }
+
+std::string CommandLine() {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  while (!raw.empty() && raw.back() == '\0') raw.pop_back();
+  for (char& c : raw)
+    if (c == '\0') c = ' ';
+  return raw;
+}
+
+// Environment switches that change speed (TRICKS.md: debug.launch_blocking and friends).
+constexpr const char* kEnvSwitches[] = {
+    "CUDA_LAUNCH_BLOCKING", "TORCH_SHOW_CPP_STACKTRACES", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "CUBLAS_WORKSPACE_CONFIG", "TORCH_DISTRIBUTED_DEBUG", "NCCL_DEBUG", "TORCH_NCCL_BLOCKING_WAIT",
+    "NCCL_BLOCKING_WAIT", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTORCH_CUDA_ALLOC_CONF",
+    "TORCH_CUDNN_V8_API_DISABLED", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "RANK", "LOCAL_RANK"};
+
+constexpr struct {
+  int sig;
+  const char* name;
+} kSignals[] = {{SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"}, {SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"},
+                {SIGFPE, "SIGFPE"},   {SIGABRT, "SIGABRT"}, {SIGILL, "SIGILL"}};
+
+}  // namespace
+
+bool ProcessSession::Begin(SessionConfig config) {
+  if (in_fork_child_.load()) return false;
+  if (active_.load()) {
+    collector_->SetRecording(true);
+    return true;
+  }
+  if (const char* out = std::getenv("TRAINRX_OUTPUT"); out && *out) config.output = out;
+  if (const char* max = std::getenv("TRAINRX_MAX_EVENTS"); max && *max) {
+    config.collector.max_events = std::strtoull(max, nullptr, 10);
+  }
+  const int64_t pid = getpid();
+  const int root_pid = EnvInt("TRAINRX_ROOT_PID", -1);
+  is_root_ = root_pid < 0 || root_pid == pid;
+  rank_ = EnvInt("RANK", -1);
+  output_path_ = ChildOutputPath(config.output, is_root_, rank_, pid);
+  collector_ = new Collector(config.collector);
+  start_ns_ = NowNs();
+
+  Collector& c = *collector_;
+  c.SetStatic("collector", JsonString("trainrx probes"));
+  c.SetStatic("pid", std::to_string(pid));
+  c.SetStatic("ppid", std::to_string(getppid()));
+  c.SetStatic("root_process", is_root_ ? "true" : "false");
+  c.SetStatic("command", JsonString(CommandLine()));
+  c.SetStatic("cpu_count", std::to_string(AllowedCpus()));
+  c.SetStatic("start_ns", std::to_string(start_ns_));
+  {
+    std::string env = "{";
+    for (const char* name : kEnvSwitches) {
+      const char* v = std::getenv(name);
+      if (!v) continue;
+      if (env.size() > 1) env += ",";
+      env += JsonString(name) + ":" + JsonString(v);
+    }
+    c.SetStatic("env", env + "}");
+  }
+  if (rank_ >= 0) c.SetStatic("rank", std::to_string(rank_));
+  c.SetRecording(true);
+  active_.store(true);
+
+  static std::once_flag handlers_once;
+  std::call_once(handlers_once, [&] {
+    pthread_atfork(&ProcessSession::OnFork, &ProcessSession::AfterForkParent, &ProcessSession::AfterForkChild);
+    std::atexit(&ProcessSession::AtExit);
+    if (config.install_signal_handlers) {
+      for (const auto& s : kSignals) {
+        struct sigaction old;
+        if (sigaction(s.sig, nullptr, &old) != 0) continue;
+        // Never take a signal from the program: only where nobody handles it (Python owns SIGINT).
+        if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) continue;
+        struct sigaction sa;
+        std::memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = &ProcessSession::OnSignal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+        sigaction(s.sig, &sa, nullptr);
+      }
+    }
+  });
+  return true;
+}
+
+void ProcessSession::OnFork() {}
+
+void ProcessSession::AfterForkParent() {
+  ProcessSession& s = Get();
+  if (s.active_.load()) s.fork_children_.fetch_add(1);
+}
+
+void ProcessSession::AfterForkChild() {
+  // A forked child (DataLoader worker) shares our buffers copy-on-write; it neither records nor
+  // writes: the root's trace counts it instead.
+  ProcessSession& s = Get();
+  s.in_fork_child_.store(true);
+  if (s.collector_) s.collector_->SetRecording(false);
+  s.finished_.store(true);
+}
+
+void ProcessSession::AtExit() {
+  ProcessSession& s = Get();
+  if (s.active_.load() && !s.in_fork_child_.load()) s.Finish("exit");
+}
+
+void ProcessSession::OnSignal(int sig) {
+  // Writing a file from a signal handler is not async-signal-safe: if the interrupted code held
+  // a lock we need (malloc's), we could block. alarm() bounds that: SIGALRM's default action ends
+  // the process after 10 s, so the observed program is never left hanging.
+  alarm(10);
+  const char* name = "signal";
+  for (const auto& s : kSignals)
+    if (s.sig == sig) name = s.name;
+  ProcessSession& session = Get();
+  if (session.active_.load() && !session.in_fork_child_.load()) session.Finish(name);
+  alarm(0);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+std::string ProcessSession::Finish(const std::string& reason) noexcept {
+  if (finished_.exchange(true)) return written_;
+  try {
+    if (finish_hook_) finish_hook_(*this);
+    Collector& c = *collector_;
+    const int64_t stop_ns = NowNs();
+    const bool incomplete = reason != "exit" && reason != "stop";
+    c.SetStatic("end_reason", JsonString(reason));
+    c.SetStatic("incomplete", incomplete ? "true" : "false");
+    c.SetStatic("fork_children", std::to_string(fork_children_.load()));
+    c.SetStatic("fork_children_recorded", "false");
+    c.SetStatic("duration_ns", std::to_string(stop_ns - start_ns_));
+    if (!is_root_) c.SetStatic("child_trace", "true");
+    profiler::Trace trace = c.Assemble(rank_ >= 0 ? rank_ : 0, stop_ns);
+    auto& info = trace.ranks[0];
+    info.base_time_ns = start_ns_;
+    if (rank_ >= 0) {
+      info.world_size = EnvInt("WORLD_SIZE", 1);
+    }
+    const std::string tmp = output_path_ + ".tmp" + std::to_string(getpid());
+    const auto status = profiler::WriteKinetoFile(trace, info.rank, tmp);
+    if (!status.ok) {
+      Warn("could not write the trace: " + status.error);
+      std::remove(tmp.c_str());
+      return written_;
+    }
+    if (std::rename(tmp.c_str(), output_path_.c_str()) != 0) {
+      Warn("could not rename " + tmp + " to " + output_path_ + ": " + std::strerror(errno));
+      return written_;
+    }
+    written_ = output_path_;
+    Info("wrote " + output_path_ + " (" + std::to_string(trace.events.size()) + " events, " +
+         std::to_string(trace.tracks.size()) + " tracks" + (incomplete ? ", incomplete: " + reason : "") + ")");
+  } catch (const std::exception& e) {
+    Warn(std::string("could not write the trace: ") + e.what());
+  } catch (...) {
+    Warn("could not write the trace (unknown error)");
+  }
+  return written_;
+}
+
+}  // namespace trainrx::probes

@@ -1,0 +1,92 @@
+// trainrx::probes process session — one per observed process: where its trace goes, when it is
+// written (exit, SIGINT/SIGTERM, crash), what happens across fork. Torch-free: the observer
+// (observer.cc) plugs its torch-side snapshot in through a hook, and the unit tests drive the
+// rest directly.
+//
+// Lifetime: Get() returns a process-wide session that is never destroyed (so that atexit and
+// signal handlers can always reach it). Begin() starts recording; Finish() assembles and writes
+// the trace exactly once (an atomic flag makes exit, a signal and an explicit Stop() race-free).
+//
+// Files: the root process (the one `trainrx record` launched, or any process that called
+// Start() itself) writes to the requested path; other processes that load libtorch under the
+// same launch (DDP ranks, spawned workers) write "<stem>.rank<R>.json" when RANK is set, else
+// "<stem>.pid<PID>.json". Forked children (DataLoader workers) stop recording at fork and write
+// nothing; the root's trace counts them ("fork_children").
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "collector.h"
+
+namespace trainrx::probes {
+
+// "run.json", root        -> "run.json"
+// "run.json.gz", rank 1   -> "run.rank1.json.gz"
+// "out/run.json", pid 77  -> "out/run.pid77.json"
+std::string ChildOutputPath(const std::string& base, bool is_root, int rank, int64_t pid);
+
+// CPUs this process may run on (sched_getaffinity), not the machine's count.
+int AllowedCpus();
+
+struct SessionConfig {
+  std::string output = "trainrx_trace.json";
+  CollectorOptions collector;
+  bool install_signal_handlers = true;
+};
+
+class ProcessSession {
+ public:
+  static ProcessSession& Get();
+
+  // Reads TRAINRX_OUTPUT / TRAINRX_MAX_EVENTS / TRAINRX_ROOT_PID from the environment over
+  // `config`'s defaults (the launcher's -o wins over a program's own choice), starts the
+  // collector, registers atexit / signal / fork handlers. Idempotent: a second call only keeps
+  // recording. Returns false in a fork child (children do not record).
+  bool Begin(SessionConfig config);
+  bool active() const { return active_.load(); }
+
+  Collector& collector() { return *collector_; }
+
+  // Called before the trace is assembled (from the thread that finishes): the observer takes a
+  // last config snapshot here.
+  using FinishHook = void (*)(ProcessSession&);
+  void SetFinishHook(FinishHook hook) { finish_hook_ = hook; }
+
+  // Assembles and writes the trace once; later calls return the first result. `reason` is
+  // "exit", "stop", "SIGTERM", "SIGSEGV"...; any reason but exit/stop marks the trace incomplete.
+  // Returns the path written, or "" (an error was printed to stderr).
+  std::string Finish(const std::string& reason) noexcept;
+
+  const std::string& output_path() const { return output_path_; }
+  int rank() const { return rank_; }
+  bool is_root() const { return is_root_; }
+  int64_t fork_children() const { return fork_children_.load(); }
+
+  // Messages go to stderr, prefixed "trainrx: ", unless TRAINRX_QUIET=1 (warnings always print).
+  static void Info(const std::string& msg);
+  static void Warn(const std::string& msg);
+
+ private:
+  ProcessSession() = default;
+  static void OnFork();
+  static void AfterForkParent();
+  static void AfterForkChild();
+  static void AtExit();
+  static void OnSignal(int sig);
+
+  std::atomic<bool> active_{false};
+  std::atomic<bool> finished_{false};
+  std::atomic<bool> in_fork_child_{false};
+  std::atomic<int64_t> fork_children_{0};
+  Collector* collector_ = nullptr;  // leaked on purpose: handlers may run during exit
+  std::string output_path_;
+  std::string written_;
+  int rank_ = 0;
+  bool is_root_ = true;
+  int64_t start_ns_ = 0;
+  FinishHook finish_hook_ = nullptr;
+};
+
+}  // namespace trainrx::probes

@@ -1,0 +1,160 @@
+// libtrainrx_cupti.so — the CUPTI activity backend, torch-free. Loaded two ways:
+//  * by the probes (probes/cupti_bridge.cc dlopens it when a session starts), and
+//  * by the CUDA driver itself when `trainrx record` sets CUDA_INJECTION64_PATH to it: the driver
+//    calls InitializeInjection() inside cuInit, so an unmodified Python program is covered from
+//    its first CUDA call.
+// Records wait here (converted, under a mutex) until the probe's finish hook collects them.
+//
+// Buffers: 8 MB each (CUPTI recommends 1-10 MB; Kineto uses 4 MB), handed back by CUPTI when
+// full or on cuptiActivityFlushAll at collection. Timestamps: CUPTI is told to use our clock
+// (CLOCK_REALTIME ns, like the probes), so GPU and CPU events share one time base.
+// Every CUPTI call goes through TRAINRX_CUPTI_CALL, which records the call text and CUPTI's error.
+#include <cuda_runtime_api.h>
+#include <cupti.h>
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "cupti_convert.h"
+
+namespace trainrx::profiler::cupti {
+namespace {
+
+constexpr size_t kBufferBytes = 8 << 20;
+constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+
+std::mutex g_mu;
+GpuRecords g_records;
+ConvertStats g_stats;
+std::string g_last_error;
+bool g_active = false;
+
+bool Check(CUptiResult r, const char* call) {
+  if (r == CUPTI_SUCCESS) return true;
+  const char* msg = nullptr;
+  cuptiGetResultString(r, &msg);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_last_error = std::string(call) + " failed: " + (msg ? msg : "unknown CUPTI error");
+  return false;
+}
+#define TRAINRX_CUPTI_CALL(call) Check((call), #call)
+
+uint64_t CUPTIAPI Timestamp() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+const char* CallbackName(CUpti_CallbackDomain domain, uint32_t cbid) {
+  const char* name = nullptr;
+  if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS) return nullptr;
+  return name;
+}
+
+void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t size, size_t valid) {
+  GpuRecords local;
+  ConvertStats stats;
+  CUpti_Activity* record = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    ConvertActivity(record, local, &CallbackName, stats);
+  }
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS) local.dropped = dropped;
+  std::free(buffer);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_records.records.insert(g_records.records.end(), std::make_move_iterator(local.records.begin()),
+                           std::make_move_iterator(local.records.end()));
+  g_records.external.insert(g_records.external.end(), local.external.begin(), local.external.end());
+  g_records.dropped += local.dropped;
+  g_stats.converted += stats.converted;
+  g_stats.overhead_records += stats.overhead_records;
+  g_stats.overhead_ns += stats.overhead_ns;
+  g_stats.unsupported += stats.unsupported;
+}
+
+int StartActivity(bool check_device, char* msg, size_t msg_len) {
+  std::string message;
+  if (check_device) {
+    int devices = 0;
+    const cudaError_t e = cudaGetDeviceCount(&devices);
+    if (e != cudaSuccess || devices == 0) {
+      message = std::string("no CUDA device (cudaGetDeviceCount: ") +
+                (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices") + "); recording CPU only";
+      std::snprintf(msg, msg_len, "%s", message.c_str());
+      return 1;
+    }
+    for (int d = 0; d < devices; ++d) {
+      cudaDeviceProp p{};
+      if (cudaGetDeviceProperties(&p, d) != cudaSuccess) continue;
+      g_records.devices.push_back({d, p.name, static_cast<int64_t>(p.totalGlobalMem), p.major, p.minor, p.multiProcessorCount});
+    }
+  }
+  bool ok = TRAINRX_CUPTI_CALL(cuptiActivityRegisterCallbacks(&BufferRequested, &BufferCompleted));
+  ok = ok && TRAINRX_CUPTI_CALL(cuptiActivityRegisterTimestampCallback(&Timestamp));
+  for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                  CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                                  CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
+                                  CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_OVERHEAD}) {
+    ok = ok && TRAINRX_CUPTI_CALL(cuptiActivityEnable(kind));
+  }
+  if (!ok) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    std::snprintf(msg, msg_len, "CUPTI could not start (%s); recording CPU only", g_last_error.c_str());
+    return 2;
+  }
+  g_active = true;
+  std::snprintf(msg, msg_len, "CUPTI activity recording on");
+  return 0;
+}
+
+}  // namespace
+}  // namespace trainrx::profiler::cupti
+
+using namespace trainrx::profiler::cupti;
+
+// The C interface the probes resolve with dlsym (stable across the two shared libraries).
+extern "C" {
+
+__attribute__((visibility("default"))) int trainrx_cupti_start(char* msg, size_t msg_len) {
+  if (g_active) return 0;
+  return StartActivity(/*check_device=*/true, msg, msg_len);
+}
+
+__attribute__((visibility("default"))) int trainrx_cupti_active(void) { return g_active ? 1 : 0; }
+
+__attribute__((visibility("default"))) int trainrx_cupti_push(uint64_t id) {
+  return cuptiActivityPushExternalCorrelationId(kExternalKind, id) == CUPTI_SUCCESS ? 1 : 0;
+}
+
+__attribute__((visibility("default"))) void trainrx_cupti_pop(void) {
+  uint64_t last = 0;
+  cuptiActivityPopExternalCorrelationId(kExternalKind, &last);
+}
+
+// Flushes CUPTI's buffers and moves everything converted so far into *out.
+__attribute__((visibility("default"))) void trainrx_cupti_collect(trainrx::profiler::GpuRecords* out) {
+  if (g_active) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  std::lock_guard<std::mutex> lock(g_mu);
+  *out = std::move(g_records);
+  g_records = {};
+}
+
+// CUDA driver injection entry point (CUDA_INJECTION64_PATH). Runs inside cuInit: no runtime
+// calls here (they would re-enter the driver's initialization).
+__attribute__((visibility("default"))) int InitializeInjection(void) {
+  char msg[512];
+  if (StartActivity(/*check_device=*/false, msg, sizeof(msg)) != 0) std::fprintf(stderr, "trainrx: %s\n", msg);
+  return 1;
+}
+
+}  // extern "C"

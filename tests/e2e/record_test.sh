@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# trainrx record end to end: attach to unmodified PyTorch scripts (Debian python3-torch), check
+# that planted problems are flagged and a clean run gets none, that the script's output and exit
+# code are unchanged, that signals and crashes still leave a trace, that a libtorch mismatch lets
+# the program run unobserved; then the same findings from a LibTorch program using the C++ API.
+# Usage: record_test.sh TRAINRX PYTHON_DIR [PLANTED_TRAIN]. Exit 77 (skip) without torch.
+set -uo pipefail
+TRAINRX=$1
+PYDIR=$2
+PLANTED=${3:-}
+PY=/usr/bin/python3
+SCRIPT=$PYDIR/train_planted.py
+if ! $PY -c 'import torch' 2>/dev/null; then echo "skip: no python3-torch"; exit 77; fi
+BUILD_DIR=$(dirname "$TRAINRX")
+if [ ! -f "$BUILD_DIR/libtrainrx_probe.so" ]; then echo "skip: built without LibTorch"; exit 77; fi
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+fail=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+
+PLANTED_IDS="input.workers input.dataloader_bound sync.host_device debug.anomaly_detection model.bias_before_norm eval.grad_enabled"
+ids_of() { python3 -c 'import json,sys; print(" ".join(sorted({f["id"] for f in json.load(open(sys.argv[1]))["findings"]})))' "$1"; }
+check_findings() {  # label json expect(all|none)
+  local ids; ids=$(ids_of "$2")
+  for id in $PLANTED_IDS; do
+    if [ "$3" = all ]; then
+      [[ " $ids " == *" $id "* ]] || bad "$1: $id not flagged (got: $ids)"
+    else
+      [[ " $ids " == *" $id "* ]] && bad "$1: clean run flagged $id"
+    fi
+  done
+  echo "  $1 findings: $ids"
+}
+
+# 1. Clean and planted scripts; output and exit code unchanged by recording.
+for mode in clean planted; do
+  args=(); [ $mode = planted ] && args=(--all-problems)
+  $PY "$SCRIPT" "${args[@]}" --exit-code 3 > "$W/$mode.plain.out" 2>/dev/null; plain_rc=$?
+  "$TRAINRX" record -o "$W/$mode.json" -- $PY "$SCRIPT" "${args[@]}" --exit-code 3 > "$W/$mode.rec.out" 2> "$W/$mode.rec.err"; rec_rc=$?
+  [ $plain_rc = 3 ] && [ $rec_rc = 3 ] && ok "$mode: exit code 3 with and without recording" || bad "$mode: exit codes plain=$plain_rc recorded=$rec_rc"
+  cmp -s "$W/$mode.plain.out" "$W/$mode.rec.out" && ok "$mode: identical stdout (same losses to 6 digits)" || { bad "$mode: stdout differs"; diff "$W/$mode.plain.out" "$W/$mode.rec.out"; }
+  [ -s "$W/$mode.json" ] || { bad "$mode: no trace written"; cat "$W/$mode.rec.err"; continue; }
+  "$TRAINRX" analyze "$W/$mode.json" --format json -o "$W/$mode.report.json" || bad "$mode: analyze failed"
+  [ $mode = planted ] && check_findings planted "$W/$mode.report.json" all || check_findings clean "$W/$mode.report.json" none
+done
+grep -q '"incomplete":false' "$W/clean.json" && ok "clean trace complete" || bad "clean trace not marked complete"
+grep -q '"collector":"trainrx probes"' "$W/clean.json" && ok "config block present" || bad "no trainrx config block"
+
+# 2. Oversubscribed threads (more intra-op threads than CPUs allowed).
+threads=$(( $(nproc) * 4 ))
+"$TRAINRX" record -o "$W/threads.json" --analyze -- $PY "$SCRIPT" --threads $threads > "$W/threads.out" 2>&1
+grep -q "threads.oversubscribed" "$W/threads.out" && ok "threads.oversubscribed with $threads threads" || { bad "threads.oversubscribed missing"; tail -20 "$W/threads.out"; }
+
+# 3. DataLoader workers are forks: counted in the root trace, no trace files of their own.
+"$TRAINRX" record -o "$W/workers.json" -- $PY "$SCRIPT" --workers 2 > /dev/null 2>&1 || bad "workers run failed"
+python3 - "$W/workers.json" <<'PY' && ok "fork children counted" || bad "fork_children not counted"
+import json, sys
+sys.exit(0 if json.load(open(sys.argv[1]))["trainrx"]["fork_children"] >= 2 else 1)
+PY
+ls "$W" | grep -q 'workers\.pid' && bad "forked workers wrote traces" || ok "forked workers wrote no traces"
+
+# 4. SIGTERM and a crash still leave a trace, marked incomplete; exit code is the signal's.
+for sig in SIGTERM SIGSEGV; do
+  "$TRAINRX" record -o "$W/$sig.json" -- $PY "$SCRIPT" --steps 3 --signal $sig > /dev/null 2>&1; rc=$?
+  want=$([ $sig = SIGTERM ] && echo 143 || echo 139)
+  [ $rc = $want ] && ok "$sig: exit code $rc" || bad "$sig: exit code $rc, want $want"
+  grep -q "\"end_reason\":\"$sig\"" "$W/$sig.json" 2>/dev/null && grep -q '"incomplete":true' "$W/$sig.json" \
+    && ok "$sig: trace written, marked incomplete" || bad "$sig: no incomplete trace"
+done
+
+# 5. A libtorch the probe was not built against: clear message, program runs unobserved.
+TRAINRX_TORCH_LIB=/nonexistent/libtorch_cpu.so "$TRAINRX" record -o "$W/mismatch.json" -- $PY "$SCRIPT" --steps 2 > "$W/mm.out" 2> "$W/mm.err"; rc=$?
+grep -q "runs unobserved" "$W/mm.err" && grep -q "cmake_prefix_path" "$W/mm.err" && ok "mismatch explained" || { bad "mismatch message missing"; cat "$W/mm.err"; }
+grep -q "val correct" "$W/mm.out" && ok "mismatched program still ran" || bad "mismatched program did not run"
+[ $rc = 2 ] && [ ! -e "$W/mismatch.json" ] && ok "no trace, exit 2" || bad "mismatch: rc=$rc"
+
+# 6. Not a PyTorch program, and bad usage.
+"$TRAINRX" record -o "$W/none.json" -- true 2> "$W/none.err"; rc=$?
+[ $rc = 2 ] && grep -q "never loaded libtorch" "$W/none.err" && ok "non-torch command: clear error" || bad "non-torch: rc=$rc"
+"$TRAINRX" record -o "$W/x.json" -- /nonexistent/prog 2> "$W/np.err"; rc=$?
+[ $rc = 127 ] && grep -q "cannot run" "$W/np.err" && ok "missing program: exit 127" || bad "missing program: rc=$rc"
+
+# 7. The LibTorch C++ program with the API: same findings for the same problems.
+if [ -n "$PLANTED" ]; then
+  for mode in clean planted; do
+    args=(); [ $mode = planted ] && args=(--all-problems)
+    TRAINRX_QUIET=1 "$PLANTED" "$W/cpp_$mode.json" "${args[@]}" > "$W/cpp_$mode.out"; rc=$?
+    [ $rc = 0 ] || bad "cpp $mode: exit $rc"
+    "$TRAINRX" analyze "$W/cpp_$mode.json" --format json -o "$W/cpp_$mode.report.json" || bad "cpp $mode: analyze failed"
+    [ $mode = planted ] && check_findings cpp-planted "$W/cpp_$mode.report.json" all || check_findings cpp-clean "$W/cpp_$mode.report.json" none
+  done
+  grep -q '"trainrx::step#3"' "$W/cpp_clean.json" && grep -q '"trainrx::forward"' "$W/cpp_clean.json" && ok "cpp: step and phase ranges" || bad "cpp: no step/phase ranges"
+  # Under `trainrx record` the launcher's -o wins over the program's own path.
+  "$TRAINRX" record -o "$W/cpp_rec.json" -- "$PLANTED" "$W/ignored.json" > /dev/null 2>&1 || bad "cpp under record failed"
+  [ -s "$W/cpp_rec.json" ] && [ ! -e "$W/ignored.json" ] && ok "cpp under record: -o wins" || bad "cpp under record: wrong output"
+fi
+exit $fail

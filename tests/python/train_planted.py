@@ -1,0 +1,115 @@
+"""An ordinary PyTorch training script with switchable, planted performance problems.
+
+Used by tests/e2e/record_test.sh: `trainrx record -- python3 train_planted.py --all-problems` must
+flag each planted problem, the clean run (no flags) none of them, and the script's output and exit
+code must be the same with and without recording. Nothing here knows about trainrx.
+
+  --costly-data      num_workers=0 with a dataset whose __getitem__ costs CPU time
+  --item             loss.item() every step (host-device sync)
+  --anomaly          torch.autograd.set_detect_anomaly(True)
+  --conv-bias        Conv2d(bias=True) followed by BatchNorm2d
+  --eval-grad        evaluation without torch.no_grad()
+  --threads N        torch.set_num_threads(N)
+  --workers N        DataLoader workers (forked children)
+  --exit-code N      exit with this code at the end
+  --signal NAME      send this signal to itself after training (SIGTERM, SIGSEGV)
+"""
+import argparse
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, Dataset
+
+
+class Images(Dataset):
+    def __init__(self, n, costly):
+        g = torch.Generator().manual_seed(1)
+        self.x = torch.randn(n, 3, 16, 16, generator=g)
+        self.y = torch.randint(0, 10, (n,), generator=g)
+        self.costly = costly
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        x = self.x[i]
+        if self.costly:  # decode/augment stand-in: pure-Python CPU work
+            t = time.perf_counter()
+            while time.perf_counter() - t < 0.0015:
+                pass
+        return x, self.y[i]
+
+
+def make_model(bias):
+    return nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1, bias=bias), nn.BatchNorm2d(32), nn.ReLU(),
+        nn.Conv2d(32, 32, 3, padding=1, bias=bias), nn.BatchNorm2d(32), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--costly-data", action="store_true")
+    p.add_argument("--item", action="store_true")
+    p.add_argument("--anomaly", action="store_true")
+    p.add_argument("--conv-bias", action="store_true")
+    p.add_argument("--eval-grad", action="store_true")
+    p.add_argument("--all-problems", action="store_true")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--exit-code", type=int, default=0)
+    p.add_argument("--signal", default="")
+    a = p.parse_args()
+    if a.all_problems:
+        a.costly_data = a.item = a.anomaly = a.conv_bias = a.eval_grad = True
+    torch.manual_seed(0)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    if a.anomaly:
+        torch.autograd.set_detect_anomaly(True)
+
+    batch = 16
+    train = DataLoader(Images(batch * a.steps, a.costly_data), batch_size=batch, num_workers=a.workers)
+    val = DataLoader(Images(batch * 3, False), batch_size=batch)
+    model = make_model(a.conv_bias)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    loss_fn = nn.CrossEntropyLoss()
+
+    model.train()
+    running = torch.zeros(())
+    for x, y in train:
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        if a.item:
+            running += loss.item()
+        else:
+            running += loss.detach()
+
+    model.eval()
+    correct = 0
+    if a.eval_grad:
+        for x, y in val:
+            correct += (model(x).argmax(1) == y).sum()
+    else:
+        with torch.no_grad():
+            for x, y in val:
+                correct += (model(x).argmax(1) == y).sum()
+
+    print(f"mean loss {float(running) / a.steps:.6f}")
+    print(f"val correct {int(correct)}")
+    sys.stdout.flush()
+    if a.signal:
+        os.kill(os.getpid(), getattr(signal, a.signal))
+        time.sleep(5)
+    sys.exit(a.exit_code)
+
+
+if __name__ == "__main__":
+    main()
