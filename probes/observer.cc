@@ -209,8 +209,14 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   }
 }
 
+std::unique_ptr<at::ObserverContext> OnStartNoop(const at::RecordFunction&) { return nullptr; }
+void OnEndNoop(const at::RecordFunction&, at::ObserverContext*) {}
+
 at::CallbackHandle Register(bool with_inputs) {
-  auto cb = at::RecordFunctionCallback(&OnStart, &OnEnd);
+  // TRAINRX_PROBE_FLOOR=1 (benchmarks only): a callback that records nothing, to measure what
+  // LibTorch's RecordFunction machinery itself costs per op.
+  static const bool floor = std::getenv("TRAINRX_PROBE_FLOOR") != nullptr;
+  auto cb = floor ? at::RecordFunctionCallback(&OnStartNoop, &OnEndNoop) : at::RecordFunctionCallback(&OnStart, &OnEnd);
   if (with_inputs) cb.needsInputs(true).needsOutputs(true);
   return at::addGlobalCallback(std::move(cb));
 }
@@ -224,7 +230,7 @@ void MaybeStopInputCapture() noexcept {
   if (n < st.input_capture_steps || !st.capturing_inputs.load()) return;
   try {
     std::lock_guard<std::mutex> lock(st.mu);
-    if (!st.capturing_inputs.exchange(false)) return;
+    if (!st.capturing_inputs.exchange(false) || !st.registered) return;
     // Safe inside a callback: a running RecordFunction holds its own copy of the callback list.
     at::removeCallback(st.handle);
     st.handle = Register(false);
@@ -334,6 +340,24 @@ std::string Stop() {
   } catch (...) {
   }
   return path;
+}
+
+void SetEnabled(bool enabled) {
+  ObserverState& st = State();
+  Collector* c = ActiveCollector();
+  if (c == nullptr) return;
+  try {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (enabled && !st.registered) {
+      st.handle = Register(st.capturing_inputs.load());
+      st.registered = true;
+    } else if (!enabled && st.registered) {
+      at::removeCallback(st.handle);
+      st.registered = false;
+    }
+    c->SetRecording(enabled);
+  } catch (...) {
+  }
 }
 
 bool Recording() {

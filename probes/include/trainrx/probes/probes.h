@@ -42,6 +42,9 @@ TRAINRX_PROBES_API bool Start(const StartOptions& options = {});
 // Writes the trace and stops recording. Returns the path written, or "" on failure.
 TRAINRX_PROBES_API std::string Stop();
 TRAINRX_PROBES_API bool Recording();
+// Pauses (false) or resumes (true) observation without ending the session: paused, the observer
+// is unregistered and costs nothing. E.g. record only steps 100-200.
+TRAINRX_PROBES_API void SetEnabled(bool enabled);
 // The libtorch version the probes were compiled against ("1.13.0").
 TRAINRX_PROBES_API const char* BuiltTorchVersion();
 
