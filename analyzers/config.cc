@@ -84,11 +84,17 @@ void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
     const double steps = StepCount(ctx.steps, rank);
     const double mean_step = MeanStepNs(ctx.steps, rank);
     int64_t total_steps = 0;
+    // % of this rank's steps during which `key` was on (100 / 0 when there are no steps).
+    auto share_of_steps = [&](const char* key, int64_t* on) {
+      *on = cfg.StepsWhereOn(key, ctx.steps, &total_steps);
+      if (total_steps > 0) return 100.0 * static_cast<double>(*on) / static_cast<double>(total_steps);
+      return cfg.Max(key).value_or(0) != 0 ? 100.0 : 0.0;
+    };
 
     // debug.anomaly_detection
     {
-      const int64_t on = cfg.StepsWhereOn("anomaly_mode", ctx.steps, &total_steps);
-      const double pct = total_steps > 0 ? 100.0 * on / total_steps : (cfg.Max("anomaly_mode").value_or(0) ? 100 : 0);
+      int64_t on = 0;
+      const double pct = share_of_steps("anomaly_mode", &on);
       const double threshold = ctx.thresholds.Get("debug.anomaly_detection.steps_pct");
       if (pct > threshold) {
         Finding f = Base("debug.anomaly_detection", Severity::kHigh, rank,
@@ -116,8 +122,8 @@ void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
 
     // debug.profiler
     {
-      const int64_t on = cfg.StepsWhereOn("other_profiler", ctx.steps, &total_steps);
-      const double pct = total_steps > 0 ? 100.0 * on / total_steps : (cfg.Max("other_profiler").value_or(0) ? 100 : 0);
+      int64_t on = 0;
+      const double pct = share_of_steps("other_profiler", &on);
       const double threshold = ctx.thresholds.Get("debug.profiler.steps_pct");
       if (pct > threshold) {
         Finding f = Base("debug.profiler", Severity::kMedium, rank,

@@ -212,3 +212,81 @@ TEST(GpuTest, IdleSplitCategoriesOnHandBuiltStream) {
 
 }  // namespace
 }  // namespace trainrx::analyzers
+
+namespace trainrx::analyzers {
+namespace {
+
+// A collected trace: CpuSteps plus our "trainrx" block and config counters.
+std::string Collected(const std::string& block, const std::string& counters, bool gpu_kernel = false) {
+  std::string json = CpuSteps(4, 100, 0, false);
+  json.pop_back();  // the closing brace of the top-level object
+  json.pop_back();  // the closing bracket of traceEvents
+  json += counters;
+  if (gpu_kernel) json += R"J(,{"ph":"X","cat":"kernel","name":"cudnn_conv","pid":0,"tid":7,"ts":100,"dur":50,"args":{"device":0,"stream":7}})J";
+  return json + "],\"trainrx\":{\"collector\":\"trainrx probes\"" + block + "}}";
+}
+std::string ConfigCounter(const char* key, int ts, double v) {
+  return fmt::format(R"J(,{{"ph":"C","name":"trainrx.config.{}","pid":1,"tid":1,"ts":{},"args":{{"v":{}}}}})J", key, ts, v);
+}
+
+TEST(ConfigTest, AnomalyModeSwitchedOnAfterStartIsFoundPerStep) {
+  // Off at the first boundary, on from the third step: 2 of 4 steps.
+  const Report r = AnalyzeJson(Collected("", ConfigCounter("anomaly_mode", 0, 0) + ConfigCounter("anomaly_mode", 20000, 1)));
+  const Finding* f = Find(r, "debug.anomaly_detection");
+  ASSERT_NE(f, nullptr);
+  EXPECT_DOUBLE_EQ(f->measured, 50.0);
+}
+
+TEST(ConfigTest, ProfilerAndLaunchBlockingAndNothingWithoutTheCollector) {
+  const Report r = AnalyzeJson(Collected(",\"launch_blocking\":1", ConfigCounter("other_profiler", 0, 1)));
+  EXPECT_NE(Find(r, "debug.profiler"), nullptr);
+  const Finding* lb = Find(r, "debug.launch_blocking");
+  ASSERT_NE(lb, nullptr);
+  EXPECT_EQ(lb->severity, Severity::kLow);  // no GPU activity in this trace
+  // The same counters in a trace without our block and counters: silent.
+  const Report plain = AnalyzeJson(CpuSteps(4, 100, 0, false));
+  EXPECT_EQ(Find(plain, "debug.profiler"), nullptr);
+  EXPECT_EQ(Find(plain, "debug.anomaly_detection"), nullptr);
+}
+
+TEST(ConfigTest, CudnnRulesNeedConvolutionsOnAGpu) {
+  const std::string counters = ConfigCounter("cudnn_benchmark", 0, 0) + ConfigCounter("cudnn_deterministic", 0, 1);
+  const Report cpu = AnalyzeJson(Collected("", counters, /*gpu_kernel=*/false));
+  EXPECT_EQ(Find(cpu, "cudnn.benchmark_off"), nullptr);
+  EXPECT_EQ(Find(cpu, "cudnn.deterministic_on"), nullptr);
+  const Report gpu = AnalyzeJson(Collected("", counters, /*gpu_kernel=*/true));
+  EXPECT_NE(Find(gpu, "cudnn.benchmark_off"), nullptr);
+  EXPECT_NE(Find(gpu, "cudnn.deterministic_on"), nullptr);
+}
+
+TEST(ConfigTest, ThreadsOversubscribedCountsRanksAndWorkers) {
+  EXPECT_EQ(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4", "")), "threads.oversubscribed"), nullptr);
+  EXPECT_NE(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4,\"workers\":2", "")), "threads.oversubscribed"), nullptr);
+  EXPECT_NE(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4,\"env\":{\"LOCAL_WORLD_SIZE\":\"2\"}", "")),
+                 "threads.oversubscribed"),
+            nullptr);
+}
+
+// Eval: one loader iteration with no backward after the training steps, with grad on or off.
+std::string EvalTrace(double grad) {
+  std::string ev = R"J({"traceEvents":[
+    {"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":0,"dur":10},
+    {"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":20,"dur":100},
+    {"ph":"X","cat":"cpu_op","name":"autograd::engine::evaluate_function: ConvolutionBackward0","pid":1,"tid":1,"ts":200,"dur":100},
+    {"ph":"X","cat":"user_annotation","name":"Optimizer.step#SGD.step","pid":1,"tid":1,"ts":400,"dur":50},
+    {"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":1000,"dur":10},
+    {"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":1020,"dur":100},
+    {"ph":"C","name":"trainrx.grad_enabled","pid":1,"tid":1,"ts":20,"args":{"v":1}})J";
+  ev += fmt::format(R"J(,{{"ph":"C","name":"trainrx.grad_enabled","pid":1,"tid":1,"ts":1020,"args":{{"v":{}}}}}]}})J", grad);
+  return ev;
+}
+
+TEST(EvalTest, GradOnDuringAnIterationWithoutBackwardIsFlagged) {
+  const Finding* f = Find(AnalyzeJson(EvalTrace(1)), "eval.grad_enabled");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(std::get<int64_t>(f->evidence[0].value), 1);  // one eval iteration
+  EXPECT_EQ(Find(AnalyzeJson(EvalTrace(0)), "eval.grad_enabled"), nullptr);
+}
+
+}  // namespace
+}  // namespace trainrx::analyzers
