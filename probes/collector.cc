@@ -41,7 +41,7 @@ Rec* ThreadBuffer::Append() noexcept {
   *r = Rec{};
   // Publish after the caller filled it: the caller writes fields, then size_ moves. Readers only
   // look after Stop(), which waits for `busy`, so a relaxed increment plus that handshake is enough.
-  size_.fetch_add(1, std::memory_order_release);
+  size_.store(size_.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // one writer: the owner
   return r;
 }
 
@@ -68,6 +68,15 @@ uint32_t ThreadBuffer::InternDynamic(std::string_view name) noexcept {
 
 uint32_t ThreadBuffer::InternStatic(const char* name) noexcept {
   if (name == nullptr) return 0;
+  // A direct-mapped cache in front of the map: most ops hit it (a loop runs few distinct ops).
+  StaticCacheEntry& slot = static_cache_[(reinterpret_cast<uintptr_t>(name) >> 4) & (kStaticCache - 1)];
+  if (slot.ptr == name && std::strcmp(names_[slot.id].c_str(), name) == 0) return slot.id;
+  const uint32_t id = InternStaticSlow(name);
+  slot = {name, id};
+  return id;
+}
+
+uint32_t ThreadBuffer::InternStaticSlow(const char* name) noexcept {
   auto it = by_pointer_.find(name);
   // Verify the content: a pointer is only a cache key, never trusted alone.
   if (it != by_pointer_.end() && std::strcmp(names_[it->second].c_str(), name) == 0) return it->second;
@@ -101,7 +110,7 @@ struct ThreadSlot {
   uint64_t generation = 0;
   ThreadBuffer* buffer = nullptr;
 };
-thread_local ThreadSlot t_slot;
+thread_local ThreadSlot t_slot __attribute__((tls_model("initial-exec")));  // 16 bytes; see observer.cc
 }  // namespace
 
 Collector::Collector(CollectorOptions options) : options_(options), generation_(++g_collector_generation) {}

@@ -119,6 +119,13 @@ class ThreadBuffer {
   std::deque<std::string> names_;
   std::unordered_map<std::string_view, uint32_t> by_content_;
   std::unordered_map<const char*, uint32_t> by_pointer_;
+  static constexpr size_t kStaticCache = 256;
+  struct StaticCacheEntry {
+    const char* ptr = nullptr;
+    uint32_t id = 0;
+  };
+  StaticCacheEntry static_cache_[kStaticCache];
+  uint32_t InternStaticSlow(const char* name) noexcept;
   std::vector<RecInputs> inputs_;
   std::vector<DataflowEdge> edges_;
 };

@@ -59,15 +59,30 @@ struct BusyGuard {
   ThreadBuffer* b_;
 };
 
-class RecContext : public at::ObserverContext {
- public:
-  RecContext(Rec* rec, ThreadBuffer* buf, bool producer, bool pushed)
-      : rec_(rec), buf_(buf), producer_(producer), pushed_external_(pushed) {}
-  Rec* rec_;
-  ThreadBuffer* buf_;
-  bool producer_;         // a conv/linear whose output we remember (input window only)
-  bool pushed_external_;  // an external correlation id was pushed to CUPTI
+// Start and end of one RecordFunction are paired through a per-thread stack keyed by the
+// RecordFunction's address, not through an ObserverContext: returning a context costs a heap
+// allocation per op. An end whose start is not on top (ended on another thread, or out of
+// order) is searched a few entries down; if not found, the range is closed at stop time and
+// counted as unfinished.
+struct Open {
+  const at::RecordFunction* fn;
+  Rec* rec;
+  ThreadBuffer* buf;
+  bool producer;         // a conv/linear whose output we remember (input window only)
+  bool pushed_external;  // an external correlation id was pushed to CUPTI
 };
+constexpr int kMaxOpen = 256;
+struct OpenStack {
+  Open items[kMaxOpen];
+  int size = 0;
+};
+// initial-exec TLS: a pointer only (the library is dlopen'ed, so it must fit glibc's small
+// static-TLS surplus); avoids a __tls_get_addr call per access in this PIC library.
+thread_local OpenStack* t_open_ptr __attribute__((tls_model("initial-exec"))) = nullptr;
+OpenStack* OpenStackOfThread() noexcept {
+  if (t_open_ptr == nullptr) t_open_ptr = new (std::nothrow) OpenStack();  // one per thread, lives with the process
+  return t_open_ptr;
+}
 
 bool StartsWith(const char* s, const char* prefix) { return std::strncmp(s, prefix, std::strlen(prefix)) == 0; }
 
@@ -185,24 +200,35 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       r->external_id = b->NextExternalId();
       pushed = CuptiBridge::PushExternalId(r->external_id);
     }
+    if (OpenStack* open = OpenStackOfThread(); open && open->size < kMaxOpen) {
+      open->items[open->size++] = {&fn, r, b, producer, pushed};
+    }
     r->start_ns = NowNs();  // last: our own work above is not charged to the op
-    return std::make_unique<RecContext>(r, b, producer, pushed);
+    return nullptr;
   } catch (...) {
     return nullptr;  // never let an exception reach the observed program
   }
 }
 
-void OnEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
-  if (ctx == nullptr) return;
-  auto* rc = static_cast<RecContext*>(ctx);
-  std::atomic_ref<int64_t>(rc->rec_->end_ns).store(NowNs(), std::memory_order_relaxed);
-  if (rc->pushed_external_) CuptiBridge::PopExternalId();
-  if (rc->producer_) {
+void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
+  const int64_t now = NowNs();
+  if (t_open_ptr == nullptr) return;
+  OpenStack& st = *t_open_ptr;
+  int i = st.size - 1;
+  for (int depth = 0; i >= 0 && depth < 4 && st.items[i].fn != &fn; --i, ++depth) {
+  }
+  if (i < 0 || st.items[i].fn != &fn) return;
+  const Open open = st.items[i];
+  for (int j = i; j + 1 < st.size; ++j) st.items[j] = st.items[j + 1];
+  --st.size;
+  std::atomic_ref<int64_t>(open.rec->end_ns).store(now, std::memory_order_relaxed);
+  if (open.pushed_external) CuptiBridge::PopExternalId();
+  if (open.producer) {
     try {
       const auto& outs = fn.outputs();
       if (!outs.empty() && outs[0].isTensor() && outs[0].toTensor().defined()) {
         if (t_recent_outputs.size() > 4096) t_recent_outputs.clear();  // bounded
-        t_recent_outputs[KeyOf(outs[0].toTensor())] = rc->buf_->IndexOf(rc->rec_);
+        t_recent_outputs[KeyOf(outs[0].toTensor())] = open.buf->IndexOf(open.rec);
       }
     } catch (...) {
     }
