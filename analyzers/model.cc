@@ -96,18 +96,24 @@ bool FromDataflow(const profiler::Trace& trace, std::map<std::string, int64_t>& 
   }
   for (const auto& [id, ends] : by_id) {
     if (!ends.first || !ends.second) continue;
-    const Event* layer = OpAt(trace, ends.first->track, ends.first->ts_ns, IsLayer);
+    const Event* layer = OpAt(trace, ends.first->track, ends.first->ts_ns, [](std::string_view n) {
+      return IsLayer(n) || n == "aten::addmm" || n == "aten::add_";
+    });
     const Event* norm = OpAt(trace, ends.second->track, ends.second->ts_ns,
                              [](std::string_view n) { return IsBatchNorm(n) || IsLayerNorm(n); });
     if (!layer || !norm || layer->aux == profiler::kNoAux) continue;
     ++edges;
     const auto dims = ParseDims(trace.strings.Get(trace.op_inputs[layer->aux].input_dims));
-    if (!dims || dims->size() < 3 || (*dims)[2].empty()) continue;  // bias=False
+    // Which input is the bias: conv/linear (input, weight, bias); addmm (bias, a, b); the bias
+    // add after a matmul (LibTorch's C++ Linear: output += bias) (output, bias).
+    const std::string_view lname = trace.Name(*layer);
+    const size_t bias_index = lname == "aten::addmm" ? 0 : lname == "aten::add_" ? 1 : 2;
+    if (!dims || dims->size() <= bias_index || (*dims)[bias_index].size() != 1) continue;  // no bias
     ++total;
     // Keyed by the layer's input shapes: one entry per distinct layer of the model (the collector
     // captures inputs for the first steps only, so a per-step count would be meaningless).
-    ++pairs[fmt::format("{}{} -> {}", trace.Name(*layer), trace.strings.Get(trace.op_inputs[layer->aux].input_dims),
-                        trace.Name(*norm))];
+    ++pairs[fmt::format("{}{} -> {}", lname == "aten::add_" ? "bias add (matmul + bias) " : std::string(lname),
+                        trace.strings.Get(trace.op_inputs[layer->aux].input_dims), trace.Name(*norm))];
   }
   return !by_id.empty();
 }

@@ -42,7 +42,7 @@ Thresholds::Thresholds() {
       {"optim.zero_grad.min_ops", {1.0, "flag when this many zeroing ops per step run inside zero_grad"}},
       {"debug.anomaly_detection.steps_pct", {0.0, "flag when anomaly mode is on in more than this % of steps"}},
       {"debug.profiler.steps_pct", {0.0, "flag when another profiler is active in more than this % of steps"}},
-      {"threads.oversubscribed.ratio", {1.0, "flag when intra-op threads x local ranks + workers exceed this many per CPU"}},
+      {"threads.oversubscribed.ratio", {1.5, "flag when intra-op threads x local ranks + loader workers exceed this many per CPU (workers idle part of the time: 1.5)"}},
   };
 }
 

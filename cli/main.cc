@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "record.h"
+#include "run.h"
 #include "sample_trace.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/profiler/kineto_reader.h"
@@ -27,7 +28,8 @@ int Fail(const std::string& msg) {
 }
 
 int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::string& format, const std::string& output,
-               const std::vector<std::string>& threshold_args) {
+               const std::vector<std::string>& threshold_args, const std::vector<std::string>& run_json = {},
+               const std::vector<std::string>& run_summary = {}) {
   using namespace trainrx;
   analyzers::Thresholds thresholds;
   for (const auto& t : threshold_args) {
@@ -48,6 +50,8 @@ int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::st
     if (!st.ok) return Fail(st.error);
     options.inputs = paths;
   }
+  options.run_results_json = run_json;
+  options.run_summary = run_summary;
   const analyzers::Report report = analyzers::Analyze(trace, thresholds);
 
   std::ofstream file;
@@ -119,6 +123,18 @@ int main(int argc, char** argv) {
   record->add_option("command", record_options.command, "the command to run, after --")->required();
   record->allow_extras(false);
 
+  auto* workloads = app.add_subcommand("workloads", "List the reference workloads, their knobs (with the finding each fixes) and presets");
+  trainrx::cli::RunOptions run_options;
+  auto* run = app.add_subcommand("run", "Run a reference workload under the probes and analyze it");
+  run->add_option("workload", run_options.workload, "cnn | lm")->required();
+  run->add_option("--set", run_options.sets, "knob=value (repeatable; see `trainrx workloads`)");
+  run->add_option("--preset", run_options.preset, "a named configuration (see `trainrx workloads`)");
+  run->add_option("--nproc", run_options.nproc, "local ranks (torch.distributed c10d, env:// on 127.0.0.1)");
+  run->add_option("-o,--output", run_options.output, "trace path (default trainrx_<workload>.json; .rank<R> per rank)");
+  run->add_option("--format", format, "text | json | md")->check(CLI::IsMember({"text", "json", "md"}));
+  run->add_option("--report", output, "write the report here instead of stdout");
+  run->add_option("--threshold", thresholds, "override a threshold: id.key=value (repeatable)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -127,6 +143,14 @@ int main(int argc, char** argv) {
   }
   if (*analyze) return RunAnalyze(paths, sample, format, output, thresholds);
   if (*convert) return RunConvert(convert_paths, convert_out);
+  if (*workloads) return trainrx::cli::ListWorkloads(std::cout);
+  if (*run) {
+    return trainrx::cli::RunWorkload(run_options, [&](const std::vector<std::string>& traces,
+                                                      const std::vector<std::string>& run_json,
+                                                      const std::vector<std::string>& summary) {
+      return RunAnalyze(traces, false, format, output, thresholds, run_json, summary);
+    });
+  }
   if (*record) {
     return trainrx::cli::RunRecord(record_options, [&](const std::vector<std::string>& traces) {
       return RunAnalyze(traces, false, format, "", thresholds);

@@ -15,6 +15,7 @@
 #include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -25,6 +26,7 @@
 #include "cupti_bridge.h"
 #include "session.h"
 #include "trainrx/probes/probes.h"
+#include "trainrx/profiler/json_writer.h"
 
 #if TRAINRX_WITH_NVTX
 #include <nvtx3/nvToolsExt.h>
@@ -90,6 +92,18 @@ bool IsProducer(const char* n) {
   return std::strcmp(n, "aten::conv1d") == 0 || std::strcmp(n, "aten::conv2d") == 0 ||
          std::strcmp(n, "aten::conv3d") == 0 || std::strcmp(n, "aten::linear") == 0;
 }
+// The bias add of LibTorch's C++ Linear (matmul, then `output += bias`) and of addmm: a 1-D
+// tensor added along the last dimension.
+bool IsBiasAdd(const char* n, c10::ArrayRef<const c10::IValue> in) {
+  const bool add = std::strcmp(n, "aten::add_") == 0, addmm = std::strcmp(n, "aten::addmm") == 0;
+  if (!add && !addmm) return false;
+  const size_t bias = add ? 1 : 0, base = add ? 0 : 1;
+  if (in.size() <= std::max(bias, base) || !in[bias].isTensor() || !in[base].isTensor()) return false;
+  const at::Tensor& b = in[bias].toTensor();
+  const at::Tensor& x = in[base].toTensor();
+  return b.defined() && x.defined() && b.dim() == 1 && x.dim() >= 2 && (add ? x.size(-1) == b.size(0) : true);
+}
+
 bool IsNorm(const char* n) {
   return std::strcmp(n, "aten::batch_norm") == 0 || std::strcmp(n, "aten::layer_norm") == 0 ||
          std::strcmp(n, "aten::group_norm") == 0 || std::strcmp(n, "aten::instance_norm") == 0;
@@ -181,9 +195,9 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       r->flags = flags;
       if (fn.needsInputs() && name[0] == 'a') {
         const bool norm = IsNorm(name);
-        producer = IsProducer(name);
+        const auto inputs = fn.inputs();
+        producer = IsProducer(name) || IsBiasAdd(name, inputs);
         if (norm || producer) {
-          const auto inputs = fn.inputs();
           r->aux = b->AddInputs(DescribeInputs(inputs));
           if (norm && !inputs.empty() && inputs[0].isTensor() && inputs[0].toTensor().defined()) {
             auto it = t_recent_outputs.find(KeyOf(inputs[0].toTensor()));
@@ -436,6 +450,15 @@ void SetConfig(const std::string& key, double value) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.17g", value);
   c->SetStatic(key, buf);
+}
+
+void SetConfigText(const std::string& key, const std::string& value) {
+  Collector* c = ActiveCollector();
+  if (c == nullptr) return;
+  try {
+    c->SetStatic(key, "\"" + profiler::JsonWriter::Escape(value) + "\"");
+  } catch (...) {
+  }
 }
 
 }  // namespace trainrx::probes

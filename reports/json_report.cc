@@ -25,6 +25,12 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   w.BeginArray();
   for (const auto& in : options.inputs) w.String(in);
   w.EndArray();
+  if (!options.run_results_json.empty()) {
+    w.Key("runs");
+    w.BeginArray();
+    for (const auto& r : options.run_results_json) w.Raw(r);
+    w.EndArray();
+  }
 
   w.Key("ingest");
   w.BeginObject();

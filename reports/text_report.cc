@@ -119,6 +119,11 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
                             e.severity == profiler::IssueSeverity::kInfo ? "note" : "skipped", e.kind, e.count, e.example));
   }
 
+  if (!options.run_summary.empty()) {
+    sink.Heading("Run");
+    for (const auto& line : options.run_summary) sink.Line(line);
+  }
+
   const auto& steps = report.metrics.steps;
   sink.Heading("Steps");
   if (steps.steps.empty()) {

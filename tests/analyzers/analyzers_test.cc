@@ -261,7 +261,8 @@ TEST(ConfigTest, CudnnRulesNeedConvolutionsOnAGpu) {
 
 TEST(ConfigTest, ThreadsOversubscribedCountsRanksAndWorkers) {
   EXPECT_EQ(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4", "")), "threads.oversubscribed"), nullptr);
-  EXPECT_NE(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4,\"workers\":2", "")), "threads.oversubscribed"), nullptr);
+  EXPECT_NE(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4,\"workers\":4", "")), "threads.oversubscribed"), nullptr);
+  EXPECT_EQ(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4,\"workers\":2", "")), "threads.oversubscribed"), nullptr);
   EXPECT_NE(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4,\"env\":{\"LOCAL_WORLD_SIZE\":\"2\"}", "")),
                  "threads.oversubscribed"),
             nullptr);

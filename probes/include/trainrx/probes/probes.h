@@ -72,6 +72,7 @@ class TRAINRX_PROBES_API ScopedPhase {
 // A configuration value written into the trace's "trainrx" block (numbers), e.g. the program's
 // DataLoader workers: SetConfig("workers", 4).
 TRAINRX_PROBES_API void SetConfig(const std::string& key, double value);
+TRAINRX_PROBES_API void SetConfigText(const std::string& key, const std::string& value);
 
 }  // namespace trainrx::probes
 

@@ -19,6 +19,10 @@ struct RenderOptions {
   bool color = false;               // ANSI colors (text only; the CLI enables it on a TTY)
   std::vector<std::string> inputs;  // what was analyzed, for the header
   int max_steps_listed = 10;        // text/md: how many step rows to show
+  // `trainrx run`: each rank's result document (schema "trainrx.run/1": per-step times, loss,
+  // samples/s), embedded verbatim in JSON under "runs", and one summary line per rank for text/md.
+  std::vector<std::string> run_results_json;
+  std::vector<std::string> run_summary;
 };
 
 void WriteText(const profiler::Trace& trace, const analyzers::Report& report, const analyzers::Thresholds& thresholds,

@@ -1,0 +1,206 @@
+// `trainrx workloads` and `trainrx run`: list the reference workloads and their knobs; run one
+// (N local ranks with --nproc, env:// rendezvous on 127.0.0.1) under the probes, then analyze the
+// trace(s) it wrote together with its per-step results.
+#include "run.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "knobs.h"
+
+namespace trainrx::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ExeDir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 29500;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  int port = 29500;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+std::string RankPath(const std::string& base, int rank, int nproc) {
+  if (nproc == 1) return base;
+  const size_t dot = base.rfind(".json");
+  return dot == std::string::npos ? fmt::format("{}.rank{}", base, rank)
+                                  : fmt::format("{}.rank{}{}", base.substr(0, dot), rank, base.substr(dot));
+}
+
+// One line per rank from its result document; the document itself (minified) for JSON reports.
+bool ReadResult(const std::string& path, std::string* json, std::string* summary, std::string* error) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto e = parser.load(path).get(doc); e) {
+    *error = fmt::format("{}: {}", path, simdjson::error_message(e));
+    return false;
+  }
+  *json = simdjson::minify(doc);
+  double median = 0, sps = 0, first = 0, last = 0;
+  int64_t rank = 0;
+  if (doc["median_step_ms"].get(median) != simdjson::SUCCESS) median = {};
+  if (doc["samples_per_s"].get(sps) != simdjson::SUCCESS) sps = {};
+  if (doc["first_loss"].get(first) != simdjson::SUCCESS) first = {};
+  if (doc["last_loss"].get(last) != simdjson::SUCCESS) last = {};
+  if (doc["rank"].get(rank) != simdjson::SUCCESS) rank = {};
+  std::string_view changed;
+  if (doc["changed"].get(changed) != simdjson::SUCCESS) changed = {};
+  *summary = fmt::format("rank {}: median step {:.2f} ms, {:.1f} samples/s, loss {:.4f} -> {:.4f}{}", rank, median, sps,
+                         first, last, changed.empty() ? "" : fmt::format(" (knobs: {})", changed));
+  return true;
+}
+
+}  // namespace
+
+int ListWorkloads(std::ostream& out) {
+  out << "Workloads\n";
+  for (const auto& w : workloads::Workloads()) out << fmt::format("  {:<6} {}\n", w.name, w.help);
+  out << "\nKnobs (--set knob=value; defaults are the recommended setting)\n";
+  out << fmt::format("  {:<20} {:<8} {:<6} {:<26} {:<5} {}\n", "knob", "default", "bad", "finding", "where", "what");
+  for (const auto& k : workloads::Knobs()) {
+    out << fmt::format("  {:<20} {:<8} {:<6} {:<26} {:<5} {}\n", k.name, k.default_value, k.bad_value, k.finding, k.where,
+                       k.help);
+  }
+  out << "\nPresets (--preset NAME)\n";
+  for (const auto& p : workloads::Presets()) {
+    std::string settings;
+    for (const auto& [k, v] : p.settings) settings += fmt::format("{}{}={}", settings.empty() ? "" : " ", k, v);
+    out << fmt::format("  {:<14} {}{}\n", p.name, p.help, settings.empty() ? "" : " (" + settings + ")");
+  }
+  out << "\nwhere: cpu = has its effect here; gpu = only with device=cuda; dist = only with --nproc > 1\n";
+  return 0;
+}
+
+int RunWorkload(const RunOptions& options, const RunAnalyzeFn& analyze) {
+  bool known = false;
+  for (const auto& w : workloads::Workloads()) known = known || options.workload == w.name;
+  if (!known) {
+    std::cerr << fmt::format("trainrx: error: unknown workload '{}' (see `trainrx workloads`)\n", options.workload);
+    return 2;
+  }
+  workloads::Config cfg;
+  std::string error;
+  if (!options.preset.empty() && !cfg.ApplyPreset(options.preset, &error)) {
+    std::cerr << "trainrx: error: " << error << "\n";
+    return 2;
+  }
+  for (const auto& s : options.sets) {
+    if (!cfg.Set(s, &error)) {
+      std::cerr << "trainrx: error: " << error << "\n";
+      return 2;
+    }
+  }
+  if (options.nproc < 1) {
+    std::cerr << "trainrx: error: --nproc must be at least 1\n";
+    return 2;
+  }
+  const std::string binary = ExeDir() + "/trainrx-workload";
+  if (!fs::exists(binary)) {
+    std::cerr << fmt::format("trainrx: error: {} not found: this trainrx was built without LibTorch (install "
+                             "libtorch-dev, which scripts/setup does, and rebuild)\n",
+                             binary);
+    return 2;
+  }
+  const std::string output = options.output.empty() ? "trainrx_" + options.workload + ".json" : options.output;
+  const int port = FreePort();
+  std::vector<pid_t> pids;
+  std::vector<std::string> traces, results;
+  for (int r = 0; r < options.nproc; ++r) {
+    const std::string trace = RankPath(output, r, options.nproc);
+    traces.push_back(trace);
+    results.push_back(trace + ".result.json");
+    std::error_code ec;
+    fs::remove(trace, ec);
+    fs::remove(results.back(), ec);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      std::cerr << "trainrx: error: fork failed\n";
+      return 2;
+    }
+    if (pid == 0) {
+      if (options.nproc > 1) {
+        setenv("RANK", std::to_string(r).c_str(), 1);
+        setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+        setenv("WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
+        setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 0);
+        setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      }
+      setenv("TRAINRX_QUIET", "1", 0);
+      unsetenv("TRAINRX_OUTPUT");  // the workload names its own (per-rank) trace
+      std::vector<std::string> args = {binary, options.workload, "-o", trace, "--result", results.back()};
+      if (!options.preset.empty()) {
+        args.push_back("--preset");
+        args.push_back(options.preset);
+      }
+      for (const auto& s : options.sets) {
+        args.push_back("--set");
+        args.push_back(s);
+      }
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(binary.c_str(), argv.data());
+      std::fprintf(stderr, "trainrx: error: cannot run %s: %s\n", binary.c_str(), std::strerror(errno));
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  int worst = 0;
+  for (size_t i = 0; i < pids.size(); ++i) {
+    int status = 0;
+    while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR) {
+    }
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code != 0) {
+      std::cerr << fmt::format("trainrx: rank {} of {} exited with {}\n", i, options.workload, code);
+      worst = worst ? worst : code;
+      // A rank that failed leaves the others waiting in the rendezvous: stop them.
+      for (size_t j = 0; j < pids.size(); ++j)
+        if (j != i) kill(pids[j], SIGTERM);
+    }
+  }
+  if (worst) return worst;
+  std::vector<std::string> run_json, summary;
+  for (const auto& r : results) {
+    std::string json, line;
+    if (!ReadResult(r, &json, &line, &error)) {
+      std::cerr << "trainrx: error: " << error << "\n";
+      return 2;
+    }
+    run_json.push_back(std::move(json));
+    summary.push_back(std::move(line));
+  }
+  for (const auto& t : traces) std::cerr << "trainrx: wrote " << t << "\n";
+  return analyze(traces, run_json, summary);
+}
+
+}  // namespace trainrx::cli

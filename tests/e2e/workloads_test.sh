@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Reference workloads end to end: `trainrx workloads`, the default runs train (loss goes down, same
+# seed = same loss curve) with no findings, every CPU-effective knob's bad value is flagged with
+# its finding id on the run's own trace, the other knobs change what they say (checked in the
+# trace or the run's results), and `--nproc 2` trains with Gloo and merges both ranks.
+# Usage: workloads_test.sh TRAINRX. Exit 77 (skip) when built without LibTorch.
+set -uo pipefail
+TRAINRX=$1
+BUILD_DIR=$(dirname "$TRAINRX")
+[ -x "$BUILD_DIR/trainrx-workload" ] || { echo "skip: built without LibTorch"; exit 77; }
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+fail=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+SHORT=(--set steps=6 --set warmup=1 --set eval_every=3)
+run() {  # name workload args... -> $W/name.json, $W/name.report.json
+  local name=$1 wl=$2; shift 2
+  "$TRAINRX" run "$wl" "${SHORT[@]}" "$@" -o "$W/$name.json" --format json --report "$W/$name.report.json" 2> "$W/$name.err" \
+    || { bad "$name: run failed"; cat "$W/$name.err"; return 1; }
+}
+ids() { python3 -c 'import json,sys; print(" ".join(sorted({f["id"] for f in json.load(open(sys.argv[1]))["findings"]})))' "$1"; }
+
+"$TRAINRX" workloads > "$W/list.txt" || bad "workloads failed"
+for k in workers anomaly bias eval_no_grad zero_grad_none item_every_step profiler launch_blocking threads amp slowdown; do
+  grep -q "^  $k " "$W/list.txt" || bad "workloads does not list $k"
+done
+grep -q "seeds" "$W/list.txt" && ok "workloads lists knobs and presets" || bad "no presets listed"
+
+# Defaults: train, deterministic, clean.
+for wl in cnn lm; do
+  run ${wl}_a $wl --set steps=12 && run ${wl}_b $wl --set steps=12 || continue
+  python3 - "$W/${wl}_a.report.json" "$W/${wl}_b.report.json" <<'PY' && ok "$wl: loss goes down, same seed gives the same curve" || bad "$wl: loss/determinism"
+import json, sys
+a, b = (json.load(open(p))["runs"][0] for p in sys.argv[1:3])
+la, lb = [s["loss"] for s in a["steps"]], [s["loss"] for s in b["steps"]]
+print("  losses", la[0], "->", la[-1])
+sys.exit(0 if la == lb and la[-1] < 0.7 * la[0] else 1)
+PY
+  [ -z "$(ids "$W/${wl}_a.report.json")" ] && ok "$wl defaults: no findings" || bad "$wl defaults flagged: $(ids "$W/${wl}_a.report.json")"
+done
+
+# Each bad setting is flagged with its knob's finding id.
+check() {  # name finding workload args...
+  local name=$1 id=$2 wl=$3; shift 3
+  run "$name" "$wl" "$@" || return
+  [[ " $(ids "$W/$name.report.json") " == *" $id "* ]] && ok "$* -> $id" || bad "$*: $id not flagged (got $(ids "$W/$name.report.json"))"
+}
+check workers0 input.workers cnn --set workers=0 --set data_cost=1500
+check starved input.dataloader_bound cnn --preset starved
+check anomaly debug.anomaly_detection cnn --set anomaly=1
+check profiler debug.profiler cnn --set profiler=1
+check blocking debug.launch_blocking cnn --set launch_blocking=1
+check item sync.host_device cnn --set item_every_step=1
+check zeros optim.zero_grad cnn --set zero_grad_none=0
+check bias model.bias_before_norm cnn --set bias=1
+check lmbias model.bias_before_norm lm --set bias=1 --set steps=3
+check evalgrad eval.grad_enabled cnn --set eval_no_grad=0
+check threads threads.oversubscribed cnn --set threads=$(( $(nproc) * 4 ))
+
+# Knobs whose finding needs a GPU (or is not implemented yet): they still change what they say.
+run cudnn cnn --set cudnn_benchmark=0 --set cudnn_deterministic=1
+python3 - "$W/cudnn.json" <<'PY' && ok "cudnn flags reach the trace" || bad "cudnn flags not in the trace"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+last = {e["name"]: list(e["args"].values())[0] for e in ev if e.get("ph") == "C"}
+sys.exit(0 if last.get("trainrx.config.cudnn_benchmark") == 0 and last.get("trainrx.config.cudnn_deterministic") == 1 else 1)
+PY
+run amp cnn --set amp=bf16 && grep -q 'BFloat16' "$W/amp.json" && ok "amp=bf16 runs convolutions in bfloat16" || bad "amp=bf16 not visible"
+run accum cnn --set grad_accum=2
+python3 - "$W/accum.json" <<'PY' && ok "grad_accum=2: two forwards per step" || bad "grad_accum not visible"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+steps = sum(1 for e in ev if e.get("name", "").startswith("trainrx::step#"))
+fwd = sum(1 for e in ev if e.get("name") == "trainrx::forward")
+sys.exit(0 if fwd == 2 * steps else 1)
+PY
+run slow cnn --set steps=12 --set slowdown=50000 && python3 - "$W/slow.report.json" "$W/cnn_a.report.json" <<'PY' && ok "slowdown adds its busy time" || bad "slowdown not visible"
+import json, sys
+slow, base = (json.load(open(p))["runs"][0]["median_step_ms"] for p in sys.argv[1:3])
+print("  median step", base, "->", slow)
+sys.exit(0 if slow - base > 25 else 1)
+PY
+"$TRAINRX" run cnn --set empty_cache=1 -o "$W/ec.json" > /dev/null 2> "$W/ec.err"; rc=$?
+[ $rc = 2 ] && grep -q "not implemented" "$W/ec.err" && ok "empty_cache: clear error" || bad "empty_cache: rc=$rc"
+"$TRAINRX" run cnn --set nosuch=1 2> "$W/bad.err"; rc=$?
+[ $rc = 2 ] && grep -q "unknown knob 'nosuch'" "$W/bad.err" && ok "unknown knob: clear error" || bad "unknown knob: rc=$rc"
+"$TRAINRX" run cnn --set workers=-1 2> "$W/bad2.err"; rc=$?
+[ $rc = 2 ] && grep -q "non-negative" "$W/bad2.err" && ok "bad value: clear error" || bad "bad value: rc=$rc"
+
+# Two ranks with Gloo: both traces, merged; accum_sync=1 all-reduces on every micro-step.
+run ddp cnn --nproc 2 --set grad_accum=2 && run ddpsync cnn --nproc 2 --set grad_accum=2 --set accum_sync=1
+python3 - "$W" <<'PY' && ok "nproc 2: two ranks merged, buckets all-reduced, no_sync halves the all-reduces" || bad "nproc 2"
+import json, sys, os
+w = sys.argv[1]
+rep = json.load(open(os.path.join(w, "ddp.report.json")))
+assert len(rep["runs"]) == 2 and {r["rank"] for r in rep["runs"]} == {0, 1}, "runs"
+def count(name):
+    ev = json.load(open(os.path.join(w, name)))["traceEvents"]
+    return sum(1 for e in ev if e.get("name") == "trainrx::allreduce")
+a, b = count("ddp.rank0.json"), count("ddpsync.rank0.json")
+print("  all-reduce launches (no_sync, every micro-step):", a, b)
+assert a > 0 and b == 2 * a, "accum_sync"
+PY
+exit $fail

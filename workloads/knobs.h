@@ -1,0 +1,60 @@
+// trainrx::workloads knobs — the reference workloads' settings, their defaults, and which finding
+// each one fixes. Torch-free: the CLI (`trainrx workloads`, `trainrx run` validation) and the
+// workload binary (workloads/train.cc) share this one table.
+//
+// Defaults are the "good" setting; a knob's `bad` value is the setting TRICKS.md warns about, and
+// `finding` is the id the analyzer reports for it. Presets name classic bad configurations.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainrx::workloads {
+
+struct Knob {
+  const char* name;
+  const char* default_value;
+  const char* bad_value;  // the setting that a finding flags ("" when none)
+  const char* finding;    // finding id the bad value produces ("" when none)
+  const char* where;      // "cpu", "gpu" (only has an effect with device=cuda), "dist"
+  const char* help;
+};
+
+struct Workload {
+  const char* name;
+  const char* help;
+};
+
+const std::vector<Knob>& Knobs();
+const std::vector<Workload>& Workloads();
+const Knob* FindKnob(const std::string& name);
+
+struct Preset {
+  const char* name;
+  const char* help;
+  std::vector<std::pair<const char*, const char*>> settings;
+};
+const std::vector<Preset>& Presets();
+
+// A workload's configuration: every knob with a value (defaults filled in).
+class Config {
+ public:
+  Config();  // all defaults
+  // "workers=4": false with *error naming the knob or value problem (unknown knobs list the known).
+  bool Set(const std::string& assignment, std::string* error);
+  bool ApplyPreset(const std::string& name, std::string* error);
+  const std::string& Get(const std::string& name) const;
+  int64_t Int(const std::string& name) const;
+  double Double(const std::string& name) const;
+  bool Bool(const std::string& name) const;
+  const std::map<std::string, std::string>& values() const { return values_; }
+  // Knobs set away from their default, as "k=v k=v" (for reports).
+  std::string Changed() const;
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+}  // namespace trainrx::workloads
