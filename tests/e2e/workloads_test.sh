@@ -88,6 +88,24 @@ PY
 "$TRAINRX" run cnn --set workers=-1 2> "$W/bad2.err"; rc=$?
 [ $rc = 2 ] && grep -q "non-negative" "$W/bad2.err" && ok "bad value: clear error" || bad "bad value: rc=$rc"
 
+# Knobs visible in the trace / results: workers (loading threads), eval_every, batch, seed.
+python3 - "$W/cnn_a.json" "$W/workers0.json" "$W/anomaly.json" <<'PY' && ok "workers>0 loads on worker threads, workers=0 on the training thread; eval_every=3 -> 2 evals" || bad "workers / eval_every not visible"
+import json, sys
+def tids(path, name):
+    return {e["tid"] for e in json.load(open(path))["traceEvents"] if e.get("name") == name}
+assert len(tids(sys.argv[1], "aten::flip")) == 2, tids(sys.argv[1], "aten::flip")      # 2 worker threads
+assert tids(sys.argv[2], "aten::flip") == tids(sys.argv[2], "trainrx::forward")         # the training thread
+ev = json.load(open(sys.argv[3]))["traceEvents"]
+assert sum(1 for e in ev if e.get("name") == "trainrx::eval") == 2
+PY
+run seed1 cnn --set steps=12 --set seed=1 --set batch=16
+python3 - "$W/seed1.report.json" "$W/cnn_a.report.json" "$W/seed1.json" <<'PY' && ok "seed changes the curve; batch=16 reaches trace and results" || bad "seed / batch"
+import json, sys
+a, b = (json.load(open(p))["runs"][0] for p in sys.argv[1:3])
+assert [s["loss"] for s in a["steps"]] != [s["loss"] for s in b["steps"]]
+assert a["knobs"]["batch"] == "16" and json.load(open(sys.argv[3]))["trainrx"]["batch"] == 16
+PY
+
 # Two ranks with Gloo: both traces, merged; accum_sync=1 all-reduces on every micro-step.
 run ddp cnn --nproc 2 --set grad_accum=2 && run ddpsync cnn --nproc 2 --set grad_accum=2 --set accum_sync=1
 python3 - "$W" <<'PY' && ok "nproc 2: two ranks merged, buckets all-reduced, no_sync halves the all-reduces" || bad "nproc 2"
@@ -101,5 +119,12 @@ def count(name):
 a, b = count("ddp.rank0.json"), count("ddpsync.rank0.json")
 print("  all-reduce launches (no_sync, every micro-step):", a, b)
 assert a > 0 and b == 2 * a, "accum_sync"
+PY
+run buckets cnn --nproc 2 --set steps=3 --set bucket_mb=0.02
+python3 - "$W/buckets.report.json" "$W/ddp.report.json" <<'PY' && ok "bucket_mb=0.02 splits the gradients into more buckets" || bad "bucket_mb"
+import json, sys
+small, big = (json.load(open(p))["runs"][0]["allreduce_buckets"] for p in sys.argv[1:3])
+print("  buckets", big, "->", small)
+sys.exit(0 if small > big else 1)
 PY
 exit $fail
