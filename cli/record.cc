@@ -6,6 +6,8 @@
 // because the user asked for a recording and got none.
 #include "record.h"
 
+#include "exe_dir.h"
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -29,12 +31,6 @@ pid_t g_child = -1;
 
 void ForwardSignal(int sig) {
   if (g_child > 0) kill(g_child, sig);
-}
-
-std::string ExeDir() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string(".") : exe.parent_path().string();
 }
 
 void PrependEnv(const char* name, const std::string& value) {

@@ -19,18 +19,13 @@
 #include <iostream>
 #include <sstream>
 
+#include "exe_dir.h"
 #include "knobs.h"
 
 namespace trainrx::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string ExeDir() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string(".") : exe.parent_path().string();
-}
 
 int FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
