@@ -9,6 +9,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "experiment.h"
 #include "record.h"
 #include "run.h"
 #include "sample_trace.h"
@@ -135,6 +136,36 @@ int main(int argc, char** argv) {
   run->add_option("--report", output, "write the report here instead of stdout");
   run->add_option("--threshold", thresholds, "override a threshold: id.key=value (repeatable)");
 
+  trainrx::cli::ExperimentOptions exp;
+  std::string fix_workload, fix_preset;
+  std::vector<std::string> fix_sets;
+  auto add_common = [&](CLI::App* c) {
+    c->add_option("--trials", exp.trials, "trials per configuration (default 5; at least 4)");
+    c->add_option("--seed", exp.seed, "seed of the randomized interleaving");
+    c->add_option("--format", exp.format, "text | json")->check(CLI::IsMember({"text", "json"}));
+    c->add_option("--report", exp.output, "write the report here instead of stdout");
+  };
+  auto* fix = app.add_subcommand("fix", "Run a workload, find its problems, rerun with each fix and report the measured speedups");
+  fix->add_option("workload", fix_workload, "cnn | lm")->required();
+  fix->add_option("--set", fix_sets, "knob=value (repeatable)");
+  fix->add_option("--preset", fix_preset, "a named configuration (see `trainrx workloads`)");
+  fix->add_option("--budget", exp.budget_s, "seconds: fewer trials (never below 4) when the plan would take longer");
+  add_common(fix);
+  std::vector<std::string> grids;
+  auto* sweep = app.add_subcommand("sweep", "Run every combination of knob values; median step time and throughput with CIs");
+  sweep->add_option("workload", fix_workload, "cnn | lm")->required();
+  sweep->add_option("--grid", grids, "knob=v1,v2,... (repeatable; the product is run)")->required();
+  sweep->add_option("--set", fix_sets, "fixed knob=value for every cell (repeatable)");
+  sweep->add_option("--preset", fix_preset, "a named base configuration");
+  add_common(sweep);
+  std::string ab_a, ab_b;
+  bool ab_cmd = false;
+  auto* ab = app.add_subcommand("ab", "Compare two configurations (or commands) with interleaved trials");
+  ab->add_option("--a", ab_a, "SPEC: a workload with knobs, e.g. \"cnn amp=off\" (or a command with --cmd)")->required();
+  ab->add_option("--b", ab_b, "SPEC: e.g. \"cnn slowdown=5%\"")->required();
+  ab->add_flag("--cmd", ab_cmd, "A and B are shell commands, run under `trainrx record`");
+  add_common(ab);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -144,6 +175,15 @@ int main(int argc, char** argv) {
   if (*analyze) return RunAnalyze(paths, sample, format, output, thresholds);
   if (*convert) return RunConvert(convert_paths, convert_out);
   if (*workloads) return trainrx::cli::ListWorkloads(std::cout);
+  if (*fix || *sweep) {
+    trainrx::cli::WorkloadSpec spec;
+    std::string text = fix_workload + (fix_preset.empty() ? "" : " preset=" + fix_preset);
+    for (const auto& s : fix_sets) text += " " + s;
+    std::string error;
+    if (!trainrx::cli::ParseSpec(text, &spec, &error)) return Fail(error);
+    return *fix ? trainrx::cli::RunFix(spec, exp) : trainrx::cli::RunSweep(spec, grids, exp);
+  }
+  if (*ab) return trainrx::cli::RunAb(ab_a, ab_b, ab_cmd, exp);
   if (*run) {
     return trainrx::cli::RunWorkload(run_options, [&](const std::vector<std::string>& traces,
                                                       const std::vector<std::string>& run_json,

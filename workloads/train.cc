@@ -310,17 +310,29 @@ void SetAutocast(bool on, const std::string& amp, bool cuda) {
 
 struct StepResult {
   double ms;
+  char arm;            // 'A' (the configuration) or 'B' (--alt-set), see AltArm()
   torch::Tensor loss;  // read after training: no sync inside the loop
 };
 
+// In-process A/B: knobs that can change between steps, and the step order A B B A | A B B A ...
+// (blocks of four, so neither arm always runs right after warm-up or right before evaluation).
+bool IsSwitchable(const std::string& knob) {
+  return knob == "slowdown" || knob == "item_every_step" || knob == "zero_grad_none" || knob == "anomaly";
+}
+char AltArm(int64_t i) {
+  static const char kPattern[] = {'A', 'B', 'B', 'A'};
+  return kPattern[i % 4];
+}
+
 int Usage(const char* msg) {
   std::cerr << "trainrx-workload: error: " << msg
-            << "\nusage: trainrx-workload cnn|lm [--set knob=value]... [--preset NAME] [-o TRACE] [--result JSON]\n";
+            << "\nusage: trainrx-workload cnn|lm [--set knob=value]... [--preset NAME] [-o TRACE | --no-trace] [--result JSON] [--alt-set knob=value]...\n";
   return 2;
 }
 
 template <typename Model, typename Data>
-int Train(const std::string& name, const Config& cfg, Model& model, Data dataset, const std::string& result_path) {
+int Train(const std::string& name, const Config& cfg, const Config* alt, Model& model, Data dataset,
+          const std::string& result_path) {
   const int rank = std::max(0, EnvInt("RANK", 0));
   const int world = std::max(1, EnvInt("WORLD_SIZE", 1));
   const bool cuda = cfg.Get("device") == "cuda";
@@ -392,9 +404,13 @@ int Train(const std::string& name, const Config& cfg, Model& model, Data dataset
   std::vector<StepResult> results;
   torch::Tensor running = torch::zeros({}, torch::TensorOptions().device(device));
   const int64_t eval_every = cfg.Int("eval_every");
-  const double slowdown = cfg.Double("slowdown");
   model.train();
   for (int64_t s = 0; s < warmup + steps; ++s) {
+    // With --alt-set, timed steps alternate between the two configurations (switchable knobs).
+    const char arm = alt && s >= warmup ? AltArm(s - warmup) : 'A';
+    const Config& k = arm == 'B' ? *alt : cfg;
+    if (alt) torch::autograd::AnomalyMode::set_enabled(k.Bool("anomaly"));
+    const double slowdown = k.Double("slowdown");
     const auto t0 = Clock::now();
     tp::MarkStep(s);
     torch::Tensor loss_total = torch::zeros({}, torch::TensorOptions().device(device));
@@ -430,11 +446,11 @@ int Train(const std::string& name, const Config& cfg, Model& model, Data dataset
       RECORD_USER_SCOPE(zero_name.c_str());
       for (auto& p : params) {
         if (!p.grad().defined()) continue;
-        if (cfg.Bool("zero_grad_none")) p.mutable_grad() = torch::Tensor();
+        if (k.Bool("zero_grad_none")) p.mutable_grad() = torch::Tensor();
         else p.mutable_grad().zero_();
       }
     }
-    if (cfg.Bool("item_every_step")) running += loss_total.item<float>();  // the planted sync
+    if (k.Bool("item_every_step")) running += loss_total.item<float>();  // the planted sync
     else running += loss_total;
     if (cfg.Bool("empty_cache") && cuda) {
       // c10::cuda's allocator is not part of the CPU build's headers: not available here.
@@ -460,7 +476,7 @@ int Train(const std::string& name, const Config& cfg, Model& model, Data dataset
       model.train();
     }
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    if (s >= warmup) results.push_back({ms, loss_total});
+    if (s >= warmup) results.push_back({ms, arm, loss_total});
   }
   tp::EndStep();
   legacy.reset();
@@ -489,6 +505,7 @@ int Train(const std::string& name, const Config& cfg, Model& model, Data dataset
     w.BeginObject();
     w.Field("step", static_cast<int64_t>(warmup + i));
     w.Field("ms", results[i].ms, 4);
+    if (alt) w.Field("arm", std::string(1, results[i].arm));
     w.Field("loss", static_cast<double>(results[i].loss.item<float>()), 6);
     w.EndObject();
   }
@@ -512,6 +529,8 @@ int main(int argc, char** argv) {
   const std::string name = argv[1];
   Config cfg;
   std::string trace = "trainrx_" + name + ".json", result = "";
+  bool no_trace = false;  // experiments time the program itself, not the program under the probes
+  std::vector<std::string> alt_sets;  // in-process A/B: B = the configuration with these
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     std::string error;
@@ -528,6 +547,10 @@ int main(int argc, char** argv) {
         trace = need("-o");
       } else if (a == "--result") {
         result = need("--result");
+      } else if (a == "--no-trace") {
+        no_trace = true;
+      } else if (a == "--alt-set") {
+        alt_sets.push_back(need("--alt-set"));
       } else {
         return Usage(("unknown argument " + a).c_str());
       }
@@ -536,6 +559,16 @@ int main(int argc, char** argv) {
     }
   }
   if (name != "cnn" && name != "lm") return Usage(("unknown workload '" + name + "'").c_str());
+  std::unique_ptr<Config> alt;
+  if (!alt_sets.empty()) {
+    alt = std::make_unique<Config>(cfg);
+    for (const auto& a : alt_sets) {
+      std::string error;
+      const std::string knob = a.substr(0, a.find('='));
+      if (!IsSwitchable(knob)) return Usage(("--alt-set " + knob + ": only slowdown, item_every_step, zero_grad_none and anomaly switch between steps").c_str());
+      if (!alt->Set(a, &error)) return Usage(error.c_str());
+    }
+  }
   if (result.empty()) result = trace + ".result.json";
   if (cfg.Get("device") == "cuda" && !torch::cuda::is_available()) return Usage("device=cuda but no CUDA device is available");
   if (cfg.Get("amp") == "fp16" && cfg.Get("device") != "cuda") return Usage("amp=fp16 needs device=cuda (use amp=bf16 on CPU)");
@@ -551,7 +584,7 @@ int main(int argc, char** argv) {
 
   tp::StartOptions options;
   options.output = trace;
-  if (!tp::Start(options)) return 3;
+  if (!no_trace && !tp::Start(options)) return 3;
   tp::SetConfig("workers", static_cast<double>(cfg.Int("workers")));
   tp::SetConfig("batch", static_cast<double>(cfg.Int("batch")));
   tp::SetConfigText("workload", name);
@@ -563,12 +596,12 @@ int main(int argc, char** argv) {
     const int64_t n = 1 << 20;  // indices; samples are generated on demand
     if (name == "cnn") {
       Cnn model(cfg.Bool("bias"));
-      rc = Train(name, cfg, model, Images(n, cost, seed), result);
+      rc = Train(name, cfg, alt.get(), model, Images(n, cost, seed), result);
     } else {
       Lm model(cfg.Bool("bias"));
-      rc = Train(name, cfg, model, Tokens(n, cost, seed), result);
+      rc = Train(name, cfg, alt.get(), model, Tokens(n, cost, seed), result);
     }
-    if (tp::Stop().empty()) return 3;
+    if (!no_trace && tp::Stop().empty()) return 3;
     return rc;
   } catch (const std::exception& e) {
     std::cerr << "trainrx-workload: error: " << e.what() << "\n";

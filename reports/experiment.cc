@@ -1,0 +1,207 @@
+#include "trainrx/reports/experiment.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "trainrx/profiler/json_writer.h"
+
+namespace trainrx::reports {
+namespace {
+
+using profiler::JsonWriter;
+
+std::string Pad(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
+
+void Table(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    width.resize(std::max(width.size(), r.size()));
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  }
+  for (const auto& r : rows) {
+    std::string line = " ";
+    for (size_t i = 0; i < r.size(); ++i) line += " " + Pad(r[i], width[i] + 1);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  }
+}
+
+std::string P(double p) { return p < 0.001 ? "<0.001" : fmt::format("{:.3f}", p); }
+
+void WriteComparison(JsonWriter& w, const stats::Comparison& c) {
+  w.Field("median_a", c.median_a, 6);
+  w.Field("median_b", c.median_b, 6);
+  w.Field("speedup", c.speedup, 6);
+  w.Field("ci_low", c.ci_low, 6);
+  w.Field("ci_high", c.ci_high, 6);
+  w.Field("p_value", c.p_value, 6);
+  w.Field("detectable_speedup", c.detectable, 6);
+  w.Field("verdict", stats::VerdictName(c.verdict));
+  w.Field("n_a", static_cast<int64_t>(c.n_a));
+  w.Field("n_b", static_cast<int64_t>(c.n_b));
+}
+
+void WriteArm(JsonWriter& w, const Arm& a) {
+  w.BeginObject();
+  w.Field("label", a.label);
+  w.Key("trial_ms");
+  w.BeginArray();
+  for (double x : a.trial_ms) w.Double(x, 6);
+  w.EndArray();
+  w.Key("samples_per_s");
+  w.BeginArray();
+  for (double x : a.samples_per_s) w.Double(x, 3);
+  w.EndArray();
+  w.EndObject();
+}
+
+}  // namespace
+
+std::string FormatSpeedup(const stats::Comparison& c) {
+  return fmt::format("{:.2f}x [{:.2f}, {:.2f}]", c.speedup, c.ci_low, c.ci_high);
+}
+
+void WriteFixText(const FixReport& r, std::ostream& out) {
+  out << fmt::format("trainrx fix {}: baseline {} ({} interleaved trials per comparison; median {:.2f} ms/step)\n\n",
+                     r.workload, r.baseline_label, r.trials, stats::Median(r.baseline.trial_ms));
+  std::vector<std::vector<std::string>> rows = {
+      {"finding", "change", "estimated", "measured speedup [95% CI]", "p", "detectable", "verdict"}};
+  for (const auto& row : r.rows) {
+    std::string ids;
+    for (const auto& f : row.findings) ids += (ids.empty() ? "" : ", ") + f;
+    rows.push_back({ids.empty() ? "-" : ids, row.change,
+                    row.estimated_saving_pct > 0 ? fmt::format("-{:.1f}%", row.estimated_saving_pct) : "-",
+                    FormatSpeedup(row.cmp), P(row.cmp.p_value), fmt::format("{:.2f}x", row.cmp.detectable),
+                    stats::VerdictName(row.cmp.verdict)});
+  }
+  Table(rows, out);
+  out << "\nspeedup = baseline median step time / fixed median step time (> 1: the fix is faster); "
+         "CI: bootstrap over trials; p: Mann-Whitney U on trial medians; detectable: the smallest speedup "
+         "this run could have detected.\n";
+  for (const auto& n : r.notes) out << "note: " << n << "\n";
+}
+
+void WriteFixJson(const FixReport& r, std::ostream& out) {
+  JsonWriter w(out, /*pretty=*/true);
+  w.BeginObject();
+  w.Field("schema", kExperimentSchema);
+  w.Field("kind", "fix");
+  w.Field("workload", r.workload);
+  w.Field("baseline", r.baseline_label);
+  w.Field("trials", static_cast<int64_t>(r.trials));
+  w.Field("order", r.order);
+  w.Key("baseline_trials");
+  WriteArm(w, r.baseline);
+  w.Key("fixes");
+  w.BeginArray();
+  for (const auto& row : r.rows) {
+    w.BeginObject();
+    w.Field("finding", row.findings.empty() ? std::string() : row.findings.front());
+    w.Key("findings");
+    w.BeginArray();
+    for (const auto& f : row.findings) w.String(f);
+    w.EndArray();
+    w.Field("knob", row.change);
+    w.Field("estimated_saving_pct", row.estimated_saving_pct, 3);
+    WriteComparison(w, row.cmp);
+    w.Key("fixed_trials");
+    WriteArm(w, row.fixed);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("notes");
+  w.BeginArray();
+  for (const auto& n : r.notes) w.String(n);
+  w.EndArray();
+  w.EndObject();
+  out << "\n";
+}
+
+void WriteSweepText(const SweepReport& r, std::ostream& out) {
+  out << fmt::format("trainrx sweep {}: {} cells x {} trials, interleaved\n\n", r.workload, r.cells.size(), r.trials);
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> head = r.grid_keys;
+  head.insert(head.end(), {"median ms/step [95% CI]", "samples/s", "best/this", ""});
+  rows.push_back(head);
+  const double best = r.cells.empty() ? 0 : r.cells[r.best].samples_per_s;
+  for (size_t i = 0; i < r.cells.size(); ++i) {
+    const auto& c = r.cells[i];
+    std::vector<std::string> row;
+    for (const auto& [k, v] : c.knobs) row.push_back(v);
+    row.push_back(fmt::format("{:.2f} [{:.2f}, {:.2f}]", c.median_ms, c.ci.low, c.ci.high));
+    row.push_back(fmt::format("{:.1f}", c.samples_per_s));
+    row.push_back(c.samples_per_s > 0 ? fmt::format("{:.2f}x", best / c.samples_per_s) : "-");
+    row.push_back(i == r.best ? "<- best" : "");
+    rows.push_back(row);
+  }
+  Table(rows, out);
+}
+
+void WriteSweepJson(const SweepReport& r, std::ostream& out) {
+  JsonWriter w(out, /*pretty=*/true);
+  w.BeginObject();
+  w.Field("schema", kExperimentSchema);
+  w.Field("kind", "sweep");
+  w.Field("workload", r.workload);
+  w.Field("trials", static_cast<int64_t>(r.trials));
+  w.Field("best", static_cast<int64_t>(r.best));
+  w.Key("cells");
+  w.BeginArray();
+  for (const auto& c : r.cells) {
+    w.BeginObject();
+    w.Key("knobs");
+    w.BeginObject();
+    for (const auto& [k, v] : c.knobs) w.Field(k, v);
+    w.EndObject();
+    w.Field("median_ms", c.median_ms, 6);
+    w.Field("ci_low", c.ci.low, 6);
+    w.Field("ci_high", c.ci.high, 6);
+    w.Field("samples_per_s", c.samples_per_s, 3);
+    w.Key("trials");
+    WriteArm(w, c.arm);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  out << "\n";
+}
+
+void WriteAbText(const AbReport& r, std::ostream& out) {
+  const auto& c = r.cmp;
+  out << fmt::format("trainrx ab: {} interleaved trials per side (order {})\n", r.trials, r.order);
+  std::vector<std::vector<std::string>> rows = {{"", "config", fmt::format("median {}", r.unit), "95% CI"}};
+  const auto ci_a = stats::MedianCi(r.a.trial_ms), ci_b = stats::MedianCi(r.b.trial_ms);
+  rows.push_back({"A", r.a.label, fmt::format("{:.3f}", c.median_a), fmt::format("[{:.3f}, {:.3f}]", ci_a.low, ci_a.high)});
+  rows.push_back({"B", r.b.label, fmt::format("{:.3f}", c.median_b), fmt::format("[{:.3f}, {:.3f}]", ci_b.low, ci_b.high)});
+  Table(rows, out);
+  out << fmt::format("\nB vs A: speedup {} (time ratio B/A {:.3f}), p = {}, smallest detectable {:.3f}x: {}\n",
+                     FormatSpeedup(c), c.speedup > 0 ? 1 / c.speedup : 0, P(c.p_value), c.detectable,
+                     stats::VerdictName(c.verdict) == std::string("faster")   ? "B is faster"
+                     : stats::VerdictName(c.verdict) == std::string("slower") ? "B is slower"
+                                                                              : "no significant difference");
+  for (const auto& n : r.notes) out << "note: " << n << "\n";
+}
+
+void WriteAbJson(const AbReport& r, std::ostream& out) {
+  JsonWriter w(out, /*pretty=*/true);
+  w.BeginObject();
+  w.Field("schema", kExperimentSchema);
+  w.Field("kind", "ab");
+  w.Field("trials", static_cast<int64_t>(r.trials));
+  w.Field("order", r.order);
+  w.Field("unit", r.unit);
+  w.Key("a");
+  WriteArm(w, r.a);
+  w.Key("b");
+  WriteArm(w, r.b);
+  WriteComparison(w, r.cmp);
+  w.Key("notes");
+  w.BeginArray();
+  for (const auto& n : r.notes) w.String(n);
+  w.EndArray();
+  w.EndObject();
+  out << "\n";
+}
+
+}  // namespace trainrx::reports

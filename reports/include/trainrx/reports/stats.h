@@ -1,0 +1,63 @@
+// trainrx::reports::stats — the statistics behind `trainrx fix`, `sweep`, `ab` and the CI gate.
+// Torch-free, pure, deterministic (every random draw comes from a seed the caller passes).
+//
+// Unit of observation: one TRIAL (one process run of a configuration) summarized by the median of
+// its per-step times after warm-up. Steps inside a trial are correlated (same process, same
+// caches), so they are not independent samples; trials are, because A and B trials are
+// interleaved in randomized pairs (ABBA/BAAB...) and drift hits both.
+//
+// Compare(a, b):
+//   speedup     = median(a) / median(b): > 1 means B is faster (B takes 1/speedup of A's time)
+//   95 % CI     = percentile bootstrap of that ratio, resampling trials of A and of B
+//                 independently (2000 resamples)
+//   p           = two-sided Mann-Whitney U on the trial medians (exact distribution for
+//                 n_a + n_b <= 30, else the normal approximation with tie correction)
+//   verdict     = faster / slower when p < alpha AND the CI excludes 1; else "no significant
+//                 difference" (an honest, reported outcome)
+//   detectable  = the smallest speedup this design could have detected: the ratio at which a
+//                 one-sided 2.5 % test has 80 % power given the observed spread of log times,
+//                 exp((1.96 + 0.84) * sqrt(s_a^2/n_a + s_b^2/n_b)) (normal approximation on logs)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainrx::reports::stats {
+
+double Median(std::vector<double> v);
+
+enum class Verdict { kFaster, kSlower, kNoDifference };
+const char* VerdictName(Verdict v);  // "faster", "slower", "no significant difference"
+
+struct Comparison {
+  double median_a = 0, median_b = 0;
+  double speedup = 1, ci_low = 1, ci_high = 1;
+  double p_value = 1;
+  double detectable = 1;  // smallest detectable speedup (>= 1)
+  Verdict verdict = Verdict::kNoDifference;
+  size_t n_a = 0, n_b = 0;
+};
+
+struct CompareOptions {
+  double alpha = 0.05;
+  int resamples = 2000;
+  uint64_t seed = 1;
+};
+
+Comparison Compare(const std::vector<double>& a, const std::vector<double>& b, const CompareOptions& options = {});
+
+// Two-sided Mann-Whitney U p-value.
+double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b);
+
+// 95 % bootstrap percentile interval of one sample's median.
+struct Interval {
+  double low = 0, high = 0;
+};
+Interval MedianCi(const std::vector<double>& v, int resamples = 2000, uint64_t seed = 1);
+
+// Interleaving: the run order of `trials` A/B pairs, each pair AB or BA at random (seeded), e.g.
+// "ABBAABBA...". Never all-A-then-all-B.
+std::string PairOrder(int trials, uint64_t seed);
+
+}  // namespace trainrx::reports::stats

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Measured experiments end to end (short runs): `ab` detects a 5 % slowdown (in-process A B B A
+# steps), `fix` measures anomaly detection off as a significant speedup and prints the
+# "all fixes" line, `sweep` prints every cell with the best marked, JSON carries the fields the
+# docs promise, and bad input is a clear error. Usage: experiments_test.sh TRAINRX. 77 = skip.
+set -uo pipefail
+TRAINRX=$1
+[ -x "$(dirname "$TRAINRX")/trainrx-workload" ] || { echo "skip: built without LibTorch"; exit 77; }
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+fail=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+
+"$TRAINRX" ab --a "cnn slowdown=0" --b "cnn slowdown=5%" --trials 4 --format json --report "$W/ab.json" 2> "$W/ab.err" || bad "ab failed: $(cat "$W/ab.err")"
+python3 - "$W/ab.json" <<'PY' && ok "ab detects a 5% slowdown" || bad "ab missed the 5% slowdown"
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("  time ratio B/A %.3f, CI of speedup [%.3f, %.3f], p %.4f, verdict %s" % (1 / r["speedup"], r["ci_low"], r["ci_high"], r["p_value"], r["verdict"]))
+sys.exit(0 if r["verdict"] == "slower" and 1.02 < 1 / r["speedup"] < 1.10 else 1)
+PY
+
+"$TRAINRX" fix cnn --set anomaly=1 --set steps=8 --set warmup=1 --set eval_every=0 --trials 4 --format json --report "$W/fix.json" 2> "$W/fix.err" || bad "fix failed: $(tail -5 "$W/fix.err")"
+python3 - "$W/fix.json" <<'PY' && ok "fix: anomaly off is a significant speedup; all-fixes row present" || bad "fix report"
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows = {f["knob"]: f for f in r["fixes"]}
+a = rows["anomaly=1 -> 0"]
+print("  anomaly off: %.2fx [%.2f, %.2f] p=%.4f %s" % (a["speedup"], a["ci_low"], a["ci_high"], a["p_value"], a["verdict"]))
+for key in ("finding", "knob", "speedup", "ci_low", "ci_high", "p_value", "verdict"):
+    assert key in a, key
+assert a["finding"] == "debug.anomaly_detection" and a["verdict"] == "faster" and a["speedup"] > 1.5
+assert "all fixes" in rows
+PY
+"$TRAINRX" fix cnn --set steps=4 --set warmup=1 --trials 4 > "$W/clean.txt" 2>&1 || bad "fix on a clean config failed"
+grep -q "nothing to fix" "$W/clean.txt" && ok "fix on the good configuration: nothing to fix" || bad "clean fix: $(cat "$W/clean.txt")"
+
+"$TRAINRX" sweep cnn --grid workers=0,2 --grid batch=16,32 --set steps=4 --set warmup=1 --set eval_every=0 --trials 2 > "$W/sweep.txt" 2> "$W/sweep.err" || bad "sweep failed: $(cat "$W/sweep.err")"
+[ "$(grep -cE '[0-9]x( |$)' "$W/sweep.txt")" = 4 ] && [ "$(grep -c '<- best' "$W/sweep.txt")" = 1 ] && ok "sweep: 4 cells, one best" || { bad "sweep table"; cat "$W/sweep.txt"; }
+
+"$TRAINRX" ab --a "cnn" --b "gpt" 2> "$W/e1"; rc=$?
+[ $rc = 2 ] && grep -q "unknown workload 'gpt'" "$W/e1" && ok "ab: unknown workload is a clear error" || bad "ab bad workload rc=$rc"
+"$TRAINRX" ab --a "cnn" --b "cnn slowdown=5" --trials 3 2> "$W/e2"; rc=$?
+[ $rc = 2 ] && grep -q "at least 4" "$W/e2" && ok "too few trials is a clear error" || bad "trials rc=$rc"
+"$TRAINRX" sweep cnn --grid workers 2> "$W/e3"; rc=$?
+[ $rc = 2 ] && grep -q "knob=v1,v2" "$W/e3" && ok "bad grid is a clear error" || bad "grid rc=$rc"
+exit $fail

@@ -1,0 +1,86 @@
+#include "trainrx/reports/stats.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+namespace trainrx::reports::stats {
+namespace {
+
+std::vector<double> LogNormal(std::mt19937_64& rng, int n, double median, double sigma) {
+  std::lognormal_distribution<double> d(std::log(median), sigma);
+  std::vector<double> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+TEST(StatsTest, MedianOfOddAndEven) {
+  EXPECT_DOUBLE_EQ(Median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(Median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(Median({}), 0);
+}
+
+TEST(StatsTest, MannWhitneyExactMatchesTheTable) {
+  // Complete separation, 5 vs 5: the smallest two-sided p is 2 / C(10,5) = 2/252.
+  EXPECT_NEAR(MannWhitneyP({1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}), 2.0 / 252, 1e-12);
+  // 3 vs 3 can never reach 0.05: the design needs at least 4 trials per arm.
+  EXPECT_NEAR(MannWhitneyP({1, 2, 3}, {4, 5, 6}), 0.1, 1e-12);
+  // Interleaved samples: no evidence.
+  EXPECT_GT(MannWhitneyP({1, 3, 5, 7}, {2, 4, 6, 8}), 0.5);
+  // Ties use the normal approximation and stay in [0, 1].
+  const double p = MannWhitneyP({1, 1, 2, 2}, {1, 2, 2, 3});
+  EXPECT_GE(p, 0.0);
+  EXPECT_LE(p, 1.0);
+}
+
+TEST(StatsTest, DetectsAKnownTwentyPercentSpeedup) {
+  std::mt19937_64 rng(7);
+  const auto a = LogNormal(rng, 8, 100, 0.03), b = LogNormal(rng, 8, 100 / 1.2, 0.03);
+  const Comparison c = Compare(a, b);
+  EXPECT_EQ(c.verdict, Verdict::kFaster);
+  EXPECT_NEAR(c.speedup, 1.2, 0.05);
+  EXPECT_LT(c.ci_low, c.speedup);
+  EXPECT_GT(c.ci_high, c.speedup);
+  EXPECT_GT(c.ci_low, 1.0);
+  EXPECT_LT(c.p_value, 0.01);
+  EXPECT_LT(c.detectable, 1.2);
+}
+
+TEST(StatsTest, SlowerIsSlowerAndNoiseIsNoDifference) {
+  std::mt19937_64 rng(11);
+  EXPECT_EQ(Compare(LogNormal(rng, 8, 100, 0.02), LogNormal(rng, 8, 110, 0.02)).verdict, Verdict::kSlower);
+  const Comparison same = Compare(LogNormal(rng, 6, 100, 0.10), LogNormal(rng, 6, 101, 0.10));
+  EXPECT_EQ(same.verdict, Verdict::kNoDifference);
+  EXPECT_GT(same.detectable, 1.05);  // with 10 % noise and 6 trials, 1 % is far below what we can see
+}
+
+// A/A: both arms from the same distribution. The false-positive rate must be at or below the
+// nominal 5 % (the verdict also needs the bootstrap CI to exclude 1, which only makes it stricter).
+TEST(StatsTest, AaFalsePositiveRateIsAtMostNominal) {
+  std::mt19937_64 rng(2026);
+  const int studies = 400;
+  int false_positives = 0;
+  CompareOptions o;
+  o.resamples = 400;
+  for (int s = 0; s < studies; ++s) {
+    o.seed = static_cast<uint64_t>(s + 1);
+    const Comparison c = Compare(LogNormal(rng, 6, 50, 0.08), LogNormal(rng, 6, 50, 0.08), o);
+    false_positives += c.verdict != Verdict::kNoDifference;
+  }
+  const double rate = static_cast<double>(false_positives) / studies;
+  std::printf("A/A false-positive rate: %d / %d = %.3f (nominal 0.05)\n", false_positives, studies, rate);
+  EXPECT_LE(rate, 0.05 + 0.02);  // binomial slack for 400 studies (sd ~ 0.011)
+}
+
+TEST(StatsTest, PairOrderInterleavesEveryPair) {
+  const std::string order = PairOrder(6, 3);
+  ASSERT_EQ(order.size(), 12u);
+  for (size_t i = 0; i < order.size(); i += 2) EXPECT_NE(order[i], order[i + 1]);
+  EXPECT_NE(order, std::string(6, 'A') + std::string(6, 'B'));
+  EXPECT_NE(PairOrder(6, 3), PairOrder(6, 4));  // the seed matters
+}
+
+}  // namespace
+}  // namespace trainrx::reports::stats
