@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "experiment.h"
+#include "gate.h"
 #include "record.h"
 #include "run.h"
 #include "sample_trace.h"
@@ -166,6 +167,36 @@ int main(int argc, char** argv) {
   ab->add_flag("--cmd", ab_cmd, "A and B are shell commands, run under `trainrx record`");
   add_common(ab);
 
+  trainrx::cli::GateOptions gate;
+  gate.torch_version = TRAINRX_PROBE_TORCH_VERSION;
+  double tolerance_pct = 3, undetected_pct = 10;
+  auto* gate_cmd = app.add_subcommand("gate", "CI performance regression gate (exit 0 pass, 1 regression, 2 error, 3 inconclusive)");
+  gate_cmd->require_subcommand(1);
+  auto spec_opts = [&](CLI::App* c) {
+    c->add_flag("--cmd", gate.command, "the SPEC is a shell command (run under `trainrx record`)");
+    c->add_option("--trials", gate.trials, "trials per side (default 6; at least 4)");
+    c->add_option("spec", gate.spec, "after --: a workload with knobs (cnn workers=2) or, with --cmd, a command");
+  };
+  auto* rb = gate_cmd->add_subcommand("record-baseline", "Run trials of SPEC and store them as the baseline");
+  rb->add_option("-o,--output", gate.output, "baseline file (JSON)")->required();
+  spec_opts(rb);
+  auto* gc = gate_cmd->add_subcommand("check", "Compare SPEC (or --current FILE) with the baseline: pass / fail / inconclusive");
+  gc->add_option("--baseline", gate.baseline, "baseline file")->required();
+  gc->add_option("--current", gate.current, "compare against this recorded file instead of running SPEC");
+  gc->add_option("--budget", gate.budget_s, "seconds: keep adding trials while inconclusive, up to this");
+  gc->add_option("--tolerance", tolerance_pct, "percent: slowdowns below this do not fail (default 3)");
+  gc->add_option("--max-undetected", undetected_pct, "percent: pass needs the CI to rule out a regression this large (default 10)");
+  gc->add_option("--inconclusive", gate.inconclusive, "exit code for inconclusive: error (3), pass (0) or fail (1)")
+      ->check(CLI::IsMember({"error", "pass", "fail"}));
+  gc->add_flag("--strict", gate.strict, "a fingerprint mismatch is an error (exit 2), not a warning");
+  gc->add_flag("--stored", gate.stored_only, "compare with the stored samples; never re-run the baseline spec");
+  gc->add_option("--format", gate.format, "text | md | junit | json")->check(CLI::IsMember({"text", "md", "junit", "json"}));
+  gc->add_option("--report", gate.report, "write the report here instead of stdout");
+  spec_opts(gc);
+  auto* st = gate_cmd->add_subcommand("self-test", "Measure the gate's false-alarm and detection rates on this machine");
+  st->add_option("--repeats", gate.repeats, "gate decisions per case (default 20)");
+  spec_opts(st);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -184,6 +215,13 @@ int main(int argc, char** argv) {
     return *fix ? trainrx::cli::RunFix(spec, exp) : trainrx::cli::RunSweep(spec, grids, exp);
   }
   if (*ab) return trainrx::cli::RunAb(ab_a, ab_b, ab_cmd, exp);
+  if (*gate_cmd) {
+    gate.rule.tolerance = tolerance_pct / 100;
+    gate.rule.max_undetected = undetected_pct / 100;
+    if (*rb) return trainrx::cli::GateRecordBaseline(gate);
+    if (*gc) return trainrx::cli::GateCheck(gate);
+    return trainrx::cli::GateSelfTest(gate);
+  }
   if (*run) {
     return trainrx::cli::RunWorkload(run_options, [&](const std::vector<std::string>& traces,
                                                       const std::vector<std::string>& run_json,

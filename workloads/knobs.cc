@@ -57,7 +57,7 @@ const std::vector<Preset>& Presets() {
   static const std::vector<Preset> kPresets = {
       {"good", "every knob at its default (the recommended setting)", {}},
       {"seeds", "everything the seed articles warn about",
-       {{"workers", "0"}, {"anomaly", "1"}, {"item_every_step", "1"}, {"zero_grad_none", "0"}, {"bias", "1"},
+       {{"workers", "0"}, {"data_cost", "1500"}, {"anomaly", "1"}, {"item_every_step", "1"}, {"zero_grad_none", "0"}, {"bias", "1"},
         {"eval_no_grad", "0"}, {"cudnn_benchmark", "0"}, {"pin_memory", "0"}}},
       {"debug-left-on", "debugging switches left in a training run",
        {{"anomaly", "1"}, {"profiler", "1"}, {"launch_blocking", "1"}}},

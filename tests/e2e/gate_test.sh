@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The CI gate end to end: each verdict path with its exit code (pass 0, fail 1, error 2,
+# inconclusive 3), fingerprint warnings and --strict, corrupt baselines, and the output formats.
+# Usage: gate_test.sh TRAINRX. Exit 77 (skip) without the workloads for the parts that run them.
+set -uo pipefail
+TRAINRX=$1
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+fail=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+expect_rc() {  # want label cmd...
+  local want=$1 label=$2; shift 2
+  "$@" > "$W/out" 2> "$W/err"; local rc=$?
+  [ $rc = "$want" ] && ok "$label (exit $rc)" || { bad "$label: exit $rc, want $want"; cat "$W/out" "$W/err" | tail -8; }
+}
+base() {  # file cpus values...
+  local f=$1 cpus=$2; shift 2
+  local vals; vals=$(IFS=,; echo "$*")
+  printf '{"schema":"trainrx.baseline/1","spec":"cnn","command":false,"unit":"ms per step","fingerprint":{"cpus":"%s","cpu_model":"m"},"trial_ms":[%s],"samples_per_s":[]}\n' "$cpus" "$vals" > "$f"
+}
+
+# Stored vs stored: the decision paths without running anything.
+base "$W/a.json" 2 50 50.2 49.8 50.1 49.9 50.05
+base "$W/slow.json" 2 60 60.3 59.8 60.1 59.9 60.2
+base "$W/same.json" 2 50.1 49.9 50 50.2 49.95 50.05
+base "$W/noisy.json" 2 40 65 50 35 70 55
+expect_rc 1 "20% regression fails" "$TRAINRX" gate check --baseline "$W/a.json" --current "$W/slow.json"
+grep -q "fail" "$W/out" || bad "fail verdict not printed"
+expect_rc 0 "same distribution passes" "$TRAINRX" gate check --baseline "$W/a.json" --current "$W/same.json"
+expect_rc 3 "too noisy is inconclusive" "$TRAINRX" gate check --baseline "$W/a.json" --current "$W/noisy.json"
+expect_rc 0 "--inconclusive pass maps it to 0" "$TRAINRX" gate check --baseline "$W/a.json" --current "$W/noisy.json" --inconclusive pass
+base "$W/other.json" 64 50.1 49.9 50 50.2 49.95 50.05
+expect_rc 0 "fingerprint mismatch is a warning" "$TRAINRX" gate check --baseline "$W/a.json" --current "$W/other.json"
+grep -q "warning: fingerprint cpus differs" "$W/out" && ok "mismatch reported" || bad "no fingerprint warning"
+echo '{"schema":"trainrx.baseline/1","spec":"cnn","trial_ms":[50,"x",1,2]}' > "$W/corrupt.json"
+expect_rc 2 "corrupt baseline" "$TRAINRX" gate check --baseline "$W/corrupt.json" --current "$W/a.json"
+grep -q "corrupt.json: \"trial_ms\"\[1\] is not a positive number" "$W/err" && ok "names the file and field" || bad "corrupt message: $(cat "$W/err")"
+expect_rc 2 "missing baseline" "$TRAINRX" gate check --baseline "$W/nope.json" --current "$W/a.json"
+"$TRAINRX" gate check --baseline "$W/a.json" --current "$W/slow.json" --format junit > "$W/j.xml"
+grep -q '<failure message="regression">' "$W/j.xml" && ok "junit failure" || bad "junit"
+"$TRAINRX" gate check --baseline "$W/a.json" --current "$W/same.json" --format md > "$W/g.md"
+grep -q '| median step time | pass |' "$W/g.md" && ok "markdown table" || bad "markdown: $(cat "$W/g.md")"
+"$TRAINRX" gate check --baseline "$W/a.json" --current "$W/slow.json" --format json > "$W/g.json"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["verdict"]=="fail" and r["metrics"][0]["worse_ratio"]>1.15' "$W/g.json" && ok "json" || bad "json"
+
+# With the workloads: record a baseline, check an in-process 50 % slowdown, --strict.
+[ -x "$(dirname "$TRAINRX")/trainrx-workload" ] || { echo "skip: no workloads"; exit $fail; }
+SPEC=(cnn steps=10 warmup=1 eval_every=0)
+expect_rc 0 "record-baseline" "$TRAINRX" gate record-baseline -o "$W/base.json" --trials 4 -- "${SPEC[@]}"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert len(r["trial_ms"])==4 and r["fingerprint"]["cpus"]' "$W/base.json" && ok "baseline stores trials and fingerprint" || bad "baseline file"
+expect_rc 1 "50% slowdown fails (in-process)" "$TRAINRX" gate check --baseline "$W/base.json" --trials 4 -- "${SPEC[@]}" slowdown=30000
+grep -q "in-process" "$W/out" && ok "in-process mode named" || bad "mode: $(cat "$W/out")"
+sed -i 's/"cpus": "[0-9]*"/"cpus": "999"/' "$W/base.json"
+expect_rc 2 "--strict fingerprint mismatch" "$TRAINRX" gate check --baseline "$W/base.json" --strict -- "${SPEC[@]}"
+exit $fail

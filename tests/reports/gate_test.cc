@@ -1,0 +1,122 @@
+// The gate's decision rule and baseline format, without running anything.
+#include "trainrx/reports/gate.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+namespace trainrx::reports {
+namespace {
+
+std::vector<double> Noisy(std::mt19937_64& rng, int n, double median, double sigma) {
+  std::lognormal_distribution<double> d(std::log(median), sigma);
+  std::vector<double> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+GateVerdict Decide(const std::vector<double>& base, const std::vector<double>& cur, GateRule rule = {}) {
+  return Overall(DecideGate({{"step time", "ms", false, base, cur}}, rule));
+}
+
+TEST(GateTest, EachVerdictPath) {
+  std::mt19937_64 rng(5);
+  // A clear 20 % regression, low noise: fail.
+  EXPECT_EQ(Decide(Noisy(rng, 8, 100, 0.01), Noisy(rng, 8, 120, 0.01)), GateVerdict::kFail);
+  // Same distribution, low noise: the CI rules out a 10 % regression: pass.
+  EXPECT_EQ(Decide(Noisy(rng, 8, 100, 0.01), Noisy(rng, 8, 100, 0.01)), GateVerdict::kPass);
+  // Same distribution, 20 % noise and few trials: cannot rule out 10 %: inconclusive.
+  EXPECT_EQ(Decide(Noisy(rng, 4, 100, 0.2), Noisy(rng, 4, 100, 0.2)), GateVerdict::kInconclusive);
+  // A significant 1 % slowdown is below the 3 % tolerance: not a failure.
+  EXPECT_NE(Decide(Noisy(rng, 30, 100, 0.002), Noisy(rng, 30, 101, 0.002)), GateVerdict::kFail);
+  // Faster is never a failure.
+  EXPECT_EQ(Decide(Noisy(rng, 8, 100, 0.01), Noisy(rng, 8, 80, 0.01)), GateVerdict::kPass);
+}
+
+TEST(GateTest, ThroughputIsOrientedAndHolmCorrects) {
+  std::mt19937_64 rng(9);
+  // Throughput dropping 20 % is worse.
+  const auto d = DecideGate({{"throughput", "samples/s", true, Noisy(rng, 8, 1000, 0.01), Noisy(rng, 8, 800, 0.01)}}, {});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_NEAR(d[0].worse, 1.25, 0.03);
+  EXPECT_EQ(d[0].verdict, GateVerdict::kFail);
+  // Holm: the larger of two p-values is multiplied by 1, the smaller by 2 (then made monotone).
+  const auto two = DecideGate({{"a", "ms", false, Noisy(rng, 6, 100, 0.05), Noisy(rng, 6, 104, 0.05)},
+                               {"b", "ms", false, Noisy(rng, 6, 100, 0.05), Noisy(rng, 6, 100, 0.05)}},
+                              {});
+  for (const auto& m : two) EXPECT_GE(m.p_holm, m.p_value);
+}
+
+TEST(GateTest, BaselineRoundTripAndClearErrors) {
+  Baseline b;
+  b.spec = "cnn workers=2";
+  b.fingerprint = {{"cpus", "2"}, {"cpu_model", "x"}};
+  b.trial_ms = {50, 51, 49, 50.5};
+  b.samples_per_s = {640, 630, 650, 645};
+  std::ostringstream out;
+  WriteBaseline(b, out);
+  Baseline back;
+  std::string error;
+  ASSERT_TRUE(ParseBaseline(out.str(), "base.json", &back, &error)) << error;
+  EXPECT_EQ(back.spec, b.spec);
+  EXPECT_EQ(back.trial_ms, b.trial_ms);
+  EXPECT_EQ(back.fingerprint.at("cpus"), "2");
+
+  EXPECT_FALSE(ParseBaseline("{not json", "base.json", &back, &error));
+  EXPECT_NE(error.find("base.json: not a trainrx baseline"), std::string::npos) << error;
+  EXPECT_FALSE(ParseBaseline(R"({"schema":"trainrx.baseline/2","spec":"cnn","trial_ms":[1,2,3,4]})", "b.json", &back, &error));
+  EXPECT_NE(error.find("newer"), std::string::npos) << error;
+  back = {};
+  EXPECT_FALSE(ParseBaseline(R"({"schema":"trainrx.baseline/1","spec":"cnn","trial_ms":[1,2,"x",4]})", "b.json", &back, &error));
+  EXPECT_NE(error.find("\"trial_ms\"[2]"), std::string::npos) << error;
+  back = {};
+  EXPECT_FALSE(ParseBaseline(R"({"schema":"trainrx.baseline/1","spec":"cnn","trial_ms":[1,2]})", "b.json", &back, &error));
+  EXPECT_NE(error.find("at least 4"), std::string::npos) << error;
+}
+
+// Simulated study of the decision rule on a shared CI runner: per-trial times drift slowly (the
+// machine warms, other jobs come and go) and a noisy neighbour slows some trials by 30 %.
+// Interleaving (ABBA) keeps the false-alarm rate at or below nominal; running all of A then all
+// of B does not.
+TEST(GateTest, SimulatedDriftAndNoisyNeighbourInterleavedVsSequential) {
+  std::mt19937_64 rng(42);
+  std::normal_distribution<double> noise(0, 0.03);
+  std::uniform_real_distribution<double> u(0, 1);
+  const int studies = 300, n = 8;
+  int fa_interleaved = 0, fa_sequential = 0, detected = 0;
+  GateRule rule;
+  rule.resamples = 300;
+  for (int s = 0; s < studies; ++s) {
+    rule.seed = static_cast<uint64_t>(s + 1);
+    // 2n trial slots in time order; drift of up to +15 % across the run.
+    const double drift_total = 0.15 * u(rng);
+    auto trial = [&](int slot, double effect) {
+      const double drift = 1 + drift_total * slot / (2.0 * n);
+      const double neighbour = u(rng) < 0.15 ? 1.3 : 1.0;
+      return 100 * effect * drift * neighbour * std::exp(noise(rng));
+    };
+    const std::string order = stats::PairOrder(n, static_cast<uint64_t>(s) + 7);
+    std::vector<double> ia, ib, sa, sb, da, db;
+    for (int slot = 0; slot < 2 * n; ++slot) {
+      (order[slot] == 'A' ? ia : ib).push_back(trial(slot, 1.0));
+      (slot < n ? sa : sb).push_back(trial(slot, 1.0));
+      (order[slot] == 'A' ? da : db).push_back(trial(slot, order[slot] == 'A' ? 1.0 : 1.10));
+    }
+    fa_interleaved += Decide(ia, ib, rule) == GateVerdict::kFail;
+    fa_sequential += Decide(sa, sb, rule) == GateVerdict::kFail;
+    detected += Decide(da, db, rule) == GateVerdict::kFail;
+  }
+  std::printf("simulated gate: false alarms interleaved %d/%d = %.3f, sequential %d/%d = %.3f; "
+              "10%% regression detected %d/%d\n",
+              fa_interleaved, studies, 1.0 * fa_interleaved / studies, fa_sequential, studies,
+              1.0 * fa_sequential / studies, detected, studies);
+  EXPECT_LE(fa_interleaved, studies * 0.05);
+  EXPECT_GT(fa_sequential, fa_interleaved);
+  EXPECT_GT(detected, studies / 2);
+}
+
+}  // namespace
+}  // namespace trainrx::reports
