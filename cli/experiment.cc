@@ -292,18 +292,11 @@ int RunAb(const std::string& a_text, const std::string& b_text, bool commands, c
         progress.Step(report.a.label + " / " + report.b.label);
         if (!runner.AltTrial(a, alt, &report.a.trial_ms, &report.b.trial_ms, &error)) return Fail(error);
       }
-      reports::stats::CompareOptions co;
-      co.seed = o.seed;
-      report.cmp = reports::stats::Compare(report.a.trial_ms, report.b.trial_ms, co);
-      if (!Emit(o, [&](std::ostream& out) { reports::WriteAbText(report, out); },
-                [&](std::ostream& out) { reports::WriteAbJson(report, out); })) {
-        return Fail(o.output + ": write failed");
-      }
-      return 0;
     }
   }
-  Progress progress(2 * o.trials);
-  for (char side : report.order) {
+  const bool in_process = !report.a.trial_ms.empty();
+  Progress progress(in_process ? 0 : 2 * o.trials);
+  for (char side : in_process ? std::string() : report.order) {
     reports::Arm& arm = side == 'A' ? report.a : report.b;
     progress.Step(arm.label);
     double value = 0, sps = 0;
