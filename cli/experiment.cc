@@ -280,17 +280,19 @@ int RunAb(const std::string& a_text, const std::string& b_text, bool commands, c
   // by step inside each process (A B B A ...): that removes the process-to-process variation
   // (+-15 % between runs on these VMs), which no number of separate trials averages away cheaply.
   std::vector<std::string> alt;
+  std::vector<double> paired;
   if (!commands && SwitchableDifference(a, b, &alt)) {
     if (!alt.empty()) {
       report.order = fmt::format("in-process: steps A B B A ... in each of {} processes", o.trials);
-      report.unit = "relative step time (1 = block mean)";
+      report.unit = "ms per step";
       report.notes.push_back("A and B differ only in knobs that switch between steps: compared step by step inside "
-                             "each process, each A B B A block normalized by its mean (unit: one step; p and CI over "
-                             "steps; evaluation off)");
+                             "each process; each block of four steps (A B B A / B A A B) gives one paired ratio; "
+                             "speedup, CI (bootstrap over blocks) and p (Wilcoxon signed-rank) are paired; "
+                             "evaluation off");
       Progress progress(o.trials);
       for (int t = 0; t < o.trials; ++t) {
         progress.Step(report.a.label + " / " + report.b.label);
-        if (!runner.AltTrial(a, alt, &report.a.trial_ms, &report.b.trial_ms, &error)) return Fail(error);
+        if (!runner.AltTrial(a, alt, &report.a.trial_ms, &report.b.trial_ms, &paired, &error)) return Fail(error);
       }
     }
   }
@@ -314,7 +316,13 @@ int RunAb(const std::string& a_text, const std::string& b_text, bool commands, c
   }
   reports::stats::CompareOptions co;
   co.seed = o.seed;
-  report.cmp = reports::stats::Compare(report.a.trial_ms, report.b.trial_ms, co);
+  if (in_process) {
+    report.cmp = reports::stats::ComparePaired(paired, co);
+    report.cmp.median_a = reports::stats::Median(report.a.trial_ms);
+    report.cmp.median_b = reports::stats::Median(report.b.trial_ms);
+  } else {
+    report.cmp = reports::stats::Compare(report.a.trial_ms, report.b.trial_ms, co);
+  }
   if (!Emit(o, [&](std::ostream& out) { reports::WriteAbText(report, out); },
             [&](std::ostream& out) { reports::WriteAbJson(report, out); })) {
     return Fail(o.output + ": write failed");

@@ -125,8 +125,8 @@ int GateCheck(const GateOptions& o) {
   report.rule = o.rule;
 
   std::vector<reports::MetricSamples> metrics(2);
-  metrics[0] = {"median step time", "ms", false, {}, {}};
-  metrics[1] = {"throughput", "samples/s", true, {}, {}};
+  metrics[0] = {"median step time", "ms", false, {}, {}, {}};
+  metrics[1] = {"throughput", "samples/s", true, {}, {}, {}};
   if (!o.current.empty()) {
     reports::Baseline cur;
     if (!LoadBaseline(o.current, &cur, &error)) return Fail(error);
@@ -177,9 +177,10 @@ int GateCheck(const GateOptions& o) {
       if (in_process) {
         report.mode = "interleaved in-process (A B B A steps; the specs differ only in switchable knobs)";
         metrics.resize(1);
-        metrics[0] = reports::MetricSamples{"step time", "relative", false, metrics[0].baseline, metrics[0].current};
+        metrics[0].name = "step time";
         for (int t = 0; t < n; ++t) {
-          if (!runner.AltTrial(bs, alt, &metrics[0].baseline, &metrics[0].current, &error)) return Fail(error);
+          if (!runner.AltTrial(bs, alt, &metrics[0].baseline, &metrics[0].current, &metrics[0].paired_log_ratios, &error))
+            return Fail(error);
         }
       } else {
         report.mode = rerun ? "interleaved re-runs of the baseline spec (ABBA)" : "fresh trials vs stored baseline samples";
@@ -249,7 +250,8 @@ int GateSelfTest(const GateOptions& o) {
     std::string name;
     double pct;
   };
-  const std::vector<Case> cases = {{"A/A", 0}, {"slowdown 5%", 5}, {"slowdown 10%", 10}};
+  std::vector<Case> cases;
+  for (double pct : o.self_test_pcts) cases.push_back({pct == 0 ? "A/A" : fmt::format("slowdown {:g}%", pct), pct});
   std::cout << fmt::format("trainrx gate self-test on `{}` (median step {:.2f} ms; {} repeats x {} processes per case; "
                            "tolerance {:.0f}%)\n",
                            spec, ms, o.repeats, o.trials, 100 * o.rule.tolerance);
@@ -260,13 +262,13 @@ int GateSelfTest(const GateOptions& o) {
       progress.Step(c.name);
       // B = the same spec with a slowdown knob (0 for A/A): switchable, so compared in-process.
       const std::string b = fmt::format("slowdown={:.0f}", ms * 1000 * c.pct / 100);
-      std::vector<double> a_steps, b_steps;
+      reports::MetricSamples m{"step time", "ms", false, {}, {}, {}};
       for (int t = 0; t < o.trials; ++t) {
-        if (!runner.AltTrial(s, {b}, &a_steps, &b_steps, &error)) return Fail(error);
+        if (!runner.AltTrial(s, {b}, &m.baseline, &m.current, &m.paired_log_ratios, &error)) return Fail(error);
       }
       reports::GateRule rule = o.rule;
       rule.seed = o.rule.seed + static_cast<uint64_t>(r);
-      const auto d = reports::DecideGate({{"step time", "relative", false, a_steps, b_steps}}, rule);
+      const auto d = reports::DecideGate({m}, rule);
       const auto v = reports::Overall(d);
       fail += v == reports::GateVerdict::kFail;
       pass += v == reports::GateVerdict::kPass;

@@ -21,6 +21,7 @@ struct GateOptions {
   std::string format = "text";    // text | md | junit | json
   std::string report;
   int repeats = 20;               // self-test
+  std::vector<double> self_test_pcts = {0, 5, 10};  // injected slowdowns, % (0 = A/A)
   reports::GateRule rule;
   std::string torch_version;
 };

@@ -195,6 +195,7 @@ int main(int argc, char** argv) {
   spec_opts(gc);
   auto* st = gate_cmd->add_subcommand("self-test", "Measure the gate's false-alarm and detection rates on this machine");
   st->add_option("--repeats", gate.repeats, "gate decisions per case (default 20)");
+  st->add_option("--slowdowns", gate.self_test_pcts, "injected slowdowns in % (0 = A/A; default 0 5 10)")->delimiter(',');
   spec_opts(st);
 
   try {

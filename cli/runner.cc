@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -114,13 +116,20 @@ bool Runner::Trial(const WorkloadSpec& s, double* ms, double* sps, std::string* 
 
   // One untraced run alternating A and B step by step (--alt-set): every timed step, by arm.
 bool Runner::AltTrial(const WorkloadSpec& s, const std::vector<std::string>& alt_sets, std::vector<double>* a,
-                      std::vector<double>* b, std::string* error) {
+                      std::vector<double>* b, std::vector<double>* log_ratios, std::string* error) {
     const std::string result = (dir_ / "alt.result.json").string(), log = (dir_ / "alt.log").string();
     std::error_code ec;
     fs::remove(result, ec);
     auto args = WorkloadArgs(s);
-    // No evaluation inside timed steps here: it would land in one arm's steps only.
-    args.insert(args.end(), {"--no-trace", "--result", result, "--set", "eval_every=0"});
+    // No evaluation inside timed steps here: it would land in one arm's steps only. At least 64
+    // timed steps (16 paired blocks) per process: power comes from the number of blocks.
+    workloads::Config cfg;
+    std::string ignored;
+    if (!s.preset.empty()) cfg.ApplyPreset(s.preset, &ignored);
+    for (const auto& x : s.sets) cfg.Set(x, &ignored);
+    const int64_t min_steps = std::max<int64_t>(64, cfg.Int("steps"));
+    args.insert(args.end(), {"--no-trace", "--result", result, "--set", "eval_every=0", "--set",
+                             "steps=" + std::to_string(min_steps)});
     for (const auto& set : alt_sets) args.insert(args.end(), {"--alt-set", set});
     const int rc = Spawn(args, log);
     if (rc != 0) {
@@ -134,25 +143,29 @@ bool Runner::AltTrial(const WorkloadSpec& s, const std::vector<std::string>& alt
       *error = fmt::format("{}: no readable result in {}", s.Label(), result);
       return false;
     }
-    // Each block of four steps (A B B A) is divided by its own mean: what remains is the A/B
-    // difference, without the process's speed (+-15 % between processes here) or slow drift.
+    // Each block of four steps (two A, two B) gives one paired value, log(mean B / mean A): the
+    // process's speed (+-15 % between processes here) and slow drift cancel inside the block.
     std::vector<std::pair<char, double>> timed;
     for (auto step : steps) {
       double ms = 0;
       std::string_view arm;
       if (step["ms"].get(ms) != simdjson::SUCCESS || step["arm"].get(arm) != simdjson::SUCCESS) continue;
       timed.push_back({arm.empty() ? 'A' : arm[0], ms});
+      (arm == "B" ? b : a)->push_back(ms);
     }
     for (size_t blk = 0; blk + 4 <= timed.size(); blk += 4) {
-      double mean = 0;
-      for (size_t i = blk; i < blk + 4; ++i) mean += timed[i].second / 4;
-      if (mean <= 0) continue;
-      for (size_t i = blk; i < blk + 4; ++i) (timed[i].first == 'B' ? b : a)->push_back(timed[i].second / mean);
+      double sa = 0, sb = 0;
+      int na = 0, nb = 0;
+      for (size_t i = blk; i < blk + 4; ++i) {
+        if (timed[i].first == 'B') sb += timed[i].second, ++nb;
+        else sa += timed[i].second, ++na;
+      }
+      if (na > 0 && nb > 0 && sa > 0 && sb > 0) log_ratios->push_back(std::log((sb / nb) / (sa / na)));
     }
     return true;
-  }
+}
 
-  // One traced run, analyzed (what `fix` will try to fix).
+// One traced run, analyzed (what `fix` will try to fix).
 bool Runner::Analyze(const WorkloadSpec& s, analyzers::Report* report, double* seconds, std::string* error) {
     const std::string trace = (dir_ / "analysis.json").string(), log = (dir_ / "analysis.log").string();
     auto args = WorkloadArgs(s);

@@ -39,8 +39,10 @@ class Runner {
   ~Runner();
   std::vector<std::string> WorkloadArgs(const WorkloadSpec& s) const;
   bool Trial(const WorkloadSpec& s, double* ms, double* sps, std::string* error);
+  // Appends every timed step's ms to *a / *b by arm, and per block of four steps (two of each)
+  // log(mean B / mean A) to *log_ratios.
   bool AltTrial(const WorkloadSpec& s, const std::vector<std::string>& alt_sets, std::vector<double>* a,
-                std::vector<double>* b, std::string* error);
+                std::vector<double>* b, std::vector<double>* log_ratios, std::string* error);
   bool Analyze(const WorkloadSpec& s, analyzers::Report* report, double* seconds, std::string* error);
   bool Command(const std::string& cmd, double* value, std::string* unit, std::string* error);
 

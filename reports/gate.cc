@@ -34,7 +34,10 @@ std::vector<MetricDecision> DecideGate(const std::vector<MetricSamples>& metrics
     co.seed = rule.seed;
     const auto& first = m.higher_is_better ? m.current : m.baseline;
     const auto& second = m.higher_is_better ? m.baseline : m.current;
-    const stats::Comparison c = stats::Compare(first, second, co);
+    // Paired: ComparePaired's speedup is exp(-median log(current/baseline)) = baseline/current,
+    // the same orientation as Compare(baseline, current) for a time metric.
+    const stats::Comparison c = m.paired_log_ratios.empty() ? stats::Compare(first, second, co)
+                                                            : stats::ComparePaired(m.paired_log_ratios, co);
     d.baseline_median = stats::Median(m.baseline);
     d.current_median = stats::Median(m.current);
     d.worse = c.speedup > 0 ? 1 / c.speedup : 1;

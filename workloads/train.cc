@@ -314,14 +314,15 @@ struct StepResult {
   torch::Tensor loss;  // read after training: no sync inside the loop
 };
 
-// In-process A/B: knobs that can change between steps, and the step order A B B A | A B B A ...
-// (blocks of four, so neither arm always runs right after warm-up or right before evaluation).
+// In-process A/B: knobs that can change between steps, and the step order A B B A | B A A B | ...
+// (blocks of four whose orientation alternates, so over two blocks each arm takes every position:
+// a periodic effect — the loader's prefetch, a timer — cannot favour one arm).
 bool IsSwitchable(const std::string& knob) {
   return knob == "slowdown" || knob == "item_every_step" || knob == "zero_grad_none" || knob == "anomaly";
 }
 char AltArm(int64_t i) {
-  static const char kPattern[] = {'A', 'B', 'B', 'A'};
-  return kPattern[i % 4];
+  static const char kPattern[] = {'A', 'B', 'B', 'A', 'B', 'A', 'A', 'B'};
+  return kPattern[i % 8];
 }
 
 int Usage(const char* msg) {

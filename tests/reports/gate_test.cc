@@ -19,7 +19,7 @@ std::vector<double> Noisy(std::mt19937_64& rng, int n, double median, double sig
 }
 
 GateVerdict Decide(const std::vector<double>& base, const std::vector<double>& cur, GateRule rule = {}) {
-  return Overall(DecideGate({{"step time", "ms", false, base, cur}}, rule));
+  return Overall(DecideGate({{"step time", "ms", false, base, cur, {}}}, rule));
 }
 
 TEST(GateTest, EachVerdictPath) {
@@ -39,13 +39,13 @@ TEST(GateTest, EachVerdictPath) {
 TEST(GateTest, ThroughputIsOrientedAndHolmCorrects) {
   std::mt19937_64 rng(9);
   // Throughput dropping 20 % is worse.
-  const auto d = DecideGate({{"throughput", "samples/s", true, Noisy(rng, 8, 1000, 0.01), Noisy(rng, 8, 800, 0.01)}}, {});
+  const auto d = DecideGate({{"throughput", "samples/s", true, Noisy(rng, 8, 1000, 0.01), Noisy(rng, 8, 800, 0.01), {}}}, {});
   ASSERT_EQ(d.size(), 1u);
   EXPECT_NEAR(d[0].worse, 1.25, 0.03);
   EXPECT_EQ(d[0].verdict, GateVerdict::kFail);
   // Holm: the larger of two p-values is multiplied by 1, the smaller by 2 (then made monotone).
-  const auto two = DecideGate({{"a", "ms", false, Noisy(rng, 6, 100, 0.05), Noisy(rng, 6, 104, 0.05)},
-                               {"b", "ms", false, Noisy(rng, 6, 100, 0.05), Noisy(rng, 6, 100, 0.05)}},
+  const auto two = DecideGate({{"a", "ms", false, Noisy(rng, 6, 100, 0.05), Noisy(rng, 6, 104, 0.05), {}},
+                               {"b", "ms", false, Noisy(rng, 6, 100, 0.05), Noisy(rng, 6, 100, 0.05), {}}},
                               {});
   for (const auto& m : two) EXPECT_GE(m.p_holm, m.p_value);
 }

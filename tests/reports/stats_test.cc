@@ -74,6 +74,38 @@ TEST(StatsTest, AaFalsePositiveRateIsAtMostNominal) {
   EXPECT_LE(rate, 0.05 + 0.02);  // binomial slack for 400 studies (sd ~ 0.011)
 }
 
+TEST(StatsTest, SignedRankExactAndPairedComparison) {
+  // Six positive differences: the exact two-sided p is 2 / 2^6.
+  EXPECT_NEAR(SignedRankP({0.1, 0.2, 0.3, 0.4, 0.5, 0.6}), 2.0 / 64, 1e-12);
+  EXPECT_GT(SignedRankP({0.1, -0.2, 0.3, -0.4, 0.5, -0.6}), 0.5);
+  // Blocks where B takes 5 % longer, 1 % noise: slower, speedup ~ 1/1.05.
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> n(std::log(1.05), 0.01);
+  std::vector<double> d(30);
+  for (auto& x : d) x = n(rng);
+  const Comparison c = ComparePaired(d);
+  EXPECT_EQ(c.verdict, Verdict::kSlower);
+  EXPECT_NEAR(1 / c.speedup, 1.05, 0.01);
+  EXPECT_LT(c.ci_high, 1.0);
+}
+
+TEST(StatsTest, PairedAaFalsePositiveRateIsAtMostNominal) {
+  std::mt19937_64 rng(77);
+  std::normal_distribution<double> n(0, 0.05);
+  CompareOptions o;
+  o.resamples = 400;
+  int fp = 0;
+  const int studies = 400;
+  for (int s = 0; s < studies; ++s) {
+    std::vector<double> d(28);
+    for (auto& x : d) x = n(rng);
+    o.seed = static_cast<uint64_t>(s + 1);
+    fp += ComparePaired(d, o).verdict != Verdict::kNoDifference;
+  }
+  std::printf("paired A/A false-positive rate: %d / %d = %.3f (nominal 0.05)\n", fp, studies, 1.0 * fp / studies);
+  EXPECT_LE(fp, studies * 0.07);
+}
+
 TEST(StatsTest, PairOrderInterleavesEveryPair) {
   const std::string order = PairOrder(6, 3);
   ASSERT_EQ(order.size(), 12u);

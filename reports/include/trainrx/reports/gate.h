@@ -38,6 +38,9 @@ struct MetricSamples {
   std::string unit;              // "ms", "samples/s"
   bool higher_is_better = false;
   std::vector<double> baseline, current;
+  // In-process paired design: log(current / baseline) per block; when set, the decision uses
+  // stats::ComparePaired (signed-rank) instead of the two-sample comparison.
+  std::vector<double> paired_log_ratios;
 };
 
 struct MetricDecision {

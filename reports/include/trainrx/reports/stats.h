@@ -47,6 +47,14 @@ struct CompareOptions {
 
 Comparison Compare(const std::vector<double>& a, const std::vector<double>& b, const CompareOptions& options = {});
 
+// Paired design (in-process A/B): one value per block, d = log(mean B / mean A) over the block's
+// steps. speedup = exp(-median d) (> 1: B is faster), CI = bootstrap of the median of d, p =
+// two-sided Wilcoxon signed-rank (the paired counterpart of Mann-Whitney: exact for n <= 25,
+// normal approximation above), detectable = exp((1.96 + 0.84) * sd(d) / sqrt(n)). median_a and
+// median_b are left for the caller (raw step times).
+Comparison ComparePaired(const std::vector<double>& log_ratios, const CompareOptions& options = {});
+double SignedRankP(const std::vector<double>& d);
+
 // Two-sided Mann-Whitney U p-value.
 double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b);
 
