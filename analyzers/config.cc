@@ -209,19 +209,32 @@ void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
         if (const size_t p = env.find("\"LOCAL_WORLD_SIZE\":\""); p != std::string::npos) {
           local_ranks = std::max(1.0, std::strtod(env.c_str() + p + 20, nullptr));
         }
-        const double demand = *threads * local_ranks + workers;
+        // What competes for the CPUs all the time: the intra-op pools of the local ranks. Loader
+        // workers prefetch while the pool computes, but how busy they are is not in the trace (the
+        // decode work is not an op, worker processes are not recorded), so they count only when
+        // there are more of them than CPUs, PyTorch's own DataLoader warning. PyTorch's default
+        // (one intra-op thread per core, a few workers) is not flagged: it is what nearly every
+        // job runs, and a claim about it would have to be measured (`trainrx sweep --grid threads=`).
+        const double demand = *threads * local_ranks;
+        const double worker_total = workers * local_ranks;
         const double ratio = ctx.thresholds.Get("threads.oversubscribed.ratio");
-        if (demand > *cpus * ratio) {
+        const bool pools = demand > *cpus * ratio;
+        if (pools || worker_total > *cpus) {
           Finding f = Base("threads.oversubscribed", Severity::kMedium, rank,
-                           fmt::format("{:.0f} busy threads for {:.0f} CPUs", demand, *cpus));
-          f.measured = demand / *cpus;
-          f.threshold = ratio;
-          f.measured_unit = "threads per CPU";
+                           pools ? fmt::format("{:.0f} intra-op threads ({:.0f} per rank x {:.0f} local ranks) for {:.0f} CPUs",
+                                               demand, *threads, local_ranks, *cpus)
+                                 : fmt::format("{:.0f} loader workers for {:.0f} CPUs", worker_total, *cpus));
+          f.measured = (pools ? demand : worker_total) / *cpus;
+          f.threshold = pools ? ratio : 1.0;
+          f.measured_unit = pools ? "intra-op threads per CPU" : "loader workers per CPU";
           f.evidence = {{"intra_op_threads", *threads}, {"local_ranks", local_ranks}, {"loader_workers", workers},
                         {"cpus_allowed", *cpus}};
-          f.fix_python = fmt::format("torch.set_num_threads({:.0f}) (CPUs / local ranks, minus loader workers)",
-                                     std::max(1.0, std::floor((*cpus - workers) / local_ranks)));
-          f.fix_cpp = "at::set_num_threads(N) with N = CPUs / local ranks";
+          f.fix_python = pools ? fmt::format("torch.set_num_threads({:.0f}) (CPUs / local ranks)",
+                                             std::max(1.0, std::floor(*cpus / local_ranks)))
+                               : fmt::format("DataLoader(num_workers={:.0f}) (CPUs / local ranks)",
+                                             std::max(1.0, std::floor(*cpus / local_ranks)));
+          f.fix_cpp = pools ? "at::set_num_threads(N) with N = CPUs / local ranks"
+                            : "DataLoaderOptions().workers(N) with N = CPUs / local ranks";
           f.knob = "threads";
           out.findings.push_back(std::move(f));
         }

@@ -31,6 +31,7 @@ Thresholds::Thresholds() {
   values_ = {
       {"gpu.idle.idle_pct", {20.0, "flag when the device is idle more than this % of its active span"}},
       {"gpu.idle.kernel_wait_us", {30.0, "gap below which idle between kernels counts as kernel wait (HTA: 30)"}},
+      {"gpu.idle.hta_time", {1.0, "1: GPU breakdowns round ns-resolution times to whole µs as HTA does (start up, end down), to match HTA; 0: exact ns"}},
       {"gpu.launch_bound.short_kernel_pct", {50.0, "flag when this % of kernels run shorter than their launch call"}},
       {"gpu.launch_bound.runtime_cutoff_us", {50.0, "launch calls longer than this are outliers (HTA: 50)"}},
       {"gpu.launch_bound.delay_cutoff_us", {100.0, "launch delays longer than this are outliers (HTA: 100)"}},
@@ -42,7 +43,7 @@ Thresholds::Thresholds() {
       {"optim.zero_grad.min_ops", {1.0, "flag when this many zeroing ops per step run inside zero_grad"}},
       {"debug.anomaly_detection.steps_pct", {0.0, "flag when anomaly mode is on in more than this % of steps"}},
       {"debug.profiler.steps_pct", {0.0, "flag when another profiler is active in more than this % of steps"}},
-      {"threads.oversubscribed.ratio", {1.5, "flag when intra-op threads x local ranks + loader workers exceed this many per CPU (workers idle part of the time: 1.5)"}},
+      {"threads.oversubscribed.ratio", {1.5, "flag when intra-op threads x local ranks exceed this many per CPU (loader workers: when more than the CPUs)"}},
   };
 }
 

@@ -139,33 +139,55 @@ int RunFix(const WorkloadSpec& spec, const ExperimentOptions& o) {
   }
   report.trials = trials;
   report.baseline.label = spec.Label();
-  // Rounds: each runs the baseline and every fixed configuration once, in a random order, so the
-  // baseline trials are interleaved with every fix's trials (cheaper than one baseline per fix).
+  // Fixes that only flip knobs the workload can switch between steps (anomaly, item_every_step,
+  // zero_grad_none) are measured in-process, paired (as `ab`): more power for small effects.
+  // The others run in rounds: each round runs the baseline and every such fix once, in a random
+  // order, so the baseline trials are interleaved with every fix's trials.
+  std::vector<size_t> process_plans, paired_plans;
+  std::vector<std::vector<std::string>> alts(plans.size());
+  for (size_t i = 0; i < plans.size(); ++i) {
+    (SwitchableDifference(spec, plans[i].second, &alts[i]) && !alts[i].empty() ? paired_plans : process_plans).push_back(i);
+  }
   std::mt19937_64 rng(o.seed);
-  Progress progress(static_cast<int>(configs) * trials);
-  for (int t = 0; t < trials; ++t) {
-    std::vector<size_t> order(configs);
-    for (size_t i = 0; i < configs; ++i) order[i] = i;  // 0 = baseline, i = plans[i-1]
+  const size_t round_configs = process_plans.size() + 1;
+  Progress progress(static_cast<int>(round_configs + paired_plans.size()) * trials);
+  for (int t = 0; t < trials && !process_plans.empty(); ++t) {
+    std::vector<size_t> order(round_configs);
+    for (size_t i = 0; i < round_configs; ++i) order[i] = i;  // 0 = baseline, i = process_plans[i-1]
     std::shuffle(order.begin(), order.end(), rng);
     std::string round;
     for (size_t i : order) {
-      const WorkloadSpec& s = i == 0 ? spec : plans[i - 1].second;
-      reports::Arm& arm = i == 0 ? report.baseline : plans[i - 1].first.fixed;
+      const size_t plan = i == 0 ? 0 : process_plans[i - 1];
+      const WorkloadSpec& s = i == 0 ? spec : plans[plan].second;
+      reports::Arm& arm = i == 0 ? report.baseline : plans[plan].first.fixed;
       progress.Step(s.Label());
       double ms = 0, sps = 0;
       if (!runner.Trial(s, &ms, &sps, &error)) return Fail(error);
       arm.trial_ms.push_back(ms);
       arm.samples_per_s.push_back(sps);
-      round += i == 0 ? "A" : std::to_string(i);
+      round += i == 0 ? "A" : std::to_string(plan + 1);
     }
     report.order += (report.order.empty() ? "" : " ") + round;
   }
   reports::stats::CompareOptions co;
   co.seed = o.seed;
-  for (auto& [row, s] : plans) {
-    row.cmp = reports::stats::Compare(report.baseline.trial_ms, row.fixed.trial_ms, co);
-    report.rows.push_back(row);
+  for (size_t i : paired_plans) {
+    auto& row = plans[i].first;
+    std::vector<double> base_steps, paired;
+    for (int t = 0; t < trials; ++t) {
+      progress.Step(row.fixed.label + " (in-process)");
+      if (!runner.AltTrial(spec, alts[i], &base_steps, &row.fixed.trial_ms, &paired, &error)) return Fail(error);
+    }
+    row.cmp = reports::stats::ComparePaired(paired, co);
+    row.cmp.median_a = reports::stats::Median(base_steps);
+    row.cmp.median_b = reports::stats::Median(row.fixed.trial_ms);
+    row.paired = true;
   }
+  for (size_t i : process_plans) {
+    auto& row = plans[i].first;
+    row.cmp = reports::stats::Compare(report.baseline.trial_ms, row.fixed.trial_ms, co);
+  }
+  for (auto& [row, s] : plans) report.rows.push_back(row);
   if (!Emit(o, [&](std::ostream& out) { reports::WriteFixText(report, out); },
             [&](std::ostream& out) { reports::WriteFixJson(report, out); })) {
     return Fail(o.output + ": write failed");

@@ -121,6 +121,8 @@ int main(int argc, char** argv) {
       "record", "Run a command with the probes attached (no code change) and write a Kineto-compatible trace");
   record->add_option("-o,--output", record_options.output, "trace file to write (.json or .json.gz)");
   record->add_flag("--analyze", record_options.analyze, "analyze the trace(s) when the command ends");
+  record->add_option("--probe-dir", record_options.probe_dir,
+                     "directory of the probe to attach (built for the program's torch; default: next to trainrx)");
   record->add_flag("-v,--verbose", record_options.verbose, "let the probes report what they do on stderr");
   record->add_option("command", record_options.command, "the command to run, after --")->required();
   record->allow_extras(false);

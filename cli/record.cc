@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 namespace trainrx::cli {
@@ -65,7 +66,9 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
     std::cerr << "trainrx: error: record needs a command after --, e.g. trainrx record -o run.json -- python3 train.py\n";
     return 2;
   }
-  const std::string dir = std::getenv("TRAINRX_PROBE_DIR") ? std::getenv("TRAINRX_PROBE_DIR") : ExeDir();
+  const std::string dir = !options.probe_dir.empty()          ? options.probe_dir
+                          : std::getenv("TRAINRX_PROBE_DIR") ? std::getenv("TRAINRX_PROBE_DIR")
+                                                             : ExeDir();
   const std::string preload = dir + "/libtrainrx_preload.so";
   const std::string probe = dir + "/libtrainrx_probe.so";
   const std::string cupti = dir + "/libtrainrx_cupti.so";
@@ -76,6 +79,14 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
         "-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)') and rebuild.\n",
         probe);
     return 2;
+  }
+  // The torch the probe was built against: its sidecar file, else the one this trainrx was built with.
+  std::string torch_lib = options.torch_lib, torch_version = options.torch_version;
+  if (std::ifstream sidecar(dir + "/libtrainrx_probe.torch"); sidecar) {
+    for (std::string line; std::getline(sidecar, line);) {
+      if (line.rfind("lib=", 0) == 0) torch_lib = line.substr(4);
+      if (line.rfind("version=", 0) == 0) torch_version = line.substr(8);
+    }
   }
   std::error_code ec;
   const fs::path output = fs::absolute(options.output, ec);
@@ -95,8 +106,8 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
     PrependEnv("LD_PRELOAD", preload);
     setenv("TRAINRX_PROBE_LIB", probe.c_str(), 1);
     // Tests (and users who know better) may pin the expected libtorch themselves.
-    if (!std::getenv("TRAINRX_TORCH_LIB")) setenv("TRAINRX_TORCH_LIB", options.torch_lib.c_str(), 1);
-    setenv("TRAINRX_TORCH_VERSION", options.torch_version.c_str(), 1);
+    if (!std::getenv("TRAINRX_TORCH_LIB")) setenv("TRAINRX_TORCH_LIB", torch_lib.c_str(), 1);
+    setenv("TRAINRX_TORCH_VERSION", torch_version.c_str(), 1);
     setenv("TRAINRX_OUTPUT", output.c_str(), 1);
     setenv("TRAINRX_ROOT_PID", std::to_string(getpid()).c_str(), 1);
     if (!options.verbose) setenv("TRAINRX_QUIET", "1", 0);

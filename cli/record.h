@@ -12,6 +12,7 @@ struct RecordOptions {
   bool analyze = false;
   bool verbose = false;
   std::vector<std::string> command;
+  std::string probe_dir;      // where libtrainrx_probe.so and its .torch sidecar are (default: next to trainrx)
   std::string torch_lib;      // the libtorch_cpu the probe was built against (build-time)
   std::string torch_version;  // its version
 };

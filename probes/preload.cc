@@ -63,8 +63,10 @@ void MaybeAttach() {
     const char* version = std::getenv("TRAINRX_TORCH_VERSION");
     std::fprintf(stderr,
                  "trainrx: this process loaded libtorch from %s, but the trainrx probe was built against %s "
-                 "(torch %s). Rebuild trainrx against the program's libtorch:\n"
-                 "  cmake -B build -DCMAKE_PREFIX_PATH=\"$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')\" "
+                 "(torch %s). Point `trainrx record --probe-dir DIR` at a probe built for it (e.g. "
+                 "build-compat/ for Debian's torch 1.13), or build one against the program's torch:\n"
+                 "  TRAINRX_TORCH_PYTHON=$(command -v python3) ./scripts/setup    # or: cmake -B build "
+                 "-DCMAKE_PREFIX_PATH=\"$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')\" "
                  "&& cmake --build build\n"
                  "trainrx: the program runs unobserved.\n",
                  torch.c_str(), expected, version ? version : "?");

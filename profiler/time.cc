@@ -60,6 +60,25 @@ std::optional<int64_t> ParseMicrosToNs(std::string_view s) {
   return neg ? -ns : ns;
 }
 
+double NsToMicrosDouble(int64_t ns) {
+  // Below 2^53 both ns and 1000 are exact doubles and IEEE division rounds the exact quotient once.
+  constexpr int64_t k2p53 = int64_t{1} << 53;
+  if (ns > -k2p53 && ns < k2p53) return static_cast<double>(ns) / 1000.0;
+  // Above, |ns / 1000| >= 2^43, so a double's step there is >= 2^-9 µs and the rounding midpoints are
+  // multiples of 2^-10. whole is exact (< 2^53); frac / 1000.0 is off by < 2^-53. The exact value
+  // whole + frac/1000 is either a midpoint itself (then frac/1000 is a multiple of 1/8 and exact, so
+  // the sum ties the same way) or at least 8/1024000 from one, far more than that error: one
+  // correctly rounded addition gives the correctly rounded result (checked against strtod in tests).
+  const int64_t whole = ns / 1000, frac = ns % 1000;
+  return static_cast<double>(whole) + static_cast<double>(frac) / 1000.0;
+}
+
+MicrosSpan HtaRoundedMicros(int64_t ts_ns, int64_t dur_ns) {
+  const double ts = NsToMicrosDouble(ts_ns);
+  const double end = ts + NsToMicrosDouble(dur_ns);
+  return {static_cast<int64_t>(std::ceil(ts)), static_cast<int64_t>(std::floor(end))};
+}
+
 std::string_view FormatNsAsMicros(int64_t ns, char* buf) {
   char* p = buf;
   uint64_t mag;

@@ -70,15 +70,16 @@ void WriteFixText(const FixReport& r, std::ostream& out) {
   for (const auto& row : r.rows) {
     std::string ids;
     for (const auto& f : row.findings) ids += (ids.empty() ? "" : ", ") + f;
-    rows.push_back({ids.empty() ? "-" : ids, row.change,
-                    row.estimated_saving_pct > 0 ? fmt::format("-{:.1f}%", row.estimated_saving_pct) : "-",
+    rows.push_back({ids.empty() ? "-" : ids, row.paired ? row.change + " (in-process)" : row.change,
+                    row.estimated_saving_pct >= 0.05 ? fmt::format("-{:.1f}%", row.estimated_saving_pct) : "-",
                     FormatSpeedup(row.cmp), P(row.cmp.p_value), fmt::format("{:.2f}x", row.cmp.detectable),
                     stats::VerdictName(row.cmp.verdict)});
   }
   Table(rows, out);
   out << "\nspeedup = baseline median step time / fixed median step time (> 1: the fix is faster); "
-         "CI: bootstrap over trials; p: Mann-Whitney U on trial medians; detectable: the smallest speedup "
-         "this run could have detected.\n";
+         "CI: bootstrap over trials; p: Mann-Whitney U on trial medians (rows marked in-process: bootstrap over "
+         "paired blocks of steps, Wilcoxon signed-rank); detectable: the smallest speedup this run could have "
+         "detected.\n";
   for (const auto& n : r.notes) out << "note: " << n << "\n";
 }
 
@@ -103,6 +104,7 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
     for (const auto& f : row.findings) w.String(f);
     w.EndArray();
     w.Field("knob", row.change);
+    w.Field("method", row.paired ? "in-process paired" : "separate processes");
     w.Field("estimated_saving_pct", row.estimated_saving_pct, 3);
     WriteComparison(w, row.cmp);
     w.Key("fixed_trials");

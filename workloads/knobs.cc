@@ -8,7 +8,7 @@ namespace trainrx::workloads {
 const std::vector<Knob>& Knobs() {
   static const std::vector<Knob> kKnobs = {
       {"workers", "2", "0", "input.workers", "cpu", "DataLoader worker threads (0: load on the training thread)"},
-      {"data_cost", "150", "", "input.dataloader_bound", "cpu", "CPU time per sample of 'decode + augment', microseconds"},
+      {"data_cost", "20", "", "input.dataloader_bound", "cpu", "CPU time per sample of 'decode + augment', microseconds"},
       {"prefetch", "2", "", "", "cpu", "batches in flight per worker (LibTorch max_jobs = workers x prefetch)"},
       {"pin_memory", "1", "0", "input.pin_memory", "gpu", "pinned host batches + non_blocking copies (device=cuda)"},
       {"batch", "32", "", "batch.small", "cpu", "samples per step"},

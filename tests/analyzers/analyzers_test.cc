@@ -259,9 +259,13 @@ TEST(ConfigTest, CudnnRulesNeedConvolutionsOnAGpu) {
   EXPECT_NE(Find(gpu, "cudnn.deterministic_on"), nullptr);
 }
 
+// PyTorch's default (one intra-op thread per core) with up to one loader worker per CPU is not
+// flagged; intra-op pools of several local ranks, or more workers than CPUs, are.
 TEST(ConfigTest, ThreadsOversubscribedCountsRanksAndWorkers) {
   EXPECT_EQ(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4", "")), "threads.oversubscribed"), nullptr);
-  EXPECT_NE(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4,\"workers\":4", "")), "threads.oversubscribed"), nullptr);
+  EXPECT_EQ(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4,\"workers\":4", "")), "threads.oversubscribed"), nullptr);
+  EXPECT_NE(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4,\"workers\":5", "")), "threads.oversubscribed"), nullptr);
+  EXPECT_NE(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":8", "")), "threads.oversubscribed"), nullptr);
   EXPECT_EQ(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4,\"workers\":2", "")), "threads.oversubscribed"), nullptr);
   EXPECT_NE(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4,\"env\":{\"LOCAL_WORLD_SIZE\":\"2\"}", "")),
                  "threads.oversubscribed"),

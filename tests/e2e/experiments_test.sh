@@ -27,6 +27,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 rows = {f["knob"]: f for f in r["fixes"]}
 a = rows["anomaly=1 -> 0"]
+assert a["method"] == "in-process paired", a["method"]
 print("  anomaly off: %.2fx [%.2f, %.2f] p=%.4f %s" % (a["speedup"], a["ci_low"], a["ci_high"], a["p_value"], a["verdict"]))
 for key in ("finding", "knob", "speedup", "ci_low", "ci_high", "p_value", "verdict"):
     assert key in a, key

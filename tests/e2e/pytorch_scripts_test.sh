@@ -4,7 +4,7 @@
 # be flagged; the clean run must get none of those findings. Exit 77 (skip) without torch.
 set -u
 trainrx=$1; scripts=$2
-py=/usr/bin/python3
+py=${TRAINRX_PYTHON:-/usr/bin/python3}
 $py -c 'import torch' 2>/dev/null || { echo "SKIP: python3-torch not installed"; exit 77; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0; passes=0

@@ -8,7 +8,7 @@ set -uo pipefail
 TRAINRX=$1
 PYDIR=$2
 PLANTED=${3:-}
-PY=/usr/bin/python3
+PY=${TRAINRX_PYTHON:-/usr/bin/python3}
 SCRIPT=$PYDIR/train_planted.py
 if ! $PY -c 'import torch' 2>/dev/null; then echo "skip: no python3-torch"; exit 77; fi
 BUILD_DIR=$(dirname "$TRAINRX")

@@ -13,8 +13,28 @@ code must be the same with and without recording. Nothing here knows about train
   --workers N        DataLoader workers (forked children)
   --exit-code N      exit with this code at the end
   --signal NAME      send this signal to itself after training (SIGTERM, SIGSEGV)
+
+Extra problems, off by default and not part of --all-problems (bench/torchtidy_compare.py plants
+them to compare with torch.profiler's TorchTidy matcher, torch/profiler/_pattern_matcher.py):
+  --zero-grad-zeros  optimizer.zero_grad(set_to_none=False): gradients zeroed, not freed
+  --no-foreach       SGD(foreach=False): per-parameter optimizer loop (already the default for CPU
+                     parameters; foreach is the default only on CUDA)
+  --extra-copy       class weights filled on the host every step, then copied
+                     (torch.ones(10).to(device, copy=True): on a GPU, torch.ones(10).to("cuda"))
+  --bf16             torch.autocast("cpu", torch.bfloat16): the 10-class head's matmuls run in
+                     bfloat16 with a dimension that is not a multiple of 8
+  --loop-index       per-sample brightness jitter in a Python loop (x[i].mul_(g)) instead of one
+                     broadcast multiply
+Profiling with torch.profiler (off by default; the output is the same with and without it):
+  --torch-profiler DIR            torch.profiler.profile(CPU, record_shapes, with_stack,
+                                  profile_memory) around the training loop, prof.step() once per
+                                  step, trace written by tensorboard_trace_handler(DIR); the
+                                  profiler object is left in the module's PROFILER
+  --torch-profiler-schedule W,U,A wait, warmup, active steps (default 1,1,steps-2; 0,0,steps
+                                  records from before the loader's first batch)
 """
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -23,6 +43,8 @@ import time
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, Dataset
+
+PROFILER = None  # the torch.profiler.profile of the last --torch-profiler run
 
 
 class Images(Dataset):
@@ -64,6 +86,13 @@ def main():
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--signal", default="")
+    p.add_argument("--zero-grad-zeros", action="store_true")
+    p.add_argument("--no-foreach", action="store_true")
+    p.add_argument("--extra-copy", action="store_true")
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--loop-index", action="store_true")
+    p.add_argument("--torch-profiler", default="")
+    p.add_argument("--torch-profiler-schedule", default="")
     a = p.parse_args()
     if a.all_problems:
         a.costly_data = a.item = a.anomaly = a.conv_bias = a.eval_grad = True
@@ -77,20 +106,43 @@ def main():
     train = DataLoader(Images(batch * a.steps, a.costly_data), batch_size=batch, num_workers=a.workers)
     val = DataLoader(Images(batch * 3, False), batch_size=batch)
     model = make_model(a.conv_bias)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, **({"foreach": False} if a.no_foreach else {}))
     loss_fn = nn.CrossEntropyLoss()
 
+    prof = None
+    if a.torch_profiler:
+        global PROFILER
+        wait, warmup, active = (int(v) for v in a.torch_profiler_schedule.split(",")) \
+            if a.torch_profiler_schedule else (1, 1, max(1, a.steps - 2))
+        prof = PROFILER = torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=True,
+            profile_memory=True, schedule=torch.profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+            on_trace_ready=torch.profiler.tensorboard_trace_handler(a.torch_profiler))
+        prof.start()
     model.train()
     running = torch.zeros(())
     for x, y in train:
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        opt.zero_grad(set_to_none=not a.zero_grad_zeros)
+        if a.loop_index:  # per-sample jitter, one indexing op per sample: x.mul_(gains.view(-1, 1, 1, 1))
+            for i in range(x.shape[0]):
+                x[i].mul_(1.0 + 0.01 * (i % 3))
+        with torch.autocast("cpu", dtype=torch.bfloat16) if a.bf16 else contextlib.nullcontext():
+            out = model(x)
+            if a.extra_copy:  # class weights rebuilt on the host and copied every step (all ones: same loss)
+                weight = torch.ones(10).to(x.device, copy=True)
+                loss = nn.functional.cross_entropy(out, y, weight=weight)
+            else:
+                loss = loss_fn(out, y)
         loss.backward()
         opt.step()
         if a.item:
             running += loss.item()
         else:
             running += loss.detach()
+        if prof is not None:
+            prof.step()
+    if prof is not None:
+        prof.stop()
 
     model.eval()
     correct = 0

@@ -19,6 +19,22 @@ namespace trainrx::profiler {
 
 std::optional<int64_t> ParseMicrosToNs(std::string_view number_text);
 
+// The IEEE double nearest to ns / 1000, i.e. exactly what a JSON reader that parses numbers as
+// doubles (strtod, Python's json/float(), pandas) gets from the µs text FormatNsAsMicros(ns) writes.
+// Such readers lose the ns digits of epoch timestamps: 1712195495519689047 ns -> 1712195495519689.0
+// (a double holds only quarter-µs steps at 1.7e15 µs). Used to reproduce other tools' numbers.
+double NsToMicrosDouble(int64_t ns);
+
+// How Holistic Trace Analysis (HTA 0.5.0 .. 0.6.1, hta/common/trace_parser.py,
+// round_down_time_stamps) turns an event with float µs times into integer µs: with the file's "ts" and
+// "dur" as doubles, end = ts + dur (double sum), then ts = ceil(ts), end = floor(end), dur = end - ts.
+// A sub-µs event can come out with dur = -1 µs. ts_ns / dur_ns are the values as written in the file
+// (relative to baseTimeNanoseconds when the file has one).
+struct MicrosSpan {
+  int64_t ts_us = 0, end_us = 0;
+};
+MicrosSpan HtaRoundedMicros(int64_t ts_ns, int64_t dur_ns);
+
 // Inverse for writing: ns -> "µs with three decimals" text without rounding ("1234.567").
 // Writes into buf (>= 32 bytes) and returns the view.
 std::string_view FormatNsAsMicros(int64_t ns, char* buf);

@@ -24,6 +24,7 @@ struct Arm {
 struct FixRow {
   std::vector<std::string> findings;  // finding ids this change addresses
   std::string change;                 // "anomaly=1 -> 0", or "all fixes"
+  bool paired = false;                // measured in-process, paired blocks of steps (else across processes)
   double estimated_saving_pct = 0;    // from the analysis (0: no estimate)
   Arm fixed;
   stats::Comparison cmp;              // baseline vs fixed (speedup > 1: the fix is faster)
