@@ -5,7 +5,12 @@
 //   cudnn.benchmark_off      cuDNN autotuner off while convolutions run on a GPU
 //   cudnn.deterministic_on   deterministic cuDNN algorithms forced while convolutions run on a GPU
 //   threads.oversubscribed   intra-op threads x local ranks + loader workers above the CPUs allowed
-// Traces without our config (plain PyTorch-profiler files) have nothing to say here: silent.
+// Traces without our config (plain PyTorch-profiler files) have nothing to say here: silent,
+// except for anomaly mode, whose NaN checks are ops of their own: every autograd node's outputs
+// go through aten::isnan -> aten::_is_any_true / aten::any -> aten::item inside
+// autograd::engine::evaluate_function (torch/csrc/autograd/engine.cpp, validate_outputs under
+// AnomalyMode). Nothing else PyTorch runs puts aten::isnan inside a backward function; a user
+// tensor hook that checks for NaN would, hence medium confidence on that path.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -33,6 +38,7 @@ struct RankFacts {
   int64_t cpu_ops = 0;
   int64_t anomaly_checks = 0;  // NaN checks anomaly mode adds inside backward
   int64_t anomaly_check_ns = 0;
+  std::vector<int64_t> anomaly_check_ts;  // start of each aten::isnan inside backward
 };
 
 RankFacts Gather(const Trace& trace, int32_t rank) {
@@ -54,7 +60,10 @@ RankFacts Gather(const Trace& trace, int32_t rank) {
         backward_end = std::max(backward_end, e.end_ns());
       } else if (e.ts_ns < backward_end &&
                  (n == "aten::isnan" || n == "aten::any" || n == "aten::_is_any_true" || n == "aten::item")) {
-        if (n == "aten::isnan") ++f.anomaly_checks;
+        if (n == "aten::isnan") {
+          ++f.anomaly_checks;
+          f.anomaly_check_ts.push_back(e.ts_ns);
+        }
         f.anomaly_check_ns += e.dur_ns;
       }
     }
@@ -73,13 +82,56 @@ Finding Base(const char* id, Severity severity, int32_t rank, std::string title)
   return f;
 }
 
+const char* kAnomalyFixPython =
+    "Remove torch.autograd.set_detect_anomaly(True) / detect_anomaly() from training runs; enable it only while hunting a NaN";
+const char* kAnomalyFixCpp = "Remove torch::autograd::AnomalyMode::set_enabled(true) / DetectAnomalyGuard from the training loop";
+
+// debug.anomaly_detection on a trace without our config: from the NaN checks themselves.
+void AnomalyFromOps(const AnalysisContext& ctx, int32_t rank, const RankFacts& facts, Report& out) {
+  if (facts.anomaly_checks == 0) return;
+  int64_t total = 0, on = 0;
+  for (const auto& s : ctx.steps.steps) {
+    if (s.rank != rank) continue;
+    ++total;
+    const bool any = std::any_of(facts.anomaly_check_ts.begin(), facts.anomaly_check_ts.end(),
+                                 [&](int64_t t) { return t >= s.start_ns && t < s.start_ns + s.wall_ns; });
+    on += any ? 1 : 0;
+  }
+  const double pct = total > 0 ? 100.0 * static_cast<double>(on) / static_cast<double>(total) : 100.0;
+  const double threshold = ctx.thresholds.Get("debug.anomaly_detection.steps_pct");
+  if (pct <= threshold) return;
+  const double steps = StepCount(ctx.steps, rank);
+  const double mean_step = MeanStepNs(ctx.steps, rank);
+  Finding f = Base("debug.anomaly_detection", Severity::kHigh, rank,
+                   fmt::format("Autograd anomaly detection looks on: NaN checks in backward in {:.0f}% of steps", pct));
+  f.confidence = Confidence::kMedium;
+  f.measured = pct;
+  f.threshold = threshold;
+  f.measured_unit = "% of steps";
+  f.evidence = {{"steps_with_nan_checks", on},
+                {"steps", total},
+                {"nan_checks_in_backward", facts.anomaly_checks},
+                {"nan_check_ns_per_step", static_cast<int64_t>(facts.anomaly_check_ns / steps)},
+                {"method", std::string("aten::isnan inside autograd::engine::evaluate_function (no config snapshot in this trace)")}};
+  f.estimated_saving_ns = static_cast<int64_t>(std::min(facts.anomaly_check_ns / steps, mean_step));
+  f.estimated_saving_pct = mean_step > 0 ? std::min(100.0, 100.0 * f.estimated_saving_ns / mean_step) : 0;
+  f.examples.push_back("lower bound: NaN checks seen in backward; the stack capture per forward node is extra");
+  f.fix_python = kAnomalyFixPython;
+  f.fix_cpp = kAnomalyFixCpp;
+  f.knob = "anomaly=0";
+  out.findings.push_back(std::move(f));
+}
+
 }  // namespace
 
 void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
   for (int32_t rank : trace.RankIds()) {
     const ConfigView cfg(trace, rank);
-    if (!cfg.from_collector()) continue;
+    if (!cfg.from_collector()) {
+      AnomalyFromOps(ctx, rank, Gather(trace, rank), out);
+      continue;
+    }
     const RankFacts facts = Gather(trace, rank);
     const double steps = StepCount(ctx.steps, rank);
     const double mean_step = MeanStepNs(ctx.steps, rank);
@@ -112,9 +164,8 @@ void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
         f.estimated_saving_ns = static_cast<int64_t>(facts.anomaly_check_ns / steps);
         f.estimated_saving_pct = mean_step > 0 ? 100.0 * f.estimated_saving_ns / mean_step : 0;
         f.examples.push_back("lower bound: NaN checks seen in backward; the stack capture per forward node is extra");
-        f.fix_python = "Remove torch.autograd.set_detect_anomaly(True) / detect_anomaly() from training runs; "
-                       "enable it only while hunting a NaN";
-        f.fix_cpp = "Remove torch::autograd::AnomalyMode::set_enabled(true) / DetectAnomalyGuard from the training loop";
+        f.fix_python = kAnomalyFixPython;
+        f.fix_cpp = kAnomalyFixCpp;
         f.knob = "anomaly=0";
         out.findings.push_back(std::move(f));
       }

@@ -154,6 +154,18 @@ double StepCount(const StepModel& steps, int32_t rank) {
   return n == 0 ? 1.0 : static_cast<double>(n);
 }
 
+StepWindows::StepWindows(const StepModel& steps, int32_t rank) {
+  for (const auto& s : steps.steps)
+    if (s.rank == rank) windows_.push_back({s.start_ns, s.start_ns + s.wall_ns});
+  std::sort(windows_.begin(), windows_.end());
+}
+
+bool StepWindows::Contains(int64_t ts_ns) const {
+  if (windows_.empty()) return true;
+  auto it = std::upper_bound(windows_.begin(), windows_.end(), std::make_pair(ts_ns, INT64_MAX));
+  return it != windows_.begin() && ts_ns < std::prev(it)->second;
+}
+
 double MeanStepNs(const StepModel& steps, int32_t rank) {
   double total = 0;
   size_t n = 0;

@@ -6,8 +6,8 @@
 //  1. exact dataflow from our collector: "trainrx.dataflow" flows from a conv/linear op to the
 //     norm op whose input is that op's output tensor; the layer's recorded inputs say whether
 //     its bias is defined.
-//  2. recorded input shapes ("Input Dims", from record_shapes=True): on one thread, a conv/linear
-//     op whose bias input is non-empty, followed — after its own nested ops, skipping shape-only
+//  2. recorded input shapes ("Input Dims", from record_shapes=True; torch 2.13 writes them as
+//     torch 1.x did): on one thread, an outermost conv/linear op whose bias input is non-empty, followed — after its own nested ops, skipping shape-only
 //     ops — by a norm op whose channel dimension equals the bias length (BatchNorm: dim 1;
 //     LayerNorm: last dim).
 #include <fmt/format.h>
@@ -19,6 +19,7 @@
 
 #include "families.h"
 #include "intervals.h"
+#include "shapes.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -26,37 +27,6 @@ namespace {
 using profiler::Event;
 using profiler::EventKind;
 using profiler::TrackKind;
-using Dims = std::vector<std::vector<int64_t>>;
-
-// "[[32, 3, 224, 224], [64, 3, 7, 7], [64], []]" -> {{32,3,224,224},{64,3,7,7},{64},{}}.
-// Nested deeper than two levels (tensor lists) is flattened into its first level.
-std::optional<Dims> ParseDims(std::string_view s) {
-  Dims out;
-  int depth = 0;
-  int64_t num = 0;
-  bool in_num = false, neg = false;
-  for (char c : s) {
-    if (c == '[') {
-      ++depth;
-      if (depth == 2) out.emplace_back();
-    } else if (c == ']' || c == ',') {
-      if (in_num && depth >= 2) out.back().push_back(neg ? -num : num);
-      in_num = false;
-      neg = false;
-      num = 0;
-      if (c == ']') --depth;
-    } else if (c >= '0' && c <= '9') {
-      num = num * 10 + (c - '0');
-      in_num = true;
-    } else if (c == '-') {
-      neg = true;
-    } else if (c != ' ' && c != '\n') {
-      return std::nullopt;
-    }
-  }
-  if (depth != 0) return std::nullopt;
-  return out;
-}
 
 bool IsLayer(std::string_view n) {
   return n == "aten::conv1d" || n == "aten::conv2d" || n == "aten::conv3d" || n == "aten::linear";
@@ -128,11 +98,16 @@ void AnalyzeModel(const AnalysisContext& ctx, Report& out) {
   for (uint32_t ti = 0; ti < trace.tracks.size() && !exact; ++ti) {
     if (trace.tracks[ti].kind != TrackKind::kCpuThread) continue;
     const auto events = trace.TrackEvents(ti);
+    // Autocast (torch 2.x) records a layer twice, its dispatch wrapper around the op it
+    // re-dispatches in 16-bit: aten::conv2d [float] > aten::conv2d [c10::BFloat16]. One layer.
+    int64_t layer_end = INT64_MIN;
     for (size_t i = 0; i < events.size(); ++i) {
       const Event& layer = events[i];
       if (layer.kind != EventKind::kCpuOp || layer.aux == profiler::kNoAux) continue;
       const std::string_view lname = trace.Name(layer);
       if (!IsLayer(lname)) continue;
+      if (layer.ts_ns < layer_end) continue;  // nested in the layer op just judged
+      layer_end = layer.end_ns();
       const auto& inputs = trace.op_inputs[layer.aux];
       if (inputs.input_dims == profiler::kNoStr) continue;
       const auto dims = ParseDims(trace.strings.Get(inputs.input_dims));

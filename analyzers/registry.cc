@@ -41,6 +41,12 @@ Thresholds::Thresholds() {
       {"sync.host_device.per_step", {1.0, "flag when host-device syncs per step reach this"}},
       {"sync.blocking_copy.min_bytes", {65536.0, "synchronous HtoD cudaMemcpy above this size is flagged (nsys: 64 KB)"}},
       {"optim.zero_grad.min_ops", {1.0, "flag when this many zeroing ops per step run inside zero_grad"}},
+      {"optim.single_tensor.optimizer_share_pct", {5.0, "flag per-parameter optimizer steps only when they take at least this % of the step"}},
+      {"optim.single_tensor.min_saving_pct", {0.5, "and only when the estimated saving (per-parameter ops removed x per-op overhead) reaches this % of the step (CPU SGD: ~0)"}},
+      {"precision.fp32_matmul.kernel_share_pct", {5.0, "flag when FP32 (non-TF32) GEMM/conv kernels on an sm_80+ GPU take at least this % of kernel time"}},
+      {"precision.matmul_alignment.min_per_step", {1.0, "flag when this many bf16/fp16 GEMMs per step have M, K or N not a multiple of 8"}},
+      {"tensor.cpu_then_copy.min_per_step", {1.0, "flag when this many host-filled tensors per step are copied right away"}},
+      {"python.loop_indexing.min_repeats", {10.0, "flag a select-led op sequence repeated back to back at least this many times (TorchTidy: 10)"}},
       {"debug.anomaly_detection.steps_pct", {0.0, "flag when anomaly mode is on in more than this % of steps"}},
       {"debug.profiler.steps_pct", {0.0, "flag when another profiler is active in more than this % of steps"}},
       {"threads.oversubscribed.ratio", {1.5, "flag when intra-op threads x local ranks exceed this many per CPU (loader workers: when more than the CPUs)"}},
@@ -89,6 +95,9 @@ const std::vector<AnalyzerInfo>& Registry() {
       {"model", &AnalyzeModel},
       {"config", &AnalyzeConfig},
       {"eval", &AnalyzeEval},
+      {"precision", &AnalyzePrecision},
+      {"tensor", &AnalyzeTensor},
+      {"python", &AnalyzePython},
   };
   return kRegistry;
 }

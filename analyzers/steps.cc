@@ -6,9 +6,10 @@
 //
 // Phases inside a step (exclusive; where ranges overlap the higher one wins,
 // data > optimizer > backward > forward; the rest is "other"):
-//   data wait  enumerate(DataLoader)#... and trainrx::data ranges
+//   data wait  enumerate(DataLoader)#..., enumerate(DataPipe)#... and trainrx::data ranges
 //   optimizer  Optimizer.step#..., Optimizer.zero_grad#..., trainrx::optimizer
-//   backward   autograd::engine::evaluate_function: ... on any thread, trainrx::backward
+//   backward   autograd::engine::evaluate_function: ... on any thread, trainrx::backward, and bare
+//              autograd nodes (XxxBackward, torch::autograd::AccumulateGrad) of PyTorch <= 1.9
 //   forward    trainrx::forward, else every other CPU op on the step's thread
 #include <algorithm>
 
@@ -25,12 +26,28 @@ using profiler::TrackKind;
 
 enum Phase : int { kForward = 0, kBackward = 1, kOptimizer = 2, kData = 3, kNumPhases = 4 };
 
+// An autograd node run by the engine. PyTorch >= 1.10 wraps each in
+// "autograd::engine::evaluate_function: X"; older traces (1.8, 1.9) have the bare node on the
+// autograd thread: "CudnnConvolutionBackward", "AddmmBackward0", "torch::autograd::AccumulateGrad".
+bool IsAutogradNode(std::string_view name) {
+  if (StartsWith(name, "torch::autograd::")) return true;
+  size_t end = name.size();
+  while (end > 0 && name[end - 1] >= '0' && name[end - 1] <= '9') --end;
+  constexpr std::string_view kSuffix = "Backward";
+  return end > kSuffix.size() && name.substr(end - kSuffix.size(), kSuffix.size()) == kSuffix &&
+         name.find("::") == std::string_view::npos;  // not an aten::*_backward op name
+}
+
 int PhaseOf(std::string_view name) {
-  if (StartsWith(name, "enumerate(DataLoader)#") || StartsWith(name, "trainrx::data")) return kData;
+  if (StartsWith(name, "enumerate(DataLoader)#") || StartsWith(name, "enumerate(DataPipe)#") ||
+      StartsWith(name, "trainrx::data"))
+    return kData;
   if (StartsWith(name, "Optimizer.step#") || StartsWith(name, "Optimizer.zero_grad#") ||
       StartsWith(name, "trainrx::optimizer"))
     return kOptimizer;
-  if (StartsWith(name, "autograd::engine::evaluate_function") || StartsWith(name, "trainrx::backward")) return kBackward;
+  if (StartsWith(name, "autograd::engine::evaluate_function") || StartsWith(name, "trainrx::backward") ||
+      IsAutogradNode(name))
+    return kBackward;
   if (StartsWith(name, "trainrx::forward")) return kForward;
   return -1;
 }
@@ -100,6 +117,13 @@ StepModel BuildStepModel(const Trace& trace) {
       }
       if (!found.empty()) {
         source = prefix[0] == 'P' ? "ProfilerStep" : "trainrx step markers";
+        // ProfilerStep#N that our collector wrote from its own markers or the optimizer steps.
+        if (const profiler::RankInfo* info = trace.FindRank(rank); info && prefix[0] == 'P') {
+          if (auto it = info->config.find("profiler_steps_from"); it != info->config.end()) {
+            source = it->second;
+            source.erase(std::remove(source.begin(), source.end(), '"'), source.end());
+          }
+        }
         break;
       }
     }
@@ -169,6 +193,7 @@ StepModel BuildStepModel(const Trace& trace) {
         if (r.e > st.s && r.s < st.e) in_step.push_back(r);
       Attribute(in_step, st.s, st.e, ph);
       row.data_wait_ns = ph[kData];
+      row.data_exposed_ns = ph[kData];
       row.optimizer_ns = ph[kOptimizer];
       row.backward_ns = ph[kBackward];
       row.forward_ns = ph[kForward];
@@ -178,17 +203,26 @@ StepModel BuildStepModel(const Trace& trace) {
         row.gpu_kernel_ns = CoveredWithin(gpu_kernel, st.s, st.e);
         row.gpu_memcpy_ns = CoveredWithin(gpu_mem, st.s, st.e);
         row.gpu_idle_ns = row.wall_ns - CoveredWithin(gpu_all, st.s, st.e);
+        // Data has the highest priority, so its exclusive time is the union of the data ranges.
+        std::vector<std::pair<int64_t, int64_t>> data;
+        for (const auto& r : in_step)
+          if (r.phase == kData) data.push_back({std::max(r.s, st.s), std::min(r.e, st.e)});
+        MergeIntervals(data);
+        row.data_exposed_ns = 0;
+        for (const auto& [s, e] : data) row.data_exposed_ns += (e - s) - CoveredWithin(gpu_all, s, e);
       }
       model.steps.push_back(std::move(row));
     }
   }
   if (model.steps.empty()) return model;
   std::vector<int64_t> walls;
+  double exposed = 0;
   double total = 0, data = 0, fwd = 0, bwd = 0, opt = 0, other = 0, kern = 0, mem = 0, idle = 0;
   for (const auto& s : model.steps) {
     walls.push_back(s.wall_ns);
     total += s.wall_ns;
     data += s.data_wait_ns;
+    exposed += s.data_exposed_ns;
     fwd += s.forward_ns;
     bwd += s.backward_ns;
     opt += s.optimizer_ns;
@@ -206,6 +240,7 @@ StepModel BuildStepModel(const Trace& trace) {
   model.median_wall_ns = median;
   if (total > 0) {
     model.data_wait_share = data / total;
+    model.data_exposed_share = exposed / total;
     model.forward_share = fwd / total;
     model.backward_share = bwd / total;
     model.optimizer_share = opt / total;

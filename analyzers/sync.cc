@@ -72,6 +72,7 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
     bool have_gpu = false;
     for (const auto& t : trace.tracks) have_gpu = have_gpu || (t.rank == rank && t.kind == TrackKind::kGpuStream);
 
+    const StepWindows in_steps(ctx.steps, rank);
     for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
       const auto& t = trace.tracks[ti];
       if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
@@ -83,6 +84,7 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
         const std::string_view name = trace.Name(e);
         if (StartsWith(name, "autograd::engine::evaluate_function")) backward_end = std::max(backward_end, e.end_ns());
         if (e.ts_ns < backward_end && (name == "aten::item" || name == "aten::_local_scalar_dense")) continue;
+        if (!in_steps.Contains(e.ts_ns)) continue;  // per-step counts: only work inside the steps
         if (e.kind == EventKind::kCpuOp && name == "aten::item") {
           ++item;
           item_ns += e.dur_ns;

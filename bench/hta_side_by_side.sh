@@ -27,26 +27,10 @@ TILE_COPIES=${TILE_COPIES:-10}
 TILE_SRC=${TILE_SRC:-$TRACES_DIR/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz}
 TILE_TOOL=${TILE_TOOL:-$REPO/../shared/tools/tile_trace.py}
 
-# HolisticTraceAnalysis 0.5.0 is the newest on PyPI (0.6.1 exists only as source; its breakdown code is
-# the same). Its declared deps also pull jupyterlab/pytest/pydot, which the analysis never imports,
-# so we install exactly what it imports, pinned, with --no-deps.
-HTA_PINS=(
-  HolisticTraceAnalysis==0.5.0
-  numpy==1.26.4 pandas==2.2.3 python-dateutil==4.0.0 pytz==2026.6 tzdata==2026.6
-  plotly==5.24.1 packaging==26.3 tenacity==9.2.1
-  networkx==3.4.2 PyYAML==6.0.2 psutil==6.1.1 ijson==3.3.0
-)
-
 die() { echo "hta_side_by_side: $*" >&2; exit 2; }
 [ -x "$TRAINRX" ] || die "no trainrx binary at $TRAINRX (build it, or set TRAINRX)"
 
-if ! "$PEERS_VENV/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("HolisticTraceAnalysis") != "0.5.0")' 2>/dev/null ||
-   ! "$PEERS_VENV/bin/python" -c 'import hta.trace_analysis' 2>/dev/null; then
-  echo "installing HTA into $PEERS_VENV ..." >&2
-  [ -x "$PEERS_VENV/bin/python" ] || python3 -m venv "$PEERS_VENV"
-  "$PEERS_VENV/bin/pip" install -q --no-deps "${HTA_PINS[@]}"
-  "$PEERS_VENV/bin/python" -c 'import hta.trace_analysis' || die "HTA does not import in $PEERS_VENV"
-fi
+PEERS_PY=$(PEERS_VENV=$PEERS_VENV "$REPO/scripts/peers-venv") || die "could not make the peers venv"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/hta_sbs.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
@@ -176,4 +160,4 @@ worst = max((abs(h[k] - t[k]) for _, h, t, _ in figures if h and t for k in ("id
 print(f"\nlargest |HTA - trainrx| share difference: {worst:.2f} pp")
 EOF
 
-"$PEERS_VENV/bin/python" "$WORK/drive.py" "$WORK" "$TRAINRX" "$WORK/run_hta.py" "$REPS" "${traces[@]}"
+"$PEERS_PY" "$WORK/drive.py" "$WORK" "$TRAINRX" "$WORK/run_hta.py" "$REPS" "${traces[@]}"

@@ -143,7 +143,7 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
   if (traces.empty()) {
     std::cerr << fmt::format(
         "trainrx: no trace was written: {} never loaded libtorch{} (exit code {})\n", options.command[0],
-        " or ran unobserved (see the message above, if any)", code);
+        ", ran no torch op, or ran unobserved (see the message above, if any)", code);
     return code != 0 ? code : 2;
   }
   for (const auto& t : traces) std::cerr << "trainrx: wrote " << t << "\n";

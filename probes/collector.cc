@@ -1,5 +1,7 @@
 #include "collector.h"
 
+#include "trainrx/profiler/profiler_steps.h"
+
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -299,6 +301,10 @@ profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
   cfg["cupti_dropped_records"] = std::to_string(gpu_dropped);
   if (dropped) trace.stats.Add("dropped_records", profiler::IssueSeverity::kDataLoss, "collector budget exhausted", dropped);
   if (unfinished) trace.stats.Add("unfinished_ranges", profiler::IssueSeverity::kInfo, "closed at stop time", unfinished);
+  // ProfilerStep#N as torch.profiler writes them, so HTA and other tools find our steps; the
+  // analyzer reads them back as the steps they were made from (profiler_steps_from).
+  const std::string steps_from = profiler::AddProfilerSteps(trace, rank);
+  if (!steps_from.empty()) cfg["profiler_steps_from"] = "\"" + steps_from + "\"";
   trace.Finalize();
   return trace;
 }

@@ -51,6 +51,26 @@ bool SameFile(const std::string& a, const std::string& b) {
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+// A child started by Python multiprocessing's spawn or forkserver method (a DataLoader worker with
+// multiprocessing_context="spawn", a torch.multiprocessing.spawn rank): its command line ends in
+// "--multiprocessing-fork". Such children are not observed unless TRAINRX_RECORD_SPAWNED=1 (for
+// mp.spawn-launched ranks): a DataLoader worker must not pay the observer's cost, and nothing at
+// attach time tells a worker from a rank. torchrun ranks are ordinary processes and are observed.
+bool SpawnedMultiprocessingChild() {
+  const char* opt = std::getenv("TRAINRX_RECORD_SPAWNED");
+  if (opt && std::strcmp(opt, "1") == 0) return false;
+  FILE* f = std::fopen("/proc/self/cmdline", "rb");
+  if (f == nullptr) return false;
+  char buf[4096];
+  const size_t n = std::fread(buf, 1, sizeof(buf), f);
+  std::fclose(f);
+  static const char kArg[] = "--multiprocessing-fork";
+  for (size_t i = 0; i + sizeof(kArg) <= n + 1; ++i) {
+    if ((i == 0 || buf[i - 1] == '\0') && std::memcmp(buf + i, kArg, sizeof(kArg) - 1) == 0) return true;
+  }
+  return false;
+}
+
 void MaybeAttach() {
   const char* probe = std::getenv("TRAINRX_PROBE_LIB");
   if (probe == nullptr || *probe == '\0') return;
@@ -58,6 +78,7 @@ void MaybeAttach() {
   dl_iterate_phdr(&FindTorch, &torch);
   if (torch.empty()) return;
   if (g_done.exchange(true)) return;  // one attempt per process
+  if (SpawnedMultiprocessingChild()) return;
   const char* expected = std::getenv("TRAINRX_TORCH_LIB");
   if (expected && *expected && !SameFile(torch, expected)) {
     const char* version = std::getenv("TRAINRX_TORCH_VERSION");

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -159,6 +160,7 @@ void ProcessSession::AfterForkChild() {
   s.in_fork_child_.store(true);
   if (s.collector_) s.collector_->SetRecording(false);
   s.finished_.store(true);
+  if (s.fork_child_hook_) s.fork_child_hook_();
 }
 
 void ProcessSession::AtExit() {
@@ -195,6 +197,16 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
     c.SetStatic("duration_ns", std::to_string(stop_ns - start_ns_));
     if (!is_root_) c.SetStatic("child_trace", "true");
     profiler::Trace trace = c.Assemble(rank_ >= 0 ? rank_ : 0, stop_ns);
+    // A launcher (torchrun, a shell script running python) loads torch, runs no op and starts the
+    // ranks: its trace would be one more "rank" with nothing in it. Its children's traces are the run.
+    const bool ran_ops = std::any_of(trace.events.begin(), trace.events.end(), [](const profiler::Event& e) {
+      return e.kind == profiler::EventKind::kCpuOp || e.kind == profiler::EventKind::kUserAnnotation;
+    });
+    // (Python starts children with posix_spawn/vfork, which bypass fork handlers: no child count.)
+    if (is_root_ && !ran_ops && reason == "exit") {
+      Info("no op ran in this process (a launcher); its children's traces are the recording");
+      return written_;
+    }
     auto& info = trace.ranks[0];
     info.base_time_ns = start_ns_;
     if (rank_ >= 0) {

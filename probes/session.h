@@ -53,6 +53,10 @@ class ProcessSession {
   // last config snapshot here.
   using FinishHook = void (*)(ProcessSession&);
   void SetFinishHook(FinishHook hook) { finish_hook_ = hook; }
+  // Runs in a forked child (a DataLoader worker) right after fork: the observer unregisters its
+  // callback there, so the child does not pay for an observer that records nothing.
+  using ForkChildHook = void (*)();
+  void SetForkChildHook(ForkChildHook hook) { fork_child_hook_ = hook; }
 
   // Assembles and writes the trace once; later calls return the first result. `reason` is
   // "exit", "stop", "SIGTERM", "SIGSEGV"...; any reason but exit/stop marks the trace incomplete.
@@ -87,6 +91,7 @@ class ProcessSession {
   bool is_root_ = true;
   int64_t start_ns_ = 0;
   FinishHook finish_hook_ = nullptr;
+  ForkChildHook fork_child_hook_ = nullptr;
 };
 
 }  // namespace trainrx::probes

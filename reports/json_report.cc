@@ -96,6 +96,7 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
       w.Field("gpu_kernel_ns", s.gpu_kernel_ns);
       w.Field("gpu_memcpy_ns", s.gpu_memcpy_ns);
       w.Field("gpu_idle_ns", s.gpu_idle_ns);
+      w.Field("data_wait_gpu_idle_ns", s.data_exposed_ns);
     }
     w.EndObject();
   }
@@ -115,6 +116,7 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.Field("gpu_kernel", steps.gpu_kernel_share);
     w.Field("gpu_memcpy", steps.gpu_memcpy_share);
     w.Field("gpu_idle", steps.gpu_idle_share);
+    w.Field("data_wait_gpu_idle", steps.data_exposed_share);
   }
   w.EndObject();
   w.Key("temporal_breakdown");

@@ -140,6 +140,7 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
       rows.push_back({"GPU kernels", Pct(steps.gpu_kernel_share)});
       rows.push_back({"GPU memcpy/memset", Pct(steps.gpu_memcpy_share)});
       rows.push_back({"GPU idle", Pct(steps.gpu_idle_share)});
+      rows.push_back({"data wait, GPU idle", Pct(steps.data_exposed_share)});
     }
     sink.Table({"phase", "share of step"}, rows);
   }

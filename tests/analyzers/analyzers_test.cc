@@ -48,6 +48,43 @@ std::string CpuSteps(int n, int data_us, int items, bool zeroing, const char* lo
   return "{\"traceEvents\":[" + ev + "]}";
 }
 
+// PyTorch 1.8/1.9 traces: bare autograd nodes on the autograd thread, no evaluate_function
+// wrapper; and DataPipe loading. Both get their phase.
+TEST(StepsTest, OldStyleAutogradNodesAreBackwardAndDataPipeIsData) {
+  const Report r = AnalyzeJson(R"J({"traceEvents":[
+    {"ph":"X","cat":"Operator","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":10000},
+    {"ph":"X","cat":"Operator","name":"enumerate(DataPipe)#MapperIterDataPipe","pid":1,"tid":1,"ts":0,"dur":1000},
+    {"ph":"X","cat":"Operator","name":"aten::conv2d","pid":1,"tid":1,"ts":1000,"dur":3000},
+    {"ph":"X","cat":"Operator","name":"CudnnConvolutionBackward","pid":1,"tid":2,"ts":4000,"dur":4000},
+    {"ph":"X","cat":"Operator","name":"aten::cudnn_convolution_backward","pid":1,"tid":2,"ts":4100,"dur":3800},
+    {"ph":"X","cat":"Operator","name":"torch::autograd::AccumulateGrad","pid":1,"tid":2,"ts":8000,"dur":500}
+  ]})J");
+  ASSERT_EQ(r.metrics.steps.steps.size(), 1u);
+  const auto& s = r.metrics.steps.steps[0];
+  EXPECT_EQ(s.data_wait_ns, 1'000'000);
+  EXPECT_EQ(s.backward_ns, 4'500'000);
+  EXPECT_EQ(s.forward_ns, 3'000'000);
+}
+
+// On a GPU trace, loading while the previous step's kernel still runs is hidden: only the part
+// of the data wait with the GPU idle counts (and is what input.dataloader_bound claims).
+TEST(StepsTest, DataWaitUnderGpuWorkIsNotExposed) {
+  const Report r = AnalyzeJson(R"J({"traceEvents":[
+    {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":10000},
+    {"ph":"X","cat":"user_annotation","name":"ProfilerStep#2","pid":1,"tid":1,"ts":10000,"dur":10000},
+    {"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":10000,"dur":5000},
+    {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":8000,"dur":10,"args":{"correlation":7}},
+    {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":8100,"dur":4900,"args":{"device":0,"stream":7,"correlation":7}}
+  ]})J");
+  ASSERT_EQ(r.metrics.steps.steps.size(), 2u);
+  EXPECT_EQ(r.metrics.steps.steps[1].data_wait_ns, 5'000'000);
+  EXPECT_EQ(r.metrics.steps.steps[1].data_exposed_ns, 2'000'000);  // the kernel runs until 13000
+  const Finding* f = Find(r, "input.dataloader_bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->measured, 10.0, 1e-9);  // 2 ms of 20 ms, not 5 ms
+  EXPECT_EQ(f->estimated_saving_ns, 1'000'000);  // 2 ms over 2 steps
+}
+
 TEST(StepsTest, PhaseBreakdownFromProfilerSteps) {
   const Report r = AnalyzeJson(CpuSteps(4, 3000, 0, false));
   const auto& s = r.metrics.steps;
@@ -124,6 +161,26 @@ TEST(SyncTest, ItemEveryStepCountedOncePerCall) {
   EXPECT_EQ(Find(AnalyzeJson(CpuSteps(4, 0, 0, false)), "sync.host_device"), nullptr);
 }
 
+// Per-step counts only count what happens inside the steps: items before the first step (e.g.
+// torch.compile tracing) and after the last (evaluation, a final print) are not per-step syncs.
+TEST(SyncTest, ItemsOutsideStepsAreNotPerStepSyncs) {
+  std::string json = CpuSteps(4, 0, 0, false);
+  std::string outside;
+  for (int k = 0; k < 12; ++k)
+    outside += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::item","pid":1,"tid":1,"ts":{},"dur":5}},)J", 40000 + k * 100);
+  json.insert(json.find('[') + 1, outside);
+  EXPECT_EQ(Find(AnalyzeJson(json), "sync.host_device"), nullptr);
+  // The same items inside the steps are 3 per step.
+  std::string inside = CpuSteps(4, 0, 0, false);
+  std::string in;
+  for (int k = 0; k < 12; ++k)
+    in += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::item","pid":1,"tid":1,"ts":{},"dur":5}},)J", (k % 4) * 10000 + 9600 + k);
+  inside.insert(inside.find('[') + 1, in);
+  const Finding* f = Find(AnalyzeJson(inside), "sync.host_device");
+  ASSERT_NE(f, nullptr);
+  EXPECT_DOUBLE_EQ(f->measured, 3.0);
+}
+
 TEST(SyncTest, GpuSyncsBlockedTimeAndCause) {
   const std::string json = R"J({"traceEvents":[
     {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000},
@@ -181,6 +238,18 @@ TEST(ModelTest, BiasBeforeBatchNormNeedsShapesAndMatchingChannels) {
   EXPECT_EQ(Find(AnalyzeJson(ConvNorm(conv_bias, "aten::batch_norm", "[[8,32,32,32],[32]]")), "model.bias_before_norm"),
             nullptr);
   EXPECT_EQ(Find(AnalyzeJson(ConvNorm(conv_bias, "aten::batch_norm", bn16, false)), "model.bias_before_norm"), nullptr);
+}
+
+// torch 2.x autocast records aten::conv2d [float] around aten::conv2d [c10::BFloat16]: one layer.
+TEST(ModelTest, AutocastNestedLayerCountsOnce) {
+  std::string json = ConvNorm("[[8,3,32,32],[16,3,3,3],[16],[],[],[],[]]", "aten::batch_norm",
+                              "[[8,16,32,32],[16],[16],[16],[16],[],[],[],[]]");
+  json.insert(json.find('[') + 1,
+              R"J({"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":0.5,"dur":99,"args":{"Input Dims":[[8,3,32,32],[16,3,3,3],[16],[],[],[],[]],"Input type":["c10::BFloat16","c10::BFloat16","c10::BFloat16"]}},)J");
+  const Report r = AnalyzeJson(json);
+  const Finding* f = Find(r, "model.bias_before_norm");
+  ASSERT_NE(f, nullptr);
+  EXPECT_DOUBLE_EQ(f->measured, 1.0);
 }
 
 // Idle split on one stream, built so each HTA category gets one known gap.
@@ -291,6 +360,316 @@ TEST(EvalTest, GradOnDuringAnIterationWithoutBackwardIsFlagged) {
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(std::get<int64_t>(f->evidence[0].value), 1);  // one eval iteration
   EXPECT_EQ(Find(AnalyzeJson(EvalTrace(0)), "eval.grad_enabled"), nullptr);
+}
+
+}  // namespace
+}  // namespace trainrx::analyzers
+
+// TorchTidy's patterns (torch/profiler/_pattern_matcher.py) as trace-model rules: each fires on
+// its planted trace and stays silent where it would be wrong.
+namespace trainrx::analyzers {
+namespace {
+
+std::string Ev(const char* cat, std::string_view name, int tid, double ts, double dur, const std::string& args = "") {
+  return fmt::format(R"J({{"ph":"X","cat":"{}","name":"{}","pid":1,"tid":{},"ts":{},"dur":{}{}}},)J", cat, name, tid, ts, dur,
+                     args.empty() ? "" : ",\"args\":{" + args + "}");
+}
+std::string Trace(std::string events, const std::string& top = "") {
+  if (!events.empty()) events.pop_back();
+  return "{" + top + "\"traceEvents\":[" + events + "]}";
+}
+std::string Steps(int n, int step_us = 1000) {
+  std::string ev;
+  for (int i = 0; i < n; ++i) ev += Ev("user_annotation", fmt::format("ProfilerStep#{}", i), 1, i * step_us, step_us);
+  return ev;
+}
+
+// Per step: an Optimizer.step range of `opt_us` at 500 µs into the step on thread `tid`, holding
+// `params` parameters x `per_param` ops of `op_us` each (each op with a nested as_strided), or
+// foreach ops when `foreach`.
+std::string OptimizerSteps(int n, int params, const std::vector<std::string>& per_param, double op_us, double opt_us,
+                           bool foreach = false, int tid = 1, const char* impl = "_single_tensor_adam") {
+  std::string ev = Steps(n);
+  for (int i = 0; i < n; ++i) {
+    const double s = i * 1000 + 500;
+    ev += Ev("user_annotation", "Optimizer.step#AdamW.step", 1, s, opt_us);
+    ev += Ev("python_function", fmt::format("torch/optim/adamw.py(1): {}", foreach ? "_multi_tensor_adamw" : impl), 1, s + 0.5,
+             opt_us - 1);
+    double t = s + 1;
+    if (foreach) {
+      for (const auto& op : per_param) {
+        ev += Ev("cpu_op", "aten::_foreach_" + op.substr(6), tid, t, op_us);
+        t += op_us + 0.1;
+      }
+      continue;
+    }
+    for (int p = 0; p < params; ++p)
+      for (const auto& op : per_param) {
+        ev += Ev("cpu_op", op, tid, t, op_us);
+        ev += Ev("cpu_op", "aten::as_strided", tid, t + 0.01, op_us / 4);
+        t += op_us + 0.1;
+      }
+  }
+  return Trace(ev);
+}
+const std::vector<std::string> kAdamOps = {"aten::add_", "aten::mul_", "aten::addcmul_", "aten::sqrt", "aten::addcdiv_"};
+
+TEST(OptimTest, SingleTensorStepFlaggedWithParamsAndBoundedSaving) {
+  // 8 parameters x 5 ops of 2 µs in a 200 µs optimizer step, 1 ms steps.
+  const Report r = AnalyzeJson(OptimizerSteps(4, 8, kAdamOps, 2, 200));
+  const Finding* f = Find(r, "optim.single_tensor");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->measured, 20.0, 1e-6);  // 200 µs of 1000
+  auto ev = [&](const char* k) -> decltype(EvidenceItem::value) {
+    for (const auto& e : f->evidence)
+      if (e.key == k) return e.value;
+    ADD_FAILURE() << "no evidence " << k;
+    return int64_t{0};
+  };
+  EXPECT_EQ(std::get<int64_t>(ev("parameters_estimate")), 8);
+  EXPECT_DOUBLE_EQ(std::get<double>(ev("ops_per_optimizer_step")), 40.0);  // as_strided is nested: not counted
+  EXPECT_EQ(std::get<std::string>(ev("implementation")), "_single_tensor_adam");
+  // (40 - 40/8) ops x 2 µs = 70 µs per step, within the optimizer's 200 µs.
+  EXPECT_EQ(f->estimated_saving_ns, 70'000);
+  EXPECT_NEAR(f->estimated_saving_pct, 7.0, 1e-6);
+  EXPECT_LE(f->estimated_saving_ns, 200'000);
+  EXPECT_EQ(f->confidence, Confidence::kHigh);
+  EXPECT_EQ(f->severity, Severity::kLow);  // CPU trace
+}
+
+TEST(OptimTest, SingleTensorSilentWithForeachOrFusedOps) {
+  EXPECT_EQ(Find(AnalyzeJson(OptimizerSteps(4, 8, kAdamOps, 2, 200, /*foreach=*/true)), "optim.single_tensor"), nullptr);
+  // Per-parameter ops next to one fused op (e.g. a scheduler's op): the step is multi-tensor.
+  std::string json = OptimizerSteps(4, 8, kAdamOps, 2, 200);
+  std::string fused;
+  for (int i = 0; i < 4; ++i) fused += Ev("cpu_op", "aten::_fused_adamw_", 1, i * 1000 + 690, 5);
+  json.insert(json.find('[') + 1, fused);
+  EXPECT_EQ(Find(AnalyzeJson(json), "optim.single_tensor"), nullptr);
+}
+
+TEST(OptimTest, SingleTensorSilentWhenTheOptimizerIsCheapOrThereAreNoSteps) {
+  // CPU SGD: 8 x add_ of 0.6 µs in a 20 µs step of a 1 ms step: 2 % of the step (< 5 %).
+  EXPECT_EQ(Find(AnalyzeJson(OptimizerSteps(4, 8, {"aten::add_"}, 0.6, 20, false, 1, "_single_tensor_sgd")),
+                 "optim.single_tensor"), nullptr);
+  // A large share but nothing to remove: 2 parameters x 1 op of 1 µs in a 100 µs step: (2 - 1)
+  // x 1 µs = 0.1 % of the step, under the 0.5 % floor.
+  EXPECT_EQ(Find(AnalyzeJson(OptimizerSteps(4, 2, {"aten::add_"}, 1, 100)), "optim.single_tensor"), nullptr);
+  // One optimizer step and no ProfilerStep: no steps, no share of a step to judge.
+  std::string ev = Ev("user_annotation", "Optimizer.step#AdamW.step", 1, 0, 200);
+  for (int p = 0; p < 40; ++p) ev += Ev("cpu_op", "aten::add_", 1, 1 + p * 3, 2);
+  const Report none = AnalyzeJson(Trace(ev));
+  EXPECT_TRUE(none.metrics.steps.steps.empty() || none.metrics.steps.source != "ProfilerStep");
+  EXPECT_EQ(Find(none, "optim.single_tensor"), nullptr);
+}
+
+TEST(OptimTest, SingleTensorCountsOnlyTheOptimizerThreadsOps) {
+  // The per-parameter ops run on another thread during the optimizer range: not its ops.
+  EXPECT_EQ(Find(AnalyzeJson(OptimizerSteps(4, 8, kAdamOps, 2, 200, false, /*tid=*/2)), "optim.single_tensor"), nullptr);
+}
+
+// GPU steps with `kernel` (500 µs) and an unrelated kernel (500 µs) per 2 ms step, on a device of
+// compute capability `major` (no deviceProperties when major < 0).
+std::string GpuGemmSteps(const char* kernel, int major) {
+  std::string ev = Steps(3, 2000);
+  for (int i = 0; i < 3; ++i) {
+    const int s = i * 2000;
+    ev += Ev("cpu_op", "aten::mm", 1, s + 10, 30, fmt::format(R"J("External id":{},"Input type":["float","float"],"Input Dims":[[512,512],[512,512]])J", 100 + i));
+    ev += Ev("cuda_runtime", "cudaLaunchKernel", 1, s + 20, 10, fmt::format(R"J("External id":{},"correlation":{})J", 100 + i, 200 + i));
+    ev += fmt::format(R"J({{"ph":"X","cat":"kernel","name":"{}","pid":0,"tid":7,"ts":{},"dur":500,"args":{{"device":0,"stream":7,"correlation":{},"External id":{}}}}},)J",
+                      kernel, s + 40, 200 + i, 100 + i);
+    ev += fmt::format(R"J({{"ph":"X","cat":"kernel","name":"vectorized_elementwise_kernel","pid":0,"tid":7,"ts":{},"dur":500,"args":{{"device":0,"stream":7}}}},)J",
+                      s + 600);
+  }
+  const std::string props =
+      major < 0 ? "" : fmt::format(R"J("deviceProperties":[{{"id":0,"name":"GPU","computeMajor":{},"computeMinor":0}}],)J", major);
+  return Trace(ev, props);
+}
+
+TEST(PrecisionTest, Fp32GemmOnAmpereFlaggedWithHalfItsKernelTime) {
+  const Report r = AnalyzeJson(GpuGemmSteps("ampere_sgemm_128x64_nn", 8));
+  const Finding* f = Find(r, "precision.fp32_matmul");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->measured, 50.0, 1e-6);        // 500 of 1000 µs of kernels
+  EXPECT_EQ(f->estimated_saving_ns, 250'000);  // 500 µs x (1 - 1/2) per step
+  EXPECT_NEAR(f->estimated_saving_pct, 12.5, 1e-6);
+  ASSERT_FALSE(f->examples.empty());
+  EXPECT_NE(f->examples[0].find("<- aten::mm"), std::string::npos);
+  // The architecture from kernel names when the trace has no deviceProperties.
+  EXPECT_NE(Find(AnalyzeJson(GpuGemmSteps("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x16", -1)),
+                 "precision.fp32_matmul"), nullptr);
+}
+
+TEST(PrecisionTest, Fp32MatmulSilentBeforeAmpereWithTf32OrHalfAndOnCpu) {
+  EXPECT_EQ(Find(AnalyzeJson(GpuGemmSteps("volta_sgemm_128x64_nn", 7)), "precision.fp32_matmul"), nullptr);
+  // No deviceProperties and a kernel name that does not say sm_80+: the architecture is unknown.
+  EXPECT_EQ(Find(AnalyzeJson(GpuGemmSteps("maxwell_sgemm_128x64_nn", -1)), "precision.fp32_matmul"), nullptr);
+  EXPECT_EQ(Find(AnalyzeJson(GpuGemmSteps("ampere_tf32_s1688gemm_tf32_128x128_ldg8_f2f_tn", 8)), "precision.fp32_matmul"), nullptr);
+  EXPECT_EQ(Find(AnalyzeJson(GpuGemmSteps("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>", 8)),
+                 "precision.fp32_matmul"), nullptr);
+  EXPECT_EQ(Find(AnalyzeJson(GpuGemmSteps("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 8)), "precision.fp32_matmul"), nullptr);
+  EXPECT_EQ(Find(AnalyzeJson(GpuGemmSteps("gemv2T_kernel_val<int, int, float, float, float>", 8)), "precision.fp32_matmul"), nullptr);
+  // A CPU-only trace of the same float matmuls (TorchTidy flags these on a CPU-only torch).
+  std::string cpu = Steps(3);
+  for (int i = 0; i < 3; ++i)
+    cpu += Ev("cpu_op", "aten::mm", 1, i * 1000 + 10, 500, R"J("Input type":["float","float"],"Input Dims":[[512,512],[512,512]])J");
+  EXPECT_EQ(Find(AnalyzeJson(Trace(cpu, R"J("deviceProperties":[],)J")), "precision.fp32_matmul"), nullptr);
+}
+
+// Per step one GEMM `op` with `types` / `dims`; on a GPU its kernel (400 µs of a 1 ms step) by External id.
+std::string GemmSteps(const char* op, const char* types, const char* dims, bool gpu = false) {
+  std::string ev = Steps(3);
+  for (int i = 0; i < 3; ++i) {
+    ev += Ev("cpu_op", op, 1, i * 1000 + 10, 50, fmt::format(R"J("External id":{},"Input type":{},"Input Dims":{})J", 10 + i, types, dims));
+    if (gpu)
+      ev += fmt::format(R"J({{"ph":"X","cat":"kernel","name":"sm80_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_align2","pid":0,"tid":7,"ts":{},"dur":400,"args":{{"device":0,"stream":7,"External id":{}}}}},)J",
+                        i * 1000 + 100, 10 + i);
+  }
+  return Trace(ev);
+}
+
+TEST(PrecisionTest, UnalignedHalfMatmulIsInfoOnCpuAndCostedOnGpu) {
+  const char* bf16 = R"J(["c10::BFloat16","c10::BFloat16"])J";
+  const Report cpu = AnalyzeJson(GemmSteps("aten::mm", bf16, "[[16,10],[10,32]]"));
+  const Finding* f = Find(cpu, "precision.matmul_alignment");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kInfo);
+  EXPECT_EQ(f->estimated_saving_ns, 0);
+  EXPECT_DOUBLE_EQ(f->measured, 1.0);
+  ASSERT_FALSE(f->examples.empty());
+  EXPECT_NE(f->examples[0].find("K=10"), std::string::npos);
+  // addmm: (bias, a, b); linear: (x, weight[N, K], bias).
+  EXPECT_NE(Find(AnalyzeJson(GemmSteps("aten::addmm", R"J(["c10::Half","c10::Half","c10::Half"])J", "[[10],[16,32],[32,10]]")),
+                 "precision.matmul_alignment"), nullptr);
+  EXPECT_NE(Find(AnalyzeJson(GemmSteps("aten::linear", R"J(["c10::BFloat16","c10::BFloat16",""])J", "[[4,5,32],[16,32],[]]")),
+                 "precision.matmul_alignment"), nullptr);  // M = 4 x 5 = 20
+  EXPECT_EQ(Find(AnalyzeJson(GemmSteps("aten::linear", R"J(["c10::BFloat16","c10::BFloat16",""])J", "[[4,6,32],[16,32],[]]")),
+                 "precision.matmul_alignment"), nullptr);  // M = 24, K = 32, N = 16: aligned
+  const Report gpu = AnalyzeJson(GemmSteps("aten::mm", bf16, "[[16,10],[10,32]]", /*gpu=*/true));
+  const Finding* g = Find(gpu, "precision.matmul_alignment");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->estimated_saving_ns, 200'000);  // its kernel's 400 µs x (1 - 1/2)
+  EXPECT_NEAR(g->estimated_saving_pct, 20.0, 1e-6);
+  EXPECT_EQ(g->severity, Severity::kMedium);
+}
+
+TEST(PrecisionTest, MatmulAlignmentSilentWhenAlignedOrFp32) {
+  EXPECT_EQ(Find(AnalyzeJson(GemmSteps("aten::mm", R"J(["c10::BFloat16","c10::BFloat16"])J", "[[16,16],[16,32]]")),
+                 "precision.matmul_alignment"), nullptr);
+  EXPECT_EQ(Find(AnalyzeJson(GemmSteps("aten::mm", R"J(["float","float"])J", "[[16,10],[10,32]]")), "precision.matmul_alignment"),
+            nullptr);
+  // Shapes not recorded: nothing to judge.
+  std::string ev = Steps(3);
+  for (int i = 0; i < 3; ++i) ev += Ev("cpu_op", "aten::mm", 1, i * 1000 + 10, 50);
+  EXPECT_EQ(Find(AnalyzeJson(Trace(ev)), "precision.matmul_alignment"), nullptr);
+}
+
+// Per step: `first` (an aten::ones that fills [10], unless given) then `copy` on thread `copy_tid`.
+std::string FillThenCopy(const char* copy_dims = "[[10],[],[]]", int copy_tid = 1, bool with_copy = true, bool gpu = false,
+                         const char* first = "aten::ones") {
+  std::string ev = Steps(3);
+  for (int i = 0; i < 3; ++i) {
+    const int s = i * 1000 + 100;
+    ev += Ev("cpu_op", first, 1, s, 10);
+    ev += Ev("cpu_op", "aten::empty", 1, s + 1, 2);
+    ev += Ev("cpu_op", "aten::fill_", 1, s + 4, 3, R"J("Input Dims":[[10],[]])J");
+    ev += Ev("cpu_op", "aten::to", copy_tid, s + 20, 30, fmt::format(R"J("Input Dims":{})J", copy_dims));
+    ev += Ev("cpu_op", "aten::_to_copy", copy_tid, s + 21, 28);
+    if (with_copy) ev += Ev("cpu_op", "aten::copy_", copy_tid, s + 25, 20);
+    if (gpu) {
+      ev += Ev("cuda_runtime", "cudaMemcpyAsync", copy_tid, s + 26, 15, fmt::format(R"J("correlation":{})J", 50 + i));
+      ev += fmt::format(R"J({{"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD (Pageable -> Device)","pid":0,"tid":7,"ts":{},"dur":5,"args":{{"device":0,"stream":7,"correlation":{},"bytes":40}}}},)J",
+                        s + 30, 50 + i);
+    }
+  }
+  return Trace(ev);
+}
+
+TEST(TensorTest, FilledThenCopiedIsFlaggedOnCpuAndGpu) {
+  const Report r = AnalyzeJson(FillThenCopy());
+  const Finding* f = Find(r, "tensor.cpu_then_copy");
+  ASSERT_NE(f, nullptr);
+  EXPECT_DOUBLE_EQ(f->measured, 1.0);
+  EXPECT_EQ(f->estimated_saving_ns, 30'000);  // the copy op's 30 µs
+  EXPECT_EQ(f->confidence, Confidence::kHigh);  // same shape [10]
+  const Report gpu = AnalyzeJson(FillThenCopy("[[10],[],[]]", 1, true, true));
+  const Finding* g = Find(gpu, "tensor.cpu_then_copy");
+  ASSERT_NE(g, nullptr);
+  EXPECT_NE(g->title.find("to the GPU"), std::string::npos);
+  EXPECT_EQ(std::get<int64_t>(g->evidence[1].value), 3);   // copies_to_device
+  EXPECT_EQ(std::get<int64_t>(g->evidence[4].value), 120);  // 3 x 40 bytes
+}
+
+TEST(TensorTest, CopySilentForOtherTensorsNoOpToOtherThreadsAndNestedCasts) {
+  EXPECT_EQ(Find(AnalyzeJson(FillThenCopy("[[20],[],[]]")), "tensor.cpu_then_copy"), nullptr);  // another shape
+  EXPECT_EQ(Find(AnalyzeJson(FillThenCopy("[[10],[],[]]", 1, /*with_copy=*/false)), "tensor.cpu_then_copy"), nullptr);
+  EXPECT_EQ(Find(AnalyzeJson(FillThenCopy("[[10],[],[]]", /*copy_tid=*/2)), "tensor.cpu_then_copy"), nullptr);
+  // x.mul_(2.0): the scalar is wrapped and cast inside mul_ (aten::to nested): not a user copy.
+  std::string ev = Steps(3);
+  for (int i = 0; i < 3; ++i) {
+    const int s = i * 1000 + 100;
+    ev += Ev("cpu_op", "aten::fill_", 1, s, 5, R"J("Input Dims":[[],[]])J");
+    ev += Ev("cpu_op", "aten::mul_", 1, s + 10, 40, R"J("Input Dims":[[3,16,16],[]])J");
+    ev += Ev("cpu_op", "aten::to", 1, s + 12, 20);
+    ev += Ev("cpu_op", "aten::_to_copy", 1, s + 13, 18);
+    ev += Ev("cpu_op", "aten::copy_", 1, s + 15, 10);
+  }
+  EXPECT_EQ(Find(AnalyzeJson(Trace(ev)), "tensor.cpu_then_copy"), nullptr);
+  // No steps: a one-time model init then model.to(device) (uniform_ -> to, once) is not a loop.
+  std::string init = Ev("cpu_op", "aten::uniform_", 1, 0, 300, R"J("Input Dims":[[64,3,3,3],[],[],[]])J");
+  init += Ev("cpu_op", "aten::to", 1, 310, 5000, R"J("Input Dims":[[64,3,3,3],[],[],[],[]])J");
+  init += Ev("cpu_op", "aten::_to_copy", 1, 311, 4990);
+  init += Ev("cpu_op", "aten::copy_", 1, 5000, 200);
+  EXPECT_EQ(Find(AnalyzeJson(Trace(init)), "tensor.cpu_then_copy"), nullptr);
+}
+
+// Per step, `reps` iterations of [select, mul_] on thread 1, inside a DataLoader range if `in_loader`.
+std::string LoopIndexing(int reps, bool in_loader = false) {
+  std::string ev = Steps(3);
+  for (int i = 0; i < 3; ++i) {
+    const int s = i * 1000 + 100;
+    if (in_loader) ev += Ev("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1, s - 1, reps * 10 + 2);
+    for (int k = 0; k < reps; ++k) {
+      ev += Ev("cpu_op", "aten::select", 1, s + k * 10, 2);
+      ev += Ev("cpu_op", "aten::as_strided", 1, s + k * 10 + 0.5, 1);
+      ev += Ev("cpu_op", "aten::mul_", 1, s + k * 10 + 3, 5);
+    }
+  }
+  return Trace(ev);
+}
+
+TEST(PythonTest, LoopIndexingFlaggedFromTenRepeats) {
+  const Report r = AnalyzeJson(LoopIndexing(16));
+  const Finding* f = Find(r, "python.loop_indexing");
+  ASSERT_NE(f, nullptr);
+  EXPECT_DOUBLE_EQ(f->measured, 16.0);
+  // (32 - 2) ops beyond one iteration x 2 µs (10th percentile: the selects) = 60 µs, within the loop's 158 µs.
+  EXPECT_EQ(f->estimated_saving_ns, 60'000);
+  ASSERT_FALSE(f->examples.empty());
+  EXPECT_NE(f->examples[0].find("16 x [aten::select, aten::mul_]"), std::string::npos);
+  EXPECT_EQ(Find(AnalyzeJson(LoopIndexing(9)), "python.loop_indexing"), nullptr);
+  // The loader's own per-sample indexing (dataset[i]) is not the user's loop.
+  EXPECT_EQ(Find(AnalyzeJson(LoopIndexing(16, /*in_loader=*/true)), "python.loop_indexing"), nullptr);
+}
+
+TEST(ConfigTest, AnomalyModeFoundFromNanChecksWithoutTheCollector) {
+  std::string ev = Steps(4);
+  for (int i = 0; i < 4; ++i) {
+    const int s = i * 1000 + 100;
+    ev += Ev("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 2, s, 200);
+    ev += Ev("cpu_op", "aten::isnan", 2, s + 150, 10);
+    ev += Ev("cpu_op", "aten::_is_any_true", 2, s + 165, 10);
+    ev += Ev("cpu_op", "aten::item", 2, s + 180, 10);
+  }
+  const Report r = AnalyzeJson(Trace(ev));
+  const Finding* f = Find(r, "debug.anomaly_detection");
+  ASSERT_NE(f, nullptr);
+  EXPECT_DOUBLE_EQ(f->measured, 100.0);
+  EXPECT_EQ(f->confidence, Confidence::kMedium);
+  EXPECT_EQ(f->estimated_saving_ns, 30'000);  // the checks' 30 µs per step: a lower bound
+  // isnan outside backward (a user check in the forward) is not anomaly mode.
+  std::string fwd = Steps(4);
+  for (int i = 0; i < 4; ++i) fwd += Ev("cpu_op", "aten::isnan", 1, i * 1000 + 100, 10);
+  EXPECT_EQ(Find(AnalyzeJson(Trace(fwd)), "debug.anomaly_detection"), nullptr);
 }
 
 }  // namespace

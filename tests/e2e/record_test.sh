@@ -95,4 +95,19 @@ if [ -n "$PLANTED" ]; then
   "$TRAINRX" record -o "$W/cpp_rec.json" -- "$PLANTED" "$W/ignored.json" > /dev/null 2>&1 || bad "cpp under record failed"
   [ -s "$W/cpp_rec.json" ] && [ ! -e "$W/ignored.json" ] && ok "cpp under record: -o wins" || bad "cpp under record: wrong output"
 fi
+
+# 8. The compat target: Debian's python3-torch 1.13 with the probe built against Debian's LibTorch
+#    (build-compat/, scripts/setup), chosen with --probe-dir; without it, a clear mismatch message.
+COMPAT=${TRAINRX_COMPAT_DIR:-}
+if [ -n "$COMPAT" ] && [ -f "$COMPAT/libtrainrx_probe.so" ] && /usr/bin/python3 -c 'import torch' 2>/dev/null \
+   && [ "$(readlink -f "$PY")" != "$(readlink -f /usr/bin/python3)" ]; then
+  "$TRAINRX" record --probe-dir "$COMPAT" -o "$W/compat.json" -- /usr/bin/python3 "$SCRIPT" --all-problems > /dev/null 2> "$W/compat.err" \
+    || { bad "compat: record failed"; tail -5 "$W/compat.err"; }
+  grep -q '"probe_torch_version":"1\.13' "$W/compat.json" && ok "compat: torch 1.13 probe attached" || bad "compat: no 1.13 probe version in the trace"
+  "$TRAINRX" analyze "$W/compat.json" --format json -o "$W/compat.report.json" && check_findings compat "$W/compat.report.json" all
+  "$TRAINRX" record -o "$W/compat_mm.json" -- /usr/bin/python3 "$SCRIPT" --steps 2 > /dev/null 2> "$W/compat_mm.err"
+  grep -q -- "--probe-dir" "$W/compat_mm.err" && ok "compat: the 2.x probe on torch 1.13 explains --probe-dir" || { bad "compat mismatch message"; cat "$W/compat_mm.err"; }
+else
+  echo "note: compat probe ($COMPAT) or Debian python3-torch missing: compat attach not run"
+fi
 exit $fail

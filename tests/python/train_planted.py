@@ -19,6 +19,8 @@ them to compare with torch.profiler's TorchTidy matcher, torch/profiler/_pattern
   --zero-grad-zeros  optimizer.zero_grad(set_to_none=False): gradients zeroed, not freed
   --no-foreach       SGD(foreach=False): per-parameter optimizer loop (already the default for CPU
                      parameters; foreach is the default only on CUDA)
+  --foreach          SGD/AdamW(foreach=True): the multi-tensor step, the clean counterpart
+  --adamw            AdamW instead of SGD (more ops per parameter: where foreach pays on CPU)
   --extra-copy       class weights filled on the host every step, then copied
                      (torch.ones(10).to(device, copy=True): on a GPU, torch.ones(10).to("cuda"))
   --bf16             torch.autocast("cpu", torch.bfloat16): the 10-class head's matmuls run in
@@ -32,8 +34,11 @@ Profiling with torch.profiler (off by default; the output is the same with and w
                                   profiler object is left in the module's PROFILER
   --torch-profiler-schedule W,U,A wait, warmup, active steps (default 1,1,steps-2; 0,0,steps
                                   records from before the loader's first batch)
+  --torch-profiler-mode MODE      full (default: record_shapes, with_stack, profile_memory) or
+                                  shapes (record_shapes only: small traces, no Python frames)
 """
 import argparse
+import json
 import contextlib
 import os
 import signal
@@ -62,7 +67,10 @@ class Images(Dataset):
         if self.costly:  # decode/augment stand-in: pure-Python CPU work
             t = time.perf_counter()
             while time.perf_counter() - t < 0.0015:
-                pass
+                # Bytecode only: torch.profiler's with_stack records every C call (one per
+                # perf_counter()); a bare spin made 300 MB traces, this inner loop ~100x less.
+                for _ in range(200):
+                    pass
         return x, self.y[i]
 
 
@@ -88,11 +96,15 @@ def main():
     p.add_argument("--signal", default="")
     p.add_argument("--zero-grad-zeros", action="store_true")
     p.add_argument("--no-foreach", action="store_true")
+    p.add_argument("--foreach", action="store_true")
+    p.add_argument("--adamw", action="store_true")
     p.add_argument("--extra-copy", action="store_true")
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--loop-index", action="store_true")
     p.add_argument("--torch-profiler", default="")
     p.add_argument("--torch-profiler-schedule", default="")
+    p.add_argument("--torch-profiler-mode", choices=["full", "shapes", "plain"], default="full")
+    p.add_argument("--step-times", default="", help="write each step's wall time (ms) as a JSON list here")
     a = p.parse_args()
     if a.all_problems:
         a.costly_data = a.item = a.anomaly = a.conv_bias = a.eval_grad = True
@@ -106,7 +118,11 @@ def main():
     train = DataLoader(Images(batch * a.steps, a.costly_data), batch_size=batch, num_workers=a.workers)
     val = DataLoader(Images(batch * 3, False), batch_size=batch)
     model = make_model(a.conv_bias)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, **({"foreach": False} if a.no_foreach else {}))
+    foreach = {"foreach": False} if a.no_foreach else {"foreach": True} if a.foreach else {}
+    if a.adamw:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, **foreach)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, **foreach)
     loss_fn = nn.CrossEntropyLoss()
 
     prof = None
@@ -115,12 +131,14 @@ def main():
         wait, warmup, active = (int(v) for v in a.torch_profiler_schedule.split(",")) \
             if a.torch_profiler_schedule else (1, 1, max(1, a.steps - 2))
         prof = PROFILER = torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=True,
-            profile_memory=True, schedule=torch.profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=a.torch_profiler_mode != "plain",
+            with_stack=a.torch_profiler_mode == "full", profile_memory=a.torch_profiler_mode == "full", schedule=torch.profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=1),
             on_trace_ready=torch.profiler.tensorboard_trace_handler(a.torch_profiler))
         prof.start()
     model.train()
     running = torch.zeros(())
+    step_ms = []
+    last = time.perf_counter()
     for x, y in train:
         opt.zero_grad(set_to_none=not a.zero_grad_zeros)
         if a.loop_index:  # per-sample jitter, one indexing op per sample: x.mul_(gains.view(-1, 1, 1, 1))
@@ -141,8 +159,14 @@ def main():
             running += loss.detach()
         if prof is not None:
             prof.step()
+        now = time.perf_counter()
+        step_ms.append((now - last) * 1e3)
+        last = now
     if prof is not None:
         prof.stop()
+    if a.step_times:
+        with open(a.step_times, "w") as f:
+            json.dump(step_ms, f)
 
     model.eval()
     correct = 0

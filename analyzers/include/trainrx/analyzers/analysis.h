@@ -10,11 +10,17 @@
 //   gpu.cc       gpu.idle (HTA temporal + idle-time breakdown), gpu.launch_bound (HTA launch stats)
 //   input.cc     input.dataloader_bound, input.workers, input.pin_memory
 //   sync.cc      sync.host_device, sync.blocking_copy
-//   optim.cc     optim.zero_grad
+//   optim.cc     optim.zero_grad, optim.single_tensor (per-parameter optimizer step, no foreach)
 //   model.cc     model.bias_before_norm (exact dataflow from our collector, else shapes)
 //   config.cc    debug.anomaly_detection, debug.profiler, debug.launch_blocking, cudnn.benchmark_off,
 //                cudnn.deterministic_on, threads.oversubscribed (our collector's config snapshots)
 //   eval.cc      eval.grad_enabled (grad mode per op, from our collector)
+//   precision.cc precision.fp32_matmul (TF32 off on sm_80+), precision.matmul_alignment (16-bit
+//                GEMM dims not a multiple of 8)
+//   tensor.cc    tensor.cpu_then_copy (filled on the host, copied right away)
+//   python.cc    python.loop_indexing (element-by-element tensor indexing in a Python loop)
+// The last four families are TorchTidy's patterns (torch/profiler/_pattern_matcher.py) done on
+// the trace model; bench/torchtidy_compare.py compares the two.
 #pragma once
 
 #include <cstdint>
@@ -73,6 +79,10 @@ struct StepRow {
   int64_t gpu_kernel_ns = 0;   // union of kernels in the step
   int64_t gpu_memcpy_ns = 0;   // union of memcpy + memset
   int64_t gpu_idle_ns = 0;     // wall - union of all GPU activity
+  // Data wait while no GPU activity runs (GPU traces; else = data_wait_ns): loading that runs
+  // while the GPU still finishes the previous step's kernels costs no throughput. The TensorBoard
+  // plugin's DataLoader figure ranks kernels and memcpy above data the same way.
+  int64_t data_exposed_ns = 0;
 };
 
 struct StepModel {
@@ -80,6 +90,7 @@ struct StepModel {
   std::vector<StepRow> steps;
   int64_t median_wall_ns = 0;
   // Share of the summed step time per phase (0..1).
+  double data_exposed_share = 0;  // of data_exposed_ns
   double data_wait_share = 0, forward_share = 0, backward_share = 0, optimizer_share = 0, other_share = 0;
   double gpu_kernel_share = 0, gpu_memcpy_share = 0, gpu_idle_share = 0;
   bool has_gpu = false;

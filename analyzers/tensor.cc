@@ -1,0 +1,169 @@
+// tensor.cpu_then_copy: a tensor filled on the host by a factory and copied right away
+// (torch.zeros(n).to("cuda"), torch.ones(n).to(device, copy=True), torch.randn(n).cuda()): the
+// fill runs on the CPU and the copy moves bytes that the device could have written itself
+// (torch.zeros(n, device="cuda")). TorchTidy: ExtraCUDACopyPattern.
+//
+// Signal, on one thread's outermost CPU ops (what the program called; ops.h):
+//   op k-1  an init op (aten::fill_, zero_, normal_, uniform_, random_), or an op whose last nested
+//           op is one (aten::ones -> empty, fill_; aten::randn -> empty, normal_)
+//   op k    aten::to / aten::_to_copy that really copies (an aten::copy_ inside; a no-op .to()
+//           returns its input and records no copy)
+//   and, when both are recorded, the copied tensor has the init op's shape ("Input Dims"[0]):
+//   our stand-in for tensor identity, which Kineto does not record.
+// On a GPU trace a memcpy runtime call inside the copy says it crossed to the device (its GPU
+// memcpy gives bytes); on a CPU-only trace the copy is an explicit copy=True or a dtype change:
+// the same fix (factory with device= / dtype=), smaller stakes.
+// Only work inside the steps counts; a trace without steps needs the same fill-then-copy at least
+// twice: the HTA sample benchmark_result_*_trace.json.gz (a model built on the CPU, initialized
+// with aten::uniform_, then model.to("cuda")) matched once, and a one-time model move is not waste.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <unordered_map>
+
+#include "families.h"
+#include "intervals.h"
+#include "ops.h"
+#include "shapes.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+using profiler::Event;
+using profiler::EventKind;
+using profiler::Trace;
+using profiler::TrackKind;
+
+bool IsInitOp(std::string_view n) {
+  static constexpr std::array<std::string_view, 5> kInit = {"aten::fill_", "aten::zero_", "aten::normal_", "aten::uniform_",
+                                                            "aten::random_"};
+  return std::find(kInit.begin(), kInit.end(), n) != kInit.end();
+}
+
+// The init op that produced the tensor of outermost op events[i] (itself, or its last nested
+// CPU op), or nullptr.
+const Event* InitOpOf(const Trace& trace, EventSpan events, size_t i) {
+  if (IsInitOp(trace.Name(events[i]))) return &events[i];
+  const size_t end = SubtreeEnd(events, i);
+  for (size_t j = end; j > i + 1; --j) {
+    const Event& e = events[j - 1];
+    if (e.kind != EventKind::kCpuOp) continue;
+    return IsInitOp(trace.Name(e)) ? &e : nullptr;
+  }
+  return nullptr;
+}
+
+std::optional<std::vector<int64_t>> FirstInputDims(const Trace& trace, const Event& e) {
+  const auto d = OpDims(trace, e);
+  if (!d || d->empty() || (*d)[0].empty()) return std::nullopt;
+  return (*d)[0];
+}
+
+std::string DimsText(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+void AnalyzeTensor(const AnalysisContext& ctx, Report& out) {
+  const Trace& trace = ctx.trace;
+  for (int32_t rank : trace.RankIds()) {
+    // GPU memcpy by correlation id: bytes and device time of a copy's transfer.
+    std::unordered_map<int64_t, const Event*> memcpy_by_corr;
+    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+      const auto& t = trace.tracks[ti];
+      if (t.rank != rank || t.kind != TrackKind::kGpuStream) continue;
+      for (const Event& e : trace.TrackEvents(ti))
+        if (e.kind == EventKind::kMemcpy && e.correlation != profiler::kNoId) memcpy_by_corr.emplace(e.correlation, &e);
+    }
+    int64_t copies = 0, copy_ns = 0, to_device = 0, device_bytes = 0, device_copy_ns = 0, shape_checked = 0;
+    std::map<std::string, int64_t> examples;
+    const StepWindows in_steps(ctx.steps, rank);
+    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+      const auto& t = trace.tracks[ti];
+      if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+      const auto events = trace.TrackEvents(ti);
+      const std::vector<size_t> outer = OutermostOps(events, 0, events.size());
+      for (size_t k = 1; k < outer.size(); ++k) {
+        const Event& cur = events[outer[k]];
+        const std::string_view name = trace.Name(cur);
+        if ((name != "aten::to" && name != "aten::_to_copy") || !in_steps.Contains(cur.ts_ns)) continue;
+        const size_t end = SubtreeEnd(events, outer[k]);
+        bool copies_data = false;
+        const Event* runtime = nullptr;
+        for (size_t j = outer[k] + 1; j < end; ++j) {
+          const Event& e = events[j];
+          const std::string_view n = trace.Name(e);
+          if (e.kind == EventKind::kCpuOp && n == "aten::copy_") copies_data = true;
+          if ((e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) && n.find("emcpy") != std::string_view::npos)
+            runtime = &e;
+        }
+        if (!copies_data) continue;
+        const Event* init = InitOpOf(trace, events, outer[k - 1]);
+        if (!init) continue;
+        const auto init_dims = FirstInputDims(trace, *init);
+        const auto copy_dims = FirstInputDims(trace, cur);
+        if (init_dims && copy_dims) {
+          if (*init_dims != *copy_dims) continue;  // another tensor
+          ++shape_checked;
+        }
+        ++copies;
+        copy_ns += cur.dur_ns;
+        if (runtime) {
+          ++to_device;
+          auto m = runtime->correlation != profiler::kNoId ? memcpy_by_corr.find(runtime->correlation) : memcpy_by_corr.end();
+          if (m != memcpy_by_corr.end()) {
+            device_copy_ns += m->second->dur_ns;
+            if (m->second->aux != profiler::kNoAux && trace.memcpys[m->second->aux].bytes > 0)
+              device_bytes += trace.memcpys[m->second->aux].bytes;
+          }
+        }
+        ++examples[fmt::format("{} -> {}{}{}", trace.Name(events[outer[k - 1]]), name,
+                               copy_dims ? " of " + DimsText(*copy_dims) : std::string(), runtime ? " (host to device)" : "")];
+      }
+    }
+    if (copies == 0) continue;
+    if (in_steps.empty() && std::none_of(examples.begin(), examples.end(), [](const auto& kv) { return kv.second >= 2; }))
+      continue;
+    const double steps = StepCount(ctx.steps, rank);
+    const double per_step = static_cast<double>(copies) / steps;
+    const double threshold = ctx.thresholds.Get("tensor.cpu_then_copy.min_per_step");
+    if (per_step < threshold) continue;
+    const double mean_step = MeanStepNs(ctx.steps, rank);
+    Finding f;
+    f.id = "tensor.cpu_then_copy";
+    f.rank = rank;
+    f.severity = Severity::kLow;
+    f.confidence = shape_checked == copies ? Confidence::kHigh : Confidence::kMedium;
+    f.title = to_device > 0
+                  ? fmt::format("{:.1f} tensors per step are filled on the host, then copied to the GPU", per_step)
+                  : fmt::format("{:.1f} tensors per step are filled, then copied at once (copy=True / dtype change)", per_step);
+    f.measured = per_step;
+    f.threshold = threshold;
+    f.measured_unit = "fill-then-copy per step";
+    f.evidence = {{"copies", copies},
+                  {"copies_to_device", to_device},
+                  {"copy_op_ns", copy_ns},
+                  {"device_copy_ns", device_copy_ns},
+                  {"device_copy_bytes", device_bytes},
+                  {"same_shape_checked", shape_checked}};
+    for (const auto& [k, v] : examples) f.examples.push_back(fmt::format("{:.1f} x {} per step", v / steps, k));
+    // The copy op's host time (its launch, and for pageable memory the wait for the transfer);
+    // the fill stays (on the device), so it is not counted.
+    if (!in_steps.empty()) {
+      f.estimated_saving_ns = static_cast<int64_t>(std::min(static_cast<double>(copy_ns) / steps, mean_step));
+      f.estimated_saving_pct = SavingPct(f.estimated_saving_ns, mean_step);
+    }
+    f.fix_python = "Create it where it is used: torch.zeros(n, device=x.device, dtype=x.dtype) (ones / full / randn "
+                   "alike), or build it once outside the loop";
+    f.fix_cpp = "torch::zeros({n}, x.options()) (or torch::TensorOptions().device(device).dtype(...)), or hoist it out of the loop";
+    f.knob = "";
+    out.findings.push_back(std::move(f));
+  }
+}
+
+}  // namespace trainrx::analyzers

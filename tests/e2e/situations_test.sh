@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# trainrx record on PyTorch 2.x scripts as real scripts run: DataLoader workers started by fork
+# and by spawn (persistent or not: no worker pays the observer's cost, none writes a trace),
+# torch.compile (compiled regions seen, no crash), inference_mode and autocast bf16 evaluation,
+# planted problems still flagged, and torchrun with 2 Gloo ranks (each rank's trace, analyzed
+# together; the launcher writes none).
+# Usage: situations_test.sh TRAINRX PYTHON_DIR. Uses $TRAINRX_PYTHON (torch >= 2); exit 77 without.
+set -uo pipefail
+TRAINRX=$1
+SCRIPT=$2/train_situations.py
+PY=${TRAINRX_PYTHON:-python3}
+$PY -c 'import sys, torch; sys.exit(int(torch.__version__.split(".")[0]) < 2)' 2>/dev/null || { echo "skip: $PY has no torch 2.x"; exit 77; }
+[ -f "$(dirname "$TRAINRX")/libtrainrx_probe.so" ] || { echo "skip: built without LibTorch"; exit 77; }
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+fail=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+ids_of() { "$TRAINRX" analyze "$@" --format json | python3 -c 'import json,sys; print(" ".join(sorted({f["id"] for f in json.load(sys.stdin)["findings"]})))'; }
+
+# 1. Workers: fork, spawn, spawn + persistent workers over 2 epochs.
+for mode in "fork" "spawn" "spawn --persistent --epochs 2"; do
+  tag=${mode%% *}; [[ $mode == *persistent* ]] && tag=persistent
+  rm -f "$W/workers.txt"
+  $PY "$SCRIPT" --workers 2 --start $mode > "$W/$tag.plain.out" 2>/dev/null
+  "$TRAINRX" record -o "$W/$tag.json" -- $PY "$SCRIPT" --workers 2 --start $mode --worker-report "$W/workers.txt" \
+    > "$W/$tag.out" 2> "$W/$tag.err" || { bad "$tag: record failed"; tail -5 "$W/$tag.err"; continue; }
+  cmp -s "$W/$tag.plain.out" "$W/$tag.out" && ok "$tag: same output with and without recording" || bad "$tag: output differs"
+  n=$(wc -l < "$W/workers.txt" 2>/dev/null || echo 0)
+  observed=$(awk '$2 == 1' "$W/workers.txt" 2>/dev/null | wc -l)
+  [ "$n" -ge 2 ] && [ "$observed" = 0 ] && ok "$tag: $n worker starts, no observer registered in any" \
+    || bad "$tag: workers=$n, with an observer=$observed"
+  ls "$W" | grep -q "^$tag\.pid" && bad "$tag: a worker wrote a trace" || ok "$tag: only the training process wrote a trace"
+  steps=$("$TRAINRX" analyze "$W/$tag.json" --format json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["steps"]["rows"]))')
+  [ "$steps" -ge 7 ] && ok "$tag: $steps steps" || bad "$tag: $steps steps"
+done
+
+# 2. torch.compile: compiled regions in the trace, steps found; compile-time item() calls (dynamo
+#    tracing, before the first step) are not per-step syncs.
+"$TRAINRX" record -o "$W/compile.json" -- $PY "$SCRIPT" --compile > "$W/compile.out" 2> "$W/compile.err" \
+  || { bad "compile: record failed"; tail -5 "$W/compile.err"; }
+grep -q '"Torch-Compiled Region' "$W/compile.json" && ok "compile: compiled regions recorded" || bad "compile: no compiled region in the trace"
+steps=$("$TRAINRX" analyze "$W/compile.json" --format json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["steps"]["rows"]))')
+[ "$steps" -ge 7 ] && ok "compile: $steps steps" || bad "compile: $steps steps"
+ids=$(ids_of "$W/compile.json")
+[[ " $ids " == *" sync.host_device "* ]] && bad "compile: compile-time item() counted as per-step syncs ($ids)" || ok "compile: no per-step sync claimed"
+
+# 3. inference_mode evaluation is not flagged, item() every step is; evaluation with autograd on
+#    under autocast bf16 is flagged, and the bf16 inputs are recorded.
+"$TRAINRX" record -o "$W/inf.json" -- $PY "$SCRIPT" --inference --item > /dev/null 2> "$W/inf.err" || bad "inference: record failed"
+ids=$(ids_of "$W/inf.json")
+[[ " $ids " == *" eval.grad_enabled "* ]] && bad "inference_mode flagged as grad-enabled eval" || ok "inference_mode: not flagged"
+[[ " $ids " == *" sync.host_device "* ]] && ok "item every step flagged" || bad "item: sync.host_device missing ($ids)"
+"$TRAINRX" record -o "$W/bf16.json" -- $PY "$SCRIPT" --bf16 --eval-grad > /dev/null 2> "$W/bf16.err" || bad "bf16: record failed"
+ids=$(ids_of "$W/bf16.json")
+[[ " $ids " == *" eval.grad_enabled "* ]] && ok "autocast bf16: eval.grad_enabled flagged" || bad "bf16: eval.grad_enabled missing ($ids)"
+grep -q 'c10::BFloat16\|BFloat16' "$W/bf16.json" && ok "autocast bf16: bf16 inputs recorded" || bad "autocast: no bf16 input types"
+
+# 4. torchrun, 2 ranks with Gloo: both ranks' traces, analyzed as ranks 0 and 1; no launcher trace.
+TORCHRUN=$(dirname "$PY")/torchrun
+if [ -x "$TORCHRUN" ]; then
+  port=$(( 29500 + RANDOM % 400 ))
+  "$TRAINRX" record -o "$W/ddp.json" -- "$TORCHRUN" --nproc-per-node 2 --master-port $port "$SCRIPT" --ddp \
+    > "$W/ddp.out" 2> "$W/ddp.err" || { bad "torchrun: record failed"; tail -5 "$W/ddp.err"; }
+  [ -f "$W/ddp.rank0.json" ] && [ -f "$W/ddp.rank1.json" ] && ok "torchrun: rank0 and rank1 traces" || bad "torchrun: rank traces missing: $(ls "$W" | grep ddp)"
+  [ -f "$W/ddp.json" ] && bad "torchrun: the launcher wrote a trace" || ok "torchrun: no launcher trace"
+  "$TRAINRX" analyze "$W"/ddp.rank*.json --format json | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+ranks = sorted({s["rank"] for s in r["steps"]["rows"]})
+print("  ranks", ranks, "steps", len(r["steps"]["rows"]))
+sys.exit(0 if ranks == [0, 1] else 1)' && ok "torchrun: analyzed together as ranks 0 and 1" || bad "torchrun: ranks wrong"
+else
+  echo "note: no torchrun next to $PY; torchrun case not run"
+fi
+
+[ $fail = 0 ] && echo "situations: all passed" || echo "situations: FAILED"
+exit $fail
