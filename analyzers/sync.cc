@@ -79,11 +79,15 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
       int64_t item_end = INT64_MIN;  // nested _local_scalar_dense under item counts once
       // Inside autograd's backward functions an item() is anomaly mode's NaN check, not the
       // user's: debug.anomaly_detection reports those.
-      int64_t backward_end = INT64_MIN;
+      int64_t backward_end = INT64_MIN, optimizer_end = INT64_MIN;
       for (const Event& e : trace.TrackEvents(ti)) {
         const std::string_view name = trace.Name(e);
         if (StartsWith(name, "autograd::engine::evaluate_function")) backward_end = std::max(backward_end, e.end_ns());
-        if (e.ts_ns < backward_end && (name == "aten::item" || name == "aten::_local_scalar_dense")) continue;
+        // Inside the optimizer's step an item() reads the per-parameter step counter, a CPU
+        // tensor unless capturable=True (AdamW single-tensor: one per parameter per step): no
+        // sync. A real one shows as a blocking runtime call on GPU traces, counted below.
+        if (StartsWith(name, "Optimizer.step#")) optimizer_end = std::max(optimizer_end, e.end_ns());
+        if ((e.ts_ns < backward_end || e.ts_ns < optimizer_end) && (name == "aten::item" || name == "aten::_local_scalar_dense")) continue;
         if (!in_steps.Contains(e.ts_ns)) continue;  // per-step counts: only work inside the steps
         if (e.kind == EventKind::kCpuOp && name == "aten::item") {
           ++item;

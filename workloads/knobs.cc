@@ -8,7 +8,7 @@ namespace trainrx::workloads {
 const std::vector<Knob>& Knobs() {
   static const std::vector<Knob> kKnobs = {
       {"workers", "2", "0", "input.workers", "cpu", "DataLoader worker threads (0: load on the training thread)"},
-      {"data_cost", "20", "", "input.dataloader_bound", "cpu", "CPU time per sample of 'decode + augment', microseconds"},
+      {"data_cost", "5", "", "input.dataloader_bound", "cpu", "CPU time per sample of 'decode + augment', microseconds"},
       {"prefetch", "2", "", "", "cpu", "batches in flight per worker (LibTorch max_jobs = workers x prefetch)"},
       {"pin_memory", "1", "0", "input.pin_memory", "gpu", "pinned host batches + non_blocking copies (device=cuda)"},
       {"batch", "32", "", "batch.small", "cpu", "samples per step"},
@@ -24,6 +24,7 @@ const std::vector<Knob>& Knobs() {
       {"launch_blocking", "0", "1", "debug.launch_blocking", "cpu", "CUDA_LAUNCH_BLOCKING=1"},
       {"item_every_step", "0", "1", "sync.host_device", "cpu", "loss.item() every step"},
       {"zero_grad_none", "1", "0", "optim.zero_grad", "cpu", "zero_grad sets gradients to none (0: writes zeros)"},
+      {"foreach", "1", "0", "optim.single_tensor", "cpu", "optimizer step in multi-tensor (_foreach_*) ops (0: torch::optim's per-parameter loop)"},
       {"bias", "0", "1", "model.bias_before_norm", "cpu", "conv/linear bias before BatchNorm/LayerNorm"},
       {"eval_no_grad", "1", "0", "eval.grad_enabled", "cpu", "evaluation under NoGradGuard"},
       {"eval_every", "10", "", "", "cpu", "evaluate every N steps (0: never)"},

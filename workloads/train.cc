@@ -19,6 +19,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -317,6 +318,60 @@ struct StepResult {
 // In-process A/B: knobs that can change between steps, and the step order A B B A | B A A B | ...
 // (blocks of four whose orientation alternates, so over two blocks each arm takes every position:
 // a periodic effect — the loader's prefetch, a timer — cannot favour one arm).
+// The optimizers of torch.optim with foreach=True, written with LibTorch's multi-tensor ops:
+// a handful of ops per step instead of several per parameter. LibTorch's C++ optimizers have no
+// foreach option. Same update rules as torch::optim::SGD (momentum, no dampening) and AdamW
+// (decoupled weight decay, bias-corrected moments).
+class ForeachOptimizer {
+ public:
+  ForeachOptimizer(std::vector<torch::Tensor> params, bool adamw, double lr)
+      : params_(std::move(params)), adamw_(adamw), lr_(lr) {}
+  // Returns false (nothing done) when some parameter has no gradient: the caller falls back.
+  bool Step() {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> g;
+    for (const auto& p : params_) {
+      if (!p.grad().defined()) return false;
+      g.push_back(p.grad());
+    }
+    ++step_;
+    if (!adamw_) {
+      if (buf_.empty()) {
+        for (const auto& x : g) buf_.push_back(x.clone());
+      } else {
+        at::_foreach_mul_(buf_, 0.9);
+        at::_foreach_add_(buf_, g);
+      }
+      at::_foreach_add_(params_, buf_, -lr_);
+      return true;
+    }
+    constexpr double b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 1e-2;
+    if (m_.empty()) {
+      for (const auto& p : params_) {
+        m_.push_back(torch::zeros_like(p));
+        v_.push_back(torch::zeros_like(p));
+      }
+    }
+    at::_foreach_mul_(params_, 1 - lr_ * wd);
+    at::_foreach_mul_(m_, b1);
+    at::_foreach_add_(m_, g, 1 - b1);
+    at::_foreach_mul_(v_, b2);
+    at::_foreach_addcmul_(v_, g, g, 1 - b2);
+    const double bc1 = 1 - std::pow(b1, step_), bc2 = 1 - std::pow(b2, step_);
+    auto denom = at::_foreach_sqrt(v_);
+    at::_foreach_div_(denom, std::sqrt(bc2));
+    at::_foreach_add_(denom, eps);
+    at::_foreach_addcdiv_(params_, m_, denom, -lr_ / bc1);
+    return true;
+  }
+
+ private:
+  std::vector<torch::Tensor> params_, buf_, m_, v_;
+  bool adamw_;
+  double lr_;
+  int64_t step_ = 0;
+};
+
 bool IsSwitchable(const std::string& knob) {
   return knob == "slowdown" || knob == "item_every_step" || knob == "zero_grad_none" || knob == "anomaly";
 }
@@ -382,6 +437,8 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
   std::unique_ptr<torch::optim::Optimizer> opt;
   if (name == "lm") opt = std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(3e-3));
   else opt = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(0.05).momentum(0.9));
+  ForeachOptimizer foreach_opt(params, name == "lm", name == "lm" ? 3e-3 : 0.05);
+  const bool foreach = cfg.Bool("foreach");
   const char* opt_name = name == "lm" ? "AdamW" : "SGD";
   const std::string zero_name = std::string("Optimizer.zero_grad#") + opt_name + ".zero_grad";
   const std::string step_name = std::string("Optimizer.step#") + opt_name + ".step";
@@ -442,7 +499,7 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
       tp::ScopedPhase p(tp::Phase::kOptimizer);
       {
         RECORD_USER_SCOPE(step_name.c_str());
-        opt->step();
+        if (!foreach || !foreach_opt.Step()) opt->step();
       }
       RECORD_USER_SCOPE(zero_name.c_str());
       for (auto& p : params) {

@@ -176,9 +176,24 @@ TEST(SyncTest, ItemsOutsideStepsAreNotPerStepSyncs) {
   for (int k = 0; k < 12; ++k)
     in += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::item","pid":1,"tid":1,"ts":{},"dur":5}},)J", (k % 4) * 10000 + 9600 + k);
   inside.insert(inside.find('[') + 1, in);
-  const Finding* f = Find(AnalyzeJson(inside), "sync.host_device");
+  const Report r = AnalyzeJson(inside);
+  const Finding* f = Find(r, "sync.host_device");
   ASSERT_NE(f, nullptr);
   EXPECT_DOUBLE_EQ(f->measured, 3.0);
+}
+
+// item() inside the optimizer's step reads a CPU step counter (single-tensor AdamW, one per
+// parameter): not a host-device sync.
+TEST(SyncTest, ItemsInsideTheOptimizerStepAreNotSyncs) {
+  std::string json = CpuSteps(4, 0, 0, false);
+  std::string opt;
+  for (int i = 0; i < 4; ++i) {
+    opt += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"Optimizer.step#AdamW.step","pid":1,"tid":1,"ts":{},"dur":400}},)J", i * 10000 + 9100);
+    for (int k = 0; k < 8; ++k)
+      opt += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::item","pid":1,"tid":1,"ts":{},"dur":5}},)J", i * 10000 + 9110 + k * 30);
+  }
+  json.insert(json.find('[') + 1, opt);
+  EXPECT_EQ(Find(AnalyzeJson(json), "sync.host_device"), nullptr);
 }
 
 TEST(SyncTest, GpuSyncsBlockedTimeAndCause) {
@@ -356,7 +371,8 @@ std::string EvalTrace(double grad) {
 }
 
 TEST(EvalTest, GradOnDuringAnIterationWithoutBackwardIsFlagged) {
-  const Finding* f = Find(AnalyzeJson(EvalTrace(1)), "eval.grad_enabled");
+  const Report r = AnalyzeJson(EvalTrace(1));
+  const Finding* f = Find(r, "eval.grad_enabled");
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(std::get<int64_t>(f->evidence[0].value), 1);  // one eval iteration
   EXPECT_EQ(Find(AnalyzeJson(EvalTrace(0)), "eval.grad_enabled"), nullptr);

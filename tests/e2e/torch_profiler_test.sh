@@ -109,8 +109,9 @@ has "$foreach" optim.single_tensor && bad "optim.single_tensor with foreach=True
 # 3. The clean script: none of the above, and never precision.fp32_matmul on a CPU-only trace
 # (TorchTidy's FP32MatMul flags every aten::mm there). The input.* rules are compared by share
 # instead: this tiny model's own loader (num_workers=0, 16 samples indexed and stacked per step)
-# waits ~5 % of a step, at the rule's 5 % threshold (measured here: 4.8 % under trainrx record,
-# 7.3 % under torch.profiler, whose per-op cost inflates the loader's ~50 ops per batch).
+# waits 1-7 % of a step here, around the rule's 5 % threshold (1.2 % with one thread; 4.8 % under
+# trainrx record and 7.3 % under torch.profiler with two, whose per-op cost inflates the loader's
+# ~50 ops per batch).
 clean=$(profile clean) || clean=""
 echo "  clean findings: ${clean:-none}"
 clean_fail=0

@@ -53,6 +53,7 @@ check profiler debug.profiler cnn --set profiler=1
 check blocking debug.launch_blocking cnn --set launch_blocking=1
 check item sync.host_device cnn --set item_every_step=1
 check zeros optim.zero_grad cnn --set zero_grad_none=0
+check single optim.single_tensor lm --set foreach=0
 check bias model.bias_before_norm cnn --set bias=1
 check lmbias model.bias_before_norm lm --set bias=1 --set steps=3
 check evalgrad eval.grad_enabled cnn --set eval_no_grad=0
