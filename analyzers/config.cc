@@ -82,6 +82,17 @@ Finding Base(const char* id, Severity severity, int32_t rank, std::string title)
   return f;
 }
 
+// The "% of steps" a switch was on, as a finding's measured value; without steps there is no
+// share to give: the measured value is the switch itself (1 = seen on) and the title says where.
+void SetStepShare(Finding& f, double pct, double threshold, int64_t steps) {
+  f.measured = steps > 0 ? pct : 1.0;
+  f.threshold = steps > 0 ? threshold : 0.0;
+  f.measured_unit = steps > 0 ? "% of steps" : "seen on (the trace has no steps to share it over)";
+}
+std::string StepShareText(double pct, int64_t steps, const char* without) {
+  return steps > 0 ? fmt::format("{:.0f}% of steps", pct) : std::string(without);
+}
+
 const char* kAnomalyFixPython =
     "Remove torch.autograd.set_detect_anomaly(True) / detect_anomaly() from training runs; enable it only while hunting a NaN";
 const char* kAnomalyFixCpp = "Remove torch::autograd::AnomalyMode::set_enabled(true) / DetectAnomalyGuard from the training loop";
@@ -100,21 +111,17 @@ void AnomalyFromOps(const AnalysisContext& ctx, int32_t rank, const RankFacts& f
   const double pct = total > 0 ? 100.0 * static_cast<double>(on) / static_cast<double>(total) : 100.0;
   const double threshold = ctx.thresholds.Get("debug.anomaly_detection.steps_pct");
   if (pct <= threshold) return;
-  const double steps = StepCount(ctx.steps, rank);
-  const double mean_step = MeanStepNs(ctx.steps, rank);
+  const StepBasis basis(ctx.steps, rank);
   Finding f = Base("debug.anomaly_detection", Severity::kHigh, rank,
-                   fmt::format("Autograd anomaly detection looks on: NaN checks in backward in {:.0f}% of steps", pct));
+                   fmt::format("Autograd anomaly detection looks on: NaN checks in backward ({})",
+                               StepShareText(pct, total, "no steps in the trace")));
   f.confidence = Confidence::kMedium;
-  f.measured = pct;
-  f.threshold = threshold;
-  f.measured_unit = "% of steps";
-  f.evidence = {{"steps_with_nan_checks", on},
-                {"steps", total},
-                {"nan_checks_in_backward", facts.anomaly_checks},
-                {"nan_check_ns_per_step", static_cast<int64_t>(facts.anomaly_check_ns / steps)},
-                {"method", std::string("aten::isnan inside autograd::engine::evaluate_function (no config snapshot in this trace)")}};
-  f.estimated_saving_ns = static_cast<int64_t>(std::min(facts.anomaly_check_ns / steps, mean_step));
-  f.estimated_saving_pct = mean_step > 0 ? std::min(100.0, 100.0 * f.estimated_saving_ns / mean_step) : 0;
+  SetStepShare(f, pct, threshold, total);
+  if (total > 0) f.evidence = {{"steps_with_nan_checks", on}, {"steps", total}};
+  f.evidence.push_back({"nan_checks_in_backward", facts.anomaly_checks});
+  f.evidence.push_back({basis.NsKey("nan_check"), static_cast<int64_t>(basis.Per(facts.anomaly_check_ns))});
+  f.evidence.push_back({"method", std::string("aten::isnan inside autograd::engine::evaluate_function (no config snapshot in this trace)")});
+  SetSaving(f, basis, basis.Per(facts.anomaly_check_ns), basis.Per(facts.anomaly_check_ns), "NaN-check time");
   f.examples.push_back("lower bound: NaN checks seen in backward; the stack capture per forward node is extra");
   f.fix_python = kAnomalyFixPython;
   f.fix_cpp = kAnomalyFixCpp;
@@ -133,8 +140,7 @@ void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
       continue;
     }
     const RankFacts facts = Gather(trace, rank);
-    const double steps = StepCount(ctx.steps, rank);
-    const double mean_step = MeanStepNs(ctx.steps, rank);
+    const StepBasis basis(ctx.steps, rank);
     int64_t total_steps = 0;
     // % of this rank's steps during which `key` was on (100 / 0 when there are no steps).
     auto share_of_steps = [&](const char* key, int64_t* on) {
@@ -150,19 +156,15 @@ void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
       const double threshold = ctx.thresholds.Get("debug.anomaly_detection.steps_pct");
       if (pct > threshold) {
         Finding f = Base("debug.anomaly_detection", Severity::kHigh, rank,
-                         fmt::format("Autograd anomaly detection is on ({:.0f}% of steps)", pct));
-        f.measured = pct;
-        f.threshold = threshold;
-        f.measured_unit = "% of steps";
-        f.evidence = {{"steps_with_anomaly_mode", on},
-                      {"steps", total_steps},
-                      {"nan_checks_in_backward", facts.anomaly_checks},
-                      {"nan_check_ns_per_step", static_cast<int64_t>(facts.anomaly_check_ns / steps)}};
+                         fmt::format("Autograd anomaly detection is on ({})", StepShareText(pct, total_steps, "config snapshot")));
+        SetStepShare(f, pct, threshold, total_steps);
+        if (total_steps > 0) f.evidence = {{"steps_with_anomaly_mode", on}, {"steps", total_steps}};
+        f.evidence.push_back({"nan_checks_in_backward", facts.anomaly_checks});
+        f.evidence.push_back({basis.NsKey("nan_check"), static_cast<int64_t>(basis.Per(facts.anomaly_check_ns))});
         // Lower bound: the NaN checks we can see (isnan/any/item per backward output). The
         // forward-side cost (a Python stack trace per autograd node) has no op of its own; on a
         // LibTorch CNN step on these machines anomaly mode cost 5.8x (DESIGN.md).
-        f.estimated_saving_ns = static_cast<int64_t>(facts.anomaly_check_ns / steps);
-        f.estimated_saving_pct = mean_step > 0 ? 100.0 * f.estimated_saving_ns / mean_step : 0;
+        SetSaving(f, basis, basis.Per(facts.anomaly_check_ns), basis.Per(facts.anomaly_check_ns), "NaN-check time");
         f.examples.push_back("lower bound: NaN checks seen in backward; the stack capture per forward node is extra");
         f.fix_python = kAnomalyFixPython;
         f.fix_cpp = kAnomalyFixCpp;
@@ -178,17 +180,18 @@ void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
       const double threshold = ctx.thresholds.Get("debug.profiler.steps_pct");
       if (pct > threshold) {
         Finding f = Base("debug.profiler", Severity::kMedium, rank,
-                         fmt::format("Another profiler is active during {:.0f}% of steps", pct));
-        f.measured = pct;
-        f.threshold = threshold;
-        f.measured_unit = "% of steps";
-        const double ops_per_step = facts.cpu_ops / steps;
-        f.evidence = {{"steps_with_profiler", on}, {"steps", total_steps}, {"ops_per_step", ops_per_step}};
+                         fmt::format("Another profiler is active ({})", StepShareText(pct, total_steps, "config snapshot")));
+        SetStepShare(f, pct, threshold, total_steps);
+        const double ops_per_step = basis.Per(facts.cpu_ops);
+        if (total_steps > 0) f.evidence = {{"steps_with_profiler", on}, {"steps", total_steps}};
+        f.evidence.push_back({basis.Key("ops"), ops_per_step});
         // LibTorch's legacy profiler added 1054 ns/op on these machines (DESIGN.md); Kineto's
         // costs a similar order per op.
-        f.estimated_saving_ns = static_cast<int64_t>(ops_per_step * 1054.0 * on / std::max<int64_t>(1, total_steps));
-        f.estimated_saving_pct = mean_step > 0 ? 100.0 * f.estimated_saving_ns / mean_step : 0;
-        f.examples.push_back("estimate: ops per step x 1.05 us (legacy profiler cost per op, measured here)");
+        // Bounded by the time of the steps it was on: its own overhead has no op to measure.
+        const double on_share = static_cast<double>(on) / static_cast<double>(std::max<int64_t>(1, total_steps));
+        SetSaving(f, basis, ops_per_step * 1054.0 * on_share, basis.mean_step_ns() * on_share,
+                  "time of the steps profiled");
+        if (basis.has_steps()) f.examples.push_back("estimate: ops per step x 1.05 us (legacy profiler cost per op, measured here)");
         f.fix_python = "Leave torch.profiler / torch.autograd.profiler.profile / emit_nvtx out of production runs "
                        "(profile a few steps with a schedule, or use trainrx record)";
         f.fix_cpp = "Remove torch::autograd::profiler::RecordProfile / enableProfiler from the training loop";
@@ -229,7 +232,7 @@ void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
         f.measured = 0;
         f.threshold = 1;
         f.measured_unit = "cudnn.benchmark";
-        f.evidence = {{"conv_ops_per_step", facts.conv_ops / steps}};
+        f.evidence = {{basis.Key("conv_ops"), basis.Per(facts.conv_ops)}};
         f.fix_python = "torch.backends.cudnn.benchmark = True (with fixed input shapes)";
         f.fix_cpp = "at::globalContext().setBenchmarkCuDNN(true)";
         f.knob = "cudnn_benchmark=1";
@@ -240,7 +243,7 @@ void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
         f.measured = 1;
         f.threshold = 0;
         f.measured_unit = "cudnn.deterministic";
-        f.evidence = {{"conv_ops_per_step", facts.conv_ops / steps}};
+        f.evidence = {{basis.Key("conv_ops"), basis.Per(facts.conv_ops)}};
         f.fix_python = "torch.backends.cudnn.deterministic = False (unless reproducibility is required: then keep it and say so)";
         f.fix_cpp = "at::globalContext().setDeterministicCuDNN(false)";
         f.knob = "cudnn_deterministic=0";

@@ -3,6 +3,8 @@
 
 #include "trainrx/analyzers/analysis.h"
 
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,10 +21,38 @@ void AnalyzePrecision(const AnalysisContext& ctx, Report& out);  // precision.cc
 void AnalyzeTensor(const AnalysisContext& ctx, Report& out);     // tensor.cc
 void AnalyzePython(const AnalysisContext& ctx, Report& out);     // python.cc
 
-// Number of steps to divide per-trace counts by (>= 1), for a rank or all ranks (-1).
-double StepCount(const StepModel& steps, int32_t rank = -1);
-// Mean step wall time in ns (0 when no steps).
-double MeanStepNs(const StepModel& steps, int32_t rank = -1);
+// The steps a rank's figures are formed over (rank -1: all ranks). With steps, counts and times
+// are means per step and a saving is a share of the mean step; without, they are totals over the
+// trace and there is no step to take a share of: nothing may then say "per step" (issue 12 saw
+// "2.0 per step" and "85.8 % of the step" on traces with no steps).
+class StepBasis {
+ public:
+  explicit StepBasis(const StepModel& steps, int32_t rank = -1);
+  int64_t steps() const { return steps_; }  // 0: no steps
+  bool has_steps() const { return steps_ > 0; }
+  double mean_step_ns() const { return mean_step_ns_; }  // 0 without steps
+  double Per(double total) const { return steps_ > 0 ? total / static_cast<double>(steps_) : total; }
+  // "per step" / "in the trace", for titles and units: "3.0 syncs per step", "12 syncs in the trace".
+  const char* unit() const { return steps_ > 0 ? "per step" : "in the trace"; }
+  // Evidence keys for a figure formed by Per(): "<base>_per_step_mean" (a mean over steps, next to
+  // the median step the report shows) or "<base>_total"; NsKey keeps the "_ns" suffix last.
+  std::string Key(std::string_view base) const;
+  std::string NsKey(std::string_view base) const;
+
+ private:
+  int64_t steps_ = 0;
+  double mean_step_ns_ = 0;
+};
+
+// Sets f's estimated saving to `saving_ns`, of which `bound_ns` is the measured time the fix
+// would remove, described by `bound` ("GPU idle time"); both already formed by basis.Per(). The
+// saving is kept in [0, bound], the bound at most the mean step; its share of the step is 0
+// without steps. Every analyzer that claims a saving goes through here.
+void SetSaving(Finding& f, const StepBasis& basis, double saving_ns, double bound_ns, std::string bound);
+
+// Severity from the estimated saving, for rules whose cost is the saving itself: >= 20 % of the
+// step high, >= 5 % medium, >= 0.5 % low, below that (or no steps to judge by) info.
+Severity SeverityForSaving(const Finding& f);
 
 // The detected steps of one rank as time windows. A count divided by StepCount() must only count
 // events inside them: work before the first step (torch.compile tracing, warm-up), between steps

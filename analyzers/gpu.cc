@@ -20,6 +20,10 @@
 //  host wait: the launching runtime call started after the previous activity ended;
 //  kernel wait: otherwise, when gap < 30 µs; other: the rest. (HTA's threshold argument is 30
 //  in the trace's µs units.) Negative gaps (overlap) are summed as HTA does.
+//  Savings (ours, not HTA's): per-stream waits are per stream, and summed over streams they can
+//  exceed the device's idle time (issue 12: 123-185 % of the step on multi-stream traces). A fix
+//  recovers only device idle time, so gpu.idle claims the host-wait gaps that fall where no stream
+//  ran (gpu.launch_bound: the kernel-wait gaps), bounded by the idle time and the step.
 //  Launch stats: per activity, runtime duration (cpu), activity duration (gpu), start delay.
 //  Known HTA differences left as they are: HTA also counts CUDA sync records (Stream/Context Sync,
 //  Stream Wait Event) as GPU activities in the temporal breakdown (alexnet's kernel_time is 75.8 ms
@@ -145,37 +149,15 @@ RankGpu CollectRank(const Trace& trace, int32_t rank, const GpuClock& clock) {
   return out;
 }
 
+// Length of `gaps` (any order, may overlap) during which nothing in `busy` (merged) ran.
+int64_t DeviceIdleWithin(std::vector<Interval> gaps, const std::vector<Interval>& busy) {
+  MergeIntervals(gaps);
+  int64_t total = 0;
+  for (const auto& [s, e] : gaps) total += (e - s) - CoveredWithin(busy, s, e);
+  return total;
+}
+
 }  // namespace
-
-double StepCount(const StepModel& steps, int32_t rank) {
-  size_t n = 0;
-  for (const auto& s : steps.steps)
-    if (rank < 0 || s.rank == rank) ++n;
-  return n == 0 ? 1.0 : static_cast<double>(n);
-}
-
-StepWindows::StepWindows(const StepModel& steps, int32_t rank) {
-  for (const auto& s : steps.steps)
-    if (s.rank == rank) windows_.push_back({s.start_ns, s.start_ns + s.wall_ns});
-  std::sort(windows_.begin(), windows_.end());
-}
-
-bool StepWindows::Contains(int64_t ts_ns) const {
-  if (windows_.empty()) return true;
-  auto it = std::upper_bound(windows_.begin(), windows_.end(), std::make_pair(ts_ns, INT64_MAX));
-  return it != windows_.begin() && ts_ns < std::prev(it)->second;
-}
-
-double MeanStepNs(const StepModel& steps, int32_t rank) {
-  double total = 0;
-  size_t n = 0;
-  for (const auto& s : steps.steps) {
-    if (rank >= 0 && s.rank != rank) continue;
-    total += static_cast<double>(s.wall_ns);
-    ++n;
-  }
-  return n == 0 ? 0.0 : total / static_cast<double>(n);
-}
 
 void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
@@ -209,6 +191,7 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
     std::map<std::pair<int32_t, int64_t>, std::vector<const GpuActivity*>> by_stream;
     for (const auto& a : g.acts) by_stream[{a.device, a.stream}].push_back(&a);
     int64_t host_wait_total = 0, kernel_wait_total = 0;
+    std::vector<Interval> host_wait_gaps, kernel_wait_gaps;
     for (auto& [key, acts] : by_stream) {
       std::stable_sort(acts.begin(), acts.end(), [](const GpuActivity* a, const GpuActivity* b) { return a->ts < b->ts; });
       StreamIdle si;
@@ -217,14 +200,24 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
       for (size_t i = 1; i < acts.size(); ++i) {
         const int64_t prev_end = acts[i - 1]->end;
         const int64_t gap = acts[i]->ts - prev_end;
-        if (acts[i]->runtime_ts > prev_end) si.host_wait_ns += gap;
-        else if (gap < kernel_wait_ns) si.kernel_wait_ns += gap;
-        else si.other_ns += gap;
+        if (acts[i]->runtime_ts > prev_end) {
+          si.host_wait_ns += gap;
+          if (gap > 0) host_wait_gaps.push_back({prev_end, acts[i]->ts});
+        } else if (gap < kernel_wait_ns) {
+          si.kernel_wait_ns += gap;
+          if (gap > 0) kernel_wait_gaps.push_back({prev_end, acts[i]->ts});
+        } else {
+          si.other_ns += gap;
+        }
       }
       host_wait_total += si.host_wait_ns;
       kernel_wait_total += si.kernel_wait_ns;
       tb.streams.push_back(si);
     }
+    // What a fix can recover is the device's idle time, not a stream's: only the part of the
+    // waits during which no stream ran counts (`all` is the merged busy time).
+    const int64_t host_wait_idle = DeviceIdleWithin(std::move(host_wait_gaps), all);
+    const int64_t kernel_wait_idle = DeviceIdleWithin(std::move(kernel_wait_gaps), all);
 
     // Launch statistics.
     LaunchStats ls;
@@ -246,7 +239,7 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
     ls.mean_gpu_us = gpu / static_cast<double>(ls.kernels) / 1000.0;
     ls.mean_delay_us = delay / static_cast<double>(ls.kernels) / 1000.0;
 
-    const double steps = StepCount(ctx.steps, rank);
+    const StepBasis basis(ctx.steps, rank);
     if (tb.idle_pct > ctx.thresholds.Get("gpu.idle.idle_pct")) {
       Finding f;
       f.id = "gpu.idle";
@@ -258,19 +251,19 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
       f.threshold = ctx.thresholds.Get("gpu.idle.idle_pct");
       f.measured_unit = "% of GPU active span";
       f.evidence = {{"kernel_time_ns", tb.kernel_time_ns}, {"idle_ns", tb.idle_ns},
-                    {"host_wait_ns", host_wait_total}, {"kernel_wait_ns", kernel_wait_total},
-                    {"window", tb.window}};
+                    {"host_wait_ns", host_wait_total}, {"host_wait_device_idle_ns", host_wait_idle},
+                    {"kernel_wait_ns", kernel_wait_total}, {"window", tb.window}};
       for (const auto& s : tb.streams) {
         f.examples.push_back(fmt::format("stream {}: host wait {:.1f} ms, kernel wait {:.1f} ms, other {:.1f} ms", s.stream,
                                          s.host_wait_ns / 1e6, s.kernel_wait_ns / 1e6, s.other_ns / 1e6));
       }
-      // Host wait is what a faster input pipeline / fewer syncs can recover; upper bound.
-      f.estimated_saving_pct = tb.kernel_time_ns > 0 ? 100.0 * static_cast<double>(host_wait_total) /
-                                                           static_cast<double>(tb.kernel_time_ns) : 0;
-      f.estimated_saving_ns = static_cast<int64_t>(static_cast<double>(host_wait_total) / steps);
+      // Host wait with the whole device idle is what a faster input pipeline / fewer syncs can
+      // recover; upper bound.
+      SetSaving(f, basis, basis.Per(static_cast<double>(host_wait_idle)), basis.Per(static_cast<double>(tb.idle_ns)),
+                "GPU idle time (no stream running)");
       f.fix_python = "Find what the host does during the gaps: data loading (DataLoader(num_workers>0, pin_memory=True)), "
                      "host-device syncs (.item(), .cpu()), or Python overhead (torch.compile / CUDA graphs).";
-      f.fix_cpp = "Overlap input with compute (worker threads, pinned buffers, non_blocking copies); remove per-step syncs; "
+      f.fix_cpp = "Overlap input with compute (worker threads, pinned buffers, non_blocking copies); remove syncs from the step; "
                   "capture the step in a CUDA graph.";
       out.findings.push_back(std::move(f));
     }
@@ -288,10 +281,9 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
       f.evidence = {{"kernels", ls.kernels}, {"short_kernels", ls.short_kernels},
                     {"mean_launch_us", ls.mean_cpu_us}, {"mean_kernel_us", ls.mean_gpu_us},
                     {"mean_launch_delay_us", ls.mean_delay_us}, {"long_launches", ls.long_launches},
-                    {"kernel_wait_ns", kernel_wait_total}};
-      f.estimated_saving_pct = tb.kernel_time_ns > 0 ? 100.0 * static_cast<double>(kernel_wait_total) /
-                                                           static_cast<double>(tb.kernel_time_ns) : 0;
-      f.estimated_saving_ns = static_cast<int64_t>(static_cast<double>(kernel_wait_total) / steps);
+                    {"kernel_wait_ns", kernel_wait_total}, {"kernel_wait_device_idle_ns", kernel_wait_idle}};
+      SetSaving(f, basis, basis.Per(static_cast<double>(kernel_wait_idle)), basis.Per(static_cast<double>(tb.idle_ns)),
+                "GPU idle time (no stream running)");
       f.fix_python = "Give the GPU bigger pieces of work: a larger batch, torch.compile (fusion), or CUDA graphs "
                      "(torch.cuda.graphs / mode=\"reduce-overhead\").";
       f.fix_cpp = "Increase the batch, fuse small ops, or capture the step with at::cuda::CUDAGraph.";

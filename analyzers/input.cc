@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <thread>
 
 #include "families.h"
 #include "intervals.h"
@@ -17,6 +16,7 @@ using profiler::Trace;
 constexpr const char* kLoaderFixPython =
     "DataLoader(..., num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=2); "
     "pick N with `trainrx sweep ... --grid workers=...` (more is not always faster)";
+constexpr const char* kDataBound = "data wait (with the GPU idle, on GPU traces)";
 constexpr const char* kLoaderFixCpp =
     "torch::data::make_data_loader(dataset, DataLoaderOptions().workers(N)) and keep the decode/augment work "
     "in the dataset's get() so it runs on the worker threads";
@@ -41,6 +41,9 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
   // previous step's kernels still run is hidden (the TensorBoard plugin's DataLoader share ranks
   // GPU activity above data loading the same way).
   const double data_pct = 100.0 * (steps.has_gpu ? steps.data_exposed_share : steps.data_wait_share);
+  const StepBasis basis(steps);
+  int64_t total_data = 0, total_wait = 0;  // exposed (GPU idle; = wait on CPU traces), all
+  for (const auto& s : steps.steps) total_data += s.data_exposed_ns, total_wait += s.data_wait_ns;
 
   // input.dataloader_bound
   const double bound_threshold = ctx.thresholds.Get("input.dataloader_bound.share_pct");
@@ -54,16 +57,13 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
     f.measured = data_pct;
     f.threshold = bound_threshold;
     f.measured_unit = "% of step";
-    int64_t total_data = 0, total_wait = 0;
-    for (const auto& s : steps.steps) total_data += s.data_exposed_ns, total_wait += s.data_wait_ns;
     f.evidence = {{"steps", static_cast<int64_t>(steps.steps.size())},
-                  {"data_wait_ns_per_step", static_cast<int64_t>(total_wait / StepCount(steps))},
-                  {"data_wait_gpu_idle_ns_per_step", static_cast<int64_t>(total_data / StepCount(steps))},
+                  {"data_wait_ns_per_step", static_cast<int64_t>(basis.Per(total_wait))},
+                  {"data_wait_gpu_idle_ns_per_step", static_cast<int64_t>(basis.Per(total_data))},
                   {"median_step_ns", steps.median_wall_ns},
                   {"steps_source", steps.source}};
     // Upper bound: loading that overlaps compute can hide all of the wait.
-    f.estimated_saving_pct = data_pct;
-    f.estimated_saving_ns = static_cast<int64_t>(total_data / StepCount(steps));
+    SetSaving(f, basis, basis.Per(total_data), basis.Per(total_data), kDataBound);
     f.fix_python = kLoaderFixPython;
     f.fix_cpp = kLoaderFixCpp;
     f.knob = "workers";
@@ -83,7 +83,9 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
   }
   const auto cfg_workers = ConfigNumber(trace, "workers");
   const auto cfg_cpus = ConfigNumber(trace, "cpu_count");
-  const double cpus = cfg_cpus ? *cfg_cpus : static_cast<double>(std::thread::hardware_concurrency());
+  // The CPUs of the machine that ran the job, from our collector's block; never the analyzing
+  // machine's (an analysis is a function of the trace): without it, no "too many" verdict.
+  const double cpus = cfg_cpus ? *cfg_cpus : 0.0;
   // num_workers=0 only matters when loading costs time: with cheap data, worker processes cost
   // more (IPC, startup) than they save. Without steps we cannot tell, so we say so at low severity.
   const bool loading_costs = steps.steps.empty() || data_pct > bound_threshold;
@@ -108,7 +110,7 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
       f.fix_python = kLoaderFixPython;
       f.fix_cpp = kLoaderFixCpp;
       f.knob = "workers";
-      f.estimated_saving_pct = data_pct;
+      SetSaving(f, basis, basis.Per(total_data), basis.Per(total_data), kDataBound);
     } else {
       f.severity = Severity::kMedium;
       f.title = fmt::format("{:.0f} loader workers for {:.0f} CPUs", *cfg_workers, cpus);
@@ -120,7 +122,6 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
       f.fix_cpp = "Lower DataLoaderOptions().workers(N) to at most the available CPUs.";
       f.knob = "workers";
     }
-    f.estimated_saving_ns = static_cast<int64_t>(f.estimated_saving_pct / 100.0 * MeanStepNs(steps));
     out.findings.push_back(std::move(f));
   }
 
@@ -140,17 +141,16 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
     f.id = "input.pin_memory";
     f.severity = Severity::kMedium;
     f.confidence = Confidence::kHigh;
-    const double per_step = static_cast<double>(pageable) / StepCount(steps);
-    f.title = fmt::format("{} host-to-device copies from pageable memory ({:.1f} per step)", pageable, per_step);
+    const double per_step = basis.Per(pageable);
+    f.title = basis.has_steps() ? fmt::format("{} host-to-device copies from pageable memory ({:.1f} per step)", pageable, per_step)
+                                : fmt::format("{} host-to-device copies from pageable memory", pageable);
     f.measured = per_step;
     f.threshold = ctx.thresholds.Get("input.pin_memory.min_copies");
-    f.measured_unit = "pageable HtoD copies per step";
+    f.measured_unit = std::string("pageable HtoD copies ") + basis.unit();
     f.evidence = {{"copies", pageable}, {"bytes", pageable_bytes}, {"copy_time_ns", pageable_ns}};
     // Pinned HtoD runs at roughly twice pageable bandwidth and can overlap compute with
     // non_blocking=True: half the copy time is a conservative estimate; `trainrx fix` measures it.
-    f.estimated_saving_ns = static_cast<int64_t>(static_cast<double>(pageable_ns) / 2 / StepCount(steps));
-    const double mean = MeanStepNs(steps);
-    f.estimated_saving_pct = mean > 0 ? 100.0 * static_cast<double>(f.estimated_saving_ns) / mean : 0;
+    SetSaving(f, basis, basis.Per(pageable_ns) / 2, basis.Per(pageable_ns), "pageable copy time");
     f.fix_python = "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)";
     f.fix_cpp = "Allocate host batches with .pin_memory() and copy with .to(device, /*non_blocking=*/true)";
     f.knob = "pin_memory";

@@ -1,15 +1,26 @@
-// model.bias_before_norm: a convolution / linear layer with a bias whose output feeds a
-// BatchNorm / LayerNorm. The norm subtracts the mean, which cancels the bias: it costs memory,
-// an add per element in forward and a reduction in backward, for nothing.
+// model.bias_before_norm: a convolution / linear layer with a bias whose output feeds a norm that
+// cancels it: it costs memory, an add per element in forward and a reduction in backward, for
+// nothing. A norm cancels a bias exactly when it subtracts a mean taken, per channel, over every
+// position the bias is constant across, i.e. the bias lies along the norm's channel axis (1):
+//   BatchNorm    mean per channel over batch and space: cancels a conv's per-channel bias, and a
+//                Linear's bias when the features are the channel axis ((N, F) into BatchNorm1d).
+//                In eval mode its running mean was learned with the bias in it: still redundant.
+//   InstanceNorm mean per sample and channel over space: cancels a conv's bias; after a Linear the
+//                bias lies along the normalized (last) axis: not cancelled.
+//   LayerNorm    mean per sample over the normalized (last) features, the axis a Linear's bias varies
+//                along: only the bias's mean is removed, the rest changes the output. Not redundant
+//                (issue 12: advising bias=False there changes what the model computes).
+//   GroupNorm    mean over a group of channels (and space): channels of a group have different
+//                biases, only the group's mean bias is removed. Not redundant (with one channel per
+//                group it is InstanceNorm, but the group count is not in the recorded input dims).
 //
 // Evidence, best first (otherwise silent, never a guess):
 //  1. exact dataflow from our collector: "trainrx.dataflow" flows from a conv/linear op to the
 //     norm op whose input is that op's output tensor; the layer's recorded inputs say whether
-//     its bias is defined.
+//     its bias is defined and its input rank where the bias lies.
 //  2. recorded input shapes ("Input Dims", from record_shapes=True; torch 2.13 writes them as
 //     torch 1.x did): on one thread, an outermost conv/linear op whose bias input is non-empty, followed — after its own nested ops, skipping shape-only
-//     ops — by a norm op whose channel dimension equals the bias length (BatchNorm: dim 1;
-//     LayerNorm: last dim).
+//     ops — by a batch / instance norm op whose channel dimension (1) equals the bias length.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -28,11 +39,40 @@ using profiler::Event;
 using profiler::EventKind;
 using profiler::TrackKind;
 
-bool IsLayer(std::string_view n) {
-  return n == "aten::conv1d" || n == "aten::conv2d" || n == "aten::conv3d" || n == "aten::linear";
+// Spatial dims of a convolution op (conv1d: 1 ...), 0 when not one.
+int ConvSpatialDims(std::string_view n) {
+  if (n == "aten::conv1d") return 1;
+  if (n == "aten::conv2d") return 2;
+  if (n == "aten::conv3d") return 3;
+  return 0;
 }
-bool IsBatchNorm(std::string_view n) { return n == "aten::batch_norm"; }
-bool IsLayerNorm(std::string_view n) { return n == "aten::layer_norm" || n == "aten::group_norm"; }
+bool IsLayer(std::string_view n) { return ConvSpatialDims(n) > 0 || n == "aten::linear"; }
+
+enum class Norm { kNone, kBatch, kInstance };
+Norm NormOf(std::string_view n) {
+  static constexpr std::array<std::string_view, 9> kBatchNorms = {
+      "aten::batch_norm", "aten::native_batch_norm", "aten::_native_batch_norm_legit",
+      "aten::_native_batch_norm_legit_no_training", "aten::cudnn_batch_norm", "aten::miopen_batch_norm",
+      "aten::_batch_norm_impl_index", "aten::_batch_norm_with_update", "aten::_batch_norm_no_update"};
+  if (std::find(kBatchNorms.begin(), kBatchNorms.end(), n) != kBatchNorms.end()) return Norm::kBatch;
+  if (n == "aten::instance_norm") return Norm::kInstance;
+  return Norm::kNone;  // layer_norm, group_norm, rms_norm, ...: see the file comment
+}
+
+// Whether `norm` cancels a bias added along `bias_axis` of a tensor of rank `rank` (file comment).
+bool NormCancelsBias(Norm norm, int64_t bias_axis, int64_t rank) {
+  if (norm == Norm::kNone || bias_axis != 1) return false;
+  return norm == Norm::kBatch ? rank >= 2 : rank >= 3;
+}
+
+// The axis of the layer's output its bias is added along, and that output's rank, from the
+// layer's input dims: a convolution's channel axis (1 when batched), a Linear's / addmm's last.
+std::pair<int64_t, int64_t> BiasAxis(std::string_view layer, const Dims& dims) {
+  if (layer == "aten::addmm") return {1, 2};
+  const int64_t rank = dims.empty() ? 0 : static_cast<int64_t>(dims[0].size());
+  if (const int spatial = ConvSpatialDims(layer); spatial > 0) return {rank - spatial - 1, rank};
+  return {rank - 1, rank};  // linear (x, weight, bias); the bias add after a matmul (output, bias)
+}
 bool IsShapeOnly(std::string_view n) {
   // aten::add_: BatchNorm's num_batches_tracked += 1 runs between the conv and the norm (and an
   // in-place residual add keeps the bias a constant shift the norm still cancels).
@@ -70,7 +110,7 @@ bool FromDataflow(const profiler::Trace& trace, std::map<std::string, int64_t>& 
       return IsLayer(n) || n == "aten::addmm" || n == "aten::add_";
     });
     const Event* norm = OpAt(trace, ends.second->track, ends.second->ts_ns,
-                             [](std::string_view n) { return IsBatchNorm(n) || IsLayerNorm(n); });
+                             [](std::string_view n) { return NormOf(n) != Norm::kNone; });
     if (!layer || !norm || layer->aux == profiler::kNoAux) continue;
     ++edges;
     const auto dims = ParseDims(trace.strings.Get(trace.op_inputs[layer->aux].input_dims));
@@ -79,6 +119,8 @@ bool FromDataflow(const profiler::Trace& trace, std::map<std::string, int64_t>& 
     const std::string_view lname = trace.Name(*layer);
     const size_t bias_index = lname == "aten::addmm" ? 0 : lname == "aten::add_" ? 1 : 2;
     if (!dims || dims->size() <= bias_index || (*dims)[bias_index].size() != 1) continue;  // no bias
+    const auto [axis, rank] = BiasAxis(lname, *dims);
+    if (!NormCancelsBias(NormOf(trace.Name(*norm)), axis, rank)) continue;
     ++total;
     // Keyed by the layer's input shapes: one entry per distinct layer of the model (the collector
     // captures inputs for the first steps only, so a per-step count would be meaningless).
@@ -122,12 +164,12 @@ void AnalyzeModel(const AnalysisContext& ctx, Report& out) {
         if (next.ts_ns < layer.end_ns() || next.kind != EventKind::kCpuOp) continue;
         const std::string_view nname = trace.Name(next);
         if (IsShapeOnly(nname)) continue;
-        if ((IsBatchNorm(nname) || IsLayerNorm(nname)) && next.aux != profiler::kNoAux) {
+        const Norm norm = NormOf(nname);
+        if (norm != Norm::kNone && next.aux != profiler::kNoAux) {
           const auto ndims = ParseDims(trace.strings.Get(trace.op_inputs[next.aux].input_dims));
-          if (ndims && !ndims->empty() && !(*ndims)[0].empty()) {
-            const auto& x = (*ndims)[0];
-            const int64_t c = IsBatchNorm(nname) ? (x.size() > 1 ? x[1] : -1) : x.back();
-            if (c == channels) {
+          const auto [axis, rank] = BiasAxis(lname, *dims);
+          if (ndims && !ndims->empty() && (*ndims)[0].size() > 1 && NormCancelsBias(norm, axis, rank)) {
+            if ((*ndims)[0][1] == channels) {  // the norm's channels are the bias's
               ++total;
               ++pairs[fmt::format("{} (bias[{}]) -> {}", lname, channels, nname)];
             }
@@ -142,20 +184,22 @@ void AnalyzeModel(const AnalysisContext& ctx, Report& out) {
   f.id = "model.bias_before_norm";
   f.severity = Severity::kLow;
   f.confidence = Confidence::kHigh;
-  const double steps = StepCount(ctx.steps);
-  const double layers = exact ? static_cast<double>(pairs.size()) : total / steps;
-  f.title = fmt::format("{:.0f} layers have a bias that the following norm cancels", layers);
+  const StepBasis basis(ctx.steps);
+  const double layers = exact ? static_cast<double>(pairs.size()) : basis.Per(total);
+  f.title = fmt::format("{:.0f} layers have a bias that the following batch/instance norm cancels", layers);
   f.measured = layers;
   f.threshold = 0;
-  f.measured_unit = exact ? "distinct biased layers feeding a norm" : "biased layers before a norm, per step";
+  f.measured_unit = exact ? "distinct biased layers feeding a norm" : std::string("biased layers before a norm ") + basis.unit();
   if (exact) f.evidence = {{"occurrences", total}, {"dataflow_edges", edges}, {"method", std::string("exact dataflow (trainrx collector)")}};
   else f.evidence = {{"occurrences", total}, {"layers_with_shapes", layers_with_shapes}, {"method", std::string("shapes of adjacent ops")}};
   for (const auto& [k, v] : pairs) f.examples.push_back(fmt::format("{} x {}", v, k));
   // The bias add is one elementwise pass over the layer output; small (seeds: ~1-2 %) — the
   // trace cannot isolate it, so no time estimate; `trainrx fix` measures it.
   f.estimated_saving_pct = 0;
-  f.fix_python = "nn.Conv2d(..., bias=False) / nn.Linear(..., bias=False) when followed by BatchNorm / LayerNorm";
-  f.fix_cpp = "torch::nn::Conv2dOptions(...).bias(false) / LinearOptions(...).bias(false) before a norm layer";
+  f.fix_python = "nn.Conv2d(..., bias=False) before BatchNorm / InstanceNorm; nn.Linear(..., bias=False) before "
+                 "BatchNorm1d (not before LayerNorm / GroupNorm: there the bias is not cancelled)";
+  f.fix_cpp = "torch::nn::Conv2dOptions(...).bias(false) / LinearOptions(...).bias(false) before a batch (or, for "
+              "convolutions, instance) norm layer";
   f.knob = "bias";
   out.findings.push_back(std::move(f));
 }

@@ -49,10 +49,4 @@ inline int64_t Quantile(std::vector<int64_t>& v, double q) {
   return v[k];
 }
 
-// Saving as a share of the mean step, clamped to [0, 100] (0 when there are no steps).
-inline double SavingPct(int64_t saving_ns, double mean_step_ns) {
-  if (mean_step_ns <= 0 || saving_ns <= 0) return 0;
-  return std::min(100.0, 100.0 * static_cast<double>(saving_ns) / mean_step_ns);
-}
-
 }  // namespace trainrx::analyzers

@@ -117,10 +117,9 @@ void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
     }
   }
   if (single_steps == 0) return;
-  const double mean_step = MeanStepNs(ctx.steps, rank);
-  if (mean_step <= 0) return;  // both thresholds are shares of a step: no steps, no verdict
-  const double steps = StepCount(ctx.steps, rank);
-  const double share_pct = 100.0 * (static_cast<double>(optimizer_ns) / steps) / mean_step;
+  const StepBasis basis(ctx.steps, rank);
+  if (!basis.has_steps()) return;  // both thresholds are shares of a step: no steps, no verdict
+  const double share_pct = 100.0 * basis.Per(optimizer_ns) / basis.mean_step_ns();
   const double share_threshold = ctx.thresholds.Get("optim.single_tensor.optimizer_share_pct");
   if (share_pct < share_threshold) return;
   const int64_t overhead_ns = Quantile(op_durs, 0.10);
@@ -128,8 +127,7 @@ void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
   Finding f;
   f.id = "optim.single_tensor";
   f.rank = rank;
-  f.estimated_saving_ns = static_cast<int64_t>(static_cast<double>(saving_total) / steps);
-  f.estimated_saving_pct = SavingPct(f.estimated_saving_ns, mean_step);
+  SetSaving(f, basis, basis.Per(saving_total), basis.Per(optimizer_ns), "optimizer-step time");
   if (f.estimated_saving_pct < ctx.thresholds.Get("optim.single_tensor.min_saving_pct")) return;
   const int64_t params_median = Quantile(params, 0.5);
   const double ops_per_step = static_cast<double>(ops) / static_cast<double>(single_steps);
@@ -146,9 +144,9 @@ void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
                 {"foreach_or_fused_steps", multi_steps},
                 {"ops_per_optimizer_step", ops_per_step},
                 {"parameters_estimate", params_median},
-                {"optimizer_per_step_ns", static_cast<int64_t>(static_cast<double>(optimizer_ns) / steps)},
+                {"optimizer_per_step_ns", static_cast<int64_t>(basis.Per(optimizer_ns))},
                 {"per_op_overhead_us", static_cast<double>(overhead_ns) / 1000.0},
-                {"ops_removed_per_step", static_cast<double>(saved_ops) / steps},
+                {"ops_removed_per_step", basis.Per(saved_ops)},
                 {"implementation", impls.empty() ? std::string(python_frames ? "no _single_tensor_ frame" : "no Python frames in the trace")
                                                  : impls.begin()->first}};
   if (compiled_steps > 0) f.evidence.push_back({"compiled_steps_skipped", compiled_steps});
@@ -160,7 +158,7 @@ void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
                                      by_count[k].second));
   f.examples.push_back(fmt::format("estimate: {:.0f} ops removed per step x {:.2f} us per op (10th percentile), at most the "
                                    "optimizer's own time; the Python loop it also removes is not counted",
-                                   static_cast<double>(saved_ops) / steps, overhead_ns / 1000.0));
+                                   basis.Per(saved_ops), overhead_ns / 1000.0));
   const std::string opt_name = optimizer.empty() ? std::string("Adam") : optimizer;
   f.fix_python = fmt::format("torch.optim.{}(params, ..., foreach=True) (the default only when every parameter is on CUDA); "
                              "on CUDA fused=True is faster still (Adam, AdamW, SGD, Adagrad)", opt_name);
@@ -194,22 +192,20 @@ void ZeroGrad(const AnalysisContext& ctx, Report& out) {
       }
     }
   }
-  const double steps = StepCount(ctx.steps);
-  const double per_step = static_cast<double>(zero_ops) / steps;
+  const StepBasis basis(ctx.steps);
+  const double per_step = basis.Per(zero_ops);
   if (zero_ops == 0 || per_step < ctx.thresholds.Get("optim.zero_grad.min_ops")) return;
   Finding f;
   f.id = "optim.zero_grad";
   f.severity = Severity::kLow;
   f.confidence = Confidence::kHigh;
-  f.title = fmt::format("zero_grad writes zeros into gradients ({:.0f} zeroing ops per step)", per_step);
+  f.title = fmt::format("zero_grad writes zeros into gradients ({:.0f} zeroing ops {})", per_step, basis.unit());
   f.measured = per_step;
   f.threshold = ctx.thresholds.Get("optim.zero_grad.min_ops");
-  f.measured_unit = "zeroing ops per step";
+  f.measured_unit = std::string("zeroing ops ") + basis.unit();
   f.evidence = {{"zero_grad_calls", ranges}, {"zeroing_ops", zero_ops}, {"zeroing_ns", zero_ns}};
   // Saves the memset kernels/ops; backward then writes instead of accumulating (not counted).
-  f.estimated_saving_ns = static_cast<int64_t>(static_cast<double>(zero_ns) / steps);
-  const double mean = MeanStepNs(ctx.steps);
-  f.estimated_saving_pct = mean > 0 ? 100.0 * static_cast<double>(f.estimated_saving_ns) / mean : 0;
+  SetSaving(f, basis, basis.Per(zero_ns), basis.Per(zero_ns), "zeroing time");
   f.fix_python = "optimizer.zero_grad(set_to_none=True) (the default since PyTorch 2.0)";
   f.fix_cpp = "optimizer.zero_grad(/*set_to_none=*/true)";
   f.knob = "zero_grad_none";

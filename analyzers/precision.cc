@@ -178,8 +178,7 @@ void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
   f.measured = share_pct;
   f.threshold = threshold;
   f.measured_unit = "% of GPU kernel time in FP32 GEMM/conv kernels";
-  const double steps = StepCount(ctx.steps, rank);
-  const double mean_step = MeanStepNs(ctx.steps, rank);
+  const StepBasis basis(ctx.steps, rank);
   f.evidence = {{"fp32_gemm_kernels", fp32_n},
                 {"fp32_gemm_ns", fp32_ns},
                 {"fp32_conv_ns", fp32_conv_ns},
@@ -191,12 +190,11 @@ void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
   for (const auto& [k, v] : examples) ranked.push_back({-v.second, fmt::format("{} x {} ({:.2f} ms)", v.first, k, v.second / 1e6)});
   std::sort(ranked.begin(), ranked.end());
   for (size_t k = 0; k < ranked.size() && k < 4; ++k) f.examples.push_back(ranked[k].second);
-  if (!ctx.steps.steps.empty()) {
+  if (basis.has_steps()) {
     // These kernels' time x (1 - 1/2): at most the kernels' own time, and it shortens the step
     // only where the GPU is the bottleneck (gpu.idle says when it is not).
-    const double per_step = static_cast<double>(fp32_ns) / steps;
-    f.estimated_saving_ns = static_cast<int64_t>(std::min(per_step * (1.0 - 1.0 / kAssumedSpeedup), mean_step));
-    f.estimated_saving_pct = SavingPct(f.estimated_saving_ns, mean_step);
+    const double per_step = basis.Per(fp32_ns);
+    SetSaving(f, basis, per_step * (1.0 - 1.0 / kAssumedSpeedup), per_step, "FP32 GEMM/conv kernel time");
     f.examples.push_back("estimate: FP32 GEMM/conv kernel time per step x (1 - 1/2), assuming TF32 runs them 2x faster "
                          "(A100 peak: 8x); upper bound, reached only when the GPU is the bottleneck");
   }
@@ -316,35 +314,36 @@ void MatmulAlignment(const AnalysisContext& ctx, int32_t rank, Report& out) {
     if (it != shaped_ts.end() && *it < st.start_ns + st.wall_ns) ++shaped_steps;
   }
   const double steps = std::max<double>(1.0, static_cast<double>(shaped_steps));
+  const char* per = shaped_steps > 0 ? "per step" : "in the trace";  // no steps: totals
   const double per_step = static_cast<double>(ops) / steps;
   const double threshold = ctx.thresholds.Get("precision.matmul_alignment.min_per_step");
   if (per_step < threshold) return;
-  const double mean_step = MeanStepNs(ctx.steps, rank);
+  const StepBasis basis(ctx.steps, rank);
   Finding f;
   f.id = "precision.matmul_alignment";
   f.rank = rank;
   const bool on_gpu = rank_has_gpu && gpu_ops > 0;
   f.measured = per_step;
   f.threshold = threshold;
-  f.measured_unit = "unaligned 16-bit GEMMs per step";
+  f.measured_unit = std::string("unaligned 16-bit GEMMs ") + per;
   f.evidence = {{"unaligned_gemms", ops},
                 {"half_precision_gemms", half_gemms},
                 {"steps_with_shapes", shaped_steps},
                 {"unaligned_gemm_cpu_ns", op_ns},
                 {"device", std::string(on_gpu ? "GPU (kernels by External id)" : rank_has_gpu ? "GPU trace, kernels not matched" : "CPU-only trace")}};
   std::vector<std::pair<int64_t, std::string>> ranked;
-  for (const auto& [k, v] : shapes) ranked.push_back({-v, fmt::format("{:.1f} x {} per step", v / steps, k)});
+  for (const auto& [k, v] : shapes) ranked.push_back({-v, fmt::format("{:.1f} x {} {}", v / steps, k, per)});
   std::sort(ranked.begin(), ranked.end());
   for (size_t k = 0; k < ranked.size() && k < 4; ++k) f.examples.push_back(ranked[k].second);
   if (on_gpu) {
     f.evidence.push_back({"unaligned_gemm_kernel_ns", kernel_ns});
     f.severity = Severity::kLow;
     f.confidence = Confidence::kHigh;
-    f.title = fmt::format("{:.0f} bf16/fp16 matmuls per step have a dimension that is not a multiple of 8 (tensor cores underused)", per_step);
-    if (!ctx.steps.steps.empty()) {
+    f.title = fmt::format("{:.0f} bf16/fp16 matmuls {} have a dimension that is not a multiple of 8 (tensor cores underused)",
+                          per_step, per);
+    if (basis.has_steps()) {
       const double k_per_step = static_cast<double>(kernel_ns) / steps;
-      f.estimated_saving_ns = static_cast<int64_t>(std::min(k_per_step * (1.0 - 1.0 / kAssumedSpeedup), mean_step));
-      f.estimated_saving_pct = SavingPct(f.estimated_saving_ns, mean_step);
+      SetSaving(f, basis, k_per_step * (1.0 - 1.0 / kAssumedSpeedup), k_per_step, "kernel time of those GEMMs");
       if (f.estimated_saving_pct >= 5) f.severity = Severity::kMedium;
       f.examples.push_back("estimate: their kernels' time per step x (1 - 1/2), assuming aligned shapes run 2x faster; "
                            "at most the kernels' own time");
@@ -353,8 +352,8 @@ void MatmulAlignment(const AnalysisContext& ctx, int32_t rank, Report& out) {
     // CPU: no tensor cores; see the file comment for why this is info with no saving.
     f.severity = Severity::kInfo;
     f.confidence = Confidence::kLow;
-    f.title = fmt::format("{:.0f} bf16/fp16 matmuls per step have a dimension that is not a multiple of 8 "
-                          "(CPU trace: matters on GPU tensor cores)", per_step);
+    f.title = fmt::format("{:.0f} bf16/fp16 matmuls {} have a dimension that is not a multiple of 8 "
+                          "(CPU trace: matters on GPU tensor cores)", per_step, per);
     f.examples.push_back("no saving estimated on CPU: alignment is a tensor-core (GPU) requirement");
   }
   f.fix_python = "Pad the sizes you choose to multiples of 8: hidden / feature sizes, vocabulary and class counts "

@@ -96,22 +96,20 @@ void AnalyzePython(const AnalysisContext& ctx, Report& out) {
       }
     }
     if (runs == 0) continue;
-    const double steps = StepCount(ctx.steps, rank);
-    const double mean_step = MeanStepNs(ctx.steps, rank);
+    const StepBasis basis(ctx.steps, rank);
     Finding f;
     f.id = "python.loop_indexing";
     f.rank = rank;
     f.severity = Severity::kLow;
     f.confidence = Confidence::kMedium;
-    f.title = fmt::format("A Python loop indexes tensors element by element ({:.1f} loops per step, {:.0f} iterations each)",
-                          runs / steps, static_cast<double>(iterations) / static_cast<double>(runs));
+    f.title = fmt::format("A Python loop indexes tensors element by element ({:.1f} loops {}, {:.0f} iterations each)",
+                          basis.Per(runs), basis.unit(), static_cast<double>(iterations) / static_cast<double>(runs));
     f.measured = static_cast<double>(iterations) / static_cast<double>(runs);
     f.threshold = static_cast<double>(min_repeats);
     f.measured_unit = "iterations per loop";
     f.evidence = {{"loops", runs}, {"iterations", iterations}, {"ops", run_ops}, {"loop_ns", run_ns}};
-    for (const auto& [u, c] : units) f.examples.push_back(fmt::format("{:.1f} x per step: {}", c / steps, u));
-    f.estimated_saving_ns = static_cast<int64_t>(std::min(static_cast<double>(saving_ns) / steps, mean_step));
-    f.estimated_saving_pct = SavingPct(f.estimated_saving_ns, mean_step);
+    for (const auto& [u, c] : units) f.examples.push_back(fmt::format("{:.1f} x {}: {}", basis.Per(c), basis.unit(), u));
+    SetSaving(f, basis, basis.Per(saving_ns), basis.Per(run_ns), "indexing-loop time");
     f.examples.push_back("estimate: ops beyond one iteration x per-op overhead (10th percentile of their durations), "
                          "at most the loop's time; the interpreter's share of the loop is not counted");
     f.fix_python = "Vectorize: one op over the whole tensor, e.g. x.mul_(gains.view(-1, 1, 1, 1)) instead of "

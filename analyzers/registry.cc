@@ -109,6 +109,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds) {
   for (const auto& a : Registry()) a.fn(ctx, report);
   std::stable_sort(report.findings.begin(), report.findings.end(), [](const Finding& a, const Finding& b) {
     if (a.estimated_saving_pct != b.estimated_saving_pct) return a.estimated_saving_pct > b.estimated_saving_pct;
+    if (a.estimated_saving_ns != b.estimated_saving_ns) return a.estimated_saving_ns > b.estimated_saving_ns;  // no steps
     return static_cast<int>(a.severity) > static_cast<int>(b.severity);
   });
   return report;

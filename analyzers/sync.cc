@@ -4,6 +4,13 @@
 // a blocking runtime call (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
 // synchronous cudaMemcpy), or a device-to-host copy. The op that caused a runtime call is the
 // CPU op with the same Kineto "External id".
+// One .item() is one sync however the profiler recorded it: only the outermost scalar read of a
+// thread counts, whatever is nested in it (aten::item inside aten::item, as a dispatch wrapper
+// records it, around aten::_local_scalar_dense) and whichever of two reads with the same start
+// the sort put first (integer-µs traces give an item and its _local_scalar_dense the same ts and
+// dur). Issue 12 saw 8 real calls reported as 11, and 57 as 88-100 per rank.
+// Blocked time is the union of the blocking calls' intervals: two threads blocked at once are not
+// twice the time.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,6 +32,13 @@ bool IsBlockingRuntime(std::string_view n) {
          n == "cudaMemcpy" || n == "cuStreamSynchronize" || n == "cuCtxSynchronize" || n == "cuEventSynchronize" ||
          n == "cuMemcpyDtoH_v2" || n == "cuMemcpyHtoD_v2";
 }
+
+constexpr const char* kItemCause = "aten::item (.item(), float(t), bool(t), print(t))";
+constexpr const char* kLocalScalarCause = "aten::_local_scalar_dense";
+
+// A host read of a device scalar: aten::item, or aten::_local_scalar_dense (what item() calls;
+// some ops call it directly).
+bool IsScalarRead(std::string_view n) { return n == "aten::item" || n == "aten::_local_scalar_dense"; }
 
 struct ExtIndex {
   std::vector<std::pair<int64_t, profiler::StrId>> v;  // external id -> CPU op name
@@ -49,8 +63,9 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
   const int64_t min_copy_bytes = static_cast<int64_t>(ctx.thresholds.Get("sync.blocking_copy.min_bytes"));
   for (int32_t rank : trace.RankIds()) {
-    int64_t item = 0, item_ns = 0, runtime_syncs = 0, blocked_ns = 0, dtoh = 0, dtoh_ns = 0;
-    int64_t blocking_copies = 0, blocking_copy_ns = 0, blocking_copy_bytes = 0;
+    int64_t item = 0, item_ns = 0, runtime_syncs = 0, dtoh = 0, dtoh_ns = 0;
+    int64_t blocking_copies = 0, blocking_copy_bytes = 0;
+    std::vector<Interval> blocked, blocking_copy;
     std::map<std::string, int64_t> causes;
     ExtIndex ext;
     ext.Build(trace, rank);
@@ -76,10 +91,11 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
     for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
       const auto& t = trace.tracks[ti];
       if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
-      int64_t item_end = INT64_MIN;  // nested _local_scalar_dense under item counts once
       // Inside autograd's backward functions an item() is anomaly mode's NaN check, not the
       // user's: debug.anomaly_detection reports those.
       int64_t backward_end = INT64_MIN, optimizer_end = INT64_MIN;
+      int64_t read_start = INT64_MIN, read_end = INT64_MIN;  // the outermost scalar read so far
+      bool read_counted = false, read_is_item = false;
       for (const Event& e : trace.TrackEvents(ti)) {
         const std::string_view name = trace.Name(e);
         if (StartsWith(name, "autograd::engine::evaluate_function")) backward_end = std::max(backward_end, e.end_ns());
@@ -87,20 +103,31 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
         // tensor unless capturable=True (AdamW single-tensor: one per parameter per step): no
         // sync. A real one shows as a blocking runtime call on GPU traces, counted below.
         if (StartsWith(name, "Optimizer.step#")) optimizer_end = std::max(optimizer_end, e.end_ns());
-        if ((e.ts_ns < backward_end || e.ts_ns < optimizer_end) && (name == "aten::item" || name == "aten::_local_scalar_dense")) continue;
+        if (e.kind == EventKind::kCpuOp && IsScalarRead(name)) {
+          const bool is_item = name == "aten::item";
+          const bool nested = (e.ts_ns < read_end || e.ts_ns == read_start) && e.end_ns() <= read_end;
+          if (nested) {  // inside (or tied with) the outermost read: the same call
+            if (read_counted && is_item && !read_is_item) {     // a tie sorted inner first: name it item()
+              --causes[kLocalScalarCause];
+              ++causes[kItemCause];
+              read_is_item = true;
+            }
+            continue;
+          }
+          read_start = e.ts_ns;
+          read_end = e.end_ns();
+          read_is_item = is_item;
+          read_counted = e.ts_ns >= backward_end && e.ts_ns >= optimizer_end && in_steps.Contains(e.ts_ns);
+          if (!read_counted) continue;
+          ++item;
+          item_ns += e.dur_ns;
+          ++causes[is_item ? kItemCause : kLocalScalarCause];
+          continue;
+        }
         if (!in_steps.Contains(e.ts_ns)) continue;  // per-step counts: only work inside the steps
-        if (e.kind == EventKind::kCpuOp && name == "aten::item") {
-          ++item;
-          item_ns += e.dur_ns;
-          item_end = e.end_ns();
-          ++causes["aten::item (.item(), float(t), bool(t), print(t))"];
-        } else if (e.kind == EventKind::kCpuOp && name == "aten::_local_scalar_dense" && e.ts_ns >= item_end) {
-          ++item;
-          item_ns += e.dur_ns;
-          ++causes["aten::_local_scalar_dense"];
-        } else if ((e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) && IsBlockingRuntime(name)) {
+        if ((e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) && IsBlockingRuntime(name)) {
           ++runtime_syncs;
-          blocked_ns += e.dur_ns;
+          blocked.push_back({e.ts_ns, e.end_ns()});
           const profiler::StrId op = ext.Find(e.external_id);
           ++causes[fmt::format("{} from {}", name, op == profiler::kNoStr ? "(no CPU op)" : trace.strings.Get(op))];
           if (name == "cudaMemcpy" && e.correlation != profiler::kNoId) {
@@ -109,7 +136,7 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
               const auto& m = trace.memcpys[it->second->aux];
               if (m.copy == profiler::CopyKind::kHtoD && m.bytes >= min_copy_bytes) {
                 ++blocking_copies;
-                blocking_copy_ns += e.dur_ns;
+                blocking_copy.push_back({e.ts_ns, e.end_ns()});
                 blocking_copy_bytes += m.bytes;
               }
             }
@@ -117,33 +144,33 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
         }
       }
     }
-    const double steps = StepCount(ctx.steps, rank);
-    const double mean_step = MeanStepNs(ctx.steps, rank);
+    const int64_t blocked_ns = MergeIntervals(blocked), blocking_copy_ns = MergeIntervals(blocking_copy);
+    const StepBasis basis(ctx.steps, rank);
     // Distinct sync events: items usually cause the DtoH copy and the runtime sync we also see;
     // count the larger of the host-side and device-side views rather than their sum.
     const int64_t syncs = std::max(item, runtime_syncs);
-    const double per_step = static_cast<double>(syncs) / steps;
+    const double per_step = basis.Per(syncs);
     if (syncs > 0 && per_step >= ctx.thresholds.Get("sync.host_device.per_step")) {
       Finding f;
       f.id = "sync.host_device";
       f.rank = rank;
       f.confidence = Confidence::kHigh;
-      f.severity = have_gpu ? (blocked_ns > 0.05 * mean_step * steps ? Severity::kHigh : Severity::kMedium) : Severity::kLow;
-      f.title = fmt::format("{:.1f} host-device syncs per step (rank {})", per_step, rank);
+      f.severity = have_gpu ? (basis.Per(blocked_ns) > 0.05 * basis.mean_step_ns() ? Severity::kHigh : Severity::kMedium) : Severity::kLow;
+      f.title = fmt::format("{:.1f} host-device syncs {} (rank {})", per_step, basis.unit(), rank);
       f.measured = per_step;
       f.threshold = ctx.thresholds.Get("sync.host_device.per_step");
-      f.measured_unit = "syncs per step";
+      f.measured_unit = std::string("syncs ") + basis.unit();
       f.evidence = {{"item_calls", item}, {"blocking_runtime_calls", runtime_syncs}, {"blocked_ns", blocked_ns},
                     {"dtoh_copies", dtoh}, {"dtoh_copy_ns", dtoh_ns},
                     {"measured_on", have_gpu ? std::string("GPU trace: blocked time measured")
                                              : std::string("CPU-only trace: count only; each one blocks on a GPU")}};
       std::vector<std::pair<int64_t, std::string>> ranked;
-      for (const auto& [k, v] : causes) ranked.push_back({v, k});
+      for (const auto& [k, v] : causes)
+        if (v > 0) ranked.push_back({v, k});
       std::sort(ranked.rbegin(), ranked.rend());
       for (const auto& [n, k] : ranked) f.examples.push_back(fmt::format("{} x {}", n, k));
       const int64_t cost = have_gpu ? blocked_ns : item_ns;
-      f.estimated_saving_ns = static_cast<int64_t>(static_cast<double>(cost) / steps);
-      f.estimated_saving_pct = mean_step > 0 ? 100.0 * static_cast<double>(f.estimated_saving_ns) / mean_step : 0;
+      SetSaving(f, basis, basis.Per(cost), basis.Per(cost), have_gpu ? "blocked time" : "item() call time");
       f.fix_python = "Keep running sums on the device (total += loss.detach()) and call .item() / .cpu() every N steps; "
                      "find the rest with torch.cuda.set_sync_debug_mode(\"warn\").";
       f.fix_cpp = "Accumulate on the device and read back with .item<float>() every N steps; avoid .cpu() and "
@@ -159,12 +186,11 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
       f.confidence = Confidence::kHigh;
       f.title = fmt::format("{} synchronous host-to-device copies of {} bytes or more (rank {})", blocking_copies,
                             min_copy_bytes, rank);
-      f.measured = static_cast<double>(blocking_copies) / steps;
+      f.measured = basis.Per(blocking_copies);
       f.threshold = 0;
-      f.measured_unit = "blocking copies per step";
+      f.measured_unit = std::string("blocking copies ") + basis.unit();
       f.evidence = {{"copies", blocking_copies}, {"bytes", blocking_copy_bytes}, {"blocked_ns", blocking_copy_ns}};
-      f.estimated_saving_ns = static_cast<int64_t>(static_cast<double>(blocking_copy_ns) / steps);
-      f.estimated_saving_pct = mean_step > 0 ? 100.0 * static_cast<double>(f.estimated_saving_ns) / mean_step : 0;
+      SetSaving(f, basis, basis.Per(blocking_copy_ns), basis.Per(blocking_copy_ns), "blocked time of these copies");
       f.fix_python = "batch.to(device, non_blocking=True) from pinned memory (DataLoader(pin_memory=True))";
       f.fix_cpp = "tensor.pin_memory().to(device, /*non_blocking=*/true)";
       f.knob = "pin_memory";

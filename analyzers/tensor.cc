@@ -129,34 +129,33 @@ void AnalyzeTensor(const AnalysisContext& ctx, Report& out) {
     if (copies == 0) continue;
     if (in_steps.empty() && std::none_of(examples.begin(), examples.end(), [](const auto& kv) { return kv.second >= 2; }))
       continue;
-    const double steps = StepCount(ctx.steps, rank);
-    const double per_step = static_cast<double>(copies) / steps;
+    const StepBasis basis(ctx.steps, rank);
+    const double per_step = basis.Per(copies);
     const double threshold = ctx.thresholds.Get("tensor.cpu_then_copy.min_per_step");
     if (per_step < threshold) continue;
-    const double mean_step = MeanStepNs(ctx.steps, rank);
     Finding f;
     f.id = "tensor.cpu_then_copy";
     f.rank = rank;
     f.severity = Severity::kLow;
     f.confidence = shape_checked == copies ? Confidence::kHigh : Confidence::kMedium;
     f.title = to_device > 0
-                  ? fmt::format("{:.1f} tensors per step are filled on the host, then copied to the GPU", per_step)
-                  : fmt::format("{:.1f} tensors per step are filled, then copied at once (copy=True / dtype change)", per_step);
+                  ? fmt::format("{:.1f} tensors {} are filled on the host, then copied to the GPU", per_step, basis.unit())
+                  : fmt::format("{:.1f} tensors {} are filled, then copied at once (copy=True / dtype change)", per_step,
+                                basis.unit());
     f.measured = per_step;
     f.threshold = threshold;
-    f.measured_unit = "fill-then-copy per step";
+    f.measured_unit = std::string("fill-then-copy ") + basis.unit();
     f.evidence = {{"copies", copies},
                   {"copies_to_device", to_device},
                   {"copy_op_ns", copy_ns},
                   {"device_copy_ns", device_copy_ns},
                   {"device_copy_bytes", device_bytes},
                   {"same_shape_checked", shape_checked}};
-    for (const auto& [k, v] : examples) f.examples.push_back(fmt::format("{:.1f} x {} per step", v / steps, k));
+    for (const auto& [k, v] : examples) f.examples.push_back(fmt::format("{:.1f} x {} {}", basis.Per(v), k, basis.unit()));
     // The copy op's host time (its launch, and for pageable memory the wait for the transfer);
     // the fill stays (on the device), so it is not counted.
     if (!in_steps.empty()) {
-      f.estimated_saving_ns = static_cast<int64_t>(std::min(static_cast<double>(copy_ns) / steps, mean_step));
-      f.estimated_saving_pct = SavingPct(f.estimated_saving_ns, mean_step);
+      SetSaving(f, basis, basis.Per(copy_ns), basis.Per(copy_ns), "copy-op time");
     }
     f.fix_python = "Create it where it is used: torch.zeros(n, device=x.device, dtype=x.dtype) (ones / full / randn "
                    "alike), or build it once outside the loop";

@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <wordexp.h>
+
 #include <fmt/format.h>
 #include <simdjson.h>
 
@@ -47,6 +49,17 @@ void Progress::Step(const std::string& what) {
 
 // Runs argv with stdout/stderr to `log`; returns the exit code (128+N for a signal).
 namespace {
+// Splits a command line into words as a shell would, without running one: quotes and escapes
+// are honoured, $(...)/`...` refused. Empty when the line needs a shell (|, ;, &, <, >, $VAR...).
+std::vector<std::string> SplitCommand(const std::string& cmd) {
+  if (cmd.find_first_of("|;&<>$`(){}*?~") != std::string::npos) return {};
+  wordexp_t w;
+  if (wordexp(cmd.c_str(), &w, WRDE_NOCMD | WRDE_UNDEF) != 0) return {};
+  std::vector<std::string> out(w.we_wordv, w.we_wordv + w.we_wordc);
+  wordfree(&w);
+  return out;
+}
+
 int Spawn(const std::vector<std::string>& args, const std::string& log) {
   const pid_t pid = fork();
   if (pid < 0) return -1;
@@ -186,23 +199,49 @@ bool Runner::Analyze(const WorkloadSpec& s, analyzers::Report* report, double* s
     return true;
   }
 
-  // A command under `trainrx record`: median step time (ms) when its trace has >= 3 steps (the
-  // first dropped as warm-up), else its wall time (s).
+  // A command under `trainrx record`: median step time (ms) when its traces have >= 3 steps (the
+  // first dropped as warm-up), else its wall time (s). The command runs directly, split into
+  // words as a shell would (quotes, no expansion of $(...)), unless it needs a shell (pipes,
+  // redirections, `;`, `&&`, variables): then under /bin/sh -c. Either way the traces read are
+  // those of every process of the launch that loaded torch (cmd.json, cmd.pid<P>.json,
+  // cmd.rank<R>.json): a shell or launcher in between writes none.
 bool Runner::Command(const std::string& cmd, double* value, std::string* unit, std::string* error) {
     const std::string trace = (dir_ / "cmd.json").string(), log = (dir_ / "cmd.log").string();
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("cmd.", 0) == 0 && name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0) fs::remove(entry.path(), ec);
+    }
+    std::vector<std::string> args = {ExeDir() + "/trainrx", "record", "-o", trace, "--"};
+    const std::vector<std::string> words = SplitCommand(cmd);
+    if (words.empty()) {
+      args.insert(args.end(), {"/bin/sh", "-c", cmd});
+    } else {
+      args.insert(args.end(), words.begin(), words.end());
+    }
     const auto t0 = Clock::now();
-    const int rc = Spawn({ExeDir() + "/trainrx", "record", "-o", trace, "--", "/bin/sh", "-c", cmd}, log);
+    const int rc = Spawn(args, log);
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
     if (rc != 0) {
       *error = fmt::format("`{}` exited with {}: {}", cmd, rc, Tail(log));
       return false;
     }
+    std::vector<std::string> traces;
+    for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("cmd.", 0) == 0 && name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0) traces.push_back(entry.path().string());
+    }
+    std::sort(traces.begin(), traces.end());
     profiler::Trace t;
-    if (fs::exists(trace) && profiler::ReadTraces({trace}, t).ok) {
+    if (!traces.empty() && profiler::ReadTraces(traces, t).ok) {
       const auto steps = analyzers::BuildStepModel(t);
-      if (steps.steps.size() >= 3) {
-        std::vector<double> ms;
-        for (size_t i = 1; i < steps.steps.size(); ++i) ms.push_back(steps.steps[i].wall_ns / 1e6);
+      // One process's steps (the lowest rank): ranks step together.
+      std::vector<double> ms;
+      const int32_t first_rank = steps.steps.empty() ? 0 : steps.steps.front().rank;
+      for (const auto& s : steps.steps)
+        if (s.rank == first_rank) ms.push_back(s.wall_ns / 1e6);
+      if (ms.size() >= 3) {
+        ms.erase(ms.begin());
         *value = reports::stats::Median(ms);
         *unit = "ms per step";
         return true;

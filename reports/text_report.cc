@@ -96,6 +96,19 @@ class MarkdownSink final : public Sink {
   std::ostream& out_;
 };
 
+// "up to 12.0% of the mean step (1.20 ms per step, mean over 5 steps; at most the 3.00 ms of GPU
+// idle time)"; without steps the total over the trace, with no share of a step.
+std::string SavingText(const Finding& f) {
+  const std::string bound = f.saving_bound.empty() ? std::string()
+                                                   : fmt::format("; at most the {} of {}", Ms(f.saving_bound_ns), f.saving_bound);
+  if (f.steps > 0) {
+    return fmt::format("estimated saving: up to {:.1f}% of the mean step ({} per step, mean over {} steps{})",
+                       f.estimated_saving_pct, Ms(f.estimated_saving_ns), f.steps, bound);
+  }
+  return fmt::format("estimated saving: up to {} over the whole trace (no steps: no share of a step{})",
+                     Ms(f.estimated_saving_ns), bound);
+}
+
 std::string EvidenceText(const analyzers::EvidenceItem& e) {
   if (const auto* i = std::get_if<int64_t>(&e.value)) {
     if (e.key.size() > 3 && e.key.compare(e.key.size() - 3, 3, "_ns") == 0) return fmt::format("{}={}", e.key, Ms(*i));
@@ -127,8 +140,8 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
   const auto& steps = report.metrics.steps;
   sink.Heading("Steps");
   if (steps.steps.empty()) {
-    sink.Line("No training steps found (no ProfilerStep#N, trainrx step markers or repeated Optimizer.step ranges); "
-              "per-step analyses are skipped.");
+    sink.Line("No training steps found (no ProfilerStep#N, trainrx step markers or repeated Optimizer.step ranges): "
+              "rules that need a step to judge by stay silent, and the figures below are totals over the whole trace.");
   } else {
     sink.Line(fmt::format("{} steps ({}), median {}", steps.steps.size(), steps.source, Ms(steps.median_wall_ns)));
     std::vector<std::vector<std::string>> rows = {{"data wait", Pct(steps.data_wait_share)},
@@ -178,9 +191,8 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
     sink.FindingHead(f, ++index);
     sink.Line(fmt::format("measured {:.4g} {} (threshold {:.4g}); confidence {}", f.measured, f.measured_unit,
                           f.threshold, analyzers::ConfidenceName(f.confidence)));
-    if (f.estimated_saving_pct > 0 || f.estimated_saving_ns > 0) {
-      sink.Line(fmt::format("estimated saving: up to {:.1f}% of the step ({} per step)", f.estimated_saving_pct,
-                            Ms(f.estimated_saving_ns)));
+    if (f.estimated_saving_ns > 0) {
+      sink.Line(SavingText(f));
     } else {
       sink.Line("estimated saving: not measurable from this trace (run `trainrx fix` to measure)");
     }

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/profiler/kineto_reader.h"
 
@@ -688,5 +690,180 @@ TEST(ConfigTest, AnomalyModeFoundFromNanChecksWithoutTheCollector) {
   EXPECT_EQ(Find(AnalyzeJson(Trace(fwd)), "debug.anomaly_detection"), nullptr);
 }
 
+}  // namespace
+}  // namespace trainrx::analyzers
+
+// Issue 12: findings that must hold on other people's traces.
+namespace trainrx::analyzers {
+namespace {
+
+// A runtime call (thread 1) and the GPU activity it launched (`stream`), by correlation id.
+std::string Launch(double ts, int corr, const char* name = "cudaLaunchKernel", double dur = 5) {
+  return Ev("cuda_runtime", name, 1, ts, dur, fmt::format(R"J("correlation":{})J", corr));
+}
+std::string Kernel(int stream, double ts, double dur, int corr, const char* name = "gemm", const char* cat = "kernel",
+                   const std::string& extra = "") {
+  return fmt::format(R"J({{"ph":"X","cat":"{}","name":"{}","pid":0,"tid":{},"ts":{},"dur":{},"args":{{"device":0,"stream":{},"correlation":{}{}}}}},)J",
+                     cat, name, stream, ts, dur, stream, corr, extra);
+}
+
+// Four streams each wait 100 µs for the host over the same 100 µs in which the device is idle:
+// the host waits sum to 400 µs, the device is idle 100 µs; a saving cannot exceed what the fix
+// removes (the idle time), nor the step (300 µs).
+TEST(GpuTest, IdleSavingIsBoundedByDeviceIdleNotSummedOverStreams) {
+  std::string ev = Ev("user_annotation", "ProfilerStep#1", 1, 0, 300);
+  for (int s = 0; s < 4; ++s) {
+    ev += Launch(0, 10 * s + 1) + Kernel(20 + s, 0, 100, 10 * s + 1);
+    ev += Launch(150, 10 * s + 2) + Kernel(20 + s, 200, 100, 10 * s + 2);
+  }
+  const Report r = AnalyzeJson(Trace(ev));
+  ASSERT_EQ(r.metrics.temporal.size(), 1u);
+  EXPECT_EQ(r.metrics.temporal[0].idle_ns, 100'000);
+  const Finding* f = Find(r, "gpu.idle");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->estimated_saving_ns, 100'000);
+  EXPECT_NEAR(f->estimated_saving_pct, 100.0 / 3, 1e-6);
+}
+
+// One stream waits for the host while another stream keeps the device busy: the device was not
+// idle, so that wait is no saving (HTA's per-stream host wait still reports it).
+TEST(GpuTest, HostWaitWhileAnotherStreamRunsIsNoSaving) {
+  std::string ev = Ev("user_annotation", "ProfilerStep#1", 1, 0, 600);
+  ev += Launch(0, 1) + Kernel(7, 0, 100, 1);
+  ev += Launch(150, 2) + Kernel(7, 200, 100, 2);      // host wait 100..200 on stream 7
+  ev += Launch(10, 3) + Kernel(7, 450, 100, 3);       // launched early: "other" gap 300..450
+  ev += Launch(20, 4) + Kernel(8, 50, 200, 4);        // stream 8 busy 50..250
+  const Report r = AnalyzeJson(Trace(ev));
+  ASSERT_EQ(r.metrics.temporal.size(), 1u);
+  EXPECT_EQ(r.metrics.temporal[0].idle_ns, 150'000);  // 300..450
+  const Finding* f = Find(r, "gpu.idle");
+  ASSERT_NE(f, nullptr);  // 150 of 550 µs idle
+  EXPECT_EQ(f->estimated_saving_ns, 0);
+  EXPECT_EQ(f->estimated_saving_pct, 0);
+}
+
+
+// One real .item() is one sync, however the profiler nested or ordered its ops: aten::item in
+// aten::item (a dispatch wrapper) around _local_scalar_dense, an item and its
+// _local_scalar_dense with the same start and duration (integer-µs traces) written inner first,
+// and the file's events in reverse order. Items on two threads at once are two syncs.
+TEST(SyncTest, NestedItemOpsCountOnceAtAnyDepthAndOrder) {
+  std::vector<std::string> events = {Steps(4, 10000)};
+  for (int i = 0; i < 4; ++i) {
+    const int s = i * 10000;
+    events.push_back(Ev("cpu_op", "aten::item", 1, s + 100, 50));
+    events.push_back(Ev("cpu_op", "aten::item", 1, s + 101, 48));
+    events.push_back(Ev("cpu_op", "aten::_local_scalar_dense", 1, s + 110, 30));
+    events.push_back(Ev("cpu_op", "aten::_local_scalar_dense", 1, s + 200, 5));  // inner first, same ts and dur
+    events.push_back(Ev("cpu_op", "aten::item", 1, s + 200, 5));
+    events.push_back(Ev("cpu_op", "aten::item", 2, s + 300, 20));  // another thread: its own sync
+    events.push_back(Ev("cpu_op", "aten::_local_scalar_dense", 2, s + 305, 5));
+  }
+  std::string ev, reversed;  // the file's events in order, and reversed (the reader sorts each thread)
+  for (const auto& e : events) ev += e;
+  for (auto it = events.rbegin(); it != events.rend(); ++it) reversed += *it;
+  for (const std::string& json : {Trace(ev), Trace(reversed)}) {
+    const Report r = AnalyzeJson(json);
+    const Finding* f = Find(r, "sync.host_device");
+    ASSERT_NE(f, nullptr);
+    EXPECT_DOUBLE_EQ(f->measured, 3.0);  // per step: the nested pair, the tie, the other thread's
+    EXPECT_EQ(std::get<int64_t>(f->evidence[0].value), 12);  // item_calls
+  }
+}
+
+// A layer op with recorded inputs, then `norm` over `norm_x` (its input's dims), one thread.
+std::string LayerThenNorm(const char* layer, const char* layer_dims, const char* norm, const char* norm_x) {
+  return Trace(Ev("cpu_op", layer, 1, 0, 100, fmt::format(R"J("Input Dims":{})J", layer_dims)) +
+               Ev("cpu_op", norm, 1, 110, 50, fmt::format(R"J("Input Dims":[{},[16],[16]])J", norm_x)));
+}
+bool BiasFlagged(const std::string& json) { return Find(AnalyzeJson(json), "model.bias_before_norm") != nullptr; }
+
+// Only a norm that subtracts a per-channel mean over everything but the channel cancels a bias on
+// that channel: BatchNorm (over batch and space) and, after a convolution, InstanceNorm (over
+// space). LayerNorm's mean is over the features the bias varies along (only the bias's mean is
+// removed) and GroupNorm's over a group of channels with different biases: not redundant.
+TEST(ModelTest, BiasIsRedundantBeforeBatchAndInstanceNormOnly) {
+  const char* conv = "[[8,3,32,32],[16,3,3,3],[16],[],[],[],[]]";
+  const char* conv_out = "[8,16,32,32]";
+  EXPECT_TRUE(BiasFlagged(LayerThenNorm("aten::conv2d", conv, "aten::batch_norm", conv_out)));
+  EXPECT_TRUE(BiasFlagged(LayerThenNorm("aten::conv2d", conv, "aten::cudnn_batch_norm", conv_out)));
+  EXPECT_TRUE(BiasFlagged(LayerThenNorm("aten::conv2d", conv, "aten::instance_norm", conv_out)));
+  EXPECT_FALSE(BiasFlagged(LayerThenNorm("aten::conv2d", conv, "aten::group_norm", conv_out)));
+  // Linear: bias on the last dim. BatchNorm1d over (N, F) normalizes per feature: cancelled.
+  EXPECT_TRUE(BiasFlagged(LayerThenNorm("aten::linear", "[[8,16],[16,16],[16]]", "aten::batch_norm", "[8,16]")));
+  // LayerNorm over the features (the reference lm: Linear -> LayerNorm): not redundant.
+  EXPECT_FALSE(BiasFlagged(LayerThenNorm("aten::linear", "[[8,4,16],[16,16],[16]]", "aten::layer_norm", "[8,4,16]")));
+  // BatchNorm1d over (N, C, L) after a Linear on L: the bias varies along L, which it averages over.
+  EXPECT_FALSE(BiasFlagged(LayerThenNorm("aten::linear", "[[8,16,16],[16,16],[16]]", "aten::batch_norm", "[8,16,16]")));
+  // InstanceNorm after a Linear normalizes over the dim the bias is on.
+  EXPECT_FALSE(BiasFlagged(LayerThenNorm("aten::linear", "[[8,16,16],[16,16],[16]]", "aten::instance_norm", "[8,16,16]")));
+}
+
+// The same rule on our collector's exact dataflow edges.
+TEST(ModelTest, DataflowEdgeToLayerNormIsNotFlagged) {
+  auto edge = [](const char* layer, const char* dims, const char* norm) {
+    std::string ev = Ev("cpu_op", layer, 1, 0, 100, fmt::format(R"J("Input Dims":{})J", dims));
+    ev += Ev("cpu_op", norm, 1, 110, 50, R"J("Input Dims":[[8,16],[16],[16]])J");
+    ev += R"J({"ph":"s","cat":"trainrx.dataflow","name":"out","id":1,"pid":1,"tid":1,"ts":0},)J";
+    ev += R"J({"ph":"f","bp":"e","cat":"trainrx.dataflow","name":"out","id":1,"pid":1,"tid":1,"ts":110},)J";
+    return Trace(ev);
+  };
+  EXPECT_TRUE(BiasFlagged(edge("aten::linear", "[[8,16],[16,16],[16]]", "aten::batch_norm")));
+  EXPECT_FALSE(BiasFlagged(edge("aten::linear", "[[8,16],[16,16],[16]]", "aten::layer_norm")));
+  EXPECT_FALSE(BiasFlagged(edge("aten::conv2d", "[[8,3,32,32],[16,3,3,3],[16],[],[],[],[]]", "aten::group_norm")));
+}
+
+std::string FixturePath(const std::string& name) {
+  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "fixtures" / name).string();
+}
+
+// What a finding says in words: title, unit, evidence keys and text, examples.
+std::string Words(const Finding& f) {
+  std::string w = f.title + "\n" + f.measured_unit + "\n";
+  for (const auto& e : f.evidence) {
+    w += e.key + "\n";
+    if (const auto* s = std::get_if<std::string>(&e.value)) w += *s + "\n";
+  }
+  for (const auto& x : f.examples) w += x + "\n";
+  return w;
+}
+
+// A trace with no steps and eight planted problems: each is reported with totals over the trace,
+// never "per step" or a share of a step (issue 12: "2.0 per step", "85.8 % of the step").
+TEST(StepsTest, NoStepsMeansNoPerStepFigureAnywhere) {
+  profiler::Trace trace;
+  ASSERT_TRUE(profiler::ReadTraces({FixturePath("no_steps_planted.json")}, trace).ok);
+  const Report r = Analyze(trace);
+  ASSERT_TRUE(r.metrics.steps.steps.empty());
+  EXPECT_GE(r.findings.size(), 7u);
+  for (const Finding& f : r.findings) {
+    const std::string w = Words(f);
+    for (const char* bad : {"per step", "per_step", "of the step", "of steps"})
+      EXPECT_EQ(w.find(bad), std::string::npos) << f.id << " says '" << bad << "':\n" << w;
+    EXPECT_EQ(f.estimated_saving_pct, 0) << f.id;
+  }
+  const Finding* sync = Find(r, "sync.host_device");
+  ASSERT_NE(sync, nullptr);
+  EXPECT_DOUBLE_EQ(sync->measured, 4.0);  // 4 in the trace
+  EXPECT_NE(sync->title.find("in the trace"), std::string::npos) << sync->title;
+}
+
+// A recording cut by a crash says so: which rank, why, how much was recorded (issue 12: a
+// SIGSEGV trace read as "no problem crossed its threshold").
+TEST(RunEndTest, CrashedRecordingIsUnfinished) {
+  profiler::Trace trace;
+  ASSERT_TRUE(profiler::ReadTraces({FixturePath("crashed_run.json")}, trace).ok);
+  const Report r = Analyze(trace);
+  ASSERT_EQ(r.metrics.unfinished.size(), 1u);
+  const UnfinishedRank& u = r.metrics.unfinished[0];
+  EXPECT_EQ(u.rank, 0);
+  EXPECT_EQ(u.end_reason, "SIGSEGV");
+  EXPECT_EQ(u.recorded_ns, 31'300'000);
+  EXPECT_EQ(u.steps, 3);
+  EXPECT_EQ(u.open_ranges, 2);
+  // A clean exit, and a trace from another tool, are finished.
+  EXPECT_TRUE(AnalyzeJson(Collected(",\"end_reason\":\"exit\",\"incomplete\":false", "")).metrics.unfinished.empty());
+  EXPECT_TRUE(AnalyzeJson(CpuSteps(2, 0, 0, false)).metrics.unfinished.empty());
+}
 }  // namespace
 }  // namespace trainrx::analyzers

@@ -34,13 +34,14 @@ struct Net : torch::nn::Module {
   torch::nn::Linear fc;
 };
 
-// In-process loading (workers = 0); with costly=true each sample costs ~1.5 ms of CPU.
+// In-process loading (workers = 0); with costly=true each sample costs ~5 ms of CPU (anomaly
+// mode, planted with it, makes a torch 2.x step ~0.5 s here: the wait must still stand out).
 std::pair<torch::Tensor, torch::Tensor> LoadBatch(int step, int batch, bool costly) {
   torch::manual_seed(1000 + step);
   auto x = torch::randn({batch, 3, 16, 16});
   auto y = torch::randint(0, 10, {batch});
   if (costly) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(1500 * batch);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(5000 * batch);
     while (std::chrono::steady_clock::now() < until) {
     }
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <filesystem>
 #include <sstream>
 
 #include "trainrx/profiler/kineto_reader.h"
@@ -82,6 +83,54 @@ TEST(MarkdownReportTest, TablesAndEscaping) {
   EXPECT_NE(s.find("| phase | share of step |"), std::string::npos) << s;
   EXPECT_NE(s.find("**1. `input.dataloader_bound`**"), std::string::npos) << s;
   EXPECT_NE(s.find("\\_SingleProcessDataLoaderIter"), std::string::npos) << s;
+}
+
+// Without steps the report gives totals: no "per step", no share of a step, anywhere (issue 12).
+TEST(TextReportTest, NoStepsNoPerStepWords) {
+  profiler::Trace trace;
+  const auto path = std::filesystem::path(__FILE__).parent_path().parent_path() / "fixtures" / "no_steps_planted.json";
+  ASSERT_TRUE(profiler::ReadTraces({path.string()}, trace).ok);
+  analyzers::Thresholds th;
+  const analyzers::Report report = analyzers::Analyze(trace, th);
+  ASSERT_FALSE(report.findings.empty());
+  for (int md = 0; md < 2; ++md) {
+    std::ostringstream out;
+    if (md) WriteMarkdown(trace, report, th, {}, out);
+    else WriteText(trace, report, th, {}, out);
+    const std::string s = out.str();
+    for (const char* bad : {"per step", "per-step", "per_step", "of the step", "of steps"})
+      EXPECT_EQ(s.find(bad), std::string::npos) << "'" << bad << "' in:\n" << s;
+    EXPECT_NE(s.find("over the whole trace"), std::string::npos) << s;
+  }
+}
+
+// A run that did not finish is said first, before the data-loss counts, in every format.
+TEST(TextReportTest, UnfinishedRunIsSaidFirst) {
+  profiler::Trace trace;
+  const auto path = std::filesystem::path(__FILE__).parent_path().parent_path() / "fixtures" / "crashed_run.json";
+  ASSERT_TRUE(profiler::ReadTraces({path.string()}, trace).ok);
+  analyzers::Thresholds th;
+  const analyzers::Report report = analyzers::Analyze(trace, th);
+  for (int md = 0; md < 2; ++md) {
+    std::ostringstream out;
+    if (md) WriteMarkdown(trace, report, th, {}, out);
+    else WriteText(trace, report, th, {}, out);
+    const std::string s = out.str();
+    const size_t warn = s.find("did not finish"), read = s.find("events read");
+    ASSERT_NE(warn, std::string::npos) << s;
+    EXPECT_LT(warn, read) << s;
+    EXPECT_NE(s.find("SIGSEGV"), std::string::npos) << s;
+    EXPECT_NE(s.find("3 complete steps"), std::string::npos) << s;
+    EXPECT_EQ(s.find("No problem crossed its threshold."), std::string::npos) << s;  // not "healthy"
+  }
+  std::ostringstream json;
+  WriteJson(trace, report, th, {}, json);
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  ASSERT_FALSE(p.parse(json.str()).get(doc)) << json.str();
+  EXPECT_FALSE(bool(doc["run"]["finished"]));
+  EXPECT_EQ(std::string_view(doc["run"]["unfinished"].at(0)["end_reason"]), "SIGSEGV");
+  EXPECT_EQ(int64_t(doc["run"]["unfinished"].at(0)["recorded_ns"]), 31'300'000);
 }
 
 }  // namespace

@@ -56,9 +56,15 @@ struct Finding {
   std::string measured_unit;  // "% of step", "per step", ...
   std::vector<EvidenceItem> evidence;
   std::vector<std::string> examples;  // ops / steps / streams where it was seen
-  // Estimated saving per step (upper bound from the trace; `trainrx fix` measures the real one).
-  double estimated_saving_pct = 0;
+  // Estimated saving: an upper bound from the trace (`trainrx fix` measures the real one), per
+  // step as a mean over `steps` steps; without steps (`steps` 0) a total over the trace, with no
+  // share of a step. It never exceeds `saving_bound_ns`, the measured time the fix would remove
+  // (`saving_bound` says what: "GPU idle time", "time blocked in syncs"), nor the mean step.
+  double estimated_saving_pct = 0;  // of the mean step; 0 without steps
   int64_t estimated_saving_ns = 0;
+  int64_t saving_bound_ns = 0;
+  std::string saving_bound;
+  int64_t steps = 0;  // steps the per-step figures are means over; 0: figures are trace totals
   std::string fix_python;
   std::string fix_cpp;
   std::string knob;  // reference-workload knob that fixes it ("workers=4"), empty if none

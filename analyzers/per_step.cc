@@ -1,0 +1,58 @@
+// How the families form per-step figures and savings (families.h): the step windows of a rank,
+// the step basis (means per step, or totals without steps) and the one saving setter.
+#include <algorithm>
+#include <cmath>
+
+#include "families.h"
+
+namespace trainrx::analyzers {
+
+StepWindows::StepWindows(const StepModel& steps, int32_t rank) {
+  for (const auto& s : steps.steps)
+    if (s.rank == rank) windows_.push_back({s.start_ns, s.start_ns + s.wall_ns});
+  std::sort(windows_.begin(), windows_.end());
+}
+
+bool StepWindows::Contains(int64_t ts_ns) const {
+  if (windows_.empty()) return true;
+  auto it = std::upper_bound(windows_.begin(), windows_.end(), std::make_pair(ts_ns, INT64_MAX));
+  return it != windows_.begin() && ts_ns < std::prev(it)->second;
+}
+
+StepBasis::StepBasis(const StepModel& steps, int32_t rank) {
+  double total = 0;
+  for (const auto& s : steps.steps) {
+    if (rank >= 0 && s.rank != rank) continue;
+    total += static_cast<double>(s.wall_ns);
+    ++steps_;
+  }
+  mean_step_ns_ = steps_ > 0 ? total / static_cast<double>(steps_) : 0.0;
+}
+
+std::string StepBasis::Key(std::string_view base) const {
+  return std::string(base) + (steps_ > 0 ? "_per_step_mean" : "_total");
+}
+
+std::string StepBasis::NsKey(std::string_view base) const { return Key(base) + "_ns"; }
+
+void SetSaving(Finding& f, const StepBasis& basis, double saving_ns, double bound_ns, std::string bound) {
+  if (!std::isfinite(bound_ns) || bound_ns < 0) bound_ns = 0;
+  if (basis.has_steps()) bound_ns = std::min(bound_ns, basis.mean_step_ns());
+  if (!std::isfinite(saving_ns) || saving_ns < 0) saving_ns = 0;
+  saving_ns = std::min(saving_ns, bound_ns);
+  f.steps = basis.steps();
+  f.saving_bound_ns = static_cast<int64_t>(bound_ns);
+  f.saving_bound = std::move(bound);
+  f.estimated_saving_ns = static_cast<int64_t>(saving_ns);
+  f.estimated_saving_pct = basis.has_steps() && basis.mean_step_ns() > 0 ? 100.0 * saving_ns / basis.mean_step_ns() : 0.0;
+}
+
+Severity SeverityForSaving(const Finding& f) {
+  if (f.steps == 0) return f.estimated_saving_ns > 0 ? Severity::kLow : Severity::kInfo;
+  if (f.estimated_saving_pct >= 20) return Severity::kHigh;
+  if (f.estimated_saving_pct >= 5) return Severity::kMedium;
+  if (f.estimated_saving_pct >= 0.5) return Severity::kLow;
+  return Severity::kInfo;
+}
+
+}  // namespace trainrx::analyzers
