@@ -23,12 +23,18 @@
 //  Savings (ours, not HTA's): per-stream waits are per stream, and summed over streams they can
 //  exceed the device's idle time (issue 12: 123-185 % of the step on multi-stream traces). A fix
 //  recovers only device idle time, so gpu.idle claims the host-wait gaps that fall where no stream
-//  ran (gpu.launch_bound: the kernel-wait gaps), bounded by the idle time and the step.
-//  Launch stats: per activity, runtime duration (cpu), activity duration (gpu), start delay.
+//  ran (gpu.launch_bound: the kernel-wait gaps), bounded by the idle time and the step. Idle time
+//  inside a CUDA/HIP graph capture (StreamBeginCapture .. StreamEndCapture on a thread) is no
+//  saving: captured launches are recorded, not run. A trace whose idle time is mostly capture is
+//  not a training step: gpu.idle says so at severity info with no saving, and gpu.launch_bound is
+//  not judged (issue 12: a capture trace reported 99.95 % idle with a 99.9 % saving).
+//  Launch stats: per activity launched by a launch call (kernel launches, async copies / memsets;
+//  CUDA and HIP names, runtime_names.h; as HTA, not blocking copies nor graph launches), runtime
+//  duration (cpu), activity duration (gpu), start delay.
 //  Known HTA differences left as they are: HTA also counts CUDA sync records (Stream/Context Sync,
 //  Stream Wait Event) as GPU activities in the temporal breakdown (alexnet's kernel_time is 75.8 ms
-//  longer there; the shares move < 0.01 pp); its launch stats take only cudaLaunchKernel(ExC) /
-//  cudaMemcpyAsync / cudaMemsetAsync and define delay as kernel start - launch call end, >= 0.
+//  longer there; the shares move < 0.01 pp); it defines launch delay as kernel start - launch call
+//  end, >= 0.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -37,6 +43,7 @@
 
 #include "families.h"
 #include "intervals.h"
+#include "runtime_names.h"
 #include "trainrx/profiler/time.h"
 
 namespace trainrx::analyzers {
@@ -54,6 +61,7 @@ bool IsComputeKernel(std::string_view name) {
 
 struct RuntimeRef {
   int64_t correlation, ts, end;
+  bool launch;  // a launch call (IsLaunchCall), as opposed to a blocking copy or a graph launch
 };
 
 struct GpuActivity {
@@ -62,11 +70,14 @@ struct GpuActivity {
   int32_t device;
   int64_t ts, end;                 // the activity, in the breakdown's time (see GpuClock)
   int64_t runtime_ts, runtime_end; // its launching runtime call, same time
+  bool launch;                     // that call is a launch (enters the launch statistics)
 };
 
 struct RankGpu {
   std::vector<GpuActivity> acts;
   std::string window;
+  std::vector<Interval> capture;  // graph captures: BeginCapture to EndCapture, per thread, merged
+  int64_t captures = 0;
 };
 
 // The times the breakdowns use, in ns: exact, or HTA's whole µs (x 1000) when hta_time is on and
@@ -125,13 +136,24 @@ RankGpu CollectRank(const Trace& trace, int32_t rank, const GpuClock& clock) {
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const auto& t = trace.tracks[ti];
     if (t.rank != rank || t.kind == TrackKind::kGpuStream) continue;
+    int64_t capture_start = INT64_MIN;
     for (const Event& e : trace.TrackEvents(ti)) {
+      const std::string_view name = trace.Name(e);
+      if (IsCaptureBegin(name)) {
+        ++out.captures;
+        capture_start = clock.Start(e);
+      } else if (IsCaptureEnd(name) && capture_start != INT64_MIN) {
+        out.capture.push_back({capture_start, clock.Span(e).second});
+        capture_start = INT64_MIN;
+      }
       if (e.correlation < 0) continue;
       const Interval span = clock.Span(e);
       if (cut && span.first >= last_step_start) continue;
-      runtime.push_back({e.correlation, span.first, span.second});
+      runtime.push_back({e.correlation, span.first, span.second, IsLaunchCall(name)});
     }
+    if (capture_start != INT64_MIN) out.capture.push_back({capture_start, INT64_MAX});  // never ended
   }
+  MergeIntervals(out.capture);
   std::sort(runtime.begin(), runtime.end(), [](const RuntimeRef& a, const RuntimeRef& b) { return a.correlation < b.correlation; });
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const auto& t = trace.tracks[ti];
@@ -143,7 +165,7 @@ RankGpu CollectRank(const Trace& trace, int32_t rank, const GpuClock& clock) {
                                  [](const RuntimeRef& r, int64_t c) { return r.correlation < c; });
       if (it == runtime.end() || it->correlation != e.correlation) continue;
       const Interval span = clock.Span(e);
-      out.acts.push_back({&e, t.stream, t.device, span.first, span.second, it->ts, it->end});
+      out.acts.push_back({&e, t.stream, t.device, span.first, span.second, it->ts, it->end, it->launch});
     }
   }
   return out;
@@ -215,9 +237,20 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
       tb.streams.push_back(si);
     }
     // What a fix can recover is the device's idle time, not a stream's: only the part of the
-    // waits during which no stream ran counts (`all` is the merged busy time).
-    const int64_t host_wait_idle = DeviceIdleWithin(std::move(host_wait_gaps), all);
-    const int64_t kernel_wait_idle = DeviceIdleWithin(std::move(kernel_wait_gaps), all);
+    // waits during which no stream ran counts (`all` is the merged busy time). Nor is idle time
+    // inside a graph capture: captured launches are recorded, not run, so the device idles by
+    // design there.
+    std::vector<Interval> busy_or_capture = all;
+    for (const auto& [s, e] : g.capture) {
+      const int64_t lo = std::max(s, all.front().first), hi = std::min(e, all.back().second);
+      if (hi > lo) busy_or_capture.push_back({lo, hi});
+    }
+    const int64_t idle_outside_capture = tb.kernel_time_ns - MergeIntervals(busy_or_capture);
+    const int64_t capture_idle = tb.idle_ns - idle_outside_capture;
+    // Mostly a capture: not a training step; nothing about it to fix.
+    const bool capture_phase = capture_idle > 0 && 2 * capture_idle >= tb.idle_ns;
+    const int64_t host_wait_idle = DeviceIdleWithin(std::move(host_wait_gaps), busy_or_capture);
+    const int64_t kernel_wait_idle = DeviceIdleWithin(std::move(kernel_wait_gaps), busy_or_capture);
 
     // Launch statistics.
     LaunchStats ls;
@@ -226,6 +259,7 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
     const int64_t delay_cutoff = static_cast<int64_t>(ctx.thresholds.Get("gpu.launch_bound.delay_cutoff_us") * 1000);
     double cpu = 0, gpu = 0, delay = 0;
     for (const auto& a : g.acts) {
+      if (!a.launch) continue;  // a blocking copy or a graph launch: not a launch (runtime_names.h)
       ++ls.kernels;
       const int64_t runtime_dur = a.runtime_end - a.runtime_ts, dur = a.end - a.ts, start_delay = a.ts - a.runtime_ts;
       cpu += static_cast<double>(runtime_dur);
@@ -235,9 +269,11 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
       if (runtime_dur > runtime_cutoff) ++ls.long_launches;
       if (start_delay > delay_cutoff) ++ls.long_delays;
     }
-    ls.mean_cpu_us = cpu / static_cast<double>(ls.kernels) / 1000.0;
-    ls.mean_gpu_us = gpu / static_cast<double>(ls.kernels) / 1000.0;
-    ls.mean_delay_us = delay / static_cast<double>(ls.kernels) / 1000.0;
+    if (ls.kernels > 0) {
+      ls.mean_cpu_us = cpu / static_cast<double>(ls.kernels) / 1000.0;
+      ls.mean_gpu_us = gpu / static_cast<double>(ls.kernels) / 1000.0;
+      ls.mean_delay_us = delay / static_cast<double>(ls.kernels) / 1000.0;
+    }
 
     const StepBasis basis(ctx.steps, rank);
     if (tb.idle_pct > ctx.thresholds.Get("gpu.idle.idle_pct")) {
@@ -257,18 +293,31 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
         f.examples.push_back(fmt::format("stream {}: host wait {:.1f} ms, kernel wait {:.1f} ms, other {:.1f} ms", s.stream,
                                          s.host_wait_ns / 1e6, s.kernel_wait_ns / 1e6, s.other_ns / 1e6));
       }
+      if (g.captures > 0) f.evidence.push_back({"graph_capture_idle_ns", capture_idle});
       // Host wait with the whole device idle is what a faster input pipeline / fewer syncs can
       // recover; upper bound.
-      SetSaving(f, basis, basis.Per(static_cast<double>(host_wait_idle)), basis.Per(static_cast<double>(tb.idle_ns)),
-                "GPU idle time (no stream running)");
+      SetSaving(f, basis, capture_phase ? 0.0 : basis.Per(static_cast<double>(host_wait_idle)),
+                basis.Per(static_cast<double>(idle_outside_capture)), "GPU idle time (no stream running, outside graph captures)");
+      if (capture_phase) {
+        f.severity = Severity::kInfo;
+        f.title = fmt::format("GPU idle {:.1f}% of its active span on rank {}, during a CUDA/HIP graph capture: not a training step",
+                              tb.idle_pct, rank);
+        f.examples.insert(f.examples.begin(),
+                          fmt::format("{} stream capture(s) hold {:.1f} ms of the {:.1f} ms idle: launches inside a capture are "
+                                      "recorded into the graph, not run, so the GPU idles by design. Profile steps that replay "
+                                      "the graph (cudaGraphLaunch / hipGraphLaunch) to judge idle time",
+                                      g.captures, capture_idle / 1e6, tb.idle_ns / 1e6));
+      }
       f.fix_python = "Find what the host does during the gaps: data loading (DataLoader(num_workers>0, pin_memory=True)), "
                      "host-device syncs (.item(), .cpu()), or Python overhead (torch.compile / CUDA graphs).";
       f.fix_cpp = "Overlap input with compute (worker threads, pinned buffers, non_blocking copies); remove syncs from the step; "
                   "capture the step in a CUDA graph.";
       out.findings.push_back(std::move(f));
     }
-    const double short_pct = 100.0 * static_cast<double>(ls.short_kernels) / static_cast<double>(ls.kernels);
-    if (short_pct >= ctx.thresholds.Get("gpu.launch_bound.short_kernel_pct") && tb.idle_pct > 5.0) {
+    const double short_pct =
+        ls.kernels > 0 ? 100.0 * static_cast<double>(ls.short_kernels) / static_cast<double>(ls.kernels) : 0.0;
+    if (ls.kernels > 0 && !capture_phase && short_pct >= ctx.thresholds.Get("gpu.launch_bound.short_kernel_pct") &&
+        tb.idle_pct > 5.0) {
       Finding f;
       f.id = "gpu.launch_bound";
       f.rank = rank;
@@ -282,8 +331,8 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
                     {"mean_launch_us", ls.mean_cpu_us}, {"mean_kernel_us", ls.mean_gpu_us},
                     {"mean_launch_delay_us", ls.mean_delay_us}, {"long_launches", ls.long_launches},
                     {"kernel_wait_ns", kernel_wait_total}, {"kernel_wait_device_idle_ns", kernel_wait_idle}};
-      SetSaving(f, basis, basis.Per(static_cast<double>(kernel_wait_idle)), basis.Per(static_cast<double>(tb.idle_ns)),
-                "GPU idle time (no stream running)");
+      SetSaving(f, basis, basis.Per(static_cast<double>(kernel_wait_idle)), basis.Per(static_cast<double>(idle_outside_capture)),
+                "GPU idle time (no stream running, outside graph captures)");
       f.fix_python = "Give the GPU bigger pieces of work: a larger batch, torch.compile (fusion), or CUDA graphs "
                      "(torch.cuda.graphs / mode=\"reduce-overhead\").";
       f.fix_cpp = "Increase the batch, fuse small ops, or capture the step with at::cuda::CUDAGraph.";

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <map>
 
 #include "families.h"
 #include "intervals.h"
@@ -16,7 +17,6 @@ using profiler::Trace;
 constexpr const char* kLoaderFixPython =
     "DataLoader(..., num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=2); "
     "pick N with `trainrx sweep ... --grid workers=...` (more is not always faster)";
-constexpr const char* kDataBound = "data wait (with the GPU idle, on GPU traces)";
 constexpr const char* kLoaderFixCpp =
     "torch::data::make_data_loader(dataset, DataLoaderOptions().workers(N)) and keep the decode/augment work "
     "in the dataset's get() so it runs on the worker threads";
@@ -42,6 +42,7 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
   // GPU activity above data loading the same way).
   const double data_pct = 100.0 * (steps.has_gpu ? steps.data_exposed_share : steps.data_wait_share);
   const StepBasis basis(steps);
+  const char* data_bound = steps.has_gpu ? "data wait with the GPU idle" : "data wait";
   int64_t total_data = 0, total_wait = 0;  // exposed (GPU idle; = wait on CPU traces), all
   for (const auto& s : steps.steps) total_data += s.data_exposed_ns, total_wait += s.data_wait_ns;
 
@@ -58,12 +59,12 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
     f.threshold = bound_threshold;
     f.measured_unit = "% of step";
     f.evidence = {{"steps", static_cast<int64_t>(steps.steps.size())},
-                  {"data_wait_ns_per_step", static_cast<int64_t>(basis.Per(total_wait))},
-                  {"data_wait_gpu_idle_ns_per_step", static_cast<int64_t>(basis.Per(total_data))},
+                  {basis.NsKey("data_wait"), static_cast<int64_t>(basis.Per(total_wait))},
+                  {basis.NsKey("data_wait_gpu_idle"), static_cast<int64_t>(basis.Per(total_data))},
                   {"median_step_ns", steps.median_wall_ns},
                   {"steps_source", steps.source}};
     // Upper bound: loading that overlaps compute can hide all of the wait.
-    SetSaving(f, basis, basis.Per(total_data), basis.Per(total_data), kDataBound);
+    SetSaving(f, basis, basis.Per(total_data), basis.Per(total_data), data_bound);
     f.fix_python = kLoaderFixPython;
     f.fix_cpp = kLoaderFixCpp;
     f.knob = "workers";
@@ -110,7 +111,7 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
       f.fix_python = kLoaderFixPython;
       f.fix_cpp = kLoaderFixCpp;
       f.knob = "workers";
-      SetSaving(f, basis, basis.Per(total_data), basis.Per(total_data), kDataBound);
+      SetSaving(f, basis, basis.Per(total_data), basis.Per(total_data), data_bound);
     } else {
       f.severity = Severity::kMedium;
       f.title = fmt::format("{:.0f} loader workers for {:.0f} CPUs", *cfg_workers, cpus);
@@ -125,10 +126,13 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
     out.findings.push_back(std::move(f));
   }
 
-  // input.pin_memory: host-to-device copies from pageable memory.
+  // input.pin_memory: host-to-device copies from pageable memory, inside the steps.
+  std::map<int32_t, StepWindows> in_steps;
+  for (int32_t rank : trace.RankIds()) in_steps.emplace(rank, StepWindows(steps, rank));
   int64_t pageable = 0, pageable_bytes = 0, pageable_ns = 0;
   for (const Event& e : trace.events) {
     if (e.kind != EventKind::kMemcpy || e.aux == profiler::kNoAux) continue;
+    if (!in_steps.at(trace.tracks[e.track].rank).Contains(e.ts_ns)) continue;
     const auto& m = trace.memcpys[e.aux];
     if (m.copy == profiler::CopyKind::kHtoD && m.src == profiler::MemKind::kPageable) {
       ++pageable;
@@ -139,7 +143,6 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
   if (pageable > 0 && static_cast<double>(pageable) >= ctx.thresholds.Get("input.pin_memory.min_copies")) {
     Finding f;
     f.id = "input.pin_memory";
-    f.severity = Severity::kMedium;
     f.confidence = Confidence::kHigh;
     const double per_step = basis.Per(pageable);
     f.title = basis.has_steps() ? fmt::format("{} host-to-device copies from pageable memory ({:.1f} per step)", pageable, per_step)
@@ -151,6 +154,7 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
     // Pinned HtoD runs at roughly twice pageable bandwidth and can overlap compute with
     // non_blocking=True: half the copy time is a conservative estimate; `trainrx fix` measures it.
     SetSaving(f, basis, basis.Per(pageable_ns) / 2, basis.Per(pageable_ns), "pageable copy time");
+    f.severity = SeverityForSaving(f);  // what is at stake is the copy time, however many copies
     f.fix_python = "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)";
     f.fix_cpp = "Allocate host batches with .pin_memory() and copy with .to(device, /*non_blocking=*/true)";
     f.knob = "pin_memory";

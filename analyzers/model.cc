@@ -139,6 +139,7 @@ void AnalyzeModel(const AnalysisContext& ctx, Report& out) {
   const bool exact = FromDataflow(trace, pairs, total, edges);
   for (uint32_t ti = 0; ti < trace.tracks.size() && !exact; ++ti) {
     if (trace.tracks[ti].kind != TrackKind::kCpuThread) continue;
+    const StepWindows in_steps(ctx.steps, trace.tracks[ti].rank);  // a count per step: only inside the steps
     const auto events = trace.TrackEvents(ti);
     // Autocast (torch 2.x) records a layer twice, its dispatch wrapper around the op it
     // re-dispatches in 16-bit: aten::conv2d [float] > aten::conv2d [c10::BFloat16]. One layer.
@@ -147,7 +148,7 @@ void AnalyzeModel(const AnalysisContext& ctx, Report& out) {
       const Event& layer = events[i];
       if (layer.kind != EventKind::kCpuOp || layer.aux == profiler::kNoAux) continue;
       const std::string_view lname = trace.Name(layer);
-      if (!IsLayer(lname)) continue;
+      if (!IsLayer(lname) || !in_steps.Contains(layer.ts_ns)) continue;
       if (layer.ts_ns < layer_end) continue;  // nested in the layer op just judged
       layer_end = layer.end_ns();
       const auto& inputs = trace.op_inputs[layer.aux];

@@ -144,9 +144,9 @@ void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
                 {"foreach_or_fused_steps", multi_steps},
                 {"ops_per_optimizer_step", ops_per_step},
                 {"parameters_estimate", params_median},
-                {"optimizer_per_step_ns", static_cast<int64_t>(basis.Per(optimizer_ns))},
+                {basis.NsKey("optimizer"), static_cast<int64_t>(basis.Per(optimizer_ns))},
                 {"per_op_overhead_us", static_cast<double>(overhead_ns) / 1000.0},
-                {"ops_removed_per_step", basis.Per(saved_ops)},
+                {basis.Key("ops_removed"), basis.Per(saved_ops)},
                 {"implementation", impls.empty() ? std::string(python_frames ? "no _single_tensor_ frame" : "no Python frames in the trace")
                                                  : impls.begin()->first}};
   if (compiled_steps > 0) f.evidence.push_back({"compiled_steps_skipped", compiled_steps});
@@ -174,10 +174,11 @@ void ZeroGrad(const AnalysisContext& ctx, Report& out) {
   int64_t zero_ops = 0, zero_ns = 0, ranges = 0;
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     if (trace.tracks[ti].kind != TrackKind::kCpuThread) continue;
+    const StepWindows in_steps(ctx.steps, trace.tracks[ti].rank);  // per-step counts: only inside the steps
     const auto events = trace.TrackEvents(ti);
     for (size_t i = 0; i < events.size(); ++i) {
       const Event& z = events[i];
-      if (!StartsWith(trace.Name(z), "Optimizer.zero_grad#")) continue;
+      if (!StartsWith(trace.Name(z), "Optimizer.zero_grad#") || !in_steps.Contains(z.ts_ns)) continue;
       ++ranges;
       int64_t covered_until = INT64_MIN;  // count outermost zeroing ops only (zero_ calls fill_)
       for (size_t j = i + 1; j < events.size() && events[j].ts_ns < z.end_ns(); ++j) {

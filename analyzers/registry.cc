@@ -105,6 +105,7 @@ const std::vector<AnalyzerInfo>& Registry() {
 Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds) {
   Report report;
   report.metrics.steps = BuildStepModel(trace);
+  report.metrics.unfinished = FindUnfinishedRanks(trace, report.metrics.steps);
   const AnalysisContext ctx{trace, report.metrics.steps, thresholds};
   for (const auto& a : Registry()) a.fn(ctx, report);
   std::stable_sort(report.findings.begin(), report.findings.end(), [](const Finding& a, const Finding& b) {

@@ -11,6 +11,8 @@
 //   backward   autograd::engine::evaluate_function: ... on any thread, trainrx::backward, and bare
 //              autograd nodes (XxxBackward, torch::autograd::AccumulateGrad) of PyTorch <= 1.9
 //   forward    trainrx::forward, else every other CPU op on the step's thread
+// Forward and backward open at once (on two threads: DualPipe-style schedules) is measured too
+// (fwd_bwd_overlap_ns), so the report can say the forward share leaves it out.
 #include <algorithm>
 
 #include "intervals.h"
@@ -61,8 +63,9 @@ struct Labeled {
   int phase;
 };
 
-// Exclusive time per phase inside [lo, hi) by a boundary sweep.
-void Attribute(std::vector<Labeled>& ranges, int64_t lo, int64_t hi, int64_t out[kNumPhases]) {
+// Exclusive time per phase inside [lo, hi) by a boundary sweep; *fwd_bwd the time both forward
+// and backward ranges are open (attributed to backward).
+void Attribute(std::vector<Labeled>& ranges, int64_t lo, int64_t hi, int64_t out[kNumPhases], int64_t* fwd_bwd) {
   struct Pt {
     int64_t t;
     int delta;
@@ -81,6 +84,7 @@ void Attribute(std::vector<Labeled>& ranges, int64_t lo, int64_t hi, int64_t out
   for (size_t i = 0; i < pts.size(); ++i) {
     active[pts[i].phase] += pts[i].delta;
     if (i + 1 < pts.size() && pts[i + 1].t > pts[i].t) {
+      if (active[kForward] > 0 && active[kBackward] > 0) *fwd_bwd += pts[i + 1].t - pts[i].t;
       for (int p = kNumPhases - 1; p >= 0; --p) {
         if (active[p] > 0) {
           out[p] += pts[i + 1].t - pts[i].t;
@@ -191,7 +195,7 @@ StepModel BuildStepModel(const Trace& trace) {
       std::vector<Labeled> in_step;
       for (const auto& r : ranges)
         if (r.e > st.s && r.s < st.e) in_step.push_back(r);
-      Attribute(in_step, st.s, st.e, ph);
+      Attribute(in_step, st.s, st.e, ph, &row.fwd_bwd_overlap_ns);
       row.data_wait_ns = ph[kData];
       row.data_exposed_ns = ph[kData];
       row.optimizer_ns = ph[kOptimizer];
@@ -216,13 +220,14 @@ StepModel BuildStepModel(const Trace& trace) {
   }
   if (model.steps.empty()) return model;
   std::vector<int64_t> walls;
-  double exposed = 0;
+  double exposed = 0, overlap = 0;
   double total = 0, data = 0, fwd = 0, bwd = 0, opt = 0, other = 0, kern = 0, mem = 0, idle = 0;
   for (const auto& s : model.steps) {
     walls.push_back(s.wall_ns);
     total += s.wall_ns;
     data += s.data_wait_ns;
     exposed += s.data_exposed_ns;
+    overlap += s.fwd_bwd_overlap_ns;
     fwd += s.forward_ns;
     bwd += s.backward_ns;
     opt += s.optimizer_ns;
@@ -241,6 +246,7 @@ StepModel BuildStepModel(const Trace& trace) {
   if (total > 0) {
     model.data_wait_share = data / total;
     model.data_exposed_share = exposed / total;
+    model.fwd_bwd_overlap_share = overlap / total;
     model.forward_share = fwd / total;
     model.backward_share = bwd / total;
     model.optimizer_share = opt / total;

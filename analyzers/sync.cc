@@ -2,13 +2,18 @@
 //
 // A host-device sync is counted once per cause: aten::item (or a bare aten::_local_scalar_dense),
 // a blocking runtime call (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
-// synchronous cudaMemcpy), or a device-to-host copy. The op that caused a runtime call is the
+// synchronous cudaMemcpy, and their HIP twins: hipMemcpyWithStream, hipStreamSynchronize, ...;
+// runtime_names.h), or a device-to-host copy. The op that caused a runtime call is the
 // CPU op with the same Kineto "External id".
 // One .item() is one sync however the profiler recorded it: only the outermost scalar read of a
 // thread counts, whatever is nested in it (aten::item inside aten::item, as a dispatch wrapper
-// records it, around aten::_local_scalar_dense) and whichever of two reads with the same start
-// the sort put first (integer-µs traces give an item and its _local_scalar_dense the same ts and
-// dur). Issue 12 saw 8 real calls reported as 11, and 57 as 88-100 per rank.
+// records it, around aten::_local_scalar_dense), whichever of two reads with the same start the
+// sort put first, and a child that integer-µs rounding left at its parent's end (HTA's A100
+// rank0.json: item ts 799 dur 1, _local_scalar_dense ts 800 dur 0: 945 calls counted as 1171).
+// Issue 12 saw 8 real calls reported as 11, and 57 as 88-100 per rank.
+// On a GPU trace, a scalar read that calls no runtime function (no copy, no sync) read a CPU
+// tensor: not a sync (counted apart as cpu_tensor_item_calls; HTA's A100 rank0.json has 935 such
+// reads on a side thread, once reported as 188 syncs per step).
 // Blocked time is the union of the blocking calls' intervals: two threads blocked at once are not
 // twice the time.
 #include <fmt/format.h>
@@ -18,6 +23,7 @@
 
 #include "families.h"
 #include "intervals.h"
+#include "runtime_names.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -27,18 +33,20 @@ using profiler::EventKind;
 using profiler::Trace;
 using profiler::TrackKind;
 
-bool IsBlockingRuntime(std::string_view n) {
-  return n == "cudaStreamSynchronize" || n == "cudaDeviceSynchronize" || n == "cudaEventSynchronize" ||
-         n == "cudaMemcpy" || n == "cuStreamSynchronize" || n == "cuCtxSynchronize" || n == "cuEventSynchronize" ||
-         n == "cuMemcpyDtoH_v2" || n == "cuMemcpyHtoD_v2";
-}
-
 constexpr const char* kItemCause = "aten::item (.item(), float(t), bool(t), print(t))";
 constexpr const char* kLocalScalarCause = "aten::_local_scalar_dense";
 
 // A host read of a device scalar: aten::item, or aten::_local_scalar_dense (what item() calls;
 // some ops call it directly).
 bool IsScalarRead(std::string_view n) { return n == "aten::item" || n == "aten::_local_scalar_dense"; }
+
+// Whether the scalar read [ts, end) belongs to the outermost one [read_start, read_end) on its
+// thread: inside it (ends included: a 0 µs child rounded to its parent's end), except a new
+// aten::item that starts where a read of non-zero length ended (the next call).
+bool IsSameRead(int64_t ts, int64_t end, bool is_item, int64_t read_start, int64_t read_end) {
+  if (ts < read_start || end > read_end) return false;
+  return !(is_item && ts == read_end && read_end > read_start);
+}
 
 struct ExtIndex {
   std::vector<std::pair<int64_t, profiler::StrId>> v;  // external id -> CPU op name
@@ -63,13 +71,13 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
   const int64_t min_copy_bytes = static_cast<int64_t>(ctx.thresholds.Get("sync.blocking_copy.min_bytes"));
   for (int32_t rank : trace.RankIds()) {
-    int64_t item = 0, item_ns = 0, runtime_syncs = 0, dtoh = 0, dtoh_ns = 0;
+    int64_t item = 0, item_ns = 0, runtime_syncs = 0, dtoh = 0, dtoh_ns = 0, cpu_reads = 0;
     int64_t blocking_copies = 0, blocking_copy_bytes = 0;
     std::vector<Interval> blocked, blocking_copy;
     std::map<std::string, int64_t> causes;
     ExtIndex ext;
     ext.Build(trace, rank);
-    // Memcpy per correlation id, for the size of synchronous cudaMemcpy calls.
+    // Memcpy per correlation id, for the size of synchronous copy calls.
     std::vector<std::pair<int64_t, const Event*>> copies;
     for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
       const auto& t = trace.tracks[ti];
@@ -95,6 +103,17 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
       // user's: debug.anomaly_detection reports those.
       int64_t backward_end = INT64_MIN, optimizer_end = INT64_MIN;
       int64_t read_start = INT64_MIN, read_end = INT64_MIN;  // the outermost scalar read so far
+      // On a GPU trace a read of a device tensor calls the runtime (a DtoH copy, a sync); one
+      // that calls nothing read a CPU tensor and is no sync.
+      std::vector<int64_t> runtime_calls;
+      if (have_gpu) {
+        for (const Event& e : trace.TrackEvents(ti))
+          if (e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) runtime_calls.push_back(e.ts_ns);
+      }
+      auto calls_runtime = [&](const Event& e) {
+        auto it = std::lower_bound(runtime_calls.begin(), runtime_calls.end(), e.ts_ns);
+        return it != runtime_calls.end() && *it <= e.end_ns();
+      };
       bool read_counted = false, read_is_item = false;
       for (const Event& e : trace.TrackEvents(ti)) {
         const std::string_view name = trace.Name(e);
@@ -105,8 +124,7 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
         if (StartsWith(name, "Optimizer.step#")) optimizer_end = std::max(optimizer_end, e.end_ns());
         if (e.kind == EventKind::kCpuOp && IsScalarRead(name)) {
           const bool is_item = name == "aten::item";
-          const bool nested = (e.ts_ns < read_end || e.ts_ns == read_start) && e.end_ns() <= read_end;
-          if (nested) {  // inside (or tied with) the outermost read: the same call
+          if (IsSameRead(e.ts_ns, e.end_ns(), is_item, read_start, read_end)) {
             if (read_counted && is_item && !read_is_item) {     // a tie sorted inner first: name it item()
               --causes[kLocalScalarCause];
               ++causes[kItemCause];
@@ -118,6 +136,10 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
           read_end = e.end_ns();
           read_is_item = is_item;
           read_counted = e.ts_ns >= backward_end && e.ts_ns >= optimizer_end && in_steps.Contains(e.ts_ns);
+          if (read_counted && have_gpu && !calls_runtime(e)) {
+            ++cpu_reads;
+            read_counted = false;
+          }
           if (!read_counted) continue;
           ++item;
           item_ns += e.dur_ns;
@@ -125,12 +147,12 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
           continue;
         }
         if (!in_steps.Contains(e.ts_ns)) continue;  // per-step counts: only work inside the steps
-        if ((e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) && IsBlockingRuntime(name)) {
+        if ((e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) && IsBlockingCall(name)) {
           ++runtime_syncs;
           blocked.push_back({e.ts_ns, e.end_ns()});
           const profiler::StrId op = ext.Find(e.external_id);
           ++causes[fmt::format("{} from {}", name, op == profiler::kNoStr ? "(no CPU op)" : trace.strings.Get(op))];
-          if (name == "cudaMemcpy" && e.correlation != profiler::kNoId) {
+          if (IsSyncMemcpyCall(name) && e.correlation != profiler::kNoId) {
             auto it = std::lower_bound(copies.begin(), copies.end(), std::make_pair(e.correlation, static_cast<const Event*>(nullptr)));
             if (it != copies.end() && it->first == e.correlation) {
               const auto& m = trace.memcpys[it->second->aux];
@@ -161,7 +183,7 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
       f.threshold = ctx.thresholds.Get("sync.host_device.per_step");
       f.measured_unit = std::string("syncs ") + basis.unit();
       f.evidence = {{"item_calls", item}, {"blocking_runtime_calls", runtime_syncs}, {"blocked_ns", blocked_ns},
-                    {"dtoh_copies", dtoh}, {"dtoh_copy_ns", dtoh_ns},
+                    {"dtoh_copies", dtoh}, {"dtoh_copy_ns", dtoh_ns}, {"cpu_tensor_item_calls", cpu_reads},
                     {"measured_on", have_gpu ? std::string("GPU trace: blocked time measured")
                                              : std::string("CPU-only trace: count only; each one blocks on a GPU")}};
       std::vector<std::pair<int64_t, std::string>> ranked;

@@ -29,6 +29,9 @@ int Fail(const std::string& msg) {
   return kExitInputError;
 }
 
+// `analyze --strict`: traces of different jobs, or inconsistent ranks, in one input are an error.
+bool g_strict_read = false;
+
 int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::string& format, const std::string& output,
                const std::vector<std::string>& threshold_args, const std::vector<std::string>& run_json = {},
                const std::vector<std::string>& run_summary = {}) {
@@ -48,7 +51,9 @@ int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::st
     options.inputs = {std::string("built-in sample: ") + cli::kSampleTraceName};
   } else {
     if (paths.empty()) return Fail("analyze needs at least one trace file or directory (or --sample)");
-    const auto st = profiler::ReadTraces(paths, trace);
+    profiler::ReadOptions read_options;
+    read_options.strict = g_strict_read;
+    const auto st = profiler::ReadTraces(paths, trace, read_options);
     if (!st.ok) return Fail(st.error);
     options.inputs = paths;
   }
@@ -105,6 +110,7 @@ int main(int argc, char** argv) {
   analyze->add_option("--format", format, "text | json | md")->check(CLI::IsMember({"text", "json", "md"}));
   analyze->add_option("-o,--output", output, "write the report here instead of stdout");
   analyze->add_option("--threshold", thresholds, "override a threshold: id.key=value (repeatable)");
+  analyze->add_flag("--strict", g_strict_read, "traces of different jobs or inconsistent ranks in one input are an error (exit 2), not a warning");
   analyze->add_flag("--sample", sample, "analyze the built-in sample trace (a CPU training loop with planted problems)");
 
   std::vector<std::string> convert_paths;

@@ -81,9 +81,17 @@ MemKind ParseMemKind(std::string_view s) {
 }  // namespace
 
 // "Memcpy HtoD (Pageable -> Device)"; older Kineto: "Memcpy HtoD (Pinned -> Device)";
-// CUPTI also reports PtoP and HtoH. Anything unrecognised stays kUnknown.
+// CUPTI also reports PtoP and HtoH. Kineto on ROCm writes "Memcpy DtoH (Device -> Host)" (the
+// host side's kind, pageable or pinned, is not said: kUnknown); roctracer's operation names are
+// "CopyHostToDevice", "CopyDeviceToHost", "CopyDeviceToDevice", "CopyHostToHost". Anything
+// unrecognised stays kUnknown.
 MemcpyInfo ParseMemcpyName(std::string_view name) {
   MemcpyInfo info;
+  if (name == "CopyHostToDevice") info.copy = CopyKind::kHtoD;
+  else if (name == "CopyDeviceToHost") info.copy = CopyKind::kDtoH;
+  else if (name == "CopyDeviceToDevice") info.copy = CopyKind::kDtoD;
+  else if (name == "CopyHostToHost") info.copy = CopyKind::kHtoH;
+  if (info.copy != CopyKind::kUnknown) return info;
   if (name.size() >= 11 && name.substr(0, 7) == "Memcpy ") {
     const std::string_view dir = name.substr(7, 4);
     if (dir == "HtoD") info.copy = CopyKind::kHtoD;
@@ -122,7 +130,7 @@ uint64_t IngestStats::Count(std::string_view kind) const {
 uint64_t IngestStats::TotalSkipped() const {
   uint64_t n = 0;
   for (const auto& e : entries)
-    if (e.severity != IssueSeverity::kInfo) n += e.count;
+    if (e.severity == IssueSeverity::kDataLoss) n += e.count;
   return n;
 }
 

@@ -25,6 +25,25 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   w.BeginArray();
   for (const auto& in : options.inputs) w.String(in);
   w.EndArray();
+  // Whether every rank's recording ran to its end (analyzers::UnfinishedRank): read this first.
+  w.Key("run");
+  w.BeginObject();
+  w.Field("finished", report.metrics.unfinished.empty());
+  w.Key("unfinished");
+  w.BeginArray();
+  for (const auto& u : report.metrics.unfinished) {
+    w.BeginObject();
+    w.Field("rank", u.rank);
+    w.Field("source", u.source);
+    w.Field("end_reason", u.end_reason);
+    w.Field("recorded_ns", u.recorded_ns);
+    w.Field("steps", u.steps);
+    w.Field("open_ranges", u.open_ranges);
+    if (u.behind_ns >= 0) w.Field("behind_ns", u.behind_ns);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
   if (!options.run_results_json.empty()) {
     w.Key("runs");
     w.BeginArray();
@@ -58,6 +77,7 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.Field("world_size", r.world_size);
     w.Field("source", r.source);
     w.Field("rank_source", r.rank_source);
+    w.Field("job", r.job);
     if (!r.backend.empty()) w.Field("backend", r.backend);
     w.Key("devices");
     w.BeginArray();
@@ -112,6 +132,7 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   w.Field("backward", steps.backward_share);
   w.Field("optimizer", steps.optimizer_share);
   w.Field("other", steps.other_share);
+  w.Field("forward_backward_overlap", steps.fwd_bwd_overlap_share);
   if (steps.has_gpu) {
     w.Field("gpu_kernel", steps.gpu_kernel_share);
     w.Field("gpu_memcpy", steps.gpu_memcpy_share);
@@ -191,6 +212,9 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.EndArray();
     w.Field("estimated_saving_pct", f.estimated_saving_pct);
     w.Field("estimated_saving_ns", f.estimated_saving_ns);
+    w.Field("saving_bound_ns", f.saving_bound_ns);
+    w.Field("saving_bound", f.saving_bound);
+    w.Field("steps", f.steps);
     w.Key("fix");
     w.BeginObject();
     w.Field("python", f.fix_python);

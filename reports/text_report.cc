@@ -13,6 +13,17 @@ using analyzers::Finding;
 using analyzers::Severity;
 
 std::string Ms(int64_t ns) { return fmt::format("{:.2f} ms", static_cast<double>(ns) / 1e6); }
+// A span for prose: ms below 10 s, else s.
+std::string Span(int64_t ns) { return ns < 10'000'000'000 ? Ms(ns) : fmt::format("{:.1f} s", static_cast<double>(ns) / 1e9); }
+
+// One sentence per rank whose recording did not finish (analyzers::UnfinishedRank).
+std::string UnfinishedText(const analyzers::UnfinishedRank& u) {
+  std::string s = fmt::format("the run did not finish: rank {} ({}) ended by {} after {} of recording, with {} complete steps",
+                              u.rank, u.source, u.end_reason, Span(u.recorded_ns), u.steps);
+  if (u.open_ranges > 0) s += fmt::format("; {} ranges were still open (the work in progress, cut)", u.open_ranges);
+  if (u.behind_ns > 0) s += fmt::format("; its trace ends {} before the latest rank's", Span(u.behind_ns));
+  return s + ". What the run would have done after that is not in the trace: the analysis covers only the recorded part.";
+}
 std::string Pct(double share) { return fmt::format("{:.1f}%", 100.0 * share); }
 
 class Sink {
@@ -21,6 +32,7 @@ class Sink {
   virtual void Title(const std::string& s) = 0;
   virtual void Heading(const std::string& s) = 0;
   virtual void Line(const std::string& s) = 0;
+  virtual void Warning(const std::string& s) = 0;  // what must be read before any figure
   virtual void Bullet(const std::string& s) = 0;
   virtual void Table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) = 0;
   virtual void FindingHead(const Finding& f, int index) = 0;
@@ -32,6 +44,7 @@ class TextSink final : public Sink {
   void Title(const std::string& s) override { out_ << Style("1", s) << "\n"; }
   void Heading(const std::string& s) override { out_ << "\n" << Style("1", s) << "\n"; }
   void Line(const std::string& s) override { out_ << "  " << s << "\n"; }
+  void Warning(const std::string& s) override { out_ << "  " << Style("31;1", "WARNING: ") << s << "\n"; }
   void Bullet(const std::string& s) override { out_ << "    - " << s << "\n"; }
   void Table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) override {
     std::vector<size_t> w(head.size());
@@ -66,6 +79,7 @@ class MarkdownSink final : public Sink {
   void Title(const std::string& s) override { out_ << "## " << s << "\n"; }
   void Heading(const std::string& s) override { out_ << "\n### " << s << "\n\n"; }
   void Line(const std::string& s) override { out_ << s << "  \n"; }
+  void Warning(const std::string& s) override { out_ << "\n> **Warning:** " << Escape(s) << "\n\n"; }
   void Bullet(const std::string& s) override { out_ << "- " << Escape(s) << "\n"; }
   void Table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) override {
     out_ << "\n|";
@@ -123,11 +137,17 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
   std::string inputs;
   for (const auto& i : options.inputs) inputs += (inputs.empty() ? "" : ", ") + i;
   sink.Title(fmt::format("trainrx analysis of {}", inputs.empty() ? "trace" : inputs));
-  // Data loss first: the reader's numbers are only as good as what it could read.
+  // A run that did not finish first: every figure below is about a part of it.
+  for (const auto& u : report.metrics.unfinished) sink.Warning(UnfinishedText(u));
+  // Then what the reader found wrong with the input as a whole (files of different jobs merged),
+  // then data loss: the numbers are only as good as what could be read.
   const auto& stats = trace.stats;
+  for (const auto& e : stats.entries)
+    if (e.severity == profiler::IssueSeverity::kError) sink.Warning(e.example);
   sink.Line(fmt::format("{} events read from {} ranks ({:.1f} MB); {} skipped", stats.events_read, trace.ranks.size(),
                         static_cast<double>(stats.bytes_read) / 1e6, stats.TotalSkipped()));
   for (const auto& e : stats.entries) {
+    if (e.severity == profiler::IssueSeverity::kError) continue;  // said above
     sink.Bullet(fmt::format("{} {}: {} (first: {})",
                             e.severity == profiler::IssueSeverity::kInfo ? "note" : "skipped", e.kind, e.count, e.example));
   }
@@ -156,6 +176,11 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
       rows.push_back({"data wait, GPU idle", Pct(steps.data_exposed_share)});
     }
     sink.Table({"phase", "share of step"}, rows);
+    if (steps.fwd_bwd_overlap_share >= 0.01) {
+      sink.Line(fmt::format("caveat: forward and backward run at once (on different threads) for {} of the step time; "
+                            "the shares count that time as backward only, so forward is understated",
+                            Pct(steps.fwd_bwd_overlap_share)));
+    }
   }
 
   if (!report.metrics.temporal.empty()) {
@@ -185,7 +210,10 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
 
   sink.Heading(report.findings.empty() ? "Findings: none" : fmt::format("Findings ({}), by estimated saving",
                                                                         report.findings.size()));
-  if (report.findings.empty()) sink.Line("No problem crossed its threshold.");
+  if (report.findings.empty()) {
+    sink.Line(report.metrics.unfinished.empty() ? "No problem crossed its threshold."
+                                                : "No problem crossed its threshold in the recorded part (the run did not finish: see above).");
+  }
   int index = 0;
   for (const auto& f : report.findings) {
     sink.FindingHead(f, ++index);

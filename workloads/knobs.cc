@@ -25,7 +25,7 @@ const std::vector<Knob>& Knobs() {
       {"item_every_step", "0", "1", "sync.host_device", "cpu", "loss.item() every step"},
       {"zero_grad_none", "1", "0", "optim.zero_grad", "cpu", "zero_grad sets gradients to none (0: writes zeros)"},
       {"foreach", "1", "0", "optim.single_tensor", "cpu", "optimizer step in multi-tensor (_foreach_*) ops (0: torch::optim's per-parameter loop)"},
-      {"bias", "0", "1", "model.bias_before_norm", "cpu", "conv/linear bias before BatchNorm/LayerNorm"},
+      {"bias", "0", "1", "model.bias_before_norm", "cpu", "conv bias before BatchNorm (cnn; lm's Linear->LayerNorm bias is not redundant and is not flagged)"},
       {"eval_no_grad", "1", "0", "eval.grad_enabled", "cpu", "evaluation under NoGradGuard"},
       {"eval_every", "10", "", "", "cpu", "evaluate every N steps (0: never)"},
       {"grad_accum", "1", "", "", "cpu", "micro-steps per optimizer step"},

@@ -858,6 +858,10 @@ ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t 
   info.rank = rank;
   info.source = name;
   info.rank_source = how;
+  info.declared_rank = parser.declared_rank;
+  info.job = parser.declared_rank >= 0
+                 ? fmt::format("world_size {}{}", info.world_size, info.backend.empty() ? "" : ", " + info.backend)
+                 : "no distributedInfo";
   // Losses our collector recorded while tracing (its "trainrx" block) are data loss of this trace.
   for (const char* key : {"dropped_records", "cupti_dropped_records", "unfinished_ranges"}) {
     auto it = info.config.find(key);

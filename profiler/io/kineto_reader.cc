@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "byte_source.h"
 #include "kineto_parse.h"
@@ -28,6 +29,53 @@ ReadStatus CheckCpu() {
 bool HasTraceSuffix(const std::string& name) {
   auto ends = [&](std::string_view s) { return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0; };
   return ends(".json") || ends(".json.gz");
+}
+
+// Checks that the files read form one job's ranks (ReadOptions::strict), recording what does not
+// fit in trace.stats as errors that name the files: files of different jobs ("mixed_jobs", one
+// per job), and within a job a rank claimed by two files, a rank beyond the world size, or more
+// files than ranks ("inconsistent_ranks", one per problem). Returns the first message, or "".
+// Issue 12: `analyze DIR` merged traces of world sizes 64, 8 and 300 as one job's ranks, saying so
+// only in rank_source.
+std::string CheckJobs(Trace& trace) {
+  std::vector<std::pair<std::string, std::vector<const RankInfo*>>> jobs;  // in order of first file
+  for (const RankInfo& r : trace.ranks) {
+    auto it = std::find_if(jobs.begin(), jobs.end(), [&](const auto& j) { return j.first == r.job; });
+    if (it == jobs.end()) it = jobs.insert(jobs.end(), {r.job, {}});
+    it->second.push_back(&r);
+  }
+  std::string first;
+  auto add = [&](const char* kind, const std::string& msg, uint64_t n) {
+    trace.stats.Add(kind, IssueSeverity::kError, msg, n);
+    if (first.empty()) first = msg;
+  };
+  if (jobs.size() > 1) {
+    std::string msg = fmt::format("files of {} different jobs merged as ranks of one job:", jobs.size());
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      msg += fmt::format("{} {{{}: ", j ? ";" : "", jobs[j].first);
+      for (size_t k = 0; k < jobs[j].second.size(); ++k) msg += (k ? ", " : "") + jobs[j].second[k]->source;
+      msg += "}";
+    }
+    add("mixed_jobs", msg + ". Analyze each job's files on their own.", jobs.size());
+  }
+  for (const auto& [key, files] : jobs) {
+    if (files.front()->declared_rank < 0) continue;  // no distributedInfo: nothing declared to check
+    const int32_t world = files.front()->world_size;
+    std::map<int32_t, std::vector<std::string>> by_rank;
+    for (const RankInfo* r : files) by_rank[r->declared_rank].push_back(r->source);
+    for (const auto& [rank, sources] : by_rank) {
+      if (sources.size() > 1) {
+        std::string list;
+        for (const auto& src : sources) list += (list.empty() ? "" : ", ") + src;
+        add("inconsistent_ranks", fmt::format("job {}: rank {} claimed by {} files: {}", key, rank, sources.size(), list), 1);
+      }
+      if (rank >= world)
+        add("inconsistent_ranks", fmt::format("job {}: rank {} is beyond its world size ({})", key, rank, sources.front()), 1);
+    }
+    if (static_cast<int64_t>(files.size()) > world)
+      add("inconsistent_ranks", fmt::format("job {}: {} files for {} ranks", key, files.size(), world), 1);
+  }
+  return first;
 }
 
 }  // namespace
@@ -85,6 +133,11 @@ ReadStatus ReadTraces(const std::vector<std::string>& paths, Trace& trace, const
     auto src = io::OpenFileSource(f, &open_error);
     if (!src) return ReadStatus::Error(fmt::format("{}: cannot open: {}", f, open_error));
     if (auto st = ParseOneSource(*src, f, files->size() == 1 ? options.rank_hint : -1, trace, options); !st.ok) return st;
+  }
+  if (const std::string problem = CheckJobs(trace); !problem.empty() && options.strict) {
+    std::string inputs;
+    for (const auto& p : paths) inputs += (inputs.empty() ? "" : ", ") + p;
+    return ReadStatus::Error(fmt::format("{}: {} (strict: not analyzed)", inputs, problem));
   }
   trace.Finalize();
   return {};

@@ -24,6 +24,11 @@ check "rank0 idle 69.44" "python3 -c 'import json,sys; t=json.load(open(sys.argv
 mkdir "$tmp/ranks"; cp "$hta/rank0.json.gz" "$tmp/ranks/rank0.json.gz"; cp "$hta/nccl_data.json.gz" "$tmp/ranks/rank1.json.gz"
 "$trainrx" analyze "$tmp/ranks" --format json -o "$tmp/ranks.json"
 check "directory merges two ranks" "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d[\"ranks\"])==2 and len(d[\"metrics\"][\"temporal_breakdown\"])==2, d[\"ranks\"]' '$tmp/ranks.json'"
+# ... but those two files are two different jobs (world sizes 16 and 2): said first, and an error with --strict.
+"$trainrx" analyze "$tmp/ranks" > "$tmp/ranks.txt" 2>&1
+check "different jobs in one directory: warned" "sed -n 2p '$tmp/ranks.txt' | grep -q 'different jobs'"
+"$trainrx" analyze --strict "$tmp/ranks" > /dev/null 2> "$tmp/strict.err"; rc=$?
+check "different jobs with --strict: exit 2 naming the files" "[ $rc = 2 ] && grep -q 'rank1.json.gz' '$tmp/strict.err'"
 
 # Convert round trip: what we write, we read back with the same analysis.
 "$trainrx" convert "$hta/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz" -o "$tmp/rt.json.gz" 2>/dev/null

@@ -34,11 +34,11 @@ bad() { echo "FAIL: $*"; fail=1; }
 ids_of() { "$PY" -c 'import json,sys; print(" ".join(sorted({f["id"] for f in json.load(open(sys.argv[1]))["findings"]})))' "$1"; }
 has() { [[ " $1 " == *" $2 "* ]]; }
 
-# torch.profiler around the script's loop (record_shapes only: with_stack records every Python
-# call, which on the costly dataset's spin loop made 300 MB traces) -> trainrx analyze.
+# torch.profiler around the script's loop, as users run it: record_shapes, with_stack and
+# profile_memory (PROFILE_MODE=shapes: record_shapes only) -> trainrx analyze.
 profile() {  # name args...
   local name=$1; shift
-  "$PY" "$SCRIPT" "$@" $RUN_ARGS --torch-profiler "$W/$name" --torch-profiler-mode shapes > "$W/$name.out" 2> "$W/$name.err" \
+  "$PY" "$SCRIPT" "$@" $RUN_ARGS --torch-profiler "$W/$name" --torch-profiler-mode "${PROFILE_MODE:-full}" > "$W/$name.out" 2> "$W/$name.err" \
     || { bad "$name: script failed"; tail -5 "$W/$name.err"; return 1; }
   local trace; trace=$(ls "$W/$name"/*.pt.trace.json 2>/dev/null | head -1)
   [ -n "$trace" ] || { bad "$name: torch.profiler wrote no trace"; return 1; }

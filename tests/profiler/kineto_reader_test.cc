@@ -1,5 +1,6 @@
 #include "trainrx/profiler/kineto_reader.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -116,6 +117,18 @@ TEST(KinetoReaderTest, ReadsOldCategoriesAndLegacyAutogradExport) {
   ASSERT_EQ(legacy_ok.events.size(), 2u);
   EXPECT_EQ(legacy_ok.events[0].kind, EventKind::kCpuOp);
   EXPECT_EQ(legacy_ok.strings.Get(legacy_ok.tracks[0].pid_name), "CPU functions");
+}
+
+// Copy directions from every naming: CUPTI's, Kineto on ROCm ("Host"/"Device" ends, no
+// pageable/pinned), and roctracer's operation names.
+TEST(KinetoReaderTest, MemcpyKindsFromCudaAndHipNames) {
+  EXPECT_EQ(ParseMemcpyName("Memcpy HtoD (Pageable -> Device)").src, MemKind::kPageable);
+  EXPECT_EQ(ParseMemcpyName("Memcpy DtoH (Device -> Host)").copy, CopyKind::kDtoH);
+  EXPECT_EQ(ParseMemcpyName("Memcpy DtoH (Device -> Host)").dst, MemKind::kUnknown);  // pinned or not: not said
+  EXPECT_EQ(ParseMemcpyName("CopyHostToDevice").copy, CopyKind::kHtoD);
+  EXPECT_EQ(ParseMemcpyName("CopyDeviceToHost").copy, CopyKind::kDtoH);
+  EXPECT_EQ(ParseMemcpyName("CopyDeviceToDevice").copy, CopyKind::kDtoD);
+  EXPECT_EQ(ParseMemcpyName("FillBuffer").copy, CopyKind::kUnknown);
 }
 
 TEST(KinetoReaderTest, PairsBeginEndEvents) {
@@ -257,6 +270,49 @@ TEST(KinetoReaderTest, DirectoryOfRanksIsMergedByRank) {
   const auto st2 = ReadTraces({"/nonexistent/trace.json"}, missing);
   ASSERT_FALSE(st2.ok);
   EXPECT_NE(st2.error.find("/nonexistent/trace.json"), std::string::npos);
+}
+
+// Files of different jobs in one directory (issue 12: world sizes 64, 8 and 300 merged as the
+// ranks of one job) are a clear warning naming which files form which job, an error when strict.
+TEST(KinetoReaderTest, FilesOfDifferentJobsAreNamedAndStrictRefusesThem) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainrx_jobs_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto write = [&](const char* name, int rank, int world) {
+    std::ofstream(dir / name) << fmt::format(
+        R"J({{"distributedInfo":{{"backend":"nccl","rank":{},"world_size":{}}},"traceEvents":[{{"ph":"X","name":"op","pid":5,"tid":5,"ts":1,"dur":1}}]}})J",
+        rank, world);
+  };
+  write("a.json", 0, 64);
+  write("b.json", 1, 64);
+  write("c.json", 0, 8);
+  Trace t;
+  ASSERT_TRUE(ReadTraces({dir.string()}, t).ok);
+  ASSERT_EQ(t.ranks.size(), 3u);
+  EXPECT_EQ(t.ranks[0].job, t.ranks[1].job);
+  EXPECT_NE(t.ranks[0].job, t.ranks[2].job);
+  EXPECT_EQ(t.stats.Count("mixed_jobs"), 2u);
+  const auto& e = t.stats.entries.front();
+  EXPECT_EQ(e.severity, IssueSeverity::kError);
+  EXPECT_NE(e.example.find("world_size 64, nccl: " + (dir / "a.json").string() + ", " + (dir / "b.json").string()),
+            std::string::npos) << e.example;
+  EXPECT_NE(e.example.find("world_size 8, nccl: " + (dir / "c.json").string()), std::string::npos) << e.example;
+  EXPECT_EQ(t.stats.TotalSkipped(), 0u);  // nothing was dropped
+  ReadOptions strict;
+  strict.strict = true;
+  Trace refused;
+  const auto st = ReadTraces({dir.string()}, refused, strict);
+  EXPECT_FALSE(st.ok);
+  EXPECT_NE(st.error.find("2 different jobs"), std::string::npos) << st.error;
+  // One job's ranks that claim the same rank, or one beyond the world size: inconsistent.
+  fs::remove(dir / "c.json");
+  write("b.json", 0, 64);
+  Trace dup;
+  ASSERT_TRUE(ReadTraces({dir.string()}, dup).ok);
+  EXPECT_EQ(dup.stats.Count("inconsistent_ranks"), 1u);
+  EXPECT_EQ(dup.stats.Count("mixed_jobs"), 0u);
+  fs::remove_all(dir);
 }
 
 TEST(KinetoWriterTest, RoundTripKeepsTheModel) {

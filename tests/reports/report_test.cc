@@ -133,5 +133,29 @@ TEST(TextReportTest, UnfinishedRunIsSaidFirst) {
   EXPECT_EQ(int64_t(doc["run"]["unfinished"].at(0)["recorded_ns"]), 31'300'000);
 }
 
+// Files of two jobs merged: a warning before any figure, naming which files form which job.
+TEST(TextReportTest, MixedJobsWarnFirstWithTheirFiles) {
+  profiler::Trace trace;
+  const auto dir = std::filesystem::path(__FILE__).parent_path().parent_path() / "fixtures" / "mixed_jobs";
+  ASSERT_TRUE(profiler::ReadTraces({dir.string()}, trace).ok);
+  analyzers::Thresholds th;
+  const analyzers::Report report = analyzers::Analyze(trace, th);
+  std::ostringstream out;
+  WriteText(trace, report, th, {}, out);
+  const std::string s = out.str();
+  const size_t warn = s.find("WARNING: files of 2 different jobs");
+  ASSERT_NE(warn, std::string::npos) << s;
+  EXPECT_LT(warn, s.find("events read")) << s;
+  EXPECT_NE(s.find("{world_size 8, nccl: " + (dir / "jobB_rank0.json").string() + "}"), std::string::npos) << s;
+  EXPECT_EQ(s.find("skipped mixed_jobs"), std::string::npos) << s;  // nothing was skipped
+  std::ostringstream json;
+  WriteJson(trace, report, th, {}, json);
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  ASSERT_FALSE(p.parse(json.str()).get(doc)) << json.str();
+  EXPECT_EQ(std::string_view(doc["ranks"].at(2)["job"]), "world_size 8, nccl");
+  EXPECT_EQ(std::string_view(doc["ingest"]["issues"].at(0)["severity"]), "error");
+}
+
 }  // namespace
 }  // namespace trainrx::reports

@@ -21,6 +21,10 @@
 //   python.cc    python.loop_indexing (element-by-element tensor indexing in a Python loop)
 // The last four families are TorchTidy's patterns (torch/profiler/_pattern_matcher.py) done on
 // the trace model; bench/torchtidy_compare.py compares the two.
+// Shared by all: per_step.cc (StepBasis: per-step means, or trace totals without steps;
+// SetSaving: every saving bounded by the measured time it removes and by the step),
+// runtime_names.h (CUDA and HIP runtime calls: launches, blocking calls, graph captures),
+// run_end.cc (ranks whose recording did not finish).
 #pragma once
 
 #include <cstdint>
@@ -89,6 +93,9 @@ struct StepRow {
   // while the GPU still finishes the previous step's kernels costs no throughput. The TensorBoard
   // plugin's DataLoader figure ranks kernels and memcpy above data the same way.
   int64_t data_exposed_ns = 0;
+  // Forward and backward both running (on different threads: pipeline schedules such as
+  // DualPipe). The phases are exclusive, backward wins: forward_ns leaves this time out.
+  int64_t fwd_bwd_overlap_ns = 0;
 };
 
 struct StepModel {
@@ -99,6 +106,7 @@ struct StepModel {
   double data_exposed_share = 0;  // of data_exposed_ns
   double data_wait_share = 0, forward_share = 0, backward_share = 0, optimizer_share = 0, other_share = 0;
   double gpu_kernel_share = 0, gpu_memcpy_share = 0, gpu_idle_share = 0;
+  double fwd_bwd_overlap_share = 0;  // of fwd_bwd_overlap_ns (a caveat on the forward share)
   bool has_gpu = false;
 };
 
@@ -124,7 +132,21 @@ struct LaunchStats {
   int64_t long_delays = 0;         // launch delay > delay_cutoff
 };
 
+// A rank whose recording did not end normally: our collector marked it "incomplete" (its
+// "end_reason" a signal or a crash, not "exit" / "stop"). The trace holds only the start of the
+// run; reports say so before anything else.
+struct UnfinishedRank {
+  int32_t rank = 0;
+  std::string source;       // the file
+  std::string end_reason;   // "SIGSEGV", "SIGTERM", ... ("unknown" when not given)
+  int64_t recorded_ns = 0;  // recording start to its end (the collector's duration_ns, else the trace span)
+  int64_t steps = 0;        // complete steps recorded
+  int64_t open_ranges = 0;  // ranges still open at the end: the work in progress, cut
+  int64_t behind_ns = -1;   // how much earlier its events end than the latest rank's; -1 without other ranks
+};
+
 struct Metrics {
+  std::vector<UnfinishedRank> unfinished;  // empty: every rank's recording ended normally
   StepModel steps;
   std::vector<TemporalBreakdown> temporal;
   std::vector<LaunchStats> launch;
@@ -169,5 +191,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds = Thre
 
 // Building blocks shared by the families (steps.cc).
 StepModel BuildStepModel(const profiler::Trace& trace);
+// The ranks whose recording did not finish (run_end.cc).
+std::vector<UnfinishedRank> FindUnfinishedRanks(const profiler::Trace& trace, const StepModel& steps);
 
 }  // namespace trainrx::analyzers

@@ -32,6 +32,10 @@ struct ReadOptions {
   // Rank to give a file without distributedInfo; -1 = derive from the file name ("rank-3",
   // "rank3") or else the file's position in the sorted input list.
   int32_t rank_hint = -1;
+  // Files of different jobs (distributedInfo world size / backend differ), or one job's ranks
+  // claimed twice or beyond its world size: by default a "mixed_jobs" / "inconsistent_ranks"
+  // error entry in Trace::stats naming which files form which job; with strict, a read error.
+  bool strict = false;
 };
 
 // Result of a read: an error message, or success (the Trace was filled).

@@ -159,6 +159,10 @@ struct RankInfo {
   std::string backend;
   std::string source;              // file the rank came from
   std::string rank_source;         // how the rank was determined: distributedInfo / file name / order
+  int32_t declared_rank = -1;      // the rank its distributedInfo declared (-1: none)
+  // The job the file belongs to, by its distributedInfo: "world_size 8, nccl", or "no
+  // distributedInfo". ReadTraces warns when the files it merges are not one job's ranks.
+  std::string job;
   std::vector<DeviceProperties> devices;
   int64_t base_time_ns = 0;        // Kineto baseTimeNanoseconds (0 when absent)
   std::string schema_version;
@@ -181,7 +185,7 @@ struct IngestStats {
   uint64_t bytes_read = 0;
   void Add(std::string_view kind, IssueSeverity severity, std::string_view example, uint64_t count = 1);
   uint64_t Count(std::string_view kind) const;
-  uint64_t TotalSkipped() const;
+  uint64_t TotalSkipped() const;  // data-loss entries: events or records that were dropped
 };
 
 struct Trace {

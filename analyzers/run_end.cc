@@ -1,0 +1,61 @@
+// Whether each rank's recording ran to its end. Our collector writes, in the trace's "trainrx"
+// block, "end_reason" ("exit", "stop", or the signal that ended the process: "SIGSEGV",
+// "SIGTERM", ...) and "incomplete" (true unless exit/stop), with "duration_ns" and the ranges it
+// had to close at the end ("unfinished_ranges"). Traces from other tools carry neither: a crashed
+// torch.profiler run usually writes no trace at all, so those are taken as finished.
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+
+#include "trainrx/analyzers/analysis.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+// A config value as text: JSON strings lose their quotes ("\"SIGSEGV\"" -> "SIGSEGV").
+std::string ConfigText(const profiler::RankInfo& info, const char* key) {
+  auto it = info.config.find(key);
+  if (it == info.config.end()) return "";
+  std::string v = it->second;
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+  return v;
+}
+
+}  // namespace
+
+std::vector<UnfinishedRank> FindUnfinishedRanks(const profiler::Trace& trace, const StepModel& steps) {
+  // Each rank's event span, to measure a trace without duration_ns and how far behind the
+  // latest rank an unfinished one stopped.
+  std::map<int32_t, std::pair<int64_t, int64_t>> span;  // rank -> (first start, last end)
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    auto& [lo, hi] = span.try_emplace(trace.tracks[ti].rank, INT64_MAX, INT64_MIN).first->second;
+    for (const profiler::Event& e : trace.TrackEvents(ti)) {
+      lo = std::min(lo, e.ts_ns);
+      hi = std::max(hi, e.end_ns());
+    }
+  }
+  int64_t latest = INT64_MIN;
+  for (const auto& [rank, s] : span) latest = std::max(latest, s.second);
+
+  std::vector<UnfinishedRank> out;
+  for (const profiler::RankInfo& info : trace.ranks) {
+    const std::string reason = ConfigText(info, "end_reason");
+    const bool normal_end = reason.empty() || reason == "exit" || reason == "stop";
+    if (ConfigText(info, "incomplete") != "true" && normal_end) continue;
+    UnfinishedRank u;
+    u.rank = info.rank;
+    u.source = info.source;
+    u.end_reason = reason.empty() ? "unknown" : reason;
+    const auto it = span.find(info.rank);
+    const bool has_events = it != span.end() && it->second.second >= it->second.first;
+    const int64_t duration = std::strtoll(ConfigText(info, "duration_ns").c_str(), nullptr, 10);
+    u.recorded_ns = duration > 0 ? duration : has_events ? it->second.second - it->second.first : 0;
+    u.steps = std::count_if(steps.steps.begin(), steps.steps.end(), [&](const StepRow& s) { return s.rank == info.rank; });
+    u.open_ranges = std::strtoll(ConfigText(info, "unfinished_ranges").c_str(), nullptr, 10);
+    if (trace.ranks.size() > 1 && has_events) u.behind_ns = latest - it->second.second;
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+}  // namespace trainrx::analyzers

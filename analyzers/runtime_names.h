@@ -1,0 +1,52 @@
+// What a GPU runtime / driver call does, by name, for CUDA and HIP (ROCm) alike (private to
+// analyzers/). Kineto records ROCm's HIP calls under the same categories as CUDA's
+// (cuda_runtime / cuda_driver), so the name is all there is to go by.
+//
+// Sources: HTA's launch-event list (hta/common/trace_symbol_table.py,
+// get_runtime_launch_events_mask: cudaLaunchKernel(ExC), cuLaunchKernel(Ex), cudaMemcpyAsync,
+// cudaMemsetAsync, hipLaunchKernel, hipExtModuleLaunchKernel, hipMemcpyAsync, hipMemsetAsync; MTIA's
+// runFunction); Kineto's ROCm flow list (libkineto/src/RocprofActivity_inl.h: hipLaunchKernel,
+// hipExtLaunchKernel, hipLaunchCooperativeKernel, hipHccModuleLaunchKernel, hipModuleLaunchKernel,
+// hipExtModuleLaunchKernel, hipMemcpy, hipMemcpyAsync, hipMemcpyWithStream, hipGraphLaunch). HTA
+// also lists hipMemcpyWithStream as a launch; it is not one here: it blocks the host until the copy
+// is done (PyTorch's copy_ to or from the CPU with non_blocking=False), and on an MI300 inference
+// trace its 46-928 µs calls made the mean "launch" 10-200x a real one (issue 12).
+#pragma once
+
+#include <string_view>
+
+namespace trainrx::analyzers {
+
+// Enqueues GPU work and returns: a kernel launch or an async copy / memset. Graph launches
+// (cudaGraphLaunch, hipGraphLaunch) are not: one call runs many kernels, so per-kernel launch
+// time and delay mean nothing for them.
+inline bool IsLaunchCall(std::string_view n) {
+  const bool cuda = n.substr(0, 4) == "cuda" || n.substr(0, 2) == "cu" || n.substr(0, 3) == "hip";
+  if (!cuda) return n == "runFunction - job_prep_and_submit_for_execution";  // MTIA (HTA)
+  if (n.find("LaunchKernel") != std::string_view::npos || n.find("LaunchCooperativeKernel") != std::string_view::npos)
+    return true;  // cudaLaunchKernel(ExC), cuLaunchKernel(Ex), hip(Ext)(Module)LaunchKernel, hipHccModuleLaunchKernel
+  const bool copy_or_set = n.find("Memcpy") != std::string_view::npos || n.find("Memset") != std::string_view::npos;
+  return copy_or_set && n.find("Async") != std::string_view::npos;  // cudaMemcpyAsync, hipMemsetAsync, cuMemcpyHtoDAsync_v2
+}
+
+// A copy call that returns only when the copy is done (its size is in the GPU memcpy record with
+// the same correlation id).
+inline bool IsSyncMemcpyCall(std::string_view n) {
+  return n == "cudaMemcpy" || n == "cuMemcpyDtoH_v2" || n == "cuMemcpyHtoD_v2" || n == "hipMemcpy" ||
+         n == "hipMemcpyWithStream" || n == "hipMemcpyDtoH" || n == "hipMemcpyHtoD";
+}
+
+// Blocks the host until the device (or a stream / event) catches up: a host-device sync.
+inline bool IsBlockingCall(std::string_view n) {
+  return IsSyncMemcpyCall(n) || n == "cudaStreamSynchronize" || n == "cudaDeviceSynchronize" ||
+         n == "cudaEventSynchronize" || n == "cuStreamSynchronize" || n == "cuCtxSynchronize" ||
+         n == "cuEventSynchronize" || n == "hipStreamSynchronize" || n == "hipDeviceSynchronize" ||
+         n == "hipEventSynchronize" || n == "hipCtxSynchronize";
+}
+
+// Starts / ends recording a CUDA or HIP graph from a stream (torch.cuda.graph,
+// mode="reduce-overhead"): between the two, launches are captured into the graph, not run.
+inline bool IsCaptureBegin(std::string_view n) { return n.find("StreamBeginCapture") != std::string_view::npos; }
+inline bool IsCaptureEnd(std::string_view n) { return n.find("StreamEndCapture") != std::string_view::npos; }
+
+}  // namespace trainrx::analyzers
