@@ -49,6 +49,7 @@ Thresholds::Thresholds() {
       {"python.loop_indexing.min_repeats", {10.0, "flag a select-led op sequence repeated back to back at least this many times (TorchTidy: 10)"}},
       {"debug.anomaly_detection.steps_pct", {0.0, "flag when anomaly mode is on in more than this % of steps"}},
       {"debug.profiler.steps_pct", {0.0, "flag when another profiler is active in more than this % of steps"}},
+      {"report.top_n", {15.0, "rows in the operator and kernel tables; the rest is summed in one 'other' row"}},
       {"threads.oversubscribed.ratio", {1.5, "flag when intra-op threads x local ranks exceed this many per CPU (loader workers: when more than the CPUs)"}},
   };
 }
@@ -106,6 +107,9 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds) {
   Report report;
   report.metrics.steps = BuildStepModel(trace);
   report.metrics.unfinished = FindUnfinishedRanks(trace, report.metrics.steps);
+  const auto top_n = static_cast<int64_t>(std::max(0.0, thresholds.Get("report.top_n")));
+  report.metrics.op_table = BuildOpTable(trace, report.metrics.steps, top_n);
+  report.metrics.kernel_table = BuildKernelTable(trace, report.metrics.steps, top_n);
   const AnalysisContext ctx{trace, report.metrics.steps, thresholds};
   for (const auto& a : Registry()) a.fn(ctx, report);
   std::stable_sort(report.findings.begin(), report.findings.end(), [](const Finding& a, const Finding& b) {

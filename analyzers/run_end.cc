@@ -1,7 +1,8 @@
 // Whether each rank's recording ran to its end. Our collector writes, in the trace's "trainrx"
 // block, "end_reason" ("exit", "stop", or the signal that ended the process: "SIGSEGV",
 // "SIGTERM", ...) and "incomplete" (true unless exit/stop), with "duration_ns" and the ranges it
-// had to close at the end ("unfinished_ranges"). Traces from other tools carry neither: a crashed
+// had to close at the end ("unfinished_ranges"), and "exit_code" when main() returned non-zero
+// (a Python script that died of an exception returns 1): that run failed, though its trace is whole. Traces from other tools carry neither: a crashed
 // torch.profiler run usually writes no trace at all, so those are taken as finished.
 #include <algorithm>
 #include <cstdlib>
@@ -40,12 +41,15 @@ std::vector<UnfinishedRank> FindUnfinishedRanks(const profiler::Trace& trace, co
   std::vector<UnfinishedRank> out;
   for (const profiler::RankInfo& info : trace.ranks) {
     const std::string reason = ConfigText(info, "end_reason");
+    const std::string exit_code = ConfigText(info, "exit_code");
+    const bool failed_exit = !exit_code.empty() && exit_code != "0";
     const bool normal_end = reason.empty() || reason == "exit" || reason == "stop";
-    if (ConfigText(info, "incomplete") != "true" && normal_end) continue;
+    if (ConfigText(info, "incomplete") != "true" && normal_end && !failed_exit) continue;
     UnfinishedRank u;
     u.rank = info.rank;
     u.source = info.source;
     u.end_reason = reason.empty() ? "unknown" : reason;
+    if (failed_exit && normal_end) u.end_reason = "exit code " + exit_code + " (a Python script: an uncaught exception, or sys.exit)";
     const auto it = span.find(info.rank);
     const bool has_events = it != span.end() && it->second.second >= it->second.first;
     const int64_t duration = std::strtoll(ConfigText(info, "duration_ns").c_str(), nullptr, 10);

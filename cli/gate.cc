@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -89,6 +90,19 @@ int GateRecordBaseline(const GateOptions& o) {
   if (o.spec.empty()) return Fail("record-baseline needs a SPEC after -- (a workload with knobs, or --cmd COMMAND)");
   if (o.output.empty()) return Fail("record-baseline needs -o FILE");
   if (o.trials < 4) return Fail("--trials must be at least 4");
+  // Check where the baseline goes before running any trial (the README's CI recipe writes into a
+  // folder a fresh checkout may not have: it is created).
+  {
+    std::error_code ec;
+    const auto parent = std::filesystem::absolute(o.output, ec).parent_path();
+    if (!parent.empty() && !std::filesystem::exists(parent, ec) && !std::filesystem::create_directories(parent, ec)) {
+      return Fail(fmt::format("{}: cannot create the folder {}: {}", o.output, parent.string(), ec.message()));
+    }
+    const bool existed = std::filesystem::exists(o.output, ec);
+    const bool writable = static_cast<bool>(std::ofstream(o.output, std::ios::app));
+    if (!existed) std::filesystem::remove(o.output, ec);
+    if (!writable) return Fail(o.output + ": cannot open for writing");
+  }
   const std::string spec = Join(o.spec);
   Runner runner;
   reports::Baseline b;
@@ -137,6 +151,7 @@ int GateCheck(const GateOptions& o) {
     metrics[1].baseline = base.samples_per_s;
     metrics[1].current = cur.samples_per_s;
     report.trials = static_cast<int>(cur.trial_ms.size());
+    report.baseline_trials = static_cast<int>(base.trial_ms.size());
     for (const auto& [k, v] : base.fingerprint) {
       auto it = cur.fingerprint.find(k);
       if (it != cur.fingerprint.end() && it->second != v && k != "knobs")
@@ -203,7 +218,8 @@ int GateCheck(const GateOptions& o) {
       }
       report.metrics = reports::DecideGate(metrics, o.rule);
       report.verdict = reports::Overall(report.metrics);
-      report.trials = static_cast<int>(in_process ? metrics[0].current.size() : metrics[0].current.size());
+      report.trials = static_cast<int>(metrics[0].current.size());
+      report.baseline_trials = static_cast<int>(metrics[0].baseline.size());
       ++round;
       if (report.verdict != reports::GateVerdict::kInconclusive) break;
       // Another round must fit: estimate from the time per round so far.

@@ -115,10 +115,21 @@ MainFn g_real_main = nullptr;
 // while libtorch is mapped but not initialized): before main, dlopen never attaches.
 std::atomic<bool> g_main_started{false};
 
+}  // namespace
+
+// main()'s return value, read by the probe's exit handler (dlsym "trainrx_main_status"): Python
+// returns 1 from main after an uncaught exception and N after sys.exit(N), so a trace can say the
+// run failed. -1 while main runs (or when the process ends another way: exit(), a signal).
+extern "C" __attribute__((visibility("default"))) int trainrx_main_status = -1;
+
+namespace {
+
 int MainWrapper(int argc, char** argv, char** envp) {
   g_main_started.store(true);
   MaybeAttach();
-  return g_real_main(argc, argv, envp);
+  const int status = g_real_main(argc, argv, envp);
+  trainrx_main_status = status;
+  return status;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "session.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -191,6 +192,13 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
     const int64_t stop_ns = NowNs();
     const bool incomplete = reason != "exit" && reason != "stop";
     c.SetStatic("end_reason", JsonString(reason));
+    // The program's own exit code when main() returned (set by the preload shim): a Python script
+    // that died of an exception returns 1. The trace is complete, but the run failed.
+    if (reason == "exit") {
+      if (const auto* status = reinterpret_cast<const int*>(dlsym(RTLD_DEFAULT, "trainrx_main_status")); status && *status >= 0) {
+        c.SetStatic("exit_code", std::to_string(*status));
+      }
+    }
     c.SetStatic("incomplete", incomplete ? "true" : "false");
     c.SetStatic("fork_children", std::to_string(fork_children_.load()));
     c.SetStatic("fork_children_recorded", "false");

@@ -165,11 +165,17 @@ std::string Ci(const MetricDecision& d) { return fmt::format("{:+.1f}% [{:+.1f}%
 
 std::string P(double p) { return p < 0.001 ? "<0.001" : fmt::format("{:.3f}", p); }
 
+// "6 trials per side", or "28 current vs 6 baseline trials" when the counts differ.
+std::string TrialCounts(const GateReport& r) {
+  if (r.baseline_trials == 0 || r.baseline_trials == r.trials) return fmt::format("{} trials per side", r.trials);
+  return fmt::format("{} current vs {} baseline trials", r.trials, r.baseline_trials);
+}
+
 }  // namespace
 
 void WriteGateText(const GateReport& r, std::ostream& out) {
-  out << fmt::format("trainrx gate: {} ({} trials per side, {}; tolerance {:.0f}%, pass needs < {:.0f}% ruled out)\n",
-                     GateVerdictName(r.verdict), r.trials, r.mode, 100 * r.rule.tolerance, 100 * r.rule.max_undetected);
+  out << fmt::format("trainrx gate: {} ({}, {}; tolerance {:.0f}%, pass needs < {:.0f}% ruled out)\n",
+                     GateVerdictName(r.verdict), TrialCounts(r), r.mode, 100 * r.rule.tolerance, 100 * r.rule.max_undetected);
   for (const auto& w : r.warnings) out << "warning: " << w << "\n";
   for (const auto& d : r.metrics) {
     out << fmt::format("  {:<18} {:<12} baseline {:.3f} {}, current {:.3f} {}: worse by {}, p {} (Holm {}), "
@@ -182,8 +188,8 @@ void WriteGateText(const GateReport& r, std::ostream& out) {
 void WriteGateMarkdown(const GateReport& r, std::ostream& out) {
   const char* icon = r.verdict == GateVerdict::kPass ? "✅" : r.verdict == GateVerdict::kFail ? "❌" : "⚠️";
   out << fmt::format("### {} trainrx gate: **{}**\n\n", icon, GateVerdictName(r.verdict));
-  out << fmt::format("`{}` vs baseline `{}` — {} trials per side, {}; tolerance {:.0f}%.\n\n",
-                     profiler::JsonWriter::Escape(r.spec), profiler::JsonWriter::Escape(r.baseline_file), r.trials, r.mode,
+  out << fmt::format("`{}` vs baseline `{}` — {}, {}; tolerance {:.0f}%.\n\n",
+                     profiler::JsonWriter::Escape(r.spec), profiler::JsonWriter::Escape(r.baseline_file), TrialCounts(r), r.mode,
                      100 * r.rule.tolerance);
   out << "| metric | verdict | baseline | current | change [95% CI] | p (Holm) | detectable |\n";
   out << "|---|---|---|---|---|---|---|\n";

@@ -6,6 +6,41 @@ namespace trainrx::reports {
 using profiler::JsonWriter;
 
 namespace {
+void WriteNameRow(JsonWriter& w, const analyzers::NameRow& r, bool self, bool total) {
+  w.BeginObject();
+  w.Field("name", r.name);
+  w.Field("count", r.count);
+  if (total) w.Field("total_ns", r.total_ns);
+  if (self) w.Field("self_ns", r.self_ns);
+  if (total) w.Field("mean_ns", r.mean_ns);
+  if (total) w.Field("share", r.share);
+  if (self) w.Field("self_share", r.self_share);
+  w.EndObject();
+}
+
+// metrics.op_table / metrics.kernel_table: the top rows, full names, and the rest in "other"
+// (null when nothing was folded).
+void WriteNameTable(JsonWriter& w, const char* key, const analyzers::NameTable& t, bool self) {
+  w.Key(key);
+  w.BeginObject();
+  w.Field("basis", t.basis);
+  w.Field("basis_ns", t.basis_ns);
+  w.Field("steps", t.steps);
+  w.Field("names", t.names);
+  w.Key("rows");
+  w.BeginArray();
+  for (const auto& r : t.rows) WriteNameRow(w, r, self, /*total=*/true);
+  w.EndArray();
+  w.Key("other");
+  if (t.other_names > 0) {
+    WriteNameRow(w, t.other, self, t.other_has_total);  // ops: no total (it nests across names)
+  } else {
+    w.Null();
+  }
+  w.Field("other_names", t.other_names);
+  w.EndObject();
+}
+
 const char* IssueSeverityName(profiler::IssueSeverity s) {
   switch (s) {
     case profiler::IssueSeverity::kInfo: return "info";
@@ -183,6 +218,8 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.EndObject();
   }
   w.EndArray();
+  WriteNameTable(w, "op_table", report.metrics.op_table, /*self=*/true);
+  WriteNameTable(w, "kernel_table", report.metrics.kernel_table, /*self=*/false);
   w.EndObject();
 
   w.Key("findings");

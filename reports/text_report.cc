@@ -26,6 +26,16 @@ std::string UnfinishedText(const analyzers::UnfinishedRank& u) {
 }
 std::string Pct(double share) { return fmt::format("{:.1f}%", 100.0 * share); }
 
+// Kineto kernel names run to hundreds of characters of template arguments; tables keep the head
+// (the JSON report keeps the full name).
+// The CUDA return type "void " says nothing and is dropped.
+constexpr size_t kMaxNameChars = 72;
+std::string ShortName(const std::string& full) {
+  const std::string name = full.rfind("void ", 0) == 0 ? full.substr(5) : full;
+  return name.size() <= kMaxNameChars ? name : name.substr(0, kMaxNameChars - 3) + "...";
+}
+std::string Us(double ns) { return fmt::format("{:.1f} us", ns / 1e3); }
+
 class Sink {
  public:
   virtual ~Sink() = default;
@@ -181,6 +191,45 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
                             "the shares count that time as backward only, so forward is understated",
                             Pct(steps.fwd_bwd_overlap_share)));
     }
+  }
+
+  const auto& ops = report.metrics.op_table;
+  if (!ops.rows.empty()) {
+    sink.Heading("Top operators (by self time)");
+    // Without steps nothing may speak of steps: shares are of the trace span.
+    if (ops.steps > 0) {
+      sink.Line(fmt::format("CPU ops starting inside the {} steps, all ranks and threads merged; share = total / summed "
+                            "step time ({})", ops.steps, Ms(ops.basis_ns)));
+    } else {
+      sink.Line(fmt::format("No steps: CPU ops of the whole trace, all ranks and threads merged; share = total / trace "
+                            "span ({}, summed over ranks)", Ms(ops.basis_ns)));
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& r : ops.rows) {
+      rows.push_back({ShortName(r.name), std::to_string(r.count), Ms(r.total_ns), Ms(r.self_ns), Us(r.mean_ns), Pct(r.share),
+                      Pct(r.self_share)});
+    }
+    // Inclusive times nest across names: the other row has no total (analyzers::NameTable).
+    if (ops.other_names > 0)
+      rows.push_back({ops.other.name, std::to_string(ops.other.count), "-", Ms(ops.other.self_ns), "-", "-", Pct(ops.other.self_share)});
+    const std::string of = ops.steps > 0 ? "step time" : "trace span";
+    sink.Table({"operator", "count", "total", "self", "mean", "total % of " + of, "self % of " + of}, rows);
+    sink.Line("names cut to " + std::to_string(kMaxNameChars) + " characters; the JSON report has them in full");
+  }
+  const auto& kernels = report.metrics.kernel_table;
+  if (!kernels.rows.empty()) {
+    sink.Heading("Top GPU kernels");
+    sink.Line(kernels.steps > 0 ? fmt::format("kernels starting inside the {} steps, all ranks and streams merged", kernels.steps)
+                                : std::string("No steps: kernels of the whole trace, all ranks and streams merged"));
+    std::vector<std::vector<std::string>> rows;
+    auto add = [&](const analyzers::NameRow& r) {
+      rows.push_back({ShortName(r.name), std::to_string(r.count), Ms(r.total_ns), Us(r.mean_ns), Pct(r.share)});
+    };
+    for (const auto& r : kernels.rows) add(r);
+    if (kernels.other_names > 0) add(kernels.other);
+    sink.Table({"kernel", "count", "total", "mean", "% of kernel time"}, rows);
+    sink.Line(fmt::format("kernel time {} (summed over streams); names cut to {} characters, in full in the JSON report",
+                          Ms(kernels.basis_ns), kMaxNameChars));
   }
 
   if (!report.metrics.temporal.empty()) {

@@ -867,6 +867,11 @@ TEST(RunEndTest, CrashedRecordingIsUnfinished) {
   // A clean exit, and a trace from another tool, are finished.
   EXPECT_TRUE(AnalyzeJson(Collected(",\"end_reason\":\"exit\",\"incomplete\":false", "")).metrics.unfinished.empty());
   EXPECT_TRUE(AnalyzeJson(CpuSteps(2, 0, 0, false)).metrics.unfinished.empty());
+  EXPECT_TRUE(AnalyzeJson(Collected(",\"end_reason\":\"exit\",\"exit_code\":0", "")).metrics.unfinished.empty());
+  // A whole trace of a run that failed (main returned 1: Python's uncaught exception) is said too.
+  const Report failed = AnalyzeJson(Collected(",\"end_reason\":\"exit\",\"incomplete\":false,\"exit_code\":1", ""));
+  ASSERT_EQ(failed.metrics.unfinished.size(), 1u);
+  EXPECT_NE(failed.metrics.unfinished[0].end_reason.find("exit code 1"), std::string::npos);
 }
 
 // ROCm traces name the same calls hip*: blocking hipMemcpyWithStream / hipStreamSynchronize are

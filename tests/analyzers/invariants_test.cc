@@ -261,6 +261,19 @@ std::vector<std::string> Violations(const profiler::Trace& trace, const Report& 
     if (t.kernel_time_ns > 0 && std::abs(t.idle_pct + t.compute_pct + t.non_compute_pct - 100) > 1e-6)
       bad(fmt::format("rank {}: idle + compute + non-compute = {} %", t.rank, t.idle_pct + t.compute_pct + t.non_compute_pct));
   }
+  for (const NameTable* t : {&r.metrics.op_table, &r.metrics.kernel_table}) {
+    const bool ops = t == &r.metrics.op_table;
+    if (ops && t->steps != StepsOf(m, -1)) bad(fmt::format("op table over {} steps, the trace has {}", t->steps, StepsOf(m, -1)));
+    std::vector<NameRow> rows = t->rows;
+    if (t->other_names > 0) rows.push_back(t->other);
+    for (const NameRow& row : rows) {
+      if (!share_ok(row.share) || !share_ok(row.self_share))
+        bad(fmt::format("{} table row {}: share {} / self share {} outside [0, 1]", ops ? "op" : "kernel", row.name, row.share,
+                        row.self_share));
+    }
+    for (const NameRow& row : t->rows)  // the op table's other row has no total
+      if (row.self_ns > row.total_ns) bad(fmt::format("table row {}: self {} ns > total {} ns", row.name, row.self_ns, row.total_ns));
+  }
   for (const auto& l : r.metrics.launch) {
     if (l.short_kernels > l.kernels || l.long_launches > l.kernels || l.long_delays > l.kernels)
       bad(fmt::format("rank {}: launch stats count more outliers than the {} launches", l.rank, l.kernels));

@@ -48,6 +48,12 @@ python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["verdict"]
 [ -x "$(dirname "$TRAINRX")/trainrx-workload" ] || { echo "skip: no workloads"; exit $fail; }
 SPEC=(cnn steps=10 warmup=1 eval_every=0)
 expect_rc 0 "record-baseline" "$TRAINRX" gate record-baseline -o "$W/base.json" --trials 4 -- "${SPEC[@]}"
+# The README's CI recipe on a fresh checkout: the baseline's folder does not exist yet (created),
+# and an unwritable path fails before any trial runs.
+expect_rc 0 "record-baseline into a new folder" "$TRAINRX" gate record-baseline -o "$W/perf/new/base.json" --trials 4 -- "${SPEC[@]}"
+[ -s "$W/perf/new/base.json" ] && echo "ok: baseline written into a new folder" || { echo "FAIL: no baseline in the new folder"; fail=1; }
+expect_rc 2 "unwritable baseline path" "$TRAINRX" gate record-baseline -o /proc/nope/base.json --trials 4 --cmd -- touch "$W/trial_ran"
+[ ! -e "$W/trial_ran" ] && echo "ok: unwritable path refused before any trial ran" || { echo "FAIL: a trial ran before the path check"; fail=1; }
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert len(r["trial_ms"])==4 and r["fingerprint"]["cpus"]' "$W/base.json" && ok "baseline stores trials and fingerprint" || bad "baseline file"
 expect_rc 1 "50% slowdown fails (in-process)" "$TRAINRX" gate check --baseline "$W/base.json" --trials 4 -- "${SPEC[@]}" slowdown=30000
 grep -q "in-process" "$W/out" && ok "in-process mode named" || bad "mode: $(cat "$W/out")"

@@ -45,6 +45,9 @@ for mode in clean planted; do
   [ $mode = planted ] && check_findings planted "$W/$mode.report.json" all || check_findings clean "$W/$mode.report.json" none
 done
 grep -q '"incomplete":false' "$W/clean.json" && ok "clean trace complete" || bad "clean trace not marked complete"
+# The script exited with 3 (a Python exception gives 1): the trace is whole, but the run failed, and says so.
+grep -q '"exit_code":3' "$W/clean.json" && "$TRAINRX" analyze "$W/clean.json" | sed -n 2p | grep -q "exit code 3" \
+  && ok "exit code 3 recorded and said first" || bad "exit code not recorded/said"
 grep -q '"collector":"trainrx probes"' "$W/clean.json" && ok "config block present" || bad "no trainrx config block"
 
 # 2. Oversubscribed threads (more intra-op threads than CPUs allowed).

@@ -157,5 +157,86 @@ TEST(TextReportTest, MixedJobsWarnFirstWithTheirFiles) {
   EXPECT_EQ(std::string_view(doc["ingest"]["issues"].at(0)["severity"]), "error");
 }
 
+// The operator and kernel tables: after the step table in text and Markdown (names cut), in full
+// in JSON with the other row; without steps their shares are of the trace span.
+constexpr const char* kLongKernel =
+    "void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, "
+    "at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 2> >(int, ...)";
+std::string OpsTrace(bool steps) {
+  return std::string(R"J({"traceEvents":[)J") +
+         (steps ? R"J({"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000},)J" : "") +
+         R"J({"ph":"X","cat":"cpu_op","name":"aten::linear","pid":1,"tid":1,"ts":10,"dur":100},
+  {"ph":"X","cat":"cpu_op","name":"aten::addmm","pid":1,"tid":1,"ts":20,"dur":60},
+  {"ph":"X","cat":"cpu_op","name":"aten::relu","pid":1,"tid":1,"ts":200,"dur":10},
+  {"ph":"X","cat":"kernel","name":")J" + std::string(kLongKernel) + R"J(","pid":0,"tid":7,"ts":30,"dur":40,"args":{"stream":7,"correlation":1}},
+  {"ph":"X","cat":"kernel","name":"k2","pid":0,"tid":7,"ts":90,"dur":10,"args":{"stream":7,"correlation":2}}
+]})J";
+}
+
+TEST(TextReportTest, OpAndKernelTablesAfterTheStepTable) {
+  profiler::Trace trace;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(OpsTrace(true), "ops.json", 0, trace).ok);
+  analyzers::Thresholds th;
+  std::string error;
+  ASSERT_TRUE(th.Set("report.top_n", 2, &error)) << error;
+  const analyzers::Report report = analyzers::Analyze(trace, th);
+  for (int md = 0; md < 2; ++md) {
+    std::ostringstream out;
+    if (md) WriteMarkdown(trace, report, th, {}, out);
+    else WriteText(trace, report, th, {}, out);
+    const std::string s = out.str();
+    const size_t steps = s.find("Steps"), ops = s.find("Top operators (by self time)"), kernels = s.find("Top GPU kernels");
+    ASSERT_NE(ops, std::string::npos) << s;
+    ASSERT_NE(kernels, std::string::npos) << s;
+    EXPECT_LT(steps, ops);
+    EXPECT_LT(ops, kernels);
+    EXPECT_NE(s.find("of step time"), std::string::npos) << s;
+    EXPECT_NE(s.find("other (1 ops)"), std::string::npos) << s;
+    EXPECT_EQ(s.find(kLongKernel), std::string::npos) << "kernel name not cut:\n" << s;
+    EXPECT_NE(s.find("at::native::vectorized"), std::string::npos) << s;  // "void " dropped, head kept
+  }
+  // Text: aten::addmm self 60 us = 6.0 % of the 1 ms step; aten::linear self 40 us, total 100 us.
+  std::ostringstream text;
+  WriteText(trace, report, th, {}, text);
+  EXPECT_NE(text.str().find("aten::addmm"), std::string::npos);
+  EXPECT_NE(text.str().find("6.0%"), std::string::npos) << text.str();
+
+  std::ostringstream json;
+  WriteJson(trace, report, th, {}, json);
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  ASSERT_FALSE(p.parse(json.str()).get(doc)) << json.str();
+  const auto op_table = doc["metrics"]["op_table"];
+  EXPECT_EQ(std::string_view(op_table["basis"]), "step time");
+  EXPECT_EQ(std::string_view(op_table["rows"].at(0)["name"]), "aten::addmm");
+  EXPECT_EQ(int64_t(op_table["rows"].at(0)["self_ns"]), 60'000);
+  EXPECT_EQ(int64_t(op_table["rows"].at(1)["total_ns"]), 100'000);
+  EXPECT_EQ(int64_t(op_table["rows"].at(1)["self_ns"]), 40'000);
+  EXPECT_EQ(std::string_view(op_table["other"]["name"]), "other (1 ops)");
+  EXPECT_EQ(int64_t(op_table["other"]["self_ns"]), 10'000);
+  EXPECT_TRUE(op_table["other"]["total_ns"].error());  // totals nest across names: not summed
+  const auto kernel_table = doc["metrics"]["kernel_table"];
+  EXPECT_EQ(std::string_view(kernel_table["rows"].at(0)["name"]), kLongKernel);  // in full
+  EXPECT_NEAR(double(kernel_table["rows"].at(0)["share"]), 0.8, 1e-9);
+  EXPECT_TRUE(kernel_table["other"].is_null());
+}
+
+TEST(TextReportTest, OpTableWithoutStepsSharesOfTheTraceSpan) {
+  profiler::Trace trace;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(OpsTrace(false), "ops.json", 0, trace).ok);
+  analyzers::Thresholds th;
+  const analyzers::Report report = analyzers::Analyze(trace, th);
+  for (int md = 0; md < 2; ++md) {
+    std::ostringstream out;
+    if (md) WriteMarkdown(trace, report, th, {}, out);
+    else WriteText(trace, report, th, {}, out);
+    const std::string s = out.str();
+    EXPECT_NE(s.find("Top operators (by self time)"), std::string::npos) << s;
+    EXPECT_NE(s.find("of trace span"), std::string::npos) << s;
+    for (const char* bad : {"per step", "of the step", "of steps", "step time"})
+      EXPECT_EQ(s.find(bad), std::string::npos) << "'" << bad << "' in:\n" << s;
+  }
+}
+
 }  // namespace
 }  // namespace trainrx::reports

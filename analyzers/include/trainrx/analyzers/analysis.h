@@ -21,6 +21,7 @@
 //   python.cc    python.loop_indexing (element-by-element tensor indexing in a Python loop)
 // The last four families are TorchTidy's patterns (torch/profiler/_pattern_matcher.py) done on
 // the trace model; bench/torchtidy_compare.py compares the two.
+// Not a family: op_table.cc (the per-op and per-kernel tables of Metrics).
 // Shared by all: per_step.cc (StepBasis: per-step means, or trace totals without steps;
 // SetSaving: every saving bounded by the measured time it removes and by the step),
 // runtime_names.h (CUDA and HIP runtime calls: launches, blocking calls, graph captures),
@@ -145,11 +146,45 @@ struct UnfinishedRank {
   int64_t behind_ns = -1;   // how much earlier its events end than the latest rank's; -1 without other ranks
 };
 
+// One row of the operator or kernel table (op_table.cc): every event of one name, all ranks and
+// threads merged. For the folded row, name is "other (K ops)" / "other (K kernels)".
+struct NameRow {
+  std::string name;        // full name (reports truncate it for text)
+  int64_t count = 0;
+  int64_t total_ns = 0;    // inclusive; an op nested in an op of its own name counts once
+  int64_t self_ns = 0;     // ops: total minus direct child ops on the same thread; kernels: = total
+  double mean_ns = 0;      // sum of durations / count
+  double share = 0;        // total_ns / NameTable::basis_ns (0..1)
+  double self_share = 0;   // self_ns / NameTable::basis_ns (0..1)
+};
+
+// The top operators (by self time) or GPU kernels (by total time), PyTorch profiler
+// key_averages() / HTA kernel breakdown style. With steps only events starting inside a step of
+// their rank count (warm-up and evaluation are not step work), ranks without steps are left out,
+// and ops' shares are of the summed step wall time; without steps events of the whole trace
+// count and shares are of the summed trace span of the ranks. Kernels' shares are of the summed
+// kernel time of the table (HTA's kernel breakdown: sums to 100 %).
+struct NameTable {
+  std::vector<NameRow> rows;  // top N (threshold report.top_n), highest first
+  NameRow other;              // the rest summed; other_names 0: none
+  // Whether other's total_ns / mean_ns / share are given: not for ops, whose inclusive times
+  // nest across names (aten::conv2d holds aten::convolution), so their sum would count the same
+  // time many times; the op other row has count, self_ns and self_share only.
+  bool other_has_total = true;
+  int64_t other_names = 0;
+  int64_t names = 0;          // distinct names in all
+  int64_t basis_ns = 0;       // what shares are of
+  std::string basis;          // "step time", "trace span", "kernel time"
+  int64_t steps = 0;          // steps the events were taken from; 0: the whole trace
+};
+
 struct Metrics {
   std::vector<UnfinishedRank> unfinished;  // empty: every rank's recording ended normally
   StepModel steps;
   std::vector<TemporalBreakdown> temporal;
   std::vector<LaunchStats> launch;
+  NameTable op_table;      // empty rows: no CPU ops
+  NameTable kernel_table;  // empty rows: no GPU kernels
 };
 
 struct Report {
@@ -191,6 +226,9 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds = Thre
 
 // Building blocks shared by the families (steps.cc).
 StepModel BuildStepModel(const profiler::Trace& trace);
+// The operator and kernel tables, top_n rows each plus the rest folded (op_table.cc).
+NameTable BuildOpTable(const profiler::Trace& trace, const StepModel& steps, int64_t top_n);
+NameTable BuildKernelTable(const profiler::Trace& trace, const StepModel& steps, int64_t top_n);
 // The ranks whose recording did not finish (run_end.cc).
 std::vector<UnfinishedRank> FindUnfinishedRanks(const profiler::Trace& trace, const StepModel& steps);
 

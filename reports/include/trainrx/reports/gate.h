@@ -75,7 +75,8 @@ struct GateReport {
   std::string baseline_file, spec, mode;  // mode: "interleaved re-runs" / "stored samples"
   std::vector<std::string> warnings;      // fingerprint mismatches, budget notes
   GateRule rule;
-  int trials = 0;
+  int trials = 0;           // current trials (in-process: paired blocks)
+  int baseline_trials = 0;  // the baseline's trials compared against (may differ: stored samples)
   std::vector<MetricDecision> metrics;
   GateVerdict verdict = GateVerdict::kInconclusive;
 };
