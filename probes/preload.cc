@@ -117,10 +117,21 @@ std::atomic<bool> g_main_started{false};
 
 }  // namespace
 
-// main()'s return value, read by the probe's exit handler (dlsym "trainrx_main_status"): Python
-// returns 1 from main after an uncaught exception and N after sys.exit(N), so a trace can say the
-// run failed. -1 while main runs (or when the process ends another way: exit(), a signal).
-extern "C" __attribute__((visibility("default"))) int trainrx_main_status = -1;
+// The process's exit status, read by the probe's exit handler (dlsym "trainrx_main_status"): what
+// main() returned (Python: 1 after an uncaught exception) or what exit() was called with (Python's
+// sys.exit(N) calls exit(N) without returning from main), so a trace can say the run failed. -1
+// while the program runs, and when it ends another way (_exit, a signal).
+extern "C" {
+__attribute__((visibility("default"))) int trainrx_main_status = -1;
+}
+
+extern "C" __attribute__((visibility("default"))) void exit(int status) noexcept {
+  trainrx_main_status = status;
+  using ExitFn = void (*)(int);
+  static const ExitFn real = reinterpret_cast<ExitFn>(dlsym(RTLD_NEXT, "exit"));
+  real(status);
+  __builtin_unreachable();
+}
 
 namespace {
 
