@@ -54,6 +54,9 @@ void SetSaving(Finding& f, const StepBasis& basis, double saving_ns, double boun
 // step high, >= 5 % medium, >= 0.5 % low, below that (or no steps to judge by) info.
 Severity SeverityForSaving(const Finding& f);
 
+// Indices of the tracks of one rank and kind (e.g. the CPU threads of rank 0), in track order.
+std::vector<uint32_t> TracksOf(const profiler::Trace& trace, int32_t rank, profiler::TrackKind kind);
+
 // The detected steps of one rank as time windows. A count divided by StepCount() must only count
 // events inside them: work before the first step (torch.compile tracing, warm-up), between steps
 // or after the last (evaluation, the final print) is not per-step work. Without steps every time

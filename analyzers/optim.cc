@@ -71,9 +71,7 @@ void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
   std::string optimizer;  // "SGD" from "Optimizer.step#SGD.step"
   bool python_frames = false;
   const StepWindows in_steps(ctx.steps, rank);
-  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-    const auto& t = trace.tracks[ti];
-    if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+  for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
     const auto events = trace.TrackEvents(ti);
     for (size_t i = 0; i < events.size(); ++i) {
       const Event& r = events[i];

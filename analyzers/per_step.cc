@@ -7,6 +7,13 @@
 
 namespace trainrx::analyzers {
 
+std::vector<uint32_t> TracksOf(const profiler::Trace& trace, int32_t rank, profiler::TrackKind kind) {
+  std::vector<uint32_t> out;
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti)
+    if (trace.tracks[ti].rank == rank && trace.tracks[ti].kind == kind) out.push_back(ti);
+  return out;
+}
+
 StepWindows::StepWindows(const StepModel& steps, int32_t rank) {
   for (const auto& s : steps.steps)
     if (s.rank == rank) windows_.push_back({s.start_ns, s.start_ns + s.wall_ns});

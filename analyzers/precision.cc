@@ -104,9 +104,7 @@ std::string Shorten(std::string_view s, size_t n = 90) {
 // CPU op name by Kineto External id, for a rank.
 std::unordered_map<int64_t, profiler::StrId> OpsByExternalId(const Trace& trace, int32_t rank) {
   std::unordered_map<int64_t, profiler::StrId> m;
-  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-    const auto& t = trace.tracks[ti];
-    if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+  for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
     for (const Event& e : trace.TrackEvents(ti))
       if (e.kind == EventKind::kCpuOp && e.external_id != profiler::kNoId) m.emplace(e.external_id, e.name);
   }
@@ -129,9 +127,8 @@ void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
   std::map<std::string, std::pair<int64_t, int64_t>> examples;  // kernel (op) -> (count, ns)
   std::vector<const Event*> fp32_kernels;
   const StepWindows in_steps(ctx.steps, rank);
-  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+  for (uint32_t ti : TracksOf(trace, rank, TrackKind::kGpuStream)) {
     const auto& t = trace.tracks[ti];
-    if (t.rank != rank || t.kind != TrackKind::kGpuStream) continue;
     auto it = major.find(t.device);
     for (const Event& e : trace.TrackEvents(ti)) {
       if (e.kind != EventKind::kKernel || !in_steps.Contains(e.ts_ns)) continue;
@@ -248,9 +245,7 @@ void MatmulAlignment(const AnalysisContext& ctx, int32_t rank, Report& out) {
   // Kernel time per External id (the CPU op that launched the kernels).
   std::unordered_map<int64_t, int64_t> kernel_ns_by_ext;
   bool rank_has_gpu = false;
-  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-    const auto& t = trace.tracks[ti];
-    if (t.rank != rank || t.kind != TrackKind::kGpuStream) continue;
+  for (uint32_t ti : TracksOf(trace, rank, TrackKind::kGpuStream)) {
     for (const Event& e : trace.TrackEvents(ti)) {
       if (e.kind != EventKind::kKernel) continue;
       rank_has_gpu = true;
@@ -261,9 +256,7 @@ void MatmulAlignment(const AnalysisContext& ctx, int32_t rank, Report& out) {
   std::map<std::string, int64_t> shapes;  // "aten::mm M=16 K=10 N=32 c10::BFloat16 (...)" -> count
   std::vector<int64_t> shaped_ts;         // GEMM ops with recorded shapes, any dtype
   const StepWindows in_steps(ctx.steps, rank);
-  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-    const auto& t = trace.tracks[ti];
-    if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+  for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
     const auto events = trace.TrackEvents(ti);
     for (size_t i = 0; i < events.size(); ++i) {
       const Event& e = events[i];

@@ -48,9 +48,7 @@ void AnalyzePython(const AnalysisContext& ctx, Report& out) {
       if (st.rank == rank) step_starts.push_back(st.start_ns);
     std::sort(step_starts.begin(), step_starts.end());
     const auto step_of = [&](int64_t ts) { return std::upper_bound(step_starts.begin(), step_starts.end(), ts) - step_starts.begin(); };
-    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-      const auto& t = trace.tracks[ti];
-      if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
       const auto events = trace.TrackEvents(ti);
       // Loader ranges on this thread (sorted: they do not overlap one another).
       std::vector<Interval> loader;

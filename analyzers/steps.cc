@@ -15,6 +15,7 @@
 // (fwd_bwd_overlap_ns), so the report can say the forward share leaves it out.
 #include <algorithm>
 
+#include "families.h"
 #include "intervals.h"
 #include "trainrx/analyzers/analysis.h"
 
@@ -110,9 +111,7 @@ StepModel BuildStepModel(const Trace& trace) {
     std::string source;
     // 1) ProfilerStep#N  2) trainrx::step#N
     for (const char* prefix : {"ProfilerStep#", "trainrx::step#"}) {
-      for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-        const auto& t = trace.tracks[ti];
-        if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+      for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
         for (const Event& e : trace.TrackEvents(ti)) {
           if (IsCpuRange(e.kind) && StartsWith(trace.Name(e), prefix)) {
             found.push_back({e.ts_ns, e.end_ns(), ti, std::string(trace.Name(e))});
@@ -134,9 +133,7 @@ StepModel BuildStepModel(const Trace& trace) {
     // 3) inferred from Optimizer.step#...
     if (found.empty()) {
       std::vector<StepRange> opt;
-      for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-        const auto& t = trace.tracks[ti];
-        if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+      for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
         for (const Event& e : trace.TrackEvents(ti)) {
           if (IsCpuRange(e.kind) && StartsWith(trace.Name(e), "Optimizer.step#")) opt.push_back({e.ts_ns, e.end_ns(), ti, ""});
         }

@@ -51,9 +51,7 @@ bool IsSameRead(int64_t ts, int64_t end, bool is_item, int64_t read_start, int64
 struct ExtIndex {
   std::vector<std::pair<int64_t, profiler::StrId>> v;  // external id -> CPU op name
   void Build(const Trace& trace, int32_t rank) {
-    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-      const auto& t = trace.tracks[ti];
-      if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
       for (const Event& e : trace.TrackEvents(ti))
         if (e.kind == EventKind::kCpuOp && e.external_id != profiler::kNoId) v.push_back({e.external_id, e.name});
     }
@@ -79,9 +77,7 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
     ext.Build(trace, rank);
     // Memcpy per correlation id, for the size of synchronous copy calls.
     std::vector<std::pair<int64_t, const Event*>> copies;
-    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-      const auto& t = trace.tracks[ti];
-      if (t.rank != rank || t.kind != TrackKind::kGpuStream) continue;
+    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kGpuStream)) {
       for (const Event& e : trace.TrackEvents(ti)) {
         if (e.kind != EventKind::kMemcpy || e.aux == profiler::kNoAux) continue;
         if (trace.memcpys[e.aux].copy == profiler::CopyKind::kDtoH) {
@@ -96,9 +92,7 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
     for (const auto& t : trace.tracks) have_gpu = have_gpu || (t.rank == rank && t.kind == TrackKind::kGpuStream);
 
     const StepWindows in_steps(ctx.steps, rank);
-    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-      const auto& t = trace.tracks[ti];
-      if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
       // Inside autograd's backward functions an item() is anomaly mode's NaN check, not the
       // user's: debug.anomaly_detection reports those.
       int64_t backward_end = INT64_MIN, optimizer_end = INT64_MIN;

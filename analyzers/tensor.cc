@@ -74,18 +74,14 @@ void AnalyzeTensor(const AnalysisContext& ctx, Report& out) {
   for (int32_t rank : trace.RankIds()) {
     // GPU memcpy by correlation id: bytes and device time of a copy's transfer.
     std::unordered_map<int64_t, const Event*> memcpy_by_corr;
-    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-      const auto& t = trace.tracks[ti];
-      if (t.rank != rank || t.kind != TrackKind::kGpuStream) continue;
+    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kGpuStream)) {
       for (const Event& e : trace.TrackEvents(ti))
         if (e.kind == EventKind::kMemcpy && e.correlation != profiler::kNoId) memcpy_by_corr.emplace(e.correlation, &e);
     }
     int64_t copies = 0, copy_ns = 0, to_device = 0, device_bytes = 0, device_copy_ns = 0, shape_checked = 0;
     std::map<std::string, int64_t> examples;
     const StepWindows in_steps(ctx.steps, rank);
-    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-      const auto& t = trace.tracks[ti];
-      if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
       const auto events = trace.TrackEvents(ti);
       const std::vector<size_t> outer = OutermostOps(events, 0, events.size());
       for (size_t k = 1; k < outer.size(); ++k) {
