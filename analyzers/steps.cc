@@ -18,6 +18,7 @@
 #include "families.h"
 #include "intervals.h"
 #include "trainrx/analyzers/analysis.h"
+#include "trainrx/profiler/profiler_steps.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -130,17 +131,12 @@ StepModel BuildStepModel(const Trace& trace) {
         break;
       }
     }
-    // 3) inferred from Optimizer.step#...
+    // 3) inferred from Optimizer.step#... (profiler::StepsFromOptimizer: the rule our collector
+    //    also writes its ProfilerStep#N with)
     if (found.empty()) {
-      std::vector<StepRange> opt;
-      for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
-        for (const Event& e : trace.TrackEvents(ti)) {
-          if (IsCpuRange(e.kind) && StartsWith(trace.Name(e), "Optimizer.step#")) opt.push_back({e.ts_ns, e.end_ns(), ti, ""});
-        }
-      }
-      std::sort(opt.begin(), opt.end(), [](const StepRange& a, const StepRange& b) { return a.s < b.s; });
-      for (size_t i = 1; i < opt.size(); ++i) {
-        found.push_back({opt[i - 1].e, opt[i].e, opt[i].track, "step " + std::to_string(i)});
+      const auto inferred = profiler::StepsFromOptimizer(trace, rank);
+      for (size_t i = 0; i < inferred.size(); ++i) {
+        found.push_back({inferred[i].start_ns, inferred[i].end_ns, inferred[i].track, "step " + std::to_string(i + 1)});
       }
       if (!found.empty()) source = "inferred from Optimizer.step";
     }

@@ -61,6 +61,14 @@ std::vector<std::string> ChildTraces(const fs::path& output, fs::file_time_type 
 
 }  // namespace
 
+std::vector<std::string> LaunchTraces(const fs::path& output, fs::file_time_type since) {
+  std::vector<std::string> traces;
+  std::error_code ec;
+  if (fs::exists(output, ec) && fs::last_write_time(output, ec) >= since) traces.push_back(output.string());
+  for (auto& t : ChildTraces(output, since)) traces.push_back(std::move(t));
+  return traces;
+}
+
 int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
   if (options.command.empty()) {
     std::cerr << "trainrx: error: record needs a command after --, e.g. trainrx record -o run.json -- python3 train.py\n";
@@ -137,9 +145,7 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
   signal(SIGTERM, SIG_DFL);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 
-  std::vector<std::string> traces;
-  if (fs::exists(output)) traces.push_back(output.string());
-  for (auto& t : ChildTraces(output, started)) traces.push_back(std::move(t));
+  const std::vector<std::string> traces = LaunchTraces(output, started);
   if (traces.empty()) {
     std::cerr << fmt::format(
         "trainrx: no trace was written: {} never loaded libtorch{} (exit code {})\n", options.command[0],

@@ -16,6 +16,7 @@
 #include <iostream>
 
 #include "exe_dir.h"
+#include "record.h"
 #include "knobs.h"
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/reports/stats.h"
@@ -207,11 +208,6 @@ bool Runner::Analyze(const WorkloadSpec& s, analyzers::Report* report, double* s
   // cmd.rank<R>.json): a shell or launcher in between writes none.
 bool Runner::Command(const std::string& cmd, double* value, std::string* unit, std::string* error) {
     const std::string trace = (dir_ / "cmd.json").string(), log = (dir_ / "cmd.log").string();
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind("cmd.", 0) == 0 && name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0) fs::remove(entry.path(), ec);
-    }
     std::vector<std::string> args = {ExeDir() + "/trainrx", "record", "-o", trace, "--"};
     const std::vector<std::string> words = SplitCommand(cmd);
     if (words.empty()) {
@@ -219,6 +215,7 @@ bool Runner::Command(const std::string& cmd, double* value, std::string* unit, s
     } else {
       args.insert(args.end(), words.begin(), words.end());
     }
+    const auto started = fs::file_time_type::clock::now();
     const auto t0 = Clock::now();
     const int rc = Spawn(args, log);
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -226,12 +223,8 @@ bool Runner::Command(const std::string& cmd, double* value, std::string* unit, s
       *error = fmt::format("`{}` exited with {}: {}", cmd, rc, Tail(log));
       return false;
     }
-    std::vector<std::string> traces;
-    for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind("cmd.", 0) == 0 && name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0) traces.push_back(entry.path().string());
-    }
-    std::sort(traces.begin(), traces.end());
+    // This trial's traces only (earlier trials' cmd.pid<P>.json stay in the folder).
+    const std::vector<std::string> traces = LaunchTraces(trace, started);
     profiler::Trace t;
     if (!traces.empty() && profiler::ReadTraces(traces, t).ok) {
       const auto steps = analyzers::BuildStepModel(t);

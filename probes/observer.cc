@@ -341,7 +341,12 @@ void EndRec(Rec* r) noexcept {
   if (r) std::atomic_ref<int64_t>(r->end_ns).store(NowNs(), std::memory_order_relaxed);
 }
 
-}  // namespace
+// Removes the observer's callback if registered; the caller holds st.mu.
+void UnregisterLocked(ObserverState& st) {
+  if (!st.registered) return;
+  at::removeCallback(st.handle);
+  st.registered = false;
+}
 
 // In a forked child: drop the global callback, so RecordFunction goes back to its no-observer fast
 // path (a forked DataLoader worker would otherwise pay ~0.2-0.5 us per op for nothing). Only the
@@ -351,14 +356,13 @@ void OnForkChild() {
   ObserverState& st = State();
   if (!st.mu.try_lock()) return;
   try {
-    if (st.registered) {
-      at::removeCallback(st.handle);
-      st.registered = false;
-    }
+    UnregisterLocked(st);
   } catch (...) {
   }
   st.mu.unlock();
 }
+
+}  // namespace
 
 bool Start(const StartOptions& options) {
   ObserverState& st = State();
@@ -391,10 +395,7 @@ std::string Stop() {
   std::string path = ProcessSession::Get().active() ? ProcessSession::Get().Finish("stop") : "";
   try {
     std::lock_guard<std::mutex> lock(st.mu);
-    if (st.registered) {
-      at::removeCallback(st.handle);
-      st.registered = false;
-    }
+    UnregisterLocked(st);
   } catch (...) {
   }
   return path;
@@ -409,9 +410,8 @@ void SetEnabled(bool enabled) {
     if (enabled && !st.registered) {
       st.handle = Register(st.capturing_inputs.load());
       st.registered = true;
-    } else if (!enabled && st.registered) {
-      at::removeCallback(st.handle);
-      st.registered = false;
+    } else if (!enabled) {
+      UnregisterLocked(st);
     }
     c->SetRecording(enabled);
   } catch (...) {

@@ -11,8 +11,23 @@ bool IsRange(EventKind k) { return k == EventKind::kUserAnnotation || k == Event
 
 }  // namespace
 
+std::vector<StepSpan> StepsFromOptimizer(const Trace& trace, int32_t rank) {
+  std::vector<const Event*> opt;
+  for (const Event& e : trace.events) {
+    if (e.track >= trace.tracks.size()) continue;
+    const Track& t = trace.tracks[e.track];
+    if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+    if (e.kind != EventKind::kCpuOp && e.kind != EventKind::kUserAnnotation && e.kind != EventKind::kPythonFunction) continue;
+    if (trace.Name(e).rfind("Optimizer.step#", 0) == 0) opt.push_back(&e);
+  }
+  std::sort(opt.begin(), opt.end(), [](const Event* a, const Event* b) { return a->ts_ns < b->ts_ns; });
+  std::vector<StepSpan> out;
+  for (size_t i = 1; i < opt.size(); ++i) out.push_back({opt[i - 1]->end_ns(), opt[i]->end_ns(), opt[i]->track});
+  return out;
+}
+
 std::string AddProfilerSteps(Trace& trace, int32_t rank) {
-  std::vector<const Event*> markers, optimizer;
+  std::vector<const Event*> markers;
   std::vector<bool> on_rank(trace.tracks.size());
   for (size_t t = 0; t < trace.tracks.size(); ++t) on_rank[t] = trace.tracks[t].rank == rank;
   for (const Event& e : trace.events) {
@@ -20,9 +35,7 @@ std::string AddProfilerSteps(Trace& trace, int32_t rank) {
     const std::string_view name = trace.Name(e);
     if (name.rfind("ProfilerStep#", 0) == 0) return "";  // torch.profiler's own: keep them
     if (name.rfind("trainrx::step#", 0) == 0) markers.push_back(&e);
-    if (name.rfind("Optimizer.step#", 0) == 0) optimizer.push_back(&e);
   }
-  auto by_start = [](const Event* a, const Event* b) { return a->ts_ns < b->ts_ns; };
   std::vector<Event> added;
   std::string how;
   if (!markers.empty()) {
@@ -34,15 +47,14 @@ std::string AddProfilerSteps(Trace& trace, int32_t rank) {
       added.push_back(s);
     }
     how = "trainrx step markers";
-  } else if (optimizer.size() >= 2) {
-    std::sort(optimizer.begin(), optimizer.end(), by_start);
-    for (size_t i = 1; i < optimizer.size(); ++i) {
+  } else if (const auto inferred = StepsFromOptimizer(trace, rank); !inferred.empty()) {
+    for (size_t i = 0; i < inferred.size(); ++i) {
       Event s;
-      s.ts_ns = optimizer[i - 1]->end_ns();
-      s.dur_ns = optimizer[i]->end_ns() - s.ts_ns;
-      s.track = optimizer[i]->track;
+      s.ts_ns = inferred[i].start_ns;
+      s.dur_ns = inferred[i].end_ns - inferred[i].start_ns;
+      s.track = inferred[i].track;
       s.kind = EventKind::kUserAnnotation;
-      s.name = trace.strings.Intern("ProfilerStep#" + std::to_string(i));
+      s.name = trace.strings.Intern("ProfilerStep#" + std::to_string(i + 1));
       added.push_back(s);
     }
     how = "inferred from Optimizer.step";

@@ -3,15 +3,26 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::profiler {
 
+struct StepSpan {
+  int64_t start_ns = 0, end_ns = 0;
+  uint32_t track = 0;  // the thread of the optimizer step that ends it
+};
+
+// Steps inferred from repeated Optimizer.step#... ranges (CPU ops, annotations or Python frames
+// on the CPU threads of `rank`): step k runs from the end of optimizer step k-1 to the end of
+// optimizer step k. Empty with fewer than two optimizer steps. The one inference rule, used by the
+// analyzer (analyzers/steps.cc) and by AddProfilerSteps; works before and after Finalize().
+std::vector<StepSpan> StepsFromOptimizer(const Trace& trace, int32_t rank);
+
 // Adds a "ProfilerStep#N" user annotation for each step of `rank` when the trace has no
 // ProfilerStep# range: one per "trainrx::step#N" marker (same span, same thread), else one per
-// repeated Optimizer.step#... range (step k from the end of optimizer step k-1 to the end of
-// optimizer step k, on the optimizer's thread: the analyzer's inference rule, analyzers/steps.cc).
+// step StepsFromOptimizer() infers.
 // Call before Trace::Finalize(). Returns how the steps were found ("trainrx step markers",
 // "inferred from Optimizer.step") or "" when none were added.
 std::string AddProfilerSteps(Trace& trace, int32_t rank);
