@@ -48,7 +48,11 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
 
   // input.dataloader_bound
   const double bound_threshold = ctx.thresholds.Get("input.dataloader_bound.share_pct");
-  if (!steps.steps.empty() && data_pct > bound_threshold) {
+  // A loader bottleneck waits in many steps: the share must also pass without the worst step
+  // (one stall, e.g. the OS running another process during one batch, is not one).
+  const bool loader_bound = !steps.steps.empty() && data_pct > bound_threshold &&
+                            100.0 * steps.data_share_without_worst > bound_threshold;
+  if (loader_bound) {
     Finding f;
     f.id = "input.dataloader_bound";
     f.severity = data_pct > 20 ? Severity::kHigh : Severity::kMedium;
@@ -62,6 +66,7 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
                   {basis.NsKey("data_wait"), static_cast<int64_t>(basis.Per(total_wait))},
                   {basis.NsKey("data_wait_gpu_idle"), static_cast<int64_t>(basis.Per(total_data))},
                   {"median_step_ns", steps.median_wall_ns},
+                  {"data_wait_pct_without_worst_step", 100.0 * steps.data_share_without_worst},
                   {"steps_source", steps.source}};
     // Upper bound: loading that overlaps compute can hide all of the wait.
     SetSaving(f, basis, basis.Per(total_data), basis.Per(total_data), data_bound);
@@ -89,7 +94,7 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
   const double cpus = cfg_cpus ? *cfg_cpus : 0.0;
   // num_workers=0 only matters when loading costs time: with cheap data, worker processes cost
   // more (IPC, startup) than they save. Without steps we cannot tell, so we say so at low severity.
-  const bool loading_costs = steps.steps.empty() || data_pct > bound_threshold;
+  const bool loading_costs = steps.steps.empty() || loader_bound;
   const bool zero_workers = (single_process > 0 || (cfg_workers && *cfg_workers == 0)) && loading_costs;
   const double max_per_cpu = ctx.thresholds.Get("input.workers.max_per_cpu");
   const bool too_many = cfg_workers && cpus > 0 && *cfg_workers > cpus * max_per_cpu;

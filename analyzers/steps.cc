@@ -14,6 +14,8 @@
 // Forward and backward open at once (on two threads: DualPipe-style schedules) is measured too
 // (fwd_bwd_overlap_ns), so the report can say the forward share leaves it out.
 #include <algorithm>
+#include <limits>
+#include <queue>
 
 #include "families.h"
 #include "intervals.h"
@@ -97,6 +99,59 @@ void Attribute(std::vector<Labeled>& ranges, int64_t lo, int64_t hi, int64_t out
   }
 }
 
+// What one CPU thread is doing at each instant: the phase of the open range that started last. A
+// range without a phase of its own takes the one current where it starts (an aten op inside
+// autograd::engine::evaluate_function is backward work, though the same thread ran the forward);
+// at the top of the step's own thread it is forward, on other threads nothing. Step ranges are
+// transparent. "Started last", not a nesting stack: Kineto's Python-function events do not nest
+// properly with the ranges they open (record_function's annotation starts inside __enter__ and
+// outlives it). Appends the thread's timeline as disjoint segments, so forward and backward can
+// be open at once only on different threads.
+void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, std::vector<Labeled>& out) {
+  std::vector<int> phase_of;       // per opened range
+  std::vector<char> open;          // per opened range: not ended yet
+  std::vector<uint32_t> by_start;  // opened ranges in start order (ended ones dropped lazily)
+  std::priority_queue<std::pair<int64_t, uint32_t>, std::vector<std::pair<int64_t, uint32_t>>, std::greater<>> ends;
+  int64_t cursor = std::numeric_limits<int64_t>::min();
+  const auto current = [&] {
+    while (!by_start.empty() && !open[by_start.back()]) by_start.pop_back();
+    return by_start.empty() ? -1 : phase_of[by_start.back()];
+  };
+  const auto emit = [&](int64_t s, int64_t e, int phase) {
+    if (e <= s || phase < 0) return;
+    if (!out.empty() && out.back().phase == phase && out.back().e == s) out.back().e = e;  // one segment
+    else out.push_back({s, e, phase});
+  };
+  const auto advance = [&](int64_t t) {  // the timeline up to t
+    while (!ends.empty() && ends.top().first <= t) {
+      const auto [e, id] = ends.top();
+      ends.pop();
+      emit(cursor, e, current());
+      cursor = std::max(cursor, e);
+      open[id] = 0;
+    }
+    emit(cursor, t, current());
+    cursor = std::max(cursor, t);
+  };
+  for (const Event& e : trace.TrackEvents(track)) {
+    if (!IsCpuRange(e.kind) || e.dur_ns <= 0) continue;
+    const std::string_view name = trace.Name(e);
+    if (StartsWith(name, "ProfilerStep#") || StartsWith(name, "trainrx::step#")) continue;
+    advance(e.ts_ns);
+    int phase = PhaseOf(name);
+    if (phase < 0) {
+      const int parent = current();
+      phase = parent >= 0 ? parent : main_thread ? static_cast<int>(kForward) : -1;
+    }
+    const auto id = static_cast<uint32_t>(phase_of.size());
+    phase_of.push_back(phase);
+    open.push_back(1);
+    by_start.push_back(id);
+    ends.push({e.end_ns(), id});
+  }
+  advance(std::numeric_limits<int64_t>::max());
+}
+
 }  // namespace
 
 StepModel BuildStepModel(const Trace& trace) {
@@ -160,16 +215,7 @@ StepModel BuildStepModel(const Trace& trace) {
         continue;
       }
       const bool main_thread = std::any_of(found.begin(), found.end(), [&](const StepRange& s) { return s.track == ti; });
-      for (const Event& e : trace.TrackEvents(ti)) {
-        if (!IsCpuRange(e.kind) || e.dur_ns <= 0) continue;
-        const std::string_view name = trace.Name(e);
-        int phase = PhaseOf(name);
-        if (phase < 0) {
-          if (!main_thread || StartsWith(name, "ProfilerStep#") || StartsWith(name, "trainrx::step#")) continue;
-          phase = kForward;
-        }
-        ranges.push_back({e.ts_ns, e.end_ns(), phase});
-      }
+      InnermostPhases(trace, ti, main_thread, ranges);
     }
     MergeIntervals(gpu_all);
     MergeIntervals(gpu_kernel);
@@ -247,6 +293,17 @@ StepModel BuildStepModel(const Trace& trace) {
     model.gpu_kernel_share = kern / total;
     model.gpu_memcpy_share = mem / total;
     model.gpu_idle_share = idle / total;
+  }
+  // The loader-bottleneck share without its worst step (see StepModel).
+  const auto data_of = [&](const StepRow& s) { return model.has_gpu ? s.data_exposed_ns : s.data_wait_ns; };
+  model.data_share_without_worst = model.has_gpu ? model.data_exposed_share : model.data_wait_share;
+  if (model.steps.size() >= 3) {
+    const auto worst = std::max_element(model.steps.begin(), model.steps.end(),
+                                        [&](const StepRow& a, const StepRow& b) { return data_of(a) < data_of(b); });
+    const double rest_total = total - static_cast<double>(worst->wall_ns);
+    const double rest_data = (model.has_gpu ? exposed : data) - static_cast<double>(data_of(*worst));
+    model.data_worst_step = static_cast<int32_t>(worst - model.steps.begin());
+    model.data_share_without_worst = rest_total > 0 ? rest_data / rest_total : 0.0;
   }
   return model;
 }

@@ -191,6 +191,19 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
                             "the shares count that time as backward only, so forward is understated",
                             Pct(steps.fwd_bwd_overlap_share)));
     }
+    // One step holding most of the data wait: say it, and what the other steps wait.
+    const double data_share = steps.has_gpu ? steps.data_exposed_share : steps.data_wait_share;
+    if (steps.data_worst_step >= 0 && data_share - steps.data_share_without_worst >= 0.01 &&
+        data_share >= 1.5 * steps.data_share_without_worst) {
+      const auto& worst = steps.steps[static_cast<size_t>(steps.data_worst_step)];
+      const bool ranks = std::any_of(steps.steps.begin(), steps.steps.end(),
+                                     [&](const auto& s) { return s.rank != steps.steps.front().rank; });
+      sink.Line(fmt::format("caveat: one step ({}{}) waited {} for data; without it data wait{} is {} of the step "
+                            "(a one-off stall is not a loader bottleneck: input.dataloader_bound reads this share)",
+                            worst.name, ranks ? fmt::format(", rank {}", worst.rank) : "",
+                            Ms(steps.has_gpu ? worst.data_exposed_ns : worst.data_wait_ns),
+                            steps.has_gpu ? " with the GPU idle" : "", Pct(steps.data_share_without_worst)));
+    }
   }
 
   const auto& ops = report.metrics.op_table;

@@ -102,6 +102,74 @@ TEST(StepsTest, PhaseBreakdownFromProfilerSteps) {
                                     s.steps[0].optimizer_ns + s.steps[0].other_ns);
 }
 
+// Torch 2.x on a CPU runs backward on the thread that ran forward: the aten ops inside
+// evaluate_function are backward work, not forward "running at once" with it. Forward and
+// backward overlap only on different threads (a pipeline schedule).
+TEST(StepsTest, OpsNestedInBackwardOnOneThreadAreBackward) {
+  const Report same = AnalyzeJson(R"J({"traceEvents":[
+    {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":10000},
+    {"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":100,"dur":2900},
+    {"ph":"X","cat":"cpu_op","name":"autograd::engine::evaluate_function: ConvolutionBackward0","pid":1,"tid":1,"ts":3000,"dur":4000},
+    {"ph":"X","cat":"cpu_op","name":"aten::convolution_backward","pid":1,"tid":1,"ts":3100,"dur":3800},
+    {"ph":"X","cat":"cpu_op","name":"aten::empty","pid":1,"tid":1,"ts":3200,"dur":100}
+  ]})J");
+  ASSERT_EQ(same.metrics.steps.steps.size(), 1u);
+  EXPECT_EQ(same.metrics.steps.steps[0].fwd_bwd_overlap_ns, 0);
+  EXPECT_EQ(same.metrics.steps.steps[0].forward_ns, 2'900'000);
+  EXPECT_EQ(same.metrics.steps.steps[0].backward_ns, 4'000'000);
+
+  const Report two = AnalyzeJson(R"J({"traceEvents":[
+    {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":10000},
+    {"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":100,"dur":5900},
+    {"ph":"X","cat":"cpu_op","name":"autograd::engine::evaluate_function: ConvolutionBackward0","pid":1,"tid":2,"ts":3000,"dur":4000},
+    {"ph":"X","cat":"cpu_op","name":"aten::convolution_backward","pid":1,"tid":2,"ts":3100,"dur":3800}
+  ]})J");
+  EXPECT_EQ(two.metrics.steps.steps[0].fwd_bwd_overlap_ns, 3'000'000);  // 3000..6000 on two threads
+
+  // torch.profiler with_stack: record_function's annotation starts inside the Python __enter__
+  // and outlives it; ranges do not nest. The annotation still owns its whole span.
+  const Report py = AnalyzeJson(R"J({"traceEvents":[
+    {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":10000},
+    {"ph":"X","cat":"python_function","name":"dataloader.py(720): __next__","pid":1,"tid":1,"ts":10,"dur":5000},
+    {"ph":"X","cat":"python_function","name":"profiler.py(918): __enter__","pid":1,"tid":1,"ts":20,"dur":10},
+    {"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":25,"dur":4975},
+    {"ph":"X","cat":"python_function","name":"dataset.py(66): __getitem__","pid":1,"tid":1,"ts":100,"dur":4000},
+    {"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":6000,"dur":1000}
+  ]})J");
+  EXPECT_EQ(py.metrics.steps.steps[0].data_wait_ns, 4'975'000);
+  EXPECT_EQ(py.metrics.steps.steps[0].forward_ns, 15'000 + 10'000 + 1'000'000);  // __next__ around the annotation, conv2d
+}
+
+// One stall (the OS running another process during one batch) is not a loader that cannot keep
+// up; the same wait spread over the steps is.
+TEST(InputTest, OneStalledStepIsNotALoaderBottleneck) {
+  std::string ev;
+  const auto add_step = [&](int i, int data_us) {
+    const int s = i * 10000;
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":10000}},)J", i, s);
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":{},"dur":{}}},)J",
+                      s, data_us);
+  };
+  for (int i = 0; i < 10; ++i) add_step(i, i == 3 ? 8000 : 200);  // 2 % typical, one 8 ms stall: 9.8 % overall
+  std::string stalled = ev;
+  stalled.pop_back();
+  const Report one = AnalyzeJson("{\"traceEvents\":[" + stalled + "]}");
+  EXPECT_NEAR(one.metrics.steps.data_wait_share, 0.098, 1e-9);
+  EXPECT_NEAR(one.metrics.steps.data_share_without_worst, 0.02, 1e-9);
+  EXPECT_EQ(one.metrics.steps.data_worst_step, 3);
+  EXPECT_EQ(Find(one, "input.dataloader_bound"), nullptr);
+  EXPECT_EQ(Find(one, "input.workers"), nullptr);
+
+  ev.clear();  // every third step waits 3 ms (workers delivering in bursts): a real bottleneck
+  for (int i = 0; i < 10; ++i) add_step(i, i % 3 == 0 ? 3000 : 200);
+  ev.pop_back();
+  const Report bursts = AnalyzeJson("{\"traceEvents\":[" + ev + "]}");
+  const Finding* f = Find(bursts, "input.dataloader_bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->measured, 13.2, 1e-9);  // (4 x 3000 + 6 x 200) / 100000
+  ASSERT_NE(Find(bursts, "input.workers"), nullptr);
+}
+
 TEST(StepsTest, InferredFromOptimizerStepWhenNoProfilerStep) {
   std::string ev;
   for (int i = 0; i < 4; ++i)
