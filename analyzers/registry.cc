@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "families.h"
 #include "trainrx/analyzers/analysis.h"
@@ -56,7 +57,14 @@ Thresholds::Thresholds() {
 
 double Thresholds::Get(const std::string& key) const {
   auto it = values_.find(key);
-  return it == values_.end() ? 0.0 : it->second.first;
+  // An exception rather than abort(): tests can assert on it, and uncaught it still ends the
+  // program with its message (libstdc++'s terminate handler prints what()).
+  if (it == values_.end()) {
+    throw std::logic_error("Thresholds::Get: unknown threshold '" + key +
+                           "' (a typo in an analyzer, or a key not registered in Thresholds::Thresholds(), "
+                           "analyzers/registry.cc)");
+  }
+  return it->second.first;
 }
 
 bool Thresholds::Set(const std::string& key, double value, std::string* error) {

@@ -14,6 +14,7 @@
 #include "record.h"
 #include "run.h"
 #include "sample_trace.h"
+#include "terminal.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/profiler/kineto_writer.h"
@@ -21,13 +22,9 @@
 
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitInputError = 2;
-
-int Fail(const std::string& msg) {
-  std::cerr << "trainrx: error: " << msg << "\n";
-  return kExitInputError;
-}
+using trainrx::cli::Fail;
+using trainrx::cli::kExitInputError;
+using trainrx::cli::kExitOk;
 
 // `analyze --strict`: traces of different jobs, or inconsistent ranks, in one input are an error.
 bool g_strict_read = false;
@@ -97,10 +94,10 @@ int RunConvert(const std::vector<std::string>& paths, const std::string& output)
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{"trainrx: profiler and performance doctor for PyTorch / LibTorch training loops"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "trainrx 0.1.0");
+  app.set_version_flag("--version", "trainrx " TRAINRX_VERSION);
 
   std::vector<std::string> paths, thresholds;
   std::string format = "text", output;
@@ -149,8 +146,8 @@ int main(int argc, char** argv) {
   std::string fix_workload, fix_preset;
   std::vector<std::string> fix_sets;
   auto add_common = [&](CLI::App* c) {
-    c->add_option("--trials", exp.trials, "trials per configuration (default 5; at least 4)");
-    c->add_option("--seed", exp.seed, "seed of the randomized interleaving");
+    c->add_option("--trials", exp.plan.trials, "trials per configuration (default 5; at least 4)");
+    c->add_option("--seed", exp.plan.seed, "seed of the randomized interleaving");
     c->add_option("--format", exp.format, "text | json")->check(CLI::IsMember({"text", "json"}));
     c->add_option("--report", exp.output, "write the report here instead of stdout");
   };
@@ -158,7 +155,7 @@ int main(int argc, char** argv) {
   fix->add_option("workload", fix_workload, "cnn | lm")->required();
   fix->add_option("--set", fix_sets, "knob=value (repeatable)");
   fix->add_option("--preset", fix_preset, "a named configuration (see `trainrx workloads`)");
-  fix->add_option("--budget", exp.budget_s, "seconds: fewer trials (never below 4) when the plan would take longer");
+  fix->add_option("--budget", exp.plan.budget_s, "seconds: fewer trials (never below 4) when the plan would take longer");
   add_common(fix);
   std::vector<std::string> grids;
   auto* sweep = app.add_subcommand("sweep", "Run every combination of knob values; median step time and throughput with CIs");
@@ -176,13 +173,13 @@ int main(int argc, char** argv) {
   add_common(ab);
 
   trainrx::cli::GateOptions gate;
-  gate.torch_version = TRAINRX_PROBE_TORCH_VERSION;
+  gate.run.torch_version = TRAINRX_PROBE_TORCH_VERSION;
   double tolerance_pct = 3, undetected_pct = 10;
   auto* gate_cmd = app.add_subcommand("gate", "CI performance regression gate (exit 0 pass, 1 regression, 2 error, 3 inconclusive)");
   gate_cmd->require_subcommand(1);
   auto spec_opts = [&](CLI::App* c) {
-    c->add_flag("--cmd", gate.command, "the SPEC is a shell command (run under `trainrx record`)");
-    c->add_option("--trials", gate.trials, "trials per side (default 6; at least 4)");
+    c->add_flag("--cmd", gate.run.command, "the SPEC is a shell command (run under `trainrx record`)");
+    c->add_option("--trials", gate.run.trials, "trials per side (default 6; at least 4)");
     c->add_option("spec", gate.spec, "after --: a workload with knobs (cnn workers=2) or, with --cmd, a command");
   };
   auto* rb = gate_cmd->add_subcommand("record-baseline", "Run trials of SPEC and store them as the baseline");
@@ -191,13 +188,13 @@ int main(int argc, char** argv) {
   auto* gc = gate_cmd->add_subcommand("check", "Compare SPEC (or --current FILE) with the baseline: pass / fail / inconclusive");
   gc->add_option("--baseline", gate.baseline, "baseline file")->required();
   gc->add_option("--current", gate.current, "compare against this recorded file instead of running SPEC");
-  gc->add_option("--budget", gate.budget_s, "seconds: keep adding trials while inconclusive, up to this");
+  gc->add_option("--budget", gate.run.budget_s, "seconds: keep adding trials while inconclusive, up to this");
   gc->add_option("--tolerance", tolerance_pct, "percent: slowdowns below this do not fail (default 3)");
   gc->add_option("--max-undetected", undetected_pct, "percent: pass needs the CI to rule out a regression this large (default 10)");
   gc->add_option("--inconclusive", gate.inconclusive, "exit code for inconclusive: error (3), pass (0) or fail (1)")
       ->check(CLI::IsMember({"error", "pass", "fail"}));
-  gc->add_flag("--strict", gate.strict, "a fingerprint mismatch is an error (exit 2), not a warning");
-  gc->add_flag("--stored", gate.stored_only, "compare with the stored samples; never re-run the baseline spec");
+  gc->add_flag("--strict", gate.run.strict, "a fingerprint mismatch is an error (exit 2), not a warning");
+  gc->add_flag("--stored", gate.run.stored_only, "compare with the stored samples; never re-run the baseline spec");
   gc->add_option("--format", gate.format, "text | md | junit | json")->check(CLI::IsMember({"text", "md", "junit", "json"}));
   gc->add_option("--report", gate.report, "write the report here instead of stdout");
   spec_opts(gc);
@@ -216,17 +213,14 @@ int main(int argc, char** argv) {
   if (*convert) return RunConvert(convert_paths, convert_out);
   if (*workloads) return trainrx::cli::ListWorkloads(std::cout);
   if (*fix || *sweep) {
-    trainrx::cli::WorkloadSpec spec;
     std::string text = fix_workload + (fix_preset.empty() ? "" : " preset=" + fix_preset);
     for (const auto& s : fix_sets) text += " " + s;
-    std::string error;
-    if (!trainrx::cli::ParseSpec(text, &spec, &error)) return Fail(error);
-    return *fix ? trainrx::cli::RunFix(spec, exp) : trainrx::cli::RunSweep(spec, grids, exp);
+    return *fix ? trainrx::cli::RunFix(text, exp) : trainrx::cli::RunSweep(text, grids, exp);
   }
   if (*ab) return trainrx::cli::RunAb(ab_a, ab_b, ab_cmd, exp);
   if (*gate_cmd) {
-    gate.rule.tolerance = tolerance_pct / 100;
-    gate.rule.max_undetected = undetected_pct / 100;
+    gate.run.rule.tolerance = tolerance_pct / 100;
+    gate.run.rule.max_undetected = undetected_pct / 100;
     if (*rb) return trainrx::cli::GateRecordBaseline(gate);
     if (*gc) return trainrx::cli::GateCheck(gate);
     return trainrx::cli::GateSelfTest(gate);
@@ -244,4 +238,15 @@ int main(int argc, char** argv) {
     });
   }
   return kExitInputError;
+}
+
+// A bug (an analyzer asking for an unregistered threshold, ...) is said as one, with its own exit
+// code, never as a crash dump or as the user's input error.
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "trainrx: internal error: " << e.what() << " (a bug in trainrx: please report it with the command)\n";
+    return 70;
+  }
 }

@@ -7,6 +7,8 @@
 #include "record.h"
 
 #include "exe_dir.h"
+#include "trainrx/experiments/launch_files.h"
+#include "trainrx/experiments/process.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -34,40 +36,7 @@ void ForwardSignal(int sig) {
   if (g_child > 0) kill(g_child, sig);
 }
 
-void PrependEnv(const char* name, const std::string& value) {
-  const char* old = std::getenv(name);
-  const std::string v = old && *old ? value + ":" + old : value;
-  setenv(name, v.c_str(), 1);
-}
-
-// Traces the launch's other processes wrote next to `output` ("run.rank1.json", "run.pid77.json").
-std::vector<std::string> ChildTraces(const fs::path& output, fs::file_time_type since) {
-  std::vector<std::string> out;
-  std::string stem = output.filename().string();
-  const size_t ext = stem.find(".json");
-  const std::string suffix = ext == std::string::npos ? "" : stem.substr(ext);
-  if (ext != std::string::npos) stem = stem.substr(0, ext);
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(output.parent_path(), ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(stem + ".rank", 0) != 0 && name.rfind(stem + ".pid", 0) != 0) continue;
-    if (!suffix.empty() && (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)) continue;
-    if (entry.last_write_time(ec) < since) continue;
-    out.push_back(entry.path().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
-
-std::vector<std::string> LaunchTraces(const fs::path& output, fs::file_time_type since) {
-  std::vector<std::string> traces;
-  std::error_code ec;
-  if (fs::exists(output, ec) && fs::last_write_time(output, ec) >= since) traces.push_back(output.string());
-  for (auto& t : ChildTraces(output, since)) traces.push_back(std::move(t));
-  return traces;
-}
 
 int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
   if (options.command.empty()) {
@@ -105,31 +74,28 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
   fs::remove(output, ec);  // so that "no trace written" is never hidden by an old file
   const auto started = fs::file_time_type::clock::now();
 
-  const pid_t child = fork();
-  if (child < 0) {
-    std::cerr << fmt::format("trainrx: error: fork failed: {}\n", std::strerror(errno));
-    return 2;
+  experiments::ProcessSpec p;
+  p.argv = options.command;
+  p.search_path = true;
+  using E = experiments::EnvChange;
+  p.env = {{"LD_PRELOAD", preload, E::kPrepend},
+           {"TRAINRX_PROBE_LIB", probe, E::kSet},
+           // Tests (and users who know better) may pin the expected libtorch themselves.
+           {"TRAINRX_TORCH_LIB", torch_lib, E::kSetIfUnset},
+           {"TRAINRX_TORCH_VERSION", torch_version, E::kSet},
+           {"TRAINRX_OUTPUT", output.string(), E::kSet},
+           {"TRAINRX_ROOT_PID", std::to_string(getpid()), E::kSet}};
+  if (!options.verbose) p.env.push_back({"TRAINRX_QUIET", "1", E::kSetIfUnset});
+  if (fs::exists(cupti)) {
+    p.env.push_back({"TRAINRX_CUPTI_LIB", cupti, E::kSet});
+    // The driver loads it at cuInit, so GPU activity is recorded from the first CUDA call.
+    p.env.push_back({"CUDA_INJECTION64_PATH", cupti, E::kSetIfUnset});
   }
-  if (child == 0) {
-    PrependEnv("LD_PRELOAD", preload);
-    setenv("TRAINRX_PROBE_LIB", probe.c_str(), 1);
-    // Tests (and users who know better) may pin the expected libtorch themselves.
-    if (!std::getenv("TRAINRX_TORCH_LIB")) setenv("TRAINRX_TORCH_LIB", torch_lib.c_str(), 1);
-    setenv("TRAINRX_TORCH_VERSION", torch_version.c_str(), 1);
-    setenv("TRAINRX_OUTPUT", output.c_str(), 1);
-    setenv("TRAINRX_ROOT_PID", std::to_string(getpid()).c_str(), 1);
-    if (!options.verbose) setenv("TRAINRX_QUIET", "1", 0);
-    if (fs::exists(cupti)) {
-      setenv("TRAINRX_CUPTI_LIB", cupti.c_str(), 1);
-      // The driver loads it at cuInit, so GPU activity is recorded from the first CUDA call.
-      setenv("CUDA_INJECTION64_PATH", cupti.c_str(), 0);
-    }
-    std::vector<char*> argv;
-    for (const auto& a : options.command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "trainrx: error: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    _exit(127);
+  std::string error;
+  const pid_t child = experiments::StartProcess(p, &error);
+  if (child < 0) {
+    std::cerr << "trainrx: error: " << error << "\n";
+    return 2;
   }
   g_child = child;
   // Like `time`: the terminal's Ctrl-C reaches the program itself (same process group); we wait
@@ -137,15 +103,12 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
   signal(SIGINT, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
   signal(SIGTERM, ForwardSignal);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
+  const int code = experiments::WaitProcess(child);
   signal(SIGINT, SIG_DFL);
   signal(SIGQUIT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 
-  const std::vector<std::string> traces = LaunchTraces(output, started);
+  const std::vector<std::string> traces = experiments::LaunchTraces(output, started);
   if (traces.empty()) {
     std::cerr << fmt::format(
         "trainrx: no trace was written: {} never loaded libtorch{} (exit code {})\n", options.command[0],

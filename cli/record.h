@@ -21,10 +21,6 @@ struct RecordOptions {
 // Called with the trace files written when --analyze is given; returns an exit code.
 using AnalyzeFn = std::function<int(const std::vector<std::string>&)>;
 
-// The traces a recorded launch wrote: `output` (the launched process, if it loaded torch) and the
-// "<stem>.rank<R>.json" / "<stem>.pid<P>.json" of its other processes, written since `since`.
-std::vector<std::string> LaunchTraces(const std::filesystem::path& output, std::filesystem::file_time_type since);
-
 // Returns the program's exit code (128+N for signal N), or 2 when nothing could be recorded.
 int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze);
 

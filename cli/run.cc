@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <simdjson.h>
 
 #include <cerrno>
 #include <cstring>
@@ -21,6 +20,9 @@
 
 #include "exe_dir.h"
 #include "knobs.h"
+#include "trainrx/experiments/launch_files.h"
+#include "trainrx/experiments/process.h"
+#include "trainrx/experiments/run_result.h"
 
 namespace trainrx::cli {
 namespace {
@@ -41,36 +43,6 @@ int FreePort() {
   }
   close(fd);
   return port;
-}
-
-std::string RankPath(const std::string& base, int rank, int nproc) {
-  if (nproc == 1) return base;
-  const size_t dot = base.rfind(".json");
-  return dot == std::string::npos ? fmt::format("{}.rank{}", base, rank)
-                                  : fmt::format("{}.rank{}{}", base.substr(0, dot), rank, base.substr(dot));
-}
-
-// One line per rank from its result document; the document itself (minified) for JSON reports.
-bool ReadResult(const std::string& path, std::string* json, std::string* summary, std::string* error) {
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (auto e = parser.load(path).get(doc); e) {
-    *error = fmt::format("{}: {}", path, simdjson::error_message(e));
-    return false;
-  }
-  *json = simdjson::minify(doc);
-  double median = 0, sps = 0, first = 0, last = 0;
-  int64_t rank = 0;
-  if (doc["median_step_ms"].get(median) != simdjson::SUCCESS) median = {};
-  if (doc["samples_per_s"].get(sps) != simdjson::SUCCESS) sps = {};
-  if (doc["first_loss"].get(first) != simdjson::SUCCESS) first = {};
-  if (doc["last_loss"].get(last) != simdjson::SUCCESS) last = {};
-  if (doc["rank"].get(rank) != simdjson::SUCCESS) rank = {};
-  std::string_view changed;
-  if (doc["changed"].get(changed) != simdjson::SUCCESS) changed = {};
-  *summary = fmt::format("rank {}: median step {:.2f} ms, {:.1f} samples/s, loss {:.4f} -> {:.4f}{}", rank, median, sps,
-                         first, last, changed.empty() ? "" : fmt::format(" (knobs: {})", changed));
-  return true;
 }
 
 }  // namespace
@@ -129,52 +101,38 @@ int RunWorkload(const RunOptions& options, const RunAnalyzeFn& analyze) {
   std::vector<pid_t> pids;
   std::vector<std::string> traces, results;
   for (int r = 0; r < options.nproc; ++r) {
-    const std::string trace = RankPath(output, r, options.nproc);
+    const std::string trace = options.nproc == 1 ? output : experiments::RankTracePath(output, r);
     traces.push_back(trace);
     results.push_back(trace + ".result.json");
     std::error_code ec;
     fs::remove(trace, ec);
     fs::remove(results.back(), ec);
-    const pid_t pid = fork();
-    if (pid < 0) {
-      std::cerr << "trainrx: error: fork failed\n";
-      return 2;
+    experiments::ProcessSpec p;
+    p.argv = {binary, options.workload, "-o", trace, "--result", results.back()};
+    if (!options.preset.empty()) p.argv.insert(p.argv.end(), {"--preset", options.preset});
+    for (const auto& s : options.sets) p.argv.insert(p.argv.end(), {"--set", s});
+    using E = experiments::EnvChange;
+    if (options.nproc > 1) {
+      p.env = {{"RANK", std::to_string(r)},
+               {"LOCAL_RANK", std::to_string(r)},
+               {"WORLD_SIZE", std::to_string(options.nproc)},
+               {"LOCAL_WORLD_SIZE", std::to_string(options.nproc)},
+               {"MASTER_ADDR", "127.0.0.1", E::kSetIfUnset},
+               {"MASTER_PORT", std::to_string(port)}};
     }
-    if (pid == 0) {
-      if (options.nproc > 1) {
-        setenv("RANK", std::to_string(r).c_str(), 1);
-        setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-        setenv("WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
-        setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 0);
-        setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      }
-      setenv("TRAINRX_QUIET", "1", 0);
-      unsetenv("TRAINRX_OUTPUT");  // the workload names its own (per-rank) trace
-      std::vector<std::string> args = {binary, options.workload, "-o", trace, "--result", results.back()};
-      if (!options.preset.empty()) {
-        args.push_back("--preset");
-        args.push_back(options.preset);
-      }
-      for (const auto& s : options.sets) {
-        args.push_back("--set");
-        args.push_back(s);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(binary.c_str(), argv.data());
-      std::fprintf(stderr, "trainrx: error: cannot run %s: %s\n", binary.c_str(), std::strerror(errno));
-      _exit(127);
+    p.env.push_back({"TRAINRX_QUIET", "1", E::kSetIfUnset});
+    p.env.push_back({"TRAINRX_OUTPUT", "", E::kUnset});  // the workload names its own (per-rank) trace
+    const pid_t pid = experiments::StartProcess(p, &error);
+    if (pid < 0) {
+      std::cerr << "trainrx: error: " << error << "\n";
+      for (pid_t q : pids) kill(q, SIGTERM);
+      return 2;
     }
     pids.push_back(pid);
   }
   int worst = 0;
   for (size_t i = 0; i < pids.size(); ++i) {
-    int status = 0;
-    while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR) {
-    }
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    const int code = experiments::WaitProcess(pids[i]);
     if (code != 0) {
       std::cerr << fmt::format("trainrx: rank {} of {} exited with {}\n", i, options.workload, code);
       worst = worst ? worst : code;
@@ -185,14 +143,14 @@ int RunWorkload(const RunOptions& options, const RunAnalyzeFn& analyze) {
   }
   if (worst) return worst;
   std::vector<std::string> run_json, summary;
-  for (const auto& r : results) {
-    std::string json, line;
-    if (!ReadResult(r, &json, &line, &error)) {
+  for (const auto& path : results) {
+    experiments::RunResult r;
+    if (!experiments::ReadRunResult(path, &r, &error)) {
       std::cerr << "trainrx: error: " << error << "\n";
       return 2;
     }
-    run_json.push_back(std::move(json));
-    summary.push_back(std::move(line));
+    run_json.push_back(std::move(r.json));
+    summary.push_back(r.Summary());
   }
   for (const auto& t : traces) std::cerr << "trainrx: wrote " << t << "\n";
   return analyze(traces, run_json, summary);

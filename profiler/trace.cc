@@ -22,6 +22,15 @@ StrId StringTable::Intern(std::string_view s) {
   return id;
 }
 
+void StringTable::Truncate(size_t size) {
+  size = std::max<size_t>(size, 1);  // id 0, the empty string, always stays
+  while (views_.size() > size) {
+    index_.erase(views_.back());
+    views_.pop_back();
+    storage_.pop_back();
+  }
+}
+
 StrId StringTable::Find(std::string_view s) const {
   auto it = index_.find(s);
   return it == index_.end() ? kNoStr : it->second;
@@ -202,6 +211,42 @@ void Trace::Finalize() {
     if (!std::is_sorted(first, last, before)) std::stable_sort(first, last, before);
   }
   finalized_ = true;
+}
+
+Trace::Checkpoint Trace::Mark() const {
+  Checkpoint m;
+  m.strings = strings.size();
+  m.tracks = tracks.size();
+  m.events = events.size();
+  m.memcpys = memcpys.size();
+  m.op_inputs = op_inputs.size();
+  m.counters = counters.size();
+  m.flows = flows.size();
+  m.ranks = ranks.size();
+  m.stats = stats;
+  m.finalized = finalized_;
+  return m;
+}
+
+void Trace::RollBack(const Checkpoint& mark) {
+  // Unindex the added tracks. Keys come from the tracks' fields, as RemapRank() builds them; an
+  // entry is erased only if it points at the added track, never at an older one with the same key.
+  for (size_t i = tracks.size(); i-- > mark.tracks;) {
+    const Track& t = tracks[i];
+    auto it = track_index_.find(TrackKey{t.rank, t.kind, t.pid, t.tid, t.pid_name, t.tid_name});
+    if (it != track_index_.end() && it->second == i) track_index_.erase(it);
+  }
+  tracks.resize(std::min(tracks.size(), mark.tracks));
+  events.resize(std::min(events.size(), mark.events));
+  memcpys.resize(std::min(memcpys.size(), mark.memcpys));
+  op_inputs.resize(std::min(op_inputs.size(), mark.op_inputs));
+  counters.resize(std::min(counters.size(), mark.counters));
+  flows.resize(std::min(flows.size(), mark.flows));
+  ranks.resize(std::min(ranks.size(), mark.ranks));
+  strings.Truncate(mark.strings);
+  stats = mark.stats;
+  // The events left are those of the mark, in the mark's order: finalized then means finalized now.
+  finalized_ = mark.finalized;
 }
 
 const RankInfo* Trace::FindRank(int32_t rank) const {

@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "trainrx/profiler/json_writer.h"
 
 namespace trainrx::reports {
+
+using experiments::kExperimentSchema;
 namespace {
 
 using profiler::JsonWriter;
@@ -66,20 +69,23 @@ void WriteFixText(const FixReport& r, std::ostream& out) {
   out << fmt::format("trainrx fix {}: baseline {} ({} interleaved trials per comparison; median {:.2f} ms/step)\n\n",
                      r.workload, r.baseline_label, r.trials, stats::Median(r.baseline.trial_ms));
   std::vector<std::vector<std::string>> rows = {
-      {"finding", "change", "estimated", "measured speedup [95% CI]", "p", "detectable", "verdict"}};
+      {"finding", "change", "design", "estimated", "measured speedup [95% CI]", "p", "detectable", "verdict"}};
   for (const auto& row : r.rows) {
     std::string ids;
     for (const auto& f : row.findings) ids += (ids.empty() ? "" : ", ") + f;
-    rows.push_back({ids.empty() ? "-" : ids, row.paired ? row.change + " (in-process)" : row.change,
+    rows.push_back({row.all ? "(all)" : ids.empty() ? "-" : ids, row.change, row.paired ? "in-process" : "processes",
                     row.estimated_saving_pct >= 0.05 ? fmt::format("-{:.1f}%", row.estimated_saving_pct) : "-",
                     FormatSpeedup(row.cmp), P(row.cmp.p_value), fmt::format("{:.2f}x", row.cmp.detectable),
                     stats::VerdictName(row.cmp.verdict)});
   }
-  Table(rows, out);
-  out << "\nspeedup = baseline median step time / fixed median step time (> 1: the fix is faster); "
-         "CI: bootstrap over trials; p: Mann-Whitney U on trial medians (rows marked in-process: bootstrap over "
-         "paired blocks of steps, Wilcoxon signed-rank); detectable: the smallest speedup this run could have "
-         "detected.\n";
+  if (!r.rows.empty()) {
+    Table(rows, out);
+    out << "\nspeedup = baseline median step time / fixed median step time (> 1: the fix is faster); design: "
+           "in-process = baseline and fix alternate step by step inside each process (paired blocks of steps, "
+           "bootstrap CI, Wilcoxon signed-rank p), processes = separate processes interleaved with the baseline "
+           "(bootstrap CI over trials, Mann-Whitney U p); detectable: the smallest speedup this run could have "
+           "detected.\n";
+  }
   for (const auto& n : r.notes) out << "note: " << n << "\n";
 }
 
@@ -104,6 +110,7 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
     for (const auto& f : row.findings) w.String(f);
     w.EndArray();
     w.Field("knob", row.change);
+    w.Field("all", row.all);
     w.Field("method", row.paired ? "in-process paired" : "separate processes");
     w.Field("estimated_saving_pct", row.estimated_saving_pct, 3);
     WriteComparison(w, row.cmp);
@@ -134,10 +141,17 @@ void WriteSweepText(const SweepReport& r, std::ostream& out) {
     row.push_back(fmt::format("{:.2f} [{:.2f}, {:.2f}]", c.median_ms, c.ci.low, c.ci.high));
     row.push_back(fmt::format("{:.1f}", c.samples_per_s));
     row.push_back(c.samples_per_s > 0 ? fmt::format("{:.2f}x", best / c.samples_per_s) : "-");
-    row.push_back(i == r.best ? "<- best" : "");
+    row.push_back(i == r.best && r.best_significant ? "<- best"
+                  : i == r.best || c.tied_with_best ? "tied for best"
+                                                    : "");
     rows.push_back(row);
   }
   Table(rows, out);
+  if (!r.best_significant && r.cells.size() > 1) {
+    out << "\nno cell is significantly faster than every other: the cells marked \"tied for best\" are not "
+           "distinguishable from the fastest with these trials (Mann-Whitney U on throughput, p >= 0.05); "
+           "more --trials can separate them.\n";
+  }
 }
 
 void WriteSweepJson(const SweepReport& r, std::ostream& out) {
@@ -148,6 +162,7 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
   w.Field("workload", r.workload);
   w.Field("trials", static_cast<int64_t>(r.trials));
   w.Field("best", static_cast<int64_t>(r.best));
+  w.Field("best_significant", r.best_significant);
   w.Key("cells");
   w.BeginArray();
   for (const auto& c : r.cells) {
@@ -160,6 +175,7 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
     w.Field("ci_low", c.ci.low, 6);
     w.Field("ci_high", c.ci.high, 6);
     w.Field("samples_per_s", c.samples_per_s, 3);
+    w.Field("tied_with_best", c.tied_with_best);
     w.Key("trials");
     WriteArm(w, c.arm);
     w.EndObject();
@@ -177,11 +193,17 @@ void WriteAbText(const AbReport& r, std::ostream& out) {
   rows.push_back({"A", r.a.label, fmt::format("{:.3f}", c.median_a), fmt::format("[{:.3f}, {:.3f}]", ci_a.low, ci_a.high)});
   rows.push_back({"B", r.b.label, fmt::format("{:.3f}", c.median_b), fmt::format("[{:.3f}, {:.3f}]", ci_b.low, ci_b.high)});
   Table(rows, out);
-  out << fmt::format("\nB vs A: speedup {} (time ratio B/A {:.3f}), p = {}, smallest detectable {:.3f}x: {}\n",
-                     FormatSpeedup(c), c.speedup > 0 ? 1 / c.speedup : 0, P(c.p_value), c.detectable,
-                     stats::VerdictName(c.verdict) == std::string("faster")   ? "B is faster"
-                     : stats::VerdictName(c.verdict) == std::string("slower") ? "B is slower"
-                                                                              : "no significant difference");
+  // One number: B's time as a multiple of A's, with its CI (the speedup is its inverse).
+  const auto inv = [](double x) { return x > 0 ? 1 / x : 0.0; };
+  const double ratio = inv(c.speedup);
+  out << fmt::format("\nB vs A: B takes {:.3f}x A's time [{:.3f}, {:.3f}] ({} {:.1f}%), {}, smallest detectable "
+                     "change {:.1f}%: {}\n",
+                     ratio, inv(c.ci_high), inv(c.ci_low), ratio <= 1 ? "faster by" : "slower by",
+                     100 * std::abs(ratio - 1), c.p_value < 0.001 ? "p < 0.001" : fmt::format("p = {:.3f}", c.p_value),
+                     100 * (c.detectable - 1),
+                     c.verdict == stats::Verdict::kFaster   ? "B is faster"
+                     : c.verdict == stats::Verdict::kSlower ? "B is slower"
+                                                            : "no significant difference");
   for (const auto& n : r.notes) out << "note: " << n << "\n";
 }
 

@@ -48,6 +48,24 @@ const std::vector<Workload>& Workloads() {
   return kWorkloads;
 }
 
+namespace {
+// What workloads/train.cc re-reads every step (the rest is fixed when the model, optimizer and
+// loader are built).
+constexpr const char* kSwitchable[] = {"slowdown", "item_every_step", "zero_grad_none", "anomaly"};
+}  // namespace
+
+bool IsSwitchable(const std::string& name) {
+  for (const char* k : kSwitchable)
+    if (name == k) return true;
+  return false;
+}
+
+std::string SwitchableKnobs() {
+  std::string out;
+  for (const char* k : kSwitchable) out += (out.empty() ? "" : ", ") + std::string(k);
+  return out;
+}
+
 const Knob* FindKnob(const std::string& name) {
   for (const auto& k : Knobs())
     if (name == k.name) return &k;

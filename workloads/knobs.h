@@ -30,6 +30,9 @@ struct Workload {
 const std::vector<Knob>& Knobs();
 const std::vector<Workload>& Workloads();
 const Knob* FindKnob(const std::string& name);
+// Knobs the workload can change between two steps of one process (--alt-set): in-process A/B.
+bool IsSwitchable(const std::string& name);
+std::string SwitchableKnobs();  // "slowdown, item_every_step, ..." for messages
 
 struct Preset {
   const char* name;

@@ -372,9 +372,6 @@ class ForeachOptimizer {
   int64_t step_ = 0;
 };
 
-bool IsSwitchable(const std::string& knob) {
-  return knob == "slowdown" || knob == "item_every_step" || knob == "zero_grad_none" || knob == "anomaly";
-}
 char AltArm(int64_t i) {
   static const char kPattern[] = {'A', 'B', 'B', 'A', 'B', 'A', 'A', 'B'};
   return kPattern[i % 8];
@@ -623,7 +620,8 @@ int main(int argc, char** argv) {
     for (const auto& a : alt_sets) {
       std::string error;
       const std::string knob = a.substr(0, a.find('='));
-      if (!IsSwitchable(knob)) return Usage(("--alt-set " + knob + ": only slowdown, item_every_step, zero_grad_none and anomaly switch between steps").c_str());
+      if (!trainrx::workloads::IsSwitchable(knob))
+        return Usage(("--alt-set " + knob + ": only " + trainrx::workloads::SwitchableKnobs() + " switch between steps").c_str());
       if (!alt->Set(a, &error)) return Usage(error.c_str());
     }
   }

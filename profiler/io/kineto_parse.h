@@ -1,7 +1,15 @@
-// Internal interface between the reader's public API (kineto_reader.cc) and its SIMD-compiled
-// parser (kineto_parse.cc). Private to profiler/.
+// Internal interface between the reader's public API (kineto_reader.cc, compiled for the baseline
+// CPU) and the parser behind it. Private to profiler/. It includes no simdjson, so baseline files
+// may include it; the SIMD-compiled parser files share kineto_parse_internal.h.
+//
+// The parser's files, outermost first:
+//   kineto_ranks.cc     ParseOneSource: parse one source, then decide its rank and record its RankInfo
+//   kineto_document.cc  ParseSource: byte windows -> header, events array, trailer (SIMD)
+//   kineto_events.cc    EventDecoder: one traceEvents element -> events, tracks, flows, counters (SIMD)
+//   kineto_metadata.cc  header + trailer -> RankInfo: deviceProperties, distributedInfo, "trainrx" (SIMD)
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "byte_source.h"
@@ -10,8 +18,15 @@
 namespace trainrx::profiler {
 
 // Parses one trace source into `trace` and registers its rank (distributedInfo, else rank_hint,
-// else the file name, else the first free rank). On error the trace keeps no events of it.
+// else the file name, else the first free rank). On error `trace` may hold part of the source:
+// callers roll back to a Trace::Checkpoint taken before (ReadTraces and ReadTraceBuffer do).
 ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t rank_hint, Trace& trace,
                           const ReadOptions& options);
+
+// SIMD-compiled; call only after the CPU check. Reads one source's events into `trace`, on tracks of
+// rank `provisional_rank`, and its top-level members into *info (all but rank, source, rank_source
+// and job, which are the rank policy's). Same error contract as ParseOneSource.
+ReadStatus ParseSource(io::ByteSource& src, const std::string& name, int32_t provisional_rank, Trace& trace,
+                       const ReadOptions& options, RankInfo* info);
 
 }  // namespace trainrx::profiler

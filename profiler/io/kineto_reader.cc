@@ -1,6 +1,7 @@
 // Public entry points of the trace reader (kineto_reader.h). This file is compiled for the
-// baseline CPU: it checks that the CPU can run the SIMD-compiled parser (kineto_parse.cc) before
-// calling into it, so an old CPU gets a message instead of SIGILL.
+// baseline CPU: it checks that the CPU can run the SIMD-compiled parser (kineto_document.cc and
+// the files it calls, see kineto_parse.h) before calling into it, so an old CPU gets a message
+// instead of SIGILL. It also makes each call all or nothing (Trace::Checkpoint).
 #include "trainrx/profiler/kineto_reader.h"
 
 #include <fmt/format.h>
@@ -78,6 +79,25 @@ std::string CheckJobs(Trace& trace) {
   return first;
 }
 
+// ReadTraces without the CPU check, the rollback and Finalize().
+ReadStatus ReadFiles(const std::vector<std::string>& paths, Trace& trace, const ReadOptions& options) {
+  std::string error;
+  auto files = ExpandTracePaths(paths, &error);
+  if (!files) return ReadStatus::Error(error);
+  for (const auto& f : *files) {
+    std::string open_error;
+    auto src = io::OpenFileSource(f, &open_error);
+    if (!src) return ReadStatus::Error(fmt::format("{}: cannot open: {}", f, open_error));
+    if (auto st = ParseOneSource(*src, f, files->size() == 1 ? options.rank_hint : -1, trace, options); !st.ok) return st;
+  }
+  if (const std::string problem = CheckJobs(trace); !problem.empty() && options.strict) {
+    std::string inputs;
+    for (const auto& p : paths) inputs += (inputs.empty() ? "" : ", ") + p;
+    return ReadStatus::Error(fmt::format("{}: {} (strict: not analyzed)", inputs, problem));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::optional<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths, std::string* error) {
@@ -114,33 +134,34 @@ std::optional<std::vector<std::string>> ExpandTracePaths(const std::vector<std::
   return out;
 }
 
+// Both entry points are all or nothing: a failure anywhere (a bad event window, the trailer, a
+// later file of several, the strict job check) rolls the trace back to what it was on entry, so no
+// caller can go on with names, tracks or side-table rows whose events were dropped. Rolling back to
+// a checkpoint of sizes costs O(what the failed read added); see Trace::Checkpoint.
 ReadStatus ReadTraceBuffer(std::string_view bytes, std::string_view source_name, int32_t rank, Trace& trace,
                            const ReadOptions& options) {
   if (auto st = CheckCpu(); !st.ok) return st;
+  const Trace::Checkpoint entry = trace.Mark();
   auto src = io::OpenMemorySource(bytes);
   auto st = ParseOneSource(*src, std::string(source_name), rank, trace, options);
-  if (st.ok) trace.Finalize();
+  if (!st.ok) {
+    trace.RollBack(entry);
+    return st;
+  }
+  trace.Finalize();
   return st;
 }
 
 ReadStatus ReadTraces(const std::vector<std::string>& paths, Trace& trace, const ReadOptions& options) {
   if (auto st = CheckCpu(); !st.ok) return st;
-  std::string error;
-  auto files = ExpandTracePaths(paths, &error);
-  if (!files) return ReadStatus::Error(error);
-  for (const auto& f : *files) {
-    std::string open_error;
-    auto src = io::OpenFileSource(f, &open_error);
-    if (!src) return ReadStatus::Error(fmt::format("{}: cannot open: {}", f, open_error));
-    if (auto st = ParseOneSource(*src, f, files->size() == 1 ? options.rank_hint : -1, trace, options); !st.ok) return st;
-  }
-  if (const std::string problem = CheckJobs(trace); !problem.empty() && options.strict) {
-    std::string inputs;
-    for (const auto& p : paths) inputs += (inputs.empty() ? "" : ", ") + p;
-    return ReadStatus::Error(fmt::format("{}: {} (strict: not analyzed)", inputs, problem));
+  const Trace::Checkpoint entry = trace.Mark();
+  auto st = ReadFiles(paths, trace, options);
+  if (!st.ok) {
+    trace.RollBack(entry);
+    return st;
   }
   trace.Finalize();
-  return {};
+  return st;
 }
 
 }  // namespace trainrx::profiler

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Measured experiments end to end (short runs): `ab` detects a 10 % slowdown (in-process paired
-# steps), `fix` measures anomaly detection off as a significant speedup and prints the
-# "all fixes" line, `sweep` prints every cell with the best marked, JSON carries the fields the
-# docs promise, and bad input is a clear error. Usage: experiments_test.sh TRAINRX. 77 = skip.
+# Experiments end to end, wiring only (the plans' decisions are unit-tested with a scripted
+# launcher in tests/experiments/plans_test.cc; no timing is asserted here): `ab` resolves a
+# percentage slowdown and compares in-process, `ab --cmd` times a user's script by its steps,
+# `fix` plans a row per knob with its design, `sweep` prints every cell and marks a best or the
+# tied cells, JSON carries the documented fields, and bad input is a clear error.
+# Usage: experiments_test.sh TRAINRX. 77 = skip.
 set -uo pipefail
 TRAINRX=$1
 [ -x "$(dirname "$TRAINRX")/trainrx-workload" ] || { echo "skip: built without LibTorch"; exit 77; }
@@ -12,13 +14,16 @@ fail=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }
 
-# 10 % here (5 % is detected in most runs, not all: README has the measured rates; CI must not flake).
-"$TRAINRX" ab --a "cnn slowdown=0" --b "cnn slowdown=10%" --trials 6 --format json --report "$W/ab.json" 2> "$W/ab.err" || bad "ab failed: $(cat "$W/ab.err")"
-python3 - "$W/ab.json" <<'PY' && ok "ab detects a 10% slowdown" || bad "ab missed the 10% slowdown"
-import json, sys
+"$TRAINRX" ab --a "cnn slowdown=0" --b "cnn slowdown=10%" --trials 4 --format json --report "$W/ab.json" 2> "$W/ab.err" || bad "ab failed: $(cat "$W/ab.err")"
+python3 - "$W/ab.json" <<'PY' && ok "ab: percentage resolved, compared in-process, JSON fields" || bad "ab report"
+import json, math, sys
 r = json.load(open(sys.argv[1]))
-print("  time ratio B/A %.3f, CI of speedup [%.3f, %.3f], p %.4f, verdict %s" % (1 / r["speedup"], r["ci_low"], r["ci_high"], r["p_value"], r["verdict"]))
-sys.exit(0 if r["verdict"] == "slower" and 1.04 < 1 / r["speedup"] < 1.16 else 1)
+print("  time ratio B/A %.3f, p %.4f, verdict %s" % (1 / r["speedup"], r["p_value"], r["verdict"]))
+assert r["b"]["label"].startswith("cnn slowdown=") and not r["b"]["label"].endswith("%"), r["b"]["label"]
+assert r["unit"] == "ms per step" and r["order"].startswith("in-process")
+for k in ("speedup", "ci_low", "ci_high", "p_value", "detectable_speedup"):
+    assert math.isfinite(r[k]) and r[k] > 0, k
+assert r["verdict"] in ("faster", "slower", "no significant difference")
 PY
 
 # ab --cmd on a user's own script: run directly (or under a shell when it needs one: the trace of
@@ -39,23 +44,24 @@ PY
 fi
 
 "$TRAINRX" fix cnn --set anomaly=1 --set steps=8 --set warmup=1 --set eval_every=0 --trials 4 --format json --report "$W/fix.json" 2> "$W/fix.err" || bad "fix failed: $(tail -5 "$W/fix.err")"
-python3 - "$W/fix.json" <<'PY' && ok "fix: anomaly off is a significant speedup; all-fixes row present" || bad "fix report"
+python3 - "$W/fix.json" <<'PY' && ok "fix: a row for anomaly, measured in-process, JSON fields" || bad "fix report"
 import json, sys
 r = json.load(open(sys.argv[1]))
 rows = {f["knob"]: f for f in r["fixes"]}
 a = rows["anomaly=1 -> 0"]
-assert a["method"] == "in-process paired", a["method"]
 print("  anomaly off: %.2fx [%.2f, %.2f] p=%.4f %s" % (a["speedup"], a["ci_low"], a["ci_high"], a["p_value"], a["verdict"]))
-for key in ("finding", "knob", "speedup", "ci_low", "ci_high", "p_value", "verdict"):
+for key in ("finding", "findings", "knob", "method", "all", "speedup", "ci_low", "ci_high", "p_value", "verdict"):
     assert key in a, key
-assert a["finding"] == "debug.anomaly_detection" and a["verdict"] == "faster" and a["speedup"] > 1.5
-assert "all fixes" in rows
+assert a["method"] == "in-process paired" and a["finding"] == "debug.anomaly_detection" and not a["all"]
+assert len(rows) == 1 or sum(f["all"] for f in r["fixes"]) == 1
 PY
 "$TRAINRX" fix cnn --set steps=4 --set warmup=1 --trials 4 > "$W/clean.txt" 2>&1 || bad "fix on a clean config failed"
 grep -q "nothing to fix" "$W/clean.txt" && ok "fix on the good configuration: nothing to fix" || bad "clean fix: $(cat "$W/clean.txt")"
 
 "$TRAINRX" sweep cnn --grid workers=0,2 --grid batch=16,32 --set steps=4 --set warmup=1 --set eval_every=0 --trials 2 > "$W/sweep.txt" 2> "$W/sweep.err" || bad "sweep failed: $(cat "$W/sweep.err")"
-[ "$(grep -cE '[0-9]x( |$)' "$W/sweep.txt")" = 4 ] && [ "$(grep -c '<- best' "$W/sweep.txt")" = 1 ] && ok "sweep: 4 cells, one best" || { bad "sweep table"; cat "$W/sweep.txt"; }
+# Two trials can name no significant best: then the cells tied with the fastest are marked.
+[ "$(grep -cE '[0-9]x( |$)' "$W/sweep.txt")" = 4 ] && { [ "$(grep -c '<- best' "$W/sweep.txt")" = 1 ] || grep -q 'tied for best' "$W/sweep.txt"; } \
+  && ok "sweep: 4 cells, a best or the tied cells marked" || { bad "sweep table"; cat "$W/sweep.txt"; }
 
 "$TRAINRX" ab --a "cnn" --b "gpt" 2> "$W/e1"; rc=$?
 [ $rc = 2 ] && grep -q "unknown workload 'gpt'" "$W/e1" && ok "ab: unknown workload is a clear error" || bad "ab bad workload rc=$rc"

@@ -315,6 +315,133 @@ TEST(KinetoReaderTest, FilesOfDifferentJobsAreNamedAndStrictRefusesThem) {
   fs::remove_all(dir);
 }
 
+// Everything a Trace holds, as text, so two states compare exactly.
+std::string Dump(const Trace& t) {
+  std::string s = fmt::format("finalized={} strings={}\n", t.finalized(), t.strings.size());
+  for (StrId i = 0; i < t.strings.size(); ++i) s += fmt::format("str {} {}\n", i, t.strings.Get(i));
+  for (const Track& k : t.tracks) {
+    s += fmt::format("track {} {} {} {} {} {} {} {} {} {} {}\n", k.rank, static_cast<int>(k.kind), k.pid, k.tid,
+                     k.pid_name, k.tid_name, k.device, k.stream, k.name, k.first_event, k.event_count);
+  }
+  for (const Event& e : t.events) {
+    s += fmt::format("event {} {} {} {} {} {} {} {} {}\n", e.ts_ns, e.dur_ns, e.correlation, e.external_id, e.name,
+                     e.track, e.aux, static_cast<int>(e.kind), e.flags);
+  }
+  for (const MemcpyInfo& m : t.memcpys) {
+    s += fmt::format("memcpy {} {} {} {}\n", m.bytes, static_cast<int>(m.copy), static_cast<int>(m.src),
+                     static_cast<int>(m.dst));
+  }
+  for (const OpInputs& o : t.op_inputs) s += fmt::format("inputs {} {}\n", o.input_dims, o.input_types);
+  for (const Counter& c : t.counters) s += fmt::format("counter {} {} {} {}\n", c.track, c.name, c.ts_ns, c.value);
+  for (const Flow& f : t.flows) s += fmt::format("flow {} {} {} {} {}\n", f.id, f.cat, f.track, f.ts_ns, f.is_start);
+  for (const RankInfo& r : t.ranks) {
+    s += fmt::format("rank {} {} {} {} {} {} {} {} {} {} {}\n", r.rank, r.world_size, r.backend, r.source,
+                     r.rank_source, r.declared_rank, r.job, r.devices.size(), r.base_time_ns, r.schema_version,
+                     r.config.size());
+  }
+  for (const auto& e : t.stats.entries) {
+    s += fmt::format("stat {} {} {} {}\n", e.kind, static_cast<int>(e.severity), e.count, e.example);
+  }
+  return s + fmt::format("events_read={} bytes_read={}\n", t.stats.events_read, t.stats.bytes_read);
+}
+
+// A failed read takes back everything it added, not only its events: interned names, tracks,
+// side-table rows (memcpys, op inputs), counters, flows, ranks and stats. Each bad trace below but
+// the empty one fails after it has added some of each (small windows decode events before the
+// failure is met).
+TEST(KinetoReaderTest, FailedReadLeavesTheTraceAsItWas) {
+  Trace t;
+  ASSERT_TRUE(ReadTraceBuffer(kModern, "good.json", -1, t).ok);
+  const std::string before = Dump(t);
+  const size_t events = t.events.size(), tracks = t.tracks.size(), ranks = t.ranks.size(),
+               names = t.strings.size(), memcpys = t.memcpys.size(), op_inputs = t.op_inputs.size(),
+               counters = t.counters.size(), flows = t.flows.size(), stats = t.stats.entries.size();
+
+  // Only new names, tracks (pid 99, device 5), a shape, a copy, a flow, a counter, a malformed
+  // event (a new stats entry), an open B and a thread name.
+  const std::string good_events = R"J(
+    {"ph": "X", "cat": "cpu_op", "name": "bad::op", "pid": 99, "tid": 98, "ts": 1, "dur": 2,
+     "args": {"Input Dims": [[4, 4]], "Input type": ["bad_float"]}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pinned)", "pid": 5, "tid": 9, "ts": 2, "dur": 1,
+     "args": {"device": 5, "stream": 9, "bytes": 64}},
+    {"ph": "s", "id": 5, "pid": 99, "tid": 98, "ts": 1, "cat": "bad_flow", "name": "bad_flow"},
+    {"ph": "C", "name": "bad counter", "pid": 99, "tid": 98, "ts": 3, "args": {"bad series": 1}},
+    {"ph": "X", "name": "no_ts_here", "pid": 99, "tid": 97, "dur": 1},
+    {"ph": "B", "name": "bad open range", "pid": 99, "tid": 96, "ts": 4},
+    {"name": "thread_name", "ph": "M", "pid": 99, "tid": 98, "args": {"name": "bad thread"}})J";
+  const struct {
+    const char* file;
+    std::string bytes;
+    const char* expect;
+  } bad[] = {
+      {"truncated.json", R"J({"traceEvents": [)J" + good_events + R"J(, {"ph": "X", "na)J",
+       "truncated: the file ends at byte"},
+      {"missing_comma.json", R"J({"traceEvents": [)J" + good_events + R"J( {"ph": "X", "name": "after"}]})J",
+       "invalid JSON in traceEvents"},
+      {"unbalanced.json", "[" + good_events + "}]", "unbalanced '}' inside traceEvents"},
+      {"bare_trailer.json", "[" + good_events + "] trailing", "unexpected data after the top-level event array"},
+      {"bad_metadata.json", R"J({"traceEvents": [)J" + good_events + R"J(], "distributedInfo": {"rank": 1,}})J",
+       "invalid JSON in the trace's top-level members"},
+      {"empty.json", "", "file is empty"},  // this file's bytes, not the trace's, say it is empty
+  };
+  ReadOptions tiny;
+  tiny.window_bytes = 64;
+  for (const auto& b : bad) {
+    SCOPED_TRACE(b.file);
+    const auto st = ReadTraceBuffer(b.bytes, b.file, -1, t, tiny);
+    ASSERT_FALSE(st.ok);
+    EXPECT_EQ(st.error.rfind(std::string(b.file) + ": ", 0), 0u) << st.error;  // names the file first
+    EXPECT_NE(st.error.find(b.expect), std::string::npos) << st.error;
+    EXPECT_EQ(st.error.find("(0 events read"), std::string::npos) << st.error;  // it did decode some
+    EXPECT_EQ(t.events.size(), events);
+    EXPECT_EQ(t.tracks.size(), tracks);
+    EXPECT_EQ(t.ranks.size(), ranks);
+    EXPECT_EQ(t.strings.size(), names);
+    EXPECT_EQ(t.memcpys.size(), memcpys);
+    EXPECT_EQ(t.op_inputs.size(), op_inputs);
+    EXPECT_EQ(t.counters.size(), counters);
+    EXPECT_EQ(t.flows.size(), flows);
+    EXPECT_EQ(t.stats.entries.size(), stats);
+    EXPECT_EQ(t.strings.Find("bad::op"), kNoStr);  // gone from the name index too, not only the table
+    EXPECT_EQ(Dump(t), before);
+  }
+
+  // Files: a good file before a bad one is taken back too (its rank included), and so is a strict
+  // refusal, with its "mixed_jobs" entries.
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainrx_rollback_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "a.json") << R"J({"traceEvents": [
+    {"ph": "X", "name": "a::op", "pid": 5, "tid": 5, "ts": 1, "dur": 1}]})J";
+  std::ofstream(dir / "b.json") << R"J({"traceEvents": [
+    {"ph": "X", "name": "b::op", "pid": 5, "tid": 5, "ts": 1, "du)J";
+  auto st = ReadTraces({dir.string()}, t);
+  ASSERT_FALSE(st.ok);
+  EXPECT_EQ(st.error.rfind((dir / "b.json").string() + ": truncated", 0), 0u) << st.error;
+  EXPECT_EQ(t.ranks.size(), ranks);
+  EXPECT_EQ(t.strings.Find("a::op"), kNoStr);
+  EXPECT_EQ(Dump(t), before);
+
+  std::ofstream(dir / "b.json") << R"J({"distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 2},
+    "traceEvents": [{"ph": "X", "name": "b::op", "pid": 5, "tid": 5, "ts": 1, "dur": 1}]})J";
+  ReadOptions strict;
+  strict.strict = true;
+  st = ReadTraces({dir.string()}, t, strict);
+  ASSERT_FALSE(st.ok);
+  EXPECT_NE(st.error.find("different jobs merged"), std::string::npos) << st.error;
+  EXPECT_EQ(t.stats.Count("mixed_jobs"), 0u);
+  EXPECT_EQ(Dump(t), before);
+  fs::remove_all(dir);
+
+  // The trace is still whole: the same trace read again lands on new tracks of a new rank.
+  ASSERT_TRUE(ReadTraceBuffer(kModern, "again.json", -1, t).ok);
+  EXPECT_EQ(t.events.size(), 2 * events);
+  EXPECT_EQ(t.tracks.size(), 2 * tracks);
+  EXPECT_EQ(t.ranks.size(), 2 * ranks);
+  EXPECT_EQ(t.strings.size(), names);  // every name was interned already
+}
+
 TEST(KinetoWriterTest, RoundTripKeepsTheModel) {
   Trace a;
   ASSERT_TRUE(Read(kModern, a).ok);

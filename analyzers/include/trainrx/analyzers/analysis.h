@@ -202,8 +202,11 @@ struct Report {
 class Thresholds {
  public:
   Thresholds();  // registers every analyzer's defaults
+  // Keys come from analyzer code, so an unknown one is a programming error (a typo would otherwise
+  // read as a zero threshold and silently flag, or hide, a finding): throws std::logic_error naming
+  // the key. tests/analyzers/registry_test.cc checks every key the analyzers read is registered.
   double Get(const std::string& key) const;
-  // Returns false (with *error) for unknown keys, so typos are caught.
+  // Keys from users: returns false (with *error listing the known keys) for unknown keys.
   bool Set(const std::string& key, double value, std::string* error);
   // "key=value" form from the command line.
   bool Parse(const std::string& assignment, std::string* error);

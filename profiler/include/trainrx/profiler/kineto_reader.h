@@ -10,8 +10,9 @@
 //  - .json or .json.gz (detected by magic bytes, not by name); a directory of per-rank files.
 //
 // Errors: a file that is not a trace (missing, empty, truncated, not JSON, JSON of another shape)
-// returns an error message naming the file and what was wrong. Malformed events inside a valid
-// trace are skipped and counted in Trace::stats, never fatal.
+// returns an error message naming the file and what was wrong, and leaves the Trace exactly as it
+// was before the call (ReadTraces: all files or none). Malformed events inside a valid trace are
+// skipped and counted in Trace::stats, never fatal.
 //
 // Memory: the file is streamed in windows (default 8 MiB) and each window is parsed with
 // simdjson On-Demand, so peak memory is the model plus one window, not the file plus its index.

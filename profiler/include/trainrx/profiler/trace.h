@@ -47,6 +47,9 @@ class StringTable {
   StrId Find(std::string_view s) const;
   std::string_view Get(StrId id) const { return views_[id]; }
   size_t size() const { return views_.size(); }
+  // Forgets the strings interned after the table had `size` entries (Trace::RollBack). Their ids
+  // and views become invalid; earlier ones stay valid.
+  void Truncate(size_t size);
 
  private:
   std::deque<std::string> storage_;  // deque: growing never moves stored strings
@@ -213,6 +216,22 @@ struct Trace {
   // before what they enclose; fills Track::first_event / event_count. Idempotent.
   void Finalize();
   bool finalized() const { return finalized_; }
+
+  // Undo for a failed read: a reader only appends (strings, tracks, events, side tables, counters,
+  // flows, ranks) and counts in stats, so the state before a read is a handful of sizes plus the
+  // stats (a few dozen entries at most). Mark() is O(1) in the trace size and RollBack() costs
+  // O(what was added), never a copy of the multi-million-event tables that parsing into a scratch
+  // Trace and merging it (remapping every event's name and track) would cost on success.
+  // Valid only while the trace has been appended to since Mark(): a Finalize() or RemapRank() of
+  // tracks older than the mark in between is not undone (the reader does neither before it fails).
+  // Capacity the failed read grew is kept. A table added to Trace needs its size here too.
+  struct Checkpoint {
+    size_t strings = 0, tracks = 0, events = 0, memcpys = 0, op_inputs = 0, counters = 0, flows = 0, ranks = 0;
+    IngestStats stats;
+    bool finalized = false;
+  };
+  Checkpoint Mark() const;
+  void RollBack(const Checkpoint& mark);
 
   std::span<const Event> TrackEvents(uint32_t track) const {
     const Track& t = tracks[track];

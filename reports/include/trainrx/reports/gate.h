@@ -1,85 +1,14 @@
-// trainrx::reports gate — the CI regression gate's decision rule, baseline file format and
-// renderings (text, Markdown, JUnit XML, JSON). Torch-free, pure; the runner is cli/gate.cc.
-//
-// Decision per metric, on trial samples of the baseline (A) and the current run (B), oriented so
-// that w > 1 is worse (time: B/A; throughput: A/B), with the statistics of stats.h:
-//   fail          the slowdown is significant (Holm-adjusted one-sided Mann-Whitney p < alpha and
-//                 the 95 % CI of w lies above 1) and its estimate exceeds the tolerance
-//   pass          not fail, and the run rules out a regression of `max_undetected` or more
-//                 (the CI's upper bound of w is below 1 + max_undetected)
-//   inconclusive  otherwise: the runner adds trials up to its budget, then reports it (exit 3)
+// trainrx::reports gate — renderings of a gate check (text, Markdown, JUnit XML, JSON). The
+// decision rule, the baseline format and the GateReport record are experiments/gate.h.
 #pragma once
 
-#include <map>
 #include <ostream>
-#include <string>
-#include <vector>
 
-#include "trainrx/reports/stats.h"
+#include "trainrx/experiments/gate.h"
 
 namespace trainrx::reports {
 
-inline constexpr const char* kBaselineSchema = "trainrx.baseline/1";
-inline constexpr const char* kGateSchema = "trainrx.gate/1";
-
-enum class GateVerdict { kPass, kFail, kInconclusive };
-const char* GateVerdictName(GateVerdict v);  // "pass", "fail", "inconclusive"
-
-struct GateRule {
-  double tolerance = 0.03;       // slowdowns below 3 % are not failures
-  double max_undetected = 0.10;  // pass needs the CI to rule out a 10 % regression
-  double alpha = 0.05;
-  int resamples = 2000;
-  uint64_t seed = 1;
-};
-
-struct MetricSamples {
-  std::string name;              // "median step time", "throughput"
-  std::string unit;              // "ms", "samples/s"
-  bool higher_is_better = false;
-  std::vector<double> baseline, current;
-  // In-process paired design: log(current / baseline) per block; when set, the decision uses
-  // stats::ComparePaired (signed-rank) instead of the two-sample comparison.
-  std::vector<double> paired_log_ratios;
-};
-
-struct MetricDecision {
-  std::string name, unit;
-  bool higher_is_better = false;
-  double baseline_median = 0, current_median = 0;
-  double worse = 1, ci_low = 1, ci_high = 1;  // w and its 95 % CI (> 1: worse)
-  double p_value = 1, p_holm = 1;             // one-sided, "current is worse"
-  double detectable = 1;                      // smallest regression this run could detect (ratio)
-  GateVerdict verdict = GateVerdict::kInconclusive;
-};
-
-// Decides every metric, Holm-correcting the p-values across them. The overall verdict is fail if
-// any metric fails, else inconclusive if any is, else pass.
-std::vector<MetricDecision> DecideGate(const std::vector<MetricSamples>& metrics, const GateRule& rule);
-GateVerdict Overall(const std::vector<MetricDecision>& decisions);
-
-// What a baseline stores (JSON, schema trainrx.baseline/1).
-struct Baseline {
-  std::string spec;     // "cnn workers=2" or a command
-  bool command = false;
-  std::map<std::string, std::string> fingerprint;  // cpu_model, cpus, torch, device, trainrx, knobs
-  std::vector<double> trial_ms;       // per trial: median step time (or wall s for commands)
-  std::vector<double> samples_per_s;  // per trial (empty for commands)
-  std::string unit = "ms per step";
-};
-void WriteBaseline(const Baseline& b, std::ostream& out);
-// Parses a baseline file's text; false with *error naming the file, the field and what was expected.
-bool ParseBaseline(const std::string& text, const std::string& file, Baseline* b, std::string* error);
-
-struct GateReport {
-  std::string baseline_file, spec, mode;  // mode: "interleaved re-runs" / "stored samples"
-  std::vector<std::string> warnings;      // fingerprint mismatches, budget notes
-  GateRule rule;
-  int trials = 0;           // current trials (in-process: paired blocks)
-  int baseline_trials = 0;  // the baseline's trials compared against (may differ: stored samples)
-  std::vector<MetricDecision> metrics;
-  GateVerdict verdict = GateVerdict::kInconclusive;
-};
+using experiments::GateReport;
 void WriteGateText(const GateReport& r, std::ostream& out);
 void WriteGateMarkdown(const GateReport& r, std::ostream& out);
 void WriteGateJunit(const GateReport& r, std::ostream& out);

@@ -1,12 +1,14 @@
-#include "trainrx/reports/stats.h"
+#include "trainrx/experiments/stats.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include <cmath>
 #include <cstdio>
 #include <random>
 
-namespace trainrx::reports::stats {
+namespace trainrx::experiments::stats {
 namespace {
 
 std::vector<double> LogNormal(std::mt19937_64& rng, int n, double median, double sigma) {
@@ -106,13 +108,28 @@ TEST(StatsTest, PairedAaFalsePositiveRateIsAtMostNominal) {
   EXPECT_LE(fp, studies * 0.07);
 }
 
-TEST(StatsTest, PairOrderInterleavesEveryPair) {
-  const std::string order = PairOrder(6, 3);
-  ASSERT_EQ(order.size(), 12u);
-  for (size_t i = 0; i < order.size(); i += 2) EXPECT_NE(order[i], order[i + 1]);
-  EXPECT_NE(order, std::string(6, 'A') + std::string(6, 'B'));
-  EXPECT_NE(PairOrder(6, 3), PairOrder(6, 4));  // the seed matters
+// Every block of two pairs is ABBA or BAAB: each arm takes the block's mean position, so a
+// linear drift cancels (per-pair coin flips gave ABABABABAB for seed 1, which a drift biases).
+TEST(StatsTest, PairOrderIsCounterbalancedForEverySeed) {
+  std::set<std::string> seen;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    for (int trials : {4, 5, 6, 10}) {
+      const std::string order = PairOrder(trials, seed);
+      ASSERT_EQ(order.size(), 2u * static_cast<size_t>(trials));
+      for (size_t i = 0; i + 4 <= order.size(); i += 4) {
+        const std::string block = order.substr(i, 4);
+        EXPECT_TRUE(block == "ABBA" || block == "BAAB") << order << " seed " << seed;
+      }
+      if (trials % 2) EXPECT_NE(order[order.size() - 2], order.back());
+      int a_pos = 0, b_pos = 0;  // whole even-length orders: equal position sums
+      for (size_t i = 0; i < order.size(); ++i) (order[i] == 'A' ? a_pos : b_pos) += static_cast<int>(i);
+      if (trials % 2 == 0) EXPECT_EQ(a_pos, b_pos) << order;
+      if (trials == 10) seen.insert(order);
+    }
+  }
+  EXPECT_GT(seen.size(), 20u);  // the seed matters: 32 orders of 10 pairs exist
+  EXPECT_EQ(PairOrder(6, 3), PairOrder(6, 3));
 }
 
 }  // namespace
-}  // namespace trainrx::reports::stats
+}  // namespace trainrx::experiments::stats

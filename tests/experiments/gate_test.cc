@@ -8,7 +8,7 @@
 #include <random>
 #include <sstream>
 
-namespace trainrx::reports {
+namespace trainrx::experiments {
 namespace {
 
 std::vector<double> Noisy(std::mt19937_64& rng, int n, double median, double sigma) {
@@ -119,4 +119,4 @@ TEST(GateTest, SimulatedDriftAndNoisyNeighbourInterleavedVsSequential) {
 }
 
 }  // namespace
-}  // namespace trainrx::reports
+}  // namespace trainrx::experiments

@@ -1,4 +1,4 @@
-// trainrx::reports::stats — the statistics behind `trainrx fix`, `sweep`, `ab` and the CI gate.
+// trainrx::experiments::stats — the statistics behind `trainrx fix`, `sweep`, `ab` and the CI gate.
 // Torch-free, pure, deterministic (every random draw comes from a seed the caller passes).
 //
 // Unit of observation: one TRIAL (one process run of a configuration) summarized by the median of
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace trainrx::reports::stats {
+namespace trainrx::experiments::stats {
 
 double Median(std::vector<double> v);
 
@@ -68,4 +68,4 @@ Interval MedianCi(const std::vector<double>& v, int resamples = 2000, uint64_t s
 // "ABBAABBA...". Never all-A-then-all-B.
 std::string PairOrder(int trials, uint64_t seed);
 
-}  // namespace trainrx::reports::stats
+}  // namespace trainrx::experiments::stats

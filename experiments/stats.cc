@@ -1,11 +1,11 @@
-#include "trainrx/reports/stats.h"
+#include "trainrx/experiments/stats.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
 
-namespace trainrx::reports::stats {
+namespace trainrx::experiments::stats {
 
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -225,8 +225,12 @@ Comparison ComparePaired(const std::vector<double>& d, const CompareOptions& opt
 std::string PairOrder(int trials, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::string order;
-  for (int t = 0; t < trials; ++t) order += (rng() & 1) ? "BA" : "AB";
+  // Counterbalanced blocks of two pairs, ABBA or BAAB at random: inside every block each arm
+  // takes the mean position, so a linear drift cancels (per-pair coin flips gave ABABABABAB for
+  // seed 1, which a drift biases). An odd last pair is AB or BA at random.
+  for (int t = 0; t + 1 < trials; t += 2) order += (rng() >> 63) ? "BAAB" : "ABBA";
+  if (trials % 2) order += (rng() >> 63) ? "BA" : "AB";
   return order;
 }
 
-}  // namespace trainrx::reports::stats
+}  // namespace trainrx::experiments::stats

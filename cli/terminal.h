@@ -1,0 +1,41 @@
+// What the subcommands share on the terminal: errors (exit 2), progress with an ETA, and writing
+// a report to stdout or a file.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <ostream>
+#include <string>
+
+#include "trainrx/experiments/launcher.h"
+
+namespace trainrx::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFail = 1;          // gate: regression
+inline constexpr int kExitInputError = 2;    // usage, input or a trial that failed
+inline constexpr int kExitInconclusive = 3;  // gate
+
+// Prints "trainrx: error: MSG" and returns kExitInputError.
+int Fail(const std::string& msg);
+
+// "  trial 3/20 cnn workers=2 (ETA 41s)" on stderr, on a terminal only (not under CI); the line
+// is cleared when the plan ends, before any report is written.
+class TerminalProgress : public experiments::Progress {
+ public:
+  TerminalProgress();
+  ~TerminalProgress() override;
+  void Start(int total) override;
+  void Step(const std::string& what) override;
+  void Clear();
+
+ private:
+  int total_ = 0, done_ = 0;
+  std::chrono::steady_clock::time_point start_;
+  bool enabled_, shown_ = false;
+};
+
+// Writes the report (render(out)) to `path`, or stdout for "" or "-"; false when writing failed.
+bool WriteOut(const std::string& path, const std::function<void(std::ostream&)>& render);
+
+}  // namespace trainrx::cli

@@ -1,0 +1,228 @@
+// The gate's trial loop (see gate.h for the decision rule).
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "trainrx/experiments/gate.h"
+
+namespace trainrx::experiments {
+
+namespace {
+
+std::string CpuModel() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+// One trial of one side: a workload spec (median step ms, samples/s) or a command (its unit).
+bool RunSide(Launcher& launcher, const std::string& spec, bool command, double* value, double* sps, std::string* unit,
+             double* seconds, std::string* error) {
+  if (command) {
+    CommandResult r;
+    if (!launcher.Command(spec, &r, error)) return false;
+    *value = r.value, *sps = 0, *unit = r.unit, *seconds += r.seconds;
+    return true;
+  }
+  Spec s;
+  if (!ParseSpec(spec, &s, error)) return false;
+  TrialResult r;
+  if (!launcher.Trial(s, &r, error)) return false;
+  *value = r.median_ms, *sps = r.samples_per_s, *unit = "ms per step", *seconds += r.seconds;
+  return true;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> Fingerprint(const std::string& spec, bool command, const std::string& torch_version) {
+  std::map<std::string, std::string> fp;
+  fp["cpu_model"] = CpuModel();
+  fp["cpus"] = std::to_string(sysconf(_SC_NPROCESSORS_ONLN));
+  fp["torch"] = torch_version;
+  fp["trainrx"] = TRAINRX_VERSION;
+  Spec s;
+  std::string error;
+  if (!command && ParseSpec(spec, &s, &error)) {
+    fp["device"] = s.config.Get("device");
+    fp["knobs"] = s.config.Changed();
+  }
+  return fp;
+}
+
+bool RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, Baseline* b, std::string* error) {
+  if (run.trials < 4) {
+    *error = "--trials must be at least 4";
+    return false;
+  }
+  *b = {};
+  b->spec = run.spec;
+  b->command = run.command;
+  b->fingerprint = Fingerprint(run.spec, run.command, run.torch_version);
+  progress.Start(run.trials);
+  double seconds = 0;
+  for (int t = 0; t < run.trials; ++t) {
+    progress.Step(run.spec);
+    double v = 0, sps = 0;
+    if (!RunSide(launcher, run.spec, run.command, &v, &sps, &b->unit, &seconds, error)) return false;
+    b->trial_ms.push_back(v);
+    if (!run.command) b->samples_per_s.push_back(sps);
+  }
+  return true;
+}
+
+GateReport CompareBaselines(const Baseline& base, const std::string& baseline_file, const Baseline& cur,
+                            const GateRule& rule) {
+  GateReport report;
+  report.baseline_file = baseline_file;
+  report.rule = rule;
+  report.spec = cur.spec;
+  report.mode = "stored samples vs stored samples";
+  std::vector<MetricSamples> metrics = {{"median step time", "ms", false, base.trial_ms, cur.trial_ms, {}}};
+  if (base.unit != "ms per step") metrics[0].unit = "s";
+  if (!base.samples_per_s.empty() && !cur.samples_per_s.empty())
+    metrics.push_back({"throughput", "samples/s", true, base.samples_per_s, cur.samples_per_s, {}});
+  if (base.unit != cur.unit)
+    report.warnings.push_back(fmt::format("the baseline is in {} but the current samples in {}", base.unit, cur.unit));
+  report.trials = static_cast<int>(cur.trial_ms.size());
+  report.baseline_trials = static_cast<int>(base.trial_ms.size());
+  for (const auto& [k, v] : base.fingerprint) {
+    auto it = cur.fingerprint.find(k);
+    if (it != cur.fingerprint.end() && it->second != v && k != "knobs")
+      report.warnings.push_back(fmt::format("fingerprint {} differs: baseline '{}', current '{}'", k, v, it->second));
+  }
+  report.metrics = DecideGate(metrics, rule);
+  report.verdict = Overall(report.metrics);
+  return report;
+}
+
+bool CheckGate(const Baseline& base, const std::string& baseline_file, const GateRun& run, Launcher& launcher,
+               Progress& progress, GateReport* report, std::string* error) {
+  if (run.trials < 4) {
+    *error = "--trials must be at least 4";
+    return false;
+  }
+  *report = {};
+  report->baseline_file = baseline_file;
+  report->rule = run.rule;
+  report->spec = run.spec;
+  const auto fp = Fingerprint(run.spec, run.command, run.torch_version);
+  bool same_machine = true;
+  for (const auto& [k, v] : base.fingerprint) {
+    auto it = fp.find(k);
+    if (it == fp.end() || it->second == v || k == "knobs") continue;
+    report->warnings.push_back(fmt::format("fingerprint {} differs: baseline '{}', here '{}'", k, v, it->second));
+    if (k == "cpu_model" || k == "cpus" || k == "device") same_machine = false;
+  }
+  if (run.strict && !report->warnings.empty()) {
+    *error = report->warnings.front() + " (--strict: the baseline was recorded on a different setup)";
+    return false;
+  }
+  // Re-running the baseline spec only means something when it differs from the current one (a
+  // command pointing at the main branch's build, other knobs); the same spec on the same code is
+  // compared with the stored samples.
+  const bool rerun = same_machine && !run.stored_only && base.spec != run.spec && base.command == run.command;
+  Spec bs, cs;
+  std::vector<std::string> alt;
+  std::string ignored;
+  const bool in_process = rerun && !run.command && ParseSpec(base.spec, &bs, &ignored) &&
+                          ParseSpec(run.spec, &cs, &ignored) && SwitchableDifference(bs, cs, &alt);
+  std::vector<MetricSamples> metrics;
+  if (in_process) {
+    report->mode = "interleaved in-process (A B B A steps; the specs differ only in switchable knobs)";
+    metrics = {{"step time", "ms", false, {}, {}, {}}};
+  } else {
+    report->mode = rerun ? "interleaved re-runs of the baseline spec (ABBA)" : "fresh trials vs stored baseline samples";
+    metrics = {{"median step time", base.unit == "ms per step" ? "ms" : "s", false, {}, {}, {}}};
+    if (!base.command && !run.command) metrics.push_back({"throughput", "samples/s", true, {}, {}, {}});
+    if (!rerun) {
+      metrics[0].baseline = base.trial_ms;
+      if (metrics.size() > 1) metrics[1].baseline = base.samples_per_s;
+    }
+  }
+  double seconds = 0;  // trial time so far: the budget
+  AltResult alt_result;
+  progress.Start(run.trials);
+  for (int round = 0;; ++round) {
+    const int n = round == 0 ? run.trials : 2;
+    if (in_process) {
+      for (int t = 0; t < n; ++t) {
+        progress.Step(run.spec);
+        const double before = alt_result.seconds;
+        if (!launcher.AltTrial(bs, alt, &alt_result, error)) return false;
+        seconds += alt_result.seconds - before;
+      }
+      metrics[0].baseline = alt_result.a_ms;
+      metrics[0].current = alt_result.b_ms;
+      metrics[0].paired_log_ratios = alt_result.log_ratios;
+    } else {
+      for (char side : stats::PairOrder(n, run.rule.seed + static_cast<uint64_t>(round))) {
+        if (side == 'A' && !rerun) continue;
+        progress.Step(side == 'A' ? base.spec : run.spec);
+        double v = 0, sps = 0;
+        std::string unit;
+        const std::string& spec = side == 'A' ? base.spec : run.spec;
+        if (!RunSide(launcher, spec, side == 'A' ? base.command : run.command, &v, &sps, &unit, &seconds, error)) return false;
+        if (side == 'B' && unit != base.unit) {
+          *error = fmt::format("`{}` was timed in {} but the baseline is in {}", run.spec, unit, base.unit);
+          return false;
+        }
+        (side == 'A' ? metrics[0].baseline : metrics[0].current).push_back(v);
+        if (metrics.size() > 1) (side == 'A' ? metrics[1].baseline : metrics[1].current).push_back(sps);
+      }
+    }
+    report->metrics = DecideGate(metrics, run.rule);
+    report->verdict = Overall(report->metrics);
+    report->trials = static_cast<int>(in_process ? metrics[0].paired_log_ratios.size() : metrics[0].current.size());
+    report->baseline_trials = static_cast<int>(in_process ? report->trials : metrics[0].baseline.size());
+    if (report->verdict != GateVerdict::kInconclusive || run.budget_s <= 0) break;
+    // Another round must fit: estimated from the trial time per round so far.
+    if (seconds / (round + 1) * (round + 2) > run.budget_s) {
+      report->warnings.push_back(
+          fmt::format("budget {:.0f}s reached after {} round{}", run.budget_s, round + 1, round == 0 ? "" : "s"));
+      break;
+    }
+  }
+  return true;
+}
+
+bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, Launcher& launcher, Progress& progress,
+              SelfTestReport* report, std::string* error) {
+  Spec s;
+  if (!ParseSpec(run.spec, &s, error) || !launcher.CanRunWorkloads(error)) return false;
+  *report = {};
+  report->spec = run.spec;
+  // Calibrate the injected slowdowns against the spec's own median step.
+  TrialResult calib;
+  if (!launcher.Trial(s, &calib, error)) return false;
+  report->median_ms = calib.median_ms;
+  progress.Start(static_cast<int>(pcts.size()) * repeats);
+  for (double pct : pcts) {
+    SelfTestCase c{pct == 0 ? "A/A" : fmt::format("slowdown {:g}%", pct), pct, 0, 0, 0, repeats};
+    for (int r = 0; r < repeats; ++r) {
+      progress.Step(c.name);
+      // B = the same spec with a slowdown knob (0 for A/A): switchable, so compared in-process.
+      const std::string b = fmt::format("slowdown={:.0f}", calib.median_ms * 1000 * pct / 100);
+      AltResult alt;
+      for (int t = 0; t < run.trials; ++t)
+        if (!launcher.AltTrial(s, {b}, &alt, error)) return false;
+      GateRule rule = run.rule;
+      rule.seed = run.rule.seed + static_cast<uint64_t>(r);
+      const auto v = Overall(DecideGate({{"step time", "ms", false, alt.a_ms, alt.b_ms, alt.log_ratios}}, rule));
+      c.fail += v == GateVerdict::kFail;
+      c.pass += v == GateVerdict::kPass;
+      c.inconclusive += v == GateVerdict::kInconclusive;
+    }
+    report->cases.push_back(c);
+  }
+  return true;
+}
+
+}  // namespace trainrx::experiments

@@ -1,0 +1,129 @@
+// trainrx::experiments gate — the CI regression gate's decision rule, baseline file format and
+// the record of one check (GateReport; reports/gate.h renders it). Torch-free, pure; the trial
+// loop is gate_run.cc.
+//
+// Decision per metric, on trial samples of the baseline (A) and the current run (B), oriented so
+// that w > 1 is worse (time: B/A; throughput: A/B), with the statistics of stats.h:
+//   fail          the slowdown is significant (Holm-adjusted one-sided Mann-Whitney p < alpha and
+//                 the 95 % CI of w lies above 1) and its estimate exceeds the tolerance
+//   pass          not fail, and the run rules out a regression of `max_undetected` or more
+//                 (the CI's upper bound of w is below 1 + max_undetected)
+//   inconclusive  otherwise: the runner adds trials up to its budget, then reports it (exit 3)
+#pragma once
+
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "trainrx/experiments/launcher.h"
+#include "trainrx/experiments/stats.h"
+
+namespace trainrx::experiments {
+
+inline constexpr const char* kBaselineSchema = "trainrx.baseline/1";
+inline constexpr const char* kGateSchema = "trainrx.gate/1";
+
+enum class GateVerdict { kPass, kFail, kInconclusive };
+const char* GateVerdictName(GateVerdict v);  // "pass", "fail", "inconclusive"
+
+struct GateRule {
+  double tolerance = 0.03;       // slowdowns below 3 % are not failures
+  double max_undetected = 0.10;  // pass needs the CI to rule out a 10 % regression
+  double alpha = 0.05;
+  int resamples = 2000;
+  uint64_t seed = 1;
+};
+
+struct MetricSamples {
+  std::string name;              // "median step time", "throughput"
+  std::string unit;              // "ms", "samples/s"
+  bool higher_is_better = false;
+  std::vector<double> baseline, current;
+  // In-process paired design: log(current / baseline) per block; when set, the decision uses
+  // stats::ComparePaired (signed-rank) instead of the two-sample comparison.
+  std::vector<double> paired_log_ratios;
+};
+
+struct MetricDecision {
+  std::string name, unit;
+  bool higher_is_better = false;
+  double baseline_median = 0, current_median = 0;
+  double worse = 1, ci_low = 1, ci_high = 1;  // w and its 95 % CI (> 1: worse)
+  double p_value = 1, p_holm = 1;             // one-sided, "current is worse"
+  double detectable = 1;                      // smallest regression this run could detect (ratio)
+  GateVerdict verdict = GateVerdict::kInconclusive;
+};
+
+// Decides every metric, Holm-correcting the p-values across them. The overall verdict is fail if
+// any metric fails, else inconclusive if any is, else pass.
+std::vector<MetricDecision> DecideGate(const std::vector<MetricSamples>& metrics, const GateRule& rule);
+GateVerdict Overall(const std::vector<MetricDecision>& decisions);
+
+// What a baseline stores (JSON, schema trainrx.baseline/1).
+struct Baseline {
+  std::string spec;     // "cnn workers=2" or a command
+  bool command = false;
+  std::map<std::string, std::string> fingerprint;  // cpu_model, cpus, torch, device, trainrx, knobs
+  std::vector<double> trial_ms;       // per trial: median step time (or wall s for commands)
+  std::vector<double> samples_per_s;  // per trial (empty for commands)
+  std::string unit = "ms per step";
+};
+void WriteBaseline(const Baseline& b, std::ostream& out);
+// Parses a baseline file's text; false with *error naming the file, the field and what was expected.
+bool ParseBaseline(const std::string& text, const std::string& file, Baseline* b, std::string* error);
+
+struct GateReport {
+  std::string baseline_file, spec, mode;  // mode: "interleaved re-runs" / "stored samples"
+  std::vector<std::string> warnings;      // fingerprint mismatches, budget notes
+  GateRule rule;
+  int trials = 0;           // current trials (in-process: paired blocks)
+  int baseline_trials = 0;  // the baseline's trials compared against (may differ: stored samples)
+  std::vector<MetricDecision> metrics;
+  GateVerdict verdict = GateVerdict::kInconclusive;
+};
+
+// ---- Running the gate (gate_run.cc): trials through a Launcher, rounds until a decision. ----
+
+struct GateRun {
+  std::string spec;       // a workload spec, or with `command` a command line
+  bool command = false;
+  int trials = 6;         // first round; later rounds add 2 (ABBA) until a decision or the budget
+  double budget_s = 0;    // 0: one round
+  bool strict = false;    // a fingerprint difference is an error
+  bool stored_only = false;  // never re-run the baseline spec
+  std::string torch_version;
+  GateRule rule;
+};
+
+// The machine and setup a measurement belongs to: cpu_model, cpus, torch, trainrx and, for a
+// workload spec, its device and changed knobs.
+std::map<std::string, std::string> Fingerprint(const std::string& spec, bool command, const std::string& torch_version);
+
+bool RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, Baseline* out, std::string* error);
+
+// Compares `run.spec` with the baseline: re-running the baseline spec interleaved (in-process when
+// the specs differ only in switchable knobs) when it differs from the current one on the same
+// machine, else fresh trials against the stored samples; rounds until pass/fail or the budget.
+bool CheckGate(const Baseline& baseline, const std::string& baseline_file, const GateRun& run, Launcher& launcher,
+               Progress& progress, GateReport* report, std::string* error);
+// Stored samples against stored samples (--current FILE): no trials.
+GateReport CompareBaselines(const Baseline& baseline, const std::string& baseline_file, const Baseline& current,
+                            const GateRule& rule);
+
+// How often the rule fails on an A/A comparison (false alarms) and on injected slowdowns
+// (detection), each case `repeats` times with `run.trials` in-process trials.
+struct SelfTestCase {
+  std::string name;  // "A/A", "slowdown 5%"
+  double pct = 0;
+  int fail = 0, pass = 0, inconclusive = 0, repeats = 0;
+};
+struct SelfTestReport {
+  std::string spec;
+  double median_ms = 0;
+  std::vector<SelfTestCase> cases;
+};
+bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, Launcher& launcher, Progress& progress,
+              SelfTestReport* report, std::string* error);
+
+}  // namespace trainrx::experiments

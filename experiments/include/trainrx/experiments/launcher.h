@@ -1,0 +1,65 @@
+// trainrx::experiments launcher — how a trial runs. The plans (fix, sweep, ab, gate) only talk to
+// this interface: the real one (MakeProcessLauncher) starts processes; unit tests script one.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainrx/analyzers/analysis.h"
+#include "trainrx/experiments/spec.h"
+
+namespace trainrx::experiments {
+
+// One untraced run of a workload: its median step time after warm-up, and throughput.
+struct TrialResult {
+  double median_ms = 0;
+  double samples_per_s = 0;
+  double seconds = 0;  // wall time of the trial (budgets)
+};
+
+// One untraced run that alternates A (the spec) and B (the spec with `alt` set) step by step.
+struct AltResult {
+  std::vector<double> a_ms, b_ms;   // every timed step, by arm
+  std::vector<double> log_ratios;   // one per block of four steps: log(mean B / mean A)
+  double seconds = 0;
+};
+
+// One run of a user's command under `trainrx record`: the median step time when its traces have
+// steps (>= 3, the first dropped as warm-up), else the wall time of the run.
+struct CommandResult {
+  double value = 0;
+  std::string unit;  // "ms per step" or "s per run"
+  double seconds = 0;
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  // False with *why when workload trials cannot run here (a build without LibTorch).
+  virtual bool CanRunWorkloads(std::string* why) const = 0;
+  virtual bool Trial(const Spec& spec, TrialResult* out, std::string* error) = 0;
+  virtual bool AltTrial(const Spec& spec, const std::vector<std::string>& alt, AltResult* out, std::string* error) = 0;
+  // One traced run, analyzed: what `fix` will try to fix.
+  virtual bool Analyze(const Spec& spec, analyzers::Report* report, double* seconds, std::string* error) = 0;
+  virtual bool Command(const std::string& command, CommandResult* out, std::string* error) = 0;
+};
+
+// Trials as processes: `bin_dir`/trainrx-workload (untraced: we time the program, not the
+// program under observation) and commands under `bin_dir`/trainrx record. Scratch files go to a
+// private temporary folder, removed with the launcher.
+std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir);
+
+// A progress display: told how many trials a plan will run, then each one as it starts.
+class Progress {
+ public:
+  virtual ~Progress() = default;
+  virtual void Start(int total) {}
+  virtual void Step(const std::string& what) {}
+};
+
+// Each block of four steps (two of each arm) gives one paired value, log(mean B / mean A): the
+// process's own speed and slow drift cancel inside the block. `arms` is 'A' or 'B' per step.
+std::vector<double> BlockLogRatios(const std::vector<char>& arms, const std::vector<double>& ms);
+
+}  // namespace trainrx::experiments

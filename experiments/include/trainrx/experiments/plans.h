@@ -1,0 +1,42 @@
+// trainrx::experiments plans — `fix`, `sweep` and `ab` as library calls: each plans its trials,
+// runs them through a Launcher in a randomized, interleaved order, and returns a plain record
+// (results.h) for reports/ to render. False with *error when a trial fails or the input is wrong.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainrx/experiments/launcher.h"
+#include "trainrx/experiments/results.h"
+#include "trainrx/experiments/spec.h"
+
+namespace trainrx::experiments {
+
+struct PlanOptions {
+  int trials = 5;       // per configuration (>= 4: fewer can never reach p < 0.05)
+  double budget_s = 0;  // fix: cap on the total time (fewer trials, never below 4); 0 = none
+  uint64_t seed = 1;    // interleaving order, bootstrap
+};
+
+// What `fix` will change: one row per knob away from its default that a finding names (the
+// finding's own knob, or the knob table's), then an "all fixes" row when there are several; the
+// notes say which findings no knob of the workload fixes. Pure: unit-tested without trials.
+struct FixPlanRow {
+  FixRow row;     // change, findings, estimated saving; filled further by RunFix
+  Spec fixed;     // the spec with the fix applied
+  std::vector<std::string> alt;  // switchable: B's assignments for an in-process paired trial
+  bool paired = false;
+};
+std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& analysis, std::vector<std::string>* notes);
+
+bool RunFix(const Spec& spec, const PlanOptions& options, Launcher& launcher, Progress& progress, FixReport* report,
+            std::string* error);
+// grids: "knob=v1,v2,..." each; every combination runs `trials` times.
+bool RunSweep(const Spec& base, const std::vector<std::string>& grids, const PlanOptions& options, Launcher& launcher,
+              Progress& progress, SweepReport* report, std::string* error);
+// a and b are workload specs, or with `commands` command lines (run under `trainrx record`).
+bool RunAb(const std::string& a, const std::string& b, bool commands, const PlanOptions& options, Launcher& launcher,
+           Progress& progress, AbReport* report, std::string* error);
+
+}  // namespace trainrx::experiments

@@ -1,0 +1,41 @@
+// trainrx::experiments process — the one place trainrx starts programs (fork/exec/wait), used by
+// `record`, `run` (one process per rank) and the trial launcher.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace trainrx::experiments {
+
+struct EnvChange {
+  enum Mode { kSet, kSetIfUnset, kPrepend, kUnset };  // kPrepend: "value:old" (LD_PRELOAD)
+  std::string name, value;
+  Mode mode = kSet;
+};
+
+struct ProcessSpec {
+  std::vector<std::string> argv;  // argv[0] is the program
+  bool search_path = false;       // look argv[0] up in PATH (a user's command), else a path
+  std::vector<EnvChange> env;     // applied in order, in the child only
+  std::string log;                // stdout and stderr to this file; "" keeps ours
+};
+
+// Starts the program; -1 with *error when fork fails. A program that cannot be executed exits
+// 127 after saying so on its stderr (the log, if any).
+pid_t StartProcess(const ProcessSpec& spec, std::string* error);
+// Waits (through EINTR) and returns the exit code, 128+N when signal N ended it.
+int WaitProcess(pid_t pid);
+// Start and wait; -1 with *error when the process could not start.
+int RunProcess(const ProcessSpec& spec, std::string* error);
+
+// Splits a command line into words as a shell would, without running one: quotes and escapes are
+// honoured. Empty when the line needs a shell (pipes, redirections, `;`, `&&`, $VAR, globs, $(...)).
+std::vector<std::string> SplitCommand(const std::string& command);
+
+// The last `max_bytes` of a log file (error messages about a failed trial).
+std::string LogTail(const std::string& path, size_t max_bytes = 600);
+
+}  // namespace trainrx::experiments

@@ -1,0 +1,74 @@
+// trainrx::experiments results — what `trainrx fix`, `sweep` and `ab` measured, as plain records
+// (reports/experiment.h renders them as text or JSON, schema "trainrx.experiment/1").
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainrx/experiments/stats.h"
+
+namespace trainrx::experiments {
+
+inline constexpr const char* kExperimentSchema = "trainrx.experiment/1";
+
+// One configuration's trials: each trial's median step time (ms) and throughput.
+struct Arm {
+  std::string label;               // "cnn workers=0 anomaly=1"
+  std::vector<double> trial_ms;    // per trial: median step time after warm-up
+  std::vector<double> samples_per_s;
+};
+
+struct FixRow {
+  std::vector<std::string> findings;  // finding ids this change addresses
+  std::string change;                 // "anomaly=1 -> 0", or "all of the above"
+  bool all = false;                   // the row that applies every fix at once
+  bool paired = false;                // measured in-process, paired blocks of steps (else across processes)
+  double estimated_saving_pct = 0;    // from the analysis (0: no estimate)
+  Arm fixed;
+  stats::Comparison cmp;              // baseline vs fixed (speedup > 1: the fix is faster)
+};
+
+struct FixReport {
+  std::string workload;
+  std::string baseline_label;
+  int trials = 0;
+  std::string order;  // how trials were interleaved, e.g. "ABBA BAAB ..."
+  Arm baseline;
+  std::vector<FixRow> rows;
+  std::vector<std::string> notes;  // e.g. findings without a knob, budget cuts
+};
+
+struct SweepCell {
+  std::vector<std::pair<std::string, std::string>> knobs;
+  Arm arm;
+  double median_ms = 0;
+  stats::Interval ci;
+  double samples_per_s = 0;
+  // Against the best cell's throughput trials: tied when not significantly slower.
+  stats::Comparison vs_best;
+  bool tied_with_best = false;
+};
+
+struct SweepReport {
+  std::string workload;
+  std::vector<std::string> grid_keys;
+  int trials = 0;
+  std::vector<SweepCell> cells;
+  size_t best = 0;  // highest median throughput (samples/s)
+  // The best cell is "the best" only when every other cell is significantly slower; else the
+  // cells tied with it are named instead (overlapping noise is not a winner).
+  bool best_significant = false;
+};
+
+struct AbReport {
+  Arm a, b;
+  int trials = 0;
+  std::string order;
+  std::string unit = "ms per step";  // or "s per run" for commands without step markers
+  bool paired = false;               // in-process, paired blocks of steps
+  stats::Comparison cmp;
+  std::vector<std::string> notes;
+};
+
+}  // namespace trainrx::experiments

@@ -1,0 +1,34 @@
+// trainrx::experiments run result — reading the document a reference workload writes with
+// --result (schema "trainrx.run/1"; the writer is workloads/train.cc): per-step times (and, in an
+// in-process A/B run, each step's arm), the median step, throughput and losses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainrx::experiments {
+
+inline constexpr const char* kRunSchema = "trainrx.run/1";
+
+struct RunStep {
+  double ms = 0;
+  char arm = 'A';  // 'B': the --alt-set configuration
+};
+
+struct RunResult {
+  int64_t rank = 0;
+  std::string changed;  // knobs away from their defaults, "k=v k=v"
+  std::vector<RunStep> steps;
+  double median_step_ms = 0, samples_per_s = 0;
+  double first_loss = 0, last_loss = 0;
+  std::string json;  // the document, minified (embedded in `run` reports)
+
+  // "rank 0: median step 12.30 ms, 1300.0 samples/s, loss 2.3 -> 1.9 (knobs: workers=0)"
+  std::string Summary() const;
+};
+
+// False with *error naming the file and the field when it is not a readable trainrx.run/1 document.
+bool ReadRunResult(const std::string& path, RunResult* out, std::string* error);
+
+}  // namespace trainrx::experiments

@@ -1,0 +1,88 @@
+#include "trainrx/experiments/process.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <wordexp.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace trainrx::experiments {
+
+pid_t StartProcess(const ProcessSpec& spec, std::string* error) {
+  if (spec.argv.empty()) {
+    *error = "no program to run";
+    return -1;
+  }
+  // Everything the child needs is prepared before fork: after it, only async-signal-safe calls
+  // and setenv (the child is single-threaded until exec).
+  std::vector<char*> argv;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    *error = std::string("fork failed: ") + std::strerror(errno);
+    return -1;
+  }
+  if (pid > 0) return pid;
+  if (!spec.log.empty()) {
+    const int fd = open(spec.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      close(fd);
+    }
+  }
+  for (const auto& e : spec.env) {
+    switch (e.mode) {
+      case EnvChange::kSet: setenv(e.name.c_str(), e.value.c_str(), 1); break;
+      case EnvChange::kSetIfUnset: setenv(e.name.c_str(), e.value.c_str(), 0); break;
+      case EnvChange::kUnset: unsetenv(e.name.c_str()); break;
+      case EnvChange::kPrepend: {
+        const char* old = std::getenv(e.name.c_str());
+        const std::string v = old && *old ? e.value + ":" + old : e.value;
+        setenv(e.name.c_str(), v.c_str(), 1);
+        break;
+      }
+    }
+  }
+  if (spec.search_path) execvp(argv[0], argv.data());
+  else execv(argv[0], argv.data());
+  std::fprintf(stderr, "trainrx: error: cannot run %s: %s\n", argv[0], std::strerror(errno));
+  _exit(127);
+}
+
+int WaitProcess(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return 1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+int RunProcess(const ProcessSpec& spec, std::string* error) {
+  const pid_t pid = StartProcess(spec, error);
+  return pid < 0 ? -1 : WaitProcess(pid);
+}
+
+std::vector<std::string> SplitCommand(const std::string& command) {
+  if (command.find_first_of("|;&<>$`(){}*?~") != std::string::npos) return {};
+  wordexp_t w;
+  if (wordexp(command.c_str(), &w, WRDE_NOCMD | WRDE_UNDEF) != 0) return {};
+  std::vector<std::string> out(w.we_wordv, w.we_wordv + w.we_wordc);
+  wordfree(&w);
+  return out;
+}
+
+std::string LogTail(const std::string& path, size_t max_bytes) {
+  std::ifstream f(path);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return all.size() > max_bytes ? all.substr(all.size() - max_bytes) : all;
+}
+
+}  // namespace trainrx::experiments

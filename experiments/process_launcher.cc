@@ -1,0 +1,184 @@
+// The real launcher: trials are processes of trainrx-workload WITHOUT the probes (`--no-trace`:
+// we time the program, not the program under observation), each summarized by its median step
+// time after warm-up (the workload's own step timer, the same boundaries as its trainrx::step#
+// ranges); commands run under `trainrx record`.
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "trainrx/experiments/launch_files.h"
+#include "trainrx/experiments/launcher.h"
+#include "trainrx/experiments/process.h"
+#include "trainrx/experiments/run_result.h"
+#include "trainrx/experiments/stats.h"
+#include "trainrx/profiler/kineto_reader.h"
+
+namespace trainrx::experiments {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::vector<double> BlockLogRatios(const std::vector<char>& arms, const std::vector<double>& ms) {
+  std::vector<double> out;
+  for (size_t blk = 0; blk + 4 <= std::min(arms.size(), ms.size()); blk += 4) {
+    double sa = 0, sb = 0;
+    int na = 0, nb = 0;
+    for (size_t i = blk; i < blk + 4; ++i) {
+      if (arms[i] == 'B') sb += ms[i], ++nb;
+      else sa += ms[i], ++na;
+    }
+    if (na > 0 && nb > 0 && sa > 0 && sb > 0) out.push_back(std::log((sb / nb) / (sa / na)));
+  }
+  return out;
+}
+
+namespace {
+
+double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+class ProcessLauncher : public Launcher {
+ public:
+  explicit ProcessLauncher(std::string bin_dir) : bin_dir_(std::move(bin_dir)) {
+    dir_ = fs::temp_directory_path() / fmt::format("trainrx-exp-{}", getpid());
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+  }
+  ~ProcessLauncher() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  bool CanRunWorkloads(std::string* why) const override {
+    if (fs::exists(Workload())) return true;
+    *why = fmt::format("{} not found: this trainrx was built without LibTorch (scripts/setup builds it)", Workload());
+    return false;
+  }
+
+  bool Trial(const Spec& s, TrialResult* out, std::string* error) override {
+    RunResult r;
+    const auto t0 = Clock::now();
+    if (!RunWorkload(s, {"--no-trace"}, "trial", &r, error)) return false;
+    out->median_ms = r.median_step_ms;
+    out->samples_per_s = r.samples_per_s;
+    out->seconds = Since(t0);
+    return true;
+  }
+
+  bool AltTrial(const Spec& s, const std::vector<std::string>& alt, AltResult* out, std::string* error) override {
+    // No evaluation inside timed steps here: it would land in one arm's steps only. At least 64
+    // timed steps (16 paired blocks) per process: power comes from the number of blocks.
+    const int64_t steps = std::max<int64_t>(64, s.config.Int("steps"));
+    std::vector<std::string> extra = {"--no-trace", "--set", "eval_every=0", "--set", "steps=" + std::to_string(steps)};
+    for (const auto& set : alt) extra.insert(extra.end(), {"--alt-set", set});
+    RunResult r;
+    const auto t0 = Clock::now();
+    if (!RunWorkload(s, extra, "alt", &r, error)) return false;
+    std::vector<char> arms;
+    std::vector<double> ms;
+    for (const auto& step : r.steps) {
+      arms.push_back(step.arm);
+      ms.push_back(step.ms);
+      (step.arm == 'B' ? out->b_ms : out->a_ms).push_back(step.ms);
+    }
+    const auto ratios = BlockLogRatios(arms, ms);
+    out->log_ratios.insert(out->log_ratios.end(), ratios.begin(), ratios.end());
+    out->seconds += Since(t0);
+    return true;
+  }
+
+  bool Analyze(const Spec& s, analyzers::Report* report, double* seconds, std::string* error) override {
+    const std::string trace = (dir_ / "analysis.json").string();
+    RunResult r;
+    const auto t0 = Clock::now();
+    if (!RunWorkload(s, {"-o", trace}, "analysis", &r, error)) return false;
+    *seconds = Since(t0);
+    profiler::Trace t;
+    if (const auto st = profiler::ReadTraces({trace}, t); !st.ok) {
+      *error = st.error;
+      return false;
+    }
+    *report = analyzers::Analyze(t);
+    return true;
+  }
+
+  // The command runs directly, split into words as a shell would, unless it needs a shell (pipes,
+  // redirections, `;`, `&&`, variables): then under /bin/sh -c. Either way the traces read are
+  // those of every process of the launch that loaded torch: a shell or launcher between writes none.
+  bool Command(const std::string& cmd, CommandResult* out, std::string* error) override {
+    const std::string trace = (dir_ / "cmd.json").string(), log = (dir_ / "cmd.log").string();
+    ProcessSpec p;
+    p.argv = {bin_dir_ + "/trainrx", "record", "-o", trace, "--"};
+    const std::vector<std::string> words = SplitCommand(cmd);
+    if (words.empty()) p.argv.insert(p.argv.end(), {"/bin/sh", "-c", cmd});
+    else p.argv.insert(p.argv.end(), words.begin(), words.end());
+    p.log = log;
+    const auto started = fs::file_time_type::clock::now();
+    const auto t0 = Clock::now();
+    const int rc = RunProcess(p, error);
+    out->seconds = Since(t0);
+    if (rc != 0) {
+      if (rc > 0) *error = fmt::format("`{}` exited with {}: {}", cmd, rc, LogTail(log));
+      return false;
+    }
+    // This trial's traces only (earlier trials' cmd.pid<P>.json stay in the folder).
+    const std::vector<std::string> traces = LaunchTraces(trace, started);
+    profiler::Trace t;
+    if (!traces.empty() && profiler::ReadTraces(traces, t).ok) {
+      const auto steps = analyzers::BuildStepModel(t);
+      // One process's steps (the lowest rank): ranks step together.
+      std::vector<double> ms;
+      const int32_t first_rank = steps.steps.empty() ? 0 : steps.steps.front().rank;
+      for (const auto& s : steps.steps)
+        if (s.rank == first_rank) ms.push_back(s.wall_ns / 1e6);
+      if (ms.size() >= 3) {
+        ms.erase(ms.begin());
+        out->value = stats::Median(ms);
+        out->unit = "ms per step";
+        return true;
+      }
+    }
+    out->value = out->seconds;
+    out->unit = "s per run";
+    return true;
+  }
+
+ private:
+  std::string Workload() const { return bin_dir_ + "/trainrx-workload"; }
+
+  bool RunWorkload(const Spec& s, const std::vector<std::string>& extra, const std::string& name, RunResult* r,
+                   std::string* error) {
+    const std::string result = (dir_ / (name + ".result.json")).string(), log = (dir_ / (name + ".log")).string();
+    std::error_code ec;
+    fs::remove(result, ec);
+    ProcessSpec p;
+    p.argv = {Workload(), s.workload};
+    if (!s.preset.empty()) p.argv.insert(p.argv.end(), {"--preset", s.preset});
+    for (const auto& set : s.sets) p.argv.insert(p.argv.end(), {"--set", set});
+    p.argv.insert(p.argv.end(), extra.begin(), extra.end());
+    p.argv.insert(p.argv.end(), {"--result", result});
+    p.env = {{"TRAINRX_QUIET", "1", EnvChange::kSetIfUnset}};
+    p.log = log;
+    const int rc = RunProcess(p, error);
+    if (rc != 0) {
+      if (rc > 0) *error = fmt::format("{} exited with {}: {}", s.Label(), rc, LogTail(log));
+      return false;
+    }
+    return ReadRunResult(result, r, error);
+  }
+
+  std::string bin_dir_;
+  fs::path dir_;
+};
+
+}  // namespace
+
+std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir) {
+  return std::make_unique<ProcessLauncher>(bin_dir);
+}
+
+}  // namespace trainrx::experiments

@@ -1,0 +1,58 @@
+#include "trainrx/experiments/run_result.h"
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+namespace trainrx::experiments {
+
+std::string RunResult::Summary() const {
+  return fmt::format("rank {}: median step {:.2f} ms, {:.1f} samples/s, loss {:.4f} -> {:.4f}{}", rank, median_step_ms,
+                     samples_per_s, first_loss, last_loss, changed.empty() ? "" : fmt::format(" (knobs: {})", changed));
+}
+
+bool ReadRunResult(const std::string& path, RunResult* out, std::string* error) {
+  *out = {};
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto e = parser.load(path).get(doc); e) {
+    *error = fmt::format("{}: not a readable run result: {}", path, simdjson::error_message(e));
+    return false;
+  }
+  std::string_view schema;
+  if (doc["schema"].get(schema) != simdjson::SUCCESS || schema != kRunSchema) {
+    *error = fmt::format("{}: expected \"schema\": \"{}\"", path, kRunSchema);
+    return false;
+  }
+  if (doc["median_step_ms"].get(out->median_step_ms) != simdjson::SUCCESS ||
+      doc["samples_per_s"].get(out->samples_per_s) != simdjson::SUCCESS) {
+    *error = fmt::format("{}: \"median_step_ms\" or \"samples_per_s\" missing or not a number", path);
+    return false;
+  }
+  simdjson::dom::array steps;
+  if (doc["steps"].get(steps) != simdjson::SUCCESS) {
+    *error = fmt::format("{}: \"steps\" missing or not an array", path);
+    return false;
+  }
+  size_t i = 0;
+  for (auto step : steps) {
+    RunStep s;
+    std::string_view arm;
+    if (step["ms"].get(s.ms) != simdjson::SUCCESS) {
+      *error = fmt::format("{}: steps[{}]: \"ms\" missing or not a number", path, i);
+      return false;
+    }
+    if (step["arm"].get(arm) == simdjson::SUCCESS && !arm.empty()) s.arm = arm[0];
+    out->steps.push_back(s);
+    ++i;
+  }
+  // Optional (older documents, failed loss reads): zero.
+  if (doc["rank"].get(out->rank) != simdjson::SUCCESS) out->rank = 0;
+  if (doc["first_loss"].get(out->first_loss) != simdjson::SUCCESS) out->first_loss = 0;
+  if (doc["last_loss"].get(out->last_loss) != simdjson::SUCCESS) out->last_loss = 0;
+  std::string_view changed;
+  if (doc["changed"].get(changed) == simdjson::SUCCESS) out->changed = std::string(changed);
+  out->json = simdjson::minify(doc);
+  return true;
+}
+
+}  // namespace trainrx::experiments

@@ -1,0 +1,118 @@
+#include "trainrx/experiments/spec.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <sstream>
+
+namespace trainrx::experiments {
+
+namespace {
+bool IsPercentage(const std::string& set) { return set.size() > 1 && set.back() == '%'; }
+}  // namespace
+
+std::string Spec::Label() const {
+  std::string s = workload;
+  if (!preset.empty()) s += " preset=" + preset;
+  for (const auto& set : sets) s += " " + set;
+  return s;
+}
+
+bool Spec::HasPercentages() const {
+  for (const auto& set : sets)
+    if (IsPercentage(set)) return true;
+  return false;
+}
+
+Spec Spec::With(const std::string& assignment) const {
+  Spec s = *this;
+  s.sets.push_back(assignment);
+  std::string ignored;  // the plan built the assignment from the knob table
+  s.config.Set(assignment, &ignored);
+  return s;
+}
+
+std::string KnobName(const std::string& assignment) { return assignment.substr(0, assignment.find('=')); }
+
+bool ParseSpec(const std::string& text, Spec* spec, std::string* error) {
+  std::istringstream in(text);
+  std::string tok;
+  *spec = {};
+  while (in >> tok) {
+    if (spec->workload.empty()) {
+      spec->workload = tok;
+    } else if (tok.rfind("preset=", 0) == 0) {
+      if (!spec->preset.empty()) {
+        *error = fmt::format("'{}': two presets ('{}' and '{}')", text, spec->preset, tok.substr(7));
+        return false;
+      }
+      spec->preset = tok.substr(7);
+    } else {
+      spec->sets.push_back(tok);
+    }
+  }
+  bool known = false;
+  for (const auto& w : workloads::Workloads()) known = known || spec->workload == w.name;
+  if (!known) {
+    *error = spec->workload.empty() ? "empty workload spec (expected e.g. 'cnn workers=2')"
+                                    : fmt::format("'{}': unknown workload '{}' (cnn or lm; see `trainrx workloads`)", text,
+                                                  spec->workload);
+    return false;
+  }
+  // The preset first, wherever it was written, then the knobs in order (as the workload does).
+  if (!spec->preset.empty() && !spec->config.ApplyPreset(spec->preset, error)) return false;
+  for (const auto& set : spec->sets) {
+    if (!IsPercentage(set)) {
+      if (!spec->config.Set(set, error)) return false;
+      continue;
+    }
+    if (KnobName(set) != "slowdown") {
+      *error = fmt::format("'{}': only slowdown accepts a percentage", set);
+      return false;
+    }
+    const size_t eq = set.find('=');
+    const std::string pct = eq == std::string::npos ? "" : set.substr(eq + 1, set.size() - eq - 2);
+    char* end = nullptr;
+    const double v = std::strtod(pct.c_str(), &end);
+    if (pct.empty() || *end != '\0' || !(v >= 0)) {
+      *error = fmt::format("'{}': expected slowdown=P% with P a number >= 0", set);
+      return false;
+    }
+  }
+  return true;
+}
+
+void ResolvePercentages(Spec* spec, double median_ms, std::vector<std::string>* notes) {
+  for (auto& set : spec->sets) {
+    if (!IsPercentage(set)) continue;
+    const double pct = std::strtod(set.substr(set.find('=') + 1).c_str(), nullptr);
+    const std::string resolved = fmt::format("slowdown={:.0f}", median_ms * 1000 * pct / 100);
+    notes->push_back(fmt::format("{} = {} us ({}% of the calibration median {:.2f} ms)", set, resolved.substr(9), pct,
+                                 median_ms));
+    std::string ignored;
+    spec->config.Set(resolved, &ignored);
+    set = resolved;
+  }
+}
+
+Spec WithoutPercentages(const Spec& spec) {
+  Spec s = spec;
+  std::erase_if(s.sets, IsPercentage);
+  return s;
+}
+
+bool SwitchableDifference(const Spec& a, const Spec& b, std::vector<std::string>* alt) {
+  alt->clear();
+  if (a.workload != b.workload) return false;
+  bool switchable = true;
+  for (const auto& [k, v] : a.config.values()) {
+    if (b.config.Get(k) == v) continue;
+    switchable = switchable && workloads::IsSwitchable(k);
+    alt->push_back(k + "=" + b.config.Get(k));
+  }
+  // Percentages are resolved against a measured step before the comparison runs.
+  if (a.HasPercentages() || b.HasPercentages()) return false;
+  return switchable && !alt->empty();
+}
+
+}  // namespace trainrx::experiments

@@ -1,0 +1,407 @@
+// EventDecoder: one element of traceEvents -> the model (the decode stage of the pipeline described
+// in kineto_document.cc). SIMD-compiled with the rest of the parser.
+//
+// Worked example, one element:
+//   {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10.5,"dur":2,"args":{"stream":7,"correlation":3}}
+//   -> Event{kind=kKernel, ts_ns=10500, dur_ns=2000, correlation=3} on GPU track (dev 0, stream 7)
+// Phases: X complete, B/E paired per track, i/I/n/R instants, s/f/t flows, C counters, M metadata
+// (thread_name); anything else is counted as "unsupported_phase" (info, not data loss).
+#include <fmt/format.h>
+
+#include <charconv>
+#include <optional>
+
+#include "kineto_parse_internal.h"
+#include "trainrx/profiler/time.h"
+
+namespace trainrx::profiler {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+constexpr std::string_view kMalformedNotObject = "event_not_an_object";
+constexpr std::string_view kMissingPh = "missing_ph";
+constexpr std::string_view kMissingTs = "missing_ts";
+constexpr std::string_view kInvalidTs = "invalid_ts";
+constexpr std::string_view kMissingDur = "missing_dur";
+constexpr std::string_view kInvalidDur = "invalid_dur";
+constexpr std::string_view kNegativeDur = "negative_dur";
+constexpr std::string_view kMissingName = "missing_name";
+constexpr std::string_view kInvalidPidTid = "invalid_pid_or_tid";
+constexpr std::string_view kInvalidField = "invalid_field_type";
+constexpr std::string_view kUnmatchedEnd = "unmatched_end_event";
+constexpr std::string_view kUnclosedBegin = "unclosed_begin_event";
+constexpr std::string_view kUnsupportedPhase = "unsupported_phase";
+
+// Raw key text of an object field (no unescaping: trace keys never contain escapes, and a key
+// that did would simply not match a known name).
+std::string_view RawKey(od::field& f) {
+  const char* p = f.key().raw();
+  const char* q = p;
+  while (*q != '"') {
+    if (*q == '\\') ++q;
+    ++q;
+  }
+  return {p, static_cast<size_t>(q - p)};
+}
+
+// An int64 from a JSON number or numeric string; nullopt otherwise.
+std::optional<int64_t> GetInt(od::value v) {
+  od::json_type t;
+  if (v.type().get(t)) return std::nullopt;
+  if (t == od::json_type::number) {
+    int64_t i;
+    if (!v.get_int64().get(i)) return i;
+    double d;
+    if (!v.get_double().get(d) && d >= -9.2e18 && d <= 9.2e18) return static_cast<int64_t>(d);
+    return std::nullopt;
+  }
+  if (t == od::json_type::string) {
+    std::string_view s;
+    if (v.get_string().get(s)) return std::nullopt;
+    int64_t i;
+    auto r = std::from_chars(s.data(), s.data() + s.size(), i);
+    if (r.ec == std::errc() && r.ptr == s.data() + s.size()) return i;
+  }
+  return std::nullopt;
+}
+
+// pid / tid: numbers, or strings like "CPU functions", "stream 7", "Spans".
+struct IdValue {
+  int64_t num = 0;
+  std::string_view str;  // valid until the next string is read from the same document
+  bool present = false;
+  bool ok = true;
+};
+IdValue GetId(od::value v) {
+  IdValue id;
+  id.present = true;
+  od::json_type t;
+  if (v.type().get(t)) {
+    id.ok = false;
+    return id;
+  }
+  if (t == od::json_type::number) {
+    int64_t i;
+    if (!v.get_int64().get(i)) {
+      id.num = i;
+      return id;
+    }
+    uint64_t u;
+    if (!v.get_uint64().get(u)) {
+      id.num = static_cast<int64_t>(u);
+      return id;
+    }
+    id.ok = false;
+    return id;
+  }
+  if (t == od::json_type::string) {
+    std::string_view s;
+    if (v.get_string().get(s)) {
+      id.ok = false;
+      return id;
+    }
+    int64_t i;
+    auto r = std::from_chars(s.data(), s.data() + s.size(), i);
+    if (!s.empty() && r.ec == std::errc() && r.ptr == s.data() + s.size()) id.num = i;
+    else id.str = s;
+    return id;
+  }
+  id.ok = false;
+  return id;
+}
+
+EventKind KindFromCat(std::string_view cat, bool* known) {
+  *known = true;
+  switch (cat.size()) {
+    case 6:
+      if (cat == "cpu_op") return EventKind::kCpuOp;
+      if (cat == "Kernel" || cat == "kernel") return EventKind::kKernel;
+      if (cat == "Memcpy") return EventKind::kMemcpy;
+      if (cat == "Memset") return EventKind::kMemset;
+      break;
+    case 7:
+      if (cat == "Runtime") return EventKind::kCudaRuntime;
+      break;
+    case 8:
+      if (cat == "Operator" || cat == "operator") return EventKind::kCpuOp;
+      break;
+    case 9:
+      if (cat == "cuda_sync") return EventKind::kCudaSync;
+      break;
+    case 10:
+      if (cat == "gpu_memcpy") return EventKind::kMemcpy;
+      if (cat == "gpu_memset") return EventKind::kMemset;
+      break;
+    case 11:
+      if (cat == "cuda_driver") return EventKind::kCudaDriver;
+      break;
+    case 12:
+      if (cat == "cuda_runtime") return EventKind::kCudaRuntime;
+      break;
+    case 15:
+      if (cat == "user_annotation") return EventKind::kUserAnnotation;
+      if (cat == "python_function") return EventKind::kPythonFunction;
+      break;
+    case 19:
+      if (cat == "gpu_user_annotation") return EventKind::kGpuUserAnnotation;
+      break;
+  }
+  *known = false;
+  return EventKind::kOther;
+}
+
+}  // namespace
+
+EventDecoder::EventDecoder(Trace& trace, const std::string& source, int32_t rank)
+    : trace_(trace),
+      source_(source),
+      rank_(rank),
+      first_track_(trace.tracks.size()),
+      first_event_(trace.events.size()),
+      first_flow_(trace.flows.size()),
+      first_counter_(trace.counters.size()) {}
+
+void EventDecoder::Decode(od::object obj) {
+  HandleEvent(obj);
+  ++event_index_;
+  ++trace_.stats.events_read;
+}
+
+void EventDecoder::NotAnObject() {
+  Malformed(kMalformedNotObject);
+  ++event_index_;
+}
+
+std::string EventDecoder::Where() const { return fmt::format("{} event #{}", source_, event_index_); }
+
+void EventDecoder::Malformed(std::string_view kind) { trace_.stats.Add(kind, IssueSeverity::kDataLoss, Where()); }
+
+uint32_t EventDecoder::CpuTrack(int64_t pid, std::string_view pid_name, int64_t tid, std::string_view tid_name) {
+  const StrId pn = pid_name.empty() ? kNoStr : trace_.strings.Intern(pid_name);
+  const StrId tn = tid_name.empty() ? kNoStr : trace_.strings.Intern(tid_name);
+  if (pid == last_pid_ && tid == last_tid_ && pn == last_pid_name_ && tn == last_tid_name_) return last_track_;
+  last_pid_ = pid;
+  last_tid_ = tid;
+  last_pid_name_ = pn;
+  last_tid_name_ = tn;
+  last_track_ = trace_.GetOrAddTrack(rank_, TrackKind::kCpuThread, pid, tid, pn, tn);
+  return last_track_;
+}
+
+uint32_t EventDecoder::GpuTrack(int64_t device, int64_t stream) {
+  return trace_.GetOrAddTrack(rank_, TrackKind::kGpuStream, device, stream);
+}
+
+void EventDecoder::HandleEvent(od::object obj) {
+  std::string_view ph, cat, ts_text, dur_text;
+  StrId name = kNoStr;
+  bool has_name = false, bad_type = false;
+  IdValue pid, tid;
+  int64_t external_id = kNoId, correlation = kNoId, device = -1, stream = -1, bytes = -1, flow_id = kNoId;
+  bool flow_id_present = false;
+  StrId input_dims = kNoStr, input_types = kNoStr, meta_name = kNoStr;
+  std::vector<std::pair<StrId, double>> counter_values;
+
+  for (auto field_result : obj) {
+    od::field field;
+    if (std::move(field_result).get(field)) return Malformed(kInvalidField);
+    const std::string_view key = RawKey(field);
+    od::value v = field.value();
+    switch (key.size()) {
+      case 2:
+        if (key == "ph") {
+          // Views from get_string stay valid until the next window is parsed.
+          if (v.get_string().get(ph)) bad_type = true;
+        } else if (key == "ts") {
+          ts_text = v.raw_json_token();
+        } else if (key == "id") {
+          if (auto id = GetInt(v)) { flow_id = *id; flow_id_present = true; }
+        }
+        break;
+      case 3:
+        if (key == "cat") {
+          if (v.get_string().get(cat)) bad_type = true;
+        } else if (key == "pid") {
+          pid = GetId(v);
+        } else if (key == "tid") {
+          tid = GetId(v);
+        } else if (key == "dur") {
+          dur_text = v.raw_json_token();
+        }
+        break;
+      case 4:
+        if (key == "name") {
+          std::string_view s;
+          if (v.get_string().get(s)) bad_type = true;
+          else {
+            name = trace_.strings.Intern(s);
+            has_name = true;
+          }
+        } else if (key == "args") {
+          od::object args;
+          if (v.get_object().get(args)) break;
+          for (auto af_result : args) {
+            od::field af;
+            if (std::move(af_result).get(af)) { bad_type = true; break; }
+            const std::string_view ak = RawKey(af);
+            od::value av = af.value();
+            if (ak == "External id") {
+              if (auto x = GetInt(av)) external_id = *x;
+            } else if (ak == "correlation") {
+              if (auto x = GetInt(av)) correlation = *x;
+            } else if (ak == "device") {
+              if (auto x = GetInt(av)) device = *x;
+            } else if (ak == "stream") {
+              if (auto x = GetInt(av)) stream = *x;
+            } else if (ak == "bytes") {
+              if (auto x = GetInt(av)) bytes = *x;
+            } else if (ak == "Input Dims") {
+              std::string_view raw;
+              od::array a;
+              if (!av.get_array().get(a) && !a.raw_json().get(raw)) input_dims = trace_.strings.Intern(raw);
+            } else if (ak == "Input type") {
+              std::string_view raw;
+              od::array a;
+              if (!av.get_array().get(a) && !a.raw_json().get(raw)) input_types = trace_.strings.Intern(raw);
+            } else if (ak == "name") {
+              std::string_view s;
+              if (!av.get_string().get(s)) meta_name = trace_.strings.Intern(s);
+            } else if (ph == "C") {
+              double d;
+              if (!av.get_double().get(d)) counter_values.emplace_back(trace_.strings.Intern(ak), d);
+            }
+          }
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  if (bad_type) return Malformed(kInvalidField);
+  if (ph.empty()) return Malformed(kMissingPh);
+  if ((pid.present && !pid.ok) || (tid.present && !tid.ok)) return Malformed(kInvalidPidTid);
+
+  const char p0 = ph[0];
+  if (p0 == 'M' && ph.size() == 1) {
+    if (has_name && trace_.strings.Get(name) == "thread_name" && meta_name != kNoStr) {
+      thread_names_.push_back({pid.num, tid.num, meta_name});
+    }
+    return;
+  }
+
+  if (ts_text.empty()) return Malformed(kMissingTs);
+  const auto ts = ParseMicrosToNs(ts_text);
+  if (!ts) return Malformed(kInvalidTs);
+
+  if ((p0 == 's' || p0 == 'f' || p0 == 't') && ph.size() == 1) {
+    if (!flow_id_present) return Malformed(kInvalidField);
+    Flow f;
+    f.id = flow_id;
+    f.cat = trace_.strings.Intern(cat);
+    f.track = CpuTrack(pid.num, pid.str, tid.num, tid.str);
+    f.ts_ns = *ts;
+    f.is_start = (p0 == 's');
+    trace_.flows.push_back(f);
+    return;
+  }
+  if (p0 == 'C' && ph.size() == 1) {
+    const uint32_t track = CpuTrack(pid.num, pid.str, tid.num, tid.str);
+    for (const auto& [series, value] : counter_values) {
+      const StrId cname = counter_values.size() == 1 && has_name ? name : series;
+      trace_.counters.push_back({track, cname, *ts, value});
+    }
+    return;
+  }
+
+  bool known_cat = true;
+  EventKind kind = cat.empty() ? EventKind::kCpuOp : KindFromCat(cat, &known_cat);
+  if (cat.empty() && pid.str == "CUDA functions") kind = EventKind::kKernel;  // legacy export, use_cuda=True
+  if (!known_cat) kind = EventKind::kOther;
+
+  Event e;
+  e.ts_ns = *ts;
+  e.kind = kind;
+  e.name = name;
+  e.external_id = external_id;
+  e.correlation = correlation;
+
+  if (p0 == 'X' && ph.size() == 1) {
+    if (dur_text.empty()) return Malformed(kMissingDur);
+    const auto dur = ParseMicrosToNs(dur_text);
+    if (!dur) return Malformed(kInvalidDur);
+    if (*dur < 0) return Malformed(kNegativeDur);
+    if (*ts > 0 && *dur > INT64_MAX - *ts) return Malformed(kInvalidDur);
+    e.dur_ns = *dur;
+  } else if ((p0 == 'B' || p0 == 'E') && ph.size() == 1) {
+    // handled below, after the track is known
+  } else if ((p0 == 'i' || p0 == 'I' || p0 == 'n' || p0 == 'R') && ph.size() == 1) {
+    e.kind = EventKind::kInstant;
+    e.dur_ns = 0;
+  } else {
+    trace_.stats.Add(kUnsupportedPhase, IssueSeverity::kInfo, Where());
+    return;
+  }
+  if (!has_name && p0 != 'E') return Malformed(kMissingName);
+
+  if (IsGpuKind(kind)) {
+    const int64_t dev = device >= 0 ? device : pid.num;
+    const int64_t str = stream >= 0 ? stream : tid.num;
+    e.track = GpuTrack(dev, str);
+  } else {
+    e.track = CpuTrack(pid.num, pid.str, tid.num, tid.str);
+  }
+
+  if (p0 == 'B') {
+    open_begins_.push_back({e.track, e.name, e.ts_ns, e.kind});
+    return;
+  }
+  if (p0 == 'E') {
+    // Close the innermost open range of this track.
+    for (size_t k = open_begins_.size(); k-- > 0;) {
+      if (open_begins_[k].track == e.track) {
+        const PendingBegin b = open_begins_[k];
+        open_begins_.erase(open_begins_.begin() + static_cast<std::ptrdiff_t>(k));
+        if (e.ts_ns < b.ts) return Malformed(kNegativeDur);
+        e.dur_ns = e.ts_ns - b.ts;
+        e.ts_ns = b.ts;
+        e.name = b.name;
+        e.kind = b.kind;
+        trace_.AddEvent(e);
+        return;
+      }
+    }
+    return Malformed(kUnmatchedEnd);
+  }
+
+  if (kind == EventKind::kMemcpy || kind == EventKind::kMemset) {
+    MemcpyInfo info = kind == EventKind::kMemcpy ? ParseMemcpyName(trace_.strings.Get(name)) : MemcpyInfo{};
+    info.bytes = bytes;
+    e.aux = static_cast<uint32_t>(trace_.memcpys.size());
+    trace_.memcpys.push_back(info);
+  } else if (input_dims != kNoStr || input_types != kNoStr) {
+    e.aux = static_cast<uint32_t>(trace_.op_inputs.size());
+    trace_.op_inputs.push_back({input_dims, input_types});
+  }
+  trace_.AddEvent(e);
+}
+
+void EventDecoder::Finish(int64_t base_time_ns) {
+  for (size_t k = 0; k < open_begins_.size(); ++k) trace_.stats.Add(kUnclosedBegin, IssueSeverity::kDataLoss, source_);
+  open_begins_.clear();
+  if (base_time_ns != 0) {
+    for (size_t i = first_event_; i < trace_.events.size(); ++i) trace_.events[i].ts_ns += base_time_ns;
+    for (size_t i = first_flow_; i < trace_.flows.size(); ++i) trace_.flows[i].ts_ns += base_time_ns;
+    for (size_t i = first_counter_; i < trace_.counters.size(); ++i) trace_.counters[i].ts_ns += base_time_ns;
+  }
+  for (const auto& tn : thread_names_) {
+    for (size_t t = first_track_; t < trace_.tracks.size(); ++t) {
+      Track& tr = trace_.tracks[t];
+      const bool gpu_match = tr.kind == TrackKind::kGpuStream && tr.device == tn.pid && tr.stream == tn.tid;
+      const bool cpu_match = tr.kind == TrackKind::kCpuThread && tr.pid == tn.pid && tr.tid == tn.tid;
+      if (gpu_match || cpu_match) tr.name = tn.name;
+    }
+  }
+}
+
+}  // namespace trainrx::profiler

@@ -1,0 +1,81 @@
+// Which rank a parsed source becomes, and its entry in Trace::ranks. Compiled for the baseline CPU
+// (it needs no SIMD): the parsing itself is ParseSource (kineto_document.cc).
+//
+// The policy, first match wins: distributedInfo.rank, else the rank the caller gives
+// (ReadOptions::rank_hint for a single file, ReadTraceBuffer's rank), else digits after "rank" in
+// the file name, else 0. Collisions (two files claiming one rank) move the later file to the next
+// free rank and say so in rank_source. Example, files without distributedInfo read in this order:
+// rank1.json -> 1 and rank0.json -> 0 (rank_source "file name"), then notes.json -> 0 is taken,
+// so 2 (rank_source "input order (collided with another file; moved)").
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+
+#include "kineto_parse.h"
+
+namespace trainrx::profiler {
+namespace {
+
+int32_t RankFromFileName(std::string_view path) {
+  // "rank-3.json", "rank3.json.gz", "worker_rank_12.pt.trace.json" -> the digits after "rank".
+  const std::string name = std::filesystem::path(path).filename().string();
+  static const std::regex re("rank[-_]?([0-9]+)", std::regex::icase);
+  std::smatch m;
+  if (std::regex_search(name, m, re)) return std::stoi(m[1].str());
+  return -1;
+}
+
+}  // namespace
+
+ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t rank_hint, Trace& trace,
+                          const ReadOptions& options) {
+  // Tracks are keyed by rank, so the source is parsed under a rank no file can have until its
+  // distributedInfo (in the trailer, after the events) is known, then remapped.
+  constexpr int32_t kProvisional = -1000000;
+  RankInfo info;
+  if (auto st = ParseSource(src, name, kProvisional, trace, options, &info); !st.ok) return st;
+  auto taken = [&](int32_t r) { return trace.FindRank(r) != nullptr; };
+  int32_t rank = -1;
+  std::string how;
+  if (info.declared_rank >= 0) {
+    rank = info.declared_rank;
+    how = "distributedInfo";
+  } else if (rank_hint >= 0) {
+    rank = rank_hint;
+    how = "given";
+  } else if (int32_t fr = RankFromFileName(name); fr >= 0) {
+    rank = fr;
+    how = "file name";
+  } else {
+    rank = 0;
+    how = "input order";
+  }
+  if (taken(rank)) {
+    while (taken(rank)) ++rank;
+    how += " (collided with another file; moved)";
+  }
+  info.rank = rank;
+  info.source = name;
+  info.rank_source = how;
+  info.job = info.declared_rank >= 0
+                 ? fmt::format("world_size {}{}", info.world_size, info.backend.empty() ? "" : ", " + info.backend)
+                 : "no distributedInfo";
+  // Losses our collector recorded while tracing (its "trainrx" block) are data loss of this trace.
+  for (const char* key : {"dropped_records", "cupti_dropped_records", "unfinished_ranges"}) {
+    auto it = info.config.find(key);
+    if (it == info.config.end()) continue;
+    const uint64_t n = std::strtoull(it->second.c_str(), nullptr, 10);
+    if (n > 0) {
+      trace.stats.Add(fmt::format("collector_{}", key),
+                      std::string_view(key) == "unfinished_ranges" ? IssueSeverity::kInfo : IssueSeverity::kDataLoss,
+                      fmt::format("{}: reported by the trainrx collector", name), n);
+    }
+  }
+  trace.ranks.push_back(std::move(info));
+  trace.RemapRank(kProvisional, rank);
+  return {};
+}
+
+}  // namespace trainrx::profiler

@@ -1,0 +1,417 @@
+// The experiment plans (fix, sweep, ab, gate) with a scripted launcher: no process, no torch.
+// Each configuration's step time is a function of its knobs plus seeded noise, so every test
+// knows the true effect and checks what the plan concludes, how it spends trials and which
+// design (in-process paired or separate processes) it picks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+
+#include "trainrx/experiments/gate.h"
+#include "trainrx/experiments/plans.h"
+
+namespace trainrx::experiments {
+namespace {
+
+class FakeLauncher : public Launcher {
+ public:
+  // True median step time of a configuration; default: 10 ms, +5 ms with anomaly, +2 ms with
+  // workers=0, +1 ms with item_every_step, + slowdown µs.
+  std::function<double(const workloads::Config&)> step_ms = [](const workloads::Config& c) {
+    return 10.0 + (c.Bool("anomaly") ? 5 : 0) + (c.Int("workers") == 0 ? 2 : 0) + (c.Bool("item_every_step") ? 1 : 0) +
+           c.Double("slowdown") / 1000.0;
+  };
+  double process_noise = 0.05;  // sd of one process's speed (log), shared by all its steps
+  double step_noise = 0.01;     // sd of a step around its process (log)
+  double seconds_per_trial = 2;
+  analyzers::Report analysis;
+  std::map<std::string, CommandResult> commands;
+  bool workloads_available = true;
+  int trials = 0, alt_trials = 0, analyses = 0;
+  std::vector<std::string> calls;  // labels, in call order
+
+  bool CanRunWorkloads(std::string* why) const override {
+    if (!workloads_available) *why = "trainrx-workload not found";
+    return workloads_available;
+  }
+  bool Trial(const Spec& s, TrialResult* out, std::string*) override {
+    ++trials;
+    calls.push_back(s.Label());
+    out->median_ms = step_ms(s.config) * std::exp(Noise(process_noise));
+    out->samples_per_s = 32 * 1000.0 / out->median_ms;
+    out->seconds = seconds_per_trial;
+    return true;
+  }
+  bool AltTrial(const Spec& s, const std::vector<std::string>& alt, AltResult* out, std::string*) override {
+    ++alt_trials;
+    calls.push_back(s.Label() + " ~ alt");
+    Spec b = s;
+    for (const auto& a : alt) b = b.With(a);
+    const double process = std::exp(Noise(process_noise));
+    std::vector<char> arms;
+    std::vector<double> ms;
+    static const char kPattern[] = {'A', 'B', 'B', 'A', 'B', 'A', 'A', 'B'};
+    for (int i = 0; i < 64; ++i) {
+      const char arm = kPattern[i % 8];
+      const double v = step_ms(arm == 'B' ? b.config : s.config) * process * std::exp(Noise(step_noise));
+      arms.push_back(arm);
+      ms.push_back(v);
+      (arm == 'B' ? out->b_ms : out->a_ms).push_back(v);
+    }
+    const auto r = BlockLogRatios(arms, ms);
+    out->log_ratios.insert(out->log_ratios.end(), r.begin(), r.end());
+    out->seconds += seconds_per_trial;
+    return true;
+  }
+  bool Analyze(const Spec&, analyzers::Report* report, double* seconds, std::string*) override {
+    ++analyses;
+    *report = analysis;
+    *seconds = seconds_per_trial;
+    return true;
+  }
+  bool Command(const std::string& cmd, CommandResult* out, std::string* error) override {
+    auto it = commands.find(cmd);
+    if (it == commands.end()) {
+      *error = "no such command: " + cmd;
+      return false;
+    }
+    *out = it->second;
+    out->value *= std::exp(Noise(process_noise));
+    return true;
+  }
+
+ private:
+  double Noise(double sd) { return sd > 0 ? std::normal_distribution<double>(0, sd)(rng_) : 0; }
+  std::mt19937_64 rng_{7};
+};
+
+Spec MustParse(const std::string& text) {
+  Spec s;
+  std::string error;
+  EXPECT_TRUE(ParseSpec(text, &s, &error)) << error;
+  return s;
+}
+
+analyzers::Finding FindingWithKnob(const std::string& id, const std::string& knob) {
+  analyzers::Finding f;
+  f.id = id;
+  f.knob = knob;
+  f.estimated_saving_pct = 10;
+  return f;
+}
+
+TEST(SpecTest, ParsedOnceIntoAValidatedConfig) {
+  const Spec s = MustParse("cnn workers=0 preset=seeds anomaly=0");
+  EXPECT_EQ(s.preset, "seeds");
+  EXPECT_EQ(s.config.Get("workers"), "0");
+  EXPECT_EQ(s.config.Get("anomaly"), "0");  // the knob after the preset wins, wherever the preset was written
+  EXPECT_EQ(s.Label(), "cnn preset=seeds workers=0 anomaly=0");
+  Spec bad;
+  std::string error;
+  EXPECT_FALSE(ParseSpec("cnn workres=2", &bad, &error));
+  EXPECT_NE(error.find("workres"), std::string::npos);
+  EXPECT_FALSE(ParseSpec("resnet", &bad, &error));
+  EXPECT_NE(error.find("unknown workload"), std::string::npos);
+  EXPECT_FALSE(ParseSpec("cnn workers=5%", &bad, &error));
+  EXPECT_NE(error.find("only slowdown"), std::string::npos);
+  EXPECT_FALSE(ParseSpec("cnn slowdown=x%", &bad, &error));
+}
+
+TEST(SpecTest, SwitchableDifferenceNamesBsKnobs) {
+  std::vector<std::string> alt;
+  EXPECT_TRUE(SwitchableDifference(MustParse("cnn anomaly=1"), MustParse("cnn"), &alt));
+  EXPECT_EQ(alt, std::vector<std::string>{"anomaly=0"});
+  EXPECT_FALSE(SwitchableDifference(MustParse("cnn workers=0"), MustParse("cnn"), &alt));  // a new loader
+  EXPECT_FALSE(SwitchableDifference(MustParse("cnn"), MustParse("cnn"), &alt));             // nothing differs
+  EXPECT_FALSE(SwitchableDifference(MustParse("cnn"), MustParse("lm"), &alt));
+}
+
+TEST(FixPlanTest, OneRowPerKnobAndAllOfTheAbove) {
+  const Spec spec = MustParse("cnn anomaly=1 workers=0 item_every_step=1");
+  analyzers::Report analysis;
+  analysis.findings = {FindingWithKnob("debug.anomaly_detection", "anomaly"), FindingWithKnob("input.workers", "workers"),
+                       FindingWithKnob("input.dataloader_bound", "workers"),  // the same knob: one row, two ids
+                       FindingWithKnob("sync.host_device", ""),              // through the knob table
+                       FindingWithKnob("model.bias_before_norm", "")};       // bias is already 0: no row
+  std::vector<std::string> notes;
+  const auto plans = PlanFixes(spec, analysis, &notes);
+  ASSERT_EQ(plans.size(), 4u);
+  std::map<std::string, const FixPlanRow*> by_change;
+  for (const auto& p : plans) by_change[p.row.change] = &p;
+  ASSERT_TRUE(by_change.count("anomaly=1 -> 0"));
+  ASSERT_TRUE(by_change.count("workers=0 -> 2"));
+  ASSERT_TRUE(by_change.count("item_every_step=1 -> 0"));
+  ASSERT_TRUE(by_change.count("all of the above"));
+  EXPECT_TRUE(by_change["anomaly=1 -> 0"]->paired);           // switchable: in-process
+  EXPECT_TRUE(by_change["item_every_step=1 -> 0"]->paired);
+  EXPECT_FALSE(by_change["workers=0 -> 2"]->paired);          // a new DataLoader: separate processes
+  EXPECT_FALSE(by_change["all of the above"]->paired);
+  EXPECT_TRUE(by_change["all of the above"]->row.all);
+  EXPECT_EQ(by_change["workers=0 -> 2"]->row.findings.size(), 2u);
+  EXPECT_EQ(by_change["all of the above"]->fixed.config.Changed(), "");  // every knob back to default
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("model.bias_before_norm"), std::string::npos);
+}
+
+TEST(FixPlanTest, NothingToFixAndNoAllRowForOneFix) {
+  std::vector<std::string> notes;
+  EXPECT_TRUE(PlanFixes(MustParse("cnn"), {}, &notes).empty());
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("nothing to fix"), std::string::npos);
+  analyzers::Report one;
+  one.findings = {FindingWithKnob("debug.anomaly_detection", "anomaly")};
+  notes.clear();
+  EXPECT_EQ(PlanFixes(MustParse("cnn anomaly=1"), one, &notes).size(), 1u);
+}
+
+TEST(FixTest, MeasuresEachFixWithItsDesignAndFindsTheRealEffects) {
+  FakeLauncher l;
+  l.analysis.findings = {FindingWithKnob("debug.anomaly_detection", "anomaly"), FindingWithKnob("input.workers", "workers")};
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 8;
+  ASSERT_TRUE(RunFix(MustParse("cnn anomaly=1 workers=0"), o, l, quiet, &r, &error)) << error;
+  EXPECT_EQ(l.analyses, 1);
+  ASSERT_EQ(r.rows.size(), 3u);
+  for (const auto& row : r.rows) {
+    EXPECT_EQ(row.cmp.verdict, stats::Verdict::kFaster) << row.change;
+    EXPECT_GT(row.cmp.speedup, 1.0) << row.change;
+  }
+  // anomaly (17 -> 12 ms in-process) is paired; workers and all are process rounds with the baseline.
+  EXPECT_EQ(l.alt_trials, 8);
+  EXPECT_EQ(l.trials, 8 * 3);  // baseline + workers + all, 8 rounds
+  EXPECT_EQ(r.baseline.trial_ms.size(), 8u);
+  for (size_t i = 0; i < r.order.size(); i += 4) EXPECT_NE(r.order.substr(i, 3).find('A'), std::string::npos);
+  for (const auto& row : r.rows) EXPECT_EQ(row.paired, row.change == "anomaly=1 -> 0");
+  EXPECT_NEAR(r.rows[0].cmp.speedup, 17.0 / 12.0, 0.05);  // anomaly: within a process, exact up to step noise
+}
+
+TEST(FixTest, AFixWithoutEffectIsNotSignificant) {
+  FakeLauncher l;
+  l.step_ms = [](const workloads::Config&) { return 10.0; };  // nothing changes anything
+  l.analysis.findings = {FindingWithKnob("input.workers", "workers")};
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), {}, l, quiet, &r, &error)) << error;
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].cmp.verdict, stats::Verdict::kNoDifference);
+}
+
+TEST(FixTest, BudgetScalesTrialsDownButNeverBelowFour) {
+  FakeLauncher l;
+  l.seconds_per_trial = 10;
+  l.analysis.findings = {FindingWithKnob("input.workers", "workers")};
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 10;
+  o.budget_s = 120;  // 2 configurations x 10 trials x 10 s = 200 s > 120 s: 6 trials
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r, &error)) << error;
+  EXPECT_EQ(r.trials, 6);
+  EXPECT_EQ(l.trials, 12);
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_NE(r.notes.back().find("6 trials"), std::string::npos);
+  o.budget_s = 1;  // far too small: 4, the least that can reach p < 0.05
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r, &error)) << error;
+  EXPECT_EQ(r.trials, 4);
+  o.trials = 3;
+  EXPECT_FALSE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r, &error));
+  EXPECT_NE(error.find("at least 4"), std::string::npos);
+}
+
+TEST(FixTest, NoWorkloadBinaryIsAClearError) {
+  FakeLauncher l;
+  l.workloads_available = false;
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  EXPECT_FALSE(RunFix(MustParse("cnn"), {}, l, quiet, &r, &error));
+  EXPECT_NE(error.find("not found"), std::string::npos);
+  EXPECT_EQ(l.analyses, 0);
+}
+
+TEST(AbTest, SwitchableKnobsGoInProcessOthersInterleaveProcesses) {
+  FakeLauncher l;
+  l.process_noise = 0;  // an exact calibration run (10 ms); steps keep their noise
+  Progress quiet;
+  AbReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 6;
+  ASSERT_TRUE(RunAb("cnn", "cnn slowdown=10%", false, o, l, quiet, &r, &error)) << error;
+  EXPECT_TRUE(r.paired);
+  EXPECT_EQ(l.trials, 1);  // the calibration run for 10%
+  EXPECT_EQ(l.alt_trials, 6);
+  EXPECT_EQ(r.b.label, "cnn slowdown=1000");  // 10 % of 10 ms
+  EXPECT_EQ(r.cmp.verdict, stats::Verdict::kSlower);
+  EXPECT_NEAR(1 / r.cmp.speedup, 1.10, 0.02);
+
+  FakeLauncher p;
+  ASSERT_TRUE(RunAb("cnn workers=0", "cnn", false, o, p, quiet, &r, &error)) << error;
+  EXPECT_FALSE(r.paired);
+  EXPECT_EQ(p.alt_trials, 0);
+  EXPECT_EQ(p.trials, 12);
+  EXPECT_EQ(r.order, stats::PairOrder(6, o.seed));
+  EXPECT_EQ(r.cmp.verdict, stats::Verdict::kFaster);  // 12 -> 10 ms
+}
+
+TEST(AbTest, CommandsTimedDifferentlyAreAnError) {
+  FakeLauncher l;
+  l.commands["python a.py"] = {50, "ms per step", 3};
+  l.commands["python b.py"] = {4, "s per run", 4};
+  Progress quiet;
+  AbReport r;
+  std::string error;
+  EXPECT_FALSE(RunAb("python a.py", "python b.py", true, {}, l, quiet, &r, &error));
+  EXPECT_NE(error.find("timed in"), std::string::npos) << error;
+  l.commands["python b.py"] = {40, "ms per step", 3};
+  ASSERT_TRUE(RunAb("python a.py", "python b.py", true, {}, l, quiet, &r, &error)) << error;
+  EXPECT_EQ(r.unit, "ms per step");
+  EXPECT_EQ(r.a.trial_ms.size(), 5u);
+}
+
+TEST(SweepTest, NamesABestOnlyWhenItIsSignificantlyBetter) {
+  FakeLauncher l;
+  Progress quiet;
+  SweepReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 8;
+  // workers 0 (12 ms) vs 2 (10 ms): 2 is clearly best.
+  ASSERT_TRUE(RunSweep(MustParse("cnn"), {"workers=0,2"}, o, l, quiet, &r, &error)) << error;
+  ASSERT_EQ(r.cells.size(), 2u);
+  EXPECT_EQ(r.cells[r.best].knobs[0].second, "2");
+  EXPECT_TRUE(r.best_significant);
+  // workers 2 vs 4: the same time. Whichever is ahead is not "the best".
+  ASSERT_TRUE(RunSweep(MustParse("cnn"), {"workers=2,4"}, o, l, quiet, &r, &error)) << error;
+  EXPECT_FALSE(r.best_significant);
+  EXPECT_TRUE(r.cells[1 - r.best].tied_with_best);
+  EXPECT_FALSE(RunSweep(MustParse("cnn"), {"workers"}, o, l, quiet, &r, &error));
+  EXPECT_NE(error.find("knob=v1,v2"), std::string::npos);
+}
+
+Baseline StoredBaseline(const std::string& spec, double ms, int n, uint64_t seed) {
+  Baseline b;
+  b.spec = spec;
+  b.fingerprint = Fingerprint(spec, false, "2.13.0");
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < n; ++i) {
+    const double v = ms * std::exp(std::normal_distribution<double>(0, 0.01)(rng));
+    b.trial_ms.push_back(v);
+    b.samples_per_s.push_back(32000 / v);
+  }
+  return b;
+}
+
+GateRun GateFor(const std::string& spec) {
+  GateRun run;
+  run.spec = spec;
+  run.torch_version = "2.13.0";
+  return run;
+}
+
+TEST(GateTest, SameSpecIsComparedWithTheStoredSamples) {
+  FakeLauncher l;
+  l.process_noise = 0.01;
+  Progress quiet;
+  GateReport r;
+  std::string error;
+  const Baseline base = StoredBaseline("cnn", 10.0, 8, 1);
+  ASSERT_TRUE(CheckGate(base, "b.json", GateFor("cnn"), l, quiet, &r, &error)) << error;
+  EXPECT_EQ(r.verdict, GateVerdict::kPass);
+  EXPECT_EQ(r.mode, "fresh trials vs stored baseline samples");
+  EXPECT_EQ(l.trials, 6);
+  // The code got 20 % slower: the same spec now takes 12 ms.
+  l.step_ms = [](const workloads::Config&) { return 12.0; };
+  ASSERT_TRUE(CheckGate(base, "b.json", GateFor("cnn"), l, quiet, &r, &error)) << error;
+  EXPECT_EQ(r.verdict, GateVerdict::kFail);
+}
+
+TEST(GateTest, SwitchableDifferenceIsCheckedInProcess) {
+  FakeLauncher l;
+  Progress quiet;
+  GateReport r;
+  std::string error;
+  const Baseline base = StoredBaseline("cnn", 10.0, 6, 2);
+  ASSERT_TRUE(CheckGate(base, "b.json", GateFor("cnn slowdown=2000"), l, quiet, &r, &error)) << error;
+  EXPECT_EQ(l.trials, 0);
+  EXPECT_EQ(l.alt_trials, 6);
+  EXPECT_EQ(r.verdict, GateVerdict::kFail);  // +20 %
+  FakeLauncher p;
+  ASSERT_TRUE(CheckGate(base, "b.json", GateFor("cnn workers=0"), p, quiet, &r, &error)) << error;
+  EXPECT_EQ(p.alt_trials, 0);
+  EXPECT_EQ(r.mode, "interleaved re-runs of the baseline spec (ABBA)");
+  EXPECT_EQ(r.baseline_trials, 6);  // re-run, not the stored samples
+  EXPECT_EQ(r.verdict, GateVerdict::kFail);  // 10 -> 12 ms
+}
+
+TEST(GateTest, NoisyRunsAddRoundsUntilTheBudgetThenSayInconclusive) {
+  FakeLauncher l;
+  l.process_noise = 0.25;  // far too noisy to rule out 10 %
+  l.seconds_per_trial = 10;
+  Progress quiet;
+  GateReport r;
+  std::string error;
+  GateRun run = GateFor("cnn");
+  run.budget_s = 200;  // first round 6 trials (60 s), then rounds of 2 (20 s): 60 + 6 x 20 = 180
+  const Baseline base = StoredBaseline("cnn", 10.0, 6, 3);
+  ASSERT_TRUE(CheckGate(base, "b.json", run, l, quiet, &r, &error)) << error;
+  EXPECT_EQ(r.verdict, GateVerdict::kInconclusive);
+  EXPECT_GT(l.trials, 6);
+  EXPECT_LE(l.trials * l.seconds_per_trial, run.budget_s);
+  ASSERT_FALSE(r.warnings.empty());
+  EXPECT_NE(r.warnings.back().find("budget"), std::string::npos);
+  // Without a budget: one round.
+  FakeLauncher once;
+  once.process_noise = 0.25;
+  ASSERT_TRUE(CheckGate(base, "b.json", GateFor("cnn"), once, quiet, &r, &error)) << error;
+  EXPECT_EQ(once.trials, 6);
+}
+
+TEST(GateTest, StrictRefusesAnotherMachinesBaseline) {
+  FakeLauncher l;
+  Progress quiet;
+  GateReport r;
+  std::string error;
+  Baseline base = StoredBaseline("cnn", 10.0, 6, 4);
+  base.fingerprint["cpus"] = "512";
+  GateRun run = GateFor("cnn");
+  ASSERT_TRUE(CheckGate(base, "b.json", run, l, quiet, &r, &error)) << error;
+  ASSERT_FALSE(r.warnings.empty());
+  run.strict = true;
+  EXPECT_FALSE(CheckGate(base, "b.json", run, l, quiet, &r, &error));
+  EXPECT_NE(error.find("cpus"), std::string::npos);
+  EXPECT_EQ(l.trials, 6);  // strict failed before any trial
+}
+
+TEST(GateTest, RecordBaselineThenCheckTheSameCodePasses) {
+  FakeLauncher l;
+  l.process_noise = 0.01;
+  Progress quiet;
+  Baseline b;
+  std::string error;
+  GateRun run = GateFor("cnn workers=2");
+  run.trials = 8;
+  ASSERT_TRUE(RecordBaseline(run, l, quiet, &b, &error)) << error;
+  EXPECT_EQ(b.trial_ms.size(), 8u);
+  EXPECT_EQ(b.fingerprint.at("trainrx"), TRAINRX_VERSION);
+  GateReport r;
+  ASSERT_TRUE(CheckGate(b, "b.json", run, l, quiet, &r, &error)) << error;
+  EXPECT_EQ(r.verdict, GateVerdict::kPass);
+}
+
+TEST(BlockLogRatiosTest, OneRatioPerBlockOfFour) {
+  const auto r = BlockLogRatios({'A', 'B', 'B', 'A', 'B', 'A', 'A', 'B', 'A'}, {10, 20, 20, 10, 11, 11, 11, 11, 99});
+  ASSERT_EQ(r.size(), 2u);  // the ninth step makes no block
+  EXPECT_NEAR(r[0], std::log(2.0), 1e-12);
+  EXPECT_NEAR(r[1], 0.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace trainrx::experiments
