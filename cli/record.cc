@@ -84,7 +84,8 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
            {"TRAINRX_TORCH_LIB", torch_lib, E::kSetIfUnset},
            {"TRAINRX_TORCH_VERSION", torch_version, E::kSet},
            {"TRAINRX_OUTPUT", output.string(), E::kSet},
-           {"TRAINRX_ROOT_PID", std::to_string(getpid()), E::kSet}};
+           // The launched process is the root (it writes `output`); its children tag theirs.
+           {"TRAINRX_ROOT_PID", "", E::kOwnPid}};
   if (!options.verbose) p.env.push_back({"TRAINRX_QUIET", "1", E::kSetIfUnset});
   if (fs::exists(cupti)) {
     p.env.push_back({"TRAINRX_CUPTI_LIB", cupti, E::kSet});

@@ -94,26 +94,34 @@ bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress
   // The others run in rounds: each round runs the baseline and every such fix once, in a random
   // order, so the baseline trials are interleaved with every fix's trials.
   std::mt19937_64 rng(o.seed);
-  const size_t round_configs = process_plans.size() + 1;
-  progress.Start(static_cast<int>((process_plans.empty() ? 0 : round_configs) + paired_plans.size()) * trials);
-  for (int t = 0; t < trials && !process_plans.empty(); ++t) {
-    std::vector<size_t> order(round_configs);
-    for (size_t i = 0; i < round_configs; ++i) order[i] = i;  // 0 = baseline, i = process_plans[i-1]
+  double trial_seconds = 0;  // time spent in trials so far (the budget)
+  int process_trials = 0;
+  double process_seconds = 0;
+  const auto run_round = [&](const std::vector<size_t>& rows) {
+    std::vector<size_t> order(rows.size() + 1);
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;  // 0 = baseline, i = rows[i-1]
     std::shuffle(order.begin(), order.end(), rng);
     std::string round;
     for (size_t i : order) {
-      const size_t plan = i == 0 ? 0 : process_plans[i - 1];
+      const size_t plan = i == 0 ? 0 : rows[i - 1];
       const Spec& s = i == 0 ? spec : plans[plan].fixed;
       Arm& arm = i == 0 ? report->baseline : plans[plan].row.fixed;
       progress.Step(s.Label());
       TrialResult r;
       if (!launcher.Trial(s, &r, error)) return false;
+      trial_seconds += r.seconds;
+      process_seconds += r.seconds;
+      ++process_trials;
       arm.trial_ms.push_back(r.median_ms);
       arm.samples_per_s.push_back(r.samples_per_s);
       round += i == 0 ? "A" : std::to_string(plan + 1);
     }
     report->order += (report->order.empty() ? "" : " ") + round;
-  }
+    return true;
+  };
+  progress.Start(static_cast<int>((process_plans.empty() ? 0 : process_plans.size() + 1) + paired_plans.size()) * trials);
+  for (int t = 0; t < trials && !process_plans.empty(); ++t)
+    if (!run_round(process_plans)) return false;
   stats::CompareOptions co;
   co.seed = o.seed;
   for (size_t i : paired_plans) {
@@ -123,12 +131,38 @@ bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress
       progress.Step(row.fixed.label + " (in-process)");
       if (!launcher.AltTrial(spec, plans[i].alt, &alt, error)) return false;
     }
+    trial_seconds += alt.seconds;
     row.fixed.trial_ms = alt.b_ms;
     row.cmp = stats::ComparePaired(alt.log_ratios, co);
     row.cmp.median_a = stats::Median(alt.a_ms);
     row.cmp.median_b = stats::Median(alt.b_ms);
   }
-  for (size_t i : process_plans) plans[i].row.cmp = stats::Compare(report->baseline.trial_ms, plans[i].row.fixed.trial_ms, co);
+  // Separate processes vary by +-15 % here: a row that is neither significant nor precise enough
+  // to rule out an effect of `min_effect` gets more rounds (with the baseline), while the budget
+  // allows (without one: up to as many again as the first rounds).
+  const auto compare = [&] {
+    std::vector<size_t> open;
+    for (size_t i : process_plans) {
+      auto& row = plans[i].row;
+      row.cmp = stats::Compare(report->baseline.trial_ms, row.fixed.trial_ms, co);
+      if (row.cmp.verdict == stats::Verdict::kNoDifference && row.cmp.detectable > 1 + o.min_effect) open.push_back(i);
+    }
+    return open;
+  };
+  int extra = 0;
+  for (std::vector<size_t> open = compare(); !open.empty(); open = compare()) {
+    const double per_trial = process_seconds / std::max(1, process_trials);
+    const bool fits = o.budget_s > 0 ? trial_seconds + per_trial * static_cast<double>(open.size() + 1) <= o.budget_s
+                                     : extra < trials;
+    if (!fits) break;
+    progress.Start(static_cast<int>(open.size() + 1));
+    if (!run_round(open)) return false;
+    ++extra;
+  }
+  if (extra > 0)
+    report->notes.push_back(fmt::format("{} more round{} for the rows that were not yet conclusive (separate processes: "
+                                        "until significant, or precise to {:.0f}%, or the budget)",
+                                        extra, extra == 1 ? "" : "s", 100 * o.min_effect));
   for (auto& p : plans) report->rows.push_back(std::move(p.row));
   return true;
 }

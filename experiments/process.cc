@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <string>
 
 namespace trainrx::experiments {
 
@@ -43,6 +44,7 @@ pid_t StartProcess(const ProcessSpec& spec, std::string* error) {
       case EnvChange::kSet: setenv(e.name.c_str(), e.value.c_str(), 1); break;
       case EnvChange::kSetIfUnset: setenv(e.name.c_str(), e.value.c_str(), 0); break;
       case EnvChange::kUnset: unsetenv(e.name.c_str()); break;
+      case EnvChange::kOwnPid: setenv(e.name.c_str(), std::to_string(getpid()).c_str(), 1); break;
       case EnvChange::kPrepend: {
         const char* old = std::getenv(e.name.c_str());
         const std::string v = old && *old ? e.value + ":" + old : e.value;

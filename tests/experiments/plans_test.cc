@@ -83,8 +83,9 @@ class FakeLauncher : public Launcher {
   }
 
  private:
-  double Noise(double sd) { return sd > 0 ? std::normal_distribution<double>(0, sd)(rng_) : 0; }
+  double Noise(double sd) { return sd > 0 ? sd * normal_(rng_) : 0; }
   std::mt19937_64 rng_{7};
+  std::normal_distribution<double> normal_{0, 1};
 };
 
 Spec MustParse(const std::string& text) {
@@ -200,6 +201,32 @@ TEST(FixTest, AFixWithoutEffectIsNotSignificant) {
   ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), {}, l, quiet, &r, &error)) << error;
   ASSERT_EQ(r.rows.size(), 1u);
   EXPECT_EQ(r.rows[0].cmp.verdict, stats::Verdict::kNoDifference);
+  // Not conclusive across processes: as many rounds again (no budget), then it says so.
+  EXPECT_EQ(l.trials, 2 * 2 * 5);
+  EXPECT_NE(r.notes.back().find("5 more rounds"), std::string::npos) << r.notes.back();
+}
+
+// A row that the first rounds leave inconclusive (here: no effect at all) gets more rounds of the
+// baseline and that fix only; a conclusive row (anomaly and workers together) gets none.
+TEST(FixTest, InconclusiveProcessRowsGetMoreRounds) {
+  FakeLauncher l;
+  l.process_noise = 0.08;
+  l.step_ms = [](const workloads::Config& c) { return 10.0 + (c.Bool("anomaly") ? 5 : 0) + (c.Bool("bias") ? 0.01 : 0); };
+  l.analysis.findings = {FindingWithKnob("model.bias_before_norm", "bias"), FindingWithKnob("debug.anomaly_detection", "anomaly")};
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 4;
+  ASSERT_TRUE(RunFix(MustParse("cnn bias=1 anomaly=1"), o, l, quiet, &r, &error)) << error;
+  ASSERT_EQ(r.rows.size(), 3u);
+  std::map<std::string, const FixRow*> rows;
+  for (const auto& row : r.rows) rows[row.change] = &row;
+  ASSERT_TRUE(rows.count("bias=1 -> 0") && rows.count("all of the above"));
+  EXPECT_EQ(rows["bias=1 -> 0"]->fixed.trial_ms.size(), 8u);      // 4, then 4 more (no budget: as many again)
+  EXPECT_EQ(rows["all of the above"]->fixed.trial_ms.size(), 4u);  // significant at once
+  EXPECT_EQ(r.baseline.trial_ms.size(), 8u);                       // every extra round has the baseline
+  EXPECT_NE(r.notes.back().find("4 more rounds"), std::string::npos) << r.notes.back();
 }
 
 TEST(FixTest, BudgetScalesTrialsDownButNeverBelowFour) {
@@ -415,3 +442,4 @@ TEST(BlockLogRatiosTest, OneRatioPerBlockOfFour) {
 
 }  // namespace
 }  // namespace trainrx::experiments
+

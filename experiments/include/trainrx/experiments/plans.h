@@ -17,6 +17,9 @@ struct PlanOptions {
   int trials = 5;       // per configuration (>= 4: fewer can never reach p < 0.05)
   double budget_s = 0;  // fix: cap on the total time (fewer trials, never below 4); 0 = none
   uint64_t seed = 1;    // interleaving order, bootstrap
+  // fix: a row measured across processes that is not significant gets more rounds until it can
+  // rule out a speedup of this size (0.03: 3 %), within the budget.
+  double min_effect = 0.03;
 };
 
 // What `fix` will change: one row per knob away from its default that a finding names (the

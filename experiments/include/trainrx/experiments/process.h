@@ -11,7 +11,8 @@
 namespace trainrx::experiments {
 
 struct EnvChange {
-  enum Mode { kSet, kSetIfUnset, kPrepend, kUnset };  // kPrepend: "value:old" (LD_PRELOAD)
+  // kPrepend: "value:old" (LD_PRELOAD); kOwnPid: the started process's own pid (value unused).
+  enum Mode { kSet, kSetIfUnset, kPrepend, kUnset, kOwnPid };
   std::string name, value;
   Mode mode = kSet;
 };
