@@ -111,6 +111,18 @@ const std::vector<AnalyzerInfo>& Registry() {
   return kRegistry;
 }
 
+const std::vector<std::string>& FindingIds() {
+  static const std::vector<std::string> kIds = {
+      "cudnn.benchmark_off",   "cudnn.deterministic_on",     "debug.anomaly_detection", "debug.launch_blocking",
+      "debug.profiler",        "eval.grad_enabled",          "gpu.idle",                "gpu.launch_bound",
+      "input.dataloader_bound", "input.pin_memory",          "input.workers",           "model.bias_before_norm",
+      "optim.single_tensor",   "optim.zero_grad",            "precision.fp32_matmul",   "precision.matmul_alignment",
+      "python.loop_indexing",  "sync.blocking_copy",         "sync.host_device",        "tensor.cpu_then_copy",
+      "threads.oversubscribed",
+  };
+  return kIds;
+}
+
 Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds) {
   Report report;
   report.metrics.steps = BuildStepModel(trace);

@@ -15,7 +15,7 @@ namespace {
 // Runs a plan with a launcher of processes next to this trainrx and a terminal progress line,
 // then renders its record as text or JSON.
 template <typename Record, typename Plan>
-int RunAndRender(const ExperimentOptions& o, Plan plan, void (*text)(const Record&, std::ostream&),
+int RunAndRender(const ExperimentOptions& o, Plan plan, void (*text)(const Record&, std::ostream&, bool),
                  void (*json)(const Record&, std::ostream&)) {
   const auto launcher = experiments::MakeProcessLauncher(ExeDir());
   TerminalProgress progress;
@@ -24,7 +24,11 @@ int RunAndRender(const ExperimentOptions& o, Plan plan, void (*text)(const Recor
   const bool ok = plan(*launcher, progress, &record, &error);
   progress.Clear();
   if (!ok) return Fail(error);
-  if (!WriteOut(o.output, [&](std::ostream& out) { (o.format == "json" ? json : text)(record, out); }))
+  const auto render = [&](std::ostream& out) {
+    if (o.format == "json") json(record, out);
+    else text(record, out, o.format == "md");
+  };
+  if (!WriteOut(o.output, render))
     return Fail(o.output + ": write failed");
   return kExitOk;
 }

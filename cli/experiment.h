@@ -11,7 +11,7 @@ namespace trainrx::cli {
 
 struct ExperimentOptions {
   experiments::PlanOptions plan;
-  std::string format = "text";  // text | json
+  std::string format = "text";  // text | md | json
   std::string output;           // report file ("" = stdout)
 };
 

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -25,6 +26,21 @@ namespace {
 using trainrx::cli::Fail;
 using trainrx::cli::kExitInputError;
 using trainrx::cli::kExitOk;
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
 
 // `analyze --strict`: traces of different jobs, or inconsistent ranks, in one input are an error.
 bool g_strict_read = false;
@@ -105,7 +121,7 @@ int Main(int argc, char** argv) {
   auto* analyze = app.add_subcommand("analyze", "Analyze PyTorch-profiler (Kineto/Chrome) traces: findings, evidence, fixes");
   analyze->add_option("paths", paths, "trace files (.json, .json.gz) or directories of per-rank traces");
   analyze->add_option("--format", format, "text | json | md")->check(CLI::IsMember({"text", "json", "md"}));
-  analyze->add_option("-o,--output", output, "write the report here instead of stdout");
+  analyze->add_option("-o,--output,--report", output, "write the report here instead of stdout");
   analyze->add_option("--threshold", thresholds, "override a threshold: id.key=value (repeatable)");
   analyze->add_flag("--strict", g_strict_read, "traces of different jobs or inconsistent ranks in one input are an error (exit 2), not a warning");
   analyze->add_flag("--sample", sample, "analyze the built-in sample trace (a CPU training loop with planted problems)");
@@ -148,8 +164,8 @@ int Main(int argc, char** argv) {
   auto add_common = [&](CLI::App* c) {
     c->add_option("--trials", exp.plan.trials, "trials per configuration (default 5; at least 4)");
     c->add_option("--seed", exp.plan.seed, "seed of the randomized interleaving");
-    c->add_option("--format", exp.format, "text | json")->check(CLI::IsMember({"text", "json"}));
-    c->add_option("--report", exp.output, "write the report here instead of stdout");
+    c->add_option("--format", exp.format, "text | md | json")->check(CLI::IsMember({"text", "md", "json"}));
+    c->add_option("-o,--report", exp.output, "write the report here instead of stdout");
   };
   auto* fix = app.add_subcommand("fix", "Run a workload, find its problems, rerun with each fix and report the measured speedups");
   fix->add_option("workload", fix_workload, "cnn | lm")->required();
@@ -196,13 +212,28 @@ int Main(int argc, char** argv) {
   gc->add_flag("--strict", gate.run.strict, "a fingerprint mismatch is an error (exit 2), not a warning");
   gc->add_flag("--stored", gate.run.stored_only, "compare with the stored samples; never re-run the baseline spec");
   gc->add_option("--format", gate.format, "text | md | junit | json")->check(CLI::IsMember({"text", "md", "junit", "json"}));
-  gc->add_option("--report", gate.report, "write the report here instead of stdout");
+  gc->add_option("-o,--report", gate.report, "write the report here instead of stdout");
   spec_opts(gc);
   auto* st = gate_cmd->add_subcommand("self-test", "Measure the gate's false-alarm and detection rates on this machine");
   st->add_option("--repeats", gate.repeats, "gate decisions per case (default 20)");
   st->add_option("--slowdowns", gate.self_test_pcts, "injected slowdowns in % (0 = A/A; default 0 5 10)")->delimiter(',');
   spec_opts(st);
 
+  // A mistyped command names itself (CLI11 alone says "A subcommand is required").
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const auto* c : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(c->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      std::string all, near;
+      size_t best = 3;  // suggest within two edits
+      for (const auto& n : names) {
+        all += (all.empty() ? "" : ", ") + n;
+        if (const size_t d = EditDistance(argv[1], n); d < best) best = d, near = n;
+      }
+      return Fail(fmt::format("unknown command '{}'{}; the commands are {}", argv[1],
+                              near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), all));
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -53,7 +53,9 @@ int ListWorkloads(std::ostream& out) {
   out << "\nKnobs (--set knob=value; defaults are the recommended setting)\n";
   out << fmt::format("  {:<20} {:<8} {:<6} {:<26} {:<5} {}\n", "knob", "default", "bad", "finding", "where", "what");
   for (const auto& k : workloads::Knobs()) {
-    out << fmt::format("  {:<20} {:<8} {:<6} {:<26} {:<5} {}\n", k.name, k.default_value, k.bad_value, k.finding, k.where,
+    // A bad value that no analyzer flags yet shows "-" as its finding.
+    const char* finding = *k.finding ? k.finding : *k.bad_value ? "-" : "";
+    out << fmt::format("  {:<20} {:<8} {:<6} {:<26} {:<5} {}\n", k.name, k.default_value, k.bad_value, finding, k.where,
                        k.help);
   }
   out << "\nPresets (--preset NAME)\n";
@@ -97,6 +99,14 @@ int RunWorkload(const RunOptions& options, const RunAnalyzeFn& analyze) {
     return 2;
   }
   const std::string output = options.output.empty() ? "trainrx_" + options.workload + ".json" : options.output;
+  {
+    std::error_code ec;
+    const fs::path parent = fs::absolute(output, ec).parent_path();
+    if (!fs::is_directory(parent, ec)) {
+      std::cerr << fmt::format("trainrx: error: {}: the folder {} does not exist\n", output, parent.string());
+      return 2;
+    }
+  }
   const int port = FreePort();
   std::vector<pid_t> pids;
   std::vector<std::string> traces, results;

@@ -62,6 +62,16 @@ bool RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, 
     *error = "--trials must be at least 4";
     return false;
   }
+  if (!run.command) {
+    Spec s;
+    if (!ParseSpec(run.spec, &s, error)) return false;
+    if (s.HasPercentages()) {
+      *error = fmt::format("'{}': a percentage is relative to a baseline; a baseline itself needs slowdown in "
+                           "microseconds (slowdown=500)",
+                           run.spec);
+      return false;
+    }
+  }
   *b = {};
   b->spec = run.spec;
   b->command = run.command;
@@ -103,13 +113,25 @@ GateReport CompareBaselines(const Baseline& base, const std::string& baseline_fi
   return report;
 }
 
-bool CheckGate(const Baseline& base, const std::string& baseline_file, const GateRun& run, Launcher& launcher,
+bool CheckGate(const Baseline& base, const std::string& baseline_file, const GateRun& given, Launcher& launcher,
                Progress& progress, GateReport* report, std::string* error) {
-  if (run.trials < 4) {
+  if (given.trials < 4) {
     *error = "--trials must be at least 4";
     return false;
   }
   *report = {};
+  // "slowdown=5%": a share of the baseline's stored median step.
+  GateRun run = given;
+  Spec current;
+  std::string ignored;
+  if (!run.command && ParseSpec(run.spec, &current, &ignored) && current.HasPercentages()) {
+    if (base.unit != "ms per step" || base.trial_ms.empty()) {
+      *error = fmt::format("'{}': a percentage needs a baseline timed in ms per step", run.spec);
+      return false;
+    }
+    ResolvePercentages(&current, stats::Median(base.trial_ms), &report->warnings);
+    run.spec = current.Label();
+  }
   report->baseline_file = baseline_file;
   report->rule = run.rule;
   report->spec = run.spec;
@@ -131,7 +153,6 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
   const bool rerun = same_machine && !run.stored_only && base.spec != run.spec && base.command == run.command;
   Spec bs, cs;
   std::vector<std::string> alt;
-  std::string ignored;
   const bool in_process = rerun && !run.command && ParseSpec(base.spec, &bs, &ignored) &&
                           ParseSpec(run.spec, &cs, &ignored) && SwitchableDifference(bs, cs, &alt);
   std::vector<MetricSamples> metrics;

@@ -16,7 +16,21 @@ using profiler::JsonWriter;
 
 std::string Pad(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
 
-void Table(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+// Text: aligned columns; Markdown: a pipe table (the first row is the header). Both from rows.
+void Table(const std::vector<std::vector<std::string>>& rows, std::ostream& out, bool md) {
+  if (md) {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      std::string line = "|";
+      for (const auto& cell : rows[r]) line += " " + (cell.empty() ? std::string(" ") : cell) + " |";
+      out << line << "\n";
+      if (r == 0) {
+        std::string rule = "|";
+        for (size_t i = 0; i < rows[r].size(); ++i) rule += "---|";
+        out << rule << "\n";
+      }
+    }
+    return;
+  }
   std::vector<size_t> width;
   for (const auto& r : rows) {
     width.resize(std::max(width.size(), r.size()));
@@ -29,6 +43,9 @@ void Table(const std::vector<std::vector<std::string>>& rows, std::ostream& out)
     out << line << "\n";
   }
 }
+
+const char* Heading(bool md) { return md ? "### " : ""; }
+const char* NotePrefix(bool md) { return md ? "- note: " : "note: "; }
 
 std::string P(double p) { return p < 0.001 ? "<0.001" : fmt::format("{:.3f}", p); }
 
@@ -65,9 +82,14 @@ std::string FormatSpeedup(const stats::Comparison& c) {
   return fmt::format("{:.2f}x [{:.2f}, {:.2f}]", c.speedup, c.ci_low, c.ci_high);
 }
 
-void WriteFixText(const FixReport& r, std::ostream& out) {
-  out << fmt::format("trainrx fix {}: baseline {} ({} interleaved trials per comparison; median {:.2f} ms/step)\n\n",
-                     r.workload, r.baseline_label, r.trials, stats::Median(r.baseline.trial_ms));
+void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
+  if (r.rows.empty()) {  // nothing was measured: no trial counts, no median
+    out << Heading(md) << fmt::format("trainrx fix {}: baseline {}\n\n", r.workload, r.baseline_label);
+  } else {
+    out << Heading(md)
+        << fmt::format("trainrx fix {}: baseline {} ({} interleaved trials per comparison; median {:.2f} ms/step)\n\n",
+                       r.workload, r.baseline_label, r.trials, stats::Median(r.baseline.trial_ms));
+  }
   std::vector<std::vector<std::string>> rows = {
       {"finding", "change", "design", "estimated", "measured speedup [95% CI]", "p", "detectable", "verdict"}};
   for (const auto& row : r.rows) {
@@ -79,14 +101,14 @@ void WriteFixText(const FixReport& r, std::ostream& out) {
                     stats::VerdictName(row.cmp.verdict)});
   }
   if (!r.rows.empty()) {
-    Table(rows, out);
+    Table(rows, out, md);
     out << "\nspeedup = baseline median step time / fixed median step time (> 1: the fix is faster); design: "
            "in-process = baseline and fix alternate step by step inside each process (paired blocks of steps, "
            "bootstrap CI, Wilcoxon signed-rank p), processes = separate processes interleaved with the baseline "
            "(bootstrap CI over trials, Mann-Whitney U p); detectable: the smallest speedup this run could have "
            "detected.\n";
   }
-  for (const auto& n : r.notes) out << "note: " << n << "\n";
+  for (const auto& n : r.notes) out << NotePrefix(md) << n << "\n";
 }
 
 void WriteFixJson(const FixReport& r, std::ostream& out) {
@@ -127,8 +149,8 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
   out << "\n";
 }
 
-void WriteSweepText(const SweepReport& r, std::ostream& out) {
-  out << fmt::format("trainrx sweep {}: {} cells x {} trials, interleaved\n\n", r.workload, r.cells.size(), r.trials);
+void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
+  out << Heading(md) << fmt::format("trainrx sweep {}: {} cells x {} trials, interleaved\n\n", r.workload, r.cells.size(), r.trials);
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> head = r.grid_keys;
   head.insert(head.end(), {"median ms/step [95% CI]", "samples/s", "best/this", ""});
@@ -146,7 +168,7 @@ void WriteSweepText(const SweepReport& r, std::ostream& out) {
                                                     : "");
     rows.push_back(row);
   }
-  Table(rows, out);
+  Table(rows, out, md);
   if (!r.best_significant && r.cells.size() > 1) {
     out << "\nno cell is significantly faster than every other: the cells marked \"tied for best\" are not "
            "distinguishable from the fastest with these trials (Mann-Whitney U on throughput, p >= 0.05); "
@@ -185,14 +207,15 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
   out << "\n";
 }
 
-void WriteAbText(const AbReport& r, std::ostream& out) {
+void WriteAbText(const AbReport& r, std::ostream& out, bool md) {
   const auto& c = r.cmp;
-  out << fmt::format("trainrx ab: {} interleaved trials per side (order {})\n", r.trials, r.order);
+  out << Heading(md) << fmt::format("trainrx ab: {} interleaved trials per side (order {})\n", r.trials, r.order);
+  if (md) out << "\n";
   std::vector<std::vector<std::string>> rows = {{"", "config", fmt::format("median {}", r.unit), "95% CI"}};
   const auto ci_a = stats::MedianCi(r.a.trial_ms), ci_b = stats::MedianCi(r.b.trial_ms);
   rows.push_back({"A", r.a.label, fmt::format("{:.3f}", c.median_a), fmt::format("[{:.3f}, {:.3f}]", ci_a.low, ci_a.high)});
   rows.push_back({"B", r.b.label, fmt::format("{:.3f}", c.median_b), fmt::format("[{:.3f}, {:.3f}]", ci_b.low, ci_b.high)});
-  Table(rows, out);
+  Table(rows, out, md);
   // One number: B's time as a multiple of A's, with its CI (the speedup is its inverse).
   const auto inv = [](double x) { return x > 0 ? 1 / x : 0.0; };
   const double ratio = inv(c.speedup);
@@ -204,7 +227,7 @@ void WriteAbText(const AbReport& r, std::ostream& out) {
                      c.verdict == stats::Verdict::kFaster   ? "B is faster"
                      : c.verdict == stats::Verdict::kSlower ? "B is slower"
                                                             : "no significant difference");
-  for (const auto& n : r.notes) out << "note: " << n << "\n";
+  for (const auto& n : r.notes) out << NotePrefix(md) << n << "\n";
 }
 
 void WriteAbJson(const AbReport& r, std::ostream& out) {

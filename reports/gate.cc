@@ -18,7 +18,17 @@ using experiments::MetricDecision;
 
 namespace {
 
-std::string Ci(const MetricDecision& d) { return fmt::format("{:+.1f}% [{:+.1f}%, {:+.1f}%]", 100 * (d.worse - 1), 100 * (d.ci_low - 1), 100 * (d.ci_high - 1)); }
+// The current run against the baseline in the metric's own direction, with its 95 % CI: "12.0%
+// slower [+10.1%, +14.0%]" for a time, "83.0% lower [-85.2%, -80.1%]" for a throughput (w, the
+// "worse" ratio, is time B/A or throughput A/B: the throughput change is 1/w - 1).
+std::string Change(const MetricDecision& d) {
+  const auto inv = [](double x) { return x > 0 ? 1 / x : 0.0; };
+  const double pct = 100 * (d.higher_is_better ? inv(d.worse) - 1 : d.worse - 1);
+  const double lo = 100 * (d.higher_is_better ? inv(d.ci_high) - 1 : d.ci_low - 1);
+  const double hi = 100 * (d.higher_is_better ? inv(d.ci_low) - 1 : d.ci_high - 1);
+  const char* word = d.higher_is_better ? (pct < 0 ? "lower" : "higher") : (pct > 0 ? "slower" : "faster");
+  return fmt::format("{:.1f}% {} [{:+.1f}%, {:+.1f}%]", std::abs(pct), word, lo, hi);
+}
 
 std::string P(double p) { return p < 0.001 ? "<0.001" : fmt::format("{:.3f}", p); }
 
@@ -35,9 +45,9 @@ void WriteGateText(const GateReport& r, std::ostream& out) {
                      GateVerdictName(r.verdict), TrialCounts(r), r.mode, 100 * r.rule.tolerance, 100 * r.rule.max_undetected);
   for (const auto& w : r.warnings) out << "warning: " << w << "\n";
   for (const auto& d : r.metrics) {
-    out << fmt::format("  {:<18} {:<12} baseline {:.3f} {}, current {:.3f} {}: worse by {}, p {} (Holm {}), "
+    out << fmt::format("  {:<18} {:<12} baseline {:.3f} {}, current {:.3f} {}: {}, p {} (Holm {}), "
                        "detectable {:.1f}%\n",
-                       d.name, GateVerdictName(d.verdict), d.baseline_median, d.unit, d.current_median, d.unit, Ci(d),
+                       d.name, GateVerdictName(d.verdict), d.baseline_median, d.unit, d.current_median, d.unit, Change(d),
                        P(d.p_value), P(d.p_holm), 100 * (d.detectable - 1));
   }
 }
@@ -52,7 +62,7 @@ void WriteGateMarkdown(const GateReport& r, std::ostream& out) {
   out << "|---|---|---|---|---|---|---|\n";
   for (const auto& d : r.metrics) {
     out << fmt::format("| {} | {} | {:.3f} {} | {:.3f} {} | {} | {} | {:.1f}% |\n", d.name, GateVerdictName(d.verdict),
-                       d.baseline_median, d.unit, d.current_median, d.unit, Ci(d), P(d.p_holm), 100 * (d.detectable - 1));
+                       d.baseline_median, d.unit, d.current_median, d.unit, Change(d), P(d.p_holm), 100 * (d.detectable - 1));
   }
   for (const auto& w : r.warnings) out << "\n> warning: " << w << "\n";
 }
@@ -80,8 +90,8 @@ void WriteGateJunit(const GateReport& r, std::ostream& out) {
   out << fmt::format("<testsuite name=\"trainrx gate\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n", r.metrics.size(),
                      failures, skipped);
   for (const auto& d : r.metrics) {
-    const std::string detail = fmt::format("baseline {:.3f} {}, current {:.3f} {}, worse by {}, p(Holm) {}", d.baseline_median,
-                                           d.unit, d.current_median, d.unit, Ci(d), P(d.p_holm));
+    const std::string detail = fmt::format("baseline {:.3f} {}, current {:.3f} {}, {}, p(Holm) {}", d.baseline_median,
+                                           d.unit, d.current_median, d.unit, Change(d), P(d.p_holm));
     out << fmt::format("  <testcase classname=\"trainrx.gate\" name=\"{}\">\n", esc(d.name));
     if (d.verdict == GateVerdict::kFail) out << fmt::format("    <failure message=\"regression\">{}</failure>\n", esc(detail));
     else if (d.verdict == GateVerdict::kInconclusive) out << fmt::format("    <skipped message=\"inconclusive: {}\"/>\n", esc(detail));

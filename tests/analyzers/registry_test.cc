@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "knobs.h"
 #include "trainrx/analyzers/analysis.h"
 
 namespace trainrx::analyzers {
@@ -66,6 +67,33 @@ TEST(ThresholdsTest, EveryKeyTheAnalyzersReadIsRegistered) {
                                << ": a thresholds.Get() whose key is not a string literal";
   }
   EXPECT_GE(used.size(), 15u) << "the scan found too few keys; did the call syntax change?";
+}
+
+// Finding ids are typed in the analyzers (f.id = "...", Base("...", ...)) and in the workloads'
+// knob table: both must name ids of the one catalog, FindingIds(), and every catalog id must be
+// produced somewhere.
+TEST(FindingIdsTest, AnalyzersAndKnobTableUseTheCatalog) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(__FILE__).parent_path().parent_path().parent_path();
+  const std::set<std::string> catalog(FindingIds().begin(), FindingIds().end());
+  const std::regex id_literal(R"re((?:\.id\s*=\s*|Base\(\s*)"([a-z_]+\.[a-z_0-9]+)")re");
+  std::set<std::string> produced;
+  for (const auto& entry : fs::recursive_directory_iterator(root / "analyzers")) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".cc") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string src = text.str();
+    for (auto it = std::sregex_iterator(src.begin(), src.end(), id_literal); it != std::sregex_iterator(); ++it) {
+      produced.insert((*it)[1].str());
+      EXPECT_EQ(catalog.count((*it)[1].str()), 1u) << entry.path().filename().string() << ": id '" << (*it)[1].str()
+                                                  << "' is not in FindingIds()";
+    }
+  }
+  for (const auto& id : catalog) EXPECT_EQ(produced.count(id), 1u) << id << " is in FindingIds() but no analyzer reports it";
+  for (const auto& k : workloads::Knobs()) {
+    if (*k.finding) EXPECT_EQ(catalog.count(k.finding), 1u) << "knob " << k.name << " names unknown finding " << k.finding;
+  }
 }
 
 }  // namespace

@@ -47,5 +47,19 @@ done
 "$trainrx" analyze /nonexistent.json 2>/dev/null; check "missing file exits 2" "[ $? -eq 2 ]"
 "$trainrx" analyze --sample --threshold nope=1 2>/dev/null; check "unknown threshold exits 2" "[ $? -eq 2 ]"
 
+# One set of command-line conventions (README table).
+"$trainrx" anlyze x > /dev/null 2> "$tmp/err"; rc=$?
+check "mistyped command: exit 2, named, nearest suggested" "[ $rc -eq 2 ] && grep -q \"unknown command 'anlyze' (did you mean 'analyze'?)\" '$tmp/err'"
+"$trainrx" analyze --sample --format md --report "$tmp/sample.md" > /dev/null
+check "--report is the report in analyze too" "grep -q '^# ' '$tmp/sample.md' || grep -q '^## ' '$tmp/sample.md'"
+python3 - "$tmp" <<'PY'
+import json, sys
+for name, ms in (("base", [10.0, 10.1, 9.9, 10.0, 10.05, 9.95]), ("cur", [12.0, 12.1, 11.9, 12.0, 12.05, 11.95])):
+    json.dump({"schema": "trainrx.baseline/1", "spec": "cnn", "command": False, "unit": "ms per step",
+               "fingerprint": {}, "trial_ms": ms, "samples_per_s": [32000 / m for m in ms]}, open(f"{sys.argv[1]}/{name}.json", "w"))
+PY
+"$trainrx" gate check --baseline "$tmp/base.json" --current "$tmp/cur.json" --format md -o "$tmp/gate.md"; rc=$?
+check "gate check -o writes the report; 20% slower fails (exit 1)" "[ $rc -eq 1 ] && grep -q '20.0% slower' '$tmp/gate.md' && grep -q '16.7% lower' '$tmp/gate.md'"
+
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -41,12 +41,12 @@ TEST(WorkloadConfigTest, PresetsSetTheirKnobsAndUnknownPresetsAreErrors) {
   EXPECT_NE(error.find("seeds"), std::string::npos);
 }
 
-TEST(KnobsTest, EveryBadValueNamesAFindingAndEveryPresetKnobExists) {
+// A knob's finding, when it has one, is an id an analyzer reports (checked against the analyzers'
+// catalog in tests/analyzers/registry_test.cc); accum_sync and empty_cache have bad values that no
+// analyzer flags yet, and say so by naming none.
+TEST(KnobsTest, KnobsAreUniqueAndEveryPresetKnobExists) {
   std::set<std::string> names;
-  for (const auto& k : Knobs()) {
-    EXPECT_TRUE(names.insert(k.name).second) << "duplicate knob " << k.name;
-    if (*k.bad_value) EXPECT_STRNE(k.finding, "") << k.name;
-  }
+  for (const auto& k : Knobs()) EXPECT_TRUE(names.insert(k.name).second) << "duplicate knob " << k.name;
   for (const auto& p : Presets())
     for (const auto& [k, v] : p.settings) EXPECT_NE(FindKnob(k), nullptr) << p.name << ": " << k;
 }

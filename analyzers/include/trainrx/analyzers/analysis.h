@@ -229,6 +229,9 @@ struct AnalyzerInfo {
   AnalyzerFn fn;
 };
 const std::vector<AnalyzerInfo>& Registry();
+// Every finding id an analyzer can report (tests check the analyzers' source and the workloads'
+// knob table against it).
+const std::vector<std::string>& FindingIds();
 
 // Steps first, then every registered family; findings sorted by estimated saving.
 Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds = Thresholds());

@@ -1,5 +1,5 @@
 // trainrx::reports experiments — renders what `trainrx fix`, `sweep` and `ab` measured
-// (experiments/results.h) as text (terminal) or JSON (schema "trainrx.experiment/1",
+// (experiments/results.h) as text (terminal), Markdown or JSON (schema "trainrx.experiment/1",
 // docs/json-schema.md). Torch-free.
 #pragma once
 
@@ -20,11 +20,12 @@ using experiments::SweepCell;
 using experiments::SweepReport;
 namespace stats = experiments::stats;
 
-void WriteFixText(const FixReport& r, std::ostream& out);
+// Text for a terminal, or with `markdown` the same content as Markdown (headings, pipe tables).
+void WriteFixText(const FixReport& r, std::ostream& out, bool markdown = false);
 void WriteFixJson(const FixReport& r, std::ostream& out);
-void WriteSweepText(const SweepReport& r, std::ostream& out);
+void WriteSweepText(const SweepReport& r, std::ostream& out, bool markdown = false);
 void WriteSweepJson(const SweepReport& r, std::ostream& out);
-void WriteAbText(const AbReport& r, std::ostream& out);
+void WriteAbText(const AbReport& r, std::ostream& out, bool markdown = false);
 void WriteAbJson(const AbReport& r, std::ostream& out);
 
 // "1.23x [1.10, 1.35]" and friends, shared by the renderers.
