@@ -60,6 +60,25 @@ int RunSweep(const std::string& text, const std::vector<std::string>& grids, con
       reports::WriteSweepText, reports::WriteSweepJson);
 }
 
+int RunFixCommand(const std::string& command, const ExperimentOptions& o) {
+  std::cerr << fmt::format("trainrx: recording and analyzing `{}` ...\n", command);
+  return RunAndRender<experiments::FixReport>(
+      o,
+      [&](experiments::Launcher& l, experiments::Progress& p, experiments::FixReport* r, std::string* e) {
+        return experiments::RunFixCommand(command, o.plan, l, p, r, e);
+      },
+      reports::WriteFixText, reports::WriteFixJson);
+}
+
+int RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& grids, const ExperimentOptions& o) {
+  return RunAndRender<experiments::SweepReport>(
+      o,
+      [&](experiments::Launcher& l, experiments::Progress& p, experiments::SweepReport* r, std::string* e) {
+        return experiments::RunSweepCommand(tmpl, grids, o.plan, l, p, r, e);
+      },
+      reports::WriteSweepText, reports::WriteSweepJson);
+}
+
 int RunAb(const std::string& a, const std::string& b, bool commands, const ExperimentOptions& o) {
   return RunAndRender<experiments::AbReport>(
       o,

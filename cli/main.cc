@@ -168,14 +168,18 @@ int Main(int argc, char** argv) {
     c->add_option("-o,--report", exp.output, "write the report here instead of stdout");
   };
   auto* fix = app.add_subcommand("fix", "Run a workload, find its problems, rerun with each fix and report the measured speedups");
-  fix->add_option("workload", fix_workload, "cnn | lm")->required();
+  std::string fix_cmd;
+  fix->add_option("workload", fix_workload, "cnn | lm (or --cmd)");
+  fix->add_option("--cmd", fix_cmd, "a user's command: analyze it, apply each fix from outside the script, measure");
   fix->add_option("--set", fix_sets, "knob=value (repeatable)");
   fix->add_option("--preset", fix_preset, "a named configuration (see `trainrx workloads`)");
   fix->add_option("--budget", exp.plan.budget_s, "seconds: fewer trials (never below 4) when the plan would take longer");
   add_common(fix);
   std::vector<std::string> grids;
   auto* sweep = app.add_subcommand("sweep", "Run every combination of knob values; median step time and throughput with CIs");
-  sweep->add_option("workload", fix_workload, "cnn | lm")->required();
+  std::string sweep_cmd;
+  sweep->add_option("workload", fix_workload, "cnn | lm (or --cmd)");
+  sweep->add_option("--cmd", sweep_cmd, "a command template: \"python3 train.py --workers {workers}\" with --grid workers=0,2,4");
   sweep->add_option("--grid", grids, "knob=v1,v2,... (repeatable; the product is run)")->required();
   sweep->add_option("--set", fix_sets, "fixed knob=value for every cell (repeatable)");
   sweep->add_option("--preset", fix_preset, "a named base configuration");
@@ -243,6 +247,12 @@ int Main(int argc, char** argv) {
   if (*analyze) return RunAnalyze(paths, sample, format, output, thresholds);
   if (*convert) return RunConvert(convert_paths, convert_out);
   if (*workloads) return trainrx::cli::ListWorkloads(std::cout);
+  if ((*fix && !fix_cmd.empty()) || (*sweep && !sweep_cmd.empty())) {
+    if (!fix_workload.empty() || !fix_sets.empty() || !fix_preset.empty())
+      return Fail("--cmd replaces the workload: give a command or a workload with --set/--preset, not both");
+    return *fix ? trainrx::cli::RunFixCommand(fix_cmd, exp) : trainrx::cli::RunSweepCommand(sweep_cmd, grids, exp);
+  }
+  if ((*fix || *sweep) && fix_workload.empty()) return Fail("give a workload (cnn, lm) or --cmd COMMAND");
   if (*fix || *sweep) {
     std::string text = fix_workload + (fix_preset.empty() ? "" : " preset=" + fix_preset);
     for (const auto& s : fix_sets) text += " " + s;

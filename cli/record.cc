@@ -92,6 +92,16 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
     // The driver loads it at cuInit, so GPU activity is recorded from the first CUDA call.
     p.env.push_back({"CUDA_INJECTION64_PATH", cupti, E::kSetIfUnset});
   }
+  // `trainrx fix --cmd`: fixes applied from outside the script by a Python start-up hook
+  // (probes/python/sitecustomize.py), named in TRAINRX_FIX.
+  if (const char* fixes = std::getenv("TRAINRX_FIX"); fixes && *fixes) {
+    const std::string hook = ExeDir() + "/trainrx_python";
+    if (!fs::exists(hook + "/sitecustomize.py")) {
+      std::cerr << fmt::format("trainrx: error: TRAINRX_FIX is set but {}/sitecustomize.py is missing (rebuild)\n", hook);
+      return 2;
+    }
+    p.env.push_back({"PYTHONPATH", hook, E::kPrepend});
+  }
   std::string error;
   const pid_t child = experiments::StartProcess(p, &error);
   if (child < 0) {

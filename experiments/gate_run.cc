@@ -28,7 +28,7 @@ bool RunSide(Launcher& launcher, const std::string& spec, bool command, double* 
              double* seconds, std::string* error) {
   if (command) {
     CommandResult r;
-    if (!launcher.Command(spec, &r, error)) return false;
+    if (!launcher.Command(spec, {}, &r, error)) return false;
     *value = r.value, *sps = 0, *unit = r.unit, *seconds += r.seconds;
     return true;
   }

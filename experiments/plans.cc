@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <random>
 #include <sstream>
@@ -69,30 +70,33 @@ std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& ana
   return plans;
 }
 
-bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress& progress, FixReport* report,
-            std::string* error) {
-  if (!NeedFourTrials(o.trials, error) || !launcher.CanRunWorkloads(error)) return false;
-  analyzers::Report analysis;
-  double seconds = 0;
-  if (!launcher.Analyze(spec, &analysis, &seconds, error)) return false;
+namespace {
 
-  *report = {};
-  report->workload = spec.workload;
-  report->baseline_label = spec.Label();
-  report->baseline.label = spec.Label();
-  std::vector<FixPlanRow> plans = PlanFixes(spec, analysis, &report->notes);
+// One trial of the baseline (plan -1) or of a fix.
+using FixTrial = std::function<bool(int plan, TrialResult* out, std::string* error)>;
+
+// The budget scales the trials down (never below 4) when the plan would not fit, estimated from
+// the analysis run's time.
+int BudgetedTrials(const PlanOptions& o, size_t configs, double seconds, std::vector<std::string>* notes) {
   int trials = o.trials;
-  const size_t configs = plans.size() + 1;
-  if (o.budget_s > 0 && configs * trials * seconds > o.budget_s) {
-    trials = std::max(4, static_cast<int>(o.budget_s / (configs * std::max(seconds, 0.1))));
-    report->notes.push_back(fmt::format("--budget {:.0f}s: {} trials per configuration instead of {} (one run takes ~{:.1f}s)",
-                                        o.budget_s, trials, o.trials, seconds));
+  if (o.budget_s > 0 && static_cast<double>(configs) * trials * seconds > o.budget_s) {
+    trials = std::max(4, static_cast<int>(o.budget_s / (static_cast<double>(configs) * std::max(seconds, 0.1))));
+    notes->push_back(fmt::format("--budget {:.0f}s: {} trials per configuration instead of {} (one run takes ~{:.1f}s)",
+                                 o.budget_s, trials, o.trials, seconds));
   }
+  return trials;
+}
+
+// Measures every plan: paired ones in-process (`alt_trial`), the others in rounds of separate
+// processes, each round the baseline and every such fix once in a random order (so the
+// baseline's trials interleave with every fix's), then more rounds for rows that stay
+// inconclusive (see PlanOptions::min_effect) while the budget allows.
+bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, const PlanOptions& o, const FixTrial& trial,
+                  const std::function<bool(size_t plan, AltResult*, std::string*)>& alt_trial, Progress& progress,
+                  FixReport* report, std::string* error) {
   report->trials = trials;
   std::vector<size_t> process_plans, paired_plans;
   for (size_t i = 0; i < plans.size(); ++i) (plans[i].paired ? paired_plans : process_plans).push_back(i);
-  // The others run in rounds: each round runs the baseline and every such fix once, in a random
-  // order, so the baseline trials are interleaved with every fix's trials.
   std::mt19937_64 rng(o.seed);
   double trial_seconds = 0;  // time spent in trials so far (the budget)
   int process_trials = 0;
@@ -104,11 +108,10 @@ bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress
     std::string round;
     for (size_t i : order) {
       const size_t plan = i == 0 ? 0 : rows[i - 1];
-      const Spec& s = i == 0 ? spec : plans[plan].fixed;
       Arm& arm = i == 0 ? report->baseline : plans[plan].row.fixed;
-      progress.Step(s.Label());
+      progress.Step(arm.label);
       TrialResult r;
-      if (!launcher.Trial(s, &r, error)) return false;
+      if (!trial(i == 0 ? -1 : static_cast<int>(plan), &r, error)) return false;
       trial_seconds += r.seconds;
       process_seconds += r.seconds;
       ++process_trials;
@@ -129,7 +132,7 @@ bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress
     AltResult alt;
     for (int t = 0; t < trials; ++t) {
       progress.Step(row.fixed.label + " (in-process)");
-      if (!launcher.AltTrial(spec, plans[i].alt, &alt, error)) return false;
+      if (!alt_trial(i, &alt, error)) return false;
     }
     trial_seconds += alt.seconds;
     row.fixed.trial_ms = alt.b_ms;
@@ -167,68 +170,188 @@ bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress
   return true;
 }
 
-bool RunSweep(const Spec& base, const std::vector<std::string>& grids, const PlanOptions& o, Launcher& launcher,
-              Progress& progress, SweepReport* report, std::string* error) {
+}  // namespace
+
+bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress& progress, FixReport* report,
+            std::string* error) {
+  if (!NeedFourTrials(o.trials, error) || !launcher.CanRunWorkloads(error)) return false;
+  analyzers::Report analysis;
+  double seconds = 0;
+  if (!launcher.Analyze(spec, &analysis, &seconds, error)) return false;
+  *report = {};
+  report->workload = spec.workload;
+  report->baseline_label = spec.Label();
+  report->baseline.label = spec.Label();
+  std::vector<FixPlanRow> plans = PlanFixes(spec, analysis, &report->notes);
+  const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
+  const FixTrial trial = [&](int plan, TrialResult* r, std::string* e) {
+    return launcher.Trial(plan < 0 ? spec : plans[static_cast<size_t>(plan)].fixed, r, e);
+  };
+  const auto alt_trial = [&](size_t plan, AltResult* r, std::string* e) { return launcher.AltTrial(spec, plans[plan].alt, r, e); };
+  return MeasureFixes(plans, trials, o, trial, alt_trial, progress, report, error);
+}
+
+const std::vector<OutsideFix>& OutsideFixes() {
+  static const std::vector<OutsideFix> kFixes = {
+      {"debug.anomaly_detection", "anomaly_off", "remove torch.autograd.set_detect_anomaly(True) / detect_anomaly() from training"},
+      {"optim.zero_grad", "zero_grad_none", "optimizer.zero_grad(set_to_none=True) (the default since torch 2.0)"},
+      {"input.workers", "workers=2",
+       "DataLoader(..., num_workers=2, persistent_workers=True); pick N with `trainrx sweep --cmd \"... {workers}\" --grid "
+       "workers=0,1,2,4`"},
+      {"input.dataloader_bound", "workers=2", "DataLoader(..., num_workers=2, persistent_workers=True)"},
+      {"input.pin_memory", "pin_memory", "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)"},
+      {"eval.grad_enabled", "eval_no_grad", "run evaluation under `with torch.no_grad():` (or torch.inference_mode())"},
+      {"cudnn.benchmark_off", "cudnn_benchmark", "torch.backends.cudnn.benchmark = True"},
+      {"cudnn.deterministic_on", "deterministic_off",
+       "drop torch.use_deterministic_algorithms(True) / cudnn.deterministic = True from training runs"},
+      {"precision.fp32_matmul", "tf32", "torch.set_float32_matmul_precision(\"high\") (TF32 matmuls on Ampere and newer)"},
+  };
+  return kFixes;
+}
+
+std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analyzers::Report& analysis,
+                                         std::vector<std::string>* notes) {
+  std::vector<FixPlanRow> plans;
+  std::map<std::string, size_t> by_token;
+  for (const auto& f : analysis.findings) {
+    const OutsideFix* fix = nullptr;
+    for (const auto& x : OutsideFixes())
+      if (f.id == x.finding) fix = &x;
+    if (!fix) {
+      notes->push_back(fmt::format("{}: cannot be applied from outside the script; change the code: {}", f.id,
+                                   f.fix_python.empty() ? "see the finding" : f.fix_python));
+      continue;
+    }
+    auto [it, added] = by_token.emplace(fix->token, plans.size());
+    if (added) {
+      FixPlanRow p;
+      p.row.change = fix->token;
+      p.row.code = fix->code;
+      p.tokens = {fix->token};
+      plans.push_back(std::move(p));
+    }
+    auto& row = plans[it->second].row;
+    if (std::find(row.findings.begin(), row.findings.end(), f.id) == row.findings.end()) row.findings.push_back(f.id);
+    row.estimated_saving_pct = std::max(row.estimated_saving_pct, f.estimated_saving_pct);
+  }
+  if (plans.size() > 1) {
+    FixPlanRow all;
+    all.row.change = "all of the above";
+    all.row.all = true;
+    for (const auto& p : plans) {
+      all.tokens.push_back(p.tokens.front());
+      all.row.findings.insert(all.row.findings.end(), p.row.findings.begin(), p.row.findings.end());
+    }
+    plans.push_back(std::move(all));
+  }
+  if (plans.empty()) notes->push_back("nothing to measure: no finding has a fix that applies from outside the script");
+  for (auto& p : plans) {
+    std::string joined;
+    for (const auto& t : p.tokens) joined += (joined.empty() ? "" : ",") + t;
+    p.row.fixed.label = command + "  [fixes: " + joined + "]";
+  }
+  return plans;
+}
+
+bool RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& launcher, Progress& progress,
+                   FixReport* report, std::string* error) {
+  if (!NeedFourTrials(o.trials, error)) return false;
+  analyzers::Report analysis;
+  double seconds = 0;
+  if (!launcher.AnalyzeCommand(command, &analysis, &seconds, error)) return false;
+  *report = {};
+  report->workload = "--cmd";
+  report->baseline_label = command;
+  report->baseline.label = command;
+  std::vector<FixPlanRow> plans = PlanCommandFixes(command, analysis, &report->notes);
+  const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
+  std::string unit;  // every trial must be timed the same way
+  const FixTrial trial = [&](int plan, TrialResult* r, std::string* e) {
+    CommandResult c;
+    const std::vector<std::string> none;
+    if (!launcher.Command(command, plan < 0 ? none : plans[static_cast<size_t>(plan)].tokens, &c, e)) return false;
+    if (!unit.empty() && c.unit != unit) {
+      *e = fmt::format("`{}` was timed in {} in one run and {} in another: it must write steps (torch.profiler's "
+                       "ProfilerStep, optimizer steps, trainrx step markers) in every run",
+                       command, unit, c.unit);
+      return false;
+    }
+    unit = c.unit;
+    report->unit = c.unit;
+    *r = {c.value, 0, c.seconds};
+    return true;
+  };
+  const auto no_alt = [](size_t, AltResult*, std::string* e) {
+    *e = "internal: a command has no in-process trials";
+    return false;
+  };
+  return MeasureFixes(plans, trials, o, trial, no_alt, progress, report, error);
+}
+
+namespace {
+
+using Axes = std::vector<std::pair<std::string, std::vector<std::string>>>;
+
+// "knob=v1,v2,..." each; `check` validates one value of one axis.
+bool ParseGrids(const std::vector<std::string>& grids, const std::function<bool(const std::string&, const std::string&, std::string*)>& check,
+                Axes* axes, std::string* error) {
   if (grids.empty()) {
     *error = "sweep needs at least one --grid knob=v1,v2,...";
     return false;
   }
-  if (o.trials < 2) {
-    *error = "--trials must be at least 2 for a sweep (4 or more to name a significantly best cell)";
-    return false;
-  }
-  if (!launcher.CanRunWorkloads(error)) return false;
-  std::vector<std::pair<std::string, std::vector<std::string>>> axes;
   for (const auto& g : grids) {
     const size_t eq = g.find('=');
-    if (eq == std::string::npos) {
+    if (eq == std::string::npos || eq == 0) {
       *error = fmt::format("--grid expects knob=v1,v2,..., got '{}'", g);
       return false;
     }
     std::vector<std::string> values;
     std::stringstream ss(g.substr(eq + 1));
-    workloads::Config check;
     for (std::string v; std::getline(ss, v, ',');) {
-      if (!check.Set(g.substr(0, eq) + "=" + v, error)) return false;
+      if (!check(g.substr(0, eq), v, error)) return false;
       values.push_back(v);
     }
     if (values.empty()) {
       *error = fmt::format("--grid {}: no values", g);
       return false;
     }
-    axes.push_back({g.substr(0, eq), values});
+    axes->push_back({g.substr(0, eq), values});
   }
-  *report = {};
-  report->workload = base.workload;
+  return true;
+}
+
+// Every combination of the axes (odometer order), `trials` rounds in a random order each, then
+// the best cell and the cells tied with it. `trial(cell, out)` runs one trial of a cell. Workload
+// cells rank by throughput; commands (no throughput) by their time.
+bool SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std::string(const SweepCell&)>& label,
+                const std::function<bool(size_t cell, TrialResult*, std::string*)>& trial, bool by_time, Progress& progress,
+                SweepReport* report, std::string* error) {
+  if (o.trials < 2) {
+    *error = "--trials must be at least 2 for a sweep (4 or more to name a significantly best cell)";
+    return false;
+  }
   report->trials = o.trials;
   for (const auto& a : axes) report->grid_keys.push_back(a.first);
-  // Every combination (odometer order).
   std::vector<size_t> idx(axes.size(), 0);
-  std::vector<Spec> specs;
   while (true) {
     SweepCell cell;
-    Spec s = base;
-    for (size_t i = 0; i < axes.size(); ++i) {
-      cell.knobs.push_back({axes[i].first, axes[i].second[idx[i]]});
-      s = s.With(axes[i].first + "=" + axes[i].second[idx[i]]);
-    }
-    cell.arm.label = s.Label();
+    for (size_t i = 0; i < axes.size(); ++i) cell.knobs.push_back({axes[i].first, axes[i].second[idx[i]]});
+    cell.arm.label = label(cell);
     report->cells.push_back(cell);
-    specs.push_back(s);
     size_t k = axes.size();
     while (k > 0 && ++idx[k - 1] == axes[k - 1].second.size()) idx[--k] = 0;
     if (k == 0) break;
   }
   std::mt19937_64 rng(o.seed);
-  progress.Start(static_cast<int>(specs.size()) * o.trials);
+  progress.Start(static_cast<int>(report->cells.size()) * o.trials);
   for (int t = 0; t < o.trials; ++t) {
-    std::vector<size_t> order(specs.size());
+    std::vector<size_t> order(report->cells.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
     for (size_t i : order) {
-      progress.Step(specs[i].Label());
+      progress.Step(report->cells[i].arm.label);
       TrialResult r;
-      if (!launcher.Trial(specs[i], &r, error)) return false;
+      if (!trial(i, &r, error)) return false;
       report->cells[i].arm.trial_ms.push_back(r.median_ms);
       report->cells[i].arm.samples_per_s.push_back(r.samples_per_s);
     }
@@ -237,10 +360,11 @@ bool RunSweep(const Spec& base, const std::vector<std::string>& grids, const Pla
     auto& c = report->cells[i];
     c.median_ms = stats::Median(c.arm.trial_ms);
     c.ci = stats::MedianCi(c.arm.trial_ms, 2000, o.seed);
-    c.samples_per_s = stats::Median(c.arm.samples_per_s);
+    c.samples_per_s = by_time ? 0 : stats::Median(c.arm.samples_per_s);
     // Best = highest throughput (equal to the lowest step time when the batch is fixed; a grid
-    // over batch sizes needs samples/s).
-    if (c.samples_per_s > report->cells[report->best].samples_per_s) report->best = i;
+    // over batch sizes needs samples/s), or the lowest time for commands.
+    const auto& best = report->cells[report->best];
+    if (by_time ? c.median_ms < best.median_ms : c.samples_per_s > best.samples_per_s) report->best = i;
   }
   stats::CompareOptions co;
   co.seed = o.seed;
@@ -249,12 +373,90 @@ bool RunSweep(const Spec& base, const std::vector<std::string>& grids, const Pla
   for (size_t i = 0; i < report->cells.size(); ++i) {
     if (i == report->best) continue;
     auto& c = report->cells[i];
-    // Throughput: Compare(a, b).speedup = median(a) / median(b) > 1 when the best is faster.
-    c.vs_best = stats::Compare(best.arm.samples_per_s, c.arm.samples_per_s, co);
+    // speedup = median(first) / median(second) > 1 when the best is better.
+    c.vs_best = by_time ? stats::Compare(c.arm.trial_ms, best.arm.trial_ms, co)
+                        : stats::Compare(best.arm.samples_per_s, c.arm.samples_per_s, co);
     c.tied_with_best = c.vs_best.verdict != stats::Verdict::kFaster;
     report->best_significant = report->best_significant && !c.tied_with_best;
   }
   return true;
+}
+
+}  // namespace
+
+bool RunSweep(const Spec& base, const std::vector<std::string>& grids, const PlanOptions& o, Launcher& launcher,
+              Progress& progress, SweepReport* report, std::string* error) {
+  *report = {};
+  report->workload = base.workload;
+  Axes axes;
+  const auto check = [](const std::string& knob, const std::string& value, std::string* e) {
+    workloads::Config c;
+    return c.Set(knob + "=" + value, e);
+  };
+  if (!ParseGrids(grids, check, &axes, error) || !launcher.CanRunWorkloads(error)) return false;
+  const auto spec_of = [&](const SweepCell& cell) {
+    Spec s = base;
+    for (const auto& [k, v] : cell.knobs) s = s.With(k + "=" + v);
+    return s;
+  };
+  const auto trial = [&](size_t cell, TrialResult* r, std::string* e) {
+    return launcher.Trial(spec_of(report->cells[cell]), r, e);
+  };
+  return SweepCells(axes, o, [&](const SweepCell& c) { return spec_of(c).Label(); }, trial, false, progress, report, error);
+}
+
+std::string FillTemplate(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values) {
+  std::string out = tmpl;
+  for (const auto& [k, v] : values) {
+    const std::string key = "{" + k + "}";
+    for (size_t at = out.find(key); at != std::string::npos; at = out.find(key, at + v.size())) out.replace(at, key.size(), v);
+  }
+  return out;
+}
+
+bool RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& grids, const PlanOptions& o,
+                     Launcher& launcher, Progress& progress, SweepReport* report, std::string* error) {
+  *report = {};
+  report->workload = "--cmd";
+  report->command = tmpl;
+  Axes axes;
+  const auto check = [&](const std::string& key, const std::string& value, std::string* e) {
+    if (tmpl.find("{" + key + "}") == std::string::npos) {
+      *e = fmt::format("--grid {}: the command has no {{{}}} to fill in (e.g. --cmd \"python3 train.py --{} {{{}}}\")", key,
+                       key, key, key);
+      return false;
+    }
+    if (value.empty() || value.find_first_of(" \t'\"$`;&|<>") != std::string::npos) {
+      *e = fmt::format("--grid {}: value '{}' must be one plain word", key, value);
+      return false;
+    }
+    return true;
+  };
+  if (!ParseGrids(grids, check, &axes, error)) return false;
+  // Every {placeholder} must be on a grid.
+  std::vector<std::pair<std::string, std::string>> probe;
+  for (const auto& [k, v] : axes) probe.push_back({k, v.front()});
+  const std::string filled = FillTemplate(tmpl, probe);
+  if (const size_t open = filled.find('{'); open != std::string::npos && filled.find('}', open) != std::string::npos) {
+    *error = fmt::format("--cmd: {} has no --grid", filled.substr(open, filled.find('}', open) - open + 1));
+    return false;
+  }
+  std::string unit;
+  const auto trial = [&](size_t cell, TrialResult* r, std::string* e) {
+    CommandResult c;
+    const std::string cmd = FillTemplate(tmpl, report->cells[cell].knobs);
+    if (!launcher.Command(cmd, {}, &c, e)) return false;
+    if (!unit.empty() && c.unit != unit) {
+      *e = fmt::format("`{}` was timed in {} but another cell in {}: every cell must write steps, or none", cmd, c.unit, unit);
+      return false;
+    }
+    unit = c.unit;
+    report->unit = c.unit;
+    *r = {c.value, 0, c.seconds};
+    return true;
+  };
+  return SweepCells(axes, o, [&](const SweepCell& c) { return FillTemplate(tmpl, c.knobs); }, trial, true, progress, report,
+                    error);
 }
 
 bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, const PlanOptions& o, Launcher& launcher,
@@ -314,7 +516,7 @@ bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, 
     double value = 0, sps = 0;
     if (commands) {
       CommandResult r;
-      if (!launcher.Command(side == 'A' ? a_text : b_text, &r, error)) return false;
+      if (!launcher.Command(side == 'A' ? a_text : b_text, {}, &r, error)) return false;
       // Both sides must be timed the same way (steps, or the whole run).
       if (!unit.empty() && unit != r.unit) {
         *error = fmt::format("`{}` was timed in {} but an earlier trial in {}: give both commands steps "

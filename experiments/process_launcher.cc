@@ -109,24 +109,10 @@ class ProcessLauncher : public Launcher {
   // The command runs directly, split into words as a shell would, unless it needs a shell (pipes,
   // redirections, `;`, `&&`, variables): then under /bin/sh -c. Either way the traces read are
   // those of every process of the launch that loaded torch: a shell or launcher between writes none.
-  bool Command(const std::string& cmd, CommandResult* out, std::string* error) override {
-    const std::string trace = (dir_ / "cmd.json").string(), log = (dir_ / "cmd.log").string();
-    ProcessSpec p;
-    p.argv = {bin_dir_ + "/trainrx", "record", "-o", trace, "--"};
-    const std::vector<std::string> words = SplitCommand(cmd);
-    if (words.empty()) p.argv.insert(p.argv.end(), {"/bin/sh", "-c", cmd});
-    else p.argv.insert(p.argv.end(), words.begin(), words.end());
-    p.log = log;
-    const auto started = fs::file_time_type::clock::now();
-    const auto t0 = Clock::now();
-    const int rc = RunProcess(p, error);
-    out->seconds = Since(t0);
-    if (rc != 0) {
-      if (rc > 0) *error = fmt::format("`{}` exited with {}: {}", cmd, rc, LogTail(log));
-      return false;
-    }
-    // This trial's traces only (earlier trials' cmd.pid<P>.json stay in the folder).
-    const std::vector<std::string> traces = LaunchTraces(trace, started);
+  bool Command(const std::string& cmd, const std::vector<std::string>& fixes, CommandResult* out,
+               std::string* error) override {
+    std::vector<std::string> traces;
+    if (!Record(cmd, fixes, "cmd", &traces, &out->seconds, error)) return false;
     profiler::Trace t;
     if (!traces.empty() && profiler::ReadTraces(traces, t).ok) {
       const auto steps = analyzers::BuildStepModel(t);
@@ -147,8 +133,54 @@ class ProcessLauncher : public Launcher {
     return true;
   }
 
+  bool AnalyzeCommand(const std::string& cmd, analyzers::Report* report, double* seconds, std::string* error) override {
+    std::vector<std::string> traces;
+    if (!Record(cmd, {}, "analysis", &traces, seconds, error)) return false;
+    if (traces.empty()) {
+      *error = fmt::format("`{}` wrote no trace: it never loaded torch (see `trainrx record`)", cmd);
+      return false;
+    }
+    profiler::Trace t;
+    if (const auto st = profiler::ReadTraces(traces, t); !st.ok) {
+      *error = st.error;
+      return false;
+    }
+    *report = analyzers::Analyze(t);
+    return true;
+  }
+
  private:
   std::string Workload() const { return bin_dir_ + "/trainrx-workload"; }
+
+  // The command under `trainrx record -o <name>.json`, run directly (split into words as a shell
+  // would) unless it needs a shell (pipes, redirections, `;`, `&&`, variables): then under
+  // /bin/sh -c. Either way *traces are this launch's traces of every process that loaded torch:
+  // a shell or launcher between writes none.
+  bool Record(const std::string& cmd, const std::vector<std::string>& fixes, const std::string& name,
+              std::vector<std::string>* traces, double* seconds, std::string* error) {
+    const std::string trace = (dir_ / (name + ".json")).string(), log = (dir_ / (name + ".log")).string();
+    ProcessSpec p;
+    p.argv = {bin_dir_ + "/trainrx", "record", "-o", trace, "--"};
+    const std::vector<std::string> words = SplitCommand(cmd);
+    if (words.empty()) p.argv.insert(p.argv.end(), {"/bin/sh", "-c", cmd});
+    else p.argv.insert(p.argv.end(), words.begin(), words.end());
+    p.log = log;
+    std::string joined;
+    for (const auto& f : fixes) joined += (joined.empty() ? "" : ",") + f;
+    p.env.push_back({"TRAINRX_FIX", joined, joined.empty() ? EnvChange::kUnset : EnvChange::kSet});
+    const auto started = fs::file_time_type::clock::now();
+    const auto t0 = Clock::now();
+    const int rc = RunProcess(p, error);
+    *seconds = Since(t0);
+    if (rc != 0) {
+      if (rc > 0) *error = fmt::format("`{}`{} exited with {}: {}", cmd, joined.empty() ? "" : " (fixes: " + joined + ")", rc,
+                                       LogTail(log));
+      return false;
+    }
+    // This launch's traces only (earlier runs' <name>.pid<P>.json stay in the folder).
+    *traces = LaunchTraces(trace, started);
+    return true;
+  }
 
   bool RunWorkload(const Spec& s, const std::vector<std::string>& extra, const std::string& name, RunResult* r,
                    std::string* error) {

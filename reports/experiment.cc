@@ -87,8 +87,8 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
     out << Heading(md) << fmt::format("trainrx fix {}: baseline {}\n\n", r.workload, r.baseline_label);
   } else {
     out << Heading(md)
-        << fmt::format("trainrx fix {}: baseline {} ({} interleaved trials per comparison; median {:.2f} ms/step)\n\n",
-                       r.workload, r.baseline_label, r.trials, stats::Median(r.baseline.trial_ms));
+        << fmt::format("trainrx fix {}: baseline {} ({} interleaved trials per comparison; median {:.2f} {})\n\n",
+                       r.workload, r.baseline_label, r.trials, stats::Median(r.baseline.trial_ms), r.unit);
   }
   std::vector<std::vector<std::string>> rows = {
       {"finding", "change", "design", "estimated", "measured speedup [95% CI]", "p", "detectable", "verdict"}};
@@ -108,6 +108,14 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
            "(bootstrap CI over trials, Mann-Whitney U p); detectable: the smallest speedup this run could have "
            "detected.\n";
   }
+  bool any_code = false;
+  for (const auto& row : r.rows) any_code = any_code || !row.code.empty();
+  if (any_code) {
+    out << (md ? "\n**The code change that makes each fix permanent:**\n\n"
+               : "\ncode changes (the measured fixes were applied from outside the script):\n");
+    for (const auto& row : r.rows)
+      if (!row.code.empty()) out << (md ? "- `" : "  ") << row.change << (md ? "`: " : ": ") << row.code << "\n";
+  }
   for (const auto& n : r.notes) out << NotePrefix(md) << n << "\n";
 }
 
@@ -116,6 +124,7 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
   w.BeginObject();
   w.Field("schema", kExperimentSchema);
   w.Field("kind", "fix");
+  w.Field("unit", r.unit);
   w.Field("workload", r.workload);
   w.Field("baseline", r.baseline_label);
   w.Field("trials", static_cast<int64_t>(r.trials));
@@ -133,6 +142,7 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
     w.EndArray();
     w.Field("knob", row.change);
     w.Field("all", row.all);
+    if (!row.code.empty()) w.Field("code", row.code);
     w.Field("method", row.paired ? "in-process paired" : "separate processes");
     w.Field("estimated_saving_pct", row.estimated_saving_pct, 3);
     WriteComparison(w, row.cmp);
@@ -150,10 +160,14 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
 }
 
 void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
-  out << Heading(md) << fmt::format("trainrx sweep {}: {} cells x {} trials, interleaved\n\n", r.workload, r.cells.size(), r.trials);
+  out << Heading(md) << fmt::format("trainrx sweep {}: {} cells x {} trials, interleaved\n\n",
+                                     r.command.empty() ? r.workload : "`" + r.command + "`", r.cells.size(), r.trials);
+  const bool by_time = !r.command.empty();  // commands: no throughput, ranked by time
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> head = r.grid_keys;
-  head.insert(head.end(), {"median ms/step [95% CI]", "samples/s", "best/this", ""});
+  head.push_back(fmt::format("median {} [95% CI]", r.unit));
+  if (!by_time) head.push_back("samples/s");
+  head.insert(head.end(), {"best/this", ""});
   rows.push_back(head);
   const double best = r.cells.empty() ? 0 : r.cells[r.best].samples_per_s;
   for (size_t i = 0; i < r.cells.size(); ++i) {
@@ -161,8 +175,9 @@ void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
     std::vector<std::string> row;
     for (const auto& [k, v] : c.knobs) row.push_back(v);
     row.push_back(fmt::format("{:.2f} [{:.2f}, {:.2f}]", c.median_ms, c.ci.low, c.ci.high));
-    row.push_back(fmt::format("{:.1f}", c.samples_per_s));
-    row.push_back(c.samples_per_s > 0 ? fmt::format("{:.2f}x", best / c.samples_per_s) : "-");
+    if (!by_time) row.push_back(fmt::format("{:.1f}", c.samples_per_s));
+    if (by_time) row.push_back(r.cells[r.best].median_ms > 0 ? fmt::format("{:.2f}x", c.median_ms / r.cells[r.best].median_ms) : "-");
+    else row.push_back(c.samples_per_s > 0 ? fmt::format("{:.2f}x", best / c.samples_per_s) : "-");
     row.push_back(i == r.best && r.best_significant ? "<- best"
                   : i == r.best || c.tied_with_best ? "tied for best"
                                                     : "");
@@ -171,7 +186,7 @@ void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
   Table(rows, out, md);
   if (!r.best_significant && r.cells.size() > 1) {
     out << "\nno cell is significantly faster than every other: the cells marked \"tied for best\" are not "
-           "distinguishable from the fastest with these trials (Mann-Whitney U on throughput, p >= 0.05); "
+           "distinguishable from the fastest with these trials (Mann-Whitney U, p >= 0.05); "
            "more --trials can separate them.\n";
   }
 }
@@ -181,6 +196,8 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
   w.BeginObject();
   w.Field("schema", kExperimentSchema);
   w.Field("kind", "sweep");
+  w.Field("unit", r.unit);
+  if (!r.command.empty()) w.Field("command", r.command);
   w.Field("workload", r.workload);
   w.Field("trials", static_cast<int64_t>(r.trials));
   w.Field("best", static_cast<int64_t>(r.best));

@@ -28,6 +28,8 @@ class FakeLauncher : public Launcher {
   double seconds_per_trial = 2;
   analyzers::Report analysis;
   std::map<std::string, CommandResult> commands;
+  std::function<double(const std::string&, const std::vector<std::string>&)> command_ms;
+  std::vector<std::vector<std::string>> fix_sets;  // per Command call
   bool workloads_available = true;
   int trials = 0, alt_trials = 0, analyses = 0;
   std::vector<std::string> calls;  // labels, in call order
@@ -71,7 +73,20 @@ class FakeLauncher : public Launcher {
     *seconds = seconds_per_trial;
     return true;
   }
-  bool Command(const std::string& cmd, CommandResult* out, std::string* error) override {
+  bool AnalyzeCommand(const std::string& cmd, analyzers::Report* report, double* seconds, std::string*) override {
+    ++analyses;
+    calls.push_back(cmd);
+    *report = analysis;
+    *seconds = seconds_per_trial;
+    return true;
+  }
+  bool Command(const std::string& cmd, const std::vector<std::string>& fixes, CommandResult* out,
+               std::string* error) override {
+    fix_sets.push_back(fixes);
+    if (command_ms) {  // a script whose step time depends on the fixes applied from outside
+      *out = {command_ms(cmd, fixes) * std::exp(Noise(process_noise)), "ms per step", seconds_per_trial};
+      return true;
+    }
     auto it = commands.find(cmd);
     if (it == commands.end()) {
       *error = "no such command: " + cmd;
@@ -321,6 +336,67 @@ TEST(SweepTest, NamesABestOnlyWhenItIsSignificantlyBetter) {
   EXPECT_TRUE(r.cells[1 - r.best].tied_with_best);
   EXPECT_FALSE(RunSweep(MustParse("cnn"), {"workers"}, o, l, quiet, &r, &error));
   EXPECT_NE(error.find("knob=v1,v2"), std::string::npos);
+}
+
+// fix --cmd: a row per fix the start-up hook can apply (the findings name them), measured on the
+// command itself with those fixes; findings that need a code change are notes with the change.
+TEST(FixCommandTest, AppliesFixesFromOutsideAndSaysWhatCannotBe) {
+  FakeLauncher l;
+  l.process_noise = 0.02;
+  l.command_ms = [](const std::string&, const std::vector<std::string>& fixes) {
+    double ms = 20;
+    for (const auto& f : fixes) ms -= f == "anomaly_off" ? 8 : f == "workers=2" ? 4 : 0;
+    return ms;
+  };
+  l.analysis.findings = {FindingWithKnob("debug.anomaly_detection", ""), FindingWithKnob("input.workers", "workers"),
+                         FindingWithKnob("input.dataloader_bound", "workers"), FindingWithKnob("optim.zero_grad", ""),
+                         FindingWithKnob("sync.host_device", "")};
+  l.analysis.findings.back().fix_python = "accumulate the loss on the device; call .item() once per epoch";
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r, &error)) << error;
+  std::map<std::string, const FixRow*> rows;
+  for (const auto& row : r.rows) rows[row.change] = &row;
+  ASSERT_EQ(rows.size(), 4u);  // anomaly_off, workers=2 (two findings), zero_grad_none, all
+  EXPECT_EQ(rows["workers=2"]->findings.size(), 2u);
+  EXPECT_EQ(rows["anomaly_off"]->cmp.verdict, stats::Verdict::kFaster);
+  EXPECT_EQ(rows["all of the above"]->cmp.verdict, stats::Verdict::kFaster);
+  EXPECT_NEAR(rows["all of the above"]->cmp.speedup, 20.0 / 8.0, 0.15);
+  EXPECT_FALSE(rows["anomaly_off"]->code.empty());
+  EXPECT_EQ(r.unit, "ms per step");
+  // The baseline ran without fixes; the all row with every token.
+  size_t bare = 0, all = 0;
+  for (const auto& f : l.fix_sets) bare += f.empty(), all += f.size() == 3;
+  EXPECT_EQ(bare, r.baseline.trial_ms.size());
+  EXPECT_EQ(all, rows["all of the above"]->fixed.trial_ms.size());
+  bool said = false;
+  for (const auto& n : r.notes) said = said || (n.find("sync.host_device") != std::string::npos && n.find(".item()") != std::string::npos);
+  EXPECT_TRUE(said);
+}
+
+TEST(SweepCommandTest, FillsTheTemplateAndRanksByTime) {
+  FakeLauncher l;
+  l.process_noise = 0.02;
+  l.command_ms = [](const std::string& cmd, const std::vector<std::string>&) {
+    return cmd.find("--workers 0") != std::string::npos ? 30.0 : cmd.find("--workers 2") != std::string::npos ? 20.0 : 21.0;
+  };
+  Progress quiet;
+  SweepReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 6;
+  ASSERT_TRUE(RunSweepCommand("python3 train.py --workers {workers}", {"workers=0,2,4"}, o, l, quiet, &r, &error)) << error;
+  ASSERT_EQ(r.cells.size(), 3u);
+  EXPECT_EQ(r.cells[0].arm.label, "python3 train.py --workers 0");
+  EXPECT_EQ(r.cells[r.best].knobs[0].second, "2");
+  EXPECT_EQ(r.unit, "ms per step");
+  EXPECT_FALSE(r.cells[0].tied_with_best);  // 30 ms: clearly slower
+  EXPECT_FALSE(RunSweepCommand("python3 train.py", {"workers=0,2"}, o, l, quiet, &r, &error));
+  EXPECT_NE(error.find("{workers}"), std::string::npos) << error;
+  EXPECT_FALSE(RunSweepCommand("python3 train.py --workers {workers} --batch {batch}", {"workers=0,2"}, o, l, quiet, &r, &error));
+  EXPECT_NE(error.find("{batch} has no --grid"), std::string::npos) << error;
+  EXPECT_FALSE(RunSweepCommand("python3 train.py --workers {workers}", {"workers=0;rm"}, o, l, quiet, &r, &error));
 }
 
 Baseline StoredBaseline(const std::string& spec, double ms, int n, uint64_t seed) {

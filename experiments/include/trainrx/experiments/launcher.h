@@ -42,7 +42,13 @@ class Launcher {
   virtual bool AltTrial(const Spec& spec, const std::vector<std::string>& alt, AltResult* out, std::string* error) = 0;
   // One traced run, analyzed: what `fix` will try to fix.
   virtual bool Analyze(const Spec& spec, analyzers::Report* report, double* seconds, std::string* error) = 0;
-  virtual bool Command(const std::string& command, CommandResult* out, std::string* error) = 0;
+  // `fixes`: tokens for the start-up hook that applies fixes from outside the script
+  // (probes/python/sitecustomize.py: "anomaly_off", "workers=4", ...); empty: the script as is.
+  virtual bool Command(const std::string& command, const std::vector<std::string>& fixes, CommandResult* out,
+                       std::string* error) = 0;
+  // One recorded run of the command, analyzed: what `fix --cmd` will try to fix.
+  virtual bool AnalyzeCommand(const std::string& command, analyzers::Report* report, double* seconds,
+                              std::string* error) = 0;
 };
 
 // Trials as processes: `bin_dir`/trainrx-workload (untraced: we time the program, not the

@@ -30,14 +30,36 @@ struct FixPlanRow {
   Spec fixed;     // the spec with the fix applied
   std::vector<std::string> alt;  // switchable: B's assignments for an in-process paired trial
   bool paired = false;
+  std::vector<std::string> tokens;  // fix --cmd: the start-up hook's fixes (TRAINRX_FIX)
 };
 std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& analysis, std::vector<std::string>* notes);
 
 bool RunFix(const Spec& spec, const PlanOptions& options, Launcher& launcher, Progress& progress, FixReport* report,
             std::string* error);
+
+// `fix --cmd`: fixes applied to an unmodified script from outside, by the Python start-up hook
+// (probes/python/sitecustomize.py) that `trainrx record` injects when TRAINRX_FIX names them.
+struct OutsideFix {
+  const char* finding;  // the finding it fixes
+  const char* token;    // TRAINRX_FIX token
+  const char* code;     // the code change that makes it permanent
+};
+const std::vector<OutsideFix>& OutsideFixes();
+// One row per hook token a finding names, "all of the above" with 2+; notes give the code change
+// for findings that cannot be applied from outside.
+std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analyzers::Report& analysis,
+                                         std::vector<std::string>* notes);
+bool RunFixCommand(const std::string& command, const PlanOptions& options, Launcher& launcher, Progress& progress,
+                   FixReport* report, std::string* error);
 // grids: "knob=v1,v2,..." each; every combination runs `trials` times.
 bool RunSweep(const Spec& base, const std::vector<std::string>& grids, const PlanOptions& options, Launcher& launcher,
               Progress& progress, SweepReport* report, std::string* error);
+// A user's command as a template: "python3 train.py --workers {workers}" with --grid workers=0,2,4;
+// cells are timed by the command's steps (or runs) and ranked by time.
+bool RunSweepCommand(const std::string& command_template, const std::vector<std::string>& grids, const PlanOptions& options,
+                     Launcher& launcher, Progress& progress, SweepReport* report, std::string* error);
+std::string FillTemplate(const std::string& command_template, const std::vector<std::pair<std::string, std::string>>& values);
+
 // a and b are workload specs, or with `commands` command lines (run under `trainrx record`).
 bool RunAb(const std::string& a, const std::string& b, bool commands, const PlanOptions& options, Launcher& launcher,
            Progress& progress, AbReport* report, std::string* error);

@@ -23,6 +23,7 @@ struct FixRow {
   std::vector<std::string> findings;  // finding ids this change addresses
   std::string change;                 // "anomaly=1 -> 0", or "all of the above"
   bool all = false;                   // the row that applies every fix at once
+  std::string code;                   // fix --cmd: the code change that makes the fix permanent
   bool paired = false;                // measured in-process, paired blocks of steps (else across processes)
   double estimated_saving_pct = 0;    // from the analysis (0: no estimate)
   Arm fixed;
@@ -30,7 +31,8 @@ struct FixRow {
 };
 
 struct FixReport {
-  std::string workload;
+  std::string workload;               // "--cmd" for a user's command
+  std::string unit = "ms per step";   // commands without steps: "s per run"
   std::string baseline_label;
   int trials = 0;
   std::string order;  // how trials were interleaved, e.g. "ABBA BAAB ..."
@@ -51,7 +53,9 @@ struct SweepCell {
 };
 
 struct SweepReport {
-  std::string workload;
+  std::string workload;               // "--cmd" for a command template
+  std::string command;                // the template
+  std::string unit = "ms per step";   // commands without steps: "s per run"
   std::vector<std::string> grid_keys;
   int trials = 0;
   std::vector<SweepCell> cells;
