@@ -16,7 +16,9 @@ using profiler::Trace;
 
 constexpr const char* kLoaderFixPython =
     "DataLoader(..., num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=2); "
-    "pick N with `trainrx sweep ... --grid workers=...` (more is not always faster)";
+    "pick N on your own script with `trainrx sweep --cmd \"python3 train.py --workers {workers}\" --grid "
+    "workers=0,2,4` (more is not always faster); `trainrx fix --cmd \"python3 train.py\"` measures workers=2 "
+    "applied from outside, unmodified";
 constexpr const char* kLoaderFixCpp =
     "torch::data::make_data_loader(dataset, DataLoaderOptions().workers(N)) and keep the decode/augment work "
     "in the dataset's get() so it runs on the worker threads";
@@ -124,7 +126,8 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
       f.threshold = cpus * max_per_cpu;
       f.measured_unit = "workers";
       f.evidence = {{"configured_workers", *cfg_workers}, {"cpus", cpus}};
-      f.fix_python = "Lower num_workers to at most the CPUs available (minus intra-op threads); measure with trainrx sweep.";
+      f.fix_python = "Lower num_workers to at most the CPUs available (minus intra-op threads); measure with "
+                     "`trainrx sweep --cmd \"python3 train.py --workers {workers}\" --grid workers=...`.";
       f.fix_cpp = "Lower DataLoaderOptions().workers(N) to at most the available CPUs.";
       f.knob = "workers";
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "trainrx/experiments/plans.h"
 #include "trainrx/reports/report.h"
 
 namespace trainrx::reports {
@@ -284,7 +285,7 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
     if (f.estimated_saving_ns > 0) {
       sink.Line(SavingText(f));
     } else {
-      sink.Line("estimated saving: not measurable from this trace (run `trainrx fix` to measure)");
+      sink.Line("estimated saving: not measurable from this trace (`trainrx fix` measures it)");
     }
     std::string ev;
     for (const auto& e : f.evidence) ev += (ev.empty() ? "" : ", ") + EvidenceText(e);
@@ -292,6 +293,13 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
     for (size_t i = 0; i < f.examples.size() && i < 5; ++i) sink.Bullet(f.examples[i]);
     sink.Line("fix (Python): " + f.fix_python);
     sink.Line("fix (C++):    " + f.fix_cpp);
+    for (const auto& x : experiments::OutsideFixes()) {
+      if (f.id != x.finding) continue;
+      sink.Line(fmt::format("measure it on your unmodified script: trainrx fix --cmd \"python3 train.py ...\" "
+                            "(applies {} from outside)",
+                            x.token));
+      break;
+    }
     if (!f.knob.empty()) sink.Line("workload knob: " + f.knob);
   }
 }

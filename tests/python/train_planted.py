@@ -104,6 +104,7 @@ def main():
     p.add_argument("--torch-profiler", default="")
     p.add_argument("--torch-profiler-schedule", default="")
     p.add_argument("--torch-profiler-mode", choices=["full", "shapes", "plain"], default="full")
+    p.add_argument("--slowdown-ms", type=float, default=0, help="busy work added to every step (gate tests)")
     p.add_argument("--step-times", default="", help="write each step's wall time (ms) as a JSON list here")
     a = p.parse_args()
     if a.all_problems:
@@ -152,6 +153,10 @@ def main():
             else:
                 loss = loss_fn(out, y)
         loss.backward()
+        if a.slowdown_ms:
+            t = time.perf_counter()
+            while time.perf_counter() - t < a.slowdown_ms / 1000:
+                pass
         opt.step()
         if a.item:
             running += loss.item()

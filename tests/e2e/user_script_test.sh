@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The user's own, unmodified script (tests/python/train_planted.py) under fix --cmd, sweep --cmd
+# and gate --cmd, wiring only (decisions are unit-tested in tests/experiments/plans_test.cc):
+# fixes applied from outside leave the script's output unchanged; fix --cmd gives a row per
+# applicable fix with its code change and notes for the rest; sweep --cmd fills its template;
+# the README's CI recipe with --cmd works on a fresh checkout (baseline into a new folder) and a
+# gross slowdown fails while an A/A does not. Usage: user_script_test.sh TRAINRX. 77 = skip.
+set -uo pipefail
+TRAINRX=$1
+PY=${TRAINRX_PYTHON:-}
+[ -n "$PY" ] && $PY -c 'import torch' 2>/dev/null || { echo "skip: no python with torch"; exit 77; }
+[ -f "$(dirname "$TRAINRX")/libtrainrx_probe.so" ] || { echo "skip: built without LibTorch"; exit 77; }
+SCRIPT=$(cd "$(dirname "$0")/../python" && pwd)/train_planted.py
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+fail=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+cd "$W" || exit 1
+
+# 1. The start-up hook changes how, not what: same losses and accuracy with every fix applied.
+PLANTED="$PY $SCRIPT --costly-data --anomaly --zero-grad-zeros --eval-grad --steps 6 --threads 1"
+$PLANTED > plain.out 2>/dev/null
+TRAINRX_FIX=anomaly_off,zero_grad_none,workers=2,eval_no_grad TRAINRX_FIX_VERBOSE=1 "$TRAINRX" record -o fixed.json -- $PLANTED > fixed.out 2> fixed.err
+cmp -s plain.out fixed.out && ok "fixes from outside: identical output" || { bad "output changed"; diff plain.out fixed.out; }
+for f in "anomaly detection stays off" "zero_grad(set_to_none=True)" "DataLoader workers=2" "eval() runs without autograd"; do
+  grep -q "$f" fixed.err || bad "hook did not apply: $f ($(tail -3 fixed.err))"
+done
+"$TRAINRX" analyze fixed.json --format json -o fixed.report.json
+python3 - <<'PY' && ok "with the fixes applied, their findings are gone" || bad "findings remain after the fixes"
+import json
+ids = {f["id"] for f in json.load(open("fixed.report.json"))["findings"]}
+print("  findings with the fixes:", sorted(ids))
+assert not ids & {"debug.anomaly_detection", "optim.zero_grad", "eval.grad_enabled", "input.workers"}, ids
+PY
+
+# 2. fix --cmd: one row per fix the hook can apply, the code change, notes for the others.
+"$TRAINRX" fix --cmd "$PY $SCRIPT --anomaly --zero-grad-zeros --item --steps 6 --threads 1" --trials 4 --budget 60 \
+  --format json -o fix.json 2> fix.err || bad "fix --cmd failed: $(tail -3 fix.err)"
+python3 - <<'PY' && ok "fix --cmd: rows, designs, code changes, notes" || bad "fix --cmd report"
+import json
+r = json.load(open("fix.json"))
+rows = {f["knob"]: f for f in r["fixes"]}
+print("  rows:", {k: (round(v["speedup"], 2), v["verdict"]) for k, v in rows.items()}, "unit", r["unit"])
+assert {"anomaly_off", "zero_grad_none", "all of the above"} <= set(rows), rows.keys()
+assert all(v["method"] == "separate processes" for v in rows.values())
+assert rows["anomaly_off"]["code"] and rows["zero_grad_none"]["code"]
+assert r["unit"] == "ms per step"
+assert any("sync.host_device" in n and "cannot be applied from outside" in n for n in r["notes"]), r["notes"]
+PY
+
+# 3. sweep --cmd: the template filled per cell, timed by steps.
+"$TRAINRX" sweep --cmd "$PY $SCRIPT --costly-data --workers {workers} --steps 6 --threads 1" --grid workers=0,2 --trials 2 \
+  --format json -o sweep.json 2> sweep.err || bad "sweep --cmd failed: $(tail -3 sweep.err)"
+python3 - <<'PY' && ok "sweep --cmd: 2 cells, filled commands, ms per step" || bad "sweep --cmd report"
+import json
+r = json.load(open("sweep.json"))
+print("  cells:", [(c["knobs"]["workers"], round(c["median_ms"], 1), c["tied_with_best"]) for c in r["cells"]], "best", r["best"])
+assert r["unit"] == "ms per step" and len(r["cells"]) == 2 and "{workers}" in r["command"]
+assert all(c["trials"]["label"].endswith(f"--workers {c['knobs']['workers']} --steps 6 --threads 1") for c in r["cells"])
+PY
+
+# 4. The README's CI recipe with --cmd, on a fresh checkout: the baseline's folder does not exist.
+BASE="$PY $SCRIPT --steps 12 --threads 1"
+"$TRAINRX" gate record-baseline -o perf/baseline.json --trials 4 --cmd -- $BASE 2> rb.err && [ -s perf/baseline.json ] \
+  && ok "gate record-baseline --cmd into a new folder" || bad "record-baseline: $(tail -3 rb.err)"
+grep -q '"unit": "ms per step"' perf/baseline.json && ok "baseline timed by the script's steps" || bad "baseline unit: $(grep unit perf/baseline.json)"
+"$TRAINRX" gate check --baseline perf/baseline.json --trials 4 --cmd -- $BASE --slowdown-ms 20 > slow.txt 2>&1; rc=$?
+[ $rc = 1 ] && ok "a gross slowdown (+20 ms per ~4 ms step) fails: exit 1" || { bad "slowdown: exit $rc"; cat slow.txt; }
+"$TRAINRX" gate check --baseline perf/baseline.json --trials 4 --cmd -- $BASE > aa.txt 2>&1; rc=$?
+[ $rc != 1 ] && ok "A/A does not fail (exit $rc)" || { bad "A/A failed"; cat aa.txt; }
+grep -q "median step time" aa.txt && ! grep -q "samples/s" aa.txt && ok "commands: step time only, no throughput metric" || bad "metrics: $(cat aa.txt)"
+exit $fail
