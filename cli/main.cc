@@ -173,7 +173,9 @@ int Main(int argc, char** argv) {
   fix->add_option("--cmd", fix_cmd, "a user's command: analyze it, apply each fix from outside the script, measure");
   fix->add_option("--set", fix_sets, "knob=value (repeatable)");
   fix->add_option("--preset", fix_preset, "a named configuration (see `trainrx workloads`)");
-  fix->add_option("--budget", exp.plan.budget_s, "seconds: fewer trials (never below 4) when the plan would take longer");
+  fix->add_option("--budget", exp.plan.budget_s,
+                  "seconds for all trials (default 900; 0: no limit): fewer trials (never below 4) when the plan "
+                  "would take longer, and the bound on extra rounds for inconclusive rows");
   add_common(fix);
   std::vector<std::string> grids;
   auto* sweep = app.add_subcommand("sweep", "Run every combination of knob values; median step time and throughput with CIs");
@@ -247,6 +249,7 @@ int Main(int argc, char** argv) {
   if (*analyze) return RunAnalyze(paths, sample, format, output, thresholds);
   if (*convert) return RunConvert(convert_paths, convert_out);
   if (*workloads) return trainrx::cli::ListWorkloads(std::cout);
+  if (*fix && !fix->count("--budget")) exp.plan.budget_s = 900;
   if ((*fix && !fix_cmd.empty()) || (*sweep && !sweep_cmd.empty())) {
     if (!fix_workload.empty() || !fix_sets.empty() || !fix_preset.empty())
       return Fail("--cmd replaces the workload: give a command or a workload with --set/--preset, not both");
