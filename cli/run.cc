@@ -3,47 +3,21 @@
 // trace(s) it wrote together with its per-step results.
 #include "run.h"
 
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "exe_dir.h"
 #include "knobs.h"
-#include "trainrx/experiments/launch_files.h"
-#include "trainrx/experiments/process.h"
+#include "trainrx/experiments/ranks.h"
 #include "trainrx/experiments/run_result.h"
 
 namespace trainrx::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 29500;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  int port = 29500;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  close(fd);
-  return port;
-}
 
 }  // namespace
 
@@ -107,58 +81,19 @@ int RunWorkload(const RunOptions& options, const RunAnalyzeFn& analyze) {
       return 2;
     }
   }
-  const int port = FreePort();
-  std::vector<pid_t> pids;
-  std::vector<std::string> traces, results;
-  for (int r = 0; r < options.nproc; ++r) {
-    const std::string trace = options.nproc == 1 ? output : experiments::RankTracePath(output, r);
-    traces.push_back(trace);
-    results.push_back(trace + ".result.json");
-    std::error_code ec;
-    fs::remove(trace, ec);
-    fs::remove(results.back(), ec);
-    experiments::ProcessSpec p;
-    p.argv = {binary, options.workload, "-o", trace, "--result", results.back()};
-    if (!options.preset.empty()) p.argv.insert(p.argv.end(), {"--preset", options.preset});
-    for (const auto& s : options.sets) p.argv.insert(p.argv.end(), {"--set", s});
-    using E = experiments::EnvChange;
-    if (options.nproc > 1) {
-      p.env = {{"RANK", std::to_string(r)},
-               {"LOCAL_RANK", std::to_string(r)},
-               {"WORLD_SIZE", std::to_string(options.nproc)},
-               {"LOCAL_WORLD_SIZE", std::to_string(options.nproc)},
-               {"MASTER_ADDR", "127.0.0.1", E::kSetIfUnset},
-               {"MASTER_PORT", std::to_string(port)}};
-    }
-    p.env.push_back({"TRAINRX_QUIET", "1", E::kSetIfUnset});
-    p.env.push_back({"TRAINRX_OUTPUT", "", E::kUnset});  // the workload names its own (per-rank) trace
-    const pid_t pid = experiments::StartProcess(p, &error);
-    if (pid < 0) {
-      std::cerr << "trainrx: error: " << error << "\n";
-      for (pid_t q : pids) kill(q, SIGTERM);
-      return 2;
-    }
-    pids.push_back(pid);
+  experiments::Spec spec;
+  spec.workload = options.workload;
+  spec.preset = options.preset;
+  spec.sets = options.sets;
+  std::vector<std::string> traces;
+  std::vector<experiments::RunResult> results;
+  const int code = experiments::LaunchRanks(binary, spec, options.nproc, output, &traces, &results, &error);
+  if (code != 0) {
+    std::cerr << "trainrx: error: " << error << "\n";
+    return code > 0 ? code : 2;
   }
-  int worst = 0;
-  for (size_t i = 0; i < pids.size(); ++i) {
-    const int code = experiments::WaitProcess(pids[i]);
-    if (code != 0) {
-      std::cerr << fmt::format("trainrx: rank {} of {} exited with {}\n", i, options.workload, code);
-      worst = worst ? worst : code;
-      // A rank that failed leaves the others waiting in the rendezvous: stop them.
-      for (size_t j = 0; j < pids.size(); ++j)
-        if (j != i) kill(pids[j], SIGTERM);
-    }
-  }
-  if (worst) return worst;
   std::vector<std::string> run_json, summary;
-  for (const auto& path : results) {
-    experiments::RunResult r;
-    if (!experiments::ReadRunResult(path, &r, &error)) {
-      std::cerr << "trainrx: error: " << error << "\n";
-      return 2;
-    }
+  for (auto& r : results) {
     run_json.push_back(std::move(r.json));
     summary.push_back(r.Summary());
   }

@@ -1,0 +1,20 @@
+// trainrx::experiments ranks — `trainrx run --nproc N`: N local processes of a reference workload
+// under the probes, with torch.distributed's env:// rendezvous on 127.0.0.1.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainrx/experiments/run_result.h"
+#include "trainrx/experiments/spec.h"
+
+namespace trainrx::experiments {
+
+// Runs `binary` (trainrx-workload) for the spec's workload, preset and sets on `nproc` ranks; rank
+// R writes its trace to `output` (one rank) or RankTracePath(output, R), and its run result next to
+// it. Returns 0 with the traces and results read; a rank's non-zero exit code (the others are
+// stopped: they would wait in the rendezvous) or -1, with *error saying which.
+int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const std::string& output,
+                std::vector<std::string>* traces, std::vector<RunResult>* results, std::string* error);
+
+}  // namespace trainrx::experiments
