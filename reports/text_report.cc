@@ -127,8 +127,11 @@ std::string SavingText(const Finding& f) {
   const std::string bound = f.saving_bound.empty() ? std::string()
                                                    : fmt::format("; at most the {} of {}", Ms(f.saving_bound_ns), f.saving_bound);
   if (f.steps > 0) {
-    return fmt::format("estimated saving: up to {:.1f}% of the mean step ({} per step, mean over {} steps{})",
-                       f.estimated_saving_pct, Ms(f.estimated_saving_ns), f.steps, bound);
+    // Below 0.05 % the share rounds to nothing: give the time alone.
+    const std::string share = f.estimated_saving_pct >= 0.05 ? fmt::format("{:.1f}% of the mean step", f.estimated_saving_pct)
+                                                             : "under 0.1% of the mean step";
+    return fmt::format("estimated saving: up to {} ({} per step, mean over {} steps{})", share,
+                       Ms(f.estimated_saving_ns), f.steps, bound);
   }
   return fmt::format("estimated saving: up to {} over the whole trace (no steps: no share of a step{})",
                      Ms(f.estimated_saving_ns), bound);
@@ -136,7 +139,9 @@ std::string SavingText(const Finding& f) {
 
 std::string EvidenceText(const analyzers::EvidenceItem& e) {
   if (const auto* i = std::get_if<int64_t>(&e.value)) {
-    if (e.key.size() > 3 && e.key.compare(e.key.size() - 3, 3, "_ns") == 0) return fmt::format("{}={}", e.key, Ms(*i));
+    // A time in ns is shown in ms: the key loses its "_ns" so the unit is said once.
+    if (e.key.size() > 3 && e.key.compare(e.key.size() - 3, 3, "_ns") == 0)
+      return fmt::format("{}={}", e.key.substr(0, e.key.size() - 3), Ms(*i));
     return fmt::format("{}={}", e.key, *i);
   }
   if (const auto* d = std::get_if<double>(&e.value)) return fmt::format("{}={:.4g}", e.key, *d);
