@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include "trainrx/profiler/env.h"
 
 namespace trainrx::cli {
 namespace {
@@ -44,7 +45,7 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
     return 2;
   }
   const std::string dir = !options.probe_dir.empty()          ? options.probe_dir
-                          : std::getenv("TRAINRX_PROBE_DIR") ? std::getenv("TRAINRX_PROBE_DIR")
+                          : std::getenv(env::kProbeDir) ? std::getenv(env::kProbeDir)
                                                              : ExeDir();
   const std::string preload = dir + "/libtrainrx_preload.so";
   const std::string probe = dir + "/libtrainrx_probe.so";
@@ -79,22 +80,22 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
   p.search_path = true;
   using E = experiments::EnvChange;
   p.env = {{"LD_PRELOAD", preload, E::kPrepend},
-           {"TRAINRX_PROBE_LIB", probe, E::kSet},
+           {env::kProbeLib, probe, E::kSet},
            // Tests (and users who know better) may pin the expected libtorch themselves.
-           {"TRAINRX_TORCH_LIB", torch_lib, E::kSetIfUnset},
-           {"TRAINRX_TORCH_VERSION", torch_version, E::kSet},
-           {"TRAINRX_OUTPUT", output.string(), E::kSet},
+           {env::kTorchLib, torch_lib, E::kSetIfUnset},
+           {env::kTorchVersion, torch_version, E::kSet},
+           {env::kOutput, output.string(), E::kSet},
            // The launched process is the root (it writes `output`); its children tag theirs.
-           {"TRAINRX_ROOT_PID", "", E::kOwnPid}};
-  if (!options.verbose) p.env.push_back({"TRAINRX_QUIET", "1", E::kSetIfUnset});
+           {env::kRootPid, "", E::kOwnPid}};
+  if (!options.verbose) p.env.push_back({env::kQuiet, "1", E::kSetIfUnset});
   if (fs::exists(cupti)) {
-    p.env.push_back({"TRAINRX_CUPTI_LIB", cupti, E::kSet});
+    p.env.push_back({env::kCuptiLib, cupti, E::kSet});
     // The driver loads it at cuInit, so GPU activity is recorded from the first CUDA call.
     p.env.push_back({"CUDA_INJECTION64_PATH", cupti, E::kSetIfUnset});
   }
   // `trainrx fix --cmd`: fixes applied from outside the script by a Python start-up hook
   // (probes/python/sitecustomize.py), named in TRAINRX_FIX.
-  if (const char* fixes = std::getenv("TRAINRX_FIX"); fixes && *fixes) {
+  if (const char* fixes = std::getenv(env::kFix); fixes && *fixes) {
     const std::string hook = ExeDir() + "/trainrx_python";
     if (!fs::exists(hook + "/sitecustomize.py")) {
       std::cerr << fmt::format("trainrx: error: TRAINRX_FIX is set but {}/sitecustomize.py is missing (rebuild)\n", hook);

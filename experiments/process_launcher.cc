@@ -17,6 +17,7 @@
 #include "trainrx/experiments/run_result.h"
 #include "trainrx/experiments/stats.h"
 #include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/env.h"
 
 namespace trainrx::experiments {
 
@@ -167,7 +168,7 @@ class ProcessLauncher : public Launcher {
     p.log = log;
     std::string joined;
     for (const auto& f : fixes) joined += (joined.empty() ? "" : ",") + f;
-    p.env.push_back({"TRAINRX_FIX", joined, joined.empty() ? EnvChange::kUnset : EnvChange::kSet});
+    p.env.push_back({env::kFix, joined, joined.empty() ? EnvChange::kUnset : EnvChange::kSet});
     const auto started = fs::file_time_type::clock::now();
     const auto t0 = Clock::now();
     const int rc = RunProcess(p, error);
@@ -193,7 +194,7 @@ class ProcessLauncher : public Launcher {
     for (const auto& set : s.sets) p.argv.insert(p.argv.end(), {"--set", set});
     p.argv.insert(p.argv.end(), extra.begin(), extra.end());
     p.argv.insert(p.argv.end(), {"--result", result});
-    p.env = {{"TRAINRX_QUIET", "1", EnvChange::kSetIfUnset}};
+    p.env = {{env::kQuiet, "1", EnvChange::kSetIfUnset}};
     p.log = log;
     const int rc = RunProcess(p, error);
     if (rc != 0) {

@@ -11,6 +11,7 @@
 
 #include "trainrx/experiments/launch_files.h"
 #include "trainrx/experiments/process.h"
+#include "trainrx/profiler/env.h"
 
 namespace trainrx::experiments {
 
@@ -60,8 +61,8 @@ int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const st
                {"MASTER_ADDR", "127.0.0.1", E::kSetIfUnset},
                {"MASTER_PORT", std::to_string(port)}};
     }
-    p.env.push_back({"TRAINRX_QUIET", "1", E::kSetIfUnset});
-    p.env.push_back({"TRAINRX_OUTPUT", "", E::kUnset});  // the workload names its own (per-rank) trace
+    p.env.push_back({env::kQuiet, "1", E::kSetIfUnset});
+    p.env.push_back({env::kOutput, "", E::kUnset});  // the workload names its own (per-rank) trace
     const pid_t pid = StartProcess(p, error);
     if (pid < 0) {
       for (pid_t q : pids) kill(q, SIGTERM);

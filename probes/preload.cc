@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include "trainrx/profiler/env.h"
 
 namespace {
 
@@ -57,7 +58,7 @@ bool SameFile(const std::string& a, const std::string& b) {
 // mp.spawn-launched ranks): a DataLoader worker must not pay the observer's cost, and nothing at
 // attach time tells a worker from a rank. torchrun ranks are ordinary processes and are observed.
 bool SpawnedMultiprocessingChild() {
-  const char* opt = std::getenv("TRAINRX_RECORD_SPAWNED");
+  const char* opt = std::getenv(trainrx::env::kRecordSpawned);
   if (opt && std::strcmp(opt, "1") == 0) return false;
   FILE* f = std::fopen("/proc/self/cmdline", "rb");
   if (f == nullptr) return false;
@@ -72,16 +73,16 @@ bool SpawnedMultiprocessingChild() {
 }
 
 void MaybeAttach() {
-  const char* probe = std::getenv("TRAINRX_PROBE_LIB");
+  const char* probe = std::getenv(trainrx::env::kProbeLib);
   if (probe == nullptr || *probe == '\0') return;
   std::string torch;
   dl_iterate_phdr(&FindTorch, &torch);
   if (torch.empty()) return;
   if (g_done.exchange(true)) return;  // one attempt per process
   if (SpawnedMultiprocessingChild()) return;
-  const char* expected = std::getenv("TRAINRX_TORCH_LIB");
+  const char* expected = std::getenv(trainrx::env::kTorchLib);
   if (expected && *expected && !SameFile(torch, expected)) {
-    const char* version = std::getenv("TRAINRX_TORCH_VERSION");
+    const char* version = std::getenv(trainrx::env::kTorchVersion);
     std::fprintf(stderr,
                  "trainrx: this process loaded libtorch from %s, but the trainrx probe was built against %s "
                  "(torch %s). Point `trainrx record --probe-dir DIR` at a probe built for it (e.g. "

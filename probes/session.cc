@@ -15,6 +15,7 @@
 
 #include "trainrx/profiler/json_writer.h"
 #include "trainrx/profiler/kineto_writer.h"
+#include "trainrx/profiler/env.h"
 
 namespace trainrx::probes {
 
@@ -42,7 +43,7 @@ ProcessSession& ProcessSession::Get() {
 }
 
 void ProcessSession::Info(const std::string& msg) {
-  const char* quiet = std::getenv("TRAINRX_QUIET");
+  const char* quiet = std::getenv(env::kQuiet);
   if (quiet && std::strcmp(quiet, "1") == 0) return;
   std::fprintf(stderr, "trainrx: %s\n", msg.c_str());
 }
@@ -91,12 +92,12 @@ bool ProcessSession::Begin(SessionConfig config) {
     collector_->SetRecording(true);
     return true;
   }
-  if (const char* out = std::getenv("TRAINRX_OUTPUT"); out && *out) config.output = out;
-  if (const char* max = std::getenv("TRAINRX_MAX_EVENTS"); max && *max) {
+  if (const char* out = std::getenv(env::kOutput); out && *out) config.output = out;
+  if (const char* max = std::getenv(env::kMaxEvents); max && *max) {
     config.collector.max_events = std::strtoull(max, nullptr, 10);
   }
   const int64_t pid = getpid();
-  const int root_pid = EnvInt("TRAINRX_ROOT_PID", -1);
+  const int root_pid = EnvInt(env::kRootPid, -1);
   is_root_ = root_pid < 0 || root_pid == pid;
   rank_ = EnvInt("RANK", -1);
   output_path_ = ChildOutputPath(config.output, is_root_, rank_, pid);

@@ -1,0 +1,24 @@
+// The environment protocol between `trainrx record` / the experiment launcher and the processes
+// they start (the preload shim, the probe, the Python start-up hook, the workloads). One list of
+// names, header-only and torch-free, so the torch-built probe and the torch-free launcher agree.
+#pragma once
+
+namespace trainrx::env {
+
+// Set by `record` for the launched program.
+inline constexpr const char* kOutput = "TRAINRX_OUTPUT";            // the root process's trace path
+inline constexpr const char* kRootPid = "TRAINRX_ROOT_PID";         // the root's pid: others tag their traces
+inline constexpr const char* kProbeLib = "TRAINRX_PROBE_LIB";       // the probe the preload shim dlopens
+inline constexpr const char* kTorchLib = "TRAINRX_TORCH_LIB";       // the libtorch the probe was built against
+inline constexpr const char* kTorchVersion = "TRAINRX_TORCH_VERSION";
+inline constexpr const char* kCuptiLib = "TRAINRX_CUPTI_LIB";
+inline constexpr const char* kQuiet = "TRAINRX_QUIET";              // "1": the probes print only problems
+// Read from the user's environment.
+inline constexpr const char* kProbeDir = "TRAINRX_PROBE_DIR";       // where `record` finds the probe
+inline constexpr const char* kMaxEvents = "TRAINRX_MAX_EVENTS";     // the collector's event cap
+inline constexpr const char* kRecordSpawned = "TRAINRX_RECORD_SPAWNED";  // "1": attach to spawned children too
+inline constexpr const char* kTorchPython = "TRAINRX_TORCH_PYTHON";
+// `fix --cmd`: fixes the Python start-up hook applies (probes/python/sitecustomize.py reads it).
+inline constexpr const char* kFix = "TRAINRX_FIX";
+
+}  // namespace trainrx::env
