@@ -42,7 +42,8 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
   // On GPU traces only the wait the GPU sits idle through costs throughput: loading while the
   // previous step's kernels still run is hidden (the TensorBoard plugin's DataLoader share ranks
   // GPU activity above data loading the same way).
-  const double data_pct = 100.0 * (steps.has_gpu ? steps.data_exposed_share : steps.data_wait_share);
+  // (data_exposed is the whole data wait on CPU-only ranks.)
+  const double data_pct = 100.0 * steps.data_exposed_share;
   const StepBasis basis(steps);
   const char* data_bound = steps.has_gpu ? "data wait with the GPU idle" : "data wait";
   int64_t total_data = 0, total_wait = 0;  // exposed (GPU idle; = wait on CPU traces), all

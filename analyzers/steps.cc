@@ -294,14 +294,15 @@ StepModel BuildStepModel(const Trace& trace) {
     model.gpu_memcpy_share = mem / total;
     model.gpu_idle_share = idle / total;
   }
-  // The loader-bottleneck share without its worst step (see StepModel).
-  const auto data_of = [&](const StepRow& s) { return model.has_gpu ? s.data_exposed_ns : s.data_wait_ns; };
-  model.data_share_without_worst = model.has_gpu ? model.data_exposed_share : model.data_wait_share;
+  // The loader-bottleneck share without its worst step (see StepModel). data_exposed is the data
+  // wait itself on CPU-only ranks, so it is the loader share on every trace.
+  model.data_share_without_worst = model.data_exposed_share;
   if (model.steps.size() >= 3) {
-    const auto worst = std::max_element(model.steps.begin(), model.steps.end(),
-                                        [&](const StepRow& a, const StepRow& b) { return data_of(a) < data_of(b); });
+    const auto worst = std::max_element(model.steps.begin(), model.steps.end(), [](const StepRow& a, const StepRow& b) {
+      return a.data_exposed_ns < b.data_exposed_ns;
+    });
     const double rest_total = total - static_cast<double>(worst->wall_ns);
-    const double rest_data = (model.has_gpu ? exposed : data) - static_cast<double>(data_of(*worst));
+    const double rest_data = exposed - static_cast<double>(worst->data_exposed_ns);
     model.data_worst_step = static_cast<int32_t>(worst - model.steps.begin());
     model.data_share_without_worst = rest_total > 0 ? rest_data / rest_total : 0.0;
   }

@@ -198,7 +198,7 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
                             Pct(steps.fwd_bwd_overlap_share)));
     }
     // One step holding most of the data wait: say it, and what the other steps wait.
-    const double data_share = steps.has_gpu ? steps.data_exposed_share : steps.data_wait_share;
+    const double data_share = steps.data_exposed_share;  // the data wait itself on CPU-only ranks
     if (steps.data_worst_step >= 0 && data_share - steps.data_share_without_worst >= 0.01 &&
         data_share >= 1.5 * steps.data_share_without_worst) {
       const auto& worst = steps.steps[static_cast<size_t>(steps.data_worst_step)];
@@ -207,7 +207,7 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
       sink.Line(fmt::format("caveat: one step ({}{}) waited {} for data; without it data wait{} is {} of the step "
                             "(a one-off stall is not a loader bottleneck: input.dataloader_bound reads this share)",
                             worst.name, ranks ? fmt::format(", rank {}", worst.rank) : "",
-                            Ms(steps.has_gpu ? worst.data_exposed_ns : worst.data_wait_ns),
+                            Ms(worst.data_exposed_ns),
                             steps.has_gpu ? " with the GPU idle" : "", Pct(steps.data_share_without_worst)));
     }
   }

@@ -108,8 +108,8 @@ struct StepModel {
   double data_wait_share = 0, forward_share = 0, backward_share = 0, optimizer_share = 0, other_share = 0;
   double gpu_kernel_share = 0, gpu_memcpy_share = 0, gpu_idle_share = 0;
   double fwd_bwd_overlap_share = 0;  // of fwd_bwd_overlap_ns (a caveat on the forward share)
-  // The data share that counts as a loader bottleneck (data_exposed on GPU traces, else
-  // data_wait) without the one step that waited longest, with 3 or more steps (else the plain
+  // The data share that counts as a loader bottleneck (data_exposed: with the GPU idle, or the
+  // whole wait on CPU-only ranks) without the one step that waited longest, with 3 or more steps (else the plain
   // share): one stall (the first batch, a worker spawn, the OS scheduling another process, a GC
   // pause) is not a loader that cannot keep up; stalls in many steps still count.
   double data_share_without_worst = 0;
