@@ -58,10 +58,7 @@ std::map<std::string, std::string> Fingerprint(const std::string& spec, bool com
 }
 
 bool RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, Baseline* b, std::string* error) {
-  if (run.trials < 4) {
-    *error = "--trials must be at least 4";
-    return false;
-  }
+  if (!stats::EnoughTrials(run.trials, error)) return false;
   if (!run.command) {
     Spec s;
     if (!ParseSpec(run.spec, &s, error)) return false;
@@ -115,10 +112,7 @@ GateReport CompareBaselines(const Baseline& base, const std::string& baseline_fi
 
 bool CheckGate(const Baseline& base, const std::string& baseline_file, const GateRun& given, Launcher& launcher,
                Progress& progress, GateReport* report, std::string* error) {
-  if (given.trials < 4) {
-    *error = "--trials must be at least 4";
-    return false;
-  }
+  if (!stats::EnoughTrials(given.trials, error)) return false;
   *report = {};
   // "slowdown=5%": a share of the baseline's stored median step.
   GateRun run = given;

@@ -14,10 +14,47 @@ namespace trainrx::experiments {
 
 namespace {
 
-bool NeedFourTrials(int trials, std::string* error) {
-  if (trials >= 4) return true;
-  *error = "--trials must be at least 4 (with 3 per side no difference can reach p < 0.05)";
-  return false;
+// One plan's runs of commands: each one timed by its steps when it writes them (ms per step), else
+// as a whole run (s per run); all of them must be timed the same way, or the comparison would mix
+// units. `*unit` is set by the first run.
+class CommandTrials {
+ public:
+  CommandTrials(Launcher& launcher, std::string* unit) : launcher_(launcher), unit_(unit) {}
+  bool Run(const std::string& command, const std::vector<std::string>& fixes, TrialResult* out, std::string* error) {
+    CommandResult c;
+    if (!launcher_.Command(command, fixes, &c, error)) return false;
+    if (seen_ && c.unit != *unit_) {
+      *error = fmt::format("`{}` was timed in {} but an earlier run in {}: every run must write steps (torch.profiler's "
+                           "ProfilerStep, optimizer steps, trainrx step markers) or none",
+                           command, c.unit, *unit_);
+      return false;
+    }
+    *unit_ = c.unit;
+    seen_ = true;
+    *out = {c.value, 0, c.seconds};
+    return true;
+  }
+
+ private:
+  Launcher& launcher_;
+  std::string* unit_;
+  bool seen_ = false;
+};
+
+}  // namespace
+
+namespace {
+
+// With two or more fixes, one more row applies them all ("all of the above", every row's
+// findings); the caller says how it is applied. False with fewer.
+bool AppendAllRow(std::vector<FixPlanRow>* plans) {
+  if (plans->size() < 2) return false;
+  FixPlanRow all;
+  all.row.change = "all of the above";
+  all.row.all = true;
+  for (const auto& p : *plans) all.row.findings.insert(all.row.findings.end(), p.row.findings.begin(), p.row.findings.end());
+  plans->push_back(std::move(all));
+  return true;
 }
 
 }  // namespace
@@ -51,14 +88,7 @@ std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& ana
     all = all.With(fix);
     plans.push_back(std::move(p));
   }
-  if (plans.size() > 1) {
-    FixPlanRow p;
-    p.row.change = "all of the above";
-    p.row.all = true;
-    for (const auto& q : plans) p.row.findings.insert(p.row.findings.end(), q.row.findings.begin(), q.row.findings.end());
-    p.fixed = all;
-    plans.push_back(std::move(p));
-  }
+  if (AppendAllRow(&plans)) plans.back().fixed = all;
   if (plans.empty()) notes->push_back("nothing to fix: no finding with a knob away from its default");
   // Fixes that only flip knobs the workload switches between steps are measured in-process,
   // paired (as `ab`): more power for small effects than separate processes.
@@ -174,7 +204,7 @@ bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, const PlanOptions&
 
 bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress& progress, FixReport* report,
             std::string* error) {
-  if (!NeedFourTrials(o.trials, error) || !launcher.CanRunWorkloads(error)) return false;
+  if (!stats::EnoughTrials(o.trials, error) || !launcher.CanRunWorkloads(error)) return false;
   analyzers::Report analysis;
   double seconds = 0;
   if (!launcher.Analyze(spec, &analysis, &seconds, error)) return false;
@@ -234,16 +264,8 @@ std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analy
     if (std::find(row.findings.begin(), row.findings.end(), f.id) == row.findings.end()) row.findings.push_back(f.id);
     row.estimated_saving_pct = std::max(row.estimated_saving_pct, f.estimated_saving_pct);
   }
-  if (plans.size() > 1) {
-    FixPlanRow all;
-    all.row.change = "all of the above";
-    all.row.all = true;
-    for (const auto& p : plans) {
-      all.tokens.push_back(p.tokens.front());
-      all.row.findings.insert(all.row.findings.end(), p.row.findings.begin(), p.row.findings.end());
-    }
-    plans.push_back(std::move(all));
-  }
+  if (AppendAllRow(&plans))
+    for (size_t i = 0; i + 1 < plans.size(); ++i) plans.back().tokens.push_back(plans[i].tokens.front());
   if (plans.empty()) notes->push_back("nothing to measure: no finding has a fix that applies from outside the script");
   for (auto& p : plans) {
     std::string joined;
@@ -255,7 +277,7 @@ std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analy
 
 bool RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& launcher, Progress& progress,
                    FixReport* report, std::string* error) {
-  if (!NeedFourTrials(o.trials, error)) return false;
+  if (!stats::EnoughTrials(o.trials, error)) return false;
   analyzers::Report analysis;
   double seconds = 0;
   if (!launcher.AnalyzeCommand(command, &analysis, &seconds, error)) return false;
@@ -265,21 +287,9 @@ bool RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& l
   report->baseline.label = command;
   std::vector<FixPlanRow> plans = PlanCommandFixes(command, analysis, &report->notes);
   const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
-  std::string unit;  // every trial must be timed the same way
+  CommandTrials runs(launcher, &report->unit);
   const FixTrial trial = [&](int plan, TrialResult* r, std::string* e) {
-    CommandResult c;
-    const std::vector<std::string> none;
-    if (!launcher.Command(command, plan < 0 ? none : plans[static_cast<size_t>(plan)].tokens, &c, e)) return false;
-    if (!unit.empty() && c.unit != unit) {
-      *e = fmt::format("`{}` was timed in {} in one run and {} in another: it must write steps (torch.profiler's "
-                       "ProfilerStep, optimizer steps, trainrx step markers) in every run",
-                       command, unit, c.unit);
-      return false;
-    }
-    unit = c.unit;
-    report->unit = c.unit;
-    *r = {c.value, 0, c.seconds};
-    return true;
+    return runs.Run(command, plan < 0 ? std::vector<std::string>() : plans[static_cast<size_t>(plan)].tokens, r, e);
   };
   const auto no_alt = [](size_t, AltResult*, std::string* e) {
     *e = "internal: a command has no in-process trials";
@@ -441,19 +451,9 @@ bool RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& gr
     *error = fmt::format("--cmd: {} has no --grid", filled.substr(open, filled.find('}', open) - open + 1));
     return false;
   }
-  std::string unit;
+  CommandTrials runs(launcher, &report->unit);
   const auto trial = [&](size_t cell, TrialResult* r, std::string* e) {
-    CommandResult c;
-    const std::string cmd = FillTemplate(tmpl, report->cells[cell].knobs);
-    if (!launcher.Command(cmd, {}, &c, e)) return false;
-    if (!unit.empty() && c.unit != unit) {
-      *e = fmt::format("`{}` was timed in {} but another cell in {}: every cell must write steps, or none", cmd, c.unit, unit);
-      return false;
-    }
-    unit = c.unit;
-    report->unit = c.unit;
-    *r = {c.value, 0, c.seconds};
-    return true;
+    return runs.Run(FillTemplate(tmpl, report->cells[cell].knobs), {}, r, e);
   };
   return SweepCells(axes, o, [&](const SweepCell& c) { return FillTemplate(tmpl, c.knobs); }, trial, true, progress, report,
                     error);
@@ -461,7 +461,7 @@ bool RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& gr
 
 bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, const PlanOptions& o, Launcher& launcher,
            Progress& progress, AbReport* report, std::string* error) {
-  if (!NeedFourTrials(o.trials, error)) return false;
+  if (!stats::EnoughTrials(o.trials, error)) return false;
   *report = {};
   report->trials = o.trials;
   report->order = stats::PairOrder(o.trials, o.seed);
@@ -509,24 +509,15 @@ bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, 
     return true;
   }
   progress.Start(2 * o.trials);
-  std::string unit;  // commands: how the first trial was timed
+  CommandTrials runs(launcher, &report->unit);  // commands: how every trial was timed
   for (char side : report->order) {
     Arm& arm = side == 'A' ? report->a : report->b;
     progress.Step(arm.label);
     double value = 0, sps = 0;
     if (commands) {
-      CommandResult r;
-      if (!launcher.Command(side == 'A' ? a_text : b_text, {}, &r, error)) return false;
-      // Both sides must be timed the same way (steps, or the whole run).
-      if (!unit.empty() && unit != r.unit) {
-        *error = fmt::format("`{}` was timed in {} but an earlier trial in {}: give both commands steps "
-                             "(torch.profiler's ProfilerStep, Optimizer.step, or trainrx step markers) or neither",
-                             arm.label, r.unit, unit);
-        return false;
-      }
-      unit = r.unit;
-      report->unit = r.unit;
-      value = r.value;
+      TrialResult r;
+      if (!runs.Run(side == 'A' ? a_text : b_text, {}, &r, error)) return false;
+      value = r.median_ms;
     } else {
       TrialResult r;
       if (!launcher.Trial(side == 'A' ? a : b, &r, error)) return false;
