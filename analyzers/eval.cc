@@ -14,6 +14,7 @@
 #include <map>
 
 #include "families.h"
+#include "scopes.h"
 #include "intervals.h"
 
 namespace trainrx::analyzers {
@@ -95,7 +96,7 @@ void AnalyzeEval(const AnalysisContext& ctx, Report& out) {
           ++model_ops;
           if (grad_at(ti, it->ts_ns)) {
             ++with_grad;
-            if (example.empty()) example = fmt::format("{} with grad enabled during evaluation", trace.Name(*it));
+            if (example.empty()) example = fmt::format("{}{} with grad enabled during evaluation", trace.Name(*it), InModule(ctx.modules.Of(*it)));
           }
         }
         if (model_ops == 0) continue;

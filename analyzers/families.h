@@ -21,6 +21,10 @@ void AnalyzePrecision(const AnalysisContext& ctx, Report& out);  // precision.cc
 void AnalyzeTensor(const AnalysisContext& ctx, Report& out);     // tensor.cc
 void AnalyzePython(const AnalysisContext& ctx, Report& out);     // python.cc
 
+// The module table of Metrics (op_table.cc).
+NameTable BuildModuleTable(const profiler::Trace& trace, const StepModel& steps, const ScopeIndex& modules,
+                           int64_t top_n);
+
 // The steps a rank's figures are formed over (rank -1: all ranks). With steps, counts and times
 // are means per step and a saving is a share of the mean step; without, they are totals over the
 // trace and there is no step to take a share of: nothing may then say "per step" (issue 12 saw

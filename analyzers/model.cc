@@ -29,6 +29,7 @@
 #include <optional>
 
 #include "families.h"
+#include "scopes.h"
 #include "intervals.h"
 #include "shapes.h"
 
@@ -93,9 +94,17 @@ const Event* OpAt(const profiler::Trace& trace, uint32_t track, int64_t ts, Pred
   return nullptr;
 }
 
+// "Net.features.0 (Conv2d) -> Net.features.1 (BatchNorm2d): " when module ranges name both ops (the
+// user's names for the layers), else "".
+std::string ModulePair(const ScopeIndex& modules, const Event& layer, const Event& norm) {
+  const std::string_view a = modules.Of(layer), b = modules.Of(norm);
+  if (a.empty() && b.empty()) return {};
+  return fmt::format("{} -> {}: ", a.empty() ? "?" : a, b.empty() ? "?" : b);
+}
+
 // Rule 1: exact dataflow edges. Returns false when the trace has none (use rule 2).
-bool FromDataflow(const profiler::Trace& trace, std::map<std::string, int64_t>& pairs, int64_t& total,
-                  int64_t& edges) {
+bool FromDataflow(const profiler::Trace& trace, const ScopeIndex& modules, std::map<std::string, int64_t>& pairs,
+                  int64_t& total, int64_t& edges) {
   const profiler::StrId cat = trace.strings.Find("trainrx.dataflow");
   if (cat == profiler::kNoStr) return false;
   std::map<int64_t, std::pair<const profiler::Flow*, const profiler::Flow*>> by_id;
@@ -124,7 +133,8 @@ bool FromDataflow(const profiler::Trace& trace, std::map<std::string, int64_t>& 
     ++total;
     // Keyed by the layer's input shapes: one entry per distinct layer of the model (the collector
     // captures inputs for the first steps only, so a per-step count would be meaningless).
-    ++pairs[fmt::format("{}{} -> {}", lname == "aten::add_" ? "bias add (matmul + bias) " : std::string(lname),
+    ++pairs[fmt::format("{}{}{} -> {}", ModulePair(modules, *layer, *norm),
+                        lname == "aten::add_" ? "bias add (matmul + bias) " : std::string(lname),
                         trace.strings.Get(trace.op_inputs[layer->aux].input_dims), trace.Name(*norm))];
   }
   return !by_id.empty();
@@ -136,7 +146,7 @@ void AnalyzeModel(const AnalysisContext& ctx, Report& out) {
   const auto& trace = ctx.trace;
   std::map<std::string, int64_t> pairs;  // "aten::conv2d(bias 64) -> aten::batch_norm" -> count
   int64_t total = 0, layers_with_shapes = 0, edges = 0;
-  const bool exact = FromDataflow(trace, pairs, total, edges);
+  const bool exact = FromDataflow(trace, ctx.modules, pairs, total, edges);
   for (uint32_t ti = 0; ti < trace.tracks.size() && !exact; ++ti) {
     if (trace.tracks[ti].kind != TrackKind::kCpuThread) continue;
     const StepWindows in_steps(ctx.steps, trace.tracks[ti].rank);  // a count per step: only inside the steps
@@ -172,7 +182,7 @@ void AnalyzeModel(const AnalysisContext& ctx, Report& out) {
           if (ndims && !ndims->empty() && (*ndims)[0].size() > 1 && NormCancelsBias(norm, axis, rank)) {
             if ((*ndims)[0][1] == channels) {  // the norm's channels are the bias's
               ++total;
-              ++pairs[fmt::format("{} (bias[{}]) -> {}", lname, channels, nname)];
+              ++pairs[fmt::format("{}{} (bias[{}]) -> {}", ModulePair(ctx.modules, layer, next), lname, channels, nname)];
             }
           }
         }

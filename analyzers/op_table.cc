@@ -16,9 +16,12 @@
 // kernel time of the table. Worked example: ops A [0,100) and B [10,40) on one thread, A [0,50)
 // on another -> A: count 2, total 150, self 120; B: count 1, total 30, self 30.
 #include <algorithm>
+#include <string_view>
+#include <type_traits>
 #include <unordered_map>
 
 #include "families.h"
+#include "scopes.h"
 #include "trainrx/analyzers/analysis.h"
 
 namespace trainrx::analyzers {
@@ -52,14 +55,14 @@ class Scope {
 };
 
 // Sorts by `key` (highest first, then name), keeps top_n rows and folds the rest into `other`.
-template <typename Key>
-void Fold(const Trace& trace, const std::unordered_map<StrId, Acc>& by_name, int64_t top_n, const char* what, Key key,
-          NameTable& t) {
+template <typename Map, typename Key>
+void Fold(const Trace& trace, const Map& by_name, int64_t top_n, const char* what, Key key, NameTable& t) {
   // Kernels do not nest (total = self): their totals add up; op totals nest across names.
   t.other_has_total = std::string_view(what) == "kernels";
-  auto row = [&](StrId name, const Acc& a) {
+  auto row = [&](const auto& name, const Acc& a) {
     NameRow r;
-    r.name = std::string(trace.strings.Get(name));
+    if constexpr (std::is_same_v<std::decay_t<decltype(name)>, StrId>) r.name = std::string(trace.strings.Get(name));
+    else r.name = std::string(name);
     r.count = a.count;
     r.total_ns = a.total_ns;
     r.self_ns = a.self_ns;
@@ -109,11 +112,8 @@ void StepBasisOf(const StepModel& steps, NameTable& t) {
   }
 }
 
-}  // namespace
-
-NameTable BuildOpTable(const Trace& trace, const StepModel& steps, int64_t top_n) {
-  NameTable t;
-  const Scope scope(trace, steps);
+// Ops and modules: shares of the summed step time, or without steps of the summed trace span.
+void HostBasisOf(const Trace& trace, const StepModel& steps, NameTable& t) {
   if (!steps.steps.empty()) {
     t.basis = "step time";
     StepBasisOf(steps, t);
@@ -129,7 +129,14 @@ NameTable BuildOpTable(const Trace& trace, const StepModel& steps, int64_t top_n
     }
     for (const auto& [rank, s] : span) t.basis_ns += s.second - s.first;
   }
+}
 
+}  // namespace
+
+NameTable BuildOpTable(const Trace& trace, const StepModel& steps, int64_t top_n) {
+  NameTable t;
+  const Scope scope(trace, steps);
+  HostBasisOf(trace, steps, t);
   std::unordered_map<StrId, Acc> by_name;
   struct Open {
     const Event* e;
@@ -182,6 +189,32 @@ NameTable BuildKernelTable(const Trace& trace, const StepModel& steps, int64_t t
     }
   }
   Fold(trace, by_name, top_n, "kernels", [](const NameRow& r) { return r.total_ns; }, t);
+  return t;
+}
+
+NameTable BuildModuleTable(const Trace& trace, const StepModel& steps, const ScopeIndex& modules, int64_t top_n) {
+  NameTable t;
+  if (modules.empty()) return t;
+  const Scope scope(trace, steps);
+  HostBasisOf(trace, steps, t);
+  std::unordered_map<std::string_view, Acc> by_name;
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    const int32_t rank = trace.tracks[ti].rank;
+    const auto& ranges = modules.RangesOf(ti);
+    std::vector<int64_t> child_ns(ranges.size(), 0);
+    for (size_t k = 0; k < ranges.size(); ++k)
+      if (ranges[k].parent >= 0) child_ns[static_cast<size_t>(ranges[k].parent)] += ranges[k].end - ranges[k].ts;
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      const auto& r = ranges[k];
+      if (!scope.Counts(rank, r.ts)) continue;
+      Acc& a = by_name[r.name];
+      ++a.count;
+      a.dur_ns += r.end - r.ts;
+      a.total_ns += r.end - r.ts;  // a module's path names one module: no recursion to fold
+      a.self_ns += std::max<int64_t>(0, r.end - r.ts - child_ns[k]);
+    }
+  }
+  Fold(trace, by_name, top_n, "modules", [](const NameRow& r) { return r.total_ns; }, t);
   return t;
 }
 

@@ -33,6 +33,7 @@
 #include <unordered_map>
 
 #include "families.h"
+#include "scopes.h"
 #include "intervals.h"
 #include "ops.h"
 #include "shapes.h"
@@ -101,12 +102,12 @@ std::string Shorten(std::string_view s, size_t n = 90) {
   return s.size() <= n ? std::string(s) : std::string(s.substr(0, n)) + "...";
 }
 
-// CPU op name by Kineto External id, for a rank.
-std::unordered_map<int64_t, profiler::StrId> OpsByExternalId(const Trace& trace, int32_t rank) {
-  std::unordered_map<int64_t, profiler::StrId> m;
+// The (outermost) CPU op by Kineto External id, for a rank.
+std::unordered_map<int64_t, const Event*> OpsByExternalId(const Trace& trace, int32_t rank) {
+  std::unordered_map<int64_t, const Event*> m;
   for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
     for (const Event& e : trace.TrackEvents(ti))
-      if (e.kind == EventKind::kCpuOp && e.external_id != profiler::kNoId) m.emplace(e.external_id, e.name);
+      if (e.kind == EventKind::kCpuOp && e.external_id != profiler::kNoId) m.emplace(e.external_id, &e);
   }
   return m;
 }
@@ -157,8 +158,9 @@ void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const auto ops = OpsByExternalId(trace, rank);
   for (const Event* e : fp32_kernels) {
     auto op = e->external_id != profiler::kNoId ? ops.find(e->external_id) : ops.end();
-    auto& slot = examples[fmt::format("{} <- {}", Shorten(trace.Name(*e), 70),
-                                      op != ops.end() ? trace.strings.Get(op->second) : std::string_view("(no CPU op)"))];
+    auto& slot = examples[op != ops.end() ? fmt::format("{} <- {}{}", Shorten(trace.Name(*e), 70), trace.Name(*op->second),
+                                                        InModule(ctx.modules.Of(*op->second)))
+                                          : fmt::format("{} <- (no CPU op)", Shorten(trace.Name(*e), 70))];
     ++slot.first;
     slot.second += e->dur_ns;
   }

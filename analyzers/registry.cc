@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "families.h"
+#include "scopes.h"
 #include "trainrx/analyzers/analysis.h"
 
 namespace trainrx::analyzers {
@@ -130,7 +131,10 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds) {
   const auto top_n = static_cast<int64_t>(std::max(0.0, thresholds.Get("report.top_n")));
   report.metrics.op_table = BuildOpTable(trace, report.metrics.steps, top_n);
   report.metrics.kernel_table = BuildKernelTable(trace, report.metrics.steps, top_n);
-  const AnalysisContext ctx{trace, report.metrics.steps, thresholds};
+  const ScopeIndex modules(trace, ScopeIndex::What::kModules);
+  const ScopeIndex annotations(trace, ScopeIndex::What::kAnnotations);
+  report.metrics.module_table = BuildModuleTable(trace, report.metrics.steps, modules, top_n);
+  const AnalysisContext ctx{trace, report.metrics.steps, thresholds, modules, annotations};
   for (const auto& a : Registry()) a.fn(ctx, report);
   std::stable_sort(report.findings.begin(), report.findings.end(), [](const Finding& a, const Finding& b) {
     if (a.estimated_saving_pct != b.estimated_saving_pct) return a.estimated_saving_pct > b.estimated_saving_pct;

@@ -24,6 +24,7 @@
 #include "families.h"
 #include "intervals.h"
 #include "runtime_names.h"
+#include "scopes.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -33,8 +34,8 @@ using profiler::EventKind;
 using profiler::Trace;
 using profiler::TrackKind;
 
-constexpr const char* kItemCause = "aten::item (.item(), float(t), bool(t), print(t))";
-constexpr const char* kLocalScalarCause = "aten::_local_scalar_dense";
+constexpr std::string_view kItemCause = "aten::item (.item(), float(t), bool(t), print(t))";
+constexpr std::string_view kLocalScalarCause = "aten::_local_scalar_dense";
 
 // A host read of a device scalar: aten::item, or aten::_local_scalar_dense (what item() calls;
 // some ops call it directly).
@@ -109,6 +110,7 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
         return it != runtime_calls.end() && *it <= e.end_ns();
       };
       bool read_counted = false, read_is_item = false;
+      std::string read_where;  // where the outermost read ran: " in features.3 (Linear)", ...
       for (const Event& e : trace.TrackEvents(ti)) {
         const std::string_view name = trace.Name(e);
         if (StartsWith(name, "autograd::engine::evaluate_function")) backward_end = std::max(backward_end, e.end_ns());
@@ -120,8 +122,8 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
           const bool is_item = name == "aten::item";
           if (IsSameRead(e.ts_ns, e.end_ns(), is_item, read_start, read_end)) {
             if (read_counted && is_item && !read_is_item) {     // a tie sorted inner first: name it item()
-              --causes[kLocalScalarCause];
-              ++causes[kItemCause];
+              --causes[std::string(kLocalScalarCause) + read_where];
+              ++causes[std::string(kItemCause) + read_where];
               read_is_item = true;
             }
             continue;
@@ -129,6 +131,7 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
           read_start = e.ts_ns;
           read_end = e.end_ns();
           read_is_item = is_item;
+          read_where = WhereIn(ctx.modules, ctx.annotations, e);
           read_counted = e.ts_ns >= backward_end && e.ts_ns >= optimizer_end && in_steps.Contains(e.ts_ns);
           if (read_counted && have_gpu && !calls_runtime(e)) {
             ++cpu_reads;
@@ -137,7 +140,7 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
           if (!read_counted) continue;
           ++item;
           item_ns += e.dur_ns;
-          ++causes[is_item ? kItemCause : kLocalScalarCause];
+          ++causes[std::string(is_item ? kItemCause : kLocalScalarCause) + read_where];
           continue;
         }
         if (!in_steps.Contains(e.ts_ns)) continue;  // per-step counts: only work inside the steps
@@ -145,7 +148,8 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
           ++runtime_syncs;
           blocked.push_back({e.ts_ns, e.end_ns()});
           const profiler::StrId op = ext.Find(e.external_id);
-          ++causes[fmt::format("{} from {}", name, op == profiler::kNoStr ? "(no CPU op)" : trace.strings.Get(op))];
+          ++causes[fmt::format("{} from {}{}", name, op == profiler::kNoStr ? "(no CPU op)" : trace.strings.Get(op),
+                               WhereIn(ctx.modules, ctx.annotations, e))];
           if (IsSyncMemcpyCall(name) && e.correlation != profiler::kNoId) {
             auto it = std::lower_bound(copies.begin(), copies.end(), std::make_pair(e.correlation, static_cast<const Event*>(nullptr)));
             if (it != copies.end() && it->first == e.correlation) {

@@ -24,6 +24,7 @@
 #include <unordered_map>
 
 #include "families.h"
+#include "scopes.h"
 #include "intervals.h"
 #include "ops.h"
 #include "shapes.h"
@@ -118,8 +119,9 @@ void AnalyzeTensor(const AnalysisContext& ctx, Report& out) {
               device_bytes += trace.memcpys[m->second->aux].bytes;
           }
         }
-        ++examples[fmt::format("{} -> {}{}{}", trace.Name(events[outer[k - 1]]), name,
-                               copy_dims ? " of " + DimsText(*copy_dims) : std::string(), runtime ? " (host to device)" : "")];
+        ++examples[fmt::format("{} -> {}{}{}{}", trace.Name(events[outer[k - 1]]), name,
+                               copy_dims ? " of " + DimsText(*copy_dims) : std::string(), runtime ? " (host to device)" : "",
+                               WhereIn(ctx.modules, ctx.annotations, cur))];
       }
     }
     if (copies == 0) continue;

@@ -93,15 +93,18 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
     // The driver loads it at cuInit, so GPU activity is recorded from the first CUDA call.
     p.env.push_back({"CUDA_INJECTION64_PATH", cupti, E::kSetIfUnset});
   }
-  // `trainrx fix --cmd`: fixes applied from outside the script by a Python start-up hook
-  // (probes/python/sitecustomize.py), named in TRAINRX_FIX.
-  if (const char* fixes = std::getenv(env::kFix); fixes && *fixes) {
-    const std::string hook = ExeDir() + "/trainrx_python";
-    if (!fs::exists(hook + "/sitecustomize.py")) {
-      std::cerr << fmt::format("trainrx: error: TRAINRX_FIX is set but {}/sitecustomize.py is missing (rebuild)\n", hook);
-      return 2;
-    }
+  // The Python start-up hook (probes/python/sitecustomize.py): nn.Module ranges, so findings name
+  // the user's modules, and for `trainrx fix --cmd` the fixes named in TRAINRX_FIX. It acts only
+  // once the program imports torch; other programs never notice it.
+  const std::string hook = ExeDir() + "/trainrx_python";
+  const bool have_hook = fs::exists(hook + "/sitecustomize.py");
+  if (const char* fixes = std::getenv(env::kFix); fixes && *fixes && !have_hook) {
+    std::cerr << fmt::format("trainrx: error: TRAINRX_FIX is set but {}/sitecustomize.py is missing (rebuild)\n", hook);
+    return 2;
+  }
+  if (have_hook) {
     p.env.push_back({"PYTHONPATH", hook, E::kPrepend});
+    p.env.push_back({env::kModules, "1", E::kSetIfUnset});
   }
   std::string error;
   const pid_t child = experiments::StartProcess(p, &error);

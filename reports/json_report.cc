@@ -18,7 +18,7 @@ void WriteNameRow(JsonWriter& w, const analyzers::NameRow& r, bool self, bool to
   w.EndObject();
 }
 
-// metrics.op_table / metrics.kernel_table: the top rows, full names, and the rest in "other"
+// metrics.op_table / kernel_table / module_table: the top rows, full names, and the rest in "other"
 // (null when nothing was folded).
 void WriteNameTable(JsonWriter& w, const char* key, const analyzers::NameTable& t, bool self) {
   w.Key(key);
@@ -221,6 +221,7 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   w.EndArray();
   WriteNameTable(w, "op_table", report.metrics.op_table, /*self=*/true);
   WriteNameTable(w, "kernel_table", report.metrics.kernel_table, /*self=*/false);
+  WriteNameTable(w, "module_table", report.metrics.module_table, /*self=*/true);
   w.EndObject();
 
   w.Key("findings");

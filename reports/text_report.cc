@@ -235,6 +235,22 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
     sink.Table({"operator", "count", "total", "self", "mean", "total % of " + of, "self % of " + of}, rows);
     sink.Line("names cut to " + std::to_string(kMaxNameChars) + " characters; the JSON report has them in full");
   }
+  const auto& modules = report.metrics.module_table;
+  if (!modules.rows.empty()) {
+    sink.Heading("Top modules (forward, host time)");
+    sink.Line(fmt::format("nn.Module forward calls {}, named as in named_modules(); self = less the child modules; "
+                          "backward runs on autograd's thread and is not split by module",
+                          modules.steps > 0 ? fmt::format("starting inside the {} steps", modules.steps)
+                                            : std::string("of the whole trace (no steps)")));
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& r : modules.rows) {
+      rows.push_back({ShortName(r.name), std::to_string(r.count), Ms(r.total_ns), Ms(r.self_ns), Us(r.mean_ns), Pct(r.share)});
+    }
+    if (modules.other_names > 0)
+      rows.push_back({modules.other.name, std::to_string(modules.other.count), "-", Ms(modules.other.self_ns), "-", "-"});
+    sink.Table({"module", "count", "total", "self", "mean", "total % of " + std::string(modules.steps > 0 ? "step time" : "trace span")},
+               rows);
+  }
   const auto& kernels = report.metrics.kernel_table;
   if (!kernels.rows.empty()) {
     sink.Heading("Top GPU kernels");

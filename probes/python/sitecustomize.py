@@ -1,7 +1,8 @@
-"""trainrx: fixes applied from outside an unmodified PyTorch script.
+"""trainrx's Python start-up hook: module names, and fixes applied from outside an unmodified script.
 
-`trainrx record` puts this folder first on PYTHONPATH when TRAINRX_FIX is set (by `trainrx fix
---cmd`), so Python imports this file at start-up. TRAINRX_FIX is a comma-separated list:
+`trainrx record` puts this folder first on PYTHONPATH, so Python imports this file at start-up.
+It acts only when the program imports torch. TRAINRX_FIX (set by `trainrx fix --cmd`) is a
+comma-separated list of fixes:
 
   anomaly_off        torch.autograd.set_detect_anomaly / detect_anomaly become no-ops
   zero_grad_none     Optimizer.zero_grad(set_to_none=False) becomes set_to_none=True
@@ -11,6 +12,13 @@
   cudnn_benchmark    torch.backends.cudnn.benchmark = True (and kept: later sets are ignored)
   deterministic_off  torch.use_deterministic_algorithms / cudnn.deterministic stay off
   tf32               float32 matmuls and convolutions may use TF32 (Ampere and newer)
+
+With TRAINRX_MODULES=1 (set by `trainrx record` unless the user set it; "all" for the whole run,
+"0" for none) the first 20 calls of the model, and every nn.Module call inside them,
+run inside a record_function range "nn.Module: <Root>.<name> (<Class>)", <name> as in the
+root module's named_modules() ("Net.features.0 (Conv2d)"; the root is named by its class), so findings can
+name the user's modules instead of aten::conv2d[[32, 3, 32, 32], ...]. Global forward hooks (one
+pre, one post hook for all modules; the post hook also runs when forward raises on torch >= 2.1).
 
 Each patch is applied when torch is imported (an import hook), never imports torch itself, and
 writes one line to stderr only with TRAINRX_FIX_VERBOSE=1. The user's own sitecustomize (if any)
@@ -122,6 +130,81 @@ def _apply(torch, fixes):
         _say("TF32 on")
 
 
+def _install_module_ranges(torch, model_calls):
+    """nn.Module ranges through global forward hooks, for the first `model_calls` calls of a model
+    (a root module with children; 0: the whole run), then the hooks are removed: a range costs
+    ~8 us of Python per module call, and the model's structure is the same every step."""
+    import threading
+    import weakref
+
+    from torch.nn.modules import module as nn_module
+
+    register_pre = getattr(nn_module, "register_module_forward_pre_hook", None)
+    register_post = getattr(nn_module, "register_module_forward_hook", None)
+    record_function = getattr(torch.autograd.profiler, "record_function", None)
+    if register_pre is None or register_post is None or record_function is None:
+        return False
+    names = weakref.WeakKeyDictionary()  # module -> display name; never keeps a module alive
+    local = threading.local()  # per thread: the open (module, range) pairs
+
+    def name_of(module, stack):
+        try:
+            return names[module]
+        except (KeyError, TypeError):
+            pass
+        if not stack:  # a root call: name the whole tree once, as named_modules() does
+            root = type(module).__name__
+            for qual, sub in module.named_modules():
+                if sub not in names:
+                    names[sub] = f"{root}.{qual} ({type(sub).__name__})" if qual else root
+            if module in names:
+                return names[module]
+        # A module made on the fly inside another's forward: its parent's name and its class.
+        parent = names.get(stack[-1][0], "?") if stack else "?"
+        return f"{parent}/{type(module).__name__}"
+
+    handles = []
+    calls = [0]
+
+    def pre(module, args):
+        try:
+            stack = getattr(local, "stack", None)
+            if stack is None:
+                stack = local.stack = []
+            if not stack and model_calls and next(module.children(), None) is not None:
+                calls[0] += 1
+                if calls[0] > model_calls:
+                    for h in handles:
+                        h.remove()
+                    handles.clear()
+                    return
+            rf = record_function("nn.Module: " + name_of(module, stack))
+            rf.__enter__()
+            stack.append((module, rf))
+        except Exception:  # never break the user's forward
+            pass
+
+    def post(module, args, output):
+        try:
+            stack = getattr(local, "stack", None)
+            if not stack or not any(m is module for m, _ in stack):
+                return
+            while stack:  # ranges a raised forward left open close with it
+                m, rf = stack.pop()
+                rf.__exit__(None, None, None)
+                if m is module:
+                    break
+        except Exception:
+            pass
+
+    handles.append(register_pre(pre))
+    try:
+        handles.append(register_post(post, always_call=True))  # torch >= 2.1: also when forward raises
+    except TypeError:
+        handles.append(register_post(post))
+    return True
+
+
 class _NoopContext:
     def __enter__(self):
         return self
@@ -156,16 +239,24 @@ class _TorchHook(importlib.abc.MetaPathFinder):
 
             def exec_module(self, module):
                 loader.exec_module(module)
-                try:
-                    _apply(module, fixes)
-                except Exception as e:  # a fix that cannot apply is said, never fatal
-                    sys.stderr.write(f"trainrx fix: could not apply {sorted(fixes)}: {e}\n")
+                if fixes:
+                    try:
+                        _apply(module, fixes)
+                    except Exception as e:  # a fix that cannot apply is said, never fatal
+                        sys.stderr.write(f"trainrx fix: could not apply {sorted(fixes)}: {e}\n")
+                modules = os.environ.get("TRAINRX_MODULES", "0")
+                if modules not in ("", "0"):
+                    try:
+                        _install_module_ranges(module, 0 if modules == "all" else _MODULE_CALLS)
+                    except Exception as e:  # module names are a nicety: never fatal
+                        sys.stderr.write(f"trainrx: no nn.Module ranges: {e}\n")
 
         spec.loader = Loader()
         return spec
 
 
 _chain_original_sitecustomize()
+_MODULE_CALLS = 20  # model calls with module ranges (TRAINRX_MODULES=1); "all": the whole run
 _FIXES = _fixes()
-if _FIXES:
+if _FIXES or os.environ.get("TRAINRX_MODULES", "0") not in ("", "0"):
     sys.meta_path.insert(0, _TorchHook(_FIXES))

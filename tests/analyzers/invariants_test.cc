@@ -261,14 +261,15 @@ std::vector<std::string> Violations(const profiler::Trace& trace, const Report& 
     if (t.kernel_time_ns > 0 && std::abs(t.idle_pct + t.compute_pct + t.non_compute_pct - 100) > 1e-6)
       bad(fmt::format("rank {}: idle + compute + non-compute = {} %", t.rank, t.idle_pct + t.compute_pct + t.non_compute_pct));
   }
-  for (const NameTable* t : {&r.metrics.op_table, &r.metrics.kernel_table}) {
+  for (const NameTable* t : {&r.metrics.op_table, &r.metrics.kernel_table, &r.metrics.module_table}) {
     const bool ops = t == &r.metrics.op_table;
+    const char* what = ops ? "op" : t == &r.metrics.kernel_table ? "kernel" : "module";
     if (ops && t->steps != StepsOf(m, -1)) bad(fmt::format("op table over {} steps, the trace has {}", t->steps, StepsOf(m, -1)));
     std::vector<NameRow> rows = t->rows;
     if (t->other_names > 0) rows.push_back(t->other);
     for (const NameRow& row : rows) {
       if (!share_ok(row.share) || !share_ok(row.self_share))
-        bad(fmt::format("{} table row {}: share {} / self share {} outside [0, 1]", ops ? "op" : "kernel", row.name, row.share,
+        bad(fmt::format("{} table row {}: share {} / self share {} outside [0, 1]", what, row.name, row.share,
                         row.self_share));
     }
     for (const NameRow& row : t->rows)  // the op table's other row has no total

@@ -49,6 +49,19 @@ grep -q '"incomplete":false' "$W/clean.json" && ok "clean trace complete" || bad
 grep -q '"exit_code":3' "$W/clean.json" && "$TRAINRX" analyze "$W/clean.json" | sed -n 2p | grep -q "exit code 3" \
   && ok "exit code 3 recorded and said first" || bad "exit code not recorded/said"
 grep -q '"collector":"trainrx probes"' "$W/clean.json" && ok "config block present" || bad "no trainrx config block"
+# Module names (the Python start-up hook's nn.Module ranges): the planted bias is named by the
+# user's modules, the module table has the model's layers; TRAINRX_MODULES=0 turns them off.
+python3 - "$W/planted.report.json" <<'PY' && ok "findings and the module table name nn.Modules" || bad "no module names"
+import json, sys
+r = json.load(open(sys.argv[1]))
+bias = [f for f in r["findings"] if f["id"] == "model.bias_before_norm"][0]
+assert any("Sequential.0 (Conv2d) -> Sequential.1 (BatchNorm2d): " in e for e in bias["examples"]), bias["examples"]
+rows = {row["name"]: row for row in r["metrics"]["module_table"]["rows"]}
+assert "Sequential" in rows and "Sequential.0 (Conv2d)" in rows, sorted(rows)
+assert rows["Sequential.0 (Conv2d)"]["total_ns"] <= rows["Sequential"]["total_ns"]
+PY
+TRAINRX_MODULES=0 "$TRAINRX" record -o "$W/nomod.json" -- $PY "$SCRIPT" --steps 3 > /dev/null 2>&1 || bad "TRAINRX_MODULES=0 run failed"
+grep -q '"nn.Module: ' "$W/nomod.json" && bad "TRAINRX_MODULES=0 still recorded module ranges" || ok "TRAINRX_MODULES=0: no module ranges"
 
 # 2. Oversubscribed threads (more intra-op threads than CPUs allowed).
 threads=$(( $(nproc) * 4 ))

@@ -191,6 +191,9 @@ struct Metrics {
   std::vector<LaunchStats> launch;
   NameTable op_table;      // empty rows: no CPU ops
   NameTable kernel_table;  // empty rows: no GPU kernels
+  // Host time of each nn.Module's forward (the collector's Python hook, or with_stack traces):
+  // total = the module's ranges, self = less its child modules. Empty rows: no module ranges.
+  NameTable module_table;
 };
 
 struct Report {
@@ -217,10 +220,13 @@ class Thresholds {
 };
 
 // What an analyzer family gets: the trace, the shared step model, thresholds.
+class ScopeIndex;  // private to analyzers/ (scopes.h): which module / annotation an op ran in
 struct AnalysisContext {
   const profiler::Trace& trace;
   const StepModel& steps;
   const Thresholds& thresholds;
+  const ScopeIndex& modules;
+  const ScopeIndex& annotations;
 };
 
 using AnalyzerFn = void (*)(const AnalysisContext&, Report&);

@@ -20,5 +20,8 @@ inline constexpr const char* kRecordSpawned = "TRAINRX_RECORD_SPAWNED";  // "1":
 inline constexpr const char* kTorchPython = "TRAINRX_TORCH_PYTHON";
 // `fix --cmd`: fixes the Python start-up hook applies (probes/python/sitecustomize.py reads it).
 inline constexpr const char* kFix = "TRAINRX_FIX";
+// The Python start-up hook's nn.Module ranges ("nn.Module: features.0 (Conv2d)"): `record` sets
+// "1" unless the user set it; "0" turns them off.
+inline constexpr const char* kModules = "TRAINRX_MODULES";
 
 }  // namespace trainrx::env
