@@ -51,8 +51,8 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
 
   // input.dataloader_bound
   const double bound_threshold = ctx.thresholds.Get("input.dataloader_bound.share_pct");
-  // A loader bottleneck waits in many steps: the share must also pass without the worst step
-  // (one stall, e.g. the OS running another process during one batch, is not one).
+  // A loader bottleneck waits in most steps: the share must also pass without the worst quarter
+  // of the steps (a few stalls, e.g. the OS running another process during a batch, are not one).
   const bool loader_bound = !steps.steps.empty() && data_pct > bound_threshold &&
                             100.0 * steps.data_share_without_worst > bound_threshold;
   if (loader_bound) {
@@ -69,7 +69,8 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
                   {basis.NsKey("data_wait"), static_cast<int64_t>(basis.Per(total_wait))},
                   {basis.NsKey("data_wait_gpu_idle"), static_cast<int64_t>(basis.Per(total_data))},
                   {"median_step_ns", steps.median_wall_ns},
-                  {"data_wait_pct_without_worst_step", 100.0 * steps.data_share_without_worst},
+                  {"data_wait_pct_without_worst_steps", 100.0 * steps.data_share_without_worst},
+                  {"worst_steps_left_out", static_cast<int64_t>(steps.data_worst_steps.size())},
                   {"steps_source", steps.source}};
     // Upper bound: loading that overlaps compute can hide all of the wait.
     SetSaving(f, basis, basis.Per(total_data), basis.Per(total_data), data_bound);

@@ -294,16 +294,24 @@ StepModel BuildStepModel(const Trace& trace) {
     model.gpu_memcpy_share = mem / total;
     model.gpu_idle_share = idle / total;
   }
-  // The loader-bottleneck share without its worst step (see StepModel). data_exposed is the data
-  // wait itself on CPU-only ranks, so it is the loader share on every trace.
+  // The loader-bottleneck share without its worst quarter of steps (see StepModel). data_exposed
+  // is the data wait itself on CPU-only ranks, so it is the loader share on every trace.
   model.data_share_without_worst = model.data_exposed_share;
   if (model.steps.size() >= 3) {
-    const auto worst = std::max_element(model.steps.begin(), model.steps.end(), [](const StepRow& a, const StepRow& b) {
-      return a.data_exposed_ns < b.data_exposed_ns;
+    std::vector<int32_t> order(model.steps.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return model.steps[static_cast<size_t>(a)].data_exposed_ns > model.steps[static_cast<size_t>(b)].data_exposed_ns;
     });
-    const double rest_total = total - static_cast<double>(worst->wall_ns);
-    const double rest_data = exposed - static_cast<double>(worst->data_exposed_ns);
-    model.data_worst_step = static_cast<int32_t>(worst - model.steps.begin());
+    const size_t drop = std::max<size_t>(1, (order.size() + 3) / 4);
+    double rest_total = total, rest_data = exposed;
+    for (size_t k = 0; k < drop; ++k) {
+      const StepRow& s = model.steps[static_cast<size_t>(order[k])];
+      if (s.data_exposed_ns <= 0) break;  // steps that did not wait are no stall
+      model.data_worst_steps.push_back(order[k]);
+      rest_total -= static_cast<double>(s.wall_ns);
+      rest_data -= static_cast<double>(s.data_exposed_ns);
+    }
     model.data_share_without_worst = rest_total > 0 ? rest_data / rest_total : 0.0;
   }
   return model;

@@ -168,7 +168,8 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   w.Field("optimizer", steps.optimizer_share);
   w.Field("other", steps.other_share);
   w.Field("forward_backward_overlap", steps.fwd_bwd_overlap_share);
-  w.Field("data_wait_without_worst_step", steps.data_share_without_worst);
+  w.Field("data_wait_without_worst_steps", steps.data_share_without_worst);
+  w.Field("worst_data_steps", static_cast<int64_t>(steps.data_worst_steps.size()));
   if (steps.has_gpu) {
     w.Field("gpu_kernel", steps.gpu_kernel_share);
     w.Field("gpu_memcpy", steps.gpu_memcpy_share);

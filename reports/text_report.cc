@@ -197,18 +197,24 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
                             "the shares count that time as backward only, so forward is understated",
                             Pct(steps.fwd_bwd_overlap_share)));
     }
-    // One step holding most of the data wait: say it, and what the other steps wait.
+    // A few steps holding most of the data wait: say which, and what the other steps wait.
     const double data_share = steps.data_exposed_share;  // the data wait itself on CPU-only ranks
-    if (steps.data_worst_step >= 0 && data_share - steps.data_share_without_worst >= 0.01 &&
+    if (!steps.data_worst_steps.empty() && data_share - steps.data_share_without_worst >= 0.01 &&
         data_share >= 1.5 * steps.data_share_without_worst) {
-      const auto& worst = steps.steps[static_cast<size_t>(steps.data_worst_step)];
       const bool ranks = std::any_of(steps.steps.begin(), steps.steps.end(),
                                      [&](const auto& s) { return s.rank != steps.steps.front().rank; });
-      sink.Line(fmt::format("caveat: one step ({}{}) waited {} for data; without it data wait{} is {} of the step "
-                            "(a one-off stall is not a loader bottleneck: input.dataloader_bound reads this share)",
-                            worst.name, ranks ? fmt::format(", rank {}", worst.rank) : "",
-                            Ms(worst.data_exposed_ns),
-                            steps.has_gpu ? " with the GPU idle" : "", Pct(steps.data_share_without_worst)));
+      std::string names;
+      int64_t waited = 0;
+      for (int32_t i : steps.data_worst_steps) {
+        const auto& s = steps.steps[static_cast<size_t>(i)];
+        names += fmt::format("{}{}{}", names.empty() ? "" : ", ", s.name, ranks ? fmt::format(" rank {}", s.rank) : "");
+        waited += s.data_exposed_ns;
+      }
+      const size_t n = steps.data_worst_steps.size();
+      sink.Line(fmt::format("caveat: {} ({}) waited {} for data{}; without {} data wait{} is {} of the step "
+                            "(stalls in a few steps are not a loader bottleneck: input.dataloader_bound reads this share)",
+                            n == 1 ? "one step" : fmt::format("{} steps", n), names, Ms(waited), n == 1 ? "" : " in all",
+                            n == 1 ? "it" : "them", steps.has_gpu ? " with the GPU idle" : "", Pct(steps.data_share_without_worst)));
     }
   }
 

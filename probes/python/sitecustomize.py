@@ -144,6 +144,11 @@ def _install_module_ranges(torch, model_calls):
     record_function = getattr(torch.autograd.profiler, "record_function", None)
     if register_pre is None or register_post is None or record_function is None:
         return False
+    # Never inside torch.compile (dynamo inlines global hooks into the graph it traces) or
+    # torch.jit.trace (the range would become part of the traced graph): return first thing.
+    compiler = getattr(torch, "compiler", None)
+    compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+    tracing = getattr(torch.jit, "is_tracing", None) or (lambda: False)
     names = weakref.WeakKeyDictionary()  # module -> display name; never keeps a module alive
     local = threading.local()  # per thread: the open (module, range) pairs
 
@@ -165,8 +170,22 @@ def _install_module_ranges(torch, model_calls):
 
     handles = []
     calls = [0]
+    on = [True]
+
+    def compiled_by_dynamo():
+        # Removing global hooks after torch.compile traced them would fail its guards and compile
+        # the model again: then the hooks stay, as a check that returns at once.
+        utils = sys.modules.get("torch._dynamo.utils")
+        if utils is None:
+            return False
+        try:
+            return bool(utils.counters["frames"]["total"])
+        except Exception:
+            return True
 
     def pre(module, args):
+        if compiling() or tracing() or not on[0]:
+            return
         try:
             stack = getattr(local, "stack", None)
             if stack is None:
@@ -174,9 +193,11 @@ def _install_module_ranges(torch, model_calls):
             if not stack and model_calls and next(module.children(), None) is not None:
                 calls[0] += 1
                 if calls[0] > model_calls:
-                    for h in handles:
-                        h.remove()
-                    handles.clear()
+                    on[0] = False
+                    if not compiled_by_dynamo():
+                        for h in handles:
+                            h.remove()
+                        handles.clear()
                     return
             rf = record_function("nn.Module: " + name_of(module, stack))
             rf.__enter__()
@@ -185,6 +206,8 @@ def _install_module_ranges(torch, model_calls):
             pass
 
     def post(module, args, output):
+        if compiling() or tracing():
+            return
         try:
             stack = getattr(local, "stack", None)
             if not stack or not any(m is module for m, _ in stack):

@@ -37,8 +37,20 @@ done
 
 # 2. torch.compile: compiled regions in the trace, steps found; compile-time item() calls (dynamo
 #    tracing, before the first step) are not per-step syncs.
+#    The Python hook's nn.Module ranges stay out of dynamo's way (it traces global hooks: they
+#    return at once while compiling) and out of torch.jit.trace's graph.
+$PY "$SCRIPT" --compile > "$W/compile.plain.out" 2>/dev/null
 "$TRAINRX" record -o "$W/compile.json" -- $PY "$SCRIPT" --compile > "$W/compile.out" 2> "$W/compile.err" \
   || { bad "compile: record failed"; tail -5 "$W/compile.err"; }
+cmp -s "$W/compile.plain.out" "$W/compile.out" && ok "compile: same output with and without recording" || bad "compile: output differs"
+cat > "$W/jit.py" <<'PY'
+import torch
+m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+t = torch.jit.trace(m, torch.zeros(2, 4))
+print("profiler op in the traced graph:", "profiler" in str(t.graph), tuple(t(torch.ones(1, 4)).shape))
+PY
+"$TRAINRX" record -o "$W/jit.json" -- $PY "$W/jit.py" 2>/dev/null | grep -q "graph: False (1, 4)" \
+  && ok "jit.trace: the traced graph has no trainrx range" || bad "jit.trace: module ranges leaked into the traced graph"
 grep -q '"Torch-Compiled Region' "$W/compile.json" && ok "compile: compiled regions recorded" || bad "compile: no compiled region in the trace"
 steps=$("$TRAINRX" analyze "$W/compile.json" --format json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["steps"]["rows"]))')
 [ "$steps" -ge 7 ] && ok "compile: $steps steps" || bad "compile: $steps steps"
