@@ -58,6 +58,14 @@ class DocumentReader {
   ReadStatus FindEventsArray();
   ReadStatus ScanEvents();
   ReadStatus ParseWindow(size_t begin, size_t end);
+  // How a simdjson pass over a run of elements ended: all read, at an element whose JSON broke
+  // inside (counted by the decoder, included in `handled`), or unreadable from element `handled` on.
+  struct Pass {
+    size_t handled = 0;
+    enum Stop { kAll, kBroken, kUnreadable } stop = kAll;
+  };
+  Pass FastPass(size_t begin, size_t end);
+  std::vector<std::pair<size_t, size_t>> ElementBounds(size_t begin, size_t end) const;
 
   io::ByteSource& src_;
   const std::string& source_;
@@ -184,7 +192,12 @@ ReadStatus DocumentReader::FindEventsArray() {
     }
     const std::string key(buf_.data() + p + 1, q - p - 1);
     size_t v = q + 1;
-    while (v < end_ && (IsJsonWs(buf_[v]) || buf_[v] == ':')) ++v;
+    while (v < end_ && IsJsonWs(buf_[v])) ++v;
+    if (v < end_ && buf_[v] != ':') {  // issue 15: "traceEvents" [ was taken for a member
+      return Fail(fmt::format("invalid JSON at byte {}: expected ':' after the member name \"{}\"", buf_offset_ + v, key));
+    }
+    ++v;
+    while (v < end_ && IsJsonWs(buf_[v])) ++v;
     if (v >= end_) {
       if (auto e = need_more()) return *e;
       continue;
@@ -314,11 +327,43 @@ ReadStatus DocumentReader::ScanEvents() {
   }
 }
 
-ReadStatus DocumentReader::ParseWindow(size_t begin, size_t end) {
-  // Trim whitespace; an empty array is fine.
-  while (begin < end && IsJsonWs(buf_[begin])) ++begin;
-  while (end > begin && IsJsonWs(buf_[end - 1])) --end;
-  if (begin == end) return {};
+// The elements of [begin, end) (events separated by commas at depth 0, as the splitter cut them),
+// as trimmed byte ranges. Only on the slow path of a window that holds a broken event.
+std::vector<std::pair<size_t, size_t>> DocumentReader::ElementBounds(size_t begin, size_t end) const {
+  std::vector<std::pair<size_t, size_t>> out;
+  const char* b = buf_.data();
+  auto push = [&](size_t s, size_t e) {
+    while (s < e && IsJsonWs(b[s])) ++s;
+    while (e > s && IsJsonWs(b[e - 1])) --e;
+    out.push_back({s, e});
+  };
+  int depth = 0;
+  bool in_str = false;
+  size_t start = begin;
+  for (size_t i = begin; i < end; ++i) {
+    const char c = b[i];
+    if (in_str) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_str = false;
+      continue;
+    }
+    if (c == '"') in_str = true;
+    else if (c == '{' || c == '[') ++depth;
+    else if (c == '}' || c == ']') --depth;
+    else if (c == ',' && depth == 0) {
+      push(start, i);
+      start = i + 1;
+    }
+  }
+  push(start, end);
+  return out;
+}
+
+// One simdjson pass over the elements of [begin, end) into the decoder. Stops at the first element
+// whose JSON is broken: On-Demand cannot go on past it (issue 15 saw every later event of an 8 MiB
+// window dropped, uncounted, after one `{"name" 5}`).
+DocumentReader::Pass DocumentReader::FastPass(size_t begin, size_t end) {
+  Pass pass;
   const size_t n = end - begin;
   window_.resize(n + 2 + simdjson::SIMDJSON_PADDING);
   window_[0] = '[';
@@ -326,41 +371,66 @@ ReadStatus DocumentReader::ParseWindow(size_t begin, size_t end) {
   window_[n + 1] = ']';
   std::memset(window_.data() + n + 2, 0, simdjson::SIMDJSON_PADDING);
   od::document doc;
-  auto error = parser_.iterate(window_.data(), n + 2, window_.size()).get(doc);
-  const uint64_t window_offset = buf_offset_ + begin;
-  auto where = [&](od::document& d) -> uint64_t {
-    const char* loc = nullptr;
-    if (!d.current_location().get(loc) && loc >= window_.data() && loc < window_.data() + n + 2) {
-      return window_offset + static_cast<uint64_t>(loc - window_.data()) - 1;
-    }
-    return window_offset;
-  };
-  if (error) return Fail(fmt::format("invalid JSON near byte {}: {}", window_offset, simdjson::error_message(error)));
   od::array arr;
-  if ((error = doc.get_array().get(arr))) {
-    return Fail(fmt::format("invalid JSON near byte {}: {}", window_offset, simdjson::error_message(error)));
+  if (parser_.iterate(window_.data(), n + 2, window_.size()).get(doc) || doc.get_array().get(arr)) {
+    pass.stop = Pass::kUnreadable;  // stage 1 refused the bytes (bad UTF-8, an unclosed string)
+    return pass;
   }
   for (auto element : arr) {
     od::value v;
-    if ((error = element.get(v))) {
-      return Fail(fmt::format("invalid JSON in traceEvents near byte {} (event #{}): {}", where(doc),
-                              decoder_.event_index(), simdjson::error_message(error)));
-    }
     od::json_type t;
-    if ((error = v.type().get(t))) {
-      return Fail(fmt::format("invalid JSON in traceEvents near byte {} (event #{}): {}", where(doc),
-                              decoder_.event_index(), simdjson::error_message(error)));
+    if (element.get(v) || v.type().get(t)) {
+      pass.stop = Pass::kUnreadable;
+      return pass;
     }
     if (t != od::json_type::object) {
       decoder_.NotAnObject();
+      ++pass.handled;
       continue;
     }
     od::object obj;
-    if ((error = v.get_object().get(obj))) {
-      return Fail(
-          fmt::format("invalid JSON in traceEvents near byte {}: {}", where(doc), simdjson::error_message(error)));
+    if (v.get_object().get(obj)) {
+      pass.stop = Pass::kUnreadable;
+      return pass;
     }
-    decoder_.Decode(obj);
+    ++pass.handled;
+    if (!decoder_.Decode(obj)) {  // counted by the decoder; the document cannot go on
+      pass.stop = Pass::kBroken;
+      return pass;
+    }
+  }
+  // The iteration ended: past the closing ']' unless it stopped early without saying why.
+  const char* loc = nullptr;
+  if (doc.current_location().get(loc) != simdjson::OUT_OF_BOUNDS) pass.stop = Pass::kUnreadable;
+  return pass;
+}
+
+// A window of complete events. A broken event costs itself only: it is counted (with its byte
+// offset) and the others are read, so the result does not depend on where windows are cut (issue
+// 15: the same input read as valid at >= 8 KiB windows and as invalid at 4 KiB). When the fast
+// pass meets one, the window is undone and read again one event at a time, each event its own
+// document, cut where the splitter cut it. Broken structure between events (a missing or stray
+// comma) is no event to skip: the read fails there.
+ReadStatus DocumentReader::ParseWindow(size_t begin, size_t end) {
+  while (begin < end && IsJsonWs(buf_[begin])) ++begin;
+  while (end > begin && IsJsonWs(buf_[end - 1])) --end;
+  if (begin == end) return {};
+  const EventDecoder::Checkpoint mark = decoder_.Mark();
+  if (FastPass(begin, end).stop == Pass::kAll) return {};
+  decoder_.RollBack(mark);
+  for (const auto& [s, e] : ElementBounds(begin, end)) {
+    if (s == e) {
+      return Fail(fmt::format("invalid JSON in traceEvents near byte {} (event #{}): an empty element (a stray ',')",
+                              buf_offset_ + s, decoder_.event_index()));
+    }
+    const Pass one = FastPass(s, e);
+    if (one.stop == Pass::kBroken || (one.stop == Pass::kAll && one.handled == 1)) continue;
+    if (one.handled == 0) {
+      decoder_.Unreadable(buf_offset_ + s);
+      continue;
+    }
+    return Fail(fmt::format("invalid JSON in traceEvents near byte {} (event #{}): expected ',' between events",
+                            buf_offset_ + s, decoder_.event_index()));
   }
   return {};
 }

@@ -29,6 +29,7 @@ constexpr std::string_view kNegativeDur = "negative_dur";
 constexpr std::string_view kMissingName = "missing_name";
 constexpr std::string_view kInvalidPidTid = "invalid_pid_or_tid";
 constexpr std::string_view kInvalidField = "invalid_field_type";
+constexpr std::string_view kUnreadableEvent = "invalid_json_event";
 constexpr std::string_view kUnmatchedEnd = "unmatched_end_event";
 constexpr std::string_view kUnclosedBegin = "unclosed_begin_event";
 constexpr std::string_view kUnsupportedPhase = "unsupported_phase";
@@ -162,8 +163,36 @@ EventDecoder::EventDecoder(Trace& trace, const std::string& source, int32_t rank
       first_flow_(trace.flows.size()),
       first_counter_(trace.counters.size()) {}
 
-void EventDecoder::Decode(od::object obj) {
+bool EventDecoder::Decode(od::object obj) {
+  broken_ = false;
   HandleEvent(obj);
+  ++event_index_;
+  ++trace_.stats.events_read;
+  return !broken_;
+}
+
+EventDecoder::Checkpoint EventDecoder::Mark() const {
+  Checkpoint m;
+  m.trace = trace_.Mark();
+  m.event_index = event_index_;
+  for (const auto& b : open_begins_) m.open_begins.emplace_back(b.track, b.name, b.ts, b.kind);
+  m.thread_names = thread_names_.size();
+  return m;
+}
+
+void EventDecoder::RollBack(const Checkpoint& mark) {
+  trace_.RollBack(mark.trace);
+  event_index_ = mark.event_index;
+  open_begins_.clear();
+  for (const auto& [track, name, ts, kind] : mark.open_begins) open_begins_.push_back({track, name, ts, kind});
+  thread_names_.resize(mark.thread_names);
+  last_pid_ = last_tid_ = INT64_MIN;  // the cached track may be gone
+  last_pid_name_ = last_tid_name_ = kNoStr;
+}
+
+void EventDecoder::Unreadable(uint64_t byte_offset) {
+  trace_.stats.Add(kUnreadableEvent, IssueSeverity::kDataLoss,
+                   fmt::format("{} event #{} at byte {}", source_, event_index_, byte_offset));
   ++event_index_;
   ++trace_.stats.events_read;
 }
@@ -205,7 +234,10 @@ void EventDecoder::HandleEvent(od::object obj) {
 
   for (auto field_result : obj) {
     od::field field;
-    if (std::move(field_result).get(field)) return Malformed(kInvalidField);
+    if (std::move(field_result).get(field)) {
+      broken_ = true;
+      return Malformed(kInvalidField);
+    }
     const std::string_view key = RawKey(field);
     od::value v = field.value();
     switch (key.size()) {
@@ -243,7 +275,10 @@ void EventDecoder::HandleEvent(od::object obj) {
           if (v.get_object().get(args)) break;
           for (auto af_result : args) {
             od::field af;
-            if (std::move(af_result).get(af)) { bad_type = true; break; }
+            if (std::move(af_result).get(af)) {
+              broken_ = true;
+              return Malformed(kInvalidField);
+            }
             const std::string_view ak = RawKey(af);
             od::value av = af.value();
             if (ak == "External id") {

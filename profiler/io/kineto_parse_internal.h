@@ -6,6 +6,8 @@
 // flags, never from kineto_reader.cc, which must run on any x86-64 to say that the CPU is too old.
 #pragma once
 
+#include <tuple>
+
 #include <simdjson.h>
 
 #include <cstdint>
@@ -38,8 +40,23 @@ class EventDecoder {
   // distributedInfo is known).
   EventDecoder(Trace& trace, const std::string& source, int32_t rank);
 
-  // One element that is an object. Views into the document stay valid for the call only.
-  void Decode(simdjson::ondemand::object obj);
+  // One element that is an object. Views into the document stay valid for the call only. False
+  // when the object's JSON is broken inside (counted as invalid_field_type): the document cannot be
+  // iterated further, the caller resumes at the next event boundary.
+  bool Decode(simdjson::ondemand::object obj);
+  // One element whose bytes simdjson cannot read at all: counted (invalid_json_event, with its
+  // byte offset in the source), skipped.
+  void Unreadable(uint64_t byte_offset);
+  // The trace and this decoder as they are, to undo a window's fast pass that met a broken event
+  // (it is then read again one event at a time). Cheap: sizes, the stats and the open B events.
+  struct Checkpoint {
+    Trace::Checkpoint trace;
+    uint64_t event_index = 0;
+    std::vector<std::tuple<uint32_t, StrId, int64_t, EventKind>> open_begins;
+    size_t thread_names = 0;
+  };
+  Checkpoint Mark() const;
+  void RollBack(const Checkpoint& mark);
   // One element that is not an object (a number, string, null): counted, skipped.
   void NotAnObject();
   // Elements seen so far, i.e. the index of the next one.
@@ -52,6 +69,7 @@ class EventDecoder {
 
  private:
   void HandleEvent(simdjson::ondemand::object obj);
+  bool broken_ = false;  // HandleEvent met a JSON error while iterating the object
   std::string Where() const;
   void Malformed(std::string_view kind);
   uint32_t CpuTrack(int64_t pid, std::string_view pid_name, int64_t tid, std::string_view tid_name);

@@ -184,6 +184,52 @@ TEST(KinetoReaderTest, BadLiteralInsideOneEventSkipsThatEvent) {
   EXPECT_EQ(t.stats.Count("invalid_field_type"), 1u);
 }
 
+// Issue 15: one broken event made On-Demand abandon the rest of its window, uncounted ("events 2,
+// skipped 1" of 4), and the outcome changed with the window size. Now the broken event alone is
+// lost and counted, wherever the windows are cut; structure broken between events still fails.
+TEST(KinetoReaderTest, ABrokenEventCostsItselfOnlyAtEveryWindowSize) {
+  const std::string ok1 = R"J({"ph": "X", "name": "first", "ts": 1, "dur": 1, "pid": 1, "tid": 1})J";
+  const std::string ok2 = R"J({"ph": "X", "name": "third", "ts": 3, "dur": 1, "pid": 1, "tid": 1})J";
+  const std::string ok3 = R"J({"ph": "X", "name": "fourth", "ts": 4, "dur": 1, "pid": 1, "tid": 1})J";
+  const struct {
+    const char* what;
+    std::string event;
+    const char* counted_as;
+  } broken[] = {
+      {"a key without its colon", R"J({"name" 5, "ph": "X", "ts": 2, "dur": 1, "pid": 1, "tid": 1})J", "invalid_field_type"},
+      {"a second colon", R"J({"name":"x":1, "ph": "X", "ts": 2, "dur": 1, "pid": 1, "tid": 1})J", "invalid_field_type"},
+      {"a broken args member", R"J({"ph": "X", "name": "y", "ts": 2, "dur": 1, "pid": 1, "tid": 1, "args": {"a" 1}})J",
+       "invalid_field_type"},
+      {"a raw newline in a string", "{\"ph\": \"X\", \"name\": \"a\nb\", \"ts\": 2, \"dur\": 1, \"pid\": 1, \"tid\": 1}",
+       "invalid_json_event"},
+      {"invalid UTF-8", "{\"ph\": \"X\", \"name\": \"\xff\xfe\", \"ts\": 2, \"dur\": 1, \"pid\": 1, \"tid\": 1}",
+       "invalid_json_event"},
+  };
+  for (const auto& b : broken) {
+    const std::string json = R"J({"traceEvents": [)J" + ok1 + ",\n" + b.event + ",\n" + ok2 + ",\n" + ok3 + "]}";
+    for (size_t window : {size_t{48}, size_t{100}, size_t{4096}, size_t{8192}, size_t{8} << 20}) {
+      SCOPED_TRACE(std::string(b.what) + ", window " + std::to_string(window));
+      Trace t;
+      ReadOptions opt;
+      opt.window_bytes = window;
+      const auto st = Read(json, t, opt);
+      ASSERT_TRUE(st.ok) << st.error;
+      EXPECT_EQ(t.events.size(), 3u);
+      EXPECT_EQ(t.stats.events_read, 4u);
+      EXPECT_EQ(t.stats.TotalSkipped(), 1u);
+      EXPECT_EQ(t.stats.Count(b.counted_as), 1u);
+      ASSERT_NE(FindEvent(t, "fourth"), nullptr);
+    }
+  }
+  // Between events: a missing comma, or a stray one, is a broken document, not an event to skip.
+  for (const std::string& between : {ok1 + " " + ok2, ok1 + ",, " + ok2}) {
+    Trace t;
+    const auto st = Read(R"J({"traceEvents": [)J" + between + "]}", t);
+    ASSERT_FALSE(st.ok);
+    EXPECT_NE(st.error.find("invalid JSON in traceEvents near byte"), std::string::npos) << st.error;
+  }
+}
+
 TEST(KinetoReaderTest, UnsortedInputIsSortedPerTrack) {
   Trace t;
   ASSERT_TRUE(Read(R"J([{"name": "c", "ph": "X", "ts": 30, "dur": 1, "pid": 1, "tid": 1},
@@ -220,6 +266,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"number", "42", "not a JSON trace"},
                       BadInput{"other_object", R"J({"name": "x", "values": [1, 2]})J", "no \"traceEvents\""},
                       BadInput{"events_not_array", R"J({"traceEvents": {"a": 1}})J", "not an array"},
+                      BadInput{"no_colon", R"J({"traceEvents" [{"ph": "X", "name": "a", "ts": 1, "dur": 1}]})J",
+                               "expected ':' after the member name \"traceEvents\""},
+                      BadInput{"no_colon_in_header", R"J({"schemaVersion" 1, "traceEvents": []})J", "expected ':'"},
                       BadInput{"truncated_events", R"J({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1}, {"ph": "X", "na)J",
                                "truncated"},
                       BadInput{"truncated_header", R"J({"schemaVersion": 1, "deviceProp)J", "truncated"},
