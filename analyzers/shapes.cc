@@ -18,6 +18,7 @@ std::optional<Dims> ParseDims(std::string_view s) {
       num = 0;
       if (c == ']') --depth;
     } else if (c >= '0' && c <= '9') {
+      if (num > (INT64_MAX - (c - '0')) / 10) return std::nullopt;  // no real dimension has 19 digits
       num = num * 10 + (c - '0');
       in_num = true;
     } else if (c == '-') {

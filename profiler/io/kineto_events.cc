@@ -8,6 +8,8 @@
 // (thread_name); anything else is counted as "unsupported_phase" (info, not data loss).
 #include <fmt/format.h>
 
+#include <cctype>
+
 #include <charconv>
 #include <optional>
 
@@ -26,13 +28,93 @@ constexpr std::string_view kInvalidTs = "invalid_ts";
 constexpr std::string_view kMissingDur = "missing_dur";
 constexpr std::string_view kInvalidDur = "invalid_dur";
 constexpr std::string_view kNegativeDur = "negative_dur";
+constexpr std::string_view kTsOutOfRange = "ts_out_of_range";    // |ts| > 2.5e18 ns (time.h)
+constexpr std::string_view kDurOutOfRange = "dur_out_of_range";  // dur > 1e15 ns (11.6 days)
 constexpr std::string_view kMissingName = "missing_name";
 constexpr std::string_view kInvalidPidTid = "invalid_pid_or_tid";
 constexpr std::string_view kInvalidField = "invalid_field_type";
 constexpr std::string_view kUnreadableEvent = "invalid_json_event";
+constexpr std::string_view kInvalidShapes = "invalid_input_shapes";
 constexpr std::string_view kUnmatchedEnd = "unmatched_end_event";
 constexpr std::string_view kUnclosedBegin = "unclosed_begin_event";
 constexpr std::string_view kUnsupportedPhase = "unsupported_phase";
+
+// Whether `s` is exactly one JSON value of arrays, numbers, strings and true/false/null, what
+// "Input Dims" and "Input type" hold. On-Demand hands out an array's raw text after skipping it by
+// its brackets, without checking the grammar inside ("[[1 2]]" passes), and the writer puts the text
+// back verbatim (issue 15: `convert` wrote a file Python's json rejected). Hand-written rather than a
+// simdjson DOM parse per op: this runs once per op with shapes (millions in a large trace) over a
+// few dozen bytes, where a DOM parse would copy and pad each one. UTF-8 was checked by stage 1.
+class ShapeJsonCheck {
+ public:
+  static bool Valid(std::string_view s) {
+    ShapeJsonCheck c(s);
+    if (!c.Value(0)) return false;
+    c.Ws();
+    return c.i_ == s.size();
+  }
+
+ private:
+  explicit ShapeJsonCheck(std::string_view s) : s_(s) {}
+  void Ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t')) ++i_;
+  }
+  bool Digits() {
+    const size_t from = i_;
+    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
+    return i_ > from;
+  }
+  bool Number() {
+    if (s_[i_] == '-') ++i_;
+    if (!Digits()) return false;
+    if (i_ < s_.size() && s_[i_] == '.' && (++i_, !Digits())) return false;
+    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
+      ++i_;
+      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
+      if (!Digits()) return false;
+    }
+    return true;
+  }
+  bool String() {
+    for (++i_; i_ < s_.size(); ++i_) {
+      const auto c = static_cast<unsigned char>(s_[i_]);
+      if (c == '"') return ++i_, true;
+      if (c < 0x20) return false;
+      if (c != '\\') continue;
+      if (++i_ >= s_.size()) return false;
+      if (s_[i_] == 'u') {
+        for (int k = 0; k < 4; ++k)
+          if (++i_ >= s_.size() || !std::isxdigit(static_cast<unsigned char>(s_[i_]))) return false;
+      } else if (std::string_view("\"\\/bfnrt").find(s_[i_]) == std::string_view::npos) {
+        return false;
+      }
+    }
+    return false;
+  }
+  bool Value(int depth) {
+    Ws();
+    if (i_ >= s_.size()) return false;
+    const char c = s_[i_];
+    if (c == '"') return String();
+    if (c == '-' || (c >= '0' && c <= '9')) return Number();
+    for (std::string_view lit : {"true", "false", "null"}) {
+      if (s_.substr(i_, lit.size()) == lit) return i_ += lit.size(), true;
+    }
+    if (c != '[' || depth >= 32) return false;
+    ++i_;
+    Ws();
+    if (i_ < s_.size() && s_[i_] == ']') return ++i_, true;
+    for (;;) {
+      if (!Value(depth + 1)) return false;
+      Ws();
+      if (i_ >= s_.size()) return false;
+      if (s_[i_++] == ']') return true;
+      if (s_[i_ - 1] != ',') return false;
+    }
+  }
+  std::string_view s_;
+  size_t i_ = 0;
+};
 
 // Raw key text of an object field (no unescaping: trace keys never contain escapes, and a key
 // that did would simply not match a known name).
@@ -225,7 +307,7 @@ uint32_t EventDecoder::GpuTrack(int64_t device, int64_t stream) {
 void EventDecoder::HandleEvent(od::object obj) {
   std::string_view ph, cat, ts_text, dur_text;
   StrId name = kNoStr;
-  bool has_name = false, bad_type = false;
+  bool has_name = false, bad_type = false, bad_shapes = false;
   IdValue pid, tid;
   int64_t external_id = kNoId, correlation = kNoId, device = -1, stream = -1, bytes = -1, flow_id = kNoId;
   bool flow_id_present = false;
@@ -294,11 +376,17 @@ void EventDecoder::HandleEvent(od::object obj) {
             } else if (ak == "Input Dims") {
               std::string_view raw;
               od::array a;
-              if (!av.get_array().get(a) && !a.raw_json().get(raw)) input_dims = trace_.strings.Intern(raw);
+              if (!av.get_array().get(a) && !a.raw_json().get(raw)) {
+                if (ShapeJsonCheck::Valid(raw)) input_dims = trace_.strings.Intern(raw);
+                else bad_shapes = true;
+              }
             } else if (ak == "Input type") {
               std::string_view raw;
               od::array a;
-              if (!av.get_array().get(a) && !a.raw_json().get(raw)) input_types = trace_.strings.Intern(raw);
+              if (!av.get_array().get(a) && !a.raw_json().get(raw)) {
+                if (ShapeJsonCheck::Valid(raw)) input_types = trace_.strings.Intern(raw);
+                else bad_shapes = true;
+              }
             } else if (ak == "name") {
               std::string_view s;
               if (!av.get_string().get(s)) meta_name = trace_.strings.Intern(s);
@@ -314,6 +402,10 @@ void EventDecoder::HandleEvent(od::object obj) {
     }
   }
   if (bad_type) return Malformed(kInvalidField);
+  if (bad_shapes) {  // the event stays; its shapes are dropped, said as info
+    trace_.stats.Add(kInvalidShapes, IssueSeverity::kInfo, Where());
+    input_dims = input_types = kNoStr;
+  }
   if (ph.empty()) return Malformed(kMissingPh);
   if ((pid.present && !pid.ok) || (tid.present && !tid.ok)) return Malformed(kInvalidPidTid);
 
@@ -328,6 +420,7 @@ void EventDecoder::HandleEvent(od::object obj) {
   if (ts_text.empty()) return Malformed(kMissingTs);
   const auto ts = ParseMicrosToNs(ts_text);
   if (!ts) return Malformed(kInvalidTs);
+  if (*ts > kMaxAbsTimeNs || *ts < -kMaxAbsTimeNs) return Malformed(kTsOutOfRange);
 
   if ((p0 == 's' || p0 == 'f' || p0 == 't') && ph.size() == 1) {
     if (!flow_id_present) return Malformed(kInvalidField);
@@ -366,7 +459,7 @@ void EventDecoder::HandleEvent(od::object obj) {
     const auto dur = ParseMicrosToNs(dur_text);
     if (!dur) return Malformed(kInvalidDur);
     if (*dur < 0) return Malformed(kNegativeDur);
-    if (*ts > 0 && *dur > INT64_MAX - *ts) return Malformed(kInvalidDur);
+    if (*dur > kMaxDurationNs) return Malformed(kDurOutOfRange);
     e.dur_ns = *dur;
   } else if ((p0 == 'B' || p0 == 'E') && ph.size() == 1) {
     // handled below, after the track is known
@@ -398,6 +491,7 @@ void EventDecoder::HandleEvent(od::object obj) {
         const PendingBegin b = open_begins_[k];
         open_begins_.erase(open_begins_.begin() + static_cast<std::ptrdiff_t>(k));
         if (e.ts_ns < b.ts) return Malformed(kNegativeDur);
+        if (e.ts_ns - b.ts > kMaxDurationNs) return Malformed(kDurOutOfRange);
         e.dur_ns = e.ts_ns - b.ts;
         e.ts_ns = b.ts;
         e.name = b.name;

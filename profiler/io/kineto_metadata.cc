@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kineto_parse_internal.h"
+#include "trainrx/profiler/time.h"
 
 namespace trainrx::profiler {
 
@@ -35,11 +36,13 @@ ReadStatus ReadTopLevelMetadata(std::string_view header, std::string_view traile
     if (key == "schemaVersion") {
       info->schema_version = simdjson::minify(value);
     } else if (key == "baseTimeNanoseconds") {
+      // Within +-kMaxAbsTimeNs (time.h), so that adding it to the events' times cannot overflow.
       int64_t b;
-      uint64_t ub;
-      if (!value.get_int64().get(b)) info->base_time_ns = b;
-      else if (!value.get_uint64().get(ub) && ub <= static_cast<uint64_t>(INT64_MAX))
-        info->base_time_ns = static_cast<int64_t>(ub);
+      if (value.get_int64().get(b) || b > kMaxAbsTimeNs || b < -kMaxAbsTimeNs) {
+        return SourceError(source, fmt::format("baseTimeNanoseconds {} is not an integer within +-2.5e18 ns",
+                                               simdjson::minify(value)));
+      }
+      info->base_time_ns = b;
     } else if (key == "distributedInfo") {
       int64_t r, w;
       std::string_view backend;

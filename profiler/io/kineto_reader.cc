@@ -12,6 +12,7 @@
 
 #include "byte_source.h"
 #include "kineto_parse.h"
+#include "trainrx/profiler/time.h"
 
 namespace trainrx::profiler {
 namespace {
@@ -134,6 +135,24 @@ std::optional<std::vector<std::string>> ExpandTracePaths(const std::vector<std::
   return out;
 }
 
+// Issue 15: the events of one read together hold at most kMaxTotalDurationNs (time.h), so that
+// no sum of durations an analysis forms can overflow. Each duration is bounded by the decoder.
+ReadStatus CheckTotalDuration(const Trace& trace, size_t first_event) {
+  int64_t total = 0;
+  for (size_t i = first_event; i < trace.events.size(); ++i) {
+    total += trace.events[i].dur_ns;  // each <= 1e15, so one step cannot overflow past 2^62
+    if (total > kMaxTotalDurationNs) {
+      const Event& e = trace.events[i];
+      const RankInfo* r = e.track < trace.tracks.size() ? trace.FindRank(trace.tracks[e.track].rank) : nullptr;
+      return ReadStatus::Error(fmt::format(
+          "{}: the events' durations add up to more than 2^62 ns (146 years) by event \"{}\": not a trace of a run "
+          "(times in the wrong unit?)",
+          r ? r->source : std::string("input"), trace.Name(e)));
+    }
+  }
+  return {};
+}
+
 // Both entry points are all or nothing: a failure anywhere (a bad event window, the trailer, a
 // later file of several, the strict job check) rolls the trace back to what it was on entry, so no
 // caller can go on with names, tracks or side-table rows whose events were dropped. Rolling back to
@@ -144,6 +163,7 @@ ReadStatus ReadTraceBuffer(std::string_view bytes, std::string_view source_name,
   const Trace::Checkpoint entry = trace.Mark();
   auto src = io::OpenMemorySource(bytes);
   auto st = ParseOneSource(*src, std::string(source_name), rank, trace, options);
+  if (st.ok) st = CheckTotalDuration(trace, entry.events);
   if (!st.ok) {
     trace.RollBack(entry);
     return st;
@@ -156,6 +176,7 @@ ReadStatus ReadTraces(const std::vector<std::string>& paths, Trace& trace, const
   if (auto st = CheckCpu(); !st.ok) return st;
   const Trace::Checkpoint entry = trace.Mark();
   auto st = ReadFiles(paths, trace, options);
+  if (st.ok) st = CheckTotalDuration(trace, entry.events);
   if (!st.ok) {
     trace.RollBack(entry);
     return st;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include <filesystem>
 #include <fstream>
@@ -228,6 +229,40 @@ TEST(KinetoReaderTest, ABrokenEventCostsItselfOnlyAtEveryWindowSize) {
     ASSERT_FALSE(st.ok);
     EXPECT_NE(st.error.find("invalid JSON in traceEvents near byte"), std::string::npos) << st.error;
   }
+}
+
+// Issue 15: times near +-9.2e18 ns were accepted and overflowed in later arithmetic (undefined
+// behaviour). What the reader accepts is bounded (time.h); the rest is counted or refused, clearly.
+TEST(KinetoReaderTest, TimesAreBoundedSoNoArithmeticOverflows) {
+  Trace t;
+  ASSERT_TRUE(Read(R"J({"traceEvents": [
+    {"ph": "X", "name": "ok", "ts": 1, "dur": 1, "pid": 1, "tid": 1},
+    {"ph": "X", "name": "far", "ts": 9000000000000000, "dur": 1, "pid": 1, "tid": 1},
+    {"ph": "X", "name": "before", "ts": -9000000000000000, "dur": 1, "pid": 1, "tid": 1},
+    {"ph": "X", "name": "long", "ts": 1, "dur": 2000000000000, "pid": 1, "tid": 1},
+    {"ph": "B", "name": "open", "ts": 1, "pid": 1, "tid": 2},
+    {"ph": "E", "ts": 2000000000000, "pid": 1, "tid": 2}
+  ]})J", t).ok);
+  EXPECT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.stats.Count("ts_out_of_range"), 2u);
+  EXPECT_EQ(t.stats.Count("dur_out_of_range"), 2u);  // an X and a B/E pair of 23 days
+
+  Trace base;
+  const auto st = Read(R"J({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1}],
+    "baseTimeNanoseconds": 9200000000000000000})J", base);
+  ASSERT_FALSE(st.ok);
+  EXPECT_NE(st.error.find("baseTimeNanoseconds 9200000000000000000 is not an integer within"), std::string::npos) << st.error;
+
+  // 5000 events of 11 days each: more than 2^62 ns together, refused (any sum could overflow).
+  std::string many = R"J({"traceEvents": [)J";
+  for (int i = 0; i < 5000; ++i)
+    many += fmt::format(R"J({}{{"ph": "X", "name": "e", "ts": 0, "dur": 999999999999, "pid": 1, "tid": {}}})J", i ? "," : "", i);
+  many += "]}";
+  Trace sum;
+  const auto st2 = Read(many, sum);
+  ASSERT_FALSE(st2.ok);
+  EXPECT_NE(st2.error.find("test.json: the events' durations add up to more than 2^62 ns"), std::string::npos) << st2.error;
+  EXPECT_TRUE(sum.events.empty());
 }
 
 TEST(KinetoReaderTest, UnsortedInputIsSortedPerTrack) {
@@ -489,6 +524,39 @@ TEST(KinetoReaderTest, FailedReadLeavesTheTraceAsItWas) {
   EXPECT_EQ(t.tracks.size(), 2 * tracks);
   EXPECT_EQ(t.ranks.size(), 2 * ranks);
   EXPECT_EQ(t.strings.size(), names);  // every name was interned already
+}
+
+// Issue 15: "Input Dims" / "Input type" text was kept unchecked and written back verbatim, so
+// `convert` could write a file strict JSON parsers reject. Shapes that are not one JSON value are
+// dropped (the op stays, counted as info); what the writer writes parses strictly.
+TEST(KinetoWriterTest, ShapesThatAreNotJsonAreDroppedAndTheOutputParsesStrictly) {
+  Trace t;
+  ASSERT_TRUE(Read(R"J({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "good", "ts": 1, "dur": 1, "pid": 1, "tid": 1,
+     "args": {"Input Dims": [[2, 3], [], [[1], [2]]], "Input type": ["float", "", "TensorList"]}},
+    {"ph": "X", "cat": "cpu_op", "name": "no_comma", "ts": 2, "dur": 1, "pid": 1, "tid": 1,
+     "args": {"Input Dims": [[2 3]], "Input type": ["float"]}},
+    {"ph": "X", "cat": "cpu_op", "name": "stray", "ts": 3, "dur": 1, "pid": 1, "tid": 1,
+     "args": {"Input Dims": [[2,], ,], "Input type": ["float" "int"]}}
+  ]})J", t).ok);
+  ASSERT_EQ(t.events.size(), 3u);
+  EXPECT_EQ(t.stats.Count("invalid_input_shapes"), 2u);
+  EXPECT_EQ(t.stats.TotalSkipped(), 0u);  // the ops are kept
+  const Event* good = FindEvent(t, "good");
+  ASSERT_NE(good, nullptr);
+  ASSERT_NE(good->aux, kNoAux);
+  EXPECT_EQ(t.strings.Get(t.op_inputs[good->aux].input_dims), "[[2, 3], [], [[1], [2]]]");
+  for (const char* name : {"no_comma", "stray"}) {
+    const Event* e = FindEvent(t, name);
+    ASSERT_NE(e, nullptr);
+    EXPECT_TRUE(e->aux == kNoAux || t.op_inputs[e->aux].input_dims == kNoStr) << name;
+  }
+  std::ostringstream out;
+  WriteKinetoJson(t, 0, out);
+  simdjson::dom::parser strict;
+  const simdjson::padded_string text(out.str());
+  simdjson::dom::element doc;
+  EXPECT_EQ(strict.parse(text).get(doc), simdjson::SUCCESS) << out.str();
 }
 
 TEST(KinetoWriterTest, RoundTripKeepsTheModel) {

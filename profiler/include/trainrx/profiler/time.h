@@ -19,6 +19,16 @@ namespace trainrx::profiler {
 
 std::optional<int64_t> ParseMicrosToNs(std::string_view number_text);
 
+// What the reader accepts, so that no time arithmetic can overflow int64 (issue 15: fuzzed input
+// with timestamps near +-9.2e18 ns made signed overflow, undefined behaviour, at 12 sites).
+// Timestamps and baseTimeNanoseconds within +-2.5e18 ns (epoch nanoseconds reach 2.5e18 in 2049),
+// so an absolute time is within [-5e18, 5e18] and a difference of two never overflows; a duration
+// at most 1e15 ns (11.6 days: a whole training run fits); and all the events of a read together
+// at most 2^62 ns of duration, so any sum of durations an analysis forms fits.
+inline constexpr int64_t kMaxAbsTimeNs = 2'500'000'000'000'000'000;
+inline constexpr int64_t kMaxDurationNs = 1'000'000'000'000'000;
+inline constexpr int64_t kMaxTotalDurationNs = int64_t{1} << 62;
+
 // The IEEE double nearest to ns / 1000, i.e. exactly what a JSON reader that parses numbers as
 // doubles (strtod, Python's json/float(), pandas) gets from the µs text FormatNsAsMicros(ns) writes.
 // Such readers lose the ns digits of epoch timestamps: 1712195495519689047 ns -> 1712195495519689.0
