@@ -222,7 +222,7 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
       info.world_size = EnvInt("WORLD_SIZE", 1);
     }
     const std::string tmp = output_path_ + ".tmp" + std::to_string(getpid());
-    const auto status = profiler::WriteKinetoFile(trace, info.rank, tmp);
+    const auto status = profiler::WriteKinetoFile(trace, info.rank, tmp, output_path_);
     if (!status.ok) {
       Warn("could not write the trace: " + status.error);
       std::remove(tmp.c_str());

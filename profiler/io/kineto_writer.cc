@@ -159,8 +159,9 @@ void WriteKinetoJson(const Trace& trace, int32_t rank, std::ostream& out) {
   out << '\n';
 }
 
-ReadStatus WriteKinetoFile(const Trace& trace, int32_t rank, const std::string& path) {
-  const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+ReadStatus WriteKinetoFile(const Trace& trace, int32_t rank, const std::string& path, const std::string& named_as) {
+  const std::string& name = named_as.empty() ? path : named_as;
+  const bool gz = name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0;
   std::ofstream f(path, std::ios::binary);
   if (!f) return ReadStatus::Error(fmt::format("{}: cannot open for writing", path));
   if (gz) {

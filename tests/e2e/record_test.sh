@@ -60,6 +60,10 @@ rows = {row["name"]: row for row in r["metrics"]["module_table"]["rows"]}
 assert "Sequential" in rows and "Sequential.0 (Conv2d)" in rows, sorted(rows)
 assert rows["Sequential.0 (Conv2d)"]["total_ns"] <= rows["Sequential"]["total_ns"]
 PY
+# A name ending in .gz gets gzip (it was plain JSON through the .tmp file): Python's gzip+json read it.
+"$TRAINRX" record -o "$W/gz.json.gz" -- $PY "$SCRIPT" --steps 2 > /dev/null 2>&1 || bad "gz run failed"
+python3 -c 'import gzip, json, sys; json.load(gzip.open(sys.argv[1]))' "$W/gz.json.gz" \
+  && ok "record -o run.json.gz writes gzip" || bad "record -o run.json.gz is not gzip JSON"
 TRAINRX_MODULES=0 "$TRAINRX" record -o "$W/nomod.json" -- $PY "$SCRIPT" --steps 3 > /dev/null 2>&1 || bad "TRAINRX_MODULES=0 run failed"
 grep -q '"nn.Module: ' "$W/nomod.json" && bad "TRAINRX_MODULES=0 still recorded module ranges" || ok "TRAINRX_MODULES=0: no module ranges"
 

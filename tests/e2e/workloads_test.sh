@@ -19,6 +19,10 @@ run() {  # name workload args... -> $W/name.json, $W/name.report.json
   "$TRAINRX" run "$wl" "${SHORT[@]}" "$@" -o "$W/$name.json" --format json --report "$W/$name.report.json" 2> "$W/$name.err" \
     || { bad "$name: run failed"; cat "$W/$name.err"; return 1; }
 }
+# run -o NAME.json.gz writes gzip (the probe wrote plain JSON through its .tmp file before).
+"$TRAINRX" run cnn "${SHORT[@]}" -o "$W/gz.json.gz" > /dev/null 2>&1 \
+  && python3 -c 'import gzip, json, sys; json.load(gzip.open(sys.argv[1]))' "$W/gz.json.gz" \
+  && ok "run -o x.json.gz writes gzip" || bad "run -o x.json.gz is not gzip JSON"
 ids() { python3 -c 'import json,sys; print(" ".join(sorted({f["id"] for f in json.load(open(sys.argv[1]))["findings"]})))' "$1"; }
 
 "$TRAINRX" workloads > "$W/list.txt" || bad "workloads failed"

@@ -16,7 +16,9 @@ inline constexpr int kTrainrxSchemaMajor = 1;
 
 // Writes the events of one rank to `out`.
 void WriteKinetoJson(const Trace& trace, int32_t rank, std::ostream& out);
-// Writes to a file (gzip if path ends with .gz).
-ReadStatus WriteKinetoFile(const Trace& trace, int32_t rank, const std::string& path);
+// Writes to a file: gzip when `named_as` (by default the path itself) ends with .gz. A caller that
+// writes a temporary file and renames it names the final path (issue 15: `record -o run.json.gz`
+// wrote plain JSON through its run.json.gz.tmp<pid>, which HTA and Python's gzip rejected).
+ReadStatus WriteKinetoFile(const Trace& trace, int32_t rank, const std::string& path, const std::string& named_as = "");
 
 }  // namespace trainrx::profiler
