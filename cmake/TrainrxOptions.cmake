@@ -11,6 +11,17 @@ set(TRAINRX_WITH_TORCH AUTO CACHE STRING "LibTorch support: AUTO, ON or OFF")
 set(TRAINRX_WITH_CUDA AUTO CACHE STRING "CUDA/CUPTI/NVTX support: AUTO, ON or OFF")
 set(TRAINRX_WITH_NCCL AUTO CACHE STRING "NCCL support: AUTO, ON or OFF")
 option(TRAINRX_WITH_TESTS "Build tests" ON)
+# Sanitizers for every target ("address,undefined" or "thread"; scripts/sanitize sets them) and
+# libFuzzer targets (clang; tests/fuzz/).
+set(TRAINRX_SANITIZE "" CACHE STRING "-fsanitize= list for all targets (empty: none)")
+option(TRAINRX_WITH_FUZZ "libFuzzer targets in tests/fuzz (clang)" OFF)
+if(TRAINRX_WITH_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link)  # coverage for libFuzzer in the libraries too
+endif()
+if(TRAINRX_SANITIZE)
+  add_compile_options(-fsanitize=${TRAINRX_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${TRAINRX_SANITIZE})
+endif()
 set(TRAINRX_WITH_BENCHMARKS AUTO CACHE STRING "Benchmarks: AUTO, ON or OFF")
 
 # trainrx_optional(<var> <option> <found?> <fix message>)

@@ -11,10 +11,20 @@ std::string RunResult::Summary() const {
 }
 
 bool ReadRunResult(const std::string& path, RunResult* out, std::string* error) {
+  simdjson::padded_string text;
+  if (auto e = simdjson::padded_string::load(path).get(text); e) {
+    *out = {};
+    *error = fmt::format("{}: not a readable run result: {}", path, simdjson::error_message(e));
+    return false;
+  }
+  return ParseRunResult(std::string_view(text.data(), text.size()), path, out, error);
+}
+
+bool ParseRunResult(std::string_view text, const std::string& path, RunResult* out, std::string* error) {
   *out = {};
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
-  if (auto e = parser.load(path).get(doc); e) {
+  if (auto e = parser.parse(simdjson::padded_string(text)).get(doc); e) {
     *error = fmt::format("{}: not a readable run result: {}", path, simdjson::error_message(e));
     return false;
   }

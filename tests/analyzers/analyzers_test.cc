@@ -1060,7 +1060,8 @@ TEST(OptimTest, ZeroGradOutsideTheStepsIsNotPerStep) {
   json.insert(json.find('[') + 1,
               R"J({"ph":"X","cat":"user_annotation","name":"Optimizer.zero_grad#SGD.zero_grad","pid":1,"tid":1,"ts":50000,"dur":100},)J"
               R"J({"ph":"X","cat":"cpu_op","name":"aten::zero_","pid":1,"tid":1,"ts":50010,"dur":40},)J");
-  const Finding* f = Find(AnalyzeJson(json), "optim.zero_grad");
+  const Report r = AnalyzeJson(json);  // kept: f points into it
+  const Finding* f = Find(r, "optim.zero_grad");
   ASSERT_NE(f, nullptr);
   EXPECT_DOUBLE_EQ(f->measured, 1.0);
 }

@@ -76,7 +76,8 @@ TEST_P(HtaGoldenTest, TemporalAndIdleBreakdownMatchHta) {
     EXPECT_NEAR(t.non_compute_ns / 1000.0, g.idle_compute_noncompute_us[2], 1.0);
   }
   for (const auto& [stream, host, kernel, other] : g.streams) {
-    const auto it = std::find_if(t.streams.begin(), t.streams.end(), [&](const StreamIdle& s) { return s.stream == stream; });
+    const int64_t want = stream;  // (clang 14 cannot capture a structured binding)
+    const auto it = std::find_if(t.streams.begin(), t.streams.end(), [want](const StreamIdle& s) { return s.stream == want; });
     ASSERT_NE(it, t.streams.end()) << "stream " << stream;
     EXPECT_NEAR(it->host_wait_ns / 1000.0, host, 1.0) << "stream " << stream;
     EXPECT_NEAR(it->kernel_wait_ns / 1000.0, kernel, 1.0) << "stream " << stream;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trainrx::experiments {
@@ -30,5 +31,7 @@ struct RunResult {
 
 // False with *error naming the file and the field when it is not a readable trainrx.run/1 document.
 bool ReadRunResult(const std::string& path, RunResult* out, std::string* error);
+// The same from the document's text; `path` names it in errors.
+bool ParseRunResult(std::string_view text, const std::string& path, RunResult* out, std::string* error);
 
 }  // namespace trainrx::experiments
