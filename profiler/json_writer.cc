@@ -56,10 +56,37 @@ void JsonWriter::Key(std::string_view key) {
   after_key_ = true;
 }
 
+size_t Utf8SequenceLength(const unsigned char* p, size_t n) {
+  if (n == 0) return 0;
+  const unsigned char c = p[0];
+  if (c < 0x80) return 1;
+  auto cont = [&](size_t i, unsigned char lo = 0x80, unsigned char hi = 0xBF) { return i < n && p[i] >= lo && p[i] <= hi; };
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
+  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(1) && cont(2) ? 3 : 0;
+  if (c == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;  // no surrogates
+  if (c == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
+  if (c >= 0xF1 && c <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
+  return 0;
+}
+
 std::string JsonWriter::Escape(std::string_view s) {
   std::string r;
   r.reserve(s.size() + 2);
-  for (unsigned char c : s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = p[i];
+    if (c >= 0x80) {
+      const size_t len = Utf8SequenceLength(p + i, s.size() - i);
+      if (len == 0) {
+        r += "\\ufffd";
+      } else {
+        r.append(s.data() + i, len);
+        i += len - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"': r += "\\\""; break;
       case '\\': r += "\\\\"; break;

@@ -1,5 +1,7 @@
 #include "trainrx/reports/experiment.h"
 
+#include "escape.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,7 +23,7 @@ void Table(const std::vector<std::vector<std::string>>& rows, std::ostream& out,
   if (md) {
     for (size_t r = 0; r < rows.size(); ++r) {
       std::string line = "|";
-      for (const auto& cell : rows[r]) line += " " + (cell.empty() ? std::string(" ") : cell) + " |";
+      for (const auto& cell : rows[r]) line += " " + (cell.empty() ? std::string(" ") : MarkdownText(cell)) + " |";
       out << line << "\n";
       if (r == 0) {
         std::string rule = "|";
@@ -116,7 +118,7 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
     for (const auto& row : r.rows)
       if (!row.code.empty()) out << (md ? "- `" : "  ") << row.change << (md ? "`: " : ": ") << row.code << "\n";
   }
-  for (const auto& n : r.notes) out << NotePrefix(md) << n << "\n";
+  for (const auto& n : r.notes) out << NotePrefix(md) << (md ? MarkdownText(n) : n) << "\n";
 }
 
 void WriteFixJson(const FixReport& r, std::ostream& out) {
@@ -161,7 +163,8 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
 
 void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
   out << Heading(md) << fmt::format("trainrx sweep {}: {} cells x {} trials, interleaved\n\n",
-                                     r.command.empty() ? r.workload : "`" + r.command + "`", r.cells.size(), r.trials);
+                                     r.command.empty() ? r.workload : md ? MarkdownText(r.command) : "`" + r.command + "`",
+                                     r.cells.size(), r.trials);
   const bool by_time = !r.command.empty();  // commands: no throughput, ranked by time
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> head = r.grid_keys;
@@ -244,7 +247,7 @@ void WriteAbText(const AbReport& r, std::ostream& out, bool md) {
                      c.verdict == stats::Verdict::kFaster   ? "B is faster"
                      : c.verdict == stats::Verdict::kSlower ? "B is slower"
                                                             : "no significant difference");
-  for (const auto& n : r.notes) out << NotePrefix(md) << n << "\n";
+  for (const auto& n : r.notes) out << NotePrefix(md) << (md ? MarkdownText(n) : n) << "\n";
 }
 
 void WriteAbJson(const AbReport& r, std::ostream& out) {

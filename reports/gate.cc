@@ -1,5 +1,7 @@
 #include "trainrx/reports/gate.h"
 
+#include "escape.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -55,32 +57,21 @@ void WriteGateText(const GateReport& r, std::ostream& out) {
 void WriteGateMarkdown(const GateReport& r, std::ostream& out) {
   const char* icon = r.verdict == GateVerdict::kPass ? "✅" : r.verdict == GateVerdict::kFail ? "❌" : "⚠️";
   out << fmt::format("### {} trainrx gate: **{}**\n\n", icon, GateVerdictName(r.verdict));
-  out << fmt::format("`{}` vs baseline `{}` — {}, {}; tolerance {:.0f}%.\n\n",
-                     profiler::JsonWriter::Escape(r.spec), profiler::JsonWriter::Escape(r.baseline_file), TrialCounts(r), r.mode,
+  out << fmt::format("{} vs baseline {} — {}, {}; tolerance {:.0f}%.\n\n", MarkdownText(r.spec),
+                     MarkdownText(r.baseline_file), TrialCounts(r), r.mode,
                      100 * r.rule.tolerance);
   out << "| metric | verdict | baseline | current | change [95% CI] | p (Holm) | detectable |\n";
   out << "|---|---|---|---|---|---|---|\n";
   for (const auto& d : r.metrics) {
-    out << fmt::format("| {} | {} | {:.3f} {} | {:.3f} {} | {} | {} | {:.1f}% |\n", d.name, GateVerdictName(d.verdict),
-                       d.baseline_median, d.unit, d.current_median, d.unit, Change(d), P(d.p_holm), 100 * (d.detectable - 1));
+    out << fmt::format("| {} | {} | {:.3f} {} | {:.3f} {} | {} | {} | {:.1f}% |\n", MarkdownText(d.name),
+                       GateVerdictName(d.verdict), d.baseline_median, MarkdownText(d.unit), d.current_median,
+                       MarkdownText(d.unit), Change(d), P(d.p_holm), 100 * (d.detectable - 1));
   }
-  for (const auto& w : r.warnings) out << "\n> warning: " << w << "\n";
+  for (const auto& w : r.warnings) out << "\n> warning: " << MarkdownText(w) << "\n";
 }
 
 void WriteGateJunit(const GateReport& r, std::ostream& out) {
-  auto esc = [](const std::string& s) {
-    std::string o;
-    for (char c : s) {
-      switch (c) {
-        case '&': o += "&amp;"; break;
-        case '<': o += "&lt;"; break;
-        case '>': o += "&gt;"; break;
-        case '"': o += "&quot;"; break;
-        default: o += c;
-      }
-    }
-    return o;
-  };
+  const auto esc = [](const std::string& s) { return XmlText(s); };
   int failures = 0, skipped = 0;
   for (const auto& d : r.metrics) {
     failures += d.verdict == GateVerdict::kFail;

@@ -7,6 +7,8 @@
 #include "trainrx/experiments/plans.h"
 #include "trainrx/reports/report.h"
 
+#include "escape.h"
+
 namespace trainrx::reports {
 namespace {
 
@@ -87,9 +89,9 @@ class TextSink final : public Sink {
 class MarkdownSink final : public Sink {
  public:
   explicit MarkdownSink(std::ostream& out) : out_(out) {}
-  void Title(const std::string& s) override { out_ << "## " << s << "\n"; }
-  void Heading(const std::string& s) override { out_ << "\n### " << s << "\n\n"; }
-  void Line(const std::string& s) override { out_ << s << "  \n"; }
+  void Title(const std::string& s) override { out_ << "## " << Escape(s) << "\n"; }
+  void Heading(const std::string& s) override { out_ << "\n### " << Escape(s) << "\n\n"; }
+  void Line(const std::string& s) override { out_ << Escape(s) << "  \n"; }
   void Warning(const std::string& s) override { out_ << "\n> **Warning:** " << Escape(s) << "\n\n"; }
   void Bullet(const std::string& s) override { out_ << "- " << Escape(s) << "\n"; }
   void Table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) override {
@@ -110,14 +112,7 @@ class MarkdownSink final : public Sink {
   }
 
  private:
-  static std::string Escape(const std::string& s) {
-    std::string r;
-    for (char c : s) {
-      if (c == '|' || c == '*' || c == '_' || c == '<' || c == '>') r.push_back('\\');
-      r.push_back(c);
-    }
-    return r;
-  }
+  static std::string Escape(const std::string& s) { return MarkdownText(s); }
   std::ostream& out_;
 };
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/reports/gate.h"
 
 namespace trainrx::reports {
 namespace {
@@ -236,6 +237,70 @@ TEST(TextReportTest, OpTableWithoutStepsSharesOfTheTraceSpan) {
     for (const char* bad : {"per step", "of the step", "of steps", "step time"})
       EXPECT_EQ(s.find(bad), std::string::npos) << "'" << bad << "' in:\n" << s;
   }
+}
+
+}  // namespace
+}  // namespace trainrx::reports
+
+// Issue 15: every name from a trace or a command line is escaped in every format: an op named like
+// markup, quotes, a CDATA end, line breaks, control bytes and bytes that are not UTF-8 never make a
+// report invalid (JSON parses strictly, XML has no raw markup or forbidden bytes, a Markdown table
+// row stays one row).
+namespace trainrx::reports {
+namespace {
+
+const std::string kHostile = std::string("<script>alert(1)</script> & \"q\" ]]> | `x` *y* [l](u)\nrow\x01\x02 bad\xff\xfe end");
+
+TEST(EscapingTest, HostileNamesInJsonMarkdownAndXml) {
+  profiler::Trace trace;
+  std::string json = R"J({"traceEvents":[
+    {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000},
+    {"ph":"X","cat":"cpu_op","name":"NAME","pid":1,"tid":1,"ts":10,"dur":500}]})J";
+  ASSERT_TRUE(profiler::ReadTraceBuffer(json, "hostile.json", 0, trace).ok);
+  // The reader only takes valid UTF-8; our collector and C++ callers can hand in anything.
+  for (auto& e : trace.events)
+    if (trace.Name(e) == "NAME") e.name = trace.strings.Intern(kHostile);
+  const analyzers::Thresholds th;
+  const analyzers::Report report = analyzers::Analyze(trace, th);
+  ASSERT_FALSE(report.metrics.op_table.rows.empty());
+
+  std::ostringstream js;
+  WriteJson(trace, report, th, {.inputs = {kHostile}}, js);
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  ASSERT_EQ(p.parse(js.str()).get(doc), simdjson::SUCCESS) << js.str();
+
+  std::ostringstream md;
+  WriteMarkdown(trace, report, th, {.inputs = {kHostile}}, md);
+  const std::string m = md.str();
+  EXPECT_EQ(m.find("<script>"), std::string::npos);
+  EXPECT_EQ(m.find('\x01'), std::string::npos);
+  EXPECT_EQ(m.find('\xff'), std::string::npos);
+  for (size_t at = 0; (at = m.find("alert(1)", at)) != std::string::npos; ++at) {  // each row stays one line
+    const size_t line_start = m.rfind('\n', at) + 1, line_end = m.find('\n', at);
+    const std::string line = m.substr(line_start, line_end - line_start);
+    EXPECT_NE(line.find(" end"), std::string::npos) << line;
+  }
+
+  experiments::GateReport gate;
+  gate.spec = gate.baseline_file = kHostile;
+  gate.warnings = {kHostile};
+  experiments::MetricDecision metric;
+  metric.name = kHostile;
+  metric.unit = "ms";
+  metric.verdict = experiments::GateVerdict::kFail;
+  gate.metrics = {metric};
+  std::ostringstream junit, gmd;
+  WriteGateJunit(gate, junit);
+  WriteGateMarkdown(gate, gmd);
+  EXPECT_EQ(gmd.str().find("<script>"), std::string::npos) << gmd.str();
+  EXPECT_EQ(gmd.str().find('\xff'), std::string::npos);
+  const std::string x = junit.str();
+  EXPECT_EQ(x.find("<script>"), std::string::npos) << x;
+  EXPECT_EQ(x.find("]]>"), std::string::npos);
+  EXPECT_EQ(x.find('\x01'), std::string::npos);
+  EXPECT_EQ(x.find('\xff'), std::string::npos);
+  EXPECT_NE(x.find("&lt;script&gt;"), std::string::npos);
 }
 
 }  // namespace

@@ -16,6 +16,11 @@
 
 namespace trainrx::profiler {
 
+// The length of the valid UTF-8 sequence at p[0..n) (1..4), or 0 when it is not one (overlong
+// forms, surrogates and code points past U+10FFFF included). The one UTF-8 check every writer
+// uses (JSON here; Markdown, JUnit XML in reports/).
+size_t Utf8SequenceLength(const unsigned char* p, size_t n);
+
 class JsonWriter {
  public:
   explicit JsonWriter(std::ostream& out, bool pretty = false) : out_(out), pretty_(pretty) {}
@@ -46,7 +51,9 @@ class JsonWriter {
   void Field(std::string_view key, double v, int precision = 6) { Key(key); Double(v, precision); }
   void Field(std::string_view key, bool v) { Key(key); Bool(v); }
 
-  static std::string Escape(std::string_view s);  // without the surrounding quotes
+  // Without the surrounding quotes. Control bytes become \u00XX and bytes that are not valid
+  // UTF-8 become U+FFFD: names from a trace or a command line never make the output invalid JSON.
+  static std::string Escape(std::string_view s);
 
  private:
   void Separate();
