@@ -31,6 +31,24 @@ namespace {
 
 namespace od = simdjson::ondemand;
 
+// The string-aware scan the header's value skipping and ElementBounds share (the splitter has its
+// own, memchr-accelerated one): calls on(c, i) for each { [ } ] , outside strings from b[i] on, and
+// stops where on returns false (returning that index), else at end. `in_str` carries across calls.
+template <typename On>
+size_t ScanOutsideStrings(const char* b, size_t i, size_t end, bool& in_str, On on) {
+  for (; i < end; ++i) {
+    const char c = b[i];
+    if (in_str) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_str = false;
+      continue;
+    }
+    if (c == '"') in_str = true;
+    else if ((c == '{' || c == '[' || c == '}' || c == ']' || c == ',') && !on(c, i)) return i;
+  }
+  return end;
+}
+
 // Splits one source into its header, its events (handed to the decoder a window at a time) and its
 // trailer. Errors name the source and a byte offset; malformed events are the decoder's business.
 class DocumentReader {
@@ -214,23 +232,13 @@ ReadStatus DocumentReader::FindEventsArray() {
     keys_seen.push_back(key);
     // Skip the value: scalar up to ',' or '}' at depth 0; containers by depth.
     int depth = 0;
-    bool in_str = false;
-    size_t i = v;
-    bool done = false;
-    for (; i < end_; ++i) {
-      const char c = buf_[i];
-      if (in_str) {
-        if (c == '\\') ++i;
-        else if (c == '"') in_str = false;
-        continue;
-      }
-      if (c == '"') in_str = true;
-      else if (c == '{' || c == '[') ++depth;
-      else if (c == '}' || c == ']') {
-        if (depth == 0) { done = true; break; }
-        --depth;
-      } else if (c == ',' && depth == 0) { done = true; break; }
-    }
+    bool in_str = false, done = false;
+    const size_t i = ScanOutsideStrings(buf_.data(), v, end_, in_str, [&](char c, size_t) {
+      if (c == '{' || c == '[') ++depth;
+      else if ((c == '}' || c == ']') && depth > 0) --depth;
+      else if (c != ',' || depth == 0) done = true;  // the object's end, or the comma after the value
+      return !done;
+    });
     if (!done) {
       if (auto e = need_more()) return *e;
       continue;
@@ -340,21 +348,15 @@ std::vector<std::pair<size_t, size_t>> DocumentReader::ElementBounds(size_t begi
   int depth = 0;
   bool in_str = false;
   size_t start = begin;
-  for (size_t i = begin; i < end; ++i) {
-    const char c = b[i];
-    if (in_str) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_str = false;
-      continue;
-    }
-    if (c == '"') in_str = true;
-    else if (c == '{' || c == '[') ++depth;
+  ScanOutsideStrings(b, begin, end, in_str, [&](char c, size_t i) {
+    if (c == '{' || c == '[') ++depth;
     else if (c == '}' || c == ']') --depth;
-    else if (c == ',' && depth == 0) {
+    else if (depth == 0) {  // a comma between elements
       push(start, i);
       start = i + 1;
     }
-  }
+    return true;
+  });
   push(start, end);
   return out;
 }
