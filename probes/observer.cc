@@ -488,3 +488,13 @@ extern "C" __attribute__((visibility("default"))) int trainrx_probe_attach(void)
   ProcessSession::Info(std::string("recording (libtorch ") + TORCH_VERSION + ") -> " + s.output_path());
   return 0;
 }
+
+// Called by the preload shim just before the process sends itself a terminating SIGINT: what CPython
+// does after an uncaught KeyboardInterrupt (Ctrl-C), having reset SIGINT to its default first, so
+// neither the program's handler nor exit() runs and the trace would be lost. The trace is written,
+// marked incomplete with end_reason "SIGINT (KeyboardInterrupt)". A forked child writes nothing.
+extern "C" __attribute__((visibility("default"))) void trainrx_probe_interrupted(void) {
+  using trainrx::probes::ProcessSession;
+  ProcessSession& s = ProcessSession::Get();
+  if (s.active()) s.Finish("SIGINT (KeyboardInterrupt)");
+}

@@ -17,6 +17,8 @@
 // Environment (set by `trainrx record`): TRAINRX_PROBE_LIB (the probe library), TRAINRX_TORCH_LIB
 // (the libtorch_cpu it was built against). Without TRAINRX_PROBE_LIB the shim does nothing.
 #include <dlfcn.h>
+#include <signal.h>
+#include <unistd.h>
 #include <link.h>
 #include <sys/stat.h>
 
@@ -30,6 +32,7 @@
 namespace {
 
 std::atomic<bool> g_done{false};
+void (*g_interrupted)() = nullptr;  // the probe's trainrx_probe_interrupted, once attached
 using DlopenFn = void* (*)(const char*, int);
 
 DlopenFn RealDlopen() {
@@ -99,6 +102,7 @@ void MaybeAttach() {
     std::fprintf(stderr, "trainrx: could not load the probe %s: %s; the program runs unobserved.\n", probe, dlerror());
     return;
   }
+  g_interrupted = reinterpret_cast<void (*)()>(dlsym(handle, "trainrx_probe_interrupted"));
   auto attach = reinterpret_cast<int (*)()>(dlsym(handle, "trainrx_probe_attach"));
   if (attach == nullptr) {
     std::fprintf(stderr, "trainrx: %s has no trainrx_probe_attach; the program runs unobserved.\n", probe);
@@ -132,6 +136,36 @@ extern "C" __attribute__((visibility("default"))) void exit(int status) noexcept
   static const ExitFn real = reinterpret_cast<ExitFn>(dlsym(RTLD_NEXT, "exit"));
   real(status);
   __builtin_unreachable();
+}
+
+// Ctrl-C in Python: an uncaught KeyboardInterrupt ends with CPython resetting SIGINT to its default
+// and sending it to itself (exit_sigint, after Py_FinalizeEx), which skips exit() and the probe's
+// exit handler. A SIGINT the process sends itself while SIGINT is at its default is that moment:
+// the probe writes the trace first. Every other call passes straight through.
+namespace {
+bool SigintIsDefault() {
+  struct sigaction sa;
+  return sigaction(SIGINT, nullptr, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_DFL;
+}
+void BeforeOwnSigint(pid_t pid, int sig) {
+  if (sig == SIGINT && g_interrupted != nullptr && (pid == 0 || pid == getpid()) && SigintIsDefault()) {
+    g_interrupted();
+  }
+}
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int kill(pid_t pid, int sig) noexcept {
+  using KillFn = int (*)(pid_t, int);
+  static const KillFn real = reinterpret_cast<KillFn>(dlsym(RTLD_NEXT, "kill"));
+  BeforeOwnSigint(pid, sig);
+  return real(pid, sig);
+}
+
+extern "C" __attribute__((visibility("default"))) int raise(int sig) noexcept {
+  using RaiseFn = int (*)(int);
+  static const RaiseFn real = reinterpret_cast<RaiseFn>(dlsym(RTLD_NEXT, "raise"));
+  BeforeOwnSigint(0, sig);
+  return real(sig);
 }
 
 namespace {

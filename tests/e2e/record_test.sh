@@ -80,12 +80,14 @@ sys.exit(0 if json.load(open(sys.argv[1]))["trainrx"]["fork_children"] >= 2 else
 PY
 ls "$W" | grep -q 'workers\.pid' && bad "forked workers wrote traces" || ok "forked workers wrote no traces"
 
-# 4. SIGTERM and a crash still leave a trace, marked incomplete; exit code is the signal's.
-for sig in SIGTERM SIGSEGV; do
+# 4. SIGTERM, a crash and Ctrl-C (SIGINT: Python's KeyboardInterrupt, uncaught, which CPython ends by
+#    sending itself SIGINT at its default: neither exit() nor a handler runs) still leave a trace,
+#    marked incomplete; the exit code is the signal's, as without recording.
+for sig in SIGTERM SIGSEGV SIGINT; do
   "$TRAINRX" record -o "$W/$sig.json" -- $PY "$SCRIPT" --steps 3 --signal $sig > /dev/null 2>&1; rc=$?
-  want=$([ $sig = SIGTERM ] && echo 143 || echo 139)
+  want=$(case $sig in SIGTERM) echo 143;; SIGSEGV) echo 139;; SIGINT) echo 130;; esac)
   [ $rc = $want ] && ok "$sig: exit code $rc" || bad "$sig: exit code $rc, want $want"
-  grep -q "\"end_reason\":\"$sig\"" "$W/$sig.json" 2>/dev/null && grep -q '"incomplete":true' "$W/$sig.json" \
+  grep -q "\"end_reason\":\"$sig" "$W/$sig.json" 2>/dev/null && grep -q '"incomplete":true' "$W/$sig.json" \
     && ok "$sig: trace written, marked incomplete" || bad "$sig: no incomplete trace"
 done
 
