@@ -1,5 +1,7 @@
 #include "scopes.h"
 
+#include "intervals.h"
+
 #include <algorithm>
 #include <string>
 
@@ -13,7 +15,7 @@ constexpr std::string_view kModulePrefix = "nn.Module: ";
 }
 
 std::string_view ModuleName(std::string_view name) {
-  if (name.size() <= kModulePrefix.size() || name.substr(0, kModulePrefix.size()) != kModulePrefix) return {};
+  if (name.size() <= kModulePrefix.size() || !StartsWith(name, kModulePrefix)) return {};
   return name.substr(kModulePrefix.size());
 }
 
@@ -42,7 +44,7 @@ ScopeIndex::ScopeIndex(const profiler::Trace& trace, What what) : by_track_(trac
         take = module && (e.kind == EventKind::kUserAnnotation || e.kind == EventKind::kPythonFunction);
       } else {
         const std::string_view n = trace.Name(e);
-        take = !module && e.kind == EventKind::kUserAnnotation && n.substr(0, 13) != "ProfilerStep#";
+        take = !module && e.kind == EventKind::kUserAnnotation && !StartsWith(n, "ProfilerStep#");
       }
       if (!take || e.dur_ns < 0) continue;
       Range r;

@@ -87,14 +87,8 @@ void WriteBaseline(const Baseline& b, std::ostream& out) {
   w.BeginObject();
   for (const auto& [k, v] : b.fingerprint) w.Field(k, v);
   w.EndObject();
-  w.Key("trial_ms");
-  w.BeginArray();
-  for (double x : b.trial_ms) w.Double(x, 6);
-  w.EndArray();
-  w.Key("samples_per_s");
-  w.BeginArray();
-  for (double x : b.samples_per_s) w.Double(x, 3);
-  w.EndArray();
+  w.Field("trial_ms", b.trial_ms, 6);
+  w.Field("samples_per_s", b.samples_per_s, 3);
   w.Field("median", stats::Median(b.trial_ms), 6);
   w.EndObject();
   out << "\n";

@@ -147,6 +147,7 @@ bool SigintIsDefault() {
   struct sigaction sa;
   return sigaction(SIGINT, nullptr, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_DFL;
 }
+// pid 0: raise() (this process), or kill(0, ...) (its process group, which includes it).
 void BeforeOwnSigint(pid_t pid, int sig) {
   if (sig == SIGINT && g_interrupted != nullptr && (pid == 0 || pid == getpid()) && SigintIsDefault()) {
     g_interrupted();

@@ -67,14 +67,8 @@ void WriteComparison(JsonWriter& w, const stats::Comparison& c) {
 void WriteArm(JsonWriter& w, const Arm& a) {
   w.BeginObject();
   w.Field("label", a.label);
-  w.Key("trial_ms");
-  w.BeginArray();
-  for (double x : a.trial_ms) w.Double(x, 6);
-  w.EndArray();
-  w.Key("samples_per_s");
-  w.BeginArray();
-  for (double x : a.samples_per_s) w.Double(x, 3);
-  w.EndArray();
+  w.Field("trial_ms", a.trial_ms, 6);
+  w.Field("samples_per_s", a.samples_per_s, 3);
   w.EndObject();
 }
 

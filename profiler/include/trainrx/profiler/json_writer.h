@@ -50,6 +50,13 @@ class JsonWriter {
   void Field(std::string_view key, uint64_t v) { Key(key); Uint(v); }
   void Field(std::string_view key, double v, int precision = 6) { Key(key); Double(v, precision); }
   void Field(std::string_view key, bool v) { Key(key); Bool(v); }
+  // An array of doubles, each written as Double(x, precision).
+  void Field(std::string_view key, const std::vector<double>& v, int precision) {
+    Key(key);
+    BeginArray();
+    for (double x : v) Double(x, precision);
+    EndArray();
+  }
 
   // Without the surrounding quotes. Control bytes become \u00XX and bytes that are not valid
   // UTF-8 become U+FFFD: names from a trace or a command line never make the output invalid JSON.
