@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -72,6 +73,10 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
     std::cerr << fmt::format("trainrx: error: {}: the directory does not exist\n", output.parent_path().string());
     return 2;
   }
+  if (access(output.parent_path().c_str(), W_OK) != 0) {
+    std::cerr << fmt::format("trainrx: error: {}: cannot write there ({})\n", output.parent_path().string(), std::strerror(errno));
+    return 2;
+  }
   fs::remove(output, ec);  // so that "no trace written" is never hidden by an old file
   const auto started = fs::file_time_type::clock::now();
 
@@ -123,8 +128,21 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
   signal(SIGQUIT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
 
+  // A process killed by SIGKILL / the OOM killer left only its journal: make its trace from it.
+  const int64_t ended_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+  const char* sig = code > 128 ? sigabbrev_np(code - 128) : nullptr;
+  const std::string root_reason = sig ? fmt::format("SIG{}", sig) : fmt::format("exit code {} without writing its trace (os._exit?)", code);
+  for (const auto& line : experiments::FinishJournals(output, started, root_reason, ended_ns)) {
+    std::cerr << "trainrx: " << line << "\n";
+  }
   const std::vector<std::string> traces = experiments::LaunchTraces(output, started);
   if (traces.empty()) {
+    if (const auto space = fs::space(output.parent_path(), ec); !ec && space.available < (1u << 20)) {
+      std::cerr << fmt::format("trainrx: no trace was written: the disk holding {} is full ({} bytes free)\n",
+                               output.parent_path().string(), space.available);
+      return code != 0 ? code : 2;
+    }
     std::cerr << fmt::format(
         "trainrx: no trace was written: {} never loaded libtorch{} (exit code {})\n", options.command[0],
         ", ran no torch op, or ran unobserved (see the message above, if any)", code);

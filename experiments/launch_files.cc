@@ -1,6 +1,13 @@
 #include "trainrx/experiments/launch_files.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdio>
+
+#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/kineto_writer.h"
+#include "trainrx/profiler/profiler_steps.h"
 
 namespace trainrx::experiments {
 
@@ -38,6 +45,73 @@ std::vector<std::string> LaunchTraces(const fs::path& output, fs::file_time_type
   }
   std::sort(children.begin(), children.end());
   out.insert(out.end(), children.begin(), children.end());
+  return out;
+}
+
+std::vector<std::string> FinishJournals(const fs::path& output, fs::file_time_type since,
+                                        const std::string& root_end_reason, int64_t ended_ns) {
+  std::vector<std::string> out;
+  const std::string name = output.filename().string();
+  const size_t ext = SuffixStart(name);
+  const std::string stem = name.substr(0, ext);
+  const std::string kJournal = ".partial";
+  std::error_code ec;
+  std::vector<fs::path> journals;
+  for (const auto& entry : fs::directory_iterator(output.parent_path(), ec)) {
+    const std::string n = entry.path().filename().string();
+    if (n.size() <= kJournal.size() || n.compare(n.size() - kJournal.size(), kJournal.size(), kJournal) != 0) continue;
+    if (n.rfind(stem, 0) != 0 || entry.last_write_time(ec) < since) continue;
+    journals.push_back(entry.path());
+  }
+  std::sort(journals.begin(), journals.end());
+  for (const fs::path& journal : journals) {
+    const std::string j = journal.string();
+    const fs::path trace_path = j.substr(0, j.size() - kJournal.size());
+    if (fs::exists(trace_path, ec) && fs::last_write_time(trace_path, ec) >= since) continue;  // written after all
+    profiler::Trace trace;
+    const auto st = profiler::ReadTraces({j}, trace);
+    if (!st.ok || trace.ranks.empty()) {
+      out.push_back(fmt::format("{}: could not be read back ({}); left as it is", j, st.ok ? "no rank" : st.error));
+      continue;
+    }
+    profiler::RankInfo& info = trace.ranks[0];
+    // The last flush: the journal's own counter, else the last thing recorded.
+    int64_t last = 0;
+    const profiler::StrId flush = trace.strings.Find("trainrx.journal");
+    for (const auto& c : trace.counters)
+      if (c.name == flush) last = std::max(last, c.ts_ns);
+    if (last == 0)
+      for (const auto& e : trace.events) last = std::max(last, e.end_ns());
+    const bool root = trace_path == output;
+    const std::string reason = root ? root_end_reason : "killed";
+    const auto start = info.config.find("start_ns");
+    const int64_t start_ns = start == info.config.end() ? 0 : std::strtoll(start->second.c_str(), nullptr, 10);
+    info.config["end_reason"] = "\"" + reason + "\"";
+    info.config["incomplete"] = "true";
+    info.config["journal_salvaged"] = "true";
+    if (start_ns > 0 && last > start_ns) info.config["duration_ns"] = std::to_string(last - start_ns);
+    if (ended_ns > last && last > 0) info.config["journal_missing_ns"] = std::to_string(ended_ns - last);
+    info.config["journal_cut_events"] = std::to_string(trace.stats.Count("truncated_trace"));
+    const std::string steps_from = profiler::AddProfilerSteps(trace, info.rank);
+    if (!steps_from.empty()) info.config["profiler_steps_from"] = "\"" + steps_from + "\"";
+    trace.Finalize();
+    const std::string tmp = trace_path.string() + ".tmp";
+    if (const auto wst = profiler::WriteKinetoFile(trace, info.rank, tmp, trace_path.string()); !wst.ok) {
+      std::remove(tmp.c_str());
+      out.push_back(fmt::format("{}: could not write the trace from its journal ({}); the journal is kept", j, wst.error));
+      continue;
+    }
+    fs::rename(tmp, trace_path, ec);
+    if (ec) {
+      out.push_back(fmt::format("{}: could not rename {} ({}); the journal is kept", j, tmp, ec.message()));
+      continue;
+    }
+    fs::remove(journal, ec);
+    out.push_back(fmt::format("{}: the process ended without writing its trace ({}); made it from its journal: "
+                              "{} events up to its last flush{}",
+                              trace_path.string(), reason, trace.events.size(),
+                              ended_ns > last && last > 0 ? fmt::format(", {:.1f} s before the end", (ended_ns - last) / 1e9) : ""));
+  }
   return out;
 }
 

@@ -60,7 +60,10 @@ uint32_t ThreadBuffer::InternDynamic(std::string_view name) noexcept {
     auto it = by_content_.find(name);
     if (it != by_content_.end()) return it->second;
     const uint32_t id = static_cast<uint32_t>(names_.size());
-    names_.emplace_back(name);  // a deque: the view below stays valid as it grows
+    {
+      std::lock_guard<std::mutex> lock(side_mu_);
+      names_.emplace_back(name);  // a deque: the view below stays valid as it grows
+    }
     by_content_.emplace(std::string_view(names_.back()), id);
     return id;
   } catch (...) {
@@ -92,6 +95,7 @@ uint32_t ThreadBuffer::InternStaticSlow(const char* name) noexcept {
 
 uint32_t ThreadBuffer::AddInputs(RecInputs in) noexcept {
   try {
+    std::lock_guard<std::mutex> lock(side_mu_);
     inputs_.push_back(std::move(in));
     return static_cast<uint32_t>(inputs_.size() - 1);
   } catch (...) {
@@ -101,6 +105,7 @@ uint32_t ThreadBuffer::AddInputs(RecInputs in) noexcept {
 
 void ThreadBuffer::AddEdge(uint64_t from, uint64_t to) noexcept {
   try {
+    std::lock_guard<std::mutex> lock(side_mu_);
     edges_.push_back({from, to});
   } catch (...) {
   }
@@ -212,87 +217,159 @@ std::string ThreadName(int64_t tid) {
 
 }  // namespace
 
-profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
+std::vector<std::pair<std::string, std::string>> Collector::StaticConfig() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_config_;
+}
+
+void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor, bool final, int64_t stop_ns) {
   using profiler::Event;
   using profiler::EventKind;
-  SetRecording(false);
-  std::lock_guard<std::mutex> lock(mu_);
-  // Wait (bounded) for callbacks in flight on other threads.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-  for (const auto& b : buffers_) {
-    while (b->busy.load(std::memory_order_seq_cst) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::yield();
-    }
-  }
-
-  profiler::Trace trace;
   const int64_t pid = getpid();
-  profiler::RankInfo info;
-  info.rank = rank;
-  info.source = "trainrx collector";
-  info.rank_source = "collector";
-  for (const auto& [k, v] : static_config_) info.config[k] = v;
-  trace.ranks.push_back(std::move(info));
+  // Copies under the lock, the work outside it: a thread taking a config sample never waits for
+  // a drain.
+  std::vector<ThreadBuffer*> buffers;
+  std::vector<ConfigSample> samples;
+  profiler::GpuRecords gpu;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& b : buffers_) buffers.push_back(b.get());
+    if (cursor.samples < samples_.size()) samples.assign(samples_.begin() + static_cast<std::ptrdiff_t>(cursor.samples), samples_.end());
+    cursor.samples = samples_.size();
+    if (cursor.gpu_records < gpu_.records.size()) {
+      gpu.records.assign(gpu_.records.begin() + static_cast<std::ptrdiff_t>(cursor.gpu_records), gpu_.records.end());
+    }
+    if (cursor.gpu_external < gpu_.external.size()) {
+      gpu.external.assign(gpu_.external.begin() + static_cast<std::ptrdiff_t>(cursor.gpu_external), gpu_.external.end());
+    }
+    if (cursor.gpu_records == 0) gpu.devices = gpu_.devices;
+    cursor.gpu_records = gpu_.records.size();
+    cursor.gpu_external = gpu_.external.size();
+    if (final) gpu.dropped = gpu_.dropped;
+  }
+  cursor.buffers.resize(std::max(cursor.buffers.size(), buffers.size()));
 
-  uint64_t unfinished = 0, dropped = 0;
   const profiler::StrId grad_counter = trace.strings.Intern("trainrx.grad_enabled");
   const profiler::StrId dataflow_cat = trace.strings.Intern("trainrx.dataflow");
-  int64_t flow_id = 1;
-  std::vector<uint32_t> tracks(buffers_.size());
-  for (const auto& b : buffers_) {
-    dropped += b->dropped();
-    const uint64_t n = b->size();
+  std::vector<uint32_t> tracks(buffers.size());
+  for (ThreadBuffer* b : buffers) {
+    DrainCursor::Buffer& at = cursor.buffers[b->index()];
+    const uint64_t n = b->size();  // acquire: records below n were appended (maybe not filled)
     const uint32_t track = trace.GetOrAddTrack(rank, profiler::TrackKind::kCpuThread, pid, b->tid());
     tracks[b->index()] = track;
-    const std::string tname = ThreadName(b->tid());
-    if (!tname.empty()) trace.tracks[track].name = trace.strings.Intern(tname);
-    std::vector<profiler::StrId> ids(b->names().size());
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = trace.strings.Intern(b->names()[i]);
-    std::vector<uint32_t> input_ids(b->inputs().size());
-    for (size_t i = 0; i < input_ids.size(); ++i) {
-      trace.op_inputs.push_back({trace.strings.Intern(b->inputs()[i].dims), trace.strings.Intern(b->inputs()[i].types)});
-      input_ids[i] = static_cast<uint32_t>(trace.op_inputs.size() - 1);
+    if (!at.named) {
+      const std::string tname = ThreadName(b->tid());
+      if (!tname.empty()) trace.tracks[track].name = trace.strings.Intern(tname);
+      at.named = true;
     }
-    int last_grad = -1;
-    for (uint64_t i = 0; i < n; ++i) {
+    // The records to emit now, in record order: open ones from earlier drains, then new ones.
+    std::vector<uint64_t> ready, still_open;
+    auto look = [&](uint64_t i) {
+      const Rec& r = b->At(i);
+      const int64_t end = std::atomic_ref<const int64_t>(r.end_ns).load(std::memory_order_acquire);
+      if (end != 0 || final) ready.push_back(i);
+      else still_open.push_back(i);
+    };
+    for (const uint64_t i : at.open) look(i);
+    for (uint64_t i = at.next; i < n; ++i) look(i);
+    at.next = n;
+    at.open = std::move(still_open);
+    std::lock_guard<std::mutex> side(b->side_mu());
+    std::vector<profiler::StrId> ids(b->names().size(), profiler::kNoStr);
+    std::vector<uint32_t> input_ids(b->inputs().size(), UINT32_MAX);
+    for (const uint64_t i : ready) {
       const Rec& r = b->At(i);
       if (r.start_ns == 0) continue;  // appended, never filled (dropped mid-way)
-      int64_t end = std::atomic_ref<const int64_t>(r.end_ns).load(std::memory_order_relaxed);
+      int64_t end = std::atomic_ref<const int64_t>(r.end_ns).load(std::memory_order_acquire);
       if (end == 0) {
-        ++unfinished;
+        ++cursor.unfinished;
         end = std::max(r.start_ns, stop_ns);
       }
       Event e;
       e.ts_ns = r.start_ns;
       e.dur_ns = std::max<int64_t>(0, end - r.start_ns);
       e.kind = r.kind == RecKind::kUser ? EventKind::kUserAnnotation : EventKind::kCpuOp;
-      e.name = r.name < ids.size() ? ids[r.name] : profiler::kNoStr;
+      if (r.name < ids.size()) {
+        if (ids[r.name] == profiler::kNoStr) ids[r.name] = trace.strings.Intern(b->names()[r.name]);
+        e.name = ids[r.name];
+      }
       e.track = track;
       if (r.external_id != 0) e.external_id = r.external_id;
-      if (r.aux != UINT32_MAX && r.aux < input_ids.size()) e.aux = input_ids[r.aux];
+      if (r.aux != UINT32_MAX && r.aux < input_ids.size()) {
+        if (input_ids[r.aux] == UINT32_MAX) {
+          const RecInputs& in = b->inputs()[r.aux];
+          trace.op_inputs.push_back({trace.strings.Intern(in.dims), trace.strings.Intern(in.types)});
+          input_ids[r.aux] = static_cast<uint32_t>(trace.op_inputs.size() - 1);
+        }
+        e.aux = input_ids[r.aux];
+      }
       trace.AddEvent(e);
       if (r.kind == RecKind::kOp) {
         const int grad = (r.flags & kGradEnabled) ? 1 : 0;
-        if (grad != last_grad) {
+        if (grad != at.last_grad) {
           trace.counters.push_back({track, grad_counter, r.start_ns, static_cast<double>(grad)});
-          last_grad = grad;
+          at.last_grad = grad;
         }
       }
     }
-    for (const DataflowEdge& edge : b->edges()) {
+    // Dataflow edges whose two records have both been emitted (a later drain takes the others).
+    const auto& edges = b->edges();
+    for (; at.edges < edges.size(); ++at.edges) at.pending_edges.push_back(edges[at.edges]);
+    std::vector<DataflowEdge> waiting;
+    for (const DataflowEdge& edge : at.pending_edges) {
       if (edge.from >= n || edge.to >= n) continue;
-      trace.flows.push_back({flow_id, dataflow_cat, track, b->At(edge.from).start_ns, true});
-      trace.flows.push_back({flow_id, dataflow_cat, track, b->At(edge.to).start_ns, false});
-      ++flow_id;
+      const Rec& from = b->At(edge.from);
+      const Rec& to = b->At(edge.to);
+      const bool done = final || (std::atomic_ref<const int64_t>(from.end_ns).load(std::memory_order_acquire) != 0 &&
+                                  std::atomic_ref<const int64_t>(to.end_ns).load(std::memory_order_acquire) != 0);
+      if (!done) {
+        waiting.push_back(edge);
+        continue;
+      }
+      const int64_t id = cursor.next_flow_id++;
+      trace.flows.push_back({id, dataflow_cat, track, from.start_ns, true});
+      trace.flows.push_back({id, dataflow_cat, track, to.start_ns, false});
     }
+    at.pending_edges = std::move(waiting);
   }
-  for (const ConfigSample& s : samples_) {
-    const uint32_t track = s.buffer < tracks.size() ? tracks[s.buffer]
-                                                    : trace.GetOrAddTrack(rank, profiler::TrackKind::kCpuThread, pid, pid);
+  for (const ConfigSample& s : samples) {
+    const uint32_t track = s.buffer < buffers.size() ? tracks[s.buffer]
+                                                      : trace.GetOrAddTrack(rank, profiler::TrackKind::kCpuThread, pid, pid);
     trace.counters.push_back({track, trace.strings.Intern("trainrx.config." + s.key), s.ts_ns, s.value});
   }
-  profiler::AppendGpuRecords(trace, rank, pid, gpu_);
-  const uint64_t gpu_dropped = gpu_.dropped + gpu_dropped_.load();
+  if (!gpu.records.empty() || !gpu.devices.empty() || gpu.dropped) profiler::AppendGpuRecords(trace, rank, pid, gpu);
+}
+
+profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
+  SetRecording(false);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Wait (bounded) for callbacks in flight on other threads.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    for (const auto& b : buffers_) {
+      while (b->busy.load(std::memory_order_seq_cst) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+  profiler::Trace trace;
+  profiler::RankInfo info;
+  info.rank = rank;
+  info.source = "trainrx collector";
+  info.rank_source = "collector";
+  for (const auto& [k, v] : StaticConfig()) info.config[k] = v;
+  trace.ranks.push_back(std::move(info));
+  DrainCursor cursor;
+  Drain(trace, rank, cursor, /*final=*/true, stop_ns);
+
+  const uint64_t dropped = TotalDropped();
+  const uint64_t unfinished = cursor.unfinished;
+  uint64_t gpu_dropped = gpu_dropped_.load();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gpu_dropped += gpu_.dropped;
+  }
   // Losses go both to stats (for this process) and to the "trainrx" block (so a reader of the
   // written file reports them too).
   auto& cfg = trace.ranks[0].config;

@@ -46,7 +46,9 @@ enum RecFlag : uint8_t {
   kInferenceMode = 2,  // InferenceMode was on
 };
 
-// One recorded range. 40 bytes; end_ns is 0 until the end callback writes it (atomic_ref).
+// One recorded range. 40 bytes; end_ns is 0 until the end callback writes it, last and with
+// release order (EndRecord), so a thread that reads a non-zero end_ns with acquire order (the
+// journal's flusher, while recording goes on) sees every other field written.
 struct Rec {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
@@ -69,6 +71,11 @@ struct DataflowEdge {
   uint64_t from = 0;
   uint64_t to = 0;
 };
+
+// Marks a record finished (the owner thread, once): see Rec.
+inline void EndRecord(Rec* r, int64_t end_ns) noexcept {
+  std::atomic_ref<int64_t>(r->end_ns).store(end_ns, std::memory_order_release);
+}
 
 class Collector;
 
@@ -101,7 +108,10 @@ class ThreadBuffer {
   // Set while a start callback runs; Stop() waits for it to clear before reading side tables.
   std::atomic<bool> busy{false};
 
-  // Read by the assembler after Stop().
+  // The side tables (names, inputs, edges) grow on the owner thread under side_mu(); another
+  // thread (the journal's flusher, the assembler) reads them holding it. The owner's own reads
+  // take no lock (only it writes).
+  std::mutex& side_mu() const { return side_mu_; }
   const std::deque<std::string>& names() const { return names_; }
   const std::vector<RecInputs>& inputs() const { return inputs_; }
   const std::vector<DataflowEdge>& edges() const { return edges_; }
@@ -126,12 +136,32 @@ class ThreadBuffer {
   };
   StaticCacheEntry static_cache_[kStaticCache];
   uint32_t InternStaticSlow(const char* name) noexcept;
+  mutable std::mutex side_mu_;
   std::vector<RecInputs> inputs_;
   std::vector<DataflowEdge> edges_;
 };
 
 struct CollectorOptions {
   uint64_t max_events = 4'000'000;  // about 160 MB of records at most
+};
+
+// Where a drain got to: which records of each buffer were emitted, which were still open, and
+// the side tables' positions. One per consumer (the journal; Assemble uses a fresh one).
+struct DrainCursor {
+  struct Buffer {
+    uint64_t next = 0;               // records below this were seen
+    std::vector<uint64_t> open;      // ... except these, unfinished when seen
+    size_t edges = 0;                // edges below this were looked at
+    std::vector<DataflowEdge> pending_edges;  // an end still open
+    int last_grad = -1;
+    bool named = false;              // thread name emitted
+  };
+  std::vector<Buffer> buffers;
+  size_t samples = 0;
+  size_t gpu_records = 0;
+  size_t gpu_external = 0;
+  int64_t next_flow_id = 1;
+  uint64_t unfinished = 0;  // final drain: ranges closed at stop time
 };
 
 // A configuration value change seen at a step boundary ("trainrx.config.anomaly_mode" = 1).
@@ -171,6 +201,14 @@ class Collector {
   // mode, flows for dataflow edges, collector losses in trace.stats. `stop_ns` closes ranges that
   // never ended (marked in stats as "unfinished_ranges").
   profiler::Trace Assemble(int32_t rank, int64_t stop_ns);
+
+  // While recording goes on (any one thread at a time; takes mu_ briefly): appends to `trace`
+  // what finished since `cursor` (records, their inputs and dataflow, config samples, GPU
+  // records), and moves the cursor. Ranges still open are emitted by a later drain. `final`
+  // (Assemble, after Stop) emits open ranges too, closed at `stop_ns`.
+  void Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor, bool final = false, int64_t stop_ns = 0);
+  // The static config as set so far (the journal's header).
+  std::vector<std::pair<std::string, std::string>> StaticConfig() const;
 
   uint64_t TotalDropped() const;
   uint64_t TotalRecords() const;

@@ -235,7 +235,7 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   const Open open = st.items[i];
   for (int j = i; j + 1 < st.size; ++j) st.items[j] = st.items[j + 1];
   --st.size;
-  std::atomic_ref<int64_t>(open.rec->end_ns).store(now, std::memory_order_relaxed);
+  EndRecord(open.rec, now);
   if (open.pushed_external) CuptiBridge::PopExternalId();
   if (open.producer) {
     try {
@@ -312,7 +312,7 @@ void OnFinish(ProcessSession& s) {
   Collector& c = s.collector();
   SnapshotConfig(c.ThisThread(), NowNs());
   if (Rec* step = State().current_step.exchange(nullptr)) {
-    std::atomic_ref<int64_t>(step->end_ns).store(NowNs(), std::memory_order_relaxed);
+    EndRecord(step, NowNs());
   }
   CuptiBridge::Collect(c);
   try {
@@ -338,7 +338,7 @@ Rec* AppendUser(const char* name) noexcept {
 }
 
 void EndRec(Rec* r) noexcept {
-  if (r) std::atomic_ref<int64_t>(r->end_ns).store(NowNs(), std::memory_order_relaxed);
+  if (r) EndRecord(r, NowNs());
 }
 
 // Removes the observer's callback if registered; the caller holds st.mu.

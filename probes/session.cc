@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include "trainrx/profiler/json_writer.h"
 #include "trainrx/profiler/kineto_writer.h"
@@ -96,6 +98,12 @@ bool ProcessSession::Begin(SessionConfig config) {
   if (const char* max = std::getenv(env::kMaxEvents); max && *max) {
     config.collector.max_events = std::strtoull(max, nullptr, 10);
   }
+  if (const char* flush = std::getenv(env::kFlushSeconds); flush && *flush) {
+    char* end = nullptr;
+    const double v = std::strtod(flush, &end);
+    if (end && *end == '\0' && v >= 0 && v <= 86400) config.flush_seconds = v;
+    else Warn(std::string(env::kFlushSeconds) + "=" + flush + " is not a number of seconds (0..86400); using 2");
+  }
   const int64_t pid = getpid();
   const int root_pid = EnvInt(env::kRootPid, -1);
   is_root_ = root_pid < 0 || root_pid == pid;
@@ -125,6 +133,7 @@ bool ProcessSession::Begin(SessionConfig config) {
   if (rank_ >= 0) c.SetStatic("rank", std::to_string(rank_));
   c.SetRecording(true);
   active_.store(true);
+  if (config.flush_seconds > 0) StartJournal(static_cast<int64_t>(config.flush_seconds * 1000 + 0.5));
 
   static std::once_flag handlers_once;
   std::call_once(handlers_once, [&] {
@@ -146,6 +155,56 @@ bool ProcessSession::Begin(SessionConfig config) {
     }
   });
   return true;
+}
+
+void ProcessSession::StartJournal(int64_t interval_ms) {
+  journal_ = new Journal();
+  std::string error;
+  if (!journal_->Open(JournalPath(output_path_), *collector_, rank_ >= 0 ? rank_ : 0, start_ns_, interval_ms, &error)) {
+    // Said at start, so that nobody learns it from a killed job; recording goes on.
+    Warn("cannot write the journal " + error + ": if this process is killed, what it recorded is lost "
+         "(the trace is still written when it exits)");
+    return;
+  }
+  // The flusher takes no signal: Python's SIGINT, our handlers and the program's all run elsewhere,
+  // and a handler that finishes the trace never waits for the thread it interrupted.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  try {
+    journal_running_.store(true);
+    std::thread([this, interval_ms] { JournalLoop(interval_ms); }).detach();
+  } catch (...) {
+    journal_running_.store(false);
+    Warn("cannot start the journal's thread: if this process is killed, what it recorded is lost");
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void ProcessSession::JournalLoop(int64_t interval_ms) {
+  std::unique_lock<std::mutex> lock(journal_mu_);
+  while (!journal_stop_.load()) {
+    journal_cv_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return journal_stop_.load(); });
+    if (journal_stop_.load()) break;
+    std::string error;
+    if (!journal_->Flush(*collector_, NowNs(), &error)) {
+      Warn("stopped writing the journal: " + error + "; if this process is killed, what it recorded since is lost");
+      break;
+    }
+  }
+  journal_running_.store(false);
+}
+
+bool ProcessSession::StopJournal() {
+  journal_stop_.store(true);
+  // Bounded: a flush in progress finishes (a drain and one write); a wake-up sent while the
+  // flusher was between its check and its wait is sent again.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (journal_running_.load() && std::chrono::steady_clock::now() < deadline) {
+    journal_cv_.notify_all();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return !journal_running_.load();
 }
 
 void ProcessSession::OnFork() {}
@@ -201,6 +260,18 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
       }
     }
     c.SetStatic("incomplete", incomplete ? "true" : "false");
+    const bool journal_idle = StopJournal();
+    if (journal_ && journal_idle) {
+      const Journal::Stats& js = journal_->stats();
+      c.SetStatic("journal_flushes", std::to_string(js.flushes));
+      c.SetStatic("journal_bytes", std::to_string(js.bytes));
+      c.SetStatic("journal_busy_ns", std::to_string(js.busy_ns));
+    }
+    // The journal goes once this process's trace is written (or it has none to write).
+    auto drop_journal = [&] {
+      if (journal_ && journal_idle) journal_->Remove();
+      else if (journal_) ::unlink(JournalPath(output_path_).c_str());
+    };
     c.SetStatic("fork_children", std::to_string(fork_children_.load()));
     c.SetStatic("fork_children_recorded", "false");
     c.SetStatic("duration_ns", std::to_string(stop_ns - start_ns_));
@@ -214,6 +285,7 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
     // (Python starts children with posix_spawn/vfork, which bypass fork handlers: no child count.)
     if (is_root_ && !ran_ops && reason == "exit") {
       Info("no op ran in this process (a launcher); its children's traces are the recording");
+      drop_journal();
       return written_;
     }
     auto& info = trace.ranks[0];
@@ -224,8 +296,10 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
     const std::string tmp = output_path_ + ".tmp" + std::to_string(getpid());
     const auto status = profiler::WriteKinetoFile(trace, info.rank, tmp, output_path_);
     if (!status.ok) {
-      Warn("could not write the trace: " + status.error);
+      // Nothing is left half-written: neither the temporary file nor the journal.
+      Warn("could not write the trace: " + status.error + "; nothing was written");
       std::remove(tmp.c_str());
+      drop_journal();
       return written_;
     }
     if (std::rename(tmp.c_str(), output_path_.c_str()) != 0) {
@@ -233,6 +307,7 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
       return written_;
     }
     written_ = output_path_;
+    drop_journal();
     Info("wrote " + output_path_ + " (" + std::to_string(trace.events.size()) + " events, " +
          std::to_string(trace.tracks.size()) + " tracks" + (incomplete ? ", incomplete: " + reason : "") + ")");
   } catch (const std::exception& e) {

@@ -15,10 +15,13 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 #include "collector.h"
+#include "journal.h"
 
 namespace trainrx::probes {
 
@@ -34,6 +37,8 @@ struct SessionConfig {
   std::string output = "trainrx_trace.json";
   CollectorOptions collector;
   bool install_signal_handlers = true;
+  // Journal flush period (TRAINRX_FLUSH_SECONDS overrides; 0: no journal). See journal.h.
+  double flush_seconds = 2.0;
 };
 
 class ProcessSession {
@@ -79,6 +84,10 @@ class ProcessSession {
   static void AfterForkChild();
   static void AtExit();
   static void OnSignal(int sig);
+  void StartJournal(int64_t interval_ms);
+  void JournalLoop(int64_t interval_ms);
+  // Stops the flusher (bounded wait); true when it has exited and the journal may be touched.
+  bool StopJournal();
 
   std::atomic<bool> active_{false};
   std::atomic<bool> finished_{false};
@@ -91,6 +100,11 @@ class ProcessSession {
   bool is_root_ = true;
   int64_t start_ns_ = 0;
   FinishHook finish_hook_ = nullptr;
+  Journal* journal_ = nullptr;  // leaked on purpose, like the collector
+  std::mutex journal_mu_;
+  std::condition_variable journal_cv_;
+  std::atomic<bool> journal_stop_{false};
+  std::atomic<bool> journal_running_{false};
   ForkChildHook fork_child_hook_ = nullptr;
 };
 

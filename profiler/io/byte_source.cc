@@ -70,10 +70,9 @@ class GzipSource final : public ByteSource {
           return -1;
         }
         if (r == 0) {
-          if (!member_ended_) {
-            error_ = "gzip stream is truncated (ends inside compressed data)";
-            return -1;
-          }
+          // Ends inside compressed data: what was inflated so far is returned; the caller sees EOF
+          // and cut_short().
+          if (!member_ended_) cut_short_ = true;
           done_ = true;
           break;
         }

@@ -16,9 +16,13 @@ class ByteSource {
   virtual ~ByteSource() = default;
   virtual std::ptrdiff_t Read(char* dst, size_t n) = 0;
   const std::string& error() const { return error_; }
+  // True when the input ended early in a way the source can tell (gzip data without its end):
+  // Read() then returned 0, and the reader decides whether a cut-off trace is an error.
+  bool cut_short() const { return cut_short_; }
 
  protected:
   std::string error_;
+  bool cut_short_ = false;
 };
 
 // Opens `path`, sniffs gzip. Returns nullptr with *error set when the file cannot be opened.

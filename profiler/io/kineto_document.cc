@@ -54,8 +54,8 @@ size_t ScanOutsideStrings(const char* b, size_t i, size_t end, bool& in_str, On 
 class DocumentReader {
  public:
   DocumentReader(io::ByteSource& src, const std::string& source, EventDecoder& decoder, IngestStats& stats,
-                 size_t window_bytes)
-      : src_(src), source_(source), decoder_(decoder), stats_(stats), window_bytes_(window_bytes) {}
+                 size_t window_bytes, bool salvage)
+      : src_(src), source_(source), decoder_(decoder), stats_(stats), window_bytes_(window_bytes), salvage_(salvage) {}
 
   // Reads the whole source: every event goes to the decoder; header() and trailer() are kept.
   ReadStatus Read() {
@@ -84,12 +84,14 @@ class DocumentReader {
   };
   Pass FastPass(size_t begin, size_t end);
   std::vector<std::pair<size_t, size_t>> ElementBounds(size_t begin, size_t end) const;
+  ReadStatus Salvage(int depth, bool in_str);
 
   io::ByteSource& src_;
   const std::string& source_;
   EventDecoder& decoder_;
   IngestStats& stats_;
   size_t window_bytes_;
+  bool salvage_;
 
   std::vector<char> buf_;
   size_t begin_ = 0;  // first unconsumed byte
@@ -151,6 +153,7 @@ ReadStatus DocumentReader::FindEventsArray() {
   }
   while (begin_ < end_ && IsJsonWs(buf_[begin_])) ++begin_;
   if (begin_ >= end_) {
+    if (src_.cut_short()) return Fail("truncated: the gzip data ends before any trace text could be inflated");
     return Fail(source_bytes_ == 0 ? "file is empty; expected a PyTorch profiler (Kineto/Chrome) trace"
                                    : "file contains only whitespace; expected a trace");
   }
@@ -326,13 +329,42 @@ ReadStatus DocumentReader::ScanEvents() {
     in_string_ = in_str;
     const auto r = Fill();
     if (r < 0) return Fail("cannot read: " + src_.error());
-    if (r == 0) {
-      // Salvage nothing: a trace without its closing bracket is truncated; say where.
-      return Fail(fmt::format("truncated: the file ends at byte {} inside the traceEvents array "
-                              "({} events read before the cut); the trace was not fully written",
-                              buf_offset_ + end_, decoder_.event_index()));
+    if (r == 0) return Salvage(depth, in_str);
+  }
+}
+
+// The input ended inside the traceEvents array: a killed run's journal (probes/journal.h), a copy
+// cut short, a disk that filled up. Unless strict, the complete events are read, the cut-off one is
+// dropped and counted, and a "truncated_trace" data-loss entry says where the file ends, how many
+// bytes were dropped and when the last complete event ended, so every report leads with it.
+ReadStatus DocumentReader::Salvage(int depth, bool in_str) {
+  const bool gzip_cut = src_.cut_short();
+  if (!salvage_) {
+    return Fail(fmt::format("truncated: the file ends at byte {} inside the traceEvents array "
+                            "({} events read before the cut{}); the trace was not fully written",
+                            buf_offset_ + end_, decoder_.event_index(), gzip_cut ? ", inside gzip data" : ""));
+  }
+  // The last element is whole only when the cut fell between events.
+  auto elements = ElementBounds(begin_, end_);
+  size_t dropped_bytes = 0;
+  if (!elements.empty()) {
+    const auto [s, e] = elements.back();
+    if (depth != 0 || in_str || s == e) {  // cut inside an event, or right after a ','
+      dropped_bytes = e - s;
+      elements.pop_back();
     }
   }
+  const size_t last_whole = elements.empty() ? begin_ : elements.back().second;
+  if (auto st = ParseWindow(begin_, last_whole); !st.ok) return st;
+  begin_ = end_;
+  if (!bare_array_) trailer_ = "}";  // the header's members are whole; metadata after the events is lost
+  stats_.Add("truncated_trace", IssueSeverity::kDataLoss,
+             fmt::format("{}: the file ends at byte {} inside the traceEvents array{}: {} events read, {} bytes of a "
+                         "cut-off event dropped; anything recorded after the last event is missing",
+                         source_, buf_offset_ + end_, gzip_cut ? " (inside gzip data)" : "", decoder_.event_index(),
+                         dropped_bytes),
+             1);
+  return {};
 }
 
 // The elements of [begin, end) (events separated by commas at depth 0, as the splitter cut them),
@@ -442,8 +474,12 @@ ReadStatus DocumentReader::ParseWindow(size_t begin, size_t end) {
 ReadStatus ParseSource(io::ByteSource& src, const std::string& name, int32_t provisional_rank, Trace& trace,
                        const ReadOptions& options, RankInfo* info) {
   EventDecoder decoder(trace, name, provisional_rank);
-  DocumentReader doc(src, name, decoder, trace.stats, options.window_bytes);
+  DocumentReader doc(src, name, decoder, trace.stats, options.window_bytes, !options.strict);
   if (auto st = doc.Read(); !st.ok) return st;
+  if (src.cut_short() && trace.stats.Count("truncated_trace") == 0) {
+    trace.stats.Add("gzip_cut_short", IssueSeverity::kInfo,
+                    name + ": the gzip data ends without its trailer (checksum unchecked); the JSON in it is whole");
+  }
   if (!doc.bare_array()) {
     if (auto st = ReadTopLevelMetadata(doc.header(), doc.trailer(), name, info); !st.ok) return st;
   }

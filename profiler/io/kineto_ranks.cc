@@ -73,6 +73,15 @@ ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t 
                       fmt::format("{}: reported by the trainrx collector", name), n);
     }
   }
+  // A trace made from a killed process's journal: what it recorded after its last flush is lost.
+  if (auto it = info.config.find("journal_missing_ns"); it != info.config.end()) {
+    const double missing_s = std::strtod(it->second.c_str(), nullptr) / 1e9;
+    trace.stats.Add("journal_cut", IssueSeverity::kDataLoss,
+                    fmt::format("{}: made from the journal of a process that was killed; up to {:.1f} s recorded "
+                                "before it ended were never flushed",
+                                name, missing_s),
+                    1);
+  }
   trace.ranks.push_back(std::move(info));
   trace.RemapRank(kProvisional, rank);
   return {};

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -24,11 +26,8 @@ void WriteIds(JsonWriter& w, const Trace& trace, const Track& t) {
 
 }  // namespace
 
-void WriteKinetoJson(const Trace& trace, int32_t rank, std::ostream& out) {
-  JsonWriter w(out);
+void WriteKinetoHeader(JsonWriter& w, const Trace& trace, int32_t rank) {
   const RankInfo* info = trace.FindRank(rank);
-  const int64_t base = info ? info->base_time_ns : 0;
-  w.BeginObject();
   w.Field("schemaVersion", int64_t{1});
   if (info) {
     w.Key("deviceProperties");
@@ -63,9 +62,9 @@ void WriteKinetoJson(const Trace& trace, int32_t rank, std::ostream& out) {
     }
   }
   w.EndObject();
+}
 
-  w.Key("traceEvents");
-  w.BeginArray();
+void WriteKinetoEvents(JsonWriter& w, const Trace& trace, int32_t rank, int64_t base) {
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const Track& t = trace.tracks[ti];
     if (t.rank != rank) continue;
@@ -152,6 +151,17 @@ void WriteKinetoJson(const Trace& trace, int32_t rank, std::ostream& out) {
     w.EndObject();
     w.EndObject();
   }
+}
+
+void WriteKinetoJson(const Trace& trace, int32_t rank, std::ostream& out) {
+  JsonWriter w(out);
+  const RankInfo* info = trace.FindRank(rank);
+  const int64_t base = info ? info->base_time_ns : 0;
+  w.BeginObject();
+  WriteKinetoHeader(w, trace, rank);
+  w.Key("traceEvents");
+  w.BeginArray();
+  WriteKinetoEvents(w, trace, rank, base);
   w.EndArray();
   w.Field("displayTimeUnit", "ms");
   if (base != 0) w.Field("baseTimeNanoseconds", base);
@@ -175,8 +185,13 @@ ReadStatus WriteKinetoFile(const Trace& trace, int32_t rank, const std::string& 
   } else {
     WriteKinetoJson(trace, rank, f);
   }
+  f.flush();
+  const int flush_errno = f ? 0 : errno;
   f.close();
-  if (!f) return ReadStatus::Error(fmt::format("{}: write failed", path));
+  if (!f) {
+    const int e = flush_errno ? flush_errno : errno;
+    return ReadStatus::Error(fmt::format("{}: write failed{}", path, e ? fmt::format(" ({})", std::strerror(e)) : ""));
+  }
   return {};
 }
 

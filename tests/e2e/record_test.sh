@@ -91,6 +91,56 @@ for sig in SIGTERM SIGSEGV SIGINT; do
     && ok "$sig: trace written, marked incomplete" || bad "$sig: no incomplete trace"
 done
 
+# 4b. Killed with no handler running (SIGKILL, the OOM killer) or left through os._exit: the journal
+#     (flushed every TRAINRX_FLUSH_SECONDS) becomes the trace, marked incomplete, the missing tail
+#     counted; no journal is left behind. A journal whose launcher died too reads as a cut-off trace.
+#     A run that ends normally leaves no journal; a full disk leaves nothing half-written.
+journal_case() {  # name want_rc want_reason args...
+  local name=$1 want=$2 reason=$3; shift 3
+  TRAINRX_FLUSH_SECONDS=0.3 "$TRAINRX" record -o "$W/$name.json" -- $PY "$SCRIPT" --steps 6 --linger 1 "$@" > /dev/null 2> "$W/$name.err"; rc=$?
+  [ $rc = $want ] && ok "$name: exit code $rc" || bad "$name: exit code $rc, want $want"
+  grep -q "made it from its journal" "$W/$name.err" && grep -q "\"end_reason\":\"$reason" "$W/$name.json" \
+    && grep -q '"journal_salvaged":true' "$W/$name.json" && ok "$name: trace made from the journal ($reason)" \
+    || { bad "$name: no trace from the journal"; cat "$W/$name.err"; }
+  [ ! -e "$W/$name.json.partial" ] && ok "$name: journal removed" || bad "$name: journal left behind"
+  "$TRAINRX" analyze "$W/$name.json" --format json -o "$W/$name.report.json" 2>/dev/null || bad "$name: analyze failed"
+  python3 - "$W/$name.report.json" <<'PY' && ok "$name: steps recorded before the kill, the cut counted" || bad "$name: report"
+import json, sys
+r = json.load(open(sys.argv[1]))
+steps = r["steps"]["count"]
+kinds = {e["kind"] for e in r["ingest"]["issues"]}
+assert steps >= 4, steps
+assert "journal_cut" in kinds, kinds
+PY
+}
+journal_case SIGKILL 137 SIGKILL --signal SIGKILL
+journal_case os_exit 0 "exit code 0 without" --os-exit
+TRAINRX_FLUSH_SECONDS=0.3 "$TRAINRX" record -o "$W/plain.json" -- $PY "$SCRIPT" --steps 3 > /dev/null 2>&1
+[ -s "$W/plain.json" ] && [ ! -e "$W/plain.json.partial" ] && ok "normal end: trace written, no journal left" || bad "normal end: journal left or no trace"
+# The launcher killed with its program (a whole process group): the journal stays and reads.
+TRAINRX_FLUSH_SECONDS=0.3 setsid "$TRAINRX" record -o "$W/group.json" -- $PY "$SCRIPT" --steps 6 --linger 30 > /dev/null 2>&1 &
+leader=$!
+for _ in $(seq 1 240); do  # until a few flushes after the training (its steps are flushed)
+  sleep 0.25
+  [ "$(grep -o '"trainrx.journal"' "$W/group.json.partial" 2>/dev/null | wc -l)" -ge 12 ] && break
+done
+kill -KILL -- -$leader 2>/dev/null; wait $leader 2>/dev/null
+if "$TRAINRX" analyze "$W/group.json.partial" > "$W/group.txt" 2>&1 && grep -q "truncated_trace" "$W/group.txt" \
+   && grep -q "Optimizer.step" "$W/group.txt"; then ok "a cut-off journal reads, the cut said"; else bad "cut-off journal"; cat "$W/group.txt"; fi
+# A full disk (a 100 KiB tmpfs, where this machine allows mounting one): the job completes, the
+# message says so, nothing is left half-written.
+mkdir -p "$W/small"
+if mount -t tmpfs -o size=100k tmpfs "$W/small" 2>/dev/null; then
+  TRAINRX_FLUSH_SECONDS=0.3 "$TRAINRX" record -o "$W/small/full.json" -- $PY "$SCRIPT" --steps 6 --linger 1 > "$W/full.out" 2> "$W/full.err"; rc=$?
+  grep -q "val correct" "$W/full.out" && ok "full disk: the job ran to its end" || bad "full disk: job did not complete"
+  grep -q "No space left on device" "$W/full.err" && grep -q "disk holding .* is full" "$W/full.err" && [ $rc = 2 ] \
+    && ok "full disk: said, exit 2" || { bad "full disk: rc=$rc"; cat "$W/full.err"; }
+  [ -z "$(ls -A "$W/small")" ] && ok "full disk: nothing half-written" || { bad "full disk: left $(ls "$W/small")"; }
+  umount "$W/small"
+else
+  echo "skip: full disk (cannot mount a tmpfs here)"
+fi
+
 # 5. A libtorch the probe was not built against: clear message, program runs unobserved.
 TRAINRX_TORCH_LIB=/nonexistent/libtorch_cpu.so "$TRAINRX" record -o "$W/mismatch.json" -- $PY "$SCRIPT" --steps 2 > "$W/mm.out" 2> "$W/mm.err"; rc=$?
 grep -q "runs unobserved" "$W/mm.err" && grep -q "cmake_prefix_path" "$W/mm.err" && ok "mismatch explained" || { bad "mismatch message missing"; cat "$W/mm.err"; }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -304,13 +305,74 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"no_colon", R"J({"traceEvents" [{"ph": "X", "name": "a", "ts": 1, "dur": 1}]})J",
                                "expected ':' after the member name \"traceEvents\""},
                       BadInput{"no_colon_in_header", R"J({"schemaVersion" 1, "traceEvents": []})J", "expected ':'"},
-                      BadInput{"truncated_events", R"J({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1}, {"ph": "X", "na)J",
-                               "truncated"},
                       BadInput{"truncated_header", R"J({"schemaVersion": 1, "deviceProp)J", "truncated"},
                       BadInput{"truncated_after_events", R"J({"traceEvents": [], "traceName": "x")J", "truncated"},
                       BadInput{"unbalanced", R"J({"traceEvents": [{"ph": "X"}}]})J", "invalid JSON"},
                       BadInput{"corrupt_gzip", std::string("\x1f\x8b\x08\x00garbage-not-deflate", 23), "gzip"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// A trace cut off anywhere inside its events (a killed run's journal, a copy cut short, a full disk)
+// reads as the events that were whole before the cut, at every cut point and window size, with one
+// "truncated_trace" data-loss entry; strict refuses it. Names hold the splitter's separators.
+TEST(KinetoReaderTest, ACutOffTraceKeepsEveryWholeEventAndCountsTheCut) {
+  std::string doc = R"J({"schemaVersion": 1, "baseTimeNanoseconds": 1000000, "traceEvents": [)J";
+  const size_t events_start = doc.size();
+  std::vector<size_t> ends;  // offset just past each event
+  for (int i = 0; i < 12; ++i) {
+    if (i) doc += ",\n";
+    doc += fmt::format(R"J({{"ph": "X", "cat": "cpu_op", "name": "op{}, \"q\" ]}} [{{", "pid": 1, "tid": 1, "ts": {}, "dur": 5, "args": {{"External id": {}}}}})J",
+                       i, i * 10, i + 1);
+    ends.push_back(doc.size());
+  }
+  const std::string full = doc + "]}";
+  for (const size_t window : {size_t{64}, size_t{256}, size_t{8} << 20}) {
+    ReadOptions opt;
+    opt.window_bytes = window;
+    for (size_t cut = events_start; cut < full.size() - 2; ++cut) {
+      SCOPED_TRACE(fmt::format("window {} cut {}", window, cut));
+      Trace t;
+      const auto st = ReadTraceBuffer(std::string_view(full).substr(0, cut), "cut.json", -1, t, opt);
+      ASSERT_TRUE(st.ok) << st.error;
+      const size_t whole = static_cast<size_t>(std::count_if(ends.begin(), ends.end(), [&](size_t e) { return e <= cut; }));
+      ASSERT_EQ(t.events.size(), whole);
+      for (size_t i = 0; i < whole; ++i) ASSERT_NE(FindEvent(t, fmt::format("op{}, \"q\" ]}} [{{", i)), nullptr) << i;
+      EXPECT_EQ(t.stats.Count("truncated_trace"), 1u);
+      EXPECT_EQ(t.stats.Count("invalid_json_event"), 0u);
+      EXPECT_EQ(t.stats.TotalSkipped(), 1u);  // the cut itself, nothing else
+      ReadOptions strict = opt;
+      strict.strict = true;
+      Trace refused;
+      const auto no = ReadTraceBuffer(std::string_view(full).substr(0, cut), "cut.json", -1, refused, strict);
+      ASSERT_FALSE(no.ok);
+      EXPECT_NE(no.error.find("truncated: the file ends at byte"), std::string::npos) << no.error;
+    }
+  }
+  // Whole: no entry. Gzip cut inside its compressed data: the same, said so.
+  Trace whole;
+  ASSERT_TRUE(Read(full, whole).ok);
+  EXPECT_EQ(whole.stats.Count("truncated_trace"), 0u);
+  std::string packed;
+  ASSERT_TRUE(io::GzipCompress(full, &packed));
+  for (const size_t keep : {packed.size() - 4, packed.size() / 2, size_t{40}}) {
+    SCOPED_TRACE(keep);
+    Trace t;
+    const auto st = ReadTraceBuffer(std::string_view(packed).substr(0, keep), "cut.json.gz", -1, t);
+    if (!st.ok) {  // so little inflated that the header itself is cut: an error, not a salvage
+      EXPECT_NE(st.error.find("truncated"), std::string::npos) << st.error;
+      continue;
+    }
+    if (keep == packed.size() - 4) {  // only the gzip trailer is missing: every event is there
+      EXPECT_EQ(t.events.size(), whole.events.size());
+      EXPECT_EQ(t.stats.Count("gzip_cut_short"), 1u);
+      continue;
+    }
+    EXPECT_EQ(t.stats.Count("truncated_trace"), 1u);
+    EXPECT_LT(t.events.size(), whole.events.size());
+    bool said = false;
+    for (const auto& e : t.stats.entries) said |= e.kind == "truncated_trace" && e.example.find("inside gzip data") != std::string::npos;
+    EXPECT_TRUE(said);
+  }
+}
 
 TEST(KinetoReaderTest, ReadsGzipAndSmallWindowsGiveTheSameModel) {
   std::string packed;
@@ -470,6 +532,7 @@ TEST(KinetoReaderTest, FailedReadLeavesTheTraceAsItWas) {
   };
   ReadOptions tiny;
   tiny.window_bytes = 64;
+  tiny.strict = true;  // a cut-off file is an error, not salvaged
   for (const auto& b : bad) {
     SCOPED_TRACE(b.file);
     const auto st = ReadTraceBuffer(b.bytes, b.file, -1, t, tiny);
@@ -499,10 +562,10 @@ TEST(KinetoReaderTest, FailedReadLeavesTheTraceAsItWas) {
   std::ofstream(dir / "a.json") << R"J({"traceEvents": [
     {"ph": "X", "name": "a::op", "pid": 5, "tid": 5, "ts": 1, "dur": 1}]})J";
   std::ofstream(dir / "b.json") << R"J({"traceEvents": [
-    {"ph": "X", "name": "b::op", "pid": 5, "tid": 5, "ts": 1, "du)J";
+    {"ph": "X", "name": "b::op", "pid": 5, "tid": 5, "ts": 1, "dur": 1}}]})J";
   auto st = ReadTraces({dir.string()}, t);
   ASSERT_FALSE(st.ok);
-  EXPECT_EQ(st.error.rfind((dir / "b.json").string() + ": truncated", 0), 0u) << st.error;
+  EXPECT_EQ(st.error.rfind((dir / "b.json").string() + ": invalid JSON", 0), 0u) << st.error;
   EXPECT_EQ(t.ranks.size(), ranks);
   EXPECT_EQ(t.strings.Find("a::op"), kNoStr);
   EXPECT_EQ(Dump(t), before);

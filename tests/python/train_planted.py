@@ -12,7 +12,9 @@ code must be the same with and without recording. Nothing here knows about train
   --threads N        torch.set_num_threads(N)
   --workers N        DataLoader workers (forked children)
   --exit-code N      exit with this code at the end
-  --signal NAME      send this signal to itself after training (SIGTERM, SIGSEGV)
+  --signal NAME      send this signal to itself after training (SIGTERM, SIGSEGV, SIGKILL)
+  --linger S         sleep S seconds after training (before the signal, if any)
+  --os-exit          leave through os._exit (no exit handler runs)
 
 Extra problems, off by default and not part of --all-problems (bench/torchtidy_compare.py plants
 them to compare with torch.profiler's TorchTidy matcher, torch/profiler/_pattern_matcher.py):
@@ -94,6 +96,8 @@ def main():
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--signal", default="")
+    p.add_argument("--linger", type=float, default=0)
+    p.add_argument("--os-exit", action="store_true")
     p.add_argument("--zero-grad-zeros", action="store_true")
     p.add_argument("--no-foreach", action="store_true")
     p.add_argument("--foreach", action="store_true")
@@ -186,6 +190,9 @@ def main():
     print(f"mean loss {float(running) / a.steps:.6f}")
     print(f"val correct {int(correct)}")
     sys.stdout.flush()
+    time.sleep(a.linger)
+    if a.os_exit:
+        os._exit(a.exit_code)
     if a.signal:
         os.kill(os.getpid(), getattr(signal, a.signal))
         time.sleep(5)

@@ -21,4 +21,15 @@ inline std::string RankTracePath(const std::string& base, int rank) {
 // torch) and the tagged files of its other processes, sorted.
 std::vector<std::string> LaunchTraces(const std::filesystem::path& output, std::filesystem::file_time_type since);
 
+// A process killed by SIGKILL or the OOM killer (or one that left through os._exit) runs no exit
+// handler and writes no trace, only its journal ("<trace>.partial", probes/journal.h). Each such
+// journal of this launch (the root's and its tagged children's, written since `since`, whose
+// trace is missing) becomes the trace it stands for: read (the cut-off tail dropped and counted),
+// marked incomplete with its end reason (`root_end_reason` for `output`'s, else "killed"), given
+// its steps, written under the trace's name; the journal is then removed. `ended_ns` (wall
+// clock) is when the launch was seen to end: the gap since the last flush is what is missing.
+// Returns a line per journal for the user ("run.json: made from its journal ..."), errors included.
+std::vector<std::string> FinishJournals(const std::filesystem::path& output, std::filesystem::file_time_type since,
+                                        const std::string& root_end_reason, int64_t ended_ns);
+
 }  // namespace trainrx::experiments

@@ -7,6 +7,7 @@
 #include <ostream>
 #include <string>
 
+#include "trainrx/profiler/json_writer.h"
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/profiler/trace.h"
 
@@ -16,6 +17,13 @@ inline constexpr int kTrainrxSchemaMajor = 1;
 
 // Writes the events of one rank to `out`.
 void WriteKinetoJson(const Trace& trace, int32_t rank, std::ostream& out);
+
+// The pieces of WriteKinetoJson, for a writer that appends events over time (the collector's
+// journal, probes/journal.h): the top-level members before "traceEvents" (inside an object the
+// caller began), and the rank's events as elements of an array the caller began, with times
+// relative to `base` ns.
+void WriteKinetoHeader(JsonWriter& w, const Trace& trace, int32_t rank);
+void WriteKinetoEvents(JsonWriter& w, const Trace& trace, int32_t rank, int64_t base);
 // Writes to a file: gzip when `named_as` (by default the path itself) ends with .gz. A caller that
 // writes a temporary file and renames it names the final path (issue 15: `record -o run.json.gz`
 // wrote plain JSON through its run.json.gz.tmp<pid>, which HTA and Python's gzip rejected).
