@@ -95,9 +95,10 @@ done
 #     (flushed every TRAINRX_FLUSH_SECONDS) becomes the trace, marked incomplete, the missing tail
 #     counted; no journal is left behind. A journal whose launcher died too reads as a cut-off trace.
 #     A run that ends normally leaves no journal; a full disk leaves nothing half-written.
+JPY=$PY; JREC=()  # the Python and record's extra arguments (the compat case below changes them)
 journal_case() {  # name want_rc want_reason args...
   local name=$1 want=$2 reason=$3; shift 3
-  TRAINRX_FLUSH_SECONDS=0.3 "$TRAINRX" record -o "$W/$name.json" -- $PY "$SCRIPT" --steps 6 --linger 1 "$@" > /dev/null 2> "$W/$name.err"; rc=$?
+  TRAINRX_FLUSH_SECONDS=0.3 "$TRAINRX" record "${JREC[@]}" -o "$W/$name.json" -- $JPY "$SCRIPT" --steps 6 --linger 1 "$@" > /dev/null 2> "$W/$name.err"; rc=$?
   [ $rc = $want ] && ok "$name: exit code $rc" || bad "$name: exit code $rc, want $want"
   grep -q "made it from its journal" "$W/$name.err" && grep -q "\"end_reason\":\"$reason" "$W/$name.json" \
     && grep -q '"journal_salvaged":true' "$W/$name.json" && ok "$name: trace made from the journal ($reason)" \
@@ -179,6 +180,8 @@ if [ -n "$COMPAT" ] && [ -f "$COMPAT/libtrainrx_probe.so" ] && /usr/bin/python3 
   "$TRAINRX" analyze "$W/compat.json" --format json -o "$W/compat.report.json" && check_findings compat "$W/compat.report.json" all
   "$TRAINRX" record -o "$W/compat_mm.json" -- /usr/bin/python3 "$SCRIPT" --steps 2 > /dev/null 2> "$W/compat_mm.err"
   grep -q -- "--probe-dir" "$W/compat_mm.err" && ok "compat: the 2.x probe on torch 1.13 explains --probe-dir" || { bad "compat mismatch message"; cat "$W/compat_mm.err"; }
+  JPY=/usr/bin/python3; JREC=(--probe-dir "$COMPAT")
+  journal_case compat_SIGKILL 137 SIGKILL --signal SIGKILL
 else
   echo "note: compat probe ($COMPAT) or Debian python3-torch missing: compat attach not run"
 fi
