@@ -9,7 +9,12 @@ its median step. Per mode, the median over runs; ratios are to the plain runs. t
 in two configurations: "plain" (CPU activity only) and "shapes" (record_shapes=True, which is
 what trainrx records for the first 3 steps).
 
-Usage: bench/overhead_vs_torch_profiler.py [--rounds 5] [--steps 60] [--python PY] [--trainrx BIN]
+--journal adds two modes for the collector's periodic flush (probes/journal.h): `trainrx record`
+with no journal (TRAINRX_FLUSH_SECONDS=0) and with a flush every 0.25 s (8x the default rate),
+and prints the flusher's own CPU time per second of recording, from the traces' "trainrx" block
+(use --steps 600 or more, so that a run lasts several flushes).
+
+Usage: bench/overhead_vs_torch_profiler.py [--rounds 5] [--steps 60] [--journal] [--python PY] [--trainrx BIN]
 """
 import argparse
 import json
@@ -30,6 +35,7 @@ def main():
     p.add_argument("--python", default=os.path.join(REPO, ".venv", "bin", "python"))
     p.add_argument("--trainrx", default=os.path.join(REPO, "build", "trainrx"))
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--journal", action="store_true")
     a = p.parse_args()
     script = os.path.join(REPO, "tests", "python", "train_planted.py")
     work = tempfile.mkdtemp(prefix="overhead.")
@@ -43,6 +49,14 @@ def main():
         "torch.profiler+shapes": lambda out: base + ["--torch-profiler", os.path.join(work, "tps"),
                                                      "--torch-profiler-schedule", sched, "--torch-profiler-mode", "shapes"],
     }
+    env = {n: {} for n in modes}
+    if a.journal:
+        modes = {"plain": modes["plain"], "trainrx record": modes["trainrx record"]}
+        for n, secs in (("record, no journal", "0"), ("record, journal 0.25 s", "0.25")):
+            modes[n] = modes["trainrx record"]
+            env[n] = {"TRAINRX_FLUSH_SECONDS": secs}
+        env["plain"] = env["trainrx record"] = {}
+    journal_share = {n: [] for n in modes}
     names = list(modes)
     runs = {n: [] for n in names}
     for r in range(a.rounds):
@@ -50,8 +64,16 @@ def main():
         for n in order:
             out = os.path.join(work, "steps.json")
             cmd = modes[n](out) + ["--step-times", out]
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            trace = os.path.join(work, "t.json")
+            if os.path.exists(trace):
+                os.remove(trace)
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=dict(os.environ, **env.get(n, {})))
             steps = json.load(open(out))[a.warmup:-1]
+            if n != "plain" and os.path.exists(trace):
+                meta = json.load(open(trace))["trainrx"]
+                if meta.get("journal_flushes"):
+                    journal_share[n].append((meta["journal_busy_ns"], meta["duration_ns"], meta["journal_flushes"]))
             runs[n].append(statistics.median(steps))
         print(f"round {r + 1}/{a.rounds}: " + ", ".join(f"{n} {runs[n][-1]:.3f} ms" for n in names), file=sys.stderr)
     plain = statistics.median(runs["plain"])
@@ -60,6 +82,15 @@ def main():
     for n in names:
         m = statistics.median(runs[n])
         print(f"| {n} | {m:.3f} | {' '.join(f'{v:.2f}' for v in runs[n])} | {m / plain:.3f}x |")
+    for n in names:
+        if journal_share[n]:
+            busy = sum(b for b, _, _ in journal_share[n])
+            dur = sum(d for _, d, _ in journal_share[n])
+            flushes = sum(f for _, _, f in journal_share[n])
+            print(f"\n{n}: the journal's flusher took {busy / 1e6:.1f} ms of CPU in {dur / 1e9:.1f} s of recording "
+                  f"({100 * busy / dur:.2f} % of one core; {flushes} flushes, {busy / flushes / 1e3:.0f} us each)")
+    if "torch.profiler" not in runs:
+        return
     tr = statistics.median(runs["trainrx record"]) - plain
     tp = statistics.median(runs["torch.profiler"]) - plain
     if tp > 0:

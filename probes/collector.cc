@@ -317,7 +317,10 @@ void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor,
     for (; at.edges < edges.size(); ++at.edges) at.pending_edges.push_back(edges[at.edges]);
     std::vector<DataflowEdge> waiting;
     for (const DataflowEdge& edge : at.pending_edges) {
-      if (edge.from >= n || edge.to >= n) continue;
+      if (edge.from >= n || edge.to >= n) {  // appended after this drain's snapshot of the buffer
+        if (!final) waiting.push_back(edge);
+        continue;
+      }
       const Rec& from = b->At(edge.from);
       const Rec& to = b->At(edge.to);
       const bool done = final || (std::atomic_ref<const int64_t>(from.end_ns).load(std::memory_order_acquire) != 0 &&
