@@ -107,16 +107,23 @@ int GateSelfTest(GateOptions o) {
   TerminalProgress progress;
   experiments::SelfTestReport r;
   std::string error;
-  const bool ok = experiments::SelfTest(o.run, o.self_test_pcts, o.repeats, *launcher, progress, &r, &error);
+  const bool ok =
+      experiments::SelfTest(o.run, o.self_test_pcts, o.repeats, o.across_processes, *launcher, progress, &r, &error);
   progress.Clear();
   if (!ok) return Fail(error);
-  std::cout << fmt::format("trainrx gate self-test on `{}` (median step {:.2f} ms; {} repeats x {} processes per case; "
+  std::cout << fmt::format("trainrx gate self-test on `{}` (median step {:.2f} ms; {} decisions per case, each {}; "
                            "tolerance {:.0f}%)\n",
-                           r.spec, r.median_ms, o.repeats, o.run.trials, 100 * o.run.rule.tolerance);
+                           r.spec, r.median_ms, o.repeats,
+                           o.across_processes ? fmt::format("{} processes per side, interleaved", o.run.trials)
+                                              : fmt::format("{} processes of paired A/B blocks", o.run.trials),
+                           100 * o.run.rule.tolerance);
   for (const auto& c : r.cases) {
-    std::cout << fmt::format("  {:<13} fail {:>3}/{}  pass {:>3}/{}  inconclusive {:>3}/{}  -> {} rate {:.1f}%\n", c.name,
-                             c.fail, c.repeats, c.pass, c.repeats, c.inconclusive, c.repeats,
-                             c.pct == 0 ? "false-alarm" : "detection", 100.0 * c.fail / std::max(1, c.repeats));
+    const auto ci = experiments::stats::WilsonInterval(c.fail, c.repeats);
+    std::cout << fmt::format("  {:<13} fail {:>3}/{}  pass {:>3}/{}  inconclusive {:>3}/{}  -> {} rate {:.1f}% "
+                             "[95% CI {:.1f}-{:.1f}%]\n",
+                             c.name, c.fail, c.repeats, c.pass, c.repeats, c.inconclusive, c.repeats,
+                             c.pct == 0 ? "false-alarm" : "detection", 100.0 * c.fail / std::max(1, c.repeats),
+                             100 * ci.low, 100 * ci.high);
   }
   return kExitOk;
 }

@@ -18,6 +18,7 @@ struct GateOptions {
   std::string format = "text";    // text | md | junit | json
   std::string report;
   int repeats = 20;               // self-test
+  bool across_processes = false;  // self-test: separate processes per side
   std::vector<double> self_test_pcts = {0, 5, 10};  // injected slowdowns, % (0 = A/A)
 };
 

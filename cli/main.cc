@@ -223,6 +223,9 @@ int Main(int argc, char** argv) {
   auto* st = gate_cmd->add_subcommand("self-test", "Measure the gate's false-alarm and detection rates on this machine");
   st->add_option("--repeats", gate.repeats, "gate decisions per case (default 20)");
   st->add_option("--slowdowns", gate.self_test_pcts, "injected slowdowns in % (0 = A/A; default 0 5 10)")->delimiter(',');
+  st->add_flag("--across-processes", gate.across_processes,
+               "A and B in separate processes (--trials per side, interleaved; the two-sample rule) instead of paired "
+               "blocks in one process");
   spec_opts(st);
 
   // A mistyped command names itself (CLI11 alone says "A subcommand is required").

@@ -208,8 +208,8 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
   return true;
 }
 
-bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, Launcher& launcher, Progress& progress,
-              SelfTestReport* report, std::string* error) {
+bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, bool across_processes, Launcher& launcher,
+              Progress& progress, SelfTestReport* report, std::string* error) {
   Spec s;
   if (!ParseSpec(run.spec, &s, error) || !launcher.CanRunWorkloads(error)) return false;
   *report = {};
@@ -225,12 +225,24 @@ bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, 
       progress.Step(c.name);
       // B = the same spec with a slowdown knob (0 for A/A): switchable, so compared in-process.
       const std::string b = fmt::format("slowdown={:.0f}", calib.median_ms * 1000 * pct / 100);
-      AltResult alt;
-      for (int t = 0; t < run.trials; ++t)
-        if (!launcher.AltTrial(s, {b}, &alt, error)) return false;
       GateRule rule = run.rule;
       rule.seed = run.rule.seed + static_cast<uint64_t>(r);
-      const auto v = Overall(DecideGate({{"step time", "ms", false, alt.a_ms, alt.b_ms, alt.log_ratios}}, rule));
+      MetricSamples m{"step time", "ms", false, {}, {}, {}};
+      if (across_processes) {
+        const Spec sb = s.With(b);
+        const std::string order = stats::PairOrder(run.trials, rule.seed);
+        for (const char side : order) {
+          TrialResult t;
+          if (!launcher.Trial(side == 'A' ? s : sb, &t, error)) return false;
+          (side == 'A' ? m.baseline : m.current).push_back(t.median_ms);
+        }
+      } else {
+        AltResult alt;
+        for (int t = 0; t < run.trials; ++t)
+          if (!launcher.AltTrial(s, {b}, &alt, error)) return false;
+        m.baseline = alt.a_ms, m.current = alt.b_ms, m.paired_log_ratios = alt.log_ratios;
+      }
+      const auto v = Overall(DecideGate({m}, rule));
       c.fail += v == GateVerdict::kFail;
       c.pass += v == GateVerdict::kPass;
       c.inconclusive += v == GateVerdict::kInconclusive;

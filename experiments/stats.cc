@@ -101,6 +101,15 @@ double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b) 
   return std::min(1.0, std::erfc(std::max(0.0, z) / std::sqrt(2.0)));
 }
 
+Interval WilsonInterval(int k, int n) {
+  if (n <= 0) return {0, 1};
+  const double z = 1.959963984540054, z2 = z * z;
+  const double p = static_cast<double>(k) / n;
+  const double center = (p + z2 / (2.0 * n)) / (1 + z2 / n);
+  const double half = z * std::sqrt(p * (1 - p) / n + z2 / (4.0 * n * n)) / (1 + z2 / n);
+  return {std::max(0.0, center - half), std::min(1.0, center + half)};
+}
+
 Interval MedianCi(const std::vector<double>& v, int resamples, uint64_t seed) {
   if (v.empty()) return {};
   std::mt19937_64 rng(seed);

@@ -133,3 +133,25 @@ TEST(StatsTest, PairOrderIsCounterbalancedForEverySeed) {
 
 }  // namespace
 }  // namespace trainrx::experiments::stats
+
+namespace trainrx::experiments::stats {
+namespace {
+
+// Reference values computed by hand from the Wilson formula (z = 1.96).
+TEST(WilsonIntervalTest, MatchesTheFormulaAndStaysInsideZeroOne) {
+  const auto a = WilsonInterval(5, 100);
+  EXPECT_NEAR(a.low, 0.02154, 1e-4);
+  EXPECT_NEAR(a.high, 0.11175, 1e-4);
+  const auto none = WilsonInterval(0, 300);  // no false alarm in 300: the rate is still not 0
+  EXPECT_NEAR(none.low, 0.0, 1e-12);
+  EXPECT_NEAR(none.high, 0.01264, 1e-4);
+  const auto all = WilsonInterval(20, 20);
+  EXPECT_NEAR(all.high, 1.0, 1e-12);
+  EXPECT_NEAR(all.low, 0.8389, 1e-3);
+  const auto empty = WilsonInterval(0, 0);
+  EXPECT_EQ(empty.low, 0.0);
+  EXPECT_EQ(empty.high, 1.0);
+}
+
+}  // namespace
+}  // namespace trainrx::experiments::stats

@@ -112,7 +112,10 @@ GateReport CompareBaselines(const Baseline& baseline, const std::string& baselin
                             const GateRule& rule);
 
 // How often the rule fails on an A/A comparison (false alarms) and on injected slowdowns
-// (detection), each case `repeats` times with `run.trials` in-process trials.
+// (detection), each case `repeats` times. In-process (default): `run.trials` processes, each
+// alternating A and B blocks (the paired design the gate uses for switchable knobs). Across
+// processes: `run.trials` processes per side, interleaved A B B A ..., decided by the two-sample
+// rule (the gate's design for stored samples and commands).
 struct SelfTestCase {
   std::string name;  // "A/A", "slowdown 5%"
   double pct = 0;
@@ -123,7 +126,7 @@ struct SelfTestReport {
   double median_ms = 0;
   std::vector<SelfTestCase> cases;
 };
-bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, Launcher& launcher, Progress& progress,
-              SelfTestReport* report, std::string* error);
+bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, bool across_processes, Launcher& launcher,
+              Progress& progress, SelfTestReport* report, std::string* error);
 
 }  // namespace trainrx::experiments

@@ -68,6 +68,10 @@ struct Interval {
 };
 Interval MedianCi(const std::vector<double>& v, int resamples = 2000, uint64_t seed = 1);
 
+// 95 % Wilson score interval of a proportion k/n (a rate measured by counting: the gate's false
+// alarms). Unlike k/n +- 1.96 SE it stays inside [0, 1] and is not empty at k = 0.
+Interval WilsonInterval(int k, int n);
+
 // Interleaving: the run order of `trials` A/B pairs, each pair AB or BA at random (seeded), e.g.
 // "ABBAABBA...". Never all-A-then-all-B.
 std::string PairOrder(int trials, uint64_t seed);

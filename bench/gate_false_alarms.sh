@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The gate's false-alarm and detection rates, measured through its own decision path
+# (`trainrx gate self-test`, experiments::SelfTest -> DecideGate) on the reference cnn workload:
+#   in-process:       AA_INPROC A/A decisions (3 processes of paired A/B blocks each), then
+#                     DETECT decisions each for 3 %, 5 % and 10 % slowdowns;
+#   across processes: AA_ACROSS A/A decisions (6 processes per side, interleaved; the two-sample
+#                     rule the gate applies to stored samples and commands), then DETECT each.
+# Each line gives the rate with its 95 % Wilson interval. Target: false alarms <= 1 %, the
+# interval's upper end under 2 %.
+# Usage: bench/gate_false_alarms.sh [AA_INPROC=300] [AA_ACROSS=150] [DETECT=40]   (~70 min here)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+aa_in=${1:-300}; aa_across=${2:-150}; detect=${3:-40}
+spec="cnn steps=10 eval_every=0"
+T=build/trainrx
+echo "== in-process (paired blocks), $(date -u +%FT%TZ)"
+$T gate self-test --repeats "$aa_in" --trials 3 --slowdowns 0 -- "$spec"
+$T gate self-test --repeats "$detect" --trials 3 --slowdowns 3,5,10 -- "$spec"
+echo "== across processes (two-sample), $(date -u +%FT%TZ)"
+$T gate self-test --across-processes --repeats "$aa_across" --trials 6 --slowdowns 0 -- "$spec"
+$T gate self-test --across-processes --repeats "$detect" --trials 6 --slowdowns 3,5,10 -- "$spec"
+echo "== done $(date -u +%FT%TZ)"
