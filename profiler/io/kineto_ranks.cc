@@ -73,6 +73,16 @@ ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t 
                       fmt::format("{}: reported by the trainrx collector", name), n);
     }
   }
+  // A journal read as it is (its process was killed with its launcher, or still runs): the last
+  // flush period is missing, at most.
+  if (info.config.count("journal_flush_ms") && !info.config.count("journal_salvaged")) {
+    const double period_s = std::strtod(info.config.at("journal_flush_ms").c_str(), nullptr) / 1e3;
+    trace.stats.Add("journal_cut", IssueSeverity::kDataLoss,
+                    fmt::format("{}: a collector journal, not a finished trace (its process was killed, or is still "
+                                "running): what it recorded after its last flush is missing (flushed every {:g} s)",
+                                name, period_s),
+                    1);
+  }
   // A trace made from a killed process's journal: what it recorded after its last flush is lost.
   if (auto it = info.config.find("journal_missing_ns"); it != info.config.end()) {
     const double missing_s = std::strtod(it->second.c_str(), nullptr) / 1e9;

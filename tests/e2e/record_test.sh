@@ -127,7 +127,7 @@ for _ in $(seq 1 240); do  # until a few flushes after the training (its steps a
 done
 kill -KILL -- -$leader 2>/dev/null; wait $leader 2>/dev/null
 if "$TRAINRX" analyze "$W/group.json.partial" > "$W/group.txt" 2>&1 && grep -q "truncated_trace" "$W/group.txt" \
-   && grep -q "Optimizer.step" "$W/group.txt"; then ok "a cut-off journal reads, the cut said"; else bad "cut-off journal"; cat "$W/group.txt"; fi
+   && grep -q "flushed every 0.3 s" "$W/group.txt" && grep -q "Optimizer.step" "$W/group.txt"; then ok "a cut-off journal reads, the cut said"; else bad "cut-off journal"; cat "$W/group.txt"; fi
 # A full disk (a 100 KiB tmpfs, where this machine allows mounting one): the job completes, the
 # message says so, nothing is left half-written.
 mkdir -p "$W/small"

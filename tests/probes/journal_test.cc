@@ -81,6 +81,7 @@ TEST(JournalTest, ACutOffJournalReadsAsWhatWasFlushed) {
   const auto st = profiler::ReadTraceBuffer(bytes, "cut.json.partial", -1, back);
   ASSERT_TRUE(st.ok) << st.error;
   EXPECT_EQ(back.stats.Count("truncated_trace"), 1u);  // never closed: it is cut by design
+  EXPECT_EQ(back.stats.Count("journal_cut"), 1u);      // and says what a journal misses
   profiler::Trace whole = c.Assemble(0, 2'000'000);
   EXPECT_EQ(Names(back), Names(whole));
   EXPECT_EQ(back.flows.size(), 2u);  // conv -> bn, once both ended
