@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "trainrx/profiler/env.h"
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/profiler/kineto_writer.h"
 #include "trainrx/profiler/profiler_steps.h"
@@ -54,7 +55,7 @@ std::vector<std::string> FinishJournals(const fs::path& output, fs::file_time_ty
   const std::string name = output.filename().string();
   const size_t ext = SuffixStart(name);
   const std::string stem = name.substr(0, ext);
-  const std::string kJournal = ".partial";
+  const std::string kJournal = env::kJournalSuffix;
   std::error_code ec;
   std::vector<fs::path> journals;
   for (const auto& entry : fs::directory_iterator(output.parent_path(), ec)) {

@@ -6,11 +6,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include "trainrx/profiler/env.h"
 #include "trainrx/profiler/kineto_writer.h"
 
 namespace trainrx::probes {
 
-std::string JournalPath(const std::string& trace_path) { return trace_path + ".partial"; }
+std::string JournalPath(const std::string& trace_path) { return trace_path + env::kJournalSuffix; }
 
 bool Journal::Open(const std::string& path, Collector& collector, int32_t rank, int64_t base_ns, int64_t interval_ms,
                    std::string* error) {

@@ -26,4 +26,8 @@ inline constexpr const char* kFix = "TRAINRX_FIX";
 // "1" unless the user set it; "0" turns them off.
 inline constexpr const char* kModules = "TRAINRX_MODULES";
 
+// Files: a process's journal is its trace path plus this (probes/journal.h writes it; `record`
+// turns a killed process's journal into its trace, experiments::FinishJournals).
+inline constexpr const char* kJournalSuffix = ".partial";
+
 }  // namespace trainrx::env
