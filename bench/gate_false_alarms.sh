@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 aa_in=${1:-300}; aa_across=${2:-150}; detect=${3:-40}
 spec="cnn steps=10 eval_every=0"
-T=build/trainrx
+T=${TRAINRX:-build/trainrx}  # TRAINRX=copy/trainrx: a copy, so that rebuilding build/ meanwhile cannot break the run
 echo "== in-process (paired blocks), $(date -u +%FT%TZ)"
 $T gate self-test --repeats "$aa_in" --trials 3 --slowdowns 0 -- "$spec"
 $T gate self-test --repeats "$detect" --trials 3 --slowdowns 3,5,10 -- "$spec"
