@@ -7,6 +7,7 @@
 #                     rule the gate applies to stored samples and commands), then DETECT each.
 # Each line gives the rate with its 95 % Wilson interval. Target: false alarms <= 1 %, the
 # interval's upper end under 2 %.
+# A copy: TRAINRX=/tmp/b/trainrx LD_LIBRARY_PATH=/tmp/b (the workload binary finds its probe there first).
 # Usage: bench/gate_false_alarms.sh [AA_INPROC=300] [AA_ACROSS=150] [DETECT=40]   (~70 min here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
