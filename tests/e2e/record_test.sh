@@ -138,8 +138,14 @@ if mount -t tmpfs -o size=100k tmpfs "$W/small" 2>/dev/null; then
     && ok "full disk: said, exit 2" || { bad "full disk: rc=$rc"; cat "$W/full.err"; }
   [ -z "$(ls -A "$W/small")" ] && ok "full disk: nothing half-written" || { bad "full disk: left $(ls "$W/small")"; }
   umount "$W/small"
+  # Read-only (root writes anywhere else): an error before the program starts.
+  mkdir -p "$W/ro" && mount -t tmpfs -o ro,size=64k tmpfs "$W/ro"
+  "$TRAINRX" record -o "$W/ro/x.json" -- $PY "$SCRIPT" --steps 2 > "$W/ro.out" 2> "$W/ro.err"; rc=$?
+  [ $rc = 2 ] && grep -q "cannot write there (Read-only file system)" "$W/ro.err" && [ ! -s "$W/ro.out" ] \
+    && ok "read-only output directory: error before running" || { bad "read-only: rc=$rc"; cat "$W/ro.err"; }
+  umount "$W/ro"
 else
-  echo "skip: full disk (cannot mount a tmpfs here)"
+  echo "skip: full disk and read-only directory (cannot mount a tmpfs here)"
 fi
 
 # 5. A libtorch the probe was not built against: clear message, program runs unobserved.
