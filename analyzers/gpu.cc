@@ -38,6 +38,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <unordered_set>
 
@@ -54,8 +55,20 @@ using profiler::EventKind;
 using profiler::Trace;
 using profiler::TrackKind;
 
+// Communication kernels: NCCL's (ncclKernel_*, and ncclDevKernel_* since NCCL 2.19, which the
+// old "contains ncclKernel" test counted as compute) and RCCL's (ROCm), by prefix as HTA 0.6.1.
+bool IsCommKernel(std::string_view name) {
+  auto lower_prefix = [&](std::string_view p) {
+    if (name.size() < p.size()) return false;
+    for (size_t i = 0; i < p.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(name[i])) != p[i]) return false;
+    return true;
+  };
+  return lower_prefix("nccl") || lower_prefix("rccl");
+}
+
 bool IsComputeKernel(std::string_view name) {
-  return name.find("ncclKernel") == std::string_view::npos && name.find("Memcpy") == std::string_view::npos &&
+  return !IsCommKernel(name) && name.find("Memcpy") == std::string_view::npos &&
          name.find("Memset") == std::string_view::npos;
 }
 
@@ -193,15 +206,23 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
     TemporalBreakdown tb;
     tb.rank = rank;
     tb.window = g.window;
-    std::vector<Interval> all, compute;
+    std::vector<Interval> all, compute, comm;
     for (const auto& a : g.acts) {
       all.push_back({a.ts, a.end});
-      if (a.e->kind == EventKind::kKernel && IsComputeKernel(trace.Name(*a.e))) compute.push_back({a.ts, a.end});
+      if (a.e->kind != EventKind::kKernel) continue;
+      const std::string_view name = trace.Name(*a.e);
+      if (IsCommKernel(name)) comm.push_back({a.ts, a.end});
+      else if (IsComputeKernel(name)) compute.push_back({a.ts, a.end});
     }
     const int64_t busy = MergeIntervals(all);
     tb.kernel_time_ns = all.back().second - all.front().first;
     tb.idle_ns = tb.kernel_time_ns - busy;
     tb.compute_ns = MergeIntervals(compute);
+    // Communication hidden behind compute (HTA's comm-comp overlap): merged comm time covered by
+    // merged compute time.
+    tb.comm_ns = MergeIntervals(comm);
+    for (const auto& [s, e] : comm) tb.comm_overlap_ns += CoveredWithin(compute, s, e);
+    if (tb.comm_ns > 0) tb.comm_overlap_pct = 100.0 * static_cast<double>(tb.comm_overlap_ns) / static_cast<double>(tb.comm_ns);
     tb.non_compute_ns = tb.kernel_time_ns - tb.compute_ns - tb.idle_ns;
     if (tb.kernel_time_ns > 0) {
       tb.idle_pct = 100.0 * static_cast<double>(tb.idle_ns) / static_cast<double>(tb.kernel_time_ns);
@@ -337,6 +358,40 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
                      "(torch.cuda.graphs / mode=\"reduce-overhead\").";
       f.fix_cpp = "Increase the batch, fuse small ops, or capture the step with at::cuda::CUDAGraph.";
       f.knob = "batch";
+      out.findings.push_back(std::move(f));
+    }
+    // Exposed communication: what the GPU spends on collectives while no compute runs beside
+    // them (DDP's all-reduce not overlapped with backward, a sync per micro-step). Judged against
+    // the GPU's active span; what better overlap can recover is bounded by the exposed time and
+    // by the compute time not already hiding communication.
+    const int64_t exposed = tb.comm_ns - tb.comm_overlap_ns;
+    const double exposed_pct =
+        tb.kernel_time_ns > 0 ? 100.0 * static_cast<double>(exposed) / static_cast<double>(tb.kernel_time_ns) : 0.0;
+    if (tb.comm_ns > 0 && !capture_phase && exposed_pct > ctx.thresholds.Get("dist.comm_overlap.exposed_pct")) {
+      Finding f;
+      f.id = "dist.comm_overlap";
+      f.rank = rank;
+      f.severity = exposed_pct > 25 ? Severity::kHigh : Severity::kMedium;
+      f.confidence = Confidence::kHigh;
+      f.title = fmt::format("Communication not hidden behind compute: {:.1f}% of GPU time on rank {} ({:.1f}% of its NCCL "
+                            "time overlaps compute)",
+                            exposed_pct, rank, tb.comm_overlap_pct);
+      f.measured = exposed_pct;
+      f.threshold = ctx.thresholds.Get("dist.comm_overlap.exposed_pct");
+      f.measured_unit = "% of GPU active span";
+      f.evidence = {{"comm_ns", tb.comm_ns},         {"comm_overlap_ns", tb.comm_overlap_ns},
+                    {"exposed_comm_ns", exposed},    {"comm_overlap_pct", tb.comm_overlap_pct},
+                    {"kernel_time_ns", tb.kernel_time_ns}, {"compute_ns", tb.compute_ns},
+                    {"window", tb.window}};
+      const int64_t room = std::max<int64_t>(0, tb.compute_ns - tb.comm_overlap_ns);
+      SetSaving(f, basis, basis.Per(static_cast<double>(std::min(exposed, room))), basis.Per(static_cast<double>(exposed)),
+                "exposed communication that compute not yet overlapping it could hide");
+      f.fix_python = "Let DDP overlap its all-reduce with backward: DistributedDataParallel(model, bucket_cap_mb=<smaller, "
+                     "e.g. 10-25>, gradient_as_bucket_view=True, static_graph=True); under gradient accumulation wrap "
+                     "the micro-steps but the last in `with model.no_sync():`; with FSDP, "
+                     "backward_prefetch=BackwardPrefetch.BACKWARD_PRE and forward_prefetch=True.";
+      f.fix_cpp = "Launch collectives asynchronously (c10d work handles) per gradient bucket as backward produces them, "
+                  "on a separate stream, and wait only before the optimizer step; all-reduce once per optimizer step.";
       out.findings.push_back(std::move(f));
     }
     out.metrics.temporal.push_back(std::move(tb));

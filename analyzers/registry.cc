@@ -34,6 +34,7 @@ Thresholds::Thresholds() {
       {"gpu.idle.idle_pct", {20.0, "flag when the device is idle more than this % of its active span"}},
       {"gpu.idle.kernel_wait_us", {30.0, "gap below which idle between kernels counts as kernel wait (HTA: 30)"}},
       {"gpu.idle.hta_time", {1.0, "1: GPU breakdowns round ns-resolution times to whole µs as HTA does (start up, end down), to match HTA; 0: exact ns"}},
+      {"dist.comm_overlap.exposed_pct", {10.0, "flag when collectives run with no compute beside them this % of the GPU's active span"}},
       {"gpu.launch_bound.short_kernel_pct", {50.0, "flag when this % of kernels run shorter than their launch call"}},
       {"gpu.launch_bound.runtime_cutoff_us", {50.0, "launch calls longer than this are outliers (HTA: 50)"}},
       {"gpu.launch_bound.delay_cutoff_us", {100.0, "launch delays longer than this are outliers (HTA: 100)"}},
@@ -115,7 +116,8 @@ const std::vector<AnalyzerInfo>& Registry() {
 const std::vector<std::string>& FindingIds() {
   static const std::vector<std::string> kIds = {
       "cudnn.benchmark_off",   "cudnn.deterministic_on",     "debug.anomaly_detection", "debug.launch_blocking",
-      "debug.profiler",        "eval.grad_enabled",          "gpu.idle",                "gpu.launch_bound",
+      "debug.profiler",        "dist.comm_overlap",          "eval.grad_enabled",       "gpu.idle",
+      "gpu.launch_bound",
       "input.dataloader_bound", "input.pin_memory",          "input.workers",           "model.bias_before_norm",
       "optim.single_tensor",   "optim.zero_grad",            "precision.fp32_matmul",   "precision.matmul_alignment",
       "python.loop_indexing",  "sync.blocking_copy",         "sync.host_device",        "tensor.cpu_then_copy",

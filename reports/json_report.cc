@@ -189,6 +189,9 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.Field("idle_pct", t.idle_pct);
     w.Field("compute_pct", t.compute_pct);
     w.Field("non_compute_pct", t.non_compute_pct);
+    w.Field("comm_ns", t.comm_ns);
+    w.Field("comm_overlap_ns", t.comm_overlap_ns);
+    w.Field("comm_overlap_pct", t.comm_overlap_pct);  // null without communication kernels (HTA: NaN)
     w.Field("window", t.window);
     w.Key("idle_by_stream");
     w.BeginArray();

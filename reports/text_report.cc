@@ -273,9 +273,10 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
     std::vector<std::vector<std::string>> rows;
     for (const auto& t : report.metrics.temporal) {
       rows.push_back({std::to_string(t.rank), Ms(t.kernel_time_ns), fmt::format("{:.2f}%", t.idle_pct),
-                      fmt::format("{:.2f}%", t.compute_pct), fmt::format("{:.2f}%", t.non_compute_pct)});
+                      fmt::format("{:.2f}%", t.compute_pct), fmt::format("{:.2f}%", t.non_compute_pct),
+                      t.comm_ns > 0 ? fmt::format("{} ({:.2f}% hidden)", Ms(t.comm_ns), t.comm_overlap_pct) : "-"});
     }
-    sink.Table({"rank", "active span", "idle", "compute", "non-compute"}, rows);
+    sink.Table({"rank", "active span", "idle", "compute", "non-compute", "communication (overlapping compute)"}, rows);
     rows.clear();
     for (const auto& t : report.metrics.temporal) {
       for (const auto& s : t.streams) {

@@ -821,6 +821,43 @@ TEST(GpuTest, HostWaitWhileAnotherStreamRunsIsNoSaving) {
 }
 
 
+// Issue 18: communication kernels hidden behind compute or not. NCCL >= 2.19 names them
+// ncclDevKernel_* (the old "contains ncclKernel" test took them for compute), ROCm's RCCL too.
+TEST(DistTest, ExposedCommunicationIsFlaggedAndHiddenCommunicationIsNot) {
+  auto trace = [](const char* comm_name, double comm_ts) {
+    std::string ev = Ev("user_annotation", "ProfilerStep#1", 1, 0, 1000);
+    ev += Launch(0, 1) + Kernel(7, 0, 600, 1);                              // compute 0..600
+    ev += Launch(1, 2) + Kernel(20, comm_ts, 300, 2, comm_name);            // all-reduce, 300 µs
+    return AnalyzeJson(Trace(ev));
+  };
+  for (const char* name : {"ncclKernel_AllReduce_RING_LL_Sum_float", "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                           "rcclGenericKernel_AllReduce"}) {
+    SCOPED_TRACE(name);
+    const Report hidden = trace(name, 200);  // 200..500: inside the compute
+    ASSERT_EQ(hidden.metrics.temporal.size(), 1u);
+    const auto& h = hidden.metrics.temporal[0];
+    EXPECT_EQ(h.comm_ns, 300'000);
+    EXPECT_EQ(h.compute_ns, 600'000);  // the comm kernel is not compute
+    EXPECT_NEAR(h.comm_overlap_pct, 100.0, 1e-9);
+    EXPECT_EQ(Find(hidden, "dist.comm_overlap"), nullptr);
+
+    const Report exposed = trace(name, 500);  // 500..800: 100 µs beside compute, 200 alone
+    const auto& x = exposed.metrics.temporal[0];
+    EXPECT_NEAR(x.comm_overlap_pct, 100.0 / 3, 1e-9);
+    const Finding* f = Find(exposed, "dist.comm_overlap");
+    ASSERT_NE(f, nullptr);
+    EXPECT_NEAR(f->measured, 200.0 / 800 * 100, 1e-9);  // exposed 200 of the 800 µs active span
+    // Hiding it needs compute beside it: 500 µs of compute do not overlap comm yet, so the estimate
+    // is the exposed 200 µs (of the 1000 µs step), never more.
+    EXPECT_EQ(f->estimated_saving_ns, 200'000);
+  }
+  // No communication kernels: no overlap figure (HTA: NaN), no finding.
+  std::string ev = Ev("user_annotation", "ProfilerStep#1", 1, 0, 1000) + Launch(0, 1) + Kernel(7, 0, 600, 1);
+  const Report none = AnalyzeJson(Trace(ev));
+  EXPECT_TRUE(std::isnan(none.metrics.temporal[0].comm_overlap_pct));
+  EXPECT_EQ(Find(none, "dist.comm_overlap"), nullptr);
+}
+
 // One real .item() is one sync, however the profiler nested or ordered its ops: aten::item in
 // aten::item (a dispatch wrapper) around _local_scalar_dense, an item and its
 // _local_scalar_dense with the same start and duration (integer-µs traces) written inner first,

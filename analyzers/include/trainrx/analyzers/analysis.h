@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -131,6 +132,10 @@ struct TemporalBreakdown {
   double idle_pct = 0, compute_pct = 0, non_compute_pct = 0;
   std::vector<StreamIdle> streams;
   std::string window;  // how HTA's "last ProfilerStep excluded" filter applied
+  // Communication (NCCL/RCCL kernels, merged) and the part of it that overlaps compute kernels:
+  // HTA's get_comm_comp_overlap is comm_overlap_pct (NaN without communication kernels).
+  int64_t comm_ns = 0, comm_overlap_ns = 0;
+  double comm_overlap_pct = std::numeric_limits<double>::quiet_NaN();
 };
 struct LaunchStats {
   int32_t rank = 0;
