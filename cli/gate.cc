@@ -107,8 +107,21 @@ int GateSelfTest(GateOptions o) {
   TerminalProgress progress;
   experiments::SelfTestReport r;
   std::string error;
-  const bool ok =
-      experiments::SelfTest(o.run, o.self_test_pcts, o.repeats, o.across_processes, *launcher, progress, &r, &error);
+  // Other rules judged on the same samples, side by side: what a stricter gate would have said.
+  std::vector<experiments::RuleVariant> variants;
+  if (o.compare_rules) {
+    auto with = [&](const char* name, double alpha, double margin) {
+      experiments::GateRule r = o.run.rule;
+      r.alpha = alpha;
+      r.fail_ci_margin = margin;
+      variants.push_back({name, r});
+    };
+    with("alpha 0.01", 0.01, o.run.rule.fail_ci_margin);
+    with("CI above half the tolerance", o.run.rule.alpha, o.run.rule.tolerance / 2);
+    with("CI above the tolerance", o.run.rule.alpha, o.run.rule.tolerance);
+  }
+  const bool ok = experiments::SelfTest(o.run, o.self_test_pcts, o.repeats, o.across_processes, *launcher, progress, &r,
+                                        &error, variants);
   progress.Clear();
   if (!ok) return Fail(error);
   std::cout << fmt::format("trainrx gate self-test on `{}` (median step {:.2f} ms; {} decisions per case, each {}; "
@@ -124,6 +137,13 @@ int GateSelfTest(GateOptions o) {
                              c.name, c.fail, c.repeats, c.pass, c.repeats, c.inconclusive, c.repeats,
                              c.pct == 0 ? "false-alarm" : "detection", 100.0 * c.fail / std::max(1, c.repeats),
                              100 * ci.low, 100 * ci.high);
+    for (const auto& v : c.variants) {
+      const auto vi = experiments::stats::WilsonInterval(v.fail, c.repeats);
+      std::cout << fmt::format("    same samples, {:<27} fail {:>3}/{}  pass {:>3}/{}  inconclusive {:>3}/{}  -> {:.1f}% "
+                               "[95% CI {:.1f}-{:.1f}%]\n",
+                               v.rule, v.fail, c.repeats, v.pass, c.repeats, v.inconclusive, c.repeats,
+                               100.0 * v.fail / std::max(1, c.repeats), 100 * vi.low, 100 * vi.high);
+    }
   }
   return kExitOk;
 }

@@ -19,6 +19,7 @@ struct GateOptions {
   std::string report;
   int repeats = 20;               // self-test
   bool across_processes = false;  // self-test: separate processes per side
+  bool compare_rules = false;     // self-test: judge the same samples by stricter rules too
   std::vector<double> self_test_pcts = {0, 5, 10};  // injected slowdowns, % (0 = A/A)
 };
 

@@ -226,6 +226,9 @@ int Main(int argc, char** argv) {
   st->add_flag("--across-processes", gate.across_processes,
                "A and B in separate processes (--trials per side, interleaved; the two-sample rule) instead of paired "
                "blocks in one process");
+  st->add_flag("--compare-rules", gate.compare_rules,
+               "also judge the same samples by stricter rules (alpha 0.01; the CI above half the tolerance; above "
+               "the tolerance) and print their rates beside the gate's");
   spec_opts(st);
 
   // A mistyped command names itself (CLI11 alone says "A subcommand is required").

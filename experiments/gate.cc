@@ -59,7 +59,7 @@ std::vector<MetricDecision> DecideGate(const std::vector<MetricSamples>& metrics
     out[idx[k]].p_holm = running;
   }
   for (auto& d : out) {
-    const bool significant = d.p_holm < rule.alpha && d.ci_low > 1;
+    const bool significant = d.p_holm < rule.alpha && d.ci_low > 1 + rule.fail_ci_margin;
     if (significant && d.worse > 1 + rule.tolerance) d.verdict = GateVerdict::kFail;
     else if (d.ci_high < 1 + rule.max_undetected) d.verdict = GateVerdict::kPass;
     else d.verdict = GateVerdict::kInconclusive;

@@ -209,7 +209,7 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
 }
 
 bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, bool across_processes, Launcher& launcher,
-              Progress& progress, SelfTestReport* report, std::string* error) {
+              Progress& progress, SelfTestReport* report, std::string* error, const std::vector<RuleVariant>& variants) {
   Spec s;
   if (!ParseSpec(run.spec, &s, error) || !launcher.CanRunWorkloads(error)) return false;
   *report = {};
@@ -220,7 +220,8 @@ bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, 
   report->median_ms = calib.median_ms;
   progress.Start(static_cast<int>(pcts.size()) * repeats);
   for (double pct : pcts) {
-    SelfTestCase c{pct == 0 ? "A/A" : fmt::format("slowdown {:g}%", pct), pct, 0, 0, 0, repeats};
+    SelfTestCase c{pct == 0 ? "A/A" : fmt::format("slowdown {:g}%", pct), pct, 0, 0, 0, repeats, {}};
+    for (const auto& v : variants) c.variants.push_back({v.name, 0, 0, 0});
     for (int r = 0; r < repeats; ++r) {
       progress.Step(c.name);
       // B = the same spec with a slowdown knob (0 for A/A): switchable, so compared in-process.
@@ -246,6 +247,14 @@ bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, 
       c.fail += v == GateVerdict::kFail;
       c.pass += v == GateVerdict::kPass;
       c.inconclusive += v == GateVerdict::kInconclusive;
+      for (size_t k = 0; k < variants.size(); ++k) {
+        GateRule other = variants[k].rule;
+        other.seed = rule.seed;
+        const auto w = Overall(DecideGate({m}, other));
+        c.variants[k].fail += w == GateVerdict::kFail;
+        c.variants[k].pass += w == GateVerdict::kPass;
+        c.variants[k].inconclusive += w == GateVerdict::kInconclusive;
+      }
     }
     report->cases.push_back(c);
   }

@@ -31,6 +31,9 @@ struct GateRule {
   double tolerance = 0.03;       // slowdowns below 3 % are not failures
   double max_undetected = 0.10;  // pass needs the CI to rule out a 10 % regression
   double alpha = 0.05;
+  // fail also needs the CI's lower bound of w above 1 + this (0: above 1). With it equal to the
+  // tolerance, the gate fails only when it is 95 % sure the slowdown exceeds the tolerance.
+  double fail_ci_margin = 0;
   int resamples = 2000;
   uint64_t seed = 1;
 };
@@ -120,6 +123,17 @@ struct SelfTestCase {
   std::string name;  // "A/A", "slowdown 5%"
   double pct = 0;
   int fail = 0, pass = 0, inconclusive = 0, repeats = 0;
+  // The same decisions' samples judged by other rules (SelfTest's `variants`), in that order.
+  struct Variant {
+    std::string rule;
+    int fail = 0, pass = 0, inconclusive = 0;
+  };
+  std::vector<Variant> variants;
+};
+// A rule to judge the self-test's samples by, beside the run's own (same data, side by side).
+struct RuleVariant {
+  std::string name;
+  GateRule rule;
 };
 struct SelfTestReport {
   std::string spec;
@@ -127,6 +141,7 @@ struct SelfTestReport {
   std::vector<SelfTestCase> cases;
 };
 bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, bool across_processes, Launcher& launcher,
-              Progress& progress, SelfTestReport* report, std::string* error);
+              Progress& progress, SelfTestReport* report, std::string* error,
+              const std::vector<RuleVariant>& variants = {});
 
 }  // namespace trainrx::experiments
