@@ -274,7 +274,15 @@ void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor,
     for (uint64_t i = at.next; i < n; ++i) look(i);
     at.next = n;
     at.open = std::move(still_open);
-    std::lock_guard<std::mutex> side(b->side_mu());
+    // The final drain may run in a signal handler on a thread that was interrupted while holding
+    // this lock (a new name being added): it waits a bounded time, then reads as the old
+    // assembler did, unlocked, rather than deadlock (the owner thread will not run again).
+    std::unique_lock<std::mutex> side(b->side_mu(), std::defer_lock);
+    if (final) {
+      for (int i = 0; i < 100 && !side.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } else {
+      side.lock();
+    }
     std::vector<profiler::StrId> ids(b->names().size(), profiler::kNoStr);
     std::vector<uint32_t> input_ids(b->inputs().size(), UINT32_MAX);
     for (const uint64_t i : ready) {
