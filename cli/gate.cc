@@ -116,8 +116,8 @@ int GateSelfTest(GateOptions o) {
       r.fail_ci_margin = margin;
       variants.push_back({name, r});
     };
+    with("CI above 1 (rule before)", o.run.rule.alpha, 0);
     with("alpha 0.01", 0.01, o.run.rule.fail_ci_margin);
-    with("CI above half the tolerance", o.run.rule.alpha, o.run.rule.tolerance / 2);
     with("CI above the tolerance", o.run.rule.alpha, o.run.rule.tolerance);
   }
   const bool ok = experiments::SelfTest(o.run, o.self_test_pcts, o.repeats, o.across_processes, *launcher, progress, &r,

@@ -196,7 +196,7 @@ int Main(int argc, char** argv) {
 
   trainrx::cli::GateOptions gate;
   gate.run.torch_version = TRAINRX_PROBE_TORCH_VERSION;
-  double tolerance_pct = 3, undetected_pct = 10;
+  double tolerance_pct = 3, undetected_pct = 10, fail_margin_pct = -1;
   auto* gate_cmd = app.add_subcommand("gate", "CI performance regression gate (exit 0 pass, 1 regression, 2 error, 3 inconclusive)");
   gate_cmd->require_subcommand(1);
   auto spec_opts = [&](CLI::App* c) {
@@ -213,6 +213,8 @@ int Main(int argc, char** argv) {
   gc->add_option("--budget", gate.run.budget_s, "seconds: keep adding trials while inconclusive, up to this");
   gc->add_option("--tolerance", tolerance_pct, "percent: slowdowns below this do not fail (default 3)");
   gc->add_option("--max-undetected", undetected_pct, "percent: pass needs the CI to rule out a regression this large (default 10)");
+  gc->add_option("--fail-margin", fail_margin_pct,
+                 "percent: fail needs the CI's lower bound above this slowdown (default: half the tolerance)");
   gc->add_option("--inconclusive", gate.inconclusive, "exit code for inconclusive: error (3), pass (0) or fail (1)")
       ->check(CLI::IsMember({"error", "pass", "fail"}));
   gc->add_flag("--strict", gate.run.strict, "a fingerprint mismatch is an error (exit 2), not a warning");
@@ -227,8 +229,8 @@ int Main(int argc, char** argv) {
                "A and B in separate processes (--trials per side, interleaved; the two-sample rule) instead of paired "
                "blocks in one process");
   st->add_flag("--compare-rules", gate.compare_rules,
-               "also judge the same samples by stricter rules (alpha 0.01; the CI above half the tolerance; above "
-               "the tolerance) and print their rates beside the gate's");
+               "also judge the same samples by other rules (the CI only above 1, the rule before; alpha 0.01; the CI "
+               "above the tolerance) and print their rates beside the gate's");
   spec_opts(st);
 
   // A mistyped command names itself (CLI11 alone says "A subcommand is required").
@@ -271,6 +273,7 @@ int Main(int argc, char** argv) {
   if (*gate_cmd) {
     gate.run.rule.tolerance = tolerance_pct / 100;
     gate.run.rule.max_undetected = undetected_pct / 100;
+    gate.run.rule.fail_ci_margin = fail_margin_pct >= 0 ? fail_margin_pct / 100 : gate.run.rule.tolerance / 2;
     if (*rb) return trainrx::cli::GateRecordBaseline(gate);
     if (*gc) return trainrx::cli::GateCheck(gate);
     return trainrx::cli::GateSelfTest(gate);

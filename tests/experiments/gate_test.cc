@@ -36,18 +36,20 @@ TEST(GateTest, EachVerdictPath) {
   EXPECT_EQ(Decide(Noisy(rng, 8, 100, 0.01), Noisy(rng, 8, 80, 0.01)), GateVerdict::kPass);
 }
 
-// fail_ci_margin: among runs the default rule fails (a 4 % slowdown, ~1.5 % noise), "CI above the
-// tolerance" fails exactly those whose interval's lower bound clears 1.03, "above half" those
-// clearing 1.015; both outcomes occur over the seeds (the margin decides, not the data alone).
+// fail_ci_margin: among runs that "CI above 1" fails (a 4 % slowdown, ~1.5 % noise), "CI above the
+// tolerance" fails exactly those whose interval's lower bound clears 1.03, "above half" (the
+// default) those clearing 1.015; both outcomes occur over the seeds (the margin decides).
 TEST(GateTest, FailCiMarginAsksTheIntervalToClearTheMargin) {
-  GateRule half, full;
+  GateRule above1, half, full;
+  above1.fail_ci_margin = 0;
+  EXPECT_EQ(GateRule{}.fail_ci_margin, GateRule{}.tolerance / 2);
   half.fail_ci_margin = half.tolerance / 2;
   full.fail_ci_margin = full.tolerance;
   int kept = 0, dropped = 0;
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     std::mt19937_64 rng(seed);
     const auto base = Noisy(rng, 10, 100, 0.015), slow = Noisy(rng, 10, 104, 0.015);
-    const auto d = DecideGate({{"step time", "ms", false, base, slow, {}}}, GateRule{});
+    const auto d = DecideGate({{"step time", "ms", false, base, slow, {}}}, above1);
     if (d[0].verdict != GateVerdict::kFail) continue;
     const bool full_fails = Decide(base, slow, full) == GateVerdict::kFail;
     EXPECT_EQ(full_fails, d[0].ci_low > 1.03) << seed;
