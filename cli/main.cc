@@ -42,7 +42,7 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-// `analyze --strict`: traces of different jobs, or inconsistent ranks, in one input are an error.
+// `analyze --strict`: traces of different jobs, inconsistent ranks, or a cut-off trace are an error.
 bool g_strict_read = false;
 
 int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::string& format, const std::string& output,
@@ -123,7 +123,9 @@ int Main(int argc, char** argv) {
   analyze->add_option("--format", format, "text | json | md")->check(CLI::IsMember({"text", "json", "md"}));
   analyze->add_option("-o,--output,--report", output, "write the report here instead of stdout");
   analyze->add_option("--threshold", thresholds, "override a threshold: id.key=value (repeatable)");
-  analyze->add_flag("--strict", g_strict_read, "traces of different jobs or inconsistent ranks in one input are an error (exit 2), not a warning");
+  analyze->add_flag("--strict", g_strict_read,
+                    "traces of different jobs or inconsistent ranks in one input, or a trace cut off inside its events, "
+                    "are an error (exit 2), not a warning");
   analyze->add_flag("--sample", sample, "analyze the built-in sample trace (a CPU training loop with planted problems)");
 
   std::vector<std::string> convert_paths;

@@ -44,11 +44,18 @@ fi
 # Bad input: clear message naming the file, exit 2, never a crash.
 : > "$tmp/empty.json"; printf '{"traceEvents": [{"ph": "X"' > "$tmp/trunc.json"; head -c 300 /bin/ls > "$tmp/binary.json"
 echo '{"hello": 1}' > "$tmp/other.json"
-for f in empty trunc binary other; do
+for f in empty binary other; do
   "$trainrx" analyze "$tmp/$f.json" > /dev/null 2> "$tmp/err"; rc=$?
   check "$f.json exits 2" "[ $rc -eq 2 ]"
   check "$f.json error names the file" "grep -q '$f.json' '$tmp/err'"
 done
+# Cut off inside its events (a killed run, a copy cut short): read up to the last whole event and
+# said first as data loss; --strict refuses it, naming the file.
+printf '{"traceEvents": [{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}, {"ph": "X"' > "$tmp/cut.json"
+"$trainrx" analyze "$tmp/cut.json" > "$tmp/out" 2> "$tmp/err"; rc=$?
+check "a cut-off trace is read, the cut said" "[ $rc -eq 0 ] && grep -q 'truncated_trace' '$tmp/out' && grep -q '1 events read' '$tmp/out'"
+"$trainrx" analyze --strict "$tmp/trunc.json" > /dev/null 2> "$tmp/err"; rc=$?
+check "--strict: a cut-off trace exits 2 naming the file" "[ $rc -eq 2 ] && grep -q 'trunc.json: truncated' '$tmp/err'"
 "$trainrx" analyze /nonexistent.json 2>/dev/null; check "missing file exits 2" "[ $? -eq 2 ]"
 "$trainrx" analyze --sample --threshold nope=1 2>/dev/null; check "unknown threshold exits 2" "[ $? -eq 2 ]"
 
