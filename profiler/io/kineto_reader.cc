@@ -76,6 +76,23 @@ std::string CheckJobs(Trace& trace) {
     }
     if (static_cast<int64_t>(files.size()) > world)
       add("inconsistent_ranks", fmt::format("job {}: {} files for {} ranks", key, files.size(), world), 1);
+    // A set of several ranks with some missing (issue 18): said, not an error. One rank's file
+    // on its own is the usual way to look at a job, and says nothing.
+    if (files.size() >= 2 && static_cast<int64_t>(files.size()) < world && world <= (1 << 20)) {
+      std::string missing;
+      int32_t n = 0;
+      for (int32_t r = 0; r < world; ++r) {
+        if (by_rank.count(r)) continue;
+        if (n < 10) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        ++n;
+      }
+      if (n > 10) missing += fmt::format(" and {} more", n - 10);
+      trace.stats.Add("missing_ranks", IssueSeverity::kInfo,
+                      fmt::format("job {}: {} of its {} ranks are in this set; missing: {} (cross-rank figures cover "
+                                  "only the ranks read)",
+                                  key, files.size(), world, missing),
+                      static_cast<uint64_t>(n));
+    }
   }
   return first;
 }

@@ -458,6 +458,23 @@ TEST(KinetoReaderTest, FilesOfDifferentJobsAreNamedAndStrictRefusesThem) {
   ASSERT_TRUE(ReadTraces({dir.string()}, dup).ok);
   EXPECT_EQ(dup.stats.Count("inconsistent_ranks"), 1u);
   EXPECT_EQ(dup.stats.Count("mixed_jobs"), 0u);
+  EXPECT_EQ(dup.stats.Count("missing_ranks"), 63u);  // and ranks 1..63 of its 64 are not in the set
+  // Ranks 0 and 3 of 4: the set is said to miss ranks 1 and 2 (info; strict reads it too). One
+  // rank's file alone is the usual way to look at a job: nothing said.
+  write("a.json", 0, 4);
+  write("b.json", 3, 4);
+  Trace partial;
+  ASSERT_TRUE(ReadTraces({dir.string()}, partial, strict).ok);
+  ASSERT_EQ(partial.stats.Count("missing_ranks"), 2u);
+  for (const auto& entry : partial.stats.entries) {
+    if (entry.kind != "missing_ranks") continue;
+    EXPECT_EQ(entry.severity, IssueSeverity::kInfo);
+    EXPECT_NE(entry.example.find("2 of its 4 ranks are in this set; missing: 1, 2"), std::string::npos) << entry.example;
+  }
+  fs::remove(dir / "b.json");
+  Trace alone;
+  ASSERT_TRUE(ReadTraces({dir.string()}, alone).ok);
+  EXPECT_EQ(alone.stats.Count("missing_ranks"), 0u);
   fs::remove_all(dir);
 }
 
