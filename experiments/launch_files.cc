@@ -22,6 +22,19 @@ size_t SuffixStart(const std::string& base) {
   const size_t ext = base.find(".json", name_start);
   return ext == std::string::npos ? base.size() : ext;
 }
+
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// A file name another process of the launch of `name` ("run.json") writes: "run.rank1.json",
+// "run.pid77.json" (TaggedTracePath's rule).
+bool IsTaggedName(const std::string& n, const std::string& name) {
+  const size_t ext = SuffixStart(name);
+  const std::string stem = name.substr(0, ext), suffix = name.substr(ext);
+  if (n.rfind(stem + ".rank", 0) != 0 && n.rfind(stem + ".pid", 0) != 0) return false;
+  return EndsWith(n, suffix);
+}
 }  // namespace
 
 std::string TaggedTracePath(const std::string& base, const std::string& tag) {
@@ -34,14 +47,9 @@ std::vector<std::string> LaunchTraces(const fs::path& output, fs::file_time_type
   std::error_code ec;
   if (fs::exists(output, ec) && fs::last_write_time(output, ec) >= since) out.push_back(output.string());
   const std::string name = output.filename().string();
-  const size_t ext = SuffixStart(name);
-  const std::string stem = name.substr(0, ext), suffix = name.substr(ext);
   std::vector<std::string> children;
   for (const auto& entry : fs::directory_iterator(output.parent_path(), ec)) {
-    const std::string n = entry.path().filename().string();
-    if (n.rfind(stem + ".rank", 0) != 0 && n.rfind(stem + ".pid", 0) != 0) continue;
-    if (n.size() < suffix.size() || n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
-    if (entry.last_write_time(ec) < since) continue;
+    if (!IsTaggedName(entry.path().filename().string(), name) || entry.last_write_time(ec) < since) continue;
     children.push_back(entry.path().string());
   }
   std::sort(children.begin(), children.end());
@@ -53,15 +61,15 @@ std::vector<std::string> FinishJournals(const fs::path& output, fs::file_time_ty
                                         const std::string& root_end_reason, int64_t ended_ns) {
   std::vector<std::string> out;
   const std::string name = output.filename().string();
-  const size_t ext = SuffixStart(name);
-  const std::string stem = name.substr(0, ext);
   const std::string kJournal = env::kJournalSuffix;
   std::error_code ec;
   std::vector<fs::path> journals;
   for (const auto& entry : fs::directory_iterator(output.parent_path(), ec)) {
+    // The journal of this launch's trace or of one of its tagged children's.
     const std::string n = entry.path().filename().string();
-    if (n.size() <= kJournal.size() || n.compare(n.size() - kJournal.size(), kJournal.size(), kJournal) != 0) continue;
-    if (n.rfind(stem, 0) != 0 || entry.last_write_time(ec) < since) continue;
+    if (n.size() <= kJournal.size() || !EndsWith(n, kJournal)) continue;
+    const std::string traced = n.substr(0, n.size() - kJournal.size());
+    if ((traced != name && !IsTaggedName(traced, name)) || entry.last_write_time(ec) < since) continue;
     journals.push_back(entry.path());
   }
   std::sort(journals.begin(), journals.end());
@@ -92,19 +100,11 @@ std::vector<std::string> FinishJournals(const fs::path& output, fs::file_time_ty
     info.config["journal_salvaged"] = "true";
     if (start_ns > 0 && last > start_ns) info.config["duration_ns"] = std::to_string(last - start_ns);
     if (ended_ns > last && last > 0) info.config["journal_missing_ns"] = std::to_string(ended_ns - last);
-    info.config["journal_cut_events"] = std::to_string(trace.stats.Count("truncated_trace"));
     const std::string steps_from = profiler::AddProfilerSteps(trace, info.rank);
     if (!steps_from.empty()) info.config["profiler_steps_from"] = "\"" + steps_from + "\"";
     trace.Finalize();
-    const std::string tmp = trace_path.string() + ".tmp";
-    if (const auto wst = profiler::WriteKinetoFile(trace, info.rank, tmp, trace_path.string()); !wst.ok) {
-      std::remove(tmp.c_str());
+    if (const auto wst = profiler::ReplaceKinetoFile(trace, info.rank, trace_path.string()); !wst.ok) {
       out.push_back(fmt::format("{}: could not write the trace from its journal ({}); the journal is kept", j, wst.error));
-      continue;
-    }
-    fs::rename(tmp, trace_path, ec);
-    if (ec) {
-      out.push_back(fmt::format("{}: could not rename {} ({}); the journal is kept", j, tmp, ec.message()));
       continue;
     }
     fs::remove(journal, ec);

@@ -293,17 +293,10 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
     if (rank_ >= 0) {
       info.world_size = EnvInt("WORLD_SIZE", 1);
     }
-    const std::string tmp = output_path_ + ".tmp" + std::to_string(getpid());
-    const auto status = profiler::WriteKinetoFile(trace, info.rank, tmp, output_path_);
-    if (!status.ok) {
+    if (const auto status = profiler::ReplaceKinetoFile(trace, info.rank, output_path_); !status.ok) {
       // Nothing is left half-written: neither the temporary file nor the journal.
       Warn("could not write the trace: " + status.error + "; nothing was written");
-      std::remove(tmp.c_str());
       drop_journal();
-      return written_;
-    }
-    if (std::rename(tmp.c_str(), output_path_.c_str()) != 0) {
-      Warn("could not rename " + tmp + " to " + output_path_ + ": " + std::strerror(errno));
       return written_;
     }
     written_ = output_path_;

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -169,8 +172,10 @@ void WriteKinetoJson(const Trace& trace, int32_t rank, std::ostream& out) {
   out << '\n';
 }
 
-ReadStatus WriteKinetoFile(const Trace& trace, int32_t rank, const std::string& path, const std::string& named_as) {
-  const std::string& name = named_as.empty() ? path : named_as;
+namespace {
+
+// Writes `path`, compressed when `named_as` ends with .gz.
+ReadStatus WriteNamed(const Trace& trace, int32_t rank, const std::string& path, const std::string& name) {
   const bool gz = name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0;
   std::ofstream f(path, std::ios::binary);
   if (!f) return ReadStatus::Error(fmt::format("{}: cannot open for writing", path));
@@ -193,6 +198,22 @@ ReadStatus WriteKinetoFile(const Trace& trace, int32_t rank, const std::string& 
     return ReadStatus::Error(fmt::format("{}: write failed{}", path, e ? fmt::format(" ({})", std::strerror(e)) : ""));
   }
   return {};
+}
+
+}  // namespace
+
+ReadStatus WriteKinetoFile(const Trace& trace, int32_t rank, const std::string& path) {
+  return WriteNamed(trace, rank, path, path);
+}
+
+ReadStatus ReplaceKinetoFile(const Trace& trace, int32_t rank, const std::string& path) {
+  const std::string tmp = path + ".tmp" + std::to_string(getpid());
+  ReadStatus st = WriteNamed(trace, rank, tmp, path);
+  if (st.ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    st = ReadStatus::Error(fmt::format("{}: cannot rename {} to it ({})", path, tmp, std::strerror(errno)));
+  }
+  if (!st.ok) std::remove(tmp.c_str());
+  return st;
 }
 
 }  // namespace trainrx::profiler
