@@ -69,6 +69,9 @@ class StepWindows {
  public:
   StepWindows(const StepModel& steps, int32_t rank);
   bool Contains(int64_t ts_ns) const;
+  // The step (0-based, in time order) whose window holds ts_ns; -1 when none does.
+  int64_t Index(int64_t ts_ns) const;
+  size_t size() const { return windows_.size(); }
   bool empty() const { return windows_.empty(); }
 
  private:

@@ -26,6 +26,12 @@ bool StepWindows::Contains(int64_t ts_ns) const {
   return it != windows_.begin() && ts_ns < std::prev(it)->second;
 }
 
+int64_t StepWindows::Index(int64_t ts_ns) const {
+  auto it = std::upper_bound(windows_.begin(), windows_.end(), std::make_pair(ts_ns, INT64_MAX));
+  if (it == windows_.begin() || ts_ns >= std::prev(it)->second) return -1;
+  return std::prev(it) - windows_.begin();
+}
+
 StepBasis::StepBasis(const StepModel& steps, int32_t rank) {
   double total = 0;
   for (const auto& s : steps.steps) {

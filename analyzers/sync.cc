@@ -23,6 +23,7 @@
 
 #include "families.h"
 #include "intervals.h"
+#include "ops.h"
 #include "runtime_names.h"
 #include "scopes.h"
 
@@ -93,6 +94,10 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
     for (const auto& t : trace.tracks) have_gpu = have_gpu || (t.rank == rank && t.kind == TrackKind::kGpuStream);
 
     const StepWindows in_steps(ctx.steps, rank);
+    // Per step, so that the rule is judged on the typical step: syncs that only the first steps
+    // make (cuDNN's autotuner, lazy initialization) are warm-up, not a per-step habit.
+    std::vector<int64_t> item_in(in_steps.size()), item_ns_in(in_steps.size()), runtime_in(in_steps.size());
+    std::vector<std::vector<Interval>> blocked_in(in_steps.size());
     for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
       // Inside autograd's backward functions an item() is anomaly mode's NaN check, not the
       // user's: debug.anomaly_detection reports those.
@@ -140,6 +145,10 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
           if (!read_counted) continue;
           ++item;
           item_ns += e.dur_ns;
+          if (const int64_t k = in_steps.Index(e.ts_ns); k >= 0) {
+            ++item_in[k];
+            item_ns_in[k] += e.dur_ns;
+          }
           ++causes[std::string(is_item ? kItemCause : kLocalScalarCause) + read_where];
           continue;
         }
@@ -147,6 +156,10 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
         if ((e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) && IsBlockingCall(name)) {
           ++runtime_syncs;
           blocked.push_back({e.ts_ns, e.end_ns()});
+          if (const int64_t k = in_steps.Index(e.ts_ns); k >= 0) {
+            ++runtime_in[k];
+            blocked_in[k].push_back({e.ts_ns, e.end_ns()});
+          }
           const profiler::StrId op = ext.Find(e.external_id);
           ++causes[fmt::format("{} from {}{}", name, op == profiler::kNoStr ? "(no CPU op)" : trace.strings.Get(op),
                                WhereIn(ctx.modules, ctx.annotations, e))];
@@ -169,7 +182,21 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
     // Distinct sync events: items usually cause the DtoH copy and the runtime sync we also see;
     // count the larger of the host-side and device-side views rather than their sum.
     const int64_t syncs = std::max(item, runtime_syncs);
-    const double per_step = basis.Per(syncs);
+    const double mean_per_step = basis.Per(syncs);
+    // With 3 or more steps: the median step's count and cost (each step's own max of the two views).
+    double per_step = mean_per_step;
+    double cost_per_step = basis.Per(have_gpu ? blocked_ns : item_ns);
+    int64_t steps_with_syncs = 0;
+    if (in_steps.size() >= 3) {
+      std::vector<int64_t> n(in_steps.size()), cost(in_steps.size());
+      for (size_t k = 0; k < n.size(); ++k) {
+        n[k] = std::max(item_in[k], runtime_in[k]);
+        cost[k] = have_gpu ? MergeIntervals(blocked_in[k]) : item_ns_in[k];
+        steps_with_syncs += n[k] > 0;
+      }
+      per_step = static_cast<double>(Quantile(n, 0.5));
+      cost_per_step = static_cast<double>(Quantile(cost, 0.5));
+    }
     if (syncs > 0 && per_step >= ctx.thresholds.Get("sync.host_device.per_step")) {
       Finding f;
       f.id = "sync.host_device";
@@ -181,6 +208,7 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
       f.threshold = ctx.thresholds.Get("sync.host_device.per_step");
       f.measured_unit = std::string("syncs ") + basis.unit();
       f.evidence = {{"item_calls", item}, {"blocking_runtime_calls", runtime_syncs}, {"blocked_ns", blocked_ns},
+                    {basis.Key("syncs"), mean_per_step},
                     {"dtoh_copies", dtoh}, {"dtoh_copy_ns", dtoh_ns}, {"cpu_tensor_item_calls", cpu_reads},
                     {"measured_on", have_gpu ? std::string("GPU trace: blocked time measured")
                                              : std::string("CPU-only trace: count only; each one blocks on a GPU")}};
@@ -189,8 +217,12 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
         if (v > 0) ranked.push_back({v, k});
       std::sort(ranked.rbegin(), ranked.rend());
       for (const auto& [n, k] : ranked) f.examples.push_back(fmt::format("{} x {}", n, k));
-      const int64_t cost = have_gpu ? blocked_ns : item_ns;
-      SetSaving(f, basis, basis.Per(cost), basis.Per(cost), have_gpu ? "blocked time" : "item() call time");
+      if (in_steps.size() >= 3) {
+        f.evidence.push_back({"steps_with_syncs", steps_with_syncs});
+        f.evidence.push_back({"steps", static_cast<int64_t>(in_steps.size())});
+      }
+      const std::string of = in_steps.size() >= 3 ? " of the median step" : "";
+      SetSaving(f, basis, cost_per_step, cost_per_step, (have_gpu ? "blocked time" : "item() call time") + of);
       f.fix_python = "Keep running sums on the device (total += loss.detach()) and call .item() / .cpu() every N steps; "
                      "find the rest with torch.cuda.set_sync_debug_mode(\"warn\").";
       f.fix_cpp = "Accumulate on the device and read back with .item<float>() every N steps; avoid .cpu() and "

@@ -276,6 +276,38 @@ TEST(SyncTest, ItemsInsideTheOptimizerStepAreNotSyncs) {
   EXPECT_EQ(Find(AnalyzeJson(json), "sync.host_device"), nullptr);
 }
 
+// Seen on an H100 (issue 14): cudnn.benchmark's autotuner calls cudaDeviceSynchronize and
+// cudaEventSynchronize dozens of times in the first steps and never again; averaged over 33 steps
+// that read as "7 syncs per step" on the recommended configuration. The rule judges the median step.
+std::string GpuStepsWithSyncs(int steps, int sync_steps, int syncs_each) {
+  std::string j = R"({"traceEvents":[)";
+  int corr = 1;
+  for (int i = 0; i < steps; ++i) {
+    const int t = i * 1000;
+    j += fmt::format(R"({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":1000}},)", i, t);
+    j += fmt::format(R"({{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{},"dur":500,"args":{{"device":0,"stream":7,"correlation":{}}}}},)", t + 100, corr++);
+    for (int s = 0; i < sync_steps && s < syncs_each; ++s) {
+      j += fmt::format(R"({{"ph":"X","cat":"cuda_runtime","name":"cudaDeviceSynchronize","pid":1,"tid":1,"ts":{},"dur":20,"args":{{"correlation":{}}}}},)",
+                       t + 600 + 30 * s, corr++);
+    }
+  }
+  j.pop_back();
+  return j + "]}";
+}
+
+TEST(SyncTest, WarmUpSyncsInTheFirstStepsAreNotPerStepSyncs) {
+  // 20 syncs in each of the first 2 of 10 steps: a mean of 4 per step, a median of 0.
+  EXPECT_EQ(Find(AnalyzeJson(GpuStepsWithSyncs(10, 2, 20)), "sync.host_device"), nullptr);
+  // The same syncs in 6 of 10 steps: the median step syncs, so the rule fires, on the median step's count and cost.
+  const Report r = AnalyzeJson(GpuStepsWithSyncs(10, 6, 2));
+  const Finding* f = Find(r, "sync.host_device");
+  ASSERT_NE(f, nullptr);
+  EXPECT_DOUBLE_EQ(f->measured, 2.0);
+  EXPECT_EQ(f->estimated_saving_ns, 40'000);  // two 20 µs syncs in the median step
+  // Every step: still found.
+  EXPECT_NE(Find(AnalyzeJson(GpuStepsWithSyncs(10, 10, 1)), "sync.host_device"), nullptr);
+}
+
 TEST(SyncTest, GpuSyncsBlockedTimeAndCause) {
   const std::string json = R"J({"traceEvents":[
     {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000},

@@ -1,0 +1,110 @@
+# Parts of scripts/gpu-validate after the build (sourced; BUILD, OUTDIR, PY, QUICK, say, TRAINRX set there).
+G=$REPO/tests/gpu
+
+part_smoke() {
+  say "smoke: record the python script and the cnn workload on cuda"
+  TRAINRX record -o "$OUTDIR/smoke_py.json" -- "$PY" "$G/train_gpu.py" --steps 20 >"$OUTDIR/smoke.log" 2>&1; say "record py: exit $?"
+  TRAINRX analyze "$OUTDIR/smoke_py.json" >>"$OUTDIR/smoke.log" 2>&1; say "analyze py: exit $?"
+  TRAINRX run cnn --set device=cuda --set steps=20 -o "$OUTDIR/smoke_cnn.json" >>"$OUTDIR/smoke.log" 2>&1; say "run cnn: exit $?"
+  tail -80 "$OUTDIR/smoke.log"
+}
+
+# Finding ids of a JSON report, space-separated.
+finding_ids() { "$PY" -c 'import json,sys; print(" ".join(sorted({f["id"] for f in json.load(open(sys.argv[1])).get("findings", [])})))' "$1" 2>/dev/null; }
+
+part_match() {
+  say "match: train_gpu.py recorded by trainrx and by torch.profiler (same configuration, next process)"
+  local cfg=(--steps 20 --workers "${MATCH_WORKERS:-0}")
+  TRAINRX record -o "$OUTDIR/match_ours.json" -- "$PY" "$G/train_gpu.py" "${cfg[@]}" >"$OUTDIR/match.log" 2>&1; say "record: exit $?"
+  "$PY" "$G/train_gpu.py" "${cfg[@]}" --torch-profiler "$OUTDIR/match_torch.json" >>"$OUTDIR/match.log" 2>&1; say "torch.profiler: exit $?"
+  "$PY" "$G/compare_traces.py" "$OUTDIR/match_ours.json" "$OUTDIR/match_torch.json" --json "$OUTDIR/match.json" 2>&1 | tee -a "$LOG"
+  gzip -f "$OUTDIR/match_torch.json"
+}
+
+# planted_case NAME EXPECTED_ID|- COMMAND...: record + analyze, note which ids fired.
+planted_case() {
+  local name=$1 want=$2; shift 2
+  "$@" >"$OUTDIR/p_$name.log" 2>&1; local rc=$?
+  local got; got=$(finding_ids "$OUTDIR/p_$name.report.json")
+  local verdict=ok
+  if [ "$want" = - ]; then [ -z "$got" ] || verdict="fired: $got"; else [[ " $got " == *" $want "* ]] || verdict=MISSED; fi
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$want" "$rc" "$verdict" "$got" | tee -a "$OUTDIR/planted.tsv" | tee -a "$LOG"
+}
+
+# record_analyze REPORT COMMAND...: trainrx record, then analyze into a JSON report.
+record_analyze() {
+  local report=$1; shift
+  timeout 120 "$BUILD/trainrx" record -o /tmp/ra.json -- "$@" && "$BUILD/trainrx" analyze /tmp/ra.json --format json --report "$report"
+}
+
+part_planted() {
+  say "planted: cnn workload on cuda, one bad knob at a time (name, expected, exit, verdict, fired)"
+  : > "$OUTDIR/planted.tsv"
+  local base=(run cnn --set device=cuda --set steps=30 --format json)
+  local c
+  for c in "good|-|" "pin_memory=0|input.pin_memory|--set pin_memory=0" "item_every_step=1|sync.host_device|--set item_every_step=1" \
+           "cudnn_benchmark=0|cudnn.benchmark_off|--set cudnn_benchmark=0" "starved|input.dataloader_bound|--preset starved" \
+           "launch_blocking=1|debug.launch_blocking|--set launch_blocking=1" "anomaly=1|debug.anomaly_detection|--set anomaly=1" \
+           "batch=2|gpu.launch_bound|--set batch=2" "amp=bf16|-|--set amp=bf16"; do
+    IFS='|' read -r name want args <<<"$c"
+    # shellcheck disable=SC2086
+    planted_case "cnn_$name" "$want" "$BUILD/trainrx" "${base[@]}" $args -o "$OUTDIR/p_cnn_$name.json" --report "$OUTDIR/p_cnn_$name.report.json"
+    rm -f "$OUTDIR/p_cnn_$name.json"
+  done
+  say "planted: train_gpu.py (unmodified script, attached by trainrx record --analyze)"
+  local py=("$PY" "$G/train_gpu.py" --steps 20 --workers "${MATCH_WORKERS:-0}")
+  for c in "good|-|" "pin_memory_0|input.pin_memory|--pin-memory 0" "item|sync.host_device|--item" "cudnn_benchmark_0|cudnn.benchmark_off|--cudnn-benchmark 0" \
+           "fp32|precision.fp32_matmul|--amp off --tf32 0" "costly_data|input.dataloader_bound|--costly-data" "anomaly|debug.anomaly_detection|--anomaly" \
+           "batch_2|gpu.launch_bound|--batch 2"; do
+    IFS='|' read -r name want args <<<"$c"
+    # shellcheck disable=SC2086
+    planted_case "py_$name" "$want" record_analyze "$OUTDIR/p_py_$name.report.json" "${py[@]}" $args
+  done
+  planted_case "py_launch_blocking" debug.launch_blocking env CUDA_LAUNCH_BLOCKING=1 bash -c "$(declare -f record_analyze); BUILD=$BUILD record_analyze \"\$@\"" _ \
+    "$OUTDIR/p_py_launch_blocking.report.json" "${py[@]}"
+}
+
+part_crash() {
+  say "crash: DataLoader workers + CUPTI (python, workers 2) variants"
+  local v e a
+  for v in "X=1|" "TRAINRX_FLUSH_SECONDS=0|" "X=1|--pin-memory 0" "MALLOC_CHECK_=3|"; do
+    e=${v%%|*}; a=${v#*|}
+    # shellcheck disable=SC2086
+    echo "== $e $a: $(env $e "$BUILD/trainrx" record -o /tmp/c.json -- "$PY" "$G/train_gpu.py" --steps 10 --workers 2 $a 2>&1 | grep -v '^steps' | head -2 | tr '\n' ' ')" | tee -a "$LOG"
+  done
+}
+
+part_fix() {
+  local t=${FIX_TRIALS:-4}
+  say "fix: cnn seeds preset on cuda ($t trials)"
+  TRAINRX fix cnn --preset seeds --set device=cuda --trials "$t" --budget "${FIX_BUDGET:-150}" --format json -o "$OUTDIR/fix_cnn.json" >"$OUTDIR/fix.log" 2>&1; say "fix cnn: exit $?"
+  say "sweep: workers x pin_memory on cuda"
+  TRAINRX sweep cnn --set device=cuda --set data_cost=300 --grid workers=0,2,4 --grid pin_memory=0,1 --trials 4 --format md -o "$OUTDIR/sweep_workers_pin.md" >>"$OUTDIR/fix.log" 2>&1; say "sweep 1: exit $?"
+  [ "$QUICK" = 1 ] && return 0
+  TRAINRX sweep cnn --set device=cuda --set batch=128 --grid amp=off,bf16 --grid channels_last=0,1 --trials 4 --format md -o "$OUTDIR/sweep_amp_cl.md" >>"$OUTDIR/fix.log" 2>&1; say "sweep 2: exit $?"
+}
+
+part_overhead() {
+  say "overhead: median step, plain vs trainrx record vs torch.profiler (CPU+CUDA), interleaved"
+  local r m
+  : > "$OUTDIR/overhead.tsv"
+  for r in $(seq "${OVERHEAD_ROUNDS:-5}"); do
+    for m in plain record torch; do
+      case $m in
+        plain) "$PY" "$G/train_gpu.py" --steps 60 --workers 0 --step-times /tmp/st.json >/dev/null 2>&1;;
+        record) TRAINRX record -o /tmp/ov.json -- "$PY" "$G/train_gpu.py" --steps 60 --workers 0 --step-times /tmp/st.json >/dev/null 2>&1;;
+        torch) "$PY" "$G/train_gpu.py" --steps 60 --workers 0 --step-times /tmp/st.json --torch-profiler /tmp/tp.json >/dev/null 2>&1;;
+      esac
+      printf '%s\t%s\t%s\n' "$m" "$r" "$("$PY" -c 'import json,statistics; print(statistics.median(json.load(open("/tmp/st.json"))[5:-1]))')" >> "$OUTDIR/overhead.tsv"
+    done
+  done
+  "$PY" - "$OUTDIR/overhead.tsv" <<'PYEOF' | tee -a "$LOG"
+import statistics, sys, collections
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    m, r, v = line.split("\t"); runs[m].append(float(v))
+plain = statistics.median(runs["plain"])
+for m, v in runs.items():
+    print(f"{m:8} median step {statistics.median(v):7.3f} ms  ratio to plain {statistics.median(v) / plain:.3f}  runs {' '.join(f'{x:.2f}' for x in v)}")
+PYEOF
+}

@@ -1,0 +1,129 @@
+"""An ordinary PyTorch training script for a GPU, with switchable planted problems (issue 14).
+
+Nothing here knows about trainrx: `trainrx record -- python3 train_gpu.py ...` attaches to it unmodified.
+A ResNet-like CNN on synthetic 3x64x64 images, SGD, cross-entropy.
+
+  --steps N            training steps (default 30)
+  --batch N            batch size (default 64)
+  --workers N          DataLoader workers (default 2)
+  --pin-memory 0|1     DataLoader(pin_memory=...) and .to(non_blocking=...) (default 1)
+  --item               loss.item() every step (host-device sync)
+  --amp off|bf16|fp16  torch.autocast (default bf16)
+  --tf32 0|1           allow TF32 matmuls/convolutions (default 1)
+  --channels-last      model and inputs in channels_last
+  --cudnn-benchmark 0|1  torch.backends.cudnn.benchmark (default 1)
+  --costly-data        a __getitem__ that costs ~2 ms of CPU per sample (starves the GPU with few workers)
+  --anomaly            torch.autograd.set_detect_anomaly(True)
+  --device cuda|cpu    (default cuda)
+  --torch-profiler F   torch.profiler (CPU+CUDA activities) around the loop, prof.step() per step,
+                       chrome trace exported to F
+  --step-times F       each step's wall time (ms, after torch.cuda.synchronize) as a JSON list
+"""
+import argparse
+import json
+import time
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, Dataset
+
+
+class Images(Dataset):
+    def __init__(self, n, costly):
+        self.n, self.costly = n, costly
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        x = torch.randn(3, 64, 64, generator=g)
+        if self.costly:
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < 0.002:
+                x = x * 1.0001
+        return x, i % 10
+
+
+def block(cin, cout):
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--pin-memory", type=int, default=1)
+    p.add_argument("--item", action="store_true")
+    p.add_argument("--amp", choices=["off", "bf16", "fp16"], default="bf16")
+    p.add_argument("--tf32", type=int, default=1)
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--cudnn-benchmark", type=int, default=1)
+    p.add_argument("--costly-data", action="store_true")
+    p.add_argument("--anomaly", action="store_true")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--torch-profiler", default="")
+    p.add_argument("--step-times", default="")
+    a = p.parse_args()
+
+    dev = torch.device(a.device)
+    torch.manual_seed(0)
+    torch.backends.cudnn.benchmark = bool(a.cudnn_benchmark)
+    torch.backends.cuda.matmul.allow_tf32 = bool(a.tf32)
+    torch.backends.cudnn.allow_tf32 = bool(a.tf32)
+    if a.anomaly:
+        torch.autograd.set_detect_anomaly(True)
+    model = nn.Sequential(block(3, 32), block(32, 64), nn.MaxPool2d(2), block(64, 128), nn.MaxPool2d(2),
+                          block(128, 128), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10)).to(dev)
+    if a.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    scaler = torch.amp.GradScaler("cuda", enabled=a.amp == "fp16")
+    loader = DataLoader(Images(a.batch * (a.steps + 2), a.costly_data), batch_size=a.batch, shuffle=False,
+                        num_workers=a.workers, pin_memory=bool(a.pin_memory) and dev.type == "cuda",
+                        persistent_workers=a.workers > 0, drop_last=True)
+    loss_fn = nn.CrossEntropyLoss()
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
+
+    prof = None
+    if a.torch_profiler:
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if dev.type == "cuda":
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        # A schedule makes prof.step() mark ProfilerStep#N; one cycle longer than the run keeps every step.
+        prof = torch.profiler.profile(activities=acts, schedule=torch.profiler.schedule(wait=0, warmup=0, active=a.steps + 1))
+        prof.start()
+    times, losses = [], []
+    it = iter(loader)
+    for step in range(a.steps):
+        t0 = time.perf_counter()
+        x, y = next(it)
+        nb = bool(a.pin_memory)
+        x, y = x.to(dev, non_blocking=nb), y.to(dev, non_blocking=nb)
+        if a.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(dev.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        if a.item:
+            losses.append(loss.item())
+        if prof:
+            prof.step()
+        if a.step_times and dev.type == "cuda":
+            torch.cuda.synchronize()  # a step's time includes its GPU work (only when timing steps)
+        times.append((time.perf_counter() - t0) * 1e3)
+    if prof:
+        prof.stop()
+        prof.export_chrome_trace(a.torch_profiler)
+    if a.step_times:
+        with open(a.step_times, "w") as f:
+            json.dump(times, f)
+    print(f"steps {a.steps} median step {sorted(times)[len(times) // 2]:.2f} ms final loss {loss.item():.4f}")
+
+
+if __name__ == "__main__":
+    main()
