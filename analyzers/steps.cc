@@ -152,6 +152,29 @@ void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, std::
   advance(std::numeric_limits<int64_t>::max());
 }
 
+// Moves each rank's leading warm-up steps (see StepModel::warmup_steps) out of model.steps. Rows
+// are in time order within a rank.
+void SplitWarmup(StepModel& model) {
+  std::vector<StepRow> kept;
+  kept.reserve(model.steps.size());
+  for (size_t i = 0; i < model.steps.size();) {
+    size_t j = i;
+    while (j < model.steps.size() && model.steps[j].rank == model.steps[i].rank) ++j;
+    const size_t n = j - i;
+    size_t lead = 0;
+    if (n >= 4) {
+      std::vector<int64_t> walls;
+      for (size_t k = i; k < j; ++k) walls.push_back(model.steps[k].wall_ns);
+      std::nth_element(walls.begin(), walls.begin() + static_cast<std::ptrdiff_t>(n / 2), walls.end());
+      const int64_t median = walls[n / 2];
+      while (lead < n / 4 && model.steps[i + lead].wall_ns > 3 * median) ++lead;
+    }
+    for (size_t k = i; k < j; ++k) (k < i + lead ? model.warmup_steps : kept).push_back(std::move(model.steps[k]));
+    i = j;
+  }
+  model.steps = std::move(kept);
+}
+
 }  // namespace
 
 StepModel BuildStepModel(const Trace& trace) {
@@ -258,6 +281,7 @@ StepModel BuildStepModel(const Trace& trace) {
     }
   }
   if (model.steps.empty()) return model;
+  SplitWarmup(model);
   std::vector<int64_t> walls;
   double exposed = 0, overlap = 0;
   double total = 0, data = 0, fwd = 0, bwd = 0, opt = 0, other = 0, kern = 0, mem = 0, idle = 0;

@@ -134,6 +134,17 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   w.Field("source", steps.source);
   w.Field("count", static_cast<int64_t>(steps.steps.size()));
   w.Field("median_ns", steps.median_wall_ns);
+  w.Key("warmup");  // leading steps over 3x the median, left out of every figure
+  w.BeginArray();
+  for (const auto& s : steps.warmup_steps) {
+    w.BeginObject();
+    w.Field("rank", s.rank);
+    w.Field("name", s.name);
+    w.Field("start_ns", s.start_ns);
+    w.Field("wall_ns", s.wall_ns);
+    w.EndObject();
+  }
+  w.EndArray();
   w.Key("rows");
   w.BeginArray();
   for (const auto& s : steps.steps) {

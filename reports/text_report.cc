@@ -175,6 +175,15 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
               "rules that need a step to judge by stay silent, and the figures below are totals over the whole trace.");
   } else {
     sink.Line(fmt::format("{} steps ({}), median {}", steps.steps.size(), steps.source, Ms(steps.median_wall_ns)));
+    if (!steps.warmup_steps.empty()) {
+      std::string names;
+      for (size_t i = 0; i < steps.warmup_steps.size() && i < 4; ++i) {
+        const auto& w = steps.warmup_steps[i];
+        names += fmt::format("{}{} {}{}", i ? ", " : "", w.name, Ms(w.wall_ns), w.rank ? fmt::format(" (rank {})", w.rank) : "");
+      }
+      if (steps.warmup_steps.size() > 4) names += fmt::format(", and {} more", steps.warmup_steps.size() - 4);
+      sink.Line(fmt::format("  left out as warm-up (first steps over 3x the median: autotuning, lazy start-up): {}", names));
+    }
     std::vector<std::vector<std::string>> rows = {{"data wait", Pct(steps.data_wait_share)},
                                                   {"forward", Pct(steps.forward_share)},
                                                   {"backward", Pct(steps.backward_share)},

@@ -67,10 +67,14 @@ part_planted() {
 part_crash() {
   say "crash: DataLoader workers + CUPTI (python, workers 2) variants"
   local v e a
+  if [ "$ASAN" = 1 ]; then  # ASan's runtime must be loaded before anything it checks
+    export LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:abort_on_error=0:halt_on_error=1
+  fi
   for v in "X=1|" "TRAINRX_FLUSH_SECONDS=0|" "X=1|--pin-memory 0" "MALLOC_CHECK_=3|"; do
     e=${v%%|*}; a=${v#*|}
     # shellcheck disable=SC2086
-    echo "== $e $a: $(env $e "$BUILD/trainrx" record -o /tmp/c.json -- "$PY" "$G/train_gpu.py" --steps 10 --workers 2 $a 2>&1 | grep -v '^steps' | head -2 | tr '\n' ' ')" | tee -a "$LOG"
+    env $e "$BUILD/trainrx" record -o /tmp/c.json -- "$PY" "$G/train_gpu.py" --steps 10 --workers 2 $a >"$OUTDIR/crash_$(echo "$e$a" | tr -c 'A-Za-z0-9_.-' _).log" 2>&1
+    echo "== $e $a: $(grep -v '^steps' "$OUTDIR"/crash_"$(echo "$e$a" | tr -c 'A-Za-z0-9_.-' _)".log | grep -v '^  ' | head -3 | tr '\n' ' ')" | tee -a "$LOG"
   done
 }
 

@@ -103,6 +103,11 @@ struct StepRow {
 struct StepModel {
   std::string source;  // "ProfilerStep", "trainrx step markers", "inferred from Optimizer.step", "none"
   std::vector<StepRow> steps;
+  // Leading steps of a rank that took more than 3x its median step (cuDNN's autotuner, lazy CUDA
+  // and allocator start-up, DataLoader workers starting: 6.1 s against a 17 ms median on an H100),
+  // at most a quarter of the rank's steps, with 4 or more. They are left out of `steps`, so every
+  // share, per-step figure and saving describes the steady state; the report lists them.
+  std::vector<StepRow> warmup_steps;
   int64_t median_wall_ns = 0;
   // Share of the summed step time per phase (0..1).
   double data_exposed_share = 0;  // of data_exposed_ns
