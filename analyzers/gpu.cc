@@ -297,7 +297,18 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
     }
 
     const StepBasis basis(ctx.steps, rank);
-    if (tb.idle_pct > ctx.thresholds.Get("gpu.idle.idle_pct")) {
+    // The steady state: GPU idle inside this rank's steps (warm-up steps are not among them). HTA's
+    // figure spans the whole trace, where one cuDNN-autotuning first step (5-6 s on an H100 against
+    // 17 ms steps) can make a busy GPU look idle; the rule needs both, and the saving is per steady step.
+    int64_t steady_wall = 0, steady_idle = 0;
+    for (const auto& row : ctx.steps.steps)
+      if (row.rank == rank && row.has_gpu) {
+        steady_wall += row.wall_ns;
+        steady_idle += row.gpu_idle_ns;
+      }
+    const bool steady = steady_wall > 0;
+    const double steady_idle_pct = steady ? 100.0 * static_cast<double>(steady_idle) / static_cast<double>(steady_wall) : tb.idle_pct;
+    if (tb.idle_pct > ctx.thresholds.Get("gpu.idle.idle_pct") && steady_idle_pct > ctx.thresholds.Get("gpu.idle.idle_pct")) {
       Finding f;
       f.id = "gpu.idle";
       f.rank = rank;
@@ -316,9 +327,17 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
       }
       if (g.captures > 0) f.evidence.push_back({"graph_capture_idle_ns", capture_idle});
       // Host wait with the whole device idle is what a faster input pipeline / fewer syncs can
-      // recover; upper bound.
-      SetSaving(f, basis, capture_phase ? 0.0 : basis.Per(static_cast<double>(host_wait_idle)),
-                basis.Per(static_cast<double>(idle_outside_capture)), "GPU idle time (no stream running, outside graph captures)");
+      // recover; upper bound. With steps: the steady steps' idle, in the trace's host-wait proportion.
+      double saving = basis.Per(static_cast<double>(host_wait_idle));
+      double bound = basis.Per(static_cast<double>(idle_outside_capture));
+      if (steady) {
+        f.evidence.push_back({"steady_step_idle_pct", steady_idle_pct});
+        const double host_share = tb.idle_ns > 0 ? std::min(1.0, static_cast<double>(host_wait_idle) / static_cast<double>(tb.idle_ns)) : 0.0;
+        bound = std::min(bound, basis.Per(static_cast<double>(steady_idle)));
+        saving = std::min(saving, bound * host_share);
+      }
+      SetSaving(f, basis, capture_phase ? 0.0 : saving, bound,
+                steady ? "GPU idle time in the steps (no stream running)" : "GPU idle time (no stream running, outside graph captures)");
       if (capture_phase) {
         f.severity = Severity::kInfo;
         f.title = fmt::format("GPU idle {:.1f}% of its active span on rank {}, during a CUDA/HIP graph capture: not a training step",

@@ -308,6 +308,39 @@ TEST(SyncTest, WarmUpSyncsInTheFirstStepsAreNotPerStepSyncs) {
   EXPECT_NE(Find(AnalyzeJson(GpuStepsWithSyncs(10, 10, 1)), "sync.host_device"), nullptr);
 }
 
+// A first step of 100 ms (autotuning) with the GPU nearly idle, then 1 ms steps with the GPU busy
+// `busy_us` of each: HTA's whole-trace idle is high either way; only a steady-state idle is a finding.
+std::string GpuWarmupThenSteps(int busy_us) {
+  std::string j = R"({"traceEvents":[)";
+  j += R"({"ph":"X","cat":"user_annotation","name":"ProfilerStep#0","pid":1,"tid":1,"ts":0,"dur":100000},)";
+  j += R"({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":5,"dur":5,"args":{"correlation":1}},)";
+  j += R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":5,"args":{"device":0,"stream":7,"correlation":1}},)";
+  j += R"({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":98000,"dur":5,"args":{"correlation":100}},)";
+  j += R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":99000,"dur":5,"args":{"device":0,"stream":7,"correlation":100}},)";
+  for (int i = 1; i <= 12; ++i) {
+    const int t = 100000 + (i - 1) * 1000;
+    j += fmt::format(R"({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":1000}},)", i, t);
+    j += fmt::format(R"({{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{},"dur":5,"args":{{"correlation":{}}}}},)", t + 1, i + 1);
+    j += fmt::format(R"({{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{},"dur":{},"args":{{"device":0,"stream":7,"correlation":{}}}}},)",
+                     t + 10, busy_us, i + 1);
+  }
+  j.pop_back();
+  return j + "]}";
+}
+
+TEST(GpuTest, IdleIsJudgedOnTheSteadyStepsNotTheWarmUp) {
+  const Report busy = AnalyzeJson(GpuWarmupThenSteps(950));
+  ASSERT_FALSE(busy.metrics.temporal.empty());
+  EXPECT_GT(busy.metrics.temporal[0].idle_pct, 80.0);  // HTA's figure: the warm-up dominates
+  EXPECT_EQ(busy.metrics.steps.warmup_steps.size(), 1u);
+  EXPECT_EQ(Find(busy, "gpu.idle"), nullptr);            // the steps keep the GPU 95 % busy
+  const Report idle = AnalyzeJson(GpuWarmupThenSteps(300));
+  const Finding* f = Find(idle, "gpu.idle");
+  ASSERT_NE(f, nullptr);
+  EXPECT_LE(f->estimated_saving_ns, 700'000);            // at most a steady step's 700 µs of idle
+  EXPECT_GT(f->estimated_saving_ns, 0);
+}
+
 TEST(SyncTest, GpuSyncsBlockedTimeAndCause) {
   const std::string json = R"J({"traceEvents":[
     {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000},
