@@ -315,6 +315,7 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
       f.severity = tb.idle_pct > 50 ? Severity::kHigh : Severity::kMedium;
       f.confidence = Confidence::kHigh;
       f.title = fmt::format("GPU idle {:.1f}% of its active span on rank {}", tb.idle_pct, rank);
+      if (steady && std::abs(steady_idle_pct - tb.idle_pct) >= 5.0) f.title += fmt::format(" ({:.1f}% in the steps)", steady_idle_pct);
       f.measured = tb.idle_pct;
       f.threshold = ctx.thresholds.Get("gpu.idle.idle_pct");
       f.measured_unit = "% of GPU active span";

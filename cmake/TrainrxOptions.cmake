@@ -53,8 +53,12 @@ trainrx_optional(TRAINRX_HAVE_TORCH TRAINRX_WITH_TORCH ${_torch_found}
 set(_cuda_found OFF)
 if(NOT TRAINRX_WITH_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
-  if(CUDAToolkit_FOUND AND TARGET CUDA::cupti AND EXISTS "${CUDAToolkit_INCLUDE_DIRS}/nvtx3/nvToolsExt.h")
+  # NVTX3 is header-only; CUDAToolkit_INCLUDE_DIRS can be a list (targets/<arch>/include and others).
+  find_path(TRAINRX_NVTX3_DIR nvtx3/nvToolsExt.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  if(CUDAToolkit_FOUND AND TARGET CUDA::cupti AND TRAINRX_NVTX3_DIR)
     set(_cuda_found ON)
+  elseif(CUDAToolkit_FOUND)
+    message(STATUS "trainrx: CUDA ${CUDAToolkit_VERSION} found, but CUDA::cupti target missing or nvtx3=${TRAINRX_NVTX3_DIR}")
   endif()
 endif()
 set(option_name TRAINRX_WITH_CUDA)

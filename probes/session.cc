@@ -246,8 +246,10 @@ void ProcessSession::OnSignal(int sig) {
 
 std::string ProcessSession::Finish(const std::string& reason) noexcept {
   if (finished_.exchange(true)) return written_;
+  const char* stage = "collecting GPU records";  // said with any error below
   try {
     if (finish_hook_) finish_hook_(*this);
+    stage = "stopping the journal";
     Collector& c = *collector_;
     const int64_t stop_ns = NowNs();
     const bool incomplete = reason != "exit" && reason != "stop";
@@ -276,7 +278,9 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
     c.SetStatic("fork_children_recorded", "false");
     c.SetStatic("duration_ns", std::to_string(stop_ns - start_ns_));
     if (!is_root_) c.SetStatic("child_trace", "true");
+    stage = "assembling the trace";
     profiler::Trace trace = c.Assemble(rank_ >= 0 ? rank_ : 0, stop_ns);
+    stage = "writing the trace";
     // A launcher (torchrun, a shell script running python) loads torch, runs no op and starts the
     // ranks: its trace would be one more "rank" with nothing in it. Its children's traces are the run.
     const bool ran_ops = std::any_of(trace.events.begin(), trace.events.end(), [](const profiler::Event& e) {
@@ -304,9 +308,9 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
     Info("wrote " + output_path_ + " (" + std::to_string(trace.events.size()) + " events, " +
          std::to_string(trace.tracks.size()) + " tracks" + (incomplete ? ", incomplete: " + reason : "") + ")");
   } catch (const std::exception& e) {
-    Warn(std::string("could not write the trace: ") + e.what());
+    Warn(std::string("could not write the trace: ") + e.what() + " (while " + stage + ")");
   } catch (...) {
-    Warn("could not write the trace (unknown error)");
+    Warn(std::string("could not write the trace (unknown error while ") + stage + ")");
   }
   return written_;
 }

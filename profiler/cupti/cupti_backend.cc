@@ -101,6 +101,9 @@ int StartActivity(bool check_device, char* msg, size_t msg_len) {
   }
   bool ok = TRAINRX_CUPTI_CALL(cuptiActivityRegisterCallbacks(&BufferRequested, &BufferCompleted));
   ok = ok && TRAINRX_CUPTI_CALL(cuptiActivityRegisterTimestampCallback(&Timestamp));
+  // Runtime/driver records name their thread by the kernel's thread id (gettid), as the probes do;
+  // CUPTI's default is pthread_self() cut to 32 bits, which matches no CPU track.
+  ok = ok && TRAINRX_CUPTI_CALL(cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM));
   for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                   CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
                                   CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
