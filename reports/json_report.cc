@@ -134,14 +134,17 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   w.Field("source", steps.source);
   w.Field("count", static_cast<int64_t>(steps.steps.size()));
   w.Field("median_ns", steps.median_wall_ns);
-  w.Key("warmup");  // leading steps over 3x the median, left out of every figure
-  w.BeginArray();
-  for (const auto& s : steps.warmup_steps) {
-    w.BeginObject();
+  auto step_head = [&w](const analyzers::StepRow& s) {
     w.Field("rank", s.rank);
     w.Field("name", s.name);
     w.Field("start_ns", s.start_ns);
     w.Field("wall_ns", s.wall_ns);
+  };
+  w.Key("warmup");  // leading steps over 3x the median, left out of every figure
+  w.BeginArray();
+  for (const auto& s : steps.warmup_steps) {
+    w.BeginObject();
+    step_head(s);
     w.EndObject();
   }
   w.EndArray();
@@ -149,10 +152,7 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   w.BeginArray();
   for (const auto& s : steps.steps) {
     w.BeginObject();
-    w.Field("rank", s.rank);
-    w.Field("name", s.name);
-    w.Field("start_ns", s.start_ns);
-    w.Field("wall_ns", s.wall_ns);
+    step_head(s);
     w.Field("data_wait_ns", s.data_wait_ns);
     w.Field("forward_ns", s.forward_ns);
     w.Field("backward_ns", s.backward_ns);
