@@ -31,7 +31,7 @@ for mode in "fork" "spawn" "spawn --persistent --epochs 2"; do
   [ "$n" -ge 2 ] && [ "$observed" = 0 ] && ok "$tag: $n worker starts, no observer registered in any" \
     || bad "$tag: workers=$n, with an observer=$observed"
   ls "$W" | grep -q "^$tag\.pid" && bad "$tag: a worker wrote a trace" || ok "$tag: only the training process wrote a trace"
-  steps=$("$TRAINRX" analyze "$W/$tag.json" --format json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["steps"]["rows"]))')
+  steps=$("$TRAINRX" analyze "$W/$tag.json" --format json | python3 -c 'import json,sys; s=json.load(sys.stdin)["steps"]; print(len(s["rows"]) + len(s["warmup"]))')  # warm-up steps (spawned workers starting, compiling) are steps too
   [ "$steps" -ge 7 ] && ok "$tag: $steps steps" || bad "$tag: $steps steps"
 done
 
@@ -52,7 +52,7 @@ PY
 "$TRAINRX" record -o "$W/jit.json" -- $PY "$W/jit.py" 2>/dev/null | grep -q "graph: False (1, 4)" \
   && ok "jit.trace: the traced graph has no trainrx range" || bad "jit.trace: module ranges leaked into the traced graph"
 grep -q '"Torch-Compiled Region' "$W/compile.json" && ok "compile: compiled regions recorded" || bad "compile: no compiled region in the trace"
-steps=$("$TRAINRX" analyze "$W/compile.json" --format json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["steps"]["rows"]))')
+steps=$("$TRAINRX" analyze "$W/compile.json" --format json | python3 -c 'import json,sys; s=json.load(sys.stdin)["steps"]; print(len(s["rows"]) + len(s["warmup"]))')  # warm-up steps (spawned workers starting, compiling) are steps too
 [ "$steps" -ge 7 ] && ok "compile: $steps steps" || bad "compile: $steps steps"
 ids=$(ids_of "$W/compile.json")
 [[ " $ids " == *" sync.host_device "* ]] && bad "compile: compile-time item() counted as per-step syncs ($ids)" || ok "compile: no per-step sync claimed"
