@@ -20,11 +20,7 @@ StepWindows::StepWindows(const StepModel& steps, int32_t rank) {
   std::sort(windows_.begin(), windows_.end());
 }
 
-bool StepWindows::Contains(int64_t ts_ns) const {
-  if (windows_.empty()) return true;
-  auto it = std::upper_bound(windows_.begin(), windows_.end(), std::make_pair(ts_ns, INT64_MAX));
-  return it != windows_.begin() && ts_ns < std::prev(it)->second;
-}
+bool StepWindows::Contains(int64_t ts_ns) const { return windows_.empty() || Index(ts_ns) >= 0; }
 
 int64_t StepWindows::Index(int64_t ts_ns) const {
   auto it = std::upper_bound(windows_.begin(), windows_.end(), std::make_pair(ts_ns, INT64_MAX));

@@ -19,6 +19,7 @@
 
 #include "families.h"
 #include "intervals.h"
+#include "ops.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/profiler/profiler_steps.h"
 
@@ -165,8 +166,7 @@ void SplitWarmup(StepModel& model) {
     if (n >= 4) {
       std::vector<int64_t> walls;
       for (size_t k = i; k < j; ++k) walls.push_back(model.steps[k].wall_ns);
-      std::nth_element(walls.begin(), walls.begin() + static_cast<std::ptrdiff_t>(n / 2), walls.end());
-      const int64_t median = walls[n / 2];
+      const int64_t median = Quantile(walls, 0.5);
       while (lead < n / 4 && model.steps[i + lead].wall_ns > 3 * median) ++lead;
     }
     for (size_t k = i; k < j; ++k) (k < i + lead ? model.warmup_steps : kept).push_back(std::move(model.steps[k]));
