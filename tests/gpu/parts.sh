@@ -60,7 +60,8 @@ part_planted() {
     # shellcheck disable=SC2086
     planted_case "py_$name" "$want" record_analyze "$OUTDIR/p_py_$name.report.json" "${py[@]}" $args
   done
-  planted_case "py_launch_blocking" debug.launch_blocking env CUDA_LAUNCH_BLOCKING=1 bash -c "$(declare -f record_analyze); BUILD=$BUILD record_analyze \"\$@\"" _ \
+  # (an assignment before a function call is exported to what the function runs, for that call only)
+  CUDA_LAUNCH_BLOCKING=1 planted_case "py_launch_blocking" debug.launch_blocking record_analyze \
     "$OUTDIR/p_py_launch_blocking.report.json" "${py[@]}"
 }
 
@@ -72,9 +73,10 @@ part_crash() {
   fi
   for v in "X=1|" "TRAINRX_FLUSH_SECONDS=0|" "X=1|--pin-memory 0" "MALLOC_CHECK_=3|"; do
     e=${v%%|*}; a=${v#*|}
+    local log; log=$OUTDIR/crash_$(echo "$e$a" | tr -c 'A-Za-z0-9_.-' _).log
     # shellcheck disable=SC2086
-    env $e "$BUILD/trainrx" record -o /tmp/c.json -- "$PY" "$G/train_gpu.py" --steps 10 --workers 2 $a >"$OUTDIR/crash_$(echo "$e$a" | tr -c 'A-Za-z0-9_.-' _).log" 2>&1
-    echo "== $e $a: $(grep -v '^steps' "$OUTDIR"/crash_"$(echo "$e$a" | tr -c 'A-Za-z0-9_.-' _)".log | grep -v '^  ' | head -3 | tr '\n' ' ')" | tee -a "$LOG"
+    env $e "$BUILD/trainrx" record -o /tmp/c.json -- "$PY" "$G/train_gpu.py" --steps 10 --workers 2 $a >"$log" 2>&1
+    echo "== $e $a: $(grep -v '^steps' "$log" | grep -v '^  ' | head -3 | tr '\n' ' ')" | tee -a "$LOG"
   done
 }
 
