@@ -23,17 +23,12 @@ size_t SuffixStart(const std::string& base) {
   return ext == std::string::npos ? base.size() : ext;
 }
 
-bool EndsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // A file name another process of the launch of `name` ("run.json") writes: "run.rank1.json",
 // "run.pid77.json" (TaggedTracePath's rule).
 bool IsTaggedName(const std::string& n, const std::string& name) {
   const size_t ext = SuffixStart(name);
   const std::string stem = name.substr(0, ext), suffix = name.substr(ext);
-  if (n.rfind(stem + ".rank", 0) != 0 && n.rfind(stem + ".pid", 0) != 0) return false;
-  return EndsWith(n, suffix);
+  return (n.starts_with(stem + ".rank") || n.starts_with(stem + ".pid")) && n.ends_with(suffix);
 }
 }  // namespace
 
@@ -67,7 +62,7 @@ std::vector<std::string> FinishJournals(const fs::path& output, fs::file_time_ty
   for (const auto& entry : fs::directory_iterator(output.parent_path(), ec)) {
     // The journal of this launch's trace or of one of its tagged children's.
     const std::string n = entry.path().filename().string();
-    if (n.size() <= kJournal.size() || !EndsWith(n, kJournal)) continue;
+    if (n.size() <= kJournal.size() || !n.ends_with(kJournal)) continue;
     const std::string traced = n.substr(0, n.size() - kJournal.size());
     if ((traced != name && !IsTaggedName(traced, name)) || entry.last_write_time(ec) < since) continue;
     journals.push_back(entry.path());

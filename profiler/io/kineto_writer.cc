@@ -176,7 +176,7 @@ namespace {
 
 // Writes `path`, compressed when `named_as` ends with .gz.
 ReadStatus WriteNamed(const Trace& trace, int32_t rank, const std::string& path, const std::string& name) {
-  const bool gz = name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0;
+  const bool gz = name.size() > 3 && name.ends_with(".gz");
   std::ofstream f(path, std::ios::binary);
   if (!f) return ReadStatus::Error(fmt::format("{}: cannot open for writing", path));
   if (gz) {
