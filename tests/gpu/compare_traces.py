@@ -17,6 +17,7 @@ Usage: compare_traces.py OURS THEIRS [--skip 3] [--tolerance 5] [--json OUT]
 Exit 0 when every figure agrees within the tolerance (percent), 1 when one does not, 2 on bad input.
 """
 import argparse
+import bisect
 import gzip
 import json
 import re
@@ -58,11 +59,11 @@ def per_step(events, skip):
         if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
             launch[e["args"]["correlation"]] = float(e["ts"])
 
-    def step_of(ts):
-        for lo, hi, n in steps:
-            if lo <= ts < hi:
-                return n
-        return None
+    starts = [lo for lo, _, _ in steps]
+
+    def step_of(ts):  # steps are sorted and do not overlap: binary search
+        i = bisect.bisect_right(starts, ts) - 1
+        return steps[i][2] if i >= 0 and ts < steps[i][1] else None
 
     out = {n: {"kernels": 0, "kernel_ms": 0.0, "syncs": 0, "memcpy": {}} for _, _, n in steps}
     for e in events:
