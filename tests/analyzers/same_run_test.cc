@@ -84,5 +84,30 @@ TEST(SameRunTest, WarmUpIsOnlyLeadingOutliers) {
   EXPECT_EQ(build({500, 10, 10}).warmup_steps.size(), 0u);                       // fewer than 4 steps
 }
 
+// Per rank: rank 1's steps are judged by rank 1's median, and its warm-up is its own.
+TEST(SameRunTest, WarmUpIsPerRank) {
+  auto steps_json = [](std::vector<int> walls_ms) {
+    std::string j = R"({"traceEvents":[)";
+    int64_t t = 0;
+    for (size_t i = 0; i < walls_ms.size(); ++i) {
+      j += R"({"ph":"X","cat":"user_annotation","name":"ProfilerStep#)" + std::to_string(i) + R"(","pid":1,"tid":1,"ts":)" +
+           std::to_string(t) + R"(,"dur":)" + std::to_string(walls_ms[i] * 1000) + "},";
+      t += walls_ms[i] * 1000;
+    }
+    j.back() = ']';
+    return j + "}";
+  };
+  profiler::Trace trace;
+  // Rank 0: 100 ms steps, none slow. Rank 1: 10 ms steps after a 200 ms first one (a warm-up on
+  // rank 1, though it is no slower than twice rank 0's steps).
+  ASSERT_TRUE(profiler::ReadTraceBuffer(steps_json({100, 100, 100, 100, 100}), "r0.json", 0, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(steps_json({200, 10, 10, 10, 10, 10, 10, 10}), "r1.json", 1, trace).ok);
+  const StepModel m = BuildStepModel(trace);
+  ASSERT_EQ(m.warmup_steps.size(), 1u);
+  EXPECT_EQ(m.warmup_steps[0].rank, 1);
+  EXPECT_EQ(m.warmup_steps[0].name, "ProfilerStep#0");
+  EXPECT_EQ(m.steps.size(), 5u + 7u);
+}
+
 }  // namespace
 }  // namespace trainrx::analyzers
