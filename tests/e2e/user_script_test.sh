@@ -65,9 +65,13 @@ BASE="$PY $SCRIPT --steps 12 --threads 1"
 "$TRAINRX" gate record-baseline -o perf/baseline.json --trials 4 --cmd -- $BASE 2> rb.err && [ -s perf/baseline.json ] \
   && ok "gate record-baseline --cmd into a new folder" || bad "record-baseline: $(tail -3 rb.err)"
 grep -q '"unit": "ms per step"' perf/baseline.json && ok "baseline timed by the script's steps" || bad "baseline unit: $(grep unit perf/baseline.json)"
-"$TRAINRX" gate check --baseline perf/baseline.json --trials 4 --cmd -- $BASE --slowdown-ms 20 > slow.txt 2>&1; rc=$?
-[ $rc = 1 ] && ok "a gross slowdown (+20 ms per ~4 ms step) fails: exit 1" || { bad "slowdown: exit $rc"; cat slow.txt; }
-"$TRAINRX" gate check --baseline perf/baseline.json --trials 4 --cmd -- $BASE > aa.txt 2>&1; rc=$?
+# A stored baseline meets fresh trials taken minutes later, while CI runs other tests on the same
+# 2 cores: a 4 ms step drifted 9.5 % between the two once. This checks the plumbing, so it allows a
+# 25 % tolerance; the gate's false-alarm rate at 3 % is measured by bench/gate_false_alarms.sh. The A/A
+# runs right after the baseline, before the slow check, to keep the drift window short.
+"$TRAINRX" gate check --baseline perf/baseline.json --trials 4 --tolerance 25 --cmd -- $BASE > aa.txt 2>&1; rc=$?
 { [ $rc = 0 ] || [ $rc = 3 ]; } && ok "A/A passes or is inconclusive (exit $rc)" || { bad "A/A: exit $rc"; cat aa.txt; }
+"$TRAINRX" gate check --baseline perf/baseline.json --trials 4 --tolerance 25 --cmd -- $BASE --slowdown-ms 20 > slow.txt 2>&1; rc=$?
+[ $rc = 1 ] && ok "a gross slowdown (+20 ms per ~4 ms step) fails: exit 1" || { bad "slowdown: exit $rc"; cat slow.txt; }
 grep -q "median step time" aa.txt && ! grep -q "samples/s" aa.txt && ok "commands: step time only, no throughput metric" || bad "metrics: $(cat aa.txt)"
 exit $fail
