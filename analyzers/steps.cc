@@ -20,18 +20,11 @@
 #include "families.h"
 #include "intervals.h"
 #include "ops.h"
+#include "phases.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/profiler/profiler_steps.h"
 
 namespace trainrx::analyzers {
-namespace {
-
-using profiler::Event;
-using profiler::EventKind;
-using profiler::Trace;
-using profiler::TrackKind;
-
-enum Phase : int { kForward = 0, kBackward = 1, kOptimizer = 2, kData = 3, kNumPhases = 4 };
 
 // An autograd node run by the engine. PyTorch >= 1.10 wraps each in
 // "autograd::engine::evaluate_function: X"; older traces (1.8, 1.9) have the bare node on the
@@ -58,6 +51,13 @@ int PhaseOf(std::string_view name) {
   if (StartsWith(name, "trainrx::forward")) return kForward;
   return -1;
 }
+
+namespace {
+
+using profiler::Event;
+using profiler::EventKind;
+using profiler::Trace;
+using profiler::TrackKind;
 
 bool IsCpuRange(EventKind k) {
   return k == EventKind::kCpuOp || k == EventKind::kUserAnnotation || k == EventKind::kPythonFunction;

@@ -7,6 +7,7 @@
 #include "exe_dir.h"
 #include "terminal.h"
 #include "trainrx/reports/experiment.h"
+#include "trainrx/reports/html.h"
 
 namespace trainrx::cli {
 
@@ -16,7 +17,7 @@ namespace {
 // then renders its record as text or JSON.
 template <typename Record, typename Plan>
 int RunAndRender(const ExperimentOptions& o, Plan plan, void (*text)(const Record&, std::ostream&, bool),
-                 void (*json)(const Record&, std::ostream&)) {
+                 void (*json)(const Record&, std::ostream&), void (*html)(const Record&, std::ostream&)) {
   const auto launcher = experiments::MakeProcessLauncher(ExeDir());
   TerminalProgress progress;
   Record record;
@@ -26,6 +27,7 @@ int RunAndRender(const ExperimentOptions& o, Plan plan, void (*text)(const Recor
   if (!ok) return Fail(error);
   const auto render = [&](std::ostream& out) {
     if (o.format == "json") json(record, out);
+    else if (o.format == "html") html(record, out);
     else text(record, out, o.format == "md");
   };
   if (!WriteOut(o.output, render))
@@ -45,7 +47,7 @@ int RunFix(const std::string& text, const ExperimentOptions& o) {
       [&](experiments::Launcher& l, experiments::Progress& p, experiments::FixReport* r, std::string* e) {
         return experiments::RunFix(spec, o.plan, l, p, r, e);
       },
-      reports::WriteFixText, reports::WriteFixJson);
+      reports::WriteFixText, reports::WriteFixJson, reports::WriteFixHtml);
 }
 
 int RunSweep(const std::string& text, const std::vector<std::string>& grids, const ExperimentOptions& o) {
@@ -57,7 +59,7 @@ int RunSweep(const std::string& text, const std::vector<std::string>& grids, con
       [&](experiments::Launcher& l, experiments::Progress& p, experiments::SweepReport* r, std::string* e) {
         return experiments::RunSweep(spec, grids, o.plan, l, p, r, e);
       },
-      reports::WriteSweepText, reports::WriteSweepJson);
+      reports::WriteSweepText, reports::WriteSweepJson, reports::WriteSweepHtml);
 }
 
 int RunFixCommand(const std::string& command, const ExperimentOptions& o) {
@@ -67,7 +69,7 @@ int RunFixCommand(const std::string& command, const ExperimentOptions& o) {
       [&](experiments::Launcher& l, experiments::Progress& p, experiments::FixReport* r, std::string* e) {
         return experiments::RunFixCommand(command, o.plan, l, p, r, e);
       },
-      reports::WriteFixText, reports::WriteFixJson);
+      reports::WriteFixText, reports::WriteFixJson, reports::WriteFixHtml);
 }
 
 int RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& grids, const ExperimentOptions& o) {
@@ -76,7 +78,7 @@ int RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& gri
       [&](experiments::Launcher& l, experiments::Progress& p, experiments::SweepReport* r, std::string* e) {
         return experiments::RunSweepCommand(tmpl, grids, o.plan, l, p, r, e);
       },
-      reports::WriteSweepText, reports::WriteSweepJson);
+      reports::WriteSweepText, reports::WriteSweepJson, reports::WriteSweepHtml);
 }
 
 int RunAb(const std::string& a, const std::string& b, bool commands, const ExperimentOptions& o) {
@@ -85,7 +87,7 @@ int RunAb(const std::string& a, const std::string& b, bool commands, const Exper
       [&](experiments::Launcher& l, experiments::Progress& p, experiments::AbReport* r, std::string* e) {
         return experiments::RunAb(a, b, commands, o.plan, l, p, r, e);
       },
-      reports::WriteAbText, reports::WriteAbJson);
+      reports::WriteAbText, reports::WriteAbJson, reports::WriteAbHtml);
 }
 
 }  // namespace trainrx::cli

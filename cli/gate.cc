@@ -10,6 +10,7 @@
 #include "exe_dir.h"
 #include "terminal.h"
 #include "trainrx/reports/gate.h"
+#include "trainrx/reports/html.h"
 
 namespace trainrx::cli {
 namespace {
@@ -89,6 +90,7 @@ int GateCheck(GateOptions o) {
     if (o.format == "md") reports::WriteGateMarkdown(report, out);
     else if (o.format == "junit") reports::WriteGateJunit(report, out);
     else if (o.format == "json") reports::WriteGateJson(report, out);
+    else if (o.format == "html") reports::WriteGateHtml(report, out);
     else reports::WriteGateText(report, out);
   };
   if (!WriteOut(o.report, render)) return Fail(o.report + ": cannot write the report");

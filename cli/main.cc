@@ -19,6 +19,7 @@
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/profiler/kineto_writer.h"
+#include "trainrx/reports/html.h"
 #include "trainrx/reports/report.h"
 
 namespace {
@@ -54,7 +55,8 @@ int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::st
     std::string error;
     if (!thresholds.Parse(t, &error)) return Fail(error);
   }
-  if (format != "text" && format != "json" && format != "md") return Fail("--format must be text, json or md");
+  if (format != "text" && format != "json" && format != "md" && format != "html")
+    return Fail("--format must be text, json, md or html");
   profiler::Trace trace;
   reports::RenderOptions options;
   if (sample) {
@@ -83,6 +85,7 @@ int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::st
   }
   options.color = out == &std::cout && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
   if (format == "json") reports::WriteJson(trace, report, thresholds, options, *out);
+  else if (format == "html") reports::WriteHtml(trace, report, thresholds, options, *out);
   else if (format == "md") reports::WriteMarkdown(trace, report, thresholds, options, *out);
   else reports::WriteText(trace, report, thresholds, options, *out);
   out->flush();
@@ -120,7 +123,8 @@ int Main(int argc, char** argv) {
   bool sample = false;
   auto* analyze = app.add_subcommand("analyze", "Analyze PyTorch-profiler (Kineto/Chrome) traces: findings, evidence, fixes");
   analyze->add_option("paths", paths, "trace files (.json, .json.gz) or directories of per-rank traces");
-  analyze->add_option("--format", format, "text | json | md")->check(CLI::IsMember({"text", "json", "md"}));
+  analyze->add_option("--format", format, "text | json | md | html (one self-contained file: plots, tables, timeline)")
+      ->check(CLI::IsMember({"text", "json", "md", "html"}));
   analyze->add_option("-o,--output,--report", output, "write the report here instead of stdout");
   analyze->add_option("--threshold", thresholds, "override a threshold: id.key=value (repeatable)");
   analyze->add_flag("--strict", g_strict_read,
@@ -142,6 +146,10 @@ int Main(int argc, char** argv) {
       "record", "Run a command with the probes attached (no code change) and write a Kineto-compatible trace");
   record->add_option("-o,--output", record_options.output, "trace file to write (.json or .json.gz)");
   record->add_flag("--analyze", record_options.analyze, "analyze the trace(s) when the command ends");
+  std::string record_format = "text", record_report;
+  record->add_option("--format", record_format, "with --analyze: text | json | md | html")
+      ->check(CLI::IsMember({"text", "json", "md", "html"}));
+  record->add_option("--report", record_report, "with --analyze: write the report here instead of stdout");
   record->add_option("--probe-dir", record_options.probe_dir,
                      "directory of the probe to attach (built for the program's torch; default: next to trainrx)");
   record->add_flag("-v,--verbose", record_options.verbose, "let the probes report what they do on stderr");
@@ -156,7 +164,7 @@ int Main(int argc, char** argv) {
   run->add_option("--preset", run_options.preset, "a named configuration (see `trainrx workloads`)");
   run->add_option("--nproc", run_options.nproc, "local ranks (torch.distributed c10d, env:// on 127.0.0.1)");
   run->add_option("-o,--output", run_options.output, "trace path (default trainrx_<workload>.json; .rank<R> per rank)");
-  run->add_option("--format", format, "text | json | md")->check(CLI::IsMember({"text", "json", "md"}));
+  run->add_option("--format", format, "text | json | md | html")->check(CLI::IsMember({"text", "json", "md", "html"}));
   run->add_option("--report", output, "write the report here instead of stdout");
   run->add_option("--threshold", thresholds, "override a threshold: id.key=value (repeatable)");
 
@@ -166,7 +174,7 @@ int Main(int argc, char** argv) {
   auto add_common = [&](CLI::App* c) {
     c->add_option("--trials", exp.plan.trials, "trials per configuration (default 5; at least 4)");
     c->add_option("--seed", exp.plan.seed, "seed of the randomized interleaving");
-    c->add_option("--format", exp.format, "text | md | json")->check(CLI::IsMember({"text", "md", "json"}));
+    c->add_option("--format", exp.format, "text | md | json | html")->check(CLI::IsMember({"text", "md", "json", "html"}));
     c->add_option("-o,--report", exp.output, "write the report here instead of stdout");
   };
   auto* fix = app.add_subcommand("fix", "Run a workload, find its problems, rerun with each fix and report the measured speedups");
@@ -221,7 +229,8 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"error", "pass", "fail"}));
   gc->add_flag("--strict", gate.run.strict, "a fingerprint mismatch is an error (exit 2), not a warning");
   gc->add_flag("--stored", gate.run.stored_only, "compare with the stored samples; never re-run the baseline spec");
-  gc->add_option("--format", gate.format, "text | md | junit | json")->check(CLI::IsMember({"text", "md", "junit", "json"}));
+  gc->add_option("--format", gate.format, "text | md | junit | json | html")
+      ->check(CLI::IsMember({"text", "md", "junit", "json", "html"}));
   gc->add_option("-o,--report", gate.report, "write the report here instead of stdout");
   spec_opts(gc);
   auto* st = gate_cmd->add_subcommand("self-test", "Measure the gate's false-alarm and detection rates on this machine");
@@ -288,8 +297,10 @@ int Main(int argc, char** argv) {
     });
   }
   if (*record) {
+    if (!record_options.analyze && (record->count("--format") > 0 || !record_report.empty()))
+      return Fail("record: --format and --report describe the analysis: add --analyze");
     return trainrx::cli::RunRecord(record_options, [&](const std::vector<std::string>& traces) {
-      return RunAnalyze(traces, false, format, "", thresholds);
+      return RunAnalyze(traces, false, record_format, record_report, thresholds);
     });
   }
   return kExitInputError;

@@ -89,6 +89,7 @@ GateReport CompareBaselines(const Baseline& base, const std::string& baseline_fi
                             const GateRule& rule) {
   GateReport report;
   report.baseline_file = baseline_file;
+  report.baseline_fingerprint = base.fingerprint;
   report.rule = rule;
   report.spec = cur.spec;
   report.mode = "stored samples vs stored samples";
@@ -127,6 +128,7 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
     run.spec = current.Label();
   }
   report->baseline_file = baseline_file;
+  report->baseline_fingerprint = base.fingerprint;
   report->rule = run.rule;
   report->spec = run.spec;
   const auto fp = Fingerprint(run.spec, run.command, run.torch_version);

@@ -121,6 +121,10 @@ void WriteGateJson(const GateReport& r, std::ostream& out) {
     w.EndObject();
   }
   w.EndArray();
+  w.Key("baseline_fingerprint");
+  w.BeginObject();
+  for (const auto& [k, v] : r.baseline_fingerprint) w.Field(k, v);
+  w.EndObject();
   w.Key("warnings");
   w.BeginArray();
   for (const auto& s : r.warnings) w.String(s);

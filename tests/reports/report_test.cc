@@ -4,10 +4,12 @@
 #include <simdjson.h>
 
 #include <filesystem>
+#include <functional>
 #include <sstream>
 
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/reports/gate.h"
+#include "trainrx/reports/html.h"
 
 namespace trainrx::reports {
 namespace {
@@ -301,6 +303,41 @@ TEST(EscapingTest, HostileNamesInJsonMarkdownAndXml) {
   EXPECT_EQ(x.find('\x01'), std::string::npos);
   EXPECT_EQ(x.find('\xff'), std::string::npos);
   EXPECT_NE(x.find("&lt;script&gt;"), std::string::npos);
+
+  // HTML: the names travel inside the embedded JSON document, which no name can close.
+  const auto check_page = [&](const std::string& page, const char* what) {
+    SCOPED_TRACE(what);
+    size_t closes = 0;
+    for (size_t at = 0; (at = page.find("</script", at)) != std::string::npos; ++at) ++closes;
+    EXPECT_EQ(closes, 3u) << "error catcher, data, app: a name closed a script element";
+    EXPECT_EQ(page.find("<script>alert"), std::string::npos);
+    EXPECT_EQ(page.find('\x01'), std::string::npos);
+    EXPECT_EQ(page.find('\xff'), std::string::npos);
+    const std::string open = "<script type=\"application/json\" id=\"trainrx-data\">";
+    const size_t from = page.find(open) + open.size(), to = page.find("</script>", from);
+    ASSERT_NE(to, std::string::npos);
+    simdjson::dom::parser hp;
+    simdjson::dom::element hdoc;
+    ASSERT_EQ(hp.parse(page.substr(from, to - from)).get(hdoc), simdjson::SUCCESS);
+    // Decoded, the name is back (invalid bytes as U+FFFD): the page's script shows it as text.
+    std::function<bool(simdjson::dom::element)> has = [&](simdjson::dom::element e) {
+      if (e.is_string()) return std::string_view(e.get_string().value()).find("<script>alert(1)</script> & \"q\"") != std::string_view::npos;
+      simdjson::dom::array arr;
+      simdjson::dom::object obj;
+      if (e.get(arr) == simdjson::SUCCESS) {
+        for (auto x : arr) if (has(x)) return true;
+      } else if (e.get(obj) == simdjson::SUCCESS) {
+        for (auto f : obj) if (has(f.value)) return true;
+      }
+      return false;
+    };
+    EXPECT_TRUE(has(hdoc));
+  };
+  std::ostringstream page, gate_page;
+  WriteHtml(trace, report, th, {.inputs = {kHostile}}, page);
+  WriteGateHtml(gate, gate_page);
+  check_page(page.str(), "analysis");
+  check_page(gate_page.str(), "gate");
 }
 
 }  // namespace

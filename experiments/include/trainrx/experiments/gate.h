@@ -81,6 +81,7 @@ bool ParseBaseline(const std::string& text, const std::string& file, Baseline* b
 struct GateReport {
   std::string baseline_file, spec, mode;  // mode: "interleaved re-runs" / "stored samples"
   std::vector<std::string> warnings;      // fingerprint mismatches, budget notes
+  std::map<std::string, std::string> baseline_fingerprint;  // where and how the baseline was measured
   GateRule rule;
   int trials = 0;           // current trials (in-process: paired blocks)
   int baseline_trials = 0;  // the baseline's trials compared against (may differ: stored samples)

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Checks a trainrx HTML report as a browser drew it.
+
+Usage: html_check.py PAGE.html DOM.html [EXPECTED.json]
+
+PAGE.html is the file trainrx wrote; DOM.html is what headless Chromium's --dump-dom printed after
+running its script. The JSON document embedded in PAGE (the report's data) is the reference: the
+counts drawn in the DOM must equal it. EXPECTED.json, when given, is the same run's `--format json`
+report, and must equal the embedded document. Exits 1 with one line per mismatch.
+"""
+import html.parser
+import json
+import re
+import sys
+
+
+class Dom(html.parser.HTMLParser):
+    """Elements as (tag, attrs, parent ids, text) plus the text under each id'd element."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.elements = []
+        self.stack = []
+        self.text_by_id = {}
+        self.scripts = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "script":
+            self.scripts += 1
+        classes = set((a.get("class") or "").split())
+        self.elements.append((tag, a, classes, [s[1].get("id") for s in self.stack if s[1].get("id")],
+                              [s[1].get("class", "") for s in self.stack]))
+        if tag not in ("br", "meta", "input", "img", "link", "col", "hr", "circle", "rect", "line", "polyline"):
+            self.stack.append((tag, a))
+
+    def handle_endtag(self, tag):
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == tag:
+                del self.stack[i:]
+                break
+
+    def handle_data(self, data):
+        for _, a in self.stack:
+            if a.get("id"):
+                self.text_by_id[a["id"]] = self.text_by_id.get(a["id"], "") + data
+
+    def count(self, tag=None, cls=None, inside=None):
+        return sum(1 for t, a, c, ids, _ in self.elements
+                   if (tag is None or t == tag) and (cls is None or cls in c) and (inside is None or inside in ids))
+
+    def find(self, tag=None, id=None):
+        for t, a, c, ids, _ in self.elements:
+            if (tag is None or t == tag) and (id is None or a.get("id") == id):
+                return a
+        return None
+
+
+def embedded(page):
+    m = re.search(r'<script type="application/json" id="trainrx-data">(.*?)</script>', page, re.S)
+    if not m:
+        raise SystemExit(f"no embedded document in the page")
+    return json.loads(m.group(1))
+
+
+def main():
+    page_path, dom_path = sys.argv[1], sys.argv[2]
+    page = open(page_path, encoding="utf-8").read()
+    doc = embedded(page)
+    dom = Dom()
+    dom.feed(open(dom_path, encoding="utf-8", errors="replace").read())
+    bad = []
+
+    def expect(cond, what):
+        if not cond:
+            bad.append(what)
+
+    status = dom.find(id="trainrx-status")
+    expect(status is not None, "the script did not finish (#trainrx-status missing)")
+    if status is not None:
+        expect(status.get("data-errors") == "0", f"script errors: {dom.text_by_id.get('trainrx-errors', '')[:500]}")
+        expect(status.get("data-kind") == doc["kind"], f"kind {status.get('data-kind')} != {doc['kind']}")
+    # Only the page's own three scripts exist: no name became markup.
+    expect(dom.scripts == 3, f"{dom.scripts} script elements in the DOM (expected the page's 3)")
+    r = doc["report"]
+    kind = doc["kind"]
+    drawn = {}
+    if kind == "analysis":
+        if len(sys.argv) > 3:
+            expected = json.load(open(sys.argv[3]))
+            expect(expected == r, "the embedded document differs from the same run's --format json report")
+        drawn["findings"] = dom.count("div", "finding")
+        expect(drawn["findings"] == len(r["findings"]), f"{drawn['findings']} finding cards, JSON has {len(r['findings'])}")
+        for key, table in (("op_table", "op-table"), ("kernel_table", "kernel-table")):
+            rows = r["metrics"][key]["rows"]
+            n = dom.count("tr", "row", inside=table)
+            drawn[table] = n
+            expect(n == len(rows), f"{table}: {n} rows, JSON has {len(rows)}")
+            expect(dom.count("tr", "other", inside=table) == (1 if rows and r["metrics"][key]["other"] else 0),
+                   f"{table}: the 'other' row")
+        steps = [s for s in r["steps"]["rows"]] + r["steps"]["warmup"]
+        bars = dom.count("g", "bar-step")
+        drawn["step bars"] = bars
+        if steps:
+            first_rank = min(s["rank"] for s in steps)
+            mine = sum(1 for s in steps if s["rank"] == first_rank)
+            gpu = sum(1 for s in r["steps"]["rows"] if s["rank"] == first_rank and "gpu_kernel_ns" in s)
+            expect(bars == mine + gpu, f"{bars} step bars, expected {mine} (+{gpu} GPU) for rank {first_rank}")
+        canvas = dom.find("canvas", "timeline-canvas")
+        tl = doc.get("timeline") or {}
+        if tl.get("windows"):
+            expect(canvas is not None, "no timeline canvas")
+            if canvas is not None:
+                n = int(canvas.get("data-drawn", "0"))
+                drawn["timeline events"] = n
+                expect(n > 0, "the timeline drew nothing")
+                kept = tl["windows"][0]["events_kept"]
+                expect(n <= kept, f"the timeline drew {n} events, the window keeps {kept}")
+        buttons = dom.count("button", "show-on-timeline")
+        expect(buttons == len(r["findings"]), f"{buttons} timeline links for {len(r['findings'])} findings")
+    elif kind == "fix":
+        drawn["forest rows"] = dom.count("g", "forest-row")
+        expect(drawn["forest rows"] == len(r["fixes"]), f"{drawn['forest rows']} forest rows, JSON has {len(r['fixes'])} fixes")
+        n = dom.count("tr", "row", inside="fix-table")
+        expect(n == len(r["fixes"]), f"fix table: {n} rows, JSON has {len(r['fixes'])}")
+    elif kind == "sweep":
+        drawn["cells"] = dom.count("td", "cell")
+        expect(drawn["cells"] == len(r["cells"]), f"{drawn['cells']} grid cells, JSON has {len(r['cells'])}")
+        expect(dom.count("td", "best") == 1, "the best cell is not marked once")
+    elif kind == "ab":
+        n = len(r["a"]["trial_ms"]) + len(r["b"]["trial_ms"]) + min(len(r["a"]["trial_ms"]), len(r["b"]["trial_ms"]))
+        drawn["samples"] = dom.count("circle", "sample")
+        expect(drawn["samples"] == n, f"{drawn['samples']} sample points, expected {n} (A, B, paired)")
+    elif kind == "gate":
+        n = dom.count("tr", "row", inside="gate-table")
+        expect(n == len(r["metrics"]), f"gate table: {n} rows, JSON has {len(r['metrics'])}")
+        verdict = dom.text_by_id.get("gate-verdict", "").strip()
+        expect(verdict == r["verdict"], f"verdict drawn '{verdict}', JSON '{r['verdict']}'")
+    print(f"  {page_path.split('/')[-1]}: {kind}, drawn {drawn}")
+    for b in bad:
+        print(f"  FAIL {page_path}: {b}")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
