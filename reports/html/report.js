@@ -51,7 +51,7 @@
     if (ns === null || ns === undefined || !isFinite(ns)) return '–';
     const a = Math.abs(ns);
     if (a >= 1e9) return (ns / 1e9).toFixed(2) + ' s';
-    if (a >= 1e6) return (ns / 1e6).toFixed(a >= 1e8 ? 0 : 2) + ' ms';
+    if (a >= 1e6) return (ns / 1e6).toFixed(a >= 1e8 ? 0 : a >= 1e7 ? 1 : 2) + ' ms';
     if (a >= 1e3) return (ns / 1e3).toFixed(1) + ' µs';
     return Math.round(ns) + ' ns';
   }
@@ -73,7 +73,7 @@
   }
   // Stacked bars: bars = [{label, parts: [ns...], note}], series = [[key, label, color]...].
   function stackedBars(bars, series, opts) {
-    const W = 1000, H = 260, L = 64, B = 28, T = 8, plotW = W - L - 10, plotH = H - B - T;
+    const W = 1000, H = 270, L = 64, B = 28, T = 22, plotW = W - L - 10, plotH = H - B - T;
     const totals = bars.map(b => b.parts.reduce((a, x) => a + x, 0));
     const max = Math.max(1, ...totals);
     const bw = plotW / Math.max(1, bars.length);
@@ -104,7 +104,7 @@
   }
   // Lines with optional CI whiskers: lines = [{label, color, points: [{x (index), y, lo, hi, title}]}].
   function lineChart(lines, xLabels, opts) {
-    const W = 1000, H = 260, L = 64, B = 30, T = 10, plotW = W - L - 20, plotH = H - B - T;
+    const W = 1000, H = 270, L = 64, B = 30, T = 22, plotW = W - L - 20, plotH = H - B - T;
     const ys = lines.flatMap(l => l.points.flatMap(p => [p.y, p.lo ?? p.y, p.hi ?? p.y])).filter(isFinite);
     let lo = Math.min(...ys), hi = Math.max(...ys);
     if (opts.zero) lo = Math.min(0, lo);
