@@ -214,7 +214,11 @@
       tile('median step', fmtNs(steps.median_ns)),
       tile('steps per second', steps.median_ns > 0 ? (1e9 / steps.median_ns).toFixed(2) : '–'),
       tile('steps from', steps.source || '–'),
-      tile('findings', String((r.findings || []).length))));
+      tile('findings', String((r.findings || []).length)),
+      // `trainrx run`: the workload's own figures (throughput summed over ranks).
+      (r.runs || []).length ? [tile('workload', `${r.runs[0].workload} ${r.runs[0].changed || ''}`),
+        tile('samples per second', r.runs.reduce((a, x) => a + (x.samples_per_s || 0), 0).toFixed(1)),
+        tile('loss', `${num(r.runs[0].first_loss, 3)} → ${num(r.runs[0].last_loss, 3)}`)] : null));
   }
 
   // Where a finding shows on the timeline: event classes or names to light up.

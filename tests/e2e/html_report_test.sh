@@ -6,12 +6,13 @@
 # error, as many finding cards and table rows as the JSON has, a timeline with drawn events, only
 # the page's own scripts. A screenshot of each page is kept in ARTIFACTS (default
 # build/test-artifacts/html; not committed).
-# Usage: html_report_test.sh TRAINRX SHARED_DIR [ARTIFACTS]. 77 = skip (no Chromium).
+# Usage: html_report_test.sh TRAINRX SHARED_DIR [ARTIFACTS] [PYTHON with torch]. 77 = skip (no Chromium).
 set -uo pipefail
 TRAINRX=$1
 SHARED=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 ART=${3:-$(dirname "$TRAINRX")/test-artifacts/html}
+PY=${4:-}
 CHROME=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
 [ -n "$CHROME" ] || { echo "skip: no Chromium (scripts/setup installs Debian's chromium)"; exit 77; }
 mkdir -p "$ART"
@@ -21,14 +22,14 @@ fail=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }
 # --no-sandbox: CI containers run as root, where Chromium refuses its sandbox.
-chrome() { timeout 90 "$CHROME" --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run "$@" 2> "$W/chrome.err"; }
+chrome() { timeout 90 "$CHROME" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars --no-first-run "$@" 2> "$W/chrome.err"; }
 
 # check NAME PAGE [EXPECTED_JSON]: the DOM after the script ran, compared; a screenshot kept.
 check() {
   local name=$1 page=$2 expected=${3:-}
   chrome --virtual-time-budget=5000 --dump-dom "file://$page" > "$W/$name.dom.html" || { bad "$name: chromium failed: $(tail -3 "$W/chrome.err")"; return; }
   if python3 "$HERE/html_check.py" "$page" "$W/$name.dom.html" $expected; then ok "$name: drawn as its JSON says"; else bad "$name"; fi
-  local height=2400; case $name in ab|fix|sweep|gate) height=1000;; esac
+  local height=2400; case $name in ab|fix|sweep|gate|record) height=1000;; esac
   chrome --window-size=1280,$height --screenshot="$ART/$name.png" "file://$page" > /dev/null \
     && [ -s "$ART/$name.png" ] || bad "$name: no screenshot"
   echo "  $(stat -c %s "$page") bytes"
@@ -95,8 +96,27 @@ if [ -x "$(dirname "$TRAINRX")/trainrx-workload" ]; then
     && check fix "$W/fix.html" || bad "fix --format html: $(tail -3 "$W/fix.err")"
   "$TRAINRX" sweep cnn --grid workers=0,2 --grid batch=16,32 --set steps=4 --set warmup=1 --set eval_every=0 --trials 2 \
     --format html -o "$W/sweep.html" 2> "$W/sweep.err" && check sweep "$W/sweep.html" || bad "sweep --format html: $(tail -3 "$W/sweep.err")"
+  "$TRAINRX" run cnn --set steps=4 --set warmup=1 --set eval_every=0 -o "$W/run.json" --format html --report "$W/run.html" 2> "$W/run.err" \
+    && check run "$W/run.html" || bad "run --format html: $(tail -3 "$W/run.err")"
+  grep -q '"samples_per_s"' "$W/run.html" && ok "run: the workload's own figures are in the page" || bad "run: no run results in the page"
 else
-  echo "note: built without LibTorch: no fix/sweep/ab pages"
+  echo "note: built without LibTorch: no fix/sweep/ab/run pages"
+fi
+# record: the report's format belongs to --analyze.
+"$TRAINRX" record --format html -- true > /dev/null 2> "$W/rec.err"; rc=$?
+[ $rc = 2 ] && grep -q "add --analyze" "$W/rec.err" && ok "record --format without --analyze is a usage error" || bad "record --format alone: exit $rc $(cat "$W/rec.err")"
+if [ -n "$PY" ] && "$PY" -c "import torch" 2> /dev/null; then
+  cat > "$W/tiny.py" <<'EOF'
+import torch
+m = torch.nn.Linear(8, 4)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for _ in range(6):
+    opt.zero_grad()
+    m(torch.randn(16, 8)).sum().backward()
+    opt.step()
+EOF
+  "$TRAINRX" record -o "$W/tiny_trace.json" --analyze --format html --report "$W/record.html" -- "$PY" "$W/tiny.py" > /dev/null 2> "$W/record.err" \
+    && check record "$W/record.html" || bad "record --analyze --format html: $(tail -3 "$W/record.err")"
 fi
 base() {  # file values...
   local f=$1; shift
