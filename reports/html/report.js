@@ -522,17 +522,30 @@
   function notes(list) { return (list || []).length ? section('notes', 'Notes', el('ul', null, list.map(n => el('li', null, n)))) : null; }
   function verdictColor(v) { return VERDICT_COLORS[v] || '#607080'; }
 
-  // Forest plot: one row per item {label, est, lo, hi, color, title}, a reference line at `ref`.
-  function forest(items, ref, xLabel) {
-    const W = 1000, rowH = 28, L = 330, R = 20, T = 10, H = T + items.length * rowH + 34;
-    const xs = items.flatMap(i => [i.lo, i.hi, i.est]).filter(isFinite).concat([ref]);
+  // Rows of marks on a shared horizontal scale (forest and strip plots): the scale padded around
+  // `xs`, vertical grid lines with their values, and the plot's geometry.
+  function xScalePlot(cls, xs, L, rows, rowH, bottom) {
+    const W = 1000, R = 20, T = 10, H = T + rows * rowH + bottom;
     let lo = Math.min(...xs), hi = Math.max(...xs);
     const pad = (hi - lo) * 0.08 || 0.05; lo -= pad; hi += pad;
     const X = v => L + (v - lo) / (hi - lo) * (W - L - R);
-    const svg = sv('svg', {viewBox: `0 0 ${W} ${H}`, width: '100%', class: 'forest', role: 'img'});
+    const svg = sv('svg', {viewBox: `0 0 ${W} ${H}`, width: '100%', class: cls, role: 'img'});
     for (const t of axisTicks(lo, hi, 8)) {
-      svg.append(sv('line', {x1: X(t), x2: X(t), y1: T, y2: H - 28, stroke: '#eef1f5'}),
-                 sv('text', {x: X(t), y: H - 14, 'text-anchor': 'middle', 'font-size': 11, fill: '#5d6677'}, num(t, 2)));
+      svg.append(sv('line', {x1: X(t), x2: X(t), y1: T, y2: H - bottom + 6, stroke: '#eef1f5'}),
+                 sv('text', {x: X(t), y: H - bottom + 20, 'text-anchor': 'middle', 'font-size': 11, fill: '#5d6677'}, num(t, 2)));
+    }
+    return {svg, X, T, H, W, R, lo, hi};
+  }
+
+  // Forest plot: one row per item {label, est, lo, hi, color, title}, a reference line at `ref`,
+  // and optionally a shaded band [from, to] (the gate's tolerance).
+  function forest(items, ref, xLabel, band) {
+    const rowH = 28, L = 330;
+    const xs = items.flatMap(i => [i.lo, i.hi, i.est]).filter(isFinite).concat([ref]);
+    const {svg, X, T, H, W, R, lo, hi} = xScalePlot('forest', xs, L, items.length, rowH, 34);
+    if (band) {
+      const b0 = X(Math.max(lo, band[0])), b1 = X(Math.min(hi, band[1]));
+      if (b1 > b0) svg.append(sv('rect', {class: 'band', x: b0, y: T, width: b1 - b0, height: items.length * rowH, fill: '#2e7d32', 'fill-opacity': 0.08}));
     }
     svg.append(sv('line', {x1: X(ref), x2: X(ref), y1: T, y2: H - 28, stroke: '#1d2330', 'stroke-dasharray': '4 3'}));
     items.forEach((it, i) => {
@@ -614,16 +627,9 @@
   }
 
   function stripPlot(groups, unit) {
-    const W = 1000, rowH = 60, L = 200, R = 20, T = 10, H = T + groups.length * rowH + 30;
-    const xs = groups.flatMap(g => g.values).filter(isFinite);
-    let lo = Math.min(...xs, ...groups.map(g => g.ref ?? Infinity)), hi = Math.max(...xs, ...groups.map(g => g.ref ?? -Infinity));
-    const pad = (hi - lo) * 0.08 || 0.05; lo -= pad; hi += pad;
-    const X = v => L + (v - lo) / (hi - lo) * (W - L - R);
-    const svg = sv('svg', {viewBox: `0 0 ${W} ${H}`, width: '100%', class: 'strip', role: 'img'});
-    for (const t of axisTicks(lo, hi, 8)) {
-      svg.append(sv('line', {x1: X(t), x2: X(t), y1: T, y2: H - 24, stroke: '#eef1f5'}),
-                 sv('text', {x: X(t), y: H - 10, 'text-anchor': 'middle', 'font-size': 11, fill: '#5d6677'}, num(t, 2)));
-    }
+    const rowH = 60, L = 200;
+    const xs = groups.flatMap(g => g.values.concat(g.ref === undefined ? [] : [g.ref])).filter(isFinite);
+    const {svg, X, T} = xScalePlot('strip', xs, L, groups.length, rowH, 30);
     groups.forEach((g, i) => {
       const y = T + i * rowH + rowH / 2, s = g.values.slice().sort((a, b) => a - b);
       if (g.ref !== undefined) svg.append(sv('line', {x1: X(g.ref), x2: X(g.ref), y1: y - 24, y2: y + 24, stroke: '#1d2330', 'stroke-dasharray': '4 3'}));
@@ -668,14 +674,7 @@
       color: m.verdict === 'fail' ? '#c62828' : m.verdict === 'pass' ? '#2e7d32' : '#e07b00',
       title: `${m.name}: ${num(100 * (m.worse_ratio - 1), 1)}% worse [${num(100 * (m.ci_low - 1), 1)}, ${num(100 * (m.ci_high - 1), 1)}], ${m.verdict}`}));
     if (items.length) {
-      const plot = forest(items, 0, '% worse than the baseline (the dashed line: no change)');
-      const svg = plot.querySelector('svg');
-      // The tolerance band: slowdowns up to the tolerance pass.
-      const xs = items.flatMap(i => [i.lo, i.hi, i.est]).filter(isFinite).concat([0]);
-      let lo = Math.min(...xs), hi = Math.max(...xs); const pad = (hi - lo) * 0.08 || 0.05; lo -= pad; hi += pad;
-      const X = v => 330 + (v - lo) / (hi - lo) * (1000 - 330 - 20);
-      const bx0 = X(Math.max(lo, 0)), bx1 = X(Math.min(hi, 100 * tol));
-      if (bx1 > bx0) svg.insertBefore(sv('rect', {class: 'tolerance', x: bx0, y: 10, width: bx1 - bx0, height: items.length * 28, fill: '#2e7d32', 'fill-opacity': 0.08}), svg.firstChild);
+      const plot = forest(items, 0, '% worse than the baseline (the dashed line: no change)', [0, 100 * tol]);
       main.append(section('metrics-plot', 'Change per metric (95% CI; green band: within the tolerance)', plot));
     }
     main.append(section('metrics', 'Metrics', dataTable('gate-table', [['metric', m => m.name], ['verdict', m => m.verdict],
