@@ -41,8 +41,11 @@ struct RankFacts {
   std::vector<int64_t> anomaly_check_ts;  // start of each aten::isnan inside backward
 };
 
-RankFacts Gather(const Trace& trace, int32_t rank) {
+// Counts inside the rank's steady steps (all of the trace without steps), so that a count or a
+// time divided by StepBasis's steps is a per-step mean of those same steps.
+RankFacts Gather(const Trace& trace, int32_t rank, const StepModel& steps) {
   RankFacts f;
+  const StepWindows in_steps(steps, rank);
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const auto& t = trace.tracks[ti];
     if (t.rank != rank) continue;
@@ -53,12 +56,12 @@ RankFacts Gather(const Trace& trace, int32_t rank) {
     int64_t backward_end = INT64_MIN;
     for (const Event& e : trace.TrackEvents(ti)) {
       if (e.kind != EventKind::kCpuOp) continue;
-      ++f.cpu_ops;
       const std::string_view n = trace.Name(e);
+      if (StartsWith(n, "autograd::engine::evaluate_function")) backward_end = std::max(backward_end, e.end_ns());
+      if (!in_steps.Contains(e.ts_ns)) continue;
+      ++f.cpu_ops;
       if (IsConv(n)) ++f.conv_ops;
-      if (StartsWith(n, "autograd::engine::evaluate_function")) {
-        backward_end = std::max(backward_end, e.end_ns());
-      } else if (e.ts_ns < backward_end &&
+      if (!StartsWith(n, "autograd::engine::evaluate_function") && e.ts_ns < backward_end &&
                  (n == "aten::isnan" || n == "aten::any" || n == "aten::_is_any_true" || n == "aten::item")) {
         if (n == "aten::isnan") {
           ++f.anomaly_checks;
@@ -136,10 +139,10 @@ void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
   for (int32_t rank : trace.RankIds()) {
     const ConfigView cfg(trace, rank);
     if (!cfg.from_collector()) {
-      AnomalyFromOps(ctx, rank, Gather(trace, rank), out);
+      AnomalyFromOps(ctx, rank, Gather(trace, rank, ctx.steps), out);
       continue;
     }
-    const RankFacts facts = Gather(trace, rank);
+    const RankFacts facts = Gather(trace, rank, ctx.steps);
     const StepBasis basis(ctx.steps, rank);
     int64_t total_steps = 0;
     // % of this rank's steps during which `key` was on (100 / 0 when there are no steps).

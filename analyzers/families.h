@@ -71,6 +71,11 @@ class StepWindows {
   bool Contains(int64_t ts_ns) const;
   // The step (0-based, in time order) whose window holds ts_ns; -1 when none does.
   int64_t Index(int64_t ts_ns) const;
+  // The parts of `intervals` inside the steps, so that a per-step figure sums over the same steps
+  // its denominator counts (StepBasis): not the warm-up, not the time before the first step or
+  // after the last. Without steps the intervals are returned as they are (figures are then trace
+  // totals). E.g. windows [10, 20), [30, 40) and interval [15, 35) -> [15, 20), [30, 35).
+  std::vector<std::pair<int64_t, int64_t>> Clip(std::vector<std::pair<int64_t, int64_t>> intervals) const;
   size_t size() const { return windows_.size(); }
   bool empty() const { return windows_.empty(); }
 

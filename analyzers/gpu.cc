@@ -270,6 +270,13 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
     const int64_t capture_idle = tb.idle_ns - idle_outside_capture;
     // Mostly a capture: not a training step; nothing about it to fix.
     const bool capture_phase = capture_idle > 0 && 2 * capture_idle >= tb.idle_ns;
+    // The same inside the steady steps: what per-step savings are made of (their denominator counts
+    // those steps only; a cuDNN-autotuning first step must not add its idle time to them).
+    const StepWindows windows(ctx.steps, rank);
+    const int64_t host_wait_idle_steps = DeviceIdleWithin(windows.Clip(host_wait_gaps), busy_or_capture);
+    const int64_t kernel_wait_idle_steps = DeviceIdleWithin(windows.Clip(kernel_wait_gaps), busy_or_capture);
+    const int64_t idle_outside_capture_steps =
+        DeviceIdleWithin(windows.Clip({{all.front().first, all.back().second}}), busy_or_capture);
     const int64_t host_wait_idle = DeviceIdleWithin(std::move(host_wait_gaps), busy_or_capture);
     const int64_t kernel_wait_idle = DeviceIdleWithin(std::move(kernel_wait_gaps), busy_or_capture);
 
@@ -279,10 +286,17 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
     const int64_t runtime_cutoff = static_cast<int64_t>(ctx.thresholds.Get("gpu.launch_bound.runtime_cutoff_us") * 1000);
     const int64_t delay_cutoff = static_cast<int64_t>(ctx.thresholds.Get("gpu.launch_bound.delay_cutoff_us") * 1000);
     double cpu = 0, gpu = 0, delay = 0;
+    // The rule judges the launches inside the steady steps (all of them without steps): start-up
+    // and warm-up kernels (allocator, autotuning) are not what each step launches.
+    int64_t steady_launches = 0, steady_short = 0;
     for (const auto& a : g.acts) {
       if (!a.launch) continue;  // a blocking copy or a graph launch: not a launch (runtime_names.h)
       ++ls.kernels;
       const int64_t runtime_dur = a.runtime_end - a.runtime_ts, dur = a.end - a.ts, start_delay = a.ts - a.runtime_ts;
+      if (windows.Contains(a.runtime_ts)) {
+        ++steady_launches;
+        if (dur < runtime_dur) ++steady_short;
+      }
       cpu += static_cast<double>(runtime_dur);
       gpu += static_cast<double>(dur);
       delay += static_cast<double>(start_delay);
@@ -328,15 +342,11 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
       }
       if (g.captures > 0) f.evidence.push_back({"graph_capture_idle_ns", capture_idle});
       // Host wait with the whole device idle is what a faster input pipeline / fewer syncs can
-      // recover; upper bound. With steps: the steady steps' idle, in the trace's host-wait proportion.
-      double saving = basis.Per(static_cast<double>(host_wait_idle));
-      double bound = basis.Per(static_cast<double>(idle_outside_capture));
-      if (steady) {
-        f.evidence.push_back({"steady_step_idle_pct", steady_idle_pct});
-        const double host_share = tb.idle_ns > 0 ? std::min(1.0, static_cast<double>(host_wait_idle) / static_cast<double>(tb.idle_ns)) : 0.0;
-        bound = std::min(bound, basis.Per(static_cast<double>(steady_idle)));
-        saving = std::min(saving, bound * host_share);
-      }
+      // recover (an upper bound), measured inside the steady steps when there are steps.
+      const double saving = basis.Per(static_cast<double>(host_wait_idle_steps));
+      const double bound = basis.Per(static_cast<double>(idle_outside_capture_steps));
+      if (steady) f.evidence.push_back({"steady_step_idle_pct", steady_idle_pct});
+      if (basis.has_steps()) f.evidence.push_back({"host_wait_device_idle_in_steps_ns", host_wait_idle_steps});
       SetSaving(f, basis, capture_phase ? 0.0 : saving, bound,
                 steady ? "GPU idle time in the steps (no stream running)" : "GPU idle time (no stream running, outside graph captures)");
       if (capture_phase) {
@@ -356,9 +366,9 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
       out.findings.push_back(std::move(f));
     }
     const double short_pct =
-        ls.kernels > 0 ? 100.0 * static_cast<double>(ls.short_kernels) / static_cast<double>(ls.kernels) : 0.0;
-    if (ls.kernels > 0 && !capture_phase && short_pct >= ctx.thresholds.Get("gpu.launch_bound.short_kernel_pct") &&
-        tb.idle_pct > 5.0) {
+        steady_launches > 0 ? 100.0 * static_cast<double>(steady_short) / static_cast<double>(steady_launches) : 0.0;
+    if (steady_launches > 0 && !capture_phase && short_pct >= ctx.thresholds.Get("gpu.launch_bound.short_kernel_pct") &&
+        steady_idle_pct > 5.0) {
       Finding f;
       f.id = "gpu.launch_bound";
       f.rank = rank;
@@ -369,11 +379,15 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
       f.threshold = ctx.thresholds.Get("gpu.launch_bound.short_kernel_pct");
       f.measured_unit = "% of kernels";
       f.evidence = {{"kernels", ls.kernels}, {"short_kernels", ls.short_kernels},
+                    {"launches_in_steps", steady_launches}, {"short_kernels_in_steps", steady_short},
                     {"mean_launch_us", ls.mean_cpu_us}, {"mean_kernel_us", ls.mean_gpu_us},
                     {"mean_launch_delay_us", ls.mean_delay_us}, {"long_launches", ls.long_launches},
                     {"kernel_wait_ns", kernel_wait_total}, {"kernel_wait_device_idle_ns", kernel_wait_idle}};
-      SetSaving(f, basis, basis.Per(static_cast<double>(kernel_wait_idle)), basis.Per(static_cast<double>(idle_outside_capture)),
-                "GPU idle time (no stream running, outside graph captures)");
+      if (basis.has_steps()) f.evidence.push_back({"kernel_wait_device_idle_in_steps_ns", kernel_wait_idle_steps});
+      SetSaving(f, basis, basis.Per(static_cast<double>(kernel_wait_idle_steps)),
+                basis.Per(static_cast<double>(idle_outside_capture_steps)),
+                basis.has_steps() ? "GPU idle time in the steps (no stream running, outside graph captures)"
+                                  : "GPU idle time (no stream running, outside graph captures)");
       f.fix_python = "Give the GPU bigger pieces of work: a larger batch, torch.compile (fusion), or CUDA graphs "
                      "(torch.cuda.graphs / mode=\"reduce-overhead\").";
       f.fix_cpp = "Increase the batch, fuse small ops, or capture the step with at::cuda::CUDAGraph.";
@@ -387,24 +401,38 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
     const int64_t exposed = tb.comm_ns - tb.comm_overlap_ns;
     const double exposed_pct =
         tb.kernel_time_ns > 0 ? 100.0 * static_cast<double>(exposed) / static_cast<double>(tb.kernel_time_ns) : 0.0;
-    if (tb.comm_ns > 0 && !capture_phase && exposed_pct > ctx.thresholds.Get("dist.comm_overlap.exposed_pct")) {
+    // Judged on the steady steps when there are steps, as every per-step figure is: HTA's
+    // whole-trace figure is diluted by start-up and warm-up (an idle GPU while the loader starts,
+    // autotuning kernels) and can hide a job whose every step waits on its all-reduce.
+    std::vector<Interval> comm_in = windows.Clip(comm), compute_in = windows.Clip(compute);
+    const int64_t comm_in_ns = MergeIntervals(comm_in), compute_in_ns = MergeIntervals(compute_in);
+    int64_t overlap_in_ns = 0;
+    for (const auto& [cs, ce] : comm_in) overlap_in_ns += CoveredWithin(compute_in, cs, ce);
+    const int64_t exposed_in = comm_in_ns - overlap_in_ns;
+    int64_t span_in = 0;
+    for (const auto& [a, b] : windows.Clip({{all.front().first, all.back().second}})) span_in += b - a;
+    const double judged_pct = !basis.has_steps() ? exposed_pct
+                              : span_in > 0      ? 100.0 * static_cast<double>(exposed_in) / static_cast<double>(span_in)
+                                                 : 0.0;
+    if (tb.comm_ns > 0 && !capture_phase && judged_pct > ctx.thresholds.Get("dist.comm_overlap.exposed_pct")) {
       Finding f;
       f.id = "dist.comm_overlap";
       f.rank = rank;
-      f.severity = exposed_pct > 25 ? Severity::kHigh : Severity::kMedium;
+      f.severity = judged_pct > 25 ? Severity::kHigh : Severity::kMedium;
       f.confidence = Confidence::kHigh;
-      f.title = fmt::format("Communication not hidden behind compute: {:.1f}% of GPU time on rank {} ({:.1f}% of its NCCL "
+      f.title = fmt::format("Communication not hidden behind compute: {:.1f}% of GPU time{} on rank {} ({:.1f}% of its NCCL "
                             "time overlaps compute)",
-                            exposed_pct, rank, tb.comm_overlap_pct);
-      f.measured = exposed_pct;
+                            judged_pct, basis.has_steps() ? " in the steps" : "", rank, tb.comm_overlap_pct);
+      f.measured = judged_pct;
       f.threshold = ctx.thresholds.Get("dist.comm_overlap.exposed_pct");
-      f.measured_unit = "% of GPU active span";
+      f.measured_unit = basis.has_steps() ? "% of GPU active span in the steps" : "% of GPU active span";
       f.evidence = {{"comm_ns", tb.comm_ns},         {"comm_overlap_ns", tb.comm_overlap_ns},
                     {"exposed_comm_ns", exposed},    {"comm_overlap_pct", tb.comm_overlap_pct},
                     {"kernel_time_ns", tb.kernel_time_ns}, {"compute_ns", tb.compute_ns},
-                    {"window", tb.window}};
-      const int64_t room = std::max<int64_t>(0, tb.compute_ns - tb.comm_overlap_ns);
-      SetSaving(f, basis, basis.Per(static_cast<double>(std::min(exposed, room))), basis.Per(static_cast<double>(exposed)),
+                    {"exposed_pct_whole_trace", exposed_pct}, {"window", tb.window}};
+      const int64_t room = std::max<int64_t>(0, compute_in_ns - overlap_in_ns);
+      if (basis.has_steps()) f.evidence.push_back({"exposed_comm_in_steps_ns", exposed_in});
+      SetSaving(f, basis, basis.Per(static_cast<double>(std::min(exposed_in, room))), basis.Per(static_cast<double>(exposed_in)),
                 "exposed communication that compute not yet overlapping it could hide");
       f.fix_python = "Let DDP overlap its all-reduce with backward: DistributedDataParallel(model, bucket_cap_mb=<smaller, "
                      "e.g. 10-25>, gradient_as_bucket_view=True, static_graph=True); under gradient accumulation wrap "

@@ -28,6 +28,21 @@ int64_t StepWindows::Index(int64_t ts_ns) const {
   return std::prev(it) - windows_.begin();
 }
 
+std::vector<std::pair<int64_t, int64_t>> StepWindows::Clip(std::vector<std::pair<int64_t, int64_t>> intervals) const {
+  if (windows_.empty()) return intervals;
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& [s, e] : intervals) {
+    // Windows that may overlap [s, e): from the last one starting at or before s.
+    auto it = std::upper_bound(windows_.begin(), windows_.end(), std::make_pair(s, INT64_MAX));
+    if (it != windows_.begin()) --it;
+    for (; it != windows_.end() && it->first < e; ++it) {
+      const int64_t lo = std::max(s, it->first), hi = std::min(e, it->second);
+      if (hi > lo) out.push_back({lo, hi});
+    }
+  }
+  return out;
+}
+
 StepBasis::StepBasis(const StepModel& steps, int32_t rank) {
   double total = 0;
   for (const auto& s : steps.steps) {

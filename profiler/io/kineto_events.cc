@@ -503,8 +503,11 @@ void EventDecoder::HandleEvent(od::object obj) {
     return Malformed(kUnmatchedEnd);
   }
 
-  if (kind == EventKind::kMemcpy || kind == EventKind::kMemset) {
-    MemcpyInfo info = kind == EventKind::kMemcpy ? ParseMemcpyName(trace_.strings.Get(name)) : MemcpyInfo{};
+  // The side table follows the event's final kind (e.kind): an instant with a memcpy category is
+  // an instant, and readers of Event::aux pick the table by e.kind (a fuzzer found an "i" event of
+  // cat gpu_memcpy whose memcpy index was read as an op-inputs index).
+  if (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) {
+    MemcpyInfo info = e.kind == EventKind::kMemcpy ? ParseMemcpyName(trace_.strings.Get(name)) : MemcpyInfo{};
     info.bytes = bytes;
     e.aux = static_cast<uint32_t>(trace_.memcpys.size());
     trace_.memcpys.push_back(info);

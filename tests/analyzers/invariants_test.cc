@@ -357,6 +357,75 @@ std::vector<std::string> Violations(const profiler::Trace& trace, const Report& 
   return v;
 }
 
+// Per-step savings describe the steady steps: their numerators must sum over the same steps their
+// denominator counts. So a cuDNN-autotuning warm-up step (left out of the steps) or start-up work
+// before the first step, however full of the same problems, changes no per-step saving. Every
+// family that sums a whole-trace total and divides it by the steady steps breaks this (found on
+// the H100: gpu.launch_bound, dist.comm_overlap and the config rules did).
+std::string GpuStepContent(int s, int dur, int scale, int* corr) {
+  std::string ev;
+  ev += Ev("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1, s, dur / 5);
+  ev += Ev("cpu_op", "aten::conv2d", 1, s + dur / 5 + 10, dur / 5);
+  // Launch-bound: short kernels each behind a longer launch call.
+  for (int k = 0; k < 10 * scale; ++k) {
+    const int t = s + dur / 5 + 20 + k * 30 / scale;
+    ev += Ev("cuda_runtime", "cudaLaunchKernel", 1, t, 20 / scale + 1, fmt::format(R"J("correlation":{})J", ++*corr));
+    ev += Gpu("kernel", "elementwise_kernel", 7, t + 22 / scale + 2, 3, *corr);
+  }
+  // Backward with anomaly mode's NaN checks.
+  const int b = s + dur / 2;
+  ev += Ev("cpu_op", "autograd::engine::evaluate_function: ConvolutionBackward0", 2, b, dur / 5);
+  for (int k = 0; k < 3 * scale; ++k) ev += Ev("cpu_op", "aten::isnan", 2, b + 5 + k * 20 / scale, 10 / scale + 1);
+  // Communication not hidden behind compute, then a sync.
+  ev += Ev("cuda_runtime", "ncclKernelLaunch", 2, b + dur / 5, 5, fmt::format(R"J("correlation":{})J", ++*corr));
+  ev += Gpu("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 7, b + dur / 5 + 10, dur / 10, *corr);
+  ev += Ev("cuda_runtime", "cudaStreamSynchronize", 1, b + dur / 5 + 20, dur / 10);
+  ev += Ev("user_annotation", "Optimizer.step#SGD.step", 1, s + dur - dur / 8, dur / 10);
+  return ev;
+}
+
+std::map<std::string, int64_t> SavingsOf(const std::string& json) {
+  profiler::Trace trace;
+  EXPECT_TRUE(profiler::ReadTraceBuffer(json, "warmup.json", 0, trace).ok);
+  std::map<std::string, int64_t> out;
+  for (const auto& f : Analyze(trace).findings) out[f.id] = f.estimated_saving_ns;
+  return out;
+}
+
+TEST(SavingsInvariantTest, WarmUpAndStartUpOutsideTheStepsChangeNoPerStepSaving) {
+  const int kStep = 10000;  // us
+  int corr = 0;
+  std::string steady;
+  for (int i = 0; i < 8; ++i) {
+    const int s = 1'000'000 + i * kStep;
+    steady += Ev("user_annotation", fmt::format("ProfilerStep#{}", i + 1), 1, s, kStep);
+    steady += GpuStepContent(s, kStep, 1, &corr);
+  }
+  // Both runs had GPU work before their first step (a kernel 50 us before it), so the first
+  // step's leading idle is a gap after a kernel in both.
+  steady = Ev("cuda_runtime", "cudaLaunchKernel", 1, 1'000'000 - 60, 5, fmt::format(R"J("correlation":{})J", ++corr)) +
+           Gpu("kernel", "elementwise_kernel", 7, 1'000'000 - 52, 2, corr) + steady;
+  const auto plain = SavingsOf(Doc(steady));
+  ASSERT_GE(plain.size(), 4u) << "the steady steps must show the problems for this test to mean anything";
+  // The same run with a 10x warm-up step (its own problems ten times over) and start-up work
+  // before any step: model init kernels, a long sync, collectives.
+  std::string warm = Ev("user_annotation", "ProfilerStep#0", 1, 1'000'000 - 10 * kStep, 10 * kStep);
+  warm += GpuStepContent(1'000'000 - 10 * kStep, 10 * kStep, 10, &corr);
+  std::string startup = GpuStepContent(100'000, 20 * kStep, 20, &corr);
+  const auto with_warmup = SavingsOf(Doc(warm + startup + steady));
+  for (const auto& [id, saving] : plain) {
+    SCOPED_TRACE(id);
+    ASSERT_TRUE(with_warmup.count(id)) << "the finding disappeared with a warm-up step";
+    // 5 %: the one edge that may move is the first steady step's leading GPU idle (2 of 80 ms here),
+    // which counts as host wait only after earlier GPU work in the analysis window. A whole-trace
+    // total divided by the steady steps moves a saving by 10x here.
+    EXPECT_NEAR(static_cast<double>(with_warmup.at(id)), static_cast<double>(saving), 0.05 * static_cast<double>(saving) + 1000.0)
+        << "its per-step saving counts time outside the steady steps";
+  }
+  for (const auto& [id, saving] : with_warmup)
+    EXPECT_TRUE(plain.count(id)) << id << " appears only because of the warm-up step";
+}
+
 class InvariantsTest : public ::testing::TestWithParam<TraceCase> {};
 
 TEST_P(InvariantsTest, HoldOnTrace) {

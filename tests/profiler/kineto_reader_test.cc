@@ -667,3 +667,32 @@ TEST(KinetoWriterTest, RoundTripKeepsTheModel) {
 
 }  // namespace
 }  // namespace trainrx::profiler
+
+namespace trainrx::profiler {
+namespace {
+
+// Event::aux indexes the memcpy table for copies and memsets and the op-inputs table for the rest,
+// by the event's final kind. An instant ("ph":"i") with a copy category is an instant: it must not
+// get a memcpy index that the writer then reads as op inputs (found by fuzz_trace_pipeline).
+TEST(KinetoReaderTest, SideTableIndexFollowsTheEventsFinalKind) {
+  Trace t;
+  const auto st = ReadTraceBuffer(R"J({"traceEvents":[
+    {"ph":"i","cat":"gpu_memcpy","name":"Memcpy HtoD (Pageable -> Device)","pid":0,"tid":7,"ts":1,"args":{"bytes":64}},
+    {"ph":"i","cat":"gpu_memset","name":"Memset (Device)","pid":0,"tid":7,"ts":2,"args":{"bytes":64}},
+    {"ph":"X","cat":"gpu_memcpy","name":"Memcpy DtoH (Device -> Pageable)","pid":0,"tid":7,"ts":3,"dur":1,"args":{"bytes":32}},
+    {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":4,"dur":1,"args":{"Input Dims":[[2,2],[2,2]]}}
+  ]})J", "t.json", 0, t);
+  ASSERT_TRUE(st.ok) << st.error;
+  for (const Event& e : t.events) {
+    if (e.aux == kNoAux) continue;
+    if (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) EXPECT_LT(e.aux, t.memcpys.size()) << t.Name(e);
+    else EXPECT_LT(e.aux, t.op_inputs.size()) << t.Name(e);
+  }
+  std::ostringstream out;
+  t.Finalize();
+  WriteKinetoJson(t, 0, out);
+  EXPECT_NE(out.str().find("\"bytes\":32"), std::string::npos) << out.str();
+}
+
+}  // namespace
+}  // namespace trainrx::profiler
