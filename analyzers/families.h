@@ -20,6 +20,7 @@ void AnalyzeEval(const AnalysisContext& ctx, Report& out);    // eval.cc
 void AnalyzePrecision(const AnalysisContext& ctx, Report& out);  // precision.cc
 void AnalyzeTensor(const AnalysisContext& ctx, Report& out);     // tensor.cc
 void AnalyzePython(const AnalysisContext& ctx, Report& out);     // python.cc
+void AnalyzeDist(const AnalysisContext& ctx, Report& out);       // dist.cc
 
 // The module table of Metrics (op_table.cc).
 NameTable BuildModuleTable(const profiler::Trace& trace, const StepModel& steps, const ScopeIndex& modules,

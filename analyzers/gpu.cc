@@ -55,18 +55,6 @@ using profiler::EventKind;
 using profiler::Trace;
 using profiler::TrackKind;
 
-// Communication kernels: NCCL's (ncclKernel_*, and ncclDevKernel_* since NCCL 2.19, which the
-// old "contains ncclKernel" test counted as compute) and RCCL's (ROCm), by prefix as HTA 0.6.1.
-bool IsCommKernel(std::string_view name) {
-  auto lower_prefix = [&](std::string_view p) {
-    if (name.size() < p.size()) return false;
-    for (size_t i = 0; i < p.size(); ++i)
-      if (std::tolower(static_cast<unsigned char>(name[i])) != p[i]) return false;
-    return true;
-  };
-  return lower_prefix("nccl") || lower_prefix("rccl");
-}
-
 bool IsComputeKernel(std::string_view name) {
   return !IsCommKernel(name) && name.find("Memcpy") == std::string_view::npos &&
          name.find("Memset") == std::string_view::npos;

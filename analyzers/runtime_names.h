@@ -13,6 +13,7 @@
 // trace its 46-928 µs calls made the mean "launch" 10-200x a real one (issue 12).
 #pragma once
 
+#include <cctype>
 #include <string_view>
 
 namespace trainrx::analyzers {
@@ -48,5 +49,17 @@ inline bool IsBlockingCall(std::string_view n) {
 // mode="reduce-overhead"): between the two, launches are captured into the graph, not run.
 inline bool IsCaptureBegin(std::string_view n) { return n.find("StreamBeginCapture") != std::string_view::npos; }
 inline bool IsCaptureEnd(std::string_view n) { return n.find("StreamEndCapture") != std::string_view::npos; }
+
+// Communication kernels: NCCL's (ncclKernel_*, and ncclDevKernel_* since NCCL 2.19, which the
+// old "contains ncclKernel" test counted as compute) and RCCL's (ROCm), by prefix as HTA 0.6.1.
+inline bool IsCommKernel(std::string_view name) {
+  auto lower_prefix = [&](std::string_view p) {
+    if (name.size() < p.size()) return false;
+    for (size_t i = 0; i < p.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(name[i])) != p[i]) return false;
+    return true;
+  };
+  return lower_prefix("nccl") || lower_prefix("rccl");
+}
 
 }  // namespace trainrx::analyzers

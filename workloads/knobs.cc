@@ -34,6 +34,7 @@ const std::vector<Knob>& Knobs() {
       {"empty_cache", "0", "1", "", "gpu", "empty the CUDA caching allocator every step"},
       {"backend", "gloo", "", "", "dist", "gloo | nccl"},
       {"bucket_mb", "25", "", "", "dist", "gradient all-reduce bucket size, MB (as DDP)"},
+      {"straggler_ms", "0", "20", "dist.straggler", "dist", "extra forward compute on the last rank, ms per step (a straggler; with --nproc 2+)"},
       {"slowdown", "0", "", "", "cpu", "busy work added to every step, microseconds (for A/B and gate tests)"},
       {"seed", "0", "", "", "cpu", "random seed"},
   };

@@ -392,6 +392,7 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, EnvInt("LOCAL_RANK", 0)) : torch::Device(torch::kCPU);
   const int64_t batch = cfg.Int("batch"), steps = cfg.Int("steps"), warmup = cfg.Int("warmup");
   const int64_t accum = std::max<int64_t>(1, cfg.Int("grad_accum"));
+  const double straggler_us = cfg.Double("straggler_ms") * 1000.0 / static_cast<double>(accum);
   const bool pin = cuda && cfg.Bool("pin_memory");
   const std::string amp = cfg.Get("amp");
   const bool channels_last = cfg.Bool("channels_last") && name == "cnn";
@@ -482,6 +483,10 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
       {
         tp::ScopedPhase p(tp::Phase::kForward);
         loss = forward_loss(x, y) / static_cast<double>(accum);
+        if (straggler_us > 0 && world > 1 && rank == world - 1) {  // the planted straggler
+          RECORD_USER_SCOPE("trainrx::straggler");
+          BusyWaitUs(straggler_us);
+        }
       }
       {
         tp::ScopedPhase p(tp::Phase::kBackward);

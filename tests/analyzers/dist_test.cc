@@ -1,0 +1,140 @@
+// dist.straggler on hand-built multi-rank traces: the rank that arrives last at the collectives is
+// named with the cause its steps show, whatever the clocks of the ranks; equal ranks are silent.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "trainrx/analyzers/analysis.h"
+#include "trainrx/profiler/kineto_reader.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+struct RankPlan {
+  int data_us = 1000;     // data wait per step
+  int compute_us = 4000;  // forward compute (a CPU op, and a kernel on GPU ranks)
+  int clock_us = 0;       // this rank's clock offset
+  int jitter_us = 0;      // added to the compute of odd steps
+};
+
+// 6 steps of 10 ms. Every rank's collective ends at the same moment (step start + 8 ms, in true
+// time): it starts when the rank's compute ends, so the last to arrive has the shortest one.
+std::string RankDoc(int rank, int world, const RankPlan& p, bool gpu) {
+  std::string ev;
+  int corr = 0;
+  for (int i = 0; i < 6; ++i) {
+    const int s = i * 10000 + p.clock_us;
+    const int compute = p.compute_us + (i % 2 ? p.jitter_us : 0);
+    const int comm_start = s + p.data_us + compute, comm_end = s + 8000;
+    ev += fmt::format(R"({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":10000}},)", i, s);
+    ev += fmt::format(R"({{"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":{},"dur":{}}},)",
+                      s, p.data_us);
+    ev += fmt::format(R"({{"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":{},"dur":{}}},)", s + p.data_us, compute);
+    if (gpu) {
+      ev += fmt::format(R"({{"ph":"X","cat":"kernel","name":"implicit_gemm","pid":0,"tid":7,"ts":{},"dur":{},"args":{{"device":0,"stream":7,"correlation":{}}}}},)",
+                        s + p.data_us, compute, ++corr);
+      ev += fmt::format(R"({{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL","pid":0,"tid":20,"ts":{},"dur":{},"args":{{"device":0,"stream":20,"correlation":{}}}}},)",
+                        comm_start, comm_end - comm_start, ++corr);
+    } else {
+      ev += fmt::format(R"({{"ph":"X","cat":"user_annotation","name":"gloo:all_reduce","pid":1,"tid":1,"ts":{},"dur":{}}},)", comm_start,
+                        comm_end - comm_start);
+    }
+  }
+  ev.pop_back();
+  return fmt::format(R"({{"distributedInfo":{{"rank":{},"world_size":{},"backend":"{}"}},"traceEvents":[{}]}})", rank, world,
+                     gpu ? "nccl" : "gloo", ev);
+}
+
+Report AnalyzeRanks(const std::vector<RankPlan>& plans, bool gpu) {
+  profiler::Trace trace;
+  for (size_t r = 0; r < plans.size(); ++r) {
+    const auto st = profiler::ReadTraceBuffer(RankDoc(static_cast<int>(r), static_cast<int>(plans.size()), plans[r], gpu),
+                                              fmt::format("rank{}.json", r), static_cast<int32_t>(r), trace);
+    EXPECT_TRUE(st.ok) << st.error;
+  }
+  trace.Finalize();
+  return Analyze(trace);
+}
+
+const Finding* Straggler(const Report& r) {
+  for (const auto& f : r.findings)
+    if (f.id == "dist.straggler") return &f;
+  return nullptr;
+}
+
+std::string EvidenceText(const Finding& f, const std::string& key) {
+  for (const auto& e : f.evidence)
+    if (e.key == key && std::holds_alternative<std::string>(e.value)) return std::get<std::string>(e.value);
+  return "";
+}
+
+TEST(DistStragglerTest, TheSlowRankIsNamedWithItsCauseOnGpuAndGloo) {
+  for (const bool gpu : {true, false}) {
+    SCOPED_TRACE(gpu ? "NCCL kernels" : "Gloo CPU ranges");
+    std::vector<RankPlan> plans(4);
+    plans[2].compute_us = 6000;  // 2 ms more compute per step: the others wait 2 ms
+    const Report r = AnalyzeRanks(plans, gpu);
+    const Finding* f = Straggler(r);
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->rank, 2);
+    EXPECT_EQ(EvidenceText(*f, "cause"), "compute (forward and backward)");
+    EXPECT_NEAR(f->estimated_saving_ns, 2'000'000, 1000);
+    EXPECT_NEAR(f->measured, 20.0, 0.1);  // 2 of 10 ms
+    EXPECT_NE(f->title.find("Rank 2"), std::string::npos) << f->title;
+  }
+}
+
+TEST(DistStragglerTest, DataWaitCauseAndClockOffsetsChangeNothing) {
+  std::vector<RankPlan> plans(3);
+  plans[1].clock_us = 500;    // rank 1's clock runs 500 us ahead
+  plans[2].clock_us = -300;
+  plans[0].data_us = 2500;  // rank 0 waits 1.5 ms longer for data
+  const Finding* f = Straggler(AnalyzeRanks(plans, true));
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->rank, 0);
+  EXPECT_EQ(EvidenceText(*f, "cause"), "data wait");
+  EXPECT_NEAR(f->estimated_saving_ns, 1'500'000, 1000);
+}
+
+TEST(DistStragglerTest, EqualRanksWithJitterAreSilent) {
+  std::vector<RankPlan> plans(4);
+  for (int r = 0; r < 4; ++r) plans[r].jitter_us = (r % 2 ? 60 : -60);  // who arrives last alternates, by 0.1 ms
+  EXPECT_EQ(Straggler(AnalyzeRanks(plans, true)), nullptr);
+  EXPECT_EQ(Straggler(AnalyzeRanks(std::vector<RankPlan>(2), false)), nullptr);
+}
+
+// Ranks not in lockstep: rank 1's steps take 30 % longer (another run, a pipeline stage). Its
+// collectives are longer too, which would make rank 0 look like a straggler: not judged.
+TEST(DistStragglerTest, RanksNotInLockstepAreNotJudged) {
+  profiler::Trace trace;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(0, 2, RankPlan(), true), "r0.json", 0, trace).ok);
+  std::string stretched = RankDoc(1, 2, RankPlan(), true);
+  for (const char* from : {"\"dur\":10000", "\"dur\":1000,", "\"dur\":4000", "\"dur\":3000"}) {
+    const std::string f(from);
+    std::string to = f;
+    const size_t colon = f.find(':');
+    const int v = std::stoi(f.substr(colon + 1));
+    to = f.substr(0, colon + 1) + std::to_string(v * 13 / 10) + (f.back() == ',' ? "," : "");
+    for (size_t at = 0; (at = stretched.find(f, at)) != std::string::npos; at += to.size()) stretched.replace(at, f.size(), to);
+  }
+  ASSERT_TRUE(profiler::ReadTraceBuffer(stretched, "r1.json", 1, trace).ok);
+  trace.Finalize();
+  EXPECT_EQ(Straggler(Analyze(trace)), nullptr);
+}
+
+TEST(DistStragglerTest, OneRankOrUnmatchedCollectivesAreSilent) {
+  std::vector<RankPlan> one(1);
+  one[0].compute_us = 6000;
+  EXPECT_EQ(Straggler(AnalyzeRanks(one, true)), nullptr);
+  // A GPU rank beside a Gloo rank: their collectives are not the same ones.
+  profiler::Trace trace;
+  RankPlan slow;
+  slow.compute_us = 6000;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(0, 2, RankPlan(), true), "r0.json", 0, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(1, 2, slow, false), "r1.json", 1, trace).ok);
+  trace.Finalize();
+  EXPECT_EQ(Straggler(Analyze(trace)), nullptr);
+}
+
+}  // namespace
+}  // namespace trainrx::analyzers
