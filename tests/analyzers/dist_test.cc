@@ -89,7 +89,8 @@ TEST(DistStragglerTest, DataWaitCauseAndClockOffsetsChangeNothing) {
   plans[1].clock_us = 500;    // rank 1's clock runs 500 us ahead
   plans[2].clock_us = -300;
   plans[0].data_us = 2500;  // rank 0 waits 1.5 ms longer for data
-  const Finding* f = Straggler(AnalyzeRanks(plans, true));
+  const Report r = AnalyzeRanks(plans, true);
+  const Finding* f = Straggler(r);
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->rank, 0);
   EXPECT_EQ(EvidenceText(*f, "cause"), "data wait");

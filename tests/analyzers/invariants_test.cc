@@ -403,7 +403,8 @@ TEST(SavingsInvariantTest, WarmUpAndStartUpOutsideTheStepsChangeNoPerStepSaving)
   }
   // Both runs had GPU work before their first step (a kernel 50 us before it), so the first
   // step's leading idle is a gap after a kernel in both.
-  steady = Ev("cuda_runtime", "cudaLaunchKernel", 1, 1'000'000 - 60, 5, fmt::format(R"J("correlation":{})J", ++corr)) +
+  ++corr;
+  steady = Ev("cuda_runtime", "cudaLaunchKernel", 1, 1'000'000 - 60, 5, fmt::format(R"J("correlation":{})J", corr)) +
            Gpu("kernel", "elementwise_kernel", 7, 1'000'000 - 52, 2, corr) + steady;
   const auto plain = SavingsOf(Doc(steady));
   ASSERT_GE(plain.size(), 4u) << "the steady steps must show the problems for this test to mean anything";
