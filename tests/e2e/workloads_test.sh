@@ -136,15 +136,17 @@ print("  buckets", big, "->", small)
 sys.exit(0 if small > big else 1)
 PY
 # A planted straggler (rank 1 computes 30 ms more per step) is named, with its cause; the same run
-# without it is silent. threads=1: two ranks with two threads each on this 2-core machine make
-# steps vary 60-840 ms, where no 30 ms straggler can be told from the noise.
-check straggler dist.straggler cnn --nproc 2 --set threads=1 --set batch=8 --set straggler_ms=30
+# without it is silent. threads=1 workers=0: one busy thread per rank on this 2-core machine. With
+# two threads each steps vary 60-840 ms, where no 30 ms straggler can be told from the noise; with
+# loader workers too, CI once made one rank of the clean run a real straggler (contention).
+check straggler dist.straggler cnn --nproc 2 --set threads=1 --set workers=0 --set batch=8 --set straggler_ms=30
 python3 - "$W/straggler.report.json" <<'PY' && ok "the straggler is rank 1, its cause compute" || bad "straggler finding"
 import json, sys
 f = next(f for f in json.load(open(sys.argv[1]))["findings"] if f["id"] == "dist.straggler")
 print("  ", f["title"])
 assert f["rank"] == 1 and f["evidence"]["cause"].startswith("compute"), f
 PY
-run nostraggler cnn --nproc 2 --set threads=1 --set batch=8 && \
-  { [[ " $(ids "$W/nostraggler.report.json") " != *" dist.straggler "* ]] && ok "no straggler planted -> none flagged" || bad "dist.straggler on a clean 2-rank run"; }
+run nostraggler cnn --nproc 2 --set threads=1 --set workers=0 --set batch=8 && \
+  { [[ " $(ids "$W/nostraggler.report.json") " != *" dist.straggler "* ]] && ok "no straggler planted -> none flagged" \
+    || bad "dist.straggler on a clean 2-rank run: $(python3 -c 'import json,sys; print([f["title"] for f in json.load(open(sys.argv[1]))["findings"]])' "$W/nostraggler.report.json")"; }
 exit $fail
