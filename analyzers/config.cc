@@ -57,12 +57,13 @@ RankFacts Gather(const Trace& trace, int32_t rank, const StepModel& steps) {
     for (const Event& e : trace.TrackEvents(ti)) {
       if (e.kind != EventKind::kCpuOp) continue;
       const std::string_view n = trace.Name(e);
-      if (StartsWith(n, "autograd::engine::evaluate_function")) backward_end = std::max(backward_end, e.end_ns());
+      const bool backward_node = StartsWith(n, "autograd::engine::evaluate_function");
+      if (backward_node) backward_end = std::max(backward_end, e.end_ns());
       if (!in_steps.Contains(e.ts_ns)) continue;
       ++f.cpu_ops;
       if (IsConv(n)) ++f.conv_ops;
-      if (!StartsWith(n, "autograd::engine::evaluate_function") && e.ts_ns < backward_end &&
-                 (n == "aten::isnan" || n == "aten::any" || n == "aten::_is_any_true" || n == "aten::item")) {
+      if (!backward_node && e.ts_ns < backward_end &&
+          (n == "aten::isnan" || n == "aten::any" || n == "aten::_is_any_true" || n == "aten::item")) {
         if (n == "aten::isnan") {
           ++f.anomaly_checks;
           f.anomaly_check_ts.push_back(e.ts_ns);

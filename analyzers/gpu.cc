@@ -263,8 +263,11 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
     const StepWindows windows(ctx.steps, rank);
     const int64_t host_wait_idle_steps = DeviceIdleWithin(windows.Clip(host_wait_gaps), busy_or_capture);
     const int64_t kernel_wait_idle_steps = DeviceIdleWithin(windows.Clip(kernel_wait_gaps), busy_or_capture);
-    const int64_t idle_outside_capture_steps =
-        DeviceIdleWithin(windows.Clip({{all.front().first, all.back().second}}), busy_or_capture);
+    // The GPU's active span inside the steps: the idle there, and the span dist.comm_overlap judges.
+    const std::vector<Interval> active_in_steps = windows.Clip({{all.front().first, all.back().second}});
+    int64_t span_in = 0;
+    for (const auto& [a, b] : active_in_steps) span_in += b - a;
+    const int64_t idle_outside_capture_steps = DeviceIdleWithin(active_in_steps, busy_or_capture);
     const int64_t host_wait_idle = DeviceIdleWithin(std::move(host_wait_gaps), busy_or_capture);
     const int64_t kernel_wait_idle = DeviceIdleWithin(std::move(kernel_wait_gaps), busy_or_capture);
 
@@ -397,8 +400,6 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
     int64_t overlap_in_ns = 0;
     for (const auto& [cs, ce] : comm_in) overlap_in_ns += CoveredWithin(compute_in, cs, ce);
     const int64_t exposed_in = comm_in_ns - overlap_in_ns;
-    int64_t span_in = 0;
-    for (const auto& [a, b] : windows.Clip({{all.front().first, all.back().second}})) span_in += b - a;
     const double judged_pct = !basis.has_steps() ? exposed_pct
                               : span_in > 0      ? 100.0 * static_cast<double>(exposed_in) / static_cast<double>(span_in)
                                                  : 0.0;
