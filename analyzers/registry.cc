@@ -2,11 +2,15 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <functional>
+#include <iterator>
+#include <optional>
 #include <stdexcept>
 
 #include "families.h"
 #include "scopes.h"
 #include "trainrx/analyzers/analysis.h"
+#include "trainrx/profiler/parallel.h"
 
 namespace trainrx::analyzers {
 
@@ -129,18 +133,32 @@ const std::vector<std::string>& FindingIds() {
   return kIds;
 }
 
-Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds) {
+Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_t threads) {
   Report report;
   report.metrics.steps = BuildStepModel(trace);
   report.metrics.unfinished = FindUnfinishedRanks(trace, report.metrics.steps);
   const auto top_n = static_cast<int64_t>(std::max(0.0, thresholds.Get("report.top_n")));
-  report.metrics.op_table = BuildOpTable(trace, report.metrics.steps, top_n);
-  report.metrics.kernel_table = BuildKernelTable(trace, report.metrics.steps, top_n);
-  const ScopeIndex modules(trace, ScopeIndex::What::kModules);
-  const ScopeIndex annotations(trace, ScopeIndex::What::kAnnotations);
-  report.metrics.module_table = BuildModuleTable(trace, report.metrics.steps, modules, top_n);
-  const AnalysisContext ctx{trace, report.metrics.steps, thresholds, modules, annotations};
-  for (const auto& a : Registry()) a.fn(ctx, report);
+  const StepModel& steps = report.metrics.steps;
+  std::optional<ScopeIndex> modules, annotations;
+  // Both cores (profiler::RunTasks): the tables and scope indexes, then the module table and the
+  // families, each into its own slot, merged in registry order: the same report for any thread count.
+  profiler::RunTasks({[&] { report.metrics.op_table = BuildOpTable(trace, steps, top_n); },
+                      [&] { report.metrics.kernel_table = BuildKernelTable(trace, steps, top_n); },
+                      [&] { modules.emplace(trace, ScopeIndex::What::kModules); },
+                      [&] { annotations.emplace(trace, ScopeIndex::What::kAnnotations); }},
+                     threads);
+  const AnalysisContext ctx{trace, steps, thresholds, *modules, *annotations};
+  const auto& registry = Registry();
+  std::vector<Report> parts(registry.size());
+  std::vector<std::function<void()>> tasks;
+  tasks.push_back([&] { report.metrics.module_table = BuildModuleTable(trace, steps, *modules, top_n); });
+  for (size_t i = 0; i < registry.size(); ++i) tasks.push_back([&, i] { registry[i].fn(ctx, parts[i]); });
+  profiler::RunTasks(tasks, threads);
+  for (Report& part : parts) {
+    std::move(part.findings.begin(), part.findings.end(), std::back_inserter(report.findings));
+    std::move(part.metrics.temporal.begin(), part.metrics.temporal.end(), std::back_inserter(report.metrics.temporal));
+    std::move(part.metrics.launch.begin(), part.metrics.launch.end(), std::back_inserter(report.metrics.launch));
+  }
   std::stable_sort(report.findings.begin(), report.findings.end(), [](const Finding& a, const Finding& b) {
     if (a.estimated_saving_pct != b.estimated_saving_pct) return a.estimated_saving_pct > b.estimated_saving_pct;
     if (a.estimated_saving_ns != b.estimated_saving_ns) return a.estimated_saving_ns > b.estimated_saving_ns;  // no steps

@@ -5,9 +5,12 @@
 // Pipeline (one pass, bounded memory):
 //   ByteSource (file | gzip) -> rolling window buffer
 //     -> header scan: find "traceEvents":[ (or a bare top-level array)
-//     -> splitter: a string-aware depth scanner finds the last complete event in the window
-//     -> simdjson On-Demand parses "[" + complete events + "]" -> EventDecoder fills the Trace
-//        (kineto_events.cc)
+//     -> splitter: a string-aware depth scanner finds the last complete event in the window and
+//        counts the elements before it
+//     -> WindowPipeline: the window's events are copied out as "[" + complete events + "]" and
+//        parsed on a worker thread (simdjson On-Demand -> WindowDecoder -> Fragment), while this
+//        thread reads and splits the next ones
+//     -> SourceAssembler appends the fragments to the Trace in file order (kineto_events.cc)
 //     -> trailer: everything after the events array, parsed with the header for metadata
 //        (kineto_metadata.cc)
 //
@@ -17,14 +20,24 @@
 //   event   -> Event{kind=kKernel, ts_ns=10500, dur_ns=2000, correlation=3} on GPU track (dev 0, stream 7)
 #include <fmt/format.h>
 
+#if defined(__AVX2__) && defined(__PCLMUL__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "byte_source.h"
 #include "kineto_parse.h"
 #include "kineto_parse_internal.h"
+#include "trainrx/profiler/parallel.h"
 
 namespace trainrx::profiler {
 namespace {
@@ -32,7 +45,7 @@ namespace {
 namespace od = simdjson::ondemand;
 
 // The string-aware scan the header's value skipping and ElementBounds share (the splitter has its
-// own, memchr-accelerated one): calls on(c, i) for each { [ } ] , outside strings from b[i] on, and
+// own, vectorized one): calls on(c, i) for each { [ } ] , outside strings from b[i] on, and
 // stops where on returns false (returning that index), else at end. `in_str` carries across calls.
 template <typename On>
 size_t ScanOutsideStrings(const char* b, size_t i, size_t end, bool& in_str, On on) {
@@ -49,13 +62,384 @@ size_t ScanOutsideStrings(const char* b, size_t i, size_t end, bool& in_str, On 
   return end;
 }
 
+// The splitter: finds where one element of the events array ends and the next begins, so windows
+// can be cut between events and parsed apart. It tracks string, escape and depth state across
+// calls (the input arrives in pieces); depth 0 is "between events", so a ',' at depth 0 is a safe
+// cut and a ']' at depth 0 ends the array. It also counts the elements (commas at depth 0), which
+// gives each window the index of its first element before anyone parses it.
+//
+// Vectorized where the CPU allows (the parser files are compiled for x86-64-v3): 64 bytes at a
+// time, quotes become an in-string mask by a carry-less multiply (prefix XOR), and only the
+// structural characters outside strings are visited, one bit at a time. A block holding a
+// backslash (rare in traces: escaped quotes in names) goes through the byte loop, which knows
+// escapes; so does the tail of the input.
+struct Splitter {
+  static constexpr size_t kNone = std::string::npos;
+  // Carried across calls.
+  int depth = 0;
+  bool in_str = false;
+  bool escaped = false;  // the previous byte was a backslash inside a string
+  uint64_t commas = 0;   // commas at depth 0 so far
+  // Results of one call.
+  size_t last_cut = kNone;  // the last comma at depth 0
+  uint64_t cut_commas = 0;  // `commas` including that comma
+  size_t array_end = kNone;  // the ']' that closes the events array
+  size_t unbalanced = kNone;  // a '}' or ']' with nothing open
+  bool stopped() const { return array_end != kNone || unbalanced != kNone; }
+
+  // One structural character outside strings; false where the scan must stop.
+  bool Structural(char c, size_t i) {
+    switch (c) {
+      case '{': case '[': ++depth; return true;
+      case '}':
+        if (--depth < 0) return unbalanced = i, false;
+        return true;
+      case ']':
+        if (depth == 0) return array_end = i, false;
+        --depth;
+        return true;
+      case ',':
+        if (depth == 0) {
+          last_cut = i;
+          cut_commas = ++commas;
+        }
+        return true;
+      default: return true;
+    }
+  }
+  // Byte at a time over b[i, end).
+  void ScanBytes(const char* b, size_t i, size_t end) {
+    for (; i < end; ++i) {
+      const char c = b[i];
+      if (in_str) {
+        if (escaped) escaped = false;
+        else if (c == '\\') escaped = true;
+        else if (c == '"') in_str = false;
+        continue;
+      }
+      if (c == '"') in_str = true;
+      else if ((c == '{' || c == '[' || c == '}' || c == ']' || c == ',') && !Structural(c, i)) return;
+    }
+  }
+  // Scans b[i, end) until the end or a stop (stopped()).
+  void Scan(const char* b, size_t i, size_t end) {
+    last_cut = array_end = unbalanced = kNone;
+#if defined(__AVX2__) && defined(__PCLMUL__)
+    auto mask = [](__m256i lo, __m256i hi, char c) {
+      const __m256i v = _mm256_set1_epi8(c);
+      return static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, v)))) |
+             static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, v)))) << 32;
+    };
+    for (; i + 64 <= end; i += 64) {
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i));
+      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i + 32));
+      if (escaped || mask(lo, hi, '\\') != 0) {
+        ScanBytes(b, i, i + 64);
+        if (stopped()) return;
+        continue;
+      }
+      const uint64_t quotes = mask(lo, hi, '"');
+      // Bit k: inside a string after byte k (an opening quote counts as inside, a closing one not).
+      const uint64_t inside = static_cast<uint64_t>(_mm_cvtsi128_si64(
+                                  _mm_clmulepi64_si128(_mm_set_epi64x(0, static_cast<int64_t>(quotes)), _mm_set1_epi8(-1), 0))) ^
+                              (in_str ? ~uint64_t{0} : 0);
+      if (__builtin_popcountll(quotes) & 1) in_str = !in_str;
+      uint64_t structural = (mask(lo, hi, '{') | mask(lo, hi, '[') | mask(lo, hi, '}') | mask(lo, hi, ']') |
+                             mask(lo, hi, ',')) & ~inside;
+      while (structural != 0) {
+        const size_t k = static_cast<size_t>(__builtin_ctzll(structural));
+        structural &= structural - 1;
+        if (!Structural(b[i + k], i + k)) return;
+      }
+    }
+#endif
+    ScanBytes(b, i, end);
+  }
+};
+
+// The elements of b[begin, end) (events separated by commas at depth 0, as the splitter cut them),
+// as trimmed byte ranges. Only on slow paths: a window that holds a broken event, a cut-off file.
+std::vector<std::pair<size_t, size_t>> ElementBounds(const char* b, size_t begin, size_t end) {
+  std::vector<std::pair<size_t, size_t>> out;
+  auto push = [&](size_t s, size_t e) {
+    while (s < e && IsJsonWs(b[s])) ++s;
+    while (e > s && IsJsonWs(b[e - 1])) --e;
+    out.push_back({s, e});
+  };
+  int depth = 0;
+  bool in_str = false;
+  size_t start = begin;
+  ScanOutsideStrings(b, begin, end, in_str, [&](char c, size_t i) {
+    if (c == '{' || c == '[') ++depth;
+    else if (c == '}' || c == ']') --depth;
+    else if (depth == 0) {  // a comma between elements
+      push(start, i);
+      start = i + 1;
+    }
+    return true;
+  });
+  push(start, end);
+  return out;
+}
+
+// One window of complete events on its way through the pipeline.
+struct WindowJob {
+  std::vector<char> text;    // "[" + events + "]" + simdjson padding
+  size_t size = 0;           // JSON bytes of text: the events and the two brackets
+  uint64_t offset = 0;       // source offset of text[1]
+  uint64_t first_index = 0;  // index of the window's first element in the source
+  uint64_t elements = 0;     // elements the splitter counted
+  Fragment fragment;
+  ReadStatus status;
+  bool done = false;  // guarded by WindowPipeline::mu_
+};
+
+// Parses windows into fragments: one On-Demand pass, and one event at a time after a broken
+// event. One per thread (it owns a simdjson parser).
+class WindowParser {
+ public:
+  WindowParser(const std::string& source, int32_t rank) : source_(source), decoder_(source, rank) {}
+  void Parse(WindowJob& job);
+
+ private:
+  ReadStatus Fail(std::string_view what) const { return SourceError(source_, what); }
+  // How a simdjson pass over a run of elements ended: all read, at an element whose JSON broke
+  // inside (counted by the decoder, included in `handled`), or unreadable from element `handled` on.
+  struct Pass {
+    size_t handled = 0;
+    enum Stop { kAll, kBroken, kUnreadable } stop = kAll;
+  };
+  // json[0, n) is "[" + elements + "]", padded to `capacity`.
+  Pass FastPass(const char* json, size_t n, size_t capacity);
+  ReadStatus ParseOneAtATime(WindowJob& job, size_t begin, size_t end);
+
+  const std::string& source_;
+  WindowDecoder decoder_;
+  od::parser parser_;
+  std::vector<char> scratch_;  // one element at a time
+};
+
+// One simdjson pass over the elements of a window into the decoder. Stops at the first element
+// whose JSON is broken: On-Demand cannot go on past it (issue 15 saw every later event of an 8 MiB
+// window dropped, uncounted, after one `{"name" 5}`).
+WindowParser::Pass WindowParser::FastPass(const char* json, size_t n, size_t capacity) {
+  Pass pass;
+  od::document doc;
+  od::array arr;
+  if (parser_.iterate(json, n, capacity).get(doc) || doc.get_array().get(arr)) {
+    pass.stop = Pass::kUnreadable;  // stage 1 refused the bytes (bad UTF-8, an unclosed string)
+    return pass;
+  }
+  for (auto element : arr) {
+    od::value v;
+    od::json_type t;
+    if (element.get(v) || v.type().get(t)) {
+      pass.stop = Pass::kUnreadable;
+      return pass;
+    }
+    if (t != od::json_type::object) {
+      decoder_.NotAnObject();
+      ++pass.handled;
+      continue;
+    }
+    od::object obj;
+    if (v.get_object().get(obj)) {
+      pass.stop = Pass::kUnreadable;
+      return pass;
+    }
+    ++pass.handled;
+    if (!decoder_.Decode(obj)) {  // counted by the decoder; the document cannot go on
+      pass.stop = Pass::kBroken;
+      return pass;
+    }
+  }
+  // The iteration ended: past the closing ']' unless it stopped early without saying why.
+  const char* loc = nullptr;
+  if (doc.current_location().get(loc) != simdjson::OUT_OF_BOUNDS) pass.stop = Pass::kUnreadable;
+  return pass;
+}
+
+// A window of complete events. A broken event costs itself only: it is counted (with its byte
+// offset) and the others are read, so the result does not depend on where windows are cut (issue
+// 15: the same input read as valid at >= 8 KiB windows and as invalid at 4 KiB). When the fast
+// pass meets one, the window is undone and read again one event at a time, each event its own
+// document, cut where the splitter cut it. Broken structure between events (a missing or stray
+// comma) is no event to skip: the read fails there.
+void WindowParser::Parse(WindowJob& job) {
+  decoder_.Begin(&job.fragment, job.first_index);
+  const char* b = job.text.data();
+  size_t begin = 1, end = job.size - 1;
+  while (begin < end && IsJsonWs(b[begin])) ++begin;
+  while (end > begin && IsJsonWs(b[end - 1])) --end;
+  if (begin == end) {  // nothing but whitespace between two commas, or an empty array
+    if (job.elements > 0) {
+      job.status = Fail(fmt::format("invalid JSON in traceEvents near byte {} (event #{}): an empty element (a stray ',')",
+                                    job.offset, job.first_index));
+    }
+    return;
+  }
+  if (FastPass(b, job.size, job.text.size()).stop != Pass::kAll) {
+    decoder_.Begin(&job.fragment, job.first_index);  // undone, read again one at a time
+    job.status = ParseOneAtATime(job, begin, end);
+    if (!job.status.ok) return;
+  }
+  if (job.fragment.elements != job.elements) {  // the splitter and the decoder disagree: our bug
+    job.status = Fail(fmt::format("internal error: the window at byte {} holds {} elements by the splitter's count and "
+                                  "{} by the parser's; please report it with the file",
+                                  job.offset, job.elements, job.fragment.elements));
+  }
+}
+
+ReadStatus WindowParser::ParseOneAtATime(WindowJob& job, size_t begin, size_t end) {
+  const char* b = job.text.data();
+  for (const auto& [s, e] : ElementBounds(b, begin, end)) {
+    const uint64_t at = job.offset + (s - 1);
+    if (s == e) {
+      return Fail(fmt::format("invalid JSON in traceEvents near byte {} (event #{}): an empty element (a stray ',')",
+                              at, decoder_.event_index()));
+    }
+    const size_t n = e - s;
+    scratch_.resize(n + 2 + simdjson::SIMDJSON_PADDING);
+    scratch_[0] = '[';
+    std::memcpy(scratch_.data() + 1, b + s, n);
+    scratch_[n + 1] = ']';
+    std::memset(scratch_.data() + n + 2, 0, simdjson::SIMDJSON_PADDING);
+    const Pass one = FastPass(scratch_.data(), n + 2, scratch_.size());
+    if (one.stop == Pass::kBroken || (one.stop == Pass::kAll && one.handled == 1)) continue;
+    if (one.handled == 0) {
+      decoder_.Unreadable(at);
+      continue;
+    }
+    return Fail(fmt::format("invalid JSON in traceEvents near byte {} (event #{}): expected ',' between events", at,
+                            decoder_.event_index()));
+  }
+  return {};
+}
+
+// Parses one source's windows on worker threads while the reading thread splits the next ones,
+// and merges the fragments into the trace in file order on the reading thread. At most
+// workers + 2 windows exist at once (memory: that many windows and fragments). With no workers,
+// or for a source that fits in one window, windows are parsed on the reading thread.
+class WindowPipeline {
+ public:
+  WindowPipeline(const std::string& source, int32_t rank, SourceAssembler& assembler, size_t workers)
+      : source_(source), rank_(rank), assembler_(assembler), workers_(workers), inline_parser_(source, rank) {}
+  ~WindowPipeline() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  WindowPipeline(const WindowPipeline&) = delete;
+  WindowPipeline& operator=(const WindowPipeline&) = delete;
+
+  // A job to fill (a recycled one when it can); waits for, and merges, the oldest window while
+  // the most that may exist are in flight.
+  ReadStatus Acquire(std::unique_ptr<WindowJob>* job) {
+    if (in_order_.size() >= workers_ + 2) {
+      if (auto st = MergeFinished(true); !st.ok) return st;
+    }
+    if (free_.empty()) {
+      *job = std::make_unique<WindowJob>();
+    } else {
+      *job = std::move(free_.back());
+      free_.pop_back();
+    }
+    (*job)->status = {};
+    (*job)->done = false;
+    return {};
+  }
+  // Queues a filled job, or parses it here (no workers, or the source's only window), then merges
+  // the windows that are finished, in order. Returns the first error in file order.
+  ReadStatus Submit(std::unique_ptr<WindowJob> job, bool last) {
+    WindowJob* j = job.get();
+    in_order_.push_back(std::move(job));
+    if (workers_ == 0 || (last && threads_.empty())) {
+      inline_parser_.Parse(*j);
+      j->done = true;
+    } else {
+      if (threads_.empty()) {
+        for (size_t i = 0; i < workers_; ++i) threads_.emplace_back([this] { Work(); });
+      }
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        queue_.push_back(j);
+      }
+      work_cv_.notify_one();
+    }
+    return MergeFinished(false);
+  }
+  // Waits for every window and merges them.
+  ReadStatus Finish() {
+    while (!in_order_.empty()) {
+      if (auto st = MergeFinished(true); !st.ok) return st;
+    }
+    return {};
+  }
+
+ private:
+  void Work() {
+    WindowParser parser(source_, rank_);
+    for (;;) {
+      WindowJob* job = nullptr;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        work_cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        job = queue_.front();
+        queue_.pop_front();
+      }
+      parser.Parse(*job);
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        job->done = true;
+      }
+      done_cv_.notify_all();
+    }
+  }
+  // Merges finished windows from the oldest on; with wait, waits for the oldest first.
+  ReadStatus MergeFinished(bool wait) {
+    while (!in_order_.empty()) {
+      WindowJob* j = in_order_.front().get();
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        if (!j->done) {
+          if (!wait) break;
+          done_cv_.wait(l, [&] { return j->done; });
+        }
+      }
+      wait = false;
+      if (!j->status.ok) return j->status;
+      assembler_.Merge(j->fragment);
+      free_.push_back(std::move(in_order_.front()));
+      in_order_.pop_front();
+    }
+    return {};
+  }
+
+  const std::string& source_;
+  int32_t rank_;
+  SourceAssembler& assembler_;
+  size_t workers_;
+  WindowParser inline_parser_;
+  std::deque<std::unique_ptr<WindowJob>> in_order_;  // submitted, not merged yet (file order)
+  std::vector<std::unique_ptr<WindowJob>> free_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<WindowJob*> queue_;  // submitted, not taken by a worker yet
+  bool stop_ = false;
+};
+
 // Splits one source into its header, its events (handed to the decoder a window at a time) and its
 // trailer. Errors name the source and a byte offset; malformed events are the decoder's business.
 class DocumentReader {
  public:
-  DocumentReader(io::ByteSource& src, const std::string& source, EventDecoder& decoder, IngestStats& stats,
+  DocumentReader(io::ByteSource& src, const std::string& source, WindowPipeline& pipeline, IngestStats& stats,
                  size_t window_bytes, bool salvage)
-      : src_(src), source_(source), decoder_(decoder), stats_(stats), window_bytes_(window_bytes), salvage_(salvage) {}
+      : src_(src), source_(source), pipeline_(pipeline), stats_(stats), window_bytes_(window_bytes), salvage_(salvage) {}
 
   // Reads the whole source: every event goes to the decoder; header() and trailer() are kept.
   ReadStatus Read() {
@@ -75,20 +459,13 @@ class DocumentReader {
   void Compact();
   ReadStatus FindEventsArray();
   ReadStatus ScanEvents();
-  ReadStatus ParseWindow(size_t begin, size_t end);
-  // How a simdjson pass over a run of elements ended: all read, at an element whose JSON broke
-  // inside (counted by the decoder, included in `handled`), or unreadable from element `handled` on.
-  struct Pass {
-    size_t handled = 0;
-    enum Stop { kAll, kBroken, kUnreadable } stop = kAll;
-  };
-  Pass FastPass(size_t begin, size_t end);
-  std::vector<std::pair<size_t, size_t>> ElementBounds(size_t begin, size_t end) const;
+  // Hands buf_[begin, end), `elements` complete elements, to the pipeline.
+  ReadStatus Emit(size_t begin, size_t end, uint64_t elements, bool last);
   ReadStatus Salvage(int depth, bool in_str);
 
   io::ByteSource& src_;
   const std::string& source_;
-  EventDecoder& decoder_;
+  WindowPipeline& pipeline_;
   IngestStats& stats_;
   size_t window_bytes_;
   bool salvage_;
@@ -103,12 +480,9 @@ class DocumentReader {
   std::string header_;   // top-level members before "traceEvents" (object form)
   std::string trailer_;  // everything after the events array's ']'
   // Splitter state, carried across refills.
-  size_t scan_ = 0;
-  int depth_ = 0;
-  bool in_string_ = false;
-
-  od::parser parser_;
-  std::vector<char> window_;  // "[" + events + "]" + padding
+  size_t scan_ = 0;  // bytes [begin_, scan_) have been through split_
+  Splitter split_;
+  uint64_t next_index_ = 0;  // index of the element at begin_
 };
 
 std::ptrdiff_t DocumentReader::Fill() {
@@ -250,50 +624,22 @@ ReadStatus DocumentReader::FindEventsArray() {
   }
 }
 
-// The splitter: scans [scan_, end_) tracking string/depth state relative to the events array.
-// Depth 0 is "between events". A ',' at depth 0 is a safe cut; a ']' at depth 0 ends the array.
+// Splits [scan_, end_) (Splitter); parses windows of at least half window_bytes_ of complete events
+// as they form, refills, and at the array's end hands over the last window and reads the trailer.
 ReadStatus DocumentReader::ScanEvents() {
   for (;;) {
-    size_t last_cut = std::string::npos;
-    size_t array_end = std::string::npos;
-    const char* b = buf_.data();
-    size_t i = scan_;
-    int depth = depth_;
-    bool in_str = in_string_;
-    while (i < end_) {
-      if (in_str) {
-        // Jump to the next quote; a quote preceded by an odd run of backslashes is escaped.
-        const void* q = std::memchr(b + i, '"', end_ - i);
-        if (!q) { i = end_; break; }
-        size_t qi = static_cast<const char*>(q) - b;
-        size_t bs = 0;
-        while (qi - bs > 0 && b[qi - bs - 1] == '\\') ++bs;
-        i = qi + 1;
-        if ((bs & 1) == 0) in_str = false;
-        continue;
-      }
-      const char c = b[i];
-      switch (c) {
-        case '"': in_str = true; break;
-        case '{': case '[': ++depth; break;
-        case '}': --depth; break;
-        case ']':
-          if (depth == 0) array_end = i;
-          else --depth;
-          break;
-        case ',':
-          if (depth == 0) last_cut = i;
-          break;
-        default: break;
-      }
-      ++i;
-      if (array_end != std::string::npos) break;
-      if (depth < 0) {
-        return Fail(fmt::format("invalid JSON at byte {}: unbalanced '}}' inside traceEvents", buf_offset_ + i - 1));
-      }
+    split_.Scan(buf_.data(), scan_, end_);
+    if (split_.unbalanced != Splitter::kNone) {
+      return Fail(fmt::format("invalid JSON at byte {}: unbalanced '}}' inside traceEvents", buf_offset_ + split_.unbalanced));
     }
+    const size_t array_end = split_.array_end, last_cut = split_.last_cut;
+    const uint64_t commas = split_.commas, cut_commas = split_.cut_commas;
     if (array_end != std::string::npos) {
-      if (auto st = ParseWindow(begin_, array_end); !st.ok) return st;
+      // The last window: one element more than its commas, unless it is empty ("[]", "[ ]").
+      size_t b = begin_;
+      while (b < array_end && IsJsonWs(buf_[b])) ++b;
+      if (auto st = Emit(begin_, array_end, commas + (b < array_end ? 1 : 0), true); !st.ok) return st;
+      if (auto st = pipeline_.Finish(); !st.ok) return st;
       // Trailer: the rest of the input (small: a few metadata members and the closing brace).
       trailer_.assign(buf_.data() + array_end + 1, end_ - array_end - 1);
       begin_ = end_;
@@ -316,20 +662,18 @@ ReadStatus DocumentReader::ScanEvents() {
     // Window full enough: parse the complete events, keep the partial tail.
     const size_t pending = (last_cut == std::string::npos) ? 0 : last_cut - begin_;
     if (pending >= window_bytes_ / 2) {
-      if (auto st = ParseWindow(begin_, last_cut); !st.ok) return st;
+      // The elements before the cut: one per comma at depth 0 up to and including it.
+      if (auto st = Emit(begin_, last_cut, cut_commas, false); !st.ok) return st;
       begin_ = last_cut + 1;
       // Rescan the unconsumed tail from begin_ at depth 0 (it starts right after a cut).
       scan_ = begin_;
-      depth_ = 0;
-      in_string_ = false;
+      split_ = Splitter{};
       continue;
     }
-    scan_ = i;
-    depth_ = depth;
-    in_string_ = in_str;
+    scan_ = end_;
     const auto r = Fill();
     if (r < 0) return Fail("cannot read: " + src_.error());
-    if (r == 0) return Salvage(depth, in_str);
+    if (r == 0) return Salvage(split_.depth, split_.in_str);
   }
 }
 
@@ -339,13 +683,14 @@ ReadStatus DocumentReader::ScanEvents() {
 // bytes were dropped and when the last complete event ended, so every report leads with it.
 ReadStatus DocumentReader::Salvage(int depth, bool in_str) {
   const bool gzip_cut = src_.cut_short();
+  if (auto st = pipeline_.Finish(); !st.ok) return st;
   if (!salvage_) {
     return Fail(fmt::format("truncated: the file ends at byte {} inside the traceEvents array "
                             "({} events read before the cut{}); the trace was not fully written",
-                            buf_offset_ + end_, decoder_.event_index(), gzip_cut ? ", inside gzip data" : ""));
+                            buf_offset_ + end_, next_index_, gzip_cut ? ", inside gzip data" : ""));
   }
   // The last element is whole only when the cut fell between events.
-  auto elements = ElementBounds(begin_, end_);
+  auto elements = ElementBounds(buf_.data(), begin_, end_);
   size_t dropped_bytes = 0;
   if (!elements.empty()) {
     const auto [s, e] = elements.back();
@@ -355,126 +700,44 @@ ReadStatus DocumentReader::Salvage(int depth, bool in_str) {
     }
   }
   const size_t last_whole = elements.empty() ? begin_ : elements.back().second;
-  if (auto st = ParseWindow(begin_, last_whole); !st.ok) return st;
+  if (auto st = Emit(begin_, last_whole, elements.size(), true); !st.ok) return st;
+  if (auto st = pipeline_.Finish(); !st.ok) return st;
   begin_ = end_;
   if (!bare_array_) trailer_ = "}";  // the header's members are whole; metadata after the events is lost
   stats_.Add("truncated_trace", IssueSeverity::kDataLoss,
              fmt::format("{}: the file ends at byte {} inside the traceEvents array{}: {} events read, {} bytes of a "
                          "cut-off event dropped; anything recorded after the last event is missing",
-                         source_, buf_offset_ + end_, gzip_cut ? " (inside gzip data)" : "", decoder_.event_index(),
+                         source_, buf_offset_ + end_, gzip_cut ? " (inside gzip data)" : "", next_index_,
                          dropped_bytes),
              1);
   return {};
 }
 
-// The elements of [begin, end) (events separated by commas at depth 0, as the splitter cut them),
-// as trimmed byte ranges. Only on the slow path of a window that holds a broken event.
-std::vector<std::pair<size_t, size_t>> DocumentReader::ElementBounds(size_t begin, size_t end) const {
-  std::vector<std::pair<size_t, size_t>> out;
-  const char* b = buf_.data();
-  auto push = [&](size_t s, size_t e) {
-    while (s < e && IsJsonWs(b[s])) ++s;
-    while (e > s && IsJsonWs(b[e - 1])) --e;
-    out.push_back({s, e});
-  };
-  int depth = 0;
-  bool in_str = false;
-  size_t start = begin;
-  ScanOutsideStrings(b, begin, end, in_str, [&](char c, size_t i) {
-    if (c == '{' || c == '[') ++depth;
-    else if (c == '}' || c == ']') --depth;
-    else if (depth == 0) {  // a comma between elements
-      push(start, i);
-      start = i + 1;
-    }
-    return true;
-  });
-  push(start, end);
-  return out;
-}
-
-// One simdjson pass over the elements of [begin, end) into the decoder. Stops at the first element
-// whose JSON is broken: On-Demand cannot go on past it (issue 15 saw every later event of an 8 MiB
-// window dropped, uncounted, after one `{"name" 5}`).
-DocumentReader::Pass DocumentReader::FastPass(size_t begin, size_t end) {
-  Pass pass;
+ReadStatus DocumentReader::Emit(size_t begin, size_t end, uint64_t elements, bool last) {
+  std::unique_ptr<WindowJob> job;
+  if (auto st = pipeline_.Acquire(&job); !st.ok) return st;
   const size_t n = end - begin;
-  window_.resize(n + 2 + simdjson::SIMDJSON_PADDING);
-  window_[0] = '[';
-  std::memcpy(window_.data() + 1, buf_.data() + begin, n);
-  window_[n + 1] = ']';
-  std::memset(window_.data() + n + 2, 0, simdjson::SIMDJSON_PADDING);
-  od::document doc;
-  od::array arr;
-  if (parser_.iterate(window_.data(), n + 2, window_.size()).get(doc) || doc.get_array().get(arr)) {
-    pass.stop = Pass::kUnreadable;  // stage 1 refused the bytes (bad UTF-8, an unclosed string)
-    return pass;
-  }
-  for (auto element : arr) {
-    od::value v;
-    od::json_type t;
-    if (element.get(v) || v.type().get(t)) {
-      pass.stop = Pass::kUnreadable;
-      return pass;
-    }
-    if (t != od::json_type::object) {
-      decoder_.NotAnObject();
-      ++pass.handled;
-      continue;
-    }
-    od::object obj;
-    if (v.get_object().get(obj)) {
-      pass.stop = Pass::kUnreadable;
-      return pass;
-    }
-    ++pass.handled;
-    if (!decoder_.Decode(obj)) {  // counted by the decoder; the document cannot go on
-      pass.stop = Pass::kBroken;
-      return pass;
-    }
-  }
-  // The iteration ended: past the closing ']' unless it stopped early without saying why.
-  const char* loc = nullptr;
-  if (doc.current_location().get(loc) != simdjson::OUT_OF_BOUNDS) pass.stop = Pass::kUnreadable;
-  return pass;
-}
-
-// A window of complete events. A broken event costs itself only: it is counted (with its byte
-// offset) and the others are read, so the result does not depend on where windows are cut (issue
-// 15: the same input read as valid at >= 8 KiB windows and as invalid at 4 KiB). When the fast
-// pass meets one, the window is undone and read again one event at a time, each event its own
-// document, cut where the splitter cut it. Broken structure between events (a missing or stray
-// comma) is no event to skip: the read fails there.
-ReadStatus DocumentReader::ParseWindow(size_t begin, size_t end) {
-  while (begin < end && IsJsonWs(buf_[begin])) ++begin;
-  while (end > begin && IsJsonWs(buf_[end - 1])) --end;
-  if (begin == end) return {};
-  const EventDecoder::Checkpoint mark = decoder_.Mark();
-  if (FastPass(begin, end).stop == Pass::kAll) return {};
-  decoder_.RollBack(mark);
-  for (const auto& [s, e] : ElementBounds(begin, end)) {
-    if (s == e) {
-      return Fail(fmt::format("invalid JSON in traceEvents near byte {} (event #{}): an empty element (a stray ',')",
-                              buf_offset_ + s, decoder_.event_index()));
-    }
-    const Pass one = FastPass(s, e);
-    if (one.stop == Pass::kBroken || (one.stop == Pass::kAll && one.handled == 1)) continue;
-    if (one.handled == 0) {
-      decoder_.Unreadable(buf_offset_ + s);
-      continue;
-    }
-    return Fail(fmt::format("invalid JSON in traceEvents near byte {} (event #{}): expected ',' between events",
-                            buf_offset_ + s, decoder_.event_index()));
-  }
-  return {};
+  job->text.resize(n + 2 + simdjson::SIMDJSON_PADDING);
+  job->text[0] = '[';
+  std::memcpy(job->text.data() + 1, buf_.data() + begin, n);
+  job->text[n + 1] = ']';
+  std::memset(job->text.data() + n + 2, 0, simdjson::SIMDJSON_PADDING);
+  job->size = n + 2;
+  job->offset = buf_offset_ + begin;
+  job->first_index = next_index_;
+  job->elements = elements;
+  next_index_ += elements;
+  return pipeline_.Submit(std::move(job), last);
 }
 
 }  // namespace
 
 ReadStatus ParseSource(io::ByteSource& src, const std::string& name, int32_t provisional_rank, Trace& trace,
                        const ReadOptions& options, RankInfo* info) {
-  EventDecoder decoder(trace, name, provisional_rank);
-  DocumentReader doc(src, name, decoder, trace.stats, options.window_bytes, !options.strict);
+  SourceAssembler assembler(trace, name);
+  const size_t workers = options.threads == 1 ? 0 : options.threads > 1 ? size_t(options.threads) : UsableCpus();
+  WindowPipeline pipeline(name, provisional_rank, assembler, workers == 1 ? 0 : std::min<size_t>(workers, 16));
+  DocumentReader doc(src, name, pipeline, trace.stats, options.window_bytes, !options.strict);
   if (auto st = doc.Read(); !st.ok) return st;
   if (src.cut_short() && trace.stats.Count("truncated_trace") == 0) {
     trace.stats.Add("gzip_cut_short", IssueSeverity::kInfo,
@@ -483,7 +746,7 @@ ReadStatus ParseSource(io::ByteSource& src, const std::string& name, int32_t pro
   if (!doc.bare_array()) {
     if (auto st = ReadTopLevelMetadata(doc.header(), doc.trailer(), name, info); !st.ok) return st;
   }
-  decoder.Finish(info->base_time_ns);
+  assembler.Finish(info->base_time_ns);
   return {};
 }
 

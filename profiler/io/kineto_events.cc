@@ -1,5 +1,6 @@
-// EventDecoder: one element of traceEvents -> the model (the decode stage of the pipeline described
-// in kineto_document.cc). SIMD-compiled with the rest of the parser.
+// WindowDecoder: one element of traceEvents -> a window's Fragment (the decode stage of the pipeline
+// described in kineto_document.cc, run on worker threads); SourceAssembler: fragments -> the model,
+// in file order. SIMD-compiled with the rest of the parser.
 //
 // Worked example, one element:
 //   {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10.5,"dur":2,"args":{"stream":7,"correlation":3}}
@@ -236,75 +237,63 @@ EventKind KindFromCat(std::string_view cat, bool* known) {
 
 }  // namespace
 
-EventDecoder::EventDecoder(Trace& trace, const std::string& source, int32_t rank)
-    : trace_(trace),
-      source_(source),
-      rank_(rank),
-      first_track_(trace.tracks.size()),
-      first_event_(trace.events.size()),
-      first_flow_(trace.flows.size()),
-      first_counter_(trace.counters.size()) {}
-
-bool EventDecoder::Decode(od::object obj) {
-  broken_ = false;
-  HandleEvent(obj);
-  ++event_index_;
-  ++trace_.stats.events_read;
-  return !broken_;
+void Fragment::Clear() {
+  trace.RollBack(Trace::Checkpoint{});
+  begin_ends.clear();
+  thread_names.clear();
+  elements = 0;
 }
 
-EventDecoder::Checkpoint EventDecoder::Mark() const {
-  Checkpoint m;
-  m.trace = trace_.Mark();
-  m.event_index = event_index_;
-  for (const auto& b : open_begins_) m.open_begins.emplace_back(b.track, b.name, b.ts, b.kind);
-  m.thread_names = thread_names_.size();
-  return m;
-}
-
-void EventDecoder::RollBack(const Checkpoint& mark) {
-  trace_.RollBack(mark.trace);
-  event_index_ = mark.event_index;
-  open_begins_.clear();
-  for (const auto& [track, name, ts, kind] : mark.open_begins) open_begins_.push_back({track, name, ts, kind});
-  thread_names_.resize(mark.thread_names);
-  last_pid_ = last_tid_ = INT64_MIN;  // the cached track may be gone
+void WindowDecoder::Begin(Fragment* out, uint64_t first_index) {
+  out_ = out;
+  t_ = &out->trace;
+  out_->Clear();
+  first_index_ = first_index;
+  last_pid_ = last_tid_ = INT64_MIN;  // the cached track was the previous fragment's
   last_pid_name_ = last_tid_name_ = kNoStr;
 }
 
-void EventDecoder::Unreadable(uint64_t byte_offset) {
-  trace_.stats.Add(kUnreadableEvent, IssueSeverity::kDataLoss,
-                   fmt::format("{} event #{} at byte {}", source_, event_index_, byte_offset));
-  ++event_index_;
-  ++trace_.stats.events_read;
+bool WindowDecoder::Decode(od::object obj) {
+  broken_ = false;
+  HandleEvent(obj);
+  ++out_->elements;
+  ++t_->stats.events_read;
+  return !broken_;
 }
 
-void EventDecoder::NotAnObject() {
+void WindowDecoder::Unreadable(uint64_t byte_offset) {
+  t_->stats.Add(kUnreadableEvent, IssueSeverity::kDataLoss,
+                fmt::format("{} event #{} at byte {}", source_, event_index(), byte_offset));
+  ++out_->elements;
+  ++t_->stats.events_read;
+}
+
+void WindowDecoder::NotAnObject() {
   Malformed(kMalformedNotObject);
-  ++event_index_;
+  ++out_->elements;
 }
 
-std::string EventDecoder::Where() const { return fmt::format("{} event #{}", source_, event_index_); }
+std::string WindowDecoder::Where() const { return fmt::format("{} event #{}", source_, event_index()); }
 
-void EventDecoder::Malformed(std::string_view kind) { trace_.stats.Add(kind, IssueSeverity::kDataLoss, Where()); }
+void WindowDecoder::Malformed(std::string_view kind) { t_->stats.Add(kind, IssueSeverity::kDataLoss, Where()); }
 
-uint32_t EventDecoder::CpuTrack(int64_t pid, std::string_view pid_name, int64_t tid, std::string_view tid_name) {
-  const StrId pn = pid_name.empty() ? kNoStr : trace_.strings.Intern(pid_name);
-  const StrId tn = tid_name.empty() ? kNoStr : trace_.strings.Intern(tid_name);
+uint32_t WindowDecoder::CpuTrack(int64_t pid, std::string_view pid_name, int64_t tid, std::string_view tid_name) {
+  const StrId pn = pid_name.empty() ? kNoStr : t_->strings.Intern(pid_name);
+  const StrId tn = tid_name.empty() ? kNoStr : t_->strings.Intern(tid_name);
   if (pid == last_pid_ && tid == last_tid_ && pn == last_pid_name_ && tn == last_tid_name_) return last_track_;
   last_pid_ = pid;
   last_tid_ = tid;
   last_pid_name_ = pn;
   last_tid_name_ = tn;
-  last_track_ = trace_.GetOrAddTrack(rank_, TrackKind::kCpuThread, pid, tid, pn, tn);
+  last_track_ = t_->GetOrAddTrack(rank_, TrackKind::kCpuThread, pid, tid, pn, tn);
   return last_track_;
 }
 
-uint32_t EventDecoder::GpuTrack(int64_t device, int64_t stream) {
-  return trace_.GetOrAddTrack(rank_, TrackKind::kGpuStream, device, stream);
+uint32_t WindowDecoder::GpuTrack(int64_t device, int64_t stream) {
+  return t_->GetOrAddTrack(rank_, TrackKind::kGpuStream, device, stream);
 }
 
-void EventDecoder::HandleEvent(od::object obj) {
+void WindowDecoder::HandleEvent(od::object obj) {
   std::string_view ph, cat, ts_text, dur_text;
   StrId name = kNoStr;
   bool has_name = false, bad_type = false, bad_shapes = false;
@@ -349,7 +338,7 @@ void EventDecoder::HandleEvent(od::object obj) {
           std::string_view s;
           if (v.get_string().get(s)) bad_type = true;
           else {
-            name = trace_.strings.Intern(s);
+            name = t_->strings.Intern(s);
             has_name = true;
           }
         } else if (key == "args") {
@@ -377,22 +366,22 @@ void EventDecoder::HandleEvent(od::object obj) {
               std::string_view raw;
               od::array a;
               if (!av.get_array().get(a) && !a.raw_json().get(raw)) {
-                if (ShapeJsonCheck::Valid(raw)) input_dims = trace_.strings.Intern(raw);
+                if (ShapeJsonCheck::Valid(raw)) input_dims = t_->strings.Intern(raw);
                 else bad_shapes = true;
               }
             } else if (ak == "Input type") {
               std::string_view raw;
               od::array a;
               if (!av.get_array().get(a) && !a.raw_json().get(raw)) {
-                if (ShapeJsonCheck::Valid(raw)) input_types = trace_.strings.Intern(raw);
+                if (ShapeJsonCheck::Valid(raw)) input_types = t_->strings.Intern(raw);
                 else bad_shapes = true;
               }
             } else if (ak == "name") {
               std::string_view s;
-              if (!av.get_string().get(s)) meta_name = trace_.strings.Intern(s);
+              if (!av.get_string().get(s)) meta_name = t_->strings.Intern(s);
             } else if (ph == "C") {
               double d;
-              if (!av.get_double().get(d)) counter_values.emplace_back(trace_.strings.Intern(ak), d);
+              if (!av.get_double().get(d)) counter_values.emplace_back(t_->strings.Intern(ak), d);
             }
           }
         }
@@ -403,7 +392,7 @@ void EventDecoder::HandleEvent(od::object obj) {
   }
   if (bad_type) return Malformed(kInvalidField);
   if (bad_shapes) {  // the event stays; its shapes are dropped, said as info
-    trace_.stats.Add(kInvalidShapes, IssueSeverity::kInfo, Where());
+    t_->stats.Add(kInvalidShapes, IssueSeverity::kInfo, Where());
     input_dims = input_types = kNoStr;
   }
   if (ph.empty()) return Malformed(kMissingPh);
@@ -411,8 +400,8 @@ void EventDecoder::HandleEvent(od::object obj) {
 
   const char p0 = ph[0];
   if (p0 == 'M' && ph.size() == 1) {
-    if (has_name && trace_.strings.Get(name) == "thread_name" && meta_name != kNoStr) {
-      thread_names_.push_back({pid.num, tid.num, meta_name});
+    if (has_name && t_->strings.Get(name) == "thread_name" && meta_name != kNoStr) {
+      out_->thread_names.push_back({pid.num, tid.num, meta_name});
     }
     return;
   }
@@ -426,18 +415,18 @@ void EventDecoder::HandleEvent(od::object obj) {
     if (!flow_id_present) return Malformed(kInvalidField);
     Flow f;
     f.id = flow_id;
-    f.cat = trace_.strings.Intern(cat);
+    f.cat = t_->strings.Intern(cat);
     f.track = CpuTrack(pid.num, pid.str, tid.num, tid.str);
     f.ts_ns = *ts;
     f.is_start = (p0 == 's');
-    trace_.flows.push_back(f);
+    t_->flows.push_back(f);
     return;
   }
   if (p0 == 'C' && ph.size() == 1) {
     const uint32_t track = CpuTrack(pid.num, pid.str, tid.num, tid.str);
     for (const auto& [series, value] : counter_values) {
       const StrId cname = counter_values.size() == 1 && has_name ? name : series;
-      trace_.counters.push_back({track, cname, *ts, value});
+      t_->counters.push_back({track, cname, *ts, value});
     }
     return;
   }
@@ -467,7 +456,7 @@ void EventDecoder::HandleEvent(od::object obj) {
     e.kind = EventKind::kInstant;
     e.dur_ns = 0;
   } else {
-    trace_.stats.Add(kUnsupportedPhase, IssueSeverity::kInfo, Where());
+    t_->stats.Add(kUnsupportedPhase, IssueSeverity::kInfo, Where());
     return;
   }
   if (!has_name && p0 != 'E') return Malformed(kMissingName);
@@ -480,45 +469,99 @@ void EventDecoder::HandleEvent(od::object obj) {
     e.track = CpuTrack(pid.num, pid.str, tid.num, tid.str);
   }
 
-  if (p0 == 'B') {
-    open_begins_.push_back({e.track, e.name, e.ts_ns, e.kind});
+  if (p0 == 'B' || p0 == 'E') {  // paired across windows by SourceAssembler
+    out_->begin_ends.push_back({t_->events.size(), event_index(), e, p0 == 'B'});
     return;
-  }
-  if (p0 == 'E') {
-    // Close the innermost open range of this track.
-    for (size_t k = open_begins_.size(); k-- > 0;) {
-      if (open_begins_[k].track == e.track) {
-        const PendingBegin b = open_begins_[k];
-        open_begins_.erase(open_begins_.begin() + static_cast<std::ptrdiff_t>(k));
-        if (e.ts_ns < b.ts) return Malformed(kNegativeDur);
-        if (e.ts_ns - b.ts > kMaxDurationNs) return Malformed(kDurOutOfRange);
-        e.dur_ns = e.ts_ns - b.ts;
-        e.ts_ns = b.ts;
-        e.name = b.name;
-        e.kind = b.kind;
-        trace_.AddEvent(e);
-        return;
-      }
-    }
-    return Malformed(kUnmatchedEnd);
   }
 
   // The side table follows the event's final kind (e.kind): an instant with a memcpy category is
   // an instant, and readers of Event::aux pick the table by e.kind (a fuzzer found an "i" event of
   // cat gpu_memcpy whose memcpy index was read as an op-inputs index).
   if (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) {
-    MemcpyInfo info = e.kind == EventKind::kMemcpy ? ParseMemcpyName(trace_.strings.Get(name)) : MemcpyInfo{};
+    MemcpyInfo info = e.kind == EventKind::kMemcpy ? ParseMemcpyName(t_->strings.Get(name)) : MemcpyInfo{};
     info.bytes = bytes;
-    e.aux = static_cast<uint32_t>(trace_.memcpys.size());
-    trace_.memcpys.push_back(info);
+    e.aux = static_cast<uint32_t>(t_->memcpys.size());
+    t_->memcpys.push_back(info);
   } else if (input_dims != kNoStr || input_types != kNoStr) {
-    e.aux = static_cast<uint32_t>(trace_.op_inputs.size());
-    trace_.op_inputs.push_back({input_dims, input_types});
+    e.aux = static_cast<uint32_t>(t_->op_inputs.size());
+    t_->op_inputs.push_back({input_dims, input_types});
   }
-  trace_.AddEvent(e);
+  t_->AddEvent(e);
 }
 
-void EventDecoder::Finish(int64_t base_time_ns) {
+SourceAssembler::SourceAssembler(Trace& trace, const std::string& source)
+    : trace_(trace),
+      source_(source),
+      first_track_(trace.tracks.size()),
+      first_event_(trace.events.size()),
+      first_flow_(trace.flows.size()),
+      first_counter_(trace.counters.size()) {}
+
+void SourceAssembler::Merge(const Fragment& f) {
+  const Trace& ft = f.trace;
+  names_.resize(ft.strings.size());
+  names_[0] = kNoStr;
+  for (StrId i = 1; i < ft.strings.size(); ++i) names_[i] = trace_.strings.Intern(ft.strings.Get(i));
+  tracks_.resize(ft.tracks.size());
+  for (size_t i = 0; i < ft.tracks.size(); ++i) {
+    const Track& t = ft.tracks[i];
+    tracks_[i] = trace_.GetOrAddTrack(t.rank, t.kind, t.pid, t.tid, names_[t.pid_name], names_[t.tid_name]);
+  }
+  const auto memcpy_base = static_cast<uint32_t>(trace_.memcpys.size());
+  const auto inputs_base = static_cast<uint32_t>(trace_.op_inputs.size());
+  trace_.memcpys.insert(trace_.memcpys.end(), ft.memcpys.begin(), ft.memcpys.end());
+  for (const OpInputs& in : ft.op_inputs) trace_.op_inputs.push_back({names_[in.input_dims], names_[in.input_types]});
+  for (const Counter& c : ft.counters) trace_.counters.push_back({tracks_[c.track], names_[c.name], c.ts_ns, c.value});
+  for (Flow fl : ft.flows) {
+    fl.cat = names_[fl.cat];
+    fl.track = tracks_[fl.track];
+    trace_.flows.push_back(fl);
+  }
+  size_t next_be = 0;
+  for (size_t i = 0; i <= ft.events.size(); ++i) {
+    while (next_be < f.begin_ends.size() && f.begin_ends[next_be].at == i) BeginOrEnd(f.begin_ends[next_be++]);
+    if (i == ft.events.size()) break;
+    Event e = ft.events[i];
+    e.name = names_[e.name];
+    e.track = tracks_[e.track];
+    if (e.aux != kNoAux) e.aux += (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) ? memcpy_base : inputs_base;
+    trace_.events.push_back(e);
+  }
+  for (const auto& entry : ft.stats.entries) trace_.stats.Add(entry.kind, entry.severity, entry.example, entry.count);
+  trace_.stats.events_read += ft.stats.events_read;
+  for (const auto& tn : f.thread_names) thread_names_.push_back({tn.pid, tn.tid, names_[tn.name]});
+}
+
+void SourceAssembler::BeginOrEnd(const Fragment::BeginEnd& be) {
+  Event e = be.e;
+  e.name = names_[e.name];
+  e.track = tracks_[e.track];
+  if (be.begin) {
+    open_begins_.push_back({e.track, e.name, e.ts_ns, e.kind});
+    return;
+  }
+  auto malformed = [&](std::string_view kind) {
+    trace_.stats.Add(kind, IssueSeverity::kDataLoss, fmt::format("{} event #{}", source_, be.index));
+  };
+  // Close the innermost open range of this track.
+  for (size_t k = open_begins_.size(); k-- > 0;) {
+    if (open_begins_[k].track == e.track) {
+      const PendingBegin b = open_begins_[k];
+      open_begins_.erase(open_begins_.begin() + static_cast<std::ptrdiff_t>(k));
+      if (e.ts_ns < b.ts) return malformed(kNegativeDur);
+      if (e.ts_ns - b.ts > kMaxDurationNs) return malformed(kDurOutOfRange);
+      e.dur_ns = e.ts_ns - b.ts;
+      e.ts_ns = b.ts;
+      e.name = b.name;
+      e.kind = b.kind;
+      trace_.AddEvent(e);
+      return;
+    }
+  }
+  malformed(kUnmatchedEnd);
+}
+
+void SourceAssembler::Finish(int64_t base_time_ns) {
   for (size_t k = 0; k < open_begins_.size(); ++k) trace_.stats.Add(kUnclosedBegin, IssueSeverity::kDataLoss, source_);
   open_begins_.clear();
   if (base_time_ns != 0) {

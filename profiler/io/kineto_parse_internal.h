@@ -1,5 +1,5 @@
 // Declarations shared by the SIMD-compiled parser files: kineto_document.cc (reads the document and
-// drives the decoder), kineto_events.cc (EventDecoder) and kineto_metadata.cc. Private to profiler/.
+// drives the decoders), kineto_events.cc (WindowDecoder, SourceAssembler) and kineto_metadata.cc. Private to profiler/.
 //
 // It includes simdjson, whose On-Demand kernel is picked at compile time from the compiler's target
 // flags: include it only from files that profiler/CMakeLists.txt compiles with the parser's SIMD
@@ -30,16 +30,42 @@ inline ReadStatus SourceError(std::string_view source, std::string_view what) {
   return ReadStatus::Error(std::move(msg));
 }
 
-// Turns the elements of one source's traceEvents array into the model, one at a time, in file
-// order. It owns what spans events: B/E pairing, thread_name metadata, the CPU track cache and the
-// event index that messages cite. Malformed events are counted in trace.stats with the file and
-// event index ("test.json event #3"), never fatal.
-class EventDecoder {
+// What one window of traceEvents elements decodes to before it joins the trace: a small Trace of
+// its own (names, tracks, events, side tables, counters, flows and stats, all with the fragment's
+// own ids) plus what only the whole source can settle. Windows decode on worker threads into
+// fragments; SourceAssembler appends them to the trace in file order, so the result does not
+// depend on the number of threads (ids are given in order of first appearance either way).
+struct Fragment {
+  Trace trace;
+  // B and E events, paired across windows by SourceAssembler. `at`: how many of the fragment's
+  // events came before this one, so the paired range lands where a one-pass reader puts it.
+  struct BeginEnd {
+    size_t at = 0;
+    uint64_t index = 0;  // the element's index in the source (for messages)
+    Event e;             // fragment ids
+    bool begin = true;
+  };
+  std::vector<BeginEnd> begin_ends;
+  struct ThreadName {
+    int64_t pid, tid;
+    StrId name;
+  };
+  std::vector<ThreadName> thread_names;  // thread_name metadata, fragment ids
+  uint64_t elements = 0;                 // elements decoded (objects or not)
+  void Clear();
+};
+
+// Turns the elements of one window into a Fragment, one at a time, in file order. Malformed
+// events are counted in the fragment's stats with the file and element index ("test.json event
+// #3"; the window's first index is given, the splitter counts elements), never fatal.
+class WindowDecoder {
  public:
   // Tracks are created under `rank` (the caller's provisional rank, remapped once the source's
   // distributedInfo is known).
-  EventDecoder(Trace& trace, const std::string& source, int32_t rank);
+  WindowDecoder(const std::string& source, int32_t rank) : source_(source), rank_(rank) {}
 
+  // Starts a window: clears `out` and decodes into it from element `first_index` on.
+  void Begin(Fragment* out, uint64_t first_index);
   // One element that is an object. Views into the document stay valid for the call only. False
   // when the object's JSON is broken inside (counted as invalid_field_type): the document cannot be
   // iterated further, the caller resumes at the next event boundary.
@@ -47,41 +73,50 @@ class EventDecoder {
   // One element whose bytes simdjson cannot read at all: counted (invalid_json_event, with its
   // byte offset in the source), skipped.
   void Unreadable(uint64_t byte_offset);
-  // The trace and this decoder as they are, to undo a window's fast pass that met a broken event
-  // (it is then read again one event at a time). Cheap: sizes, the stats and the open B events.
-  struct Checkpoint {
-    Trace::Checkpoint trace;
-    uint64_t event_index = 0;
-    std::vector<std::tuple<uint32_t, StrId, int64_t, EventKind>> open_begins;
-    size_t thread_names = 0;
-  };
-  Checkpoint Mark() const;
-  void RollBack(const Checkpoint& mark);
   // One element that is not an object (a number, string, null): counted, skipped.
   void NotAnObject();
-  // Elements seen so far, i.e. the index of the next one.
-  uint64_t event_index() const { return event_index_; }
-
-  // After the last element and the metadata: counts B events never closed, shifts this source's
-  // times by base_time_ns (Kineto writes them relative to it) and names its tracks from
-  // thread_name metadata events.
-  void Finish(int64_t base_time_ns);
+  // Index of the next element.
+  uint64_t event_index() const { return first_index_ + out_->elements; }
 
  private:
   void HandleEvent(simdjson::ondemand::object obj);
-  bool broken_ = false;  // HandleEvent met a JSON error while iterating the object
   std::string Where() const;
   void Malformed(std::string_view kind);
   uint32_t CpuTrack(int64_t pid, std::string_view pid_name, int64_t tid, std::string_view tid_name);
   uint32_t GpuTrack(int64_t device, int64_t stream);
 
-  Trace& trace_;
   std::string source_;
   int32_t rank_;
+  Fragment* out_ = nullptr;
+  Trace* t_ = nullptr;  // &out_->trace
+  uint64_t first_index_ = 0;
+  bool broken_ = false;  // HandleEvent met a JSON error while iterating the object
+  // Cache of the last CPU track lookup (events of one thread come in runs).
+  int64_t last_pid_ = INT64_MIN, last_tid_ = INT64_MIN;
+  StrId last_pid_name_ = kNoStr, last_tid_name_ = kNoStr;
+  uint32_t last_track_ = 0;
+};
+
+// Appends one source's fragments to the trace in file order and owns what spans windows: names
+// and tracks mapped to the trace's ids, B/E pairing, thread_name metadata. Single-threaded.
+class SourceAssembler {
+ public:
+  SourceAssembler(Trace& trace, const std::string& source);
+  void Merge(const Fragment& f);
+  // After the last fragment and the metadata: counts B events never closed, shifts this source's
+  // times by base_time_ns (Kineto writes them relative to it) and names its tracks from
+  // thread_name metadata events.
+  void Finish(int64_t base_time_ns);
+
+ private:
+  void BeginOrEnd(const Fragment::BeginEnd& be);
+
+  Trace& trace_;
+  std::string source_;
   // What this source added starts here (Finish touches only that).
   size_t first_track_, first_event_, first_flow_, first_counter_;
-  uint64_t event_index_ = 0;
-
+  std::vector<StrId> names_;      // fragment StrId -> trace StrId, for the fragment being merged
+  std::vector<uint32_t> tracks_;  // fragment track -> trace track
   struct PendingBegin {
     uint32_t track;
     StrId name;
@@ -89,15 +124,7 @@ class EventDecoder {
     EventKind kind;
   };
   std::vector<PendingBegin> open_begins_;
-  struct ThreadName {
-    int64_t pid, tid;
-    StrId name;
-  };
-  std::vector<ThreadName> thread_names_;
-  // Cache of the last CPU track lookup (events of one thread come in runs).
-  int64_t last_pid_ = INT64_MIN, last_tid_ = INT64_MIN;
-  StrId last_pid_name_ = kNoStr, last_tid_name_ = kNoStr;
-  uint32_t last_track_ = 0;
+  std::vector<Fragment::ThreadName> thread_names_;  // trace ids
 };
 
 // Reads the top-level members around traceEvents (object form only): the text before the

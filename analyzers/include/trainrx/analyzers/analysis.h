@@ -3,7 +3,9 @@
 // Who calls it: the CLI (trainrx analyze), experiments (fix/ab/gate), tests. Analyzers never do
 // I/O or printing (rendering is reports/'s job) and never know where a trace came from.
 // Threading: Analyze() reads a finalized, immutable Trace; it may run concurrently on different
-// traces.
+// traces, and runs its own tables and families on several threads (each family into its own
+// Report, merged in registry order: a family may write findings, metrics.temporal and
+// metrics.launch, nothing else).
 //
 // Families, one per file, registered in registry.cc:
 //   steps.cc     step detection and per-step phase breakdown (shared by the others)
@@ -252,8 +254,10 @@ const std::vector<AnalyzerInfo>& Registry();
 // knob table against it).
 const std::vector<std::string>& FindingIds();
 
-// Steps first, then every registered family; findings sorted by estimated saving.
-Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds = Thresholds());
+// Steps first, then every registered family; findings sorted by estimated saving. The tables and
+// families run on up to `threads` threads (0: one per usable CPU); the report is the same for any
+// number.
+Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds = Thresholds(), size_t threads = 0);
 
 // Building blocks shared by the families (steps.cc).
 StepModel BuildStepModel(const profiler::Trace& trace);

@@ -16,7 +16,8 @@
 //
 // Memory: the file is streamed in windows (default 8 MiB) and each window is parsed with
 // simdjson On-Demand, so peak memory is the model plus one window, not the file plus its index.
-// Threading: one call, one thread; no shared state.
+// Threading: a call parses windows of events on worker threads (ReadOptions::threads) and merges
+// them in file order, so the Trace is the same whatever the thread count; calls share no state.
 #pragma once
 
 #include <optional>
@@ -30,6 +31,10 @@ namespace trainrx::profiler {
 
 struct ReadOptions {
   size_t window_bytes = 8u << 20;
+  // Threads that parse a source's windows while the calling thread reads and splits it: 0 = one
+  // per CPU this process may run on (taskset and cpusets count), 1 = parse on the calling thread.
+  // The result is the same for every value.
+  int threads = 0;
   // Rank to give a file without distributedInfo; -1 = derive from the file name ("rank-3",
   // "rank3") or else the file's position in the sorted input list.
   int32_t rank_hint = -1;
