@@ -376,6 +376,7 @@ class WindowPipeline {
     while (!in_order_.empty()) {
       if (auto st = MergeFinished(true); !st.ok) return st;
     }
+    assembler_.FlushIssues();
     return {};
   }
 
@@ -738,7 +739,12 @@ ReadStatus ParseSource(io::ByteSource& src, const std::string& name, int32_t pro
   const size_t workers = options.threads == 1 ? 0 : options.threads > 1 ? size_t(options.threads) : UsableCpus();
   WindowPipeline pipeline(name, provisional_rank, assembler, workers == 1 ? 0 : std::min<size_t>(workers, 16));
   DocumentReader doc(src, name, pipeline, trace.stats, options.window_bytes, !options.strict);
-  if (auto st = doc.Read(); !st.ok) return st;
+  if (auto st = doc.Read(); !st.ok) {
+    // A window still in the pipeline comes earlier in the file than what the reading thread met:
+    // its error is the one a one-thread read reports.
+    if (auto earlier = pipeline.Finish(); !earlier.ok) return earlier;
+    return st;
+  }
   if (src.cut_short() && trace.stats.Count("truncated_trace") == 0) {
     trace.stats.Add("gzip_cut_short", IssueSeverity::kInfo,
                     name + ": the gzip data ends without its trailer (checksum unchecked); the JSON in it is whole");

@@ -9,6 +9,7 @@
 // (thread_name); anything else is counted as "unsupported_phase" (info, not data loss).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include <charconv>
@@ -239,6 +240,7 @@ EventKind KindFromCat(std::string_view cat, bool* known) {
 
 void Fragment::Clear() {
   trace.RollBack(Trace::Checkpoint{});
+  first_index.clear();
   begin_ends.clear();
   thread_names.clear();
   elements = 0;
@@ -262,8 +264,7 @@ bool WindowDecoder::Decode(od::object obj) {
 }
 
 void WindowDecoder::Unreadable(uint64_t byte_offset) {
-  t_->stats.Add(kUnreadableEvent, IssueSeverity::kDataLoss,
-                fmt::format("{} event #{} at byte {}", source_, event_index(), byte_offset));
+  Note(kUnreadableEvent, IssueSeverity::kDataLoss, fmt::format("{} event #{} at byte {}", source_, event_index(), byte_offset));
   ++out_->elements;
   ++t_->stats.events_read;
 }
@@ -275,7 +276,13 @@ void WindowDecoder::NotAnObject() {
 
 std::string WindowDecoder::Where() const { return fmt::format("{} event #{}", source_, event_index()); }
 
-void WindowDecoder::Malformed(std::string_view kind) { t_->stats.Add(kind, IssueSeverity::kDataLoss, Where()); }
+void WindowDecoder::Malformed(std::string_view kind) { Note(kind, IssueSeverity::kDataLoss, Where()); }
+
+void WindowDecoder::Note(std::string_view kind, IssueSeverity severity, const std::string& example) {
+  const size_t kinds = t_->stats.entries.size();
+  t_->stats.Add(kind, severity, example);
+  if (t_->stats.entries.size() > kinds) out_->first_index.push_back(event_index());
+}
 
 uint32_t WindowDecoder::CpuTrack(int64_t pid, std::string_view pid_name, int64_t tid, std::string_view tid_name) {
   const StrId pn = pid_name.empty() ? kNoStr : t_->strings.Intern(pid_name);
@@ -392,7 +399,7 @@ void WindowDecoder::HandleEvent(od::object obj) {
   }
   if (bad_type) return Malformed(kInvalidField);
   if (bad_shapes) {  // the event stays; its shapes are dropped, said as info
-    t_->stats.Add(kInvalidShapes, IssueSeverity::kInfo, Where());
+    Note(kInvalidShapes, IssueSeverity::kInfo, Where());
     input_dims = input_types = kNoStr;
   }
   if (ph.empty()) return Malformed(kMissingPh);
@@ -456,7 +463,7 @@ void WindowDecoder::HandleEvent(od::object obj) {
     e.kind = EventKind::kInstant;
     e.dur_ns = 0;
   } else {
-    t_->stats.Add(kUnsupportedPhase, IssueSeverity::kInfo, Where());
+    Note(kUnsupportedPhase, IssueSeverity::kInfo, Where());
     return;
   }
   if (!has_name && p0 != 'E') return Malformed(kMissingName);
@@ -527,7 +534,7 @@ void SourceAssembler::Merge(const Fragment& f) {
     if (e.aux != kNoAux) e.aux += (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) ? memcpy_base : inputs_base;
     trace_.events.push_back(e);
   }
-  for (const auto& entry : ft.stats.entries) trace_.stats.Add(entry.kind, entry.severity, entry.example, entry.count);
+  for (size_t k = 0; k < ft.stats.entries.size(); ++k) AddIssue(f.first_index[k], ft.stats.entries[k]);
   trace_.stats.events_read += ft.stats.events_read;
   for (const auto& tn : f.thread_names) thread_names_.push_back({tn.pid, tn.tid, names_[tn.name]});
 }
@@ -541,7 +548,7 @@ void SourceAssembler::BeginOrEnd(const Fragment::BeginEnd& be) {
     return;
   }
   auto malformed = [&](std::string_view kind) {
-    trace_.stats.Add(kind, IssueSeverity::kDataLoss, fmt::format("{} event #{}", source_, be.index));
+    AddIssue(be.index, {std::string(kind), IssueSeverity::kDataLoss, 1, fmt::format("{} event #{}", source_, be.index)});
   };
   // Close the innermost open range of this track.
   for (size_t k = open_begins_.size(); k-- > 0;) {
@@ -561,7 +568,24 @@ void SourceAssembler::BeginOrEnd(const Fragment::BeginEnd& be) {
   malformed(kUnmatchedEnd);
 }
 
+void SourceAssembler::AddIssue(uint64_t first_index, const IngestStats::Entry& entry) {
+  for (auto& [index, e] : issues_) {
+    if (e.kind == entry.kind) {  // seen in an earlier window, or earlier in this one
+      e.count += entry.count;
+      return;
+    }
+  }
+  issues_.emplace_back(first_index, entry);
+}
+
+void SourceAssembler::FlushIssues() {
+  std::stable_sort(issues_.begin(), issues_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [index, e] : issues_) trace_.stats.Add(e.kind, e.severity, e.example, e.count);
+  issues_.clear();
+}
+
 void SourceAssembler::Finish(int64_t base_time_ns) {
+  FlushIssues();
   for (size_t k = 0; k < open_begins_.size(); ++k) trace_.stats.Add(kUnclosedBegin, IssueSeverity::kDataLoss, source_);
   open_begins_.clear();
   if (base_time_ns != 0) {

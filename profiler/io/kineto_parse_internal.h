@@ -37,6 +37,8 @@ inline ReadStatus SourceError(std::string_view source, std::string_view what) {
 // depend on the number of threads (ids are given in order of first appearance either way).
 struct Fragment {
   Trace trace;
+  // The element index of the first event behind each of trace.stats.entries (same order).
+  std::vector<uint64_t> first_index;
   // B and E events, paired across windows by SourceAssembler. `at`: how many of the fragment's
   // events came before this one, so the paired range lands where a one-pass reader puts it.
   struct BeginEnd {
@@ -82,6 +84,7 @@ class WindowDecoder {
   void HandleEvent(simdjson::ondemand::object obj);
   std::string Where() const;
   void Malformed(std::string_view kind);
+  void Note(std::string_view kind, IssueSeverity severity, const std::string& example);
   uint32_t CpuTrack(int64_t pid, std::string_view pid_name, int64_t tid, std::string_view tid_name);
   uint32_t GpuTrack(int64_t device, int64_t stream);
 
@@ -103,6 +106,10 @@ class SourceAssembler {
  public:
   SourceAssembler(Trace& trace, const std::string& source);
   void Merge(const Fragment& f);
+  // After the last fragment: moves what the events' problems were into trace.stats, ordered by
+  // the element that showed each kind first (as a one-window read meets them), whatever the
+  // windows. Finish() calls it too.
+  void FlushIssues();
   // After the last fragment and the metadata: counts B events never closed, shifts this source's
   // times by base_time_ns (Kineto writes them relative to it) and names its tracks from
   // thread_name metadata events.
@@ -110,6 +117,7 @@ class SourceAssembler {
 
  private:
   void BeginOrEnd(const Fragment::BeginEnd& be);
+  void AddIssue(uint64_t first_index, const IngestStats::Entry& entry);
 
   Trace& trace_;
   std::string source_;
@@ -125,6 +133,7 @@ class SourceAssembler {
   };
   std::vector<PendingBegin> open_begins_;
   std::vector<Fragment::ThreadName> thread_names_;  // trace ids
+  std::vector<std::pair<uint64_t, IngestStats::Entry>> issues_;  // by kind, with its first element
 };
 
 // Reads the top-level members around traceEvents (object form only): the text before the

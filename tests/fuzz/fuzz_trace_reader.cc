@@ -1,13 +1,17 @@
 // libFuzzer targets on arbitrary bytes (JSON or gzip) read as a trace, at a window size the first
 // byte picks (64 B .. 8 MiB):
-//   fuzz_trace_reader    the reader alone (fast: the long runs)
+//   fuzz_trace_reader    the reader alone (fast: the long runs), on the calling thread and on three
+//                        worker threads: both reads must give the same outcome, message, counts
+//                        and events (windows are merged in file order)
 //   fuzz_trace_pipeline  (TRAINRX_FUZZ_PIPELINE) then what every trace goes through: the analyzers,
 //                        the three report renderers, and the Kineto writer, whose output must read
 //                        back (the writer never writes what the reader refuses)
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <string>
 #include <string_view>
 
 #include "trainrx/analyzers/analysis.h"
@@ -22,7 +26,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.window_bytes = size_t{64} << ((data[0] % 18));
   const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   profiler::Trace trace;
-  if (!profiler::ReadTraceBuffer(bytes, "fuzz.json", -1, trace, options).ok) return 0;
+  options.threads = 1;
+  const auto status = profiler::ReadTraceBuffer(bytes, "fuzz.json", -1, trace, options);
+#ifndef TRAINRX_FUZZ_PIPELINE
+  {
+    profiler::Trace threaded;
+    options.threads = 3;
+    const auto again = profiler::ReadTraceBuffer(bytes, "fuzz.json", -1, threaded, options);
+    auto digest = [](const profiler::ReadStatus& st, const profiler::Trace& t) {
+      std::string d = (st.ok ? "ok " : "error ") + st.error;
+      d += " events=" + std::to_string(t.events.size()) + " strings=" + std::to_string(t.strings.size()) +
+           " tracks=" + std::to_string(t.tracks.size()) + " read=" + std::to_string(t.stats.events_read);
+      for (const auto& e : t.stats.entries) d += "\n" + e.kind + " " + std::to_string(e.count) + " " + e.example;
+      for (const auto& e : t.events) d += " " + std::to_string(e.ts_ns) + "/" + std::to_string(e.name);
+      return d;
+    };
+    if (digest(status, trace) != digest(again, threaded)) {
+      fprintf(stderr, "one thread and three threads read differently:\n%s\n---\n%s\n", digest(status, trace).c_str(),
+              digest(again, threaded).c_str());
+      abort();
+    }
+  }
+#endif
+  if (!status.ok) return 0;
 #ifdef TRAINRX_FUZZ_PIPELINE
   const analyzers::Thresholds thresholds;
   const analyzers::Report report = analyzers::Analyze(trace, thresholds);

@@ -508,6 +508,87 @@ std::string Dump(const Trace& t) {
   return s + fmt::format("events_read={} bytes_read={}\n", t.stats.events_read, t.stats.bytes_read);
 }
 
+// Issue 16: windows of events are parsed on worker threads and merged in file order, and the
+// splitter scans 64 bytes at a time. Neither may show in the result: every table, id, count and
+// message (with its event index) is the same at any thread count and window size. The trace puts
+// escaped quotes and backslashes on every offset of a 64-byte block, spreads B/E pairs and thread
+// names over windows, and mixes in broken events and an element that is not an object.
+TEST(KinetoReaderTest, TheSameTraceAtAnyThreadCountAndWindowSize) {
+  std::string json = R"J({"schemaVersion": 1, "traceEvents": [)J";
+  for (int i = 0; i < 480; ++i) {
+    if (i) json += ",\n";
+    const std::string pad(static_cast<size_t>(i % 67), 'x');  // moves everything after it by one byte
+    const int ts = 1000 + i * 10;
+    switch (i % 8) {
+      case 0:
+        json += fmt::format(R"J({{"ph": "X", "cat": "cpu_op", "name": "op \"{}, [x] }} \\ {}", "ts": {}, "dur": 5, "pid": 1, "tid": 1, "args": {{"note": "a\\", "External id": {}}}}})J", i % 5, pad, ts, i);
+        break;
+      case 1: json += fmt::format(R"J({{"ph": "B", "name": "range {}", "ts": {}, "pid": 1, "tid": 2}})J", i / 8, ts); break;
+      case 2:
+        json += fmt::format(R"J({{"ph": "X", "cat": "kernel", "name": "k{}", "ts": {}, "dur": 3, "pid": 0, "tid": 7, "args": {{"stream": 7, "correlation": {}}}}})J", i % 3, ts, i);
+        break;
+      case 3: json += fmt::format(R"J({{"ph": "E", "ts": {}, "pid": 1, "tid": 2}})J", ts + 2); break;
+      case 4:
+        json += fmt::format(R"J({{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "ts": {}, "dur": 2, "pid": 0, "tid": 7, "args": {{"bytes": {}}}}})J", ts, i * 64);
+        break;
+      case 5:
+        json += fmt::format(R"J({{"ph": "X", "cat": "cpu_op", "name": "aten::mm{}", "ts": {}, "dur": 4, "pid": 1, "tid": {}, "args": {{"Input Dims": [[{}, 8], [8, 8]], "Input type": ["float", "float"]}}}})J", pad, ts, 1 + i % 3, i);
+        break;
+      case 6:
+        if (i % 24 == 6) json += fmt::format(R"J({{"ph": "X", "name": "no ts {}", "dur": 1, "pid": 1, "tid": 1}})J", i);
+        else if (i % 24 == 14) json += fmt::format(R"J({{"ph": "s", "id": {}, "cat": "ac2g", "ts": {}, "pid": 1, "tid": 1}})J", i, ts);
+        else json += fmt::format(R"J({{"ph": "C", "name": "mem", "ts": {}, "pid": 1, "tid": 1, "args": {{"bytes": {}}}}})J", ts, i);
+        break;
+      case 7:
+        if (i % 16 == 7) json += fmt::format(R"J({{"ph": "M", "name": "thread_name", "pid": 1, "tid": {}, "args": {{"name": "worker \\\"{}"}}}})J", 1 + i % 3, i);
+        else json += R"J("not an event")J";
+        break;
+    }
+  }
+  json += R"J(, {"ph": "E", "ts": 1, "pid": 9, "tid": 9}], "displayTimeUnit": "ms"})J";
+
+  Trace expected;
+  ReadOptions one;
+  one.threads = 1;
+  ASSERT_TRUE(Read(json, expected, one).ok);
+  ASSERT_EQ(expected.stats.events_read, 451u);  // 481 elements less the 30 strings
+  EXPECT_EQ(expected.stats.Count("missing_ts"), 20u);
+  EXPECT_EQ(expected.stats.Count("event_not_an_object"), 30u);
+  EXPECT_EQ(expected.stats.Count("unmatched_end_event"), 1u);
+  EXPECT_NE(FindEvent(expected, "op \"0, [x] } \\ "), nullptr);  // element 0: no padding
+  EXPECT_NE(FindEvent(expected, "range 59"), nullptr);
+  const std::string want = Dump(expected);
+  EXPECT_NE(want.find("test.json event #6\n"), std::string::npos);  // the first missing ts, by index
+  for (int threads : {1, 2, 3, 8}) {
+    for (size_t window : {size_t{64}, size_t{100}, size_t{257}, size_t{1000}, size_t{4096}, size_t{1} << 20}) {
+      SCOPED_TRACE(fmt::format("threads {}, window {}", threads, window));
+      Trace t;
+      ReadOptions opt;
+      opt.threads = threads;
+      opt.window_bytes = window;
+      ASSERT_TRUE(Read(json, t, opt).ok);
+      EXPECT_EQ(Dump(t), want);
+    }
+  }
+  // A broken document fails with the same message, the first problem in file order, either way.
+  std::string broken = json;
+  broken.insert(broken.find(R"J({"ph": "B", "name": "range 40")J"), ",");
+  std::string first_error;
+  for (int threads : {1, 3}) {
+    for (size_t window : {size_t{100}, size_t{1000}}) {
+      Trace t;
+      ReadOptions opt;
+      opt.threads = threads;
+      opt.window_bytes = window;
+      const auto st = Read(broken, t, opt);
+      ASSERT_FALSE(st.ok);
+      if (first_error.empty()) first_error = st.error;
+      EXPECT_EQ(st.error, first_error);
+    }
+  }
+  EXPECT_NE(first_error.find("a stray ','"), std::string::npos) << first_error;
+}
+
 // A failed read takes back everything it added, not only its events: interned names, tracks,
 // side-table rows (memcpys, op inputs), counters, flows, ranks and stats. Each bad trace below but
 // the empty one fails after it has added some of each (small windows decode events before the
