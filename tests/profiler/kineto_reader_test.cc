@@ -383,7 +383,21 @@ TEST(KinetoReaderTest, ReadsGzipAndSmallWindowsGiveTheSameModel) {
   ReadOptions tiny;
   tiny.window_bytes = 64;  // forces many windows and refills mid-event
   ASSERT_TRUE(Read(kModern, windowed, tiny).ok);
-  for (const Trace* t : {&gz, &windowed}) {
+  // Concatenated gzip members (what `cat a.gz b.gz` makes) are one stream, cut anywhere.
+  const std::string_view text(kModern);
+  std::string first, second;
+  ASSERT_TRUE(io::GzipCompress(text.substr(0, text.size() / 3), &first));
+  ASSERT_TRUE(io::GzipCompress(text.substr(text.size() / 3), &second));
+  Trace members;
+  const auto st = Read(first + second, members);
+  ASSERT_TRUE(st.ok) << st.error;
+  EXPECT_EQ(members.stats.Count("gzip_cut_short"), 0u);
+  // Bytes after the last member that are not gzip are corrupt data, not a silent end.
+  Trace trailing;
+  const auto bad = Read(packed + "not gzip at all", trailing);
+  ASSERT_FALSE(bad.ok);
+  EXPECT_NE(bad.error.find("gzip"), std::string::npos) << bad.error;
+  for (const Trace* t : {&gz, &windowed, &members}) {
     ASSERT_EQ(t->events.size(), plain.events.size());
     for (size_t i = 0; i < plain.events.size(); ++i) {
       EXPECT_EQ(t->events[i].ts_ns, plain.events[i].ts_ns);
