@@ -104,9 +104,7 @@ def trainrx_figures(path, extra=()):
 
 timing, figures = [], []
 for path in traces:
-    name = os.path.basename(path)
-    for suf in (".gz", ".json"):
-        name = name[: -len(suf)] if name.endswith(suf) else name
+    name = os.path.basename(path)  # whole: a.json and a.json.gz get their own HTA directories
     d = os.path.join(work, "t_" + name)          # HTA reads a directory of rank traces
     os.makedirs(d, exist_ok=True)
     shutil.copy(path, d)

@@ -1,5 +1,7 @@
 #include "trainrx/profiler/parallel.h"
 
+#include "trainrx/profiler/env.h"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -11,7 +13,7 @@
 namespace trainrx::profiler {
 
 size_t UsableCpus() {
-  if (const char* env = std::getenv("TRAINRX_THREADS")) {
+  if (const char* env = std::getenv(env::kThreads)) {
     const long n = std::strtol(env, nullptr, 10);
     if (n > 0) return static_cast<size_t>(std::min(n, 256L));
   }

@@ -16,6 +16,8 @@ inline constexpr const char* kQuiet = "TRAINRX_QUIET";              // "1": the 
 // Read from the user's environment.
 inline constexpr const char* kProbeDir = "TRAINRX_PROBE_DIR";       // where `record` finds the probe
 inline constexpr const char* kMaxEvents = "TRAINRX_MAX_EVENTS";     // the collector's event cap
+// Threads for reading and analyzing traces (profiler/parallel.h; default: the usable CPUs).
+inline constexpr const char* kThreads = "TRAINRX_THREADS";
 // Seconds between the collector's journal flushes (probes/journal.h; default 2, 0: no journal).
 inline constexpr const char* kFlushSeconds = "TRAINRX_FLUSH_SECONDS";
 inline constexpr const char* kRecordSpawned = "TRAINRX_RECORD_SPAWNED";  // "1": attach to spawned children too
