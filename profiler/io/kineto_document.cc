@@ -736,8 +736,9 @@ ReadStatus DocumentReader::Emit(size_t begin, size_t end, uint64_t elements, boo
 ReadStatus ParseSource(io::ByteSource& src, const std::string& name, int32_t provisional_rank, Trace& trace,
                        const ReadOptions& options, RankInfo* info) {
   SourceAssembler assembler(trace, name);
-  const size_t workers = options.threads == 1 ? 0 : options.threads > 1 ? size_t(options.threads) : UsableCpus();
-  WindowPipeline pipeline(name, provisional_rank, assembler, workers == 1 ? 0 : std::min<size_t>(workers, 16));
+  // One thread: parse on this one; else that many workers (at most 16) while this one splits.
+  const size_t threads = options.threads > 0 ? static_cast<size_t>(options.threads) : UsableCpus();
+  WindowPipeline pipeline(name, provisional_rank, assembler, threads > 1 ? std::min<size_t>(threads, 16) : 0);
   DocumentReader doc(src, name, pipeline, trace.stats, options.window_bytes, !options.strict);
   if (auto st = doc.Read(); !st.ok) {
     // A window still in the pipeline comes earlier in the file than what the reading thread met:

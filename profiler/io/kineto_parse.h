@@ -5,7 +5,8 @@
 // The parser's files, outermost first:
 //   kineto_ranks.cc     ParseOneSource: parse one source, then decide its rank and record its RankInfo
 //   kineto_document.cc  ParseSource: byte windows -> header, events array, trailer (SIMD)
-//   kineto_events.cc    EventDecoder: one traceEvents element -> events, tracks, flows, counters (SIMD)
+//   kineto_events.cc    WindowDecoder: a window of traceEvents -> a Fragment; SourceAssembler:
+//                       fragments -> the trace in file order (SIMD)
 //   kineto_metadata.cc  header + trailer -> RankInfo: deviceProperties, distributedInfo, "trainrx" (SIMD)
 #pragma once
 

@@ -6,8 +6,6 @@
 // flags, never from kineto_reader.cc, which must run on any x86-64 to say that the CPU is too old.
 #pragma once
 
-#include <tuple>
-
 #include <simdjson.h>
 
 #include <cstdint>
