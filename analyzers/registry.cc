@@ -137,6 +137,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   Report report;
   report.metrics.steps = BuildStepModel(trace);
   report.metrics.unfinished = FindUnfinishedRanks(trace, report.metrics.steps);
+  report.metrics.windows = FindRecordedWindows(trace);
   const auto top_n = static_cast<int64_t>(std::max(0.0, thresholds.Get("report.top_n")));
   const StepModel& steps = report.metrics.steps;
   std::optional<ScopeIndex> modules, annotations;

@@ -62,4 +62,25 @@ std::vector<UnfinishedRank> FindUnfinishedRanks(const profiler::Trace& trace, co
   return out;
 }
 
+std::vector<RecordedWindow> FindRecordedWindows(const profiler::Trace& trace) {
+  std::vector<RecordedWindow> out;
+  const auto number = [](const profiler::RankInfo& info, const char* key) {
+    return std::strtoll(ConfigText(info, key).c_str(), nullptr, 10);
+  };
+  for (const profiler::RankInfo& info : trace.ranks) {
+    if (ConfigText(info, "window_steps").empty()) continue;
+    RecordedWindow w;
+    w.rank = info.rank;
+    w.skip = number(info, "window_skip");
+    w.steps = number(info, "window_steps");
+    w.boundary = ConfigText(info, "window_boundary");
+    w.run_boundaries = number(info, "window_run_boundaries");
+    w.opened = ConfigText(info, "window_opened") == "true";
+    w.closed = ConfigText(info, "window_closed") == "true";
+    w.gpu_records_outside = number(info, "gpu_records_outside_window");
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 }  // namespace trainrx::analyzers

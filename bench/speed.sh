@@ -7,9 +7,13 @@
 #      own DOM parse of the same bytes, no model) (build/bench/trainrx_ingest_bench);
 #   3. the gzip inflaters Debian offers on the gzipped trace (build/bench/trainrx_inflate_bench);
 #   4. a multi-rank set of RANKS ranks of that trace (8: 1.9 GB), each with its own distributedInfo;
-#   5. recording overhead against a plain run and torch.profiler (bench/overhead_vs_torch_profiler.py).
+#   5. recording overhead against a plain run and torch.profiler (bench/overhead_vs_torch_profiler.py);
+#   6. our own traces: a LONG_STEPS-step cnn run recorded whole (~4 M events, the collector's cap)
+#      analyzed beside the tiled Kineto trace (MB/s and events/s of each), and what `record`'s
+#      default step window keeps of a long Python run against --steps all.
 # Usage: bench/speed.sh            Environment: COPIES (20), REPS (HTA/trainrx runs each, 1), RANKS (8),
-#        OVERHEAD_ROUNDS (5; 0 skips part 5), WORK (/tmp: where the large traces are made once).
+#        OVERHEAD_ROUNDS (5; 0 skips part 5), LONG_STEPS (2500; 0 skips part 6),
+#        WORK (/tmp: where the large traces are made once).
 # Takes about 6 minutes on a 2-core machine (HTA needs ~35-50 s per run on the 240 MB trace).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,6 +22,7 @@ COPIES=${COPIES:-20}
 REPS=${REPS:-1}
 RANKS=${RANKS:-8}
 OVERHEAD_ROUNDS=${OVERHEAD_ROUNDS:-5}
+LONG_STEPS=${LONG_STEPS:-2500}
 WORK=${WORK:-/tmp}
 SHARED=${TRAINRX_SHARED_DIR:-$REPO/../shared}
 plain=$WORK/trainrx_tiled_${COPIES}.json
@@ -73,4 +78,31 @@ if [ "$OVERHEAD_ROUNDS" -gt 0 ]; then
   echo
   echo "== 5. recording overhead: plain vs trainrx record vs torch.profiler"
   .venv/bin/python bench/overhead_vs_torch_profiler.py --rounds "$OVERHEAD_ROUNDS"
+fi
+
+if [ "$LONG_STEPS" -gt 0 ]; then
+  echo
+  echo "== 6. our own traces: a $LONG_STEPS-step cnn run recorded whole, beside the Kineto trace"
+  own=$WORK/trainrx_own_${LONG_STEPS}.json
+  [ -f "$own" ] || TRAINRX_STEPS=all build/trainrx run cnn --set steps="$LONG_STEPS" -o "$own" --format json --report /dev/null
+  for f in "$plain" "$own"; do
+    /usr/bin/time -f "%e %M" -o "$WORK/trainrx_time.txt" build/trainrx analyze "$f" --format json -o "$WORK/trainrx_own.json"
+    python3 - "$f" "$WORK/trainrx_own.json" "$WORK/trainrx_time.txt" <<'PY'
+import json, os, sys
+path, report, timing = sys.argv[1:]
+wall, rss = (float(x) for x in open(timing).read().split()[-2:])
+i = json.load(open(report))["ingest"]
+mb = os.path.getsize(path) / 1e6
+print(f"  {os.path.basename(path)}: {mb:.0f} MB, {i['events'] / 1e6:.2f} M events in {wall:.2f} s: "
+      f"{mb / wall:.0f} MB/s, {i['events'] / wall / 1e6:.2f} M events/s, peak RSS {rss / 1024:.0f} MB")
+PY
+  done
+  echo "  record's default step window on a ${LONG_STEPS}-step Python run (tests/python/train_planted.py):"
+  for steps in default all; do
+    out=$WORK/trainrx_window_$steps.json
+    args=(); [ "$steps" = all ] && args=(--steps all)
+    start=$(date +%s.%N)
+    build/trainrx record "${args[@]}" -o "$out" -- .venv/bin/python tests/python/train_planted.py --steps "$LONG_STEPS" >/dev/null 2>&1
+    echo "    --steps $steps: $(du -m "$out" | cut -f1) MB trace, run $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$start" "$(date +%s.%N)") s"
+  done
 fi

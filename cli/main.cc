@@ -152,6 +152,16 @@ int Main(int argc, char** argv) {
   record->add_option("--report", record_report, "with --analyze: write the report here instead of stdout");
   record->add_option("--probe-dir", record_options.probe_dir,
                      "directory of the probe to attach (built for the program's torch; default: next to trainrx)");
+  record->add_option("--steps", record_options.steps,
+                     "steps to record, then the run goes on unrecorded (default 200; all: every step)")
+      ->check([](const std::string& v) {
+        if (v == "all") return std::string();
+        char* end = nullptr;
+        const long long n = std::strtoll(v.c_str(), &end, 10);
+        return end && *end == '\0' && n >= 1 ? std::string() : "expected a step count (1 or more) or all, got " + v;
+      });
+  record->add_option("--skip", record_options.skip, "steps to run unrecorded before the recorded ones (default 0)")
+      ->check(CLI::NonNegativeNumber);
   record->add_flag("-v,--verbose", record_options.verbose, "let the probes report what they do on stderr");
   record->add_option("command", record_options.command, "the command to run, after --")->required();
   record->allow_extras(false);

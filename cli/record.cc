@@ -93,6 +93,10 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
            // The launched process is the root (it writes `output`); its children tag theirs.
            {env::kRootPid, "", E::kOwnPid}};
   if (!options.verbose) p.env.push_back({env::kQuiet, "1", E::kSetIfUnset});
+  // The step window: --steps / --skip win over the environment, the default does not.
+  p.env.push_back({env::kSteps, options.steps.empty() ? kDefaultSteps : options.steps,
+                   options.steps.empty() ? E::kSetIfUnset : E::kSet});
+  if (options.skip > 0) p.env.push_back({env::kSkipSteps, std::to_string(options.skip), E::kSet});
   if (fs::exists(cupti)) {
     p.env.push_back({env::kCuptiLib, cupti, E::kSet});
     // The driver loads it at cuInit, so GPU activity is recorded from the first CUDA call.

@@ -1,6 +1,7 @@
 // `trainrx record`: the launcher half of attaching to any process (see record.cc).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -8,10 +9,18 @@
 
 namespace trainrx::cli {
 
+// Steps `record` keeps when neither --steps nor TRAINRX_STEPS says: long runs stay bounded
+// (a step of a small CNN is ~1 000 events; the collector's cap is 4 M).
+inline constexpr const char* kDefaultSteps = "200";
+
 struct RecordOptions {
   std::string output = "trainrx_trace.json";
   bool analyze = false;
   bool verbose = false;
+  // The step window (TRAINRX_STEPS / TRAINRX_SKIP_STEPS for the probes): empty steps is the
+  // default, kDefaultSteps unless the environment says otherwise; "all" records every step.
+  std::string steps;
+  int64_t skip = 0;
   std::vector<std::string> command;
   std::string probe_dir;      // where libtrainrx_probe.so and its .torch sidecar are (default: next to trainrx)
   std::string torch_lib;      // the libtorch_cpu the probe was built against (build-time)

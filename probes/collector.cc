@@ -120,7 +120,71 @@ struct ThreadSlot {
 thread_local ThreadSlot t_slot __attribute__((tls_model("initial-exec")));  // 16 bytes; see observer.cc
 }  // namespace
 
-Collector::Collector(CollectorOptions options) : options_(options), generation_(++g_collector_generation) {}
+Collector::Collector(CollectorOptions options)
+    : options_(options), generation_(++g_collector_generation), window_(options.window) {}
+
+StepWindow::StepWindow(StepWindowOptions options) : options_(options) { state_.opened = starts_open(); }
+
+WindowAction StepWindow::OnBoundary(BoundaryKind kind, int64_t now_ns) noexcept {
+  if (!options_.bounded()) return WindowAction::kNone;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_.kind < 0) state_.kind = static_cast<int>(kind);
+  if (state_.kind != static_cast<int>(kind) || state_.closed) {
+    if (state_.kind == static_cast<int>(kind)) ++state_.boundaries;
+    return WindowAction::kNone;
+  }
+  const int64_t n = ++state_.boundaries;
+  const int64_t skip = std::max<int64_t>(0, options_.skip);
+  // The boundary that opens the window and the one that closes it (see the class comment).
+  const bool optimizer = kind == BoundaryKind::kOptimizerStep;
+  const int64_t open_at = optimizer ? skip : skip + 1;
+  // From the start (skip 0), the run's first step has no optimizer step before it to start it,
+  // and is not inferred: one more optimizer step gives `steps` inferred steps.
+  const int64_t close_at = options_.steps < 0 ? -1
+                           : optimizer        ? skip + options_.steps + (skip == 0 ? 1 : 0)
+                                              : skip + options_.steps + 1;
+  if (!state_.opened) {
+    if (n != open_at) return WindowAction::kNone;
+    state_.opened = true;
+    state_.open_ns = now_ns;
+    return n == close_at ? WindowAction::kCloseAtEnd : WindowAction::kOpen;
+  }
+  if (n != close_at) return WindowAction::kNone;
+  if (optimizer) return WindowAction::kCloseAtEnd;
+  state_.closed = true;
+  state_.close_ns = now_ns;
+  return WindowAction::kCloseNow;
+}
+
+void StepWindow::MarkClosed(int64_t now_ns) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_.closed) return;
+  state_.closed = true;
+  state_.close_ns = now_ns;
+}
+
+StepWindow::State StepWindow::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_;
+}
+
+bool StepWindow::Covers(int64_t ts_ns) const {
+  if (!options_.bounded()) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_.opened && ts_ns >= state_.open_ns && (!state_.closed || ts_ns <= state_.close_ns);
+}
+
+WindowAction Collector::OnStepBoundary(BoundaryKind kind) noexcept {
+  const WindowAction a = window_.OnBoundary(kind, NowNs());
+  if (a == WindowAction::kOpen || a == WindowAction::kCloseAtEnd) SetRecording(true);
+  if (a == WindowAction::kCloseNow) SetRecording(false);
+  return a;
+}
+
+void Collector::WindowClosed() noexcept {
+  SetRecording(false);
+  window_.MarkClosed(NowNs());
+}
 
 bool Collector::ReserveChunk() noexcept {
   const uint64_t max_chunks = std::max<uint64_t>(1, options_.max_events / ThreadBuffer::kChunkRecs);
@@ -165,6 +229,7 @@ std::string Collector::Static(const std::string& key) const {
 
 void Collector::Sample(ThreadBuffer* buf, const std::string& key, double value, int64_t ts_ns) noexcept {
   try {
+    if (!window_.Covers(ts_ns)) return;  // outside the step window: not part of the recording
     std::lock_guard<std::mutex> lock(mu_);
     auto it = last_sample_.find(key);
     if (it != last_sample_.end() && it->second == value) return;
@@ -177,6 +242,21 @@ void Collector::Sample(ThreadBuffer* buf, const std::string& key, double value, 
 void Collector::AddGpuRecords(profiler::GpuRecords records) noexcept {
   try {
     std::lock_guard<std::mutex> lock(mu_);
+    if (window_.options().bounded()) {
+      // CPU-side calls first: a kernel is kept when the call that launched it was made inside the
+      // window (it may run after the window closed), else by its own time.
+      const auto cpu_side = [](const profiler::GpuRecord& r) {
+        return r.kind == profiler::EventKind::kCudaRuntime || r.kind == profiler::EventKind::kCudaDriver;
+      };
+      for (const auto& r : records.records)
+        if (cpu_side(r) && r.correlation != profiler::kNoId && window_.Covers(r.ts_ns)) window_correlations_.insert(r.correlation);
+      const size_t before = records.records.size();
+      std::erase_if(records.records, [&](const profiler::GpuRecord& r) {
+        if (r.correlation != profiler::kNoId) return window_correlations_.count(r.correlation) == 0;
+        return !window_.Covers(r.ts_ns);
+      });
+      gpu_outside_window_ += before - records.records.size();
+    }
     gpu_.records.insert(gpu_.records.end(), std::make_move_iterator(records.records.begin()),
                         std::make_move_iterator(records.records.end()));
     gpu_.external.insert(gpu_.external.end(), records.external.begin(), records.external.end());
@@ -371,8 +451,10 @@ profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
   info.rank_source = "collector";
   for (const auto& [k, v] : StaticConfig()) info.config[k] = v;
   trace.ranks.push_back(std::move(info));
+  // Ranges still open close where the recording ended: the window's end when it closed.
+  const StepWindow::State window = window_.state();
   DrainCursor cursor;
-  Drain(trace, rank, cursor, /*final=*/true, stop_ns);
+  Drain(trace, rank, cursor, /*final=*/true, window.closed ? std::min(stop_ns, window.close_ns) : stop_ns);
 
   const uint64_t dropped = TotalDropped();
   const uint64_t unfinished = cursor.unfinished;
@@ -389,9 +471,22 @@ profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
   cfg["cupti_dropped_records"] = std::to_string(gpu_dropped);
   if (dropped) trace.stats.Add("dropped_records", profiler::IssueSeverity::kDataLoss, "collector budget exhausted", dropped);
   if (unfinished) trace.stats.Add("unfinished_ranges", profiler::IssueSeverity::kInfo, "closed at stop time", unfinished);
+  // The step window: what was recorded of the run (analyzers::FindRecordedWindows reads it).
+  if (window_.options().bounded()) {
+    cfg["window_skip"] = std::to_string(window_.options().skip);
+    cfg["window_steps"] = std::to_string(window_.options().steps);
+    cfg["window_boundary"] = window.kind < 0 ? "\"none\""
+                             : window.kind == static_cast<int>(BoundaryKind::kOptimizerStep) ? "\"Optimizer.step\""
+                                                                                              : "\"step markers\"";
+    cfg["window_run_boundaries"] = std::to_string(window.boundaries);
+    cfg["window_opened"] = window.opened ? "true" : "false";
+    cfg["window_closed"] = window.closed ? "true" : "false";
+    std::lock_guard<std::mutex> lock(mu_);
+    cfg["gpu_records_outside_window"] = std::to_string(gpu_outside_window_);
+  }
   // ProfilerStep#N as torch.profiler writes them, so HTA and other tools find our steps; the
   // analyzer reads them back as the steps they were made from (profiler_steps_from).
-  const std::string steps_from = profiler::AddProfilerSteps(trace, rank);
+  const std::string steps_from = profiler::AddProfilerSteps(trace, rank, std::max<int64_t>(0, window_.options().skip) + 1);
   if (!steps_from.empty()) cfg["profiler_steps_from"] = "\"" + steps_from + "\"";
   trace.Finalize();
   return trace;

@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "trainrx/profiler/gpu_records.h"
@@ -141,8 +142,64 @@ class ThreadBuffer {
   std::vector<DataflowEdge> edges_;
 };
 
+// Which steps of the run are recorded, like torch.profiler's schedule(wait, active):
+// `skip` steps run unrecorded, then `steps` are recorded (-1: every step to the end), then the
+// run goes on unrecorded. `trainrx record --skip K --steps N` (TRAINRX_SKIP_STEPS,
+// TRAINRX_STEPS). A process with no step boundaries records everything (the event cap bounds it).
+struct StepWindowOptions {
+  int64_t skip = 0;
+  int64_t steps = -1;
+  bool bounded() const { return skip > 0 || steps >= 0; }
+};
+
+// A range that marks steps. The first kind seen in a process is the one counted.
+enum class BoundaryKind : uint8_t {
+  kOptimizerStep,  // "Optimizer.step#...": its end ends a step (steps run from one to the next)
+  kStepStart,      // "ProfilerStep#N" or a trainrx::step# marker (MarkStep): it starts a step
+};
+enum class WindowAction : uint8_t {
+  kNone,
+  kOpen,        // start recording now; the boundary range is the window's first record
+  kCloseAtEnd,  // record this boundary range, stop recording when it ends (WindowClosed)
+  kCloseNow,    // stop recording before this boundary: the step it starts is not recorded
+};
+
+// The window's state machine: torch-free, any thread (boundaries are rare: a lock).
+//
+// With boundaries at optimizer steps, recording opens at the start of optimizer step `skip`
+// (its end is where step skip+1 starts, so the trace infers all `steps` steps) and closes at the
+// end of optimizer step skip+steps (steps+1 from the start: the first step, before any optimizer
+// step, is not inferred). With step-start markers, it opens at the start of step
+// skip+1 and closes at the start of step skip+steps+1.
+class StepWindow {
+ public:
+  explicit StepWindow(StepWindowOptions options = {});
+  const StepWindowOptions& options() const { return options_; }
+  bool starts_open() const { return options_.skip <= 0; }
+
+  WindowAction OnBoundary(BoundaryKind kind, int64_t now_ns) noexcept;
+  void MarkClosed(int64_t now_ns) noexcept;
+
+  struct State {
+    bool opened = false, closed = false;
+    int64_t open_ns = 0;   // 0 with starts_open(): from the start of the session
+    int64_t close_ns = 0;  // 0 while open
+    int64_t boundaries = 0;  // of the counted kind, in the whole run
+    int kind = -1;           // BoundaryKind counted; -1: none seen
+  };
+  State state() const;
+  // Whether an event at `ts_ns` falls inside what was recorded (always true when unbounded).
+  bool Covers(int64_t ts_ns) const;
+
+ private:
+  StepWindowOptions options_;
+  mutable std::mutex mu_;
+  State state_;
+};
+
 struct CollectorOptions {
   uint64_t max_events = 4'000'000;  // about 160 MB of records at most
+  StepWindowOptions window;
 };
 
 // Where a drain got to: which records of each buffer were emitted, which were still open, and
@@ -192,7 +249,16 @@ class Collector {
   void Sample(ThreadBuffer* buf, const std::string& key, double value, int64_t ts_ns) noexcept;
   std::string Static(const std::string& key) const;
 
+  // The step window (record --steps). OnStepBoundary applies kOpen / kCloseNow to recording;
+  // the caller applies kCloseAtEnd by calling WindowClosed when the boundary range ends.
+  const StepWindow& window() const { return window_; }
+  WindowAction OnStepBoundary(BoundaryKind kind) noexcept;
+  void WindowClosed() noexcept;
+
   // GPU activity converted by the CUPTI backend (any thread; takes a lock, off the hot path).
+  // With a bounded step window, only what the window covers is kept: runtime and driver calls
+  // made inside it and the device activity they launched (by correlation id); the rest is
+  // counted as outside the window (not a loss).
   void AddGpuRecords(profiler::GpuRecords records) noexcept;
   void CountGpuDropped(uint64_t n) noexcept { gpu_dropped_ += n; }
 
@@ -220,12 +286,15 @@ class Collector {
   std::atomic<bool> recording_{false};
   std::atomic<uint64_t> chunks_reserved_{0};
   std::atomic<uint64_t> gpu_dropped_{0};
+  StepWindow window_;
   mutable std::mutex mu_;  // guards everything below
   std::vector<std::unique_ptr<ThreadBuffer>> buffers_;
   std::vector<std::pair<std::string, std::string>> static_config_;
   std::vector<ConfigSample> samples_;
   std::unordered_map<std::string, double> last_sample_;
   profiler::GpuRecords gpu_;
+  uint64_t gpu_outside_window_ = 0;
+  std::unordered_set<int64_t> window_correlations_;  // CPU-side GPU calls made inside the window
 };
 
 }  // namespace trainrx::probes

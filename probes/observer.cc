@@ -43,6 +43,9 @@ struct ObserverState {
   int input_capture_steps = 3;
   std::atomic<int> step_boundaries{0};
   std::atomic<Rec*> current_step{nullptr};
+  // Outside the step window (before it opens, after it closes) the callback is registered for
+  // user ranges only: ATen ops skip it, and the boundaries that open the window are still seen.
+  bool user_only = false;
 };
 ObserverState& State() {
   static ObserverState* s = new ObserverState();  // never destroyed: callbacks may run at exit
@@ -72,6 +75,7 @@ struct Open {
   ThreadBuffer* buf;
   bool producer;         // a conv/linear whose output we remember (input window only)
   bool pushed_external;  // an external correlation id was pushed to CUPTI
+  bool closes_window;    // the step window's last optimizer step: recording stops at its end
 };
 constexpr int kMaxOpen = 256;
 struct OpenStack {
@@ -161,19 +165,38 @@ RecInputs DescribeInputs(c10::ArrayRef<const c10::IValue> inputs) {
 
 void SnapshotConfig(ThreadBuffer* buf, int64_t ts) noexcept;
 void MaybeStopInputCapture() noexcept;
+void AfterWindowChange(Collector& c, WindowAction action) noexcept;
+
+// The step boundary a user range marks, if any.
+bool BoundaryOf(const char* name, BoundaryKind* kind) {
+  if (StartsWith(name, "Optimizer.step#")) *kind = BoundaryKind::kOptimizerStep;
+  else if (StartsWith(name, "ProfilerStep#")) *kind = BoundaryKind::kStepStart;
+  else return false;
+  return true;
+}
 
 std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
   Collector* c = ActiveCollector();
-  if (c == nullptr || !c->recording()) return nullptr;
+  if (c == nullptr) return nullptr;
+  const at::RecordScope scope = fn.scope();
+  // Not recording: only a user range can be the boundary that opens the step window.
+  if (!c->recording() && scope != at::RecordScope::USER_SCOPE) return nullptr;
   try {
+    const char* name = fn.name();
+    if (name == nullptr) return nullptr;
+    bool closes_window = false;
+    BoundaryKind boundary;
+    if (scope == at::RecordScope::USER_SCOPE && c->window().options().bounded() && BoundaryOf(name, &boundary)) {
+      const WindowAction action = c->OnStepBoundary(boundary);
+      AfterWindowChange(*c, action);
+      closes_window = action == WindowAction::kCloseAtEnd;
+    }
+    if (!c->recording()) return nullptr;
     ThreadBuffer* b = c->ThisThread();
     if (b == nullptr) return nullptr;
     BusyGuard busy(b);
-    const char* name = fn.name();
-    if (name == nullptr) return nullptr;
     // Python's record_function enters through an op of its own; the range itself follows.
     if (name[0] == 'p' && StartsWith(name, "profiler::")) return nullptr;
-    const at::RecordScope scope = fn.scope();
     Rec* r = b->Append();
     if (r == nullptr) return nullptr;
     bool producer = false;
@@ -215,7 +238,10 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       pushed = CuptiBridge::PushExternalId(r->external_id);
     }
     if (OpenStack* open = OpenStackOfThread(); open && open->size < kMaxOpen) {
-      open->items[open->size++] = {&fn, r, b, producer, pushed};
+      open->items[open->size++] = {&fn, r, b, producer, pushed, closes_window};
+    } else if (closes_window) {
+      c->WindowClosed();  // its end cannot be seen: the window closes at its start
+      AfterWindowChange(*c, WindowAction::kCloseNow);
     }
     r->start_ns = NowNs();  // last: our own work above is not charged to the op
     return nullptr;
@@ -237,6 +263,12 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   --st.size;
   EndRecord(open.rec, now);
   if (open.pushed_external) CuptiBridge::PopExternalId();
+  if (open.closes_window) {
+    if (Collector* c = ActiveCollector()) {
+      c->WindowClosed();
+      AfterWindowChange(*c, WindowAction::kCloseNow);
+    }
+  }
   if (open.producer) {
     try {
       const auto& outs = fn.outputs();
@@ -252,13 +284,37 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
 std::unique_ptr<at::ObserverContext> OnStartNoop(const at::RecordFunction&) { return nullptr; }
 void OnEndNoop(const at::RecordFunction&, at::ObserverContext*) {}
 
-at::CallbackHandle Register(bool with_inputs) {
+at::CallbackHandle Register(bool with_inputs, bool user_only = false) {
   // TRAINRX_PROBE_FLOOR=1 (benchmarks only): a callback that records nothing, to measure what
   // LibTorch's RecordFunction machinery itself costs per op.
   static const bool floor = std::getenv("TRAINRX_PROBE_FLOOR") != nullptr;
   auto cb = floor ? at::RecordFunctionCallback(&OnStartNoop, &OnEndNoop) : at::RecordFunctionCallback(&OnStart, &OnEnd);
-  if (with_inputs) cb.needsInputs(true).needsOutputs(true);
+  if (with_inputs && !user_only) cb.needsInputs(true).needsOutputs(true);
+  if (user_only) cb.scopes({at::RecordScope::USER_SCOPE});
   return at::addGlobalCallback(std::move(cb));
+}
+
+// After the step window opened or closed: the callback follows (user ranges only while not
+// recording), and the close is said once, on stderr (rank 0 or a process without a rank).
+void AfterWindowChange(Collector& c, WindowAction action) noexcept {
+  if (action == WindowAction::kNone) return;
+  ObserverState& st = State();
+  try {
+    std::lock_guard<std::mutex> lock(st.mu);
+    const bool user_only = !c.recording();
+    if (st.registered && st.user_only != user_only) {
+      // Safe inside a callback: a running RecordFunction holds its own copy of the callback list.
+      at::removeCallback(st.handle);
+      st.handle = Register(st.capturing_inputs.load(), user_only);
+      st.user_only = user_only;
+    }
+  } catch (...) {
+  }
+  if (action != WindowAction::kCloseNow || ProcessSession::Get().rank() > 0) return;
+  const StepWindowOptions& w = c.window().options();
+  ProcessSession::Warn("recorded steps " + std::to_string(w.skip + 1) + "-" + std::to_string(w.skip + w.steps) +
+                       " (TRAINRX_STEPS=" + std::to_string(w.steps) +
+                       "); the rest of the run is not recorded. trainrx record --steps N (or --steps all) records more");
 }
 
 // After `input_capture_steps` optimizer steps, swap to the callback without inputs: boxing every
@@ -270,7 +326,7 @@ void MaybeStopInputCapture() noexcept {
   if (n < st.input_capture_steps || !st.capturing_inputs.load()) return;
   try {
     std::lock_guard<std::mutex> lock(st.mu);
-    if (!st.capturing_inputs.exchange(false) || !st.registered) return;
+    if (!st.capturing_inputs.exchange(false) || !st.registered || st.user_only) return;
     // Safe inside a callback: a running RecordFunction holds its own copy of the callback list.
     at::removeCallback(st.handle);
     st.handle = Register(false);
@@ -378,7 +434,8 @@ bool Start(const StartOptions& options) {
       st.input_capture_steps = options.input_capture_steps;
       const bool capture = options.input_capture_steps > 0;
       st.capturing_inputs.store(capture);
-      st.handle = Register(capture);
+      st.user_only = !ProcessSession::Get().collector().recording();  // steps to skip first
+      st.handle = Register(capture, st.user_only);
       st.registered = true;
       ProcessSession::Get().collector().SetStatic("probe_torch_version", "\"" + std::string(TORCH_VERSION) + "\"");
       CuptiBridge::Start(ProcessSession::Get());
@@ -410,6 +467,7 @@ void SetEnabled(bool enabled) {
     if (enabled && !st.registered) {
       st.handle = Register(st.capturing_inputs.load());
       st.registered = true;
+      st.user_only = false;
     } else if (!enabled) {
       UnregisterLocked(st);
     }
@@ -426,11 +484,19 @@ bool Recording() {
 const char* BuiltTorchVersion() { return TORCH_VERSION; }
 
 void MarkStep(int64_t step) {
+  Collector* c = ActiveCollector();
+  if (c && c->window().options().bounded()) {
+    const WindowAction action = c->OnStepBoundary(BoundaryKind::kStepStart);
+    AfterWindowChange(*c, action);
+  }
+  if (c == nullptr || !c->recording()) {
+    EndRec(State().current_step.exchange(nullptr));  // paused, or past the window: the last step ends here
+    return;
+  }
   const std::string name = "trainrx::step#" + std::to_string(step);
   Rec* next = AppendUser(name.c_str());
   EndRec(State().current_step.exchange(next));
-  Collector* c = ActiveCollector();
-  if (c) SnapshotConfig(c->ThisThread(), NowNs());
+  SnapshotConfig(c->ThisThread(), NowNs());
   MaybeStopInputCapture();
 }
 

@@ -104,6 +104,20 @@ bool ProcessSession::Begin(SessionConfig config) {
     if (end && *end == '\0' && v >= 0 && v <= 86400) config.flush_seconds = v;
     else Warn(std::string(env::kFlushSeconds) + "=" + flush + " is not a number of seconds (0..86400); using 2");
   }
+  // The step window: TRAINRX_STEPS (N >= 1, or "all") and TRAINRX_SKIP_STEPS (K >= 0).
+  if (const char* v = std::getenv(env::kSteps); v && *v) {
+    char* end = nullptr;
+    const long long n = std::strtoll(v, &end, 10);
+    if (std::strcmp(v, "all") == 0) config.collector.window.steps = -1;
+    else if (end && *end == '\0' && n >= 1) config.collector.window.steps = n;
+    else Warn(std::string(env::kSteps) + "=" + v + " is not a step count (1 or more, or \"all\"); recording every step");
+  }
+  if (const char* v = std::getenv(env::kSkipSteps); v && *v) {
+    char* end = nullptr;
+    const long long n = std::strtoll(v, &end, 10);
+    if (end && *end == '\0' && n >= 0) config.collector.window.skip = n;
+    else Warn(std::string(env::kSkipSteps) + "=" + v + " is not a step count (0 or more); skipping none");
+  }
   const int64_t pid = getpid();
   const int root_pid = EnvInt(env::kRootPid, -1);
   is_root_ = root_pid < 0 || root_pid == pid;
@@ -131,7 +145,8 @@ bool ProcessSession::Begin(SessionConfig config) {
     c.SetStatic("env", env + "}");
   }
   if (rank_ >= 0) c.SetStatic("rank", std::to_string(rank_));
-  c.SetRecording(true);
+  // With steps to skip, recording starts at the window's first step (the observer watches for it).
+  c.SetRecording(c.window().starts_open());
   active_.store(true);
   if (config.flush_seconds > 0) StartJournal(static_cast<int64_t>(config.flush_seconds * 1000 + 0.5));
 
@@ -287,7 +302,13 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
       return e.kind == profiler::EventKind::kCpuOp || e.kind == profiler::EventKind::kUserAnnotation;
     });
     // (Python starts children with posix_spawn/vfork, which bypass fork handlers: no child count.)
-    if (is_root_ && !ran_ops && reason == "exit") {
+    // A run shorter than the step window's skip recorded nothing, and its trace says why.
+    const StepWindow::State window = c.window().state();
+    const bool window_unopened = c.window().options().bounded() && !window.opened && window.boundaries > 0;
+    if (window_unopened && rank_ <= 0)
+      Warn("the run had " + std::to_string(window.boundaries) + " steps, fewer than the " +
+           std::to_string(c.window().options().skip) + " to skip (record --skip): no step was recorded");
+    if (is_root_ && !ran_ops && reason == "exit" && !window_unopened) {
       Info("no op ran in this process (a launcher); its children's traces are the recording");
       drop_journal();
       return written_;

@@ -26,7 +26,7 @@ std::vector<StepSpan> StepsFromOptimizer(const Trace& trace, int32_t rank) {
   return out;
 }
 
-std::string AddProfilerSteps(Trace& trace, int32_t rank) {
+std::string AddProfilerSteps(Trace& trace, int32_t rank, int64_t first) {
   std::vector<const Event*> markers;
   std::vector<bool> on_rank(trace.tracks.size());
   for (size_t t = 0; t < trace.tracks.size(); ++t) on_rank[t] = trace.tracks[t].rank == rank;
@@ -54,7 +54,7 @@ std::string AddProfilerSteps(Trace& trace, int32_t rank) {
       s.dur_ns = inferred[i].end_ns - inferred[i].start_ns;
       s.track = inferred[i].track;
       s.kind = EventKind::kUserAnnotation;
-      s.name = trace.strings.Intern("ProfilerStep#" + std::to_string(i + 1));
+      s.name = trace.strings.Intern("ProfilerStep#" + std::to_string(first + static_cast<int64_t>(i)));
       added.push_back(s);
     }
     how = "inferred from Optimizer.step";

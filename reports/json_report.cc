@@ -78,6 +78,22 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.EndObject();
   }
   w.EndArray();
+  // Step windows (record --steps/--skip): which steps each rank's trace holds.
+  w.Key("windows");
+  w.BeginArray();
+  for (const auto& win : report.metrics.windows) {
+    w.BeginObject();
+    w.Field("rank", win.rank);
+    w.Field("skip", win.skip);
+    w.Field("steps", win.steps);
+    w.Field("boundary", win.boundary);
+    w.Field("run_boundaries", win.run_boundaries);
+    w.Field("opened", win.opened);
+    w.Field("closed", win.closed);
+    w.Field("gpu_records_outside", win.gpu_records_outside);
+    w.EndObject();
+  }
+  w.EndArray();
   w.EndObject();
   if (!options.run_results_json.empty()) {
     w.Key("runs");

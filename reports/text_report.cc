@@ -27,6 +27,28 @@ std::string UnfinishedText(const analyzers::UnfinishedRank& u) {
   if (u.behind_ns > 0) s += fmt::format("; its trace ends {} before the latest rank's", Span(u.behind_ns));
   return s + ". What the run would have done after that is not in the trace: the analysis covers only the recorded part.";
 }
+// What a step window (record --steps/--skip) left out of a rank's trace; "" when nothing.
+std::string WindowText(const analyzers::RecordedWindow& w) {
+  if (!w.opened)
+    return fmt::format("rank {} recorded no step: the window skips {} steps (record --skip) and the run had {} ({})",
+                       w.rank, w.skip, w.run_boundaries, w.boundary);
+  if (w.boundary == "none")
+    return fmt::format("rank {}: no step boundary (Optimizer.step, ProfilerStep, trainrx step marker) was seen, so the "
+                       "step window did not apply: the whole run was recorded", w.rank);
+  std::string s;
+  if (w.closed)
+    s = fmt::format("rank {} recorded a window of the run: steps {}-{} of the {} it ran (record --steps {}{}); the rest "
+                    "of the run is not in the trace (--steps all records every step)",
+                    w.rank, w.skip + 1, w.skip + w.steps, w.run_boundaries, w.steps,
+                    w.skip > 0 ? fmt::format(" --skip {}", w.skip) : "");
+  else if (w.skip > 0)
+    s = fmt::format("rank {} skipped the first {} steps of the run (record --skip {}): start-up is not in the trace",
+                    w.rank, w.skip, w.skip);
+  if (!s.empty() && w.gpu_records_outside > 0)
+    s += fmt::format("; {} GPU records made outside the window were left out", w.gpu_records_outside);
+  return s;
+}
+
 std::string Pct(double share) { return fmt::format("{:.1f}%", 100.0 * share); }
 
 // Kineto kernel names run to hundreds of characters of template arguments; tables keep the head
@@ -157,6 +179,12 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
     if (e.severity == profiler::IssueSeverity::kError) sink.Warning(e.example);
   sink.Line(fmt::format("{} events read from {} ranks ({:.1f} MB); {} skipped", stats.events_read, trace.ranks.size(),
                         static_cast<double>(stats.bytes_read) / 1e6, stats.TotalSkipped()));
+  for (const auto& w : report.metrics.windows) {
+    const std::string text = WindowText(w);
+    if (text.empty()) continue;
+    if (w.opened) sink.Bullet("note: " + text);
+    else sink.Warning(text);
+  }
   for (const auto& e : stats.entries) {
     if (e.severity == profiler::IssueSeverity::kError) continue;  // said above
     sink.Bullet(fmt::format("{} {}: {} (first: {})",

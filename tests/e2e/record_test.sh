@@ -154,6 +154,43 @@ grep -q "runs unobserved" "$W/mm.err" && grep -q "cmake_prefix_path" "$W/mm.err"
 grep -q "val correct" "$W/mm.out" && ok "mismatched program still ran" || bad "mismatched program did not run"
 [ $rc = 2 ] && [ ! -e "$W/mismatch.json" ] && ok "no trace, exit 2" || bad "mismatch: rc=$rc"
 
+# 5b. The step window: --skip 5 --steps 10 of a 40-step run holds exactly 10 steps, says so on
+#     stderr and in the report, keeps the script's output; a bad --steps is a usage error.
+"$TRAINRX" record --skip 5 --steps 10 -o "$W/win.json" -- $PY "$SCRIPT" --steps 40 --item > "$W/win.out" 2> "$W/win.err"; rc=$?
+$PY "$SCRIPT" --steps 40 --item > "$W/win.plain.out" 2>/dev/null
+[ $rc = 0 ] && cmp -s "$W/win.out" "$W/win.plain.out" && ok "window: same output and exit code" || bad "window: rc=$rc or output differs"
+grep -q "recorded steps 6-15" "$W/win.err" && ok "window: said on stderr" || { bad "window: not said"; cat "$W/win.err"; }
+"$TRAINRX" analyze "$W/win.json" --format json -o "$W/win.report.json" || bad "window: analyze failed"
+python3 - "$W/win.report.json" <<'PY' && ok "window: 10 steps, the window in the report, the planted sync still flagged" || bad "window report"
+import json, sys
+r = json.load(open(sys.argv[1]))
+w = r["run"]["windows"]
+assert len(w) == 1 and w[0]["skip"] == 5 and w[0]["steps"] == 10 and w[0]["closed"] and w[0]["run_boundaries"] == 40, w
+assert w[0]["boundary"] == "Optimizer.step", w
+assert r["steps"]["count"] == 10, r["steps"]["count"]
+# Steps keep their number in the run: the window's first is the run's step 6.
+assert r["steps"]["rows"][0]["name"] == "ProfilerStep#6", r["steps"]["rows"][0]["name"]
+assert "sync.host_device" in {f["id"] for f in r["findings"]}, [f["id"] for f in r["findings"]]
+PY
+"$TRAINRX" analyze "$W/win.json" | grep -q "steps 6-15 of the 40 it ran" && ok "window: the text report says which steps" || bad "window: text report"
+"$TRAINRX" record --steps 0 -o "$W/bad.json" -- $PY "$SCRIPT" --steps 2 > /dev/null 2> "$W/bad.err"; rc=$?
+[ $rc != 0 ] && grep -q "expected a step count" "$W/bad.err" && ok "--steps 0: usage error" || bad "--steps 0: rc=$rc"
+# A skip longer than the run: nothing recorded, and the report says why first.
+"$TRAINRX" record --skip 50 -o "$W/skip.json" -- $PY "$SCRIPT" --steps 5 > /dev/null 2>&1
+"$TRAINRX" analyze "$W/skip.json" 2>&1 | grep -q "recorded no step: the window skips 50 steps" && ok "skip past the end: said" || bad "skip past the end"
+# The C++ API's step markers (MarkStep) bound the window the same way.
+if [ -n "$PLANTED" ]; then
+  TRAINRX_QUIET=1 TRAINRX_SKIP_STEPS=2 TRAINRX_STEPS=3 "$PLANTED" "$W/cpp_win.json" > /dev/null 2> "$W/cpp_win.err"
+  "$TRAINRX" analyze "$W/cpp_win.json" --format json -o "$W/cpp_win.report.json"
+  python3 - "$W/cpp_win.report.json" <<'PY' && ok "cpp window: 3 steps by step markers" || bad "cpp window"
+import json, sys
+r = json.load(open(sys.argv[1]))
+w = r["run"]["windows"][0]
+assert w["boundary"] == "step markers" and w["closed"], w
+assert r["steps"]["count"] == 3, r["steps"]["count"]
+PY
+fi
+
 # 6. Not a PyTorch program, and bad usage.
 "$TRAINRX" record -o "$W/none.json" -- true 2> "$W/none.err"; rc=$?
 [ $rc = 2 ] && grep -q "never loaded libtorch" "$W/none.err" && ok "non-torch command: clear error" || bad "non-torch: rc=$rc"

@@ -138,5 +138,137 @@ TEST(CollectorTest, DataflowEdgesAndConfigChangesSurviveTheRoundTrip) {
   EXPECT_EQ(back.strings.Get(back.op_inputs[conv_back.aux].input_dims), "[[4, 3, 8, 8], [8, 3, 3, 3], [8], [], [], [], []]");
 }
 
+// --- The step window (record --steps N --skip K) ---
+
+std::vector<WindowAction> Boundaries(StepWindow& w, BoundaryKind kind, int n) {
+  std::vector<WindowAction> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(w.OnBoundary(kind, 1000 * (i + 1)));
+    if (out.back() == WindowAction::kCloseAtEnd) w.MarkClosed(1000 * (i + 1) + 500);
+  }
+  return out;
+}
+using A = WindowAction;
+
+TEST(StepWindowTest, OptimizerStepsOpenAtTheSkippedOneAndCloseAtTheEndOfTheLast) {
+  // Skip 3, record 2: optimizer step 3 opens (its end starts step 4), the end of step 5 closes.
+  StepWindow w({.skip = 3, .steps = 2});
+  EXPECT_FALSE(w.starts_open());
+  EXPECT_EQ(Boundaries(w, BoundaryKind::kOptimizerStep, 7),
+            (std::vector<A>{A::kNone, A::kNone, A::kOpen, A::kNone, A::kCloseAtEnd, A::kNone, A::kNone}));
+  const auto st = w.state();
+  EXPECT_TRUE(st.opened && st.closed);
+  EXPECT_EQ(st.open_ns, 3000);
+  EXPECT_EQ(st.close_ns, 5500);
+  EXPECT_EQ(st.boundaries, 7);  // counted after the close too: the report says how many the run had
+  EXPECT_FALSE(w.Covers(2999));
+  EXPECT_TRUE(w.Covers(4000));
+  EXPECT_FALSE(w.Covers(5501));
+}
+
+TEST(StepWindowTest, FromTheStartOneMoreOptimizerStepGivesTheStepsAsked) {
+  // The first step has no optimizer step before it: 3 inferred steps need 4 optimizer steps.
+  StepWindow w({.skip = 0, .steps = 3});
+  EXPECT_TRUE(w.starts_open());
+  EXPECT_EQ(Boundaries(w, BoundaryKind::kOptimizerStep, 5), (std::vector<A>{A::kNone, A::kNone, A::kNone, A::kCloseAtEnd, A::kNone}));
+  EXPECT_TRUE(w.Covers(1));  // open from the session's start
+}
+
+TEST(StepWindowTest, StepMarkersOpenAtTheFirstRecordedStepAndCloseAtTheNextOne) {
+  StepWindow w({.skip = 2, .steps = 3});
+  EXPECT_EQ(Boundaries(w, BoundaryKind::kStepStart, 7),
+            (std::vector<A>{A::kNone, A::kNone, A::kOpen, A::kNone, A::kNone, A::kCloseNow, A::kNone}));
+  EXPECT_EQ(w.state().close_ns, 6000);
+}
+
+TEST(StepWindowTest, OnlyTheFirstKindSeenCountsAndUnboundedNeverActs) {
+  StepWindow w({.skip = 1, .steps = 1});
+  EXPECT_EQ(w.OnBoundary(BoundaryKind::kStepStart, 10), A::kNone);  // marker 1: step 1, skipped
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(w.OnBoundary(BoundaryKind::kOptimizerStep, 20 + i), A::kNone);
+  EXPECT_EQ(w.OnBoundary(BoundaryKind::kStepStart, 30), A::kOpen);
+  EXPECT_EQ(w.state().boundaries, 2);
+  StepWindow all;
+  EXPECT_FALSE(all.options().bounded());
+  EXPECT_EQ(Boundaries(all, BoundaryKind::kOptimizerStep, 3), (std::vector<A>{A::kNone, A::kNone, A::kNone}));
+  EXPECT_TRUE(all.Covers(-5));
+}
+
+TEST(StepWindowTest, ARunShorterThanTheSkipRecordsNothingAndSaysSo) {
+  StepWindow w({.skip = 10, .steps = 5});
+  Boundaries(w, BoundaryKind::kOptimizerStep, 4);
+  EXPECT_FALSE(w.state().opened);
+  EXPECT_FALSE(w.Covers(2000));
+  CollectorOptions o;
+  o.window = {.skip = 10, .steps = 5};
+  Collector c(o);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(c.OnStepBoundary(BoundaryKind::kOptimizerStep), A::kNone);
+  EXPECT_FALSE(c.recording());
+  const profiler::Trace t = c.Assemble(0, NowNs());
+  EXPECT_EQ(t.ranks[0].config.at("window_opened"), "false");
+  EXPECT_EQ(t.ranks[0].config.at("window_run_boundaries"), "4");
+}
+
+profiler::GpuRecord Runtime(int64_t ts, int64_t corr) {
+  profiler::GpuRecord r;
+  r.kind = profiler::EventKind::kCudaRuntime;
+  r.ts_ns = ts;
+  r.dur_ns = 10;
+  r.tid = 7;
+  r.correlation = corr;
+  r.name = "cudaLaunchKernel";
+  return r;
+}
+profiler::GpuRecord Kernel(int64_t ts, int64_t corr) {
+  profiler::GpuRecord r;
+  r.ts_ns = ts;
+  r.dur_ns = 100;
+  r.device = 0;
+  r.stream = 7;
+  r.correlation = corr;
+  r.name = "k" + std::to_string(corr);
+  return r;
+}
+
+TEST(StepWindowTest, TheCollectorKeepsWhatTheWindowCoversAndCountsTheRest) {
+  CollectorOptions o;
+  o.window = {.skip = 1, .steps = 1};
+  Collector c(o);
+  const int64_t before = NowNs() - 1'000'000;
+  c.Sample(nullptr, "anomaly_mode", 1, before);  // before the window: not part of it
+  ASSERT_EQ(c.OnStepBoundary(BoundaryKind::kOptimizerStep), A::kOpen);
+  EXPECT_TRUE(c.recording());
+  const int64_t inside = NowNs() + 1;
+  AddRange(c.ThisThread(), "aten::mm", RecKind::kOp, inside, inside + 50);
+  c.Sample(c.ThisThread(), "cudnn_benchmark", 0, inside);
+  ASSERT_EQ(c.OnStepBoundary(BoundaryKind::kOptimizerStep), A::kCloseAtEnd);
+  c.WindowClosed();
+  EXPECT_FALSE(c.recording());
+  const int64_t after = NowNs() + 1'000'000;
+  profiler::GpuRecords gpu;
+  // Launched before the window; launched inside it (the kernel runs after it closed: kept);
+  // a kernel without correlation inside it (kept by its time); launched after it.
+  gpu.records = {Runtime(before, 1), Kernel(before + 5, 1), Runtime(inside + 10, 2), Kernel(after, 2),
+                 Kernel(inside + 20, profiler::kNoId), Runtime(after + 10, 3), Kernel(after + 20, 3)};
+  gpu.records[1].kind = profiler::EventKind::kKernel;
+  c.AddGpuRecords(gpu);
+  c.Sample(nullptr, "anomaly_mode", 0, after);  // after it: not either
+  const profiler::Trace t = c.Assemble(0, after + 100);
+  std::vector<std::string> kernels;
+  int runtime = 0, counters = 0;
+  for (const auto& e : t.events) {
+    if (e.kind == profiler::EventKind::kKernel) kernels.emplace_back(t.Name(e));
+    runtime += e.kind == profiler::EventKind::kCudaRuntime;
+  }
+  for (const auto& ctr : t.counters) counters += t.strings.Get(ctr.name).rfind("trainrx.config.", 0) == 0;
+  std::sort(kernels.begin(), kernels.end());
+  EXPECT_EQ(kernels, (std::vector<std::string>{"k-1", "k2"}));
+  EXPECT_EQ(runtime, 1);
+  EXPECT_EQ(counters, 1);  // cudnn_benchmark inside; anomaly_mode's two samples outside
+  const auto& cfg = t.ranks[0].config;
+  EXPECT_EQ(cfg.at("gpu_records_outside_window"), "4");
+  EXPECT_EQ(cfg.at("window_closed"), "true");
+  EXPECT_EQ(cfg.at("window_boundary"), "\"Optimizer.step\"");
+}
+
 }  // namespace
 }  // namespace trainrx::probes

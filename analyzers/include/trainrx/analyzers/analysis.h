@@ -167,6 +167,19 @@ struct UnfinishedRank {
   int64_t behind_ns = -1;   // how much earlier its events end than the latest rank's; -1 without other ranks
 };
 
+// A rank recorded through a step window (`trainrx record --steps N --skip K`): the collector's
+// "window_*" keys in the trace's "trainrx" block. Reports say which steps the trace holds.
+struct RecordedWindow {
+  int32_t rank = 0;
+  int64_t skip = 0;            // steps run unrecorded before the window
+  int64_t steps = -1;          // steps the window asked for; -1: to the end of the run
+  std::string boundary;        // what marked steps: "Optimizer.step", "step markers", "none"
+  int64_t run_boundaries = 0;  // step boundaries of that kind the process saw, recorded or not
+  bool opened = false;         // false: the run had fewer steps than skip: nothing recorded
+  bool closed = false;         // true: the run went on after the window, unrecorded
+  int64_t gpu_records_outside = 0;  // GPU records left out (made outside the window)
+};
+
 // One row of the operator or kernel table (op_table.cc): every event of one name, all ranks and
 // threads merged. For the folded row, name is "other (K ops)" / "other (K kernels)".
 struct NameRow {
@@ -201,6 +214,7 @@ struct NameTable {
 
 struct Metrics {
   std::vector<UnfinishedRank> unfinished;  // empty: every rank's recording ended normally
+  std::vector<RecordedWindow> windows;     // ranks recorded through a step window
   StepModel steps;
   std::vector<TemporalBreakdown> temporal;
   std::vector<LaunchStats> launch;
@@ -266,5 +280,7 @@ NameTable BuildOpTable(const profiler::Trace& trace, const StepModel& steps, int
 NameTable BuildKernelTable(const profiler::Trace& trace, const StepModel& steps, int64_t top_n);
 // The ranks whose recording did not finish (run_end.cc).
 std::vector<UnfinishedRank> FindUnfinishedRanks(const profiler::Trace& trace, const StepModel& steps);
+// The step windows our collector recorded through (run_end.cc).
+std::vector<RecordedWindow> FindRecordedWindows(const profiler::Trace& trace);
 
 }  // namespace trainrx::analyzers

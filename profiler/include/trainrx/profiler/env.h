@@ -16,6 +16,10 @@ inline constexpr const char* kQuiet = "TRAINRX_QUIET";              // "1": the 
 // Read from the user's environment.
 inline constexpr const char* kProbeDir = "TRAINRX_PROBE_DIR";       // where `record` finds the probe
 inline constexpr const char* kMaxEvents = "TRAINRX_MAX_EVENTS";     // the collector's event cap
+// The step window (probes/collector.h StepWindow; `record --skip K --steps N` sets them):
+// steps run unrecorded first, then steps recorded ("all": to the end).
+inline constexpr const char* kSkipSteps = "TRAINRX_SKIP_STEPS";
+inline constexpr const char* kSteps = "TRAINRX_STEPS";
 // Threads for reading and analyzing traces (profiler/parallel.h; default: the usable CPUs).
 inline constexpr const char* kThreads = "TRAINRX_THREADS";
 // Seconds between the collector's journal flushes (probes/journal.h; default 2, 0: no journal).

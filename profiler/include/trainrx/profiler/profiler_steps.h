@@ -23,8 +23,9 @@ std::vector<StepSpan> StepsFromOptimizer(const Trace& trace, int32_t rank);
 // Adds a "ProfilerStep#N" user annotation for each step of `rank` when the trace has no
 // ProfilerStep# range: one per "trainrx::step#N" marker (same span, same thread), else one per
 // step StepsFromOptimizer() infers.
-// Call before Trace::Finalize(). Returns how the steps were found ("trainrx step markers",
-// "inferred from Optimizer.step") or "" when none were added.
-std::string AddProfilerSteps(Trace& trace, int32_t rank);
+// Inferred steps are numbered from `first` (a recording that skipped steps keeps the run's
+// numbers). Call before Trace::Finalize(). Returns how the steps were found ("trainrx step
+// markers", "inferred from Optimizer.step") or "" when none were added.
+std::string AddProfilerSteps(Trace& trace, int32_t rank, int64_t first = 1);
 
 }  // namespace trainrx::profiler
