@@ -262,11 +262,7 @@ void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
       if (threads && cpus && *cpus > 0) {
         const double workers = cfg.Static("workers").value_or(0);
         // Ranks sharing this machine, each with its own intra-op pool.
-        double local_ranks = 1;
-        const std::string env = cfg.Raw("env");
-        if (const size_t p = env.find("\"LOCAL_WORLD_SIZE\":\""); p != std::string::npos) {
-          local_ranks = std::max(1.0, std::strtod(env.c_str() + p + 20, nullptr));
-        }
+        const double local_ranks = cfg.LocalRanks();
         // What competes for the CPUs all the time: the intra-op pools of the local ranks. Loader
         // workers prefetch while the pool computes, but how busy they are is not in the trace (the
         // decode work is not an op, worker processes are not recorded), so they count only when

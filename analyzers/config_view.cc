@@ -76,4 +76,11 @@ int64_t ConfigView::StepsWhereOn(const std::string& key, const StepModel& steps,
   return on;
 }
 
+double ConfigView::LocalRanks() const {
+  const std::string env = Raw("env");
+  const std::string key = "\"LOCAL_WORLD_SIZE\":\"";
+  if (const size_t p = env.find(key); p != std::string::npos) return std::max(1.0, std::strtod(env.c_str() + p + key.size(), nullptr));
+  return 1;
+}
+
 }  // namespace trainrx::analyzers

@@ -30,6 +30,8 @@ class ConfigView {
   // Raw text of a block entry ("" when absent), e.g. the "env" object.
   std::string Raw(const std::string& key) const;
   bool from_collector() const { return from_collector_; }
+  // Ranks sharing this rank's machine (LOCAL_WORLD_SIZE in the recorded environment; 1 without).
+  double LocalRanks() const;
 
  private:
   std::map<std::string, std::vector<std::pair<int64_t, double>>> series_;  // sorted by ts

@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "config_view.h"
 #include "families.h"
 #include "intervals.h"
 #include "runtime_names.h"
@@ -85,11 +86,209 @@ PhaseMeans MeansOf(const StepModel& steps, int32_t rank) {
   return m;
 }
 
+// Whether the CPUs of a rank's machine are all taken by the compute threads of its local ranks
+// and one communication thread each (local ranks x (intra-op threads + 1) > CPUs allowed, from
+// our collector's block; false when the trace does not say).
+bool NoFreeCore(const Trace& trace, int32_t rank) {
+  const ConfigView cfg(trace, rank);
+  const auto cpus = cfg.Static("cpu_count");
+  const auto threads = cfg.Max("intra_op_threads");
+  return cpus && threads && cfg.LocalRanks() * (*threads + 1) > *cpus;
+}
+
+// What a rank communicates and computes: its collectives (GPU communication kernels when it has
+// any, else Gloo's CPU ranges) and the compute that can hide them (the other kernels on its GPU
+// streams; or its CPU ops, less c10d's own and those inside a Gloo range).
+struct RankComm {
+  bool gpu = false;
+  std::vector<Collective> coll;
+  std::vector<Interval> comm, compute;  // merged
+};
+RankComm CommOf(const Trace& trace, int32_t rank, const StepModel& steps) {
+  RankComm rc;
+  rc.coll = CollectivesOf(trace, rank, steps, true);
+  rc.gpu = !rc.coll.empty();
+  if (!rc.gpu) rc.coll = CollectivesOf(trace, rank, steps, false);
+  if (rc.coll.empty()) return rc;
+  for (const auto& c : rc.coll) rc.comm.push_back({c.ts_ns, c.ts_ns + c.dur_ns});
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    const auto& t = trace.tracks[ti];
+    if (t.rank != rank || (t.kind == TrackKind::kGpuStream) != rc.gpu) continue;
+    // On the CPU, the ops a Gloo range holds (its copies and reductions) are the collective's own.
+    std::vector<Interval> gloo_here;
+    for (const Event& e : trace.TrackEvents(ti)) {
+      if (e.dur_ns <= 0) continue;
+      const std::string_view n = trace.Name(e);
+      if (!rc.gpu && StartsWith(n, "gloo:")) {
+        gloo_here.push_back({e.ts_ns, e.end_ns()});
+        continue;
+      }
+      const bool compute = rc.gpu ? e.kind == EventKind::kKernel && !IsCommKernel(n)
+                                  : e.kind == EventKind::kCpuOp && !StartsWith(n, "c10d::");
+      const bool inside_gloo = !gloo_here.empty() && e.ts_ns < gloo_here.back().second;  // events are in start order
+      if (compute && !inside_gloo) rc.compute.push_back({e.ts_ns, e.end_ns()});
+    }
+  }
+  MergeIntervals(rc.comm);
+  MergeIntervals(rc.compute);
+  return rc;
+}
+
+// The part of `comm` (merged) that no compute covers.
+int64_t ExposedOf(const std::vector<Interval>& comm, const std::vector<Interval>& compute) {
+  int64_t exposed = 0;
+  for (const auto& [s, e] : comm) exposed += (e - s) - CoveredWithin(compute, s, e);
+  return exposed;
+}
+
+// The starts of a rank's micro-step forwards: DDP's "DistributedDataParallel.forward" ranges or
+// our workloads' "trainrx::forward" phases, one per forward pass (nested ones dropped).
+std::vector<int64_t> ForwardStarts(const Trace& trace, int32_t rank) {
+  std::vector<Interval> fw;
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    if (trace.tracks[ti].rank != rank || trace.tracks[ti].kind != TrackKind::kCpuThread) continue;
+    for (const Event& e : trace.TrackEvents(ti)) {
+      const std::string_view n = trace.Name(e);
+      if (n == "DistributedDataParallel.forward" || n == "trainrx::forward") fw.push_back({e.ts_ns, e.end_ns()});
+    }
+  }
+  std::sort(fw.begin(), fw.end());
+  std::vector<int64_t> starts;
+  int64_t covered_to = INT64_MIN;
+  for (const auto& [s, e] : fw) {
+    if (s < covered_to) continue;
+    starts.push_back(s);
+    covered_to = e;
+  }
+  return starts;
+}
+
+// Gloo collectives not hidden behind compute (dist.comm_overlap for CPU collectives; the GPU
+// case is judged in gpu.cc against the GPU's active span), and all-reduces on every micro-step
+// of gradient accumulation (dist.no_sync). Both on the steady steps of one rank.
+void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, Report& out) {
+  const RankComm rc = CommOf(ctx.trace, rank, ctx.steps);
+  if (rc.coll.empty()) return;
+  const StepBasis basis(ctx.steps, rank);
+  const StepWindows windows(ctx.steps, rank);
+  if (!basis.has_steps()) return;  // both judge steps: without them there is nothing to compare to
+  const std::vector<Interval> comm_in = windows.Clip(rc.comm), compute_in = windows.Clip(rc.compute);
+  const int64_t comm_ns = [&] {
+    int64_t t = 0;
+    for (const auto& [s, e] : comm_in) t += e - s;
+    return t;
+  }();
+  const int64_t exposed_ns = ExposedOf(comm_in, compute_in);
+  const double step_total = basis.mean_step_ns() * static_cast<double>(basis.steps());
+
+  // Gloo runs a collective on CPU threads of its own: it can overlap the rank's compute only on a
+  // core that the compute threads of the machine's ranks leave free. Without one (local ranks x
+  // (intra-op threads + 1) above the CPUs allowed, from our collector's block), the exposed time
+  // is the price of sharing the CPUs, which smaller buckets do not remove: not flagged.
+  if (!rc.gpu && comm_ns > 0 && !NoFreeCore(ctx.trace, rank)) {
+    const double exposed_pct = 100.0 * static_cast<double>(exposed_ns) / step_total;
+    if (exposed_pct > ctx.thresholds.Get("dist.comm_overlap.exposed_pct")) {
+      const double hidden_pct = 100.0 * static_cast<double>(comm_ns - exposed_ns) / static_cast<double>(comm_ns);
+      Finding f;
+      f.id = "dist.comm_overlap";
+      f.rank = rank;
+      f.confidence = Confidence::kHigh;
+      f.title = fmt::format("Communication not hidden behind compute: Gloo collectives run with no compute beside them "
+                            "for {:.1f}% of the step time on rank {} ({:.1f}% of their time overlaps compute)",
+                            exposed_pct, rank, hidden_pct);
+      f.measured = exposed_pct;
+      f.threshold = ctx.thresholds.Get("dist.comm_overlap.exposed_pct");
+      f.measured_unit = "% of step time";
+      f.evidence = {{"collectives", std::string("Gloo CPU ranges (gloo:*)")},
+                    {basis.NsKey("comm"), static_cast<int64_t>(basis.Per(static_cast<double>(comm_ns)))},
+                    {basis.NsKey("exposed_comm"), static_cast<int64_t>(basis.Per(static_cast<double>(exposed_ns)))},
+                    {"comm_overlap_pct", hidden_pct},
+                    {"compute", std::string("CPU ops outside Gloo ranges")}};
+      const int64_t room = std::max<int64_t>(0, [&] {
+        int64_t t = 0;
+        for (const auto& [s, e] : compute_in) t += e - s;
+        return t;
+      }() - (comm_ns - exposed_ns));
+      SetSaving(f, basis, basis.Per(static_cast<double>(std::min(exposed_ns, room))), basis.Per(static_cast<double>(exposed_ns)),
+                "exposed communication that compute not yet overlapping it could hide");
+      f.severity = SeverityForSaving(f);
+      f.fix_python = "Let DDP overlap its all-reduce with backward: DistributedDataParallel(model, bucket_cap_mb=<smaller, "
+                     "e.g. 1-10, so the first buckets start while backward goes on>, gradient_as_bucket_view=True, "
+                     "static_graph=True); under gradient accumulation wrap the micro-steps but the last in "
+                     "`with model.no_sync():`. On GPUs, NCCL instead of Gloo.";
+      f.fix_cpp = "Launch the all-reduce of each gradient bucket as soon as backward produced it (c10d work handles), "
+                  "wait only before the optimizer step, all-reduce once per optimizer step.";
+      f.knob = "bucket_mb";
+      out.findings.push_back(std::move(f));
+    }
+  }
+
+  // dist.no_sync: with gradient accumulation, DDP all-reduces on every backward unless the
+  // micro-steps before the last run under no_sync(). Seen as collectives inside the micro-steps
+  // before the last one of a step (a micro-step runs from one forward's start to the next's).
+  const std::vector<int64_t> fw = ForwardStarts(ctx.trace, rank);
+  int64_t accum_steps = 0, synced_steps = 0, early = 0, micro = 0;
+  std::vector<Interval> early_comm;
+  for (const auto& st : ctx.steps.steps) {
+    if (st.rank != rank) continue;
+    const int64_t end = st.start_ns + st.wall_ns;
+    auto lo = std::lower_bound(fw.begin(), fw.end(), st.start_ns), hi = std::lower_bound(fw.begin(), fw.end(), end);
+    const int64_t k = hi - lo;
+    if (k < 2) continue;
+    ++accum_steps;
+    micro += k;
+    const int64_t last_start = *(hi - 1);
+    int64_t here = 0;
+    for (const auto& c : rc.coll) {
+      if (c.ts_ns < *lo || c.ts_ns >= last_start) continue;
+      ++here;
+      early_comm.push_back({c.ts_ns, c.ts_ns + c.dur_ns});
+    }
+    early += here;
+    synced_steps += here > 0;
+  }
+  if (accum_steps < 2 || synced_steps * 2 < accum_steps) return;
+  const int64_t early_ns = MergeIntervals(early_comm);
+  const int64_t early_exposed = ExposedOf(early_comm, rc.compute);
+  const double per_step_exposed = static_cast<double>(early_exposed) / static_cast<double>(accum_steps);
+  const double pct = 100.0 * per_step_exposed / basis.mean_step_ns();
+  Finding f;
+  f.id = "dist.no_sync";
+  f.rank = rank;
+  f.confidence = Confidence::kHigh;
+  f.title = fmt::format("Gradients all-reduced on every micro-step: {} of {} accumulation steps on rank {} launch {:.1f} "
+                        "collectives per step before their last micro-step ({:.1f} micro-steps per step)",
+                        synced_steps, accum_steps, rank, static_cast<double>(early) / static_cast<double>(accum_steps),
+                        static_cast<double>(micro) / static_cast<double>(accum_steps));
+  f.measured = static_cast<double>(early) / static_cast<double>(accum_steps);
+  f.threshold = 0;
+  f.measured_unit = "collectives per step before the last micro-step";
+  f.evidence = {{"accumulation_steps", accum_steps},
+                {"steps_with_early_collectives", synced_steps},
+                {"micro_steps_per_step", static_cast<double>(micro) / static_cast<double>(accum_steps)},
+                {"early_comm_per_step_ns", static_cast<int64_t>(static_cast<double>(early_ns) / static_cast<double>(accum_steps))},
+                {"early_exposed_comm_per_step_ns", static_cast<int64_t>(per_step_exposed)},
+                {"exposed_pct_of_step", pct},
+                {"collectives", std::string(rc.gpu ? "GPU communication kernels" : "Gloo CPU ranges")}};
+  // Without them, the gradients of the earlier micro-steps are summed locally and all-reduced
+  // once: the exposed part of their collectives goes, the hidden part only frees the link.
+  SetSaving(f, basis, basis.Per(static_cast<double>(early_exposed)), basis.Per(static_cast<double>(early_ns)),
+            "time of the collectives launched before the last micro-step");
+  f.severity = SeverityForSaving(f);
+  if (f.severity == Severity::kInfo) f.severity = Severity::kLow;  // wasted bandwidth even when hidden
+  f.fix_python = "Skip the gradient sync on all micro-steps but the last: `ctx = model.no_sync() if (i + 1) % accum != 0 "
+                 "else contextlib.nullcontext()`, then `with ctx: loss.backward()` (FSDP has no_sync too).";
+  f.fix_cpp = "All-reduce the accumulated gradients once, after the last micro-step's backward.";
+  f.knob = "accum_sync";
+  out.findings.push_back(std::move(f));
+}
+
 }  // namespace
 
 void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
   const std::vector<int32_t> ranks = trace.RankIds();
+  for (int32_t r : ranks) AnalyzeRankComm(ctx, r, out);
   if (ranks.size() < 2) return;
   // GPU collectives when every rank has some, else Gloo's.
   std::map<int32_t, std::vector<Collective>> coll;
@@ -196,17 +395,26 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
                                        [](const auto& a, const auto& b) { return a.second < b.second; });
   const bool visible = cause->second > 0.25 * wait_per_step;
 
+  // Ranks sharing CPUs with none free: the scheduler alone can make a rank late (measured here:
+  // a clean 2-rank run on 2 cores had one rank 26 % late). Said first, with the fix for it.
+  const bool contention = NoFreeCore(trace, s);
   Finding f;
   f.id = "dist.straggler";
   f.rank = s;
   f.severity = wait_pct >= 20 ? Severity::kHigh : Severity::kMedium;
-  f.confidence = matched >= 10 ? Confidence::kHigh : Confidence::kMedium;
+  f.confidence = contention ? Confidence::kLow : matched >= 10 ? Confidence::kHigh : Confidence::kMedium;
   f.title = visible ? fmt::format("Rank {} is a straggler: the others wait {:.2f} ms per step for it ({:.0f}% of the step); "
                                   "its {} takes {:.2f} ms longer per step than the median rank",
                                   s, wait_per_step / 1e6, wait_pct, cause->first, cause->second / 1e6)
                     : fmt::format("Rank {} is a straggler: the others wait {:.2f} ms per step for it ({:.0f}% of the step); "
                                   "its steps' phases do not show why (a slower device or host?)",
                                   s, wait_per_step / 1e6, wait_pct);
+  if (contention) {
+    const ConfigView cfg(trace, s);
+    f.title += fmt::format("; but its machine has no free core ({:.0f} local ranks x ({:.0f} intra-op threads + 1 for "
+                           "communication) > {:.0f} CPUs), so CPU contention can make any rank late: check that first",
+                           cfg.LocalRanks(), cfg.Max("intra_op_threads").value_or(0), cfg.Static("cpu_count").value_or(0));
+  }
   f.measured = wait_pct;
   f.threshold = ctx.thresholds.Get("dist.straggler.wait_pct");
   f.measured_unit = "% of step";
@@ -216,12 +424,16 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
                 {basis.NsKey("others_wait"), static_cast<int64_t>(wait_per_step)},
                 {"cause", std::string(visible ? cause->first : "not visible in the phases")},
                 {"cause_excess_per_step_ns", static_cast<int64_t>(cause->second)},
-                {"method", std::string("collective durations compared across ranks (start times and clocks not used)")}};
+                {"method", std::string("collective durations compared across ranks (start times and clocks not used)")},
+                {"cpu_contention", std::string(contention ? "no free core on its machine" : "not seen")}};
   for (int32_t r : ranks)
     f.examples.push_back(fmt::format("rank {}: arrived last at {} of {} collectives; the others waited {:.2f} ms for it in all",
                                      r, last_count[r], matched, wait_caused[r] / 1e6));
   SetSaving(f, basis, wait_per_step, wait_per_step, "time the other ranks wait for it in collectives");
-  f.fix_python = std::string("Make rank ") + std::to_string(s) + "'s steps as fast as the others': " +
+  f.fix_python = std::string(contention ? "Give each rank cores of its own first (fewer intra-op threads with "
+                                          "torch.set_num_threads, fewer ranks per machine, or ranks pinned to disjoint "
+                                          "cores with taskset/numactl); if it is still late: " : "") +
+                 "Make rank " + std::to_string(s) + "'s steps as fast as the others': " +
                  (!visible ? "check its GPU (clocks, thermal throttling, another process) and its host (CPU load, NUMA)"
                   : cause == &excess[0] ? "more DataLoader workers or faster storage for it, or balanced data shards"
                   : cause == &excess[1] ? "balance the work per rank (equal batch sizes, sequence lengths bucketed "

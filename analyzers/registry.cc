@@ -40,7 +40,7 @@ Thresholds::Thresholds() {
       {"gpu.idle.hta_time", {1.0, "1: GPU breakdowns round ns-resolution times to whole µs as HTA does (start up, end down), to match HTA; 0: exact ns"}},
       {"dist.straggler.wait_pct", {5.0, "flag a rank the others wait for at collectives when their wait is at least this % of its step"}},
       {"dist.straggler.last_pct", {50.0, "and when it arrives last at this % of the matched collectives (and at least 1.5 x the 1/ranks of chance)"}},
-      {"dist.comm_overlap.exposed_pct", {10.0, "flag when collectives run with no compute beside them this % of the GPU's active span"}},
+      {"dist.comm_overlap.exposed_pct", {10.0, "flag when collectives run with no compute beside them this % of the GPU's active span (Gloo: of the step time)"}},
       {"gpu.launch_bound.short_kernel_pct", {50.0, "flag when this % of kernels run shorter than their launch call"}},
       {"gpu.launch_bound.runtime_cutoff_us", {50.0, "launch calls longer than this are outliers (HTA: 50)"}},
       {"gpu.launch_bound.delay_cutoff_us", {100.0, "launch delays longer than this are outliers (HTA: 100)"}},
@@ -123,7 +123,7 @@ const std::vector<AnalyzerInfo>& Registry() {
 const std::vector<std::string>& FindingIds() {
   static const std::vector<std::string> kIds = {
       "cudnn.benchmark_off",   "cudnn.deterministic_on",     "debug.anomaly_detection", "debug.launch_blocking",
-      "debug.profiler",        "dist.comm_overlap",          "dist.straggler",          "eval.grad_enabled",       "gpu.idle",
+      "debug.profiler",        "dist.comm_overlap",          "dist.no_sync",            "dist.straggler",          "eval.grad_enabled",       "gpu.idle",
       "gpu.launch_bound",
       "input.dataloader_bound", "input.pin_memory",          "input.workers",           "model.bias_before_norm",
       "optim.single_tensor",   "optim.zero_grad",            "precision.fp32_matmul",   "precision.matmul_alignment",

@@ -29,7 +29,7 @@ const std::vector<Knob>& Knobs() {
       {"eval_no_grad", "1", "0", "eval.grad_enabled", "cpu", "evaluation under NoGradGuard"},
       {"eval_every", "10", "", "", "cpu", "evaluate every N steps (0: never)"},
       {"grad_accum", "1", "", "", "cpu", "micro-steps per optimizer step"},
-      {"accum_sync", "0", "1", "", "dist", "all-reduce on every micro-step (0: only the last, like DDP no_sync)"},
+      {"accum_sync", "0", "1", "dist.no_sync", "dist", "all-reduce on every micro-step (0: only the last, like DDP no_sync)"},
       {"channels_last", "0", "", "", "gpu", "channels-last memory format (cnn)"},
       {"empty_cache", "0", "1", "", "gpu", "empty the CUDA caching allocator every step"},
       {"backend", "gloo", "", "", "dist", "gloo | nccl"},

@@ -15,6 +15,7 @@ struct RankPlan {
   int compute_us = 4000;  // forward compute (a CPU op, and a kernel on GPU ranks)
   int clock_us = 0;       // this rank's clock offset
   int jitter_us = 0;      // added to the compute of odd steps
+  std::string block;      // the trace's "trainrx" block (our collector's), if any
 };
 
 // 6 steps of 10 ms. Every rank's collective ends at the same moment (step start + 8 ms, in true
@@ -41,8 +42,8 @@ std::string RankDoc(int rank, int world, const RankPlan& p, bool gpu) {
     }
   }
   ev.pop_back();
-  return fmt::format(R"({{"distributedInfo":{{"rank":{},"world_size":{},"backend":"{}"}},"traceEvents":[{}]}})", rank, world,
-                     gpu ? "nccl" : "gloo", ev);
+  return fmt::format(R"({{"distributedInfo":{{"rank":{},"world_size":{},"backend":"{}"}},{}"traceEvents":[{}]}})", rank, world,
+                     gpu ? "nccl" : "gloo", p.block.empty() ? "" : "\"trainrx\":" + p.block + ",", ev);
 }
 
 Report AnalyzeRanks(const std::vector<RankPlan>& plans, bool gpu) {
@@ -82,6 +83,26 @@ TEST(DistStragglerTest, TheSlowRankIsNamedWithItsCauseOnGpuAndGloo) {
     EXPECT_NEAR(f->measured, 20.0, 0.1);  // 2 of 10 ms
     EXPECT_NE(f->title.find("Rank 2"), std::string::npos) << f->title;
   }
+}
+
+TEST(DistStragglerTest, RanksSharingCpusWithNoneFreeSayContentionFirst) {
+  std::vector<RankPlan> plans(2);
+  plans[1].compute_us = 6000;
+  for (auto& p : plans) p.block = R"({"collector":"trainrx probes","cpu_count":2,"intra_op_threads":1,"env":{"LOCAL_WORLD_SIZE":"2"}})";
+  const Report r = AnalyzeRanks(plans, false);
+  const Finding* f = Straggler(r);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->rank, 1);
+  EXPECT_EQ(f->confidence, Confidence::kLow);
+  EXPECT_EQ(EvidenceText(*f, "cpu_contention"), "no free core on its machine");
+  EXPECT_NE(f->title.find("CPU contention can make any rank late"), std::string::npos) << f->title;
+  EXPECT_EQ(f->fix_python.rfind("Give each rank cores of its own first", 0), 0u) << f->fix_python;
+  // With cores to spare (16 CPUs), the same straggler is named without the caveat.
+  for (auto& p : plans) p.block = R"({"collector":"trainrx probes","cpu_count":16,"intra_op_threads":1,"env":{"LOCAL_WORLD_SIZE":"2"}})";
+  const Report spare = AnalyzeRanks(plans, false);
+  ASSERT_NE(Straggler(spare), nullptr);
+  EXPECT_EQ(EvidenceText(*Straggler(spare), "cpu_contention"), "not seen");
+  EXPECT_EQ(Straggler(spare)->title.find("contention"), std::string::npos);
 }
 
 TEST(DistStragglerTest, DataWaitCauseAndClockOffsetsChangeNothing) {

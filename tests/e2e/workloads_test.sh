@@ -128,6 +128,10 @@ a, b = count("ddp.rank0.json"), count("ddpsync.rank0.json")
 print("  all-reduce launches (no_sync, every micro-step):", a, b)
 assert a > 0 and b == 2 * a, "accum_sync"
 PY
+# dist.no_sync: flagged on every rank of the accum_sync=1 run, on no rank of the no_sync run.
+[[ " $(ids "$W/ddpsync.report.json") " == *" dist.no_sync "* ]] && [[ " $(ids "$W/ddp.report.json") " != *" dist.no_sync "* ]] \
+  && ok "accum_sync=1 -> dist.no_sync; no_sync (accum_sync=0) silent" \
+  || bad "dist.no_sync: accum_sync=1 got $(ids "$W/ddpsync.report.json"); accum_sync=0 got $(ids "$W/ddp.report.json")"
 run buckets cnn --nproc 2 --set steps=3 --set bucket_mb=0.02
 python3 - "$W/buckets.report.json" "$W/ddp.report.json" <<'PY' && ok "bucket_mb=0.02 splits the gradients into more buckets" || bad "bucket_mb"
 import json, sys
@@ -146,7 +150,17 @@ f = next(f for f in json.load(open(sys.argv[1]))["findings"] if f["id"] == "dist
 print("  ", f["title"])
 assert f["rank"] == 1 and f["evidence"]["cause"].startswith("compute"), f
 PY
+# The same run without it: silent, or (2 ranks x (1 thread + Gloo's) on 2 CPUs: no free core) a
+# late rank said to be possibly CPU contention, with the fix for that first; measured once in 3
+# runs here (one rank 26 % late with identical work).
 run nostraggler cnn --nproc 2 --set threads=1 --set workers=0 --set batch=8 && \
-  { [[ " $(ids "$W/nostraggler.report.json") " != *" dist.straggler "* ]] && ok "no straggler planted -> none flagged" \
-    || bad "dist.straggler on a clean 2-rank run: $(python3 -c 'import json,sys; print([f["title"] for f in json.load(open(sys.argv[1]))["findings"]])' "$W/nostraggler.report.json")"; }
+  python3 - "$W/nostraggler.report.json" <<'PY' && ok "no straggler planted -> none flagged, or flagged as CPU contention" || bad "dist.straggler on a clean 2-rank run"
+import json, sys
+for f in json.load(open(sys.argv[1]))["findings"]:
+    if f["id"] != "dist.straggler":
+        continue
+    print("  ", f["title"])
+    assert f["evidence"]["cpu_contention"] == "no free core on its machine", f["evidence"]
+    assert f["confidence"] == "low" and f["fix"]["python"].startswith("Give each rank cores of its own first"), f
+PY
 exit $fail

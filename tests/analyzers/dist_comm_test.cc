@@ -1,0 +1,124 @@
+// dist.comm_overlap on Gloo (CPU) collectives and dist.no_sync on hand-built traces: exposed
+// communication is flagged only where a free core could hide it; all-reduces before the last
+// micro-step of gradient accumulation are flagged, one per step after the last micro-step is not.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "trainrx/analyzers/analysis.h"
+#include "trainrx/profiler/kineto_reader.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+std::string X(const char* cat, const std::string& name, int tid, int64_t ts, int64_t dur) {
+  return fmt::format(R"({{"ph":"X","cat":"{}","name":"{}","pid":1,"tid":{},"ts":{},"dur":{}}},)", cat, name, tid, ts, dur);
+}
+
+// A two-rank Gloo job; `step` appends one step's events (start s, 10 ms or as the plan says).
+struct Job {
+  int steps = 8;
+  int64_t step_us = 10000;
+  std::string block = R"({"collector":"trainrx probes","cpu_count":16,"intra_op_threads":1,"env":{"LOCAL_WORLD_SIZE":"2"}})";
+  std::function<std::string(int64_t s)> step;
+};
+
+Report AnalyzeJob(const Job& job) {
+  profiler::Trace trace;
+  for (int r = 0; r < 2; ++r) {
+    std::string ev;
+    for (int i = 0; i < job.steps; ++i) {
+      const int64_t s = i * job.step_us;
+      ev += X("user_annotation", fmt::format("ProfilerStep#{}", i), 1, s, job.step_us) + job.step(s);
+    }
+    ev.pop_back();
+    const std::string doc = fmt::format(R"({{"distributedInfo":{{"rank":{},"world_size":2,"backend":"gloo"}},"trainrx":{},"traceEvents":[{}]}})",
+                                        r, job.block, ev);
+    const auto st = profiler::ReadTraceBuffer(doc, fmt::format("rank{}.json", r), r, trace);
+    EXPECT_TRUE(st.ok) << st.error;
+  }
+  trace.Finalize();
+  return Analyze(trace);
+}
+
+std::vector<const Finding*> Findings(const Report& r, const std::string& id) {
+  std::vector<const Finding*> out;
+  for (const auto& f : r.findings)
+    if (f.id == id) out.push_back(&f);
+  return out;
+}
+
+// Compute on the training thread 1-5 ms into the step; the all-reduce on Gloo's thread (tid 2)
+// from `comm_at` for 3 ms, with Gloo's own copy inside it.
+std::function<std::string(int64_t)> GlooStep(int64_t comm_at) {
+  return [comm_at](int64_t s) {
+    return X("cpu_op", "aten::conv2d", 1, s + 1000, 4000) + X("user_annotation", "gloo:all_reduce", 2, s + comm_at, 3000) +
+           X("cpu_op", "aten::copy_", 2, s + comm_at + 100, 2800);
+  };
+}
+
+TEST(DistCommOverlapTest, ExposedGlooCollectivesAreFlaggedWithTheirShareOfTheStep) {
+  Job job;
+  job.step = GlooStep(5000);  // after the compute: all 3 ms exposed, 30 % of the step
+  const Report r = AnalyzeJob(job);
+  const auto f = Findings(r, "dist.comm_overlap");
+  ASSERT_EQ(f.size(), 2u);  // each rank
+  // Gloo's copy inside the collective is not compute that hides it.
+  EXPECT_NEAR(f[0]->measured, 30.0, 0.5) << f[0]->title;
+  EXPECT_NE(f[0]->title.find("Gloo collectives"), std::string::npos);
+  EXPECT_NEAR(f[0]->estimated_saving_ns, 3'000'000, 50'000);
+}
+
+TEST(DistCommOverlapTest, GlooHiddenBehindComputeOrWithoutAFreeCoreIsNotFlagged) {
+  Job hidden;
+  hidden.step = GlooStep(1500);  // inside the compute
+  EXPECT_TRUE(Findings(AnalyzeJob(hidden), "dist.comm_overlap").empty());
+  // Two local ranks with one intra-op thread each plus Gloo's on 2 CPUs: no core to overlap on.
+  Job busy;
+  busy.step = GlooStep(5000);
+  busy.block = R"({"collector":"trainrx probes","cpu_count":2,"intra_op_threads":1,"env":{"LOCAL_WORLD_SIZE":"2"}})";
+  EXPECT_TRUE(Findings(AnalyzeJob(busy), "dist.comm_overlap").empty());
+}
+
+// A step of 4 micro-steps of 5 ms: a forward (2 ms), a backward (2 ms); an all-reduce on Gloo's
+// thread at the end of each micro-step's backward when `every`, else only after the last.
+std::function<std::string(int64_t)> AccumStep(bool every) {
+  return [every](int64_t s) {
+    std::string ev;
+    for (int m = 0; m < 4; ++m) {
+      const int64_t t = s + m * 5000;
+      ev += X("user_annotation", "DistributedDataParallel.forward", 1, t, 2000) + X("cpu_op", "aten::linear", 1, t + 100, 1800) +
+            X("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 1, t + 2000, 2000);
+      if (every || m == 3) ev += X("user_annotation", "gloo:all_reduce", 2, t + 4000, 800);
+    }
+    return ev;
+  };
+}
+
+TEST(DistNoSyncTest, AllReduceOnEveryMicroStepIsFlaggedOnceAtTheEndIsNot) {
+  Job every;
+  every.step_us = 20000;
+  every.step = AccumStep(true);
+  const Report r = AnalyzeJob(every);
+  const auto f = Findings(r, "dist.no_sync");
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_NEAR(f[0]->measured, 3.0, 1e-9);  // 3 collectives per step before the last micro-step
+  EXPECT_NE(f[0]->title.find("4.0 micro-steps per step"), std::string::npos) << f[0]->title;
+  // Their 3 x 0.8 ms run with no compute beside them (the next forward starts after).
+  EXPECT_NEAR(f[0]->estimated_saving_ns, 2'400'000, 50'000);
+  Job last;
+  last.step_us = 20000;
+  last.step = AccumStep(false);
+  EXPECT_TRUE(Findings(AnalyzeJob(last), "dist.no_sync").empty());
+}
+
+TEST(DistNoSyncTest, OneMicroStepPerStepIsNotAccumulation) {
+  Job plain;
+  plain.step = GlooStep(5000);
+  EXPECT_TRUE(Findings(AnalyzeJob(plain), "dist.no_sync").empty());
+}
+
+}  // namespace
+}  // namespace trainrx::analyzers
