@@ -134,6 +134,13 @@ RankComm CommOf(const Trace& trace, int32_t rank, const StepModel& steps) {
   return rc;
 }
 
+// The summed length of disjoint intervals.
+int64_t LengthOf(const std::vector<Interval>& v) {
+  int64_t t = 0;
+  for (const auto& [s, e] : v) t += e - s;
+  return t;
+}
+
 // The part of `comm` (merged) that no compute covers.
 int64_t ExposedOf(const std::vector<Interval>& comm, const std::vector<Interval>& compute) {
   int64_t exposed = 0;
@@ -173,11 +180,7 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const StepWindows windows(ctx.steps, rank);
   if (!basis.has_steps()) return;  // both judge steps: without them there is nothing to compare to
   const std::vector<Interval> comm_in = windows.Clip(rc.comm), compute_in = windows.Clip(rc.compute);
-  const int64_t comm_ns = [&] {
-    int64_t t = 0;
-    for (const auto& [s, e] : comm_in) t += e - s;
-    return t;
-  }();
+  const int64_t comm_ns = LengthOf(comm_in);
   const int64_t exposed_ns = ExposedOf(comm_in, compute_in);
   const double step_total = basis.mean_step_ns() * static_cast<double>(basis.steps());
 
@@ -204,11 +207,7 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, Report& out) {
                     {basis.NsKey("exposed_comm"), static_cast<int64_t>(basis.Per(static_cast<double>(exposed_ns)))},
                     {"comm_overlap_pct", hidden_pct},
                     {"compute", std::string("CPU ops outside Gloo ranges")}};
-      const int64_t room = std::max<int64_t>(0, [&] {
-        int64_t t = 0;
-        for (const auto& [s, e] : compute_in) t += e - s;
-        return t;
-      }() - (comm_ns - exposed_ns));
+      const int64_t room = std::max<int64_t>(0, LengthOf(compute_in) - (comm_ns - exposed_ns));
       SetSaving(f, basis, basis.Per(static_cast<double>(std::min(exposed_ns, room))), basis.Per(static_cast<double>(exposed_ns)),
                 "exposed communication that compute not yet overlapping it could hide");
       f.severity = SeverityForSaving(f);
