@@ -44,7 +44,7 @@ def main():
         print(f"| plain | {steps} | {peak_rss_mb(base, dict(os.environ)):.0f} | | |", flush=True)
         for cap in (50_000, 200_000, 4_000_000):
             env = dict(os.environ, TRAINRX_MAX_EVENTS=str(cap))
-            rss = peak_rss_mb([a.trainrx, "record", "-o", trace, "--"] + base, env)
+            rss = peak_rss_mb([a.trainrx, "record", "--steps", "all", "-o", trace, "--"] + base, env)
             t = json.load(open(trace))
             kept = sum(1 for e in t["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation"))
             print(f"| record, cap {cap:,} | {steps} | {rss:.0f} | {kept:,} | {int(t['trainrx']['dropped_records']):,} |", flush=True)

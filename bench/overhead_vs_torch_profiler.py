@@ -43,7 +43,7 @@ def main():
     sched = f"0,0,{a.steps}"
     modes = {
         "plain": lambda out: base,
-        "trainrx record": lambda out: [a.trainrx, "record", "-o", os.path.join(work, "t.json"), "--"] + base,
+        "trainrx record": lambda out: [a.trainrx, "record", "--steps", "all", "-o", os.path.join(work, "t.json"), "--"] + base,
         "torch.profiler": lambda out: base + ["--torch-profiler", os.path.join(work, "tp"),
                                               "--torch-profiler-schedule", sched, "--torch-profiler-mode", "plain"],
         "torch.profiler+shapes": lambda out: base + ["--torch-profiler", os.path.join(work, "tps"),
