@@ -17,6 +17,7 @@
 #include "sample_trace.h"
 #include "terminal.h"
 #include "trainrx/analyzers/analysis.h"
+#include "trainrx/profiler/env.h"
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/profiler/kineto_writer.h"
 #include "trainrx/reports/html.h"
@@ -155,10 +156,9 @@ int Main(int argc, char** argv) {
   record->add_option("--steps", record_options.steps,
                      "steps to record, then the run goes on unrecorded (default 200; all: every step)")
       ->check([](const std::string& v) {
-        if (v == "all") return std::string();
-        char* end = nullptr;
-        const long long n = std::strtoll(v.c_str(), &end, 10);
-        return end && *end == '\0' && n >= 1 ? std::string() : "expected a step count (1 or more) or all, got " + v;
+        int64_t steps = 0;
+        return trainrx::env::ParseStepCount(v.c_str(), &steps) ? std::string()
+                                                              : "expected a step count (1 or more) or all, got " + v;
       });
   record->add_option("--skip", record_options.skip, "steps to run unrecorded before the recorded ones (default 0)")
       ->check(CLI::NonNegativeNumber);

@@ -168,11 +168,7 @@ StepWindow::State StepWindow::state() const {
   return state_;
 }
 
-bool StepWindow::Covers(int64_t ts_ns) const {
-  if (!options_.bounded()) return true;
-  std::lock_guard<std::mutex> lock(mu_);
-  return state_.opened && ts_ns >= state_.open_ns && (!state_.closed || ts_ns <= state_.close_ns);
-}
+bool StepWindow::Covers(int64_t ts_ns) const { return !options_.bounded() || state().Covers(ts_ns); }
 
 WindowAction Collector::OnStepBoundary(BoundaryKind kind) noexcept {
   const WindowAction a = window_.OnBoundary(kind, NowNs());
@@ -244,16 +240,18 @@ void Collector::AddGpuRecords(profiler::GpuRecords records) noexcept {
     std::lock_guard<std::mutex> lock(mu_);
     if (window_.options().bounded()) {
       // CPU-side calls first: a kernel is kept when the call that launched it was made inside the
-      // window (it may run after the window closed), else by its own time.
+      // window (it may run after the window closed), else by its own time. One snapshot of the
+      // window for the whole batch, not a lock per record.
+      const StepWindow::State window = window_.state();
       const auto cpu_side = [](const profiler::GpuRecord& r) {
         return r.kind == profiler::EventKind::kCudaRuntime || r.kind == profiler::EventKind::kCudaDriver;
       };
       for (const auto& r : records.records)
-        if (cpu_side(r) && r.correlation != profiler::kNoId && window_.Covers(r.ts_ns)) window_correlations_.insert(r.correlation);
+        if (cpu_side(r) && r.correlation != profiler::kNoId && window.Covers(r.ts_ns)) window_correlations_.insert(r.correlation);
       const size_t before = records.records.size();
       std::erase_if(records.records, [&](const profiler::GpuRecord& r) {
         if (r.correlation != profiler::kNoId) return window_correlations_.count(r.correlation) == 0;
-        return !window_.Covers(r.ts_ns);
+        return !window.Covers(r.ts_ns);
       });
       gpu_outside_window_ += before - records.records.size();
     }

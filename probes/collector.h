@@ -186,6 +186,8 @@ class StepWindow {
     int64_t close_ns = 0;  // 0 while open
     int64_t boundaries = 0;  // of the counted kind, in the whole run
     int kind = -1;           // BoundaryKind counted; -1: none seen
+    // Whether an event at `ts_ns` falls inside the window as it stands.
+    bool Covers(int64_t ts_ns) const { return opened && ts_ns >= open_ns && (!closed || ts_ns <= close_ns); }
   };
   State state() const;
   // Whether an event at `ts_ns` falls inside what was recorded (always true when unbounded).

@@ -166,6 +166,11 @@ RecInputs DescribeInputs(c10::ArrayRef<const c10::IValue> inputs) {
 void SnapshotConfig(ThreadBuffer* buf, int64_t ts) noexcept;
 void MaybeStopInputCapture() noexcept;
 void AfterWindowChange(Collector& c, WindowAction action) noexcept;
+// Closes the step window here (the end of its last optimizer step, or where that end cannot be seen).
+void CloseWindowNow(Collector& c) noexcept {
+  c.WindowClosed();
+  AfterWindowChange(c, WindowAction::kCloseNow);
+}
 
 // The step boundary a user range marks, if any.
 bool BoundaryOf(const char* name, BoundaryKind* kind) {
@@ -184,9 +189,10 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
   try {
     const char* name = fn.name();
     if (name == nullptr) return nullptr;
-    bool closes_window = false;
     BoundaryKind boundary;
-    if (scope == at::RecordScope::USER_SCOPE && c->window().options().bounded() && BoundaryOf(name, &boundary)) {
+    const bool is_boundary = scope == at::RecordScope::USER_SCOPE && BoundaryOf(name, &boundary);
+    bool closes_window = false;
+    if (is_boundary && c->window().options().bounded()) {
       const WindowAction action = c->OnStepBoundary(boundary);
       AfterWindowChange(*c, action);
       closes_window = action == WindowAction::kCloseAtEnd;
@@ -204,10 +210,9 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       r->kind = RecKind::kUser;
       r->name = b->InternDynamic(name);
       // Step boundaries of a Python loop (no code change): the optimizer step and the loader.
-      if (StartsWith(name, "Optimizer.step#") || StartsWith(name, "enumerate(DataLoader)#") ||
-          StartsWith(name, "ProfilerStep#")) {
+      if (is_boundary || StartsWith(name, "enumerate(DataLoader)#")) {
         SnapshotConfig(b, NowNs());
-        if (StartsWith(name, "Optimizer.step#") || StartsWith(name, "ProfilerStep#")) MaybeStopInputCapture();
+        if (is_boundary) MaybeStopInputCapture();
       }
     } else {
       r->kind = scope == at::RecordScope::BACKWARD_FUNCTION ? RecKind::kBackward : RecKind::kOp;
@@ -240,8 +245,7 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
     if (OpenStack* open = OpenStackOfThread(); open && open->size < kMaxOpen) {
       open->items[open->size++] = {&fn, r, b, producer, pushed, closes_window};
     } else if (closes_window) {
-      c->WindowClosed();  // its end cannot be seen: the window closes at its start
-      AfterWindowChange(*c, WindowAction::kCloseNow);
+      CloseWindowNow(*c);  // its end cannot be seen: the window closes at its start
     }
     r->start_ns = NowNs();  // last: our own work above is not charged to the op
     return nullptr;
@@ -264,10 +268,7 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   EndRecord(open.rec, now);
   if (open.pushed_external) CuptiBridge::PopExternalId();
   if (open.closes_window) {
-    if (Collector* c = ActiveCollector()) {
-      c->WindowClosed();
-      AfterWindowChange(*c, WindowAction::kCloseNow);
-    }
+    if (Collector* c = ActiveCollector()) CloseWindowNow(*c);
   }
   if (open.producer) {
     try {

@@ -106,11 +106,8 @@ bool ProcessSession::Begin(SessionConfig config) {
   }
   // The step window: TRAINRX_STEPS (N >= 1, or "all") and TRAINRX_SKIP_STEPS (K >= 0).
   if (const char* v = std::getenv(env::kSteps); v && *v) {
-    char* end = nullptr;
-    const long long n = std::strtoll(v, &end, 10);
-    if (std::strcmp(v, "all") == 0) config.collector.window.steps = -1;
-    else if (end && *end == '\0' && n >= 1) config.collector.window.steps = n;
-    else Warn(std::string(env::kSteps) + "=" + v + " is not a step count (1 or more, or \"all\"); recording every step");
+    if (!env::ParseStepCount(v, &config.collector.window.steps))
+      Warn(std::string(env::kSteps) + "=" + v + " is not a step count (1 or more, or \"all\"); recording every step");
   }
   if (const char* v = std::getenv(env::kSkipSteps); v && *v) {
     char* end = nullptr;

@@ -3,6 +3,10 @@
 // names, header-only and torch-free, so the torch-built probe and the torch-free launcher agree.
 #pragma once
 
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
 namespace trainrx::env {
 
 // Set by `record` for the launched program.
@@ -20,6 +24,18 @@ inline constexpr const char* kMaxEvents = "TRAINRX_MAX_EVENTS";     // the colle
 // steps run unrecorded first, then steps recorded ("all": to the end).
 inline constexpr const char* kSkipSteps = "TRAINRX_SKIP_STEPS";
 inline constexpr const char* kSteps = "TRAINRX_STEPS";
+// A TRAINRX_STEPS value (`record --steps`): "all" (-1) or a count of 1 or more. False otherwise.
+inline bool ParseStepCount(const char* v, int64_t* steps) {
+  if (std::strcmp(v, "all") == 0) {
+    *steps = -1;
+    return true;
+  }
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || n < 1) return false;
+  *steps = n;
+  return true;
+}
 // Threads for reading and analyzing traces (profiler/parallel.h; default: the usable CPUs).
 inline constexpr const char* kThreads = "TRAINRX_THREADS";
 // Seconds between the collector's journal flushes (probes/journal.h; default 2, 0: no journal).
