@@ -199,12 +199,18 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
     }
     if (!c->recording()) return nullptr;
     ThreadBuffer* b = c->ThisThread();
-    if (b == nullptr) return nullptr;
+    if (b == nullptr) {
+      if (closes_window) CloseWindowNow(*c);  // the closing boundary cannot be recorded: close at its start
+      return nullptr;
+    }
     BusyGuard busy(b);
     // Python's record_function enters through an op of its own; the range itself follows.
     if (name[0] == 'p' && StartsWith(name, "profiler::")) return nullptr;
     Rec* r = b->Append();
-    if (r == nullptr) return nullptr;
+    if (r == nullptr) {
+      if (closes_window) CloseWindowNow(*c);  // past the event cap: its end would never be seen
+      return nullptr;
+    }
     bool producer = false;
     if (scope == at::RecordScope::USER_SCOPE) {
       r->kind = RecKind::kUser;

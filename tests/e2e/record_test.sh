@@ -175,6 +175,16 @@ PY
 "$TRAINRX" analyze "$W/win.json" | grep -q "steps 6-15 of the 40 it ran" && ok "window: the text report says which steps" || bad "window: text report"
 "$TRAINRX" record --steps 0 -o "$W/bad.json" -- $PY "$SCRIPT" --steps 2 > /dev/null 2> "$W/bad.err"; rc=$?
 [ $rc != 0 ] && grep -q "expected a step count" "$W/bad.err" && ok "--steps 0: usage error" || bad "--steps 0: rc=$rc"
+# The window still closes when the event cap is full before its last optimizer step (that step's
+# record cannot be kept, so its end is never seen): the trace says closed, and the rest of the
+# run costs no more than user ranges.
+TRAINRX_MAX_EVENTS=4096 "$TRAINRX" record --steps 20 -o "$W/capwin.json" -- $PY "$SCRIPT" --steps 40 > /dev/null 2> "$W/capwin.err"
+python3 - "$W/capwin.json" <<'PY' && ok "window closes past the event cap" || { bad "window past the event cap"; cat "$W/capwin.err"; }
+import json, sys
+t = json.load(open(sys.argv[1]))["trainrx"]
+assert t["dropped_records"] > 0, t["dropped_records"]
+assert t["window_closed"] is True and t["window_run_boundaries"] == 40, (t["window_closed"], t["window_run_boundaries"])
+PY
 # A skip longer than the run: nothing recorded, and the report says why first.
 "$TRAINRX" record --skip 50 -o "$W/skip.json" -- $PY "$SCRIPT" --steps 5 > /dev/null 2>&1
 "$TRAINRX" analyze "$W/skip.json" 2>&1 | grep -q "recorded no step: the window skips 50 steps" && ok "skip past the end: said" || bad "skip past the end"
