@@ -89,8 +89,7 @@ PhaseMeans MeansOf(const StepModel& steps, int32_t rank) {
 // Whether the CPUs of a rank's machine are all taken by the compute threads of its local ranks
 // and one communication thread each (local ranks x (intra-op threads + 1) > CPUs allowed, from
 // our collector's block; false when the trace does not say).
-bool NoFreeCore(const Trace& trace, int32_t rank) {
-  const ConfigView cfg(trace, rank);
+bool NoFreeCore(const ConfigView& cfg) {
   const auto cpus = cfg.Static("cpu_count");
   const auto threads = cfg.Max("intra_op_threads");
   return cpus && threads && cfg.LocalRanks() * (*threads + 1) > *cpus;
@@ -173,8 +172,7 @@ std::vector<int64_t> ForwardStarts(const Trace& trace, int32_t rank) {
 // Gloo collectives not hidden behind compute (dist.comm_overlap for CPU collectives; the GPU
 // case is judged in gpu.cc against the GPU's active span), and all-reduces on every micro-step
 // of gradient accumulation (dist.no_sync). Both on the steady steps of one rank.
-void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, Report& out) {
-  const RankComm rc = CommOf(ctx.trace, rank, ctx.steps);
+void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& rc, Report& out) {
   if (rc.coll.empty()) return;
   const StepBasis basis(ctx.steps, rank);
   const StepWindows windows(ctx.steps, rank);
@@ -188,7 +186,7 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, Report& out) {
   // core that the compute threads of the machine's ranks leave free. Without one (local ranks x
   // (intra-op threads + 1) above the CPUs allowed, from our collector's block), the exposed time
   // is the price of sharing the CPUs, which smaller buckets do not remove: not flagged.
-  if (!rc.gpu && comm_ns > 0 && !NoFreeCore(ctx.trace, rank)) {
+  if (!rc.gpu && comm_ns > 0 && !NoFreeCore(ConfigView(ctx.trace, rank))) {
     const double exposed_pct = 100.0 * static_cast<double>(exposed_ns) / step_total;
     if (exposed_pct > ctx.thresholds.Get("dist.comm_overlap.exposed_pct")) {
       const double hidden_pct = 100.0 * static_cast<double>(comm_ns - exposed_ns) / static_cast<double>(comm_ns);
@@ -238,10 +236,12 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, Report& out) {
     micro += k;
     const int64_t last_start = *(hi - 1);
     int64_t here = 0;
-    for (const auto& c : rc.coll) {
-      if (c.ts_ns < *lo || c.ts_ns >= last_start) continue;
+    // rc.coll is in start order: only the collectives from the first forward to the last one.
+    auto c = std::lower_bound(rc.coll.begin(), rc.coll.end(), *lo,
+                              [](const Collective& x, int64_t ts) { return x.ts_ns < ts; });
+    for (; c != rc.coll.end() && c->ts_ns < last_start; ++c) {
       ++here;
-      early_comm.push_back({c.ts_ns, c.ts_ns + c.dur_ns});
+      early_comm.push_back({c->ts_ns, c->ts_ns + c->dur_ns});
     }
     early += here;
     synced_steps += here > 0;
@@ -287,17 +287,19 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, Report& out) {
 void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
   const std::vector<int32_t> ranks = trace.RankIds();
-  for (int32_t r : ranks) AnalyzeRankComm(ctx, r, out);
-  if (ranks.size() < 2) return;
-  // GPU collectives when every rank has some, else Gloo's.
-  std::map<int32_t, std::vector<Collective>> coll;
-  bool gpu = true;
+  // Each rank's collectives, found once for the per-rank checks and the straggler.
+  std::map<int32_t, RankComm> comm;
   for (int32_t r : ranks) {
-    coll[r] = CollectivesOf(trace, r, ctx.steps, true);
-    gpu = gpu && !coll[r].empty();
+    comm[r] = CommOf(trace, r, ctx.steps);
+    AnalyzeRankComm(ctx, r, comm[r], out);
   }
-  if (!gpu)
-    for (int32_t r : ranks) coll[r] = CollectivesOf(trace, r, ctx.steps, false);
+  if (ranks.size() < 2) return;
+  // GPU collectives when every rank has some, else Gloo's (looked up again only on a rank that
+  // has GPU ones).
+  bool gpu = true;
+  for (int32_t r : ranks) gpu = gpu && comm[r].gpu;
+  std::map<int32_t, std::vector<Collective>> coll;
+  for (int32_t r : ranks) coll[r] = gpu || !comm[r].gpu ? comm[r].coll : CollectivesOf(trace, r, ctx.steps, false);
   // The k-th collective of a name is the same collective on every rank (each rank issues them in
   // the same order), when every rank has as many of that name; the steps of the ranks need not
   // start at the same collective. Kept: those inside the steady steps of every rank.
@@ -396,7 +398,8 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
 
   // Ranks sharing CPUs with none free: the scheduler alone can make a rank late (measured here:
   // a clean 2-rank run on 2 cores had one rank 26 % late). Said first, with the fix for it.
-  const bool contention = NoFreeCore(trace, s);
+  const ConfigView straggler_cfg(trace, s);
+  const bool contention = NoFreeCore(straggler_cfg);
   Finding f;
   f.id = "dist.straggler";
   f.rank = s;
@@ -409,10 +412,10 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
                                   "its steps' phases do not show why (a slower device or host?)",
                                   s, wait_per_step / 1e6, wait_pct);
   if (contention) {
-    const ConfigView cfg(trace, s);
     f.title += fmt::format("; but its machine has no free core ({:.0f} local ranks x ({:.0f} intra-op threads + 1 for "
                            "communication) > {:.0f} CPUs), so CPU contention can make any rank late: check that first",
-                           cfg.LocalRanks(), cfg.Max("intra_op_threads").value_or(0), cfg.Static("cpu_count").value_or(0));
+                           straggler_cfg.LocalRanks(), straggler_cfg.Max("intra_op_threads").value_or(0),
+                           straggler_cfg.Static("cpu_count").value_or(0));
   }
   f.measured = wait_pct;
   f.threshold = ctx.thresholds.Get("dist.straggler.wait_pct");
