@@ -221,8 +221,10 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& r
   }
 
   // dist.no_sync: with gradient accumulation, DDP all-reduces on every backward unless the
-  // micro-steps before the last run under no_sync(). Seen as collectives inside the micro-steps
-  // before the last one of a step (a micro-step runs from one forward's start to the next's).
+  // micro-steps before the last run under no_sync(). Seen as gradient reductions (all-reduce,
+  // reduce-scatter) inside the micro-steps before the last one of a step (a micro-step runs from
+  // one forward's start to the next's). Other collectives do not count: DDP broadcasts its
+  // buffers (BatchNorm statistics) at every forward, no_sync or not.
   const std::vector<int64_t> fw = ForwardStarts(ctx.trace, rank);
   int64_t accum_steps = 0, synced_steps = 0, early = 0, micro = 0;
   std::vector<Interval> early_comm;
@@ -240,6 +242,7 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& r
     auto c = std::lower_bound(rc.coll.begin(), rc.coll.end(), *lo,
                               [](const Collective& x, int64_t ts) { return x.ts_ns < ts; });
     for (; c != rc.coll.end() && c->ts_ns < last_start; ++c) {
+      if (!IsGradientReduction(ctx.trace.strings.Get(c->name))) continue;  // DDP's per-forward buffer broadcast
       ++here;
       early_comm.push_back({c->ts_ns, c->ts_ns + c->dur_ns});
     }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cctype>
+#include <string>
 #include <string_view>
 
 namespace trainrx::analyzers {
@@ -60,6 +61,18 @@ inline bool IsCommKernel(std::string_view name) {
     return true;
   };
   return lower_prefix("nccl") || lower_prefix("rccl");
+}
+
+// A gradient-reducing collective: all-reduce (DDP) or reduce-scatter (FSDP, ZeRO), as NCCL/RCCL
+// kernels ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "ncclKernel_ReduceScatter_...") or Gloo
+// ranges ("gloo:all_reduce", "gloo:reduce_scatter") name them; not broadcasts, gathers or
+// point-to-point sends (DDP's buffer broadcast, pipeline stages).
+inline bool IsGradientReduction(std::string_view name) {
+  std::string lower;
+  lower.reserve(name.size());
+  for (char ch : name)
+    if (ch != '_') lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+  return lower.find("allreduce") != std::string::npos || lower.find("reducescatter") != std::string::npos;
 }
 
 }  // namespace trainrx::analyzers

@@ -83,14 +83,16 @@ TEST(DistCommOverlapTest, GlooHiddenBehindComputeOrWithoutAFreeCoreIsNotFlagged)
 }
 
 // A step of 4 micro-steps of 5 ms: a forward (2 ms), a backward (2 ms); an all-reduce on Gloo's
-// thread at the end of each micro-step's backward when `every`, else only after the last.
-std::function<std::string(int64_t)> AccumStep(bool every) {
-  return [every](int64_t s) {
+// thread at the end of each micro-step's backward when `every`, else only after the last. DDP
+// broadcasts its buffers at the start of every forward, no_sync or not (`broadcast`).
+std::function<std::string(int64_t)> AccumStep(bool every, bool broadcast = false) {
+  return [every, broadcast](int64_t s) {
     std::string ev;
     for (int m = 0; m < 4; ++m) {
       const int64_t t = s + m * 5000;
       ev += X("user_annotation", "DistributedDataParallel.forward", 1, t, 2000) + X("cpu_op", "aten::linear", 1, t + 100, 1800) +
             X("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 1, t + 2000, 2000);
+      if (broadcast) ev += X("user_annotation", "gloo:broadcast", 2, t + 10, 80);
       if (every || m == 3) ev += X("user_annotation", "gloo:all_reduce", 2, t + 4000, 800);
     }
     return ev;
@@ -112,6 +114,14 @@ TEST(DistNoSyncTest, AllReduceOnEveryMicroStepIsFlaggedOnceAtTheEndIsNot) {
   last.step_us = 20000;
   last.step = AccumStep(false);
   EXPECT_TRUE(Findings(AnalyzeJob(last), "dist.no_sync").empty());
+  // no_sync with DDP's buffer broadcast at every forward: a broadcast is not a gradient sync.
+  last.step = AccumStep(false, true);
+  EXPECT_TRUE(Findings(AnalyzeJob(last), "dist.no_sync").empty());
+  // ... and with the all-reduce on every micro-step besides, the broadcasts are not counted.
+  every.step = AccumStep(true, true);
+  const auto both = Findings(AnalyzeJob(every), "dist.no_sync");
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_NEAR(both[0]->measured, 3.0, 1e-9);
 }
 
 TEST(DistNoSyncTest, OneMicroStepPerStepIsNotAccumulation) {
