@@ -119,7 +119,8 @@ TEST(DistNoSyncTest, AllReduceOnEveryMicroStepIsFlaggedOnceAtTheEndIsNot) {
   EXPECT_TRUE(Findings(AnalyzeJob(last), "dist.no_sync").empty());
   // ... and with the all-reduce on every micro-step besides, the broadcasts are not counted.
   every.step = AccumStep(true, true);
-  const auto both = Findings(AnalyzeJob(every), "dist.no_sync");
+  const Report with_broadcasts = AnalyzeJob(every);
+  const auto both = Findings(with_broadcasts, "dist.no_sync");
   ASSERT_EQ(both.size(), 2u);
   EXPECT_NEAR(both[0]->measured, 3.0, 1e-9);
 }
