@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "collectives.h"
 #include "config_view.h"
 #include "families.h"
 #include "intervals.h"
@@ -32,32 +33,6 @@ using profiler::Event;
 using profiler::EventKind;
 using profiler::Trace;
 using profiler::TrackKind;
-
-struct Collective {
-  int64_t ts_ns, dur_ns;
-  profiler::StrId name;
-  bool in_steps;
-};
-
-// A rank's collectives in time order, each marked whether it starts inside the rank's steady
-// steps: GPU communication kernels when `gpu`, else Gloo's CPU ranges.
-std::vector<Collective> CollectivesOf(const Trace& trace, int32_t rank, const StepModel& steps, bool gpu) {
-  const StepWindows in_steps(steps, rank);
-  std::vector<Collective> out;
-  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-    const auto& t = trace.tracks[ti];
-    if (t.rank != rank || (t.kind == TrackKind::kGpuStream) != gpu) continue;
-    for (const Event& e : trace.TrackEvents(ti)) {
-      if (e.dur_ns <= 0) continue;
-      const std::string_view n = trace.Name(e);
-      const bool is = gpu ? e.kind == EventKind::kKernel && IsCommKernel(n)
-                          : (e.kind == EventKind::kUserAnnotation || e.kind == EventKind::kCpuOp) && StartsWith(n, "gloo:");
-      if (is) out.push_back({e.ts_ns, e.dur_ns, e.name, !in_steps.empty() && in_steps.Contains(e.ts_ns)});
-    }
-  }
-  std::stable_sort(out.begin(), out.end(), [](const Collective& a, const Collective& b) { return a.ts_ns < b.ts_ns; });
-  return out;
-}
 
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -105,9 +80,9 @@ struct RankComm {
 };
 RankComm CommOf(const Trace& trace, int32_t rank, const StepModel& steps) {
   RankComm rc;
-  rc.coll = CollectivesOf(trace, rank, steps, true);
+  rc.coll = CollectivesOf(trace, rank, &steps, true);
   rc.gpu = !rc.coll.empty();
-  if (!rc.gpu) rc.coll = CollectivesOf(trace, rank, steps, false);
+  if (!rc.gpu) rc.coll = CollectivesOf(trace, rank, &steps, false);
   if (rc.coll.empty()) return rc;
   for (const auto& c : rc.coll) rc.comm.push_back({c.ts_ns, c.ts_ns + c.dur_ns});
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
@@ -302,30 +277,10 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
   bool gpu = true;
   for (int32_t r : ranks) gpu = gpu && comm[r].gpu;
   std::map<int32_t, std::vector<Collective>> coll;
-  for (int32_t r : ranks) coll[r] = gpu || !comm[r].gpu ? comm[r].coll : CollectivesOf(trace, r, ctx.steps, false);
-  // The k-th collective of a name is the same collective on every rank (each rank issues them in
-  // the same order), when every rank has as many of that name; the steps of the ranks need not
-  // start at the same collective. Kept: those inside the steady steps of every rank.
-  std::map<profiler::StrId, std::map<int32_t, std::vector<const Collective*>>> by_name;
-  for (int32_t r : ranks)
-    for (const auto& c : coll[r]) by_name[c.name][r].push_back(&c);
-  std::vector<std::vector<const Collective*>> matched_sets;  // one per matched collective: by rank order
-  for (const auto& [name, per_rank] : by_name) {
-    if (per_rank.size() != ranks.size()) continue;
-    const size_t n = per_rank.begin()->second.size();
-    bool same_count = true;
-    for (const auto& [r, list] : per_rank) same_count = same_count && list.size() == n;
-    if (!same_count) continue;
-    for (size_t k = 0; k < n; ++k) {
-      std::vector<const Collective*> set;
-      bool inside = true;
-      for (int32_t r : ranks) {
-        set.push_back(per_rank.at(r)[k]);
-        inside = inside && set.back()->in_steps;
-      }
-      if (inside) matched_sets.push_back(std::move(set));
-    }
-  }
+  for (int32_t r : ranks) coll[r] = gpu || !comm[r].gpu ? comm[r].coll : CollectivesOf(trace, r, &ctx.steps, false);
+  // Kept: the matched collectives inside the steady steps of every rank (the steps of the ranks
+  // need not start at the same collective).
+  const std::vector<MatchedSet> matched_sets = MatchAcrossRanks(ranks, coll, true);
   const size_t matched = matched_sets.size();
   if (matched < 4) return;
   // The reading assumes lockstep ranks (synchronous data parallelism: every rank's step takes as

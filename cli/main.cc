@@ -46,6 +46,8 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 
 // `analyze --strict`: traces of different jobs, inconsistent ranks, or a cut-off trace are an error.
 bool g_strict_read = false;
+// `--keep-clocks`: leave each rank's times as its file has them (no clock alignment).
+bool g_keep_clocks = false;
 
 int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::string& format, const std::string& output,
                const std::vector<std::string>& threshold_args, const std::vector<std::string>& run_json = {},
@@ -71,6 +73,7 @@ int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::st
     read_options.strict = g_strict_read;
     const auto st = profiler::ReadTraces(paths, trace, read_options);
     if (!st.ok) return Fail(st.error);
+    if (!g_keep_clocks) analyzers::AlignRankClocks(trace);
     options.inputs = paths;
   }
   options.run_results_json = run_json;
@@ -98,6 +101,10 @@ int RunConvert(const std::vector<std::string>& paths, const std::string& output)
   using namespace trainrx;
   profiler::Trace trace;
   if (const auto st = profiler::ReadTraces(paths, trace); !st.ok) return Fail(st.error);
+  if (!g_keep_clocks) {
+    for (const auto& c : analyzers::AlignRankClocks(trace))
+      if (c.status != "reference") std::cerr << fmt::format("rank {}: {}\n", c.rank, c.why);
+  }
   const auto ranks = trace.RankIds();
   for (int32_t rank : ranks) {
     std::string path = output;
@@ -131,6 +138,9 @@ int Main(int argc, char** argv) {
   analyze->add_flag("--strict", g_strict_read,
                     "traces of different jobs or inconsistent ranks in one input, or a trace cut off inside its events, "
                     "are an error (exit 2), not a warning");
+  analyze->add_flag("--keep-clocks", g_keep_clocks,
+                    "leave each rank's times as recorded (by default ranks on different clocks are aligned on the ends "
+                    "of the collectives they share, when those support it; the report says how)");
   analyze->add_flag("--sample", sample, "analyze the built-in sample trace (a CPU training loop with planted problems)");
 
   std::vector<std::string> convert_paths;
@@ -139,6 +149,7 @@ int Main(int argc, char** argv) {
   convert->add_option("paths", convert_paths, "trace files or directories")->required();
   convert->add_option("-o,--output", convert_out, "output file (.json or .json.gz); per-rank suffix when several ranks")
       ->required();
+  convert->add_flag("--keep-clocks", g_keep_clocks, "write each rank's times as recorded (no clock alignment)");
 
   trainrx::cli::RecordOptions record_options;
   record_options.torch_lib = TRAINRX_PROBE_TORCH_LIB;

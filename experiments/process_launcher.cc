@@ -146,6 +146,7 @@ class ProcessLauncher : public Launcher {
       *error = st.error;
       return false;
     }
+    analyzers::AlignRankClocks(t);
     *report = analyzers::Analyze(t);
     return true;
   }

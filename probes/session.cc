@@ -132,6 +132,11 @@ bool ProcessSession::Begin(SessionConfig config) {
   c.SetStatic("cpu_count", std::to_string(AllowedCpus()));
   c.SetStatic("start_ns", std::to_string(start_ns_));
   {
+    // Ranks on one host share its clock: analysis then never shifts one against another.
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') c.SetStatic("hostname", JsonString(host));
+  }
+  {
     std::string env = "{";
     for (const char* name : kEnvSwitches) {
       const char* v = std::getenv(name);

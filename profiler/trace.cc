@@ -1,6 +1,7 @@
 #include "trainrx/profiler/trace.h"
 
 #include <algorithm>
+#include <utility>
 #include <numeric>
 
 namespace trainrx::profiler {
@@ -253,6 +254,23 @@ const RankInfo* Trace::FindRank(int32_t rank) const {
   for (const auto& r : ranks)
     if (r.rank == rank) return &r;
   return nullptr;
+}
+
+RankInfo* Trace::FindRankMutable(int32_t rank) {
+  return const_cast<RankInfo*>(std::as_const(*this).FindRank(rank));
+}
+
+void Trace::ShiftRankTime(int32_t rank, int64_t delta_ns) {
+  if (delta_ns == 0) return;
+  std::vector<char> on(tracks.size(), 0);
+  for (size_t i = 0; i < tracks.size(); ++i) on[i] = tracks[i].rank == rank;
+  for (Event& e : events)
+    if (on[e.track]) e.ts_ns += delta_ns;
+  for (Counter& c : counters)
+    if (on[c.track]) c.ts_ns += delta_ns;
+  for (Flow& f : flows)
+    if (on[f.track]) f.ts_ns += delta_ns;
+  if (RankInfo* info = FindRankMutable(rank)) info->base_time_ns += delta_ns;
 }
 
 std::vector<int32_t> Trace::RankIds() const {

@@ -130,6 +130,15 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.Field("rank_source", r.rank_source);
     w.Field("job", r.job);
     if (!r.backend.empty()) w.Field("backend", r.backend);
+    if (!r.clock_status.empty()) {
+      // Clock alignment (analyzers::AlignRankClocks): shift_ns was added to this rank's times.
+      w.Key("clock");
+      w.BeginObject();
+      w.Field("status", r.clock_status);
+      w.Field("shift_ns", r.clock_shift_ns);
+      w.Field("note", r.clock_note);
+      w.EndObject();
+    }
     w.Key("devices");
     w.BeginArray();
     for (const auto& d : r.devices) {

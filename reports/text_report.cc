@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "trainrx/experiments/plans.h"
 #include "trainrx/reports/report.h"
@@ -47,6 +48,37 @@ std::string WindowText(const analyzers::RecordedWindow& w) {
   if (!s.empty() && w.gpu_records_outside > 0)
     s += fmt::format("; {} GPU records made outside the window were left out", w.gpu_records_outside);
   return s;
+}
+
+// The clock alignment of a multi-rank set (analyzers::AlignRankClocks), one line per rank that
+// was shifted or could not be aligned, the rest (same clock) in one line; empty with one rank.
+std::vector<std::string> ClockLines(const profiler::Trace& trace) {
+  std::vector<std::string> lines;
+  std::map<std::string, std::vector<int32_t>> quiet;  // status -> ranks
+  int32_t reference = -1;
+  size_t said = 0;
+  for (const auto& r : trace.ranks) {
+    if (r.clock_status.empty()) continue;
+    if (r.clock_status == "reference") {
+      reference = r.rank;
+    } else if (r.clock_status == "shifted" || r.clock_status == "not aligned") {
+      if (said++ < 8) lines.push_back(fmt::format("clocks: rank {}: {}", r.rank, r.clock_note));
+    } else {
+      quiet[r.clock_status].push_back(r.rank);
+    }
+  }
+  if (said > 8) lines.push_back(fmt::format("clocks: {} more ranks shifted or not aligned (the JSON report lists them)", said - 8));
+  for (const auto& [status, ranks] : quiet) {
+    if (ranks.size() == 1) {
+      for (const auto& r : trace.ranks)
+        if (r.rank == ranks[0]) lines.push_back(fmt::format("clocks: rank {}: {}", r.rank, r.clock_note));
+      continue;
+    }
+    lines.push_back(fmt::format("clocks: {} ranks ({}{}) {} rank {}'s: not shifted", ranks.size(), ranks.front(),
+                                ranks.size() > 1 ? fmt::format("-{}", ranks.back()) : "",
+                                status == "same host" ? "are on the same host as" : "have clocks that agree with", reference));
+  }
+  return lines;
 }
 
 std::string Pct(double share) { return fmt::format("{:.1f}%", 100.0 * share); }
@@ -185,6 +217,7 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
     if (w.opened) sink.Bullet("note: " + text);
     else sink.Warning(text);
   }
+  for (const auto& line : ClockLines(trace)) sink.Bullet(line);
   for (const auto& e : stats.entries) {
     if (e.severity == profiler::IssueSeverity::kError) continue;  // said above
     sink.Bullet(fmt::format("{} {}: {} (first: {})",

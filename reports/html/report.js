@@ -190,6 +190,17 @@
       items.push(el('div', {class: 'alert'}, `Rank ${u.rank} did not finish (${u.end_reason}): ${fmtNs(u.recorded_ns)} recorded, ${u.steps} steps, ` +
         `${u.open_ranges} ranges left open. Source: ${u.source}`));
     }
+    for (const w of (r.run && r.run.windows) || []) {
+      if (!w.opened) items.push(el('div', {class: 'alert'}, `Rank ${w.rank} recorded no step: the window skips ${w.skip} steps and the run had ${w.run_boundaries}.`));
+      else if (w.closed) items.push(el('div', {class: 'alert info'}, `Rank ${w.rank} recorded steps ${w.skip + 1}-${w.skip + w.steps} of the ${w.run_boundaries} it ran ` +
+        `(record --steps ${w.steps}${w.skip ? ' --skip ' + w.skip : ''}); the rest of the run is not in the trace.`));
+      else if (w.skip > 0) items.push(el('div', {class: 'alert info'}, `Rank ${w.rank} skipped the first ${w.skip} steps (record --skip ${w.skip}).`));
+    }
+    for (const k of r.ranks || []) {
+      const c = k.clock;
+      if (c && (c.status === 'shifted' || c.status === 'not aligned'))
+        items.push(el('div', {class: 'alert info'}, `Clock of rank ${k.rank}: ${c.note}`));
+    }
     for (const i of (r.ingest && r.ingest.issues) || []) {
       items.push(el('div', {class: 'alert' + (i.severity === 'info' ? ' info' : '')},
         `${i.severity === 'data_loss' ? 'Data loss' : i.severity === 'error' ? 'Error' : 'Note'}: ${i.kind} × ${i.count}`,

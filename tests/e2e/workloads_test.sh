@@ -132,6 +132,37 @@ PY
 [[ " $(ids "$W/ddpsync.report.json") " == *" dist.no_sync "* ]] && [[ " $(ids "$W/ddp.report.json") " != *" dist.no_sync "* ]] \
   && ok "accum_sync=1 -> dist.no_sync; no_sync (accum_sync=0) silent" \
   || bad "dist.no_sync: accum_sync=1 got $(ids "$W/ddpsync.report.json"); accum_sync=0 got $(ids "$W/ddp.report.json")"
+# Clocks: the two ranks ran on this host (one clock: not shifted). Moved to another host with a
+# clock 400 µs ahead (its hostname and baseTimeNanoseconds rewritten), rank 1 is put back on rank
+# 0's clock from the ends of their Gloo collectives; --keep-clocks leaves it as recorded.
+python3 - "$W" <<'PY' || bad "clock-shifted copy of the ddp traces"
+import json, os, sys
+w = sys.argv[1]
+d = json.load(open(os.path.join(w, "ddp.rank1.json")))
+d["trainrx"]["hostname"] = "another-host"
+d["baseTimeNanoseconds"] += 400_000
+os.makedirs(os.path.join(w, "skew"), exist_ok=True)
+json.dump(d, open(os.path.join(w, "skew", "rank1.json"), "w"))
+os.symlink(os.path.join(w, "ddp.rank0.json"), os.path.join(w, "skew", "rank0.json"))
+PY
+"$TRAINRX" analyze "$W/ddp.rank0.json" "$W/ddp.rank1.json" --format json -o "$W/same.json" \
+  && "$TRAINRX" analyze "$W/skew" --format json -o "$W/skew.json" && "$TRAINRX" analyze "$W/skew" > "$W/skew.txt" \
+  && "$TRAINRX" analyze "$W/skew" --keep-clocks --format json -o "$W/kept.json" \
+  && python3 - "$W/same.json" "$W/skew.json" "$W/kept.json" "$W/skew.txt" <<'PY' \
+  && ok "clocks: one host not shifted; a rank 400 µs ahead on another host shifted back; --keep-clocks keeps it" || bad "clock alignment"
+import json, sys
+same, skew, kept = (json.load(open(p)) for p in sys.argv[1:4])
+clock = lambda rep, r: next(k for k in rep["ranks"] if k["rank"] == r).get("clock")
+assert clock(same, 1)["status"] == "same host", clock(same, 1)
+c = clock(skew, 1)
+print("  ", c["note"])
+assert c["status"] == "shifted" and abs(c["shift_ns"] + 400_000) < 30_000, c
+assert clock(kept, 1) is None
+assert "clocks: rank 1: its clock runs" in open(sys.argv[4]).read()
+# The findings do not depend on the clocks (durations only).
+ids = lambda rep: sorted(f["id"] for f in rep["findings"])
+assert ids(skew) == ids(kept), (ids(skew), ids(kept))
+PY
 run buckets cnn --nproc 2 --set steps=3 --set bucket_mb=0.02
 python3 - "$W/buckets.report.json" "$W/ddp.report.json" <<'PY' && ok "bucket_mb=0.02 splits the gradients into more buckets" || bad "bucket_mb"
 import json, sys

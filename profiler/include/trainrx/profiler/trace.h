@@ -172,6 +172,12 @@ struct RankInfo {
   // Free-form key/value configuration written by our collector ("trainrx" block) or by the
   // source (record_shapes, with_stack...). Values are JSON text.
   std::map<std::string, std::string> config;
+  // Clock alignment (analyzers::AlignRankClocks): the ns added to this rank's times to put them on
+  // the reference rank's clock (0: not shifted), the outcome ("reference", "shifted", "agrees",
+  // "same host", "not aligned"; empty: not attempted, e.g. one rank) and why, in one sentence.
+  int64_t clock_shift_ns = 0;
+  std::string clock_status;
+  std::string clock_note;
 };
 
 // Problems met while ingesting, counted by kind (Perfetto's stats table model).
@@ -239,6 +245,10 @@ struct Trace {
   }
   std::string_view Name(const Event& e) const { return strings.Get(e.name); }
   const RankInfo* FindRank(int32_t rank) const;
+  RankInfo* FindRankMutable(int32_t rank);
+  // Adds delta_ns to every time of one rank: its events, counters and flows, and its
+  // base_time_ns (the file's times stay the same relative to it). Order within a track is kept.
+  void ShiftRankTime(int32_t rank, int64_t delta_ns);
   std::vector<int32_t> RankIds() const;
 
  private:
