@@ -270,6 +270,7 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
   for (int32_t r : ranks) {
     comm[r] = CommOf(trace, r, ctx.steps);
     AnalyzeRankComm(ctx, r, comm[r], out);
+    AnalyzeDataParallel(ctx, r, out);
   }
   if (ranks.size() < 2) return;
   // GPU collectives when every rank has some, else Gloo's (looked up again only on a rank that

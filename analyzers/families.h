@@ -21,6 +21,8 @@ void AnalyzePrecision(const AnalysisContext& ctx, Report& out);  // precision.cc
 void AnalyzeTensor(const AnalysisContext& ctx, Report& out);     // tensor.cc
 void AnalyzePython(const AnalysisContext& ctx, Report& out);     // python.cc
 void AnalyzeDist(const AnalysisContext& ctx, Report& out);       // dist.cc
+// dist.data_parallel on one rank (dataparallel.cc; called by AnalyzeDist).
+void AnalyzeDataParallel(const AnalysisContext& ctx, int32_t rank, Report& out);
 
 // The module table of Metrics (op_table.cc).
 NameTable BuildModuleTable(const profiler::Trace& trace, const StepModel& steps, const ScopeIndex& modules,

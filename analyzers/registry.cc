@@ -123,7 +123,7 @@ const std::vector<AnalyzerInfo>& Registry() {
 const std::vector<std::string>& FindingIds() {
   static const std::vector<std::string> kIds = {
       "cudnn.benchmark_off",   "cudnn.deterministic_on",     "debug.anomaly_detection", "debug.launch_blocking",
-      "debug.profiler",        "dist.comm_overlap",          "dist.no_sync",            "dist.straggler",          "eval.grad_enabled",       "gpu.idle",
+      "debug.profiler",        "dist.comm_overlap",          "dist.data_parallel",      "dist.no_sync",            "dist.straggler",          "eval.grad_enabled",       "gpu.idle",
       "gpu.launch_bound",
       "input.dataloader_bound", "input.pin_memory",          "input.workers",           "model.bias_before_norm",
       "optim.single_tensor",   "optim.zero_grad",            "precision.fp32_matmul",   "precision.matmul_alignment",

@@ -21,7 +21,10 @@
 //                GEMM dims not a multiple of 8)
 //   tensor.cc    tensor.cpu_then_copy (filled on the host, copied right away)
 //   python.cc    python.loop_indexing (element-by-element tensor indexing in a Python loop)
-//   dist.cc      dist.straggler (the rank the others wait for at collectives; dist.comm_overlap is in gpu.cc)
+//   dist.cc      dist.straggler (the rank the others wait for at collectives), dist.no_sync, Gloo's
+//                dist.comm_overlap (NCCL's is in gpu.cc); dataparallel.cc: dist.data_parallel;
+//                collectives.cc: collectives and their cross-rank matching, shared with clocks.cc
+//                (clock alignment of a set, applied before analysis)
 // The last four families are TorchTidy's patterns (torch/profiler/_pattern_matcher.py) done on
 // the trace model; bench/torchtidy_compare.py compares the two.
 // Not a family: op_table.cc (the per-op and per-kernel tables of Metrics).
