@@ -204,6 +204,8 @@ int Main(int argc, char** argv) {
   fix->add_option("--cmd", fix_cmd, "a user's command: analyze it, apply each fix from outside the script, measure");
   fix->add_option("--set", fix_sets, "knob=value (repeatable)");
   fix->add_option("--preset", fix_preset, "a named configuration (see `trainrx workloads`)");
+  int fix_nproc = 1;
+  fix->add_option("--nproc", fix_nproc, "local ranks of the workload (Gloo), for the dist.* findings")->check(CLI::Range(1, 64));
   fix->add_option("--budget", exp.plan.budget_s,
                   "seconds for all trials (default 900; 0: no limit): fewer trials (never below 4) when the plan "
                   "would take longer, and the bound on extra rounds for inconclusive rows");
@@ -216,6 +218,7 @@ int Main(int argc, char** argv) {
   sweep->add_option("--grid", grids, "knob=v1,v2,... (repeatable; the product is run)")->required();
   sweep->add_option("--set", fix_sets, "fixed knob=value for every cell (repeatable)");
   sweep->add_option("--preset", fix_preset, "a named base configuration");
+  sweep->add_option("--nproc", fix_nproc, "local ranks of the workload (Gloo)")->check(CLI::Range(1, 64));
   add_common(sweep);
   std::string ab_a, ab_b;
   bool ab_cmd = false;
@@ -299,6 +302,7 @@ int Main(int argc, char** argv) {
   if (*fix || *sweep) {
     std::string text = fix_workload + (fix_preset.empty() ? "" : " preset=" + fix_preset);
     for (const auto& s : fix_sets) text += " " + s;
+    if (fix_nproc > 1) text += " nproc=" + std::to_string(fix_nproc);
     return *fix ? trainrx::cli::RunFix(text, exp) : trainrx::cli::RunSweep(text, grids, exp);
   }
   if (*ab) return trainrx::cli::RunAb(ab_a, ab_b, ab_cmd, exp);

@@ -14,6 +14,7 @@
 #include "trainrx/experiments/launch_files.h"
 #include "trainrx/experiments/launcher.h"
 #include "trainrx/experiments/process.h"
+#include "trainrx/experiments/ranks.h"
 #include "trainrx/experiments/run_result.h"
 #include "trainrx/experiments/stats.h"
 #include "trainrx/profiler/kineto_reader.h"
@@ -94,15 +95,22 @@ class ProcessLauncher : public Launcher {
 
   bool Analyze(const Spec& s, analyzers::Report* report, double* seconds, std::string* error) override {
     const std::string trace = (dir_ / "analysis.json").string();
+    std::vector<std::string> traces = {trace};
     RunResult r;
     const auto t0 = Clock::now();
-    if (!RunWorkload(s, {"-o", trace}, "analysis", &r, error)) return false;
+    if (s.nproc > 1) {
+      traces.clear();
+      if (!RunRanks(s, trace, {}, "analysis", &traces, &r, error)) return false;
+    } else if (!RunWorkload(s, {"-o", trace}, "analysis", &r, error)) {
+      return false;
+    }
     *seconds = Since(t0);
     profiler::Trace t;
-    if (const auto st = profiler::ReadTraces({trace}, t); !st.ok) {
+    if (const auto st = profiler::ReadTraces(traces, t); !st.ok) {
       *error = st.error;
       return false;
     }
+    analyzers::AlignRankClocks(t);
     *report = analyzers::Analyze(t);
     return true;
   }
@@ -184,8 +192,35 @@ class ProcessLauncher : public Launcher {
     return true;
   }
 
+  // The spec's ranks (nproc > 1) as one job: the result is the job's, its median step the slowest
+  // rank's (the others wait for it at each all-reduce) and its throughput the sum of the ranks'.
+  bool RunRanks(const Spec& s, const std::string& output, const std::vector<std::string>& extra, const std::string& name,
+                std::vector<std::string>* traces, RunResult* r, std::string* error) {
+    RankLaunch how;
+    how.output = output;
+    how.scratch = (dir_ / name).string();
+    how.extra = extra;
+    std::vector<RunResult> ranks;
+    const int rc = LaunchRanks(Workload(), s, s.nproc, how, traces, &ranks, error);
+    if (rc != 0) {
+      if (rc > 0) *error = fmt::format("{}: {}", s.Label(), *error);
+      return false;
+    }
+    *r = ranks.front();
+    r->samples_per_s = 0;
+    for (const auto& k : ranks) {
+      r->median_step_ms = std::max(r->median_step_ms, k.median_step_ms);
+      r->samples_per_s += k.samples_per_s;
+    }
+    return true;
+  }
+
   bool RunWorkload(const Spec& s, const std::vector<std::string>& extra, const std::string& name, RunResult* r,
                    std::string* error) {
+    if (s.nproc > 1) {
+      std::vector<std::string> no_traces;
+      return RunRanks(s, "", extra, name, &no_traces, r, error);
+    }
     const std::string result = (dir_ / (name + ".result.json")).string(), log = (dir_ / (name + ".log")).string();
     std::error_code ec;
     fs::remove(result, ec);

@@ -37,21 +37,34 @@ int FreePort() {
 
 int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const std::string& output,
                 std::vector<std::string>* traces, std::vector<RunResult>* results, std::string* error) {
+  RankLaunch how;
+  how.output = output;
+  return LaunchRanks(binary, spec, nproc, how, traces, results, error);
+}
+
+int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const RankLaunch& how,
+                std::vector<std::string>* traces, std::vector<RunResult>* results, std::string* error) {
   namespace fs = std::filesystem;
   const int port = FreePort();
   std::vector<pid_t> pids;
   std::vector<std::string> result_paths;
   for (int r = 0; r < nproc; ++r) {
-    const std::string trace = nproc == 1 ? output : RankTracePath(output, r);
-    traces->push_back(trace);
+    const bool traced = !how.output.empty();
+    const std::string base = traced ? how.output : how.scratch;
+    const std::string trace = nproc == 1 ? base : RankTracePath(base, r);
+    if (traced) traces->push_back(trace);
     result_paths.push_back(trace + ".result.json");
     std::error_code ec;
-    fs::remove(trace, ec);
+    if (traced) fs::remove(trace, ec);
     fs::remove(result_paths.back(), ec);
     ProcessSpec p;
-    p.argv = {binary, spec.workload, "-o", trace, "--result", result_paths.back()};
+    p.argv = {binary, spec.workload};
+    if (traced) p.argv.insert(p.argv.end(), {"-o", trace});
+    p.argv.insert(p.argv.end(), {"--result", result_paths.back()});
     if (!spec.preset.empty()) p.argv.insert(p.argv.end(), {"--preset", spec.preset});
     for (const auto& s : spec.sets) p.argv.insert(p.argv.end(), {"--set", s});
+    p.argv.insert(p.argv.end(), how.extra.begin(), how.extra.end());
+    if (!traced) p.log = trace + ".log";
     using E = EnvChange;
     if (nproc > 1) {
       p.env = {{"RANK", std::to_string(r)},

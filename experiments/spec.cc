@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -15,6 +16,7 @@ std::string Spec::Label() const {
   std::string s = workload;
   if (!preset.empty()) s += " preset=" + preset;
   for (const auto& set : sets) s += " " + set;
+  if (nproc > 1) s += " nproc=" + std::to_string(nproc);
   return s;
 }
 
@@ -26,6 +28,10 @@ bool Spec::HasPercentages() const {
 
 Spec Spec::With(const std::string& assignment) const {
   Spec s = *this;
+  if (KnobName(assignment) == "nproc") {
+    s.nproc = std::max(1, std::atoi(assignment.c_str() + 6));
+    return s;
+  }
   s.sets.push_back(assignment);
   std::string ignored;  // the plan built the assignment from the knob table
   s.config.Set(assignment, &ignored);
@@ -47,6 +53,15 @@ bool ParseSpec(const std::string& text, Spec* spec, std::string* error) {
         return false;
       }
       spec->preset = tok.substr(7);
+    } else if (tok.rfind("nproc=", 0) == 0) {
+      // Local ranks: a positive count; more than 64 processes on one machine is a typo.
+      char* end = nullptr;
+      const long n = std::strtol(tok.c_str() + 6, &end, 10);
+      if (end == tok.c_str() + 6 || *end != '\0' || n < 1 || n > 64) {
+        *error = fmt::format("'{}': nproc must be a count of local ranks from 1 to 64, got '{}'", text, tok.substr(6));
+        return false;
+      }
+      spec->nproc = static_cast<int>(n);
     } else {
       spec->sets.push_back(tok);
     }
@@ -103,7 +118,8 @@ Spec WithoutPercentages(const Spec& spec) {
 
 bool SwitchableDifference(const Spec& a, const Spec& b, std::vector<std::string>* alt) {
   alt->clear();
-  if (a.workload != b.workload) return false;
+  // Ranks would have to switch arms on the same steps together: separate processes instead.
+  if (a.workload != b.workload || a.nproc != 1 || b.nproc != 1) return false;
   bool switchable = true;
   for (const auto& [k, v] : a.config.values()) {
     if (b.config.Get(k) == v) continue;

@@ -142,6 +142,23 @@ TEST(SpecTest, SwitchableDifferenceNamesBsKnobs) {
   EXPECT_FALSE(SwitchableDifference(MustParse("cnn workers=0"), MustParse("cnn"), &alt));  // a new loader
   EXPECT_FALSE(SwitchableDifference(MustParse("cnn"), MustParse("cnn"), &alt));             // nothing differs
   EXPECT_FALSE(SwitchableDifference(MustParse("cnn"), MustParse("lm"), &alt));
+  // Ranks cannot switch arms on the same steps together: 2-rank jobs compare as processes.
+  EXPECT_FALSE(SwitchableDifference(MustParse("cnn nproc=2 anomaly=1"), MustParse("cnn nproc=2"), &alt));
+}
+
+TEST(SpecTest, NprocIsTheJobsRanks) {
+  const Spec s = MustParse("cnn nproc=2 straggler_ms=20");
+  EXPECT_EQ(s.nproc, 2);
+  EXPECT_EQ(s.Label(), "cnn straggler_ms=20 nproc=2");
+  EXPECT_EQ(s.With("straggler_ms=0").nproc, 2);
+  EXPECT_EQ(s.With("nproc=4").nproc, 4);
+  EXPECT_EQ(MustParse("cnn").nproc, 1);
+  Spec bad;
+  std::string error;
+  for (const char* text : {"cnn nproc=0", "cnn nproc=x", "cnn nproc=2x", "cnn nproc=65"}) {
+    EXPECT_FALSE(ParseSpec(text, &bad, &error)) << text;
+    EXPECT_NE(error.find("nproc must be"), std::string::npos) << error;
+  }
 }
 
 TEST(FixPlanTest, OneRowPerKnobAndAllOfTheAbove) {

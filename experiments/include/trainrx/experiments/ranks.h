@@ -17,4 +17,15 @@ namespace trainrx::experiments {
 int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const std::string& output,
                 std::vector<std::string>* traces, std::vector<RunResult>* results, std::string* error);
 
+// The general form, for the experiment launcher: `extra` arguments go to every rank; with an empty
+// `output` no -o is given (pass --no-trace in `extra` for an untraced trial) and rank R's result
+// goes to RankTracePath(scratch, R) + ".result.json", its stdout and stderr to the same + ".log".
+struct RankLaunch {
+  std::string output;               // trace path ("" -> no trace argument)
+  std::string scratch;              // results and logs when output is ""
+  std::vector<std::string> extra;   // arguments for every rank
+};
+int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const RankLaunch& how,
+                std::vector<std::string>* traces, std::vector<RunResult>* results, std::string* error);
+
 }  // namespace trainrx::experiments

@@ -17,10 +17,12 @@ struct Spec {
   std::string preset;
   std::vector<std::string> sets;  // "knob=value" as given; "slowdown=5%" until ResolvePercentages
   workloads::Config config;       // defaults, then the preset, then the sets (percentages left out)
+  int nproc = 1;                  // local ranks ("nproc=N" in the text): N processes, Gloo, env://
 
   std::string Label() const;  // "cnn preset=seeds workers=2"
   bool HasPercentages() const;
-  // This spec with one more assignment (already validated by the caller's plan).
+  // This spec with one more assignment (already validated by the caller's plan); "nproc=N" sets
+  // the ranks.
   Spec With(const std::string& assignment) const;
 };
 
