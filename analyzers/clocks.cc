@@ -19,6 +19,7 @@
 // HTA and Nsight Systems do not align ranks; Nsight Systems takes the host clocks as they are.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -46,11 +47,9 @@ int64_t SpreadOf(const std::vector<int64_t>& v, int64_t center) {
   return MedianOf(std::move(dev));
 }
 
-std::string HostOf(const profiler::Trace& trace, int32_t rank) {
-  const profiler::RankInfo* info = trace.FindRank(rank);
-  if (!info) return "";
-  auto it = info->config.find("hostname");
-  return it == info->config.end() ? "" : it->second;  // JSON text: compared as it is
+std::string HostOf(const profiler::RankInfo& info) {
+  auto it = info.config.find("hostname");
+  return it == info.config.end() ? "" : it->second;  // JSON text: compared as it is
 }
 
 std::string Us(int64_t ns) { return fmt::format("{:.1f} µs", static_cast<double>(ns) / 1e3); }
@@ -58,25 +57,28 @@ std::string Us(int64_t ns) { return fmt::format("{:.1f} µs", static_cast<double
 }  // namespace
 
 std::vector<RankClock> EstimateRankClocks(const profiler::Trace& trace) {
+  std::vector<RankSide> sides;
+  for (int32_t r : trace.RankIds()) sides.push_back(BuildRankSide(trace, nullptr, r));
+  return EstimateRankClocks(sides);
+}
+
+std::vector<RankClock> EstimateRankClocks(const std::vector<RankSide>& sides) {
   std::vector<RankClock> out;
-  const std::vector<int32_t> ranks = trace.RankIds();
-  if (ranks.size() < 2) return out;
-  // Each rank's GPU collectives when it has any, else its Gloo ranges; the pair compares the kind
-  // both have.
-  std::map<int32_t, bool> gpu;
-  std::map<int32_t, std::vector<Collective>> gpu_coll, cpu_coll;
-  for (int32_t r : ranks) {
-    gpu_coll[r] = CollectivesOf(trace, r, nullptr, true);
-    cpu_coll[r] = CollectivesOf(trace, r, nullptr, false);
+  if (sides.size() < 2) return out;
+  std::map<int32_t, const RankSide*> side;
+  std::vector<int32_t> ranks;
+  for (const auto& s : sides) {
+    side[s.info.rank] = &s;
+    ranks.push_back(s.info.rank);
   }
   // The reference: the lowest rank with collectives.
   int32_t ref = ranks.front();
   for (int32_t r : ranks)
-    if (!gpu_coll[r].empty() || !cpu_coll[r].empty()) {
+    if (!side[r]->gpu.empty() || !side[r]->gloo.empty()) {
       ref = r;
       break;
     }
-  const std::string ref_host = HostOf(trace, ref);
+  const std::string ref_host = HostOf(side[ref]->info);
   for (int32_t r : ranks) {
     RankClock c;
     c.rank = r;
@@ -87,10 +89,10 @@ std::vector<RankClock> EstimateRankClocks(const profiler::Trace& trace) {
       out.push_back(std::move(c));
       continue;
     }
-    const bool use_gpu = !gpu_coll[r].empty() && !gpu_coll[ref].empty();
-    const auto& pool = use_gpu ? gpu_coll : cpu_coll;
-    const std::vector<int32_t> pair = {ref, r};
-    const std::vector<MatchedSet> sets = MatchAcrossRanks(pair, pool, false);
+    // The kind both have: GPU collectives when both have some, else Gloo's.
+    const bool use_gpu = !side[r]->gpu.empty() && !side[ref]->gpu.empty();
+    const std::vector<MatchedSet> sets =
+        use_gpu ? MatchAcrossRanks({&side[ref]->gpu, &side[r]->gpu}, false) : MatchAcrossRanks({&side[ref]->gloo, &side[r]->gloo}, false);
     c.matched = static_cast<int64_t>(sets.size());
     std::vector<int64_t> deltas;
     deltas.reserve(sets.size());
@@ -98,7 +100,7 @@ std::vector<RankClock> EstimateRankClocks(const profiler::Trace& trace) {
     c.offset_ns = MedianOf(deltas);
     c.spread_ns = SpreadOf(deltas, c.offset_ns);
     const char* kind = use_gpu ? "GPU communication kernels" : "Gloo collectives";
-    const std::string host = HostOf(trace, r);
+    const std::string host = HostOf(side[r]->info);
     if (!host.empty() && host == ref_host) {
       c.status = "same host";
       c.why = fmt::format("on the same host as rank {} ({}): one clock, not shifted", ref, host);

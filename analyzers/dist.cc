@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "collectives.h"
+#include "trainrx/analyzers/cross_rank.h"
 #include "config_view.h"
 #include "families.h"
 #include "intervals.h"
@@ -46,11 +47,10 @@ double Median(std::vector<double> v) {
 struct PhaseMeans {
   double data = 0, compute = 0, optimizer = 0, other = 0;
 };
-PhaseMeans MeansOf(const StepModel& steps, int32_t rank) {
+PhaseMeans MeansOf(const std::vector<StepRow>& rows) {
   PhaseMeans m;
   int64_t n = 0;
-  for (const auto& s : steps.steps) {
-    if (s.rank != rank) continue;
+  for (const auto& s : rows) {
     ++n;
     m.data += static_cast<double>(s.data_wait_ns);
     m.compute += static_cast<double>(s.forward_ns + s.backward_ns);
@@ -64,10 +64,11 @@ PhaseMeans MeansOf(const StepModel& steps, int32_t rank) {
 // Whether the CPUs of a rank's machine are all taken by the compute threads of its local ranks
 // and one communication thread each (local ranks x (intra-op threads + 1) > CPUs allowed, from
 // our collector's block; false when the trace does not say).
+bool NoFreeCore(double cpus, double threads, double local_ranks) {
+  return cpus > 0 && threads > 0 && local_ranks * (threads + 1) > cpus;
+}
 bool NoFreeCore(const ConfigView& cfg) {
-  const auto cpus = cfg.Static("cpu_count");
-  const auto threads = cfg.Max("intra_op_threads");
-  return cpus && threads && cfg.LocalRanks() * (*threads + 1) > *cpus;
+  return NoFreeCore(cfg.Static("cpu_count").value_or(0), cfg.Max("intra_op_threads").value_or(0), cfg.LocalRanks());
 }
 
 // What a rank communicates and computes: its collectives (GPU communication kernels when it has
@@ -78,11 +79,10 @@ struct RankComm {
   std::vector<Collective> coll;
   std::vector<Interval> comm, compute;  // merged
 };
-RankComm CommOf(const Trace& trace, int32_t rank, const StepModel& steps) {
+RankComm CommOf(const Trace& trace, int32_t rank, const RankSide& side) {
   RankComm rc;
-  rc.coll = CollectivesOf(trace, rank, &steps, true);
-  rc.gpu = !rc.coll.empty();
-  if (!rc.gpu) rc.coll = CollectivesOf(trace, rank, &steps, false);
+  rc.gpu = !side.gpu.empty();
+  rc.coll = side.Compared();
   if (rc.coll.empty()) return rc;
   for (const auto& c : rc.coll) rc.comm.push_back({c.ts_ns, c.ts_ns + c.dur_ns});
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
@@ -217,7 +217,7 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& r
     auto c = std::lower_bound(rc.coll.begin(), rc.coll.end(), *lo,
                               [](const Collective& x, int64_t ts) { return x.ts_ns < ts; });
     for (; c != rc.coll.end() && c->ts_ns < last_start; ++c) {
-      if (!IsGradientReduction(ctx.trace.strings.Get(c->name))) continue;  // DDP's per-forward buffer broadcast
+      if (!IsGradientReduction(c->name)) continue;  // DDP's per-forward buffer broadcast
       ++here;
       early_comm.push_back({c->ts_ns, c->ts_ns + c->dur_ns});
     }
@@ -266,22 +266,32 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
   const std::vector<int32_t> ranks = trace.RankIds();
   // Each rank's collectives, found once for the per-rank checks and the straggler.
-  std::map<int32_t, RankComm> comm;
+  std::vector<RankSide> sides;
   for (int32_t r : ranks) {
-    comm[r] = CommOf(trace, r, ctx.steps);
-    AnalyzeRankComm(ctx, r, comm[r], out);
+    sides.push_back(BuildRankSide(trace, &ctx.steps, r));
+    AnalyzeRankComm(ctx, r, CommOf(trace, r, sides.back()), out);
     AnalyzeDataParallel(ctx, r, out);
   }
-  if (ranks.size() < 2) return;
+  if (ranks.size() >= 2) AnalyzeStraggler(sides, ctx.thresholds, out);
+}
+
+void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thresholds, Report& out) {
+  if (sides.size() < 2) return;
+  std::vector<int32_t> ranks;
+  for (const auto& side : sides) ranks.push_back(side.info.rank);
+  StepModel all_steps;
+  for (const auto& side : sides) all_steps.steps.insert(all_steps.steps.end(), side.steps.begin(), side.steps.end());
+  auto side_of = [&](int32_t r) -> const RankSide& { return sides[static_cast<size_t>(std::find(ranks.begin(), ranks.end(), r) - ranks.begin())]; };
   // GPU collectives when every rank has some, else Gloo's (looked up again only on a rank that
   // has GPU ones).
   bool gpu = true;
-  for (int32_t r : ranks) gpu = gpu && comm[r].gpu;
-  std::map<int32_t, std::vector<Collective>> coll;
-  for (int32_t r : ranks) coll[r] = gpu || !comm[r].gpu ? comm[r].coll : CollectivesOf(trace, r, &ctx.steps, false);
+  for (const auto& side : sides) gpu = gpu && !side.gpu.empty();
+  std::vector<const std::vector<Collective>*> lists;
+  for (const auto& side : sides) lists.push_back(gpu ? &side.gpu : &side.gloo);
+  auto coll_of = [&](int32_t r) -> const std::vector<Collective>& { return gpu ? side_of(r).gpu : side_of(r).gloo; };
   // Kept: the matched collectives inside the steady steps of every rank (the steps of the ranks
   // need not start at the same collective).
-  const std::vector<MatchedSet> matched_sets = MatchAcrossRanks(ranks, coll, true);
+  const std::vector<MatchedSet> matched_sets = MatchAcrossRanks(lists, true);
   const size_t matched = matched_sets.size();
   if (matched < 4) return;
   // The reading assumes lockstep ranks (synchronous data parallelism: every rank's step takes as
@@ -290,8 +300,7 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
   std::vector<double> medians;
   for (int32_t r : ranks) {
     std::vector<double> walls;
-    for (const auto& st : ctx.steps.steps)
-      if (st.rank == r) walls.push_back(static_cast<double>(st.wall_ns));
+    for (const auto& st : side_of(r).steps) walls.push_back(static_cast<double>(st.wall_ns));
     if (walls.empty()) return;
     medians.push_back(Median(walls));
   }
@@ -316,7 +325,7 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
   for (int32_t r : ranks)
     if (wait_caused[r] > wait_caused[s]) s = r;
 
-  const StepBasis basis(ctx.steps, s);
+  const StepBasis basis(all_steps, s);
   if (!basis.has_steps()) return;
   const double share = 100.0 * static_cast<double>(last_count[s]) / static_cast<double>(matched);
   const double wait_per_step = basis.Per(wait_caused[s]);
@@ -324,19 +333,19 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
   // Arriving last by chance happens to every rank (1 / ranks of the time); a straggler is last at
   // most collectives, at least 1.5 times as often as chance (75 % of them with 2 ranks), and makes
   // the others wait a part of the step worth fixing.
-  const double min_share = std::max(ctx.thresholds.Get("dist.straggler.last_pct"), 150.0 / static_cast<double>(ranks.size()));
-  if (share < min_share || wait_pct < ctx.thresholds.Get("dist.straggler.wait_pct")) return;
+  const double min_share = std::max(thresholds.Get("dist.straggler.last_pct"), 150.0 / static_cast<double>(ranks.size()));
+  if (share < min_share || wait_pct < thresholds.Get("dist.straggler.wait_pct")) return;
 
   // The cause we can see: the phase that takes longer on it than on the median of the others.
   // Gloo's collectives run on the CPU inside the step, where the phase model counts them as
   // forward or backward: their time (the others' wait included) is taken out of compute first.
   const auto means = [&](int32_t r) {
-    PhaseMeans m = MeansOf(ctx.steps, r);
+    PhaseMeans m = MeansOf(side_of(r).steps);
     if (!gpu) {
       double in_collectives = 0;
-      for (const auto& c : coll[r])
+      for (const auto& c : coll_of(r))
         if (c.in_steps) in_collectives += static_cast<double>(c.dur_ns);
-      m.compute -= StepBasis(ctx.steps, r).Per(in_collectives);
+      m.compute -= StepBasis(all_steps, r).Per(in_collectives);
     }
     return m;
   };
@@ -357,8 +366,8 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
 
   // Ranks sharing CPUs with none free: the scheduler alone can make a rank late (measured here:
   // a clean 2-rank run on 2 cores had one rank 26 % late). Said first, with the fix for it.
-  const ConfigView straggler_cfg(trace, s);
-  const bool contention = NoFreeCore(straggler_cfg);
+  const RankSide& slow = side_of(s);
+  const bool contention = NoFreeCore(slow.cpu_count, slow.intra_op_threads, slow.local_ranks);
   Finding f;
   f.id = "dist.straggler";
   f.rank = s;
@@ -373,11 +382,10 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
   if (contention) {
     f.title += fmt::format("; but its machine has no free core ({:.0f} local ranks x ({:.0f} intra-op threads + 1 for "
                            "communication) > {:.0f} CPUs), so CPU contention can make any rank late: check that first",
-                           straggler_cfg.LocalRanks(), straggler_cfg.Max("intra_op_threads").value_or(0),
-                           straggler_cfg.Static("cpu_count").value_or(0));
+                           slow.local_ranks, slow.intra_op_threads, slow.cpu_count);
   }
   f.measured = wait_pct;
-  f.threshold = ctx.thresholds.Get("dist.straggler.wait_pct");
+  f.threshold = thresholds.Get("dist.straggler.wait_pct");
   f.measured_unit = "% of step";
   f.evidence = {{"collectives_matched", static_cast<int64_t>(matched)},
                 {"collectives", std::string(gpu ? "GPU communication kernels" : "Gloo CPU ranges")},

@@ -160,12 +160,16 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
     std::move(part.metrics.temporal.begin(), part.metrics.temporal.end(), std::back_inserter(report.metrics.temporal));
     std::move(part.metrics.launch.begin(), part.metrics.launch.end(), std::back_inserter(report.metrics.launch));
   }
-  std::stable_sort(report.findings.begin(), report.findings.end(), [](const Finding& a, const Finding& b) {
+  SortFindings(report.findings);
+  return report;
+}
+
+void SortFindings(std::vector<Finding>& findings) {
+  std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
     if (a.estimated_saving_pct != b.estimated_saving_pct) return a.estimated_saving_pct > b.estimated_saving_pct;
     if (a.estimated_saving_ns != b.estimated_saving_ns) return a.estimated_saving_ns > b.estimated_saving_ns;  // no steps
     return static_cast<int>(a.severity) > static_cast<int>(b.severity);
   });
-  return report;
 }
 
 }  // namespace trainrx::analyzers

@@ -282,6 +282,14 @@ StepModel BuildStepModel(const Trace& trace) {
   }
   if (model.steps.empty()) return model;
   SplitWarmup(model);
+  SummarizeStepRows(model);
+  return model;
+}
+
+void SummarizeStepRows(StepModel& model) {
+  model.median_wall_ns = 0;
+  model.data_worst_steps.clear();
+  if (model.steps.empty()) return;
   std::vector<int64_t> walls;
   double exposed = 0, overlap = 0;
   double total = 0, data = 0, fwd = 0, bwd = 0, opt = 0, other = 0, kern = 0, mem = 0, idle = 0;
@@ -338,7 +346,6 @@ StepModel BuildStepModel(const Trace& trace) {
     }
     model.data_share_without_worst = rest_total > 0 ? rest_data / rest_total : 0.0;
   }
-  return model;
 }
 
 }  // namespace trainrx::analyzers

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "experiment.h"
 #include "gate.h"
+#include "per_rank.h"
 #include "record.h"
 #include "run.h"
 #include "sample_trace.h"
@@ -48,6 +50,10 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 bool g_strict_read = false;
 // `--keep-clocks`: leave each rank's times as its file has them (no clock alignment).
 bool g_keep_clocks = false;
+// `--per-rank`: analyze each rank on its own and compare the ranks' sides (automatic above
+// kPerRankAbove files: a merged model of hundreds of ranks does not fit in memory).
+bool g_per_rank = false;
+constexpr size_t kPerRankAbove = 16;
 
 int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::string& format, const std::string& output,
                const std::vector<std::string>& threshold_args, const std::vector<std::string>& run_json = {},
@@ -69,16 +75,55 @@ int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::st
     options.inputs = {std::string("built-in sample: ") + cli::kSampleTraceName};
   } else {
     if (paths.empty()) return Fail("analyze needs at least one trace file or directory (or --sample)");
-    profiler::ReadOptions read_options;
-    read_options.strict = g_strict_read;
-    const auto st = profiler::ReadTraces(paths, trace, read_options);
-    if (!st.ok) return Fail(st.error);
-    if (!g_keep_clocks) analyzers::AlignRankClocks(trace);
     options.inputs = paths;
+  }
+  std::optional<analyzers::Report> by_rank;
+  if (!sample) {
+    std::string error;
+    const auto files = profiler::ExpandTracePaths(paths, &error);
+    if (!files) return Fail(error);
+    size_t summaries = 0;
+    for (const auto& f : *files) summaries += reports::IsSummaryPath(f);
+    if (summaries > 0 && summaries < files->size())
+      return Fail("the inputs mix per-rank summaries (*.summary.json) and traces: give one kind");
+    // Summaries, or a set too large to merge: rank by rank (cli/per_rank.h), the cross-rank
+    // analyses on the ranks' sides.
+    if (summaries > 0 || g_per_rank || files->size() > kPerRankAbove) {
+      std::vector<analyzers::RankSide> sides;
+      profiler::IngestStats stats;
+      if (summaries > 0) {
+        for (const auto& f : *files) {
+          analyzers::RankSide side;
+          if (!reports::ReadSummary(f, &side, &error)) return Fail(error);
+          stats.events_read += side.events;
+          stats.bytes_read += side.bytes;
+          if (side.skipped > 0)
+            stats.Add("skipped_in_summarized_trace", profiler::IssueSeverity::kDataLoss,
+                      fmt::format("{}: its trace {} had events skipped when summarized", f, side.info.source), side.skipped);
+          sides.push_back(std::move(side));
+        }
+      } else if (!cli::SidesOfTraces(*files, thresholds, 2, &sides, &stats, &error)) {
+        return Fail(error);
+      }
+      stats.Add("analyzed_rank_by_rank", profiler::IssueSeverity::kInfo,
+                fmt::format("{} ranks from {} {}, each analyzed on its own: findings found on several ranks are shown once "
+                            "(the rank with the largest saving), the straggler and clocks are compared across ranks; no "
+                            "merged operator tables or timeline",
+                            sides.size(), files->size(), summaries > 0 ? "summaries" : "files"),
+                sides.size());
+      by_rank = analyzers::AnalyzeSides(sides, thresholds);
+      trace = cli::SkeletonOf(sides, std::move(stats));
+    } else {
+      profiler::ReadOptions read_options;
+      read_options.strict = g_strict_read;
+      const auto st = profiler::ReadTraces(paths, trace, read_options);
+      if (!st.ok) return Fail(st.error);
+      if (!g_keep_clocks) analyzers::AlignRankClocks(trace);
+    }
   }
   options.run_results_json = run_json;
   options.run_summary = run_summary;
-  const analyzers::Report report = analyzers::Analyze(trace, thresholds);
+  const analyzers::Report report = by_rank ? std::move(*by_rank) : analyzers::Analyze(trace, thresholds);
 
   std::ofstream file;
   std::ostream* out = &std::cout;
@@ -141,6 +186,9 @@ int Main(int argc, char** argv) {
   analyze->add_flag("--keep-clocks", g_keep_clocks,
                     "leave each rank's times as recorded (by default ranks on different clocks are aligned on the ends "
                     "of the collectives they share, when those support it; the report says how)");
+  analyze->add_flag("--per-rank", g_per_rank,
+                    "analyze each rank's trace on its own and compare the ranks (memory: one trace per core, not the "
+                    "set); automatic above 16 files and for per-rank summaries");
   analyze->add_flag("--sample", sample, "analyze the built-in sample trace (a CPU training loop with planted problems)");
 
   std::vector<std::string> convert_paths;
@@ -150,6 +198,15 @@ int Main(int argc, char** argv) {
   convert->add_option("-o,--output", convert_out, "output file (.json or .json.gz); per-rank suffix when several ranks")
       ->required();
   convert->add_flag("--keep-clocks", g_keep_clocks, "write each rank's times as recorded (no clock alignment)");
+
+  std::vector<std::string> summarize_paths, summarize_thresholds;
+  std::string summarize_out;
+  auto* summarize = app.add_subcommand(
+      "summarize", "Analyze each rank's trace where it is and write a small per-rank summary (rank-R.summary.json): "
+                   "`trainrx analyze` of the summaries does the cross-rank analyses");
+  summarize->add_option("paths", summarize_paths, "trace files or directories (this node's ranks)")->required();
+  summarize->add_option("-o,--output", summarize_out, "directory for the summaries")->required();
+  summarize->add_option("--threshold", summarize_thresholds, "override a threshold: id.key=value (repeatable)");
 
   trainrx::cli::RecordOptions record_options;
   record_options.torch_lib = TRAINRX_PROBE_TORCH_LIB;
@@ -291,6 +348,7 @@ int Main(int argc, char** argv) {
   }
   if (*analyze) return RunAnalyze(paths, sample, format, output, thresholds);
   if (*convert) return RunConvert(convert_paths, convert_out);
+  if (*summarize) return trainrx::cli::RunSummarize(summarize_paths, summarize_out, summarize_thresholds);
   if (*workloads) return trainrx::cli::ListWorkloads(std::cout);
   if (*fix && !fix->count("--budget")) exp.plan.budget_s = 900;
   if ((*fix && !fix_cmd.empty()) || (*sweep && !sweep_cmd.empty())) {

@@ -4,7 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+
 #include "trainrx/analyzers/analysis.h"
+#include "trainrx/analyzers/cross_rank.h"
+#include "trainrx/reports/report.h"
 #include "trainrx/profiler/kineto_reader.h"
 
 namespace trainrx::analyzers {
@@ -156,6 +160,81 @@ TEST(DistStragglerTest, OneRankOrUnmatchedCollectivesAreSilent) {
   ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(1, 2, slow, false), "r1.json", 1, trace).ok);
   trace.Finalize();
   EXPECT_EQ(Straggler(Analyze(trace)), nullptr);
+}
+
+}  // namespace
+}  // namespace trainrx::analyzers
+
+namespace trainrx::analyzers {
+namespace {
+
+// Rank by rank (each rank's trace analyzed alone, its side kept) and through per-rank summaries
+// written and read back: the same straggler, cause and saving as the merged trace; a finding of
+// every rank is shown once, saying on how many.
+TEST(CrossRankTest, SidesAndSummariesGiveTheMergedStraggler) {
+  for (const bool gpu : {true, false}) {
+    SCOPED_TRACE(gpu ? "NCCL" : "Gloo");
+    std::vector<RankPlan> plans(3);
+    plans[2].compute_us = 6000;
+    plans[1].clock_us = 400;
+    const Report merged = AnalyzeRanks(plans, gpu);
+    ASSERT_NE(Straggler(merged), nullptr);
+    std::vector<RankSide> sides, read_back;
+    for (size_t r = 0; r < plans.size(); ++r) {
+      profiler::Trace t;
+      ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(static_cast<int>(r), 3, plans[r], gpu), fmt::format("rank{}.json", r),
+                                            static_cast<int32_t>(r), t).ok);
+      t.Finalize();
+      const Report alone = Analyze(t);
+      RankSide side = BuildRankSide(t, &alone.metrics.steps, static_cast<int32_t>(r));
+      side.findings = alone.findings;
+      // Through a summary file and back.
+      const std::string path = ::testing::TempDir() + fmt::format("rank-{}.summary.json", r);
+      {
+        std::ofstream out(path);
+        reports::WriteSummary(side, out);
+      }
+      RankSide back;
+      std::string error;
+      ASSERT_TRUE(reports::ReadSummary(path, &back, &error)) << error;
+      EXPECT_EQ(back.steps.size(), side.steps.size());
+      EXPECT_EQ(back.Compared().size(), side.Compared().size());
+      EXPECT_EQ(back.findings.size(), side.findings.size());
+      sides.push_back(std::move(side));
+      read_back.push_back(std::move(back));
+    }
+    for (auto* set : {&sides, &read_back}) {
+      const Report r = AnalyzeSides(*set, Thresholds());
+      const Finding* f = Straggler(r);
+      ASSERT_NE(f, nullptr);
+      EXPECT_EQ(f->rank, Straggler(merged)->rank);
+      EXPECT_EQ(f->estimated_saving_ns, Straggler(merged)->estimated_saving_ns);
+      EXPECT_EQ(EvidenceText(*f, "cause"), EvidenceText(*Straggler(merged), "cause"));
+      EXPECT_EQ(r.metrics.steps.median_wall_ns, merged.metrics.steps.median_wall_ns);
+      // Rank 1's clock, 400 µs ahead, is found from the sides as from the merged trace.
+      EXPECT_EQ((*set)[1].info.clock_status, "shifted") << (*set)[1].info.clock_note;
+    }
+  }
+}
+
+TEST(CrossRankTest, FoldShowsAFindingOnceWithItsRanks) {
+  std::vector<Finding> all(3);
+  for (int r = 0; r < 3; ++r) {
+    all[r].id = "input.workers";
+    all[r].rank = r;
+    all[r].title = "t";
+    all[r].estimated_saving_ns = r == 1 ? 500 : 100;
+  }
+  Finding other;
+  other.id = "sync.host_device";
+  other.rank = 2;
+  all.push_back(other);
+  const auto folded = FoldFindings(all, 4);
+  ASSERT_EQ(folded.size(), 2u);
+  EXPECT_EQ(folded[0].rank, 1);  // the largest saving
+  EXPECT_EQ(folded[0].title, "t (found on 3 of 4 ranks; rank 1 shown: the largest saving)");
+  EXPECT_EQ(folded[0].examples.front(), "found on ranks 0-2");
+  EXPECT_EQ(folded[1].title, "");  // on one rank: as it was
 }
 
 }  // namespace

@@ -276,8 +276,15 @@ const std::vector<std::string>& FindingIds();
 // number.
 Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds = Thresholds(), size_t threads = 0);
 
+// Ranks findings as the report lists them: by estimated saving (share of the step, then ns
+// for traces without steps), then severity; stable.
+void SortFindings(std::vector<Finding>& findings);
+
 // Building blocks shared by the families (steps.cc).
 StepModel BuildStepModel(const profiler::Trace& trace);
+// The model's median, shares and worst data steps from its rows (steps, warm-up already split):
+// the second half of BuildStepModel, also used on rows gathered from per-rank summaries.
+void SummarizeStepRows(StepModel& model);
 // The operator and kernel tables, top_n rows each plus the rest folded (op_table.cc).
 NameTable BuildOpTable(const profiler::Trace& trace, const StepModel& steps, int64_t top_n);
 NameTable BuildKernelTable(const profiler::Trace& trace, const StepModel& steps, int64_t top_n);

@@ -1,0 +1,127 @@
+#include "per_rank.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "terminal.h"
+#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/reports/report.h"
+
+namespace trainrx::cli {
+
+bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds, size_t threads,
+                   std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats, std::string* error) {
+  std::vector<std::vector<analyzers::RankSide>> per_file(files.size());
+  std::vector<profiler::IngestStats> file_stats(files.size());
+  std::vector<std::string> errors(files.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < files.size(); i = next++) {
+      profiler::Trace t;
+      if (const auto st = profiler::ReadTraces({files[i]}, t); !st.ok) {
+        errors[i] = st.error;
+        continue;
+      }
+      // One worker per file: the analysis of a file runs on the worker's thread.
+      const analyzers::Report report = analyzers::Analyze(t, thresholds, 1);
+      for (int32_t rank : t.RankIds()) {
+        analyzers::RankSide side = analyzers::BuildRankSide(t, &report.metrics.steps, rank);
+        for (const auto& f : report.findings)
+          if (f.rank == rank || f.rank < 0) side.findings.push_back(f);
+        for (const auto& u : report.metrics.unfinished)
+          if (u.rank == rank) side.unfinished.push_back(u);
+        for (const auto& w : report.metrics.windows)
+          if (w.rank == rank) side.windows.push_back(w);
+        per_file[i].push_back(std::move(side));
+      }
+      if (!per_file[i].empty()) {
+        per_file[i].front().events = t.stats.events_read;
+        per_file[i].front().bytes = t.stats.bytes_read;
+        per_file[i].front().skipped = t.stats.TotalSkipped();
+      }
+      file_stats[i] = std::move(t.stats);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < std::max<size_t>(1, threads) && k < files.size(); ++k) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!errors[i].empty()) {
+      *error = errors[i];
+      return false;
+    }
+  }
+  // Ranks in file order; a rank claimed twice moves to the next free one (as ReadTraces does).
+  std::set<int32_t> taken;
+  for (size_t i = 0; i < files.size(); ++i) {
+    for (auto& side : per_file[i]) {
+      if (taken.count(side.info.rank)) {
+        const int32_t from = side.info.rank;
+        int32_t to = from;
+        while (taken.count(to)) ++to;
+        side.info.rank = to;
+        side.info.rank_source += " (collided with another file; moved)";
+        for (auto& s : side.steps) s.rank = to;
+        for (auto& s : side.warmup_steps) s.rank = to;
+        for (auto& f : side.findings)
+          if (f.rank == from) f.rank = to;
+        for (auto& u : side.unfinished) u.rank = to;
+        for (auto& w : side.windows) w.rank = to;
+      }
+      taken.insert(side.info.rank);
+      sides->push_back(std::move(side));
+    }
+    for (const auto& e : file_stats[i].entries) stats->Add(e.kind, e.severity, e.example, e.count);
+    stats->events_read += file_stats[i].events_read;
+    stats->bytes_read += file_stats[i].bytes_read;
+  }
+  std::sort(sides->begin(), sides->end(), [](const auto& a, const auto& b) { return a.info.rank < b.info.rank; });
+  return true;
+}
+
+profiler::Trace SkeletonOf(const std::vector<analyzers::RankSide>& sides, profiler::IngestStats stats) {
+  profiler::Trace t;
+  for (const auto& side : sides) t.ranks.push_back(side.info);
+  t.stats = std::move(stats);
+  t.Finalize();
+  return t;
+}
+
+int RunSummarize(const std::vector<std::string>& paths, const std::string& out_dir,
+                 const std::vector<std::string>& threshold_args) {
+  analyzers::Thresholds thresholds;
+  for (const auto& t : threshold_args) {
+    std::string error;
+    if (!thresholds.Parse(t, &error)) return Fail(error);
+  }
+  std::string error;
+  const auto files = profiler::ExpandTracePaths(paths, &error);
+  if (!files) return Fail(error);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec || !fs::is_directory(out_dir)) return Fail(fmt::format("{}: cannot create the output directory", out_dir));
+  std::vector<analyzers::RankSide> sides;
+  profiler::IngestStats stats;
+  if (!SidesOfTraces(*files, thresholds, std::thread::hardware_concurrency(), &sides, &stats, &error)) return Fail(error);
+  for (const auto& side : sides) {
+    const std::string path = (fs::path(out_dir) / fmt::format("rank-{}.summary.json", side.info.rank)).string();
+    std::ofstream out(path);
+    reports::WriteSummary(side, out);
+    out.flush();
+    if (!out) return Fail(path + ": write failed");
+    std::cerr << fmt::format("rank {} ({}): {} steps, {} collectives, {} findings -> {}\n", side.info.rank, side.info.source,
+                             side.steps.size(), side.gpu.size() + side.gloo.size(), side.findings.size(), path);
+  }
+  return kExitOk;
+}
+
+}  // namespace trainrx::cli

@@ -1,0 +1,229 @@
+// Reading per-rank summaries (trainrx.summary/1, written by WriteSummary in json_report.cc).
+// simdjson's DOM parser: a summary is small (steps, collectives, findings of one rank).
+#include <simdjson.h>
+
+#include <fmt/format.h>
+
+#include "trainrx/reports/report.h"
+
+namespace trainrx::reports {
+namespace {
+
+using simdjson::dom::array;
+using simdjson::dom::element;
+using simdjson::dom::object;
+
+// Field readers: false with *error "<file>: <field>: expected <what>".
+struct Fields {
+  const std::string& file;
+  std::string* error;
+  bool Fail(std::string_view field, std::string_view what) {
+    *error = fmt::format("{}: not a trainrx summary: field '{}' {}", file, field, what);
+    return false;
+  }
+  bool Int(element e, std::string_view key, int64_t* out) {
+    if (e[key].get_int64().get(*out) != simdjson::SUCCESS) return Fail(key, "is missing or not an integer");
+    return true;
+  }
+  bool Uint(element e, std::string_view key, uint64_t* out) {
+    if (e[key].get_uint64().get(*out) != simdjson::SUCCESS) return Fail(key, "is missing or not a count");
+    return true;
+  }
+  bool Num(element e, std::string_view key, double* out) {
+    if (e[key].get_double().get(*out) == simdjson::SUCCESS) return true;
+    int64_t i = 0;
+    if (e[key].get_int64().get(i) == simdjson::SUCCESS) {
+      *out = static_cast<double>(i);
+      return true;
+    }
+    return Fail(key, "is missing or not a number");
+  }
+  bool Str(element e, std::string_view key, std::string* out) {
+    std::string_view v;
+    if (e[key].get_string().get(v) != simdjson::SUCCESS) return Fail(key, "is missing or not a string");
+    *out = std::string(v);
+    return true;
+  }
+  bool Bool(element e, std::string_view key, bool* out) {
+    if (e[key].get_bool().get(*out) != simdjson::SUCCESS) return Fail(key, "is missing or not true/false");
+    return true;
+  }
+  bool Arr(element e, std::string_view key, array* out) {
+    if (e[key].get_array().get(*out) != simdjson::SUCCESS) return Fail(key, "is missing or not an array");
+    return true;
+  }
+};
+
+bool ReadStepRow(Fields& f, element e, analyzers::StepRow* r) {
+  int64_t rank = 0;
+  if (!f.Int(e, "rank", &rank) || !f.Str(e, "name", &r->name) || !f.Int(e, "start_ns", &r->start_ns) ||
+      !f.Int(e, "wall_ns", &r->wall_ns) || !f.Int(e, "data_wait_ns", &r->data_wait_ns) ||
+      !f.Int(e, "forward_ns", &r->forward_ns) || !f.Int(e, "backward_ns", &r->backward_ns) ||
+      !f.Int(e, "optimizer_ns", &r->optimizer_ns) || !f.Int(e, "other_ns", &r->other_ns))
+    return false;
+  r->rank = static_cast<int32_t>(rank);
+  r->data_exposed_ns = r->data_wait_ns;
+  if (e["forward_backward_overlap_ns"].get_int64().get(r->fwd_bwd_overlap_ns) != simdjson::SUCCESS) r->fwd_bwd_overlap_ns = 0;
+  if (e["gpu_kernel_ns"].get_int64().get(r->gpu_kernel_ns) == simdjson::SUCCESS) {
+    r->has_gpu = true;
+    if (!f.Int(e, "gpu_memcpy_ns", &r->gpu_memcpy_ns) || !f.Int(e, "gpu_idle_ns", &r->gpu_idle_ns) ||
+        !f.Int(e, "data_wait_gpu_idle_ns", &r->data_exposed_ns))
+      return false;
+  }
+  return true;
+}
+
+template <typename Enum>
+bool ReadEnum(Fields& f, element e, std::string_view key, const char* (*name)(Enum), int count, Enum* out) {
+  std::string v;
+  if (!f.Str(e, key, &v)) return false;
+  for (int i = 0; i < count; ++i)
+    if (v == name(static_cast<Enum>(i))) {
+      *out = static_cast<Enum>(i);
+      return true;
+    }
+  return f.Fail(key, "is not a known value, got '" + v + "'");
+}
+
+bool ReadFinding(Fields& f, element e, analyzers::Finding* x) {
+  int64_t rank = 0;
+  if (!f.Str(e, "id", &x->id) || !ReadEnum(f, e, "severity", analyzers::SeverityName, 4, &x->severity) ||
+      !ReadEnum(f, e, "confidence", analyzers::ConfidenceName, 3, &x->confidence) || !f.Str(e, "title", &x->title) ||
+      !f.Int(e, "rank", &rank) || !f.Num(e, "measured", &x->measured) || !f.Num(e, "threshold", &x->threshold) ||
+      !f.Str(e, "unit", &x->measured_unit) || !f.Num(e, "estimated_saving_pct", &x->estimated_saving_pct) ||
+      !f.Int(e, "estimated_saving_ns", &x->estimated_saving_ns) || !f.Int(e, "saving_bound_ns", &x->saving_bound_ns) ||
+      !f.Str(e, "saving_bound", &x->saving_bound) || !f.Int(e, "steps", &x->steps))
+    return false;
+  x->rank = static_cast<int32_t>(rank);
+  object evidence;
+  if (e["evidence"].get_object().get(evidence) != simdjson::SUCCESS) return f.Fail("evidence", "is missing or not an object");
+  for (auto [k, v] : evidence) {
+    int64_t i = 0;
+    double d = 0;
+    std::string_view s;
+    if (v.get_int64().get(i) == simdjson::SUCCESS) x->evidence.push_back({std::string(k), i});
+    else if (v.get_double().get(d) == simdjson::SUCCESS) x->evidence.push_back({std::string(k), d});
+    else if (v.get_string().get(s) == simdjson::SUCCESS) x->evidence.push_back({std::string(k), std::string(s)});
+    else return f.Fail("evidence." + std::string(k), "is not a number or a string");
+  }
+  array examples;
+  if (!f.Arr(e, "examples", &examples)) return false;
+  for (auto ex : examples) {
+    std::string_view s;
+    if (ex.get_string().get(s) != simdjson::SUCCESS) return f.Fail("examples", "holds a non-string");
+    x->examples.emplace_back(s);
+  }
+  element fix;
+  if (e["fix"].get(fix) != simdjson::SUCCESS) return f.Fail("fix", "is missing");
+  return f.Str(fix, "python", &x->fix_python) && f.Str(fix, "cpp", &x->fix_cpp) && f.Str(fix, "knob", &x->knob);
+}
+
+}  // namespace
+
+bool IsSummaryPath(const std::string& path) {
+  constexpr std::string_view kSuffix = ".summary.json";
+  return path.size() >= kSuffix.size() && path.compare(path.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+}
+
+bool ReadSummary(const std::string& path, analyzers::RankSide* side, std::string* error) {
+  simdjson::dom::parser parser;
+  element doc;
+  if (auto e = parser.load(path).get(doc); e != simdjson::SUCCESS) {
+    *error = fmt::format("{}: cannot read a summary: {}", path, simdjson::error_message(e));
+    return false;
+  }
+  Fields f{path, error};
+  std::string schema;
+  if (!f.Str(doc, "schema", &schema)) return false;
+  if (schema != kSummarySchema) return f.Fail("schema", fmt::format("is '{}', expected '{}'", schema, kSummarySchema));
+  *side = {};
+  element info;
+  if (doc["rank_info"].get(info) != simdjson::SUCCESS) return f.Fail("rank_info", "is missing");
+  int64_t rank = 0, world = 0;
+  if (!f.Int(info, "rank", &rank) || !f.Int(info, "world_size", &world) || !f.Str(info, "backend", &side->info.backend) ||
+      !f.Str(info, "source", &side->info.source) || !f.Str(info, "rank_source", &side->info.rank_source) ||
+      !f.Str(info, "job", &side->info.job) || !f.Int(info, "base_time_ns", &side->info.base_time_ns))
+    return false;
+  side->info.rank = static_cast<int32_t>(rank);
+  side->info.world_size = static_cast<int32_t>(world);
+  object config;
+  if (info["config"].get_object().get(config) != simdjson::SUCCESS) return f.Fail("rank_info.config", "is not an object");
+  for (auto [k, v] : config) {
+    std::string_view s;
+    if (v.get_string().get(s) != simdjson::SUCCESS) return f.Fail("rank_info.config." + std::string(k), "is not a string");
+    side->info.config.emplace(std::string(k), std::string(s));
+  }
+  element machine, steps;
+  if (!f.Uint(doc, "events", &side->events) || !f.Uint(doc, "bytes", &side->bytes) || !f.Uint(doc, "skipped", &side->skipped))
+    return false;
+  if (doc["machine"].get(machine) != simdjson::SUCCESS) return f.Fail("machine", "is missing");
+  if (!f.Num(machine, "cpu_count", &side->cpu_count) || !f.Num(machine, "intra_op_threads", &side->intra_op_threads) ||
+      !f.Num(machine, "local_ranks", &side->local_ranks))
+    return false;
+  if (doc["steps"].get(steps) != simdjson::SUCCESS) return f.Fail("steps", "is missing");
+  if (!f.Str(steps, "source", &side->steps_source) || !f.Bool(steps, "has_gpu", &side->steps_have_gpu)) return false;
+  for (const auto& [key, rows] : {std::pair{"rows", &side->steps}, std::pair{"warmup", &side->warmup_steps}}) {
+    array a;
+    if (!f.Arr(steps, key, &a)) return false;
+    for (auto r : a) {
+      analyzers::StepRow row;
+      if (!ReadStepRow(f, r, &row)) return false;
+      rows->push_back(std::move(row));
+    }
+  }
+  array names;
+  if (!f.Arr(doc, "collective_names", &names)) return false;
+  std::vector<std::string_view> interned;
+  for (auto n : names) {
+    std::string_view s;
+    if (n.get_string().get(s) != simdjson::SUCCESS) return f.Fail("collective_names", "holds a non-string");
+    interned.push_back(side->Intern(s));
+  }
+  for (const auto& [key, list] : {std::pair{"gpu_collectives", &side->gpu}, std::pair{"gloo_collectives", &side->gloo}}) {
+    array a;
+    if (!f.Arr(doc, key, &a)) return false;
+    for (auto c : a) {
+      array t;
+      int64_t v[4];
+      size_t i = 0;
+      if (c.get_array().get(t) != simdjson::SUCCESS || t.size() != 4) return f.Fail(key, "holds an entry that is not [name, ts, dur, in_steps]");
+      for (auto x : t)
+        if (x.get_int64().get(v[i++]) != simdjson::SUCCESS) return f.Fail(key, "holds a non-integer");
+      if (v[0] < 0 || static_cast<size_t>(v[0]) >= interned.size()) return f.Fail(key, "names a collective beyond collective_names");
+      list->push_back({interned[static_cast<size_t>(v[0])], v[1], v[2], v[3] != 0});
+    }
+  }
+  array findings;
+  if (!f.Arr(doc, "findings", &findings)) return false;
+  for (auto e : findings) {
+    analyzers::Finding x;
+    if (!ReadFinding(f, e, &x)) return false;
+    side->findings.push_back(std::move(x));
+  }
+  array unfinished, windows;
+  if (!f.Arr(doc, "unfinished", &unfinished) || !f.Arr(doc, "windows", &windows)) return false;
+  for (auto e : unfinished) {
+    analyzers::UnfinishedRank u;
+    int64_t r = 0;
+    if (!f.Int(e, "rank", &r) || !f.Str(e, "source", &u.source) || !f.Str(e, "end_reason", &u.end_reason) ||
+        !f.Int(e, "recorded_ns", &u.recorded_ns) || !f.Int(e, "steps", &u.steps) || !f.Int(e, "open_ranges", &u.open_ranges) ||
+        !f.Int(e, "behind_ns", &u.behind_ns))
+      return false;
+    u.rank = static_cast<int32_t>(r);
+    side->unfinished.push_back(std::move(u));
+  }
+  for (auto e : windows) {
+    analyzers::RecordedWindow w;
+    int64_t r = 0;
+    if (!f.Int(e, "rank", &r) || !f.Int(e, "skip", &w.skip) || !f.Int(e, "steps", &w.steps) ||
+        !f.Str(e, "boundary", &w.boundary) || !f.Int(e, "run_boundaries", &w.run_boundaries) ||
+        !f.Bool(e, "opened", &w.opened) || !f.Bool(e, "closed", &w.closed) ||
+        !f.Int(e, "gpu_records_outside", &w.gpu_records_outside))
+      return false;
+    w.rank = static_cast<int32_t>(r);
+    side->windows.push_back(std::move(w));
+  }
+  return true;
+}
+
+}  // namespace trainrx::reports
