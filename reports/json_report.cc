@@ -104,6 +104,32 @@ void WriteFinding(JsonWriter& w, const analyzers::Finding& f) {
   w.EndObject();
 }
 
+// run.unfinished[] and run.windows[] entries (and a summary's).
+void WriteUnfinished(JsonWriter& w, const analyzers::UnfinishedRank& u) {
+  w.BeginObject();
+  w.Field("rank", u.rank);
+  w.Field("source", u.source);
+  w.Field("end_reason", u.end_reason);
+  w.Field("recorded_ns", u.recorded_ns);
+  w.Field("steps", u.steps);
+  w.Field("open_ranges", u.open_ranges);
+  if (u.behind_ns >= 0) w.Field("behind_ns", u.behind_ns);
+  w.EndObject();
+}
+
+void WriteWindow(JsonWriter& w, const analyzers::RecordedWindow& win) {
+  w.BeginObject();
+  w.Field("rank", win.rank);
+  w.Field("skip", win.skip);
+  w.Field("steps", win.steps);
+  w.Field("boundary", win.boundary);
+  w.Field("run_boundaries", win.run_boundaries);
+  w.Field("opened", win.opened);
+  w.Field("closed", win.closed);
+  w.Field("gpu_records_outside", win.gpu_records_outside);
+  w.EndObject();
+}
+
 const char* IssueSeverityName(profiler::IssueSeverity s) {
   switch (s) {
     case profiler::IssueSeverity::kInfo: return "info";
@@ -129,33 +155,12 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   w.Field("finished", report.metrics.unfinished.empty());
   w.Key("unfinished");
   w.BeginArray();
-  for (const auto& u : report.metrics.unfinished) {
-    w.BeginObject();
-    w.Field("rank", u.rank);
-    w.Field("source", u.source);
-    w.Field("end_reason", u.end_reason);
-    w.Field("recorded_ns", u.recorded_ns);
-    w.Field("steps", u.steps);
-    w.Field("open_ranges", u.open_ranges);
-    if (u.behind_ns >= 0) w.Field("behind_ns", u.behind_ns);
-    w.EndObject();
-  }
+  for (const auto& u : report.metrics.unfinished) WriteUnfinished(w, u);
   w.EndArray();
   // Step windows (record --steps/--skip): which steps each rank's trace holds.
   w.Key("windows");
   w.BeginArray();
-  for (const auto& win : report.metrics.windows) {
-    w.BeginObject();
-    w.Field("rank", win.rank);
-    w.Field("skip", win.skip);
-    w.Field("steps", win.steps);
-    w.Field("boundary", win.boundary);
-    w.Field("run_boundaries", win.run_boundaries);
-    w.Field("opened", win.opened);
-    w.Field("closed", win.closed);
-    w.Field("gpu_records_outside", win.gpu_records_outside);
-    w.EndObject();
-  }
+  for (const auto& win : report.metrics.windows) WriteWindow(w, win);
   w.EndArray();
   w.EndObject();
   if (!options.run_results_json.empty()) {
@@ -381,32 +386,11 @@ void WriteSummary(const analyzers::RankSide& side, std::ostream& out) {
   w.EndArray();
   w.Key("unfinished");
   w.BeginArray();
-  for (const auto& u : side.unfinished) {
-    w.BeginObject();
-    w.Field("rank", u.rank);
-    w.Field("source", u.source);
-    w.Field("end_reason", u.end_reason);
-    w.Field("recorded_ns", u.recorded_ns);
-    w.Field("steps", u.steps);
-    w.Field("open_ranges", u.open_ranges);
-    w.Field("behind_ns", u.behind_ns);
-    w.EndObject();
-  }
+  for (const auto& u : side.unfinished) WriteUnfinished(w, u);
   w.EndArray();
   w.Key("windows");
   w.BeginArray();
-  for (const auto& win : side.windows) {
-    w.BeginObject();
-    w.Field("rank", win.rank);
-    w.Field("skip", win.skip);
-    w.Field("steps", win.steps);
-    w.Field("boundary", win.boundary);
-    w.Field("run_boundaries", win.run_boundaries);
-    w.Field("opened", win.opened);
-    w.Field("closed", win.closed);
-    w.Field("gpu_records_outside", win.gpu_records_outside);
-    w.EndObject();
-  }
+  for (const auto& win : side.windows) WriteWindow(w, win);
   w.EndArray();
   w.EndObject();
   out << "\n";

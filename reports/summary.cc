@@ -206,9 +206,9 @@ bool ReadSummary(const std::string& path, analyzers::RankSide* side, std::string
     analyzers::UnfinishedRank u;
     int64_t r = 0;
     if (!f.Int(e, "rank", &r) || !f.Str(e, "source", &u.source) || !f.Str(e, "end_reason", &u.end_reason) ||
-        !f.Int(e, "recorded_ns", &u.recorded_ns) || !f.Int(e, "steps", &u.steps) || !f.Int(e, "open_ranges", &u.open_ranges) ||
-        !f.Int(e, "behind_ns", &u.behind_ns))
+        !f.Int(e, "recorded_ns", &u.recorded_ns) || !f.Int(e, "steps", &u.steps) || !f.Int(e, "open_ranges", &u.open_ranges))
       return false;
+    if (e["behind_ns"].get_int64().get(u.behind_ns) != simdjson::SUCCESS) u.behind_ns = -1;  // written only when known
     u.rank = static_cast<int32_t>(r);
     side->unfinished.push_back(std::move(u));
   }
