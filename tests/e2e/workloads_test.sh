@@ -156,7 +156,9 @@ clock = lambda rep, r: next(k for k in rep["ranks"] if k["rank"] == r).get("cloc
 assert clock(same, 1)["status"] == "same host", clock(same, 1)
 c = clock(skew, 1)
 print("  ", c["note"])
-assert c["status"] == "shifted" and abs(c["shift_ns"] + 400_000) < 30_000, c
+# Gloo ranges end when their thread returns: on this loaded 2-core machine the estimate has
+# come within 13-28 µs of the planted 400 µs (the ranks' true offset is 0); 60 µs allowed.
+assert c["status"] == "shifted" and abs(c["shift_ns"] + 400_000) < 60_000, c
 assert clock(kept, 1) is None
 assert "clocks: rank 1: its clock runs" in open(sys.argv[4]).read()
 # The findings do not depend on the clocks (durations only).
