@@ -19,7 +19,6 @@
 // HTA and Nsight Systems do not align ranks; Nsight Systems takes the host clocks as they are.
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -65,34 +64,30 @@ std::vector<RankClock> EstimateRankClocks(const profiler::Trace& trace) {
 std::vector<RankClock> EstimateRankClocks(const std::vector<RankSide>& sides) {
   std::vector<RankClock> out;
   if (sides.size() < 2) return out;
-  std::map<int32_t, const RankSide*> side;
-  std::vector<int32_t> ranks;
-  for (const auto& s : sides) {
-    side[s.info.rank] = &s;
-    ranks.push_back(s.info.rank);
-  }
-  // The reference: the lowest rank with collectives.
-  int32_t ref = ranks.front();
-  for (int32_t r : ranks)
-    if (!side[r]->gpu.empty() || !side[r]->gloo.empty()) {
-      ref = r;
+  // The reference: the first side (the lowest rank) with collectives.
+  const RankSide* ref_side = &sides.front();
+  for (const auto& s : sides)
+    if (!s.gpu.empty() || !s.gloo.empty()) {
+      ref_side = &s;
       break;
     }
-  const std::string ref_host = HostOf(side[ref]->info);
-  for (int32_t r : ranks) {
+  const int32_t ref = ref_side->info.rank;
+  const std::string ref_host = HostOf(ref_side->info);
+  for (const auto& side : sides) {
+    const int32_t r = side.info.rank;
     RankClock c;
     c.rank = r;
     c.reference = ref;
-    if (r == ref) {
+    if (&side == ref_side) {
       c.status = "reference";
       c.why = "the other ranks' times are put on this rank's clock";
       out.push_back(std::move(c));
       continue;
     }
     // The kind both have: GPU collectives when both have some, else Gloo's.
-    const bool use_gpu = !side[r]->gpu.empty() && !side[ref]->gpu.empty();
+    const bool use_gpu = !side.gpu.empty() && !ref_side->gpu.empty();
     const std::vector<MatchedSet> sets =
-        use_gpu ? MatchAcrossRanks({&side[ref]->gpu, &side[r]->gpu}, false) : MatchAcrossRanks({&side[ref]->gloo, &side[r]->gloo}, false);
+        use_gpu ? MatchAcrossRanks({&ref_side->gpu, &side.gpu}, false) : MatchAcrossRanks({&ref_side->gloo, &side.gloo}, false);
     c.matched = static_cast<int64_t>(sets.size());
     std::vector<int64_t> deltas;
     deltas.reserve(sets.size());
@@ -100,7 +95,7 @@ std::vector<RankClock> EstimateRankClocks(const std::vector<RankSide>& sides) {
     c.offset_ns = MedianOf(deltas);
     c.spread_ns = SpreadOf(deltas, c.offset_ns);
     const char* kind = use_gpu ? "GPU communication kernels" : "Gloo collectives";
-    const std::string host = HostOf(side[r]->info);
+    const std::string host = HostOf(side.info);
     if (!host.empty() && host == ref_host) {
       c.status = "same host";
       c.why = fmt::format("on the same host as rank {} ({}): one clock, not shifted", ref, host);
@@ -146,15 +141,17 @@ std::vector<RankClock> EstimateRankClocks(const std::vector<RankSide>& sides) {
   return out;
 }
 
+void RankClock::RecordIn(profiler::RankInfo& info) const {
+  info.clock_shift_ns = shift_ns;
+  info.clock_status = status;
+  info.clock_note = why;
+}
+
 std::vector<RankClock> AlignRankClocks(profiler::Trace& trace) {
   std::vector<RankClock> clocks = EstimateRankClocks(trace);
   for (const auto& c : clocks) {
     if (c.shift_ns != 0) trace.ShiftRankTime(c.rank, c.shift_ns);
-    if (profiler::RankInfo* info = trace.FindRankMutable(c.rank)) {
-      info->clock_shift_ns = c.shift_ns;
-      info->clock_status = c.status;
-      info->clock_note = c.why;
-    }
+    if (profiler::RankInfo* info = trace.FindRankMutable(c.rank)) c.RecordIn(*info);
   }
   return clocks;
 }

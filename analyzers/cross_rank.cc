@@ -104,14 +104,10 @@ std::vector<Finding> FoldFindings(std::vector<Finding> findings, size_t ranks) {
 Report AnalyzeSides(std::vector<RankSide>& sides, const Thresholds& thresholds) {
   std::sort(sides.begin(), sides.end(), [](const RankSide& a, const RankSide& b) { return a.info.rank < b.info.rank; });
   Report report;
-  for (const auto& c : EstimateRankClocks(sides)) {
-    for (auto& side : sides) {
-      if (side.info.rank != c.rank) continue;
-      side.info.clock_shift_ns = c.shift_ns;
-      side.info.clock_status = c.status;
-      side.info.clock_note = c.why;
-    }
-  }
+  // One clock per side, in the sides' order: recorded for the report (a side's times are not
+  // shifted: nothing reads them across ranks after this).
+  const std::vector<RankClock> clocks = EstimateRankClocks(sides);
+  for (size_t i = 0; i < clocks.size(); ++i) clocks[i].RecordIn(sides[i].info);
   report.metrics.steps = StepModelOf(sides);
   std::vector<Finding> all;
   for (const auto& side : sides) {

@@ -22,7 +22,6 @@
 
 #include "collectives.h"
 #include "trainrx/analyzers/cross_rank.h"
-#include "config_view.h"
 #include "families.h"
 #include "intervals.h"
 #include "runtime_names.h"
@@ -64,11 +63,8 @@ PhaseMeans MeansOf(const std::vector<StepRow>& rows) {
 // Whether the CPUs of a rank's machine are all taken by the compute threads of its local ranks
 // and one communication thread each (local ranks x (intra-op threads + 1) > CPUs allowed, from
 // our collector's block; false when the trace does not say).
-bool NoFreeCore(double cpus, double threads, double local_ranks) {
-  return cpus > 0 && threads > 0 && local_ranks * (threads + 1) > cpus;
-}
-bool NoFreeCore(const ConfigView& cfg) {
-  return NoFreeCore(cfg.Static("cpu_count").value_or(0), cfg.Max("intra_op_threads").value_or(0), cfg.LocalRanks());
+bool NoFreeCore(const RankSide& side) {
+  return side.cpu_count > 0 && side.intra_op_threads > 0 && side.local_ranks * (side.intra_op_threads + 1) > side.cpu_count;
 }
 
 // What a rank communicates and computes: its collectives (GPU communication kernels when it has
@@ -76,12 +72,14 @@ bool NoFreeCore(const ConfigView& cfg) {
 // streams; or its CPU ops, less c10d's own and those inside a Gloo range).
 struct RankComm {
   bool gpu = false;
+  bool no_free_core = false;  // NoFreeCore of its machine
   std::vector<Collective> coll;
   std::vector<Interval> comm, compute;  // merged
 };
 RankComm CommOf(const Trace& trace, int32_t rank, const RankSide& side) {
   RankComm rc;
   rc.gpu = !side.gpu.empty();
+  rc.no_free_core = NoFreeCore(side);
   rc.coll = side.Compared();
   if (rc.coll.empty()) return rc;
   for (const auto& c : rc.coll) rc.comm.push_back({c.ts_ns, c.ts_ns + c.dur_ns});
@@ -161,7 +159,7 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& r
   // core that the compute threads of the machine's ranks leave free. Without one (local ranks x
   // (intra-op threads + 1) above the CPUs allowed, from our collector's block), the exposed time
   // is the price of sharing the CPUs, which smaller buckets do not remove: not flagged.
-  if (!rc.gpu && comm_ns > 0 && !NoFreeCore(ConfigView(ctx.trace, rank))) {
+  if (!rc.gpu && comm_ns > 0 && !rc.no_free_core) {
     const double exposed_pct = 100.0 * static_cast<double>(exposed_ns) / step_total;
     if (exposed_pct > ctx.thresholds.Get("dist.comm_overlap.exposed_pct")) {
       const double hidden_pct = 100.0 * static_cast<double>(comm_ns - exposed_ns) / static_cast<double>(comm_ns);
@@ -282,8 +280,7 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
   StepModel all_steps;
   for (const auto& side : sides) all_steps.steps.insert(all_steps.steps.end(), side.steps.begin(), side.steps.end());
   auto side_of = [&](int32_t r) -> const RankSide& { return sides[static_cast<size_t>(std::find(ranks.begin(), ranks.end(), r) - ranks.begin())]; };
-  // GPU collectives when every rank has some, else Gloo's (looked up again only on a rank that
-  // has GPU ones).
+  // GPU collectives when every rank has some, else Gloo's (each side holds both).
   bool gpu = true;
   for (const auto& side : sides) gpu = gpu && !side.gpu.empty();
   std::vector<const std::vector<Collective>*> lists;
@@ -367,7 +364,7 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
   // Ranks sharing CPUs with none free: the scheduler alone can make a rank late (measured here:
   // a clean 2-rank run on 2 cores had one rank 26 % late). Said first, with the fix for it.
   const RankSide& slow = side_of(s);
-  const bool contention = NoFreeCore(slow.cpu_count, slow.intra_op_threads, slow.local_ranks);
+  const bool contention = NoFreeCore(slow);
   Finding f;
   f.id = "dist.straggler";
   f.rank = s;

@@ -91,20 +91,9 @@ int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::st
     if (summaries > 0 || g_per_rank || files->size() > kPerRankAbove) {
       std::vector<analyzers::RankSide> sides;
       profiler::IngestStats stats;
-      if (summaries > 0) {
-        for (const auto& f : *files) {
-          analyzers::RankSide side;
-          if (!reports::ReadSummary(f, &side, &error)) return Fail(error);
-          stats.events_read += side.events;
-          stats.bytes_read += side.bytes;
-          if (side.skipped > 0)
-            stats.Add("skipped_in_summarized_trace", profiler::IssueSeverity::kDataLoss,
-                      fmt::format("{}: its trace {} had events skipped when summarized", f, side.info.source), side.skipped);
-          sides.push_back(std::move(side));
-        }
-      } else if (!cli::SidesOfTraces(*files, thresholds, 2, &sides, &stats, &error)) {
-        return Fail(error);
-      }
+      const bool read = summaries > 0 ? cli::SidesOfSummaries(*files, &sides, &stats, &error)
+                                      : cli::SidesOfTraces(*files, thresholds, 2, &sides, &stats, &error);
+      if (!read) return Fail(error);
       stats.Add("analyzed_rank_by_rank", profiler::IssueSeverity::kInfo,
                 fmt::format("{} ranks from {} {}, each analyzed on its own: findings found on several ranks are shown once "
                             "(the rank with the largest saving), the straggler and clocks are compared across ranks; no "

@@ -87,6 +87,21 @@ bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thres
   return true;
 }
 
+bool SidesOfSummaries(const std::vector<std::string>& files, std::vector<analyzers::RankSide>* sides,
+                      profiler::IngestStats* stats, std::string* error) {
+  for (const auto& f : files) {
+    analyzers::RankSide side;
+    if (!reports::ReadSummary(f, &side, error)) return false;
+    stats->events_read += side.events;
+    stats->bytes_read += side.bytes;
+    if (side.skipped > 0)
+      stats->Add("skipped_in_summarized_trace", profiler::IssueSeverity::kDataLoss,
+                 fmt::format("{}: its trace {} had events skipped when summarized", f, side.info.source), side.skipped);
+    sides->push_back(std::move(side));
+  }
+  return true;
+}
+
 profiler::Trace SkeletonOf(const std::vector<analyzers::RankSide>& sides, profiler::IngestStats stats) {
   profiler::Trace t;
   for (const auto& side : sides) t.ranks.push_back(side.info);

@@ -19,6 +19,11 @@ namespace trainrx::cli {
 bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds, size_t threads,
                    std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats, std::string* error);
 
+// The same from per-rank summaries (`trainrx summarize`): their sides, and in `stats` what their
+// traces held and the events their readers skipped.
+bool SidesOfSummaries(const std::vector<std::string>& files, std::vector<analyzers::RankSide>* sides,
+                      profiler::IngestStats* stats, std::string* error);
+
 // A trace that holds no events, only what a report says of the inputs: the ranks (with their clock
 // outcome) and the ingest stats. Reports render an AnalyzeSides report against it.
 profiler::Trace SkeletonOf(const std::vector<analyzers::RankSide>& sides, profiler::IngestStats stats);

@@ -105,14 +105,7 @@ class ProcessLauncher : public Launcher {
       return false;
     }
     *seconds = Since(t0);
-    profiler::Trace t;
-    if (const auto st = profiler::ReadTraces(traces, t); !st.ok) {
-      *error = st.error;
-      return false;
-    }
-    analyzers::AlignRankClocks(t);
-    *report = analyzers::Analyze(t);
-    return true;
+    return AnalyzeTraces(traces, report, error);
   }
 
   // The command runs directly, split into words as a shell would, unless it needs a shell (pipes,
@@ -149,6 +142,12 @@ class ProcessLauncher : public Launcher {
       *error = fmt::format("`{}` wrote no trace: it never loaded torch (see `trainrx record`)", cmd);
       return false;
     }
+    return AnalyzeTraces(traces, report, error);
+  }
+
+ private:
+  // The traces of one run (its ranks merged, clocks aligned), analyzed.
+  static bool AnalyzeTraces(const std::vector<std::string>& traces, analyzers::Report* report, std::string* error) {
     profiler::Trace t;
     if (const auto st = profiler::ReadTraces(traces, t); !st.ok) {
       *error = st.error;
@@ -159,7 +158,6 @@ class ProcessLauncher : public Launcher {
     return true;
   }
 
- private:
   std::string Workload() const { return bin_dir_ + "/trainrx-workload"; }
 
   // The command under `trainrx record -o <name>.json`, run directly (split into words as a shell

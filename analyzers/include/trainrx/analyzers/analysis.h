@@ -302,6 +302,8 @@ struct RankClock {
   int64_t matched = 0;    // collectives shared with the reference
   int64_t spread_ns = 0;  // median deviation of the end differences from offset_ns
   std::string why;        // one sentence for the report
+  // The outcome into the rank's RankInfo::clock_* fields (the shift itself is not applied).
+  void RecordIn(profiler::RankInfo& info) const;
 };
 // Empty for fewer than 2 ranks. Pure: reads a finalized trace.
 std::vector<RankClock> EstimateRankClocks(const profiler::Trace& trace);
