@@ -7,6 +7,14 @@
 
 namespace trainrx::analyzers {
 
+std::string ConfigText(const profiler::RankInfo& info, const char* key) {
+  auto it = info.config.find(key);
+  if (it == info.config.end()) return "";
+  std::string v = it->second;
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+  return v;
+}
+
 ConfigView::ConfigView(const profiler::Trace& trace, int32_t rank) : rank_(rank) {
   constexpr std::string_view kPrefix = "trainrx.config.";
   for (const auto& c : trace.counters) {

@@ -17,6 +17,10 @@
 
 namespace trainrx::analyzers {
 
+// A "trainrx" block value of a rank as text ("" when absent); JSON strings lose their quotes
+// ("\"SIGSEGV\"" -> "SIGSEGV"). Serves where only the RankInfo is at hand (a summary's side).
+std::string ConfigText(const profiler::RankInfo& info, const char* key);
+
 class ConfigView {
  public:
   ConfigView(const profiler::Trace& trace, int32_t rank);

@@ -8,8 +8,55 @@
 
 #include "collectives.h"
 #include "config_view.h"
+#include "rank_phases.h"
+#include "shapes.h"
 
 namespace trainrx::analyzers {
+
+namespace {
+
+bool IsModelEntry(std::string_view n) {
+  return n == "aten::conv2d" || n == "aten::linear" || n == "aten::conv1d" || n == "aten::conv3d";
+}
+
+// "[32, 3, 16, 16]"
+std::string DimsText(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// The rank's input shape (RankSide::input_shape): per step, the first conv/linear op with its
+// inputs recorded; the most common (op, first input) among the steps, ties to the first seen.
+void FindInputShape(const profiler::Trace& trace, int32_t rank, RankSide& side) {
+  std::vector<std::pair<int64_t, std::string>> entries;  // (ts, "op [dims]")
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    if (trace.tracks[ti].rank != rank || trace.tracks[ti].kind != profiler::TrackKind::kCpuThread) continue;
+    for (const profiler::Event& e : trace.TrackEvents(ti)) {
+      if (e.kind != profiler::EventKind::kCpuOp || !IsModelEntry(trace.Name(e))) continue;
+      const auto dims = OpDims(trace, e);
+      if (!dims || dims->empty() || dims->front().empty()) continue;
+      entries.emplace_back(e.ts_ns, std::string(trace.Name(e)) + " " + DimsText(dims->front()));
+    }
+  }
+  if (entries.empty()) return;
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::pair<std::string, int64_t>> counts;  // in order of first appearance
+  for (const auto* rows : {&side.warmup_steps, &side.steps}) {
+    for (const StepRow& st : *rows) {
+      auto it = std::lower_bound(entries.begin(), entries.end(), st.start_ns, [](const auto& e, int64_t t) { return e.first < t; });
+      if (it == entries.end() || it->first >= st.start_ns + st.wall_ns) continue;
+      ++side.shaped_steps;
+      auto c = std::find_if(counts.begin(), counts.end(), [&](const auto& p) { return p.first == it->second; });
+      if (c == counts.end()) counts.emplace_back(it->second, 1);
+      else ++c->second;
+    }
+  }
+  for (const auto& [shape, n] : counts)
+    if (n > side.input_shape_steps) side.input_shape = shape, side.input_shape_steps = n;
+}
+
+}  // namespace
 
 RankSide BuildRankSide(const profiler::Trace& trace, const StepModel* steps, int32_t rank) {
   RankSide side;
@@ -32,7 +79,23 @@ RankSide BuildRankSide(const profiler::Trace& trace, const StepModel* steps, int
   side.cpu_count = cfg.Static("cpu_count").value_or(0);
   side.intra_op_threads = cfg.Max("intra_op_threads").value_or(0);
   side.local_ranks = cfg.LocalRanks();
+  FindInputShape(trace, rank, side);
   return side;
+}
+
+std::vector<RankSide> BuildRankSides(const profiler::Trace& trace, const StepModel& steps,
+                                     const std::vector<UnfinishedRank>& unfinished,
+                                     const std::vector<RecordedWindow>& windows) {
+  std::vector<RankSide> sides;
+  for (int32_t rank : trace.RankIds()) {
+    RankSide side = BuildRankSide(trace, &steps, rank);
+    for (const auto& u : unfinished)
+      if (u.rank == rank) side.unfinished.push_back(u);
+    for (const auto& w : windows)
+      if (w.rank == rank) side.windows.push_back(w);
+    sides.push_back(std::move(side));
+  }
+  return sides;
 }
 
 StepModel StepModelOf(const std::vector<RankSide>& sides) {
@@ -47,25 +110,6 @@ StepModel StepModelOf(const std::vector<RankSide>& sides) {
   SummarizeStepRows(model);
   return model;
 }
-
-namespace {
-
-// "0-3, 5, 9-10": sorted ranks as ranges.
-std::string RankList(std::vector<int32_t> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    out += j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
-}  // namespace
 
 std::vector<Finding> FoldFindings(std::vector<Finding> findings, size_t ranks) {
   std::map<std::string, std::vector<size_t>> by_id;  // id -> indices, in order
@@ -117,6 +161,7 @@ Report AnalyzeSides(std::vector<RankSide>& sides, const Thresholds& thresholds) 
   }
   report.findings = FoldFindings(std::move(all), sides.size());
   AnalyzeStraggler(sides, thresholds, report);
+  AnalyzeRankMismatch(sides, report);
   SortFindings(report.findings);
   return report;
 }

@@ -24,6 +24,7 @@
 #include "trainrx/analyzers/cross_rank.h"
 #include "families.h"
 #include "intervals.h"
+#include "rank_phases.h"
 #include "runtime_names.h"
 
 namespace trainrx::analyzers {
@@ -33,32 +34,6 @@ using profiler::Event;
 using profiler::EventKind;
 using profiler::Trace;
 using profiler::TrackKind;
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// Mean per step of each phase on a rank: data wait, compute (forward + backward, or GPU kernel
-// time on GPU ranks), optimizer, other.
-struct PhaseMeans {
-  double data = 0, compute = 0, optimizer = 0, other = 0;
-};
-PhaseMeans MeansOf(const std::vector<StepRow>& rows) {
-  PhaseMeans m;
-  int64_t n = 0;
-  for (const auto& s : rows) {
-    ++n;
-    m.data += static_cast<double>(s.data_wait_ns);
-    m.compute += static_cast<double>(s.forward_ns + s.backward_ns);
-    m.optimizer += static_cast<double>(s.optimizer_ns);
-    m.other += static_cast<double>(s.other_ns);
-  }
-  if (n > 0) m.data /= n, m.compute /= n, m.optimizer /= n, m.other /= n;
-  return m;
-}
 
 // Whether the CPUs of a rank's machine are all taken by the compute threads of its local ranks
 // and one communication thread each (local ranks x (intra-op threads + 1) > CPUs allowed, from
@@ -262,15 +237,16 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& r
 
 void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
-  const std::vector<int32_t> ranks = trace.RankIds();
-  // Each rank's collectives, found once for the per-rank checks and the straggler.
-  std::vector<RankSide> sides;
-  for (int32_t r : ranks) {
-    sides.push_back(BuildRankSide(trace, &ctx.steps, r));
-    AnalyzeRankComm(ctx, r, CommOf(trace, r, sides.back()), out);
-    AnalyzeDataParallel(ctx, r, out);
+  // Each rank's collectives, found once for the per-rank checks and the cross-rank ones.
+  const std::vector<RankSide> sides = BuildRankSides(trace, ctx.steps, ctx.unfinished, ctx.windows);
+  for (const RankSide& side : sides) {
+    AnalyzeRankComm(ctx, side.info.rank, CommOf(trace, side.info.rank, side), out);
+    AnalyzeDataParallel(ctx, side.info.rank, out);
   }
-  if (ranks.size() >= 2) AnalyzeStraggler(sides, ctx.thresholds, out);
+  if (sides.size() >= 2) {
+    AnalyzeStraggler(sides, ctx.thresholds, out);
+    AnalyzeRankMismatch(sides, out);
+  }
 }
 
 void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thresholds, Report& out) {
@@ -285,7 +261,6 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
   for (const auto& side : sides) gpu = gpu && !side.gpu.empty();
   std::vector<const std::vector<Collective>*> lists;
   for (const auto& side : sides) lists.push_back(gpu ? &side.gpu : &side.gloo);
-  auto coll_of = [&](int32_t r) -> const std::vector<Collective>& { return gpu ? side_of(r).gpu : side_of(r).gloo; };
   // Kept: the matched collectives inside the steady steps of every rank (the steps of the ranks
   // need not start at the same collective).
   const std::vector<MatchedSet> matched_sets = MatchAcrossRanks(lists, true);
@@ -333,19 +308,9 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
   const double min_share = std::max(thresholds.Get("dist.straggler.last_pct"), 150.0 / static_cast<double>(ranks.size()));
   if (share < min_share || wait_pct < thresholds.Get("dist.straggler.wait_pct")) return;
 
-  // The cause we can see: the phase that takes longer on it than on the median of the others.
-  // Gloo's collectives run on the CPU inside the step, where the phase model counts them as
-  // forward or backward: their time (the others' wait included) is taken out of compute first.
-  const auto means = [&](int32_t r) {
-    PhaseMeans m = MeansOf(side_of(r).steps);
-    if (!gpu) {
-      double in_collectives = 0;
-      for (const auto& c : coll_of(r))
-        if (c.in_steps) in_collectives += static_cast<double>(c.dur_ns);
-      m.compute -= StepBasis(all_steps, r).Per(in_collectives);
-    }
-    return m;
-  };
+  // The cause we can see: the phase that takes longer on it than on the median of the others
+  // (Gloo's collectives taken out of compute first: RankMeans).
+  const auto means = [&](int32_t r) { return RankMeans(side_of(r), !gpu); };
   const PhaseMeans mine = means(s);
   std::vector<double> data, compute, optimizer, other;
   for (int32_t r : ranks) {
@@ -376,6 +341,15 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
                     : fmt::format("Rank {} is a straggler: the others wait {:.2f} ms per step for it ({:.0f}% of the step); "
                                   "its steps' phases do not show why (a slower device or host?)",
                                   s, wait_per_step / 1e6, wait_pct);
+  // Its inputs differ from the one shape all the other ranks have: the work itself is uneven
+  // (dist.rank_mismatch says how).
+  const RankSide& peer = side_of(s == ranks.front() ? ranks[1] : ranks.front());
+  bool uneven = slow.HasFixedInputShape() && peer.HasFixedInputShape() && slow.input_shape != peer.input_shape;
+  for (const auto& side : sides)
+    if (side.info.rank != s) uneven = uneven && side.HasFixedInputShape() && side.input_shape == peer.input_shape;
+  if (uneven)
+    f.title += fmt::format("; it also trains on other inputs than the others ({} vs {}): see dist.rank_mismatch",
+                           slow.input_shape, peer.input_shape);
   if (contention) {
     f.title += fmt::format("; but its machine has no free core ({:.0f} local ranks x ({:.0f} intra-op threads + 1 for "
                            "communication) > {:.0f} CPUs), so CPU contention can make any rank late: check that first",

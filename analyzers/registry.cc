@@ -123,7 +123,7 @@ const std::vector<AnalyzerInfo>& Registry() {
 const std::vector<std::string>& FindingIds() {
   static const std::vector<std::string> kIds = {
       "cudnn.benchmark_off",   "cudnn.deterministic_on",     "debug.anomaly_detection", "debug.launch_blocking",
-      "debug.profiler",        "dist.comm_overlap",          "dist.data_parallel",      "dist.no_sync",            "dist.straggler",          "eval.grad_enabled",       "gpu.idle",
+      "debug.profiler",        "dist.comm_overlap",          "dist.data_parallel",      "dist.no_sync",            "dist.rank_mismatch",      "dist.straggler",          "eval.grad_enabled",       "gpu.idle",
       "gpu.launch_bound",
       "input.dataloader_bound", "input.pin_memory",          "input.workers",           "model.bias_before_norm",
       "optim.single_tensor",   "optim.zero_grad",            "precision.fp32_matmul",   "precision.matmul_alignment",
@@ -148,7 +148,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
                       [&] { modules.emplace(trace, ScopeIndex::What::kModules); },
                       [&] { annotations.emplace(trace, ScopeIndex::What::kAnnotations); }},
                      threads);
-  const AnalysisContext ctx{trace, steps, thresholds, *modules, *annotations};
+  const AnalysisContext ctx{trace, steps, thresholds, *modules, *annotations, report.metrics.unfinished, report.metrics.windows};
   const auto& registry = Registry();
   std::vector<Report> parts(registry.size());
   std::vector<std::function<void()>> tasks;

@@ -8,21 +8,10 @@
 #include <cstdlib>
 #include <map>
 
+#include "config_view.h"
 #include "trainrx/analyzers/analysis.h"
 
 namespace trainrx::analyzers {
-namespace {
-
-// A config value as text: JSON strings lose their quotes ("\"SIGSEGV\"" -> "SIGSEGV").
-std::string ConfigText(const profiler::RankInfo& info, const char* key) {
-  auto it = info.config.find(key);
-  if (it == info.config.end()) return "";
-  std::string v = it->second;
-  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-  return v;
-}
-
-}  // namespace
 
 std::vector<UnfinishedRank> FindUnfinishedRanks(const profiler::Trace& trace, const StepModel& steps) {
   // Each rank's event span, to measure a trace without duration_ns and how far behind the

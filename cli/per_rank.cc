@@ -31,14 +31,10 @@ bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thres
       }
       // One worker per file: the analysis of a file runs on the worker's thread.
       const analyzers::Report report = analyzers::Analyze(t, thresholds, 1);
-      for (int32_t rank : t.RankIds()) {
-        analyzers::RankSide side = analyzers::BuildRankSide(t, &report.metrics.steps, rank);
+      const auto& m = report.metrics;
+      for (analyzers::RankSide& side : analyzers::BuildRankSides(t, m.steps, m.unfinished, m.windows)) {
         for (const auto& f : report.findings)
-          if (f.rank == rank || f.rank < 0) side.findings.push_back(f);
-        for (const auto& u : report.metrics.unfinished)
-          if (u.rank == rank) side.unfinished.push_back(u);
-        for (const auto& w : report.metrics.windows)
-          if (w.rank == rank) side.windows.push_back(w);
+          if (f.rank == side.info.rank || f.rank < 0) side.findings.push_back(f);
         per_file[i].push_back(std::move(side));
       }
       if (!per_file[i].empty()) {

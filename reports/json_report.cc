@@ -348,6 +348,12 @@ void WriteSummary(const analyzers::RankSide& side, std::ostream& out) {
   w.Field("intra_op_threads", side.intra_op_threads);
   w.Field("local_ranks", side.local_ranks);
   w.EndObject();
+  w.Key("inputs");  // the rank's model input shape (RankSide::input_shape)
+  w.BeginObject();
+  w.Field("shape", side.input_shape);
+  w.Field("steps_with_shape", side.input_shape_steps);
+  w.Field("steps_with_shapes", side.shaped_steps);
+  w.EndObject();
   w.Key("steps");
   w.BeginObject();
   w.Field("source", side.steps_source);

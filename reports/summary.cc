@@ -160,6 +160,12 @@ bool ReadSummary(const std::string& path, analyzers::RankSide* side, std::string
   if (!f.Num(machine, "cpu_count", &side->cpu_count) || !f.Num(machine, "intra_op_threads", &side->intra_op_threads) ||
       !f.Num(machine, "local_ranks", &side->local_ranks))
     return false;
+  // "inputs" came after the first summaries: optional, but whole when present.
+  if (element inputs; doc["inputs"].get(inputs) == simdjson::SUCCESS) {
+    if (!f.Str(inputs, "shape", &side->input_shape) || !f.Int(inputs, "steps_with_shape", &side->input_shape_steps) ||
+        !f.Int(inputs, "steps_with_shapes", &side->shaped_steps))
+      return false;
+  }
   if (doc["steps"].get(steps) != simdjson::SUCCESS) return f.Fail("steps", "is missing");
   if (!f.Str(steps, "source", &side->steps_source) || !f.Bool(steps, "has_gpu", &side->steps_have_gpu)) return false;
   for (const auto& [key, rows] : {std::pair{"rows", &side->steps}, std::pair{"warmup", &side->warmup_steps}}) {

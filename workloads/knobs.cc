@@ -35,6 +35,7 @@ const std::vector<Knob>& Knobs() {
       {"backend", "gloo", "", "", "dist", "gloo | nccl"},
       {"bucket_mb", "25", "", "", "dist", "gradient all-reduce bucket size, MB (as DDP)"},
       {"straggler_ms", "0", "20", "dist.straggler", "dist", "extra forward compute on the last rank, ms per step (a straggler; with --nproc 2+)"},
+      {"batch_skew", "0", "16", "dist.rank_mismatch", "dist", "samples moved from rank 0's batch to the last rank's: uneven per-rank batches, the same global batch (with --nproc 2+)"},
       {"slowdown", "0", "", "", "cpu", "busy work added to every step, microseconds (for A/B and gate tests)"},
       {"seed", "0", "", "", "cpu", "random seed"},
   };

@@ -372,6 +372,16 @@ class ForeachOptimizer {
   int64_t step_ = 0;
 };
 
+// This process's batch size. batch_skew moves that many samples from rank 0's batch to the last
+// rank's in a --nproc run: uneven per-rank batches, the same global batch (so its fix compares
+// like with like).
+int64_t RankBatch(const Config& cfg) {
+  const int rank = std::max(0, EnvInt("RANK", 0)), world = std::max(1, EnvInt("WORLD_SIZE", 1));
+  const int64_t batch = cfg.Int("batch"), skew = std::clamp<int64_t>(cfg.Int("batch_skew"), 0, batch - 1);
+  if (world < 2) return batch;
+  return rank == world - 1 ? batch + skew : rank == 0 ? batch - skew : batch;
+}
+
 char AltArm(int64_t i) {
   static const char kPattern[] = {'A', 'B', 'B', 'A', 'B', 'A', 'A', 'B'};
   return kPattern[i % 8];
@@ -390,7 +400,8 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
   const int world = std::max(1, EnvInt("WORLD_SIZE", 1));
   const bool cuda = cfg.Get("device") == "cuda";
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, EnvInt("LOCAL_RANK", 0)) : torch::Device(torch::kCPU);
-  const int64_t batch = cfg.Int("batch"), steps = cfg.Int("steps"), warmup = cfg.Int("warmup");
+  const int64_t steps = cfg.Int("steps"), warmup = cfg.Int("warmup");
+  const int64_t batch = RankBatch(cfg);
   const int64_t accum = std::max<int64_t>(1, cfg.Int("grad_accum"));
   const double straggler_us = cfg.Double("straggler_ms") * 1000.0 / static_cast<double>(accum);
   const bool pin = cuda && cfg.Bool("pin_memory");
@@ -647,7 +658,7 @@ int main(int argc, char** argv) {
   options.output = trace;
   if (!no_trace && !tp::Start(options)) return 3;
   tp::SetConfig("workers", static_cast<double>(cfg.Int("workers")));
-  tp::SetConfig("batch", static_cast<double>(cfg.Int("batch")));
+  tp::SetConfig("batch", static_cast<double>(RankBatch(cfg)));
   tp::SetConfigText("workload", name);
   tp::SetConfigText("knobs_changed", cfg.Changed());
   try {

@@ -20,21 +20,31 @@ struct RankPlan {
   int clock_us = 0;       // this rank's clock offset
   int jitter_us = 0;      // added to the compute of odd steps
   std::string block;      // the trace's "trainrx" block (our collector's), if any
+  int steps = 6;
+  int batch = 0;              // > 0: the conv2d's recorded input is [batch, 3, 16, 16]
+  bool batch_varies = false;  // the batch grows by one each step (dynamic shapes)
+  bool p2p = false;           // a point-to-point send per step (a pipeline stage)
 };
 
-// 6 steps of 10 ms. Every rank's collective ends at the same moment (step start + 8 ms, in true
+// `steps` steps (6) of 10 ms. Every rank's collective ends at the same moment (step start + 8 ms, in true
 // time): it starts when the rank's compute ends, so the last to arrive has the shortest one.
 std::string RankDoc(int rank, int world, const RankPlan& p, bool gpu) {
   std::string ev;
   int corr = 0;
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < p.steps; ++i) {
     const int s = i * 10000 + p.clock_us;
     const int compute = p.compute_us + (i % 2 ? p.jitter_us : 0);
     const int comm_start = s + p.data_us + compute, comm_end = s + 8000;
     ev += fmt::format(R"({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":10000}},)", i, s);
     ev += fmt::format(R"({{"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":{},"dur":{}}},)",
                       s, p.data_us);
-    ev += fmt::format(R"({{"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":{},"dur":{}}},)", s + p.data_us, compute);
+    const std::string inputs = p.batch > 0 ? fmt::format(R"(,"args":{{"Input Dims":[[{}, 3, 16, 16], [8, 3, 3, 3], [], [], [], [], []]}})",
+                                                           p.batch + (p.batch_varies ? i : 0))
+                                           : "";
+    ev += fmt::format(R"({{"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":{},"dur":{}{}}},)", s + p.data_us, compute, inputs);
+    if (p.p2p)
+      ev += fmt::format(R"({{"ph":"X","cat":"kernel","name":"ncclDevKernel_SendRecv","pid":0,"tid":21,"ts":{},"dur":100,"args":{{"device":0,"stream":21,"correlation":{}}}}},)",
+                        s + 9000, ++corr);
     if (gpu) {
       ev += fmt::format(R"({{"ph":"X","cat":"kernel","name":"implicit_gemm","pid":0,"tid":7,"ts":{},"dur":{},"args":{{"device":0,"stream":7,"correlation":{}}}}},)",
                         s + p.data_us, compute, ++corr);
@@ -61,11 +71,13 @@ Report AnalyzeRanks(const std::vector<RankPlan>& plans, bool gpu) {
   return Analyze(trace);
 }
 
-const Finding* Straggler(const Report& r) {
+const Finding* FindingOf(const Report& r, const std::string& id) {
   for (const auto& f : r.findings)
-    if (f.id == "dist.straggler") return &f;
+    if (f.id == id) return &f;
   return nullptr;
 }
+const Finding* Straggler(const Report& r) { return FindingOf(r, "dist.straggler"); }
+const Finding* Mismatch(const Report& r) { return FindingOf(r, "dist.rank_mismatch"); }
 
 std::string EvidenceText(const Finding& f, const std::string& key) {
   for (const auto& e : f.evidence)
@@ -215,6 +227,123 @@ TEST(CrossRankTest, SidesAndSummariesGiveTheMergedStraggler) {
       EXPECT_EQ((*set)[1].info.clock_status, "shifted") << (*set)[1].info.clock_note;
     }
   }
+}
+
+// dist.rank_mismatch: uneven batches are named with the rank that sets the pace, on NCCL and Gloo,
+// and the straggler they make says so; equal, dynamic, pipeline-stage or unrecorded shapes are not
+// judged.
+TEST(DistRankMismatchTest, UnevenBatchesNameTheRankAndTheWaitTheyCause) {
+  for (const bool gpu : {true, false}) {
+    SCOPED_TRACE(gpu ? "NCCL kernels" : "Gloo CPU ranges");
+    std::vector<RankPlan> plans(3);
+    for (auto& p : plans) p.batch = 32;
+    plans[2].batch = 48, plans[2].compute_us = 6000;  // 16 more samples: 2 ms more compute
+    const Report r = AnalyzeRanks(plans, gpu);
+    const Finding* f = Mismatch(r);
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->rank, 2);
+    EXPECT_NE(f->title.find("different batch sizes (32 on ranks 0-1, 48 on rank 2, first input of aten::conv2d)"),
+              std::string::npos) << f->title;
+    EXPECT_NEAR(f->estimated_saving_ns, 2'000'000, 1000);
+    EXPECT_EQ(f->confidence, Confidence::kHigh);  // 6 steps with shapes on every rank
+    EXPECT_EQ(EvidenceText(*f, "common_shape"), "aten::conv2d [32, 3, 16, 16]");
+    ASSERT_NE(Straggler(r), nullptr);
+    EXPECT_NE(Straggler(r)->title.find("other inputs than the others (aten::conv2d [48, 3, 16, 16] vs aten::conv2d [32, 3, 16, 16])"),
+              std::string::npos) << Straggler(r)->title;
+  }
+  // A smaller batch on rank 1: named, no wait to save (the others set the pace).
+  std::vector<RankPlan> plans(2);
+  plans[0].batch = 32, plans[1].batch = 16;
+  const Report r = AnalyzeRanks(plans, true);
+  ASSERT_NE(Mismatch(r), nullptr);
+  EXPECT_EQ(Mismatch(r)->estimated_saving_ns, 0);
+  EXPECT_EQ(Mismatch(r)->severity, Severity::kMedium);
+}
+
+TEST(DistRankMismatchTest, EqualDynamicPipelineOrMissingShapesAreSilent) {
+  auto silent = [](std::vector<RankPlan> plans, const char* what) {
+    SCOPED_TRACE(what);
+    const Report r = AnalyzeRanks(plans, true);
+    EXPECT_EQ(Mismatch(r), nullptr) << Mismatch(r)->title;
+  };
+  std::vector<RankPlan> equal(3);
+  for (auto& p : equal) p.batch = 32;
+  silent(equal, "equal batches");
+  auto dynamic = equal;
+  for (auto& p : dynamic) p.batch_varies = true;
+  dynamic[2].batch = 40;
+  silent(dynamic, "shapes that change every step (dynamic shapes)");
+  auto pipeline = equal;
+  for (auto& p : pipeline) p.p2p = true;
+  pipeline[2].batch = 48;
+  silent(pipeline, "pipeline stages (point-to-point sends) see different tensors");
+  auto unrecorded = equal;
+  unrecorded[1].batch = 0, unrecorded[2].batch = 0;
+  silent(unrecorded, "one rank with shapes");
+  silent(std::vector<RankPlan>(2), "no shapes recorded");
+}
+
+TEST(DistRankMismatchTest, StepCountsAreComparedOnlyWhereWhole) {
+  const std::string finished = R"({"collector":"trainrx probes","end_reason":"exit"})";
+  std::vector<RankPlan> plans(3);
+  for (auto& p : plans) p.block = finished;
+  plans[1].steps = 4;
+  const Report r = AnalyzeRanks(plans, true);
+  const Finding* f = Mismatch(r);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("(6 steps on ranks 0, 2, 4 steps on rank 1)"), std::string::npos) << f->title;
+  EXPECT_NE(f->title.find("rank 1 ended early"), std::string::npos) << f->title;
+  // Killed while the others waited (a watchdog): ranks 0 and 2 did not end normally, and rank 1's
+  // 4 steps against their 6 still show it ran out first.
+  auto hung = plans;
+  hung[0].block = hung[2].block = R"({"collector":"trainrx probes","end_reason":"SIGTERM","incomplete":true})";
+  ASSERT_NE(Mismatch(AnalyzeRanks(hung, true)), nullptr);
+  // Cut short by its own end, or by records dropped: its count proves nothing.
+  auto cut = plans;
+  cut[1].block = R"({"collector":"trainrx probes","end_reason":"SIGSEGV","incomplete":true})";
+  EXPECT_EQ(Mismatch(AnalyzeRanks(cut, true)), nullptr);
+  auto dropped = plans;
+  dropped[1].block = R"({"collector":"trainrx probes","end_reason":"exit","dropped_records":"1200"})";
+  EXPECT_EQ(Mismatch(AnalyzeRanks(dropped, true)), nullptr);
+  // Recorded through different step windows: counts are not comparable.
+  auto windows = plans;
+  windows[1].block = R"({"collector":"trainrx probes","end_reason":"exit","window_skip":"2","window_steps":"4"})";
+  EXPECT_EQ(Mismatch(AnalyzeRanks(windows, true)), nullptr);
+  // Equal counts: silent.
+  plans[1].steps = 6;
+  EXPECT_EQ(Mismatch(AnalyzeRanks(plans, true)), nullptr);
+}
+
+// The input shape travels in a summary: summaries give the mismatch the merged trace gives.
+TEST(DistRankMismatchTest, SummariesGiveTheMergedMismatch) {
+  std::vector<RankPlan> plans(2);
+  plans[0].batch = 32, plans[1].batch = 48, plans[1].compute_us = 6000;
+  const Report merged = AnalyzeRanks(plans, true);
+  ASSERT_NE(Mismatch(merged), nullptr);
+  std::vector<RankSide> read_back;
+  for (size_t r = 0; r < plans.size(); ++r) {
+    profiler::Trace t;
+    ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(static_cast<int>(r), 2, plans[r], true), fmt::format("rank{}.json", r),
+                                          static_cast<int32_t>(r), t).ok);
+    t.Finalize();
+    const Report alone = Analyze(t);
+    const RankSide side = BuildRankSide(t, &alone.metrics.steps, static_cast<int32_t>(r));
+    const std::string path = ::testing::TempDir() + fmt::format("mismatch-{}.summary.json", r);
+    {
+      std::ofstream out(path);
+      reports::WriteSummary(side, out);
+    }
+    RankSide back;
+    std::string error;
+    ASSERT_TRUE(reports::ReadSummary(path, &back, &error)) << error;
+    EXPECT_EQ(back.input_shape, side.input_shape);
+    EXPECT_EQ(back.shaped_steps, 6);
+    read_back.push_back(std::move(back));
+  }
+  const Report r = AnalyzeSides(read_back, Thresholds());
+  ASSERT_NE(Mismatch(r), nullptr);
+  EXPECT_EQ(Mismatch(r)->title, Mismatch(merged)->title);
+  EXPECT_EQ(Mismatch(r)->estimated_saving_ns, Mismatch(merged)->estimated_saving_ns);
 }
 
 TEST(CrossRankTest, FoldShowsAFindingOnceWithItsRanks) {

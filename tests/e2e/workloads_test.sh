@@ -209,10 +209,21 @@ run nostraggler cnn --nproc 2 --set threads=1 --set workers=0 --set batch=8 && \
   python3 - "$W/nostraggler.report.json" <<'PY' && ok "no straggler planted -> none flagged, or flagged as CPU contention" || bad "dist.straggler on a clean 2-rank run"
 import json, sys
 for f in json.load(open(sys.argv[1]))["findings"]:
+    assert f["id"] != "dist.rank_mismatch", f["title"]
     if f["id"] != "dist.straggler":
         continue
     print("  ", f["title"])
     assert f["evidence"]["cpu_contention"] == "no free core on its machine", f["evidence"]
     assert f["confidence"] == "low" and f["fix"]["python"].startswith("Give each rank cores of its own first"), f
+PY
+# Uneven batches (8 samples moved from rank 0 to rank 1, the same global batch): the ranks'
+# batch sizes are named from their conv inputs, and rank 1 is the one the others wait for.
+check skewed dist.rank_mismatch cnn --nproc 2 --set threads=1 --set workers=0 --set batch=16 --set batch_skew=8
+python3 - "$W/skewed.report.json" <<'PY' && ok "batch_skew=8 -> rank 1's batch of 24 named against rank 0's 8" || bad "dist.rank_mismatch finding"
+import json, sys
+f = next(f for f in json.load(open(sys.argv[1]))["findings"] if f["id"] == "dist.rank_mismatch")
+print("  ", f["title"])
+assert f["rank"] == 1 and "(8 on rank 0, 24 on rank 1, first input of aten::conv2d)" in f["title"], f
+assert f["estimated_saving_ns"] > 0, f
 PY
 exit $fail

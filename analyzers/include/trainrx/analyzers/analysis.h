@@ -259,6 +259,9 @@ struct AnalysisContext {
   const Thresholds& thresholds;
   const ScopeIndex& modules;
   const ScopeIndex& annotations;
+  // Ranks whose recording did not end normally, and those recorded through a step window.
+  const std::vector<UnfinishedRank>& unfinished;
+  const std::vector<RecordedWindow>& windows;
 };
 
 using AnalyzerFn = void (*)(const AnalysisContext&, Report&);

@@ -41,6 +41,13 @@ struct RankSide {
   std::vector<Finding> findings;  // the rank's own findings (per-rank analysis)
   std::vector<UnfinishedRank> unfinished;  // its recording did not end normally
   std::vector<RecordedWindow> windows;     // it was recorded through a step window
+  // What the rank trains on: per step, the first input of its first conv/linear op (from
+  // record_shapes, or our collector's first steps), e.g. "aten::conv2d [32, 3, 16, 16]"; the
+  // most common one, the steps that had it and the steps that had one at all (0: none recorded).
+  std::string input_shape;
+  int64_t input_shape_steps = 0, shaped_steps = 0;
+  // Fixed shapes: one shape in at least 60 % of the steps that had one (dynamic shapes vary).
+  bool HasFixedInputShape() const { return shaped_steps > 0 && input_shape_steps * 10 >= shaped_steps * 6; }
   uint64_t events = 0, bytes = 0;  // read from its trace
   uint64_t skipped = 0;            // events its reader skipped (data loss)
 
@@ -51,9 +58,16 @@ struct RankSide {
 
 // `steps` may be null (no step model: nothing is in_steps, no rows).
 RankSide BuildRankSide(const profiler::Trace& trace, const StepModel* steps, int32_t rank);
+// The sides of all the trace's ranks, with the ranks' unfinished and window records.
+std::vector<RankSide> BuildRankSides(const profiler::Trace& trace, const StepModel& steps,
+                                     const std::vector<UnfinishedRank>& unfinished,
+                                     const std::vector<RecordedWindow>& windows);
 
 // dist.straggler over the sides (sorted by rank, 2+), appended to out.findings.
 void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thresholds, Report& out);
+// dist.rank_mismatch over the sides (sorted by rank): ranks that ran different numbers of steps,
+// or trained on different input shapes (rank_mismatch.cc).
+void AnalyzeRankMismatch(const std::vector<RankSide>& sides, Report& out);
 // Clock offsets of the sides' ranks (see clocks.cc); empty for fewer than 2.
 std::vector<RankClock> EstimateRankClocks(const std::vector<RankSide>& sides);
 // The step model of all sides' rows.
