@@ -112,20 +112,29 @@ StepModel StepModelOf(const std::vector<RankSide>& sides) {
 }
 
 std::vector<Finding> FoldFindings(std::vector<Finding> findings, size_t ranks) {
-  std::map<std::string, std::vector<size_t>> by_id;  // id -> indices, in order
-  std::vector<std::string> order;
+  // (id, knob) -> indices, in order of first appearance
+  std::map<std::pair<std::string, std::string>, std::vector<size_t>> groups;
+  std::vector<std::pair<std::string, std::string>> order;
   for (size_t i = 0; i < findings.size(); ++i) {
-    auto& v = by_id[findings[i].id];
-    if (v.empty()) order.push_back(findings[i].id);
+    auto& v = groups[{findings[i].id, findings[i].knob}];
+    if (v.empty()) order.push_back({findings[i].id, findings[i].knob});
     v.push_back(i);
   }
   std::vector<Finding> out;
-  for (const auto& id : order) {
-    const auto& idx = by_id[id];
-    size_t best = idx.front();
+  for (const auto& key : order) {
+    const auto& idx = groups[key];
     std::vector<int32_t> on;
+    for (size_t i : idx) on.push_back(findings[i].rank);
+    std::sort(on.begin(), on.end());
+    // One finding per rank, all from ranks: the same claim seen on several ranks. Several of one
+    // rank (a rule that speaks of each op or site), or whole-set ones, stay as they are.
+    const bool per_rank = on.front() >= 0 && std::adjacent_find(on.begin(), on.end()) == on.end();
+    if (idx.size() < 2 || !per_rank) {
+      for (size_t i : idx) out.push_back(std::move(findings[i]));
+      continue;
+    }
+    size_t best = idx.front();
     for (size_t i : idx) {
-      on.push_back(findings[i].rank);
       const Finding& f = findings[i];
       const Finding& b = findings[best];
       if (f.estimated_saving_ns > b.estimated_saving_ns ||
@@ -133,13 +142,9 @@ std::vector<Finding> FoldFindings(std::vector<Finding> findings, size_t ranks) {
         best = i;
     }
     Finding f = std::move(findings[best]);
-    std::sort(on.begin(), on.end());
-    on.erase(std::unique(on.begin(), on.end()), on.end());
-    if (on.size() > 1) {
-      f.title += fmt::format(" (found on {} of {} ranks; rank {} shown: the largest saving)", on.size(), ranks, f.rank);
-      f.examples.insert(f.examples.begin(), "found on ranks " + RankList(on));
-      f.evidence.push_back({"ranks_with_finding", static_cast<int64_t>(on.size())});
-    }
+    f.title += fmt::format(" (found on {} of {} ranks; rank {} shown: the largest saving)", on.size(), ranks, f.rank);
+    f.examples.insert(f.examples.begin(), "found on ranks " + RankList(on));
+    f.evidence.push_back({"ranks_with_finding", static_cast<int64_t>(on.size())});
     out.push_back(std::move(f));
   }
   return out;

@@ -326,10 +326,18 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
                                        [](const auto& a, const auto& b) { return a.second < b.second; });
   const bool visible = cause->second > 0.25 * wait_per_step;
 
-  // Ranks sharing CPUs with none free: the scheduler alone can make a rank late (measured here:
-  // a clean 2-rank run on 2 cores had one rank 26 % late). Said first, with the fix for it.
+  // Its inputs differ from the one shape all the other ranks have: the work itself is uneven
+  // (dist.rank_mismatch says how), a cause seen in the trace.
   const RankSide& slow = side_of(s);
-  const bool contention = NoFreeCore(slow);
+  const RankSide& peer = side_of(s == ranks.front() ? ranks[1] : ranks.front());
+  bool uneven = visible && slow.HasFixedInputShape() && peer.HasFixedInputShape() && slow.input_shape != peer.input_shape;
+  for (const auto& side : sides)
+    if (side.info.rank != s) uneven = uneven && side.HasFixedInputShape() && side.input_shape == peer.input_shape;
+  // Ranks sharing CPUs with none free: the scheduler alone can make a rank late (measured here:
+  // a clean 2-rank run on 2 cores had one rank 26 % late). Said first, with the fix for it,
+  // unless uneven inputs already explain the lateness.
+  const bool no_free_core = NoFreeCore(slow);
+  const bool contention = no_free_core && !uneven;
   Finding f;
   f.id = "dist.straggler";
   f.rank = s;
@@ -341,14 +349,8 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
                     : fmt::format("Rank {} is a straggler: the others wait {:.2f} ms per step for it ({:.0f}% of the step); "
                                   "its steps' phases do not show why (a slower device or host?)",
                                   s, wait_per_step / 1e6, wait_pct);
-  // Its inputs differ from the one shape all the other ranks have: the work itself is uneven
-  // (dist.rank_mismatch says how).
-  const RankSide& peer = side_of(s == ranks.front() ? ranks[1] : ranks.front());
-  bool uneven = slow.HasFixedInputShape() && peer.HasFixedInputShape() && slow.input_shape != peer.input_shape;
-  for (const auto& side : sides)
-    if (side.info.rank != s) uneven = uneven && side.HasFixedInputShape() && side.input_shape == peer.input_shape;
   if (uneven)
-    f.title += fmt::format("; it also trains on other inputs than the others ({} vs {}): see dist.rank_mismatch",
+    f.title += fmt::format(", and it trains on other inputs than the others ({} vs {}): see dist.rank_mismatch",
                            slow.input_shape, peer.input_shape);
   if (contention) {
     f.title += fmt::format("; but its machine has no free core ({:.0f} local ranks x ({:.0f} intra-op threads + 1 for "
@@ -365,7 +367,7 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
                 {"cause", std::string(visible ? cause->first : "not visible in the phases")},
                 {"cause_excess_per_step_ns", static_cast<int64_t>(cause->second)},
                 {"method", std::string("collective durations compared across ranks (start times and clocks not used)")},
-                {"cpu_contention", std::string(contention ? "no free core on its machine" : "not seen")}};
+                {"cpu_contention", std::string(no_free_core ? "no free core on its machine" : "not seen")}};
   for (int32_t r : ranks)
     f.examples.push_back(fmt::format("rank {}: arrived last at {} of {} collectives; the others waited {:.2f} ms for it in all",
                                      r, last_count[r], matched, wait_caused[r] / 1e6));

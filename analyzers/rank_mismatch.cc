@@ -192,13 +192,26 @@ void InputShapes(const std::vector<RankSide>& sides, Report& out) {
   for (const RankSide* side : fixed)
     f.examples.push_back(fmt::format("rank {}: {} in {} of {} steps with shapes", side->info.rank, side->input_shape,
                                      side->input_shape_steps, side->shaped_steps));
-  // Saving: the time the others wait for the odd rank whose compute exceeds theirs the most.
+  // Saving: the equal split of the same inputs. Compute grows with the elements of the input
+  // (from the slowest odd rank's extra compute over its extra elements); that rank, brought to the
+  // mean elements of all ranks, saves its compute above the mean (none when it is at or below it).
+  const auto elements = [](const RankSide* side) {
+    double n = 1;
+    for (const auto& d : SplitShape(side->input_shape).dims) n *= std::strtod(d.c_str(), nullptr);
+    return n;
+  };
+  double mean_elements = 0;
+  for (const RankSide* side : fixed) mean_elements += elements(side) / static_cast<double>(fixed.size());
+  const double extra_elements = elements(slowest) - elements(common->front());
+  const double per_element = excess > 0 && extra_elements > 0 ? excess / extra_elements : 0;
+  const double saving = std::min(excess, per_element * (elements(slowest) - mean_elements));
   StepModel all_steps;
   for (const auto& side : sides) all_steps.steps.insert(all_steps.steps.end(), side.steps.begin(), side.steps.end());
   const StepBasis basis(all_steps, slowest->info.rank);
-  if (excess > 0 && basis.has_steps()) {
-    SetSaving(f, basis, excess, excess, "compute time per step the rank with the larger batch adds over the others");
+  if (saving > 0 && basis.has_steps()) {
+    SetSaving(f, basis, saving, excess, fmt::format("compute time per step rank {} adds over the others", slowest->info.rank));
     f.evidence.push_back({basis.NsKey("excess_compute"), static_cast<int64_t>(excess)});
+    f.evidence.push_back({"saving_method", std::string("its compute per input element, at the mean input of all ranks (an even split of the same global batch)")});
   }
   f.severity = std::max(Severity::kMedium, SeverityForSaving(f));
   f.fix_python = "Give every rank an equal batch: per-rank batch_size = global_batch // world_size with the global batch "

@@ -10,6 +10,7 @@
 #include "families.h"
 #include "scopes.h"
 #include "trainrx/analyzers/analysis.h"
+#include "trainrx/analyzers/cross_rank.h"
 #include "trainrx/profiler/parallel.h"
 
 namespace trainrx::analyzers {
@@ -160,6 +161,8 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
     std::move(part.metrics.temporal.begin(), part.metrics.temporal.end(), std::back_inserter(report.metrics.temporal));
     std::move(part.metrics.launch.begin(), part.metrics.launch.end(), std::back_inserter(report.metrics.launch));
   }
+  // Several ranks: a claim found on each is shown once, naming them (as rank by rank).
+  if (trace.ranks.size() > 1) report.findings = FoldFindings(std::move(report.findings), trace.ranks.size());
   SortFindings(report.findings);
   return report;
 }

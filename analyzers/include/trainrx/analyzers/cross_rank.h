@@ -72,8 +72,10 @@ void AnalyzeRankMismatch(const std::vector<RankSide>& sides, Report& out);
 std::vector<RankClock> EstimateRankClocks(const std::vector<RankSide>& sides);
 // The step model of all sides' rows.
 StepModel StepModelOf(const std::vector<RankSide>& sides);
-// One finding per id (and per knob) from many ranks' findings: the one with the largest saving,
-// its title saying on how many of `ranks` ranks it was found, its examples naming them.
+// Findings of many ranks, each claim once: the findings of one id and knob, one per rank, fold
+// into the one with the largest saving, its title saying on how many of `ranks` ranks it was
+// found, its examples naming them. Findings of the whole set (rank -1), and rules that gave one
+// rank several (one per op or site), stay as they are; the order is that of first appearance.
 std::vector<Finding> FoldFindings(std::vector<Finding> findings, size_t ranks);
 // The report of a set from its sides: clocks (recorded in the sides' infos), the steps, the
 // ranks' findings folded, the straggler; findings ranked by saving as Analyze() ranks them.
