@@ -95,15 +95,33 @@ int64_t ExposedOf(const std::vector<Interval>& comm, const std::vector<Interval>
   return exposed;
 }
 
-// The starts of a rank's micro-step forwards: DDP's "DistributedDataParallel.forward" ranges or
-// our workloads' "trainrx::forward" phases, one per forward pass (nested ones dropped).
+// FSDP2's gradient-sync work on a rank's CPU threads ("FSDP::post_backward_reduce (i)": copy-in,
+// the reduce-scatter or all-reduce launch, copy-out), which no_sync (set_requires_gradient_sync)
+// replaces with a local accumulation; sorted by start.
+std::vector<Interval> SyncRanges(const Trace& trace, int32_t rank) {
+  std::vector<Interval> out;
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    if (trace.tracks[ti].rank != rank || trace.tracks[ti].kind != TrackKind::kCpuThread) continue;
+    for (const Event& e : trace.TrackEvents(ti))
+      if (e.dur_ns > 0 && StartsWith(trace.Name(e), "FSDP::post_backward_reduce")) out.push_back({e.ts_ns, e.end_ns()});
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The starts of a rank's micro-step forwards, one per forward pass (nested ones dropped): DDP's
+// "DistributedDataParallel.forward" ranges, FSDP's "FullyShardedDataParallel.forward" (one per
+// wrapped unit, nested in the root's), FSDP2's (fully_shard) "FSDP::root_pre_forward" at the
+// start of the root's forward, or our workloads' "trainrx::forward" phases.
 std::vector<int64_t> ForwardStarts(const Trace& trace, int32_t rank) {
   std::vector<Interval> fw;
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     if (trace.tracks[ti].rank != rank || trace.tracks[ti].kind != TrackKind::kCpuThread) continue;
     for (const Event& e : trace.TrackEvents(ti)) {
       const std::string_view n = trace.Name(e);
-      if (n == "DistributedDataParallel.forward" || n == "trainrx::forward") fw.push_back({e.ts_ns, e.end_ns()});
+      if (n == "DistributedDataParallel.forward" || n == "FullyShardedDataParallel.forward" || n == "FSDP::root_pre_forward" ||
+          n == "trainrx::forward")
+        fw.push_back({e.ts_ns, e.end_ns()});
     }
   }
   std::sort(fw.begin(), fw.end());
@@ -174,8 +192,9 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& r
   // one forward's start to the next's). Other collectives do not count: DDP broadcasts its
   // buffers (BatchNorm statistics) at every forward, no_sync or not.
   const std::vector<int64_t> fw = ForwardStarts(ctx.trace, rank);
+  const std::vector<Interval> sync_ranges = SyncRanges(ctx.trace, rank);
   int64_t accum_steps = 0, synced_steps = 0, early = 0, micro = 0;
-  std::vector<Interval> early_comm;
+  std::vector<Interval> early_comm, early_sync;
   for (const auto& st : ctx.steps.steps) {
     if (st.rank != rank) continue;
     const int64_t end = st.start_ns + st.wall_ns;
@@ -194,12 +213,25 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& r
       ++here;
       early_comm.push_back({c->ts_ns, c->ts_ns + c->dur_ns});
     }
+    for (auto r = std::lower_bound(sync_ranges.begin(), sync_ranges.end(), Interval{*lo, INT64_MIN});
+         r != sync_ranges.end() && r->first < last_start; ++r)
+      early_sync.push_back(*r);
     early += here;
     synced_steps += here > 0;
   }
   if (accum_steps < 2 || synced_steps * 2 < accum_steps) return;
+  // What no_sync removes: the early collectives where no compute hides them (on a machine with
+  // no free core, Gloo's run on the cores the compute needs: all of their time), and the
+  // framework's own sync work on the training thread (FSDP's post-backward reduce), which runs
+  // in line with the backward.
+  std::vector<Interval> all_early = early_comm;
+  all_early.insert(all_early.end(), early_sync.begin(), early_sync.end());
+  const int64_t sync_ns = MergeIntervals(early_sync);
   const int64_t early_ns = MergeIntervals(early_comm);
-  const int64_t early_exposed = ExposedOf(early_comm, rc.compute);
+  const int64_t early_all_ns = MergeIntervals(all_early);
+  const bool contended = !rc.gpu && rc.no_free_core;
+  const int64_t comm_cost = contended ? early_ns : ExposedOf(early_comm, rc.compute);
+  const int64_t early_exposed = std::min(early_all_ns, comm_cost + sync_ns);
   const double per_step_exposed = static_cast<double>(early_exposed) / static_cast<double>(accum_steps);
   const double pct = 100.0 * per_step_exposed / basis.mean_step_ns();
   Finding f;
@@ -219,11 +251,15 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& r
                 {"early_comm_per_step_ns", static_cast<int64_t>(static_cast<double>(early_ns) / static_cast<double>(accum_steps))},
                 {"early_exposed_comm_per_step_ns", static_cast<int64_t>(per_step_exposed)},
                 {"exposed_pct_of_step", pct},
-                {"collectives", std::string(rc.gpu ? "GPU communication kernels" : "Gloo CPU ranges")}};
+                {"collectives", std::string(rc.gpu ? "GPU communication kernels" : "Gloo CPU ranges")},
+                {"collectives_counted", std::string(contended ? "all their time (no free core on its machine)" : "the part no compute hides")}};
+  if (sync_ns > 0)
+    f.evidence.push_back({"early_fsdp_reduce_per_step_ns", static_cast<int64_t>(static_cast<double>(sync_ns) / static_cast<double>(accum_steps))});
   // Without them, the gradients of the earlier micro-steps are summed locally and all-reduced
   // once: the exposed part of their collectives goes, the hidden part only frees the link.
-  SetSaving(f, basis, basis.Per(static_cast<double>(early_exposed)), basis.Per(static_cast<double>(early_ns)),
-            "time of the collectives launched before the last micro-step");
+  SetSaving(f, basis, basis.Per(static_cast<double>(early_exposed)), basis.Per(static_cast<double>(early_all_ns)),
+            sync_ns > 0 ? "time of the collectives and FSDP's reduce work before the last micro-step"
+                        : "time of the collectives launched before the last micro-step");
   f.severity = SeverityForSaving(f);
   if (f.severity == Severity::kInfo) f.severity = Severity::kLow;  // wasted bandwidth even when hidden
   f.fix_python = "Skip the gradient sync on all micro-steps but the last: `ctx = model.no_sync() if (i + 1) % accum != 0 "

@@ -127,6 +127,70 @@ TEST(DistNoSyncTest, AllReduceOnEveryMicroStepIsFlaggedOnceAtTheEndIsNot) {
   EXPECT_NEAR(both[0]->measured, 3.0, 1e-9);
 }
 
+// FSDP2 (fully_shard) as torch 2.13 records it: a short "FSDP::root_pre_forward" starts each
+// micro-step, and each backward ends in "FSDP::post_backward_reduce (i)" on the training thread
+// (1 ms), the all-reduce inside it on Gloo's thread; set_requires_gradient_sync(False) replaces
+// the reduce of the micro-steps before the last with a local accumulation.
+std::function<std::string(int64_t)> FsdpStep(bool every) {
+  return [every](int64_t s) {
+    std::string ev;
+    for (int m = 0; m < 4; ++m) {
+      const int64_t t = s + m * 5000;
+      ev += X("user_annotation", "FSDP::root_pre_forward", 1, t, 50) + X("cpu_op", "aten::linear", 1, t + 100, 1800) +
+            X("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 1, t + 2000, 1500);
+      if (every || m == 3)
+        ev += X("user_annotation", "FSDP::post_backward_reduce (0)", 1, t + 3500, 1000) +
+              X("user_annotation", "gloo:all_reduce", 2, t + 3600, 800);
+      else
+        ev += X("user_annotation", "FSDP::post_backward_accumulate (0)", 1, t + 3500, 50);
+    }
+    return ev;
+  };
+}
+
+TEST(DistNoSyncTest, FsdpReducesOnEveryMicroStepAreFlaggedWithTheirSyncWork) {
+  Job every;
+  every.step_us = 20000;
+  every.step = FsdpStep(true);
+  const auto f = Findings(AnalyzeJob(every), "dist.no_sync");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NEAR(f[0]->measured, 3.0, 1e-9);
+  // The 3 early reduces' 1 ms each on the training thread (the all-reduces run inside them).
+  EXPECT_NEAR(f[0]->estimated_saving_ns, 3'000'000, 50'000);
+  // On a machine with no free core: the same (Gloo's time is inside the reduce ranges here).
+  Job busy = every;
+  busy.block = R"({"collector":"trainrx probes","cpu_count":2,"intra_op_threads":1,"env":{"LOCAL_WORLD_SIZE":"2"}})";
+  ASSERT_EQ(Findings(AnalyzeJob(busy), "dist.no_sync").size(), 1u);
+  Job last = every;
+  last.step = FsdpStep(false);
+  EXPECT_TRUE(Findings(AnalyzeJob(last), "dist.no_sync").empty());
+}
+
+// Gloo's all-reduces on a machine with no free core take cores the compute needs: all of their
+// time is saved, not only the part no compute overlaps.
+TEST(DistNoSyncTest, GlooWithoutAFreeCoreCountsAllOfItsTime) {
+  Job every;
+  every.step_us = 20000;
+  every.step = [](int64_t s) {  // the all-reduces overlap the next forward: hidden on a free core
+    std::string ev;
+    for (int m = 0; m < 4; ++m) {
+      const int64_t t = s + m * 5000;
+      ev += X("user_annotation", "DistributedDataParallel.forward", 1, t, 2000) + X("cpu_op", "aten::linear", 1, t + 100, 1800) +
+            X("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 1, t + 2000, 2900);
+      ev += X("user_annotation", "gloo:all_reduce", 2, t + 3000, 800);
+    }
+    return ev;
+  };
+  const auto free = Findings(AnalyzeJob(every), "dist.no_sync");
+  ASSERT_EQ(free.size(), 1u);
+  EXPECT_LT(free[0]->estimated_saving_ns, 100'000);
+  Job busy = every;
+  busy.block = R"({"collector":"trainrx probes","cpu_count":2,"intra_op_threads":1,"env":{"LOCAL_WORLD_SIZE":"2"}})";
+  const auto contended = Findings(AnalyzeJob(busy), "dist.no_sync");
+  ASSERT_EQ(contended.size(), 1u);
+  EXPECT_NEAR(contended[0]->estimated_saving_ns, 2'400'000, 50'000);
+}
+
 TEST(DistNoSyncTest, OneMicroStepPerStepIsNotAccumulation) {
   Job plain;
   plain.step = GlooStep(5000);
