@@ -15,6 +15,9 @@ class ByteSource {
  public:
   virtual ~ByteSource() = default;
   virtual std::ptrdiff_t Read(char* dst, size_t n) = 0;
+  // About how many bytes Read() will give in all (a file's size; a gzip file's times a typical
+  // trace ratio), for sizing what is built from them; 0 when unknown. A hint only.
+  virtual uint64_t SizeHint() const { return 0; }
   const std::string& error() const { return error_; }
   // True when the input ended early in a way the source can tell (gzip data without its end):
   // Read() then returned 0, and the reader decides whether a cut-off trace is an error.

@@ -185,7 +185,7 @@ ReadStatus ReadTraceBuffer(std::string_view bytes, std::string_view source_name,
     trace.RollBack(entry);
     return st;
   }
-  trace.Finalize();
+  trace.Finalize(options.threads > 0 ? static_cast<size_t>(options.threads) : 0);
   return st;
 }
 
@@ -198,7 +198,7 @@ ReadStatus ReadTraces(const std::vector<std::string>& paths, Trace& trace, const
     trace.RollBack(entry);
     return st;
   }
-  trace.Finalize();
+  trace.Finalize(options.threads > 0 ? static_cast<size_t>(options.threads) : 0);
   return st;
 }
 

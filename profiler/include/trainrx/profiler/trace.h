@@ -219,8 +219,9 @@ struct Trace {
   // rank until its distributedInfo has been read).
   void RemapRank(int32_t from, int32_t to);
   // Groups events by track and sorts each track by (ts asc, dur desc) so enclosing ranges come
-  // before what they enclose; fills Track::first_event / event_count. Idempotent.
-  void Finalize();
+  // before what they enclose; fills Track::first_event / event_count. Idempotent. Unsorted
+  // tracks are sorted on up to `threads` threads (0: every usable CPU; the same result for any).
+  void Finalize(size_t threads = 0);
   bool finalized() const { return finalized_; }
 
   // Undo for a failed read: a reader only appends (strings, tracks, events, side tables, counters,
