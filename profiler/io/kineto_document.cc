@@ -763,7 +763,7 @@ ReadStatus ParseSource(io::ByteSource& src, const std::string& name, int32_t pro
   // ours 115), so that merging the windows never moves the events already merged; pages the
   // events do not reach are never touched. Grown at least twofold when several sources add up.
   if (const uint64_t hint = src.SizeHint(); hint > 0) {
-    const uint64_t want = trace.events.size() + std::min<uint64_t>(hint / 100, uint64_t{64} << 20);
+    const uint64_t want = trace.events.size() + std::min<uint64_t>(hint / 100, uint64_t{16} << 20);
     if (want > trace.events.capacity()) trace.events.reserve(std::max<uint64_t>(want, 2 * trace.events.capacity()));
   }
   SourceAssembler assembler(trace, name);
