@@ -486,7 +486,7 @@ profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
   // analyzer reads them back as the steps they were made from (profiler_steps_from).
   const std::string steps_from = profiler::AddProfilerSteps(trace, rank, std::max<int64_t>(0, window_.options().skip) + 1);
   if (!steps_from.empty()) cfg["profiler_steps_from"] = "\"" + steps_from + "\"";
-  trace.Finalize();
+  trace.Finalize(1);  // on this thread: the collector starts no threads in the observed program
   return trace;
 }
 

@@ -51,7 +51,7 @@ bool Journal::Flush(Collector& collector, int64_t now_ns, std::string* error) {
   stats_.events += fragment.events.size();
   const uint32_t main = fragment.GetOrAddTrack(rank_, profiler::TrackKind::kCpuThread, getpid(), getpid());
   fragment.counters.push_back({main, fragment.strings.Intern("trainrx.journal"), now_ns, static_cast<double>(stats_.flushes)});
-  fragment.Finalize();
+  fragment.Finalize(1);  // on this thread (a flush may run on the way out of a crash)
   profiler::WriteKinetoEvents(writer_, fragment, rank_, base_ns_);
   const bool ok = WriteOut(error);
   stats_.busy_ns += NowNs() - t0;
