@@ -152,7 +152,8 @@ TEST(DistNoSyncTest, FsdpReducesOnEveryMicroStepAreFlaggedWithTheirSyncWork) {
   Job every;
   every.step_us = 20000;
   every.step = FsdpStep(true);
-  const auto f = Findings(AnalyzeJob(every), "dist.no_sync");
+  const Report r = AnalyzeJob(every);  // kept: Findings points into it
+  const auto f = Findings(r, "dist.no_sync");
   ASSERT_EQ(f.size(), 1u);
   EXPECT_NEAR(f[0]->measured, 3.0, 1e-9);
   // The 3 early reduces' 1 ms each on the training thread (the all-reduces run inside them).
@@ -181,12 +182,14 @@ TEST(DistNoSyncTest, GlooWithoutAFreeCoreCountsAllOfItsTime) {
     }
     return ev;
   };
-  const auto free = Findings(AnalyzeJob(every), "dist.no_sync");
+  const Report with_free_core = AnalyzeJob(every);
+  const auto free = Findings(with_free_core, "dist.no_sync");
   ASSERT_EQ(free.size(), 1u);
   EXPECT_LT(free[0]->estimated_saving_ns, 100'000);
   Job busy = every;
   busy.block = R"({"collector":"trainrx probes","cpu_count":2,"intra_op_threads":1,"env":{"LOCAL_WORLD_SIZE":"2"}})";
-  const auto contended = Findings(AnalyzeJob(busy), "dist.no_sync");
+  const Report without = AnalyzeJob(busy);
+  const auto contended = Findings(without, "dist.no_sync");
   ASSERT_EQ(contended.size(), 1u);
   EXPECT_NEAR(contended[0]->estimated_saving_ns, 2'400'000, 50'000);
 }
