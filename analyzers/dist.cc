@@ -95,26 +95,21 @@ int64_t ExposedOf(const std::vector<Interval>& comm, const std::vector<Interval>
   return exposed;
 }
 
-// FSDP2's gradient-sync work on a rank's CPU threads ("FSDP::post_backward_reduce (i)": copy-in,
-// the reduce-scatter or all-reduce launch, copy-out), which no_sync (set_requires_gradient_sync)
-// replaces with a local accumulation; sorted by start.
-std::vector<Interval> SyncRanges(const Trace& trace, int32_t rank) {
-  std::vector<Interval> out;
-  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-    if (trace.tracks[ti].rank != rank || trace.tracks[ti].kind != TrackKind::kCpuThread) continue;
-    for (const Event& e : trace.TrackEvents(ti))
-      if (e.dur_ns > 0 && StartsWith(trace.Name(e), "FSDP::post_backward_reduce")) out.push_back({e.ts_ns, e.end_ns()});
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// The starts of a rank's micro-step forwards, one per forward pass (nested ones dropped): DDP's
-// "DistributedDataParallel.forward" ranges, FSDP's "FullyShardedDataParallel.forward" (one per
-// wrapped unit, nested in the root's), FSDP2's (fully_shard) "FSDP::root_pre_forward" at the
-// start of the root's forward, or our workloads' "trainrx::forward" phases.
-std::vector<int64_t> ForwardStarts(const Trace& trace, int32_t rank) {
+// What marks a rank's micro-steps, from one pass over its CPU threads:
+// - forward_starts: one per forward pass (nested ones dropped): DDP's
+//   "DistributedDataParallel.forward" ranges, FSDP's "FullyShardedDataParallel.forward" (one per
+//   wrapped unit, nested in the root's), FSDP2's (fully_shard) "FSDP::root_pre_forward" at the
+//   start of the root's forward, or our workloads' "trainrx::forward" phases;
+// - sync_ranges: FSDP2's gradient-sync work ("FSDP::post_backward_reduce (i)": copy-in, the
+//   reduce-scatter or all-reduce launch, copy-out), which no_sync (set_requires_gradient_sync)
+//   replaces with a local accumulation; sorted by start.
+struct MicroStepMarks {
+  std::vector<int64_t> forward_starts;
+  std::vector<Interval> sync_ranges;
+};
+MicroStepMarks MicroStepMarksOf(const Trace& trace, int32_t rank) {
   std::vector<Interval> fw;
+  MicroStepMarks m;
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     if (trace.tracks[ti].rank != rank || trace.tracks[ti].kind != TrackKind::kCpuThread) continue;
     for (const Event& e : trace.TrackEvents(ti)) {
@@ -122,17 +117,19 @@ std::vector<int64_t> ForwardStarts(const Trace& trace, int32_t rank) {
       if (n == "DistributedDataParallel.forward" || n == "FullyShardedDataParallel.forward" || n == "FSDP::root_pre_forward" ||
           n == "trainrx::forward")
         fw.push_back({e.ts_ns, e.end_ns()});
+      else if (e.dur_ns > 0 && StartsWith(n, "FSDP::post_backward_reduce"))
+        m.sync_ranges.push_back({e.ts_ns, e.end_ns()});
     }
   }
   std::sort(fw.begin(), fw.end());
-  std::vector<int64_t> starts;
+  std::sort(m.sync_ranges.begin(), m.sync_ranges.end());
   int64_t covered_to = INT64_MIN;
   for (const auto& [s, e] : fw) {
     if (s < covered_to) continue;
-    starts.push_back(s);
+    m.forward_starts.push_back(s);
     covered_to = e;
   }
-  return starts;
+  return m;
 }
 
 // Gloo collectives not hidden behind compute (dist.comm_overlap for CPU collectives; the GPU
@@ -191,8 +188,9 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& r
   // reduce-scatter) inside the micro-steps before the last one of a step (a micro-step runs from
   // one forward's start to the next's). Other collectives do not count: DDP broadcasts its
   // buffers (BatchNorm statistics) at every forward, no_sync or not.
-  const std::vector<int64_t> fw = ForwardStarts(ctx.trace, rank);
-  const std::vector<Interval> sync_ranges = SyncRanges(ctx.trace, rank);
+  const MicroStepMarks marks = MicroStepMarksOf(ctx.trace, rank);
+  const std::vector<int64_t>& fw = marks.forward_starts;
+  const std::vector<Interval>& sync_ranges = marks.sync_ranges;
   int64_t accum_steps = 0, synced_steps = 0, early = 0, micro = 0;
   std::vector<Interval> early_comm, early_sync;
   for (const auto& st : ctx.steps.steps) {
@@ -292,9 +290,7 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
   StepModel all_steps;
   for (const auto& side : sides) all_steps.steps.insert(all_steps.steps.end(), side.steps.begin(), side.steps.end());
   auto side_of = [&](int32_t r) -> const RankSide& { return sides[static_cast<size_t>(std::find(ranks.begin(), ranks.end(), r) - ranks.begin())]; };
-  // GPU collectives when every rank has some, else Gloo's (each side holds both).
-  bool gpu = true;
-  for (const auto& side : sides) gpu = gpu && !side.gpu.empty();
+  const bool gpu = ComparesGpuCollectives(sides);
   std::vector<const std::vector<Collective>*> lists;
   for (const auto& side : sides) lists.push_back(gpu ? &side.gpu : &side.gloo);
   // Kept: the matched collectives inside the steady steps of every rank (the steps of the ranks

@@ -52,12 +52,11 @@ void StepCounts(const std::vector<RankSide>& sides, Report& out) {
   for (const RankSide* side : counted) most = std::max(most, StepCount(*side));
   // Short: ranks that ended normally with fewer steps than another rank ran (one cut short by
   // its own end proves nothing about the others).
-  std::vector<int32_t> short_ranks, full_ranks;
+  std::vector<int32_t> short_ranks;
   std::map<int64_t, std::vector<int32_t>> by_count;
   for (const RankSide* side : counted) {
     by_count[StepCount(*side)].push_back(side->info.rank);
-    if (StepCount(*side) == most) full_ranks.push_back(side->info.rank);
-    else if (side->unfinished.empty()) short_ranks.push_back(side->info.rank);
+    if (StepCount(*side) < most && side->unfinished.empty()) short_ranks.push_back(side->info.rank);
   }
   if (short_ranks.empty()) return;
   Finding f;
@@ -141,8 +140,7 @@ void InputShapes(const std::vector<RankSide>& sides, Report& out) {
   const auto common_dims = SplitShape(common->front()->input_shape).dims;
   std::vector<int32_t> common_ranks, odd_ranks;
   for (const RankSide* side : *common) common_ranks.push_back(side->info.rank);
-  bool gloo = false;  // Gloo's ranges are the compared collectives (as the straggler compares them)
-  for (const auto& side : sides) gloo = gloo || side.gpu.empty();
+  const bool gloo = !ComparesGpuCollectives(sides);
   std::vector<double> common_compute;
   for (const RankSide* side : *common) common_compute.push_back(RankMeans(*side, gloo).compute);
   const double common_median = Median(common_compute);

@@ -39,6 +39,14 @@ inline PhaseMeans MeansOf(const std::vector<StepRow>& rows) {
   return m;
 }
 
+// The collectives the cross-rank analyses compare: GPU ones when every rank has some, else
+// Gloo's (each side holds both).
+inline bool ComparesGpuCollectives(const std::vector<RankSide>& sides) {
+  for (const auto& side : sides)
+    if (side.gpu.empty()) return false;
+  return true;
+}
+
 // A rank's phases per steady step, its compute without its time inside Gloo collectives when
 // those are the ones compared (they run on the CPU inside the step, where the phase model counts
 // them as forward or backward: a rank that waits for another would look as slow as it).

@@ -180,6 +180,31 @@ TEST(DistStragglerTest, OneRankOrUnmatchedCollectivesAreSilent) {
 namespace trainrx::analyzers {
 namespace {
 
+// Rank r of `plans` read and analyzed alone: its side (with its findings), and that side written
+// to a summary file and read back.
+struct AloneSide {
+  RankSide side, back;
+};
+AloneSide SideAlone(const std::vector<RankPlan>& plans, size_t r, bool gpu) {
+  AloneSide out;
+  profiler::Trace t;
+  const auto st = profiler::ReadTraceBuffer(RankDoc(static_cast<int>(r), static_cast<int>(plans.size()), plans[r], gpu),
+                                            fmt::format("rank{}.json", r), static_cast<int32_t>(r), t);
+  EXPECT_TRUE(st.ok) << st.error;
+  t.Finalize();
+  const Report alone = Analyze(t);
+  out.side = BuildRankSide(t, &alone.metrics.steps, static_cast<int32_t>(r));
+  out.side.findings = alone.findings;
+  const std::string path = ::testing::TempDir() + fmt::format("rank-{}-of-{}.summary.json", r, plans.size());
+  {
+    std::ofstream file(path);
+    reports::WriteSummary(out.side, file);
+  }
+  std::string error;
+  EXPECT_TRUE(reports::ReadSummary(path, &out.back, &error)) << error;
+  return out;
+}
+
 // Rank by rank (each rank's trace analyzed alone, its side kept) and through per-rank summaries
 // written and read back: the same straggler, cause and saving as the merged trace; a finding of
 // every rank is shown once, saying on how many.
@@ -193,22 +218,7 @@ TEST(CrossRankTest, SidesAndSummariesGiveTheMergedStraggler) {
     ASSERT_NE(Straggler(merged), nullptr);
     std::vector<RankSide> sides, read_back;
     for (size_t r = 0; r < plans.size(); ++r) {
-      profiler::Trace t;
-      ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(static_cast<int>(r), 3, plans[r], gpu), fmt::format("rank{}.json", r),
-                                            static_cast<int32_t>(r), t).ok);
-      t.Finalize();
-      const Report alone = Analyze(t);
-      RankSide side = BuildRankSide(t, &alone.metrics.steps, static_cast<int32_t>(r));
-      side.findings = alone.findings;
-      // Through a summary file and back.
-      const std::string path = ::testing::TempDir() + fmt::format("rank-{}.summary.json", r);
-      {
-        std::ofstream out(path);
-        reports::WriteSummary(side, out);
-      }
-      RankSide back;
-      std::string error;
-      ASSERT_TRUE(reports::ReadSummary(path, &back, &error)) << error;
+      auto [side, back] = SideAlone(plans, r, gpu);  // and through a summary file
       EXPECT_EQ(back.steps.size(), side.steps.size());
       EXPECT_EQ(back.Compared().size(), side.Compared().size());
       EXPECT_EQ(back.findings.size(), side.findings.size());
@@ -336,20 +346,7 @@ TEST(DistRankMismatchTest, SummariesGiveTheMergedMismatch) {
   ASSERT_NE(Mismatch(merged), nullptr);
   std::vector<RankSide> read_back;
   for (size_t r = 0; r < plans.size(); ++r) {
-    profiler::Trace t;
-    ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(static_cast<int>(r), 2, plans[r], true), fmt::format("rank{}.json", r),
-                                          static_cast<int32_t>(r), t).ok);
-    t.Finalize();
-    const Report alone = Analyze(t);
-    const RankSide side = BuildRankSide(t, &alone.metrics.steps, static_cast<int32_t>(r));
-    const std::string path = ::testing::TempDir() + fmt::format("mismatch-{}.summary.json", r);
-    {
-      std::ofstream out(path);
-      reports::WriteSummary(side, out);
-    }
-    RankSide back;
-    std::string error;
-    ASSERT_TRUE(reports::ReadSummary(path, &back, &error)) << error;
+    auto [side, back] = SideAlone(plans, r, true);
     EXPECT_EQ(back.input_shape, side.input_shape);
     EXPECT_EQ(back.shaped_steps, 6);
     read_back.push_back(std::move(back));
