@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 
 #include "byte_source.h"
@@ -277,6 +278,53 @@ TEST(KinetoReaderTest, UnsortedInputIsSortedPerTrack) {
   EXPECT_EQ(t.Name(track0[0]), "a");  // same start: the enclosing (longer) range first
   EXPECT_EQ(t.Name(track0[1]), "b");
   EXPECT_EQ(t.Name(track0[2]), "c");
+}
+
+// Finalize's sort is linear on a few sorted runs (what Kineto writes) and falls back to
+// std::stable_sort on many: either way the order is std::stable_sort's, ties (same start, same
+// duration) in input order, at any thread count, also for a track split in halves (>= 64 Ki).
+TEST(TraceTest, FinalizeSortsLikeAStableSortForAnyRunsAndThreads) {
+  for (const size_t threads : {size_t{1}, size_t{3}}) {
+    Trace t;
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> want(4);  // per track: (ts, dur) of input order
+    uint32_t seed = 7;
+    auto rnd = [&] { return seed = seed * 1103515245u + 12345u, (seed >> 8) & 0xffff; };
+    const size_t sizes[4] = {70000, 3000, 500, 1};
+    std::vector<uint32_t> tracks;
+    for (int k = 0; k < 4; ++k) tracks.push_back(t.GetOrAddTrack(0, TrackKind::kCpuThread, 1, k));
+    for (size_t i = 0, left = 70000 + 3000 + 500 + 1; left > 0; ++i) {
+      const int k = static_cast<int>(i % 4);
+      if (want[k].size() == sizes[k]) continue;
+      --left;
+      const int64_t n = static_cast<int64_t>(want[k].size());
+      // Track 0: sorted runs with a descent every ~1000 events and many ties; track 1: random
+      // (many runs); track 2: sorted; track 3: one event.
+      const int64_t ts = k == 0 ? n / 4 - ((n % 1000 == 999) ? 300 : 0) : k == 1 ? rnd() % 100 : n;
+      const int64_t dur = k == 0 ? 0 : rnd() % 2;
+      Event e;
+      e.ts_ns = ts;
+      e.dur_ns = dur;
+      e.track = tracks[k];
+      e.name = t.strings.Intern(std::to_string(k) + ":" + std::to_string(n));  // input position
+      t.AddEvent(e);
+      want[k].push_back({ts, dur});
+    }
+    t.Finalize(threads);
+    for (int k = 0; k < 4; ++k) {
+      std::vector<size_t> order(want[k].size());
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return want[k][a].first != want[k][b].first ? want[k][a].first < want[k][b].first
+                                                    : want[k][a].second > want[k][b].second;
+      });
+      const auto got = t.TrackEvents(tracks[k]);
+      ASSERT_EQ(got.size(), order.size());
+      for (size_t i = 0; i < order.size(); ++i) {
+        ASSERT_EQ(t.Name(got[i]), std::to_string(k) + ":" + std::to_string(order[i]))
+            << "track " << k << " position " << i << " at " << threads << " threads";
+      }
+    }
+  }
 }
 
 struct BadInput {
