@@ -107,6 +107,19 @@ struct Splitter {
       default: return true;
     }
   }
+  // Bits [from, to) of a 64-bit mask (0 <= from <= to <= 64).
+  static uint64_t BitsBetween(size_t from, size_t to) {
+    const uint64_t below_to = to >= 64 ? ~uint64_t{0} : (uint64_t{1} << to) - 1;
+    const uint64_t below_from = from >= 64 ? ~uint64_t{0} : (uint64_t{1} << from) - 1;
+    return below_to & ~below_from;
+  }
+  // Commas at depth 0 (bits of a block at b[base]).
+  void TakeCommas(uint64_t m, size_t base) {
+    if (m == 0) return;
+    commas += static_cast<uint64_t>(__builtin_popcountll(m));
+    cut_commas = commas;
+    last_cut = base + 63 - static_cast<size_t>(__builtin_clzll(m));
+  }
   // Byte at a time over b[i, end).
   void ScanBytes(const char* b, size_t i, size_t end) {
     for (; i < end; ++i) {
@@ -144,13 +157,25 @@ struct Splitter {
                                   _mm_clmulepi64_si128(_mm_set_epi64x(0, static_cast<int64_t>(quotes)), _mm_set1_epi8(-1), 0))) ^
                               (in_str ? ~uint64_t{0} : 0);
       if (__builtin_popcountll(quotes) & 1) in_str = !in_str;
-      uint64_t structural = (mask(lo, hi, '{') | mask(lo, hi, '[') | mask(lo, hi, '}') | mask(lo, hi, ']') |
-                             mask(lo, hi, ',')) & ~inside;
-      while (structural != 0) {
-        const size_t k = static_cast<size_t>(__builtin_ctzll(structural));
-        structural &= structural - 1;
-        if (!Structural(b[i + k], i + k)) return;
+      const uint64_t opens = (mask(lo, hi, '{') | mask(lo, hi, '[')) & ~inside;
+      const uint64_t closes = (mask(lo, hi, '}') | mask(lo, hi, ']')) & ~inside;
+      const int closed = __builtin_popcountll(closes);
+      if (depth > closed) {  // inside an event for the whole block: no depth-0 comma, no stop
+        depth += __builtin_popcountll(opens) - closed;
+        continue;
       }
+      // Only the brackets are visited; the commas of each stretch at depth 0 are taken at once.
+      const uint64_t commas = mask(lo, hi, ',') & ~inside;
+      uint64_t brackets = opens | closes;
+      size_t zero_from = 0;  // the current stretch at depth 0 starts here (when depth == 0)
+      while (brackets != 0) {
+        const size_t k = static_cast<size_t>(__builtin_ctzll(brackets));
+        brackets &= brackets - 1;
+        if (depth == 0) TakeCommas(commas & BitsBetween(zero_from, k), i);
+        if (!Structural(b[i + k], i + k)) return;
+        if (depth == 0) zero_from = k + 1;
+      }
+      if (depth == 0) TakeCommas(commas & BitsBetween(zero_from, 64), i);
     }
 #endif
     ScanBytes(b, i, end);

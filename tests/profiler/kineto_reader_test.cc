@@ -651,6 +651,57 @@ TEST(KinetoReaderTest, TheSameTraceAtAnyThreadCountAndWindowSize) {
   EXPECT_NE(first_error.find("a stray ','"), std::string::npos) << first_error;
 }
 
+// The splitter visits only brackets outside strings and takes the commas between events a stretch
+// at a time. Brackets and commas inside strings with no backslash (the vectorized blocks), deep
+// nesting, arrays and numbers as elements, a 64-byte block that starts inside an event or between
+// two: every cut gives the elements the decoder finds (a miscount is an internal error) and the
+// same model.
+TEST(KinetoReaderTest, TheSplitterCountsElementsAroundNestingAndStrings) {
+  std::string json = R"J({"traceEvents": [)J";
+  int objects = 0;
+  for (int i = 0; i < 400; ++i) {
+    if (i) json += i % 3 ? "," : " ,\n  ";
+    const std::string pad(static_cast<size_t>(i % 71), ' ');
+    switch (i % 5) {
+      case 0:
+        json += fmt::format(R"J({{"ph":"X","name":"a[{}],{{b}}]}}","ts":{},"dur":1,"pid":1,"tid":1{}}})J", i, 10 * i, pad);
+        ++objects;
+        break;
+      case 1:
+        json += fmt::format(R"J({{"ph":"X","name":"n{}","ts":{},"dur":1,"pid":1,"tid":2,"args":{{"l":[{{"a":[[1],[2,{{"x":"]"}}]]}},{{}}],"o":{{"p":{{"q":[]}}}}}}}})J", i, 10 * i);
+        ++objects;
+        break;
+      case 2: json += fmt::format("[{}, [{}], {{}}]", i, pad); break;
+      case 3: json += fmt::format(R"J("s,{{[{}]}}")J", pad); break;
+      case 4:
+        json += fmt::format(R"J({{ {} "ph" : "i" , "name" : "m", "ts" : {} , "pid" : 1 , "tid" : 3 }})J", pad, 10 * i);
+        ++objects;
+        break;
+    }
+  }
+  json += "]}";
+  Trace expected;
+  ReadOptions one;
+  one.threads = 1;
+  one.window_bytes = size_t{1} << 20;
+  ASSERT_TRUE(Read(json, expected, one).ok);
+  ASSERT_EQ(expected.events.size(), static_cast<size_t>(objects));
+  EXPECT_EQ(expected.stats.Count("event_not_an_object"), 160u);
+  const std::string want = Dump(expected);
+  for (int threads : {1, 3}) {
+    for (size_t window : {size_t{64}, size_t{65}, size_t{127}, size_t{200}, size_t{333}, size_t{4096}}) {
+      SCOPED_TRACE(fmt::format("threads {}, window {}", threads, window));
+      Trace t;
+      ReadOptions opt;
+      opt.threads = threads;
+      opt.window_bytes = window;
+      const auto st = Read(json, t, opt);
+      ASSERT_TRUE(st.ok) << st.error;
+      EXPECT_EQ(Dump(t), want);
+    }
+  }
+}
+
 // A failed read takes back everything it added, not only its events: interned names, tracks,
 // side-table rows (memcpys, op inputs), counters, flows, ranks and stats. Each bad trace below but
 // the empty one fails after it has added some of each (small windows decode events before the
