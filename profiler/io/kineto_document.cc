@@ -530,13 +530,15 @@ std::ptrdiff_t DocumentReader::Fill() {
   return r;
 }
 
+// Moves the unconsumed bytes to buf_[1]: buf_[0] stays free for the '[' of the window they start.
 void DocumentReader::Compact() {
-  if (begin_ == 0) return;
-  std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
-  buf_offset_ += begin_;
-  end_ -= begin_;
-  scan_ -= begin_;
-  begin_ = 0;
+  if (begin_ <= 1) return;
+  const size_t shift = begin_ - 1;
+  std::memmove(buf_.data() + 1, buf_.data() + begin_, end_ - begin_);
+  buf_offset_ += shift;
+  end_ -= shift;
+  scan_ -= shift;
+  begin_ = 1;
 }
 
 // Finds the start of the events: a top-level '[' (legacy export) or the "traceEvents" member.
@@ -755,19 +757,21 @@ ReadStatus DocumentReader::Emit(size_t begin, size_t end, uint64_t elements, boo
     // Hand the buffer over whole, not its bytes: the byte before the window (consumed: a ',', the
     // array's '[' or whitespace) becomes its '[', the cut ',' its ']'. The reader goes on in the
     // job's old buffer with only the unconsumed tail (a part of one event) copied into it.
+    // The tail goes to next[1]: next[0] is the byte the next window's '[' takes, so that window
+    // is handed over too rather than copied.
     std::vector<char> next = std::move(job->text);
     next.resize(buf_.size());
     const size_t tail = end_ - (end + 1);
-    std::memcpy(next.data(), buf_.data() + end + 1, tail);
+    std::memcpy(next.data() + 1, buf_.data() + end + 1, tail);
     job->text = std::move(buf_);
     buf_ = std::move(next);
     job->start = begin - 1;
     job->text[begin - 1] = '[';
     job->text[end] = ']';
     std::memset(job->text.data() + end + 1, 0, simdjson::SIMDJSON_PADDING);  // within: Fill leaves it
-    buf_offset_ += end + 1;
-    end_ = tail;
-    begin_ = 0;
+    buf_offset_ += end;
+    end_ = tail + 1;
+    begin_ = 1;
   } else {
     job->start = 0;
     job->text.resize(n + 2 + simdjson::SIMDJSON_PADDING);
