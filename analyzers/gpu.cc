@@ -46,6 +46,7 @@
 #include "intervals.h"
 #include "runtime_names.h"
 #include "trainrx/profiler/time.h"
+#include "trainrx/profiler/sort_runs.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -155,7 +156,7 @@ RankGpu CollectRank(const Trace& trace, int32_t rank, const GpuClock& clock) {
     if (capture_start != INT64_MIN) out.capture.push_back({capture_start, INT64_MAX});  // never ended
   }
   MergeIntervals(out.capture);
-  std::sort(runtime.begin(), runtime.end(), [](const RuntimeRef& a, const RuntimeRef& b) { return a.correlation < b.correlation; });
+  profiler::SortRuns(runtime.begin(), runtime.end(), [](const RuntimeRef& a, const RuntimeRef& b) { return a.correlation < b.correlation; });
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const auto& t = trace.tracks[ti];
     if (t.rank != rank || t.kind != TrackKind::kGpuStream || t.stream < 0) continue;

@@ -26,6 +26,7 @@
 #include "ops.h"
 #include "runtime_names.h"
 #include "scopes.h"
+#include "trainrx/profiler/sort_runs.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -57,7 +58,7 @@ struct ExtIndex {
       for (const Event& e : trace.TrackEvents(ti))
         if (e.kind == EventKind::kCpuOp && e.external_id != profiler::kNoId) v.push_back({e.external_id, e.name});
     }
-    std::sort(v.begin(), v.end());
+    profiler::SortRuns(v.begin(), v.end());
   }
   profiler::StrId Find(int64_t id) const {
     auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(id, profiler::StrId{0}));
@@ -89,7 +90,7 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
         if (e.correlation != profiler::kNoId) copies.push_back({e.correlation, &e});
       }
     }
-    std::sort(copies.begin(), copies.end());
+    profiler::SortRuns(copies.begin(), copies.end());
     bool have_gpu = false;
     for (const auto& t : trace.tracks) have_gpu = have_gpu || (t.rank == rank && t.kind == TrackKind::kGpuStream);
 
