@@ -651,6 +651,22 @@ TEST(KinetoReaderTest, TheSameTraceAtAnyThreadCountAndWindowSize) {
   EXPECT_NE(first_error.find("a stray ','"), std::string::npos) << first_error;
 }
 
+// Keys are matched on their raw text, found a word at a time: an escaped quote inside a key ends
+// nothing ("ts\"x" is not "ts"), an escaped letter is not the letter, long keys and 7-8 byte keys
+// are found whole.
+TEST(KinetoReaderTest, KeysAreMatchedWholeAroundEscapes) {
+  Trace t;
+  ASSERT_TRUE(Read(R"J({"traceEvents":[{"ph":"X","name":"a","ts":1,"ts\"x":999,"t\u0073":998,"dur":2,"pid":1,
+    "tid":1,"abcdefg":1,"abcdefgh":2,"args":{"External id":5,"correlation\"":7,"correlation":9,
+    "longer_than_eight":1,"n\u0061me":"x"}}]})J", t).ok);
+  ASSERT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.events[0].ts_ns, 1000);
+  EXPECT_EQ(t.events[0].dur_ns, 2000);
+  EXPECT_EQ(t.events[0].external_id, 5);
+  EXPECT_EQ(t.events[0].correlation, 9);
+  EXPECT_EQ(t.Name(t.events[0]), "a");
+}
+
 // The splitter visits only brackets outside strings and takes the commas between events a stretch
 // at a time. Brackets and commas inside strings with no backslash (the vectorized blocks), deep
 // nesting, arrays and numbers as elements, a 64-byte block that starts inside an event or between
