@@ -658,7 +658,11 @@ TEST(KinetoReaderTest, KeysAreMatchedWholeAroundEscapes) {
   Trace t;
   ASSERT_TRUE(Read(R"J({"traceEvents":[{"ph":"X","name":"a","ts":1,"ts\"x":999,"t\u0073":998,"dur":2,"pid":1,
     "tid":1,"abcdefg":1,"abcdefgh":2,"args":{"External id":5,"correlation\"":7,"correlation":9,
-    "longer_than_eight":1,"n\u0061me":"x"}}]})J", t).ok);
+    "longer_than_eight":1,"n\u0061me":"x"}},
+    {"ph":"C","name":"mem","ts":5,"pid":1,"tid":1,"args":{"a\"b":1.5,"c":2}}]})J", t).ok);
+  ASSERT_EQ(t.counters.size(), 2u);  // a counter's series keep their raw key text
+  EXPECT_EQ(t.strings.Get(t.counters[0].name), R"(a\"b)");
+  EXPECT_EQ(t.strings.Get(t.counters[1].name), "c");
   ASSERT_EQ(t.events.size(), 1u);
   EXPECT_EQ(t.events[0].ts_ns, 1000);
   EXPECT_EQ(t.events[0].dur_ns, 2000);
