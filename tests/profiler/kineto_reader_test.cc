@@ -652,8 +652,8 @@ TEST(KinetoReaderTest, TheSameTraceAtAnyThreadCountAndWindowSize) {
 }
 
 // Keys are matched on their raw text, found a word at a time: an escaped quote inside a key ends
-// nothing ("ts\"x" is not "ts"), an escaped letter is not the letter, long keys and 7-8 byte keys
-// are found whole.
+// nothing ("ts\"x" is not "ts"; a counter series "a\"b" keeps its whole name), an escaped letter
+// is not the letter, long keys and 7-8 byte keys are found whole.
 TEST(KinetoReaderTest, KeysAreMatchedWholeAroundEscapes) {
   Trace t;
   ASSERT_TRUE(Read(R"J({"traceEvents":[{"ph":"X","name":"a","ts":1,"ts\"x":999,"t\u0073":998,"dur":2,"pid":1,
