@@ -9,10 +9,9 @@
 // (thread_name); anything else is counted as "unsupported_phase" (info, not data loss).
 #include <fmt/format.h>
 
-#include <cstring>
-
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 
 #include <charconv>
 #include <optional>

@@ -12,9 +12,9 @@ namespace trainrx::profiler {
 
 // Stable sort of [first, last) (contiguous storage) that is linear on input made of a few sorted
 // runs (Kineto writes each thread's events almost in order: the ResNet trace of HTA has 1-12
-// descents in 20 000 events; ids that grow with time, collected track by track, are a few runs). Adjacent runs are merged pairwise, left into right, through a buffer, so ties keep
-// their input order exactly as std::stable_sort keeps them. Input with many runs goes to
-// std::stable_sort.
+// descents in 20 000 events; ids that grow with time, collected track by track, are a few runs).
+// Adjacent runs are merged pairwise, left into right, through a buffer, so ties keep their input
+// order exactly as std::stable_sort keeps them. Input with many runs goes to std::stable_sort.
 template <typename It, typename Before = std::less<>>
 void SortRuns(It first, It last, Before before = Before()) {
   const auto n = static_cast<size_t>(last - first);
@@ -48,6 +48,5 @@ void SortRuns(It first, It last, Before before = Before()) {
   }
   if (src != &*first) std::copy(src, src + n, &*first);
 }
-
 
 }  // namespace trainrx::profiler
