@@ -14,11 +14,12 @@ with no journal (TRAINRX_FLUSH_SECONDS=0) and with a flush every 0.25 s (8x the 
 and prints the flusher's own CPU time per second of recording, from the traces' "trainrx" block
 (use --steps 600 or more, so that a run lasts several flushes).
 
-Usage: bench/overhead_vs_torch_profiler.py [--rounds 5] [--steps 60] [--journal] [--python PY] [--trainrx BIN]
+Usage: bench/overhead_vs_torch_profiler.py [--rounds 5] [--steps 60] [--journal] [--floor] [--no-shapes] [--python PY] [--trainrx BIN]
 """
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -36,6 +37,10 @@ def main():
     p.add_argument("--trainrx", default=os.path.join(REPO, "build", "trainrx"))
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--journal", action="store_true")
+    p.add_argument("--no-shapes", action="store_true", help="leave out torch.profiler+shapes (faster)")
+    p.add_argument("--floor", action="store_true",
+                   help="add `trainrx record` with a callback that records nothing (TRAINRX_PROBE_FLOOR=1): "
+                        "what LibTorch's RecordFunction itself costs, the floor of any global observer")
     a = p.parse_args()
     script = os.path.join(REPO, "tests", "python", "train_planted.py")
     work = tempfile.mkdtemp(prefix="overhead.")
@@ -56,6 +61,11 @@ def main():
             modes[n] = modes["trainrx record"]
             env[n] = {"TRAINRX_FLUSH_SECONDS": secs}
         env["plain"] = env["trainrx record"] = {}
+    if a.no_shapes:
+        modes.pop("torch.profiler+shapes", None)
+    if a.floor:
+        modes["record, floor callback"] = modes["trainrx record"]
+        env["record, floor callback"] = {"TRAINRX_PROBE_FLOOR": "1"}
     journal_share = {n: [] for n in modes}
     names = list(modes)
     runs = {n: [] for n in names}
@@ -67,7 +77,8 @@ def main():
             trace = os.path.join(work, "t.json")
             if os.path.exists(trace):
                 os.remove(trace)
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            # The floor callback records nothing, so `record` exits 2 (no trace): its steps still count.
+            subprocess.run(cmd, check=n != "record, floor callback", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            env=dict(os.environ, **env.get(n, {})))
             steps = json.load(open(out))[a.warmup:-1]
             if n != "plain" and os.path.exists(trace):
@@ -96,7 +107,23 @@ def main():
     if tp > 0:
         print(f"\nadded per step: trainrx {tr:.3f} ms, torch.profiler {tp:.3f} ms "
               f"(trainrx / torch.profiler = {tr / tp:.2f})")
-
+    # A run's median step moves by more than the effect from run to run, so one figure says little:
+    # 95 % intervals from resampling the rounds (each round keeps its modes together: the runs of a
+    # round are neighbours in time, which pairs them).
+    lo_hi = lambda xs: (xs[int(0.025 * len(xs))], xs[int(0.975 * len(xs)) - 1])
+    rng = random.Random(1)
+    over, ratio = [], []
+    for _ in range(2000):
+        pick = [rng.randrange(a.rounds) for _ in range(a.rounds)]
+        med = {n: statistics.median(runs[n][i] for i in pick) for n in ("plain", "trainrx record", "torch.profiler")}
+        over.append(med["trainrx record"] / med["plain"] - 1)
+        d = med["torch.profiler"] - med["plain"]
+        ratio.append((med["trainrx record"] - med["plain"]) / d if d > 0 else float("inf"))
+    over.sort()
+    ratio.sort()
+    (o1, o2), (r1, r2) = lo_hi(over), lo_hi(ratio)
+    print(f"95 % intervals over {a.rounds} rounds (bootstrap): trainrx adds {100 * o1:+.1f} % to {100 * o2:+.1f} % "
+          f"(target <= 3 %); trainrx / torch.profiler {r1:.2f} to {r2:.2f} (target <= 0.20)")
 
 if __name__ == "__main__":
     main()
