@@ -125,5 +125,6 @@ def main():
     print(f"95 % intervals over {a.rounds} rounds (bootstrap): trainrx adds {100 * o1:+.1f} % to {100 * o2:+.1f} % "
           f"(target <= 3 %); trainrx / torch.profiler {r1:.2f} to {r2:.2f} (target <= 0.20)")
 
+
 if __name__ == "__main__":
     main()
