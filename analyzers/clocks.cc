@@ -19,12 +19,10 @@
 // HTA and Nsight Systems do not align ranks; Nsight Systems takes the host clocks as they are.
 #include <algorithm>
 #include <cmath>
-#include <functional>
 
 #include <fmt/format.h>
 
 #include "collectives.h"
-#include "trainrx/profiler/parallel.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -58,13 +56,8 @@ std::string Us(int64_t ns) { return fmt::format("{:.1f} µs", static_cast<double
 }  // namespace
 
 std::vector<RankClock> EstimateRankClocks(const profiler::Trace& trace) {
-  const std::vector<int32_t> ranks = trace.RankIds();
-  if (ranks.size() < 2) return {};  // one clock: nothing to align (and no rank's collectives to scan)
-  std::vector<RankSide> sides(ranks.size());
-  std::vector<std::function<void()>> tasks;  // one rank each, into its own slot: both cores
-  for (size_t i = 0; i < ranks.size(); ++i) tasks.push_back([&, i] { sides[i] = BuildRankSide(trace, nullptr, ranks[i]); });
-  profiler::RunTasks(tasks);
-  return EstimateRankClocks(sides);
+  if (trace.RankIds().size() < 2) return {};  // one clock: nothing to align (and no rank's collectives to scan)
+  return EstimateRankClocks(BuildRankSides(trace, nullptr, {}, {}));
 }
 
 std::vector<RankClock> EstimateRankClocks(const std::vector<RankSide>& sides) {

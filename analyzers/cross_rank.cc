@@ -83,12 +83,12 @@ RankSide BuildRankSide(const profiler::Trace& trace, const StepModel* steps, int
   return side;
 }
 
-std::vector<RankSide> BuildRankSides(const profiler::Trace& trace, const StepModel& steps,
+std::vector<RankSide> BuildRankSides(const profiler::Trace& trace, const StepModel* steps,
                                      const std::vector<UnfinishedRank>& unfinished,
                                      const std::vector<RecordedWindow>& windows) {
   std::vector<RankSide> sides;
   for (int32_t rank : trace.RankIds()) {
-    RankSide side = BuildRankSide(trace, &steps, rank);
+    RankSide side = BuildRankSide(trace, steps, rank);
     for (const auto& u : unfinished)
       if (u.rank == rank) side.unfinished.push_back(u);
     for (const auto& w : windows)

@@ -272,7 +272,7 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& r
 void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
   // Each rank's collectives, found once for the per-rank checks and the cross-rank ones.
-  const std::vector<RankSide> sides = BuildRankSides(trace, ctx.steps, ctx.unfinished, ctx.windows);
+  const std::vector<RankSide> sides = BuildRankSides(trace, &ctx.steps, ctx.unfinished, ctx.windows);
   for (const RankSide& side : sides) {
     AnalyzeRankComm(ctx, side.info.rank, CommOf(trace, side.info.rank, side), out);
     AnalyzeDataParallel(ctx, side.info.rank, out);

@@ -32,7 +32,7 @@ bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thres
       // One worker per file: the analysis of a file runs on the worker's thread.
       const analyzers::Report report = analyzers::Analyze(t, thresholds, 1);
       const auto& m = report.metrics;
-      for (analyzers::RankSide& side : analyzers::BuildRankSides(t, m.steps, m.unfinished, m.windows)) {
+      for (analyzers::RankSide& side : analyzers::BuildRankSides(t, &m.steps, m.unfinished, m.windows)) {
         for (const auto& f : report.findings)
           if (f.rank == side.info.rank || f.rank < 0) side.findings.push_back(f);
         per_file[i].push_back(std::move(side));

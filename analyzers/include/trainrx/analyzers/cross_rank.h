@@ -58,8 +58,9 @@ struct RankSide {
 
 // `steps` may be null (no step model: nothing is in_steps, no rows).
 RankSide BuildRankSide(const profiler::Trace& trace, const StepModel* steps, int32_t rank);
-// The sides of all the trace's ranks, with the ranks' unfinished and window records.
-std::vector<RankSide> BuildRankSides(const profiler::Trace& trace, const StepModel& steps,
+// The sides of all the trace's ranks, with the ranks' unfinished and window records (`steps` may
+// be null, as for BuildRankSide).
+std::vector<RankSide> BuildRankSides(const profiler::Trace& trace, const StepModel* steps,
                                      const std::vector<UnfinishedRank>& unfinished,
                                      const std::vector<RecordedWindow>& windows);
 
