@@ -136,16 +136,17 @@ const std::vector<std::string>& FindingIds() {
 
 Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_t threads) {
   Report report;
-  report.metrics.steps = BuildStepModel(trace);
-  report.metrics.unfinished = FindUnfinishedRanks(trace, report.metrics.steps);
-  report.metrics.windows = FindRecordedWindows(trace);
   const auto top_n = static_cast<int64_t>(std::max(0.0, thresholds.Get("report.top_n")));
   const StepModel& steps = report.metrics.steps;
   std::optional<ScopeIndex> modules, annotations;
-  // Both cores (profiler::RunTasks): the tables and scope indexes, then the module table and the
-  // families, each into its own slot, merged in registry order: the same report for any thread count.
-  profiler::RunTasks({[&] { report.metrics.op_table = BuildOpTable(trace, steps, top_n); },
-                      [&] { report.metrics.kernel_table = BuildKernelTable(trace, steps, top_n); },
+  // Both cores (profiler::RunTasks), each task into its own slot, merged in registry order: the
+  // same report for any thread count. First the step model beside the scope indexes (they do not
+  // need it), then the tables and the families together.
+  profiler::RunTasks({[&] {
+                        report.metrics.steps = BuildStepModel(trace, threads);
+                        report.metrics.unfinished = FindUnfinishedRanks(trace, report.metrics.steps);
+                        report.metrics.windows = FindRecordedWindows(trace);
+                      },
                       [&] { modules.emplace(trace, ScopeIndex::What::kModules); },
                       [&] { annotations.emplace(trace, ScopeIndex::What::kAnnotations); }},
                      threads);
@@ -153,6 +154,8 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   const auto& registry = Registry();
   std::vector<Report> parts(registry.size());
   std::vector<std::function<void()>> tasks;
+  tasks.push_back([&] { report.metrics.op_table = BuildOpTable(trace, steps, top_n); });
+  tasks.push_back([&] { report.metrics.kernel_table = BuildKernelTable(trace, steps, top_n); });
   tasks.push_back([&] { report.metrics.module_table = BuildModuleTable(trace, steps, *modules, top_n); });
   for (size_t i = 0; i < registry.size(); ++i) tasks.push_back([&, i] { registry[i].fn(ctx, parts[i]); });
   profiler::RunTasks(tasks, threads);

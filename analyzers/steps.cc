@@ -14,6 +14,8 @@
 // Forward and backward open at once (on two threads: DualPipe-style schedules) is measured too
 // (fwd_bwd_overlap_ns), so the report can say the forward share leaves it out.
 #include <algorithm>
+#include <functional>
+#include <iterator>
 #include <limits>
 #include <queue>
 
@@ -22,6 +24,7 @@
 #include "ops.h"
 #include "phases.h"
 #include "trainrx/analyzers/analysis.h"
+#include "trainrx/profiler/parallel.h"
 #include "trainrx/profiler/profiler_steps.h"
 
 namespace trainrx::analyzers {
@@ -108,7 +111,29 @@ void Attribute(std::vector<Labeled>& ranges, int64_t lo, int64_t hi, int64_t out
 // properly with the ranges they open (record_function's annotation starts inside __enter__ and
 // outlives it). Appends the thread's timeline as disjoint segments, so forward and backward can
 // be open at once only on different threads.
-void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, std::vector<Labeled>& out) {
+// PhaseOf per interned name, worked out once per name rather than once per event (a trace has
+// millions of ops and a few thousand names). kStepMarker: a step range, transparent.
+class NamePhases {
+ public:
+  static constexpr int8_t kStepMarker = -2;
+  explicit NamePhases(const Trace& trace) : trace_(trace), phase_(trace.strings.size(), kUnknown) {}
+  int Of(profiler::StrId name) {
+    int8_t& p = phase_[name];
+    if (p == kUnknown) {
+      const std::string_view s = trace_.strings.Get(name);
+      p = static_cast<int8_t>(StartsWith(s, "ProfilerStep#") || StartsWith(s, "trainrx::step#") ? kStepMarker
+                                                                                                 : PhaseOf(s));
+    }
+    return p;
+  }
+
+ private:
+  static constexpr int8_t kUnknown = -3;
+  const Trace& trace_;
+  std::vector<int8_t> phase_;
+};
+
+void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, NamePhases& names, std::vector<Labeled>& out) {
   std::vector<int> phase_of;       // per opened range
   std::vector<char> open;          // per opened range: not ended yet
   std::vector<uint32_t> by_start;  // opened ranges in start order (ended ones dropped lazily)
@@ -136,10 +161,9 @@ void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, std::
   };
   for (const Event& e : trace.TrackEvents(track)) {
     if (!IsCpuRange(e.kind) || e.dur_ns <= 0) continue;
-    const std::string_view name = trace.Name(e);
-    if (StartsWith(name, "ProfilerStep#") || StartsWith(name, "trainrx::step#")) continue;
+    int phase = names.Of(e.name);
+    if (phase == NamePhases::kStepMarker) continue;
     advance(e.ts_ns);
-    int phase = PhaseOf(name);
     if (phase < 0) {
       const int parent = current();
       phase = parent >= 0 ? parent : main_thread ? static_cast<int>(kForward) : -1;
@@ -177,9 +201,10 @@ void SplitWarmup(StepModel& model) {
 
 }  // namespace
 
-StepModel BuildStepModel(const Trace& trace) {
+StepModel BuildStepModel(const Trace& trace, size_t threads) {
   StepModel model;
   model.source = "none";
+  NamePhases names(trace);
   for (int32_t rank : trace.RankIds()) {
     struct StepRange {
       int64_t s, e;
@@ -192,7 +217,7 @@ StepModel BuildStepModel(const Trace& trace) {
     for (const char* prefix : {"ProfilerStep#", "trainrx::step#"}) {
       for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
         for (const Event& e : trace.TrackEvents(ti)) {
-          if (IsCpuRange(e.kind) && StartsWith(trace.Name(e), prefix)) {
+          if (IsCpuRange(e.kind) && names.Of(e.name) == NamePhases::kStepMarker && StartsWith(trace.Name(e), prefix)) {
             found.push_back({e.ts_ns, e.end_ns(), ti, std::string(trace.Name(e))});
           }
         }
@@ -222,41 +247,59 @@ StepModel BuildStepModel(const Trace& trace) {
     std::sort(found.begin(), found.end(), [](const StepRange& a, const StepRange& b) { return a.s < b.s; });
     if (model.source == "none") model.source = source;
 
-    // Phase ranges on this rank's CPU threads; GPU activity merged across streams.
-    std::vector<Labeled> ranges;
-    std::vector<Interval> gpu_all, gpu_kernel, gpu_mem;
+    // Phase ranges on this rank's CPU threads (each thread's in time order, disjoint); GPU
+    // activity merged across streams. The threads and the GPU on both cores.
+    std::vector<uint32_t> cpu_tracks;
     for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-      const auto& t = trace.tracks[ti];
-      if (t.rank != rank) continue;
-      if (t.kind == TrackKind::kGpuStream) {
+      if (trace.tracks[ti].rank == rank && trace.tracks[ti].kind != TrackKind::kGpuStream) cpu_tracks.push_back(ti);
+    }
+    std::vector<std::vector<Labeled>> thread_ranges(cpu_tracks.size());
+    std::vector<Interval> gpu_all, gpu_kernel, gpu_mem;
+    std::vector<std::function<void()>> tasks;
+    for (size_t k = 0; k < cpu_tracks.size(); ++k) {
+      tasks.push_back([&, k] {
+        const uint32_t ti = cpu_tracks[k];
+        const bool main_thread = std::any_of(found.begin(), found.end(), [&](const StepRange& s) { return s.track == ti; });
+        NamePhases names(trace);  // one per task: the cache is written as it is read
+        InnermostPhases(trace, ti, main_thread, names, thread_ranges[k]);
+      });
+    }
+    tasks.push_back([&] {
+      for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+        const auto& t = trace.tracks[ti];
+        if (t.rank != rank || t.kind != TrackKind::kGpuStream) continue;
         for (const Event& e : trace.TrackEvents(ti)) {
           if (e.kind == EventKind::kKernel) gpu_kernel.push_back({e.ts_ns, e.end_ns()});
           else if (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) gpu_mem.push_back({e.ts_ns, e.end_ns()});
           else continue;
           gpu_all.push_back({e.ts_ns, e.end_ns()});
         }
-        continue;
       }
-      const bool main_thread = std::any_of(found.begin(), found.end(), [&](const StepRange& s) { return s.track == ti; });
-      InnermostPhases(trace, ti, main_thread, ranges);
-    }
-    MergeIntervals(gpu_all);
-    MergeIntervals(gpu_kernel);
-    MergeIntervals(gpu_mem);
+      MergeIntervals(gpu_all);
+      MergeIntervals(gpu_kernel);
+      MergeIntervals(gpu_mem);
+    });
+    profiler::RunTasks(tasks, threads);
     const bool has_gpu = !gpu_all.empty();
     model.has_gpu = model.has_gpu || has_gpu;
 
-    for (const auto& st : found) {
-      StepRow row;
+    // One row per step, the steps split between the cores. The sweep clips the ranges that overlap
+    // the step (found per thread by binary search: a thread's ranges are disjoint and in order); it
+    // does not depend on their order.
+    std::vector<StepRow> rows(found.size());
+    auto fill = [&](size_t i) {
+      const StepRange& st = found[i];
+      StepRow& row = rows[i];
       row.rank = rank;
       row.name = st.name;
       row.start_ns = st.s;
       row.wall_ns = st.e - st.s;
       int64_t ph[kNumPhases] = {0, 0, 0, 0};
-      // Only ranges overlapping the step matter; the sweep clips them.
       std::vector<Labeled> in_step;
-      for (const auto& r : ranges)
-        if (r.e > st.s && r.s < st.e) in_step.push_back(r);
+      for (const auto& list : thread_ranges) {
+        auto it = std::partition_point(list.begin(), list.end(), [&](const Labeled& r) { return r.e <= st.s; });
+        for (; it != list.end() && it->s < st.e; ++it) in_step.push_back(*it);
+      }
       Attribute(in_step, st.s, st.e, ph, &row.fwd_bwd_overlap_ns);
       row.data_wait_ns = ph[kData];
       row.data_exposed_ns = ph[kData];
@@ -277,8 +320,16 @@ StepModel BuildStepModel(const Trace& trace) {
         row.data_exposed_ns = 0;
         for (const auto& [s, e] : data) row.data_exposed_ns += (e - s) - CoveredWithin(gpu_all, s, e);
       }
-      model.steps.push_back(std::move(row));
+    };
+    tasks.clear();
+    constexpr size_t kChunk = 64;
+    for (size_t from = 0; from < rows.size(); from += kChunk) {
+      tasks.push_back([&, from] {
+        for (size_t i = from; i < std::min(rows.size(), from + kChunk); ++i) fill(i);
+      });
     }
+    profiler::RunTasks(tasks, threads);
+    std::move(rows.begin(), rows.end(), std::back_inserter(model.steps));
   }
   if (model.steps.empty()) return model;
   SplitWarmup(model);

@@ -231,7 +231,10 @@ void Trace::Finalize(size_t threads) {
   std::vector<std::function<void()>> merges;
   for (const auto& [b, e] : halves) {
     const auto first = events.begin() + static_cast<std::ptrdiff_t>(b), last = events.begin() + static_cast<std::ptrdiff_t>(e);
-    merges.push_back([=] { std::inplace_merge(first, first + (last - first) / 2, last, before); });
+    merges.push_back([=] {
+      std::vector<Event> buf;
+      MergeAdjacentRuns(first, first + (last - first) / 2, last, before, buf);
+    });
   }
   RunTasks(merges, threads);
   finalized_ = true;

@@ -284,7 +284,8 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds = Thre
 void SortFindings(std::vector<Finding>& findings);
 
 // Building blocks shared by the families (steps.cc).
-StepModel BuildStepModel(const profiler::Trace& trace);
+// `threads` as in Analyze (0: every usable CPU); the model is the same for any count.
+StepModel BuildStepModel(const profiler::Trace& trace, size_t threads = 0);
 // The model's median, shares and worst data steps from its rows (steps, warm-up already split):
 // the second half of BuildStepModel, also used on rows gathered from per-rank summaries.
 void SummarizeStepRows(StepModel& model);

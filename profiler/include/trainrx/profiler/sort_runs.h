@@ -10,11 +10,32 @@
 
 namespace trainrx::profiler {
 
-// Stable sort of [first, last) (contiguous storage) that is linear on input made of a few sorted
-// runs (Kineto writes each thread's events almost in order: the ResNet trace of HTA has 1-12
-// descents in 20 000 events; ids that grow with time, collected track by track, are a few runs).
-// Adjacent runs are merged pairwise, left into right, through a buffer, so ties keep their input
-// order exactly as std::stable_sort keeps them. Input with many runs goes to std::stable_sort.
+// Merges the sorted ranges [first, mid) and [mid, last) in place, stably (ties keep the first
+// range's elements first, as std::stable_sort would). Only the stretch where the two overlap moves:
+// the head of the first range that is not after mid's first element, and the tail of the second
+// that is not before the first range's last element, stay where they are. Runs cut from traces
+// overlap little (each Kineto copy of a thread's ops, runtime calls, annotations covers its own
+// stretch of time), so most elements never move. `buf` is scratch, reused between calls; only the
+// first range's moving part is copied into it.
+template <typename It, typename Before>
+void MergeAdjacentRuns(It first, It mid, It last, Before before,
+                       std::vector<typename std::iterator_traits<It>::value_type>& buf) {
+  if (first == mid || mid == last || !before(*mid, *std::prev(mid))) return;  // already in order
+  first = std::upper_bound(first, mid, *mid, before);            // the first range's part after *mid
+  last = std::lower_bound(mid, last, *std::prev(mid), before);   // the second's part before its end
+  buf.assign(std::make_move_iterator(first), std::make_move_iterator(mid));
+  auto a = buf.begin();
+  It b = mid, out = first;
+  // out never passes b: it trails it by what is left of buf.
+  while (a != buf.end() && b != last) *out++ = before(*b, *a) ? std::move(*b++) : std::move(*a++);
+  std::move(a, buf.end(), out);  // what is left of the second range is in place already
+}
+
+// Stable sort of [first, last) that is linear on input made of a few sorted runs (Kineto writes
+// each thread's ops, its runtime calls and its annotations as sorted sequences; ids that grow with
+// time, collected track by track, are a few runs). Adjacent runs are merged pairwise with
+// MergeAdjacentRuns, so only where runs overlap in time do elements move. Input with many runs goes
+// to std::stable_sort.
 template <typename It, typename Before = std::less<>>
 void SortRuns(It first, It last, Before before = Before()) {
   const auto n = static_cast<size_t>(last - first);
@@ -29,24 +50,17 @@ void SortRuns(It first, It last, Before before = Before()) {
     return;
   }
   bounds.push_back(n);
-  std::vector<typename std::iterator_traits<It>::value_type> buf(n);
-  auto* src = &*first;
-  auto* dst = buf.data();
+  std::vector<typename std::iterator_traits<It>::value_type> buf;
   while (bounds.size() > 2) {
     std::vector<size_t> merged{0};
     size_t k = 0;
     for (; k + 2 < bounds.size(); k += 2) {
-      std::merge(src + bounds[k], src + bounds[k + 1], src + bounds[k + 1], src + bounds[k + 2], dst + bounds[k], before);
+      MergeAdjacentRuns(first + bounds[k], first + bounds[k + 1], first + bounds[k + 2], before, buf);
       merged.push_back(bounds[k + 2]);
     }
-    if (k + 1 < bounds.size()) {  // an odd run left over: carried as it is
-      std::copy(src + bounds[k], src + bounds[k + 1], dst + bounds[k]);
-      merged.push_back(bounds[k + 1]);
-    }
+    if (k + 1 < bounds.size()) merged.push_back(bounds[k + 1]);  // an odd run left over, as it is
     bounds.swap(merged);
-    std::swap(src, dst);
   }
-  if (src != &*first) std::copy(src, src + n, &*first);
 }
 
 }  // namespace trainrx::profiler
