@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <functional>
 #include <utility>
-#include <numeric>
 
 #include "trainrx/profiler/parallel.h"
 #include "trainrx/profiler/sort_runs.h"
@@ -192,19 +191,47 @@ void Trace::Finalize(size_t threads) {
   if (finalized_) return;
   // Counting sort by track (O(n), stable), then sort each track only if it is not already in
   // order: Kineto writes each thread's events mostly sorted, so this is usually a linear pass.
-  std::vector<uint32_t> count(tracks.size() + 1, 0);
-  for (const Event& e : events) ++count[e.track + 1];
-  std::partial_sum(count.begin(), count.end(), count.begin());
-  for (size_t t = 0; t < tracks.size(); ++t) {
-    tracks[t].first_event = count[t];
-    tracks[t].event_count = count[t + 1] - count[t];
+  // The events are cut into parts (one per thread) that are counted, checked and scattered at once;
+  // part p writes each track's events after those of parts < p, so the order is the same for any
+  // number of parts.
+  const size_t n = events.size(), nt = tracks.size();
+  const size_t parts = n < (size_t{1} << 16) ? 1 : std::min<size_t>(threads > 0 ? threads : UsableCpus(), 16);
+  const auto part_begin = [&](size_t p) { return n * p / parts; };
+  std::vector<std::vector<uint32_t>> counts(parts, std::vector<uint32_t>(nt, 0));
+  std::vector<char> part_grouped(parts, 1);
+  std::vector<std::function<void()>> tasks;
+  for (size_t p = 0; p < parts; ++p) {
+    tasks.push_back([&, p] {
+      uint32_t* c = counts[p].data();
+      bool in_order = true;
+      for (size_t i = part_begin(p), end = part_begin(p + 1); i < end; ++i) {
+        ++c[events[i].track];
+        in_order = in_order && (i == 0 || events[i - 1].track <= events[i].track);
+      }
+      part_grouped[p] = in_order;
+    });
   }
-  bool grouped = true;
-  for (size_t i = 1; i < events.size() && grouped; ++i) grouped = events[i - 1].track <= events[i].track;
-  if (!grouped) {
-    std::vector<Event> sorted(events.size());
-    std::vector<uint32_t> pos(count.begin(), count.end() - 1);
-    for (const Event& e : events) sorted[pos[e.track]++] = e;
+  RunTasks(tasks, threads);
+  std::vector<std::vector<uint32_t>> pos(parts, std::vector<uint32_t>(nt));
+  uint32_t next = 0;
+  for (size_t t = 0; t < nt; ++t) {
+    tracks[t].first_event = next;
+    for (size_t p = 0; p < parts; ++p) {
+      pos[p][t] = next;
+      next += counts[p][t];
+    }
+    tracks[t].event_count = next - tracks[t].first_event;
+  }
+  if (std::find(part_grouped.begin(), part_grouped.end(), 0) != part_grouped.end()) {
+    EventArray sorted(n);  // unwritten (UnwrittenOnGrow): each part writes its events, touching the pages at once
+    tasks.clear();
+    for (size_t p = 0; p < parts; ++p) {
+      tasks.push_back([&, p] {
+        uint32_t* at = pos[p].data();
+        for (size_t i = part_begin(p), end = part_begin(p + 1); i < end; ++i) sorted[at[events[i].track]++] = events[i];
+      });
+    }
+    RunTasks(tasks, threads);
     events.swap(sorted);
   }
   auto before = [](const Event& a, const Event& b) {

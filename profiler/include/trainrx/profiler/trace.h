@@ -19,6 +19,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -197,10 +198,30 @@ struct IngestStats {
   uint64_t TotalSkipped() const;  // data-loss entries: events or records that were dropped
 };
 
+// The allocator of Trace::events: like std::allocator, except that value-initialization
+// (resize(n) or vector(n) growing the array) leaves new events unwritten. Trace::Finalize
+// scatters the events into a new array on both cores; zeroing it first would cost one pass over
+// all the events on one core (and take the page faults there). Event is an aggregate, so an
+// allocation creates its objects implicitly (C++20); whoever grows an array this way writes every
+// new event before reading it. Copies and push_back are as with std::allocator.
+template <typename T>
+struct UnwrittenOnGrow : std::allocator<T> {
+  UnwrittenOnGrow() = default;
+  template <typename U>
+  UnwrittenOnGrow(const UnwrittenOnGrow<U>&) noexcept {}
+  template <typename U>
+  void construct(U*) noexcept {}
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using EventArray = std::vector<Event, UnwrittenOnGrow<Event>>;
+
 struct Trace {
   StringTable strings;
   std::vector<Track> tracks;
-  std::vector<Event> events;
+  EventArray events;
   std::vector<MemcpyInfo> memcpys;
   std::vector<OpInputs> op_inputs;
   std::vector<Counter> counters;
