@@ -103,14 +103,6 @@ void Attribute(std::vector<Labeled>& ranges, int64_t lo, int64_t hi, int64_t out
   }
 }
 
-// What one CPU thread is doing at each instant: the phase of the open range that started last. A
-// range without a phase of its own takes the one current where it starts (an aten op inside
-// autograd::engine::evaluate_function is backward work, though the same thread ran the forward);
-// at the top of the step's own thread it is forward, on other threads nothing. Step ranges are
-// transparent. "Started last", not a nesting stack: Kineto's Python-function events do not nest
-// properly with the ranges they open (record_function's annotation starts inside __enter__ and
-// outlives it). Appends the thread's timeline as disjoint segments, so forward and backward can
-// be open at once only on different threads.
 // PhaseOf per interned name, worked out once per name rather than once per event (a trace has
 // millions of ops and a few thousand names). kStepMarker: a step range, transparent.
 class NamePhases {
@@ -133,7 +125,16 @@ class NamePhases {
   std::vector<int8_t> phase_;
 };
 
-void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, NamePhases& names, std::vector<Labeled>& out) {
+// What one CPU thread is doing at each instant: the phase of the open range that started last. A
+// range without a phase of its own takes the one current where it starts (an aten op inside
+// autograd::engine::evaluate_function is backward work, though the same thread ran the forward);
+// at the top of the step's own thread it is forward, on other threads nothing. Step ranges are
+// transparent. "Started last", not a nesting stack: Kineto's Python-function events do not nest
+// properly with the ranges they open (record_function's annotation starts inside __enter__ and
+// outlives it). Appends the thread's timeline as disjoint segments, so forward and backward can
+// be open at once only on different threads.
+void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, NamePhases& names,
+                     std::vector<Labeled>& out) {
   std::vector<int> phase_of;       // per opened range
   std::vector<char> open;          // per opened range: not ended yet
   std::vector<uint32_t> by_start;  // opened ranges in start order (ended ones dropped lazily)
@@ -217,7 +218,8 @@ StepModel BuildStepModel(const Trace& trace, size_t threads) {
     for (const char* prefix : {"ProfilerStep#", "trainrx::step#"}) {
       for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
         for (const Event& e : trace.TrackEvents(ti)) {
-          if (IsCpuRange(e.kind) && names.Of(e.name) == NamePhases::kStepMarker && StartsWith(trace.Name(e), prefix)) {
+          const bool marker = IsCpuRange(e.kind) && names.Of(e.name) == NamePhases::kStepMarker;
+          if (marker && StartsWith(trace.Name(e), prefix)) {
             found.push_back({e.ts_ns, e.end_ns(), ti, std::string(trace.Name(e))});
           }
         }
@@ -259,7 +261,8 @@ StepModel BuildStepModel(const Trace& trace, size_t threads) {
     for (size_t k = 0; k < cpu_tracks.size(); ++k) {
       tasks.push_back([&, k] {
         const uint32_t ti = cpu_tracks[k];
-        const bool main_thread = std::any_of(found.begin(), found.end(), [&](const StepRange& s) { return s.track == ti; });
+        const bool main_thread =
+            std::any_of(found.begin(), found.end(), [&](const StepRange& s) { return s.track == ti; });
         NamePhases names(trace);  // one per task: the cache is written as it is read
         InnermostPhases(trace, ti, main_thread, names, thread_ranges[k]);
       });
@@ -269,8 +272,9 @@ StepModel BuildStepModel(const Trace& trace, size_t threads) {
         const auto& t = trace.tracks[ti];
         if (t.rank != rank || t.kind != TrackKind::kGpuStream) continue;
         for (const Event& e : trace.TrackEvents(ti)) {
+          const bool copy = e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset;
           if (e.kind == EventKind::kKernel) gpu_kernel.push_back({e.ts_ns, e.end_ns()});
-          else if (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) gpu_mem.push_back({e.ts_ns, e.end_ns()});
+          else if (copy) gpu_mem.push_back({e.ts_ns, e.end_ns()});
           else continue;
           gpu_all.push_back({e.ts_ns, e.end_ns()});
         }
