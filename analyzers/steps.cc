@@ -103,28 +103,6 @@ void Attribute(std::vector<Labeled>& ranges, int64_t lo, int64_t hi, int64_t out
   }
 }
 
-// PhaseOf per interned name, worked out once per name rather than once per event (a trace has
-// millions of ops and a few thousand names). kStepMarker: a step range, transparent.
-class NamePhases {
- public:
-  static constexpr int8_t kStepMarker = -2;
-  explicit NamePhases(const Trace& trace) : trace_(trace), phase_(trace.strings.size(), kUnknown) {}
-  int Of(profiler::StrId name) {
-    int8_t& p = phase_[name];
-    if (p == kUnknown) {
-      const std::string_view s = trace_.strings.Get(name);
-      p = static_cast<int8_t>(StartsWith(s, "ProfilerStep#") || StartsWith(s, "trainrx::step#") ? kStepMarker
-                                                                                                 : PhaseOf(s));
-    }
-    return p;
-  }
-
- private:
-  static constexpr int8_t kUnknown = -3;
-  const Trace& trace_;
-  std::vector<int8_t> phase_;
-};
-
 // What one CPU thread is doing at each instant: the phase of the open range that started last. A
 // range without a phase of its own takes the one current where it starts (an aten op inside
 // autograd::engine::evaluate_function is backward work, though the same thread ran the forward);
@@ -133,8 +111,7 @@ class NamePhases {
 // properly with the ranges they open (record_function's annotation starts inside __enter__ and
 // outlives it). Appends the thread's timeline as disjoint segments, so forward and backward can
 // be open at once only on different threads.
-void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, NamePhases& names,
-                     std::vector<Labeled>& out) {
+void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, std::vector<Labeled>& out) {
   std::vector<int> phase_of;       // per opened range
   std::vector<char> open;          // per opened range: not ended yet
   std::vector<uint32_t> by_start;  // opened ranges in start order (ended ones dropped lazily)
@@ -162,9 +139,10 @@ void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, NameP
   };
   for (const Event& e : trace.TrackEvents(track)) {
     if (!IsCpuRange(e.kind) || e.dur_ns <= 0) continue;
-    int phase = names.Of(e.name);
-    if (phase == NamePhases::kStepMarker) continue;
+    const std::string_view name = trace.Name(e);
+    if (StartsWith(name, "ProfilerStep#") || StartsWith(name, "trainrx::step#")) continue;
     advance(e.ts_ns);
+    int phase = PhaseOf(name);
     if (phase < 0) {
       const int parent = current();
       phase = parent >= 0 ? parent : main_thread ? static_cast<int>(kForward) : -1;
@@ -205,7 +183,6 @@ void SplitWarmup(StepModel& model) {
 StepModel BuildStepModel(const Trace& trace, size_t threads) {
   StepModel model;
   model.source = "none";
-  NamePhases names(trace);
   for (int32_t rank : trace.RankIds()) {
     struct StepRange {
       int64_t s, e;
@@ -218,8 +195,7 @@ StepModel BuildStepModel(const Trace& trace, size_t threads) {
     for (const char* prefix : {"ProfilerStep#", "trainrx::step#"}) {
       for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
         for (const Event& e : trace.TrackEvents(ti)) {
-          const bool marker = IsCpuRange(e.kind) && names.Of(e.name) == NamePhases::kStepMarker;
-          if (marker && StartsWith(trace.Name(e), prefix)) {
+          if (IsCpuRange(e.kind) && StartsWith(trace.Name(e), prefix)) {
             found.push_back({e.ts_ns, e.end_ns(), ti, std::string(trace.Name(e))});
           }
         }
@@ -263,8 +239,7 @@ StepModel BuildStepModel(const Trace& trace, size_t threads) {
         const uint32_t ti = cpu_tracks[k];
         const bool main_thread =
             std::any_of(found.begin(), found.end(), [&](const StepRange& s) { return s.track == ti; });
-        NamePhases names(trace);  // one per task: the cache is written as it is read
-        InnermostPhases(trace, ti, main_thread, names, thread_ranges[k]);
+        InnermostPhases(trace, ti, main_thread, thread_ranges[k]);
       });
     }
     tasks.push_back([&] {

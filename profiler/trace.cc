@@ -212,23 +212,26 @@ void Trace::Finalize(size_t threads) {
     });
   }
   RunTasks(tasks, threads);
-  std::vector<std::vector<uint32_t>> pos(parts, std::vector<uint32_t>(nt));
+  // Each part's counts become where its first event of each track goes.
   uint32_t next = 0;
   for (size_t t = 0; t < nt; ++t) {
     tracks[t].first_event = next;
     for (size_t p = 0; p < parts; ++p) {
-      pos[p][t] = next;
-      next += counts[p][t];
+      const uint32_t count = counts[p][t];
+      counts[p][t] = next;
+      next += count;
     }
     tracks[t].event_count = next - tracks[t].first_event;
   }
   if (std::find(part_grouped.begin(), part_grouped.end(), 0) != part_grouped.end()) {
-    EventArray sorted(n);  // unwritten (UnwrittenOnGrow): each part writes its events, touching the pages at once
+    EventArray sorted(n);  // unwritten (UnwrittenOnGrow): each part writes its own events
     tasks.clear();
     for (size_t p = 0; p < parts; ++p) {
       tasks.push_back([&, p] {
-        uint32_t* at = pos[p].data();
-        for (size_t i = part_begin(p), end = part_begin(p + 1); i < end; ++i) sorted[at[events[i].track]++] = events[i];
+        uint32_t* at = counts[p].data();
+        for (size_t i = part_begin(p), end = part_begin(p + 1); i < end; ++i) {
+          sorted[at[events[i].track]++] = events[i];
+        }
       });
     }
     RunTasks(tasks, threads);
