@@ -145,6 +145,44 @@ std::string_view RawKey(od::field& f) {
   return {p, static_cast<size_t>(q - p)};
 }
 
+// The keys the decoder reads. A key is recognized by comparing the bytes at its start with the
+// name and its closing quote, a compare of a few bytes fixed at compile time, with no search for
+// where the key ends (the input is padded: the bytes are readable). Raw text, no unescaping: trace
+// keys never hold escapes, and one that did matches nothing (its raw bytes differ), as before.
+template <size_t N>
+bool KeyIs(const char* raw, const char (&name_and_quote)[N]) {
+  return std::memcmp(raw, name_and_quote, N - 1) == 0;
+}
+
+enum class EventKey { kPh, kTs, kId, kCat, kPid, kTid, kDur, kName, kArgs, kOther };
+EventKey EventKeyOf(const char* k) {
+  switch (k[0]) {
+    case 'p': return KeyIs(k, "ph\"") ? EventKey::kPh : KeyIs(k, "pid\"") ? EventKey::kPid : EventKey::kOther;
+    case 't': return KeyIs(k, "ts\"") ? EventKey::kTs : KeyIs(k, "tid\"") ? EventKey::kTid : EventKey::kOther;
+    case 'i': return KeyIs(k, "id\"") ? EventKey::kId : EventKey::kOther;
+    case 'c': return KeyIs(k, "cat\"") ? EventKey::kCat : EventKey::kOther;
+    case 'd': return KeyIs(k, "dur\"") ? EventKey::kDur : EventKey::kOther;
+    case 'n': return KeyIs(k, "name\"") ? EventKey::kName : EventKey::kOther;
+    case 'a': return KeyIs(k, "args\"") ? EventKey::kArgs : EventKey::kOther;
+    default: return EventKey::kOther;
+  }
+}
+
+enum class ArgKey { kExternalId, kCorrelation, kDevice, kStream, kBytes, kInputDims, kInputType, kName, kOther };
+ArgKey ArgKeyOf(const char* k) {
+  switch (k[0]) {
+    case 'E': return KeyIs(k, "External id\"") ? ArgKey::kExternalId : ArgKey::kOther;
+    case 'c': return KeyIs(k, "correlation\"") ? ArgKey::kCorrelation : ArgKey::kOther;
+    case 'd': return KeyIs(k, "device\"") ? ArgKey::kDevice : ArgKey::kOther;
+    case 's': return KeyIs(k, "stream\"") ? ArgKey::kStream : ArgKey::kOther;
+    case 'b': return KeyIs(k, "bytes\"") ? ArgKey::kBytes : ArgKey::kOther;
+    case 'I':
+      return KeyIs(k, "Input Dims\"") ? ArgKey::kInputDims : KeyIs(k, "Input type\"") ? ArgKey::kInputType : ArgKey::kOther;
+    case 'n': return KeyIs(k, "name\"") ? ArgKey::kName : ArgKey::kOther;
+    default: return ArgKey::kOther;
+  }
+}
+
 // An int64 from a JSON number or numeric string; nullopt otherwise.
 std::optional<int64_t> GetInt(od::value v) {
   od::json_type t;
@@ -331,85 +369,88 @@ void WindowDecoder::HandleEvent(od::object obj) {
       broken_ = true;
       return Malformed(kInvalidField);
     }
-    const std::string_view key = RawKey(field);
+    const EventKey key = EventKeyOf(field.key().raw());
     od::value v = field.value();
-    switch (key.size()) {
-      case 2:
-        if (key == "ph") {
-          // Views from get_string stay valid until the next window is parsed.
-          if (v.get_string().get(ph)) bad_type = true;
-        } else if (key == "ts") {
-          ts_text = v.raw_json_token();
-        } else if (key == "id") {
-          if (auto id = GetInt(v)) { flow_id = *id; flow_id_present = true; }
+    switch (key) {
+      case EventKey::kPh:  // views from get_string stay valid until the next window is parsed
+        if (v.get_string().get(ph)) bad_type = true;
+        break;
+      case EventKey::kTs: ts_text = v.raw_json_token(); break;
+      case EventKey::kId:
+        if (auto id = GetInt(v)) {
+          flow_id = *id;
+          flow_id_present = true;
         }
         break;
-      case 3:
-        if (key == "cat") {
-          if (v.get_string().get(cat)) bad_type = true;
-        } else if (key == "pid") {
-          pid = GetId(v);
-        } else if (key == "tid") {
-          tid = GetId(v);
-        } else if (key == "dur") {
-          dur_text = v.raw_json_token();
+      case EventKey::kCat:
+        if (v.get_string().get(cat)) bad_type = true;
+        break;
+      case EventKey::kPid: pid = GetId(v); break;
+      case EventKey::kTid: tid = GetId(v); break;
+      case EventKey::kDur: dur_text = v.raw_json_token(); break;
+      case EventKey::kName: {
+        std::string_view s;
+        if (v.get_string().get(s)) bad_type = true;
+        else {
+          name = t_->strings.Intern(s);
+          has_name = true;
         }
         break;
-      case 4:
-        if (key == "name") {
-          std::string_view s;
-          if (v.get_string().get(s)) bad_type = true;
-          else {
-            name = t_->strings.Intern(s);
-            has_name = true;
+      }
+      case EventKey::kArgs: {
+        od::object args;
+        if (v.get_object().get(args)) break;
+        for (auto af_result : args) {
+          od::field af;
+          if (std::move(af_result).get(af)) {
+            broken_ = true;
+            return Malformed(kInvalidField);
           }
-        } else if (key == "args") {
-          od::object args;
-          if (v.get_object().get(args)) break;
-          for (auto af_result : args) {
-            od::field af;
-            if (std::move(af_result).get(af)) {
-              broken_ = true;
-              return Malformed(kInvalidField);
+          const ArgKey akey = ArgKeyOf(af.key().raw());
+          od::value av = af.value();
+          // Input Dims / Input type: the array's raw text, checked, interned.
+          auto shapes = [&](StrId* out) {
+            std::string_view raw;
+            od::array a;
+            if (!av.get_array().get(a) && !a.raw_json().get(raw)) {
+              if (ShapeJsonCheck::Valid(raw)) *out = t_->strings.Intern(raw);
+              else bad_shapes = true;
             }
-            const std::string_view ak = RawKey(af);
-            od::value av = af.value();
-            if (ak == "External id") {
+          };
+          switch (akey) {
+            case ArgKey::kExternalId:
               if (auto x = GetInt(av)) external_id = *x;
-            } else if (ak == "correlation") {
+              break;
+            case ArgKey::kCorrelation:
               if (auto x = GetInt(av)) correlation = *x;
-            } else if (ak == "device") {
+              break;
+            case ArgKey::kDevice:
               if (auto x = GetInt(av)) device = *x;
-            } else if (ak == "stream") {
+              break;
+            case ArgKey::kStream:
               if (auto x = GetInt(av)) stream = *x;
-            } else if (ak == "bytes") {
+              break;
+            case ArgKey::kBytes:
               if (auto x = GetInt(av)) bytes = *x;
-            } else if (ak == "Input Dims") {
-              std::string_view raw;
-              od::array a;
-              if (!av.get_array().get(a) && !a.raw_json().get(raw)) {
-                if (ShapeJsonCheck::Valid(raw)) input_dims = t_->strings.Intern(raw);
-                else bad_shapes = true;
-              }
-            } else if (ak == "Input type") {
-              std::string_view raw;
-              od::array a;
-              if (!av.get_array().get(a) && !a.raw_json().get(raw)) {
-                if (ShapeJsonCheck::Valid(raw)) input_types = t_->strings.Intern(raw);
-                else bad_shapes = true;
-              }
-            } else if (ak == "name") {
+              break;
+            case ArgKey::kInputDims: shapes(&input_dims); break;
+            case ArgKey::kInputType: shapes(&input_types); break;
+            case ArgKey::kName: {
               std::string_view s;
               if (!av.get_string().get(s)) meta_name = t_->strings.Intern(s);
-            } else if (ph == "C") {
-              double d;
-              if (!av.get_double().get(d)) counter_values.emplace_back(t_->strings.Intern(ak), d);
+              break;
             }
+            case ArgKey::kOther:
+              if (ph == "C") {
+                double d;
+                if (!av.get_double().get(d)) counter_values.emplace_back(t_->strings.Intern(RawKey(af)), d);
+              }
+              break;
           }
         }
         break;
-      default:
-        break;
+      }
+      case EventKey::kOther: break;
     }
   }
   if (bad_type) return Malformed(kInvalidField);
