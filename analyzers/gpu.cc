@@ -115,7 +115,21 @@ class GpuClock {
   int64_t base_ns_ = 0;
 };
 
-RankGpu CollectRank(const Trace& trace, int32_t rank, const GpuClock& clock) {
+// What CollectRank asks of an event's name, worked out once per interned name: a trace has far
+// fewer names than events, and the substring searches per CPU event were most of this analyzer.
+enum NameFlag : uint8_t { kStepName = 1, kCaptureBeginName = 2, kCaptureEndName = 4, kLaunchName = 8 };
+std::vector<uint8_t> NameFlags(const Trace& trace) {
+  std::vector<uint8_t> flags(trace.strings.size());
+  for (profiler::StrId id = 0; id < flags.size(); ++id) {
+    const std::string_view n = trace.strings.Get(id);
+    flags[id] = static_cast<uint8_t>((n.find("ProfilerStep") != std::string_view::npos ? kStepName : 0) |
+                                     (IsCaptureBegin(n) ? kCaptureBeginName : 0) | (IsCaptureEnd(n) ? kCaptureEndName : 0) |
+                                     (IsLaunchCall(n) ? kLaunchName : 0));
+  }
+  return flags;
+}
+
+RankGpu CollectRank(const Trace& trace, int32_t rank, const GpuClock& clock, const std::vector<uint8_t>& name_flags) {
   RankGpu out;
   // Distinct ProfilerStep names and the last step's start.
   std::unordered_set<profiler::StrId> step_names;
@@ -124,7 +138,7 @@ RankGpu CollectRank(const Trace& trace, int32_t rank, const GpuClock& clock) {
     const auto& t = trace.tracks[ti];
     if (t.rank != rank || t.kind == TrackKind::kGpuStream) continue;
     for (const Event& e : trace.TrackEvents(ti)) {
-      if (trace.Name(e).find("ProfilerStep") != std::string_view::npos) {
+      if (name_flags[e.name] & kStepName) {
         step_names.insert(e.name);
         last_step_start = std::max(last_step_start, clock.Start(e));
       }
@@ -140,18 +154,18 @@ RankGpu CollectRank(const Trace& trace, int32_t rank, const GpuClock& clock) {
     if (t.rank != rank || t.kind == TrackKind::kGpuStream) continue;
     int64_t capture_start = INT64_MIN;
     for (const Event& e : trace.TrackEvents(ti)) {
-      const std::string_view name = trace.Name(e);
-      if (IsCaptureBegin(name)) {
+      const uint8_t flags = name_flags[e.name];
+      if (flags & kCaptureBeginName) {
         ++out.captures;
         capture_start = clock.Start(e);
-      } else if (IsCaptureEnd(name) && capture_start != INT64_MIN) {
+      } else if ((flags & kCaptureEndName) && capture_start != INT64_MIN) {
         out.capture.push_back({capture_start, clock.Span(e).second});
         capture_start = INT64_MIN;
       }
       if (e.correlation < 0) continue;
       const Interval span = clock.Span(e);
       if (cut && span.first >= last_step_start) continue;
-      runtime.push_back({e.correlation, span.first, span.second, IsLaunchCall(name)});
+      runtime.push_back({e.correlation, span.first, span.second, (flags & kLaunchName) != 0});
     }
     if (capture_start != INT64_MIN) out.capture.push_back({capture_start, INT64_MAX});  // never ended
   }
@@ -187,9 +201,10 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
   const int64_t kernel_wait_ns = static_cast<int64_t>(ctx.thresholds.Get("gpu.idle.kernel_wait_us") * 1000.0);
   const bool hta_time = ctx.thresholds.Get("gpu.idle.hta_time") != 0;
+  const std::vector<uint8_t> name_flags = NameFlags(trace);
   for (int32_t rank : trace.RankIds()) {
     const GpuClock clock(trace, rank, hta_time);
-    RankGpu g = CollectRank(trace, rank, clock);
+    RankGpu g = CollectRank(trace, rank, clock, name_flags);
     if (g.acts.empty()) continue;
 
     TemporalBreakdown tb;
