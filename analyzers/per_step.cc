@@ -23,9 +23,22 @@ StepWindows::StepWindows(const StepModel& steps, int32_t rank) {
 bool StepWindows::Contains(int64_t ts_ns) const { return windows_.empty() || Index(ts_ns) >= 0; }
 
 int64_t StepWindows::Index(int64_t ts_ns) const {
+  // Analyzers ask event by event along a track, in time order: the answer is mostly the window of
+  // the last question on this thread, or the next one. The hint is only tried, never trusted: it
+  // is taken when it is exactly what the search below would return (the last window starting at
+  // or before ts_ns, and holding it), so it cannot go stale across objects or threads. Without a
+  // hit, the binary search (most of this function's cost on a 1.4 M-event trace).
+  thread_local size_t hint = 0;
+  for (size_t k = hint; k < hint + 2 && k < windows_.size(); ++k) {
+    if (windows_[k].first <= ts_ns && ts_ns < windows_[k].second && (k + 1 == windows_.size() || windows_[k + 1].first > ts_ns)) {
+      hint = k;
+      return static_cast<int64_t>(k);
+    }
+  }
   auto it = std::upper_bound(windows_.begin(), windows_.end(), std::make_pair(ts_ns, INT64_MAX));
   if (it == windows_.begin() || ts_ns >= std::prev(it)->second) return -1;
-  return std::prev(it) - windows_.begin();
+  hint = static_cast<size_t>(std::prev(it) - windows_.begin());
+  return static_cast<int64_t>(hint);
 }
 
 std::vector<std::pair<int64_t, int64_t>> StepWindows::Clip(std::vector<std::pair<int64_t, int64_t>> intervals) const {

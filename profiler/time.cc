@@ -79,14 +79,11 @@ std::optional<int64_t> ParseMicrosToNs(std::string_view s) {
   int64_t frac_ns = 0;
   if (p < end && *p == '.') {
     const char* const frac = ++p;
-    for (int scale = 100; p < end && IsDigit(*p); ++p) {
-      const int d = *p - '0';
-      if (scale > 0) {
-        frac_ns += d * scale;
-        scale /= 10;
-      } else if (scale == 0) {
-        if (d >= 5) ++frac_ns;  // round half up on the first sub-ns digit
-        scale = -1;
+    constexpr int kScale[3] = {100, 10, 1};
+    for (int k = 0; k < 3 && p < end && IsDigit(*p); ++k, ++p) frac_ns += (*p - '0') * kScale[k];
+    if (p < end && IsDigit(*p)) {
+      if (*p >= '5') ++frac_ns;  // round half up on the first sub-ns digit
+      while (++p < end && IsDigit(*p)) {
       }
     }
     if (p == frac) return std::nullopt;
