@@ -291,6 +291,23 @@ EventKind KindFromCat(std::string_view cat, bool* known) {
 
 }  // namespace
 
+StrId RecentStrings::Find(const StringTable& table, std::string_view s, size_t* slot) const {
+  const size_t n = s.size(), k = std::min<size_t>(n, 8);
+  uint64_t first = 0, last = 0;
+  std::memcpy(&first, s.data(), k);
+  std::memcpy(&last, s.data() + n - k, k);
+  *slot = static_cast<size_t>(((first * 0x9E3779B97F4A7C15ull) ^ (last * 0xC2B2AE3D27D4EB4Full) ^ n) >> (64 - kBits));
+  const StrId id = slots_[*slot];
+  return id != kNoStr && table.Get(id) == s ? id : kNoStr;
+}
+
+StrId RecentStrings::Intern(StringTable& table, std::string_view s) {
+  if (s.empty()) return kNoStr;
+  size_t slot;
+  if (const StrId id = Find(table, s, &slot)) return id;
+  return slots_[slot] = table.Intern(s);
+}
+
 void Fragment::Clear() {
   trace.RollBack(Trace::Checkpoint{});
   first_index.clear();
@@ -306,6 +323,8 @@ void WindowDecoder::Begin(Fragment* out, uint64_t first_index) {
   first_index_ = first_index;
   last_pid_ = last_tid_ = INT64_MIN;  // the cached track was the previous fragment's
   last_pid_name_ = last_tid_name_ = kNoStr;
+  recent_names_.Clear();  // the fragment's string ids start again
+  recent_shapes_.Clear();
 }
 
 bool WindowDecoder::Decode(od::object obj) {
@@ -392,7 +411,7 @@ void WindowDecoder::HandleEvent(od::object obj) {
         std::string_view s;
         if (v.get_string().get(s)) bad_type = true;
         else {
-          name = t_->strings.Intern(s);
+          name = recent_names_.Intern(t_->strings, s);
           has_name = true;
         }
         break;
@@ -413,7 +432,10 @@ void WindowDecoder::HandleEvent(od::object obj) {
             std::string_view raw;
             od::array a;
             if (!av.get_array().get(a) && !a.raw_json().get(raw)) {
-              if (ShapeJsonCheck::Valid(raw)) *out = t_->strings.Intern(raw);
+              size_t slot;
+              if (raw.empty()) bad_shapes = true;  // as ShapeJsonCheck says of ""
+              else if (const StrId seen = recent_shapes_.Find(t_->strings, raw, &slot)) *out = seen;  // checked before
+              else if (ShapeJsonCheck::Valid(raw)) *out = recent_shapes_.Intern(t_->strings, raw);
               else bad_shapes = true;
             }
           };

@@ -8,6 +8,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -55,6 +56,22 @@ struct Fragment {
   void Clear();
 };
 
+// Recently interned strings: a direct-mapped cache from a cheap key (length, first and last 8
+// bytes) to a string table's id, each hit checked by a full compare. Names and shapes repeat every
+// step; a hit spares the table's hash over the whole text (kernel names run to hundreds of bytes).
+// Clear() it whenever the table forgets strings (a fragment's table starts again every window).
+class RecentStrings {
+ public:
+  // The id of `s` when the cache holds it, else kNoStr; *slot: where `s` goes.
+  StrId Find(const StringTable& table, std::string_view s, size_t* slot) const;
+  StrId Intern(StringTable& table, std::string_view s);
+  void Clear() { std::fill(slots_.begin(), slots_.end(), kNoStr); }
+
+ private:
+  static constexpr size_t kBits = 10;
+  std::vector<StrId> slots_ = std::vector<StrId>(size_t{1} << kBits, kNoStr);
+};
+
 // Turns the elements of one window into a Fragment, one at a time, in file order. Malformed
 // events are counted in the fragment's stats with the file and element index ("test.json event
 // #3"; the window's first index is given, the splitter counts elements), never fatal.
@@ -96,6 +113,9 @@ class WindowDecoder {
   int64_t last_pid_ = INT64_MIN, last_tid_ = INT64_MIN;
   StrId last_pid_name_ = kNoStr, last_tid_name_ = kNoStr;
   uint32_t last_track_ = 0;
+  // Event names, and the shapes' text (kept apart: a hit on shapes skips their JSON check, so it
+  // must be text that passed it).
+  RecentStrings recent_names_, recent_shapes_;
 };
 
 // Appends one source's fragments to the trace in file order and owns what spans windows: names

@@ -835,6 +835,23 @@ TEST(KinetoWriterTest, ShapesThatAreNotJsonAreDroppedAndTheOutputParsesStrictly)
   ]})J", t).ok);
   ASSERT_EQ(t.events.size(), 3u);
   EXPECT_EQ(t.stats.Count("invalid_input_shapes"), 2u);
+  // Text seen before is not taken as checked unless it was checked as shapes: an event named like
+  // broken shapes, then those shapes (twice), and good shapes repeated (the cache's hit path).
+  Trace again;
+  ASSERT_TRUE(Read(R"J({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "[[2 3]]", "ts": 1, "dur": 1, "pid": 1, "tid": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "a", "ts": 2, "dur": 1, "pid": 1, "tid": 1, "args": {"Input Dims": [[2 3]]}},
+    {"ph": "X", "cat": "cpu_op", "name": "b", "ts": 3, "dur": 1, "pid": 1, "tid": 1, "args": {"Input Dims": [[2 3]]}},
+    {"ph": "X", "cat": "cpu_op", "name": "c", "ts": 4, "dur": 1, "pid": 1, "tid": 1, "args": {"Input Dims": [[4], [5]]}},
+    {"ph": "X", "cat": "cpu_op", "name": "d", "ts": 5, "dur": 1, "pid": 1, "tid": 1, "args": {"Input Dims": [[4], [5]]}}
+  ]})J", again).ok);
+  EXPECT_EQ(again.stats.Count("invalid_input_shapes"), 2u);
+  for (const char* name : {"c", "d"}) {
+    const Event* e = FindEvent(again, name);
+    ASSERT_NE(e, nullptr);
+    ASSERT_NE(e->aux, kNoAux) << name;
+    EXPECT_EQ(again.strings.Get(again.op_inputs[e->aux].input_dims), "[[4], [5]]") << name;
+  }
   EXPECT_EQ(t.stats.TotalSkipped(), 0u);  // the ops are kept
   const Event* good = FindEvent(t, "good");
   ASSERT_NE(good, nullptr);
