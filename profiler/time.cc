@@ -90,9 +90,8 @@ std::optional<int64_t> ParseMicrosToNs(std::string_view s) {
   }
   if (p < end && (*p == 'e' || *p == 'E')) return ExponentFormToNs(s);
   if (p != end) return std::nullopt;
-  int64_t ns;
-  if (__builtin_mul_overflow(static_cast<int64_t>(whole), 1000, &ns) || __builtin_add_overflow(ns, frac_ns, &ns))
-    return std::nullopt;
+  int64_t ns = static_cast<int64_t>(whole) * 1000;  // whole <= kMaxWhole: fits
+  if (__builtin_add_overflow(ns, frac_ns, &ns)) return std::nullopt;  // e.g. 9223372036854775.808
   return neg ? -ns : ns;
 }
 

@@ -291,21 +291,23 @@ EventKind KindFromCat(std::string_view cat, bool* known) {
 
 }  // namespace
 
-StrId RecentStrings::Find(const StringTable& table, std::string_view s, size_t* slot) const {
+size_t RecentStrings::Slot(std::string_view s) {
   const size_t n = s.size(), k = std::min<size_t>(n, 8);
   uint64_t first = 0, last = 0;
   std::memcpy(&first, s.data(), k);
   std::memcpy(&last, s.data() + n - k, k);
-  *slot = static_cast<size_t>(((first * 0x9E3779B97F4A7C15ull) ^ (last * 0xC2B2AE3D27D4EB4Full) ^ n) >> (64 - kBits));
-  const StrId id = slots_[*slot];
-  return id != kNoStr && table.Get(id) == s ? id : kNoStr;
+  return static_cast<size_t>(((first * 0x9E3779B97F4A7C15ull) ^ (last * 0xC2B2AE3D27D4EB4Full) ^ n) >> (64 - kBits));
+}
+
+StrId RecentStrings::Find(const StringTable& table, std::string_view s) const {
+  const StrId id = slots_[Slot(s)];
+  return id != kNoStr && table.Get(id) == s ? id : kNoStr;  // "" is never cached: it is kNoStr
 }
 
 StrId RecentStrings::Intern(StringTable& table, std::string_view s) {
-  if (s.empty()) return kNoStr;
-  size_t slot;
-  if (const StrId id = Find(table, s, &slot)) return id;
-  return slots_[slot] = table.Intern(s);
+  StrId& cached = slots_[Slot(s)];
+  if (cached != kNoStr && table.Get(cached) == s) return cached;
+  return cached = table.Intern(s);  // "" interns as kNoStr, which leaves the slot empty
 }
 
 void Fragment::Clear() {
@@ -432,9 +434,7 @@ void WindowDecoder::HandleEvent(od::object obj) {
             std::string_view raw;
             od::array a;
             if (!av.get_array().get(a) && !a.raw_json().get(raw)) {
-              size_t slot;
-              if (raw.empty()) bad_shapes = true;  // as ShapeJsonCheck says of ""
-              else if (const StrId seen = recent_shapes_.Find(t_->strings, raw, &slot)) *out = seen;  // checked before
+              if (const StrId seen = recent_shapes_.Find(t_->strings, raw)) *out = seen;  // checked before
               else if (ShapeJsonCheck::Valid(raw)) *out = recent_shapes_.Intern(t_->strings, raw);
               else bad_shapes = true;
             }

@@ -62,12 +62,13 @@ struct Fragment {
 // Clear() it whenever the table forgets strings (a fragment's table starts again every window).
 class RecentStrings {
  public:
-  // The id of `s` when the cache holds it, else kNoStr; *slot: where `s` goes.
-  StrId Find(const StringTable& table, std::string_view s, size_t* slot) const;
+  // The id of `s` when the cache holds it, else kNoStr.
+  StrId Find(const StringTable& table, std::string_view s) const;
   StrId Intern(StringTable& table, std::string_view s);
   void Clear() { std::fill(slots_.begin(), slots_.end(), kNoStr); }
 
  private:
+  static size_t Slot(std::string_view s);
   static constexpr size_t kBits = 10;
   std::vector<StrId> slots_ = std::vector<StrId>(size_t{1} << kBits, kNoStr);
 };
