@@ -165,6 +165,10 @@ RecInputs DescribeInputs(c10::ArrayRef<const c10::IValue> inputs) {
 
 void SnapshotConfig(ThreadBuffer* buf, int64_t ts) noexcept;
 void MaybeStopInputCapture() noexcept;
+void StopInputCaptureWithoutSteps() noexcept;
+// Ops seen with inputs on this thread; past the bound with no step seen, input capture stops.
+constexpr uint32_t kInputCaptureOpsWithoutSteps = 200'000;
+thread_local uint32_t t_ops_with_inputs __attribute__((tls_model("initial-exec"))) = 0;
 void AfterWindowChange(Collector& c, WindowAction action) noexcept;
 // Closes the step window here (the end of its last optimizer step, or where that end cannot be seen).
 void CloseWindowNow(Collector& c) noexcept {
@@ -227,6 +231,9 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       if (c10::GradMode::is_enabled()) flags |= kGradEnabled;
       if (c10::InferenceMode::is_enabled()) flags |= kInferenceMode;
       r->flags = flags;
+      // A program whose steps we never see (manual updates instead of torch.optim, an inference
+      // loop, LibTorch without tp::Step) would box every op's inputs for the whole run.
+      if (fn.needsInputs() && ++t_ops_with_inputs == kInputCaptureOpsWithoutSteps) StopInputCaptureWithoutSteps();
       if (fn.needsInputs() && name[0] == 'a') {
         const bool norm = IsNorm(name);
         const auto inputs = fn.inputs();
@@ -296,7 +303,8 @@ at::CallbackHandle Register(bool with_inputs, bool user_only = false) {
   // LibTorch's RecordFunction machinery itself costs per op.
   static const bool floor = std::getenv("TRAINRX_PROBE_FLOOR") != nullptr;
   auto cb = floor ? at::RecordFunctionCallback(&OnStartNoop, &OnEndNoop) : at::RecordFunctionCallback(&OnStart, &OnEnd);
-  if (with_inputs && !user_only) cb.needsInputs(true).needsOutputs(true);
+  // The floor never sees a step boundary, so it would box inputs for the whole run: it boxes none.
+  if (with_inputs && !user_only && !floor) cb.needsInputs(true).needsOutputs(true);
   if (user_only) cb.scopes({at::RecordScope::USER_SCOPE});
   return at::addGlobalCallback(std::move(cb));
 }
@@ -327,10 +335,8 @@ void AfterWindowChange(Collector& c, WindowAction action) noexcept {
 // After `input_capture_steps` optimizer steps, swap to the callback without inputs: boxing every
 // op's inputs and outputs is the costliest part of observing, and the model's structure (which
 // op feeds which) is the same every step.
-void MaybeStopInputCapture() noexcept {
+void StopInputCapture() noexcept {
   ObserverState& st = State();
-  const int n = st.step_boundaries.fetch_add(1) + 1;
-  if (n < st.input_capture_steps || !st.capturing_inputs.load()) return;
   try {
     std::lock_guard<std::mutex> lock(st.mu);
     if (!st.capturing_inputs.exchange(false) || !st.registered || st.user_only) return;
@@ -339,6 +345,19 @@ void MaybeStopInputCapture() noexcept {
     st.handle = Register(false);
   } catch (...) {
   }
+}
+
+void MaybeStopInputCapture() noexcept {
+  ObserverState& st = State();
+  const int n = st.step_boundaries.fetch_add(1) + 1;
+  if (n >= st.input_capture_steps && st.capturing_inputs.load()) StopInputCapture();
+}
+
+// No step boundary in this thread's first kInputCaptureOpsWithoutSteps ops with inputs: the
+// structure those ops showed is what the steps would have shown; stop boxing inputs.
+void StopInputCaptureWithoutSteps() noexcept {
+  ObserverState& st = State();
+  if (st.step_boundaries.load() == 0 && st.capturing_inputs.load()) StopInputCapture();
 }
 
 bool AutocastEnabled() {

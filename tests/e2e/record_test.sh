@@ -67,6 +67,27 @@ python3 -c 'import gzip, json, sys; json.load(gzip.open(sys.argv[1]))' "$W/gz.js
 TRAINRX_MODULES=0 "$TRAINRX" record -o "$W/nomod.json" -- $PY "$SCRIPT" --steps 3 > /dev/null 2>&1 || bad "TRAINRX_MODULES=0 run failed"
 grep -q '"nn.Module: ' "$W/nomod.json" && bad "TRAINRX_MODULES=0 still recorded module ranges" || ok "TRAINRX_MODULES=0: no module ranges"
 
+# A script whose steps the probe never sees (no torch.optim, no ProfilerStep) boxes op inputs for
+# each thread's first 200 000 ops only: conv -> batch_norm has shapes before that, none after.
+cat > "$W/nosteps.py" <<'PY'
+import torch
+conv, bn = torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)
+img = torch.randn(2, 3, 8, 8)
+bn(conv(img))
+x, y, out = torch.ones(1), torch.ones(1), torch.empty(1)
+for _ in range(205000):
+    torch.add(x, y, out=out)
+bn(conv(img))
+PY
+"$TRAINRX" record --steps all -o "$W/nosteps.json" -- $PY "$W/nosteps.py" > /dev/null 2>&1 || bad "no-steps run failed"
+python3 - "$W/nosteps.json" <<'PY' && ok "no steps seen: inputs boxed for the first 200 000 ops only" || bad "no-steps input capture"
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("name") in ("aten::conv2d", "aten::batch_norm")]
+dims = [("Input Dims" in e.get("args", {})) for e in ev]
+print("  conv/batch_norm with inputs, in order:", dims)
+sys.exit(0 if dims == [True, True, False, False] else 1)
+PY
+
 # 2. Oversubscribed threads (more intra-op threads than CPUs allowed).
 threads=$(( $(nproc) * 4 ))
 "$TRAINRX" record -o "$W/threads.json" --analyze -- $PY "$SCRIPT" --threads $threads > "$W/threads.out" 2>&1
