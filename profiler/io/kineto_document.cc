@@ -220,6 +220,9 @@ struct WindowJob {
   Fragment fragment;
   ReadStatus status;
   bool done = false;  // guarded by WindowPipeline::mu_
+  // After the merge: the fragment's events still to be written into the trace (on a worker).
+  EventCopy copy;
+  bool copied = false;  // guarded by WindowPipeline::mu_
 };
 
 // Parses windows into fragments: one On-Demand pass, and one event at a time after a broken
@@ -345,9 +348,14 @@ ReadStatus WindowParser::ParseOneAtATime(WindowJob& job, size_t begin, size_t en
 }
 
 // Parses one source's windows on worker threads while the reading thread splits the next ones,
-// and merges the fragments into the trace in file order on the reading thread. At most
-// workers + kSpareWindows windows exist at once (memory: that many windows and fragments). With
-// no workers, or for a source that fits in one window, windows are parsed on the reading thread.
+// and merges the fragments into the trace in file order on the reading thread. The merge leaves
+// writing a fragment's events into the trace (most of its cost: a pass over every event, in memory
+// another core wrote) to the workers, which take such copies before the next window; each copy
+// writes its own range of the event array, sized by the merge, which never moves it while copies
+// are pending (SourceAssembler::CanCopyApart), and every copy is done before Finish() returns. At
+// most workers + kSpareWindows windows exist at once, merged or not (memory: that many windows and
+// fragments). With no workers, or for a source that fits in one window, windows are parsed and
+// their events written on the reading thread.
 class WindowPipeline {
  public:
   // Windows beyond one per worker that may wait, parsed or queued, for their turn to merge. Merging
@@ -357,6 +365,7 @@ class WindowPipeline {
   WindowPipeline(const std::string& source, int32_t rank, SourceAssembler& assembler, size_t workers)
       : source_(source), rank_(rank), assembler_(assembler), workers_(workers), inline_parser_(source, rank) {}
   ~WindowPipeline() {
+    DrainCopies();  // on an error path too: no worker may write into the trace after this
     {
       std::lock_guard<std::mutex> l(mu_);
       stop_ = true;
@@ -370,8 +379,13 @@ class WindowPipeline {
   // A job to fill (a recycled one when it can); waits for, and merges, the oldest window while
   // the most that may exist are in flight.
   ReadStatus Acquire(std::unique_ptr<WindowJob>* job) {
-    if (in_order_.size() >= workers_ + kSpareWindows) {
-      if (auto st = MergeFinished(true); !st.ok) return st;
+    ReapCopies(false);
+    while (in_order_.size() + copying_.size() >= workers_ + kSpareWindows) {
+      if (!copying_.empty()) {
+        HelpOrWaitForACopy();
+      } else if (auto st = MergeFinished(true); !st.ok) {
+        return st;
+      }
     }
     if (free_.empty()) {
       *job = std::make_unique<WindowJob>();
@@ -406,8 +420,12 @@ class WindowPipeline {
   // Waits for every window and merges them.
   ReadStatus Finish() {
     while (!in_order_.empty()) {
-      if (auto st = MergeFinished(true); !st.ok) return st;
+      if (auto st = MergeFinished(true); !st.ok) {
+        DrainCopies();
+        return st;
+      }
     }
+    DrainCopies();
     assembler_.FlushIssues();
     return {};
   }
@@ -417,20 +435,79 @@ class WindowPipeline {
     WindowParser parser(source_, rank_);
     for (;;) {
       WindowJob* job = nullptr;
+      bool copy = false;
       {
         std::unique_lock<std::mutex> l(mu_);
-        work_cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+        work_cv_.wait(l, [&] { return stop_ || !copies_.empty() || !queue_.empty(); });
         if (stop_) return;
-        job = queue_.front();
-        queue_.pop_front();
+        if (!copies_.empty()) {  // first: a copy frees a window, and the reader may wait for one
+          job = copies_.front();
+          copies_.pop_front();
+          copy = true;
+        } else {
+          job = queue_.front();
+          queue_.pop_front();
+        }
       }
-      parser.Parse(*job);
+      if (copy) {
+        job->copy.Run();
+      } else {
+        parser.Parse(*job);
+      }
       {
         std::lock_guard<std::mutex> l(mu_);
-        job->done = true;
+        (copy ? job->copied : job->done) = true;
       }
       done_cv_.notify_all();
     }
+  }
+  // Moves jobs whose copy is done to free_; with wait, first runs the copies no worker has taken
+  // yet here and waits for those under way, so that every copy is done.
+  void ReapCopies(bool wait) {
+    if (copying_.empty()) return;
+    std::unique_lock<std::mutex> l(mu_);
+    if (wait) {
+      while (!copies_.empty()) {
+        WindowJob* j = copies_.front();
+        copies_.pop_front();
+        l.unlock();
+        j->copy.Run();
+        l.lock();
+        j->copied = true;
+      }
+      done_cv_.wait(l, [&] {
+        return std::all_of(copying_.begin(), copying_.end(), [](const auto& j) { return j->copied; });
+      });
+    }
+    for (size_t i = 0; i < copying_.size();) {
+      if (copying_[i]->copied) {
+        free_.push_back(std::move(copying_[i]));
+        copying_[i] = std::move(copying_.back());
+        copying_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+  void DrainCopies() { ReapCopies(true); }
+  // Runs a copy no worker has taken yet here, or else waits until a copy under way is done.
+  void HelpOrWaitForACopy() {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      if (!copies_.empty()) {
+        WindowJob* j = copies_.front();
+        copies_.pop_front();
+        l.unlock();
+        j->copy.Run();
+        l.lock();
+        j->copied = true;
+      } else {
+        done_cv_.wait(l, [&] {
+          return std::any_of(copying_.begin(), copying_.end(), [](const auto& j) { return j->copied; });
+        });
+      }
+    }
+    ReapCopies(false);
   }
   // Merges finished windows from the oldest on; with wait, waits for the oldest first.
   ReadStatus MergeFinished(bool wait) {
@@ -445,8 +522,20 @@ class WindowPipeline {
       }
       wait = false;
       if (!j->status.ok) return j->status;
-      assembler_.Merge(j->fragment);
-      free_.push_back(std::move(in_order_.front()));
+      if (workers_ > 0 && assembler_.CanCopyApart(j->fragment)) {
+        assembler_.Merge(j->fragment, &j->copy);
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          j->copied = false;
+          copies_.push_back(j);
+        }
+        work_cv_.notify_one();
+        copying_.push_back(std::move(in_order_.front()));
+      } else {
+        DrainCopies();  // this merge may move the event array (B/E events, or no room left)
+        assembler_.Merge(j->fragment);
+        free_.push_back(std::move(in_order_.front()));
+      }
       in_order_.pop_front();
     }
     return {};
@@ -463,6 +552,8 @@ class WindowPipeline {
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<WindowJob*> queue_;  // submitted, not taken by a worker yet
+  std::vector<std::unique_ptr<WindowJob>> copying_;  // merged, their events being copied
+  std::deque<WindowJob*> copies_;  // merged, their copy not taken by a worker yet
   bool stop_ = false;
 };
 

@@ -582,7 +582,27 @@ SourceAssembler::SourceAssembler(Trace& trace, const std::string& source)
       first_flow_(trace.flows.size()),
       first_counter_(trace.counters.size()) {}
 
-void SourceAssembler::Merge(const Fragment& f) {
+namespace {
+// A fragment's event with the trace's ids.
+inline Event MapEvent(Event e, const std::vector<StrId>& names, const std::vector<uint32_t>& tracks,
+                      uint32_t memcpy_base, uint32_t inputs_base) {
+  e.name = names[e.name];
+  e.track = tracks[e.track];
+  if (e.aux != kNoAux) e.aux += (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) ? memcpy_base : inputs_base;
+  return e;
+}
+}  // namespace
+
+void EventCopy::Run() const {
+  const EventArray& src = from->trace.events;
+  for (size_t i = 0; i < src.size(); ++i) dst[i] = MapEvent(src[i], names, tracks, memcpy_base, inputs_base);
+}
+
+bool SourceAssembler::CanCopyApart(const Fragment& f) const {
+  return f.begin_ends.empty() && trace_.events.capacity() - trace_.events.size() >= f.trace.events.size();
+}
+
+void SourceAssembler::Merge(const Fragment& f, EventCopy* copy) {
   const Trace& ft = f.trace;
   names_.resize(ft.strings.size());
   names_[0] = kNoStr;
@@ -602,15 +622,22 @@ void SourceAssembler::Merge(const Fragment& f) {
     fl.track = tracks_[fl.track];
     trace_.flows.push_back(fl);
   }
-  size_t next_be = 0;
-  for (size_t i = 0; i <= ft.events.size(); ++i) {
-    while (next_be < f.begin_ends.size() && f.begin_ends[next_be].at == i) BeginOrEnd(f.begin_ends[next_be++]);
-    if (i == ft.events.size()) break;
-    Event e = ft.events[i];
-    e.name = names_[e.name];
-    e.track = tracks_[e.track];
-    if (e.aux != kNoAux) e.aux += (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) ? memcpy_base : inputs_base;
-    trace_.events.push_back(e);
+  if (copy != nullptr) {
+    const size_t at = trace_.events.size();
+    trace_.events.resize(at + ft.events.size());  // unwritten (UnwrittenOnGrow); within capacity: nothing moves
+    copy->from = &f;
+    copy->dst = trace_.events.data() + at;
+    copy->names.assign(names_.begin(), names_.end());
+    copy->tracks.assign(tracks_.begin(), tracks_.end());
+    copy->memcpy_base = memcpy_base;
+    copy->inputs_base = inputs_base;
+  } else {
+    size_t next_be = 0;
+    for (size_t i = 0; i <= ft.events.size(); ++i) {
+      while (next_be < f.begin_ends.size() && f.begin_ends[next_be].at == i) BeginOrEnd(f.begin_ends[next_be++]);
+      if (i == ft.events.size()) break;
+      trace_.events.push_back(MapEvent(ft.events[i], names_, tracks_, memcpy_base, inputs_base));
+    }
   }
   for (size_t k = 0; k < ft.stats.entries.size(); ++k) AddIssue(f.first_index[k], ft.stats.entries[k]);
   trace_.stats.events_read += ft.stats.events_read;

@@ -119,12 +119,31 @@ class WindowDecoder {
   RecentStrings recent_names_, recent_shapes_;
 };
 
+// A fragment's events to be written into the trace's event array with the trace's ids, apart from
+// the merge (on a worker: the copy is most of a merge's cost, and merging is serial). Run() reads
+// only the fragment and writes only [dst, dst + the fragment's events), which Merge sized.
+struct EventCopy {
+  const Fragment* from = nullptr;
+  Event* dst = nullptr;
+  std::vector<StrId> names;      // fragment StrId -> trace StrId
+  std::vector<uint32_t> tracks;  // fragment track -> trace track
+  uint32_t memcpy_base = 0, inputs_base = 0;
+  void Run() const;
+};
+
 // Appends one source's fragments to the trace in file order and owns what spans windows: names
 // and tracks mapped to the trace's ids, B/E pairing, thread_name metadata. Single-threaded.
 class SourceAssembler {
  public:
   SourceAssembler(Trace& trace, const std::string& source);
-  void Merge(const Fragment& f);
+  // Whether Merge(f, copy) can leave f's events to an EventCopy: f has no B/E events (they pair
+  // in order with the other events) and the trace's event array has room for f's events without
+  // moving (the copies still pending write into it).
+  bool CanCopyApart(const Fragment& f) const;
+  // Merges f; with `copy` (only when CanCopyApart(f)), everything but writing the events: the
+  // event array grows by f's events, unwritten, and *copy says how to write them. f must live,
+  // unchanged, until copy->Run() has returned.
+  void Merge(const Fragment& f, EventCopy* copy = nullptr);
   // After the last fragment: moves what the events' problems were into trace.stats, ordered by
   // the element that showed each kind first (as a one-window read meets them), whatever the
   // windows. Finish() calls it too.

@@ -654,6 +654,38 @@ TEST(KinetoReaderTest, TheSameTraceAtAnyThreadCountAndWindowSize) {
 // Keys are matched on their raw text, found a word at a time: an escaped quote inside a key ends
 // nothing ("ts\"x" is not "ts"; a counter series "a\"b" keeps its whole name), an escaped letter
 // is not the letter, long keys and 7-8 byte keys are found whole.
+// Workers write merged windows' events into the trace (EventCopy) while the reading thread goes
+// on; the array is sized for one event per 100 bytes, and these events are ~60 bytes, so past the
+// middle the room runs out and merging goes back to the reading thread (the array grows, which
+// must wait for every pending copy). Every event lands where a one-thread read puts it.
+TEST(KinetoReaderTest, EventsCopiedApartLandWhereAOneThreadReadPutsThem) {
+  std::string json = R"J({"traceEvents":[)J";
+  const int n = 6000;
+  for (int i = 0; i < n; ++i) {
+    if (i) json += ",";
+    json += fmt::format(R"J({{"ph":"X","name":"n{}","ts":{},"dur":1,"pid":1,"tid":{}}})J", i % 37, i, i % 3);
+  }
+  json += "]}";
+  ASSERT_LT(json.size() / 100, static_cast<size_t>(n));  // the reserve runs out mid-read
+  Trace expected;
+  ReadOptions one;
+  one.threads = 1;
+  ASSERT_TRUE(Read(json, expected, one).ok);
+  ASSERT_EQ(expected.events.size(), static_cast<size_t>(n));
+  const std::string want = Dump(expected);
+  for (int threads : {2, 3, 8}) {
+    for (size_t window : {size_t{256}, size_t{4096}, size_t{1} << 16}) {
+      SCOPED_TRACE(fmt::format("threads {}, window {}", threads, window));
+      Trace t;
+      ReadOptions opt;
+      opt.threads = threads;
+      opt.window_bytes = window;
+      ASSERT_TRUE(Read(json, t, opt).ok);
+      EXPECT_EQ(Dump(t), want);
+    }
+  }
+}
+
 TEST(KinetoReaderTest, KeysAreMatchedWholeAroundEscapes) {
   Trace t;
   ASSERT_TRUE(Read(R"J({"traceEvents":[{"ph":"X","name":"a","ts":1,"ts\"x":999,"t\u0073":998,"dur":2,"pid":1,
