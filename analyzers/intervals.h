@@ -7,14 +7,18 @@
 #include <utility>
 #include <vector>
 
+#include "trainrx/profiler/sort_runs.h"
+
 namespace trainrx::analyzers {
 
 using Interval = std::pair<int64_t, int64_t>;  // [start, end) in ns
 
-// Merges overlapping/touching intervals in place (sorts first); returns the covered length.
+// Merges overlapping/touching intervals in place (sorts first); returns the covered length. The
+// intervals are mostly gathered track by track in time order: a few sorted runs, which SortRuns
+// sorts in linear time (equal intervals are alike, so any sort gives the same result).
 inline int64_t MergeIntervals(std::vector<Interval>& v) {
   if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
+  profiler::SortRuns(v.begin(), v.end());
   size_t w = 0;
   for (size_t i = 1; i < v.size(); ++i) {
     if (v[i].first <= v[w].second) v[w].second = std::max(v[w].second, v[i].second);
