@@ -7,7 +7,8 @@
 #      own DOM parse of the same bytes, no model) (build/bench/trainrx_ingest_bench);
 #   3. the gzip inflaters Debian offers on the gzipped trace (build/bench/trainrx_inflate_bench);
 #   4. a multi-rank set of RANKS ranks of that trace (8: 1.9 GB), each with its own distributedInfo;
-#   5. recording overhead against a plain run and torch.profiler (bench/overhead_vs_torch_profiler.py);
+#   5. recording overhead against a plain run and torch.profiler (bench/overhead_vs_torch_profiler.py),
+#      per step, and per op from Python (bench/per_op_python.py);
 #   6. our own traces: a LONG_STEPS-step cnn run recorded whole (~4 M events, the collector's cap)
 #      analyzed beside the tiled Kineto trace (MB/s and events/s of each), and what `record`'s
 #      default step window keeps of a long Python run against --steps all.
@@ -78,6 +79,9 @@ if [ "$OVERHEAD_ROUNDS" -gt 0 ]; then
   echo
   echo "== 5. recording overhead: plain vs trainrx record vs torch.profiler"
   .venv/bin/python bench/overhead_vs_torch_profiler.py --rounds "$OVERHEAD_ROUNDS"
+  echo
+  echo "== 5b. per op from Python: trainrx and torch.profiler interleaved in one process"
+  .venv/bin/python bench/per_op_python.py --processes 3 --floor
 fi
 
 if [ "$LONG_STEPS" -gt 0 ]; then

@@ -467,13 +467,7 @@ class WindowPipeline {
     if (copying_.empty()) return;
     std::unique_lock<std::mutex> l(mu_);
     if (wait) {
-      while (!copies_.empty()) {
-        WindowJob* j = copies_.front();
-        copies_.pop_front();
-        l.unlock();
-        j->copy.Run();
-        l.lock();
-        j->copied = true;
+      while (RunAQueuedCopy(l)) {
       }
       done_cv_.wait(l, [&] {
         return std::all_of(copying_.begin(), copying_.end(), [](const auto& j) { return j->copied; });
@@ -490,18 +484,23 @@ class WindowPipeline {
     }
   }
   void DrainCopies() { ReapCopies(true); }
+  // With mu_ held (l): runs a copy no worker has taken yet on this thread (mu_ released meanwhile);
+  // false when there is none.
+  bool RunAQueuedCopy(std::unique_lock<std::mutex>& l) {
+    if (copies_.empty()) return false;
+    WindowJob* j = copies_.front();
+    copies_.pop_front();
+    l.unlock();
+    j->copy.Run();
+    l.lock();
+    j->copied = true;
+    return true;
+  }
   // Runs a copy no worker has taken yet here, or else waits until a copy under way is done.
   void HelpOrWaitForACopy() {
     {
       std::unique_lock<std::mutex> l(mu_);
-      if (!copies_.empty()) {
-        WindowJob* j = copies_.front();
-        copies_.pop_front();
-        l.unlock();
-        j->copy.Run();
-        l.lock();
-        j->copied = true;
-      } else {
+      if (!RunAQueuedCopy(l)) {
         done_cv_.wait(l, [&] {
           return std::any_of(copying_.begin(), copying_.end(), [](const auto& j) { return j->copied; });
         });

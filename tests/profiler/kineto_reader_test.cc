@@ -570,6 +570,22 @@ std::string Dump(const Trace& t) {
   return s + fmt::format("events_read={} bytes_read={}\n", t.stats.events_read, t.stats.bytes_read);
 }
 
+// Reads `json` at each thread count and window size and compares every table with `want` (Dump).
+void ExpectTheSameAt(const std::string& json, const std::string& want, std::initializer_list<int> thread_counts,
+                     std::initializer_list<size_t> windows) {
+  for (int threads : thread_counts) {
+    for (size_t window : windows) {
+      SCOPED_TRACE(fmt::format("threads {}, window {}", threads, window));
+      Trace t;
+      ReadOptions opt;
+      opt.threads = threads;
+      opt.window_bytes = window;
+      ASSERT_TRUE(Read(json, t, opt).ok);
+      EXPECT_EQ(Dump(t), want);
+    }
+  }
+}
+
 // Issue 16: windows of events are parsed on worker threads and merged in file order, and the
 // splitter scans 64 bytes at a time. Neither may show in the result: every table, id, count and
 // message (with its event index) is the same at any thread count and window size. The trace puts
@@ -621,17 +637,7 @@ TEST(KinetoReaderTest, TheSameTraceAtAnyThreadCountAndWindowSize) {
   EXPECT_NE(FindEvent(expected, "range 59"), nullptr);
   const std::string want = Dump(expected);
   EXPECT_NE(want.find("test.json event #6\n"), std::string::npos);  // the first missing ts, by index
-  for (int threads : {1, 2, 3, 8}) {
-    for (size_t window : {size_t{64}, size_t{100}, size_t{257}, size_t{1000}, size_t{4096}, size_t{1} << 20}) {
-      SCOPED_TRACE(fmt::format("threads {}, window {}", threads, window));
-      Trace t;
-      ReadOptions opt;
-      opt.threads = threads;
-      opt.window_bytes = window;
-      ASSERT_TRUE(Read(json, t, opt).ok);
-      EXPECT_EQ(Dump(t), want);
-    }
-  }
+  ExpectTheSameAt(json, want, {1, 2, 3, 8}, {64, 100, 257, 1000, 4096, size_t{1} << 20});
   // A broken document fails with the same message, the first problem in file order, either way.
   std::string broken = json;
   broken.insert(broken.find(R"J({"ph": "B", "name": "range 40")J"), ",");
@@ -673,17 +679,7 @@ TEST(KinetoReaderTest, EventsCopiedApartLandWhereAOneThreadReadPutsThem) {
   ASSERT_TRUE(Read(json, expected, one).ok);
   ASSERT_EQ(expected.events.size(), static_cast<size_t>(n));
   const std::string want = Dump(expected);
-  for (int threads : {2, 3, 8}) {
-    for (size_t window : {size_t{256}, size_t{4096}, size_t{1} << 16}) {
-      SCOPED_TRACE(fmt::format("threads {}, window {}", threads, window));
-      Trace t;
-      ReadOptions opt;
-      opt.threads = threads;
-      opt.window_bytes = window;
-      ASSERT_TRUE(Read(json, t, opt).ok);
-      EXPECT_EQ(Dump(t), want);
-    }
-  }
+  ExpectTheSameAt(json, want, {2, 3, 8}, {256, 4096, size_t{1} << 16});
 }
 
 TEST(KinetoReaderTest, KeysAreMatchedWholeAroundEscapes) {
