@@ -232,7 +232,7 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       if (c10::InferenceMode::is_enabled()) flags |= kInferenceMode;
       r->flags = flags;
       // A program whose steps we never see (manual updates instead of torch.optim, an inference
-      // loop, LibTorch without tp::Step) would box every op's inputs for the whole run.
+      // loop, LibTorch without tp::MarkStep) would box every op's inputs for the whole run.
       if (fn.needsInputs() && ++t_ops_with_inputs == kInputCaptureOpsWithoutSteps) StopInputCaptureWithoutSteps();
       if (fn.needsInputs() && name[0] == 'a') {
         const bool norm = IsNorm(name);

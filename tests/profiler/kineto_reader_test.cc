@@ -657,9 +657,6 @@ TEST(KinetoReaderTest, TheSameTraceAtAnyThreadCountAndWindowSize) {
   EXPECT_NE(first_error.find("a stray ','"), std::string::npos) << first_error;
 }
 
-// Keys are matched on their raw text, found a word at a time: an escaped quote inside a key ends
-// nothing ("ts\"x" is not "ts"; a counter series "a\"b" keeps its whole name), an escaped letter
-// is not the letter, long keys and 7-8 byte keys are found whole.
 // Workers write merged windows' events into the trace (EventCopy) while the reading thread goes
 // on; the array is sized for one event per 100 bytes, and these events are ~60 bytes, so past the
 // middle the room runs out and merging goes back to the reading thread (the array grows, which
@@ -682,6 +679,9 @@ TEST(KinetoReaderTest, EventsCopiedApartLandWhereAOneThreadReadPutsThem) {
   ExpectTheSameAt(json, want, {2, 3, 8}, {256, 4096, size_t{1} << 16});
 }
 
+// Keys are matched on their raw text, found a word at a time: an escaped quote inside a key ends
+// nothing ("ts\"x" is not "ts"; a counter series "a\"b" keeps its whole name), an escaped letter
+// is not the letter, long keys and 7-8 byte keys are found whole.
 TEST(KinetoReaderTest, KeysAreMatchedWholeAroundEscapes) {
   Trace t;
   ASSERT_TRUE(Read(R"J({"traceEvents":[{"ph":"X","name":"a","ts":1,"ts\"x":999,"t\u0073":998,"dur":2,"pid":1,
