@@ -70,6 +70,9 @@ void CuptiBridge::Start(ProcessSession& session) noexcept {
   }
   c.SetStatic("gpu_collection", JsonString("on (CUPTI activity)"));
   active_.store(true);
+  // The backend, libcupti and the CUDA runtime were loaded and started after the session's exit
+  // handler was registered: collect before their own exit handlers run.
+  ProcessSession::RegisterExitHandlerAgain();
 }
 
 bool CuptiBridge::PushExternalId(int64_t id) noexcept { return g_push && g_push(static_cast<uint64_t>(id)) != 0; }

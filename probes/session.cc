@@ -246,6 +246,8 @@ void ProcessSession::AtExit() {
   if (s.active_.load() && !s.in_fork_child_.load()) s.Finish("exit");
 }
 
+void ProcessSession::RegisterExitHandlerAgain() { std::atexit(&ProcessSession::AtExit); }
+
 void ProcessSession::OnSignal(int sig) {
   // Writing a file from a signal handler is not async-signal-safe: if the interrupted code held
   // a lock we need (malloc's), we could block. alarm() bounds that: SIGALRM's default action ends

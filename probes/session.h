@@ -54,6 +54,13 @@ class ProcessSession {
 
   Collector& collector() { return *collector_; }
 
+  // Registers the exit handler once more. Exit handlers and static destructors run
+  // last-registered first, so those of a library loaded after Begin() (the CUPTI backend, the
+  // libcupti and CUDA runtime it brings) would run before the trace is assembled, which still
+  // needs them (the last CUPTI flush). Call it after loading such a library; Finish() runs once,
+  // so the earlier registration then does nothing.
+  static void RegisterExitHandlerAgain();
+
   // Called before the trace is assembled (from the thread that finishes): the observer takes a
   // last config snapshot here.
   using FinishHook = void (*)(ProcessSession&);

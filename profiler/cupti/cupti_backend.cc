@@ -5,6 +5,13 @@
 //    its first CUDA call.
 // Records wait here (converted, under a mutex) until the probe's finish hook collects them.
 //
+// Lifetime: everything lives in one heap object that is never destroyed. The probe loads this
+// library after it registered its exit handler, and exit handlers run last-registered first, so
+// static objects of this library would be destroyed before that handler collects: the final
+// cuptiActivityFlushAll would then append to a freed vector (once a run had filled a buffer
+// before exit: the H100 crash with a DataLoader pin-memory thread, docs/gpu-validation.md).
+// CUPTI may also call BufferCompleted from its own thread at any point of the exit.
+//
 // Buffers: 8 MB each (CUPTI recommends 1-10 MB; Kineto uses 4 MB), handed back by CUPTI when
 // full or on cuptiActivityFlushAll at collection. Timestamps: CUPTI is told to use our clock
 // (CLOCK_REALTIME ns, like the probes), so GPU and CPU events share one time base.
@@ -16,8 +23,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cupti_convert.h"
 
@@ -27,19 +36,40 @@ namespace {
 constexpr size_t kBufferBytes = 8 << 20;
 constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 
-std::mutex g_mu;
-GpuRecords g_records;
-ConvertStats g_stats;
-std::string g_last_error;
-bool g_active = false;
+struct Backend {
+  std::mutex mu;  // guards the members below
+  GpuRecords records;
+  ConvertStats stats;
+  std::string last_error;
+};
+Backend& State() {
+  static Backend* b = new Backend();  // never destroyed: see the lifetime note above
+  return *b;
+}
+std::atomic<bool> g_active{false};  // trivially destructible
 
 bool Check(CUptiResult r, const char* call) {
   if (r == CUPTI_SUCCESS) return true;
   const char* msg = nullptr;
   cuptiGetResultString(r, &msg);
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_last_error = std::string(call) + " failed: " + (msg ? msg : "unknown CUPTI error");
+  Backend& b = State();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.last_error = std::string(call) + " failed: " + (msg ? msg : "unknown CUPTI error");
   return false;
+}
+
+// Adds what one buffer converted to the records waiting for collection.
+void Store(GpuRecords& local, const ConvertStats& stats) {
+  Backend& b = State();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.records.records.insert(b.records.records.end(), std::make_move_iterator(local.records.begin()),
+                           std::make_move_iterator(local.records.end()));
+  b.records.external.insert(b.records.external.end(), local.external.begin(), local.external.end());
+  b.records.dropped += local.dropped;
+  b.stats.converted += stats.converted;
+  b.stats.overhead_records += stats.overhead_records;
+  b.stats.overhead_ns += stats.overhead_ns;
+  b.stats.unsupported += stats.unsupported;
 }
 #define TRAINRX_CUPTI_CALL(call) Check((call), #call)
 
@@ -71,15 +101,7 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer
   size_t dropped = 0;
   if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS) local.dropped = dropped;
   std::free(buffer);
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_records.records.insert(g_records.records.end(), std::make_move_iterator(local.records.begin()),
-                           std::make_move_iterator(local.records.end()));
-  g_records.external.insert(g_records.external.end(), local.external.begin(), local.external.end());
-  g_records.dropped += local.dropped;
-  g_stats.converted += stats.converted;
-  g_stats.overhead_records += stats.overhead_records;
-  g_stats.overhead_ns += stats.overhead_ns;
-  g_stats.unsupported += stats.unsupported;
+  Store(local, stats);
 }
 
 int StartActivity(bool check_device, char* msg, size_t msg_len) {
@@ -93,11 +115,15 @@ int StartActivity(bool check_device, char* msg, size_t msg_len) {
       std::snprintf(msg, msg_len, "%s", message.c_str());
       return 1;
     }
+    std::vector<DeviceProperties> found;
     for (int d = 0; d < devices; ++d) {
       cudaDeviceProp p{};
       if (cudaGetDeviceProperties(&p, d) != cudaSuccess) continue;
-      g_records.devices.push_back({d, p.name, static_cast<int64_t>(p.totalGlobalMem), p.major, p.minor, p.multiProcessorCount});
+      found.push_back({d, p.name, static_cast<int64_t>(p.totalGlobalMem), p.major, p.minor, p.multiProcessorCount});
     }
+    Backend& b = State();
+    std::lock_guard<std::mutex> lock(b.mu);
+    b.records.devices = std::move(found);
   }
   bool ok = TRAINRX_CUPTI_CALL(cuptiActivityRegisterCallbacks(&BufferRequested, &BufferCompleted));
   ok = ok && TRAINRX_CUPTI_CALL(cuptiActivityRegisterTimestampCallback(&Timestamp));
@@ -111,11 +137,12 @@ int StartActivity(bool check_device, char* msg, size_t msg_len) {
     ok = ok && TRAINRX_CUPTI_CALL(cuptiActivityEnable(kind));
   }
   if (!ok) {
-    std::lock_guard<std::mutex> lock(g_mu);
-    std::snprintf(msg, msg_len, "CUPTI could not start (%s); recording CPU only", g_last_error.c_str());
+    Backend& b = State();
+    std::lock_guard<std::mutex> lock(b.mu);
+    std::snprintf(msg, msg_len, "CUPTI could not start (%s); recording CPU only", b.last_error.c_str());
     return 2;
   }
-  g_active = true;
+  g_active.store(true);
   std::snprintf(msg, msg_len, "CUPTI activity recording on");
   return 0;
 }
@@ -129,11 +156,11 @@ using namespace trainrx::profiler::cupti;
 extern "C" {
 
 __attribute__((visibility("default"))) int trainrx_cupti_start(char* msg, size_t msg_len) {
-  if (g_active) return 0;
+  if (g_active.load()) return 0;
   return StartActivity(/*check_device=*/true, msg, msg_len);
 }
 
-__attribute__((visibility("default"))) int trainrx_cupti_active(void) { return g_active ? 1 : 0; }
+__attribute__((visibility("default"))) int trainrx_cupti_active(void) { return g_active.load() ? 1 : 0; }
 
 __attribute__((visibility("default"))) int trainrx_cupti_push(uint64_t id) {
   return cuptiActivityPushExternalCorrelationId(kExternalKind, id) == CUPTI_SUCCESS ? 1 : 0;
@@ -146,10 +173,19 @@ __attribute__((visibility("default"))) void trainrx_cupti_pop(void) {
 
 // Flushes CUPTI's buffers and moves everything converted so far into *out.
 __attribute__((visibility("default"))) void trainrx_cupti_collect(trainrx::profiler::GpuRecords* out) {
-  if (g_active) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  std::lock_guard<std::mutex> lock(g_mu);
-  *out = std::move(g_records);
-  g_records = {};
+  if (g_active.load()) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  Backend& b = State();
+  std::lock_guard<std::mutex> lock(b.mu);
+  *out = std::move(b.records);
+  b.records = {};
+}
+
+// Tests only: hands already converted records to the store, as the buffer-completed callback
+// does, so that the exit order can be tested on a machine without a GPU
+// (tests/profiler/cupti_exit_test.cc).
+__attribute__((visibility("default"))) void trainrx_cupti_store_for_test(const trainrx::profiler::GpuRecords* in) {
+  trainrx::profiler::GpuRecords copy = *in;
+  Store(copy, ConvertStats{});
 }
 
 // CUDA driver injection entry point (CUDA_INJECTION64_PATH). Runs inside cuInit: no runtime

@@ -75,8 +75,13 @@ part_crash() {
     e=${v%%|*}; a=${v#*|}
     local log; log=$OUTDIR/crash_$(echo "$e$a" | tr -c 'A-Za-z0-9_.-' _).log
     # shellcheck disable=SC2086
+    rm -f /tmp/c.json
     env $e "$BUILD/trainrx" record -o /tmp/c.json -- "$PY" "$G/train_gpu.py" --steps 10 --workers 2 $a >"$log" 2>&1
-    echo "== $e $a: $(grep -v '^steps' "$log" | grep -v '^  ' | head -3 | tr '\n' ' ')" | tee -a "$LOG"
+    local rc=$?
+    # Fixed when: the program's exit code is kept (0), the trace is written at exit (not rebuilt
+    # from the journal) and holds GPU events.
+    local kernels; kernels=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(1 for e in d["traceEvents"] if e.get("cat")=="kernel"))' /tmp/c.json 2>/dev/null || echo "no trace")
+    echo "== $e $a: exit $rc, kernels in the trace: $kernels; $(grep -c 'could not write the trace' "$log") 'could not write'; $(grep -v '^steps' "$log" | grep -v '^  ' | head -3 | tr '\n' ' ')" | tee -a "$LOG"
   done
 }
 

@@ -3,8 +3,12 @@
 #include "collector.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 #include <thread>
 
@@ -268,6 +272,52 @@ TEST(StepWindowTest, TheCollectorKeepsWhatTheWindowCoversAndCountsTheRest) {
   EXPECT_EQ(cfg.at("gpu_records_outside_window"), "4");
   EXPECT_EQ(cfg.at("window_closed"), "true");
   EXPECT_EQ(cfg.at("window_boundary"), "\"Optimizer.step\"");
+}
+
+// Exit handlers run last-registered first. A library loaded after the session began (the CUPTI
+// backend and the CUDA runtime it starts) registers its own: without registering the session's
+// again, they ran before the trace was assembled, which still needs them (issue 14's exit crash).
+// In a forked child: a session begins, records one op, "loads a library" (a handler that checks
+// whether the trace is already written), registers the session's handler again and exits.
+const char* g_exit_trace_path = nullptr;
+void TraceMustAlreadyBeWritten() {
+  if (!std::filesystem::exists(g_exit_trace_path)) _exit(7);
+}
+
+TEST(ProcessSessionTest, ExitHandlerRegisteredAgainWritesTheTraceBeforeLaterHandlersRun) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("trainrx_exit_order_" + std::to_string(getpid()) + ".json")).string();
+  std::filesystem::remove(path);
+  for (const bool again : {true, false}) {
+    std::filesystem::remove(path);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      unsetenv("TRAINRX_OUTPUT");
+      unsetenv("TRAINRX_ROOT_PID");
+      setenv("TRAINRX_QUIET", "1", 1);
+      SessionConfig config;
+      config.output = path;
+      config.install_signal_handlers = false;
+      config.flush_seconds = 0;
+      ProcessSession& s = ProcessSession::Get();
+      if (!s.Begin(config)) _exit(3);
+      AddRange(s.collector().ThisThread(), "aten::add", RecKind::kOp, 1000, 2000);
+      g_exit_trace_path = path.c_str();
+      std::atexit(&TraceMustAlreadyBeWritten);
+      if (again) ProcessSession::RegisterExitHandlerAgain();
+      std::exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "again=" << again;
+    // Registered again: written before the later handler looked. Not: that handler ran first.
+    EXPECT_EQ(WEXITSTATUS(status), again ? 0 : 7) << "again=" << again;
+    if (again) {
+      EXPECT_TRUE(std::filesystem::exists(path));
+    }
+  }
+  std::filesystem::remove(path);
 }
 
 }  // namespace
