@@ -68,7 +68,7 @@ void CuptiBridge::Start(ProcessSession& session) noexcept {
     ProcessSession::Info(msg);
     return;
   }
-  c.SetStatic("gpu_collection", JsonString("on (CUPTI activity)"));
+  c.SetStatic("gpu_collection", JsonString("on (CUPTI activity; runtime/driver calls that only read state, such as cudaGetDevice, are not recorded)"));
   active_.store(true);
   // The backend, libcupti and the CUDA runtime were loaded and started after the session's exit
   // handler was registered: collect before their own exit handlers run.

@@ -136,6 +136,14 @@ int StartActivity(bool check_device, char* msg, size_t msg_len) {
                                   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_OVERHEAD}) {
     ok = ok && TRAINRX_CUPTI_CALL(cuptiActivityEnable(kind));
   }
+  // After the kinds (enabling a kind resets its per-call settings): the calls that only read
+  // state are not recorded (QuietCalls). Best effort: where CUPTI refuses, ConvertActivity drops them.
+  size_t quiet_count = 0;
+  const QuietCall* quiet = QuietCalls(&quiet_count);
+  for (size_t i = 0; ok && i < quiet_count; ++i) {
+    if (quiet[i].domain == CUPTI_CB_DOMAIN_RUNTIME_API) cuptiActivityEnableRuntimeApi(quiet[i].cbid, 0);
+    else cuptiActivityEnableDriverApi(quiet[i].cbid, 0);
+  }
   if (!ok) {
     Backend& b = State();
     std::lock_guard<std::mutex> lock(b.mu);

@@ -57,7 +57,51 @@ const char* SyncName(CUpti_ActivitySynchronizationType t) {
   }
 }
 
+#define TRAINRX_QUIET_RUNTIME(fn, version) {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##fn##_##version, #fn}
+#define TRAINRX_QUIET_DRIVER(fn) {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##fn, #fn}
+constexpr QuietCall kQuietCalls[] = {
+    TRAINRX_QUIET_RUNTIME(cudaGetDevice, v3020),
+    TRAINRX_QUIET_RUNTIME(cudaGetLastError, v3020),
+    TRAINRX_QUIET_RUNTIME(cudaPeekAtLastError, v3020),
+    TRAINRX_QUIET_RUNTIME(cudaGetErrorString, v3020),
+    TRAINRX_QUIET_RUNTIME(cudaStreamIsCapturing, v10000),
+    TRAINRX_QUIET_RUNTIME(cudaStreamIsCapturing_ptsz, v10000),
+    TRAINRX_QUIET_RUNTIME(cudaDeviceGetAttribute, v5000),
+    TRAINRX_QUIET_RUNTIME(cudaFuncGetAttributes, v3020),
+    TRAINRX_QUIET_RUNTIME(cudaPointerGetAttributes, v4000),
+    TRAINRX_QUIET_RUNTIME(cudaGetDeviceCount, v3020),
+    TRAINRX_QUIET_RUNTIME(cudaDriverGetVersion, v3020),
+    TRAINRX_QUIET_RUNTIME(cudaRuntimeGetVersion, v3020),
+    TRAINRX_QUIET_DRIVER(cuDevicePrimaryCtxGetState),
+    TRAINRX_QUIET_DRIVER(cuKernelGetName),
+    TRAINRX_QUIET_DRIVER(cuGetProcAddress),
+    TRAINRX_QUIET_DRIVER(cuGetProcAddress_v2),
+    TRAINRX_QUIET_DRIVER(cuDeviceGetAttribute),
+    TRAINRX_QUIET_DRIVER(cuCtxGetCurrent),
+    TRAINRX_QUIET_DRIVER(cuCtxGetDevice),
+    TRAINRX_QUIET_DRIVER(cuDeviceGet),
+    TRAINRX_QUIET_DRIVER(cuDeviceGetCount),
+    TRAINRX_QUIET_DRIVER(cuDriverGetVersion),
+    TRAINRX_QUIET_DRIVER(cuGetErrorString),
+    TRAINRX_QUIET_DRIVER(cuPointerGetAttribute),
+    TRAINRX_QUIET_DRIVER(cuPointerGetAttributes),
+    TRAINRX_QUIET_DRIVER(cuFuncGetAttribute),
+};
+#undef TRAINRX_QUIET_RUNTIME
+#undef TRAINRX_QUIET_DRIVER
+
 }  // namespace
+
+const QuietCall* QuietCalls(size_t* count) {
+  *count = sizeof(kQuietCalls) / sizeof(kQuietCalls[0]);
+  return kQuietCalls;
+}
+
+bool IsQuietCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  for (const QuietCall& q : kQuietCalls)
+    if (q.domain == domain && q.cbid == cbid) return true;
+  return false;
+}
 
 std::string MemcpyName(uint8_t copy_kind, uint8_t src_kind, uint8_t dst_kind) {
   const std::string dir(CopyKindName(ToCopyKind(copy_kind)));
@@ -119,6 +163,10 @@ bool ConvertActivity(const CUpti_Activity* record, GpuRecords& out, CallbackName
     case CUPTI_ACTIVITY_KIND_DRIVER: {
       const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
       const bool runtime = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME;
+      if (IsQuietCall(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid)) {
+        ++stats.quiet;
+        return false;
+      }
       r.kind = runtime ? EventKind::kCudaRuntime : EventKind::kCudaDriver;
       r.ts_ns = static_cast<int64_t>(a->start);
       r.dur_ns = Dur(a->start, a->end);

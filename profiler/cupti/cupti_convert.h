@@ -25,13 +25,29 @@ using CallbackNameFn = const char* (*)(CUpti_CallbackDomain domain, uint32_t cbi
 
 struct ConvertStats {
   uint64_t converted = 0;
+  uint64_t quiet = 0;              // state-reading runtime/driver calls left out (QuietCalls)
   uint64_t overhead_records = 0;   // CUPTI's own overhead (buffer flushes, instrumentation)
   int64_t overhead_ns = 0;
   uint64_t unsupported = 0;        // kinds we do not convert (counted, not fatal)
 };
 
+// Runtime and driver calls that only read state: the current device, the last error, an
+// attribute, a driver entry point, a kernel's name. They launch, copy, allocate and wait for
+// nothing, no analysis reads them, and they are most of what PyTorch calls: on the H100 run
+// (docs/gpu-validation.md) cudaGetDevice alone was 16 492 of 27 675 runtime records, and
+// cuDevicePrimaryCtxGetState, cuKernelGetName and cuGetProcAddress 10 262 of 11 584 driver
+// records (torch.profiler's traces leave such calls out too). The backend asks CUPTI not to record
+// them (cuptiActivityEnableRuntimeApi / DriverApi), and ConvertActivity drops any that come anyway.
+struct QuietCall {
+  CUpti_CallbackDomain domain;  // CUPTI_CB_DOMAIN_RUNTIME_API or CUPTI_CB_DOMAIN_DRIVER_API
+  CUpti_CallbackId cbid;
+  const char* name;  // the function, for tests and messages
+};
+const QuietCall* QuietCalls(size_t* count);
+bool IsQuietCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
+
 // Appends the record's conversion to `out` (external correlations to out.external). Returns
-// false for kinds we do not convert.
+// false for kinds we do not convert and for quiet calls (counted in stats.quiet).
 bool ConvertActivity(const CUpti_Activity* record, GpuRecords& out, CallbackNameFn names, ConvertStats& stats);
 
 // "Memcpy HtoD (Pageable -> Device)" for the given CUPTI kinds (Kineto's spelling).

@@ -7,6 +7,10 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <set>
+#include <string>
+
+#include "runtime_names.h"
 
 namespace trainrx::profiler::cupti {
 namespace {
@@ -144,6 +148,54 @@ TEST(CuptiConvertTest, UnsupportedKindsAreCountedNotFatal) {
   EXPECT_FALSE(ConvertActivity(&a, out, FakeNames, st));
   EXPECT_EQ(st.unsupported, 1u);
   EXPECT_TRUE(out.records.empty());
+}
+
+// The calls left out only read state: none launches, copies, waits or allocates (what the
+// analyzers look for in runtime/driver calls), and the everyday ones are in the list.
+TEST(CuptiConvertTest, QuietCallsOnlyReadStateAndAreDroppedAndCounted) {
+  size_t n = 0;
+  const QuietCall* quiet = QuietCalls(&n);
+  ASSERT_GT(n, 0u);
+  std::set<std::string> names;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string name = quiet[i].name;
+    names.insert(name);
+    EXPECT_FALSE(analyzers::IsLaunchCall(name)) << name;
+    EXPECT_FALSE(analyzers::IsBlockingCall(name)) << name;
+    EXPECT_FALSE(analyzers::IsCaptureBegin(name) || analyzers::IsCaptureEnd(name)) << name;
+    for (const char* work : {"Launch", "Memcpy", "Memset", "Malloc", "Free", "Alloc", "Synchronize", "Record", "Wait",
+                             "Query", "Create", "Destroy", "Set", "Graph", "Load", "Unload"}) {
+      EXPECT_EQ(name.find(work), std::string::npos) << name << " does " << work;
+    }
+    EXPECT_TRUE(IsQuietCall(quiet[i].domain, quiet[i].cbid)) << name;
+  }
+  for (const char* everyday : {"cudaGetDevice", "cudaGetLastError", "cudaPeekAtLastError", "cuDevicePrimaryCtxGetState",
+                               "cuKernelGetName", "cuGetProcAddress"}) {
+    EXPECT_EQ(names.count(everyday), 1u) << everyday;
+  }
+  // A quiet call is dropped and counted; a launch and a sync are not quiet.
+  EXPECT_FALSE(IsQuietCall(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  EXPECT_FALSE(IsQuietCall(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020));
+  EXPECT_FALSE(IsQuietCall(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+  CUpti_ActivityAPI a;
+  std::memset(&a, 0, sizeof(a));
+  a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020;
+  a.start = 10;
+  a.end = 20;
+  GpuRecords out;
+  ConvertStats st;
+  EXPECT_FALSE(ConvertActivity(reinterpret_cast<CUpti_Activity*>(&a), out, FakeNames, st));
+  a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  a.cbid = CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState;
+  EXPECT_FALSE(ConvertActivity(reinterpret_cast<CUpti_Activity*>(&a), out, FakeNames, st));
+  EXPECT_TRUE(out.records.empty());
+  EXPECT_EQ(st.quiet, 2u);
+  EXPECT_EQ(st.unsupported, 0u);
+  a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  EXPECT_TRUE(ConvertActivity(reinterpret_cast<CUpti_Activity*>(&a), out, FakeNames, st));
+  EXPECT_EQ(out.records.size(), 1u);
 }
 
 // The real backend, started on a machine without a GPU, says so and does not start.
