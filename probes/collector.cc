@@ -238,31 +238,84 @@ void Collector::Sample(ThreadBuffer* buf, const std::string& key, double value, 
 void Collector::AddGpuRecords(profiler::GpuRecords records) noexcept {
   try {
     std::lock_guard<std::mutex> lock(mu_);
-    if (window_.options().bounded()) {
-      // CPU-side calls first: a kernel is kept when the call that launched it was made inside the
-      // window (it may run after the window closed), else by its own time. One snapshot of the
-      // window for the whole batch, not a lock per record.
-      const StepWindow::State window = window_.state();
-      const auto cpu_side = [](const profiler::GpuRecord& r) {
-        return r.kind == profiler::EventKind::kCudaRuntime || r.kind == profiler::EventKind::kCudaDriver;
-      };
-      for (const auto& r : records.records)
-        if (cpu_side(r) && r.correlation != profiler::kNoId && window.Covers(r.ts_ns)) window_correlations_.insert(r.correlation);
-      const size_t before = records.records.size();
-      std::erase_if(records.records, [&](const profiler::GpuRecord& r) {
-        if (r.correlation != profiler::kNoId) return window_correlations_.count(r.correlation) == 0;
-        return !window.Covers(r.ts_ns);
-      });
-      gpu_outside_window_ += before - records.records.size();
-    }
-    gpu_.records.insert(gpu_.records.end(), std::make_move_iterator(records.records.begin()),
-                        std::make_move_iterator(records.records.end()));
-    gpu_.external.insert(gpu_.external.end(), records.external.begin(), records.external.end());
+    if (assembled_) return;  // the trace is made: what CUPTI hands back after it is not part of it
     if (gpu_.devices.empty()) gpu_.devices = std::move(records.devices);
     gpu_.dropped += records.dropped;
+    // Past the cap a record is counted, not kept (held = kept + undecided).
+    const uint64_t cap = options_.max_events;
+    auto keep = [&](profiler::GpuRecord& r, std::vector<profiler::GpuRecord>& into) {
+      if (gpu_.records.size() + pending_gpu_.size() >= cap) {
+        ++gpu_over_cap_;
+        return;
+      }
+      into.push_back(std::move(r));
+    };
+    auto keep_external = [&](const std::pair<int64_t, int64_t>& x) {
+      if (gpu_.external.size() >= cap) ++gpu_over_cap_;
+      else gpu_.external.push_back(x);
+    };
+    if (!window_.options().bounded()) {
+      for (auto& r : records.records) keep(r, gpu_.records);
+      for (const auto& x : records.external) keep_external(x);
+      return;
+    }
+    // Records arrive as CUPTI hands buffers back: any time after they happened, a thread's buffer
+    // at a time, so a kernel may come before the call that launched it. Each is decided as soon as
+    // that is safe, the same way the trace's assembly would decide it (the window as it stands
+    // covers everything that happened up to now): a runtime or driver call by its own time; device
+    // work by the call that launched it (kept when that call was made inside the window, even if
+    // the work ran after the window closed), dropped at once when it ended before the window
+    // opened, else held until its call arrives or the trace is assembled (ResolvePendingGpu).
+    const StepWindow::State window = window_.state();
+    const auto cpu_side = [](const profiler::GpuRecord& r) {
+      return r.kind == profiler::EventKind::kCudaRuntime || r.kind == profiler::EventKind::kCudaDriver;
+    };
+    bool new_calls = false;
+    for (auto& r : records.records) {
+      if (!cpu_side(r)) continue;
+      if (!window.Covers(r.ts_ns)) {
+        ++gpu_outside_window_;
+        continue;
+      }
+      if (r.correlation != profiler::kNoId) new_calls |= window_correlations_.insert(r.correlation).second;
+      keep(r, gpu_.records);
+    }
+    for (auto& r : records.records) {
+      if (cpu_side(r)) continue;
+      if (r.correlation == profiler::kNoId) {
+        if (window.Covers(r.ts_ns)) keep(r, gpu_.records);
+        else ++gpu_outside_window_;
+      } else if (window_correlations_.count(r.correlation)) {
+        keep(r, gpu_.records);
+      } else if (!window.opened || r.ts_ns + r.dur_ns < window.open_ns) {
+        ++gpu_outside_window_;  // launched before the window opened
+      } else {
+        keep(r, pending_gpu_);
+      }
+    }
+    // An external correlation names a call made before it arrived: none from before the window.
+    if (window.opened) {
+      for (const auto& x : records.external) keep_external(x);
+    }
+    if (new_calls && !pending_gpu_.empty()) ResolvePendingGpu(/*final=*/false);
   } catch (...) {
     gpu_dropped_ += records.records.size();
   }
+}
+
+void Collector::ResolvePendingGpu(bool final) {
+  std::vector<profiler::GpuRecord> still;
+  for (auto& r : pending_gpu_) {
+    if (window_correlations_.count(r.correlation)) gpu_.records.push_back(std::move(r));
+    else if (final) ++gpu_outside_window_;
+    else still.push_back(std::move(r));
+  }
+  pending_gpu_ = std::move(still);
+}
+
+size_t Collector::GpuRecordsHeld() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return gpu_.records.size() + pending_gpu_.size();
 }
 
 uint64_t Collector::TotalDropped() const {
@@ -320,7 +373,10 @@ void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor,
     if (cursor.gpu_external < gpu_.external.size()) {
       gpu.external.assign(gpu_.external.begin() + static_cast<std::ptrdiff_t>(cursor.gpu_external), gpu_.external.end());
     }
-    if (cursor.gpu_records == 0) gpu.devices = gpu_.devices;
+    if (!cursor.gpu_devices && !gpu_.devices.empty()) {
+      gpu.devices = gpu_.devices;
+      cursor.gpu_devices = true;
+    }
     cursor.gpu_records = gpu_.records.size();
     cursor.gpu_external = gpu_.external.size();
     if (final) gpu.dropped = gpu_.dropped;
@@ -451,6 +507,13 @@ profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
   trace.ranks.push_back(std::move(info));
   // Ranges still open close where the recording ended: the window's end when it closed.
   const StepWindow::State window = window_.state();
+  {
+    // Device work whose launching call never arrived inside the window was launched outside it.
+    // From here on, what CUPTI hands back (after the last flush) is not part of this trace.
+    std::lock_guard<std::mutex> lock(mu_);
+    ResolvePendingGpu(/*final=*/true);
+    assembled_ = true;
+  }
   DrainCursor cursor;
   Drain(trace, rank, cursor, /*final=*/true, window.closed ? std::min(stop_ns, window.close_ns) : stop_ns);
 
@@ -467,6 +530,17 @@ profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
   cfg["dropped_records"] = std::to_string(dropped);
   cfg["unfinished_ranges"] = std::to_string(unfinished);
   cfg["cupti_dropped_records"] = std::to_string(gpu_dropped);
+  uint64_t over_cap = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    over_cap = gpu_over_cap_;
+  }
+  cfg["gpu_records_over_cap"] = std::to_string(over_cap);
+  if (over_cap) {
+    trace.stats.Add("gpu_records_over_cap", profiler::IssueSeverity::kDataLoss,
+                    "GPU records and correlations past the collector's cap (TRAINRX_MAX_EVENTS); record fewer steps",
+                    over_cap);
+  }
   if (dropped) trace.stats.Add("dropped_records", profiler::IssueSeverity::kDataLoss, "collector budget exhausted", dropped);
   if (unfinished) trace.stats.Add("unfinished_ranges", profiler::IssueSeverity::kInfo, "closed at stop time", unfinished);
   // The step window: what was recorded of the run (analyzers::FindRecordedWindows reads it).

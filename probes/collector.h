@@ -219,6 +219,7 @@ struct DrainCursor {
   size_t samples = 0;
   size_t gpu_records = 0;
   size_t gpu_external = 0;
+  bool gpu_devices = false;  // device properties emitted
   int64_t next_flow_id = 1;
   uint64_t unfinished = 0;  // final drain: ranges closed at stop time
 };
@@ -257,11 +258,15 @@ class Collector {
   WindowAction OnStepBoundary(BoundaryKind kind) noexcept;
   void WindowClosed() noexcept;
 
-  // GPU activity converted by the CUPTI backend (any thread; takes a lock, off the hot path).
-  // With a bounded step window, only what the window covers is kept: runtime and driver calls
-  // made inside it and the device activity they launched (by correlation id); the rest is
-  // counted as outside the window (not a loss).
+  // GPU activity converted by the CUPTI backend, as CUPTI hands its buffers back during the run
+  // (any thread; takes a lock, off the hot path). With a bounded step window, only what the
+  // window covers is kept: runtime and driver calls made inside it and the device activity they
+  // launched (by correlation id); the rest is counted as outside the window (not a loss), as
+  // soon as that is certain, so a long run does not hold its GPU records until it ends. At most
+  // options.max_events records (and as many correlations) are held; the rest are counted as
+  // gpu_records_over_cap (a loss). After Assemble, nothing more is kept.
   void AddGpuRecords(profiler::GpuRecords records) noexcept;
+  size_t GpuRecordsHeld() const;  // kept + undecided (tests, memory)
   void CountGpuDropped(uint64_t n) noexcept { gpu_dropped_ += n; }
 
   // Stops recording, waits (bounded) for callbacks in flight, and assembles the model: one rank,
@@ -296,7 +301,14 @@ class Collector {
   std::unordered_map<std::string, double> last_sample_;
   profiler::GpuRecords gpu_;
   uint64_t gpu_outside_window_ = 0;
+  uint64_t gpu_over_cap_ = 0;
+  bool assembled_ = false;
   std::unordered_set<int64_t> window_correlations_;  // CPU-side GPU calls made inside the window
+  // Device work whose launching call has not arrived yet (window opened, work ended after that).
+  std::vector<profiler::GpuRecord> pending_gpu_;
+  // Moves pending records whose call was made inside the window to gpu_; `final`: the rest are
+  // outside it. Caller holds mu_.
+  void ResolvePendingGpu(bool final);
 };
 
 }  // namespace trainrx::probes

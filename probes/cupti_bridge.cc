@@ -19,11 +19,21 @@ using ActiveFn = int (*)();
 using PushFn = int (*)(uint64_t);
 using PopFn = void (*)();
 using CollectFn = void (*)(profiler::GpuRecords*);
+using SinkFn = void (*)(profiler::GpuRecords*);
+using SetSinkFn = void (*)(SinkFn);
 PushFn g_push = nullptr;
 PopFn g_pop = nullptr;
 CollectFn g_collect = nullptr;
 
 std::string JsonString(const std::string& s) { return "\"" + profiler::JsonWriter::Escape(s) + "\""; }
+
+// The backend's sink: each buffer CUPTI hands back goes to the collector, which keeps what the
+// step window covers (on CUPTI's thread, or the thread whose buffer it was).
+void DeliverToCollector(profiler::GpuRecords* records) noexcept {
+  ProcessSession& s = ProcessSession::Get();
+  if (records == nullptr || !s.active()) return;
+  s.collector().AddGpuRecords(std::move(*records));
+}
 }  // namespace
 
 std::string CuptiBridge::LibraryPath() {
@@ -70,6 +80,9 @@ void CuptiBridge::Start(ProcessSession& session) noexcept {
   }
   c.SetStatic("gpu_collection", JsonString("on (CUPTI activity; runtime/driver calls that only read state, such as cudaGetDevice, are not recorded)"));
   active_.store(true);
+  // Buffers go to the collector as CUPTI hands them back (what waited in the backend, the
+  // devices among it, goes now), so the step window bounds what is held during the run.
+  if (auto set_sink = reinterpret_cast<SetSinkFn>(dlsym(handle, "trainrx_cupti_set_sink"))) set_sink(&DeliverToCollector);
   // The backend, libcupti and the CUDA runtime were loaded and started after the session's exit
   // handler was registered: collect before their own exit handlers run.
   ProcessSession::RegisterExitHandlerAgain();

@@ -3,7 +3,9 @@
 //  * by the CUDA driver itself when `trainrx record` sets CUDA_INJECTION64_PATH to it: the driver
 //    calls InitializeInjection() inside cuInit, so an unmodified Python program is covered from
 //    its first CUDA call.
-// Records wait here (converted, under a mutex) until the probe's finish hook collects them.
+// Each buffer CUPTI hands back is converted and delivered to the probe's collector through the
+// sink the probe sets (trainrx_cupti_set_sink), which keeps what the step window covers as the
+// run goes; records from before a sink was set wait here (under a mutex) until collected.
 //
 // Lifetime: everything lives in one heap object that is never destroyed. The probe loads this
 // library after it registered its exit handler, and exit handlers run last-registered first, so
@@ -13,7 +15,8 @@
 // CUPTI may also call BufferCompleted from its own thread at any point of the exit.
 //
 // Buffers: 8 MB each (CUPTI recommends 1-10 MB; Kineto uses 4 MB), handed back by CUPTI when
-// full or on cuptiActivityFlushAll at collection. Timestamps: CUPTI is told to use our clock
+// full, when their thread ends (CUPTI 13 keeps one per thread), or on cuptiActivityFlushAll at
+// collection. Timestamps: CUPTI is told to use our clock
 // (CLOCK_REALTIME ns, like the probes), so GPU and CPU events share one time base.
 // Every CUPTI call goes through TRAINRX_CUPTI_CALL, which records the call text and CUPTI's error.
 #include <cuda_runtime_api.h>
@@ -26,6 +29,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cupti_convert.h"
@@ -47,6 +51,8 @@ Backend& State() {
   return *b;
 }
 std::atomic<bool> g_active{false};  // trivially destructible
+using SinkFn = void (*)(trainrx::profiler::GpuRecords*);
+std::atomic<SinkFn> g_sink{nullptr};
 
 bool Check(CUptiResult r, const char* call) {
   if (r == CUPTI_SUCCESS) return true;
@@ -58,18 +64,27 @@ bool Check(CUptiResult r, const char* call) {
   return false;
 }
 
-// Adds what one buffer converted to the records waiting for collection.
-void Store(GpuRecords& local, const ConvertStats& stats) {
+// Hands what one buffer converted to the sink, or keeps it for collection while there is none.
+void Deliver(GpuRecords& local, const ConvertStats& stats) {
   Backend& b = State();
-  std::lock_guard<std::mutex> lock(b.mu);
-  b.records.records.insert(b.records.records.end(), std::make_move_iterator(local.records.begin()),
-                           std::make_move_iterator(local.records.end()));
-  b.records.external.insert(b.records.external.end(), local.external.begin(), local.external.end());
-  b.records.dropped += local.dropped;
-  b.stats.converted += stats.converted;
-  b.stats.overhead_records += stats.overhead_records;
-  b.stats.overhead_ns += stats.overhead_ns;
-  b.stats.unsupported += stats.unsupported;
+  SinkFn sink = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(b.mu);
+    b.stats.converted += stats.converted;
+    b.stats.quiet += stats.quiet;
+    b.stats.overhead_records += stats.overhead_records;
+    b.stats.overhead_ns += stats.overhead_ns;
+    b.stats.unsupported += stats.unsupported;
+    sink = g_sink.load();
+    if (sink == nullptr) {
+      b.records.records.insert(b.records.records.end(), std::make_move_iterator(local.records.begin()),
+                               std::make_move_iterator(local.records.end()));
+      b.records.external.insert(b.records.external.end(), local.external.begin(), local.external.end());
+      b.records.dropped += local.dropped;
+      return;
+    }
+  }
+  sink(&local);  // outside our lock: the sink takes the collector's
 }
 #define TRAINRX_CUPTI_CALL(call) Check((call), #call)
 
@@ -101,7 +116,7 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer
   size_t dropped = 0;
   if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS) local.dropped = dropped;
   std::free(buffer);
-  Store(local, stats);
+  Deliver(local, stats);
 }
 
 int StartActivity(bool check_device, char* msg, size_t msg_len) {
@@ -188,12 +203,26 @@ __attribute__((visibility("default"))) void trainrx_cupti_collect(trainrx::profi
   b.records = {};
 }
 
-// Tests only: hands already converted records to the store, as the buffer-completed callback
-// does, so that the exit order can be tested on a machine without a GPU
+// From now on each converted buffer goes to `sink` (the probe's collector) as CUPTI hands it
+// back, on whichever thread that happens, and what waits here (the devices, records from before)
+// goes to it now; nullptr: kept here until collected. The records are gone when a sink returns.
+__attribute__((visibility("default"))) void trainrx_cupti_set_sink(SinkFn sink) {
+  trainrx::profiler::GpuRecords waiting;
+  {
+    Backend& b = State();
+    std::lock_guard<std::mutex> lock(b.mu);  // Deliver decides under it: nothing falls between
+    if (sink != nullptr) waiting = std::exchange(b.records, {});
+    g_sink.store(sink);
+  }
+  if (sink != nullptr) sink(&waiting);
+}
+
+// Tests only: delivers already converted records as the buffer-completed callback does, so that
+// delivery and the exit order can be tested on a machine without a GPU
 // (tests/profiler/cupti_exit_test.cc).
-__attribute__((visibility("default"))) void trainrx_cupti_store_for_test(const trainrx::profiler::GpuRecords* in) {
+__attribute__((visibility("default"))) void trainrx_cupti_deliver_for_test(const trainrx::profiler::GpuRecords* in) {
   trainrx::profiler::GpuRecords copy = *in;
-  Store(copy, ConvertStats{});
+  Deliver(copy, ConvertStats{});
 }
 
 // CUDA driver injection entry point (CUDA_INJECTION64_PATH). Runs inside cuInit: no runtime

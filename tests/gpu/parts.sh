@@ -83,6 +83,11 @@ part_crash() {
     local kernels; kernels=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(1 for e in d["traceEvents"] if e.get("cat")=="kernel"))' /tmp/c.json 2>/dev/null || echo "no trace")
     echo "== $e $a: exit $rc, kernels in the trace: $kernels; $(grep -c 'could not write the trace' "$log") 'could not write'; $(grep -v '^steps' "$log" | grep -v '^  ' | head -3 | tr '\n' ' ')" | tee -a "$LOG"
   done
+  # GPU records are windowed as CUPTI hands buffers back: a 40-step run recorded with a 5-step
+  # window holds about 5 steps of kernels (~111 a step on the CNN), the rest counted outside.
+  rm -f /tmp/w.json
+  "$BUILD/trainrx" record --steps 5 -o /tmp/w.json -- "$PY" "$G/train_gpu.py" --steps 40 --workers 2 >"$OUTDIR/crash_window.log" 2>&1
+  echo "== window: exit $? $("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d.get("trainrx",{}); print("kernels", sum(1 for e in d["traceEvents"] if e.get("cat")=="kernel"), "outside", t.get("gpu_records_outside_window"), "over_cap", t.get("gpu_records_over_cap"), "cupti_dropped", t.get("cupti_dropped_records"))' /tmp/w.json 2>&1 | tail -1)" | tee -a "$LOG"
 }
 
 part_fix() {

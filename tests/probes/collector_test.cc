@@ -274,6 +274,85 @@ TEST(StepWindowTest, TheCollectorKeepsWhatTheWindowCoversAndCountsTheRest) {
   EXPECT_EQ(cfg.at("window_boundary"), "\"Optimizer.step\"");
 }
 
+// CUPTI hands buffers back during the run, a thread's buffer at a time: a kernel can arrive
+// before the call that launched it, and a long run must not hold its GPU records until it ends.
+// Delivered in stages (before the window, during it, after it), the collector keeps what one
+// delivery at the end would keep, and holds only what it cannot decide yet.
+TEST(StepWindowTest, GpuRecordsDeliveredDuringTheRunAreDecidedAsSoonAsThatIsSafe) {
+  CollectorOptions o;
+  o.window = {.skip = 1, .steps = 1};
+  Collector c(o);
+  const int64_t before = NowNs() - 1'000'000;
+  auto deliver = [&](std::vector<profiler::GpuRecord> records, std::vector<std::pair<int64_t, int64_t>> external = {}) {
+    profiler::GpuRecords g;
+    g.records = std::move(records);
+    g.external = std::move(external);
+    c.AddGpuRecords(std::move(g));
+  };
+  profiler::GpuRecord long_kernel = Kernel(before + 10, 4);  // launched before the window, runs into it
+  long_kernel.dur_ns = 3'000'000;
+  // Before the window opens: everything is outside it, and nothing is held.
+  deliver({Runtime(before, 1), Kernel(before + 5, 1), Runtime(before + 6, 4)}, {{1, 11}, {4, 44}});
+  EXPECT_EQ(c.GpuRecordsHeld(), 0u);
+  ASSERT_EQ(c.OnStepBoundary(BoundaryKind::kOptimizerStep), A::kOpen);
+  const int64_t inside = NowNs() + 1;
+  AddRange(c.ThisThread(), "aten::mm", RecKind::kOp, inside, inside + 50);
+  // Inside: kernel 2 arrives before its launch; the long kernel cannot be decided yet either.
+  deliver({Kernel(inside + 20, 2), long_kernel}, {{2, 22}});
+  EXPECT_EQ(c.GpuRecordsHeld(), 2u);
+  deliver({Runtime(inside + 10, 2)});  // kernel 2's launch: both kept
+  EXPECT_EQ(c.GpuRecordsHeld(), 3u);
+  ASSERT_EQ(c.OnStepBoundary(BoundaryKind::kOptimizerStep), A::kCloseAtEnd);
+  c.WindowClosed();
+  const int64_t after = NowNs() + 1'000'000;
+  // After: a call made after the window is dropped at once; its kernel waits for the assembly.
+  deliver({Runtime(after + 10, 3), Kernel(after + 20, 3), Kernel(inside + 30, profiler::kNoId)});
+  EXPECT_EQ(c.GpuRecordsHeld(), 5u);  // kernel 2, its launch, the long kernel, kernel 3, the one without correlation
+  const profiler::Trace t = c.Assemble(0, after + 100);
+  EXPECT_EQ(c.GpuRecordsHeld(), 3u);  // the two undecided kernels were launched outside it
+  deliver({Runtime(inside + 40, 5), Kernel(inside + 45, 5)});  // after the assembly: not kept
+  EXPECT_EQ(c.GpuRecordsHeld(), 3u);
+  std::vector<std::string> kernels;
+  int runtime = 0;
+  for (const auto& e : t.events) {
+    if (e.kind == profiler::EventKind::kKernel) {
+      kernels.emplace_back(t.Name(e));
+      if (e.correlation == 2) {
+        EXPECT_EQ(e.external_id, 22);  // its correlation arrived first
+      }
+    }
+    runtime += e.kind == profiler::EventKind::kCudaRuntime;
+  }
+  std::sort(kernels.begin(), kernels.end());
+  EXPECT_EQ(kernels, (std::vector<std::string>{"k-1", "k2"}));
+  EXPECT_EQ(runtime, 1);
+  // Runtime 1 and 4, kernel 1 (before); the long kernel and kernel 3 (at assembly); runtime 3.
+  EXPECT_EQ(t.ranks[0].config.at("gpu_records_outside_window"), "6");
+  EXPECT_EQ(t.ranks[0].config.at("gpu_records_over_cap"), "0");
+}
+
+// GPU records are held up to the collector's cap (as CPU records are); the rest are counted as
+// lost, and the trace says so.
+TEST(CollectorTest, GpuRecordsPastTheCapAreCountedAsLost) {
+  CollectorOptions o;
+  o.max_events = 10;
+  Collector c(o);
+  c.SetRecording(true);
+  const int64_t t0 = NowNs();
+  AddRange(c.ThisThread(), "aten::mm", RecKind::kOp, t0, t0 + 50);
+  profiler::GpuRecords g;
+  for (int i = 0; i < 8; ++i) g.records.push_back(Kernel(t0 + i, i + 1));
+  c.AddGpuRecords(g);
+  c.AddGpuRecords(g);  // 16 delivered, 10 held
+  EXPECT_EQ(c.GpuRecordsHeld(), 10u);
+  const profiler::Trace t = c.Assemble(0, t0 + 1000);
+  int kernels = 0;
+  for (const auto& e : t.events) kernels += e.kind == profiler::EventKind::kKernel;
+  EXPECT_EQ(kernels, 10);
+  EXPECT_EQ(t.ranks[0].config.at("gpu_records_over_cap"), "6");
+  EXPECT_EQ(t.stats.Count("gpu_records_over_cap"), 6u);
+}
+
 // Exit handlers run last-registered first. A library loaded after the session began (the CUPTI
 // backend and the CUDA runtime it starts) registers its own: without registering the session's
 // again, they ran before the trace was assembled, which still needs them (issue 14's exit crash).

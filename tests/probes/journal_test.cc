@@ -116,6 +116,55 @@ TEST(JournalTest, ACutOffJournalReadsAsWhatWasFlushed) {
   EXPECT_FALSE(fs::exists(path));
 }
 
+// GPU records reach the collector as CUPTI hands buffers back during the run: the journal
+// carries them, so a killed GPU run keeps its kernels, each once, mapped to the op that launched them.
+TEST(JournalTest, GpuRecordsDeliveredDuringTheRunAreJournaledOnce) {
+  Collector c;
+  c.SetRecording(true);
+  ThreadBuffer* b = c.ThisThread();
+  const fs::path path = TempFile("gpu.json.partial");
+  Journal j;
+  std::string error;
+  ASSERT_TRUE(j.Open(path.string(), c, 0, 1'000'000, 2000, &error)) << error;
+  auto kernel = [](int64_t ts, int64_t corr) {
+    profiler::GpuRecord r;
+    r.ts_ns = ts;
+    r.dur_ns = 50;
+    r.device = 0;
+    r.stream = 7;
+    r.correlation = corr;
+    r.name = "k" + std::to_string(corr);
+    return r;
+  };
+  Rec* mm = Begin(b, "aten::mm", 1'000'100);
+  mm->external_id = 5;
+  EndRecord(mm, 1'000'200);
+  profiler::GpuRecords first;
+  first.records = {kernel(1'000'300, 1)};
+  first.external = {{1, 5}};
+  first.devices = {{0, "NVIDIA H100", 80LL << 30, 9, 0, 132}};
+  c.AddGpuRecords(first);
+  ASSERT_TRUE(j.Flush(c, 1'000'400, &error)) << error;
+  profiler::GpuRecords second;
+  second.records = {kernel(1'000'500, 2)};
+  c.AddGpuRecords(second);
+  ASSERT_TRUE(j.Flush(c, 1'000'600, &error)) << error;
+  ASSERT_TRUE(j.Flush(c, 1'000'700, &error)) << error;  // nothing new: nothing again
+
+  profiler::Trace back;
+  const auto st = profiler::ReadTraceBuffer(Slurp(path), "gpu.json.partial", -1, back);
+  ASSERT_TRUE(st.ok) << st.error;
+  const auto names = Names(back);
+  EXPECT_EQ(names.count("k1") ? names.at("k1") : 0, 1);
+  EXPECT_EQ(names.count("k2") ? names.at("k2") : 0, 1);
+  for (const auto& e : back.events) {
+    if (back.Name(e) == "k1") {
+      EXPECT_EQ(e.external_id, 5);
+    }
+  }
+  j.Remove();
+}
+
 // Flushes taken while another thread records (the collector's multi-threaded case; run under
 // ThreadSanitizer by scripts/sanitize --tsan): every record ends up in the journal exactly once.
 TEST(JournalTest, FlushesWhileThreadsRecordLoseNothingAndRepeatNothing) {

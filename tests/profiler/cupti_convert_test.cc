@@ -9,6 +9,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "runtime_names.h"
 
@@ -211,6 +212,48 @@ TEST(CuptiBackendTest, StartWithoutDeviceReportsNoCudaDevice) {
   EXPECT_NE(start(msg, sizeof(msg)), 0);
   EXPECT_NE(std::strstr(msg, "no CUDA device"), nullptr) << msg;
   EXPECT_EQ(active(), 0);
+}
+
+// The probe sets a sink: from then on each buffer CUPTI hands back goes to it (the collector,
+// which keeps what the step window covers during the run), and what waited goes first.
+std::vector<GpuRecords> g_sunk;
+void Sink(GpuRecords* r) { g_sunk.push_back(std::move(*r)); }
+
+TEST(CuptiBackendTest, BuffersGoToTheSinkOnceSetAndWhatWaitedGoesFirst) {
+  void* h = dlopen(TRAINRX_CUPTI_LIB, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  auto deliver = reinterpret_cast<void (*)(const GpuRecords*)>(dlsym(h, "trainrx_cupti_deliver_for_test"));
+  auto set_sink = reinterpret_cast<void (*)(void (*)(GpuRecords*))>(dlsym(h, "trainrx_cupti_set_sink"));
+  auto collect = reinterpret_cast<void (*)(GpuRecords*)>(dlsym(h, "trainrx_cupti_collect"));
+  ASSERT_TRUE(deliver && set_sink && collect);
+  auto batch = [](int n, int64_t first) {
+    GpuRecords g;
+    for (int i = 0; i < n; ++i) {
+      GpuRecord r;
+      r.correlation = first + i;
+      r.name = "kernel";
+      g.records.push_back(r);
+    }
+    return g;
+  };
+  GpuRecords drained;
+  collect(&drained);  // whatever an earlier test left
+  g_sunk.clear();
+  const GpuRecords early = batch(2, 1), mid = batch(1, 3), late = batch(1, 4);
+  deliver(&early);
+  set_sink(&Sink);
+  ASSERT_EQ(g_sunk.size(), 1u);
+  EXPECT_EQ(g_sunk[0].records.size(), 2u);
+  deliver(&mid);
+  ASSERT_EQ(g_sunk.size(), 2u);
+  EXPECT_EQ(g_sunk[1].records.at(0).correlation, 3);
+  set_sink(nullptr);
+  deliver(&late);
+  EXPECT_EQ(g_sunk.size(), 2u);
+  GpuRecords rest;
+  collect(&rest);
+  ASSERT_EQ(rest.records.size(), 1u);
+  EXPECT_EQ(rest.records[0].correlation, 4);
 }
 
 }  // namespace

@@ -78,10 +78,10 @@ int main() {
     std::fprintf(stderr, "cupti_exit_test: cannot load %s: %s\n", TRAINRX_CUPTI_LIB, dlerror());
     return 2;
   }
-  auto store = reinterpret_cast<StoreFn>(dlsym(lib, "trainrx_cupti_store_for_test"));
+  auto store = reinterpret_cast<StoreFn>(dlsym(lib, "trainrx_cupti_deliver_for_test"));
   auto collect = reinterpret_cast<CollectFn>(dlsym(lib, "trainrx_cupti_collect"));
   if (store == nullptr || collect == nullptr) {
-    std::fprintf(stderr, "cupti_exit_test: %s lacks trainrx_cupti_store_for_test or trainrx_cupti_collect\n",
+    std::fprintf(stderr, "cupti_exit_test: %s lacks trainrx_cupti_deliver_for_test or trainrx_cupti_collect\n",
                  TRAINRX_CUPTI_LIB);
     return 2;
   }
