@@ -97,11 +97,12 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
   p.env.push_back({env::kSteps, options.steps.empty() ? kDefaultSteps : options.steps,
                    options.steps.empty() ? E::kSetIfUnset : E::kSet});
   if (options.skip > 0) p.env.push_back({env::kSkipSteps, std::to_string(options.skip), E::kSet});
-  if (fs::exists(cupti)) {
-    p.env.push_back({env::kCuptiLib, cupti, E::kSet});
-    // The driver loads it at cuInit, so GPU activity is recorded from the first CUDA call.
-    p.env.push_back({"CUDA_INJECTION64_PATH", cupti, E::kSetIfUnset});
-  }
+  // The probe loads the CUPTI backend when it attaches (import torch, or before a LibTorch
+  // program's main) and starts it before the program's first CUDA call. CUDA_INJECTION64_PATH is
+  // not set: the driver would start CUPTI in every process of the launch that initializes CUDA,
+  // those the probe does not observe too (spawned workers, a libtorch the probe was not built
+  // for), which would then pay CUPTI's cost and hold records nobody collects.
+  if (fs::exists(cupti)) p.env.push_back({env::kCuptiLib, cupti, E::kSet});
   // The Python start-up hook (probes/python/sitecustomize.py): nn.Module ranges, so findings name
   // the user's modules, and for `trainrx fix --cmd` the fixes named in TRAINRX_FIX. It acts only
   // once the program imports torch; other programs never notice it.

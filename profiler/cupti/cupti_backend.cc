@@ -1,8 +1,8 @@
 // libtrainrx_cupti.so — the CUPTI activity backend, torch-free. Loaded two ways:
 //  * by the probes (probes/cupti_bridge.cc dlopens it when a session starts), and
-//  * by the CUDA driver itself when `trainrx record` sets CUDA_INJECTION64_PATH to it: the driver
-//    calls InitializeInjection() inside cuInit, so an unmodified Python program is covered from
-//    its first CUDA call.
+//  * by the CUDA driver itself, for a user who sets CUDA_INJECTION64_PATH to it: the driver
+//    calls InitializeInjection() inside cuInit. `trainrx record` does not set it (cli/record.cc):
+//    the probe starts CUPTI when it attaches, before the program's first CUDA call.
 // Each buffer CUPTI hands back is converted and delivered to the probe's collector through the
 // sink the probe sets (trainrx_cupti_set_sink), which keeps what the step window covers as the
 // run goes; records from before a sink was set wait here (under a mutex) until collected.

@@ -177,6 +177,10 @@ TRAINRX_TORCH_LIB=/nonexistent/libtorch_cpu.so "$TRAINRX" record -o "$W/mismatch
 grep -q "runs unobserved" "$W/mm.err" && grep -q "cmake_prefix_path" "$W/mm.err" && ok "mismatch explained" || { bad "mismatch message missing"; cat "$W/mm.err"; }
 grep -q "val correct" "$W/mm.out" && ok "mismatched program still ran" || bad "mismatched program did not run"
 [ $rc = 2 ] && [ ! -e "$W/mismatch.json" ] && ok "no trace, exit 2" || bad "mismatch: rc=$rc"
+# No process of the launch gets CUPTI from the driver (CUDA_INJECTION64_PATH): the probe starts it
+# where it attaches; an unobserved process (this one, which never imports torch) would pay for it.
+"$TRAINRX" record -o "$W/noinject.json" -- $PY -c 'import os; print("inject=" + os.environ.get("CUDA_INJECTION64_PATH", "none"))' > "$W/noinject.out" 2>&1
+grep -q "^inject=none$" "$W/noinject.out" && ok "record sets no CUDA_INJECTION64_PATH" || { bad "record sets CUDA_INJECTION64_PATH"; cat "$W/noinject.out"; }
 
 # 5b. The step window: --skip 5 --steps 10 of a 40-step run holds exactly 10 steps, says so on
 #     stderr and in the report, keeps the script's output; a bad --steps is a usage error.
