@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "gpu_test_records.h"
 #include "session.h"
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/profiler/kineto_writer.h"
@@ -212,26 +213,8 @@ TEST(StepWindowTest, ARunShorterThanTheSkipRecordsNothingAndSaysSo) {
   EXPECT_EQ(t.ranks[0].config.at("window_run_boundaries"), "4");
 }
 
-profiler::GpuRecord Runtime(int64_t ts, int64_t corr) {
-  profiler::GpuRecord r;
-  r.kind = profiler::EventKind::kCudaRuntime;
-  r.ts_ns = ts;
-  r.dur_ns = 10;
-  r.tid = 7;
-  r.correlation = corr;
-  r.name = "cudaLaunchKernel";
-  return r;
-}
-profiler::GpuRecord Kernel(int64_t ts, int64_t corr) {
-  profiler::GpuRecord r;
-  r.ts_ns = ts;
-  r.dur_ns = 100;
-  r.device = 0;
-  r.stream = 7;
-  r.correlation = corr;
-  r.name = "k" + std::to_string(corr);
-  return r;
-}
+using testing::KernelRecord;
+using testing::RuntimeRecord;
 
 TEST(StepWindowTest, TheCollectorKeepsWhatTheWindowCoversAndCountsTheRest) {
   CollectorOptions o;
@@ -251,8 +234,8 @@ TEST(StepWindowTest, TheCollectorKeepsWhatTheWindowCoversAndCountsTheRest) {
   profiler::GpuRecords gpu;
   // Launched before the window; launched inside it (the kernel runs after it closed: kept);
   // a kernel without correlation inside it (kept by its time); launched after it.
-  gpu.records = {Runtime(before, 1), Kernel(before + 5, 1), Runtime(inside + 10, 2), Kernel(after, 2),
-                 Kernel(inside + 20, profiler::kNoId), Runtime(after + 10, 3), Kernel(after + 20, 3)};
+  gpu.records = {RuntimeRecord(before, 1), KernelRecord(before + 5, 1), RuntimeRecord(inside + 10, 2), KernelRecord(after, 2),
+                 KernelRecord(inside + 20, profiler::kNoId), RuntimeRecord(after + 10, 3), KernelRecord(after + 20, 3)};
   gpu.records[1].kind = profiler::EventKind::kKernel;
   c.AddGpuRecords(gpu);
   c.Sample(nullptr, "anomaly_mode", 0, after);  // after it: not either
@@ -289,28 +272,27 @@ TEST(StepWindowTest, GpuRecordsDeliveredDuringTheRunAreDecidedAsSoonAsThatIsSafe
     g.external = std::move(external);
     c.AddGpuRecords(std::move(g));
   };
-  profiler::GpuRecord long_kernel = Kernel(before + 10, 4);  // launched before the window, runs into it
-  long_kernel.dur_ns = 3'000'000;
+  const profiler::GpuRecord long_kernel = KernelRecord(before + 10, 4, 3'000'000);  // launched before, runs into the window
   // Before the window opens: everything is outside it, and nothing is held.
-  deliver({Runtime(before, 1), Kernel(before + 5, 1), Runtime(before + 6, 4)}, {{1, 11}, {4, 44}});
+  deliver({RuntimeRecord(before, 1), KernelRecord(before + 5, 1), RuntimeRecord(before + 6, 4)}, {{1, 11}, {4, 44}});
   EXPECT_EQ(c.GpuRecordsHeld(), 0u);
   ASSERT_EQ(c.OnStepBoundary(BoundaryKind::kOptimizerStep), A::kOpen);
   const int64_t inside = NowNs() + 1;
   AddRange(c.ThisThread(), "aten::mm", RecKind::kOp, inside, inside + 50);
   // Inside: kernel 2 arrives before its launch; the long kernel cannot be decided yet either.
-  deliver({Kernel(inside + 20, 2), long_kernel}, {{2, 22}});
+  deliver({KernelRecord(inside + 20, 2), long_kernel}, {{2, 22}});
   EXPECT_EQ(c.GpuRecordsHeld(), 2u);
-  deliver({Runtime(inside + 10, 2)});  // kernel 2's launch: both kept
+  deliver({RuntimeRecord(inside + 10, 2)});  // kernel 2's launch: both kept
   EXPECT_EQ(c.GpuRecordsHeld(), 3u);
   ASSERT_EQ(c.OnStepBoundary(BoundaryKind::kOptimizerStep), A::kCloseAtEnd);
   c.WindowClosed();
   const int64_t after = NowNs() + 1'000'000;
   // After: a call made after the window is dropped at once; its kernel waits for the assembly.
-  deliver({Runtime(after + 10, 3), Kernel(after + 20, 3), Kernel(inside + 30, profiler::kNoId)});
+  deliver({RuntimeRecord(after + 10, 3), KernelRecord(after + 20, 3), KernelRecord(inside + 30, profiler::kNoId)});
   EXPECT_EQ(c.GpuRecordsHeld(), 5u);  // kernel 2, its launch, the long kernel, kernel 3, the one without correlation
   const profiler::Trace t = c.Assemble(0, after + 100);
   EXPECT_EQ(c.GpuRecordsHeld(), 3u);  // the two undecided kernels were launched outside it
-  deliver({Runtime(inside + 40, 5), Kernel(inside + 45, 5)});  // after the assembly: not kept
+  deliver({RuntimeRecord(inside + 40, 5), KernelRecord(inside + 45, 5)});  // after the assembly: not kept
   EXPECT_EQ(c.GpuRecordsHeld(), 3u);
   std::vector<std::string> kernels;
   int runtime = 0;
@@ -341,7 +323,7 @@ TEST(CollectorTest, GpuRecordsPastTheCapAreCountedAsLost) {
   const int64_t t0 = NowNs();
   AddRange(c.ThisThread(), "aten::mm", RecKind::kOp, t0, t0 + 50);
   profiler::GpuRecords g;
-  for (int i = 0; i < 8; ++i) g.records.push_back(Kernel(t0 + i, i + 1));
+  for (int i = 0; i < 8; ++i) g.records.push_back(KernelRecord(t0 + i, i + 1));
   c.AddGpuRecords(g);
   c.AddGpuRecords(g);  // 16 delivered, 10 held
   EXPECT_EQ(c.GpuRecordsHeld(), 10u);

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "gpu_test_records.h"
 #include "trainrx/profiler/kineto_reader.h"
 
 namespace trainrx::probes {
@@ -126,27 +127,17 @@ TEST(JournalTest, GpuRecordsDeliveredDuringTheRunAreJournaledOnce) {
   Journal j;
   std::string error;
   ASSERT_TRUE(j.Open(path.string(), c, 0, 1'000'000, 2000, &error)) << error;
-  auto kernel = [](int64_t ts, int64_t corr) {
-    profiler::GpuRecord r;
-    r.ts_ns = ts;
-    r.dur_ns = 50;
-    r.device = 0;
-    r.stream = 7;
-    r.correlation = corr;
-    r.name = "k" + std::to_string(corr);
-    return r;
-  };
   Rec* mm = Begin(b, "aten::mm", 1'000'100);
   mm->external_id = 5;
   EndRecord(mm, 1'000'200);
   profiler::GpuRecords first;
-  first.records = {kernel(1'000'300, 1)};
+  first.records = {testing::KernelRecord(1'000'300, 1, 50)};
   first.external = {{1, 5}};
   first.devices = {{0, "NVIDIA H100", 80LL << 30, 9, 0, 132}};
   c.AddGpuRecords(first);
   ASSERT_TRUE(j.Flush(c, 1'000'400, &error)) << error;
   profiler::GpuRecords second;
-  second.records = {kernel(1'000'500, 2)};
+  second.records = {testing::KernelRecord(1'000'500, 2, 50)};
   c.AddGpuRecords(second);
   ASSERT_TRUE(j.Flush(c, 1'000'600, &error)) << error;
   ASSERT_TRUE(j.Flush(c, 1'000'700, &error)) << error;  // nothing new: nothing again
