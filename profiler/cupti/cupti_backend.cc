@@ -16,17 +16,17 @@
 //
 // Buffers: 8 MB each (CUPTI recommends 1-10 MB; Kineto uses 4 MB), handed back by CUPTI when
 // full, when their thread ends (CUPTI 13 keeps one per thread), or on cuptiActivityFlushAll at
-// collection. Timestamps: CUPTI is told to use our clock
-// (CLOCK_REALTIME ns, like the probes), so GPU and CPU events share one time base.
+// collection. Timestamps: CUPTI is told to use our clock (CLOCK_REALTIME ns, like the probes), so
+// GPU and CPU events share one time base.
 // Every CUPTI call goes through TRAINRX_CUPTI_CALL, which records the call text and CUPTI's error.
 #include <cuda_runtime_api.h>
 #include <cupti.h>
 #include <time.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <atomic>
 #include <mutex>
 #include <string>
 #include <utility>
