@@ -19,8 +19,11 @@ inline constexpr int kExitInconclusive = 3;  // gate
 // Prints "trainrx: error: MSG" and returns kExitInputError.
 int Fail(const std::string& msg);
 
-// "  trial 3/20 cnn workers=2 (ETA 41s)" on stderr, on a terminal only (not under CI); the line
-// is cleared when the plan ends, before any report is written.
+// "  trial 3/20 cnn workers=2 (ETA 41s)" on stderr. On a terminal (not under CI) one line,
+// rewritten in place and cleared when the plan ends, before any report is written. Elsewhere (a
+// CI log, a batch job, a device run cut off by its time limit) a plain line
+// "trainrx: trial 3/20 cnn workers=2 (ETA 41s)" at most every TRAINRX_PROGRESS_SECONDS (30; 0:
+// every trial; "off": none), so a long run shows how far it got.
 class TerminalProgress : public experiments::Progress {
  public:
   TerminalProgress();
@@ -31,8 +34,9 @@ class TerminalProgress : public experiments::Progress {
 
  private:
   int total_ = 0, done_ = 0;
-  std::chrono::steady_clock::time_point start_;
-  bool enabled_, shown_ = false;
+  std::chrono::steady_clock::time_point start_, last_line_;
+  bool terminal_, shown_ = false;
+  double line_every_s_ = -1;  // < 0: no plain lines
 };
 
 // Writes the report (render(out)) to `path`, or stdout for "" or "-"; false when writing failed.

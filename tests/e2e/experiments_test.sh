@@ -43,7 +43,10 @@ PY
   done
 fi
 
-"$TRAINRX" fix cnn --set anomaly=1 --set steps=8 --set warmup=1 --set eval_every=0 --trials 4 --format json --report "$W/fix.json" 2> "$W/fix.err" || bad "fix failed: $(tail -5 "$W/fix.err")"
+TRAINRX_PROGRESS_SECONDS=0 "$TRAINRX" fix cnn --set anomaly=1 --set steps=8 --set warmup=1 --set eval_every=0 --trials 4 --format json --report "$W/fix.json" 2> "$W/fix.err" || bad "fix failed: $(tail -5 "$W/fix.err")"
+# Not a terminal: a plain progress line per trial (TRAINRX_PROGRESS_SECONDS=0), numbered to the last.
+[ "$(grep -c '^trainrx: trial [0-9]*/[0-9]* ' "$W/fix.err")" -ge 4 ] && grep -q '^trainrx: trial 4/4 ' "$W/fix.err" \
+  && ok "fix: progress lines on a non-terminal" || { bad "fix: no progress lines"; cat "$W/fix.err"; }
 python3 - "$W/fix.json" <<'PY' && ok "fix: a row for anomaly, measured in-process, JSON fields" || bad "fix report"
 import json, sys
 r = json.load(open(sys.argv[1]))

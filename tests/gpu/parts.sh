@@ -90,14 +90,26 @@ part_crash() {
   echo "== window: exit $? $("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d.get("trainrx",{}); print("kernels", sum(1 for e in d["traceEvents"] if e.get("cat")=="kernel"), "outside", t.get("gpu_records_outside_window"), "over_cap", t.get("gpu_records_over_cap"), "cupti_dropped", t.get("cupti_dropped_records"))' /tmp/w.json 2>&1 | tail -1)" | tee -a "$LOG"
 }
 
-part_fix() {
-  local t=${FIX_TRIALS:-4}
-  say "fix: cnn seeds preset on cuda ($t trials)"
-  TRAINRX fix cnn --preset seeds --set device=cuda --trials "$t" --budget "${FIX_BUDGET:-150}" --format json -o "$OUTDIR/fix_cnn.json" >"$OUTDIR/fix.log" 2>&1; say "fix cnn: exit $?"
+# One device call each: fix on a GPU ran longer than a 10-minute call on 2026-11-22 (11 configurations,
+# >= 4 trials, 10-20 s a process). `timeout` ends it before the call's limit; the progress lines
+# (TRAINRX_PROGRESS_SECONDS) in the log then say how far it got.
+fix_workload() {
+  local w=$1 t=${FIX_TRIALS:-4}
+  say "fix: $w seeds preset on cuda ($t trials)"
+  TRAINRX_PROGRESS_SECONDS=0 timeout "${FIX_TIMEOUT:-540}" "$BUILD/trainrx" fix "$w" --preset seeds --set device=cuda \
+    --trials "$t" --budget "${FIX_BUDGET:-480}" --format json -o "$OUTDIR/fix_$w.json" >"$OUTDIR/fix_$w.log" 2>&1
+  local rc=$?
+  say "fix $w: exit $rc$([ $rc = 124 ] && echo ' (timed out)'); $(grep -c '^trainrx: trial' "$OUTDIR/fix_$w.log") trials run"
+  return 0
+}
+part_fix() { fix_workload cnn; }
+part_fix-lm() { fix_workload lm; }
+
+part_sweep() {
   say "sweep: workers x pin_memory on cuda"
-  TRAINRX sweep cnn --set device=cuda --set data_cost=300 --grid workers=0,2,4 --grid pin_memory=0,1 --trials 4 --format md -o "$OUTDIR/sweep_workers_pin.md" >>"$OUTDIR/fix.log" 2>&1; say "sweep 1: exit $?"
+  TRAINRX_PROGRESS_SECONDS=0 TRAINRX sweep cnn --set device=cuda --set data_cost=300 --grid workers=0,2,4 --grid pin_memory=0,1 --trials 4 --format md -o "$OUTDIR/sweep_workers_pin.md" >>"$OUTDIR/sweep.log" 2>&1; say "sweep 1: exit $?"
   [ "$QUICK" = 1 ] && return 0
-  TRAINRX sweep cnn --set device=cuda --set batch=128 --grid amp=off,bf16 --grid channels_last=0,1 --trials 4 --format md -o "$OUTDIR/sweep_amp_cl.md" >>"$OUTDIR/fix.log" 2>&1; say "sweep 2: exit $?"
+  TRAINRX_PROGRESS_SECONDS=0 TRAINRX sweep cnn --set device=cuda --set batch=128 --grid amp=off,bf16 --grid channels_last=0,1 --trials 4 --format md -o "$OUTDIR/sweep_amp_cl.md" >>"$OUTDIR/sweep.log" 2>&1; say "sweep 2: exit $?"
 }
 
 part_overhead() {
