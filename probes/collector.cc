@@ -381,6 +381,17 @@ void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor,
     cursor.gpu_external = gpu_.external.size();
     if (final) gpu.dropped = gpu_.dropped;
   }
+  // A kernel's external correlation can arrive in an earlier buffer than the kernel (another
+  // thread's buffer, a drain before): the cursor keeps every pair it saw, and each drain passes
+  // on those of its own records.
+  if (!gpu.external.empty() || !gpu.records.empty()) {
+    for (const auto& [correlation, external] : gpu.external) cursor.external_ids[correlation] = external;
+    gpu.external.clear();
+    for (const auto& r : gpu.records) {
+      if (r.correlation == profiler::kNoId) continue;
+      if (auto it = cursor.external_ids.find(r.correlation); it != cursor.external_ids.end()) gpu.external.push_back(*it);
+    }
+  }
   cursor.buffers.resize(std::max(cursor.buffers.size(), buffers.size()));
 
   const profiler::StrId grad_counter = trace.strings.Intern("trainrx.grad_enabled");

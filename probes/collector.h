@@ -219,6 +219,7 @@ struct DrainCursor {
   size_t samples = 0;
   size_t gpu_records = 0;
   size_t gpu_external = 0;
+  std::unordered_map<int64_t, int64_t> external_ids;  // GPU correlation -> op's external id, seen so far
   bool gpu_devices = false;  // device properties emitted
   int64_t next_flow_id = 1;
   uint64_t unfinished = 0;  // final drain: ranges closed at stop time
