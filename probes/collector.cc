@@ -267,9 +267,8 @@ void Collector::AddGpuRecords(profiler::GpuRecords records) noexcept {
     // the work ran after the window closed), dropped at once when it ended before the window
     // opened, else held until its call arrives or the trace is assembled (ResolvePendingGpu).
     const StepWindow::State window = window_.state();
-    const auto cpu_side = [](const profiler::GpuRecord& r) {
-      return r.kind == profiler::EventKind::kCudaRuntime || r.kind == profiler::EventKind::kCudaDriver;
-    };
+    // Runtime and driver calls, on the CPU side (AppendGpuRecords puts them on their thread's track).
+    const auto cpu_side = [](const profiler::GpuRecord& r) { return !profiler::IsGpuKind(r.kind); };
     bool new_calls = false;
     for (auto& r : records.records) {
       if (!cpu_side(r)) continue;

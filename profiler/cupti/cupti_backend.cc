@@ -43,7 +43,6 @@ constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATI
 struct Backend {
   std::mutex mu;  // guards the members below
   GpuRecords records;
-  ConvertStats stats;
   std::string last_error;
 };
 Backend& State() {
@@ -65,16 +64,11 @@ bool Check(CUptiResult r, const char* call) {
 }
 
 // Hands what one buffer converted to the sink, or keeps it for collection while there is none.
-void Deliver(GpuRecords& local, const ConvertStats& stats) {
+void Deliver(GpuRecords& local) {
   Backend& b = State();
   SinkFn sink = nullptr;
   {
     std::lock_guard<std::mutex> lock(b.mu);
-    b.stats.converted += stats.converted;
-    b.stats.quiet += stats.quiet;
-    b.stats.overhead_records += stats.overhead_records;
-    b.stats.overhead_ns += stats.overhead_ns;
-    b.stats.unsupported += stats.unsupported;
     sink = g_sink.load();
     if (sink == nullptr) {
       b.records.records.insert(b.records.records.end(), std::make_move_iterator(local.records.begin()),
@@ -108,7 +102,7 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
 
 void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t size, size_t valid) {
   GpuRecords local;
-  ConvertStats stats;
+  ConvertStats stats;  // per buffer only: no trace field reports these counts yet
   CUpti_Activity* record = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     ConvertActivity(record, local, &CallbackName, stats);
@@ -116,7 +110,7 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer
   size_t dropped = 0;
   if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS) local.dropped = dropped;
   std::free(buffer);
-  Deliver(local, stats);
+  Deliver(local);
 }
 
 int StartActivity(bool check_device, char* msg, size_t msg_len) {
@@ -222,7 +216,7 @@ __attribute__((visibility("default"))) void trainrx_cupti_set_sink(SinkFn sink) 
 // (tests/profiler/cupti_exit_test.cc).
 __attribute__((visibility("default"))) void trainrx_cupti_deliver_for_test(const trainrx::profiler::GpuRecords* in) {
   trainrx::profiler::GpuRecords copy = *in;
-  Deliver(copy, ConvertStats{});
+  Deliver(copy);
 }
 
 // CUDA driver injection entry point (CUDA_INJECTION64_PATH). Runs inside cuInit: no runtime
