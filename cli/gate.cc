@@ -76,7 +76,8 @@ int GateCheck(GateOptions o) {
   if (!o.current.empty()) {
     experiments::Baseline cur;
     if (!LoadBaseline(o.current, &cur, &error)) return Fail(error);
-    report = experiments::CompareBaselines(base, o.baseline, cur, o.run.rule);
+    if (!experiments::CompareBaselines(base, o.baseline, cur, o.run.rule, o.run.same_job, &report, &error))
+      return Fail(error);
   } else {
     if (o.spec.empty()) return Fail("check needs a SPEC after -- or --current FILE");
     o.run.spec = Join(o.spec);

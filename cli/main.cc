@@ -299,6 +299,9 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"error", "pass", "fail"}));
   gc->add_flag("--strict", gate.run.strict, "a fingerprint mismatch is an error (exit 2), not a warning");
   gc->add_flag("--stored", gate.run.stored_only, "compare with the stored samples; never re-run the baseline spec");
+  gc->add_flag("--same-job", gate.run.same_job,
+               "the baseline's program or arguments differ from SPEC's but they are one job (e.g. the main branch's "
+               "build against this one); without it such a check is an error (exit 2)");
   gc->add_option("--format", gate.format, "text | md | junit | json | html")
       ->check(CLI::IsMember({"text", "md", "junit", "json", "html"}));
   gc->add_option("-o,--report", gate.report, "write the report here instead of stdout");

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "trainrx/experiments/gate.h"
 
@@ -40,7 +41,31 @@ bool RunSide(Launcher& launcher, const std::string& spec, bool command, double* 
   return true;
 }
 
+// Words of a spec or command line: "cnn  workers=2" and "cnn workers=2" are the same job.
+std::vector<std::string> Words(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+std::string Describe(const std::string& spec, bool command) {
+  return fmt::format("{} `{}`", command ? "the command" : "the built-in workload", spec);
+}
+
 }  // namespace
+
+bool SameJob(const Baseline& base, const std::string& baseline_file, const std::string& spec, bool command,
+             bool same_job, std::string* error) {
+  if (same_job || (base.command == command && Words(base.spec) == Words(spec))) return true;
+  *error = fmt::format(
+      "{}: the baseline measured {}, but this check runs {}: a gate compares a job with its own baseline, and "
+      "these differ in {}. Record a baseline of this job (trainrx gate record-baseline{} -o FILE -- ...), or pass "
+      "--same-job if they are one job (e.g. the main branch's build against this one)",
+      baseline_file, Describe(base.spec, base.command), Describe(spec, command),
+      base.command != command ? "kind (workload vs command)" : "program or arguments", command ? " --cmd" : "");
+  return false;
+}
 
 std::map<std::string, std::string> Fingerprint(const std::string& spec, bool command, const std::string& torch_version) {
   std::map<std::string, std::string> fp;
@@ -85,9 +110,16 @@ bool RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, 
   return true;
 }
 
-GateReport CompareBaselines(const Baseline& base, const std::string& baseline_file, const Baseline& cur,
-                            const GateRule& rule) {
-  GateReport report;
+bool CompareBaselines(const Baseline& base, const std::string& baseline_file, const Baseline& cur,
+                      const GateRule& rule, bool same_job, GateReport* out, std::string* error) {
+  if (!SameJob(base, baseline_file, cur.spec, cur.command, same_job, error)) return false;
+  if (base.unit != cur.unit) {
+    *error = fmt::format("{}: the baseline is in {} but the current samples in {}: they cannot be compared",
+                         baseline_file, base.unit, cur.unit);
+    return false;
+  }
+  GateReport& report = *out;
+  report = {};
   report.baseline_file = baseline_file;
   report.baseline_fingerprint = base.fingerprint;
   report.rule = rule;
@@ -97,8 +129,6 @@ GateReport CompareBaselines(const Baseline& base, const std::string& baseline_fi
   if (base.unit != "ms per step") metrics[0].unit = "s";
   if (!base.samples_per_s.empty() && !cur.samples_per_s.empty())
     metrics.push_back({"throughput", "samples/s", true, base.samples_per_s, cur.samples_per_s, {}});
-  if (base.unit != cur.unit)
-    report.warnings.push_back(fmt::format("the baseline is in {} but the current samples in {}", base.unit, cur.unit));
   report.trials = static_cast<int>(cur.trial_ms.size());
   report.baseline_trials = static_cast<int>(base.trial_ms.size());
   for (const auto& [k, v] : base.fingerprint) {
@@ -106,15 +136,20 @@ GateReport CompareBaselines(const Baseline& base, const std::string& baseline_fi
     if (it != cur.fingerprint.end() && it->second != v && k != "knobs")
       report.warnings.push_back(fmt::format("fingerprint {} differs: baseline '{}', current '{}'", k, v, it->second));
   }
+  if (same_job && Words(base.spec) != Words(cur.spec))
+    report.warnings.push_back(fmt::format("--same-job: the baseline's `{}` taken as the same job", base.spec));
   report.metrics = DecideGate(metrics, rule);
   report.verdict = Overall(report.metrics);
-  return report;
+  return true;
 }
 
 bool CheckGate(const Baseline& base, const std::string& baseline_file, const GateRun& given, Launcher& launcher,
                Progress& progress, GateReport* report, std::string* error) {
   if (!stats::EnoughTrials(given.trials, error)) return false;
+  if (!SameJob(base, baseline_file, given.spec, given.command, given.same_job, error)) return false;
   *report = {};
+  if (given.same_job && Words(base.spec) != Words(given.spec))
+    report->warnings.push_back(fmt::format("--same-job: the baseline's `{}` taken as the same job", base.spec));
   // "slowdown=5%": a share of the baseline's stored median step.
   GateRun run = given;
   Spec current;
@@ -133,14 +168,16 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
   report->spec = run.spec;
   const auto fp = Fingerprint(run.spec, run.command, run.torch_version);
   bool same_machine = true;
+  std::string first_difference;
   for (const auto& [k, v] : base.fingerprint) {
     auto it = fp.find(k);
     if (it == fp.end() || it->second == v || k == "knobs") continue;
     report->warnings.push_back(fmt::format("fingerprint {} differs: baseline '{}', here '{}'", k, v, it->second));
+    if (first_difference.empty()) first_difference = report->warnings.back();
     if (k == "cpu_model" || k == "cpus" || k == "device") same_machine = false;
   }
-  if (run.strict && !report->warnings.empty()) {
-    *error = report->warnings.front() + " (--strict: the baseline was recorded on a different setup)";
+  if (run.strict && !first_difference.empty()) {
+    *error = first_difference + " (--strict: the baseline was recorded on a different setup)";
     return false;
   }
   // Re-running the baseline spec only means something when it differs from the current one (a

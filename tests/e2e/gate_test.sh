@@ -31,6 +31,8 @@ expect_rc 0 "same distribution passes" "$TRAINRX" gate check --baseline "$W/a.js
 expect_rc 3 "too noisy is inconclusive" "$TRAINRX" gate check --baseline "$W/a.json" --current "$W/noisy.json"
 expect_rc 0 "--inconclusive pass maps it to 0" "$TRAINRX" gate check --baseline "$W/a.json" --current "$W/noisy.json" --inconclusive pass
 base "$W/other.json" 64 50.1 49.9 50 50.2 49.95 50.05
+printf '{"schema":"trainrx.baseline/1","spec":"python3 train.py","command":true,"unit":"ms per step","fingerprint":{"cpus":"2"},"trial_ms":[50,50.2,49.8,50.1],"samples_per_s":[]}\n' > "$W/script.json"
+expect_rc 2 "stored samples of another job" "$TRAINRX" gate check --baseline "$W/a.json" --current "$W/script.json"
 expect_rc 0 "fingerprint mismatch is a warning" "$TRAINRX" gate check --baseline "$W/a.json" --current "$W/other.json"
 grep -q "warning: fingerprint cpus differs" "$W/out" && ok "mismatch reported" || bad "no fingerprint warning"
 echo '{"schema":"trainrx.baseline/1","spec":"cnn","trial_ms":[50,"x",1,2]}' > "$W/corrupt.json"
@@ -55,7 +57,14 @@ expect_rc 0 "record-baseline into a new folder" "$TRAINRX" gate record-baseline 
 expect_rc 2 "unwritable baseline path" "$TRAINRX" gate record-baseline -o /proc/nope/base.json --trials 4 --cmd -- touch "$W/trial_ran"
 [ ! -e "$W/trial_ran" ] && echo "ok: unwritable path refused before any trial ran" || { echo "FAIL: a trial ran before the path check"; fail=1; }
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert len(r["trial_ms"])==4 and r["fingerprint"]["cpus"]' "$W/base.json" && ok "baseline stores trials and fingerprint" || bad "baseline file"
-expect_rc 1 "50% slowdown fails (in-process)" "$TRAINRX" gate check --baseline "$W/base.json" --trials 4 -- "${SPEC[@]}" slowdown=30000
+# Issue 34: another program against the baseline is an error naming both, before any trial runs
+# (it printed "fail 112.9 % slower", exit 1); other knobs need --same-job.
+expect_rc 2 "a command against a workload's baseline" "$TRAINRX" gate check --baseline "$W/base.json" --trials 4 --cmd -- touch "$W/check_ran"
+grep -q "the built-in workload \`cnn steps=10 warmup=1 eval_every=0\`" "$W/err" && grep -q "the command \`touch" "$W/err" \
+  && ok "names both jobs" || bad "different-job message: $(cat "$W/err")"
+[ ! -e "$W/check_ran" ] && ok "refused before any trial ran" || bad "a trial ran before the same-job check"
+expect_rc 2 "other knobs without --same-job" "$TRAINRX" gate check --baseline "$W/base.json" --trials 4 -- "${SPEC[@]}" slowdown=30000
+expect_rc 1 "50% slowdown fails (in-process)" "$TRAINRX" gate check --baseline "$W/base.json" --trials 4 --same-job -- "${SPEC[@]}" slowdown=30000
 grep -q "in-process" "$W/out" && ok "in-process mode named" || bad "mode: $(cat "$W/out")"
 sed -i 's/"cpus": "[0-9]*"/"cpus": "999"/' "$W/base.json"
 expect_rc 2 "--strict fingerprint mismatch" "$TRAINRX" gate check --baseline "$W/base.json" --strict -- "${SPEC[@]}"

@@ -71,7 +71,7 @@ grep -q '"unit": "ms per step"' perf/baseline.json && ok "baseline timed by the 
 # runs right after the baseline, before the slow check, to keep the drift window short.
 "$TRAINRX" gate check --baseline perf/baseline.json --trials 4 --tolerance 25 --cmd -- $BASE > aa.txt 2>&1; rc=$?
 { [ $rc = 0 ] || [ $rc = 3 ]; } && ok "A/A passes or is inconclusive (exit $rc)" || { bad "A/A: exit $rc"; cat aa.txt; }
-"$TRAINRX" gate check --baseline perf/baseline.json --trials 4 --tolerance 25 --cmd -- $BASE --slowdown-ms 20 > slow.txt 2>&1; rc=$?
+"$TRAINRX" gate check --baseline perf/baseline.json --trials 4 --tolerance 25 --same-job --cmd -- $BASE --slowdown-ms 20 > slow.txt 2>&1; rc=$?
 [ $rc = 1 ] && ok "a gross slowdown (+20 ms per ~4 ms step) fails: exit 1" || { bad "slowdown: exit $rc"; cat slow.txt; }
 grep -q "median step time" aa.txt && ! grep -q "samples/s" aa.txt && ok "commands: step time only, no throughput metric" || bad "metrics: $(cat aa.txt)"
 exit $fail

@@ -459,16 +459,66 @@ TEST(GateTest, SwitchableDifferenceIsCheckedInProcess) {
   GateReport r;
   std::string error;
   const Baseline base = StoredBaseline("cnn", 10.0, 6, 2);
-  ASSERT_TRUE(CheckGate(base, "b.json", GateFor("cnn slowdown=2000"), l, quiet, &r, &error)) << error;
+  // Other knobs are other arguments: the user says it is the same job.
+  GateRun slower = GateFor("cnn slowdown=2000");
+  slower.same_job = true;
+  ASSERT_TRUE(CheckGate(base, "b.json", slower, l, quiet, &r, &error)) << error;
   EXPECT_EQ(l.trials, 0);
   EXPECT_EQ(l.alt_trials, 6);
   EXPECT_EQ(r.verdict, GateVerdict::kFail);  // +20 %
   FakeLauncher p;
-  ASSERT_TRUE(CheckGate(base, "b.json", GateFor("cnn workers=0"), p, quiet, &r, &error)) << error;
+  GateRun other = GateFor("cnn workers=0");
+  other.same_job = true;
+  ASSERT_TRUE(CheckGate(base, "b.json", other, p, quiet, &r, &error)) << error;
   EXPECT_EQ(p.alt_trials, 0);
   EXPECT_EQ(r.mode, "interleaved re-runs of the baseline spec (ABBA)");
   EXPECT_EQ(r.baseline_trials, 6);  // re-run, not the stored samples
   EXPECT_EQ(r.verdict, GateVerdict::kFail);  // 10 -> 12 ms
+}
+
+// Issue 34: a baseline of the built-in cnn checked against a user's script printed "fail 112.9 %
+// slower". A check of another program or other arguments is an error naming both, before any
+// trial, unless the user says it is the same job.
+TEST(GateTest, AnotherProgramIsRefusedUnlessTheUserSaysItIsTheSameJob) {
+  FakeLauncher l;
+  Progress quiet;
+  GateReport r;
+  std::string error;
+  const Baseline base = StoredBaseline("cnn", 10.0, 6, 5);
+  GateRun script = GateFor("python3 train.py --steps 50");
+  script.command = true;
+  EXPECT_FALSE(CheckGate(base, "b.json", script, l, quiet, &r, &error));
+  EXPECT_NE(error.find("b.json"), std::string::npos) << error;
+  EXPECT_NE(error.find("the built-in workload `cnn`"), std::string::npos) << error;
+  EXPECT_NE(error.find("the command `python3 train.py --steps 50`"), std::string::npos) << error;
+  EXPECT_NE(error.find("--same-job"), std::string::npos) << error;
+  EXPECT_FALSE(CheckGate(base, "b.json", GateFor("lm"), l, quiet, &r, &error));
+  EXPECT_NE(error.find("program or arguments"), std::string::npos) << error;
+  EXPECT_EQ(l.trials + l.alt_trials + static_cast<int>(l.fix_sets.size()), 0);  // refused before any trial
+  // Spacing is not a difference.
+  EXPECT_TRUE(CheckGate(base, "b.json", GateFor(" cnn "), l, quiet, &r, &error)) << error;
+  // A command baseline against the same command with other arguments; then --same-job.
+  Baseline cmd = base;
+  cmd.spec = "python3 train.py --steps 50";
+  cmd.command = true;
+  cmd.unit = "ms per step";
+  GateRun longer = GateFor("python3 train.py --steps 80");
+  longer.command = true;
+  EXPECT_FALSE(CheckGate(cmd, "b.json", longer, l, quiet, &r, &error));
+  longer.same_job = true;
+  l.commands["python3 train.py --steps 50"] = {10, "ms per step", 1};
+  l.commands["python3 train.py --steps 80"] = {10, "ms per step", 1};
+  ASSERT_TRUE(CheckGate(cmd, "b.json", longer, l, quiet, &r, &error)) << error;
+  ASSERT_FALSE(r.warnings.empty());
+  EXPECT_NE(r.warnings.front().find("--same-job"), std::string::npos);
+  // Stored against stored (--current): the same rule, and units must agree even then.
+  Baseline cur = StoredBaseline("cnn", 10.0, 6, 6);
+  cur.spec = "lm";
+  EXPECT_FALSE(CompareBaselines(base, "b.json", cur, GateRule{}, false, &r, &error));
+  EXPECT_TRUE(CompareBaselines(base, "b.json", cur, GateRule{}, true, &r, &error)) << error;
+  cur.unit = "s per run";
+  EXPECT_FALSE(CompareBaselines(base, "b.json", cur, GateRule{}, true, &r, &error));
+  EXPECT_NE(error.find("s per run"), std::string::npos) << error;
 }
 
 TEST(GateTest, NoisyRunsAddRoundsUntilTheBudgetThenSayInconclusive) {
