@@ -262,6 +262,9 @@ int Main(int argc, char** argv) {
   sweep->add_option("workload", fix_workload, "cnn | lm (or --cmd)");
   sweep->add_option("--cmd", sweep_cmd, "a command template: \"python3 train.py --workers {workers}\" with --grid workers=0,2,4");
   sweep->add_option("--grid", grids, "knob=v1,v2,... (repeatable; the product is run)")->required();
+  sweep->add_option("--samples-per-step", exp.plan.samples_per_step,
+                    "--cmd: samples each step processes, from the grid: \"{batch}\" or \"{batch}*{accum}\" (default: read "
+                    "from the recorded input shapes); cells then rank by samples per second");
   sweep->add_option("--set", fix_sets, "fixed knob=value for every cell (repeatable)");
   sweep->add_option("--preset", fix_preset, "a named base configuration");
   sweep->add_option("--nproc", fix_nproc, "local ranks of the workload (Gloo)")->check(CLI::Range(1, 64));

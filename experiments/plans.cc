@@ -31,7 +31,8 @@ class CommandTrials {
     }
     *unit_ = c.unit;
     seen_ = true;
-    *out = {c.value, 0, c.seconds};
+    *out = {c.value, 0, c.seconds, c.samples_per_step, c.samples_from};
+    if (c.unit == "ms per step" && c.samples_per_step > 0 && c.value > 0) out->samples_per_s = c.samples_per_step * 1000 / c.value;
     return true;
   }
 
@@ -332,7 +333,8 @@ bool ParseGrids(const std::vector<std::string>& grids, const std::function<bool(
 
 // Every combination of the axes (odometer order), `trials` rounds in a random order each, then
 // the best cell and the cells tied with it. `trial(cell, out)` runs one trial of a cell. Workload
-// cells rank by throughput; commands (no throughput) by their time.
+// cells rank by throughput; commands (`by_time`) by throughput when every trial has one (samples
+// per step known), else by their time.
 bool SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std::string(const SweepCell&)>& label,
                 const std::function<bool(size_t cell, TrialResult*, std::string*)>& trial, bool by_time, Progress& progress,
                 SweepReport* report, std::string* error) {
@@ -362,10 +364,20 @@ bool SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std:
       progress.Step(report->cells[i].arm.label);
       TrialResult r;
       if (!trial(i, &r, error)) return false;
-      report->cells[i].arm.trial_ms.push_back(r.median_ms);
-      report->cells[i].arm.samples_per_s.push_back(r.samples_per_s);
+      auto& cell = report->cells[i];
+      cell.arm.trial_ms.push_back(r.median_ms);
+      cell.arm.samples_per_s.push_back(r.samples_per_s);
+      if (r.samples_per_step > 0) cell.samples_per_step = r.samples_per_step, cell.samples_from = r.samples_from;
     }
   }
+  // Commands: by throughput once every trial of every cell has one (samples per step known).
+  if (by_time) {
+    bool all_known = true;
+    for (const auto& c : report->cells)
+      for (double sps : c.arm.samples_per_s) all_known = all_known && sps > 0;
+    by_time = !all_known;
+  }
+  report->by_throughput = !by_time;
   for (size_t i = 0; i < report->cells.size(); ++i) {
     auto& c = report->cells[i];
     c.median_ms = stats::Median(c.arm.trial_ms);
@@ -424,6 +436,65 @@ std::string FillTemplate(const std::string& tmpl, const std::vector<std::pair<st
   return out;
 }
 
+namespace {
+
+// "{batch}*{accum}" with batch=32, accum=2 -> 64. False with *error unless every factor is a
+// positive whole number once the cell's values are filled in.
+bool SamplesOfCell(const std::string& expr, const std::vector<std::pair<std::string, std::string>>& knobs, int64_t* out,
+                   std::string* error) {
+  const std::string filled = FillTemplate(expr, knobs);
+  int64_t product = 1;
+  std::stringstream ss(filled);
+  for (std::string factor; std::getline(ss, factor, '*');) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(factor, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != factor.size() || v <= 0 || product > (int64_t{1} << 40) / v) {
+      *error = fmt::format("--samples-per-step '{}': '{}' is not a product of positive whole numbers (e.g. \"{{batch}}\" "
+                           "or \"{{batch}}*{{accum}}\", each {{key}} a --grid key)",
+                           expr, filled);
+      return false;
+    }
+    product *= v;
+  }
+  *out = product;
+  return true;
+}
+
+// What the ranking rests on, in the report's words.
+void NoteSweepRanking(SweepReport* r) {
+  if (!r->by_throughput) {
+    std::string unknown;
+    for (const auto& c : r->cells)
+      if (c.samples_per_step <= 0) unknown += (unknown.empty() ? "" : ", ") + c.arm.label;
+    r->notes.push_back(fmt::format(
+        "ranked by {} (lower is better): the samples per step are not known{}{}. If the grid changes how many samples a "
+        "step processes (a batch size), time per step misranks the cells: give --samples-per-step \"{{batch}}\" to rank "
+        "by samples per second",
+        r->unit, r->unit == "ms per step" ? " (no convolution, linear, normalization or embedding op with recorded input "
+                                            "shapes in the steps)"
+                                          : " (the runs have no steps)",
+        unknown.empty() ? "" : " for: " + unknown));
+    return;
+  }
+  double lo = 0, hi = 0;
+  for (const auto& c : r->cells) {
+    lo = lo == 0 ? c.samples_per_step : std::min(lo, c.samples_per_step);
+    hi = std::max(hi, c.samples_per_step);
+  }
+  const std::string from = r->cells.empty() ? "" : r->cells.front().samples_from;
+  r->notes.push_back(lo != hi ? fmt::format("ranked by samples per second: the cells process {:g} to {:g} samples per step "
+                                            "({}), so time per step alone would misrank them",
+                                            lo, hi, from)
+                              : fmt::format("ranked by samples per second ({:g} samples per step in every cell; {})", lo, from));
+}
+
+}  // namespace
+
 bool RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& grids, const PlanOptions& o,
                      Launcher& launcher, Progress& progress, SweepReport* report, std::string* error) {
   *report = {};
@@ -451,12 +522,29 @@ bool RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& gr
     *error = fmt::format("--cmd: {} has no --grid", filled.substr(open, filled.find('}', open) - open + 1));
     return false;
   }
+  // --samples-per-step: checked on every cell before any trial runs.
+  std::vector<std::pair<std::string, std::string>> first_cell;
+  for (const auto& [k, v] : axes) first_cell.push_back({k, v.front()});
+  int64_t given = 0;
+  if (!o.samples_per_step.empty() && !SamplesOfCell(o.samples_per_step, first_cell, &given, error)) return false;
   CommandTrials runs(launcher, &report->unit);
   const auto trial = [&](size_t cell, TrialResult* r, std::string* e) {
-    return runs.Run(FillTemplate(tmpl, report->cells[cell].knobs), {}, r, e);
+    const auto& knobs = report->cells[cell].knobs;
+    if (!runs.Run(FillTemplate(tmpl, knobs), {}, r, e)) return false;
+    if (!o.samples_per_step.empty()) {
+      int64_t n = 0;
+      if (!SamplesOfCell(o.samples_per_step, knobs, &n, e)) return false;
+      r->samples_per_step = static_cast<double>(n);
+      r->samples_from = "--samples-per-step " + o.samples_per_step;
+      r->samples_per_s = report->unit == "ms per step" && r->median_ms > 0 ? n * 1000.0 / r->median_ms : 0;
+    }
+    return true;
   };
-  return SweepCells(axes, o, [&](const SweepCell& c) { return FillTemplate(tmpl, c.knobs); }, trial, true, progress, report,
-                    error);
+  if (!SweepCells(axes, o, [&](const SweepCell& c) { return FillTemplate(tmpl, c.knobs); }, trial, true, progress, report,
+                  error))
+    return false;
+  NoteSweepRanking(report);
+  return true;
 }
 
 bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, const PlanOptions& o, Launcher& launcher,

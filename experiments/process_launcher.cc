@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "trainrx/analyzers/batch.h"
 #include "trainrx/experiments/launch_files.h"
 #include "trainrx/experiments/launcher.h"
 #include "trainrx/experiments/process.h"
@@ -127,6 +128,11 @@ class ProcessLauncher : public Launcher {
         ms.erase(ms.begin());
         out->value = stats::Median(ms);
         out->unit = "ms per step";
+        if (const auto batch = analyzers::SamplesPerStep(t, steps)) {
+          out->samples_per_step = static_cast<double>(batch->samples);
+          out->samples_from = fmt::format("input shapes: dim 0 of {}'s input ({} of {} steps with shapes)", batch->op,
+                                          batch->steps, batch->steps_with_shapes);
+        }
         return true;
       }
     }

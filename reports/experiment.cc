@@ -159,12 +159,15 @@ void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
   out << Heading(md) << fmt::format("trainrx sweep {}: {} cells x {} trials, interleaved\n\n",
                                      r.command.empty() ? r.workload : md ? MarkdownText(r.command) : "`" + r.command + "`",
                                      r.cells.size(), r.trials);
-  const bool by_time = !r.command.empty();  // commands: no throughput, ranked by time
+  const bool by_time = !r.by_throughput;  // commands whose samples per step are not known
+  bool per_step_known = false;  // commands: a samples/step column where any cell has one
+  for (const auto& c : r.cells) per_step_known = per_step_known || (!r.command.empty() && c.samples_per_step > 0);
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> head = r.grid_keys;
   head.push_back(fmt::format("median {} [95% CI]", r.unit));
+  if (per_step_known) head.push_back("samples/step");
   if (!by_time) head.push_back("samples/s");
-  head.insert(head.end(), {"best/this", ""});
+  head.insert(head.end(), {by_time ? "time vs best" : "best/this", ""});
   rows.push_back(head);
   const double best = r.cells.empty() ? 0 : r.cells[r.best].samples_per_s;
   for (size_t i = 0; i < r.cells.size(); ++i) {
@@ -172,6 +175,7 @@ void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
     std::vector<std::string> row;
     for (const auto& [k, v] : c.knobs) row.push_back(v);
     row.push_back(fmt::format("{:.2f} [{:.2f}, {:.2f}]", c.median_ms, c.ci.low, c.ci.high));
+    if (per_step_known) row.push_back(c.samples_per_step > 0 ? fmt::format("{:g}", c.samples_per_step) : "?");
     if (!by_time) row.push_back(fmt::format("{:.1f}", c.samples_per_s));
     if (by_time) row.push_back(r.cells[r.best].median_ms > 0 ? fmt::format("{:.2f}x", c.median_ms / r.cells[r.best].median_ms) : "-");
     else row.push_back(c.samples_per_s > 0 ? fmt::format("{:.2f}x", best / c.samples_per_s) : "-");
@@ -181,6 +185,8 @@ void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
     rows.push_back(row);
   }
   Table(rows, out, md);
+  if (!r.notes.empty()) out << "\n";
+  for (const auto& n : r.notes) out << NotePrefix(md) << (md ? MarkdownText(n) : n) << "\n";
   if (!r.best_significant && r.cells.size() > 1) {
     out << "\nno cell is significantly faster than every other: the cells marked \"tied for best\" are not "
            "distinguishable from the fastest with these trials (Mann-Whitney U, p >= 0.05); "
@@ -199,6 +205,11 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
   w.Field("trials", static_cast<int64_t>(r.trials));
   w.Field("best", static_cast<int64_t>(r.best));
   w.Field("best_significant", r.best_significant);
+  w.Field("ranked_by", r.by_throughput ? "samples_per_s" : "median_time");
+  w.Key("notes");
+  w.BeginArray();
+  for (const auto& n : r.notes) w.String(n);
+  w.EndArray();
   w.Key("cells");
   w.BeginArray();
   for (const auto& c : r.cells) {
@@ -211,6 +222,10 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
     w.Field("ci_low", c.ci.low, 6);
     w.Field("ci_high", c.ci.high, 6);
     w.Field("samples_per_s", c.samples_per_s, 3);
+    if (c.samples_per_step > 0) {
+      w.Field("samples_per_step", c.samples_per_step, 3);
+      w.Field("samples_from", c.samples_from);
+    }
     w.Field("tied_with_best", c.tied_with_best);
     w.Key("trials");
     WriteArm(w, c.arm);

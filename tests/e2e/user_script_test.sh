@@ -60,6 +60,21 @@ assert r["unit"] == "ms per step" and len(r["cells"]) == 2 and "{workers}" in r[
 assert all(c["trials"]["label"].endswith(f"--workers {c['knobs']['workers']} --steps 6 --threads 1") for c in r["cells"])
 PY
 
+# 3b. sweep --cmd over the batch: samples per step read from the recorded conv input, cells ranked
+# by samples per second (issue 34: ranked by time per step, the smallest batch "won").
+"$TRAINRX" sweep --cmd "$PY $SCRIPT --batch {b} --steps 6 --threads 1" --grid b=4,64 --trials 2 \
+  --format json -o sweep_batch.json 2> sweep_batch.err || bad "sweep --cmd over the batch failed: $(tail -3 sweep_batch.err)"
+python3 - <<'PY' && ok "sweep --cmd over the batch: samples per step from shapes, ranked by samples/s" || bad "sweep batch report"
+import json
+r = json.load(open("sweep_batch.json"))
+print("  cells:", [(c["knobs"]["b"], round(c["median_ms"], 1), c.get("samples_per_step"), round(c["samples_per_s"])) for c in r["cells"]])
+assert r["ranked_by"] == "samples_per_s", r["ranked_by"]
+assert [c.get("samples_per_step") for c in r["cells"]] == [4, 64], r["cells"]
+assert all("aten::conv2d" in c["samples_from"] for c in r["cells"])
+best = max(range(2), key=lambda i: r["cells"][i]["samples_per_s"])
+assert r["best"] == best
+PY
+
 # 4. The README's CI recipe with --cmd, on a fresh checkout: the baseline's folder does not exist.
 BASE="$PY $SCRIPT --steps 12 --threads 1"
 "$TRAINRX" gate record-baseline -o perf/baseline.json --trials 4 --cmd -- $BASE 2> rb.err && [ -s perf/baseline.json ] \

@@ -8,9 +8,11 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <sstream>
 
 #include "trainrx/experiments/gate.h"
 #include "trainrx/experiments/plans.h"
+#include "trainrx/reports/experiment.h"
 
 namespace trainrx::experiments {
 namespace {
@@ -414,6 +416,55 @@ TEST(SweepCommandTest, FillsTheTemplateAndRanksByTime) {
   EXPECT_FALSE(RunSweepCommand("python3 train.py --workers {workers} --batch {batch}", {"workers=0,2"}, o, l, quiet, &r, &error));
   EXPECT_NE(error.find("{batch} has no --grid"), std::string::npos) << error;
   EXPECT_FALSE(RunSweepCommand("python3 train.py --workers {workers}", {"workers=0;rm"}, o, l, quiet, &r, &error));
+}
+
+// Issue 34: `sweep --cmd "... --batch_size={bs}" --grid bs=6,12,24` named batch 6 best and batch
+// 24 "3.02x slower" where batch 24 had 1.32x batch 6's throughput. With the samples per step known
+// (recorded shapes, or --samples-per-step), cells rank by samples per second.
+TEST(PlansTest, SweepCommandOverBatchSizesRanksBySamplesPerSecond) {
+  FakeLauncher l;
+  l.process_noise = 0.01;
+  // 10, 17 and 30.2 ms per step: 600, 706 and 795 samples/s.
+  l.commands["python3 train.py --batch_size=6"] = {10, "ms per step", 1, 6, "input shapes"};
+  l.commands["python3 train.py --batch_size=12"] = {17, "ms per step", 1, 12, "input shapes"};
+  l.commands["python3 train.py --batch_size=24"] = {30.2, "ms per step", 1, 24, "input shapes"};
+  Progress quiet;
+  SweepReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 6;
+  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r, &error)) << error;
+  EXPECT_TRUE(r.by_throughput);
+  EXPECT_EQ(r.cells[r.best].knobs[0].second, "24");
+  EXPECT_NEAR(r.cells[r.best].samples_per_s, 24 * 1000 / 30.2, 24 * 1000 / 30.2 * 0.05);
+  EXPECT_EQ(r.cells[0].samples_per_step, 6);
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_NE(r.notes.front().find("6 to 24 samples per step"), std::string::npos) << r.notes.front();
+  std::ostringstream text;
+  reports::WriteSweepText(r, text);
+  EXPECT_NE(text.str().find("samples/s"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("samples/step"), std::string::npos) << text.str();
+
+  // The trace does not tell: ranked by time, and the report says why and what to give.
+  for (auto& [cmd, res] : l.commands) res.samples_per_step = 0;
+  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r, &error)) << error;
+  EXPECT_FALSE(r.by_throughput);
+  EXPECT_EQ(r.cells[r.best].knobs[0].second, "6");
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_NE(r.notes.front().find("--samples-per-step"), std::string::npos) << r.notes.front();
+
+  // --samples-per-step from the grid: by throughput again.
+  o.samples_per_step = "{bs}*2";
+  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r, &error)) << error;
+  EXPECT_TRUE(r.by_throughput);
+  EXPECT_EQ(r.cells[r.best].knobs[0].second, "24");
+  EXPECT_EQ(r.cells[r.best].samples_per_step, 48);
+  // A bad expression is refused before any trial.
+  const size_t runs = l.fix_sets.size();
+  o.samples_per_step = "{batch}";
+  EXPECT_FALSE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r, &error));
+  EXPECT_NE(error.find("--samples-per-step '{batch}'"), std::string::npos) << error;
+  EXPECT_EQ(l.fix_sets.size(), runs);
 }
 
 Baseline StoredBaseline(const std::string& spec, double ms, int n, uint64_t seed) {

@@ -109,6 +109,7 @@ def main():
     p.add_argument("--torch-profiler-schedule", default="")
     p.add_argument("--torch-profiler-mode", choices=["full", "shapes", "plain"], default="full")
     p.add_argument("--slowdown-ms", type=float, default=0, help="busy work added to every step (gate tests)")
+    p.add_argument("--batch", type=int, default=16, help="samples per step (sweep tests)")
     p.add_argument("--step-times", default="", help="write each step's wall time (ms) as a JSON list here")
     a = p.parse_args()
     if a.all_problems:
@@ -119,7 +120,7 @@ def main():
     if a.anomaly:
         torch.autograd.set_detect_anomaly(True)
 
-    batch = 16
+    batch = a.batch
     train = DataLoader(Images(batch * a.steps, a.costly_data), batch_size=batch, num_workers=a.workers)
     val = DataLoader(Images(batch * 3, False), batch_size=batch)
     model = make_model(a.conv_bias)

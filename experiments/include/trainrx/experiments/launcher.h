@@ -14,8 +14,10 @@ namespace trainrx::experiments {
 // One untraced run of a workload: its median step time after warm-up, and throughput.
 struct TrialResult {
   double median_ms = 0;
-  double samples_per_s = 0;
+  double samples_per_s = 0;  // 0: unknown (a command whose batch we cannot read)
   double seconds = 0;  // wall time of the trial (budgets)
+  double samples_per_step = 0;  // commands: from the recorded shapes or --samples-per-step; 0: unknown
+  std::string samples_from;     // where samples_per_step came from, for the report
 };
 
 // One untraced run that alternates A (the spec) and B (the spec with `alt` set) step by step.
@@ -31,6 +33,10 @@ struct CommandResult {
   double value = 0;
   std::string unit;  // "ms per step" or "s per run"
   double seconds = 0;
+  // With steps: the samples a step processes, read from the recorded input shapes
+  // (analyzers::SamplesPerStep), and which op gave it; 0 / "" when the trace does not tell.
+  double samples_per_step = 0;
+  std::string samples_from;
 };
 
 class Launcher {

@@ -20,6 +20,9 @@ struct PlanOptions {
   // fix: a row measured across processes that is not significant gets more rounds until it can
   // rule out a speedup of this size (0.03: 3 %), within the budget.
   double min_effect = 0.03;
+  // sweep --cmd: samples per step of each cell, "{batch}" or "{batch}*{accum}" or "64" (filled
+  // from the cell's grid values); empty: read from the recorded input shapes where they tell.
+  std::string samples_per_step;
 };
 
 // What `fix` will change: one row per knob away from its default that a finding names (the
@@ -55,7 +58,9 @@ bool RunFixCommand(const std::string& command, const PlanOptions& options, Launc
 bool RunSweep(const Spec& base, const std::vector<std::string>& grids, const PlanOptions& options, Launcher& launcher,
               Progress& progress, SweepReport* report, std::string* error);
 // A user's command as a template: "python3 train.py --workers {workers}" with --grid workers=0,2,4;
-// cells are timed by the command's steps (or runs) and ranked by time.
+// cells are timed by the command's steps (or runs). They rank by samples per second when every
+// cell's samples per step is known (options.samples_per_step, else the recorded input shapes),
+// else by time per step, with a note (time per step misranks cells whose batches differ).
 bool RunSweepCommand(const std::string& command_template, const std::vector<std::string>& grids, const PlanOptions& options,
                      Launcher& launcher, Progress& progress, SweepReport* report, std::string* error);
 std::string FillTemplate(const std::string& command_template, const std::vector<std::pair<std::string, std::string>>& values);

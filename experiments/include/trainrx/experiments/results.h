@@ -50,6 +50,9 @@ struct SweepCell {
   // Against the best cell's throughput trials: tied when not significantly slower.
   stats::Comparison vs_best;
   bool tied_with_best = false;
+  // sweep --cmd: samples per step (0: unknown) and where the figure came from.
+  double samples_per_step = 0;
+  std::string samples_from;
 };
 
 struct SweepReport {
@@ -59,7 +62,11 @@ struct SweepReport {
   std::vector<std::string> grid_keys;
   int trials = 0;
   std::vector<SweepCell> cells;
-  size_t best = 0;  // highest median throughput (samples/s)
+  // Cells rank by samples/s (workloads; commands whose samples per step are known), else by the
+  // median time (commands whose batch the trace does not tell).
+  bool by_throughput = true;
+  std::vector<std::string> notes;
+  size_t best = 0;  // highest median throughput (samples/s), or the lowest time
   // The best cell is "the best" only when every other cell is significantly slower; else the
   // cells tied with it are named instead (overlapping noise is not a winner).
   bool best_significant = false;

@@ -1,0 +1,31 @@
+// trainrx::analyzers batch — how many samples a training step processes, read from the recorded
+// input shapes (our collector records conv/linear/norm inputs for the first steps; torch.profiler's
+// record_shapes=True records every op's). Used by `sweep --cmd` to rank cells by samples per second
+// when the grid changes the batch (issue 34: ranked by time per step, a sweep over batch 6/12/24
+// named batch 6 best while batch 24 had 1.32x its throughput). Pure; no I/O.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "trainrx/analyzers/analysis.h"
+
+namespace trainrx::analyzers {
+
+struct BatchEstimate {
+  int64_t samples = 0;     // samples per step
+  std::string op;          // the op whose input gave it: "aten::conv2d"
+  int steps = 0;           // steps that agreed on `samples` (of `steps_with_shapes`)
+  int steps_with_shapes = 0;
+};
+
+// For the lowest rank with steps: in each step (warm-up steps included: shapes are recorded in the
+// first steps only), the first op in time that leads with the batch dimension and has recorded
+// input dims (convolution, linear, normalization: the batch is dim 0 of input 0; embedding: dim 0 of
+// its indices, input 1). The value most steps agree on (the last batch of an epoch may be smaller).
+// nullopt without steps or without such an op: the caller must not guess.
+//   steps 1-3: aten::conv2d [[32, 3, 28, 28], [8, 3, 3, 3], [8], ...] -> {32, "aten::conv2d", 3, 3}
+std::optional<BatchEstimate> SamplesPerStep(const profiler::Trace& trace, const StepModel& steps);
+
+}  // namespace trainrx::analyzers
