@@ -13,7 +13,6 @@
 
 #include "experiment.h"
 #include "gate.h"
-#include "per_rank.h"
 #include "record.h"
 #include "run.h"
 #include "sample_trace.h"
@@ -24,6 +23,7 @@
 #include "trainrx/profiler/kineto_writer.h"
 #include "trainrx/reports/html.h"
 #include "trainrx/reports/report.h"
+#include "trainrx/sets/analyze_set.h"
 
 namespace {
 
@@ -46,88 +46,54 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-// `analyze --strict`: traces of different jobs, inconsistent ranks, or a cut-off trace are an error.
-bool g_strict_read = false;
-// `--keep-clocks`: leave each rank's times as its file has them (no clock alignment).
-bool g_keep_clocks = false;
-// `--per-rank`: analyze each rank on its own and compare the ranks' sides (automatic above
-// kPerRankAbove files: a merged model of hundreds of ranks does not fit in memory).
-bool g_per_rank = false;
-constexpr size_t kPerRankAbove = 16;
+// `analyze` options for the set (sets::SetOptions): --strict, --keep-clocks, --per-rank.
+trainrx::sets::SetOptions g_set;
 
 int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::string& format, const std::string& output,
                const std::vector<std::string>& threshold_args, const std::vector<std::string>& run_json = {},
                const std::vector<std::string>& run_summary = {}) {
   using namespace trainrx;
-  analyzers::Thresholds thresholds;
+  sets::SetOptions set_options = g_set;
   for (const auto& t : threshold_args) {
     std::string error;
-    if (!thresholds.Parse(t, &error)) return Fail(error);
+    if (!set_options.thresholds.Parse(t, &error)) return Fail(error);
   }
   if (format != "text" && format != "json" && format != "md" && format != "html")
     return Fail("--format must be text, json, md or html");
-  profiler::Trace trace;
+  if (sample && !paths.empty()) return Fail("give trace paths or --sample, not both");
+  if (!sample && paths.empty()) return Fail("analyze needs at least one trace file or directory (or --sample)");
+  sets::SetAnalysis set;
+  std::string error;
+  const bool ok = sample ? sets::AnalyzeBuffer(cli::SampleTrace(), cli::kSampleTraceName, set_options, &set, &error)
+                         : sets::AnalyzeSet(paths, set_options, &set, &error);
+  if (!ok) return Fail(error);
   reports::RenderOptions options;
-  if (sample) {
-    if (!paths.empty()) return Fail("give trace paths or --sample, not both");
-    const auto st = profiler::ReadTraceBuffer(cli::SampleTrace(), cli::kSampleTraceName, 0, trace);
-    if (!st.ok) return Fail(st.error);
-    options.inputs = {std::string("built-in sample: ") + cli::kSampleTraceName};
-  } else {
-    if (paths.empty()) return Fail("analyze needs at least one trace file or directory (or --sample)");
-    options.inputs = paths;
-  }
-  std::optional<analyzers::Report> by_rank;
-  if (!sample) {
-    std::string error;
-    const auto files = profiler::ExpandTracePaths(paths, &error);
-    if (!files) return Fail(error);
-    size_t summaries = 0;
-    for (const auto& f : *files) summaries += reports::IsSummaryPath(f);
-    if (summaries > 0 && summaries < files->size())
-      return Fail("the inputs mix per-rank summaries (*.summary.json) and traces: give one kind");
-    // Summaries, or a set too large to merge: rank by rank (cli/per_rank.h), the cross-rank
-    // analyses on the ranks' sides.
-    if (summaries > 0 || g_per_rank || files->size() > kPerRankAbove) {
-      std::vector<analyzers::RankSide> sides;
-      profiler::IngestStats stats;
-      const bool read = summaries > 0 ? cli::SidesOfSummaries(*files, &sides, &stats, &error)
-                                      : cli::SidesOfTraces(*files, thresholds, 2, &sides, &stats, &error);
-      if (!read) return Fail(error);
-      stats.Add("analyzed_rank_by_rank", profiler::IssueSeverity::kInfo,
-                fmt::format("{} ranks from {} {}, each analyzed on its own: findings found on several ranks are shown once "
-                            "(the rank with the largest saving), the straggler and clocks are compared across ranks; no "
-                            "merged operator tables or timeline",
-                            sides.size(), files->size(), summaries > 0 ? "summaries" : "files"),
-                sides.size());
-      by_rank = analyzers::AnalyzeSides(sides, thresholds);
-      trace = cli::SkeletonOf(sides, std::move(stats));
-    } else {
-      profiler::ReadOptions read_options;
-      read_options.strict = g_strict_read;
-      const auto st = profiler::ReadTraces(paths, trace, read_options);
-      if (!st.ok) return Fail(st.error);
-      if (!g_keep_clocks) analyzers::AlignRankClocks(trace);
-    }
-  }
+  options.inputs = sample ? std::vector<std::string>{std::string("built-in sample: ") + cli::kSampleTraceName} : paths;
   options.run_results_json = run_json;
   options.run_summary = run_summary;
-  const analyzers::Report report = by_rank ? std::move(*by_rank) : analyzers::Analyze(trace, thresholds);
+  const auto render = [&](std::ostream& out) {
+    options.color = &out == &std::cout && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+    if (format == "json") reports::WriteJson(set.trace, set.report, set_options.thresholds, options, out);
+    else if (format == "html") reports::WriteHtml(set.trace, set.report, set_options.thresholds, options, out);
+    else if (format == "md") reports::WriteMarkdown(set.trace, set.report, set_options.thresholds, options, out);
+    else reports::WriteText(set.trace, set.report, set_options.thresholds, options, out);
+  };
+  if (!cli::WriteOut(output, render)) return Fail(output + ": write failed");
+  return kExitOk;
+}
 
-  std::ofstream file;
-  std::ostream* out = &std::cout;
-  if (!output.empty() && output != "-") {
-    file.open(output);
-    if (!file) return Fail(output + ": cannot open for writing");
-    out = &file;
-  }
-  options.color = out == &std::cout && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
-  if (format == "json") reports::WriteJson(trace, report, thresholds, options, *out);
-  else if (format == "html") reports::WriteHtml(trace, report, thresholds, options, *out);
-  else if (format == "md") reports::WriteMarkdown(trace, report, thresholds, options, *out);
-  else reports::WriteText(trace, report, thresholds, options, *out);
-  out->flush();
-  if (!*out) return Fail(output + ": write failed");
+int RunSummarize(const std::vector<std::string>& paths, const std::string& out_dir,
+                 const std::vector<std::string>& threshold_args) {
+  using namespace trainrx;
+  analyzers::Thresholds thresholds;
+  std::string error;
+  for (const auto& t : threshold_args)
+    if (!thresholds.Parse(t, &error)) return Fail(error);
+  std::vector<sets::WrittenSummary> written;
+  if (!sets::SummarizeSet(paths, thresholds, out_dir, &written, &error)) return Fail(error);
+  for (const auto& w : written)
+    std::cerr << fmt::format("rank {} ({}): {} steps, {} collectives, {} findings -> {}\n", w.rank, w.source, w.steps,
+                             w.collectives, w.findings, w.path);
   return kExitOk;
 }
 
@@ -135,7 +101,7 @@ int RunConvert(const std::vector<std::string>& paths, const std::string& output)
   using namespace trainrx;
   profiler::Trace trace;
   if (const auto st = profiler::ReadTraces(paths, trace); !st.ok) return Fail(st.error);
-  if (!g_keep_clocks) {
+  if (!g_set.keep_clocks) {
     for (const auto& c : analyzers::AlignRankClocks(trace))
       if (c.status != "reference") std::cerr << fmt::format("rank {}: {}\n", c.rank, c.why);
   }
@@ -169,13 +135,13 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json", "md", "html"}));
   analyze->add_option("-o,--output,--report", output, "write the report here instead of stdout");
   analyze->add_option("--threshold", thresholds, "override a threshold: id.key=value (repeatable)");
-  analyze->add_flag("--strict", g_strict_read,
+  analyze->add_flag("--strict", g_set.strict,
                     "traces of different jobs or inconsistent ranks in one input, or a trace cut off inside its events, "
                     "are an error (exit 2), not a warning");
-  analyze->add_flag("--keep-clocks", g_keep_clocks,
+  analyze->add_flag("--keep-clocks", g_set.keep_clocks,
                     "leave each rank's times as recorded (by default ranks on different clocks are aligned on the ends "
                     "of the collectives they share, when those support it; the report says how)");
-  analyze->add_flag("--per-rank", g_per_rank,
+  analyze->add_flag("--per-rank", g_set.per_rank,
                     "analyze each rank's trace on its own and compare the ranks (memory: one trace per core, not the "
                     "set); automatic above 16 files and for per-rank summaries");
   analyze->add_flag("--sample", sample, "analyze the built-in sample trace (a CPU training loop with planted problems)");
@@ -186,7 +152,7 @@ int Main(int argc, char** argv) {
   convert->add_option("paths", convert_paths, "trace files or directories")->required();
   convert->add_option("-o,--output", convert_out, "output file (.json or .json.gz); per-rank suffix when several ranks")
       ->required();
-  convert->add_flag("--keep-clocks", g_keep_clocks, "write each rank's times as recorded (no clock alignment)");
+  convert->add_flag("--keep-clocks", g_set.keep_clocks, "write each rank's times as recorded (no clock alignment)");
 
   std::vector<std::string> summarize_paths, summarize_thresholds;
   std::string summarize_out;
@@ -337,13 +303,22 @@ int Main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    // Issue 34: `record -o run.json python3 train.py --epochs 1` said only "arguments were not
+    // expected": the program's own options need the -- before the program.
+    if (record->parsed())
+      return Fail(fmt::format("record: {}; put the program after --, e.g. trainrx record -o run.json -- python3 "
+                              "train.py --epochs 1",
+                              e.what()));
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitInputError;
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : kExitInputError;
   }
   if (*analyze) return RunAnalyze(paths, sample, format, output, thresholds);
   if (*convert) return RunConvert(convert_paths, convert_out);
-  if (*summarize) return trainrx::cli::RunSummarize(summarize_paths, summarize_out, summarize_thresholds);
+  if (*summarize) return RunSummarize(summarize_paths, summarize_out, summarize_thresholds);
   if (*workloads) return trainrx::cli::ListWorkloads(std::cout);
   if (*fix && !fix->count("--budget")) exp.plan.budget_s = 900;
   if ((*fix && !fix_cmd.empty()) || (*sweep && !sweep_cmd.empty())) {

@@ -111,8 +111,10 @@ using FixTrial = std::function<bool(int plan, TrialResult* out, std::string* err
 int BudgetedTrials(const PlanOptions& o, size_t configs, double seconds, std::vector<std::string>* notes) {
   int trials = o.trials;
   if (o.budget_s > 0 && static_cast<double>(configs) * trials * seconds > o.budget_s) {
-    trials = std::max(4, static_cast<int>(o.budget_s / (static_cast<double>(configs) * std::max(seconds, 0.1))));
-    notes->push_back(fmt::format("--budget {:.0f}s: {} trials per configuration instead of {} (one run takes ~{:.1f}s)",
+    trials = std::min(o.trials, std::max(4, static_cast<int>(o.budget_s / (static_cast<double>(configs) * std::max(seconds, 0.1)))));
+    // Issue 34: "4 trials per configuration instead of 4" when the budget changed nothing.
+    if (trials < o.trials)
+      notes->push_back(fmt::format("--budget {:.0f}s: {} trials per configuration instead of {} (one run takes ~{:.1f}s)",
                                  o.budget_s, trials, o.trials, seconds));
   }
   return trials;

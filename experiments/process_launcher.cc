@@ -20,6 +20,7 @@
 #include "trainrx/experiments/stats.h"
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/profiler/env.h"
+#include "trainrx/sets/analyze_set.h"
 
 namespace trainrx::experiments {
 
@@ -152,15 +153,11 @@ class ProcessLauncher : public Launcher {
   }
 
  private:
-  // The traces of one run (its ranks merged, clocks aligned), analyzed.
+  // The traces of one run, analyzed as `trainrx analyze` would (sets::AnalyzeSet).
   static bool AnalyzeTraces(const std::vector<std::string>& traces, analyzers::Report* report, std::string* error) {
-    profiler::Trace t;
-    if (const auto st = profiler::ReadTraces(traces, t); !st.ok) {
-      *error = st.error;
-      return false;
-    }
-    analyzers::AlignRankClocks(t);
-    *report = analyzers::Analyze(t);
+    sets::SetAnalysis set;
+    if (!sets::AnalyzeSet(traces, {}, &set, error)) return false;
+    *report = std::move(set.report);
     return true;
   }
 

@@ -18,6 +18,22 @@ using profiler::JsonWriter;
 
 std::string Pad(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
 
+// A text table cell holds at most this many characters: a user's whole command in a column made
+// every line of the table over 300 characters wide (issue 34). Longer cells keep their head and
+// tail (where a command's distinguishing arguments usually are); callers print the whole text
+// under the table (FullLabels).
+constexpr size_t kMaxCell = 60;
+std::string Abbreviated(const std::string& s) {
+  if (s.size() <= kMaxCell) return s;
+  constexpr size_t kHead = 24, kTail = kMaxCell - kHead - 3;
+  return s.substr(0, kHead) + "..." + s.substr(s.size() - kTail);
+}
+// "A: <the whole command>" lines for the labels a table abbreviated.
+void FullLabels(const std::vector<std::pair<std::string, std::string>>& labels, std::ostream& out, bool md) {
+  for (const auto& [key, label] : labels)
+    if (label.size() > kMaxCell) out << (md ? "- " : "  ") << key << ": " << (md ? MarkdownText(label) : label) << "\n";
+}
+
 // Text: aligned columns; Markdown: a pipe table (the first row is the header). Both from rows.
 void Table(const std::vector<std::vector<std::string>>& rows, std::ostream& out, bool md) {
   if (md) {
@@ -36,11 +52,11 @@ void Table(const std::vector<std::vector<std::string>>& rows, std::ostream& out,
   std::vector<size_t> width;
   for (const auto& r : rows) {
     width.resize(std::max(width.size(), r.size()));
-    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], Abbreviated(r[i]).size());
   }
   for (const auto& r : rows) {
     std::string line = " ";
-    for (size_t i = 0; i < r.size(); ++i) line += " " + Pad(r[i], width[i] + 1);
+    for (size_t i = 0; i < r.size(); ++i) line += " " + Pad(Abbreviated(r[i]), width[i] + 1);
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out << line << "\n";
   }
@@ -245,6 +261,7 @@ void WriteAbText(const AbReport& r, std::ostream& out, bool md) {
   rows.push_back({"A", r.a.label, fmt::format("{:.3f}", c.median_a), fmt::format("[{:.3f}, {:.3f}]", ci_a.low, ci_a.high)});
   rows.push_back({"B", r.b.label, fmt::format("{:.3f}", c.median_b), fmt::format("[{:.3f}, {:.3f}]", ci_b.low, ci_b.high)});
   Table(rows, out, md);
+  if (!md) FullLabels({{"A", r.a.label}, {"B", r.b.label}}, out, md);
   // One number: B's time as a multiple of A's, with its CI (the speedup is its inverse).
   const auto inv = [](double x) { return x > 0 ? 1 / x : 0.0; };
   const double ratio = inv(c.speedup);

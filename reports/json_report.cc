@@ -2,10 +2,15 @@
 
 #include "trainrx/profiler/json_writer.h"
 #include "trainrx/reports/report.h"
+#include "trainrx/sets/analysis_json.h"
 
 namespace trainrx::reports {
 
 using profiler::JsonWriter;
+using sets::WriteFinding;
+using sets::WriteStepRow;
+using sets::WriteUnfinished;
+using sets::WriteWindow;
 
 namespace {
 void WriteNameRow(JsonWriter& w, const analyzers::NameRow& r, bool self, bool total) {
@@ -40,93 +45,6 @@ void WriteNameTable(JsonWriter& w, const char* key, const analyzers::NameTable& 
     w.Null();
   }
   w.Field("other_names", t.other_names);
-  w.EndObject();
-}
-
-// A step row: its head, and with `phases` its phase times (and GPU times when it has them).
-void WriteStepRow(JsonWriter& w, const analyzers::StepRow& s, bool phases) {
-  w.BeginObject();
-  w.Field("rank", s.rank);
-  w.Field("name", s.name);
-  w.Field("start_ns", s.start_ns);
-  w.Field("wall_ns", s.wall_ns);
-  if (phases) {
-    w.Field("data_wait_ns", s.data_wait_ns);
-    w.Field("forward_ns", s.forward_ns);
-    w.Field("backward_ns", s.backward_ns);
-    w.Field("optimizer_ns", s.optimizer_ns);
-    w.Field("other_ns", s.other_ns);
-    if (s.fwd_bwd_overlap_ns) w.Field("forward_backward_overlap_ns", s.fwd_bwd_overlap_ns);
-    if (s.has_gpu) {
-      w.Field("gpu_kernel_ns", s.gpu_kernel_ns);
-      w.Field("gpu_memcpy_ns", s.gpu_memcpy_ns);
-      w.Field("gpu_idle_ns", s.gpu_idle_ns);
-      w.Field("data_wait_gpu_idle_ns", s.data_exposed_ns);
-    }
-  }
-  w.EndObject();
-}
-
-void WriteFinding(JsonWriter& w, const analyzers::Finding& f) {
-  w.BeginObject();
-  w.Field("id", f.id);
-  w.Field("severity", analyzers::SeverityName(f.severity));
-  w.Field("confidence", analyzers::ConfidenceName(f.confidence));
-  w.Field("title", f.title);
-  w.Field("rank", f.rank);
-  w.Field("measured", f.measured);
-  w.Field("threshold", f.threshold);
-  w.Field("unit", f.measured_unit);
-  w.Key("evidence");
-  w.BeginObject();
-  for (const auto& e : f.evidence) {
-    w.Key(e.key);
-    if (const auto* i = std::get_if<int64_t>(&e.value)) w.Int(*i);
-    else if (const auto* d = std::get_if<double>(&e.value)) w.Double(*d);
-    else w.String(std::get<std::string>(e.value));
-  }
-  w.EndObject();
-  w.Key("examples");
-  w.BeginArray();
-  for (const auto& x : f.examples) w.String(x);
-  w.EndArray();
-  w.Field("estimated_saving_pct", f.estimated_saving_pct);
-  w.Field("estimated_saving_ns", f.estimated_saving_ns);
-  w.Field("saving_bound_ns", f.saving_bound_ns);
-  w.Field("saving_bound", f.saving_bound);
-  w.Field("steps", f.steps);
-  w.Key("fix");
-  w.BeginObject();
-  w.Field("python", f.fix_python);
-  w.Field("cpp", f.fix_cpp);
-  w.Field("knob", f.knob);
-  w.EndObject();
-  w.EndObject();
-}
-
-// run.unfinished[] and run.windows[] entries (and a summary's).
-void WriteUnfinished(JsonWriter& w, const analyzers::UnfinishedRank& u) {
-  w.BeginObject();
-  w.Field("rank", u.rank);
-  w.Field("source", u.source);
-  w.Field("end_reason", u.end_reason);
-  w.Field("recorded_ns", u.recorded_ns);
-  w.Field("steps", u.steps);
-  w.Field("open_ranges", u.open_ranges);
-  if (u.behind_ns >= 0) w.Field("behind_ns", u.behind_ns);
-  w.EndObject();
-}
-
-void WriteWindow(JsonWriter& w, const analyzers::RecordedWindow& win) {
-  w.BeginObject();
-  w.Field("rank", win.rank);
-  w.Field("skip", win.skip);
-  w.Field("steps", win.steps);
-  w.Field("boundary", win.boundary);
-  w.Field("run_boundaries", win.run_boundaries);
-  w.Field("opened", win.opened);
-  w.Field("closed", win.closed);
-  w.Field("gpu_records_outside", win.gpu_records_outside);
   w.EndObject();
 }
 
@@ -318,88 +236,6 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   w.EndObject();
   w.EndObject();
   out << '\n';
-}
-
-void WriteSummary(const analyzers::RankSide& side, std::ostream& out) {
-  JsonWriter w(out, /*pretty=*/false);
-  w.BeginObject();
-  w.Field("schema", kSummarySchema);
-  const auto& info = side.info;
-  w.Key("rank_info");
-  w.BeginObject();
-  w.Field("rank", info.rank);
-  w.Field("world_size", info.world_size);
-  w.Field("backend", info.backend);
-  w.Field("source", info.source);
-  w.Field("rank_source", info.rank_source);
-  w.Field("job", info.job);
-  w.Field("base_time_ns", info.base_time_ns);
-  w.Key("config");  // the collector's block, values as JSON text
-  w.BeginObject();
-  for (const auto& [k, v] : info.config) w.Field(k, v);
-  w.EndObject();
-  w.EndObject();
-  w.Field("events", side.events);
-  w.Field("bytes", side.bytes);
-  w.Field("skipped", side.skipped);
-  w.Key("machine");
-  w.BeginObject();
-  w.Field("cpu_count", side.cpu_count);
-  w.Field("intra_op_threads", side.intra_op_threads);
-  w.Field("local_ranks", side.local_ranks);
-  w.EndObject();
-  w.Key("inputs");  // the rank's model input shape (RankSide::input_shape)
-  w.BeginObject();
-  w.Field("shape", side.input_shape);
-  w.Field("steps_with_shape", side.input_shape_steps);
-  w.Field("steps_with_shapes", side.shaped_steps);
-  w.EndObject();
-  w.Key("steps");
-  w.BeginObject();
-  w.Field("source", side.steps_source);
-  w.Field("has_gpu", side.steps_have_gpu);
-  w.Key("rows");
-  w.BeginArray();
-  for (const auto& r : side.steps) WriteStepRow(w, r, true);
-  w.EndArray();
-  w.Key("warmup");
-  w.BeginArray();
-  for (const auto& r : side.warmup_steps) WriteStepRow(w, r, true);
-  w.EndArray();
-  w.EndObject();
-  // Collectives as [name index, ts_ns, dur_ns, in_steps (0/1)], names listed once.
-  std::vector<std::string_view> names(side.names->begin(), side.names->end());
-  w.Key("collective_names");
-  w.BeginArray();
-  for (auto n : names) w.String(n);
-  w.EndArray();
-  for (const auto& [key, list] : {std::pair{"gpu_collectives", &side.gpu}, std::pair{"gloo_collectives", &side.gloo}}) {
-    w.Key(key);
-    w.BeginArray();
-    for (const auto& c : *list) {
-      w.BeginArray();
-      w.Int(std::lower_bound(names.begin(), names.end(), c.name) - names.begin());
-      w.Int(c.ts_ns);
-      w.Int(c.dur_ns);
-      w.Int(c.in_steps ? 1 : 0);
-      w.EndArray();
-    }
-    w.EndArray();
-  }
-  w.Key("findings");
-  w.BeginArray();
-  for (const auto& f : side.findings) WriteFinding(w, f);
-  w.EndArray();
-  w.Key("unfinished");
-  w.BeginArray();
-  for (const auto& u : side.unfinished) WriteUnfinished(w, u);
-  w.EndArray();
-  w.Key("windows");
-  w.BeginArray();
-  for (const auto& win : side.windows) WriteWindow(w, win);
-  w.EndArray();
-  w.EndObject();
-  out << "\n";
 }
 
 }  // namespace trainrx::reports

@@ -33,26 +33,24 @@ bool HasTraceSuffix(const std::string& name) {
   return ends(".json") || ends(".json.gz");
 }
 
-// Checks that the files read form one job's ranks (ReadOptions::strict), recording what does not
-// fit in trace.stats as errors that name the files: files of different jobs ("mixed_jobs", one
-// per job), and within a job a rank claimed by two files, a rank beyond the world size, or more
-// files than ranks ("inconsistent_ranks", one per problem). Returns the first message, or "".
+}  // namespace
+
 // Issue 12: `analyze DIR` merged traces of world sizes 64, 8 and 300 as one job's ranks, saying so
 // only in rank_source.
-std::string CheckJobs(Trace& trace) {
+std::string CheckJobs(const std::vector<RankInfo>& ranks, IngestStats* stats) {
   std::vector<std::pair<std::string, std::vector<const RankInfo*>>> jobs;  // in order of first file
-  for (const RankInfo& r : trace.ranks) {
+  for (const RankInfo& r : ranks) {
     auto it = std::find_if(jobs.begin(), jobs.end(), [&](const auto& j) { return j.first == r.job; });
     if (it == jobs.end()) it = jobs.insert(jobs.end(), {r.job, {}});
     it->second.push_back(&r);
   }
   std::string first;
   auto add = [&](const char* kind, const std::string& msg, uint64_t n) {
-    trace.stats.Add(kind, IssueSeverity::kError, msg, n);
+    stats->Add(kind, IssueSeverity::kError, msg, n);
     if (first.empty()) first = msg;
   };
   if (jobs.size() > 1) {
-    std::string msg = fmt::format("files of {} different jobs merged as ranks of one job:", jobs.size());
+    std::string msg = fmt::format("files of {} different jobs read as ranks of one job:", jobs.size());
     for (size_t j = 0; j < jobs.size(); ++j) {
       msg += fmt::format("{} {{{}: ", j ? ";" : "", jobs[j].first);
       for (size_t k = 0; k < jobs[j].second.size(); ++k) msg += (k ? ", " : "") + jobs[j].second[k]->source;
@@ -87,7 +85,7 @@ std::string CheckJobs(Trace& trace) {
         ++n;
       }
       if (n > 10) missing += fmt::format(" and {} more", n - 10);
-      trace.stats.Add("missing_ranks", IssueSeverity::kInfo,
+      stats->Add("missing_ranks", IssueSeverity::kInfo,
                       fmt::format("job {}: {} of its {} ranks are in this set; missing: {} (cross-rank figures cover "
                                   "only the ranks read)",
                                   key, files.size(), world, missing),
@@ -96,6 +94,8 @@ std::string CheckJobs(Trace& trace) {
   }
   return first;
 }
+
+namespace {
 
 // ReadTraces without the CPU check, the rollback and Finalize().
 ReadStatus ReadFiles(const std::vector<std::string>& paths, Trace& trace, const ReadOptions& options) {
@@ -108,7 +108,7 @@ ReadStatus ReadFiles(const std::vector<std::string>& paths, Trace& trace, const 
     if (!src) return ReadStatus::Error(fmt::format("{}: cannot open: {}", f, open_error));
     if (auto st = ParseOneSource(*src, f, files->size() == 1 ? options.rank_hint : -1, trace, options); !st.ok) return st;
   }
-  if (const std::string problem = CheckJobs(trace); !problem.empty() && options.strict) {
+  if (const std::string problem = CheckJobs(trace.ranks, &trace.stats); !problem.empty() && options.strict) {
     std::string inputs;
     for (const auto& p : paths) inputs += (inputs.empty() ? "" : ", ") + p;
     return ReadStatus::Error(fmt::format("{}: {} (strict: not analyzed)", inputs, problem));

@@ -222,7 +222,8 @@
       tile('ranks', `${ranks.length}` + (worlds.length === 1 && worlds[0] > ranks.length ? ` of ${worlds[0]}` : '')),
       tile('devices', devices.length ? devices.join(', ') : 'CPU only'),
       tile('steps', `${steps.count ?? 0}` + ((steps.warmup || []).length ? ` + ${steps.warmup.length} warm-up` : '')),
-      tile('median step', fmtNs(steps.median_ns)),
+      // Issue 34: a trace without steps showed "median step 0 ns".
+      tile('median step', steps.count ? fmtNs(steps.median_ns) : '– (no steps)'),
       tile('steps per second', steps.median_ns > 0 ? (1e9 / steps.median_ns).toFixed(2) : '–'),
       tile('steps from', steps.source || '–'),
       tile('findings', String((r.findings || []).length)),
@@ -315,6 +316,10 @@
   function breakdownSection(r) {
     const b = (r.metrics && r.metrics.step_breakdown) || {};
     const out = section('breakdown', 'Where the step time goes');
+    if (!(r.steps && r.steps.count)) {  // no steps: no shares of a step to draw (an empty bar said nothing)
+      out.append(el('p', null, 'No training steps were found, so there is no breakdown of a step: the tables give totals over the whole trace.'));
+      return out;
+    }
     const parts = PHASES.map(([k, label, c]) => [label, b[k] || 0, c]);
     out.append(el('div', {class: 'bar', role: 'img'}, parts.filter(p => p[1] > 0).map(([label, v, c]) =>
       el('div', {style: {width: (100 * v) + '%', background: c}, title: `${label}: ${pct(v)}`}))),

@@ -997,7 +997,7 @@ TEST(ModelTest, DataflowEdgeToLayerNormIsNotFlagged) {
 }
 
 std::string FixturePath(const std::string& name) {
-  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "fixtures" / name).string();
+  return (std::filesystem::path(TRAINRX_SOURCE_DIR) / "tests" / "fixtures" / name).string();
 }
 
 // What a finding says in words: title, unit, evidence keys and text, examples.

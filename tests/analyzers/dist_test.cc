@@ -9,6 +9,7 @@
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/cross_rank.h"
 #include "trainrx/reports/report.h"
+#include "trainrx/sets/summary.h"
 #include "trainrx/profiler/kineto_reader.h"
 
 namespace trainrx::analyzers {
@@ -198,10 +199,10 @@ AloneSide SideAlone(const std::vector<RankPlan>& plans, size_t r, bool gpu) {
   const std::string path = ::testing::TempDir() + fmt::format("rank-{}-of-{}.summary.json", r, plans.size());
   {
     std::ofstream file(path);
-    reports::WriteSummary(out.side, file);
+    sets::WriteSummary(out.side, file);
   }
   std::string error;
-  EXPECT_TRUE(reports::ReadSummary(path, &out.back, &error)) << error;
+  EXPECT_TRUE(sets::ReadSummary(path, &out.back, &error)) << error;
   return out;
 }
 

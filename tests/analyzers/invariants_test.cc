@@ -170,7 +170,7 @@ void AddFilesUnder(const fs::path& root, const std::string& label, std::vector<T
 }
 
 std::vector<TraceCase> AllTraces() {
-  const fs::path repo = fs::path(__FILE__).parent_path().parent_path().parent_path();
+  const fs::path repo = fs::path(TRAINRX_SOURCE_DIR);
   std::vector<TraceCase> out = Synthetic();
   AddFilesUnder(repo / "tests" / "fixtures", "fixtures", out);
   AddFilesUnder(repo / "examples", "examples", out);

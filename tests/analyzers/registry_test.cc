@@ -40,7 +40,7 @@ TEST(ThresholdsTest, UnknownKeyFromTheUserIsAParseError) {
 // source instead: every `thresholds.Get("...")` literal must be registered.
 TEST(ThresholdsTest, EveryKeyTheAnalyzersReadIsRegistered) {
   namespace fs = std::filesystem;
-  const fs::path analyzers = fs::path(__FILE__).parent_path().parent_path().parent_path() / "analyzers";
+  const fs::path analyzers = fs::path(TRAINRX_SOURCE_DIR) / "analyzers";
   ASSERT_TRUE(fs::is_directory(analyzers)) << analyzers;
   const std::regex call(R"re(thresholds\s*\.\s*Get\s*\()re");
   const std::regex literal_call(R"re(thresholds\s*\.\s*Get\s*\(\s*"([^"]+)"\s*\))re");
@@ -74,7 +74,7 @@ TEST(ThresholdsTest, EveryKeyTheAnalyzersReadIsRegistered) {
 // produced somewhere.
 TEST(FindingIdsTest, AnalyzersAndKnobTableUseTheCatalog) {
   namespace fs = std::filesystem;
-  const fs::path root = fs::path(__FILE__).parent_path().parent_path().parent_path();
+  const fs::path root = fs::path(TRAINRX_SOURCE_DIR);
   const std::set<std::string> catalog(FindingIds().begin(), FindingIds().end());
   const std::regex id_literal(R"re((?:\.id\s*=\s*|Base\(\s*)"([a-z_]+\.[a-z_0-9]+)")re");
   std::set<std::string> produced;

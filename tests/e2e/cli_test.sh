@@ -54,12 +54,23 @@ done
 printf '{"traceEvents": [{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}, {"ph": "X"' > "$tmp/cut.json"
 "$trainrx" analyze "$tmp/cut.json" > "$tmp/out" 2> "$tmp/err"; rc=$?
 check "a cut-off trace is read, the cut said" "[ $rc -eq 0 ] && grep -q 'truncated_trace' '$tmp/out' && grep -q '1 events read' '$tmp/out'"
+# Cut inside its first event, or no events at all: an error naming the file and the loss, never a
+# healthy-looking report from nothing (issue 34: exit 0 with "No problem crossed its threshold").
+for f in trunc nothing; do
+  [ $f = nothing ] && echo '{"traceEvents": []}' > "$tmp/nothing.json"
+  "$trainrx" analyze "$tmp/$f.json" > "$tmp/out" 2> "$tmp/err"; rc=$?
+  check "$f.json: no events read is exit 2, named" "[ $rc -eq 2 ] && grep -q '$f.json: no events read' '$tmp/err' && ! grep -q 'No problem' '$tmp/out'"
+done
+"$trainrx" analyze "$tmp/trunc.json" > /dev/null 2> "$tmp/err"
+check "the cut is named in the error" "grep -q 'truncated_trace' '$tmp/err'"
 "$trainrx" analyze --strict "$tmp/trunc.json" > /dev/null 2> "$tmp/err"; rc=$?
 check "--strict: a cut-off trace exits 2 naming the file" "[ $rc -eq 2 ] && grep -q 'trunc.json: truncated' '$tmp/err'"
 "$trainrx" analyze /nonexistent.json 2>/dev/null; check "missing file exits 2" "[ $? -eq 2 ]"
 "$trainrx" analyze --sample --threshold nope=1 2>/dev/null; check "unknown threshold exits 2" "[ $? -eq 2 ]"
 
 # One set of command-line conventions (README table).
+"$trainrx" record -o "$tmp/x.json" python3 train.py --epochs 1 > /dev/null 2> "$tmp/err"; rc=$?
+check "record without --: exit 2 with the hint" "[ $rc -eq 2 ] && grep -q 'put the program after --' '$tmp/err'"
 "$trainrx" anlyze x > /dev/null 2> "$tmp/err"; rc=$?
 check "mistyped command: exit 2, named, nearest suggested" "[ $rc -eq 2 ] && grep -q \"unknown command 'anlyze' (did you mean 'analyze'?)\" '$tmp/err'"
 "$trainrx" analyze --sample --format md --report "$tmp/sample.md" > /dev/null

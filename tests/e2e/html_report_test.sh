@@ -46,6 +46,14 @@ for t in rank0 nccl_data; do
   check "hta_$t" "$W/$t.html" "$W/$t.json"
 done
 
+# 1b. A trace without steps: no "median step 0 ns" and no empty bar (issue 34), the totals said.
+HERE_FIX="$HERE/../fixtures/no_steps_planted.json"
+"$TRAINRX" analyze "$HERE_FIX" --format html -o "$W/nosteps.html" && "$TRAINRX" analyze "$HERE_FIX" --format json -o "$W/nosteps.json" \
+  || bad "analyze no_steps_planted"
+check nosteps "$W/nosteps.html" "$W/nosteps.json"
+grep -q '<div class="k">median step</div><div class="v">– (no steps)</div>' "$W/nosteps.dom.html" \
+  && grep -q "No training steps were found" "$W/nosteps.dom.html" && ! grep -q 'class="bar"' "$W/nosteps.dom.html" && ok "no steps: said, no zero median, no empty bar" || bad "no-steps page"
+
 # 2. Two ranks (HTA's rank0 trace as rank 0, and as rank 1 with every event 30 % longer: a straggler):
 #    one step-time line per rank, and the slow rank's steps on the timeline.
 "$TRAINRX" convert "$SHARED/external-traces/hta/rank0.json.gz" -o "$W/r0.json" > /dev/null 2>&1 || true

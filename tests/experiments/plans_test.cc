@@ -467,6 +467,31 @@ TEST(PlansTest, SweepCommandOverBatchSizesRanksBySamplesPerSecond) {
   EXPECT_EQ(l.fix_sets.size(), runs);
 }
 
+// Issue 34: ab/sweep/gate text lines ran past 300 characters with the full command in a table
+// column. The table abbreviates; the whole commands follow it, once each.
+TEST(ReportTextTest, LongCommandsDoNotWidenTheTable) {
+  AbReport r;
+  const std::string a = "/opt/conda/envs/train/bin/python3 " + std::string(200, 'x') + "/train.py --epochs 1";
+  r.a.label = a;
+  r.b.label = a + " --workers 4";
+  r.a.trial_ms = {10, 10.1, 9.9, 10};
+  r.b.trial_ms = {8, 8.1, 7.9, 8};
+  r.trials = 4;
+  std::ostringstream text;
+  reports::WriteAbText(r, text);
+  std::istringstream lines(text.str());
+  int whole = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(a) != std::string::npos) {
+      ++whole;
+      continue;
+    }
+    EXPECT_LE(line.size(), 160u) << line;
+  }
+  EXPECT_EQ(whole, 2) << text.str();  // A's and B's whole commands, on lines of their own
+  EXPECT_NE(text.str().find("--workers 4"), std::string::npos);
+}
+
 Baseline StoredBaseline(const std::string& spec, double ms, int n, uint64_t seed) {
   Baseline b;
   b.spec = spec;

@@ -835,7 +835,7 @@ TEST(KinetoReaderTest, FailedReadLeavesTheTraceAsItWas) {
   strict.strict = true;
   st = ReadTraces({dir.string()}, t, strict);
   ASSERT_FALSE(st.ok);
-  EXPECT_NE(st.error.find("different jobs merged"), std::string::npos) << st.error;
+  EXPECT_NE(st.error.find("different jobs read as ranks of one job"), std::string::npos) << st.error;
   EXPECT_EQ(t.stats.Count("mixed_jobs"), 0u);
   EXPECT_EQ(Dump(t), before);
   fs::remove_all(dir);

@@ -91,7 +91,7 @@ TEST(MarkdownReportTest, TablesAndEscaping) {
 // Without steps the report gives totals: no "per step", no share of a step, anywhere (issue 12).
 TEST(TextReportTest, NoStepsNoPerStepWords) {
   profiler::Trace trace;
-  const auto path = std::filesystem::path(__FILE__).parent_path().parent_path() / "fixtures" / "no_steps_planted.json";
+  const auto path = std::filesystem::path(TRAINRX_SOURCE_DIR) / "tests" / "fixtures" / "no_steps_planted.json";
   ASSERT_TRUE(profiler::ReadTraces({path.string()}, trace).ok);
   analyzers::Thresholds th;
   const analyzers::Report report = analyzers::Analyze(trace, th);
@@ -110,7 +110,7 @@ TEST(TextReportTest, NoStepsNoPerStepWords) {
 // A run that did not finish is said first, before the data-loss counts, in every format.
 TEST(TextReportTest, UnfinishedRunIsSaidFirst) {
   profiler::Trace trace;
-  const auto path = std::filesystem::path(__FILE__).parent_path().parent_path() / "fixtures" / "crashed_run.json";
+  const auto path = std::filesystem::path(TRAINRX_SOURCE_DIR) / "tests" / "fixtures" / "crashed_run.json";
   ASSERT_TRUE(profiler::ReadTraces({path.string()}, trace).ok);
   analyzers::Thresholds th;
   const analyzers::Report report = analyzers::Analyze(trace, th);
@@ -139,7 +139,7 @@ TEST(TextReportTest, UnfinishedRunIsSaidFirst) {
 // Files of two jobs merged: a warning before any figure, naming which files form which job.
 TEST(TextReportTest, MixedJobsWarnFirstWithTheirFiles) {
   profiler::Trace trace;
-  const auto dir = std::filesystem::path(__FILE__).parent_path().parent_path() / "fixtures" / "mixed_jobs";
+  const auto dir = std::filesystem::path(TRAINRX_SOURCE_DIR) / "tests" / "fixtures" / "mixed_jobs";
   ASSERT_TRUE(profiler::ReadTraces({dir.string()}, trace).ok);
   analyzers::Thresholds th;
   const analyzers::Report report = analyzers::Analyze(trace, th);

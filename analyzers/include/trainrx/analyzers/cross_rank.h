@@ -5,7 +5,7 @@
 // are, and `trainrx analyze` of those summaries does the cross-rank part. Same code either way:
 // the cross-rank findings of summaries equal those of the full traces.
 //
-// Pure functions, no I/O (reports/summary.cc reads and writes sides as JSON).
+// Pure functions, no I/O (sets/summary.cc reads and writes sides as JSON).
 #pragma once
 
 #include <memory>

@@ -63,6 +63,14 @@ ReadStatus ReadTraces(const std::vector<std::string>& paths, Trace& trace,
 ReadStatus ReadTraceBuffer(std::string_view bytes, std::string_view source_name, int32_t rank,
                            Trace& trace, const ReadOptions& options = {});
 
+// Checks that `ranks` (the files read, one RankInfo each) form one job's ranks, recording what does
+// not fit in `stats` as errors that name the files: files of different jobs ("mixed_jobs", one per
+// job), and within a job a rank claimed by two files, a rank beyond the world size, or more files
+// than ranks ("inconsistent_ranks", one per problem); a set with some of its job's ranks missing
+// is an info entry ("missing_ranks"). Returns the first error's message, or "". ReadTraces calls it
+// on what it merges; a set analyzed rank by rank (trainrx/sets) calls it on its ranks.
+std::string CheckJobs(const std::vector<RankInfo>& ranks, IngestStats* stats);
+
 // Expands directories into the sorted list of trace files they contain.
 std::optional<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths,
                                                          std::string* error);

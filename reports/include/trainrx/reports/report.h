@@ -33,14 +33,6 @@ void WriteMarkdown(const profiler::Trace& trace, const analyzers::Report& report
 void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, const analyzers::Thresholds& thresholds,
                const RenderOptions& options, std::ostream& out);
 
-// Per-rank summaries (`trainrx summarize`, schema "trainrx.summary/1" in docs/json-schema.md): one
-// rank's side (analyzers/cross_rank.h: its steps, collectives, machine, own findings), small
-// enough to collect from thousands of ranks. ReadSummary: false with *error naming the file and
-// the field when it is not one.
-inline constexpr const char* kSummarySchema = "trainrx.summary/1";
-void WriteSummary(const analyzers::RankSide& side, std::ostream& out);
-bool ReadSummary(const std::string& path, analyzers::RankSide* side, std::string* error);
-// Whether a file is a summary by its name (*.summary.json).
-bool IsSummaryPath(const std::string& path);
+// Per-rank summaries (`trainrx summarize`) are data, not a report: trainrx/sets/summary.h.
 
 }  // namespace trainrx::reports

@@ -1,12 +1,16 @@
-// Reading per-rank summaries (trainrx.summary/1, written by WriteSummary in json_report.cc).
-// simdjson's DOM parser: a summary is small (steps, collectives, findings of one rank).
+// Per-rank summaries (trainrx.summary/1): the writer, and the reader with simdjson's DOM parser (a
+// summary is small: steps, collectives, findings of one rank).
 #include <simdjson.h>
 
 #include <fmt/format.h>
 
-#include "trainrx/reports/report.h"
+#include <algorithm>
 
-namespace trainrx::reports {
+#include "trainrx/profiler/json_writer.h"
+#include "trainrx/sets/analysis_json.h"
+#include "trainrx/sets/summary.h"
+
+namespace trainrx::sets {
 namespace {
 
 using simdjson::dom::array;
@@ -120,6 +124,89 @@ bool ReadFinding(Fields& f, element e, analyzers::Finding* x) {
 
 }  // namespace
 
+void WriteSummary(const analyzers::RankSide& side, std::ostream& out) {
+  profiler::JsonWriter w(out, /*pretty=*/false);
+  w.BeginObject();
+  w.Field("schema", kSummarySchema);
+  const auto& info = side.info;
+  w.Key("rank_info");
+  w.BeginObject();
+  w.Field("rank", info.rank);
+  w.Field("world_size", info.world_size);
+  w.Field("backend", info.backend);
+  w.Field("source", info.source);
+  w.Field("rank_source", info.rank_source);
+  w.Field("job", info.job);
+  w.Field("base_time_ns", info.base_time_ns);
+  w.Key("config");  // the collector's block, values as JSON text
+  w.BeginObject();
+  for (const auto& [k, v] : info.config) w.Field(k, v);
+  w.EndObject();
+  w.EndObject();
+  w.Field("events", side.events);
+  w.Field("bytes", side.bytes);
+  w.Field("skipped", side.skipped);
+  w.Key("machine");
+  w.BeginObject();
+  w.Field("cpu_count", side.cpu_count);
+  w.Field("intra_op_threads", side.intra_op_threads);
+  w.Field("local_ranks", side.local_ranks);
+  w.EndObject();
+  w.Key("inputs");  // the rank's model input shape (RankSide::input_shape)
+  w.BeginObject();
+  w.Field("shape", side.input_shape);
+  w.Field("steps_with_shape", side.input_shape_steps);
+  w.Field("steps_with_shapes", side.shaped_steps);
+  w.EndObject();
+  w.Key("steps");
+  w.BeginObject();
+  w.Field("source", side.steps_source);
+  w.Field("has_gpu", side.steps_have_gpu);
+  w.Key("rows");
+  w.BeginArray();
+  for (const auto& r : side.steps) WriteStepRow(w, r, true);
+  w.EndArray();
+  w.Key("warmup");
+  w.BeginArray();
+  for (const auto& r : side.warmup_steps) WriteStepRow(w, r, true);
+  w.EndArray();
+  w.EndObject();
+  // Collectives as [name index, ts_ns, dur_ns, in_steps (0/1)], names listed once.
+  std::vector<std::string_view> names(side.names->begin(), side.names->end());
+  w.Key("collective_names");
+  w.BeginArray();
+  for (auto n : names) w.String(n);
+  w.EndArray();
+  for (const auto& [key, list] : {std::pair{"gpu_collectives", &side.gpu}, std::pair{"gloo_collectives", &side.gloo}}) {
+    w.Key(key);
+    w.BeginArray();
+    for (const auto& c : *list) {
+      w.BeginArray();
+      w.Int(std::lower_bound(names.begin(), names.end(), c.name) - names.begin());
+      w.Int(c.ts_ns);
+      w.Int(c.dur_ns);
+      w.Int(c.in_steps ? 1 : 0);
+      w.EndArray();
+    }
+    w.EndArray();
+  }
+  w.Key("findings");
+  w.BeginArray();
+  for (const auto& f : side.findings) WriteFinding(w, f);
+  w.EndArray();
+  w.Key("unfinished");
+  w.BeginArray();
+  for (const auto& u : side.unfinished) WriteUnfinished(w, u);
+  w.EndArray();
+  w.Key("windows");
+  w.BeginArray();
+  for (const auto& win : side.windows) WriteWindow(w, win);
+  w.EndArray();
+  w.EndObject();
+  out << "\n";
+}
+
+
 bool IsSummaryPath(const std::string& path) {
   constexpr std::string_view kSuffix = ".summary.json";
   return path.size() >= kSuffix.size() && path.compare(path.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
@@ -232,4 +319,4 @@ bool ReadSummary(const std::string& path, analyzers::RankSide* side, std::string
   return true;
 }
 
-}  // namespace trainrx::reports
+}  // namespace trainrx::sets

@@ -1,33 +1,32 @@
-#include "per_rank.h"
+#include "rank_sides.h"
 
 #include <fmt/format.h>
 
-#include <atomic>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <mutex>
+#include <algorithm>
+#include <functional>
 #include <set>
-#include <thread>
 
-#include "terminal.h"
 #include "trainrx/profiler/kineto_reader.h"
-#include "trainrx/reports/report.h"
+#include "trainrx/profiler/parallel.h"
+#include "trainrx/sets/summary.h"
 
-namespace trainrx::cli {
+namespace trainrx::sets {
 
-bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds, size_t threads,
+bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds,
                    std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats, std::string* error) {
   std::vector<std::vector<analyzers::RankSide>> per_file(files.size());
   std::vector<profiler::IngestStats> file_stats(files.size());
   std::vector<std::string> errors(files.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < files.size(); i = next++) {
+  std::vector<std::function<void()>> tasks;
+  for (size_t i = 0; i < files.size(); ++i) {
+    tasks.push_back([&, i] {
       profiler::Trace t;
-      if (const auto st = profiler::ReadTraces({files[i]}, t); !st.ok) {
+      // One file per task, read on the task's thread (the tasks are the parallelism).
+      profiler::ReadOptions read_options;
+      read_options.threads = 1;
+      if (const auto st = profiler::ReadTraces({files[i]}, t, read_options); !st.ok) {
         errors[i] = st.error;
-        continue;
+        return;
       }
       // One worker per file: the analysis of a file runs on the worker's thread.
       const analyzers::Report report = analyzers::Analyze(t, thresholds, 1);
@@ -43,12 +42,9 @@ bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thres
         per_file[i].front().skipped = t.stats.TotalSkipped();
       }
       file_stats[i] = std::move(t.stats);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t k = 1; k < std::max<size_t>(1, threads) && k < files.size(); ++k) pool.emplace_back(work);
-  work();
-  for (auto& th : pool) th.join();
+    });
+  }
+  profiler::RunTasks(tasks);
   for (size_t i = 0; i < files.size(); ++i) {
     if (!errors[i].empty()) {
       *error = errors[i];
@@ -87,7 +83,7 @@ bool SidesOfSummaries(const std::vector<std::string>& files, std::vector<analyze
                       profiler::IngestStats* stats, std::string* error) {
   for (const auto& f : files) {
     analyzers::RankSide side;
-    if (!reports::ReadSummary(f, &side, error)) return false;
+    if (!ReadSummary(f, &side, error)) return false;
     stats->events_read += side.events;
     stats->bytes_read += side.bytes;
     if (side.skipped > 0)
@@ -106,33 +102,4 @@ profiler::Trace SkeletonOf(const std::vector<analyzers::RankSide>& sides, profil
   return t;
 }
 
-int RunSummarize(const std::vector<std::string>& paths, const std::string& out_dir,
-                 const std::vector<std::string>& threshold_args) {
-  analyzers::Thresholds thresholds;
-  for (const auto& t : threshold_args) {
-    std::string error;
-    if (!thresholds.Parse(t, &error)) return Fail(error);
-  }
-  std::string error;
-  const auto files = profiler::ExpandTracePaths(paths, &error);
-  if (!files) return Fail(error);
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec || !fs::is_directory(out_dir)) return Fail(fmt::format("{}: cannot create the output directory", out_dir));
-  std::vector<analyzers::RankSide> sides;
-  profiler::IngestStats stats;
-  if (!SidesOfTraces(*files, thresholds, std::thread::hardware_concurrency(), &sides, &stats, &error)) return Fail(error);
-  for (const auto& side : sides) {
-    const std::string path = (fs::path(out_dir) / fmt::format("rank-{}.summary.json", side.info.rank)).string();
-    std::ofstream out(path);
-    reports::WriteSummary(side, out);
-    out.flush();
-    if (!out) return Fail(path + ": write failed");
-    std::cerr << fmt::format("rank {} ({}): {} steps, {} collectives, {} findings -> {}\n", side.info.rank, side.info.source,
-                             side.steps.size(), side.gpu.size() + side.gloo.size(), side.findings.size(), path);
-  }
-  return kExitOk;
-}
-
-}  // namespace trainrx::cli
+}  // namespace trainrx::sets

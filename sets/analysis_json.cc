@@ -1,0 +1,97 @@
+// The JSON of an analysis' parts (see analysis_json.h).
+#include "trainrx/sets/analysis_json.h"
+
+#include <variant>
+
+namespace trainrx::sets {
+
+using profiler::JsonWriter;
+
+// A step row: its head, and with `phases` its phase times (and GPU times when it has them).
+void WriteStepRow(JsonWriter& w, const analyzers::StepRow& s, bool phases) {
+  w.BeginObject();
+  w.Field("rank", s.rank);
+  w.Field("name", s.name);
+  w.Field("start_ns", s.start_ns);
+  w.Field("wall_ns", s.wall_ns);
+  if (phases) {
+    w.Field("data_wait_ns", s.data_wait_ns);
+    w.Field("forward_ns", s.forward_ns);
+    w.Field("backward_ns", s.backward_ns);
+    w.Field("optimizer_ns", s.optimizer_ns);
+    w.Field("other_ns", s.other_ns);
+    if (s.fwd_bwd_overlap_ns) w.Field("forward_backward_overlap_ns", s.fwd_bwd_overlap_ns);
+    if (s.has_gpu) {
+      w.Field("gpu_kernel_ns", s.gpu_kernel_ns);
+      w.Field("gpu_memcpy_ns", s.gpu_memcpy_ns);
+      w.Field("gpu_idle_ns", s.gpu_idle_ns);
+      w.Field("data_wait_gpu_idle_ns", s.data_exposed_ns);
+    }
+  }
+  w.EndObject();
+}
+
+void WriteFinding(JsonWriter& w, const analyzers::Finding& f) {
+  w.BeginObject();
+  w.Field("id", f.id);
+  w.Field("severity", analyzers::SeverityName(f.severity));
+  w.Field("confidence", analyzers::ConfidenceName(f.confidence));
+  w.Field("title", f.title);
+  w.Field("rank", f.rank);
+  w.Field("measured", f.measured);
+  w.Field("threshold", f.threshold);
+  w.Field("unit", f.measured_unit);
+  w.Key("evidence");
+  w.BeginObject();
+  for (const auto& e : f.evidence) {
+    w.Key(e.key);
+    if (const auto* i = std::get_if<int64_t>(&e.value)) w.Int(*i);
+    else if (const auto* d = std::get_if<double>(&e.value)) w.Double(*d);
+    else w.String(std::get<std::string>(e.value));
+  }
+  w.EndObject();
+  w.Key("examples");
+  w.BeginArray();
+  for (const auto& x : f.examples) w.String(x);
+  w.EndArray();
+  w.Field("estimated_saving_pct", f.estimated_saving_pct);
+  w.Field("estimated_saving_ns", f.estimated_saving_ns);
+  w.Field("saving_bound_ns", f.saving_bound_ns);
+  w.Field("saving_bound", f.saving_bound);
+  w.Field("steps", f.steps);
+  w.Key("fix");
+  w.BeginObject();
+  w.Field("python", f.fix_python);
+  w.Field("cpp", f.fix_cpp);
+  w.Field("knob", f.knob);
+  w.EndObject();
+  w.EndObject();
+}
+
+// run.unfinished[] and run.windows[] entries (and a summary's).
+void WriteUnfinished(JsonWriter& w, const analyzers::UnfinishedRank& u) {
+  w.BeginObject();
+  w.Field("rank", u.rank);
+  w.Field("source", u.source);
+  w.Field("end_reason", u.end_reason);
+  w.Field("recorded_ns", u.recorded_ns);
+  w.Field("steps", u.steps);
+  w.Field("open_ranges", u.open_ranges);
+  if (u.behind_ns >= 0) w.Field("behind_ns", u.behind_ns);
+  w.EndObject();
+}
+
+void WriteWindow(JsonWriter& w, const analyzers::RecordedWindow& win) {
+  w.BeginObject();
+  w.Field("rank", win.rank);
+  w.Field("skip", win.skip);
+  w.Field("steps", win.steps);
+  w.Field("boundary", win.boundary);
+  w.Field("run_boundaries", win.run_boundaries);
+  w.Field("opened", win.opened);
+  w.Field("closed", win.closed);
+  w.Field("gpu_records_outside", win.gpu_records_outside);
+  w.EndObject();
+}
+
+}  // namespace trainrx::sets

@@ -1,0 +1,70 @@
+// trainrx::sets — a set of traces (or per-rank summaries) analyzed as one job: the one entrance
+// for `analyze`, `record --analyze`, `run`, `summarize` and the experiments (fix/ab/gate) alike.
+//
+// AnalyzeSet expands the paths once, picks how to read them, checks once that they are one job's
+// ranks (mixed jobs, ranks claimed twice: profiler::CheckJobs, whichever strategy reads them),
+// aligns the ranks' clocks, analyzes and returns the report with the trace it describes.
+// Strategies:
+//   merged        up to `per_rank_above` trace files: one Trace, every analysis on it;
+//   rank by rank  more files, or `per_rank`: each file read and analyzed on its own on the threads
+//                 profiler::RunTasks chooses, keeping its RankSide (analyzers/cross_rank.h); the
+//                 cross-rank analyses run on the sides (memory: one trace per core, not the set);
+//   summaries     *.summary.json files (`trainrx summarize`): their sides, as rank by rank.
+// A set from which no event was read is an error: a report built from nothing would look healthy
+// (issue 34: a file cut inside its first event gave "No problem crossed its threshold", exit 0).
+// Torch-free; no printing. Threading: calls share no state.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainrx/analyzers/analysis.h"
+#include "trainrx/analyzers/cross_rank.h"
+#include "trainrx/profiler/trace.h"
+
+namespace trainrx::sets {
+
+struct SetOptions {
+  analyzers::Thresholds thresholds;
+  // Traces of different jobs, inconsistent ranks or a trace cut off inside its events are an
+  // error, not a warning in the report.
+  bool strict = false;
+  bool keep_clocks = false;   // leave each rank's times as its file has them
+  bool per_rank = false;      // rank by rank whatever the number of files
+  // Above this many trace files, rank by rank: a merged model of hundreds of ranks does not fit in
+  // memory (8 ranks of a 1 GB trace each take ~5 GB merged).
+  size_t per_rank_above = 16;
+};
+
+enum class Strategy { kMerged, kRankByRank, kSummaries };
+const char* StrategyName(Strategy s);  // "merged", "rank by rank", "summaries"
+
+struct SetAnalysis {
+  Strategy strategy = Strategy::kMerged;
+  std::vector<std::string> files;  // the inputs, directories expanded
+  // Merged: the trace analyzed. Rank by rank and summaries: a skeleton holding what a report says
+  // of its inputs (the ranks with their clock outcome, the ingest stats), no events.
+  profiler::Trace trace;
+  analyzers::Report report;
+};
+
+// False with *error (which file, what was wrong) when the set cannot be analyzed; the caller exits 2.
+bool AnalyzeSet(const std::vector<std::string>& paths, const SetOptions& options, SetAnalysis* out, std::string* error);
+// One trace already in memory (the built-in sample), `name` in messages and the report.
+bool AnalyzeBuffer(std::string_view bytes, std::string_view name, const SetOptions& options, SetAnalysis* out,
+                   std::string* error);
+
+// `trainrx summarize`: each rank of the set analyzed on its own, one summary per rank written to
+// out_dir/rank-R.summary.json. `written` gets each rank's side (without its findings' details)
+// and path, for the caller to print.
+struct WrittenSummary {
+  int32_t rank = 0;
+  std::string source, path;
+  size_t steps = 0, collectives = 0, findings = 0;
+};
+bool SummarizeSet(const std::vector<std::string>& paths, const analyzers::Thresholds& thresholds, const std::string& out_dir,
+                  std::vector<WrittenSummary>* written, std::string* error);
+
+}  // namespace trainrx::sets

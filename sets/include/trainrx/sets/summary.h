@@ -1,0 +1,21 @@
+// trainrx::sets summary — per-rank summaries (`trainrx summarize`, schema "trainrx.summary/1" in
+// docs/json-schema.md): one rank's analysis side (analyzers/cross_rank.h) in a small file, so the
+// cross-rank analyses can run on thousands of ranks without their traces. Reader and writer live
+// together so the format has one owner.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "trainrx/analyzers/cross_rank.h"
+
+namespace trainrx::sets {
+
+inline constexpr const char* kSummarySchema = "trainrx.summary/1";
+void WriteSummary(const analyzers::RankSide& side, std::ostream& out);
+// False with *error naming the file and the field that was missing or of the wrong type.
+bool ReadSummary(const std::string& path, analyzers::RankSide* side, std::string* error);
+// Whether a file is a summary by its name (*.summary.json).
+bool IsSummaryPath(const std::string& path);
+
+}  // namespace trainrx::sets

@@ -1,0 +1,30 @@
+// A set rank by rank (private to sets/): each rank's trace read, analyzed on its own and dropped,
+// keeping its RankSide (analyzers/cross_rank.h: steps, collectives, machine, findings). Memory:
+// the traces being read (one per worker) plus the sides.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainrx/analyzers/cross_rank.h"
+#include "trainrx/profiler/trace.h"
+
+namespace trainrx::sets {
+
+// Reads and analyzes every trace file on the threads profiler::RunTasks chooses; fills `sides`
+// (sorted by rank) and `stats` (the files' ingest problems, events and bytes). A rank claimed by
+// two files moves the later one to the next free rank, as the merging reader does. False with
+// *error naming the file when one cannot be read.
+bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds,
+                   std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats, std::string* error);
+
+// The same from per-rank summaries: their sides, and in `stats` what their traces held and the
+// events their readers skipped.
+bool SidesOfSummaries(const std::vector<std::string>& files, std::vector<analyzers::RankSide>* sides,
+                      profiler::IngestStats* stats, std::string* error);
+
+// A trace that holds no events, only what a report says of the inputs: the ranks (with their clock
+// outcome) and the ingest stats. Reports render an AnalyzeSides report against it.
+profiler::Trace SkeletonOf(const std::vector<analyzers::RankSide>& sides, profiler::IngestStats stats);
+
+}  // namespace trainrx::sets

@@ -1,0 +1,111 @@
+// sets::AnalyzeSet: one entrance for a set of traces, whichever strategy reads it.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "trainrx/sets/analyze_set.h"
+#include "trainrx/sets/summary.h"
+
+namespace trainrx::sets {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / fmt::format("trainrx-set-test-{}-{}", getpid(), counter_++);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  // A rank's trace of a job of `world` ranks: two steps of one matmul each.
+  std::string Rank(const std::string& name, int rank, int world) {
+    const auto path = (dir_ / name).string();
+    std::ofstream(path) << fmt::format(
+        R"J({{"distributedInfo":{{"backend":"nccl","rank":{},"world_size":{}}},"traceEvents":[)J"
+        R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#0","pid":1,"tid":1,"ts":0,"dur":1000}},)J"
+        R"J({{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":10,"dur":500}},)J"
+        R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":1000,"dur":1000}},)J"
+        R"J({{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1010,"dur":500}}]}})J",
+        rank, world);
+    return path;
+  }
+  fs::path dir_;
+  static inline int counter_ = 0;
+};
+
+// Issue 35: above 16 files a set is read rank by rank, and the mixed-jobs check lived only in the
+// merged reader: 18 files of two unrelated jobs were analyzed as one job with no word of it.
+TEST_F(SetTest, UnrelatedJobsAreCalledOutWhicheverStrategyReadsThem) {
+  for (int r = 0; r < 9; ++r) Rank(fmt::format("a{}.json", r), r, 64), Rank(fmt::format("b{}.json", r), r, 8);
+  for (const bool per_rank : {false, true}) {
+    SetOptions o;
+    o.per_rank_above = per_rank ? 16 : 100;  // 18 files: rank by rank, or merged
+    SetAnalysis set;
+    std::string error;
+    ASSERT_TRUE(AnalyzeSet({dir_.string()}, o, &set, &error)) << error;
+    EXPECT_EQ(set.strategy, per_rank ? Strategy::kRankByRank : Strategy::kMerged);
+    EXPECT_EQ(set.files.size(), 18u);
+    EXPECT_EQ(set.trace.stats.Count("mixed_jobs"), 2u) << StrategyName(set.strategy);
+    o.strict = true;
+    EXPECT_FALSE(AnalyzeSet({dir_.string()}, o, &set, &error));
+    EXPECT_NE(error.find("2 different jobs"), std::string::npos) << error;
+    EXPECT_NE(error.find("strict"), std::string::npos) << error;
+  }
+  // One job's 18 ranks: no mixed-jobs entry either way.
+  fs::remove_all(dir_);
+  fs::create_directories(dir_);
+  for (int r = 0; r < 18; ++r) Rank(fmt::format("r{:02}.json", r), r, 18);
+  SetAnalysis set;
+  std::string error;
+  ASSERT_TRUE(AnalyzeSet({dir_.string()}, {}, &set, &error)) << error;
+  EXPECT_EQ(set.strategy, Strategy::kRankByRank);
+  EXPECT_EQ(set.trace.stats.Count("mixed_jobs"), 0u);
+  EXPECT_EQ(set.trace.stats.Count("inconsistent_ranks"), 0u);
+  EXPECT_EQ(set.trace.ranks.size(), 18u);
+}
+
+// Issue 34: a file cut inside its first event exited 0 with "No problem crossed its threshold".
+TEST_F(SetTest, NoEventsReadIsAnErrorNamingTheFileAndTheLoss) {
+  const auto cut = (dir_ / "cut.json").string();
+  std::ofstream(cut) << R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1)";
+  SetAnalysis set;
+  std::string error;
+  EXPECT_FALSE(AnalyzeSet({cut}, {}, &set, &error));
+  EXPECT_NE(error.find("cut.json: no events read"), std::string::npos) << error;
+  EXPECT_NE(error.find("truncated_trace"), std::string::npos) << error;
+  SetOptions per_rank;
+  per_rank.per_rank = true;
+  EXPECT_FALSE(AnalyzeSet({cut}, per_rank, &set, &error));
+  EXPECT_NE(error.find("no events read"), std::string::npos) << error;
+  EXPECT_FALSE(AnalyzeBuffer(R"({"traceEvents":[]})", "empty.json", {}, &set, &error));
+  EXPECT_NE(error.find("empty.json: no events read (the trace is empty)"), std::string::npos) << error;
+  // One good file beside it: analyzed, the cut said as data loss.
+  const auto good = Rank("good.json", 0, 1);
+  ASSERT_TRUE(AnalyzeSet({good}, {}, &set, &error)) << error;
+  EXPECT_EQ(set.report.metrics.steps.steps.size(), 2u);
+}
+
+TEST_F(SetTest, SummariesAreReadAsRankSidesAndNotMixedWithTraces) {
+  Rank("r0.json", 0, 2);
+  Rank("r1.json", 1, 2);
+  std::vector<WrittenSummary> written;
+  std::string error;
+  const auto out = (dir_ / "summaries").string();
+  ASSERT_TRUE(SummarizeSet({(dir_ / "r0.json").string(), (dir_ / "r1.json").string()}, {}, out, &written, &error)) << error;
+  ASSERT_EQ(written.size(), 2u);
+  EXPECT_EQ(written[1].rank, 1);
+  EXPECT_EQ(written[1].steps, 2u);
+  SetAnalysis set;
+  ASSERT_TRUE(AnalyzeSet({out}, {}, &set, &error)) << error;
+  EXPECT_EQ(set.strategy, Strategy::kSummaries);
+  EXPECT_EQ(set.trace.ranks.size(), 2u);
+  EXPECT_FALSE(AnalyzeSet({out, (dir_ / "r0.json").string()}, {}, &set, &error));
+  EXPECT_NE(error.find("mix per-rank summaries"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace trainrx::sets
