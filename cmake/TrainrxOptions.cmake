@@ -23,6 +23,13 @@ if(TRAINRX_SANITIZE)
   add_link_options(-fsanitize=${TRAINRX_SANITIZE})
 endif()
 set(TRAINRX_WITH_BENCHMARKS AUTO CACHE STRING "Benchmarks: AUTO, ON or OFF")
+# Warnings are errors (CI: .ci/run configures with it). Third-party headers (LibTorch, CUDA) come in
+# through imported targets as system headers, so only our own code is held to it. Off by default:
+# a newer compiler's new warning must not stop a user's build.
+option(TRAINRX_WERROR "Treat compiler warnings in trainrx's own code as errors" OFF)
+if(TRAINRX_WERROR)
+  add_compile_options(-Werror)
+endif()
 
 # trainrx_optional(<var> <option> <found?> <fix message>)
 function(trainrx_optional out option found fix)

@@ -85,7 +85,7 @@ std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& ana
   Spec all = spec;
   for (auto& [name, row] : by_knob) {
     const std::string fix = name + "=" + workloads::FindKnob(name)->default_value;
-    FixPlanRow p{row, spec.With(fix), {}, false};
+    FixPlanRow p{row, spec.With(fix), {}, false, {}};
     all = all.With(fix);
     plans.push_back(std::move(p));
   }

@@ -1109,7 +1109,9 @@ TEST(InputTest, PerStepEvidenceSaysMean) {
   bool median = false;
   for (const auto& e : f->evidence) {
     median = median || e.key.find("median") != std::string::npos;
-    if (e.key.find("per_step") != std::string::npos) EXPECT_NE(e.key.find("mean"), std::string::npos) << e.key;
+    if (e.key.find("per_step") != std::string::npos) {
+      EXPECT_NE(e.key.find("mean"), std::string::npos) << e.key;
+    }
   }
   EXPECT_TRUE(median);
 }

@@ -92,7 +92,9 @@ TEST(FindingIdsTest, AnalyzersAndKnobTableUseTheCatalog) {
   }
   for (const auto& id : catalog) EXPECT_EQ(produced.count(id), 1u) << id << " is in FindingIds() but no analyzer reports it";
   for (const auto& k : workloads::Knobs()) {
-    if (*k.finding) EXPECT_EQ(catalog.count(k.finding), 1u) << "knob " << k.name << " names unknown finding " << k.finding;
+    if (*k.finding) {
+      EXPECT_EQ(catalog.count(k.finding), 1u) << "knob " << k.name << " names unknown finding " << k.finding;
+    }
   }
 }
 

@@ -53,7 +53,9 @@ TEST(StepWindowsTest, IndexMatchesTheContractWhateverTheOrderOfQuestions) {
     if (round % 2 == 0) std::sort(times.begin(), times.end());
     for (int64_t ts : times) {
       ASSERT_EQ(a.Index(ts), Reference(spans[0], ts)) << "round " << round << " ts " << ts;
-      if (rng() % 2) ASSERT_EQ(b.Index(ts), Reference(spans[1], ts)) << "round " << round << " ts " << ts;
+      if (rng() % 2) {
+        ASSERT_EQ(b.Index(ts), Reference(spans[1], ts)) << "round " << round << " ts " << ts;
+      }
     }
   }
 }

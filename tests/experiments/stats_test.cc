@@ -120,10 +120,14 @@ TEST(StatsTest, PairOrderIsCounterbalancedForEverySeed) {
         const std::string block = order.substr(i, 4);
         EXPECT_TRUE(block == "ABBA" || block == "BAAB") << order << " seed " << seed;
       }
-      if (trials % 2) EXPECT_NE(order[order.size() - 2], order.back());
+      if (trials % 2) {
+        EXPECT_NE(order[order.size() - 2], order.back());
+      }
       int a_pos = 0, b_pos = 0;  // whole even-length orders: equal position sums
       for (size_t i = 0; i < order.size(); ++i) (order[i] == 'A' ? a_pos : b_pos) += static_cast<int>(i);
-      if (trials % 2 == 0) EXPECT_EQ(a_pos, b_pos) << order;
+      if (trials % 2 == 0) {
+        EXPECT_EQ(a_pos, b_pos) << order;
+      }
       if (trials == 10) seen.insert(order);
     }
   }

@@ -14,6 +14,14 @@
 namespace trainrx::reports {
 namespace {
 
+// RenderOptions naming only what was analyzed (a designated initializer leaving the other members
+// out warns under -Wmissing-field-initializers).
+RenderOptions Inputs(std::vector<std::string> inputs) {
+  RenderOptions o;
+  o.inputs = std::move(inputs);
+  return o;
+}
+
 constexpr const char* kTrace = R"J({"traceEvents":[
   {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000},
   {"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":1,"dur":500},
@@ -35,7 +43,7 @@ struct Fixture {
 TEST(JsonReportTest, HasTheDocumentedSchema) {
   Fixture f;
   std::ostringstream out;
-  WriteJson(f.trace, f.report, f.th, {.inputs = {"r.json"}}, out);
+  WriteJson(f.trace, f.report, f.th, Inputs({"r.json"}), out);
   simdjson::dom::parser p;
   simdjson::dom::element doc;
   ASSERT_FALSE(p.parse(out.str()).get(doc)) << out.str();
@@ -62,7 +70,7 @@ TEST(JsonReportTest, HasTheDocumentedSchema) {
 TEST(TextReportTest, DataLossFirstThenStepsAndFindings) {
   Fixture f;
   std::ostringstream out;
-  WriteText(f.trace, f.report, f.th, {.inputs = {"r.json"}}, out);
+  WriteText(f.trace, f.report, f.th, Inputs({"r.json"}), out);
   const std::string s = out.str();
   const size_t loss = s.find("skipped missing_dur: 1");
   const size_t steps = s.find("Steps");
@@ -74,14 +82,16 @@ TEST(TextReportTest, DataLossFirstThenStepsAndFindings) {
   EXPECT_LT(steps, finding);
   EXPECT_EQ(s.find("\033["), std::string::npos);  // no color unless asked
   std::ostringstream colored;
-  WriteText(f.trace, f.report, f.th, {.color = true}, colored);
+  RenderOptions color;
+  color.color = true;
+  WriteText(f.trace, f.report, f.th, color, colored);
   EXPECT_NE(colored.str().find("\033["), std::string::npos);
 }
 
 TEST(MarkdownReportTest, TablesAndEscaping) {
   Fixture f;
   std::ostringstream out;
-  WriteMarkdown(f.trace, f.report, f.th, {.inputs = {"r.json"}}, out);
+  WriteMarkdown(f.trace, f.report, f.th, Inputs({"r.json"}), out);
   const std::string s = out.str();
   EXPECT_NE(s.find("| phase | share of step |"), std::string::npos) << s;
   EXPECT_NE(s.find("**1. `input.dataloader_bound`**"), std::string::npos) << s;
@@ -267,13 +277,13 @@ TEST(EscapingTest, HostileNamesInJsonMarkdownAndXml) {
   ASSERT_FALSE(report.metrics.op_table.rows.empty());
 
   std::ostringstream js;
-  WriteJson(trace, report, th, {.inputs = {kHostile}}, js);
+  WriteJson(trace, report, th, Inputs({kHostile}), js);
   simdjson::dom::parser p;
   simdjson::dom::element doc;
   ASSERT_EQ(p.parse(js.str()).get(doc), simdjson::SUCCESS) << js.str();
 
   std::ostringstream md;
-  WriteMarkdown(trace, report, th, {.inputs = {kHostile}}, md);
+  WriteMarkdown(trace, report, th, Inputs({kHostile}), md);
   const std::string m = md.str();
   EXPECT_EQ(m.find("<script>"), std::string::npos);
   EXPECT_EQ(m.find('\x01'), std::string::npos);
@@ -334,7 +344,7 @@ TEST(EscapingTest, HostileNamesInJsonMarkdownAndXml) {
     EXPECT_TRUE(has(hdoc));
   };
   std::ostringstream page, gate_page;
-  WriteHtml(trace, report, th, {.inputs = {kHostile}}, page);
+  WriteHtml(trace, report, th, Inputs({kHostile}), page);
   WriteGateHtml(gate, gate_page);
   check_page(page.str(), "analysis");
   check_page(gate_page.str(), "gate");
