@@ -21,6 +21,7 @@ void AnalyzePrecision(const AnalysisContext& ctx, Report& out);  // precision.cc
 void AnalyzeTensor(const AnalysisContext& ctx, Report& out);     // tensor.cc
 void AnalyzePython(const AnalysisContext& ctx, Report& out);     // python.cc
 void AnalyzeDist(const AnalysisContext& ctx, Report& out);       // dist.cc
+void AnalyzeMemory(const AnalysisContext& ctx, Report& out);     // memory.cc
 // dist.data_parallel on one rank (dataparallel.cc; called by AnalyzeDist).
 void AnalyzeDataParallel(const AnalysisContext& ctx, int32_t rank, Report& out);
 

@@ -60,6 +60,9 @@ Thresholds::Thresholds() {
       {"debug.anomaly_detection.steps_pct", {0.0, "flag when anomaly mode is on in more than this % of steps"}},
       {"debug.profiler.steps_pct", {0.0, "flag when another profiler is active in more than this % of steps"}},
       {"report.top_n", {15.0, "rows in the operator and kernel tables; the rest is summed in one 'other' row"}},
+      {"memory.growth.min_bytes_per_step", {262144.0, "flag allocated memory at step starts rising by at least this many bytes per step (least-squares slope)"}},
+      {"memory.growth.min_increase_pct", {80.0, "and rising in at least this % of step-to-step changes (a one-off jump, e.g. optimizer state made at the first step, is not growth)"}},
+      {"memory.growth.min_steps", {4.0, "over at least this many steps with a sample before their start"}},
       {"threads.oversubscribed.ratio", {1.5, "flag when intra-op threads x local ranks exceed this many per CPU (loader workers: when more than the CPUs)"}},
   };
 }
@@ -117,6 +120,7 @@ const std::vector<AnalyzerInfo>& Registry() {
       {"tensor", &AnalyzeTensor},
       {"python", &AnalyzePython},
       {"dist", &AnalyzeDist},
+      {"memory", &AnalyzeMemory},
   };
   return kRegistry;
 }
@@ -125,7 +129,7 @@ const std::vector<std::string>& FindingIds() {
   static const std::vector<std::string> kIds = {
       "cudnn.benchmark_off",   "cudnn.deterministic_on",     "debug.anomaly_detection", "debug.launch_blocking",
       "debug.profiler",        "dist.comm_overlap",          "dist.data_parallel",      "dist.no_sync",            "dist.rank_mismatch",      "dist.straggler",          "eval.grad_enabled",       "gpu.idle",
-      "gpu.launch_bound",
+      "gpu.launch_bound",      "memory.growth",
       "input.dataloader_bound", "input.pin_memory",          "input.workers",           "model.bias_before_norm",
       "optim.single_tensor",   "optim.zero_grad",            "precision.fp32_matmul",   "precision.matmul_alignment",
       "python.loop_indexing",  "sync.blocking_copy",         "sync.host_device",        "tensor.cpu_then_copy",
@@ -163,6 +167,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
     std::move(part.findings.begin(), part.findings.end(), std::back_inserter(report.findings));
     std::move(part.metrics.temporal.begin(), part.metrics.temporal.end(), std::back_inserter(report.metrics.temporal));
     std::move(part.metrics.launch.begin(), part.metrics.launch.end(), std::back_inserter(report.metrics.launch));
+    std::move(part.metrics.memory.begin(), part.metrics.memory.end(), std::back_inserter(report.metrics.memory));
   }
   // Several ranks: a claim found on each is shown once, naming them (as rank by rank).
   if (trace.ranks.size() > 1) report.findings = FoldFindings(std::move(report.findings), trace.ranks.size());

@@ -490,7 +490,10 @@ void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor,
   for (const ConfigSample& s : samples) {
     const uint32_t track = s.buffer < buffers.size() ? tracks[s.buffer]
                                                       : trace.GetOrAddTrack(rank, profiler::TrackKind::kCpuThread, pid, pid);
-    trace.counters.push_back({track, trace.strings.Intern("trainrx.config." + s.key), s.ts_ns, s.value});
+    // Config keys ("anomaly_mode") go under trainrx.config.; full names (the memory counters,
+    // profiler/memory_counters.h) as they are.
+    const bool full = s.key.rfind("trainrx.", 0) == 0;
+    trace.counters.push_back({track, trace.strings.Intern(full ? s.key : "trainrx.config." + s.key), s.ts_ns, s.value});
   }
   if (!gpu.records.empty() || !gpu.devices.empty() || gpu.dropped) profiler::AppendGpuRecords(trace, rank, pid, gpu);
 }

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 
 #include "trainrx/profiler/json_writer.h"
 #include "trainrx/reports/report.h"
@@ -223,6 +224,31 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   WriteNameTable(w, "op_table", report.metrics.op_table, /*self=*/true);
   WriteNameTable(w, "kernel_table", report.metrics.kernel_table, /*self=*/false);
   WriteNameTable(w, "module_table", report.metrics.module_table, /*self=*/true);
+  w.Key("memory");  // one entry per (rank, device) with allocator samples (docs/json-schema.md)
+  w.BeginArray();
+  for (const auto& m : report.metrics.memory) {
+    w.BeginObject();
+    w.Field("rank", m.rank);
+    w.Field("device", m.device);
+    w.Field("samples", m.samples);
+    w.Field("peak_allocated_bytes", m.peak_allocated);
+    w.Field("peak_reserved_bytes", m.peak_reserved);
+    w.Field("capacity_bytes", m.capacity);
+    w.Field("median_step_peak_bytes", m.median_step_peak);
+    w.Field("growth_bytes_per_step", static_cast<int64_t>(std::llround(m.growth_per_step)));
+    w.Field("growth_steps", m.growth_steps);
+    w.Field("increasing_steps", m.increases);
+    w.Field("oom_events", m.oom_events);
+    w.Field("oom_request_bytes", m.oom_request_bytes);
+    for (const auto& [key, list] : {std::pair{"step_start_bytes", &m.step_start}, std::pair{"step_peak_bytes", &m.step_peak}}) {
+      w.Key(key);
+      w.BeginArray();
+      for (int64_t v : *list) w.Int(v);
+      w.EndArray();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
   w.EndObject();
 
   w.Key("findings");

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "trainrx/experiments/plans.h"
@@ -12,6 +13,15 @@
 
 namespace trainrx::reports {
 namespace {
+
+// 1234567 -> "1.2 MB"
+std::string BytesText(double b) {
+  const double a = std::abs(b);
+  if (a >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (a >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  if (a >= 1e3) return fmt::format("{:.1f} kB", b / 1e3);
+  return fmt::format("{:.0f} B", b);
+}
 
 using analyzers::Finding;
 using analyzers::Severity;
@@ -336,6 +346,31 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
     sink.Table({"kernel", "count", "total", "mean", "% of kernel time"}, rows);
     sink.Line(fmt::format("kernel time {} (summed over streams); names cut to {} characters, in full in the JSON report",
                           Ms(kernels.basis_ns), kMaxNameChars));
+  }
+
+  if (!report.metrics.memory.empty()) {
+    sink.Heading("Memory");
+    sink.Line("from the allocator samples in the trace (torch.profiler's profile_memory events; trainrx record samples "
+              "the process heap at step boundaries, so its step peak is a boundary's figure); allocated at a step's start "
+              "and the step's peak, over the steady steps");
+    std::vector<std::vector<std::string>> rows;
+    const auto bytes = [](double b) { return b < 0 ? std::string("-") : BytesText(b); };
+    for (const auto& m : report.metrics.memory) {
+      int64_t first = -1, last = -1;
+      for (int64_t v : m.step_start)
+        if (v >= 0) last = v, first = first < 0 ? v : first;
+      rows.push_back({std::to_string(m.rank), m.device, std::to_string(m.samples), bytes(static_cast<double>(m.peak_allocated)),
+                      m.peak_reserved > 0 ? bytes(static_cast<double>(m.peak_reserved)) : "-",
+                      m.capacity > 0 ? bytes(static_cast<double>(m.capacity)) : "unknown",
+                      bytes(static_cast<double>(m.median_step_peak)),
+                      first < 0 ? "-" : bytes(static_cast<double>(first)) + " -> " + bytes(static_cast<double>(last)),
+                      m.growth_steps >= 2 ? bytes(m.growth_per_step) : "-",
+                      m.oom_events > 0 ? fmt::format("{} (asked {})", m.oom_events, bytes(static_cast<double>(m.oom_request_bytes)))
+                                       : "0"});
+    }
+    sink.Table({"rank", "device", "samples", "peak allocated", "peak reserved", "capacity", "median step peak",
+                "allocated at step start (first -> last)", "growth per step", "out of memory"},
+               rows);
   }
 
   if (!report.metrics.temporal.empty()) {

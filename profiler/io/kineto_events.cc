@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "kineto_parse_internal.h"
+#include "trainrx/profiler/memory_counters.h"
 #include "trainrx/profiler/time.h"
 
 namespace trainrx::profiler {
@@ -41,6 +42,9 @@ constexpr std::string_view kInvalidShapes = "invalid_input_shapes";
 constexpr std::string_view kUnmatchedEnd = "unmatched_end_event";
 constexpr std::string_view kUnclosedBegin = "unclosed_begin_event";
 constexpr std::string_view kUnsupportedPhase = "unsupported_phase";
+// A "[memory]" / "[OutOfMemory]" event whose args hold some allocator figures but not the total
+// allocated or the device (args before the name are not looked at: Kineto writes the name first).
+constexpr std::string_view kMemoryWithoutFigures = "memory_event_without_figures";
 
 // Whether `s` is exactly one JSON value of arrays, numbers, strings and true/false/null, what
 // "Input Dims" and "Input type" hold. On-Demand hands out an array's raw text after skipping it by
@@ -383,6 +387,9 @@ void WindowDecoder::HandleEvent(od::object obj) {
   bool flow_id_present = false;
   StrId input_dims = kNoStr, input_types = kNoStr, meta_name = kNoStr;
   std::vector<std::pair<StrId, double>> counter_values;
+  // torch.profiler's profile_memory events (memory_counters.h): their figures, read only for them.
+  bool memory_event = false, oom_event = false;
+  std::optional<int64_t> mem_allocated, mem_reserved, mem_bytes, mem_type, mem_id;
 
   for (auto field_result : obj) {
     od::field field;
@@ -421,6 +428,11 @@ void WindowDecoder::HandleEvent(od::object obj) {
       case EventKey::kArgs: {
         od::object args;
         if (v.get_object().get(args)) break;
+        if (has_name) {
+          const std::string_view n = t_->strings.Get(name);
+          oom_event = n == "[OutOfMemory]";
+          memory_event = oom_event || n == "[memory]";
+        }
         for (auto af_result : args) {
           od::field af;
           if (std::move(af_result).get(af)) {
@@ -466,6 +478,15 @@ void WindowDecoder::HandleEvent(od::object obj) {
               if (ph == "C") {
                 double d;
                 if (!av.get_double().get(d)) counter_values.emplace_back(t_->strings.Intern(RawKey(af)), d);
+              } else if (memory_event) {
+                const std::string_view k = RawKey(af);
+                std::optional<int64_t>* slot = k == "Total Allocated" ? &mem_allocated
+                                               : k == "Total Reserved" ? &mem_reserved
+                                               : k == "Bytes"          ? &mem_bytes
+                                               : k == "Device Type"    ? &mem_type
+                                               : k == "Device Id"      ? &mem_id
+                                                                       : nullptr;
+                if (slot) *slot = GetInt(av);
               }
               break;
           }
@@ -554,6 +575,23 @@ void WindowDecoder::HandleEvent(od::object obj) {
     e.track = CpuTrack(pid.num, pid.str, tid.num, tid.str);
   }
 
+  if (memory_event && e.kind == EventKind::kInstant) {
+    // The event stays an instant (as before); its figures become memory counters on its thread.
+    if (!mem_allocated || !mem_type) {
+      // Args with none of the figures: our own writer's copy of the instant (its figures went out
+      // as counters), not a loss. Some figures but not the total or the device: a loss.
+      if (mem_allocated || mem_reserved || mem_bytes || mem_type || mem_id)
+        Note(kMemoryWithoutFigures, IssueSeverity::kDataLoss, Where());
+    } else {
+      const std::string device = MemoryDeviceName(*mem_type, mem_id.value_or(-1));
+      const auto add = [&](MemoryWhat what, double value) {
+        t_->counters.push_back({e.track, t_->strings.Intern(MemoryCounterName(what, device)), e.ts_ns, value});
+      };
+      add(MemoryWhat::kAllocated, static_cast<double>(*mem_allocated));
+      if (mem_reserved) add(MemoryWhat::kReserved, static_cast<double>(*mem_reserved));
+      if (mem_bytes) add(oom_event ? MemoryWhat::kOom : MemoryWhat::kBytes, static_cast<double>(*mem_bytes));
+    }
+  }
   if (p0 == 'B' || p0 == 'E') {  // paired across windows by SourceAssembler
     out_->begin_ends.push_back({t_->events.size(), event_index(), e, p0 == 'B'});
     return;

@@ -127,4 +127,30 @@ share = [sum(r["data_wait_ns"] for r in rs) / max(1, sum(r["wall_ns"] for r in r
 print(f"  data wait share: planted {share[0]:.3f}, clean {share[1]:.3f}")
 sys.exit(0 if share[0] >= 0.25 and share[1] < share[0] / 3 else 1)
 PY
+# 4. Memory (issue 36): torch.profiler's profile_memory events read as memory samples. A planted
+# leak (each step's predictions kept with their graph) makes allocated memory rise step after step:
+# memory.growth; the clean run has memory figures and no memory.growth.
+leak=$(profile leak --leak) || leak=""
+echo "  leak findings: $leak"
+has "$leak" memory.growth && ok "torch.profiler trace: memory.growth" || bad "torch.profiler trace: memory.growth not flagged"
+has "$clean" memory.growth && bad "clean run flagged memory.growth" || ok "clean run: no memory.growth"
+"$PY" - "$W/clean.report.json" "$W/leak.report.json" <<'PY' && ok "memory figures: cpu samples, leak grows >= 10x the clean run" || bad "memory figures"
+import json, sys
+mem = [json.load(open(p))["metrics"]["memory"] for p in sys.argv[1:]]
+for m in mem:
+    assert m and m[0]["device"] == "cpu" and m[0]["samples"] > 0 and m[0]["peak_allocated_bytes"] > 0, m
+print(f"  growth per step: clean {mem[0][0]['growth_bytes_per_step']:.0f} B, leak {mem[1][0]['growth_bytes_per_step']:.0f} B")
+sys.exit(0 if mem[1][0]["growth_bytes_per_step"] >= 10 * max(1.0, abs(mem[0][0]["growth_bytes_per_step"])) else 1)
+PY
+if [ $can_record = 1 ]; then  # the same leak seen by our recording (the heap at step boundaries)
+  for name in leak clean; do
+    extra=""; [ $name = leak ] && extra="--leak"
+    "$TRAINRX" record -o "$W/rec_$name.json" -- "$PY" "$SCRIPT" $extra $RUN_ARGS > /dev/null 2> "$W/rec_$name.err" \
+      && "$TRAINRX" analyze "$W/rec_$name.json" --format json -o "$W/rec_$name.report.json" > /dev/null \
+      || bad "record $name: $(tail -3 "$W/rec_$name.err")"
+  done
+  has "$(ids_of "$W/rec_leak.report.json")" memory.growth && ok "trainrx record: memory.growth" || bad "trainrx record: memory.growth not flagged"
+  has "$(ids_of "$W/rec_clean.report.json")" memory.growth && bad "trainrx record: clean run flagged memory.growth" \
+    || ok "trainrx record: clean run, no memory.growth"
+fi
 exit $fail

@@ -86,7 +86,7 @@ class FakeLauncher : public Launcher {
                std::string* error) override {
     fix_sets.push_back(fixes);
     if (command_ms) {  // a script whose step time depends on the fixes applied from outside
-      *out = {command_ms(cmd, fixes) * std::exp(Noise(process_noise)), "ms per step", seconds_per_trial};
+      *out = {command_ms(cmd, fixes) * std::exp(Noise(process_noise)), "ms per step", seconds_per_trial, 0, ""};
       return true;
     }
     auto it = commands.find(cmd);
@@ -324,14 +324,14 @@ TEST(AbTest, SwitchableKnobsGoInProcessOthersInterleaveProcesses) {
 
 TEST(AbTest, CommandsTimedDifferentlyAreAnError) {
   FakeLauncher l;
-  l.commands["python a.py"] = {50, "ms per step", 3};
-  l.commands["python b.py"] = {4, "s per run", 4};
+  l.commands["python a.py"] = {50, "ms per step", 3, 0, ""};
+  l.commands["python b.py"] = {4, "s per run", 4, 0, ""};
   Progress quiet;
   AbReport r;
   std::string error;
   EXPECT_FALSE(RunAb("python a.py", "python b.py", true, {}, l, quiet, &r, &error));
   EXPECT_NE(error.find("timed in"), std::string::npos) << error;
-  l.commands["python b.py"] = {40, "ms per step", 3};
+  l.commands["python b.py"] = {40, "ms per step", 3, 0, ""};
   ASSERT_TRUE(RunAb("python a.py", "python b.py", true, {}, l, quiet, &r, &error)) << error;
   EXPECT_EQ(r.unit, "ms per step");
   EXPECT_EQ(r.a.trial_ms.size(), 5u);
@@ -582,8 +582,8 @@ TEST(GateTest, AnotherProgramIsRefusedUnlessTheUserSaysItIsTheSameJob) {
   longer.command = true;
   EXPECT_FALSE(CheckGate(cmd, "b.json", longer, l, quiet, &r, &error));
   longer.same_job = true;
-  l.commands["python3 train.py --steps 50"] = {10, "ms per step", 1};
-  l.commands["python3 train.py --steps 80"] = {10, "ms per step", 1};
+  l.commands["python3 train.py --steps 50"] = {10, "ms per step", 1, 0, ""};
+  l.commands["python3 train.py --steps 80"] = {10, "ms per step", 1, 0, ""};
   ASSERT_TRUE(CheckGate(cmd, "b.json", longer, l, quiet, &r, &error)) << error;
   ASSERT_FALSE(r.warnings.empty());
   EXPECT_NE(r.warnings.front().find("--same-job"), std::string::npos);

@@ -110,6 +110,8 @@ def main():
     p.add_argument("--torch-profiler-mode", choices=["full", "shapes", "plain"], default="full")
     p.add_argument("--slowdown-ms", type=float, default=0, help="busy work added to every step (gate tests)")
     p.add_argument("--batch", type=int, default=16, help="samples per step (sweep tests)")
+    p.add_argument("--leak", action="store_true",
+                   help="keep each step's predictions 'for later' with their graph (memory.growth)")
     p.add_argument("--step-times", default="", help="write each step's wall time (ms) as a JSON list here")
     a = p.parse_args()
     if a.all_problems:
@@ -143,6 +145,7 @@ def main():
         prof.start()
     model.train()
     running = torch.zeros(())
+    kept = []  # --leak: predictions kept for a later report, graph and activations with them
     step_ms = []
     last = time.perf_counter()
     for x, y in train:
@@ -158,6 +161,8 @@ def main():
             else:
                 loss = loss_fn(out, y)
         loss.backward()
+        if a.leak:  # a second forward "to log the predictions later", never detached
+            kept.append(model(x))
         if a.slowdown_ms:
             t = time.perf_counter()
             while time.perf_counter() - t < a.slowdown_ms / 1000:

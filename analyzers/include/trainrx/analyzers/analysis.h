@@ -4,7 +4,7 @@
 // I/O or printing (rendering is reports/'s job) and never know where a trace came from.
 // Threading: Analyze() reads a finalized, immutable Trace; it may run concurrently on different
 // traces, and runs its own tables and families on several threads (each family into its own
-// Report, merged in registry order: a family may write findings, metrics.temporal and
+// Report, merged in registry order: a family may write findings, metrics.temporal, metrics.memory and
 // metrics.launch, nothing else).
 //
 // Families, one per file, registered in registry.cc:
@@ -21,6 +21,8 @@
 //                GEMM dims not a multiple of 8)
 //   tensor.cc    tensor.cpu_then_copy (filled on the host, copied right away)
 //   python.cc    python.loop_indexing (element-by-element tensor indexing in a Python loop)
+//   memory.cc    memory.growth (allocated memory at step starts rising step after step); the
+//                per-device memory figures of Metrics
 //   dist.cc      dist.straggler (the rank the others wait for at collectives), dist.no_sync, Gloo's
 //                dist.comm_overlap (NCCL's is in gpu.cc); dataparallel.cc: dist.data_parallel;
 //                collectives.cc: collectives and their cross-rank matching, shared with clocks.cc
@@ -215,6 +217,26 @@ struct NameTable {
   int64_t steps = 0;          // steps the events were taken from; 0: the whole trace
 };
 
+// Memory of one device of one rank (memory.cc), from the allocator samples the trace carries
+// (profiler/memory_counters.h: torch.profiler's profile_memory events). Empty without samples.
+struct DeviceMemory {
+  int32_t rank = 0;
+  std::string device;               // "cpu", "cuda:0"
+  int64_t samples = 0;              // allocator events seen
+  int64_t peak_allocated = 0;       // bytes, over the trace
+  int64_t peak_reserved = 0;        // bytes, over the trace (0 on CPU: no caching allocator)
+  int64_t capacity = 0;             // the device's total memory (deviceProperties); 0: unknown
+  // Per steady step of the rank (metrics.steps.steps, in time order): allocated at the step's
+  // start (the last sample before it; -1 when none came before) and the step's peak (-1: no sample).
+  std::vector<int64_t> step_start, step_peak;
+  int64_t median_step_peak = -1;    // over the steps with a peak
+  // Least-squares slope of step_start over the steps that have one (bytes per step), and how many
+  // of their step-to-step changes were increases.
+  double growth_per_step = 0;
+  int64_t growth_steps = 0, increases = 0;
+  int64_t oom_events = 0, oom_request_bytes = 0;  // allocations that failed ("[OutOfMemory]")
+};
+
 struct Metrics {
   std::vector<UnfinishedRank> unfinished;  // empty: every rank's recording ended normally
   std::vector<RecordedWindow> windows;     // ranks recorded through a step window
@@ -226,6 +248,7 @@ struct Metrics {
   // Host time of each nn.Module's forward (the collector's Python hook, or with_stack traces):
   // total = the module's ranges, self = less its child modules. Empty rows: no module ranges.
   NameTable module_table;
+  std::vector<DeviceMemory> memory;  // one per (rank, device) with allocator samples
 };
 
 struct Report {

@@ -1,0 +1,39 @@
+// trainrx::profiler memory counters — how the trace model holds memory: allocator figures as
+// counters (Trace::counters) on the thread that allocated, named "trainrx.memory.<what>[<device>]":
+//   allocated  bytes allocated by the allocator of <device> after the event (torch.profiler's
+//              "Total Allocated"; on CPU counted from the moment profiling started)
+//   reserved   bytes the caching allocator holds from the device ("Total Reserved"; 0 on CPU)
+//   bytes      the event's own size: > 0 an allocation, < 0 a free
+//   oom        an allocation that failed: the bytes it asked for ("[OutOfMemory]")
+// The reader turns torch.profiler's profile_memory=True instant events ("[memory]",
+// "[OutOfMemory]", args Total Allocated / Total Reserved / Bytes / Device Type / Device Id) into
+// these; the writer writes counters back as Chrome "C" events, which read back the same. One
+// naming, so every reader and analysis of memory agrees.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace trainrx::profiler {
+
+enum class MemoryWhat : uint8_t { kAllocated, kReserved, kBytes, kOom };
+
+inline constexpr std::string_view kMemoryCounterPrefix = "trainrx.memory.";
+
+// "trainrx.memory.allocated[cuda:0]"
+std::string MemoryCounterName(MemoryWhat what, std::string_view device);
+
+struct MemoryCounterId {
+  MemoryWhat what = MemoryWhat::kAllocated;
+  std::string device;  // "cpu", "cuda:0"
+};
+// nullopt for any other counter.
+std::optional<MemoryCounterId> ParseMemoryCounterName(std::string_view name);
+
+// c10's DeviceType and index as Kineto writes them ("Device Type", "Device Id") -> "cpu",
+// "cuda:0" (ROCm builds report their GPUs as CUDA), "xpu:0", "mps", else "device<T>:<I>".
+std::string MemoryDeviceName(int64_t type, int64_t id);
+
+}  // namespace trainrx::profiler
