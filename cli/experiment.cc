@@ -18,7 +18,7 @@ namespace {
 template <typename Record, typename Plan>
 int RunAndRender(const ExperimentOptions& o, Plan plan, void (*text)(const Record&, std::ostream&, bool),
                  void (*json)(const Record&, std::ostream&), void (*html)(const Record&, std::ostream&)) {
-  const auto launcher = experiments::MakeProcessLauncher(ExeDir());
+  const auto launcher = experiments::MakeProcessLauncher(ExeDir(), o.plan.memory_cap_bytes);
   TerminalProgress progress;
   Record record;
   std::string error;

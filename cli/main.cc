@@ -46,6 +46,25 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+// "1.5G" -> 1610612736 (K, M, G: powers of 1024; a plain number: bytes). False unless positive.
+bool ParseBytes(const std::string& text, uint64_t* out) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    return false;
+  }
+  std::string unit = text.substr(used);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (!unit.empty() && (unit.back() == 'i')) unit.pop_back();
+  const double scale = unit.empty() ? 1 : unit == "K" || unit == "k" ? 1024.0 : unit == "M" || unit == "m" ? 1048576.0
+                                       : unit == "G" || unit == "g" ? 1073741824.0 : 0;
+  if (scale == 0 || !(v > 0) || v * scale > 1e18) return false;
+  *out = static_cast<uint64_t>(v * scale);
+  return true;
+}
+
 // `analyze` options for the set (sets::SetOptions): --strict, --keep-clocks, --per-rank.
 trainrx::sets::SetOptions g_set;
 
@@ -231,6 +250,10 @@ int Main(int argc, char** argv) {
   sweep->add_option("--samples-per-step", exp.plan.samples_per_step,
                     "--cmd: samples each step processes, from the grid: \"{batch}\" or \"{batch}*{accum}\" (default: read "
                     "from the recorded input shapes); cells then rank by samples per second");
+  std::string memory_cap;
+  sweep->add_option("--memory-cap", memory_cap,
+                    "run every trial under this much writable memory (RLIMIT_DATA: 1.5G, 800M): the CPU stand-in for a "
+                    "device's capacity; a cell that runs out of memory is a result");
   sweep->add_option("--set", fix_sets, "fixed knob=value for every cell (repeatable)");
   sweep->add_option("--preset", fix_preset, "a named base configuration");
   sweep->add_option("--nproc", fix_nproc, "local ranks of the workload (Gloo)")->check(CLI::Range(1, 64));
@@ -321,6 +344,8 @@ int Main(int argc, char** argv) {
   if (*summarize) return RunSummarize(summarize_paths, summarize_out, summarize_thresholds);
   if (*workloads) return trainrx::cli::ListWorkloads(std::cout);
   if (*fix && !fix->count("--budget")) exp.plan.budget_s = 900;
+  if (!memory_cap.empty() && !ParseBytes(memory_cap, &exp.plan.memory_cap_bytes))
+    return Fail(fmt::format("--memory-cap: '{}' is not a size (e.g. 1.5G, 800M, 1048576)", memory_cap));
   if ((*fix && !fix_cmd.empty()) || (*sweep && !sweep_cmd.empty())) {
     if (!fix_workload.empty() || !fix_sets.empty() || !fix_preset.empty())
       return Fail("--cmd replaces the workload: give a command or a workload with --set/--preset, not both");

@@ -14,6 +14,19 @@ namespace trainrx::experiments {
 
 namespace {
 
+// While a sweep runs, the launcher reports out-of-memory trials as results (a cell that does not
+// fit), not as failures.
+class OutOfMemoryIsAResult {
+ public:
+  explicit OutOfMemoryIsAResult(Launcher& l) : l_(l), before_(l.accepts_out_of_memory()) { l_.AcceptOutOfMemory(true); }
+  ~OutOfMemoryIsAResult() { l_.AcceptOutOfMemory(before_); }
+
+ private:
+  Launcher& l_;
+  bool before_;
+};
+
+
 // One plan's runs of commands: each one timed by its steps when it writes them (ms per step), else
 // as a whole run (s per run); all of them must be timed the same way, or the comparison would mix
 // units. `*unit` is set by the first run.
@@ -23,6 +36,12 @@ class CommandTrials {
   bool Run(const std::string& command, const std::vector<std::string>& fixes, TrialResult* out, std::string* error) {
     CommandResult c;
     if (!launcher_.Command(command, fixes, &c, error)) return false;
+    if (c.out_of_memory) {  // a result only where the plan accepts it (sweeps)
+      *out = {};
+      out->out_of_memory = true, out->oom_request_bytes = c.oom_request_bytes, out->oom_message = c.oom_message;
+      out->seconds = c.seconds;
+      return true;
+    }
     if (seen_ && c.unit != *unit_) {
       *error = fmt::format("`{}` was timed in {} but an earlier run in {}: every run must write steps (torch.profiler's "
                            "ProfilerStep, optimizer steps, trainrx step markers) or none",
@@ -31,7 +50,9 @@ class CommandTrials {
     }
     *unit_ = c.unit;
     seen_ = true;
-    *out = {c.value, 0, c.seconds, c.samples_per_step, c.samples_from};
+    *out = {};
+    out->median_ms = c.value, out->seconds = c.seconds;
+    out->samples_per_step = c.samples_per_step, out->samples_from = c.samples_from;
     if (c.unit == "ms per step" && c.samples_per_step > 0 && c.value > 0) out->samples_per_s = c.samples_per_step * 1000 / c.value;
     return true;
   }
@@ -333,6 +354,39 @@ bool ParseGrids(const std::vector<std::string>& grids, const std::function<bool(
   return true;
 }
 
+// Cells that ran out of memory, the largest value of each grid key that still fit, and which cell
+// was fastest among those that fit (issue 36: the batch sweep runs until memory is full).
+void NoteOutOfMemory(SweepReport* r) {
+  std::string oom;
+  for (const auto& c : r->cells) {
+    if (!c.out_of_memory) continue;
+    std::string knobs;
+    for (const auto& [k, v] : c.knobs) knobs += (knobs.empty() ? "" : " ") + k + "=" + v;
+    oom += (oom.empty() ? "" : "; ") + knobs +
+           (c.oom_request_bytes > 0 ? fmt::format(" (asked for {:.1f} MB)", c.oom_request_bytes / 1e6) : "");
+  }
+  if (oom.empty()) return;
+  std::string cap = r->memory_cap_bytes > 0 ? fmt::format(" under --memory-cap {:.2f} GB", r->memory_cap_bytes / 1073741824.0) : "";
+  std::string largest;
+  for (size_t k = 0; k < r->grid_keys.size(); ++k) {
+    double best = -1;
+    std::string best_text;
+    for (const auto& c : r->cells) {
+      if (c.out_of_memory) continue;
+      char* end = nullptr;
+      const double v = std::strtod(c.knobs[k].second.c_str(), &end);
+      if (end && *end == '\0' && v > best) best = v, best_text = c.knobs[k].second;
+    }
+    if (!best_text.empty()) largest += (largest.empty() ? "" : ", ") + r->grid_keys[k] + "=" + best_text;
+  }
+  bool any_fits = false;
+  for (const auto& c : r->cells) any_fits = any_fits || !c.out_of_memory;
+  r->notes.push_back(fmt::format("out of memory{}: {}. {}", cap, oom,
+                                 !any_fits ? "No cell fit."
+                                           : fmt::format("Largest that fit: {}; the ranking is among the cells that fit",
+                                                         largest.empty() ? "-" : largest)));
+}
+
 // Every combination of the axes (odometer order), `trials` rounds in a random order each, then
 // the best cell and the cells tied with it. `trial(cell, out)` runs one trial of a cell. Workload
 // cells rank by throughput; commands (`by_time`) by throughput when every trial has one (samples
@@ -363,10 +417,19 @@ bool SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std:
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
     for (size_t i : order) {
+      if (report->cells[i].out_of_memory) continue;  // it did not fit once: it will not fit again
       progress.Step(report->cells[i].arm.label);
       TrialResult r;
       if (!trial(i, &r, error)) return false;
       auto& cell = report->cells[i];
+      if (r.out_of_memory) {
+        cell.out_of_memory = true;
+        cell.oom_request_bytes = r.oom_request_bytes;
+        cell.oom_message = r.oom_message;
+        cell.arm.trial_ms.clear();
+        cell.arm.samples_per_s.clear();
+        continue;
+      }
       cell.arm.trial_ms.push_back(r.median_ms);
       cell.arm.samples_per_s.push_back(r.samples_per_s);
       if (r.samples_per_step > 0) cell.samples_per_step = r.samples_per_step, cell.samples_from = r.samples_from;
@@ -380,8 +443,19 @@ bool SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std:
     by_time = !all_known;
   }
   report->by_throughput = !by_time;
+  // Cells that ran out of memory are results, not rankable: the best is among the cells that fit.
+  size_t fits = 0;
+  for (size_t i = 0; i < report->cells.size(); ++i) {
+    if (report->cells[i].out_of_memory) continue;
+    if (fits++ == 0) report->best = i;
+  }
+  if (fits == 0) {
+    report->best_significant = false;
+    return true;  // every cell ran out of memory: the report says so
+  }
   for (size_t i = 0; i < report->cells.size(); ++i) {
     auto& c = report->cells[i];
+    if (c.out_of_memory) continue;
     c.median_ms = stats::Median(c.arm.trial_ms);
     c.ci = stats::MedianCi(c.arm.trial_ms, 2000, o.seed);
     c.samples_per_s = by_time ? 0 : stats::Median(c.arm.samples_per_s);
@@ -393,9 +467,9 @@ bool SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std:
   stats::CompareOptions co;
   co.seed = o.seed;
   const auto& best = report->cells[report->best];
-  report->best_significant = report->cells.size() > 1;
+  report->best_significant = fits > 1;
   for (size_t i = 0; i < report->cells.size(); ++i) {
-    if (i == report->best) continue;
+    if (i == report->best || report->cells[i].out_of_memory) continue;
     auto& c = report->cells[i];
     // speedup = median(first) / median(second) > 1 when the best is better.
     c.vs_best = by_time ? stats::Compare(c.arm.trial_ms, best.arm.trial_ms, co)
@@ -426,7 +500,12 @@ bool RunSweep(const Spec& base, const std::vector<std::string>& grids, const Pla
   const auto trial = [&](size_t cell, TrialResult* r, std::string* e) {
     return launcher.Trial(spec_of(report->cells[cell]), r, e);
   };
-  return SweepCells(axes, o, [&](const SweepCell& c) { return spec_of(c).Label(); }, trial, false, progress, report, error);
+  const OutOfMemoryIsAResult oom(launcher);
+  report->memory_cap_bytes = o.memory_cap_bytes;
+  if (!SweepCells(axes, o, [&](const SweepCell& c) { return spec_of(c).Label(); }, trial, false, progress, report, error))
+    return false;
+  NoteOutOfMemory(report);
+  return true;
 }
 
 std::string FillTemplate(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values) {
@@ -472,7 +551,7 @@ void NoteSweepRanking(SweepReport* r) {
   if (!r->by_throughput) {
     std::string unknown;
     for (const auto& c : r->cells)
-      if (c.samples_per_step <= 0) unknown += (unknown.empty() ? "" : ", ") + c.arm.label;
+      if (c.samples_per_step <= 0 && !c.out_of_memory) unknown += (unknown.empty() ? "" : ", ") + c.arm.label;
     r->notes.push_back(fmt::format(
         "ranked by {} (lower is better): the samples per step are not known{}{}. If the grid changes how many samples a "
         "step processes (a batch size), time per step misranks the cells: give --samples-per-step \"{{batch}}\" to rank "
@@ -485,6 +564,7 @@ void NoteSweepRanking(SweepReport* r) {
   }
   double lo = 0, hi = 0;
   for (const auto& c : r->cells) {
+    if (c.out_of_memory) continue;
     lo = lo == 0 ? c.samples_per_step : std::min(lo, c.samples_per_step);
     hi = std::max(hi, c.samples_per_step);
   }
@@ -533,7 +613,7 @@ bool RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& gr
   const auto trial = [&](size_t cell, TrialResult* r, std::string* e) {
     const auto& knobs = report->cells[cell].knobs;
     if (!runs.Run(FillTemplate(tmpl, knobs), {}, r, e)) return false;
-    if (!o.samples_per_step.empty()) {
+    if (!o.samples_per_step.empty() && !r->out_of_memory) {
       int64_t n = 0;
       if (!SamplesOfCell(o.samples_per_step, knobs, &n, e)) return false;
       r->samples_per_step = static_cast<double>(n);
@@ -542,9 +622,12 @@ bool RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& gr
     }
     return true;
   };
+  const OutOfMemoryIsAResult oom(launcher);
   if (!SweepCells(axes, o, [&](const SweepCell& c) { return FillTemplate(tmpl, c.knobs); }, trial, true, progress, report,
                   error))
     return false;
+  report->memory_cap_bytes = o.memory_cap_bytes;
+  NoteOutOfMemory(report);
   NoteSweepRanking(report);
   return true;
 }

@@ -1,6 +1,7 @@
 #include "trainrx/experiments/process.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <wordexp.h>
@@ -11,6 +12,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <regex>
+#include <sstream>
 #include <string>
 
 namespace trainrx::experiments {
@@ -53,6 +56,10 @@ pid_t StartProcess(const ProcessSpec& spec, std::string* error) {
       }
     }
   }
+  if (spec.data_limit_bytes > 0) {
+    const rlimit limit{spec.data_limit_bytes, spec.data_limit_bytes};
+    setrlimit(RLIMIT_DATA, &limit);
+  }
   if (spec.search_path) execvp(argv[0], argv.data());
   else execv(argv[0], argv.data());
   std::fprintf(stderr, "trainrx: error: cannot run %s: %s\n", argv[0], std::strerror(errno));
@@ -85,6 +92,29 @@ std::string LogTail(const std::string& path, size_t max_bytes) {
   std::ifstream f(path);
   std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   return all.size() > max_bytes ? all.substr(all.size() - max_bytes) : all;
+}
+
+OutOfMemory FindOutOfMemory(const std::string& log_text) {
+  static const std::regex kOom(
+      R"((can't allocate memory|CUDA out of memory|OutOfMemoryError|out of memory|std::bad_alloc|\bMemoryError\b))",
+      std::regex::icase);
+  static const std::regex kRequest(R"([Tt]ried to allocate ([0-9]+(?:\.[0-9]+)?) ?(bytes|B|KiB|MiB|GiB|KB|MB|GB)?)");
+  OutOfMemory out;
+  std::istringstream lines(log_text);
+  for (std::string line; std::getline(lines, line);) {
+    if (!std::regex_search(line, kOom)) continue;
+    out.found = true;
+    out.line = line.size() > 300 ? line.substr(0, 300) + "..." : line;
+    std::smatch m;
+    if (std::regex_search(line, m, kRequest)) {
+      const double v = std::stod(m[1].str());
+      const std::string unit = m[2].str();
+      const double scale = unit == "KiB" ? 1024.0 : unit == "MiB" ? 1048576.0 : unit == "GiB" ? 1073741824.0
+                           : unit == "KB" ? 1e3 : unit == "MB" ? 1e6 : unit == "GB" ? 1e9 : 1.0;
+      out.request_bytes = static_cast<int64_t>(v * scale);
+    }
+  }
+  return out;
 }
 
 }  // namespace trainrx::experiments

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "trainrx/analyzers/batch.h"
 #include "trainrx/experiments/launch_files.h"
@@ -47,7 +49,7 @@ double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 class ProcessLauncher : public Launcher {
  public:
-  explicit ProcessLauncher(std::string bin_dir) : bin_dir_(std::move(bin_dir)) {
+  ProcessLauncher(std::string bin_dir, uint64_t memory_cap) : bin_dir_(std::move(bin_dir)), memory_cap_(memory_cap) {
     dir_ = fs::temp_directory_path() / fmt::format("trainrx-exp-{}", getpid());
     std::error_code ec;
     fs::create_directories(dir_, ec);
@@ -66,7 +68,11 @@ class ProcessLauncher : public Launcher {
   bool Trial(const Spec& s, TrialResult* out, std::string* error) override {
     RunResult r;
     const auto t0 = Clock::now();
-    if (!RunWorkload(s, {"--no-trace"}, "trial", &r, error)) return false;
+    *out = {};
+    if (!RunWorkload(s, {"--no-trace"}, "trial", &r, error)) {
+      out->seconds = Since(t0);
+      return OutOfMemoryResult(dir_ / "trial.log", out, error);
+    }
     out->median_ms = r.median_step_ms;
     out->samples_per_s = r.samples_per_s;
     out->seconds = Since(t0);
@@ -116,7 +122,13 @@ class ProcessLauncher : public Launcher {
   bool Command(const std::string& cmd, const std::vector<std::string>& fixes, CommandResult* out,
                std::string* error) override {
     std::vector<std::string> traces;
-    if (!Record(cmd, fixes, "cmd", &traces, &out->seconds, error)) return false;
+    *out = {};
+    if (!Record(cmd, fixes, "cmd", &traces, &out->seconds, error)) {
+      TrialResult oom;
+      if (!OutOfMemoryResult(dir_ / "cmd.log", &oom, error)) return false;
+      out->out_of_memory = true, out->oom_request_bytes = oom.oom_request_bytes, out->oom_message = oom.oom_message;
+      return true;
+    }
     profiler::Trace t;
     if (!traces.empty() && profiler::ReadTraces(traces, t).ok) {
       const auto steps = analyzers::BuildStepModel(t);
@@ -163,6 +175,22 @@ class ProcessLauncher : public Launcher {
 
   std::string Workload() const { return bin_dir_ + "/trainrx-workload"; }
 
+  // A trial that failed: when its log says it ran out of memory and the plan accepts that, an
+  // out-of-memory result (true); else the failure stands (false, *error as it was).
+  bool OutOfMemoryResult(const fs::path& log, TrialResult* out, std::string* error) const {
+    if (!accepts_out_of_memory()) return false;
+    std::ifstream f(log);
+    std::stringstream text;
+    text << f.rdbuf();
+    const OutOfMemory oom = FindOutOfMemory(text.str());
+    if (!oom.found) return false;
+    out->out_of_memory = true;
+    out->oom_request_bytes = oom.request_bytes;
+    out->oom_message = oom.line;
+    error->clear();
+    return true;
+  }
+
   // The command under `trainrx record -o <name>.json`, run directly (split into words as a shell
   // would) unless it needs a shell (pipes, redirections, `;`, `&&`, variables): then under
   // /bin/sh -c. Either way *traces are this launch's traces of every process that loaded torch:
@@ -176,6 +204,7 @@ class ProcessLauncher : public Launcher {
     if (words.empty()) p.argv.insert(p.argv.end(), {"/bin/sh", "-c", cmd});
     else p.argv.insert(p.argv.end(), words.begin(), words.end());
     p.log = log;
+    p.data_limit_bytes = memory_cap_;
     std::string joined;
     for (const auto& f : fixes) joined += (joined.empty() ? "" : ",") + f;
     p.env.push_back({env::kFix, joined, joined.empty() ? EnvChange::kUnset : EnvChange::kSet});
@@ -233,6 +262,7 @@ class ProcessLauncher : public Launcher {
     p.argv.insert(p.argv.end(), {"--result", result});
     p.env = {{env::kQuiet, "1", EnvChange::kSetIfUnset}};
     p.log = log;
+    p.data_limit_bytes = memory_cap_;
     const int rc = RunProcess(p, error);
     if (rc != 0) {
       if (rc > 0) *error = fmt::format("{} exited with {}: {}", s.Label(), rc, LogTail(log));
@@ -242,13 +272,14 @@ class ProcessLauncher : public Launcher {
   }
 
   std::string bin_dir_;
+  uint64_t memory_cap_ = 0;
   fs::path dir_;
 };
 
 }  // namespace
 
-std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir) {
-  return std::make_unique<ProcessLauncher>(bin_dir);
+std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir, uint64_t memory_cap_bytes) {
+  return std::make_unique<ProcessLauncher>(bin_dir, memory_cap_bytes);
 }
 
 }  // namespace trainrx::experiments

@@ -190,6 +190,15 @@ void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
     const auto& c = r.cells[i];
     std::vector<std::string> row;
     for (const auto& [k, v] : c.knobs) row.push_back(v);
+    if (c.out_of_memory) {  // a result of the sweep: this cell does not fit
+      row.push_back(c.oom_request_bytes > 0 ? fmt::format("out of memory (asked {:.1f} MB)", c.oom_request_bytes / 1e6)
+                                            : std::string("out of memory"));
+      if (per_step_known) row.push_back("-");
+      if (!by_time) row.push_back("-");
+      row.insert(row.end(), {"-", ""});
+      rows.push_back(row);
+      continue;
+    }
     row.push_back(fmt::format("{:.2f} [{:.2f}, {:.2f}]", c.median_ms, c.ci.low, c.ci.high));
     if (per_step_known) row.push_back(c.samples_per_step > 0 ? fmt::format("{:g}", c.samples_per_step) : "?");
     if (!by_time) row.push_back(fmt::format("{:.1f}", c.samples_per_s));
@@ -222,6 +231,7 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
   w.Field("best", static_cast<int64_t>(r.best));
   w.Field("best_significant", r.best_significant);
   w.Field("ranked_by", r.by_throughput ? "samples_per_s" : "median_time");
+  w.Field("memory_cap_bytes", static_cast<int64_t>(r.memory_cap_bytes));
   w.Key("notes");
   w.BeginArray();
   for (const auto& n : r.notes) w.String(n);
@@ -243,6 +253,11 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
       w.Field("samples_from", c.samples_from);
     }
     w.Field("tied_with_best", c.tied_with_best);
+    w.Field("out_of_memory", c.out_of_memory);
+    if (c.out_of_memory) {
+      w.Field("oom_request_bytes", c.oom_request_bytes);
+      w.Field("oom_message", c.oom_message);
+    }
     w.Key("trials");
     WriteArm(w, c.arm);
     w.EndObject();

@@ -12,10 +12,18 @@
 
 #include "trainrx/experiments/gate.h"
 #include "trainrx/experiments/plans.h"
+#include "trainrx/experiments/process.h"
 #include "trainrx/reports/experiment.h"
 
 namespace trainrx::experiments {
 namespace {
+
+CommandResult Cmd(double value, std::string unit, double seconds, double samples_per_step = 0, std::string from = "") {
+  CommandResult c;
+  c.value = value, c.unit = std::move(unit), c.seconds = seconds;
+  c.samples_per_step = samples_per_step, c.samples_from = std::move(from);
+  return c;
+}
 
 class FakeLauncher : public Launcher {
  public:
@@ -86,7 +94,7 @@ class FakeLauncher : public Launcher {
                std::string* error) override {
     fix_sets.push_back(fixes);
     if (command_ms) {  // a script whose step time depends on the fixes applied from outside
-      *out = {command_ms(cmd, fixes) * std::exp(Noise(process_noise)), "ms per step", seconds_per_trial, 0, ""};
+      *out = Cmd(command_ms(cmd, fixes) * std::exp(Noise(process_noise)), "ms per step", seconds_per_trial);
       return true;
     }
     auto it = commands.find(cmd);
@@ -324,14 +332,14 @@ TEST(AbTest, SwitchableKnobsGoInProcessOthersInterleaveProcesses) {
 
 TEST(AbTest, CommandsTimedDifferentlyAreAnError) {
   FakeLauncher l;
-  l.commands["python a.py"] = {50, "ms per step", 3, 0, ""};
-  l.commands["python b.py"] = {4, "s per run", 4, 0, ""};
+  l.commands["python a.py"] = Cmd(50, "ms per step", 3, 0, "");
+  l.commands["python b.py"] = Cmd(4, "s per run", 4, 0, "");
   Progress quiet;
   AbReport r;
   std::string error;
   EXPECT_FALSE(RunAb("python a.py", "python b.py", true, {}, l, quiet, &r, &error));
   EXPECT_NE(error.find("timed in"), std::string::npos) << error;
-  l.commands["python b.py"] = {40, "ms per step", 3, 0, ""};
+  l.commands["python b.py"] = Cmd(40, "ms per step", 3, 0, "");
   ASSERT_TRUE(RunAb("python a.py", "python b.py", true, {}, l, quiet, &r, &error)) << error;
   EXPECT_EQ(r.unit, "ms per step");
   EXPECT_EQ(r.a.trial_ms.size(), 5u);
@@ -425,9 +433,9 @@ TEST(PlansTest, SweepCommandOverBatchSizesRanksBySamplesPerSecond) {
   FakeLauncher l;
   l.process_noise = 0.01;
   // 10, 17 and 30.2 ms per step: 600, 706 and 795 samples/s.
-  l.commands["python3 train.py --batch_size=6"] = {10, "ms per step", 1, 6, "input shapes"};
-  l.commands["python3 train.py --batch_size=12"] = {17, "ms per step", 1, 12, "input shapes"};
-  l.commands["python3 train.py --batch_size=24"] = {30.2, "ms per step", 1, 24, "input shapes"};
+  l.commands["python3 train.py --batch_size=6"] = Cmd(10, "ms per step", 1, 6, "input shapes");
+  l.commands["python3 train.py --batch_size=12"] = Cmd(17, "ms per step", 1, 12, "input shapes");
+  l.commands["python3 train.py --batch_size=24"] = Cmd(30.2, "ms per step", 1, 24, "input shapes");
   Progress quiet;
   SweepReport r;
   std::string error;
@@ -465,6 +473,62 @@ TEST(PlansTest, SweepCommandOverBatchSizesRanksBySamplesPerSecond) {
   EXPECT_FALSE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r, &error));
   EXPECT_NE(error.find("--samples-per-step '{batch}'"), std::string::npos) << error;
   EXPECT_EQ(l.fix_sets.size(), runs);
+}
+
+// Issue 36: the batch raised until memory is full. A cell that runs out of memory is a result (one
+// trial, no time, the request), the ranking is among the cells that fit, and the note names the
+// largest batch that fit.
+TEST(PlansTest, SweepRunsPastAnOutOfMemoryCell) {
+  FakeLauncher l;
+  l.process_noise = 0.01;
+  l.commands["python3 train.py --batch 32"] = Cmd(10, "ms per step", 1, 32, "input shapes");
+  l.commands["python3 train.py --batch 64"] = Cmd(18, "ms per step", 1, 64, "input shapes");
+  CommandResult oom;
+  oom.out_of_memory = true;
+  oom.oom_request_bytes = 1'200'000'000;
+  oom.oom_message = "RuntimeError: DefaultCPUAllocator: can't allocate memory";
+  l.commands["python3 train.py --batch 4096"] = oom;
+  Progress quiet;
+  SweepReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 5;
+  o.memory_cap_bytes = uint64_t{1} << 30;
+  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch {b}", {"b=32,64,4096"}, o, l, quiet, &r, &error)) << error;
+  ASSERT_EQ(r.cells.size(), 3u);
+  EXPECT_TRUE(r.cells[2].out_of_memory);
+  EXPECT_EQ(r.cells[2].oom_request_bytes, 1'200'000'000);
+  EXPECT_TRUE(r.cells[2].arm.trial_ms.empty());
+  EXPECT_EQ(l.fix_sets.size(), 5u * 2 + 1);  // the cell that did not fit ran once
+  EXPECT_EQ(r.cells[r.best].knobs[0].second, "64");  // 3556 vs 3200 samples/s
+  EXPECT_TRUE(r.by_throughput);
+  bool noted = false;
+  for (const auto& n : r.notes) noted = noted || n.find("Largest that fit: b=64") != std::string::npos;
+  EXPECT_TRUE(noted);
+  std::ostringstream text;
+  reports::WriteSweepText(r, text);
+  EXPECT_NE(text.str().find("out of memory (asked 1200.0 MB)"), std::string::npos) << text.str();
+  // Nothing fits: a report that says so, not a crash or a best cell.
+  l.commands["python3 train.py --batch 32"] = oom;
+  l.commands["python3 train.py --batch 64"] = oom;
+  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch {b}", {"b=32,64"}, o, l, quiet, &r, &error)) << error;
+  EXPECT_FALSE(r.best_significant);
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_NE(r.notes.front().find("No cell fit"), std::string::npos) << r.notes.front();
+}
+
+TEST(ProcessTest, OutOfMemoryMessagesAreRecognizedWithTheirRequest) {
+  auto cpu = FindOutOfMemory(
+      "Traceback (most recent call last):\nRuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: "
+      "can't allocate memory: you tried to allocate 1200000000 bytes. Error code 12 (Cannot allocate memory)\n");
+  EXPECT_TRUE(cpu.found);
+  EXPECT_EQ(cpu.request_bytes, 1'200'000'000);
+  auto cuda = FindOutOfMemory("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                              "capacity of 79.10 GiB of which 1.2 GiB is free.");
+  EXPECT_TRUE(cuda.found);
+  EXPECT_EQ(cuda.request_bytes, int64_t{2} << 30);
+  EXPECT_TRUE(FindOutOfMemory("MemoryError\n").found);
+  EXPECT_FALSE(FindOutOfMemory("ValueError: loss is nan\nmemory_format=torch.channels_last").found);
 }
 
 // Issue 34: ab/sweep/gate text lines ran past 300 characters with the full command in a table
@@ -582,8 +646,8 @@ TEST(GateTest, AnotherProgramIsRefusedUnlessTheUserSaysItIsTheSameJob) {
   longer.command = true;
   EXPECT_FALSE(CheckGate(cmd, "b.json", longer, l, quiet, &r, &error));
   longer.same_job = true;
-  l.commands["python3 train.py --steps 50"] = {10, "ms per step", 1, 0, ""};
-  l.commands["python3 train.py --steps 80"] = {10, "ms per step", 1, 0, ""};
+  l.commands["python3 train.py --steps 50"] = Cmd(10, "ms per step", 1, 0, "");
+  l.commands["python3 train.py --steps 80"] = Cmd(10, "ms per step", 1, 0, "");
   ASSERT_TRUE(CheckGate(cmd, "b.json", longer, l, quiet, &r, &error)) << error;
   ASSERT_FALSE(r.warnings.empty());
   EXPECT_NE(r.warnings.front().find("--same-job"), std::string::npos);

@@ -18,6 +18,11 @@ struct TrialResult {
   double seconds = 0;  // wall time of the trial (budgets)
   double samples_per_step = 0;  // commands: from the recorded shapes or --samples-per-step; 0: unknown
   std::string samples_from;     // where samples_per_step came from, for the report
+  // The trial ran out of memory (only reported when the launcher accepts it, see
+  // Launcher::AcceptOutOfMemory; else it is an error): no time, what it asked for, the message.
+  bool out_of_memory = false;
+  int64_t oom_request_bytes = 0;
+  std::string oom_message;
 };
 
 // One untraced run that alternates A (the spec) and B (the spec with `alt` set) step by step.
@@ -37,11 +42,18 @@ struct CommandResult {
   // (analyzers::SamplesPerStep), and which op gave it; 0 / "" when the trace does not tell.
   double samples_per_step = 0;
   std::string samples_from;
+  bool out_of_memory = false;  // as TrialResult's
+  int64_t oom_request_bytes = 0;
+  std::string oom_message;
 };
 
 class Launcher {
  public:
   virtual ~Launcher() = default;
+  // A sweep over the batch runs until memory is full: there an out-of-memory trial is a result
+  // (TrialResult::out_of_memory), not a failed experiment. Everywhere else it stays an error.
+  virtual void AcceptOutOfMemory(bool accept) { accept_oom_ = accept; }
+  bool accepts_out_of_memory() const { return accept_oom_; }
   // False with *why when workload trials cannot run here (a build without LibTorch).
   virtual bool CanRunWorkloads(std::string* why) const = 0;
   virtual bool Trial(const Spec& spec, TrialResult* out, std::string* error) = 0;
@@ -55,12 +67,17 @@ class Launcher {
   // One recorded run of the command, analyzed: what `fix --cmd` will try to fix.
   virtual bool AnalyzeCommand(const std::string& command, analyzers::Report* report, double* seconds,
                               std::string* error) = 0;
+
+ private:
+  bool accept_oom_ = false;
 };
 
 // Trials as processes: `bin_dir`/trainrx-workload (untraced: we time the program, not the
 // program under observation) and commands under `bin_dir`/trainrx record. Scratch files go to a
 // private temporary folder, removed with the launcher.
-std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir);
+// memory_cap_bytes > 0: every trial process runs under that RLIMIT_DATA (ProcessSpec), the CPU
+// stand-in for a device's capacity.
+std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir, uint64_t memory_cap_bytes = 0);
 
 // A progress display: told how many trials a plan will run, then each one as it starts.
 class Progress {

@@ -23,6 +23,10 @@ struct PlanOptions {
   // sweep --cmd: samples per step of each cell, "{batch}" or "{batch}*{accum}" or "64" (filled
   // from the cell's grid values); empty: read from the recorded input shapes where they tell.
   std::string samples_per_step;
+  // > 0: every trial process runs under this RLIMIT_DATA (`--memory-cap`, the CPU stand-in for a
+  // device's capacity); a sweep cell that runs out of memory is a result ("out of memory"), not a
+  // failed experiment.
+  uint64_t memory_cap_bytes = 0;
 };
 
 // What `fix` will change: one row per knob away from its default that a finding names (the

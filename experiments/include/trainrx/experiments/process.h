@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,9 @@ struct ProcessSpec {
   bool search_path = false;       // look argv[0] up in PATH (a user's command), else a path
   std::vector<EnvChange> env;     // applied in order, in the child only
   std::string log;                // stdout and stderr to this file; "" keeps ours
+  // > 0: the child's RLIMIT_DATA (its writable private memory: heap, tensors, thread stacks), the
+  // CPU stand-in for a device's capacity (`sweep --memory-cap`); allocations past it fail.
+  uint64_t data_limit_bytes = 0;
 };
 
 // Starts the program; -1 with *error when fork fails. A program that cannot be executed exits
@@ -35,6 +39,17 @@ int RunProcess(const ProcessSpec& spec, std::string* error);
 // Splits a command line into words as a shell would, without running one: quotes and escapes are
 // honoured. Empty when the line needs a shell (pipes, redirections, `;`, `&&`, $VAR, globs, $(...)).
 std::vector<std::string> SplitCommand(const std::string& command);
+
+// Whether a failed run's log says it ran out of memory (torch's CPU allocator: "can't allocate
+// memory"; CUDA's OutOfMemoryError / "CUDA out of memory"; Python's MemoryError; std::bad_alloc),
+// with the request's size when the message gives it ("tried to allocate 1200000000 bytes",
+// "Tried to allocate 2.00 GiB") and the line that said so.
+struct OutOfMemory {
+  bool found = false;
+  int64_t request_bytes = 0;
+  std::string line;
+};
+OutOfMemory FindOutOfMemory(const std::string& log_text);
 
 // The last `max_bytes` of a log file (error messages about a failed trial).
 std::string LogTail(const std::string& path, size_t max_bytes = 600);

@@ -53,6 +53,10 @@ struct SweepCell {
   // sweep --cmd: samples per step (0: unknown) and where the figure came from.
   double samples_per_step = 0;
   std::string samples_from;
+  // The cell ran out of memory (its first such trial ends its trials): no time, the request, why.
+  bool out_of_memory = false;
+  int64_t oom_request_bytes = 0;
+  std::string oom_message;
 };
 
 struct SweepReport {
@@ -66,6 +70,7 @@ struct SweepReport {
   // median time (commands whose batch the trace does not tell).
   bool by_throughput = true;
   std::vector<std::string> notes;
+  uint64_t memory_cap_bytes = 0;  // --memory-cap the trials ran under (0: none)
   size_t best = 0;  // highest median throughput (samples/s), or the lowest time
   // The best cell is "the best" only when every other cell is significantly slower; else the
   // cells tied with it are named instead (overlapping noise is not a winner).
