@@ -190,6 +190,10 @@ bool Collector::ReserveChunk() noexcept {
   return false;
 }
 
+uint64_t Collector::RecordBytes() const noexcept {
+  return chunks_reserved_.load(std::memory_order_relaxed) * ThreadBuffer::kChunkRecs * sizeof(Rec);
+}
+
 ThreadBuffer* Collector::ThisThread() noexcept {
   if (!recording()) return nullptr;
   // Keyed by a generation, not the address: a new Collector may reuse a destroyed one's address.

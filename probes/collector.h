@@ -246,6 +246,10 @@ class Collector {
 
   // Budget shared by all threads; one atomic add per chunk.
   bool ReserveChunk() noexcept;
+  // Heap bytes the collector's record chunks hold: the heap samples at step boundaries
+  // (observer.cc SampleHeap) leave them out, or the recording itself would read as memory growth
+  // (the lm workload's heap grew 165 kB a step: one chunk of records).
+  uint64_t RecordBytes() const noexcept;
 
   // Config: `static_config` is written once into the trace's "trainrx" block (JSON values);
   // Sample() records a numeric value over time and stores a counter only when it changes.

@@ -380,7 +380,8 @@ void SampleHeap(Collector& c, ThreadBuffer* buf, int64_t ts) noexcept {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
   const struct mallinfo2 mi = mallinfo2();
   static const std::string kKey = profiler::MemoryCounterName(profiler::MemoryWhat::kAllocated, "cpu");
-  c.Sample(buf, kKey, static_cast<double>(mi.uordblks + mi.hblkhd), ts);
+  const double heap = static_cast<double>(mi.uordblks + mi.hblkhd);
+  c.Sample(buf, kKey, std::max(0.0, heap - static_cast<double>(c.RecordBytes())), ts);
 #else
   (void)c, (void)buf, (void)ts;
 #endif
