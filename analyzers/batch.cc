@@ -4,7 +4,7 @@
 #include <map>
 #include <string_view>
 
-#include "shapes.h"
+#include "model_inputs.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -24,44 +24,52 @@ int BatchArg(std::string_view name) {
 
 }  // namespace
 
-std::optional<BatchEstimate> SamplesPerStep(const profiler::Trace& trace, const StepModel& model) {
-  std::vector<const StepRow*> steps;
-  for (const auto* rows : {&model.warmup_steps, &model.steps})
-    for (const auto& s : *rows) steps.push_back(&s);
-  if (steps.empty()) return std::nullopt;
-  const int32_t rank = std::min_element(steps.begin(), steps.end(), [](auto* a, auto* b) { return a->rank < b->rank; })[0]->rank;
-  std::map<int64_t, int> votes;
-  std::map<int64_t, std::string> op_of;
-  int with_shapes = 0;
-  for (const StepRow* s : steps) {
-    if (s->rank != rank) continue;
+std::vector<StepInput> FirstInputPerStep(const profiler::Trace& trace, int32_t rank,
+                                         const std::vector<const StepRow*>& rows,
+                                         const std::function<bool(std::string_view, const Dims&)>& accept) {
+  std::vector<StepInput> out;
+  for (const StepRow* s : rows) {
     const int64_t end = s->start_ns + s->wall_ns;
-    const profiler::Event* first = nullptr;
-    int64_t batch = 0;
+    StepInput first;
     for (uint32_t t = 0; t < trace.tracks.size(); ++t) {
       if (trace.tracks[t].rank != rank || trace.tracks[t].kind != profiler::TrackKind::kCpuThread) continue;
       const auto events = trace.TrackEvents(t);
       auto it = std::lower_bound(events.begin(), events.end(), s->start_ns,
                                  [](const profiler::Event& e, int64_t ts) { return e.ts_ns < ts; });
       for (; it != events.end() && it->ts_ns < end; ++it) {
-        if (first && it->ts_ns >= first->ts_ns) break;  // this track cannot beat the earliest found
+        if (first.op && it->ts_ns >= first.op->ts_ns) break;  // this track cannot beat the earliest found
         if (it->kind != profiler::EventKind::kCpuOp || it->aux == profiler::kNoAux) continue;
-        const int arg = BatchArg(trace.Name(*it));
-        if (arg < 0) continue;
-        const auto dims = OpDims(trace, *it);
-        if (!dims || static_cast<int>(dims->size()) <= arg || (*dims)[arg].empty() || (*dims)[arg][0] <= 0) continue;
-        first = &*it;
-        batch = (*dims)[arg][0];
+        auto dims = OpDims(trace, *it);
+        if (!dims || !accept(trace.Name(*it), *dims)) continue;
+        first = {&*it, std::move(*dims)};
         break;
       }
     }
-    if (!first) continue;
-    ++with_shapes;
-    if (++votes[batch] == 1) op_of[batch] = std::string(trace.Name(*first));
+    if (first.op) out.push_back(std::move(first));
+  }
+  return out;
+}
+
+std::optional<BatchEstimate> SamplesPerStep(const profiler::Trace& trace, const StepModel& model) {
+  std::vector<const StepRow*> steps;
+  for (const auto* rows : {&model.warmup_steps, &model.steps})
+    for (const auto& s : *rows) steps.push_back(&s);
+  if (steps.empty()) return std::nullopt;
+  const int32_t rank = std::min_element(steps.begin(), steps.end(), [](auto* a, auto* b) { return a->rank < b->rank; })[0]->rank;
+  std::erase_if(steps, [&](const StepRow* s) { return s->rank != rank; });
+  const auto inputs = FirstInputPerStep(trace, rank, steps, [](std::string_view name, const Dims& dims) {
+    const int arg = BatchArg(name);
+    return arg >= 0 && static_cast<int>(dims.size()) > arg && !dims[arg].empty() && dims[arg][0] > 0;
+  });
+  std::map<int64_t, int> votes;
+  std::map<int64_t, std::string> op_of;
+  for (const StepInput& in : inputs) {
+    const int64_t batch = in.dims[BatchArg(trace.Name(*in.op))][0];
+    if (++votes[batch] == 1) op_of[batch] = std::string(trace.Name(*in.op));
   }
   if (votes.empty()) return std::nullopt;
   const auto best = std::max_element(votes.begin(), votes.end(), [](auto& a, auto& b) { return a.second < b.second; });
-  return BatchEstimate{best->first, op_of[best->first], best->second, with_shapes};
+  return BatchEstimate{best->first, op_of[best->first], best->second, static_cast<int>(inputs.size())};
 }
 
 }  // namespace trainrx::analyzers

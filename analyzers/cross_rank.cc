@@ -9,6 +9,7 @@
 #include "collectives.h"
 #include "config_view.h"
 #include "rank_phases.h"
+#include "model_inputs.h"
 #include "shapes.h"
 
 namespace trainrx::analyzers {
@@ -29,28 +30,19 @@ std::string DimsText(const std::vector<int64_t>& d) {
 // The rank's input shape (RankSide::input_shape): per step, the first conv/linear op with its
 // inputs recorded; the most common (op, first input) among the steps, ties to the first seen.
 void FindInputShape(const profiler::Trace& trace, int32_t rank, RankSide& side) {
-  std::vector<std::pair<int64_t, std::string>> entries;  // (ts, "op [dims]")
-  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-    if (trace.tracks[ti].rank != rank || trace.tracks[ti].kind != profiler::TrackKind::kCpuThread) continue;
-    for (const profiler::Event& e : trace.TrackEvents(ti)) {
-      if (e.kind != profiler::EventKind::kCpuOp || !IsModelEntry(trace.Name(e))) continue;
-      const auto dims = OpDims(trace, e);
-      if (!dims || dims->empty() || dims->front().empty()) continue;
-      entries.emplace_back(e.ts_ns, std::string(trace.Name(e)) + " " + DimsText(dims->front()));
-    }
-  }
-  if (entries.empty()) return;
-  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<const StepRow*> rows;
+  for (const auto* list : {&side.warmup_steps, &side.steps})
+    for (const StepRow& st : *list) rows.push_back(&st);
+  const auto inputs = FirstInputPerStep(trace, rank, rows, [](std::string_view name, const Dims& dims) {
+    return IsModelEntry(name) && !dims.empty() && !dims.front().empty();
+  });
   std::vector<std::pair<std::string, int64_t>> counts;  // in order of first appearance
-  for (const auto* rows : {&side.warmup_steps, &side.steps}) {
-    for (const StepRow& st : *rows) {
-      auto it = std::lower_bound(entries.begin(), entries.end(), st.start_ns, [](const auto& e, int64_t t) { return e.first < t; });
-      if (it == entries.end() || it->first >= st.start_ns + st.wall_ns) continue;
-      ++side.shaped_steps;
-      auto c = std::find_if(counts.begin(), counts.end(), [&](const auto& p) { return p.first == it->second; });
-      if (c == counts.end()) counts.emplace_back(it->second, 1);
-      else ++c->second;
-    }
+  for (const StepInput& in : inputs) {
+    const std::string shape = std::string(trace.Name(*in.op)) + " " + DimsText(in.dims.front());
+    ++side.shaped_steps;
+    auto c = std::find_if(counts.begin(), counts.end(), [&](const auto& p) { return p.first == shape; });
+    if (c == counts.end()) counts.emplace_back(shape, 1);
+    else ++c->second;
   }
   for (const auto& [shape, n] : counts)
     if (n > side.input_shape_steps) side.input_shape = shape, side.input_shape_steps = n;
