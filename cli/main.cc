@@ -21,6 +21,8 @@
 #include "trainrx/profiler/env.h"
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/profiler/kineto_writer.h"
+#include "trainrx/analyzers/diff.h"
+#include "trainrx/reports/diff.h"
 #include "trainrx/reports/html.h"
 #include "trainrx/reports/report.h"
 #include "trainrx/sets/analyze_set.h"
@@ -101,6 +103,22 @@ int RunAnalyze(const std::vector<std::string>& paths, bool sample, const std::st
   return kExitOk;
 }
 
+// `trainrx diff A B`: each side a trace, a set of rank traces or a recorded run, analyzed as
+// `analyze` would, then compared (analyzers::DiffRuns).
+int RunDiff(const std::string& a, const std::string& b, const std::string& format, const std::string& output) {
+  using namespace trainrx;
+  sets::SetAnalysis sa, sb;
+  std::string error;
+  if (!sets::AnalyzeSet({a}, g_set, &sa, &error) || !sets::AnalyzeSet({b}, g_set, &sb, &error)) return Fail(error);
+  const analyzers::RunDiff d = analyzers::DiffRuns(sa.trace, sa.report, a, sb.trace, sb.report, b);
+  const auto render = [&](std::ostream& out) {
+    if (format == "json") reports::WriteDiffJson(d, out);
+    else reports::WriteDiffText(d, out, format == "md");
+  };
+  if (!cli::WriteOut(output, render)) return Fail(output + ": write failed");
+  return kExitOk;
+}
+
 int RunSummarize(const std::vector<std::string>& paths, const std::string& out_dir,
                  const std::vector<std::string>& threshold_args) {
   using namespace trainrx;
@@ -164,6 +182,14 @@ int Main(int argc, char** argv) {
                     "analyze each rank's trace on its own and compare the ranks (memory: one trace per core, not the "
                     "set); automatic above 16 files and for per-rank summaries");
   analyze->add_flag("--sample", sample, "analyze the built-in sample trace (a CPU training loop with planted problems)");
+
+  std::string diff_a, diff_b, diff_format = "text", diff_out;
+  auto* diff = app.add_subcommand("diff", "Why B differs from A: step time by phase, operator, kernel, configuration "
+                                          "and findings, each change per step");
+  diff->add_option("a", diff_a, "run A: a trace file or a directory of rank traces")->required();
+  diff->add_option("b", diff_b, "run B")->required();
+  diff->add_option("--format", diff_format, "text | md | json")->check(CLI::IsMember({"text", "md", "json"}));
+  diff->add_option("-o,--output,--report", diff_out, "write the report here instead of stdout");
 
   std::vector<std::string> convert_paths;
   std::string convert_out;
@@ -341,6 +367,7 @@ int Main(int argc, char** argv) {
   }
   if (*analyze) return RunAnalyze(paths, sample, format, output, thresholds);
   if (*convert) return RunConvert(convert_paths, convert_out);
+  if (*diff) return RunDiff(diff_a, diff_b, diff_format, diff_out);
   if (*summarize) return RunSummarize(summarize_paths, summarize_out, summarize_thresholds);
   if (*workloads) return trainrx::cli::ListWorkloads(std::cout);
   if (*fix && !fix->count("--budget")) exp.plan.budget_s = 900;

@@ -68,6 +68,14 @@ check "--strict: a cut-off trace exits 2 naming the file" "[ $rc -eq 2 ] && grep
 "$trainrx" analyze /nonexistent.json 2>/dev/null; check "missing file exits 2" "[ $? -eq 2 ]"
 "$trainrx" analyze --sample --threshold nope=1 2>/dev/null; check "unknown threshold exits 2" "[ $? -eq 2 ]"
 
+# trainrx diff: a run against itself changes nothing; against a missing file, exit 2 naming it.
+d0="$(dirname "$0")/../fixtures/mixed_jobs/jobA_rank0.json"
+"$trainrx" diff "$d0" "$d0" --format json -o "$tmp/diff.json"; rc=$?
+check "diff of a run against itself: exit 0, no change, no setting differs" \
+  "[ $rc -eq 0 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d[\"delta_mean_ns\"]==0 and not d[\"config\"] and not d[\"findings\"] and d[\"a\"][\"steps\"]>0 else 1)' '$tmp/diff.json'"
+"$trainrx" diff "$d0" /nonexistent.json > /dev/null 2> "$tmp/err"; rc=$?
+check "diff with a missing side: exit 2 naming it" "[ $rc -eq 2 ] && grep -q nonexistent.json '$tmp/err'"
+
 # One set of command-line conventions (README table).
 "$trainrx" record -o "$tmp/x.json" python3 train.py --epochs 1 > /dev/null 2> "$tmp/err"; rc=$?
 check "record without --: exit 2 with the hint" "[ $rc -eq 2 ] && grep -q 'put the program after --' '$tmp/err'"
