@@ -290,6 +290,10 @@ int Main(int argc, char** argv) {
   ab->add_option("--a", ab_a, "SPEC: a workload with knobs, e.g. \"cnn amp=off\" (or a command with --cmd)")->required();
   ab->add_option("--b", ab_b, "SPEC: e.g. \"cnn slowdown=5%\"")->required();
   ab->add_flag("--cmd", ab_cmd, "A and B are shell commands, run under `trainrx record`");
+  ab->add_option("--explain", exp.plan.explain,
+                 "after the trials, one traced run of each side diffed to say why: auto (when the difference is "
+                 "significant), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
   add_common(ab);
 
   trainrx::cli::GateOptions gate;
@@ -317,6 +321,10 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"error", "pass", "fail"}));
   gc->add_flag("--strict", gate.run.strict, "a fingerprint mismatch is an error (exit 2), not a warning");
   gc->add_flag("--stored", gate.run.stored_only, "compare with the stored samples; never re-run the baseline spec");
+  gc->add_option("--explain", gate.run.explain,
+                 "after a fail, one traced run of the baseline's command and of this one, diffed: auto (on a fail), "
+                 "always, never (needs --same-job re-runs: stored samples have no code to trace)")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
   gc->add_flag("--same-job", gate.run.same_job,
                "the baseline's program or arguments differ from SPEC's but they are one job (e.g. the main branch's "
                "build against this one); without it such a check is an error (exit 2)");

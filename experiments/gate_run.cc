@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "trainrx/experiments/gate.h"
+#include "trainrx/experiments/plans.h"
 
 namespace trainrx::experiments {
 
@@ -243,6 +244,15 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
           fmt::format("budget {:.0f}s reached after {} round{}", run.budget_s, round + 1, round == 0 ? "" : "s"));
       break;
     }
+  }
+  // Explaining needs both sides to run here: with stored samples the baseline's code is not here.
+  if (rerun) {
+    Explain(launcher, base.spec, run.spec, run.command, run.explain, report->verdict == GateVerdict::kFail, &report->why,
+            &report->explained, &report->warnings);
+  } else if (run.explain == "always" || (run.explain == "auto" && report->verdict == GateVerdict::kFail)) {
+    report->warnings.push_back("not explained: the baseline is stored samples, so its code cannot be traced here; check "
+                               "the main branch's copy with --same-job (interleaved re-runs) to get the diff, or record "
+                               "both and run trainrx diff");
   }
   return true;
 }

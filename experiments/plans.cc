@@ -632,6 +632,19 @@ bool RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& gr
   return true;
 }
 
+void Explain(Launcher& launcher, const std::string& a, const std::string& b, bool commands, const std::string& mode,
+             bool significant, analyzers::RunDiff* why, bool* explained, std::vector<std::string>* notes) {
+  if (mode == "never" || (mode == "auto" && !significant)) return;
+  sets::SetAnalysis sa, sb;
+  std::string error;
+  if (!launcher.TracedRun(a, commands, &sa, &error) || !launcher.TracedRun(b, commands, &sb, &error)) {
+    notes->push_back("not explained: a traced run of each side could not be made: " + error);
+    return;
+  }
+  *why = analyzers::DiffRuns(sa.trace, sa.report, a, sb.trace, sb.report, b, 5);
+  *explained = true;
+}
+
 bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, const PlanOptions& o, Launcher& launcher,
            Progress& progress, AbReport* report, std::string* error) {
   if (!stats::EnoughTrials(o.trials, error)) return false;
@@ -679,6 +692,8 @@ bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, 
     report->cmp = stats::ComparePaired(r.log_ratios, co);
     report->cmp.median_a = stats::Median(r.a_ms);
     report->cmp.median_b = stats::Median(r.b_ms);
+    Explain(launcher, a.Label(), b.Label(), false, o.explain, report->cmp.verdict != stats::Verdict::kNoDifference,
+            &report->why, &report->explained, &report->notes);
     return true;
   }
   progress.Start(2 * o.trials);
@@ -701,6 +716,8 @@ bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, 
     arm.samples_per_s.push_back(sps);
   }
   report->cmp = stats::Compare(report->a.trial_ms, report->b.trial_ms, co);
+  Explain(launcher, commands ? a_text : a.Label(), commands ? b_text : b.Label(), commands, o.explain,
+          report->cmp.verdict != stats::Verdict::kNoDifference, &report->why, &report->explained, &report->notes);
   return true;
 }
 

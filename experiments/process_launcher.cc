@@ -154,6 +154,31 @@ class ProcessLauncher : public Launcher {
     return true;
   }
 
+  bool TracedRun(const std::string& what, bool command, sets::SetAnalysis* out, std::string* error) override {
+    std::vector<std::string> traces;
+    const std::string name = fmt::format("explain{}", traced_runs_++);
+    if (command) {
+      double seconds = 0;
+      if (!Record(what, {}, name, &traces, &seconds, error)) return false;
+    } else {
+      Spec s;
+      if (!ParseSpec(what, &s, error)) return false;
+      const std::string trace = (dir_ / (name + ".json")).string();
+      RunResult r;
+      if (s.nproc > 1) {
+        if (!RunRanks(s, trace, {}, name, &traces, &r, error)) return false;
+      } else {
+        if (!RunWorkload(s, {"-o", trace}, name, &r, error)) return false;
+        traces = {trace};
+      }
+    }
+    if (traces.empty()) {
+      *error = fmt::format("`{}` wrote no trace", what);
+      return false;
+    }
+    return sets::AnalyzeSet(traces, {}, out, error);
+  }
+
   bool AnalyzeCommand(const std::string& cmd, analyzers::Report* report, double* seconds, std::string* error) override {
     std::vector<std::string> traces;
     if (!Record(cmd, {}, "analysis", &traces, seconds, error)) return false;
@@ -273,6 +298,7 @@ class ProcessLauncher : public Launcher {
 
   std::string bin_dir_;
   uint64_t memory_cap_ = 0;
+  int traced_runs_ = 0;
   fs::path dir_;
 };
 

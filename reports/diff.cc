@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "escape.h"
@@ -81,6 +82,36 @@ void WriteDiffJson(const analyzers::RunDiff& d, std::ostream& out) {
   profiler::JsonWriter w(out, /*pretty=*/true);
   w.BeginObject();
   w.Field("schema", kDiffSchema);
+  WriteDiffObject(d, w);
+  w.EndObject();
+  out << "\n";
+}
+
+void WriteDiffSummary(const analyzers::RunDiff& d, std::ostream& out, bool md) {
+  const char* item = md ? "- " : "  ";
+  out << (md ? "\n**Why** (one more run of each side, recorded and compared):\n\n"
+             : "\nwhy (one more run of each side, recorded and compared):\n");
+  out << item << fmt::format("step: A {} ms, B {} ms in the mean ({} ms{})\n", Ms(d.a.mean_step_ns), Ms(d.b.mean_step_ns),
+                             Delta(d.delta_mean_ns),
+                             d.noise_ns > 0 && std::abs(d.delta_mean_ns) < 2 * d.noise_ns ? ", within this traced run's noise" : "");
+  auto moved = d.phases;
+  std::stable_sort(moved.begin(), moved.end(), [](const auto& x, const auto& y) { return std::abs(x.delta()) > std::abs(y.delta()); });
+  for (size_t i = 0; i < moved.size() && i < 2; ++i)
+    out << item << fmt::format("{}: {} ms per step ({} of the change)\n", moved[i].name, Delta(moved[i].delta()),
+                               Share(moved[i].delta(), d.delta_mean_ns));
+  for (size_t i = 0; i < d.ops.size() && i < 3; ++i) {
+    const auto& r = d.ops[i];
+    const std::string name = md ? MarkdownText(r.name) : r.name;
+    out << item << fmt::format("{}: {} ms per step{}\n", name, Delta(r.delta()), r.note.empty() ? "" : " (" + r.note + ")");
+  }
+  for (const auto& r : d.config) {
+    const auto text = [&](const std::string& v) { return md ? MarkdownText(Abbreviated(v)) : Abbreviated(v); };
+    out << item << fmt::format("setting {}: {} -> {}\n", text(r.name), text(r.a_text), text(r.b_text));
+  }
+  for (const auto& r : d.findings) out << item << fmt::format("finding {} {}\n", r.name, r.note);
+}
+
+void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w) {
   for (const auto& [key, side] : {std::pair{"a", &d.a}, std::pair{"b", &d.b}}) {
     w.Key(key);
     w.BeginObject();
@@ -122,8 +153,6 @@ void WriteDiffJson(const analyzers::RunDiff& d, std::ostream& out) {
   w.BeginArray();
   for (const auto& n : d.notes) w.String(n);
   w.EndArray();
-  w.EndObject();
-  out << "\n";
 }
 
 }  // namespace trainrx::reports

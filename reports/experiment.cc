@@ -2,6 +2,7 @@
 
 #include "escape.h"
 #include "table.h"
+#include "trainrx/reports/diff.h"
 
 #include <fmt/format.h>
 
@@ -244,6 +245,7 @@ void WriteAbText(const AbReport& r, std::ostream& out, bool md) {
                      : c.verdict == stats::Verdict::kSlower ? "B is slower"
                                                             : "no significant difference");
   for (const auto& n : r.notes) out << NotePrefix(md) << (md ? MarkdownText(n) : n) << "\n";
+  if (r.explained) WriteDiffSummary(r.why, out, md);
 }
 
 void WriteAbJson(const AbReport& r, std::ostream& out) {
@@ -263,6 +265,12 @@ void WriteAbJson(const AbReport& r, std::ostream& out) {
   w.BeginArray();
   for (const auto& n : r.notes) w.String(n);
   w.EndArray();
+  if (r.explained) {
+    w.Key("why");
+    w.BeginObject();
+    WriteDiffObject(r.why, w);
+    w.EndObject();
+  }
   w.EndObject();
   out << "\n";
 }

@@ -1,6 +1,7 @@
 #include "trainrx/reports/gate.h"
 
 #include "escape.h"
+#include "trainrx/reports/diff.h"
 
 #include <fmt/format.h>
 
@@ -52,6 +53,7 @@ void WriteGateText(const GateReport& r, std::ostream& out) {
                        d.name, GateVerdictName(d.verdict), d.baseline_median, d.unit, d.current_median, d.unit, Change(d),
                        P(d.p_value), P(d.p_holm), 100 * (d.detectable - 1));
   }
+  if (r.explained) WriteDiffSummary(r.why, out, false);
 }
 
 void WriteGateMarkdown(const GateReport& r, std::ostream& out) {
@@ -68,6 +70,7 @@ void WriteGateMarkdown(const GateReport& r, std::ostream& out) {
                        MarkdownText(d.unit), Change(d), P(d.p_holm), 100 * (d.detectable - 1));
   }
   for (const auto& w : r.warnings) out << "\n> warning: " << MarkdownText(w) << "\n";
+  if (r.explained) WriteDiffSummary(r.why, out, true);
 }
 
 void WriteGateJunit(const GateReport& r, std::ostream& out) {
@@ -129,6 +132,12 @@ void WriteGateJson(const GateReport& r, std::ostream& out) {
   w.BeginArray();
   for (const auto& s : r.warnings) w.String(s);
   w.EndArray();
+  if (r.explained) {
+    w.Key("why");
+    w.BeginObject();
+    WriteDiffObject(r.why, w);
+    w.EndObject();
+  }
   w.EndObject();
   out << "\n";
 }

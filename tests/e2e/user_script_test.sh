@@ -82,6 +82,20 @@ best = max(range(2), key=lambda i: r["cells"][i]["samples_per_s"])
 assert r["best"] == best
 PY
 
+# 3c. ab explains a significant difference (issue 37): one more recorded run of each side, diffed.
+"$TRAINRX" ab --cmd --a "$PY $SCRIPT --steps 10 --threads 1" --b "$PY $SCRIPT --steps 10 --threads 1 --anomaly" --trials 4 \
+  --format json -o ab_why.json 2> ab_why.err || bad "ab --cmd failed: $(tail -3 ab_why.err)"
+python3 - <<'PY' && ok "ab explains B's slowdown: anomaly mode's ops, the setting, the finding" || bad "ab explanation"
+import json
+r = json.load(open("ab_why.json"))
+w = r["why"]
+print("  why:", [(o["name"], round(o["delta_ns"] / 1e6, 3)) for o in w["ops"][:3]], [c["name"] for c in w["config"]])
+assert r["verdict"] == "slower" or r["speedup"] < 1, r
+assert any(c["name"] == "config.anomaly_mode" and c["a"] == "0" and c["b"] == "1" for c in w["config"]), w["config"]
+assert any(f["name"] == "debug.anomaly_detection" and f["note"] == "new in B" for f in w["findings"]), w["findings"]
+assert w["delta_mean_ns"] > 0
+PY
+
 # 4. The README's CI recipe with --cmd, on a fresh checkout: the baseline's folder does not exist.
 BASE="$PY $SCRIPT --steps 12 --threads 1"
 "$TRAINRX" gate record-baseline -o perf/baseline.json --trials 4 --cmd -- $BASE 2> rb.err && [ -s perf/baseline.json ] \

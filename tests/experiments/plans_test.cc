@@ -3,6 +3,7 @@
 // knows the true effect and checks what the plan concludes, how it spends trials and which
 // design (in-process paired or separate processes) it picks.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <functional>
@@ -14,6 +15,7 @@
 #include "trainrx/experiments/plans.h"
 #include "trainrx/experiments/process.h"
 #include "trainrx/reports/experiment.h"
+#include "trainrx/sets/analyze_set.h"
 
 namespace trainrx::experiments {
 namespace {
@@ -473,6 +475,60 @@ TEST(PlansTest, SweepCommandOverBatchSizesRanksBySamplesPerSecond) {
   EXPECT_FALSE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r, &error));
   EXPECT_NE(error.find("--samples-per-step '{batch}'"), std::string::npos) << error;
   EXPECT_EQ(l.fix_sets.size(), runs);
+}
+
+// Issue 37: ab says why. After a significant difference, one traced run of each side is diffed
+// (the launcher's TracedRun); a launcher that cannot trace leaves a note and the verdict.
+struct TracingLauncher : FakeLauncher {
+  bool TracedRun(const std::string& spec, bool command, sets::SetAnalysis* out, std::string* why) override {
+    ++traced;
+    // Two steps of aten::mm; B's spec also runs aten::extra.
+    std::string ev;
+    const bool b = spec.find("slowdown") != std::string::npos;
+    for (int i = 0; i < 4; ++i) {
+      ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":{}}},)J", i,
+                        i * 2000, b ? 1500 : 1000);
+      ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{},"dur":800}},)J", i * 2000 + 10);
+      if (b) ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::extra","pid":1,"tid":1,"ts":{},"dur":500}},)J", i * 2000 + 900);
+    }
+    ev.pop_back();
+    return sets::AnalyzeBuffer("{\"traceEvents\":[" + ev + "]}", spec, {}, out, why);
+  }
+  int traced = 0;
+};
+
+TEST(AbTest, ASignificantDifferenceIsExplainedByADiffOfTracedRuns) {
+  TracingLauncher l;
+  l.process_noise = 0.01;
+  Progress quiet;
+  AbReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 6;
+  ASSERT_TRUE(RunAb("cnn workers=0", "cnn workers=0 slowdown=5000", false, o, l, quiet, &r, &error)) << error;
+  ASSERT_NE(r.cmp.verdict, stats::Verdict::kNoDifference);
+  ASSERT_TRUE(r.explained);
+  EXPECT_EQ(l.traced, 2);
+  ASSERT_FALSE(r.why.ops.empty());
+  EXPECT_EQ(r.why.ops.front().name, "aten::extra");
+  EXPECT_EQ(r.why.ops.front().note, "new in B");
+  std::ostringstream text;
+  reports::WriteAbText(r, text);
+  EXPECT_NE(text.str().find("why ("), std::string::npos) << text.str();
+  // No difference: not traced unless asked.
+  TracingLauncher same;
+  same.process_noise = 0.01;
+  ASSERT_TRUE(RunAb("cnn workers=0", "cnn workers=0", false, o, same, quiet, &r, &error)) << error;
+  EXPECT_FALSE(r.explained);
+  EXPECT_EQ(same.traced, 0);
+  // A launcher that cannot trace: a note, the verdict stands.
+  FakeLauncher plain;
+  o.explain = "always";
+  ASSERT_TRUE(RunAb("cnn workers=0", "cnn workers=0 slowdown=5000", false, o, plain, quiet, &r, &error)) << error;
+  EXPECT_FALSE(r.explained);
+  bool noted = false;
+  for (const auto& n : r.notes) noted = noted || n.rfind("not explained", 0) == 0;
+  EXPECT_TRUE(noted);
 }
 
 // Issue 36: the batch raised until memory is full. A cell that runs out of memory is a result (one

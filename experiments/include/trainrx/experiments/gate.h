@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "trainrx/analyzers/diff.h"
 #include "trainrx/experiments/launcher.h"
 #include "trainrx/experiments/stats.h"
 
@@ -87,6 +88,10 @@ struct GateReport {
   int baseline_trials = 0;  // the baseline's trials compared against (may differ: stored samples)
   std::vector<MetricDecision> metrics;
   GateVerdict verdict = GateVerdict::kInconclusive;
+  // Why (issue 37): on a fail (or --explain always), one traced run of the baseline's spec and of
+  // the current one, diffed.
+  analyzers::RunDiff why;
+  bool explained = false;
 };
 
 // ---- Running the gate (gate_run.cc): trials through a Launcher, rounds until a decision. ----
@@ -101,6 +106,7 @@ struct GateRun {
   // The user says the baseline's program and this one are the same job although their command
   // lines differ (the main branch's build against this one, a renamed script): see SameJob.
   bool same_job = false;
+  std::string explain = "auto";  // "auto" (on a fail), "always", "never"
   std::string torch_version;
   GateRule rule;
 };

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "trainrx/analyzers/analysis.h"
+#include "trainrx/sets/analyze_set.h"
 #include "trainrx/experiments/spec.h"
 
 namespace trainrx::experiments {
@@ -67,6 +68,13 @@ class Launcher {
   // One recorded run of the command, analyzed: what `fix --cmd` will try to fix.
   virtual bool AnalyzeCommand(const std::string& command, analyzers::Report* report, double* seconds,
                               std::string* error) = 0;
+  // One traced run of a workload spec or (with `command`) a command, its trace and analysis kept:
+  // what `ab` and `gate check` diff to explain a verdict (analyzers::DiffRuns). The trials stay
+  // untraced. False with *why where traced runs are not available.
+  virtual bool TracedRun(const std::string& spec, bool command, sets::SetAnalysis* out, std::string* why) {
+    *why = "this launcher records no traced runs";
+    return false;
+  }
 
  private:
   bool accept_oom_ = false;

@@ -27,6 +27,9 @@ struct PlanOptions {
   // device's capacity); a sweep cell that runs out of memory is a result ("out of memory"), not a
   // failed experiment.
   uint64_t memory_cap_bytes = 0;
+  // ab: after the trials, one traced run of each side diffed to explain the verdict: "auto" when the
+  // difference is significant, "always", or "never".
+  std::string explain = "auto";
 };
 
 // What `fix` will change: one row per knob away from its default that a finding names (the
@@ -68,6 +71,12 @@ bool RunSweep(const Spec& base, const std::vector<std::string>& grids, const Pla
 bool RunSweepCommand(const std::string& command_template, const std::vector<std::string>& grids, const PlanOptions& options,
                      Launcher& launcher, Progress& progress, SweepReport* report, std::string* error);
 std::string FillTemplate(const std::string& command_template, const std::vector<std::pair<std::string, std::string>>& values);
+
+// Why B differs from A (issue 37): one traced run of each side (the trials stay untraced) and their
+// diff (analyzers::DiffRuns), when `mode` is "always", or "auto" and `significant`. A side that
+// cannot be traced adds a note and leaves the verdict as measured.
+void Explain(Launcher& launcher, const std::string& a, const std::string& b, bool commands, const std::string& mode,
+             bool significant, analyzers::RunDiff* why, bool* explained, std::vector<std::string>* notes);
 
 // a and b are workload specs, or with `commands` command lines (run under `trainrx record`).
 bool RunAb(const std::string& a, const std::string& b, bool commands, const PlanOptions& options, Launcher& launcher,

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainrx/analyzers/diff.h"
 #include "trainrx/experiments/stats.h"
 
 namespace trainrx::experiments {
@@ -85,6 +86,10 @@ struct AbReport {
   bool paired = false;               // in-process, paired blocks of steps
   stats::Comparison cmp;
   std::vector<std::string> notes;
+  // Why (issue 37): after a significant difference (or --explain), one traced run of each side
+  // compared by analyzers::DiffRuns; empty labels when not made.
+  analyzers::RunDiff why;
+  bool explained = false;
 };
 
 }  // namespace trainrx::experiments

@@ -5,11 +5,17 @@
 #include <ostream>
 
 #include "trainrx/analyzers/diff.h"
+#include "trainrx/profiler/json_writer.h"
 
 namespace trainrx::reports {
 
 inline constexpr const char* kDiffSchema = "trainrx.diff/1";
 void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool markdown = false);
 void WriteDiffJson(const analyzers::RunDiff& d, std::ostream& out);
+// The few rows that say why, for `ab` and `gate check` under their verdict: the step change, the
+// phases and operators that moved most, settings and findings that differ.
+void WriteDiffSummary(const analyzers::RunDiff& d, std::ostream& out, bool markdown);
+// The diff as a JSON object inside another document (WriteDiffJson's fields, no schema).
+void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w);
 
 }  // namespace trainrx::reports
