@@ -22,13 +22,6 @@ struct Series {
   int64_t events = 0, oom_events = 0, oom_bytes = 0;
 };
 
-std::string Bytes(double b) {
-  const double a = std::abs(b);
-  if (a >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
-  if (a >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
-  if (a >= 1e3) return fmt::format("{:.1f} kB", b / 1e3);
-  return fmt::format("{:.0f} B", b);
-}
 
 // The device's total memory from the rank's deviceProperties ("cuda:1" -> device id 1).
 int64_t Capacity(const profiler::Trace& trace, int32_t rank, const std::string& device) {
@@ -107,7 +100,7 @@ void FlagGrowth(const AnalysisContext& ctx, const DeviceMemory& m, Report& out) 
   f.severity = Severity::kMedium;
   f.confidence = increase_pct >= 95 ? Confidence::kHigh : Confidence::kMedium;
   f.title = fmt::format("Allocated memory on {} grows by {} every step ({} -> {} over {} steps)", m.device,
-                        Bytes(m.growth_per_step), Bytes(static_cast<double>(first)), Bytes(static_cast<double>(last)),
+                        BytesText(m.growth_per_step), BytesText(static_cast<double>(first)), BytesText(static_cast<double>(last)),
                         m.growth_steps);
   f.measured = m.growth_per_step;
   f.threshold = th.Get("memory.growth.min_bytes_per_step");
@@ -140,6 +133,14 @@ void FlagGrowth(const AnalysisContext& ctx, const DeviceMemory& m, Report& out) 
 }
 
 }  // namespace
+
+std::string BytesText(double b) {
+  const double a = std::abs(b);
+  if (a >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (a >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  if (a >= 1e3) return fmt::format("{:.1f} kB", b / 1e3);
+  return fmt::format("{:.0f} B", b);
+}
 
 void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
   const profiler::Trace& trace = ctx.trace;

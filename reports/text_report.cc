@@ -14,14 +14,6 @@
 namespace trainrx::reports {
 namespace {
 
-// 1234567 -> "1.2 MB"
-std::string BytesText(double b) {
-  const double a = std::abs(b);
-  if (a >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
-  if (a >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
-  if (a >= 1e3) return fmt::format("{:.1f} kB", b / 1e3);
-  return fmt::format("{:.0f} B", b);
-}
 
 using analyzers::Finding;
 using analyzers::Severity;
@@ -354,7 +346,7 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
               "the process heap at step boundaries, so its step peak is a boundary's figure); allocated at a step's start "
               "and the step's peak, over the steady steps");
     std::vector<std::vector<std::string>> rows;
-    const auto bytes = [](double b) { return b < 0 ? std::string("-") : BytesText(b); };
+    const auto bytes = [](double b) { return b < 0 ? std::string("-") : analyzers::BytesText(b); };
     for (const auto& m : report.metrics.memory) {
       int64_t first = -1, last = -1;
       for (int64_t v : m.step_start)

@@ -52,6 +52,8 @@ enum class Severity { kInfo, kLow, kMedium, kHigh };
 enum class Confidence { kLow, kMedium, kHigh };
 const char* SeverityName(Severity s);
 const char* ConfidenceName(Confidence c);
+// 1234567 -> "1.2 MB" (decimal units), for findings and reports alike.
+std::string BytesText(double bytes);
 
 struct EvidenceItem {
   std::string key;
