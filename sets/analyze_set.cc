@@ -20,8 +20,13 @@ std::string Joined(const std::vector<std::string>& paths) {
 
 // A report from zero events would say "No problem crossed its threshold" about nothing. The
 // ingest entries say why nothing was read (a file cut inside its first event, events all malformed).
-bool SomethingRead(const std::vector<std::string>& inputs, const profiler::IngestStats& stats, std::string* error) {
+// One exception: a recording whose step window never opened (record --skip past the run's end)
+// holds no events by design, and its report says so first (reports' WindowText).
+bool SomethingRead(const std::vector<std::string>& inputs, const profiler::IngestStats& stats,
+                   const std::vector<analyzers::RecordedWindow>& windows, std::string* error) {
   if (stats.events_read > 0) return true;
+  for (const auto& w : windows)
+    if (!w.opened) return true;
   std::string why;
   for (const auto& e : stats.entries)
     if (e.severity != profiler::IssueSeverity::kInfo)
@@ -37,7 +42,7 @@ bool Merged(const std::vector<std::string>& files, const SetOptions& o, SetAnaly
     *error = st.error;
     return false;
   }
-  if (!SomethingRead(files, out->trace.stats, error)) return false;
+  if (!SomethingRead(files, out->trace.stats, analyzers::FindRecordedWindows(out->trace), error)) return false;
   if (!o.keep_clocks) analyzers::AlignRankClocks(out->trace);
   out->report = analyzers::Analyze(out->trace, o.thresholds);
   return true;
@@ -49,7 +54,9 @@ bool RankByRank(const std::vector<std::string>& files, bool summaries, const Set
   profiler::IngestStats stats;
   if (!(summaries ? SidesOfSummaries(files, &sides, &stats, error) : SidesOfTraces(files, o.thresholds, &sides, &stats, error)))
     return false;
-  if (!SomethingRead(files, stats, error)) return false;
+  std::vector<analyzers::RecordedWindow> windows;
+  for (const auto& s : sides) windows.insert(windows.end(), s.windows.begin(), s.windows.end());
+  if (!SomethingRead(files, stats, windows, error)) return false;
   // The same check the merging reader makes (issue 35: a folder of more than 16 unrelated jobs'
   // traces was analyzed as one job, rank by rank, with no word of it).
   std::vector<profiler::RankInfo> ranks;
@@ -112,7 +119,7 @@ bool AnalyzeBuffer(std::string_view bytes, std::string_view name, const SetOptio
     return false;
   }
   out->files = {std::string(name)};
-  if (!SomethingRead(out->files, out->trace.stats, error)) return false;
+  if (!SomethingRead(out->files, out->trace.stats, analyzers::FindRecordedWindows(out->trace), error)) return false;
   out->report = analyzers::Analyze(out->trace, o.thresholds);
   return true;
 }
@@ -130,7 +137,10 @@ bool SummarizeSet(const std::vector<std::string>& paths, const analyzers::Thresh
   }
   std::vector<analyzers::RankSide> sides;
   profiler::IngestStats stats;
-  if (!SidesOfTraces(*files, thresholds, &sides, &stats, error) || !SomethingRead(*files, stats, error)) return false;
+  if (!SidesOfTraces(*files, thresholds, &sides, &stats, error)) return false;
+  std::vector<analyzers::RecordedWindow> windows;
+  for (const auto& s : sides) windows.insert(windows.end(), s.windows.begin(), s.windows.end());
+  if (!SomethingRead(*files, stats, windows, error)) return false;
   for (const auto& side : sides) {
     const std::string path = (fs::path(out_dir) / fmt::format("rank-{}.summary.json", side.info.rank)).string();
     std::ofstream out(path);
