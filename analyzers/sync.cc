@@ -39,6 +39,14 @@ using profiler::TrackKind;
 constexpr std::string_view kItemCause = "aten::item (.item(), float(t), bool(t), print(t))";
 constexpr std::string_view kLocalScalarCause = "aten::_local_scalar_dense";
 
+// The user's Python frame around an op (with_stack traces: python_function events): the innermost
+// frame that is not PyTorch's or a library's own, "train.py(57): get_batch"; "" when none.
+bool IsUserFrame(std::string_view n) {
+  return !(n.rfind("torch/", 0) == 0 || n.rfind("<built-in", 0) == 0 || n.find("site-packages/") != std::string_view::npos ||
+           n.find("dist-packages/") != std::string_view::npos || n.rfind("nn.Module:", 0) == 0 ||
+           n.rfind("<frozen", 0) == 0 || n.find("/lib/python3") != std::string_view::npos);
+}
+
 // A host read of a device scalar: aten::item, or aten::_local_scalar_dense (what item() calls;
 // some ops call it directly).
 bool IsScalarRead(std::string_view n) { return n == "aten::item" || n == "aten::_local_scalar_dense"; }
@@ -117,8 +125,14 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
       };
       bool read_counted = false, read_is_item = false;
       std::string read_where;  // where the outermost read ran: " in features.3 (Linear)", ...
+      std::vector<const Event*> frames;  // the Python frames open at this point (with_stack traces)
       for (const Event& e : trace.TrackEvents(ti)) {
         const std::string_view name = trace.Name(e);
+        while (!frames.empty() && frames.back()->end_ns() <= e.ts_ns) frames.pop_back();
+        if (e.kind == EventKind::kPythonFunction) {
+          frames.push_back(&e);
+          continue;
+        }
         if (StartsWith(name, "autograd::engine::evaluate_function")) backward_end = std::max(backward_end, e.end_ns());
         // Inside the optimizer's step an item() reads the per-parameter step counter, a CPU
         // tensor unless capturable=True (AdamW single-tensor: one per parameter per step): no
@@ -138,6 +152,11 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
           read_end = e.end_ns();
           read_is_item = is_item;
           read_where = WhereIn(ctx.modules, ctx.annotations, e);
+          for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+            if (!IsUserFrame(trace.Name(**it))) continue;
+            read_where += fmt::format(" from {}", trace.Name(**it));
+            break;
+          }
           read_counted = e.ts_ns >= backward_end && e.ts_ns >= optimizer_end && in_steps.Contains(e.ts_ns);
           if (read_counted && have_gpu && !calls_runtime(e)) {
             ++cpu_reads;
@@ -203,8 +222,16 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
       f.id = "sync.host_device";
       f.rank = rank;
       f.confidence = Confidence::kHigh;
-      f.severity = have_gpu ? (basis.Per(blocked_ns) > 0.05 * basis.mean_step_ns() ? Severity::kHigh : Severity::kMedium) : Severity::kLow;
-      f.title = fmt::format("{:.1f} host-device syncs {} (rank {})", per_step, basis.unit(), rank);
+      // On a CPU-only run a scalar read is not a device sync (issue 34: "host-device syncs ... each
+      // blocks on a GPU" topped CPU reports where 48 of 49 reads came from indexing a NumPy memmap
+      // with 0-d tensors): say what it is and what it costs here; on a GPU each one would block.
+      f.severity = have_gpu ? (basis.Per(blocked_ns) > 0.05 * basis.mean_step_ns() ? Severity::kHigh : Severity::kMedium)
+                   : basis.has_steps() && cost_per_step >= 0.01 * basis.mean_step_ns() ? Severity::kLow
+                                                                                      : Severity::kInfo;
+      f.title = have_gpu ? fmt::format("{:.1f} host-device syncs {} (rank {})", per_step, basis.unit(), rank)
+                         : fmt::format("{:.1f} scalar reads (.item()) {} on the host (rank {}): no sync on a CPU, each "
+                                       "would wait for the device on a GPU",
+                                       per_step, basis.unit(), rank);
       f.measured = per_step;
       f.threshold = ctx.thresholds.Get("sync.host_device.per_step");
       f.measured_unit = std::string("syncs ") + basis.unit();
@@ -212,7 +239,8 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
                     {basis.Key("syncs"), mean_per_step},
                     {"dtoh_copies", dtoh}, {"dtoh_copy_ns", dtoh_ns}, {"cpu_tensor_item_calls", cpu_reads},
                     {"measured_on", have_gpu ? std::string("GPU trace: blocked time measured")
-                                             : std::string("CPU-only trace: count only; each one blocks on a GPU")}};
+                                             : std::string("CPU-only trace: scalar reads, no device to wait for; the "
+                                                           "cost is the reads' own time, and each would block on a GPU")}};
       std::vector<std::pair<int64_t, std::string>> ranked;
       for (const auto& [k, v] : causes)
         if (v > 0) ranked.push_back({v, k});
@@ -224,8 +252,19 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
       }
       const std::string of = in_steps.size() >= 3 ? " of the median step" : "";
       SetSaving(f, basis, cost_per_step, cost_per_step, (have_gpu ? "blocked time" : "item() call time") + of);
-      f.fix_python = "Keep running sums on the device (total += loss.detach()) and call .item() / .cpu() every N steps; "
-                     "find the rest with torch.cuda.set_sync_debug_mode(\"warn\").";
+      // The fix that fits the main cause: reads in data loading are tensors used as indices or
+      // sizes (a NumPy array or memmap indexed with a 0-d tensor calls __index__ -> item()).
+      const bool from_loading = !ranked.empty() && (ranked.front().second.find("DataLoader") != std::string::npos ||
+                                                    ranked.front().second.find("get_batch") != std::string::npos ||
+                                                    ranked.front().second.find("__getitem__") != std::string::npos);
+      if (from_loading) {
+        f.fix_python = "Most reads come from data loading: tensors used as indices or sizes (indexing a NumPy array "
+                       "or memmap with a 0-d tensor calls __index__ -> .item()). Convert the indices once "
+                       "(ix = torch.randint(...).tolist()) or draw them with NumPy/random, and index with ints.";
+      } else {
+        f.fix_python = "Keep running sums on the device (total += loss.detach()) and call .item() / .cpu() every N "
+                       "steps; find the rest with torch.cuda.set_sync_debug_mode(\"warn\").";
+      }
       f.fix_cpp = "Accumulate on the device and read back with .item<float>() every N steps; avoid .cpu() and "
                   "cudaStreamSynchronize in the step.";
       f.knob = "item_every_step";

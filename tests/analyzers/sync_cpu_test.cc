@@ -1,0 +1,76 @@
+// sync.host_device on a CPU-only run (issue 34): scalar reads, not device syncs; the caller named
+// from with_stack frames; the fix that fits reads made while loading data.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "trainrx/analyzers/analysis.h"
+#include "trainrx/profiler/kineto_reader.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+std::string Ev(const char* cat, std::string_view name, double ts, double dur) {
+  return fmt::format(R"J({{"ph":"X","cat":"{}","name":"{}","pid":1,"tid":1,"ts":{},"dur":{}}},)J", cat, name, ts, dur);
+}
+
+// 5 steps of 10 ms; in each, `loading` reads inside the loader's range under get_batch's frame,
+// and `logging` reads after backward under train's frame.
+std::string CpuRun(int loading, int logging) {
+  std::string ev;
+  for (int i = 0; i < 5; ++i) {
+    const double s = i * 10000.0;
+    ev += Ev("user_annotation", fmt::format("ProfilerStep#{}", i), s, 10000);
+    ev += Ev("python_function", "train.py(120): <module>", s + 1, 9990);
+    ev += Ev("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", s + 10, 2000);
+    ev += Ev("python_function", "train.py(57): get_batch", s + 20, 1900);
+    for (int k = 0; k < loading; ++k) {
+      ev += Ev("python_function", "<built-in method __index__ of Tensor object at 0x7f>", s + 30 + k * 30, 20);
+      ev += Ev("cpu_op", "aten::item", s + 31 + k * 30, 10);
+      ev += Ev("cpu_op", "aten::_local_scalar_dense", s + 32 + k * 30, 5);
+    }
+    ev += Ev("cpu_op", "aten::mm", s + 2100, 3000);
+    ev += Ev("cpu_op", "autograd::engine::evaluate_function: MmBackward0", s + 5200, 2000);
+    for (int k = 0; k < logging; ++k) ev += Ev("cpu_op", "aten::item", s + 7300 + k * 20, 10);
+    ev += Ev("user_annotation", "Optimizer.step#SGD.step", s + 8000, 500);
+  }
+  ev.pop_back();
+  return "{\"traceEvents\":[" + ev + "]}";
+}
+
+const Finding* Sync(const Report& r) {
+  for (const auto& f : r.findings)
+    if (f.id == "sync.host_device") return &f;
+  return nullptr;
+}
+
+TEST(SyncCpuTest, ScalarReadsInLoadingAreNamedWithTheirCallerAndTheIndexingFix) {
+  profiler::Trace t;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(CpuRun(48, 1), "cpu.json", 0, t).ok);
+  const Report r = Analyze(t);
+  const Finding* f = Sync(r);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("scalar reads (.item())"), std::string::npos) << f->title;
+  EXPECT_EQ(f->title.find("host-device syncs"), std::string::npos) << f->title;
+  EXPECT_NEAR(f->measured, 49, 0.01);
+  ASSERT_FALSE(f->examples.empty());
+  EXPECT_NE(f->examples.front().find("240 x"), std::string::npos) << f->examples.front();
+  EXPECT_NE(f->examples.front().find("from train.py(57): get_batch"), std::string::npos) << f->examples.front();
+  EXPECT_NE(f->fix_python.find("indices"), std::string::npos) << f->fix_python;
+  // 49 reads of 10 us in a 10 ms step: ~4.9 % of it.
+  EXPECT_EQ(f->severity, Severity::kLow);
+  EXPECT_LE(f->estimated_saving_pct, 5.0);
+}
+
+TEST(SyncCpuTest, LoggingReadsKeepTheRunningSumFixAndCheapReadsAreInfo) {
+  profiler::Trace t;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(CpuRun(0, 2), "cpu.json", 0, t).ok);
+  const Report r = Analyze(t);
+  const Finding* f = Sync(r);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->fix_python.find("running sums"), std::string::npos) << f->fix_python << " / " << f->examples.front();
+  EXPECT_NE(f->examples.front().find("from train.py(120): <module>"), std::string::npos) << f->examples.front();
+  EXPECT_EQ(f->severity, Severity::kInfo);  // 20 us of a 10 ms step
+}
+
+}  // namespace
+}  // namespace trainrx::analyzers
