@@ -221,6 +221,15 @@ StepModel BuildStepModel(const Trace& trace, size_t threads) {
       }
       if (!found.empty()) source = "inferred from Optimizer.step";
     }
+    // 4) no optimizer at all (parameters updated by hand): from the backward passes
+    //    (profiler::StepsFromBackward, the rule our collector also uses)
+    if (found.empty()) {
+      const auto inferred = profiler::StepsFromBackward(trace, rank);
+      for (size_t i = 0; i < inferred.size(); ++i) {
+        found.push_back({inferred[i].start_ns, inferred[i].end_ns, inferred[i].track, "step " + std::to_string(i + 1)});
+      }
+      if (!found.empty()) source = "inferred from backward passes";
+    }
     if (found.empty()) continue;
     std::sort(found.begin(), found.end(), [](const StepRange& a, const StepRange& b) { return a.s < b.s; });
     if (model.source == "none") model.source = source;

@@ -1,6 +1,7 @@
 #include "trainrx/profiler/profiler_steps.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -26,6 +27,63 @@ std::vector<StepSpan> StepsFromOptimizer(const Trace& trace, int32_t rank) {
   return out;
 }
 
+std::vector<StepSpan> StepsFromBackward(const Trace& trace, int32_t rank) {
+  constexpr std::string_view kBackward = "autograd::engine::evaluate_function";
+  // The rank's CPU ops by thread, in time order (enclosing first), to find each thread's top level.
+  std::vector<std::vector<const Event*>> by_track(trace.tracks.size());
+  for (const Event& e : trace.events) {
+    if (e.kind != EventKind::kCpuOp || e.track >= trace.tracks.size()) continue;
+    const Track& t = trace.tracks[e.track];
+    if (t.rank == rank && t.kind == TrackKind::kCpuThread) by_track[e.track].push_back(&e);
+  }
+  struct Top {
+    int64_t ts, end;
+    uint32_t track;
+    bool backward;
+  };
+  std::vector<Top> tops;
+  std::vector<int64_t> forward_ops(trace.tracks.size(), 0);
+  for (auto& ops : by_track) {
+    std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* b) {
+      return a->ts_ns != b->ts_ns ? a->ts_ns < b->ts_ns : a->dur_ns > b->dur_ns;
+    });
+    int64_t open_end = INT64_MIN;
+    for (const Event* e : ops) {
+      if (e->ts_ns < open_end) continue;  // nested in the op before
+      open_end = e->end_ns();
+      const bool backward = trace.Name(*e).substr(0, kBackward.size()) == kBackward;
+      tops.push_back({e->ts_ns, e->end_ns(), e->track, backward});
+      if (!backward) ++forward_ops[e->track];
+    }
+  }
+  const auto forward_thread =
+      static_cast<uint32_t>(std::max_element(forward_ops.begin(), forward_ops.end()) - forward_ops.begin());
+  std::erase_if(tops, [&](const Top& t) { return !t.backward && t.track != forward_thread; });
+  std::sort(tops.begin(), tops.end(), [](const Top& a, const Top& b) { return a.ts < b.ts; });
+  struct Pass {
+    int64_t start, end;
+  };
+  std::vector<Pass> passes;
+  bool in_pass = false;
+  for (const Top& t : tops) {
+    if (t.backward) {
+      if (in_pass) {
+        passes.back().end = std::max(passes.back().end, t.end);
+      } else {
+        passes.push_back({t.ts, t.end});
+        in_pass = true;
+      }
+    } else if (in_pass && t.ts >= passes.back().end) {
+      in_pass = false;  // a forward-thread op after the pass: the pass is over
+    }
+  }
+  std::vector<StepSpan> out;
+  // The steps belong to the forward thread (the training loop's), even where backward ran on
+  // autograd's device threads.
+  for (size_t i = 1; i < passes.size(); ++i) out.push_back({passes[i - 1].end, passes[i].end, forward_thread});
+  return out;
+}
+
 std::string AddProfilerSteps(Trace& trace, int32_t rank, int64_t first) {
   std::vector<const Event*> markers;
   std::vector<bool> on_rank(trace.tracks.size());
@@ -47,7 +105,13 @@ std::string AddProfilerSteps(Trace& trace, int32_t rank, int64_t first) {
       added.push_back(s);
     }
     how = "trainrx step markers";
-  } else if (const auto inferred = StepsFromOptimizer(trace, rank); !inferred.empty()) {
+  } else {
+    auto inferred = StepsFromOptimizer(trace, rank);
+    how = "inferred from Optimizer.step";
+    if (inferred.empty()) {  // parameters updated by hand: the backward passes mark the steps
+      inferred = StepsFromBackward(trace, rank);
+      how = inferred.empty() ? "" : "inferred from backward passes";
+    }
     for (size_t i = 0; i < inferred.size(); ++i) {
       Event s;
       s.ts_ns = inferred[i].start_ns;
@@ -57,7 +121,6 @@ std::string AddProfilerSteps(Trace& trace, int32_t rank, int64_t first) {
       s.name = trace.strings.Intern("ProfilerStep#" + std::to_string(first + static_cast<int64_t>(i)));
       added.push_back(s);
     }
-    how = "inferred from Optimizer.step";
   }
   for (const Event& e : added) trace.AddEvent(e);
   return how;

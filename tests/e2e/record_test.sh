@@ -215,6 +215,21 @@ t = json.load(open(sys.argv[1]))["trainrx"]
 assert t["dropped_records"] > 0, t["dropped_records"]
 assert t["window_closed"] is True and t["window_run_boundaries"] == 40, (t["window_closed"], t["window_run_boundaries"])
 PY
+# Issue 34: a script that updates its parameters by hand (no torch.optim) gets its steps from its
+# backward passes; its evaluation (no backward) makes no step. Same output as unobserved.
+"$PY" "$PYDIR/train_hand_sgd.py" > "$W/hand.plain.out" 2>&1
+"$TRAINRX" record -o "$W/hand.json" -- "$PY" "$PYDIR/train_hand_sgd.py" > "$W/hand.out" 2> "$W/hand.err"
+"$TRAINRX" analyze "$W/hand.json" --format json -o "$W/hand.report.json" 2>/dev/null
+python3 - "$W/hand.report.json" <<'PY' && ok "hand-written SGD: steps from backward passes" || bad "hand-written SGD steps: $(tail -3 "$W/hand.err")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+st = r["steps"]
+n = len(st["rows"]) + len(st.get("warmup", []))
+print(f"  hand SGD: {n} steps, source {st['source']}")
+assert st["source"] == "inferred from backward passes", st["source"]
+assert n == 19, n  # 20 backward passes (2 epochs x 10 batches)
+PY
+cmp -s "$W/hand.plain.out" "$W/hand.out" && ok "hand-written SGD: same output under record" || bad "hand SGD output differs"
 # A skip longer than the run: nothing recorded, and the report says why first.
 "$TRAINRX" record --skip 50 -o "$W/skip.json" -- $PY "$SCRIPT" --steps 5 > /dev/null 2>&1
 "$TRAINRX" analyze "$W/skip.json" > "$W/skip.txt" 2>&1; grep -q "recorded no step: the window skips 50 steps" "$W/skip.txt" && ok "skip past the end: said" || bad "skip past the end"

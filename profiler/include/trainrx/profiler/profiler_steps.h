@@ -20,6 +20,18 @@ struct StepSpan {
 // analyzer (analyzers/steps.cc) and by AddProfilerSteps; works before and after Finalize().
 std::vector<StepSpan> StepsFromOptimizer(const Trace& trace, int32_t rank);
 
+// Steps inferred from backward passes, for scripts that update their parameters without
+// torch.optim (`p.data.add_(p.grad, alpha=-lr)`; issue 34: "No training steps found" on such a
+// script, shares over tokenizing, evaluation and saving). A backward pass is a maximal run of
+// autograd's "autograd::engine::evaluate_function: ..." ops (top level on their thread) with no
+// other top-level op of the forward thread (the one with the most such ops) starting between
+// them; step k runs from the end of backward pass k-1 to the end of pass k, so the parameter update
+// after a pass starts the next step. Evaluation has no backward and makes no step boundary. Two
+// backward passes per iteration (a GAN) count as two steps. Empty with fewer than two passes. Use
+// only where StepsFromOptimizer finds none (gradient accumulation runs several passes per
+// optimizer step). Works before and after Finalize().
+std::vector<StepSpan> StepsFromBackward(const Trace& trace, int32_t rank);
+
 // Adds a "ProfilerStep#N" user annotation for each step of `rank` when the trace has no
 // ProfilerStep# range: one per "trainrx::step#N" marker (same span, same thread), else one per
 // step StepsFromOptimizer() infers.
