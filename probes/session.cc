@@ -312,8 +312,12 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
     if (window_unopened && rank_ <= 0)
       Warn("the run had " + std::to_string(window.boundaries) + " steps, fewer than the " +
            std::to_string(c.window().options().skip) + " to skip (record --skip): no step was recorded");
-    if (is_root_ && !ran_ops && reason == "exit" && !window_unopened) {
-      Info("no op ran in this process (a launcher); its children's traces are the recording");
+    // The same for any process that ran no op (issue 34: torch.compile's helper processes load
+    // libtorch only to load a compiled library; their traces read as 3 more "ranks" claiming rank
+    // 0). One that ended otherwise (a signal, a crash) keeps its trace: it says how it ended.
+    if (!ran_ops && reason == "exit" && !window_unopened) {
+      Info(is_root_ ? "no op ran in this process (a launcher); its children's traces are the recording"
+                    : "no op ran in this process (a helper such as torch.compile's); no trace written");
       drop_journal();
       return written_;
     }

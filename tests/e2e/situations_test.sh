@@ -52,6 +52,13 @@ PY
 "$TRAINRX" record -o "$W/jit.json" -- $PY "$W/jit.py" 2>/dev/null | grep -q "graph: False (1, 4)" \
   && ok "jit.trace: the traced graph has no trainrx range" || bad "jit.trace: module ranges leaked into the traced graph"
 grep -q '"Torch-Compiled Region' "$W/compile.json" && ok "compile: compiled regions recorded" || bad "compile: no compiled region in the trace"
+# Issue 34: torch.compile's helper processes (they load libtorch only to load a compiled library)
+# run no op and write no trace: one file, one rank, no rank claimed twice.
+extra=$(ls "$W"/compile.pid*.json 2>/dev/null | wc -l)
+[ "$extra" = 0 ] && ok "compile: no trace from the compile helpers" || bad "compile: $extra helper traces: $(ls "$W"/compile.pid*.json)"
+"$TRAINRX" analyze "$W/compile.json" > "$W/compile.txt" 2>&1
+grep -q "from 1 ranks" "$W/compile.txt" && ! grep -q "claimed by" "$W/compile.txt" && ok "compile: analyzed as 1 rank" \
+  || bad "compile: ranks: $(grep -m2 'ranks\|claimed' "$W/compile.txt")"
 steps=$("$TRAINRX" analyze "$W/compile.json" --format json | python3 -c 'import json,sys; s=json.load(sys.stdin)["steps"]; print(len(s["rows"]) + len(s["warmup"]))')  # warm-up steps (spawned workers starting, compiling) are steps too
 [ "$steps" -ge 7 ] && ok "compile: $steps steps" || bad "compile: $steps steps"
 ids=$(ids_of "$W/compile.json")
