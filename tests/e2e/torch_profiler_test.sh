@@ -103,6 +103,28 @@ import json, sys
 f = [f for f in json.load(open(sys.argv[1]))["findings"] if f["id"] == "precision.matmul_alignment"]
 sys.exit(0 if f and f[0]["severity"] == "info" and f[0]["estimated_saving_pct"] == 0 else 1)
 PY
+# Issue 34: the same run, two recorders, the same optim.single_tensor answer (it fired on the
+# torch.profiler trace and not on our recording), its share clipped to the steps (it summed whole
+# Optimizer.step ranges: 12.7 % of the step where the phase table said 6.6 %).
+single=$(profile single --adamw --no-foreach) || single=""
+if [ $can_record = 1 ]; then
+  "$TRAINRX" record -o "$W/rec_single.json" -- "$PY" "$SCRIPT" --adamw --no-foreach $RUN_ARGS > /dev/null 2> "$W/rec_single.err"
+  "$TRAINRX" analyze "$W/rec_single.json" --format json -o "$W/rec_single.report.json" > /dev/null 2>&1 || bad "single: record/analyze failed"
+  ours=$(ids_of "$W/rec_single.report.json" 2>/dev/null)
+  { has "$single" optim.single_tensor && has "$ours" optim.single_tensor; } || { ! has "$single" optim.single_tensor && ! has "$ours" optim.single_tensor; } \
+    && ok "optim.single_tensor: the same answer from torch.profiler and trainrx record" \
+    || bad "optim.single_tensor: torch.profiler '$single' vs record '$ours'"
+  "$PY" - "$W/single.report.json" "$W/rec_single.report.json" <<'PY' && ok "optim.single_tensor share within the optimizer phase's share" || bad "optim.single_tensor share above the phase table's"
+import json, sys
+for p in sys.argv[1:]:
+    r = json.load(open(p))
+    rows = r["steps"]["rows"]
+    phase = 100 * sum(x["optimizer_ns"] for x in rows) / sum(x["wall_ns"] for x in rows)
+    for f in (f for f in r["findings"] if f["id"] == "optim.single_tensor"):
+        print(f"  {p.rsplit('/', 1)[-1]}: finding {f['measured']:.1f} % of step, optimizer phase {phase:.1f} %")
+        assert f["measured"] <= phase + 1.0, (f["measured"], phase)
+PY
+fi
 foreach=$(profile foreach --adamw --foreach) || foreach=""
 has "$foreach" optim.single_tensor && bad "optim.single_tensor with foreach=True" || ok "foreach optimizer: no optim.single_tensor"
 
