@@ -311,10 +311,15 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
   const auto& modules = report.metrics.module_table;
   if (!modules.rows.empty()) {
     sink.Heading("Top modules (forward, host time)");
+    const auto all_steps = static_cast<int64_t>(report.metrics.steps.steps.size());
     sink.Line(fmt::format("nn.Module forward calls {}, named as in named_modules(); self = less the child modules; "
                           "backward runs on autograd's thread and is not split by module",
                           modules.steps > 0 ? fmt::format("starting inside the {} steps", modules.steps)
                                             : std::string("of the whole trace (no steps)")));
+    if (modules.steps > 0 && modules.steps < all_steps)
+      sink.Line(fmt::format("module ranges cover the model's first calls only: {} of the {} steps have them, and the "
+                            "shares are of those {} steps' time",
+                            modules.steps, all_steps, modules.steps));
     std::vector<std::vector<std::string>> rows;
     for (const auto& r : modules.rows) {
       rows.push_back({ShortName(r.name), std::to_string(r.count), Ms(r.total_ns), Ms(r.self_ns), Us(r.mean_ns), Pct(r.share)});

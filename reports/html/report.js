@@ -179,8 +179,9 @@
       .map(([id, t]) => el('a', {href: '#' + id}, t))));
     const main = el('main');
     root.append(main);
-    main.append(dataLoss(r), summary(r), findingsSection(r, doc.timeline), stepsSection(steps),
-                breakdownSection(r), opsSection(r), kernelsSection(r), timelineSection(doc.timeline, r));
+    main.append(...[dataLoss(r), summary(r), findingsSection(r, doc.timeline), stepsSection(steps),
+                breakdownSection(r), opsSection(r), modulesSection(r), kernelsSection(r), timelineSection(doc.timeline, r)]
+                .filter(Boolean));
     if (TL.tl) showWindow(0, null);  // in the page now: the canvas has its width
   }
 
@@ -352,6 +353,17 @@
   }
   function opsSection(r) { return section('ops', 'Operators', nameTable('op-table', r.metrics && r.metrics.op_table, true)); }
   function kernelsSection(r) { return section('kernels', 'GPU kernels', nameTable('kernel-table', r.metrics && r.metrics.kernel_table, false)); }
+  // nn.Module forward ranges (issue 34: the HTML had no module table); their shares are of the
+  // steps that have module ranges (the start-up hook records the model's first calls only).
+  function modulesSection(r) {
+    const t = r.metrics && r.metrics.module_table;
+    if (!t || !(t.rows || []).length) return null;
+    const out = section('modules', 'Modules (forward, host time)', nameTable('module-table', t, true));
+    const all = ((r.steps && r.steps.rows) || []).length;
+    if (t.steps > 0 && t.steps < all)
+      out.append(el('p', null, `Module ranges cover the model's first calls only: ${t.steps} of the ${all} steps have them, and the shares are of those steps' time.`));
+    return out;
+  }
 
   // ---- the timeline (canvas) ----
   const TL = {canvas: null, tip: null, select: null, tl: null, w: -1, v0: 0, v1: 1, hl: null, layout: []};
