@@ -191,8 +191,29 @@ StepModel BuildStepModel(const Trace& trace, size_t threads) {
     };
     std::vector<StepRange> found;
     std::string source;
+    // 0) the step the user named (`analyze --step NAME`, sets::SetOptions::step_name, in the
+    //    rank's config as "step_name"): every range of that name (record_function) or Python
+    //    frame of that function ("train.py(57): train_step"), outermost only; it wins over the rest.
+    if (const profiler::RankInfo* info = trace.FindRank(rank); info && info->config.count("step_name")) {
+      std::string want = info->config.at("step_name");
+      want.erase(std::remove(want.begin(), want.end(), '"'), want.end());
+      for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
+        int64_t open_end = INT64_MIN;
+        for (const Event& e : trace.TrackEvents(ti)) {
+          if (!IsCpuRange(e.kind) && e.kind != EventKind::kPythonFunction) continue;
+          const std::string_view n = trace.Name(e);
+          const bool named = n == want || (n.size() > want.size() + 2 && n.substr(n.size() - want.size()) == want &&
+                                           n.substr(n.size() - want.size() - 2, 2) == ": ");
+          if (!named || e.ts_ns < open_end) continue;  // nested in the last one (a recursive call)
+          open_end = e.end_ns();
+          found.push_back({e.ts_ns, e.end_ns(), ti, std::string(n)});
+        }
+      }
+      source = "named: " + want;
+    }
     // 1) ProfilerStep#N  2) trainrx::step#N
     for (const char* prefix : {"ProfilerStep#", "trainrx::step#"}) {
+      if (!found.empty()) break;
       for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
         for (const Event& e : trace.TrackEvents(ti)) {
           if (IsCpuRange(e.kind) && StartsWith(trace.Name(e), prefix)) {

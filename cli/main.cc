@@ -181,6 +181,9 @@ int Main(int argc, char** argv) {
   analyze->add_flag("--per-rank", g_set.per_rank,
                     "analyze each rank's trace on its own and compare the ranks (memory: one trace per core, not the "
                     "set); automatic above 16 files and for per-rank summaries");
+  analyze->add_option("--step", g_set.step_name,
+                      "the training step as you name it: a record_function range name, or a Python function "
+                      "(with_stack traces: \"train.py(57): NAME\"); every such range is a step");
   analyze->add_flag("--sample", sample, "analyze the built-in sample trace (a CPU training loop with planted problems)");
 
   std::string diff_a, diff_b, diff_format = "text", diff_out;

@@ -35,6 +35,16 @@ bool SomethingRead(const std::vector<std::string>& inputs, const profiler::Inges
   return false;
 }
 
+// `--step NAME` that matched nothing is an error, not a report over other steps.
+bool StepFound(const std::vector<std::string>& inputs, const SetOptions& o, const analyzers::Report& report,
+               std::string* error) {
+  if (o.step_name.empty() || report.metrics.steps.source.rfind("named: ", 0) == 0) return true;
+  *error = fmt::format("{}: --step {}: no record_function range named '{}' and no Python frame of a function '{}' "
+                       "(with_stack traces) in the trace",
+                       Joined(inputs), o.step_name, o.step_name, o.step_name);
+  return false;
+}
+
 bool Merged(const std::vector<std::string>& files, const SetOptions& o, SetAnalysis* out, std::string* error) {
   profiler::ReadOptions read_options;
   read_options.strict = o.strict;
@@ -44,15 +54,21 @@ bool Merged(const std::vector<std::string>& files, const SetOptions& o, SetAnaly
   }
   if (!SomethingRead(files, out->trace.stats, analyzers::FindRecordedWindows(out->trace), error)) return false;
   if (!o.keep_clocks) analyzers::AlignRankClocks(out->trace);
+  NameTheStep(out->trace, o.step_name);
   out->report = analyzers::Analyze(out->trace, o.thresholds);
-  return true;
+  return StepFound(files, o, out->report, error);
 }
 
 bool RankByRank(const std::vector<std::string>& files, bool summaries, const SetOptions& o, SetAnalysis* out,
                 std::string* error) {
   std::vector<analyzers::RankSide> sides;
   profiler::IngestStats stats;
-  if (!(summaries ? SidesOfSummaries(files, &sides, &stats, error) : SidesOfTraces(files, o.thresholds, &sides, &stats, error)))
+  if (summaries && !o.step_name.empty()) {
+    *error = "--step names the step in traces; summaries were analyzed when they were written (trainrx summarize)";
+    return false;
+  }
+  if (!(summaries ? SidesOfSummaries(files, &sides, &stats, error)
+                  : SidesOfTraces(files, o.thresholds, &sides, &stats, error, o.step_name)))
     return false;
   std::vector<analyzers::RecordedWindow> windows;
   for (const auto& s : sides) windows.insert(windows.end(), s.windows.begin(), s.windows.end());
@@ -73,7 +89,7 @@ bool RankByRank(const std::vector<std::string>& files, bool summaries, const Set
             sides.size());
   out->report = analyzers::AnalyzeSides(sides, o.thresholds);
   out->trace = SkeletonOf(sides, std::move(stats));
-  return true;
+  return StepFound(files, o, out->report, error);
 }
 
 }  // namespace

@@ -12,8 +12,14 @@
 
 namespace trainrx::sets {
 
+void NameTheStep(profiler::Trace& trace, const std::string& step_name) {
+  if (step_name.empty()) return;
+  for (auto& r : trace.ranks) r.config["step_name"] = "\"" + step_name + "\"";
+}
+
 bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds,
-                   std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats, std::string* error) {
+                   std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats, std::string* error,
+                   const std::string& step_name) {
   std::vector<std::vector<analyzers::RankSide>> per_file(files.size());
   std::vector<profiler::IngestStats> file_stats(files.size());
   std::vector<std::string> errors(files.size());
@@ -28,6 +34,7 @@ bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thres
         errors[i] = st.error;
         return;
       }
+      NameTheStep(t, step_name);
       // One worker per file: the analysis of a file runs on the worker's thread.
       const analyzers::Report report = analyzers::Analyze(t, thresholds, 1);
       const auto& m = report.metrics;

@@ -16,7 +16,10 @@ namespace trainrx::sets {
 // two files moves the later one to the next free rank, as the merging reader does. False with
 // *error naming the file when one cannot be read.
 bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds,
-                   std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats, std::string* error);
+                   std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats, std::string* error,
+                   const std::string& step_name = "");
+// The user's step name into every rank's config, where the step model looks for it.
+void NameTheStep(profiler::Trace& trace, const std::string& step_name);
 
 // The same from per-rank summaries: their sides, and in `stats` what their traces held and the
 // events their readers skipped.

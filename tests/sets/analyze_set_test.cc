@@ -107,5 +107,41 @@ TEST_F(SetTest, SummariesAreReadAsRankSidesAndNotMixedWithTraces) {
   EXPECT_NE(error.find("mix per-rank summaries"), std::string::npos) << error;
 }
 
+// Issue 34: the user names the step from outside (`analyze --step NAME`): a Python function of a
+// with_stack trace or a record_function range; it wins over torch.profiler's ProfilerStep; a name
+// that matches nothing is an error.
+TEST_F(SetTest, TheStepTheUserNames) {
+  std::string ev;
+  for (int i = 0; i < 4; ++i) {
+    const double s = 3000.0 * i;
+    // One ProfilerStep around two calls of train_step (say, two micro-batches): 4 vs 8 steps.
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":3000}},)J", i, s);
+    for (int k = 0; k < 2; ++k) {
+      ev += fmt::format(R"J({{"ph":"X","cat":"python_function","name":"train.py(57): train_step","pid":1,"tid":1,"ts":{},"dur":1200}},)J",
+                        s + 100 + k * 1400);
+      ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{},"dur":1000}},)J", s + 150 + k * 1400);
+    }
+  }
+  ev.pop_back();
+  const auto path = (dir_ / "named.json").string();
+  std::ofstream(path) << "{\"traceEvents\":[" << ev << "]}";
+  SetAnalysis set;
+  std::string error;
+  ASSERT_TRUE(AnalyzeSet({path}, {}, &set, &error)) << error;
+  EXPECT_EQ(set.report.metrics.steps.source, "ProfilerStep");
+  SetOptions named;
+  named.step_name = "train_step";
+  ASSERT_TRUE(AnalyzeSet({path}, named, &set, &error)) << error;
+  EXPECT_EQ(set.report.metrics.steps.source, "named: train_step");
+  EXPECT_EQ(set.report.metrics.steps.steps.size() + set.report.metrics.steps.warmup_steps.size(), 8u);
+  named.per_rank = true;  // rank by rank names it the same way
+  ASSERT_TRUE(AnalyzeSet({path}, named, &set, &error)) << error;
+  EXPECT_EQ(set.report.metrics.steps.source, "named: train_step");
+  named.per_rank = false;
+  named.step_name = "trainstep";  // a typo: said, not a report over other steps
+  EXPECT_FALSE(AnalyzeSet({path}, named, &set, &error));
+  EXPECT_NE(error.find("--step trainstep"), std::string::npos) << error;
+}
+
 }  // namespace
 }  // namespace trainrx::sets

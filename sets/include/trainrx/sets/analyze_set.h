@@ -36,6 +36,10 @@ struct SetOptions {
   // Above this many trace files, rank by rank: a merged model of hundreds of ranks does not fit in
   // memory (8 ranks of a 1 GB trace each take ~5 GB merged).
   size_t per_rank_above = 16;
+  // The training step as the user names it (`analyze --step NAME`): every record_function range
+  // of that name, or Python frame of that function in with_stack traces ("train.py(57): NAME"),
+  // is a step, whatever else the trace has. A name that matches nothing is an error.
+  std::string step_name;
 };
 
 enum class Strategy { kMerged, kRankByRank, kSummaries };
