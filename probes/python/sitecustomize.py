@@ -144,6 +144,10 @@ def _install_module_ranges(torch, model_calls):
     record_function = getattr(torch.autograd.profiler, "record_function", None)
     if register_pre is None or register_post is None or record_function is None:
         return False
+    # torch.compile(module) warns about global module hooks; these are ours, not the program's
+    # (its stderr must read as it does unobserved), and they return at once while compiling.
+    import warnings
+    warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks")
     # Never inside torch.compile (dynamo inlines global hooks into the graph it traces) or
     # torch.jit.trace (the range would become part of the traced graph): return first thing.
     compiler = getattr(torch, "compiler", None)

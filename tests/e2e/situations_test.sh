@@ -54,6 +54,8 @@ PY
 grep -q '"Torch-Compiled Region' "$W/compile.json" && ok "compile: compiled regions recorded" || bad "compile: no compiled region in the trace"
 # Issue 34: torch.compile's helper processes (they load libtorch only to load a compiled library)
 # run no op and write no trace: one file, one rank, no rank claimed twice.
+! grep -q "global hooks" "$W/compile.err" && ok "compile: no warning about our module hooks on stderr" \
+  || bad "compile: torch warned about trainrx's global module hooks"
 extra=$(ls "$W"/compile.pid*.json 2>/dev/null | wc -l)
 [ "$extra" = 0 ] && ok "compile: no trace from the compile helpers" || bad "compile: $extra helper traces: $(ls "$W"/compile.pid*.json)"
 "$TRAINRX" analyze "$W/compile.json" > "$W/compile.txt" 2>&1
