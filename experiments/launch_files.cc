@@ -103,10 +103,17 @@ std::vector<std::string> FinishJournals(const fs::path& output, fs::file_time_ty
       continue;
     }
     fs::remove(journal, ec);
+    // The binary journal's own losses (journal_format.h), said here as in the trace.
+    std::string losses;
+    if (auto it = info.config.find("journal_torn_bytes"); it != info.config.end())
+      losses += fmt::format("; its last flush was cut off while it was written ({} bytes lost)", it->second);
+    if (auto it = info.config.find("journal_corrupt_frames"); it != info.config.end())
+      losses += fmt::format("; {} flushes did not check out and were skipped", it->second);
     out.push_back(fmt::format("{}: the process ended without writing its trace ({}); made it from its journal: "
-                              "{} events up to its last flush{}",
+                              "{} events up to its last flush{}{}",
                               trace_path.string(), reason, trace.events.size(),
-                              ended_ns > last && last > 0 ? fmt::format(", {:.1f} s before the end", (ended_ns - last) / 1e9) : ""));
+                              ended_ns > last && last > 0 ? fmt::format(", {:.1f} s before the end", (ended_ns - last) / 1e9) : "",
+                              losses));
   }
   return out;
 }

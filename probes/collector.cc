@@ -422,17 +422,28 @@ void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor,
     for (uint64_t i = at.next; i < n; ++i) look(i);
     at.next = n;
     at.open = std::move(still_open);
+    // The side tables are read under the owner's side_mu, which the owner thread takes to add a
+    // name, an input row or an edge: held only to copy the addresses of the rows added since the
+    // last drain (deques: rows never move, and never change once added) and the new edges, so an
+    // owner thread never waits for the conversion below, nor for a flusher that the scheduler
+    // left without a CPU (SCHED_IDLE) for longer than that copy.
     // The final drain may run in a signal handler on a thread that was interrupted while holding
     // this lock (a new name being added): it waits a bounded time, then reads as the old
     // assembler did, unlocked, rather than deadlock (the owner thread will not run again).
-    std::unique_lock<std::mutex> side(b->side_mu(), std::defer_lock);
-    if (final) {
-      for (int i = 0; i < 100 && !side.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    } else {
-      side.lock();
+    {
+      std::unique_lock<std::mutex> side(b->side_mu(), std::defer_lock);
+      if (final) {
+        for (int i = 0; i < 100 && !side.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      } else {
+        side.lock();
+      }
+      for (size_t i = at.names.size(); i < b->names().size(); ++i) at.names.push_back(&b->names()[i]);
+      for (size_t i = at.inputs.size(); i < b->inputs().size(); ++i) at.inputs.push_back(&b->inputs()[i]);
+      const auto& edges = b->edges();
+      for (; at.edges < edges.size(); ++at.edges) at.pending_edges.push_back(edges[at.edges]);
     }
-    std::vector<profiler::StrId> ids(b->names().size(), profiler::kNoStr);
-    std::vector<uint32_t> input_ids(b->inputs().size(), UINT32_MAX);
+    std::vector<profiler::StrId> ids(at.names.size(), profiler::kNoStr);
+    std::vector<uint32_t> input_ids(at.inputs.size(), UINT32_MAX);
     for (const uint64_t i : ready) {
       const Rec& r = b->At(i);
       if (r.start_ns == 0) continue;  // appended, never filled (dropped mid-way)
@@ -446,14 +457,14 @@ void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor,
       e.dur_ns = std::max<int64_t>(0, end - r.start_ns);
       e.kind = r.kind == RecKind::kUser ? EventKind::kUserAnnotation : EventKind::kCpuOp;
       if (r.name < ids.size()) {
-        if (ids[r.name] == profiler::kNoStr) ids[r.name] = trace.strings.Intern(b->names()[r.name]);
+        if (ids[r.name] == profiler::kNoStr) ids[r.name] = trace.strings.Intern(*at.names[r.name]);
         e.name = ids[r.name];
       }
       e.track = track;
       if (r.external_id != 0) e.external_id = r.external_id;
       if (r.aux != UINT32_MAX && r.aux < input_ids.size()) {
         if (input_ids[r.aux] == UINT32_MAX) {
-          const RecInputs& in = b->inputs()[r.aux];
+          const RecInputs& in = *at.inputs[r.aux];
           trace.op_inputs.push_back({trace.strings.Intern(in.dims), trace.strings.Intern(in.types)});
           input_ids[r.aux] = static_cast<uint32_t>(trace.op_inputs.size() - 1);
         }
@@ -469,8 +480,6 @@ void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor,
       }
     }
     // Dataflow edges whose two records have both been emitted (a later drain takes the others).
-    const auto& edges = b->edges();
-    for (; at.edges < edges.size(); ++at.edges) at.pending_edges.push_back(edges[at.edges]);
     std::vector<DataflowEdge> waiting;
     for (const DataflowEdge& edge : at.pending_edges) {
       if (edge.from >= n || edge.to >= n) {  // appended after this drain's snapshot of the buffer

@@ -114,7 +114,7 @@ class ThreadBuffer {
   // take no lock (only it writes).
   std::mutex& side_mu() const { return side_mu_; }
   const std::deque<std::string>& names() const { return names_; }
-  const std::vector<RecInputs>& inputs() const { return inputs_; }
+  const std::deque<RecInputs>& inputs() const { return inputs_; }
   const std::vector<DataflowEdge>& edges() const { return edges_; }
 
  private:
@@ -138,7 +138,7 @@ class ThreadBuffer {
   StaticCacheEntry static_cache_[kStaticCache];
   uint32_t InternStaticSlow(const char* name) noexcept;
   mutable std::mutex side_mu_;
-  std::vector<RecInputs> inputs_;
+  std::deque<RecInputs> inputs_;  // a deque: a drain keeps rows' addresses (they never move)
   std::vector<DataflowEdge> edges_;
 };
 
@@ -210,6 +210,8 @@ struct DrainCursor {
   struct Buffer {
     uint64_t next = 0;               // records below this were seen
     std::vector<uint64_t> open;      // ... except these, unfinished when seen
+    std::vector<const std::string*> names;  // the buffer's names seen so far (stable addresses)
+    std::vector<const RecInputs*> inputs;   // its input rows seen so far
     size_t edges = 0;                // edges below this were looked at
     std::vector<DataflowEdge> pending_edges;  // an end still open
     int last_grad = -1;

@@ -1,15 +1,25 @@
 #include "journal.h"
 
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "trainrx/profiler/env.h"
-#include "trainrx/profiler/kineto_writer.h"
+#include "trainrx/profiler/journal_format.h"
 
 namespace trainrx::probes {
+
+namespace {
+int64_t ThreadCpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+}  // namespace
 
 std::string JournalPath(const std::string& trace_path) { return trace_path + env::kJournalSuffix; }
 
@@ -18,30 +28,24 @@ bool Journal::Open(const std::string& path, Collector& collector, int32_t rank, 
   path_ = path;
   rank_ = rank;
   base_ns_ = base_ns;
+  last_flush_ns_ = NowNs();
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     *error = path + ": " + std::strerror(errno);
     return false;
   }
-  profiler::Trace header;
-  profiler::RankInfo info;
-  info.rank = rank;
-  info.base_time_ns = base_ns;
-  for (const auto& [k, v] : collector.StaticConfig()) info.config[k] = v;
-  info.config["journal_flush_ms"] = std::to_string(interval_ms);
-  header.ranks.push_back(std::move(info));
-  writer_.BeginObject();
-  profiler::WriteKinetoHeader(writer_, header, rank);
-  // Before the events (our final traces write it after them): a cut-off journal keeps it.
-  writer_.Field("baseTimeNanoseconds", base_ns);
-  writer_.Key("traceEvents");
-  writer_.BeginArray();
+  auto config = collector.StaticConfig();
+  config.emplace_back("journal_flush_ms", std::to_string(interval_ms));
+  buf_.clear();
+  profiler::EncodeJournalHeader(rank, base_ns, config, &buf_);
   return WriteOut(error);
 }
 
 bool Journal::Flush(Collector& collector, int64_t now_ns, std::string* error) {
   if (fd_ < 0) return true;
-  const int64_t t0 = NowNs();
+  const int64_t t0 = NowNs(), cpu0 = ThreadCpuNs();
+  stats_.max_gap_ns = std::max(stats_.max_gap_ns, now_ns - last_flush_ns_);
+  last_flush_ns_ = now_ns;
   profiler::Trace fragment;
   profiler::RankInfo info;
   info.rank = rank_;
@@ -51,19 +55,20 @@ bool Journal::Flush(Collector& collector, int64_t now_ns, std::string* error) {
   stats_.events += fragment.events.size();
   const uint32_t main = fragment.GetOrAddTrack(rank_, profiler::TrackKind::kCpuThread, getpid(), getpid());
   fragment.counters.push_back({main, fragment.strings.Intern("trainrx.journal"), now_ns, static_cast<double>(stats_.flushes)});
-  fragment.Finalize(1);  // on this thread (a flush may run on the way out of a crash)
-  profiler::WriteKinetoEvents(writer_, fragment, rank_, base_ns_);
+  // Not finalized: the reader sorts once, when a journal is salvaged.
+  buf_.clear();
+  profiler::AppendJournalFrame(fragment, now_ns, stats_.flushes, &buf_);
   const bool ok = WriteOut(error);
   stats_.busy_ns += NowNs() - t0;
+  stats_.cpu_ns += ThreadCpuNs() - cpu0;
   return ok;
 }
 
 bool Journal::WriteOut(std::string* error) {
-  const std::string bytes = buf_.str();
-  buf_.str("");
+  // One write per frame (a kill can cut only the last one, which the reader detects).
   size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd_, bytes.data() + done, bytes.size() - done);
+  while (done < buf_.size()) {
+    const ssize_t w = ::write(fd_, buf_.data() + done, buf_.size() - done);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       *error = path_ + ": " + std::strerror(w < 0 ? errno : EIO);
@@ -73,7 +78,9 @@ bool Journal::WriteOut(std::string* error) {
     }
     done += static_cast<size_t>(w);
   }
-  stats_.bytes += bytes.size();
+  stats_.bytes += buf_.size();
+  // A big drain (a long first period) leaves a big buffer: give it back rather than hold it.
+  if (buf_.capacity() > (size_t{16} << 20)) std::string().swap(buf_);
   return true;
 }
 

@@ -4,25 +4,31 @@
 //
 // While recording, a background thread (ProcessSession starts it) drains the collector every
 // `interval` (TRAINRX_FLUSH_SECONDS, default 2 s) and appends what finished since the last drain
-// to "<trace>.partial": a Kineto trace whose header (with baseTimeNanoseconds and the "trainrx"
-// block, "journal_flush_ms" in it) comes first and whose traceEvents array grows at each flush and
-// is never closed. A killed process leaves it cut off after its last flush; the reader salvages
-// such a file ("truncated_trace"), and `trainrx record` turns it into the trace the process
-// would have written (experiments::FinishJournals). A process that ends normally writes its
-// trace as before and removes the journal.
+// to "<trace>.partial" as one binary frame (profiler/journal_format.h): the drained fragment as the
+// collector built it (48-byte events, the strings and side-table rows they use), a length and a
+// hash. No JSON is written during the run: when a killed run is salvaged, `trainrx record` decodes
+// the journal and writes the trace the process would have written through the same Kineto writer
+// (experiments::FinishJournals); `trainrx analyze run.json.partial` reads it as a trace. A process
+// that ends normally writes its trace as before and removes the journal.
 //
-// Cost: the drain runs off the hot path (its own thread; the recording threads never wait for
-// it; a config sample waits at most for a copy of the new samples). Each flush appends one
-// "trainrx.journal" counter (its sequence number, at the flush time) so a reader knows how far
-// the journal got.
+// Cost (issue 34.13): the JSON journal spent ~0.5 us a record on a thread that competed with the
+// training's intra-op threads. Now a flush is the drain plus a copy (bench figures in the README),
+// and the thread runs at SCHED_IDLE (session.cc): it uses only CPU time no training thread wants.
+// The recording threads never wait for it (a config sample waits at most for a copy of the new
+// samples; a new name or input row for a copy of the new rows' addresses, collector.cc).
+//
+// Loss bound: what finished before the last whole frame's flush_ns is in the journal. A starved
+// flusher (every core busy) flushes late: the loss on a kill is then the time since its last
+// flush, which the salvaged trace states (journal_missing_ns); the largest gap between flushes of
+// a run that ended normally is in its trace (journal_max_gap_ns). A frame cut off by the kill is
+// detected by its length and counted (journal_torn_flush). Each frame holds one
+// "trainrx.journal" counter (its sequence number, at flush_ns) so a reader knows how far it got.
 #pragma once
 
 #include <cstdint>
-#include <sstream>
 #include <string>
 
 #include "collector.h"
-#include "trainrx/profiler/json_writer.h"
 
 namespace trainrx::probes {
 
@@ -46,7 +52,9 @@ class Journal {
     uint64_t flushes = 0;
     uint64_t events = 0;
     uint64_t bytes = 0;
-    int64_t busy_ns = 0;  // time spent draining and writing, all flushes
+    int64_t busy_ns = 0;     // wall time spent draining and writing, all flushes (a preempted flush counts)
+    int64_t cpu_ns = 0;      // the flushing thread's CPU time in them (CLOCK_THREAD_CPUTIME_ID)
+    int64_t max_gap_ns = 0;  // longest time between two flushes (from Open): the loss bound a kill met
   };
   const Stats& stats() const { return stats_; }
 
@@ -57,8 +65,8 @@ class Journal {
   std::string path_;
   int32_t rank_ = 0;
   int64_t base_ns_ = 0;
-  std::ostringstream buf_;
-  profiler::JsonWriter writer_{buf_};
+  int64_t last_flush_ns_ = 0;
+  std::string buf_;  // the bytes of the header or of one frame, reused
   DrainCursor cursor_;
   Stats stats_;
 };

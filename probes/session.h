@@ -112,6 +112,7 @@ class ProcessSession {
   std::condition_variable journal_cv_;
   std::atomic<bool> journal_stop_{false};
   std::atomic<bool> journal_running_{false};
+  const char* journal_sched_ = "";  // the flusher's scheduling class, set by its thread before any flush
   ForkChildHook fork_child_hook_ = nullptr;
 };
 

@@ -83,6 +83,22 @@ ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t 
                                 name, period_s),
                     1);
   }
+  // A binary journal's own losses (journal_format.h): a last flush cut off while it was written,
+  // frames that did not check out.
+  if (auto it = info.config.find("journal_torn_bytes"); it != info.config.end()) {
+    trace.stats.Add("journal_torn_flush", IssueSeverity::kDataLoss,
+                    fmt::format("{}: the journal's last flush was cut off while it was written ({} bytes): what it "
+                                "held is lost, as if that flush had not run",
+                                name, it->second),
+                    1);
+  }
+  if (auto it = info.config.find("journal_corrupt_frames"); it != info.config.end()) {
+    const auto bytes = info.config.find("journal_corrupt_bytes");
+    trace.stats.Add("journal_corrupt_frames", IssueSeverity::kDataLoss,
+                    fmt::format("{}: journal flushes whose bytes did not check out were skipped ({} bytes)", name,
+                                bytes == info.config.end() ? "?" : bytes->second),
+                    std::strtoull(it->second.c_str(), nullptr, 10));
+  }
   // A trace made from a killed process's journal: what it recorded after its last flush is lost.
   if (auto it = info.config.find("journal_missing_ns"); it != info.config.end()) {
     const double missing_s = std::strtod(it->second.c_str(), nullptr) / 1e9;

@@ -8,10 +8,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "byte_source.h"
 #include "kineto_parse.h"
+#include "trainrx/profiler/journal_format.h"
 #include "trainrx/profiler/time.h"
 
 namespace trainrx::profiler {
@@ -97,6 +100,13 @@ std::string CheckJobs(const std::vector<RankInfo>& ranks, IngestStats* stats) {
 
 namespace {
 
+bool IsJournalFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[sizeof(kJournalMagic)] = {};
+  in.read(head, sizeof(head));
+  return in.gcount() == sizeof(head) && IsJournal(std::string_view(head, sizeof(head)));
+}
+
 // ReadTraces without the CPU check, the rollback and Finalize().
 ReadStatus ReadFiles(const std::vector<std::string>& paths, Trace& trace, const ReadOptions& options) {
   std::string error;
@@ -104,6 +114,16 @@ ReadStatus ReadFiles(const std::vector<std::string>& paths, Trace& trace, const 
   if (!files) return ReadStatus::Error(error);
   for (const auto& f : *files) {
     std::string open_error;
+    // A collector's binary journal ("<trace>.partial", journal_format.h) is decoded into the
+    // Kineto JSON it stands for, then read as any trace.
+    if (std::string json; IsJournalFile(f)) {
+      std::ifstream in(f, std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!JournalToKinetoJson(bytes, f, &json, &open_error)) return ReadStatus::Error(open_error);
+      auto mem = io::OpenMemorySource(json);
+      if (auto st = ParseOneSource(*mem, f, files->size() == 1 ? options.rank_hint : -1, trace, options); !st.ok) return st;
+      continue;
+    }
     auto src = io::OpenFileSource(f, &open_error);
     if (!src) return ReadStatus::Error(fmt::format("{}: cannot open: {}", f, open_error));
     if (auto st = ParseOneSource(*src, f, files->size() == 1 ? options.rank_hint : -1, trace, options); !st.ok) return st;
@@ -178,6 +198,12 @@ ReadStatus ReadTraceBuffer(std::string_view bytes, std::string_view source_name,
                            const ReadOptions& options) {
   if (auto st = CheckCpu(); !st.ok) return st;
   const Trace::Checkpoint entry = trace.Mark();
+  std::string json;  // a binary journal, decoded (journal_format.h)
+  if (IsJournal(bytes)) {
+    std::string error;
+    if (!JournalToKinetoJson(bytes, source_name, &json, &error)) return ReadStatus::Error(error);
+    bytes = json;
+  }
   auto src = io::OpenMemorySource(bytes);
   auto st = ParseOneSource(*src, std::string(source_name), rank, trace, options);
   if (st.ok) st = CheckTotalDuration(trace, entry.events);

@@ -117,7 +117,8 @@ done
 
 # 4b. Killed with no handler running (SIGKILL, the OOM killer) or left through os._exit: the journal
 #     (flushed every TRAINRX_FLUSH_SECONDS) becomes the trace, marked incomplete, the missing tail
-#     counted; no journal is left behind. A journal whose launcher died too reads as a cut-off trace.
+#     counted; no journal is left behind. A journal whose launcher died too (binary frames) reads as a trace
+#     whose cut is said.
 #     A run that ends normally leaves no journal; a full disk leaves nothing half-written.
 JPY=$PY; JREC=()  # the Python and record's extra arguments (the compat case below changes them)
 journal_case() {  # name want_rc want_reason args...
@@ -147,10 +148,10 @@ TRAINRX_FLUSH_SECONDS=0.3 setsid "$TRAINRX" record -o "$W/group.json" -- $PY "$S
 leader=$!
 for _ in $(seq 1 240); do  # until a few flushes after the training (its steps are flushed)
   sleep 0.25
-  [ "$(grep -o '"trainrx.journal"' "$W/group.json.partial" 2>/dev/null | wc -l)" -ge 12 ] && break
+  [ "$(grep -ao 'trainrx\.journal' "$W/group.json.partial" 2>/dev/null | wc -l)" -ge 12 ] && break  # one per binary frame
 done
 kill -KILL -- -$leader 2>/dev/null; wait $leader 2>/dev/null
-if "$TRAINRX" analyze "$W/group.json.partial" > "$W/group.txt" 2>&1 && grep -q "truncated_trace" "$W/group.txt" \
+if "$TRAINRX" analyze "$W/group.json.partial" > "$W/group.txt" 2>&1 && grep -q "journal_cut" "$W/group.txt" \
    && grep -q "flushed every 0.3 s" "$W/group.txt" && grep -q "Optimizer.step" "$W/group.txt"; then ok "a cut-off journal reads, the cut said"; else bad "cut-off journal"; cat "$W/group.txt"; fi
 # A full disk (a 100 KiB tmpfs, where this machine allows mounting one): the job completes, the
 # message says so, nothing is left half-written.

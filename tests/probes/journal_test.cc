@@ -5,15 +5,21 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <filesystem>
+#include <random>
+#include <tuple>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
 
 #include "gpu_test_records.h"
+#include "trainrx/profiler/journal_format.h"
 #include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/kineto_writer.h"
 
 namespace trainrx::probes {
 namespace {
@@ -40,6 +46,21 @@ std::map<std::string, int> Names(const profiler::Trace& t) {
   std::map<std::string, int> out;
   for (const auto& e : t.events) ++out[std::string(t.Name(e))];
   return out;
+}
+
+// Where the header and each frame of a binary journal end (journal_format.h's layout).
+std::vector<size_t> FrameEnds(const std::string& bytes) {
+  std::vector<size_t> ends;
+  uint32_t len = 0;
+  std::memcpy(&len, bytes.data() + 8, 4);
+  size_t at = 20 + len;
+  ends.push_back(at);
+  while (at + 16 <= bytes.size()) {
+    std::memcpy(&len, bytes.data() + at + 4, 4);
+    at += 16 + len;
+    ends.push_back(at);
+  }
+  return ends;
 }
 
 fs::path TempFile(const char* name) {
@@ -78,11 +99,13 @@ TEST(JournalTest, ACutOffJournalReadsAsWhatWasFlushed) {
   EXPECT_EQ(j.stats().events, 4u);
 
   const std::string bytes = Slurp(path);
+  ASSERT_TRUE(profiler::IsJournal(bytes));  // binary frames: no JSON is written during the run
   profiler::Trace back;
   const auto st = profiler::ReadTraceBuffer(bytes, "cut.json.partial", -1, back);
   ASSERT_TRUE(st.ok) << st.error;
-  EXPECT_EQ(back.stats.Count("truncated_trace"), 1u);  // never closed: it is cut by design
-  EXPECT_EQ(back.stats.Count("journal_cut"), 1u);      // and says what a journal misses
+  EXPECT_EQ(back.stats.Count("journal_cut"), 1u);  // a journal says what it misses
+  EXPECT_EQ(back.stats.Count("journal_torn_flush"), 0u);
+  EXPECT_EQ(back.ranks[0].config.at("journal_frames"), "3");
   profiler::Trace whole = c.Assemble(0, 2'000'000);
   EXPECT_EQ(Names(back), Names(whole));
   EXPECT_EQ(back.flows.size(), 2u);  // conv -> bn, once both ended
@@ -105,13 +128,24 @@ TEST(JournalTest, ACutOffJournalReadsAsWhatWasFlushed) {
   EXPECT_EQ(flushes, 3);
   EXPECT_EQ(anomaly, 1);
 
-  // Killed mid-write: every prefix past the header reads, as a subset of the whole.
-  const size_t header = bytes.find("\"traceEvents\":[") + 15;
-  for (size_t cut = header; cut <= bytes.size(); cut += 7) {
+  // Killed mid-write: every prefix past the header reads, as a subset of the whole; a prefix that
+  // ends inside a frame has its last flush counted as torn, one at a frame's end has none.
+  const std::vector<size_t> ends = FrameEnds(bytes);
+  ASSERT_EQ(ends.size(), 4u);  // the header and 3 frames
+  for (size_t cut = ends[0]; cut <= bytes.size(); ++cut) {
     profiler::Trace part;
     const auto pst = profiler::ReadTraceBuffer(std::string_view(bytes).substr(0, cut), "cut.json.partial", -1, part);
     ASSERT_TRUE(pst.ok) << cut << ": " << pst.error;
+    const bool at_end = std::find(ends.begin(), ends.end(), cut) != ends.end();
+    EXPECT_EQ(part.stats.Count("journal_torn_flush"), at_end ? 0u : 1u) << cut;
     for (const auto& [name, n] : Names(part)) EXPECT_LE(n, Names(whole)[name]) << cut << " " << name;
+  }
+  // Cut inside the header: an error naming the file, never a crash.
+  for (size_t cut = 8; cut < ends[0]; ++cut) {
+    profiler::Trace part;
+    const auto pst = profiler::ReadTraceBuffer(std::string_view(bytes).substr(0, cut), "cut.json.partial", -1, part);
+    EXPECT_FALSE(pst.ok) << cut;
+    EXPECT_NE(pst.error.find("cut.json.partial: a trainrx journal cut off inside its header"), std::string::npos) << pst.error;
   }
   j.Remove();
   EXPECT_FALSE(fs::exists(path));
@@ -214,6 +248,153 @@ TEST(JournalTest, FlushesWhileThreadsRecordLoseNothingAndRepeatNothing) {
   EXPECT_EQ(back.flows.size(), static_cast<size_t>(kThreads) * (kRecords / 100) * 2);
   profiler::Trace whole = c.Assemble(0, 1 << 30);
   EXPECT_EQ(Names(back), Names(whole));
+  j.Remove();
+}
+
+// What an analysis sees of a trace, event by event: thread, name, times, external id, inputs.
+using EventRow = std::tuple<int64_t, std::string, int64_t, int64_t, int64_t, std::string, std::string>;
+std::vector<EventRow> Rows(const profiler::Trace& t) {
+  std::vector<EventRow> rows;
+  for (const auto& e : t.events) {
+    std::string dims, types;
+    if (e.aux != profiler::kNoAux && e.kind == profiler::EventKind::kCpuOp) {
+      dims = t.strings.Get(t.op_inputs[e.aux].input_dims);
+      types = t.strings.Get(t.op_inputs[e.aux].input_types);
+    }
+    rows.emplace_back(t.tracks[e.track].tid, std::string(t.Name(e)), e.ts_ns, e.dur_ns, e.external_id, dims, types);
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+// Counters and flows, by name and place (the journal's own flush counter left out).
+std::vector<std::tuple<std::string, int64_t, int64_t, double>> CounterRows(const profiler::Trace& t) {
+  std::vector<std::tuple<std::string, int64_t, int64_t, double>> rows;
+  for (const auto& c : t.counters)
+    if (t.strings.Get(c.name) != "trainrx.journal") rows.emplace_back(std::string(t.strings.Get(c.name)), t.tracks[c.track].tid, c.ts_ns, c.value);
+  for (const auto& f : t.flows) rows.emplace_back(std::string(t.strings.Get(f.cat)) + (f.is_start ? " s" : " f"), t.tracks[f.track].tid, f.ts_ns, 0);
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+// The salvage path round-trips: a killed run's binary journal (everything flushed before the
+// kill) decodes, through the Kineto writer and reader, to the same events, inputs, counters and
+// flows as the trace the process would have written (Assemble, written and read back).
+TEST(JournalTest, SalvagedJournalHoldsWhatTheTraceWouldHave) {
+  Collector c;
+  c.SetRecording(true);
+  c.SetStatic("collector", "\"trainrx probes\"");
+  const fs::path path = TempFile("roundtrip.json.partial");
+  Journal j;
+  std::string error;
+  ASSERT_TRUE(j.Open(path.string(), c, 0, 1'000'000, 2000, &error)) << error;
+  ThreadBuffer* b = c.ThisThread();
+  int64_t t = 1'001'000;
+  for (int step = 0; step < 6; ++step) {
+    Rec* opt = Begin(b, "Optimizer.step#SGD.step", t);
+    opt->kind = RecKind::kUser;
+    for (int i = 0; i < 40; ++i) {
+      Rec* conv = Begin(b, i % 3 ? "aten::conv2d" : "aten::linear", t += 10);
+      conv->external_id = b->NextExternalId();
+      if (step < 2) conv->aux = b->AddInputs({"[[" + std::to_string(i) + ", 3]]", "[\"float\"]"});
+      Rec* add = Begin(b, "aten::add", t += 5);
+      if (i % 7 == 0) add->flags = 0;  // grad off: a grad-mode counter
+      EndRecord(add, t += 5);
+      if (i % 5 == 0) b->AddEdge(b->IndexOf(conv), b->IndexOf(add));
+      EndRecord(conv, t += 10);
+    }
+    c.Sample(b, "intra_op_threads", step % 2 ? 2 : 4, t);
+    EndRecord(opt, t += 20);
+    std::thread([&c, t] {  // a side thread's ops, on their own track
+      ThreadBuffer* w = c.ThisThread();
+      EndRecord(Begin(w, "aten::copy_", t + 1), t + 3);
+    }).join();
+    if (step % 2 == 1) {
+      ASSERT_TRUE(j.Flush(c, t + 5, &error)) << error;
+    }
+  }
+  // The kill: nothing after the last flush. The trace the process would have written then:
+  profiler::Trace direct = c.Assemble(0, t + 10);
+  std::ostringstream json;
+  profiler::WriteKinetoJson(direct, 0, json);
+  profiler::Trace written;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(json.str(), "direct.json", -1, written).ok);
+  profiler::Trace salvaged;
+  const auto st = profiler::ReadTraces({path.string()}, salvaged);
+  ASSERT_TRUE(st.ok) << st.error;
+  // Assemble adds ProfilerStep#N ranges (the salvage path adds them too, in FinishJournals).
+  std::vector<EventRow> want;
+  for (const auto& row : Rows(written))
+    if (!std::get<1>(row).starts_with("ProfilerStep#")) want.push_back(row);
+  EXPECT_EQ(Rows(salvaged), want);
+  EXPECT_EQ(CounterRows(salvaged), CounterRows(written));
+  EXPECT_EQ(salvaged.stats.Count("journal_torn_flush"), 0u);
+  EXPECT_EQ(salvaged.stats.Count("journal_corrupt_frames"), 0u);
+  EXPECT_EQ(j.stats().flushes, 3u);
+  EXPECT_GT(j.stats().cpu_ns, 0);
+  j.Remove();
+}
+
+// Damaged journals never crash the reader: a frame whose bytes were changed is skipped and
+// counted, a damaged header is an error naming the file, and a frame whose hash is right but whose
+// contents point outside its tables (an encoder bug, a hostile file) is rejected as corrupt.
+TEST(JournalTest, ACorruptJournalIsCountedOrAnErrorNeverACrash) {
+  Collector c;
+  c.SetRecording(true);
+  ThreadBuffer* b = c.ThisThread();
+  const fs::path path = TempFile("corrupt.json.partial");
+  Journal j;
+  std::string error;
+  ASSERT_TRUE(j.Open(path.string(), c, 0, 1'000'000, 2000, &error)) << error;
+  for (int f = 0; f < 3; ++f) {
+    for (int i = 0; i < 20; ++i) EndRecord(Begin(b, "aten::mul", 1'000'100 + f * 1000 + i * 10), 1'000'105 + f * 1000 + i * 10);
+    ASSERT_TRUE(j.Flush(c, 1'000'900 + f * 1000, &error)) << error;
+  }
+  const std::string bytes = Slurp(path);
+  const std::vector<size_t> ends = FrameEnds(bytes);
+  ASSERT_EQ(ends.size(), 4u);
+  // One byte changed inside the second frame's payload: that frame skipped, the others read.
+  std::string damaged = bytes;
+  damaged[ends[1] + 40] ^= 0x5a;
+  profiler::Trace t;
+  auto st = profiler::ReadTraceBuffer(damaged, "corrupt.json.partial", -1, t);
+  ASSERT_TRUE(st.ok) << st.error;
+  EXPECT_EQ(t.stats.Count("journal_corrupt_frames"), 1u);
+  EXPECT_EQ(Names(t)["aten::mul"], 40);
+  // The header damaged: an error naming the file.
+  damaged = bytes;
+  damaged[22] ^= 0x01;
+  profiler::Trace h;
+  st = profiler::ReadTraceBuffer(damaged, "corrupt.json.partial", -1, h);
+  EXPECT_FALSE(st.ok);
+  EXPECT_NE(st.error.find("corrupt.json.partial: a trainrx journal whose header is corrupt"), std::string::npos) << st.error;
+  // Random damage anywhere past the magic, many times: a result or an error, never a crash.
+  std::mt19937 rng(7);
+  for (int round = 0; round < 2000; ++round) {
+    damaged = bytes;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < flips; ++k) damaged[8 + rng() % (damaged.size() - 8)] = static_cast<char>(rng());
+    if (rng() % 3 == 0) damaged.resize(8 + rng() % (damaged.size() - 8));
+    profiler::Trace any;
+    (void)profiler::ReadTraceBuffer(damaged, "corrupt.json.partial", -1, any);
+  }
+  // A frame with a right hash whose event names a track it does not hold.
+  profiler::Trace bad;
+  bad.ranks.push_back({});
+  bad.GetOrAddTrack(0, profiler::TrackKind::kCpuThread, 1, 1);
+  profiler::Event e;
+  e.ts_ns = 1'000'200;
+  e.dur_ns = 5;
+  e.name = bad.strings.Intern("aten::bad");
+  e.track = 3;
+  bad.AddEvent(e);
+  std::string with_bad = bytes;
+  profiler::AppendJournalFrame(bad, 1'005'000, 4, &with_bad);
+  profiler::Trace r;
+  st = profiler::ReadTraceBuffer(with_bad, "corrupt.json.partial", -1, r);
+  ASSERT_TRUE(st.ok) << st.error;
+  EXPECT_EQ(r.stats.Count("journal_corrupt_frames"), 1u);
+  EXPECT_EQ(Names(r).count("aten::bad"), 0u);
+  EXPECT_EQ(Names(r)["aten::mul"], 60);
   j.Remove();
 }
 

@@ -1,0 +1,405 @@
+#include "trainrx/profiler/journal_format.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <type_traits>
+
+#include "trainrx/profiler/kineto_writer.h"
+
+namespace trainrx::profiler {
+
+namespace {
+
+constexpr char kFrameMagic[4] = {'T', 'R', 'X', 'F'};
+constexpr size_t kFramingBytes = 16;  // magic or length word, length, hash
+
+static_assert(std::is_trivially_copyable_v<Event>, "events are copied as bytes");
+
+// A 64-bit hash, 8 bytes a step (~0.3 ns/byte): it detects a torn or corrupted frame, nothing
+// more (not cryptographic). A byte-at-a-time FNV-1a would cost ~1 ns/byte, 5 ms a second of
+// recording at 110 k records/s.
+uint64_t Hash(const char* p, size_t n) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ (w * 0xff51afd7ed558ccdull)) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, p + i, n - i);
+  h = (h ^ (tail * 0xff51afd7ed558ccdull)) * 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 32);
+}
+
+template <typename T>
+void Put(std::string* out, T v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  out->append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+void PutStr(std::string* out, std::string_view s) {
+  Put<uint32_t>(out, static_cast<uint32_t>(s.size()));
+  out->append(s);
+}
+
+// Frames `payload_start..end` of *out in place: the 16 bytes before it were reserved.
+void Seal(std::string* out, size_t framing_at, const char magic[4]) {
+  const size_t payload_at = framing_at + kFramingBytes;
+  const uint32_t len = static_cast<uint32_t>(out->size() - payload_at);
+  const uint64_t h = Hash(out->data() + payload_at, len);
+  char* f = out->data() + framing_at;
+  std::memcpy(f, magic, 4);
+  std::memcpy(f + 4, &len, 4);
+  std::memcpy(f + 8, &h, 8);
+}
+
+// Bounds-checked reads over one payload; any failure latches `ok` false.
+struct Cursor {
+  const char* p;
+  size_t n;
+  size_t at = 0;
+  bool ok = true;
+  template <typename T>
+  T Get() {
+    T v{};
+    if (!ok || n - at < sizeof(T)) {
+      ok = false;
+      return v;
+    }
+    std::memcpy(&v, p + at, sizeof(T));
+    at += sizeof(T);
+    return v;
+  }
+  std::string_view Str() {
+    const uint32_t len = Get<uint32_t>();
+    if (!ok || n - at < len) {
+      ok = false;
+      return {};
+    }
+    std::string_view s(p + at, len);
+    at += len;
+    return s;
+  }
+  // A count of items of at least `min_bytes` each: never more than the bytes left can hold.
+  uint32_t Count(size_t min_bytes) {
+    const uint32_t k = Get<uint32_t>();
+    if (ok && static_cast<uint64_t>(k) * min_bytes > n - at) ok = false;
+    return ok ? k : 0;
+  }
+};
+
+// Merges one frame's payload into `trace` (rank `rank`); false (and `trace` unchanged) when its
+// contents do not check out.
+bool MergeFrame(std::string_view payload, int32_t rank, Trace& trace, int64_t* flush_ns) {
+  Cursor c{payload.data(), payload.size()};
+  const int64_t flush = c.Get<int64_t>();
+  c.Get<uint64_t>();  // sequence
+  const uint32_t n_strings = c.Count(4);
+  std::vector<std::string_view> strings(1);
+  strings.reserve(n_strings + 1);
+  for (uint32_t i = 0; i < n_strings && c.ok; ++i) strings.push_back(c.Str());
+  const auto str_ok = [&](uint32_t id) { return id < strings.size(); };
+
+  struct TrackRow {
+    uint8_t kind;
+    int64_t pid, tid;
+    uint32_t pid_name, tid_name, name;
+    int32_t device;
+    int64_t stream;
+  };
+  const uint32_t n_tracks = c.Count(1 + 8 + 8 + 4 * 3 + 4 + 8);
+  std::vector<TrackRow> tracks(n_tracks);
+  for (auto& t : tracks) {
+    t.kind = c.Get<uint8_t>();
+    t.pid = c.Get<int64_t>();
+    t.tid = c.Get<int64_t>();
+    t.pid_name = c.Get<uint32_t>();
+    t.tid_name = c.Get<uint32_t>();
+    t.name = c.Get<uint32_t>();
+    t.device = c.Get<int32_t>();
+    t.stream = c.Get<int64_t>();
+    if (t.kind > static_cast<uint8_t>(TrackKind::kOther) || !str_ok(t.pid_name) || !str_ok(t.tid_name) || !str_ok(t.name))
+      c.ok = false;
+  }
+  const uint32_t n_events = c.Count(sizeof(Event));
+  const char* events_at = c.ok ? c.p + c.at : nullptr;
+  if (c.ok) c.at += size_t{n_events} * sizeof(Event);
+  const uint32_t n_memcpys = c.Count(8 + 3);
+  std::vector<MemcpyInfo> memcpys(n_memcpys);
+  for (auto& m : memcpys) {
+    m.bytes = c.Get<int64_t>();
+    m.copy = static_cast<CopyKind>(std::min<uint8_t>(c.Get<uint8_t>(), static_cast<uint8_t>(CopyKind::kPtoP)));
+    m.src = static_cast<MemKind>(std::min<uint8_t>(c.Get<uint8_t>(), static_cast<uint8_t>(MemKind::kArray)));
+    m.dst = static_cast<MemKind>(std::min<uint8_t>(c.Get<uint8_t>(), static_cast<uint8_t>(MemKind::kArray)));
+  }
+  const uint32_t n_inputs = c.Count(8);
+  std::vector<std::pair<uint32_t, uint32_t>> inputs(n_inputs);
+  for (auto& in : inputs) {
+    in.first = c.Get<uint32_t>();
+    in.second = c.Get<uint32_t>();
+    if (!str_ok(in.first) || !str_ok(in.second)) c.ok = false;
+  }
+  const uint32_t n_counters = c.Count(24);
+  std::vector<Counter> counters(n_counters);
+  for (auto& k : counters) {
+    k.track = c.Get<uint32_t>();
+    k.name = c.Get<uint32_t>();
+    k.ts_ns = c.Get<int64_t>();
+    k.value = c.Get<double>();
+    if (k.track >= n_tracks || !str_ok(k.name)) c.ok = false;
+  }
+  const uint32_t n_flows = c.Count(25);
+  std::vector<Flow> flows(n_flows);
+  for (auto& f : flows) {
+    f.id = c.Get<int64_t>();
+    f.cat = c.Get<uint32_t>();
+    f.track = c.Get<uint32_t>();
+    f.ts_ns = c.Get<int64_t>();
+    f.is_start = c.Get<uint8_t>() != 0;
+    if (f.track >= n_tracks || !str_ok(f.cat)) c.ok = false;
+  }
+  const uint32_t n_devices = c.Count(4 + 4 + 8 + 12);
+  std::vector<DeviceProperties> devices(n_devices);
+  for (auto& d : devices) {
+    d.id = c.Get<int32_t>();
+    d.name = std::string(c.Str());
+    d.total_global_mem = c.Get<int64_t>();
+    d.compute_major = c.Get<int32_t>();
+    d.compute_minor = c.Get<int32_t>();
+    d.num_sms = c.Get<int32_t>();
+  }
+  if (!c.ok || c.at != c.n) return false;
+  // Events: check every index before anything is added.
+  std::vector<Event> events(n_events);
+  if (n_events) std::memcpy(static_cast<void*>(events.data()), events_at, size_t{n_events} * sizeof(Event));
+  for (const Event& e : events) {
+    if (e.track >= n_tracks || !str_ok(e.name) || static_cast<uint8_t>(e.kind) > static_cast<uint8_t>(EventKind::kOther))
+      return false;
+    const bool copy = e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset;
+    if (e.aux != kNoAux && e.aux >= (copy ? n_memcpys : n_inputs)) return false;
+    // Times a run can have (ns since the epoch, well inside int64): no sum below can overflow.
+    constexpr int64_t kMaxNs = int64_t{1} << 61;
+    if (e.dur_ns < 0 || e.dur_ns > kMaxNs || e.ts_ns < -kMaxNs || e.ts_ns > kMaxNs) return false;
+  }
+
+  // Merge: the fragment's ids become the trace's.
+  std::vector<StrId> sid(strings.size(), kNoStr);
+  for (size_t i = 1; i < strings.size(); ++i) sid[i] = trace.strings.Intern(strings[i]);
+  std::vector<uint32_t> tid(n_tracks);
+  for (uint32_t i = 0; i < n_tracks; ++i) {
+    const TrackRow& t = tracks[i];
+    tid[i] = trace.GetOrAddTrack(rank, static_cast<TrackKind>(t.kind), t.pid, t.tid, sid[t.pid_name], sid[t.tid_name]);
+    Track& into = trace.tracks[tid[i]];
+    if (t.name != 0) into.name = sid[t.name];
+    into.device = t.device;
+    into.stream = t.stream;
+  }
+  const uint32_t memcpy_base = static_cast<uint32_t>(trace.memcpys.size());
+  trace.memcpys.insert(trace.memcpys.end(), memcpys.begin(), memcpys.end());
+  const uint32_t inputs_base = static_cast<uint32_t>(trace.op_inputs.size());
+  for (const auto& [dims, types] : inputs) trace.op_inputs.push_back({sid[dims], sid[types]});
+  trace.events.reserve(trace.events.size() + n_events);
+  for (Event e : events) {
+    e.name = sid[e.name];
+    e.track = tid[e.track];
+    if (e.aux != kNoAux) e.aux += (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) ? memcpy_base : inputs_base;
+    trace.AddEvent(e);
+  }
+  for (Counter k : counters) {
+    k.track = tid[k.track];
+    k.name = sid[k.name];
+    trace.counters.push_back(k);
+  }
+  for (Flow f : flows) {
+    f.track = tid[f.track];
+    f.cat = sid[f.cat];
+    trace.flows.push_back(f);
+  }
+  RankInfo& info = trace.ranks[0];
+  for (auto& d : devices) {
+    if (std::none_of(info.devices.begin(), info.devices.end(), [&](const DeviceProperties& x) { return x.id == d.id; }))
+      info.devices.push_back(std::move(d));
+  }
+  *flush_ns = flush;
+  return true;
+}
+
+}  // namespace
+
+bool IsJournal(std::string_view bytes) {
+  return bytes.size() >= sizeof(kJournalMagic) && std::memcmp(bytes.data(), kJournalMagic, sizeof(kJournalMagic)) == 0;
+}
+
+void EncodeJournalHeader(int32_t rank, int64_t base_ns, const std::vector<std::pair<std::string, std::string>>& config,
+                         std::string* out) {
+  // magic(8) | u32 length | u64 hash | payload
+  out->append(kJournalMagic, sizeof(kJournalMagic));
+  const size_t fields_at = out->size();
+  out->append(12, '\0');
+  const size_t payload_at = out->size();
+  Put<int32_t>(out, rank);
+  Put<int64_t>(out, base_ns);
+  Put<uint32_t>(out, static_cast<uint32_t>(config.size()));
+  for (const auto& [k, v] : config) {
+    PutStr(out, k);
+    PutStr(out, v);
+  }
+  const uint32_t len = static_cast<uint32_t>(out->size() - payload_at);
+  const uint64_t h = Hash(out->data() + payload_at, len);
+  std::memcpy(out->data() + fields_at, &len, 4);
+  std::memcpy(out->data() + fields_at + 4, &h, 8);
+}
+
+void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequence, std::string* out) {
+  const size_t at = out->size();
+  size_t strings_bytes = 0;
+  for (size_t i = 1; i < fragment.strings.size(); ++i) strings_bytes += 4 + fragment.strings.Get(static_cast<StrId>(i)).size();
+  out->reserve(at + kFramingBytes + 64 + strings_bytes + fragment.tracks.size() * 48 + fragment.events.size() * sizeof(Event) +
+               fragment.memcpys.size() * 11 + fragment.op_inputs.size() * 8 + fragment.counters.size() * 24 +
+               fragment.flows.size() * 25);
+  out->append(kFramingBytes, '\0');
+  Put<int64_t>(out, flush_ns);
+  Put<uint64_t>(out, sequence);
+  Put<uint32_t>(out, static_cast<uint32_t>(fragment.strings.size() - 1));
+  for (size_t i = 1; i < fragment.strings.size(); ++i) PutStr(out, fragment.strings.Get(static_cast<StrId>(i)));
+  Put<uint32_t>(out, static_cast<uint32_t>(fragment.tracks.size()));
+  for (const Track& t : fragment.tracks) {
+    Put<uint8_t>(out, static_cast<uint8_t>(t.kind));
+    Put<int64_t>(out, t.pid);
+    Put<int64_t>(out, t.tid);
+    Put<uint32_t>(out, t.pid_name);
+    Put<uint32_t>(out, t.tid_name);
+    Put<uint32_t>(out, t.name);
+    Put<int32_t>(out, t.device);
+    Put<int64_t>(out, t.stream);
+  }
+  Put<uint32_t>(out, static_cast<uint32_t>(fragment.events.size()));
+  out->append(reinterpret_cast<const char*>(fragment.events.data()), fragment.events.size() * sizeof(Event));
+  Put<uint32_t>(out, static_cast<uint32_t>(fragment.memcpys.size()));
+  for (const MemcpyInfo& m : fragment.memcpys) {
+    Put<int64_t>(out, m.bytes);
+    Put<uint8_t>(out, static_cast<uint8_t>(m.copy));
+    Put<uint8_t>(out, static_cast<uint8_t>(m.src));
+    Put<uint8_t>(out, static_cast<uint8_t>(m.dst));
+  }
+  Put<uint32_t>(out, static_cast<uint32_t>(fragment.op_inputs.size()));
+  for (const OpInputs& in : fragment.op_inputs) {
+    Put<uint32_t>(out, in.input_dims);
+    Put<uint32_t>(out, in.input_types);
+  }
+  Put<uint32_t>(out, static_cast<uint32_t>(fragment.counters.size()));
+  for (const Counter& k : fragment.counters) {
+    Put<uint32_t>(out, k.track);
+    Put<uint32_t>(out, k.name);
+    Put<int64_t>(out, k.ts_ns);
+    Put<double>(out, k.value);
+  }
+  Put<uint32_t>(out, static_cast<uint32_t>(fragment.flows.size()));
+  for (const Flow& f : fragment.flows) {
+    Put<int64_t>(out, f.id);
+    Put<uint32_t>(out, f.cat);
+    Put<uint32_t>(out, f.track);
+    Put<int64_t>(out, f.ts_ns);
+    Put<uint8_t>(out, f.is_start ? 1 : 0);
+  }
+  const std::vector<DeviceProperties> none;
+  const auto& devices = fragment.ranks.empty() ? none : fragment.ranks[0].devices;
+  Put<uint32_t>(out, static_cast<uint32_t>(devices.size()));
+  for (const DeviceProperties& d : devices) {
+    Put<int32_t>(out, d.id);
+    PutStr(out, d.name);
+    Put<int64_t>(out, d.total_global_mem);
+    Put<int32_t>(out, d.compute_major);
+    Put<int32_t>(out, d.compute_minor);
+    Put<int32_t>(out, d.num_sms);
+  }
+  Seal(out, at, kFrameMagic);
+}
+
+bool DecodeJournal(std::string_view bytes, std::string_view name, JournalContents* out, std::string* error) {
+  const auto fail = [&](const std::string& what) {
+    *error = std::string(name) + ": " + what;
+    return false;
+  };
+  if (!IsJournal(bytes)) return fail("not a trainrx journal (its first bytes are not \"TRXJRNL\\1\")");
+  if (bytes.size() < kFramingBytes + 4) return fail("a trainrx journal cut off inside its header (" + std::to_string(bytes.size()) + " bytes)");
+  uint32_t len;
+  uint64_t h;
+  std::memcpy(&len, bytes.data() + 8, 4);
+  std::memcpy(&h, bytes.data() + 12, 8);
+  const size_t header_at = 20;
+  if (len > bytes.size() - header_at) return fail("a trainrx journal cut off inside its header (byte " + std::to_string(bytes.size()) + ")");
+  if (Hash(bytes.data() + header_at, len) != h) return fail("a trainrx journal whose header is corrupt (checksum, bytes 0-" + std::to_string(header_at + len) + ")");
+  Cursor c{bytes.data() + header_at, len};
+  RankInfo info;
+  info.rank = c.Get<int32_t>();
+  info.base_time_ns = c.Get<int64_t>();
+  const uint32_t n = c.Count(8);
+  for (uint32_t i = 0; i < n && c.ok; ++i) {
+    std::string key(c.Str());
+    info.config[key] = std::string(c.Str());
+  }
+  if (!c.ok || c.at != c.n || info.rank < 0) return fail("a trainrx journal whose header is corrupt (its fields)");
+  out->trace = Trace();
+  out->trace.ranks.push_back(std::move(info));
+  const int32_t rank = out->trace.ranks[0].rank;
+  size_t at = header_at + len;
+  while (at < bytes.size()) {
+    const size_t left = bytes.size() - at;
+    const char* f = bytes.data() + at;
+    if (left < kFramingBytes) {
+      if (std::memcmp(f, kFrameMagic, std::min<size_t>(left, 4)) == 0) out->torn_bytes = left;
+      else ++out->corrupt_frames, out->corrupt_bytes += left;
+      break;
+    }
+    if (std::memcmp(f, kFrameMagic, 4) != 0) {
+      // Not where a frame starts: look for the next one (a frame's bytes were damaged).
+      const size_t next = bytes.find(std::string_view(kFrameMagic, 4), at + 1);
+      ++out->corrupt_frames;
+      out->corrupt_bytes += (next == std::string_view::npos ? bytes.size() : next) - at;
+      if (next == std::string_view::npos) break;
+      at = next;
+      continue;
+    }
+    std::memcpy(&len, f + 4, 4);
+    std::memcpy(&h, f + 8, 8);
+    if (len > left - kFramingBytes) {
+      out->torn_bytes = left;  // the last flush, cut off while it was written
+      break;
+    }
+    const std::string_view payload(f + kFramingBytes, len);
+    int64_t flush_ns = 0;
+    const Trace::Checkpoint mark = out->trace.Mark();
+    if (Hash(payload.data(), payload.size()) == h && MergeFrame(payload, rank, out->trace, &flush_ns)) {
+      ++out->frames;
+      out->last_flush_ns = std::max(out->last_flush_ns, flush_ns);
+    } else {
+      out->trace.RollBack(mark);
+      ++out->corrupt_frames;
+      out->corrupt_bytes += kFramingBytes + len;
+    }
+    at += kFramingBytes + len;
+  }
+  auto& cfg = out->trace.ranks[0].config;
+  cfg["journal_frames"] = std::to_string(out->frames);
+  if (out->torn_bytes) cfg["journal_torn_bytes"] = std::to_string(out->torn_bytes);
+  if (out->corrupt_frames) {
+    cfg["journal_corrupt_frames"] = std::to_string(out->corrupt_frames);
+    cfg["journal_corrupt_bytes"] = std::to_string(out->corrupt_bytes);
+  }
+  return true;
+}
+
+bool JournalToKinetoJson(std::string_view bytes, std::string_view name, std::string* json, std::string* error) {
+  JournalContents contents;
+  if (!DecodeJournal(bytes, name, &contents, error)) return false;
+  contents.trace.Finalize(1);
+  std::ostringstream s;
+  WriteKinetoJson(contents.trace, contents.trace.ranks[0].rank, s);
+  *json = std::move(s).str();
+  return true;
+}
+
+}  // namespace trainrx::profiler
