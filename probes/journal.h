@@ -67,6 +67,8 @@ class Journal {
   int64_t base_ns_ = 0;
   int64_t last_flush_ns_ = 0;
   std::string buf_;  // the bytes of the header or of one frame, reused
+  profiler::Trace fragment_;  // what one flush drained, reused
+  profiler::Trace::Checkpoint empty_;
   DrainCursor cursor_;
   Stats stats_;
 };
