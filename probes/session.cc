@@ -230,8 +230,11 @@ void ProcessSession::JournalLoop(int64_t interval_ms) {
 bool ProcessSession::StopJournal() {
   journal_stop_.store(true);
   // Bounded: a flush in progress finishes (a drain and one write); a wake-up sent while the
-  // flusher was between its check and its wait is sent again.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  // flusher was between its check and its wait is sent again. At SCHED_IDLE the flusher finishes
+  // only when a CPU is free: at the end of training one usually is, but on a machine other
+  // programs keep busy it may not be, so the exit waits at most 2 s; then the trace is written
+  // without the journal's statistics and the journal's file is unlinked under it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (journal_running_.load() && std::chrono::steady_clock::now() < deadline) {
     journal_cv_.notify_all();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
