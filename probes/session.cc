@@ -206,8 +206,14 @@ void ProcessSession::JournalLoop(int64_t interval_ms) {
   // process may choose for its own threads; where it is refused (an old kernel, a seccomp policy),
   // the weakest nice. A starved flusher flushes late, never blocks a training thread: what it
   // cost is the loss bound, said in the trace (journal_max_gap_ns) and on salvage.
+  // TRAINRX_JOURNAL_PRIORITY=normal keeps the old behaviour: flushes on time, at a core's share.
+  const char* priority = std::getenv(env::kJournalPriority);
   sched_param idle{};
-  if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) == 0) {
+  if (priority && *priority && std::strcmp(priority, "normal") != 0 && std::strcmp(priority, "idle") != 0)
+    Warn(std::string(env::kJournalPriority) + "=" + priority + " is not \"idle\" or \"normal\"; using idle");
+  if (priority && std::strcmp(priority, "normal") == 0) {
+    journal_sched_ = "normal";
+  } else if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) == 0) {
     journal_sched_ = "idle";
   } else if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19) == 0) {
     journal_sched_ = "nice 19";

@@ -143,6 +143,11 @@ journal_case SIGKILL 137 SIGKILL --signal SIGKILL
 journal_case os_exit 0 "exit code 0 without" --os-exit
 TRAINRX_FLUSH_SECONDS=0.3 "$TRAINRX" record -o "$W/plain.json" -- $PY "$SCRIPT" --steps 3 > /dev/null 2>&1
 [ -s "$W/plain.json" ] && [ ! -e "$W/plain.json.partial" ] && ok "normal end: trace written, no journal left" || bad "normal end: journal left or no trace"
+# The flusher runs at SCHED_IDLE (issue 34.13) unless told otherwise; the trace says which, and its gaps.
+grep -q '"journal_sched":"idle"' "$W/plain.json" && grep -q '"journal_max_gap_ns":' "$W/plain.json" \
+  && ok "journal flusher at SCHED_IDLE, its longest gap recorded" || bad "journal_sched / journal_max_gap_ns missing"
+TRAINRX_JOURNAL_PRIORITY=normal TRAINRX_FLUSH_SECONDS=0.3 "$TRAINRX" record -o "$W/normalprio.json" -- $PY "$SCRIPT" --steps 3 > /dev/null 2>&1
+grep -q '"journal_sched":"normal"' "$W/normalprio.json" && ok "TRAINRX_JOURNAL_PRIORITY=normal" || bad "TRAINRX_JOURNAL_PRIORITY=normal not applied"
 # The launcher killed with its program (a whole process group): the journal stays and reads.
 TRAINRX_FLUSH_SECONDS=0.3 setsid "$TRAINRX" record -o "$W/group.json" -- $PY "$SCRIPT" --steps 6 --linger 30 > /dev/null 2>&1 &
 leader=$!

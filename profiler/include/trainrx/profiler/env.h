@@ -40,6 +40,9 @@ inline bool ParseStepCount(const char* v, int64_t* steps) {
 inline constexpr const char* kThreads = "TRAINRX_THREADS";
 // Seconds between the collector's journal flushes (probes/journal.h; default 2, 0: no journal).
 inline constexpr const char* kFlushSeconds = "TRAINRX_FLUSH_SECONDS";
+// The journal's flusher priority: "idle" (default, SCHED_IDLE: never takes a core from the
+// training) or "normal" (flushes on time on a saturated machine, at its share of a core).
+inline constexpr const char* kJournalPriority = "TRAINRX_JOURNAL_PRIORITY";
 inline constexpr const char* kRecordSpawned = "TRAINRX_RECORD_SPAWNED";  // "1": attach to spawned children too
 inline constexpr const char* kTorchPython = "TRAINRX_TORCH_PYTHON";
 // `fix --cmd`: fixes the Python start-up hook applies (probes/python/sitecustomize.py reads it).

@@ -1,0 +1,104 @@
+"""Training loops of the shapes bench/overhead_shapes.py compares (issue 34.13). Nothing here knows
+about trainrx; the script times its own steps (--step-times FILE: a JSON list of ms).
+
+  --shape ops      op-heavy, loading in the training process: each sample's __getitem__ runs ~25
+                   small tensor ops (crop, flip, normalize, jitter, noise), 64 samples a step
+                   (~3 000 ATen ops a step, nested ones counted), num_workers=0
+  --shape workers  the same loading in 2 forked DataLoader workers (they are not recorded)
+  --shape model    model-heavy: a conv net on 32x32 images, batch 16: few ops, long kernels
+  --threads N      torch.set_num_threads(N) (0: torch's default, every core)
+  --torch-profiler FILE   torch.profiler.profile(activities=[CPU]) around the loop, trace
+                   exported after it (not timed)
+"""
+import argparse
+import json
+import time
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, Dataset
+
+
+class Augmented(Dataset):
+    def __init__(self, n):
+        g = torch.Generator().manual_seed(1)
+        self.x = torch.randn(n, 3, 20, 20, generator=g)
+        self.y = torch.randint(0, 10, (n,), generator=g)
+        self.mean = torch.tensor([0.5, 0.4, 0.3]).view(3, 1, 1)
+        self.std = torch.tensor([0.2, 0.25, 0.3]).view(3, 1, 1)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        x = self.x[i]
+        o = i % 4
+        x = x[:, o:o + 16, o:o + 16]
+        if i % 2:
+            x = torch.flip(x, dims=[2])
+        x = (x - self.mean) / self.std
+        for _ in range(2):  # colour jitter, a few ops each
+            x = x * 1.01 + 0.01
+            x = torch.clamp(x, -3, 3)
+        x = x + 0.01 * torch.sin(x)
+        x = x.contiguous().view(-1)
+        return x, self.y[i]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--shape", choices=["ops", "workers", "model"], default="ops")
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--torch-profiler", default="")
+    p.add_argument("--step-times", default="")
+    a = p.parse_args()
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    if a.shape == "model":
+        model = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.Conv2d(32, 64, 3, padding=1, stride=2), nn.BatchNorm2d(64), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+        data = torch.randn(16 * 8, 3, 32, 32)
+        labels = torch.randint(0, 10, (16 * 8,))
+        batches = lambda: ((data[i:i + 16], labels[i:i + 16]) for i in range(0, len(data), 16))
+    else:
+        model = nn.Sequential(nn.Linear(768, 256), nn.ReLU(), nn.Linear(256, 10))
+        loader = DataLoader(Augmented(64 * 16), batch_size=64, shuffle=True,
+                            num_workers=2 if a.shape == "workers" else 0,
+                            persistent_workers=a.shape == "workers")
+        batches = lambda: iter(loader)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    times = []
+    prof = None
+    if a.torch_profiler:
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        prof.__enter__()
+    done = 0
+    while done < a.steps:
+        it = batches()
+        t0 = time.perf_counter()
+        for x, y in it:
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            t1 = time.perf_counter()
+            times.append((t1 - t0) * 1e3)
+            t0 = t1
+            done += 1
+            if done == a.steps:
+                break
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        prof.export_chrome_trace(a.torch_profiler)
+    if a.step_times:
+        json.dump(times, open(a.step_times, "w"))
+
+
+if __name__ == "__main__":
+    main()
