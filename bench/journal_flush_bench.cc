@@ -73,7 +73,9 @@ int main(int argc, char** argv) {
   for (int r = 0; r < rounds; ++r) {
     for (int mode = 0; mode < 2; ++mode) {
       const bool binary = (mode + r) % 2 == 0;  // alternate which goes first
-      tp::Collector c({.max_events = records * 2});
+      tp::CollectorOptions options;
+      options.max_events = records * 2;
+      tp::Collector c(options);
       c.SetRecording(true);
       const int64_t base = tp::NowNs();
       int64_t cpu = 0;
