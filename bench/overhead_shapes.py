@@ -55,6 +55,7 @@ def main():
     p.add_argument("--python", default=os.path.join(REPO, ".venv", "bin", "python"))
     p.add_argument("--trainrx", default=os.path.join(REPO, "build", "trainrx"))
     p.add_argument("--before", default="", help="a probe directory of an older build (record --probe-dir)")
+    p.add_argument("--partial", default="", help="rewrite the tables here after every round")
     p.add_argument("--flush-seconds", default="0.5",
                    help="the journal's period in the record modes (TRAINRX_FLUSH_SECONDS; default 0.5, 4x the "
                         "default rate, so a run of a few seconds holds several flushes)")
@@ -98,21 +99,30 @@ def main():
                     journal[(shape, mode)].append((int(cpu), steps, int(meta.get("journal_flushes", 0)),
                                                    "journal_cpu_ns" in meta, int(meta.get("journal_max_gap_ns", 0))))
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
+        if a.partial:  # the tables so far, rewritten after every round (a long run stopped early keeps them)
+            with open(a.partial, "w") as f:
+                report(runs, journal, modes, shapes, r + 1, f)
+    report(runs, journal, modes, shapes, a.rounds, sys.stdout)
+
+
+def report(runs, journal, modes, shapes, rounds, out):
+    emit = lambda *x: print(*x, file=out)
+    runs = {c: v[:rounds] for c, v in runs.items()}
     rng = random.Random(1)
     pct = lambda lo_hi: f"{100 * lo_hi[0]:+.1f} to {100 * lo_hi[1]:+.1f} %"
-    print(f"rounds: {a.rounds}\n")
+    emit(f"rounds: {rounds}\n")
     for shape in shapes:
         plain = runs[(shape, "plain")]
-        print(f"### {LABEL[shape]} (`{' '.join(SHAPES[shape][0])}`), plain median step {statistics.median(plain):.2f} ms\n")
-        print("| mode | median step (ms) | added (median of rounds) | 95 % interval |")
-        print("|---|---|---|---|")
+        emit(f"### {LABEL[shape]} (`{' '.join(SHAPES[shape][0])}`), plain median step {statistics.median(plain):.2f} ms\n")
+        emit("| mode | median step (ms) | added (median of rounds) | 95 % interval |")
+        emit("|---|---|---|---|")
         added = {}
         for mode in modes:
             if mode == "plain":
                 continue
             xs = [m / p_ - 1 for m, p_ in zip(runs[(shape, mode)], plain)]
             added[mode] = xs
-            print(f"| {mode} | {statistics.median(runs[(shape, mode)]):.2f} | {100 * statistics.median(xs):+.1f} % | "
+            emit(f"| {mode} | {statistics.median(runs[(shape, mode)]):.2f} | {100 * statistics.median(xs):+.1f} % | "
                   f"{pct(interval(xs, statistics.median, rng))} |")
         # Ratios of added times, resampling rounds (a round's modes stay together).
         def ratio(rec, den="torch.profiler"):
@@ -121,9 +131,9 @@ def main():
                                if statistics.median(y for _, y in ps) > 0 else float("inf"))
             lo, hi = interval(pairs, stat, rng)
             return f"{stat(pairs):.2f} ({lo:.2f} to {hi:.2f})"
-        print()
+        emit()
         for rec in [m for m in ("record", "before: record") if m in added]:
-            print(f"- {rec} / torch.profiler added time: {ratio(rec)} (goal <= 0.50)")
+            emit(f"- {rec} / torch.profiler added time: {ratio(rec)} (goal <= 0.50)")
         for rec in [m for m in ("record", "before: record") if m in added]:
             nj = rec + ", no journal"
             xs = [(1 + x) / (1 + y) - 1 for x, y in zip(added[rec], added[nj])]
@@ -138,8 +148,8 @@ def main():
                 if js[0][3]:
                     line += f", longest gap between flushes {max(x[4] for x in js) / 1e9:.1f} s"
                 line += ")"
-            print(line)
-        print()
+            emit(line)
+        emit()
 
 
 if __name__ == "__main__":
