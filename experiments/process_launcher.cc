@@ -10,8 +10,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "trainrx/analyzers/batch.h"
 #include "trainrx/experiments/launch_files.h"
@@ -102,16 +100,9 @@ class ProcessLauncher : public Launcher {
   }
 
   bool Analyze(const Spec& s, analyzers::Report* report, double* seconds, std::string* error) override {
-    const std::string trace = (dir_ / "analysis.json").string();
-    std::vector<std::string> traces = {trace};
-    RunResult r;
+    std::vector<std::string> traces;
     const auto t0 = Clock::now();
-    if (s.nproc > 1) {
-      traces.clear();
-      if (!RunRanks(s, trace, {}, "analysis", &traces, &r, error)) return false;
-    } else if (!RunWorkload(s, {"-o", trace}, "analysis", &r, error)) {
-      return false;
-    }
+    if (!TraceWorkload(s, "analysis", &traces, error)) return false;
     *seconds = Since(t0);
     return AnalyzeTraces(traces, report, error);
   }
@@ -159,33 +150,17 @@ class ProcessLauncher : public Launcher {
     const std::string name = fmt::format("explain{}", traced_runs_++);
     if (command) {
       double seconds = 0;
-      if (!Record(what, {}, name, &traces, &seconds, error)) return false;
+      if (!RecordSome(what, name, &traces, &seconds, error)) return false;
     } else {
       Spec s;
-      if (!ParseSpec(what, &s, error)) return false;
-      const std::string trace = (dir_ / (name + ".json")).string();
-      RunResult r;
-      if (s.nproc > 1) {
-        if (!RunRanks(s, trace, {}, name, &traces, &r, error)) return false;
-      } else {
-        if (!RunWorkload(s, {"-o", trace}, name, &r, error)) return false;
-        traces = {trace};
-      }
-    }
-    if (traces.empty()) {
-      *error = fmt::format("`{}` wrote no trace", what);
-      return false;
+      if (!ParseSpec(what, &s, error) || !TraceWorkload(s, name, &traces, error)) return false;
     }
     return sets::AnalyzeSet(traces, {}, out, error);
   }
 
   bool AnalyzeCommand(const std::string& cmd, analyzers::Report* report, double* seconds, std::string* error) override {
     std::vector<std::string> traces;
-    if (!Record(cmd, {}, "analysis", &traces, seconds, error)) return false;
-    if (traces.empty()) {
-      *error = fmt::format("`{}` wrote no trace: it never loaded torch (see `trainrx record`)", cmd);
-      return false;
-    }
+    if (!RecordSome(cmd, "analysis", &traces, seconds, error)) return false;
     return AnalyzeTraces(traces, report, error);
   }
 
@@ -200,14 +175,34 @@ class ProcessLauncher : public Launcher {
 
   std::string Workload() const { return bin_dir_ + "/trainrx-workload"; }
 
+  // One traced run of a workload spec (its ranks' traces with nproc > 1) into `name`.json: the
+  // traces it wrote. Analyze and TracedRun share it.
+  bool TraceWorkload(const Spec& s, const std::string& name, std::vector<std::string>* traces, std::string* error) {
+    const std::string trace = (dir_ / (name + ".json")).string();
+    RunResult r;
+    if (s.nproc > 1) return RunRanks(s, trace, {}, name, traces, &r, error);
+    if (!RunWorkload(s, {"-o", trace}, name, &r, error)) return false;
+    *traces = {trace};
+    return true;
+  }
+
+  // A command under `trainrx record` that must leave a trace (AnalyzeCommand, TracedRun).
+  bool RecordSome(const std::string& cmd, const std::string& name, std::vector<std::string>* traces, double* seconds,
+                  std::string* error) {
+    if (!Record(cmd, {}, name, traces, seconds, error)) return false;
+    if (traces->empty()) {
+      *error = fmt::format("`{}` wrote no trace: it never loaded torch (see `trainrx record`)", cmd);
+      return false;
+    }
+    return true;
+  }
+
   // A trial that failed: when its log says it ran out of memory and the plan accepts that, an
   // out-of-memory result (true); else the failure stands (false, *error as it was).
   bool OutOfMemoryResult(const fs::path& log, TrialResult* out, std::string* error) const {
     if (!accepts_out_of_memory()) return false;
-    std::ifstream f(log);
-    std::stringstream text;
-    text << f.rdbuf();
-    const OutOfMemory oom = FindOutOfMemory(text.str());
+    // The error is the last thing a dying run prints (a traceback's last lines).
+    const OutOfMemory oom = FindOutOfMemory(LogTail(log.string(), 8192));
     if (!oom.found) return false;
     out->out_of_memory = true;
     out->oom_request_bytes = oom.request_bytes;

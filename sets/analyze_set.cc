@@ -45,6 +45,13 @@ bool StepFound(const std::vector<std::string>& inputs, const SetOptions& o, cons
   return false;
 }
 
+// The step windows the ranks were recorded through (rank by rank: each side's own).
+std::vector<analyzers::RecordedWindow> WindowsOf(const std::vector<analyzers::RankSide>& sides) {
+  std::vector<analyzers::RecordedWindow> windows;
+  for (const auto& s : sides) windows.insert(windows.end(), s.windows.begin(), s.windows.end());
+  return windows;
+}
+
 bool Merged(const std::vector<std::string>& files, const SetOptions& o, SetAnalysis* out, std::string* error) {
   profiler::ReadOptions read_options;
   read_options.strict = o.strict;
@@ -70,9 +77,7 @@ bool RankByRank(const std::vector<std::string>& files, bool summaries, const Set
   if (!(summaries ? SidesOfSummaries(files, &sides, &stats, error)
                   : SidesOfTraces(files, o.thresholds, &sides, &stats, error, o.step_name)))
     return false;
-  std::vector<analyzers::RecordedWindow> windows;
-  for (const auto& s : sides) windows.insert(windows.end(), s.windows.begin(), s.windows.end());
-  if (!SomethingRead(files, stats, windows, error)) return false;
+  if (!SomethingRead(files, stats, WindowsOf(sides), error)) return false;
   // The same check the merging reader makes (issue 35: a folder of more than 16 unrelated jobs'
   // traces was analyzed as one job, rank by rank, with no word of it).
   std::vector<profiler::RankInfo> ranks;
@@ -154,9 +159,7 @@ bool SummarizeSet(const std::vector<std::string>& paths, const analyzers::Thresh
   std::vector<analyzers::RankSide> sides;
   profiler::IngestStats stats;
   if (!SidesOfTraces(*files, thresholds, &sides, &stats, error)) return false;
-  std::vector<analyzers::RecordedWindow> windows;
-  for (const auto& s : sides) windows.insert(windows.end(), s.windows.begin(), s.windows.end());
-  if (!SomethingRead(*files, stats, windows, error)) return false;
+  if (!SomethingRead(*files, stats, WindowsOf(sides), error)) return false;
   for (const auto& side : sides) {
     const std::string path = (fs::path(out_dir) / fmt::format("rank-{}.summary.json", side.info.rank)).string();
     std::ofstream out(path);
