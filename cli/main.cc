@@ -21,6 +21,7 @@
 #include "trainrx/profiler/env.h"
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/profiler/kineto_writer.h"
+#include "trainrx/profiler/trace_names.h"
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/reports/diff.h"
 #include "trainrx/reports/html.h"
@@ -144,12 +145,8 @@ int RunConvert(const std::vector<std::string>& paths, const std::string& output)
   }
   const auto ranks = trace.RankIds();
   for (int32_t rank : ranks) {
-    std::string path = output;
-    if (ranks.size() > 1) {
-      const size_t dot = output.find(".json");
-      path = dot == std::string::npos ? fmt::format("{}.rank{}", output, rank)
-                                      : fmt::format("{}.rank{}{}", output.substr(0, dot), rank, output.substr(dot));
-    }
+    // Several ranks: one file each, named as a launch's ranks name theirs ("out.rank1.json").
+    const std::string path = ranks.size() > 1 ? profiler::RankTracePath(output, rank) : output;
     if (const auto st = profiler::WriteKinetoFile(trace, rank, path); !st.ok) return Fail(st.error);
     std::cerr << fmt::format("wrote rank {} to {}\n", rank, path);
   }

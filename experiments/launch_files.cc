@@ -9,33 +9,19 @@
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/profiler/kineto_writer.h"
 #include "trainrx/profiler/profiler_steps.h"
+#include "trainrx/profiler/trace_names.h"
 
 namespace trainrx::experiments {
 
 namespace fs = std::filesystem;
 
 namespace {
-// Start of the ".json..." suffix of base's file name (its end when there is none).
-size_t SuffixStart(const std::string& base) {
-  const size_t slash = base.rfind('/');
-  const size_t name_start = slash == std::string::npos ? 0 : slash + 1;
-  const size_t ext = base.find(".json", name_start);
-  return ext == std::string::npos ? base.size() : ext;
-}
-
 // A file name another process of the launch of `name` ("run.json") writes: "run.rank1.json",
-// "run.pid77.json" (TaggedTracePath's rule).
+// "run.pid77.json" (profiler::ProcessTracePath's rule).
 bool IsTaggedName(const std::string& n, const std::string& name) {
-  const size_t ext = SuffixStart(name);
-  const std::string stem = name.substr(0, ext), suffix = name.substr(ext);
-  return (n.starts_with(stem + ".rank") || n.starts_with(stem + ".pid")) && n.ends_with(suffix);
+  return profiler::ParseTaggedTraceName(n, name).has_value();
 }
 }  // namespace
-
-std::string TaggedTracePath(const std::string& base, const std::string& tag) {
-  const size_t ext = SuffixStart(base);
-  return base.substr(0, ext) + tag + base.substr(ext);
-}
 
 std::vector<std::string> LaunchTraces(const fs::path& output, fs::file_time_type since) {
   std::vector<std::string> out;

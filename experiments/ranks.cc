@@ -9,9 +9,9 @@
 
 #include <filesystem>
 
-#include "trainrx/experiments/launch_files.h"
 #include "trainrx/experiments/process.h"
 #include "trainrx/profiler/env.h"
+#include "trainrx/profiler/trace_names.h"
 
 namespace trainrx::experiments {
 
@@ -51,7 +51,7 @@ int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const Ra
   for (int r = 0; r < nproc; ++r) {
     const bool traced = !how.output.empty();
     const std::string base = traced ? how.output : how.scratch;
-    const std::string trace = nproc == 1 ? base : RankTracePath(base, r);
+    const std::string trace = nproc == 1 ? base : profiler::RankTracePath(base, r);
     if (traced) traces->push_back(trace);
     result_paths.push_back(trace + ".result.json");
     std::error_code ec;

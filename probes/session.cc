@@ -20,18 +20,9 @@
 #include "trainrx/profiler/json_writer.h"
 #include "trainrx/profiler/kineto_writer.h"
 #include "trainrx/profiler/env.h"
+#include "trainrx/profiler/trace_names.h"
 
 namespace trainrx::probes {
-
-std::string ChildOutputPath(const std::string& base, bool is_root, int rank, int64_t pid) {
-  if (is_root) return base;
-  const size_t slash = base.rfind('/');
-  const size_t name_start = slash == std::string::npos ? 0 : slash + 1;
-  size_t ext = base.find(".json", name_start);
-  if (ext == std::string::npos) ext = base.size();
-  const std::string tag = rank >= 0 ? ".rank" + std::to_string(rank) : ".pid" + std::to_string(pid);
-  return base.substr(0, ext) + tag + base.substr(ext);
-}
 
 int AllowedCpus() {
   cpu_set_t set;
@@ -121,7 +112,7 @@ bool ProcessSession::Begin(SessionConfig config) {
   const int root_pid = EnvInt(env::kRootPid, -1);
   is_root_ = root_pid < 0 || root_pid == pid;
   rank_ = EnvInt("RANK", -1);
-  output_path_ = ChildOutputPath(config.output, is_root_, rank_, pid);
+  output_path_ = profiler::ProcessTracePath(config.output, is_root_, rank_, pid);
   collector_ = new Collector(config.collector);
   start_ns_ = NowNs();
 

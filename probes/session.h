@@ -10,8 +10,8 @@
 // Files: the root process (the one `trainrx record` launched, or any process that called
 // Start() itself) writes to the requested path; other processes that load libtorch under the
 // same launch (DDP ranks, spawned workers) write "<stem>.rank<R>.json" when RANK is set, else
-// "<stem>.pid<PID>.json". Forked children (DataLoader workers) stop recording at fork and write
-// nothing; the root's trace counts them ("fork_children").
+// "<stem>.pid<PID>.json" (profiler::ProcessTracePath, trace_names.h). Forked children (DataLoader
+// workers) stop recording at fork and write nothing; the root's trace counts them ("fork_children").
 #pragma once
 
 #include <atomic>
@@ -24,11 +24,6 @@
 #include "journal.h"
 
 namespace trainrx::probes {
-
-// "run.json", root        -> "run.json"
-// "run.json.gz", rank 1   -> "run.rank1.json.gz"
-// "out/run.json", pid 77  -> "out/run.pid77.json"
-std::string ChildOutputPath(const std::string& base, bool is_root, int rank, int64_t pid);
 
 // CPUs this process may run on (sched_getaffinity), not the machine's count.
 int AllowedCpus();

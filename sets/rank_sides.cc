@@ -8,6 +8,7 @@
 
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/profiler/parallel.h"
+#include "trainrx/profiler/trace_names.h"
 #include "trainrx/sets/summary.h"
 
 namespace trainrx::sets {
@@ -58,16 +59,15 @@ bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thres
       return false;
     }
   }
-  // Ranks in file order; a rank claimed twice moves to the next free one (as ReadTraces does).
+  // Ranks in file order; a rank claimed twice moves to the next free one (profiler::MoveClaimedRank,
+  // as ReadTraces does).
   std::set<int32_t> taken;
+  const auto is_taken = [&](int32_t r) { return taken.count(r) > 0; };
   for (size_t i = 0; i < files.size(); ++i) {
     for (auto& side : per_file[i]) {
-      if (taken.count(side.info.rank)) {
-        const int32_t from = side.info.rank;
-        int32_t to = from;
-        while (taken.count(to)) ++to;
-        side.info.rank = to;
-        side.info.rank_source += " (collided with another file; moved)";
+      const int32_t from = side.info.rank;
+      if (profiler::MoveClaimedRank(&side.info.rank, &side.info.rank_source, is_taken)) {
+        const int32_t to = side.info.rank;
         for (auto& s : side.steps) s.rank = to;
         for (auto& s : side.warmup_steps) s.rank = to;
         for (auto& f : side.findings)

@@ -3,31 +3,18 @@
 //
 // The policy, first match wins: distributedInfo.rank, else the rank the caller gives
 // (ReadOptions::rank_hint for a single file, ReadTraceBuffer's rank), else digits after "rank" in
-// the file name, else 0. Collisions (two files claiming one rank) move the later file to the next
-// free rank and say so in rank_source. Example, files without distributedInfo read in this order:
+// the file name (RankInFileName, trace_names.h), else 0. Collisions (two files claiming one rank)
+// move the later file to the next free rank and say so in rank_source (MoveClaimedRank). Example, files without distributedInfo read in this order:
 // rank1.json -> 1 and rank0.json -> 0 (rank_source "file name"), then notes.json -> 0 is taken,
 // so 2 (rank_source "input order (collided with another file; moved)").
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <regex>
 
 #include "kineto_parse.h"
+#include "trainrx/profiler/trace_names.h"
 
 namespace trainrx::profiler {
-namespace {
-
-int32_t RankFromFileName(std::string_view path) {
-  // "rank-3.json", "rank3.json.gz", "worker_rank_12.pt.trace.json" -> the digits after "rank".
-  const std::string name = std::filesystem::path(path).filename().string();
-  static const std::regex re("rank[-_]?([0-9]+)", std::regex::icase);
-  std::smatch m;
-  if (std::regex_search(name, m, re)) return std::stoi(m[1].str());
-  return -1;
-}
-
-}  // namespace
 
 ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t rank_hint, Trace& trace,
                           const ReadOptions& options) {
@@ -45,17 +32,14 @@ ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t 
   } else if (rank_hint >= 0) {
     rank = rank_hint;
     how = "given";
-  } else if (int32_t fr = RankFromFileName(name); fr >= 0) {
+  } else if (int32_t fr = RankInFileName(name); fr >= 0) {
     rank = fr;
     how = "file name";
   } else {
     rank = 0;
     how = "input order";
   }
-  if (taken(rank)) {
-    while (taken(rank)) ++rank;
-    how += " (collided with another file; moved)";
-  }
+  MoveClaimedRank(&rank, &how, taken);
   info.rank = rank;
   info.source = name;
   info.rank_source = how;

@@ -31,13 +31,6 @@ Rec* AddRange(ThreadBuffer* b, const char* name, RecKind kind, int64_t start, in
   return r;
 }
 
-TEST(ChildOutputPathTest, RootKeepsThePathOthersGetRankOrPid) {
-  EXPECT_EQ(ChildOutputPath("run.json", true, 3, 77), "run.json");
-  EXPECT_EQ(ChildOutputPath("run.json.gz", false, 1, 77), "run.rank1.json.gz");
-  EXPECT_EQ(ChildOutputPath("out.d/run.json", false, -1, 77), "out.d/run.pid77.json");
-  EXPECT_EQ(ChildOutputPath("trace", false, -1, 5), "trace.pid5");
-}
-
 TEST(CollectorTest, NothingIsRecordedUntilRecordingStarts) {
   Collector c;
   EXPECT_EQ(c.ThisThread(), nullptr);

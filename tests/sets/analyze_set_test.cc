@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "trainrx/sets/analyze_set.h"
 #include "trainrx/sets/summary.h"
@@ -141,6 +142,32 @@ TEST_F(SetTest, TheStepTheUserNames) {
   named.step_name = "trainstep";  // a typo: said, not a report over other steps
   EXPECT_FALSE(AnalyzeSet({path}, named, &set, &error));
   EXPECT_NE(error.find("--step trainstep"), std::string::npos) << error;
+}
+
+// Issue 35: a rank two files claim moved in two places (the merged reader, the rank-by-rank
+// sides), now profiler::MoveClaimedRank for both: the same ranks and sources either way.
+TEST_F(SetTest, AClaimedRankMovesTheSameWayWhicheverStrategyReadsTheSet) {
+  std::vector<std::string> files;
+  for (const std::string name : {"a_rank1.json", "b_rank1.json", "c.json"}) {
+    files.push_back((dir_ / name).string());
+    std::ofstream(files.back())
+        << R"J({"traceEvents":[{"ph":"X","cat":"user_annotation","name":"ProfilerStep#0","pid":1,"tid":1,"ts":0,"dur":1000},)J"
+           R"J({"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":10,"dur":500}]})J";
+  }
+  for (const bool per_rank : {false, true}) {
+    SetOptions o;
+    o.per_rank = per_rank;
+    SetAnalysis set;
+    std::string error;
+    ASSERT_TRUE(AnalyzeSet(files, o, &set, &error)) << error;
+    EXPECT_EQ(set.strategy, per_rank ? Strategy::kRankByRank : Strategy::kMerged);
+    std::map<std::string, std::pair<int32_t, std::string>> by_file;
+    for (const auto& r : set.trace.ranks) by_file[fs::path(r.source).filename().string()] = {r.rank, r.rank_source};
+    const std::string how = StrategyName(set.strategy);
+    EXPECT_EQ(by_file["a_rank1.json"], std::make_pair(1, std::string("file name"))) << how;
+    EXPECT_EQ(by_file["b_rank1.json"], std::make_pair(2, std::string("file name (collided with another file; moved)"))) << how;
+    EXPECT_EQ(by_file["c.json"], std::make_pair(0, std::string("input order"))) << how;
+  }
 }
 
 }  // namespace

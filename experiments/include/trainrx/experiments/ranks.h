@@ -11,15 +11,17 @@
 namespace trainrx::experiments {
 
 // Runs `binary` (trainrx-workload) for the spec's workload, preset and sets on `nproc` ranks; rank
-// R writes its trace to `output` (one rank) or RankTracePath(output, R), and its run result next to
-// it. Returns 0 with the traces and results read; a rank's non-zero exit code (the others are
-// stopped: they would wait in the rendezvous) or -1, with *error saying which.
+// R writes its trace to `output` (one rank) or profiler::RankTracePath(output, R) (trace_names.h:
+// "run.rank1.json"), and its run result next to it. Returns 0 with the traces and results read;
+// a rank's non-zero exit code (the others are stopped: they would wait in the rendezvous) or -1,
+// with *error saying which.
 int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const std::string& output,
                 std::vector<std::string>* traces, std::vector<RunResult>* results, std::string* error);
 
 // The general form, for the experiment launcher: `extra` arguments go to every rank; with an empty
 // `output` no -o is given (pass --no-trace in `extra` for an untraced trial) and rank R's result
-// goes to RankTracePath(scratch, R) + ".result.json", its stdout and stderr to the same + ".log".
+// goes to profiler::RankTracePath(scratch, R) + ".result.json", its stdout and stderr to the same
+// + ".log".
 struct RankLaunch {
   std::string output;               // trace path ("" -> no trace argument)
   std::string scratch;              // results and logs when output is ""
