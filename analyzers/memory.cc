@@ -6,8 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
+#include <tuple>
 
+#include "config_view.h"
 #include "families.h"
+#include "trainrx/analyzers/batch.h"
 #include "trainrx/profiler/memory_counters.h"
 
 namespace trainrx::analyzers {
@@ -20,21 +24,55 @@ struct Sample {
 struct Series {
   std::vector<Sample> allocated, reserved;
   int64_t events = 0, oom_events = 0, oom_bytes = 0;
+  int64_t oom_ts = -1;
+  uint32_t oom_track = 0;
 };
 
 
-// The device's total memory from the rank's deviceProperties ("cuda:1" -> device id 1).
-int64_t Capacity(const profiler::Trace& trace, int32_t rank, const std::string& device) {
-  const profiler::RankInfo* info = trace.FindRank(rank);
-  if (!info || device.rfind("cuda:", 0) != 0) return 0;
-  const int32_t id = std::atoi(device.c_str() + 5);
-  for (const auto& d : info->devices)
-    if (d.id == id) return d.total_global_mem;
-  return 0;
+// The device's total memory and where it came from: a GPU's from the rank's deviceProperties
+// ("cuda:1" -> device id 1); the CPU's from our collector's block (the process's memory limit:
+// RLIMIT_DATA/RLIMIT_AS, its cgroup, or the machine's memory). A user's figure
+// (--threshold memory.capacity_bytes) stands in where the trace states none.
+std::pair<int64_t, std::string> Capacity(const AnalysisContext& ctx, int32_t rank, const std::string& device) {
+  const profiler::RankInfo* info = ctx.trace.FindRank(rank);
+  if (info && device.rfind("cuda:", 0) == 0) {
+    const int32_t id = std::atoi(device.c_str() + 5);
+    for (const auto& d : info->devices)
+      if (d.id == id && d.total_global_mem > 0) return {d.total_global_mem, "deviceProperties"};
+  }
+  if (info && device == "cpu") {
+    const ConfigView config(ctx.trace, rank);
+    if (const auto bytes = config.Static("memory_capacity_bytes"); bytes && *bytes > 0) {
+      const std::string source = ConfigText(*info, "memory_capacity_source");
+      return {static_cast<int64_t>(*bytes), source.empty() ? "system memory" : source};
+    }
+  }
+  const double given = ctx.thresholds.Get("memory.capacity_bytes");
+  if (given > 0) return {static_cast<int64_t>(given), "--threshold memory.capacity_bytes"};
+  return {0, ""};
 }
 
-DeviceMemory Summarize(const profiler::Trace& trace, const StepModel& steps, int32_t rank, const std::string& device,
-                       Series& s) {
+// The innermost CPU op running on `track` at `ts` (the op whose allocation failed): "" when none.
+std::string OpAt(const profiler::Trace& trace, uint32_t track, int64_t ts) {
+  if (track >= trace.tracks.size()) return "";
+  std::string_view best;
+  int64_t best_ts = INT64_MIN;
+  for (const profiler::Event& e : trace.TrackEvents(track)) {
+    if (e.ts_ns > ts) break;
+    if (e.kind == profiler::EventKind::kCpuOp && e.end_ns() >= ts && e.ts_ns >= best_ts) best = trace.Name(e), best_ts = e.ts_ns;
+  }
+  return std::string(best);
+}
+
+int64_t Median(std::vector<int64_t> v) {
+  if (v.empty()) return -1;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+DeviceMemory Summarize(const AnalysisContext& ctx, int32_t rank, const std::string& device, Series& s) {
+  const profiler::Trace& trace = ctx.trace;
+  const StepModel& steps = ctx.steps;
   const auto by_time = [](const Sample& a, const Sample& b) { return a.ts_ns < b.ts_ns; };
   std::stable_sort(s.allocated.begin(), s.allocated.end(), by_time);
   std::stable_sort(s.reserved.begin(), s.reserved.end(), by_time);
@@ -42,27 +80,50 @@ DeviceMemory Summarize(const profiler::Trace& trace, const StepModel& steps, int
   m.rank = rank;
   m.device = device;
   m.samples = s.events;
-  m.capacity = Capacity(trace, rank, device);
+  std::tie(m.capacity, m.capacity_source) = Capacity(ctx, rank, device);
   m.oom_events = s.oom_events;
   m.oom_request_bytes = s.oom_bytes;
+  m.oom_ts_ns = s.oom_ts;
+  if (s.oom_events > 0) m.oom_op = OpAt(trace, s.oom_track, s.oom_ts);
   for (const auto& x : s.allocated) m.peak_allocated = std::max(m.peak_allocated, static_cast<int64_t>(x.value));
-  for (const auto& x : s.reserved) m.peak_reserved = std::max(m.peak_reserved, static_cast<int64_t>(x.value));
-  std::vector<int64_t> peaks;
+  for (const auto& x : s.reserved) {
+    if (static_cast<int64_t>(x.value) <= m.peak_reserved) continue;
+    m.peak_reserved = static_cast<int64_t>(x.value);
+    // profile_memory writes both totals on one event: the allocated sample of the same moment.
+    auto it = std::upper_bound(s.allocated.begin(), s.allocated.end(), x, by_time);
+    m.allocated_at_peak_reserved = it == s.allocated.begin() ? -1 : static_cast<int64_t>(std::prev(it)->value);
+  }
+  std::vector<int64_t> peaks, counts;
   for (const StepRow& row : steps.steps) {
     if (row.rank != rank) continue;
     const int64_t end = row.start_ns + row.wall_ns;
     auto it = std::upper_bound(s.allocated.begin(), s.allocated.end(), Sample{row.start_ns, 0}, by_time);
     const int64_t start = it == s.allocated.begin() ? -1 : static_cast<int64_t>(std::prev(it)->value);
     int64_t peak = start;
-    for (; it != s.allocated.end() && it->ts_ns < end; ++it) peak = std::max(peak, static_cast<int64_t>(it->value));
+    int64_t inside = 0;
+    for (; it != s.allocated.end() && it->ts_ns < end; ++it) peak = std::max(peak, static_cast<int64_t>(it->value)), ++inside;
+    counts.push_back(inside);
     m.step_start.push_back(start);
     m.step_peak.push_back(peak);
     if (peak >= 0) peaks.push_back(peak);
   }
-  if (!peaks.empty()) {
-    std::nth_element(peaks.begin(), peaks.begin() + static_cast<std::ptrdiff_t>(peaks.size() / 2), peaks.end());
-    m.median_step_peak = peaks[peaks.size() / 2];
+  m.median_step_peak = Median(peaks);
+  m.median_step_samples = std::max<int64_t>(0, Median(counts));
+  // Reserved given back inside a step: a fall between two samples of the step.
+  double released = 0;
+  for (const StepRow& row : steps.steps) {
+    if (row.rank != rank || s.reserved.empty()) continue;
+    const int64_t end = row.start_ns + row.wall_ns;
+    auto it = std::upper_bound(s.reserved.begin(), s.reserved.end(), Sample{row.start_ns, 0}, by_time);
+    double prev = it == s.reserved.begin() ? -1 : std::prev(it)->value;
+    bool fell = false;
+    for (; it != s.reserved.end() && it->ts_ns < end; ++it) {
+      if (prev >= 0 && it->value < prev) fell = true, released += prev - it->value;
+      prev = it->value;
+    }
+    m.release_steps += fell;
   }
+  if (!m.step_start.empty()) m.released_bytes_per_step = released / static_cast<double>(m.step_start.size());
   // Growth: the least-squares slope of the step starts that have a sample before them.
   std::vector<std::pair<double, double>> xy;
   for (size_t i = 0; i < m.step_start.size(); ++i)
@@ -78,6 +139,23 @@ DeviceMemory Summarize(const profiler::Trace& trace, const StepModel& steps, int
     m.growth_per_step = sxx > 0 ? sxy / sxx : 0;
   }
   return m;
+}
+
+// How many samples a step could hold: memory per sample from the median step's rise above its
+// start (activations and what the step makes; what is resident at the start, parameters, gradients,
+// optimizer state, stays), against `usable_pct` of the capacity.
+void Headroom(const AnalysisContext& ctx, int64_t samples, DeviceMemory& m) {
+  if (samples <= 0) return;
+  std::vector<int64_t> rises, starts;
+  for (size_t i = 0; i < m.step_start.size(); ++i)
+    if (m.step_start[i] >= 0 && m.step_peak[i] >= 0) rises.push_back(m.step_peak[i] - m.step_start[i]), starts.push_back(m.step_start[i]);
+  const int64_t rise = Median(rises), start = Median(starts);
+  m.samples_per_step = samples;
+  if (rise <= 0) return;  // no sample inside the steps: the rise is not seen
+  m.bytes_per_sample = static_cast<double>(rise) / static_cast<double>(samples);
+  if (m.capacity <= 0) return;
+  const double usable = ctx.thresholds.Get("batch.small.usable_pct") / 100.0 * static_cast<double>(m.capacity) - static_cast<double>(start);
+  m.fits_samples = usable > 0 ? static_cast<int64_t>(usable / m.bytes_per_sample) : 0;
 }
 
 // memory.growth: what is allocated when a step starts rises step after step. The classic leaks:
@@ -132,7 +210,209 @@ void FlagGrowth(const AnalysisContext& ctx, const DeviceMemory& m, Report& out) 
   out.findings.push_back(std::move(f));
 }
 
+// memory.fragmentation: the caching allocator holds far more than is allocated at its peak, on a
+// device that is nearly full. The difference is cached free blocks, split so that a large request
+// fits none of them: the allocator then frees its whole cache and retries cudaMalloc (a stall of
+// the step, seen as reserved falling inside steps), and fails sooner than the allocated figure says.
+// Reserved far above allocated on a device with room to spare is only a cache: not flagged.
+void FlagFragmentation(const AnalysisContext& ctx, const DeviceMemory& m, Report& out) {
+  const auto& th = ctx.thresholds;
+  if (m.capacity <= 0 || m.peak_reserved <= 0 || m.allocated_at_peak_reserved < 0) return;
+  const double waste = static_cast<double>(m.peak_reserved - m.allocated_at_peak_reserved);
+  const double waste_pct = 100.0 * waste / static_cast<double>(m.peak_reserved);
+  const double reserved_pct = 100.0 * static_cast<double>(m.peak_reserved) / static_cast<double>(m.capacity);
+  if (waste_pct < th.Get("memory.fragmentation.min_waste_pct") || reserved_pct < th.Get("memory.fragmentation.min_reserved_pct"))
+    return;
+  Finding f;
+  f.id = "memory.fragmentation";
+  f.rank = m.rank;
+  f.severity = reserved_pct >= 95 || m.release_steps > 0 ? Severity::kHigh : Severity::kMedium;
+  f.confidence = Confidence::kMedium;  // the trace gives totals, not the allocator's blocks
+  f.title = fmt::format("{} reserves {} ({:.0f} % of its {}) while {} is allocated: {} ({:.0f} %) is cached or fragmented",
+                        m.device, BytesText(static_cast<double>(m.peak_reserved)), reserved_pct,
+                        BytesText(static_cast<double>(m.capacity)), BytesText(static_cast<double>(m.allocated_at_peak_reserved)),
+                        BytesText(waste), waste_pct);
+  f.measured = waste_pct;
+  f.threshold = th.Get("memory.fragmentation.min_waste_pct");
+  f.measured_unit = "% of reserved not allocated, at reserved's peak";
+  f.evidence = {{"device", m.device},
+                {"peak_reserved_bytes", m.peak_reserved},
+                {"allocated_at_peak_reserved_bytes", m.allocated_at_peak_reserved},
+                {"capacity_bytes", m.capacity},
+                {"reserved_pct_of_capacity", reserved_pct},
+                {"steps_with_reserved_released", m.release_steps}};
+  f.saving_bound = fmt::format("memory, not time: {} the allocator holds without using it", BytesText(waste));
+  f.fix_python =
+      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (set before the first CUDA call, e.g. in the job's environment): "
+      "segments grow in place instead of new cudaMalloc blocks, so freed memory is not stranded between sizes. Costs: "
+      "growing a segment maps pages (a little slower the first time), and it is not supported everywhere (memory "
+      "shared across processes through CUDA IPC). Measure it: trainrx ab --cmd with and without the variable. "
+      "Steps whose tensor sizes vary (sequence lengths) fragment most: pad to a few fixed lengths.";
+  f.fix_cpp = "Same environment variable (read by c10's CUDA caching allocator at start-up).";
+  out.findings.push_back(std::move(f));
+}
+
+// A call of torch.cuda.empty_cache(): our start-up hook's range, or the Python frame of a
+// with_stack trace ("torch/cuda/memory.py(222): empty_cache").
+bool IsEmptyCacheCall(const profiler::Trace& trace, const profiler::Event& e) {
+  if (e.kind == profiler::EventKind::kUserAnnotation) return trace.Name(e) == "torch.cuda.empty_cache";
+  if (e.kind != profiler::EventKind::kPythonFunction) return false;
+  const std::string_view name = trace.Name(e);
+  return name.ends_with(": empty_cache") && name.find("memory.py") != std::string_view::npos;
+}
+
+bool IsDeviceMallocOrFree(std::string_view name) {
+  return name == "cudaMalloc" || name == "cudaFree" || name == "hipMalloc" || name == "hipFree";
+}
+
+// memory.empty_cache: torch.cuda.empty_cache() inside the training loop (seed articles recommend it
+// "to free memory"). Each call synchronizes the device and hands the allocator's free segments back
+// to the driver; the next step pays cudaMalloc for them again. Seen as the call in most steps, or,
+// on a trace with profile_memory, as reserved memory falling inside most steps (then possibly the
+// allocator's own retries: the evidence says which was seen).
+void FlagEmptyCache(const AnalysisContext& ctx, int32_t rank, Report& out) {
+  const StepBasis basis(ctx.steps, rank);
+  if (!basis.has_steps()) return;  // a call outside a training loop is not this finding
+  const profiler::Trace& trace = ctx.trace;
+  const StepWindows windows(ctx.steps, rank);
+  int64_t calls = 0, call_ns = 0, malloc_calls = 0, malloc_ns = 0;
+  std::set<int64_t> steps_with_call;
+  for (uint32_t t : TracksOf(trace, rank, profiler::TrackKind::kCpuThread)) {
+    int64_t covered_until = INT64_MIN;  // our range inside the Python frame is one call
+    for (const profiler::Event& e : trace.TrackEvents(t)) {
+      if (e.kind == profiler::EventKind::kCudaRuntime && IsDeviceMallocOrFree(trace.Name(e))) {
+        if (windows.Index(e.ts_ns) >= 0) ++malloc_calls, malloc_ns += e.dur_ns;
+        continue;
+      }
+      if (e.ts_ns < covered_until || !IsEmptyCacheCall(trace, e)) continue;
+      const int64_t step = windows.Index(e.ts_ns);
+      if (step < 0) continue;
+      covered_until = e.end_ns();
+      ++calls, call_ns += e.dur_ns;
+      steps_with_call.insert(step);
+    }
+  }
+  const DeviceMemory* released = nullptr;
+  for (const DeviceMemory& m : out.metrics.memory)
+    if (m.rank == rank && m.release_steps > 0 && (!released || m.release_steps > released->release_steps)) released = &m;
+  const double steps = static_cast<double>(basis.steps());
+  const double call_pct = 100.0 * static_cast<double>(steps_with_call.size()) / steps;
+  const double release_pct = released ? 100.0 * static_cast<double>(released->release_steps) / steps : 0;
+  const double min_pct = ctx.thresholds.Get("memory.empty_cache.min_step_pct");
+  if (call_pct < min_pct && release_pct < min_pct) return;
+  Finding f;
+  f.id = "memory.empty_cache";
+  f.rank = rank;
+  f.steps = basis.steps();
+  f.measured = std::max(call_pct, release_pct);
+  f.threshold = min_pct;
+  f.measured_unit = "% of steps";
+  if (call_pct >= min_pct) {
+    f.confidence = Confidence::kHigh;
+    f.title = fmt::format("torch.cuda.empty_cache() is called in {} of {} steps ({:.1f} calls per step)", steps_with_call.size(),
+                          basis.steps(), basis.Per(static_cast<double>(calls)));
+  } else {
+    f.confidence = Confidence::kMedium;
+    f.title = fmt::format("Reserved memory on {} is given back to the device in {} of {} steps ({} a step): "
+                          "torch.cuda.empty_cache() or the allocator's retries",
+                          released->device, released->release_steps, basis.steps(), BytesText(released->released_bytes_per_step));
+  }
+  f.evidence = {{"steps_with_call", static_cast<int64_t>(steps_with_call.size())},
+                {basis.Key("calls"), basis.Per(static_cast<double>(calls))},
+                {basis.NsKey("call_time"), basis.Per(static_cast<double>(call_ns))},
+                {basis.Key("device_malloc_free_calls"), basis.Per(static_cast<double>(malloc_calls))},
+                {basis.NsKey("device_malloc_free_time"), basis.Per(static_cast<double>(malloc_ns))}};
+  if (released) {
+    f.evidence.push_back({"device", released->device});
+    f.evidence.push_back({"steps_with_reserved_released", released->release_steps});
+    f.evidence.push_back({"released_bytes_per_step", released->released_bytes_per_step});
+  }
+  const double cost = basis.Per(static_cast<double>(call_ns + malloc_ns));
+  SetSaving(f, basis, cost, cost, "time in the calls and in cudaMalloc/cudaFree inside the steps");
+  f.severity = std::max(SeverityForSaving(f), Severity::kLow);
+  if (malloc_calls == 0 && !released)
+    f.examples.push_back("no device allocator here (a CPU run): the call does nothing now; on a GPU each call returns the "
+                         "cache to the driver and the next step allocates it again");
+  f.fix_python =
+      "Remove torch.cuda.empty_cache() from the training loop: the caching allocator reuses freed blocks, and emptying "
+      "it only makes the next step call cudaMalloc again (and synchronizes the device). It helps only to hand memory "
+      "to another process, or between phases that need different shapes (once, not every step). If memory runs out "
+      "without it, see memory.fragmentation (expandable_segments) or lower the batch.";
+  f.fix_cpp = "Remove c10::cuda::CUDACachingAllocator::emptyCache() from the loop.";
+  out.findings.push_back(std::move(f));
+}
+
 }  // namespace
+
+// batch.small: the device is underused (the GPU idles or waits on launches: gpu.idle,
+// gpu.launch_bound) while the step's peak leaves most of its memory free. A larger batch gives the
+// device more work per launch; how many more samples fit is estimated from the memory one sample
+// takes (the step's rise above what is resident). On a CPU there is no such underuse signal: the
+// finding is made only against a capacity the user declared (record --memory-cap, or
+// --threshold memory.capacity_bytes: the stand-in for a device's memory); the Memory table shows
+// the headroom either way. Run after the families (it reads their findings).
+void FlagBatchSmall(const AnalysisContext& ctx, Report& report) {
+  const auto& th = ctx.thresholds;
+  std::vector<Finding> found;
+  for (const DeviceMemory& m : report.metrics.memory) {
+    if (m.capacity <= 0 || m.fits_samples <= 0 || m.samples_per_step <= 0 || m.median_step_peak < 0) continue;
+    const double peak_pct = 100.0 * static_cast<double>(m.median_step_peak) / static_cast<double>(m.capacity);
+    const double factor = static_cast<double>(m.fits_samples) / static_cast<double>(m.samples_per_step);
+    if (peak_pct > th.Get("batch.small.max_peak_pct") || factor < th.Get("batch.small.min_factor")) continue;
+    std::string underuse;
+    const bool cpu = m.device == "cpu";
+    if (cpu) {
+      if (m.capacity_source == "memory cap" || m.capacity_source.starts_with("--threshold"))
+        underuse = "a CPU run measured against a declared memory cap (" + m.capacity_source + ")";
+    } else {
+      for (const Finding& g : report.findings)
+        if ((g.id == "gpu.idle" || g.id == "gpu.launch_bound") && (g.rank == m.rank || g.rank == -1)) {
+          underuse = g.id + ": " + g.title;
+          break;
+        }
+    }
+    if (underuse.empty()) continue;
+    // A power of two at or below what fits, at most 8x: a step to try, not a promise.
+    int64_t suggest = m.samples_per_step;
+    while (suggest * 2 <= m.fits_samples && suggest * 2 <= m.samples_per_step * 8) suggest *= 2;
+    // A peak from a few samples a step (the heap at backward's start) misses what backward allocates:
+    // the estimate is then an upper bound (train_planted.py under a 1.5 GB cap: 10 069 estimated,
+    // batch 4 000 ran, 8 000 did not).
+    const bool sampled = m.median_step_samples <= 3;
+    Finding f;
+    f.id = "batch.small";
+    f.rank = m.rank;
+    f.severity = cpu ? Severity::kLow : Severity::kMedium;
+    // One batch size seen: memory per sample is a linear estimate.
+    f.confidence = sampled ? Confidence::kLow : Confidence::kMedium;
+    f.title = fmt::format("Batch {} uses {:.0f} % of {}'s {} at its peak; {} {:.0f}x as many samples fit ({})",
+                          m.samples_per_step, peak_pct, m.device, BytesText(static_cast<double>(m.capacity)),
+                          sampled ? "up to" : "about", factor, m.fits_samples);
+    f.measured = peak_pct;
+    f.threshold = th.Get("batch.small.max_peak_pct");
+    f.measured_unit = "% of capacity at the median step's peak";
+    f.evidence = {{"device", m.device},
+                  {"samples_per_step", m.samples_per_step},
+                  {"median_step_peak_bytes", m.median_step_peak},
+                  {"capacity_bytes", m.capacity},
+                  {"capacity_source", m.capacity_source},
+                  {"bytes_per_sample", m.bytes_per_sample},
+                  {"fits_samples", m.fits_samples},
+                  {"median_step_samples", m.median_step_samples},
+                  {"underused", underuse}};
+    f.saving_bound = "not estimated from one batch size: trainrx sweep measures samples per second per batch";
+    f.knob = fmt::format("batch={}", suggest);
+    f.fix_python = fmt::format(
+        "Raise the batch toward {} (DataLoader(batch_size=...)) and measure: trainrx sweep --cmd \"python train.py "
+        "--batch-size {{batch}}\" --grid batch={},{},{} ranks the cells by samples per second and runs past one that runs out of "
+        "memory. A larger batch changes the optimization: scale the learning rate with it (linear scaling with "
+        "warm-up), or keep the effective batch with gradient accumulation.",
+        suggest, m.samples_per_step, std::max(m.samples_per_step, suggest / 2), suggest);
+    f.fix_cpp = "Raise the batch size of the data loader; scale the learning rate, or accumulate gradients, as for Python.";
+    found.push_back(std::move(f));
+  }
+  std::move(found.begin(), found.end(), std::back_inserter(report.findings));
+}
 
 std::string BytesText(double b) {
   const double a = std::abs(b);
@@ -159,17 +439,26 @@ void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
       case profiler::MemoryWhat::kReserved: s.reserved.push_back({c.ts_ns, c.value}); break;
       case profiler::MemoryWhat::kBytes: break;
       case profiler::MemoryWhat::kOom:
+        if (s.oom_events == 0) s.oom_ts = c.ts_ns, s.oom_track = c.track;
         ++s.oom_events;
         s.oom_bytes = std::max(s.oom_bytes, static_cast<int64_t>(c.value));
         break;
     }
   }
+  const auto batch = series.empty() ? std::nullopt : SamplesPerStep(trace, ctx.steps);
+  std::set<int32_t> ranks;
   for (auto& [key, s] : series) {
     if (s.allocated.empty()) continue;
-    DeviceMemory m = Summarize(trace, ctx.steps, key.first, key.second, s);
+    DeviceMemory m = Summarize(ctx, key.first, key.second, s);
+    if (batch) Headroom(ctx, batch->samples, m);
     FlagGrowth(ctx, m, out);
+    FlagFragmentation(ctx, m, out);
+    ranks.insert(m.rank);
     out.metrics.memory.push_back(std::move(m));
   }
+  // empty_cache calls show without allocator samples too (with_stack traces, our start-up hook).
+  for (const auto& t : trace.tracks) ranks.insert(t.rank);
+  for (int32_t rank : ranks) FlagEmptyCache(ctx, rank, out);
 }
 
 }  // namespace trainrx::analyzers

@@ -63,6 +63,13 @@ Thresholds::Thresholds() {
       {"memory.growth.min_bytes_per_step", {262144.0, "flag allocated memory at step starts rising by at least this many bytes per step (least-squares slope)"}},
       {"memory.growth.min_increase_pct", {80.0, "and rising in at least this % of step-to-step changes (a one-off jump, e.g. optimizer state made at the first step, is not growth)"}},
       {"memory.growth.min_steps", {4.0, "over at least this many steps with a sample before their start"}},
+      {"memory.capacity_bytes", {0.0, "memory of a device whose trace states none (a CPU run: the stand-in for a device's capacity, as sweep --memory-cap); 0: unknown"}},
+      {"memory.fragmentation.min_waste_pct", {30.0, "flag when at least this % of reserved memory is not allocated at reserved's peak"}},
+      {"memory.fragmentation.min_reserved_pct", {80.0, "and reserved reaches at least this % of the device's capacity (a cache on a device with room is not a problem)"}},
+      {"memory.empty_cache.min_step_pct", {50.0, "flag torch.cuda.empty_cache() (or reserved memory given back) in at least this % of the steps"}},
+      {"batch.small.max_peak_pct", {50.0, "flag a small batch when the median step's peak is at most this % of the device's capacity"}},
+      {"batch.small.min_factor", {2.0, "and at least this many times the batch's samples fit"}},
+      {"batch.small.usable_pct", {90.0, "% of the capacity counted as usable when estimating how many samples fit"}},
       {"threads.oversubscribed.ratio", {1.5, "flag when intra-op threads x local ranks exceed this many per CPU (loader workers: when more than the CPUs)"}},
   };
 }
@@ -129,7 +136,7 @@ const std::vector<std::string>& FindingIds() {
   static const std::vector<std::string> kIds = {
       "cudnn.benchmark_off",   "cudnn.deterministic_on",     "debug.anomaly_detection", "debug.launch_blocking",
       "debug.profiler",        "dist.comm_overlap",          "dist.data_parallel",      "dist.no_sync",            "dist.rank_mismatch",      "dist.straggler",          "eval.grad_enabled",       "gpu.idle",
-      "gpu.launch_bound",      "memory.growth",
+      "gpu.launch_bound",      "memory.growth",              "memory.fragmentation",    "memory.empty_cache",      "batch.small",
       "input.dataloader_bound", "input.pin_memory",          "input.workers",           "model.bias_before_norm",
       "optim.single_tensor",   "optim.zero_grad",            "precision.fp32_matmul",   "precision.matmul_alignment",
       "python.loop_indexing",  "sync.blocking_copy",         "sync.host_device",        "tensor.cpu_then_copy",
@@ -169,6 +176,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
     std::move(part.metrics.launch.begin(), part.metrics.launch.end(), std::back_inserter(report.metrics.launch));
     std::move(part.metrics.memory.begin(), part.metrics.memory.end(), std::back_inserter(report.metrics.memory));
   }
+  FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
   // Several ranks: a claim found on each is shown once, naming them (as rank by rank).
   if (trace.ranks.size() > 1) report.findings = FoldFindings(std::move(report.findings), trace.ranks.size());
   SortFindings(report.findings);

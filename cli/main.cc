@@ -231,6 +231,10 @@ int Main(int argc, char** argv) {
   record->add_option("--skip", record_options.skip, "steps to run unrecorded before the recorded ones (default 0)")
       ->check(CLI::NonNegativeNumber);
   record->add_flag("-v,--verbose", record_options.verbose, "let the probes report what they do on stderr");
+  std::string record_memory_cap;
+  record->add_option("--memory-cap", record_memory_cap,
+                     "run the program under this much writable memory (RLIMIT_DATA: 1.5G, 800M): the CPU stand-in for a "
+                     "device's capacity; the report's memory headroom is measured against it");
   record->add_option("command", record_options.command, "the command to run, after --")->required();
   record->allow_extras(false);
 
@@ -412,6 +416,8 @@ int Main(int argc, char** argv) {
   if (*record) {
     if (!record_options.analyze && (record->count("--format") > 0 || !record_report.empty()))
       return Fail("record: --format and --report describe the analysis: add --analyze");
+    if (!record_memory_cap.empty() && !ParseBytes(record_memory_cap, &record_options.memory_cap_bytes))
+      return Fail(fmt::format("--memory-cap: '{}' is not a size (e.g. 1.5G, 800M, 1048576)", record_memory_cap));
     return trainrx::cli::RunRecord(record_options, [&](const std::vector<std::string>& traces) {
       return RunAnalyze(traces, false, record_format, record_report, thresholds);
     });

@@ -83,6 +83,7 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
   experiments::ProcessSpec p;
   p.argv = options.command;
   p.search_path = true;
+  p.data_limit_bytes = options.memory_cap_bytes;
   using E = experiments::EnvChange;
   p.env = {{"LD_PRELOAD", preload, E::kPrepend},
            {env::kProbeLib, probe, E::kSet},
@@ -115,6 +116,7 @@ int RunRecord(const RecordOptions& options, const AnalyzeFn& analyze) {
   if (have_hook) {
     p.env.push_back({"PYTHONPATH", hook, E::kPrepend});
     p.env.push_back({env::kModules, "1", E::kSetIfUnset});
+    p.env.push_back({env::kMarks, "1", E::kSetIfUnset});
   }
   std::string error;
   const pid_t child = experiments::StartProcess(p, &error);

@@ -25,6 +25,9 @@ struct RecordOptions {
   std::string probe_dir;      // where libtrainrx_probe.so and its .torch sidecar are (default: next to trainrx)
   std::string torch_lib;      // the libtorch_cpu the probe was built against (build-time)
   std::string torch_version;  // its version
+  // > 0: the program runs under this RLIMIT_DATA (`--memory-cap`): an allocation past it fails as
+  // on a full device, and the probe writes it as the CPU's capacity (the stand-in for a device's memory).
+  uint64_t memory_cap_bytes = 0;
 };
 
 // Called with the trace files written when --analyze is given; returns an exit code.

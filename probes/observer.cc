@@ -13,11 +13,14 @@
 #include <c10/core/InferenceMode.h>
 #include <dlfcn.h>
 #include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 
 #include <mutex>
@@ -46,6 +49,9 @@ struct ObserverState {
   int input_capture_steps = 3;
   std::atomic<int> step_boundaries{0};
   std::atomic<Rec*> current_step{nullptr};
+  // The heap is sampled again at the first backward op after a boundary (issue 36): activations
+  // are all alive then, so the step's peak is seen, not only what the step starts and ends with.
+  std::atomic<bool> backward_sampled{true};
   // Outside the step window (before it opens, after it closes) the callback is registered for
   // user ranges only: ATen ops skip it, and the boundaries that open the window are still seen.
   bool user_only = false;
@@ -187,6 +193,8 @@ bool BoundaryOf(const char* name, BoundaryKind* kind) {
   return true;
 }
 
+void SampleHeap(Collector& c, ThreadBuffer* buf, int64_t ts) noexcept;  // below
+
 std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
   Collector* c = ActiveCollector();
   if (c == nullptr) return nullptr;
@@ -211,6 +219,9 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       return nullptr;
     }
     BusyGuard busy(b);
+    if (scope == at::RecordScope::BACKWARD_FUNCTION && !State().backward_sampled.load(std::memory_order_relaxed) &&
+        !State().backward_sampled.exchange(true))
+      SampleHeap(*c, b, NowNs());
     // Python's record_function enters through an op of its own; the range itself follows.
     if (name[0] == 'p' && StartsWith(name, "profiler::")) return nullptr;
     Rec* r = b->Append();
@@ -406,8 +417,32 @@ void SnapshotConfig(ThreadBuffer* buf, int64_t ts) noexcept {
     c->Sample(buf, "launch_blocking", lb && std::strcmp(lb, "1") == 0 ? 1 : 0, ts);
     c->Sample(buf, "fork_children", static_cast<double>(ProcessSession::Get().fork_children()), ts);
     SampleHeap(*c, buf, ts);
+    State().backward_sampled.store(false, std::memory_order_relaxed);
   } catch (...) {
   }
+}
+
+// What a CPU process can hold before an allocation fails, and why: the lowest of its RLIMIT_DATA /
+// RLIMIT_AS ("memory cap": `trainrx record --memory-cap`, `ulimit -v`, the stand-in for a device's
+// memory), its cgroup's memory.max, and the machine's memory. The capacity of the "cpu" device in
+// the report (issue 36); 0 when none can be read.
+std::pair<uint64_t, const char*> CpuMemoryCapacity() {
+  std::pair<uint64_t, const char*> best{0, ""};
+  const auto consider = [&](uint64_t bytes, const char* source) {
+    if (bytes > 0 && (best.first == 0 || bytes < best.first)) best = {bytes, source};
+  };
+  for (int resource : {RLIMIT_DATA, RLIMIT_AS}) {
+    struct rlimit lim {};
+    if (getrlimit(resource, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) consider(lim.rlim_cur, "memory cap");
+  }
+  if (FILE* f = std::fopen("/sys/fs/cgroup/memory.max", "r")) {
+    unsigned long long v = 0;
+    if (std::fscanf(f, "%llu", &v) == 1) consider(v, "cgroup");
+    std::fclose(f);
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) consider(static_cast<uint64_t>(pages) * static_cast<uint64_t>(page), "system memory");
+  return best;
 }
 
 void OnFinish(ProcessSession& s) {
@@ -421,6 +456,10 @@ void OnFinish(ProcessSession& s) {
     c.SetStatic("torch_version", "\"" + std::string(TORCH_VERSION) + "\"");
     c.SetStatic("intra_op_threads", std::to_string(at::get_num_threads()));
     c.SetStatic("anomaly_mode", torch::autograd::AnomalyMode::is_enabled() ? "1" : "0");
+    if (const auto [bytes, source] = CpuMemoryCapacity(); bytes > 0) {
+      c.SetStatic("memory_capacity_bytes", std::to_string(bytes));
+      c.SetStatic("memory_capacity_source", "\"" + std::string(source) + "\"");
+    }
   } catch (...) {
   }
 }

@@ -240,6 +240,16 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.Field("increasing_steps", m.increases);
     w.Field("oom_events", m.oom_events);
     w.Field("oom_request_bytes", m.oom_request_bytes);
+    w.Field("oom_op", m.oom_op);
+    w.Field("oom_ts_ns", m.oom_ts_ns);
+    w.Field("capacity_source", m.capacity_source);
+    w.Field("allocated_at_peak_reserved_bytes", m.allocated_at_peak_reserved);
+    w.Field("release_steps", m.release_steps);
+    w.Field("released_bytes_per_step", static_cast<int64_t>(std::llround(m.released_bytes_per_step)));
+    w.Field("samples_per_step", m.samples_per_step);
+    w.Field("bytes_per_sample", static_cast<int64_t>(std::llround(m.bytes_per_sample)));
+    w.Field("fits_samples", m.fits_samples);
+    w.Field("median_step_samples", m.median_step_samples);
     for (const auto& [key, list] : {std::pair{"step_start_bytes", &m.step_start}, std::pair{"step_peak_bytes", &m.step_peak}}) {
       w.Key(key);
       w.BeginArray();

@@ -199,6 +199,16 @@ std::string EvidenceText(const analyzers::EvidenceItem& e) {
   return fmt::format("{}={}", e.key, std::get<std::string>(e.value));
 }
 
+std::string OomText(const analyzers::DeviceMemory& m) {
+  std::string text = fmt::format("rank {} ran out of memory on {}: {} allocation{} failed, the largest asking {}", m.rank, m.device,
+                                 m.oom_events, m.oom_events == 1 ? "" : "s", analyzers::BytesText(static_cast<double>(m.oom_request_bytes)));
+  if (!m.oom_op.empty()) text += fmt::format(" (first in {})", m.oom_op);
+  text += fmt::format("; peak allocated {}", analyzers::BytesText(static_cast<double>(m.peak_allocated)));
+  if (m.capacity > 0) text += fmt::format(" of {}", analyzers::BytesText(static_cast<double>(m.capacity)));
+  if (m.peak_reserved > 0) text += fmt::format(", reserved {}", analyzers::BytesText(static_cast<double>(m.peak_reserved)));
+  return text;
+}
+
 void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report, const RenderOptions& options,
                    Sink& sink) {
   std::string inputs;
@@ -206,6 +216,9 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
   sink.Title(fmt::format("trainrx analysis of {}", inputs.empty() ? "trace" : inputs));
   // A run that did not finish first: every figure below is about a part of it.
   for (const auto& u : report.metrics.unfinished) sink.Warning(UnfinishedText(u));
+  // A run that ran out of memory: what failed, and how full the device was.
+  for (const auto& m : report.metrics.memory)
+    if (m.oom_events > 0) sink.Warning(OomText(m));
   // Then what the reader found wrong with the input as a whole (files of different jobs merged),
   // then data loss: the numbers are only as good as what could be read.
   const auto& stats = trace.stats;
@@ -348,8 +361,9 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
   if (!report.metrics.memory.empty()) {
     sink.Heading("Memory");
     sink.Line("from the allocator samples in the trace (torch.profiler's profile_memory events; trainrx record samples "
-              "the process heap at step boundaries, so its step peak is a boundary's figure); allocated at a step's start "
-              "and the step's peak, over the steady steps");
+              "the process heap at step boundaries and when backward starts, so its step peak is a lower bound); allocated "
+              "at a step's start and the step's peak, over the steady steps; headroom: samples a step could hold in "
+              "90 % of the capacity, from the memory one sample takes (the step's rise above its start)");
     std::vector<std::vector<std::string>> rows;
     const auto bytes = [](double b) { return b < 0 ? std::string("-") : analyzers::BytesText(b); };
     for (const auto& m : report.metrics.memory) {
@@ -358,15 +372,24 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
         if (v >= 0) last = v, first = first < 0 ? v : first;
       rows.push_back({std::to_string(m.rank), m.device, std::to_string(m.samples), bytes(static_cast<double>(m.peak_allocated)),
                       m.peak_reserved > 0 ? bytes(static_cast<double>(m.peak_reserved)) : "-",
-                      m.capacity > 0 ? bytes(static_cast<double>(m.capacity)) : "unknown",
-                      bytes(static_cast<double>(m.median_step_peak)),
+                      m.capacity > 0 ? bytes(static_cast<double>(m.capacity)) + " (" + m.capacity_source + ")" : "unknown",
+                      m.capacity > 0 && m.median_step_peak >= 0
+                          ? fmt::format("{} ({:.0f} %)", bytes(static_cast<double>(m.median_step_peak)),
+                                        100.0 * static_cast<double>(m.median_step_peak) / static_cast<double>(m.capacity))
+                          : bytes(static_cast<double>(m.median_step_peak)),
                       first < 0 ? "-" : bytes(static_cast<double>(first)) + " -> " + bytes(static_cast<double>(last)),
                       m.growth_steps >= 2 ? bytes(m.growth_per_step) : "-",
                       m.oom_events > 0 ? fmt::format("{} (asked {})", m.oom_events, bytes(static_cast<double>(m.oom_request_bytes)))
-                                       : "0"});
+                                       : "0",
+                      m.bytes_per_sample <= 0 ? "-"
+                      : m.fits_samples > 0
+                          ? fmt::format("{} a sample: {}{} fit ({:.1f}x batch {})", bytes(m.bytes_per_sample),
+                                        m.median_step_samples <= 3 ? "up to " : "", m.fits_samples,
+                                        static_cast<double>(m.fits_samples) / static_cast<double>(m.samples_per_step), m.samples_per_step)
+                          : fmt::format("{} a sample (batch {})", bytes(m.bytes_per_sample), m.samples_per_step)});
     }
     sink.Table({"rank", "device", "samples", "peak allocated", "peak reserved", "capacity", "median step peak",
-                "allocated at step start (first -> last)", "growth per step", "out of memory"},
+                "allocated at step start (first -> last)", "growth per step", "out of memory", "headroom"},
                rows);
   }
 

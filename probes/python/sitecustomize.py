@@ -20,6 +20,10 @@ root module's named_modules() ("Net.features.0 (Conv2d)"; the root is named by i
 name the user's modules instead of aten::conv2d[[32, 3, 32, 32], ...]. Global forward hooks (one
 pre, one post hook for all modules; the post hook also runs when forward raises on torch >= 2.1).
 
+With TRAINRX_MARKS=1 (set by `trainrx record` unless the user set it; "0" for none),
+torch.cuda.empty_cache() runs inside a record_function range "torch.cuda.empty_cache" (the
+memory.empty_cache finding counts the calls per step).
+
 Each patch is applied when torch is imported (an import hook), never imports torch itself, and
 writes one line to stderr only with TRAINRX_FIX_VERBOSE=1. The user's own sitecustomize (if any)
 still runs: it is found further along sys.path and executed first.
@@ -243,6 +247,35 @@ class _NoopContext:
         return fn
 
 
+def _install_marks(torch):
+    """TRAINRX_MARKS=1: calls a trace cannot otherwise see become record_function ranges. Now:
+    torch.cuda.empty_cache() as "torch.cuda.empty_cache" (memory.empty_cache counts it per step; on
+    a CPU run the call does nothing and is still counted). Same result, same exceptions; never
+    inside torch.compile or torch.jit tracing."""
+    record_function = getattr(torch.autograd.profiler, "record_function", None)
+    cuda = getattr(torch, "cuda", None)
+    original = getattr(cuda, "empty_cache", None)
+    if record_function is None or original is None or getattr(original, "_trainrx_mark", False):
+        return
+    compiler = getattr(torch, "compiler", None)
+    compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+    tracing = getattr(torch.jit, "is_tracing", None) or (lambda: False)
+
+    def empty_cache(*args, **kwargs):
+        if compiling() or tracing():
+            return original(*args, **kwargs)
+        with record_function("torch.cuda.empty_cache"):
+            return original(*args, **kwargs)
+
+    empty_cache.__doc__ = original.__doc__
+    empty_cache.__wrapped__ = original
+    empty_cache._trainrx_mark = True
+    cuda.empty_cache = empty_cache
+    memory = getattr(cuda, "memory", None)
+    if memory is not None and getattr(memory, "empty_cache", None) is original:
+        memory.empty_cache = empty_cache
+
+
 class _TorchHook(importlib.abc.MetaPathFinder):
     """Applies the fixes right after `import torch` finishes."""
 
@@ -271,6 +304,11 @@ class _TorchHook(importlib.abc.MetaPathFinder):
                         _apply(module, fixes)
                     except Exception as e:  # a fix that cannot apply is said, never fatal
                         sys.stderr.write(f"trainrx fix: could not apply {sorted(fixes)}: {e}\n")
+                if os.environ.get("TRAINRX_MARKS", "0") not in ("", "0"):
+                    try:
+                        _install_marks(module)
+                    except Exception as e:  # marks are a nicety: never fatal
+                        sys.stderr.write(f"trainrx: no marks: {e}\n")
                 modules = os.environ.get("TRAINRX_MODULES", "0")
                 if modules not in ("", "0"):
                     try:
@@ -285,5 +323,5 @@ class _TorchHook(importlib.abc.MetaPathFinder):
 _chain_original_sitecustomize()
 _MODULE_CALLS = 20  # model calls with module ranges (TRAINRX_MODULES=1); "all": the whole run
 _FIXES = _fixes()
-if _FIXES or os.environ.get("TRAINRX_MODULES", "0") not in ("", "0"):
+if _FIXES or any(os.environ.get(k, "0") not in ("", "0") for k in ("TRAINRX_MODULES", "TRAINRX_MARKS")):
     sys.meta_path.insert(0, _TorchHook(_FIXES))

@@ -175,12 +175,12 @@
     document.title = 'trainrx analysis: ' + (r.inputs || []).join(', ');
     root.append(el('header', null, el('h1', null, 'trainrx analysis'), el('div', {class: 'sub'}, (r.inputs || []).join(' · '))));
     root.append(el('nav', null, [['data-loss', 'data'], ['summary', 'summary'], ['findings', 'findings'], ['steps', 'steps'],
-      ['breakdown', 'breakdown'], ['ops', 'operators'], ['kernels', 'kernels'], ['timeline', 'timeline']]
+      ['breakdown', 'breakdown'], ['ops', 'operators'], ['kernels', 'kernels'], ['memory', 'memory'], ['timeline', 'timeline']]
       .map(([id, t]) => el('a', {href: '#' + id}, t))));
     const main = el('main');
     root.append(main);
     main.append(...[dataLoss(r), summary(r), findingsSection(r, doc.timeline), stepsSection(steps),
-                breakdownSection(r), opsSection(r), modulesSection(r), kernelsSection(r), timelineSection(doc.timeline, r)]
+                breakdownSection(r), opsSection(r), modulesSection(r), kernelsSection(r), memorySection(r), timelineSection(doc.timeline, r)]
                 .filter(Boolean));
     if (TL.tl) showWindow(0, null);  // in the page now: the canvas has its width
   }
@@ -196,6 +196,11 @@
       else if (w.closed) items.push(el('div', {class: 'alert info'}, `Rank ${w.rank} recorded steps ${w.skip + 1}-${w.skip + w.steps} of the ${w.run_boundaries} it ran ` +
         `(record --steps ${w.steps}${w.skip ? ' --skip ' + w.skip : ''}); the rest of the run is not in the trace.`));
       else if (w.skip > 0) items.push(el('div', {class: 'alert info'}, `Rank ${w.rank} skipped the first ${w.skip} steps (record --skip ${w.skip}).`));
+    }
+    for (const m of (r.metrics && r.metrics.memory) || []) {
+      if (m.oom_events > 0) items.push(el('div', {class: 'alert'}, `Rank ${m.rank} ran out of memory on ${m.device}: ${m.oom_events} allocation(s) failed, ` +
+        `the largest asking ${fmtBytes(m.oom_request_bytes)}${m.oom_op ? ' (first in ' + m.oom_op + ')' : ''}; peak allocated ${fmtBytes(m.peak_allocated_bytes)}` +
+        (m.capacity_bytes > 0 ? ` of ${fmtBytes(m.capacity_bytes)}` : '') + '.'));
     }
     for (const k of r.ranks || []) {
       const c = k.clock;
@@ -228,6 +233,8 @@
       tile('steps per second', steps.median_ns > 0 ? (1e9 / steps.median_ns).toFixed(2) : '–'),
       tile('steps from', steps.source || '–'),
       tile('findings', String((r.findings || []).length)),
+      ...((r.metrics && r.metrics.memory) || []).slice(0, 2).map(m => tile(`peak memory ${m.device}`, fmtBytes(m.peak_allocated_bytes) +
+        (m.capacity_bytes > 0 ? ` of ${fmtBytes(m.capacity_bytes)}` : '') + (m.oom_events > 0 ? ' · out of memory' : ''))),
       // `trainrx run`: the workload's own figures (throughput summed over ranks).
       (r.runs || []).length ? [tile('workload', `${r.runs[0].workload} ${r.runs[0].changed || ''}`),
         tile('samples per second', r.runs.reduce((a, x) => a + (x.samples_per_s || 0), 0).toFixed(1)),
@@ -362,6 +369,40 @@
     const all = ((r.steps && r.steps.rows) || []).length;
     if (t.steps > 0 && t.steps < all)
       out.append(el('p', null, `Module ranges cover the model's first calls only: ${t.steps} of the ${all} steps have them, and the shares are of those steps' time.`));
+    return out;
+  }
+
+  // Memory (issue 36): per device, what is allocated when each step starts and the step's peak,
+  // the capacity drawn where known and the highest peak marked; the figures of the text table.
+  function fmtBytes(b) {
+    if (!isFinite(b) || b < 0) return '–';
+    const a = Math.abs(b);
+    return a >= 1e9 ? (b / 1e9).toFixed(2) + ' GB' : a >= 1e6 ? (b / 1e6).toFixed(1) + ' MB' : a >= 1e3 ? (b / 1e3).toFixed(1) + ' kB' : b.toFixed(0) + ' B';
+  }
+  function memorySection(r) {
+    const mem = (r.metrics && r.metrics.memory) || [];
+    if (!mem.length) return null;
+    const out = section('memory', 'Memory');
+    out.append(el('p', {class: 'muted'}, 'From the allocator samples in the trace (torch.profiler\'s profile_memory events; trainrx record samples the ' +
+      'process heap at step boundaries and when backward starts, so its step peak is a lower bound). Per steady step: allocated when it starts and its peak.'));
+    for (const m of mem) {
+      const n = Math.max((m.step_start_bytes || []).length, (m.step_peak_bytes || []).length);
+      const peaks = m.step_peak_bytes || [];
+      const top = peaks.reduce((best, v, i) => v > (best < 0 ? -1 : peaks[best]) ? i : best, -1);
+      const line = (label, color, xs, mark) => ({label, color, points: xs.map((y, i) => ({x: i, y: y >= 0 ? y : NaN, mark: mark && i === top,
+        title: `step ${i + 1}: ${label} ${fmtBytes(y)}`}))});
+      const lines = [line('allocated at step start', '#2458c6', m.step_start_bytes || [], false), line('step peak', '#c62828', peaks, true)];
+      if (m.capacity_bytes > 0) lines.push({label: `capacity (${m.capacity_source})`, color: '#5d6677',
+        points: Array.from({length: n}, (_, i) => ({x: i, y: m.capacity_bytes, title: `capacity ${fmtBytes(m.capacity_bytes)}`}))});
+      const facts = [['peak allocated', fmtBytes(m.peak_allocated_bytes)], ['peak reserved', m.peak_reserved_bytes > 0 ? fmtBytes(m.peak_reserved_bytes) : '–'],
+        ['capacity', m.capacity_bytes > 0 ? `${fmtBytes(m.capacity_bytes)} (${m.capacity_source})` : 'unknown'],
+        ['median step peak', fmtBytes(m.median_step_peak_bytes) + (m.capacity_bytes > 0 && m.median_step_peak_bytes >= 0 ? ` (${pct(m.median_step_peak_bytes / m.capacity_bytes, 0)})` : '')],
+        ['growth per step', m.growth_steps >= 2 ? fmtBytes(m.growth_bytes_per_step) : '–'],
+        ['headroom', m.bytes_per_sample > 0 ? `${fmtBytes(m.bytes_per_sample)} a sample` + (m.fits_samples > 0 ? `: ${m.fits_samples} fit (batch ${m.samples_per_step})` : '') : '–'],
+        ['out of memory', m.oom_events > 0 ? `${m.oom_events} (asked ${fmtBytes(m.oom_request_bytes)}${m.oom_op ? ', in ' + m.oom_op : ''})` : '0']];
+      out.append(el('h3', null, `rank ${m.rank} · ${m.device}`), kv(facts));
+      if (n > 0) out.append(lineChart(lines, Array.from({length: n}, (_, i) => String(i + 1)), {zero: true, fmt: fmtBytes, yLabel: 'bytes'}));
+    }
     return out;
   }
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/profiler/kineto_reader.h"
@@ -120,6 +121,204 @@ TEST(MemoryTest, NoSamplesNoFigures) {
   const Report r = AnalyzeText(R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":5}]})");
   EXPECT_TRUE(r.metrics.memory.empty());
   EXPECT_FALSE(Has(r, "memory.growth"));
+}
+
+const Finding* FindId(const Report& r, const char* id) {
+  for (const auto& f : r.findings)
+    if (f.id == id) return &f;
+  return nullptr;
+}
+
+// A CUDA device of `capacity` bytes in the trace's deviceProperties.
+std::string WithCapacity(const std::string& trace, int64_t capacity) {
+  return fmt::format(R"J({{"deviceProperties":[{{"id":0,"name":"GPU","totalGlobalMem":{},"computeMajor":9,"computeMinor":0}}],)J",
+                     capacity) +
+         trace.substr(1);
+}
+
+TEST(MemoryTest, ReservedFarAboveAllocatedOnANearlyFullDeviceIsFragmentation) {
+  // Steps() on cuda:0 writes reserved = 2 x allocated: at reserved's peak (30 MB) 15 MB is allocated.
+  const std::string steps = Steps(8, [](int) { return int64_t{10'000'000}; }, 1);
+  const Report full = AnalyzeText(WithCapacity(steps, 32'000'000));
+  ASSERT_EQ(full.metrics.memory.size(), 1u);
+  EXPECT_EQ(full.metrics.memory[0].capacity, 32'000'000);
+  EXPECT_EQ(full.metrics.memory[0].capacity_source, "deviceProperties");
+  EXPECT_EQ(full.metrics.memory[0].allocated_at_peak_reserved, 15'000'000);
+  const Finding* f = FindId(full, "memory.fragmentation");
+  ASSERT_NE(f, nullptr);
+  EXPECT_DOUBLE_EQ(f->measured, 50.0);
+  EXPECT_NE(f->title.find("15.0 MB (50 %) is cached or fragmented"), std::string::npos) << f->title;
+  EXPECT_NE(f->fix_python.find("expandable_segments:True"), std::string::npos);
+  // The same cache on a device with room: only a cache.
+  EXPECT_EQ(FindId(AnalyzeText(WithCapacity(steps, 1'000'000'000)), "memory.fragmentation"), nullptr);
+  // Capacity unknown: no claim.
+  EXPECT_EQ(FindId(AnalyzeText(steps), "memory.fragmentation"), nullptr);
+  // CPU: no caching allocator, no reserved figure.
+  EXPECT_EQ(FindId(AnalyzeText(Steps(8, [](int) { return int64_t{10'000'000}; })), "memory.fragmentation"), nullptr);
+}
+
+// `steps` 1 ms steps; in the steps `with_call(i)` a call of torch.cuda.empty_cache(), as our
+// start-up hook's range (`frame` false) or with_stack's Python frame with our range inside it.
+std::string EmptyCacheSteps(int steps, const std::function<bool(int)>& with_call, bool frame = false) {
+  std::string ev;
+  for (int i = 0; i < steps; ++i) {
+    const double s = 1000.0 * i;
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":1000}},)J", i, s);
+    ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{},"dur":500}},)J", s + 10);
+    if (!with_call(i)) continue;
+    if (frame)
+      ev += fmt::format(R"J({{"ph":"X","cat":"python_function","name":"torch/cuda/memory.py(222): empty_cache","pid":1,"tid":1,"ts":{},"dur":40}},)J",
+                        s + 600);
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"torch.cuda.empty_cache","pid":1,"tid":1,"ts":{},"dur":30}},)J", s + 605);
+    ev += fmt::format(R"J({{"ph":"X","cat":"cuda_runtime","name":"cudaFree","pid":1,"tid":1,"ts":{},"dur":20}},)J", s + 610);
+    ev += fmt::format(R"J({{"ph":"X","cat":"cuda_runtime","name":"cudaMalloc","pid":1,"tid":1,"ts":{},"dur":50}},)J", s + 700);
+  }
+  // A call after the loop (between phases) is not per-step work.
+  ev += R"J({"ph":"X","cat":"user_annotation","name":"torch.cuda.empty_cache","pid":1,"tid":1,"ts":99000,"dur":30},)J";
+  ev.pop_back();
+  return "{\"traceEvents\":[" + ev + "]}";
+}
+
+TEST(MemoryTest, EmptyCacheInMostStepsIsFlaggedWithItsCost) {
+  const Report r = AnalyzeText(EmptyCacheSteps(10, [](int) { return true; }));
+  const Finding* f = FindId(r, "memory.empty_cache");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->confidence, Confidence::kHigh);
+  EXPECT_NE(f->title.find("10 of 10 steps (1.0 calls per step)"), std::string::npos) << f->title;
+  EXPECT_EQ(f->estimated_saving_ns, 30'000 + 20'000 + 50'000);  // the call, cudaFree and cudaMalloc of a step
+  // with_stack's Python frame around our range: one call, timed by the frame.
+  const Finding* g = FindId(AnalyzeText(EmptyCacheSteps(10, [](int) { return true; }, true)), "memory.empty_cache");
+  ASSERT_NE(g, nullptr);
+  EXPECT_NE(g->title.find("(1.0 calls per step)"), std::string::npos) << g->title;
+  EXPECT_EQ(g->estimated_saving_ns, 40'000 + 20'000 + 50'000);
+  // In 2 of 10 steps (a periodic clean-up): not the loop's habit.
+  EXPECT_EQ(FindId(AnalyzeText(EmptyCacheSteps(10, [](int i) { return i % 5 == 0; })), "memory.empty_cache"), nullptr);
+  // Without steps a call is not a loop's.
+  EXPECT_EQ(FindId(AnalyzeText(R"({"traceEvents":[{"ph":"X","cat":"user_annotation","name":"torch.cuda.empty_cache","pid":1,"tid":1,"ts":0,"dur":5}]})"),
+                   "memory.empty_cache"),
+            nullptr);
+}
+
+// cuda:0, no call seen (a torch.profiler trace without with_stack): allocated rises to 30 MB and
+// falls back each step; reserved is 40 MB at the peak and `end_reserved` at the step's end.
+std::string ReservedSteps(int64_t end_reserved) {
+  std::string ev;
+  for (int i = 0; i < 8; ++i) {
+    const double s = 1000.0 * i;
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":1000}},)J", i, s);
+    for (auto [dt, alloc, reserved] : {std::tuple{10, int64_t{10'000'000}, int64_t{40'000'000}}, std::tuple{500, int64_t{30'000'000}, int64_t{40'000'000}},
+                                       std::tuple{900, int64_t{10'000'000}, end_reserved}})
+      ev += fmt::format(R"J({{"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":1,"tid":1,"ts":{},)J"
+                        R"J("args":{{"Total Reserved":{},"Total Allocated":{},"Bytes":1,"Device Id":0,"Device Type":1}}}},)J",
+                        s + dt, reserved, alloc);
+  }
+  ev.pop_back();
+  return "{\"traceEvents\":[" + ev + "]}";
+}
+
+TEST(MemoryTest, ReservedGivenBackInEveryStepIsFlaggedWithoutTheCall) {
+  const Report r = AnalyzeText(ReservedSteps(12'000'000));
+  ASSERT_EQ(r.metrics.memory.size(), 1u);
+  EXPECT_EQ(r.metrics.memory[0].release_steps, 8);
+  EXPECT_NEAR(r.metrics.memory[0].released_bytes_per_step, 28'000'000, 1);
+  const Finding* f = FindId(r, "memory.empty_cache");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->confidence, Confidence::kMedium);
+  EXPECT_NE(f->title.find("given back to the device in 8 of 8 steps (28.0 MB a step)"), std::string::npos) << f->title;
+  // Reserved kept (the caching allocator's normal state): nothing.
+  const Report kept = AnalyzeText(ReservedSteps(40'000'000));
+  EXPECT_EQ(kept.metrics.memory[0].release_steps, 0);
+  EXPECT_EQ(FindId(kept, "memory.empty_cache"), nullptr);
+}
+
+// Steps with the model's first layer (batch 32 in its recorded input dims), allocated 10 MB at each
+// step's start and 15 MB at its peak (5 MB for 32 samples); on cuda:0 a 300 us kernel a 1 ms step
+// (the GPU idles 70 %), when `gpu`.
+// `dense`: a fourth sample in the step, as allocation events give (else the peak is from 3 samples,
+// as trainrx record's heap samples, and the headroom an upper bound).
+std::string BatchSteps(bool gpu, bool dense = true) {
+  std::string ev;
+  for (int i = 0; i < 8; ++i) {
+    const double s = 1000.0 * i;
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":1000}},)J", i, s);
+    ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":{},"dur":100,"args":{{"Input Dims":[[32,3,28,28],[8,3,3,3],[8]]}}}},)J",
+                      s + 20);
+    if (gpu) {
+      ev += fmt::format(R"J({{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{},"dur":5,"args":{{"correlation":{}}}}},)J",
+                        s + 30, i + 1);
+      ev += fmt::format(R"J({{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{},"dur":300,"args":{{"device":0,"stream":7,"correlation":{}}}}},)J",
+                        s + 40, i + 1);
+    }
+    ev += Mem(s + 10, 10'000'000, 100, gpu ? 1 : 0, gpu ? 0 : -1);
+    ev += Mem(s + 500, 15'000'000, 5'000'000, gpu ? 1 : 0, gpu ? 0 : -1);
+    if (dense) ev += Mem(s + 700, 12'000'000, -3'000'000, gpu ? 1 : 0, gpu ? 0 : -1);
+    ev += Mem(s + 900, 10'000'000, dense ? -2'000'000 : -5'000'000, gpu ? 1 : 0, gpu ? 0 : -1);
+  }
+  ev.pop_back();
+  return "{\"traceEvents\":[" + ev + "]}";
+}
+
+TEST(MemoryTest, AnIdleGpuWithMostOfItsMemoryFreeHasASmallBatch) {
+  const Report r = AnalyzeText(WithCapacity(BatchSteps(true), 1'000'000'000));
+  ASSERT_NE(FindId(r, "gpu.idle"), nullptr);
+  ASSERT_EQ(r.metrics.memory.size(), 1u);
+  const auto& m = r.metrics.memory[0];
+  EXPECT_EQ(m.samples_per_step, 32);
+  EXPECT_DOUBLE_EQ(m.bytes_per_sample, 5'000'000.0 / 32);
+  EXPECT_EQ(m.fits_samples, static_cast<int64_t>((0.9 * 1e9 - 10e6) / (5e6 / 32)));  // 5696
+  const Finding* f = FindId(r, "batch.small");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kMedium);
+  EXPECT_NE(f->title.find("Batch 32 uses 2 % of cuda:0's 1.00 GB at its peak; about 178x as many samples fit (5696)"), std::string::npos)
+      << f->title;
+  EXPECT_EQ(f->confidence, Confidence::kMedium);
+  EXPECT_EQ(f->knob, "batch=256");  // at most 8x: a step to try
+  EXPECT_NE(f->fix_python.find("learning rate"), std::string::npos);
+  // A full device (the peak at 75 %): no room to grow.
+  EXPECT_EQ(FindId(AnalyzeText(WithCapacity(BatchSteps(true), 20'000'000)), "batch.small"), nullptr);
+  // No capacity: the figures without a claim.
+  const Report unknown = AnalyzeText(BatchSteps(true));
+  EXPECT_EQ(FindId(unknown, "batch.small"), nullptr);
+  EXPECT_EQ(unknown.metrics.memory[0].fits_samples, 0);
+  EXPECT_DOUBLE_EQ(unknown.metrics.memory[0].bytes_per_sample, 5'000'000.0 / 32);
+}
+
+TEST(MemoryTest, ABusyGpuOrACpuWithoutADeclaredCapIsNoSmallBatch) {
+  // The same memory on a GPU kept busy (no gpu.idle, no gpu.launch_bound): a larger batch is not
+  // what the trace asks for.
+  std::string busy = WithCapacity(BatchSteps(true), 1'000'000'000);
+  for (size_t at = busy.find("\"dur\":300"); at != std::string::npos; at = busy.find("\"dur\":300", at)) busy.replace(at, 9, "\"dur\":950");
+  const Report b = AnalyzeText(busy);
+  EXPECT_EQ(FindId(b, "gpu.idle"), nullptr);
+  EXPECT_EQ(FindId(b, "batch.small"), nullptr);
+  // CPU: flagged only against a capacity the user declared (the stand-in for a device's memory).
+  EXPECT_EQ(FindId(AnalyzeText(BatchSteps(false)), "batch.small"), nullptr);
+  profiler::Trace t;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(BatchSteps(false, /*dense=*/false), "cpu.json", 0, t).ok);
+  Thresholds th;
+  std::string error;
+  ASSERT_TRUE(th.Parse("memory.capacity_bytes=800000000", &error)) << error;
+  const Report capped = Analyze(t, th);
+  const Finding* f = FindId(capped, "batch.small");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kLow);
+  // Three samples a step: the peak misses what backward allocates, the estimate is a bound.
+  EXPECT_EQ(f->confidence, Confidence::kLow);
+  EXPECT_NE(f->title.find("up to 142x as many samples fit (4544)"), std::string::npos) << f->title;
+  EXPECT_EQ(capped.metrics.memory[0].capacity_source, "--threshold memory.capacity_bytes");
+}
+
+TEST(MemoryTest, AnOutOfMemoryEventNamesTheOpThatFailed) {
+  std::string j = R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::empty","pid":1,"tid":1,"ts":100,"dur":50},)";
+  j += R"({"ph":"X","cat":"cpu_op","name":"aten::matmul","pid":1,"tid":1,"ts":90,"dur":80},)";
+  j += Mem(95, 1000, 1000, 1, 0);
+  j += Mem(120, 1000, 1 << 30, 1, 0, "[OutOfMemory]");
+  j.pop_back();
+  const Report r = AnalyzeText(j + "]}");
+  ASSERT_EQ(r.metrics.memory.size(), 1u);
+  EXPECT_EQ(r.metrics.memory[0].oom_events, 1);
+  EXPECT_EQ(r.metrics.memory[0].oom_op, "aten::empty");  // the innermost op at the failure
+  EXPECT_EQ(r.metrics.memory[0].oom_ts_ns, 120'000);
 }
 
 }  // namespace

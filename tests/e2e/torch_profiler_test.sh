@@ -175,4 +175,39 @@ if [ $can_record = 1 ]; then  # the same leak seen by our recording (the heap at
   has "$(ids_of "$W/rec_clean.report.json")" memory.growth && bad "trainrx record: clean run flagged memory.growth" \
     || ok "trainrx record: clean run, no memory.growth"
 fi
+# 5. memory.empty_cache (torch.cuda.empty_cache() every step: a no-op on this CPU, still a call the
+# trace shows: with_stack's Python frame, our start-up hook's range) and batch.small (a small batch
+# against a declared capacity, the CPU stand-in for a device's memory: analyze --threshold
+# memory.capacity_bytes for torch.profiler's trace, record --memory-cap for ours). The clean run
+# (no cap declared) flags neither.
+ec=$(profile empty_cache --empty-cache) || ec=""
+has "$ec" memory.empty_cache && ok "torch.profiler trace: memory.empty_cache" || bad "torch.profiler trace: memory.empty_cache not flagged ($ec)"
+for id in memory.empty_cache batch.small; do
+  has "$clean" $id && bad "clean run flagged $id" || ok "clean run: no $id"
+done
+clean_trace=$(ls "$W/clean"/*.pt.trace.json 2>/dev/null | head -1)
+if [ -n "$clean_trace" ] && "$TRAINRX" analyze "$clean_trace" --threshold memory.capacity_bytes=1.5e9 --format json -o "$W/capped.report.json" > /dev/null; then
+  has "$(ids_of "$W/capped.report.json")" batch.small && ok "torch.profiler trace, capacity declared: batch.small"     || bad "torch.profiler trace, capacity declared: batch.small not flagged"
+else
+  bad "analyze with a declared capacity failed"
+fi
+if [ $can_record = 1 ]; then
+  "$TRAINRX" record -o "$W/rec_ec.json" -- "$PY" "$SCRIPT" --empty-cache $RUN_ARGS > /dev/null 2> "$W/rec_ec.err" \
+    && "$TRAINRX" analyze "$W/rec_ec.json" --format json -o "$W/rec_ec.report.json" > /dev/null || bad "record empty_cache: $(tail -3 "$W/rec_ec.err")"
+  has "$(ids_of "$W/rec_ec.report.json")" memory.empty_cache && ok "trainrx record: memory.empty_cache" || bad "trainrx record: memory.empty_cache not flagged"
+  has "$(ids_of "$W/rec_clean.report.json")" memory.empty_cache && bad "trainrx record: clean run flagged memory.empty_cache" \
+    || ok "trainrx record: clean run, no memory.empty_cache"
+  "$TRAINRX" record -o "$W/rec_cap.json" --memory-cap 1500M -- "$PY" "$SCRIPT" $RUN_ARGS > /dev/null 2> "$W/rec_cap.err" \
+    && "$TRAINRX" analyze "$W/rec_cap.json" --format json -o "$W/rec_cap.report.json" > /dev/null || bad "record --memory-cap: $(tail -3 "$W/rec_cap.err")"
+  has "$(ids_of "$W/rec_cap.report.json")" batch.small && ok "trainrx record --memory-cap: batch.small" || bad "trainrx record --memory-cap: batch.small not flagged"
+  has "$(ids_of "$W/rec_clean.report.json")" batch.small && bad "trainrx record: clean run (no cap) flagged batch.small" \
+    || ok "trainrx record: no cap declared, no batch.small"
+  "$PY" - "$W/rec_cap.report.json" <<'PY' && ok "record --memory-cap: the cap is the CPU's capacity, the step peak above its start" || bad "record --memory-cap figures"
+import json, sys
+m = json.load(open(sys.argv[1]))["metrics"]["memory"][0]
+print(f"  capacity {m['capacity_bytes']} ({m['capacity_source']}), batch {m['samples_per_step']}, {m['bytes_per_sample']} B a sample, up to {m['fits_samples']} fit")
+assert m["capacity_source"] == "memory cap" and abs(m["capacity_bytes"] - 1500 * 2**20) < 2**20, m
+assert m["samples_per_step"] == 16 and m["bytes_per_sample"] > 0 and m["fits_samples"] > 16, m
+PY
+fi
 exit $fail

@@ -27,6 +27,7 @@ them to compare with torch.profiler's TorchTidy matcher, torch/profiler/_pattern
                      (torch.ones(10).to(device, copy=True): on a GPU, torch.ones(10).to("cuda"))
   --bf16             torch.autocast("cpu", torch.bfloat16): the 10-class head's matmuls run in
                      bfloat16 with a dimension that is not a multiple of 8
+  --empty-cache      torch.cuda.empty_cache() after every optimizer step (a no-op on CPU, still called)
   --loop-index       per-sample brightness jitter in a Python loop (x[i].mul_(g)) instead of one
                      broadcast multiply
 Profiling with torch.profiler (off by default; the output is the same with and without it):
@@ -110,6 +111,8 @@ def main():
     p.add_argument("--torch-profiler-mode", choices=["full", "shapes", "plain"], default="full")
     p.add_argument("--slowdown-ms", type=float, default=0, help="busy work added to every step (gate tests)")
     p.add_argument("--batch", type=int, default=16, help="samples per step (sweep tests)")
+    p.add_argument("--empty-cache", action="store_true",
+                   help="torch.cuda.empty_cache() every step (a no-op without CUDA: the call is still made)")
     p.add_argument("--leak", action="store_true",
                    help="keep each step's predictions 'for later' with their graph (memory.growth)")
     p.add_argument("--step-times", default="", help="write each step's wall time (ms) as a JSON list here")
@@ -168,6 +171,8 @@ def main():
             while time.perf_counter() - t < a.slowdown_ms / 1000:
                 pass
         opt.step()
+        if a.empty_cache:  # "free memory" every step, as some guides advise
+            torch.cuda.empty_cache()
         if a.item:
             running += loss.item()
         else:

@@ -21,8 +21,11 @@
 //                GEMM dims not a multiple of 8)
 //   tensor.cc    tensor.cpu_then_copy (filled on the host, copied right away)
 //   python.cc    python.loop_indexing (element-by-element tensor indexing in a Python loop)
-//   memory.cc    memory.growth (allocated memory at step starts rising step after step); the
-//                per-device memory figures of Metrics
+//   memory.cc    memory.growth (allocated memory at step starts rising step after step),
+//                memory.fragmentation (reserved far above allocated on a nearly full device),
+//                memory.empty_cache (the allocator's cache emptied in most steps), batch.small (a
+//                post-pass: an underused device with most of its memory free); the per-device
+//                memory figures of Metrics
 //   dist.cc      dist.straggler (the rank the others wait for at collectives), dist.no_sync, Gloo's
 //                dist.comm_overlap (NCCL's is in gpu.cc); dataparallel.cc: dist.data_parallel;
 //                collectives.cc: collectives and their cross-rank matching, shared with clocks.cc
@@ -237,6 +240,30 @@ struct DeviceMemory {
   double growth_per_step = 0;
   int64_t growth_steps = 0, increases = 0;
   int64_t oom_events = 0, oom_request_bytes = 0;  // allocations that failed ("[OutOfMemory]")
+  std::string oom_op;         // the innermost op running on the thread when the first one failed
+  int64_t oom_ts_ns = -1;     // when the first failed
+  // Where `capacity` came from: "deviceProperties" (Kineto's totalGlobalMem), "memory cap" (the
+  // process's RLIMIT_DATA/RLIMIT_AS, e.g. `record --memory-cap`: the CPU stand-in for a device's
+  // memory), "cgroup" or "system memory" (what our collector saw of a CPU process's machine), or
+  // "--threshold memory.capacity_bytes"; empty when unknown.
+  std::string capacity_source;
+  // Reserved (the caching allocator's segments) at its peak, and what was allocated then: the rest
+  // is cached or fragmented. -1 without reserved samples (CPU).
+  int64_t allocated_at_peak_reserved = -1;
+  // Reserved memory given back inside the steady steps (a fall of reserved between two samples:
+  // torch.cuda.empty_cache(), or the allocator freeing its cache to retry a failed cudaMalloc).
+  int64_t release_steps = 0;           // steps with at least one fall
+  double released_bytes_per_step = 0;  // mean over the steady steps
+  // Batch headroom (0 where unknown): samples per step (the recorded input shapes), memory per
+  // sample (the median step's peak above its start: activations and what the step makes), and how
+  // many samples a step could hold in `usable_pct` of the capacity with what is resident at its start.
+  int64_t samples_per_step = 0;
+  double bytes_per_sample = 0;
+  int64_t fits_samples = 0;
+  // Allocated samples inside the median steady step: a handful (trainrx record's heap samples at
+  // the boundaries and at backward's start) means the step peak is a lower bound, and `fits_samples`
+  // an upper one; allocation events (profile_memory) see the peak itself.
+  int64_t median_step_samples = 0;
 };
 
 struct Metrics {
