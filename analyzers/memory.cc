@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -26,6 +27,7 @@ struct Series {
   int64_t events = 0, oom_events = 0, oom_bytes = 0;
   int64_t oom_ts = -1;
   uint32_t oom_track = 0;
+  bool oom_from_mark = false;
 };
 
 
@@ -52,16 +54,36 @@ std::pair<int64_t, std::string> Capacity(const AnalysisContext& ctx, int32_t ran
   return {0, ""};
 }
 
-// The innermost CPU op running on `track` at `ts` (the op whose allocation failed): "" when none.
-std::string OpAt(const profiler::Trace& trace, uint32_t track, int64_t ts) {
+// The op whose allocation failed: the innermost CPU op running on `track` at `ts` (profile_memory's
+// [OutOfMemory] event), or, for our start-up hook's mark (written after the exception unwound the
+// ops), the last op started before it. "" when none.
+std::string OpAt(const profiler::Trace& trace, uint32_t track, int64_t ts, bool running) {
   if (track >= trace.tracks.size()) return "";
   std::string_view best;
   int64_t best_ts = INT64_MIN;
   for (const profiler::Event& e : trace.TrackEvents(track)) {
     if (e.ts_ns > ts) break;
-    if (e.kind == profiler::EventKind::kCpuOp && e.end_ns() >= ts && e.ts_ns >= best_ts) best = trace.Name(e), best_ts = e.ts_ns;
+    if (e.kind == profiler::EventKind::kCpuOp && (!running || e.end_ns() >= ts) && e.ts_ns >= best_ts) best = trace.Name(e), best_ts = e.ts_ns;
+  }
+  if (best.empty()) return "";
+  // The outermost op around it says what the program asked for ("aten::empty in aten::conv2d").
+  for (const profiler::Event& e : trace.TrackEvents(track)) {
+    if (e.ts_ns > best_ts) break;
+    if (e.kind == profiler::EventKind::kCpuOp && e.end_ns() >= best_ts && e.ts_ns < best_ts)
+      return fmt::format("{} in {}", best, trace.Name(e));
   }
   return std::string(best);
+}
+
+// "trainrx::out_of_memory cuda:0 2147483648" (the start-up hook's mark of an uncaught
+// out-of-memory error) -> (device, bytes asked).
+std::optional<std::pair<std::string, int64_t>> OomMark(std::string_view name) {
+  constexpr std::string_view kMark = "trainrx::out_of_memory ";
+  if (!name.starts_with(kMark)) return std::nullopt;
+  name.remove_prefix(kMark.size());
+  const size_t space = name.find(' ');
+  if (space == std::string_view::npos || space == 0) return std::nullopt;
+  return std::pair{std::string(name.substr(0, space)), std::atoll(std::string(name.substr(space + 1)).c_str())};
 }
 
 int64_t Median(std::vector<int64_t> v) {
@@ -84,7 +106,7 @@ DeviceMemory Summarize(const AnalysisContext& ctx, int32_t rank, const std::stri
   m.oom_events = s.oom_events;
   m.oom_request_bytes = s.oom_bytes;
   m.oom_ts_ns = s.oom_ts;
-  if (s.oom_events > 0) m.oom_op = OpAt(trace, s.oom_track, s.oom_ts);
+  if (s.oom_events > 0) m.oom_op = OpAt(trace, s.oom_track, s.oom_ts, !s.oom_from_mark);
   for (const auto& x : s.allocated) m.peak_allocated = std::max(m.peak_allocated, static_cast<int64_t>(x.value));
   for (const auto& x : s.reserved) {
     if (static_cast<int64_t>(x.value) <= m.peak_reserved) continue;
@@ -445,10 +467,25 @@ void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
         break;
     }
   }
+  // The start-up hook's mark of a run that died of an out-of-memory error (our recorder sees no
+  // allocator event): one failure on its device, unless the trace has that device's own events.
+  for (uint32_t t = 0; t < trace.tracks.size(); ++t) {
+    if (trace.tracks[t].kind != profiler::TrackKind::kCpuThread) continue;
+    for (const profiler::Event& e : trace.TrackEvents(t)) {
+      if (e.kind != profiler::EventKind::kUserAnnotation) continue;
+      const auto mark = OomMark(trace.Name(e));
+      if (!mark) continue;
+      Series& s = series[{trace.tracks[t].rank, mark->first}];
+      if (s.oom_events > 0 && !s.oom_from_mark) continue;
+      if (s.oom_events == 0) s.oom_ts = e.ts_ns, s.oom_track = t, s.oom_from_mark = true;
+      ++s.oom_events;
+      s.oom_bytes = std::max(s.oom_bytes, mark->second);
+    }
+  }
   const auto batch = series.empty() ? std::nullopt : SamplesPerStep(trace, ctx.steps);
   std::set<int32_t> ranks;
   for (auto& [key, s] : series) {
-    if (s.allocated.empty()) continue;
+    if (s.allocated.empty() && s.oom_events == 0) continue;
     DeviceMemory m = Summarize(ctx, key.first, key.second, s);
     if (batch) Headroom(ctx, batch->samples, m);
     FlagGrowth(ctx, m, out);

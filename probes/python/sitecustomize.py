@@ -31,6 +31,7 @@ still runs: it is found further along sys.path and executed first.
 import importlib.abc
 import importlib.util
 import os
+import re
 import sys
 
 
@@ -247,15 +248,57 @@ class _NoopContext:
         return fn
 
 
+_OOM_SIZE = re.compile(r"(?:tried to allocate|Tried to allocate)\s+([0-9.]+)\s*(bytes|B|KiB|MiB|GiB|TiB)")
+_OOM_UNITS = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+_OOM_GPU = re.compile(r"GPU (\d+)")
+
+
+def _oom_mark_name(exc):
+    """'trainrx::out_of_memory <device> <bytes asked>' for an out-of-memory exception, else None:
+    torch.OutOfMemoryError (CUDA: 'Tried to allocate 2.00 GiB. GPU 0 ...'), the CPU allocator's
+    RuntimeError ('can't allocate memory: you tried to allocate 655360000 bytes'), MemoryError."""
+    text = str(exc)
+    cuda = type(exc).__name__ == "OutOfMemoryError" or "CUDA out of memory" in text
+    if not (cuda or isinstance(exc, MemoryError) or "can't allocate memory" in text):
+        return None
+    size = _OOM_SIZE.search(text)
+    asked = int(float(size.group(1)) * _OOM_UNITS[size.group(2)]) if size else 0
+    gpu = _OOM_GPU.search(text) if cuda else None
+    device = f"cuda:{gpu.group(1) if gpu else 0}" if cuda else "cpu"
+    return f"trainrx::out_of_memory {device} {asked}"
+
+
+def _install_oom_mark(torch, record_function):
+    """A run that dies of an out-of-memory error leaves a mark in its trace (memory.cc reads it: the
+    device, the size asked, and the op that failed: the last one started before the mark)."""
+    previous = sys.excepthook
+
+    def excepthook(kind, exc, tb):
+        try:
+            name = _oom_mark_name(exc)
+            if name:
+                with record_function(name):
+                    pass
+        except Exception:
+            pass
+        return previous(kind, exc, tb)
+
+    sys.excepthook = excepthook
+
+
 def _install_marks(torch):
     """TRAINRX_MARKS=1: calls a trace cannot otherwise see become record_function ranges. Now:
     torch.cuda.empty_cache() as "torch.cuda.empty_cache" (memory.empty_cache counts it per step; on
-    a CPU run the call does nothing and is still counted). Same result, same exceptions; never
+    a CPU run the call does nothing and is still counted), and an uncaught out-of-memory error as
+    "trainrx::out_of_memory <device> <bytes>". Same result, same exceptions; never
     inside torch.compile or torch.jit tracing."""
     record_function = getattr(torch.autograd.profiler, "record_function", None)
     cuda = getattr(torch, "cuda", None)
     original = getattr(cuda, "empty_cache", None)
-    if record_function is None or original is None or getattr(original, "_trainrx_mark", False):
+    if record_function is None or getattr(original, "_trainrx_mark", False):
+        return
+    _install_oom_mark(torch, record_function)
+    if original is None:
         return
     compiler = getattr(torch, "compiler", None)
     compiling = getattr(compiler, "is_compiling", None) or (lambda: False)

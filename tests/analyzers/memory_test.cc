@@ -317,8 +317,24 @@ TEST(MemoryTest, AnOutOfMemoryEventNamesTheOpThatFailed) {
   const Report r = AnalyzeText(j + "]}");
   ASSERT_EQ(r.metrics.memory.size(), 1u);
   EXPECT_EQ(r.metrics.memory[0].oom_events, 1);
-  EXPECT_EQ(r.metrics.memory[0].oom_op, "aten::empty");  // the innermost op at the failure
+  EXPECT_EQ(r.metrics.memory[0].oom_op, "aten::empty in aten::matmul");  // the innermost op at the failure, in the outermost
   EXPECT_EQ(r.metrics.memory[0].oom_ts_ns, 120'000);
+}
+
+TEST(MemoryTest, TheStartUpHooksOutOfMemoryMarkNamesTheLastOpStarted) {
+  // Our recorder: no allocator event; the hook's mark comes after the exception ended the ops.
+  std::string j = R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":100,"dur":50},)";
+  j += R"({"ph":"X","cat":"cpu_op","name":"aten::empty","pid":1,"tid":1,"ts":120,"dur":5},)";
+  j += R"({"ph":"X","cat":"user_annotation","name":"trainrx::out_of_memory cpu 655360000","pid":1,"tid":1,"ts":900,"dur":1},)";
+  j += R"({"ph":"X","cat":"user_annotation","name":"trainrx::out_of_memory","pid":1,"tid":1,"ts":950,"dur":1}]})";  // malformed: ignored
+  const Report r = AnalyzeText(j);
+  ASSERT_EQ(r.metrics.memory.size(), 1u);
+  const auto& m = r.metrics.memory[0];
+  EXPECT_EQ(m.device, "cpu");
+  EXPECT_EQ(m.oom_events, 1);
+  EXPECT_EQ(m.oom_request_bytes, 655'360'000);
+  EXPECT_EQ(m.oom_op, "aten::empty in aten::conv2d");
+  EXPECT_EQ(m.samples, 0);
 }
 
 }  // namespace

@@ -202,6 +202,27 @@ if [ $can_record = 1 ]; then
   has "$(ids_of "$W/rec_cap.report.json")" batch.small && ok "trainrx record --memory-cap: batch.small" || bad "trainrx record --memory-cap: batch.small not flagged"
   has "$(ids_of "$W/rec_clean.report.json")" batch.small && bad "trainrx record: clean run (no cap) flagged batch.small" \
     || ok "trainrx record: no cap declared, no batch.small"
+  # A run that dies of an out-of-memory error (batch 20000 under an 800 MB cap) leaves its trace,
+  # and the trace says so: the device, the size asked, the op that failed.
+  "$TRAINRX" record -o "$W/rec_oom.json" --memory-cap 800M -- "$PY" "$SCRIPT" $RUN_ARGS --batch 20000 > /dev/null 2> "$W/rec_oom.err" \
+    && bad "record oom: the run did not fail"
+  "$TRAINRX" analyze "$W/rec_oom.json" > "$W/rec_oom.txt" 2>&1; "$TRAINRX" analyze "$W/rec_oom.json" --format json -o "$W/rec_oom.report.json" > /dev/null
+  "$PY" - "$W/rec_oom.report.json" "$W/rec_oom.txt" <<'PY' && ok "record: an out-of-memory run's trace names the op and the size" || bad "record: out-of-memory run ($(tail -2 "$W/rec_oom.err"))"
+import json, sys
+m = [x for x in json.load(open(sys.argv[1]))["metrics"]["memory"] if x["oom_events"]]
+text = open(sys.argv[2]).read()
+print(f"  {m and (m[0]['device'], m[0]['oom_request_bytes'], m[0]['oom_op'])}; {text.splitlines()[1] if len(text.splitlines()) > 1 else ''}")
+assert m and m[0]["device"] == "cpu" and m[0]["oom_request_bytes"] > 100e6 and m[0]["oom_op"].startswith("aten::"), m
+assert "ran out of memory on cpu" in text.split("Steps")[0], text[:600]
+PY
+  # The CUDA error's wording (no GPU here): device and size read from the message.
+  (cd "$REPO/probes/python" && "$PY" -c '
+import sitecustomize as s
+class OutOfMemoryError(RuntimeError): pass
+e = OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.1 GiB")
+assert s._oom_mark_name(e) == "trainrx::out_of_memory cuda:1 2147483648", s._oom_mark_name(e)
+assert s._oom_mark_name(ValueError("x")) is None
+') && ok "start-up hook: a CUDA out-of-memory message read" || bad "start-up hook: CUDA out-of-memory message"
   "$PY" - "$W/rec_cap.report.json" <<'PY' && ok "record --memory-cap: the cap is the CPU's capacity, the step peak above its start" || bad "record --memory-cap figures"
 import json, sys
 m = json.load(open(sys.argv[1]))["metrics"]["memory"][0]
