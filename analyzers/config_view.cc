@@ -4,12 +4,15 @@
 #include <cstdlib>
 
 #include "intervals.h"
+#include "trainrx/profiler/json_writer.h"
 
 namespace trainrx::analyzers {
 
 std::string ConfigText(const profiler::RankInfo& info, const char* key) {
   auto it = info.config.find(key);
   if (it == info.config.end()) return "";
+  // A JSON string decoded (profiler::JsonWriter::Quote's inverse); anything else as it is.
+  if (auto text = profiler::JsonWriter::Unquote(it->second)) return *std::move(text);
   std::string v = it->second;
   if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
   return v;

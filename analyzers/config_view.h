@@ -17,8 +17,9 @@
 
 namespace trainrx::analyzers {
 
-// A "trainrx" block value of a rank as text ("" when absent); JSON strings lose their quotes
-// ("\"SIGSEGV\"" -> "SIGSEGV"). Serves where only the RankInfo is at hand (a summary's side).
+// A "trainrx" block value of a rank as text ("" when absent); JSON strings are decoded
+// ("\"SIGSEGV\"" -> "SIGSEGV", "\"a\\\"b\"" -> "a\"b"). Serves where only the RankInfo is at hand
+// (a summary's side).
 std::string ConfigText(const profiler::RankInfo& info, const char* key);
 
 class ConfigView {

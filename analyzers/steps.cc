@@ -19,6 +19,7 @@
 #include <limits>
 #include <queue>
 
+#include "config_view.h"
 #include "families.h"
 #include "intervals.h"
 #include "ops.h"
@@ -195,8 +196,7 @@ StepModel BuildStepModel(const Trace& trace, size_t threads) {
     //    rank's config as "step_name"): every range of that name (record_function) or Python
     //    frame of that function ("train.py(57): train_step"), outermost only; it wins over the rest.
     if (const profiler::RankInfo* info = trace.FindRank(rank); info && info->config.count("step_name")) {
-      std::string want = info->config.at("step_name");
-      want.erase(std::remove(want.begin(), want.end(), '"'), want.end());
+      const std::string want = ConfigText(*info, "step_name");
       for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
         int64_t open_end = INT64_MIN;
         for (const Event& e : trace.TrackEvents(ti)) {
@@ -225,10 +225,7 @@ StepModel BuildStepModel(const Trace& trace, size_t threads) {
         source = prefix[0] == 'P' ? "ProfilerStep" : "trainrx step markers";
         // ProfilerStep#N that our collector wrote from its own markers or the optimizer steps.
         if (const profiler::RankInfo* info = trace.FindRank(rank); info && prefix[0] == 'P') {
-          if (auto it = info->config.find("profiler_steps_from"); it != info->config.end()) {
-            source = it->second;
-            source.erase(std::remove(source.begin(), source.end(), '"'), source.end());
-          }
+          if (info->config.count("profiler_steps_from")) source = ConfigText(*info, "profiler_steps_from");
         }
         break;
       }

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "trainrx/profiler/env.h"
+#include "trainrx/profiler/json_writer.h"
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/profiler/kineto_writer.h"
 #include "trainrx/profiler/profiler_steps.h"
@@ -76,13 +77,13 @@ std::vector<std::string> FinishJournals(const fs::path& output, fs::file_time_ty
     const std::string reason = root ? root_end_reason : "killed";
     const auto start = info.config.find("start_ns");
     const int64_t start_ns = start == info.config.end() ? 0 : std::strtoll(start->second.c_str(), nullptr, 10);
-    info.config["end_reason"] = "\"" + reason + "\"";
+    info.config["end_reason"] = profiler::JsonWriter::Quote(reason);
     info.config["incomplete"] = "true";
     info.config["journal_salvaged"] = "true";
     if (start_ns > 0 && last > start_ns) info.config["duration_ns"] = std::to_string(last - start_ns);
     if (ended_ns > last && last > 0) info.config["journal_missing_ns"] = std::to_string(ended_ns - last);
     const std::string steps_from = profiler::AddProfilerSteps(trace, info.rank);
-    if (!steps_from.empty()) info.config["profiler_steps_from"] = "\"" + steps_from + "\"";
+    if (!steps_from.empty()) info.config["profiler_steps_from"] = profiler::JsonWriter::Quote(steps_from);
     trace.Finalize();
     if (const auto wst = profiler::ReplaceKinetoFile(trace, info.rank, trace_path.string()); !wst.ok) {
       out.push_back(fmt::format("{}: could not write the trace from its journal ({}); the journal is kept", j, wst.error));

@@ -1,5 +1,6 @@
 #include "collector.h"
 
+#include "trainrx/profiler/json_writer.h"
 #include "trainrx/profiler/profiler_steps.h"
 
 #include <sys/syscall.h>
@@ -573,9 +574,10 @@ profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
   if (window_.options().bounded()) {
     cfg["window_skip"] = std::to_string(window_.options().skip);
     cfg["window_steps"] = std::to_string(window_.options().steps);
-    cfg["window_boundary"] = window.kind < 0 ? "\"none\""
-                             : window.kind == static_cast<int>(BoundaryKind::kOptimizerStep) ? "\"Optimizer.step\""
-                                                                                              : "\"step markers\"";
+    cfg["window_boundary"] = profiler::JsonWriter::Quote(
+        window.kind < 0                                                  ? "none"
+        : window.kind == static_cast<int>(BoundaryKind::kOptimizerStep) ? "Optimizer.step"
+                                                                         : "step markers");
     cfg["window_run_boundaries"] = std::to_string(window.boundaries);
     cfg["window_opened"] = window.opened ? "true" : "false";
     cfg["window_closed"] = window.closed ? "true" : "false";
@@ -585,7 +587,7 @@ profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
   // ProfilerStep#N as torch.profiler writes them, so HTA and other tools find our steps; the
   // analyzer reads them back as the steps they were made from (profiler_steps_from).
   const std::string steps_from = profiler::AddProfilerSteps(trace, rank, std::max<int64_t>(0, window_.options().skip) + 1);
-  if (!steps_from.empty()) cfg["profiler_steps_from"] = "\"" + steps_from + "\"";
+  if (!steps_from.empty()) cfg["profiler_steps_from"] = profiler::JsonWriter::Quote(steps_from);
   trace.Finalize(1);  // on this thread: the collector starts no threads in the observed program
   return trace;
 }

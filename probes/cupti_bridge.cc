@@ -25,8 +25,6 @@ PushFn g_push = nullptr;
 PopFn g_pop = nullptr;
 CollectFn g_collect = nullptr;
 
-std::string JsonString(const std::string& s) { return "\"" + profiler::JsonWriter::Escape(s) + "\""; }
-
 // The backend's sink: each buffer CUPTI hands back goes to the collector, which keeps what the
 // step window covers (on CUPTI's thread, or the thread whose buffer it was).
 void DeliverToCollector(profiler::GpuRecords* records) noexcept {
@@ -49,9 +47,12 @@ std::string CuptiBridge::LibraryPath() {
 
 void CuptiBridge::Start(ProcessSession& session) noexcept {
   Collector& c = session.collector();
+  const auto collection = [&c](const std::string& what) {
+    c.SetStatic("gpu_collection", profiler::JsonWriter::Quote(what));
+  };
   const char* off = std::getenv("TRAINRX_CUPTI");
   if (off && std::strcmp(off, "0") == 0) {
-    c.SetStatic("gpu_collection", JsonString("off (TRAINRX_CUPTI=0)"));
+    collection("off (TRAINRX_CUPTI=0)");
     return;
   }
   const std::string path = LibraryPath();
@@ -59,7 +60,7 @@ void CuptiBridge::Start(ProcessSession& session) noexcept {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
   if (handle == nullptr) handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    c.SetStatic("gpu_collection", JsonString("off: trainrx was built without CUDA/CUPTI (" + path + " not found)"));
+    collection("off: trainrx was built without CUDA/CUPTI (" + path + " not found)");
     return;
   }
   auto start = reinterpret_cast<StartFn>(dlsym(handle, "trainrx_cupti_start"));
@@ -68,17 +69,18 @@ void CuptiBridge::Start(ProcessSession& session) noexcept {
   g_pop = reinterpret_cast<PopFn>(dlsym(handle, "trainrx_cupti_pop"));
   g_collect = reinterpret_cast<CollectFn>(dlsym(handle, "trainrx_cupti_collect"));
   if (!start || !active || !g_push || !g_pop || !g_collect) {
-    c.SetStatic("gpu_collection", JsonString("off: " + path + " lacks the trainrx_cupti_* entry points"));
+    collection("off: " + path + " lacks the trainrx_cupti_* entry points");
     return;
   }
   char msg[512] = {0};
   const int rc = active() ? 0 : start(msg, sizeof(msg));
   if (rc != 0) {
-    c.SetStatic("gpu_collection", JsonString(std::string("off: ") + msg));
+    collection(std::string("off: ") + msg);
     ProcessSession::Info(msg);
     return;
   }
-  c.SetStatic("gpu_collection", JsonString("on (CUPTI activity; runtime/driver calls that only read state, such as cudaGetDevice, are not recorded)"));
+  collection("on (CUPTI activity; runtime/driver calls that only read state, such as cudaGetDevice, are not "
+             "recorded)");
   active_.store(true);
   // Buffers go to the collector as CUPTI hands them back (what waited in the backend, the
   // devices among it, goes now), so the step window bounds what is held during the run.

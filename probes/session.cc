@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "trainrx/profiler/json_writer.h"
@@ -54,8 +55,6 @@ int EnvInt(const char* name, int fallback) {
   const long x = std::strtol(v, &end, 10);
   return end && *end == '\0' ? static_cast<int>(x) : fallback;
 }
-
-std::string JsonString(std::string_view s) { return "\"" + profiler::JsonWriter::Escape(s) + "\""; }
 
 std::string CommandLine() {
   std::ifstream f("/proc/self/cmdline", std::ios::binary);
@@ -117,27 +116,27 @@ bool ProcessSession::Begin(SessionConfig config) {
   start_ns_ = NowNs();
 
   Collector& c = *collector_;
-  c.SetStatic("collector", JsonString("trainrx probes"));
+  c.SetStatic("collector", profiler::JsonWriter::Quote("trainrx probes"));
   c.SetStatic("pid", std::to_string(pid));
   c.SetStatic("ppid", std::to_string(getppid()));
   c.SetStatic("root_process", is_root_ ? "true" : "false");
-  c.SetStatic("command", JsonString(CommandLine()));
+  c.SetStatic("command", profiler::JsonWriter::Quote(CommandLine()));
   c.SetStatic("cpu_count", std::to_string(AllowedCpus()));
   c.SetStatic("start_ns", std::to_string(start_ns_));
   {
     // Ranks on one host share its clock: analysis then never shifts one against another.
     char host[256] = {};
-    if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') c.SetStatic("hostname", JsonString(host));
+    if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0')
+      c.SetStatic("hostname", profiler::JsonWriter::Quote(host));
   }
   {
-    std::string env = "{";
-    for (const char* name : kEnvSwitches) {
-      const char* v = std::getenv(name);
-      if (!v) continue;
-      if (env.size() > 1) env += ",";
-      env += JsonString(name) + ":" + JsonString(v);
-    }
-    c.SetStatic("env", env + "}");
+    std::ostringstream env;
+    profiler::JsonWriter w(env);
+    w.BeginObject();
+    for (const char* name : kEnvSwitches)
+      if (const char* v = std::getenv(name)) w.Field(name, v);
+    w.EndObject();
+    c.SetStatic("env", env.str());
   }
   if (rank_ >= 0) c.SetStatic("rank", std::to_string(rank_));
   // With steps to skip, recording starts at the window's first step (the observer watches for it).
@@ -287,7 +286,7 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
     Collector& c = *collector_;
     const int64_t stop_ns = NowNs();
     const bool incomplete = reason != "exit" && reason != "stop";
-    c.SetStatic("end_reason", JsonString(reason));
+    c.SetStatic("end_reason", profiler::JsonWriter::Quote(reason));
     // The program's own exit code when main() returned (set by the preload shim): a Python script
     // that died of an exception returns 1. The trace is complete, but the run failed.
     if (reason == "exit") {
@@ -304,7 +303,7 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
       c.SetStatic("journal_busy_ns", std::to_string(js.busy_ns));
       c.SetStatic("journal_cpu_ns", std::to_string(js.cpu_ns));
       c.SetStatic("journal_max_gap_ns", std::to_string(js.max_gap_ns));
-      c.SetStatic("journal_sched", JsonString(journal_sched_));
+      c.SetStatic("journal_sched", profiler::JsonWriter::Quote(journal_sched_));
     }
     // The journal goes once this process's trace is written (or it has none to write).
     auto drop_journal = [&] {

@@ -108,6 +108,85 @@ std::string JsonWriter::Escape(std::string_view s) {
   return r;
 }
 
+namespace {
+void AppendUtf8(uint32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// Four hex digits at s[i..i+4) as a number, or -1.
+int32_t Hex4(std::string_view s, size_t i) {
+  if (i + 4 > s.size()) return -1;
+  int32_t v = 0;
+  for (size_t k = i; k < i + 4; ++k) {
+    const char c = s[k];
+    const int d = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                         : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+}  // namespace
+
+std::optional<std::string> JsonWriter::Unquote(std::string_view json) {
+  if (json.size() < 2 || json.front() != '"' || json.back() != '"') return std::nullopt;
+  const std::string_view s = json.substr(1, json.size() - 2);
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c < 0x20) return std::nullopt;  // an unescaped quote ends the string early
+    if (c != '\\') {
+      out.push_back(static_cast<char>(c));
+      continue;
+    }
+    if (++i == s.size()) return std::nullopt;
+    switch (s[i]) {
+      case '"': out.push_back('"'); break;
+      case '\\': out.push_back('\\'); break;
+      case '/': out.push_back('/'); break;
+      case 'b': out.push_back('\b'); break;
+      case 'f': out.push_back('\f'); break;
+      case 'n': out.push_back('\n'); break;
+      case 'r': out.push_back('\r'); break;
+      case 't': out.push_back('\t'); break;
+      case 'u': {
+        int32_t cp = Hex4(s, i + 1);
+        if (cp < 0) return std::nullopt;
+        i += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {  // a high surrogate: its low half must follow
+          const int32_t lo = i + 2 < s.size() && s[i + 1] == '\\' && s[i + 2] == 'u' ? Hex4(s, i + 3) : -1;
+          if (lo < 0xDC00 || lo > 0xDFFF) return std::nullopt;
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          i += 6;
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+          return std::nullopt;
+        }
+        AppendUtf8(static_cast<uint32_t>(cp), &out);
+        break;
+      }
+      default: return std::nullopt;
+    }
+  }
+  return out;
+}
+
 void JsonWriter::String(std::string_view s) {
   Separate();
   out_.put('"');

@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 
+#include "trainrx/profiler/json_writer.h"
 #include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/profiler/parallel.h"
 #include "trainrx/profiler/trace_names.h"
@@ -15,7 +16,7 @@ namespace trainrx::sets {
 
 void NameTheStep(profiler::Trace& trace, const std::string& step_name) {
   if (step_name.empty()) return;
-  for (auto& r : trace.ranks) r.config["step_name"] = "\"" + step_name + "\"";
+  for (auto& r : trace.ranks) r.config["step_name"] = profiler::JsonWriter::Quote(step_name);
 }
 
 bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds,

@@ -1,5 +1,5 @@
-// The collector core without LibTorch: buffers, budget, assembly into the model, output naming,
-// and the round trip through the Kineto writer and our reader.
+// The collector core without LibTorch: buffers, budget, assembly into the model, the session's
+// static config, and the round trip through the Kineto writer and our reader.
 #include "collector.h"
 
 #include <gtest/gtest.h>
@@ -371,6 +371,44 @@ TEST(ProcessSessionTest, ExitHandlerRegisteredAgainWritesTheTraceBeforeLaterHand
       EXPECT_TRUE(std::filesystem::exists(path));
     }
   }
+  std::filesystem::remove(path);
+}
+
+// Issue 35 item 4: the session's "env" object is written by the one JSON writer (it was built by
+// hand around a JsonString helper of its own): a value with a quote, a backslash and a newline
+// stays one valid JSON string, and the object reads back from the written trace.
+TEST(ProcessSessionTest, EnvironmentSwitchesAreOneValidJsonObject) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("trainrx_env_json_" + std::to_string(getpid()) + ".json")).string();
+  std::filesystem::remove(path);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    unsetenv("TRAINRX_OUTPUT");
+    unsetenv("TRAINRX_ROOT_PID");
+    setenv("TRAINRX_QUIET", "1", 1);
+    setenv("CUDA_LAUNCH_BLOCKING", "1\"\\\n", 1);
+    SessionConfig config;
+    config.output = path;
+    config.install_signal_handlers = false;
+    config.flush_seconds = 0;
+    ProcessSession& s = ProcessSession::Get();
+    if (!s.Begin(config)) _exit(3);
+    AddRange(s.collector().ThisThread(), "aten::add", RecKind::kOp, 1000, 2000);
+    std::exit(0);  // the exit handler writes the trace
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  profiler::Trace t;
+  const auto st = profiler::ReadTraces({path}, t);
+  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_EQ(t.ranks.size(), 1u);
+  const std::string env = t.ranks[0].config.at("env");
+  EXPECT_TRUE(env.starts_with("{") && env.ends_with("}")) << env;
+  EXPECT_NE(env.find(R"("CUDA_LAUNCH_BLOCKING":"1\"\\\n")"), std::string::npos) << env;
+  EXPECT_EQ(t.ranks[0].config.at("collector"), "\"trainrx probes\"");
   std::filesystem::remove(path);
 }
 

@@ -170,5 +170,29 @@ TEST_F(SetTest, AClaimedRankMovesTheSameWayWhicheverStrategyReadsTheSet) {
   }
 }
 
+// Issue 35 item 4: the step name went into the rank's config as "\"" + name + "\"" and was read
+// back with every quote removed: a range named with a quote or a backslash was never found.
+TEST_F(SetTest, AStepNameWithQuotesAndBackslashesIsFound) {
+  std::string ev;
+  for (int i = 0; i < 4; ++i)
+    ev += fmt::format(
+        R"J({{"ph":"X","cat":"user_annotation","name":"train \"step\" \\ {{x}}","pid":1,"tid":1,"ts":{},"dur":900}},)J"
+        R"J({{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{},"dur":500}},)J",
+        1000 * i, 1000 * i + 100);
+  ev.pop_back();
+  const auto path = (dir_ / "quoted.json").string();
+  std::ofstream(path) << "{\"traceEvents\":[" << ev << "]}";
+  for (const bool per_rank : {false, true}) {
+    SetOptions named;
+    named.per_rank = per_rank;
+    named.step_name = "train \"step\" \\ {x}";
+    SetAnalysis set;
+    std::string error;
+    ASSERT_TRUE(AnalyzeSet({path}, named, &set, &error)) << error;
+    EXPECT_EQ(set.report.metrics.steps.source, "named: train \"step\" \\ {x}");
+    EXPECT_EQ(set.report.metrics.steps.steps.size() + set.report.metrics.steps.warmup_steps.size(), 4u);
+  }
+}
+
 }  // namespace
 }  // namespace trainrx::sets
