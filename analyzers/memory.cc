@@ -28,6 +28,10 @@ struct Series {
   int64_t oom_ts = -1;
   uint32_t oom_track = 0;
   bool oom_from_mark = false;
+  // From the start-up hook's CUDA marks: the device's memory (get_device_properties) and the
+  // allocator's retry counter at the first and last mark.
+  int64_t mark_capacity = 0;
+  int64_t retries_first = -1, retries_last = 0;
 };
 
 
@@ -77,6 +81,31 @@ std::string OpAt(const profiler::Trace& trace, uint32_t track, int64_t ts, bool 
 
 // "trainrx::out_of_memory cuda:0 2147483648" (the start-up hook's mark of an uncaught
 // out-of-memory error) -> (device, bytes asked).
+// "trainrx::cuda_memory cuda:0 allocated=1 reserved=2 peak=3 retries=0 ooms=0 capacity=4" (the
+// start-up hook's CUDA caching allocator figures after an optimizer step) -> device and figures.
+struct CudaMark {
+  std::string device;
+  std::map<std::string, int64_t, std::less<>> figures;
+};
+std::optional<CudaMark> CudaMemoryMark(std::string_view name) {
+  constexpr std::string_view kMark = "trainrx::cuda_memory ";
+  if (!name.starts_with(kMark)) return std::nullopt;
+  name.remove_prefix(kMark.size());
+  CudaMark mark;
+  size_t at = 0;
+  while (at < name.size()) {
+    size_t end = name.find(' ', at);
+    if (end == std::string_view::npos) end = name.size();
+    const std::string_view word = name.substr(at, end - at);
+    if (mark.device.empty()) mark.device = std::string(word);
+    else if (const size_t eq = word.find('='); eq != std::string_view::npos)
+      mark.figures[std::string(word.substr(0, eq))] = std::atoll(std::string(word.substr(eq + 1)).c_str());
+    at = end + 1;
+  }
+  if (mark.device.rfind("cuda:", 0) != 0 || !mark.figures.count("allocated")) return std::nullopt;
+  return mark;
+}
+
 std::optional<std::pair<std::string, int64_t>> OomMark(std::string_view name) {
   constexpr std::string_view kMark = "trainrx::out_of_memory ";
   if (!name.starts_with(kMark)) return std::nullopt;
@@ -103,6 +132,8 @@ DeviceMemory Summarize(const AnalysisContext& ctx, int32_t rank, const std::stri
   m.device = device;
   m.samples = s.events;
   std::tie(m.capacity, m.capacity_source) = Capacity(ctx, rank, device);
+  if (m.capacity == 0 && s.mark_capacity > 0) m.capacity = s.mark_capacity, m.capacity_source = "torch.cuda.get_device_properties";
+  m.alloc_retries = s.retries_first < 0 ? 0 : s.retries_last - s.retries_first;
   m.oom_events = s.oom_events;
   m.oom_request_bytes = s.oom_bytes;
   m.oom_ts_ns = s.oom_ts;
@@ -243,14 +274,23 @@ void FlagFragmentation(const AnalysisContext& ctx, const DeviceMemory& m, Report
   const double waste = static_cast<double>(m.peak_reserved - m.allocated_at_peak_reserved);
   const double waste_pct = 100.0 * waste / static_cast<double>(m.peak_reserved);
   const double reserved_pct = 100.0 * static_cast<double>(m.peak_reserved) / static_cast<double>(m.capacity);
-  if (waste_pct < th.Get("memory.fragmentation.min_waste_pct") || reserved_pct < th.Get("memory.fragmentation.min_reserved_pct"))
+  // The allocator's own word (our CUDA marks): a retry is a cudaMalloc that failed, the cache freed
+  // and the request tried again: fragmentation that already stalls steps.
+  const bool retried = m.alloc_retries >= th.Get("memory.fragmentation.min_retries");
+  if (!retried &&
+      (waste_pct < th.Get("memory.fragmentation.min_waste_pct") || reserved_pct < th.Get("memory.fragmentation.min_reserved_pct")))
     return;
   Finding f;
   f.id = "memory.fragmentation";
   f.rank = m.rank;
-  f.severity = reserved_pct >= 95 || m.release_steps > 0 ? Severity::kHigh : Severity::kMedium;
-  f.confidence = Confidence::kMedium;  // the trace gives totals, not the allocator's blocks
-  f.title = fmt::format("{} reserves {} ({:.0f} % of its {}) while {} is allocated: {} ({:.0f} %) is cached or fragmented",
+  f.severity = reserved_pct >= 95 || m.release_steps > 0 || retried ? Severity::kHigh : Severity::kMedium;
+  f.confidence = retried ? Confidence::kHigh : Confidence::kMedium;  // else totals only, not the allocator's blocks
+  if (retried)
+    f.title = fmt::format("The CUDA caching allocator on {} retried {} allocation{} (freed its cache and called cudaMalloc again); "
+                          "reserved {} of {}, {} allocated then", m.device, m.alloc_retries, m.alloc_retries == 1 ? "" : "s",
+                          BytesText(static_cast<double>(m.peak_reserved)), BytesText(static_cast<double>(m.capacity)),
+                          BytesText(static_cast<double>(m.allocated_at_peak_reserved)));
+  else f.title = fmt::format("{} reserves {} ({:.0f} % of its {}) while {} is allocated: {} ({:.0f} %) is cached or fragmented",
                         m.device, BytesText(static_cast<double>(m.peak_reserved)), reserved_pct,
                         BytesText(static_cast<double>(m.capacity)), BytesText(static_cast<double>(m.allocated_at_peak_reserved)),
                         BytesText(waste), waste_pct);
@@ -262,7 +302,8 @@ void FlagFragmentation(const AnalysisContext& ctx, const DeviceMemory& m, Report
                 {"allocated_at_peak_reserved_bytes", m.allocated_at_peak_reserved},
                 {"capacity_bytes", m.capacity},
                 {"reserved_pct_of_capacity", reserved_pct},
-                {"steps_with_reserved_released", m.release_steps}};
+                {"steps_with_reserved_released", m.release_steps},
+                {"allocator_retries", m.alloc_retries}};
   f.saving_bound = fmt::format("memory, not time: {} the allocator holds without using it", BytesText(waste));
   f.fix_python =
       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (set before the first CUDA call, e.g. in the job's environment): "
@@ -473,6 +514,25 @@ void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
     if (trace.tracks[t].kind != profiler::TrackKind::kCpuThread) continue;
     for (const profiler::Event& e : trace.TrackEvents(t)) {
       if (e.kind != profiler::EventKind::kUserAnnotation) continue;
+      if (const auto cuda = CudaMemoryMark(trace.Name(e))) {
+        Series& s = series[{trace.tracks[t].rank, cuda->device}];
+        const auto get = [&](const char* key) { const auto it = cuda->figures.find(key); return it == cuda->figures.end() ? -1 : it->second; };
+        // The run-wide peak, when it rose since the last mark, happened in this step: a sample just
+        // before the mark (steps whose peak did not rise show their end figure: a lower bound).
+        const int64_t peak = get("peak");
+        const int64_t last_peak = s.allocated.empty() ? -1 : static_cast<int64_t>(
+            std::max_element(s.allocated.begin(), s.allocated.end(), [](auto& a, auto& b) { return a.value < b.value; })->value);
+        if (peak > last_peak && peak > get("allocated")) s.allocated.push_back({e.ts_ns - 1, static_cast<double>(peak)});
+        s.allocated.push_back({e.ts_ns, static_cast<double>(get("allocated"))});
+        ++s.events;
+        if (get("reserved") >= 0) s.reserved.push_back({e.ts_ns, static_cast<double>(get("reserved"))});
+        if (get("capacity") > 0) s.mark_capacity = get("capacity");
+        if (const int64_t r = get("retries"); r >= 0) {
+          if (s.retries_first < 0) s.retries_first = r;
+          s.retries_last = r;
+        }
+        continue;
+      }
       const auto mark = OomMark(trace.Name(e));
       if (!mark) continue;
       Series& s = series[{trace.tracks[t].rank, mark->first}];

@@ -66,6 +66,7 @@ Thresholds::Thresholds() {
       {"memory.capacity_bytes", {0.0, "memory of a device whose trace states none (a CPU run: the stand-in for a device's capacity, as sweep --memory-cap); 0: unknown"}},
       {"memory.fragmentation.min_waste_pct", {30.0, "flag when at least this % of reserved memory is not allocated at reserved's peak"}},
       {"memory.fragmentation.min_reserved_pct", {80.0, "and reserved reaches at least this % of the device's capacity (a cache on a device with room is not a problem)"}},
+      {"memory.fragmentation.min_retries", {1.0, "or flag when the CUDA caching allocator retried at least this many allocations (the start-up hook's figures)"}},
       {"memory.empty_cache.min_step_pct", {50.0, "flag torch.cuda.empty_cache() (or reserved memory given back) in at least this % of the steps"}},
       {"batch.small.max_peak_pct", {50.0, "flag a small batch when the median step's peak is at most this % of the device's capacity"}},
       {"batch.small.min_factor", {2.0, "and at least this many times the batch's samples fit"}},

@@ -453,12 +453,12 @@ void OnFinish(ProcessSession& s) {
   }
   CuptiBridge::Collect(c);
   try {
-    c.SetStatic("torch_version", "\"" + std::string(TORCH_VERSION) + "\"");
+    c.SetStatic("torch_version", profiler::JsonWriter::Quote(TORCH_VERSION));
     c.SetStatic("intra_op_threads", std::to_string(at::get_num_threads()));
     c.SetStatic("anomaly_mode", torch::autograd::AnomalyMode::is_enabled() ? "1" : "0");
     if (const auto [bytes, source] = CpuMemoryCapacity(); bytes > 0) {
       c.SetStatic("memory_capacity_bytes", std::to_string(bytes));
-      c.SetStatic("memory_capacity_source", "\"" + std::string(source) + "\"");
+      c.SetStatic("memory_capacity_source", profiler::JsonWriter::Quote(source));
     }
   } catch (...) {
   }
@@ -522,7 +522,7 @@ bool Start(const StartOptions& options) {
       st.user_only = !ProcessSession::Get().collector().recording();  // steps to skip first
       st.handle = Register(capture, st.user_only);
       st.registered = true;
-      ProcessSession::Get().collector().SetStatic("probe_torch_version", "\"" + std::string(TORCH_VERSION) + "\"");
+      ProcessSession::Get().collector().SetStatic("probe_torch_version", profiler::JsonWriter::Quote(TORCH_VERSION));
       CuptiBridge::Start(ProcessSession::Get());
     }
     return true;
@@ -625,7 +625,7 @@ void SetConfigText(const std::string& key, const std::string& value) {
   Collector* c = ActiveCollector();
   if (c == nullptr) return;
   try {
-    c->SetStatic(key, "\"" + profiler::JsonWriter::Escape(value) + "\"");
+    c->SetStatic(key, profiler::JsonWriter::Quote(value));
   } catch (...) {
   }
 }

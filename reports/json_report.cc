@@ -250,6 +250,7 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.Field("bytes_per_sample", static_cast<int64_t>(std::llround(m.bytes_per_sample)));
     w.Field("fits_samples", m.fits_samples);
     w.Field("median_step_samples", m.median_step_samples);
+    w.Field("alloc_retries", m.alloc_retries);
     for (const auto& [key, list] : {std::pair{"step_start_bytes", &m.step_start}, std::pair{"step_peak_bytes", &m.step_peak}}) {
       w.Key(key);
       w.BeginArray();

@@ -286,11 +286,55 @@ def _install_oom_mark(torch, record_function):
     sys.excepthook = excepthook
 
 
+def _cuda_memory_mark_name(torch, state):
+    """'trainrx::cuda_memory cuda:<i> allocated=.. reserved=.. peak=.. retries=.. ooms=.. capacity=..'
+    from the CUDA caching allocator's statistics of the current device, or None (no CUDA, or CUDA
+    not initialized yet: asking would initialize it). `state` keeps the device's capacity (asked
+    once). The run-wide peak is read, never reset (the program's own max_memory_allocated stays)."""
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None or not cuda.is_initialized():  # initialized implies available; a cheap flag
+        return None
+    device = cuda.current_device()
+    stats = cuda.memory_stats(device)
+    if "capacity" not in state:
+        state["capacity"] = int(getattr(cuda.get_device_properties(device), "total_memory", 0))
+    figures = [("allocated", "allocated_bytes.all.current"), ("reserved", "reserved_bytes.all.current"),
+               ("peak", "allocated_bytes.all.peak"), ("retries", "num_alloc_retries"), ("ooms", "num_ooms")]
+    return f"trainrx::cuda_memory cuda:{device} " + " ".join(
+        f"{k}={int(stats.get(key, 0))}" for k, key in figures) + f" capacity={state['capacity']}"
+
+
+def _install_cuda_memory_marks(torch, record_function):
+    """After every optimizer step (a global post hook: no code change), the CUDA caching allocator's
+    figures as a mark (memory.cc reads them as samples of the device): one memory_stats() call a step."""
+    optimizer = getattr(getattr(torch, "optim", None), "optimizer", None)
+    register = getattr(optimizer, "register_optimizer_step_post_hook", None)
+    if register is None:
+        return
+    state = {}
+    compiler = getattr(torch, "compiler", None)
+    compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+
+    def post_step(opt, args, kwargs):
+        if compiling():  # a compiled optimizer step: nothing of ours in its graph
+            return
+        try:
+            name = _cuda_memory_mark_name(torch, state)
+            if name:
+                with record_function(name):
+                    pass
+        except Exception:
+            pass
+
+    register(post_step)
+
+
 def _install_marks(torch):
     """TRAINRX_MARKS=1: calls a trace cannot otherwise see become record_function ranges. Now:
     torch.cuda.empty_cache() as "torch.cuda.empty_cache" (memory.empty_cache counts it per step; on
-    a CPU run the call does nothing and is still counted), and an uncaught out-of-memory error as
-    "trainrx::out_of_memory <device> <bytes>". Same result, same exceptions; never
+    a CPU run the call does nothing and is still counted), an uncaught out-of-memory error as
+    "trainrx::out_of_memory <device> <bytes>", and, after each optimizer step of a CUDA run, the
+    caching allocator's figures as "trainrx::cuda_memory cuda:<i> allocated=.. reserved=.. ...". Same result, same exceptions; never
     inside torch.compile or torch.jit tracing."""
     record_function = getattr(torch.autograd.profiler, "record_function", None)
     cuda = getattr(torch, "cuda", None)
@@ -298,6 +342,7 @@ def _install_marks(torch):
     if record_function is None or getattr(original, "_trainrx_mark", False):
         return
     _install_oom_mark(torch, record_function)
+    _install_cuda_memory_marks(torch, record_function)
     if original is None:
         return
     compiler = getattr(torch, "compiler", None)

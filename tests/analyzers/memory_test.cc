@@ -337,5 +337,58 @@ TEST(MemoryTest, TheStartUpHooksOutOfMemoryMarkNamesTheLastOpStarted) {
   EXPECT_EQ(m.samples, 0);
 }
 
+// Steps with the start-up hook's CUDA marks after each optimizer step: allocated 10 MB at the end
+// of each step, the run-wide peak 16 MB (reached in step 0), reserved 40 MB, the allocator's retry
+// counter at `retries(i)`, the device's capacity in the mark only (no deviceProperties).
+std::string CudaMarkSteps(const std::function<int64_t(int)>& retries) {
+  std::string ev;
+  for (int i = 0; i < 8; ++i) {
+    const double s = 1000.0 * i;
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":1000}},)J", i, s);
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"trainrx::cuda_memory cuda:0 allocated=10000000 reserved=40000000 )J"
+                      R"J(peak=16000000 retries={} ooms=0 capacity=42000000","pid":1,"tid":1,"ts":{},"dur":1}},)J",
+                      retries(i), s + 900);
+  }
+  ev.pop_back();
+  return "{\"traceEvents\":[" + ev + "]}";
+}
+
+TEST(MemoryTest, TheStartUpHooksCudaMarksAreTheDevicesSamples) {
+  const Report r = AnalyzeText(CudaMarkSteps([](int) { return int64_t{2}; }));
+  ASSERT_EQ(r.metrics.memory.size(), 1u);
+  const auto& m = r.metrics.memory[0];
+  EXPECT_EQ(m.device, "cuda:0");
+  EXPECT_EQ(m.samples, 8);
+  EXPECT_EQ(m.capacity, 42'000'000);
+  EXPECT_EQ(m.capacity_source, "torch.cuda.get_device_properties");
+  EXPECT_EQ(m.peak_allocated, 16'000'000);  // the run-wide peak, placed in the step it rose in
+  EXPECT_EQ(m.step_peak[0], 16'000'000);
+  EXPECT_EQ(m.step_peak[1], 10'000'000);    // not risen: the step's end figure, a lower bound
+  EXPECT_EQ(m.peak_reserved, 40'000'000);
+  EXPECT_EQ(m.alloc_retries, 0);
+  // 75 % of the reserved 40 MB unused on a 95 % full device: fragmentation from the totals.
+  ASSERT_NE(FindId(r, "memory.fragmentation"), nullptr);
+  EXPECT_EQ(FindId(r, "memory.fragmentation")->confidence, Confidence::kMedium);
+}
+
+TEST(MemoryTest, AllocatorRetriesAreFragmentationOnTheirOwn) {
+  // Retries during the steps (2 -> 5), on a device whose totals alone would not be flagged.
+  std::string j = CudaMarkSteps([](int i) { return int64_t{2} + (i >= 5 ? 3 : i / 2); });
+  for (size_t at = j.find("capacity=42000000"); at != std::string::npos; at = j.find("capacity=42000000", at))
+    j.replace(at, 17, "capacity=900000000");
+  const Report r = AnalyzeText(j);
+  ASSERT_EQ(r.metrics.memory.size(), 1u);
+  EXPECT_EQ(r.metrics.memory[0].alloc_retries, 3);
+  const Finding* f = FindId(r, "memory.fragmentation");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->confidence, Confidence::kHigh);
+  EXPECT_NE(f->title.find("retried 3 allocations"), std::string::npos) << f->title;
+  // No retries there: nothing (40 MB reserved of 900 MB is a cache).
+  std::string calm = CudaMarkSteps([](int) { return int64_t{2}; });
+  for (size_t at = calm.find("capacity=42000000"); at != std::string::npos; at = calm.find("capacity=42000000", at))
+    calm.replace(at, 17, "capacity=900000000");
+  EXPECT_EQ(FindId(AnalyzeText(calm), "memory.fragmentation"), nullptr);
+}
+
 }  // namespace
 }  // namespace trainrx::analyzers

@@ -223,6 +223,22 @@ e = OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has 
 assert s._oom_mark_name(e) == "trainrx::out_of_memory cuda:1 2147483648", s._oom_mark_name(e)
 assert s._oom_mark_name(ValueError("x")) is None
 ') && ok "start-up hook: a CUDA out-of-memory message read" || bad "start-up hook: CUDA out-of-memory message"
+  # The CUDA allocator's figures after an optimizer step (a stand-in torch.cuda: no GPU here); none
+  # from this CPU torch.
+  (cd "$REPO/probes/python" && "$PY" -c '
+import sitecustomize as s, torch
+class Props: total_memory = 80 * 2**30
+class Cuda:
+    def is_initialized(self): return True
+    def current_device(self): return 1
+    def memory_stats(self, d): return {"allocated_bytes.all.current": 5, "reserved_bytes.all.current": 9,
+                                       "allocated_bytes.all.peak": 7, "num_alloc_retries": 2, "num_ooms": 0}
+    def get_device_properties(self, d): return Props()
+class T: cuda = Cuda()
+name = s._cuda_memory_mark_name(T(), {})
+assert name == "trainrx::cuda_memory cuda:1 allocated=5 reserved=9 peak=7 retries=2 ooms=0 capacity=85899345920", name
+assert s._cuda_memory_mark_name(torch, {}) is None
+') && ok "start-up hook: the CUDA allocator mark" || bad "start-up hook: the CUDA allocator mark"
   "$PY" - "$W/rec_cap.report.json" <<'PY' && ok "record --memory-cap: the cap is the CPU's capacity, the step peak above its start" || bad "record --memory-cap figures"
 import json, sys
 m = json.load(open(sys.argv[1]))["metrics"]["memory"][0]

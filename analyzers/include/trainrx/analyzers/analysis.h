@@ -264,6 +264,9 @@ struct DeviceMemory {
   // the boundaries and at backward's start) means the step peak is a lower bound, and `fits_samples`
   // an upper one; allocation events (profile_memory) see the peak itself.
   int64_t median_step_samples = 0;
+  // The CUDA caching allocator's retries while recorded (num_alloc_retries from the start-up hook's
+  // marks; 0 where unknown): each a failed cudaMalloc, the cache freed and the request tried again.
+  int64_t alloc_retries = 0;
 };
 
 struct Metrics {
