@@ -12,7 +12,7 @@
 // that ends normally writes its trace as before and removes the journal.
 //
 // Cost (issue 34.13): the JSON journal spent ~0.5 us a record on a thread that competed with the
-// training's intra-op threads. Now a flush is the drain plus a copy (bench figures in the README),
+// training's intra-op threads. Now a flush is the drain plus a copy (bench figures in docs/benchmarks.md),
 // and the thread runs at SCHED_IDLE (session.cc): it uses only CPU time no training thread wants.
 // The recording threads never wait for it (a config sample waits at most for a copy of the new
 // samples; a new name or input row for a copy of the new rows' addresses, collector.cc).

@@ -3,7 +3,7 @@
 // subdirectory also as one multi-file input), examples/, everything under
 // TRAINRX_SHARED_DIR/external-traces, and the synthetic traces below (no steps, one step, phases
 // overlapping on two threads, GPU only, HIP names on four streams, a graph capture, a crashed
-// recording, an empty trace; tests/fixtures/ranks_uneven has ranks with and without steps). The invariants (README "Invariants"):
+// recording, an empty trace; tests/fixtures/ranks_uneven has ranks with and without steps). The invariants (docs/analyze.md, "Invariants"):
 //   shares      every share is in [0, 100] %; a step's phases sum to its wall time exactly, the
 //               model's phase shares to 100 %; GPU kernel / memcpy / idle time within the step;
 //               the HTA breakdown's idle + compute + non-compute = 100 % of the active span

@@ -76,7 +76,7 @@ check "diff of a run against itself: exit 0, no change, no setting differs" \
 "$trainrx" diff "$d0" /nonexistent.json > /dev/null 2> "$tmp/err"; rc=$?
 check "diff with a missing side: exit 2 naming it" "[ $rc -eq 2 ] && grep -q nonexistent.json '$tmp/err'"
 
-# One set of command-line conventions (README table).
+# One set of command-line conventions (docs/conventions.md).
 "$trainrx" record -o "$tmp/x.json" python3 train.py --epochs 1 > /dev/null 2> "$tmp/err"; rc=$?
 check "record without --: exit 2 with the hint" "[ $rc -eq 2 ] && grep -q 'put the program after --' '$tmp/err'"
 "$trainrx" anlyze x > /dev/null 2> "$tmp/err"; rc=$?

@@ -15,6 +15,10 @@ A ResNet-like CNN on synthetic 3x64x64 images, SGD, cross-entropy.
   --costly-data        a __getitem__ that costs ~2 ms of CPU per sample (starves the GPU with few workers)
   --anomaly            torch.autograd.set_detect_anomaly(True)
   --device cuda|cpu    (default cuda)
+  --leak               keep each step's predictions with their graph (memory.growth)
+  --empty-cache        torch.cuda.empty_cache() every step (memory.empty_cache)
+  --profile-memory     with --torch-profiler: profile_memory=True, record_shapes=True (memory events,
+                       input shapes for the batch)
   --torch-profiler F   torch.profiler (CPU+CUDA activities) around the loop, prof.step() per step,
                        chrome trace exported to F
   --step-times F       each step's wall time (ms, after torch.cuda.synchronize) as a JSON list
@@ -65,6 +69,9 @@ def main():
     p.add_argument("--device", default="cuda")
     p.add_argument("--torch-profiler", default="")
     p.add_argument("--step-times", default="")
+    p.add_argument("--leak", action="store_true")
+    p.add_argument("--empty-cache", action="store_true")
+    p.add_argument("--profile-memory", action="store_true")
     a = p.parse_args()
 
     dev = torch.device(a.device)
@@ -92,9 +99,10 @@ def main():
         if dev.type == "cuda":
             acts.append(torch.profiler.ProfilerActivity.CUDA)
         # A schedule makes prof.step() mark ProfilerStep#N; one cycle longer than the run keeps every step.
-        prof = torch.profiler.profile(activities=acts, schedule=torch.profiler.schedule(wait=0, warmup=0, active=a.steps + 1))
+        prof = torch.profiler.profile(activities=acts, schedule=torch.profiler.schedule(wait=0, warmup=0, active=a.steps + 1),
+                                      profile_memory=a.profile_memory, record_shapes=a.profile_memory)
         prof.start()
-    times, losses = [], []
+    times, losses, kept = [], [], []
     it = iter(loader)
     for step in range(a.steps):
         t0 = time.perf_counter()
@@ -109,6 +117,11 @@ def main():
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
+        if a.leak:  # "log the predictions later": a second forward, never detached
+            with torch.autocast(dev.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+                kept.append(model(x))
+        if a.empty_cache and dev.type == "cuda":
+            torch.cuda.empty_cache()
         if a.item:
             losses.append(loss.item())
         if prof:
@@ -123,6 +136,8 @@ def main():
         with open(a.step_times, "w") as f:
             json.dump(times, f)
     print(f"steps {a.steps} median step {sorted(times)[len(times) // 2]:.2f} ms final loss {loss.item():.4f}")
+    if dev.type == "cuda":
+        print(f"max memory allocated {torch.cuda.max_memory_allocated()} reserved {torch.cuda.max_memory_reserved()}")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ struct GateRule {
   double alpha = 0.05;
   // fail also needs the CI's lower bound of w above 1 + this. Half the tolerance by default: with
   // only "above 1", 300 A/A decisions in-process gave 4 and 10 false alarms (1.3 % and 3.3 %, two
-  // runs); with half the tolerance, 0 of the same 300 (bench/gate_false_alarms.sh, README).
+  // runs); with half the tolerance, 0 of the same 300 (bench/gate_false_alarms.sh, docs/gate.md).
   double fail_ci_margin = 0.015;
   int resamples = 2000;
   uint64_t seed = 1;
