@@ -77,6 +77,7 @@ std::map<std::string, std::string> Settings(const profiler::Trace& t, const Step
   const profiler::RankInfo& info = t.ranks.front();
   for (const auto& [k, v] : info.config) {
     if (k == "duration_ns" || k == "end_reason" || k == "pid" || k == "ppid" || k == "start_ns" || k == "hostname" ||
+        k == "root_process" || k == "child_trace" ||  // a shell between (VAR=x cmd) makes the program a child
         k.rfind("window_", 0) == 0 || k.rfind("journal_", 0) == 0 || k == "profiler_steps_from")
       continue;  // about the recording, not the run's setup
     out[k] = v.size() > 120 ? v.substr(0, 117) + "..." : v;

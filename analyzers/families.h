@@ -22,6 +22,7 @@ void AnalyzeTensor(const AnalysisContext& ctx, Report& out);     // tensor.cc
 void AnalyzePython(const AnalysisContext& ctx, Report& out);     // python.cc
 void AnalyzeDist(const AnalysisContext& ctx, Report& out);       // dist.cc
 void AnalyzeMemory(const AnalysisContext& ctx, Report& out);     // memory.cc
+void AnalyzeCompile(const AnalysisContext& ctx, Report& out);    // compile.cc
 // batch.small (memory.cc): after the families, from their findings and the memory figures.
 void FlagBatchSmall(const AnalysisContext& ctx, Report& report);
 // dist.data_parallel on one rank (dataparallel.cc; called by AnalyzeDist).

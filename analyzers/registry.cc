@@ -67,6 +67,9 @@ Thresholds::Thresholds() {
       {"memory.fragmentation.min_waste_pct", {30.0, "flag when at least this % of reserved memory is not allocated at reserved's peak"}},
       {"memory.fragmentation.min_reserved_pct", {80.0, "and reserved reaches at least this % of the device's capacity (a cache on a device with room is not a problem)"}},
       {"memory.fragmentation.min_retries", {1.0, "or flag when the CUDA caching allocator retried at least this many allocations (the start-up hook's figures)"}},
+      {"compile.graph_break.min_regions_per_step", {2.0, "flag graph breaks when the median step runs at least this many compiled regions (or the start-up hook saw a break there)"}},
+      {"compile.recompiles.min_recompiles", {2.0, "flag recompiles when a function is compiled again at least this many times, or once inside the steady steps"}},
+      {"compile.time.min_pct", {10.0, "flag compile time when it is at least this % of the recorded time"}},
       {"memory.empty_cache.min_step_pct", {50.0, "flag torch.cuda.empty_cache() (or reserved memory given back) in at least this % of the steps"}},
       {"batch.small.max_peak_pct", {50.0, "flag a small batch when the median step's peak is at most this % of the device's capacity"}},
       {"batch.small.min_factor", {2.0, "and at least this many times the batch's samples fit"}},
@@ -129,6 +132,7 @@ const std::vector<AnalyzerInfo>& Registry() {
       {"python", &AnalyzePython},
       {"dist", &AnalyzeDist},
       {"memory", &AnalyzeMemory},
+      {"compile", &AnalyzeCompile},
   };
   return kRegistry;
 }
@@ -138,6 +142,7 @@ const std::vector<std::string>& FindingIds() {
       "cudnn.benchmark_off",   "cudnn.deterministic_on",     "debug.anomaly_detection", "debug.launch_blocking",
       "debug.profiler",        "dist.comm_overlap",          "dist.data_parallel",      "dist.no_sync",            "dist.rank_mismatch",      "dist.straggler",          "eval.grad_enabled",       "gpu.idle",
       "gpu.launch_bound",      "memory.growth",              "memory.fragmentation",    "memory.empty_cache",      "batch.small",
+      "compile.graph_break",   "compile.recompiles",         "compile.time",
       "input.dataloader_bound", "input.pin_memory",          "input.workers",           "model.bias_before_norm",
       "optim.single_tensor",   "optim.zero_grad",            "precision.fp32_matmul",   "precision.matmul_alignment",
       "python.loop_indexing",  "sync.blocking_copy",         "sync.host_device",        "tensor.cpu_then_copy",
@@ -176,6 +181,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
     std::move(part.metrics.temporal.begin(), part.metrics.temporal.end(), std::back_inserter(report.metrics.temporal));
     std::move(part.metrics.launch.begin(), part.metrics.launch.end(), std::back_inserter(report.metrics.launch));
     std::move(part.metrics.memory.begin(), part.metrics.memory.end(), std::back_inserter(report.metrics.memory));
+    std::move(part.metrics.compile.begin(), part.metrics.compile.end(), std::back_inserter(report.metrics.compile));
   }
   FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
   // Several ranks: a claim found on each is shown once, naming them (as rank by rank).

@@ -259,6 +259,8 @@ const std::vector<OutsideFix>& OutsideFixes() {
       {"cudnn.deterministic_on", "deterministic_off",
        "drop torch.use_deterministic_algorithms(True) / cudnn.deterministic = True from training runs"},
       {"precision.fp32_matmul", "tf32", "torch.set_float32_matmul_precision(\"high\") (TF32 matmuls on Ampere and newer)"},
+      {"compile.time", "compile_off",
+       "run the model eagerly (drop torch.compile) where compiling does not pay back within the job's steps"},
   };
   return kFixes;
 }

@@ -6,6 +6,8 @@
 #include <unistd.h>
 #include <wordexp.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -85,6 +87,16 @@ std::vector<std::string> SplitCommand(const std::string& command) {
   if (wordexp(command.c_str(), &w, WRDE_NOCMD | WRDE_UNDEF) != 0) return {};
   std::vector<std::string> out(w.we_wordv, w.we_wordv + w.we_wordc);
   wordfree(&w);
+  // `VAR=value python train.py` (an environment for one command) is the shell's to apply: run as
+  // a program it failed "cannot run VAR=value".
+  if (!out.empty()) {
+    const std::string& first = out.front();
+    const size_t eq = first.find('=');
+    const bool name = eq != std::string::npos && eq > 0 && !std::isdigit(static_cast<unsigned char>(first[0])) &&
+                      std::all_of(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(eq),
+                                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (name) return {};
+  }
   return out;
 }
 

@@ -12,6 +12,10 @@ comma-separated list of fixes:
   cudnn_benchmark    torch.backends.cudnn.benchmark = True (and kept: later sets are ignored)
   deterministic_off  torch.use_deterministic_algorithms / cudnn.deterministic stay off
   tf32               float32 matmuls and convolutions may use TF32 (Ampere and newer)
+  compile_off        torch.compile(x, ...) returns x (the model runs eagerly; also as a decorator
+                     and through nn.Module.compile)
+  compile_mode=M     torch.compile(..., mode=M) whatever mode the script asked for
+                     (default, reduce-overhead, max-autotune)
 
 With TRAINRX_MODULES=1 (set by `trainrx record` unless the user set it; "all" for the whole run,
 "0" for none) the first 20 calls of the model, and every nn.Module call inside them,
@@ -229,6 +233,13 @@ def _install_module_ranges(torch, model_calls):
         except Exception:
             pass
 
+    def remove():
+        on[0] = False
+        for h in handles:
+            h.remove()
+        handles.clear()
+
+    _REMOVE_MODULE_RANGES.append(remove)
     handles.append(register_pre(pre))
     try:
         handles.append(register_post(post, always_call=True))  # torch >= 2.1: also when forward raises
@@ -329,6 +340,64 @@ def _install_cuda_memory_marks(torch, record_function):
     register(post_step)
 
 
+def _one_line(text, limit=240):
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _install_compile_marks(torch, dynamo, record_function):
+    """torch.compile as the trace sees it (issue 39), at compile time only, nothing per step: each
+    compilation as a range "trainrx::compile <compile id>" (its length is the compile time), then
+    the graph breaks it found as "trainrx::graph_break <file>:<line> <reason>" (the user's frame
+    where dynamo stopped tracing) and the guards that failed before it as
+    "trainrx::recompile <file>:<line> <function> <reason>" (a recompile of that function)."""
+    handler = getattr(getattr(dynamo, "callback", None), "callback_handler", None)
+    reasons = getattr(dynamo, "graph_break_reasons", None)
+    failures = getattr(getattr(dynamo, "utils", None), "guard_failures", None)
+    if handler is None:
+        return
+    state = {"open": [], "breaks": 0, "failures": {}}
+
+    def mark(name):
+        with record_function(name):
+            pass
+
+    def start(args):
+        try:
+            if failures is not None:  # guards that failed since the last compile: this one recompiles
+                for code, got in list(failures.items()):
+                    # A cache lookup appends the failure of every cached entry, the newest last.
+                    seen = state["failures"].get(code, 0)
+                    if len(got) > seen:
+                        where = f"{getattr(code, 'co_filename', '?')}:{getattr(code, 'co_firstlineno', 0)}"
+                        guard = re.sub(r"^\d+/\d+: ", "", str(got[-1]))  # "1/3: self.scale == 3 ..."
+                        mark(f"trainrx::recompile {where} {getattr(code, 'co_name', '?')} {_one_line(guard)}")
+                    state["failures"][code] = len(got)
+            r = record_function(f"trainrx::compile {getattr(args, 'compile_id', '')}")
+            r.__enter__()
+            state["open"].append(r)
+        except Exception:
+            pass
+
+    def end(args):
+        try:
+            if state["open"]:
+                state["open"].pop().__exit__(None, None, None)
+            if reasons is not None:
+                if state["breaks"] > len(reasons):  # torch._dynamo.reset() cleared them
+                    state["breaks"] = 0
+                for r in reasons[state["breaks"]:]:
+                    stack = getattr(r, "user_stack", None) or []
+                    where = f"{stack[-1].filename}:{stack[-1].lineno}" if stack else "?:0"
+                    mark(f"trainrx::graph_break {where} {_one_line(getattr(r, 'reason', ''))}")
+                state["breaks"] = len(reasons)
+        except Exception:
+            pass
+
+    handler.register_start_callback(start)
+    handler.register_end_callback(end)
+
+
 def _install_marks(torch):
     """TRAINRX_MARKS=1: calls a trace cannot otherwise see become record_function ranges. Now:
     torch.cuda.empty_cache() as "torch.cuda.empty_cache" (memory.empty_cache counts it per step; on
@@ -364,22 +433,23 @@ def _install_marks(torch):
         memory.empty_cache = empty_cache
 
 
-class _TorchHook(importlib.abc.MetaPathFinder):
-    """Applies the fixes right after `import torch` finishes."""
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs `action(module)` right after `import <name>` finishes (once; never fatal)."""
 
-    def __init__(self, fixes):
-        self.fixes = fixes
+    def __init__(self, name, action):
+        self.name = name
+        self.action = action
         self.done = False
 
     def find_spec(self, name, path, target=None):
-        if name != "torch" or self.done:
+        if name != self.name or self.done:
             return None
         self.done = True
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None:
             return None
         loader = spec.loader
-        fixes = self.fixes
+        action = self.action
 
         class Loader(importlib.abc.Loader):
             def create_module(self, s):
@@ -387,29 +457,96 @@ class _TorchHook(importlib.abc.MetaPathFinder):
 
             def exec_module(self, module):
                 loader.exec_module(module)
-                if fixes:
-                    try:
-                        _apply(module, fixes)
-                    except Exception as e:  # a fix that cannot apply is said, never fatal
-                        sys.stderr.write(f"trainrx fix: could not apply {sorted(fixes)}: {e}\n")
-                if os.environ.get("TRAINRX_MARKS", "0") not in ("", "0"):
-                    try:
-                        _install_marks(module)
-                    except Exception as e:  # marks are a nicety: never fatal
-                        sys.stderr.write(f"trainrx: no marks: {e}\n")
-                modules = os.environ.get("TRAINRX_MODULES", "0")
-                if modules not in ("", "0"):
-                    try:
-                        _install_module_ranges(module, 0 if modules == "all" else _MODULE_CALLS)
-                    except Exception as e:  # module names are a nicety: never fatal
-                        sys.stderr.write(f"trainrx: no nn.Module ranges: {e}\n")
+                try:
+                    action(module)
+                except Exception as e:  # ours is a nicety: the program's import goes on
+                    sys.stderr.write(f"trainrx: after import {module.__name__}: {e}\n")
 
         spec.loader = Loader()
         return spec
+
+
+def _on_torch(module):
+    """After `import torch`: the fixes, the marks, the module ranges."""
+    if _FIXES:
+        try:
+            _apply(module, _FIXES)
+        except Exception as e:  # a fix that cannot apply is said, never fatal
+            sys.stderr.write(f"trainrx fix: could not apply {sorted(_FIXES)}: {e}\n")
+    if os.environ.get("TRAINRX_MARKS", "0") not in ("", "0"):
+        try:
+            _install_marks(module)
+        except Exception as e:  # marks are a nicety: never fatal
+            sys.stderr.write(f"trainrx: no marks: {e}\n")
+    modules = os.environ.get("TRAINRX_MODULES", "0")
+    if modules not in ("", "0"):
+        try:
+            _install_module_ranges(module, 0 if modules == "all" else _MODULE_CALLS)
+        except Exception as e:  # module names are a nicety: never fatal
+            sys.stderr.write(f"trainrx: no nn.Module ranges: {e}\n")
+    _after_import("torch._dynamo", lambda dynamo: _on_dynamo(module, dynamo))
+    if _REMOVE_MODULE_RANGES or "compile_off" in _FIXES or "compile_mode" in _FIXES:
+        _wrap_compile(module, _FIXES)
+
+
+# Removers of the module-range hooks. A program that calls torch.compile gets none from then on:
+# called from the compiled wrapper's eager _call_impl, each global hook became a compiled frame of
+# its own ("Torch-Compiled Region" and guards on every call: 3 compiled frames for a model that
+# compiles to 1), and removing them after dynamo traced them would fail its guards and recompile.
+# Removed when torch.compile is called, before anything is traced.
+_REMOVE_MODULE_RANGES = []
+
+
+def _wrap_compile(torch, fixes):
+    """torch.compile through us: the module ranges removed first; TRAINRX_FIX's compile_off (the
+    model or function comes back as it is) and compile_mode=M (that mode, whatever was asked)."""
+    original = getattr(torch, "compile", None)
+    if original is None or getattr(original, "_trainrx", False):
+        return
+    mode = fixes.get("compile_mode")
+    off = "compile_off" in fixes
+    if off:
+        _say("torch.compile returns the model unchanged")
+    elif mode:
+        _say(f"torch.compile(mode={mode})")
+
+    def compile(model=None, *args, **kwargs):
+        while _REMOVE_MODULE_RANGES and not off:  # an eager model keeps its module ranges
+            try:
+                _REMOVE_MODULE_RANGES.pop()()
+            except Exception:
+                pass
+        if off:
+            return model if model is not None else (lambda fn: fn)
+        if mode:
+            kwargs["mode"] = None if mode == "default" else mode
+            kwargs.pop("options", None)  # torch.compile takes a mode or options, not both
+        return original(model, *args, **kwargs)
+
+    compile.__doc__ = original.__doc__
+    compile.__wrapped__ = original
+    compile._trainrx = True
+    torch.compile = compile
+
+
+def _on_dynamo(torch, dynamo):
+    """After `import torch._dynamo` (torch.compile's first use): the compile marks."""
+    if os.environ.get("TRAINRX_MARKS", "0") not in ("", "0"):
+        record_function = getattr(torch.autograd.profiler, "record_function", None)
+        if record_function is not None:
+            _install_compile_marks(torch, dynamo, record_function)
+
+
+def _after_import(name, action):
+    """action(module) now if `name` is imported, else right after its import."""
+    if name in sys.modules:
+        action(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, _AfterImport(name, action))
 
 
 _chain_original_sitecustomize()
 _MODULE_CALLS = 20  # model calls with module ranges (TRAINRX_MODULES=1); "all": the whole run
 _FIXES = _fixes()
 if _FIXES or any(os.environ.get(k, "0") not in ("", "0") for k in ("TRAINRX_MODULES", "TRAINRX_MARKS")):
-    sys.meta_path.insert(0, _TorchHook(_FIXES))
+    sys.meta_path.insert(0, _AfterImport("torch", _on_torch))

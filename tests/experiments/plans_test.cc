@@ -573,6 +573,18 @@ TEST(PlansTest, SweepRunsPastAnOutOfMemoryCell) {
   EXPECT_NE(r.notes.front().find("No cell fit"), std::string::npos) << r.notes.front();
 }
 
+TEST(ProcessTest, CommandsSplitAsAShellWouldOrGoToOne) {
+  EXPECT_EQ(SplitCommand("python3 'my train.py' --lr 0.1"), std::vector<std::string>({"python3", "my train.py", "--lr", "0.1"}));
+  EXPECT_TRUE(SplitCommand("python3 train.py | tee log").empty());
+  EXPECT_TRUE(SplitCommand("python3 $SCRIPT").empty());
+  // An environment for one command is the shell's (it failed "cannot run TRAINRX_FIX=compile_off").
+  EXPECT_TRUE(SplitCommand("TRAINRX_FIX=compile_off python3 train.py").empty());
+  EXPECT_TRUE(SplitCommand("A_1=x python3 train.py").empty());
+  // An '=' in a later word, or a path with one, is an argument.
+  EXPECT_EQ(SplitCommand("python3 train.py --opt=adam").size(), 3u);
+  EXPECT_EQ(SplitCommand("./dir=1/run").size(), 1u);
+}
+
 TEST(ProcessTest, OutOfMemoryMessagesAreRecognizedWithTheirRequest) {
   auto cpu = FindOutOfMemory(
       "Traceback (most recent call last):\nRuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: "

@@ -26,6 +26,8 @@
 //                memory.empty_cache (the allocator's cache emptied in most steps), batch.small (a
 //                post-pass: an underused device with most of its memory free); the per-device
 //                memory figures of Metrics
+//   compile.cc   compile.graph_break, compile.recompiles, compile.time (torch.compile: the start-up
+//                hook's marks and the compiled regions of the steps); the compile figures of Metrics
 //   dist.cc      dist.straggler (the rank the others wait for at collectives), dist.no_sync, Gloo's
 //                dist.comm_overlap (NCCL's is in gpu.cc); dataparallel.cc: dist.data_parallel;
 //                collectives.cc: collectives and their cross-rank matching, shared with clocks.cc
@@ -269,6 +271,27 @@ struct DeviceMemory {
   int64_t alloc_retries = 0;
 };
 
+// torch.compile as the trace shows it (compile.cc): the start-up hook's marks (compile ranges,
+// graph breaks, recompiles) and the compiled regions ("Torch-Compiled Region: F/R") of the steps.
+struct CompileSite {
+  std::string where;     // the user's file:line ("train.py:33"); for a recompile the function's first line
+  std::string function;  // recompiles: the function compiled again ("forward")
+  std::string reason;    // dynamo's reason (graph break) or the guard that failed (recompile), one line
+  int64_t count = 0;
+};
+struct CompileSummary {
+  int32_t rank = 0;
+  bool marks = false;              // the start-up hook's marks are in the trace (trainrx record)
+  int64_t compiles = 0;            // compilations ("trainrx::compile" ranges)
+  int64_t compile_ns = 0;          // their summed time
+  int64_t compile_in_steps_ns = 0;  // of it, inside the steady steps
+  int64_t recompiles = 0, recompiles_in_steps = 0;
+  int64_t steps_with_regions = 0;   // steady steps with a compiled region
+  double regions_per_step = 0;      // median compiled regions (outermost) per such step
+  double eager_between_ns = 0;      // median per such step: time between consecutive regions of one thread
+  std::vector<CompileSite> graph_breaks, recompile_sites;
+};
+
 struct Metrics {
   std::vector<UnfinishedRank> unfinished;  // empty: every rank's recording ended normally
   std::vector<RecordedWindow> windows;     // ranks recorded through a step window
@@ -281,6 +304,7 @@ struct Metrics {
   // total = the module's ranges, self = less its child modules. Empty rows: no module ranges.
   NameTable module_table;
   std::vector<DeviceMemory> memory;  // one per (rank, device) with allocator samples
+  std::vector<CompileSummary> compile;  // one per rank with torch.compile in its trace
 };
 
 struct Report {

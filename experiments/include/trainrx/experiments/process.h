@@ -37,7 +37,8 @@ int WaitProcess(pid_t pid);
 int RunProcess(const ProcessSpec& spec, std::string* error);
 
 // Splits a command line into words as a shell would, without running one: quotes and escapes are
-// honoured. Empty when the line needs a shell (pipes, redirections, `;`, `&&`, $VAR, globs, $(...)).
+// honoured. Empty when the line needs a shell (pipes, redirections, `;`, `&&`, $VAR, globs, $(...),
+// a leading VAR=value).
 std::vector<std::string> SplitCommand(const std::string& command);
 
 // Whether a failed run's log says it ran out of memory (torch's CPU allocator: "can't allocate

@@ -1,0 +1,320 @@
+// torch.compile (issue 39): compile.graph_break, compile.recompiles, compile.time and the compile
+// figures of Metrics. Two sources, one per recorder:
+//  * the start-up hook's marks (trainrx record; probes/python/sitecustomize.py), written at compile
+//    time only: "trainrx::compile <id>" ranges (their length is the compile time),
+//    "trainrx::graph_break <file>:<line> <reason>", "trainrx::recompile <file>:<line> <function>
+//    <guard that failed>";
+//  * the compiled regions every trace of a compiled model has ("Torch-Compiled Region: F/R", one
+//    per call of a compiled frame; torch.profiler traces too): a step that runs two or more has
+//    eager Python between them, the graph break's cost.
+// A trace with neither says nothing: no compile figure is a guess.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <string_view>
+
+#include "families.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+constexpr std::string_view kCompileMark = "trainrx::compile ";
+constexpr std::string_view kBreakMark = "trainrx::graph_break ";
+constexpr std::string_view kRecompileMark = "trainrx::recompile ";
+constexpr std::string_view kRegion = "Torch-Compiled Region";
+// torch.profiler traces: dynamo times each frame's compilation in a range of this name (only while
+// a profiler runs: our recordings have the hook's marks instead).
+constexpr std::string_view kCompileSpan = "_compile.compile_inner";
+
+// "a b rest of it" -> {"a", "b rest of it"}.
+std::pair<std::string_view, std::string_view> FirstWord(std::string_view s) {
+  const size_t sp = s.find(' ');
+  if (sp == std::string_view::npos) return {s, {}};
+  return {s.substr(0, sp), s.substr(sp + 1)};
+}
+
+// "/home/u/train.py:33" -> "train.py:33" (the report names the file as the user knows it).
+std::string ShortWhere(std::string_view where) {
+  const size_t slash = where.rfind('/');
+  return std::string(slash == std::string_view::npos ? where : where.substr(slash + 1));
+}
+
+void AddSite(std::vector<CompileSite>& sites, CompileSite site) {
+  for (CompileSite& s : sites)
+    if (s.where == site.where && s.function == site.function) {
+      ++s.count;
+      s.reason = std::move(site.reason);  // the latest guard that failed
+      return;
+    }
+  site.count = 1;
+  sites.push_back(std::move(site));
+}
+
+double MedianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+CompileSummary Summarize(const AnalysisContext& ctx, int32_t rank) {
+  const profiler::Trace& trace = ctx.trace;
+  const StepWindows windows(ctx.steps, rank);
+  CompileSummary c;
+  c.rank = rank;
+  // Per steady step and thread: the compiled regions (a graph break's resume function runs as a
+  // region inside its caller's, so nested ones count) and the compiled graphs that ran inside the
+  // outermost ones ("CompiledFunction": AOTAutograd's forward; "## Call CompiledFxGraph": inductor
+  // without autograd). The eager time of a break is the gap between consecutive graphs of one call.
+  int64_t spans = 0, span_ns = 0, span_in_steps = 0, span_in_steps_ns = 0;
+  std::map<int64_t, int64_t> region_count;   // step -> regions
+  std::map<int64_t, int64_t> region_between;  // step -> ns between consecutive graphs
+  for (uint32_t track : TracksOf(trace, rank, profiler::TrackKind::kCpuThread)) {
+    int64_t outer_end = INT64_MIN, outer_step = -1, last_graph_end = INT64_MIN, graph_end = INT64_MIN;
+    for (const profiler::Event& e : trace.TrackEvents(track)) {
+      const std::string_view name = trace.Name(e);
+      const int64_t step = windows.empty() ? -1 : windows.Index(e.ts_ns);
+      if (name.starts_with(kRegion)) {
+        if (step >= 0) ++region_count[step];
+        if (e.ts_ns >= outer_end) outer_end = e.end_ns(), outer_step = step, last_graph_end = INT64_MIN;
+        continue;
+      }
+      const bool graph = name == "CompiledFunction" || name.starts_with("## Call CompiledFxGraph");
+      if (graph && e.ts_ns < outer_end && e.ts_ns >= graph_end && outer_step >= 0) {
+        if (last_graph_end != INT64_MIN) region_between[outer_step] += std::max<int64_t>(0, e.ts_ns - last_graph_end);
+        last_graph_end = graph_end = e.end_ns();
+        continue;
+      }
+      if (name.starts_with(kCompileSpan)) {
+        ++spans, span_ns += e.dur_ns;
+        if (step >= 0) ++span_in_steps, span_in_steps_ns += e.dur_ns;
+        continue;
+      }
+      if (e.kind != profiler::EventKind::kUserAnnotation || !name.starts_with("trainrx::")) continue;
+      if (name.starts_with(kCompileMark)) {
+        c.marks = true;
+        ++c.compiles;
+        c.compile_ns += e.dur_ns;
+        if (step >= 0) c.compile_in_steps_ns += e.dur_ns;
+      } else if (name.starts_with(kBreakMark)) {
+        c.marks = true;
+        const auto [where, reason] = FirstWord(name.substr(kBreakMark.size()));
+        AddSite(c.graph_breaks, {ShortWhere(where), "", std::string(reason), 0});
+      } else if (name.starts_with(kRecompileMark)) {
+        c.marks = true;
+        const auto [where, rest] = FirstWord(name.substr(kRecompileMark.size()));
+        const auto [function, reason] = FirstWord(rest);
+        AddSite(c.recompile_sites, {ShortWhere(where), std::string(function), std::string(reason), 0});
+        ++c.recompiles;
+        if (step >= 0) ++c.recompiles_in_steps;
+      }
+    }
+  }
+  if (!c.marks && spans > 0) {  // a torch.profiler trace: its compile spans; a span in the steps is a recompile or a new frame
+    c.compiles = spans, c.compile_ns = span_ns, c.compile_in_steps_ns = span_in_steps_ns;
+    c.recompiles = c.recompiles_in_steps = span_in_steps;
+  }
+  std::vector<double> counts, gaps;
+  for (const auto& [step, n] : region_count) {
+    counts.push_back(static_cast<double>(n));
+    gaps.push_back(static_cast<double>(region_between[step]));
+  }
+  c.steps_with_regions = static_cast<int64_t>(counts.size());
+  c.regions_per_step = MedianOf(counts);
+  c.eager_between_ns = MedianOf(gaps);
+  return c;
+}
+
+// The fix for the commonest graph breaks, by dynamo's reason.
+std::string BreakFix(std::string_view reason) {
+  if (reason.find("item()") != std::string_view::npos || reason.find("capture_scalar_outputs") != std::string_view::npos)
+    return "A tensor's value read in Python (.item(), float(t), a branch on it) ends the graph: keep the value a tensor "
+           "(torch.where instead of if), or set torch._dynamo.config.capture_scalar_outputs = True so .item() stays "
+           "in the graph.";
+  if (reason.find("print") != std::string_view::npos || reason.find("builtin operator") != std::string_view::npos ||
+      reason.find("logging") != std::string_view::npos)
+    return "Logging inside forward (print, logger calls, a tensor's shape as text) ends the graph: log outside the "
+           "compiled function, or list the function in torch._dynamo.config.reorderable_logging_functions.";
+  if (reason.find("data-dependent") != std::string_view::npos || reason.find("Data-dependent") != std::string_view::npos ||
+      reason.find("jump") != std::string_view::npos)
+    return "Control flow on a tensor's value ends the graph: torch.cond (both branches traced) or torch.where.";
+  return "See the reason above, and torch._dynamo.explain(model)(inputs) for every break; the common ones are listed "
+         "at the link in the reason.";
+}
+
+// The fix for a recompile, by the guard that failed.
+std::string RecompileFix(std::string_view guard) {
+  if (guard.find("size") != std::string_view::npos || guard.find("stride") != std::string_view::npos ||
+      guard.find("dim") != std::string_view::npos)
+    return "Shapes that change (batch or sequence length) recompile: torch.compile(dynamic=True), "
+           "torch._dynamo.mark_dynamic(x, 0) on the varying dimension, or pad to a few fixed lengths.";
+  if (guard.find("___stack") != std::string_view::npos)
+    return "A Python number read from a tensor (.item()) is a constant to the compiled code: every new value "
+           "recompiles. Keep it a tensor, or set torch._dynamo.config.capture_scalar_outputs = True.";
+  return "A Python value the compiled code reads (a module attribute, a global, an argument that is a Python int or "
+         "float) changes from call to call, and the guard on its value fails: pass it as a tensor, keep it constant, "
+         "or mark it dynamic (torch._dynamo.mark_dynamic, or torch.compile(dynamic=True) for scalars). After "
+         "torch._dynamo.config.recompile_limit compiles the function runs eagerly.";
+}
+
+void FlagGraphBreaks(const AnalysisContext& ctx, const CompileSummary& c, Report& out) {
+  const double min_regions = ctx.thresholds.Get("compile.graph_break.min_regions_per_step");
+  if (c.steps_with_regions == 0 || c.regions_per_step < min_regions) {
+    // The hook saw breaks, but no step runs several regions: breaks outside the loop (evaluation,
+    // set-up) or before the steady steps. Not a per-step cost.
+    return;
+  }
+  const StepBasis basis(ctx.steps, c.rank);
+  Finding f;
+  f.id = "compile.graph_break";
+  f.rank = c.rank;
+  f.steps = basis.steps();
+  f.measured = c.regions_per_step;
+  f.threshold = min_regions;
+  f.measured_unit = "compiled regions per step (median)";
+  const int64_t breaks = static_cast<int64_t>(c.graph_breaks.size());
+  if (breaks > 0) {
+    const CompileSite& first = c.graph_breaks.front();
+    f.confidence = Confidence::kHigh;
+    f.title = fmt::format("torch.compile's graph breaks split each step into {:.0f} compiled regions: {} break{}, first at {} ({})",
+                          c.regions_per_step, breaks, breaks == 1 ? "" : "s", first.where,
+                          first.reason.substr(0, std::min<size_t>(first.reason.size(), 90)));
+    for (const CompileSite& s : c.graph_breaks) f.examples.push_back(fmt::format("{}: {}", s.where, s.reason));
+    f.fix_python = BreakFix(first.reason);
+  } else {
+    f.confidence = Confidence::kMedium;
+    f.title = fmt::format("Each step runs {:.0f} compiled regions with eager Python between them: graph breaks, or several "
+                          "compiled functions (trainrx record names each break and its line)",
+                          c.regions_per_step);
+    f.fix_python = BreakFix("");
+  }
+  f.evidence = {{"regions_per_step", c.regions_per_step},
+                {"steps_with_regions", c.steps_with_regions},
+                {"eager_between_regions_per_step_ns", c.eager_between_ns},
+                {"graph_breaks", breaks}};
+  SetSaving(f, basis, c.eager_between_ns, c.eager_between_ns, "eager time between the compiled regions of a step");
+  f.severity = std::max(SeverityForSaving(f), Severity::kLow);
+  f.fix_cpp = "Not applicable (torch.compile is Python).";
+  out.findings.push_back(std::move(f));
+}
+
+// From a trace without the hook's marks: frames compiled inside the steady steps (torch.profiler's
+// compile spans), without the function or the guard.
+void FlagRecompilesFromSpans(const AnalysisContext& ctx, const CompileSummary& c, Report& out) {
+  if (c.recompiles_in_steps == 0) return;
+  const StepBasis basis(ctx.steps, c.rank);
+  Finding f;
+  f.id = "compile.recompiles";
+  f.rank = c.rank;
+  f.steps = basis.steps();
+  f.confidence = Confidence::kMedium;
+  f.measured = static_cast<double>(c.recompiles_in_steps);
+  f.threshold = 1;
+  f.measured_unit = "compilations inside the steady steps";
+  f.title = fmt::format("torch.compile compiled {} time{} inside the steady steps ({:.2f} s): recompiles of a frame whose "
+                        "guards failed (trainrx record names the function and the guard)",
+                        c.recompiles_in_steps, c.recompiles_in_steps == 1 ? "" : "s", static_cast<double>(c.compile_in_steps_ns) / 1e9);
+  f.evidence = {{"compilations", c.compiles}, {"compilations_in_steady_steps", c.recompiles_in_steps},
+                {"compile_time_in_steady_steps_ns", c.compile_in_steps_ns}};
+  const double cost = basis.Per(static_cast<double>(c.compile_in_steps_ns));
+  SetSaving(f, basis, cost, cost, "compile time inside the steady steps");
+  f.severity = std::max(SeverityForSaving(f), Severity::kLow);
+  f.fix_python = "TORCH_LOGS=recompiles python train.py prints each guard that failed; " + RecompileFix("");
+  f.fix_cpp = "Not applicable (torch.compile is Python).";
+  out.findings.push_back(std::move(f));
+}
+
+void FlagRecompiles(const AnalysisContext& ctx, const CompileSummary& c, Report& out) {
+  if (!c.marks) return FlagRecompilesFromSpans(ctx, c, out);
+  if (c.recompile_sites.empty()) return;
+  const CompileSite* worst = &c.recompile_sites.front();
+  for (const CompileSite& s : c.recompile_sites)
+    if (s.count > worst->count) worst = &s;
+  const double min_recompiles = ctx.thresholds.Get("compile.recompiles.min_recompiles");
+  if (static_cast<double>(worst->count) < min_recompiles && c.recompiles_in_steps == 0) return;
+  const StepBasis basis(ctx.steps, c.rank);
+  Finding f;
+  f.id = "compile.recompiles";
+  f.rank = c.rank;
+  f.steps = basis.steps();
+  f.confidence = Confidence::kHigh;
+  f.measured = static_cast<double>(c.recompiles);
+  f.threshold = min_recompiles;
+  f.measured_unit = "recompiles";
+  f.title = fmt::format("{} ({}) was compiled again {} time{}{}: the guard that failed: {}", worst->function, worst->where,
+                        worst->count, worst->count == 1 ? "" : "s",
+                        c.recompiles_in_steps > 0 ? fmt::format(", {} inside the steady steps", c.recompiles_in_steps) : "",
+                        worst->reason.substr(0, std::min<size_t>(worst->reason.size(), 120)));
+  for (const CompileSite& s : c.recompile_sites)
+    f.examples.push_back(fmt::format("{} ({}): {} recompile{}, last guard: {}", s.function, s.where, s.count, s.count == 1 ? "" : "s",
+                                     s.reason));
+  f.evidence = {{"recompiles", c.recompiles},
+                {"recompiles_in_steady_steps", c.recompiles_in_steps},
+                {"compile_time_ns", c.compile_ns},
+                {"compile_time_in_steady_steps_ns", c.compile_in_steps_ns}};
+  const double cost = basis.Per(static_cast<double>(c.compile_in_steps_ns));
+  SetSaving(f, basis, cost, cost, "compile time inside the steady steps");
+  f.severity = std::max(SeverityForSaving(f), worst->count >= 8 ? Severity::kMedium : Severity::kLow);
+  f.fix_python = RecompileFix(worst->reason);
+  f.fix_cpp = "Not applicable (torch.compile is Python).";
+  out.findings.push_back(std::move(f));
+}
+
+void FlagCompileTime(const AnalysisContext& ctx, const CompileSummary& c, Report& out) {
+  if (c.compile_ns <= 0) return;
+  // The recorded span of the rank: first to last event of its CPU threads.
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (uint32_t t : TracksOf(ctx.trace, c.rank, profiler::TrackKind::kCpuThread)) {
+    const auto events = ctx.trace.TrackEvents(t);
+    for (const profiler::Event& e : events) lo = std::min(lo, e.ts_ns), hi = std::max(hi, e.end_ns());
+  }
+  if (hi <= lo) return;
+  const double pct = 100.0 * static_cast<double>(c.compile_ns) / static_cast<double>(hi - lo);
+  const double min_pct = ctx.thresholds.Get("compile.time.min_pct");
+  if (pct < min_pct) return;
+  const StepBasis basis(ctx.steps, c.rank);
+  const double step = static_cast<double>(ctx.steps.median_wall_ns);
+  Finding f;
+  f.id = "compile.time";
+  f.rank = c.rank;
+  f.severity = pct >= 50 ? Severity::kLow : Severity::kInfo;
+  f.confidence = Confidence::kHigh;
+  f.measured = pct;
+  f.threshold = min_pct;
+  f.measured_unit = "% of the recorded time";
+  f.title = step > 0 ? fmt::format("torch.compile took {:.2f} s in {} compilation{} ({:.0f} % of the recording): {:.0f} median steps "
+                                   "({:.2f} ms); the recording holds {} steady steps",
+                                   static_cast<double>(c.compile_ns) / 1e9, c.compiles, c.compiles == 1 ? "" : "s", pct, static_cast<double>(c.compile_ns) / step,
+                                   step / 1e6, basis.steps())
+                     : fmt::format("torch.compile took {:.2f} s in {} compilation{} ({:.0f} % of the recording)",
+                                   static_cast<double>(c.compile_ns) / 1e9, c.compiles, c.compiles == 1 ? "" : "s", pct);
+  f.evidence = {{"compile_time_ns", c.compile_ns}, {"compilations", c.compiles}, {"recorded_ns", hi - lo},
+                {"median_step_ns", ctx.steps.median_wall_ns}};
+  f.saving_bound = "not from one run: compiling pays back only when the job's steps times the time each saves exceed it";
+  f.fix_python = fmt::format(
+      "Compare eager and compiled steady steps before counting on it: trainrx ab --cmd \"python train.py\" "
+      "\"TRAINRX_FIX=compile_off python train.py\" (the second runs the model eagerly, no code change); compile pays "
+      "back after compile time / (eager step - compiled step) steps. Recompiles (compile.recompiles) add to it; "
+      "PyTorch's compile caches (FX graph and autotune caches, on by default in recent versions) shorten the next run "
+      "on the same machine.");
+  f.fix_cpp = "Not applicable (torch.compile is Python).";
+  out.findings.push_back(std::move(f));
+}
+
+}  // namespace
+
+void AnalyzeCompile(const AnalysisContext& ctx, Report& out) {
+  std::vector<int32_t> ranks;
+  for (const auto& t : ctx.trace.tracks)
+    if (std::find(ranks.begin(), ranks.end(), t.rank) == ranks.end()) ranks.push_back(t.rank);
+  for (int32_t rank : ranks) {
+    CompileSummary c = Summarize(ctx, rank);
+    if (!c.marks && c.steps_with_regions == 0 && c.compiles == 0) continue;
+    FlagGraphBreaks(ctx, c, out);
+    FlagRecompiles(ctx, c, out);
+    FlagCompileTime(ctx, c, out);
+    out.metrics.compile.push_back(std::move(c));
+  }
+}
+
+}  // namespace trainrx::analyzers

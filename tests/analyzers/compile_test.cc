@@ -1,0 +1,161 @@
+// torch.compile (issue 39): compile.graph_break, compile.recompiles, compile.time from the start-up
+// hook's marks and from the compiled regions and compile spans of a torch.profiler trace.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "trainrx/analyzers/analysis.h"
+#include "trainrx/profiler/kineto_reader.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+std::string Ev(std::string_view cat, std::string_view name, double ts, double dur) {
+  return fmt::format(R"J({{"ph":"X","cat":"{}","name":"{}","pid":1,"tid":1,"ts":{},"dur":{}}},)J", cat, name, ts, dur);
+}
+
+// `steps` 1 ms steps of a compiled model: one region per step holding its graph; with `breaks`, the
+// resume function's region inside it, 100 us of eager Python between the two graphs. `extra(i)`
+// adds events to step i.
+std::string CompiledSteps(int steps, bool breaks, const std::function<std::string(int, double)>& extra = nullptr) {
+  std::string ev;
+  for (int i = 0; i < steps; ++i) {
+    const double s = 1000.0 * i;
+    ev += Ev("user_annotation", fmt::format("ProfilerStep#{}", i), s, 1000);
+    ev += Ev("user_annotation", "Torch-Compiled Region: 0/0", s + 10, breaks ? 500 : 300);
+    ev += Ev("cpu_op", "CompiledFunction", s + 20, 200);
+    if (breaks) {
+      ev += Ev("user_annotation", "Torch-Compiled Region: 1/0", s + 320, 180);
+      ev += Ev("cpu_op", "CompiledFunction", s + 320, 150);  // 100 us after the first graph
+    }
+    ev += Ev("cpu_op", "aten::mm", s + 600, 300);  // backward, optimizer: eager by design
+    if (extra) ev += extra(i, s);
+  }
+  ev.pop_back();
+  return "{\"traceEvents\":[" + ev + "]}";
+}
+
+Report AnalyzeText(const std::string& json) {
+  profiler::Trace t;
+  const auto st = profiler::ReadTraceBuffer(json, "compile.json", 0, t);
+  EXPECT_TRUE(st.ok) << st.error;
+  return Analyze(t);
+}
+
+const Finding* Find(const Report& r, const char* id) {
+  for (const auto& f : r.findings)
+    if (f.id == id) return &f;
+  return nullptr;
+}
+
+TEST(CompileTest, AGraphBreakInEveryStepIsFlaggedWithItsLineAndItsEagerTime) {
+  const auto mark = [](int i, double s) {
+    std::string ev = i == 0 ? Ev("user_annotation", "trainrx::compile 0/0", s + 5, 400) +
+                                  Ev("user_annotation",
+                                     "trainrx::graph_break /home/u/train.py:33 Unsupported Tensor.item() call with "
+                                     "capture_scalar_outputs=False",
+                                     s + 406, 1)
+                            : "";
+    return ev;
+  };
+  const Report r = AnalyzeText(CompiledSteps(8, true, mark));
+  ASSERT_EQ(r.metrics.compile.size(), 1u);
+  const auto& c = r.metrics.compile[0];
+  EXPECT_TRUE(c.marks);
+  EXPECT_DOUBLE_EQ(c.regions_per_step, 2);
+  EXPECT_DOUBLE_EQ(c.eager_between_ns, 100'000);
+  ASSERT_EQ(c.graph_breaks.size(), 1u);
+  EXPECT_EQ(c.graph_breaks[0].where, "train.py:33");
+  const Finding* f = Find(r, "compile.graph_break");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->confidence, Confidence::kHigh);
+  EXPECT_NE(f->title.find("2 compiled regions: 1 break, first at train.py:33 (Unsupported Tensor.item()"), std::string::npos) << f->title;
+  EXPECT_EQ(f->estimated_saving_ns, 100'000);
+  EXPECT_NE(f->fix_python.find("capture_scalar_outputs"), std::string::npos);
+}
+
+TEST(CompileTest, OneRegionAStepIsNoBreakAndATraceWithoutMarksSaysWhatItCannotTell) {
+  const Report clean = AnalyzeText(CompiledSteps(8, false));
+  ASSERT_EQ(clean.metrics.compile.size(), 1u);
+  EXPECT_FALSE(clean.metrics.compile[0].marks);
+  EXPECT_EQ(Find(clean, "compile.graph_break"), nullptr);
+  // torch.profiler's trace of a break: two regions a step, no marks: a medium-confidence claim.
+  const Report traced = AnalyzeText(CompiledSteps(8, true));
+  const Finding* f = Find(traced, "compile.graph_break");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->confidence, Confidence::kMedium);
+  EXPECT_NE(f->title.find("graph breaks, or several compiled functions"), std::string::npos) << f->title;
+  // A break the hook saw outside the steps (evaluation): no step pays for it.
+  const auto eval_break = [](int i, double s) {
+    return i == 0 ? Ev("user_annotation", "trainrx::graph_break /u/eval.py:9 print", 50'000, 1) : std::string();
+  };
+  EXPECT_EQ(Find(AnalyzeText(CompiledSteps(8, false, eval_break)), "compile.graph_break"), nullptr);
+  // Not compiled at all: no compile figures.
+  EXPECT_TRUE(AnalyzeText(R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":5}]})")
+                  .metrics.compile.empty());
+}
+
+TEST(CompileTest, RecompilesNameTheFunctionAndTheGuard) {
+  // A module attribute that changes every step: a compile and a recompile mark in steps 1..4.
+  const auto recompile = [](int i, double s) {
+    if (i < 1 || i > 4) return std::string();
+    return Ev("user_annotation",
+              fmt::format("trainrx::recompile /home/u/train.py:30 forward self.scale == {} # h = h * self.scale", i - 1), s + 1, 1) +
+           Ev("user_annotation", fmt::format("trainrx::compile 0/{}", i), s + 2, 7);
+  };
+  const Report r = AnalyzeText(CompiledSteps(8, false, recompile));
+  ASSERT_EQ(r.metrics.compile.size(), 1u);
+  EXPECT_EQ(r.metrics.compile[0].recompiles, 4);
+  const Finding* f = Find(r, "compile.recompiles");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("forward (train.py:30) was compiled again 4 times"), std::string::npos) << f->title;
+  EXPECT_NE(f->title.find("self.scale == 3"), std::string::npos) << f->title;  // the latest guard
+  EXPECT_NE(f->fix_python.find("mark_dynamic"), std::string::npos);
+  // One recompile before the steps (automatic dynamic shapes settling while warming up): not flagged.
+  const auto before = [](int i, double) {
+    return i == 0 ? Ev("user_annotation", "trainrx::recompile /u/t.py:30 forward tensor 'x' size mismatch at index 0", -100, 1)
+                  : std::string();
+  };
+  const Report r0 = AnalyzeText(CompiledSteps(8, false, before));
+  EXPECT_EQ(r0.metrics.compile[0].recompiles, 1);
+  EXPECT_EQ(r0.metrics.compile[0].recompiles_in_steps, 0);
+  EXPECT_EQ(Find(r0, "compile.recompiles"), nullptr);
+  // The same recompile inside a steady step: flagged, with the shapes fix.
+  const auto inside = [](int i, double s) {
+    return i == 3 ? Ev("user_annotation", "trainrx::recompile /u/t.py:30 forward tensor 'x' size mismatch at index 0", s + 1, 1)
+                  : std::string();
+  };
+  const Report r1 = AnalyzeText(CompiledSteps(8, false, inside));
+  EXPECT_EQ(r1.metrics.compile[0].recompiles_in_steps, 1);
+  const Finding* g = Find(r1, "compile.recompiles");
+  ASSERT_NE(g, nullptr);
+  EXPECT_NE(g->fix_python.find("dynamic=True"), std::string::npos);
+}
+
+TEST(CompileTest, TorchProfilersCompileSpansGiveCompileTimeAndRecompilesInTheSteps) {
+  // A first compile before the steps (300 ms), then one in step 5 (50 ms).
+  const auto spans = [](int i, double s) {
+    std::string ev = i == 5 ? Ev("cpu_op", "_compile.compile_inner (dynamo_timed)", s + 1, 50) : std::string();
+    return ev;
+  };
+  std::string j = CompiledSteps(8, false, spans);
+  j.insert(std::string("{\"traceEvents\":[").size(), Ev("cpu_op", "_compile.compile_inner (dynamo_timed)", -400'000, 300'000));
+  const Report r = AnalyzeText(j);
+  ASSERT_EQ(r.metrics.compile.size(), 1u);
+  EXPECT_EQ(r.metrics.compile[0].compiles, 2);
+  EXPECT_EQ(r.metrics.compile[0].compile_ns, 300'050'000);
+  const Finding* f = Find(r, "compile.recompiles");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->confidence, Confidence::kMedium);
+  const Finding* t = Find(r, "compile.time");
+  ASSERT_NE(t, nullptr);
+  EXPECT_NE(t->title.find("torch.compile took 0.30 s in 2 compilations"), std::string::npos) << t->title;
+  // The same trace with its compile shorter than 10 % of the recording: no compile.time.
+  std::string quick = CompiledSteps(8, false);
+  quick.insert(std::string("{\"traceEvents\":[").size(), Ev("cpu_op", "_compile.compile_inner (dynamo_timed)", -200, 100));
+  EXPECT_EQ(Find(AnalyzeText(quick), "compile.time"), nullptr);
+}
+
+}  // namespace
+}  // namespace trainrx::analyzers
