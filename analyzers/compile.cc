@@ -303,6 +303,61 @@ void FlagCompileTime(const AnalysisContext& ctx, const CompileSummary& c, Report
 
 }  // namespace
 
+// A launch-bound GPU (gpu.launch_bound: kernels shorter than their launches) is what torch.compile
+// addresses: fused kernels are fewer launches, and mode="reduce-overhead" replays a step's kernels
+// as a CUDA graph. Not compiled: compile.not_compiled; compiled and still launch-bound:
+// compile.reduce_overhead. A suggestion to measure, never a claimed saving (compiling can lose:
+// compile.time). Run after the families (it reads their findings).
+void FlagCompileForLaunches(const AnalysisContext& ctx, Report& report) {
+  std::vector<Finding> found;
+  for (const Finding& g : report.findings) {
+    if (g.id != "gpu.launch_bound") continue;
+    const CompileSummary* c = nullptr;
+    for (const CompileSummary& s : report.metrics.compile)
+      if (s.rank == g.rank || g.rank == -1) c = &s;
+    // Compiled some other way (inductor's Triton kernels without the regions: AOTInductor), or
+    // already replaying CUDA graphs: then neither suggestion is ours to make.
+    bool triton = false, graphs = false;
+    for (const profiler::Event& e : ctx.trace.events) {
+      if (g.rank != -1 && e.track < ctx.trace.tracks.size() && ctx.trace.tracks[e.track].rank != g.rank) continue;
+      if (e.kind == profiler::EventKind::kKernel && ctx.trace.Name(e).starts_with("triton_")) triton = true;
+      if (e.kind == profiler::EventKind::kCudaRuntime) {
+        const std::string_view n = ctx.trace.Name(e);
+        graphs |= n == "cudaGraphLaunch" || n == "hipGraphLaunch";
+      }
+    }
+    if (graphs) continue;
+    const bool compiled = triton || (c != nullptr && c->steps_with_regions > 0);
+    Finding f;
+    if (compiled) f.id = "compile.reduce_overhead";
+    else f.id = "compile.not_compiled";
+    f.rank = g.rank;
+    f.measured = g.measured;  // gpu.launch_bound's figure, beside its threshold
+    f.threshold = g.threshold;
+    f.measured_unit = g.measured_unit;
+    f.severity = Severity::kLow;
+    f.confidence = Confidence::kMedium;
+    f.steps = g.steps;
+    f.title = compiled ? "The compiled model is still launch-bound: mode=\"reduce-overhead\" replays each step's kernels as a "
+                         "CUDA graph (one launch)"
+                       : "The GPU waits on kernel launches and the model is not compiled: torch.compile fuses kernels "
+                         "(fewer launches)";
+    f.evidence = {{"launch_bound", g.title}};
+    f.saving_bound = "not estimated: measure it (see the fix); up to gpu.launch_bound's saving";
+    f.fix_python = compiled
+                       ? "Measure it without editing the script: trainrx ab --cmd --a \"python train.py\" --b "
+                         "\"TRAINRX_FIX=compile_mode=reduce-overhead python train.py\". CUDA graphs need static shapes and "
+                         "no CPU sync inside the step; inductor says why it skipped them (TORCH_LOGS=perf_hints)."
+                       : "model = torch.compile(model) (mode=\"reduce-overhead\" for CUDA graphs), then measure: the first "
+                         "steps compile (compile.time), the steady step is what counts: trainrx ab --cmd compares the two "
+                         "scripts' steady steps.";
+    f.fix_cpp = "LibTorch has no torch.compile: fewer, larger ops (fused kernels, a larger batch) or CUDA graphs "
+                "(at::cuda::CUDAGraph).";
+    found.push_back(std::move(f));
+  }
+  std::move(found.begin(), found.end(), std::back_inserter(report.findings));
+}
+
 void AnalyzeCompile(const AnalysisContext& ctx, Report& out) {
   std::vector<int32_t> ranks;
   for (const auto& t : ctx.trace.tracks)

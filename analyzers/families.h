@@ -25,6 +25,8 @@ void AnalyzeMemory(const AnalysisContext& ctx, Report& out);     // memory.cc
 void AnalyzeCompile(const AnalysisContext& ctx, Report& out);    // compile.cc
 // batch.small (memory.cc): after the families, from their findings and the memory figures.
 void FlagBatchSmall(const AnalysisContext& ctx, Report& report);
+// compile.not_compiled / compile.reduce_overhead (compile.cc): after the families, from gpu.launch_bound.
+void FlagCompileForLaunches(const AnalysisContext& ctx, Report& report);
 // dist.data_parallel on one rank (dataparallel.cc; called by AnalyzeDist).
 void AnalyzeDataParallel(const AnalysisContext& ctx, int32_t rank, Report& out);
 

@@ -142,7 +142,8 @@ const std::vector<std::string>& FindingIds() {
       "cudnn.benchmark_off",   "cudnn.deterministic_on",     "debug.anomaly_detection", "debug.launch_blocking",
       "debug.profiler",        "dist.comm_overlap",          "dist.data_parallel",      "dist.no_sync",            "dist.rank_mismatch",      "dist.straggler",          "eval.grad_enabled",       "gpu.idle",
       "gpu.launch_bound",      "memory.growth",              "memory.fragmentation",    "memory.empty_cache",      "batch.small",
-      "compile.graph_break",   "compile.recompiles",         "compile.time",
+      "compile.graph_break",   "compile.recompiles",         "compile.time",            "compile.not_compiled",
+      "compile.reduce_overhead",
       "input.dataloader_bound", "input.pin_memory",          "input.workers",           "model.bias_before_norm",
       "optim.single_tensor",   "optim.zero_grad",            "precision.fp32_matmul",   "precision.matmul_alignment",
       "python.loop_indexing",  "sync.blocking_copy",         "sync.host_device",        "tensor.cpu_then_copy",
@@ -184,6 +185,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
     std::move(part.metrics.compile.begin(), part.metrics.compile.end(), std::back_inserter(report.metrics.compile));
   }
   FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
+  FlagCompileForLaunches(ctx, report);  // reads gpu.launch_bound and the compile figures
   // Several ranks: a claim found on each is shown once, naming them (as rank by rank).
   if (trace.ranks.size() > 1) report.findings = FoldFindings(std::move(report.findings), trace.ranks.size());
   SortFindings(report.findings);

@@ -157,5 +157,19 @@ TEST(CompileTest, TorchProfilersCompileSpansGiveCompileTimeAndRecompilesInTheSte
   EXPECT_EQ(Find(AnalyzeText(quick), "compile.time"), nullptr);
 }
 
+TEST(CompileTest, ALaunchBoundGpuWithoutCompileIsToldToTryIt) {
+  // The H100 session's torch.profiler trace of tests/gpu/train_gpu.py: launch-bound, eager.
+  profiler::Trace t;
+  ASSERT_TRUE(profiler::ReadTraces({std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/h100/train_gpu.torch_profiler.json.gz"}, t).ok);
+  const Report r = Analyze(t);
+  ASSERT_NE(Find(r, "gpu.launch_bound"), nullptr);
+  const Finding* f = Find(r, "compile.not_compiled");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->estimated_saving_ns, 0);  // a suggestion to measure
+  EXPECT_EQ(Find(r, "compile.reduce_overhead"), nullptr);
+  // A CPU trace (no launches to wait on): nothing to suggest.
+  EXPECT_EQ(Find(AnalyzeText(CompiledSteps(8, false)), "compile.not_compiled"), nullptr);
+}
+
 }  // namespace
 }  // namespace trainrx::analyzers
