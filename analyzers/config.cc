@@ -133,6 +133,168 @@ void AnomalyFromOps(const AnalysisContext& ctx, int32_t rank, const RankFacts& f
   out.findings.push_back(std::move(f));
 }
 
+// One rank with our collector's config: what its rules read.
+struct ConfigRank {
+  const AnalysisContext& ctx;
+  int32_t rank;
+  const ConfigView& cfg;
+  const RankFacts& facts;
+  const StepBasis& basis;
+};
+
+// % of this rank's steps during which `key` was on (100 / 0 when there are no steps); *on gets
+// those steps, *total_steps the rank's steps.
+double ShareOfSteps(const ConfigRank& r, const char* key, int64_t* on, int64_t* total_steps) {
+  *on = r.cfg.StepsWhereOn(key, r.ctx.steps, total_steps);
+  if (*total_steps > 0) return 100.0 * static_cast<double>(*on) / static_cast<double>(*total_steps);
+  return r.cfg.Max(key).value_or(0) != 0 ? 100.0 : 0.0;
+}
+
+// debug.anomaly_detection from the config snapshots.
+void RuleAnomaly(const ConfigRank& r, Report& out) {
+  int64_t on = 0, total_steps = 0;
+  const double pct = ShareOfSteps(r, "anomaly_mode", &on, &total_steps);
+  const double threshold = r.ctx.thresholds.Get("debug.anomaly_detection.steps_pct");
+  if (pct <= threshold) return;
+  const StepBasis& basis = r.basis;
+  const RankFacts& facts = r.facts;
+  Finding f = Base("debug.anomaly_detection", Severity::kHigh, r.rank,
+                   fmt::format("Autograd anomaly detection is on ({})", StepShareText(pct, total_steps, "config snapshot")));
+  SetStepShare(f, pct, threshold, total_steps);
+  if (total_steps > 0) f.evidence = {{"steps_with_anomaly_mode", on}, {"steps", total_steps}};
+  f.evidence.push_back({"nan_checks_in_backward", facts.anomaly_checks});
+  f.evidence.push_back({basis.NsKey("nan_check"), static_cast<int64_t>(basis.Per(facts.anomaly_check_ns))});
+  // Lower bound: the NaN checks we can see (isnan/any/item per backward output). The
+  // forward-side cost (a Python stack trace per autograd node) has no op of its own; on a
+  // LibTorch CNN step on these machines anomaly mode cost 5.8x (DESIGN.md).
+  SetSaving(f, basis, basis.Per(facts.anomaly_check_ns), basis.Per(facts.anomaly_check_ns), "NaN-check time");
+  f.examples.push_back("lower bound: NaN checks seen in backward; the stack capture per forward node is extra");
+  f.fix_python = kAnomalyFixPython;
+  f.fix_cpp = kAnomalyFixCpp;
+  f.knob = "anomaly=0";
+  out.findings.push_back(std::move(f));
+}
+
+// debug.profiler: another profiler active during the steps.
+void RuleOtherProfiler(const ConfigRank& r, Report& out) {
+  int64_t on = 0, total_steps = 0;
+  const double pct = ShareOfSteps(r, "other_profiler", &on, &total_steps);
+  const double threshold = r.ctx.thresholds.Get("debug.profiler.steps_pct");
+  if (pct <= threshold) return;
+  const StepBasis& basis = r.basis;
+  Finding f = Base("debug.profiler", Severity::kMedium, r.rank,
+                   fmt::format("Another profiler is active ({})", StepShareText(pct, total_steps, "config snapshot")));
+  SetStepShare(f, pct, threshold, total_steps);
+  const double ops_per_step = basis.Per(r.facts.cpu_ops);
+  if (total_steps > 0) f.evidence = {{"steps_with_profiler", on}, {"steps", total_steps}};
+  f.evidence.push_back({basis.Key("ops"), ops_per_step});
+  // LibTorch's legacy profiler added 1054 ns/op on these machines (DESIGN.md); Kineto's
+  // costs a similar order per op.
+  // Bounded by the time of the steps it was on: its own overhead has no op to measure.
+  const double on_share = static_cast<double>(on) / static_cast<double>(std::max<int64_t>(1, total_steps));
+  SetSaving(f, basis, ops_per_step * 1054.0 * on_share, basis.mean_step_ns() * on_share,
+            "time of the steps profiled");
+  if (basis.has_steps()) f.examples.push_back("estimate: ops per step x 1.05 us (legacy profiler cost per op, measured here)");
+  f.fix_python = "Leave torch.profiler / torch.autograd.profiler.profile / emit_nvtx out of production runs "
+                 "(profile a few steps with a schedule, or use trainrx record)";
+  f.fix_cpp = "Remove torch::autograd::profiler::RecordProfile / enableProfiler from the training loop";
+  f.knob = "profiler=0";
+  out.findings.push_back(std::move(f));
+}
+
+// debug.launch_blocking: CUDA_LAUNCH_BLOCKING=1 or deterministic algorithms forced.
+void RuleLaunchBlocking(const ConfigRank& r, Report& out) {
+  const bool blocking = r.cfg.Max("launch_blocking").value_or(0) != 0;
+  const bool deterministic = r.cfg.Max("deterministic_algorithms").value_or(0) != 0;
+  if (!blocking && !deterministic) return;
+  const bool has_gpu = r.facts.has_gpu;
+  Finding f = Base("debug.launch_blocking", has_gpu ? Severity::kHigh : Severity::kLow, r.rank,
+                   blocking ? "CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for the GPU"
+                            : "torch.use_deterministic_algorithms(True) forces slower kernels");
+  f.measured = 1;
+  f.threshold = 0;
+  f.measured_unit = blocking ? "CUDA_LAUNCH_BLOCKING" : "deterministic algorithms";
+  f.evidence = {{"launch_blocking", static_cast<int64_t>(blocking)},
+                {"deterministic_algorithms", static_cast<int64_t>(deterministic)},
+                {"gpu_activity", static_cast<int64_t>(has_gpu)}};
+  if (!has_gpu) f.examples.push_back("no GPU activity in this trace: no cost here, but it will cost on a GPU");
+  f.fix_python = blocking ? "Unset CUDA_LAUNCH_BLOCKING (a debugging switch)"
+                          : "torch.use_deterministic_algorithms(False) unless bit-reproducibility is required";
+  f.fix_cpp = blocking ? "Unset CUDA_LAUNCH_BLOCKING in the environment"
+                       : "at::globalContext().setDeterministicAlgorithms(false, false)";
+  f.knob = "launch_blocking=0";
+  out.findings.push_back(std::move(f));
+}
+
+// cudnn.*: only where convolutions ran on a GPU (cuDNN does nothing for CPU convolutions).
+void RulesCudnn(const ConfigRank& r, Report& out) {
+  const RankFacts& facts = r.facts;
+  if (!(facts.has_gpu && facts.conv_ops > 0)) return;
+  const StepBasis& basis = r.basis;
+  if (r.cfg.Max("cudnn_benchmark").has_value() && r.cfg.Max("cudnn_benchmark").value() == 0) {
+    Finding f = Base("cudnn.benchmark_off", Severity::kMedium, r.rank, "cuDNN autotuner is off while convolutions run");
+    f.confidence = Confidence::kMedium;  // pays off only when input shapes repeat
+    f.measured = 0;
+    f.threshold = 1;
+    f.measured_unit = "cudnn.benchmark";
+    f.evidence = {{basis.Key("conv_ops"), basis.Per(facts.conv_ops)}};
+    f.fix_python = "torch.backends.cudnn.benchmark = True (with fixed input shapes)";
+    f.fix_cpp = "at::globalContext().setBenchmarkCuDNN(true)";
+    f.knob = "cudnn_benchmark=1";
+    out.findings.push_back(std::move(f));
+  }
+  if (r.cfg.Max("cudnn_deterministic").value_or(0) != 0) {
+    Finding f = Base("cudnn.deterministic_on", Severity::kLow, r.rank, "Deterministic cuDNN convolutions are forced");
+    f.measured = 1;
+    f.threshold = 0;
+    f.measured_unit = "cudnn.deterministic";
+    f.evidence = {{basis.Key("conv_ops"), basis.Per(facts.conv_ops)}};
+    f.fix_python = "torch.backends.cudnn.deterministic = False (unless reproducibility is required: then keep it and say so)";
+    f.fix_cpp = "at::globalContext().setDeterministicCuDNN(false)";
+    f.knob = "cudnn_deterministic=0";
+    out.findings.push_back(std::move(f));
+  }
+}
+
+// threads.oversubscribed: intra-op threads x local ranks above the CPUs allowed (x the ratio), or
+// more loader workers than CPUs.
+void RuleOversubscribed(const ConfigRank& r, Report& out) {
+  const auto threads = r.cfg.Max("intra_op_threads");
+  const auto cpus = r.cfg.Static("cpu_count");
+  if (!(threads && cpus && *cpus > 0)) return;
+  const double workers = r.cfg.Static("workers").value_or(0);
+  // Ranks sharing this machine, each with its own intra-op pool.
+  const double local_ranks = r.cfg.LocalRanks();
+  // What competes for the CPUs all the time: the intra-op pools of the local ranks. Loader
+  // workers prefetch while the pool computes, but how busy they are is not in the trace (the
+  // decode work is not an op, worker processes are not recorded), so they count only when
+  // there are more of them than CPUs, PyTorch's own DataLoader warning. PyTorch's default
+  // (one intra-op thread per core, a few workers) is not flagged: it is what nearly every
+  // job runs, and a claim about it would have to be measured (`trainrx sweep --grid threads=`).
+  const double demand = *threads * local_ranks;
+  const double worker_total = workers * local_ranks;
+  const double ratio = r.ctx.thresholds.Get("threads.oversubscribed.ratio");
+  const bool pools = demand > *cpus * ratio;
+  if (!pools && !(worker_total > *cpus)) return;
+  Finding f = Base("threads.oversubscribed", Severity::kMedium, r.rank,
+                   pools ? fmt::format("{:.0f} intra-op threads ({:.0f} per rank x {:.0f} local ranks) for {:.0f} CPUs",
+                                       demand, *threads, local_ranks, *cpus)
+                         : fmt::format("{:.0f} loader workers for {:.0f} CPUs", worker_total, *cpus));
+  f.measured = (pools ? demand : worker_total) / *cpus;
+  f.threshold = pools ? ratio : 1.0;
+  f.measured_unit = pools ? "intra-op threads per CPU" : "loader workers per CPU";
+  f.evidence = {{"intra_op_threads", *threads}, {"local_ranks", local_ranks}, {"loader_workers", workers},
+                {"cpus_allowed", *cpus}};
+  f.fix_python = pools ? fmt::format("torch.set_num_threads({:.0f}) (CPUs / local ranks)",
+                                     std::max(1.0, std::floor(*cpus / local_ranks)))
+                       : fmt::format("DataLoader(num_workers={:.0f}) (CPUs / local ranks)",
+                                     std::max(1.0, std::floor(*cpus / local_ranks)));
+  f.fix_cpp = pools ? "at::set_num_threads(N) with N = CPUs / local ranks"
+                    : "DataLoaderOptions().workers(N) with N = CPUs / local ranks";
+  f.knob = "threads";
+  out.findings.push_back(std::move(f));
+}
+
 }  // namespace
 
 void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
@@ -145,155 +307,12 @@ void AnalyzeConfig(const AnalysisContext& ctx, Report& out) {
     }
     const RankFacts facts = Gather(trace, rank, ctx.steps);
     const StepBasis basis(ctx.steps, rank);
-    int64_t total_steps = 0;
-    // % of this rank's steps during which `key` was on (100 / 0 when there are no steps).
-    auto share_of_steps = [&](const char* key, int64_t* on) {
-      *on = cfg.StepsWhereOn(key, ctx.steps, &total_steps);
-      if (total_steps > 0) return 100.0 * static_cast<double>(*on) / static_cast<double>(total_steps);
-      return cfg.Max(key).value_or(0) != 0 ? 100.0 : 0.0;
-    };
-
-    // debug.anomaly_detection
-    {
-      int64_t on = 0;
-      const double pct = share_of_steps("anomaly_mode", &on);
-      const double threshold = ctx.thresholds.Get("debug.anomaly_detection.steps_pct");
-      if (pct > threshold) {
-        Finding f = Base("debug.anomaly_detection", Severity::kHigh, rank,
-                         fmt::format("Autograd anomaly detection is on ({})", StepShareText(pct, total_steps, "config snapshot")));
-        SetStepShare(f, pct, threshold, total_steps);
-        if (total_steps > 0) f.evidence = {{"steps_with_anomaly_mode", on}, {"steps", total_steps}};
-        f.evidence.push_back({"nan_checks_in_backward", facts.anomaly_checks});
-        f.evidence.push_back({basis.NsKey("nan_check"), static_cast<int64_t>(basis.Per(facts.anomaly_check_ns))});
-        // Lower bound: the NaN checks we can see (isnan/any/item per backward output). The
-        // forward-side cost (a Python stack trace per autograd node) has no op of its own; on a
-        // LibTorch CNN step on these machines anomaly mode cost 5.8x (DESIGN.md).
-        SetSaving(f, basis, basis.Per(facts.anomaly_check_ns), basis.Per(facts.anomaly_check_ns), "NaN-check time");
-        f.examples.push_back("lower bound: NaN checks seen in backward; the stack capture per forward node is extra");
-        f.fix_python = kAnomalyFixPython;
-        f.fix_cpp = kAnomalyFixCpp;
-        f.knob = "anomaly=0";
-        out.findings.push_back(std::move(f));
-      }
-    }
-
-    // debug.profiler
-    {
-      int64_t on = 0;
-      const double pct = share_of_steps("other_profiler", &on);
-      const double threshold = ctx.thresholds.Get("debug.profiler.steps_pct");
-      if (pct > threshold) {
-        Finding f = Base("debug.profiler", Severity::kMedium, rank,
-                         fmt::format("Another profiler is active ({})", StepShareText(pct, total_steps, "config snapshot")));
-        SetStepShare(f, pct, threshold, total_steps);
-        const double ops_per_step = basis.Per(facts.cpu_ops);
-        if (total_steps > 0) f.evidence = {{"steps_with_profiler", on}, {"steps", total_steps}};
-        f.evidence.push_back({basis.Key("ops"), ops_per_step});
-        // LibTorch's legacy profiler added 1054 ns/op on these machines (DESIGN.md); Kineto's
-        // costs a similar order per op.
-        // Bounded by the time of the steps it was on: its own overhead has no op to measure.
-        const double on_share = static_cast<double>(on) / static_cast<double>(std::max<int64_t>(1, total_steps));
-        SetSaving(f, basis, ops_per_step * 1054.0 * on_share, basis.mean_step_ns() * on_share,
-                  "time of the steps profiled");
-        if (basis.has_steps()) f.examples.push_back("estimate: ops per step x 1.05 us (legacy profiler cost per op, measured here)");
-        f.fix_python = "Leave torch.profiler / torch.autograd.profiler.profile / emit_nvtx out of production runs "
-                       "(profile a few steps with a schedule, or use trainrx record)";
-        f.fix_cpp = "Remove torch::autograd::profiler::RecordProfile / enableProfiler from the training loop";
-        f.knob = "profiler=0";
-        out.findings.push_back(std::move(f));
-      }
-    }
-
-    // debug.launch_blocking
-    {
-      const bool blocking = cfg.Max("launch_blocking").value_or(0) != 0;
-      const bool deterministic = cfg.Max("deterministic_algorithms").value_or(0) != 0;
-      if (blocking || deterministic) {
-        Finding f = Base("debug.launch_blocking", facts.has_gpu ? Severity::kHigh : Severity::kLow, rank,
-                         blocking ? "CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for the GPU"
-                                  : "torch.use_deterministic_algorithms(True) forces slower kernels");
-        f.measured = 1;
-        f.threshold = 0;
-        f.measured_unit = blocking ? "CUDA_LAUNCH_BLOCKING" : "deterministic algorithms";
-        f.evidence = {{"launch_blocking", static_cast<int64_t>(blocking)},
-                      {"deterministic_algorithms", static_cast<int64_t>(deterministic)},
-                      {"gpu_activity", static_cast<int64_t>(facts.has_gpu)}};
-        if (!facts.has_gpu) f.examples.push_back("no GPU activity in this trace: no cost here, but it will cost on a GPU");
-        f.fix_python = blocking ? "Unset CUDA_LAUNCH_BLOCKING (a debugging switch)"
-                                : "torch.use_deterministic_algorithms(False) unless bit-reproducibility is required";
-        f.fix_cpp = blocking ? "Unset CUDA_LAUNCH_BLOCKING in the environment"
-                             : "at::globalContext().setDeterministicAlgorithms(false, false)";
-        f.knob = "launch_blocking=0";
-        out.findings.push_back(std::move(f));
-      }
-    }
-
-    // cudnn.*: only where convolutions ran on a GPU (cuDNN does nothing for CPU convolutions).
-    if (facts.has_gpu && facts.conv_ops > 0) {
-      if (cfg.Max("cudnn_benchmark").has_value() && cfg.Max("cudnn_benchmark").value() == 0) {
-        Finding f = Base("cudnn.benchmark_off", Severity::kMedium, rank, "cuDNN autotuner is off while convolutions run");
-        f.confidence = Confidence::kMedium;  // pays off only when input shapes repeat
-        f.measured = 0;
-        f.threshold = 1;
-        f.measured_unit = "cudnn.benchmark";
-        f.evidence = {{basis.Key("conv_ops"), basis.Per(facts.conv_ops)}};
-        f.fix_python = "torch.backends.cudnn.benchmark = True (with fixed input shapes)";
-        f.fix_cpp = "at::globalContext().setBenchmarkCuDNN(true)";
-        f.knob = "cudnn_benchmark=1";
-        out.findings.push_back(std::move(f));
-      }
-      if (cfg.Max("cudnn_deterministic").value_or(0) != 0) {
-        Finding f = Base("cudnn.deterministic_on", Severity::kLow, rank, "Deterministic cuDNN convolutions are forced");
-        f.measured = 1;
-        f.threshold = 0;
-        f.measured_unit = "cudnn.deterministic";
-        f.evidence = {{basis.Key("conv_ops"), basis.Per(facts.conv_ops)}};
-        f.fix_python = "torch.backends.cudnn.deterministic = False (unless reproducibility is required: then keep it and say so)";
-        f.fix_cpp = "at::globalContext().setDeterministicCuDNN(false)";
-        f.knob = "cudnn_deterministic=0";
-        out.findings.push_back(std::move(f));
-      }
-    }
-
-    // threads.oversubscribed
-    {
-      const auto threads = cfg.Max("intra_op_threads");
-      const auto cpus = cfg.Static("cpu_count");
-      if (threads && cpus && *cpus > 0) {
-        const double workers = cfg.Static("workers").value_or(0);
-        // Ranks sharing this machine, each with its own intra-op pool.
-        const double local_ranks = cfg.LocalRanks();
-        // What competes for the CPUs all the time: the intra-op pools of the local ranks. Loader
-        // workers prefetch while the pool computes, but how busy they are is not in the trace (the
-        // decode work is not an op, worker processes are not recorded), so they count only when
-        // there are more of them than CPUs, PyTorch's own DataLoader warning. PyTorch's default
-        // (one intra-op thread per core, a few workers) is not flagged: it is what nearly every
-        // job runs, and a claim about it would have to be measured (`trainrx sweep --grid threads=`).
-        const double demand = *threads * local_ranks;
-        const double worker_total = workers * local_ranks;
-        const double ratio = ctx.thresholds.Get("threads.oversubscribed.ratio");
-        const bool pools = demand > *cpus * ratio;
-        if (pools || worker_total > *cpus) {
-          Finding f = Base("threads.oversubscribed", Severity::kMedium, rank,
-                           pools ? fmt::format("{:.0f} intra-op threads ({:.0f} per rank x {:.0f} local ranks) for {:.0f} CPUs",
-                                               demand, *threads, local_ranks, *cpus)
-                                 : fmt::format("{:.0f} loader workers for {:.0f} CPUs", worker_total, *cpus));
-          f.measured = (pools ? demand : worker_total) / *cpus;
-          f.threshold = pools ? ratio : 1.0;
-          f.measured_unit = pools ? "intra-op threads per CPU" : "loader workers per CPU";
-          f.evidence = {{"intra_op_threads", *threads}, {"local_ranks", local_ranks}, {"loader_workers", workers},
-                        {"cpus_allowed", *cpus}};
-          f.fix_python = pools ? fmt::format("torch.set_num_threads({:.0f}) (CPUs / local ranks)",
-                                             std::max(1.0, std::floor(*cpus / local_ranks)))
-                               : fmt::format("DataLoader(num_workers={:.0f}) (CPUs / local ranks)",
-                                             std::max(1.0, std::floor(*cpus / local_ranks)));
-          f.fix_cpp = pools ? "at::set_num_threads(N) with N = CPUs / local ranks"
-                            : "DataLoaderOptions().workers(N) with N = CPUs / local ranks";
-          f.knob = "threads";
-          out.findings.push_back(std::move(f));
-        }
-      }
-    }
+    const ConfigRank r{ctx, rank, cfg, facts, basis};
+    RuleAnomaly(r, out);
+    RuleOtherProfiler(r, out);
+    RuleLaunchBlocking(r, out);
+    RulesCudnn(r, out);
+    RuleOversubscribed(r, out);
   }
 }
 

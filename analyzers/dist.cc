@@ -132,14 +132,10 @@ MicroStepMarks MicroStepMarksOf(const Trace& trace, int32_t rank) {
   return m;
 }
 
-// Gloo collectives not hidden behind compute (dist.comm_overlap for CPU collectives; the GPU
-// case is judged in gpu.cc against the GPU's active span), and all-reduces on every micro-step
-// of gradient accumulation (dist.no_sync). Both on the steady steps of one rank.
-void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& rc, Report& out) {
-  if (rc.coll.empty()) return;
-  const StepBasis basis(ctx.steps, rank);
-  const StepWindows windows(ctx.steps, rank);
-  if (!basis.has_steps()) return;  // both judge steps: without them there is nothing to compare to
+// dist.comm_overlap for Gloo: collectives with no compute beside them above the threshold share
+// of the steps' time.
+void RuleGlooOverlap(const AnalysisContext& ctx, int32_t rank, const RankComm& rc, const StepBasis& basis,
+                     const StepWindows& windows, Report& out) {
   const std::vector<Interval> comm_in = windows.Clip(rc.comm), compute_in = windows.Clip(rc.compute);
   const int64_t comm_ns = LengthOf(comm_in);
   const int64_t exposed_ns = ExposedOf(comm_in, compute_in);
@@ -149,58 +145,59 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& r
   // core that the compute threads of the machine's ranks leave free. Without one (local ranks x
   // (intra-op threads + 1) above the CPUs allowed, from our collector's block), the exposed time
   // is the price of sharing the CPUs, which smaller buckets do not remove: not flagged.
-  if (!rc.gpu && comm_ns > 0 && !rc.no_free_core) {
-    const double exposed_pct = 100.0 * static_cast<double>(exposed_ns) / step_total;
-    if (exposed_pct > ctx.thresholds.Get("dist.comm_overlap.exposed_pct")) {
-      const double hidden_pct = 100.0 * static_cast<double>(comm_ns - exposed_ns) / static_cast<double>(comm_ns);
-      Finding f;
-      f.id = "dist.comm_overlap";
-      f.rank = rank;
-      f.confidence = Confidence::kHigh;
-      f.title = fmt::format("Communication not hidden behind compute: Gloo collectives run with no compute beside them "
-                            "for {:.1f}% of the step time on rank {} ({:.1f}% of their time overlaps compute)",
-                            exposed_pct, rank, hidden_pct);
-      f.measured = exposed_pct;
-      f.threshold = ctx.thresholds.Get("dist.comm_overlap.exposed_pct");
-      f.measured_unit = "% of step time";
-      f.evidence = {{"collectives", std::string("Gloo CPU ranges (gloo:*)")},
-                    {basis.NsKey("comm"), static_cast<int64_t>(basis.Per(static_cast<double>(comm_ns)))},
-                    {basis.NsKey("exposed_comm"), static_cast<int64_t>(basis.Per(static_cast<double>(exposed_ns)))},
-                    {"comm_overlap_pct", hidden_pct},
-                    {"compute", std::string("CPU ops outside Gloo ranges")}};
-      const int64_t room = std::max<int64_t>(0, LengthOf(compute_in) - (comm_ns - exposed_ns));
-      SetSaving(f, basis, basis.Per(static_cast<double>(std::min(exposed_ns, room))), basis.Per(static_cast<double>(exposed_ns)),
-                "exposed communication that compute not yet overlapping it could hide");
-      f.severity = SeverityForSaving(f);
-      f.fix_python = "Let DDP overlap its all-reduce with backward: DistributedDataParallel(model, bucket_cap_mb=<smaller, "
-                     "e.g. 1-10, so the first buckets start while backward goes on>, gradient_as_bucket_view=True, "
-                     "static_graph=True); under gradient accumulation wrap the micro-steps but the last in "
-                     "`with model.no_sync():`. On GPUs, NCCL instead of Gloo.";
-      f.fix_cpp = "Launch the all-reduce of each gradient bucket as soon as backward produced it (c10d work handles), "
-                  "wait only before the optimizer step, all-reduce once per optimizer step.";
-      f.knob = "bucket_mb";
-      out.findings.push_back(std::move(f));
-    }
-  }
+  if (!(!rc.gpu && comm_ns > 0 && !rc.no_free_core)) return;
+  const double exposed_pct = 100.0 * static_cast<double>(exposed_ns) / step_total;
+  if (!(exposed_pct > ctx.thresholds.Get("dist.comm_overlap.exposed_pct"))) return;
+  const double hidden_pct = 100.0 * static_cast<double>(comm_ns - exposed_ns) / static_cast<double>(comm_ns);
+  Finding f;
+  f.id = "dist.comm_overlap";
+  f.rank = rank;
+  f.confidence = Confidence::kHigh;
+  f.title = fmt::format("Communication not hidden behind compute: Gloo collectives run with no compute beside them "
+                        "for {:.1f}% of the step time on rank {} ({:.1f}% of their time overlaps compute)",
+                        exposed_pct, rank, hidden_pct);
+  f.measured = exposed_pct;
+  f.threshold = ctx.thresholds.Get("dist.comm_overlap.exposed_pct");
+  f.measured_unit = "% of step time";
+  f.evidence = {{"collectives", std::string("Gloo CPU ranges (gloo:*)")},
+                {basis.NsKey("comm"), static_cast<int64_t>(basis.Per(static_cast<double>(comm_ns)))},
+                {basis.NsKey("exposed_comm"), static_cast<int64_t>(basis.Per(static_cast<double>(exposed_ns)))},
+                {"comm_overlap_pct", hidden_pct},
+                {"compute", std::string("CPU ops outside Gloo ranges")}};
+  const int64_t room = std::max<int64_t>(0, LengthOf(compute_in) - (comm_ns - exposed_ns));
+  SetSaving(f, basis, basis.Per(static_cast<double>(std::min(exposed_ns, room))), basis.Per(static_cast<double>(exposed_ns)),
+            "exposed communication that compute not yet overlapping it could hide");
+  f.severity = SeverityForSaving(f);
+  f.fix_python = "Let DDP overlap its all-reduce with backward: DistributedDataParallel(model, bucket_cap_mb=<smaller, "
+                 "e.g. 1-10, so the first buckets start while backward goes on>, gradient_as_bucket_view=True, "
+                 "static_graph=True); under gradient accumulation wrap the micro-steps but the last in "
+                 "`with model.no_sync():`. On GPUs, NCCL instead of Gloo.";
+  f.fix_cpp = "Launch the all-reduce of each gradient bucket as soon as backward produced it (c10d work handles), "
+              "wait only before the optimizer step, all-reduce once per optimizer step.";
+  f.knob = "bucket_mb";
+  out.findings.push_back(std::move(f));
+}
 
-  // dist.no_sync: with gradient accumulation, DDP all-reduces on every backward unless the
-  // micro-steps before the last run under no_sync(). Seen as gradient reductions (all-reduce,
-  // reduce-scatter) inside the micro-steps before the last one of a step (a micro-step runs from
-  // one forward's start to the next's). Other collectives do not count: DDP broadcasts its
-  // buffers (BatchNorm statistics) at every forward, no_sync or not.
+// The gradient reductions launched before the last micro-step of a rank's accumulation steps
+// (steps of 2 or more micro-steps), and FSDP's sync work there.
+struct EarlyCollectives {
+  int64_t accum_steps = 0, synced_steps = 0, early = 0, micro = 0;
+  std::vector<Interval> early_comm, early_sync;
+};
+
+EarlyCollectives EarlyCollectivesOf(const AnalysisContext& ctx, int32_t rank, const RankComm& rc) {
+  EarlyCollectives r;
   const MicroStepMarks marks = MicroStepMarksOf(ctx.trace, rank);
   const std::vector<int64_t>& fw = marks.forward_starts;
   const std::vector<Interval>& sync_ranges = marks.sync_ranges;
-  int64_t accum_steps = 0, synced_steps = 0, early = 0, micro = 0;
-  std::vector<Interval> early_comm, early_sync;
   for (const auto& st : ctx.steps.steps) {
     if (st.rank != rank) continue;
     const int64_t end = st.start_ns + st.wall_ns;
     auto lo = std::lower_bound(fw.begin(), fw.end(), st.start_ns), hi = std::lower_bound(fw.begin(), fw.end(), end);
     const int64_t k = hi - lo;
     if (k < 2) continue;
-    ++accum_steps;
-    micro += k;
+    ++r.accum_steps;
+    r.micro += k;
     const int64_t last_start = *(hi - 1);
     int64_t here = 0;
     // rc.coll is in start order: only the collectives from the first forward to the last one.
@@ -209,26 +206,37 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& r
     for (; c != rc.coll.end() && c->ts_ns < last_start; ++c) {
       if (!IsGradientReduction(c->name)) continue;  // DDP's per-forward buffer broadcast
       ++here;
-      early_comm.push_back({c->ts_ns, c->ts_ns + c->dur_ns});
+      r.early_comm.push_back({c->ts_ns, c->ts_ns + c->dur_ns});
     }
-    for (auto r = std::lower_bound(sync_ranges.begin(), sync_ranges.end(), Interval{*lo, INT64_MIN});
-         r != sync_ranges.end() && r->first < last_start; ++r)
-      early_sync.push_back(*r);
-    early += here;
-    synced_steps += here > 0;
+    for (auto s = std::lower_bound(sync_ranges.begin(), sync_ranges.end(), Interval{*lo, INT64_MIN});
+         s != sync_ranges.end() && s->first < last_start; ++s)
+      r.early_sync.push_back(*s);
+    r.early += here;
+    r.synced_steps += here > 0;
   }
+  return r;
+}
+
+// dist.no_sync: with gradient accumulation, DDP all-reduces on every backward unless the
+// micro-steps before the last run under no_sync(). Seen as gradient reductions (all-reduce,
+// reduce-scatter) inside the micro-steps before the last one of a step (a micro-step runs from
+// one forward's start to the next's). Other collectives do not count: DDP broadcasts its
+// buffers (BatchNorm statistics) at every forward, no_sync or not.
+void RuleNoSync(const AnalysisContext& ctx, int32_t rank, const RankComm& rc, const StepBasis& basis, Report& out) {
+  EarlyCollectives e = EarlyCollectivesOf(ctx, rank, rc);
+  const int64_t accum_steps = e.accum_steps, synced_steps = e.synced_steps, early = e.early, micro = e.micro;
   if (accum_steps < 2 || synced_steps * 2 < accum_steps) return;
   // What no_sync removes: the early collectives where no compute hides them (on a machine with
   // no free core, Gloo's run on the cores the compute needs: all of their time), and the
   // framework's own sync work on the training thread (FSDP's post-backward reduce), which runs
   // in line with the backward.
-  std::vector<Interval> all_early = early_comm;
-  all_early.insert(all_early.end(), early_sync.begin(), early_sync.end());
-  const int64_t sync_ns = MergeIntervals(early_sync);
-  const int64_t early_ns = MergeIntervals(early_comm);
+  std::vector<Interval> all_early = e.early_comm;
+  all_early.insert(all_early.end(), e.early_sync.begin(), e.early_sync.end());
+  const int64_t sync_ns = MergeIntervals(e.early_sync);
+  const int64_t early_ns = MergeIntervals(e.early_comm);
   const int64_t early_all_ns = MergeIntervals(all_early);
   const bool contended = !rc.gpu && rc.no_free_core;
-  const int64_t comm_cost = contended ? early_ns : ExposedOf(early_comm, rc.compute);
+  const int64_t comm_cost = contended ? early_ns : ExposedOf(e.early_comm, rc.compute);
   const int64_t early_exposed = std::min(early_all_ns, comm_cost + sync_ns);
   const double per_step_exposed = static_cast<double>(early_exposed) / static_cast<double>(accum_steps);
   const double pct = 100.0 * per_step_exposed / basis.mean_step_ns();
@@ -267,6 +275,18 @@ void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& r
   out.findings.push_back(std::move(f));
 }
 
+// Gloo collectives not hidden behind compute (dist.comm_overlap for CPU collectives; the GPU
+// case is judged in gpu.cc against the GPU's active span), and all-reduces on every micro-step
+// of gradient accumulation (dist.no_sync). Both on the steady steps of one rank.
+void AnalyzeRankComm(const AnalysisContext& ctx, int32_t rank, const RankComm& rc, Report& out) {
+  if (rc.coll.empty()) return;
+  const StepBasis basis(ctx.steps, rank);
+  const StepWindows windows(ctx.steps, rank);
+  if (!basis.has_steps()) return;  // both judge steps: without them there is nothing to compare to
+  RuleGlooOverlap(ctx, rank, rc, basis, windows, out);
+  RuleNoSync(ctx, rank, rc, basis, out);
+}
+
 }  // namespace
 
 void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
@@ -283,35 +303,18 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out) {
   }
 }
 
-void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thresholds, Report& out) {
-  if (sides.size() < 2) return;
-  std::vector<int32_t> ranks;
-  for (const auto& side : sides) ranks.push_back(side.info.rank);
-  StepModel all_steps;
-  for (const auto& side : sides) all_steps.steps.insert(all_steps.steps.end(), side.steps.begin(), side.steps.end());
-  auto side_of = [&](int32_t r) -> const RankSide& { return sides[static_cast<size_t>(std::find(ranks.begin(), ranks.end(), r) - ranks.begin())]; };
-  const bool gpu = ComparesGpuCollectives(sides);
-  std::vector<const std::vector<Collective>*> lists;
-  for (const auto& side : sides) lists.push_back(gpu ? &side.gpu : &side.gloo);
-  // Kept: the matched collectives inside the steady steps of every rank (the steps of the ranks
-  // need not start at the same collective).
-  const std::vector<MatchedSet> matched_sets = MatchAcrossRanks(lists, true);
-  const size_t matched = matched_sets.size();
-  if (matched < 4) return;
-  // The reading assumes lockstep ranks (synchronous data parallelism: every rank's step takes as
-  // long, as each waits for the others). Ranks whose median steps differ by more than 10 % are not
-  // in lockstep (pipeline stages, traces of different runs), and their durations prove nothing.
-  std::vector<double> medians;
-  for (int32_t r : ranks) {
-    std::vector<double> walls;
-    for (const auto& st : side_of(r).steps) walls.push_back(static_cast<double>(st.wall_ns));
-    if (walls.empty()) return;
-    medians.push_back(Median(walls));
-  }
-  if (*std::max_element(medians.begin(), medians.end()) > 1.1 * *std::min_element(medians.begin(), medians.end())) return;
+namespace {
 
+// Who arrived last at the matched collectives: per rank, how often, and the others' median wait
+// summed over those collectives; the straggler is the rank that made the others wait longest.
+struct LastArrivals {
   std::map<int32_t, int64_t> last_count;
   std::map<int32_t, double> wait_caused;  // the others' median wait, summed over the collectives it was last at
+  int32_t straggler = 0;
+};
+
+LastArrivals LastArrivalsOf(const std::vector<MatchedSet>& matched_sets, const std::vector<int32_t>& ranks) {
+  LastArrivals a;
   for (const auto& set : matched_sets) {
     size_t last_i = 0;
     for (size_t i = 0; i < set.size(); ++i)
@@ -322,27 +325,32 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
       if (i != last_i) waits.push_back(static_cast<double>(set[i]->dur_ns - set[last_i]->dur_ns));
     const double waited = Median(waits);
     if (waited <= 0) continue;  // all arrived together: nobody was last
-    ++last_count[last];
-    wait_caused[last] += waited;
+    ++a.last_count[last];
+    a.wait_caused[last] += waited;
   }
-  int32_t s = ranks.front();
+  a.straggler = ranks.front();
   for (int32_t r : ranks)
-    if (wait_caused[r] > wait_caused[s]) s = r;
+    if (a.wait_caused[r] > a.wait_caused[a.straggler]) a.straggler = r;
+  return a;
+}
 
-  const StepBasis basis(all_steps, s);
-  if (!basis.has_steps()) return;
-  const double share = 100.0 * static_cast<double>(last_count[s]) / static_cast<double>(matched);
-  const double wait_per_step = basis.Per(wait_caused[s]);
-  const double wait_pct = 100.0 * wait_per_step / basis.mean_step_ns();
-  // Arriving last by chance happens to every rank (1 / ranks of the time); a straggler is last at
-  // most collectives, at least 1.5 times as often as chance (75 % of them with 2 ranks), and makes
-  // the others wait a part of the step worth fixing.
-  const double min_share = std::max(thresholds.Get("dist.straggler.last_pct"), 150.0 / static_cast<double>(ranks.size()));
-  if (share < min_share || wait_pct < thresholds.Get("dist.straggler.wait_pct")) return;
+// The cause we can see: the phase that takes longer on the straggler than on the median of the
+// others (Gloo's collectives taken out of compute first: RankMeans).
+struct StragglerCause {
+  int index = 0;               // 0 data wait, 1 compute, 2 optimizer step, 3 other host work
+  const char* name = "";
+  double excess = 0;           // ns per step over the median of the others
+  bool visible = false;        // the excess explains more than a quarter of the wait
+};
 
-  // The cause we can see: the phase that takes longer on it than on the median of the others
-  // (Gloo's collectives taken out of compute first: RankMeans).
-  const auto means = [&](int32_t r) { return RankMeans(side_of(r), !gpu); };
+// The side of rank r (the first with that rank).
+const RankSide& SideOf(const std::vector<RankSide>& sides, const std::vector<int32_t>& ranks, int32_t r) {
+  return sides[static_cast<size_t>(std::find(ranks.begin(), ranks.end(), r) - ranks.begin())];
+}
+
+StragglerCause CauseOf(const std::vector<RankSide>& sides, const std::vector<int32_t>& ranks, int32_t s, bool gpu,
+                       double wait_per_step) {
+  const auto means = [&](int32_t r) { return RankMeans(SideOf(sides, ranks, r), !gpu); };
   const PhaseMeans mine = means(s);
   std::vector<double> data, compute, optimizer, other;
   for (int32_t r : ranks) {
@@ -356,67 +364,141 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
                                                    {"other host work", mine.other - Median(other)}};
   const auto* cause = std::max_element(std::begin(excess), std::end(excess),
                                        [](const auto& a, const auto& b) { return a.second < b.second; });
-  const bool visible = cause->second > 0.25 * wait_per_step;
+  StragglerCause c;
+  c.index = static_cast<int>(cause - excess);
+  c.name = cause->first;
+  c.excess = cause->second;
+  c.visible = cause->second > 0.25 * wait_per_step;
+  return c;
+}
 
-  // Its inputs differ from the one shape all the other ranks have: the work itself is uneven
-  // (dist.rank_mismatch says how), a cause seen in the trace.
-  const RankSide& slow = side_of(s);
-  const RankSide& peer = side_of(s == ranks.front() ? ranks[1] : ranks.front());
-  bool uneven = visible && slow.HasFixedInputShape() && peer.HasFixedInputShape() && slow.input_shape != peer.input_shape;
-  for (const auto& side : sides)
-    if (side.info.rank != s) uneven = uneven && side.HasFixedInputShape() && side.input_shape == peer.input_shape;
-  // Ranks sharing CPUs with none free: the scheduler alone can make a rank late (measured here:
-  // a clean 2-rank run on 2 cores had one rank 26 % late). Said first, with the fix for it,
-  // unless uneven inputs already explain the lateness.
-  const bool no_free_core = NoFreeCore(slow);
-  const bool contention = no_free_core && !uneven;
+// What AnalyzeStraggler found, for the finding.
+struct Straggler {
+  int32_t rank = 0;
+  bool gpu = false;
+  size_t matched = 0;
+  double share = 0, wait_per_step = 0, wait_pct = 0;
+  StragglerCause cause;
+  const RankSide* slow = nullptr;
+  const RankSide* peer = nullptr;  // another rank, for the input shapes
+  bool uneven = false, no_free_core = false, contention = false;
+};
+
+// dist.straggler's finding: who, how much the others wait, the visible cause and the fix for it.
+Finding StragglerFinding(const Straggler& st, LastArrivals& a, const std::vector<int32_t>& ranks,
+                         const StepBasis& basis, const Thresholds& thresholds) {
+  const int32_t s = st.rank;
+  const StragglerCause& cause = st.cause;
+  const bool visible = cause.visible;
   Finding f;
   f.id = "dist.straggler";
   f.rank = s;
-  f.severity = wait_pct >= 20 ? Severity::kHigh : Severity::kMedium;
-  f.confidence = contention ? Confidence::kLow : matched >= 10 ? Confidence::kHigh : Confidence::kMedium;
+  f.severity = st.wait_pct >= 20 ? Severity::kHigh : Severity::kMedium;
+  f.confidence = st.contention ? Confidence::kLow : st.matched >= 10 ? Confidence::kHigh : Confidence::kMedium;
   f.title = visible ? fmt::format("Rank {} is a straggler: the others wait {:.2f} ms per step for it ({:.0f}% of the step); "
                                   "its {} takes {:.2f} ms longer per step than the median rank",
-                                  s, wait_per_step / 1e6, wait_pct, cause->first, cause->second / 1e6)
+                                  s, st.wait_per_step / 1e6, st.wait_pct, cause.name, cause.excess / 1e6)
                     : fmt::format("Rank {} is a straggler: the others wait {:.2f} ms per step for it ({:.0f}% of the step); "
                                   "its steps' phases do not show why (a slower device or host?)",
-                                  s, wait_per_step / 1e6, wait_pct);
-  if (uneven)
+                                  s, st.wait_per_step / 1e6, st.wait_pct);
+  if (st.uneven)
     f.title += fmt::format(", and it trains on other inputs than the others ({} vs {}): see dist.rank_mismatch",
-                           slow.input_shape, peer.input_shape);
-  if (contention) {
+                           st.slow->input_shape, st.peer->input_shape);
+  if (st.contention) {
     f.title += fmt::format("; but its machine has no free core ({:.0f} local ranks x ({:.0f} intra-op threads + 1 for "
                            "communication) > {:.0f} CPUs), so CPU contention can make any rank late: check that first",
-                           slow.local_ranks, slow.intra_op_threads, slow.cpu_count);
+                           st.slow->local_ranks, st.slow->intra_op_threads, st.slow->cpu_count);
   }
-  f.measured = wait_pct;
+  f.measured = st.wait_pct;
   f.threshold = thresholds.Get("dist.straggler.wait_pct");
   f.measured_unit = "% of step";
-  f.evidence = {{"collectives_matched", static_cast<int64_t>(matched)},
-                {"collectives", std::string(gpu ? "GPU communication kernels" : "Gloo CPU ranges")},
-                {"last_at_pct", share},
-                {basis.NsKey("others_wait"), static_cast<int64_t>(wait_per_step)},
-                {"cause", std::string(visible ? cause->first : "not visible in the phases")},
-                {"cause_excess_per_step_ns", static_cast<int64_t>(cause->second)},
+  f.evidence = {{"collectives_matched", static_cast<int64_t>(st.matched)},
+                {"collectives", std::string(st.gpu ? "GPU communication kernels" : "Gloo CPU ranges")},
+                {"last_at_pct", st.share},
+                {basis.NsKey("others_wait"), static_cast<int64_t>(st.wait_per_step)},
+                {"cause", std::string(visible ? cause.name : "not visible in the phases")},
+                {"cause_excess_per_step_ns", static_cast<int64_t>(cause.excess)},
                 {"method", std::string("collective durations compared across ranks (start times and clocks not used)")},
-                {"cpu_contention", std::string(no_free_core ? "no free core on its machine" : "not seen")}};
+                {"cpu_contention", std::string(st.no_free_core ? "no free core on its machine" : "not seen")}};
   for (int32_t r : ranks)
     f.examples.push_back(fmt::format("rank {}: arrived last at {} of {} collectives; the others waited {:.2f} ms for it in all",
-                                     r, last_count[r], matched, wait_caused[r] / 1e6));
-  SetSaving(f, basis, wait_per_step, wait_per_step, "time the other ranks wait for it in collectives");
-  f.fix_python = std::string(contention ? "Give each rank cores of its own first (fewer intra-op threads with "
-                                          "torch.set_num_threads, fewer ranks per machine, or ranks pinned to disjoint "
-                                          "cores with taskset/numactl); if it is still late: " : "") +
+                                     r, a.last_count[r], st.matched, a.wait_caused[r] / 1e6));
+  SetSaving(f, basis, st.wait_per_step, st.wait_per_step, "time the other ranks wait for it in collectives");
+  f.fix_python = std::string(st.contention ? "Give each rank cores of its own first (fewer intra-op threads with "
+                                             "torch.set_num_threads, fewer ranks per machine, or ranks pinned to disjoint "
+                                             "cores with taskset/numactl); if it is still late: " : "") +
                  "Make rank " + std::to_string(s) + "'s steps as fast as the others': " +
                  (!visible ? "check its GPU (clocks, thermal throttling, another process) and its host (CPU load, NUMA)"
-                  : cause == &excess[0] ? "more DataLoader workers or faster storage for it, or balanced data shards"
-                  : cause == &excess[1] ? "balance the work per rank (equal batch sizes, sequence lengths bucketed "
-                                          "across ranks, an even model split), and check its device"
-                                        : "find what else runs on its host (logging, checkpointing on rank 0 only: move "
-                                          "it off the step or to a thread)");
+                  : cause.index == 0 ? "more DataLoader workers or faster storage for it, or balanced data shards"
+                  : cause.index == 1 ? "balance the work per rank (equal batch sizes, sequence lengths bucketed "
+                                       "across ranks, an even model split), and check its device"
+                                     : "find what else runs on its host (logging, checkpointing on rank 0 only: move "
+                                       "it off the step or to a thread)");
   f.fix_cpp = "Give every rank the same work per step and the same resources; move rank-specific work (logging, "
               "checkpoints) off the training step.";
-  out.findings.push_back(std::move(f));
+  return f;
+}
+
+}  // namespace
+
+void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thresholds, Report& out) {
+  if (sides.size() < 2) return;
+  std::vector<int32_t> ranks;
+  for (const auto& side : sides) ranks.push_back(side.info.rank);
+  StepModel all_steps;
+  for (const auto& side : sides) all_steps.steps.insert(all_steps.steps.end(), side.steps.begin(), side.steps.end());
+  auto side_of = [&](int32_t r) -> const RankSide& { return SideOf(sides, ranks, r); };
+  Straggler st;
+  st.gpu = ComparesGpuCollectives(sides);
+  std::vector<const std::vector<Collective>*> lists;
+  for (const auto& side : sides) lists.push_back(st.gpu ? &side.gpu : &side.gloo);
+  // Kept: the matched collectives inside the steady steps of every rank (the steps of the ranks
+  // need not start at the same collective).
+  const std::vector<MatchedSet> matched_sets = MatchAcrossRanks(lists, true);
+  st.matched = matched_sets.size();
+  if (st.matched < 4) return;
+  // The reading assumes lockstep ranks (synchronous data parallelism: every rank's step takes as
+  // long, as each waits for the others). Ranks whose median steps differ by more than 10 % are not
+  // in lockstep (pipeline stages, traces of different runs), and their durations prove nothing.
+  std::vector<double> medians;
+  for (int32_t r : ranks) {
+    std::vector<double> walls;
+    for (const auto& step : side_of(r).steps) walls.push_back(static_cast<double>(step.wall_ns));
+    if (walls.empty()) return;
+    medians.push_back(Median(walls));
+  }
+  if (*std::max_element(medians.begin(), medians.end()) > 1.1 * *std::min_element(medians.begin(), medians.end())) return;
+
+  LastArrivals arrivals = LastArrivalsOf(matched_sets, ranks);
+  const int32_t s = st.rank = arrivals.straggler;
+  const StepBasis basis(all_steps, s);
+  if (!basis.has_steps()) return;
+  st.share = 100.0 * static_cast<double>(arrivals.last_count[s]) / static_cast<double>(st.matched);
+  st.wait_per_step = basis.Per(arrivals.wait_caused[s]);
+  st.wait_pct = 100.0 * st.wait_per_step / basis.mean_step_ns();
+  // Arriving last by chance happens to every rank (1 / ranks of the time); a straggler is last at
+  // most collectives, at least 1.5 times as often as chance (75 % of them with 2 ranks), and makes
+  // the others wait a part of the step worth fixing.
+  const double min_share = std::max(thresholds.Get("dist.straggler.last_pct"), 150.0 / static_cast<double>(ranks.size()));
+  if (st.share < min_share || st.wait_pct < thresholds.Get("dist.straggler.wait_pct")) return;
+  st.cause = CauseOf(sides, ranks, s, st.gpu, st.wait_per_step);
+
+  // Its inputs differ from the one shape all the other ranks have: the work itself is uneven
+  // (dist.rank_mismatch says how), a cause seen in the trace.
+  st.slow = &side_of(s);
+  st.peer = &side_of(s == ranks.front() ? ranks[1] : ranks.front());
+  const RankSide& slow = *st.slow;
+  const RankSide& peer = *st.peer;
+  bool uneven = st.cause.visible && slow.HasFixedInputShape() && peer.HasFixedInputShape() && slow.input_shape != peer.input_shape;
+  for (const auto& side : sides)
+    if (side.info.rank != s) uneven = uneven && side.HasFixedInputShape() && side.input_shape == peer.input_shape;
+  st.uneven = uneven;
+  // Ranks sharing CPUs with none free: the scheduler alone can make a rank late (measured here:
+  // a clean 2-rank run on 2 cores had one rank 26 % late). Said first, with the fix for it,
+  // unless uneven inputs already explain the lateness.
+  st.no_free_core = NoFreeCore(slow);
+  st.contention = st.no_free_core && !uneven;
+  out.findings.push_back(StragglerFinding(st, arrivals, ranks, basis, thresholds));
 }
 
 }  // namespace trainrx::analyzers

@@ -195,6 +195,335 @@ int64_t DeviceIdleWithin(std::vector<Interval> gaps, const std::vector<Interval>
   return total;
 }
 
+// The rank's GPU activities as interval lists: all of them, compute kernels, communication
+// kernels; merged (in place) by Breakdown.
+struct BusyIntervals {
+  std::vector<Interval> all, compute, comm;
+};
+
+// The temporal breakdown (HTA's): kernel time, idle, compute, non-compute, and communication with
+// the part of it hidden behind compute. Merges `busy`'s lists; the per-stream split is added by
+// SplitStreamIdle.
+TemporalBreakdown Breakdown(const Trace& trace, int32_t rank, const RankGpu& g, BusyIntervals& busy_out) {
+  TemporalBreakdown tb;
+  tb.rank = rank;
+  tb.window = g.window;
+  std::vector<Interval>& all = busy_out.all;
+  std::vector<Interval>& compute = busy_out.compute;
+  std::vector<Interval>& comm = busy_out.comm;
+  for (const auto& a : g.acts) {
+    all.push_back({a.ts, a.end});
+    if (a.e->kind != EventKind::kKernel) continue;
+    const std::string_view name = trace.Name(*a.e);
+    if (IsCommKernel(name)) comm.push_back({a.ts, a.end});
+    else if (IsComputeKernel(name)) compute.push_back({a.ts, a.end});
+  }
+  const int64_t busy = MergeIntervals(all);
+  tb.kernel_time_ns = all.back().second - all.front().first;
+  tb.idle_ns = tb.kernel_time_ns - busy;
+  tb.compute_ns = MergeIntervals(compute);
+  // Communication hidden behind compute (HTA's comm-comp overlap): merged comm time covered by
+  // merged compute time.
+  tb.comm_ns = MergeIntervals(comm);
+  for (const auto& [s, e] : comm) tb.comm_overlap_ns += CoveredWithin(compute, s, e);
+  if (tb.comm_ns > 0) tb.comm_overlap_pct = 100.0 * static_cast<double>(tb.comm_overlap_ns) / static_cast<double>(tb.comm_ns);
+  tb.non_compute_ns = tb.kernel_time_ns - tb.compute_ns - tb.idle_ns;
+  if (tb.kernel_time_ns > 0) {
+    tb.idle_pct = 100.0 * static_cast<double>(tb.idle_ns) / static_cast<double>(tb.kernel_time_ns);
+    tb.compute_pct = 100.0 * static_cast<double>(tb.compute_ns) / static_cast<double>(tb.kernel_time_ns);
+    tb.non_compute_pct = 100.0 * static_cast<double>(tb.non_compute_ns) / static_cast<double>(tb.kernel_time_ns);
+  }
+  return tb;
+}
+
+// The per-stream waits summed over streams, and the gaps they were made of.
+struct StreamWaits {
+  int64_t host_wait_total = 0, kernel_wait_total = 0;
+  std::vector<Interval> host_wait_gaps, kernel_wait_gaps;
+};
+
+// Per-stream idle split (HTA's): each gap between a stream's activities is host wait (launched
+// after the previous one ended), kernel wait (shorter than kernel_wait_ns) or other. Appends one
+// StreamIdle per (device, stream) to tb.streams.
+StreamWaits SplitStreamIdle(const RankGpu& g, int64_t kernel_wait_ns, TemporalBreakdown& tb) {
+  StreamWaits w;
+  std::map<std::pair<int32_t, int64_t>, std::vector<const GpuActivity*>> by_stream;
+  for (const auto& a : g.acts) by_stream[{a.device, a.stream}].push_back(&a);
+  for (auto& [key, acts] : by_stream) {
+    std::stable_sort(acts.begin(), acts.end(), [](const GpuActivity* a, const GpuActivity* b) { return a->ts < b->ts; });
+    StreamIdle si;
+    si.device = key.first;
+    si.stream = key.second;
+    for (size_t i = 1; i < acts.size(); ++i) {
+      const int64_t prev_end = acts[i - 1]->end;
+      const int64_t gap = acts[i]->ts - prev_end;
+      if (acts[i]->runtime_ts > prev_end) {
+        si.host_wait_ns += gap;
+        if (gap > 0) w.host_wait_gaps.push_back({prev_end, acts[i]->ts});
+      } else if (gap < kernel_wait_ns) {
+        si.kernel_wait_ns += gap;
+        if (gap > 0) w.kernel_wait_gaps.push_back({prev_end, acts[i]->ts});
+      } else {
+        si.other_ns += gap;
+      }
+    }
+    w.host_wait_total += si.host_wait_ns;
+    w.kernel_wait_total += si.kernel_wait_ns;
+    tb.streams.push_back(si);
+  }
+  return w;
+}
+
+// The device's idle time a fix could recover: the waits' gaps during which no stream ran and no
+// graph capture was in progress, over the trace and inside the steady steps.
+struct DeviceIdle {
+  int64_t capture_idle = 0;    // idle time inside graph captures
+  bool capture_phase = false;  // mostly a capture: not a training step
+  int64_t host_wait_idle = 0, kernel_wait_idle = 0;
+  int64_t host_wait_idle_steps = 0, kernel_wait_idle_steps = 0;
+  int64_t span_in = 0;                     // the GPU's active span inside the steps
+  int64_t idle_outside_capture_steps = 0;  // the idle time there, outside captures
+};
+
+DeviceIdle MeasureDeviceIdle(const RankGpu& g, const TemporalBreakdown& tb, const std::vector<Interval>& all,
+                             const StepWindows& windows, StreamWaits& waits) {
+  DeviceIdle d;
+  // What a fix can recover is the device's idle time, not a stream's: only the part of the
+  // waits during which no stream ran counts (`all` is the merged busy time). Nor is idle time
+  // inside a graph capture: captured launches are recorded, not run, so the device idles by
+  // design there.
+  std::vector<Interval> busy_or_capture = all;
+  for (const auto& [s, e] : g.capture) {
+    const int64_t lo = std::max(s, all.front().first), hi = std::min(e, all.back().second);
+    if (hi > lo) busy_or_capture.push_back({lo, hi});
+  }
+  const int64_t idle_outside_capture = tb.kernel_time_ns - MergeIntervals(busy_or_capture);
+  d.capture_idle = tb.idle_ns - idle_outside_capture;
+  // Mostly a capture: not a training step; nothing about it to fix.
+  d.capture_phase = d.capture_idle > 0 && 2 * d.capture_idle >= tb.idle_ns;
+  // The same inside the steady steps: what per-step savings are made of (their denominator counts
+  // those steps only; a cuDNN-autotuning first step must not add its idle time to them).
+  d.host_wait_idle_steps = DeviceIdleWithin(windows.Clip(waits.host_wait_gaps), busy_or_capture);
+  d.kernel_wait_idle_steps = DeviceIdleWithin(windows.Clip(waits.kernel_wait_gaps), busy_or_capture);
+  // The GPU's active span inside the steps: the idle there, and the span dist.comm_overlap judges.
+  const std::vector<Interval> active_in_steps = windows.Clip({{all.front().first, all.back().second}});
+  for (const auto& [a, b] : active_in_steps) d.span_in += b - a;
+  d.idle_outside_capture_steps = DeviceIdleWithin(active_in_steps, busy_or_capture);
+  d.host_wait_idle = DeviceIdleWithin(std::move(waits.host_wait_gaps), busy_or_capture);
+  d.kernel_wait_idle = DeviceIdleWithin(std::move(waits.kernel_wait_gaps), busy_or_capture);
+  return d;
+}
+
+// Launches inside the steady steps (all of them without steps), and those whose kernel ran
+// shorter than the launch call: what gpu.launch_bound judges.
+struct SteadyLaunches {
+  int64_t launches = 0, short_kernels = 0;
+};
+
+// Launch statistics (HTA's): per activity launched by a launch call, runtime duration, activity
+// duration and start delay.
+LaunchStats CollectLaunchStats(const RankGpu& g, int32_t rank, const Thresholds& thresholds, const StepWindows& windows,
+                               SteadyLaunches* steady) {
+  LaunchStats ls;
+  ls.rank = rank;
+  const int64_t runtime_cutoff = static_cast<int64_t>(thresholds.Get("gpu.launch_bound.runtime_cutoff_us") * 1000);
+  const int64_t delay_cutoff = static_cast<int64_t>(thresholds.Get("gpu.launch_bound.delay_cutoff_us") * 1000);
+  double cpu = 0, gpu = 0, delay = 0;
+  // The rule judges the launches inside the steady steps (all of them without steps): start-up
+  // and warm-up kernels (allocator, autotuning) are not what each step launches.
+  for (const auto& a : g.acts) {
+    if (!a.launch) continue;  // a blocking copy or a graph launch: not a launch (runtime_names.h)
+    ++ls.kernels;
+    const int64_t runtime_dur = a.runtime_end - a.runtime_ts, dur = a.end - a.ts, start_delay = a.ts - a.runtime_ts;
+    if (windows.Contains(a.runtime_ts)) {
+      ++steady->launches;
+      if (dur < runtime_dur) ++steady->short_kernels;
+    }
+    cpu += static_cast<double>(runtime_dur);
+    gpu += static_cast<double>(dur);
+    delay += static_cast<double>(start_delay);
+    if (dur < runtime_dur) ++ls.short_kernels;
+    if (runtime_dur > runtime_cutoff) ++ls.long_launches;
+    if (start_delay > delay_cutoff) ++ls.long_delays;
+  }
+  if (ls.kernels > 0) {
+    ls.mean_cpu_us = cpu / static_cast<double>(ls.kernels) / 1000.0;
+    ls.mean_gpu_us = gpu / static_cast<double>(ls.kernels) / 1000.0;
+    ls.mean_delay_us = delay / static_cast<double>(ls.kernels) / 1000.0;
+  }
+  return ls;
+}
+
+// The steady state: GPU idle inside this rank's steps (warm-up steps are not among them). HTA's
+// figure spans the whole trace, where one cuDNN-autotuning first step (5-6 s on an H100 against
+// 17 ms steps) can make a busy GPU look idle; the rule needs both, and the saving is per steady step.
+struct SteadyIdle {
+  bool steady = false;  // the rank has steps with GPU activity
+  double idle_pct = 0;  // GPU idle in those steps; the whole trace's figure without them
+};
+
+SteadyIdle SteadyIdleOf(const StepModel& steps, int32_t rank, const TemporalBreakdown& tb) {
+  int64_t steady_wall = 0, steady_idle = 0;
+  for (const auto& row : steps.steps)
+    if (row.rank == rank && row.has_gpu) {
+      steady_wall += row.wall_ns;
+      steady_idle += row.gpu_idle_ns;
+    }
+  SteadyIdle s;
+  s.steady = steady_wall > 0;
+  s.idle_pct = s.steady ? 100.0 * static_cast<double>(steady_idle) / static_cast<double>(steady_wall) : tb.idle_pct;
+  return s;
+}
+
+// Everything the rules of one rank read.
+struct RankFigures {
+  int32_t rank = 0;
+  TemporalBreakdown tb;
+  LaunchStats ls;
+  BusyIntervals busy;
+  StreamWaits waits;  // its gap lists are consumed by MeasureDeviceIdle
+  DeviceIdle idle;
+  SteadyLaunches launches;
+  SteadyIdle steady;
+};
+
+// gpu.idle: the GPU idle above the threshold over its active span and in the steady steps.
+void RuleGpuIdle(const AnalysisContext& ctx, const RankGpu& g, const RankFigures& r, const StepBasis& basis, Report& out) {
+  const TemporalBreakdown& tb = r.tb;
+  const int32_t rank = r.rank;
+  const bool steady = r.steady.steady;
+  const double steady_idle_pct = r.steady.idle_pct;
+  if (!(tb.idle_pct > ctx.thresholds.Get("gpu.idle.idle_pct") && steady_idle_pct > ctx.thresholds.Get("gpu.idle.idle_pct")))
+    return;
+  Finding f;
+  f.id = "gpu.idle";
+  f.rank = rank;
+  f.severity = tb.idle_pct > 50 ? Severity::kHigh : Severity::kMedium;
+  f.confidence = Confidence::kHigh;
+  f.title = fmt::format("GPU idle {:.1f}% of its active span on rank {}", tb.idle_pct, rank);
+  if (steady && std::abs(steady_idle_pct - tb.idle_pct) >= 5.0) f.title += fmt::format(" ({:.1f}% in the steps)", steady_idle_pct);
+  f.measured = tb.idle_pct;
+  f.threshold = ctx.thresholds.Get("gpu.idle.idle_pct");
+  f.measured_unit = "% of GPU active span";
+  f.evidence = {{"kernel_time_ns", tb.kernel_time_ns}, {"idle_ns", tb.idle_ns},
+                {"host_wait_ns", r.waits.host_wait_total}, {"host_wait_device_idle_ns", r.idle.host_wait_idle},
+                {"kernel_wait_ns", r.waits.kernel_wait_total}, {"window", tb.window}};
+  for (const auto& s : tb.streams) {
+    f.examples.push_back(fmt::format("stream {}: host wait {:.1f} ms, kernel wait {:.1f} ms, other {:.1f} ms", s.stream,
+                                     s.host_wait_ns / 1e6, s.kernel_wait_ns / 1e6, s.other_ns / 1e6));
+  }
+  if (g.captures > 0) f.evidence.push_back({"graph_capture_idle_ns", r.idle.capture_idle});
+  // Host wait with the whole device idle is what a faster input pipeline / fewer syncs can
+  // recover (an upper bound), measured inside the steady steps when there are steps.
+  const double saving = basis.Per(static_cast<double>(r.idle.host_wait_idle_steps));
+  const double bound = basis.Per(static_cast<double>(r.idle.idle_outside_capture_steps));
+  if (steady) f.evidence.push_back({"steady_step_idle_pct", steady_idle_pct});
+  if (basis.has_steps()) f.evidence.push_back({"host_wait_device_idle_in_steps_ns", r.idle.host_wait_idle_steps});
+  SetSaving(f, basis, r.idle.capture_phase ? 0.0 : saving, bound,
+            steady ? "GPU idle time in the steps (no stream running)" : "GPU idle time (no stream running, outside graph captures)");
+  if (r.idle.capture_phase) {
+    f.severity = Severity::kInfo;
+    f.title = fmt::format("GPU idle {:.1f}% of its active span on rank {}, during a CUDA/HIP graph capture: not a training step",
+                          tb.idle_pct, rank);
+    f.examples.insert(f.examples.begin(),
+                      fmt::format("{} stream capture(s) hold {:.1f} ms of the {:.1f} ms idle: launches inside a capture are "
+                                  "recorded into the graph, not run, so the GPU idles by design. Profile steps that replay "
+                                  "the graph (cudaGraphLaunch / hipGraphLaunch) to judge idle time",
+                                  g.captures, r.idle.capture_idle / 1e6, tb.idle_ns / 1e6));
+  }
+  f.fix_python = "Find what the host does during the gaps: data loading (DataLoader(num_workers>0, pin_memory=True)), "
+                 "host-device syncs (.item(), .cpu()), or Python overhead (torch.compile / CUDA graphs).";
+  f.fix_cpp = "Overlap input with compute (worker threads, pinned buffers, non_blocking copies); remove syncs from the step; "
+              "capture the step in a CUDA graph.";
+  out.findings.push_back(std::move(f));
+}
+
+// gpu.launch_bound: most kernels of the steady steps run shorter than their launch call, and the
+// GPU idles in the steps.
+void RuleLaunchBound(const AnalysisContext& ctx, const RankFigures& r, const StepBasis& basis, Report& out) {
+  const int64_t steady_launches = r.launches.launches, steady_short = r.launches.short_kernels;
+  const LaunchStats& ls = r.ls;
+  const double short_pct =
+      steady_launches > 0 ? 100.0 * static_cast<double>(steady_short) / static_cast<double>(steady_launches) : 0.0;
+  if (!(steady_launches > 0 && !r.idle.capture_phase && short_pct >= ctx.thresholds.Get("gpu.launch_bound.short_kernel_pct") &&
+        r.steady.idle_pct > 5.0))
+    return;
+  Finding f;
+  f.id = "gpu.launch_bound";
+  f.rank = r.rank;
+  f.severity = Severity::kMedium;
+  f.confidence = Confidence::kMedium;
+  f.title = fmt::format("{:.0f}% of GPU kernels run shorter than their launch call (rank {})", short_pct, r.rank);
+  f.measured = short_pct;
+  f.threshold = ctx.thresholds.Get("gpu.launch_bound.short_kernel_pct");
+  f.measured_unit = "% of kernels";
+  f.evidence = {{"kernels", ls.kernels}, {"short_kernels", ls.short_kernels},
+                {"launches_in_steps", steady_launches}, {"short_kernels_in_steps", steady_short},
+                {"mean_launch_us", ls.mean_cpu_us}, {"mean_kernel_us", ls.mean_gpu_us},
+                {"mean_launch_delay_us", ls.mean_delay_us}, {"long_launches", ls.long_launches},
+                {"kernel_wait_ns", r.waits.kernel_wait_total}, {"kernel_wait_device_idle_ns", r.idle.kernel_wait_idle}};
+  if (basis.has_steps()) f.evidence.push_back({"kernel_wait_device_idle_in_steps_ns", r.idle.kernel_wait_idle_steps});
+  SetSaving(f, basis, basis.Per(static_cast<double>(r.idle.kernel_wait_idle_steps)),
+            basis.Per(static_cast<double>(r.idle.idle_outside_capture_steps)),
+            basis.has_steps() ? "GPU idle time in the steps (no stream running, outside graph captures)"
+                              : "GPU idle time (no stream running, outside graph captures)");
+  f.fix_python = "Give the GPU bigger pieces of work: a larger batch, torch.compile (fusion), or CUDA graphs "
+                 "(torch.cuda.graphs / mode=\"reduce-overhead\").";
+  f.fix_cpp = "Increase the batch, fuse small ops, or capture the step with at::cuda::CUDAGraph.";
+  f.knob = "batch";
+  out.findings.push_back(std::move(f));
+}
+
+// dist.comm_overlap on GPUs. Exposed communication: what the GPU spends on collectives while no
+// compute runs beside them (DDP's all-reduce not overlapped with backward, a sync per
+// micro-step). Judged against the GPU's active span; what better overlap can recover is bounded
+// by the exposed time and by the compute time not already hiding communication.
+void RuleCommOverlap(const AnalysisContext& ctx, const RankFigures& r, const StepWindows& windows, const StepBasis& basis,
+                     Report& out) {
+  const TemporalBreakdown& tb = r.tb;
+  const int64_t exposed = tb.comm_ns - tb.comm_overlap_ns;
+  const double exposed_pct =
+      tb.kernel_time_ns > 0 ? 100.0 * static_cast<double>(exposed) / static_cast<double>(tb.kernel_time_ns) : 0.0;
+  // Judged on the steady steps when there are steps, as every per-step figure is: HTA's
+  // whole-trace figure is diluted by start-up and warm-up (an idle GPU while the loader starts,
+  // autotuning kernels) and can hide a job whose every step waits on its all-reduce.
+  std::vector<Interval> comm_in = windows.Clip(r.busy.comm), compute_in = windows.Clip(r.busy.compute);
+  const int64_t comm_in_ns = MergeIntervals(comm_in), compute_in_ns = MergeIntervals(compute_in);
+  int64_t overlap_in_ns = 0;
+  for (const auto& [cs, ce] : comm_in) overlap_in_ns += CoveredWithin(compute_in, cs, ce);
+  const int64_t exposed_in = comm_in_ns - overlap_in_ns;
+  const double judged_pct = !basis.has_steps() ? exposed_pct
+                            : r.idle.span_in > 0 ? 100.0 * static_cast<double>(exposed_in) / static_cast<double>(r.idle.span_in)
+                                                 : 0.0;
+  if (!(tb.comm_ns > 0 && !r.idle.capture_phase && judged_pct > ctx.thresholds.Get("dist.comm_overlap.exposed_pct"))) return;
+  Finding f;
+  f.id = "dist.comm_overlap";
+  f.rank = r.rank;
+  f.severity = judged_pct > 25 ? Severity::kHigh : Severity::kMedium;
+  f.confidence = Confidence::kHigh;
+  f.title = fmt::format("Communication not hidden behind compute: {:.1f}% of GPU time{} on rank {} ({:.1f}% of its NCCL "
+                        "time overlaps compute)",
+                        judged_pct, basis.has_steps() ? " in the steps" : "", r.rank, tb.comm_overlap_pct);
+  f.measured = judged_pct;
+  f.threshold = ctx.thresholds.Get("dist.comm_overlap.exposed_pct");
+  f.measured_unit = basis.has_steps() ? "% of GPU active span in the steps" : "% of GPU active span";
+  f.evidence = {{"comm_ns", tb.comm_ns},         {"comm_overlap_ns", tb.comm_overlap_ns},
+                {"exposed_comm_ns", exposed},    {"comm_overlap_pct", tb.comm_overlap_pct},
+                {"kernel_time_ns", tb.kernel_time_ns}, {"compute_ns", tb.compute_ns},
+                {"exposed_pct_whole_trace", exposed_pct}, {"window", tb.window}};
+  const int64_t room = std::max<int64_t>(0, compute_in_ns - overlap_in_ns);
+  if (basis.has_steps()) f.evidence.push_back({"exposed_comm_in_steps_ns", exposed_in});
+  SetSaving(f, basis, basis.Per(static_cast<double>(std::min(exposed_in, room))), basis.Per(static_cast<double>(exposed_in)),
+            "exposed communication that compute not yet overlapping it could hide");
+  f.fix_python = "Let DDP overlap its all-reduce with backward: DistributedDataParallel(model, bucket_cap_mb=<smaller, "
+                 "e.g. 10-25>, gradient_as_bucket_view=True, static_graph=True); under gradient accumulation wrap "
+                 "the micro-steps but the last in `with model.no_sync():`; with FSDP, "
+                 "backward_prefetch=BackwardPrefetch.BACKWARD_PRE and forward_prefetch=True.";
+  f.fix_cpp = "Launch collectives asynchronously (c10d work handles) per gradient bucket as backward produces them, "
+              "on a separate stream, and wait only before the optimizer step; all-reduce once per optimizer step.";
+  out.findings.push_back(std::move(f));
+}
+
 }  // namespace
 
 void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
@@ -206,249 +535,20 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
     const GpuClock clock(trace, rank, hta_time);
     RankGpu g = CollectRank(trace, rank, clock, name_flags);
     if (g.acts.empty()) continue;
-
-    TemporalBreakdown tb;
-    tb.rank = rank;
-    tb.window = g.window;
-    std::vector<Interval> all, compute, comm;
-    for (const auto& a : g.acts) {
-      all.push_back({a.ts, a.end});
-      if (a.e->kind != EventKind::kKernel) continue;
-      const std::string_view name = trace.Name(*a.e);
-      if (IsCommKernel(name)) comm.push_back({a.ts, a.end});
-      else if (IsComputeKernel(name)) compute.push_back({a.ts, a.end});
-    }
-    const int64_t busy = MergeIntervals(all);
-    tb.kernel_time_ns = all.back().second - all.front().first;
-    tb.idle_ns = tb.kernel_time_ns - busy;
-    tb.compute_ns = MergeIntervals(compute);
-    // Communication hidden behind compute (HTA's comm-comp overlap): merged comm time covered by
-    // merged compute time.
-    tb.comm_ns = MergeIntervals(comm);
-    for (const auto& [s, e] : comm) tb.comm_overlap_ns += CoveredWithin(compute, s, e);
-    if (tb.comm_ns > 0) tb.comm_overlap_pct = 100.0 * static_cast<double>(tb.comm_overlap_ns) / static_cast<double>(tb.comm_ns);
-    tb.non_compute_ns = tb.kernel_time_ns - tb.compute_ns - tb.idle_ns;
-    if (tb.kernel_time_ns > 0) {
-      tb.idle_pct = 100.0 * static_cast<double>(tb.idle_ns) / static_cast<double>(tb.kernel_time_ns);
-      tb.compute_pct = 100.0 * static_cast<double>(tb.compute_ns) / static_cast<double>(tb.kernel_time_ns);
-      tb.non_compute_pct = 100.0 * static_cast<double>(tb.non_compute_ns) / static_cast<double>(tb.kernel_time_ns);
-    }
-
-    // Per-stream idle split.
-    std::map<std::pair<int32_t, int64_t>, std::vector<const GpuActivity*>> by_stream;
-    for (const auto& a : g.acts) by_stream[{a.device, a.stream}].push_back(&a);
-    int64_t host_wait_total = 0, kernel_wait_total = 0;
-    std::vector<Interval> host_wait_gaps, kernel_wait_gaps;
-    for (auto& [key, acts] : by_stream) {
-      std::stable_sort(acts.begin(), acts.end(), [](const GpuActivity* a, const GpuActivity* b) { return a->ts < b->ts; });
-      StreamIdle si;
-      si.device = key.first;
-      si.stream = key.second;
-      for (size_t i = 1; i < acts.size(); ++i) {
-        const int64_t prev_end = acts[i - 1]->end;
-        const int64_t gap = acts[i]->ts - prev_end;
-        if (acts[i]->runtime_ts > prev_end) {
-          si.host_wait_ns += gap;
-          if (gap > 0) host_wait_gaps.push_back({prev_end, acts[i]->ts});
-        } else if (gap < kernel_wait_ns) {
-          si.kernel_wait_ns += gap;
-          if (gap > 0) kernel_wait_gaps.push_back({prev_end, acts[i]->ts});
-        } else {
-          si.other_ns += gap;
-        }
-      }
-      host_wait_total += si.host_wait_ns;
-      kernel_wait_total += si.kernel_wait_ns;
-      tb.streams.push_back(si);
-    }
-    // What a fix can recover is the device's idle time, not a stream's: only the part of the
-    // waits during which no stream ran counts (`all` is the merged busy time). Nor is idle time
-    // inside a graph capture: captured launches are recorded, not run, so the device idles by
-    // design there.
-    std::vector<Interval> busy_or_capture = all;
-    for (const auto& [s, e] : g.capture) {
-      const int64_t lo = std::max(s, all.front().first), hi = std::min(e, all.back().second);
-      if (hi > lo) busy_or_capture.push_back({lo, hi});
-    }
-    const int64_t idle_outside_capture = tb.kernel_time_ns - MergeIntervals(busy_or_capture);
-    const int64_t capture_idle = tb.idle_ns - idle_outside_capture;
-    // Mostly a capture: not a training step; nothing about it to fix.
-    const bool capture_phase = capture_idle > 0 && 2 * capture_idle >= tb.idle_ns;
-    // The same inside the steady steps: what per-step savings are made of (their denominator counts
-    // those steps only; a cuDNN-autotuning first step must not add its idle time to them).
+    RankFigures r;
+    r.rank = rank;
+    r.tb = Breakdown(trace, rank, g, r.busy);
+    r.waits = SplitStreamIdle(g, kernel_wait_ns, r.tb);
     const StepWindows windows(ctx.steps, rank);
-    const int64_t host_wait_idle_steps = DeviceIdleWithin(windows.Clip(host_wait_gaps), busy_or_capture);
-    const int64_t kernel_wait_idle_steps = DeviceIdleWithin(windows.Clip(kernel_wait_gaps), busy_or_capture);
-    // The GPU's active span inside the steps: the idle there, and the span dist.comm_overlap judges.
-    const std::vector<Interval> active_in_steps = windows.Clip({{all.front().first, all.back().second}});
-    int64_t span_in = 0;
-    for (const auto& [a, b] : active_in_steps) span_in += b - a;
-    const int64_t idle_outside_capture_steps = DeviceIdleWithin(active_in_steps, busy_or_capture);
-    const int64_t host_wait_idle = DeviceIdleWithin(std::move(host_wait_gaps), busy_or_capture);
-    const int64_t kernel_wait_idle = DeviceIdleWithin(std::move(kernel_wait_gaps), busy_or_capture);
-
-    // Launch statistics.
-    LaunchStats ls;
-    ls.rank = rank;
-    const int64_t runtime_cutoff = static_cast<int64_t>(ctx.thresholds.Get("gpu.launch_bound.runtime_cutoff_us") * 1000);
-    const int64_t delay_cutoff = static_cast<int64_t>(ctx.thresholds.Get("gpu.launch_bound.delay_cutoff_us") * 1000);
-    double cpu = 0, gpu = 0, delay = 0;
-    // The rule judges the launches inside the steady steps (all of them without steps): start-up
-    // and warm-up kernels (allocator, autotuning) are not what each step launches.
-    int64_t steady_launches = 0, steady_short = 0;
-    for (const auto& a : g.acts) {
-      if (!a.launch) continue;  // a blocking copy or a graph launch: not a launch (runtime_names.h)
-      ++ls.kernels;
-      const int64_t runtime_dur = a.runtime_end - a.runtime_ts, dur = a.end - a.ts, start_delay = a.ts - a.runtime_ts;
-      if (windows.Contains(a.runtime_ts)) {
-        ++steady_launches;
-        if (dur < runtime_dur) ++steady_short;
-      }
-      cpu += static_cast<double>(runtime_dur);
-      gpu += static_cast<double>(dur);
-      delay += static_cast<double>(start_delay);
-      if (dur < runtime_dur) ++ls.short_kernels;
-      if (runtime_dur > runtime_cutoff) ++ls.long_launches;
-      if (start_delay > delay_cutoff) ++ls.long_delays;
-    }
-    if (ls.kernels > 0) {
-      ls.mean_cpu_us = cpu / static_cast<double>(ls.kernels) / 1000.0;
-      ls.mean_gpu_us = gpu / static_cast<double>(ls.kernels) / 1000.0;
-      ls.mean_delay_us = delay / static_cast<double>(ls.kernels) / 1000.0;
-    }
-
+    r.idle = MeasureDeviceIdle(g, r.tb, r.busy.all, windows, r.waits);
+    r.ls = CollectLaunchStats(g, rank, ctx.thresholds, windows, &r.launches);
     const StepBasis basis(ctx.steps, rank);
-    // The steady state: GPU idle inside this rank's steps (warm-up steps are not among them). HTA's
-    // figure spans the whole trace, where one cuDNN-autotuning first step (5-6 s on an H100 against
-    // 17 ms steps) can make a busy GPU look idle; the rule needs both, and the saving is per steady step.
-    int64_t steady_wall = 0, steady_idle = 0;
-    for (const auto& row : ctx.steps.steps)
-      if (row.rank == rank && row.has_gpu) {
-        steady_wall += row.wall_ns;
-        steady_idle += row.gpu_idle_ns;
-      }
-    const bool steady = steady_wall > 0;
-    const double steady_idle_pct = steady ? 100.0 * static_cast<double>(steady_idle) / static_cast<double>(steady_wall) : tb.idle_pct;
-    if (tb.idle_pct > ctx.thresholds.Get("gpu.idle.idle_pct") && steady_idle_pct > ctx.thresholds.Get("gpu.idle.idle_pct")) {
-      Finding f;
-      f.id = "gpu.idle";
-      f.rank = rank;
-      f.severity = tb.idle_pct > 50 ? Severity::kHigh : Severity::kMedium;
-      f.confidence = Confidence::kHigh;
-      f.title = fmt::format("GPU idle {:.1f}% of its active span on rank {}", tb.idle_pct, rank);
-      if (steady && std::abs(steady_idle_pct - tb.idle_pct) >= 5.0) f.title += fmt::format(" ({:.1f}% in the steps)", steady_idle_pct);
-      f.measured = tb.idle_pct;
-      f.threshold = ctx.thresholds.Get("gpu.idle.idle_pct");
-      f.measured_unit = "% of GPU active span";
-      f.evidence = {{"kernel_time_ns", tb.kernel_time_ns}, {"idle_ns", tb.idle_ns},
-                    {"host_wait_ns", host_wait_total}, {"host_wait_device_idle_ns", host_wait_idle},
-                    {"kernel_wait_ns", kernel_wait_total}, {"window", tb.window}};
-      for (const auto& s : tb.streams) {
-        f.examples.push_back(fmt::format("stream {}: host wait {:.1f} ms, kernel wait {:.1f} ms, other {:.1f} ms", s.stream,
-                                         s.host_wait_ns / 1e6, s.kernel_wait_ns / 1e6, s.other_ns / 1e6));
-      }
-      if (g.captures > 0) f.evidence.push_back({"graph_capture_idle_ns", capture_idle});
-      // Host wait with the whole device idle is what a faster input pipeline / fewer syncs can
-      // recover (an upper bound), measured inside the steady steps when there are steps.
-      const double saving = basis.Per(static_cast<double>(host_wait_idle_steps));
-      const double bound = basis.Per(static_cast<double>(idle_outside_capture_steps));
-      if (steady) f.evidence.push_back({"steady_step_idle_pct", steady_idle_pct});
-      if (basis.has_steps()) f.evidence.push_back({"host_wait_device_idle_in_steps_ns", host_wait_idle_steps});
-      SetSaving(f, basis, capture_phase ? 0.0 : saving, bound,
-                steady ? "GPU idle time in the steps (no stream running)" : "GPU idle time (no stream running, outside graph captures)");
-      if (capture_phase) {
-        f.severity = Severity::kInfo;
-        f.title = fmt::format("GPU idle {:.1f}% of its active span on rank {}, during a CUDA/HIP graph capture: not a training step",
-                              tb.idle_pct, rank);
-        f.examples.insert(f.examples.begin(),
-                          fmt::format("{} stream capture(s) hold {:.1f} ms of the {:.1f} ms idle: launches inside a capture are "
-                                      "recorded into the graph, not run, so the GPU idles by design. Profile steps that replay "
-                                      "the graph (cudaGraphLaunch / hipGraphLaunch) to judge idle time",
-                                      g.captures, capture_idle / 1e6, tb.idle_ns / 1e6));
-      }
-      f.fix_python = "Find what the host does during the gaps: data loading (DataLoader(num_workers>0, pin_memory=True)), "
-                     "host-device syncs (.item(), .cpu()), or Python overhead (torch.compile / CUDA graphs).";
-      f.fix_cpp = "Overlap input with compute (worker threads, pinned buffers, non_blocking copies); remove syncs from the step; "
-                  "capture the step in a CUDA graph.";
-      out.findings.push_back(std::move(f));
-    }
-    const double short_pct =
-        steady_launches > 0 ? 100.0 * static_cast<double>(steady_short) / static_cast<double>(steady_launches) : 0.0;
-    if (steady_launches > 0 && !capture_phase && short_pct >= ctx.thresholds.Get("gpu.launch_bound.short_kernel_pct") &&
-        steady_idle_pct > 5.0) {
-      Finding f;
-      f.id = "gpu.launch_bound";
-      f.rank = rank;
-      f.severity = Severity::kMedium;
-      f.confidence = Confidence::kMedium;
-      f.title = fmt::format("{:.0f}% of GPU kernels run shorter than their launch call (rank {})", short_pct, rank);
-      f.measured = short_pct;
-      f.threshold = ctx.thresholds.Get("gpu.launch_bound.short_kernel_pct");
-      f.measured_unit = "% of kernels";
-      f.evidence = {{"kernels", ls.kernels}, {"short_kernels", ls.short_kernels},
-                    {"launches_in_steps", steady_launches}, {"short_kernels_in_steps", steady_short},
-                    {"mean_launch_us", ls.mean_cpu_us}, {"mean_kernel_us", ls.mean_gpu_us},
-                    {"mean_launch_delay_us", ls.mean_delay_us}, {"long_launches", ls.long_launches},
-                    {"kernel_wait_ns", kernel_wait_total}, {"kernel_wait_device_idle_ns", kernel_wait_idle}};
-      if (basis.has_steps()) f.evidence.push_back({"kernel_wait_device_idle_in_steps_ns", kernel_wait_idle_steps});
-      SetSaving(f, basis, basis.Per(static_cast<double>(kernel_wait_idle_steps)),
-                basis.Per(static_cast<double>(idle_outside_capture_steps)),
-                basis.has_steps() ? "GPU idle time in the steps (no stream running, outside graph captures)"
-                                  : "GPU idle time (no stream running, outside graph captures)");
-      f.fix_python = "Give the GPU bigger pieces of work: a larger batch, torch.compile (fusion), or CUDA graphs "
-                     "(torch.cuda.graphs / mode=\"reduce-overhead\").";
-      f.fix_cpp = "Increase the batch, fuse small ops, or capture the step with at::cuda::CUDAGraph.";
-      f.knob = "batch";
-      out.findings.push_back(std::move(f));
-    }
-    // Exposed communication: what the GPU spends on collectives while no compute runs beside
-    // them (DDP's all-reduce not overlapped with backward, a sync per micro-step). Judged against
-    // the GPU's active span; what better overlap can recover is bounded by the exposed time and
-    // by the compute time not already hiding communication.
-    const int64_t exposed = tb.comm_ns - tb.comm_overlap_ns;
-    const double exposed_pct =
-        tb.kernel_time_ns > 0 ? 100.0 * static_cast<double>(exposed) / static_cast<double>(tb.kernel_time_ns) : 0.0;
-    // Judged on the steady steps when there are steps, as every per-step figure is: HTA's
-    // whole-trace figure is diluted by start-up and warm-up (an idle GPU while the loader starts,
-    // autotuning kernels) and can hide a job whose every step waits on its all-reduce.
-    std::vector<Interval> comm_in = windows.Clip(comm), compute_in = windows.Clip(compute);
-    const int64_t comm_in_ns = MergeIntervals(comm_in), compute_in_ns = MergeIntervals(compute_in);
-    int64_t overlap_in_ns = 0;
-    for (const auto& [cs, ce] : comm_in) overlap_in_ns += CoveredWithin(compute_in, cs, ce);
-    const int64_t exposed_in = comm_in_ns - overlap_in_ns;
-    const double judged_pct = !basis.has_steps() ? exposed_pct
-                              : span_in > 0      ? 100.0 * static_cast<double>(exposed_in) / static_cast<double>(span_in)
-                                                 : 0.0;
-    if (tb.comm_ns > 0 && !capture_phase && judged_pct > ctx.thresholds.Get("dist.comm_overlap.exposed_pct")) {
-      Finding f;
-      f.id = "dist.comm_overlap";
-      f.rank = rank;
-      f.severity = judged_pct > 25 ? Severity::kHigh : Severity::kMedium;
-      f.confidence = Confidence::kHigh;
-      f.title = fmt::format("Communication not hidden behind compute: {:.1f}% of GPU time{} on rank {} ({:.1f}% of its NCCL "
-                            "time overlaps compute)",
-                            judged_pct, basis.has_steps() ? " in the steps" : "", rank, tb.comm_overlap_pct);
-      f.measured = judged_pct;
-      f.threshold = ctx.thresholds.Get("dist.comm_overlap.exposed_pct");
-      f.measured_unit = basis.has_steps() ? "% of GPU active span in the steps" : "% of GPU active span";
-      f.evidence = {{"comm_ns", tb.comm_ns},         {"comm_overlap_ns", tb.comm_overlap_ns},
-                    {"exposed_comm_ns", exposed},    {"comm_overlap_pct", tb.comm_overlap_pct},
-                    {"kernel_time_ns", tb.kernel_time_ns}, {"compute_ns", tb.compute_ns},
-                    {"exposed_pct_whole_trace", exposed_pct}, {"window", tb.window}};
-      const int64_t room = std::max<int64_t>(0, compute_in_ns - overlap_in_ns);
-      if (basis.has_steps()) f.evidence.push_back({"exposed_comm_in_steps_ns", exposed_in});
-      SetSaving(f, basis, basis.Per(static_cast<double>(std::min(exposed_in, room))), basis.Per(static_cast<double>(exposed_in)),
-                "exposed communication that compute not yet overlapping it could hide");
-      f.fix_python = "Let DDP overlap its all-reduce with backward: DistributedDataParallel(model, bucket_cap_mb=<smaller, "
-                     "e.g. 10-25>, gradient_as_bucket_view=True, static_graph=True); under gradient accumulation wrap "
-                     "the micro-steps but the last in `with model.no_sync():`; with FSDP, "
-                     "backward_prefetch=BackwardPrefetch.BACKWARD_PRE and forward_prefetch=True.";
-      f.fix_cpp = "Launch collectives asynchronously (c10d work handles) per gradient bucket as backward produces them, "
-                  "on a separate stream, and wait only before the optimizer step; all-reduce once per optimizer step.";
-      out.findings.push_back(std::move(f));
-    }
-    out.metrics.temporal.push_back(std::move(tb));
-    out.metrics.launch.push_back(ls);
+    r.steady = SteadyIdleOf(ctx.steps, rank, r.tb);
+    RuleGpuIdle(ctx, g, r, basis, out);
+    RuleLaunchBound(ctx, r, basis, out);
+    RuleCommOverlap(ctx, r, windows, basis, out);
+    out.metrics.temporal.push_back(std::move(r.tb));
+    out.metrics.launch.push_back(r.ls);
   }
 }
 

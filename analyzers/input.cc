@@ -34,53 +34,64 @@ std::optional<double> ConfigNumber(const Trace& trace, const char* key) {
   return std::nullopt;
 }
 
-}  // namespace
-
-void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
-  const Trace& trace = ctx.trace;
-  const StepModel& steps = ctx.steps;
+// The data wait over the steps, as every input rule reads it.
+struct DataWait {
   // On GPU traces only the wait the GPU sits idle through costs throughput: loading while the
   // previous step's kernels still run is hidden (the TensorBoard plugin's DataLoader share ranks
   // GPU activity above data loading the same way).
   // (data_exposed is the whole data wait on CPU-only ranks.)
-  const double data_pct = 100.0 * steps.data_exposed_share;
-  const StepBasis basis(steps);
-  const char* data_bound = steps.has_gpu ? "data wait with the GPU idle" : "data wait";
+  double data_pct = 0;
+  const char* data_bound = "";
   int64_t total_data = 0, total_wait = 0;  // exposed (GPU idle; = wait on CPU traces), all
-  for (const auto& s : steps.steps) total_data += s.data_exposed_ns, total_wait += s.data_wait_ns;
+};
 
-  // input.dataloader_bound
+DataWait DataWaitOf(const StepModel& steps) {
+  DataWait d;
+  d.data_pct = 100.0 * steps.data_exposed_share;
+  d.data_bound = steps.has_gpu ? "data wait with the GPU idle" : "data wait";
+  for (const auto& s : steps.steps) d.total_data += s.data_exposed_ns, d.total_wait += s.data_wait_ns;
+  return d;
+}
+
+// input.dataloader_bound; returns whether the steps are loader-bound (input.workers reads it).
+bool RuleDataloaderBound(const AnalysisContext& ctx, const DataWait& d, const StepBasis& basis, Report& out) {
+  const StepModel& steps = ctx.steps;
+  const double data_pct = d.data_pct;
   const double bound_threshold = ctx.thresholds.Get("input.dataloader_bound.share_pct");
   // A loader bottleneck waits in most steps: the share must also pass without the worst quarter
   // of the steps (a few stalls, e.g. the OS running another process during a batch, are not one).
   const bool loader_bound = !steps.steps.empty() && data_pct > bound_threshold &&
                             100.0 * steps.data_share_without_worst > bound_threshold;
-  if (loader_bound) {
-    Finding f;
-    f.id = "input.dataloader_bound";
-    f.severity = data_pct > 20 ? Severity::kHigh : Severity::kMedium;
-    f.confidence = Confidence::kHigh;
-    f.title = steps.has_gpu ? fmt::format("The GPU waits for data {:.1f}% of the time (data loading while no GPU work runs)", data_pct)
-                            : fmt::format("The step waits for data {:.1f}% of the time", data_pct);
-    f.measured = data_pct;
-    f.threshold = bound_threshold;
-    f.measured_unit = "% of step";
-    f.evidence = {{"steps", static_cast<int64_t>(steps.steps.size())},
-                  {basis.NsKey("data_wait"), static_cast<int64_t>(basis.Per(total_wait))},
-                  {basis.NsKey("data_wait_gpu_idle"), static_cast<int64_t>(basis.Per(total_data))},
-                  {"median_step_ns", steps.median_wall_ns},
-                  {"data_wait_pct_without_worst_steps", 100.0 * steps.data_share_without_worst},
-                  {"worst_steps_left_out", static_cast<int64_t>(steps.data_worst_steps.size())},
-                  {"steps_source", steps.source}};
-    // Upper bound: loading that overlaps compute can hide all of the wait.
-    SetSaving(f, basis, basis.Per(total_data), basis.Per(total_data), data_bound);
-    f.fix_python = kLoaderFixPython;
-    f.fix_cpp = kLoaderFixCpp;
-    f.knob = "workers";
-    out.findings.push_back(std::move(f));
-  }
+  if (!loader_bound) return false;
+  Finding f;
+  f.id = "input.dataloader_bound";
+  f.severity = data_pct > 20 ? Severity::kHigh : Severity::kMedium;
+  f.confidence = Confidence::kHigh;
+  f.title = steps.has_gpu ? fmt::format("The GPU waits for data {:.1f}% of the time (data loading while no GPU work runs)", data_pct)
+                          : fmt::format("The step waits for data {:.1f}% of the time", data_pct);
+  f.measured = data_pct;
+  f.threshold = bound_threshold;
+  f.measured_unit = "% of step";
+  f.evidence = {{"steps", static_cast<int64_t>(steps.steps.size())},
+                {basis.NsKey("data_wait"), static_cast<int64_t>(basis.Per(d.total_wait))},
+                {basis.NsKey("data_wait_gpu_idle"), static_cast<int64_t>(basis.Per(d.total_data))},
+                {"median_step_ns", steps.median_wall_ns},
+                {"data_wait_pct_without_worst_steps", 100.0 * steps.data_share_without_worst},
+                {"worst_steps_left_out", static_cast<int64_t>(steps.data_worst_steps.size())},
+                {"steps_source", steps.source}};
+  // Upper bound: loading that overlaps compute can hide all of the wait.
+  SetSaving(f, basis, basis.Per(d.total_data), basis.Per(d.total_data), d.data_bound);
+  f.fix_python = kLoaderFixPython;
+  f.fix_cpp = kLoaderFixCpp;
+  f.knob = "workers";
+  out.findings.push_back(std::move(f));
+  return true;
+}
 
-  // input.workers: single-process loading, or more workers than CPUs.
+// input.workers: single-process loading (when loading costs time), or more workers than CPUs.
+void RuleWorkers(const AnalysisContext& ctx, const DataWait& d, bool loader_bound, const StepBasis& basis, Report& out) {
+  const Trace& trace = ctx.trace;
+  const StepModel& steps = ctx.steps;
   int64_t single_process = 0;
   std::string loader_name;
   for (const Event& e : trace.events) {
@@ -102,43 +113,45 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
   const bool zero_workers = (single_process > 0 || (cfg_workers && *cfg_workers == 0)) && loading_costs;
   const double max_per_cpu = ctx.thresholds.Get("input.workers.max_per_cpu");
   const bool too_many = cfg_workers && cpus > 0 && *cfg_workers > cpus * max_per_cpu;
-  if (zero_workers || too_many) {
-    Finding f;
-    f.id = "input.workers";
-    f.confidence = Confidence::kHigh;
-    if (zero_workers) {
-      f.severity = data_pct > bound_threshold ? Severity::kHigh : Severity::kLow;
-      f.title = "Data is loaded in the training process (num_workers=0)";
-      f.measured = 0;
-      f.threshold = 1;
-      f.measured_unit = "workers";
-      if (single_process > 0) {
-        f.evidence.push_back({"single_process_loader_calls", single_process});
-        f.examples.push_back(loader_name);
-      }
-      if (cfg_workers) f.evidence.push_back({"configured_workers", *cfg_workers});
-      f.fix_python = kLoaderFixPython;
-      f.fix_cpp = kLoaderFixCpp;
-      f.knob = "workers";
-      SetSaving(f, basis, basis.Per(total_data), basis.Per(total_data), data_bound);
-    } else {
-      f.severity = Severity::kMedium;
-      f.title = fmt::format("{:.0f} loader workers for {:.0f} CPUs", *cfg_workers, cpus);
-      f.measured = *cfg_workers;
-      f.threshold = cpus * max_per_cpu;
-      f.measured_unit = "workers";
-      f.evidence = {{"configured_workers", *cfg_workers}, {"cpus", cpus}};
-      f.fix_python = "Lower num_workers to at most the CPUs available (minus intra-op threads); measure with "
-                     "`trainrx sweep --cmd \"python3 train.py --workers {workers}\" --grid workers=...`.";
-      f.fix_cpp = "Lower DataLoaderOptions().workers(N) to at most the available CPUs.";
-      f.knob = "workers";
+  if (!zero_workers && !too_many) return;
+  Finding f;
+  f.id = "input.workers";
+  f.confidence = Confidence::kHigh;
+  if (zero_workers) {
+    f.severity = d.data_pct > ctx.thresholds.Get("input.dataloader_bound.share_pct") ? Severity::kHigh : Severity::kLow;
+    f.title = "Data is loaded in the training process (num_workers=0)";
+    f.measured = 0;
+    f.threshold = 1;
+    f.measured_unit = "workers";
+    if (single_process > 0) {
+      f.evidence.push_back({"single_process_loader_calls", single_process});
+      f.examples.push_back(loader_name);
     }
-    out.findings.push_back(std::move(f));
+    if (cfg_workers) f.evidence.push_back({"configured_workers", *cfg_workers});
+    f.fix_python = kLoaderFixPython;
+    f.fix_cpp = kLoaderFixCpp;
+    f.knob = "workers";
+    SetSaving(f, basis, basis.Per(d.total_data), basis.Per(d.total_data), d.data_bound);
+  } else {
+    f.severity = Severity::kMedium;
+    f.title = fmt::format("{:.0f} loader workers for {:.0f} CPUs", *cfg_workers, cpus);
+    f.measured = *cfg_workers;
+    f.threshold = cpus * max_per_cpu;
+    f.measured_unit = "workers";
+    f.evidence = {{"configured_workers", *cfg_workers}, {"cpus", cpus}};
+    f.fix_python = "Lower num_workers to at most the CPUs available (minus intra-op threads); measure with "
+                   "`trainrx sweep --cmd \"python3 train.py --workers {workers}\" --grid workers=...`.";
+    f.fix_cpp = "Lower DataLoaderOptions().workers(N) to at most the available CPUs.";
+    f.knob = "workers";
   }
+  out.findings.push_back(std::move(f));
+}
 
-  // input.pin_memory: host-to-device copies from pageable memory, inside the steps.
+// input.pin_memory: host-to-device copies from pageable memory, inside the steps.
+void RulePinMemory(const AnalysisContext& ctx, const StepBasis& basis, Report& out) {
+  const Trace& trace = ctx.trace;
   std::map<int32_t, StepWindows> in_steps;
-  for (int32_t rank : trace.RankIds()) in_steps.emplace(rank, StepWindows(steps, rank));
+  for (int32_t rank : trace.RankIds()) in_steps.emplace(rank, StepWindows(ctx.steps, rank));
   int64_t pageable = 0, pageable_bytes = 0, pageable_ns = 0;
   for (const Event& e : trace.events) {
     if (e.kind != EventKind::kMemcpy || e.aux == profiler::kNoAux) continue;
@@ -150,26 +163,35 @@ void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
       pageable_ns += e.dur_ns;
     }
   }
-  if (pageable > 0 && static_cast<double>(pageable) >= ctx.thresholds.Get("input.pin_memory.min_copies")) {
-    Finding f;
-    f.id = "input.pin_memory";
-    f.confidence = Confidence::kHigh;
-    const double per_step = basis.Per(pageable);
-    f.title = basis.has_steps() ? fmt::format("{} host-to-device copies from pageable memory ({:.1f} per step)", pageable, per_step)
-                                : fmt::format("{} host-to-device copies from pageable memory", pageable);
-    f.measured = per_step;
-    f.threshold = ctx.thresholds.Get("input.pin_memory.min_copies");
-    f.measured_unit = std::string("pageable HtoD copies ") + basis.unit();
-    f.evidence = {{"copies", pageable}, {"bytes", pageable_bytes}, {"copy_time_ns", pageable_ns}};
-    // Pinned HtoD runs at roughly twice pageable bandwidth and can overlap compute with
-    // non_blocking=True: half the copy time is a conservative estimate; `trainrx fix` measures it.
-    SetSaving(f, basis, basis.Per(pageable_ns) / 2, basis.Per(pageable_ns), "pageable copy time");
-    f.severity = SeverityForSaving(f);  // what is at stake is the copy time, however many copies
-    f.fix_python = "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)";
-    f.fix_cpp = "Allocate host batches with .pin_memory() and copy with .to(device, /*non_blocking=*/true)";
-    f.knob = "pin_memory";
-    out.findings.push_back(std::move(f));
-  }
+  if (!(pageable > 0 && static_cast<double>(pageable) >= ctx.thresholds.Get("input.pin_memory.min_copies"))) return;
+  Finding f;
+  f.id = "input.pin_memory";
+  f.confidence = Confidence::kHigh;
+  const double per_step = basis.Per(pageable);
+  f.title = basis.has_steps() ? fmt::format("{} host-to-device copies from pageable memory ({:.1f} per step)", pageable, per_step)
+                              : fmt::format("{} host-to-device copies from pageable memory", pageable);
+  f.measured = per_step;
+  f.threshold = ctx.thresholds.Get("input.pin_memory.min_copies");
+  f.measured_unit = std::string("pageable HtoD copies ") + basis.unit();
+  f.evidence = {{"copies", pageable}, {"bytes", pageable_bytes}, {"copy_time_ns", pageable_ns}};
+  // Pinned HtoD runs at roughly twice pageable bandwidth and can overlap compute with
+  // non_blocking=True: half the copy time is a conservative estimate; `trainrx fix` measures it.
+  SetSaving(f, basis, basis.Per(pageable_ns) / 2, basis.Per(pageable_ns), "pageable copy time");
+  f.severity = SeverityForSaving(f);  // what is at stake is the copy time, however many copies
+  f.fix_python = "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)";
+  f.fix_cpp = "Allocate host batches with .pin_memory() and copy with .to(device, /*non_blocking=*/true)";
+  f.knob = "pin_memory";
+  out.findings.push_back(std::move(f));
+}
+
+}  // namespace
+
+void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
+  const StepBasis basis(ctx.steps);
+  const DataWait d = DataWaitOf(ctx.steps);
+  const bool loader_bound = RuleDataloaderBound(ctx, d, basis, out);
+  RuleWorkers(ctx, d, loader_bound, basis, out);
+  RulePinMemory(ctx, basis, out);
 }
 
 }  // namespace trainrx::analyzers

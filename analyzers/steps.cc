@@ -179,159 +179,178 @@ void SplitWarmup(StepModel& model) {
   model.steps = std::move(kept);
 }
 
+// A step found on a rank: its range, the thread it is on, its name.
+struct StepRange {
+  int64_t s, e;
+  uint32_t track;
+  std::string name;
+};
+
+// The steps of one rank, in start order, by the first source that has any; *source says which
+// (unchanged when none does).
+std::vector<StepRange> FindSteps(const Trace& trace, int32_t rank, std::string* source) {
+  std::vector<StepRange> found;
+  // 0) the step the user named (`analyze --step NAME`, sets::SetOptions::step_name, in the
+  //    rank's config as "step_name"): every range of that name (record_function) or Python
+  //    frame of that function ("train.py(57): train_step"), outermost only; it wins over the rest.
+  if (const profiler::RankInfo* info = trace.FindRank(rank); info && info->config.count("step_name")) {
+    const std::string want = ConfigText(*info, "step_name");
+    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
+      int64_t open_end = INT64_MIN;
+      for (const Event& e : trace.TrackEvents(ti)) {
+        if (!IsCpuRange(e.kind) && e.kind != EventKind::kPythonFunction) continue;
+        const std::string_view n = trace.Name(e);
+        const bool named = n == want || (n.size() > want.size() + 2 && n.substr(n.size() - want.size()) == want &&
+                                         n.substr(n.size() - want.size() - 2, 2) == ": ");
+        if (!named || e.ts_ns < open_end) continue;  // nested in the last one (a recursive call)
+        open_end = e.end_ns();
+        found.push_back({e.ts_ns, e.end_ns(), ti, std::string(n)});
+      }
+    }
+    *source = "named: " + want;
+  }
+  // 1) ProfilerStep#N  2) trainrx::step#N
+  for (const char* prefix : {"ProfilerStep#", "trainrx::step#"}) {
+    if (!found.empty()) break;
+    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
+      for (const Event& e : trace.TrackEvents(ti)) {
+        if (IsCpuRange(e.kind) && StartsWith(trace.Name(e), prefix)) {
+          found.push_back({e.ts_ns, e.end_ns(), ti, std::string(trace.Name(e))});
+        }
+      }
+    }
+    if (!found.empty()) {
+      *source = prefix[0] == 'P' ? "ProfilerStep" : "trainrx step markers";
+      // ProfilerStep#N that our collector wrote from its own markers or the optimizer steps.
+      if (const profiler::RankInfo* info = trace.FindRank(rank); info && prefix[0] == 'P') {
+        if (info->config.count("profiler_steps_from")) *source = ConfigText(*info, "profiler_steps_from");
+      }
+      break;
+    }
+  }
+  // 3) inferred from Optimizer.step#... (profiler::StepsFromOptimizer: the rule our collector
+  //    also writes its ProfilerStep#N with)
+  if (found.empty()) {
+    const auto inferred = profiler::StepsFromOptimizer(trace, rank);
+    for (size_t i = 0; i < inferred.size(); ++i) {
+      found.push_back({inferred[i].start_ns, inferred[i].end_ns, inferred[i].track, "step " + std::to_string(i + 1)});
+    }
+    if (!found.empty()) *source = "inferred from Optimizer.step";
+  }
+  // 4) no optimizer at all (parameters updated by hand): from the backward passes
+  //    (profiler::StepsFromBackward, the rule our collector also uses)
+  if (found.empty()) {
+    const auto inferred = profiler::StepsFromBackward(trace, rank);
+    for (size_t i = 0; i < inferred.size(); ++i) {
+      found.push_back({inferred[i].start_ns, inferred[i].end_ns, inferred[i].track, "step " + std::to_string(i + 1)});
+    }
+    if (!found.empty()) *source = "inferred from backward passes";
+  }
+  std::sort(found.begin(), found.end(), [](const StepRange& a, const StepRange& b) { return a.s < b.s; });
+  return found;
+}
+
+// Phase ranges on a rank's CPU threads (each thread's in time order, disjoint); GPU activity
+// merged across streams.
+struct RankPhases {
+  std::vector<std::vector<Labeled>> thread_ranges;
+  std::vector<Interval> gpu_all, gpu_kernel, gpu_mem;
+};
+
+// The threads and the GPU on `threads` cores.
+RankPhases GatherPhases(const Trace& trace, int32_t rank, const std::vector<StepRange>& found, size_t threads) {
+  RankPhases p;
+  std::vector<uint32_t> cpu_tracks;
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    if (trace.tracks[ti].rank == rank && trace.tracks[ti].kind != TrackKind::kGpuStream) cpu_tracks.push_back(ti);
+  }
+  p.thread_ranges.resize(cpu_tracks.size());
+  std::vector<std::function<void()>> tasks;
+  for (size_t k = 0; k < cpu_tracks.size(); ++k) {
+    tasks.push_back([&, k] {
+      const uint32_t ti = cpu_tracks[k];
+      const bool main_thread =
+          std::any_of(found.begin(), found.end(), [&](const StepRange& s) { return s.track == ti; });
+      InnermostPhases(trace, ti, main_thread, p.thread_ranges[k]);
+    });
+  }
+  tasks.push_back([&] {
+    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+      const auto& t = trace.tracks[ti];
+      if (t.rank != rank || t.kind != TrackKind::kGpuStream) continue;
+      for (const Event& e : trace.TrackEvents(ti)) {
+        const bool copy = e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset;
+        if (e.kind == EventKind::kKernel) p.gpu_kernel.push_back({e.ts_ns, e.end_ns()});
+        else if (copy) p.gpu_mem.push_back({e.ts_ns, e.end_ns()});
+        else continue;
+        p.gpu_all.push_back({e.ts_ns, e.end_ns()});
+      }
+    }
+    MergeIntervals(p.gpu_all);
+    MergeIntervals(p.gpu_kernel);
+    MergeIntervals(p.gpu_mem);
+  });
+  profiler::RunTasks(tasks, threads);
+  return p;
+}
+
+// One step's row: its phases (the ranges overlapping it, found per thread by binary search: a
+// thread's ranges are disjoint and in order) and, with GPU activity, the GPU's share of it.
+void FillStepRow(const StepRange& st, int32_t rank, const RankPhases& p, bool has_gpu, StepRow& row) {
+  row.rank = rank;
+  row.name = st.name;
+  row.start_ns = st.s;
+  row.wall_ns = st.e - st.s;
+  int64_t ph[kNumPhases] = {0, 0, 0, 0};
+  std::vector<Labeled> in_step;
+  for (const auto& list : p.thread_ranges) {
+    auto it = std::partition_point(list.begin(), list.end(), [&](const Labeled& r) { return r.e <= st.s; });
+    for (; it != list.end() && it->s < st.e; ++it) in_step.push_back(*it);
+  }
+  Attribute(in_step, st.s, st.e, ph, &row.fwd_bwd_overlap_ns);
+  row.data_wait_ns = ph[kData];
+  row.data_exposed_ns = ph[kData];
+  row.optimizer_ns = ph[kOptimizer];
+  row.backward_ns = ph[kBackward];
+  row.forward_ns = ph[kForward];
+  row.other_ns = std::max<int64_t>(0, row.wall_ns - ph[kData] - ph[kOptimizer] - ph[kBackward] - ph[kForward]);
+  if (has_gpu) {
+    row.has_gpu = true;
+    row.gpu_kernel_ns = CoveredWithin(p.gpu_kernel, st.s, st.e);
+    row.gpu_memcpy_ns = CoveredWithin(p.gpu_mem, st.s, st.e);
+    row.gpu_idle_ns = row.wall_ns - CoveredWithin(p.gpu_all, st.s, st.e);
+    // Data has the highest priority, so its exclusive time is the union of the data ranges.
+    std::vector<std::pair<int64_t, int64_t>> data;
+    for (const auto& r : in_step)
+      if (r.phase == kData) data.push_back({std::max(r.s, st.s), std::min(r.e, st.e)});
+    MergeIntervals(data);
+    row.data_exposed_ns = 0;
+    for (const auto& [s, e] : data) row.data_exposed_ns += (e - s) - CoveredWithin(p.gpu_all, s, e);
+  }
+}
+
 }  // namespace
 
 StepModel BuildStepModel(const Trace& trace, size_t threads) {
   StepModel model;
   model.source = "none";
   for (int32_t rank : trace.RankIds()) {
-    struct StepRange {
-      int64_t s, e;
-      uint32_t track;
-      std::string name;
-    };
-    std::vector<StepRange> found;
     std::string source;
-    // 0) the step the user named (`analyze --step NAME`, sets::SetOptions::step_name, in the
-    //    rank's config as "step_name"): every range of that name (record_function) or Python
-    //    frame of that function ("train.py(57): train_step"), outermost only; it wins over the rest.
-    if (const profiler::RankInfo* info = trace.FindRank(rank); info && info->config.count("step_name")) {
-      const std::string want = ConfigText(*info, "step_name");
-      for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
-        int64_t open_end = INT64_MIN;
-        for (const Event& e : trace.TrackEvents(ti)) {
-          if (!IsCpuRange(e.kind) && e.kind != EventKind::kPythonFunction) continue;
-          const std::string_view n = trace.Name(e);
-          const bool named = n == want || (n.size() > want.size() + 2 && n.substr(n.size() - want.size()) == want &&
-                                           n.substr(n.size() - want.size() - 2, 2) == ": ");
-          if (!named || e.ts_ns < open_end) continue;  // nested in the last one (a recursive call)
-          open_end = e.end_ns();
-          found.push_back({e.ts_ns, e.end_ns(), ti, std::string(n)});
-        }
-      }
-      source = "named: " + want;
-    }
-    // 1) ProfilerStep#N  2) trainrx::step#N
-    for (const char* prefix : {"ProfilerStep#", "trainrx::step#"}) {
-      if (!found.empty()) break;
-      for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
-        for (const Event& e : trace.TrackEvents(ti)) {
-          if (IsCpuRange(e.kind) && StartsWith(trace.Name(e), prefix)) {
-            found.push_back({e.ts_ns, e.end_ns(), ti, std::string(trace.Name(e))});
-          }
-        }
-      }
-      if (!found.empty()) {
-        source = prefix[0] == 'P' ? "ProfilerStep" : "trainrx step markers";
-        // ProfilerStep#N that our collector wrote from its own markers or the optimizer steps.
-        if (const profiler::RankInfo* info = trace.FindRank(rank); info && prefix[0] == 'P') {
-          if (info->config.count("profiler_steps_from")) source = ConfigText(*info, "profiler_steps_from");
-        }
-        break;
-      }
-    }
-    // 3) inferred from Optimizer.step#... (profiler::StepsFromOptimizer: the rule our collector
-    //    also writes its ProfilerStep#N with)
-    if (found.empty()) {
-      const auto inferred = profiler::StepsFromOptimizer(trace, rank);
-      for (size_t i = 0; i < inferred.size(); ++i) {
-        found.push_back({inferred[i].start_ns, inferred[i].end_ns, inferred[i].track, "step " + std::to_string(i + 1)});
-      }
-      if (!found.empty()) source = "inferred from Optimizer.step";
-    }
-    // 4) no optimizer at all (parameters updated by hand): from the backward passes
-    //    (profiler::StepsFromBackward, the rule our collector also uses)
-    if (found.empty()) {
-      const auto inferred = profiler::StepsFromBackward(trace, rank);
-      for (size_t i = 0; i < inferred.size(); ++i) {
-        found.push_back({inferred[i].start_ns, inferred[i].end_ns, inferred[i].track, "step " + std::to_string(i + 1)});
-      }
-      if (!found.empty()) source = "inferred from backward passes";
-    }
+    const std::vector<StepRange> found = FindSteps(trace, rank, &source);
     if (found.empty()) continue;
-    std::sort(found.begin(), found.end(), [](const StepRange& a, const StepRange& b) { return a.s < b.s; });
     if (model.source == "none") model.source = source;
-
-    // Phase ranges on this rank's CPU threads (each thread's in time order, disjoint); GPU
-    // activity merged across streams. The threads and the GPU on both cores.
-    std::vector<uint32_t> cpu_tracks;
-    for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-      if (trace.tracks[ti].rank == rank && trace.tracks[ti].kind != TrackKind::kGpuStream) cpu_tracks.push_back(ti);
-    }
-    std::vector<std::vector<Labeled>> thread_ranges(cpu_tracks.size());
-    std::vector<Interval> gpu_all, gpu_kernel, gpu_mem;
-    std::vector<std::function<void()>> tasks;
-    for (size_t k = 0; k < cpu_tracks.size(); ++k) {
-      tasks.push_back([&, k] {
-        const uint32_t ti = cpu_tracks[k];
-        const bool main_thread =
-            std::any_of(found.begin(), found.end(), [&](const StepRange& s) { return s.track == ti; });
-        InnermostPhases(trace, ti, main_thread, thread_ranges[k]);
-      });
-    }
-    tasks.push_back([&] {
-      for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-        const auto& t = trace.tracks[ti];
-        if (t.rank != rank || t.kind != TrackKind::kGpuStream) continue;
-        for (const Event& e : trace.TrackEvents(ti)) {
-          const bool copy = e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset;
-          if (e.kind == EventKind::kKernel) gpu_kernel.push_back({e.ts_ns, e.end_ns()});
-          else if (copy) gpu_mem.push_back({e.ts_ns, e.end_ns()});
-          else continue;
-          gpu_all.push_back({e.ts_ns, e.end_ns()});
-        }
-      }
-      MergeIntervals(gpu_all);
-      MergeIntervals(gpu_kernel);
-      MergeIntervals(gpu_mem);
-    });
-    profiler::RunTasks(tasks, threads);
-    const bool has_gpu = !gpu_all.empty();
+    const RankPhases phases = GatherPhases(trace, rank, found, threads);
+    const bool has_gpu = !phases.gpu_all.empty();
     model.has_gpu = model.has_gpu || has_gpu;
 
-    // One row per step, the steps split between the cores. The sweep clips the ranges that overlap
-    // the step (found per thread by binary search: a thread's ranges are disjoint and in order); it
-    // does not depend on their order.
+    // One row per step, the steps split between the cores. The sweep does not depend on the
+    // order of the ranges.
     std::vector<StepRow> rows(found.size());
-    auto fill = [&](size_t i) {
-      const StepRange& st = found[i];
-      StepRow& row = rows[i];
-      row.rank = rank;
-      row.name = st.name;
-      row.start_ns = st.s;
-      row.wall_ns = st.e - st.s;
-      int64_t ph[kNumPhases] = {0, 0, 0, 0};
-      std::vector<Labeled> in_step;
-      for (const auto& list : thread_ranges) {
-        auto it = std::partition_point(list.begin(), list.end(), [&](const Labeled& r) { return r.e <= st.s; });
-        for (; it != list.end() && it->s < st.e; ++it) in_step.push_back(*it);
-      }
-      Attribute(in_step, st.s, st.e, ph, &row.fwd_bwd_overlap_ns);
-      row.data_wait_ns = ph[kData];
-      row.data_exposed_ns = ph[kData];
-      row.optimizer_ns = ph[kOptimizer];
-      row.backward_ns = ph[kBackward];
-      row.forward_ns = ph[kForward];
-      row.other_ns = std::max<int64_t>(0, row.wall_ns - ph[kData] - ph[kOptimizer] - ph[kBackward] - ph[kForward]);
-      if (has_gpu) {
-        row.has_gpu = true;
-        row.gpu_kernel_ns = CoveredWithin(gpu_kernel, st.s, st.e);
-        row.gpu_memcpy_ns = CoveredWithin(gpu_mem, st.s, st.e);
-        row.gpu_idle_ns = row.wall_ns - CoveredWithin(gpu_all, st.s, st.e);
-        // Data has the highest priority, so its exclusive time is the union of the data ranges.
-        std::vector<std::pair<int64_t, int64_t>> data;
-        for (const auto& r : in_step)
-          if (r.phase == kData) data.push_back({std::max(r.s, st.s), std::min(r.e, st.e)});
-        MergeIntervals(data);
-        row.data_exposed_ns = 0;
-        for (const auto& [s, e] : data) row.data_exposed_ns += (e - s) - CoveredWithin(gpu_all, s, e);
-      }
-    };
-    tasks.clear();
+    std::vector<std::function<void()>> tasks;
     constexpr size_t kChunk = 64;
     for (size_t from = 0; from < rows.size(); from += kChunk) {
       tasks.push_back([&, from] {
-        for (size_t i = from; i < std::min(rows.size(), from + kChunk); ++i) fill(i);
+        for (size_t i = from; i < std::min(rows.size(), from + kChunk); ++i) FillStepRow(found[i], rank, phases, has_gpu, rows[i]);
       });
     }
     profiler::RunTasks(tasks, threads);

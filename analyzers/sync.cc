@@ -74,220 +74,272 @@ struct ExtIndex {
   }
 };
 
+// A rank's device-to-host copies, and its memcpys by correlation id (for the size of
+// synchronous copy calls).
+struct RankCopies {
+  int64_t dtoh = 0, dtoh_ns = 0;
+  std::vector<std::pair<int64_t, const Event*>> by_correlation;  // sorted
+};
+
+RankCopies CopiesOf(const Trace& trace, int32_t rank) {
+  RankCopies c;
+  for (uint32_t ti : TracksOf(trace, rank, TrackKind::kGpuStream)) {
+    for (const Event& e : trace.TrackEvents(ti)) {
+      if (e.kind != EventKind::kMemcpy || e.aux == profiler::kNoAux) continue;
+      if (trace.memcpys[e.aux].copy == profiler::CopyKind::kDtoH) {
+        ++c.dtoh;
+        c.dtoh_ns += e.dur_ns;
+      }
+      if (e.correlation != profiler::kNoId) c.by_correlation.push_back({e.correlation, &e});
+    }
+  }
+  profiler::SortRuns(c.by_correlation.begin(), c.by_correlation.end());
+  return c;
+}
+
+// What one rank's threads did that syncs: scalar reads, blocking runtime calls and synchronous
+// host-to-device copies, in all and per step, with their causes.
+struct RankSyncs {
+  explicit RankSyncs(size_t steps) : item_in(steps), item_ns_in(steps), runtime_in(steps), blocked_in(steps) {}
+  int64_t item = 0, item_ns = 0, runtime_syncs = 0, cpu_reads = 0;
+  int64_t blocking_copies = 0, blocking_copy_bytes = 0;
+  std::vector<Interval> blocked, blocking_copy;
+  std::map<std::string, int64_t> causes;
+  // Per step, so that the rule is judged on the typical step: syncs that only the first steps
+  // make (cuDNN's autotuner, lazy initialization) are warm-up, not a per-step habit.
+  std::vector<int64_t> item_in, item_ns_in, runtime_in;
+  std::vector<std::vector<Interval>> blocked_in;
+};
+
+// What ScanThread reads besides the thread's events.
+struct SyncScan {
+  const AnalysisContext& ctx;
+  const StepWindows& in_steps;
+  const ExtIndex& ext;
+  const RankCopies& copies;
+  bool have_gpu;
+  int64_t min_copy_bytes;
+};
+
+// A blocking runtime call inside the steps: counted, its cause named, and a synchronous
+// host-to-device copy of min_copy_bytes or more counted as a blocking copy.
+void CountBlockingCall(const SyncScan& in, const Event& e, std::string_view name, RankSyncs& s) {
+  const Trace& trace = in.ctx.trace;
+  ++s.runtime_syncs;
+  s.blocked.push_back({e.ts_ns, e.end_ns()});
+  if (const int64_t k = in.in_steps.Index(e.ts_ns); k >= 0) {
+    ++s.runtime_in[k];
+    s.blocked_in[k].push_back({e.ts_ns, e.end_ns()});
+  }
+  const profiler::StrId op = in.ext.Find(e.external_id);
+  ++s.causes[fmt::format("{} from {}{}", name, op == profiler::kNoStr ? "(no CPU op)" : trace.strings.Get(op),
+                         WhereIn(in.ctx.modules, in.ctx.annotations, e))];
+  if (IsSyncMemcpyCall(name) && e.correlation != profiler::kNoId) {
+    const auto& copies = in.copies.by_correlation;
+    auto it = std::lower_bound(copies.begin(), copies.end(), std::make_pair(e.correlation, static_cast<const Event*>(nullptr)));
+    if (it != copies.end() && it->first == e.correlation) {
+      const auto& m = trace.memcpys[it->second->aux];
+      if (m.copy == profiler::CopyKind::kHtoD && m.bytes >= in.min_copy_bytes) {
+        ++s.blocking_copies;
+        s.blocking_copy.push_back({e.ts_ns, e.end_ns()});
+        s.blocking_copy_bytes += m.bytes;
+      }
+    }
+  }
+}
+
+// One CPU thread's scalar reads (the outermost of each, outside backward and the optimizer step,
+// inside the steps) and blocking runtime calls, added to `s`.
+void ScanThread(const SyncScan& in, uint32_t ti, RankSyncs& s) {
+  const Trace& trace = in.ctx.trace;
+  // Inside autograd's backward functions an item() is anomaly mode's NaN check, not the
+  // user's: debug.anomaly_detection reports those.
+  int64_t backward_end = INT64_MIN, optimizer_end = INT64_MIN;
+  int64_t read_start = INT64_MIN, read_end = INT64_MIN;  // the outermost scalar read so far
+  // On a GPU trace a read of a device tensor calls the runtime (a DtoH copy, a sync); one
+  // that calls nothing read a CPU tensor and is no sync.
+  std::vector<int64_t> runtime_calls;
+  if (in.have_gpu) {
+    for (const Event& e : trace.TrackEvents(ti))
+      if (e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) runtime_calls.push_back(e.ts_ns);
+  }
+  auto calls_runtime = [&](const Event& e) {
+    auto it = std::lower_bound(runtime_calls.begin(), runtime_calls.end(), e.ts_ns);
+    return it != runtime_calls.end() && *it <= e.end_ns();
+  };
+  bool read_counted = false, read_is_item = false;
+  std::string read_where;  // where the outermost read ran: " in features.3 (Linear)", ...
+  std::vector<const Event*> frames;  // the Python frames open at this point (with_stack traces)
+  for (const Event& e : trace.TrackEvents(ti)) {
+    const std::string_view name = trace.Name(e);
+    while (!frames.empty() && frames.back()->end_ns() <= e.ts_ns) frames.pop_back();
+    if (e.kind == EventKind::kPythonFunction) {
+      frames.push_back(&e);
+      continue;
+    }
+    if (StartsWith(name, "autograd::engine::evaluate_function")) backward_end = std::max(backward_end, e.end_ns());
+    // Inside the optimizer's step an item() reads the per-parameter step counter, a CPU
+    // tensor unless capturable=True (AdamW single-tensor: one per parameter per step): no
+    // sync. A real one shows as a blocking runtime call on GPU traces, counted below.
+    if (StartsWith(name, "Optimizer.step#")) optimizer_end = std::max(optimizer_end, e.end_ns());
+    if (e.kind == EventKind::kCpuOp && IsScalarRead(name)) {
+      const bool is_item = name == "aten::item";
+      if (IsSameRead(e.ts_ns, e.end_ns(), is_item, read_start, read_end)) {
+        if (read_counted && is_item && !read_is_item) {     // a tie sorted inner first: name it item()
+          --s.causes[std::string(kLocalScalarCause) + read_where];
+          ++s.causes[std::string(kItemCause) + read_where];
+          read_is_item = true;
+        }
+        continue;
+      }
+      read_start = e.ts_ns;
+      read_end = e.end_ns();
+      read_is_item = is_item;
+      read_where = WhereIn(in.ctx.modules, in.ctx.annotations, e);
+      for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+        if (!IsUserFrame(trace.Name(**it))) continue;
+        read_where += fmt::format(" from {}", trace.Name(**it));
+        break;
+      }
+      read_counted = e.ts_ns >= backward_end && e.ts_ns >= optimizer_end && in.in_steps.Contains(e.ts_ns);
+      if (read_counted && in.have_gpu && !calls_runtime(e)) {
+        ++s.cpu_reads;
+        read_counted = false;
+      }
+      if (!read_counted) continue;
+      ++s.item;
+      s.item_ns += e.dur_ns;
+      if (const int64_t k = in.in_steps.Index(e.ts_ns); k >= 0) {
+        ++s.item_in[k];
+        s.item_ns_in[k] += e.dur_ns;
+      }
+      ++s.causes[std::string(is_item ? kItemCause : kLocalScalarCause) + read_where];
+      continue;
+    }
+    if (!in.in_steps.Contains(e.ts_ns)) continue;  // per-step counts: only work inside the steps
+    if ((e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) && IsBlockingCall(name))
+      CountBlockingCall(in, e, name, s);
+  }
+}
+
+// sync.host_device: host-device syncs (or, on a CPU-only trace, scalar reads) per step above the
+// threshold, judged on the median step with 3 or more steps.
+void RuleHostDevice(const AnalysisContext& ctx, int32_t rank, const RankSyncs& s, const RankCopies& copies, bool have_gpu,
+                    const StepWindows& in_steps, const StepBasis& basis, int64_t blocked_ns, Report& out) {
+  // Distinct sync events: items usually cause the DtoH copy and the runtime sync we also see;
+  // count the larger of the host-side and device-side views rather than their sum.
+  const int64_t syncs = std::max(s.item, s.runtime_syncs);
+  const double mean_per_step = basis.Per(syncs);
+  // With 3 or more steps: the median step's count and cost (each step's own max of the two views).
+  double per_step = mean_per_step;
+  double cost_per_step = basis.Per(have_gpu ? blocked_ns : s.item_ns);
+  int64_t steps_with_syncs = 0;
+  if (in_steps.size() >= 3) {
+    std::vector<int64_t> n(in_steps.size()), cost(in_steps.size());
+    std::vector<std::vector<Interval>> blocked_in = s.blocked_in;
+    for (size_t k = 0; k < n.size(); ++k) {
+      n[k] = std::max(s.item_in[k], s.runtime_in[k]);
+      cost[k] = have_gpu ? MergeIntervals(blocked_in[k]) : s.item_ns_in[k];
+      steps_with_syncs += n[k] > 0;
+    }
+    per_step = static_cast<double>(Quantile(n, 0.5));
+    cost_per_step = static_cast<double>(Quantile(cost, 0.5));
+  }
+  if (!(syncs > 0 && per_step >= ctx.thresholds.Get("sync.host_device.per_step"))) return;
+  Finding f;
+  f.id = "sync.host_device";
+  f.rank = rank;
+  f.confidence = Confidence::kHigh;
+  // On a CPU-only run a scalar read is not a device sync (issue 34: "host-device syncs ... each
+  // blocks on a GPU" topped CPU reports where 48 of 49 reads came from indexing a NumPy memmap
+  // with 0-d tensors): say what it is and what it costs here; on a GPU each one would block.
+  f.severity = have_gpu ? (basis.Per(blocked_ns) > 0.05 * basis.mean_step_ns() ? Severity::kHigh : Severity::kMedium)
+               : basis.has_steps() && cost_per_step >= 0.01 * basis.mean_step_ns() ? Severity::kLow
+                                                                                  : Severity::kInfo;
+  f.title = have_gpu ? fmt::format("{:.1f} host-device syncs {} (rank {})", per_step, basis.unit(), rank)
+                     : fmt::format("{:.1f} scalar reads (.item()) {} on the host (rank {}): no sync on a CPU, each "
+                                   "would wait for the device on a GPU",
+                                   per_step, basis.unit(), rank);
+  f.measured = per_step;
+  f.threshold = ctx.thresholds.Get("sync.host_device.per_step");
+  f.measured_unit = std::string("syncs ") + basis.unit();
+  f.evidence = {{"item_calls", s.item}, {"blocking_runtime_calls", s.runtime_syncs}, {"blocked_ns", blocked_ns},
+                {basis.Key("syncs"), mean_per_step},
+                {"dtoh_copies", copies.dtoh}, {"dtoh_copy_ns", copies.dtoh_ns}, {"cpu_tensor_item_calls", s.cpu_reads},
+                {"measured_on", have_gpu ? std::string("GPU trace: blocked time measured")
+                                         : std::string("CPU-only trace: scalar reads, no device to wait for; the "
+                                                       "cost is the reads' own time, and each would block on a GPU")}};
+  std::vector<std::pair<int64_t, std::string>> ranked;
+  for (const auto& [k, v] : s.causes)
+    if (v > 0) ranked.push_back({v, k});
+  std::sort(ranked.rbegin(), ranked.rend());
+  for (const auto& [n, k] : ranked) f.examples.push_back(fmt::format("{} x {}", n, k));
+  if (in_steps.size() >= 3) {
+    f.evidence.push_back({"steps_with_syncs", steps_with_syncs});
+    f.evidence.push_back({"steps", static_cast<int64_t>(in_steps.size())});
+  }
+  const std::string of = in_steps.size() >= 3 ? " of the median step" : "";
+  SetSaving(f, basis, cost_per_step, cost_per_step, (have_gpu ? "blocked time" : "item() call time") + of);
+  // The fix that fits the main cause: reads in data loading are tensors used as indices or
+  // sizes (a NumPy array or memmap indexed with a 0-d tensor calls __index__ -> item()).
+  const bool from_loading = !ranked.empty() && (ranked.front().second.find("DataLoader") != std::string::npos ||
+                                                ranked.front().second.find("get_batch") != std::string::npos ||
+                                                ranked.front().second.find("__getitem__") != std::string::npos);
+  if (from_loading) {
+    f.fix_python = "Most reads come from data loading: tensors used as indices or sizes (indexing a NumPy array "
+                   "or memmap with a 0-d tensor calls __index__ -> .item()). Convert the indices once "
+                   "(ix = torch.randint(...).tolist()) or draw them with NumPy/random, and index with ints.";
+  } else {
+    f.fix_python = "Keep running sums on the device (total += loss.detach()) and call .item() / .cpu() every N "
+                   "steps; find the rest with torch.cuda.set_sync_debug_mode(\"warn\").";
+  }
+  f.fix_cpp = "Accumulate on the device and read back with .item<float>() every N steps; avoid .cpu() and "
+              "cudaStreamSynchronize in the step.";
+  f.knob = "item_every_step";
+  out.findings.push_back(std::move(f));
+}
+
+// sync.blocking_copy: synchronous host-to-device copies of min_copy_bytes or more.
+void RuleBlockingCopy(int32_t rank, const RankSyncs& s, int64_t min_copy_bytes, int64_t blocking_copy_ns,
+                      const StepBasis& basis, Report& out) {
+  if (s.blocking_copies <= 0) return;
+  Finding f;
+  f.id = "sync.blocking_copy";
+  f.rank = rank;
+  f.severity = Severity::kMedium;
+  f.confidence = Confidence::kHigh;
+  f.title = fmt::format("{} synchronous host-to-device copies of {} bytes or more (rank {})", s.blocking_copies,
+                        min_copy_bytes, rank);
+  f.measured = basis.Per(s.blocking_copies);
+  f.threshold = 0;
+  f.measured_unit = std::string("blocking copies ") + basis.unit();
+  f.evidence = {{"copies", s.blocking_copies}, {"bytes", s.blocking_copy_bytes}, {"blocked_ns", blocking_copy_ns}};
+  SetSaving(f, basis, basis.Per(blocking_copy_ns), basis.Per(blocking_copy_ns), "blocked time of these copies");
+  f.fix_python = "batch.to(device, non_blocking=True) from pinned memory (DataLoader(pin_memory=True))";
+  f.fix_cpp = "tensor.pin_memory().to(device, /*non_blocking=*/true)";
+  f.knob = "pin_memory";
+  out.findings.push_back(std::move(f));
+}
+
 }  // namespace
 
 void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
   const int64_t min_copy_bytes = static_cast<int64_t>(ctx.thresholds.Get("sync.blocking_copy.min_bytes"));
   for (int32_t rank : trace.RankIds()) {
-    int64_t item = 0, item_ns = 0, runtime_syncs = 0, dtoh = 0, dtoh_ns = 0, cpu_reads = 0;
-    int64_t blocking_copies = 0, blocking_copy_bytes = 0;
-    std::vector<Interval> blocked, blocking_copy;
-    std::map<std::string, int64_t> causes;
     ExtIndex ext;
     ext.Build(trace, rank);
-    // Memcpy per correlation id, for the size of synchronous copy calls.
-    std::vector<std::pair<int64_t, const Event*>> copies;
-    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kGpuStream)) {
-      for (const Event& e : trace.TrackEvents(ti)) {
-        if (e.kind != EventKind::kMemcpy || e.aux == profiler::kNoAux) continue;
-        if (trace.memcpys[e.aux].copy == profiler::CopyKind::kDtoH) {
-          ++dtoh;
-          dtoh_ns += e.dur_ns;
-        }
-        if (e.correlation != profiler::kNoId) copies.push_back({e.correlation, &e});
-      }
-    }
-    profiler::SortRuns(copies.begin(), copies.end());
+    const RankCopies copies = CopiesOf(trace, rank);
     bool have_gpu = false;
     for (const auto& t : trace.tracks) have_gpu = have_gpu || (t.rank == rank && t.kind == TrackKind::kGpuStream);
-
     const StepWindows in_steps(ctx.steps, rank);
-    // Per step, so that the rule is judged on the typical step: syncs that only the first steps
-    // make (cuDNN's autotuner, lazy initialization) are warm-up, not a per-step habit.
-    std::vector<int64_t> item_in(in_steps.size()), item_ns_in(in_steps.size()), runtime_in(in_steps.size());
-    std::vector<std::vector<Interval>> blocked_in(in_steps.size());
-    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
-      // Inside autograd's backward functions an item() is anomaly mode's NaN check, not the
-      // user's: debug.anomaly_detection reports those.
-      int64_t backward_end = INT64_MIN, optimizer_end = INT64_MIN;
-      int64_t read_start = INT64_MIN, read_end = INT64_MIN;  // the outermost scalar read so far
-      // On a GPU trace a read of a device tensor calls the runtime (a DtoH copy, a sync); one
-      // that calls nothing read a CPU tensor and is no sync.
-      std::vector<int64_t> runtime_calls;
-      if (have_gpu) {
-        for (const Event& e : trace.TrackEvents(ti))
-          if (e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) runtime_calls.push_back(e.ts_ns);
-      }
-      auto calls_runtime = [&](const Event& e) {
-        auto it = std::lower_bound(runtime_calls.begin(), runtime_calls.end(), e.ts_ns);
-        return it != runtime_calls.end() && *it <= e.end_ns();
-      };
-      bool read_counted = false, read_is_item = false;
-      std::string read_where;  // where the outermost read ran: " in features.3 (Linear)", ...
-      std::vector<const Event*> frames;  // the Python frames open at this point (with_stack traces)
-      for (const Event& e : trace.TrackEvents(ti)) {
-        const std::string_view name = trace.Name(e);
-        while (!frames.empty() && frames.back()->end_ns() <= e.ts_ns) frames.pop_back();
-        if (e.kind == EventKind::kPythonFunction) {
-          frames.push_back(&e);
-          continue;
-        }
-        if (StartsWith(name, "autograd::engine::evaluate_function")) backward_end = std::max(backward_end, e.end_ns());
-        // Inside the optimizer's step an item() reads the per-parameter step counter, a CPU
-        // tensor unless capturable=True (AdamW single-tensor: one per parameter per step): no
-        // sync. A real one shows as a blocking runtime call on GPU traces, counted below.
-        if (StartsWith(name, "Optimizer.step#")) optimizer_end = std::max(optimizer_end, e.end_ns());
-        if (e.kind == EventKind::kCpuOp && IsScalarRead(name)) {
-          const bool is_item = name == "aten::item";
-          if (IsSameRead(e.ts_ns, e.end_ns(), is_item, read_start, read_end)) {
-            if (read_counted && is_item && !read_is_item) {     // a tie sorted inner first: name it item()
-              --causes[std::string(kLocalScalarCause) + read_where];
-              ++causes[std::string(kItemCause) + read_where];
-              read_is_item = true;
-            }
-            continue;
-          }
-          read_start = e.ts_ns;
-          read_end = e.end_ns();
-          read_is_item = is_item;
-          read_where = WhereIn(ctx.modules, ctx.annotations, e);
-          for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
-            if (!IsUserFrame(trace.Name(**it))) continue;
-            read_where += fmt::format(" from {}", trace.Name(**it));
-            break;
-          }
-          read_counted = e.ts_ns >= backward_end && e.ts_ns >= optimizer_end && in_steps.Contains(e.ts_ns);
-          if (read_counted && have_gpu && !calls_runtime(e)) {
-            ++cpu_reads;
-            read_counted = false;
-          }
-          if (!read_counted) continue;
-          ++item;
-          item_ns += e.dur_ns;
-          if (const int64_t k = in_steps.Index(e.ts_ns); k >= 0) {
-            ++item_in[k];
-            item_ns_in[k] += e.dur_ns;
-          }
-          ++causes[std::string(is_item ? kItemCause : kLocalScalarCause) + read_where];
-          continue;
-        }
-        if (!in_steps.Contains(e.ts_ns)) continue;  // per-step counts: only work inside the steps
-        if ((e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) && IsBlockingCall(name)) {
-          ++runtime_syncs;
-          blocked.push_back({e.ts_ns, e.end_ns()});
-          if (const int64_t k = in_steps.Index(e.ts_ns); k >= 0) {
-            ++runtime_in[k];
-            blocked_in[k].push_back({e.ts_ns, e.end_ns()});
-          }
-          const profiler::StrId op = ext.Find(e.external_id);
-          ++causes[fmt::format("{} from {}{}", name, op == profiler::kNoStr ? "(no CPU op)" : trace.strings.Get(op),
-                               WhereIn(ctx.modules, ctx.annotations, e))];
-          if (IsSyncMemcpyCall(name) && e.correlation != profiler::kNoId) {
-            auto it = std::lower_bound(copies.begin(), copies.end(), std::make_pair(e.correlation, static_cast<const Event*>(nullptr)));
-            if (it != copies.end() && it->first == e.correlation) {
-              const auto& m = trace.memcpys[it->second->aux];
-              if (m.copy == profiler::CopyKind::kHtoD && m.bytes >= min_copy_bytes) {
-                ++blocking_copies;
-                blocking_copy.push_back({e.ts_ns, e.end_ns()});
-                blocking_copy_bytes += m.bytes;
-              }
-            }
-          }
-        }
-      }
-    }
-    const int64_t blocked_ns = MergeIntervals(blocked), blocking_copy_ns = MergeIntervals(blocking_copy);
+    RankSyncs s(in_steps.size());
+    const SyncScan scan{ctx, in_steps, ext, copies, have_gpu, min_copy_bytes};
+    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) ScanThread(scan, ti, s);
+    const int64_t blocked_ns = MergeIntervals(s.blocked), blocking_copy_ns = MergeIntervals(s.blocking_copy);
     const StepBasis basis(ctx.steps, rank);
-    // Distinct sync events: items usually cause the DtoH copy and the runtime sync we also see;
-    // count the larger of the host-side and device-side views rather than their sum.
-    const int64_t syncs = std::max(item, runtime_syncs);
-    const double mean_per_step = basis.Per(syncs);
-    // With 3 or more steps: the median step's count and cost (each step's own max of the two views).
-    double per_step = mean_per_step;
-    double cost_per_step = basis.Per(have_gpu ? blocked_ns : item_ns);
-    int64_t steps_with_syncs = 0;
-    if (in_steps.size() >= 3) {
-      std::vector<int64_t> n(in_steps.size()), cost(in_steps.size());
-      for (size_t k = 0; k < n.size(); ++k) {
-        n[k] = std::max(item_in[k], runtime_in[k]);
-        cost[k] = have_gpu ? MergeIntervals(blocked_in[k]) : item_ns_in[k];
-        steps_with_syncs += n[k] > 0;
-      }
-      per_step = static_cast<double>(Quantile(n, 0.5));
-      cost_per_step = static_cast<double>(Quantile(cost, 0.5));
-    }
-    if (syncs > 0 && per_step >= ctx.thresholds.Get("sync.host_device.per_step")) {
-      Finding f;
-      f.id = "sync.host_device";
-      f.rank = rank;
-      f.confidence = Confidence::kHigh;
-      // On a CPU-only run a scalar read is not a device sync (issue 34: "host-device syncs ... each
-      // blocks on a GPU" topped CPU reports where 48 of 49 reads came from indexing a NumPy memmap
-      // with 0-d tensors): say what it is and what it costs here; on a GPU each one would block.
-      f.severity = have_gpu ? (basis.Per(blocked_ns) > 0.05 * basis.mean_step_ns() ? Severity::kHigh : Severity::kMedium)
-                   : basis.has_steps() && cost_per_step >= 0.01 * basis.mean_step_ns() ? Severity::kLow
-                                                                                      : Severity::kInfo;
-      f.title = have_gpu ? fmt::format("{:.1f} host-device syncs {} (rank {})", per_step, basis.unit(), rank)
-                         : fmt::format("{:.1f} scalar reads (.item()) {} on the host (rank {}): no sync on a CPU, each "
-                                       "would wait for the device on a GPU",
-                                       per_step, basis.unit(), rank);
-      f.measured = per_step;
-      f.threshold = ctx.thresholds.Get("sync.host_device.per_step");
-      f.measured_unit = std::string("syncs ") + basis.unit();
-      f.evidence = {{"item_calls", item}, {"blocking_runtime_calls", runtime_syncs}, {"blocked_ns", blocked_ns},
-                    {basis.Key("syncs"), mean_per_step},
-                    {"dtoh_copies", dtoh}, {"dtoh_copy_ns", dtoh_ns}, {"cpu_tensor_item_calls", cpu_reads},
-                    {"measured_on", have_gpu ? std::string("GPU trace: blocked time measured")
-                                             : std::string("CPU-only trace: scalar reads, no device to wait for; the "
-                                                           "cost is the reads' own time, and each would block on a GPU")}};
-      std::vector<std::pair<int64_t, std::string>> ranked;
-      for (const auto& [k, v] : causes)
-        if (v > 0) ranked.push_back({v, k});
-      std::sort(ranked.rbegin(), ranked.rend());
-      for (const auto& [n, k] : ranked) f.examples.push_back(fmt::format("{} x {}", n, k));
-      if (in_steps.size() >= 3) {
-        f.evidence.push_back({"steps_with_syncs", steps_with_syncs});
-        f.evidence.push_back({"steps", static_cast<int64_t>(in_steps.size())});
-      }
-      const std::string of = in_steps.size() >= 3 ? " of the median step" : "";
-      SetSaving(f, basis, cost_per_step, cost_per_step, (have_gpu ? "blocked time" : "item() call time") + of);
-      // The fix that fits the main cause: reads in data loading are tensors used as indices or
-      // sizes (a NumPy array or memmap indexed with a 0-d tensor calls __index__ -> item()).
-      const bool from_loading = !ranked.empty() && (ranked.front().second.find("DataLoader") != std::string::npos ||
-                                                    ranked.front().second.find("get_batch") != std::string::npos ||
-                                                    ranked.front().second.find("__getitem__") != std::string::npos);
-      if (from_loading) {
-        f.fix_python = "Most reads come from data loading: tensors used as indices or sizes (indexing a NumPy array "
-                       "or memmap with a 0-d tensor calls __index__ -> .item()). Convert the indices once "
-                       "(ix = torch.randint(...).tolist()) or draw them with NumPy/random, and index with ints.";
-      } else {
-        f.fix_python = "Keep running sums on the device (total += loss.detach()) and call .item() / .cpu() every N "
-                       "steps; find the rest with torch.cuda.set_sync_debug_mode(\"warn\").";
-      }
-      f.fix_cpp = "Accumulate on the device and read back with .item<float>() every N steps; avoid .cpu() and "
-                  "cudaStreamSynchronize in the step.";
-      f.knob = "item_every_step";
-      out.findings.push_back(std::move(f));
-    }
-    if (blocking_copies > 0) {
-      Finding f;
-      f.id = "sync.blocking_copy";
-      f.rank = rank;
-      f.severity = Severity::kMedium;
-      f.confidence = Confidence::kHigh;
-      f.title = fmt::format("{} synchronous host-to-device copies of {} bytes or more (rank {})", blocking_copies,
-                            min_copy_bytes, rank);
-      f.measured = basis.Per(blocking_copies);
-      f.threshold = 0;
-      f.measured_unit = std::string("blocking copies ") + basis.unit();
-      f.evidence = {{"copies", blocking_copies}, {"bytes", blocking_copy_bytes}, {"blocked_ns", blocking_copy_ns}};
-      SetSaving(f, basis, basis.Per(blocking_copy_ns), basis.Per(blocking_copy_ns), "blocked time of these copies");
-      f.fix_python = "batch.to(device, non_blocking=True) from pinned memory (DataLoader(pin_memory=True))";
-      f.fix_cpp = "tensor.pin_memory().to(device, /*non_blocking=*/true)";
-      f.knob = "pin_memory";
-      out.findings.push_back(std::move(f));
-    }
+    RuleHostDevice(ctx, rank, s, copies, have_gpu, in_steps, basis, blocked_ns, out);
+    RuleBlockingCopy(rank, s, min_copy_bytes, blocking_copy_ns, basis, out);
   }
 }
 

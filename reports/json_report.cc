@@ -57,17 +57,9 @@ const char* IssueSeverityName(profiler::IssueSeverity s) {
   }
   return "info";
 }
-}  // namespace
-
-void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, const analyzers::Thresholds& thresholds,
-               const RenderOptions& options, std::ostream& out) {
-  JsonWriter w(out, /*pretty=*/true);
-  w.BeginObject();
-  w.Field("schema", kJsonSchema);
-  w.Key("inputs");
-  w.BeginArray();
-  for (const auto& in : options.inputs) w.String(in);
-  w.EndArray();
+// "run": whether every rank's recording ran to its end, and the step windows; "runs": the runs' own
+// result documents (`trainrx run`).
+void WriteRunJson(JsonWriter& w, const analyzers::Report& report, const RenderOptions& options) {
   // Whether every rank's recording ran to its end (analyzers::UnfinishedRank): read this first.
   w.Key("run");
   w.BeginObject();
@@ -88,7 +80,10 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     for (const auto& r : options.run_results_json) w.Raw(r);
     w.EndArray();
   }
+}
 
+// "ingest": what was read, and each kind of issue met reading it.
+void WriteIngestJson(JsonWriter& w, const profiler::Trace& trace) {
   w.Key("ingest");
   w.BeginObject();
   w.Field("events", trace.stats.events_read);
@@ -106,7 +101,10 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   }
   w.EndArray();
   w.EndObject();
+}
 
+// "ranks": each rank's source, clocks, devices and collector configuration.
+void WriteRanksJson(JsonWriter& w, const profiler::Trace& trace) {
   w.Key("ranks");
   w.BeginArray();
   for (const auto& r : trace.ranks) {
@@ -139,8 +137,10 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.EndObject();
   }
   w.EndArray();
+}
 
-  const auto& steps = report.metrics.steps;
+// "steps": the step rows and the warm-up steps left out.
+void WriteStepsJson(JsonWriter& w, const analyzers::StepModel& steps) {
   w.Key("steps");
   w.BeginObject();
   w.Field("source", steps.source);
@@ -155,9 +155,10 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   for (const auto& s : steps.steps) WriteStepRow(w, s, /*phases=*/true);
   w.EndArray();
   w.EndObject();
+}
 
-  w.Key("metrics");
-  w.BeginObject();
+// metrics.step_breakdown: the phases' shares of the steps.
+void WriteStepBreakdownJson(JsonWriter& w, const analyzers::StepModel& steps) {
   w.Key("step_breakdown");
   w.BeginObject();
   w.Field("data_wait", steps.data_wait_share);
@@ -175,6 +176,10 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.Field("data_wait_gpu_idle", steps.data_exposed_share);
   }
   w.EndObject();
+}
+
+// metrics.temporal_breakdown: HTA's GPU time breakdown per rank, idle per stream.
+void WriteTemporalJson(JsonWriter& w, const analyzers::Report& report) {
   w.Key("temporal_breakdown");
   w.BeginArray();
   for (const auto& t : report.metrics.temporal) {
@@ -206,6 +211,10 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.EndObject();
   }
   w.EndArray();
+}
+
+// metrics.launch_stats: per rank.
+void WriteLaunchStatsJson(JsonWriter& w, const analyzers::Report& report) {
   w.Key("launch_stats");
   w.BeginArray();
   for (const auto& l : report.metrics.launch) {
@@ -221,9 +230,10 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.EndObject();
   }
   w.EndArray();
-  WriteNameTable(w, "op_table", report.metrics.op_table, /*self=*/true);
-  WriteNameTable(w, "kernel_table", report.metrics.kernel_table, /*self=*/false);
-  WriteNameTable(w, "module_table", report.metrics.module_table, /*self=*/true);
+}
+
+// metrics.memory: one entry per (rank, device) with allocator samples.
+void WriteMemoryJson(JsonWriter& w, const analyzers::Report& report) {
   w.Key("memory");  // one entry per (rank, device) with allocator samples (docs/json-schema.md)
   w.BeginArray();
   for (const auto& m : report.metrics.memory) {
@@ -260,6 +270,37 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
     w.EndObject();
   }
   w.EndArray();
+}
+
+}  // namespace
+
+void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, const analyzers::Thresholds& thresholds,
+               const RenderOptions& options, std::ostream& out) {
+  JsonWriter w(out, /*pretty=*/true);
+  w.BeginObject();
+  w.Field("schema", kJsonSchema);
+  w.Key("inputs");
+  w.BeginArray();
+  for (const auto& in : options.inputs) w.String(in);
+  w.EndArray();
+  WriteRunJson(w, report, options);
+
+  WriteIngestJson(w, trace);
+
+  WriteRanksJson(w, trace);
+
+  const auto& steps = report.metrics.steps;
+  WriteStepsJson(w, steps);
+
+  w.Key("metrics");
+  w.BeginObject();
+  WriteStepBreakdownJson(w, steps);
+  WriteTemporalJson(w, report);
+  WriteLaunchStatsJson(w, report);
+  WriteNameTable(w, "op_table", report.metrics.op_table, /*self=*/true);
+  WriteNameTable(w, "kernel_table", report.metrics.kernel_table, /*self=*/false);
+  WriteNameTable(w, "module_table", report.metrics.module_table, /*self=*/true);
+  WriteMemoryJson(w, report);
   w.EndObject();
 
   w.Key("findings");

@@ -209,8 +209,9 @@ std::string OomText(const analyzers::DeviceMemory& m) {
   return text;
 }
 
-void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report, const RenderOptions& options,
-                   Sink& sink) {
+// The title, what must be read before any figure (an unfinished run, out of memory, input errors),
+// what was read and left out, the clocks, and the run's own summary.
+void WriteInputs(const profiler::Trace& trace, const analyzers::Report& report, const RenderOptions& options, Sink& sink) {
   std::string inputs;
   for (const auto& i : options.inputs) inputs += (inputs.empty() ? "" : ", ") + i;
   sink.Title(fmt::format("trainrx analysis of {}", inputs.empty() ? "trace" : inputs));
@@ -243,7 +244,10 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
     sink.Heading("Run");
     for (const auto& line : options.run_summary) sink.Line(line);
   }
+}
 
+// The steps: how many, warm-up left out, the share of each phase, and the caveats on those shares.
+void WriteSteps(const analyzers::Report& report, Sink& sink) {
   const auto& steps = report.metrics.steps;
   sink.Heading("Steps");
   if (steps.steps.empty()) {
@@ -297,128 +301,143 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
                             n == 1 ? "it" : "them", steps.has_gpu ? " with the GPU idle" : "", Pct(steps.data_share_without_worst)));
     }
   }
+}
 
+// The top CPU operators by self time.
+void WriteOpTable(const analyzers::Report& report, Sink& sink) {
   const auto& ops = report.metrics.op_table;
-  if (!ops.rows.empty()) {
-    sink.Heading("Top operators (by self time)");
-    // Without steps nothing may speak of steps: shares are of the trace span.
-    if (ops.steps > 0) {
-      sink.Line(fmt::format("CPU ops starting inside the {} steps, all ranks and threads merged; share = total / summed "
-                            "step time ({})", ops.steps, Ms(ops.basis_ns)));
-    } else {
-      sink.Line(fmt::format("No steps: CPU ops of the whole trace, all ranks and threads merged; share = total / trace "
-                            "span ({}, summed over ranks)", Ms(ops.basis_ns)));
-    }
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& r : ops.rows) {
-      rows.push_back({ShortName(r.name), std::to_string(r.count), Ms(r.total_ns), Ms(r.self_ns), Us(r.mean_ns), Pct(r.share),
-                      Pct(r.self_share)});
-    }
-    // Inclusive times nest across names: the other row has no total (analyzers::NameTable).
-    if (ops.other_names > 0)
-      rows.push_back({ops.other.name, std::to_string(ops.other.count), "-", Ms(ops.other.self_ns), "-", "-", Pct(ops.other.self_share)});
-    const std::string of = ops.steps > 0 ? "step time" : "trace span";
-    sink.Table({"operator", "count", "total", "self", "mean", "total % of " + of, "self % of " + of}, rows);
-    sink.Line("names cut to " + std::to_string(kMaxNameChars) + " characters; the JSON report has them in full");
+  if (ops.rows.empty()) return;
+  sink.Heading("Top operators (by self time)");
+  // Without steps nothing may speak of steps: shares are of the trace span.
+  if (ops.steps > 0) {
+    sink.Line(fmt::format("CPU ops starting inside the {} steps, all ranks and threads merged; share = total / summed "
+                          "step time ({})", ops.steps, Ms(ops.basis_ns)));
+  } else {
+    sink.Line(fmt::format("No steps: CPU ops of the whole trace, all ranks and threads merged; share = total / trace "
+                          "span ({}, summed over ranks)", Ms(ops.basis_ns)));
   }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : ops.rows) {
+    rows.push_back({ShortName(r.name), std::to_string(r.count), Ms(r.total_ns), Ms(r.self_ns), Us(r.mean_ns), Pct(r.share),
+                    Pct(r.self_share)});
+  }
+  // Inclusive times nest across names: the other row has no total (analyzers::NameTable).
+  if (ops.other_names > 0)
+    rows.push_back({ops.other.name, std::to_string(ops.other.count), "-", Ms(ops.other.self_ns), "-", "-", Pct(ops.other.self_share)});
+  const std::string of = ops.steps > 0 ? "step time" : "trace span";
+  sink.Table({"operator", "count", "total", "self", "mean", "total % of " + of, "self % of " + of}, rows);
+  sink.Line("names cut to " + std::to_string(kMaxNameChars) + " characters; the JSON report has them in full");
+}
+
+// The top nn.Module forward calls (host time).
+void WriteModuleTable(const analyzers::Report& report, Sink& sink) {
   const auto& modules = report.metrics.module_table;
-  if (!modules.rows.empty()) {
-    sink.Heading("Top modules (forward, host time)");
-    const auto all_steps = static_cast<int64_t>(report.metrics.steps.steps.size());
-    sink.Line(fmt::format("nn.Module forward calls {}, named as in named_modules(); self = less the child modules; "
-                          "backward runs on autograd's thread and is not split by module",
-                          modules.steps > 0 ? fmt::format("starting inside the {} steps", modules.steps)
-                                            : std::string("of the whole trace (no steps)")));
-    if (modules.steps > 0 && modules.steps < all_steps)
-      sink.Line(fmt::format("module ranges cover the model's first calls only: {} of the {} steps have them, and the "
-                            "shares are of those {} steps' time",
-                            modules.steps, all_steps, modules.steps));
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& r : modules.rows) {
-      rows.push_back({ShortName(r.name), std::to_string(r.count), Ms(r.total_ns), Ms(r.self_ns), Us(r.mean_ns), Pct(r.share)});
-    }
-    if (modules.other_names > 0)
-      rows.push_back({modules.other.name, std::to_string(modules.other.count), "-", Ms(modules.other.self_ns), "-", "-"});
-    sink.Table({"module", "count", "total", "self", "mean", "total % of " + std::string(modules.steps > 0 ? "step time" : "trace span")},
-               rows);
+  if (modules.rows.empty()) return;
+  sink.Heading("Top modules (forward, host time)");
+  const auto all_steps = static_cast<int64_t>(report.metrics.steps.steps.size());
+  sink.Line(fmt::format("nn.Module forward calls {}, named as in named_modules(); self = less the child modules; "
+                        "backward runs on autograd's thread and is not split by module",
+                        modules.steps > 0 ? fmt::format("starting inside the {} steps", modules.steps)
+                                          : std::string("of the whole trace (no steps)")));
+  if (modules.steps > 0 && modules.steps < all_steps)
+    sink.Line(fmt::format("module ranges cover the model's first calls only: {} of the {} steps have them, and the "
+                          "shares are of those {} steps' time",
+                          modules.steps, all_steps, modules.steps));
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : modules.rows) {
+    rows.push_back({ShortName(r.name), std::to_string(r.count), Ms(r.total_ns), Ms(r.self_ns), Us(r.mean_ns), Pct(r.share)});
   }
+  if (modules.other_names > 0)
+    rows.push_back({modules.other.name, std::to_string(modules.other.count), "-", Ms(modules.other.self_ns), "-", "-"});
+  sink.Table({"module", "count", "total", "self", "mean", "total % of " + std::string(modules.steps > 0 ? "step time" : "trace span")},
+             rows);
+}
+
+// The top GPU kernels.
+void WriteKernelTable(const analyzers::Report& report, Sink& sink) {
   const auto& kernels = report.metrics.kernel_table;
-  if (!kernels.rows.empty()) {
-    sink.Heading("Top GPU kernels");
-    sink.Line(kernels.steps > 0 ? fmt::format("kernels starting inside the {} steps, all ranks and streams merged", kernels.steps)
-                                : std::string("No steps: kernels of the whole trace, all ranks and streams merged"));
-    std::vector<std::vector<std::string>> rows;
-    auto add = [&](const analyzers::NameRow& r) {
-      rows.push_back({ShortName(r.name), std::to_string(r.count), Ms(r.total_ns), Us(r.mean_ns), Pct(r.share)});
-    };
-    for (const auto& r : kernels.rows) add(r);
-    if (kernels.other_names > 0) add(kernels.other);
-    sink.Table({"kernel", "count", "total", "mean", "% of kernel time"}, rows);
-    sink.Line(fmt::format("kernel time {} (summed over streams); names cut to {} characters, in full in the JSON report",
-                          Ms(kernels.basis_ns), kMaxNameChars));
-  }
+  if (kernels.rows.empty()) return;
+  sink.Heading("Top GPU kernels");
+  sink.Line(kernels.steps > 0 ? fmt::format("kernels starting inside the {} steps, all ranks and streams merged", kernels.steps)
+                              : std::string("No steps: kernels of the whole trace, all ranks and streams merged"));
+  std::vector<std::vector<std::string>> rows;
+  auto add = [&](const analyzers::NameRow& r) {
+    rows.push_back({ShortName(r.name), std::to_string(r.count), Ms(r.total_ns), Us(r.mean_ns), Pct(r.share)});
+  };
+  for (const auto& r : kernels.rows) add(r);
+  if (kernels.other_names > 0) add(kernels.other);
+  sink.Table({"kernel", "count", "total", "mean", "% of kernel time"}, rows);
+  sink.Line(fmt::format("kernel time {} (summed over streams); names cut to {} characters, in full in the JSON report",
+                        Ms(kernels.basis_ns), kMaxNameChars));
+}
 
-  if (!report.metrics.memory.empty()) {
-    sink.Heading("Memory");
-    sink.Line("from the allocator samples in the trace (torch.profiler's profile_memory events; trainrx record samples "
-              "the process heap at step boundaries and when backward starts, so its step peak is a lower bound); allocated "
-              "at a step's start and the step's peak, over the steady steps; headroom: samples a step could hold in "
-              "90 % of the capacity, from the memory one sample takes (the step's rise above its start)");
-    std::vector<std::vector<std::string>> rows;
-    const auto bytes = [](double b) { return b < 0 ? std::string("-") : analyzers::BytesText(b); };
-    for (const auto& m : report.metrics.memory) {
-      int64_t first = -1, last = -1;
-      for (int64_t v : m.step_start)
-        if (v >= 0) last = v, first = first < 0 ? v : first;
-      rows.push_back({std::to_string(m.rank), m.device, std::to_string(m.samples), bytes(static_cast<double>(m.peak_allocated)),
-                      m.peak_reserved > 0 ? bytes(static_cast<double>(m.peak_reserved)) : "-",
-                      m.capacity > 0 ? bytes(static_cast<double>(m.capacity)) + " (" + m.capacity_source + ")" : "unknown",
-                      m.capacity > 0 && m.median_step_peak >= 0
-                          ? fmt::format("{} ({:.0f} %)", bytes(static_cast<double>(m.median_step_peak)),
-                                        100.0 * static_cast<double>(m.median_step_peak) / static_cast<double>(m.capacity))
-                          : bytes(static_cast<double>(m.median_step_peak)),
-                      first < 0 ? "-" : bytes(static_cast<double>(first)) + " -> " + bytes(static_cast<double>(last)),
-                      m.growth_steps >= 2 ? bytes(m.growth_per_step) : "-",
-                      m.oom_events > 0 ? fmt::format("{} (asked {})", m.oom_events, bytes(static_cast<double>(m.oom_request_bytes)))
-                                       : "0",
-                      m.bytes_per_sample <= 0 ? "-"
-                      : m.fits_samples > 0
-                          ? fmt::format("{} a sample: {}{} fit ({:.1f}x batch {})", bytes(m.bytes_per_sample),
-                                        m.median_step_samples <= 3 ? "up to " : "", m.fits_samples,
-                                        static_cast<double>(m.fits_samples) / static_cast<double>(m.samples_per_step), m.samples_per_step)
-                          : fmt::format("{} a sample (batch {})", bytes(m.bytes_per_sample), m.samples_per_step)});
-    }
-    sink.Table({"rank", "device", "samples", "peak allocated", "peak reserved", "capacity", "median step peak",
-                "allocated at step start (first -> last)", "growth per step", "out of memory", "headroom"},
-               rows);
+// Memory per rank and device: peaks, capacity, growth, out-of-memory events, headroom.
+void WriteMemory(const analyzers::Report& report, Sink& sink) {
+  if (report.metrics.memory.empty()) return;
+  sink.Heading("Memory");
+  sink.Line("from the allocator samples in the trace (torch.profiler's profile_memory events; trainrx record samples "
+            "the process heap at step boundaries and when backward starts, so its step peak is a lower bound); allocated "
+            "at a step's start and the step's peak, over the steady steps; headroom: samples a step could hold in "
+            "90 % of the capacity, from the memory one sample takes (the step's rise above its start)");
+  std::vector<std::vector<std::string>> rows;
+  const auto bytes = [](double b) { return b < 0 ? std::string("-") : analyzers::BytesText(b); };
+  for (const auto& m : report.metrics.memory) {
+    int64_t first = -1, last = -1;
+    for (int64_t v : m.step_start)
+      if (v >= 0) last = v, first = first < 0 ? v : first;
+    rows.push_back({std::to_string(m.rank), m.device, std::to_string(m.samples), bytes(static_cast<double>(m.peak_allocated)),
+                    m.peak_reserved > 0 ? bytes(static_cast<double>(m.peak_reserved)) : "-",
+                    m.capacity > 0 ? bytes(static_cast<double>(m.capacity)) + " (" + m.capacity_source + ")" : "unknown",
+                    m.capacity > 0 && m.median_step_peak >= 0
+                        ? fmt::format("{} ({:.0f} %)", bytes(static_cast<double>(m.median_step_peak)),
+                                      100.0 * static_cast<double>(m.median_step_peak) / static_cast<double>(m.capacity))
+                        : bytes(static_cast<double>(m.median_step_peak)),
+                    first < 0 ? "-" : bytes(static_cast<double>(first)) + " -> " + bytes(static_cast<double>(last)),
+                    m.growth_steps >= 2 ? bytes(m.growth_per_step) : "-",
+                    m.oom_events > 0 ? fmt::format("{} (asked {})", m.oom_events, bytes(static_cast<double>(m.oom_request_bytes)))
+                                     : "0",
+                    m.bytes_per_sample <= 0 ? "-"
+                    : m.fits_samples > 0
+                        ? fmt::format("{} a sample: {}{} fit ({:.1f}x batch {})", bytes(m.bytes_per_sample),
+                                      m.median_step_samples <= 3 ? "up to " : "", m.fits_samples,
+                                      static_cast<double>(m.fits_samples) / static_cast<double>(m.samples_per_step), m.samples_per_step)
+                        : fmt::format("{} a sample (batch {})", bytes(m.bytes_per_sample), m.samples_per_step)});
   }
+  sink.Table({"rank", "device", "samples", "peak allocated", "peak reserved", "capacity", "median step peak",
+              "allocated at step start (first -> last)", "growth per step", "out of memory", "headroom"},
+             rows);
+}
 
-  if (!report.metrics.temporal.empty()) {
-    sink.Heading("GPU time (HTA definitions)");
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& t : report.metrics.temporal) {
-      rows.push_back({std::to_string(t.rank), Ms(t.kernel_time_ns), fmt::format("{:.2f}%", t.idle_pct),
-                      fmt::format("{:.2f}%", t.compute_pct), fmt::format("{:.2f}%", t.non_compute_pct),
-                      t.comm_ns > 0 ? fmt::format("{} ({:.2f}% hidden)", Ms(t.comm_ns), t.comm_overlap_pct) : "-"});
-    }
-    sink.Table({"rank", "active span", "idle", "compute", "non-compute", "communication (overlapping compute)"}, rows);
-    rows.clear();
-    for (const auto& t : report.metrics.temporal) {
-      for (const auto& s : t.streams) {
-        rows.push_back({std::to_string(t.rank), std::to_string(s.stream), Ms(s.host_wait_ns), Ms(s.kernel_wait_ns),
-                        Ms(s.other_ns)});
-      }
-    }
-    sink.Table({"rank", "stream", "idle: host wait", "kernel wait", "other"}, rows);
-    rows.clear();
-    for (const auto& l : report.metrics.launch) {
-      rows.push_back({std::to_string(l.rank), std::to_string(l.kernels), fmt::format("{:.1f}", l.mean_cpu_us),
-                      fmt::format("{:.1f}", l.mean_gpu_us), fmt::format("{:.1f}", l.mean_delay_us),
-                      std::to_string(l.short_kernels)});
-    }
-    sink.Table({"rank", "GPU activities", "mean launch us", "mean GPU us", "mean delay us", "shorter than launch"}, rows);
+// GPU time by HTA's definitions: the temporal breakdown, idle per stream, launch statistics.
+void WriteGpuTime(const analyzers::Report& report, Sink& sink) {
+  if (report.metrics.temporal.empty()) return;
+  sink.Heading("GPU time (HTA definitions)");
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : report.metrics.temporal) {
+    rows.push_back({std::to_string(t.rank), Ms(t.kernel_time_ns), fmt::format("{:.2f}%", t.idle_pct),
+                    fmt::format("{:.2f}%", t.compute_pct), fmt::format("{:.2f}%", t.non_compute_pct),
+                    t.comm_ns > 0 ? fmt::format("{} ({:.2f}% hidden)", Ms(t.comm_ns), t.comm_overlap_pct) : "-"});
   }
+  sink.Table({"rank", "active span", "idle", "compute", "non-compute", "communication (overlapping compute)"}, rows);
+  rows.clear();
+  for (const auto& t : report.metrics.temporal) {
+    for (const auto& s : t.streams) {
+      rows.push_back({std::to_string(t.rank), std::to_string(s.stream), Ms(s.host_wait_ns), Ms(s.kernel_wait_ns),
+                      Ms(s.other_ns)});
+    }
+  }
+  sink.Table({"rank", "stream", "idle: host wait", "kernel wait", "other"}, rows);
+  rows.clear();
+  for (const auto& l : report.metrics.launch) {
+    rows.push_back({std::to_string(l.rank), std::to_string(l.kernels), fmt::format("{:.1f}", l.mean_cpu_us),
+                    fmt::format("{:.1f}", l.mean_gpu_us), fmt::format("{:.1f}", l.mean_delay_us),
+                    std::to_string(l.short_kernels)});
+  }
+  sink.Table({"rank", "GPU activities", "mean launch us", "mean GPU us", "mean delay us", "shorter than launch"}, rows);
+}
 
+// The findings, by estimated saving: measured value, saving, evidence, examples and fixes.
+void WriteFindings(const analyzers::Report& report, Sink& sink) {
   sink.Heading(report.findings.empty() ? "Findings: none" : fmt::format("Findings ({}), by estimated saving",
                                                                         report.findings.size()));
   if (report.findings.empty()) {
@@ -450,6 +469,19 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
     }
     if (!f.knob.empty()) sink.Line("workload knob: " + f.knob);
   }
+}
+
+// The whole document, section by section, through `sink`.
+void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report, const RenderOptions& options,
+                   Sink& sink) {
+  WriteInputs(trace, report, options, sink);
+  WriteSteps(report, sink);
+  WriteOpTable(report, sink);
+  WriteModuleTable(report, sink);
+  WriteKernelTable(report, sink);
+  WriteMemory(report, sink);
+  WriteGpuTime(report, sink);
+  WriteFindings(report, sink);
 }
 
 }  // namespace

@@ -393,37 +393,219 @@ int Usage(const char* msg) {
   return 2;
 }
 
+// Where the step runs and how its tensors get there: the device, pinned copies, autocast.
+struct Placement {
+  bool cuda = false;
+  torch::Device device = torch::Device(torch::kCPU);
+  bool pin = false;
+  std::string amp;
+  bool channels_last = false;
+
+  torch::Tensor ToDevice(torch::Tensor t) const {
+    if (!cuda) return t;
+    if (pin) t = t.pin_memory();
+    return t.to(device, /*non_blocking=*/pin);
+  }
+};
+
+// The model's parameters in channels-last layout (channels_last=1, cnn).
+template <typename Model>
+void ToChannelsLast(Model& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters())
+    if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
+}
+
+// A --nproc run's gradient all-reduce: the same initial weights on every rank (DDP broadcasts
+// from rank 0), then the bucketed reducer.
+template <typename Model>
+std::unique_ptr<Reducer> JoinRanks(Model& model, const Config& cfg, int rank, int world) {
+  auto pg = MakeGloo(rank, world);
+  for (auto& p : model.parameters()) {
+    std::vector<torch::Tensor> t{p.data()};
+    pg->broadcast(t)->wait();
+  }
+  return std::make_unique<Reducer>(pg, model.parameters(), cfg.Double("bucket_mb"), world);
+}
+
+// The optimizer (AdamW for lm, SGD with momentum for cnn), its foreach twin, and the names of
+// the ranges torch.optim records around step() and zero_grad().
+struct Optimizers {
+  std::vector<torch::Tensor> params;
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  std::unique_ptr<ForeachOptimizer> foreach_opt;
+  bool foreach = false;
+  std::string zero_name, step_name;
+};
+
+template <typename Model>
+Optimizers MakeOptimizers(Model& model, const std::string& name, const Config& cfg) {
+  Optimizers o;
+  o.params = model.parameters();
+  if (name == "lm") o.opt = std::make_unique<torch::optim::AdamW>(o.params, torch::optim::AdamWOptions(3e-3));
+  else o.opt = std::make_unique<torch::optim::SGD>(o.params, torch::optim::SGDOptions(0.05).momentum(0.9));
+  o.foreach_opt = std::make_unique<ForeachOptimizer>(o.params, name == "lm", name == "lm" ? 3e-3 : 0.05);
+  o.foreach = cfg.Bool("foreach");
+  const char* opt_name = name == "lm" ? "AdamW" : "SGD";
+  o.zero_name = std::string("Optimizer.zero_grad#") + opt_name + ".zero_grad";
+  o.step_name = std::string("Optimizer.step#") + opt_name + ".step";
+  return o;
+}
+
+// The optimizer phase of a step: step(), then zero_grad() (zeros, or None with zero_grad_none=1).
+void OptimizerPhase(Optimizers& o, const Config& k) {
+  tp::ScopedPhase p(tp::Phase::kOptimizer);
+  {
+    RECORD_USER_SCOPE(o.step_name.c_str());
+    if (!o.foreach || !o.foreach_opt->Step()) o.opt->step();
+  }
+  RECORD_USER_SCOPE(o.zero_name.c_str());
+  for (auto& p : o.params) {
+    if (!p.grad().defined()) continue;
+    if (k.Bool("zero_grad_none")) p.mutable_grad() = torch::Tensor();
+    else p.mutable_grad().zero_();
+  }
+}
+
+// The forward pass under autocast (amp=bf16/fp16) and the loss, in fp32.
+template <typename Model>
+torch::Tensor ForwardLoss(Model& model, torch::Tensor x, torch::Tensor y, const Placement& at) {
+  SetAutocast(at.amp != "off", at.amp, at.cuda);
+  auto out = model.forward(x);
+  SetAutocast(false, at.amp, at.cuda);
+  return torch::nn::functional::cross_entropy(out.to(torch::kFloat), y.reshape({-1}));
+}
+
+// This rank's part of a step's work: its micro-steps, and the straggler it may plant.
+struct RankWork {
+  int rank = 0, world = 1;
+  int64_t accum = 1;
+  double straggler_us = 0;  // per micro-step
+};
+
+// The step's micro-steps (data, forward, backward each, gradients all-reduced on the last unless
+// accum_sync=1); returns the summed loss, not read.
+template <typename Model, typename NextBatch>
+torch::Tensor MicroSteps(Model& model, NextBatch& next_batch, const Placement& at, const RankWork& w, Reducer* reducer,
+                         const Config& cfg) {
+  torch::Tensor loss_total = torch::zeros({}, torch::TensorOptions().device(at.device));
+  for (int64_t m = 0; m < w.accum; ++m) {
+    torch::Tensor x, y;
+    {
+      tp::ScopedPhase p(tp::Phase::kData);
+      auto b = next_batch();
+      x = at.ToDevice(b.data);
+      y = at.ToDevice(b.target);
+      if (at.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    }
+    torch::Tensor loss;
+    {
+      tp::ScopedPhase p(tp::Phase::kForward);
+      loss = ForwardLoss(model, x, y, at) / static_cast<double>(w.accum);
+      if (w.straggler_us > 0 && w.world > 1 && w.rank == w.world - 1) {  // the planted straggler
+        RECORD_USER_SCOPE("trainrx::straggler");
+        BusyWaitUs(w.straggler_us);
+      }
+    }
+    {
+      tp::ScopedPhase p(tp::Phase::kBackward);
+      const bool last = m + 1 == w.accum;
+      if (reducer) reducer->set_sync(last || cfg.Bool("accum_sync"));
+      loss.backward();
+      if (reducer) reducer->Finish();
+    }
+    loss_total += loss.detach();
+  }
+  return loss_total;
+}
+
+// The evaluation phase (eval_every): two batches forward, under no_grad unless eval_no_grad=0.
+template <typename Model, typename NextBatch>
+void Evaluate(Model& model, NextBatch& next_batch, const Placement& at, const Config& cfg) {
+  tp::EndStep();
+  tp::ScopedPhase p(tp::Phase::kEval);
+  model.eval();
+  for (int v = 0; v < 2; ++v) {
+    auto b = next_batch();
+    auto x = at.ToDevice(b.data);
+    if (cfg.Bool("eval_no_grad")) {
+      torch::NoGradGuard no_grad;
+      model.forward(x);
+    } else {
+      model.forward(x);
+    }
+  }
+  model.train();
+}
+
+// The run's result document (trainrx.run/1): knobs, per-step times and losses (read now: one sync
+// after the loop), median step and throughput. Returns 0, or 2 when it could not be written.
+int WriteRunResult(const std::string& result_path, const std::string& name, const Config& cfg, bool alt,
+                   const RankWork& w, int64_t warmup, int64_t batch, const std::vector<StepResult>& results,
+                   const Reducer* reducer) {
+  std::vector<double> times;
+  for (const auto& r : results) times.push_back(r.ms);
+  std::sort(times.begin(), times.end());
+  const double median = times.empty() ? 0 : times[times.size() / 2];
+  std::ofstream out(result_path);
+  trainrx::profiler::JsonWriter j(out, /*pretty=*/true);
+  j.BeginObject();
+  j.Field("schema", "trainrx.run/1");
+  j.Field("workload", name);
+  j.Field("rank", w.rank);
+  j.Field("world_size", w.world);
+  j.Key("knobs");
+  j.BeginObject();
+  for (const auto& [k, v] : cfg.values()) j.Field(k, v);
+  j.EndObject();
+  j.Field("changed", cfg.Changed());
+  j.Key("steps");
+  j.BeginArray();
+  for (size_t i = 0; i < results.size(); ++i) {
+    j.BeginObject();
+    j.Field("step", static_cast<int64_t>(warmup + i));
+    j.Field("ms", results[i].ms, 4);
+    if (alt) j.Field("arm", std::string(1, results[i].arm));
+    j.Field("loss", static_cast<double>(results[i].loss.item<float>()), 6);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.Field("median_step_ms", median, 4);
+  j.Field("samples_per_s", median > 0 ? 1000.0 * batch * w.accum * w.world / median : 0.0, 2);
+  if (!results.empty()) {
+    j.Field("first_loss", static_cast<double>(results.front().loss.item<float>()), 6);
+    j.Field("last_loss", static_cast<double>(results.back().loss.item<float>()), 6);
+  }
+  if (reducer) j.Field("allreduce_buckets", static_cast<int64_t>(reducer->buckets()));
+  j.EndObject();
+  out << "\n";
+  return out ? 0 : 2;
+}
+
 template <typename Model, typename Data>
 int Train(const std::string& name, const Config& cfg, const Config* alt, Model& model, Data dataset,
           const std::string& result_path) {
-  const int rank = std::max(0, EnvInt("RANK", 0));
-  const int world = std::max(1, EnvInt("WORLD_SIZE", 1));
-  const bool cuda = cfg.Get("device") == "cuda";
-  const torch::Device device = cuda ? torch::Device(torch::kCUDA, EnvInt("LOCAL_RANK", 0)) : torch::Device(torch::kCPU);
+  RankWork w;
+  w.rank = std::max(0, EnvInt("RANK", 0));
+  w.world = std::max(1, EnvInt("WORLD_SIZE", 1));
+  const int rank = w.rank, world = w.world;
+  Placement at;
+  at.cuda = cfg.Get("device") == "cuda";
+  at.device = at.cuda ? torch::Device(torch::kCUDA, EnvInt("LOCAL_RANK", 0)) : torch::Device(torch::kCPU);
   const int64_t steps = cfg.Int("steps"), warmup = cfg.Int("warmup");
   const int64_t batch = RankBatch(cfg);
-  const int64_t accum = std::max<int64_t>(1, cfg.Int("grad_accum"));
-  const double straggler_us = cfg.Double("straggler_ms") * 1000.0 / static_cast<double>(accum);
-  const bool pin = cuda && cfg.Bool("pin_memory");
-  const std::string amp = cfg.Get("amp");
-  const bool channels_last = cfg.Bool("channels_last") && name == "cnn";
-  model.to(device);
-  if (channels_last) {
-    torch::NoGradGuard no_grad;
-    for (auto& p : model.parameters())
-      if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
-  }
+  w.accum = std::max<int64_t>(1, cfg.Int("grad_accum"));
+  w.straggler_us = cfg.Double("straggler_ms") * 1000.0 / static_cast<double>(w.accum);
+  at.pin = at.cuda && cfg.Bool("pin_memory");
+  at.amp = cfg.Get("amp");
+  at.channels_last = cfg.Bool("channels_last") && name == "cnn";
+  model.to(at.device);
+  if (at.channels_last) ToChannelsLast(model);
 
   std::unique_ptr<Reducer> reducer;
   if (world > 1) {
     if (cfg.Get("backend") != "gloo") return Usage("backend=nccl is not implemented in the C++ workloads yet (use gloo)");
-    auto pg = MakeGloo(rank, world);
-    // Same initial weights on every rank (DDP broadcasts from rank 0).
-    for (auto& p : model.parameters()) {
-      std::vector<torch::Tensor> t{p.data()};
-      pg->broadcast(t)->wait();
-    }
-    reducer = std::make_unique<Reducer>(pg, model.parameters(), cfg.Double("bucket_mb"), world);
+    reducer = JoinRanks(model, cfg, rank, world);
   }
 
   const int64_t workers = cfg.Int("workers");
@@ -432,7 +614,7 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
       // Large enough never to run out (eval batches included): re-starting a LibTorch DataLoader
       // iterator mid-run is an error.
       torch::data::samplers::DistributedSequentialSampler(
-          static_cast<size_t>(batch * ((warmup + steps) * (accum + 2) + 16) * world), world, rank),
+          static_cast<size_t>(batch * ((warmup + steps) * (w.accum + 2) + 16) * world), world, rank),
       torch::data::DataLoaderOptions().batch_size(batch).workers(workers).max_jobs(std::max<int64_t>(1, workers * cfg.Int("prefetch"))));
   auto it = loader->begin();
   auto next_batch = [&]() {
@@ -442,34 +624,14 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
     return b;
   };
 
-  std::vector<torch::Tensor> params = model.parameters();
-  std::unique_ptr<torch::optim::Optimizer> opt;
-  if (name == "lm") opt = std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(3e-3));
-  else opt = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(0.05).momentum(0.9));
-  ForeachOptimizer foreach_opt(params, name == "lm", name == "lm" ? 3e-3 : 0.05);
-  const bool foreach = cfg.Bool("foreach");
-  const char* opt_name = name == "lm" ? "AdamW" : "SGD";
-  const std::string zero_name = std::string("Optimizer.zero_grad#") + opt_name + ".zero_grad";
-  const std::string step_name = std::string("Optimizer.step#") + opt_name + ".step";
+  Optimizers optimizers = MakeOptimizers(model, name, cfg);
 
   std::unique_ptr<torch::autograd::profiler::RecordProfile> legacy;
   std::ostringstream legacy_sink;
   if (cfg.Bool("profiler")) legacy = std::make_unique<torch::autograd::profiler::RecordProfile>(legacy_sink);
 
-  auto forward_loss = [&](torch::Tensor x, torch::Tensor y) {
-    SetAutocast(amp != "off", amp, cuda);
-    auto out = model.forward(x);
-    SetAutocast(false, amp, cuda);
-    return torch::nn::functional::cross_entropy(out.to(torch::kFloat), y.reshape({-1}));
-  };
-  auto to_device = [&](torch::Tensor t) {
-    if (!cuda) return t;
-    if (pin) t = t.pin_memory();
-    return t.to(device, /*non_blocking=*/pin);
-  };
-
   std::vector<StepResult> results;
-  torch::Tensor running = torch::zeros({}, torch::TensorOptions().device(device));
+  torch::Tensor running = torch::zeros({}, torch::TensorOptions().device(at.device));
   const int64_t eval_every = cfg.Int("eval_every");
   model.train();
   for (int64_t s = 0; s < warmup + steps; ++s) {
@@ -480,117 +642,25 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
     const double slowdown = k.Double("slowdown");
     const auto t0 = Clock::now();
     tp::MarkStep(s);
-    torch::Tensor loss_total = torch::zeros({}, torch::TensorOptions().device(device));
-    for (int64_t m = 0; m < accum; ++m) {
-      torch::Tensor x, y;
-      {
-        tp::ScopedPhase p(tp::Phase::kData);
-        auto b = next_batch();
-        x = to_device(b.data);
-        y = to_device(b.target);
-        if (channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
-      }
-      torch::Tensor loss;
-      {
-        tp::ScopedPhase p(tp::Phase::kForward);
-        loss = forward_loss(x, y) / static_cast<double>(accum);
-        if (straggler_us > 0 && world > 1 && rank == world - 1) {  // the planted straggler
-          RECORD_USER_SCOPE("trainrx::straggler");
-          BusyWaitUs(straggler_us);
-        }
-      }
-      {
-        tp::ScopedPhase p(tp::Phase::kBackward);
-        const bool last = m + 1 == accum;
-        if (reducer) reducer->set_sync(last || cfg.Bool("accum_sync"));
-        loss.backward();
-        if (reducer) reducer->Finish();
-      }
-      loss_total += loss.detach();
-    }
-    {
-      tp::ScopedPhase p(tp::Phase::kOptimizer);
-      {
-        RECORD_USER_SCOPE(step_name.c_str());
-        if (!foreach || !foreach_opt.Step()) opt->step();
-      }
-      RECORD_USER_SCOPE(zero_name.c_str());
-      for (auto& p : params) {
-        if (!p.grad().defined()) continue;
-        if (k.Bool("zero_grad_none")) p.mutable_grad() = torch::Tensor();
-        else p.mutable_grad().zero_();
-      }
-    }
+    torch::Tensor loss_total = MicroSteps(model, next_batch, at, w, reducer.get(), cfg);
+    OptimizerPhase(optimizers, k);
     if (k.Bool("item_every_step")) running += loss_total.item<float>();  // the planted sync
     else running += loss_total;
-    if (cfg.Bool("empty_cache") && cuda) {
+    if (cfg.Bool("empty_cache") && at.cuda) {
       // c10::cuda's allocator is not part of the CPU build's headers: not available here.
     }
     if (slowdown > 0) {
       RECORD_USER_SCOPE("trainrx::slowdown");
       BusyWaitUs(slowdown);
     }
-    if (eval_every > 0 && (s + 1) % eval_every == 0) {
-      tp::EndStep();
-      tp::ScopedPhase p(tp::Phase::kEval);
-      model.eval();
-      for (int v = 0; v < 2; ++v) {
-        auto b = next_batch();
-        auto x = to_device(b.data);
-        if (cfg.Bool("eval_no_grad")) {
-          torch::NoGradGuard no_grad;
-          model.forward(x);
-        } else {
-          model.forward(x);
-        }
-      }
-      model.train();
-    }
+    if (eval_every > 0 && (s + 1) % eval_every == 0) Evaluate(model, next_batch, at, cfg);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (s >= warmup) results.push_back({ms, arm, loss_total});
   }
   tp::EndStep();
   legacy.reset();
   tp::SetEnabled(false);  // reading the results back (one .item() per step) is not part of the run
-
-  // Results (read the losses now: one sync after the loop).
-  std::vector<double> times;
-  for (const auto& r : results) times.push_back(r.ms);
-  std::sort(times.begin(), times.end());
-  const double median = times.empty() ? 0 : times[times.size() / 2];
-  std::ofstream out(result_path);
-  trainrx::profiler::JsonWriter w(out, /*pretty=*/true);
-  w.BeginObject();
-  w.Field("schema", "trainrx.run/1");
-  w.Field("workload", name);
-  w.Field("rank", rank);
-  w.Field("world_size", world);
-  w.Key("knobs");
-  w.BeginObject();
-  for (const auto& [k, v] : cfg.values()) w.Field(k, v);
-  w.EndObject();
-  w.Field("changed", cfg.Changed());
-  w.Key("steps");
-  w.BeginArray();
-  for (size_t i = 0; i < results.size(); ++i) {
-    w.BeginObject();
-    w.Field("step", static_cast<int64_t>(warmup + i));
-    w.Field("ms", results[i].ms, 4);
-    if (alt) w.Field("arm", std::string(1, results[i].arm));
-    w.Field("loss", static_cast<double>(results[i].loss.item<float>()), 6);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.Field("median_step_ms", median, 4);
-  w.Field("samples_per_s", median > 0 ? 1000.0 * batch * accum * world / median : 0.0, 2);
-  if (!results.empty()) {
-    w.Field("first_loss", static_cast<double>(results.front().loss.item<float>()), 6);
-    w.Field("last_loss", static_cast<double>(results.back().loss.item<float>()), 6);
-  }
-  if (reducer) w.Field("allreduce_buckets", static_cast<int64_t>(reducer->buckets()));
-  w.EndObject();
-  out << "\n";
-  return out ? 0 : 2;
+  return WriteRunResult(result_path, name, cfg, alt != nullptr, w, warmup, batch, results, reducer.get());
 }
 
 }  // namespace

@@ -90,28 +90,32 @@ struct Cursor {
   }
 };
 
-// Merges one frame's payload into `trace` (rank `rank`); false (and `trace` unchanged) when its
-// contents do not check out.
-bool MergeFrame(std::string_view payload, int32_t rank, Trace& trace, int64_t* flush_ns) {
-  Cursor c{payload.data(), payload.size()};
-  const int64_t flush = c.Get<int64_t>();
-  c.Get<uint64_t>();  // sequence
-  const uint32_t n_strings = c.Count(4);
-  std::vector<std::string_view> strings(1);
-  strings.reserve(n_strings + 1);
-  for (uint32_t i = 0; i < n_strings && c.ok; ++i) strings.push_back(c.Str());
-  const auto str_ok = [&](uint32_t id) { return id < strings.size(); };
+// A frame's tables as read, with the fragment's own ids (strings[0] is "").
+struct TrackRow {
+  uint8_t kind;
+  int64_t pid, tid;
+  uint32_t pid_name, tid_name, name;
+  int32_t device;
+  int64_t stream;
+};
+struct FrameTables {
+  int64_t flush = 0;
+  std::vector<std::string_view> strings;
+  std::vector<TrackRow> tracks;
+  std::vector<Event> events;
+  std::vector<MemcpyInfo> memcpys;
+  std::vector<std::pair<uint32_t, uint32_t>> inputs;
+  std::vector<Counter> counters;
+  std::vector<Flow> flows;
+  std::vector<DeviceProperties> devices;
+  bool StrOk(uint32_t id) const { return id < strings.size(); }
+};
 
-  struct TrackRow {
-    uint8_t kind;
-    int64_t pid, tid;
-    uint32_t pid_name, tid_name, name;
-    int32_t device;
-    int64_t stream;
-  };
+// The track rows; a kind or a string id out of range fails the cursor.
+void ReadTracks(Cursor& c, FrameTables& f) {
   const uint32_t n_tracks = c.Count(1 + 8 + 8 + 4 * 3 + 4 + 8);
-  std::vector<TrackRow> tracks(n_tracks);
-  for (auto& t : tracks) {
+  f.tracks.resize(n_tracks);
+  for (auto& t : f.tracks) {
     t.kind = c.Get<uint8_t>();
     t.pid = c.Get<int64_t>();
     t.tid = c.Get<int64_t>();
@@ -120,49 +124,55 @@ bool MergeFrame(std::string_view payload, int32_t rank, Trace& trace, int64_t* f
     t.name = c.Get<uint32_t>();
     t.device = c.Get<int32_t>();
     t.stream = c.Get<int64_t>();
-    if (t.kind > static_cast<uint8_t>(TrackKind::kOther) || !str_ok(t.pid_name) || !str_ok(t.tid_name) || !str_ok(t.name))
+    if (t.kind > static_cast<uint8_t>(TrackKind::kOther) || !f.StrOk(t.pid_name) || !f.StrOk(t.tid_name) || !f.StrOk(t.name))
       c.ok = false;
   }
-  const uint32_t n_events = c.Count(sizeof(Event));
-  const char* events_at = c.ok ? c.p + c.at : nullptr;
-  if (c.ok) c.at += size_t{n_events} * sizeof(Event);
+}
+
+// The side tables after the events: memcpy infos and op input shapes.
+void ReadSideTables(Cursor& c, FrameTables& f) {
   const uint32_t n_memcpys = c.Count(8 + 3);
-  std::vector<MemcpyInfo> memcpys(n_memcpys);
-  for (auto& m : memcpys) {
+  f.memcpys.resize(n_memcpys);
+  for (auto& m : f.memcpys) {
     m.bytes = c.Get<int64_t>();
     m.copy = static_cast<CopyKind>(std::min<uint8_t>(c.Get<uint8_t>(), static_cast<uint8_t>(CopyKind::kPtoP)));
     m.src = static_cast<MemKind>(std::min<uint8_t>(c.Get<uint8_t>(), static_cast<uint8_t>(MemKind::kArray)));
     m.dst = static_cast<MemKind>(std::min<uint8_t>(c.Get<uint8_t>(), static_cast<uint8_t>(MemKind::kArray)));
   }
   const uint32_t n_inputs = c.Count(8);
-  std::vector<std::pair<uint32_t, uint32_t>> inputs(n_inputs);
-  for (auto& in : inputs) {
+  f.inputs.resize(n_inputs);
+  for (auto& in : f.inputs) {
     in.first = c.Get<uint32_t>();
     in.second = c.Get<uint32_t>();
-    if (!str_ok(in.first) || !str_ok(in.second)) c.ok = false;
+    if (!f.StrOk(in.first) || !f.StrOk(in.second)) c.ok = false;
   }
+}
+
+// Counters, flows and device properties.
+void ReadCountersFlowsDevices(Cursor& c, FrameTables& f) {
+  const size_t n_tracks = f.tracks.size();
   const uint32_t n_counters = c.Count(24);
-  std::vector<Counter> counters(n_counters);
-  for (auto& k : counters) {
+  f.counters.resize(n_counters);
+  for (auto& k : f.counters) {
     k.track = c.Get<uint32_t>();
     k.name = c.Get<uint32_t>();
     k.ts_ns = c.Get<int64_t>();
     k.value = c.Get<double>();
-    if (k.track >= n_tracks || !str_ok(k.name)) c.ok = false;
+    if (k.track >= n_tracks || !f.StrOk(k.name)) c.ok = false;
   }
   const uint32_t n_flows = c.Count(25);
-  std::vector<Flow> flows(n_flows);
-  for (auto& f : flows) {
-    f.id = c.Get<int64_t>();
-    f.cat = c.Get<uint32_t>();
-    f.track = c.Get<uint32_t>();
-    f.ts_ns = c.Get<int64_t>();
-    f.is_start = c.Get<uint8_t>() != 0;
-    if (f.track >= n_tracks || !str_ok(f.cat)) c.ok = false;
+  f.flows.resize(n_flows);
+  for (auto& fl : f.flows) {
+    fl.id = c.Get<int64_t>();
+    fl.cat = c.Get<uint32_t>();
+    fl.track = c.Get<uint32_t>();
+    fl.ts_ns = c.Get<int64_t>();
+    fl.is_start = c.Get<uint8_t>() != 0;
+    if (fl.track >= n_tracks || !f.StrOk(fl.cat)) c.ok = false;
   }
   const uint32_t n_devices = c.Count(4 + 4 + 8 + 12);
-  std::vector<DeviceProperties> devices(n_devices);
-  for (auto& d : devices) {
+  f.devices.resize(n_devices);
+  for (auto& d : f.devices) {
     d.id = c.Get<int32_t>();
     d.name = std::string(c.Str());
     d.total_global_mem = c.Get<int64_t>();
@@ -170,26 +180,52 @@ bool MergeFrame(std::string_view payload, int32_t rank, Trace& trace, int64_t* f
     d.compute_minor = c.Get<int32_t>();
     d.num_sms = c.Get<int32_t>();
   }
-  if (!c.ok || c.at != c.n) return false;
-  // Events: check every index before anything is added.
-  std::vector<Event> events(n_events);
-  if (n_events) std::memcpy(static_cast<void*>(events.data()), events_at, size_t{n_events} * sizeof(Event));
-  for (const Event& e : events) {
-    if (e.track >= n_tracks || !str_ok(e.name) || static_cast<uint8_t>(e.kind) > static_cast<uint8_t>(EventKind::kOther))
+}
+
+// Whether every event's track, name, kind, side-table index and times check out.
+bool EventsOk(const FrameTables& f) {
+  for (const Event& e : f.events) {
+    if (e.track >= f.tracks.size() || !f.StrOk(e.name) || static_cast<uint8_t>(e.kind) > static_cast<uint8_t>(EventKind::kOther))
       return false;
     const bool copy = e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset;
-    if (e.aux != kNoAux && e.aux >= (copy ? n_memcpys : n_inputs)) return false;
+    if (e.aux != kNoAux && e.aux >= (copy ? f.memcpys.size() : f.inputs.size())) return false;
     // Times a run can have (ns since the epoch, well inside int64): no sum below can overflow.
     constexpr int64_t kMaxNs = int64_t{1} << 61;
     if (e.dur_ns < 0 || e.dur_ns > kMaxNs || e.ts_ns < -kMaxNs || e.ts_ns > kMaxNs) return false;
   }
+  return true;
+}
 
-  // Merge: the fragment's ids become the trace's.
-  std::vector<StrId> sid(strings.size(), kNoStr);
-  for (size_t i = 1; i < strings.size(); ++i) sid[i] = trace.strings.Intern(strings[i]);
+// Reads one frame's payload; false when it does not check out.
+bool ReadFrame(std::string_view payload, FrameTables& f) {
+  Cursor c{payload.data(), payload.size()};
+  f.flush = c.Get<int64_t>();
+  c.Get<uint64_t>();  // sequence
+  const uint32_t n_strings = c.Count(4);
+  f.strings.assign(1, std::string_view());
+  f.strings.reserve(n_strings + 1);
+  for (uint32_t i = 0; i < n_strings && c.ok; ++i) f.strings.push_back(c.Str());
+  ReadTracks(c, f);
+  const uint32_t n_events = c.Count(sizeof(Event));
+  const char* events_at = c.ok ? c.p + c.at : nullptr;
+  if (c.ok) c.at += size_t{n_events} * sizeof(Event);
+  ReadSideTables(c, f);
+  ReadCountersFlowsDevices(c, f);
+  if (!c.ok || c.at != c.n) return false;
+  // Events: check every index before anything is added.
+  f.events.resize(n_events);
+  if (n_events) std::memcpy(static_cast<void*>(f.events.data()), events_at, size_t{n_events} * sizeof(Event));
+  return EventsOk(f);
+}
+
+// Adds a checked frame to `trace` (rank `rank`): the fragment's ids become the trace's.
+void AddFrame(FrameTables& f, int32_t rank, Trace& trace) {
+  std::vector<StrId> sid(f.strings.size(), kNoStr);
+  for (size_t i = 1; i < f.strings.size(); ++i) sid[i] = trace.strings.Intern(f.strings[i]);
+  const size_t n_tracks = f.tracks.size();
   std::vector<uint32_t> tid(n_tracks);
   for (uint32_t i = 0; i < n_tracks; ++i) {
-    const TrackRow& t = tracks[i];
+    const TrackRow& t = f.tracks[i];
     tid[i] = trace.GetOrAddTrack(rank, static_cast<TrackKind>(t.kind), t.pid, t.tid, sid[t.pid_name], sid[t.tid_name]);
     Track& into = trace.tracks[tid[i]];
     if (t.name != 0) into.name = sid[t.name];
@@ -197,32 +233,40 @@ bool MergeFrame(std::string_view payload, int32_t rank, Trace& trace, int64_t* f
     into.stream = t.stream;
   }
   const uint32_t memcpy_base = static_cast<uint32_t>(trace.memcpys.size());
-  trace.memcpys.insert(trace.memcpys.end(), memcpys.begin(), memcpys.end());
+  trace.memcpys.insert(trace.memcpys.end(), f.memcpys.begin(), f.memcpys.end());
   const uint32_t inputs_base = static_cast<uint32_t>(trace.op_inputs.size());
-  for (const auto& [dims, types] : inputs) trace.op_inputs.push_back({sid[dims], sid[types]});
-  trace.events.reserve(trace.events.size() + n_events);
-  for (Event e : events) {
+  for (const auto& [dims, types] : f.inputs) trace.op_inputs.push_back({sid[dims], sid[types]});
+  trace.events.reserve(trace.events.size() + f.events.size());
+  for (Event e : f.events) {
     e.name = sid[e.name];
     e.track = tid[e.track];
     if (e.aux != kNoAux) e.aux += (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) ? memcpy_base : inputs_base;
     trace.AddEvent(e);
   }
-  for (Counter k : counters) {
+  for (Counter k : f.counters) {
     k.track = tid[k.track];
     k.name = sid[k.name];
     trace.counters.push_back(k);
   }
-  for (Flow f : flows) {
-    f.track = tid[f.track];
-    f.cat = sid[f.cat];
-    trace.flows.push_back(f);
+  for (Flow fl : f.flows) {
+    fl.track = tid[fl.track];
+    fl.cat = sid[fl.cat];
+    trace.flows.push_back(fl);
   }
   RankInfo& info = trace.ranks[0];
-  for (auto& d : devices) {
+  for (auto& d : f.devices) {
     if (std::none_of(info.devices.begin(), info.devices.end(), [&](const DeviceProperties& x) { return x.id == d.id; }))
       info.devices.push_back(std::move(d));
   }
-  *flush_ns = flush;
+}
+
+// Merges one frame's payload into `trace` (rank `rank`); false (and `trace` unchanged) when its
+// contents do not check out.
+bool MergeFrame(std::string_view payload, int32_t rank, Trace& trace, int64_t* flush_ns) {
+  FrameTables f;
+  if (!ReadFrame(payload, f)) return false;
+  AddFrame(f, rank, trace);
+  *flush_ns = f.flush;
   return true;
 }
 

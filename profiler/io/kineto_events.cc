@@ -378,7 +378,10 @@ uint32_t WindowDecoder::GpuTrack(int64_t device, int64_t stream) {
   return t_->GetOrAddTrack(rank_, TrackKind::kGpuStream, device, stream);
 }
 
-void WindowDecoder::HandleEvent(od::object obj) {
+namespace {
+
+// One event's fields as read (the views are valid for the call only).
+struct RawEvent {
   std::string_view ph, cat, ts_text, dur_text;
   StrId name = kNoStr;
   bool has_name = false, bad_type = false, bad_shapes = false;
@@ -390,226 +393,270 @@ void WindowDecoder::HandleEvent(od::object obj) {
   // torch.profiler's profile_memory events (memory_counters.h): their figures, read only for them.
   bool memory_event = false, oom_event = false;
   std::optional<int64_t> mem_allocated, mem_reserved, mem_bytes, mem_type, mem_id;
+};
 
+// The string tables an event's names and shapes are interned into.
+struct EventStrings {
+  StringTable& table;
+  RecentStrings& names;
+  RecentStrings& shapes;
+};
+
+// Input Dims / Input type: the array's raw text, checked, interned; bad_shapes when not valid.
+void ReadShapes(od::value av, EventStrings& s, RawEvent& ev, StrId* out) {
+  std::string_view raw;
+  od::array a;
+  if (!av.get_array().get(a) && !a.raw_json().get(raw)) {
+    if (const StrId seen = s.shapes.Find(s.table, raw)) *out = seen;  // checked before
+    else if (ShapeJsonCheck::Valid(raw)) *out = s.shapes.Intern(s.table, raw);
+    else ev.bad_shapes = true;
+  }
+}
+
+// One "args" field: the ids, device and stream, bytes, shapes, a metadata name, a counter's
+// series (ph "C"), a memory event's figures.
+void ReadArg(od::field& af, EventStrings& s, RawEvent& ev) {
+  const ArgKey akey = ArgKeyOf(af.key().raw());
+  od::value av = af.value();
+  switch (akey) {
+    case ArgKey::kExternalId:
+      if (auto x = GetInt(av)) ev.external_id = *x;
+      break;
+    case ArgKey::kCorrelation:
+      if (auto x = GetInt(av)) ev.correlation = *x;
+      break;
+    case ArgKey::kDevice:
+      if (auto x = GetInt(av)) ev.device = *x;
+      break;
+    case ArgKey::kStream:
+      if (auto x = GetInt(av)) ev.stream = *x;
+      break;
+    case ArgKey::kBytes:
+      if (auto x = GetInt(av)) ev.bytes = *x;
+      break;
+    case ArgKey::kInputDims: ReadShapes(av, s, ev, &ev.input_dims); break;
+    case ArgKey::kInputType: ReadShapes(av, s, ev, &ev.input_types); break;
+    case ArgKey::kName: {
+      std::string_view str;
+      if (!av.get_string().get(str)) ev.meta_name = s.table.Intern(str);
+      break;
+    }
+    case ArgKey::kOther:
+      if (ev.ph == "C") {
+        double d;
+        if (!av.get_double().get(d)) ev.counter_values.emplace_back(s.table.Intern(RawKey(af)), d);
+      } else if (ev.memory_event) {
+        const std::string_view k = RawKey(af);
+        std::optional<int64_t>* slot = k == "Total Allocated" ? &ev.mem_allocated
+                                       : k == "Total Reserved" ? &ev.mem_reserved
+                                       : k == "Bytes"          ? &ev.mem_bytes
+                                       : k == "Device Type"    ? &ev.mem_type
+                                       : k == "Device Id"      ? &ev.mem_id
+                                                               : nullptr;
+        if (slot) *slot = GetInt(av);
+      }
+      break;
+  }
+}
+
+// The "args" object; false when its JSON is broken inside.
+bool ReadArgs(od::value v, EventStrings& s, RawEvent& ev) {
+  od::object args;
+  if (v.get_object().get(args)) return true;
+  if (ev.has_name) {
+    const std::string_view n = s.table.Get(ev.name);
+    ev.oom_event = n == "[OutOfMemory]";
+    ev.memory_event = ev.oom_event || n == "[memory]";
+  }
+  for (auto af_result : args) {
+    od::field af;
+    if (std::move(af_result).get(af)) return false;
+    ReadArg(af, s, ev);
+  }
+  return true;
+}
+
+// The event's fields; false when its JSON is broken inside (the caller counts it).
+bool ReadEvent(od::object obj, EventStrings& s, RawEvent& ev) {
   for (auto field_result : obj) {
     od::field field;
-    if (std::move(field_result).get(field)) {
-      broken_ = true;
-      return Malformed(kInvalidField);
-    }
+    if (std::move(field_result).get(field)) return false;
     const EventKey key = EventKeyOf(field.key().raw());
     od::value v = field.value();
     switch (key) {
       case EventKey::kPh:  // views from get_string stay valid until the next window is parsed
-        if (v.get_string().get(ph)) bad_type = true;
+        if (v.get_string().get(ev.ph)) ev.bad_type = true;
         break;
-      case EventKey::kTs: ts_text = v.raw_json_token(); break;
+      case EventKey::kTs: ev.ts_text = v.raw_json_token(); break;
       case EventKey::kId:
         if (auto id = GetInt(v)) {
-          flow_id = *id;
-          flow_id_present = true;
+          ev.flow_id = *id;
+          ev.flow_id_present = true;
         }
         break;
       case EventKey::kCat:
-        if (v.get_string().get(cat)) bad_type = true;
+        if (v.get_string().get(ev.cat)) ev.bad_type = true;
         break;
-      case EventKey::kPid: pid = GetId(v); break;
-      case EventKey::kTid: tid = GetId(v); break;
-      case EventKey::kDur: dur_text = v.raw_json_token(); break;
+      case EventKey::kPid: ev.pid = GetId(v); break;
+      case EventKey::kTid: ev.tid = GetId(v); break;
+      case EventKey::kDur: ev.dur_text = v.raw_json_token(); break;
       case EventKey::kName: {
-        std::string_view s;
-        if (v.get_string().get(s)) bad_type = true;
+        std::string_view str;
+        if (v.get_string().get(str)) ev.bad_type = true;
         else {
-          name = recent_names_.Intern(t_->strings, s);
-          has_name = true;
+          ev.name = s.names.Intern(s.table, str);
+          ev.has_name = true;
         }
         break;
       }
-      case EventKey::kArgs: {
-        od::object args;
-        if (v.get_object().get(args)) break;
-        if (has_name) {
-          const std::string_view n = t_->strings.Get(name);
-          oom_event = n == "[OutOfMemory]";
-          memory_event = oom_event || n == "[memory]";
-        }
-        for (auto af_result : args) {
-          od::field af;
-          if (std::move(af_result).get(af)) {
-            broken_ = true;
-            return Malformed(kInvalidField);
-          }
-          const ArgKey akey = ArgKeyOf(af.key().raw());
-          od::value av = af.value();
-          // Input Dims / Input type: the array's raw text, checked, interned.
-          auto shapes = [&](StrId* out) {
-            std::string_view raw;
-            od::array a;
-            if (!av.get_array().get(a) && !a.raw_json().get(raw)) {
-              if (const StrId seen = recent_shapes_.Find(t_->strings, raw)) *out = seen;  // checked before
-              else if (ShapeJsonCheck::Valid(raw)) *out = recent_shapes_.Intern(t_->strings, raw);
-              else bad_shapes = true;
-            }
-          };
-          switch (akey) {
-            case ArgKey::kExternalId:
-              if (auto x = GetInt(av)) external_id = *x;
-              break;
-            case ArgKey::kCorrelation:
-              if (auto x = GetInt(av)) correlation = *x;
-              break;
-            case ArgKey::kDevice:
-              if (auto x = GetInt(av)) device = *x;
-              break;
-            case ArgKey::kStream:
-              if (auto x = GetInt(av)) stream = *x;
-              break;
-            case ArgKey::kBytes:
-              if (auto x = GetInt(av)) bytes = *x;
-              break;
-            case ArgKey::kInputDims: shapes(&input_dims); break;
-            case ArgKey::kInputType: shapes(&input_types); break;
-            case ArgKey::kName: {
-              std::string_view s;
-              if (!av.get_string().get(s)) meta_name = t_->strings.Intern(s);
-              break;
-            }
-            case ArgKey::kOther:
-              if (ph == "C") {
-                double d;
-                if (!av.get_double().get(d)) counter_values.emplace_back(t_->strings.Intern(RawKey(af)), d);
-              } else if (memory_event) {
-                const std::string_view k = RawKey(af);
-                std::optional<int64_t>* slot = k == "Total Allocated" ? &mem_allocated
-                                               : k == "Total Reserved" ? &mem_reserved
-                                               : k == "Bytes"          ? &mem_bytes
-                                               : k == "Device Type"    ? &mem_type
-                                               : k == "Device Id"      ? &mem_id
-                                                                       : nullptr;
-                if (slot) *slot = GetInt(av);
-              }
-              break;
-          }
-        }
+      case EventKey::kArgs:
+        if (!ReadArgs(v, s, ev)) return false;
         break;
-      }
       case EventKey::kOther: break;
     }
   }
-  if (bad_type) return Malformed(kInvalidField);
-  if (bad_shapes) {  // the event stays; its shapes are dropped, said as info
-    Note(kInvalidShapes, IssueSeverity::kInfo, Where());
-    input_dims = input_types = kNoStr;
+  return true;
+}
+
+// The event's time by its phase: a duration for "X" (or the kind of problem with it), none yet for
+// "B"/"E", an instant for "i"/"I"/"n"/"R". Returns "" when the event stays, kUnsupportedPhase for
+// other phases, else the malformation.
+std::string_view PhaseTime(const RawEvent& ev, Event& e) {
+  const char p0 = ev.ph[0];
+  if (p0 == 'X' && ev.ph.size() == 1) {
+    if (ev.dur_text.empty()) return kMissingDur;
+    const auto dur = ParseMicrosToNs(ev.dur_text);
+    if (!dur) return kInvalidDur;
+    if (*dur < 0) return kNegativeDur;
+    if (*dur > kMaxDurationNs) return kDurOutOfRange;
+    e.dur_ns = *dur;
+  } else if ((p0 == 'B' || p0 == 'E') && ev.ph.size() == 1) {
+    // handled below, after the track is known
+  } else if ((p0 == 'i' || p0 == 'I' || p0 == 'n' || p0 == 'R') && ev.ph.size() == 1) {
+    e.kind = EventKind::kInstant;
+    e.dur_ns = 0;
+  } else {
+    return kUnsupportedPhase;
   }
-  if (ph.empty()) return Malformed(kMissingPh);
+  return {};
+}
+
+// A memory instant's figures as memory counters on its thread. False when it has some figures but
+// not the total or the device (a loss); args with none of them are our own writer's copy of the
+// instant (its figures went out as counters), not a loss.
+bool AddMemoryCounters(Trace& t, const RawEvent& ev, const Event& e) {
+  if (!ev.mem_allocated || !ev.mem_type) return !(ev.mem_allocated || ev.mem_reserved || ev.mem_bytes || ev.mem_type || ev.mem_id);
+  const std::string device = MemoryDeviceName(*ev.mem_type, ev.mem_id.value_or(-1));
+  const auto add = [&](MemoryWhat what, double value) {
+    t.counters.push_back({e.track, t.strings.Intern(MemoryCounterName(what, device)), e.ts_ns, value});
+  };
+  add(MemoryWhat::kAllocated, static_cast<double>(*ev.mem_allocated));
+  if (ev.mem_reserved) add(MemoryWhat::kReserved, static_cast<double>(*ev.mem_reserved));
+  if (ev.mem_bytes) add(ev.oom_event ? MemoryWhat::kOom : MemoryWhat::kBytes, static_cast<double>(*ev.mem_bytes));
+  return true;
+}
+
+// Adds a complete event with its side table row: a memcpy's info, or an op's input shapes.
+void AddWithSideTable(Trace& t, const RawEvent& ev, Event& e) {
+  // The side table follows the event's final kind (e.kind): an instant with a memcpy category is
+  // an instant, and readers of Event::aux pick the table by e.kind (a fuzzer found an "i" event of
+  // cat gpu_memcpy whose memcpy index was read as an op-inputs index).
+  if (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) {
+    MemcpyInfo info = e.kind == EventKind::kMemcpy ? ParseMemcpyName(t.strings.Get(ev.name)) : MemcpyInfo{};
+    info.bytes = ev.bytes;
+    e.aux = static_cast<uint32_t>(t.memcpys.size());
+    t.memcpys.push_back(info);
+  } else if (ev.input_dims != kNoStr || ev.input_types != kNoStr) {
+    e.aux = static_cast<uint32_t>(t.op_inputs.size());
+    t.op_inputs.push_back({ev.input_dims, ev.input_types});
+  }
+  t.AddEvent(e);
+}
+
+}  // namespace
+
+void WindowDecoder::HandleEvent(od::object obj) {
+  RawEvent ev;
+  EventStrings strings{t_->strings, recent_names_, recent_shapes_};
+  if (!ReadEvent(obj, strings, ev)) {
+    broken_ = true;
+    return Malformed(kInvalidField);
+  }
+  if (ev.bad_type) return Malformed(kInvalidField);
+  if (ev.bad_shapes) {  // the event stays; its shapes are dropped, said as info
+    Note(kInvalidShapes, IssueSeverity::kInfo, Where());
+    ev.input_dims = ev.input_types = kNoStr;
+  }
+  if (ev.ph.empty()) return Malformed(kMissingPh);
+  const IdValue &pid = ev.pid, &tid = ev.tid;
   if ((pid.present && !pid.ok) || (tid.present && !tid.ok)) return Malformed(kInvalidPidTid);
 
-  const char p0 = ph[0];
-  if (p0 == 'M' && ph.size() == 1) {
-    if (has_name && t_->strings.Get(name) == "thread_name" && meta_name != kNoStr) {
-      out_->thread_names.push_back({pid.num, tid.num, meta_name});
+  const char p0 = ev.ph[0];
+  if (p0 == 'M' && ev.ph.size() == 1) {
+    if (ev.has_name && t_->strings.Get(ev.name) == "thread_name" && ev.meta_name != kNoStr) {
+      out_->thread_names.push_back({pid.num, tid.num, ev.meta_name});
     }
     return;
   }
 
-  if (ts_text.empty()) return Malformed(kMissingTs);
-  const auto ts = ParseMicrosToNs(ts_text);
+  if (ev.ts_text.empty()) return Malformed(kMissingTs);
+  const auto ts = ParseMicrosToNs(ev.ts_text);
   if (!ts) return Malformed(kInvalidTs);
   if (*ts > kMaxAbsTimeNs || *ts < -kMaxAbsTimeNs) return Malformed(kTsOutOfRange);
 
-  if ((p0 == 's' || p0 == 'f' || p0 == 't') && ph.size() == 1) {
-    if (!flow_id_present) return Malformed(kInvalidField);
+  if ((p0 == 's' || p0 == 'f' || p0 == 't') && ev.ph.size() == 1) {
+    if (!ev.flow_id_present) return Malformed(kInvalidField);
     Flow f;
-    f.id = flow_id;
-    f.cat = t_->strings.Intern(cat);
+    f.id = ev.flow_id;
+    f.cat = t_->strings.Intern(ev.cat);
     f.track = CpuTrack(pid.num, pid.str, tid.num, tid.str);
     f.ts_ns = *ts;
     f.is_start = (p0 == 's');
     t_->flows.push_back(f);
     return;
   }
-  if (p0 == 'C' && ph.size() == 1) {
+  if (p0 == 'C' && ev.ph.size() == 1) {
     const uint32_t track = CpuTrack(pid.num, pid.str, tid.num, tid.str);
-    for (const auto& [series, value] : counter_values) {
-      const StrId cname = counter_values.size() == 1 && has_name ? name : series;
+    for (const auto& [series, value] : ev.counter_values) {
+      const StrId cname = ev.counter_values.size() == 1 && ev.has_name ? ev.name : series;
       t_->counters.push_back({track, cname, *ts, value});
     }
     return;
   }
 
   bool known_cat = true;
-  EventKind kind = cat.empty() ? EventKind::kCpuOp : KindFromCat(cat, &known_cat);
-  if (cat.empty() && pid.str == "CUDA functions") kind = EventKind::kKernel;  // legacy export, use_cuda=True
+  EventKind kind = ev.cat.empty() ? EventKind::kCpuOp : KindFromCat(ev.cat, &known_cat);
+  if (ev.cat.empty() && pid.str == "CUDA functions") kind = EventKind::kKernel;  // legacy export, use_cuda=True
   if (!known_cat) kind = EventKind::kOther;
 
   Event e;
   e.ts_ns = *ts;
   e.kind = kind;
-  e.name = name;
-  e.external_id = external_id;
-  e.correlation = correlation;
-
-  if (p0 == 'X' && ph.size() == 1) {
-    if (dur_text.empty()) return Malformed(kMissingDur);
-    const auto dur = ParseMicrosToNs(dur_text);
-    if (!dur) return Malformed(kInvalidDur);
-    if (*dur < 0) return Malformed(kNegativeDur);
-    if (*dur > kMaxDurationNs) return Malformed(kDurOutOfRange);
-    e.dur_ns = *dur;
-  } else if ((p0 == 'B' || p0 == 'E') && ph.size() == 1) {
-    // handled below, after the track is known
-  } else if ((p0 == 'i' || p0 == 'I' || p0 == 'n' || p0 == 'R') && ph.size() == 1) {
-    e.kind = EventKind::kInstant;
-    e.dur_ns = 0;
-  } else {
-    Note(kUnsupportedPhase, IssueSeverity::kInfo, Where());
-    return;
+  e.name = ev.name;
+  e.external_id = ev.external_id;
+  e.correlation = ev.correlation;
+  if (const std::string_view problem = PhaseTime(ev, e); !problem.empty()) {
+    if (problem == kUnsupportedPhase) return Note(kUnsupportedPhase, IssueSeverity::kInfo, Where());
+    return Malformed(problem);
   }
-  if (!has_name && p0 != 'E') return Malformed(kMissingName);
+  if (!ev.has_name && p0 != 'E') return Malformed(kMissingName);
 
   if (IsGpuKind(kind)) {
-    const int64_t dev = device >= 0 ? device : pid.num;
-    const int64_t str = stream >= 0 ? stream : tid.num;
+    const int64_t dev = ev.device >= 0 ? ev.device : pid.num;
+    const int64_t str = ev.stream >= 0 ? ev.stream : tid.num;
     e.track = GpuTrack(dev, str);
   } else {
     e.track = CpuTrack(pid.num, pid.str, tid.num, tid.str);
   }
 
-  if (memory_event && e.kind == EventKind::kInstant) {
-    // The event stays an instant (as before); its figures become memory counters on its thread.
-    if (!mem_allocated || !mem_type) {
-      // Args with none of the figures: our own writer's copy of the instant (its figures went out
-      // as counters), not a loss. Some figures but not the total or the device: a loss.
-      if (mem_allocated || mem_reserved || mem_bytes || mem_type || mem_id)
-        Note(kMemoryWithoutFigures, IssueSeverity::kDataLoss, Where());
-    } else {
-      const std::string device = MemoryDeviceName(*mem_type, mem_id.value_or(-1));
-      const auto add = [&](MemoryWhat what, double value) {
-        t_->counters.push_back({e.track, t_->strings.Intern(MemoryCounterName(what, device)), e.ts_ns, value});
-      };
-      add(MemoryWhat::kAllocated, static_cast<double>(*mem_allocated));
-      if (mem_reserved) add(MemoryWhat::kReserved, static_cast<double>(*mem_reserved));
-      if (mem_bytes) add(oom_event ? MemoryWhat::kOom : MemoryWhat::kBytes, static_cast<double>(*mem_bytes));
-    }
-  }
+  // A memory event stays an instant (as before); its figures become memory counters on its thread.
+  if (ev.memory_event && e.kind == EventKind::kInstant && !AddMemoryCounters(*t_, ev, e))
+    Note(kMemoryWithoutFigures, IssueSeverity::kDataLoss, Where());
   if (p0 == 'B' || p0 == 'E') {  // paired across windows by SourceAssembler
     out_->begin_ends.push_back({t_->events.size(), event_index(), e, p0 == 'B'});
     return;
   }
-
-  // The side table follows the event's final kind (e.kind): an instant with a memcpy category is
-  // an instant, and readers of Event::aux pick the table by e.kind (a fuzzer found an "i" event of
-  // cat gpu_memcpy whose memcpy index was read as an op-inputs index).
-  if (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) {
-    MemcpyInfo info = e.kind == EventKind::kMemcpy ? ParseMemcpyName(t_->strings.Get(name)) : MemcpyInfo{};
-    info.bytes = bytes;
-    e.aux = static_cast<uint32_t>(t_->memcpys.size());
-    t_->memcpys.push_back(info);
-  } else if (input_dims != kNoStr || input_types != kNoStr) {
-    e.aux = static_cast<uint32_t>(t_->op_inputs.size());
-    t_->op_inputs.push_back({input_dims, input_types});
-  }
-  t_->AddEvent(e);
+  AddWithSideTable(*t_, ev, e);
 }
 
 SourceAssembler::SourceAssembler(Trace& trace, const std::string& source)
