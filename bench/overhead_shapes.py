@@ -56,6 +56,8 @@ def main():
     p.add_argument("--trainrx", default=os.path.join(REPO, "build", "trainrx"))
     p.add_argument("--before", default="", help="a probe directory of an older build (record --probe-dir)")
     p.add_argument("--partial", default="", help="rewrite the tables here after every round")
+    p.add_argument("--modes", default="", help="only these modes (';'-separated names as in the tables; plain is "
+                   "always run), e.g. 'record;torch.profiler, profile_memory'")
     p.add_argument("--flush-seconds", default="0.5",
                    help="the journal's period in the record modes (TRAINRX_FLUSH_SECONDS; default 0.5, 4x the "
                         "default rate, so a run of a few seconds holds several flushes)")
@@ -65,10 +67,15 @@ def main():
     trace = os.path.join(work, "t.json")
     flush = {"TRAINRX_FLUSH_SECONDS": a.flush_seconds}
     modes = {"plain": ([], {}), "record": (["record"], flush), "record, no journal": (["record"], {"TRAINRX_FLUSH_SECONDS": "0"}),
-             "torch.profiler": (["tp"], {})}
+             "torch.profiler": (["tp"], {}),
+             # issue 36: memory recorded both ways (our heap samples are always on in record)
+             "torch.profiler, profile_memory": (["tp", "memory"], {})}
     if a.before:
         modes["before: record"] = (["record", a.before], flush)
         modes["before: record, no journal"] = (["record", a.before], {"TRAINRX_FLUSH_SECONDS": "0"})
+    if a.modes:
+        keep = {"plain"} | {m.strip() for m in a.modes.split(";") if m.strip()}
+        modes = {m: v for m, v in modes.items() if m in keep}
     shapes = a.shapes.split(",")
     cells = [(s, m) for s in shapes for m in modes]
     runs = {c: [] for c in cells}
@@ -86,8 +93,8 @@ def main():
                 if len(how) > 1:
                     pre += ["--probe-dir", how[1]]
                 cmd = pre + ["--"] + cmd
-            elif how == ["tp"]:
-                cmd += ["--torch-profiler", os.path.join(work, "tp.json")]
+            elif how and how[0] == "tp":
+                cmd += ["--torch-profiler", os.path.join(work, "tp.json")] + (["--profile-memory"] if "memory" in how else [])
             if os.path.exists(trace):
                 os.remove(trace)
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, **env))
@@ -133,8 +140,9 @@ def report(runs, journal, modes, shapes, rounds, out):
             return f"{stat(pairs):.2f} ({lo:.2f} to {hi:.2f})"
         emit()
         for rec in [m for m in ("record", "before: record") if m in added]:
-            emit(f"- {rec} / torch.profiler added time: {ratio(rec)} (goal <= 0.50)")
-        for rec in [m for m in ("record", "before: record") if m in added]:
+            for den in [d for d in ("torch.profiler", "torch.profiler, profile_memory") if d in added]:
+                emit(f"- {rec} / {den} added time: {ratio(rec, den)} (goal <= 0.50)")
+        for rec in [m for m in ("record", "before: record") if m in added and m + ", no journal" in added]:
             nj = rec + ", no journal"
             xs = [(1 + x) / (1 + y) - 1 for x, y in zip(added[rec], added[nj])]
             line = f"- {rec}: journal on vs off {100 * statistics.median(xs):+.1f} % of the step, interval {pct(interval(xs, statistics.median, rng))} (goal <= 1 %)"

@@ -51,6 +51,7 @@ def main():
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--torch-profiler", default="")
+    p.add_argument("--profile-memory", action="store_true", help="with --torch-profiler: profile_memory=True")
     p.add_argument("--step-times", default="")
     a = p.parse_args()
     if a.threads > 0:
@@ -76,7 +77,7 @@ def main():
     times = []
     prof = None
     if a.torch_profiler:
-        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=a.profile_memory)
         prof.__enter__()
     done = 0
     while done < a.steps:
