@@ -75,6 +75,18 @@ bool SpawnedMultiprocessingChild() {
   return false;
 }
 
+}  // namespace
+
+// What became of the probe in this process, for the Python start-up hook (ctypes, the global
+// namespace): 0 not decided (libtorch not loaded yet), 1 attached, 2 not attached: the process's
+// libtorch is not the probe's (the hook then records with torch.profiler instead), 3 not attached:
+// the probe could not be loaded or has no entry point (the same fallback).
+extern "C" {
+__attribute__((visibility("default"))) int trainrx_probe_state = 0;
+}
+
+namespace {
+
 void MaybeAttach() {
   const char* probe = std::getenv(trainrx::env::kProbeLib);
   if (probe == nullptr || *probe == '\0') return;
@@ -93,21 +105,28 @@ void MaybeAttach() {
                  "  TRAINRX_TORCH_PYTHON=$(command -v python3) ./scripts/setup    # or: cmake -B build "
                  "-DCMAKE_PREFIX_PATH=\"$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')\" "
                  "&& cmake --build build\n"
-                 "trainrx: the program runs unobserved.\n",
+                 "trainrx: a Python program is recorded by torch.profiler instead (the start-up hook's fallback: "
+                 "no config snapshots, no dataflow); another program runs unobserved.\n",
                  torch.c_str(), expected, version ? version : "?");
+    trainrx_probe_state = 2;
     return;
   }
   void* handle = RealDlopen()(probe, RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    std::fprintf(stderr, "trainrx: could not load the probe %s: %s; the program runs unobserved.\n", probe, dlerror());
+    std::fprintf(stderr, "trainrx: could not load the probe %s: %s; a Python program is recorded by torch.profiler "
+                 "instead, another runs unobserved.\n", probe, dlerror());
+    trainrx_probe_state = 3;
     return;
   }
   g_interrupted = reinterpret_cast<void (*)()>(dlsym(handle, "trainrx_probe_interrupted"));
   auto attach = reinterpret_cast<int (*)()>(dlsym(handle, "trainrx_probe_attach"));
   if (attach == nullptr) {
-    std::fprintf(stderr, "trainrx: %s has no trainrx_probe_attach; the program runs unobserved.\n", probe);
+    std::fprintf(stderr, "trainrx: %s has no trainrx_probe_attach; a Python program is recorded by torch.profiler "
+                 "instead, another runs unobserved.\n", probe);
+    trainrx_probe_state = 3;
     return;
   }
+  trainrx_probe_state = 1;
   attach();
 }
 

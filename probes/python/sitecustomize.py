@@ -297,6 +297,16 @@ def _install_oom_mark(torch, record_function):
     sys.excepthook = excepthook
 
 
+def _step_post_hook_register():
+    """torch.optim.optimizer.register_optimizer_step_post_hook (a global hook after every optimizer
+    step; torch >= 2.0), or None. The submodule is not an attribute of torch.optim: imported by name."""
+    try:
+        import importlib
+        return getattr(importlib.import_module("torch.optim.optimizer"), "register_optimizer_step_post_hook", None)
+    except Exception:
+        return None
+
+
 def _cuda_memory_mark_name(torch, state):
     """'trainrx::cuda_memory cuda:<i> allocated=.. reserved=.. peak=.. retries=.. ooms=.. capacity=..'
     from the CUDA caching allocator's statistics of the current device, or None (no CUDA, or CUDA
@@ -318,8 +328,7 @@ def _cuda_memory_mark_name(torch, state):
 def _install_cuda_memory_marks(torch, record_function):
     """After every optimizer step (a global post hook: no code change), the CUDA caching allocator's
     figures as a mark (memory.cc reads them as samples of the device): one memory_stats() call a step."""
-    optimizer = getattr(getattr(torch, "optim", None), "optimizer", None)
-    register = getattr(optimizer, "register_optimizer_step_post_hook", None)
+    register = _step_post_hook_register()
     if register is None:
         return
     state = {}
@@ -466,8 +475,100 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _probe_state():
+    """What the preloaded shim decided (probes/preload.cc trainrx_probe_state): 1 attached, 2 this
+    libtorch is not the probe's, 3 the probe could not load; -1 not under `trainrx record`."""
+    try:
+        import ctypes
+        return ctypes.c_int.in_dll(ctypes.CDLL(None), "trainrx_probe_state").value
+    except Exception:
+        return -1
+
+
+def _add_block(path, key, value):
+    """A top-level key added to a written Kineto JSON object ({..."traceName": ...}) in place: the
+    text before its last '}' gets ',"key": value'. A list (torch 1.x writes one) is left as it is."""
+    import json
+    with open(path, "r+b") as f:
+        f.seek(0)
+        if not f.read(64).lstrip().startswith(b"{"):
+            return
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - 4096))
+        tail = f.read()
+        end = tail.rfind(b"}")
+        if end < 0:
+            return
+        f.seek(size - len(tail) + end)
+        f.write((f', "{key}": ' + json.dumps(value) + "}\n").encode())
+        f.truncate()
+
+
+def _start_fallback(torch, state):
+    """The probe did not attach (built for another torch): record with torch.profiler instead, over
+    the same step window (TRAINRX_SKIP_STEPS, TRAINRX_STEPS; a step is an optimizer step, through a
+    global step post hook), writing the Kineto trace where the probe would have (TRAINRX_OUTPUT;
+    the root process only). It sees what torch.profiler sees: ops, shapes, record_function ranges
+    (our marks and module ranges among them), not the probe's config snapshots or dataflow."""
+    output = os.environ.get("TRAINRX_OUTPUT")
+    if not output or os.environ.get("TRAINRX_ROOT_PID") != str(os.getpid()):
+        return
+    import atexit
+    import json
+
+    profiler = torch.profiler
+    activities = [profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(profiler.ProfilerActivity.CUDA)
+    steps = os.environ.get("TRAINRX_STEPS", "200")
+    skip = int(os.environ.get("TRAINRX_SKIP_STEPS", "0") or 0)
+    register = _step_post_hook_register()
+    written = []
+
+    block = {"recorder": "torch.profiler, trainrx record's fallback (the probe " +
+                         ("was built for another torch" if state == 2 else "could not be loaded") +
+                         "): no config snapshots, no dataflow, no heap samples",
+             "command": " ".join(sys.argv), "pid": os.getpid()}
+
+    def export(prof):
+        if written:
+            return
+        written.append(True)
+        prof.export_chrome_trace(output)
+        _add_block(output, "trainrx", block)
+
+    kwargs = dict(activities=activities, record_shapes=True)
+    windowed = register is not None and steps != "all"
+    if windowed:
+        # warmup 1 (torch.profiler warns without): the step before the window is its warm-up.
+        kwargs.update(schedule=profiler.schedule(wait=max(0, skip - 1), warmup=1, active=int(steps), repeat=1),
+                      on_trace_ready=export)
+    prof = profiler.profile(**kwargs)
+    prof.start()
+    if windowed:
+        register(lambda opt, args, kwargs: prof.step())
+
+    def stop():
+        try:
+            prof.stop()
+            export(prof)
+        except Exception as e:
+            sys.stderr.write(f"trainrx: the torch.profiler fallback could not write {output}: {e}\n")
+
+    atexit.register(stop)
+    sys.stderr.write(f"trainrx: recording with torch.profiler (fallback) into {output}\n")
+
+
 def _on_torch(module):
-    """After `import torch`: the fixes, the marks, the module ranges."""
+    """After `import torch`: the fallback recorder if the probe did not attach, the fixes, the marks,
+    the module ranges."""
+    state = _probe_state()
+    if state in (2, 3) and os.environ.get("TRAINRX_FALLBACK", "1") != "0":
+        try:
+            _start_fallback(module, state)
+        except Exception as e:  # never fatal: the program runs unobserved, as without it
+            sys.stderr.write(f"trainrx: no torch.profiler fallback: {e}\n")
     if _FIXES:
         try:
             _apply(module, _FIXES)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The probe does not attach (a torch it was not built for): `trainrx record` still records a Python
+# program, with torch.profiler started by the start-up hook over the same step window (issue 38.2).
+#   * the repository's torch 2.13 with the expected libtorch pinned to another file (a mismatch):
+#     a Kineto trace at -o, its trainrx block naming the recorder, the planted problems a Kineto
+#     trace shows flagged, the step window kept (--steps 3: 3 steps);
+#   * Debian's python3 with its torch 1.13 and no --probe-dir (if installed);
+#   * TRAINRX_FALLBACK=0: no trace, the program unobserved (exit 2 from record, the program's 0).
+# Usage: fallback_test.sh TRAINRX PYTHON_DIR
+set -uo pipefail
+TRAINRX=$1
+PYDIR=$2
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+PY=${TRAINRX_PYTHON:-$REPO/.venv/bin/python}
+SCRIPT=$PYDIR/train_planted.py
+[ -f "$(dirname "$TRAINRX")/libtrainrx_probe.so" ] || { echo "skip: $TRAINRX has no probe"; exit 77; }
+"$PY" -c 'import torch' 2>/dev/null || { echo "skip: $PY has no torch"; exit 77; }
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+fail=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+ids_of() { "$PY" -c 'import json,sys; print(" ".join(sorted({f["id"] for f in json.load(open(sys.argv[1]))["findings"]})))' "$1"; }
+has() { [[ " $1 " == *" $2 "* ]]; }
+
+# 1. A mismatch with this torch: the expected libtorch pinned to a file that is not the one loaded.
+TRAINRX_TORCH_LIB=/nonexistent/libtorch_cpu.so "$TRAINRX" record -o "$W/fb.json" -- "$PY" "$SCRIPT" --all-problems --steps 12 \
+  > "$W/fb.out" 2> "$W/fb.err"
+code=$?
+[ $code = 0 ] && ok "mismatch: the program's exit code (0)" || bad "mismatch: exit $code: $(tail -3 "$W/fb.err")"
+grep -q "recording with torch.profiler (fallback)" "$W/fb.err" && ok "mismatch: says it records with torch.profiler" || bad "mismatch: no fallback line"
+"$PY" - "$W/fb.json" <<'PY' && ok "mismatch: a Kineto trace whose trainrx block names the recorder" || bad "mismatch: the trace"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert isinstance(d, dict) and "torch.profiler" in d["trainrx"]["recorder"], d.get("trainrx")
+print("  recorder:", d["trainrx"]["recorder"])
+PY
+"$TRAINRX" analyze "$W/fb.json" --format json -o "$W/fb.report.json" > /dev/null || bad "mismatch: analyze"
+ids=$(ids_of "$W/fb.report.json")
+echo "  findings: $ids"
+for id in input.workers input.dataloader_bound debug.anomaly_detection sync.host_device; do
+  has "$ids" $id && ok "fallback trace: $id" || bad "fallback trace: $id not flagged"
+done
+TRAINRX_TORCH_LIB=/nonexistent/libtorch_cpu.so "$TRAINRX" record -o "$W/win.json" --steps 3 -- "$PY" "$SCRIPT" --steps 12 > /dev/null 2>&1
+"$TRAINRX" analyze "$W/win.json" --format json -o "$W/win.report.json" > /dev/null
+"$PY" - "$W/win.report.json" <<'PY' && ok "fallback: the step window (--steps 3) kept" || bad "fallback: step window"
+import json, sys
+s = json.load(open(sys.argv[1]))["steps"]
+n = len(s.get("rows", [])) + len(s.get("warmup", []))
+print("  steps in the trace:", n)
+assert 2 <= n <= 4, n
+PY
+
+# 2. Off: unobserved, as before the fallback existed.
+TRAINRX_FALLBACK=0 TRAINRX_TORCH_LIB=/nonexistent/libtorch_cpu.so "$TRAINRX" record -o "$W/off.json" -- "$PY" "$SCRIPT" --steps 4 \
+  > /dev/null 2> "$W/off.err"
+code=$?
+[ $code = 2 ] && [ ! -f "$W/off.json" ] && ok "TRAINRX_FALLBACK=0: no trace, record exits 2" || bad "TRAINRX_FALLBACK=0: exit $code"
+
+# 3. Debian's torch 1.13 (python3-torch) without --probe-dir: recorded by its torch.profiler.
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  "$TRAINRX" record -o "$W/deb.json" -- /usr/bin/python3 "$SCRIPT" --costly-data --steps 10 > /dev/null 2> "$W/deb.err" \
+    && "$TRAINRX" analyze "$W/deb.json" --format json -o "$W/deb.report.json" > /dev/null \
+    && has "$(ids_of "$W/deb.report.json")" input.dataloader_bound && ok "Debian torch 1.13: recorded by torch.profiler, data wait flagged" \
+    || bad "Debian torch 1.13 fallback: $(tail -3 "$W/deb.err")"
+else
+  echo "skip: no Debian python3-torch"
+fi
+exit $fail
