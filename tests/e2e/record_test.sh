@@ -178,8 +178,9 @@ else
   echo "skip: full disk and read-only directory (cannot mount a tmpfs here)"
 fi
 
-# 5. A libtorch the probe was not built against: clear message, program runs unobserved.
-TRAINRX_TORCH_LIB=/nonexistent/libtorch_cpu.so "$TRAINRX" record -o "$W/mismatch.json" -- $PY "$SCRIPT" --steps 2 > "$W/mm.out" 2> "$W/mm.err"; rc=$?
+# 5. A libtorch the probe was not built against: clear message; without the torch.profiler fallback
+# (TRAINRX_FALLBACK=0; the fallback is tests/e2e/fallback_test.sh) the program runs unobserved.
+TRAINRX_FALLBACK=0 TRAINRX_TORCH_LIB=/nonexistent/libtorch_cpu.so "$TRAINRX" record -o "$W/mismatch.json" -- $PY "$SCRIPT" --steps 2 > "$W/mm.out" 2> "$W/mm.err"; rc=$?
 grep -q "runs unobserved" "$W/mm.err" && grep -q "cmake_prefix_path" "$W/mm.err" && ok "mismatch explained" || { bad "mismatch message missing"; cat "$W/mm.err"; }
 grep -q "val correct" "$W/mm.out" && ok "mismatched program still ran" || bad "mismatched program did not run"
 [ $rc = 2 ] && [ ! -e "$W/mismatch.json" ] && ok "no trace, exit 2" || bad "mismatch: rc=$rc"
