@@ -560,9 +560,35 @@ def _start_fallback(torch, state):
     sys.stderr.write(f"trainrx: recording with torch.profiler (fallback) into {output}\n")
 
 
+def _install_step_stop(torch, steps):
+    """TRAINRX_STOP_AFTER_STEPS=N (set by fix/sweep/ab/gate --cmd trials, issue 40): after the N-th
+    optimizer step the program leaves as if it had finished: SystemExit(0) raised from a global step
+    hook, so its finally blocks and exit handlers run (the trace is written); what the script would
+    have done after its loop (evaluation, saving a checkpoint) does not run. A script without
+    torch.optim runs to its end."""
+    register = _step_post_hook_register()
+    if register is None or steps <= 0:
+        return
+    count = [0]
+
+    def stop(opt, args, kwargs):
+        count[0] += 1
+        if count[0] == steps:
+            sys.stderr.write(f"trainrx: stopping after {steps} steps (TRAINRX_STOP_AFTER_STEPS)\n")
+            raise SystemExit(0)
+
+    register(stop)
+
+
 def _on_torch(module):
     """After `import torch`: the fallback recorder if the probe did not attach, the fixes, the marks,
-    the module ranges."""
+    the module ranges, the stop after N steps."""
+    stop_after = os.environ.get("TRAINRX_STOP_AFTER_STEPS", "")
+    if stop_after.isdigit():
+        try:
+            _install_step_stop(module, int(stop_after))
+        except Exception as e:
+            sys.stderr.write(f"trainrx: TRAINRX_STOP_AFTER_STEPS not applied: {e}\n")
     state = _probe_state()
     if state in (2, 3) and os.environ.get("TRAINRX_FALLBACK", "1") != "0":
         try:
@@ -649,5 +675,5 @@ def _after_import(name, action):
 _chain_original_sitecustomize()
 _MODULE_CALLS = 20  # model calls with module ranges (TRAINRX_MODULES=1); "all": the whole run
 _FIXES = _fixes()
-if _FIXES or any(os.environ.get(k, "0") not in ("", "0") for k in ("TRAINRX_MODULES", "TRAINRX_MARKS")):
+if _FIXES or any(os.environ.get(k, "0") not in ("", "0") for k in ("TRAINRX_MODULES", "TRAINRX_MARKS", "TRAINRX_STOP_AFTER_STEPS")):
     sys.meta_path.insert(0, _AfterImport("torch", _on_torch))
