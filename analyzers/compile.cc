@@ -198,16 +198,25 @@ void FlagGraphBreaks(const AnalysisContext& ctx, const CompileSummary& c, Report
   out.findings.push_back(std::move(f));
 }
 
+// compile.recompiles' common part; its saving: the compile time inside the steady steps.
+Finding RecompileFinding(const CompileSummary& c, const StepBasis& basis, Confidence confidence) {
+  Finding f;
+  f.id = "compile.recompiles";
+  f.rank = c.rank;
+  f.steps = basis.steps();
+  f.confidence = confidence;
+  const double cost = basis.Per(static_cast<double>(c.compile_in_steps_ns));
+  SetSaving(f, basis, cost, cost, "compile time inside the steady steps");
+  f.fix_cpp = "Not applicable (torch.compile is Python).";
+  return f;
+}
+
 // From a trace without the hook's marks: frames compiled inside the steady steps (torch.profiler's
 // compile spans), without the function or the guard.
 void FlagRecompilesFromSpans(const AnalysisContext& ctx, const CompileSummary& c, Report& out) {
   if (c.recompiles_in_steps == 0) return;
   const StepBasis basis(ctx.steps, c.rank);
-  Finding f;
-  f.id = "compile.recompiles";
-  f.rank = c.rank;
-  f.steps = basis.steps();
-  f.confidence = Confidence::kMedium;
+  Finding f = RecompileFinding(c, basis, Confidence::kMedium);
   f.measured = static_cast<double>(c.recompiles_in_steps);
   f.threshold = 1;
   f.measured_unit = "compilations inside the steady steps";
@@ -216,11 +225,8 @@ void FlagRecompilesFromSpans(const AnalysisContext& ctx, const CompileSummary& c
                         c.recompiles_in_steps, c.recompiles_in_steps == 1 ? "" : "s", static_cast<double>(c.compile_in_steps_ns) / 1e9);
   f.evidence = {{"compilations", c.compiles}, {"compilations_in_steady_steps", c.recompiles_in_steps},
                 {"compile_time_in_steady_steps_ns", c.compile_in_steps_ns}};
-  const double cost = basis.Per(static_cast<double>(c.compile_in_steps_ns));
-  SetSaving(f, basis, cost, cost, "compile time inside the steady steps");
   f.severity = std::max(SeverityForSaving(f), Severity::kLow);
   f.fix_python = "TORCH_LOGS=recompiles python train.py prints each guard that failed; " + RecompileFix("");
-  f.fix_cpp = "Not applicable (torch.compile is Python).";
   out.findings.push_back(std::move(f));
 }
 
@@ -233,11 +239,7 @@ void FlagRecompiles(const AnalysisContext& ctx, const CompileSummary& c, Report&
   const double min_recompiles = ctx.thresholds.Get("compile.recompiles.min_recompiles");
   if (static_cast<double>(worst->count) < min_recompiles && c.recompiles_in_steps == 0) return;
   const StepBasis basis(ctx.steps, c.rank);
-  Finding f;
-  f.id = "compile.recompiles";
-  f.rank = c.rank;
-  f.steps = basis.steps();
-  f.confidence = Confidence::kHigh;
+  Finding f = RecompileFinding(c, basis, Confidence::kHigh);
   f.measured = static_cast<double>(c.recompiles);
   f.threshold = min_recompiles;
   f.measured_unit = "recompiles";
@@ -252,11 +254,8 @@ void FlagRecompiles(const AnalysisContext& ctx, const CompileSummary& c, Report&
                 {"recompiles_in_steady_steps", c.recompiles_in_steps},
                 {"compile_time_ns", c.compile_ns},
                 {"compile_time_in_steady_steps_ns", c.compile_in_steps_ns}};
-  const double cost = basis.Per(static_cast<double>(c.compile_in_steps_ns));
-  SetSaving(f, basis, cost, cost, "compile time inside the steady steps");
   f.severity = std::max(SeverityForSaving(f), worst->count >= 8 ? Severity::kMedium : Severity::kLow);
   f.fix_python = RecompileFix(worst->reason);
-  f.fix_cpp = "Not applicable (torch.compile is Python).";
   out.findings.push_back(std::move(f));
 }
 

@@ -23,11 +23,7 @@ fi
 [ -f "$(dirname "$TRAINRX")/libtrainrx_probe.so" ] || { echo "skip: $TRAINRX has no probe (built without LibTorch)"; exit 77; }
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-fail=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fail=1; }
-ids_of() { "$PY" -c 'import json,sys; print(" ".join(sorted({f["id"] for f in json.load(open(sys.argv[1]))["findings"]})))' "$1"; }
-has() { [[ " $1 " == *" $2 "* ]]; }
+. "$(dirname "$0")/lib.sh"
 line_of() { grep -n "$1" "$SCRIPT" | head -1 | cut -d: -f1; }
 
 run() {  # name args... -> $W/name.{json,report.json,out}

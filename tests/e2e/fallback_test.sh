@@ -17,11 +17,7 @@ SCRIPT=$PYDIR/train_planted.py
 "$PY" -c 'import torch' 2>/dev/null || { echo "skip: $PY has no torch"; exit 77; }
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-fail=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fail=1; }
-ids_of() { "$PY" -c 'import json,sys; print(" ".join(sorted({f["id"] for f in json.load(open(sys.argv[1]))["findings"]})))' "$1"; }
-has() { [[ " $1 " == *" $2 "* ]]; }
+. "$(dirname "$0")/lib.sh"
 
 # 1. A mismatch with this torch: the expected libtorch pinned to a file that is not the one loaded.
 TRAINRX_TORCH_LIB=/nonexistent/libtorch_cpu.so "$TRAINRX" record -o "$W/fb.json" -- "$PY" "$SCRIPT" --all-problems --steps 12 \
