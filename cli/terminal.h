@@ -1,13 +1,7 @@
-// What the subcommands share on the terminal: errors (exit 2), progress with an ETA, and writing
-// a report to stdout or a file.
+// The exit codes of trainrx's subcommands, and the one way an error is said (exit 2).
 #pragma once
 
-#include <chrono>
-#include <functional>
-#include <ostream>
 #include <string>
-
-#include "trainrx/experiments/launcher.h"
 
 namespace trainrx::cli {
 
@@ -18,28 +12,5 @@ inline constexpr int kExitInconclusive = 3;  // gate
 
 // Prints "trainrx: error: MSG" and returns kExitInputError.
 int Fail(const std::string& msg);
-
-// "  trial 3/20 cnn workers=2 (ETA 41s)" on stderr. On a terminal (not under CI) one line,
-// rewritten in place and cleared when the plan ends, before any report is written. Elsewhere (a
-// CI log, a batch job, a device run cut off by its time limit) a plain line
-// "trainrx: trial 3/20 cnn workers=2 (ETA 41s)" at most every TRAINRX_PROGRESS_SECONDS (30; 0:
-// every trial; "off": none), so a long run shows how far it got.
-class TerminalProgress : public experiments::Progress {
- public:
-  TerminalProgress();
-  ~TerminalProgress() override;
-  void Start(int total) override;
-  void Step(const std::string& what) override;
-  void Clear();
-
- private:
-  int total_ = 0, done_ = 0;
-  std::chrono::steady_clock::time_point start_, last_line_;
-  bool terminal_, shown_ = false;
-  double line_every_s_ = -1;  // < 0: no plain lines
-};
-
-// Writes the report (render(out)) to `path`, or stdout for "" or "-"; false when writing failed.
-bool WriteOut(const std::string& path, const std::function<void(std::ostream&)>& render);
 
 }  // namespace trainrx::cli

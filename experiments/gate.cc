@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
+#include <sstream>
 
 #include "trainrx/profiler/json_writer.h"
 
@@ -150,6 +153,35 @@ bool ParseBaseline(const std::string& text, const std::string& file, Baseline* b
       std::string_view s;
       if (v.get(s) == simdjson::SUCCESS) b->fingerprint[std::string(k)] = std::string(s);
     }
+  }
+  return true;
+}
+
+bool ReadBaselineFile(const std::string& path, Baseline* b, std::string* error) {
+  std::ifstream f(path);
+  if (!f) {
+    *error = path + ": cannot open the baseline";
+    return false;
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ParseBaseline(ss.str(), path, b, error);
+}
+
+bool PrepareBaselineFile(const std::string& path, std::string* error) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto parent = fs::absolute(path, ec).parent_path();
+  if (!parent.empty() && !fs::exists(parent, ec) && !fs::create_directories(parent, ec)) {
+    *error = fmt::format("{}: cannot create the folder {}: {}", path, parent.string(), ec.message());
+    return false;
+  }
+  const bool existed = fs::exists(path, ec);
+  const bool writable = static_cast<bool>(std::ofstream(path, std::ios::app));
+  if (!existed) fs::remove(path, ec);
+  if (!writable) {
+    *error = path + ": cannot open for writing";
+    return false;
   }
   return true;
 }

@@ -310,4 +310,18 @@ bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, 
   return true;
 }
 
+std::vector<RuleVariant> CompareRuleVariants(const GateRule& rule) {
+  std::vector<RuleVariant> variants;
+  auto with = [&](const char* name, double alpha, double margin) {
+    GateRule r = rule;
+    r.alpha = alpha;
+    r.fail_ci_margin = margin;
+    variants.push_back({name, r});
+  };
+  with("CI above 1 (rule before)", rule.alpha, 0);
+  with("alpha 0.01", 0.01, rule.fail_ci_margin);
+  with("CI above the tolerance", rule.alpha, rule.tolerance);
+  return variants;
+}
+
 }  // namespace trainrx::experiments

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "trainrx/experiments/stats.h"
 #include "trainrx/profiler/json_writer.h"
 
 namespace trainrx::reports {
@@ -140,6 +141,37 @@ void WriteGateJson(const GateReport& r, std::ostream& out) {
   }
   w.EndObject();
   out << "\n";
+}
+
+void WriteSelfTestText(const experiments::SelfTestReport& r, const experiments::GateRun& run, int repeats,
+                       bool across_processes, std::ostream& out) {
+  out << fmt::format("trainrx gate self-test on `{}` (median step {:.2f} ms; {} decisions per case, each {}; "
+                     "tolerance {:.0f}%)\n",
+                     r.spec, r.median_ms, repeats,
+                     across_processes ? fmt::format("{} processes per side, interleaved", run.trials)
+                                      : fmt::format("{} processes of paired A/B blocks", run.trials),
+                     100 * run.rule.tolerance);
+  for (const auto& c : r.cases) {
+    const auto ci = experiments::stats::WilsonInterval(c.fail, c.repeats);
+    out << fmt::format("  {:<13} fail {:>3}/{}  pass {:>3}/{}  inconclusive {:>3}/{}  -> {} rate {:.1f}% "
+                       "[95% CI {:.1f}-{:.1f}%]\n",
+                       c.name, c.fail, c.repeats, c.pass, c.repeats, c.inconclusive, c.repeats,
+                       c.pct == 0 ? "false-alarm" : "detection", 100.0 * c.fail / std::max(1, c.repeats),
+                       100 * ci.low, 100 * ci.high);
+    for (const auto& v : c.variants) {
+      const auto vi = experiments::stats::WilsonInterval(v.fail, c.repeats);
+      out << fmt::format("    same samples, {:<27} fail {:>3}/{}  pass {:>3}/{}  inconclusive {:>3}/{}  -> {:.1f}% "
+                         "[95% CI {:.1f}-{:.1f}%]\n",
+                         v.rule, v.fail, c.repeats, v.pass, c.repeats, v.inconclusive, c.repeats,
+                         100.0 * v.fail / std::max(1, c.repeats), 100 * vi.low, 100 * vi.high);
+    }
+  }
+}
+
+void WriteBaselineSummary(const experiments::Baseline& b, const std::string& path, std::ostream& out) {
+  const auto ci = experiments::stats::MedianCi(b.trial_ms);
+  out << fmt::format("trainrx: baseline {}: {} trials, median {:.3f} {} [{:.3f}, {:.3f}]\n", path, b.trial_ms.size(),
+                     experiments::stats::Median(b.trial_ms), b.unit, ci.low, ci.high);
 }
 
 }  // namespace trainrx::reports

@@ -78,6 +78,13 @@ struct Baseline {
 void WriteBaseline(const Baseline& b, std::ostream& out);
 // Parses a baseline file's text; false with *error naming the file, the field and what was expected.
 bool ParseBaseline(const std::string& text, const std::string& file, Baseline* b, std::string* error);
+// Reads and parses the baseline file `path`; false with *error ("PATH: cannot open the baseline",
+// or what ParseBaseline says).
+bool ReadBaselineFile(const std::string& path, Baseline* b, std::string* error);
+// Checks that a baseline can be written to `path` before any trial runs: its folder is created (the
+// CI recipe writes into one a fresh checkout may not have) and the file opens for writing (no file
+// is left behind where there was none). False with *error.
+bool PrepareBaselineFile(const std::string& path, std::string* error);
 
 struct GateReport {
   std::string baseline_file, spec, mode;  // mode: "interleaved re-runs" / "stored samples"
@@ -164,5 +171,8 @@ struct SelfTestReport {
 bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, bool across_processes, Launcher& launcher,
               Progress& progress, SelfTestReport* report, std::string* error,
               const std::vector<RuleVariant>& variants = {});
+// The other rules `gate self-test --compare-rules` judges the same samples by, beside `rule`: the CI
+// only above 1 (the rule before), alpha 0.01, the CI above the tolerance.
+std::vector<RuleVariant> CompareRuleVariants(const GateRule& rule);
 
 }  // namespace trainrx::experiments

@@ -27,6 +27,10 @@ void WriteSweepText(const SweepReport& r, std::ostream& out, bool markdown = fal
 void WriteSweepJson(const SweepReport& r, std::ostream& out);
 void WriteAbText(const AbReport& r, std::ostream& out, bool markdown = false);
 void WriteAbJson(const AbReport& r, std::ostream& out);
+// The record in `format`: json, html, md, else text.
+void WriteFix(const std::string& format, const FixReport& r, std::ostream& out);
+void WriteSweep(const std::string& format, const SweepReport& r, std::ostream& out);
+void WriteAb(const std::string& format, const AbReport& r, std::ostream& out);
 
 // "1.23x [1.10, 1.35]" and friends, shared by the renderers.
 std::string FormatSpeedup(const stats::Comparison& c);

@@ -33,6 +33,12 @@ void WriteMarkdown(const profiler::Trace& trace, const analyzers::Report& report
 void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, const analyzers::Thresholds& thresholds,
                const RenderOptions& options, std::ostream& out);
 
+// Whether `format` names a report format: text, json, md or html.
+bool IsReportFormat(const std::string& format);
+// The report in `format` (WriteJson, WriteHtml, WriteMarkdown; anything else: WriteText).
+void WriteReport(const std::string& format, const profiler::Trace& trace, const analyzers::Report& report,
+                 const analyzers::Thresholds& thresholds, const RenderOptions& options, std::ostream& out);
+
 // Per-rank summaries (`trainrx summarize`) are data, not a report: trainrx/sets/summary.h.
 
 }  // namespace trainrx::reports

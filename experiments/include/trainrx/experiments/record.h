@@ -1,0 +1,54 @@
+// trainrx::experiments record — `trainrx record`: a command run with the probe shim preloaded
+// (LD_PRELOAD), waited for, and the traces it wrote (a killed process's made from its journal).
+// The program's stdout, stderr and exit code are its own: the probes print nothing unless
+// something is wrong (TRAINRX_QUIET=1).
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace trainrx::experiments {
+
+// Steps `record` keeps when neither --steps nor TRAINRX_STEPS says: long runs stay bounded
+// (a step of a small CNN is ~1 000 events; the collector's cap is 4 M).
+inline constexpr const char* kDefaultSteps = "200";
+
+struct RecordOptions {
+  std::string output = "trainrx_trace.json";
+  bool analyze = false;
+  bool verbose = false;
+  // The step window (TRAINRX_STEPS / TRAINRX_SKIP_STEPS for the probes): empty steps is the
+  // default, kDefaultSteps unless the environment says otherwise; "all" records every step.
+  std::string steps;
+  int64_t skip = 0;
+  std::vector<std::string> command;
+  std::string probe_dir;      // where libtrainrx_probe.so and its .torch sidecar are (default: next to trainrx)
+  std::string torch_lib;      // the libtorch_cpu the probe was built against (build-time)
+  std::string torch_version;  // its version
+  // > 0: the program runs under this RLIMIT_DATA (`--memory-cap`): an allocation past it fails as
+  // on a full device, and the probe writes it as the CPU's capacity (the stand-in for a device's memory).
+  uint64_t memory_cap_bytes = 0;
+};
+
+struct RecordResult {
+  int code = 0;                     // the program's exit code, 128+N when signal N ended it
+  std::vector<std::string> traces;  // the traces it wrote (none: said on `log`)
+};
+
+// Runs options.command under the probes found in options.probe_dir, else $TRAINRX_PROBE_DIR, else
+// `exe_dir` (where trainrx is; its trainrx_python/ holds the Python start-up hook), and waits for
+// it: the terminal's Ctrl-C reaches the program (we wait for it to write its trace), a SIGTERM
+// sent to us is passed on. Says on `log` the journals turned into traces, then the traces written
+// ("trainrx: wrote ...") or why none was. False with *error when the program could not be started
+// (no command, no probe, the output's folder missing or not writable, the Python hook missing).
+bool RecordCommand(const RecordOptions& options, const std::string& exe_dir, std::ostream& log, RecordResult* result,
+                   std::string* error);
+
+// A memory cap as given on the command line (`record --memory-cap`, `sweep --memory-cap`): "1.5G" ->
+// 1610612736 (K, M, G: powers of 1024, with or without "i" / "B"; a plain number: bytes). False
+// unless positive (and at most 1e18).
+bool ParseBytes(const std::string& text, uint64_t* out);
+
+}  // namespace trainrx::experiments

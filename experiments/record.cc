@@ -1,0 +1,188 @@
+#include "trainrx/experiments/record.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "trainrx/experiments/launch_files.h"
+#include "trainrx/experiments/process.h"
+#include "trainrx/profiler/env.h"
+
+namespace trainrx::experiments {
+namespace {
+
+namespace fs = std::filesystem;
+
+pid_t g_child = -1;
+
+void ForwardSignal(int sig) {
+  if (g_child > 0) kill(g_child, sig);
+}
+
+// The probe's environment: the preload shim, the probe and the torch it was built for, the
+// output, the step window, the CUPTI backend and the Python start-up hook when they are there.
+std::vector<EnvChange> ProbeEnv(const RecordOptions& options, const std::string& dir, const std::string& hook,
+                                bool have_hook, const fs::path& output) {
+  const std::string preload = dir + "/libtrainrx_preload.so";
+  const std::string probe = dir + "/libtrainrx_probe.so";
+  const std::string cupti = dir + "/libtrainrx_cupti.so";
+  // The torch the probe was built against: its sidecar file, else the one this trainrx was built with.
+  std::string torch_lib = options.torch_lib, torch_version = options.torch_version;
+  if (std::ifstream sidecar(dir + "/libtrainrx_probe.torch"); sidecar) {
+    for (std::string line; std::getline(sidecar, line);) {
+      if (line.rfind("lib=", 0) == 0) torch_lib = line.substr(4);
+      if (line.rfind("version=", 0) == 0) torch_version = line.substr(8);
+    }
+  }
+  using E = EnvChange;
+  std::vector<EnvChange> env = {{"LD_PRELOAD", preload, E::kPrepend},
+                                {env::kProbeLib, probe, E::kSet},
+                                // Tests (and users who know better) may pin the expected libtorch themselves.
+                                {env::kTorchLib, torch_lib, E::kSetIfUnset},
+                                {env::kTorchVersion, torch_version, E::kSet},
+                                {env::kOutput, output.string(), E::kSet},
+                                // The launched process is the root (it writes `output`); its children tag theirs.
+                                {env::kRootPid, "", E::kOwnPid}};
+  if (!options.verbose) env.push_back({env::kQuiet, "1", E::kSetIfUnset});
+  // The step window: --steps / --skip win over the environment, the default does not.
+  env.push_back({env::kSteps, options.steps.empty() ? kDefaultSteps : options.steps,
+                 options.steps.empty() ? E::kSetIfUnset : E::kSet});
+  if (options.skip > 0) env.push_back({env::kSkipSteps, std::to_string(options.skip), E::kSet});
+  // The probe loads the CUPTI backend when it attaches (import torch, or before a LibTorch
+  // program's main) and starts it before the program's first CUDA call. CUDA_INJECTION64_PATH is
+  // not set: the driver would start CUPTI in every process of the launch that initializes CUDA,
+  // those the probe does not observe too (spawned workers, a libtorch the probe was not built
+  // for), which would then pay CUPTI's cost and hold records nobody collects.
+  if (fs::exists(cupti)) env.push_back({env::kCuptiLib, cupti, E::kSet});
+  // The Python start-up hook (probes/python/sitecustomize.py): nn.Module ranges, so findings name
+  // the user's modules, and for `trainrx fix --cmd` the fixes named in TRAINRX_FIX. It acts only
+  // once the program imports torch; other programs never notice it.
+  if (have_hook) {
+    env.push_back({"PYTHONPATH", hook, E::kPrepend});
+    env.push_back({env::kModules, "1", E::kSetIfUnset});
+    env.push_back({env::kMarks, "1", E::kSetIfUnset});
+  }
+  return env;
+}
+
+// Waits for the program as `time` does: the terminal's Ctrl-C reaches the program itself (same
+// process group) and we wait for it to write its trace; SIGTERM sent to us is passed on.
+int WaitForeground(pid_t child) {
+  g_child = child;
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  signal(SIGTERM, ForwardSignal);
+  const int code = WaitProcess(child);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGQUIT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  return code;
+}
+
+// After the program ended: a killed process's journal made into its trace, then the traces the
+// launch wrote, said on `log` (or why there is none).
+std::vector<std::string> CollectTraces(const RecordOptions& options, const fs::path& output, fs::file_time_type started,
+                                       int code, std::ostream& log) {
+  // A process killed by SIGKILL / the OOM killer left only its journal: make its trace from it.
+  const int64_t ended_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+  const char* sig = code > 128 ? sigabbrev_np(code - 128) : nullptr;
+  const std::string root_reason = sig ? fmt::format("SIG{}", sig) : fmt::format("exit code {} without writing its trace (os._exit?)", code);
+  for (const auto& line : FinishJournals(output, started, root_reason, ended_ns)) {
+    log << "trainrx: " << line << "\n";
+  }
+  std::vector<std::string> traces = LaunchTraces(output, started);
+  if (traces.empty()) {
+    std::error_code ec;
+    if (const auto space = fs::space(output.parent_path(), ec); !ec && space.available < (1u << 20)) {
+      log << fmt::format("trainrx: no trace was written: the disk holding {} is full ({} bytes free)\n",
+                         output.parent_path().string(), space.available);
+      return traces;
+    }
+    log << fmt::format(
+        "trainrx: no trace was written: {} never loaded libtorch{} (exit code {})\n", options.command[0],
+        ", ran no torch op, or ran unobserved (see the message above, if any)", code);
+    return traces;
+  }
+  for (const auto& t : traces) log << "trainrx: wrote " << t << "\n";
+  return traces;
+}
+
+}  // namespace
+
+bool RecordCommand(const RecordOptions& options, const std::string& exe_dir, std::ostream& log, RecordResult* result,
+                   std::string* error) {
+  if (options.command.empty()) {
+    *error = "record needs a command after --, e.g. trainrx record -o run.json -- python3 train.py";
+    return false;
+  }
+  const std::string dir = !options.probe_dir.empty()    ? options.probe_dir
+                          : std::getenv(env::kProbeDir) ? std::getenv(env::kProbeDir)
+                                                        : exe_dir;
+  const std::string probe = dir + "/libtrainrx_probe.so";
+  if (!fs::exists(probe) || !fs::exists(dir + "/libtrainrx_preload.so")) {
+    *error = fmt::format(
+        "{} not found: this trainrx was built without LibTorch, so it cannot record. "
+        "Install libtorch-dev (scripts/setup does) or configure with "
+        "-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)') and rebuild.",
+        probe);
+    return false;
+  }
+  std::error_code ec;
+  const fs::path output = fs::absolute(options.output, ec);
+  if (!fs::is_directory(output.parent_path())) {
+    *error = fmt::format("{}: the directory does not exist", output.parent_path().string());
+    return false;
+  }
+  if (access(output.parent_path().c_str(), W_OK) != 0) {
+    *error = fmt::format("{}: cannot write there ({})", output.parent_path().string(), std::strerror(errno));
+    return false;
+  }
+  fs::remove(output, ec);  // so that "no trace written" is never hidden by an old file
+  const auto started = fs::file_time_type::clock::now();
+
+  const std::string hook = exe_dir + "/trainrx_python";
+  const bool have_hook = fs::exists(hook + "/sitecustomize.py");
+  ProcessSpec p;
+  p.argv = options.command;
+  p.search_path = true;
+  p.data_limit_bytes = options.memory_cap_bytes;
+  p.env = ProbeEnv(options, dir, hook, have_hook, output);
+  if (const char* fixes = std::getenv(env::kFix); fixes && *fixes && !have_hook) {
+    *error = fmt::format("TRAINRX_FIX is set but {}/sitecustomize.py is missing (rebuild)", hook);
+    return false;
+  }
+  const pid_t child = StartProcess(p, error);
+  if (child < 0) return false;
+  result->code = WaitForeground(child);
+  result->traces = CollectTraces(options, output, started, result->code, log);
+  return true;
+}
+
+bool ParseBytes(const std::string& text, uint64_t* out) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    return false;
+  }
+  std::string unit = text.substr(used);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (!unit.empty() && (unit.back() == 'i')) unit.pop_back();
+  const double scale = unit.empty() ? 1 : unit == "K" || unit == "k" ? 1024.0 : unit == "M" || unit == "m" ? 1048576.0
+                                       : unit == "G" || unit == "g" ? 1073741824.0 : 0;
+  if (scale == 0 || !(v > 0) || v * scale > 1e18) return false;
+  *out = static_cast<uint64_t>(v * scale);
+  return true;
+}
+
+}  // namespace trainrx::experiments
