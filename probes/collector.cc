@@ -350,6 +350,135 @@ std::string ThreadName(int64_t tid) {
   return name;
 }
 
+// A kernel's external correlation can arrive in an earlier buffer than the kernel (another
+// thread's buffer, a drain before): the cursor keeps every pair it saw, and each drain passes
+// on those of its own records.
+void PassExternalIds(DrainCursor& cursor, profiler::GpuRecords& gpu) {
+  if (gpu.external.empty() && gpu.records.empty()) return;
+  for (const auto& [correlation, external] : gpu.external) cursor.external_ids[correlation] = external;
+  gpu.external.clear();
+  for (const auto& r : gpu.records) {
+    if (r.correlation == profiler::kNoId) continue;
+    if (auto it = cursor.external_ids.find(r.correlation); it != cursor.external_ids.end()) gpu.external.push_back(*it);
+  }
+}
+
+// The records of a buffer to emit now, in record order: open ones from earlier drains, then the
+// new ones below `n`; those still open (and not final) stay in at.open.
+std::vector<uint64_t> ReadyRecords(const ThreadBuffer& b, DrainCursor::Buffer& at, uint64_t n, bool final) {
+  std::vector<uint64_t> ready, still_open;
+  auto look = [&](uint64_t i) {
+    const Rec& r = b.At(i);
+    const int64_t end = std::atomic_ref<const int64_t>(r.end_ns).load(std::memory_order_acquire);
+    if (end != 0 || final) ready.push_back(i);
+    else still_open.push_back(i);
+  };
+  for (const uint64_t i : at.open) look(i);
+  for (uint64_t i = at.next; i < n; ++i) look(i);
+  at.next = n;
+  at.open = std::move(still_open);
+  return ready;
+}
+
+// The side tables are read under the owner's side_mu, which the owner thread takes to add a
+// name, an input row or an edge: held only to copy the addresses of the rows added since the
+// last drain (deques: rows never move, and never change once added) and the new edges, so an
+// owner thread never waits for the conversion below, nor for a flusher that the scheduler
+// left without a CPU (SCHED_IDLE) for longer than that copy.
+// The final drain may run in a signal handler on a thread that was interrupted while holding
+// this lock (a new name being added): it waits a bounded time, then reads as the old
+// assembler did, unlocked, rather than deadlock (the owner thread will not run again).
+void CopySideTables(const ThreadBuffer& b, DrainCursor::Buffer& at, bool final) {
+  std::unique_lock<std::mutex> side(b.side_mu(), std::defer_lock);
+  if (final) {
+    for (int i = 0; i < 100 && !side.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } else {
+    side.lock();
+  }
+  for (size_t i = at.names.size(); i < b.names().size(); ++i) at.names.push_back(&b.names()[i]);
+  for (size_t i = at.inputs.size(); i < b.inputs().size(); ++i) at.inputs.push_back(&b.inputs()[i]);
+  const auto& edges = b.edges();
+  for (; at.edges < edges.size(); ++at.edges) at.pending_edges.push_back(edges[at.edges]);
+}
+
+// Where a buffer's records go: its track, and the ids its events and counters use.
+struct DrainInto {
+  profiler::Trace& trace;
+  uint32_t track;
+  profiler::StrId grad_counter, dataflow_cat;
+};
+
+// The ready records as events (a range still open at the final drain ends at stop_ns, counted
+// as unfinished), their names and input rows interned on first use, and the grad mode's changes
+// as counters.
+void EmitRecords(const ThreadBuffer& b, const std::vector<uint64_t>& ready, DrainCursor::Buffer& at, int64_t stop_ns,
+                 DrainCursor& cursor, const DrainInto& into) {
+  using profiler::Event;
+  using profiler::EventKind;
+  profiler::Trace& trace = into.trace;
+  std::vector<profiler::StrId> ids(at.names.size(), profiler::kNoStr);
+  std::vector<uint32_t> input_ids(at.inputs.size(), UINT32_MAX);
+  for (const uint64_t i : ready) {
+    const Rec& r = b.At(i);
+    if (r.start_ns == 0) continue;  // appended, never filled (dropped mid-way)
+    int64_t end = std::atomic_ref<const int64_t>(r.end_ns).load(std::memory_order_acquire);
+    if (end == 0) {
+      ++cursor.unfinished;
+      end = std::max(r.start_ns, stop_ns);
+    }
+    Event e;
+    e.ts_ns = r.start_ns;
+    e.dur_ns = std::max<int64_t>(0, end - r.start_ns);
+    e.kind = r.kind == RecKind::kUser ? EventKind::kUserAnnotation : EventKind::kCpuOp;
+    if (r.name < ids.size()) {
+      if (ids[r.name] == profiler::kNoStr) ids[r.name] = trace.strings.Intern(*at.names[r.name]);
+      e.name = ids[r.name];
+    }
+    e.track = into.track;
+    if (r.external_id != 0) e.external_id = r.external_id;
+    if (r.aux != UINT32_MAX && r.aux < input_ids.size()) {
+      if (input_ids[r.aux] == UINT32_MAX) {
+        const RecInputs& in = *at.inputs[r.aux];
+        trace.op_inputs.push_back({trace.strings.Intern(in.dims), trace.strings.Intern(in.types)});
+        input_ids[r.aux] = static_cast<uint32_t>(trace.op_inputs.size() - 1);
+      }
+      e.aux = input_ids[r.aux];
+    }
+    trace.AddEvent(e);
+    if (r.kind == RecKind::kOp) {
+      const int grad = (r.flags & kGradEnabled) ? 1 : 0;
+      if (grad != at.last_grad) {
+        trace.counters.push_back({into.track, into.grad_counter, r.start_ns, static_cast<double>(grad)});
+        at.last_grad = grad;
+      }
+    }
+  }
+}
+
+// Dataflow edges whose two records have both been emitted (a later drain takes the others).
+void EmitDataflow(const ThreadBuffer& b, DrainCursor::Buffer& at, uint64_t n, bool final, DrainCursor& cursor,
+                  const DrainInto& into) {
+  std::vector<DataflowEdge> waiting;
+  for (const DataflowEdge& edge : at.pending_edges) {
+    if (edge.from >= n || edge.to >= n) {  // appended after this drain's snapshot of the buffer
+      if (!final) waiting.push_back(edge);
+      continue;
+    }
+    const Rec& from = b.At(edge.from);
+    const Rec& to = b.At(edge.to);
+    const bool done = final || (std::atomic_ref<const int64_t>(from.end_ns).load(std::memory_order_acquire) != 0 &&
+                                std::atomic_ref<const int64_t>(to.end_ns).load(std::memory_order_acquire) != 0);
+    if (!done) {
+      waiting.push_back(edge);
+      continue;
+    }
+    const int64_t id = cursor.next_flow_id++;
+    into.trace.flows.push_back({id, into.dataflow_cat, into.track, from.start_ns, true});
+    into.trace.flows.push_back({id, into.dataflow_cat, into.track, to.start_ns, false});
+  }
+  at.pending_edges = std::move(waiting);
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> Collector::StaticConfig() const {
@@ -358,8 +487,6 @@ std::vector<std::pair<std::string, std::string>> Collector::StaticConfig() const
 }
 
 void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor, bool final, int64_t stop_ns) {
-  using profiler::Event;
-  using profiler::EventKind;
   const int64_t pid = getpid();
   // Copies under the lock, the work outside it: a thread taking a config sample never waits for
   // a drain.
@@ -385,17 +512,7 @@ void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor,
     cursor.gpu_external = gpu_.external.size();
     if (final) gpu.dropped = gpu_.dropped;
   }
-  // A kernel's external correlation can arrive in an earlier buffer than the kernel (another
-  // thread's buffer, a drain before): the cursor keeps every pair it saw, and each drain passes
-  // on those of its own records.
-  if (!gpu.external.empty() || !gpu.records.empty()) {
-    for (const auto& [correlation, external] : gpu.external) cursor.external_ids[correlation] = external;
-    gpu.external.clear();
-    for (const auto& r : gpu.records) {
-      if (r.correlation == profiler::kNoId) continue;
-      if (auto it = cursor.external_ids.find(r.correlation); it != cursor.external_ids.end()) gpu.external.push_back(*it);
-    }
-  }
+  PassExternalIds(cursor, gpu);
   cursor.buffers.resize(std::max(cursor.buffers.size(), buffers.size()));
 
   const profiler::StrId grad_counter = trace.strings.Intern("trainrx.grad_enabled");
@@ -411,95 +528,11 @@ void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor,
       if (!tname.empty()) trace.tracks[track].name = trace.strings.Intern(tname);
       at.named = true;
     }
-    // The records to emit now, in record order: open ones from earlier drains, then new ones.
-    std::vector<uint64_t> ready, still_open;
-    auto look = [&](uint64_t i) {
-      const Rec& r = b->At(i);
-      const int64_t end = std::atomic_ref<const int64_t>(r.end_ns).load(std::memory_order_acquire);
-      if (end != 0 || final) ready.push_back(i);
-      else still_open.push_back(i);
-    };
-    for (const uint64_t i : at.open) look(i);
-    for (uint64_t i = at.next; i < n; ++i) look(i);
-    at.next = n;
-    at.open = std::move(still_open);
-    // The side tables are read under the owner's side_mu, which the owner thread takes to add a
-    // name, an input row or an edge: held only to copy the addresses of the rows added since the
-    // last drain (deques: rows never move, and never change once added) and the new edges, so an
-    // owner thread never waits for the conversion below, nor for a flusher that the scheduler
-    // left without a CPU (SCHED_IDLE) for longer than that copy.
-    // The final drain may run in a signal handler on a thread that was interrupted while holding
-    // this lock (a new name being added): it waits a bounded time, then reads as the old
-    // assembler did, unlocked, rather than deadlock (the owner thread will not run again).
-    {
-      std::unique_lock<std::mutex> side(b->side_mu(), std::defer_lock);
-      if (final) {
-        for (int i = 0; i < 100 && !side.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      } else {
-        side.lock();
-      }
-      for (size_t i = at.names.size(); i < b->names().size(); ++i) at.names.push_back(&b->names()[i]);
-      for (size_t i = at.inputs.size(); i < b->inputs().size(); ++i) at.inputs.push_back(&b->inputs()[i]);
-      const auto& edges = b->edges();
-      for (; at.edges < edges.size(); ++at.edges) at.pending_edges.push_back(edges[at.edges]);
-    }
-    std::vector<profiler::StrId> ids(at.names.size(), profiler::kNoStr);
-    std::vector<uint32_t> input_ids(at.inputs.size(), UINT32_MAX);
-    for (const uint64_t i : ready) {
-      const Rec& r = b->At(i);
-      if (r.start_ns == 0) continue;  // appended, never filled (dropped mid-way)
-      int64_t end = std::atomic_ref<const int64_t>(r.end_ns).load(std::memory_order_acquire);
-      if (end == 0) {
-        ++cursor.unfinished;
-        end = std::max(r.start_ns, stop_ns);
-      }
-      Event e;
-      e.ts_ns = r.start_ns;
-      e.dur_ns = std::max<int64_t>(0, end - r.start_ns);
-      e.kind = r.kind == RecKind::kUser ? EventKind::kUserAnnotation : EventKind::kCpuOp;
-      if (r.name < ids.size()) {
-        if (ids[r.name] == profiler::kNoStr) ids[r.name] = trace.strings.Intern(*at.names[r.name]);
-        e.name = ids[r.name];
-      }
-      e.track = track;
-      if (r.external_id != 0) e.external_id = r.external_id;
-      if (r.aux != UINT32_MAX && r.aux < input_ids.size()) {
-        if (input_ids[r.aux] == UINT32_MAX) {
-          const RecInputs& in = *at.inputs[r.aux];
-          trace.op_inputs.push_back({trace.strings.Intern(in.dims), trace.strings.Intern(in.types)});
-          input_ids[r.aux] = static_cast<uint32_t>(trace.op_inputs.size() - 1);
-        }
-        e.aux = input_ids[r.aux];
-      }
-      trace.AddEvent(e);
-      if (r.kind == RecKind::kOp) {
-        const int grad = (r.flags & kGradEnabled) ? 1 : 0;
-        if (grad != at.last_grad) {
-          trace.counters.push_back({track, grad_counter, r.start_ns, static_cast<double>(grad)});
-          at.last_grad = grad;
-        }
-      }
-    }
-    // Dataflow edges whose two records have both been emitted (a later drain takes the others).
-    std::vector<DataflowEdge> waiting;
-    for (const DataflowEdge& edge : at.pending_edges) {
-      if (edge.from >= n || edge.to >= n) {  // appended after this drain's snapshot of the buffer
-        if (!final) waiting.push_back(edge);
-        continue;
-      }
-      const Rec& from = b->At(edge.from);
-      const Rec& to = b->At(edge.to);
-      const bool done = final || (std::atomic_ref<const int64_t>(from.end_ns).load(std::memory_order_acquire) != 0 &&
-                                  std::atomic_ref<const int64_t>(to.end_ns).load(std::memory_order_acquire) != 0);
-      if (!done) {
-        waiting.push_back(edge);
-        continue;
-      }
-      const int64_t id = cursor.next_flow_id++;
-      trace.flows.push_back({id, dataflow_cat, track, from.start_ns, true});
-      trace.flows.push_back({id, dataflow_cat, track, to.start_ns, false});
-    }
-    at.pending_edges = std::move(waiting);
+    const std::vector<uint64_t> ready = ReadyRecords(*b, at, n, final);
+    CopySideTables(*b, at, final);
+    const DrainInto into{trace, track, grad_counter, dataflow_cat};
+    EmitRecords(*b, ready, at, stop_ns, cursor, into);
+    EmitDataflow(*b, at, n, final, cursor, into);
   }
   for (const ConfigSample& s : samples) {
     const uint32_t track = s.buffer < buffers.size() ? tracks[s.buffer]
