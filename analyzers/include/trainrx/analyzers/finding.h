@@ -1,0 +1,54 @@
+// trainrx::analyzers finding — what an analyzer reports: a Finding with its severity, confidence,
+// evidence, estimated saving and fixes, and the order reports list them in (analysis.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace trainrx::analyzers {
+
+enum class Severity { kInfo, kLow, kMedium, kHigh };
+enum class Confidence { kLow, kMedium, kHigh };
+const char* SeverityName(Severity s);
+const char* ConfidenceName(Confidence c);
+// 1234567 -> "1.2 MB" (decimal units), for findings and reports alike.
+std::string BytesText(double bytes);
+
+struct EvidenceItem {
+  std::string key;
+  std::variant<int64_t, double, std::string> value;
+};
+
+struct Finding {
+  std::string id;  // stable, as in TRICKS.md: "sync.host_device"
+  Severity severity = Severity::kLow;
+  Confidence confidence = Confidence::kMedium;
+  std::string title;
+  int32_t rank = -1;  // -1: whole trace
+  // The measured value beside its threshold, e.g. share of step 0.33 vs 0.05.
+  double measured = 0;
+  double threshold = 0;
+  std::string measured_unit;  // "% of step", "per step", ...
+  std::vector<EvidenceItem> evidence;
+  std::vector<std::string> examples;  // ops / steps / streams where it was seen
+  // Estimated saving: an upper bound from the trace (`trainrx fix` measures the real one), per
+  // step as a mean over `steps` steps; without steps (`steps` 0) a total over the trace, with no
+  // share of a step. It never exceeds `saving_bound_ns`, the measured time the fix would remove
+  // (`saving_bound` says what: "GPU idle time", "time blocked in syncs"), nor the mean step.
+  double estimated_saving_pct = 0;  // of the mean step; 0 without steps
+  int64_t estimated_saving_ns = 0;
+  int64_t saving_bound_ns = 0;
+  std::string saving_bound;
+  int64_t steps = 0;  // steps the per-step figures are means over; 0: figures are trace totals
+  std::string fix_python;
+  std::string fix_cpp;
+  std::string knob;  // reference-workload knob that fixes it ("workers=4"), empty if none
+};
+
+// Ranks findings as the report lists them: by estimated saving (share of the step, then ns
+// for traces without steps), then severity; stable.
+void SortFindings(std::vector<Finding>& findings);
+
+}  // namespace trainrx::analyzers

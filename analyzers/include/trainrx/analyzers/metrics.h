@@ -1,0 +1,198 @@
+// trainrx::analyzers metrics — the figures an analysis reports beside its findings (GPU time,
+// launch statistics, unfinished ranks, step windows, operator / kernel / module tables, memory,
+// torch.compile) and the Report that holds both (analysis.h).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "trainrx/analyzers/finding.h"
+#include "trainrx/analyzers/steps.h"
+#include "trainrx/profiler/trace.h"
+
+namespace trainrx::analyzers {
+
+struct StreamIdle {
+  int64_t stream = 0;
+  int32_t device = 0;
+  int64_t host_wait_ns = 0, kernel_wait_ns = 0, other_ns = 0;
+};
+struct TemporalBreakdown {
+  int32_t rank = 0;
+  int64_t kernel_time_ns = 0;  // first GPU activity start to last end (HTA "kernel_time")
+  int64_t idle_ns = 0, compute_ns = 0, non_compute_ns = 0;
+  double idle_pct = 0, compute_pct = 0, non_compute_pct = 0;
+  std::vector<StreamIdle> streams;
+  std::string window;  // how HTA's "last ProfilerStep excluded" filter applied
+  // Communication (NCCL/RCCL kernels, merged) and the part of it that overlaps compute kernels:
+  // HTA's get_comm_comp_overlap is comm_overlap_pct (NaN without communication kernels).
+  int64_t comm_ns = 0, comm_overlap_ns = 0;
+  double comm_overlap_pct = std::numeric_limits<double>::quiet_NaN();
+};
+struct LaunchStats {
+  int32_t rank = 0;
+  int64_t kernels = 0;
+  double mean_cpu_us = 0, mean_gpu_us = 0, mean_delay_us = 0;
+  int64_t short_kernels = 0;       // GPU duration < launch (runtime) duration
+  int64_t long_launches = 0;       // runtime > runtime_cutoff
+  int64_t long_delays = 0;         // launch delay > delay_cutoff
+};
+
+// A rank whose recording did not end normally: our collector marked it "incomplete" (its
+// "end_reason" a signal or a crash, not "exit" / "stop"). The trace holds only the start of the
+// run; reports say so before anything else.
+struct UnfinishedRank {
+  int32_t rank = 0;
+  std::string source;       // the file
+  std::string end_reason;   // "SIGSEGV", "SIGTERM", ... ("unknown" when not given)
+  int64_t recorded_ns = 0;  // recording start to its end (the collector's duration_ns, else the trace span)
+  int64_t steps = 0;        // complete steps recorded
+  int64_t open_ranges = 0;  // ranges still open at the end: the work in progress, cut
+  int64_t behind_ns = -1;   // how much earlier its events end than the latest rank's; -1 without other ranks
+};
+
+// A rank recorded through a step window (`trainrx record --steps N --skip K`): the collector's
+// "window_*" keys in the trace's "trainrx" block. Reports say which steps the trace holds.
+struct RecordedWindow {
+  int32_t rank = 0;
+  int64_t skip = 0;            // steps run unrecorded before the window
+  int64_t steps = -1;          // steps the window asked for; -1: to the end of the run
+  std::string boundary;        // what marked steps: "Optimizer.step", "step markers", "none"
+  int64_t run_boundaries = 0;  // step boundaries of that kind the process saw, recorded or not
+  bool opened = false;         // false: the run had fewer steps than skip: nothing recorded
+  bool closed = false;         // true: the run went on after the window, unrecorded
+  int64_t gpu_records_outside = 0;  // GPU records left out (made outside the window)
+};
+
+// One row of the operator or kernel table (op_table.cc): every event of one name, all ranks and
+// threads merged. For the folded row, name is "other (K ops)" / "other (K kernels)".
+struct NameRow {
+  std::string name;        // full name (reports truncate it for text)
+  int64_t count = 0;
+  int64_t total_ns = 0;    // inclusive; an op nested in an op of its own name counts once
+  int64_t self_ns = 0;     // ops: total minus direct child ops on the same thread; kernels: = total
+  double mean_ns = 0;      // sum of durations / count
+  double share = 0;        // total_ns / NameTable::basis_ns (0..1)
+  double self_share = 0;   // self_ns / NameTable::basis_ns (0..1)
+};
+
+// The top operators (by self time) or GPU kernels (by total time), PyTorch profiler
+// key_averages() / HTA kernel breakdown style. With steps only events starting inside a step of
+// their rank count (warm-up and evaluation are not step work), ranks without steps are left out,
+// and ops' shares are of the summed step wall time; without steps events of the whole trace
+// count and shares are of the summed trace span of the ranks. Kernels' shares are of the summed
+// kernel time of the table (HTA's kernel breakdown: sums to 100 %).
+struct NameTable {
+  std::vector<NameRow> rows;  // top N (threshold report.top_n), highest first
+  NameRow other;              // the rest summed; other_names 0: none
+  // Whether other's total_ns / mean_ns / share are given: not for ops, whose inclusive times
+  // nest across names (aten::conv2d holds aten::convolution), so their sum would count the same
+  // time many times; the op other row has count, self_ns and self_share only.
+  bool other_has_total = true;
+  int64_t other_names = 0;
+  int64_t names = 0;          // distinct names in all
+  int64_t basis_ns = 0;       // what shares are of
+  std::string basis;          // "step time", "trace span", "kernel time"
+  int64_t steps = 0;          // steps the events were taken from; 0: the whole trace
+};
+
+// Memory of one device of one rank (memory.cc), from the allocator samples the trace carries
+// (profiler/memory_counters.h: torch.profiler's profile_memory events). Empty without samples.
+struct DeviceMemory {
+  int32_t rank = 0;
+  std::string device;               // "cpu", "cuda:0"
+  int64_t samples = 0;              // allocator events seen
+  int64_t peak_allocated = 0;       // bytes, over the trace
+  int64_t peak_reserved = 0;        // bytes, over the trace (0 on CPU: no caching allocator)
+  int64_t capacity = 0;             // the device's total memory (deviceProperties); 0: unknown
+  // Per steady step of the rank (metrics.steps.steps, in time order): allocated at the step's
+  // start (the last sample before it; -1 when none came before) and the step's peak (-1: no sample).
+  std::vector<int64_t> step_start, step_peak;
+  int64_t median_step_peak = -1;    // over the steps with a peak
+  // Least-squares slope of step_start over the steps that have one (bytes per step), and how many
+  // of their step-to-step changes were increases.
+  double growth_per_step = 0;
+  int64_t growth_steps = 0, increases = 0;
+  int64_t oom_events = 0, oom_request_bytes = 0;  // allocations that failed ("[OutOfMemory]")
+  std::string oom_op;         // the innermost op running on the thread when the first one failed
+  int64_t oom_ts_ns = -1;     // when the first failed
+  // Where `capacity` came from: "deviceProperties" (Kineto's totalGlobalMem), "memory cap" (the
+  // process's RLIMIT_DATA/RLIMIT_AS, e.g. `record --memory-cap`: the CPU stand-in for a device's
+  // memory), "cgroup" or "system memory" (what our collector saw of a CPU process's machine), or
+  // "--threshold memory.capacity_bytes"; empty when unknown.
+  std::string capacity_source;
+  // Reserved (the caching allocator's segments) at its peak, and what was allocated then: the rest
+  // is cached or fragmented. -1 without reserved samples (CPU).
+  int64_t allocated_at_peak_reserved = -1;
+  // Reserved memory given back inside the steady steps (a fall of reserved between two samples:
+  // torch.cuda.empty_cache(), or the allocator freeing its cache to retry a failed cudaMalloc).
+  int64_t release_steps = 0;           // steps with at least one fall
+  double released_bytes_per_step = 0;  // mean over the steady steps
+  // Batch headroom (0 where unknown): samples per step (the recorded input shapes), memory per
+  // sample (the median step's peak above its start: activations and what the step makes), and how
+  // many samples a step could hold in `usable_pct` of the capacity with what is resident at its start.
+  int64_t samples_per_step = 0;
+  double bytes_per_sample = 0;
+  int64_t fits_samples = 0;
+  // Allocated samples inside the median steady step: a handful (trainrx record's heap samples at
+  // the boundaries and at backward's start) means the step peak is a lower bound, and `fits_samples`
+  // an upper one; allocation events (profile_memory) see the peak itself.
+  int64_t median_step_samples = 0;
+  // The CUDA caching allocator's retries while recorded (num_alloc_retries from the start-up hook's
+  // marks; 0 where unknown): each a failed cudaMalloc, the cache freed and the request tried again.
+  int64_t alloc_retries = 0;
+};
+
+// torch.compile as the trace shows it (compile.cc): the start-up hook's marks (compile ranges,
+// graph breaks, recompiles) and the compiled regions ("Torch-Compiled Region: F/R") of the steps.
+struct CompileSite {
+  std::string where;     // the user's file:line ("train.py:33"); for a recompile the function's first line
+  std::string function;  // recompiles: the function compiled again ("forward")
+  std::string reason;    // dynamo's reason (graph break) or the guard that failed (recompile), one line
+  int64_t count = 0;
+};
+struct CompileSummary {
+  int32_t rank = 0;
+  bool marks = false;              // the start-up hook's marks are in the trace (trainrx record)
+  int64_t compiles = 0;            // compilations ("trainrx::compile" ranges)
+  int64_t compile_ns = 0;          // their summed time
+  int64_t compile_in_steps_ns = 0;  // of it, inside the steady steps
+  int64_t recompiles = 0, recompiles_in_steps = 0;
+  int64_t steps_with_regions = 0;   // steady steps with a compiled region
+  double regions_per_step = 0;      // median compiled regions (outermost) per such step
+  double eager_between_ns = 0;      // median per such step: time between consecutive regions of one thread
+  std::vector<CompileSite> graph_breaks, recompile_sites;
+};
+
+struct Metrics {
+  std::vector<UnfinishedRank> unfinished;  // empty: every rank's recording ended normally
+  std::vector<RecordedWindow> windows;     // ranks recorded through a step window
+  StepModel steps;
+  std::vector<TemporalBreakdown> temporal;
+  std::vector<LaunchStats> launch;
+  NameTable op_table;      // empty rows: no CPU ops
+  NameTable kernel_table;  // empty rows: no GPU kernels
+  // Host time of each nn.Module's forward (the collector's Python hook, or with_stack traces):
+  // total = the module's ranges, self = less its child modules. Empty rows: no module ranges.
+  NameTable module_table;
+  std::vector<DeviceMemory> memory;  // one per (rank, device) with allocator samples
+  std::vector<CompileSummary> compile;  // one per rank with torch.compile in its trace
+};
+
+struct Report {
+  std::vector<Finding> findings;  // ranked by estimated saving, highest first
+  Metrics metrics;
+};
+
+// The operator and kernel tables, top_n rows each plus the rest folded (op_table.cc).
+NameTable BuildOpTable(const profiler::Trace& trace, const StepModel& steps, int64_t top_n);
+NameTable BuildKernelTable(const profiler::Trace& trace, const StepModel& steps, int64_t top_n);
+// The ranks whose recording did not finish (run_end.cc).
+std::vector<UnfinishedRank> FindUnfinishedRanks(const profiler::Trace& trace, const StepModel& steps);
+
+// The step windows our collector recorded through (run_end.cc).
+std::vector<RecordedWindow> FindRecordedWindows(const profiler::Trace& trace);
+
+}  // namespace trainrx::analyzers

@@ -1,0 +1,70 @@
+// trainrx::analyzers steps — the step model every family judges by: one row per detected step with
+// its phases, and the shares over the steady steps (steps.cc; analysis.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainrx/profiler/trace.h"
+
+namespace trainrx::analyzers {
+
+// Per-step timing, one row per detected step.
+struct StepRow {
+  int32_t rank = 0;
+  std::string name;  // "ProfilerStep#5"
+  int64_t start_ns = 0;
+  int64_t wall_ns = 0;
+  int64_t data_wait_ns = 0;
+  int64_t forward_ns = 0;
+  int64_t backward_ns = 0;
+  int64_t optimizer_ns = 0;
+  int64_t other_ns = 0;
+  bool has_gpu = false;
+  int64_t gpu_kernel_ns = 0;   // union of kernels in the step
+  int64_t gpu_memcpy_ns = 0;   // union of memcpy + memset
+  int64_t gpu_idle_ns = 0;     // wall - union of all GPU activity
+  // Data wait while no GPU activity runs (GPU traces; else = data_wait_ns): loading that runs
+  // while the GPU still finishes the previous step's kernels costs no throughput. The TensorBoard
+  // plugin's DataLoader figure ranks kernels and memcpy above data the same way.
+  int64_t data_exposed_ns = 0;
+  // Forward and backward both running (on different threads: pipeline schedules such as
+  // DualPipe). The phases are exclusive, backward wins: forward_ns leaves this time out.
+  int64_t fwd_bwd_overlap_ns = 0;
+};
+
+struct StepModel {
+  std::string source;  // "ProfilerStep", "trainrx step markers", "inferred from Optimizer.step", "none"
+  std::vector<StepRow> steps;
+  // Leading steps of a rank that took more than 3x its median step (cuDNN's autotuner, lazy CUDA
+  // and allocator start-up, DataLoader workers starting: 6.1 s against a 17 ms median on an H100),
+  // at most a quarter of the rank's steps, with 4 or more. They are left out of `steps`, so every
+  // share, per-step figure and saving describes the steady state; the report lists them.
+  std::vector<StepRow> warmup_steps;
+  int64_t median_wall_ns = 0;
+  // Share of the summed step time per phase (0..1).
+  double data_exposed_share = 0;  // of data_exposed_ns
+  double data_wait_share = 0, forward_share = 0, backward_share = 0, optimizer_share = 0, other_share = 0;
+  double gpu_kernel_share = 0, gpu_memcpy_share = 0, gpu_idle_share = 0;
+  double fwd_bwd_overlap_share = 0;  // of fwd_bwd_overlap_ns (a caveat on the forward share)
+  // The data share that counts as a loader bottleneck (data_exposed: with the GPU idle, or the
+  // whole wait on CPU-only ranks) without the quarter of the steps that waited longest (at least
+  // one), with 3 or more steps (else the plain share). Stalls in a few steps (the first batch, a
+  // worker spawn, the OS running another process for a time slice, a GC pause) are not a loader
+  // that cannot keep up: on a loaded 2-core machine 3 of 11 steps of a clean script lost ~4 ms
+  // each to preemption inside the loader. Waits in most steps still count.
+  double data_share_without_worst = 0;
+  std::vector<int32_t> data_worst_steps;  // indices into steps, longest wait first; empty below 3 steps
+  bool has_gpu = false;
+};
+
+// Building blocks shared by the families (steps.cc).
+// `threads` as in Analyze (0: every usable CPU); the model is the same for any count.
+StepModel BuildStepModel(const profiler::Trace& trace, size_t threads = 0);
+// The model's median, shares and worst data steps from its rows (steps, warm-up already split):
+// the second half of BuildStepModel, also used on rows gathered from per-rank summaries.
+void SummarizeStepRows(StepModel& model);
+
+}  // namespace trainrx::analyzers
