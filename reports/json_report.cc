@@ -272,6 +272,40 @@ void WriteMemoryJson(JsonWriter& w, const analyzers::Report& report) {
   w.EndArray();
 }
 
+// metrics.compile: one entry per rank with torch.compile in its trace.
+void WriteCompileJson(JsonWriter& w, const analyzers::Report& report) {
+  w.Key("compile");
+  w.BeginArray();
+  for (const auto& c : report.metrics.compile) {
+    w.BeginObject();
+    w.Field("rank", c.rank);
+    w.Field("marks", c.marks);
+    w.Field("compilations", c.compiles);
+    w.Field("compile_ns", c.compile_ns);
+    w.Field("compile_in_steps_ns", c.compile_in_steps_ns);
+    w.Field("recompiles", c.recompiles);
+    w.Field("recompiles_in_steps", c.recompiles_in_steps);
+    w.Field("steps_with_regions", c.steps_with_regions);
+    w.Field("regions_per_step", c.regions_per_step);
+    w.Field("eager_between_ns", static_cast<int64_t>(std::llround(c.eager_between_ns)));
+    for (const auto& [key, sites] : {std::pair{"graph_breaks", &c.graph_breaks}, std::pair{"recompile_sites", &c.recompile_sites}}) {
+      w.Key(key);
+      w.BeginArray();
+      for (const auto& s : *sites) {
+        w.BeginObject();
+        w.Field("where", s.where);
+        w.Field("function", s.function);
+        w.Field("reason", s.reason);
+        w.Field("count", s.count);
+        w.EndObject();
+      }
+      w.EndArray();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
 }  // namespace
 
 void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, const analyzers::Thresholds& thresholds,
@@ -301,6 +335,7 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   WriteNameTable(w, "kernel_table", report.metrics.kernel_table, /*self=*/false);
   WriteNameTable(w, "module_table", report.metrics.module_table, /*self=*/true);
   WriteMemoryJson(w, report);
+  WriteCompileJson(w, report);
   w.EndObject();
 
   w.Key("findings");

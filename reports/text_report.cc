@@ -7,6 +7,7 @@
 #include <map>
 
 #include "trainrx/experiments/plans.h"
+#include "trainrx/profiler/json_writer.h"
 #include "trainrx/reports/report.h"
 
 #include "escape.h"
@@ -234,6 +235,12 @@ void WriteInputs(const profiler::Trace& trace, const analyzers::Report& report, 
     else sink.Warning(text);
   }
   for (const auto& line : ClockLines(trace)) sink.Bullet(line);
+  // Who recorded it, when not our probe (trainrx record's torch.profiler fallback says so).
+  for (const auto& r : trace.ranks)
+    if (const auto it = r.config.find("recorder"); it != r.config.end()) {
+      sink.Bullet("note: recorded by " + profiler::JsonWriter::Unquote(it->second).value_or(it->second));
+      break;
+    }
   for (const auto& e : stats.entries) {
     if (e.severity == profiler::IssueSeverity::kError) continue;  // said above
     sink.Bullet(fmt::format("{} {}: {} (first: {})",
@@ -408,6 +415,29 @@ void WriteMemory(const analyzers::Report& report, Sink& sink) {
              rows);
 }
 
+// torch.compile per rank: compilations and their time, compiled regions per step, the eager time
+// between graphs, the graph breaks and recompiles the start-up hook named.
+void WriteCompile(const analyzers::Report& report, Sink& sink) {
+  if (report.metrics.compile.empty()) return;
+  sink.Heading("torch.compile");
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : report.metrics.compile)
+    rows.push_back({std::to_string(c.rank), std::to_string(c.compiles), Ms(c.compile_ns),
+                    c.steps_with_regions > 0 ? fmt::format("{:.0f}", c.regions_per_step) : "-",
+                    c.steps_with_regions > 0 ? Ms(static_cast<int64_t>(c.eager_between_ns)) : "-",
+                    std::to_string(c.graph_breaks.size()), std::to_string(c.recompiles),
+                    c.marks ? "start-up hook" : "trace only (no lines, no guards)"});
+  sink.Table({"rank", "compilations", "compile time", "regions per step", "eager between graphs / step", "graph breaks",
+              "recompiles", "source"},
+             rows);
+  for (const auto& c : report.metrics.compile) {
+    for (const auto& b : c.graph_breaks) sink.Bullet(fmt::format("graph break at {}: {}", b.where, b.reason));
+    for (const auto& r : c.recompile_sites)
+      sink.Bullet(fmt::format("{} ({}) compiled again {} time{}; last guard that failed: {}", r.function, r.where, r.count,
+                              r.count == 1 ? "" : "s", r.reason));
+  }
+}
+
 // GPU time by HTA's definitions: the temporal breakdown, idle per stream, launch statistics.
 void WriteGpuTime(const analyzers::Report& report, Sink& sink) {
   if (report.metrics.temporal.empty()) return;
@@ -480,6 +510,7 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
   WriteModuleTable(report, sink);
   WriteKernelTable(report, sink);
   WriteMemory(report, sink);
+  WriteCompile(report, sink);
   WriteGpuTime(report, sink);
   WriteFindings(report, sink);
 }

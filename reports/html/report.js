@@ -175,12 +175,12 @@
     document.title = 'trainrx analysis: ' + (r.inputs || []).join(', ');
     root.append(el('header', null, el('h1', null, 'trainrx analysis'), el('div', {class: 'sub'}, (r.inputs || []).join(' · '))));
     root.append(el('nav', null, [['data-loss', 'data'], ['summary', 'summary'], ['findings', 'findings'], ['steps', 'steps'],
-      ['breakdown', 'breakdown'], ['ops', 'operators'], ['kernels', 'kernels'], ['memory', 'memory'], ['timeline', 'timeline']]
+      ['breakdown', 'breakdown'], ['ops', 'operators'], ['kernels', 'kernels'], ['memory', 'memory'], ['compile', 'compile'], ['timeline', 'timeline']]
       .map(([id, t]) => el('a', {href: '#' + id}, t))));
     const main = el('main');
     root.append(main);
     main.append(...[dataLoss(r), summary(r), findingsSection(r, doc.timeline), stepsSection(steps),
-                breakdownSection(r), opsSection(r), modulesSection(r), kernelsSection(r), memorySection(r), timelineSection(doc.timeline, r)]
+                breakdownSection(r), opsSection(r), modulesSection(r), kernelsSection(r), memorySection(r), compileSection(r), timelineSection(doc.timeline, r)]
                 .filter(Boolean));
     if (TL.tl) showWindow(0, null);  // in the page now: the canvas has its width
   }
@@ -278,7 +278,8 @@
           el('span', {class: 'id'}, f.id), f.rank >= 0 ? ` · rank ${f.rank}` : ''),
         kv([['measured', `${num(f.measured, 2)} ${f.unit || ''} (threshold ${num(f.threshold, 2)})`],
             ['estimated saving', saving],
-            ['bounded by', f.saving_bound ? `${f.saving_bound}: ${fmtNs(f.saving_bound_ns)}` : ''],
+            // A finding whose saving is memory, or is not claimed, has no time to bound it by.
+            ['bounded by', f.saving_bound ? f.saving_bound + (f.saving_bound_ns > 0 ? `: ${fmtNs(f.saving_bound_ns)}` : '') : ''],
             ...Object.entries(ev).map(([k, v]) => [k, typeof v === 'number' && /_ns$/.test(k) ? fmtNs(v) : String(v)]),
             ['seen in', (f.examples || []).length ? (f.examples || []).join(' · ') : '']]),
         f.fix && f.fix.python ? [el('div', {class: 'muted'}, 'Fix in Python'), el('pre', null, f.fix.python)] : null,
@@ -392,16 +393,39 @@
       const line = (label, color, xs, mark) => ({label, color, points: xs.map((y, i) => ({x: i, y: y >= 0 ? y : NaN, mark: mark && i === top,
         title: `step ${i + 1}: ${label} ${fmtBytes(y)}`}))});
       const lines = [line('allocated at step start', '#2458c6', m.step_start_bytes || [], false), line('step peak', '#c62828', peaks, true)];
-      if (m.capacity_bytes > 0) lines.push({label: `capacity (${m.capacity_source})`, color: '#5d6677',
+      // The capacity line only where the peak is a visible part of it (else the steps flatten to nothing).
+      if (m.capacity_bytes > 0 && m.peak_allocated_bytes >= 0.1 * m.capacity_bytes) lines.push({label: `capacity (${m.capacity_source})`, color: '#5d6677',
         points: Array.from({length: n}, (_, i) => ({x: i, y: m.capacity_bytes, title: `capacity ${fmtBytes(m.capacity_bytes)}`}))});
       const facts = [['peak allocated', fmtBytes(m.peak_allocated_bytes)], ['peak reserved', m.peak_reserved_bytes > 0 ? fmtBytes(m.peak_reserved_bytes) : '–'],
         ['capacity', m.capacity_bytes > 0 ? `${fmtBytes(m.capacity_bytes)} (${m.capacity_source})` : 'unknown'],
         ['median step peak', fmtBytes(m.median_step_peak_bytes) + (m.capacity_bytes > 0 && m.median_step_peak_bytes >= 0 ? ` (${pct(m.median_step_peak_bytes / m.capacity_bytes, 0)})` : '')],
         ['growth per step', m.growth_steps >= 2 ? fmtBytes(m.growth_bytes_per_step) : '–'],
-        ['headroom', m.bytes_per_sample > 0 ? `${fmtBytes(m.bytes_per_sample)} a sample` + (m.fits_samples > 0 ? `: ${m.fits_samples} fit (batch ${m.samples_per_step})` : '') : '–'],
+        ['headroom', m.bytes_per_sample > 0 ? `${fmtBytes(m.bytes_per_sample)} a sample` + (m.fits_samples > 0 ? `: ${m.median_step_samples <= 3 ? 'up to ' : ''}${m.fits_samples} fit (batch ${m.samples_per_step})` : '') : '–'],
         ['out of memory', m.oom_events > 0 ? `${m.oom_events} (asked ${fmtBytes(m.oom_request_bytes)}${m.oom_op ? ', in ' + m.oom_op : ''})` : '0']];
       out.append(el('h3', null, `rank ${m.rank} · ${m.device}`), kv(facts));
       if (n > 0) out.append(lineChart(lines, Array.from({length: n}, (_, i) => String(i + 1)), {zero: true, fmt: fmtBytes, yLabel: 'bytes'}));
+    }
+    return out;
+  }
+
+  // torch.compile (issue 39): per rank, compilations and their time, compiled regions per step, the
+  // eager time between graphs, the graph breaks with their lines and the recompiles with their guards.
+  function compileSection(r) {
+    const cs = (r.metrics && r.metrics.compile) || [];
+    if (!cs.length) return null;
+    const out = section('compile', 'torch.compile');
+    for (const c of cs) {
+      out.append(el('h3', null, `rank ${c.rank}`), kv([
+        ['compilations', `${c.compilations} (${fmtNs(c.compile_ns)}${c.compile_in_steps_ns > 0 ? ', ' + fmtNs(c.compile_in_steps_ns) + ' inside the steps' : ''})`],
+        ['compiled regions per step', c.steps_with_regions > 0 ? String(c.regions_per_step) : '–'],
+        ['eager time between graphs, per step', c.steps_with_regions > 0 ? fmtNs(c.eager_between_ns) : '–'],
+        ['recompiles', String(c.recompiles)],
+        ['source', c.marks ? 'trainrx record\'s start-up hook (lines and guards)' : 'the trace only (no lines, no guards)']]));
+      const rows = [...(c.graph_breaks || []).map(b => ['graph break', b.where, '', b.count, b.reason]),
+                    ...(c.recompile_sites || []).map(x => ['recompile', x.where, x.function, x.count, x.reason])];
+      if (rows.length)
+        out.append(el('table', {class: 'data'}, el('thead', null, el('tr', null, ['what', 'where', 'function', 'count', 'reason / guard'].map(h => el('th', null, h)))),
+          el('tbody', null, rows.map(row => el('tr', null, row.map(v => el('td', null, String(v))))))));
     }
     return out;
   }
