@@ -17,7 +17,7 @@ namespace {
 // then renders its record in the chosen format.
 template <typename Record, typename Plan>
 int RunAndRender(const ExperimentOptions& o, Plan plan, void (*write)(const std::string&, const Record&, std::ostream&)) {
-  const auto launcher = experiments::MakeProcessLauncher(ExeDir(), o.plan.memory_cap_bytes);
+  const auto launcher = experiments::MakeProcessLauncher(ExeDir(), o.plan.memory_cap_bytes, o.plan.trial_steps);
   reports::TerminalProgress progress;
   Record record;
   std::string error;

@@ -297,6 +297,10 @@ void AddExperimentCommands(CLI::App& app, Args& a, Commands& c) {
     s->add_option("--seed", plan.seed, "seed of the randomized interleaving");
     s->add_option("--format", a.exp.format, "text | md | json | html")->check(CLI::IsMember({"text", "md", "json", "html"}));
     s->add_option("-o,--report", a.exp.output, "write the report here instead of stdout");
+    s->add_option("--trial-steps", plan.trial_steps,
+                  "--cmd: optimizer steps each trial runs before it is ended as if finished (finally blocks and exit "
+                  "handlers run; what follows the training loop does not); 0: whole runs (default 40)")
+        ->check(CLI::NonNegativeNumber);
   };
   c.fix = app.add_subcommand("fix", "Run a workload, find its problems, rerun with each fix and report the measured speedups");
   c.fix->add_option("workload", a.fix_workload, "cnn | lm (or --cmd)");

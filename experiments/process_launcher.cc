@@ -47,7 +47,8 @@ double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 class ProcessLauncher : public Launcher {
  public:
-  ProcessLauncher(std::string bin_dir, uint64_t memory_cap) : bin_dir_(std::move(bin_dir)), memory_cap_(memory_cap) {
+  ProcessLauncher(std::string bin_dir, uint64_t memory_cap, int64_t stop_after_steps)
+      : bin_dir_(std::move(bin_dir)), memory_cap_(memory_cap), stop_after_steps_(stop_after_steps) {
     dir_ = fs::temp_directory_path() / fmt::format("trainrx-exp-{}", getpid());
     std::error_code ec;
     fs::create_directories(dir_, ec);
@@ -228,6 +229,10 @@ class ProcessLauncher : public Launcher {
     std::string joined;
     for (const auto& f : fixes) joined += (joined.empty() ? "" : ",") + f;
     p.env.push_back({env::kFix, joined, joined.empty() ? EnvChange::kUnset : EnvChange::kSet});
+    // Timed trials only (the analysis and the explaining runs see the whole program: evaluation
+    // after the loop has findings too). The user's own TRAINRX_STOP_AFTER_STEPS (0: whole runs) wins.
+    if (stop_after_steps_ > 0 && name == "cmd")
+      p.env.push_back({env::kStopAfterSteps, std::to_string(stop_after_steps_), EnvChange::kSetIfUnset});
     const auto started = fs::file_time_type::clock::now();
     const auto t0 = Clock::now();
     const int rc = RunProcess(p, error);
@@ -293,14 +298,16 @@ class ProcessLauncher : public Launcher {
 
   std::string bin_dir_;
   uint64_t memory_cap_ = 0;
+  int64_t stop_after_steps_ = 0;  // a command's trials end after this many optimizer steps; 0: whole runs
   int traced_runs_ = 0;
   fs::path dir_;
 };
 
 }  // namespace
 
-std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir, uint64_t memory_cap_bytes) {
-  return std::make_unique<ProcessLauncher>(bin_dir, memory_cap_bytes);
+std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir, uint64_t memory_cap_bytes,
+                                              int64_t stop_after_steps) {
+  return std::make_unique<ProcessLauncher>(bin_dir, memory_cap_bytes, stop_after_steps);
 }
 
 }  // namespace trainrx::experiments

@@ -110,4 +110,26 @@ grep -q '"unit": "ms per step"' perf/baseline.json && ok "baseline timed by the 
 "$TRAINRX" gate check --baseline perf/baseline.json --trials 4 --tolerance 25 --same-job --cmd -- $BASE --slowdown-ms 20 > slow.txt 2>&1; rc=$?
 [ $rc = 1 ] && ok "a gross slowdown (+20 ms per ~4 ms step) fails: exit 1" || { bad "slowdown: exit $rc"; cat slow.txt; }
 grep -q "median step time" aa.txt && ! grep -q "samples/s" aa.txt && ok "commands: step time only, no throughput metric" || bad "metrics: $(cat aa.txt)"
+# Trials that stop after enough steps (issue 40): TRAINRX_STOP_AFTER_STEPS ends the script after
+# its N-th optimizer step as if it had finished (exit 0, a trace, the code after the loop not run);
+# ab --cmd --trial-steps on a script asked for 2 000 steps decides in seconds.
+"$TRAINRX" record -o stop.json -- env TRAINRX_STOP_AFTER_STEPS=5 $PY $SCRIPT --steps 2000 --threads 1 --step-times stop_steps.json \
+  > stop.out 2> stop.err; rc=$?
+[ $rc = 0 ] && grep -q "stopping after 5 steps" stop.err && [ ! -e stop_steps.json ] && ! grep -q "mean loss" stop.out \
+  && ok "TRAINRX_STOP_AFTER_STEPS=5: exit 0 after step 5, the code after the loop not run" || bad "stop after steps: rc $rc $(tail -2 stop.err)"
+"$TRAINRX" analyze stop.json --format json -o stop.report.json > /dev/null && python3 - <<'PY' && ok "the stopped run's trace holds its 5 steps" || bad "stopped trace"
+import json
+s = json.load(open("stop.report.json"))["steps"]
+n = len(s.get("rows", [])) + len(s.get("warmup", []))
+print("  steps:", n)
+assert 4 <= n <= 5, n
+PY
+timeout 300 "$TRAINRX" ab --cmd --a "$PY $SCRIPT --steps 2000 --threads 1" --b "$PY $SCRIPT --steps 2000 --threads 1 --anomaly" \
+  --trials 4 --trial-steps 8 --explain never --format json -o ab_stop.json 2> ab_stop.err; rc=$?
+python3 - <<'PY' && ok "ab --cmd --trial-steps 8 on a 2 000-step script: decided" || bad "ab --trial-steps: rc $rc $(tail -2 ab_stop.err)"
+import json
+d = json.load(open("ab_stop.json"))
+print("  verdict:", d.get("verdict"), "A", d["a"].get("trial_ms"), "B", d["b"].get("trial_ms"))
+assert len(d["a"]["trial_ms"]) == 4 and len(d["b"]["trial_ms"]) == 4
+PY
 exit $fail

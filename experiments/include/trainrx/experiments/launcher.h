@@ -85,7 +85,10 @@ class Launcher {
 // private temporary folder, removed with the launcher.
 // memory_cap_bytes > 0: every trial process runs under that RLIMIT_DATA (ProcessSpec), the CPU
 // stand-in for a device's capacity.
-std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir, uint64_t memory_cap_bytes = 0);
+// stop_after_steps > 0: each trial of a command (Launcher::Command) ends after that many optimizer
+// steps (TRAINRX_STOP_AFTER_STEPS for the start-up hook), enough for its steady-state median.
+std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir, uint64_t memory_cap_bytes = 0,
+                                              int64_t stop_after_steps = 0);
 
 // A progress display: told how many trials a plan will run, then each one as it starts.
 class Progress {

@@ -27,6 +27,10 @@ struct PlanOptions {
   // device's capacity); a sweep cell that runs out of memory is a result ("out of memory"), not a
   // failed experiment.
   uint64_t memory_cap_bytes = 0;
+  // --cmd trials (fix, sweep, ab): optimizer steps a trial runs before the start-up hook ends it as
+  // if it had finished (its value is the median of its steps after the first); 0: whole runs. A
+  // script without torch.optim steps runs whole either way.
+  int64_t trial_steps = 40;
   // ab: after the trials, one traced run of each side diffed to explain the verdict: "auto" when the
   // difference is significant, "always", or "never".
   std::string explain = "auto";

@@ -53,6 +53,9 @@ inline constexpr const char* kModules = "TRAINRX_MODULES";
 // The Python start-up hook's marks: calls the trace cannot otherwise see become record_function
 // ranges ("torch.cuda.empty_cache"). `record` sets "1" unless the user set it; "0" turns them off.
 inline constexpr const char* kMarks = "TRAINRX_MARKS";
+// `fix`/`sweep`/`ab --cmd` trials: the start-up hook ends the program after this many optimizer
+// steps (SystemExit(0): finally blocks and exit handlers run); unset or 0: the whole run.
+inline constexpr const char* kStopAfterSteps = "TRAINRX_STOP_AFTER_STEPS";
 // fix / sweep / ab / gate when stderr is not a terminal (CI logs, a batch job): a progress line
 // at most every this many seconds (default 30; 0: every trial; "off": none).
 inline constexpr const char* kProgressSeconds = "TRAINRX_PROGRESS_SECONDS";
