@@ -187,7 +187,8 @@ TEST(MemoryTest, EmptyCacheInMostStepsIsFlaggedWithItsCost) {
   EXPECT_NE(f->title.find("10 of 10 steps (1.0 calls per step)"), std::string::npos) << f->title;
   EXPECT_EQ(f->estimated_saving_ns, 30'000 + 20'000 + 50'000);  // the call, cudaFree and cudaMalloc of a step
   // with_stack's Python frame around our range: one call, timed by the frame.
-  const Finding* g = FindId(AnalyzeText(EmptyCacheSteps(10, [](int) { return true; }, true)), "memory.empty_cache");
+  const Report framed = AnalyzeText(EmptyCacheSteps(10, [](int) { return true; }, true));
+  const Finding* g = FindId(framed, "memory.empty_cache");
   ASSERT_NE(g, nullptr);
   EXPECT_NE(g->title.find("(1.0 calls per step)"), std::string::npos) << g->title;
   EXPECT_EQ(g->estimated_saving_ns, 40'000 + 20'000 + 50'000);

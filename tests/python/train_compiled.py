@@ -9,6 +9,7 @@
   --recompile KIND   recompiles during training: scalar (a Python int module attribute that changes
                      every step: dynamo guards on its value) or batch (the batch size changes once)
   --steps N, --batch N
+  --device D         cpu (default) or cuda
   --torch-profiler F torch.profiler (CPU) around the loop, prof.step() per step, trace exported to F
 The output (losses) is the same with and without recording.
 """
@@ -48,10 +49,11 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--torch-profiler", default="")
+    p.add_argument("--device", default="cpu")
     a = p.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    net = Net(a.graph_break)
+    net = Net(a.graph_break).to(a.device)
     model = net if a.no_compile else torch.compile(net, backend=a.backend)
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     loss_fn = nn.CrossEntropyLoss()
@@ -64,8 +66,8 @@ def main():
         prof.start()
     for step in range(a.steps):
         batch = a.batch + (16 if a.recompile == "batch" and step >= a.steps // 2 else 0)
-        x = torch.randn(batch, 32, generator=g)
-        y = torch.randint(0, 10, (batch,), generator=g)
+        x = torch.randn(batch, 32, generator=g).to(a.device)
+        y = torch.randint(0, 10, (batch,), generator=g).to(a.device)
         if a.recompile == "scalar":
             net.scale = step
         opt.zero_grad()
