@@ -110,10 +110,16 @@ single=$(profile single --adamw --no-foreach) || single=""
 if [ $can_record = 1 ]; then
   "$TRAINRX" record -o "$W/rec_single.json" -- "$PY" "$SCRIPT" --adamw --no-foreach $RUN_ARGS > /dev/null 2> "$W/rec_single.err"
   "$TRAINRX" analyze "$W/rec_single.json" --format json -o "$W/rec_single.report.json" > /dev/null 2>&1 || bad "single: record/analyze failed"
-  ours=$(ids_of "$W/rec_single.report.json" 2>/dev/null)
-  { has "$single" optim.single_tensor && has "$ours" optim.single_tensor; } || { ! has "$single" optim.single_tensor && ! has "$ours" optim.single_tensor; } \
-    && ok "optim.single_tensor: the same answer from torch.profiler and trainrx record" \
-    || bad "optim.single_tensor: torch.profiler '$single' vs record '$ours'"
+  # The two runs' answers are compared with the rule's time gates at 0 (its share and saving
+  # thresholds, unit-tested): beside a CPU hog one run's optimizer share fell under the 5 % gate
+  # and the other's did not (issue 34.12), which says nothing about the two recorders.
+  ungated="--threshold optim.single_tensor.optimizer_share_pct=0 --threshold optim.single_tensor.min_saving_pct=0"
+  "$TRAINRX" analyze "$(ls "$W/single"/*.pt.trace.json | head -1)" $ungated --format json -o "$W/single.ungated.json" > /dev/null 2>&1
+  "$TRAINRX" analyze "$W/rec_single.json" $ungated --format json -o "$W/rec_single.ungated.json" > /dev/null 2>&1
+  theirs=$(ids_of "$W/single.ungated.json" 2>/dev/null); ours=$(ids_of "$W/rec_single.ungated.json" 2>/dev/null)
+  has "$theirs" optim.single_tensor && has "$ours" optim.single_tensor \
+    && ok "optim.single_tensor: the same answer from torch.profiler and trainrx record (time gates at 0)" \
+    || bad "optim.single_tensor: torch.profiler '$theirs' vs record '$ours'"
   "$PY" - "$W/single.report.json" "$W/rec_single.report.json" <<'PY' && ok "optim.single_tensor share within the optimizer phase's share" || bad "optim.single_tensor share above the phase table's"
 import json, sys
 for p in sys.argv[1:]:
