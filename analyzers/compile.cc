@@ -12,9 +12,11 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string_view>
 
 #include "families.h"
+#include "ops.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -51,12 +53,6 @@ void AddSite(std::vector<CompileSite>& sites, CompileSite site) {
   sites.push_back(std::move(site));
 }
 
-double MedianOf(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
 CompileSummary Summarize(const AnalysisContext& ctx, int32_t rank) {
   const profiler::Trace& trace = ctx.trace;
   const StepWindows windows(ctx.steps, rank);
@@ -73,24 +69,28 @@ CompileSummary Summarize(const AnalysisContext& ctx, int32_t rank) {
     int64_t outer_end = INT64_MIN, outer_step = -1, last_graph_end = INT64_MIN, graph_end = INT64_MIN;
     for (const profiler::Event& e : trace.TrackEvents(track)) {
       const std::string_view name = trace.Name(e);
+      // Every op of the thread passes here: the step is looked up for the few this reads.
+      const bool region = name.starts_with(kRegion), span = !region && name.starts_with(kCompileSpan);
+      const bool graph = name == "CompiledFunction" || name.starts_with("## Call CompiledFxGraph");
+      const bool mark = e.kind == profiler::EventKind::kUserAnnotation && name.starts_with("trainrx::");
+      if (!region && !span && !graph && !mark) continue;
       const int64_t step = windows.empty() ? -1 : windows.Index(e.ts_ns);
-      if (name.starts_with(kRegion)) {
+      if (region) {
         if (step >= 0) ++region_count[step];
         if (e.ts_ns >= outer_end) outer_end = e.end_ns(), outer_step = step, last_graph_end = INT64_MIN;
         continue;
       }
-      const bool graph = name == "CompiledFunction" || name.starts_with("## Call CompiledFxGraph");
       if (graph && e.ts_ns < outer_end && e.ts_ns >= graph_end && outer_step >= 0) {
         if (last_graph_end != INT64_MIN) region_between[outer_step] += std::max<int64_t>(0, e.ts_ns - last_graph_end);
         last_graph_end = graph_end = e.end_ns();
         continue;
       }
-      if (name.starts_with(kCompileSpan)) {
+      if (span) {
         ++spans, span_ns += e.dur_ns;
         if (step >= 0) ++span_in_steps, span_in_steps_ns += e.dur_ns;
         continue;
       }
-      if (e.kind != profiler::EventKind::kUserAnnotation || !name.starts_with("trainrx::")) continue;
+      if (!mark) continue;
       if (name.starts_with(kCompileMark)) {
         c.marks = true;
         ++c.compiles;
@@ -114,14 +114,14 @@ CompileSummary Summarize(const AnalysisContext& ctx, int32_t rank) {
     c.compiles = spans, c.compile_ns = span_ns, c.compile_in_steps_ns = span_in_steps_ns;
     c.recompiles = c.recompiles_in_steps = span_in_steps;
   }
-  std::vector<double> counts, gaps;
+  std::vector<int64_t> counts, gaps;
   for (const auto& [step, n] : region_count) {
-    counts.push_back(static_cast<double>(n));
-    gaps.push_back(static_cast<double>(region_between[step]));
+    counts.push_back(n);
+    gaps.push_back(region_between[step]);
   }
   c.steps_with_regions = static_cast<int64_t>(counts.size());
-  c.regions_per_step = MedianOf(counts);
-  c.eager_between_ns = MedianOf(gaps);
+  c.regions_per_step = static_cast<double>(Quantile(counts, 0.5));
+  c.eager_between_ns = static_cast<double>(Quantile(gaps, 0.5));
   return c;
 }
 
@@ -308,24 +308,29 @@ void FlagCompileTime(const AnalysisContext& ctx, const CompileSummary& c, Report
 // compile.reduce_overhead. A suggestion to measure, never a claimed saving (compiling can lose:
 // compile.time). Run after the families (it reads their findings).
 void FlagCompileForLaunches(const AnalysisContext& ctx, Report& report) {
+  if (std::none_of(report.findings.begin(), report.findings.end(), [](const Finding& f) { return f.id == "gpu.launch_bound"; }))
+    return;
+  // Compiled some other way (inductor's Triton kernels without the regions: AOTInductor), or
+  // already replaying CUDA graphs: then neither suggestion is ours to make. One pass, per rank.
+  std::set<int32_t> triton_ranks, graph_ranks;
+  for (const profiler::Event& e : ctx.trace.events) {
+    if (e.track >= ctx.trace.tracks.size()) continue;
+    const int32_t rank = ctx.trace.tracks[e.track].rank;
+    if (e.kind == profiler::EventKind::kKernel && ctx.trace.Name(e).starts_with("triton_")) triton_ranks.insert(rank);
+    if (e.kind == profiler::EventKind::kCudaRuntime) {
+      const std::string_view n = ctx.trace.Name(e);
+      if (n == "cudaGraphLaunch" || n == "hipGraphLaunch") graph_ranks.insert(rank);
+    }
+  }
+  const auto on = [](const std::set<int32_t>& ranks, int32_t rank) { return rank == -1 ? !ranks.empty() : ranks.count(rank) > 0; };
   std::vector<Finding> found;
   for (const Finding& g : report.findings) {
     if (g.id != "gpu.launch_bound") continue;
     const CompileSummary* c = nullptr;
     for (const CompileSummary& s : report.metrics.compile)
       if (s.rank == g.rank || g.rank == -1) c = &s;
-    // Compiled some other way (inductor's Triton kernels without the regions: AOTInductor), or
-    // already replaying CUDA graphs: then neither suggestion is ours to make.
-    bool triton = false, graphs = false;
-    for (const profiler::Event& e : ctx.trace.events) {
-      if (g.rank != -1 && e.track < ctx.trace.tracks.size() && ctx.trace.tracks[e.track].rank != g.rank) continue;
-      if (e.kind == profiler::EventKind::kKernel && ctx.trace.Name(e).starts_with("triton_")) triton = true;
-      if (e.kind == profiler::EventKind::kCudaRuntime) {
-        const std::string_view n = ctx.trace.Name(e);
-        graphs |= n == "cudaGraphLaunch" || n == "hipGraphLaunch";
-      }
-    }
-    if (graphs) continue;
+    if (on(graph_ranks, g.rank)) continue;
+    const bool triton = on(triton_ranks, g.rank);
     const bool compiled = triton || (c != nullptr && c->steps_with_regions > 0);
     Finding f;
     if (compiled) f.id = "compile.reduce_overhead";

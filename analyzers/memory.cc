@@ -12,6 +12,7 @@
 
 #include "config_view.h"
 #include "families.h"
+#include "ops.h"
 #include "trainrx/analyzers/batch.h"
 #include "trainrx/profiler/memory_counters.h"
 
@@ -32,6 +33,7 @@ struct Series {
   // allocator's retry counter at the first and last mark.
   int64_t mark_capacity = 0;
   int64_t retries_first = -1, retries_last = 0;
+  int64_t mark_peak = -1;  // the run-wide peak the last mark reported
 };
 
 
@@ -115,11 +117,8 @@ std::optional<std::pair<std::string, int64_t>> OomMark(std::string_view name) {
   return std::pair{std::string(name.substr(0, space)), std::atoll(std::string(name.substr(space + 1)).c_str())};
 }
 
-int64_t Median(std::vector<int64_t> v) {
-  if (v.empty()) return -1;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
+// The median (ops.h's nearest-rank quantile); -1 for none: "no sample", as the figures say it.
+int64_t Median(std::vector<int64_t> v) { return v.empty() ? -1 : Quantile(v, 0.5); }
 
 DeviceMemory Summarize(const AnalysisContext& ctx, int32_t rank, const std::string& device, Series& s) {
   const profiler::Trace& trace = ctx.trace;
@@ -508,8 +507,9 @@ void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
         break;
     }
   }
-  // The start-up hook's mark of a run that died of an out-of-memory error (our recorder sees no
-  // allocator event): one failure on its device, unless the trace has that device's own events.
+  // The start-up hook's marks: the CUDA caching allocator's figures after each optimizer step (the
+  // device's samples), and a run that died of an out-of-memory error (our recorder sees no allocator
+  // event): one failure on its device, unless the trace has that device's own events.
   for (uint32_t t = 0; t < trace.tracks.size(); ++t) {
     if (trace.tracks[t].kind != profiler::TrackKind::kCpuThread) continue;
     for (const profiler::Event& e : trace.TrackEvents(t)) {
@@ -520,9 +520,8 @@ void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
         // The run-wide peak, when it rose since the last mark, happened in this step: a sample just
         // before the mark (steps whose peak did not rise show their end figure: a lower bound).
         const int64_t peak = get("peak");
-        const int64_t last_peak = s.allocated.empty() ? -1 : static_cast<int64_t>(
-            std::max_element(s.allocated.begin(), s.allocated.end(), [](auto& a, auto& b) { return a.value < b.value; })->value);
-        if (peak > last_peak && peak > get("allocated")) s.allocated.push_back({e.ts_ns - 1, static_cast<double>(peak)});
+        if (peak > s.mark_peak && peak > get("allocated")) s.allocated.push_back({e.ts_ns - 1, static_cast<double>(peak)});
+        s.mark_peak = std::max(s.mark_peak, peak);
         s.allocated.push_back({e.ts_ns, static_cast<double>(get("allocated"))});
         ++s.events;
         if (get("reserved") >= 0) s.reserved.push_back({e.ts_ns, static_cast<double>(get("reserved"))});
@@ -543,17 +542,16 @@ void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
     }
   }
   const auto batch = series.empty() ? std::nullopt : SamplesPerStep(trace, ctx.steps);
-  std::set<int32_t> ranks;
   for (auto& [key, s] : series) {
     if (s.allocated.empty() && s.oom_events == 0) continue;
     DeviceMemory m = Summarize(ctx, key.first, key.second, s);
     if (batch) Headroom(ctx, batch->samples, m);
     FlagGrowth(ctx, m, out);
     FlagFragmentation(ctx, m, out);
-    ranks.insert(m.rank);
     out.metrics.memory.push_back(std::move(m));
   }
-  // empty_cache calls show without allocator samples too (with_stack traces, our start-up hook).
+  // Every rank: empty_cache calls show without allocator samples too (with_stack traces, our hook).
+  std::set<int32_t> ranks;
   for (const auto& t : trace.tracks) ranks.insert(t.rank);
   for (int32_t rank : ranks) FlagEmptyCache(ctx, rank, out);
 }

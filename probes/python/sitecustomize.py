@@ -139,6 +139,14 @@ def _apply(torch, fixes):
         _say("TF32 on")
 
 
+def _tracers(torch):
+    """(is_compiling, is_tracing): whether torch.compile or torch.jit.trace is tracing the caller,
+    where our hooks must do nothing (they would become part of the traced graph)."""
+    compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+    tracing = getattr(torch.jit, "is_tracing", None) or (lambda: False)
+    return compiling, tracing
+
+
 def _install_module_ranges(torch, model_calls):
     """nn.Module ranges through global forward hooks, for the first `model_calls` calls of a model
     (a root module with children; 0: the whole run), then the hooks are removed: a range costs
@@ -159,9 +167,7 @@ def _install_module_ranges(torch, model_calls):
     warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks")
     # Never inside torch.compile (dynamo inlines global hooks into the graph it traces) or
     # torch.jit.trace (the range would become part of the traced graph): return first thing.
-    compiler = getattr(torch, "compiler", None)
-    compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
-    tracing = getattr(torch.jit, "is_tracing", None) or (lambda: False)
+    compiling, tracing = _tracers(torch)
     names = weakref.WeakKeyDictionary()  # module -> display name; never keeps a module alive
     local = threading.local()  # per thread: the open (module, range) pairs
 
@@ -332,8 +338,7 @@ def _install_cuda_memory_marks(torch, record_function):
     if register is None:
         return
     state = {}
-    compiler = getattr(torch, "compiler", None)
-    compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+    compiling, _ = _tracers(torch)
 
     def post_step(opt, args, kwargs):
         if compiling():  # a compiled optimizer step: nothing of ours in its graph
@@ -423,9 +428,7 @@ def _install_marks(torch):
     _install_cuda_memory_marks(torch, record_function)
     if original is None:
         return
-    compiler = getattr(torch, "compiler", None)
-    compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
-    tracing = getattr(torch.jit, "is_tracing", None) or (lambda: False)
+    compiling, tracing = _tracers(torch)
 
     def empty_cache(*args, **kwargs):
         if compiling() or tracing():
@@ -515,7 +518,6 @@ def _start_fallback(torch, state):
     if not output or os.environ.get("TRAINRX_ROOT_PID") != str(os.getpid()):
         return
     import atexit
-    import json
 
     profiler = torch.profiler
     activities = [profiler.ProfilerActivity.CPU]
