@@ -2,12 +2,15 @@
 // carries (profiler/memory_counters.h). Without samples (no profile_memory, a collector that does
 // not record memory) the family says nothing: no memory figure is a guess.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
+#include <unordered_map>
 #include <tuple>
 
 #include "config_view.h"
@@ -23,8 +26,18 @@ struct Sample {
   int64_t ts_ns;
   double value;
 };
+// One allocation or free whose block address is known (profile_memory's "Addr", our collector's
+// allocation events): what lets a free be matched to its allocation.
+struct BlockEvent {
+  int64_t ts_ns;
+  int64_t bytes;  // > 0 allocated, < 0 freed
+  double addr;
+  uint32_t track;
+};
 struct Series {
   std::vector<Sample> allocated, reserved;
+  std::vector<BlockEvent> blocks;
+  std::optional<BlockEvent> pending;  // a "bytes" counter waiting for its event's "addr"
   int64_t events = 0, oom_events = 0, oom_bytes = 0;
   int64_t oom_ts = -1;
   uint32_t oom_track = 0;
@@ -210,12 +223,104 @@ void Headroom(const AnalysisContext& ctx, int64_t samples, DeviceMemory& m) {
   m.fits_samples = usable > 0 ? static_cast<int64_t>(usable / m.bytes_per_sample) : 0;
 }
 
+// Where growth is allocated: blocks allocated inside a step and never freed before the recording
+// ended (or the last step did), grouped by the op that allocated them (the innermost CPU op running at the allocation, and
+// its outermost op: "aten::empty_like in aten::mse_loss"). Only blocks of the steps before the last
+// two count (a block of the last steps may be freed after the recording ended), and a site must
+// leave blocks behind in at least half of those steps: a one-off block (optimizer state made at the
+// first step, gradients allocated once) is not growth. Needs block addresses: without them (heap
+// samples, a trace without profile_memory) there is no site.
+constexpr std::string_view kModulePrefix = "nn.Module: ";
+struct GrowthSite {
+  std::string site;
+  double bytes_per_step = 0;
+  double blocks_per_step = 0;
+  int64_t steps_seen = 0;
+};
+std::vector<GrowthSite> GrowthSites(const AnalysisContext& ctx, int32_t rank, std::vector<BlockEvent> blocks) {
+  const profiler::Trace& trace = ctx.trace;
+  std::vector<std::pair<int64_t, int64_t>> steps;  // [start, end) of this rank's steps
+  for (const StepRow& row : ctx.steps.steps)
+    if (row.rank == rank) steps.push_back({row.start_ns, row.start_ns + row.wall_ns});
+  if (steps.size() < 4 || blocks.empty()) return {};
+  std::stable_sort(blocks.begin(), blocks.end(), [](const BlockEvent& a, const BlockEvent& b) { return a.ts_ns < b.ts_ns; });
+  std::unordered_map<double, size_t> live;  // address -> allocation's index in blocks
+  // Frees after the last step are the program's teardown (a recording that runs to the exit sees
+  // the interpreter free what was kept): what the steps left behind is what lives at their end.
+  const int64_t steps_end = steps.back().second;
+  for (size_t i = 0; i < blocks.size() && blocks[i].ts_ns < steps_end; ++i) {
+    if (blocks[i].bytes > 0) live[blocks[i].addr] = i;
+    else if (blocks[i].bytes < 0) live.erase(blocks[i].addr);
+  }
+  const size_t counted = steps.size() - 2;  // steps whose blocks had time to be freed
+  struct Survivor {
+    uint32_t track;
+    int64_t ts_ns;
+    int64_t bytes;
+    size_t step;
+  };
+  std::vector<Survivor> survivors;
+  for (const auto& [addr, i] : live) {
+    const BlockEvent& b = blocks[i];
+    auto it = std::upper_bound(steps.begin(), steps.end(), std::pair<int64_t, int64_t>{b.ts_ns, INT64_MAX});
+    if (it == steps.begin()) continue;
+    const size_t k = static_cast<size_t>(std::prev(it) - steps.begin());
+    if (k >= counted || b.ts_ns >= steps[k].second) continue;
+    survivors.push_back({b.track, b.ts_ns, b.bytes, k});
+  }
+  if (survivors.empty()) return {};
+  std::sort(survivors.begin(), survivors.end(),
+            [](const Survivor& a, const Survivor& b) { return std::tie(a.track, a.ts_ns) < std::tie(b.track, b.ts_ns); });
+  // One sweep per track: the ops open at each survivor's allocation.
+  struct Acc {
+    std::set<std::string> modules;
+    int64_t bytes = 0, blocks = 0;
+    std::set<size_t> steps;
+  };
+  std::map<std::string, Acc> by_site;
+  size_t s = 0;
+  while (s < survivors.size()) {
+    const uint32_t track = survivors[s].track;
+    std::vector<const profiler::Event*> open, modules;
+    const auto events = track < trace.tracks.size() ? trace.TrackEvents(track) : std::span<const profiler::Event>{};
+    size_t e = 0;
+    for (; s < survivors.size() && survivors[s].track == track; ++s) {
+      const Survivor& v = survivors[s];
+      for (; e < events.size() && events[e].ts_ns <= v.ts_ns; ++e) {
+        if (events[e].kind == profiler::EventKind::kCpuOp) open.push_back(&events[e]);
+        else if (events[e].kind == profiler::EventKind::kUserAnnotation && trace.Name(events[e]).starts_with(kModulePrefix))
+          modules.push_back(&events[e]);
+      }
+      // Ranges that ended before the allocation leave (the stacks are kept in start order).
+      std::erase_if(open, [&](const profiler::Event* o) { return o->end_ns() < v.ts_ns; });
+      std::erase_if(modules, [&](const profiler::Event* o) { return o->end_ns() < v.ts_ns; });
+      std::string site = "outside any op";
+      if (!open.empty()) {
+        const std::string_view inner = trace.Name(*open.back());
+        site = open.size() > 1 ? fmt::format("{} in {}", inner, trace.Name(*open.front())) : std::string(inner);
+      }
+      Acc& a = by_site[site];
+      a.bytes += v.bytes, ++a.blocks, a.steps.insert(v.step);
+      // Module ranges cover only the first model calls (the start-up hook's): the modules seen there.
+      if (!modules.empty() && a.modules.size() < 4) a.modules.insert(std::string(trace.Name(*modules.back()).substr(kModulePrefix.size())));
+    }
+  }
+  std::vector<GrowthSite> out;
+  for (const auto& [site, a] : by_site) {
+    if (2 * a.steps.size() < counted) continue;
+    out.push_back({a.modules.empty() ? site : fmt::format("{} ({})", site, fmt::join(a.modules, ", ")), static_cast<double>(a.bytes) / static_cast<double>(counted),
+                   static_cast<double>(a.blocks) / static_cast<double>(counted), static_cast<int64_t>(a.steps.size())});
+  }
+  std::sort(out.begin(), out.end(), [](const GrowthSite& a, const GrowthSite& b) { return a.bytes_per_step > b.bytes_per_step; });
+  return out;
+}
+
 // memory.growth: what is allocated when a step starts rises step after step. The classic leaks:
 // tensors kept "for later" with their graph (outputs, logits, losses appended to a list), caches
 // keyed by step, evaluation without no_grad accumulating `total += loss`. A one-off rise (optimizer
 // state made at the first step, a cache warming up) is not growth: most step-to-step changes must
 // be increases.
-void FlagGrowth(const AnalysisContext& ctx, const DeviceMemory& m, Report& out) {
+void FlagGrowth(const AnalysisContext& ctx, const DeviceMemory& m, const std::vector<BlockEvent>& blocks, Report& out) {
   const auto& th = ctx.thresholds;
   if (m.growth_steps < static_cast<int64_t>(th.Get("memory.growth.min_steps"))) return;
   if (m.growth_per_step < th.Get("memory.growth.min_bytes_per_step")) return;
@@ -248,6 +353,22 @@ void FlagGrowth(const AnalysisContext& ctx, const DeviceMemory& m, Report& out) 
     const double steps_left = (static_cast<double>(m.capacity) - static_cast<double>(m.peak_allocated)) / m.growth_per_step;
     f.evidence.push_back({"steps_until_full", steps_left});
     if (steps_left < 10000) f.severity = Severity::kHigh;
+  }
+  const std::vector<GrowthSite> sites = GrowthSites(ctx, m.rank, blocks);
+  std::string where;
+  for (size_t i = 0; i < sites.size() && i < 3; ++i) {
+    const std::string k = i == 0 ? "allocated_in" : fmt::format("allocated_in_{}", i + 1);
+    f.evidence.push_back({k, sites[i].site});
+    f.evidence.push_back({k + "_bytes_per_step", sites[i].bytes_per_step});
+    f.evidence.push_back({k + "_blocks_per_step", sites[i].blocks_per_step});
+    where += fmt::format("{}{} ({} a step)", i == 0 ? "" : ", ", sites[i].site, BytesText(sites[i].bytes_per_step));
+  }
+  if (!sites.empty()) {
+    f.title += fmt::format("; blocks never freed are allocated in {}", where);
+    f.confidence = Confidence::kHigh;
+  } else if (blocks.empty()) {
+    f.evidence.push_back({"allocation_sites", std::string("not recorded: record with --memory-events (or torch.profiler "
+                                                          "profile_memory=True) to name the op that allocates what stays")});
   }
   f.saving_bound = "memory, not time: the run fails once the device is full";
   f.fix_python =
@@ -499,7 +620,17 @@ void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
         ++s.events;
         break;
       case profiler::MemoryWhat::kReserved: s.reserved.push_back({c.ts_ns, c.value}); break;
-      case profiler::MemoryWhat::kBytes: break;
+      case profiler::MemoryWhat::kBytes:
+        s.pending = BlockEvent{c.ts_ns, static_cast<int64_t>(c.value), 0, c.track};
+        break;
+      case profiler::MemoryWhat::kAddr:
+        // The reader and our collector write an event's counters together: bytes, then addr.
+        if (s.pending && s.pending->ts_ns == c.ts_ns && s.pending->track == c.track && s.pending->bytes != 0) {
+          s.pending->addr = c.value;
+          s.blocks.push_back(*s.pending);
+        }
+        s.pending.reset();
+        break;
       case profiler::MemoryWhat::kOom:
         if (s.oom_events == 0) s.oom_ts = c.ts_ns, s.oom_track = c.track;
         ++s.oom_events;
@@ -546,7 +677,7 @@ void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
     if (s.allocated.empty() && s.oom_events == 0) continue;
     DeviceMemory m = Summarize(ctx, key.first, key.second, s);
     if (batch) Headroom(ctx, batch->samples, m);
-    FlagGrowth(ctx, m, out);
+    FlagGrowth(ctx, m, s.blocks, out);
     FlagFragmentation(ctx, m, out);
     out.metrics.memory.push_back(std::move(m));
   }

@@ -275,6 +275,9 @@ void AddRecordCommands(CLI::App& app, Args& a, Commands& c) {
   c.record->add_option("--memory-cap", a.record_memory_cap,
                        "run the program under this much writable memory (RLIMIT_DATA: 1.5G, 800M): the CPU stand-in for a "
                        "device's capacity; the report's memory headroom is measured against it");
+  c.record->add_flag("--memory-events", r.memory_events,
+                     "record every allocation and free (as torch.profiler's profile_memory=True): names the op whose "
+                     "memory outlives its step; costs about what profile_memory costs");
   c.record->add_option("command", r.command, "the command to run, after --")->required();
   c.record->allow_extras(false);
 

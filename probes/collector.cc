@@ -1,6 +1,7 @@
 #include "collector.h"
 
 #include "trainrx/profiler/json_writer.h"
+#include "trainrx/profiler/memory_counters.h"
 #include "trainrx/profiler/profiler_steps.h"
 
 #include <sys/syscall.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -46,6 +48,26 @@ Rec* ThreadBuffer::Append() noexcept {
   // look after Stop(), which waits for `busy`, so a relaxed increment plus that handshake is enough.
   size_.store(size_.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // one writer: the owner
   return r;
+}
+
+bool ThreadBuffer::AppendMemory(int64_t ts_ns, int64_t bytes, uint64_t addr, uint64_t total_allocated,
+                                uint64_t total_reserved, int device_type, int device_index) noexcept {
+  Rec* totals = Append();
+  if (totals == nullptr) return false;
+  totals->start_ns = static_cast<int64_t>(addr);
+  totals->external_id = static_cast<int64_t>(total_allocated);
+  totals->name = static_cast<uint32_t>(total_reserved);
+  totals->aux = static_cast<uint32_t>(total_reserved >> 32);
+  totals->kind = RecKind::kMemoryTotals;
+  EndRecord(totals, 1);
+  Rec* r = Append();
+  if (r == nullptr) return false;  // the totals record alone is skipped by the drain
+  r->start_ns = ts_ns;
+  r->external_id = bytes;
+  r->name = (static_cast<uint32_t>(device_type & 0xffff) << 16) | static_cast<uint32_t>(device_index & 0xffff);
+  r->kind = RecKind::kMemory;
+  EndRecord(r, ts_ns);  // last: a drain that sees it finished sees the totals before it too
+  return true;
 }
 
 uint64_t ThreadBuffer::IndexOf(const Rec* r) const {
@@ -411,6 +433,38 @@ struct DrainInto {
 // The ready records as events (a range still open at the final drain ends at stop_ns, counted
 // as unfinished), their names and input rows interned on first use, and the grad mode's changes
 // as counters.
+// An allocator event as the memory counters the reader makes of torch.profiler's "[memory]"
+// instants (profiler/memory_counters.h): allocated, reserved (devices only: 0 on CPU, as Kineto
+// writes it), bytes, addr, all at the event's time on its thread.
+// Device code (RecKind::kMemory's name) -> its counters' names in the trace drained into.
+using MemoryNames = std::unordered_map<uint32_t, std::array<profiler::StrId, 4>>;
+void EmitMemory(const ThreadBuffer& b, uint64_t i, const DrainInto& into, MemoryNames& memory_names) {
+  const Rec& r = b.At(i);
+  if (std::atomic_ref<const int64_t>(r.end_ns).load(std::memory_order_acquire) == 0 || i == 0) return;  // cut mid-write
+  const Rec& t = b.At(i - 1);
+  if (t.kind != RecKind::kMemoryTotals) return;
+  const int type = static_cast<int>(r.name >> 16), index = static_cast<int>(r.name & 0xffff);
+  auto [slot, added] = memory_names.try_emplace(r.name);
+  auto& names = slot->second;
+  if (added) {
+    const std::string device = profiler::MemoryDeviceName(type, index == 0xffff ? -1 : index);
+    for (int w = 0; w < 4; ++w) {
+      static constexpr profiler::MemoryWhat kWhat[] = {profiler::MemoryWhat::kAllocated, profiler::MemoryWhat::kReserved,
+                                                       profiler::MemoryWhat::kBytes, profiler::MemoryWhat::kAddr};
+      names[w] = into.trace.strings.Intern(profiler::MemoryCounterName(kWhat[w], device));
+    }
+  }
+  auto& counters = into.trace.counters;
+  counters.push_back({into.track, names[0], r.start_ns, static_cast<double>(t.external_id)});
+  if (type != 0) {
+    const uint64_t reserved = uint64_t{t.name} | (uint64_t{t.aux} << 32);
+    counters.push_back({into.track, names[1], r.start_ns, static_cast<double>(reserved)});
+  }
+  counters.push_back({into.track, names[2], r.start_ns, static_cast<double>(r.external_id)});
+  if (t.start_ns > 0 && t.start_ns < (int64_t{1} << 53))
+    counters.push_back({into.track, names[3], r.start_ns, static_cast<double>(t.start_ns)});
+}
+
 void EmitRecords(const ThreadBuffer& b, const std::vector<uint64_t>& ready, DrainCursor::Buffer& at, int64_t stop_ns,
                  DrainCursor& cursor, const DrainInto& into) {
   using profiler::Event;
@@ -418,8 +472,14 @@ void EmitRecords(const ThreadBuffer& b, const std::vector<uint64_t>& ready, Drai
   profiler::Trace& trace = into.trace;
   std::vector<profiler::StrId> ids(at.names.size(), profiler::kNoStr);
   std::vector<uint32_t> input_ids(at.inputs.size(), UINT32_MAX);
+  MemoryNames memory_names;
   for (const uint64_t i : ready) {
     const Rec& r = b.At(i);
+    if (r.kind == RecKind::kMemoryTotals) continue;  // read with its kMemory record
+    if (r.kind == RecKind::kMemory) {
+      EmitMemory(b, i, into, memory_names);
+      continue;
+    }
     if (r.start_ns == 0) continue;  // appended, never filled (dropped mid-way)
     int64_t end = std::atomic_ref<const int64_t>(r.end_ns).load(std::memory_order_acquire);
     if (end == 0) {

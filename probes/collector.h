@@ -41,6 +41,15 @@ enum class RecKind : uint8_t {
   kOp,        // ATen op (RecordScope::FUNCTION)
   kBackward,  // autograd node (BACKWARD_FUNCTION)
   kUser,      // record_function ranges, Python's DataLoader / Optimizer ranges, our markers
+  // An allocation or free reported by c10's allocators (record --memory-events): two records,
+  // appended together by ThreadBuffer::AppendMemory, the totals first:
+  //   kMemoryTotals  start_ns = block address, external_id = total allocated, name | aux << 32 =
+  //                  total reserved; end_ns = 1 (finished)
+  //   kMemory        start_ns = end_ns = time, external_id = bytes (< 0: a free),
+  //                  name = device type << 16 | device index (c10's numbering)
+  // They reuse the 40-byte record rather than widening every op's record for a rarer event.
+  kMemoryTotals,
+  kMemory,
 };
 enum RecFlag : uint8_t {
   kGradEnabled = 1,    // GradMode was on when the op started
@@ -89,6 +98,9 @@ class ThreadBuffer {
 
   // Appends a record and returns it, or nullptr (counted as dropped) past the budget.
   Rec* Append() noexcept;
+  // Appends one allocator event (see RecKind::kMemory); false (counted as dropped) past the budget.
+  bool AppendMemory(int64_t ts_ns, int64_t bytes, uint64_t addr, uint64_t total_allocated, uint64_t total_reserved,
+                    int device_type, int device_index) noexcept;
   Rec& At(uint64_t i) { return chunks_[i / kChunkRecs][i % kChunkRecs]; }
   const Rec& At(uint64_t i) const { return chunks_[i / kChunkRecs][i % kChunkRecs]; }
   uint64_t size() const { return size_.load(std::memory_order_acquire); }

@@ -31,12 +31,16 @@
 #include "cupti_bridge.h"
 #include "session.h"
 #include "trainrx/probes/probes.h"
+#include "trainrx/profiler/env.h"
 #include "trainrx/profiler/json_writer.h"
 #include "trainrx/profiler/memory_counters.h"
 
 #if TRAINRX_WITH_NVTX
 #include <nvtx3/nvToolsExt.h>
 #endif
+
+#include <c10/core/CPUAllocator.h>
+#include <pthread.h>
 
 namespace trainrx::probes {
 namespace {
@@ -194,6 +198,137 @@ bool BoundaryOf(const char* name, BoundaryKind* kind) {
 }
 
 void SampleHeap(Collector& c, ThreadBuffer* buf, int64_t ts) noexcept;  // below
+
+// record --memory-events (TRAINRX_MEMORY_EVENTS=1): every allocation and free of the CPU
+// allocator, with its block address and size: the stream torch.profiler's profile_memory=True
+// records, seen by wrapping the allocator (c10::SetCPUAllocator) rather than through c10's
+// memory-reporting hook. That hook is the thread's PROFILER_STATE slot: a state of ours there makes
+// torch.profiler refuse to start on that thread ("Profiler is already enabled on this thread"),
+// and a user who runs torch.profiler under `record` must keep it. The wrapper passes every call
+// through; it tracks a block only while recording, and only the allocator's common shape (the
+// context is the data pointer, one deleter for all blocks: the default CPU allocator's), whose
+// free it can see by putting its own deleter in the DataPtr. A free is written before the block
+// goes back, so a reuse of its address is always later in the trace. CUDA's caching allocator is
+// not wrapped (the CUDA marks give its figures at step ends).
+bool MemoryEventsRequested() {
+  static const bool on = [] {
+    const char* v = std::getenv(trainrx::env::kMemoryEvents);
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+// The tracked blocks' sizes (a free's size and the running total), sharded by address so that
+// threads allocating at once rarely share a lock; locked across fork() (a DataLoader worker forked
+// while another thread held a shard would otherwise wait forever on its first allocation).
+class BlockTable {
+ public:
+  static constexpr size_t kShards = 16;
+  void Add(void* p, size_t n) {
+    Shard& s = ShardOf(p);
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.sizes[p] = n;
+  }
+  size_t Remove(void* p) {  // 0: not tracked
+    Shard& s = ShardOf(p);
+    std::lock_guard<std::mutex> lock(s.mu);
+    const auto it = s.sizes.find(p);
+    if (it == s.sizes.end()) return 0;
+    const size_t n = it->second;
+    s.sizes.erase(it);
+    return n;
+  }
+  void LockAll() {
+    for (Shard& s : shards_) s.mu.lock();
+  }
+  void UnlockAll() {
+    for (Shard& s : shards_) s.mu.unlock();
+  }
+  std::atomic<int64_t> total{0};  // bytes of the tracked blocks
+
+ private:
+  struct Shard {
+    std::mutex mu;
+    std::unordered_map<void*, size_t> sizes;
+  };
+  Shard& ShardOf(void* p) { return shards_[(reinterpret_cast<uintptr_t>(p) >> 6) % kShards]; }
+  Shard shards_[kShards];
+};
+BlockTable& Blocks() {
+  static BlockTable* t = new BlockTable();  // never destroyed: blocks are freed at exit
+  return *t;
+}
+std::atomic<c10::DeleterFnPtr> g_inner_deleter{nullptr};
+
+void ReportBlock(void* p, int64_t bytes, int64_t total) noexcept {
+  Collector* c = ActiveCollector();
+  if (c == nullptr || !c->recording()) return;
+  ThreadBuffer* b = c->ThisThread();
+  if (b == nullptr) return;
+  BusyGuard busy(b);
+  b->AppendMemory(NowNs(), bytes, reinterpret_cast<uintptr_t>(p), static_cast<uint64_t>(std::max<int64_t>(0, total)), 0,
+                  /*cpu*/ 0, -1);
+}
+
+void RecordingDelete(void* p) {
+  if (p != nullptr) {
+    if (const size_t n = Blocks().Remove(p)) {
+      const int64_t total = Blocks().total.fetch_sub(static_cast<int64_t>(n)) - static_cast<int64_t>(n);
+      ReportBlock(p, -static_cast<int64_t>(n), total);
+    }
+  }
+  g_inner_deleter.load(std::memory_order_relaxed)(p);
+}
+
+#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 3 || TORCH_VERSION_MAJOR > 2
+#define TRAINRX_ALLOCATE_CONST
+#else
+#define TRAINRX_ALLOCATE_CONST const
+#endif
+class RecordingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit RecordingCpuAllocator(c10::Allocator* inner) : inner_(inner) {}
+  c10::DataPtr allocate(size_t n) TRAINRX_ALLOCATE_CONST override {
+    c10::DataPtr p = inner_->allocate(n);
+    const Collector* c = ActiveCollector();
+    if (n == 0 || p.get() == nullptr || c == nullptr || !c->recording()) return p;
+    const c10::DeleterFnPtr inner = g_inner_deleter.load(std::memory_order_relaxed);
+    if (p.get() != p.get_context() || !p.compare_exchange_deleter(inner, &RecordingDelete)) return p;
+    Blocks().Add(p.get(), n);
+    const int64_t total = Blocks().total.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
+    ReportBlock(p.get(), static_cast<int64_t>(n), total);
+    return p;
+  }
+  // raw_allocate() hands out allocate()'s block without its DataPtr; raw_deallocate() must then see its free.
+  c10::DeleterFnPtr raw_deleter() const override { return &RecordingDelete; }
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  void copy_data(void* dest, const void* src, std::size_t count) const override { inner_->copy_data(dest, src, count); }
+#endif
+
+ private:
+  c10::Allocator* inner_;
+};
+
+// Puts the wrapper in front of the CPU allocator once (at Start, when asked). False, with the
+// reason on stderr, when the allocator is not of the shape the wrapper can follow.
+bool InstallMemoryEvents() {
+  static bool installed = false;
+  if (installed) return true;
+  c10::Allocator* inner = c10::GetCPUAllocator();
+  if (inner == nullptr) return false;
+  c10::DataPtr sample = inner->allocate(64);
+  if (sample.get() == nullptr || sample.get() != sample.get_context() || sample.get_deleter() == nullptr ||
+      inner->raw_deleter() != sample.get_deleter()) {
+    ProcessSession::Warn("--memory-events: the CPU allocator in use is not one trainrx can follow; no allocation events");
+    return false;
+  }
+  g_inner_deleter.store(sample.get_deleter());
+  static auto* wrapper = new RecordingCpuAllocator(inner);  // never destroyed: blocks keep its deleter
+  pthread_atfork([] { Blocks().LockAll(); }, [] { Blocks().UnlockAll(); }, [] { Blocks().UnlockAll(); });
+  c10::SetCPUAllocator(wrapper, /*priority=*/UINT8_MAX);
+  installed = true;
+  return true;
+}
 
 std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
   Collector* c = ActiveCollector();
@@ -388,6 +523,9 @@ bool AutocastEnabled() {
 // allocation events, which this sample does not see. glibc's mallinfo2 walks the arenas' free
 // lists: microseconds on a training process's heap, taken once per boundary.
 void SampleHeap(Collector& c, ThreadBuffer* buf, int64_t ts) noexcept {
+  // The allocator's own events give the CPU's figures then; heap samples in the same series would
+  // mix two measures (the heap holds more than tensors).
+  if (MemoryEventsRequested()) return;
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
   const struct mallinfo2 mi = mallinfo2();
   static const std::string kKey = profiler::MemoryCounterName(profiler::MemoryWhat::kAllocated, "cpu");
@@ -523,6 +661,8 @@ bool Start(const StartOptions& options) {
       st.handle = Register(capture, st.user_only);
       st.registered = true;
       ProcessSession::Get().collector().SetStatic("probe_torch_version", profiler::JsonWriter::Quote(TORCH_VERSION));
+      if (MemoryEventsRequested())
+        ProcessSession::Get().collector().SetStatic("memory_events", InstallMemoryEvents() ? "\"cpu allocator\"" : "\"unavailable\"");
       CuptiBridge::Start(ProcessSession::Get());
     }
     return true;

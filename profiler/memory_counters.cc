@@ -5,7 +5,7 @@
 namespace trainrx::profiler {
 namespace {
 
-constexpr std::string_view kWhat[] = {"allocated", "reserved", "bytes", "oom"};
+constexpr std::string_view kWhat[] = {"allocated", "reserved", "bytes", "oom", "addr"};
 
 }  // namespace
 
@@ -24,7 +24,7 @@ std::optional<MemoryCounterId> ParseMemoryCounterName(std::string_view name) {
   name.remove_prefix(kMemoryCounterPrefix.size());
   const size_t open = name.find('[');
   if (open == std::string_view::npos || open + 2 > name.size()) return std::nullopt;
-  for (int w = 0; w < 4; ++w) {
+  for (int w = 0; w < 5; ++w) {
     if (name.substr(0, open) == kWhat[w])
       return MemoryCounterId{static_cast<MemoryWhat>(w), std::string(name.substr(open + 1, name.size() - open - 2))};
   }

@@ -392,7 +392,7 @@ struct RawEvent {
   std::vector<std::pair<StrId, double>> counter_values;
   // torch.profiler's profile_memory events (memory_counters.h): their figures, read only for them.
   bool memory_event = false, oom_event = false;
-  std::optional<int64_t> mem_allocated, mem_reserved, mem_bytes, mem_type, mem_id;
+  std::optional<int64_t> mem_allocated, mem_reserved, mem_bytes, mem_type, mem_id, mem_addr;
 };
 
 // The string tables an event's names and shapes are interned into.
@@ -452,6 +452,7 @@ void ReadArg(od::field& af, EventStrings& s, RawEvent& ev) {
                                        : k == "Bytes"          ? &ev.mem_bytes
                                        : k == "Device Type"    ? &ev.mem_type
                                        : k == "Device Id"      ? &ev.mem_id
+                                       : k == "Addr"           ? &ev.mem_addr
                                                                : nullptr;
         if (slot) *slot = GetInt(av);
       }
@@ -553,6 +554,9 @@ bool AddMemoryCounters(Trace& t, const RawEvent& ev, const Event& e) {
   add(MemoryWhat::kAllocated, static_cast<double>(*ev.mem_allocated));
   if (ev.mem_reserved) add(MemoryWhat::kReserved, static_cast<double>(*ev.mem_reserved));
   if (ev.mem_bytes) add(ev.oom_event ? MemoryWhat::kOom : MemoryWhat::kBytes, static_cast<double>(*ev.mem_bytes));
+  // Below 2^53 (user-space addresses), exact as a double; a larger one would be rounded: left out.
+  if (ev.mem_addr && !ev.oom_event && *ev.mem_addr > 0 && *ev.mem_addr < (int64_t{1} << 53))
+    add(MemoryWhat::kAddr, static_cast<double>(*ev.mem_addr));
   return true;
 }
 

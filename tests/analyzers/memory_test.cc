@@ -391,5 +391,70 @@ TEST(MemoryTest, AllocatorRetriesAreFragmentationOnTheirOwn) {
   EXPECT_EQ(FindId(AnalyzeText(calm), "memory.fragmentation"), nullptr);
 }
 
+// `steps` steps of 1 ms on CPU. In each: aten::linear > aten::addmm allocates 1 MB (address
+// 1000 + i) that is kept when `keep` (a prediction appended to a list), else freed at the step's
+// end; aten::relu allocates 4 MB and frees it (activations); step 0 also allocates optimizer state
+// once (aten::zeros_like, kept).
+std::string SiteSteps(int steps, bool keep) {
+  std::string ev;
+  int64_t total = 0;
+  const auto mem = [&](double ts, int64_t bytes, int64_t addr) {
+    total += bytes;
+    return fmt::format(R"J({{"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":1,"tid":1,"ts":{},)J"
+                       R"J("args":{{"Total Reserved":0,"Total Allocated":{},"Bytes":{},"Device Id":-1,"Device Type":0,"Addr":{}}}}},)J",
+                       ts, total, bytes, addr);
+  };
+  const auto op = [](const char* name, double ts, double dur) {
+    return fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"{}","pid":1,"tid":1,"ts":{},"dur":{}}},)J", name, ts, dur);
+  };
+  for (int i = 0; i < steps; ++i) {
+    const double s = 1000.0 * i;
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":1000}},)J",
+                      i, s);
+    if (i == 0) ev += op("aten::zeros_like", s + 20, 10) + mem(s + 25, 3'000'000, 999);
+    ev += op("aten::linear", s + 100, 100) + op("aten::addmm", s + 120, 60) + mem(s + 150, 1'000'000, 1000 + i);
+    ev += op("aten::relu", s + 300, 50) + mem(s + 310, 4'000'000, 5000 + i) + mem(s + 700, -4'000'000, 5000 + i);
+    if (!keep) ev += mem(s + 900, -1'000'000, 1000 + i);
+  }
+  ev.pop_back();
+  return "{\"traceEvents\":[" + ev + "]}";
+}
+
+TEST(MemoryTest, GrowthNamesTheOpWhoseBlocksOutliveTheirStep) {
+  const Report r = AnalyzeText(SiteSteps(10, true));
+  const Finding* f = FindId(r, "memory.growth");
+  ASSERT_NE(f, nullptr);
+  std::map<std::string, std::string> ev;
+  for (const auto& e : f->evidence)
+    if (const auto* s = std::get_if<std::string>(&e.value)) ev[e.key] = *s;
+  // The kept block's op and its outer op; not the transient activations, not the one-off state.
+  EXPECT_EQ(ev["allocated_in"], "aten::addmm in aten::linear");
+  EXPECT_EQ(ev.count("allocated_in_2"), 0u) << ev["allocated_in_2"];
+  EXPECT_NE(f->title.find("allocated in aten::addmm in aten::linear (1.0 MB a step)"), std::string::npos) << f->title;
+  for (const auto& e : f->evidence) {
+    if (e.key == "allocated_in_bytes_per_step") {
+      EXPECT_DOUBLE_EQ(std::get<double>(e.value), 1'000'000);
+    }
+  }
+}
+
+TEST(MemoryTest, FreedBlocksNameNoSiteAndTeardownFreesDoNotHideOne) {
+  // Everything freed within its step: no growth, no site.
+  EXPECT_EQ(FindId(AnalyzeText(SiteSteps(10, false)), "memory.growth"), nullptr);
+  // The kept blocks freed after the last step (the interpreter's teardown): still the site.
+  std::string json = SiteSteps(10, true);
+  json.resize(json.size() - 2);
+  for (int i = 0; i < 10; ++i)
+    json += fmt::format(R"J(,{{"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":1,"tid":1,"ts":{},)J"
+                        R"J("args":{{"Total Reserved":0,"Total Allocated":0,"Bytes":-1000000,"Device Id":-1,"Device Type":0,"Addr":{}}}}})J",
+                        20000 + i, 1000 + i);
+  json += "]}";
+  const Finding* f = FindId(AnalyzeText(json), "memory.growth");
+  ASSERT_NE(f, nullptr);
+  bool named = false;
+  for (const auto& e : f->evidence) named |= e.key == "allocated_in";
+  EXPECT_TRUE(named);
+}
+
 }  // namespace
 }  // namespace trainrx::analyzers

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -90,6 +91,53 @@ TEST(CollectorTest, BudgetDropsAndCountsInsteadOfGrowing) {
   EXPECT_EQ(c.TotalDropped(), 10u);
   profiler::Trace t = c.Assemble(0, 1 << 20);
   EXPECT_EQ(t.stats.Count("dropped_records"), 10u);
+}
+
+TEST(CollectorTest, AllocatorEventsBecomeMemoryCountersThatRoundTrip) {
+  Collector c;
+  c.SetRecording(true);
+  ThreadBuffer* b = c.ThisThread();
+  ASSERT_NE(b, nullptr);
+  AddRange(b, "aten::empty", RecKind::kOp, 100, 200);
+  ASSERT_TRUE(b->AppendMemory(150, 4096, 0x7f0000001000, 4096, 0, /*cpu*/ 0, -1));
+  ASSERT_TRUE(b->AppendMemory(300, -4096, 0x7f0000001000, 0, 0, 0, -1));
+  // A CUDA block with reserved above 4 GiB (the two halves of the record's reserved field).
+  ASSERT_TRUE(b->AppendMemory(400, 1 << 20, 0x7f0000100000, 1 << 20, (uint64_t{5} << 30) + 7, /*cuda*/ 1, 0));
+  const profiler::Trace direct = c.Assemble(0, 1000);
+  std::ostringstream json;
+  profiler::WriteKinetoJson(direct, 0, json);
+  profiler::Trace t;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(json.str(), "m.json", 0, t).ok);
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> by;
+  for (const auto& k : t.counters) by[std::string(t.strings.Get(k.name))].push_back({k.ts_ns, k.value});
+  using V = std::vector<std::pair<int64_t, double>>;
+  EXPECT_EQ(by["trainrx.memory.bytes[cpu]"], (V{{150, 4096}, {300, -4096}}));
+  EXPECT_EQ(by["trainrx.memory.allocated[cpu]"], (V{{150, 4096}, {300, 0}}));
+  EXPECT_EQ(by["trainrx.memory.addr[cpu]"], (V{{150, double(0x7f0000001000)}, {300, double(0x7f0000001000)}}));
+  EXPECT_EQ(by.count("trainrx.memory.reserved[cpu]"), 0u);  // 0 on CPU, as Kineto writes it: left out
+  EXPECT_EQ(by["trainrx.memory.reserved[cuda:0]"], (V{{400, double((uint64_t{5} << 30) + 7)}}));
+  EXPECT_EQ(by["trainrx.memory.allocated[cuda:0]"], (V{{400, double(1 << 20)}}));
+  // The records are events of no kind the model has: no op, no unfinished range.
+  EXPECT_EQ(direct.ranks[0].config.at("unfinished_ranges"), "0");
+  size_t ops = 0;
+  for (const auto& e : direct.events) ops += e.kind == profiler::EventKind::kCpuOp;
+  EXPECT_EQ(ops, 1u);
+}
+
+TEST(CollectorTest, AllocatorEventsPastTheBudgetAreDroppedWhole) {
+  CollectorOptions o;
+  o.max_events = ThreadBuffer::kChunkRecs;  // one chunk: half as many allocator events
+  Collector c(o);
+  c.SetRecording(true);
+  ThreadBuffer* b = c.ThisThread();
+  int kept = 0;
+  for (uint32_t i = 0; i < ThreadBuffer::kChunkRecs; ++i) kept += b->AppendMemory(10 + i, 64, 0x1000 + 64 * i, 64, 0, 0, -1);
+  EXPECT_EQ(kept, static_cast<int>(ThreadBuffer::kChunkRecs / 2));
+  EXPECT_GT(b->dropped(), 0u);
+  const profiler::Trace t = c.Assemble(0, 100000);
+  size_t bytes = 0;
+  for (const auto& k : t.counters) bytes += t.strings.Get(k.name) == "trainrx.memory.bytes[cpu]";
+  EXPECT_EQ(bytes, static_cast<size_t>(kept));
 }
 
 TEST(CollectorTest, StaticNamesAreVerifiedByContentNotTrustedByPointer) {

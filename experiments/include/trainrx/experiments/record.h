@@ -30,6 +30,10 @@ struct RecordOptions {
   // > 0: the program runs under this RLIMIT_DATA (`--memory-cap`): an allocation past it fails as
   // on a full device, and the probe writes it as the CPU's capacity (the stand-in for a device's memory).
   uint64_t memory_cap_bytes = 0;
+  // Every allocation and free of c10's allocators (`--memory-events`; TRAINRX_MEMORY_EVENTS=1):
+  // what names the op whose blocks outlive their step (memory.growth). Costs like torch.profiler's
+  // profile_memory=True (docs/memory.md).
+  bool memory_events = false;
 };
 
 struct RecordResult {

@@ -53,6 +53,8 @@ inline constexpr const char* kModules = "TRAINRX_MODULES";
 // The Python start-up hook's marks: calls the trace cannot otherwise see become record_function
 // ranges ("torch.cuda.empty_cache"). `record` sets "1" unless the user set it; "0" turns them off.
 inline constexpr const char* kMarks = "TRAINRX_MARKS";
+// "1": the probe records every allocation and free of c10's allocators (record --memory-events).
+inline constexpr const char* kMemoryEvents = "TRAINRX_MEMORY_EVENTS";
 // `fix`/`sweep`/`ab --cmd` trials: the start-up hook ends the program after this many optimizer
 // steps (SystemExit(0): finally blocks and exit handlers run); unset or 0: the whole run.
 inline constexpr const char* kStopAfterSteps = "TRAINRX_STOP_AFTER_STEPS";

@@ -5,6 +5,8 @@
 //   reserved   bytes the caching allocator holds from the device ("Total Reserved"; 0 on CPU)
 //   bytes      the event's own size: > 0 an allocation, < 0 a free
 //   oom        an allocation that failed: the bytes it asked for ("[OutOfMemory]")
+//   addr       the event's block address ("Addr"), so that a free can be matched to its allocation
+//              (a user-space address is below 2^53: exact as a double)
 // The reader turns torch.profiler's profile_memory=True instant events ("[memory]",
 // "[OutOfMemory]", args Total Allocated / Total Reserved / Bytes / Device Type / Device Id) into
 // these; the writer writes counters back as Chrome "C" events, which read back the same. One
@@ -18,7 +20,7 @@
 
 namespace trainrx::profiler {
 
-enum class MemoryWhat : uint8_t { kAllocated, kReserved, kBytes, kOom };
+enum class MemoryWhat : uint8_t { kAllocated, kReserved, kBytes, kOom, kAddr };
 
 inline constexpr std::string_view kMemoryCounterPrefix = "trainrx.memory.";
 
