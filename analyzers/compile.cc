@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "families.h"
+#include "trainrx/analyzers/compile.h"
 #include "ops.h"
 
 namespace trainrx::analyzers {
@@ -374,6 +375,22 @@ void AnalyzeCompile(const AnalysisContext& ctx, Report& out) {
     FlagCompileTime(ctx, c, out);
     out.metrics.compile.push_back(std::move(c));
   }
+}
+
+int64_t CompileTimeNs(const profiler::Trace& trace, int32_t rank) {
+  int64_t marks = 0, spans = 0;
+  for (uint32_t track : TracksOf(trace, rank, profiler::TrackKind::kCpuThread)) {
+    int64_t mark_end = INT64_MIN, span_end = INT64_MIN;  // outermost only: a nested one is inside its time
+    for (const profiler::Event& e : trace.TrackEvents(track)) {
+      const std::string_view name = trace.Name(e);
+      if (e.kind == profiler::EventKind::kUserAnnotation && name.starts_with(kCompileMark) && e.ts_ns >= mark_end) {
+        marks += e.dur_ns, mark_end = e.end_ns();
+      } else if (name.starts_with(kCompileSpan) && e.ts_ns >= span_end) {
+        spans += e.dur_ns, span_end = e.end_ns();
+      }
+    }
+  }
+  return marks > 0 ? marks : spans;
 }
 
 }  // namespace trainrx::analyzers

@@ -53,6 +53,7 @@ class CommandTrials {
     *out = {};
     out->median_ms = c.value, out->seconds = c.seconds;
     out->samples_per_step = c.samples_per_step, out->samples_from = c.samples_from;
+    out->compile_s = c.compile_s;
     if (c.unit == "ms per step" && c.samples_per_step > 0 && c.value > 0) out->samples_per_s = c.samples_per_step * 1000 / c.value;
     return true;
   }
@@ -647,6 +648,35 @@ void Explain(Launcher& launcher, const std::string& a, const std::string& b, boo
   *explained = true;
 }
 
+namespace {
+
+// Compile time beside the steady step (issue 39): the trials time their steps after the first, so
+// a compiled side's compile time is left out of the verdict; this says what it is and when it pays
+// back against the other side's step. "" when neither side compiled.
+std::string CompilePayback(const AbReport& r) {
+  const auto median = [](const std::vector<double>& v) { return v.empty() ? 0.0 : stats::Median(v); };
+  const double ca = median(r.a.compile_s), cb = median(r.b.compile_s);
+  if (ca <= 0 && cb <= 0) return "";
+  const bool a_more = ca >= cb;
+  const char* more = a_more ? "A" : "B";
+  const char* other = a_more ? "B" : "A";
+  const double extra_s = std::abs(ca - cb);
+  // The compiling side's gain a step, from the medians (ms per step).
+  const double gain_ms = a_more ? r.cmp.median_b - r.cmp.median_a : r.cmp.median_a - r.cmp.median_b;
+  std::string s = fmt::format("torch.compile: A compiled for {:.1f} s, B for {:.1f} s a run (median of trials; outside the "
+                              "steps timed above)",
+                              ca, cb);
+  if (r.unit != "ms per step") return s;
+  if (r.cmp.verdict == stats::Verdict::kNoDifference)
+    return s + fmt::format(": no significant difference a step, so {}'s {:.1f} s more compiling is not shown to pay back", more, extra_s);
+  if (gain_ms <= 0) return s + fmt::format(": {} compiles {:.1f} s more and is slower a step: it never pays back", more, extra_s);
+  const double steps = extra_s * 1000 / gain_ms;
+  return s + fmt::format(": {} saves {:.3f} ms a step against {}, so its {:.1f} s more compiling pays back after {:.0f} steps",
+                         more, gain_ms, other, extra_s, std::ceil(steps));
+}
+
+}  // namespace
+
 bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, const PlanOptions& o, Launcher& launcher,
            Progress& progress, AbReport* report, std::string* error) {
   if (!stats::EnoughTrials(o.trials, error)) return false;
@@ -708,6 +738,7 @@ bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, 
       TrialResult r;
       if (!runs.Run(side == 'A' ? a_text : b_text, {}, &r, error)) return false;
       value = r.median_ms;
+      arm.compile_s.push_back(r.compile_s);
     } else {
       TrialResult r;
       if (!launcher.Trial(side == 'A' ? a : b, &r, error)) return false;
@@ -718,6 +749,7 @@ bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, 
     arm.samples_per_s.push_back(sps);
   }
   report->cmp = stats::Compare(report->a.trial_ms, report->b.trial_ms, co);
+  if (const std::string note = CompilePayback(*report); !note.empty()) report->notes.push_back(note);
   Explain(launcher, commands ? a_text : a.Label(), commands ? b_text : b.Label(), commands, o.explain,
           report->cmp.verdict != stats::Verdict::kNoDifference, &report->why, &report->explained, &report->notes);
   return true;

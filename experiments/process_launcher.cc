@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "trainrx/analyzers/batch.h"
+#include "trainrx/analyzers/compile.h"
 #include "trainrx/experiments/launch_files.h"
 #include "trainrx/experiments/launcher.h"
 #include "trainrx/experiments/process.h"
@@ -129,6 +130,7 @@ class ProcessLauncher : public Launcher {
       const int32_t first_rank = steps.steps.empty() ? 0 : steps.steps.front().rank;
       for (const auto& s : steps.steps)
         if (s.rank == first_rank) ms.push_back(s.wall_ns / 1e6);
+      out->compile_s = static_cast<double>(analyzers::CompileTimeNs(t, first_rank)) / 1e9;
       if (ms.size() >= 3) {
         ms.erase(ms.begin());
         out->value = stats::Median(ms);

@@ -41,6 +41,7 @@ void WriteArm(JsonWriter& w, const Arm& a) {
   w.Field("label", a.label);
   w.Field("trial_ms", a.trial_ms, 6);
   w.Field("samples_per_s", a.samples_per_s, 3);
+  if (!a.compile_s.empty()) w.Field("compile_s", a.compile_s, 3);
   w.EndObject();
 }
 

@@ -85,5 +85,13 @@ TRAINRX_FIX=compile_off "$TRAINRX" record -o "$W/off.json" -- "$PY" "$SCRIPT" > 
 grep -q "Torch-Compiled Region" "$W/off.json" && bad "compile_off: still compiled" || ok "compile_off: the model ran eagerly"
 "$TRAINRX" ab --cmd --a "$PY $SCRIPT --steps 30" --b "TRAINRX_FIX=compile_off $PY $SCRIPT --steps 30" --trials 4 --format json \
   -o "$W/ab.json" > "$W/ab.out" 2>&1 && ok "ab --cmd: compiled vs TRAINRX_FIX=compile_off ran" || bad "ab --cmd compile: $(tail -3 "$W/ab.out")"
-"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("  ab:", json.dumps(d)[:300])' "$W/ab.json" 2>/dev/null
+"$PY" - "$W/ab.json" <<'PY' && ok "ab --cmd: A's compile time per trial, B's none, and the note beside the step" || bad "ab --cmd: compile time"
+import json, sys
+d = json.load(open(sys.argv[1]))
+notes = [n for n in d["notes"] if n.startswith("torch.compile:")]
+print("  ab:", d["verdict"], "|", notes[0] if notes else "no compile note")
+assert len(d["a"]["compile_s"]) == 4 and all(x > 0 for x in d["a"]["compile_s"]), d["a"]
+assert all(x == 0 for x in d["b"]["compile_s"]), d["b"]
+assert notes and "A compiled for" in notes[0]
+PY
 exit $fail

@@ -347,6 +347,43 @@ TEST(AbTest, CommandsTimedDifferentlyAreAnError) {
   EXPECT_EQ(r.a.trial_ms.size(), 5u);
 }
 
+// Issue 39: the compiled side's compile time is stated beside the steady step, with its payback.
+TEST(AbTest, CommandsStateCompileTimeAndWhenItPaysBack) {
+  FakeLauncher l;
+  l.process_noise = 0.01;
+  l.commands["python train.py"] = Cmd(8, "ms per step", 30, 0, "");  // compiled: 8 ms a step ...
+  l.commands["python train.py"].compile_s = 18;                      // ... after 18 s of compiling
+  l.commands["TRAINRX_FIX=compile_off python train.py"] = Cmd(10, "ms per step", 10, 0, "");
+  Progress quiet;
+  AbReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 6;
+  o.explain = "never";
+  ASSERT_TRUE(RunAb("python train.py", "TRAINRX_FIX=compile_off python train.py", true, o, l, quiet, &r, &error)) << error;
+  ASSERT_EQ(r.a.compile_s.size(), 6u);
+  std::string note;
+  for (const auto& n : r.notes)
+    if (n.starts_with("torch.compile:")) note = n;
+  ASSERT_FALSE(note.empty());
+  EXPECT_NE(note.find("A compiled for 18.0 s, B for 0.0 s"), std::string::npos) << note;
+  // ~2 ms a step saved: 18 s pays back after ~9 000 steps (noise moves the medians a little).
+  const size_t at = note.find("pays back after ");
+  ASSERT_NE(at, std::string::npos) << note;
+  const double steps = std::stod(note.substr(at + 16));
+  EXPECT_GT(steps, 7000);
+  EXPECT_LT(steps, 12000);
+  // A compiled side that is not faster never pays back; neither side compiling: no note.
+  l.commands["TRAINRX_FIX=compile_off python train.py"] = Cmd(6, "ms per step", 10, 0, "");
+  ASSERT_TRUE(RunAb("python train.py", "TRAINRX_FIX=compile_off python train.py", true, o, l, quiet, &r, &error)) << error;
+  bool never = false;
+  for (const auto& n : r.notes) never |= n.find("never pays back") != std::string::npos;
+  EXPECT_TRUE(never);
+  l.commands["python train.py"].compile_s = 0;
+  ASSERT_TRUE(RunAb("python train.py", "TRAINRX_FIX=compile_off python train.py", true, o, l, quiet, &r, &error)) << error;
+  for (const auto& n : r.notes) EXPECT_FALSE(n.starts_with("torch.compile:")) << n;
+}
+
 TEST(SweepTest, NamesABestOnlyWhenItIsSignificantlyBetter) {
   FakeLauncher l;
   Progress quiet;

@@ -19,6 +19,7 @@ struct TrialResult {
   double seconds = 0;  // wall time of the trial (budgets)
   double samples_per_step = 0;  // commands: from the recorded shapes or --samples-per-step; 0: unknown
   std::string samples_from;     // where samples_per_step came from, for the report
+  double compile_s = 0;         // commands: torch.compile's time in the run (outside the timed steps)
   // The trial ran out of memory (only reported when the launcher accepts it, see
   // Launcher::AcceptOutOfMemory; else it is an error): no time, what it asked for, the message.
   bool out_of_memory = false;
@@ -46,6 +47,7 @@ struct CommandResult {
   bool out_of_memory = false;  // as TrialResult's
   int64_t oom_request_bytes = 0;
   std::string oom_message;
+  double compile_s = 0;  // torch.compile's compile time in the run (analyzers::CompileTimeNs)
 };
 
 class Launcher {

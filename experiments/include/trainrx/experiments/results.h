@@ -18,6 +18,7 @@ struct Arm {
   std::string label;               // "cnn workers=0 anomaly=1"
   std::vector<double> trial_ms;    // per trial: median step time after warm-up
   std::vector<double> samples_per_s;
+  std::vector<double> compile_s;   // ab --cmd: per trial, torch.compile's time (outside the steps timed)
 };
 
 struct FixRow {
