@@ -287,6 +287,7 @@ void WriteCompileJson(JsonWriter& w, const analyzers::Report& report) {
     w.Field("recompiles_in_steps", c.recompiles_in_steps);
     w.Field("steps_with_regions", c.steps_with_regions);
     w.Field("regions_per_step", c.regions_per_step);
+    w.Field("regions_per_call", c.regions_per_call);
     w.Field("eager_between_ns", static_cast<int64_t>(std::llround(c.eager_between_ns)));
     for (const auto& [key, sites] : {std::pair{"graph_breaks", &c.graph_breaks}, std::pair{"recompile_sites", &c.recompile_sites}}) {
       w.Key(key);

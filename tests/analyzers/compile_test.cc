@@ -96,6 +96,34 @@ TEST(CompileTest, OneRegionAStepIsNoBreakAndATraceWithoutMarksSaysWhatItCannotTe
                   .metrics.compile.empty());
 }
 
+// nanoGPT (gradient_accumulation_steps = 40): the compiled model runs once per micro-batch, 40
+// one-region calls a step. Not a break: before this rule it was flagged "40 compiled regions a step".
+TEST(CompileTest, OneRegionPerCallRepeatedByGradientAccumulationIsNoBreak) {
+  const auto micro = [](bool breaks, bool marks) {
+    return [breaks, marks](int i, double s) {
+      std::string ev = marks && i == 0 ? Ev("user_annotation", "trainrx::compile 0/0", s + 905, 1) : std::string();
+      for (int k = 1; k < 4; ++k) {  // 3 more micro-batches after the helper's first call
+        const double t = s + 600 + 90.0 * k;
+        ev += Ev("user_annotation", "Torch-Compiled Region: 0/0", t, breaks ? 80 : 40);
+        ev += Ev("cpu_op", "CompiledFunction", t + 2, 30);
+        if (breaks) ev += Ev("user_annotation", "Torch-Compiled Region: 1/0", t + 45, 30);
+      }
+      return ev;
+    };
+  };
+  for (bool marks : {false, true}) {
+    const Report r = AnalyzeText(CompiledSteps(8, false, micro(false, marks)));
+    ASSERT_EQ(r.metrics.compile.size(), 1u);
+    EXPECT_DOUBLE_EQ(r.metrics.compile[0].regions_per_step, 4);
+    EXPECT_DOUBLE_EQ(r.metrics.compile[0].regions_per_call, 1);
+    EXPECT_EQ(Find(r, "compile.graph_break"), nullptr) << "marks " << marks;
+  }
+  // The same with a break in every call (the resume function's region inside the caller's): flagged.
+  const Report broken = AnalyzeText(CompiledSteps(8, true, micro(true, false)));
+  EXPECT_DOUBLE_EQ(broken.metrics.compile[0].regions_per_call, 2);
+  EXPECT_NE(Find(broken, "compile.graph_break"), nullptr);
+}
+
 TEST(CompileTest, RecompilesNameTheFunctionAndTheGuard) {
   // A module attribute that changes every step: a compile and a recompile mark in steps 1..4.
   const auto recompile = [](int i, double s) {

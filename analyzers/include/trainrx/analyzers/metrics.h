@@ -162,6 +162,7 @@ struct CompileSummary {
   int64_t recompiles = 0, recompiles_in_steps = 0;
   int64_t steps_with_regions = 0;   // steady steps with a compiled region
   double regions_per_step = 0;      // median compiled regions (outermost) per such step
+  double regions_per_call = 0;      // median regions inside one outermost region (1: no break in the call)
   double eager_between_ns = 0;      // median per such step: time between consecutive regions of one thread
   std::vector<CompileSite> graph_breaks, recompile_sites;
 };
