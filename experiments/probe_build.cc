@@ -94,6 +94,9 @@ std::string BuildProbe(const ProbeBuildRequest& r, std::ostream& log, std::strin
   prefix = lines.back();
   const fs::path dir = fs::path(r.cache_dir) / ProbeCacheName(version, r.torch_lib);
   const fs::path build = dir / "build";
+  // Afresh: a folder left by an earlier try is one whose build failed (a built probe is chosen, never
+  // rebuilt), and its CMake cache may hold what made it fail.
+  fs::remove_all(build, ec);
   fs::create_directories(build, ec);
   const fs::path configure_log = dir / "configure.log", build_log = dir / "build.log";
   log << fmt::format("trainrx: building a probe for torch {} ({}) into {} (log: {}) ...\n", version, r.torch_lib,
@@ -106,7 +109,6 @@ std::string BuildProbe(const ProbeBuildRequest& r, std::ostream& log, std::strin
                                         "-DTRAINRX_WITH_TORCH=ON", "-DCMAKE_PREFIX_PATH=" + prefix};
   if (access("/usr/bin/ninja", X_OK) == 0 || access("/usr/local/bin/ninja", X_OK) == 0)
     configure.insert(configure.begin() + 1, {"-G", "Ninja"});
-  if (fs::exists(build / "CMakeCache.txt", ec)) configure = {"cmake", build.string()};  // an earlier try: reuse it
   if (std::string e = Run(configure, configure_log, "configuring the probe (cmake)"); !e.empty()) {
     *error = e;
     return "";
