@@ -8,6 +8,10 @@ The Python API runs the same C++ analysis as the ``trainrx`` command (through ``
     report.steps, report.operators             # pandas DataFrames when pandas is installed
     report                                     # in Jupyter: the HTML report, inline
 
+    with trainrx.record("run.json") as r:      # a block recorded in-process by the probe
+        train(model, loader, steps=20)
+    r.report
+
     result = trainrx.load_result("fix.json")   # fix / sweep / ab / gate results
     result.table
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 from trainrx._native import TrainrxError
 from trainrx._paths import executable, sample_trace
+from trainrx.recording import Recording, record
 from trainrx.report import Report, analyze
 from trainrx.results import Result, load_result
 
@@ -28,5 +33,6 @@ try:
 except PackageNotFoundError:  # a source checkout on PYTHONPATH (the tests)
     __version__ = "unknown (not installed)"
 
-__all__ = ["Report", "Result", "TrainrxError", "analyze", "executable", "load_result", "sample_trace",
+__all__ = ["Recording", "Report", "Result", "TrainrxError", "analyze", "executable", "load_result", "record",
+           "sample_trace",
            "__version__"]
