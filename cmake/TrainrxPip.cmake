@@ -19,6 +19,11 @@ if(TRAINRX_PIP_STAGE STREQUAL "torch")
       message(STATUS "trainrx: ${Python_EXECUTABLE} cannot import torch: building the torch-free trainrx "
                      "(analyze, diff, summarize; no record). To record, install torch first and run "
                      "pip install --no-build-isolation .")
+      # Not a probe for some other LibTorch CMake would find (Debian's libtorch-dev): the environment
+      # has no torch for it to attach to. -Ccmake.define.TRAINRX_WITH_TORCH=ON still asks for one.
+      if(NOT DEFINED CACHE{TRAINRX_WITH_TORCH} OR "$CACHE{TRAINRX_WITH_TORCH}" STREQUAL "AUTO")
+        set(TRAINRX_WITH_TORCH OFF)
+      endif()
     endif()
   endif()
   # Installed binaries find libtorch where they were built against it, and the probe next to them.

@@ -8,6 +8,7 @@
 #   * trainrx record -- python train_planted.py --all-problems with no --probe-dir: the probe
 #     attaches (no fallback), the planted problems are flagged by `trainrx analyze`;
 #   * import trainrx in that venv: trainrx.analyze(run.json) is the CLI's JSON, tables are DataFrames;
+#     `with trainrx.record(...)` records in-process with the installed probe;
 #   * TRAINRX_PIP_ISOLATED=1 also: a plain `pip install <checkout>` (build isolation: no torch while
 #     building) into a venv without torch gives the torch-free trainrx: analyze works, record says why not.
 # Slow (pip builds trainrx: 10-20 minutes on 2 cores the first time); the build folder is kept in
@@ -52,7 +53,8 @@ grep -qx "lib=$TORCH_LIB" "$SITE/trainrx/_bin/libtrainrx_probe.torch" && ok "the
   || bad "probe sidecar: $(cat "$SITE/trainrx/_bin/libtrainrx_probe.torch")"
 PY=$V/bin/python  # lib.sh's ids_of reads with it
 cd "$W"  # not the checkout: `import trainrx` must find the installed package
-PATH="$V/bin:$PATH" trainrx analyze --sample | grep -q "input.dataloader_bound" && ok "trainrx analyze --sample" || bad "trainrx analyze --sample"
+PATH="$V/bin:$PATH" trainrx analyze --sample > "$W/sample.txt" && grep -q "input.dataloader_bound" "$W/sample.txt" \
+  && ok "trainrx analyze --sample" || bad "trainrx analyze --sample"
 "$V/bin/python" -m trainrx analyze --sample --format json > "$W/sample.json" && ok "python -m trainrx" || bad "python -m trainrx"
 
 # 3. record with the venv's python, no flag: the installed probe attaches.
@@ -85,6 +87,10 @@ assert "<iframe" in r._repr_html_()
 print(" ", repr(r), "version", trainrx.__version__)
 PY
 
+# The in-process recorder from that venv: the installed probe, loaded into the interpreter.
+XDG_CACHE_HOME=$W/nocache "$V/bin/python" "$REPO/tests/python/record_in_process_test.py" > "$W/inproc.log" 2>&1 \
+  && ok "with trainrx.record(...): the installed probe in-process" || { bad "in-process record"; cat "$W/inproc.log"; }
+
 # 5. Optional: the torch-free install (build isolation, no torch in the venv).
 if [ "${TRAINRX_PIP_ISOLATED:-0}" = 1 ]; then
   python3 -m venv "$W/plain" && V2=$W/plain
@@ -94,7 +100,10 @@ if [ "${TRAINRX_PIP_ISOLATED:-0}" = 1 ]; then
   else
     bad "isolated pip install failed:"; tail -30 "$W/pip2.log"
   fi
-  "$V2/bin/trainrx" analyze --sample | grep -q "input.dataloader_bound" && ok "torch-free: analyze" || bad "torch-free: analyze"
+  "$V2/bin/trainrx" analyze --sample > "$W/sample2.txt" && grep -q "input.dataloader_bound" "$W/sample2.txt" \
+    && ok "torch-free: analyze" || bad "torch-free: analyze"
+  [ ! -e "$("$V2/bin/python" -c 'import trainrx, os; print(os.path.dirname(trainrx.__file__))')/_bin/libtrainrx_probe.so" ] \
+    && ok "torch-free: no probe in the package" || bad "torch-free: a probe was built (for which torch?)"
   "$V2/bin/python" -c "import trainrx; print(' ', trainrx.analyze(trainrx.sample_trace()))" && ok "torch-free: import trainrx" \
     || bad "torch-free: import trainrx"
   "$V2/bin/trainrx" record -o "$W/x.json" -- python3 -c pass 2> "$W/rec2.err"; code=$?
