@@ -48,6 +48,21 @@ endfunction()
 # (pass -DCMAKE_PREFIX_PATH=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')).
 set(_torch_found OFF)
 if(NOT TRAINRX_WITH_TORCH STREQUAL "OFF")
+  # A CUDA build of torch (a cu13 pip wheel) re-finds CUDA in its Caffe2 config through the legacy
+  # FindCUDA, which takes the toolkit's root from `nvcc` on PATH: a /usr/local/bin/nvcc link gives
+  # /usr/local and "cannot find the CUDA libraries" (torch 2.14.1 here). CMake's CUDAToolkit resolves
+  # the link; its root is handed on. And with no GPU to ask, Caffe2 compiles a probe program for the
+  # GPU's architecture and fails (CMake 3.25 knows no CUDA20 dialect for nvcc): trainrx compiles no
+  # CUDA code, so any architecture list will do, unless the user gave one.
+  if(NOT DEFINED CUDA_TOOLKIT_ROOT_DIR AND NOT TRAINRX_WITH_CUDA STREQUAL "OFF")
+    find_package(CUDAToolkit QUIET)
+    if(CUDAToolkit_FOUND AND CUDAToolkit_BIN_DIR)
+      get_filename_component(CUDA_TOOLKIT_ROOT_DIR "${CUDAToolkit_BIN_DIR}" DIRECTORY)
+    endif()
+  endif()
+  if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+    set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
+  endif()
   find_package(Torch QUIET)
   if(Torch_FOUND)
     set(_torch_found ON)

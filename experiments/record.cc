@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <fstream>
 
 #include "trainrx/experiments/launch_files.h"
+#include "trainrx/experiments/probe_build.h"
 #include "trainrx/experiments/process.h"
 #include "trainrx/profiler/env.h"
 
@@ -25,6 +27,14 @@ pid_t g_child = -1;
 
 void ForwardSignal(int sig) {
   if (g_child > 0) kill(g_child, sig);
+}
+
+// The libtorch_cpu a probe directory's sidecar names ("" without one).
+std::string SidecarTorchLib(const fs::path& dir) {
+  std::ifstream sidecar(dir / "libtrainrx_probe.torch");
+  for (std::string line; std::getline(sidecar, line);)
+    if (line.rfind("lib=", 0) == 0) return line.substr(4);
+  return "";
 }
 
 // The probe's environment: the preload shim, the probe and the torch it was built for, the
@@ -117,6 +127,34 @@ std::vector<std::string> CollectTraces(const RecordOptions& options, const fs::p
   return traces;
 }
 
+// After a run in which a process loaded a libtorch no probe was built for (the shim wrote its path
+// to `report`): a probe built for it into the per-user cache, when the command is a Python
+// interpreter (its torch's CMake prefix is asked from it), so that the next record attaches it.
+void BuildProbeForNextRun(const RecordOptions& options, const fs::path& report, std::ostream& log) {
+  std::error_code ec;
+  if (!fs::exists(report, ec)) return;
+  std::string torch_lib;
+  std::getline(std::ifstream(report) >> std::ws, torch_lib);
+  fs::remove(report, ec);
+  if (torch_lib.empty()) return;
+  const std::string program = fs::path(options.command[0]).filename().string();
+  const char* build = std::getenv(env::kProbeBuild);
+  if ((build && std::strcmp(build, "0") == 0) || options.source_dir.empty() || program.rfind("python", 0) != 0) {
+    log << fmt::format("trainrx: no probe was built for {}: to attach one next time, build it against that torch "
+                       "(docs/setup.md#your-own-torch) and pass --probe-dir, or record the Python script with its "
+                       "interpreter as the command (record builds the probe itself){}\n",
+                       torch_lib, build && std::strcmp(build, "0") == 0 ? " without TRAINRX_PROBE_BUILD=0" : "");
+    return;
+  }
+  ProbeBuildRequest request{options.command[0], torch_lib, options.source_dir, ProbeCacheDir()};
+  std::string error;
+  if (BuildProbe(request, log, &error).empty())
+    log << "trainrx: could not build a probe for " << torch_lib << ": " << error
+        << "\ntrainrx: the torch.profiler fallback keeps recording such runs\n";
+  else
+    log << "trainrx: the next `trainrx record` of this torch attaches it\n";
+}
+
 }  // namespace
 
 bool RecordCommand(const RecordOptions& options, const std::string& exe_dir, std::ostream& log, RecordResult* result,
@@ -128,11 +166,14 @@ bool RecordCommand(const RecordOptions& options, const std::string& exe_dir, std
   const std::string dir = !options.probe_dir.empty()    ? options.probe_dir
                           : std::getenv(env::kProbeDir) ? std::getenv(env::kProbeDir)
                                                         : exe_dir;
+  const bool dir_named = !options.probe_dir.empty() || std::getenv(env::kProbeDir) != nullptr;
   const std::string probe = dir + "/libtrainrx_probe.so";
   if (!fs::exists(probe) || !fs::exists(dir + "/libtrainrx_preload.so")) {
     *error = fmt::format(
         "{} not found: this trainrx was built without LibTorch, so it cannot record. "
-        "Install libtorch-dev (scripts/setup does) or configure with "
+        "Installed with pip: install torch into that environment first, then "
+        "`pip install --no-build-isolation <trainrx checkout>` (docs/setup.md). From a checkout: "
+        "./scripts/setup, or configure with "
         "-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)') and rebuild.",
         probe);
     return false;
@@ -157,6 +198,13 @@ bool RecordCommand(const RecordOptions& options, const std::string& exe_dir, std
   p.search_path = true;
   p.data_limit_bytes = options.memory_cap_bytes;
   p.env = ProbeEnv(options, dir, hook, have_hook, output);
+  // A probe named by --probe-dir / TRAINRX_PROBE_DIR is the one to use; otherwise the shim may pick,
+  // among the probes we know of, the one built for the libtorch the program loads.
+  if (dir_named) p.env.push_back({env::kProbeChoices, "", EnvChange::kUnset});
+  else p.env.push_back({env::kProbeChoices, ProbeChoices(dir, exe_dir, ProbeCacheDir()), EnvChange::kSet});
+  const fs::path mismatch = output.string() + ".no-probe";
+  fs::remove(mismatch, ec);
+  p.env.push_back({env::kMismatchFile, mismatch.string(), EnvChange::kSet});
   if (const char* fixes = std::getenv(env::kFix); fixes && *fixes && !have_hook) {
     *error = fmt::format("TRAINRX_FIX is set but {}/sitecustomize.py is missing (rebuild)", hook);
     return false;
@@ -165,7 +213,33 @@ bool RecordCommand(const RecordOptions& options, const std::string& exe_dir, std
   if (child < 0) return false;
   result->code = WaitForeground(child);
   result->traces = CollectTraces(options, output, started, result->code, log);
+  BuildProbeForNextRun(options, mismatch, log);
   return true;
+}
+
+std::string ProbeCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/trainrx";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/trainrx";
+  return "";
+}
+
+std::string ProbeChoices(const std::string& primary_dir, const std::string& exe_dir, const std::string& cache_dir) {
+  std::vector<fs::path> dirs = {fs::path(exe_dir).parent_path() / "build-compat"};
+  std::error_code ec;
+  if (!cache_dir.empty() && fs::is_directory(cache_dir, ec)) {
+    std::vector<fs::path> cached;
+    for (const auto& e : fs::directory_iterator(cache_dir, ec))
+      if (e.path().filename().string().rfind("probe-", 0) == 0) cached.push_back(e.path());
+    std::sort(cached.begin(), cached.end());
+    dirs.insert(dirs.end(), cached.begin(), cached.end());
+  }
+  std::string out;
+  for (const auto& d : dirs) {
+    if (fs::equivalent(d, primary_dir, ec) || !fs::exists(d / "libtrainrx_probe.so", ec)) continue;
+    const std::string lib = SidecarTorchLib(d);
+    if (!lib.empty()) out += lib + "\t" + fs::absolute(d, ec).lexically_normal().string() + "\n";
+  }
+  return out;
 }
 
 bool ParseBytes(const std::string& text, uint64_t* out) {

@@ -789,3 +789,28 @@ extern "C" __attribute__((visibility("default"))) void trainrx_probe_interrupted
   ProcessSession& s = ProcessSession::Get();
   if (s.active()) s.Finish("SIGINT (KeyboardInterrupt)");
 }
+
+// In-process recording from Python (python/trainrx/recording.py, `with trainrx.record(path):`): the
+// probe loaded with ctypes into an interpreter that has imported torch, no LD_PRELOAD. Start
+// registers the observer and begins the process's session writing `output`; Stop writes the trace
+// and returns its path in `path` (NUL-terminated, cut at `capacity`). One session per process: the
+// session's exit and signal handlers stay with the first (a second start after a stop returns 2,
+// as does a start in a process `trainrx record` already observes). Returns 0 on success, 1 when the
+// observer could not start, 2 when this process is or was already recorded.
+extern "C" __attribute__((visibility("default"))) int trainrx_probe_start_in_process(const char* output) {
+  using trainrx::probes::ProcessSession;
+  if (ProcessSession::Get().active()) return 2;  // recording now, or recorded once (active stays set)
+  trainrx::probes::StartOptions options;
+  if (output && *output) options.output = output;
+  return trainrx::probes::Start(options) ? 0 : 1;
+}
+
+extern "C" __attribute__((visibility("default"))) int trainrx_probe_stop_in_process(char* path, size_t capacity) {
+  const std::string written = trainrx::probes::Stop();
+  if (path && capacity > 0) {
+    const size_t n = std::min(capacity - 1, written.size());
+    std::memcpy(path, written.data(), n);
+    path[n] = '\0';
+  }
+  return written.empty() ? 1 : 0;
+}

@@ -15,7 +15,9 @@
 // unobserved.
 //
 // Environment (set by `trainrx record`): TRAINRX_PROBE_LIB (the probe library), TRAINRX_TORCH_LIB
-// (the libtorch_cpu it was built against). Without TRAINRX_PROBE_LIB the shim does nothing.
+// (the libtorch_cpu it was built against), TRAINRX_PROBE_CHOICES (other probes `record` knows of,
+// each with its libtorch: the one built for the process's libtorch is attached instead, so one
+// trainrx records programs of several torches). Without TRAINRX_PROBE_LIB the shim does nothing.
 #include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
@@ -75,6 +77,23 @@ bool SpawnedMultiprocessingChild() {
   return false;
 }
 
+// The probe directory TRAINRX_PROBE_CHOICES names for `torch` (lines "<libtorch_cpu>\t<dir>"), or "".
+// Worked example: "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13\t/src/trainrx/build-compat\n" and a
+// process that mapped /usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13 -> "/src/trainrx/build-compat".
+std::string ChooseProbeDir(const std::string& torch) {
+  const char* choices = std::getenv(trainrx::env::kProbeChoices);
+  if (choices == nullptr) return "";
+  for (const char* line = choices; *line != '\0';) {
+    const char* end = std::strchr(line, '\n');
+    const std::string entry(line, end ? static_cast<size_t>(end - line) : std::strlen(line));
+    if (const size_t tab = entry.find('\t'); tab != std::string::npos && SameFile(torch, entry.substr(0, tab)))
+      return entry.substr(tab + 1);
+    if (end == nullptr) break;
+    line = end + 1;
+  }
+  return "";
+}
+
 }  // namespace
 
 // What became of the probe in this process, for the Python start-up hook (ctypes, the global
@@ -96,7 +115,17 @@ void MaybeAttach() {
   if (g_done.exchange(true)) return;  // one attempt per process
   if (SpawnedMultiprocessingChild()) return;
   const char* expected = std::getenv(trainrx::env::kTorchLib);
-  if (expected && *expected && !SameFile(torch, expected)) {
+  std::string chosen;  // a probe of TRAINRX_PROBE_CHOICES built for this libtorch
+  if (expected && *expected && !SameFile(torch, expected) && !(chosen = ChooseProbeDir(torch)).empty()) {
+    std::fprintf(stderr, "trainrx: this process loaded libtorch from %s: attaching the probe built for it in %s\n",
+                 torch.c_str(), chosen.c_str());
+    const std::string cupti = chosen + "/libtrainrx_cupti.so";
+    struct stat st;
+    if (stat(cupti.c_str(), &st) == 0) setenv(trainrx::env::kCuptiLib, cupti.c_str(), 1);
+    else unsetenv(trainrx::env::kCuptiLib);  // the primary's backend was built with another torch's flags
+    chosen += "/libtrainrx_probe.so";
+    probe = chosen.c_str();
+  } else if (expected && *expected && !SameFile(torch, expected)) {
     const char* version = std::getenv(trainrx::env::kTorchVersion);
     std::fprintf(stderr,
                  "trainrx: this process loaded libtorch from %s, but the trainrx probe was built against %s "
@@ -108,6 +137,13 @@ void MaybeAttach() {
                  "trainrx: a Python program is recorded by torch.profiler instead (the start-up hook's fallback: "
                  "no config snapshots, no dataflow); another program runs unobserved.\n",
                  torch.c_str(), expected, version ? version : "?");
+    // `record` builds a probe for this libtorch into the user's cache once the program has ended.
+    if (const char* report = std::getenv(trainrx::env::kMismatchFile); report && *report) {
+      if (FILE* f = std::fopen(report, "w")) {
+        std::fprintf(f, "%s\n", torch.c_str());
+        std::fclose(f);
+      }
+    }
     trainrx_probe_state = 2;
     return;
   }

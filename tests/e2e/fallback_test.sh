@@ -4,7 +4,9 @@
 #   * the repository's torch 2.13 with the expected libtorch pinned to another file (a mismatch):
 #     a Kineto trace at -o, its trainrx block naming the recorder, the planted problems a Kineto
 #     trace shows flagged, the step window kept (--steps 3: 3 steps);
-#   * Debian's python3 with its torch 1.13 and no --probe-dir (if installed);
+#   * Debian's python3 with its torch 1.13 and the .venv probe named (if installed): the fallback;
+#     with no --probe-dir, build-compat/'s probe for that torch attached instead (if built);
+#   * a probe for this torch in the per-user cache: chosen over the primary one built for another;
 #   * TRAINRX_FALLBACK=0: no trace, the program unobserved (exit 2 from record, the program's 0).
 # Usage: fallback_test.sh TRAINRX PYTHON_DIR
 set -uo pipefail
@@ -17,6 +19,8 @@ SCRIPT=$PYDIR/train_planted.py
 "$PY" -c 'import torch' 2>/dev/null || { echo "skip: $PY has no torch"; exit 77; }
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
+# The user's own probe cache is not this test's; the mismatches are staged: record builds no probe.
+export XDG_CACHE_HOME=$W/nocache TRAINRX_PROBE_BUILD=0
 . "$(dirname "$0")/lib.sh"
 
 # 1. A mismatch with this torch: the expected libtorch pinned to a file that is not the one loaded.
@@ -53,13 +57,42 @@ TRAINRX_FALLBACK=0 TRAINRX_TORCH_LIB=/nonexistent/libtorch_cpu.so "$TRAINRX" rec
 code=$?
 [ $code = 2 ] && [ ! -f "$W/off.json" ] && ok "TRAINRX_FALLBACK=0: no trace, record exits 2" || bad "TRAINRX_FALLBACK=0: exit $code"
 
-# 3. Debian's torch 1.13 (python3-torch) without --probe-dir: recorded by its torch.profiler.
+# 3. Debian's torch 1.13 (python3-torch), the probe named with --probe-dir (so no other is chosen):
+#    recorded by its torch.profiler. Without the flag, build-compat/ beside the build (scripts/setup
+#    makes it) is the probe built for that torch: attached, and said.
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  "$TRAINRX" record -o "$W/deb.json" -- /usr/bin/python3 "$SCRIPT" --costly-data --steps 10 > /dev/null 2> "$W/deb.err" \
+  "$TRAINRX" record --probe-dir "$(dirname "$TRAINRX")" -o "$W/deb.json" -- /usr/bin/python3 "$SCRIPT" --costly-data --steps 10 \
+    > /dev/null 2> "$W/deb.err" \
     && "$TRAINRX" analyze "$W/deb.json" --format json -o "$W/deb.report.json" > /dev/null \
     && has "$(ids_of "$W/deb.report.json")" input.dataloader_bound && ok "Debian torch 1.13: recorded by torch.profiler, data wait flagged" \
     || bad "Debian torch 1.13 fallback: $(tail -3 "$W/deb.err")"
+  COMPAT=$(dirname "$(dirname "$TRAINRX")")/build-compat
+  if [ -f "$COMPAT/libtrainrx_probe.so" ]; then
+    "$TRAINRX" record -o "$W/debc.json" -- /usr/bin/python3 "$SCRIPT" --costly-data --steps 10 > /dev/null 2> "$W/debc.err"
+    grep -q "attaching the probe built for it in $COMPAT" "$W/debc.err" && grep -q '"collector":"trainrx probes"' "$W/debc.json" \
+      && ok "Debian torch 1.13, no --probe-dir: build-compat's probe chosen and said" \
+      || bad "Debian torch 1.13 without --probe-dir: $(tail -3 "$W/debc.err")"
+  else
+    echo "skip (part): no $COMPAT (TRAINRX_NO_COMPAT=1?)"
+  fi
 else
   echo "skip: no Debian python3-torch"
 fi
+
+# 4. A probe for this torch in the per-user cache ($XDG_CACHE_HOME/trainrx/probe-*), the primary one
+#    built for another (pinned): the shim attaches the cached one and says so; with --probe-dir it
+#    does not look (the fallback records).
+BUILD=$(dirname "$TRAINRX")
+mkdir -p "$W/cache/trainrx/probe-this"
+ln -s "$BUILD/libtrainrx_probe.so" "$W/cache/trainrx/probe-this/libtrainrx_probe.so"
+cp "$BUILD/libtrainrx_probe.torch" "$W/cache/trainrx/probe-this/"
+XDG_CACHE_HOME=$W/cache TRAINRX_TORCH_LIB=/nonexistent/libtorch_cpu.so "$TRAINRX" record -o "$W/cached.json" -- \
+  "$PY" "$SCRIPT" --steps 6 > /dev/null 2> "$W/cached.err"
+grep -q "attaching the probe built for it in $W/cache/trainrx/probe-this" "$W/cached.err" \
+  && grep -q '"collector":"trainrx probes"' "$W/cached.json" && ok "cached probe for this torch: chosen and said" \
+  || bad "cached probe not chosen: $(tail -3 "$W/cached.err")"
+XDG_CACHE_HOME=$W/cache TRAINRX_TORCH_LIB=/nonexistent/libtorch_cpu.so "$TRAINRX" record --probe-dir "$BUILD" -o "$W/named.json" -- \
+  "$PY" "$SCRIPT" --steps 6 > /dev/null 2> "$W/named.err"
+grep -q "recording with torch.profiler (fallback)" "$W/named.err" && ok "--probe-dir: no other probe chosen (fallback)" \
+  || bad "--probe-dir: $(tail -3 "$W/named.err")"
 exit $fail

@@ -15,6 +15,7 @@ BUILD_DIR=$(dirname "$TRAINRX")
 if [ ! -f "$BUILD_DIR/libtrainrx_probe.so" ]; then echo "skip: built without LibTorch"; exit 77; fi
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
+export TRAINRX_PROBE_BUILD=0 XDG_CACHE_HOME=$W/nocache  # the mismatches below are staged: build no probe for them
 fail=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }
@@ -283,8 +284,13 @@ if [ -n "$COMPAT" ] && [ -f "$COMPAT/libtrainrx_probe.so" ] && /usr/bin/python3 
     || { bad "compat: record failed"; tail -5 "$W/compat.err"; }
   grep -q '"probe_torch_version":"1\.13' "$W/compat.json" && ok "compat: torch 1.13 probe attached" || bad "compat: no 1.13 probe version in the trace"
   "$TRAINRX" analyze "$W/compat.json" --format json -o "$W/compat.report.json" && check_findings compat "$W/compat.report.json" all
-  "$TRAINRX" record -o "$W/compat_mm.json" -- /usr/bin/python3 "$SCRIPT" --steps 2 > /dev/null 2> "$W/compat_mm.err"
+  "$TRAINRX" record --probe-dir "$BUILD_DIR" -o "$W/compat_mm.json" -- /usr/bin/python3 "$SCRIPT" --steps 2 > /dev/null 2> "$W/compat_mm.err"
   grep -q -- "--probe-dir" "$W/compat_mm.err" && ok "compat: the 2.x probe on torch 1.13 explains --probe-dir" || { bad "compat mismatch message"; cat "$W/compat_mm.err"; }
+  if [ "$(readlink -f "$COMPAT")" = "$(readlink -f "$BUILD_DIR/../build-compat")" ]; then
+    "$TRAINRX" record -o "$W/compat_found.json" -- /usr/bin/python3 "$SCRIPT" --steps 2 > /dev/null 2> "$W/compat_found.err"
+    grep -q '"probe_torch_version":"1\.13' "$W/compat_found.json" && grep -q "attaching the probe built for it" "$W/compat_found.err" \
+      && ok "compat: no --probe-dir, build-compat's 1.13 probe found and said" || { bad "compat: probe not found"; cat "$W/compat_found.err"; }
+  fi
   JPY=/usr/bin/python3; JREC=(--probe-dir "$COMPAT")
   journal_case compat_SIGKILL 137 SIGKILL --signal SIGKILL
 else

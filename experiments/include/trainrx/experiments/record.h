@@ -27,6 +27,10 @@ struct RecordOptions {
   std::string probe_dir;      // where libtrainrx_probe.so and its .torch sidecar are (default: next to trainrx)
   std::string torch_lib;      // the libtorch_cpu the probe was built against (build-time)
   std::string torch_version;  // its version
+  // trainrx's sources, to build a probe for a torch none was built for (probe_build.h): after a
+  // Python program ran another libtorch, `record` builds one into the per-user cache for the next
+  // run. "" or TRAINRX_PROBE_BUILD=0: it only says how.
+  std::string source_dir;
   // > 0: the program runs under this RLIMIT_DATA (`--memory-cap`): an allocation past it fails as
   // on a full device, and the probe writes it as the CPU's capacity (the stand-in for a device's memory).
   uint64_t memory_cap_bytes = 0;
@@ -49,6 +53,20 @@ struct RecordResult {
 // (no command, no probe, the output's folder missing or not writable, the Python hook missing).
 bool RecordCommand(const RecordOptions& options, const std::string& exe_dir, std::ostream& log, RecordResult* result,
                    std::string* error);
+
+// The per-user probe cache: $XDG_CACHE_HOME/trainrx, else $HOME/.cache/trainrx ("" without either).
+// Each probe-<name>/ in it holds a probe built for one torch (libtrainrx_probe.so, its .torch sidecar).
+std::string ProbeCacheDir();
+
+// The probes, besides `primary_dir`'s, that `record` offers the preload shim (TRAINRX_PROBE_CHOICES)
+// when no --probe-dir / TRAINRX_PROBE_DIR names one: build-compat/ beside `exe_dir` (a checkout's
+// build/; scripts/setup builds the probe for Debian's LibTorch 1.13 there), then each probe-*/ of
+// `cache_dir` in name order. One line "<libtorch_cpu>\t<dir>" per directory that has a probe and a
+// sidecar naming its libtorch; the shim attaches the first whose libtorch is the process's.
+// Example: exe_dir "/src/build" with /src/build-compat/libtrainrx_probe.torch holding
+// "lib=/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13" ->
+// "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13\t/src/build-compat\n".
+std::string ProbeChoices(const std::string& primary_dir, const std::string& exe_dir, const std::string& cache_dir);
 
 // A memory cap as given on the command line (`record --memory-cap`, `sweep --memory-cap`): "1.5G" ->
 // 1610612736 (K, M, G: powers of 1024, with or without "i" / "B"; a plain number: bytes). False

@@ -16,9 +16,16 @@ inline constexpr const char* kProbeLib = "TRAINRX_PROBE_LIB";       // the probe
 inline constexpr const char* kTorchLib = "TRAINRX_TORCH_LIB";       // the libtorch the probe was built against
 inline constexpr const char* kTorchVersion = "TRAINRX_TORCH_VERSION";
 inline constexpr const char* kCuptiLib = "TRAINRX_CUPTI_LIB";
+// Other probes the shim may attach when the process's libtorch is not kTorchLib: lines
+// "<libtorch_cpu path>\t<probe directory>" (experiments/record.h ProbeChoices).
+inline constexpr const char* kProbeChoices = "TRAINRX_PROBE_CHOICES";
+// A file the shim writes the process's libtorch_cpu path to when no probe was built for it; `record`
+// then builds one into the per-user cache (experiments/probe_build.h).
+inline constexpr const char* kMismatchFile = "TRAINRX_MISMATCH_FILE";
 inline constexpr const char* kQuiet = "TRAINRX_QUIET";              // "1": the probes print only problems
 // Read from the user's environment.
 inline constexpr const char* kProbeDir = "TRAINRX_PROBE_DIR";       // where `record` finds the probe
+inline constexpr const char* kProbeBuild = "TRAINRX_PROBE_BUILD";   // "0": record never builds a probe
 inline constexpr const char* kMaxEvents = "TRAINRX_MAX_EVENTS";     // the collector's event cap
 // The step window (probes/collector.h StepWindow; `record --skip K --steps N` sets them):
 // steps run unrecorded first, then steps recorded ("all": to the end).
