@@ -41,4 +41,32 @@ std::string MemoryDeviceName(int64_t type, int64_t id) {
   }
 }
 
+std::optional<std::pair<int64_t, int64_t>> ParseMemoryDevice(std::string_view device) {
+  const auto number = [](std::string_view s) -> std::optional<int64_t> {
+    if (s.empty() || s.size() > 9) return std::nullopt;
+    int64_t v = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return std::nullopt;
+      v = v * 10 + (c - '0');
+    }
+    return v;
+  };
+  if (device == "cpu") return std::pair<int64_t, int64_t>{0, -1};
+  if (device == "mps") return std::pair<int64_t, int64_t>{13, -1};
+  for (const auto& [prefix, type] : {std::pair<std::string_view, int64_t>{"cuda:", 1}, {"xpu:", 12}}) {
+    if (!device.starts_with(prefix)) continue;
+    if (const auto id = number(device.substr(prefix.size()))) return std::pair<int64_t, int64_t>{type, *id};
+    return std::nullopt;
+  }
+  if (device.starts_with("device")) {
+    const size_t colon = device.find(':');
+    const auto type = number(device.substr(6, colon == std::string_view::npos ? std::string_view::npos : colon - 6));
+    if (!type || colon == std::string_view::npos) return std::nullopt;
+    const std::string_view rest = device.substr(colon + 1);
+    if (rest == "-1") return std::pair<int64_t, int64_t>{*type, -1};
+    if (const auto id = number(rest)) return std::pair<int64_t, int64_t>{*type, *id};
+  }
+  return std::nullopt;
+}
+
 }  // namespace trainrx::profiler

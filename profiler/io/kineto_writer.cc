@@ -12,6 +12,7 @@
 
 #include "byte_source.h"
 #include "trainrx/profiler/json_writer.h"
+#include "trainrx/profiler/memory_counters.h"
 
 namespace trainrx::profiler {
 namespace {
@@ -25,6 +26,55 @@ void WriteIds(JsonWriter& w, const Trace& trace, const Track& t) {
   else w.Field("pid", t.pid);
   if (t.tid_name != kNoStr) w.Field("tid", trace.strings.Get(t.tid_name));
   else w.Field("tid", t.tid);
+}
+
+// An allocation or free held as memory counters (profiler/memory_counters.h: allocated, then
+// reserved, bytes or oom, addr, on one track at one time) is written as the one "[memory]" /
+// "[OutOfMemory]" instant torch.profiler writes for it, which reads back as the same counters: a
+// quarter of the events of four "C" counters, and the form HTA and Perfetto read. Returns the
+// counters written (0: counters[i] does not start such an event; it is written as a counter).
+size_t WriteMemoryEvent(JsonWriter& w, const Trace& trace, size_t i, int64_t base) {
+  const Counter& first = trace.counters[i];
+  const auto id = ParseMemoryCounterName(trace.strings.Get(first.name));
+  if (!id || id->what != MemoryWhat::kAllocated) return 0;
+  const auto device = ParseMemoryDevice(id->device);
+  if (!device) return 0;
+  std::optional<double> reserved, bytes, oom, addr;
+  size_t n = 1;
+  for (; i + n < trace.counters.size(); ++n) {
+    const Counter& c = trace.counters[i + n];
+    if (c.track != first.track || c.ts_ns != first.ts_ns) break;
+    const auto next = ParseMemoryCounterName(trace.strings.Get(c.name));
+    if (!next || next->device != id->device) break;
+    std::optional<double>* slot = next->what == MemoryWhat::kReserved ? &reserved
+                                  : next->what == MemoryWhat::kBytes  ? &bytes
+                                  : next->what == MemoryWhat::kOom    ? &oom
+                                  : next->what == MemoryWhat::kAddr   ? &addr
+                                                                      : nullptr;
+    if (slot == nullptr || slot->has_value()) break;  // the next event's allocated, or a repeat
+    *slot = c.value;
+  }
+  if (!bytes && !oom) return 0;  // a sample (the heap, the CUDA marks): no event to write
+  const auto exact = [](double v) { return static_cast<int64_t>(v); };  // counters hold integers
+  w.BeginObject();
+  w.Field("ph", "i");
+  w.Field("cat", "cpu_instant_event");
+  w.Field("s", "t");
+  w.Field("name", oom ? "[OutOfMemory]" : "[memory]");
+  WriteIds(w, trace, trace.tracks[first.track]);
+  w.Key("ts");
+  w.MicrosFromNs(first.ts_ns - base);
+  w.Key("args");
+  w.BeginObject();
+  if (reserved) w.Field("Total Reserved", exact(*reserved));
+  w.Field("Total Allocated", exact(first.value));
+  w.Field("Bytes", exact(oom ? *oom : *bytes));
+  if (addr) w.Field("Addr", exact(*addr));
+  w.Field("Device Type", device->first);
+  w.Field("Device Id", device->second);
+  w.EndObject();
+  w.EndObject();
+  return n;
 }
 
 }  // namespace
@@ -139,9 +189,14 @@ void WriteKinetoEvents(JsonWriter& w, const Trace& trace, int32_t rank, int64_t 
     if (!f.is_start) w.Field("bp", "e");
     w.EndObject();
   }
-  for (const Counter& c : trace.counters) {
+  for (size_t i = 0; i < trace.counters.size(); ++i) {
+    const Counter& c = trace.counters[i];
     const Track& t = trace.tracks[c.track];
     if (t.rank != rank) continue;
+    if (const size_t n = WriteMemoryEvent(w, trace, i, base); n > 0) {
+      i += n - 1;
+      continue;
+    }
     w.BeginObject();
     w.Field("ph", "C");
     w.Field("name", trace.strings.Get(c.name));

@@ -53,7 +53,7 @@ check_leak "record --memory-events" "$W/leak.report.json"
 "$PY" - "$W/clean.json" <<'PY' && ok "clean run: allocation events with addresses in the trace" || bad "clean run: no allocation events"
 import json, sys
 d = json.load(open(sys.argv[1]))
-n = sum(1 for e in d["traceEvents"] if e.get("name") == "trainrx.memory.addr[cpu]")
+n = sum(1 for e in d["traceEvents"] if e.get("name") == "[memory]" and "Addr" in e.get("args", {}))  # torch.profiler's form
 print("  allocation events:", n, "| memory_events:", d["trainrx"].get("memory_events"))
 assert n > 100 and d["trainrx"].get("memory_events") == "cpu allocator"
 PY

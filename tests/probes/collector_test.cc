@@ -106,8 +106,12 @@ TEST(CollectorTest, AllocatorEventsBecomeMemoryCountersThatRoundTrip) {
   const profiler::Trace direct = c.Assemble(0, 1000);
   std::ostringstream json;
   profiler::WriteKinetoJson(direct, 0, json);
+  // Written as torch.profiler writes them: one "[memory]" instant per event, not four counters.
+  EXPECT_NE(json.str().find(R"("name":"[memory]")"), std::string::npos);
+  EXPECT_EQ(json.str().find(R"("name":"trainrx.memory.bytes[cpu]")"), std::string::npos);
   profiler::Trace t;
   ASSERT_TRUE(profiler::ReadTraceBuffer(json.str(), "m.json", 0, t).ok);
+  EXPECT_EQ(t.stats.Count("memory_event_without_figures"), 0u);
   std::map<std::string, std::vector<std::pair<int64_t, double>>> by;
   for (const auto& k : t.counters) by[std::string(t.strings.Get(k.name))].push_back({k.ts_ns, k.value});
   using V = std::vector<std::pair<int64_t, double>>;

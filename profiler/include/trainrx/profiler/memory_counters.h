@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace trainrx::profiler {
 
@@ -37,5 +38,8 @@ std::optional<MemoryCounterId> ParseMemoryCounterName(std::string_view name);
 // c10's DeviceType and index as Kineto writes them ("Device Type", "Device Id") -> "cpu",
 // "cuda:0" (ROCm builds report their GPUs as CUDA), "xpu:0", "mps", else "device<T>:<I>".
 std::string MemoryDeviceName(int64_t type, int64_t id);
+// Its inverse, for writing "[memory]" events back: "cuda:1" -> {1, 1}, "cpu" -> {0, -1}; nullopt for
+// a name MemoryDeviceName never makes.
+std::optional<std::pair<int64_t, int64_t>> ParseMemoryDevice(std::string_view device);
 
 }  // namespace trainrx::profiler
