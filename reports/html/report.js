@@ -779,6 +779,48 @@
     const nt = notes(r.warnings); if (nt) main.append(nt);
   }
 
+  // ---- the diff page (trainrx diff --format html) ----
+  function renderDiff(d, root) {
+    const main = header(root, 'trainrx diff', `A: ${d.a.label} · B: ${d.b.label}`);
+    const delta = d.delta_mean_ns, base = d.a.mean_step_ns;
+    main.append(section('summary', 'Verdict',
+      el('div', {class: 'verdict ' + (d.within_noise ? 'noise' : delta > 0 ? 'slower' : 'faster'), id: 'diff-verdict'},
+        d.within_noise ? 'Within noise' : delta > 0 ? 'B is slower' : 'B is faster'),
+      el('p', null, `B − A: ${delta >= 0 ? '+' : ''}${fmtNs(delta)} per step in the mean (${base > 0 ? num(100 * delta / base, 1) + '%' : '–'}), ` +
+        `${d.delta_median_ns >= 0 ? '+' : ''}${fmtNs(d.delta_median_ns)} in the median. The rows add up to the change in the mean; ` +
+        `the median differs from it by ${fmtNs(d.residual_ns)} (the residual). Per-step noise (standard error of the difference): ${fmtNs(d.noise_ns)}.`),
+      kv([['A', d.a.label], ['B', d.b.label], ['steps', `${d.a.steps} / ${d.b.steps}`],
+          ['all ops', `×${num(d.uniform_factor, 2)} (uniform speed change${d.uniform && d.uniform.noise ? ', within noise' : ''})`]])));
+    // Both sides' step breakdowns side by side: one stacked bar per side, and the change per phase.
+    const parts = side => PHASES.map(([k]) => (side.phases_ns || {})[k] || 0);
+    main.append(section('breakdown', 'Step breakdown, A and B side by side (mean per step)',
+      stackedBars([{label: 'A', parts: parts(d.a)}, {label: 'B', parts: parts(d.b)}], PHASES, {yLabel: 'per step'}),
+      el('div', {class: 'muted'}, 'Bar 1: A, bar 2: B.'),
+      dataTable('diff-phases', [['phase', p => p.name], ['A', p => p.a_ns, fmtNs], ['B', p => p.b_ns, fmtNs],
+        ['B − A', p => p.delta_ns, v => (v >= 0 ? '+' : '') + fmtNs(v)], ['noise', p => p.noise ? 'noise' : '']], d.phases || [], null)));
+    const rowCols = [['row', r => r.name], ['kind', r => r.kind], ['A per step', r => r.a_ns, fmtNs], ['B per step', r => r.b_ns, fmtNs],
+      ['adds', r => r.contribution_ns, v => (v >= 0 ? '+' : '') + fmtNs(v)], ['noise (3 se)', r => 3 * r.se_ns, fmtNs],
+      ['', r => [r.note, r.noise ? 'noise' : ''].filter(Boolean).join(', ')]];
+    main.append(section('ranked', 'Why, ranked (rows beyond noise by what they add to the change, then changes on one side only)',
+      (d.ranked || []).length ? dataTable('diff-ranked', rowCols, d.ranked, null) : el('p', {id: 'diff-ranked-empty'}, 'No row beyond noise.')));
+    const ops = (d.ops || []).concat([d.uniform, d.outside].filter(Boolean));
+    if ((d.ops || []).length) main.append(section('ops', 'By operator (self time per step; "adds": beyond the uniform change)',
+      dataTable('diff-ops', [['operator', r => r.name], ['calls A', r => r.calls_a ?? '', v => v === '' ? '' : num(v, 1)],
+        ['calls B', r => r.calls_b ?? '', v => v === '' ? '' : num(v, 1)]].concat(rowCols.slice(2)), ops, null)));
+    if ((d.kernels || []).length) main.append(section('kernels', 'By GPU kernel (time per step)', dataTable('diff-kernels', rowCols, d.kernels, null)));
+    if ((d.shapes || []).length) main.append(section('shapes', 'Input shapes and dtypes that changed',
+      dataTable('diff-shapes', [['operator', r => r.name], ['A inputs', r => r.a_text || ''], ['B inputs', r => r.b_text || ''],
+        ['A per step', r => r.a_ns, fmtNs], ['B per step', r => r.b_ns, fmtNs]], d.shapes, null)));
+    if ((d.collectives || []).length) main.append(section('collectives', 'Per rank and collective (time per step of that rank)',
+      dataTable('diff-collectives', rowCols, d.collectives, null)));
+    main.append(section('config', 'Configuration', (d.config || []).length
+      ? dataTable('diff-config', [['setting', r => r.name], ['A', r => r.a], ['B', r => r.b]], d.config, null) : el('p', null, 'Nothing recorded differs.')));
+    main.append(section('findings', 'Findings', (d.findings || []).length
+      ? dataTable('diff-findings', [['finding', r => r.name], ['', r => r.note || ''], ['saving A', r => r.a_ns, fmtNs], ['saving B', r => r.b_ns, fmtNs],
+          ['title', r => r.b_text || r.a_text || '']], d.findings, null) : el('p', null, 'The same findings in both.')));
+    const nt = notes(d.notes); if (nt) main.append(nt);
+  }
+
   // ---- entry ----
   const root = document.getElementById('app');
   let doc = null;
@@ -789,6 +831,7 @@
     else if (doc.kind === 'sweep') renderSweep(doc.report, root);
     else if (doc.kind === 'ab') renderAb(doc.report, root);
     else if (doc.kind === 'gate') renderGate(doc.report, root);
+    else if (doc.kind === 'diff') renderDiff(doc.report, root);
     else throw new Error('unknown report kind: ' + doc.kind);
   } catch (e) {
     errors.push(String((e && e.stack) || e));
