@@ -21,7 +21,9 @@
 //   all. Why a floor: the per-step spread inside one recording does not see what differs between
 //   two processes (allocator state, cache placement: +-15 % between runs on these 2-core VMs,
 //   docs/gate.md), so changes smaller than 1 % of the step are not called causes unless structural.
-//   The standard error of each change is still reported beside it (se_ns).
+//   The standard error of each change is still reported beside it (se_ns); with fewer than 5
+//   steps on a side (4 and 4 fully separated give p = 0.029 at best) it decides instead: noise
+//   when |contribution| < 3 se.
 //   The uniform row is a cause only when the factor is outside that +-15 % band, significant, and
 //   something explains a change of every op: the first input of an op (the batch) or a setting
 //   other than the command line differs. The time in no op is judged beyond the same factor. Every op
@@ -45,7 +47,10 @@ namespace trainrx::analyzers {
 namespace {
 
 constexpr double kAlpha = 0.01;        // Mann-Whitney p a row's change must go below
-constexpr double kRowZ = 3.0;          // findings (no per-step values): standard errors of the step change
+constexpr double kRowZ = 3.0;          // findings, few steps: standard errors the change must exceed
+// Below this many steps on a side the rank test cannot reach kAlpha (4 and 4, fully separated:
+// p = 0.029), and the standard error decides instead.
+constexpr size_t kRankTestSteps = 5;
 constexpr double kFloorShare = 0.01;   // of the median step: smaller non-structural changes are not causes
 constexpr double kUniformBand = 0.15;  // the process-to-process band of a uniform speed change
 constexpr double kStructuralShare = 0.75;  // of one side's steps a name must be in (and in none of the other's)
@@ -98,13 +103,18 @@ struct NoiseRule {
   bool with_steps = true;  // without steps (or with one) there is no per-step spread: nothing is noise
   void Judge(DiffRow& r, const Series& x, const Series& y, double f = 1) const {
     if (!with_steps) return;
+    const double typical = Median(y) - f * Median(x);
+    if (std::min(x.size(), y.size()) < kRankTestSteps) {  // the rank test cannot reach kAlpha: the standard error decides
+      const double c = std::abs(r.contribution_ns);
+      r.noise = c < kRowZ * r.se_ns || (!r.structural && std::abs(typical) < floor_ns);
+      return;
+    }
     double p = MannWhitneyP(x, y);
     if (f != 1) {
       Series fx = x;
       for (double& v : fx) v *= f;
       p = std::max(p, MannWhitneyP(fx, y));
     }
-    const double typical = Median(y) - f * Median(x);
     r.noise = !(p < kAlpha) || (!r.structural && std::abs(typical) < floor_ns);
   }
   // Rows without per-step values (findings): against the step's standard error.
@@ -341,7 +351,9 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
     u.b = d.uniform_factor * m_a.mean;
     u.contribution_ns = u.delta();
     u.se_ns = Se(m_a, m_b);
-    if (rule.with_steps) uniform_p = MannWhitneyP(common_a, common_b);
+    if (rule.with_steps)
+      uniform_p = std::min(sa.steps, sb.steps) >= kRankTestSteps ? MannWhitneyP(common_a, common_b)
+                  : std::abs(u.contribution_ns) >= kRowZ * u.se_ns ? 0 : 1;
   }
   // Python runs slower on a busier machine too: judged beyond the uniform change as well.
   d.outside = time_row("time in no op (Python, waits, idle)", "outside", sa.outside, sb.outside);

@@ -4,9 +4,12 @@
 # (anomaly mode, .item() every step, a smaller batch, bias before BatchNorm, a NaN check with
 # .item() in the loader's collate) are each named by the diff's top row; on every pair the rows add up (phases = the change
 # in the mean step, ops + time in no op = the same, median = mean + the stated residual); the HTML
-# diff is written and holds the ranked rows. Usage: diff_test.sh TRAINRX. 77 = skip.
+# diff is written and holds the ranked rows. Multi-rank: HTA's two-rank NCCL trace (rank 0's file,
+# and a copy of it as rank 1), against the same set with rank 1's all-reduce kernels 5 ms longer:
+# the diff names rank 1 and the all-reduce. Usage: diff_test.sh TRAINRX [SHARED_DIR]. 77 = skip.
 set -uo pipefail
 TRAINRX=$1
+SHARED=${2:-}
 PY=${TRAINRX_PYTHON:-}
 [ -n "$PY" ] && $PY -c 'import torch' 2>/dev/null || { echo "skip: no python with torch"; exit 77; }
 [ -f "$(dirname "$TRAINRX")/libtrainrx_probe.so" ] || { echo "skip: built without LibTorch"; exit 77; }
@@ -96,4 +99,35 @@ assert doc["report"]["ranked"], "no ranked row"
 assert doc["report"]["a"]["phases_ns"] and doc["report"]["b"]["phases_ns"], "no step breakdown per side"
 assert "renderDiff" in page
 PY
+
+# Multi-rank (no recording needed): rank 1's all-reduce stretched in B.
+NCCL="$SHARED/external-traces/hta/nccl_data.json.gz"
+if [ -f "$NCCL" ]; then
+  "$PY" - "$NCCL" <<'PY' || bad "could not build the two-rank sets"
+import copy, gzip, json, os, sys
+src = json.load(gzip.open(sys.argv[1]))
+for side in ("ra", "rb"):
+    os.makedirs(side, exist_ok=True)
+    for rank in (0, 1):
+        d = copy.deepcopy(src)
+        d["distributedInfo"]["rank"] = rank
+        for e in d["traceEvents"]:
+            if side == "rb" and rank == 1 and e.get("cat") == "kernel" and e.get("name", "").startswith("ncclKernel_AllReduce"):
+                e["dur"] = e["dur"] + 5000  # 5 ms more per all-reduce: a slower link or a late peer
+        json.dump(d, open(f"{side}/rank{rank}.json", "w"))
+PY
+  "$TRAINRX" diff ra rb --format json -o ranks.diff.json 2> ranks.err || bad "diff of two-rank sets: $(tail -3 ranks.err)"
+  "$PY" - ranks.diff.json <<'PY' && ok "multi-rank: the diff names rank 1 and the all-reduce" || bad "multi-rank diff"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["collectives"][0]
+print(f"  first collective row: {c['name']} {c['delta_ns'] / 1e6:+.3f} ms per step of rank 1, noise {c['noise']}")
+assert c["rank"] == 1 and "ncclKernel_AllReduce" in c["name"] and c["delta_ns"] > 0, c
+top = [r for r in d["ranked"] if r["kind"] == "collective"]
+assert top and top[0]["rank"] == 1 and not top[0]["noise"], d["ranked"][:3]
+assert all(r["noise"] for r in d["collectives"] if r["rank"] == 0), "rank 0's collectives did not change"
+PY
+else
+  echo "note: $NCCL missing, multi-rank part skipped"
+fi
 exit $fail
