@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `trainrx diff` on recorded pairs of one unmodified script (tests/python/train_planted.py, 12
+# `trainrx diff` on recorded pairs of one unmodified script (tests/python/train_planted.py, 10
 # steps, one thread each): a plain A/A says "within noise" with no ranked row; planted regressions
 # (anomaly mode, .item() every step, a smaller batch, bias before BatchNorm, a NaN check with
 # .item() in the loader's collate) are each named by the diff's top row; on every pair the rows add up (phases = the change
@@ -24,7 +24,7 @@ cd "$W" || exit 1
 rec() {
   local out=$1
   shift
-  "$TRAINRX" record -o "$out.json" -- "$PY" "$SCRIPT" --steps 12 --threads 1 "$@" > /dev/null 2> "$out.err" \
+  "$TRAINRX" record -o "$out.json" -- "$PY" "$SCRIPT" --steps 10 --threads 1 "$@" > /dev/null 2> "$out.err" \
     || bad "record $out: $(tail -3 "$out.err")"
 }
 rec a
@@ -104,17 +104,21 @@ PY
 NCCL="$SHARED/external-traces/hta/nccl_data.json.gz"
 if [ -f "$NCCL" ]; then
   "$PY" - "$NCCL" <<'PY' || bad "could not build the two-rank sets"
-import copy, gzip, json, os, sys
+import gzip, json, os, sys
 src = json.load(gzip.open(sys.argv[1]))
-for side in ("ra", "rb"):
-    os.makedirs(side, exist_ok=True)
-    for rank in (0, 1):
-        d = copy.deepcopy(src)
-        d["distributedInfo"]["rank"] = rank
-        for e in d["traceEvents"]:
-            if side == "rb" and rank == 1 and e.get("cat") == "kernel" and e.get("name", "").startswith("ncclKernel_AllReduce"):
-                e["dur"] = e["dur"] + 5000  # 5 ms more per all-reduce: a slower link or a late peer
-        json.dump(d, open(f"{side}/rank{rank}.json", "w"))
+os.makedirs("ra", exist_ok=True)
+os.makedirs("rb", exist_ok=True)
+def write(path, rank):
+    src["distributedInfo"]["rank"] = rank
+    with open(path, "w") as f:
+        json.dump(src, f, separators=(",", ":"))
+write("ra/rank0.json", 0)
+os.link("ra/rank0.json", "rb/rank0.json")
+write("ra/rank1.json", 1)
+for e in src["traceEvents"]:
+    if e.get("cat") == "kernel" and e.get("name", "").startswith("ncclKernel_AllReduce"):
+        e["dur"] = e["dur"] + 5000  # 5 ms more per all-reduce: a slower link or a late peer
+write("rb/rank1.json", 1)
 PY
   "$TRAINRX" diff ra rb --format json -o ranks.diff.json 2> ranks.err || bad "diff of two-rank sets: $(tail -3 ranks.err)"
   "$PY" - ranks.diff.json <<'PY' && ok "multi-rank: the diff names rank 1 and the all-reduce" || bad "multi-rank diff"
