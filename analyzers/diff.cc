@@ -499,36 +499,42 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
 
   // The causes, in three tiers, each by |contribution|: (1) what changed in the program, beyond
   // noise: a name new or gone, an input shape, a finding, every op scaled with a shape or setting
-  // that explains it; (2) other rows beyond noise: an op that got slower with the same inputs is a
-  // symptom, whose cause is in tier 1 or in the machine (on a loaded 2-core machine a halved batch
-  // measured slower than the full one: 6.1 -> 8.1 ms median step, while every changed input shape
-  // said why the ops moved); (3) changes on one side only whose time is within noise.
-  std::vector<DiffRow> program, beyond, structural;
+  // that explains it; (2) changes of the program whose time is within noise (a conv that gained a
+  // bias costs microseconds on a CPU, and is still what changed); (3) other rows beyond noise: an
+  // op that got slower with the same inputs is a symptom, whose cause is above or in the machine
+  // (on this loaded 2-core machine a halved batch measured slower than the full one, 6.1 -> 8.1 ms
+  // median step, while every changed input shape said why the ops moved). The time in no op is
+  // not ranked: it names nothing (on a busy machine it is mostly waiting for a CPU), and the
+  // findings name what it holds (a loader in Python: input.dataloader_bound).
+  std::vector<DiffRow> program, quiet, symptoms;
   const auto consider = [&](const DiffRow& r) {
+    const bool changed = r.structural || r.kind == "finding" || r.kind == "shape" || r.kind == "uniform";
     if (r.noise) {
-      if (r.structural) structural.push_back(r);
-    } else if (r.structural || r.kind == "finding" || r.kind == "shape" || r.kind == "uniform") {  // a uniform row
-      // beyond noise has a shape or setting that explains it
+      if (r.structural) quiet.push_back(r);
+    } else if (changed) {  // a uniform row beyond noise has a shape or setting that explains it
       program.push_back(r);
     } else {
-      beyond.push_back(r);
+      symptoms.push_back(r);
     }
   };
   for (const auto& r : ops) consider(r);
   consider(d.uniform);
-  consider(d.outside);
   for (const auto& r : kernels) consider(r);
   for (const auto& r : d.shapes) consider(r);
   for (const auto& r : d.collectives) consider(r);
   for (const auto& r : d.findings) consider(r);
+  if (!d.outside.noise)
+    d.notes.push_back(fmt::format("the step time in no op changed by {} ms beyond noise: Python, waits, or on a busy "
+                                  "machine waiting for a CPU; not ranked, it names no cause",
+                                  fmt::format("{:+.3f}", d.outside.contribution_ns / 1e6)));
   const auto by_size = [](const DiffRow& x, const DiffRow& y) { return std::abs(x.contribution_ns) > std::abs(y.contribution_ns); };
   std::stable_sort(program.begin(), program.end(), by_size);
-  std::stable_sort(beyond.begin(), beyond.end(), by_size);
-  std::stable_sort(structural.begin(), structural.end(), by_size);
-  d.within_noise = program.empty() && beyond.empty();
+  std::stable_sort(quiet.begin(), quiet.end(), by_size);
+  std::stable_sort(symptoms.begin(), symptoms.end(), by_size);
+  d.within_noise = program.empty() && symptoms.empty();
   d.ranked = std::move(program);
-  d.ranked.insert(d.ranked.end(), beyond.begin(), beyond.end());
-  d.ranked.insert(d.ranked.end(), structural.begin(), structural.end());
+  d.ranked.insert(d.ranked.end(), quiet.begin(), quiet.end());
+  d.ranked.insert(d.ranked.end(), symptoms.begin(), symptoms.end());
   if (d.ranked.size() > top_n) d.ranked.resize(top_n);
   return d;
 }

@@ -33,10 +33,13 @@ std::string Verdict(const analyzers::RunDiff& d) {
            std::string(d.ranked.empty() ? "" : " (the changes listed below are on one side only, their time within noise)");
   size_t beyond = 0;
   for (const auto& r : d.ranked) beyond += !r.noise;
-  return fmt::format("beyond noise: {} row{}, the first {}; operator rows beyond noise carry {} ms of the {} ms change "
-                     "in the mean step, the rest ({} ms) is within noise (per-step variation, or a uniform machine speed "
-                     "change)",
-                     beyond, beyond == 1 ? "" : "s", d.ranked.front().name, Delta(d.beyond_noise_ns), Delta(d.delta_mean_ns),
+  const analyzers::DiffRow* first = nullptr;
+  for (const auto& r : d.ranked)
+    if (!r.noise && !first) first = &r;
+  return fmt::format("beyond noise: {} row{}, the first {}; the op, uniform and no-op rows beyond noise carry {} ms of "
+                     "the {} ms change in the mean step, the rest ({} ms) is within noise (per-step variation, or a "
+                     "uniform machine speed change)",
+                     beyond, beyond == 1 ? "" : "s", first ? first->name : "-", Delta(d.beyond_noise_ns), Delta(d.delta_mean_ns),
                      Delta(d.delta_mean_ns - d.beyond_noise_ns));
 }
 
@@ -62,7 +65,8 @@ void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
   out << (md ? "\n**Verdict:** " : "verdict: ") << Verdict(d) << "\n";
   for (const auto& n : d.notes) out << (md ? "- note: " : "note: ") << n << "\n";
 
-  out << "\n" << h << "Why, ranked (rows beyond noise by what they add to the change, then changes on one side only)\n";
+  out << "\n" << h
+      << "Why, ranked (what changed in the program beyond noise, then within noise, then other rows beyond noise)\n";
   if (d.ranked.empty()) {
     out << (md ? "" : "  ") << "no row beyond noise\n";
   } else {

@@ -801,7 +801,7 @@
     const rowCols = [['row', r => r.name], ['kind', r => r.kind], ['A per step', r => r.a_ns, fmtNs], ['B per step', r => r.b_ns, fmtNs],
       ['adds', r => r.contribution_ns, v => (v >= 0 ? '+' : '') + fmtNs(v)], ['noise (3 se)', r => 3 * r.se_ns, fmtNs],
       ['', r => [r.note, r.noise ? 'noise' : ''].filter(Boolean).join(', ')]];
-    main.append(section('ranked', 'Why, ranked (rows beyond noise by what they add to the change, then changes on one side only)',
+    main.append(section('ranked', 'Why, ranked (what changed in the program beyond noise, then within noise, then other rows beyond noise)',
       (d.ranked || []).length ? dataTable('diff-ranked', rowCols, d.ranked, null) : el('p', {id: 'diff-ranked-empty'}, 'No row beyond noise.')));
     const ops = (d.ops || []).concat([d.uniform, d.outside].filter(Boolean));
     if ((d.ops || []).length) main.append(section('ops', 'By operator (self time per step; "adds": beyond the uniform change)',

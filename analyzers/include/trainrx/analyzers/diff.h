@@ -67,9 +67,9 @@ struct RunDiff {
   std::vector<DiffRow> config;   // settings that differ (text)
   std::vector<DiffRow> findings; // ids in one run and not the other, or whose saving changed (ns per step)
   // The causes, ranked in three tiers (diff.cc): what changed in the program beyond noise (names
-  // new or gone, input shapes, findings, the uniform row with its shape or setting), other rows
-  // beyond noise, then changes on one side only whose time is within noise; by |contribution|
-  // inside each. Empty: nothing changed beyond noise.
+  // new or gone, input shapes, findings, the uniform row with its shape or setting), changes of the
+  // program whose time is within noise, then other rows beyond noise (symptoms); by |contribution|
+  // inside each. The time in no op is not ranked. Empty: nothing changed.
   std::vector<DiffRow> ranked;
   bool within_noise = true;      // no row's change exceeds its noise
   double beyond_noise_ns = 0;    // the part of delta_mean_ns in op / uniform / outside rows beyond noise
