@@ -489,9 +489,19 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
       u.name = fmt::format("all ops x{:.2f}: the work per step changed with the input shapes ({})", d.uniform_factor,
                            d.shapes.front().name);
     } else if (!u.noise) {
+      // At most three, values only when short (the configuration table has them all).
       std::string changed;
-      for (const auto& r : d.config)
-        if (r.name != "command") changed += fmt::format("{}{} {} -> {}", changed.empty() ? "" : ", ", r.name, r.a_text, r.b_text);
+      int listed = 0, more = 0;
+      for (const auto& r : d.config) {
+        if (r.name == "command") continue;
+        if (listed == 3) {
+          ++more;
+          continue;
+        }
+        changed += (listed++ ? ", " : "") + r.name;
+        if (r.a_text.size() <= 24 && r.b_text.size() <= 24) changed += fmt::format(" {} -> {}", r.a_text, r.b_text);
+      }
+      if (more) changed += fmt::format(" and {} more", more);
       u.name = fmt::format("all ops x{:.2f}, with the settings that changed: {}", d.uniform_factor, changed);
     }
     if (!u.noise) d.beyond_noise_ns += u.contribution_ns;
