@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/profiler/kineto_reader.h"
@@ -282,6 +283,30 @@ TEST(DiffTest, MultiRankNamesTheRankAndTheCollective) {
       EXPECT_TRUE(r.noise) << r.name;  // rank 0's collective did not change
     }
   }
+  ExpectRowsAddUp(d);
+}
+
+// A public pair: HTA's trace_compare test data (tests/fixtures/hta_trace_compare, README there).
+// HTA's tests/test_trace_diff.py asserts ops_diff added = AddmmBackward0, All2All_Pooled_Req,
+// CatBackward0 and deleted = nccl:all_reduce (a user annotation, which the diff does not compare as
+// an op). The same three are the diff's ops new in B; in one of the two steps only, they are not
+// structural, and with two steps nothing is beyond noise.
+TEST(DiffTest, HtaTraceComparePairNamesTheOpsHtaFindsAdded) {
+  const std::string dir = std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/hta_trace_compare/";
+  Side a, b;
+  ASSERT_TRUE(profiler::ReadTraces({dir + "base.json.gz"}, a.trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({dir + "test.json.gz"}, b.trace).ok);
+  a.report = Analyze(a.trace);
+  b.report = Analyze(b.trace);
+  const RunDiff d = DiffRuns(a.trace, a.report, "base", b.trace, b.report, "test", 100);
+  std::set<std::string> added, gone;
+  for (const auto& r : d.ops) {
+    if (r.note == "new in B") added.insert(r.name);
+    if (r.note == "gone from B") gone.insert(r.name);
+  }
+  EXPECT_EQ(added, (std::set<std::string>{"AddmmBackward0", "All2All_Pooled_Req", "CatBackward0"}));
+  EXPECT_TRUE(gone.empty());
+  EXPECT_TRUE(d.within_noise);
   ExpectRowsAddUp(d);
 }
 
