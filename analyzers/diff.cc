@@ -12,7 +12,7 @@
 //   and in none of the other's, a changed input shape), its typical change median(y) - f median(x)
 //   is at least 1 % of the median step.
 //   Why a rank test and not the standard error of the means: on a shared machine the scheduler
-//   takes the CPU from the recorded process for whole time slices (4 ms at HZ=250), so a few steps
+//   takes the CPU from the recorded process for whole time slices (about 4 ms here), so a few steps
 //   of an op get +4 ms each (seen: aten::native_batch_norm_backward 0.2-0.6 ms in 13 steps and
 //   4.3-4.7 ms in 6 of 19, in a run that changed nothing in that op); the mean moves, the standard
 //   error stays small enough to call that a change, while the ranks of the other 13 steps say it
