@@ -393,20 +393,29 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
   }
   std::stable_sort(d.shapes.begin(), d.shapes.end(),
                    [](const DiffRow& x, const DiffRow& y) { return std::abs(x.contribution_ns) > std::abs(y.contribution_ns); });
-  // Per rank and collective (multi-rank runs, or one rank's collectives).
+  // Per rank and collective (multi-rank runs, or one rank's collectives). One rank on each side,
+  // of different numbers (rank 0's trace against rank 1's): compared as one rank, named by both.
+  std::set<int32_t> ranks_a, ranks_b;
+  for (const auto& [k, v] : sa.collectives) ranks_a.insert(k.first);
+  for (const auto& [k, v] : sb.collectives) ranks_b.insert(k.first);
+  const bool one_each = ranks_a.size() == 1 && ranks_b.size() == 1 && ranks_a != ranks_b;
+  std::map<std::pair<int32_t, std::string>, Series> coll_b;
+  for (const auto& [k, v] : sb.collectives) coll_b[{one_each ? *ranks_a.begin() : k.first, k.second}] = v;
   std::set<std::pair<int32_t, std::string>> coll_keys;
   for (const auto& [k, v] : sa.collectives) coll_keys.insert(k);
-  for (const auto& [k, v] : sb.collectives) coll_keys.insert(k);
+  for (const auto& [k, v] : coll_b) coll_keys.insert(k);
   for (const auto& key : coll_keys) {
-    const auto ia = sa.collectives.find(key), ib = sb.collectives.find(key);
+    const auto ia = sa.collectives.find(key);
+    const auto ib = coll_b.find(key);
     const Series empty;
     const Series& xa = ia == sa.collectives.end() ? empty : ia->second;
-    const Series& xb = ib == sb.collectives.end() ? empty : ib->second;
+    const Series& xb = ib == coll_b.end() ? empty : ib->second;
     const Moments m_a = Of(&xa, xa.size()), m_b = Of(&xb, xb.size());
     DiffRow r;
     r.kind = "collective";
     r.rank = key.first;
-    r.name = fmt::format("rank {}: {}", key.first, key.second);
+    r.name = one_each ? fmt::format("rank {} (B: rank {}): {}", key.first, *ranks_b.begin(), key.second)
+                      : fmt::format("rank {}: {}", key.first, key.second);
     r.a = m_a.mean;
     r.b = m_b.mean;
     r.contribution_ns = r.delta();

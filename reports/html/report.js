@@ -745,6 +745,7 @@
     main.append(section('summary', 'Result', el('div', {class: 'verdict ' + r.verdict}, r.verdict === 'faster' ? 'B is faster' : r.verdict === 'slower' ? 'B is slower' : 'No significant difference'),
       el('p', null, `B takes ${num(ratio, 3)}× A's time [${num(1 / r.ci_high, 3)}, ${num(1 / r.ci_low, 3)}], p ${r.p_value < 0.001 ? '< 0.001' : num(r.p_value, 3)}; smallest detectable change ${num(100 * (r.detectable_speedup - 1), 1)}%.`),
       kv([['A', a.label], ['B', b.label]])));
+    const why = whySection(r.why); if (why) main.append(why);
     main.append(section('distributions', `Trials (${r.unit}; box: quartiles and median)`, stripPlot([
       {label: 'A', values: a.trial_ms, color: '#2458c6'}, {label: 'B', values: b.trial_ms, color: '#e07b00'}], r.unit)));
     const n = Math.min(a.trial_ms.length, b.trial_ms.length);
@@ -775,11 +776,25 @@
       ['change', m => 100 * (m.worse_ratio - 1), v => `${v >= 0 ? '+' : ''}${num(v, 1)}%`],
       ['95% CI', m => `[${num(100 * (m.ci_low - 1), 1)}%, ${num(100 * (m.ci_high - 1), 1)}%]`],
       ['p (Holm)', m => m.p_holm, v => num(v, 3)], ['detectable', m => 100 * (m.detectable_ratio - 1), v => num(v, 1) + '%']], ms, null)));
+    const why = whySection(r.why); if (why) main.append(why);
     if ((r.baseline_fingerprint || null)) main.append(section('fingerprint', 'Baseline fingerprint', kv(Object.entries(r.baseline_fingerprint).map(([k, v]) => [k, String(v)]))));
     const nt = notes(r.warnings); if (nt) main.append(nt);
   }
 
-  // ---- the diff page (trainrx diff --format html) ----
+  // ---- the diff page (trainrx diff --format html), and the "why" under ab and gate ----
+  const DIFF_ROW_COLS = [['row', r => r.name], ['kind', r => r.kind], ['A per step', r => r.a_ns, fmtNs], ['B per step', r => r.b_ns, fmtNs],
+    ['adds', r => r.contribution_ns, v => (v >= 0 ? '+' : '') + fmtNs(v)], ['noise (3 se)', r => 3 * r.se_ns, fmtNs],
+    ['', r => [r.note, r.noise ? 'noise' : ''].filter(Boolean).join(', ')]];
+  // ab / gate check: the diff of one more traced run of each side, its ranked rows and settings.
+  function whySection(w) {
+    if (!w) return null;
+    const d = w.delta_mean_ns;
+    return section('why', 'Why (one more run of each side, recorded and compared)',
+      el('p', null, `Step: A ${fmtNs(w.a.mean_step_ns)}, B ${fmtNs(w.b.mean_step_ns)} in the mean (${d >= 0 ? '+' : ''}${fmtNs(d)}` +
+        `${w.within_noise ? ', within this traced run\'s noise' : ''}).`),
+      (w.ranked || []).length ? dataTable('why-ranked', DIFF_ROW_COLS, w.ranked, null) : el('p', null, 'No row beyond noise.'),
+      (w.config || []).length ? dataTable('why-config', [['setting', r => r.name], ['A', r => r.a], ['B', r => r.b]], w.config, null) : null);
+  }
   function renderDiff(d, root) {
     const main = header(root, 'trainrx diff', `A: ${d.a.label} · B: ${d.b.label}`);
     const delta = d.delta_mean_ns, base = d.a.mean_step_ns;
@@ -798,9 +813,7 @@
       el('div', {class: 'muted'}, 'Bar 1: A, bar 2: B.'),
       dataTable('diff-phases', [['phase', p => p.name], ['A', p => p.a_ns, fmtNs], ['B', p => p.b_ns, fmtNs],
         ['B − A', p => p.delta_ns, v => (v >= 0 ? '+' : '') + fmtNs(v)], ['noise', p => p.noise ? 'noise' : '']], d.phases || [], null)));
-    const rowCols = [['row', r => r.name], ['kind', r => r.kind], ['A per step', r => r.a_ns, fmtNs], ['B per step', r => r.b_ns, fmtNs],
-      ['adds', r => r.contribution_ns, v => (v >= 0 ? '+' : '') + fmtNs(v)], ['noise (3 se)', r => 3 * r.se_ns, fmtNs],
-      ['', r => [r.note, r.noise ? 'noise' : ''].filter(Boolean).join(', ')]];
+    const rowCols = DIFF_ROW_COLS;
     main.append(section('ranked', 'Why, ranked (what changed in the program beyond noise, then within noise, then other rows beyond noise)',
       (d.ranked || []).length ? dataTable('diff-ranked', rowCols, d.ranked, null) : el('p', {id: 'diff-ranked-empty'}, 'No row beyond noise.')));
     const ops = (d.ops || []).concat([d.uniform, d.outside].filter(Boolean));

@@ -286,6 +286,23 @@ TEST(DiffTest, MultiRankNamesTheRankAndTheCollective) {
   ExpectRowsAddUp(d);
 }
 
+// One rank's trace against another rank's (rank 0 of run A, rank 1 of run B): one rank compared,
+// not a collective gone from rank 0 and new on rank 1.
+TEST(DiffTest, OneRankAgainstAnotherRankIsComparedAsOne) {
+  Side a, b;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(GpuRank(0, -1, 0, 1), "rank0.json", 0, a.trace).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(GpuRank(1, 1, 1500, 2), "rank1.json", 1, b.trace).ok);
+  a.trace.Finalize();
+  b.trace.Finalize();
+  a.report = Analyze(a.trace);
+  b.report = Analyze(b.trace);
+  const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
+  ASSERT_EQ(d.collectives.size(), 1u);
+  EXPECT_EQ(d.collectives[0].name, "rank 0 (B: rank 1): ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  EXPECT_EQ(d.collectives[0].note, "");
+  EXPECT_NEAR(d.collectives[0].delta(), 1'500'000, 150'000);
+}
+
 // A public pair: HTA's trace_compare test data (tests/fixtures/hta_trace_compare, README there).
 // HTA's tests/test_trace_diff.py asserts ops_diff added = AddmmBackward0, All2All_Pooled_Req,
 // CatBackward0 and deleted = nccl:all_reduce (a user annotation, which the diff does not compare as

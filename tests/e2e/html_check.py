@@ -156,6 +156,11 @@ def main():
         verdict = dom.text_by_id.get("diff-verdict", "").strip()
         want = "Within noise" if r["within_noise"] else "B is slower" if r["delta_mean_ns"] > 0 else "B is faster"
         expect(verdict == want, f"verdict drawn '{verdict}', JSON says '{want}'")
+    if kind in ("ab", "gate") and r.get("why"):  # the explanation under the verdict (issue 37)
+        w = r["why"]
+        n = dom.count("tr", "row", inside="why-ranked")
+        drawn["why rows"] = n
+        expect(n == len(w["ranked"]), f"why: {n} ranked rows, JSON has {len(w['ranked'])}")
     print(f"  {page_path.split('/')[-1]}: {kind}, drawn {drawn}")
     for b in bad:
         print(f"  FAIL {page_path}: {b}")
