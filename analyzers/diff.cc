@@ -298,6 +298,8 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
   const SideSeries sa = BuildSideSeries(ta, ma), sb = BuildSideSeries(tb, mb);
   NoiseRule rule;
   rule.with_steps = with_steps && d.a.steps > 1 && d.b.steps > 1;
+  d.judged = rule.with_steps;
+  if (with_steps && !d.judged) d.notes.push_back("one step on a side: no per-step spread, no row is judged against noise");
   rule.floor_ns = kFloorShare * std::max(d.a.median_step_ns, d.b.median_step_ns);
 
   const auto time_row = [&](const std::string& name, const char* kind, const Series& xa, const Series& xb) {

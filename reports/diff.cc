@@ -28,6 +28,7 @@ std::string Mark(const analyzers::DiffRow& r) {
 // One line of the verdict: within noise, or how many rows are beyond it and how much of the
 // change in the mean step the operator rows beyond noise carry.
 std::string Verdict(const analyzers::RunDiff& d) {
+  if (!d.judged) return "not judged against noise (a side has fewer than two steps): every row is listed";
   if (d.within_noise)
     return "within noise: no row's change exceeds what its per-step variation explains" +
            std::string(d.ranked.empty() ? "" : " (the changes listed below are on one side only, their time within noise)");
@@ -230,6 +231,7 @@ void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w) {
   w.Field("residual_ns", d.residual_ns, 12);
   w.Field("noise_ns", d.noise_ns, 12);
   w.Field("within_noise", d.within_noise);
+  w.Field("judged", d.judged);
   w.Field("beyond_noise_ns", d.beyond_noise_ns, 12);
   w.Field("ops_explained_ns", d.ops_explained_ns, 12);
   w.Field("uniform_factor", d.uniform_factor, 6);

@@ -799,8 +799,8 @@
     const main = header(root, 'trainrx diff', `A: ${d.a.label} · B: ${d.b.label}`);
     const delta = d.delta_mean_ns, base = d.a.mean_step_ns;
     main.append(section('summary', 'Verdict',
-      el('div', {class: 'verdict ' + (d.within_noise ? 'noise' : delta > 0 ? 'slower' : 'faster'), id: 'diff-verdict'},
-        d.within_noise ? 'Within noise' : delta > 0 ? 'B is slower' : 'B is faster'),
+      el('div', {class: 'verdict ' + (d.judged === false || d.within_noise ? 'noise' : delta > 0 ? 'slower' : 'faster'), id: 'diff-verdict'},
+        d.judged === false ? 'Not judged against noise' : d.within_noise ? 'Within noise' : delta > 0 ? 'B is slower' : 'B is faster'),
       el('p', null, `B − A: ${delta >= 0 ? '+' : ''}${fmtNs(delta)} per step in the mean (${base > 0 ? num(100 * delta / base, 1) + '%' : '–'}), ` +
         `${d.delta_median_ns >= 0 ? '+' : ''}${fmtNs(d.delta_median_ns)} in the median. The rows add up to the change in the mean; ` +
         `the median differs from it by ${fmtNs(d.residual_ns)} (the residual). Per-step noise (standard error of the difference): ${fmtNs(d.noise_ns)}.`),

@@ -303,6 +303,26 @@ TEST(DiffTest, OneRankAgainstAnotherRankIsComparedAsOne) {
   EXPECT_NEAR(d.collectives[0].delta(), 1'500'000, 150'000);
 }
 
+// Without steps nothing can be judged against noise: said, and no row called noise.
+TEST(DiffTest, WithoutStepsNothingIsJudged) {
+  Side a, b;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":50}]})",
+                                        "a.json", 0, a.trace)
+                  .ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":90}]})",
+                                        "b.json", 0, b.trace)
+                  .ok);
+  a.report = Analyze(a.trace);
+  b.report = Analyze(b.trace);
+  const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
+  EXPECT_FALSE(d.judged);
+  ASSERT_FALSE(d.ops.empty());
+  EXPECT_FALSE(d.ops.front().noise);
+  EXPECT_NEAR(d.ops.front().delta(), 40'000, 1);  // totals over the trace
+  ASSERT_FALSE(d.notes.empty());
+  EXPECT_NE(d.notes.front().find("no steps"), std::string::npos) << d.notes.front();
+}
+
 // A public pair: HTA's trace_compare test data (tests/fixtures/hta_trace_compare, README there).
 // HTA's tests/test_trace_diff.py asserts ops_diff added = AddmmBackward0, All2All_Pooled_Req,
 // CatBackward0 and deleted = nccl:all_reduce (a user annotation, which the diff does not compare as

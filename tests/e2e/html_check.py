@@ -154,7 +154,8 @@ def main():
         drawn["side-by-side bars"] = dom.count("g", "bar-step")
         expect(drawn["side-by-side bars"] == 2, f"{drawn['side-by-side bars']} step-breakdown bars, expected A and B")
         verdict = dom.text_by_id.get("diff-verdict", "").strip()
-        want = "Within noise" if r["within_noise"] else "B is slower" if r["delta_mean_ns"] > 0 else "B is faster"
+        want = ("Not judged against noise" if r.get("judged") is False else "Within noise" if r["within_noise"]
+                else "B is slower" if r["delta_mean_ns"] > 0 else "B is faster")
         expect(verdict == want, f"verdict drawn '{verdict}', JSON says '{want}'")
     if kind in ("ab", "gate") and r.get("why"):  # the explanation under the verdict (issue 37)
         w = r["why"]

@@ -72,6 +72,9 @@ struct RunDiff {
   // inside each. The time in no op is not ranked. Empty: nothing changed.
   std::vector<DiffRow> ranked;
   bool within_noise = true;      // no row's change exceeds its noise
+  // Whether rows were judged against noise at all: not without two or more steps on each side
+  // (no per-step spread; every row is then listed, none called noise).
+  bool judged = true;
   double beyond_noise_ns = 0;    // the part of delta_mean_ns in op / uniform / outside rows beyond noise
   std::vector<std::string> notes;
 };
