@@ -71,7 +71,7 @@ void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
   if (d.ranked.empty()) {
     out << (md ? "" : "  ") << "no row beyond noise\n";
   } else {
-    std::vector<std::vector<std::string>> t = {{"#", "kind", "row", "A ms/step", "B ms/step", "adds ms", "noise (3 se) ms", ""}};
+    std::vector<std::vector<std::string>> t = {{"#", "kind", "row", "A ms/step", "B ms/step", "adds ms", "3 se ms", ""}};
     for (size_t i = 0; i < d.ranked.size(); ++i) {
       const auto& r = d.ranked[i];
       t.push_back({std::to_string(i + 1), r.kind, r.name, Ms(r.a), Ms(r.b), Delta(r.contribution_ns), Ms(3 * r.se_ns), Mark(r)});

@@ -783,7 +783,7 @@
 
   // ---- the diff page (trainrx diff --format html), and the "why" under ab and gate ----
   const DIFF_ROW_COLS = [['row', r => r.name], ['kind', r => r.kind], ['A per step', r => r.a_ns, fmtNs], ['B per step', r => r.b_ns, fmtNs],
-    ['adds', r => r.contribution_ns, v => (v >= 0 ? '+' : '') + fmtNs(v)], ['noise (3 se)', r => 3 * r.se_ns, fmtNs],
+    ['adds', r => r.contribution_ns, v => (v >= 0 ? '+' : '') + fmtNs(v)], ['3 se', r => 3 * r.se_ns, fmtNs],
     ['', r => [r.note, r.noise ? 'noise' : ''].filter(Boolean).join(', ')]];
   // ab / gate check: the diff of one more traced run of each side, its ranked rows and settings.
   function whySection(w) {

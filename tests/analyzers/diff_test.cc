@@ -189,7 +189,7 @@ TEST(DiffTest, UniformSpeedChangeIsACauseOnlyBeyondTheBandAndWithASettingThatCha
 TEST(DiffTest, ANewOpInEveryStepIsACauseHoweverSmall) {
   Side a, b;
   Plan pa, pb;
-  pb.seed = 5, pb.item_us = 4;  // 4 us on a ~1.7 ms step: under the 1 % floor, but in every step of B only
+  pb.seed = 5, pb.item_us = 4;  // 4 us on a ~1.7 ms step: under the 5 % floor, but in every step of B only
   Load(NoisyTrace(pa), &a);
   Load(NoisyTrace(pb), &b);
   const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
