@@ -1,3 +1,38 @@
+// DiffRuns (diff.h). The noise rule, per row (docs/diff.md, "Noise"):
+//
+//   Each time row has a value per steady step on each side (diff_series.h): x_1..x_n in A,
+//   y_1..y_m in B. What the row adds to the change is a difference of means (means add up, so the
+//   rows add up to the change in the mean step): contribution = mean(y) - f mean(x), where f is 1
+//   except for op rows, taken beyond the uniform speed change of all ops (f = the time-weighted
+//   median of B/A over the ops in both: a busier machine slows every op alike, and so does more
+//   work per step; neither is a cause in one op). Whether that change is noise is decided by the
+//   two-sided Mann-Whitney U test (analyzers/mann_whitney.h) of y against x and, for op rows, of y
+//   against f x too: a row is beyond noise when both give p < 0.01 (its values moved, and moved
+//   beyond the uniform change) and, unless it is structural (a name in >= 3/4 of one side's steps
+//   and in none of the other's, a changed input shape), its typical change median(y) - f median(x)
+//   is at least 5 % of the median step.
+//   Why a rank test and not the standard error of the means: on a shared machine the scheduler
+//   takes the CPU from the recorded process for whole time slices (about 4 ms here), so a few steps
+//   of an op get +4 ms each (seen: aten::native_batch_norm_backward 0.2-0.6 ms in 13 steps and
+//   4.3-4.7 ms in 6 of 19, in a run that changed nothing in that op); the mean moves, the standard
+//   error stays small enough to call that a change, while the ranks of the other 13 steps say it
+//   is not one, and neither does the median. A regression that costs every step shifts every rank.
+//   Why 0.01: a diff tests every name (100 or more ops); with the floor only the few ops above 5 %
+//   of the step can be called at all. Why a floor, and 5 %: the per-step spread inside one
+//   recording does not see what differs between two processes of the same program (allocator
+//   state, cache placement, which core; +-15 % between runs on these 2-core VMs, docs/gate.md). In
+//   an A/A pair recorded here (load average 10) aten::native_batch_norm_backward ran 0.21 ms
+//   (median) in one process and 0.46 ms in the other, in every step: +2.7 % of a 9.6 ms step,
+//   ranks fully apart. So a change of one op smaller than 5 % of the step is not called a cause
+//   unless it is structural (a new op, a changed shape: no process difference makes those).
+//   The standard error of each change is still reported beside it (se_ns); with fewer than 5
+//   steps on a side (4 and 4 fully separated give p = 0.029 at best) it decides instead: noise
+//   when |contribution| < 3 se.
+//   The uniform row is a cause only when the factor is outside that +-15 % band, significant, and
+//   something explains a change of every op: the first input of an op (the batch) or a setting
+//   other than the command line differs. The time in no op is judged beyond the same factor. Every op
+//   slower by the same factor with nothing else different is what a busier machine looks like
+//   (ab and gate check tell it from a regression with interleaved trials).
 #include "trainrx/analyzers/diff.h"
 
 #include <fmt/format.h>
@@ -8,10 +43,91 @@
 #include <set>
 
 #include "config_view.h"
+#include "diff_series.h"
+#include "trainrx/analyzers/mann_whitney.h"
 #include "trainrx/analyzers/cross_rank.h"
 
 namespace trainrx::analyzers {
 namespace {
+
+constexpr double kAlpha = 0.01;        // Mann-Whitney p a row's change must go below
+constexpr double kRowZ = 3.0;          // findings, few steps: standard errors the change must exceed
+// Below this many steps on a side the rank test cannot reach kAlpha (4 and 4, fully separated:
+// p = 0.029), and the standard error decides instead.
+constexpr size_t kRankTestSteps = 5;
+constexpr double kFloorShare = 0.05;   // of the median step: smaller non-structural changes are not causes
+constexpr double kUniformBand = 0.15;  // the process-to-process band of a uniform speed change
+constexpr double kStructuralShare = 0.75;  // of one side's steps a name must be in (and in none of the other's)
+
+struct Moments {
+  double mean = 0, var = 0;
+  size_t n = 0, nonzero = 0;
+};
+
+Moments Of(const Series* s, size_t steps) {
+  Moments m;
+  m.n = steps;
+  if (!s || steps == 0) return m;
+  double sum = 0;
+  for (double x : *s) {
+    sum += x;
+    m.nonzero += x != 0;
+  }
+  m.mean = sum / static_cast<double>(steps);
+  if (steps > 1) {
+    double sq = 0;
+    for (double x : *s) sq += (x - m.mean) * (x - m.mean);
+    m.var = sq / static_cast<double>(steps - 1);
+  }
+  return m;
+}
+
+double Se(const Moments& a, const Moments& b, double f = 1) {
+  if (a.n < 2 || b.n < 2) return 0;
+  return std::sqrt(b.var / static_cast<double>(b.n) + f * f * a.var / static_cast<double>(a.n));
+}
+
+const Series* Find(const NamedSeries& m, const std::string& k) {
+  const auto it = m.find(k);
+  return it == m.end() ? nullptr : &it->second;
+}
+
+double Median(Series v) {
+  if (v.empty()) return 0;
+  const size_t k = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  if (v.size() % 2) return v[k];
+  return 0.5 * (v[k] + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k)));
+}
+
+// The judge of every row: whether its change is noise, from its per-step values (y in B, x in A
+// scaled by `f`).
+struct NoiseRule {
+  double floor_ns = 0;
+  bool with_steps = true;  // without steps (or with one) there is no per-step spread: nothing is noise
+  void Judge(DiffRow& r, const Series& x, const Series& y, double f = 1) const {
+    if (!with_steps) return;
+    const double typical = Median(y) - f * Median(x);
+    if (std::min(x.size(), y.size()) < kRankTestSteps) {  // the rank test cannot reach kAlpha: the standard error decides
+      const double c = std::abs(r.contribution_ns);
+      r.noise = c < kRowZ * r.se_ns || (!r.structural && std::abs(typical) < floor_ns);
+      return;
+    }
+    double p = MannWhitneyP(x, y);
+    if (f != 1) {
+      Series fx = x;
+      for (double& v : fx) v *= f;
+      p = std::max(p, MannWhitneyP(fx, y));
+    }
+    r.noise = !(p < kAlpha) || (!r.structural && std::abs(typical) < floor_ns);
+  }
+  // Rows without per-step values (findings): against the step's standard error.
+  void JudgeBySe(DiffRow& r) const {
+    if (!with_steps) return;
+    const double c = std::abs(r.contribution_ns);
+    r.noise = c < kRowZ * r.se_ns || c < floor_ns;
+  }
+};
 
 DiffSide SideOf(const StepModel& m, const std::string& label) {
   DiffSide s;
@@ -31,42 +147,74 @@ DiffSide SideOf(const StepModel& m, const std::string& label) {
   return s;
 }
 
-// Mean per step of one phase field over the steps (all ranks).
-double MeanOf(const StepModel& m, int64_t StepRow::*field) {
-  if (m.steps.empty()) return 0;
-  double sum = 0;
-  for (const auto& r : m.steps) sum += static_cast<double>(r.*field);
-  return sum / static_cast<double>(m.steps.size());
+Series PhaseSeries(const StepModel& m, int64_t StepRow::*field) {
+  Series s;
+  for (const auto& r : m.steps) s.push_back(static_cast<double>(r.*field));
+  if (s.empty()) s.push_back(0);
+  return s;
 }
 
-// name -> per-step value of a name table (self time for ops, total for kernels).
-std::map<std::string, double> PerStep(const NameTable& t, bool self) {
-  std::map<std::string, double> out;
-  const double steps = t.steps > 0 ? static_cast<double>(t.steps) : 1.0;
-  for (const auto& r : t.rows) out[r.name] = static_cast<double>(self ? r.self_ns : r.total_ns) / steps;
-  return out;
+// The time-weighted median of b/a over the names in both (weights a), and those names' summed
+// per-step series on each side; 1 when fewer than 3 names are in both.
+double UniformFactor(const SideSeries& sa, const SideSeries& sb, Series* a_sum, Series* b_sum) {
+  std::vector<std::pair<double, double>> ratios;  // (ratio, weight)
+  a_sum->assign(sa.steps, 0.0);
+  b_sum->assign(sb.steps, 0.0);
+  for (const auto& [name, xa] : sa.op_self) {
+    const Series* xb = Find(sb.op_self, name);
+    if (!xb) continue;
+    const double ma = Of(&xa, sa.steps).mean, mb = Of(xb, sb.steps).mean;
+    if (ma <= 0 || mb <= 0) continue;
+    ratios.push_back({mb / ma, ma});
+    for (size_t i = 0; i < sa.steps; ++i) (*a_sum)[i] += xa[i];
+    for (size_t i = 0; i < sb.steps; ++i) (*b_sum)[i] += (*xb)[i];
+  }
+  if (ratios.size() < 3) return 1;
+  std::sort(ratios.begin(), ratios.end());
+  double total = 0;
+  for (const auto& [r, w] : ratios) total += w;
+  double run = 0;
+  for (const auto& [r, w] : ratios) {
+    run += w;
+    if (run >= total / 2) return r;
+  }
+  return ratios.back().first;
 }
 
-void NameRows(const std::map<std::string, double>& a, const std::map<std::string, double>& b, size_t top_n,
-              std::vector<DiffRow>* rows, double* explained) {
+// One row per name of two per-step tables: contribution beyond `factor` (1: the plain change).
+std::vector<DiffRow> NameRows(const NamedSeries& a, size_t na, const NamedSeries& b, size_t nb, double factor,
+                              const char* kind, const NoiseRule& rule, const NamedSeries* calls_a,
+                              const NamedSeries* calls_b) {
   std::set<std::string> names;
   for (const auto& [n, v] : a) names.insert(n);
   for (const auto& [n, v] : b) names.insert(n);
-  std::vector<DiffRow> all;
+  std::vector<DiffRow> out;
   for (const auto& n : names) {
+    const Series *xa = Find(a, n), *xb = Find(b, n);
+    const Moments ma = Of(xa, na), mb = Of(xb, nb);
     DiffRow r;
     r.name = n;
-    const auto ia = a.find(n), ib = b.find(n);
-    r.a = ia == a.end() ? 0 : ia->second;
-    r.b = ib == b.end() ? 0 : ib->second;
-    if (ia == a.end()) r.note = "new in B";
-    if (ib == b.end()) r.note = "gone from B";
-    if (explained) *explained += r.delta();
-    all.push_back(std::move(r));
+    r.kind = kind;
+    r.a = ma.mean;
+    r.b = mb.mean;
+    if (ma.nonzero == 0 && mb.nonzero > 0) r.note = "new in B";
+    if (mb.nonzero == 0 && ma.nonzero > 0) r.note = "gone from B";
+    const bool in_a = ma.nonzero > 0, in_b = mb.nonzero > 0;
+    r.structural = (in_a != in_b) && static_cast<double>(std::max(ma.nonzero, mb.nonzero)) >=
+                                         kStructuralShare * static_cast<double>(in_a ? na : nb);
+    const double f = in_a && in_b ? factor : 1;
+    r.contribution_ns = mb.mean - f * ma.mean;
+    r.se_ns = Se(ma, mb, f);
+    if (calls_a) r.calls_a = Of(Find(*calls_a, n), na).mean;
+    if (calls_b) r.calls_b = Of(Find(*calls_b, n), nb).mean;
+    const Series zeros_a(na, 0.0), zeros_b(nb, 0.0);
+    rule.Judge(r, xa ? *xa : zeros_a, xb ? *xb : zeros_b, f);
+    out.push_back(std::move(r));
   }
-  std::stable_sort(all.begin(), all.end(), [](const DiffRow& x, const DiffRow& y) { return std::abs(x.delta()) > std::abs(y.delta()); });
-  if (all.size() > top_n) all.resize(top_n);
-  *rows = std::move(all);
+  std::stable_sort(out.begin(), out.end(), [](const DiffRow& x, const DiffRow& y) {
+    return std::abs(x.contribution_ns) > std::abs(y.contribution_ns);
+  });
+  return out;
 }
 
 // What a run was set to: the collector's block (rank 0), the config counters' values at the first
@@ -102,6 +250,36 @@ std::map<std::string, std::string> Settings(const profiler::Trace& t, const Step
   return out;
 }
 
+std::string SignatureText(const InputSignature& s) {
+  std::string out;
+  for (size_t i = 0; i < s.dims.size(); ++i) {
+    out += i ? ", " : "";
+    out += DimsText(s.dims[i]);
+    if (i < s.types.size() && !s.types[i].empty()) out += " " + s.types[i];
+  }
+  return out;
+}
+
+// What differs between two signatures, first difference first: "input 0 [16,3,16,16] -> [8,3,16,16]",
+// "input 0 float -> c10::BFloat16", "inputs 3 -> 4".
+std::string SignatureChange(const InputSignature& a, const InputSignature& b) {
+  std::vector<std::string> parts;
+  const size_t n = std::min(a.dims.size(), b.dims.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (a.dims[i] != b.dims[i]) parts.push_back(fmt::format("input {} {} -> {}", i, DimsText(a.dims[i]), DimsText(b.dims[i])));
+    const std::string ta = i < a.types.size() ? a.types[i] : "", tb = i < b.types.size() ? b.types[i] : "";
+    if (ta != tb) parts.push_back(fmt::format("input {} {} -> {}", i, ta.empty() ? "-" : ta, tb.empty() ? "-" : tb));
+  }
+  if (a.dims.size() != b.dims.size()) parts.push_back(fmt::format("inputs {} -> {}", a.dims.size(), b.dims.size()));
+  if (parts.size() > 2) {
+    parts.resize(2);
+    parts.push_back("...");
+  }
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
 }  // namespace
 
 RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string& label_a, const profiler::Trace& tb,
@@ -110,52 +288,279 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
   const StepModel &ma = ra.metrics.steps, &mb = rb.metrics.steps;
   d.a = SideOf(ma, label_a);
   d.b = SideOf(mb, label_b);
-  if (d.a.steps == 0 || d.b.steps == 0)
+  const bool with_steps = d.a.steps > 0 && d.b.steps > 0;
+  if (!with_steps)
     d.notes.push_back(fmt::format("{} has no steps: step figures cannot be compared; operator figures are totals over its "
-                                  "trace",
+                                  "trace, and no row is judged against noise",
                                   d.a.steps == 0 ? "A" : "B"));
   d.delta_mean_ns = d.b.mean_step_ns - d.a.mean_step_ns;
   d.delta_median_ns = d.b.median_step_ns - d.a.median_step_ns;
+  d.residual_ns = d.delta_median_ns - d.delta_mean_ns;
   if (d.a.steps > 1 && d.b.steps > 1)
     d.noise_ns = std::sqrt(d.a.stddev_step_ns * d.a.stddev_step_ns / static_cast<double>(d.a.steps) +
                            d.b.stddev_step_ns * d.b.stddev_step_ns / static_cast<double>(d.b.steps));
+  const SideSeries sa = BuildSideSeries(ta, ma), sb = BuildSideSeries(tb, mb);
+  NoiseRule rule;
+  rule.with_steps = with_steps && d.a.steps > 1 && d.b.steps > 1;
+  d.judged = rule.with_steps;
+  if (with_steps && !d.judged) d.notes.push_back("one step on a side: no per-step spread, no row is judged against noise");
+  rule.floor_ns = kFloorShare * std::max(d.a.median_step_ns, d.b.median_step_ns);
+
+  const auto time_row = [&](const std::string& name, const char* kind, const Series& xa, const Series& xb) {
+    DiffRow r;
+    r.name = name;
+    r.kind = kind;
+    const Moments m_a = Of(&xa, xa.size()), m_b = Of(&xb, xb.size());
+    r.a = m_a.mean;
+    r.b = m_b.mean;
+    r.contribution_ns = r.delta();
+    r.se_ns = Se(m_a, m_b);
+    rule.Judge(r, xa, xb);
+    return r;
+  };
   const std::pair<const char*, int64_t StepRow::*> phases[] = {{"data wait", &StepRow::data_wait_ns},
                                                                 {"forward", &StepRow::forward_ns},
                                                                 {"backward", &StepRow::backward_ns},
                                                                 {"optimizer", &StepRow::optimizer_ns},
                                                                 {"other", &StepRow::other_ns}};
-  for (const auto& [name, field] : phases) d.phases.push_back({name, MeanOf(ma, field), MeanOf(mb, field), "", "", ""});
+  for (const auto& [name, field] : phases) {
+    d.phases.push_back(time_row(name, "phase", PhaseSeries(ma, field), PhaseSeries(mb, field)));
+    d.phases.back().structural = false;
+  }
+  d.a.data_wait_ns = d.phases[0].a, d.a.forward_ns = d.phases[1].a, d.a.backward_ns = d.phases[2].a;
+  d.a.optimizer_ns = d.phases[3].a, d.a.other_ns = d.phases[4].a;
+  d.b.data_wait_ns = d.phases[0].b, d.b.forward_ns = d.phases[1].b, d.b.backward_ns = d.phases[2].b;
+  d.b.optimizer_ns = d.phases[3].b, d.b.other_ns = d.phases[4].b;
   if (ma.has_gpu || mb.has_gpu) {
     const std::pair<const char*, int64_t StepRow::*> gpu[] = {
         {"GPU kernels", &StepRow::gpu_kernel_ns}, {"GPU memcpy/memset", &StepRow::gpu_memcpy_ns}, {"GPU idle", &StepRow::gpu_idle_ns}};
-    for (const auto& [name, field] : gpu) d.gpu.push_back({name, MeanOf(ma, field), MeanOf(mb, field), "", "", ""});
+    for (const auto& [name, field] : gpu) d.gpu.push_back(time_row(name, "gpu", PhaseSeries(ma, field), PhaseSeries(mb, field)));
   }
-  // Every op and kernel name, not only the reports' top rows.
-  constexpr int64_t kAll = 1 << 30;
-  NameRows(PerStep(BuildOpTable(ta, ma, kAll), true), PerStep(BuildOpTable(tb, mb, kAll), true), top_n, &d.ops,
-           &d.ops_explained_ns);
-  double kernels_explained = 0;
-  NameRows(PerStep(BuildKernelTable(ta, ma, kAll), false), PerStep(BuildKernelTable(tb, mb, kAll), false), top_n,
-           &d.kernels, &kernels_explained);
-  const auto sa = Settings(ta, ma), sb = Settings(tb, mb);
+
+  // Operators: every name, beyond the uniform speed change; the uniform row; the time in no op.
+  Series common_a, common_b;
+  d.uniform_factor = UniformFactor(sa, sb, &common_a, &common_b);
+  std::vector<DiffRow> ops = NameRows(sa.op_self, sa.steps, sb.op_self, sb.steps, d.uniform_factor, "op", rule,
+                                      &sa.op_calls, &sb.op_calls);
+  for (const auto& r : ops) {
+    d.ops_explained_ns += r.delta();
+    if (!r.noise) d.beyond_noise_ns += r.contribution_ns;
+  }
+  // The uniform row: judged once the shapes and settings are known (below).
+  double uniform_p = 1;
+  {
+    DiffRow& u = d.uniform;
+    const Moments m_a = Of(&common_a, sa.steps), m_b = Of(&common_b, sb.steps);
+    u.kind = "uniform";
+    u.name = fmt::format("all ops x{:.2f} (uniform speed change)", d.uniform_factor);
+    u.a = m_a.mean;
+    u.b = d.uniform_factor * m_a.mean;
+    u.contribution_ns = u.delta();
+    u.se_ns = Se(m_a, m_b);
+    if (rule.with_steps)
+      uniform_p = std::min(sa.steps, sb.steps) >= kRankTestSteps ? MannWhitneyP(common_a, common_b)
+                  : std::abs(u.contribution_ns) >= kRowZ * u.se_ns ? 0 : 1;
+  }
+  // Python runs slower on a busier machine too: judged beyond the uniform change as well.
+  d.outside = time_row("time in no op (Python, waits, idle)", "outside", sa.outside, sb.outside);
+  rule.Judge(d.outside, sa.outside, sb.outside, d.uniform_factor);
+  if (!d.outside.noise) d.beyond_noise_ns += d.outside.contribution_ns;
+  d.ops = ops;
+  if (d.ops.size() > top_n) d.ops.resize(top_n);
+
+  std::vector<DiffRow> kernels = NameRows(sa.kernels, sa.steps, sb.kernels, sb.steps, 1, "kernel", rule, nullptr, nullptr);
+  d.kernels = kernels;
+  if (d.kernels.size() > top_n) d.kernels.resize(top_n);
+
+  // Changed input shapes and dtypes: the op's inclusive time is the row's time.
+  bool work_changed = false;
+  for (const auto& [name, sig_a] : sa.inputs) {
+    const auto it = sb.inputs.find(name);
+    if (it == sb.inputs.end()) continue;
+    const InputSignature& sig_b = it->second;
+    if (sig_a.dims == sig_b.dims && sig_a.types == sig_b.types) continue;
+    const Series *xa = Find(sa.op_total, name), *xb = Find(sb.op_total, name);
+    const Moments m_a = Of(xa, sa.steps), m_b = Of(xb, sb.steps);
+    DiffRow r;
+    r.kind = "shape";
+    r.name = name + " " + SignatureChange(sig_a, sig_b);
+    r.a_text = SignatureText(sig_a);
+    r.b_text = SignatureText(sig_b);
+    r.a = m_a.mean;
+    r.b = m_b.mean;
+    r.contribution_ns = r.delta();
+    r.se_ns = Se(m_a, m_b);
+    r.structural = true;
+    r.note = "inputs changed";
+    rule.Judge(r, xa ? *xa : Series(sa.steps, 0.0), xb ? *xb : Series(sb.steps, 0.0));
+    // The first input (the activations: the batch) changed: the work per step changed.
+    if (!sig_a.dims.empty() && !sig_b.dims.empty() && sig_a.dims[0] != sig_b.dims[0]) work_changed = true;
+    d.shapes.push_back(std::move(r));
+  }
+  std::stable_sort(d.shapes.begin(), d.shapes.end(),
+                   [](const DiffRow& x, const DiffRow& y) { return std::abs(x.contribution_ns) > std::abs(y.contribution_ns); });
+  // Per rank and collective (multi-rank runs, or one rank's collectives). One rank on each side,
+  // of different numbers (rank 0's trace against rank 1's): compared as one rank, named by both.
+  std::set<int32_t> ranks_a, ranks_b;
+  for (const auto& [k, v] : sa.collectives) ranks_a.insert(k.first);
+  for (const auto& [k, v] : sb.collectives) ranks_b.insert(k.first);
+  const bool one_each = ranks_a.size() == 1 && ranks_b.size() == 1 && ranks_a != ranks_b;
+  std::map<std::pair<int32_t, std::string>, Series> coll_b;
+  for (const auto& [k, v] : sb.collectives) coll_b[{one_each ? *ranks_a.begin() : k.first, k.second}] = v;
+  std::set<std::pair<int32_t, std::string>> coll_keys;
+  for (const auto& [k, v] : sa.collectives) coll_keys.insert(k);
+  for (const auto& [k, v] : coll_b) coll_keys.insert(k);
+  for (const auto& key : coll_keys) {
+    const auto ia = sa.collectives.find(key);
+    const auto ib = coll_b.find(key);
+    const Series empty;
+    const Series& xa = ia == sa.collectives.end() ? empty : ia->second;
+    const Series& xb = ib == coll_b.end() ? empty : ib->second;
+    const Moments m_a = Of(&xa, xa.size()), m_b = Of(&xb, xb.size());
+    DiffRow r;
+    r.kind = "collective";
+    r.rank = key.first;
+    r.name = one_each ? fmt::format("rank {} (B: rank {}): {}", key.first, *ranks_b.begin(), key.second)
+                      : fmt::format("rank {}: {}", key.first, key.second);
+    r.a = m_a.mean;
+    r.b = m_b.mean;
+    r.contribution_ns = r.delta();
+    r.se_ns = Se(m_a, m_b);
+    if (xa.empty()) r.note = "new in B";
+    if (xb.empty()) r.note = "gone from B";
+    r.structural = xa.empty() != xb.empty();
+    rule.Judge(r, xa.empty() ? Series(xb.size(), 0.0) : xa, xb.empty() ? Series(xa.size(), 0.0) : xb);
+    d.collectives.push_back(std::move(r));
+  }
+  std::stable_sort(d.collectives.begin(), d.collectives.end(),
+                   [](const DiffRow& x, const DiffRow& y) { return std::abs(x.contribution_ns) > std::abs(y.contribution_ns); });
+
+  const auto settings_a = Settings(ta, ma), settings_b = Settings(tb, mb);
   std::set<std::string> keys;
-  for (const auto& [k, v] : sa) keys.insert(k);
-  for (const auto& [k, v] : sb) keys.insert(k);
+  for (const auto& [k, v] : settings_a) keys.insert(k);
+  for (const auto& [k, v] : settings_b) keys.insert(k);
   for (const auto& k : keys) {
-    const auto ia = sa.find(k), ib = sb.find(k);
-    const std::string va = ia == sa.end() ? "-" : ia->second, vb = ib == sb.end() ? "-" : ib->second;
-    if (va != vb) d.config.push_back({k, 0, 0, va, vb, ""});
+    const auto ia = settings_a.find(k), ib = settings_b.find(k);
+    const std::string va = ia == settings_a.end() ? "-" : ia->second, vb = ib == settings_b.end() ? "-" : ib->second;
+    if (va != vb) {
+      DiffRow r;
+      r.name = k;
+      r.a_text = va;
+      r.b_text = vb;
+      r.kind = "config";
+      d.config.push_back(std::move(r));
+    }
   }
+
+  // Findings: new in B, gone from B, or in both with a saving that changed beyond the step's noise.
   const auto ids = [](const Report& r) {
     std::map<std::string, const Finding*> m;
     for (const auto& f : r.findings) m.emplace(f.id, &f);
     return m;
   };
   const auto fa = ids(ra), fb = ids(rb);
-  for (const auto& [id, f] : fb)
-    if (!fa.count(id)) d.findings.push_back({id, 0, static_cast<double>(f->estimated_saving_ns), "", f->title, "new in B"});
-  for (const auto& [id, f] : fa)
-    if (!fb.count(id)) d.findings.push_back({id, static_cast<double>(f->estimated_saving_ns), 0, f->title, "", "gone from B"});
+  std::set<std::string> fids;
+  for (const auto& [id, f] : fa) fids.insert(id);
+  for (const auto& [id, f] : fb) fids.insert(id);
+  for (const auto& id : fids) {
+    const auto ia = fa.find(id), ib = fb.find(id);
+    DiffRow r;
+    r.kind = "finding";
+    r.name = id;
+    r.a = ia == fa.end() ? 0 : static_cast<double>(ia->second->estimated_saving_ns);
+    r.b = ib == fb.end() ? 0 : static_cast<double>(ib->second->estimated_saving_ns);
+    r.rank = (ib == fb.end() ? ia->second : ib->second)->rank;
+    r.a_text = ia == fa.end() ? "" : ia->second->title;
+    r.b_text = ib == fb.end() ? "" : ib->second->title;
+    r.note = ia == fa.end() ? "new in B" : ib == fb.end() ? "gone from B" : "saving changed";
+    r.contribution_ns = r.delta();
+    r.se_ns = d.noise_ns;  // a saving is a share of the step: the step's noise
+    rule.JudgeBySe(r);
+    if (r.note == "saving changed" && r.noise) continue;
+    d.findings.push_back(std::move(r));
+  }
+
+  // The uniform row: a cause only outside the process-to-process band, significant, and with an
+  // input shape or a setting that differs; with the batch's shape changed it is that change.
+  {
+    DiffRow& u = d.uniform;
+    const bool in_band = std::abs(d.uniform_factor - 1) <= kUniformBand;
+    const bool significant = uniform_p < kAlpha && !in_band;
+    // The command line differs between any two variants of a script: it is not a setting that
+    // changes every op's speed (threads, devices, torch's version are).
+    bool setting = false;
+    for (const auto& r : d.config) setting = setting || r.name != "command";
+    const bool explained = work_changed || setting;
+    u.noise = !rule.with_steps || !significant || !explained;
+    if (rule.with_steps && std::abs(d.uniform_factor - 1) > 0.02 && u.noise)
+      d.notes.push_back(fmt::format("all ops ran x{:.2f} as long in B: {}; a machine speed change, not a cause in one op "
+                                    "(each op row is judged beyond it)",
+                                    d.uniform_factor,
+                                    in_band ? fmt::format("within the process-to-process variation of +-{:.0f} %", 100 * kUniformBand)
+                                    : !significant ? "not significant against the per-step spread"
+                                                   : "neither the batch's shape nor a setting (other than the command line) differs to explain it"));
+    if (!u.noise && work_changed) {
+      u.kind = "shape";
+      u.name = fmt::format("all ops x{:.2f}: the work per step changed with the input shapes ({})", d.uniform_factor,
+                           d.shapes.front().name);
+    } else if (!u.noise) {
+      // At most three, values only when short (the configuration table has them all).
+      std::string changed;
+      int listed = 0, more = 0;
+      for (const auto& r : d.config) {
+        if (r.name == "command") continue;
+        if (listed == 3) {
+          ++more;
+          continue;
+        }
+        changed += (listed++ ? ", " : "") + r.name;
+        if (r.a_text.size() <= 24 && r.b_text.size() <= 24) changed += fmt::format(" {} -> {}", r.a_text, r.b_text);
+      }
+      if (more) changed += fmt::format(" and {} more", more);
+      u.name = fmt::format("all ops x{:.2f}, with the settings that changed: {}", d.uniform_factor, changed);
+    }
+    if (!u.noise) d.beyond_noise_ns += u.contribution_ns;
+  }
+
+  // The causes, in three tiers, each by |contribution|: (1) what changed in the program, beyond
+  // noise: a name new or gone, an input shape, a finding, every op scaled with a shape or setting
+  // that explains it; (2) changes of the program whose time is within noise (a conv that gained a
+  // bias costs microseconds on a CPU, and is still what changed); (3) other rows beyond noise: an
+  // op that got slower with the same inputs is a symptom, whose cause is above or in the machine
+  // (on this loaded 2-core machine a halved batch measured slower than the full one, 6.1 -> 8.1 ms
+  // median step, while every changed input shape said why the ops moved). The time in no op is
+  // not ranked: it names nothing (on a busy machine it is mostly waiting for a CPU), and the
+  // findings name what it holds (a loader in Python: input.dataloader_bound).
+  std::vector<DiffRow> program, quiet, symptoms;
+  const auto consider = [&](const DiffRow& r) {
+    const bool changed = r.structural || r.kind == "finding" || r.kind == "shape" || r.kind == "uniform";
+    if (r.noise) {
+      if (r.structural) quiet.push_back(r);
+    } else if (changed) {  // a uniform row beyond noise has a shape or setting that explains it
+      program.push_back(r);
+    } else {
+      symptoms.push_back(r);
+    }
+  };
+  for (const auto& r : ops) consider(r);
+  consider(d.uniform);
+  for (const auto& r : kernels) consider(r);
+  for (const auto& r : d.shapes) consider(r);
+  for (const auto& r : d.collectives) consider(r);
+  for (const auto& r : d.findings) consider(r);
+  if (!d.outside.noise)
+    d.notes.push_back(fmt::format("the step time in no op changed by {} ms beyond noise: Python, waits, or on a busy "
+                                  "machine waiting for a CPU; not ranked, it names no cause",
+                                  fmt::format("{:+.3f}", d.outside.contribution_ns / 1e6)));
+  const auto by_size = [](const DiffRow& x, const DiffRow& y) { return std::abs(x.contribution_ns) > std::abs(y.contribution_ns); };
+  std::stable_sort(program.begin(), program.end(), by_size);
+  std::stable_sort(quiet.begin(), quiet.end(), by_size);
+  std::stable_sort(symptoms.begin(), symptoms.end(), by_size);
+  d.within_noise = program.empty() && symptoms.empty();
+  d.ranked = std::move(program);
+  d.ranked.insert(d.ranked.end(), quiet.begin(), quiet.end());
+  d.ranked.insert(d.ranked.end(), symptoms.begin(), symptoms.end());
+  if (d.ranked.size() > top_n) d.ranked.resize(top_n);
   return d;
 }
 

@@ -234,7 +234,7 @@ void AddAnalysisCommands(CLI::App& app, Args& a, Commands& c) {
                                       "and findings, each change per step");
   c.diff->add_option("a", a.diff_a, "run A: a trace file or a directory of rank traces")->required();
   c.diff->add_option("b", a.diff_b, "run B")->required();
-  c.diff->add_option("--format", a.diff_format, "text | md | json")->check(CLI::IsMember({"text", "md", "json"}));
+  c.diff->add_option("--format", a.diff_format, "text | md | json | html")->check(CLI::IsMember({"text", "md", "json", "html"}));
   c.diff->add_option("-o,--output,--report", a.diff_out, "write the report here instead of stdout");
 
   c.convert = app.add_subcommand("convert", "Read any supported trace and write Kineto JSON (opens in Perfetto / HTA)");

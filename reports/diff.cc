@@ -17,6 +17,32 @@ std::string Delta(double ns) { return fmt::format("{:+.3f}", ns / 1e6); }
 std::string Share(double part, double whole) {
   return whole != 0 && std::isfinite(part / whole) ? fmt::format("{:.0f}%", 100 * part / whole) : "-";
 }
+std::string Calls(double c) { return c == 0 ? "0" : c < 10 ? fmt::format("{:.2g}", c) : fmt::format("{:.0f}", c); }
+// "noise" / the row's own note, for the last column.
+std::string Mark(const analyzers::DiffRow& r) {
+  std::string m = r.note;
+  if (r.noise) m += std::string(m.empty() ? "" : ", ") + "noise";
+  return m;
+}
+
+// One line of the verdict: within noise, or how many rows are beyond it and how much of the
+// change in the mean step the operator rows beyond noise carry.
+std::string Verdict(const analyzers::RunDiff& d) {
+  if (!d.judged) return "not judged against noise (a side has fewer than two steps): every row is listed";
+  if (d.within_noise)
+    return "within noise: no row's change exceeds what its per-step variation explains" +
+           std::string(d.ranked.empty() ? "" : " (the changes listed below are on one side only, their time within noise)");
+  size_t beyond = 0;
+  for (const auto& r : d.ranked) beyond += !r.noise;
+  const analyzers::DiffRow* first = nullptr;
+  for (const auto& r : d.ranked)
+    if (!r.noise && !first) first = &r;
+  return fmt::format("beyond noise: {} row{}, the first {}; the op, uniform and no-op rows beyond noise carry {} ms of "
+                     "the {} ms change in the mean step, the rest ({} ms) is within noise (per-step variation, or a "
+                     "uniform machine speed change)",
+                     beyond, beyond == 1 ? "" : "s", first ? first->name : "-", Delta(d.beyond_noise_ns), Delta(d.delta_mean_ns),
+                     Delta(d.delta_mean_ns - d.beyond_noise_ns));
+}
 
 }  // namespace
 
@@ -32,16 +58,30 @@ void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
          {"B", std::to_string(d.b.steps), Ms(d.b.median_step_ns), Ms(d.b.mean_step_ns), Ms(d.b.p10_step_ns), Ms(d.b.p90_step_ns)}},
         out, md);
   const double base = d.a.mean_step_ns;
-  out << fmt::format("\nB - A: {} ms per step in the mean ({}), {} ms in the median; per-step noise (standard error of "
-                     "the difference of the means) {} ms{}\n",
+  out << fmt::format("\nB - A: {} ms per step in the mean ({}), {} ms in the median; the rows below add up to the "
+                     "change in the mean, {} ms from the median's (the residual); per-step noise (standard error of "
+                     "the difference of the means) {} ms\n",
                      Delta(d.delta_mean_ns), base > 0 ? fmt::format("{:+.1f}%", 100 * d.delta_mean_ns / base) : "-",
-                     Delta(d.delta_median_ns), Ms(d.noise_ns),
-                     d.noise_ns > 0 && std::abs(d.delta_mean_ns) < 2 * d.noise_ns ? ": within the noise" : "");
+                     Delta(d.delta_median_ns), Delta(d.residual_ns), Ms(d.noise_ns));
+  out << (md ? "\n**Verdict:** " : "verdict: ") << Verdict(d) << "\n";
   for (const auto& n : d.notes) out << (md ? "- note: " : "note: ") << n << "\n";
+
+  out << "\n" << h
+      << "Why, ranked (what changed in the program beyond noise, then within noise, then other rows beyond noise)\n";
+  if (d.ranked.empty()) {
+    out << (md ? "" : "  ") << "no row beyond noise\n";
+  } else {
+    std::vector<std::vector<std::string>> t = {{"#", "kind", "row", "A ms/step", "B ms/step", "adds ms", "3 se ms", ""}};
+    for (size_t i = 0; i < d.ranked.size(); ++i) {
+      const auto& r = d.ranked[i];
+      t.push_back({std::to_string(i + 1), r.kind, r.name, Ms(r.a), Ms(r.b), Delta(r.contribution_ns), Ms(3 * r.se_ns), Mark(r)});
+    }
+    Table(t, out, md);
+  }
 
   const auto rows_of = [&](const std::vector<analyzers::DiffRow>& rows, const char* what, double whole) {
     std::vector<std::vector<std::string>> t = {{what, "A ms/step", "B ms/step", "B - A", "of the change", ""}};
-    for (const auto& r : rows) t.push_back({r.name, Ms(r.a), Ms(r.b), Delta(r.delta()), Share(r.delta(), whole), r.note});
+    for (const auto& r : rows) t.push_back({r.name, Ms(r.a), Ms(r.b), Delta(r.delta()), Share(r.delta(), whole), Mark(r)});
     Table(t, out, md);
   };
   out << "\n" << h << "By phase (rows add up to the change in the mean step)\n";
@@ -51,13 +91,33 @@ void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
     rows_of(d.gpu, "GPU", d.delta_mean_ns);
   }
   if (!d.ops.empty()) {
-    out << "\n" << h << fmt::format("By operator (self time per step; all ops together {} ms, {} of the change)\n",
-                                    Delta(d.ops_explained_ns), Share(d.ops_explained_ns, d.delta_mean_ns));
-    rows_of(d.ops, "operator", d.delta_mean_ns);
+    out << "\n" << h
+        << fmt::format("By operator (self time per step; each op's change beyond the uniform x{:.2f}; all ops together "
+                       "{} ms, {} of the change; with the uniform row and the time in no op the rows add up to the change)\n",
+                       d.uniform_factor, Delta(d.ops_explained_ns), Share(d.ops_explained_ns, d.delta_mean_ns));
+    std::vector<std::vector<std::string>> t = {
+        {"operator", "calls A", "calls B", "A ms/step", "B ms/step", "B - A", "beyond uniform", ""}};
+    for (const auto& r : d.ops)
+      t.push_back({r.name, Calls(r.calls_a), Calls(r.calls_b), Ms(r.a), Ms(r.b), Delta(r.delta()), Delta(r.contribution_ns), Mark(r)});
+    for (const auto* r : {&d.uniform, &d.outside})
+      t.push_back({r->name, "", "", Ms(r->a), Ms(r->b), Delta(r->delta()), Delta(r->contribution_ns), Mark(*r)});
+    Table(t, out, md);
   }
   if (!d.kernels.empty()) {
     out << "\n" << h << "By GPU kernel (time per step)\n";
     rows_of(d.kernels, "kernel", d.delta_mean_ns);
+  }
+  if (!d.shapes.empty()) {
+    out << "\n" << h << "Input shapes and dtypes that changed (the op's most frequent recorded inputs; time inclusive)\n";
+    std::vector<std::vector<std::string>> t = {{"operator", "A inputs", "B inputs", "A ms/step", "B ms/step", "B - A", ""}};
+    for (const auto& r : d.shapes)
+      t.push_back({r.name.substr(0, r.name.find(' ')), r.a_text, r.b_text, Ms(r.a), Ms(r.b), Delta(r.delta()), Mark(r)});
+    Table(t, out, md);
+  }
+  if (!d.collectives.empty()) {
+    out << "\n" << h << "Per rank and collective (time per step of that rank)\n";
+    std::vector<analyzers::DiffRow> top(d.collectives.begin(), d.collectives.begin() + std::min<size_t>(d.collectives.size(), 12));
+    rows_of(top, "rank: collective", d.delta_mean_ns);
   }
   out << "\n" << h << "Configuration\n";
   if (d.config.empty()) {
@@ -71,9 +131,9 @@ void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
   if (d.findings.empty()) {
     out << (md ? "" : "  ") << "the same findings in both\n";
   } else {
-    std::vector<std::vector<std::string>> t = {{"finding", "", "estimated saving ms/step", "title"}};
+    std::vector<std::vector<std::string>> t = {{"finding", "", "saving A ms/step", "saving B ms/step", "title"}};
     for (const auto& r : d.findings)
-      t.push_back({r.name, r.note, Ms(r.note == "new in B" ? r.b : r.a), r.note == "new in B" ? r.b_text : r.a_text});
+      t.push_back({r.name, Mark(r), Ms(r.a), Ms(r.b), r.b_text.empty() ? r.a_text : r.b_text});
     Table(t, out, md);
   }
 }
@@ -89,27 +149,61 @@ void WriteDiffJson(const analyzers::RunDiff& d, std::ostream& out) {
 
 void WriteDiffSummary(const analyzers::RunDiff& d, std::ostream& out, bool md) {
   const char* item = md ? "- " : "  ";
+  const auto text = [&](const std::string& v) { return md ? MarkdownText(Abbreviated(v)) : Abbreviated(v); };
   out << (md ? "\n**Why** (one more run of each side, recorded and compared):\n\n"
              : "\nwhy (one more run of each side, recorded and compared):\n");
   out << item << fmt::format("step: A {} ms, B {} ms in the mean ({} ms{})\n", Ms(d.a.mean_step_ns), Ms(d.b.mean_step_ns),
-                             Delta(d.delta_mean_ns),
-                             d.noise_ns > 0 && std::abs(d.delta_mean_ns) < 2 * d.noise_ns ? ", within this traced run's noise" : "");
+                             Delta(d.delta_mean_ns), d.within_noise ? ", within this traced run's noise" : "");
+  for (size_t i = 0; i < d.ranked.size() && i < 3; ++i) {
+    const auto& r = d.ranked[i];
+    std::string extra = r.note;
+    if (r.kind == "op" && r.calls_a != r.calls_b)
+      extra += fmt::format("{}{} -> {} calls per step", extra.empty() ? "" : ", ", Calls(r.calls_a), Calls(r.calls_b));
+    if (r.noise) extra += std::string(extra.empty() ? "" : ", ") + "time within noise";
+    out << item << fmt::format("{} {}: {} ms per step{}\n", r.kind, text(r.name), Delta(r.contribution_ns),
+                               extra.empty() ? "" : " (" + extra + ")");
+  }
+  if (d.ranked.empty()) out << item << "no row beyond noise\n";
   auto moved = d.phases;
   std::stable_sort(moved.begin(), moved.end(), [](const auto& x, const auto& y) { return std::abs(x.delta()) > std::abs(y.delta()); });
   for (size_t i = 0; i < moved.size() && i < 2; ++i)
-    out << item << fmt::format("{}: {} ms per step ({} of the change)\n", moved[i].name, Delta(moved[i].delta()),
-                               Share(moved[i].delta(), d.delta_mean_ns));
-  for (size_t i = 0; i < d.ops.size() && i < 3; ++i) {
-    const auto& r = d.ops[i];
-    const std::string name = md ? MarkdownText(r.name) : r.name;
-    out << item << fmt::format("{}: {} ms per step{}\n", name, Delta(r.delta()), r.note.empty() ? "" : " (" + r.note + ")");
-  }
-  for (const auto& r : d.config) {
-    const auto text = [&](const std::string& v) { return md ? MarkdownText(Abbreviated(v)) : Abbreviated(v); };
-    out << item << fmt::format("setting {}: {} -> {}\n", text(r.name), text(r.a_text), text(r.b_text));
-  }
-  for (const auto& r : d.findings) out << item << fmt::format("finding {} {}\n", r.name, r.note);
+    out << item << fmt::format("{}: {} ms per step ({} of the change{})\n", moved[i].name, Delta(moved[i].delta()),
+                               Share(moved[i].delta(), d.delta_mean_ns), moved[i].noise ? ", noise" : "");
+  for (const auto& r : d.config) out << item << fmt::format("setting {}: {} -> {}\n", text(r.name), text(r.a_text), text(r.b_text));
+  for (const auto& r : d.findings)
+    if (r.note != "saving changed") out << item << fmt::format("finding {} {}\n", r.name, r.note);
 }
+
+namespace {
+
+void WriteRow(const analyzers::DiffRow& r, profiler::JsonWriter& w) {
+  w.BeginObject();
+  w.Field("name", r.name);
+  if (!r.kind.empty()) w.Field("kind", r.kind);
+  if (r.kind == "config") {
+    w.Field("a", r.a_text);
+    w.Field("b", r.b_text);
+  } else {
+    w.Field("a_ns", r.a, 12);
+    w.Field("b_ns", r.b, 12);
+    w.Field("delta_ns", r.delta(), 12);
+    w.Field("contribution_ns", r.contribution_ns, 12);
+    w.Field("se_ns", r.se_ns, 12);
+    w.Field("noise", r.noise);
+    w.Field("structural", r.structural);
+    if (r.kind == "op") {
+      w.Field("calls_a", r.calls_a, 6);
+      w.Field("calls_b", r.calls_b, 6);
+    }
+    if (r.rank >= 0) w.Field("rank", static_cast<int64_t>(r.rank));
+    if (!r.a_text.empty()) w.Field("a_text", r.a_text);
+    if (!r.b_text.empty()) w.Field("b_text", r.b_text);
+  }
+  if (!r.note.empty()) w.Field("note", r.note);
+  w.EndObject();
+}
+
+}  // namespace
 
 void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w) {
   for (const auto& [key, side] : {std::pair{"a", &d.a}, std::pair{"b", &d.b}}) {
@@ -122,31 +216,36 @@ void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w) {
     w.Field("p10_step_ns", side->p10_step_ns, 12);
     w.Field("p90_step_ns", side->p90_step_ns, 12);
     w.Field("stddev_step_ns", side->stddev_step_ns, 12);
+    w.Key("phases_ns");
+    w.BeginObject();
+    w.Field("data_wait", side->data_wait_ns, 12);
+    w.Field("forward", side->forward_ns, 12);
+    w.Field("backward", side->backward_ns, 12);
+    w.Field("optimizer", side->optimizer_ns, 12);
+    w.Field("other", side->other_ns, 12);
+    w.EndObject();
     w.EndObject();
   }
   w.Field("delta_mean_ns", d.delta_mean_ns, 12);
   w.Field("delta_median_ns", d.delta_median_ns, 12);
+  w.Field("residual_ns", d.residual_ns, 12);
   w.Field("noise_ns", d.noise_ns, 12);
+  w.Field("within_noise", d.within_noise);
+  w.Field("judged", d.judged);
+  w.Field("beyond_noise_ns", d.beyond_noise_ns, 12);
   w.Field("ops_explained_ns", d.ops_explained_ns, 12);
-  for (const auto& [key, rows] : {std::pair{"phases", &d.phases}, std::pair{"gpu", &d.gpu}, std::pair{"ops", &d.ops},
-                                  std::pair{"kernels", &d.kernels}, std::pair{"config", &d.config},
+  w.Field("uniform_factor", d.uniform_factor, 6);
+  w.Key("uniform");
+  WriteRow(d.uniform, w);
+  w.Key("outside");
+  WriteRow(d.outside, w);
+  for (const auto& [key, rows] : {std::pair{"ranked", &d.ranked}, std::pair{"phases", &d.phases}, std::pair{"gpu", &d.gpu},
+                                  std::pair{"ops", &d.ops}, std::pair{"kernels", &d.kernels}, std::pair{"shapes", &d.shapes},
+                                  std::pair{"collectives", &d.collectives}, std::pair{"config", &d.config},
                                   std::pair{"findings", &d.findings}}) {
     w.Key(key);
     w.BeginArray();
-    for (const auto& r : *rows) {
-      w.BeginObject();
-      w.Field("name", r.name);
-      if (rows == &d.config) {
-        w.Field("a", r.a_text);
-        w.Field("b", r.b_text);
-      } else {
-        w.Field("a_ns", r.a, 12);
-        w.Field("b_ns", r.b, 12);
-        w.Field("delta_ns", r.delta(), 12);
-      }
-      if (!r.note.empty()) w.Field("note", r.note);
-      w.EndObject();
-    }
+    for (const auto& r : *rows) WriteRow(r, w);
     w.EndArray();
   }
   w.Key("notes");

@@ -21,6 +21,7 @@ void WriteReport(const std::string& format, const profiler::Trace& trace, const 
 
 void WriteDiff(const std::string& format, const analyzers::RunDiff& d, std::ostream& out) {
   if (format == "json") WriteDiffJson(d, out);
+  else if (format == "html") WriteDiffHtml(d, out);
   else WriteDiffText(d, out, format == "md");
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <sstream>
 
 #include "trainrx/experiments/stats.h"
 #include "trainrx/profiler/json_writer.h"
@@ -84,9 +85,17 @@ void WriteGateJunit(const GateReport& r, std::ostream& out) {
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out << fmt::format("<testsuite name=\"trainrx gate\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n", r.metrics.size(),
                      failures, skipped);
+  // The explanation goes in each failure's text, where a CI job shows the failure.
+  std::string why;
+  if (r.explained) {
+    std::ostringstream text;
+    WriteDiffSummary(r.why, text, false);
+    why = text.str();
+  }
   for (const auto& d : r.metrics) {
-    const std::string detail = fmt::format("baseline {:.3f} {}, current {:.3f} {}, {}, p(Holm) {}", d.baseline_median,
-                                           d.unit, d.current_median, d.unit, Change(d), P(d.p_holm));
+    std::string detail = fmt::format("baseline {:.3f} {}, current {:.3f} {}, {}, p(Holm) {}", d.baseline_median, d.unit,
+                                     d.current_median, d.unit, Change(d), P(d.p_holm));
+    if (d.verdict == GateVerdict::kFail) detail += why;
     out << fmt::format("  <testcase classname=\"trainrx.gate\" name=\"{}\">\n", esc(d.name));
     if (d.verdict == GateVerdict::kFail) out << fmt::format("    <failure message=\"regression\">{}</failure>\n", esc(detail));
     else if (d.verdict == GateVerdict::kInconclusive) out << fmt::format("    <skipped message=\"inconclusive: {}\"/>\n", esc(detail));

@@ -9,6 +9,7 @@
 
 #include "html_assets.h"
 #include "trainrx/profiler/json_writer.h"
+#include "trainrx/reports/diff.h"
 #include "trainrx/reports/experiment.h"
 #include "trainrx/reports/gate.h"
 #include "trainrx/reports/html.h"
@@ -158,6 +159,9 @@ void WriteAbHtml(const experiments::AbReport& r, std::ostream& out) {
 }
 void WriteGateHtml(const experiments::GateReport& r, std::ostream& out) {
   WriteExperimentPage("gate", "trainrx gate", r, WriteGateJson, out);
+}
+void WriteDiffHtml(const analyzers::RunDiff& d, std::ostream& out) {
+  WriteExperimentPage("diff", "trainrx diff", d, WriteDiffJson, out);
 }
 
 }  // namespace trainrx::reports

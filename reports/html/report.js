@@ -745,6 +745,7 @@
     main.append(section('summary', 'Result', el('div', {class: 'verdict ' + r.verdict}, r.verdict === 'faster' ? 'B is faster' : r.verdict === 'slower' ? 'B is slower' : 'No significant difference'),
       el('p', null, `B takes ${num(ratio, 3)}× A's time [${num(1 / r.ci_high, 3)}, ${num(1 / r.ci_low, 3)}], p ${r.p_value < 0.001 ? '< 0.001' : num(r.p_value, 3)}; smallest detectable change ${num(100 * (r.detectable_speedup - 1), 1)}%.`),
       kv([['A', a.label], ['B', b.label]])));
+    const why = whySection(r.why); if (why) main.append(why);
     main.append(section('distributions', `Trials (${r.unit}; box: quartiles and median)`, stripPlot([
       {label: 'A', values: a.trial_ms, color: '#2458c6'}, {label: 'B', values: b.trial_ms, color: '#e07b00'}], r.unit)));
     const n = Math.min(a.trial_ms.length, b.trial_ms.length);
@@ -775,8 +776,62 @@
       ['change', m => 100 * (m.worse_ratio - 1), v => `${v >= 0 ? '+' : ''}${num(v, 1)}%`],
       ['95% CI', m => `[${num(100 * (m.ci_low - 1), 1)}%, ${num(100 * (m.ci_high - 1), 1)}%]`],
       ['p (Holm)', m => m.p_holm, v => num(v, 3)], ['detectable', m => 100 * (m.detectable_ratio - 1), v => num(v, 1) + '%']], ms, null)));
+    const why = whySection(r.why); if (why) main.append(why);
     if ((r.baseline_fingerprint || null)) main.append(section('fingerprint', 'Baseline fingerprint', kv(Object.entries(r.baseline_fingerprint).map(([k, v]) => [k, String(v)]))));
     const nt = notes(r.warnings); if (nt) main.append(nt);
+  }
+
+  // ---- the diff page (trainrx diff --format html), and the "why" under ab and gate ----
+  const DIFF_ROW_COLS = [['row', r => r.name], ['kind', r => r.kind], ['A per step', r => r.a_ns, fmtNs], ['B per step', r => r.b_ns, fmtNs],
+    ['adds', r => r.contribution_ns, v => (v >= 0 ? '+' : '') + fmtNs(v)], ['3 se', r => 3 * r.se_ns, fmtNs],
+    ['', r => [r.note, r.noise ? 'noise' : ''].filter(Boolean).join(', ')]];
+  // ab / gate check: the diff of one more traced run of each side, its ranked rows and settings.
+  function whySection(w) {
+    if (!w) return null;
+    const d = w.delta_mean_ns;
+    return section('why', 'Why (one more run of each side, recorded and compared)',
+      el('p', null, `Step: A ${fmtNs(w.a.mean_step_ns)}, B ${fmtNs(w.b.mean_step_ns)} in the mean (${d >= 0 ? '+' : ''}${fmtNs(d)}` +
+        `${w.within_noise ? ', within this traced run\'s noise' : ''}).`),
+      (w.ranked || []).length ? dataTable('why-ranked', DIFF_ROW_COLS, w.ranked, null) : el('p', null, 'No row beyond noise.'),
+      (w.config || []).length ? dataTable('why-config', [['setting', r => r.name], ['A', r => r.a], ['B', r => r.b]], w.config, null) : null);
+  }
+  function renderDiff(d, root) {
+    const main = header(root, 'trainrx diff', `A: ${d.a.label} · B: ${d.b.label}`);
+    const delta = d.delta_mean_ns, base = d.a.mean_step_ns;
+    main.append(section('summary', 'Verdict',
+      el('div', {class: 'verdict ' + (d.judged === false || d.within_noise ? 'noise' : delta > 0 ? 'slower' : 'faster'), id: 'diff-verdict'},
+        d.judged === false ? 'Not judged against noise' : d.within_noise ? 'Within noise' : delta > 0 ? 'B is slower' : 'B is faster'),
+      el('p', null, `B − A: ${delta >= 0 ? '+' : ''}${fmtNs(delta)} per step in the mean (${base > 0 ? num(100 * delta / base, 1) + '%' : '–'}), ` +
+        `${d.delta_median_ns >= 0 ? '+' : ''}${fmtNs(d.delta_median_ns)} in the median. The rows add up to the change in the mean; ` +
+        `the median differs from it by ${fmtNs(d.residual_ns)} (the residual). Per-step noise (standard error of the difference): ${fmtNs(d.noise_ns)}.`),
+      kv([['A', d.a.label], ['B', d.b.label], ['steps', `${d.a.steps} / ${d.b.steps}`],
+          ['all ops', `×${num(d.uniform_factor, 2)} (uniform speed change${d.uniform && d.uniform.noise ? ', within noise' : ''})`]])));
+    // Both sides' step breakdowns side by side: one stacked bar per side, and the change per phase.
+    const parts = side => PHASES.map(([k]) => (side.phases_ns || {})[k] || 0);
+    main.append(section('breakdown', 'Step breakdown, A and B side by side (mean per step)',
+      stackedBars([{label: 'A', parts: parts(d.a)}, {label: 'B', parts: parts(d.b)}], PHASES, {yLabel: 'per step'}),
+      el('div', {class: 'muted'}, 'Bar 1: A, bar 2: B.'),
+      dataTable('diff-phases', [['phase', p => p.name], ['A', p => p.a_ns, fmtNs], ['B', p => p.b_ns, fmtNs],
+        ['B − A', p => p.delta_ns, v => (v >= 0 ? '+' : '') + fmtNs(v)], ['noise', p => p.noise ? 'noise' : '']], d.phases || [], null)));
+    const rowCols = DIFF_ROW_COLS;
+    main.append(section('ranked', 'Why, ranked (what changed in the program beyond noise, then within noise, then other rows beyond noise)',
+      (d.ranked || []).length ? dataTable('diff-ranked', rowCols, d.ranked, null) : el('p', {id: 'diff-ranked-empty'}, 'No row beyond noise.')));
+    const ops = (d.ops || []).concat([d.uniform, d.outside].filter(Boolean));
+    if ((d.ops || []).length) main.append(section('ops', 'By operator (self time per step; "adds": beyond the uniform change)',
+      dataTable('diff-ops', [['operator', r => r.name], ['calls A', r => r.calls_a ?? '', v => v === '' ? '' : num(v, 1)],
+        ['calls B', r => r.calls_b ?? '', v => v === '' ? '' : num(v, 1)]].concat(rowCols.slice(2)), ops, null)));
+    if ((d.kernels || []).length) main.append(section('kernels', 'By GPU kernel (time per step)', dataTable('diff-kernels', rowCols, d.kernels, null)));
+    if ((d.shapes || []).length) main.append(section('shapes', 'Input shapes and dtypes that changed',
+      dataTable('diff-shapes', [['operator', r => r.name], ['A inputs', r => r.a_text || ''], ['B inputs', r => r.b_text || ''],
+        ['A per step', r => r.a_ns, fmtNs], ['B per step', r => r.b_ns, fmtNs]], d.shapes, null)));
+    if ((d.collectives || []).length) main.append(section('collectives', 'Per rank and collective (time per step of that rank)',
+      dataTable('diff-collectives', rowCols, d.collectives, null)));
+    main.append(section('config', 'Configuration', (d.config || []).length
+      ? dataTable('diff-config', [['setting', r => r.name], ['A', r => r.a], ['B', r => r.b]], d.config, null) : el('p', null, 'Nothing recorded differs.')));
+    main.append(section('findings', 'Findings', (d.findings || []).length
+      ? dataTable('diff-findings', [['finding', r => r.name], ['', r => r.note || ''], ['saving A', r => r.a_ns, fmtNs], ['saving B', r => r.b_ns, fmtNs],
+          ['title', r => r.b_text || r.a_text || '']], d.findings, null) : el('p', null, 'The same findings in both.')));
+    const nt = notes(d.notes); if (nt) main.append(nt);
   }
 
   // ---- entry ----
@@ -789,6 +844,7 @@
     else if (doc.kind === 'sweep') renderSweep(doc.report, root);
     else if (doc.kind === 'ab') renderAb(doc.report, root);
     else if (doc.kind === 'gate') renderGate(doc.report, root);
+    else if (doc.kind === 'diff') renderDiff(doc.report, root);
     else throw new Error('unknown report kind: ' + doc.kind);
   } catch (e) {
     errors.push(String((e && e.stack) || e));

@@ -1,6 +1,10 @@
-// DiffRuns (`trainrx diff`): rows that add up, names new and gone, settings and findings that differ.
+// DiffRuns (`trainrx diff`): rows that add up, names new and gone, settings and findings that differ,
+// the noise rule (A/A, a uniform speed change), changed input shapes, the rank and collective that changed.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
 
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/profiler/kineto_reader.h"
@@ -30,6 +34,76 @@ std::string Trace(int n, double mm_us, double extra_us, int anomaly) {
   return fmt::format(R"J({{"trainrx":{{"anomaly_mode":{},"cpu_count":2}},"traceEvents":[{}]}})J", anomaly, ev);
 }
 
+// A noisier step: `steps` steps of five ops whose times vary from step to step (a fixed
+// pseudo-random sequence per `seed`), all scaled by `scale`; aten::conv2d carries record_shapes
+// inputs with batch `batch`; `item_us` > 0 adds aten::item every step.
+struct Plan {
+  int steps = 16;
+  unsigned seed = 1;
+  double scale = 1;
+  double jitter = 0.2;  // each op's time varies by up to this share, step to step
+  int batch = 16;
+  double item_us = 0;
+  int threads = 0;  // > 0: the collector's block says intra_op_threads
+};
+
+std::string NoisyTrace(const Plan& p) {
+  unsigned x = p.seed * 2654435761u + 12345;
+  const auto rnd = [&]() {  // 0..1
+    x = x * 1664525u + 1013904223u;
+    return static_cast<double>(x >> 8) / static_cast<double>(1u << 24);
+  };
+  const std::pair<const char*, double> ops[] = {
+      {"aten::conv2d", 900}, {"aten::relu", 150}, {"aten::mm", 400}, {"aten::add_", 120}, {"aten::sum", 80}};
+  std::string ev;
+  double t = 0;
+  for (int i = 0; i < p.steps; ++i) {
+    std::string step;
+    double at = t + 5;
+    for (const auto& [name, us] : ops) {
+      const double dur = std::round(us * p.scale * (1 + p.jitter * (rnd() - 0.5)));
+      const std::string args =
+          std::string(name) == "aten::conv2d"
+              ? fmt::format(R"J(,"args":{{"Input Dims":[[{}, 3, 32, 32], [32, 3, 3, 3], []],"Input type":["float", "float", ""]}})J", p.batch)
+              : "";
+      step += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"{}","pid":1,"tid":1,"ts":{},"dur":{}{}}},)J", name, at, dur, args);
+      at += dur + 5;
+    }
+    if (p.item_us > 0) {
+      step += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::item","pid":1,"tid":1,"ts":{},"dur":{}}},)J", at, p.item_us);
+      at += p.item_us + 5;
+    }
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":{}}},)J", i, t,
+                      at - t + 5);
+    ev += step;
+    t = at + 10;
+  }
+  ev.pop_back();
+  const std::string block = p.threads > 0 ? fmt::format(R"J("trainrx":{{"intra_op_threads":{}}},)J", p.threads) : "";
+  return fmt::format(R"J({{{}"traceEvents":[{}]}})J", block, ev);
+}
+
+struct Side {
+  profiler::Trace trace;
+  Report report;
+};
+
+void Load(const std::string& doc, Side* s) {
+  const auto st = profiler::ReadTraceBuffer(doc, "t.json", 0, s->trace);
+  ASSERT_TRUE(st.ok) << st.error;
+  s->report = Analyze(s->trace);
+}
+
+// The invariant every diff keeps: phases add up to the change in the mean step; so do all ops'
+// contributions, the uniform row and the time in no op; the median is the mean plus the residual.
+void ExpectRowsAddUp(const RunDiff& d) {
+  double phases = 0;
+  for (const auto& r : d.phases) phases += r.delta();
+  EXPECT_NEAR(phases, d.delta_mean_ns, 1);
+  EXPECT_NEAR(d.ops_explained_ns + d.outside.delta(), d.delta_mean_ns, 1);
+  EXPECT_NEAR(d.delta_mean_ns + d.residual_ns, d.delta_median_ns, 1);
+}
+
 TEST(DiffTest, RowsAddUpAndNameWhatChanged) {
   profiler::Trace a, b;
   ASSERT_TRUE(profiler::ReadTraceBuffer(Trace(6, 500, 0, 0), "a.json", 0, a).ok);
@@ -38,14 +112,15 @@ TEST(DiffTest, RowsAddUpAndNameWhatChanged) {
   const RunDiff d = DiffRuns(a, ra, "a.json", b, rb, "b.json");
   EXPECT_EQ(d.a.steps, 6);
   EXPECT_NEAR(d.delta_mean_ns, 300'000, 1);
-  double phases = 0;
-  for (const auto& r : d.phases) phases += r.delta();
-  EXPECT_NEAR(phases, d.delta_mean_ns, 1);  // the phases partition a step
+  ExpectRowsAddUp(d);
   ASSERT_FALSE(d.ops.empty());
   EXPECT_EQ(d.ops.front().name, "aten::extra");
   EXPECT_EQ(d.ops.front().note, "new in B");
   EXPECT_NEAR(d.ops.front().delta(), 300'000, 1);
   EXPECT_NEAR(d.ops_explained_ns, 300'000, 1);
+  ASSERT_FALSE(d.ranked.empty());
+  EXPECT_EQ(d.ranked.front().name, "aten::extra");  // the cause, first
+  EXPECT_FALSE(d.within_noise);
   bool anomaly = false;
   for (const auto& r : d.config) anomaly = anomaly || (r.name == "config.anomaly_mode" && r.a_text == "0" && r.b_text == "1");
   EXPECT_TRUE(anomaly);
@@ -55,7 +130,221 @@ TEST(DiffTest, RowsAddUpAndNameWhatChanged) {
   EXPECT_EQ(same.delta_mean_ns, 0);
   EXPECT_TRUE(same.config.empty());
   EXPECT_TRUE(same.findings.empty());
+  EXPECT_TRUE(same.ranked.empty());
+  EXPECT_TRUE(same.within_noise);
   for (const auto& r : same.ops) EXPECT_EQ(r.delta(), 0);
+}
+
+TEST(DiffTest, AaPairIsWithinNoiseWithNoRankedRow) {
+  // Two recordings of one program: the same distribution, different step-to-step draws.
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    Side a, b;
+    Plan pa, pb;
+    pa.seed = seed;
+    pb.seed = seed + 1000;
+    Load(NoisyTrace(pa), &a);
+    Load(NoisyTrace(pb), &b);
+    const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
+    EXPECT_TRUE(d.within_noise) << "seed " << seed << ": " << (d.ranked.empty() ? "" : d.ranked.front().name);
+    EXPECT_TRUE(d.ranked.empty()) << "seed " << seed;
+    for (const auto& r : d.ops) EXPECT_TRUE(r.noise) << r.name;
+    ExpectRowsAddUp(d);
+  }
+}
+
+TEST(DiffTest, UniformSpeedChangeIsACauseOnlyBeyondTheBandAndWithASettingThatChanged) {
+  Side a, b, c, a2, c2;
+  Plan pa, pb, pc;
+  pb.seed = 7, pb.scale = 1.10;  // a busier machine: every op 10 % slower
+  pc.seed = 9, pc.scale = 1.60;  // 60 % slower
+  Load(NoisyTrace(pa), &a);
+  Load(NoisyTrace(pb), &b);
+  Load(NoisyTrace(pc), &c);
+  const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
+  EXPECT_NEAR(d.uniform_factor, 1.10, 0.04);
+  EXPECT_TRUE(d.uniform.noise);
+  EXPECT_TRUE(d.within_noise) << (d.ranked.empty() ? "" : d.ranked.front().name);
+  for (const auto& r : d.ops) EXPECT_TRUE(r.noise) << r.name;  // no op alone is slower beyond the uniform change
+  ExpectRowsAddUp(d);
+  // 60 % slower with nothing else different: what a busier machine looks like, not a cause.
+  const RunDiff e = DiffRuns(a.trace, a.report, "a", c.trace, c.report, "c");
+  EXPECT_NEAR(e.uniform_factor, 1.60, 0.06);
+  EXPECT_TRUE(e.uniform.noise);
+  EXPECT_TRUE(e.within_noise);
+  ExpectRowsAddUp(e);
+  // The same with the thread count changed: the uniform row is the cause.
+  pa.threads = 2, pc.threads = 1;
+  Load(NoisyTrace(pa), &a2);
+  Load(NoisyTrace(pc), &c2);
+  const RunDiff f = DiffRuns(a2.trace, a2.report, "a", c2.trace, c2.report, "c");
+  ASSERT_FALSE(f.ranked.empty());
+  EXPECT_EQ(f.ranked.front().kind, "uniform");
+  EXPECT_GT(f.ranked.front().contribution_ns, 0);
+  EXPECT_FALSE(f.within_noise);
+  ASSERT_EQ(f.config.size(), 1u);
+  EXPECT_EQ(f.config[0].name, "config.intra_op_threads");  // the block's value, read as the config counters are
+  ExpectRowsAddUp(f);
+}
+
+TEST(DiffTest, ANewOpInEveryStepIsACauseHoweverSmall) {
+  Side a, b;
+  Plan pa, pb;
+  pb.seed = 5, pb.item_us = 4;  // 4 us on a ~1.7 ms step: under the 5 % floor, but in every step of B only
+  Load(NoisyTrace(pa), &a);
+  Load(NoisyTrace(pb), &b);
+  const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
+  ASSERT_FALSE(d.ranked.empty());
+  EXPECT_EQ(d.ranked.front().name, "aten::item");
+  EXPECT_TRUE(d.ranked.front().structural);
+  EXPECT_FALSE(d.ranked.front().noise);
+  EXPECT_EQ(d.ranked.front().calls_b, 1);
+  ExpectRowsAddUp(d);
+}
+
+TEST(DiffTest, SmallerBatchIsExplainedByTheChangedInputShape) {
+  Side a, b;
+  Plan pa, pb;
+  pb.seed = 3, pb.batch = 8, pb.scale = 0.5;  // half the batch, half the work per op
+  Load(NoisyTrace(pa), &a);
+  Load(NoisyTrace(pb), &b);
+  const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
+  ASSERT_EQ(d.shapes.size(), 1u);
+  EXPECT_EQ(d.shapes[0].name, "aten::conv2d input 0 [16,3,32,32] -> [8,3,32,32]");
+  EXPECT_EQ(d.shapes[0].a_text, "[16,3,32,32] float, [32,3,3,3] float, []");
+  ASSERT_FALSE(d.ranked.empty());
+  EXPECT_EQ(d.ranked.front().kind, "shape");  // the uniform halving goes with the shapes that caused it
+  EXPECT_NE(d.ranked.front().name.find("[16,3,32,32] -> [8,3,32,32]"), std::string::npos) << d.ranked.front().name;
+  EXPECT_LT(d.ranked.front().contribution_ns, 0);
+  ExpectRowsAddUp(d);
+}
+
+TEST(DiffTest, DtypeChangeIsNamed) {
+  Side a, b;
+  Load(NoisyTrace(Plan()), &a);
+  std::string doc = NoisyTrace(Plan());
+  for (size_t at = 0; (at = doc.find(R"("Input type":["float")", at)) != std::string::npos;)
+    doc.replace(at, 21, R"("Input type":["c10::BFloat16")");
+  Load(doc, &b);
+  const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
+  ASSERT_EQ(d.shapes.size(), 1u);
+  EXPECT_EQ(d.shapes[0].name, "aten::conv2d input 0 float -> c10::BFloat16");
+}
+
+// Two GPU ranks, 8 steps of 10 ms: a compute kernel and an NCCL all-reduce per step; `slow_us`
+// stretches rank `slow_rank`'s all-reduce.
+std::string GpuRank(int rank, int slow_rank, int slow_us, unsigned seed) {
+  unsigned x = seed * 2654435761u + static_cast<unsigned>(rank);
+  const auto jitter = [&]() {
+    x = x * 1664525u + 1013904223u;
+    return static_cast<int>((x >> 8) % 200);
+  };
+  std::string ev;
+  int corr = 0;
+  for (int i = 0; i < 8; ++i) {
+    const int s = i * 12000;
+    const int compute = 4000 + jitter(), comm = 2000 + jitter() + (rank == slow_rank ? slow_us : 0);
+    ev += fmt::format(R"({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":11000}},)", i, s);
+    ev += fmt::format(R"({{"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":{},"dur":300}},)", s + 10);
+    ev += fmt::format(R"({{"ph":"X","cat":"kernel","name":"implicit_gemm","pid":0,"tid":7,"ts":{},"dur":{},"args":{{"device":0,"stream":7,"correlation":{}}}}},)",
+                      s + 400, compute, ++corr);
+    ev += fmt::format(R"({{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL","pid":0,"tid":20,"ts":{},"dur":{},"args":{{"device":0,"stream":20,"correlation":{}}}}},)",
+                      s + 4500, comm, ++corr);
+  }
+  ev.pop_back();
+  return fmt::format(R"({{"distributedInfo":{{"rank":{},"world_size":2,"backend":"nccl"}},"traceEvents":[{}]}})", rank, ev);
+}
+
+void LoadRanks(int slow_rank, int slow_us, unsigned seed, Side* s) {
+  for (int r = 0; r < 2; ++r) {
+    const auto st = profiler::ReadTraceBuffer(GpuRank(r, slow_rank, slow_us, seed), fmt::format("rank{}.json", r), r, s->trace);
+    ASSERT_TRUE(st.ok) << st.error;
+  }
+  s->trace.Finalize();
+  s->report = Analyze(s->trace);
+}
+
+TEST(DiffTest, MultiRankNamesTheRankAndTheCollective) {
+  Side a, b;
+  LoadRanks(-1, 0, 1, &a);
+  LoadRanks(1, 1500, 2, &b);  // rank 1's all-reduce 1.5 ms longer per step
+  const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
+  ASSERT_FALSE(d.collectives.empty());
+  EXPECT_EQ(d.collectives.front().rank, 1);
+  EXPECT_EQ(d.collectives.front().name, "rank 1: ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  EXPECT_NEAR(d.collectives.front().delta(), 1'500'000, 150'000);
+  // Ranked among the first two rows (beside dist.straggler, which names the rank it waited for).
+  ASSERT_GE(d.ranked.size(), 2u);
+  const DiffRow* coll = d.ranked[0].kind == "collective" ? &d.ranked[0] : &d.ranked[1];
+  EXPECT_EQ(coll->kind, "collective");
+  EXPECT_EQ(coll->rank, 1);
+  EXPECT_FALSE(coll->noise);
+  for (const auto& r : d.collectives) {
+    if (r.rank == 0) {
+      EXPECT_TRUE(r.noise) << r.name;  // rank 0's collective did not change
+    }
+  }
+  ExpectRowsAddUp(d);
+}
+
+// One rank's trace against another rank's (rank 0 of run A, rank 1 of run B): one rank compared,
+// not a collective gone from rank 0 and new on rank 1.
+TEST(DiffTest, OneRankAgainstAnotherRankIsComparedAsOne) {
+  Side a, b;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(GpuRank(0, -1, 0, 1), "rank0.json", 0, a.trace).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(GpuRank(1, 1, 1500, 2), "rank1.json", 1, b.trace).ok);
+  a.trace.Finalize();
+  b.trace.Finalize();
+  a.report = Analyze(a.trace);
+  b.report = Analyze(b.trace);
+  const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
+  ASSERT_EQ(d.collectives.size(), 1u);
+  EXPECT_EQ(d.collectives[0].name, "rank 0 (B: rank 1): ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  EXPECT_EQ(d.collectives[0].note, "");
+  EXPECT_NEAR(d.collectives[0].delta(), 1'500'000, 150'000);
+}
+
+// Without steps nothing can be judged against noise: said, and no row called noise.
+TEST(DiffTest, WithoutStepsNothingIsJudged) {
+  Side a, b;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":50}]})",
+                                        "a.json", 0, a.trace)
+                  .ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":90}]})",
+                                        "b.json", 0, b.trace)
+                  .ok);
+  a.report = Analyze(a.trace);
+  b.report = Analyze(b.trace);
+  const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
+  EXPECT_FALSE(d.judged);
+  ASSERT_FALSE(d.ops.empty());
+  EXPECT_FALSE(d.ops.front().noise);
+  EXPECT_NEAR(d.ops.front().delta(), 40'000, 1);  // totals over the trace
+  ASSERT_FALSE(d.notes.empty());
+  EXPECT_NE(d.notes.front().find("no steps"), std::string::npos) << d.notes.front();
+}
+
+// A public pair: HTA's trace_compare test data (tests/fixtures/hta_trace_compare, README there).
+// HTA's tests/test_trace_diff.py asserts ops_diff added = AddmmBackward0, All2All_Pooled_Req,
+// CatBackward0 and deleted = nccl:all_reduce (a user annotation, which the diff does not compare as
+// an op). The same three are the diff's ops new in B; in one of the two steps only, they are not
+// structural, and with two steps nothing is beyond noise.
+TEST(DiffTest, HtaTraceComparePairNamesTheOpsHtaFindsAdded) {
+  const std::string dir = std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/hta_trace_compare/";
+  Side a, b;
+  ASSERT_TRUE(profiler::ReadTraces({dir + "base.json.gz"}, a.trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({dir + "test.json.gz"}, b.trace).ok);
+  a.report = Analyze(a.trace);
+  b.report = Analyze(b.trace);
+  const RunDiff d = DiffRuns(a.trace, a.report, "base", b.trace, b.report, "test", 100);
+  std::set<std::string> added, gone;
+  for (const auto& r : d.ops) {
+    if (r.note == "new in B") added.insert(r.name);
+    if (r.note == "gone from B") gone.insert(r.name);
+  }
+  EXPECT_EQ(added, (std::set<std::string>{"AddmmBackward0", "All2All_Pooled_Req", "CatBackward0"}));
+  EXPECT_TRUE(gone.empty());
+  EXPECT_TRUE(d.within_noise);
+  ExpectRowsAddUp(d);
 }
 
 }  // namespace

@@ -138,6 +138,30 @@ def main():
         expect(n == len(r["metrics"]), f"gate table: {n} rows, JSON has {len(r['metrics'])}")
         verdict = dom.text_by_id.get("gate-verdict", "").strip()
         expect(verdict == r["verdict"], f"verdict drawn '{verdict}', JSON '{r['verdict']}'")
+    elif kind == "diff":
+        if len(sys.argv) > 3:
+            expected = json.load(open(sys.argv[3]))
+            expect(expected == r, "the embedded document differs from the same diff's --format json")
+        for key, table in (("ranked", "diff-ranked"), ("phases", "diff-phases"), ("shapes", "diff-shapes"),
+                           ("collectives", "diff-collectives"), ("config", "diff-config"), ("findings", "diff-findings")):
+            if not r[key]:
+                continue
+            n = dom.count("tr", "row", inside=table)
+            drawn[table] = n
+            expect(n == len(r[key]), f"{table}: {n} rows, JSON has {len(r[key])}")
+        if not r["ranked"]:
+            expect(dom.find(id="diff-ranked-empty") is not None, "no ranked row and no 'No row beyond noise'")
+        drawn["side-by-side bars"] = dom.count("g", "bar-step")
+        expect(drawn["side-by-side bars"] == 2, f"{drawn['side-by-side bars']} step-breakdown bars, expected A and B")
+        verdict = dom.text_by_id.get("diff-verdict", "").strip()
+        want = ("Not judged against noise" if r.get("judged") is False else "Within noise" if r["within_noise"]
+                else "B is slower" if r["delta_mean_ns"] > 0 else "B is faster")
+        expect(verdict == want, f"verdict drawn '{verdict}', JSON says '{want}'")
+    if kind in ("ab", "gate") and r.get("why"):  # the explanation under the verdict (issue 37)
+        w = r["why"]
+        n = dom.count("tr", "row", inside="why-ranked")
+        drawn["why rows"] = n
+        expect(n == len(w["ranked"]), f"why: {n} ranked rows, JSON has {len(w['ranked'])}")
     print(f"  {page_path.split('/')[-1]}: {kind}, drawn {drawn}")
     for b in bad:
         print(f"  FAIL {page_path}: {b}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The HTML report in a real browser: headless Chromium opens each kind of page (analysis of the
 # sample, of real HTA traces, of a two-rank set and of a trace with hostile names; fix, sweep, ab
-# and gate pages from real runs), runs its script, and tests/e2e/html_check.py compares what was
+# and gate pages from real runs; a diff page), runs its script, and tests/e2e/html_check.py compares what was
 # drawn with the document embedded in the page (and with the same run's --format json): no script
 # error, as many finding cards and table rows as the JSON has, a timeline with drawn events, only
 # the page's own scripts. A screenshot of each page is kept in ARTIFACTS (default
@@ -78,6 +78,14 @@ if [ -f "$W/ranks/rank1.json" ]; then
   "$TRAINRX" analyze "$W/ranks" --format html -o "$W/ranks.html" && "$TRAINRX" analyze "$W/ranks" --format json -o "$W/ranks.json" || bad "analyze ranks"
   check two_ranks "$W/ranks.html" "$W/ranks.json"
   grep -q '"ranks_shown":\[0,1\]' "$W/ranks.html" && ok "the straggling rank 1 is on the timeline beside rank 0" || bad "ranks shown: $(grep -o '"ranks_shown":[^]]*]' "$W/ranks.html")"
+fi
+
+# 2b. The diff page (trainrx diff --format html): rank 0 against its 30 % stretched copy, both sides'
+#     breakdowns side by side, the ranked rows and every table as many rows as the diff's JSON.
+if [ -f "$W/ranks/rank1.json" ]; then
+  "$TRAINRX" diff "$W/ranks/rank0.json" "$W/ranks/rank1.json" --format html -o "$W/diff.html" \
+    && "$TRAINRX" diff "$W/ranks/rank0.json" "$W/ranks/rank1.json" --format json -o "$W/diff.json" || bad "diff --format html"
+  check diff "$W/diff.html" "$W/diff.json"
 fi
 
 # 3. Hostile names: markup, quotes, ampersands, control characters. They must show as text.

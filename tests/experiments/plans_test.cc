@@ -552,6 +552,11 @@ TEST(AbTest, ASignificantDifferenceIsExplainedByADiffOfTracedRuns) {
   std::ostringstream text;
   reports::WriteAbText(r, text);
   EXPECT_NE(text.str().find("why ("), std::string::npos) << text.str();
+  // The diff's top ranked row, under the verdict: the op new in B, with its calls per step.
+  ASSERT_FALSE(r.why.ranked.empty());
+  EXPECT_EQ(r.why.ranked.front().name, "aten::extra");
+  EXPECT_NE(text.str().find("op aten::extra: +0.500 ms per step (new in B, 0 -> 1 calls per step"), std::string::npos)
+      << text.str();
   // No difference: not traced unless asked.
   TracingLauncher same;
   same.process_noise = 0.01;

@@ -30,6 +30,9 @@ them to compare with torch.profiler's TorchTidy matcher, torch/profiler/_pattern
   --empty-cache      torch.cuda.empty_cache() after every optimizer step (a no-op on CPU, still called)
   --loop-index       per-sample brightness jitter in a Python loop (x[i].mul_(g)) instead of one
                      broadcast multiply
+  --loader-sync      the DataLoader's collate checks every batch for NaN/inf with
+                     torch.isfinite(x).all().item(): a host-device sync in the loader (on a GPU
+                     batch; on CPU the same three ops every step)
 Profiling with torch.profiler (off by default; the output is the same with and without it):
   --torch-profiler DIR            torch.profiler.profile(CPU, record_shapes, with_stack,
                                   profile_memory) around the training loop, prof.step() once per
@@ -77,6 +80,15 @@ class Images(Dataset):
         return x, self.y[i]
 
 
+def checked_collate(samples):
+    """--loader-sync: the default collate, then a NaN/inf check of the batch that reads a bool
+    back to the host (.item()): on a GPU batch a device sync in every step's loading."""
+    x, y = torch.utils.data.default_collate(samples)
+    if not torch.isfinite(x).all().item():
+        raise ValueError("non-finite input batch")
+    return x, y
+
+
 def make_model(bias):
     return nn.Sequential(
         nn.Conv2d(3, 32, 3, padding=1, bias=bias), nn.BatchNorm2d(32), nn.ReLU(),
@@ -106,6 +118,7 @@ def main():
     p.add_argument("--extra-copy", action="store_true")
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--loop-index", action="store_true")
+    p.add_argument("--loader-sync", action="store_true")
     p.add_argument("--torch-profiler", default="")
     p.add_argument("--torch-profiler-schedule", default="")
     p.add_argument("--torch-profiler-mode", choices=["full", "shapes", "plain"], default="full")
@@ -126,7 +139,8 @@ def main():
         torch.autograd.set_detect_anomaly(True)
 
     batch = a.batch
-    train = DataLoader(Images(batch * a.steps, a.costly_data), batch_size=batch, num_workers=a.workers)
+    train = DataLoader(Images(batch * a.steps, a.costly_data), batch_size=batch, num_workers=a.workers,
+                       collate_fn=checked_collate if a.loader_sync else None)
     val = DataLoader(Images(batch * 3, False), batch_size=batch)
     model = make_model(a.conv_bias)
     foreach = {"foreach": False} if a.no_foreach else {"foreach": True} if a.foreach else {}

@@ -313,6 +313,23 @@ TEST(EscapingTest, HostileNamesInJsonMarkdownAndXml) {
   EXPECT_EQ(x.find('\x01'), std::string::npos);
   EXPECT_EQ(x.find('\xff'), std::string::npos);
   EXPECT_NE(x.find("&lt;script&gt;"), std::string::npos);
+  // Issue 37: a fail with its explanation carries the diff's top row in the failure's text, escaped.
+  gate.explained = true;
+  analyzers::DiffRow top;
+  top.kind = "op";
+  top.name = kHostile;
+  top.note = "new in B";
+  top.b = top.contribution_ns = 1.5e6;
+  gate.why.ranked = {top};
+  std::ostringstream explained;
+  WriteGateJunit(gate, explained);
+  const std::string xe = explained.str();
+  const size_t failure = xe.find("<failure"), failure_end = xe.find("</failure>");
+  ASSERT_NE(failure_end, std::string::npos) << xe;
+  const std::string body = xe.substr(failure, failure_end - failure);
+  EXPECT_NE(body.find("why (one more run of each side"), std::string::npos) << body;
+  EXPECT_NE(body.find("+1.500 ms per step (new in B"), std::string::npos) << body;
+  EXPECT_EQ(xe.find("<script>"), std::string::npos) << xe;
 
   // HTML: the names travel inside the embedded JSON document, which no name can close.
   const auto check_page = [&](const std::string& page, const char* what) {

@@ -59,7 +59,7 @@ Comparison Compare(const std::vector<double>& a, const std::vector<double>& b, c
 Comparison ComparePaired(const std::vector<double>& log_ratios, const CompareOptions& options = {});
 double SignedRankP(const std::vector<double>& d);
 
-// Two-sided Mann-Whitney U p-value.
+// Two-sided Mann-Whitney U p-value (analyzers::MannWhitneyP: the one implementation).
 double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b);
 
 // 95 % bootstrap percentile interval of one sample's median.

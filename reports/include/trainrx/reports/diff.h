@@ -13,7 +13,7 @@ namespace trainrx::reports {
 inline constexpr const char* kDiffSchema = "trainrx.diff/1";
 void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool markdown = false);
 void WriteDiffJson(const analyzers::RunDiff& d, std::ostream& out);
-// The diff in `format`: json, md, else text.
+// The diff in `format`: json, md, html, else text.
 void WriteDiff(const std::string& format, const analyzers::RunDiff& d, std::ostream& out);
 // The few rows that say why, for `ab` and `gate check` under their verdict: the step change, the
 // phases and operators that moved most, settings and findings that differ.

@@ -6,7 +6,8 @@
 // summary with data-loss first, the findings as cards, per-step phase bars (lines per rank on
 // multi-rank traces), the operator and kernel tables, and the timeline with a link from each
 // finding. Experiment pages draw fix (forest plot), sweep (heat table, line plot), ab (strip plots,
-// paired differences) and gate (verdict, change per metric against the tolerance band).
+// paired differences) and gate (verdict, change per metric against the tolerance band). Diff pages
+// draw both sides' phases side by side and the ranked rows.
 //
 // Safety: the document is embedded as JSON inside <script type="application/json"> with < > &
 // written as \u escapes, so no string from a trace or a command line can close the element; the
@@ -16,6 +17,7 @@
 #include <ostream>
 #include <string_view>
 
+#include "trainrx/analyzers/diff.h"
 #include "trainrx/analyzers/timeline.h"
 #include "trainrx/experiments/gate.h"
 #include "trainrx/experiments/results.h"
@@ -32,6 +34,9 @@ void WriteFixHtml(const experiments::FixReport& r, std::ostream& out);
 void WriteSweepHtml(const experiments::SweepReport& r, std::ostream& out);
 void WriteAbHtml(const experiments::AbReport& r, std::ostream& out);
 void WriteGateHtml(const experiments::GateReport& r, std::ostream& out);
+// `trainrx diff --format html`: both sides' step breakdowns side by side, the verdict, the ranked
+// rows and every table of the text rendering (the document is the --format json one).
+void WriteDiffHtml(const analyzers::RunDiff& d, std::ostream& out);
 
 // A JSON text made safe inside <script type="application/json">: '<', '>' and '&' (which valid
 // JSON holds only inside strings) become \u003c, \u003e, \u0026. JSON.parse reads the same value.
