@@ -69,7 +69,9 @@ def main():
     modes = {"plain": ([], {}), "record": (["record"], flush), "record, no journal": (["record"], {"TRAINRX_FLUSH_SECONDS": "0"}),
              "torch.profiler": (["tp"], {}),
              # issue 36: memory recorded both ways (our heap samples are always on in record)
-             "torch.profiler, profile_memory": (["tp", "memory"], {})}
+             "torch.profiler, profile_memory": (["tp", "memory"], {}),
+             # record --memory-events: every CPU allocation and free, as profile_memory records them
+             "record, memory events": (["record"], dict(flush, TRAINRX_MEMORY_EVENTS="1"))}
     if a.before:
         modes["before: record"] = (["record", a.before], flush)
         modes["before: record, no journal"] = (["record", a.before], {"TRAINRX_FLUSH_SECONDS": "0"})
@@ -142,6 +144,9 @@ def report(runs, journal, modes, shapes, rounds, out):
         for rec in [m for m in ("record", "before: record") if m in added]:
             for den in [d for d in ("torch.profiler", "torch.profiler, profile_memory") if d in added]:
                 emit(f"- {rec} / {den} added time: {ratio(rec, den)} (goal <= 0.50)")
+        if "record, memory events" in added and "torch.profiler, profile_memory" in added:
+            emit(f"- record, memory events / torch.profiler, profile_memory added time: "
+                 f"{ratio('record, memory events', 'torch.profiler, profile_memory')}")
         for rec in [m for m in ("record", "before: record") if m in added and m + ", no journal" in added]:
             nj = rec + ", no journal"
             xs = [(1 + x) / (1 + y) - 1 for x, y in zip(added[rec], added[nj])]
