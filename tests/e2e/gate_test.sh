@@ -46,7 +46,7 @@ grep -q '| median step time | pass |' "$W/g.md" && ok "markdown table" || bad "m
 "$TRAINRX" gate check --baseline "$W/a.json" --current "$W/slow.json" --format json > "$W/g.json"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["verdict"]=="fail" and r["metrics"][0]["worse_ratio"]>1.15' "$W/g.json" && ok "json" || bad "json"
 
-# With the workloads: record a baseline, check an in-process 50 % slowdown, --strict.
+# With the workloads: record a baseline, check an in-process slowdown, --strict.
 [ -x "$(dirname "$TRAINRX")/trainrx-workload" ] || { echo "skip: no workloads"; exit $fail; }
 SPEC=(cnn steps=10 warmup=1 eval_every=0)
 expect_rc 0 "record-baseline" "$TRAINRX" gate record-baseline -o "$W/base.json" --trials 4 -- "${SPEC[@]}"
@@ -64,7 +64,9 @@ grep -q "the built-in workload \`cnn steps=10 warmup=1 eval_every=0\`" "$W/err" 
   && ok "names both jobs" || bad "different-job message: $(cat "$W/err")"
 [ ! -e "$W/check_ran" ] && ok "refused before any trial ran" || bad "a trial ran before the same-job check"
 expect_rc 2 "other knobs without --same-job" "$TRAINRX" gate check --baseline "$W/base.json" --trials 4 -- "${SPEC[@]}" slowdown=30000
-expect_rc 1 "50% slowdown fails (in-process)" "$TRAINRX" gate check --baseline "$W/base.json" --trials 4 --same-job -- "${SPEC[@]}" slowdown=30000
+# 150 ms a step: over 100 % of a quiet step, still ~35 % at load average 10 (30 ms was 7 % of a
+# 400 ms step there: inconclusive, exit 3; issue 34.12).
+expect_rc 1 "large slowdown fails (in-process)" "$TRAINRX" gate check --baseline "$W/base.json" --trials 4 --same-job -- "${SPEC[@]}" slowdown=150000
 grep -q "in-process" "$W/out" && ok "in-process mode named" || bad "mode: $(cat "$W/out")"
 sed -i 's/"cpus": "[0-9]*"/"cpus": "999"/' "$W/base.json"
 expect_rc 2 "--strict fingerprint mismatch" "$TRAINRX" gate check --baseline "$W/base.json" --strict -- "${SPEC[@]}"
