@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include "trainrx/experiments/plans.h"
+#include "trainrx/analyzers/catalog.h"
 #include "trainrx/profiler/json_writer.h"
 #include "trainrx/reports/report.h"
 
@@ -490,13 +490,10 @@ void WriteFindings(const analyzers::Report& report, Sink& sink) {
     for (size_t i = 0; i < f.examples.size() && i < 5; ++i) sink.Bullet(f.examples[i]);
     sink.Line("fix (Python): " + f.fix_python);
     sink.Line("fix (C++):    " + f.fix_cpp);
-    for (const auto& x : experiments::OutsideFixes()) {
-      if (f.id != x.finding) continue;
+    if (const auto* entry = analyzers::FindCatalogEntry(f.id); entry && *entry->outside_token)
       sink.Line(fmt::format("measure it on your unmodified script: trainrx fix --cmd \"python3 train.py ...\" "
                             "(applies {} from outside)",
-                            x.token));
-      break;
-    }
+                            entry->outside_token));
     if (!f.knob.empty()) sink.Line("workload knob: " + f.knob);
   }
 }
