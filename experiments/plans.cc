@@ -44,7 +44,7 @@ class CommandTrials {
       return true;
     }
     if (seen_ && c.unit != *unit_) {
-      *error = fmt::format("`{}` was timed in {} but an earlier run in {}: every run must write steps (torch.profiler's "
+      *error = fmt::format("`{}`: timed in {} but an earlier run in {}: every run must write steps (torch.profiler's "
                            "ProfilerStep, optimizer steps, trainrx step markers) or none",
                            command, c.unit, *unit_);
       return false;
@@ -313,13 +313,13 @@ using Axes = std::vector<std::pair<std::string, std::vector<std::string>>>;
 bool ParseGrids(const std::vector<std::string>& grids, const std::function<bool(const std::string&, const std::string&, std::string*)>& check,
                 Axes* axes, std::string* error) {
   if (grids.empty()) {
-    *error = "sweep needs at least one --grid knob=v1,v2,...";
+    *error = "sweep: expected at least one --grid knob=v1,v2,...";
     return false;
   }
   for (const auto& g : grids) {
     const size_t eq = g.find('=');
     if (eq == std::string::npos || eq == 0) {
-      *error = fmt::format("--grid expects knob=v1,v2,..., got '{}'", g);
+      *error = fmt::format("--grid {}: expected knob=v1,v2,...", g);
       return false;
     }
     std::vector<std::string> values;
@@ -378,7 +378,7 @@ bool SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std:
                 const std::function<bool(size_t cell, TrialResult*, std::string*)>& trial, bool by_time, Progress& progress,
                 SweepReport* report, std::string* error) {
   if (o.trials < 2) {
-    *error = "--trials must be at least 2 for a sweep (4 or more to name a significantly best cell)";
+    *error = "--trials: must be at least 2 for a sweep (4 or more to name a significantly best cell)";
     return false;
   }
   report->trials = o.trials;
