@@ -18,9 +18,7 @@ std::optional<double> ConfigNumber(const Trace& trace, const char* key) {
   for (const auto& r : trace.ranks) {
     auto it = r.config.find(key);
     if (it == r.config.end()) continue;
-    char* end = nullptr;
-    const double v = std::strtod(it->second.c_str(), &end);
-    if (end != it->second.c_str()) return v;
+    if (const auto v = it->second.AsNumber()) return v;
   }
   return std::nullopt;
 }

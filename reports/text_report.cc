@@ -238,7 +238,7 @@ void WriteInputs(const profiler::Trace& trace, const analyzers::Report& report, 
   // Who recorded it, when not our probe (trainrx record's torch.profiler fallback says so).
   for (const auto& r : trace.ranks)
     if (const auto it = r.config.find("recorder"); it != r.config.end()) {
-      sink.Bullet("note: recorded by " + profiler::JsonWriter::Unquote(it->second).value_or(it->second));
+      sink.Bullet("note: recorded by " + it->second.Text());
       break;
     }
   for (const auto& e : stats.entries) {
