@@ -48,7 +48,7 @@ int64_t SpreadOf(const std::vector<int64_t>& v, int64_t center) {
 
 std::string HostOf(const profiler::RankInfo& info) {
   auto it = info.config.find("hostname");
-  return it == info.config.end() ? "" : it->second;  // JSON text: compared as it is
+  return it == info.config.end() ? "" : it->second.json();  // JSON text: compared as it is
 }
 
 std::string Us(int64_t ns) { return fmt::format("{:.1f} µs", static_cast<double>(ns) / 1e3); }

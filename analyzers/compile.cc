@@ -136,36 +136,26 @@ CompileSummary Summarize(const AnalysisContext& ctx, int32_t rank) {
   return c;
 }
 
-// The fix for the commonest graph breaks, by dynamo's reason.
-std::string BreakFix(std::string_view reason) {
+// compile.graph_break's fix (catalog variant) for the commonest graph breaks, by dynamo's reason.
+const char* BreakFix(std::string_view reason) {
   if (reason.find("item()") != std::string_view::npos || reason.find("capture_scalar_outputs") != std::string_view::npos)
-    return "A tensor's value read in Python (.item(), float(t), a branch on it) ends the graph: keep the value a tensor "
-           "(torch.where instead of if), or set torch._dynamo.config.capture_scalar_outputs = True so .item() stays "
-           "in the graph.";
+    return "scalar";
   if (reason.find("print") != std::string_view::npos || reason.find("builtin operator") != std::string_view::npos ||
       reason.find("logging") != std::string_view::npos)
-    return "Logging inside forward (print, logger calls, a tensor's shape as text) ends the graph: log outside the "
-           "compiled function, or list the function in torch._dynamo.config.reorderable_logging_functions.";
+    return "logging";
   if (reason.find("data-dependent") != std::string_view::npos || reason.find("Data-dependent") != std::string_view::npos ||
       reason.find("jump") != std::string_view::npos)
-    return "Control flow on a tensor's value ends the graph: torch.cond (both branches traced) or torch.where.";
-  return "See the reason above, and torch._dynamo.explain(model)(inputs) for every break; the common ones are listed "
-         "at the link in the reason.";
+    return "control_flow";
+  return "other";
 }
 
-// The fix for a recompile, by the guard that failed.
-std::string RecompileFix(std::string_view guard) {
+// compile.recompiles' fix (catalog variant), by the guard that failed.
+const char* RecompileFix(std::string_view guard) {
   if (guard.find("size") != std::string_view::npos || guard.find("stride") != std::string_view::npos ||
       guard.find("dim") != std::string_view::npos)
-    return "Shapes that change (batch or sequence length) recompile: torch.compile(dynamic=True), "
-           "torch._dynamo.mark_dynamic(x, 0) on the varying dimension, or pad to a few fixed lengths.";
-  if (guard.find("___stack") != std::string_view::npos)
-    return "A Python number read from a tensor (.item()) is a constant to the compiled code: every new value "
-           "recompiles. Keep it a tensor, or set torch._dynamo.config.capture_scalar_outputs = True.";
-  return "A Python value the compiled code reads (a module attribute, a global, an argument that is a Python int or "
-         "float) changes from call to call, and the guard on its value fails: pass it as a tensor, keep it constant, "
-         "or mark it dynamic (torch._dynamo.mark_dynamic, or torch.compile(dynamic=True) for scalars). After "
-         "torch._dynamo.config.recompile_limit compiles the function runs eagerly.";
+    return "shapes";
+  if (guard.find("___stack") != std::string_view::npos) return "scalar";
+  return "value";
 }
 
 void FlagGraphBreaks(const AnalysisContext& ctx, const CompileSummary& c, Report& out) {
@@ -195,13 +185,13 @@ void FlagGraphBreaks(const AnalysisContext& ctx, const CompileSummary& c, Report
                           c.regions_per_step, breaks, breaks == 1 ? "" : "s", first.where,
                           first.reason.substr(0, std::min<size_t>(first.reason.size(), 90)));
     for (const CompileSite& s : c.graph_breaks) f.examples.push_back(fmt::format("{}: {}", s.where, s.reason));
-    f.fix_python = BreakFix(first.reason);
+    SetFix(f, BreakFix(first.reason));
   } else {
     f.confidence = Confidence::kMedium;
     f.title = fmt::format("Each step runs {:.0f} compiled regions with eager Python between them: graph breaks, or several "
                           "compiled functions (trainrx record names each break and its line)",
                           c.regions_per_step);
-    f.fix_python = BreakFix("");
+    SetFix(f, BreakFix(""));
   }
   f.evidence = {{"regions_per_step", c.regions_per_step},
                 {"regions_per_call", c.regions_per_call},
@@ -210,7 +200,6 @@ void FlagGraphBreaks(const AnalysisContext& ctx, const CompileSummary& c, Report
                 {"graph_breaks", breaks}};
   SetSaving(f, basis, c.eager_between_ns, c.eager_between_ns, "eager time between the compiled regions of a step");
   f.severity = std::max(SeverityForSaving(f), Severity::kLow);
-  f.fix_cpp = "Not applicable (torch.compile is Python).";
   out.findings.push_back(std::move(f));
 }
 
@@ -223,7 +212,6 @@ Finding RecompileFinding(const CompileSummary& c, const StepBasis& basis, Confid
   f.confidence = confidence;
   const double cost = basis.Per(static_cast<double>(c.compile_in_steps_ns));
   SetSaving(f, basis, cost, cost, "compile time inside the steady steps");
-  f.fix_cpp = "Not applicable (torch.compile is Python).";
   return f;
 }
 
@@ -242,7 +230,8 @@ void FlagRecompilesFromSpans(const AnalysisContext& ctx, const CompileSummary& c
   f.evidence = {{"compilations", c.compiles}, {"compilations_in_steady_steps", c.recompiles_in_steps},
                 {"compile_time_in_steady_steps_ns", c.compile_in_steps_ns}};
   f.severity = std::max(SeverityForSaving(f), Severity::kLow);
-  f.fix_python = "TORCH_LOGS=recompiles python train.py prints each guard that failed; " + RecompileFix("");
+  SetFix(f, "value");
+  f.fix_python = FormatFix(f.id, "guard_unknown").python + f.fix_python;
   out.findings.push_back(std::move(f));
 }
 
@@ -271,7 +260,7 @@ void FlagRecompiles(const AnalysisContext& ctx, const CompileSummary& c, Report&
                 {"compile_time_ns", c.compile_ns},
                 {"compile_time_in_steady_steps_ns", c.compile_in_steps_ns}};
   f.severity = std::max(SeverityForSaving(f), worst->count >= 8 ? Severity::kMedium : Severity::kLow);
-  f.fix_python = RecompileFix(worst->reason);
+  SetFix(f, RecompileFix(worst->reason));
   out.findings.push_back(std::move(f));
 }
 
@@ -306,13 +295,7 @@ void FlagCompileTime(const AnalysisContext& ctx, const CompileSummary& c, Report
   f.evidence = {{"compile_time_ns", c.compile_ns}, {"compilations", c.compiles}, {"recorded_ns", hi - lo},
                 {"median_step_ns", ctx.steps.median_wall_ns}};
   f.saving_bound = "not from one run: compiling pays back only when the job's steps times the time each saves exceed it";
-  f.fix_python = fmt::format(
-      "Compare eager and compiled steady steps before counting on it: trainrx ab --cmd \"python train.py\" "
-      "\"TRAINRX_FIX=compile_off python train.py\" (the second runs the model eagerly, no code change); compile pays "
-      "back after compile time / (eager step - compiled step) steps. Recompiles (compile.recompiles) add to it; "
-      "PyTorch's compile caches (FX graph and autotune caches, on by default in recent versions) shorten the next run "
-      "on the same machine.");
-  f.fix_cpp = "Not applicable (torch.compile is Python).";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 
@@ -364,15 +347,7 @@ void FlagCompileForLaunches(const AnalysisContext& ctx, Report& report) {
                          "(fewer launches)";
     f.evidence = {{"launch_bound", g.title}};
     f.saving_bound = "not estimated: measure it (see the fix); up to gpu.launch_bound's saving";
-    f.fix_python = compiled
-                       ? "Measure it without editing the script: trainrx ab --cmd --a \"python train.py\" --b "
-                         "\"TRAINRX_FIX=compile_mode=reduce-overhead python train.py\". CUDA graphs need static shapes and "
-                         "no CPU sync inside the step; inductor says why it skipped them (TORCH_LOGS=perf_hints)."
-                       : "model = torch.compile(model) (mode=\"reduce-overhead\" for CUDA graphs), then measure: the first "
-                         "steps compile (compile.time), the steady step is what counts: trainrx ab --cmd compares the two "
-                         "scripts' steady steps.";
-    f.fix_cpp = "LibTorch has no torch.compile: fewer, larger ops (fused kernels, a larger batch) or CUDA graphs "
-                "(at::cuda::CUDAGraph).";
+    SetFix(f);
     found.push_back(std::move(f));
   }
   std::move(found.begin(), found.end(), std::back_inserter(report.findings));

@@ -97,10 +97,6 @@ std::string StepShareText(double pct, int64_t steps, const char* without) {
   return steps > 0 ? fmt::format("{:.0f}% of steps", pct) : std::string(without);
 }
 
-const char* kAnomalyFixPython =
-    "Remove torch.autograd.set_detect_anomaly(True) / detect_anomaly() from training runs; enable it only while hunting a NaN";
-const char* kAnomalyFixCpp = "Remove torch::autograd::AnomalyMode::set_enabled(true) / DetectAnomalyGuard from the training loop";
-
 // debug.anomaly_detection on a trace without our config: from the NaN checks themselves.
 void AnomalyFromOps(const AnalysisContext& ctx, int32_t rank, const RankFacts& facts, Report& out) {
   if (facts.anomaly_checks == 0) return;
@@ -127,9 +123,7 @@ void AnomalyFromOps(const AnalysisContext& ctx, int32_t rank, const RankFacts& f
   f.evidence.push_back({"method", std::string("aten::isnan inside autograd::engine::evaluate_function (no config snapshot in this trace)")});
   SetSaving(f, basis, basis.Per(facts.anomaly_check_ns), basis.Per(facts.anomaly_check_ns), "NaN-check time");
   f.examples.push_back("lower bound: NaN checks seen in backward; the stack capture per forward node is extra");
-  f.fix_python = kAnomalyFixPython;
-  f.fix_cpp = kAnomalyFixCpp;
-  f.knob = "anomaly=0";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 
@@ -169,9 +163,7 @@ void RuleAnomaly(const ConfigRank& r, Report& out) {
   // LibTorch CNN step on these machines anomaly mode cost 5.8x (DESIGN.md).
   SetSaving(f, basis, basis.Per(facts.anomaly_check_ns), basis.Per(facts.anomaly_check_ns), "NaN-check time");
   f.examples.push_back("lower bound: NaN checks seen in backward; the stack capture per forward node is extra");
-  f.fix_python = kAnomalyFixPython;
-  f.fix_cpp = kAnomalyFixCpp;
-  f.knob = "anomaly=0";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 
@@ -195,10 +187,7 @@ void RuleOtherProfiler(const ConfigRank& r, Report& out) {
   SetSaving(f, basis, ops_per_step * 1054.0 * on_share, basis.mean_step_ns() * on_share,
             "time of the steps profiled");
   if (basis.has_steps()) f.examples.push_back("estimate: ops per step x 1.05 us (legacy profiler cost per op, measured here)");
-  f.fix_python = "Leave torch.profiler / torch.autograd.profiler.profile / emit_nvtx out of production runs "
-                 "(profile a few steps with a schedule, or use trainrx record)";
-  f.fix_cpp = "Remove torch::autograd::profiler::RecordProfile / enableProfiler from the training loop";
-  f.knob = "profiler=0";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 
@@ -218,11 +207,7 @@ void RuleLaunchBlocking(const ConfigRank& r, Report& out) {
                 {"deterministic_algorithms", static_cast<int64_t>(deterministic)},
                 {"gpu_activity", static_cast<int64_t>(has_gpu)}};
   if (!has_gpu) f.examples.push_back("no GPU activity in this trace: no cost here, but it will cost on a GPU");
-  f.fix_python = blocking ? "Unset CUDA_LAUNCH_BLOCKING (a debugging switch)"
-                          : "torch.use_deterministic_algorithms(False) unless bit-reproducibility is required";
-  f.fix_cpp = blocking ? "Unset CUDA_LAUNCH_BLOCKING in the environment"
-                       : "at::globalContext().setDeterministicAlgorithms(false, false)";
-  f.knob = "launch_blocking=0";
+  SetFix(f, blocking ? "blocking" : "deterministic");
   out.findings.push_back(std::move(f));
 }
 
@@ -238,9 +223,7 @@ void RulesCudnn(const ConfigRank& r, Report& out) {
     f.threshold = 1;
     f.measured_unit = "cudnn.benchmark";
     f.evidence = {{basis.Key("conv_ops"), basis.Per(facts.conv_ops)}};
-    f.fix_python = "torch.backends.cudnn.benchmark = True (with fixed input shapes)";
-    f.fix_cpp = "at::globalContext().setBenchmarkCuDNN(true)";
-    f.knob = "cudnn_benchmark=1";
+    SetFix(f);
     out.findings.push_back(std::move(f));
   }
   if (r.cfg.Max("cudnn_deterministic").value_or(0) != 0) {
@@ -249,9 +232,7 @@ void RulesCudnn(const ConfigRank& r, Report& out) {
     f.threshold = 0;
     f.measured_unit = "cudnn.deterministic";
     f.evidence = {{basis.Key("conv_ops"), basis.Per(facts.conv_ops)}};
-    f.fix_python = "torch.backends.cudnn.deterministic = False (unless reproducibility is required: then keep it and say so)";
-    f.fix_cpp = "at::globalContext().setDeterministicCuDNN(false)";
-    f.knob = "cudnn_deterministic=0";
+    SetFix(f);
     out.findings.push_back(std::move(f));
   }
 }
@@ -285,13 +266,7 @@ void RuleOversubscribed(const ConfigRank& r, Report& out) {
   f.measured_unit = pools ? "intra-op threads per CPU" : "loader workers per CPU";
   f.evidence = {{"intra_op_threads", *threads}, {"local_ranks", local_ranks}, {"loader_workers", workers},
                 {"cpus_allowed", *cpus}};
-  f.fix_python = pools ? fmt::format("torch.set_num_threads({:.0f}) (CPUs / local ranks)",
-                                     std::max(1.0, std::floor(*cpus / local_ranks)))
-                       : fmt::format("DataLoader(num_workers={:.0f}) (CPUs / local ranks)",
-                                     std::max(1.0, std::floor(*cpus / local_ranks)));
-  f.fix_cpp = pools ? "at::set_num_threads(N) with N = CPUs / local ranks"
-                    : "DataLoaderOptions().workers(N) with N = CPUs / local ranks";
-  f.knob = "threads";
+  SetFix(f, pools ? "threads" : "workers", {{"n", std::max(1.0, std::floor(*cpus / local_ranks))}});
   out.findings.push_back(std::move(f));
 }
 

@@ -11,9 +11,9 @@ namespace trainrx::analyzers {
 std::string ConfigText(const profiler::RankInfo& info, const char* key) {
   auto it = info.config.find(key);
   if (it == info.config.end()) return "";
-  // A JSON string decoded (profiler::JsonWriter::Quote's inverse); anything else as it is.
-  if (auto text = profiler::JsonWriter::Unquote(it->second)) return *std::move(text);
-  std::string v = it->second;
+  // A JSON string decoded; anything else as it is.
+  if (auto text = it->second.AsString()) return *std::move(text);
+  std::string v = it->second.json();
   if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
   return v;
 }
@@ -37,18 +37,12 @@ ConfigView::ConfigView(const profiler::Trace& trace, int32_t rank) : rank_(rank)
 std::optional<double> ConfigView::Static(const std::string& key) const {
   auto it = block_.find(key);
   if (it == block_.end()) return std::nullopt;
-  const std::string& text = it->second;
-  if (text == "true") return 1.0;
-  if (text == "false") return 0.0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (end == text.c_str()) return std::nullopt;
-  return v;
+  return it->second.AsNumber();
 }
 
 std::string ConfigView::Raw(const std::string& key) const {
   auto it = block_.find(key);
-  return it == block_.end() ? std::string() : it->second;
+  return it == block_.end() ? std::string() : it->second.json();
 }
 
 std::optional<double> ConfigView::At(const std::string& key, int64_t ts_ns) const {

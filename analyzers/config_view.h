@@ -40,7 +40,7 @@ class ConfigView {
 
  private:
   std::map<std::string, std::vector<std::pair<int64_t, double>>> series_;  // sorted by ts
-  std::map<std::string, std::string> block_;
+  std::map<std::string, profiler::ConfigValue> block_;
   int32_t rank_;
   bool from_collector_ = false;
 };

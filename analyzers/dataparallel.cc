@@ -130,12 +130,7 @@ void AnalyzeDataParallel(const AnalysisContext& ctx, int32_t rank, Report& out) 
             "time replicating, splitting and gathering per step, plus the first device's extra GPU work");
   f.severity = SeverityForSaving(f);
   if (f.severity == Severity::kInfo) f.severity = Severity::kLow;  // the GIL-bound threads cost beyond what is measured
-  f.fix_python = "Use DistributedDataParallel, one process per GPU: `torchrun --nproc-per-node=<GPUs> train.py` with "
-                 "`dist.init_process_group('nccl')`, `model = DDP(model.to(local_rank), device_ids=[local_rank])` and a "
-                 "DistributedSampler; no replication per step, no GIL shared by the replicas, gradients all-reduced while "
-                 "backward runs.";
-  f.fix_cpp = "One process per GPU with torch::nn::parallel / c10d all-reduce of gradients, instead of "
-              "torch::nn::parallel::data_parallel (which replicates the module at every call).";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 

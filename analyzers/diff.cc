@@ -228,7 +228,8 @@ std::map<std::string, std::string> Settings(const profiler::Trace& t, const Step
         k == "root_process" || k == "child_trace" ||  // a shell between (VAR=x cmd) makes the program a child
         k.rfind("window_", 0) == 0 || k.rfind("journal_", 0) == 0 || k == "profiler_steps_from")
       continue;  // about the recording, not the run's setup
-    out[k] = v.size() > 120 ? v.substr(0, 117) + "..." : v;
+    const std::string& json = v.json();
+    out[k] = json.size() > 120 ? json.substr(0, 117) + "..." : json;
   }
   const ConfigView view(t, info.rank);
   const int64_t first = steps.steps.empty() ? 0 : steps.steps.front().start_ns;

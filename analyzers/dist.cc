@@ -168,13 +168,7 @@ void RuleGlooOverlap(const AnalysisContext& ctx, int32_t rank, const RankComm& r
   SetSaving(f, basis, basis.Per(static_cast<double>(std::min(exposed_ns, room))), basis.Per(static_cast<double>(exposed_ns)),
             "exposed communication that compute not yet overlapping it could hide");
   f.severity = SeverityForSaving(f);
-  f.fix_python = "Let DDP overlap its all-reduce with backward: DistributedDataParallel(model, bucket_cap_mb=<smaller, "
-                 "e.g. 1-10, so the first buckets start while backward goes on>, gradient_as_bucket_view=True, "
-                 "static_graph=True); under gradient accumulation wrap the micro-steps but the last in "
-                 "`with model.no_sync():`. On GPUs, NCCL instead of Gloo.";
-  f.fix_cpp = "Launch the all-reduce of each gradient bucket as soon as backward produced it (c10d work handles), "
-              "wait only before the optimizer step, all-reduce once per optimizer step.";
-  f.knob = "bucket_mb";
+  SetFix(f, "gloo");
   out.findings.push_back(std::move(f));
 }
 
@@ -268,10 +262,7 @@ void RuleNoSync(const AnalysisContext& ctx, int32_t rank, const RankComm& rc, co
                         : "time of the collectives launched before the last micro-step");
   f.severity = SeverityForSaving(f);
   if (f.severity == Severity::kInfo) f.severity = Severity::kLow;  // wasted bandwidth even when hidden
-  f.fix_python = "Skip the gradient sync on all micro-steps but the last: `ctx = model.no_sync() if (i + 1) % accum != 0 "
-                 "else contextlib.nullcontext()`, then `with ctx: loss.backward()` (FSDP has no_sync too).";
-  f.fix_cpp = "All-reduce the accumulated gradients once, after the last micro-step's backward.";
-  f.knob = "accum_sync";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 
@@ -424,18 +415,9 @@ Finding StragglerFinding(const Straggler& st, LastArrivals& a, const std::vector
     f.examples.push_back(fmt::format("rank {}: arrived last at {} of {} collectives; the others waited {:.2f} ms for it in all",
                                      r, a.last_count[r], st.matched, a.wait_caused[r] / 1e6));
   SetSaving(f, basis, st.wait_per_step, st.wait_per_step, "time the other ranks wait for it in collectives");
-  f.fix_python = std::string(st.contention ? "Give each rank cores of its own first (fewer intra-op threads with "
-                                             "torch.set_num_threads, fewer ranks per machine, or ranks pinned to disjoint "
-                                             "cores with taskset/numactl); if it is still late: " : "") +
-                 "Make rank " + std::to_string(s) + "'s steps as fast as the others': " +
-                 (!visible ? "check its GPU (clocks, thermal throttling, another process) and its host (CPU load, NUMA)"
-                  : cause.index == 0 ? "more DataLoader workers or faster storage for it, or balanced data shards"
-                  : cause.index == 1 ? "balance the work per rank (equal batch sizes, sequence lengths bucketed "
-                                       "across ranks, an even model split), and check its device"
-                                     : "find what else runs on its host (logging, checkpointing on rank 0 only: move "
-                                       "it off the step or to a thread)");
-  f.fix_cpp = "Give every rank the same work per step and the same resources; move rank-specific work (logging, "
-              "checkpoints) off the training step.";
+  SetFix(f, !visible ? "not_visible" : cause.index == 0 ? "data" : cause.index == 1 ? "compute" : "other",
+         {{"rank", int64_t{s}}});
+  if (st.contention) f.fix_python = FormatFix(f.id, "contention").python + f.fix_python;
   return f;
 }
 

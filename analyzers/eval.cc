@@ -125,9 +125,7 @@ void AnalyzeEval(const AnalysisContext& ctx, Report& out) {
     f.examples.push_back(example);
     // The saving (graph recording, activations kept) is not visible as ops: `trainrx fix`
     // measures it; no estimate here.
-    f.fix_python = "Wrap evaluation in `with torch.no_grad():` (or torch.inference_mode()) after model.eval()";
-    f.fix_cpp = "Wrap evaluation in `torch::NoGradGuard no_grad;` (or c10::InferenceMode guard)";
-    f.knob = "eval_no_grad=1";
+    SetFix(f);
     out.findings.push_back(std::move(f));
   }
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "trainrx/analyzers/analysis.h"
+#include "trainrx/analyzers/catalog.h"
 
 #include <string>
 #include <string_view>

@@ -431,10 +431,7 @@ void RuleGpuIdle(const AnalysisContext& ctx, const RankGpu& g, const RankFigures
                                   "the graph (cudaGraphLaunch / hipGraphLaunch) to judge idle time",
                                   g.captures, r.idle.capture_idle / 1e6, tb.idle_ns / 1e6));
   }
-  f.fix_python = "Find what the host does during the gaps: data loading (DataLoader(num_workers>0, pin_memory=True)), "
-                 "host-device syncs (.item(), .cpu()), or Python overhead (torch.compile / CUDA graphs).";
-  f.fix_cpp = "Overlap input with compute (worker threads, pinned buffers, non_blocking copies); remove syncs from the step; "
-              "capture the step in a CUDA graph.";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 
@@ -467,10 +464,7 @@ void RuleLaunchBound(const AnalysisContext& ctx, const RankFigures& r, const Ste
             basis.Per(static_cast<double>(r.idle.idle_outside_capture_steps)),
             basis.has_steps() ? "GPU idle time in the steps (no stream running, outside graph captures)"
                               : "GPU idle time (no stream running, outside graph captures)");
-  f.fix_python = "Give the GPU bigger pieces of work: a larger batch, torch.compile (fusion), or CUDA graphs "
-                 "(torch.cuda.graphs / mode=\"reduce-overhead\").";
-  f.fix_cpp = "Increase the batch, fuse small ops, or capture the step with at::cuda::CUDAGraph.";
-  f.knob = "batch";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 
@@ -515,12 +509,7 @@ void RuleCommOverlap(const AnalysisContext& ctx, const RankFigures& r, const Ste
   if (basis.has_steps()) f.evidence.push_back({"exposed_comm_in_steps_ns", exposed_in});
   SetSaving(f, basis, basis.Per(static_cast<double>(std::min(exposed_in, room))), basis.Per(static_cast<double>(exposed_in)),
             "exposed communication that compute not yet overlapping it could hide");
-  f.fix_python = "Let DDP overlap its all-reduce with backward: DistributedDataParallel(model, bucket_cap_mb=<smaller, "
-                 "e.g. 10-25>, gradient_as_bucket_view=True, static_graph=True); under gradient accumulation wrap "
-                 "the micro-steps but the last in `with model.no_sync():`; with FSDP, "
-                 "backward_prefetch=BackwardPrefetch.BACKWARD_PRE and forward_prefetch=True.";
-  f.fix_cpp = "Launch collectives asynchronously (c10d work handles) per gradient bucket as backward produces them, "
-              "on a separate stream, and wait only before the optimizer step; all-reduce once per optimizer step.";
+  SetFix(f, "gpu");
   out.findings.push_back(std::move(f));
 }
 

@@ -14,22 +14,11 @@ using profiler::Event;
 using profiler::EventKind;
 using profiler::Trace;
 
-constexpr const char* kLoaderFixPython =
-    "DataLoader(..., num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=2); "
-    "pick N on your own script with `trainrx sweep --cmd \"python3 train.py --workers {workers}\" --grid "
-    "workers=0,2,4` (more is not always faster); `trainrx fix --cmd \"python3 train.py\"` measures workers=2 "
-    "applied from outside, unmodified";
-constexpr const char* kLoaderFixCpp =
-    "torch::data::make_data_loader(dataset, DataLoaderOptions().workers(N)) and keep the decode/augment work "
-    "in the dataset's get() so it runs on the worker threads";
-
 std::optional<double> ConfigNumber(const Trace& trace, const char* key) {
   for (const auto& r : trace.ranks) {
     auto it = r.config.find(key);
     if (it == r.config.end()) continue;
-    char* end = nullptr;
-    const double v = std::strtod(it->second.c_str(), &end);
-    if (end != it->second.c_str()) return v;
+    if (const auto v = it->second.AsNumber()) return v;
   }
   return std::nullopt;
 }
@@ -81,9 +70,7 @@ bool RuleDataloaderBound(const AnalysisContext& ctx, const DataWait& d, const St
                 {"steps_source", steps.source}};
   // Upper bound: loading that overlaps compute can hide all of the wait.
   SetSaving(f, basis, basis.Per(d.total_data), basis.Per(d.total_data), d.data_bound);
-  f.fix_python = kLoaderFixPython;
-  f.fix_cpp = kLoaderFixCpp;
-  f.knob = "workers";
+  SetFix(f);
   out.findings.push_back(std::move(f));
   return true;
 }
@@ -128,9 +115,7 @@ void RuleWorkers(const AnalysisContext& ctx, const DataWait& d, bool loader_boun
       f.examples.push_back(loader_name);
     }
     if (cfg_workers) f.evidence.push_back({"configured_workers", *cfg_workers});
-    f.fix_python = kLoaderFixPython;
-    f.fix_cpp = kLoaderFixCpp;
-    f.knob = "workers";
+    SetFix(f, "single_process");
     SetSaving(f, basis, basis.Per(d.total_data), basis.Per(d.total_data), d.data_bound);
   } else {
     f.severity = Severity::kMedium;
@@ -139,10 +124,7 @@ void RuleWorkers(const AnalysisContext& ctx, const DataWait& d, bool loader_boun
     f.threshold = cpus * max_per_cpu;
     f.measured_unit = "workers";
     f.evidence = {{"configured_workers", *cfg_workers}, {"cpus", cpus}};
-    f.fix_python = "Lower num_workers to at most the CPUs available (minus intra-op threads); measure with "
-                   "`trainrx sweep --cmd \"python3 train.py --workers {workers}\" --grid workers=...`.";
-    f.fix_cpp = "Lower DataLoaderOptions().workers(N) to at most the available CPUs.";
-    f.knob = "workers";
+    SetFix(f, "too_many");
   }
   out.findings.push_back(std::move(f));
 }
@@ -178,9 +160,7 @@ void RulePinMemory(const AnalysisContext& ctx, const StepBasis& basis, Report& o
   // non_blocking=True: half the copy time is a conservative estimate; `trainrx fix` measures it.
   SetSaving(f, basis, basis.Per(pageable_ns) / 2, basis.Per(pageable_ns), "pageable copy time");
   f.severity = SeverityForSaving(f);  // what is at stake is the copy time, however many copies
-  f.fix_python = "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)";
-  f.fix_cpp = "Allocate host batches with .pin_memory() and copy with .to(device, /*non_blocking=*/true)";
-  f.knob = "pin_memory";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 

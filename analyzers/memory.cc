@@ -371,15 +371,7 @@ void FlagGrowth(const AnalysisContext& ctx, const DeviceMemory& m, const std::ve
                                                           "profile_memory=True) to name the op that allocates what stays")});
   }
   f.saving_bound = "memory, not time: the run fails once the device is full";
-  f.fix_python =
-      "Find what outlives its step: tensors appended to a list keep their whole graph and activations "
-      "(append loss.item() or t.detach().cpu()); in evaluation, wrap the loop in torch.no_grad() so "
-      "`total += loss` does not keep every batch's graph; caches keyed by step or batch need a bound. In a training "
-      "loop that calls backward(), `total += loss` keeps only each step's graph nodes (backward freed the "
-      "activations): use `total += loss.item()`. torch.cuda.memory._record_memory_history() shows the allocation's "
-      "stack.";
-  f.fix_cpp = "Keep no tensor (or tensor with requires_grad history) across steps: store t.detach() or its value; "
-              "evaluate under torch::NoGradGuard.";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 
@@ -425,13 +417,7 @@ void FlagFragmentation(const AnalysisContext& ctx, const DeviceMemory& m, Report
                 {"steps_with_reserved_released", m.release_steps},
                 {"allocator_retries", m.alloc_retries}};
   f.saving_bound = fmt::format("memory, not time: {} the allocator holds without using it", BytesText(waste));
-  f.fix_python =
-      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (set before the first CUDA call, e.g. in the job's environment): "
-      "segments grow in place instead of new cudaMalloc blocks, so freed memory is not stranded between sizes. Costs: "
-      "growing a segment maps pages (a little slower the first time), and it is not supported everywhere (memory "
-      "shared across processes through CUDA IPC). Measure it: trainrx ab --cmd with and without the variable. "
-      "Steps whose tensor sizes vary (sequence lengths) fragment most: pad to a few fixed lengths.";
-  f.fix_cpp = "Same environment variable (read by c10's CUDA caching allocator at start-up).";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 
@@ -516,12 +502,7 @@ void FlagEmptyCache(const AnalysisContext& ctx, int32_t rank, Report& out) {
   if (malloc_calls == 0 && !released)
     f.examples.push_back("no device allocator here (a CPU run): the call does nothing now; on a GPU each call returns the "
                          "cache to the driver and the next step allocates it again");
-  f.fix_python =
-      "Remove torch.cuda.empty_cache() from the training loop: the caching allocator reuses freed blocks, and emptying "
-      "it only makes the next step call cudaMalloc again (and synchronizes the device). It helps only to hand memory "
-      "to another process, or between phases that need different shapes (once, not every step). If memory runs out "
-      "without it, see memory.fragmentation (expandable_segments) or lower the batch.";
-  f.fix_cpp = "Remove c10::cuda::CUDACachingAllocator::emptyCache() from the loop.";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 
@@ -584,14 +565,7 @@ void FlagBatchSmall(const AnalysisContext& ctx, Report& report) {
                   {"median_step_samples", m.median_step_samples},
                   {"underused", underuse}};
     f.saving_bound = "not estimated from one batch size: trainrx sweep measures samples per second per batch";
-    f.knob = fmt::format("batch={}", suggest);
-    f.fix_python = fmt::format(
-        "Raise the batch toward {} (DataLoader(batch_size=...)) and measure: trainrx sweep --cmd \"python train.py "
-        "--batch-size {{batch}}\" --grid batch={},{},{} ranks the cells by samples per second and runs past one that runs out of "
-        "memory. A larger batch changes the optimization: scale the learning rate with it (linear scaling with "
-        "warm-up), or keep the effective batch with gradient accumulation.",
-        suggest, m.samples_per_step, std::max(m.samples_per_step, suggest / 2), suggest);
-    f.fix_cpp = "Raise the batch size of the data loader; scale the learning rate, or accumulate gradients, as for Python.";
+    SetFix(f, "", {{"suggest", suggest}, {"batch", m.samples_per_step}, {"half", std::max(m.samples_per_step, suggest / 2)}});
     found.push_back(std::move(f));
   }
   std::move(found.begin(), found.end(), std::back_inserter(report.findings));

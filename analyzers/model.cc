@@ -207,11 +207,7 @@ void AnalyzeModel(const AnalysisContext& ctx, Report& out) {
   // The bias add is one elementwise pass over the layer output; small (seeds: ~1-2 %) — the
   // trace cannot isolate it, so no time estimate; `trainrx fix` measures it.
   f.estimated_saving_pct = 0;
-  f.fix_python = "nn.Conv2d(..., bias=False) before BatchNorm / InstanceNorm; nn.Linear(..., bias=False) before "
-                 "BatchNorm1d (not before LayerNorm / GroupNorm: there the bias is not cancelled)";
-  f.fix_cpp = "torch::nn::Conv2dOptions(...).bias(false) / LinearOptions(...).bias(false) before a batch (or, for "
-              "convolutions, instance) norm layer";
-  f.knob = "bias";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 

@@ -163,13 +163,7 @@ void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
   f.examples.push_back(fmt::format("estimate: {:.0f} ops removed per step x {:.2f} us per op (10th percentile), at most the "
                                    "optimizer's own time; the Python loop it also removes is not counted",
                                    basis.Per(saved_ops), overhead_ns / 1000.0));
-  const std::string opt_name = optimizer.empty() ? std::string("Adam") : optimizer;
-  f.fix_python = fmt::format("torch.optim.{}(params, ..., foreach=True) (the default only when every parameter is on CUDA); "
-                             "on CUDA fused=True is faster still (Adam, AdamW, SGD, Adagrad)", opt_name);
-  f.fix_cpp = "LibTorch's C++ optimizers loop over parameters and have no foreach option; for a hot optimizer write "
-              "the update with the multi-tensor ops over the parameter list (at::_foreach_mul_, at::_foreach_add_, "
-              "at::_foreach_addcdiv_, ...)";
-  f.knob = "";  // the reference workloads use LibTorch's optimizers: no foreach to switch
+  SetFix(f, "", {{"optimizer", optimizer.empty() ? std::string("Adam") : optimizer}});
   out.findings.push_back(std::move(f));
 }
 
@@ -211,9 +205,7 @@ void ZeroGrad(const AnalysisContext& ctx, Report& out) {
   f.evidence = {{"zero_grad_calls", ranges}, {"zeroing_ops", zero_ops}, {"zeroing_ns", zero_ns}};
   // Saves the memset kernels/ops; backward then writes instead of accumulating (not counted).
   SetSaving(f, basis, basis.Per(zero_ns), basis.Per(zero_ns), "zeroing time");
-  f.fix_python = "optimizer.zero_grad(set_to_none=True) (the default since PyTorch 2.0)";
-  f.fix_cpp = "optimizer.zero_grad(/*set_to_none=*/true)";
-  f.knob = "zero_grad_none";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 

@@ -197,13 +197,7 @@ void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
     f.examples.push_back("estimate: FP32 GEMM/conv kernel time per step x (1 - 1/2), assuming TF32 runs them 2x faster "
                          "(A100 peak: 8x); upper bound, reached only when the GPU is the bottleneck");
   }
-  f.fix_python = conv_only ? "torch.backends.cudnn.allow_tf32 = True (the default; something turned it off), or autocast to bf16"
-                           : "torch.set_float32_matmul_precision(\"high\") (or torch.backends.cuda.matmul.allow_tf32 = True; "
-                             "convolutions: torch.backends.cudnn.allow_tf32 = True), or autocast to bf16. TF32 keeps "
-                             "10 mantissa bits: check the loss curve";
-  f.fix_cpp = "at::globalContext().setAllowTF32CuBLAS(true); at::globalContext().setAllowTF32CuDNN(true); "
-              "(or at::globalContext().setFloat32MatmulPrecision(\"high\"))";
-  f.knob = "";  // no reference-workload knob switches TF32 (amp=bf16 is the bigger step: precision.no_amp)
+  SetFix(f, conv_only ? "conv" : "matmul");
   out.findings.push_back(std::move(f));
 }
 
@@ -351,11 +345,7 @@ void MatmulAlignment(const AnalysisContext& ctx, int32_t rank, Report& out) {
                           "(CPU trace: matters on GPU tensor cores)", per_step, per);
     f.examples.push_back("no saving estimated on CPU: alignment is a tensor-core (GPU) requirement");
   }
-  f.fix_python = "Pad the sizes you choose to multiples of 8: hidden / feature sizes, vocabulary and class counts "
-                 "(nn.Linear(32, 16) and ignore the extra logits), batch x sequence tokens; keep the model's "
-                 "own numbers unchanged only where they are fixed by the data";
-  f.fix_cpp = "The same in LibTorch: torch::nn::Linear(in, (out + 7) / 8 * 8) and slice the output; batch sizes multiple of 8";
-  f.knob = "";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 

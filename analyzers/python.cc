@@ -110,12 +110,7 @@ void AnalyzePython(const AnalysisContext& ctx, Report& out) {
     SetSaving(f, basis, basis.Per(saving_ns), basis.Per(run_ns), "indexing-loop time");
     f.examples.push_back("estimate: ops beyond one iteration x per-op overhead (10th percentile of their durations), "
                          "at most the loop's time; the interpreter's share of the loop is not counted");
-    f.fix_python = "Vectorize: one op over the whole tensor, e.g. x.mul_(gains.view(-1, 1, 1, 1)) instead of "
-                   "`for i in range(n): x[i].mul_(gains[i])`; torch.where / index_put_ / advanced indexing for "
-                   "conditional or scattered updates";
-    f.fix_cpp = "The same with tensor ops: x.mul_(gains.view({-1, 1, 1, 1})) or x.index_put_({idx}, v) instead of "
-                "a loop over x[i]";
-    f.knob = "";
+    SetFix(f);
     out.findings.push_back(std::move(f));
   }
 }

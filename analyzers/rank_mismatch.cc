@@ -82,10 +82,7 @@ void StepCounts(const std::vector<RankSide>& sides, Report& out) {
     if (!side->unfinished.empty())
       f.examples.push_back(fmt::format("rank {} did not end normally ({}): it was still running", side->info.rank,
                                        side->unfinished.front().end_reason));
-  f.fix_python = "Give every rank the same number of batches: DistributedSampler(dataset, drop_last=True) for a map-style "
-                 "dataset, an IterableDataset that yields equally many batches per rank (drop the remainder), or, for "
-                 "inputs that are uneven by nature, `with model.join():` around the loop (DDP's Join).";
-  f.fix_cpp = "Shard the data so every rank gets the same number of batches (drop the remainder).";
+  SetFix(f, "steps");
   out.findings.push_back(std::move(f));
 }
 
@@ -212,10 +209,7 @@ void InputShapes(const std::vector<RankSide>& sides, Report& out) {
     f.evidence.push_back({"saving_method", std::string("its compute per input element, at the mean input of all ranks (an even split of the same global batch)")});
   }
   f.severity = std::max(Severity::kMedium, SeverityForSaving(f));
-  f.fix_python = "Give every rank an equal batch: per-rank batch_size = global_batch // world_size with the global batch "
-                 "divisible by the world size, DistributedSampler(dataset, drop_last=True), and no rank-dependent batch "
-                 "logic (DataLoader(..., drop_last=True) for a ragged last batch).";
-  f.fix_cpp = "Give every rank the same batch size (global batch divisible by the world size; drop the ragged remainder).";
+  SetFix(f, "shapes");
   out.findings.push_back(std::move(f));
 }
 

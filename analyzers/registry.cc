@@ -137,21 +137,6 @@ const std::vector<AnalyzerInfo>& Registry() {
   return kRegistry;
 }
 
-const std::vector<std::string>& FindingIds() {
-  static const std::vector<std::string> kIds = {
-      "cudnn.benchmark_off",   "cudnn.deterministic_on",     "debug.anomaly_detection", "debug.launch_blocking",
-      "debug.profiler",        "dist.comm_overlap",          "dist.data_parallel",      "dist.no_sync",            "dist.rank_mismatch",      "dist.straggler",          "eval.grad_enabled",       "gpu.idle",
-      "gpu.launch_bound",      "memory.growth",              "memory.fragmentation",    "memory.empty_cache",      "batch.small",
-      "compile.graph_break",   "compile.recompiles",         "compile.time",            "compile.not_compiled",
-      "compile.reduce_overhead",
-      "input.dataloader_bound", "input.pin_memory",          "input.workers",           "model.bias_before_norm",
-      "optim.single_tensor",   "optim.zero_grad",            "precision.fp32_matmul",   "precision.matmul_alignment",
-      "python.loop_indexing",  "sync.blocking_copy",         "sync.host_device",        "tensor.cpu_then_copy",
-      "threads.oversubscribed",
-  };
-  return kIds;
-}
-
 Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_t threads) {
   Report report;
   const auto top_n = static_cast<int64_t>(std::max(0.0, thresholds.Get("report.top_n")));

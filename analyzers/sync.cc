@@ -285,17 +285,7 @@ void RuleHostDevice(const AnalysisContext& ctx, int32_t rank, const RankSyncs& s
   const bool from_loading = !ranked.empty() && (ranked.front().second.find("DataLoader") != std::string::npos ||
                                                 ranked.front().second.find("get_batch") != std::string::npos ||
                                                 ranked.front().second.find("__getitem__") != std::string::npos);
-  if (from_loading) {
-    f.fix_python = "Most reads come from data loading: tensors used as indices or sizes (indexing a NumPy array "
-                   "or memmap with a 0-d tensor calls __index__ -> .item()). Convert the indices once "
-                   "(ix = torch.randint(...).tolist()) or draw them with NumPy/random, and index with ints.";
-  } else {
-    f.fix_python = "Keep running sums on the device (total += loss.detach()) and call .item() / .cpu() every N "
-                   "steps; find the rest with torch.cuda.set_sync_debug_mode(\"warn\").";
-  }
-  f.fix_cpp = "Accumulate on the device and read back with .item<float>() every N steps; avoid .cpu() and "
-              "cudaStreamSynchronize in the step.";
-  f.knob = "item_every_step";
+  SetFix(f, from_loading ? "loading" : "device_sums");
   out.findings.push_back(std::move(f));
 }
 
@@ -315,9 +305,7 @@ void RuleBlockingCopy(int32_t rank, const RankSyncs& s, int64_t min_copy_bytes, 
   f.measured_unit = std::string("blocking copies ") + basis.unit();
   f.evidence = {{"copies", s.blocking_copies}, {"bytes", s.blocking_copy_bytes}, {"blocked_ns", blocking_copy_ns}};
   SetSaving(f, basis, basis.Per(blocking_copy_ns), basis.Per(blocking_copy_ns), "blocked time of these copies");
-  f.fix_python = "batch.to(device, non_blocking=True) from pinned memory (DataLoader(pin_memory=True))";
-  f.fix_cpp = "tensor.pin_memory().to(device, /*non_blocking=*/true)";
-  f.knob = "pin_memory";
+  SetFix(f);
   out.findings.push_back(std::move(f));
 }
 

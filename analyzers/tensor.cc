@@ -155,10 +155,7 @@ void AnalyzeTensor(const AnalysisContext& ctx, Report& out) {
     if (!in_steps.empty()) {
       SetSaving(f, basis, basis.Per(copy_ns), basis.Per(copy_ns), "copy-op time");
     }
-    f.fix_python = "Create it where it is used: torch.zeros(n, device=x.device, dtype=x.dtype) (ones / full / randn "
-                   "alike), or build it once outside the loop";
-    f.fix_cpp = "torch::zeros({n}, x.options()) (or torch::TensorOptions().device(device).dtype(...)), or hoist it out of the loop";
-    f.knob = "";
+    SetFix(f);
     out.findings.push_back(std::move(f));
   }
 }

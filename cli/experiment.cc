@@ -25,7 +25,7 @@ int RunAndRender(const ExperimentOptions& o, Plan plan, void (*write)(const std:
   progress.Clear();
   if (!ok) return Fail(error);
   if (!reports::WriteOut(o.output, [&](std::ostream& out) { write(o.format, record, out); }))
-    return Fail(o.output + ": write failed");
+    return Fail(o.output, "write failed");
   return kExitOk;
 }
 

@@ -19,8 +19,8 @@ std::string Join(const std::vector<std::string>& v) {
 }  // namespace
 
 int GateRecordBaseline(GateOptions o) {
-  if (o.spec.empty()) return Fail("record-baseline needs a SPEC after -- (a workload with knobs, or --cmd COMMAND)");
-  if (o.output.empty()) return Fail("record-baseline needs -o FILE");
+  if (o.spec.empty()) return Fail("gate record-baseline", "expected a SPEC after -- (a workload with knobs, or --cmd COMMAND)");
+  if (o.output.empty()) return Fail("gate record-baseline", "expected -o FILE");
   std::string error;
   // Where the baseline goes is checked before any trial runs.
   if (!experiments::PrepareBaselineFile(o.output, &error)) return Fail(error);
@@ -32,13 +32,13 @@ int GateRecordBaseline(GateOptions o) {
   progress.Clear();
   if (!ok) return Fail(error);
   if (!reports::WriteOut(o.output, [&](std::ostream& out) { experiments::WriteBaseline(b, out); }))
-    return Fail(o.output + ": write failed");
+    return Fail(o.output, "write failed");
   reports::WriteBaselineSummary(b, o.output, std::cerr);
   return kExitOk;
 }
 
 int GateCheck(GateOptions o) {
-  if (o.baseline.empty()) return Fail("check needs --baseline FILE");
+  if (o.baseline.empty()) return Fail("gate check", "expected --baseline FILE");
   experiments::Baseline base;
   std::string error;
   if (!experiments::ReadBaselineFile(o.baseline, &base, &error)) return Fail(error);
@@ -49,7 +49,7 @@ int GateCheck(GateOptions o) {
     if (!experiments::CompareBaselines(base, o.baseline, cur, o.run.rule, o.run.same_job, &report, &error))
       return Fail(error);
   } else {
-    if (o.spec.empty()) return Fail("check needs a SPEC after -- or --current FILE");
+    if (o.spec.empty()) return Fail("gate check", "expected a SPEC after -- or --current FILE");
     o.run.spec = Join(o.spec);
     const auto launcher = experiments::MakeProcessLauncher(ExeDir());
     reports::TerminalProgress progress;
@@ -58,7 +58,7 @@ int GateCheck(GateOptions o) {
     if (!ok) return Fail(error);
   }
   if (!reports::WriteOut(o.report, [&](std::ostream& out) { reports::WriteGate(o.format, report, out); }))
-    return Fail(o.report + ": cannot write the report");
+    return Fail(o.report, "cannot write the report");
   switch (report.verdict) {
     case experiments::GateVerdict::kPass: return kExitOk;
     case experiments::GateVerdict::kFail: return kExitFail;
@@ -68,7 +68,7 @@ int GateCheck(GateOptions o) {
 }
 
 int GateSelfTest(GateOptions o) {
-  if (o.spec.empty()) return Fail("self-test needs a workload SPEC after --, e.g. -- cnn");
+  if (o.spec.empty()) return Fail("gate self-test", "expected a workload SPEC after --, e.g. -- cnn");
   o.run.spec = Join(o.spec);
   const auto launcher = experiments::MakeProcessLauncher(ExeDir());
   reports::TerminalProgress progress;

@@ -80,11 +80,11 @@ int RunAnalyze(const Paths& paths, bool sample, const std::string& format, const
   sets::SetOptions set_options = set;
   for (const auto& t : threshold_args) {
     std::string error;
-    if (!set_options.thresholds.Parse(t, &error)) return Fail(error);
+    if (!set_options.thresholds.Parse(t, &error)) return Fail("--threshold " + t, error);
   }
-  if (!reports::IsReportFormat(format)) return Fail("--format must be text, json, md or html");
-  if (sample && !paths.empty()) return Fail("give trace paths or --sample, not both");
-  if (!sample && paths.empty()) return Fail("analyze needs at least one trace file or directory (or --sample)");
+  if (!reports::IsReportFormat(format)) return Fail("--format " + format, "expected text, json, md or html");
+  if (sample && !paths.empty()) return Fail("analyze", "give trace paths or --sample, not both");
+  if (!sample && paths.empty()) return Fail("analyze", "expected at least one trace file or directory (or --sample)");
   sets::SetAnalysis s;
   std::string error;
   const bool ok = sample ? sets::AnalyzeBuffer(cli::SampleTrace(), cli::kSampleTraceName, set_options, &s, &error)
@@ -98,7 +98,7 @@ int RunAnalyze(const Paths& paths, bool sample, const std::string& format, const
     options.color = &out == &std::cout && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
     reports::WriteReport(format, s.trace, s.report, set_options.thresholds, options, out);
   };
-  if (!reports::WriteOut(output, render)) return Fail(output + ": write failed");
+  if (!reports::WriteOut(output, render)) return Fail(output, "write failed");
   return kExitOk;
 }
 
@@ -111,7 +111,7 @@ int RunDiff(const Args& a) {
     return Fail(error);
   const analyzers::RunDiff d = analyzers::DiffRuns(sa.trace, sa.report, a.diff_a, sb.trace, sb.report, a.diff_b);
   if (!reports::WriteOut(a.diff_out, [&](std::ostream& out) { reports::WriteDiff(a.diff_format, d, out); }))
-    return Fail(a.diff_out + ": write failed");
+    return Fail(a.diff_out, "write failed");
   return kExitOk;
 }
 
@@ -119,7 +119,7 @@ int RunSummarize(const Args& a) {
   analyzers::Thresholds thresholds;
   std::string error;
   for (const auto& t : a.summarize_thresholds)
-    if (!thresholds.Parse(t, &error)) return Fail(error);
+    if (!thresholds.Parse(t, &error)) return Fail("--threshold " + t, error);
   std::vector<sets::WrittenSummary> written;
   if (!sets::SummarizeSet(a.summarize_paths, thresholds, a.summarize_out, &written, &error)) return Fail(error);
   for (const auto& w : written)
@@ -132,10 +132,10 @@ int RunSummarize(const Args& a) {
 // analysis's code when the program succeeded.
 int RunRecord(const Args& a, bool format_given) {
   if (!a.record.analyze && (format_given || !a.record_report.empty()))
-    return Fail("record: --format and --report describe the analysis: add --analyze");
+    return Fail("record", "--format and --report describe the analysis: add --analyze");
   experiments::RecordOptions options = a.record;
   if (!a.record_memory_cap.empty() && !experiments::ParseBytes(a.record_memory_cap, &options.memory_cap_bytes))
-    return Fail(fmt::format("--memory-cap: '{}' is not a size (e.g. 1.5G, 800M, 1048576)", a.record_memory_cap));
+    return Fail("--memory-cap " + a.record_memory_cap, "not a size (e.g. 1.5G, 800M, 1048576)");
   experiments::RecordResult r;
   std::string error;
   if (!experiments::RecordCommand(options, cli::ExeDir(), std::cerr, &r, &error)) return Fail(error);
@@ -161,14 +161,14 @@ int RunWorkload(const Args& a) {
 // fix / sweep: a workload spec (with --set/--preset/--nproc) or a user's command.
 int RunFixOrSweep(Args& a, bool fix) {
   if (!a.memory_cap.empty() && !experiments::ParseBytes(a.memory_cap, &a.exp.plan.memory_cap_bytes))
-    return Fail(fmt::format("--memory-cap: '{}' is not a size (e.g. 1.5G, 800M, 1048576)", a.memory_cap));
+    return Fail("--memory-cap " + a.memory_cap, "not a size (e.g. 1.5G, 800M, 1048576)");
   const std::string& cmd = fix ? a.fix_cmd : a.sweep_cmd;
   if (!cmd.empty()) {
     if (!a.fix_workload.empty() || !a.fix_sets.empty() || !a.fix_preset.empty())
-      return Fail("--cmd replaces the workload: give a command or a workload with --set/--preset, not both");
+      return Fail("--cmd", "replaces the workload: give a command or a workload with --set/--preset, not both");
     return fix ? cli::RunFixCommand(cmd, a.exp) : cli::RunSweepCommand(cmd, a.grids, a.exp);
   }
-  if (a.fix_workload.empty()) return Fail("give a workload (cnn, lm) or --cmd COMMAND");
+  if (a.fix_workload.empty()) return Fail(fix ? "fix" : "sweep", "expected a workload (cnn, lm) or --cmd COMMAND");
   std::string text = a.fix_workload + (a.fix_preset.empty() ? "" : " preset=" + a.fix_preset);
   for (const auto& s : a.fix_sets) text += " " + s;
   if (a.fix_nproc > 1) text += " nproc=" + std::to_string(a.fix_nproc);
@@ -402,8 +402,22 @@ int UnknownCommand(CLI::App& app, int argc, char** argv) {
     all += (all.empty() ? "" : ", ") + n;
     if (const size_t d = EditDistance(argv[1], n); d < best) best = d, near = n;
   }
-  return Fail(fmt::format("unknown command '{}'{}; the commands are {}", argv[1],
-                          near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), all));
+  return Fail(argv[1], fmt::format("unknown command{}; the commands are {}",
+                                   near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), all));
+}
+
+// CLI11's parse errors in trainrx's shape, about the (sub)command being parsed: "trainrx: error:
+// analyze: The following argument was not expected: --bogus; see trainrx analyze --help". --help
+// and --version (exit code 0) print as CLI11 does.
+int ParseFailure(CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == 0) return app.exit(e);
+  std::string command;
+  for (CLI::App* at = &app; !at->get_subcommands().empty();) {
+    at = at->get_subcommands().front();
+    command += (command.empty() ? "" : " ") + at->get_name();
+  }
+  const std::string help = "trainrx" + (command.empty() ? "" : " " + command) + " --help";
+  return Fail(command.empty() ? "trainrx" : command, fmt::format("{}; see {}", e.what(), help));
 }
 
 }  // namespace
@@ -425,14 +439,12 @@ int Main(int argc, char** argv) {
     // Issue 34: `record -o run.json python3 train.py --epochs 1` said only "arguments were not
     // expected": the program's own options need the -- before the program.
     if (c.record->parsed())
-      return Fail(fmt::format("record: {}; put the program after --, e.g. trainrx record -o run.json -- python3 "
-                              "train.py --epochs 1",
-                              e.what()));
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : kExitInputError;
+      return Fail("record", fmt::format("{}; put the program after --, e.g. trainrx record -o run.json -- python3 "
+                                        "train.py --epochs 1",
+                                        e.what()));
+    return ParseFailure(app, e);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : kExitInputError;
+    return ParseFailure(app, e);
   }
   return Dispatch(a, c);
 }
@@ -444,6 +456,6 @@ int main(int argc, char** argv) {
     return Main(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "trainrx: internal error: " << e.what() << " (a bug in trainrx: please report it with the command)\n";
-    return 70;
+    return cli::kExitInternalError;
   }
 }

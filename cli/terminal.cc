@@ -4,8 +4,13 @@
 
 namespace trainrx::cli {
 
-int Fail(const std::string& msg) {
-  std::cerr << "trainrx: error: " << msg << "\n";
+int Fail(const std::string& message) {
+  std::cerr << "trainrx: error: " << message << "\n";
+  return kExitInputError;
+}
+
+int Fail(std::string_view subject, std::string_view what) {
+  std::cerr << "trainrx: error: " << subject << ": " << what << "\n";
   return kExitInputError;
 }
 

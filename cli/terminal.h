@@ -1,7 +1,17 @@
-// The exit codes of trainrx's subcommands, and the one way an error is said (exit 2).
+// The exit codes of trainrx's subcommands, and the one way an error is said.
+//
+// Every error is one line on stderr, in one shape (issue 35.5):
+//   trainrx: error: SUBJECT: WHAT
+// SUBJECT is what the user gave that is wrong, as given: a file (and the place in it, where the
+// message names one), an option ("--format"), a knob or a spec ("'nosuch=1'"), or the command
+// ("analyze", "gate check"); WHAT says what was wrong and what was expected. A list to choose from
+// follows on indented lines (`--threshold unknown=1` lists the thresholds). Exit code by class:
+// kExitInputError for usage and input errors, 70 (EX_SOFTWARE) for a bug ("trainrx: internal error:").
+// tests/e2e/errors_test.sh runs a sample of bad inputs across the commands against this shape.
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace trainrx::cli {
 
@@ -9,8 +19,12 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFail = 1;          // gate: regression
 inline constexpr int kExitInputError = 2;    // usage, input or a trial that failed
 inline constexpr int kExitInconclusive = 3;  // gate
+inline constexpr int kExitInternalError = 70;
 
-// Prints "trainrx: error: MSG" and returns kExitInputError.
-int Fail(const std::string& msg);
+// A library's message, which starts with its own subject ("run.json: not a JSON trace: expected
+// '{' ... at byte 0, found 'n'"): prints "trainrx: error: MESSAGE", returns kExitInputError.
+int Fail(const std::string& message);
+// The CLI's own: "trainrx: error: SUBJECT: WHAT".
+int Fail(std::string_view subject, std::string_view what);
 
 }  // namespace trainrx::cli

@@ -226,7 +226,7 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
         const std::string& spec = side == 'A' ? base.spec : run.spec;
         if (!RunSide(launcher, spec, side == 'A' ? base.command : run.command, &v, &sps, &unit, &seconds, error)) return false;
         if (side == 'B' && unit != base.unit) {
-          *error = fmt::format("`{}` was timed in {} but the baseline is in {}", run.spec, unit, base.unit);
+          *error = fmt::format("`{}`: timed in {} but the baseline is in {}", run.spec, unit, base.unit);
           return false;
         }
         (side == 'A' ? metrics[0].baseline : metrics[0].current).push_back(v);

@@ -76,14 +76,14 @@ std::vector<std::string> FinishJournals(const fs::path& output, fs::file_time_ty
     const bool root = trace_path == output;
     const std::string reason = root ? root_end_reason : "killed";
     const auto start = info.config.find("start_ns");
-    const int64_t start_ns = start == info.config.end() ? 0 : std::strtoll(start->second.c_str(), nullptr, 10);
-    info.config["end_reason"] = profiler::JsonWriter::Quote(reason);
-    info.config["incomplete"] = "true";
-    info.config["journal_salvaged"] = "true";
-    if (start_ns > 0 && last > start_ns) info.config["duration_ns"] = std::to_string(last - start_ns);
-    if (ended_ns > last && last > 0) info.config["journal_missing_ns"] = std::to_string(ended_ns - last);
+    const int64_t start_ns = start == info.config.end() ? 0 : start->second.AsInt().value_or(0);
+    info.config["end_reason"] = profiler::ConfigValue::String(reason);
+    info.config["incomplete"] = profiler::ConfigValue::Bool(true);
+    info.config["journal_salvaged"] = profiler::ConfigValue::Bool(true);
+    if (start_ns > 0 && last > start_ns) info.config["duration_ns"] = profiler::ConfigValue::Number(last - start_ns);
+    if (ended_ns > last && last > 0) info.config["journal_missing_ns"] = profiler::ConfigValue::Number(ended_ns - last);
     const std::string steps_from = profiler::AddProfilerSteps(trace, info.rank);
-    if (!steps_from.empty()) info.config["profiler_steps_from"] = profiler::JsonWriter::Quote(steps_from);
+    if (!steps_from.empty()) info.config["profiler_steps_from"] = profiler::ConfigValue::String(steps_from);
     trace.Finalize();
     if (const auto wst = profiler::ReplaceKinetoFile(trace, info.rank, trace_path.string()); !wst.ok) {
       out.push_back(fmt::format("{}: could not write the trace from its journal ({}); the journal is kept", j, wst.error));
@@ -93,9 +93,9 @@ std::vector<std::string> FinishJournals(const fs::path& output, fs::file_time_ty
     // The binary journal's own losses (journal_format.h), said here as in the trace.
     std::string losses;
     if (auto it = info.config.find("journal_torn_bytes"); it != info.config.end())
-      losses += fmt::format("; its last flush was cut off while it was written ({} bytes lost)", it->second);
+      losses += fmt::format("; its last flush was cut off while it was written ({} bytes lost)", it->second.Text());
     if (auto it = info.config.find("journal_corrupt_frames"); it != info.config.end())
-      losses += fmt::format("; {} flushes did not check out and were skipped", it->second);
+      losses += fmt::format("; {} flushes did not check out and were skipped", it->second.Text());
     out.push_back(fmt::format("{}: the process ended without writing its trace ({}); made it from its journal: "
                               "{} events up to its last flush{}{}",
                               trace_path.string(), reason, trace.events.size(),

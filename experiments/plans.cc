@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "trainrx/analyzers/catalog.h"
 #include "trainrx/experiments/stats.h"
 
 namespace trainrx::experiments {
@@ -43,7 +44,7 @@ class CommandTrials {
       return true;
     }
     if (seen_ && c.unit != *unit_) {
-      *error = fmt::format("`{}` was timed in {} but an earlier run in {}: every run must write steps (torch.profiler's "
+      *error = fmt::format("`{}`: timed in {} but an earlier run in {}: every run must write steps (torch.profiler's "
                            "ProfilerStep, optimizer steps, trainrx step markers) or none",
                            command, c.unit, *unit_);
       return false;
@@ -83,13 +84,14 @@ bool AppendAllRow(std::vector<FixPlanRow>* plans) {
 }  // namespace
 
 std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& analysis, std::vector<std::string>* notes) {
-  // Which knob fixes which finding: the finding's own knob, else the knob table's finding id.
+  // Which knob fixes which finding: the finding's own knob, else the knob whose bad value plants it
+  // (the finding catalog).
   std::map<std::string, FixRow> by_knob;
   for (const auto& f : analysis.findings) {
     std::vector<std::string> knobs;
     if (!f.knob.empty()) knobs.push_back(KnobName(f.knob));
-    for (const auto& k : workloads::Knobs())
-      if (f.id == k.finding) knobs.push_back(k.name);
+    const analyzers::CatalogEntry* entry = analyzers::FindCatalogEntry(f.id);
+    if (entry && *entry->planted_by) knobs.push_back(entry->planted_by);
     bool fixable = false;
     for (const auto& name : knobs) {
       const workloads::Knob* k = workloads::FindKnob(name);
@@ -246,45 +248,23 @@ bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress
   return MeasureFixes(plans, trials, o, trial, alt_trial, progress, report, error);
 }
 
-const std::vector<OutsideFix>& OutsideFixes() {
-  static const std::vector<OutsideFix> kFixes = {
-      {"debug.anomaly_detection", "anomaly_off", "remove torch.autograd.set_detect_anomaly(True) / detect_anomaly() from training"},
-      {"optim.zero_grad", "zero_grad_none", "optimizer.zero_grad(set_to_none=True) (the default since torch 2.0)"},
-      {"input.workers", "workers=2",
-       "DataLoader(..., num_workers=2, persistent_workers=True); pick N with `trainrx sweep --cmd \"... {workers}\" --grid "
-       "workers=0,1,2,4`"},
-      {"input.dataloader_bound", "workers=2", "DataLoader(..., num_workers=2, persistent_workers=True)"},
-      {"input.pin_memory", "pin_memory", "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)"},
-      {"eval.grad_enabled", "eval_no_grad", "run evaluation under `with torch.no_grad():` (or torch.inference_mode())"},
-      {"cudnn.benchmark_off", "cudnn_benchmark", "torch.backends.cudnn.benchmark = True"},
-      {"cudnn.deterministic_on", "deterministic_off",
-       "drop torch.use_deterministic_algorithms(True) / cudnn.deterministic = True from training runs"},
-      {"precision.fp32_matmul", "tf32", "torch.set_float32_matmul_precision(\"high\") (TF32 matmuls on Ampere and newer)"},
-      {"compile.time", "compile_off",
-       "run the model eagerly (drop torch.compile) where compiling does not pay back within the job's steps"},
-  };
-  return kFixes;
-}
-
 std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analyzers::Report& analysis,
                                          std::vector<std::string>* notes) {
   std::vector<FixPlanRow> plans;
   std::map<std::string, size_t> by_token;
   for (const auto& f : analysis.findings) {
-    const OutsideFix* fix = nullptr;
-    for (const auto& x : OutsideFixes())
-      if (f.id == x.finding) fix = &x;
-    if (!fix) {
+    const analyzers::CatalogEntry* fix = analyzers::FindCatalogEntry(f.id);
+    if (!fix || !*fix->outside_token) {
       notes->push_back(fmt::format("{}: cannot be applied from outside the script; change the code: {}", f.id,
                                    f.fix_python.empty() ? "see the finding" : f.fix_python));
       continue;
     }
-    auto [it, added] = by_token.emplace(fix->token, plans.size());
+    auto [it, added] = by_token.emplace(fix->outside_token, plans.size());
     if (added) {
       FixPlanRow p;
-      p.row.change = fix->token;
-      p.row.code = fix->code;
-      p.tokens = {fix->token};
+      p.row.change = fix->outside_token;
+      p.row.code = fix->outside_code;
+      p.tokens = {fix->outside_token};
       plans.push_back(std::move(p));
     }
     auto& row = plans[it->second].row;
@@ -333,13 +313,13 @@ using Axes = std::vector<std::pair<std::string, std::vector<std::string>>>;
 bool ParseGrids(const std::vector<std::string>& grids, const std::function<bool(const std::string&, const std::string&, std::string*)>& check,
                 Axes* axes, std::string* error) {
   if (grids.empty()) {
-    *error = "sweep needs at least one --grid knob=v1,v2,...";
+    *error = "sweep: expected at least one --grid knob=v1,v2,...";
     return false;
   }
   for (const auto& g : grids) {
     const size_t eq = g.find('=');
     if (eq == std::string::npos || eq == 0) {
-      *error = fmt::format("--grid expects knob=v1,v2,..., got '{}'", g);
+      *error = fmt::format("--grid {}: expected knob=v1,v2,...", g);
       return false;
     }
     std::vector<std::string> values;
@@ -398,7 +378,7 @@ bool SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std:
                 const std::function<bool(size_t cell, TrialResult*, std::string*)>& trial, bool by_time, Progress& progress,
                 SweepReport* report, std::string* error) {
   if (o.trials < 2) {
-    *error = "--trials must be at least 2 for a sweep (4 or more to name a significantly best cell)";
+    *error = "--trials: must be at least 2 for a sweep (4 or more to name a significantly best cell)";
     return false;
   }
   report->trials = o.trials;

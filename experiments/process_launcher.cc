@@ -194,7 +194,7 @@ class ProcessLauncher : public Launcher {
                   std::string* error) {
     if (!Record(cmd, {}, name, traces, seconds, error)) return false;
     if (traces->empty()) {
-      *error = fmt::format("`{}` wrote no trace: it never loaded torch (see `trainrx record`)", cmd);
+      *error = fmt::format("`{}`: wrote no trace: it never loaded torch (see `trainrx record`)", cmd);
       return false;
     }
     return true;
@@ -240,7 +240,7 @@ class ProcessLauncher : public Launcher {
     const int rc = RunProcess(p, error);
     *seconds = Since(t0);
     if (rc != 0) {
-      if (rc > 0) *error = fmt::format("`{}`{} exited with {}: {}", cmd, joined.empty() ? "" : " (fixes: " + joined + ")", rc,
+      if (rc > 0) *error = fmt::format("`{}`{}: exited with {}: {}", cmd, joined.empty() ? "" : " (fixes: " + joined + ")", rc,
                                        LogTail(log));
       return false;
     }
@@ -292,7 +292,7 @@ class ProcessLauncher : public Launcher {
     p.data_limit_bytes = memory_cap_;
     const int rc = RunProcess(p, error);
     if (rc != 0) {
-      if (rc > 0) *error = fmt::format("{} exited with {}: {}", s.Label(), rc, LogTail(log));
+      if (rc > 0) *error = fmt::format("{}: exited with {}: {}", s.Label(), rc, LogTail(log));
       return false;
     }
     return ReadRunResult(result, r, error);

@@ -89,7 +89,7 @@ int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const Ra
     const int code = WaitProcess(pids[i]);
     if (code != 0 && worst == 0) {
       worst = code;
-      *error = fmt::format("rank {} of {} exited with {}", i, spec.workload, code);
+      *error = fmt::format("rank {} of {}: exited with {}", i, spec.workload, code);
       // A rank that failed leaves the others waiting in the rendezvous: stop them.
       for (size_t j = 0; j < pids.size(); ++j)
         if (j != i) kill(pids[j], SIGTERM);

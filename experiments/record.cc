@@ -160,7 +160,7 @@ void BuildProbeForNextRun(const RecordOptions& options, const fs::path& report, 
 bool RecordCommand(const RecordOptions& options, const std::string& exe_dir, std::ostream& log, RecordResult* result,
                    std::string* error) {
   if (options.command.empty()) {
-    *error = "record needs a command after --, e.g. trainrx record -o run.json -- python3 train.py";
+    *error = "record: expected a command after --, e.g. trainrx record -o run.json -- python3 train.py";
     return false;
   }
   const std::string dir = !options.probe_dir.empty()    ? options.probe_dir
@@ -170,7 +170,7 @@ bool RecordCommand(const RecordOptions& options, const std::string& exe_dir, std
   const std::string probe = dir + "/libtrainrx_probe.so";
   if (!fs::exists(probe) || !fs::exists(dir + "/libtrainrx_preload.so")) {
     *error = fmt::format(
-        "{} not found: this trainrx was built without LibTorch, so it cannot record. "
+        "{}: not found: this trainrx was built without LibTorch, so it cannot record. "
         "Installed with pip: install torch into that environment first, then "
         "`pip install --no-build-isolation <trainrx checkout>` (docs/setup.md). From a checkout: "
         "./scripts/setup, or configure with "
@@ -206,7 +206,7 @@ bool RecordCommand(const RecordOptions& options, const std::string& exe_dir, std
   fs::remove(mismatch, ec);
   p.env.push_back({env::kMismatchFile, mismatch.string(), EnvChange::kSet});
   if (const char* fixes = std::getenv(env::kFix); fixes && *fixes && !have_hook) {
-    *error = fmt::format("TRAINRX_FIX is set but {}/sitecustomize.py is missing (rebuild)", hook);
+    *error = fmt::format("{}/sitecustomize.py: missing, and TRAINRX_FIX is set (rebuild)", hook);
     return false;
   }
   const pid_t child = StartProcess(p, error);

@@ -69,16 +69,22 @@ bool ParseSpec(const std::string& text, Spec* spec, std::string* error) {
   bool known = false;
   for (const auto& w : workloads::Workloads()) known = known || spec->workload == w.name;
   if (!known) {
-    *error = spec->workload.empty() ? "empty workload spec (expected e.g. 'cnn workers=2')"
+    *error = spec->workload.empty() ? "workload spec: empty (expected e.g. 'cnn workers=2')"
                                     : fmt::format("'{}': unknown workload '{}' (cnn or lm; see `trainrx workloads`)", text,
                                                   spec->workload);
     return false;
   }
   // The preset first, wherever it was written, then the knobs in order (as the workload does).
-  if (!spec->preset.empty() && !spec->config.ApplyPreset(spec->preset, error)) return false;
+  if (!spec->preset.empty() && !spec->config.ApplyPreset(spec->preset, error)) {
+    *error = fmt::format("'preset={}': {}", spec->preset, *error);
+    return false;
+  }
   for (const auto& set : spec->sets) {
     if (!IsPercentage(set)) {
-      if (!spec->config.Set(set, error)) return false;
+      if (!spec->config.Set(set, error)) {
+        *error = fmt::format("'{}': {}", set, *error);
+        return false;
+      }
       continue;
     }
     if (KnobName(set) != "slowdown") {

@@ -11,7 +11,7 @@ namespace trainrx::experiments::stats {
 
 bool EnoughTrials(int trials, std::string* error) {
   if (trials >= 4) return true;
-  *error = "--trials must be at least 4 (with 3 per side no difference can reach p < 0.05)";
+  *error = "--trials: must be at least 4 (with 3 per side no difference can reach p < 0.05)";
   return false;
 }
 

@@ -17,13 +17,13 @@ namespace fs = std::filesystem;
 std::string CheckWorkload(const WorkloadRun& run) {
   bool known = false;
   for (const auto& w : workloads::Workloads()) known = known || run.workload == w.name;
-  if (!known) return fmt::format("unknown workload '{}' (see `trainrx workloads`)", run.workload);
+  if (!known) return fmt::format("{}: unknown workload (cnn or lm; see `trainrx workloads`)", run.workload);
   workloads::Config cfg;
   std::string error;
-  if (!run.preset.empty() && !cfg.ApplyPreset(run.preset, &error)) return error;
+  if (!run.preset.empty() && !cfg.ApplyPreset(run.preset, &error)) return "--preset " + run.preset + ": " + error;
   for (const auto& s : run.sets)
-    if (!cfg.Set(s, &error)) return error;
-  if (run.nproc < 1) return "--nproc must be at least 1";
+    if (!cfg.Set(s, &error)) return "--set " + s + ": " + error;
+  if (run.nproc < 1) return "--nproc: must be at least 1";
   return "";
 }
 
@@ -34,7 +34,7 @@ int RunWorkload(const WorkloadRun& run, const std::string& exe_dir, std::ostream
   if (*error = CheckWorkload(run); !error->empty()) return 2;
   const std::string binary = exe_dir + "/trainrx-workload";
   if (!fs::exists(binary)) {
-    *error = fmt::format("{} not found: this trainrx was built without LibTorch (install "
+    *error = fmt::format("{}: not found: this trainrx was built without LibTorch (install "
                          "libtorch-dev, which scripts/setup does, and rebuild)",
                          binary);
     return 2;

@@ -623,7 +623,7 @@ profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
   info.rank = rank;
   info.source = "trainrx collector";
   info.rank_source = "collector";
-  for (const auto& [k, v] : StaticConfig()) info.config[k] = v;
+  for (const auto& [k, v] : StaticConfig()) info.config[k] = profiler::ConfigValue::Json(v);
   trace.ranks.push_back(std::move(info));
   // Ranges still open close where the recording ended: the window's end when it closed.
   const StepWindow::State window = window_.state();
@@ -647,15 +647,15 @@ profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
   // Losses go both to stats (for this process) and to the "trainrx" block (so a reader of the
   // written file reports them too).
   auto& cfg = trace.ranks[0].config;
-  cfg["dropped_records"] = std::to_string(dropped);
-  cfg["unfinished_ranges"] = std::to_string(unfinished);
-  cfg["cupti_dropped_records"] = std::to_string(gpu_dropped);
+  cfg["dropped_records"] = profiler::ConfigValue::Number(dropped);
+  cfg["unfinished_ranges"] = profiler::ConfigValue::Number(unfinished);
+  cfg["cupti_dropped_records"] = profiler::ConfigValue::Number(gpu_dropped);
   uint64_t over_cap = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     over_cap = gpu_over_cap_;
   }
-  cfg["gpu_records_over_cap"] = std::to_string(over_cap);
+  cfg["gpu_records_over_cap"] = profiler::ConfigValue::Number(over_cap);
   if (over_cap) {
     trace.stats.Add("gpu_records_over_cap", profiler::IssueSeverity::kDataLoss,
                     "GPU records and correlations past the collector's cap (TRAINRX_MAX_EVENTS); record fewer steps",
@@ -665,22 +665,22 @@ profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
   if (unfinished) trace.stats.Add("unfinished_ranges", profiler::IssueSeverity::kInfo, "closed at stop time", unfinished);
   // The step window: what was recorded of the run (analyzers::FindRecordedWindows reads it).
   if (window_.options().bounded()) {
-    cfg["window_skip"] = std::to_string(window_.options().skip);
-    cfg["window_steps"] = std::to_string(window_.options().steps);
-    cfg["window_boundary"] = profiler::JsonWriter::Quote(
+    cfg["window_skip"] = profiler::ConfigValue::Number(window_.options().skip);
+    cfg["window_steps"] = profiler::ConfigValue::Number(window_.options().steps);
+    cfg["window_boundary"] = profiler::ConfigValue::String(
         window.kind < 0                                                  ? "none"
         : window.kind == static_cast<int>(BoundaryKind::kOptimizerStep) ? "Optimizer.step"
                                                                          : "step markers");
-    cfg["window_run_boundaries"] = std::to_string(window.boundaries);
-    cfg["window_opened"] = window.opened ? "true" : "false";
-    cfg["window_closed"] = window.closed ? "true" : "false";
+    cfg["window_run_boundaries"] = profiler::ConfigValue::Number(window.boundaries);
+    cfg["window_opened"] = profiler::ConfigValue::Bool(window.opened);
+    cfg["window_closed"] = profiler::ConfigValue::Bool(window.closed);
     std::lock_guard<std::mutex> lock(mu_);
-    cfg["gpu_records_outside_window"] = std::to_string(gpu_outside_window_);
+    cfg["gpu_records_outside_window"] = profiler::ConfigValue::Number(gpu_outside_window_);
   }
   // ProfilerStep#N as torch.profiler writes them, so HTA and other tools find our steps; the
   // analyzer reads them back as the steps they were made from (profiler_steps_from).
   const std::string steps_from = profiler::AddProfilerSteps(trace, rank, std::max<int64_t>(0, window_.options().skip) + 1);
-  if (!steps_from.empty()) cfg["profiler_steps_from"] = profiler::JsonWriter::Quote(steps_from);
+  if (!steps_from.empty()) cfg["profiler_steps_from"] = profiler::ConfigValue::String(steps_from);
   trace.Finalize(1);  // on this thread: the collector starts no threads in the observed program
   return trace;
 }

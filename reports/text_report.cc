@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include "trainrx/experiments/plans.h"
+#include "trainrx/analyzers/catalog.h"
 #include "trainrx/profiler/json_writer.h"
 #include "trainrx/reports/report.h"
 
@@ -238,7 +238,7 @@ void WriteInputs(const profiler::Trace& trace, const analyzers::Report& report, 
   // Who recorded it, when not our probe (trainrx record's torch.profiler fallback says so).
   for (const auto& r : trace.ranks)
     if (const auto it = r.config.find("recorder"); it != r.config.end()) {
-      sink.Bullet("note: recorded by " + profiler::JsonWriter::Unquote(it->second).value_or(it->second));
+      sink.Bullet("note: recorded by " + it->second.Text());
       break;
     }
   for (const auto& e : stats.entries) {
@@ -490,13 +490,10 @@ void WriteFindings(const analyzers::Report& report, Sink& sink) {
     for (size_t i = 0; i < f.examples.size() && i < 5; ++i) sink.Bullet(f.examples[i]);
     sink.Line("fix (Python): " + f.fix_python);
     sink.Line("fix (C++):    " + f.fix_cpp);
-    for (const auto& x : experiments::OutsideFixes()) {
-      if (f.id != x.finding) continue;
+    if (const auto* entry = analyzers::FindCatalogEntry(f.id); entry && *entry->outside_token)
       sink.Line(fmt::format("measure it on your unmodified script: trainrx fix --cmd \"python3 train.py ...\" "
                             "(applies {} from outside)",
-                            x.token));
-      break;
-    }
+                            entry->outside_token));
     if (!f.knob.empty()) sink.Line("workload knob: " + f.knob);
   }
 }

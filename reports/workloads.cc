@@ -5,6 +5,7 @@
 #include <string>
 
 #include "knobs.h"
+#include "trainrx/analyzers/catalog.h"
 
 namespace trainrx::reports {
 
@@ -14,8 +15,10 @@ void WriteWorkloads(std::ostream& out) {
   out << "\nKnobs (--set knob=value; defaults are the recommended setting)\n";
   out << fmt::format("  {:<20} {:<8} {:<6} {:<26} {:<5} {}\n", "knob", "default", "bad", "finding", "where", "what");
   for (const auto& k : workloads::Knobs()) {
-    // A bad value that no analyzer flags yet shows "-" as its finding.
-    const char* finding = *k.finding ? k.finding : *k.bad_value ? "-" : "";
+    // The finding the knob's bad value plants (the finding catalog); a bad value that no analyzer
+    // flags yet shows "-".
+    const analyzers::CatalogEntry* planted = analyzers::FindingPlantedBy(k.name);
+    const char* finding = planted ? planted->id : *k.bad_value ? "-" : "";
     out << fmt::format("  {:<20} {:<8} {:<6} {:<26} {:<5} {}\n", k.name, k.default_value, k.bad_value, finding, k.where,
                        k.help);
   }

@@ -71,7 +71,7 @@ bool RankByRank(const std::vector<std::string>& files, bool summaries, const Set
   std::vector<analyzers::RankSide> sides;
   profiler::IngestStats stats;
   if (summaries && !o.step_name.empty()) {
-    *error = "--step names the step in traces; summaries were analyzed when they were written (trainrx summarize)";
+    *error = "--step: names the step in traces; summaries were analyzed when they were written (trainrx summarize)";
     return false;
   }
   if (!(summaries ? SidesOfSummaries(files, &sides, &stats, error)

@@ -16,7 +16,7 @@ namespace trainrx::sets {
 
 void NameTheStep(profiler::Trace& trace, const std::string& step_name) {
   if (step_name.empty()) return;
-  for (auto& r : trace.ranks) r.config["step_name"] = profiler::JsonWriter::Quote(step_name);
+  for (auto& r : trace.ranks) r.config["step_name"] = profiler::ConfigValue::String(step_name);
 }
 
 bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds,

@@ -140,7 +140,7 @@ void WriteSummary(const analyzers::RankSide& side, std::ostream& out) {
   w.Field("base_time_ns", info.base_time_ns);
   w.Key("config");  // the collector's block, values as JSON text
   w.BeginObject();
-  for (const auto& [k, v] : info.config) w.Field(k, v);
+  for (const auto& [k, v] : info.config) w.Field(k, v.json());  // the JSON text, as a string
   w.EndObject();
   w.EndObject();
   w.Field("events", side.events);
@@ -238,7 +238,7 @@ bool ReadSummary(const std::string& path, analyzers::RankSide* side, std::string
   for (auto [k, v] : config) {
     std::string_view s;
     if (v.get_string().get(s) != simdjson::SUCCESS) return f.Fail("rank_info.config." + std::string(k), "is not a string");
-    side->info.config.emplace(std::string(k), std::string(s));
+    side->info.config.emplace(std::string(k), profiler::ConfigValue::Json(std::string(s)));
   }
   element machine, steps;
   if (!f.Uint(doc, "events", &side->events) || !f.Uint(doc, "bytes", &side->bytes) || !f.Uint(doc, "skipped", &side->skipped))

@@ -1,9 +1,10 @@
-// trainrx::workloads knobs — the reference workloads' settings, their defaults, and which finding
-// each one fixes. Torch-free: the CLI (`trainrx workloads`, `trainrx run` validation) and the
-// workload binary (workloads/train.cc) share this one table.
+// trainrx::workloads knobs — the reference workloads' settings and their defaults. Torch-free: the
+// CLI (`trainrx workloads`, `trainrx run` validation) and the workload binary (workloads/train.cc)
+// share this one table.
 //
-// Defaults are the "good" setting; a knob's `bad` value is the setting TRICKS.md warns about, and
-// `finding` is the id the analyzer reports for it. Presets name classic bad configurations.
+// Defaults are the "good" setting; a knob's `bad` value is the setting TRICKS.md warns about. Which
+// finding a bad value plants is the finding catalog's (analyzers/catalog.h: planted_by). Presets
+// name classic bad configurations.
 #pragma once
 
 #include <map>
@@ -17,7 +18,6 @@ struct Knob {
   const char* name;
   const char* default_value;
   const char* bad_value;  // the setting that a finding flags ("" when none)
-  const char* finding;    // finding id the bad value produces ("" when none)
   const char* where;      // "cpu", "gpu" (only has an effect with device=cuda), "dist"
   const char* help;
 };

@@ -383,7 +383,7 @@ bool DecodeJournal(std::string_view bytes, std::string_view name, JournalContent
   const uint32_t n = c.Count(8);
   for (uint32_t i = 0; i < n && c.ok; ++i) {
     std::string key(c.Str());
-    info.config[key] = std::string(c.Str());
+    info.config[key] = ConfigValue::Json(std::string(c.Str()));
   }
   if (!c.ok || c.at != c.n || info.rank < 0) return fail("a trainrx journal whose header is corrupt (its fields)");
   out->trace = Trace();
@@ -427,11 +427,11 @@ bool DecodeJournal(std::string_view bytes, std::string_view name, JournalContent
     at += kFramingBytes + len;
   }
   auto& cfg = out->trace.ranks[0].config;
-  cfg["journal_frames"] = std::to_string(out->frames);
-  if (out->torn_bytes) cfg["journal_torn_bytes"] = std::to_string(out->torn_bytes);
+  cfg["journal_frames"] = ConfigValue::Number(out->frames);
+  if (out->torn_bytes) cfg["journal_torn_bytes"] = ConfigValue::Number(out->torn_bytes);
   if (out->corrupt_frames) {
-    cfg["journal_corrupt_frames"] = std::to_string(out->corrupt_frames);
-    cfg["journal_corrupt_bytes"] = std::to_string(out->corrupt_bytes);
+    cfg["journal_corrupt_frames"] = ConfigValue::Number(out->corrupt_frames);
+    cfg["journal_corrupt_bytes"] = ConfigValue::Number(out->corrupt_bytes);
   }
   return true;
 }

@@ -68,10 +68,10 @@ ReadStatus ReadTopLevelMetadata(std::string_view header, std::string_view traile
       // Our collector's config block: {"workload": "cnn", "knobs": {...}, "probe": {...}}
       simdjson::dom::object cfg;
       if (value.get_object().get(cfg)) continue;
-      for (auto [ck, cv] : cfg) info->config[std::string(ck)] = simdjson::minify(cv);
+      for (auto [ck, cv] : cfg) info->config[std::string(ck)] = ConfigValue::Json(simdjson::minify(cv));
     } else if (key == "record_shapes" || key == "with_stack" || key == "profile_memory" ||
                key == "with_flops" || key == "with_modules" || key == "displayTimeUnit") {
-      info->config[std::string(key)] = simdjson::minify(value);
+      info->config[std::string(key)] = ConfigValue::Json(simdjson::minify(value));
     }
   }
   return {};

@@ -50,7 +50,7 @@ ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t 
   for (const char* key : {"dropped_records", "cupti_dropped_records", "unfinished_ranges"}) {
     auto it = info.config.find(key);
     if (it == info.config.end()) continue;
-    const uint64_t n = std::strtoull(it->second.c_str(), nullptr, 10);
+    const auto n = static_cast<uint64_t>(std::max<int64_t>(0, it->second.AsInt().value_or(0)));
     if (n > 0) {
       trace.stats.Add(fmt::format("collector_{}", key),
                       std::string_view(key) == "unfinished_ranges" ? IssueSeverity::kInfo : IssueSeverity::kDataLoss,
@@ -60,7 +60,7 @@ ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t 
   // A journal read as it is (its process was killed with its launcher, or still runs): the last
   // flush period is missing, at most.
   if (info.config.count("journal_flush_ms") && !info.config.count("journal_salvaged")) {
-    const double period_s = std::strtod(info.config.at("journal_flush_ms").c_str(), nullptr) / 1e3;
+    const double period_s = info.config.at("journal_flush_ms").AsNumber().value_or(0) / 1e3;
     trace.stats.Add("journal_cut", IssueSeverity::kDataLoss,
                     fmt::format("{}: a collector journal, not a finished trace (its process was killed, or is still "
                                 "running): what it recorded after its last flush is missing (flushed every {:g} s)",
@@ -73,19 +73,19 @@ ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t 
     trace.stats.Add("journal_torn_flush", IssueSeverity::kDataLoss,
                     fmt::format("{}: the journal's last flush was cut off while it was written ({} bytes): what it "
                                 "held is lost, as if that flush had not run",
-                                name, it->second),
+                                name, it->second.Text()),
                     1);
   }
   if (auto it = info.config.find("journal_corrupt_frames"); it != info.config.end()) {
     const auto bytes = info.config.find("journal_corrupt_bytes");
     trace.stats.Add("journal_corrupt_frames", IssueSeverity::kDataLoss,
                     fmt::format("{}: journal flushes whose bytes did not check out were skipped ({} bytes)", name,
-                                bytes == info.config.end() ? "?" : bytes->second),
-                    std::strtoull(it->second.c_str(), nullptr, 10));
+                                bytes == info.config.end() ? "?" : bytes->second.Text()),
+                    static_cast<uint64_t>(std::max<int64_t>(0, it->second.AsInt().value_or(0))));
   }
   // A trace made from a killed process's journal: what it recorded after its last flush is lost.
   if (auto it = info.config.find("journal_missing_ns"); it != info.config.end()) {
-    const double missing_s = std::strtod(it->second.c_str(), nullptr) / 1e9;
+    const double missing_s = it->second.AsNumber().value_or(0) / 1e9;
     trace.stats.Add("journal_cut", IssueSeverity::kDataLoss,
                     fmt::format("{}: made from the journal of a process that was killed; up to {:.1f} s recorded "
                                 "before it ended were never flushed",

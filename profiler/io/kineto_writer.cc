@@ -111,7 +111,7 @@ void WriteKinetoHeader(JsonWriter& w, const Trace& trace, int32_t rank) {
     for (const auto& [k, v] : info->config) {
       if (k == "schema") continue;
       w.Key(k);
-      w.Raw(v);
+      w.Raw(v.json());
     }
   }
   w.EndObject();

@@ -80,7 +80,7 @@ check "diff with a missing side: exit 2 naming it" "[ $rc -eq 2 ] && grep -q non
 "$trainrx" record -o "$tmp/x.json" python3 train.py --epochs 1 > /dev/null 2> "$tmp/err"; rc=$?
 check "record without --: exit 2 with the hint" "[ $rc -eq 2 ] && grep -q 'put the program after --' '$tmp/err'"
 "$trainrx" anlyze x > /dev/null 2> "$tmp/err"; rc=$?
-check "mistyped command: exit 2, named, nearest suggested" "[ $rc -eq 2 ] && grep -q \"unknown command 'anlyze' (did you mean 'analyze'?)\" '$tmp/err'"
+check "mistyped command: exit 2, named, nearest suggested" "[ $rc -eq 2 ] && grep -q \"trainrx: error: anlyze: unknown command (did you mean 'analyze'?)\" '$tmp/err'"
 "$trainrx" analyze --sample --format md --report "$tmp/sample.md" > /dev/null
 check "--report is the report in analyze too" "grep -q '^# ' '$tmp/sample.md' || grep -q '^## ' '$tmp/sample.md'"
 python3 - "$tmp" <<'PY'

@@ -76,7 +76,7 @@ TEST(CollectorTest, UnfinishedRangesAreClosedAtStopAndCounted) {
   ASSERT_EQ(t.events.size(), 1u);
   EXPECT_EQ(t.events[0].dur_ns, 3000);
   EXPECT_EQ(t.stats.Count("unfinished_ranges"), 1u);
-  EXPECT_EQ(t.ranks[0].config.at("unfinished_ranges"), "1");
+  EXPECT_EQ(t.ranks[0].config.at("unfinished_ranges").json(), "1");
 }
 
 TEST(CollectorTest, BudgetDropsAndCountsInsteadOfGrowing) {
@@ -122,7 +122,7 @@ TEST(CollectorTest, AllocatorEventsBecomeMemoryCountersThatRoundTrip) {
   EXPECT_EQ(by["trainrx.memory.reserved[cuda:0]"], (V{{400, double((uint64_t{5} << 30) + 7)}}));
   EXPECT_EQ(by["trainrx.memory.allocated[cuda:0]"], (V{{400, double(1 << 20)}}));
   // The records are events of no kind the model has: no op, no unfinished range.
-  EXPECT_EQ(direct.ranks[0].config.at("unfinished_ranges"), "0");
+  EXPECT_EQ(direct.ranks[0].config.at("unfinished_ranges").json(), "0");
   size_t ops = 0;
   for (const auto& e : direct.events) ops += e.kind == profiler::EventKind::kCpuOp;
   EXPECT_EQ(ops, 1u);
@@ -182,7 +182,7 @@ TEST(CollectorTest, DataflowEdgesAndConfigChangesSurviveTheRoundTrip) {
   for (const auto& ctr : back.counters)
     if (back.strings.Get(ctr.name) == "trainrx.config.anomaly_mode") ++anomaly;
   EXPECT_EQ(anomaly, 2);
-  EXPECT_EQ(back.ranks[0].config.at("collector"), "\"trainrx probes\"");
+  EXPECT_EQ(back.ranks[0].config.at("collector").json(), "\"trainrx probes\"");
   const auto& conv_back = back.events[0];
   ASSERT_NE(conv_back.aux, profiler::kNoAux);
   EXPECT_EQ(back.strings.Get(back.op_inputs[conv_back.aux].input_dims), "[[4, 3, 8, 8], [8, 3, 3, 3], [8], [], [], [], []]");
@@ -254,8 +254,8 @@ TEST(StepWindowTest, ARunShorterThanTheSkipRecordsNothingAndSaysSo) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(c.OnStepBoundary(BoundaryKind::kOptimizerStep), A::kNone);
   EXPECT_FALSE(c.recording());
   const profiler::Trace t = c.Assemble(0, NowNs());
-  EXPECT_EQ(t.ranks[0].config.at("window_opened"), "false");
-  EXPECT_EQ(t.ranks[0].config.at("window_run_boundaries"), "4");
+  EXPECT_EQ(t.ranks[0].config.at("window_opened").json(), "false");
+  EXPECT_EQ(t.ranks[0].config.at("window_run_boundaries").json(), "4");
 }
 
 using testing::KernelRecord;
@@ -297,9 +297,9 @@ TEST(StepWindowTest, TheCollectorKeepsWhatTheWindowCoversAndCountsTheRest) {
   EXPECT_EQ(runtime, 1);
   EXPECT_EQ(counters, 1);  // cudnn_benchmark inside; anomaly_mode's two samples outside
   const auto& cfg = t.ranks[0].config;
-  EXPECT_EQ(cfg.at("gpu_records_outside_window"), "4");
-  EXPECT_EQ(cfg.at("window_closed"), "true");
-  EXPECT_EQ(cfg.at("window_boundary"), "\"Optimizer.step\"");
+  EXPECT_EQ(cfg.at("gpu_records_outside_window").json(), "4");
+  EXPECT_EQ(cfg.at("window_closed").json(), "true");
+  EXPECT_EQ(cfg.at("window_boundary").json(), "\"Optimizer.step\"");
 }
 
 // CUPTI hands buffers back during the run, a thread's buffer at a time: a kernel can arrive
@@ -354,8 +354,8 @@ TEST(StepWindowTest, GpuRecordsDeliveredDuringTheRunAreDecidedAsSoonAsThatIsSafe
   EXPECT_EQ(kernels, (std::vector<std::string>{"k-1", "k2"}));
   EXPECT_EQ(runtime, 1);
   // Runtime 1 and 4, kernel 1 (before); the long kernel and kernel 3 (at assembly); runtime 3.
-  EXPECT_EQ(t.ranks[0].config.at("gpu_records_outside_window"), "6");
-  EXPECT_EQ(t.ranks[0].config.at("gpu_records_over_cap"), "0");
+  EXPECT_EQ(t.ranks[0].config.at("gpu_records_outside_window").json(), "6");
+  EXPECT_EQ(t.ranks[0].config.at("gpu_records_over_cap").json(), "0");
 }
 
 // GPU records are held up to the collector's cap (as CPU records are); the rest are counted as
@@ -376,7 +376,7 @@ TEST(CollectorTest, GpuRecordsPastTheCapAreCountedAsLost) {
   int kernels = 0;
   for (const auto& e : t.events) kernels += e.kind == profiler::EventKind::kKernel;
   EXPECT_EQ(kernels, 10);
-  EXPECT_EQ(t.ranks[0].config.at("gpu_records_over_cap"), "6");
+  EXPECT_EQ(t.ranks[0].config.at("gpu_records_over_cap").json(), "6");
   EXPECT_EQ(t.stats.Count("gpu_records_over_cap"), 6u);
 }
 
@@ -457,10 +457,10 @@ TEST(ProcessSessionTest, EnvironmentSwitchesAreOneValidJsonObject) {
   const auto st = profiler::ReadTraces({path}, t);
   ASSERT_TRUE(st.ok) << st.error;
   ASSERT_EQ(t.ranks.size(), 1u);
-  const std::string env = t.ranks[0].config.at("env");
+  const std::string env = t.ranks[0].config.at("env").json();
   EXPECT_TRUE(env.starts_with("{") && env.ends_with("}")) << env;
   EXPECT_NE(env.find(R"("CUDA_LAUNCH_BLOCKING":"1\"\\\n")"), std::string::npos) << env;
-  EXPECT_EQ(t.ranks[0].config.at("collector"), "\"trainrx probes\"");
+  EXPECT_EQ(t.ranks[0].config.at("collector").json(), "\"trainrx probes\"");
   std::filesystem::remove(path);
 }
 

@@ -105,14 +105,14 @@ TEST(JournalTest, ACutOffJournalReadsAsWhatWasFlushed) {
   ASSERT_TRUE(st.ok) << st.error;
   EXPECT_EQ(back.stats.Count("journal_cut"), 1u);  // a journal says what it misses
   EXPECT_EQ(back.stats.Count("journal_torn_flush"), 0u);
-  EXPECT_EQ(back.ranks[0].config.at("journal_frames"), "3");
+  EXPECT_EQ(back.ranks[0].config.at("journal_frames").json(), "3");
   profiler::Trace whole = c.Assemble(0, 2'000'000);
   EXPECT_EQ(Names(back), Names(whole));
   EXPECT_EQ(back.flows.size(), 2u);  // conv -> bn, once both ended
   EXPECT_EQ(back.tracks.size(), 2u);
   EXPECT_EQ(back.ranks[0].base_time_ns, 1'000'000);
-  EXPECT_EQ(back.ranks[0].config.at("journal_flush_ms"), "2000");
-  EXPECT_EQ(back.ranks[0].config.at("collector"), "\"trainrx probes\"");
+  EXPECT_EQ(back.ranks[0].config.at("journal_flush_ms").json(), "2000");
+  EXPECT_EQ(back.ranks[0].config.at("collector").json(), "\"trainrx probes\"");
   const profiler::Event* conv_back = nullptr;
   for (const auto& e : back.events) if (back.Name(e) == "aten::conv2d") conv_back = &e;
   ASSERT_NE(conv_back, nullptr);

@@ -49,9 +49,18 @@ TEST(JsonTextTest, UnquoteDecodesWhatOtherWritersEscapeAndRefusesWhatIsNotOneStr
 
 TEST(JsonTextTest, ConfigTextDecodesStringsAndLeavesOtherValues) {
   profiler::RankInfo info;
-  info.config["end_reason"] = JsonWriter::Quote(kAwkward);
-  info.config["exit_code"] = "3";
-  info.config["env"] = R"({"A":"b"})";
+  info.config["end_reason"] = profiler::ConfigValue::String(kAwkward);
+  info.config["exit_code"] = profiler::ConfigValue::Number(3);
+  info.config["env"] = profiler::ConfigValue::Json(R"({"A":"b"})");
+  info.config["incomplete"] = profiler::ConfigValue::Bool(true);
+  EXPECT_EQ(info.config["end_reason"].json(), JsonWriter::Quote(kAwkward));  // quoted by the one writer
+  EXPECT_EQ(info.config["end_reason"].AsString(), kAwkward);
+  EXPECT_EQ(info.config["exit_code"].AsString(), std::nullopt);
+  EXPECT_EQ(info.config["exit_code"].AsNumber(), 3.0);
+  EXPECT_EQ(info.config["incomplete"].AsNumber(), 1.0);
+  EXPECT_EQ(info.config["env"].AsNumber(), std::nullopt);
+  EXPECT_EQ(profiler::ConfigValue::Json("1700000000123456789").AsInt(), 1700000000123456789);  // exact, not via double
+  EXPECT_EQ(profiler::ConfigValue().json(), "null");
   EXPECT_EQ(analyzers::ConfigText(info, "end_reason"), kAwkward);
   EXPECT_EQ(analyzers::ConfigText(info, "exit_code"), "3");
   EXPECT_EQ(analyzers::ConfigText(info, "env"), R"({"A":"b"})");

@@ -78,9 +78,7 @@ struct AnalyzerInfo {
   AnalyzerFn fn;
 };
 const std::vector<AnalyzerInfo>& Registry();
-// Every finding id an analyzer can report (tests check the analyzers' source and the workloads'
-// knob table against it).
-const std::vector<std::string>& FindingIds();
+// Every finding id an analyzer can report, with its fixes: catalog.h.
 
 // Steps first, then every registered family; findings sorted by estimated saving. The tables and
 // families run on up to `threads` threads (0: one per usable CPU); the report is the same for any

@@ -52,13 +52,8 @@ bool RunFix(const Spec& spec, const PlanOptions& options, Launcher& launcher, Pr
             std::string* error);
 
 // `fix --cmd`: fixes applied to an unmodified script from outside, by the Python start-up hook
-// (probes/python/sitecustomize.py) that `trainrx record` injects when TRAINRX_FIX names them.
-struct OutsideFix {
-  const char* finding;  // the finding it fixes
-  const char* token;    // TRAINRX_FIX token
-  const char* code;     // the code change that makes it permanent
-};
-const std::vector<OutsideFix>& OutsideFixes();
+// (probes/python/sitecustomize.py) that `trainrx record` injects when TRAINRX_FIX names them: the
+// finding catalog's outside_token and outside_code (analyzers/catalog.h).
 // One row per hook token a finding names, "all of the above" with 2+; notes give the code change
 // for findings that cannot be applied from outside.
 std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analyzers::Report& analysis,

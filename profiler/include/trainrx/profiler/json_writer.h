@@ -62,8 +62,8 @@ class JsonWriter {
   // Without the surrounding quotes. Control bytes become \u00XX and bytes that are not valid
   // UTF-8 become U+FFFD: names from a trace or a command line never make the output invalid JSON.
   static std::string Escape(std::string_view s);
-  // A JSON string value, quotes included: what RankInfo::config and Collector::SetStatic hold for
-  // a text (they keep each value as JSON text). The one such helper: never "\"" + s + "\"".
+  // A JSON string value, quotes included: what Collector::SetStatic and ConfigValue::String
+  // (RankInfo::config) hold for a text. The one such helper: never "\"" + s + "\"".
   static std::string Quote(std::string_view s) { return "\"" + Escape(s) + "\""; }
   // The text of a JSON string value (Quote's inverse: escapes decoded, \uXXXX as UTF-8, surrogate
   // pairs joined); nullopt when `json` is not one string value.

@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "trainrx/profiler/config_value.h"
+
 namespace trainrx::profiler {
 
 using StrId = uint32_t;
@@ -171,8 +173,8 @@ struct RankInfo {
   int64_t base_time_ns = 0;        // Kineto baseTimeNanoseconds (0 when absent)
   std::string schema_version;
   // Free-form key/value configuration written by our collector ("trainrx" block) or by the
-  // source (record_shapes, with_stack...). Values are JSON text.
-  std::map<std::string, std::string> config;
+  // source (record_shapes, with_stack...): JSON values, made and read typed (config_value.h).
+  std::map<std::string, ConfigValue> config;
   // Clock alignment (analyzers::AlignRankClocks): the ns added to this rank's times to put them on
   // the reference rank's clock (0: not shifted), the outcome ("reference", "shifted", "agrees",
   // "same host", "not aligned"; empty: not attempted, e.g. one rank) and why, in one sentence.

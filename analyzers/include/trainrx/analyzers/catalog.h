@@ -1,0 +1,70 @@
+// trainrx::analyzers catalog — every finding id, once, with what goes with it: what it is, the
+// analyzer family that reports it, the fix texts for Python and C++ users (by variant, where the
+// trace decides which fix fits), the reference-workload knob that fixes it, the workload knob whose
+// bad value plants it, the fix `trainrx fix --cmd` applies to an unmodified script from outside
+// (a TRAINRX_FIX token for the start-up hook, and the code change that makes it permanent), and the
+// docs page that explains it.
+//
+// Who reads it: the analyzers (SetFix fills a Finding's fix_python / fix_cpp / knob),
+// experiments/plans.cc (which knob `fix` flips, which token `fix --cmd` applies), reports/ (the text
+// report's "measure it on your unmodified script" line, the workloads listing) and the tests
+// (docs/findings.md lists every id; every knob named is in workloads::Knobs()). Torch-free, no I/O;
+// the tables are constants built once: safe from any thread.
+//
+// Fix texts are fmt templates: `{name}` (with a format spec: `{n:.0f}`) is filled from the
+// analyzer's FixArgs, so literal braces are doubled. Example: threads.oversubscribed's variant
+// "threads" is "torch.set_num_threads({n:.0f}) (CPUs / local ranks)"; SetFix(f, "threads", {{"n", 2.0}})
+// sets f.fix_python to "torch.set_num_threads(2) (CPUs / local ranks)".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "trainrx/analyzers/finding.h"
+
+namespace trainrx::analyzers {
+
+// One fix of a finding. Most findings have one; where the trace says which fix fits (the reads
+// come from data loading, the kernels are convolutions only...) the analyzer names the variant.
+struct FixVariant {
+  const char* name;    // "" for a finding's only fix; otherwise the name the analyzer passes
+  const char* python;  // fmt templates (see above)
+  const char* cpp;
+  const char* knob;    // Finding::knob: the reference-workload knob that fixes it ("workers", "anomaly=0"); "" none
+};
+
+struct CatalogEntry {
+  const char* id;       // stable, as in TRICKS.md: "sync.host_device"
+  const char* family;   // the analyzer family (registry name) that reports it
+  const char* summary;  // what it is, in one line (docs, listings)
+  std::vector<FixVariant> fixes;  // the first is the default
+  const char* planted_by;     // workload knob whose bad value produces it (workloads::Knobs()); "" none
+  const char* outside_token;  // TRAINRX_FIX token the start-up hook applies for `fix --cmd`; "" none
+  const char* outside_code;   // the code change that makes the outside fix permanent
+  const char* doc;            // the docs page that explains it, from the repository root
+};
+
+// Every finding, in the order docs/findings.md lists them.
+const std::vector<CatalogEntry>& Catalog();
+// Every id of the catalog, in its order.
+const std::vector<std::string>& FindingIds();
+// nullptr for an id the catalog does not hold (a summary written by another version).
+const CatalogEntry* FindCatalogEntry(std::string_view id);
+// The finding a workload knob's bad value plants; nullptr when none.
+const CatalogEntry* FindingPlantedBy(std::string_view knob);
+
+using FixArg = std::pair<const char*, std::variant<int64_t, double, std::string>>;
+struct FixText {
+  std::string python, cpp, knob;
+};
+// The variant's texts ("": the first) with `args` filled in. An id or variant the catalog does not
+// hold, or a template that does not format, is a programming error: std::invalid_argument.
+FixText FormatFix(std::string_view id, std::string_view variant, const std::vector<FixArg>& args = {});
+// Sets f.fix_python, f.fix_cpp and f.knob from f.id's variant ("": the first).
+void SetFix(Finding& f, std::string_view variant = "", const std::vector<FixArg>& args = {});
+
+}  // namespace trainrx::analyzers
