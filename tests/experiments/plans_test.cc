@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <random>
 #include <sstream>
@@ -17,6 +19,7 @@
 #include "trainrx/experiments/plans.h"
 #include "trainrx/experiments/process.h"
 #include "trainrx/reports/experiment.h"
+#include "trainrx/reports/output.h"
 #include "trainrx/sets/analyze_set.h"
 
 namespace trainrx::experiments {
@@ -854,6 +857,29 @@ TEST(ReportTextTest, FixReportsSayHowEachRowStopped) {
     }
   }
   EXPECT_GE(futile, 1);
+}
+
+// The progress line's count is the plan's maximum once replanned ("<="), and its ETA never runs
+// past the budget's end (issue 40: "trial 42/42 ... ETA 19 s", then "44/44", "46/46").
+TEST(ProgressTest, ThePlannedMaximumAndTheBudgetsEnd) {
+  setenv("TRAINRX_PROGRESS_SECONDS", "0", 1);  // stderr is not a terminal here: a line per trial
+  std::ostringstream err;
+  std::streambuf* old = std::cerr.rdbuf(err.rdbuf());
+  {
+    reports::TerminalProgress p;
+    p.Start(10);
+    p.Step("a");
+    p.Replan(6);
+    p.Step("b");
+    p.Deadline(0);  // the budget is spent: nothing can be left to wait for
+    p.Step("c");
+  }
+  std::cerr.rdbuf(old);
+  unsetenv("TRAINRX_PROGRESS_SECONDS");
+  const std::string out = err.str();
+  EXPECT_NE(out.find("trial 1/10 a (ETA 0s)"), std::string::npos) << out;
+  EXPECT_NE(out.find("trial 2/<=6 b (ETA <="), std::string::npos) << out;
+  EXPECT_NE(out.find("trial 3/<=6 c (ETA <=0s)"), std::string::npos) << out;
 }
 
 Baseline StoredBaseline(const std::string& spec, double ms, int n, uint64_t seed) {
