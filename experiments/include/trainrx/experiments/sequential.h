@@ -29,13 +29,14 @@
 // c_k = z_k sqrt(t_k), of paths not stopped before, is
 //   f_1(s) = phi(s / sqrt(t_1)) / sqrt(t_1)
 //   f_k(s) = integral over (-c_{k-1}, c_{k-1}) of f_{k-1}(u) phi((s - u) / sqrt(D)) / sqrt(D) du,
-// D = t_k - t_{k-1}, integrated by Simpson's rule on a grid of spacing <= sqrt(D) / 8; the
+// D = t_k - t_{k-1}, integrated by Simpson's rule on a grid of spacing <= sqrt(D) / 8 (at most 600
+// intervals; the boundaries match ldbounds' and rpact's to 1e-4 or better); the
 // crossing probability at look k is the same integral against the two normal tails beyond
 // +-c_k, and z_k is found by bisection so that it equals the alpha to spend.
 //
-// No C++ library is a standard for this (R has gsDesign, ldbounds and rpact; Python and C++
-// have nothing maintained that we could depend on), so this is our own, tested against those
-// packages' published values (tests/experiments/sequential_test.cc).
+// No C++ library is a standard for this (the reference implementations are the R packages
+// gsDesign, ldbounds and rpact), so this is our own, tested against those packages' published
+// values (tests/experiments/sequential_test.cc).
 #pragma once
 
 #include <string>
