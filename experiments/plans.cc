@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <random>
 #include <sstream>
 
 #include "trainrx/analyzers/catalog.h"
+#include "trainrx/experiments/sequential.h"
 #include "trainrx/experiments/stats.h"
 
 namespace trainrx::experiments {
@@ -83,6 +85,18 @@ bool AppendAllRow(std::vector<FixPlanRow>* plans) {
 
 }  // namespace
 
+const char* StopName(FixRow::Stop s) {
+  switch (s) {
+    case FixRow::Stop::kNotSequential: return "";
+    case FixRow::Stop::kDecided: return "decided";
+    case FixRow::Stop::kPrecise: return "precise";
+    case FixRow::Stop::kFutile: return "futile";
+    case FixRow::Stop::kMaxRounds: return "max rounds";
+    case FixRow::Stop::kBudget: return "budget";
+  }
+  return "";
+}
+
 std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& analysis, std::vector<std::string>* notes) {
   // Which knob fixes which finding: the finding's own knob, else the knob whose bad value plants it
   // (the finding catalog).
@@ -144,19 +158,63 @@ int BudgetedTrials(const PlanOptions& o, size_t configs, double seconds, std::ve
   return trials;
 }
 
-// Measures every plan: paired ones in-process (`alt_trial`), the others in rounds of separate
-// processes, each round the baseline and every such fix once in a random order (so the
-// baseline's trials interleave with every fix's), then more rounds for rows that stay
-// inconclusive (see PlanOptions::min_effect) while the budget allows.
-bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, const PlanOptions& o, const FixTrial& trial,
-                  const std::function<bool(size_t plan, AltResult*, std::string*)>& alt_trial, Progress& progress,
-                  FixReport* report, std::string* error) {
+// The sequential design of the rows measured across processes (issue 40).
+//
+// Spending function: Hwang-Shih-DeCani with gamma = -3. Why: the looks are Mann-Whitney tests on
+// a few trials per side, whose smallest p is discrete (4 per side: 0.029, 5: 0.0079, 6: 0.0022),
+// so a look can only decide a clear effect when its nominal level is above that. With today's
+// default maximum (5 trials, then as many again: 10 rounds), gamma = -3 makes the first look that
+// can decide anything round 5 (nominal 0.0091 >= 0.0079): a clear effect is decided after 5
+// rounds, as the fixed design did, and the last look's nominal level is 0.036, close to the fixed
+// design's 0.05 (so a row that needs all 10 rounds loses little power). O'Brien-Fleming type
+// spending keeps 0.0375 at the end but cannot decide before round 6 (nominal 0.0076 at 6), and
+// far later with a budget's larger maximum (round 15 of 100, where gamma = -3 decides at round 7
+// and ends at 0.028): it spends almost nothing early. Pocock type decides at round 5 too but
+// ends at 0.015. gamma = -4 ends at 0.040 but needs round 6. (Computed with
+// stats::SequentialDesign and this file's rule for skipping looks; the 10-round design is checked
+// in tests/experiments/sequential_test.cc.)
+constexpr double kSpendingGamma = -3;
+constexpr double kAlpha = 0.05;
+// Looks start at round 4: with 3 trials per side no Mann-Whitney p is below 0.05.
+constexpr int kFirstLook = 4;
+// Upper bound on the planned rounds with a large budget (keeps the boundaries' work small; a
+// row still open after 100 rounds is precise to ~1 % on these machines).
+constexpr int kMaxRoundsCap = 100;
+
+// The smallest two-sided Mann-Whitney p that n trials per side can give (complete separation).
+// A look whose nominal level is below it cannot decide anything: it is not made, and its alpha
+// stays for the later looks (a choice that depends on n only, never on the data).
+double SmallestP(int n) {
+  std::vector<double> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) a[static_cast<size_t>(i)] = i + 1, b[static_cast<size_t>(i)] = n + i + 1;
+  return stats::MannWhitneyP(a, b);
+}
+
+// Mean and variance of the logs of the trials.
+void LogMoments(const std::vector<double>& v, double* mean, double* var) {
+  *mean = 0, *var = 0;
+  if (v.empty()) return;
+  for (double x : v) *mean += std::log(x) / static_cast<double>(v.size());
+  if (v.size() < 2) return;
+  for (double x : v) *var += (std::log(x) - *mean) * (std::log(x) - *mean);
+  *var /= static_cast<double>(v.size() - 1);
+}
+
+// Measures every plan: paired ones in-process (`alt_trial`, `trials` each), the others in rounds
+// of separate processes, each round the baseline and every row still open once in a random order
+// (so the baseline's trials interleave with every fix's), with a look after each round from the
+// 4th (group-sequential boundaries, see above): a row stops getting trials once it is decided,
+// precise enough, or cannot reach significance by the planned maximum. `estimate_s`: one trial's
+// seconds before any ran (the analysis run), for the budget's plan.
+bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s, const PlanOptions& o,
+                  const FixTrial& trial, const std::function<bool(size_t plan, AltResult*, std::string*)>& alt_trial,
+                  Progress& progress, FixReport* report, std::string* error) {
   report->trials = trials;
   std::vector<size_t> process_plans, paired_plans;
   for (size_t i = 0; i < plans.size(); ++i) (plans[i].paired ? paired_plans : process_plans).push_back(i);
   std::mt19937_64 rng(o.seed);
   double trial_seconds = 0;  // time spent in trials so far (the budget)
-  int process_trials = 0;
+  int process_trials = 0, done = 0;
   double process_seconds = 0;
   const auto run_round = [&](const std::vector<size_t>& rows) {
     std::vector<size_t> order(rows.size() + 1);
@@ -167,6 +225,7 @@ bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, const PlanOptions&
       const size_t plan = i == 0 ? 0 : rows[i - 1];
       Arm& arm = i == 0 ? report->baseline : plans[plan].row.fixed;
       progress.Step(arm.label);
+      ++done;
       TrialResult r;
       if (!trial(i == 0 ? -1 : static_cast<int>(plan), &r, error)) return false;
       trial_seconds += r.seconds;
@@ -179,16 +238,32 @@ bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, const PlanOptions&
     report->order += (report->order.empty() ? "" : " ") + round;
     return true;
   };
-  progress.Start(static_cast<int>((process_plans.empty() ? 0 : process_plans.size() + 1) + paired_plans.size()) * trials);
-  for (int t = 0; t < trials && !process_plans.empty(); ++t)
-    if (!run_round(process_plans)) return false;
+  // The planned maximum of rounds: without a budget today's maximum (the first `trials` rounds
+  // and as many again); with one, what the rest of the budget fits at `per_trial` seconds a trial
+  // with `open` rows and the baseline (never below 4, the least that can decide anything).
+  const auto plan_rounds = [&](double per_trial, int rounds_done, size_t open, double spent) {
+    if (o.budget_s <= 0) return 2 * trials;
+    const double per_round = std::max(per_trial, 0.01) * static_cast<double>(open + 1);
+    const double fit = std::floor(std::max(0.0, o.budget_s - spent) / per_round);
+    return std::clamp(rounds_done + static_cast<int>(std::min(fit, 1e6)), kFirstLook, kMaxRoundsCap);
+  };
+  // Until trials are measured, one takes as long as the analysis run.
+  const double paired_estimate_s = static_cast<double>(paired_plans.size()) * trials * estimate_s;
+  int n_max = process_plans.empty() ? 0 : plan_rounds(estimate_s, 0, process_plans.size(), paired_estimate_s);
+  if (o.budget_s > 0) progress.Deadline(o.budget_s);
+  const auto planned = [&](int rounds_done, size_t open) {
+    return done + (open == 0 ? 0 : static_cast<int>(open + 1) * std::max(0, n_max - rounds_done));
+  };
+  progress.Start(static_cast<int>(paired_plans.size()) * trials + planned(0, process_plans.size()));
   stats::CompareOptions co;
   co.seed = o.seed;
+  // In-process rows first: their time is known before the budget's rounds are planned.
   for (size_t i : paired_plans) {
     auto& row = plans[i].row;
     AltResult alt;
     for (int t = 0; t < trials; ++t) {
       progress.Step(row.fixed.label + " (in-process)");
+      ++done;
       if (!alt_trial(i, &alt, error)) return false;
     }
     trial_seconds += alt.seconds;
@@ -197,32 +272,92 @@ bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, const PlanOptions&
     row.cmp.median_a = stats::Median(alt.a_ms);
     row.cmp.median_b = stats::Median(alt.b_ms);
   }
-  // Separate processes vary by +-15 % here: a row that is neither significant nor precise enough
-  // to rule out an effect of `min_effect` gets more rounds (with the baseline), while the budget
-  // allows (without one: up to as many again as the first rounds).
-  const auto compare = [&] {
-    std::vector<size_t> open;
-    for (size_t i : process_plans) {
+  if (process_plans.empty()) {
+    for (auto& p : plans) report->rows.push_back(std::move(p.row));
+    return true;
+  }
+  auto& seq = report->sequential;
+  stats::SequentialDesign design({stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}, kAlpha);
+  seq.used = true;
+  seq.spending = design.spending().Name();
+  seq.alpha = kAlpha;
+  std::vector<size_t> open = process_plans;
+  int k = 0;
+  int budget_cut = 0;
+  while (!open.empty()) {
+    if (!run_round(open)) return false;
+    ++k;
+    const double per_trial = process_seconds / std::max(1, process_trials);
+    // With a budget the plan was the analysis run's guess (traced, so slower than a trial): after
+    // the first round it is what the rest of the budget fits at the measured pace, once (before
+    // any look used it, so the boundaries are unaffected; the progress count is revised once).
+    if (k == 1 && o.budget_s > 0) n_max = std::max(k, plan_rounds(per_trial, k, open.size(), trial_seconds));
+    if (k < kFirstLook) {
+      progress.Replan(planned(k, open.size()));
+      continue;
+    }
+    // The final look: the planned maximum, or (with a budget) the next round would not fit.
+    const bool budget_ends = o.budget_s > 0 && trial_seconds + per_trial * static_cast<double>(open.size() + 1) > o.budget_s;
+    const bool final_look = k >= n_max || budget_ends;
+    if (final_look && k < n_max) budget_cut = n_max;
+    const double t = final_look ? 1.0 : static_cast<double>(k) / n_max;
+    stats::Look look = design.Preview(t);
+    const bool made = final_look || look.nominal_alpha >= SmallestP(k);
+    if (made) {
+      look = design.Add(t);
+      seq.looks.push_back({k, t, look.z, look.nominal_alpha});
+    }
+    // Futility: the critical value the final look would have if it came next (a lower bound of
+    // the real one: the test of futility is then, if anything, too lenient to stop).
+    const stats::Look last = final_look ? look : design.Preview(1.0);
+    const double z_final = std::isfinite(last.z) ? last.z : stats::NormalQuantile(1 - kAlpha / 2);
+    co.alpha = look.nominal_alpha;
+    std::vector<size_t> still;
+    for (size_t i : open) {
       auto& row = plans[i].row;
       row.cmp = stats::Compare(report->baseline.trial_ms, row.fixed.trial_ms, co);
-      if (row.cmp.verdict == stats::Verdict::kNoDifference && row.cmp.detectable > 1 + o.min_effect) open.push_back(i);
+      row.level = 1 - look.nominal_alpha;
+      row.stop_round = k;
+      if (made && row.cmp.verdict != stats::Verdict::kNoDifference) {
+        row.stop = FixRow::Stop::kDecided;
+      } else if (final_look) {
+        row.stop = budget_ends && k < n_max ? FixRow::Stop::kBudget : FixRow::Stop::kMaxRounds;
+      } else if (row.cmp.detectable <= 1 + o.min_effect) {
+        row.stop = FixRow::Stop::kPrecise;
+      } else {
+        double ma = 0, va = 0, mb = 0, vb = 0;
+        LogMoments(report->baseline.trial_ms, &ma, &va);
+        LogMoments(row.fixed.trial_ms, &mb, &vb);
+        const double se = std::sqrt(va / static_cast<double>(report->baseline.trial_ms.size()) +
+                                    vb / static_cast<double>(row.fixed.trial_ms.size()));
+        const double t_now = static_cast<double>(k) / n_max;
+        row.conditional_power = se > 0 ? stats::ConditionalPower((ma - mb) / se, t_now, z_final) : 1;
+        // Futility (non-binding: stopping without rejecting can only lower the type I error).
+        if (row.conditional_power < o.futility_power) {
+          row.stop = FixRow::Stop::kFutile;
+          // At n_max trials per side the standard error is se * sqrt(k / n_max).
+          row.detectable_at_max = std::exp((z_final + 0.8416) * se * std::sqrt(t_now));
+        } else {
+          still.push_back(i);
+        }
+      }
     }
-    return open;
-  };
-  int extra = 0;
-  for (std::vector<size_t> open = compare(); !open.empty(); open = compare()) {
-    const double per_trial = process_seconds / std::max(1, process_trials);
-    const bool fits = o.budget_s > 0 ? trial_seconds + per_trial * static_cast<double>(open.size() + 1) <= o.budget_s
-                                     : extra < trials;
-    if (!fits) break;
-    progress.Start(static_cast<int>(open.size() + 1));
-    if (!run_round(open)) return false;
-    ++extra;
+    open = std::move(still);
+    progress.Replan(planned(k, open.size()));
   }
-  if (extra > 0)
-    report->notes.push_back(fmt::format("{} more round{} for the rows that were not yet conclusive (separate processes: "
-                                        "until significant, or precise to {:.0f}%, or the budget)",
-                                        extra, extra == 1 ? "" : "s", 100 * o.min_effect));
+  seq.max_rounds = n_max;
+  seq.rounds = k;
+  report->notes.push_back(fmt::format(
+      "rows across processes: a look after every round from the {}th ({} spending, alpha {:g} over at most {} rounds; "
+      "{} look{} made, rounds where no result could be significant are skipped); each row stopped when decided (its "
+      "test and CI at the look's nominal level), when precise to {:.0f}%, or when it could no longer reach "
+      "significance (conditional power < {:.0f}%)",
+      kFirstLook, seq.spending, kAlpha, n_max, seq.looks.size(), seq.looks.size() == 1 ? "" : "s",
+      100 * o.min_effect, 100 * o.futility_power));
+  if (budget_cut > 0)
+    report->notes.push_back(fmt::format("--budget {:.0f}s: ended after round {} of the {} planned (the next round would "
+                                        "not fit); that look spent the rest of alpha",
+                                        o.budget_s, k, budget_cut));
   for (auto& p : plans) report->rows.push_back(std::move(p.row));
   return true;
 }
@@ -245,7 +380,7 @@ bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress
     return launcher.Trial(plan < 0 ? spec : plans[static_cast<size_t>(plan)].fixed, r, e);
   };
   const auto alt_trial = [&](size_t plan, AltResult* r, std::string* e) { return launcher.AltTrial(spec, plans[plan].alt, r, e); };
-  return MeasureFixes(plans, trials, o, trial, alt_trial, progress, report, error);
+  return MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report, error);
 }
 
 std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analyzers::Report& analysis,
@@ -302,7 +437,7 @@ bool RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& l
     *e = "internal: a command has no in-process trials";
     return false;
   };
-  return MeasureFixes(plans, trials, o, trial, no_alt, progress, report, error);
+  return MeasureFixes(plans, trials, seconds, o, trial, no_alt, progress, report, error);
 }
 
 namespace {

@@ -23,6 +23,15 @@ const char* NotePrefix(bool md) { return md ? "- note: " : "note: "; }
 
 std::string P(double p) { return p < 0.001 ? "<0.001" : fmt::format("{:.3f}", p); }
 
+// 0.99088 -> "99.1", 0.99998 -> "99.998": enough digits to tell the level from 100 %.
+std::string CiLevel(double level) {
+  for (int digits = 1; digits < 6; ++digits) {
+    const std::string s = fmt::format("{:.{}f}", 100 * level, digits);
+    if (s.rfind("100", 0) != 0) return s;
+  }
+  return fmt::format("{:.6f}", 100 * level);
+}
+
 void WriteComparison(JsonWriter& w, const stats::Comparison& c) {
   w.Field("median_a", c.median_a, 6);
   w.Field("median_b", c.median_b, 6);
@@ -55,19 +64,32 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
   if (r.rows.empty()) {  // nothing was measured: no trial counts, no median
     out << Heading(md) << fmt::format("trainrx fix {}: baseline {}\n\n", r.workload, r.baseline_label);
   } else {
+    const std::string design =
+        r.sequential.used ? fmt::format("rounds of interleaved trials until each row stops, at most {}",
+                                        r.sequential.max_rounds)
+                          : fmt::format("{} interleaved trials per comparison", r.trials);
     out << Heading(md)
-        << fmt::format("trainrx fix {}: baseline {} ({} interleaved trials per comparison; median {:.2f} {})\n\n",
-                       r.workload, r.baseline_label, r.trials, stats::Median(r.baseline.trial_ms), r.unit);
+        << fmt::format("trainrx fix {}: baseline {} ({}; median {:.2f} {})\n\n", r.workload, r.baseline_label, design,
+                       stats::Median(r.baseline.trial_ms), r.unit);
   }
+  const bool sequential = r.sequential.used;
   std::vector<std::vector<std::string>> rows = {
-      {"finding", "change", "design", "estimated", "measured speedup [95% CI]", "p", "detectable", "verdict"}};
+      {"finding", "change", "design", "estimated", sequential ? "measured speedup [CI]" : "measured speedup [95% CI]", "p",
+       "detectable", "verdict"}};
+  if (sequential) rows[0].push_back("rounds");
   for (const auto& row : r.rows) {
     std::string ids;
     for (const auto& f : row.findings) ids += (ids.empty() ? "" : ", ") + f;
+    // A sequential row's test and CI are at its last look's nominal level: say which when not 95 %.
+    std::string speedup = FormatSpeedup(row.cmp);
+    if (std::abs(row.level - 0.95) > 5e-4) speedup += fmt::format(" {}%", CiLevel(row.level));
     rows.push_back({row.all ? "(all)" : ids.empty() ? "-" : ids, row.change, row.paired ? "in-process" : "processes",
-                    row.estimated_saving_pct >= 0.05 ? fmt::format("-{:.1f}%", row.estimated_saving_pct) : "-",
-                    FormatSpeedup(row.cmp), P(row.cmp.p_value), fmt::format("{:.2f}x", row.cmp.detectable),
-                    stats::VerdictName(row.cmp.verdict)});
+                    row.estimated_saving_pct >= 0.05 ? fmt::format("-{:.1f}%", row.estimated_saving_pct) : "-", speedup,
+                    P(row.cmp.p_value), fmt::format("{:.2f}x", row.cmp.detectable), stats::VerdictName(row.cmp.verdict)});
+    if (sequential)
+      rows.back().push_back(row.stop == FixRow::Stop::kNotSequential
+                                ? "-"
+                                : fmt::format("{} ({})", row.stop_round, experiments::StopName(row.stop)));
   }
   if (!r.rows.empty()) {
     Table(rows, out, md);
@@ -76,6 +98,26 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
            "bootstrap CI, Wilcoxon signed-rank p), processes = separate processes interleaved with the baseline "
            "(bootstrap CI over trials, Mann-Whitney U p); detectable: the smallest speedup this run could have "
            "detected.\n";
+    if (sequential) {
+      out << fmt::format(
+          "rounds: after which round a row measured across processes stopped getting trials (at most {}; {} "
+          "spending, alpha {:g}): decided = significant at that look's nominal level (its CI is at that level too); "
+          "precise = no effect as large as the detectable one; futile = could no longer reach significance; max "
+          "rounds / budget = the last look.",
+          r.sequential.max_rounds, r.sequential.spending, r.sequential.alpha);
+      if (!r.sequential.looks.empty()) {
+        out << " Looks (round: nominal alpha):";
+        for (const auto& l : r.sequential.looks) out << fmt::format(" {}: {:.4f}", l.round, l.nominal_alpha);
+      }
+      out << "\n";
+    }
+    for (const auto& row : r.rows)
+      if (row.stop == FixRow::Stop::kFutile)
+        out << NotePrefix(md)
+            << fmt::format("{}: stopped after round {}: it could no longer reach significance by round {} (conditional "
+                           "power {:.0f}%); the smallest speedup it could still have detected there: {:.2f}x\n",
+                           md ? MarkdownText(row.change) : row.change, row.stop_round, r.sequential.max_rounds,
+                           100 * row.conditional_power, row.detectable_at_max);
   }
   bool any_code = false;
   for (const auto& row : r.rows) any_code = any_code || !row.code.empty();
@@ -115,11 +157,40 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
     w.Field("method", row.paired ? "in-process paired" : "separate processes");
     w.Field("estimated_saving_pct", row.estimated_saving_pct, 3);
     WriteComparison(w, row.cmp);
+    w.Field("ci_level", row.level, 6);
+    if (row.stop != FixRow::Stop::kNotSequential) {
+      w.Field("stop", experiments::StopName(row.stop));
+      w.Field("stop_round", static_cast<int64_t>(row.stop_round));
+      if (row.stop == FixRow::Stop::kFutile) {
+        w.Field("conditional_power", row.conditional_power, 6);
+        w.Field("detectable_at_max_rounds", row.detectable_at_max, 6);
+      }
+    }
     w.Key("fixed_trials");
     WriteArm(w, row.fixed);
     w.EndObject();
   }
   w.EndArray();
+  if (r.sequential.used) {
+    w.Key("sequential");
+    w.BeginObject();
+    w.Field("spending", r.sequential.spending);
+    w.Field("alpha", r.sequential.alpha, 6);
+    w.Field("max_rounds", static_cast<int64_t>(r.sequential.max_rounds));
+    w.Field("rounds", static_cast<int64_t>(r.sequential.rounds));
+    w.Key("looks");
+    w.BeginArray();
+    for (const auto& l : r.sequential.looks) {
+      w.BeginObject();
+      w.Field("round", static_cast<int64_t>(l.round));
+      w.Field("information_fraction", l.t, 6);
+      w.Field("critical_z", std::isfinite(l.z) ? l.z : 99.0, 6);
+      w.Field("nominal_alpha", l.nominal_alpha, 8);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
   w.Key("notes");
   w.BeginArray();
   for (const auto& n : r.notes) w.String(n);

@@ -39,11 +39,26 @@ void TerminalProgress::Start(int total) {
   total_ += total;
 }
 
+void TerminalProgress::Replan(int total) {
+  total_ = total;
+  at_most_ = true;
+}
+
+void TerminalProgress::Deadline(double seconds) {
+  deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  has_deadline_ = true;
+}
+
 void TerminalProgress::Step(const std::string& what) {
   const auto now = Clock::now();
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const double eta = done_ > 0 ? elapsed / done_ * std::max(0, total_ - done_) : 0;
-  const std::string line = fmt::format("trial {}/{} {} (ETA {:.0f}s)", done_ + 1, std::max(total_, done_ + 1), what, eta);
+  // Issue 40: the ETA of the plan's remaining trials at the pace so far, and never past the
+  // budget's end; a sequential plan's count is a maximum ("<="), lowered as rows are decided.
+  double eta = done_ > 0 ? elapsed / done_ * std::max(0, total_ - done_) : 0;
+  if (has_deadline_) eta = std::min(eta, std::max(0.0, std::chrono::duration<double>(deadline_ - now).count()));
+  const char* bound = at_most_ || has_deadline_ ? "<=" : "";
+  const std::string line = fmt::format("trial {}/{}{} {} (ETA {}{:.0f}s)", done_ + 1, at_most_ ? "<=" : "",
+                                       std::max(total_, done_ + 1), what, bound, eta);
   ++done_;
   if (terminal_) {
     std::cerr << "\r\033[K  " << line << std::flush;

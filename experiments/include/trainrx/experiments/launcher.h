@@ -96,8 +96,14 @@ std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir, uint64
 class Progress {
  public:
   virtual ~Progress() = default;
+  // Adds `total` trials to the plan.
   virtual void Start(int total) {}
   virtual void Step(const std::string& what) {}
+  // The whole plan is now at most `total` trials, those done included (a sequential plan shrinks
+  // as rows are decided; it never grows past what it planned): replaces what Start added.
+  virtual void Replan(int total) {}
+  // The plan ends within `seconds` of trials from now at the latest (its budget).
+  virtual void Deadline(double seconds) {}
 };
 
 // Each block of four steps (two of each arm) gives one paired value, log(mean B / mean A): the

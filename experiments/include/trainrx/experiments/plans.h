@@ -20,6 +20,10 @@ struct PlanOptions {
   // fix: a row measured across processes that is not significant gets more rounds until it can
   // rule out a speedup of this size (0.03: 3 %), within the budget.
   double min_effect = 0.03;
+  // fix: a row across processes whose conditional power (under the current trend) to reach
+  // significance by the planned maximum of rounds is below this stops early (non-binding
+  // futility); 0: never.
+  double futility_power = 0.05;
   // sweep --cmd: samples per step of each cell, "{batch}" or "{batch}*{accum}" or "64" (filled
   // from the cell's grid values); empty: read from the recorded input shapes where they tell.
   std::string samples_per_step;

@@ -30,6 +30,35 @@ struct FixRow {
   double estimated_saving_pct = 0;    // from the analysis (0: no estimate)
   Arm fixed;
   stats::Comparison cmp;              // baseline vs fixed (speedup > 1: the fix is faster)
+  // Rows measured across processes, under the sequential design (FixReport::sequential): why the
+  // row stopped getting trials, at which round, and at what level its test and CI were made.
+  // (In-process rows: kNotSequential, level 0.95.)
+  enum class Stop { kNotSequential, kDecided, kPrecise, kFutile, kMaxRounds, kBudget };
+  Stop stop = Stop::kNotSequential;
+  int stop_round = 0;                 // the round after which it got no more trials
+  double level = 0.95;                // confidence of cmp's interval (1 - the look's nominal alpha)
+  // kFutile: the smallest speedup it could still have detected by the last planned round (80 %
+  // power at the final look's critical value), and its conditional power when it stopped.
+  double detectable_at_max = 0;
+  double conditional_power = 0;
+};
+const char* StopName(FixRow::Stop s);  // "decided", "precise", "futile", "max rounds", "budget", ""
+
+// How the rows measured across processes were run (issue 40): rounds of the baseline and every
+// row still open, a look after each round from the 4th, each at the nominal level of an
+// error-spending boundary, so the chance of a false "faster" or "slower" over all looks stays
+// alpha (stats/sequential.h).
+struct SequentialRecord {
+  bool used = false;
+  std::string spending;       // "Hwang-Shih-DeCani (gamma = -3)"
+  double alpha = 0.05;
+  int max_rounds = 0;         // the planned maximum N_max (the budget's, or 2 x trials)
+  int rounds = 0;             // rounds run
+  struct LookAt {
+    int round = 0;
+    double t = 0, z = 0, nominal_alpha = 0;
+  };
+  std::vector<LookAt> looks;  // the looks made (rounds where no result could be significant are skipped)
 };
 
 struct FixReport {
@@ -41,6 +70,7 @@ struct FixReport {
   Arm baseline;
   std::vector<FixRow> rows;
   std::vector<std::string> notes;  // e.g. findings without a knob, budget cuts
+  SequentialRecord sequential;
 };
 
 struct SweepCell {
