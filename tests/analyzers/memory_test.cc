@@ -449,7 +449,8 @@ TEST(MemoryTest, FreedBlocksNameNoSiteAndTeardownFreesDoNotHideOne) {
                         R"J("args":{{"Total Reserved":0,"Total Allocated":0,"Bytes":-1000000,"Device Id":-1,"Device Type":0,"Addr":{}}}}})J",
                         20000 + i, 1000 + i);
   json += "]}";
-  const Finding* f = FindId(AnalyzeText(json), "memory.growth");
+  const Report teardown = AnalyzeText(json);  // kept: the finding points into it
+  const Finding* f = FindId(teardown, "memory.growth");
   ASSERT_NE(f, nullptr);
   bool named = false;
   for (const auto& e : f->evidence) named |= e.key == "allocated_in";
