@@ -16,6 +16,7 @@
 #include "config_view.h"
 #include "families.h"
 #include "ops.h"
+#include "scopes.h"
 #include "trainrx/analyzers/batch.h"
 #include "trainrx/profiler/memory_counters.h"
 
@@ -230,7 +231,6 @@ void Headroom(const AnalysisContext& ctx, int64_t samples, DeviceMemory& m) {
 // leave blocks behind in at least half of those steps: a one-off block (optimizer state made at the
 // first step, gradients allocated once) is not growth. Needs block addresses: without them (heap
 // samples, a trace without profile_memory) there is no site.
-constexpr std::string_view kModulePrefix = "nn.Module: ";
 struct GrowthSite {
   std::string site;
   double bytes_per_step = 0;
@@ -281,19 +281,15 @@ std::vector<GrowthSite> GrowthSites(const AnalysisContext& ctx, int32_t rank, st
   size_t s = 0;
   while (s < survivors.size()) {
     const uint32_t track = survivors[s].track;
-    std::vector<const profiler::Event*> open, modules;
+    std::vector<const profiler::Event*> open;
     const auto events = track < trace.tracks.size() ? trace.TrackEvents(track) : std::span<const profiler::Event>{};
     size_t e = 0;
     for (; s < survivors.size() && survivors[s].track == track; ++s) {
       const Survivor& v = survivors[s];
-      for (; e < events.size() && events[e].ts_ns <= v.ts_ns; ++e) {
+      for (; e < events.size() && events[e].ts_ns <= v.ts_ns; ++e)
         if (events[e].kind == profiler::EventKind::kCpuOp) open.push_back(&events[e]);
-        else if (events[e].kind == profiler::EventKind::kUserAnnotation && trace.Name(events[e]).starts_with(kModulePrefix))
-          modules.push_back(&events[e]);
-      }
-      // Ranges that ended before the allocation leave (the stacks are kept in start order).
+      // Ops that ended before the allocation leave (the stack is kept in start order).
       std::erase_if(open, [&](const profiler::Event* o) { return o->end_ns() < v.ts_ns; });
-      std::erase_if(modules, [&](const profiler::Event* o) { return o->end_ns() < v.ts_ns; });
       std::string site = "outside any op";
       if (!open.empty()) {
         const std::string_view inner = trace.Name(*open.back());
@@ -302,7 +298,8 @@ std::vector<GrowthSite> GrowthSites(const AnalysisContext& ctx, int32_t rank, st
       Acc& a = by_site[site];
       a.bytes += v.bytes, ++a.blocks, a.steps.insert(v.step);
       // Module ranges cover only the first model calls (the start-up hook's): the modules seen there.
-      if (!modules.empty() && a.modules.size() < 4) a.modules.insert(std::string(trace.Name(*modules.back()).substr(kModulePrefix.size())));
+      if (const std::string_view module = ctx.modules.Of(v.track, v.ts_ns, v.ts_ns); !module.empty() && a.modules.size() < 4)
+        a.modules.insert(std::string(module));
     }
   }
   std::vector<GrowthSite> out;
