@@ -222,8 +222,8 @@ const std::vector<CatalogEntry>& Catalog() {
          "stack.",
          "Keep no tensor (or tensor with requires_grad history) across steps: store t.detach() or its value; "
          "evaluate under torch::NoGradGuard.",
-         ""}},
-       "", "", "", kMemory},
+         "leak=0"}},
+       "leak", "", "", kMemory},
       {"memory.fragmentation", "memory", "the CUDA caching allocator holds memory it does not use on a nearly full device",
        {{"",
          "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (set before the first CUDA call, e.g. in the job's "

@@ -191,19 +191,8 @@ DeviceMemory Summarize(const AnalysisContext& ctx, int32_t rank, const std::stri
   }
   if (!m.step_start.empty()) m.released_bytes_per_step = released / static_cast<double>(m.step_start.size());
   // Growth: the least-squares slope of the step starts that have a sample before them.
-  std::vector<std::pair<double, double>> xy;
-  for (size_t i = 0; i < m.step_start.size(); ++i)
-    if (m.step_start[i] >= 0) xy.push_back({static_cast<double>(i), static_cast<double>(m.step_start[i])});
-  m.growth_steps = static_cast<int64_t>(xy.size());
-  for (size_t i = 1; i < xy.size(); ++i) m.increases += xy[i].second > xy[i - 1].second;
-  if (xy.size() >= 2) {
-    double mx = 0, my = 0;
-    for (const auto& [x, y] : xy) mx += x, my += y;
-    mx /= static_cast<double>(xy.size()), my /= static_cast<double>(xy.size());
-    double sxy = 0, sxx = 0;
-    for (const auto& [x, y] : xy) sxy += (x - mx) * (y - my), sxx += (x - mx) * (x - mx);
-    m.growth_per_step = sxx > 0 ? sxy / sxx : 0;
-  }
+  const StepGrowth g = GrowthOf(m.step_start);
+  m.growth_per_step = g.per_step, m.growth_steps = g.steps, m.increases = g.increases;
   return m;
 }
 
@@ -504,6 +493,23 @@ void FlagEmptyCache(const AnalysisContext& ctx, int32_t rank, Report& out) {
 }
 
 }  // namespace
+
+StepGrowth GrowthOf(const std::vector<int64_t>& per_step) {
+  StepGrowth g;
+  std::vector<std::pair<double, double>> xy;
+  for (size_t i = 0; i < per_step.size(); ++i)
+    if (per_step[i] >= 0) xy.push_back({static_cast<double>(i), static_cast<double>(per_step[i])});
+  g.steps = static_cast<int64_t>(xy.size());
+  for (size_t i = 1; i < xy.size(); ++i) g.increases += xy[i].second > xy[i - 1].second;
+  if (xy.size() < 2) return g;
+  double mx = 0, my = 0;
+  for (const auto& [x, y] : xy) mx += x, my += y;
+  mx /= static_cast<double>(xy.size()), my /= static_cast<double>(xy.size());
+  double sxy = 0, sxx = 0;
+  for (const auto& [x, y] : xy) sxy += (x - mx) * (y - my), sxx += (x - mx) * (x - mx);
+  g.per_step = sxx > 0 ? sxy / sxx : 0;
+  return g;
+}
 
 // batch.small: the device is underused (the GPU idles or waits on launches: gpu.idle,
 // gpu.launch_bound) while the step's peak leaves most of its memory free. A larger batch gives the

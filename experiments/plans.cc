@@ -57,6 +57,7 @@ class CommandTrials {
     out->median_ms = c.value, out->seconds = c.seconds;
     out->samples_per_step = c.samples_per_step, out->samples_from = c.samples_from;
     out->compile_s = c.compile_s;
+    out->has_memory = c.has_memory, out->memory_growth = c.memory_growth, out->memory_peak = c.memory_peak;
     if (c.unit == "ms per step" && c.samples_per_step > 0 && c.value > 0) out->samples_per_s = c.samples_per_step * 1000 / c.value;
     return true;
   }
@@ -233,6 +234,7 @@ bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s,
       ++process_trials;
       arm.trial_ms.push_back(r.median_ms);
       arm.samples_per_s.push_back(r.samples_per_s);
+      AddTrialMemory(arm, r);
       round += i == 0 ? "A" : std::to_string(plan + 1);
     }
     report->order += (report->order.empty() ? "" : " ") + round;
@@ -380,7 +382,9 @@ bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress
     return launcher.Trial(plan < 0 ? spec : plans[static_cast<size_t>(plan)].fixed, r, e);
   };
   const auto alt_trial = [&](size_t plan, AltResult* r, std::string* e) { return launcher.AltTrial(spec, plans[plan].alt, r, e); };
-  return MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report, error);
+  if (!MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report, error)) return false;
+  for (auto& row : report->rows) row.memory = CompareMemory(report->baseline, row.fixed, o.seed);
+  return true;
 }
 
 std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analyzers::Report& analysis,
@@ -437,7 +441,9 @@ bool RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& l
     *e = "internal: a command has no in-process trials";
     return false;
   };
-  return MeasureFixes(plans, trials, seconds, o, trial, no_alt, progress, report, error);
+  if (!MeasureFixes(plans, trials, seconds, o, trial, no_alt, progress, report, error)) return false;
+  for (auto& row : report->rows) row.memory = CompareMemory(report->baseline, row.fixed, o.seed);
+  return true;
 }
 
 namespace {
@@ -848,22 +854,20 @@ bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, 
   for (char side : report->order) {
     Arm& arm = side == 'A' ? report->a : report->b;
     progress.Step(arm.label);
-    double value = 0, sps = 0;
+    TrialResult r;
     if (commands) {
-      TrialResult r;
       if (!runs.Run(side == 'A' ? a_text : b_text, {}, &r, error)) return false;
-      value = r.median_ms;
       arm.compile_s.push_back(r.compile_s);
-    } else {
-      TrialResult r;
-      if (!launcher.Trial(side == 'A' ? a : b, &r, error)) return false;
-      value = r.median_ms;
-      sps = r.samples_per_s;
+      r.samples_per_s = 0;
+    } else if (!launcher.Trial(side == 'A' ? a : b, &r, error)) {
+      return false;
     }
-    arm.trial_ms.push_back(value);
-    arm.samples_per_s.push_back(sps);
+    arm.trial_ms.push_back(r.median_ms);
+    arm.samples_per_s.push_back(r.samples_per_s);
+    AddTrialMemory(arm, r);
   }
   report->cmp = stats::Compare(report->a.trial_ms, report->b.trial_ms, co);
+  report->memory = CompareMemory(report->a, report->b, o.seed);
   if (const std::string note = CompilePayback(*report); !note.empty()) report->notes.push_back(note);
   Explain(launcher, commands ? a_text : a.Label(), commands ? b_text : b.Label(), commands, o.explain,
           report->cmp.verdict != stats::Verdict::kNoDifference, &report->why, &report->explained, &report->notes);

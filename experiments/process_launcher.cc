@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/batch.h"
 #include "trainrx/analyzers/compile.h"
 #include "trainrx/experiments/launch_files.h"
@@ -46,6 +47,20 @@ namespace {
 
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// A command's memory figures (issue 36), from its recording: the analysis's memory of `rank`'s
+// device with the largest peak (the GPU's on a CUDA run, else the CPU's heap samples or
+// allocator events), when that device has a figure at two steps' starts or more.
+void MemoryOfTrace(const profiler::Trace& t, int32_t rank, CommandResult* out) {
+  const analyzers::Report report = analyzers::Analyze(t);
+  const analyzers::DeviceMemory* best = nullptr;
+  for (const auto& m : report.metrics.memory)
+    if (m.rank == rank && (best == nullptr || m.peak_allocated > best->peak_allocated)) best = &m;
+  if (best == nullptr || best->growth_steps < 2) return;
+  out->has_memory = true;
+  out->memory_growth = best->growth_per_step;
+  out->memory_peak = static_cast<double>(best->peak_allocated);
+}
+
 class ProcessLauncher : public Launcher {
  public:
   ProcessLauncher(std::string bin_dir, uint64_t memory_cap, int64_t stop_after_steps)
@@ -75,6 +90,7 @@ class ProcessLauncher : public Launcher {
     }
     out->median_ms = r.median_step_ms;
     out->samples_per_s = r.samples_per_s;
+    out->has_memory = MemoryOfRun(r, &out->memory_growth, &out->memory_peak);
     out->seconds = Since(t0);
     return true;
   }
@@ -131,6 +147,7 @@ class ProcessLauncher : public Launcher {
       for (const auto& s : steps.steps)
         if (s.rank == first_rank) ms.push_back(s.wall_ns / 1e6);
       out->compile_s = static_cast<double>(analyzers::CompileTimeNs(t, first_rank)) / 1e9;
+      MemoryOfTrace(t, first_rank, out);
       if (ms.size() >= 3) {
         ms.erase(ms.begin());
         out->value = stats::Median(ms);

@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include <algorithm>
+
+#include "trainrx/analyzers/metrics.h"
+
 namespace trainrx::experiments {
 
 std::string RunResult::Summary() const {
@@ -52,6 +56,10 @@ bool ParseRunResult(std::string_view text, const std::string& path, RunResult* o
       return false;
     }
     if (step["arm"].get(arm) == simdjson::SUCCESS && !arm.empty()) s.arm = arm[0];
+    if (auto heap = step["heap_bytes"]; heap.error() == simdjson::SUCCESS && heap.get(s.heap_bytes) != simdjson::SUCCESS) {
+      *error = fmt::format("{}: steps[{}]: \"heap_bytes\" is not an integer", path, i);
+      return false;
+    }
     out->steps.push_back(s);
     ++i;
   }
@@ -62,6 +70,18 @@ bool ParseRunResult(std::string_view text, const std::string& path, RunResult* o
   std::string_view changed;
   if (doc["changed"].get(changed) == simdjson::SUCCESS) out->changed = std::string(changed);
   out->json = simdjson::minify(doc);
+  return true;
+}
+
+bool MemoryOfRun(const RunResult& r, double* growth, double* peak) {
+  std::vector<int64_t> heap;
+  for (const auto& s : r.steps) {
+    if (s.heap_bytes < 0) return false;
+    heap.push_back(s.heap_bytes);
+  }
+  if (heap.size() < 2) return false;
+  *growth = analyzers::GrowthOf(heap).per_step;
+  *peak = static_cast<double>(*std::max_element(heap.begin(), heap.end()));
   return true;
 }
 

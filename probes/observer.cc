@@ -12,7 +12,6 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <dlfcn.h>
-#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
@@ -526,14 +525,10 @@ void SampleHeap(Collector& c, ThreadBuffer* buf, int64_t ts) noexcept {
   // The allocator's own events give the CPU's figures then; heap samples in the same series would
   // mix two measures (the heap holds more than tensors).
   if (MemoryEventsRequested()) return;
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
-  const struct mallinfo2 mi = mallinfo2();
+  const int64_t heap = profiler::HeapInUseBytes();
+  if (heap < 0) return;
   static const std::string kKey = profiler::MemoryCounterName(profiler::MemoryWhat::kAllocated, "cpu");
-  const double heap = static_cast<double>(mi.uordblks + mi.hblkhd);
-  c.Sample(buf, kKey, std::max(0.0, heap - static_cast<double>(c.RecordBytes())), ts);
-#else
-  (void)c, (void)buf, (void)ts;
-#endif
+  c.Sample(buf, kKey, std::max(0.0, static_cast<double>(heap) - static_cast<double>(c.RecordBytes())), ts);
 }
 
 void SnapshotConfig(ThreadBuffer* buf, int64_t ts) noexcept {

@@ -1,5 +1,7 @@
 #include "trainrx/profiler/memory_counters.h"
 
+#include <malloc.h>
+
 #include <string>
 
 namespace trainrx::profiler {
@@ -67,6 +69,15 @@ std::optional<std::pair<int64_t, int64_t>> ParseMemoryDevice(std::string_view de
     if (const auto id = number(rest)) return std::pair<int64_t, int64_t>{*type, *id};
   }
   return std::nullopt;
+}
+
+int64_t HeapInUseBytes() noexcept {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  const struct mallinfo2 mi = mallinfo2();
+  return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
+#else
+  return -1;
+#endif
 }
 
 }  // namespace trainrx::profiler

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainrx/analyzers/finding.h"
 #include "trainrx/profiler/json_writer.h"
 
 namespace trainrx::reports {
@@ -51,7 +52,51 @@ void WriteArm(JsonWriter& w, const Arm& a) {
   w.Field("trial_ms", a.trial_ms, 6);
   w.Field("samples_per_s", a.samples_per_s, 3);
   if (!a.compile_s.empty()) w.Field("compile_s", a.compile_s, 3);
+  if (!a.memory_growth.empty()) {
+    w.Field("memory_growth_bytes_per_step", a.memory_growth, 10);
+    w.Field("memory_peak_bytes", a.memory_peak, 12);
+  }
   w.EndObject();
+}
+
+void WriteDifference(JsonWriter& w, const char* key, const stats::Difference& d) {
+  w.Key(key);
+  w.BeginObject();
+  w.Field("median_a", d.median_a, 12);
+  w.Field("median_b", d.median_b, 12);
+  w.Field("difference", d.diff, 12);
+  w.Field("ci_low", d.ci_low, 12);
+  w.Field("ci_high", d.ci_high, 12);
+  w.Field("p_value", d.p_value, 6);
+  w.Field("significant", d.significant);
+  w.EndObject();
+}
+
+// "memory": growth a step and peak, B - A (bytes), when both sides measured them.
+void WriteMemory(JsonWriter& w, const experiments::MemoryComparison& m) {
+  if (!m.measured) return;
+  w.Key("memory");
+  w.BeginObject();
+  WriteDifference(w, "growth_bytes_per_step", m.growth);
+  WriteDifference(w, "peak_bytes", m.peak);
+  w.Field("notable", m.Notable());
+  w.EndObject();
+}
+
+std::string PValue(double p) { return p < 0.001 ? "p < 0.001" : fmt::format("p = {:.3f}", p); }
+
+// One line on memory for a comparison (issue 36): "memory: grows 2.2 MB a step in A, 0 B in B:
+// -2.2 MB a step [-2.3, -2.1], p = 0.008; peak 120.0 MB -> 64.0 MB: -56.0 MB [...], p = ...".
+std::string MemoryLine(const experiments::MemoryComparison& m, const std::string& a, const std::string& b) {
+  using analyzers::BytesText;
+  const auto& g = m.growth;
+  const auto& p = m.peak;
+  return fmt::format("memory (median of trials): grows {} a step in {}, {} in {}: {} a step [{}, {}], {}{}; peak {} -> {}: "
+                     "{} [{}, {}], {}{}",
+                     BytesText(g.median_a), a, BytesText(g.median_b), b, BytesText(g.diff), BytesText(g.ci_low),
+                     BytesText(g.ci_high), PValue(g.p_value), g.significant ? "" : " (no significant change)",
+                     BytesText(p.median_a), BytesText(p.median_b), BytesText(p.diff), BytesText(p.ci_low),
+                     BytesText(p.ci_high), PValue(p.p_value), p.significant ? "" : " (no significant change)");
 }
 
 }  // namespace
@@ -119,6 +164,13 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
                            md ? MarkdownText(row.change) : row.change, row.stop_round, r.sequential.max_rounds,
                            100 * row.conditional_power, row.detectable_at_max);
   }
+  for (const auto& row : r.rows) {
+    bool memory_finding = false;
+    for (const auto& f : row.findings) memory_finding = memory_finding || f.rfind("memory.", 0) == 0;
+    if (row.memory.measured && (memory_finding || row.memory.Notable()))
+      out << NotePrefix(md) << (md ? MarkdownText(row.change) : row.change) << ": "
+          << MemoryLine(row.memory, "the baseline", "the fixed run") << "\n";
+  }
   bool any_code = false;
   for (const auto& row : r.rows) any_code = any_code || !row.code.empty();
   if (any_code) {
@@ -166,6 +218,7 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
         w.Field("detectable_at_max_rounds", row.detectable_at_max, 6);
       }
     }
+    WriteMemory(w, row.memory);
     w.Key("fixed_trials");
     WriteArm(w, row.fixed);
     w.EndObject();
@@ -316,6 +369,7 @@ void WriteAbText(const AbReport& r, std::ostream& out, bool md) {
                      c.verdict == stats::Verdict::kFaster   ? "B is faster"
                      : c.verdict == stats::Verdict::kSlower ? "B is slower"
                                                             : "no significant difference");
+  if (r.memory.Notable()) out << NotePrefix(md) << MemoryLine(r.memory, "A", "B") << "\n";
   for (const auto& n : r.notes) out << NotePrefix(md) << (md ? MarkdownText(n) : n) << "\n";
   if (r.explained) WriteDiffSummary(r.why, out, md);
 }
@@ -333,6 +387,7 @@ void WriteAbJson(const AbReport& r, std::ostream& out) {
   w.Key("b");
   WriteArm(w, r.b);
   WriteComparison(w, r.cmp);
+  WriteMemory(w, r.memory);
   w.Key("notes");
   w.BeginArray();
   for (const auto& n : r.notes) w.String(n);

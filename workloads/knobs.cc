@@ -32,6 +32,7 @@ const std::vector<Knob>& Knobs() {
       {"accum_sync", "0", "1", "dist", "all-reduce on every micro-step (0: only the last, like DDP no_sync)"},
       {"channels_last", "0", "", "gpu", "channels-last memory format (cnn)"},
       {"empty_cache", "0", "1", "gpu", "empty the CUDA caching allocator every step"},
+      {"leak", "0", "1", "cpu", "keep every step's predictions with their graph (a second forward after backward, never freed: memory grows every step)"},
       {"backend", "gloo", "", "dist", "gloo | nccl"},
       {"bucket_mb", "25", "", "dist", "gradient all-reduce bucket size, MB (as DDP)"},
       {"straggler_ms", "0", "20", "dist", "extra forward compute on the last rank, ms per step (a straggler; with --nproc 2+)"},

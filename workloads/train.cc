@@ -33,6 +33,7 @@
 #include "knobs.h"
 #include "trainrx/probes/probes.h"
 #include "trainrx/profiler/json_writer.h"
+#include "trainrx/profiler/memory_counters.h"
 
 namespace tp = trainrx::probes;
 using trainrx::workloads::Config;
@@ -313,6 +314,7 @@ struct StepResult {
   double ms;
   char arm;            // 'A' (the configuration) or 'B' (--alt-set), see AltArm()
   torch::Tensor loss;  // read after training: no sync inside the loop
+  int64_t heap_bytes;  // what malloc holds at the step's end, outside its time (-1: unknown)
 };
 
 // In-process A/B: knobs that can change between steps, and the step order A B B A | B A A B | ...
@@ -487,7 +489,7 @@ struct RankWork {
 // accum_sync=1); returns the summed loss, not read.
 template <typename Model, typename NextBatch>
 torch::Tensor MicroSteps(Model& model, NextBatch& next_batch, const Placement& at, const RankWork& w, Reducer* reducer,
-                         const Config& cfg) {
+                         const Config& cfg, std::vector<torch::Tensor>& kept) {
   torch::Tensor loss_total = torch::zeros({}, torch::TensorOptions().device(at.device));
   for (int64_t m = 0; m < w.accum; ++m) {
     torch::Tensor x, y;
@@ -514,6 +516,9 @@ torch::Tensor MicroSteps(Model& model, NextBatch& next_batch, const Placement& a
       loss.backward();
       if (reducer) reducer->Finish();
     }
+    // The planted leak (leak=1): a second forward "to log the predictions later", kept with its
+    // graph and the activations it saved, never freed (memory.growth).
+    if (cfg.Bool("leak")) kept.push_back(model.forward(x));
     loss_total += loss.detach();
   }
   return loss_total;
@@ -566,6 +571,7 @@ int WriteRunResult(const std::string& result_path, const std::string& name, cons
     j.Field("step", static_cast<int64_t>(warmup + i));
     j.Field("ms", results[i].ms, 4);
     if (alt) j.Field("arm", std::string(1, results[i].arm));
+    if (results[i].heap_bytes >= 0) j.Field("heap_bytes", results[i].heap_bytes);
     j.Field("loss", static_cast<double>(results[i].loss.item<float>()), 6);
     j.EndObject();
   }
@@ -631,6 +637,7 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
   if (cfg.Bool("profiler")) legacy = std::make_unique<torch::autograd::profiler::RecordProfile>(legacy_sink);
 
   std::vector<StepResult> results;
+  std::vector<torch::Tensor> kept;  // leak=1
   torch::Tensor running = torch::zeros({}, torch::TensorOptions().device(at.device));
   const int64_t eval_every = cfg.Int("eval_every");
   model.train();
@@ -642,7 +649,7 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
     const double slowdown = k.Double("slowdown");
     const auto t0 = Clock::now();
     tp::MarkStep(s);
-    torch::Tensor loss_total = MicroSteps(model, next_batch, at, w, reducer.get(), cfg);
+    torch::Tensor loss_total = MicroSteps(model, next_batch, at, w, reducer.get(), cfg, kept);
     OptimizerPhase(optimizers, k);
     if (k.Bool("item_every_step")) running += loss_total.item<float>();  // the planted sync
     else running += loss_total;
@@ -655,7 +662,7 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
     }
     if (eval_every > 0 && (s + 1) % eval_every == 0) Evaluate(model, next_batch, at, cfg);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    if (s >= warmup) results.push_back({ms, arm, loss_total});
+    if (s >= warmup) results.push_back({ms, arm, loss_total, trainrx::profiler::HeapInUseBytes()});
   }
   tp::EndStep();
   legacy.reset();

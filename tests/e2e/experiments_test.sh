@@ -41,7 +41,30 @@ print("  unit", r["unit"], "medians", r["median_a"], r["median_b"])
 sys.exit(0 if r["unit"] == "ms per step" and 0.1 < r["median_a"] < 1000 else 1)
 PY
   done
+  # Memory per trial from each recording (issue 36): the leak's growth a step, A against B.
+  "$TRAINRX" ab --cmd --a "$PY $SCRIPT --steps 8 --threads 1 --leak" --b "$PY $SCRIPT --steps 8 --threads 1" --trials 4 \
+    --explain never --format json --report "$W/ableak.json" > /dev/null 2> "$W/ableak.err" || bad "ab --cmd --leak failed: $(tail -3 "$W/ableak.err")"
+  python3 - "$W/ableak.json" <<'PY' && ok "ab --cmd: the leak's memory growth compared trial by trial" || bad "ab --cmd memory"
+import json, sys
+m = json.load(open(sys.argv[1]))["memory"]
+g = m["growth_bytes_per_step"]
+print("  growth a step: A %.0f B %.0f, B - A %.0f [%.0f, %.0f] p=%.4f" % (g["median_a"], g["median_b"], g["difference"], g["ci_low"], g["ci_high"], g["p_value"]))
+# train_planted --leak keeps ~2.2 MB a step (docs/memory.md); the clean script keeps nothing.
+assert g["median_a"] > 1e6 and abs(g["median_b"]) < 0.3e6 and g["significant"] and g["ci_high"] < 0 and m["notable"]
+PY
 fi
+
+# The workload's planted leak (leak=1): memory measured in every trial, the growth compared.
+"$TRAINRX" ab --a "cnn leak=1 steps=8 eval_every=0" --b "cnn steps=8 eval_every=0" --trials 4 --explain never --format json \
+  --report "$W/ableakw.json" > "$W/ableakw.txt" 2> "$W/ableakw.err" || bad "ab leak=1 failed: $(tail -3 "$W/ableakw.err")"
+python3 - "$W/ableakw.json" <<'PY' && ok "ab: leak=1 against the clean workload, memory growth with its interval" || bad "ab leak=1 memory"
+import json, sys
+r = json.load(open(sys.argv[1]))
+g = r["memory"]["growth_bytes_per_step"]
+print("  growth a step: A %.0f B %.0f [%.0f, %.0f]" % (g["median_a"], g["median_b"], g["ci_low"], g["ci_high"]))
+assert len(r["a"]["memory_growth_bytes_per_step"]) == 4 and len(r["b"]["memory_peak_bytes"]) == 4
+assert g["median_a"] > 1e6 and g["significant"] and g["ci_high"] < 0
+PY
 
 TRAINRX_PROGRESS_SECONDS=0 "$TRAINRX" fix cnn --set anomaly=1 --set steps=8 --set warmup=1 --set eval_every=0 --trials 4 --format json --report "$W/fix.json" 2> "$W/fix.err" || bad "fix failed: $(tail -5 "$W/fix.err")"
 # Not a terminal: a plain progress line per trial (TRAINRX_PROGRESS_SECONDS=0), numbered to the last.

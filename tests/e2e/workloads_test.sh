@@ -26,7 +26,7 @@ run() {  # name workload args... -> $W/name.json, $W/name.report.json
 ids() { python3 -c 'import json,sys; print(" ".join(sorted({f["id"] for f in json.load(open(sys.argv[1]))["findings"]})))' "$1"; }
 
 "$TRAINRX" workloads > "$W/list.txt" || bad "workloads failed"
-for k in workers anomaly bias eval_no_grad zero_grad_none item_every_step profiler launch_blocking threads amp slowdown; do
+for k in workers anomaly bias eval_no_grad zero_grad_none item_every_step profiler launch_blocking threads amp slowdown leak; do
   grep -q "^  $k " "$W/list.txt" || bad "workloads does not list $k"
 done
 grep -q "seeds" "$W/list.txt" && ok "workloads lists knobs and presets" || bad "no presets listed"
@@ -69,6 +69,7 @@ run multi lm --set foreach=1 --set batch=8 "${ZERO_GATES[@]}" \
 check bias model.bias_before_norm cnn --set bias=1
 run lmbias lm --set bias=1 --set steps=3 && { [[ " $(ids "$W/lmbias.report.json") " != *" model.bias_before_norm "* ]] && ok "lm bias=1 (Linear -> LayerNorm) not flagged: LayerNorm does not cancel a per-feature bias" || bad "lm bias=1 flagged model.bias_before_norm, but LayerNorm does not cancel the bias"; }
 check evalgrad eval.grad_enabled cnn --set eval_no_grad=0
+check leak memory.growth cnn --set leak=1
 check threads threads.oversubscribed cnn --set threads=$(( $(nproc) * 4 ))
 
 # Knobs whose finding needs a GPU (or is not implemented yet): they still change what they say.

@@ -18,6 +18,7 @@
 #include "trainrx/experiments/gate.h"
 #include "trainrx/experiments/plans.h"
 #include "trainrx/experiments/process.h"
+#include "trainrx/experiments/run_result.h"
 #include "trainrx/reports/experiment.h"
 #include "trainrx/reports/output.h"
 #include "trainrx/sets/analyze_set.h"
@@ -43,6 +44,9 @@ class FakeLauncher : public Launcher {
   double process_noise = 0.05;  // sd of one process's speed (log), shared by all its steps
   double step_noise = 0.01;     // sd of a step around its process (log)
   double seconds_per_trial = 2;
+  // When set, workload trials measure memory: this growth a step (bytes) and a peak of 50 MB plus
+  // 20 steps of it, each with 20 kB of noise.
+  std::function<double(const workloads::Config&)> growth_bytes;
   analyzers::Report analysis;
   std::map<std::string, CommandResult> commands;
   std::function<double(const std::string&, const std::vector<std::string>&)> command_ms;
@@ -61,6 +65,11 @@ class FakeLauncher : public Launcher {
     out->median_ms = step_ms(s.config) * std::exp(Noise(process_noise));
     out->samples_per_s = 32 * 1000.0 / out->median_ms;
     out->seconds = seconds_per_trial;
+    if (growth_bytes) {
+      out->has_memory = true;
+      out->memory_growth = growth_bytes(s.config) + 20e3 * Noise(1);
+      out->memory_peak = 50e6 + 20 * out->memory_growth + 20e3 * Noise(1);
+    }
     return true;
   }
   bool AltTrial(const Spec& s, const std::vector<std::string>& alt, AltResult* out, std::string*) override {
@@ -262,6 +271,80 @@ TEST(FixTest, MeasuresEachFixWithItsDesignAndFindsTheRealEffects) {
   for (size_t i = 0; i < r.order.size(); i += 4) EXPECT_NE(r.order.substr(i, 3).find('A'), std::string::npos);
   for (const auto& row : r.rows) EXPECT_EQ(row.paired, row.change == "anomaly=1 -> 0");
   EXPECT_NEAR(r.rows[0].cmp.speedup, 17.0 / 12.0, 0.05);  // anomaly: within a process, exact up to step noise
+}
+
+TEST(FixTest, AMemoryFixIsMeasuredWithIntervalsOnMemory) {
+  // issue 36: the leak's fix changes memory, not (here) time: the row says what it did to the
+  // growth a step and the peak, with intervals over the trials; rows without memory say nothing.
+  FakeLauncher l;
+  l.growth_bytes = [](const workloads::Config& c) { return c.Bool("leak") ? 2.1e6 : 0.0; };
+  l.analysis.findings = {FindingWithKnob("memory.growth", "leak=0"), FindingWithKnob("input.workers", "workers")};
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 6;
+  ASSERT_TRUE(RunFix(MustParse("cnn leak=1 workers=0"), o, l, quiet, &r, &error)) << error;
+  const FixRow* leak = nullptr;
+  const FixRow* workers = nullptr;
+  for (const auto& row : r.rows) {
+    if (row.change == "leak=1 -> 0") leak = &row;
+    if (row.change == "workers=0 -> 2") workers = &row;
+  }
+  ASSERT_NE(leak, nullptr);
+  ASSERT_NE(workers, nullptr);
+  ASSERT_TRUE(leak->memory.measured);
+  EXPECT_TRUE(leak->memory.growth.significant);
+  EXPECT_NEAR(leak->memory.growth.median_a, 2.1e6, 0.1e6);
+  EXPECT_NEAR(leak->memory.growth.diff, -2.1e6, 0.1e6);
+  EXPECT_LT(leak->memory.growth.ci_low, leak->memory.growth.diff);
+  EXPECT_LT(leak->memory.growth.ci_high, 0);
+  EXPECT_TRUE(leak->memory.Notable());
+  // workers changes no memory: measured, not notable (A/A on memory).
+  ASSERT_TRUE(workers->memory.measured);
+  EXPECT_FALSE(workers->memory.Notable());
+  std::ostringstream text;
+  reports::WriteFixText(r, text);
+  EXPECT_NE(text.str().find("leak=1 -> 0: memory (median of trials): grows 2.1 MB a step in the baseline"), std::string::npos)
+      << text.str();
+  EXPECT_EQ(text.str().find("workers=0 -> 2: memory"), std::string::npos) << text.str();
+  std::ostringstream json;
+  reports::WriteFixJson(r, json);
+  EXPECT_NE(json.str().find("\"growth_bytes_per_step\""), std::string::npos);
+  // Trials without memory: nothing measured, nothing said.
+  l.growth_bytes = nullptr;
+  ASSERT_TRUE(RunFix(MustParse("cnn leak=1 workers=0"), o, l, quiet, &r, &error)) << error;
+  for (const auto& row : r.rows) EXPECT_FALSE(row.memory.measured) << row.change;
+}
+
+TEST(AbTest, CommandsCompareMemoryWhenTheirRecordingsHaveIt) {
+  FakeLauncher l;
+  l.process_noise = 0.01;
+  l.commands["python train.py --leak"] = Cmd(10, "ms per step", 10, 0, "");
+  l.commands["python train.py --leak"].has_memory = true;
+  l.commands["python train.py --leak"].memory_growth = 2.2e6;
+  l.commands["python train.py --leak"].memory_peak = 80e6;
+  l.commands["python train.py"] = Cmd(10, "ms per step", 10, 0, "");
+  l.commands["python train.py"].has_memory = true;
+  l.commands["python train.py"].memory_peak = 40e6;
+  Progress quiet;
+  AbReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 5;
+  o.explain = "never";
+  ASSERT_TRUE(RunAb("python train.py --leak", "python train.py", true, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(r.memory.measured);
+  EXPECT_TRUE(r.memory.growth.significant);
+  EXPECT_DOUBLE_EQ(r.memory.growth.diff, -2.2e6);
+  EXPECT_DOUBLE_EQ(r.memory.peak.diff, -40e6);
+  std::ostringstream text;
+  reports::WriteAbText(r, text);
+  EXPECT_NE(text.str().find("grows 2.2 MB a step in A, 0 B in B: -2.2 MB a step"), std::string::npos) << text.str();
+  // One side without memory in one trial: not compared.
+  l.commands["python train.py"].has_memory = false;
+  ASSERT_TRUE(RunAb("python train.py --leak", "python train.py", true, o, l, quiet, &r, &error)) << error;
+  EXPECT_FALSE(r.memory.measured);
 }
 
 TEST(FixTest, AFixWithoutEffectIsNotSignificant) {
@@ -1100,6 +1183,28 @@ TEST(GateTest, RecordBaselineThenCheckTheSameCodePasses) {
   GateReport r;
   ASSERT_TRUE(CheckGate(b, "b.json", run, l, quiet, &r, &error)) << error;
   EXPECT_EQ(r.verdict, GateVerdict::kPass);
+}
+
+TEST(RunResultTest, StepsHeapFiguresGiveTheRunsMemoryGrowthAndPeak) {
+  const std::string doc = R"({"schema": "trainrx.run/1", "median_step_ms": 5, "samples_per_s": 10, "steps": [
+      {"step": 3, "ms": 5, "heap_bytes": 1000000}, {"step": 4, "ms": 5, "heap_bytes": 3000000},
+      {"step": 5, "ms": 5, "heap_bytes": 5000000}, {"step": 6, "ms": 5, "heap_bytes": 7000000}]})";
+  RunResult r;
+  std::string error;
+  ASSERT_TRUE(ParseRunResult(doc, "r.json", &r, &error)) << error;
+  double growth = 0, peak = 0;
+  ASSERT_TRUE(MemoryOfRun(r, &growth, &peak));
+  EXPECT_DOUBLE_EQ(growth, 2e6);
+  EXPECT_DOUBLE_EQ(peak, 7e6);
+  // A step without the figure (an older workload): no memory, not zero growth.
+  std::string older = doc;
+  older.replace(older.find(", \"heap_bytes\": 5000000"), 22, "");
+  ASSERT_TRUE(ParseRunResult(older, "r.json", &r, &error)) << error;
+  EXPECT_FALSE(MemoryOfRun(r, &growth, &peak));
+  std::string bad = doc;
+  bad.replace(bad.find("5000000"), 7, "\"lots\"");
+  EXPECT_FALSE(ParseRunResult(bad, "r.json", &r, &error));
+  EXPECT_EQ(error, "r.json: steps[2]: \"heap_bytes\" is not an integer");
 }
 
 TEST(BlockLogRatiosTest, OneRatioPerBlockOfFour) {

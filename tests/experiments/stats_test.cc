@@ -58,6 +58,34 @@ TEST(StatsTest, SlowerIsSlowerAndNoiseIsNoDifference) {
   EXPECT_GT(same.detectable, 1.05);  // with 10 % noise and 6 trials, 1 % is far below what we can see
 }
 
+// Differences of figures that can be 0 or negative (memory growth a step): B - A of the medians,
+// an interval around it, significant only when it excludes 0; A/A stays at the nominal rate.
+TEST(StatsTest, DifferenceOfMediansWithItsIntervalAndAaRate) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0, 20e3);
+  std::vector<double> leak, fixed;
+  for (int i = 0; i < 6; ++i) leak.push_back(2.1e6 + noise(rng)), fixed.push_back(noise(rng));
+  const Difference d = CompareDifference(leak, fixed);
+  EXPECT_NEAR(d.diff, -2.1e6, 0.05e6);
+  EXPECT_DOUBLE_EQ(d.diff, d.median_b - d.median_a);
+  EXPECT_LE(d.ci_low, d.diff);
+  EXPECT_GE(d.ci_high, d.diff);
+  EXPECT_LT(d.ci_high, 0);
+  EXPECT_TRUE(d.significant);
+  EXPECT_LT(d.p_value, 0.01);
+  EXPECT_FALSE(CompareDifference({}, fixed).significant);
+  int false_positives = 0;
+  CompareOptions o;
+  o.resamples = 400;
+  for (int s = 0; s < 400; ++s) {
+    std::vector<double> a, b;
+    for (int i = 0; i < 6; ++i) a.push_back(noise(rng)), b.push_back(noise(rng));
+    o.seed = static_cast<uint64_t>(s + 1);
+    false_positives += CompareDifference(a, b, o).significant;
+  }
+  EXPECT_LE(false_positives, 28);  // 5 % of 400 plus binomial slack
+}
+
 // A/A: both arms from the same distribution. The false-positive rate must be at or below the
 // nominal 5 % (the verdict also needs the bootstrap CI to exclude 1, which only makes it stricter).
 TEST(StatsTest, AaFalsePositiveRateIsAtMostNominal) {

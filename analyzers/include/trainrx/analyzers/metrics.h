@@ -145,6 +145,15 @@ struct DeviceMemory {
   int64_t alloc_retries = 0;
 };
 
+// Growth of a per-step memory figure (memory.growth here; the heap at step ends of an experiment's
+// trials): the least-squares slope over the steps that have a value (-1: none), how many have one,
+// and how many step-to-step changes between them were increases.
+struct StepGrowth {
+  double per_step = 0;  // bytes per step; 0 with fewer than 2 values
+  int64_t steps = 0, increases = 0;
+};
+StepGrowth GrowthOf(const std::vector<int64_t>& per_step);
+
 // torch.compile as the trace shows it (compile.cc): the start-up hook's marks (compile ranges,
 // graph breaks, recompiles) and the compiled regions ("Torch-Compiled Region: F/R") of the steps.
 struct CompileSite {

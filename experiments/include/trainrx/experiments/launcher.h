@@ -20,6 +20,12 @@ struct TrialResult {
   double samples_per_step = 0;  // commands: from the recorded shapes or --samples-per-step; 0: unknown
   std::string samples_from;     // where samples_per_step came from, for the report
   double compile_s = 0;         // commands: torch.compile's time in the run (outside the timed steps)
+  // Memory of the run (issue 36), when measured: how much what the process holds grows a step
+  // (bytes, least-squares over the timed steps) and its largest figure. Workloads: malloc's bytes
+  // in use at step ends (profiler::HeapInUseBytes); commands: the recorded allocator figures of
+  // the first rank's device with the largest peak (analyzers' DeviceMemory).
+  bool has_memory = false;
+  double memory_growth = 0, memory_peak = 0;
   // The trial ran out of memory (only reported when the launcher accepts it, see
   // Launcher::AcceptOutOfMemory; else it is an error): no time, what it asked for, the message.
   bool out_of_memory = false;
@@ -48,6 +54,12 @@ struct CommandResult {
   int64_t oom_request_bytes = 0;
   std::string oom_message;
   double compile_s = 0;  // torch.compile's compile time in the run (analyzers::CompileTimeNs)
+  // Memory of the run (issue 36), when measured: how much what the process holds grows a step
+  // (bytes, least-squares over the timed steps) and its largest figure. Workloads: malloc's bytes
+  // in use at step ends (profiler::HeapInUseBytes); commands: the recorded allocator figures of
+  // the first rank's device with the largest peak (analyzers' DeviceMemory).
+  bool has_memory = false;
+  double memory_growth = 0, memory_peak = 0;
 };
 
 class Launcher {

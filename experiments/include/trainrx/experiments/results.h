@@ -19,7 +19,29 @@ struct Arm {
   std::vector<double> trial_ms;    // per trial: median step time after warm-up
   std::vector<double> samples_per_s;
   std::vector<double> compile_s;   // ab --cmd: per trial, torch.compile's time (outside the steps timed)
+  // Per trial, when every trial measured memory (issue 36; TrialResult::has_memory): growth of the
+  // process's memory a step (bytes) and its peak. Empty otherwise.
+  std::vector<double> memory_growth, memory_peak;
 };
+
+// Two arms' memory compared trial by trial (issue 36): growth a step and peak, each as a
+// difference of medians (B - A) with its interval. `measured` is false unless both arms have
+// memory for every trial (2 or more each).
+struct MemoryComparison {
+  bool measured = false;
+  stats::Difference growth, peak;
+  // Worth a line in the report: a significant change in growth of at least kMemoryGrowthFloor a
+  // step, or in peak of at least kMemoryPeakFloorPct of A's.
+  bool Notable() const;
+};
+inline constexpr double kMemoryGrowthFloor = 65536;  // bytes per step
+inline constexpr double kMemoryPeakFloorPct = 5;
+MemoryComparison CompareMemory(const Arm& a, const Arm& b, uint64_t seed);
+
+struct TrialResult;
+// Adds the trial's memory figures to the arm's, or, once one of its trials has none, leaves the
+// arm's empty (memory is compared only over arms measured in every trial).
+void AddTrialMemory(Arm& arm, const TrialResult& r);
 
 struct FixRow {
   std::vector<std::string> findings;  // finding ids this change addresses
@@ -41,6 +63,7 @@ struct FixRow {
   // power at the final look's critical value), and its conditional power when it stopped.
   double detectable_at_max = 0;
   double conditional_power = 0;
+  MemoryComparison memory;            // baseline vs fixed (issue 36)
 };
 const char* StopName(FixRow::Stop s);  // "decided", "precise", "futile", "max rounds", "budget", ""
 
@@ -116,6 +139,7 @@ struct AbReport {
   std::string unit = "ms per step";  // or "s per run" for commands without step markers
   bool paired = false;               // in-process, paired blocks of steps
   stats::Comparison cmp;
+  MemoryComparison memory;           // A vs B, trial by trial (issue 36)
   std::vector<std::string> notes;
   // Why (issue 37): after a significant difference (or --explain), one traced run of each side
   // compared by analyzers::DiffRuns; empty labels when not made.

@@ -15,6 +15,7 @@ inline constexpr const char* kRunSchema = "trainrx.run/1";
 struct RunStep {
   double ms = 0;
   char arm = 'A';  // 'B': the --alt-set configuration
+  int64_t heap_bytes = -1;  // malloc's bytes in use at the step's end (-1: not in the document)
 };
 
 struct RunResult {
@@ -33,5 +34,9 @@ struct RunResult {
 bool ReadRunResult(const std::string& path, RunResult* out, std::string* error);
 // The same from the document's text; `path` names it in errors.
 bool ParseRunResult(std::string_view text, const std::string& path, RunResult* out, std::string* error);
+
+// The run's memory from its steps' heap figures (issue 36): growth per step (least-squares slope,
+// bytes) and the largest figure. False when any step lacks one (an older document, no glibc).
+bool MemoryOfRun(const RunResult& r, double* growth, double* peak);
 
 }  // namespace trainrx::experiments

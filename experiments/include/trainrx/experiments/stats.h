@@ -51,6 +51,17 @@ struct CompareOptions {
 
 Comparison Compare(const std::vector<double>& a, const std::vector<double>& b, const CompareOptions& options = {});
 
+// A figure that can be zero or negative (memory growth per step, bytes): the difference of the
+// medians, median(b) - median(a), its percentile-bootstrap CI (resampling trials of each side, as
+// Compare), and the Mann-Whitney p; significant when p < alpha and the CI excludes 0.
+struct Difference {
+  double median_a = 0, median_b = 0, diff = 0, ci_low = 0, ci_high = 0;
+  double p_value = 1;
+  bool significant = false;
+  size_t n_a = 0, n_b = 0;
+};
+Difference CompareDifference(const std::vector<double>& a, const std::vector<double>& b, const CompareOptions& options = {});
+
 // Paired design (in-process A/B): one value per block, d = log(mean B / mean A) over the block's
 // steps. speedup = exp(-median d) (> 1: B is faster), CI = bootstrap of the median of d, p =
 // two-sided Wilcoxon signed-rank (the paired counterpart of Mann-Whitney: exact for n <= 25,

@@ -42,4 +42,10 @@ std::string MemoryDeviceName(int64_t type, int64_t id);
 // a name MemoryDeviceName never makes.
 std::optional<std::pair<int64_t, int64_t>> ParseMemoryDevice(std::string_view device);
 
+// What the process's malloc holds now, in arenas and in mmapped chunks (CPU tensors above glibc's
+// mmap threshold are the latter): glibc's mallinfo2, which walks the arenas' free lists
+// (microseconds on a training process's heap). -1 where it is not available (glibc < 2.33, other
+// C libraries). The collector's heap samples and the workloads' per-step figures both use it.
+int64_t HeapInUseBytes() noexcept;
+
 }  // namespace trainrx::profiler
