@@ -312,6 +312,9 @@ void AddExperimentCommands(CLI::App& app, Args& a, Commands& c) {
   c.fix->add_option("--set", a.fix_sets, "knob=value (repeatable)");
   c.fix->add_option("--preset", a.fix_preset, "a named configuration (see `trainrx workloads`)");
   c.fix->add_option("--nproc", a.fix_nproc, "local ranks of the workload (Gloo), for the dist.* findings")->check(CLI::Range(1, 64));
+  c.fix->add_option("--memory-cap", a.memory_cap,
+                    "run the analysis and every trial under this much writable memory (RLIMIT_DATA: 1.5G, 800M): the "
+                    "CPU stand-in for a device's capacity (batch.small's headroom)");
   c.fix->add_option("--budget", plan.budget_s,
                     "seconds for all trials (default 900; 0: no limit): fewer trials (never below 4) when the plan "
                     "would take longer, and the bound on extra rounds for inconclusive rows");

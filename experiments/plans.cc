@@ -102,6 +102,7 @@ std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& ana
   // Which knob fixes which finding: the finding's own knob, else the knob whose bad value plants it
   // (the finding catalog).
   std::map<std::string, FixRow> by_knob;
+  std::map<std::string, std::string> targets;  // knob -> the value its row sets
   for (const auto& f : analysis.findings) {
     std::vector<std::string> knobs;
     if (!f.knob.empty()) knobs.push_back(KnobName(f.knob));
@@ -110,9 +111,15 @@ std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& ana
     bool fixable = false;
     for (const auto& name : knobs) {
       const workloads::Knob* k = workloads::FindKnob(name);
-      if (!k || spec.config.Get(name) == k->default_value) continue;
+      if (!k) continue;
+      // The finding's own value where it names one ("batch=256": the batch it estimates fits),
+      // else the knob's default (the recommended setting).
+      const size_t eq = f.knob.find('=');
+      const std::string target = KnobName(f.knob) == name && eq != std::string::npos ? f.knob.substr(eq + 1) : k->default_value;
+      if (spec.config.Get(name) == target) continue;
+      targets[name] = target;
       auto& row = by_knob[name];
-      row.change = fmt::format("{}={} -> {}", name, spec.config.Get(name), k->default_value);
+      row.change = fmt::format("{}={} -> {}", name, spec.config.Get(name), target);
       if (std::find(row.findings.begin(), row.findings.end(), f.id) == row.findings.end()) row.findings.push_back(f.id);
       row.estimated_saving_pct = std::max(row.estimated_saving_pct, f.estimated_saving_pct);
       fixable = true;
@@ -123,7 +130,7 @@ std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& ana
   std::vector<FixPlanRow> plans;
   Spec all = spec;
   for (auto& [name, row] : by_knob) {
-    const std::string fix = name + "=" + workloads::FindKnob(name)->default_value;
+    const std::string fix = name + "=" + targets[name];
     FixPlanRow p{row, spec.With(fix), {}, false, {}};
     all = all.With(fix);
     plans.push_back(std::move(p));
@@ -378,8 +385,28 @@ bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress
   report->baseline.label = spec.Label();
   std::vector<FixPlanRow> plans = PlanFixes(spec, analysis, &report->notes);
   const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
+  // A row that changes the samples a step processes (the batch: batch.small's fix) is not slower
+  // for taking longer a step: then every trial is timed per sample (1 / throughput), so each
+  // speedup is a throughput ratio (rows with the baseline's batch get the same ratio either way).
+  const auto samples = [](const Spec& s) { return s.config.Int("batch") * std::max<int64_t>(1, s.config.Int("grad_accum")) * s.nproc; };
+  bool per_sample = false;
+  for (const auto& p : plans) per_sample = per_sample || samples(p.fixed) != samples(spec);
+  if (per_sample) {
+    report->unit = "ms per sample";
+    report->notes.push_back("a fix changes the samples a step processes (the batch): every trial is timed per sample "
+                            "(1000 / samples per second), so each speedup is the ratio of throughputs");
+  }
   const FixTrial trial = [&](int plan, TrialResult* r, std::string* e) {
-    return launcher.Trial(plan < 0 ? spec : plans[static_cast<size_t>(plan)].fixed, r, e);
+    if (!launcher.Trial(plan < 0 ? spec : plans[static_cast<size_t>(plan)].fixed, r, e)) return false;
+    if (per_sample && !r->out_of_memory) {
+      if (r->samples_per_s <= 0) {
+        *e = fmt::format("{}: the trial reported no throughput, so a batch change cannot be compared",
+                         plan < 0 ? spec.Label() : plans[static_cast<size_t>(plan)].fixed.Label());
+        return false;
+      }
+      r->median_ms = 1000 / r->samples_per_s;
+    }
+    return true;
   };
   const auto alt_trial = [&](size_t plan, AltResult* r, std::string* e) { return launcher.AltTrial(spec, plans[plan].alt, r, e); };
   if (!MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report, error)) return false;
