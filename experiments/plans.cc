@@ -815,6 +815,8 @@ std::string CompilePayback(const AbReport& r) {
                               "steps timed above)",
                               ca, cb);
   if (r.unit != "ms per step") return s;
+  // Compile times within 10 % (or 0.1 s) of each other: nothing to pay back, the step decides.
+  if (extra_s < std::max(0.1, 0.1 * std::max(ca, cb))) return s + ": about the same compile time, so the steady step decides";
   if (r.cmp.verdict == stats::Verdict::kNoDifference)
     return s + fmt::format(": no significant difference a step, so {}'s {:.1f} s more compiling is not shown to pay back", more, extra_s);
   if (gain_ms <= 0) return s + fmt::format(": {} compiles {:.1f} s more and is slower a step: it never pays back", more, extra_s);

@@ -691,6 +691,16 @@ TEST(AbTest, CommandsStateCompileTimeAndWhenItPaysBack) {
   l.commands["python train.py"].compile_s = 0;
   ASSERT_TRUE(RunAb("python train.py", "TRAINRX_FIX=compile_off python train.py", true, o, l, quiet, &r, &error)) << error;
   for (const auto& n : r.notes) EXPECT_FALSE(n.starts_with("torch.compile:")) << n;
+  // Both compiled, about as long (a graph break fixed vs not): no payback claim.
+  l.commands["python train.py"].compile_s = 1.0;
+  l.commands["TRAINRX_FIX=compile_off python train.py"].compile_s = 1.04;
+  ASSERT_TRUE(RunAb("python train.py", "TRAINRX_FIX=compile_off python train.py", true, o, l, quiet, &r, &error)) << error;
+  bool same = false;
+  for (const auto& n : r.notes) {
+    same |= n.find("about the same compile time") != std::string::npos;
+    EXPECT_EQ(n.find("pays back"), std::string::npos) << n;
+  }
+  EXPECT_TRUE(same);
 }
 
 TEST(SweepTest, NamesABestOnlyWhenItIsSignificantlyBetter) {
