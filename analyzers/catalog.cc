@@ -37,7 +37,6 @@ constexpr const char* kNoCompileCpp =
     "LibTorch has no torch.compile: fewer, larger ops (fused kernels, a larger batch) or CUDA graphs "
     "(at::cuda::CUDAGraph).";
 
-
 // The gpu and dist findings.
 std::vector<CatalogEntry> GpuAndDistEntries() {
   return {
