@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 namespace trainrx::analyzers {
 
@@ -35,11 +37,9 @@ constexpr const char* kNoCompileCpp =
     "LibTorch has no torch.compile: fewer, larger ops (fused kernels, a larger batch) or CUDA graphs "
     "(at::cuda::CUDAGraph).";
 
-}  // namespace
-
-// The texts are fmt templates: literal braces are doubled ("torch::zeros({{n}}, ...)").
-const std::vector<CatalogEntry>& Catalog() {
-  static const std::vector<CatalogEntry> kCatalog = {
+// The gpu and dist findings.
+std::vector<CatalogEntry> GpuAndDistEntries() {
+  return {
       {"gpu.idle", "gpu", "the device waits idle in the steps, split per stream into host wait / kernel wait / other",
        {{"",
          "Find what the host does during the gaps: data loading (DataLoader(num_workers>0, pin_memory=True)), "
@@ -129,6 +129,12 @@ const std::vector<CatalogEntry>& Catalog() {
          kStragglerCpp,
          ""}},
        "straggler_ms", "", "", kFindings},
+  };
+}
+
+// The input, sync, optim, precision and tensor findings.
+std::vector<CatalogEntry> InputToTensorEntries() {
+  return {
       {"input.dataloader_bound", "input", "the steps wait for data",
        {{"",
          kLoaderPython, kLoaderCpp,
@@ -212,6 +218,12 @@ const std::vector<CatalogEntry>& Catalog() {
          "the loop",
          ""}},
        "", "", "", kFindings},
+  };
+}
+
+// The memory (with batch.small) and compile findings.
+std::vector<CatalogEntry> MemoryAndCompileEntries() {
+  return {
       {"memory.growth", "memory", "allocated memory at step starts rises step after step",
        {{"",
          "Find what outlives its step: tensors appended to a list keep their whole graph and activations "
@@ -314,6 +326,12 @@ const std::vector<CatalogEntry>& Catalog() {
          kNoCompileCpp,
          ""}},
        "", "", "", kCompile},
+  };
+}
+
+// The python, model, config and eval findings.
+std::vector<CatalogEntry> ModelAndConfigEntries() {
+  return {
       {"python.loop_indexing", "python", "a Python loop over a tensor: select + the same ops repeated in a step",
        {{"",
          "Vectorize: one op over the whole tensor, e.g. x.mul_(gains.view(-1, 1, 1, 1)) instead of "
@@ -372,6 +390,18 @@ const std::vector<CatalogEntry>& Catalog() {
          "DataLoaderOptions().workers(N) with N = CPUs / local ranks", "threads"}},
        "threads", "", "", kFindings},
   };
+}
+
+}  // namespace
+
+// The texts are fmt templates: literal braces are doubled ("torch::zeros({{n}}, ...)").
+const std::vector<CatalogEntry>& Catalog() {
+  static const std::vector<CatalogEntry> kCatalog = [] {
+    std::vector<CatalogEntry> all;
+    for (auto part : {GpuAndDistEntries, InputToTensorEntries, MemoryAndCompileEntries, ModelAndConfigEntries})
+      for (auto& e : part()) all.push_back(std::move(e));
+    return all;
+  }();
   return kCatalog;
 }
 

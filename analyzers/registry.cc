@@ -90,32 +90,26 @@ double Thresholds::Get(const std::string& key) const {
   return it->second.first;
 }
 
-bool Thresholds::Set(const std::string& key, double value, std::string* error) {
+Status Thresholds::Set(const std::string& key, double value) {
   auto it = values_.find(key);
   if (it == values_.end()) {
     std::string known;
     for (const auto& [k, v] : values_) known += "\n  " + k;
-    *error = "unknown threshold '" + key + "'; known thresholds:" + known;
-    return false;
+    return Status::Error("unknown threshold '" + key + "'; known thresholds:" + known);
   }
   it->second.first = value;
-  return true;
+  return {};
 }
 
-bool Thresholds::Parse(const std::string& assignment, std::string* error) {
+Status Thresholds::Parse(const std::string& assignment) {
   const size_t eq = assignment.find('=');
-  if (eq == std::string::npos) {
-    *error = "--threshold expects id.key=value, got '" + assignment + "'";
-    return false;
-  }
+  if (eq == std::string::npos) return Status::Error("--threshold expects id.key=value, got '" + assignment + "'");
   const std::string value_text = assignment.substr(eq + 1);
   char* end = nullptr;
   const double v = std::strtod(value_text.c_str(), &end);
-  if (value_text.empty() || end != value_text.c_str() + value_text.size()) {
-    *error = "--threshold " + assignment + ": '" + value_text + "' is not a number";
-    return false;
-  }
-  return Set(assignment.substr(0, eq), v, error);
+  if (value_text.empty() || end != value_text.c_str() + value_text.size())
+    return Status::Error("--threshold " + assignment + ": '" + value_text + "' is not a number");
+  return Set(assignment.substr(0, eq), v);
 }
 
 const std::vector<AnalyzerInfo>& Registry() {

@@ -38,6 +38,16 @@ int SetError(char** error, const std::string& message, int code) {
   return code;
 }
 
+int InternalError(char** error, const std::string& what) {
+  return SetError(error, "trainrx: internal error: " + what + " (a bug in trainrx: please report it)", kInternalError);
+}
+
+// A library's Status by its kind (profiler/status.h), as the CLI maps it.
+int SetError(char** error, const trainrx::Status& status) {
+  return status.kind() == trainrx::ErrorKind::kInternal ? InternalError(error, status.message())
+                                                        : SetError(error, status.message(), kInputError);
+}
+
 }  // namespace
 
 extern "C" {
@@ -53,26 +63,22 @@ int trainrx_analyze(const char* const* paths, size_t n_paths, const char* const*
     if (n_paths == 0) return SetError(error, "analyze needs at least one trace file or directory", kInputError);
     auto a = std::make_unique<trainrx_analysis>();
     trainrx::sets::SetOptions options;
-    for (size_t i = 0; i < n_thresholds; ++i) {
-      std::string message;
-      if (!options.thresholds.Parse(thresholds[i] ? thresholds[i] : "", &message))
-        return SetError(error, message, kInputError);
-    }
+    for (size_t i = 0; i < n_thresholds; ++i)
+      if (trainrx::Status st = options.thresholds.Parse(thresholds[i] ? thresholds[i] : ""); !st.ok())
+        return SetError(error, st);
     options.strict = (flags & TRAINRX_STRICT) != 0;
     options.keep_clocks = (flags & TRAINRX_KEEP_CLOCKS) != 0;
     options.per_rank = (flags & TRAINRX_PER_RANK) != 0;
     if (step_name) options.step_name = step_name;
     for (size_t i = 0; i < n_paths; ++i) a->inputs.emplace_back(paths[i] ? paths[i] : "");
-    std::string message;
-    if (!trainrx::sets::AnalyzeSet(a->inputs, options, &a->set, &message)) return SetError(error, message, kInputError);
+    if (trainrx::Status st = trainrx::sets::AnalyzeSet(a->inputs, options, &a->set); !st.ok()) return SetError(error, st);
     a->thresholds = options.thresholds;
     *out = a.release();
     return 0;
   } catch (const std::bad_alloc&) {
     return SetError(error, "trainrx: out of memory while analyzing", kInternalError);
   } catch (const std::exception& e) {
-    return SetError(error, std::string("trainrx: internal error: ") + e.what() + " (a bug in trainrx: please report it)",
-                    kInternalError);
+    return InternalError(error, e.what());
   }
 }
 
@@ -94,8 +100,7 @@ int trainrx_render(const trainrx_analysis* analysis, const char* format, char** 
     if (size) *size = s.size();
     return 0;
   } catch (const std::exception& e) {
-    return SetError(error, std::string("trainrx: internal error: ") + e.what() + " (a bug in trainrx: please report it)",
-                    kInternalError);
+    return InternalError(error, e.what());
   }
 }
 

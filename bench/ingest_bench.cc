@@ -45,8 +45,8 @@ int main(int argc, char** argv) {
       trainrx::profiler::ReadOptions options;
       options.threads = static_cast<int>(modes[m]);
       const auto st = trainrx::profiler::ReadTraces({argv[1]}, trace, options);
-      if (!st.ok) {
-        std::fprintf(stderr, "%s\n", st.error.c_str());
+      if (!st.ok()) {
+        std::fprintf(stderr, "%s\n", st.message().c_str());
         return 2;
       }
       const double read_s = Seconds(t0);

@@ -82,18 +82,17 @@ int main(int argc, char** argv) {
       size_t bytes = 0;
       uint64_t drained = 0;
       tp::Journal j;
-      std::string error;
       tp::DrainCursor cursor;
       const int fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-      if (binary && !j.Open("/dev/null", c, 0, base, 2000, &error)) {
-        std::fprintf(stderr, "%s\n", error.c_str());
+      if (const trainrx::Status st = binary ? j.Open("/dev/null", c, 0, base, 2000) : trainrx::Status(); !st.ok()) {
+        std::fprintf(stderr, "%s\n", st.message().c_str());
         return 1;
       }
       for (uint64_t done = 0; done < records; done += per_flush) {
         Record(c, std::min(per_flush, records - done), base + static_cast<int64_t>(done) * 1000);
         const int64_t t0 = CpuNs();
         if (binary) {
-          if (!j.Flush(c, tp::NowNs(), &error)) return 1;
+          if (!j.Flush(c, tp::NowNs()).ok()) return 1;
         } else {
           // The journal before issue 34.13: drain, finalize, Kineto JSON, one write.
           std::ostringstream buf;

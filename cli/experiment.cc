@@ -24,8 +24,8 @@ int RunAndRender(const ExperimentOptions& o, Plan plan, void (*write)(const std:
   const bool ok = plan(*launcher, progress, &record, &error);
   progress.Clear();
   if (!ok) return Fail(error);
-  if (!reports::WriteOut(o.output, [&](std::ostream& out) { write(o.format, record, out); }))
-    return Fail(o.output, "write failed");
+  if (Status st = reports::WriteOut(o.output, [&](std::ostream& out) { write(o.format, record, out); }); !st.ok())
+    return Fail(st);
   return kExitOk;
 }
 

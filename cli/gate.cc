@@ -31,8 +31,8 @@ int GateRecordBaseline(GateOptions o) {
   const bool ok = experiments::RecordBaseline(o.run, *launcher, progress, &b, &error);
   progress.Clear();
   if (!ok) return Fail(error);
-  if (!reports::WriteOut(o.output, [&](std::ostream& out) { experiments::WriteBaseline(b, out); }))
-    return Fail(o.output, "write failed");
+  if (Status st = reports::WriteOut(o.output, [&](std::ostream& out) { experiments::WriteBaseline(b, out); }); !st.ok())
+    return Fail(st);
   reports::WriteBaselineSummary(b, o.output, std::cerr);
   return kExitOk;
 }
@@ -57,7 +57,7 @@ int GateCheck(GateOptions o) {
     progress.Clear();
     if (!ok) return Fail(error);
   }
-  if (!reports::WriteOut(o.report, [&](std::ostream& out) { reports::WriteGate(o.format, report, out); }))
+  if (!reports::WriteOut(o.report, [&](std::ostream& out) { reports::WriteGate(o.format, report, out); }).ok())
     return Fail(o.report, "cannot write the report");
   switch (report.verdict) {
     case experiments::GateVerdict::kPass: return kExitOk;

@@ -78,18 +78,15 @@ int RunAnalyze(const Paths& paths, bool sample, const std::string& format, const
                const sets::SetOptions& set, const Paths& threshold_args, const Paths& run_json = {},
                const Paths& run_summary = {}) {
   sets::SetOptions set_options = set;
-  for (const auto& t : threshold_args) {
-    std::string error;
-    if (!set_options.thresholds.Parse(t, &error)) return Fail("--threshold " + t, error);
-  }
+  for (const auto& t : threshold_args)
+    if (Status st = set_options.thresholds.Parse(t); !st.ok()) return Fail("--threshold " + t, st.message());
   if (!reports::IsReportFormat(format)) return Fail("--format " + format, "expected text, json, md or html");
   if (sample && !paths.empty()) return Fail("analyze", "give trace paths or --sample, not both");
   if (!sample && paths.empty()) return Fail("analyze", "expected at least one trace file or directory (or --sample)");
   sets::SetAnalysis s;
-  std::string error;
-  const bool ok = sample ? sets::AnalyzeBuffer(cli::SampleTrace(), cli::kSampleTraceName, set_options, &s, &error)
-                         : sets::AnalyzeSet(paths, set_options, &s, &error);
-  if (!ok) return Fail(error);
+  const Status st = sample ? sets::AnalyzeBuffer(cli::SampleTrace(), cli::kSampleTraceName, set_options, &s)
+                            : sets::AnalyzeSet(paths, set_options, &s);
+  if (!st.ok()) return Fail(st);
   reports::RenderOptions options;
   options.inputs = sample ? Paths{std::string("built-in sample: ") + cli::kSampleTraceName} : paths;
   options.run_results_json = run_json;
@@ -98,7 +95,7 @@ int RunAnalyze(const Paths& paths, bool sample, const std::string& format, const
     options.color = &out == &std::cout && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
     reports::WriteReport(format, s.trace, s.report, set_options.thresholds, options, out);
   };
-  if (!reports::WriteOut(output, render)) return Fail(output, "write failed");
+  if (Status st = reports::WriteOut(output, render); !st.ok()) return Fail(st);
   return kExitOk;
 }
 
@@ -106,22 +103,21 @@ int RunAnalyze(const Paths& paths, bool sample, const std::string& format, const
 // `analyze` would, then compared (analyzers::DiffRuns).
 int RunDiff(const Args& a) {
   sets::SetAnalysis sa, sb;
-  std::string error;
-  if (!sets::AnalyzeSet({a.diff_a}, a.set, &sa, &error) || !sets::AnalyzeSet({a.diff_b}, a.set, &sb, &error))
-    return Fail(error);
+  if (Status st = sets::AnalyzeSet({a.diff_a}, a.set, &sa); !st.ok()) return Fail(st);
+  if (Status st = sets::AnalyzeSet({a.diff_b}, a.set, &sb); !st.ok()) return Fail(st);
   const analyzers::RunDiff d = analyzers::DiffRuns(sa.trace, sa.report, a.diff_a, sb.trace, sb.report, a.diff_b);
-  if (!reports::WriteOut(a.diff_out, [&](std::ostream& out) { reports::WriteDiff(a.diff_format, d, out); }))
-    return Fail(a.diff_out, "write failed");
+  if (Status st = reports::WriteOut(a.diff_out, [&](std::ostream& out) { reports::WriteDiff(a.diff_format, d, out); });
+      !st.ok())
+    return Fail(st);
   return kExitOk;
 }
 
 int RunSummarize(const Args& a) {
   analyzers::Thresholds thresholds;
-  std::string error;
   for (const auto& t : a.summarize_thresholds)
-    if (!thresholds.Parse(t, &error)) return Fail("--threshold " + t, error);
+    if (Status st = thresholds.Parse(t); !st.ok()) return Fail("--threshold " + t, st.message());
   std::vector<sets::WrittenSummary> written;
-  if (!sets::SummarizeSet(a.summarize_paths, thresholds, a.summarize_out, &written, &error)) return Fail(error);
+  if (Status st = sets::SummarizeSet(a.summarize_paths, thresholds, a.summarize_out, &written); !st.ok()) return Fail(st);
   for (const auto& w : written)
     std::cerr << fmt::format("rank {} ({}): {} steps, {} collectives, {} findings -> {}\n", w.rank, w.source, w.steps,
                              w.collectives, w.findings, w.path);
@@ -189,9 +185,8 @@ int RunGate(Args& a, const Commands& c) {
 int Dispatch(Args& a, const Commands& c) {
   if (*c.analyze) return RunAnalyze(a.paths, a.sample, a.format, a.output, a.set, a.thresholds);
   if (*c.convert) {
-    std::string error;
-    return sets::ConvertTraces(a.convert_paths, a.convert_out, a.set.keep_clocks, std::cerr, &error) ? kExitOk
-                                                                                                     : Fail(error);
+    const Status st = sets::ConvertTraces(a.convert_paths, a.convert_out, a.set.keep_clocks, std::cerr);
+    return st.ok() ? kExitOk : Fail(st);
   }
   if (*c.diff) return RunDiff(a);
   if (*c.summarize) return RunSummarize(a);
@@ -458,7 +453,6 @@ int main(int argc, char** argv) {
   try {
     return Main(argc, argv);
   } catch (const std::exception& e) {
-    std::cerr << "trainrx: internal error: " << e.what() << " (a bug in trainrx: please report it with the command)\n";
-    return cli::kExitInternalError;
+    return cli::FailInternal(e.what());
   }
 }

@@ -14,4 +14,13 @@ int Fail(std::string_view subject, std::string_view what) {
   return kExitInputError;
 }
 
+int Fail(const Status& status) {
+  return status.kind() == ErrorKind::kInternal ? FailInternal(status.message()) : Fail(status.message());
+}
+
+int FailInternal(std::string_view what) {
+  std::cerr << "trainrx: internal error: " << what << " (a bug in trainrx: please report it with the command)\n";
+  return kExitInternalError;
+}
+
 }  // namespace trainrx::cli

@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "trainrx/profiler/status.h"
+
 namespace trainrx::cli {
 
 inline constexpr int kExitOk = 0;
@@ -26,5 +28,11 @@ inline constexpr int kExitInternalError = 70;
 int Fail(const std::string& message);
 // The CLI's own: "trainrx: error: SUBJECT: WHAT".
 int Fail(std::string_view subject, std::string_view what);
+// A library's Status by its kind (profiler/status.h): kInvalidInput as Fail(message), exit 2;
+// kInternal as FailInternal(message), exit 70.
+int Fail(const Status& status);
+// A bug: "trainrx: internal error: WHAT (a bug in trainrx: please report it with the command)",
+// returns kExitInternalError.
+int FailInternal(std::string_view what);
 
 }  // namespace trainrx::cli

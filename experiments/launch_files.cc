@@ -61,8 +61,8 @@ std::vector<std::string> FinishJournals(const fs::path& output, fs::file_time_ty
     if (fs::exists(trace_path, ec) && fs::last_write_time(trace_path, ec) >= since) continue;  // written after all
     profiler::Trace trace;
     const auto st = profiler::ReadTraces({j}, trace);
-    if (!st.ok || trace.ranks.empty()) {
-      out.push_back(fmt::format("{}: could not be read back ({}); left as it is", j, st.ok ? "no rank" : st.error));
+    if (!st.ok() || trace.ranks.empty()) {
+      out.push_back(fmt::format("{}: could not be read back ({}); left as it is", j, st.ok() ? "no rank" : st.message()));
       continue;
     }
     profiler::RankInfo& info = trace.ranks[0];
@@ -85,8 +85,8 @@ std::vector<std::string> FinishJournals(const fs::path& output, fs::file_time_ty
     const std::string steps_from = profiler::AddProfilerSteps(trace, info.rank);
     if (!steps_from.empty()) info.config["profiler_steps_from"] = profiler::ConfigValue::String(steps_from);
     trace.Finalize();
-    if (const auto wst = profiler::ReplaceKinetoFile(trace, info.rank, trace_path.string()); !wst.ok) {
-      out.push_back(fmt::format("{}: could not write the trace from its journal ({}); the journal is kept", j, wst.error));
+    if (const auto wst = profiler::ReplaceKinetoFile(trace, info.rank, trace_path.string()); !wst.ok()) {
+      out.push_back(fmt::format("{}: could not write the trace from its journal ({}); the journal is kept", j, wst.message()));
       continue;
     }
     fs::remove(journal, ec);

@@ -139,7 +139,7 @@ class ProcessLauncher : public Launcher {
       return true;
     }
     profiler::Trace t;
-    if (!traces.empty() && profiler::ReadTraces(traces, t).ok) {
+    if (!traces.empty() && profiler::ReadTraces(traces, t).ok()) {
       const auto steps = analyzers::BuildStepModel(t);
       // One process's steps (the lowest rank): ranks step together.
       std::vector<double> ms;
@@ -175,7 +175,7 @@ class ProcessLauncher : public Launcher {
       Spec s;
       if (!ParseSpec(what, &s, error) || !TraceWorkload(s, name, &traces, error)) return false;
     }
-    return sets::AnalyzeSet(traces, {}, out, error);
+    return sets::AnalyzeSet(traces, {}, out).ToBool(error);
   }
 
   bool AnalyzeCommand(const std::string& cmd, analyzers::Report* report, double* seconds, std::string* error) override {
@@ -188,7 +188,7 @@ class ProcessLauncher : public Launcher {
   // The traces of one run, analyzed as `trainrx analyze` would (sets::AnalyzeSet).
   static bool AnalyzeTraces(const std::vector<std::string>& traces, analyzers::Report* report, std::string* error) {
     sets::SetAnalysis set;
-    if (!sets::AnalyzeSet(traces, {}, &set, error)) return false;
+    if (!sets::AnalyzeSet(traces, {}, &set).ToBool(error)) return false;
     *report = std::move(set.report);
     return true;
   }

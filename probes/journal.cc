@@ -23,26 +23,23 @@ int64_t ThreadCpuNs() {
 
 std::string JournalPath(const std::string& trace_path) { return trace_path + env::kJournalSuffix; }
 
-bool Journal::Open(const std::string& path, Collector& collector, int32_t rank, int64_t base_ns, int64_t interval_ms,
-                   std::string* error) {
+Status Journal::Open(const std::string& path, Collector& collector, int32_t rank, int64_t base_ns,
+                     int64_t interval_ms) {
   path_ = path;
   rank_ = rank;
   base_ns_ = base_ns;
   last_flush_ns_ = NowNs();
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    *error = path + ": " + std::strerror(errno);
-    return false;
-  }
+  if (fd_ < 0) return Status::Error(path + ": " + std::strerror(errno));
   auto config = collector.StaticConfig();
   config.emplace_back("journal_flush_ms", std::to_string(interval_ms));
   buf_.clear();
   profiler::EncodeJournalHeader(rank, base_ns, config, &buf_);
-  return WriteOut(error);
+  return WriteOut();
 }
 
-bool Journal::Flush(Collector& collector, int64_t now_ns, std::string* error) {
-  if (fd_ < 0) return true;
+Status Journal::Flush(Collector& collector, int64_t now_ns) {
+  if (fd_ < 0) return {};
   const int64_t t0 = NowNs(), cpu0 = ThreadCpuNs();
   stats_.max_gap_ns = std::max(stats_.max_gap_ns, now_ns - last_flush_ns_);
   last_flush_ns_ = now_ns;
@@ -67,30 +64,30 @@ bool Journal::Flush(Collector& collector, int64_t now_ns, std::string* error) {
   // Not finalized: the reader sorts once, when a journal is salvaged.
   buf_.clear();
   profiler::AppendJournalFrame(fragment, now_ns, stats_.flushes, &buf_);
-  const bool ok = WriteOut(error);
+  Status written = WriteOut();
   stats_.busy_ns += NowNs() - t0;
   stats_.cpu_ns += ThreadCpuNs() - cpu0;
-  return ok;
+  return written;
 }
 
-bool Journal::WriteOut(std::string* error) {
+Status Journal::WriteOut() {
   // One write per frame (a kill can cut only the last one, which the reader detects).
   size_t done = 0;
   while (done < buf_.size()) {
     const ssize_t w = ::write(fd_, buf_.data() + done, buf_.size() - done);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
-      *error = path_ + ": " + std::strerror(w < 0 ? errno : EIO);
+      const int e = w < 0 ? errno : EIO;
       ::close(fd_);
       fd_ = -1;
-      return false;
+      return Status::Error(path_ + ": " + std::strerror(e));
     }
     done += static_cast<size_t>(w);
   }
   stats_.bytes += buf_.size();
   // A big drain (a long first period) leaves a big buffer: give it back rather than hold it.
   if (buf_.capacity() > (size_t{16} << 20)) std::string().swap(buf_);
-  return true;
+  return {};
 }
 
 void Journal::Remove() {

@@ -29,6 +29,7 @@
 #include <string>
 
 #include "collector.h"
+#include "trainrx/profiler/status.h"
 
 namespace trainrx::probes {
 
@@ -38,12 +39,11 @@ std::string JournalPath(const std::string& trace_path);
 class Journal {
  public:
   // Creates `path` and writes the header: the collector's static config so far, the rank,
-  // `base_ns`. False with *error when the file cannot be created or written.
-  bool Open(const std::string& path, Collector& collector, int32_t rank, int64_t base_ns, int64_t interval_ms,
-            std::string* error);
-  // Drains what finished since the last flush and appends it. False with *error when the write
-  // failed (ENOSPC...): the journal is then closed and later flushes do nothing.
-  bool Flush(Collector& collector, int64_t now_ns, std::string* error);
+  // `base_ns`. An error ("<path>: <why>") when the file cannot be created or written.
+  Status Open(const std::string& path, Collector& collector, int32_t rank, int64_t base_ns, int64_t interval_ms);
+  // Drains what finished since the last flush and appends it. An error when the write failed
+  // (ENOSPC...): the journal is then closed and later flushes do nothing.
+  Status Flush(Collector& collector, int64_t now_ns);
   // Closes and deletes the file (the process wrote its trace).
   void Remove();
   bool open() const { return fd_ >= 0; }
@@ -59,7 +59,7 @@ class Journal {
   const Stats& stats() const { return stats_; }
 
  private:
-  bool WriteOut(std::string* error);
+  Status WriteOut();
 
   int fd_ = -1;
   std::string path_;

@@ -168,10 +168,10 @@ bool ProcessSession::Begin(SessionConfig config) {
 
 void ProcessSession::StartJournal(int64_t interval_ms) {
   journal_ = new Journal();
-  std::string error;
-  if (!journal_->Open(JournalPath(output_path_), *collector_, rank_ >= 0 ? rank_ : 0, start_ns_, interval_ms, &error)) {
+  if (Status st = journal_->Open(JournalPath(output_path_), *collector_, rank_ >= 0 ? rank_ : 0, start_ns_, interval_ms);
+      !st.ok()) {
     // Said at start, so that nobody learns it from a killed job; recording goes on.
-    Warn("cannot write the journal " + error + ": if this process is killed, what it recorded is lost "
+    Warn("cannot write the journal " + st.message() + ": if this process is killed, what it recorded is lost "
          "(the trace is still written when it exits)");
     return;
   }
@@ -214,9 +214,8 @@ void ProcessSession::JournalLoop(int64_t interval_ms) {
   while (!journal_stop_.load()) {
     journal_cv_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return journal_stop_.load(); });
     if (journal_stop_.load()) break;
-    std::string error;
-    if (!journal_->Flush(*collector_, NowNs(), &error)) {
-      Warn("stopped writing the journal: " + error + "; if this process is killed, what it recorded since is lost");
+    if (Status st = journal_->Flush(*collector_, NowNs()); !st.ok()) {
+      Warn("stopped writing the journal: " + st.message() + "; if this process is killed, what it recorded since is lost");
       break;
     }
   }
@@ -343,9 +342,9 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
     if (rank_ >= 0) {
       info.world_size = EnvInt("WORLD_SIZE", 1);
     }
-    if (const auto status = profiler::ReplaceKinetoFile(trace, info.rank, output_path_); !status.ok) {
+    if (const auto status = profiler::ReplaceKinetoFile(trace, info.rank, output_path_); !status.ok()) {
       // Nothing is left half-written: neither the temporary file nor the journal.
-      Warn("could not write the trace: " + status.error + "; nothing was written");
+      Warn("could not write the trace: " + status.message() + "; nothing was written");
       drop_journal();
       return written_;
     }

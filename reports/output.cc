@@ -71,17 +71,16 @@ void TerminalProgress::Step(const std::string& what) {
   std::cerr << "trainrx: " << line << std::endl;
 }
 
-bool WriteOut(const std::string& path, const std::function<void(std::ostream&)>& render) {
-  if (path.empty() || path == "-") {
-    render(std::cout);
-    std::cout.flush();
-    return static_cast<bool>(std::cout);
-  }
+Status WriteOut(const std::string& path, const std::function<void(std::ostream&)>& render) {
+  const auto written = [&](std::ostream& out) {
+    render(out);
+    out.flush();
+    return out ? Status::Ok() : Status::Error(path + ": write failed");
+  };
+  if (path.empty() || path == "-") return written(std::cout);
   std::ofstream file(path);
-  if (!file) return false;
-  render(file);
-  file.flush();
-  return static_cast<bool>(file);
+  if (!file) return Status::Error(path + ": write failed");
+  return written(file);
 }
 
 }  // namespace trainrx::reports

@@ -22,27 +22,25 @@ std::string Joined(const std::vector<std::string>& paths) {
 // ingest entries say why nothing was read (a file cut inside its first event, events all malformed).
 // One exception: a recording whose step window never opened (record --skip past the run's end)
 // holds no events by design, and its report says so first (reports' WindowText).
-bool SomethingRead(const std::vector<std::string>& inputs, const profiler::IngestStats& stats,
-                   const std::vector<analyzers::RecordedWindow>& windows, std::string* error) {
-  if (stats.events_read > 0) return true;
+Status SomethingRead(const std::vector<std::string>& inputs, const profiler::IngestStats& stats,
+                     const std::vector<analyzers::RecordedWindow>& windows) {
+  if (stats.events_read > 0) return {};
   for (const auto& w : windows)
-    if (!w.opened) return true;
+    if (!w.opened) return {};
   std::string why;
   for (const auto& e : stats.entries)
     if (e.severity != profiler::IssueSeverity::kInfo)
       why += fmt::format("; {} {}: {}", e.kind, e.count, e.example);
-  *error = fmt::format("{}: no events read{}: nothing to analyze", Joined(inputs), why.empty() ? " (the trace is empty)" : why);
-  return false;
+  return Status::Error(
+      fmt::format("{}: no events read{}: nothing to analyze", Joined(inputs), why.empty() ? " (the trace is empty)" : why));
 }
 
 // `--step NAME` that matched nothing is an error, not a report over other steps.
-bool StepFound(const std::vector<std::string>& inputs, const SetOptions& o, const analyzers::Report& report,
-               std::string* error) {
-  if (o.step_name.empty() || report.metrics.steps.source.rfind("named: ", 0) == 0) return true;
-  *error = fmt::format("{}: --step {}: no record_function range named '{}' and no Python frame of a function '{}' "
+Status StepFound(const std::vector<std::string>& inputs, const SetOptions& o, const analyzers::Report& report) {
+  if (o.step_name.empty() || report.metrics.steps.source.rfind("named: ", 0) == 0) return {};
+  return Status::Error(fmt::format("{}: --step {}: no record_function range named '{}' and no Python frame of a function '{}' "
                        "(with_stack traces) in the trace",
-                       Joined(inputs), o.step_name, o.step_name, o.step_name);
-  return false;
+                                   Joined(inputs), o.step_name, o.step_name, o.step_name));
 }
 
 // The step windows the ranks were recorded through (rank by rank: each side's own).
@@ -52,40 +50,33 @@ std::vector<analyzers::RecordedWindow> WindowsOf(const std::vector<analyzers::Ra
   return windows;
 }
 
-bool Merged(const std::vector<std::string>& files, const SetOptions& o, SetAnalysis* out, std::string* error) {
+Status Merged(const std::vector<std::string>& files, const SetOptions& o, SetAnalysis* out) {
   profiler::ReadOptions read_options;
   read_options.strict = o.strict;
-  if (const auto st = profiler::ReadTraces(files, out->trace, read_options); !st.ok) {
-    *error = st.error;
-    return false;
-  }
-  if (!SomethingRead(files, out->trace.stats, analyzers::FindRecordedWindows(out->trace), error)) return false;
+  if (Status st = profiler::ReadTraces(files, out->trace, read_options); !st.ok()) return st;
+  if (Status st = SomethingRead(files, out->trace.stats, analyzers::FindRecordedWindows(out->trace)); !st.ok()) return st;
   if (!o.keep_clocks) analyzers::AlignRankClocks(out->trace);
   NameTheStep(out->trace, o.step_name);
   out->report = analyzers::Analyze(out->trace, o.thresholds);
-  return StepFound(files, o, out->report, error);
+  return StepFound(files, o, out->report);
 }
 
-bool RankByRank(const std::vector<std::string>& files, bool summaries, const SetOptions& o, SetAnalysis* out,
-                std::string* error) {
+Status RankByRank(const std::vector<std::string>& files, bool summaries, const SetOptions& o, SetAnalysis* out) {
   std::vector<analyzers::RankSide> sides;
   profiler::IngestStats stats;
-  if (summaries && !o.step_name.empty()) {
-    *error = "--step: names the step in traces; summaries were analyzed when they were written (trainrx summarize)";
-    return false;
-  }
-  if (!(summaries ? SidesOfSummaries(files, &sides, &stats, error)
-                  : SidesOfTraces(files, o.thresholds, &sides, &stats, error, o.step_name)))
-    return false;
-  if (!SomethingRead(files, stats, WindowsOf(sides), error)) return false;
+  if (summaries && !o.step_name.empty())
+    return Status::Error("--step: names the step in traces; summaries were analyzed when they were written (trainrx summarize)");
+  if (Status st = summaries ? SidesOfSummaries(files, &sides, &stats)
+                            : SidesOfTraces(files, o.thresholds, &sides, &stats, o.step_name);
+      !st.ok())
+    return st;
+  if (Status st = SomethingRead(files, stats, WindowsOf(sides)); !st.ok()) return st;
   // The same check the merging reader makes (issue 35: a folder of more than 16 unrelated jobs'
   // traces was analyzed as one job, rank by rank, with no word of it).
   std::vector<profiler::RankInfo> ranks;
   for (const auto& s : sides) ranks.push_back(s.info);
-  if (const std::string problem = profiler::CheckJobs(ranks, &stats); !problem.empty() && o.strict) {
-    *error = fmt::format("{}: {} (strict: not analyzed)", Joined(files), problem);
-    return false;
-  }
+  if (const std::string problem = profiler::CheckJobs(ranks, &stats); !problem.empty() && o.strict)
+    return Status::Error(fmt::format("{}: {} (strict: not analyzed)", Joined(files), problem));
   stats.Add("analyzed_rank_by_rank", profiler::IssueSeverity::kInfo,
             fmt::format("{} ranks from {} {}, each analyzed on its own: findings found on several ranks are shown once "
                         "(the rank with the largest saving), the straggler and clocks are compared across ranks; no "
@@ -94,7 +85,7 @@ bool RankByRank(const std::vector<std::string>& files, bool summaries, const Set
             sides.size());
   out->report = analyzers::AnalyzeSides(sides, o.thresholds);
   out->trace = SkeletonOf(sides, std::move(stats));
-  return StepFound(files, o, out->report, error);
+  return StepFound(files, o, out->report);
 }
 
 }  // namespace
@@ -108,71 +99,58 @@ const char* StrategyName(Strategy s) {
   return "merged";
 }
 
-bool AnalyzeSet(const std::vector<std::string>& paths, const SetOptions& o, SetAnalysis* out, std::string* error) {
+Status AnalyzeSet(const std::vector<std::string>& paths, const SetOptions& o, SetAnalysis* out) {
   *out = {};
-  if (paths.empty()) {
-    *error = "no trace files given";
-    return false;
-  }
-  const auto files = profiler::ExpandTracePaths(paths, error);
-  if (!files) return false;
+  if (paths.empty()) return Status::Error("no trace files given");
+  const auto files = profiler::ExpandTracePaths(paths);
+  if (!files.ok()) return files.status();
   out->files = *files;
   size_t summaries = 0;
   for (const auto& f : *files) summaries += IsSummaryPath(f);
-  if (summaries > 0 && summaries < files->size()) {
-    *error = fmt::format("{}: the inputs mix per-rank summaries (*.summary.json) and traces: give one kind", Joined(paths));
-    return false;
-  }
+  if (summaries > 0 && summaries < files->size())
+    return Status::Error(
+        fmt::format("{}: the inputs mix per-rank summaries (*.summary.json) and traces: give one kind", Joined(paths)));
   out->strategy = summaries > 0                                      ? Strategy::kSummaries
                   : o.per_rank || files->size() > o.per_rank_above ? Strategy::kRankByRank
                                                                      : Strategy::kMerged;
-  return out->strategy == Strategy::kMerged ? Merged(*files, o, out, error)
-                                            : RankByRank(*files, out->strategy == Strategy::kSummaries, o, out, error);
+  return out->strategy == Strategy::kMerged ? Merged(*files, o, out)
+                                            : RankByRank(*files, out->strategy == Strategy::kSummaries, o, out);
 }
 
-bool AnalyzeBuffer(std::string_view bytes, std::string_view name, const SetOptions& o, SetAnalysis* out,
-                   std::string* error) {
+Status AnalyzeBuffer(std::string_view bytes, std::string_view name, const SetOptions& o, SetAnalysis* out) {
   *out = {};
   profiler::ReadOptions read_options;
   read_options.strict = o.strict;
-  if (const auto st = profiler::ReadTraceBuffer(bytes, name, 0, out->trace, read_options); !st.ok) {
-    *error = st.error;
-    return false;
-  }
+  if (Status st = profiler::ReadTraceBuffer(bytes, name, 0, out->trace, read_options); !st.ok()) return st;
   out->files = {std::string(name)};
-  if (!SomethingRead(out->files, out->trace.stats, analyzers::FindRecordedWindows(out->trace), error)) return false;
+  if (Status st = SomethingRead(out->files, out->trace.stats, analyzers::FindRecordedWindows(out->trace)); !st.ok())
+    return st;
   out->report = analyzers::Analyze(out->trace, o.thresholds);
-  return true;
+  return {};
 }
 
-bool SummarizeSet(const std::vector<std::string>& paths, const analyzers::Thresholds& thresholds, const std::string& out_dir,
-                  std::vector<WrittenSummary>* written, std::string* error) {
-  const auto files = profiler::ExpandTracePaths(paths, error);
-  if (!files) return false;
+Status SummarizeSet(const std::vector<std::string>& paths, const analyzers::Thresholds& thresholds,
+                    const std::string& out_dir, std::vector<WrittenSummary>* written) {
+  const auto files = profiler::ExpandTracePaths(paths);
+  if (!files.ok()) return files.status();
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(out_dir, ec);
-  if (ec || !fs::is_directory(out_dir)) {
-    *error = fmt::format("{}: cannot create the output directory", out_dir);
-    return false;
-  }
+  if (ec || !fs::is_directory(out_dir)) return Status::Error(fmt::format("{}: cannot create the output directory", out_dir));
   std::vector<analyzers::RankSide> sides;
   profiler::IngestStats stats;
-  if (!SidesOfTraces(*files, thresholds, &sides, &stats, error)) return false;
-  if (!SomethingRead(*files, stats, WindowsOf(sides), error)) return false;
+  if (Status st = SidesOfTraces(*files, thresholds, &sides, &stats); !st.ok()) return st;
+  if (Status st = SomethingRead(*files, stats, WindowsOf(sides)); !st.ok()) return st;
   for (const auto& side : sides) {
     const std::string path = (fs::path(out_dir) / fmt::format("rank-{}.summary.json", side.info.rank)).string();
     std::ofstream out(path);
     WriteSummary(side, out);
     out.flush();
-    if (!out) {
-      *error = path + ": write failed";
-      return false;
-    }
+    if (!out) return Status::Error(path + ": write failed");
     written->push_back({side.info.rank, side.info.source, path, side.steps.size(), side.gpu.size() + side.gloo.size(),
                         side.findings.size()});
   }
-  return true;
+  return {};
 }
 
 }  // namespace trainrx::sets

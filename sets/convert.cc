@@ -9,13 +9,10 @@
 
 namespace trainrx::sets {
 
-bool ConvertTraces(const std::vector<std::string>& paths, const std::string& output, bool keep_clocks,
-                   std::ostream& log, std::string* error) {
+Status ConvertTraces(const std::vector<std::string>& paths, const std::string& output, bool keep_clocks,
+                     std::ostream& log) {
   profiler::Trace trace;
-  if (const auto st = profiler::ReadTraces(paths, trace); !st.ok) {
-    *error = st.error;
-    return false;
-  }
+  if (Status st = profiler::ReadTraces(paths, trace); !st.ok()) return st;
   if (!keep_clocks) {
     for (const auto& c : analyzers::AlignRankClocks(trace))
       if (c.status != "reference") log << fmt::format("rank {}: {}\n", c.rank, c.why);
@@ -24,13 +21,10 @@ bool ConvertTraces(const std::vector<std::string>& paths, const std::string& out
   for (int32_t rank : ranks) {
     // Several ranks: one file each, named as a launch's ranks name theirs ("out.rank1.json").
     const std::string path = ranks.size() > 1 ? profiler::RankTracePath(output, rank) : output;
-    if (const auto st = profiler::WriteKinetoFile(trace, rank, path); !st.ok) {
-      *error = st.error;
-      return false;
-    }
+    if (Status st = profiler::WriteKinetoFile(trace, rank, path); !st.ok()) return st;
     log << fmt::format("wrote rank {} to {}\n", rank, path);
   }
-  return true;
+  return {};
 }
 
 }  // namespace trainrx::sets

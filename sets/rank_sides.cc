@@ -19,12 +19,12 @@ void NameTheStep(profiler::Trace& trace, const std::string& step_name) {
   for (auto& r : trace.ranks) r.config["step_name"] = profiler::ConfigValue::String(step_name);
 }
 
-bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds,
-                   std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats, std::string* error,
-                   const std::string& step_name) {
+Status SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds,
+                     std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats,
+                     const std::string& step_name) {
   std::vector<std::vector<analyzers::RankSide>> per_file(files.size());
   std::vector<profiler::IngestStats> file_stats(files.size());
-  std::vector<std::string> errors(files.size());
+  std::vector<Status> errors(files.size());
   std::vector<std::function<void()>> tasks;
   for (size_t i = 0; i < files.size(); ++i) {
     tasks.push_back([&, i] {
@@ -32,10 +32,7 @@ bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thres
       // One file per task, read on the task's thread (the tasks are the parallelism).
       profiler::ReadOptions read_options;
       read_options.threads = 1;
-      if (const auto st = profiler::ReadTraces({files[i]}, t, read_options); !st.ok) {
-        errors[i] = st.error;
-        return;
-      }
+      if (errors[i] = profiler::ReadTraces({files[i]}, t, read_options); !errors[i].ok()) return;
       NameTheStep(t, step_name);
       // One worker per file: the analysis of a file runs on the worker's thread.
       const analyzers::Report report = analyzers::Analyze(t, thresholds, 1);
@@ -54,12 +51,8 @@ bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thres
     });
   }
   profiler::RunTasks(tasks);
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (!errors[i].empty()) {
-      *error = errors[i];
-      return false;
-    }
-  }
+  for (const Status& st : errors)
+    if (!st.ok()) return st;
   // Ranks in file order; a rank claimed twice moves to the next free one (profiler::MoveClaimedRank,
   // as ReadTraces does).
   std::set<int32_t> taken;
@@ -84,14 +77,14 @@ bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thres
     stats->bytes_read += file_stats[i].bytes_read;
   }
   std::sort(sides->begin(), sides->end(), [](const auto& a, const auto& b) { return a.info.rank < b.info.rank; });
-  return true;
+  return {};
 }
 
-bool SidesOfSummaries(const std::vector<std::string>& files, std::vector<analyzers::RankSide>* sides,
-                      profiler::IngestStats* stats, std::string* error) {
+Status SidesOfSummaries(const std::vector<std::string>& files, std::vector<analyzers::RankSide>* sides,
+                        profiler::IngestStats* stats) {
   for (const auto& f : files) {
     analyzers::RankSide side;
-    if (!ReadSummary(f, &side, error)) return false;
+    if (Status st = ReadSummary(f, &side); !st.ok()) return st;
     stats->events_read += side.events;
     stats->bytes_read += side.bytes;
     if (side.skipped > 0)
@@ -99,7 +92,7 @@ bool SidesOfSummaries(const std::vector<std::string>& files, std::vector<analyze
                  fmt::format("{}: its trace {} had events skipped when summarized", f, side.info.source), side.skipped);
     sides->push_back(std::move(side));
   }
-  return true;
+  return {};
 }
 
 profiler::Trace SkeletonOf(const std::vector<analyzers::RankSide>& sides, profiler::IngestStats stats) {

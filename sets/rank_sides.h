@@ -7,24 +7,25 @@
 #include <vector>
 
 #include "trainrx/analyzers/cross_rank.h"
+#include "trainrx/profiler/status.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::sets {
 
 // Reads and analyzes every trace file on the threads profiler::RunTasks chooses; fills `sides`
 // (sorted by rank) and `stats` (the files' ingest problems, events and bytes). A rank claimed by
-// two files moves the later one to the next free rank, as the merging reader does. False with
-// *error naming the file when one cannot be read.
-bool SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds,
-                   std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats, std::string* error,
-                   const std::string& step_name = "");
+// two files moves the later one to the next free rank, as the merging reader does. An error
+// naming the file when one cannot be read.
+Status SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds,
+                     std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats,
+                     const std::string& step_name = "");
 // The user's step name into every rank's config, where the step model looks for it.
 void NameTheStep(profiler::Trace& trace, const std::string& step_name);
 
 // The same from per-rank summaries: their sides, and in `stats` what their traces held and the
 // events their readers skipped.
-bool SidesOfSummaries(const std::vector<std::string>& files, std::vector<analyzers::RankSide>* sides,
-                      profiler::IngestStats* stats, std::string* error);
+Status SidesOfSummaries(const std::vector<std::string>& files, std::vector<analyzers::RankSide>* sides,
+                        profiler::IngestStats* stats);
 
 // A trace that holds no events, only what a report says of the inputs: the ranks (with their clock
 // outcome) and the ingest stats. Reports render an AnalyzeSides report against it.

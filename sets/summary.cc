@@ -17,12 +17,12 @@ using simdjson::dom::array;
 using simdjson::dom::element;
 using simdjson::dom::object;
 
-// Field readers: false with *error "<file>: <field>: expected <what>".
+// Field readers: false with `error` "<file>: not a trainrx summary: field '<field>' <what>".
 struct Fields {
   const std::string& file;
-  std::string* error;
+  Status error;
   bool Fail(std::string_view field, std::string_view what) {
-    *error = fmt::format("{}: not a trainrx summary: field '{}' {}", file, field, what);
+    error = Status::Error(fmt::format("{}: not a trainrx summary: field '{}' {}", file, field, what));
     return false;
   }
   bool Int(element e, std::string_view key, int64_t* out) {
@@ -212,14 +212,16 @@ bool IsSummaryPath(const std::string& path) {
   return path.size() >= kSuffix.size() && path.compare(path.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
 }
 
-bool ReadSummary(const std::string& path, analyzers::RankSide* side, std::string* error) {
+namespace {
+
+// ReadSummary's fields, false with f.error set.
+bool ReadFields(const std::string& path, analyzers::RankSide* side, Fields& f) {
   simdjson::dom::parser parser;
   element doc;
   if (auto e = parser.load(path).get(doc); e != simdjson::SUCCESS) {
-    *error = fmt::format("{}: cannot read a summary: {}", path, simdjson::error_message(e));
+    f.error = Status::Error(fmt::format("{}: cannot read a summary: {}", path, simdjson::error_message(e)));
     return false;
   }
-  Fields f{path, error};
   std::string schema;
   if (!f.Str(doc, "schema", &schema)) return false;
   if (schema != kSummarySchema) return f.Fail("schema", fmt::format("is '{}', expected '{}'", schema, kSummarySchema));
@@ -317,6 +319,14 @@ bool ReadSummary(const std::string& path, analyzers::RankSide* side, std::string
     side->windows.push_back(std::move(w));
   }
   return true;
+}
+
+}  // namespace
+
+Status ReadSummary(const std::string& path, analyzers::RankSide* side) {
+  Fields f{path, {}};
+  if (!ReadFields(path, side, f)) return f.error;
+  return {};
 }
 
 }  // namespace trainrx::sets

@@ -198,23 +198,25 @@ class GzipSource final : public ByteSource {
 };
 #endif
 
-std::unique_ptr<ByteSource> Sniff(std::unique_ptr<ByteSource> src, std::string* error) {
+Status CannotOpen(std::string_view path, std::string_view why) {
+  return Status::Error(std::string(path) + ": cannot open: " + std::string(why));
+}
+
+// `path` names the source in an error.
+StatusOr<std::unique_ptr<ByteSource>> Sniff(std::unique_ptr<ByteSource> src, std::string_view path) {
   // Peek two bytes; hand them back through the gzip prefix or a small replay wrapper.
   char magic[2];
   std::ptrdiff_t got = 0;
   while (got < 2) {
     const std::ptrdiff_t r = src->Read(magic + got, 2 - got);
-    if (r < 0) {
-      if (error) *error = src->error();
-      return nullptr;
-    }
+    if (r < 0) return CannotOpen(path, src->error());
     if (r == 0) break;
     got += r;
   }
   std::string prefix(magic, static_cast<size_t>(got));
   if (got == 2 && static_cast<unsigned char>(magic[0]) == 0x1f &&
       static_cast<unsigned char>(magic[1]) == 0x8b) {
-    return std::make_unique<GzipSource>(std::move(src), std::move(prefix));
+    return std::unique_ptr<ByteSource>(std::make_unique<GzipSource>(std::move(src), std::move(prefix)));
   }
   struct Replay final : ByteSource {
     Replay(std::unique_ptr<ByteSource> s, std::string p) : inner(std::move(s)), prefix(std::move(p)) {}
@@ -234,22 +236,19 @@ std::unique_ptr<ByteSource> Sniff(std::unique_ptr<ByteSource> src, std::string* 
     std::string prefix;
     size_t pos = 0;
   };
-  return std::make_unique<Replay>(std::move(src), std::move(prefix));
+  return std::unique_ptr<ByteSource>(std::make_unique<Replay>(std::move(src), std::move(prefix)));
 }
 
 }  // namespace
 
-std::unique_ptr<ByteSource> OpenFileSource(const std::string& path, std::string* error) {
+StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (error) *error = std::strerror(errno);
-    return nullptr;
-  }
-  return Sniff(std::make_unique<FdSource>(fd), error);
+  if (fd < 0) return CannotOpen(path, std::strerror(errno));
+  return Sniff(std::make_unique<FdSource>(fd), path);
 }
 
 std::unique_ptr<ByteSource> OpenMemorySource(std::string_view bytes) {
-  return Sniff(std::make_unique<MemorySource>(bytes), nullptr);
+  return std::move(Sniff(std::make_unique<MemorySource>(bytes), "memory")).value();  // memory cannot fail a read
 }
 
 bool GzipCompress(std::string_view data, std::string* out, int level) {

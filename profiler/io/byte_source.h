@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "trainrx/profiler/status.h"
+
 namespace trainrx::profiler::io {
 
 class ByteSource {
@@ -28,8 +30,9 @@ class ByteSource {
   bool cut_short_ = false;
 };
 
-// Opens `path`, sniffs gzip. Returns nullptr with *error set when the file cannot be opened.
-std::unique_ptr<ByteSource> OpenFileSource(const std::string& path, std::string* error);
+// Opens `path`, sniffs gzip. An error ("<path>: cannot open: <why>") when the file cannot be opened
+// or its first bytes cannot be read.
+StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path);
 // Wraps a memory buffer (must outlive the source), sniffs gzip.
 std::unique_ptr<ByteSource> OpenMemorySource(std::string_view bytes);
 

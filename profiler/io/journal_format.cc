@@ -362,11 +362,8 @@ void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequen
   Seal(out, at, kFrameMagic);
 }
 
-bool DecodeJournal(std::string_view bytes, std::string_view name, JournalContents* out, std::string* error) {
-  const auto fail = [&](const std::string& what) {
-    *error = std::string(name) + ": " + what;
-    return false;
-  };
+Status DecodeJournal(std::string_view bytes, std::string_view name, JournalContents* out) {
+  const auto fail = [&](const std::string& what) { return Status::Error(std::string(name) + ": " + what); };
   if (!IsJournal(bytes)) return fail("not a trainrx journal (its first bytes are not \"TRXJRNL\\1\")");
   if (bytes.size() < kFramingBytes + 4) return fail("a trainrx journal cut off inside its header (" + std::to_string(bytes.size()) + " bytes)");
   uint32_t len;
@@ -433,17 +430,16 @@ bool DecodeJournal(std::string_view bytes, std::string_view name, JournalContent
     cfg["journal_corrupt_frames"] = ConfigValue::Number(out->corrupt_frames);
     cfg["journal_corrupt_bytes"] = ConfigValue::Number(out->corrupt_bytes);
   }
-  return true;
+  return {};
 }
 
-bool JournalToKinetoJson(std::string_view bytes, std::string_view name, std::string* json, std::string* error) {
+StatusOr<std::string> JournalToKinetoJson(std::string_view bytes, std::string_view name) {
   JournalContents contents;
-  if (!DecodeJournal(bytes, name, &contents, error)) return false;
+  if (Status st = DecodeJournal(bytes, name, &contents); !st.ok()) return st;
   contents.trace.Finalize(1);
   std::ostringstream s;
   WriteKinetoJson(contents.trace, contents.trace.ranks[0].rank, s);
-  *json = std::move(s).str();
-  return true;
+  return std::move(s).str();
 }
 
 }  // namespace trainrx::profiler

@@ -218,7 +218,7 @@ struct WindowJob {
   uint64_t first_index = 0;  // index of the window's first element in the source
   uint64_t elements = 0;     // elements the splitter counted
   Fragment fragment;
-  ReadStatus status;
+  Status status;
   bool done = false;  // guarded by WindowPipeline::mu_
   // After the merge: the fragment's events still to be written into the trace (on a worker).
   EventCopy copy;
@@ -233,7 +233,7 @@ class WindowParser {
   void Parse(WindowJob& job);
 
  private:
-  ReadStatus Fail(std::string_view what) const { return SourceError(source_, what); }
+  Status Fail(std::string_view what) const { return SourceError(source_, what); }
   // How a simdjson pass over a run of elements ended: all read, at an element whose JSON broke
   // inside (counted by the decoder, included in `handled`), or unreadable from element `handled` on.
   struct Pass {
@@ -242,7 +242,7 @@ class WindowParser {
   };
   // json[0, n) is "[" + elements + "]", padded to `capacity`.
   Pass FastPass(const char* json, size_t n, size_t capacity);
-  ReadStatus ParseOneAtATime(WindowJob& job, size_t begin, size_t end);
+  Status ParseOneAtATime(WindowJob& job, size_t begin, size_t end);
 
   const std::string& source_;
   WindowDecoder decoder_;
@@ -312,7 +312,7 @@ void WindowParser::Parse(WindowJob& job) {
   if (FastPass(b, job.size, job.capacity()).stop != Pass::kAll) {
     decoder_.Begin(&job.fragment, job.first_index);  // undone, read again one at a time
     job.status = ParseOneAtATime(job, begin, end);
-    if (!job.status.ok) return;
+    if (!job.status.ok()) return;
   }
   if (job.fragment.elements != job.elements) {  // the splitter and the decoder disagree: our bug
     job.status = Fail(fmt::format("internal error: the window at byte {} holds {} elements by the splitter's count and "
@@ -321,7 +321,7 @@ void WindowParser::Parse(WindowJob& job) {
   }
 }
 
-ReadStatus WindowParser::ParseOneAtATime(WindowJob& job, size_t begin, size_t end) {
+Status WindowParser::ParseOneAtATime(WindowJob& job, size_t begin, size_t end) {
   const char* b = job.json();
   for (const auto& [s, e] : ElementBounds(b, begin, end)) {
     const uint64_t at = job.offset + (s - 1);
@@ -378,12 +378,12 @@ class WindowPipeline {
 
   // A job to fill (a recycled one when it can); waits for, and merges, the oldest window while
   // the most that may exist are in flight.
-  ReadStatus Acquire(std::unique_ptr<WindowJob>* job) {
+  Status Acquire(std::unique_ptr<WindowJob>* job) {
     ReapCopies(false);
     while (in_order_.size() + copying_.size() >= workers_ + kSpareWindows) {
       if (!copying_.empty()) {
         HelpOrWaitForACopy();
-      } else if (auto st = MergeFinished(true); !st.ok) {
+      } else if (auto st = MergeFinished(true); !st.ok()) {
         return st;
       }
     }
@@ -399,7 +399,7 @@ class WindowPipeline {
   }
   // Queues a filled job, or parses it here (no workers, or the source's only window), then merges
   // the windows that are finished, in order. Returns the first error in file order.
-  ReadStatus Submit(std::unique_ptr<WindowJob> job, bool last) {
+  Status Submit(std::unique_ptr<WindowJob> job, bool last) {
     WindowJob* j = job.get();
     in_order_.push_back(std::move(job));
     if (workers_ == 0 || (last && threads_.empty())) {
@@ -418,9 +418,9 @@ class WindowPipeline {
     return MergeFinished(false);
   }
   // Waits for every window and merges them.
-  ReadStatus Finish() {
+  Status Finish() {
     while (!in_order_.empty()) {
-      if (auto st = MergeFinished(true); !st.ok) {
+      if (auto st = MergeFinished(true); !st.ok()) {
         DrainCopies();
         return st;
       }
@@ -509,7 +509,7 @@ class WindowPipeline {
     ReapCopies(false);
   }
   // Merges finished windows from the oldest on; with wait, waits for the oldest first.
-  ReadStatus MergeFinished(bool wait) {
+  Status MergeFinished(bool wait) {
     while (!in_order_.empty()) {
       WindowJob* j = in_order_.front().get();
       {
@@ -520,7 +520,7 @@ class WindowPipeline {
         }
       }
       wait = false;
-      if (!j->status.ok) return j->status;
+      if (!j->status.ok()) return j->status;
       if (workers_ > 0 && assembler_.CanCopyApart(j->fragment)) {
         assembler_.Merge(j->fragment, &j->copy);
         {
@@ -565,9 +565,9 @@ class DocumentReader {
       : src_(src), source_(source), pipeline_(pipeline), stats_(stats), window_bytes_(window_bytes), salvage_(salvage) {}
 
   // Reads the whole source: every event goes to the decoder; header() and trailer() are kept.
-  ReadStatus Read() {
+  Status Read() {
     buf_.resize(window_bytes_ + simdjson::SIMDJSON_PADDING);
-    if (auto st = FindEventsArray(); !st.ok) return st;
+    if (auto st = FindEventsArray(); !st.ok()) return st;
     return ScanEvents();
   }
   // A legacy export: the document is the events array, with no header, trailer or metadata.
@@ -576,15 +576,15 @@ class DocumentReader {
   const std::string& trailer() const { return trailer_; }
 
  private:
-  ReadStatus Fail(std::string_view what) const { return SourceError(source_, what); }
+  Status Fail(std::string_view what) const { return SourceError(source_, what); }
   // Reads more input at the end of the buffer; returns bytes read, 0 at EOF, -1 on error.
   std::ptrdiff_t Fill();
   void Compact();
-  ReadStatus FindEventsArray();
-  ReadStatus ScanEvents();
+  Status FindEventsArray();
+  Status ScanEvents();
   // Hands buf_[begin, end), `elements` complete elements, to the pipeline.
-  ReadStatus Emit(size_t begin, size_t end, uint64_t elements, bool last);
-  ReadStatus Salvage(int depth, bool in_str);
+  Status Emit(size_t begin, size_t end, uint64_t elements, bool last);
+  Status Salvage(int depth, bool in_str);
 
   io::ByteSource& src_;
   const std::string& source_;
@@ -636,7 +636,7 @@ void DocumentReader::Compact() {
 }
 
 // Finds the start of the events: a top-level '[' (legacy export) or the "traceEvents" member.
-ReadStatus DocumentReader::FindEventsArray() {
+Status DocumentReader::FindEventsArray() {
   // Skip whitespace and a UTF-8 BOM.
   for (;;) {
     while (begin_ < end_ && IsJsonWs(buf_[begin_])) ++begin_;
@@ -676,7 +676,7 @@ ReadStatus DocumentReader::FindEventsArray() {
   size_t p = begin_ + 1;
   for (;;) {
     // State at p: expecting a key (or '}' or ',').
-    auto need_more = [&]() -> std::optional<ReadStatus> {
+    auto need_more = [&]() -> std::optional<Status> {
       const size_t rel = p - begin_;
       const auto r = Fill();
       if (r < 0) return Fail("cannot read: " + src_.error());
@@ -751,7 +751,7 @@ ReadStatus DocumentReader::FindEventsArray() {
 
 // Splits [scan_, end_) (Splitter); parses windows of at least half window_bytes_ of complete events
 // as they form, refills, and at the array's end hands over the last window and reads the trailer.
-ReadStatus DocumentReader::ScanEvents() {
+Status DocumentReader::ScanEvents() {
   for (;;) {
     split_.Scan(buf_.data(), scan_, end_);
     if (split_.unbalanced != Splitter::kNone) {
@@ -763,8 +763,8 @@ ReadStatus DocumentReader::ScanEvents() {
       // The last window: one element more than its commas, unless it is empty ("[]", "[ ]").
       size_t b = begin_;
       while (b < array_end && IsJsonWs(buf_[b])) ++b;
-      if (auto st = Emit(begin_, array_end, commas + (b < array_end ? 1 : 0), true); !st.ok) return st;
-      if (auto st = pipeline_.Finish(); !st.ok) return st;
+      if (auto st = Emit(begin_, array_end, commas + (b < array_end ? 1 : 0), true); !st.ok()) return st;
+      if (auto st = pipeline_.Finish(); !st.ok()) return st;
       // Trailer: the rest of the input (small: a few metadata members and the closing brace).
       trailer_.assign(buf_.data() + array_end + 1, end_ - array_end - 1);
       begin_ = end_;
@@ -789,7 +789,7 @@ ReadStatus DocumentReader::ScanEvents() {
     if (pending >= window_bytes_ / 2) {
       // The elements before the cut: one per comma at depth 0 up to and including it. Emit
       // consumes through the cut (begin_ moves past it, the buffer may be a new one).
-      if (auto st = Emit(begin_, last_cut, cut_commas, false); !st.ok) return st;
+      if (auto st = Emit(begin_, last_cut, cut_commas, false); !st.ok()) return st;
       // Rescan the unconsumed tail from begin_ at depth 0 (it starts right after a cut).
       scan_ = begin_;
       split_ = Splitter{};
@@ -806,9 +806,9 @@ ReadStatus DocumentReader::ScanEvents() {
 // cut short, a disk that filled up. Unless strict, the complete events are read, the cut-off one is
 // dropped and counted, and a "truncated_trace" data-loss entry says where the file ends, how many
 // bytes were dropped and when the last complete event ended, so every report leads with it.
-ReadStatus DocumentReader::Salvage(int depth, bool in_str) {
+Status DocumentReader::Salvage(int depth, bool in_str) {
   const bool gzip_cut = src_.cut_short();
-  if (auto st = pipeline_.Finish(); !st.ok) return st;
+  if (auto st = pipeline_.Finish(); !st.ok()) return st;
   if (!salvage_) {
     return Fail(fmt::format("truncated: the file ends at byte {} inside the traceEvents array "
                             "({} events read before the cut{}); the trace was not fully written",
@@ -825,8 +825,8 @@ ReadStatus DocumentReader::Salvage(int depth, bool in_str) {
     }
   }
   const size_t last_whole = elements.empty() ? begin_ : elements.back().second;
-  if (auto st = Emit(begin_, last_whole, elements.size(), true); !st.ok) return st;
-  if (auto st = pipeline_.Finish(); !st.ok) return st;
+  if (auto st = Emit(begin_, last_whole, elements.size(), true); !st.ok()) return st;
+  if (auto st = pipeline_.Finish(); !st.ok()) return st;
   begin_ = end_;
   if (!bare_array_) trailer_ = "}";  // the header's members are whole; metadata after the events is lost
   stats_.Add("truncated_trace", IssueSeverity::kDataLoss,
@@ -838,9 +838,9 @@ ReadStatus DocumentReader::Salvage(int depth, bool in_str) {
   return {};
 }
 
-ReadStatus DocumentReader::Emit(size_t begin, size_t end, uint64_t elements, bool last) {
+Status DocumentReader::Emit(size_t begin, size_t end, uint64_t elements, bool last) {
   std::unique_ptr<WindowJob> job;
-  if (auto st = pipeline_.Acquire(&job); !st.ok) return st;
+  if (auto st = pipeline_.Acquire(&job); !st.ok()) return st;
   const size_t n = end - begin;
   job->offset = buf_offset_ + begin;
   job->first_index = next_index_;
@@ -880,7 +880,7 @@ ReadStatus DocumentReader::Emit(size_t begin, size_t end, uint64_t elements, boo
 
 }  // namespace
 
-ReadStatus ParseSource(io::ByteSource& src, const std::string& name, int32_t provisional_rank, Trace& trace,
+Status ParseSource(io::ByteSource& src, const std::string& name, int32_t provisional_rank, Trace& trace,
                        const ReadOptions& options, RankInfo* info) {
   // Room for the source's events up front (at most one per 100 bytes: Kineto's take about 175,
   // ours 115), so that merging the windows never moves the events already merged; pages the
@@ -894,10 +894,10 @@ ReadStatus ParseSource(io::ByteSource& src, const std::string& name, int32_t pro
   const size_t threads = options.threads > 0 ? static_cast<size_t>(options.threads) : UsableCpus();
   WindowPipeline pipeline(name, provisional_rank, assembler, threads > 1 ? std::min<size_t>(threads, 16) : 0);
   DocumentReader doc(src, name, pipeline, trace.stats, options.window_bytes, !options.strict);
-  if (auto st = doc.Read(); !st.ok) {
+  if (auto st = doc.Read(); !st.ok()) {
     // A window still in the pipeline comes earlier in the file than what the reading thread met:
     // its error is the one a one-thread read reports.
-    if (auto earlier = pipeline.Finish(); !earlier.ok) return earlier;
+    if (auto earlier = pipeline.Finish(); !earlier.ok()) return earlier;
     return st;
   }
   if (src.cut_short() && trace.stats.Count("truncated_trace") == 0) {
@@ -905,7 +905,7 @@ ReadStatus ParseSource(io::ByteSource& src, const std::string& name, int32_t pro
                     name + ": the gzip data ends without its trailer (checksum unchecked); the JSON in it is whole");
   }
   if (!doc.bare_array()) {
-    if (auto st = ReadTopLevelMetadata(doc.header(), doc.trailer(), name, info); !st.ok) return st;
+    if (auto st = ReadTopLevelMetadata(doc.header(), doc.trailer(), name, info); !st.ok()) return st;
   }
   assembler.Finish(info->base_time_ns);
   return {};

@@ -16,7 +16,7 @@
 
 namespace trainrx::profiler {
 
-ReadStatus ReadTopLevelMetadata(std::string_view header, std::string_view trailer, std::string_view source,
+Status ReadTopLevelMetadata(std::string_view header, std::string_view trailer, std::string_view source,
                                 RankInfo* info) {
   std::string doc_text = "{" + std::string(header) + "\"traceEvents\":[]" + std::string(trailer);
   simdjson::dom::parser dp;

@@ -21,13 +21,13 @@ namespace trainrx::profiler {
 // Parses one trace source into `trace` and registers its rank (distributedInfo, else rank_hint,
 // else the file name, else the first free rank). On error `trace` may hold part of the source:
 // callers roll back to a Trace::Checkpoint taken before (ReadTraces and ReadTraceBuffer do).
-ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t rank_hint, Trace& trace,
+Status ParseOneSource(io::ByteSource& src, const std::string& name, int32_t rank_hint, Trace& trace,
                           const ReadOptions& options);
 
 // SIMD-compiled; call only after the CPU check. Reads one source's events into `trace`, on tracks of
 // rank `provisional_rank`, and its top-level members into *info (all but rank, source, rank_source
 // and job, which are the rank policy's). Same error contract as ParseOneSource.
-ReadStatus ParseSource(io::ByteSource& src, const std::string& name, int32_t provisional_rank, Trace& trace,
+Status ParseSource(io::ByteSource& src, const std::string& name, int32_t provisional_rank, Trace& trace,
                        const ReadOptions& options, RankInfo* info);
 
 }  // namespace trainrx::profiler

@@ -22,11 +22,11 @@ namespace trainrx::profiler {
 inline bool IsJsonWs(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
 // Every read error has this shape: "<source>: <what was wrong>".
-inline ReadStatus SourceError(std::string_view source, std::string_view what) {
+inline Status SourceError(std::string_view source, std::string_view what) {
   std::string msg(source);
   msg += ": ";
   msg += what;
-  return ReadStatus::Error(std::move(msg));
+  return Status::Error(std::move(msg));
 }
 
 // What one window of traceEvents elements decodes to before it joins the trace: a small Trace of
@@ -178,7 +178,7 @@ class SourceAssembler {
 // "traceEvents" key and everything after the array's ']', which the document reader kept aside.
 // Fills info's schema_version, base_time_ns, world_size, backend, declared_rank, devices and
 // config; errors name `source`.
-ReadStatus ReadTopLevelMetadata(std::string_view header, std::string_view trailer, std::string_view source,
+Status ReadTopLevelMetadata(std::string_view header, std::string_view trailer, std::string_view source,
                                 RankInfo* info);
 
 }  // namespace trainrx::profiler

@@ -16,13 +16,13 @@
 
 namespace trainrx::profiler {
 
-ReadStatus ParseOneSource(io::ByteSource& src, const std::string& name, int32_t rank_hint, Trace& trace,
+Status ParseOneSource(io::ByteSource& src, const std::string& name, int32_t rank_hint, Trace& trace,
                           const ReadOptions& options) {
   // Tracks are keyed by rank, so the source is parsed under a rank no file can have until its
   // distributedInfo (in the trailer, after the events) is known, then remapped.
   constexpr int32_t kProvisional = -1000000;
   RankInfo info;
-  if (auto st = ParseSource(src, name, kProvisional, trace, options, &info); !st.ok) return st;
+  if (auto st = ParseSource(src, name, kProvisional, trace, options, &info); !st.ok()) return st;
   auto taken = [&](int32_t r) { return trace.FindRank(r) != nullptr; };
   int32_t rank = -1;
   std::string how;

@@ -20,10 +20,10 @@
 namespace trainrx::profiler {
 namespace {
 
-ReadStatus CheckCpu() {
+Status CheckCpu() {
 #if defined(TRAINRX_PARSER_NEEDS_AVX2) && (defined(__x86_64__) || defined(__i386__))
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("bmi2") || !__builtin_cpu_supports("pclmul")) {
-    return ReadStatus::Error(
+    return Status::Error(
         "this CPU lacks AVX2/BMI2/PCLMUL, which this trainrx build's JSON parser was compiled for; "
         "rebuild with -DTRAINRX_SIMD=OFF");
   }
@@ -108,37 +108,36 @@ bool IsJournalFile(const std::string& path) {
 }
 
 // ReadTraces without the CPU check, the rollback and Finalize().
-ReadStatus ReadFiles(const std::vector<std::string>& paths, Trace& trace, const ReadOptions& options) {
-  std::string error;
-  auto files = ExpandTracePaths(paths, &error);
-  if (!files) return ReadStatus::Error(error);
+Status ReadFiles(const std::vector<std::string>& paths, Trace& trace, const ReadOptions& options) {
+  auto files = ExpandTracePaths(paths);
+  if (!files.ok()) return files.status();
   for (const auto& f : *files) {
-    std::string open_error;
     // A collector's binary journal ("<trace>.partial", journal_format.h) is decoded into the
     // Kineto JSON it stands for, then read as any trace.
-    if (std::string json; IsJournalFile(f)) {
+    if (IsJournalFile(f)) {
       std::ifstream in(f, std::ios::binary);
       const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (!JournalToKinetoJson(bytes, f, &json, &open_error)) return ReadStatus::Error(open_error);
-      auto mem = io::OpenMemorySource(json);
-      if (auto st = ParseOneSource(*mem, f, files->size() == 1 ? options.rank_hint : -1, trace, options); !st.ok) return st;
+      const StatusOr<std::string> json = JournalToKinetoJson(bytes, f);
+      if (!json.ok()) return json.status();
+      auto mem = io::OpenMemorySource(*json);
+      if (auto st = ParseOneSource(*mem, f, files->size() == 1 ? options.rank_hint : -1, trace, options); !st.ok()) return st;
       continue;
     }
-    auto src = io::OpenFileSource(f, &open_error);
-    if (!src) return ReadStatus::Error(fmt::format("{}: cannot open: {}", f, open_error));
-    if (auto st = ParseOneSource(*src, f, files->size() == 1 ? options.rank_hint : -1, trace, options); !st.ok) return st;
+    auto src = io::OpenFileSource(f);
+    if (!src.ok()) return src.status();
+    if (auto st = ParseOneSource(**src, f, files->size() == 1 ? options.rank_hint : -1, trace, options); !st.ok()) return st;
   }
   if (const std::string problem = CheckJobs(trace.ranks, &trace.stats); !problem.empty() && options.strict) {
     std::string inputs;
     for (const auto& p : paths) inputs += (inputs.empty() ? "" : ", ") + p;
-    return ReadStatus::Error(fmt::format("{}: {} (strict: not analyzed)", inputs, problem));
+    return Status::Error(fmt::format("{}: {} (strict: not analyzed)", inputs, problem));
   }
   return {};
 }
 
 }  // namespace
 
-std::optional<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths, std::string* error) {
+StatusOr<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
   for (const auto& p : paths) {
@@ -148,40 +147,30 @@ std::optional<std::vector<std::string>> ExpandTracePaths(const std::vector<std::
       for (const auto& entry : fs::directory_iterator(p, ec)) {
         if (entry.is_regular_file() && HasTraceSuffix(entry.path().filename().string())) files.push_back(entry.path().string());
       }
-      if (ec) {
-        *error = fmt::format("{}: cannot list directory: {}", p, ec.message());
-        return std::nullopt;
-      }
-      if (files.empty()) {
-        *error = fmt::format("{}: directory contains no trace files (*.json, *.json.gz)", p);
-        return std::nullopt;
-      }
+      if (ec) return Status::Error(fmt::format("{}: cannot list directory: {}", p, ec.message()));
+      if (files.empty()) return Status::Error(fmt::format("{}: directory contains no trace files (*.json, *.json.gz)", p));
       std::sort(files.begin(), files.end());
       out.insert(out.end(), files.begin(), files.end());
     } else if (fs::exists(p, ec)) {
       out.push_back(p);
     } else {
-      *error = fmt::format("{}: no such file or directory", p);
-      return std::nullopt;
+      return Status::Error(fmt::format("{}: no such file or directory", p));
     }
   }
-  if (out.empty()) {
-    *error = "no trace files given";
-    return std::nullopt;
-  }
+  if (out.empty()) return Status::Error("no trace files given");
   return out;
 }
 
 // Issue 15: the events of one read together hold at most kMaxTotalDurationNs (time.h), so that
 // no sum of durations an analysis forms can overflow. Each duration is bounded by the decoder.
-ReadStatus CheckTotalDuration(const Trace& trace, size_t first_event) {
+Status CheckTotalDuration(const Trace& trace, size_t first_event) {
   int64_t total = 0;
   for (size_t i = first_event; i < trace.events.size(); ++i) {
     total += trace.events[i].dur_ns;  // each <= 1e15, so one step cannot overflow past 2^62
     if (total > kMaxTotalDurationNs) {
       const Event& e = trace.events[i];
       const RankInfo* r = e.track < trace.tracks.size() ? trace.FindRank(trace.tracks[e.track].rank) : nullptr;
-      return ReadStatus::Error(fmt::format(
+      return Status::Error(fmt::format(
           "{}: the events' durations add up to more than 2^62 ns (146 years) by event \"{}\": not a trace of a run "
           "(times in the wrong unit?)",
           r ? r->source : std::string("input"), trace.Name(e)));
@@ -194,20 +183,20 @@ ReadStatus CheckTotalDuration(const Trace& trace, size_t first_event) {
 // later file of several, the strict job check) rolls the trace back to what it was on entry, so no
 // caller can go on with names, tracks or side-table rows whose events were dropped. Rolling back to
 // a checkpoint of sizes costs O(what the failed read added); see Trace::Checkpoint.
-ReadStatus ReadTraceBuffer(std::string_view bytes, std::string_view source_name, int32_t rank, Trace& trace,
+Status ReadTraceBuffer(std::string_view bytes, std::string_view source_name, int32_t rank, Trace& trace,
                            const ReadOptions& options) {
-  if (auto st = CheckCpu(); !st.ok) return st;
+  if (auto st = CheckCpu(); !st.ok()) return st;
   const Trace::Checkpoint entry = trace.Mark();
-  std::string json;  // a binary journal, decoded (journal_format.h)
+  StatusOr<std::string> json = std::string();  // a binary journal, decoded (journal_format.h)
   if (IsJournal(bytes)) {
-    std::string error;
-    if (!JournalToKinetoJson(bytes, source_name, &json, &error)) return ReadStatus::Error(error);
-    bytes = json;
+    json = JournalToKinetoJson(bytes, source_name);
+    if (!json.ok()) return json.status();
+    bytes = *json;
   }
   auto src = io::OpenMemorySource(bytes);
   auto st = ParseOneSource(*src, std::string(source_name), rank, trace, options);
-  if (st.ok) st = CheckTotalDuration(trace, entry.events);
-  if (!st.ok) {
+  if (st.ok()) st = CheckTotalDuration(trace, entry.events);
+  if (!st.ok()) {
     trace.RollBack(entry);
     return st;
   }
@@ -215,12 +204,12 @@ ReadStatus ReadTraceBuffer(std::string_view bytes, std::string_view source_name,
   return st;
 }
 
-ReadStatus ReadTraces(const std::vector<std::string>& paths, Trace& trace, const ReadOptions& options) {
-  if (auto st = CheckCpu(); !st.ok) return st;
+Status ReadTraces(const std::vector<std::string>& paths, Trace& trace, const ReadOptions& options) {
+  if (auto st = CheckCpu(); !st.ok()) return st;
   const Trace::Checkpoint entry = trace.Mark();
   auto st = ReadFiles(paths, trace, options);
-  if (st.ok) st = CheckTotalDuration(trace, entry.events);
-  if (!st.ok) {
+  if (st.ok()) st = CheckTotalDuration(trace, entry.events);
+  if (!st.ok()) {
     trace.RollBack(entry);
     return st;
   }

@@ -230,17 +230,17 @@ void WriteKinetoJson(const Trace& trace, int32_t rank, std::ostream& out) {
 namespace {
 
 // Writes `path`, compressed when `named_as` ends with .gz.
-ReadStatus WriteNamed(const Trace& trace, int32_t rank, const std::string& path, const std::string& name) {
+Status WriteNamed(const Trace& trace, int32_t rank, const std::string& path, const std::string& name) {
   const bool gz = name.size() > 3 && name.ends_with(".gz");
   std::ofstream f(path, std::ios::binary);
-  if (!f) return ReadStatus::Error(fmt::format("{}: cannot open for writing", path));
+  if (!f) return Status::Error(fmt::format("{}: cannot open for writing", path));
   if (gz) {
     // Whole-rank buffer then one deflate: simple; a streaming deflate would cap memory for
     // multi-GB outputs (not needed yet: we write what we read or collected).
     std::ostringstream s;
     WriteKinetoJson(trace, rank, s);
     std::string packed;
-    if (!io::GzipCompress(s.str(), &packed)) return ReadStatus::Error(fmt::format("{}: gzip compression failed", path));
+    if (!io::GzipCompress(s.str(), &packed)) return Status::Error(fmt::format("{}: gzip compression failed", path));
     f.write(packed.data(), static_cast<std::streamsize>(packed.size()));
   } else {
     WriteKinetoJson(trace, rank, f);
@@ -250,24 +250,24 @@ ReadStatus WriteNamed(const Trace& trace, int32_t rank, const std::string& path,
   f.close();
   if (!f) {
     const int e = flush_errno ? flush_errno : errno;
-    return ReadStatus::Error(fmt::format("{}: write failed{}", path, e ? fmt::format(" ({})", std::strerror(e)) : ""));
+    return Status::Error(fmt::format("{}: write failed{}", path, e ? fmt::format(" ({})", std::strerror(e)) : ""));
   }
   return {};
 }
 
 }  // namespace
 
-ReadStatus WriteKinetoFile(const Trace& trace, int32_t rank, const std::string& path) {
+Status WriteKinetoFile(const Trace& trace, int32_t rank, const std::string& path) {
   return WriteNamed(trace, rank, path, path);
 }
 
-ReadStatus ReplaceKinetoFile(const Trace& trace, int32_t rank, const std::string& path) {
+Status ReplaceKinetoFile(const Trace& trace, int32_t rank, const std::string& path) {
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  ReadStatus st = WriteNamed(trace, rank, tmp, path);
-  if (st.ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    st = ReadStatus::Error(fmt::format("{}: cannot rename {} to it ({})", path, tmp, std::strerror(errno)));
+  Status st = WriteNamed(trace, rank, tmp, path);
+  if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    st = Status::Error(fmt::format("{}: cannot rename {} to it ({})", path, tmp, std::strerror(errno)));
   }
-  if (!st.ok) std::remove(tmp.c_str());
+  if (!st.ok()) std::remove(tmp.c_str());
   return st;
 }
 

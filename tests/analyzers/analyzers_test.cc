@@ -16,7 +16,7 @@ Report AnalyzeJson(const std::string& json, const Thresholds& th = Thresholds(),
   profiler::Trace local;
   profiler::Trace& t = keep ? *keep : local;
   const auto st = profiler::ReadTraceBuffer(json, "fixture.json", 0, t);
-  EXPECT_TRUE(st.ok) << st.error;
+  EXPECT_TRUE(st.ok()) << st.message();
   return Analyze(t, th);
 }
 
@@ -224,12 +224,12 @@ TEST(InputTest, SingleProcessLoadingOfCheapDataIsNotFlagged) {
 TEST(InputTest, ThresholdOverrideChangesTheVerdict) {
   Thresholds th;
   std::string error;
-  ASSERT_TRUE(th.Parse("input.dataloader_bound.share_pct=1", &error)) << error;
+  ASSERT_TRUE(th.Parse("input.dataloader_bound.share_pct=1").ToBool(&error)) << error;
   const Report r = AnalyzeJson(CpuSteps(4, 200, 0, false, "_MultiProcessingDataLoaderIter"), th);
   ASSERT_NE(Find(r, "input.dataloader_bound"), nullptr);
-  EXPECT_FALSE(th.Parse("input.dataloader_bound.shar_pct=1", &error));
+  EXPECT_FALSE(th.Parse("input.dataloader_bound.shar_pct=1").ToBool(&error));
   EXPECT_NE(error.find("unknown threshold"), std::string::npos);
-  EXPECT_FALSE(th.Parse("input.dataloader_bound.share_pct=abc", &error));
+  EXPECT_FALSE(th.Parse("input.dataloader_bound.share_pct=abc").ToBool(&error));
 }
 
 TEST(SyncTest, ItemEveryStepCountedOncePerCall) {
@@ -1015,7 +1015,7 @@ std::string Words(const Finding& f) {
 // never "per step" or a share of a step (issue 12: "2.0 per step", "85.8 % of the step").
 TEST(StepsTest, NoStepsMeansNoPerStepFigureAnywhere) {
   profiler::Trace trace;
-  ASSERT_TRUE(profiler::ReadTraces({FixturePath("no_steps_planted.json")}, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({FixturePath("no_steps_planted.json")}, trace).ok());
   const Report r = Analyze(trace);
   ASSERT_TRUE(r.metrics.steps.steps.empty());
   EXPECT_GE(r.findings.size(), 7u);
@@ -1035,7 +1035,7 @@ TEST(StepsTest, NoStepsMeansNoPerStepFigureAnywhere) {
 // SIGSEGV trace read as "no problem crossed its threshold").
 TEST(RunEndTest, CrashedRecordingIsUnfinished) {
   profiler::Trace trace;
-  ASSERT_TRUE(profiler::ReadTraces({FixturePath("crashed_run.json")}, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({FixturePath("crashed_run.json")}, trace).ok());
   const Report r = Analyze(trace);
   ASSERT_EQ(r.metrics.unfinished.size(), 1u);
   const UnfinishedRank& u = r.metrics.unfinished[0];
@@ -1059,7 +1059,7 @@ TEST(RunEndTest, CrashedRecordingIsUnfinished) {
 // (hipLaunchKernel, hipExtModuleLaunchKernel, hipMemcpyAsync) enter the launch statistics.
 TEST(SyncTest, HipBlockingCopiesAndSynchronizeAreSyncs) {
   profiler::Trace trace;
-  ASSERT_TRUE(profiler::ReadTraces({FixturePath("rocm_inference.json")}, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({FixturePath("rocm_inference.json")}, trace).ok());
   const Report r = Analyze(trace);
   const Finding* f = Find(r, "sync.host_device");
   ASSERT_NE(f, nullptr);
@@ -1076,7 +1076,7 @@ TEST(SyncTest, HipBlockingCopiesAndSynchronizeAreSyncs) {
 
 TEST(GpuTest, HipLaunchStatisticsCountLaunchCallsOnly) {
   profiler::Trace trace;
-  ASSERT_TRUE(profiler::ReadTraces({FixturePath("rocm_inference.json")}, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({FixturePath("rocm_inference.json")}, trace).ok());
   const Report r = Analyze(trace);
   ASSERT_EQ(r.metrics.launch.size(), 1u);
   // Two steps in HTA's window (the last ProfilerStep excluded) x 4 launches of 5 µs.

@@ -42,7 +42,7 @@ std::string Iterations(int n, int bwd_tid, bool with_optimizer) {
 TEST(BackwardStepsTest, HandWrittenUpdatesGetAStepPerBackwardPass) {
   for (const int bwd_tid : {1, 7}) {  // backward on the main thread (CPU) or autograd's own (GPU)
     profiler::Trace t;
-    ASSERT_TRUE(profiler::ReadTraceBuffer(Iterations(8, bwd_tid, false), "hand.json", 0, t).ok);
+    ASSERT_TRUE(profiler::ReadTraceBuffer(Iterations(8, bwd_tid, false), "hand.json", 0, t).ok());
     const auto spans = profiler::StepsFromBackward(t, 0);
     ASSERT_EQ(spans.size(), 7u) << "bwd_tid " << bwd_tid;  // 8 passes: 7 steps between their ends
     const Report r = Analyze(t);
@@ -58,10 +58,10 @@ TEST(BackwardStepsTest, HandWrittenUpdatesGetAStepPerBackwardPass) {
 
 TEST(BackwardStepsTest, OptimizerStepsKeepTheirRuleAndTooFewPassesAreNoSteps) {
   profiler::Trace t;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(Iterations(8, 1, true), "optim.json", 0, t).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(Iterations(8, 1, true), "optim.json", 0, t).ok());
   EXPECT_EQ(Analyze(t).metrics.steps.source, "inferred from Optimizer.step");
   profiler::Trace one;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(Iterations(1, 1, false), "one.json", 0, one).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(Iterations(1, 1, false), "one.json", 0, one).ok());
   EXPECT_TRUE(profiler::StepsFromBackward(one, 0).empty());
   EXPECT_EQ(Analyze(one).metrics.steps.source, "none");
 }

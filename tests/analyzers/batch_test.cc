@@ -17,7 +17,7 @@ std::optional<BatchEstimate> Estimate(std::string events) {
   events.pop_back();
   profiler::Trace t;
   const auto st = profiler::ReadTraceBuffer("{\"traceEvents\":[" + events + "]}", "batch.json", 0, t);
-  EXPECT_TRUE(st.ok) << st.error;
+  EXPECT_TRUE(st.ok()) << st.message();
   return SamplesPerStep(t, BuildStepModel(t));
 }
 

@@ -55,7 +55,7 @@ profiler::Trace ReadRanks(const std::vector<ClockPlan>& plans, bool gpu) {
   for (size_t r = 0; r < plans.size(); ++r) {
     const auto st = profiler::ReadTraceBuffer(RankDoc(static_cast<int>(r), static_cast<int>(plans.size()), plans[r], gpu),
                                               fmt::format("rank{}.json", r), static_cast<int32_t>(r), trace);
-    EXPECT_TRUE(st.ok) << st.error;
+    EXPECT_TRUE(st.ok()) << st.message();
   }
   trace.Finalize();
   return trace;

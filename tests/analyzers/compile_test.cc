@@ -39,7 +39,7 @@ std::string CompiledSteps(int steps, bool breaks, const std::function<std::strin
 Report AnalyzeText(const std::string& json) {
   profiler::Trace t;
   const auto st = profiler::ReadTraceBuffer(json, "compile.json", 0, t);
-  EXPECT_TRUE(st.ok) << st.error;
+  EXPECT_TRUE(st.ok()) << st.message();
   return Analyze(t);
 }
 
@@ -188,7 +188,7 @@ TEST(CompileTest, TorchProfilersCompileSpansGiveCompileTimeAndRecompilesInTheSte
 TEST(CompileTest, ALaunchBoundGpuWithoutCompileIsToldToTryIt) {
   // The H100 session's torch.profiler trace of tests/gpu/train_gpu.py: launch-bound, eager.
   profiler::Trace t;
-  ASSERT_TRUE(profiler::ReadTraces({std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/h100/train_gpu.torch_profiler.json.gz"}, t).ok);
+  ASSERT_TRUE(profiler::ReadTraces({std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/h100/train_gpu.torch_profiler.json.gz"}, t).ok());
   const Report r = Analyze(t);
   ASSERT_NE(Find(r, "gpu.launch_bound"), nullptr);
   const Finding* f = Find(r, "compile.not_compiled");

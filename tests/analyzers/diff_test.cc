@@ -90,7 +90,7 @@ struct Side {
 
 void Load(const std::string& doc, Side* s) {
   const auto st = profiler::ReadTraceBuffer(doc, "t.json", 0, s->trace);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   s->report = Analyze(s->trace);
 }
 
@@ -106,8 +106,8 @@ void ExpectRowsAddUp(const RunDiff& d) {
 
 TEST(DiffTest, RowsAddUpAndNameWhatChanged) {
   profiler::Trace a, b;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(Trace(6, 500, 0, 0), "a.json", 0, a).ok);
-  ASSERT_TRUE(profiler::ReadTraceBuffer(Trace(6, 500, 300, 1), "b.json", 0, b).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(Trace(6, 500, 0, 0), "a.json", 0, a).ok());
+  ASSERT_TRUE(profiler::ReadTraceBuffer(Trace(6, 500, 300, 1), "b.json", 0, b).ok());
   const Report ra = Analyze(a), rb = Analyze(b);
   const RunDiff d = DiffRuns(a, ra, "a.json", b, rb, "b.json");
   EXPECT_EQ(d.a.steps, 6);
@@ -257,7 +257,7 @@ std::string GpuRank(int rank, int slow_rank, int slow_us, unsigned seed) {
 void LoadRanks(int slow_rank, int slow_us, unsigned seed, Side* s) {
   for (int r = 0; r < 2; ++r) {
     const auto st = profiler::ReadTraceBuffer(GpuRank(r, slow_rank, slow_us, seed), fmt::format("rank{}.json", r), r, s->trace);
-    ASSERT_TRUE(st.ok) << st.error;
+    ASSERT_TRUE(st.ok()) << st.message();
   }
   s->trace.Finalize();
   s->report = Analyze(s->trace);
@@ -290,8 +290,8 @@ TEST(DiffTest, MultiRankNamesTheRankAndTheCollective) {
 // not a collective gone from rank 0 and new on rank 1.
 TEST(DiffTest, OneRankAgainstAnotherRankIsComparedAsOne) {
   Side a, b;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(GpuRank(0, -1, 0, 1), "rank0.json", 0, a.trace).ok);
-  ASSERT_TRUE(profiler::ReadTraceBuffer(GpuRank(1, 1, 1500, 2), "rank1.json", 1, b.trace).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(GpuRank(0, -1, 0, 1), "rank0.json", 0, a.trace).ok());
+  ASSERT_TRUE(profiler::ReadTraceBuffer(GpuRank(1, 1, 1500, 2), "rank1.json", 1, b.trace).ok());
   a.trace.Finalize();
   b.trace.Finalize();
   a.report = Analyze(a.trace);
@@ -308,10 +308,10 @@ TEST(DiffTest, WithoutStepsNothingIsJudged) {
   Side a, b;
   ASSERT_TRUE(profiler::ReadTraceBuffer(R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":50}]})",
                                         "a.json", 0, a.trace)
-                  .ok);
+                  .ok());
   ASSERT_TRUE(profiler::ReadTraceBuffer(R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":90}]})",
                                         "b.json", 0, b.trace)
-                  .ok);
+                  .ok());
   a.report = Analyze(a.trace);
   b.report = Analyze(b.trace);
   const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
@@ -331,8 +331,8 @@ TEST(DiffTest, WithoutStepsNothingIsJudged) {
 TEST(DiffTest, HtaTraceComparePairNamesTheOpsHtaFindsAdded) {
   const std::string dir = std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/hta_trace_compare/";
   Side a, b;
-  ASSERT_TRUE(profiler::ReadTraces({dir + "base.json.gz"}, a.trace).ok);
-  ASSERT_TRUE(profiler::ReadTraces({dir + "test.json.gz"}, b.trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({dir + "base.json.gz"}, a.trace).ok());
+  ASSERT_TRUE(profiler::ReadTraces({dir + "test.json.gz"}, b.trace).ok());
   a.report = Analyze(a.trace);
   b.report = Analyze(b.trace);
   const RunDiff d = DiffRuns(a.trace, a.report, "base", b.trace, b.report, "test", 100);

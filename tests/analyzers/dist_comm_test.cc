@@ -37,7 +37,7 @@ Report AnalyzeJob(const Job& job) {
     const std::string doc = fmt::format(R"({{"distributedInfo":{{"rank":{},"world_size":2,"backend":"gloo"}},"trainrx":{},"traceEvents":[{}]}})",
                                         r, job.block, ev);
     const auto st = profiler::ReadTraceBuffer(doc, fmt::format("rank{}.json", r), r, trace);
-    EXPECT_TRUE(st.ok) << st.error;
+    EXPECT_TRUE(st.ok()) << st.message();
   }
   trace.Finalize();
   return Analyze(trace);

@@ -50,7 +50,7 @@ Report AnalyzeDp(const DpPlan& p) {
   ev.pop_back();
   profiler::Trace trace;
   const auto st = profiler::ReadTraceBuffer(fmt::format(R"({{"traceEvents":[{}]}})", ev), "dp.json", 0, trace);
-  EXPECT_TRUE(st.ok) << st.error;
+  EXPECT_TRUE(st.ok()) << st.message();
   trace.Finalize();
   return Analyze(trace);
 }

@@ -66,7 +66,7 @@ Report AnalyzeRanks(const std::vector<RankPlan>& plans, bool gpu) {
   for (size_t r = 0; r < plans.size(); ++r) {
     const auto st = profiler::ReadTraceBuffer(RankDoc(static_cast<int>(r), static_cast<int>(plans.size()), plans[r], gpu),
                                               fmt::format("rank{}.json", r), static_cast<int32_t>(r), trace);
-    EXPECT_TRUE(st.ok) << st.error;
+    EXPECT_TRUE(st.ok()) << st.message();
   }
   trace.Finalize();
   return Analyze(trace);
@@ -146,7 +146,7 @@ TEST(DistStragglerTest, EqualRanksWithJitterAreSilent) {
 // collectives are longer too, which would make rank 0 look like a straggler: not judged.
 TEST(DistStragglerTest, RanksNotInLockstepAreNotJudged) {
   profiler::Trace trace;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(0, 2, RankPlan(), true), "r0.json", 0, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(0, 2, RankPlan(), true), "r0.json", 0, trace).ok());
   std::string stretched = RankDoc(1, 2, RankPlan(), true);
   for (const char* from : {"\"dur\":10000", "\"dur\":1000,", "\"dur\":4000", "\"dur\":3000"}) {
     const std::string f(from);
@@ -156,7 +156,7 @@ TEST(DistStragglerTest, RanksNotInLockstepAreNotJudged) {
     to = f.substr(0, colon + 1) + std::to_string(v * 13 / 10) + (f.back() == ',' ? "," : "");
     for (size_t at = 0; (at = stretched.find(f, at)) != std::string::npos; at += to.size()) stretched.replace(at, f.size(), to);
   }
-  ASSERT_TRUE(profiler::ReadTraceBuffer(stretched, "r1.json", 1, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(stretched, "r1.json", 1, trace).ok());
   trace.Finalize();
   EXPECT_EQ(Straggler(Analyze(trace)), nullptr);
 }
@@ -169,8 +169,8 @@ TEST(DistStragglerTest, OneRankOrUnmatchedCollectivesAreSilent) {
   profiler::Trace trace;
   RankPlan slow;
   slow.compute_us = 6000;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(0, 2, RankPlan(), true), "r0.json", 0, trace).ok);
-  ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(1, 2, slow, false), "r1.json", 1, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(0, 2, RankPlan(), true), "r0.json", 0, trace).ok());
+  ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(1, 2, slow, false), "r1.json", 1, trace).ok());
   trace.Finalize();
   EXPECT_EQ(Straggler(Analyze(trace)), nullptr);
 }
@@ -191,7 +191,7 @@ AloneSide SideAlone(const std::vector<RankPlan>& plans, size_t r, bool gpu) {
   profiler::Trace t;
   const auto st = profiler::ReadTraceBuffer(RankDoc(static_cast<int>(r), static_cast<int>(plans.size()), plans[r], gpu),
                                             fmt::format("rank{}.json", r), static_cast<int32_t>(r), t);
-  EXPECT_TRUE(st.ok) << st.error;
+  EXPECT_TRUE(st.ok()) << st.message();
   t.Finalize();
   const Report alone = Analyze(t);
   out.side = BuildRankSide(t, &alone.metrics.steps, static_cast<int32_t>(r));
@@ -202,7 +202,7 @@ AloneSide SideAlone(const std::vector<RankPlan>& plans, size_t r, bool gpu) {
     sets::WriteSummary(out.side, file);
   }
   std::string error;
-  EXPECT_TRUE(sets::ReadSummary(path, &out.back, &error)) << error;
+  EXPECT_TRUE(sets::ReadSummary(path, &out.back).ToBool(&error)) << error;
   return out;
 }
 

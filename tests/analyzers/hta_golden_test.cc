@@ -48,7 +48,7 @@ constexpr double kNoComm = std::numeric_limits<double>::quiet_NaN();
 Report AnalyzeFile(const std::string& path, const Thresholds& th = Thresholds()) {
   profiler::Trace trace;
   const auto st = profiler::ReadTraces({path}, trace);
-  EXPECT_TRUE(st.ok) << st.error;
+  EXPECT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(trace.stats.TotalSkipped(), 0u);
   return Analyze(trace, th);
 }
@@ -131,7 +131,7 @@ TEST(HtaGoldenTest, ExactNsOptionKeepsSubMicrosecondTimes) {
   SKIP_WITHOUT_SHARED();
   Thresholds th;
   std::string error;
-  ASSERT_TRUE(th.Parse("gpu.idle.hta_time=0", &error)) << error;
+  ASSERT_TRUE(th.Parse("gpu.idle.hta_time=0").ToBool(&error)) << error;
   const Report r = AnalyzeFile(TracePath("rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"), th);
   ASSERT_EQ(r.metrics.temporal.size(), 1u);
   const auto& t = r.metrics.temporal[0];
@@ -192,7 +192,7 @@ TEST(HtaTimeConversion, HtaRoundsStartUpAndEndDown) {
 TEST(HtaGoldenTest, StepsComeFromProfilerStepAndLastStepIsReported) {
   SKIP_WITHOUT_SHARED();
   profiler::Trace trace;
-  ASSERT_TRUE(profiler::ReadTraces({TracePath("rank0.json.gz")}, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({TracePath("rank0.json.gz")}, trace).ok());
   const Report r = Analyze(trace);
   EXPECT_EQ(r.metrics.steps.source, "ProfilerStep");
   EXPECT_EQ(r.metrics.steps.steps.size(), 5u);  // ProfilerStep#550..554

@@ -386,7 +386,7 @@ std::string GpuStepContent(int s, int dur, int scale, int* corr) {
 
 std::map<std::string, int64_t> SavingsOf(const std::string& json) {
   profiler::Trace trace;
-  EXPECT_TRUE(profiler::ReadTraceBuffer(json, "warmup.json", 0, trace).ok);
+  EXPECT_TRUE(profiler::ReadTraceBuffer(json, "warmup.json", 0, trace).ok());
   std::map<std::string, int64_t> out;
   for (const auto& f : Analyze(trace).findings) out[f.id] = f.estimated_saving_ns;
   return out;
@@ -433,7 +433,7 @@ TEST_P(InvariantsTest, HoldOnTrace) {
   const TraceCase& c = GetParam();
   profiler::Trace trace;
   const auto st = c.paths.empty() ? profiler::ReadTraceBuffer(c.json, c.name, 0, trace) : profiler::ReadTraces(c.paths, trace);
-  ASSERT_TRUE(st.ok) << c.name << ": " << st.error;
+  ASSERT_TRUE(st.ok()) << c.name << ": " << st.message();
   const Report r = Analyze(trace);
   for (const std::string& violation : Violations(trace, r)) ADD_FAILURE() << c.name << ": " << violation;
 }
@@ -443,7 +443,7 @@ TEST_P(InvariantsTest, HoldOnTrace) {
 TEST(InvariantsCheckerTest, CatchesEachKindOfViolation) {
   profiler::Trace trace;
   ASSERT_TRUE(profiler::ReadTraceBuffer(R"J({"traceEvents":[
-    {"ph":"X","cat":"cpu_op","name":"aten::item","pid":1,"tid":1,"ts":0,"dur":10}]})J", "t", 0, trace).ok);
+    {"ph":"X","cat":"cpu_op","name":"aten::item","pid":1,"tid":1,"ts":0,"dur":10}]})J", "t", 0, trace).ok());
   Report r = Analyze(trace);
   ASSERT_TRUE(Violations(trace, r).empty());
   Finding f;

@@ -42,7 +42,7 @@ Report AnalyzeText(const std::string& json, profiler::Trace* keep = nullptr) {
   profiler::Trace local;
   profiler::Trace& t = keep ? *keep : local;
   const auto st = profiler::ReadTraceBuffer(json, "mem.json", 0, t);
-  EXPECT_TRUE(st.ok) << st.error;
+  EXPECT_TRUE(st.ok()) << st.message();
   return Analyze(t);
 }
 
@@ -57,7 +57,7 @@ TEST(MemoryReadTest, ProfileMemoryEventsBecomeCountersThatRoundTrip) {
   const std::string json = "{\"traceEvents\":[" + Mem(1, 8192, 8192) + Mem(2, 4096, -4096, 1, 0) +
                            Mem(3, 4096, 1 << 30, 1, 0, "[OutOfMemory]") +
                            R"J({"ph":"i","name":"[memory]","pid":1,"tid":1,"ts":4,"args":{"Total Allocated":5}}]})J";
-  ASSERT_TRUE(profiler::ReadTraceBuffer(json, "m.json", 0, t).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(json, "m.json", 0, t).ok());
   std::map<std::string, std::vector<double>> by_name;
   for (const auto& c : t.counters) by_name[std::string(t.strings.Get(c.name))].push_back(c.value);
   EXPECT_EQ(by_name["trainrx.memory.allocated[cpu]"], std::vector<double>({8192}));
@@ -71,7 +71,7 @@ TEST(MemoryReadTest, ProfileMemoryEventsBecomeCountersThatRoundTrip) {
   std::ostringstream written;
   profiler::WriteKinetoJson(t, 0, written);
   profiler::Trace again;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(written.str(), "again.json", 0, again).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(written.str(), "again.json", 0, again).ok());
   std::map<std::string, std::vector<double>> again_by_name;
   for (const auto& c : again.counters) again_by_name[std::string(again.strings.Get(c.name))].push_back(c.value);
   EXPECT_EQ(again_by_name, by_name);
@@ -295,10 +295,10 @@ TEST(MemoryTest, ABusyGpuOrACpuWithoutADeclaredCapIsNoSmallBatch) {
   // CPU: flagged only against a capacity the user declared (the stand-in for a device's memory).
   EXPECT_EQ(FindId(AnalyzeText(BatchSteps(false)), "batch.small"), nullptr);
   profiler::Trace t;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(BatchSteps(false, /*dense=*/false), "cpu.json", 0, t).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(BatchSteps(false, /*dense=*/false), "cpu.json", 0, t).ok());
   Thresholds th;
   std::string error;
-  ASSERT_TRUE(th.Parse("memory.capacity_bytes=800000000", &error)) << error;
+  ASSERT_TRUE(th.Parse("memory.capacity_bytes=800000000").ToBool(&error)) << error;
   const Report capped = Analyze(t, th);
   const Finding* f = FindId(capped, "batch.small");
   ASSERT_NE(f, nullptr);

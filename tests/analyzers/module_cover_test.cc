@@ -20,7 +20,7 @@ TEST(ModuleCoverTest, SharesAreOfTheStepsWithModuleRanges) {
   }
   ev.pop_back();
   profiler::Trace t;
-  ASSERT_TRUE(profiler::ReadTraceBuffer("{\"traceEvents\":[" + ev + "]}", "m.json", 0, t).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer("{\"traceEvents\":[" + ev + "]}", "m.json", 0, t).ok());
   const NameTable& m = Analyze(t).metrics.module_table;
   ASSERT_EQ(m.rows.size(), 1u);
   EXPECT_EQ(m.steps, 2);

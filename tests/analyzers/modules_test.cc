@@ -35,7 +35,7 @@ constexpr const char* kCollectorTrace = R"J({"traceEvents":[
 Report AnalyzeText(const std::string& json) {
   profiler::Trace trace;
   const auto st = profiler::ReadTraceBuffer(json, "modules.json", 0, trace);
-  EXPECT_TRUE(st.ok) << st.error;
+  EXPECT_TRUE(st.ok()) << st.message();
   return Analyze(trace);
 }
 

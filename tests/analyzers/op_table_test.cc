@@ -40,10 +40,10 @@ constexpr const char* kBody = R"J(
 Report AnalyzeText(bool with_steps, double top_n = 15) {
   const std::string json = std::string(R"({"traceEvents":[)") + (with_steps ? kSteps : "") + kBody;
   profiler::Trace trace;
-  EXPECT_TRUE(profiler::ReadTraceBuffer(json, "ops.json", 0, trace).ok);
+  EXPECT_TRUE(profiler::ReadTraceBuffer(json, "ops.json", 0, trace).ok());
   Thresholds th;
   std::string error;
-  EXPECT_TRUE(th.Set("report.top_n", top_n, &error)) << error;
+  EXPECT_TRUE(th.Set("report.top_n", top_n).ToBool(&error)) << error;
   return Analyze(trace, th);
 }
 

@@ -27,7 +27,7 @@ TEST(OptimClipTest, NestedOptimizerRangesCountOnceAndStayInsideTheSteps) {
   }
   ev.pop_back();
   profiler::Trace t;
-  ASSERT_TRUE(profiler::ReadTraceBuffer("{\"traceEvents\":[" + ev + "]}", "opt.json", 0, t).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer("{\"traceEvents\":[" + ev + "]}", "opt.json", 0, t).ok());
   const Report r = Analyze(t);
   const Finding* f = nullptr;
   for (const auto& x : r.findings)

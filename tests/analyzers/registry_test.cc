@@ -28,10 +28,10 @@ TEST(ThresholdsTest, UnknownKeyInGetIsAProgrammingError) {
 TEST(ThresholdsTest, UnknownKeyFromTheUserIsAParseError) {
   Thresholds th;
   std::string error;
-  EXPECT_FALSE(th.Parse("gpu.idle.idle_pc=5", &error));
+  EXPECT_FALSE(th.Parse("gpu.idle.idle_pc=5").ToBool(&error));
   EXPECT_NE(error.find("unknown threshold 'gpu.idle.idle_pc'"), std::string::npos) << error;
   EXPECT_NE(error.find("gpu.idle.idle_pct"), std::string::npos) << error;  // lists the known keys
-  EXPECT_TRUE(th.Parse("gpu.idle.idle_pct=5", &error)) << error;
+  EXPECT_TRUE(th.Parse("gpu.idle.idle_pct=5").ToBool(&error)) << error;
   EXPECT_EQ(th.Get("gpu.idle.idle_pct"), 5.0);
 }
 

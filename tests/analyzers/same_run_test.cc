@@ -22,7 +22,7 @@ const std::string kDir = std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/h100
 Report AnalyzeOne(const std::string& file) {
   profiler::Trace trace;
   const auto st = profiler::ReadTraces({kDir + file}, trace);
-  EXPECT_TRUE(st.ok) << st.error;
+  EXPECT_TRUE(st.ok()) << st.message();
   return Analyze(trace, Thresholds());
 }
 
@@ -73,7 +73,7 @@ TEST(SameRunTest, WarmUpIsOnlyLeadingOutliers) {
     }
     j.back() = ']';
     profiler::Trace trace;
-    EXPECT_TRUE(profiler::ReadTraceBuffer(j + "}", "warmup.json", 0, trace).ok);
+    EXPECT_TRUE(profiler::ReadTraceBuffer(j + "}", "warmup.json", 0, trace).ok());
     return BuildStepModel(trace);
   };
   EXPECT_EQ(build({500, 10, 10, 10, 10, 10, 10, 10}).warmup_steps.size(), 1u);
@@ -100,8 +100,8 @@ TEST(SameRunTest, WarmUpIsPerRank) {
   profiler::Trace trace;
   // Rank 0: 100 ms steps, none slow. Rank 1: 10 ms steps after a 200 ms first one (a warm-up on
   // rank 1, though it is no slower than twice rank 0's steps).
-  ASSERT_TRUE(profiler::ReadTraceBuffer(steps_json({100, 100, 100, 100, 100}), "r0.json", 0, trace).ok);
-  ASSERT_TRUE(profiler::ReadTraceBuffer(steps_json({200, 10, 10, 10, 10, 10, 10, 10}), "r1.json", 1, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(steps_json({100, 100, 100, 100, 100}), "r0.json", 0, trace).ok());
+  ASSERT_TRUE(profiler::ReadTraceBuffer(steps_json({200, 10, 10, 10, 10, 10, 10, 10}), "r1.json", 1, trace).ok());
   const StepModel m = BuildStepModel(trace);
   ASSERT_EQ(m.warmup_steps.size(), 1u);
   EXPECT_EQ(m.warmup_steps[0].rank, 1);

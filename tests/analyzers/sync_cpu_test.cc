@@ -45,7 +45,7 @@ const Finding* Sync(const Report& r) {
 
 TEST(SyncCpuTest, ScalarReadsInLoadingAreNamedWithTheirCallerAndTheIndexingFix) {
   profiler::Trace t;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(CpuRun(48, 1), "cpu.json", 0, t).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(CpuRun(48, 1), "cpu.json", 0, t).ok());
   const Report r = Analyze(t);
   const Finding* f = Sync(r);
   ASSERT_NE(f, nullptr);
@@ -63,7 +63,7 @@ TEST(SyncCpuTest, ScalarReadsInLoadingAreNamedWithTheirCallerAndTheIndexingFix) 
 
 TEST(SyncCpuTest, LoggingReadsKeepTheRunningSumFixAndCheapReadsAreInfo) {
   profiler::Trace t;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(CpuRun(0, 2), "cpu.json", 0, t).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(CpuRun(0, 2), "cpu.json", 0, t).ok());
   const Report r = Analyze(t);
   const Finding* f = Sync(r);
   ASSERT_NE(f, nullptr);

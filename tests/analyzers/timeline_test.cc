@@ -16,7 +16,7 @@ struct Read {
   StepModel steps;
   explicit Read(const std::string& events) {
     const auto st = profiler::ReadTraceBuffer("{\"traceEvents\":[" + events + "]}", "t.json", 0, trace);
-    EXPECT_TRUE(st.ok) << st.error;
+    EXPECT_TRUE(st.ok()) << st.message();
     steps = BuildStepModel(trace);
   }
 };
@@ -158,7 +158,7 @@ TEST(TimelineTest, TheRankWithTheSlowestMedianStepIsShownBesideTheFirst) {
                        Steps({step_us, step_us, step_us, step_us}));
   };
   for (int rank = 0; rank < 3; ++rank)
-    ASSERT_TRUE(profiler::ReadTraceBuffer(rank_file(rank, rank == 2 ? 3000 : 1000), fmt::format("r{}.json", rank), rank, trace).ok);
+    ASSERT_TRUE(profiler::ReadTraceBuffer(rank_file(rank, rank == 2 ? 3000 : 1000), fmt::format("r{}.json", rank), rank, trace).ok());
   trace.Finalize();
   const Timeline tl = BuildTimeline(trace, BuildStepModel(trace));
   EXPECT_EQ(tl.ranks_total, 3);

@@ -848,7 +848,7 @@ struct TracingLauncher : FakeLauncher {
       if (b) ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::extra","pid":1,"tid":1,"ts":{},"dur":500}},)J", i * 2000 + 900);
     }
     ev.pop_back();
-    return sets::AnalyzeBuffer("{\"traceEvents\":[" + ev + "]}", spec, {}, out, why);
+    return sets::AnalyzeBuffer("{\"traceEvents\":[" + ev + "]}", spec, {}, out).ToBool(why);
   }
   int traced = 0;
 };

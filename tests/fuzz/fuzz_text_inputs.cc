@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case 1: {
       analyzers::Thresholds th;
-      th.Parse(text, &error);
+      (void)th.Parse(text);
       break;
     }
     case 2: {

@@ -33,8 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     profiler::Trace threaded;
     options.threads = 3;
     const auto again = profiler::ReadTraceBuffer(bytes, "fuzz.json", -1, threaded, options);
-    auto digest = [](const profiler::ReadStatus& st, const profiler::Trace& t) {
-      std::string d = (st.ok ? "ok " : "error ") + st.error;
+    auto digest = [](const trainrx::Status& st, const profiler::Trace& t) {
+      std::string d = (st.ok() ? "ok " : "error ") + st.message();
       d += " events=" + std::to_string(t.events.size()) + " strings=" + std::to_string(t.strings.size()) +
            " tracks=" + std::to_string(t.tracks.size()) + " read=" + std::to_string(t.stats.events_read);
       for (const auto& e : t.stats.entries) d += "\n" + e.kind + " " + std::to_string(e.count) + " " + e.example;
@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
 #endif
-  if (!status.ok) return 0;
+  if (!status.ok()) return 0;
 #ifdef TRAINRX_FUZZ_PIPELINE
   const analyzers::Thresholds thresholds;
   const analyzers::Report report = analyzers::Analyze(trace, thresholds);
@@ -62,8 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     profiler::WriteKinetoJson(trace, rank, written);
     profiler::Trace back;
     const auto st = profiler::ReadTraceBuffer(written.str(), "written.json", -1, back);
-    if (!st.ok) {
-      fprintf(stderr, "the writer wrote what the reader refuses: %s\n", st.error.c_str());
+    if (!st.ok()) {
+      fprintf(stderr, "the writer wrote what the reader refuses: %s\n", st.message().c_str());
       abort();
     }
   }

@@ -110,7 +110,7 @@ TEST(CollectorTest, AllocatorEventsBecomeMemoryCountersThatRoundTrip) {
   EXPECT_NE(json.str().find(R"("name":"[memory]")"), std::string::npos);
   EXPECT_EQ(json.str().find(R"("name":"trainrx.memory.bytes[cpu]")"), std::string::npos);
   profiler::Trace t;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(json.str(), "m.json", 0, t).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(json.str(), "m.json", 0, t).ok());
   EXPECT_EQ(t.stats.Count("memory_event_without_figures"), 0u);
   std::map<std::string, std::vector<std::pair<int64_t, double>>> by;
   for (const auto& k : t.counters) by[std::string(t.strings.Get(k.name))].push_back({k.ts_ns, k.value});
@@ -174,7 +174,7 @@ TEST(CollectorTest, DataflowEdgesAndConfigChangesSurviveTheRoundTrip) {
   profiler::WriteKinetoJson(t, 0, json);
   profiler::Trace back;
   const auto st = profiler::ReadTraceBuffer(json.str(), "collected.json", 0, back);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(back.events.size(), 2u);
   ASSERT_EQ(back.flows.size(), 2u);
   EXPECT_EQ(back.strings.Get(back.flows[0].cat), "trainrx.dataflow");
@@ -455,7 +455,7 @@ TEST(ProcessSessionTest, EnvironmentSwitchesAreOneValidJsonObject) {
   ASSERT_EQ(WEXITSTATUS(status), 0);
   profiler::Trace t;
   const auto st = profiler::ReadTraces({path}, t);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_EQ(t.ranks.size(), 1u);
   const std::string env = t.ranks[0].config.at("env").json();
   EXPECT_TRUE(env.starts_with("{") && env.ends_with("}")) << env;

@@ -76,25 +76,24 @@ TEST(JournalTest, ACutOffJournalReadsAsWhatWasFlushed) {
   ThreadBuffer* b = c.ThisThread();
   const fs::path path = TempFile("cut.json.partial");
   Journal j;
-  std::string error;
-  ASSERT_TRUE(j.Open(path.string(), c, 0, 1'000'000, 2000, &error)) << error;
+  ASSERT_TRUE(j.Open(path.string(), c, 0, 1'000'000, 2000).ok());
 
   Rec* step = Begin(b, "ProfilerStep#1", 1'000'100);  // open across two flushes
   Rec* conv = Begin(b, "aten::conv2d", 1'000'200);
   conv->aux = b->AddInputs({"[[4, 3, 8, 8], [8, 3, 3, 3]]", "[\"float\", \"float\"]"});
   EndRecord(conv, 1'000'300);
-  ASSERT_TRUE(j.Flush(c, 1'000'350, &error)) << error;
+  ASSERT_TRUE(j.Flush(c, 1'000'350).ok());
   Rec* bn = Begin(b, "aten::batch_norm", 1'000'400);
   b->AddEdge(b->IndexOf(conv), b->IndexOf(bn));
   c.Sample(b, "anomaly_mode", 1, 1'000'410);
-  ASSERT_TRUE(j.Flush(c, 1'000'450, &error)) << error;  // bn still open: its edge waits
+  ASSERT_TRUE(j.Flush(c, 1'000'450).ok());  // bn still open: its edge waits
   EndRecord(bn, 1'000'500);
   EndRecord(step, 1'000'600);
   std::thread([&] {
     ThreadBuffer* w = c.ThisThread();
     EndRecord(Begin(w, "aten::copy_", 1'000'510), 1'000'520);
   }).join();
-  ASSERT_TRUE(j.Flush(c, 1'000'700, &error)) << error;
+  ASSERT_TRUE(j.Flush(c, 1'000'700).ok());
   EXPECT_EQ(j.stats().flushes, 3u);
   EXPECT_EQ(j.stats().events, 4u);
 
@@ -102,7 +101,7 @@ TEST(JournalTest, ACutOffJournalReadsAsWhatWasFlushed) {
   ASSERT_TRUE(profiler::IsJournal(bytes));  // binary frames: no JSON is written during the run
   profiler::Trace back;
   const auto st = profiler::ReadTraceBuffer(bytes, "cut.json.partial", -1, back);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(back.stats.Count("journal_cut"), 1u);  // a journal says what it misses
   EXPECT_EQ(back.stats.Count("journal_torn_flush"), 0u);
   EXPECT_EQ(back.ranks[0].config.at("journal_frames").json(), "3");
@@ -135,7 +134,7 @@ TEST(JournalTest, ACutOffJournalReadsAsWhatWasFlushed) {
   for (size_t cut = ends[0]; cut <= bytes.size(); ++cut) {
     profiler::Trace part;
     const auto pst = profiler::ReadTraceBuffer(std::string_view(bytes).substr(0, cut), "cut.json.partial", -1, part);
-    ASSERT_TRUE(pst.ok) << cut << ": " << pst.error;
+    ASSERT_TRUE(pst.ok()) << cut << ": " << pst.message();
     const bool at_end = std::find(ends.begin(), ends.end(), cut) != ends.end();
     EXPECT_EQ(part.stats.Count("journal_torn_flush"), at_end ? 0u : 1u) << cut;
     for (const auto& [name, n] : Names(part)) EXPECT_LE(n, Names(whole)[name]) << cut << " " << name;
@@ -144,8 +143,8 @@ TEST(JournalTest, ACutOffJournalReadsAsWhatWasFlushed) {
   for (size_t cut = 8; cut < ends[0]; ++cut) {
     profiler::Trace part;
     const auto pst = profiler::ReadTraceBuffer(std::string_view(bytes).substr(0, cut), "cut.json.partial", -1, part);
-    EXPECT_FALSE(pst.ok) << cut;
-    EXPECT_NE(pst.error.find("cut.json.partial: a trainrx journal cut off inside its header"), std::string::npos) << pst.error;
+    EXPECT_FALSE(pst.ok()) << cut;
+    EXPECT_NE(pst.message().find("cut.json.partial: a trainrx journal cut off inside its header"), std::string::npos) << pst.message();
   }
   j.Remove();
   EXPECT_FALSE(fs::exists(path));
@@ -160,8 +159,7 @@ TEST(JournalTest, GpuRecordsDeliveredDuringTheRunAreJournaledOnce) {
   ThreadBuffer* b = c.ThisThread();
   const fs::path path = TempFile("gpu.json.partial");
   Journal j;
-  std::string error;
-  ASSERT_TRUE(j.Open(path.string(), c, 0, 1'000'000, 2000, &error)) << error;
+  ASSERT_TRUE(j.Open(path.string(), c, 0, 1'000'000, 2000).ok());
   Rec* mm = Begin(b, "aten::mm", 1'000'100);
   mm->external_id = 5;
   EndRecord(mm, 1'000'200);
@@ -170,21 +168,21 @@ TEST(JournalTest, GpuRecordsDeliveredDuringTheRunAreJournaledOnce) {
   first.external = {{1, 5}};
   first.devices = {{0, "NVIDIA H100", 80LL << 30, 9, 0, 132}};
   c.AddGpuRecords(first);
-  ASSERT_TRUE(j.Flush(c, 1'000'400, &error)) << error;
+  ASSERT_TRUE(j.Flush(c, 1'000'400).ok());
   // Kernel 2's correlation arrives one flush before the kernel (another thread's buffer).
   profiler::GpuRecords early;
   early.external = {{2, 5}};
   c.AddGpuRecords(early);
-  ASSERT_TRUE(j.Flush(c, 1'000'450, &error)) << error;
+  ASSERT_TRUE(j.Flush(c, 1'000'450).ok());
   profiler::GpuRecords second;
   second.records = {testing::KernelRecord(1'000'500, 2, 50)};
   c.AddGpuRecords(second);
-  ASSERT_TRUE(j.Flush(c, 1'000'600, &error)) << error;
-  ASSERT_TRUE(j.Flush(c, 1'000'700, &error)) << error;  // nothing new: nothing again
+  ASSERT_TRUE(j.Flush(c, 1'000'600).ok());
+  ASSERT_TRUE(j.Flush(c, 1'000'700).ok());  // nothing new: nothing again
 
   profiler::Trace back;
   const auto st = profiler::ReadTraceBuffer(Slurp(path), "gpu.json.partial", -1, back);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   const auto names = Names(back);
   EXPECT_EQ(names.count("k1") ? names.at("k1") : 0, 1);
   EXPECT_EQ(names.count("k2") ? names.at("k2") : 0, 1);
@@ -203,8 +201,7 @@ TEST(JournalTest, FlushesWhileThreadsRecordLoseNothingAndRepeatNothing) {
   c.SetRecording(true);
   const fs::path path = TempFile("concurrent.json.partial");
   Journal j;
-  std::string error;
-  ASSERT_TRUE(j.Open(path.string(), c, 0, 1, 10, &error)) << error;
+  ASSERT_TRUE(j.Open(path.string(), c, 0, 1, 10).ok());
   constexpr int kThreads = 3, kRecords = 20000;
   std::atomic<int> done{0}, flushed{0};
   std::vector<std::thread> threads;
@@ -229,21 +226,21 @@ TEST(JournalTest, FlushesWhileThreadsRecordLoseNothingAndRepeatNothing) {
   }
   int flushes = 0;
   while (done.load() < kThreads) {
-    const bool ok = j.Flush(c, 5, &error);
+    const Status st = j.Flush(c, 5);
     ++flushes;
     flushed.store(flushes);
-    if (!ok) {
+    if (!st.ok()) {
       for (auto& t : threads) t.join();
-      FAIL() << error;
+      FAIL() << st.message();
     }
   }
   for (auto& t : threads) t.join();
-  ASSERT_TRUE(j.Flush(c, 5, &error)) << error;
+  ASSERT_TRUE(j.Flush(c, 5).ok());
   EXPECT_GE(flushes, 1);
   EXPECT_EQ(j.stats().events, static_cast<uint64_t>(kThreads) * kRecords * 2);
   profiler::Trace back;
   const auto st = profiler::ReadTraceBuffer(Slurp(path), "concurrent.json.partial", -1, back);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(back.events.size(), static_cast<size_t>(kThreads) * kRecords * 2);
   EXPECT_EQ(back.flows.size(), static_cast<size_t>(kThreads) * (kRecords / 100) * 2);
   profiler::Trace whole = c.Assemble(0, 1 << 30);
@@ -285,8 +282,7 @@ TEST(JournalTest, SalvagedJournalHoldsWhatTheTraceWouldHave) {
   c.SetStatic("collector", "\"trainrx probes\"");
   const fs::path path = TempFile("roundtrip.json.partial");
   Journal j;
-  std::string error;
-  ASSERT_TRUE(j.Open(path.string(), c, 0, 1'000'000, 2000, &error)) << error;
+  ASSERT_TRUE(j.Open(path.string(), c, 0, 1'000'000, 2000).ok());
   ThreadBuffer* b = c.ThisThread();
   int64_t t = 1'001'000;
   for (int step = 0; step < 6; ++step) {
@@ -309,7 +305,7 @@ TEST(JournalTest, SalvagedJournalHoldsWhatTheTraceWouldHave) {
       EndRecord(Begin(w, "aten::copy_", t + 1), t + 3);
     }).join();
     if (step % 2 == 1) {
-      ASSERT_TRUE(j.Flush(c, t + 5, &error)) << error;
+      ASSERT_TRUE(j.Flush(c, t + 5).ok());
     }
   }
   // The kill: nothing after the last flush. The trace the process would have written then:
@@ -317,10 +313,10 @@ TEST(JournalTest, SalvagedJournalHoldsWhatTheTraceWouldHave) {
   std::ostringstream json;
   profiler::WriteKinetoJson(direct, 0, json);
   profiler::Trace written;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(json.str(), "direct.json", -1, written).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(json.str(), "direct.json", -1, written).ok());
   profiler::Trace salvaged;
   const auto st = profiler::ReadTraces({path.string()}, salvaged);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   // Assemble adds ProfilerStep#N ranges (the salvage path adds them too, in FinishJournals).
   std::vector<EventRow> want;
   for (const auto& row : Rows(written))
@@ -343,11 +339,10 @@ TEST(JournalTest, ACorruptJournalIsCountedOrAnErrorNeverACrash) {
   ThreadBuffer* b = c.ThisThread();
   const fs::path path = TempFile("corrupt.json.partial");
   Journal j;
-  std::string error;
-  ASSERT_TRUE(j.Open(path.string(), c, 0, 1'000'000, 2000, &error)) << error;
+  ASSERT_TRUE(j.Open(path.string(), c, 0, 1'000'000, 2000).ok());
   for (int f = 0; f < 3; ++f) {
     for (int i = 0; i < 20; ++i) EndRecord(Begin(b, "aten::mul", 1'000'100 + f * 1000 + i * 10), 1'000'105 + f * 1000 + i * 10);
-    ASSERT_TRUE(j.Flush(c, 1'000'900 + f * 1000, &error)) << error;
+    ASSERT_TRUE(j.Flush(c, 1'000'900 + f * 1000).ok());
   }
   const std::string bytes = Slurp(path);
   const std::vector<size_t> ends = FrameEnds(bytes);
@@ -357,7 +352,7 @@ TEST(JournalTest, ACorruptJournalIsCountedOrAnErrorNeverACrash) {
   damaged[ends[1] + 40] ^= 0x5a;
   profiler::Trace t;
   auto st = profiler::ReadTraceBuffer(damaged, "corrupt.json.partial", -1, t);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(t.stats.Count("journal_corrupt_frames"), 1u);
   EXPECT_EQ(Names(t)["aten::mul"], 40);
   // The header damaged: an error naming the file.
@@ -365,8 +360,8 @@ TEST(JournalTest, ACorruptJournalIsCountedOrAnErrorNeverACrash) {
   damaged[22] ^= 0x01;
   profiler::Trace h;
   st = profiler::ReadTraceBuffer(damaged, "corrupt.json.partial", -1, h);
-  EXPECT_FALSE(st.ok);
-  EXPECT_NE(st.error.find("corrupt.json.partial: a trainrx journal whose header is corrupt"), std::string::npos) << st.error;
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("corrupt.json.partial: a trainrx journal whose header is corrupt"), std::string::npos) << st.message();
   // Random damage anywhere past the magic, many times: a result or an error, never a crash.
   std::mt19937 rng(7);
   for (int round = 0; round < 2000; ++round) {
@@ -391,7 +386,7 @@ TEST(JournalTest, ACorruptJournalIsCountedOrAnErrorNeverACrash) {
   profiler::AppendJournalFrame(bad, 1'005'000, 4, &with_bad);
   profiler::Trace r;
   st = profiler::ReadTraceBuffer(with_bad, "corrupt.json.partial", -1, r);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(r.stats.Count("journal_corrupt_frames"), 1u);
   EXPECT_EQ(Names(r).count("aten::bad"), 0u);
   EXPECT_EQ(Names(r)["aten::mul"], 60);
@@ -402,15 +397,18 @@ TEST(JournalTest, AnUnwritablePlaceIsAClearErrorAtOpen) {
   Collector c;
   c.SetRecording(true);
   Journal j;
-  std::string error;
-  EXPECT_FALSE(j.Open("/nonexistent-dir/run.json.partial", c, 0, 1, 2000, &error));
-  EXPECT_NE(error.find("/nonexistent-dir/run.json.partial: No such file or directory"), std::string::npos) << error;
+  const Status missing = j.Open("/nonexistent-dir/run.json.partial", c, 0, 1, 2000);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_EQ(missing.kind(), ErrorKind::kInvalidInput);
+  EXPECT_NE(missing.message().find("/nonexistent-dir/run.json.partial: No such file or directory"), std::string::npos)
+      << missing.message();
   EXPECT_FALSE(j.open());
-  EXPECT_TRUE(j.Flush(c, 1, &error));  // a closed journal does nothing
+  EXPECT_TRUE(j.Flush(c, 1).ok());  // a closed journal does nothing
   // A full disk: /dev/full refuses every write with ENOSPC.
   Journal full;
-  EXPECT_FALSE(full.Open("/dev/full", c, 0, 1, 2000, &error));
-  EXPECT_NE(error.find("No space left on device"), std::string::npos) << error;
+  const Status no_space = full.Open("/dev/full", c, 0, 1, 2000);
+  EXPECT_FALSE(no_space.ok());
+  EXPECT_NE(no_space.message().find("No space left on device"), std::string::npos) << no_space.message();
 }
 
 }  // namespace

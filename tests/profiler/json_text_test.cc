@@ -82,8 +82,7 @@ TEST(JsonTextTest, AJournalMadeIntoATraceKeepsAnEndReasonThatNeedsEscaping) {
     c.SetStatic("collector", JsonWriter::Quote("trainrx probes"));
     c.SetStatic("start_ns", "1000000");
     probes::Journal j;
-    std::string error;
-    ASSERT_TRUE(j.Open(trace.string() + ".partial", c, 0, 1'000'000, 2000, &error)) << error;
+    ASSERT_TRUE(j.Open(trace.string() + ".partial", c, 0, 1'000'000, 2000).ok());
     probes::ThreadBuffer* b = c.ThisThread();
     probes::Rec* r = b->Append();
     ASSERT_NE(r, nullptr);
@@ -91,7 +90,7 @@ TEST(JsonTextTest, AJournalMadeIntoATraceKeepsAnEndReasonThatNeedsEscaping) {
     r->name = b->InternDynamic("aten::add");
     r->start_ns = 1'001'000;
     probes::EndRecord(r, 1'002'000);
-    ASSERT_TRUE(j.Flush(c, 1'003'000, &error)) << error;
+    ASSERT_TRUE(j.Flush(c, 1'003'000).ok());
   }  // the process "killed": the journal stays
   const std::string reason = "signal \"SIGKILL\" \\ from\nthe launcher";
   const auto lines = experiments::FinishJournals(trace, since, reason, 2'000'000);
@@ -99,7 +98,7 @@ TEST(JsonTextTest, AJournalMadeIntoATraceKeepsAnEndReasonThatNeedsEscaping) {
   EXPECT_NE(lines[0].find("made it from its journal"), std::string::npos) << lines[0];
   profiler::Trace t;
   const auto st = profiler::ReadTraces({trace.string()}, t);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_EQ(t.ranks.size(), 1u);
   EXPECT_EQ(analyzers::ConfigText(t.ranks[0], "end_reason"), reason);
   EXPECT_EQ(analyzers::ConfigText(t.ranks[0], "collector"), "trainrx probes");

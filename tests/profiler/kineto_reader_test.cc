@@ -16,7 +16,7 @@
 namespace trainrx::profiler {
 namespace {
 
-ReadStatus Read(std::string_view json, Trace& t, ReadOptions opt = {}) {
+Status Read(std::string_view json, Trace& t, ReadOptions opt = {}) {
   return ReadTraceBuffer(json, "test.json", -1, t, opt);
 }
 
@@ -49,7 +49,7 @@ constexpr const char* kModern = R"J({
 TEST(KinetoReaderTest, ReadsModernKinetoTrace) {
   Trace t;
   const auto st = Read(kModern, t);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_EQ(t.ranks.size(), 1u);
   EXPECT_EQ(t.ranks[0].rank, 3);
   EXPECT_EQ(t.ranks[0].world_size, 8);
@@ -103,7 +103,7 @@ TEST(KinetoReaderTest, ReadsOldCategoriesAndLegacyAutogradExport) {
     {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 6, "dur": 1, "args": {"correlation": 9}},
     {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": "stream 7", "ts": 8, "dur": 1, "args": {"stream": 7, "device": 0, "correlation": 9}},
     {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 7", "ts": 9, "dur": 1, "args": {"stream": 7, "device": 0}}
-  ]})J", t).ok);
+  ]})J", t).ok());
   EXPECT_EQ(FindEvent(t, "aten::add")->kind, EventKind::kCpuOp);
   EXPECT_EQ(FindEvent(t, "cudaLaunchKernel")->kind, EventKind::kCudaRuntime);
   EXPECT_EQ(FindEvent(t, "k")->kind, EventKind::kKernel);
@@ -112,11 +112,11 @@ TEST(KinetoReaderTest, ReadsOldCategoriesAndLegacyAutogradExport) {
 
   Trace legacy;  // torch.autograd.profiler export_chrome_trace: bare array, no cat
   ASSERT_TRUE(Read(R"J([{"name": "aten::zeros", "ph": "X", "ts": 536, "dur": 198, "tid": 1, "pid": "CPU functions", "args": {}},
-    {"name": "aten::empty", "ph": "X", "ts": 573, "dur": 25, "tid": 1, "pid": "CPU functions", "args": {}}, ])J", legacy).ok == false);
+    {"name": "aten::empty", "ph": "X", "ts": 573, "dur": 25, "tid": 1, "pid": "CPU functions", "args": {}}, ])J", legacy).ok() == false);
   Trace legacy_ok;
   const auto st = Read(R"J([{"name": "aten::zeros", "ph": "X", "ts": 536, "dur": 198, "tid": 1, "pid": "CPU functions", "args": {}},
     {"name": "aten::empty", "ph": "X", "ts": 573, "dur": 25, "tid": 1, "pid": "CPU functions", "args": {}}])J", legacy_ok);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_EQ(legacy_ok.events.size(), 2u);
   EXPECT_EQ(legacy_ok.events[0].kind, EventKind::kCpuOp);
   EXPECT_EQ(legacy_ok.strings.Get(legacy_ok.tracks[0].pid_name), "CPU functions");
@@ -138,7 +138,7 @@ TEST(KinetoReaderTest, PairsBeginEndEvents) {
   Trace t;
   ASSERT_TRUE(Read(R"J([{"name": "outer", "ph": "B", "ts": 1, "pid": 1, "tid": 1},
     {"name": "inner", "ph": "B", "ts": 2, "pid": 1, "tid": 1}, {"ph": "E", "ts": 3, "pid": 1, "tid": 1},
-    {"ph": "E", "ts": 10, "pid": 1, "tid": 1}, {"ph": "E", "ts": 11, "pid": 1, "tid": 1}])J", t).ok);
+    {"ph": "E", "ts": 10, "pid": 1, "tid": 1}, {"ph": "E", "ts": 11, "pid": 1, "tid": 1}])J", t).ok());
   ASSERT_EQ(t.events.size(), 2u);
   EXPECT_EQ(t.Name(t.events[0]), "outer");
   EXPECT_EQ(t.events[0].dur_ns, 9000);
@@ -162,7 +162,7 @@ TEST(KinetoReaderTest, MalformedEventsAreCountedNotFatal) {
     {"ph": "X", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
     {"ph": "b", "name": "async", "pid": 1, "tid": 1, "ts": 1}
   ]})J", t);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_EQ(t.events.size(), 1u);
   EXPECT_EQ(t.stats.Count("missing_ts"), 1u);
   EXPECT_EQ(t.stats.Count("invalid_ts"), 2u);
@@ -182,7 +182,7 @@ TEST(KinetoReaderTest, BadLiteralInsideOneEventSkipsThatEvent) {
   // is read, so that event is skipped and counted, and the report shows the count first.
   Trace t;
   ASSERT_TRUE(Read(R"J({"traceEvents": [{"ph": "X", "name": tru, "ts": 1, "dur": 1, "pid": 1, "tid": 1},
-    {"ph": "X", "name": "ok", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]})J", t).ok);
+    {"ph": "X", "name": "ok", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]})J", t).ok());
   EXPECT_EQ(t.events.size(), 1u);
   EXPECT_EQ(t.stats.Count("invalid_field_type"), 1u);
 }
@@ -216,7 +216,7 @@ TEST(KinetoReaderTest, ABrokenEventCostsItselfOnlyAtEveryWindowSize) {
       ReadOptions opt;
       opt.window_bytes = window;
       const auto st = Read(json, t, opt);
-      ASSERT_TRUE(st.ok) << st.error;
+      ASSERT_TRUE(st.ok()) << st.message();
       EXPECT_EQ(t.events.size(), 3u);
       EXPECT_EQ(t.stats.events_read, 4u);
       EXPECT_EQ(t.stats.TotalSkipped(), 1u);
@@ -228,8 +228,8 @@ TEST(KinetoReaderTest, ABrokenEventCostsItselfOnlyAtEveryWindowSize) {
   for (const std::string& between : {ok1 + " " + ok2, ok1 + ",, " + ok2}) {
     Trace t;
     const auto st = Read(R"J({"traceEvents": [)J" + between + "]}", t);
-    ASSERT_FALSE(st.ok);
-    EXPECT_NE(st.error.find("invalid JSON in traceEvents near byte"), std::string::npos) << st.error;
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("invalid JSON in traceEvents near byte"), std::string::npos) << st.message();
   }
 }
 
@@ -244,7 +244,7 @@ TEST(KinetoReaderTest, TimesAreBoundedSoNoArithmeticOverflows) {
     {"ph": "X", "name": "long", "ts": 1, "dur": 2000000000000, "pid": 1, "tid": 1},
     {"ph": "B", "name": "open", "ts": 1, "pid": 1, "tid": 2},
     {"ph": "E", "ts": 2000000000000, "pid": 1, "tid": 2}
-  ]})J", t).ok);
+  ]})J", t).ok());
   EXPECT_EQ(t.events.size(), 1u);
   EXPECT_EQ(t.stats.Count("ts_out_of_range"), 2u);
   EXPECT_EQ(t.stats.Count("dur_out_of_range"), 2u);  // an X and a B/E pair of 23 days
@@ -252,8 +252,8 @@ TEST(KinetoReaderTest, TimesAreBoundedSoNoArithmeticOverflows) {
   Trace base;
   const auto st = Read(R"J({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1}],
     "baseTimeNanoseconds": 9200000000000000000})J", base);
-  ASSERT_FALSE(st.ok);
-  EXPECT_NE(st.error.find("baseTimeNanoseconds 9200000000000000000 is not an integer within"), std::string::npos) << st.error;
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("baseTimeNanoseconds 9200000000000000000 is not an integer within"), std::string::npos) << st.message();
 
   // 5000 events of 11 days each: more than 2^62 ns together, refused (any sum could overflow).
   std::string many = R"J({"traceEvents": [)J";
@@ -262,8 +262,8 @@ TEST(KinetoReaderTest, TimesAreBoundedSoNoArithmeticOverflows) {
   many += "]}";
   Trace sum;
   const auto st2 = Read(many, sum);
-  ASSERT_FALSE(st2.ok);
-  EXPECT_NE(st2.error.find("test.json: the events' durations add up to more than 2^62 ns"), std::string::npos) << st2.error;
+  ASSERT_FALSE(st2.ok());
+  EXPECT_NE(st2.message().find("test.json: the events' durations add up to more than 2^62 ns"), std::string::npos) << st2.message();
   EXPECT_TRUE(sum.events.empty());
 }
 
@@ -272,7 +272,7 @@ TEST(KinetoReaderTest, UnsortedInputIsSortedPerTrack) {
   ASSERT_TRUE(Read(R"J([{"name": "c", "ph": "X", "ts": 30, "dur": 1, "pid": 1, "tid": 1},
     {"name": "a", "ph": "X", "ts": 10, "dur": 50, "pid": 1, "tid": 1},
     {"name": "x", "ph": "X", "ts": 5, "dur": 1, "pid": 1, "tid": 2},
-    {"name": "b", "ph": "X", "ts": 10, "dur": 5, "pid": 1, "tid": 1}])J", t).ok);
+    {"name": "b", "ph": "X", "ts": 10, "dur": 5, "pid": 1, "tid": 1}])J", t).ok());
   const auto track0 = t.TrackEvents(t.events[0].track);
   ASSERT_EQ(track0.size(), 3u);
   EXPECT_EQ(t.Name(track0[0]), "a");  // same start: the enclosing (longer) range first
@@ -338,9 +338,9 @@ class BadInputTest : public ::testing::TestWithParam<BadInput> {};
 TEST_P(BadInputTest, IsAClearErrorNamingTheFile) {
   Trace t;
   const auto st = ReadTraceBuffer(GetParam().bytes, "bad.json", -1, t);
-  ASSERT_FALSE(st.ok);
-  EXPECT_NE(st.error.find("bad.json"), std::string::npos) << st.error;
-  EXPECT_NE(st.error.find(GetParam().expect), std::string::npos) << st.error;
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("bad.json"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(GetParam().expect), std::string::npos) << st.message();
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -380,7 +380,7 @@ TEST(KinetoReaderTest, ACutOffTraceKeepsEveryWholeEventAndCountsTheCut) {
       SCOPED_TRACE(fmt::format("window {} cut {}", window, cut));
       Trace t;
       const auto st = ReadTraceBuffer(std::string_view(full).substr(0, cut), "cut.json", -1, t, opt);
-      ASSERT_TRUE(st.ok) << st.error;
+      ASSERT_TRUE(st.ok()) << st.message();
       const size_t whole = static_cast<size_t>(std::count_if(ends.begin(), ends.end(), [&](size_t e) { return e <= cut; }));
       ASSERT_EQ(t.events.size(), whole);
       for (size_t i = 0; i < whole; ++i) ASSERT_NE(FindEvent(t, fmt::format("op{}, \"q\" ]}} [{{", i)), nullptr) << i;
@@ -391,13 +391,13 @@ TEST(KinetoReaderTest, ACutOffTraceKeepsEveryWholeEventAndCountsTheCut) {
       strict.strict = true;
       Trace refused;
       const auto no = ReadTraceBuffer(std::string_view(full).substr(0, cut), "cut.json", -1, refused, strict);
-      ASSERT_FALSE(no.ok);
-      EXPECT_NE(no.error.find("truncated: the file ends at byte"), std::string::npos) << no.error;
+      ASSERT_FALSE(no.ok());
+      EXPECT_NE(no.message().find("truncated: the file ends at byte"), std::string::npos) << no.message();
     }
   }
   // Whole: no entry. Gzip cut inside its compressed data: the same, said so.
   Trace whole;
-  ASSERT_TRUE(Read(full, whole).ok);
+  ASSERT_TRUE(Read(full, whole).ok());
   EXPECT_EQ(whole.stats.Count("truncated_trace"), 0u);
   std::string packed;
   ASSERT_TRUE(io::GzipCompress(full, &packed));
@@ -405,8 +405,8 @@ TEST(KinetoReaderTest, ACutOffTraceKeepsEveryWholeEventAndCountsTheCut) {
     SCOPED_TRACE(keep);
     Trace t;
     const auto st = ReadTraceBuffer(std::string_view(packed).substr(0, keep), "cut.json.gz", -1, t);
-    if (!st.ok) {  // so little inflated that the header itself is cut: an error, not a salvage
-      EXPECT_NE(st.error.find("truncated"), std::string::npos) << st.error;
+    if (!st.ok()) {  // so little inflated that the header itself is cut: an error, not a salvage
+      EXPECT_NE(st.message().find("truncated"), std::string::npos) << st.message();
       continue;
     }
     if (keep == packed.size() - 4) {  // only the gzip trailer is missing: every event is there
@@ -426,11 +426,11 @@ TEST(KinetoReaderTest, ReadsGzipAndSmallWindowsGiveTheSameModel) {
   std::string packed;
   ASSERT_TRUE(io::GzipCompress(kModern, &packed));
   Trace plain, gz, windowed;
-  ASSERT_TRUE(Read(kModern, plain).ok);
-  ASSERT_TRUE(Read(packed, gz).ok);
+  ASSERT_TRUE(Read(kModern, plain).ok());
+  ASSERT_TRUE(Read(packed, gz).ok());
   ReadOptions tiny;
   tiny.window_bytes = 64;  // forces many windows and refills mid-event
-  ASSERT_TRUE(Read(kModern, windowed, tiny).ok);
+  ASSERT_TRUE(Read(kModern, windowed, tiny).ok());
   // Concatenated gzip members (what `cat a.gz b.gz` makes) are one stream, cut anywhere.
   const std::string_view text(kModern);
   std::string first, second;
@@ -438,13 +438,13 @@ TEST(KinetoReaderTest, ReadsGzipAndSmallWindowsGiveTheSameModel) {
   ASSERT_TRUE(io::GzipCompress(text.substr(text.size() / 3), &second));
   Trace members;
   const auto st = Read(first + second, members);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(members.stats.Count("gzip_cut_short"), 0u);
   // Bytes after the last member that are not gzip are corrupt data, not a silent end.
   Trace trailing;
   const auto bad = Read(packed + "not gzip at all", trailing);
-  ASSERT_FALSE(bad.ok);
-  EXPECT_NE(bad.error.find("gzip"), std::string::npos) << bad.error;
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("gzip"), std::string::npos) << bad.message();
   for (const Trace* t : {&gz, &windowed, &members}) {
     ASSERT_EQ(t->events.size(), plain.events.size());
     for (size_t i = 0; i < plain.events.size(); ++i) {
@@ -467,7 +467,7 @@ TEST(KinetoReaderTest, DirectoryOfRanksIsMergedByRank) {
   std::ofstream(dir / "notes.txt") << "not a trace";
   Trace t;
   const auto st = ReadTraces({dir.string()}, t);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_EQ(t.ranks.size(), 2u);
   EXPECT_EQ(t.RankIds(), (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(t.ranks[0].rank_source, "file name");
@@ -476,8 +476,8 @@ TEST(KinetoReaderTest, DirectoryOfRanksIsMergedByRank) {
 
   Trace missing;
   const auto st2 = ReadTraces({"/nonexistent/trace.json"}, missing);
-  ASSERT_FALSE(st2.ok);
-  EXPECT_NE(st2.error.find("/nonexistent/trace.json"), std::string::npos);
+  ASSERT_FALSE(st2.ok());
+  EXPECT_NE(st2.message().find("/nonexistent/trace.json"), std::string::npos);
 }
 
 // Files of different jobs in one directory (issue 12: world sizes 64, 8 and 300 merged as the
@@ -496,7 +496,7 @@ TEST(KinetoReaderTest, FilesOfDifferentJobsAreNamedAndStrictRefusesThem) {
   write("b.json", 1, 64);
   write("c.json", 0, 8);
   Trace t;
-  ASSERT_TRUE(ReadTraces({dir.string()}, t).ok);
+  ASSERT_TRUE(ReadTraces({dir.string()}, t).ok());
   ASSERT_EQ(t.ranks.size(), 3u);
   EXPECT_EQ(t.ranks[0].job, t.ranks[1].job);
   EXPECT_NE(t.ranks[0].job, t.ranks[2].job);
@@ -511,13 +511,13 @@ TEST(KinetoReaderTest, FilesOfDifferentJobsAreNamedAndStrictRefusesThem) {
   strict.strict = true;
   Trace refused;
   const auto st = ReadTraces({dir.string()}, refused, strict);
-  EXPECT_FALSE(st.ok);
-  EXPECT_NE(st.error.find("2 different jobs"), std::string::npos) << st.error;
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("2 different jobs"), std::string::npos) << st.message();
   // One job's ranks that claim the same rank, or one beyond the world size: inconsistent.
   fs::remove(dir / "c.json");
   write("b.json", 0, 64);
   Trace dup;
-  ASSERT_TRUE(ReadTraces({dir.string()}, dup).ok);
+  ASSERT_TRUE(ReadTraces({dir.string()}, dup).ok());
   EXPECT_EQ(dup.stats.Count("inconsistent_ranks"), 1u);
   EXPECT_EQ(dup.stats.Count("mixed_jobs"), 0u);
   EXPECT_EQ(dup.stats.Count("missing_ranks"), 63u);  // and ranks 1..63 of its 64 are not in the set
@@ -526,7 +526,7 @@ TEST(KinetoReaderTest, FilesOfDifferentJobsAreNamedAndStrictRefusesThem) {
   write("a.json", 0, 4);
   write("b.json", 3, 4);
   Trace partial;
-  ASSERT_TRUE(ReadTraces({dir.string()}, partial, strict).ok);
+  ASSERT_TRUE(ReadTraces({dir.string()}, partial, strict).ok());
   ASSERT_EQ(partial.stats.Count("missing_ranks"), 2u);
   for (const auto& entry : partial.stats.entries) {
     if (entry.kind != "missing_ranks") continue;
@@ -535,7 +535,7 @@ TEST(KinetoReaderTest, FilesOfDifferentJobsAreNamedAndStrictRefusesThem) {
   }
   fs::remove(dir / "b.json");
   Trace alone;
-  ASSERT_TRUE(ReadTraces({dir.string()}, alone).ok);
+  ASSERT_TRUE(ReadTraces({dir.string()}, alone).ok());
   EXPECT_EQ(alone.stats.Count("missing_ranks"), 0u);
   fs::remove_all(dir);
 }
@@ -580,7 +580,7 @@ void ExpectTheSameAt(const std::string& json, const std::string& want, std::init
       ReadOptions opt;
       opt.threads = threads;
       opt.window_bytes = window;
-      ASSERT_TRUE(Read(json, t, opt).ok);
+      ASSERT_TRUE(Read(json, t, opt).ok());
       EXPECT_EQ(Dump(t), want);
     }
   }
@@ -628,7 +628,7 @@ TEST(KinetoReaderTest, TheSameTraceAtAnyThreadCountAndWindowSize) {
   Trace expected;
   ReadOptions one;
   one.threads = 1;
-  ASSERT_TRUE(Read(json, expected, one).ok);
+  ASSERT_TRUE(Read(json, expected, one).ok());
   ASSERT_EQ(expected.stats.events_read, 451u);  // 481 elements less the 30 strings
   EXPECT_EQ(expected.stats.Count("missing_ts"), 20u);
   EXPECT_EQ(expected.stats.Count("event_not_an_object"), 30u);
@@ -649,9 +649,9 @@ TEST(KinetoReaderTest, TheSameTraceAtAnyThreadCountAndWindowSize) {
       opt.threads = threads;
       opt.window_bytes = window;
       const auto st = Read(broken, t, opt);
-      ASSERT_FALSE(st.ok);
-      if (first_error.empty()) first_error = st.error;
-      EXPECT_EQ(st.error, first_error);
+      ASSERT_FALSE(st.ok());
+      if (first_error.empty()) first_error = st.message();
+      EXPECT_EQ(st.message(), first_error);
     }
   }
   EXPECT_NE(first_error.find("a stray ','"), std::string::npos) << first_error;
@@ -673,7 +673,7 @@ TEST(KinetoReaderTest, EventsCopiedApartLandWhereAOneThreadReadPutsThem) {
   Trace expected;
   ReadOptions one;
   one.threads = 1;
-  ASSERT_TRUE(Read(json, expected, one).ok);
+  ASSERT_TRUE(Read(json, expected, one).ok());
   ASSERT_EQ(expected.events.size(), static_cast<size_t>(n));
   const std::string want = Dump(expected);
   ExpectTheSameAt(json, want, {2, 3, 8}, {256, 4096, size_t{1} << 16});
@@ -687,7 +687,7 @@ TEST(KinetoReaderTest, KeysAreMatchedWholeAroundEscapes) {
   ASSERT_TRUE(Read(R"J({"traceEvents":[{"ph":"X","name":"a","ts":1,"ts\"x":999,"t\u0073":998,"dur":2,"pid":1,
     "tid":1,"abcdefg":1,"abcdefgh":2,"args":{"External id":5,"correlation\"":7,"correlation":9,
     "longer_than_eight":1,"n\u0061me":"x"}},
-    {"ph":"C","name":"mem","ts":5,"pid":1,"tid":1,"args":{"a\"b":1.5,"c":2}}]})J", t).ok);
+    {"ph":"C","name":"mem","ts":5,"pid":1,"tid":1,"args":{"a\"b":1.5,"c":2}}]})J", t).ok());
   ASSERT_EQ(t.counters.size(), 2u);  // a counter's series keep their raw key text
   EXPECT_EQ(t.strings.Get(t.counters[0].name), R"(a\"b)");
   EXPECT_EQ(t.strings.Get(t.counters[1].name), "c");
@@ -732,7 +732,7 @@ TEST(KinetoReaderTest, TheSplitterCountsElementsAroundNestingAndStrings) {
   ReadOptions one;
   one.threads = 1;
   one.window_bytes = size_t{1} << 20;
-  ASSERT_TRUE(Read(json, expected, one).ok);
+  ASSERT_TRUE(Read(json, expected, one).ok());
   ASSERT_EQ(expected.events.size(), static_cast<size_t>(objects));
   EXPECT_EQ(expected.stats.Count("event_not_an_object"), 160u);
   const std::string want = Dump(expected);
@@ -744,7 +744,7 @@ TEST(KinetoReaderTest, TheSplitterCountsElementsAroundNestingAndStrings) {
       opt.threads = threads;
       opt.window_bytes = window;
       const auto st = Read(json, t, opt);
-      ASSERT_TRUE(st.ok) << st.error;
+      ASSERT_TRUE(st.ok()) << st.message();
       EXPECT_EQ(Dump(t), want);
     }
   }
@@ -756,7 +756,7 @@ TEST(KinetoReaderTest, TheSplitterCountsElementsAroundNestingAndStrings) {
 // failure is met).
 TEST(KinetoReaderTest, FailedReadLeavesTheTraceAsItWas) {
   Trace t;
-  ASSERT_TRUE(ReadTraceBuffer(kModern, "good.json", -1, t).ok);
+  ASSERT_TRUE(ReadTraceBuffer(kModern, "good.json", -1, t).ok());
   const std::string before = Dump(t);
   const size_t events = t.events.size(), tracks = t.tracks.size(), ranks = t.ranks.size(),
                names = t.strings.size(), memcpys = t.memcpys.size(), op_inputs = t.op_inputs.size(),
@@ -795,10 +795,10 @@ TEST(KinetoReaderTest, FailedReadLeavesTheTraceAsItWas) {
   for (const auto& b : bad) {
     SCOPED_TRACE(b.file);
     const auto st = ReadTraceBuffer(b.bytes, b.file, -1, t, tiny);
-    ASSERT_FALSE(st.ok);
-    EXPECT_EQ(st.error.rfind(std::string(b.file) + ": ", 0), 0u) << st.error;  // names the file first
-    EXPECT_NE(st.error.find(b.expect), std::string::npos) << st.error;
-    EXPECT_EQ(st.error.find("(0 events read"), std::string::npos) << st.error;  // it did decode some
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.message().rfind(std::string(b.file) + ": ", 0), 0u) << st.message();  // names the file first
+    EXPECT_NE(st.message().find(b.expect), std::string::npos) << st.message();
+    EXPECT_EQ(st.message().find("(0 events read"), std::string::npos) << st.message();  // it did decode some
     EXPECT_EQ(t.events.size(), events);
     EXPECT_EQ(t.tracks.size(), tracks);
     EXPECT_EQ(t.ranks.size(), ranks);
@@ -823,8 +823,8 @@ TEST(KinetoReaderTest, FailedReadLeavesTheTraceAsItWas) {
   std::ofstream(dir / "b.json") << R"J({"traceEvents": [
     {"ph": "X", "name": "b::op", "pid": 5, "tid": 5, "ts": 1, "dur": 1}}]})J";
   auto st = ReadTraces({dir.string()}, t);
-  ASSERT_FALSE(st.ok);
-  EXPECT_EQ(st.error.rfind((dir / "b.json").string() + ": invalid JSON", 0), 0u) << st.error;
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message().rfind((dir / "b.json").string() + ": invalid JSON", 0), 0u) << st.message();
   EXPECT_EQ(t.ranks.size(), ranks);
   EXPECT_EQ(t.strings.Find("a::op"), kNoStr);
   EXPECT_EQ(Dump(t), before);
@@ -834,14 +834,14 @@ TEST(KinetoReaderTest, FailedReadLeavesTheTraceAsItWas) {
   ReadOptions strict;
   strict.strict = true;
   st = ReadTraces({dir.string()}, t, strict);
-  ASSERT_FALSE(st.ok);
-  EXPECT_NE(st.error.find("different jobs read as ranks of one job"), std::string::npos) << st.error;
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("different jobs read as ranks of one job"), std::string::npos) << st.message();
   EXPECT_EQ(t.stats.Count("mixed_jobs"), 0u);
   EXPECT_EQ(Dump(t), before);
   fs::remove_all(dir);
 
   // The trace is still whole: the same trace read again lands on new tracks of a new rank.
-  ASSERT_TRUE(ReadTraceBuffer(kModern, "again.json", -1, t).ok);
+  ASSERT_TRUE(ReadTraceBuffer(kModern, "again.json", -1, t).ok());
   EXPECT_EQ(t.events.size(), 2 * events);
   EXPECT_EQ(t.tracks.size(), 2 * tracks);
   EXPECT_EQ(t.ranks.size(), 2 * ranks);
@@ -860,7 +860,7 @@ TEST(KinetoWriterTest, ShapesThatAreNotJsonAreDroppedAndTheOutputParsesStrictly)
      "args": {"Input Dims": [[2 3]], "Input type": ["float"]}},
     {"ph": "X", "cat": "cpu_op", "name": "stray", "ts": 3, "dur": 1, "pid": 1, "tid": 1,
      "args": {"Input Dims": [[2,], ,], "Input type": ["float" "int"]}}
-  ]})J", t).ok);
+  ]})J", t).ok());
   ASSERT_EQ(t.events.size(), 3u);
   EXPECT_EQ(t.stats.Count("invalid_input_shapes"), 2u);
   // Text seen before is not taken as checked unless it was checked as shapes: an event named like
@@ -872,7 +872,7 @@ TEST(KinetoWriterTest, ShapesThatAreNotJsonAreDroppedAndTheOutputParsesStrictly)
     {"ph": "X", "cat": "cpu_op", "name": "b", "ts": 3, "dur": 1, "pid": 1, "tid": 1, "args": {"Input Dims": [[2 3]]}},
     {"ph": "X", "cat": "cpu_op", "name": "c", "ts": 4, "dur": 1, "pid": 1, "tid": 1, "args": {"Input Dims": [[4], [5]]}},
     {"ph": "X", "cat": "cpu_op", "name": "d", "ts": 5, "dur": 1, "pid": 1, "tid": 1, "args": {"Input Dims": [[4], [5]]}}
-  ]})J", again).ok);
+  ]})J", again).ok());
   EXPECT_EQ(again.stats.Count("invalid_input_shapes"), 2u);
   for (const char* name : {"c", "d"}) {
     const Event* e = FindEvent(again, name);
@@ -900,12 +900,12 @@ TEST(KinetoWriterTest, ShapesThatAreNotJsonAreDroppedAndTheOutputParsesStrictly)
 
 TEST(KinetoWriterTest, RoundTripKeepsTheModel) {
   Trace a;
-  ASSERT_TRUE(Read(kModern, a).ok);
+  ASSERT_TRUE(Read(kModern, a).ok());
   std::ostringstream out;
   WriteKinetoJson(a, 3, out);
   Trace b;
   const auto st = Read(out.str(), b);
-  ASSERT_TRUE(st.ok) << st.error << "\n" << out.str();
+  ASSERT_TRUE(st.ok()) << st.message() << "\n" << out.str();
   EXPECT_EQ(b.ranks[0].rank, 3);
   EXPECT_EQ(b.ranks[0].devices.size(), 1u);
   ASSERT_EQ(a.events.size(), b.events.size());
@@ -941,7 +941,7 @@ TEST(KinetoReaderTest, SideTableIndexFollowsTheEventsFinalKind) {
     {"ph":"X","cat":"gpu_memcpy","name":"Memcpy DtoH (Device -> Pageable)","pid":0,"tid":7,"ts":3,"dur":1,"args":{"bytes":32}},
     {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":4,"dur":1,"args":{"Input Dims":[[2,2],[2,2]]}}
   ]})J", "t.json", 0, t);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   for (const Event& e : t.events) {
     if (e.aux == kNoAux) continue;
     if (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) EXPECT_LT(e.aux, t.memcpys.size()) << t.Name(e);

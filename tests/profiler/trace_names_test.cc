@@ -158,7 +158,7 @@ class TraceNamesReaderTest : public ::testing::Test {
 TEST_F(TraceNamesReaderTest, TheReaderTakesRanksFromFileNamesAndMovesACollision) {
   Trace t;
   const auto st = ReadTraces({File("rank1.json"), File("rank0.json"), File("notes.json")}, t);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_EQ(t.ranks.size(), 3u);
   EXPECT_EQ(t.ranks[0].rank, 1);
   EXPECT_EQ(t.ranks[0].rank_source, "file name");
@@ -172,7 +172,7 @@ TEST_F(TraceNamesReaderTest, TheReaderTakesRanksFromFileNamesAndMovesACollision)
 TEST_F(TraceNamesReaderTest, ARankTooLargeInAFileNameIsNoRank) {
   Trace t;
   const auto st = ReadTraces({File("rank99999999999.json")}, t);
-  ASSERT_TRUE(st.ok) << st.error;
+  ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_EQ(t.ranks.size(), 1u);
   EXPECT_EQ(t.ranks[0].rank, 0);
   EXPECT_EQ(t.ranks[0].rank_source, "input order");

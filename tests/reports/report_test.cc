@@ -35,7 +35,7 @@ struct Fixture {
   analyzers::Report report;
   analyzers::Thresholds th;
   Fixture() {
-    EXPECT_TRUE(profiler::ReadTraceBuffer(kTrace, "r.json", 0, trace).ok);
+    EXPECT_TRUE(profiler::ReadTraceBuffer(kTrace, "r.json", 0, trace).ok());
     report = analyzers::Analyze(trace, th);
   }
 };
@@ -102,7 +102,7 @@ TEST(MarkdownReportTest, TablesAndEscaping) {
 TEST(TextReportTest, NoStepsNoPerStepWords) {
   profiler::Trace trace;
   const auto path = std::filesystem::path(TRAINRX_SOURCE_DIR) / "tests" / "fixtures" / "no_steps_planted.json";
-  ASSERT_TRUE(profiler::ReadTraces({path.string()}, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({path.string()}, trace).ok());
   analyzers::Thresholds th;
   const analyzers::Report report = analyzers::Analyze(trace, th);
   ASSERT_FALSE(report.findings.empty());
@@ -121,7 +121,7 @@ TEST(TextReportTest, NoStepsNoPerStepWords) {
 TEST(TextReportTest, UnfinishedRunIsSaidFirst) {
   profiler::Trace trace;
   const auto path = std::filesystem::path(TRAINRX_SOURCE_DIR) / "tests" / "fixtures" / "crashed_run.json";
-  ASSERT_TRUE(profiler::ReadTraces({path.string()}, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({path.string()}, trace).ok());
   analyzers::Thresholds th;
   const analyzers::Report report = analyzers::Analyze(trace, th);
   for (int md = 0; md < 2; ++md) {
@@ -150,7 +150,7 @@ TEST(TextReportTest, UnfinishedRunIsSaidFirst) {
 TEST(TextReportTest, MixedJobsWarnFirstWithTheirFiles) {
   profiler::Trace trace;
   const auto dir = std::filesystem::path(TRAINRX_SOURCE_DIR) / "tests" / "fixtures" / "mixed_jobs";
-  ASSERT_TRUE(profiler::ReadTraces({dir.string()}, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({dir.string()}, trace).ok());
   analyzers::Thresholds th;
   const analyzers::Report report = analyzers::Analyze(trace, th);
   std::ostringstream out;
@@ -188,10 +188,10 @@ std::string OpsTrace(bool steps) {
 
 TEST(TextReportTest, OpAndKernelTablesAfterTheStepTable) {
   profiler::Trace trace;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(OpsTrace(true), "ops.json", 0, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(OpsTrace(true), "ops.json", 0, trace).ok());
   analyzers::Thresholds th;
   std::string error;
-  ASSERT_TRUE(th.Set("report.top_n", 2, &error)) << error;
+  ASSERT_TRUE(th.Set("report.top_n", 2).ToBool(&error)) << error;
   const analyzers::Report report = analyzers::Analyze(trace, th);
   for (int md = 0; md < 2; ++md) {
     std::ostringstream out;
@@ -236,7 +236,7 @@ TEST(TextReportTest, OpAndKernelTablesAfterTheStepTable) {
 
 TEST(TextReportTest, OpTableWithoutStepsSharesOfTheTraceSpan) {
   profiler::Trace trace;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(OpsTrace(false), "ops.json", 0, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(OpsTrace(false), "ops.json", 0, trace).ok());
   analyzers::Thresholds th;
   const analyzers::Report report = analyzers::Analyze(trace, th);
   for (int md = 0; md < 2; ++md) {
@@ -268,7 +268,7 @@ TEST(EscapingTest, HostileNamesInJsonMarkdownAndXml) {
   std::string json = R"J({"traceEvents":[
     {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000},
     {"ph":"X","cat":"cpu_op","name":"NAME","pid":1,"tid":1,"ts":10,"dur":500}]})J";
-  ASSERT_TRUE(profiler::ReadTraceBuffer(json, "hostile.json", 0, trace).ok);
+  ASSERT_TRUE(profiler::ReadTraceBuffer(json, "hostile.json", 0, trace).ok());
   // The reader only takes valid UTF-8; our collector and C++ callers can hand in anything.
   for (auto& e : trace.events)
     if (trace.Name(e) == "NAME") e.name = trace.strings.Intern(kHostile);

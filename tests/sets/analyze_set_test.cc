@@ -47,12 +47,12 @@ TEST_F(SetTest, UnrelatedJobsAreCalledOutWhicheverStrategyReadsThem) {
     o.per_rank_above = per_rank ? 16 : 100;  // 18 files: rank by rank, or merged
     SetAnalysis set;
     std::string error;
-    ASSERT_TRUE(AnalyzeSet({dir_.string()}, o, &set, &error)) << error;
+    ASSERT_TRUE(AnalyzeSet({dir_.string()}, o, &set).ToBool(&error)) << error;
     EXPECT_EQ(set.strategy, per_rank ? Strategy::kRankByRank : Strategy::kMerged);
     EXPECT_EQ(set.files.size(), 18u);
     EXPECT_EQ(set.trace.stats.Count("mixed_jobs"), 2u) << StrategyName(set.strategy);
     o.strict = true;
-    EXPECT_FALSE(AnalyzeSet({dir_.string()}, o, &set, &error));
+    EXPECT_FALSE(AnalyzeSet({dir_.string()}, o, &set).ToBool(&error));
     EXPECT_NE(error.find("2 different jobs"), std::string::npos) << error;
     EXPECT_NE(error.find("strict"), std::string::npos) << error;
   }
@@ -62,11 +62,32 @@ TEST_F(SetTest, UnrelatedJobsAreCalledOutWhicheverStrategyReadsThem) {
   for (int r = 0; r < 18; ++r) Rank(fmt::format("r{:02}.json", r), r, 18);
   SetAnalysis set;
   std::string error;
-  ASSERT_TRUE(AnalyzeSet({dir_.string()}, {}, &set, &error)) << error;
+  ASSERT_TRUE(AnalyzeSet({dir_.string()}, {}, &set).ToBool(&error)) << error;
   EXPECT_EQ(set.strategy, Strategy::kRankByRank);
   EXPECT_EQ(set.trace.stats.Count("mixed_jobs"), 0u);
   EXPECT_EQ(set.trace.stats.Count("inconsistent_ranks"), 0u);
   EXPECT_EQ(set.trace.ranks.size(), 18u);
+}
+
+// Every way a set cannot be analyzed is the user's input (exit 2), said with the path as given,
+// whichever strategy would have read it.
+TEST_F(SetTest, ErrorsAreInvalidInputNamingThePath) {
+  SetAnalysis set;
+  const auto missing = (dir_ / "nosuch.json").string();
+  const Status st = AnalyzeSet({missing}, {}, &set);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.kind(), ErrorKind::kInvalidInput);
+  EXPECT_EQ(st.message(), missing + ": no such file or directory");
+  SetOptions per_rank;
+  per_rank.per_rank = true;
+  const auto not_json = (dir_ / "notes.json").string();
+  std::ofstream(not_json) << "notes";
+  const Status bad = AnalyzeSet({not_json}, per_rank, &set);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.kind(), ErrorKind::kInvalidInput);
+  EXPECT_EQ(bad.message().rfind(not_json + ": not a JSON trace", 0), 0u) << bad.message();
+  const Status none = AnalyzeSet({}, {}, &set);
+  EXPECT_EQ(none.message(), "no trace files given");
 }
 
 // Issue 34: a file cut inside its first event exited 0 with "No problem crossed its threshold".
@@ -75,18 +96,18 @@ TEST_F(SetTest, NoEventsReadIsAnErrorNamingTheFileAndTheLoss) {
   std::ofstream(cut) << R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1)";
   SetAnalysis set;
   std::string error;
-  EXPECT_FALSE(AnalyzeSet({cut}, {}, &set, &error));
+  EXPECT_FALSE(AnalyzeSet({cut}, {}, &set).ToBool(&error));
   EXPECT_NE(error.find("cut.json: no events read"), std::string::npos) << error;
   EXPECT_NE(error.find("truncated_trace"), std::string::npos) << error;
   SetOptions per_rank;
   per_rank.per_rank = true;
-  EXPECT_FALSE(AnalyzeSet({cut}, per_rank, &set, &error));
+  EXPECT_FALSE(AnalyzeSet({cut}, per_rank, &set).ToBool(&error));
   EXPECT_NE(error.find("no events read"), std::string::npos) << error;
-  EXPECT_FALSE(AnalyzeBuffer(R"({"traceEvents":[]})", "empty.json", {}, &set, &error));
+  EXPECT_FALSE(AnalyzeBuffer(R"({"traceEvents":[]})", "empty.json", {}, &set).ToBool(&error));
   EXPECT_NE(error.find("empty.json: no events read (the trace is empty)"), std::string::npos) << error;
   // One good file beside it: analyzed, the cut said as data loss.
   const auto good = Rank("good.json", 0, 1);
-  ASSERT_TRUE(AnalyzeSet({good}, {}, &set, &error)) << error;
+  ASSERT_TRUE(AnalyzeSet({good}, {}, &set).ToBool(&error)) << error;
   EXPECT_EQ(set.report.metrics.steps.steps.size(), 2u);
 }
 
@@ -96,15 +117,15 @@ TEST_F(SetTest, SummariesAreReadAsRankSidesAndNotMixedWithTraces) {
   std::vector<WrittenSummary> written;
   std::string error;
   const auto out = (dir_ / "summaries").string();
-  ASSERT_TRUE(SummarizeSet({(dir_ / "r0.json").string(), (dir_ / "r1.json").string()}, {}, out, &written, &error)) << error;
+  ASSERT_TRUE(SummarizeSet({(dir_ / "r0.json").string(), (dir_ / "r1.json").string()}, {}, out, &written).ToBool(&error)) << error;
   ASSERT_EQ(written.size(), 2u);
   EXPECT_EQ(written[1].rank, 1);
   EXPECT_EQ(written[1].steps, 2u);
   SetAnalysis set;
-  ASSERT_TRUE(AnalyzeSet({out}, {}, &set, &error)) << error;
+  ASSERT_TRUE(AnalyzeSet({out}, {}, &set).ToBool(&error)) << error;
   EXPECT_EQ(set.strategy, Strategy::kSummaries);
   EXPECT_EQ(set.trace.ranks.size(), 2u);
-  EXPECT_FALSE(AnalyzeSet({out, (dir_ / "r0.json").string()}, {}, &set, &error));
+  EXPECT_FALSE(AnalyzeSet({out, (dir_ / "r0.json").string()}, {}, &set).ToBool(&error));
   EXPECT_NE(error.find("mix per-rank summaries"), std::string::npos) << error;
 }
 
@@ -128,19 +149,19 @@ TEST_F(SetTest, TheStepTheUserNames) {
   std::ofstream(path) << "{\"traceEvents\":[" << ev << "]}";
   SetAnalysis set;
   std::string error;
-  ASSERT_TRUE(AnalyzeSet({path}, {}, &set, &error)) << error;
+  ASSERT_TRUE(AnalyzeSet({path}, {}, &set).ToBool(&error)) << error;
   EXPECT_EQ(set.report.metrics.steps.source, "ProfilerStep");
   SetOptions named;
   named.step_name = "train_step";
-  ASSERT_TRUE(AnalyzeSet({path}, named, &set, &error)) << error;
+  ASSERT_TRUE(AnalyzeSet({path}, named, &set).ToBool(&error)) << error;
   EXPECT_EQ(set.report.metrics.steps.source, "named: train_step");
   EXPECT_EQ(set.report.metrics.steps.steps.size() + set.report.metrics.steps.warmup_steps.size(), 8u);
   named.per_rank = true;  // rank by rank names it the same way
-  ASSERT_TRUE(AnalyzeSet({path}, named, &set, &error)) << error;
+  ASSERT_TRUE(AnalyzeSet({path}, named, &set).ToBool(&error)) << error;
   EXPECT_EQ(set.report.metrics.steps.source, "named: train_step");
   named.per_rank = false;
   named.step_name = "trainstep";  // a typo: said, not a report over other steps
-  EXPECT_FALSE(AnalyzeSet({path}, named, &set, &error));
+  EXPECT_FALSE(AnalyzeSet({path}, named, &set).ToBool(&error));
   EXPECT_NE(error.find("--step trainstep"), std::string::npos) << error;
 }
 
@@ -159,7 +180,7 @@ TEST_F(SetTest, AClaimedRankMovesTheSameWayWhicheverStrategyReadsTheSet) {
     o.per_rank = per_rank;
     SetAnalysis set;
     std::string error;
-    ASSERT_TRUE(AnalyzeSet(files, o, &set, &error)) << error;
+    ASSERT_TRUE(AnalyzeSet(files, o, &set).ToBool(&error)) << error;
     EXPECT_EQ(set.strategy, per_rank ? Strategy::kRankByRank : Strategy::kMerged);
     std::map<std::string, std::pair<int32_t, std::string>> by_file;
     for (const auto& r : set.trace.ranks) by_file[fs::path(r.source).filename().string()] = {r.rank, r.rank_source};
@@ -188,7 +209,7 @@ TEST_F(SetTest, AStepNameWithQuotesAndBackslashesIsFound) {
     named.step_name = "train \"step\" \\ {x}";
     SetAnalysis set;
     std::string error;
-    ASSERT_TRUE(AnalyzeSet({path}, named, &set, &error)) << error;
+    ASSERT_TRUE(AnalyzeSet({path}, named, &set).ToBool(&error)) << error;
     EXPECT_EQ(set.report.metrics.steps.source, "named: train \"step\" \\ {x}");
     EXPECT_EQ(set.report.metrics.steps.steps.size() + set.report.metrics.steps.warmup_steps.size(), 4u);
   }

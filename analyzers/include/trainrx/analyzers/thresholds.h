@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "trainrx/profiler/status.h"
+
 namespace trainrx::analyzers {
 
 // Named, overridable thresholds ("input.dataloader_bound.share_pct" = 5).
@@ -15,10 +17,10 @@ class Thresholds {
   // read as a zero threshold and silently flag, or hide, a finding): throws std::logic_error naming
   // the key. tests/analyzers/registry_test.cc checks every key the analyzers read is registered.
   double Get(const std::string& key) const;
-  // Keys from users: returns false (with *error listing the known keys) for unknown keys.
-  bool Set(const std::string& key, double value, std::string* error);
+  // Keys from users: an error listing the known keys for an unknown key.
+  Status Set(const std::string& key, double value);
   // "key=value" form from the command line.
-  bool Parse(const std::string& assignment, std::string* error);
+  Status Parse(const std::string& assignment);
   const std::map<std::string, std::pair<double, std::string>>& all() const { return values_; }
 
  private:

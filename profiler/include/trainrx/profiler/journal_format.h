@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainrx/profiler/status.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::profiler {
@@ -64,14 +65,13 @@ struct JournalContents {
   int64_t last_flush_ns = 0;    // flush_ns of the last frame read (0: none)
 };
 
-// Decodes a whole journal. False with *error ("<name>: ...") when the header is cut off or
-// corrupt; frames that fail are counted in the result, never fatal. The losses are also put in
+// Decodes a whole journal. An error ("<name>: ...") when the header is cut off or corrupt; frames that fail are counted in the result, never fatal. The losses are also put in
 // the trace's "trainrx" block (journal_torn_bytes, journal_corrupt_frames) so that a trace written
 // from it still reports them (profiler/io/kineto_ranks.cc).
-bool DecodeJournal(std::string_view bytes, std::string_view name, JournalContents* out, std::string* error);
+Status DecodeJournal(std::string_view bytes, std::string_view name, JournalContents* out);
 
 // DecodeJournal, then the Kineto JSON of the result (the same writer as every trace), for the
 // reader to parse as any other trace.
-bool JournalToKinetoJson(std::string_view bytes, std::string_view name, std::string* json, std::string* error);
+StatusOr<std::string> JournalToKinetoJson(std::string_view bytes, std::string_view name);
 
 }  // namespace trainrx::profiler

@@ -10,7 +10,7 @@
 //  - .json or .json.gz (detected by magic bytes, not by name); a directory of per-rank files.
 //
 // Errors: a file that is not a trace (missing, empty, truncated, not JSON, JSON of another shape)
-// returns an error message naming the file and what was wrong, and leaves the Trace exactly as it
+// returns an error Status (status.h) naming the file and what was wrong, and leaves the Trace exactly as it
 // was before the call (ReadTraces: all files or none). Malformed events inside a valid trace are
 // skipped and counted in Trace::stats, never fatal.
 //
@@ -20,11 +20,11 @@
 // them in file order, so the Trace is the same whatever the thread count; calls share no state.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "trainrx/profiler/status.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::profiler {
@@ -47,20 +47,13 @@ struct ReadOptions {
   bool strict = false;
 };
 
-// Result of a read: an error message, or success (the Trace was filled).
-struct ReadStatus {
-  bool ok = true;
-  std::string error;  // "<file>: <what was wrong>"
-  static ReadStatus Error(std::string msg) { return {false, std::move(msg)}; }
-};
-
 // Reads one or more paths (files or directories of *.json / *.json.gz / *.pt.trace.json[.gz])
 // into `trace`, merging ranks, then calls trace.Finalize().
-ReadStatus ReadTraces(const std::vector<std::string>& paths, Trace& trace,
+Status ReadTraces(const std::vector<std::string>& paths, Trace& trace,
                       const ReadOptions& options = {});
 
 // Reads trace bytes already in memory (plain JSON or gzip); `source_name` is used in messages.
-ReadStatus ReadTraceBuffer(std::string_view bytes, std::string_view source_name, int32_t rank,
+Status ReadTraceBuffer(std::string_view bytes, std::string_view source_name, int32_t rank,
                            Trace& trace, const ReadOptions& options = {});
 
 // Checks that `ranks` (the files read, one RankInfo each) form one job's ranks, recording what does
@@ -72,7 +65,7 @@ ReadStatus ReadTraceBuffer(std::string_view bytes, std::string_view source_name,
 std::string CheckJobs(const std::vector<RankInfo>& ranks, IngestStats* stats);
 
 // Expands directories into the sorted list of trace files they contain.
-std::optional<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths,
-                                                         std::string* error);
+// An error ("<path>: no such file or directory") when a path is missing or a directory holds none.
+StatusOr<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths);
 
 }  // namespace trainrx::profiler

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "trainrx/experiments/launcher.h"
+#include "trainrx/profiler/status.h"
 
 namespace trainrx::reports {
 
@@ -35,7 +36,8 @@ class TerminalProgress : public experiments::Progress {
   double line_every_s_ = -1;  // < 0: no plain lines
 };
 
-// Writes the report (render(out)) to `path`, or stdout for "" or "-"; false when writing failed.
-bool WriteOut(const std::string& path, const std::function<void(std::ostream&)>& render);
+// Writes the report (render(out)) to `path`, or stdout for "" or "-"; an error "<path>: write
+// failed" when the file cannot be opened or written.
+Status WriteOut(const std::string& path, const std::function<void(std::ostream&)>& render);
 
 }  // namespace trainrx::reports

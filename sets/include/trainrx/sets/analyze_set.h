@@ -22,6 +22,7 @@
 
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/cross_rank.h"
+#include "trainrx/profiler/status.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::sets {
@@ -54,11 +55,10 @@ struct SetAnalysis {
   analyzers::Report report;
 };
 
-// False with *error (which file, what was wrong) when the set cannot be analyzed; the caller exits 2.
-bool AnalyzeSet(const std::vector<std::string>& paths, const SetOptions& options, SetAnalysis* out, std::string* error);
+// An error (which file, what was wrong) when the set cannot be analyzed; the caller exits 2.
+Status AnalyzeSet(const std::vector<std::string>& paths, const SetOptions& options, SetAnalysis* out);
 // One trace already in memory (the built-in sample), `name` in messages and the report.
-bool AnalyzeBuffer(std::string_view bytes, std::string_view name, const SetOptions& options, SetAnalysis* out,
-                   std::string* error);
+Status AnalyzeBuffer(std::string_view bytes, std::string_view name, const SetOptions& options, SetAnalysis* out);
 
 // `trainrx summarize`: each rank of the set analyzed on its own, one summary per rank written to
 // out_dir/rank-R.summary.json. `written` gets each rank's side (without its findings' details)
@@ -68,7 +68,7 @@ struct WrittenSummary {
   std::string source, path;
   size_t steps = 0, collectives = 0, findings = 0;
 };
-bool SummarizeSet(const std::vector<std::string>& paths, const analyzers::Thresholds& thresholds, const std::string& out_dir,
-                  std::vector<WrittenSummary>* written, std::string* error);
+Status SummarizeSet(const std::vector<std::string>& paths, const analyzers::Thresholds& thresholds,
+                    const std::string& out_dir, std::vector<WrittenSummary>* written);
 
 }  // namespace trainrx::sets

@@ -8,13 +8,14 @@
 #include <string>
 
 #include "trainrx/analyzers/cross_rank.h"
+#include "trainrx/profiler/status.h"
 
 namespace trainrx::sets {
 
 inline constexpr const char* kSummarySchema = "trainrx.summary/1";
 void WriteSummary(const analyzers::RankSide& side, std::ostream& out);
-// False with *error naming the file and the field that was missing or of the wrong type.
-bool ReadSummary(const std::string& path, analyzers::RankSide* side, std::string* error);
+// An error naming the file and the field that was missing or of the wrong type.
+Status ReadSummary(const std::string& path, analyzers::RankSide* side);
 // Whether a file is a summary by its name (*.summary.json).
 bool IsSummaryPath(const std::string& path);
 
