@@ -147,11 +147,11 @@ void WriteDiffJson(const analyzers::RunDiff& d, std::ostream& out) {
   out << "\n";
 }
 
-void WriteDiffSummary(const analyzers::RunDiff& d, std::ostream& out, bool md) {
+void WriteDiffSummary(const analyzers::RunDiff& d, std::ostream& out, bool md, const std::string& from) {
   const char* item = md ? "- " : "  ";
   const auto text = [&](const std::string& v) { return md ? MarkdownText(Abbreviated(v)) : Abbreviated(v); };
-  out << (md ? "\n**Why** (one more run of each side, recorded and compared):\n\n"
-             : "\nwhy (one more run of each side, recorded and compared):\n");
+  const std::string how = from.empty() ? "one more run of each side, recorded and compared" : from;
+  out << (md ? "\n**Why** (" + MarkdownText(how) + "):\n\n" : "\nwhy (" + how + "):\n");
   out << item << fmt::format("step: A {} ms, B {} ms in the mean ({} ms{})\n", Ms(d.a.mean_step_ns), Ms(d.b.mean_step_ns),
                              Delta(d.delta_mean_ns), d.within_noise ? ", within this traced run's noise" : "");
   for (size_t i = 0; i < d.ranked.size() && i < 3; ++i) {

@@ -68,6 +68,33 @@ expect_rc 2 "other knobs without --same-job" "$TRAINRX" gate check --baseline "$
 # 400 ms step there: inconclusive, exit 3; issue 34.12).
 expect_rc 1 "large slowdown fails (in-process)" "$TRAINRX" gate check --baseline "$W/base.json" --trials 4 --same-job -- "${SPEC[@]}" slowdown=150000
 grep -q "in-process" "$W/out" && ok "in-process mode named" || bad "mode: $(cat "$W/out")"
+# Issue 37: --keep-trace stores the baseline's traced run beside it; a failing check diffs one
+# traced run of its own side against that trace (the baseline is not traced again), in every format.
+expect_rc 0 "record-baseline --keep-trace" "$TRAINRX" gate record-baseline -o "$W/kept.json" --trials 4 --keep-trace -- "${SPEC[@]}"
+[ -s "$W/kept.trace.json.gz" ] && grep -q "baseline trace kept: $W/kept.trace.json.gz" "$W/err" && ok "trace kept beside the baseline" \
+  || bad "no kept trace: $(ls "$W"; cat "$W/err")"
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["trace"]; assert t[0]["file"]=="kept.trace.json.gz" and t[0]["bytes"]>0 and len(t[0]["fnv1a64"])==16' \
+  "$W/kept.json" && ok "the baseline names its trace, size and checksum" || bad "baseline trace field: $(cat "$W/kept.json")"
+"$TRAINRX" analyze "$W/kept.trace.json.gz" > /dev/null 2>&1 && ok "the kept trace is a trace trainrx analyze reads" || bad "kept trace unreadable"
+expect_rc 1 "a fail explained from the kept trace" "$TRAINRX" gate check --baseline "$W/kept.json" --trials 4 --same-job \
+  --format json -o "$W/kept_check.json" -- "${SPEC[@]}" slowdown=150000
+python3 - "$W/kept_check.json" <<'PY' && ok "why: the stored trace against this check's traced run" || bad "kept-trace explanation: $(head -c 600 "$W/kept_check.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["verdict"] == "fail", r["verdict"]
+assert r["why_from"].startswith("the baseline's stored trace"), r.get("why_from")
+w = r["why"]
+assert "(the baseline's stored trace)" in w["a"]["label"] and "slowdown=150000" in w["b"]["label"], (w["a"]["label"], w["b"]["label"])
+assert w["delta_mean_ns"] > 100e6, w["delta_mean_ns"]  # 150 ms a step slower
+print("  why: step", round(w["delta_mean_ns"] / 1e6, 1), "ms; top row", w["ranked"][0]["kind"] + " " + w["ranked"][0]["name"] if w["ranked"] else None)
+PY
+# A kept trace that changed since is an error naming it, before any trial.
+printf 'x' >> "$W/kept.trace.json.gz"
+expect_rc 2 "a changed kept trace" "$TRAINRX" gate check --baseline "$W/kept.json" --trials 4 -- "${SPEC[@]}"
+grep -q "kept.trace.json.gz is not the one stored" "$W/err" && ok "names the trace and what changed" || bad "changed-trace message: $(cat "$W/err")"
+rm "$W/kept.trace.json.gz"
+expect_rc 2 "a missing kept trace" "$TRAINRX" gate check --baseline "$W/kept.json" --trials 4 -- "${SPEC[@]}"
+grep -q "kept.trace.json.gz is missing" "$W/err" && ok "names the missing trace" || bad "missing-trace message: $(cat "$W/err")"
 sed -i 's/"cpus": "[0-9]*"/"cpus": "999"/' "$W/base.json"
 expect_rc 2 "--strict fingerprint mismatch" "$TRAINRX" gate check --baseline "$W/base.json" --strict -- "${SPEC[@]}"
 exit $fail
