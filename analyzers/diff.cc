@@ -281,6 +281,12 @@ std::string SignatureChange(const InputSignature& a, const InputSignature& b) {
   return out;
 }
 
+// Where an op ran: B's modules, or A's for an op B does not run in a module.
+std::vector<std::string> ModulesOf(const SideSeries& sa, const SideSeries& sb, const std::string& op) {
+  std::vector<std::string> m = TopModules(sb, op);
+  return m.empty() ? TopModules(sa, op) : m;
+}
+
 bool BySize(const DiffRow& x, const DiffRow& y) { return std::abs(x.contribution_ns) > std::abs(y.contribution_ns); }
 
 // A row of per-step values with no uniform factor (phases, GPU time, the time in no op).
@@ -328,6 +334,7 @@ void OpRows(const SideSeries& sa, const SideSeries& sb, const NoiseRule& rule, s
   Series common_a, common_b;
   d.uniform_factor = UniformFactor(sa, sb, &common_a, &common_b);
   *ops = NameRows(sa.op_self, sa.steps, sb.op_self, sb.steps, d.uniform_factor, "op", rule, &sa.op_calls, &sb.op_calls);
+  for (auto& r : *ops) r.modules = ModulesOf(sa, sb, r.name);
   for (const auto& r : *ops) {
     d.ops_explained_ns += r.delta();
     if (!r.noise) d.beyond_noise_ns += r.contribution_ns;
@@ -377,6 +384,7 @@ bool ShapeRows(const SideSeries& sa, const SideSeries& sb, const NoiseRule& rule
     r.se_ns = Se(m_a, m_b);
     r.structural = true;
     r.note = "inputs changed";
+    r.modules = ModulesOf(sa, sb, name);
     rule.Judge(r, xa ? *xa : Series(sa.steps, 0.0), xb ? *xb : Series(sb.steps, 0.0));
     if (!sig_a.dims.empty() && !sig_b.dims.empty() && sig_a.dims[0] != sig_b.dims[0]) work_changed = true;
     d.shapes.push_back(std::move(r));

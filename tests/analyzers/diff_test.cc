@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <set>
+#include <sstream>
 
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/reports/diff.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -45,6 +47,7 @@ struct Plan {
   int batch = 16;
   double item_us = 0;
   int threads = 0;  // > 0: the collector's block says intra_op_threads
+  bool modules = false;  // module ranges as the collector's hook writes them: conv2d in Net.body, item in Net.head
 };
 
 std::string NoisyTrace(const Plan& p) {
@@ -66,10 +69,16 @@ std::string NoisyTrace(const Plan& p) {
           std::string(name) == "aten::conv2d"
               ? fmt::format(R"J(,"args":{{"Input Dims":[[{}, 3, 32, 32], [32, 3, 3, 3], []],"Input type":["float", "float", ""]}})J", p.batch)
               : "";
+      if (p.modules && std::string(name) == "aten::conv2d")
+        step += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"nn.Module: Net.body (Conv2d)","pid":1,"tid":1,"ts":{},"dur":{}}},)J",
+                            at - 1, dur + 2);
       step += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"{}","pid":1,"tid":1,"ts":{},"dur":{}{}}},)J", name, at, dur, args);
       at += dur + 5;
     }
     if (p.item_us > 0) {
+      if (p.modules)
+        step += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"nn.Module: Net.head (Linear)","pid":1,"tid":1,"ts":{},"dur":{}}},)J",
+                            at - 1, p.item_us + 2);
       step += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::item","pid":1,"tid":1,"ts":{},"dur":{}}},)J", at, p.item_us);
       at += p.item_us + 5;
     }
@@ -199,6 +208,51 @@ TEST(DiffTest, ANewOpInEveryStepIsACauseHoweverSmall) {
   EXPECT_FALSE(d.ranked.front().noise);
   EXPECT_EQ(d.ranked.front().calls_b, 1);
   ExpectRowsAddUp(d);
+}
+
+// Issue 37: an op row says in which nn.Module(s) its op ran (the module ranges of the collector's
+// start-up hook, "nn.Module: Net.head (Linear)"), and the why under ab / gate check says so too;
+// an op in no module range names none.
+TEST(DiffTest, OpRowsNameTheModuleTheOpRanIn) {
+  Side a, b;
+  Plan pa, pb;
+  pa.modules = pb.modules = true;
+  pb.seed = 5, pb.item_us = 4, pb.batch = 8;
+  Load(NoisyTrace(pa), &a);
+  Load(NoisyTrace(pb), &b);
+  const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b", 50);
+  const auto row = [&](const std::vector<DiffRow>& rows, const std::string& prefix) -> const DiffRow* {
+    for (const auto& r : rows)
+      if (r.name.rfind(prefix, 0) == 0) return &r;
+    return nullptr;
+  };
+  const DiffRow* item = row(d.ranked, "aten::item");
+  ASSERT_NE(item, nullptr);
+  EXPECT_EQ(item->modules, std::vector<std::string>{"Net.head (Linear)"});
+  const DiffRow* conv = row(d.shapes, "aten::conv2d input 0 [16,3,32,32] -> [8,3,32,32]");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->modules, std::vector<std::string>{"Net.body (Conv2d)"});
+  const DiffRow* relu = row(d.ops, "aten::relu");
+  ASSERT_NE(relu, nullptr);
+  EXPECT_TRUE(relu->modules.empty());
+  std::ostringstream why;
+  reports::WriteDiffSummary(d, why, false);
+  EXPECT_NE(why.str().find("op aten::item: +0.004 ms per step (new in B, 0 -> 1 calls per step, in Net.head (Linear))"),
+            std::string::npos)
+      << why.str();
+  std::ostringstream json;
+  reports::WriteDiffJson(d, json);
+  std::string compact;  // the writer puts one array element a line
+  for (char ch : json.str())
+    if (ch != '\n' && ch != ' ') compact += ch;
+  EXPECT_NE(compact.find(R"J("modules":["Net.head(Linear)"])J"), std::string::npos) << json.str();
+  // Without module ranges no row names one.
+  Side c, e;
+  Plan qa, qb;
+  qb.seed = 5, qb.item_us = 4;
+  Load(NoisyTrace(qa), &c);
+  Load(NoisyTrace(qb), &e);
+  for (const auto& r : DiffRuns(c.trace, c.report, "a", e.trace, e.report, "b", 50).ops) EXPECT_TRUE(r.modules.empty()) << r.name;
 }
 
 TEST(DiffTest, SmallerBatchIsExplainedByTheChangedInputShape) {
@@ -346,6 +400,7 @@ TEST(DiffTest, HtaTraceComparePairNamesTheOpsHtaFindsAdded) {
   EXPECT_TRUE(d.within_noise);
   ExpectRowsAddUp(d);
 }
+
 
 }  // namespace
 }  // namespace trainrx::analyzers
