@@ -401,6 +401,45 @@ TEST(DiffTest, HtaTraceComparePairNamesTheOpsHtaFindsAdded) {
   ExpectRowsAddUp(d);
 }
 
+// Issue 37's public pair: the same ResNet-50 training script (kineto's tb_plugin example) recorded by
+// torch.profiler with the DataLoader's num_workers=0 and num_workers=4 (tests/fixtures/
+// tb_plugin_workers). The diff's top row is the loader: input.dataloader_bound, gone from B, with
+// the saving A's own analysis gives it; the phase that moved most is the data wait, by what the two
+// analyses' step tables say on their own.
+TEST(DiffTest, TbPluginWorkersPairPutsTheLoaderFirst) {
+  const std::string dir = std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/tb_plugin_workers/";
+  Side a, b;
+  ASSERT_TRUE(profiler::ReadTraces({dir + "workers0.pt.trace.json.gz"}, a.trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({dir + "workers4.pt.trace.json.gz"}, b.trace).ok);
+  a.report = Analyze(a.trace);
+  b.report = Analyze(b.trace);
+  const RunDiff d = DiffRuns(a.trace, a.report, "workers=0", b.trace, b.report, "workers=4");
+  ASSERT_FALSE(d.ranked.empty());
+  const DiffRow& top = d.ranked.front();
+  EXPECT_EQ(top.name, "input.dataloader_bound");
+  EXPECT_EQ(top.note, "gone from B");
+  EXPECT_FALSE(top.noise);
+  const Finding* own = nullptr;
+  for (const auto& f : a.report.findings)
+    if (f.id == "input.dataloader_bound") own = &f;
+  ASSERT_NE(own, nullptr);
+  EXPECT_EQ(top.a, static_cast<double>(own->estimated_saving_ns));
+  for (const auto& f : b.report.findings) EXPECT_NE(f.id, "input.dataloader_bound");
+  // The data wait per step, from each side's own step table.
+  const auto data_wait = [](const Report& r) {
+    double sum = 0;
+    for (const auto& s : r.metrics.steps.steps) sum += static_cast<double>(s.data_wait_ns);
+    return sum / static_cast<double>(r.metrics.steps.steps.size());
+  };
+  ASSERT_EQ(d.phases.front().name, "data wait");
+  EXPECT_DOUBLE_EQ(d.phases.front().a, data_wait(a.report));
+  EXPECT_DOUBLE_EQ(d.phases.front().b, data_wait(b.report));
+  EXPECT_FALSE(d.phases.front().noise);
+  for (const auto& r : d.phases) EXPECT_LE(std::abs(r.delta()), std::abs(d.phases.front().delta())) << r.name;
+  EXPECT_GT(d.phases.front().a, 50e6);  // 69 ms a step waiting for the loader with no workers
+  EXPECT_LT(d.phases.front().b, 5e6);   // 1.4 ms with four
+  ExpectRowsAddUp(d);
+}
 
 }  // namespace
 }  // namespace trainrx::analyzers
