@@ -281,51 +281,37 @@ std::string SignatureChange(const InputSignature& a, const InputSignature& b) {
   return out;
 }
 
-}  // namespace
+// Where an op ran: B's modules, or A's for an op B does not run in a module.
+std::vector<std::string> ModulesOf(const SideSeries& sa, const SideSeries& sb, const std::string& op) {
+  std::vector<std::string> m = TopModules(sb, op);
+  return m.empty() ? TopModules(sa, op) : m;
+}
 
-RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string& label_a, const profiler::Trace& tb,
-                 const Report& rb, const std::string& label_b, size_t top_n) {
-  RunDiff d;
-  const StepModel &ma = ra.metrics.steps, &mb = rb.metrics.steps;
-  d.a = SideOf(ma, label_a);
-  d.b = SideOf(mb, label_b);
-  const bool with_steps = d.a.steps > 0 && d.b.steps > 0;
-  if (!with_steps)
-    d.notes.push_back(fmt::format("{} has no steps: step figures cannot be compared; operator figures are totals over its "
-                                  "trace, and no row is judged against noise",
-                                  d.a.steps == 0 ? "A" : "B"));
-  d.delta_mean_ns = d.b.mean_step_ns - d.a.mean_step_ns;
-  d.delta_median_ns = d.b.median_step_ns - d.a.median_step_ns;
-  d.residual_ns = d.delta_median_ns - d.delta_mean_ns;
-  if (d.a.steps > 1 && d.b.steps > 1)
-    d.noise_ns = std::sqrt(d.a.stddev_step_ns * d.a.stddev_step_ns / static_cast<double>(d.a.steps) +
-                           d.b.stddev_step_ns * d.b.stddev_step_ns / static_cast<double>(d.b.steps));
-  const SideSeries sa = BuildSideSeries(ta, ma), sb = BuildSideSeries(tb, mb);
-  NoiseRule rule;
-  rule.with_steps = with_steps && d.a.steps > 1 && d.b.steps > 1;
-  d.judged = rule.with_steps;
-  if (with_steps && !d.judged) d.notes.push_back("one step on a side: no per-step spread, no row is judged against noise");
-  rule.floor_ns = kFloorShare * std::max(d.a.median_step_ns, d.b.median_step_ns);
+bool BySize(const DiffRow& x, const DiffRow& y) { return std::abs(x.contribution_ns) > std::abs(y.contribution_ns); }
 
-  const auto time_row = [&](const std::string& name, const char* kind, const Series& xa, const Series& xb) {
-    DiffRow r;
-    r.name = name;
-    r.kind = kind;
-    const Moments m_a = Of(&xa, xa.size()), m_b = Of(&xb, xb.size());
-    r.a = m_a.mean;
-    r.b = m_b.mean;
-    r.contribution_ns = r.delta();
-    r.se_ns = Se(m_a, m_b);
-    rule.Judge(r, xa, xb);
-    return r;
-  };
+// A row of per-step values with no uniform factor (phases, GPU time, the time in no op).
+DiffRow TimeRow(const std::string& name, const char* kind, const Series& xa, const Series& xb, const NoiseRule& rule) {
+  DiffRow r;
+  r.name = name;
+  r.kind = kind;
+  const Moments m_a = Of(&xa, xa.size()), m_b = Of(&xb, xb.size());
+  r.a = m_a.mean;
+  r.b = m_b.mean;
+  r.contribution_ns = r.delta();
+  r.se_ns = Se(m_a, m_b);
+  rule.Judge(r, xa, xb);
+  return r;
+}
+
+// The phases (they partition a step) and, on GPU traces, kernel / memcpy / idle time per step.
+void PhaseRows(const StepModel& ma, const StepModel& mb, const NoiseRule& rule, RunDiff& d) {
   const std::pair<const char*, int64_t StepRow::*> phases[] = {{"data wait", &StepRow::data_wait_ns},
                                                                 {"forward", &StepRow::forward_ns},
                                                                 {"backward", &StepRow::backward_ns},
                                                                 {"optimizer", &StepRow::optimizer_ns},
                                                                 {"other", &StepRow::other_ns}};
   for (const auto& [name, field] : phases) {
-    d.phases.push_back(time_row(name, "phase", PhaseSeries(ma, field), PhaseSeries(mb, field)));
+    d.phases.push_back(TimeRow(name, "phase", PhaseSeries(ma, field), PhaseSeries(mb, field), rule));
     d.phases.back().structural = false;
   }
   d.a.data_wait_ns = d.phases[0].a, d.a.forward_ns = d.phases[1].a, d.a.backward_ns = d.phases[2].a;
@@ -335,45 +321,50 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
   if (ma.has_gpu || mb.has_gpu) {
     const std::pair<const char*, int64_t StepRow::*> gpu[] = {
         {"GPU kernels", &StepRow::gpu_kernel_ns}, {"GPU memcpy/memset", &StepRow::gpu_memcpy_ns}, {"GPU idle", &StepRow::gpu_idle_ns}};
-    for (const auto& [name, field] : gpu) d.gpu.push_back(time_row(name, "gpu", PhaseSeries(ma, field), PhaseSeries(mb, field)));
+    for (const auto& [name, field] : gpu)
+      d.gpu.push_back(TimeRow(name, "gpu", PhaseSeries(ma, field), PhaseSeries(mb, field), rule));
   }
+}
 
-  // Operators: every name, beyond the uniform speed change; the uniform row; the time in no op.
+// Operators: every name beyond the uniform speed change (all of them in *ops, the top N in d.ops),
+// the uniform row's figures (judged in JudgeUniform, once shapes and settings are known: its
+// Mann-Whitney p in *uniform_p), the time in no op, and the GPU kernels (all in *kernels).
+void OpRows(const SideSeries& sa, const SideSeries& sb, const NoiseRule& rule, size_t top_n, RunDiff& d,
+            std::vector<DiffRow>* ops, std::vector<DiffRow>* kernels, double* uniform_p) {
   Series common_a, common_b;
   d.uniform_factor = UniformFactor(sa, sb, &common_a, &common_b);
-  std::vector<DiffRow> ops = NameRows(sa.op_self, sa.steps, sb.op_self, sb.steps, d.uniform_factor, "op", rule,
-                                      &sa.op_calls, &sb.op_calls);
-  for (const auto& r : ops) {
+  *ops = NameRows(sa.op_self, sa.steps, sb.op_self, sb.steps, d.uniform_factor, "op", rule, &sa.op_calls, &sb.op_calls);
+  for (auto& r : *ops) r.modules = ModulesOf(sa, sb, r.name);
+  for (const auto& r : *ops) {
     d.ops_explained_ns += r.delta();
     if (!r.noise) d.beyond_noise_ns += r.contribution_ns;
   }
-  // The uniform row: judged once the shapes and settings are known (below).
-  double uniform_p = 1;
-  {
-    DiffRow& u = d.uniform;
-    const Moments m_a = Of(&common_a, sa.steps), m_b = Of(&common_b, sb.steps);
-    u.kind = "uniform";
-    u.name = fmt::format("all ops x{:.2f} (uniform speed change)", d.uniform_factor);
-    u.a = m_a.mean;
-    u.b = d.uniform_factor * m_a.mean;
-    u.contribution_ns = u.delta();
-    u.se_ns = Se(m_a, m_b);
-    if (rule.with_steps)
-      uniform_p = std::min(sa.steps, sb.steps) >= kRankTestSteps ? MannWhitneyP(common_a, common_b)
-                  : std::abs(u.contribution_ns) >= kRowZ * u.se_ns ? 0 : 1;
-  }
+  *uniform_p = 1;
+  DiffRow& u = d.uniform;
+  const Moments m_a = Of(&common_a, sa.steps), m_b = Of(&common_b, sb.steps);
+  u.kind = "uniform";
+  u.name = fmt::format("all ops x{:.2f} (uniform speed change)", d.uniform_factor);
+  u.a = m_a.mean;
+  u.b = d.uniform_factor * m_a.mean;
+  u.contribution_ns = u.delta();
+  u.se_ns = Se(m_a, m_b);
+  if (rule.with_steps)
+    *uniform_p = std::min(sa.steps, sb.steps) >= kRankTestSteps ? MannWhitneyP(common_a, common_b)
+                 : std::abs(u.contribution_ns) >= kRowZ * u.se_ns ? 0 : 1;
   // Python runs slower on a busier machine too: judged beyond the uniform change as well.
-  d.outside = time_row("time in no op (Python, waits, idle)", "outside", sa.outside, sb.outside);
+  d.outside = TimeRow("time in no op (Python, waits, idle)", "outside", sa.outside, sb.outside, rule);
   rule.Judge(d.outside, sa.outside, sb.outside, d.uniform_factor);
   if (!d.outside.noise) d.beyond_noise_ns += d.outside.contribution_ns;
-  d.ops = ops;
+  d.ops = *ops;
   if (d.ops.size() > top_n) d.ops.resize(top_n);
-
-  std::vector<DiffRow> kernels = NameRows(sa.kernels, sa.steps, sb.kernels, sb.steps, 1, "kernel", rule, nullptr, nullptr);
-  d.kernels = kernels;
+  *kernels = NameRows(sa.kernels, sa.steps, sb.kernels, sb.steps, 1, "kernel", rule, nullptr, nullptr);
+  d.kernels = *kernels;
   if (d.kernels.size() > top_n) d.kernels.resize(top_n);
+}
 
-  // Changed input shapes and dtypes: the op's inclusive time is the row's time.
+// Changed input shapes and dtypes (the op's inclusive time is the row's time), largest first.
+// True when the first input of an op (the activations: the batch) changed: the work per step did.
+bool ShapeRows(const SideSeries& sa, const SideSeries& sb, const NoiseRule& rule, RunDiff& d) {
   bool work_changed = false;
   for (const auto& [name, sig_a] : sa.inputs) {
     const auto it = sb.inputs.find(name);
@@ -393,15 +384,19 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
     r.se_ns = Se(m_a, m_b);
     r.structural = true;
     r.note = "inputs changed";
+    r.modules = ModulesOf(sa, sb, name);
     rule.Judge(r, xa ? *xa : Series(sa.steps, 0.0), xb ? *xb : Series(sb.steps, 0.0));
-    // The first input (the activations: the batch) changed: the work per step changed.
     if (!sig_a.dims.empty() && !sig_b.dims.empty() && sig_a.dims[0] != sig_b.dims[0]) work_changed = true;
     d.shapes.push_back(std::move(r));
   }
-  std::stable_sort(d.shapes.begin(), d.shapes.end(),
-                   [](const DiffRow& x, const DiffRow& y) { return std::abs(x.contribution_ns) > std::abs(y.contribution_ns); });
-  // Per rank and collective (multi-rank runs, or one rank's collectives). One rank on each side,
-  // of different numbers (rank 0's trace against rank 1's): compared as one rank, named by both.
+  std::stable_sort(d.shapes.begin(), d.shapes.end(), BySize);
+  return work_changed;
+}
+
+// Per rank and collective (multi-rank runs, or one rank's collectives), largest change first. One
+// rank on each side, of different numbers (rank 0's trace against rank 1's): compared as one
+// rank, named by both.
+void CollectiveRows(const SideSeries& sa, const SideSeries& sb, const NoiseRule& rule, RunDiff& d) {
   std::set<int32_t> ranks_a, ranks_b;
   for (const auto& [k, v] : sa.collectives) ranks_a.insert(k.first);
   for (const auto& [k, v] : sb.collectives) ranks_b.insert(k.first);
@@ -433,9 +428,11 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
     rule.Judge(r, xa.empty() ? Series(xb.size(), 0.0) : xa, xb.empty() ? Series(xa.size(), 0.0) : xb);
     d.collectives.push_back(std::move(r));
   }
-  std::stable_sort(d.collectives.begin(), d.collectives.end(),
-                   [](const DiffRow& x, const DiffRow& y) { return std::abs(x.contribution_ns) > std::abs(y.contribution_ns); });
+  std::stable_sort(d.collectives.begin(), d.collectives.end(), BySize);
+}
 
+// The settings that differ (Settings of each side), by name.
+void ConfigRows(const profiler::Trace& ta, const StepModel& ma, const profiler::Trace& tb, const StepModel& mb, RunDiff& d) {
   const auto settings_a = Settings(ta, ma), settings_b = Settings(tb, mb);
   std::set<std::string> keys;
   for (const auto& [k, v] : settings_a) keys.insert(k);
@@ -452,8 +449,10 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
       d.config.push_back(std::move(r));
     }
   }
+}
 
-  // Findings: new in B, gone from B, or in both with a saving that changed beyond the step's noise.
+// Findings: new in B, gone from B, or in both with a saving that changed beyond the step's noise.
+void FindingRows(const Report& ra, const Report& rb, const NoiseRule& rule, RunDiff& d) {
   const auto ids = [](const Report& r) {
     std::map<std::string, const Finding*> m;
     for (const auto& f : r.findings) m.emplace(f.id, &f);
@@ -480,58 +479,60 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
     if (r.note == "saving changed" && r.noise) continue;
     d.findings.push_back(std::move(r));
   }
+}
 
-  // The uniform row: a cause only outside the process-to-process band, significant, and with an
-  // input shape or a setting that differs; with the batch's shape changed it is that change.
-  {
-    DiffRow& u = d.uniform;
-    const bool in_band = std::abs(d.uniform_factor - 1) <= kUniformBand;
-    const bool significant = uniform_p < kAlpha && !in_band;
-    // The command line differs between any two variants of a script: it is not a setting that
-    // changes every op's speed (threads, devices, torch's version are).
-    bool setting = false;
-    for (const auto& r : d.config) setting = setting || r.name != "command";
-    const bool explained = work_changed || setting;
-    u.noise = !rule.with_steps || !significant || !explained;
-    if (rule.with_steps && std::abs(d.uniform_factor - 1) > 0.02 && u.noise)
-      d.notes.push_back(fmt::format("all ops ran x{:.2f} as long in B: {}; a machine speed change, not a cause in one op "
-                                    "(each op row is judged beyond it)",
-                                    d.uniform_factor,
-                                    in_band ? fmt::format("within the process-to-process variation of +-{:.0f} %", 100 * kUniformBand)
-                                    : !significant ? "not significant against the per-step spread"
-                                                   : "neither the batch's shape nor a setting (other than the command line) differs to explain it"));
-    if (!u.noise && work_changed) {
-      u.kind = "shape";
-      u.name = fmt::format("all ops x{:.2f}: the work per step changed with the input shapes ({})", d.uniform_factor,
-                           d.shapes.front().name);
-    } else if (!u.noise) {
-      // At most three, values only when short (the configuration table has them all).
-      std::string changed;
-      int listed = 0, more = 0;
-      for (const auto& r : d.config) {
-        if (r.name == "command") continue;
-        if (listed == 3) {
-          ++more;
-          continue;
-        }
-        changed += (listed++ ? ", " : "") + r.name;
-        if (r.a_text.size() <= 24 && r.b_text.size() <= 24) changed += fmt::format(" {} -> {}", r.a_text, r.b_text);
+// The uniform row: a cause only outside the process-to-process band, significant, and with an
+// input shape or a setting that differs; with the batch's shape changed it is that change.
+void JudgeUniform(const NoiseRule& rule, double uniform_p, bool work_changed, RunDiff& d) {
+  DiffRow& u = d.uniform;
+  const bool in_band = std::abs(d.uniform_factor - 1) <= kUniformBand;
+  const bool significant = uniform_p < kAlpha && !in_band;
+  // The command line differs between any two variants of a script: it is not a setting that
+  // changes every op's speed (threads, devices, torch's version are).
+  bool setting = false;
+  for (const auto& r : d.config) setting = setting || r.name != "command";
+  const bool explained = work_changed || setting;
+  u.noise = !rule.with_steps || !significant || !explained;
+  if (rule.with_steps && std::abs(d.uniform_factor - 1) > 0.02 && u.noise)
+    d.notes.push_back(fmt::format("all ops ran x{:.2f} as long in B: {}; a machine speed change, not a cause in one op "
+                                  "(each op row is judged beyond it)",
+                                  d.uniform_factor,
+                                  in_band ? fmt::format("within the process-to-process variation of +-{:.0f} %", 100 * kUniformBand)
+                                  : !significant ? "not significant against the per-step spread"
+                                                 : "neither the batch's shape nor a setting (other than the command line) differs to explain it"));
+  if (!u.noise && work_changed) {
+    u.kind = "shape";
+    u.name = fmt::format("all ops x{:.2f}: the work per step changed with the input shapes ({})", d.uniform_factor,
+                         d.shapes.front().name);
+  } else if (!u.noise) {
+    // At most three, values only when short (the configuration table has them all).
+    std::string changed;
+    int listed = 0, more = 0;
+    for (const auto& r : d.config) {
+      if (r.name == "command") continue;
+      if (listed == 3) {
+        ++more;
+        continue;
       }
-      if (more) changed += fmt::format(" and {} more", more);
-      u.name = fmt::format("all ops x{:.2f}, with the settings that changed: {}", d.uniform_factor, changed);
+      changed += (listed++ ? ", " : "") + r.name;
+      if (r.a_text.size() <= 24 && r.b_text.size() <= 24) changed += fmt::format(" {} -> {}", r.a_text, r.b_text);
     }
-    if (!u.noise) d.beyond_noise_ns += u.contribution_ns;
+    if (more) changed += fmt::format(" and {} more", more);
+    u.name = fmt::format("all ops x{:.2f}, with the settings that changed: {}", d.uniform_factor, changed);
   }
+  if (!u.noise) d.beyond_noise_ns += u.contribution_ns;
+}
 
-  // The causes, in three tiers, each by |contribution|: (1) what changed in the program, beyond
-  // noise: a name new or gone, an input shape, a finding, every op scaled with a shape or setting
-  // that explains it; (2) changes of the program whose time is within noise (a conv that gained a
-  // bias costs microseconds on a CPU, and is still what changed); (3) other rows beyond noise: an
-  // op that got slower with the same inputs is a symptom, whose cause is above or in the machine
-  // (on this loaded 2-core machine a halved batch measured slower than the full one, 6.1 -> 8.1 ms
-  // median step, while every changed input shape said why the ops moved). The time in no op is
-  // not ranked: it names nothing (on a busy machine it is mostly waiting for a CPU), and the
-  // findings name what it holds (a loader in Python: input.dataloader_bound).
+// The causes, in three tiers, each by |contribution|: (1) what changed in the program, beyond
+// noise: a name new or gone, an input shape, a finding, every op scaled with a shape or setting
+// that explains it; (2) changes of the program whose time is within noise (a conv that gained a
+// bias costs microseconds on a CPU, and is still what changed); (3) other rows beyond noise: an
+// op that got slower with the same inputs is a symptom, whose cause is above or in the machine
+// (on this loaded 2-core machine a halved batch measured slower than the full one, 6.1 -> 8.1 ms
+// median step, while every changed input shape said why the ops moved). The time in no op is
+// not ranked: it names nothing (on a busy machine it is mostly waiting for a CPU), and the
+// findings name what it holds (a loader in Python: input.dataloader_bound).
+void RankCauses(const std::vector<DiffRow>& ops, const std::vector<DiffRow>& kernels, size_t top_n, RunDiff& d) {
   std::vector<DiffRow> program, quiet, symptoms;
   const auto consider = [&](const DiffRow& r) {
     const bool changed = r.structural || r.kind == "finding" || r.kind == "shape" || r.kind == "uniform";
@@ -553,15 +554,52 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
     d.notes.push_back(fmt::format("the step time in no op changed by {} ms beyond noise: Python, waits, or on a busy "
                                   "machine waiting for a CPU; not ranked, it names no cause",
                                   fmt::format("{:+.3f}", d.outside.contribution_ns / 1e6)));
-  const auto by_size = [](const DiffRow& x, const DiffRow& y) { return std::abs(x.contribution_ns) > std::abs(y.contribution_ns); };
-  std::stable_sort(program.begin(), program.end(), by_size);
-  std::stable_sort(quiet.begin(), quiet.end(), by_size);
-  std::stable_sort(symptoms.begin(), symptoms.end(), by_size);
+  std::stable_sort(program.begin(), program.end(), BySize);
+  std::stable_sort(quiet.begin(), quiet.end(), BySize);
+  std::stable_sort(symptoms.begin(), symptoms.end(), BySize);
   d.within_noise = program.empty() && symptoms.empty();
   d.ranked = std::move(program);
   d.ranked.insert(d.ranked.end(), quiet.begin(), quiet.end());
   d.ranked.insert(d.ranked.end(), symptoms.begin(), symptoms.end());
   if (d.ranked.size() > top_n) d.ranked.resize(top_n);
+}
+
+}  // namespace
+
+RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string& label_a, const profiler::Trace& tb,
+                 const Report& rb, const std::string& label_b, size_t top_n) {
+  RunDiff d;
+  const StepModel &ma = ra.metrics.steps, &mb = rb.metrics.steps;
+  d.a = SideOf(ma, label_a);
+  d.b = SideOf(mb, label_b);
+  const bool with_steps = d.a.steps > 0 && d.b.steps > 0;
+  if (!with_steps)
+    d.notes.push_back(fmt::format("{} has no steps: step figures cannot be compared; operator figures are totals over its "
+                                  "trace, and no row is judged against noise",
+                                  d.a.steps == 0 ? "A" : "B"));
+  d.delta_mean_ns = d.b.mean_step_ns - d.a.mean_step_ns;
+  d.delta_median_ns = d.b.median_step_ns - d.a.median_step_ns;
+  d.residual_ns = d.delta_median_ns - d.delta_mean_ns;
+  if (d.a.steps > 1 && d.b.steps > 1)
+    d.noise_ns = std::sqrt(d.a.stddev_step_ns * d.a.stddev_step_ns / static_cast<double>(d.a.steps) +
+                           d.b.stddev_step_ns * d.b.stddev_step_ns / static_cast<double>(d.b.steps));
+  const SideSeries sa = BuildSideSeries(ta, ma), sb = BuildSideSeries(tb, mb);
+  NoiseRule rule;
+  rule.with_steps = with_steps && d.a.steps > 1 && d.b.steps > 1;
+  d.judged = rule.with_steps;
+  if (with_steps && !d.judged) d.notes.push_back("one step on a side: no per-step spread, no row is judged against noise");
+  rule.floor_ns = kFloorShare * std::max(d.a.median_step_ns, d.b.median_step_ns);
+
+  PhaseRows(ma, mb, rule, d);
+  std::vector<DiffRow> ops, kernels;
+  double uniform_p = 1;
+  OpRows(sa, sb, rule, top_n, d, &ops, &kernels, &uniform_p);
+  const bool work_changed = ShapeRows(sa, sb, rule, d);
+  CollectiveRows(sa, sb, rule, d);
+  ConfigRows(ta, ma, tb, mb, d);
+  FindingRows(ra, rb, rule, d);
+  JudgeUniform(rule, uniform_p, work_changed, d);
+  RankCauses(ops, kernels, top_n, d);
   return d;
 }
 

@@ -5,10 +5,13 @@
 // convolution 46; total: conv2d 50, convolution 46; outside = 100 - 50 = 50.
 #include "diff_series.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <unordered_map>
 
 #include "collectives.h"
+#include "scopes.h"
 #include "shapes.h"
 
 namespace trainrx::analyzers {
@@ -81,6 +84,18 @@ std::string Key(const InputSignature& s) {
 
 }  // namespace
 
+std::vector<std::string> TopModules(const SideSeries& side, const std::string& op, size_t max) {
+  std::vector<std::string> out;
+  const auto it = side.op_modules.find(op);
+  if (it == side.op_modules.end()) return out;
+  std::vector<std::pair<int64_t, const std::string*>> by_calls;
+  for (const auto& [m, calls] : it->second) by_calls.push_back({calls, &m});
+  std::stable_sort(by_calls.begin(), by_calls.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (size_t i = 0; i < by_calls.size() && i < max; ++i) out.push_back(*by_calls[i].second);
+  if (by_calls.size() > max) out.push_back(fmt::format("{} more", by_calls.size() - max));
+  return out;
+}
+
 std::string DimsText(const std::vector<int64_t>& dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
@@ -96,6 +111,7 @@ SideSeries BuildSideSeries(const profiler::Trace& trace, const StepModel& m) {
   // name -> signature key -> (signature, count): the most frequent one per name is kept.
   std::map<std::string, std::map<std::string, InputSignature>> signatures;
   Series self_sum(out.steps, 0.0);
+  const ScopeIndex modules(trace, ScopeIndex::What::kModules);
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const auto& track = trace.tracks[ti];
     const auto events = trace.TrackEvents(ti);
@@ -134,6 +150,15 @@ SideSeries BuildSideSeries(const profiler::Trace& trace, const StepModel& m) {
         const std::string_view name = trace.Name(e);
         Add(out.op_calls, name, out.steps, s, 1);
         if (depth[e.name] == 0) Add(out.op_total, name, out.steps, s, static_cast<double>(e.dur_ns));
+      }
+      // The module it ran in, from anywhere in the trace (module ranges cover the first calls only).
+      if (!modules.empty()) {
+        if (const std::string_view m = modules.Of(e); !m.empty()) {
+          const std::string_view name = trace.Name(e);
+          auto it = out.op_modules.find(name);
+          if (it == out.op_modules.end()) it = out.op_modules.emplace(std::string(name), std::map<std::string, int64_t>{}).first;
+          ++it->second[std::string(m)];
+        }
       }
       // Inputs from anywhere in the trace: our collector records them in the first steps only,
       // which are often warm-up; a shape is what the program does, not a timing.

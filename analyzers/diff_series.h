@@ -42,7 +42,14 @@ struct SideSeries {
   // Gloo's CPU ranges; analyzers/collectives.h).
   std::map<std::pair<int32_t, std::string>, Series> collectives;
   std::map<std::string, InputSignature> inputs;  // op name -> its most frequent recorded inputs (whole trace)
+  // op name -> the nn.Modules it ran in (ScopeIndex, "nn.Module: ..." ranges: the innermost
+  // enclosing one) -> its calls there (whole trace: the collector's hook records module ranges
+  // in the first 20 calls of a model only). Ops outside any module range are not counted.
+  std::map<std::string, std::map<std::string, int64_t>, std::less<>> op_modules;
 };
+
+// The modules an op ran in, most calls first (ties: by name), at most `max`; empty when none.
+std::vector<std::string> TopModules(const SideSeries& side, const std::string& op, size_t max = 3);
 
 SideSeries BuildSideSeries(const profiler::Trace& trace, const StepModel& steps);
 

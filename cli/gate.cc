@@ -25,6 +25,7 @@ int GateRecordBaseline(GateOptions o) {
   // Where the baseline goes is checked before any trial runs.
   if (!experiments::PrepareBaselineFile(o.output, &error)) return Fail(error);
   o.run.spec = Join(o.spec);
+  if (o.keep_trace) o.run.keep_trace = experiments::BaselineTracePath(o.output);
   const auto launcher = experiments::MakeProcessLauncher(ExeDir());
   reports::TerminalProgress progress;
   experiments::Baseline b;

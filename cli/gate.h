@@ -13,6 +13,7 @@ struct GateOptions {
   experiments::GateRun run;
   std::vector<std::string> spec;  // after --: workload spec tokens or a command
   std::string output;             // record-baseline -o
+  bool keep_trace = false;        // record-baseline --keep-trace
   std::string baseline, current;  // check
   std::string inconclusive = "error";  // exit 3; "pass" -> 0, "fail" -> 1
   std::string format = "text";    // text | md | junit | json

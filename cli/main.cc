@@ -351,6 +351,9 @@ void AddGateCommands(CLI::App& app, Args& a, Commands& c) {
   };
   c.rb = c.gate->add_subcommand("record-baseline", "Run trials of SPEC and store them as the baseline");
   c.rb->add_option("-o,--output", gate.output, "baseline file (JSON)")->required();
+  c.rb->add_flag("--keep-trace", gate.keep_trace,
+                 "also store one traced run beside the baseline (FILE.trace.json.gz): a later check diffs against it "
+                 "to explain a fail");
   spec_opts(c.rb);
   auto* gc = c.gc = c.gate->add_subcommand("check", "Compare SPEC (or --current FILE) with the baseline: pass / fail / inconclusive");
   gc->add_option("--baseline", gate.baseline, "baseline file")->required();

@@ -12,6 +12,8 @@
 #include <sstream>
 
 #include "trainrx/profiler/json_writer.h"
+#include "trainrx/profiler/kineto_writer.h"
+#include "trainrx/profiler/trace_names.h"
 
 namespace trainrx::experiments {
 
@@ -93,9 +95,77 @@ void WriteBaseline(const Baseline& b, std::ostream& out) {
   w.Field("trial_ms", b.trial_ms, 6);
   w.Field("samples_per_s", b.samples_per_s, 3);
   w.Field("median", stats::Median(b.trial_ms), 6);
+  if (!b.trace.empty()) {
+    w.Key("trace");
+    w.BeginArray();
+    for (const auto& t : b.trace) {
+      w.BeginObject();
+      w.Field("file", t.file);
+      w.Field("bytes", static_cast<int64_t>(t.bytes));
+      w.Field("fnv1a64", t.fnv1a64);
+      w.EndObject();
+    }
+    w.EndArray();
+  }
   w.EndObject();
   out << "\n";
 }
+
+namespace {
+
+// "trace": [{"file": "base.trace.json.gz", "bytes": 48211, "fnv1a64": "9c3f..."}] (optional).
+bool ParseStoredTrace(simdjson::dom::element doc, const std::string& file, Baseline* b, std::string* error) {
+  simdjson::dom::element field;
+  if (doc["trace"].get(field) != simdjson::SUCCESS) return true;
+  simdjson::dom::array arr;
+  if (field.get(arr) != simdjson::SUCCESS || arr.size() == 0) {
+    *error = fmt::format("{}: field \"trace\" is not a non-empty array of stored trace files", file);
+    return false;
+  }
+  const std::filesystem::path folder = std::filesystem::path(file).parent_path();
+  size_t i = 0;
+  for (auto x : arr) {
+    std::string_view name, hash;
+    uint64_t bytes = 0;
+    if (x["file"].get(name) != simdjson::SUCCESS || name.empty() || x["bytes"].get(bytes) != simdjson::SUCCESS ||
+        x["fnv1a64"].get(hash) != simdjson::SUCCESS || hash.size() != 16) {
+      *error = fmt::format("{}: \"trace\"[{}] needs \"file\" (a name), \"bytes\" (a count) and \"fnv1a64\" (16 hex digits)",
+                           file, i);
+      return false;
+    }
+    StoredTrace t;
+    t.file = std::string(name);
+    t.path = (folder / t.file).string();
+    t.bytes = bytes;
+    t.fnv1a64 = std::string(hash);
+    b->trace.push_back(std::move(t));
+    ++i;
+  }
+  return true;
+}
+
+// FNV-1a 64 of a file's bytes, as 16 hex digits, and its size; false when it cannot be read.
+bool HashFile(const std::string& path, std::string* hex, uint64_t* bytes) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  uint64_t h = 0xcbf29ce484222325ull;
+  *bytes = 0;
+  char buf[1 << 16];
+  while (f) {
+    f.read(buf, sizeof buf);
+    const std::streamsize n = f.gcount();
+    for (std::streamsize k = 0; k < n; ++k) {
+      h ^= static_cast<unsigned char>(buf[k]);
+      h *= 0x100000001b3ull;
+    }
+    *bytes += static_cast<uint64_t>(n);
+  }
+  if (f.bad()) return false;
+  *hex = fmt::format("{:016x}", h);
+  return true;
+}
+
+}  // namespace
 
 bool ParseBaseline(const std::string& text, const std::string& file, Baseline* b, std::string* error) {
   simdjson::dom::parser parser;
@@ -154,7 +224,7 @@ bool ParseBaseline(const std::string& text, const std::string& file, Baseline* b
       if (v.get(s) == simdjson::SUCCESS) b->fingerprint[std::string(k)] = std::string(s);
     }
   }
-  return true;
+  return ParseStoredTrace(doc, file, b, error);
 }
 
 bool ReadBaselineFile(const std::string& path, Baseline* b, std::string* error) {
@@ -181,6 +251,62 @@ bool PrepareBaselineFile(const std::string& path, std::string* error) {
   if (!existed) fs::remove(path, ec);
   if (!writable) {
     *error = path + ": cannot open for writing";
+    return false;
+  }
+  return true;
+}
+
+std::string BaselineTracePath(const std::string& baseline_path) {
+  std::string stem = baseline_path;
+  if (stem.size() > 5 && stem.ends_with(".json")) stem.resize(stem.size() - 5);
+  return stem + ".trace.json.gz";
+}
+
+bool StoreBaselineTrace(const sets::SetAnalysis& traced, const std::string& trace_path, Baseline* b, std::string* error) {
+  if (traced.strategy != sets::Strategy::kMerged) {
+    *error = fmt::format("{}: the traced run has {} trace files, read rank by rank: only a run read as one trace can be "
+                         "stored with the baseline",
+                         trace_path, traced.files.size());
+    return false;
+  }
+  const auto ranks = traced.trace.RankIds();
+  if (ranks.empty()) {
+    *error = trace_path + ": the traced run recorded nothing to store";
+    return false;
+  }
+  b->trace.clear();
+  for (const int32_t rank : ranks) {
+    const std::string path = ranks.size() > 1 ? profiler::RankTracePath(trace_path, rank) : trace_path;
+    if (const auto st = profiler::ReplaceKinetoFile(traced.trace, rank, path); !st.ok) {
+      *error = st.error;
+      return false;
+    }
+    StoredTrace t;
+    t.path = path;
+    t.file = std::filesystem::path(path).filename().string();
+    if (!HashFile(path, &t.fnv1a64, &t.bytes)) {
+      *error = path + ": cannot read back the stored trace";
+      return false;
+    }
+    b->trace.push_back(std::move(t));
+  }
+  return true;
+}
+
+bool CheckBaselineTrace(const Baseline& b, const std::string& baseline_file, std::string* error) {
+  for (const auto& t : b.trace) {
+    std::string hex;
+    uint64_t bytes = 0;
+    std::string what;
+    if (!std::filesystem::exists(t.path)) what = "missing";
+    else if (!HashFile(t.path, &hex, &bytes)) what = "unreadable";
+    else if (bytes != t.bytes) what = fmt::format("not the one stored: {} bytes, the baseline recorded {}", bytes, t.bytes);
+    else if (hex != t.fnv1a64)
+      what = fmt::format("not the one stored: its content changed (checksum {}, the baseline recorded {})", hex, t.fnv1a64);
+    if (what.empty()) continue;
+    *error = fmt::format("{}: its stored trace {} is {}: a diff against it would not explain against the baseline's own "
+                         "run; record the baseline again (gate record-baseline --keep-trace) or check with --explain never",
+                         baseline_file, t.path, what);
     return false;
   }
   return true;

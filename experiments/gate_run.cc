@@ -99,7 +99,7 @@ bool RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, 
   b->spec = run.spec;
   b->command = run.command;
   b->fingerprint = Fingerprint(run.spec, run.command, run.torch_version);
-  progress.Start(run.trials);
+  progress.Start(run.trials + (run.keep_trace.empty() ? 0 : 1));
   double seconds = 0;
   for (int t = 0; t < run.trials; ++t) {
     progress.Step(run.spec);
@@ -108,8 +108,41 @@ bool RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, 
     b->trial_ms.push_back(v);
     if (!run.command) b->samples_per_s.push_back(sps);
   }
-  return true;
+  if (run.keep_trace.empty()) return true;
+  // --keep-trace: one traced run after the untraced trials, stored for later checks to diff against.
+  progress.Step(run.spec + " (traced, kept)");
+  sets::SetAnalysis traced;
+  if (!launcher.TracedRun(run.spec, run.command, &traced, error)) {
+    *error = "--keep-trace: a traced run of `" + run.spec + "` could not be made: " + *error;
+    return false;
+  }
+  return StoreBaselineTrace(traced, run.keep_trace, b, error);
 }
+
+namespace {
+
+// Why the check differs from a baseline that kept its trace: that trace against one traced run of
+// the check's spec (the baseline is not run again). A trace that cannot be read leaves a note.
+void ExplainAgainstStored(const Baseline& base, const GateRun& run, Launcher& launcher, GateReport* report) {
+  std::vector<std::string> paths;
+  for (const auto& t : base.trace) paths.push_back(t.path);
+  sets::SetAnalysis sa, sb;
+  std::string error;
+  if (!sets::AnalyzeSet(paths, {}, &sa, &error)) {
+    report->warnings.push_back("not explained: the baseline's stored trace could not be read: " + error);
+    return;
+  }
+  if (!launcher.TracedRun(run.spec, run.command, &sb, &error)) {
+    report->warnings.push_back("not explained: a traced run of this check's side could not be made: " + error);
+    return;
+  }
+  report->why = analyzers::DiffRuns(sa.trace, sa.report, base.spec + " (the baseline's stored trace)", sb.trace, sb.report,
+                                    run.spec, 5);
+  report->explained = true;
+  report->why_from = "the baseline's stored trace against one more run of this check, recorded and compared";
+}
+
+}  // namespace
 
 bool CompareBaselines(const Baseline& base, const std::string& baseline_file, const Baseline& cur,
                       const GateRule& rule, bool same_job, GateReport* out, std::string* error) {
@@ -148,6 +181,8 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
                Progress& progress, GateReport* report, std::string* error) {
   if (!stats::EnoughTrials(given.trials, error)) return false;
   if (!SameJob(base, baseline_file, given.spec, given.command, given.same_job, error)) return false;
+  // A stored trace that is not the one the baseline recorded is found before any trial runs.
+  if (!base.trace.empty() && given.explain != "never" && !CheckBaselineTrace(base, baseline_file, error)) return false;
   *report = {};
   if (given.same_job && Words(base.spec) != Words(given.spec))
     report->warnings.push_back(fmt::format("--same-job: the baseline's `{}` taken as the same job", base.spec));
@@ -245,14 +280,18 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
       break;
     }
   }
-  // Explaining needs both sides to run here: with stored samples the baseline's code is not here.
-  if (rerun) {
+  // Explaining needs the baseline's trace (kept with it) or its code run here (re-runs); with
+  // stored samples alone the baseline's code is not here.
+  const bool explain = run.explain == "always" || (run.explain == "auto" && report->verdict == GateVerdict::kFail);
+  if (explain && !base.trace.empty()) {
+    ExplainAgainstStored(base, run, launcher, report);
+  } else if (rerun) {
     Explain(launcher, base.spec, run.spec, run.command, run.explain, report->verdict == GateVerdict::kFail, &report->why,
             &report->explained, &report->warnings);
-  } else if (run.explain == "always" || (run.explain == "auto" && report->verdict == GateVerdict::kFail)) {
-    report->warnings.push_back("not explained: the baseline is stored samples, so its code cannot be traced here; check "
-                               "the main branch's copy with --same-job (interleaved re-runs) to get the diff, or record "
-                               "both and run trainrx diff");
+  } else if (explain) {
+    report->warnings.push_back("not explained: the baseline is stored samples, so its code cannot be traced here; record "
+                               "the baseline with --keep-trace, or check the main branch's copy with --same-job "
+                               "(interleaved re-runs) to get the diff, or record both and run trainrx diff");
   }
   return true;
 }

@@ -19,6 +19,17 @@ std::string Share(double part, double whole) {
 }
 std::string Calls(double c) { return c == 0 ? "0" : c < 10 ? fmt::format("{:.2g}", c) : fmt::format("{:.0f}", c); }
 // "noise" / the row's own note, for the last column.
+// "Net.head (Linear), Net.body.0 (Linear)": where an op row's op ran ("" : in no module).
+std::string Modules(const analyzers::DiffRow& r) {
+  std::string s;
+  for (const auto& m : r.modules) s += (s.empty() ? "" : ", ") + m;
+  return s;
+}
+
+bool AnyModules(const std::vector<analyzers::DiffRow>& rows) {
+  return std::any_of(rows.begin(), rows.end(), [](const analyzers::DiffRow& r) { return !r.modules.empty(); });
+}
+
 std::string Mark(const analyzers::DiffRow& r) {
   std::string m = r.note;
   if (r.noise) m += std::string(m.empty() ? "" : ", ") + "noise";
@@ -72,9 +83,12 @@ void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
     out << (md ? "" : "  ") << "no row beyond noise\n";
   } else {
     std::vector<std::vector<std::string>> t = {{"#", "kind", "row", "A ms/step", "B ms/step", "adds ms", "3 se ms", ""}};
+    const bool where = AnyModules(d.ranked);
+    if (where) t[0].push_back("in nn.Module");
     for (size_t i = 0; i < d.ranked.size(); ++i) {
       const auto& r = d.ranked[i];
       t.push_back({std::to_string(i + 1), r.kind, r.name, Ms(r.a), Ms(r.b), Delta(r.contribution_ns), Ms(3 * r.se_ns), Mark(r)});
+      if (where) t.back().push_back(Modules(r));
     }
     Table(t, out, md);
   }
@@ -97,10 +111,16 @@ void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
                        d.uniform_factor, Delta(d.ops_explained_ns), Share(d.ops_explained_ns, d.delta_mean_ns));
     std::vector<std::vector<std::string>> t = {
         {"operator", "calls A", "calls B", "A ms/step", "B ms/step", "B - A", "beyond uniform", ""}};
-    for (const auto& r : d.ops)
+    const bool where = AnyModules(d.ops);
+    if (where) t[0].push_back("in nn.Module");
+    for (const auto& r : d.ops) {
       t.push_back({r.name, Calls(r.calls_a), Calls(r.calls_b), Ms(r.a), Ms(r.b), Delta(r.delta()), Delta(r.contribution_ns), Mark(r)});
-    for (const auto* r : {&d.uniform, &d.outside})
+      if (where) t.back().push_back(Modules(r));
+    }
+    for (const auto* r : {&d.uniform, &d.outside}) {
       t.push_back({r->name, "", "", Ms(r->a), Ms(r->b), Delta(r->delta()), Delta(r->contribution_ns), Mark(*r)});
+      if (where) t.back().push_back("");
+    }
     Table(t, out, md);
   }
   if (!d.kernels.empty()) {
@@ -110,8 +130,12 @@ void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
   if (!d.shapes.empty()) {
     out << "\n" << h << "Input shapes and dtypes that changed (the op's most frequent recorded inputs; time inclusive)\n";
     std::vector<std::vector<std::string>> t = {{"operator", "A inputs", "B inputs", "A ms/step", "B ms/step", "B - A", ""}};
-    for (const auto& r : d.shapes)
+    const bool where = AnyModules(d.shapes);
+    if (where) t[0].push_back("in nn.Module");
+    for (const auto& r : d.shapes) {
       t.push_back({r.name.substr(0, r.name.find(' ')), r.a_text, r.b_text, Ms(r.a), Ms(r.b), Delta(r.delta()), Mark(r)});
+      if (where) t.back().push_back(Modules(r));
+    }
     Table(t, out, md);
   }
   if (!d.collectives.empty()) {
@@ -147,11 +171,11 @@ void WriteDiffJson(const analyzers::RunDiff& d, std::ostream& out) {
   out << "\n";
 }
 
-void WriteDiffSummary(const analyzers::RunDiff& d, std::ostream& out, bool md) {
+void WriteDiffSummary(const analyzers::RunDiff& d, std::ostream& out, bool md, const std::string& from) {
   const char* item = md ? "- " : "  ";
   const auto text = [&](const std::string& v) { return md ? MarkdownText(Abbreviated(v)) : Abbreviated(v); };
-  out << (md ? "\n**Why** (one more run of each side, recorded and compared):\n\n"
-             : "\nwhy (one more run of each side, recorded and compared):\n");
+  const std::string how = from.empty() ? "one more run of each side, recorded and compared" : from;
+  out << (md ? "\n**Why** (" + MarkdownText(how) + "):\n\n" : "\nwhy (" + how + "):\n");
   out << item << fmt::format("step: A {} ms, B {} ms in the mean ({} ms{})\n", Ms(d.a.mean_step_ns), Ms(d.b.mean_step_ns),
                              Delta(d.delta_mean_ns), d.within_noise ? ", within this traced run's noise" : "");
   for (size_t i = 0; i < d.ranked.size() && i < 3; ++i) {
@@ -159,6 +183,7 @@ void WriteDiffSummary(const analyzers::RunDiff& d, std::ostream& out, bool md) {
     std::string extra = r.note;
     if (r.kind == "op" && r.calls_a != r.calls_b)
       extra += fmt::format("{}{} -> {} calls per step", extra.empty() ? "" : ", ", Calls(r.calls_a), Calls(r.calls_b));
+    if (!r.modules.empty()) extra += std::string(extra.empty() ? "" : ", ") + "in " + Modules(r);
     if (r.noise) extra += std::string(extra.empty() ? "" : ", ") + "time within noise";
     out << item << fmt::format("{} {}: {} ms per step{}\n", r.kind, text(r.name), Delta(r.contribution_ns),
                                extra.empty() ? "" : " (" + extra + ")");
@@ -194,6 +219,12 @@ void WriteRow(const analyzers::DiffRow& r, profiler::JsonWriter& w) {
     if (r.kind == "op") {
       w.Field("calls_a", r.calls_a, 6);
       w.Field("calls_b", r.calls_b, 6);
+    }
+    if (!r.modules.empty()) {
+      w.Key("modules");
+      w.BeginArray();
+      for (const auto& m : r.modules) w.String(m);
+      w.EndArray();
     }
     if (r.rank >= 0) w.Field("rank", static_cast<int64_t>(r.rank));
     if (!r.a_text.empty()) w.Field("a_text", r.a_text);

@@ -55,7 +55,7 @@ void WriteGateText(const GateReport& r, std::ostream& out) {
                        d.name, GateVerdictName(d.verdict), d.baseline_median, d.unit, d.current_median, d.unit, Change(d),
                        P(d.p_value), P(d.p_holm), 100 * (d.detectable - 1));
   }
-  if (r.explained) WriteDiffSummary(r.why, out, false);
+  if (r.explained) WriteDiffSummary(r.why, out, false, r.why_from);
 }
 
 void WriteGateMarkdown(const GateReport& r, std::ostream& out) {
@@ -72,7 +72,7 @@ void WriteGateMarkdown(const GateReport& r, std::ostream& out) {
                        MarkdownText(d.unit), Change(d), P(d.p_holm), 100 * (d.detectable - 1));
   }
   for (const auto& w : r.warnings) out << "\n> warning: " << MarkdownText(w) << "\n";
-  if (r.explained) WriteDiffSummary(r.why, out, true);
+  if (r.explained) WriteDiffSummary(r.why, out, true, r.why_from);
 }
 
 void WriteGateJunit(const GateReport& r, std::ostream& out) {
@@ -89,7 +89,7 @@ void WriteGateJunit(const GateReport& r, std::ostream& out) {
   std::string why;
   if (r.explained) {
     std::ostringstream text;
-    WriteDiffSummary(r.why, text, false);
+    WriteDiffSummary(r.why, text, false, r.why_from);
     why = text.str();
   }
   for (const auto& d : r.metrics) {
@@ -143,6 +143,7 @@ void WriteGateJson(const GateReport& r, std::ostream& out) {
   for (const auto& s : r.warnings) w.String(s);
   w.EndArray();
   if (r.explained) {
+    if (!r.why_from.empty()) w.Field("why_from", r.why_from);
     w.Key("why");
     w.BeginObject();
     WriteDiffObject(r.why, w);
@@ -181,6 +182,7 @@ void WriteBaselineSummary(const experiments::Baseline& b, const std::string& pat
   const auto ci = experiments::stats::MedianCi(b.trial_ms);
   out << fmt::format("trainrx: baseline {}: {} trials, median {:.3f} {} [{:.3f}, {:.3f}]\n", path, b.trial_ms.size(),
                      experiments::stats::Median(b.trial_ms), b.unit, ci.low, ci.high);
+  for (const auto& t : b.trace) out << fmt::format("trainrx: baseline trace kept: {} ({} kB)\n", t.path, (t.bytes + 1023) / 1024);
 }
 
 }  // namespace trainrx::reports

@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <set>
+#include <sstream>
 
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/reports/diff.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -45,6 +47,7 @@ struct Plan {
   int batch = 16;
   double item_us = 0;
   int threads = 0;  // > 0: the collector's block says intra_op_threads
+  bool modules = false;  // module ranges as the collector's hook writes them: conv2d in Net.body, item in Net.head
 };
 
 std::string NoisyTrace(const Plan& p) {
@@ -66,10 +69,16 @@ std::string NoisyTrace(const Plan& p) {
           std::string(name) == "aten::conv2d"
               ? fmt::format(R"J(,"args":{{"Input Dims":[[{}, 3, 32, 32], [32, 3, 3, 3], []],"Input type":["float", "float", ""]}})J", p.batch)
               : "";
+      if (p.modules && std::string(name) == "aten::conv2d")
+        step += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"nn.Module: Net.body (Conv2d)","pid":1,"tid":1,"ts":{},"dur":{}}},)J",
+                            at - 1, dur + 2);
       step += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"{}","pid":1,"tid":1,"ts":{},"dur":{}{}}},)J", name, at, dur, args);
       at += dur + 5;
     }
     if (p.item_us > 0) {
+      if (p.modules)
+        step += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"nn.Module: Net.head (Linear)","pid":1,"tid":1,"ts":{},"dur":{}}},)J",
+                            at - 1, p.item_us + 2);
       step += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::item","pid":1,"tid":1,"ts":{},"dur":{}}},)J", at, p.item_us);
       at += p.item_us + 5;
     }
@@ -199,6 +208,51 @@ TEST(DiffTest, ANewOpInEveryStepIsACauseHoweverSmall) {
   EXPECT_FALSE(d.ranked.front().noise);
   EXPECT_EQ(d.ranked.front().calls_b, 1);
   ExpectRowsAddUp(d);
+}
+
+// Issue 37: an op row says in which nn.Module(s) its op ran (the module ranges of the collector's
+// start-up hook, "nn.Module: Net.head (Linear)"), and the why under ab / gate check says so too;
+// an op in no module range names none.
+TEST(DiffTest, OpRowsNameTheModuleTheOpRanIn) {
+  Side a, b;
+  Plan pa, pb;
+  pa.modules = pb.modules = true;
+  pb.seed = 5, pb.item_us = 4, pb.batch = 8;
+  Load(NoisyTrace(pa), &a);
+  Load(NoisyTrace(pb), &b);
+  const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b", 50);
+  const auto row = [&](const std::vector<DiffRow>& rows, const std::string& prefix) -> const DiffRow* {
+    for (const auto& r : rows)
+      if (r.name.rfind(prefix, 0) == 0) return &r;
+    return nullptr;
+  };
+  const DiffRow* item = row(d.ranked, "aten::item");
+  ASSERT_NE(item, nullptr);
+  EXPECT_EQ(item->modules, std::vector<std::string>{"Net.head (Linear)"});
+  const DiffRow* conv = row(d.shapes, "aten::conv2d input 0 [16,3,32,32] -> [8,3,32,32]");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->modules, std::vector<std::string>{"Net.body (Conv2d)"});
+  const DiffRow* relu = row(d.ops, "aten::relu");
+  ASSERT_NE(relu, nullptr);
+  EXPECT_TRUE(relu->modules.empty());
+  std::ostringstream why;
+  reports::WriteDiffSummary(d, why, false);
+  EXPECT_NE(why.str().find("op aten::item: +0.004 ms per step (new in B, 0 -> 1 calls per step, in Net.head (Linear))"),
+            std::string::npos)
+      << why.str();
+  std::ostringstream json;
+  reports::WriteDiffJson(d, json);
+  std::string compact;  // the writer puts one array element a line
+  for (char ch : json.str())
+    if (ch != '\n' && ch != ' ') compact += ch;
+  EXPECT_NE(compact.find(R"J("modules":["Net.head(Linear)"])J"), std::string::npos) << json.str();
+  // Without module ranges no row names one.
+  Side c, e;
+  Plan qa, qb;
+  qb.seed = 5, qb.item_us = 4;
+  Load(NoisyTrace(qa), &c);
+  Load(NoisyTrace(qb), &e);
+  for (const auto& r : DiffRuns(c.trace, c.report, "a", e.trace, e.report, "b", 50).ops) EXPECT_TRUE(r.modules.empty()) << r.name;
 }
 
 TEST(DiffTest, SmallerBatchIsExplainedByTheChangedInputShape) {
@@ -344,6 +398,46 @@ TEST(DiffTest, HtaTraceComparePairNamesTheOpsHtaFindsAdded) {
   EXPECT_EQ(added, (std::set<std::string>{"AddmmBackward0", "All2All_Pooled_Req", "CatBackward0"}));
   EXPECT_TRUE(gone.empty());
   EXPECT_TRUE(d.within_noise);
+  ExpectRowsAddUp(d);
+}
+
+// Issue 37's public pair: the same ResNet-50 training script (kineto's tb_plugin example) recorded by
+// torch.profiler with the DataLoader's num_workers=0 and num_workers=4 (tests/fixtures/
+// tb_plugin_workers). The diff's top row is the loader: input.dataloader_bound, gone from B, with
+// the saving A's own analysis gives it; the phase that moved most is the data wait, by what the two
+// analyses' step tables say on their own.
+TEST(DiffTest, TbPluginWorkersPairPutsTheLoaderFirst) {
+  const std::string dir = std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/tb_plugin_workers/";
+  Side a, b;
+  ASSERT_TRUE(profiler::ReadTraces({dir + "workers0.pt.trace.json.gz"}, a.trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({dir + "workers4.pt.trace.json.gz"}, b.trace).ok);
+  a.report = Analyze(a.trace);
+  b.report = Analyze(b.trace);
+  const RunDiff d = DiffRuns(a.trace, a.report, "workers=0", b.trace, b.report, "workers=4");
+  ASSERT_FALSE(d.ranked.empty());
+  const DiffRow& top = d.ranked.front();
+  EXPECT_EQ(top.name, "input.dataloader_bound");
+  EXPECT_EQ(top.note, "gone from B");
+  EXPECT_FALSE(top.noise);
+  const Finding* own = nullptr;
+  for (const auto& f : a.report.findings)
+    if (f.id == "input.dataloader_bound") own = &f;
+  ASSERT_NE(own, nullptr);
+  EXPECT_EQ(top.a, static_cast<double>(own->estimated_saving_ns));
+  for (const auto& f : b.report.findings) EXPECT_NE(f.id, "input.dataloader_bound");
+  // The data wait per step, from each side's own step table.
+  const auto data_wait = [](const Report& r) {
+    double sum = 0;
+    for (const auto& s : r.metrics.steps.steps) sum += static_cast<double>(s.data_wait_ns);
+    return sum / static_cast<double>(r.metrics.steps.steps.size());
+  };
+  ASSERT_EQ(d.phases.front().name, "data wait");
+  EXPECT_DOUBLE_EQ(d.phases.front().a, data_wait(a.report));
+  EXPECT_DOUBLE_EQ(d.phases.front().b, data_wait(b.report));
+  EXPECT_FALSE(d.phases.front().noise);
+  for (const auto& r : d.phases) EXPECT_LE(std::abs(r.delta()), std::abs(d.phases.front().delta())) << r.name;
+  EXPECT_GT(d.phases.front().a, 50e6);  // 69 ms a step waiting for the loader with no workers
+  EXPECT_LT(d.phases.front().b, 5e6);   // 1.4 ms with four
   ExpectRowsAddUp(d);
 }
 

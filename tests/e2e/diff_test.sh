@@ -2,7 +2,8 @@
 # `trainrx diff` on recorded pairs of one unmodified script (tests/python/train_planted.py, 10
 # steps, one thread each): a plain A/A says "within noise" with no ranked row; planted regressions
 # (anomaly mode, .item() every step, a smaller batch, bias before BatchNorm, a NaN check with
-# .item() in the loader's collate) are each named by the diff's top row; on every pair the rows add up (phases = the change
+# .item() in the loader's collate) are each named by the diff's top row, which names the nn.Modules its
+# op ran in; on every pair the rows add up (phases = the change
 # in the mean step, ops + time in no op = the same, median = mean + the stated residual); the HTML
 # diff is written and holds the ranked rows. Multi-rank: HTA's two-rank NCCL trace (rank 0's file,
 # and a copy of it as rank 1), against the same set with rank 1's all-reduce kernels 5 ms longer:
@@ -84,6 +85,20 @@ check batch batch.json
 check bias bias.json
 check lsync lsync.json
 grep -q '"name": "config.anomaly_mode"' anomaly.diff.json && ok "anomaly: the setting that changed is listed" || bad "anomaly: config.anomaly_mode not in the diff"
+# The top row says where its op ran: conv2d's new bias is in both convolutions of the model (the
+# collector's module ranges, "Sequential.0 (Conv2d)"); .item() runs in the loop, in no module.
+"$PY" - bias.diff.json item.diff.json <<'PY' && ok "the top rows name the nn.Modules their ops ran in" || bad "modules on the top rows"
+import json, sys
+bias, item = (json.load(open(p)) for p in sys.argv[1:3])
+top = bias["ranked"][0]
+print("  bias top row in:", top.get("modules"))
+if top["kind"] == "shape":
+    assert top.get("modules") == ["Sequential.0 (Conv2d)", "Sequential.3 (Conv2d)"], top
+else:  # the finding (model.bias_before_norm): the shape row still names the modules
+    shape = [r for r in bias["shapes"] if r["name"].startswith("aten::conv2d input 2")][0]
+    assert shape.get("modules") == ["Sequential.0 (Conv2d)", "Sequential.3 (Conv2d)"], shape
+assert "modules" not in item["ranked"][0], item["ranked"][0]
+PY
 
 # The HTML diff: self-contained, the ranked rows and both sides' breakdowns in its document.
 "$TRAINRX" diff a.json batch.json --format html -o batch.html 2> html.err || bad "diff --format html: $(tail -3 html.err)"

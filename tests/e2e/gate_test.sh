@@ -68,6 +68,37 @@ expect_rc 2 "other knobs without --same-job" "$TRAINRX" gate check --baseline "$
 # 400 ms step there: inconclusive, exit 3; issue 34.12).
 expect_rc 1 "large slowdown fails (in-process)" "$TRAINRX" gate check --baseline "$W/base.json" --trials 4 --same-job -- "${SPEC[@]}" slowdown=150000
 grep -q "in-process" "$W/out" && ok "in-process mode named" || bad "mode: $(cat "$W/out")"
+# Issue 37: --keep-trace stores the baseline's traced run beside it; an explained check diffs one
+# traced run of its own side against that trace (the baseline is not traced again).
+expect_rc 0 "record-baseline --keep-trace" "$TRAINRX" gate record-baseline -o "$W/kept.json" --trials 4 --keep-trace -- "${SPEC[@]}"
+[ -s "$W/kept.trace.json.gz" ] && grep -q "baseline trace kept: $W/kept.trace.json.gz" "$W/err" && ok "trace kept beside the baseline" \
+  || bad "no kept trace: $(ls "$W"; cat "$W/err")"
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["trace"]; assert t[0]["file"]=="kept.trace.json.gz" and t[0]["bytes"]>0 and len(t[0]["fnv1a64"])==16' \
+  "$W/kept.json" && ok "the baseline names its trace, size and checksum" || bad "baseline trace field: $(cat "$W/kept.json")"
+"$TRAINRX" analyze "$W/kept.trace.json.gz" > /dev/null 2>&1 && ok "the kept trace is a trace trainrx analyze reads" || bad "kept trace unreadable"
+# The same spec against the stored samples (which had no code to trace before): --explain always
+# traces this side once and diffs it against the kept trace, whatever the verdict (a loaded machine
+# makes it pass or inconclusive; a fail is explained the same way, tests/experiments/plans_test.cc).
+"$TRAINRX" gate check --baseline "$W/kept.json" --trials 4 --explain always --format json -o "$W/kept_check.json" \
+  -- "${SPEC[@]}" > "$W/out" 2> "$W/err"; rc=$?
+[ $rc = 0 ] || [ $rc = 1 ] || [ $rc = 3 ] && ok "check against a kept trace (exit $rc)" || bad "check against a kept trace: exit $rc: $(tail -3 "$W/err")"
+python3 - "$W/kept_check.json" <<'PY' && ok "why: the kept trace against this check's traced run" || bad "kept-trace explanation: $(head -c 600 "$W/kept_check.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["mode"] == "fresh trials vs stored baseline samples", r["mode"]
+assert r["why_from"].startswith("the baseline's stored trace"), r.get("why_from")
+w = r["why"]
+assert w["a"]["label"].endswith("(the baseline's stored trace)") and w["a"]["steps"] > 0 and w["b"]["steps"] > 0, w["a"]
+print(f"  {r['verdict']}; why: A (kept) {w['a']['median_step_ns'] / 1e6:.1f} ms, B {w['b']['median_step_ns'] / 1e6:.1f} ms median step, "
+      f"within noise: {w['within_noise']}")
+PY
+# A kept trace that changed since is an error naming it, before any trial.
+printf 'x' >> "$W/kept.trace.json.gz"
+expect_rc 2 "a changed kept trace" "$TRAINRX" gate check --baseline "$W/kept.json" --trials 4 -- "${SPEC[@]}"
+grep -q "kept.trace.json.gz is not the one stored" "$W/err" && ok "names the trace and what changed" || bad "changed-trace message: $(cat "$W/err")"
+rm "$W/kept.trace.json.gz"
+expect_rc 2 "a missing kept trace" "$TRAINRX" gate check --baseline "$W/kept.json" --trials 4 -- "${SPEC[@]}"
+grep -q "kept.trace.json.gz is missing" "$W/err" && ok "names the missing trace" || bad "missing-trace message: $(cat "$W/err")"
 sed -i 's/"cpus": "[0-9]*"/"cpus": "999"/' "$W/base.json"
 expect_rc 2 "--strict fingerprint mismatch" "$TRAINRX" gate check --baseline "$W/base.json" --strict -- "${SPEC[@]}"
 exit $fail

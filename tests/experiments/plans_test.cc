@@ -3,12 +3,15 @@
 // knows the true effect and checks what the plan concludes, how it spends trials and which
 // design (in-process paired or separate processes) it picks.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <fmt/format.h>
 #include <simdjson.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -20,6 +23,7 @@
 #include "trainrx/experiments/process.h"
 #include "trainrx/experiments/run_result.h"
 #include "trainrx/reports/experiment.h"
+#include "trainrx/reports/gate.h"
 #include "trainrx/reports/output.h"
 #include "trainrx/sets/analyze_set.h"
 
@@ -1242,6 +1246,100 @@ TEST(RunResultTest, StepsHeapFiguresGiveTheRunsMemoryGrowthAndPeak) {
   bad.replace(bad.find("5000000"), 7, "\"lots\"");
   EXPECT_FALSE(ParseRunResult(bad, "r.json", &r, &error));
   EXPECT_EQ(error, "r.json: steps[2]: \"heap_bytes\" is not an integer");
+}
+
+// Issue 37: `gate record-baseline --keep-trace` stores the baseline's traced run beside it; a check
+// that fails diffs one traced run of its own side against that trace (the baseline is not traced
+// again), also where it compares with stored samples (before: "not explained"). A stored trace
+// that is missing or not the one recorded is an error before any trial, unless --explain never.
+TEST(GateTest, ABaselineKeepsItsTraceAndAFailIsDiffedAgainstIt) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("trainrx_gate_trace_{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string base_file = (dir / "base.json").string();
+  TracingLauncher l;
+  l.process_noise = 0.01;
+  Progress quiet;
+  std::string error;
+  GateRun run = GateFor("cnn workers=0");
+  run.trials = 6;
+  run.keep_trace = BaselineTracePath(base_file);
+  EXPECT_EQ(run.keep_trace, (dir / "base.trace.json.gz").string());
+  Baseline recorded;
+  ASSERT_TRUE(RecordBaseline(run, l, quiet, &recorded, &error)) << error;
+  EXPECT_EQ(l.traced, 1);  // one traced run after the trials
+  ASSERT_EQ(recorded.trace.size(), 1u);
+  EXPECT_EQ(recorded.trace[0].file, "base.trace.json.gz");
+  EXPECT_GT(recorded.trace[0].bytes, 0u);
+  {
+    std::ofstream f(base_file);
+    WriteBaseline(recorded, f);
+  }
+  Baseline base;
+  ASSERT_TRUE(ReadBaselineFile(base_file, &base, &error)) << error;
+  ASSERT_EQ(base.trace.size(), 1u);
+  EXPECT_EQ(base.trace[0].path, run.keep_trace);  // resolved against the baseline's folder
+  EXPECT_EQ(base.trace[0].fnv1a64, recorded.trace[0].fnv1a64);
+
+  // A 40 % slowdown, in-process: explained from the stored trace and one traced run of this side.
+  GateRun slower = GateFor("cnn workers=0 slowdown=5000");
+  slower.same_job = true;
+  TracingLauncher c;
+  c.process_noise = 0.01;
+  GateReport r;
+  ASSERT_TRUE(CheckGate(base, base_file, slower, c, quiet, &r, &error)) << error;
+  ASSERT_EQ(r.verdict, GateVerdict::kFail);
+  ASSERT_TRUE(r.explained);
+  EXPECT_EQ(c.traced, 1);  // not 2: the baseline's side is its stored trace
+  EXPECT_NE(r.why.a.label.find("stored trace"), std::string::npos) << r.why.a.label;
+  ASSERT_FALSE(r.why.ranked.empty());
+  EXPECT_EQ(r.why.ranked.front().name, "aten::extra");
+  std::ostringstream text;
+  reports::WriteGateText(r, text);
+  EXPECT_NE(text.str().find("why (the baseline's stored trace against one more run of this check"), std::string::npos)
+      << text.str();
+  // Without the stored trace: today's behaviour, a traced run of each side.
+  Baseline plain = base;
+  plain.trace.clear();
+  TracingLauncher both;
+  both.process_noise = 0.01;
+  ASSERT_TRUE(CheckGate(plain, base_file, slower, both, quiet, &r, &error)) << error;
+  ASSERT_TRUE(r.explained);
+  EXPECT_EQ(both.traced, 2);
+  EXPECT_TRUE(r.why_from.empty());
+  // Stored samples (the same spec): explained with the stored trace, not with a note.
+  GateRun same = GateFor("cnn workers=0");
+  same.explain = "always";
+  TracingLauncher s;
+  s.process_noise = 0.01;
+  ASSERT_TRUE(CheckGate(base, base_file, same, s, quiet, &r, &error)) << error;
+  EXPECT_EQ(r.mode, "fresh trials vs stored baseline samples");
+  EXPECT_TRUE(r.explained);
+  EXPECT_EQ(s.traced, 1);
+  ASSERT_TRUE(CheckGate(plain, base_file, same, s, quiet, &r, &error)) << error;
+  EXPECT_FALSE(r.explained);
+
+  // The stored trace changed since: an error naming it, before any trial.
+  { std::ofstream(run.keep_trace, std::ios::app) << " "; }
+  TracingLauncher e;
+  EXPECT_FALSE(CheckGate(base, base_file, slower, e, quiet, &r, &error));
+  EXPECT_NE(error.find(run.keep_trace + " is not the one stored"), std::string::npos) << error;
+  EXPECT_EQ(e.alt_trials + e.trials + e.traced, 0);
+  fs::remove(run.keep_trace);
+  EXPECT_FALSE(CheckGate(base, base_file, slower, e, quiet, &r, &error));
+  EXPECT_NE(error.find(run.keep_trace + " is missing"), std::string::npos) << error;
+  EXPECT_NE(error.find("--explain never"), std::string::npos) << error;
+  // --explain never does not need it.
+  slower.explain = "never";
+  ASSERT_TRUE(CheckGate(base, base_file, slower, e, quiet, &r, &error)) << error;
+  EXPECT_FALSE(r.explained);
+  // A corrupt "trace" field names the baseline and the field.
+  Baseline bad;
+  EXPECT_FALSE(ParseBaseline(R"({"schema":"trainrx.baseline/1","spec":"cnn","trial_ms":[1,2,3,4],"trace":[{"file":"x.json.gz"}]})",
+                             "b.json", &bad, &error));
+  EXPECT_NE(error.find("b.json: \"trace\"[0] needs"), std::string::npos) << error;
+  fs::remove_all(dir);
 }
 
 TEST(BlockLogRatiosTest, OneRatioPerBlockOfFour) {

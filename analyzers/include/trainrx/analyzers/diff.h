@@ -34,6 +34,10 @@ struct DiffRow {
   std::string kind;
   int32_t rank = -1;         // collective rows: the rank
   double calls_a = 0, calls_b = 0;  // op rows: calls per step
+  // Op and shape rows: the nn.Modules the op ran in (the innermost "nn.Module: ..." range around
+  // it), most calls first, at most three then "N more": B's, or A's for an op gone from B; empty
+  // when no module range encloses it (backward, the optimizer, the loop itself, no module ranges).
+  std::vector<std::string> modules;
   // What the row adds to the change: b - a, except op rows: b - factor * a, the part the uniform
   // speed change of all ops (the "uniform" row) does not explain.
   double contribution_ns = 0;

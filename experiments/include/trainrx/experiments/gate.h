@@ -20,6 +20,7 @@
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/experiments/launcher.h"
 #include "trainrx/experiments/stats.h"
+#include "trainrx/sets/analyze_set.h"
 
 namespace trainrx::experiments {
 
@@ -66,6 +67,19 @@ struct MetricDecision {
 std::vector<MetricDecision> DecideGate(const std::vector<MetricSamples>& metrics, const GateRule& rule);
 GateVerdict Overall(const std::vector<MetricDecision>& decisions);
 
+// One file of a baseline's stored trace (`gate record-baseline --keep-trace`): the baseline's
+// traced run as Kineto JSON, gzip'd, one file per rank, in the baseline's folder. Kept beside the
+// baseline, not in it: the baseline stays a small file to review and commit (a trace is 100 kB to
+// MBs), and the trace stays a file `trainrx analyze`/`diff`, Perfetto and HTA open as it is. The
+// baseline records each file's size and FNV-1a 64 checksum, so that a trace replaced, cut or
+// edited since is an error, not a diff against another run.
+struct StoredTrace {
+  std::string file;  // as the baseline names it: relative to the baseline's folder
+  std::string path;  // where it is read from (ParseBaseline: file, resolved against the baseline's folder)
+  uint64_t bytes = 0;
+  std::string fnv1a64;  // 16 hex digits
+};
+
 // What a baseline stores (JSON, schema trainrx.baseline/1).
 struct Baseline {
   std::string spec;     // "cnn workers=2" or a command
@@ -74,6 +88,7 @@ struct Baseline {
   std::vector<double> trial_ms;       // per trial: median step time (or wall s for commands)
   std::vector<double> samples_per_s;  // per trial (empty for commands)
   std::string unit = "ms per step";
+  std::vector<StoredTrace> trace;     // empty: no trace kept (a check re-runs the baseline to explain)
 };
 void WriteBaseline(const Baseline& b, std::ostream& out);
 // Parses a baseline file's text; false with *error naming the file, the field and what was expected.
@@ -85,6 +100,17 @@ bool ReadBaselineFile(const std::string& path, Baseline* b, std::string* error);
 // CI recipe writes into one a fresh checkout may not have) and the file opens for writing (no file
 // is left behind where there was none). False with *error.
 bool PrepareBaselineFile(const std::string& path, std::string* error);
+
+// Where `gate record-baseline --keep-trace -o B` stores the baseline's trace: B without its
+// ".json" and with ".trace.json.gz" ("perf/base.json" -> "perf/base.trace.json.gz"); a run of
+// several ranks one file per rank ("perf/base.trace.rank1.json.gz").
+std::string BaselineTracePath(const std::string& baseline_path);
+// Writes `traced` (one traced run, read merged) at `trace_path` (per rank, see BaselineTracePath)
+// and records the files in b->trace. False with *error naming the file.
+bool StoreBaselineTrace(const sets::SetAnalysis& traced, const std::string& trace_path, Baseline* b, std::string* error);
+// Checks that every file of the baseline's stored trace is there with the size and checksum the
+// baseline recorded. False with *error naming the baseline, the file and what differs.
+bool CheckBaselineTrace(const Baseline& b, const std::string& baseline_file, std::string* error);
 
 struct GateReport {
   std::string baseline_file, spec, mode;  // mode: "interleaved re-runs" / "stored samples"
@@ -99,6 +125,8 @@ struct GateReport {
   // the current one, diffed.
   analyzers::RunDiff why;
   bool explained = false;
+  // How the diff's sides were made, for the report ("" : one more traced run of each side).
+  std::string why_from;
 };
 
 // ---- Running the gate (gate_run.cc): trials through a Launcher, rounds until a decision. ----
@@ -116,6 +144,9 @@ struct GateRun {
   std::string explain = "auto";  // "auto" (on a fail), "always", "never"
   std::string torch_version;
   GateRule rule;
+  // record-baseline --keep-trace: after the trials, one traced run stored here (BaselineTracePath
+  // of the baseline) and named in the baseline; "": none kept.
+  std::string keep_trace;
 };
 
 // The machine and setup a measurement belongs to: cpu_model, cpus, torch, trainrx and, for a
@@ -135,6 +166,10 @@ bool RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, 
 // Compares `run.spec` with the baseline: re-running the baseline spec interleaved (in-process when
 // the specs differ only in switchable knobs) when it differs from the current one on the same
 // machine, else fresh trials against the stored samples; rounds until pass/fail or the budget.
+// Explaining a fail (run.explain): a baseline with a stored trace is diffed against one traced run
+// of `run.spec` (the baseline is not traced again; its trace is checked before any trial, and a
+// missing or changed one is an error unless run.explain is "never"); without one, a traced run of
+// each side when the baseline spec is re-run here, else a note that it cannot be explained.
 bool CheckGate(const Baseline& baseline, const std::string& baseline_file, const GateRun& run, Launcher& launcher,
                Progress& progress, GateReport* report, std::string* error);
 // Stored samples against stored samples (--current FILE): no trials. False with *error when the

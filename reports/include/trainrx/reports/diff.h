@@ -17,7 +17,8 @@ void WriteDiffJson(const analyzers::RunDiff& d, std::ostream& out);
 void WriteDiff(const std::string& format, const analyzers::RunDiff& d, std::ostream& out);
 // The few rows that say why, for `ab` and `gate check` under their verdict: the step change, the
 // phases and operators that moved most, settings and findings that differ.
-void WriteDiffSummary(const analyzers::RunDiff& d, std::ostream& out, bool markdown);
+// `from`: how the two sides were made, in the heading ("" : one more run of each side).
+void WriteDiffSummary(const analyzers::RunDiff& d, std::ostream& out, bool markdown, const std::string& from = "");
 // The diff as a JSON object inside another document (WriteDiffJson's fields, no schema).
 void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w);
 
