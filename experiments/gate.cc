@@ -277,8 +277,8 @@ bool StoreBaselineTrace(const sets::SetAnalysis& traced, const std::string& trac
   b->trace.clear();
   for (const int32_t rank : ranks) {
     const std::string path = ranks.size() > 1 ? profiler::RankTracePath(trace_path, rank) : trace_path;
-    if (const auto st = profiler::ReplaceKinetoFile(traced.trace, rank, path); !st.ok) {
-      *error = st.error;
+    if (const auto st = profiler::ReplaceKinetoFile(traced.trace, rank, path); !st.ok()) {
+      *error = st.message();
       return false;
     }
     StoredTrace t;

@@ -128,7 +128,7 @@ void ExplainAgainstStored(const Baseline& base, const GateRun& run, Launcher& la
   for (const auto& t : base.trace) paths.push_back(t.path);
   sets::SetAnalysis sa, sb;
   std::string error;
-  if (!sets::AnalyzeSet(paths, {}, &sa, &error)) {
+  if (!sets::AnalyzeSet(paths, {}, &sa).ToBool(&error)) {
     report->warnings.push_back("not explained: the baseline's stored trace could not be read: " + error);
     return;
   }

@@ -409,8 +409,8 @@ TEST(DiffTest, HtaTraceComparePairNamesTheOpsHtaFindsAdded) {
 TEST(DiffTest, TbPluginWorkersPairPutsTheLoaderFirst) {
   const std::string dir = std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/tb_plugin_workers/";
   Side a, b;
-  ASSERT_TRUE(profiler::ReadTraces({dir + "workers0.pt.trace.json.gz"}, a.trace).ok);
-  ASSERT_TRUE(profiler::ReadTraces({dir + "workers4.pt.trace.json.gz"}, b.trace).ok);
+  ASSERT_TRUE(profiler::ReadTraces({dir + "workers0.pt.trace.json.gz"}, a.trace).ok());
+  ASSERT_TRUE(profiler::ReadTraces({dir + "workers4.pt.trace.json.gz"}, b.trace).ok());
   a.report = Analyze(a.trace);
   b.report = Analyze(b.trace);
   const RunDiff d = DiffRuns(a.trace, a.report, "workers=0", b.trace, b.report, "workers=4");
