@@ -68,8 +68,9 @@ expect_rc 2 "other knobs without --same-job" "$TRAINRX" gate check --baseline "$
 # 400 ms step there: inconclusive, exit 3; issue 34.12).
 expect_rc 1 "large slowdown fails (in-process)" "$TRAINRX" gate check --baseline "$W/base.json" --trials 4 --same-job -- "${SPEC[@]}" slowdown=150000
 grep -q "in-process" "$W/out" && ok "in-process mode named" || bad "mode: $(cat "$W/out")"
-# Issue 40: a look after every process; a slowdown this large fails at the first.
-grep -q "1 of at most 4 processes, a look after each" "$W/out" && ok "in-process check decided after one process" \
+# Issue 40: a look after every process, and the check says how many ran (quiet: 1 of 4 for a
+# slowdown this large; at load average 4-5, 3 of 4: the count depends on the noise, not asserted).
+grep -Eq "[1-4] of at most 4 processes, a look after each" "$W/out" && ok "in-process check: a look after each process" \
   || bad "sequential in-process: $(cat "$W/out")"
 sed -i 's/"cpus": "[0-9]*"/"cpus": "999"/' "$W/base.json"
 expect_rc 2 "--strict fingerprint mismatch" "$TRAINRX" gate check --baseline "$W/base.json" --strict -- "${SPEC[@]}"
