@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The gate's false-alarm and detection rates, measured through its own decision path
 # (`trainrx gate self-test`, experiments::SelfTest -> DecideGate) on the reference cnn workload:
-#   in-process:       AA_INPROC A/A decisions (3 processes of paired A/B blocks each), then
+#   in-process:       AA_INPROC A/A decisions (up to 3 processes of paired A/B blocks each, a look
+#                     after each: experiments/gate_sequential.h), then
 #                     DETECT decisions each for 3 %, 5 % and 10 % slowdowns;
 #   across processes: AA_ACROSS A/A decisions (6 processes per side, interleaved; the two-sample
 #                     rule the gate applies to stored samples and commands), then DETECT each.

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "trainrx/experiments/gate.h"
+#include "trainrx/experiments/gate_sequential.h"
 #include "trainrx/experiments/plans.h"
 
 namespace trainrx::experiments {
@@ -238,21 +239,23 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
     }
   }
   double seconds = 0;  // trial time so far: the budget
-  AltResult alt_result;
   progress.Start(run.trials);
-  for (int round = 0;; ++round) {
+  if (in_process) {  // a look after every process (gate_sequential.h), not rounds each at 0.05
+    SequentialGateResult seq;
+    if (!DecideInProcessSequentially(launcher, bs, alt, run.trials, run.rule, &seq, error, run.budget_s, &progress))
+      return false;
+    report->metrics = seq.metrics;
+    report->verdict = seq.verdict;
+    report->trials = report->baseline_trials = static_cast<int>(seq.alt.log_ratios.size());
+    report->mode += fmt::format("; {} of at most {} processes, a look after each (group-sequential: its last look's "
+                                "test and interval at {:.1f}%)",
+                                seq.processes, seq.max_processes, 100 * seq.level);
+    if (seq.verdict == GateVerdict::kInconclusive && run.budget_s > 0)
+      report->warnings.push_back(fmt::format("budget {:.0f}s reached after {} processes", run.budget_s, seq.processes));
+  }
+  for (int round = 0; !in_process; ++round) {
     const int n = round == 0 ? run.trials : 2;
-    if (in_process) {
-      for (int t = 0; t < n; ++t) {
-        progress.Step(run.spec);
-        const double before = alt_result.seconds;
-        if (!launcher.AltTrial(bs, alt, &alt_result, error)) return false;
-        seconds += alt_result.seconds - before;
-      }
-      metrics[0].baseline = alt_result.a_ms;
-      metrics[0].current = alt_result.b_ms;
-      metrics[0].paired_log_ratios = alt_result.log_ratios;
-    } else {
+    {
       for (char side : stats::PairOrder(n, run.rule.seed + static_cast<uint64_t>(round))) {
         if (side == 'A' && !rerun) continue;
         progress.Step(side == 'A' ? base.spec : run.spec);
@@ -270,8 +273,8 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
     }
     report->metrics = DecideGate(metrics, run.rule);
     report->verdict = Overall(report->metrics);
-    report->trials = static_cast<int>(in_process ? metrics[0].paired_log_ratios.size() : metrics[0].current.size());
-    report->baseline_trials = static_cast<int>(in_process ? report->trials : metrics[0].baseline.size());
+    report->trials = static_cast<int>(metrics[0].current.size());
+    report->baseline_trials = static_cast<int>(metrics[0].baseline.size());
     if (report->verdict != GateVerdict::kInconclusive || run.budget_s <= 0) break;
     // Another round must fit: estimated from the trial time per round so far.
     if (seconds / (round + 1) * (round + 2) > run.budget_s) {
@@ -308,7 +311,7 @@ bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, 
   report->median_ms = calib.median_ms;
   progress.Start(static_cast<int>(pcts.size()) * repeats);
   for (double pct : pcts) {
-    SelfTestCase c{pct == 0 ? "A/A" : fmt::format("slowdown {:g}%", pct), pct, 0, 0, 0, repeats, {}};
+    SelfTestCase c{pct == 0 ? "A/A" : fmt::format("slowdown {:g}%", pct), pct, 0, 0, 0, repeats, 0, {}};
     for (const auto& v : variants) c.variants.push_back({v.name, 0, 0, 0});
     for (int r = 0; r < repeats; ++r) {
       progress.Step(c.name);
@@ -325,13 +328,18 @@ bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, 
           if (!launcher.Trial(side == 'A' ? s : sb, &t, error)) return false;
           (side == 'A' ? m.baseline : m.current).push_back(t.median_ms);
         }
-      } else {
-        AltResult alt;
-        for (int t = 0; t < run.trials; ++t)
-          if (!launcher.AltTrial(s, {b}, &alt, error)) return false;
-        m.baseline = alt.a_ms, m.current = alt.b_ms, m.paired_log_ratios = alt.log_ratios;
       }
-      const auto v = Overall(DecideGate({m}, rule));
+      GateVerdict v = GateVerdict::kInconclusive;
+      if (across_processes) {
+        v = Overall(DecideGate({m}, rule));
+        c.processes += 2 * run.trials;
+      } else {  // a look after every process, as the gate's in-process check (gate_sequential.h)
+        SequentialGateResult seq;
+        if (!DecideInProcessSequentially(launcher, s, {b}, run.trials, rule, &seq, error)) return false;
+        m.baseline = seq.alt.a_ms, m.current = seq.alt.b_ms, m.paired_log_ratios = seq.alt.log_ratios;
+        v = seq.verdict;
+        c.processes += seq.processes;
+      }
       c.fail += v == GateVerdict::kFail;
       c.pass += v == GateVerdict::kPass;
       c.inconclusive += v == GateVerdict::kInconclusive;

@@ -208,79 +208,187 @@ void LogMoments(const std::vector<double>& v, double* mean, double* var) {
   *var /= static_cast<double>(v.size() - 1);
 }
 
-// Measures every plan: paired ones in-process (`alt_trial`, `trials` each), the others in rounds
-// of separate processes, each round the baseline and every row still open once in a random order
-// (so the baseline's trials interleave with every fix's), with a look after each round from the
-// 4th (group-sequential boundaries, see above): a row stops getting trials once it is decided,
-// precise enough, or cannot reach significance by the planned maximum. `estimate_s`: one trial's
-// seconds before any ran (the analysis run), for the budget's plan.
-bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s, const PlanOptions& o,
-                  const FixTrial& trial, const std::function<bool(size_t plan, AltResult*, std::string*)>& alt_trial,
-                  Progress& progress, FixReport* report, std::string* error) {
-  report->trials = trials;
-  std::vector<size_t> process_plans, paired_plans;
-  for (size_t i = 0; i < plans.size(); ++i) (plans[i].paired ? paired_plans : process_plans).push_back(i);
-  std::mt19937_64 rng(o.seed);
-  double trial_seconds = 0;  // time spent in trials so far (the budget)
-  int process_trials = 0, done = 0;
-  double process_seconds = 0;
-  const auto run_round = [&](const std::vector<size_t>& rows) {
-    std::vector<size_t> order(rows.size() + 1);
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;  // 0 = baseline, i = rows[i-1]
-    std::shuffle(order.begin(), order.end(), rng);
-    std::string round;
-    for (size_t i : order) {
-      const size_t plan = i == 0 ? 0 : rows[i - 1];
-      Arm& arm = i == 0 ? report->baseline : plans[plan].row.fixed;
-      progress.Step(arm.label);
-      ++done;
-      TrialResult r;
-      if (!trial(i == 0 ? -1 : static_cast<int>(plan), &r, error)) return false;
-      trial_seconds += r.seconds;
-      process_seconds += r.seconds;
-      ++process_trials;
-      arm.trial_ms.push_back(r.median_ms);
-      arm.samples_per_s.push_back(r.samples_per_s);
-      AddTrialMemory(arm, r);
-      round += i == 0 ? "A" : std::to_string(plan + 1);
-    }
-    report->order += (report->order.empty() ? "" : " ") + round;
-    return true;
-  };
-  // The planned maximum of rounds: without a budget today's maximum (the first `trials` rounds
-  // and as many again); with one, what the rest of the budget fits at `per_trial` seconds a trial
-  // with `open` rows and the baseline (never below 4, the least that can decide anything).
-  const auto plan_rounds = [&](double per_trial, int rounds_done, size_t open, double spent) {
-    if (o.budget_s <= 0) return 2 * trials;
-    const double per_round = std::max(per_trial, 0.01) * static_cast<double>(open + 1);
-    const double fit = std::floor(std::max(0.0, o.budget_s - spent) / per_round);
-    return std::clamp(rounds_done + static_cast<int>(std::min(fit, 1e6)), kFirstLook, kMaxRoundsCap);
-  };
-  // Until trials are measured, one takes as long as the analysis run.
-  const double paired_estimate_s = static_cast<double>(paired_plans.size()) * trials * estimate_s;
-  int n_max = process_plans.empty() ? 0 : plan_rounds(estimate_s, 0, process_plans.size(), paired_estimate_s);
-  if (o.budget_s > 0) progress.Deadline(o.budget_s);
-  const auto planned = [&](int rounds_done, size_t open) {
-    return done + (open == 0 ? 0 : static_cast<int>(open + 1) * std::max(0, n_max - rounds_done));
-  };
-  progress.Start(static_cast<int>(paired_plans.size()) * trials + planned(0, process_plans.size()));
+// One fix plan's measurement: what its trials have cost so far and the progress line's count.
+struct Measuring {
+  const PlanOptions& o;
+  Progress& progress;
+  int done = 0;              // trials run
+  double trial_seconds = 0;  // seconds spent in trials (the budget)
+};
+
+using AltTrialFn = std::function<bool(size_t plan, AltResult*, std::string*)>;
+
+// The smallest two-sided signed-rank p that n paired blocks can give (every block on one side):
+// as SmallestP, a look whose nominal level is below it is not made.
+double SmallestSignedRankP(size_t n) {
+  std::vector<double> d(n);
+  for (size_t i = 0; i < n; ++i) d[i] = static_cast<double>(i + 1);
+  return stats::SignedRankP(d);
+}
+
+// A row measured in-process (issue 40: these took ~12 of the 15 minutes of `fix cnn --preset
+// seeds` at a fixed `trials` processes each). Each process alternates the baseline and the fix in
+// paired blocks of steps (>= 16 blocks: the launcher runs >= 64 timed steps); after every process
+// there is a look at the nominal level of the same error-spending boundary as the rows across
+// processes (information fraction = processes / max_processes; the paired test pools the blocks
+// of every process so far, as the fixed design did), and the row stops when decided, precise,
+// futile or at `max_processes`. Every look can be made from the first process on: 16 blocks give a
+// smallest p of 3e-5, below the first look's nominal level (0.0021 of 5 processes).
+bool MeasurePairedRow(FixPlanRow& plan, size_t index, int max_processes, const AltTrialFn& alt_trial, Measuring& m,
+                      std::string* error) {
+  auto& row = plan.row;
+  stats::SequentialDesign design({stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}, kAlpha);
   stats::CompareOptions co;
-  co.seed = o.seed;
-  // In-process rows first: their time is known before the budget's rounds are planned.
-  for (size_t i : paired_plans) {
-    auto& row = plans[i].row;
-    AltResult alt;
-    for (int t = 0; t < trials; ++t) {
-      progress.Step(row.fixed.label + " (in-process)");
-      ++done;
-      if (!alt_trial(i, &alt, error)) return false;
-    }
-    trial_seconds += alt.seconds;
+  co.seed = m.o.seed;
+  AltResult alt;
+  for (int k = 1; k <= max_processes; ++k) {
+    m.progress.Step(row.fixed.label + " (in-process)");
+    ++m.done;
+    const double before = alt.seconds;
+    if (!alt_trial(index, &alt, error)) return false;
+    m.trial_seconds += alt.seconds - before;
+    const bool final_look = k == max_processes;
+    const double t = final_look ? 1.0 : static_cast<double>(k) / max_processes;
+    stats::Look look = design.Preview(t);
+    const bool made = final_look || look.nominal_alpha >= SmallestSignedRankP(alt.log_ratios.size());
+    if (made) look = design.Add(t);
+    co.alpha = look.nominal_alpha;
     row.fixed.trial_ms = alt.b_ms;
     row.cmp = stats::ComparePaired(alt.log_ratios, co);
     row.cmp.median_a = stats::Median(alt.a_ms);
     row.cmp.median_b = stats::Median(alt.b_ms);
+    row.level = 1 - look.nominal_alpha;
+    row.stop_round = k;
+    if (made && row.cmp.verdict != stats::Verdict::kNoDifference) {
+      row.stop = FixRow::Stop::kDecided;
+    } else if (final_look) {
+      row.stop = FixRow::Stop::kMaxRounds;
+    } else if (row.cmp.detectable <= 1 + m.o.min_effect) {
+      row.stop = FixRow::Stop::kPrecise;
+    } else {
+      double mean = 0, var = 0;
+      for (double d : alt.log_ratios) mean += d / static_cast<double>(alt.log_ratios.size());
+      for (double d : alt.log_ratios) var += (d - mean) * (d - mean);
+      const double n = static_cast<double>(alt.log_ratios.size());
+      const double se = n > 1 ? std::sqrt(var / (n - 1) / n) : 0;
+      const stats::Look last = design.Preview(1.0);
+      const double z_final = std::isfinite(last.z) ? last.z : stats::NormalQuantile(1 - kAlpha / 2);
+      row.conditional_power = se > 0 ? stats::ConditionalPower(mean / se, t, z_final) : 1;
+      if (row.conditional_power >= m.o.futility_power) continue;
+      row.stop = FixRow::Stop::kFutile;
+      row.detectable_at_max = std::exp((z_final + 0.8416) * se * std::sqrt(t));
+    }
+    return true;
   }
+  return true;
+}
+
+// The planned maximum of rounds of the rows across processes: without a budget today's maximum
+// (the first `trials` rounds and as many again); with one, what the rest of the budget fits at
+// `per_trial` seconds a trial with `open` rows and the baseline (never below 4, the least that can
+// decide anything).
+int PlannedRounds(const PlanOptions& o, int trials, double per_trial, int rounds_done, size_t open, double spent) {
+  if (o.budget_s <= 0) return 2 * trials;
+  const double per_round = std::max(per_trial, 0.01) * static_cast<double>(open + 1);
+  const double fit = std::floor(std::max(0.0, o.budget_s - spent) / per_round);
+  return std::clamp(rounds_done + static_cast<int>(std::min(fit, 1e6)), kFirstLook, kMaxRoundsCap);
+}
+
+// One round across processes: the baseline and every row of `rows` once, in a random order (so
+// the baseline's trials interleave with every fix's).
+bool RunRound(std::vector<FixPlanRow>& plans, const std::vector<size_t>& rows, const FixTrial& trial, std::mt19937_64& rng,
+              Measuring& m, double* process_seconds, int* process_trials, FixReport* report, std::string* error) {
+  std::vector<size_t> order(rows.size() + 1);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;  // 0 = baseline, i = rows[i-1]
+  std::shuffle(order.begin(), order.end(), rng);
+  std::string round;
+  for (size_t i : order) {
+    const size_t plan = i == 0 ? 0 : rows[i - 1];
+    Arm& arm = i == 0 ? report->baseline : plans[plan].row.fixed;
+    m.progress.Step(arm.label);
+    ++m.done;
+    TrialResult r;
+    if (!trial(i == 0 ? -1 : static_cast<int>(plan), &r, error)) return false;
+    m.trial_seconds += r.seconds;
+    *process_seconds += r.seconds;
+    ++*process_trials;
+    arm.trial_ms.push_back(r.median_ms);
+    arm.samples_per_s.push_back(r.samples_per_s);
+    AddTrialMemory(arm, r);
+    round += i == 0 ? "A" : std::to_string(plan + 1);
+  }
+  report->order += (report->order.empty() ? "" : " ") + round;
+  return true;
+}
+
+// One row across processes at look k (round k): compared with the baseline at the look's nominal
+// level. True when it stays open.
+struct RoundLook {
+  int k = 0, n_max = 0;
+  bool made = false, final_look = false, budget_ends = false;
+  stats::Look look;
+  double z_final = 0;  // the final look's critical value if it came next (futility)
+};
+bool LookAtProcessRow(FixRow& row, const Arm& baseline, const RoundLook& at, const PlanOptions& o,
+                      const stats::CompareOptions& co) {
+  row.cmp = stats::Compare(baseline.trial_ms, row.fixed.trial_ms, co);
+  row.level = 1 - at.look.nominal_alpha;
+  row.stop_round = at.k;
+  if (at.made && row.cmp.verdict != stats::Verdict::kNoDifference) {
+    row.stop = FixRow::Stop::kDecided;
+  } else if (at.final_look) {
+    row.stop = at.budget_ends && at.k < at.n_max ? FixRow::Stop::kBudget : FixRow::Stop::kMaxRounds;
+  } else if (row.cmp.detectable <= 1 + o.min_effect) {
+    row.stop = FixRow::Stop::kPrecise;
+  } else {
+    double ma = 0, va = 0, mb = 0, vb = 0;
+    LogMoments(baseline.trial_ms, &ma, &va);
+    LogMoments(row.fixed.trial_ms, &mb, &vb);
+    const double se = std::sqrt(va / static_cast<double>(baseline.trial_ms.size()) +
+                                vb / static_cast<double>(row.fixed.trial_ms.size()));
+    const double t_now = static_cast<double>(at.k) / at.n_max;
+    row.conditional_power = se > 0 ? stats::ConditionalPower((ma - mb) / se, t_now, at.z_final) : 1;
+    // Futility (non-binding: stopping without rejecting can only lower the type I error).
+    if (row.conditional_power >= o.futility_power) return true;
+    row.stop = FixRow::Stop::kFutile;
+    // At n_max trials per side the standard error is se * sqrt(k / n_max).
+    row.detectable_at_max = std::exp((at.z_final + 0.8416) * se * std::sqrt(t_now));
+  }
+  return false;
+}
+
+// Measures every plan: paired ones in-process (MeasurePairedRow: up to `trials` processes each,
+// stopping when decided), the others in rounds of separate processes, each round the baseline and
+// every row still open once in a random order, with a look after each round from the 4th
+// (group-sequential boundaries, see above): a row stops getting trials once it is decided, precise
+// enough, or cannot reach significance by the planned maximum. `estimate_s`: one trial's seconds
+// before any ran (the analysis run), for the budget's plan.
+bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s, const PlanOptions& o,
+                  const FixTrial& trial, const AltTrialFn& alt_trial, Progress& progress, FixReport* report,
+                  std::string* error) {
+  report->trials = trials;
+  std::vector<size_t> process_plans, paired_plans;
+  for (size_t i = 0; i < plans.size(); ++i) (plans[i].paired ? paired_plans : process_plans).push_back(i);
+  Measuring m{o, progress};
+  // Until trials are measured, one takes as long as the analysis run.
+  const double paired_estimate_s = static_cast<double>(paired_plans.size()) * trials * estimate_s;
+  int n_max = process_plans.empty() ? 0 : PlannedRounds(o, trials, estimate_s, 0, process_plans.size(), paired_estimate_s);
+  if (o.budget_s > 0) progress.Deadline(o.budget_s);
+  const auto planned = [&](int rounds_done, size_t open) {
+    return m.done + (open == 0 ? 0 : static_cast<int>(open + 1) * std::max(0, n_max - rounds_done));
+  };
+  progress.Start(static_cast<int>(paired_plans.size()) * trials + planned(0, process_plans.size()));
+  // In-process rows first: their time is known before the budget's rounds are planned.
+  for (size_t j = 0; j < paired_plans.size(); ++j) {
+    if (!MeasurePairedRow(plans[paired_plans[j]], paired_plans[j], trials, alt_trial, m, error)) return false;
+    progress.Replan(planned(0, process_plans.size()) + static_cast<int>(paired_plans.size() - j - 1) * trials);
+  }
+  if (!paired_plans.empty())
+    report->notes.push_back(fmt::format(
+        "rows in-process: a look after every process (at most {}, each >= 16 paired blocks; {} spending, alpha {:g}); "
+        "each row stopped when decided, precise to {:.0f}% or futile, as the rows across processes",
+        trials, stats::Spending{stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}.Name(), kAlpha,
+        100 * o.min_effect));
   if (process_plans.empty()) {
     for (auto& p : plans) report->rows.push_back(std::move(p.row));
     return true;
@@ -290,67 +398,45 @@ bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s,
   seq.used = true;
   seq.spending = design.spending().Name();
   seq.alpha = kAlpha;
+  stats::CompareOptions co;
+  co.seed = o.seed;
+  std::mt19937_64 rng(o.seed);
   std::vector<size_t> open = process_plans;
-  int k = 0;
-  int budget_cut = 0;
+  int k = 0, budget_cut = 0, process_trials = 0;
+  double process_seconds = 0;
   while (!open.empty()) {
-    if (!run_round(open)) return false;
+    if (!RunRound(plans, open, trial, rng, m, &process_seconds, &process_trials, report, error)) return false;
     ++k;
     const double per_trial = process_seconds / std::max(1, process_trials);
     // With a budget the plan was the analysis run's guess (traced, so slower than a trial): after
     // the first round it is what the rest of the budget fits at the measured pace, once (before
     // any look used it, so the boundaries are unaffected; the progress count is revised once).
-    if (k == 1 && o.budget_s > 0) n_max = std::max(k, plan_rounds(per_trial, k, open.size(), trial_seconds));
+    if (k == 1 && o.budget_s > 0) n_max = std::max(k, PlannedRounds(o, trials, per_trial, k, open.size(), m.trial_seconds));
     if (k < kFirstLook) {
       progress.Replan(planned(k, open.size()));
       continue;
     }
     // The final look: the planned maximum, or (with a budget) the next round would not fit.
-    const bool budget_ends = o.budget_s > 0 && trial_seconds + per_trial * static_cast<double>(open.size() + 1) > o.budget_s;
-    const bool final_look = k >= n_max || budget_ends;
-    if (final_look && k < n_max) budget_cut = n_max;
-    const double t = final_look ? 1.0 : static_cast<double>(k) / n_max;
-    stats::Look look = design.Preview(t);
-    const bool made = final_look || look.nominal_alpha >= SmallestP(k);
-    if (made) {
-      look = design.Add(t);
-      seq.looks.push_back({k, t, look.z, look.nominal_alpha});
+    RoundLook at;
+    at.k = k, at.n_max = n_max;
+    at.budget_ends = o.budget_s > 0 && m.trial_seconds + per_trial * static_cast<double>(open.size() + 1) > o.budget_s;
+    at.final_look = k >= n_max || at.budget_ends;
+    if (at.final_look && k < n_max) budget_cut = n_max;
+    const double t = at.final_look ? 1.0 : static_cast<double>(k) / n_max;
+    at.look = design.Preview(t);
+    at.made = at.final_look || at.look.nominal_alpha >= SmallestP(k);
+    if (at.made) {
+      at.look = design.Add(t);
+      seq.looks.push_back({k, t, at.look.z, at.look.nominal_alpha});
     }
     // Futility: the critical value the final look would have if it came next (a lower bound of
     // the real one: the test of futility is then, if anything, too lenient to stop).
-    const stats::Look last = final_look ? look : design.Preview(1.0);
-    const double z_final = std::isfinite(last.z) ? last.z : stats::NormalQuantile(1 - kAlpha / 2);
-    co.alpha = look.nominal_alpha;
+    const stats::Look last = at.final_look ? at.look : design.Preview(1.0);
+    at.z_final = std::isfinite(last.z) ? last.z : stats::NormalQuantile(1 - kAlpha / 2);
+    co.alpha = at.look.nominal_alpha;
     std::vector<size_t> still;
-    for (size_t i : open) {
-      auto& row = plans[i].row;
-      row.cmp = stats::Compare(report->baseline.trial_ms, row.fixed.trial_ms, co);
-      row.level = 1 - look.nominal_alpha;
-      row.stop_round = k;
-      if (made && row.cmp.verdict != stats::Verdict::kNoDifference) {
-        row.stop = FixRow::Stop::kDecided;
-      } else if (final_look) {
-        row.stop = budget_ends && k < n_max ? FixRow::Stop::kBudget : FixRow::Stop::kMaxRounds;
-      } else if (row.cmp.detectable <= 1 + o.min_effect) {
-        row.stop = FixRow::Stop::kPrecise;
-      } else {
-        double ma = 0, va = 0, mb = 0, vb = 0;
-        LogMoments(report->baseline.trial_ms, &ma, &va);
-        LogMoments(row.fixed.trial_ms, &mb, &vb);
-        const double se = std::sqrt(va / static_cast<double>(report->baseline.trial_ms.size()) +
-                                    vb / static_cast<double>(row.fixed.trial_ms.size()));
-        const double t_now = static_cast<double>(k) / n_max;
-        row.conditional_power = se > 0 ? stats::ConditionalPower((ma - mb) / se, t_now, z_final) : 1;
-        // Futility (non-binding: stopping without rejecting can only lower the type I error).
-        if (row.conditional_power < o.futility_power) {
-          row.stop = FixRow::Stop::kFutile;
-          // At n_max trials per side the standard error is se * sqrt(k / n_max).
-          row.detectable_at_max = std::exp((z_final + 0.8416) * se * std::sqrt(t_now));
-        } else {
-          still.push_back(i);
-        }
-      }
-    }
+    for (size_t i : open)
+      if (LookAtProcessRow(plans[i].row, report->baseline, at, o, co)) still.push_back(i);
     open = std::move(still);
     progress.Replan(planned(k, open.size()));
   }
@@ -373,6 +459,37 @@ bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s,
 
 }  // namespace
 
+namespace {
+
+// Steps a workload trial of `fix` runs when the spec leaves `steps` at its default (issue 40: a
+// trial needs only enough steady steps for its median, and the rows across processes spend most
+// of `fix`'s time). From the analysis run's step times (its first step left out): with s the
+// robust spread of log step times (1.4826 x their median absolute deviation), a median of K steps
+// has a relative standard error of about 1.2533 s / sqrt(K); K is the least that brings it to
+// kTrialMedianSe (3 %: small beside the 5-15 % by which separate processes of one configuration
+// differ here, so it adds little to a trial's variance), at least kMinTrialSteps, at most the
+// default `steps`. 0: keep the spec's steps (set by the user, or too few steps to tell).
+constexpr double kTrialMedianSe = 0.03;
+constexpr int64_t kMinTrialSteps = 8;
+int64_t TrialSteps(const Spec& spec, const analyzers::Report& analysis, double* spread) {
+  const workloads::Knob* knob = workloads::FindKnob("steps");
+  if (!knob || spec.config.Get("steps") != knob->default_value) return 0;
+  const int64_t most = spec.config.Int("steps");
+  std::vector<double> logs;
+  const auto& steps = analysis.metrics.steps.steps;
+  for (size_t i = 1; i < steps.size(); ++i)
+    if (steps[i].rank == steps.front().rank && steps[i].wall_ns > 0) logs.push_back(std::log(static_cast<double>(steps[i].wall_ns)));
+  if (logs.size() < 5) return 0;
+  const double med = stats::Median(logs);
+  std::vector<double> dev;
+  for (double x : logs) dev.push_back(std::abs(x - med));
+  *spread = 1.4826 * stats::Median(dev);
+  const double k = std::ceil(std::pow(1.2533 * *spread / kTrialMedianSe, 2));
+  return std::clamp(static_cast<int64_t>(std::min(k, 1e6)), std::min(kMinTrialSteps, most), most);
+}
+
+}  // namespace
+
 bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress& progress, FixReport* report,
             std::string* error) {
   if (!stats::EnoughTrials(o.trials, error) || !launcher.CanRunWorkloads(error)) return false;
@@ -384,7 +501,6 @@ bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress
   report->baseline_label = spec.Label();
   report->baseline.label = spec.Label();
   std::vector<FixPlanRow> plans = PlanFixes(spec, analysis, &report->notes);
-  const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
   // A row that changes the samples a step processes (the batch: batch.small's fix) is not slower
   // for taking longer a step: then every trial is timed per sample (1 / throughput), so each
   // speedup is a throughput ratio (rows with the baseline's batch get the same ratio either way).
@@ -396,18 +512,31 @@ bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress
     report->notes.push_back("a fix changes the samples a step processes (the batch): every trial is timed per sample "
                             "(1000 / samples per second), so each speedup is the ratio of throughputs");
   }
+  double spread = 0;
+  const int64_t trial_steps = TrialSteps(spec, analysis, &spread);
+  const std::string steps_set = fmt::format("steps={}", trial_steps);
+  if (trial_steps > 0 && trial_steps < spec.config.Int("steps")) {
+    // The analysis run's time is that of a longer run: scaled to the trial's steps for the budget.
+    seconds *= static_cast<double>(trial_steps + spec.config.Int("warmup")) /
+               static_cast<double>(spec.config.Int("steps") + spec.config.Int("warmup"));
+    report->notes.push_back(fmt::format(
+        "trials across processes ran {} steps after warm-up instead of {}: the analysis run's steps vary by {:.1f}% "
+        "(robust sd), so the median of {} has a standard error of ~{:.0f}% (set steps= to choose)",
+        trial_steps, spec.config.Int("steps"), 100 * spread, trial_steps, 100 * kTrialMedianSe));
+  }
   const FixTrial trial = [&](int plan, TrialResult* r, std::string* e) {
-    if (!launcher.Trial(plan < 0 ? spec : plans[static_cast<size_t>(plan)].fixed, r, e)) return false;
+    const Spec& s = plan < 0 ? spec : plans[static_cast<size_t>(plan)].fixed;
+    if (!launcher.Trial(trial_steps > 0 ? s.With(steps_set) : s, r, e)) return false;
     if (per_sample && !r->out_of_memory) {
       if (r->samples_per_s <= 0) {
-        *e = fmt::format("{}: the trial reported no throughput, so a batch change cannot be compared",
-                         plan < 0 ? spec.Label() : plans[static_cast<size_t>(plan)].fixed.Label());
+        *e = fmt::format("{}: the trial reported no throughput, so a batch change cannot be compared", s.Label());
         return false;
       }
       r->median_ms = 1000 / r->samples_per_s;
     }
     return true;
   };
+  const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
   const auto alt_trial = [&](size_t plan, AltResult* r, std::string* e) { return launcher.AltTrial(spec, plans[plan].alt, r, e); };
   if (!MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report, error)) return false;
   for (auto& row : report->rows) row.memory = CompareMemory(report->baseline, row.fixed, o.seed);

@@ -109,15 +109,19 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
   if (r.rows.empty()) {  // nothing was measured: no trial counts, no median
     out << Heading(md) << fmt::format("trainrx fix {}: baseline {}\n\n", r.workload, r.baseline_label);
   } else {
+    bool paired_stops = false;  // in-process rows that stop when decided (issue 40)
+    for (const auto& row : r.rows) paired_stops = paired_stops || (row.paired && row.stop != FixRow::Stop::kNotSequential);
     const std::string design =
         r.sequential.used ? fmt::format("rounds of interleaved trials until each row stops, at most {}",
                                         r.sequential.max_rounds)
+        : paired_stops    ? fmt::format("in-process trials until each row stops, at most {}", r.trials)
                           : fmt::format("{} interleaved trials per comparison", r.trials);
     out << Heading(md)
         << fmt::format("trainrx fix {}: baseline {} ({}; median {:.2f} {})\n\n", r.workload, r.baseline_label, design,
                        stats::Median(r.baseline.trial_ms), r.unit);
   }
-  const bool sequential = r.sequential.used;
+  bool sequential = r.sequential.used;
+  for (const auto& row : r.rows) sequential = sequential || row.stop != FixRow::Stop::kNotSequential;
   std::vector<std::vector<std::string>> rows = {
       {"finding", "change", "design", "estimated", sequential ? "measured speedup [CI]" : "measured speedup [95% CI]", "p",
        "detectable", "verdict"}};
@@ -146,12 +150,16 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
            "(bootstrap CI over trials, Mann-Whitney U p); detectable: the smallest speedup this run could have "
            "detected.\n";
     if (sequential) {
-      out << fmt::format(
-          "rounds: after which round a row measured across processes stopped getting trials (at most {}; {} "
-          "spending, alpha {:g}): decided = significant at that look's nominal level (its CI is at that level too); "
-          "precise = no effect as large as the detectable one; futile = could no longer reach significance; max "
-          "rounds / budget = the last look.",
-          r.sequential.max_rounds, r.sequential.spending, r.sequential.alpha);
+      out << (r.sequential.used ? fmt::format("rounds: after which round a row measured across processes stopped "
+                                              "getting trials (at most {}; {} spending, alpha {:g}; an in-process row: "
+                                              "after which of its processes, each a look)",
+                                              r.sequential.max_rounds, r.sequential.spending, r.sequential.alpha)
+                                : fmt::format("rounds: after which of its processes (at most {}, each a look) an "
+                                              "in-process row stopped",
+                                              r.trials))
+          << ": decided = significant at that look's nominal level (its CI is at that level too); precise = no effect "
+             "as large as the detectable one; futile = could no longer reach significance; max rounds / budget = the "
+             "last look.";
       if (!r.sequential.looks.empty()) {
         out << " Looks (round: nominal alpha):";
         for (const auto& l : r.sequential.looks) out << fmt::format(" {}: {:.4f}", l.round, l.nominal_alpha);
@@ -161,9 +169,10 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
     for (const auto& row : r.rows)
       if (row.stop == FixRow::Stop::kFutile)
         out << NotePrefix(md)
-            << fmt::format("{}: stopped after round {}: it could no longer reach significance by round {} (conditional "
+            << fmt::format("{}: stopped after {} {}: it could no longer reach significance by {} {} (conditional "
                            "power {:.0f}%); the smallest speedup it could still have detected there: {:.2f}x\n",
-                           md ? MarkdownText(row.change) : row.change, row.stop_round, r.sequential.max_rounds,
+                           md ? MarkdownText(row.change) : row.change, row.paired ? "process" : "round", row.stop_round,
+                           row.paired ? "process" : "round", row.paired ? r.trials : r.sequential.max_rounds,
                            100 * row.conditional_power, row.detectable_at_max);
   }
   for (const auto& row : r.rows) {

@@ -159,15 +159,15 @@ void WriteSelfTestText(const experiments::SelfTestReport& r, const experiments::
                      "tolerance {:.0f}%)\n",
                      r.spec, r.median_ms, repeats,
                      across_processes ? fmt::format("{} processes per side, interleaved", run.trials)
-                                      : fmt::format("{} processes of paired A/B blocks", run.trials),
+                                      : fmt::format("up to {} processes of paired A/B blocks, a look after each", run.trials),
                      100 * run.rule.tolerance);
   for (const auto& c : r.cases) {
     const auto ci = experiments::stats::WilsonInterval(c.fail, c.repeats);
     out << fmt::format("  {:<13} fail {:>3}/{}  pass {:>3}/{}  inconclusive {:>3}/{}  -> {} rate {:.1f}% "
-                       "[95% CI {:.1f}-{:.1f}%]\n",
+                       "[95% CI {:.1f}-{:.1f}%]; {:.1f} processes per decision\n",
                        c.name, c.fail, c.repeats, c.pass, c.repeats, c.inconclusive, c.repeats,
                        c.pct == 0 ? "false-alarm" : "detection", 100.0 * c.fail / std::max(1, c.repeats),
-                       100 * ci.low, 100 * ci.high);
+                       100 * ci.low, 100 * ci.high, static_cast<double>(c.processes) / std::max(1, c.repeats));
     for (const auto& v : c.variants) {
       const auto vi = experiments::stats::WilsonInterval(v.fail, c.repeats);
       out << fmt::format("    same samples, {:<27} fail {:>3}/{}  pass {:>3}/{}  inconclusive {:>3}/{}  -> {:.1f}% "

@@ -68,6 +68,10 @@ expect_rc 2 "other knobs without --same-job" "$TRAINRX" gate check --baseline "$
 # 400 ms step there: inconclusive, exit 3; issue 34.12).
 expect_rc 1 "large slowdown fails (in-process)" "$TRAINRX" gate check --baseline "$W/base.json" --trials 4 --same-job -- "${SPEC[@]}" slowdown=150000
 grep -q "in-process" "$W/out" && ok "in-process mode named" || bad "mode: $(cat "$W/out")"
+# Issue 40: a look after every process, and the check says how many ran (quiet: 1 of 4 for a
+# slowdown this large; at load average 4-5, 3 of 4: the count depends on the noise, not asserted).
+grep -Eq "[1-4] of at most 4 processes, a look after each" "$W/out" && ok "in-process check: a look after each process" \
+  || bad "sequential in-process: $(cat "$W/out")"
 # Issue 37: --keep-trace stores the baseline's traced run beside it; an explained check diffs one
 # traced run of its own side against that trace (the baseline is not traced again).
 expect_rc 0 "record-baseline --keep-trace" "$TRAINRX" gate record-baseline -o "$W/kept.json" --trials 4 --keep-trace -- "${SPEC[@]}"

@@ -178,14 +178,16 @@ bool CompareBaselines(const Baseline& baseline, const std::string& baseline_file
                       const GateRule& rule, bool same_job, GateReport* report, std::string* error);
 
 // How often the rule fails on an A/A comparison (false alarms) and on injected slowdowns
-// (detection), each case `repeats` times. In-process (default): `run.trials` processes, each
-// alternating A and B blocks (the paired design the gate uses for switchable knobs). Across
+// (detection), each case `repeats` times. In-process (default): up to `run.trials` processes, each
+// alternating A and B blocks (the paired design the gate uses for switchable knobs), a look after
+// each (DecideInProcessSequentially, gate_sequential.h: clear cases stop early). Across
 // processes: `run.trials` processes per side, interleaved A B B A ..., decided by the two-sample
 // rule (the gate's design for stored samples and commands).
 struct SelfTestCase {
   std::string name;  // "A/A", "slowdown 5%"
   double pct = 0;
   int fail = 0, pass = 0, inconclusive = 0, repeats = 0;
+  int processes = 0;  // workload processes its decisions ran (in-process: they stop when decided)
   // The same decisions' samples judged by other rules (SelfTest's `variants`), in that order.
   struct Variant {
     std::string rule;

@@ -52,9 +52,9 @@ struct FixRow {
   double estimated_saving_pct = 0;    // from the analysis (0: no estimate)
   Arm fixed;
   stats::Comparison cmp;              // baseline vs fixed (speedup > 1: the fix is faster)
-  // Rows measured across processes, under the sequential design (FixReport::sequential): why the
-  // row stopped getting trials, at which round, and at what level its test and CI were made.
-  // (In-process rows: kNotSequential, level 0.95.)
+  // Why the row stopped getting trials, at which round (an in-process row: after which of its
+  // processes, each a look of the same design), and at what level its test and CI were made.
+  // (Rows of plans without a sequential design: kNotSequential, level 0.95.)
   enum class Stop { kNotSequential, kDecided, kPrecise, kFutile, kMaxRounds, kBudget };
   Stop stop = Stop::kNotSequential;
   int stop_round = 0;                 // the round after which it got no more trials
