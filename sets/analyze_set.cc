@@ -125,8 +125,9 @@ Status AnalyzeBuffer(std::string_view bytes, std::string_view name, const SetOpt
   out->files = {std::string(name)};
   if (Status st = SomethingRead(out->files, out->trace.stats, analyzers::FindRecordedWindows(out->trace)); !st.ok())
     return st;
+  NameTheStep(out->trace, o.step_name);
   out->report = analyzers::Analyze(out->trace, o.thresholds);
-  return {};
+  return StepFound(out->files, o, out->report);
 }
 
 Status SummarizeSet(const std::vector<std::string>& paths, const analyzers::Thresholds& thresholds,
