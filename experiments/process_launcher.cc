@@ -47,11 +47,10 @@ namespace {
 
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// A command's memory figures (issue 36), from its recording: the analysis's memory of `rank`'s
-// device with the largest peak (the GPU's on a CUDA run, else the CPU's heap samples or
+// A command's memory figures (issue 36), from the analysis of its recording: the memory of
+// `rank`'s device with the largest peak (the GPU's on a CUDA run, else the CPU's heap samples or
 // allocator events), when that device has a figure at two steps' starts or more.
-void MemoryOfTrace(const profiler::Trace& t, int32_t rank, CommandResult* out) {
-  const analyzers::Report report = analyzers::Analyze(t);
+void MemoryOfReport(const analyzers::Report& report, int32_t rank, CommandResult* out) {
   const analyzers::DeviceMemory* best = nullptr;
   for (const auto& m : report.metrics.memory)
     if (m.rank == rank && (best == nullptr || m.peak_allocated > best->peak_allocated)) best = &m;
@@ -140,14 +139,16 @@ class ProcessLauncher : public Launcher {
     }
     profiler::Trace t;
     if (!traces.empty() && profiler::ReadTraces(traces, t).ok()) {
-      const auto steps = analyzers::BuildStepModel(t);
+      // One analysis gives the steps and the memory figures (per trial, after the run: not timed).
+      const analyzers::Report report = analyzers::Analyze(t);
+      const analyzers::StepModel& steps = report.metrics.steps;
       // One process's steps (the lowest rank): ranks step together.
       std::vector<double> ms;
       const int32_t first_rank = steps.steps.empty() ? 0 : steps.steps.front().rank;
       for (const auto& s : steps.steps)
         if (s.rank == first_rank) ms.push_back(s.wall_ns / 1e6);
       out->compile_s = static_cast<double>(analyzers::CompileTimeNs(t, first_rank)) / 1e9;
-      MemoryOfTrace(t, first_rank, out);
+      MemoryOfReport(report, first_rank, out);
       if (ms.size() >= 3) {
         ms.erase(ms.begin());
         out->value = stats::Median(ms);

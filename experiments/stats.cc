@@ -67,9 +67,7 @@ double LogVar(const std::vector<double>& v) {
   for (double x : v) s += (std::log(x) - mean) * (std::log(x) - mean);
   return s / static_cast<double>(v.size() - 1);
 }
-}  // namespace
 
-namespace {
 // Percentile bootstrap of a statistic of the two medians, resampling a and b independently: the
 // (alpha/2, 1 - alpha/2) quantiles of `stat(median of a resample, median of b resample)`.
 template <typename Stat>

@@ -375,7 +375,7 @@ void WriteAbText(const AbReport& r, std::ostream& out, bool md) {
   out << fmt::format("\nB vs A: B takes {:.3f}x A's time [{:.3f}, {:.3f}] ({} {:.1f}%), {}, smallest detectable "
                      "change {:.1f}%: {}\n",
                      ratio, inv(c.ci_high), inv(c.ci_low), ratio <= 1 ? "faster by" : "slower by",
-                     100 * std::abs(ratio - 1), c.p_value < 0.001 ? "p < 0.001" : fmt::format("p = {:.3f}", c.p_value),
+                     100 * std::abs(ratio - 1), PValue(c.p_value),
                      100 * (c.detectable - 1),
                      c.verdict == stats::Verdict::kFaster   ? "B is faster"
                      : c.verdict == stats::Verdict::kSlower ? "B is slower"
