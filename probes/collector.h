@@ -28,14 +28,11 @@
 #include <unordered_set>
 #include <vector>
 
+#include "tick_clock.h"
 #include "trainrx/profiler/gpu_records.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::probes {
-
-// Wall clock in ns since the epoch (Kineto also uses the system clock, so our traces and a
-// PyTorch-profiler trace of the same run line up; CUPTI is told to use this clock too).
-int64_t NowNs() noexcept;
 
 enum class RecKind : uint8_t {
   kOp,        // ATen op (RecordScope::FUNCTION)
@@ -43,25 +40,25 @@ enum class RecKind : uint8_t {
   kUser,      // record_function ranges, Python's DataLoader / Optimizer ranges, our markers
   // An allocation or free reported by c10's allocators (record --memory-events): two records,
   // appended together by ThreadBuffer::AppendMemory, the totals first:
-  //   kMemoryTotals  start_ns = block address, external_id = total allocated, name | aux << 32 =
-  //                  total reserved; end_ns = 1 (finished)
-  //   kMemory        start_ns = end_ns = time, external_id = bytes (< 0: a free),
+  //   kMemoryTotals  start_ticks = block address, external_id = total allocated, name | aux << 32 =
+  //                  total reserved; end_ticks = 1 (finished)
+  //   kMemory        start_ticks = end_ticks = time, external_id = bytes (< 0: a free),
   //                  name = device type << 16 | device index (c10's numbering)
   // They reuse the 40-byte record rather than widening every op's record for a rarer event.
   kMemoryTotals,
   kMemory,
 };
 enum RecFlag : uint8_t {
-  kGradEnabled = 1,    // GradMode was on when the op started
-  kInferenceMode = 2,  // InferenceMode was on
+  kGradEnabled = 1,  // GradMode was on when the op started
 };
 
-// One recorded range. 40 bytes; end_ns is 0 until the end callback writes it, last and with
-// release order (EndRecord), so a thread that reads a non-zero end_ns with acquire order (the
-// journal's flusher, while recording goes on) sees every other field written.
+// One recorded range. 40 bytes; end_ticks is 0 until the end callback writes it, last and with
+// release order (EndRecord), so a thread that reads a non-zero end_ticks with acquire order (the
+// journal's flusher, while recording goes on) sees every other field written. Times are ticks of
+// the owning collector's TickSource (tick_clock.h), turned into ns when drained.
 struct Rec {
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
+  int64_t start_ticks = 0;
+  int64_t end_ticks = 0;
   int64_t external_id = 0;  // correlation with GPU activity (0: none)
   uint32_t name = 0;        // id in the owning ThreadBuffer's name table
   uint32_t aux = UINT32_MAX;  // index into ThreadBuffer::inputs
@@ -83,8 +80,8 @@ struct DataflowEdge {
 };
 
 // Marks a record finished (the owner thread, once): see Rec.
-inline void EndRecord(Rec* r, int64_t end_ns) noexcept {
-  std::atomic_ref<int64_t>(r->end_ns).store(end_ns, std::memory_order_release);
+inline void EndRecord(Rec* r, int64_t end_ticks) noexcept {
+  std::atomic_ref<int64_t>(r->end_ticks).store(end_ticks, std::memory_order_release);
 }
 
 class Collector;
@@ -95,11 +92,14 @@ class ThreadBuffer {
   static constexpr uint32_t kMaxChunks = 4096;  // chunk pointer array never grows
 
   ThreadBuffer(Collector* owner, uint32_t index, int64_t tid);
+  ~ThreadBuffer();
+  ThreadBuffer(const ThreadBuffer&) = delete;
+  ThreadBuffer& operator=(const ThreadBuffer&) = delete;
 
   // Appends a record and returns it, or nullptr (counted as dropped) past the budget.
   Rec* Append() noexcept;
   // Appends one allocator event (see RecKind::kMemory); false (counted as dropped) past the budget.
-  bool AppendMemory(int64_t ts_ns, int64_t bytes, uint64_t addr, uint64_t total_allocated, uint64_t total_reserved,
+  bool AppendMemory(int64_t ts_ticks, int64_t bytes, uint64_t addr, uint64_t total_allocated, uint64_t total_reserved,
                     int device_type, int device_index) noexcept;
   Rec& At(uint64_t i) { return chunks_[i / kChunkRecs][i % kChunkRecs]; }
   const Rec& At(uint64_t i) const { return chunks_[i / kChunkRecs][i % kChunkRecs]; }
@@ -115,6 +115,7 @@ class ThreadBuffer {
 
   int64_t tid() const { return tid_; }
   uint32_t index() const { return index_; }
+  TickSource tick_source() const { return tick_source_; }  // the owner's, for a caller without it
   uint64_t dropped() const { return dropped_; }
   int64_t NextExternalId() noexcept { return (static_cast<int64_t>(index_ + 1) << 40) | ++ext_seq_; }
 
@@ -133,7 +134,8 @@ class ThreadBuffer {
   Collector* owner_;
   uint32_t index_;
   int64_t tid_;
-  std::unique_ptr<Rec[]> chunks_[kMaxChunks];
+  TickSource tick_source_;
+  Rec* chunks_[kMaxChunks] = {};  // mapped (collector.cc MapChunk), unmapped by the destructor
   uint32_t chunk_count_ = 0;
   uint32_t in_chunk_ = kChunkRecs;  // records used in the last chunk
   std::atomic<uint64_t> size_{0};
@@ -146,6 +148,7 @@ class ThreadBuffer {
   struct StaticCacheEntry {
     const char* ptr = nullptr;
     uint32_t id = 0;
+    const char* text = nullptr;  // names_[id]'s characters (a deque's rows never move)
   };
   StaticCacheEntry static_cache_[kStaticCache];
   uint32_t InternStaticSlow(const char* name) noexcept;
@@ -214,6 +217,9 @@ class StepWindow {
 struct CollectorOptions {
   uint64_t max_events = 4'000'000;  // about 160 MB of records at most
   StepWindowOptions window;
+  // What Rec times are (tick_clock.h): the session passes DetectTickSource(); kRealtime (ns) by
+  // default, so that tests write ns.
+  TickSource ticks = TickSource::kRealtime;
 };
 
 // Where a drain got to: which records of each buffer were emitted, which were still open, and
@@ -256,14 +262,14 @@ class Collector {
   ThreadBuffer* ThisThread() noexcept;
 
   bool recording() const { return recording_.load(std::memory_order_relaxed); }
+
+  // The time a Rec holds (options.ticks): the TSC, or NowNs().
+  int64_t NowTicks() const noexcept { return ReadTicks(options_.ticks); }
+  TickSource tick_source() const { return options_.ticks; }
   void SetRecording(bool on) { recording_.store(on, std::memory_order_seq_cst); }
 
   // Budget shared by all threads; one atomic add per chunk.
   bool ReserveChunk() noexcept;
-  // Heap bytes the collector's record chunks hold: the heap samples at step boundaries
-  // (observer.cc SampleHeap) leave them out, or the recording itself would read as memory growth
-  // (the lm workload's heap grew 165 kB a step: one chunk of records).
-  uint64_t RecordBytes() const noexcept;
 
   // Config: `static_config` is written once into the trace's "trainrx" block (JSON values);
   // Sample() records a numeric value over time and stores a counter only when it changes.
@@ -318,6 +324,7 @@ class Collector {
   std::vector<std::pair<std::string, std::string>> static_config_;
   std::vector<ConfigSample> samples_;
   std::unordered_map<std::string, double> last_sample_;
+  TickMap tick_map_;  // a pair from the start, one more from every drain
   profiler::GpuRecords gpu_;
   uint64_t gpu_outside_window_ = 0;
   uint64_t gpu_over_cap_ = 0;

@@ -32,7 +32,7 @@ Rec* Begin(ThreadBuffer* b, const char* name, int64_t start) {
   r->kind = RecKind::kOp;
   r->name = b->InternDynamic(name);
   r->flags = kGradEnabled;
-  r->start_ns = start;
+  r->start_ticks = start;
   return r;
 }
 
