@@ -43,26 +43,20 @@ ThreadBuffer::~ThreadBuffer() {
   for (uint32_t c = 0; c < chunk_count_; ++c) munmap(chunks_[c], kChunkBytes);
 }
 
-Rec* ThreadBuffer::Append() noexcept {
-  if (in_chunk_ == kChunkRecs) {
-    if (chunk_count_ == kMaxChunks || !owner_->ReserveChunk()) {
-      ++dropped_;
-      return nullptr;
-    }
-    Rec* chunk = MapChunk();
-    if (chunk == nullptr) {
-      ++dropped_;
-      return nullptr;
-    }
-    chunks_[chunk_count_++] = chunk;
-    in_chunk_ = 0;
+Rec* ThreadBuffer::AppendInNewChunk() noexcept {
+  if (chunk_count_ == kMaxChunks || !owner_->ReserveChunk()) {
+    ++dropped_;
+    return nullptr;
   }
-  // Fresh: a chunk's records are made default (new Rec[]) and each is handed out once.
-  Rec* r = &chunks_[chunk_count_ - 1][in_chunk_++];
-  // Publish after the caller filled it: the caller writes fields, then size_ moves. Readers only
-  // look after Stop(), which waits for `busy`, so a relaxed increment plus that handshake is enough.
-  size_.store(size_.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // one writer: the owner
-  return r;
+  Rec* chunk = MapChunk();
+  if (chunk == nullptr) {
+    ++dropped_;
+    return nullptr;
+  }
+  chunks_[chunk_count_++] = chunk;
+  tail_ = chunk;
+  in_chunk_ = 0;
+  return Append();
 }
 
 bool ThreadBuffer::AppendMemory(int64_t ts_ticks, int64_t bytes, uint64_t addr, uint64_t total_allocated,
@@ -109,11 +103,8 @@ uint32_t ThreadBuffer::InternDynamic(std::string_view name) noexcept {
   }
 }
 
-uint32_t ThreadBuffer::InternStatic(const char* name) noexcept {
-  if (name == nullptr) return 0;
-  // A direct-mapped cache in front of the map: most ops hit it (a loop runs few distinct ops).
+uint32_t ThreadBuffer::InternStaticMiss(const char* name) noexcept {
   StaticCacheEntry& slot = static_cache_[(reinterpret_cast<uintptr_t>(name) >> 4) & (kStaticCache - 1)];
-  if (slot.ptr == name && std::strcmp(slot.text, name) == 0) return slot.id;
   const uint32_t id = InternStaticSlow(name);
   slot = {name, id, names_[id].c_str()};
   return id;

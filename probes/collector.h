@@ -20,6 +20,7 @@
 #include <atomic>
 #include <deque>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -96,8 +97,16 @@ class ThreadBuffer {
   ThreadBuffer(const ThreadBuffer&) = delete;
   ThreadBuffer& operator=(const ThreadBuffer&) = delete;
 
-  // Appends a record and returns it, or nullptr (counted as dropped) past the budget.
-  Rec* Append() noexcept;
+  // Appends a record and returns it, or nullptr (counted as dropped) past the budget. Inline: a
+  // record in the current chunk is a pointer bump (the observer calls it for every op).
+  Rec* Append() noexcept {
+    if (in_chunk_ == kChunkRecs) return AppendInNewChunk();
+    Rec* r = tail_ + in_chunk_++;  // fresh: made default when its chunk was mapped, handed out once
+    // Publish after the caller filled it: the caller writes fields, then size_ moves. Readers only
+    // look after Stop(), which waits for `busy`, so a relaxed increment plus that handshake is enough.
+    size_.store(size_.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // one writer: the owner
+    return r;
+  }
   // Appends one allocator event (see RecKind::kMemory); false (counted as dropped) past the budget.
   bool AppendMemory(int64_t ts_ticks, int64_t bytes, uint64_t addr, uint64_t total_allocated, uint64_t total_reserved,
                     int device_type, int device_index) noexcept;
@@ -108,7 +117,13 @@ class ThreadBuffer {
 
   // Name interning. Static names (ATen schema names) are keyed by pointer, verified by content
   // so that a reused buffer never yields a wrong name; dynamic names by content.
-  uint32_t InternStatic(const char* name) noexcept;
+  uint32_t InternStatic(const char* name) noexcept {
+    if (name == nullptr) return 0;
+    // A direct-mapped cache in front of the map: most ops hit it (a loop runs few distinct ops).
+    const StaticCacheEntry& slot = static_cache_[(reinterpret_cast<uintptr_t>(name) >> 4) & (kStaticCache - 1)];
+    if (slot.ptr == name && std::strcmp(slot.text, name) == 0) return slot.id;
+    return InternStaticMiss(name);
+  }
   uint32_t InternDynamic(std::string_view name) noexcept;
   uint32_t AddInputs(RecInputs in) noexcept;
   void AddEdge(uint64_t from, uint64_t to) noexcept;
@@ -138,6 +153,8 @@ class ThreadBuffer {
   Rec* chunks_[kMaxChunks] = {};  // mapped (collector.cc MapChunk), unmapped by the destructor
   uint32_t chunk_count_ = 0;
   uint32_t in_chunk_ = kChunkRecs;  // records used in the last chunk
+  Rec* tail_ = nullptr;             // the last chunk
+  Rec* AppendInNewChunk() noexcept;
   std::atomic<uint64_t> size_{0};
   uint64_t dropped_ = 0;
   int64_t ext_seq_ = 0;
@@ -151,6 +168,7 @@ class ThreadBuffer {
     const char* text = nullptr;  // names_[id]'s characters (a deque's rows never move)
   };
   StaticCacheEntry static_cache_[kStaticCache];
+  uint32_t InternStaticMiss(const char* name) noexcept;  // fills the cache slot
   uint32_t InternStaticSlow(const char* name) noexcept;
   mutable std::mutex side_mu_;
   std::deque<RecInputs> inputs_;  // a deque: a drain keeps rows' addresses (they never move)

@@ -82,13 +82,16 @@ struct BusyGuard {
 // allocation per op. An end whose start is not on top (ended on another thread, or out of
 // order) is searched a few entries down; if not found, the range is closed at stop time and
 // counted as unfinished.
+// 24 bytes, written at every start and read at every end (the thread's buffer is the stack's).
+enum OpenFlag : uint8_t {
+  kProducer = 1,        // a conv/linear whose output we remember (input window only)
+  kPushedExternal = 2,  // an external correlation id was pushed to CUPTI
+  kClosesWindow = 4,    // the step window's last optimizer step: recording stops at its end
+};
 struct Open {
   const at::RecordFunction* fn;
   Rec* rec;
-  ThreadBuffer* buf;
-  bool producer;         // a conv/linear whose output we remember (input window only)
-  bool pushed_external;  // an external correlation id was pushed to CUPTI
-  bool closes_window;    // the step window's last optimizer step: recording stops at its end
+  uint8_t flags;
 };
 constexpr int kMaxOpen = 256;
 struct OpenStack {
@@ -99,8 +102,9 @@ struct OpenStack {
   // c10::GradMode::is_enabled() cost a call into libc10 and a __tls_get_addr per op.
   const c10::AutogradState* autograd = nullptr;
   // This thread's buffer in the session's collector (the only one the observer records into),
-  // once Collector::ThisThread() made it.
+  // once Collector::ThisThread() made it: every open range's record is in it.
   ThreadBuffer* buf = nullptr;
+  bool tsc = false;  // buf's ticks are the TSC
 };
 // initial-exec TLS: a pointer only (the library is dlopen'ed, so it must fit glibc's small
 // static-TLS surplus); avoids a __tls_get_addr call per access in this PIC library.
@@ -363,7 +367,10 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       if (closes_window) CloseWindowNow(*c);  // the closing boundary cannot be recorded: close at its start
       return nullptr;
     }
-    if (open != nullptr) open->buf = b;
+    if (open != nullptr && open->buf != b) {
+      open->buf = b;
+      open->tsc = b->tick_source() == TickSource::kTsc;
+    }
     BusyGuard busy(b);
     if (scope == at::RecordScope::BACKWARD_FUNCTION && !State().backward_sampled.load(std::memory_order_relaxed) &&
         !State().backward_sampled.exchange(true))
@@ -416,7 +423,9 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       pushed = CuptiBridge::PushExternalId(r->external_id);
     }
     if (open && open->size < kMaxOpen) {
-      open->items[open->size++] = {&fn, r, b, producer, pushed, closes_window};
+      open->items[open->size++] = {&fn, r,
+                                   static_cast<uint8_t>((producer ? kProducer : 0) | (pushed ? kPushedExternal : 0) |
+                                                        (closes_window ? kClosesWindow : 0))};
     } else if (closes_window) {
       CloseWindowNow(*c);  // its end cannot be seen: the window closes at its start
     }
@@ -425,6 +434,27 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
   } catch (...) {
     return nullptr;  // never let an exception reach the observed program
   }
+}
+
+// A producer's output, remembered for the dataflow edge to the norm that reads it. Out of line:
+// OnEnd stays a small function that saves no registers.
+__attribute__((noinline)) void RememberOutput(const at::RecordFunction& fn, const ThreadBuffer& buf, const Rec* rec) noexcept {
+  try {
+    const auto& outs = fn.outputs();
+    if (!outs.empty() && outs[0].isTensor() && outs[0].toTensor().defined()) {
+      if (t_recent_outputs.size() > 4096) t_recent_outputs.clear();  // bounded
+      t_recent_outputs[KeyOf(outs[0].toTensor())] = buf.IndexOf(rec);
+    }
+  } catch (...) {
+  }
+}
+
+__attribute__((noinline)) void AfterOpenEnd(const at::RecordFunction& fn, const OpenStack& st, const Open& open) noexcept {
+  if (open.flags & kPushedExternal) CuptiBridge::PopExternalId();
+  if (open.flags & kClosesWindow) {
+    if (Collector* c = ActiveCollector()) CloseWindowNow(*c);
+  }
+  if (open.flags & kProducer) RememberOutput(fn, *st.buf, open.rec);
 }
 
 void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
@@ -440,21 +470,8 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   const Open open = st.items[i];
   for (int j = i; j + 1 < st.size; ++j) st.items[j] = st.items[j + 1];
   --st.size;
-  EndRecord(open.rec, open.buf->tick_source() == TickSource::kTsc ? tsc : NowNs());
-  if (open.pushed_external) CuptiBridge::PopExternalId();
-  if (open.closes_window) {
-    if (Collector* c = ActiveCollector()) CloseWindowNow(*c);
-  }
-  if (open.producer) {
-    try {
-      const auto& outs = fn.outputs();
-      if (!outs.empty() && outs[0].isTensor() && outs[0].toTensor().defined()) {
-        if (t_recent_outputs.size() > 4096) t_recent_outputs.clear();  // bounded
-        t_recent_outputs[KeyOf(outs[0].toTensor())] = open.buf->IndexOf(open.rec);
-      }
-    } catch (...) {
-    }
-  }
+  EndRecord(open.rec, st.tsc ? tsc : NowNs());
+  if (open.flags != 0) AfterOpenEnd(fn, st, open);
 }
 
 std::unique_ptr<at::ObserverContext> OnStartNoop(const at::RecordFunction&) { return nullptr; }
