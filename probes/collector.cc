@@ -566,11 +566,13 @@ void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor,
   std::vector<ConfigSample> samples;
   profiler::GpuRecords gpu;
   TickMap ticks;
+  // A pair read now: the records this drain emits end before it, or so little after that the
+  // map's slope carries them. (Two drains at once may add theirs out of order: the map drops the
+  // earlier one.)
+  const TickMap::Point pair = ReadTickPair(options_.ticks);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // A pair read now: the records this drain emits end before it, or so little after that the
-    // map's slope carries them; under the lock, so that two drains add their pairs in order.
-    tick_map_.Add(ReadTickPair(options_.ticks));
+    tick_map_.Add(pair);
     ticks = tick_map_;
     for (const auto& b : buffers_) buffers.push_back(b.get());
     if (cursor.samples < samples_.size()) samples.assign(samples_.begin() + static_cast<std::ptrdiff_t>(cursor.samples), samples_.end());

@@ -71,8 +71,14 @@ std::atomic<Collector*> g_collector{nullptr};
 Collector* ActiveCollector() noexcept { return g_collector.load(std::memory_order_acquire); }
 
 // RAII for ThreadBuffer::busy (Stop() waits for it).
+// The flag is set with a plain store, not a sequentially consistent one (an `xchg`, a locked
+// instruction on every op): nothing here reads `recording` again after setting it, so the order
+// bought nothing. A callback that read `recording` just before Assemble cleared it could always
+// set the flag after Assemble looked; a plain store only keeps its `true` in this core's store
+// buffer a few ns longer. What the wait does guarantee is unchanged: once Assemble sees the flag
+// set, it sees, after the release store that clears it, everything the callback wrote.
 struct BusyGuard {
-  explicit BusyGuard(ThreadBuffer* b) : b_(b) { b_->busy.store(true, std::memory_order_seq_cst); }
+  explicit BusyGuard(ThreadBuffer* b) : b_(b) { b_->busy.store(true, std::memory_order_relaxed); }
   ~BusyGuard() { b_->busy.store(false, std::memory_order_release); }
   ThreadBuffer* b_;
 };
