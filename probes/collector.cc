@@ -4,8 +4,8 @@
 #include "trainrx/profiler/memory_counters.h"
 #include "trainrx/profiler/profiler_steps.h"
 
+#include <sys/mman.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,44 +17,53 @@
 
 namespace trainrx::probes {
 
-int64_t NowNs() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 ThreadBuffer::ThreadBuffer(Collector* owner, uint32_t index, int64_t tid)
-    : owner_(owner), index_(index), tid_(tid) {
+    : owner_(owner), index_(index), tid_(tid), tick_source_(owner->tick_source()) {
   names_.emplace_back();  // id 0: ""
 }
 
-Rec* ThreadBuffer::Append() noexcept {
-  if (in_chunk_ == kChunkRecs) {
-    if (chunk_count_ == kMaxChunks || !owner_->ReserveChunk()) {
-      ++dropped_;
-      return nullptr;
-    }
-    Rec* chunk = new (std::nothrow) Rec[kChunkRecs];
-    if (chunk == nullptr) {
-      ++dropped_;
-      return nullptr;
-    }
-    chunks_[chunk_count_++].reset(chunk);
-    in_chunk_ = 0;
-  }
-  Rec* r = &chunks_[chunk_count_ - 1][in_chunk_++];
-  *r = Rec{};
-  // Publish after the caller filled it: the caller writes fields, then size_ moves. Readers only
-  // look after Stop(), which waits for `busy`, so a relaxed increment plus that handshake is enough.
-  size_.store(size_.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // one writer: the owner
-  return r;
+namespace {
+constexpr size_t kChunkBytes = sizeof(Rec) * ThreadBuffer::kChunkRecs;
+
+// A chunk of records is mapped on its own, not taken from malloc: a 160 KB request went down
+// malloc's large path, whose malloc_consolidate walks the program's freed small blocks, about
+// 100 instructions per record amortized (bench/per_op_instructions.sh, issue 34.13), the
+// largest single cost of recording an op. The records are also outside the heap figure that the
+// step boundaries sample (observer.cc SampleHeap), as they should be.
+Rec* MapChunk() noexcept {
+  void* p = mmap(nullptr, kChunkBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  Rec* chunk = static_cast<Rec*>(p);
+  for (uint32_t i = 0; i < ThreadBuffer::kChunkRecs; ++i) new (chunk + i) Rec();
+  return chunk;
+}
+}  // namespace
+
+ThreadBuffer::~ThreadBuffer() {
+  for (uint32_t c = 0; c < chunk_count_; ++c) munmap(chunks_[c], kChunkBytes);
 }
 
-bool ThreadBuffer::AppendMemory(int64_t ts_ns, int64_t bytes, uint64_t addr, uint64_t total_allocated,
+Rec* ThreadBuffer::AppendInNewChunk() noexcept {
+  if (chunk_count_ == kMaxChunks || !owner_->ReserveChunk()) {
+    ++dropped_;
+    return nullptr;
+  }
+  Rec* chunk = MapChunk();
+  if (chunk == nullptr) {
+    ++dropped_;
+    return nullptr;
+  }
+  chunks_[chunk_count_++] = chunk;
+  tail_ = chunk;
+  in_chunk_ = 0;
+  return Append();
+}
+
+bool ThreadBuffer::AppendMemory(int64_t ts_ticks, int64_t bytes, uint64_t addr, uint64_t total_allocated,
                                 uint64_t total_reserved, int device_type, int device_index) noexcept {
   Rec* totals = Append();
   if (totals == nullptr) return false;
-  totals->start_ns = static_cast<int64_t>(addr);
+  totals->start_ticks = static_cast<int64_t>(addr);
   totals->external_id = static_cast<int64_t>(total_allocated);
   totals->name = static_cast<uint32_t>(total_reserved);
   totals->aux = static_cast<uint32_t>(total_reserved >> 32);
@@ -62,17 +71,17 @@ bool ThreadBuffer::AppendMemory(int64_t ts_ns, int64_t bytes, uint64_t addr, uin
   EndRecord(totals, 1);
   Rec* r = Append();
   if (r == nullptr) return false;  // the totals record alone is skipped by the drain
-  r->start_ns = ts_ns;
+  r->start_ticks = ts_ticks;
   r->external_id = bytes;
   r->name = (static_cast<uint32_t>(device_type & 0xffff) << 16) | static_cast<uint32_t>(device_index & 0xffff);
   r->kind = RecKind::kMemory;
-  EndRecord(r, ts_ns);  // last: a drain that sees it finished sees the totals before it too
+  EndRecord(r, ts_ticks);  // last: a drain that sees it finished sees the totals before it too
   return true;
 }
 
 uint64_t ThreadBuffer::IndexOf(const Rec* r) const {
   for (uint32_t c = 0; c < chunk_count_; ++c) {
-    const Rec* base = chunks_[c].get();
+    const Rec* base = chunks_[c];
     if (r >= base && r < base + kChunkRecs) return uint64_t{c} * kChunkRecs + static_cast<uint64_t>(r - base);
   }
   return UINT64_MAX;
@@ -94,13 +103,10 @@ uint32_t ThreadBuffer::InternDynamic(std::string_view name) noexcept {
   }
 }
 
-uint32_t ThreadBuffer::InternStatic(const char* name) noexcept {
-  if (name == nullptr) return 0;
-  // A direct-mapped cache in front of the map: most ops hit it (a loop runs few distinct ops).
+uint32_t ThreadBuffer::InternStaticMiss(const char* name) noexcept {
   StaticCacheEntry& slot = static_cache_[(reinterpret_cast<uintptr_t>(name) >> 4) & (kStaticCache - 1)];
-  if (slot.ptr == name && std::strcmp(names_[slot.id].c_str(), name) == 0) return slot.id;
   const uint32_t id = InternStaticSlow(name);
-  slot = {name, id};
+  slot = {name, id, names_[id].c_str()};
   return id;
 }
 
@@ -144,7 +150,10 @@ thread_local ThreadSlot t_slot __attribute__((tls_model("initial-exec")));  // 1
 }  // namespace
 
 Collector::Collector(CollectorOptions options)
-    : options_(options), generation_(++g_collector_generation), window_(options.window) {}
+    : options_(options),
+      generation_(++g_collector_generation),
+      window_(options.window),
+      tick_map_(TickMap::Calibrated(options.ticks)) {}
 
 StepWindow::StepWindow(StepWindowOptions options) : options_(options) { state_.opened = starts_open(); }
 
@@ -211,10 +220,6 @@ bool Collector::ReserveChunk() noexcept {
   if (n < max_chunks) return true;
   chunks_reserved_.fetch_sub(1, std::memory_order_relaxed);
   return false;
-}
-
-uint64_t Collector::RecordBytes() const noexcept {
-  return chunks_reserved_.load(std::memory_order_relaxed) * ThreadBuffer::kChunkRecs * sizeof(Rec);
 }
 
 ThreadBuffer* Collector::ThisThread() noexcept {
@@ -391,7 +396,7 @@ std::vector<uint64_t> ReadyRecords(const ThreadBuffer& b, DrainCursor::Buffer& a
   std::vector<uint64_t> ready, still_open;
   auto look = [&](uint64_t i) {
     const Rec& r = b.At(i);
-    const int64_t end = std::atomic_ref<const int64_t>(r.end_ns).load(std::memory_order_acquire);
+    const int64_t end = std::atomic_ref<const int64_t>(r.end_ticks).load(std::memory_order_acquire);
     if (end != 0 || final) ready.push_back(i);
     else still_open.push_back(i);
   };
@@ -423,11 +428,13 @@ void CopySideTables(const ThreadBuffer& b, DrainCursor::Buffer& at, bool final) 
   for (; at.edges < edges.size(); ++at.edges) at.pending_edges.push_back(edges[at.edges]);
 }
 
-// Where a buffer's records go: its track, and the ids its events and counters use.
+// Where a buffer's records go: its track, the ids its events and counters use, and the map from
+// its records' ticks to the trace's ns.
 struct DrainInto {
   profiler::Trace& trace;
   uint32_t track;
   profiler::StrId grad_counter, dataflow_cat;
+  const TickMap& ticks;
 };
 
 // The ready records as events (a range still open at the final drain ends at stop_ns, counted
@@ -440,7 +447,7 @@ struct DrainInto {
 using MemoryNames = std::unordered_map<uint32_t, std::array<profiler::StrId, 4>>;
 void EmitMemory(const ThreadBuffer& b, uint64_t i, const DrainInto& into, MemoryNames& memory_names) {
   const Rec& r = b.At(i);
-  if (std::atomic_ref<const int64_t>(r.end_ns).load(std::memory_order_acquire) == 0 || i == 0) return;  // cut mid-write
+  if (std::atomic_ref<const int64_t>(r.end_ticks).load(std::memory_order_acquire) == 0 || i == 0) return;  // cut mid-write
   const Rec& t = b.At(i - 1);
   if (t.kind != RecKind::kMemoryTotals) return;
   const int type = static_cast<int>(r.name >> 16), index = static_cast<int>(r.name & 0xffff);
@@ -455,14 +462,15 @@ void EmitMemory(const ThreadBuffer& b, uint64_t i, const DrainInto& into, Memory
     }
   }
   auto& counters = into.trace.counters;
-  counters.push_back({into.track, names[0], r.start_ns, static_cast<double>(t.external_id)});
+  const int64_t ts_ns = into.ticks.ToNs(r.start_ticks);
+  counters.push_back({into.track, names[0], ts_ns, static_cast<double>(t.external_id)});
   if (type != 0) {
     const uint64_t reserved = uint64_t{t.name} | (uint64_t{t.aux} << 32);
-    counters.push_back({into.track, names[1], r.start_ns, static_cast<double>(reserved)});
+    counters.push_back({into.track, names[1], ts_ns, static_cast<double>(reserved)});
   }
-  counters.push_back({into.track, names[2], r.start_ns, static_cast<double>(r.external_id)});
-  if (t.start_ns > 0 && t.start_ns < (int64_t{1} << 53))
-    counters.push_back({into.track, names[3], r.start_ns, static_cast<double>(t.start_ns)});
+  counters.push_back({into.track, names[2], ts_ns, static_cast<double>(r.external_id)});
+  const int64_t addr = t.start_ticks;  // the totals record holds the block's address there
+  if (addr > 0 && addr < (int64_t{1} << 53)) counters.push_back({into.track, names[3], ts_ns, static_cast<double>(addr)});
 }
 
 void EmitRecords(const ThreadBuffer& b, const std::vector<uint64_t>& ready, DrainCursor::Buffer& at, int64_t stop_ns,
@@ -480,15 +488,19 @@ void EmitRecords(const ThreadBuffer& b, const std::vector<uint64_t>& ready, Drai
       EmitMemory(b, i, into, memory_names);
       continue;
     }
-    if (r.start_ns == 0) continue;  // appended, never filled (dropped mid-way)
-    int64_t end = std::atomic_ref<const int64_t>(r.end_ns).load(std::memory_order_acquire);
-    if (end == 0) {
+    if (r.start_ticks == 0) continue;  // appended, never filled (dropped mid-way)
+    const int64_t start_ns = into.ticks.ToNs(r.start_ticks);
+    const int64_t end_ticks = std::atomic_ref<const int64_t>(r.end_ticks).load(std::memory_order_acquire);
+    int64_t end_ns = 0;
+    if (end_ticks == 0) {
       ++cursor.unfinished;
-      end = std::max(r.start_ns, stop_ns);
+      end_ns = std::max(start_ns, stop_ns);
+    } else {
+      end_ns = into.ticks.ToNs(end_ticks);
     }
     Event e;
-    e.ts_ns = r.start_ns;
-    e.dur_ns = std::max<int64_t>(0, end - r.start_ns);
+    e.ts_ns = start_ns;
+    e.dur_ns = std::max<int64_t>(0, end_ns - start_ns);
     e.kind = r.kind == RecKind::kUser ? EventKind::kUserAnnotation : EventKind::kCpuOp;
     if (r.name < ids.size()) {
       if (ids[r.name] == profiler::kNoStr) ids[r.name] = trace.strings.Intern(*at.names[r.name]);
@@ -508,7 +520,7 @@ void EmitRecords(const ThreadBuffer& b, const std::vector<uint64_t>& ready, Drai
     if (r.kind == RecKind::kOp) {
       const int grad = (r.flags & kGradEnabled) ? 1 : 0;
       if (grad != at.last_grad) {
-        trace.counters.push_back({into.track, into.grad_counter, r.start_ns, static_cast<double>(grad)});
+        trace.counters.push_back({into.track, into.grad_counter, start_ns, static_cast<double>(grad)});
         at.last_grad = grad;
       }
     }
@@ -526,15 +538,15 @@ void EmitDataflow(const ThreadBuffer& b, DrainCursor::Buffer& at, uint64_t n, bo
     }
     const Rec& from = b.At(edge.from);
     const Rec& to = b.At(edge.to);
-    const bool done = final || (std::atomic_ref<const int64_t>(from.end_ns).load(std::memory_order_acquire) != 0 &&
-                                std::atomic_ref<const int64_t>(to.end_ns).load(std::memory_order_acquire) != 0);
+    const bool done = final || (std::atomic_ref<const int64_t>(from.end_ticks).load(std::memory_order_acquire) != 0 &&
+                                std::atomic_ref<const int64_t>(to.end_ticks).load(std::memory_order_acquire) != 0);
     if (!done) {
       waiting.push_back(edge);
       continue;
     }
     const int64_t id = cursor.next_flow_id++;
-    into.trace.flows.push_back({id, into.dataflow_cat, into.track, from.start_ns, true});
-    into.trace.flows.push_back({id, into.dataflow_cat, into.track, to.start_ns, false});
+    into.trace.flows.push_back({id, into.dataflow_cat, into.track, into.ticks.ToNs(from.start_ticks), true});
+    into.trace.flows.push_back({id, into.dataflow_cat, into.track, into.ticks.ToNs(to.start_ticks), false});
   }
   at.pending_edges = std::move(waiting);
 }
@@ -553,8 +565,15 @@ void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor,
   std::vector<ThreadBuffer*> buffers;
   std::vector<ConfigSample> samples;
   profiler::GpuRecords gpu;
+  TickMap ticks;
+  // A pair read now: the records this drain emits end before it, or so little after that the
+  // map's slope carries them. (Two drains at once may add theirs out of order: the map drops the
+  // earlier one.)
+  const TickMap::Point pair = ReadTickPair(options_.ticks);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    tick_map_.Add(pair);
+    ticks = tick_map_;
     for (const auto& b : buffers_) buffers.push_back(b.get());
     if (cursor.samples < samples_.size()) samples.assign(samples_.begin() + static_cast<std::ptrdiff_t>(cursor.samples), samples_.end());
     cursor.samples = samples_.size();
@@ -590,7 +609,7 @@ void Collector::Drain(profiler::Trace& trace, int32_t rank, DrainCursor& cursor,
     }
     const std::vector<uint64_t> ready = ReadyRecords(*b, at, n, final);
     CopySideTables(*b, at, final);
-    const DrainInto into{trace, track, grad_counter, dataflow_cat};
+    const DrainInto into{trace, track, grad_counter, dataflow_cat, ticks};
     EmitRecords(*b, ready, at, stop_ns, cursor, into);
     EmitDataflow(*b, at, n, final, cursor, into);
   }

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <deque>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,14 +29,11 @@
 #include <unordered_set>
 #include <vector>
 
+#include "tick_clock.h"
 #include "trainrx/profiler/gpu_records.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::probes {
-
-// Wall clock in ns since the epoch (Kineto also uses the system clock, so our traces and a
-// PyTorch-profiler trace of the same run line up; CUPTI is told to use this clock too).
-int64_t NowNs() noexcept;
 
 enum class RecKind : uint8_t {
   kOp,        // ATen op (RecordScope::FUNCTION)
@@ -43,25 +41,25 @@ enum class RecKind : uint8_t {
   kUser,      // record_function ranges, Python's DataLoader / Optimizer ranges, our markers
   // An allocation or free reported by c10's allocators (record --memory-events): two records,
   // appended together by ThreadBuffer::AppendMemory, the totals first:
-  //   kMemoryTotals  start_ns = block address, external_id = total allocated, name | aux << 32 =
-  //                  total reserved; end_ns = 1 (finished)
-  //   kMemory        start_ns = end_ns = time, external_id = bytes (< 0: a free),
+  //   kMemoryTotals  start_ticks = block address, external_id = total allocated, name | aux << 32 =
+  //                  total reserved; end_ticks = 1 (finished)
+  //   kMemory        start_ticks = end_ticks = time, external_id = bytes (< 0: a free),
   //                  name = device type << 16 | device index (c10's numbering)
   // They reuse the 40-byte record rather than widening every op's record for a rarer event.
   kMemoryTotals,
   kMemory,
 };
 enum RecFlag : uint8_t {
-  kGradEnabled = 1,    // GradMode was on when the op started
-  kInferenceMode = 2,  // InferenceMode was on
+  kGradEnabled = 1,  // GradMode was on when the op started
 };
 
-// One recorded range. 40 bytes; end_ns is 0 until the end callback writes it, last and with
-// release order (EndRecord), so a thread that reads a non-zero end_ns with acquire order (the
-// journal's flusher, while recording goes on) sees every other field written.
+// One recorded range. 40 bytes; end_ticks is 0 until the end callback writes it, last and with
+// release order (EndRecord), so a thread that reads a non-zero end_ticks with acquire order (the
+// journal's flusher, while recording goes on) sees every other field written. Times are ticks of
+// the owning collector's TickSource (tick_clock.h), turned into ns when drained.
 struct Rec {
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
+  int64_t start_ticks = 0;
+  int64_t end_ticks = 0;
   int64_t external_id = 0;  // correlation with GPU activity (0: none)
   uint32_t name = 0;        // id in the owning ThreadBuffer's name table
   uint32_t aux = UINT32_MAX;  // index into ThreadBuffer::inputs
@@ -83,8 +81,8 @@ struct DataflowEdge {
 };
 
 // Marks a record finished (the owner thread, once): see Rec.
-inline void EndRecord(Rec* r, int64_t end_ns) noexcept {
-  std::atomic_ref<int64_t>(r->end_ns).store(end_ns, std::memory_order_release);
+inline void EndRecord(Rec* r, int64_t end_ticks) noexcept {
+  std::atomic_ref<int64_t>(r->end_ticks).store(end_ticks, std::memory_order_release);
 }
 
 class Collector;
@@ -95,11 +93,22 @@ class ThreadBuffer {
   static constexpr uint32_t kMaxChunks = 4096;  // chunk pointer array never grows
 
   ThreadBuffer(Collector* owner, uint32_t index, int64_t tid);
+  ~ThreadBuffer();
+  ThreadBuffer(const ThreadBuffer&) = delete;
+  ThreadBuffer& operator=(const ThreadBuffer&) = delete;
 
-  // Appends a record and returns it, or nullptr (counted as dropped) past the budget.
-  Rec* Append() noexcept;
+  // Appends a record and returns it, or nullptr (counted as dropped) past the budget. Inline: a
+  // record in the current chunk is a pointer bump (the observer calls it for every op).
+  Rec* Append() noexcept {
+    if (in_chunk_ == kChunkRecs) return AppendInNewChunk();
+    Rec* r = tail_ + in_chunk_++;  // fresh: made default when its chunk was mapped, handed out once
+    // Publish after the caller filled it: the caller writes fields, then size_ moves. Readers only
+    // look after Stop(), which waits for `busy`, so a relaxed increment plus that handshake is enough.
+    size_.store(size_.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // one writer: the owner
+    return r;
+  }
   // Appends one allocator event (see RecKind::kMemory); false (counted as dropped) past the budget.
-  bool AppendMemory(int64_t ts_ns, int64_t bytes, uint64_t addr, uint64_t total_allocated, uint64_t total_reserved,
+  bool AppendMemory(int64_t ts_ticks, int64_t bytes, uint64_t addr, uint64_t total_allocated, uint64_t total_reserved,
                     int device_type, int device_index) noexcept;
   Rec& At(uint64_t i) { return chunks_[i / kChunkRecs][i % kChunkRecs]; }
   const Rec& At(uint64_t i) const { return chunks_[i / kChunkRecs][i % kChunkRecs]; }
@@ -108,13 +117,20 @@ class ThreadBuffer {
 
   // Name interning. Static names (ATen schema names) are keyed by pointer, verified by content
   // so that a reused buffer never yields a wrong name; dynamic names by content.
-  uint32_t InternStatic(const char* name) noexcept;
+  uint32_t InternStatic(const char* name) noexcept {
+    if (name == nullptr) return 0;
+    // A direct-mapped cache in front of the map: most ops hit it (a loop runs few distinct ops).
+    const StaticCacheEntry& slot = static_cache_[(reinterpret_cast<uintptr_t>(name) >> 4) & (kStaticCache - 1)];
+    if (slot.ptr == name && std::strcmp(slot.text, name) == 0) return slot.id;
+    return InternStaticMiss(name);
+  }
   uint32_t InternDynamic(std::string_view name) noexcept;
   uint32_t AddInputs(RecInputs in) noexcept;
   void AddEdge(uint64_t from, uint64_t to) noexcept;
 
   int64_t tid() const { return tid_; }
   uint32_t index() const { return index_; }
+  TickSource tick_source() const { return tick_source_; }  // the owner's, for a caller without it
   uint64_t dropped() const { return dropped_; }
   int64_t NextExternalId() noexcept { return (static_cast<int64_t>(index_ + 1) << 40) | ++ext_seq_; }
 
@@ -133,9 +149,12 @@ class ThreadBuffer {
   Collector* owner_;
   uint32_t index_;
   int64_t tid_;
-  std::unique_ptr<Rec[]> chunks_[kMaxChunks];
+  TickSource tick_source_;
+  Rec* chunks_[kMaxChunks] = {};  // mapped (collector.cc MapChunk), unmapped by the destructor
   uint32_t chunk_count_ = 0;
   uint32_t in_chunk_ = kChunkRecs;  // records used in the last chunk
+  Rec* tail_ = nullptr;             // the last chunk
+  Rec* AppendInNewChunk() noexcept;
   std::atomic<uint64_t> size_{0};
   uint64_t dropped_ = 0;
   int64_t ext_seq_ = 0;
@@ -146,8 +165,10 @@ class ThreadBuffer {
   struct StaticCacheEntry {
     const char* ptr = nullptr;
     uint32_t id = 0;
+    const char* text = nullptr;  // names_[id]'s characters (a deque's rows never move)
   };
   StaticCacheEntry static_cache_[kStaticCache];
+  uint32_t InternStaticMiss(const char* name) noexcept;  // fills the cache slot
   uint32_t InternStaticSlow(const char* name) noexcept;
   mutable std::mutex side_mu_;
   std::deque<RecInputs> inputs_;  // a deque: a drain keeps rows' addresses (they never move)
@@ -214,6 +235,9 @@ class StepWindow {
 struct CollectorOptions {
   uint64_t max_events = 4'000'000;  // about 160 MB of records at most
   StepWindowOptions window;
+  // What Rec times are (tick_clock.h): the session passes DetectTickSource(); kRealtime (ns) by
+  // default, so that tests write ns.
+  TickSource ticks = TickSource::kRealtime;
 };
 
 // Where a drain got to: which records of each buffer were emitted, which were still open, and
@@ -256,21 +280,22 @@ class Collector {
   ThreadBuffer* ThisThread() noexcept;
 
   bool recording() const { return recording_.load(std::memory_order_relaxed); }
+
+  // The time a Rec holds (options.ticks): the TSC, or NowNs().
+  int64_t NowTicks() const noexcept { return ReadTicks(options_.ticks); }
+  TickSource tick_source() const { return options_.ticks; }
   void SetRecording(bool on) { recording_.store(on, std::memory_order_seq_cst); }
 
   // Budget shared by all threads; one atomic add per chunk.
   bool ReserveChunk() noexcept;
-  // Heap bytes the collector's record chunks hold: the heap samples at step boundaries
-  // (observer.cc SampleHeap) leave them out, or the recording itself would read as memory growth
-  // (the lm workload's heap grew 165 kB a step: one chunk of records).
-  uint64_t RecordBytes() const noexcept;
   // Heap bytes the journal's flusher holds (its reusable fragment and frame buffer, journal.cc):
-  // left out of the heap samples too. A flusher starved of CPU (SCHED_IDLE on busy cores) drains
-  // more at each flush, and its buffers grew with the run: nanoGPT on 2 cores read as a leak of
-  // 554 kB a step that the unobserved run does not have (flat at 141.8 MB over 200 steps).
+  // the heap samples at step boundaries (observer.cc SampleHeap) leave them out. A flusher starved
+  // of CPU (SCHED_IDLE on busy cores) drains more at each flush, and its buffers grew with the run:
+  // nanoGPT on 2 cores read as a leak of 554 kB a step that the unobserved run does not have (flat
+  // at 141.8 MB over 200 steps). The record chunks are mapped outside malloc (MapChunk).
   void SetJournalBytes(uint64_t bytes) noexcept { journal_bytes_.store(bytes, std::memory_order_relaxed); }
-  // What the heap samples leave out: RecordBytes() and the journal's.
-  uint64_t OwnHeapBytes() const noexcept { return RecordBytes() + journal_bytes_.load(std::memory_order_relaxed); }
+  // What the heap samples leave out of malloc's figure: the journal's buffers.
+  uint64_t OwnHeapBytes() const noexcept { return journal_bytes_.load(std::memory_order_relaxed); }
 
   // Config: `static_config` is written once into the trace's "trainrx" block (JSON values);
   // Sample() records a numeric value over time and stores a counter only when it changes.
@@ -326,6 +351,7 @@ class Collector {
   std::vector<std::pair<std::string, std::string>> static_config_;
   std::vector<ConfigSample> samples_;
   std::unordered_map<std::string, double> last_sample_;
+  TickMap tick_map_;  // a pair from the start, one more from every drain
   profiler::GpuRecords gpu_;
   uint64_t gpu_outside_window_ = 0;
   uint64_t gpu_over_cap_ = 0;

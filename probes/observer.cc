@@ -9,8 +9,8 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
+#include <c10/core/AutogradState.h>
 #include <c10/core/GradMode.h>
-#include <c10/core/InferenceMode.h>
 #include <dlfcn.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -64,14 +64,21 @@ ObserverState& State() {
   return *s;
 }
 
-Collector* ActiveCollector() noexcept {
-  ProcessSession& s = ProcessSession::Get();
-  return s.active() ? &s.collector() : nullptr;
-}
+// The session's collector, set by Start() once the session began (a session, once begun, stays
+// active with the same collector): one load per op, where asking the session took its guarded
+// static and two more loads.
+std::atomic<Collector*> g_collector{nullptr};
+Collector* ActiveCollector() noexcept { return g_collector.load(std::memory_order_acquire); }
 
 // RAII for ThreadBuffer::busy (Stop() waits for it).
+// The flag is set with a plain store, not a sequentially consistent one (an `xchg`, a locked
+// instruction on every op): nothing here reads `recording` again after setting it, so the order
+// bought nothing. A callback that read `recording` just before Assemble cleared it could always
+// set the flag after Assemble looked; a plain store only keeps its `true` in this core's store
+// buffer a few ns longer. What the wait does guarantee is unchanged: once Assemble sees the flag
+// set, it sees, after the release store that clears it, everything the callback wrote.
 struct BusyGuard {
-  explicit BusyGuard(ThreadBuffer* b) : b_(b) { b_->busy.store(true, std::memory_order_seq_cst); }
+  explicit BusyGuard(ThreadBuffer* b) : b_(b) { b_->busy.store(true, std::memory_order_relaxed); }
   ~BusyGuard() { b_->busy.store(false, std::memory_order_release); }
   ThreadBuffer* b_;
 };
@@ -81,24 +88,37 @@ struct BusyGuard {
 // allocation per op. An end whose start is not on top (ended on another thread, or out of
 // order) is searched a few entries down; if not found, the range is closed at stop time and
 // counted as unfinished.
+// 24 bytes, written at every start and read at every end (the thread's buffer is the stack's).
+enum OpenFlag : uint8_t {
+  kProducer = 1,        // a conv/linear whose output we remember (input window only)
+  kPushedExternal = 2,  // an external correlation id was pushed to CUPTI
+  kClosesWindow = 4,    // the step window's last optimizer step: recording stops at its end
+};
 struct Open {
   const at::RecordFunction* fn;
   Rec* rec;
-  ThreadBuffer* buf;
-  bool producer;         // a conv/linear whose output we remember (input window only)
-  bool pushed_external;  // an external correlation id was pushed to CUPTI
-  bool closes_window;    // the step window's last optimizer step: recording stops at its end
+  uint8_t flags;
 };
 constexpr int kMaxOpen = 256;
 struct OpenStack {
   Open items[kMaxOpen];
   int size = 0;
+  // This thread's grad mode, read per op: c10's thread-local AutogradState, whose address is
+  // fixed for the thread's life (set_tls_state assigns into it). Reading it through
+  // c10::GradMode::is_enabled() cost a call into libc10 and a __tls_get_addr per op.
+  const c10::AutogradState* autograd = nullptr;
+  // This thread's buffer in the session's collector (the only one the observer records into),
+  // once Collector::ThisThread() made it: every open range's record is in it.
+  ThreadBuffer* buf = nullptr;
+  bool tsc = false;  // buf's ticks are the TSC
 };
 // initial-exec TLS: a pointer only (the library is dlopen'ed, so it must fit glibc's small
 // static-TLS surplus); avoids a __tls_get_addr call per access in this PIC library.
 thread_local OpenStack* t_open_ptr __attribute__((tls_model("initial-exec"))) = nullptr;
 OpenStack* OpenStackOfThread() noexcept {
-  if (t_open_ptr == nullptr) t_open_ptr = new (std::nothrow) OpenStack();  // one per thread, lives with the process
+  if (t_open_ptr != nullptr) return t_open_ptr;
+  t_open_ptr = new (std::nothrow) OpenStack();  // one per thread, lives with the process
+  if (t_open_ptr != nullptr) t_open_ptr->autograd = &c10::AutogradState::get_tls_state();
   return t_open_ptr;
 }
 
@@ -265,7 +285,7 @@ void ReportBlock(void* p, int64_t bytes, int64_t total) noexcept {
   ThreadBuffer* b = c->ThisThread();
   if (b == nullptr) return;
   BusyGuard busy(b);
-  b->AppendMemory(NowNs(), bytes, reinterpret_cast<uintptr_t>(p), static_cast<uint64_t>(std::max<int64_t>(0, total)), 0,
+  b->AppendMemory(c->NowTicks(), bytes, reinterpret_cast<uintptr_t>(p), static_cast<uint64_t>(std::max<int64_t>(0, total)), 0,
                   /*cpu*/ 0, -1);
 }
 
@@ -347,10 +367,15 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       closes_window = action == WindowAction::kCloseAtEnd;
     }
     if (!c->recording()) return nullptr;
-    ThreadBuffer* b = c->ThisThread();
+    OpenStack* const open = OpenStackOfThread();
+    ThreadBuffer* b = open != nullptr && open->buf != nullptr ? open->buf : c->ThisThread();
     if (b == nullptr) {
       if (closes_window) CloseWindowNow(*c);  // the closing boundary cannot be recorded: close at its start
       return nullptr;
+    }
+    if (open != nullptr && open->buf != b) {
+      open->buf = b;
+      open->tsc = b->tick_source() == TickSource::kTsc;
     }
     BusyGuard busy(b);
     if (scope == at::RecordScope::BACKWARD_FUNCTION && !State().backward_sampled.load(std::memory_order_relaxed) &&
@@ -375,10 +400,10 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
     } else {
       r->kind = scope == at::RecordScope::BACKWARD_FUNCTION ? RecKind::kBackward : RecKind::kOp;
       r->name = r->kind == RecKind::kOp ? b->InternStatic(name) : b->InternDynamic(name);
-      uint8_t flags = 0;
-      if (c10::GradMode::is_enabled()) flags |= kGradEnabled;
-      if (c10::InferenceMode::is_enabled()) flags |= kInferenceMode;
-      r->flags = flags;
+      // Grad mode only: the drain writes its changes as trainrx.grad_enabled; nothing read the
+      // inference-mode flag this used to take too (a second call into libc10 per op).
+      const bool grad = open != nullptr ? open->autograd->get_grad_mode() : c10::GradMode::is_enabled();
+      r->flags = grad ? kGradEnabled : 0;
       // A program whose steps we never see (manual updates instead of torch.optim, an inference
       // loop, LibTorch without tp::MarkStep) would box every op's inputs for the whole run.
       if (fn.needsInputs() && ++t_ops_with_inputs == kInputCaptureOpsWithoutSteps) StopInputCaptureWithoutSteps();
@@ -403,20 +428,45 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       r->external_id = b->NextExternalId();
       pushed = CuptiBridge::PushExternalId(r->external_id);
     }
-    if (OpenStack* open = OpenStackOfThread(); open && open->size < kMaxOpen) {
-      open->items[open->size++] = {&fn, r, b, producer, pushed, closes_window};
+    if (open && open->size < kMaxOpen) {
+      open->items[open->size++] = {&fn, r,
+                                   static_cast<uint8_t>((producer ? kProducer : 0) | (pushed ? kPushedExternal : 0) |
+                                                        (closes_window ? kClosesWindow : 0))};
     } else if (closes_window) {
       CloseWindowNow(*c);  // its end cannot be seen: the window closes at its start
     }
-    r->start_ns = NowNs();  // last: our own work above is not charged to the op
+    r->start_ticks = c->NowTicks();  // last: our own work above is not charged to the op
     return nullptr;
   } catch (...) {
     return nullptr;  // never let an exception reach the observed program
   }
 }
 
+// A producer's output, remembered for the dataflow edge to the norm that reads it. Out of line:
+// OnEnd stays a small function that saves no registers.
+__attribute__((noinline)) void RememberOutput(const at::RecordFunction& fn, const ThreadBuffer& buf, const Rec* rec) noexcept {
+  try {
+    const auto& outs = fn.outputs();
+    if (!outs.empty() && outs[0].isTensor() && outs[0].toTensor().defined()) {
+      if (t_recent_outputs.size() > 4096) t_recent_outputs.clear();  // bounded
+      t_recent_outputs[KeyOf(outs[0].toTensor())] = buf.IndexOf(rec);
+    }
+  } catch (...) {
+  }
+}
+
+__attribute__((noinline)) void AfterOpenEnd(const at::RecordFunction& fn, const OpenStack& st, const Open& open) noexcept {
+  if (open.flags & kPushedExternal) CuptiBridge::PopExternalId();
+  if (open.flags & kClosesWindow) {
+    if (Collector* c = ActiveCollector()) CloseWindowNow(*c);
+  }
+  if (open.flags & kProducer) RememberOutput(fn, *st.buf, open.rec);
+}
+
 void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
-  const int64_t now = NowNs();
+  // First, so that the callbacks' work after it is not the op's; a collector whose ticks are not
+  // the TSC reads its clock below instead (the TSC read is wasted there, one instruction).
+  const int64_t tsc = ReadTsc();
   if (t_open_ptr == nullptr) return;
   OpenStack& st = *t_open_ptr;
   int i = st.size - 1;
@@ -426,21 +476,8 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   const Open open = st.items[i];
   for (int j = i; j + 1 < st.size; ++j) st.items[j] = st.items[j + 1];
   --st.size;
-  EndRecord(open.rec, now);
-  if (open.pushed_external) CuptiBridge::PopExternalId();
-  if (open.closes_window) {
-    if (Collector* c = ActiveCollector()) CloseWindowNow(*c);
-  }
-  if (open.producer) {
-    try {
-      const auto& outs = fn.outputs();
-      if (!outs.empty() && outs[0].isTensor() && outs[0].toTensor().defined()) {
-        if (t_recent_outputs.size() > 4096) t_recent_outputs.clear();  // bounded
-        t_recent_outputs[KeyOf(outs[0].toTensor())] = open.buf->IndexOf(open.rec);
-      }
-    } catch (...) {
-    }
-  }
+  EndRecord(open.rec, st.tsc ? tsc : NowNs());
+  if (open.flags != 0) AfterOpenEnd(fn, st, open);
 }
 
 std::unique_ptr<at::ObserverContext> OnStartNoop(const at::RecordFunction&) { return nullptr; }
@@ -528,6 +565,10 @@ void SampleHeap(Collector& c, ThreadBuffer* buf, int64_t ts) noexcept {
   const int64_t heap = profiler::HeapInUseBytes();
   if (heap < 0) return;
   static const std::string kKey = profiler::MemoryCounterName(profiler::MemoryWhat::kAllocated, "cpu");
+  // The collector's own records are not in it: their chunks are mapped outside malloc
+  // (collector.cc MapChunk), or the recording would read as memory growth (the lm workload's
+  // heap grew 165 kB a step, a chunk of records, when they came from malloc). The journal's
+  // buffers are in it, and left out (Collector::OwnHeapBytes).
   c.Sample(buf, kKey, std::max(0.0, static_cast<double>(heap) - static_cast<double>(c.OwnHeapBytes())), ts);
 }
 
@@ -582,7 +623,7 @@ void OnFinish(ProcessSession& s) {
   Collector& c = s.collector();
   SnapshotConfig(c.ThisThread(), NowNs());
   if (Rec* step = State().current_step.exchange(nullptr)) {
-    EndRecord(step, NowNs());
+    EndRecord(step, c.NowTicks());
   }
   CuptiBridge::Collect(c);
   try {
@@ -607,12 +648,12 @@ Rec* AppendUser(const char* name) noexcept {
   if (r == nullptr) return nullptr;
   r->kind = RecKind::kUser;
   r->name = b->InternDynamic(name);
-  r->start_ns = NowNs();
+  r->start_ticks = c->NowTicks();
   return r;
 }
 
 void EndRec(Rec* r) noexcept {
-  if (r) EndRecord(r, NowNs());
+  if (Collector* c = ActiveCollector(); r && c) EndRecord(r, c->NowTicks());
 }
 
 // Removes the observer's callback if registered; the caller holds st.mu.
@@ -645,6 +686,7 @@ bool Start(const StartOptions& options) {
     config.output = options.output;
     config.collector.max_events = options.max_events;
     if (!ProcessSession::Get().Begin(config)) return false;
+    g_collector.store(&ProcessSession::Get().collector(), std::memory_order_release);
     ProcessSession::Get().SetFinishHook(&OnFinish);
     ProcessSession::Get().SetForkChildHook(&OnForkChild);
     std::lock_guard<std::mutex> lock(st.mu);

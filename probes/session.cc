@@ -112,6 +112,8 @@ bool ProcessSession::Begin(SessionConfig config) {
   is_root_ = root_pid < 0 || root_pid == pid;
   rank_ = EnvInt("RANK", -1);
   output_path_ = profiler::ProcessTracePath(config.output, is_root_, rank_, pid);
+  // The TSC where the kernel trusts it (tick_clock.h): the observer reads it twice per op.
+  config.collector.ticks = DetectTickSource();
   collector_ = new Collector(config.collector);
   start_ns_ = NowNs();
 
@@ -123,6 +125,7 @@ bool ProcessSession::Begin(SessionConfig config) {
   c.SetStatic("command", profiler::JsonWriter::Quote(CommandLine()));
   c.SetStatic("cpu_count", std::to_string(AllowedCpus()));
   c.SetStatic("start_ns", std::to_string(start_ns_));
+  c.SetStatic("tick_source", profiler::JsonWriter::Quote(config.collector.ticks == TickSource::kTsc ? "tsc" : "realtime"));
   {
     // Ranks on one host share its clock: analysis then never shifts one against another.
     char host[256] = {};

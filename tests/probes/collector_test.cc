@@ -27,8 +27,8 @@ Rec* AddRange(ThreadBuffer* b, const char* name, RecKind kind, int64_t start, in
   r->kind = kind;
   r->name = kind == RecKind::kOp ? b->InternStatic(name) : b->InternDynamic(name);
   r->flags = flags;
-  r->start_ns = start;
-  r->end_ns = end;
+  r->start_ticks = start;
+  r->end_ticks = end;
   return r;
 }
 

@@ -88,7 +88,7 @@ TEST(JsonTextTest, AJournalMadeIntoATraceKeepsAnEndReasonThatNeedsEscaping) {
     ASSERT_NE(r, nullptr);
     r->kind = probes::RecKind::kOp;
     r->name = b->InternDynamic("aten::add");
-    r->start_ns = 1'001'000;
+    r->start_ticks = 1'001'000;
     probes::EndRecord(r, 1'002'000);
     ASSERT_TRUE(j.Flush(c, 1'003'000).ok());
   }  // the process "killed": the journal stays

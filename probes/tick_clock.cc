@@ -1,0 +1,91 @@
+#include "tick_clock.h"
+
+#include <time.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+namespace trainrx::probes {
+
+int64_t NowNs() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+TickSource DetectTickSource() noexcept {
+#if defined(__x86_64__)
+  char name[32] = {};
+  if (FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r")) {
+    const size_t n = std::fread(name, 1, sizeof(name) - 1, f);
+    std::fclose(f);
+    name[n] = '\0';
+    if (std::strcmp(name, "tsc\n") == 0 || std::strcmp(name, "tsc") == 0) return TickSource::kTsc;
+  }
+#endif
+  return TickSource::kRealtime;
+}
+
+TickMap::Point ReadTickPair(TickSource source) noexcept {
+  if (source != TickSource::kTsc) {
+    const int64_t ns = NowNs();
+    return {ns, ns};
+  }
+  TickMap::Point best;
+  int64_t best_width = INT64_MAX;
+  for (int i = 0; i < 5; ++i) {
+    const int64_t t0 = ReadTsc();
+    const int64_t ns = NowNs();
+    const int64_t t1 = ReadTsc();
+    if (t1 - t0 < best_width) {
+      best_width = t1 - t0;
+      best = {t0 + (t1 - t0) / 2, ns};
+    }
+  }
+  return best;
+}
+
+TickMap TickMap::Calibrated(TickSource source, int64_t calibrate_ns) noexcept {
+  TickMap map(source);
+  if (source != TickSource::kTsc) return map;
+  const Point first = ReadTickPair(source);
+  map.Add(first);
+  while (NowNs() - first.ns < calibrate_ns) {
+  }
+  map.Add(ReadTickPair(source));
+  return map;
+}
+
+void TickMap::Add(Point p) noexcept {
+  if (source_ != TickSource::kTsc) return;
+  if (!points_.empty() && (p.ticks <= points_.back().ticks || p.ns <= points_.back().ns)) return;
+  try {
+    if (points_.size() >= kMaxPoints) points_.back() = p;
+    else points_.push_back(p);
+  } catch (...) {
+  }
+}
+
+int64_t TickMap::ToNs(int64_t ticks) const noexcept {
+  if (source_ != TickSource::kTsc || points_.size() < 2) return ticks;
+  const auto along = [&](const Point& from, double ns_per_tick) {
+    return from.ns + std::llround(static_cast<double>(ticks - from.ticks) * ns_per_tick);
+  };
+  const Point& first = points_.front();
+  const Point& last = points_.back();
+  if (ticks < first.ticks || ticks >= last.ticks) {
+    const double span = static_cast<double>(last.ns - first.ns) / static_cast<double>(last.ticks - first.ticks);
+    return along(ticks < first.ticks ? first : last, span);
+  }
+  // points_[hint_].ticks <= ticks < points_[hint_ + 1].ticks
+  size_t i = hint_ < points_.size() - 1 ? hint_ : 0;
+  while (ticks < points_[i].ticks) --i;
+  while (ticks >= points_[i + 1].ticks) ++i;
+  hint_ = i;
+  const Point& a = points_[i];
+  const Point& b = points_[i + 1];
+  return along(a, static_cast<double>(b.ns - a.ns) / static_cast<double>(b.ticks - a.ticks));
+}
+
+}  // namespace trainrx::probes
