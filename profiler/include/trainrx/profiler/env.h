@@ -62,9 +62,11 @@ inline constexpr const char* kModules = "TRAINRX_MODULES";
 inline constexpr const char* kMarks = "TRAINRX_MARKS";
 // "1": the probe records every allocation and free of c10's allocators (record --memory-events).
 inline constexpr const char* kMemoryEvents = "TRAINRX_MEMORY_EVENTS";
-// `fix`/`sweep`/`ab --cmd` trials: the start-up hook ends the program after this many optimizer
-// steps (SystemExit(0): finally blocks and exit handlers run); unset or 0: the whole run.
+// `fix`/`sweep`/`ab --cmd` trials and `fix --cmd`'s analysis run: the start-up hook ends the
+// program after this many optimizer steps (backward passes in a script without torch.optim) (SystemExit(0): finally blocks and exit handlers run); unset or 0: the whole run.
 inline constexpr const char* kStopAfterSteps = "TRAINRX_STOP_AFTER_STEPS";
+// What the start-up hook prints (to stderr) when it ends a run at that limit, followed by the count.
+inline constexpr const char* kStepStopLine = "trainrx: stopping after ";
 // fix / sweep / ab / gate when stderr is not a terminal (CI logs, a batch job): a progress line
 // at most every this many seconds (default 30; 0: every trial; "off": none).
 inline constexpr const char* kProgressSeconds = "TRAINRX_PROGRESS_SECONDS";
