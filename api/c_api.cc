@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "status_code.h"
 #include "trainrx/reports/report.h"
 #include "trainrx/sets/analyze_set.h"
 
@@ -21,34 +22,11 @@ struct trainrx_analysis {
   std::vector<std::string> inputs;
 };
 
-namespace {
-
-constexpr int kInputError = 2;  // the CLI's exit code for bad input
-constexpr int kInternalError = 70;
-
-// A malloc'd copy of `s` (freed with trainrx_string_free), or nullptr when out of memory.
-char* CopyOut(const std::string& s) {
-  char* p = static_cast<char*>(std::malloc(s.size() + 1));
-  if (p) std::memcpy(p, s.c_str(), s.size() + 1);
-  return p;
-}
-
-int SetError(char** error, const std::string& message, int code) {
-  if (error) *error = CopyOut(message);
-  return code;
-}
-
-int InternalError(char** error, const std::string& what) {
-  return SetError(error, "trainrx: internal error: " + what + " (a bug in trainrx: please report it)", kInternalError);
-}
-
-// A library's Status by its kind (profiler/status.h), as the CLI maps it.
-int SetError(char** error, const trainrx::Status& status) {
-  return status.kind() == trainrx::ErrorKind::kInternal ? InternalError(error, status.message())
-                                                        : SetError(error, status.message(), kInputError);
-}
-
-}  // namespace
+// The codes and messages: status_code.h (the one mapping of a Status's kind to a code).
+using trainrx::api::InternalError;
+using trainrx::api::kInputError;
+using trainrx::api::kInternalError;
+using trainrx::api::SetError;
 
 extern "C" {
 
@@ -95,7 +73,7 @@ int trainrx_render(const trainrx_analysis* analysis, const char* format, char** 
     std::ostringstream text;
     trainrx::reports::WriteReport(f, analysis->set.trace, analysis->set.report, analysis->thresholds, options, text);
     const std::string s = std::move(text).str();
-    *out = CopyOut(s);
+    *out = trainrx::api::CopyOut(s);
     if (*out == nullptr) return SetError(error, "trainrx: out of memory while rendering", kInternalError);
     if (size) *size = s.size();
     return 0;

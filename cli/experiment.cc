@@ -41,8 +41,7 @@ using experiments::Progress;
 
 int RunFix(const std::string& text, const ExperimentOptions& o) {
   experiments::Spec spec;
-  std::string error;
-  if (!experiments::ParseSpec(text, &spec, &error)) return Fail(error);
+  if (Status st = experiments::ParseSpec(text, &spec); !st.ok()) return Fail(st);
   std::cerr << fmt::format("trainrx: analyzing {} ...\n", spec.Label());
   return RunAndRender<experiments::FixReport>(
       o,
@@ -54,8 +53,7 @@ int RunFix(const std::string& text, const ExperimentOptions& o) {
 
 int RunSweep(const std::string& text, const std::vector<std::string>& grids, const ExperimentOptions& o) {
   experiments::Spec spec;
-  std::string error;
-  if (!experiments::ParseSpec(text, &spec, &error)) return Fail(error);
+  if (Status st = experiments::ParseSpec(text, &spec); !st.ok()) return Fail(st);
   return RunAndRender<experiments::SweepReport>(
       o,
       [&](Launcher& l, Progress& p, experiments::SweepReport* r, std::string* e) {

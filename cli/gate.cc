@@ -21,17 +21,16 @@ std::string Join(const std::vector<std::string>& v) {
 int GateRecordBaseline(GateOptions o) {
   if (o.spec.empty()) return Fail("gate record-baseline", "expected a SPEC after -- (a workload with knobs, or --cmd COMMAND)");
   if (o.output.empty()) return Fail("gate record-baseline", "expected -o FILE");
-  std::string error;
   // Where the baseline goes is checked before any trial runs.
-  if (!experiments::PrepareBaselineFile(o.output, &error)) return Fail(error);
+  if (Status st = experiments::PrepareBaselineFile(o.output); !st.ok()) return Fail(st);
   o.run.spec = Join(o.spec);
   if (o.keep_trace) o.run.keep_trace = experiments::BaselineTracePath(o.output);
   const auto launcher = experiments::MakeProcessLauncher(ExeDir());
   reports::TerminalProgress progress;
   experiments::Baseline b;
-  const bool ok = experiments::RecordBaseline(o.run, *launcher, progress, &b, &error);
+  const Status recorded = experiments::RecordBaseline(o.run, *launcher, progress, &b);
   progress.Clear();
-  if (!ok) return Fail(error);
+  if (!recorded.ok()) return Fail(recorded);
   if (Status st = reports::WriteOut(o.output, [&](std::ostream& out) { experiments::WriteBaseline(b, out); }); !st.ok())
     return Fail(st);
   reports::WriteBaselineSummary(b, o.output, std::cerr);
@@ -41,22 +40,21 @@ int GateRecordBaseline(GateOptions o) {
 int GateCheck(GateOptions o) {
   if (o.baseline.empty()) return Fail("gate check", "expected --baseline FILE");
   experiments::Baseline base;
-  std::string error;
-  if (!experiments::ReadBaselineFile(o.baseline, &base, &error)) return Fail(error);
+  if (Status st = experiments::ReadBaselineFile(o.baseline, &base); !st.ok()) return Fail(st);
   experiments::GateReport report;
   if (!o.current.empty()) {
     experiments::Baseline cur;
-    if (!experiments::ReadBaselineFile(o.current, &cur, &error)) return Fail(error);
-    if (!experiments::CompareBaselines(base, o.baseline, cur, o.run.rule, o.run.same_job, &report, &error))
-      return Fail(error);
+    if (Status st = experiments::ReadBaselineFile(o.current, &cur); !st.ok()) return Fail(st);
+    if (Status st = experiments::CompareBaselines(base, o.baseline, cur, o.run.rule, o.run.same_job, &report); !st.ok())
+      return Fail(st);
   } else {
     if (o.spec.empty()) return Fail("gate check", "expected a SPEC after -- or --current FILE");
     o.run.spec = Join(o.spec);
     const auto launcher = experiments::MakeProcessLauncher(ExeDir());
     reports::TerminalProgress progress;
-    const bool ok = experiments::CheckGate(base, o.baseline, o.run, *launcher, progress, &report, &error);
+    const Status checked = experiments::CheckGate(base, o.baseline, o.run, *launcher, progress, &report);
     progress.Clear();
-    if (!ok) return Fail(error);
+    if (!checked.ok()) return Fail(checked);
   }
   if (!reports::WriteOut(o.report, [&](std::ostream& out) { reports::WriteGate(o.format, report, out); }).ok())
     return Fail(o.report, "cannot write the report");
@@ -74,14 +72,13 @@ int GateSelfTest(GateOptions o) {
   const auto launcher = experiments::MakeProcessLauncher(ExeDir());
   reports::TerminalProgress progress;
   experiments::SelfTestReport r;
-  std::string error;
   // Other rules judged on the same samples, side by side: what a stricter gate would have said.
   const std::vector<experiments::RuleVariant> variants =
       o.compare_rules ? experiments::CompareRuleVariants(o.run.rule) : std::vector<experiments::RuleVariant>{};
-  const bool ok = experiments::SelfTest(o.run, o.self_test_pcts, o.repeats, o.across_processes, *launcher, progress, &r,
-                                        &error, variants);
+  const Status tested =
+      experiments::SelfTest(o.run, o.self_test_pcts, o.repeats, o.across_processes, *launcher, progress, &r, variants);
   progress.Clear();
-  if (!ok) return Fail(error);
+  if (!tested.ok()) return Fail(tested);
   reports::WriteSelfTestText(r, o.run, o.repeats, o.across_processes, std::cout);
   return kExitOk;
 }

@@ -130,11 +130,13 @@ int RunRecord(const Args& a, bool format_given) {
   if (!a.record.analyze && (format_given || !a.record_report.empty()))
     return Fail("record", "--format and --report describe the analysis: add --analyze");
   experiments::RecordOptions options = a.record;
-  if (!a.record_memory_cap.empty() && !experiments::ParseBytes(a.record_memory_cap, &options.memory_cap_bytes))
-    return Fail("--memory-cap " + a.record_memory_cap, "not a size (e.g. 1.5G, 800M, 1048576)");
+  if (!a.record_memory_cap.empty()) {
+    const StatusOr<uint64_t> cap = experiments::ParseBytes(a.record_memory_cap);
+    if (!cap.ok()) return Fail(cap.status());
+    options.memory_cap_bytes = *cap;
+  }
   experiments::RecordResult r;
-  std::string error;
-  if (!experiments::RecordCommand(options, cli::ExeDir(), std::cerr, &r, &error)) return Fail(error);
+  if (Status st = experiments::RecordCommand(options, cli::ExeDir(), std::cerr, &r); !st.ok()) return Fail(st);
   if (r.traces.empty()) return r.code != 0 ? r.code : kExitInputError;
   if (options.analyze) {
     const int rc = RunAnalyze(r.traces, false, a.record_format, a.record_report, a.set, a.thresholds);
@@ -146,18 +148,20 @@ int RunRecord(const Args& a, bool format_given) {
 // `trainrx run`: 0, 2 or the first failing rank's code; then the analysis's.
 int RunWorkload(const Args& a) {
   experiments::WorkloadTraces w;
-  std::string error;
-  if (const int code = experiments::RunWorkload(a.run, cli::ExeDir(), std::cerr, &w, &error); code != 0) {
-    Fail(error);
-    return code;
+  if (Status st = experiments::RunWorkload(a.run, cli::ExeDir(), std::cerr, &w); !st.ok()) {
+    const int code = Fail(st);
+    return w.rank_exit_code != 0 ? w.rank_exit_code : code;
   }
   return RunAnalyze(w.traces, false, a.format, a.output, a.set, a.thresholds, w.run_json, w.summary);
 }
 
 // fix / sweep: a workload spec (with --set/--preset/--nproc) or a user's command.
 int RunFixOrSweep(Args& a, bool fix) {
-  if (!a.memory_cap.empty() && !experiments::ParseBytes(a.memory_cap, &a.exp.plan.memory_cap_bytes))
-    return Fail("--memory-cap " + a.memory_cap, "not a size (e.g. 1.5G, 800M, 1048576)");
+  if (!a.memory_cap.empty()) {
+    const StatusOr<uint64_t> cap = experiments::ParseBytes(a.memory_cap);
+    if (!cap.ok()) return Fail(cap.status());
+    a.exp.plan.memory_cap_bytes = *cap;
+  }
   const std::string& cmd = fix ? a.fix_cmd : a.sweep_cmd;
   if (!cmd.empty()) {
     if (!a.fix_workload.empty() || !a.fix_sets.empty() || !a.fix_preset.empty())
@@ -200,7 +204,8 @@ int Dispatch(Args& a, const Commands& c) {
   if (*c.gate) return RunGate(a, c);
   if (*c.run) return RunWorkload(a);
   if (*c.record) return RunRecord(a, c.record->count("--format") > 0);
-  return kExitInputError;
+  // CLI11 requires a subcommand (app.require_subcommand), and every one is dispatched above.
+  return cli::FailInternal("no subcommand was dispatched");
 }
 
 // The subcommands and their options, in the order `trainrx --help` lists them.

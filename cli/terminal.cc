@@ -15,7 +15,12 @@ int Fail(std::string_view subject, std::string_view what) {
 }
 
 int Fail(const Status& status) {
-  return status.kind() == ErrorKind::kInternal ? FailInternal(status.message()) : Fail(status.message());
+  if (status.ok()) return FailInternal("an ok Status reported as an error");
+  switch (status.kind()) {  // no default: a new kind must choose its exit code here (-Wswitch)
+    case ErrorKind::kInvalidInput: return Fail(status.message());
+    case ErrorKind::kInternal: return FailInternal(status.message());
+  }
+  return FailInternal(status.message());  // not reached: every kind is a case above
 }
 
 int FailInternal(std::string_view what) {

@@ -29,7 +29,8 @@ int Fail(const std::string& message);
 // The CLI's own: "trainrx: error: SUBJECT: WHAT".
 int Fail(std::string_view subject, std::string_view what);
 // A library's Status by its kind (profiler/status.h): kInvalidInput as Fail(message), exit 2;
-// kInternal as FailInternal(message), exit 70.
+// kInternal as FailInternal(message), exit 70 (an ok Status passed here is a bug too: 70).
+// The one mapping of kinds to exit codes in the command (tests/cli/terminal_test.cc).
 int Fail(const Status& status);
 // A bug: "trainrx: internal error: WHAT (a bug in trainrx: please report it with the command)",
 // returns kExitInternalError.

@@ -114,14 +114,12 @@ void WriteBaseline(const Baseline& b, std::ostream& out) {
 namespace {
 
 // "trace": [{"file": "base.trace.json.gz", "bytes": 48211, "fnv1a64": "9c3f..."}] (optional).
-bool ParseStoredTrace(simdjson::dom::element doc, const std::string& file, Baseline* b, std::string* error) {
+Status ParseStoredTrace(simdjson::dom::element doc, const std::string& file, Baseline* b) {
   simdjson::dom::element field;
-  if (doc["trace"].get(field) != simdjson::SUCCESS) return true;
+  if (doc["trace"].get(field) != simdjson::SUCCESS) return Status::Ok();
   simdjson::dom::array arr;
-  if (field.get(arr) != simdjson::SUCCESS || arr.size() == 0) {
-    *error = fmt::format("{}: field \"trace\" is not a non-empty array of stored trace files", file);
-    return false;
-  }
+  if (field.get(arr) != simdjson::SUCCESS || arr.size() == 0)
+    return Status::Error(fmt::format("{}: field \"trace\" is not a non-empty array of stored trace files", file));
   const std::filesystem::path folder = std::filesystem::path(file).parent_path();
   size_t i = 0;
   for (auto x : arr) {
@@ -129,9 +127,8 @@ bool ParseStoredTrace(simdjson::dom::element doc, const std::string& file, Basel
     uint64_t bytes = 0;
     if (x["file"].get(name) != simdjson::SUCCESS || name.empty() || x["bytes"].get(bytes) != simdjson::SUCCESS ||
         x["fnv1a64"].get(hash) != simdjson::SUCCESS || hash.size() != 16) {
-      *error = fmt::format("{}: \"trace\"[{}] needs \"file\" (a name), \"bytes\" (a count) and \"fnv1a64\" (16 hex digits)",
-                           file, i);
-      return false;
+      return Status::Error(fmt::format(
+          "{}: \"trace\"[{}] needs \"file\" (a name), \"bytes\" (a count) and \"fnv1a64\" (16 hex digits)", file, i));
     }
     StoredTrace t;
     t.file = std::string(name);
@@ -141,7 +138,7 @@ bool ParseStoredTrace(simdjson::dom::element doc, const std::string& file, Basel
     b->trace.push_back(std::move(t));
     ++i;
   }
-  return true;
+  return Status::Ok();
 }
 
 // FNV-1a 64 of a file's bytes, as 16 hex digits, and its size; false when it cannot be read.
@@ -167,29 +164,26 @@ bool HashFile(const std::string& path, std::string* hex, uint64_t* bytes) {
 
 }  // namespace
 
-bool ParseBaseline(const std::string& text, const std::string& file, Baseline* b, std::string* error) {
+Status ParseBaseline(const std::string& text, const std::string& file, Baseline* b) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (auto e = parser.parse(text).get(doc); e) {
-    *error = fmt::format("{}: not a trainrx baseline: invalid JSON ({})", file, simdjson::error_message(e));
-    return false;
+    return Status::Error(
+        fmt::format("{}: not a trainrx baseline: invalid JSON ({})", file, simdjson::error_message(e)));
   }
   std::string_view schema;
   if (doc["schema"].get(schema) != simdjson::SUCCESS) {
-    *error = fmt::format("{}: not a trainrx baseline: no \"schema\" field (expected \"{}\")", file, kBaselineSchema);
-    return false;
+    return Status::Error(
+        fmt::format("{}: not a trainrx baseline: no \"schema\" field (expected \"{}\")", file, kBaselineSchema));
   }
   if (schema != kBaselineSchema) {
-    *error = fmt::format("{}: schema \"{}\" is not supported (this trainrx reads \"{}\"; a newer major version needs "
-                         "a newer trainrx)",
-                         file, schema, kBaselineSchema);
-    return false;
+    return Status::Error(fmt::format("{}: schema \"{}\" is not supported (this trainrx reads \"{}\"; a newer major "
+                                     "version needs a newer trainrx)",
+                                     file, schema, kBaselineSchema));
   }
   std::string_view spec, unit;
-  if (doc["spec"].get(spec) != simdjson::SUCCESS) {
-    *error = fmt::format("{}: field \"spec\" missing or not a string", file);
-    return false;
-  }
+  if (doc["spec"].get(spec) != simdjson::SUCCESS)
+    return Status::Error(fmt::format("{}: field \"spec\" missing or not a string", file));
   b->spec = std::string(spec);
   bool command = false;
   if (doc["command"].get(command) == simdjson::SUCCESS) b->command = command;
@@ -197,25 +191,24 @@ bool ParseBaseline(const std::string& text, const std::string& file, Baseline* b
   auto numbers = [&](const char* key, std::vector<double>* v, bool required) {
     simdjson::dom::array arr;
     if (doc[key].get(arr) != simdjson::SUCCESS) {
-      if (required) *error = fmt::format("{}: field \"{}\" missing or not an array of numbers", file, key);
-      return !required;
+      if (!required) return Status::Ok();
+      return Status::Error(fmt::format("{}: field \"{}\" missing or not an array of numbers", file, key));
     }
     size_t i = 0;
     for (auto x : arr) {
       double d = 0;
-      if (x.get(d) != simdjson::SUCCESS || !(d > 0) || !std::isfinite(d)) {
-        *error = fmt::format("{}: \"{}\"[{}] is not a positive number", file, key, i);
-        return false;
-      }
+      if (x.get(d) != simdjson::SUCCESS || !(d > 0) || !std::isfinite(d))
+        return Status::Error(fmt::format("{}: \"{}\"[{}] is not a positive number", file, key, i));
       v->push_back(d);
       ++i;
     }
-    return true;
+    return Status::Ok();
   };
-  if (!numbers("trial_ms", &b->trial_ms, true) || !numbers("samples_per_s", &b->samples_per_s, false)) return false;
+  if (Status st = numbers("trial_ms", &b->trial_ms, true); !st.ok()) return st;
+  if (Status st = numbers("samples_per_s", &b->samples_per_s, false); !st.ok()) return st;
   if (b->trial_ms.size() < 4) {
-    *error = fmt::format("{}: \"trial_ms\" has {} trials; a baseline needs at least 4", file, b->trial_ms.size());
-    return false;
+    return Status::Error(
+        fmt::format("{}: \"trial_ms\" has {} trials; a baseline needs at least 4", file, b->trial_ms.size()));
   }
   simdjson::dom::object fp;
   if (doc["fingerprint"].get(fp) == simdjson::SUCCESS) {
@@ -224,36 +217,28 @@ bool ParseBaseline(const std::string& text, const std::string& file, Baseline* b
       if (v.get(s) == simdjson::SUCCESS) b->fingerprint[std::string(k)] = std::string(s);
     }
   }
-  return ParseStoredTrace(doc, file, b, error);
+  return ParseStoredTrace(doc, file, b);
 }
 
-bool ReadBaselineFile(const std::string& path, Baseline* b, std::string* error) {
+Status ReadBaselineFile(const std::string& path, Baseline* b) {
   std::ifstream f(path);
-  if (!f) {
-    *error = path + ": cannot open the baseline";
-    return false;
-  }
+  if (!f) return Status::Error(path + ": cannot open the baseline");
   std::stringstream ss;
   ss << f.rdbuf();
-  return ParseBaseline(ss.str(), path, b, error);
+  return ParseBaseline(ss.str(), path, b);
 }
 
-bool PrepareBaselineFile(const std::string& path, std::string* error) {
+Status PrepareBaselineFile(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto parent = fs::absolute(path, ec).parent_path();
-  if (!parent.empty() && !fs::exists(parent, ec) && !fs::create_directories(parent, ec)) {
-    *error = fmt::format("{}: cannot create the folder {}: {}", path, parent.string(), ec.message());
-    return false;
-  }
+  if (!parent.empty() && !fs::exists(parent, ec) && !fs::create_directories(parent, ec))
+    return Status::Error(fmt::format("{}: cannot create the folder {}: {}", path, parent.string(), ec.message()));
   const bool existed = fs::exists(path, ec);
   const bool writable = static_cast<bool>(std::ofstream(path, std::ios::app));
   if (!existed) fs::remove(path, ec);
-  if (!writable) {
-    *error = path + ": cannot open for writing";
-    return false;
-  }
-  return true;
+  if (!writable) return Status::Error(path + ": cannot open for writing");
+  return Status::Ok();
 }
 
 std::string BaselineTracePath(const std::string& baseline_path) {
@@ -262,38 +247,28 @@ std::string BaselineTracePath(const std::string& baseline_path) {
   return stem + ".trace.json.gz";
 }
 
-bool StoreBaselineTrace(const sets::SetAnalysis& traced, const std::string& trace_path, Baseline* b, std::string* error) {
+Status StoreBaselineTrace(const sets::SetAnalysis& traced, const std::string& trace_path, Baseline* b) {
   if (traced.strategy != sets::Strategy::kMerged) {
-    *error = fmt::format("{}: the traced run has {} trace files, read rank by rank: only a run read as one trace can be "
-                         "stored with the baseline",
-                         trace_path, traced.files.size());
-    return false;
+    return Status::Error(fmt::format("{}: the traced run has {} trace files, read rank by rank: only a run read as one "
+                                     "trace can be stored with the baseline",
+                                     trace_path, traced.files.size()));
   }
   const auto ranks = traced.trace.RankIds();
-  if (ranks.empty()) {
-    *error = trace_path + ": the traced run recorded nothing to store";
-    return false;
-  }
+  if (ranks.empty()) return Status::Error(trace_path + ": the traced run recorded nothing to store");
   b->trace.clear();
   for (const int32_t rank : ranks) {
     const std::string path = ranks.size() > 1 ? profiler::RankTracePath(trace_path, rank) : trace_path;
-    if (const auto st = profiler::ReplaceKinetoFile(traced.trace, rank, path); !st.ok()) {
-      *error = st.message();
-      return false;
-    }
+    if (Status st = profiler::ReplaceKinetoFile(traced.trace, rank, path); !st.ok()) return st;
     StoredTrace t;
     t.path = path;
     t.file = std::filesystem::path(path).filename().string();
-    if (!HashFile(path, &t.fnv1a64, &t.bytes)) {
-      *error = path + ": cannot read back the stored trace";
-      return false;
-    }
+    if (!HashFile(path, &t.fnv1a64, &t.bytes)) return Status::Error(path + ": cannot read back the stored trace");
     b->trace.push_back(std::move(t));
   }
-  return true;
+  return Status::Ok();
 }
 
-bool CheckBaselineTrace(const Baseline& b, const std::string& baseline_file, std::string* error) {
+Status CheckBaselineTrace(const Baseline& b, const std::string& baseline_file) {
   for (const auto& t : b.trace) {
     std::string hex;
     uint64_t bytes = 0;
@@ -304,12 +279,12 @@ bool CheckBaselineTrace(const Baseline& b, const std::string& baseline_file, std
     else if (hex != t.fnv1a64)
       what = fmt::format("not the one stored: its content changed (checksum {}, the baseline recorded {})", hex, t.fnv1a64);
     if (what.empty()) continue;
-    *error = fmt::format("{}: its stored trace {} is {}: a diff against it would not explain against the baseline's own "
-                         "run; record the baseline again (gate record-baseline --keep-trace) or check with --explain never",
-                         baseline_file, t.path, what);
-    return false;
+    return Status::Error(fmt::format("{}: its stored trace {} is {}: a diff against it would not explain against the "
+                                     "baseline's own run; record the baseline again (gate record-baseline "
+                                     "--keep-trace) or check with --explain never",
+                                     baseline_file, t.path, what));
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace trainrx::experiments

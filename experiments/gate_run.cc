@@ -27,20 +27,21 @@ std::string CpuModel() {
 }
 
 // One trial of one side: a workload spec (median step ms, samples/s) or a command (its unit).
-bool RunSide(Launcher& launcher, const std::string& spec, bool command, double* value, double* sps, std::string* unit,
-             double* seconds, std::string* error) {
+Status RunSide(Launcher& launcher, const std::string& spec, bool command, double* value, double* sps, std::string* unit,
+               double* seconds) {
+  std::string error;  // the Launcher interface's (launcher.h)
   if (command) {
     CommandResult r;
-    if (!launcher.Command(spec, {}, &r, error)) return false;
+    if (!launcher.Command(spec, {}, &r, &error)) return Status::Error(error);
     *value = r.value, *sps = 0, *unit = r.unit, *seconds += r.seconds;
-    return true;
+    return Status::Ok();
   }
   Spec s;
-  if (!ParseSpec(spec, &s, error)) return false;
+  if (Status st = ParseSpec(spec, &s); !st.ok()) return st;
   TrialResult r;
-  if (!launcher.Trial(s, &r, error)) return false;
+  if (!launcher.Trial(s, &r, &error)) return Status::Error(error);
   *value = r.median_ms, *sps = r.samples_per_s, *unit = "ms per step", *seconds += r.seconds;
-  return true;
+  return Status::Ok();
 }
 
 // Words of a spec or command line: "cnn  workers=2" and "cnn workers=2" are the same job.
@@ -57,16 +58,15 @@ std::string Describe(const std::string& spec, bool command) {
 
 }  // namespace
 
-bool SameJob(const Baseline& base, const std::string& baseline_file, const std::string& spec, bool command,
-             bool same_job, std::string* error) {
-  if (same_job || (base.command == command && Words(base.spec) == Words(spec))) return true;
-  *error = fmt::format(
+Status SameJob(const Baseline& base, const std::string& baseline_file, const std::string& spec, bool command,
+               bool same_job) {
+  if (same_job || (base.command == command && Words(base.spec) == Words(spec))) return Status::Ok();
+  return Status::Error(fmt::format(
       "{}: the baseline measured {}, but this check runs {}: a gate compares a job with its own baseline, and "
       "these differ in {}. Record a baseline of this job (trainrx gate record-baseline{} -o FILE -- ...), or pass "
       "--same-job if they are one job (e.g. the main branch's build against this one)",
       baseline_file, Describe(base.spec, base.command), Describe(spec, command),
-      base.command != command ? "kind (workload vs command)" : "program or arguments", command ? " --cmd" : "");
-  return false;
+      base.command != command ? "kind (workload vs command)" : "program or arguments", command ? " --cmd" : ""));
 }
 
 std::map<std::string, std::string> Fingerprint(const std::string& spec, bool command, const std::string& torch_version) {
@@ -76,24 +76,22 @@ std::map<std::string, std::string> Fingerprint(const std::string& spec, bool com
   fp["torch"] = torch_version;
   fp["trainrx"] = TRAINRX_VERSION;
   Spec s;
-  std::string error;
-  if (!command && ParseSpec(spec, &s, &error)) {
+  if (!command && ParseSpec(spec, &s).ok()) {
     fp["device"] = s.config.Get("device");
     fp["knobs"] = s.config.Changed();
   }
   return fp;
 }
 
-bool RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, Baseline* b, std::string* error) {
-  if (!stats::EnoughTrials(run.trials, error)) return false;
+Status RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, Baseline* b) {
+  if (Status st = stats::EnoughTrials(run.trials); !st.ok()) return st;
   if (!run.command) {
     Spec s;
-    if (!ParseSpec(run.spec, &s, error)) return false;
+    if (Status st = ParseSpec(run.spec, &s); !st.ok()) return st;
     if (s.HasPercentages()) {
-      *error = fmt::format("'{}': a percentage is relative to a baseline; a baseline itself needs slowdown in "
-                           "microseconds (slowdown=500)",
-                           run.spec);
-      return false;
+      return Status::Error(fmt::format("'{}': a percentage is relative to a baseline; a baseline itself needs slowdown "
+                                       "in microseconds (slowdown=500)",
+                                       run.spec));
     }
   }
   *b = {};
@@ -105,19 +103,17 @@ bool RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, 
   for (int t = 0; t < run.trials; ++t) {
     progress.Step(run.spec);
     double v = 0, sps = 0;
-    if (!RunSide(launcher, run.spec, run.command, &v, &sps, &b->unit, &seconds, error)) return false;
+    if (Status st = RunSide(launcher, run.spec, run.command, &v, &sps, &b->unit, &seconds); !st.ok()) return st;
     b->trial_ms.push_back(v);
     if (!run.command) b->samples_per_s.push_back(sps);
   }
-  if (run.keep_trace.empty()) return true;
+  if (run.keep_trace.empty()) return Status::Ok();
   // --keep-trace: one traced run after the untraced trials, stored for later checks to diff against.
   progress.Step(run.spec + " (traced, kept)");
   sets::SetAnalysis traced;
-  if (!launcher.TracedRun(run.spec, run.command, &traced, error)) {
-    *error = "--keep-trace: a traced run of `" + run.spec + "` could not be made: " + *error;
-    return false;
-  }
-  return StoreBaselineTrace(traced, run.keep_trace, b, error);
+  if (std::string error; !launcher.TracedRun(run.spec, run.command, &traced, &error))
+    return Status::Error("--keep-trace: a traced run of `" + run.spec + "` could not be made: " + error);
+  return StoreBaselineTrace(traced, run.keep_trace, b);
 }
 
 namespace {
@@ -128,11 +124,11 @@ void ExplainAgainstStored(const Baseline& base, const GateRun& run, Launcher& la
   std::vector<std::string> paths;
   for (const auto& t : base.trace) paths.push_back(t.path);
   sets::SetAnalysis sa, sb;
-  std::string error;
-  if (!sets::AnalyzeSet(paths, {}, &sa).ToBool(&error)) {
-    report->warnings.push_back("not explained: the baseline's stored trace could not be read: " + error);
+  if (Status st = sets::AnalyzeSet(paths, {}, &sa); !st.ok()) {
+    report->warnings.push_back("not explained: the baseline's stored trace could not be read: " + st.message());
     return;
   }
+  std::string error;  // the Launcher interface's (launcher.h)
   if (!launcher.TracedRun(run.spec, run.command, &sb, &error)) {
     report->warnings.push_back("not explained: a traced run of this check's side could not be made: " + error);
     return;
@@ -143,15 +139,51 @@ void ExplainAgainstStored(const Baseline& base, const GateRun& run, Launcher& la
   report->why_from = "the baseline's stored trace against one more run of this check, recorded and compared";
 }
 
+// Trials across processes in rounds (the first of run.trials pairs, then 2 more at a time): side A
+// re-runs the baseline spec when `rerun`, else its stored samples stand; decided after each round
+// until pass/fail or run.budget_s (0: one round).
+Status RunRounds(const Baseline& base, const GateRun& run, bool rerun, Launcher& launcher, Progress& progress,
+                 std::vector<MetricSamples>* samples, GateReport* report) {
+  std::vector<MetricSamples>& metrics = *samples;
+  double seconds = 0;  // trial time so far: the budget
+  for (int round = 0;; ++round) {
+    const int n = round == 0 ? run.trials : 2;
+    for (char side : stats::PairOrder(n, run.rule.seed + static_cast<uint64_t>(round))) {
+      if (side == 'A' && !rerun) continue;
+      progress.Step(side == 'A' ? base.spec : run.spec);
+      double v = 0, sps = 0;
+      std::string unit;
+      const std::string& spec = side == 'A' ? base.spec : run.spec;
+      if (Status st = RunSide(launcher, spec, side == 'A' ? base.command : run.command, &v, &sps, &unit, &seconds);
+          !st.ok())
+        return st;
+      if (side == 'B' && unit != base.unit)
+        return Status::Error(fmt::format("`{}`: timed in {} but the baseline is in {}", run.spec, unit, base.unit));
+      (side == 'A' ? metrics[0].baseline : metrics[0].current).push_back(v);
+      if (metrics.size() > 1) (side == 'A' ? metrics[1].baseline : metrics[1].current).push_back(sps);
+    }
+    report->metrics = DecideGate(metrics, run.rule);
+    report->verdict = Overall(report->metrics);
+    report->trials = static_cast<int>(metrics[0].current.size());
+    report->baseline_trials = static_cast<int>(metrics[0].baseline.size());
+    if (report->verdict != GateVerdict::kInconclusive || run.budget_s <= 0) return Status::Ok();
+    // Another round must fit: estimated from the trial time per round so far.
+    if (seconds / (round + 1) * (round + 2) > run.budget_s) {
+      report->warnings.push_back(
+          fmt::format("budget {:.0f}s reached after {} round{}", run.budget_s, round + 1, round == 0 ? "" : "s"));
+      return Status::Ok();
+    }
+  }
+}
+
 }  // namespace
 
-bool CompareBaselines(const Baseline& base, const std::string& baseline_file, const Baseline& cur,
-                      const GateRule& rule, bool same_job, GateReport* out, std::string* error) {
-  if (!SameJob(base, baseline_file, cur.spec, cur.command, same_job, error)) return false;
+Status CompareBaselines(const Baseline& base, const std::string& baseline_file, const Baseline& cur,
+                        const GateRule& rule, bool same_job, GateReport* out) {
+  if (Status st = SameJob(base, baseline_file, cur.spec, cur.command, same_job); !st.ok()) return st;
   if (base.unit != cur.unit) {
-    *error = fmt::format("{}: the baseline is in {} but the current samples in {}: they cannot be compared",
-                         baseline_file, base.unit, cur.unit);
-    return false;
+    return Status::Error(fmt::format("{}: the baseline is in {} but the current samples in {}: they cannot be compared",
+                                     baseline_file, base.unit, cur.unit));
   }
   GateReport& report = *out;
   report = {};
@@ -175,27 +207,26 @@ bool CompareBaselines(const Baseline& base, const std::string& baseline_file, co
     report.warnings.push_back(fmt::format("--same-job: the baseline's `{}` taken as the same job", base.spec));
   report.metrics = DecideGate(metrics, rule);
   report.verdict = Overall(report.metrics);
-  return true;
+  return Status::Ok();
 }
 
-bool CheckGate(const Baseline& base, const std::string& baseline_file, const GateRun& given, Launcher& launcher,
-               Progress& progress, GateReport* report, std::string* error) {
-  if (!stats::EnoughTrials(given.trials, error)) return false;
-  if (!SameJob(base, baseline_file, given.spec, given.command, given.same_job, error)) return false;
+Status CheckGate(const Baseline& base, const std::string& baseline_file, const GateRun& given, Launcher& launcher,
+                 Progress& progress, GateReport* report) {
+  if (Status st = stats::EnoughTrials(given.trials); !st.ok()) return st;
+  if (Status st = SameJob(base, baseline_file, given.spec, given.command, given.same_job); !st.ok()) return st;
   // A stored trace that is not the one the baseline recorded is found before any trial runs.
-  if (!base.trace.empty() && given.explain != "never" && !CheckBaselineTrace(base, baseline_file, error)) return false;
+  if (!base.trace.empty() && given.explain != "never") {
+    if (Status st = CheckBaselineTrace(base, baseline_file); !st.ok()) return st;
+  }
   *report = {};
   if (given.same_job && Words(base.spec) != Words(given.spec))
     report->warnings.push_back(fmt::format("--same-job: the baseline's `{}` taken as the same job", base.spec));
   // "slowdown=5%": a share of the baseline's stored median step.
   GateRun run = given;
   Spec current;
-  std::string ignored;
-  if (!run.command && ParseSpec(run.spec, &current, &ignored) && current.HasPercentages()) {
-    if (base.unit != "ms per step" || base.trial_ms.empty()) {
-      *error = fmt::format("'{}': a percentage needs a baseline timed in ms per step", run.spec);
-      return false;
-    }
+  if (!run.command && ParseSpec(run.spec, &current).ok() && current.HasPercentages()) {
+    if (base.unit != "ms per step" || base.trial_ms.empty())
+      return Status::Error(fmt::format("'{}': a percentage needs a baseline timed in ms per step", run.spec));
     ResolvePercentages(&current, stats::Median(base.trial_ms), &report->warnings);
     run.spec = current.Label();
   }
@@ -213,18 +244,16 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
     if (first_difference.empty()) first_difference = report->warnings.back();
     if (k == "cpu_model" || k == "cpus" || k == "device") same_machine = false;
   }
-  if (run.strict && !first_difference.empty()) {
-    *error = first_difference + " (--strict: the baseline was recorded on a different setup)";
-    return false;
-  }
+  if (run.strict && !first_difference.empty())
+    return Status::Error(first_difference + " (--strict: the baseline was recorded on a different setup)");
   // Re-running the baseline spec only means something when it differs from the current one (a
   // command pointing at the main branch's build, other knobs); the same spec on the same code is
   // compared with the stored samples.
   const bool rerun = same_machine && !run.stored_only && base.spec != run.spec && base.command == run.command;
   Spec bs, cs;
   std::vector<std::string> alt;
-  const bool in_process = rerun && !run.command && ParseSpec(base.spec, &bs, &ignored) &&
-                          ParseSpec(run.spec, &cs, &ignored) && SwitchableDifference(bs, cs, &alt);
+  const bool in_process = rerun && !run.command && ParseSpec(base.spec, &bs).ok() && ParseSpec(run.spec, &cs).ok() &&
+                          SwitchableDifference(bs, cs, &alt);
   std::vector<MetricSamples> metrics;
   if (in_process) {
     report->mode = "interleaved in-process (A B B A steps; the specs differ only in switchable knobs)";
@@ -238,12 +267,12 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
       if (metrics.size() > 1) metrics[1].baseline = base.samples_per_s;
     }
   }
-  double seconds = 0;  // trial time so far: the budget
   progress.Start(run.trials);
   if (in_process) {  // a look after every process (gate_sequential.h), not rounds each at 0.05
     SequentialGateResult seq;
-    if (!DecideInProcessSequentially(launcher, bs, alt, run.trials, run.rule, &seq, error, run.budget_s, &progress))
-      return false;
+    if (Status st = DecideInProcessSequentially(launcher, bs, alt, run.trials, run.rule, &seq, run.budget_s, &progress);
+        !st.ok())
+      return st;
     report->metrics = seq.metrics;
     report->verdict = seq.verdict;
     report->trials = report->baseline_trials = static_cast<int>(seq.alt.log_ratios.size());
@@ -252,36 +281,8 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
                                 seq.processes, seq.max_processes, 100 * seq.level);
     if (seq.verdict == GateVerdict::kInconclusive && run.budget_s > 0)
       report->warnings.push_back(fmt::format("budget {:.0f}s reached after {} processes", run.budget_s, seq.processes));
-  }
-  for (int round = 0; !in_process; ++round) {
-    const int n = round == 0 ? run.trials : 2;
-    {
-      for (char side : stats::PairOrder(n, run.rule.seed + static_cast<uint64_t>(round))) {
-        if (side == 'A' && !rerun) continue;
-        progress.Step(side == 'A' ? base.spec : run.spec);
-        double v = 0, sps = 0;
-        std::string unit;
-        const std::string& spec = side == 'A' ? base.spec : run.spec;
-        if (!RunSide(launcher, spec, side == 'A' ? base.command : run.command, &v, &sps, &unit, &seconds, error)) return false;
-        if (side == 'B' && unit != base.unit) {
-          *error = fmt::format("`{}`: timed in {} but the baseline is in {}", run.spec, unit, base.unit);
-          return false;
-        }
-        (side == 'A' ? metrics[0].baseline : metrics[0].current).push_back(v);
-        if (metrics.size() > 1) (side == 'A' ? metrics[1].baseline : metrics[1].current).push_back(sps);
-      }
-    }
-    report->metrics = DecideGate(metrics, run.rule);
-    report->verdict = Overall(report->metrics);
-    report->trials = static_cast<int>(metrics[0].current.size());
-    report->baseline_trials = static_cast<int>(metrics[0].baseline.size());
-    if (report->verdict != GateVerdict::kInconclusive || run.budget_s <= 0) break;
-    // Another round must fit: estimated from the trial time per round so far.
-    if (seconds / (round + 1) * (round + 2) > run.budget_s) {
-      report->warnings.push_back(
-          fmt::format("budget {:.0f}s reached after {} round{}", run.budget_s, round + 1, round == 0 ? "" : "s"));
-      break;
-    }
+  } else if (Status st = RunRounds(base, run, rerun, launcher, progress, &metrics, report); !st.ok()) {
+    return st;
   }
   // Explaining needs the baseline's trace (kept with it) or its code run here (re-runs); with
   // stored samples alone the baseline's code is not here.
@@ -296,18 +297,21 @@ bool CheckGate(const Baseline& base, const std::string& baseline_file, const Gat
                                "the baseline with --keep-trace, or check the main branch's copy with --same-job "
                                "(interleaved re-runs) to get the diff, or record both and run trainrx diff");
   }
-  return true;
+  return Status::Ok();
 }
 
-bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, bool across_processes, Launcher& launcher,
-              Progress& progress, SelfTestReport* report, std::string* error, const std::vector<RuleVariant>& variants) {
+Status SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, bool across_processes,
+                Launcher& launcher, Progress& progress, SelfTestReport* report,
+                const std::vector<RuleVariant>& variants) {
   Spec s;
-  if (!ParseSpec(run.spec, &s, error) || !launcher.CanRunWorkloads(error)) return false;
+  if (Status st = ParseSpec(run.spec, &s); !st.ok()) return st;
+  std::string error;  // the Launcher interface's (launcher.h)
+  if (!launcher.CanRunWorkloads(&error)) return Status::Error(error);
   *report = {};
   report->spec = run.spec;
   // Calibrate the injected slowdowns against the spec's own median step.
   TrialResult calib;
-  if (!launcher.Trial(s, &calib, error)) return false;
+  if (!launcher.Trial(s, &calib, &error)) return Status::Error(error);
   report->median_ms = calib.median_ms;
   progress.Start(static_cast<int>(pcts.size()) * repeats);
   for (double pct : pcts) {
@@ -325,7 +329,7 @@ bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, 
         const std::string order = stats::PairOrder(run.trials, rule.seed);
         for (const char side : order) {
           TrialResult t;
-          if (!launcher.Trial(side == 'A' ? s : sb, &t, error)) return false;
+          if (!launcher.Trial(side == 'A' ? s : sb, &t, &error)) return Status::Error(error);
           (side == 'A' ? m.baseline : m.current).push_back(t.median_ms);
         }
       }
@@ -335,7 +339,7 @@ bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, 
         c.processes += 2 * run.trials;
       } else {  // a look after every process, as the gate's in-process check (gate_sequential.h)
         SequentialGateResult seq;
-        if (!DecideInProcessSequentially(launcher, s, {b}, run.trials, rule, &seq, error)) return false;
+        if (Status st = DecideInProcessSequentially(launcher, s, {b}, run.trials, rule, &seq); !st.ok()) return st;
         m.baseline = seq.alt.a_ms, m.current = seq.alt.b_ms, m.paired_log_ratios = seq.alt.log_ratios;
         v = seq.verdict;
         c.processes += seq.processes;
@@ -354,7 +358,7 @@ bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, 
     }
     report->cases.push_back(c);
   }
-  return true;
+  return Status::Ok();
 }
 
 std::vector<RuleVariant> CompareRuleVariants(const GateRule& rule) {

@@ -28,16 +28,16 @@ GateVerdict DecideLook(const MetricSamples& m, const GateRule& rule, double nomi
   return d.verdict;
 }
 
-bool DecideInProcessSequentially(Launcher& launcher, const Spec& spec, const std::vector<std::string>& alt,
-                                 int max_processes, const GateRule& rule, SequentialGateResult* out,
-                                 std::string* error, double budget_s, Progress* progress) {
+Status DecideInProcessSequentially(Launcher& launcher, const Spec& spec, const std::vector<std::string>& alt,
+                                   int max_processes, const GateRule& rule, SequentialGateResult* out, double budget_s,
+                                   Progress* progress) {
   *out = {};
   out->max_processes = max_processes;
   if (progress) progress->Replan(max_processes);
   stats::SequentialDesign design({stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}, rule.alpha);
   for (int k = 1; k <= out->max_processes; ++k) {
     if (progress) progress->Step(spec.Label());
-    if (!launcher.AltTrial(spec, alt, &out->alt, error)) return false;
+    if (std::string error; !launcher.AltTrial(spec, alt, &out->alt, &error)) return Status::Error(error);
     out->processes = k;
     // The budget's maximum depends on the first process's time only, never on its data.
     if (k == 1 && budget_s > 0 && out->alt.seconds > 0) {
@@ -52,7 +52,7 @@ bool DecideInProcessSequentially(Launcher& launcher, const Spec& spec, const std
     out->level = 1 - look.nominal_alpha;
     if (out->verdict != GateVerdict::kInconclusive) break;
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace trainrx::experiments

@@ -528,7 +528,7 @@ int64_t CommandTrialSteps(const analyzers::Report& analysis, std::string* note) 
 
 bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress& progress, FixReport* report,
             std::string* error) {
-  if (!stats::EnoughTrials(o.trials, error) || !launcher.CanRunWorkloads(error)) return false;
+  if (!stats::EnoughTrials(o.trials).ToBool(error) || !launcher.CanRunWorkloads(error)) return false;
   analyzers::Report analysis;
   double seconds = 0;
   if (!launcher.Analyze(spec, &analysis, &seconds, error)) return false;
@@ -615,7 +615,7 @@ std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analy
 
 bool RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& launcher, Progress& progress,
                    FixReport* report, std::string* error) {
-  if (!stats::EnoughTrials(o.trials, error)) return false;
+  if (!stats::EnoughTrials(o.trials).ToBool(error)) return false;
   analyzers::Report analysis;
   double seconds = 0;
   if (!launcher.AnalyzeCommand(command, &analysis, &seconds, error)) return false;
@@ -815,7 +815,7 @@ bool RunSweep(const Spec& base, const std::vector<std::string>& grids, const Pla
   Axes axes;
   const auto check = [](const std::string& knob, const std::string& value, std::string* e) {
     workloads::Config c;
-    return c.Set(knob + "=" + value, e);
+    return c.Set(knob + "=" + value).ToBool(e);
   };
   if (!ParseGrids(grids, check, &axes, error) || !launcher.CanRunWorkloads(error)) return false;
   const auto spec_of = [&](const SweepCell& cell) {
@@ -1004,13 +1004,15 @@ std::string CompilePayback(const AbReport& r) {
 
 bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, const PlanOptions& o, Launcher& launcher,
            Progress& progress, AbReport* report, std::string* error) {
-  if (!stats::EnoughTrials(o.trials, error)) return false;
+  if (!stats::EnoughTrials(o.trials).ToBool(error)) return false;
   *report = {};
   report->trials = o.trials;
   report->order = stats::PairOrder(o.trials, o.seed);
   Spec a, b;
   if (!commands) {
-    if (!ParseSpec(a_text, &a, error) || !ParseSpec(b_text, &b, error) || !launcher.CanRunWorkloads(error)) return false;
+    if (!ParseSpec(a_text, &a).ToBool(error) || !ParseSpec(b_text, &b).ToBool(error) ||
+        !launcher.CanRunWorkloads(error))
+      return false;
     // "slowdown=5%": a share of A's median step, measured by one calibration run of A.
     if (a.HasPercentages() || b.HasPercentages()) {
       TrialResult calib;

@@ -14,27 +14,24 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <regex>
 #include <sstream>
 #include <string>
 
 namespace trainrx::experiments {
 
-pid_t StartProcess(const ProcessSpec& spec, std::string* error) {
-  if (spec.argv.empty()) {
-    *error = "no program to run";
-    return -1;
-  }
+StatusOr<pid_t> StartProcess(const ProcessSpec& spec) {
+  // Every caller checks the user's command first ("record: expected a command after --"): an empty
+  // one here is trainrx's bug.
+  if (spec.argv.empty()) return Status::Internal("StartProcess: no program to run");
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls
   // and setenv (the child is single-threaded until exec).
   std::vector<char*> argv;
   for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const pid_t pid = fork();
-  if (pid < 0) {
-    *error = std::string("fork failed: ") + std::strerror(errno);
-    return -1;
-  }
+  if (pid < 0) return Status::Error(std::string("fork failed: ") + std::strerror(errno));
   if (pid > 0) return pid;
   if (!spec.log.empty()) {
     const int fd = open(spec.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -76,9 +73,10 @@ int WaitProcess(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }
 
-int RunProcess(const ProcessSpec& spec, std::string* error) {
-  const pid_t pid = StartProcess(spec, error);
-  return pid < 0 ? -1 : WaitProcess(pid);
+StatusOr<int> RunProcess(const ProcessSpec& spec) {
+  const StatusOr<pid_t> pid = StartProcess(spec);
+  if (!pid.ok()) return pid.status();
+  return WaitProcess(*pid);
 }
 
 std::vector<std::string> SplitCommand(const std::string& command) {
@@ -119,11 +117,13 @@ OutOfMemory FindOutOfMemory(const std::string& log_text) {
     out.line = line.size() > 300 ? line.substr(0, 300) + "..." : line;
     std::smatch m;
     if (std::regex_search(line, m, kRequest)) {
-      const double v = std::stod(m[1].str());
+      const double v = std::strtod(m[1].str().c_str(), nullptr);  // std::stod threw on 400 digits
       const std::string unit = m[2].str();
       const double scale = unit == "KiB" ? 1024.0 : unit == "MiB" ? 1048576.0 : unit == "GiB" ? 1073741824.0
                            : unit == "KB" ? 1e3 : unit == "MB" ? 1e6 : unit == "GB" ? 1e9 : 1.0;
-      out.request_bytes = static_cast<int64_t>(v * scale);
+      // A size past int64 (a log's 400-digit number) is kept as the largest, not cast out of range.
+      const double bytes = v * scale;
+      out.request_bytes = bytes < 9.2e18 ? static_cast<int64_t>(bytes) : std::numeric_limits<int64_t>::max();
     }
   }
   return out;

@@ -177,7 +177,7 @@ class ProcessLauncher : public Launcher {
       if (!RecordSome(what, name, &traces, &seconds, error)) return false;
     } else {
       Spec s;
-      if (!ParseSpec(what, &s, error) || !TraceWorkload(s, name, &traces, error)) return false;
+      if (!ParseSpec(what, &s).ToBool(error) || !TraceWorkload(s, name, &traces, error)) return false;
     }
     return sets::AnalyzeSet(traces, {}, out).ToBool(error);
   }
@@ -265,8 +265,10 @@ class ProcessLauncher : public Launcher {
     if (stop > 0) p.env.push_back({env::kStopAfterSteps, std::to_string(stop), EnvChange::kSetIfUnset});
     const auto started = fs::file_time_type::clock::now();
     const auto t0 = Clock::now();
-    const int rc = RunProcess(p, error);
+    const StatusOr<int> run = RunProcess(p);
     *seconds = Since(t0);
+    if (!run.ok()) return run.status().ToBool(error);
+    const int rc = *run;
     if (rc != 0) {
       if (rc > 0) *error = fmt::format("`{}`{}: exited with {}: {}", cmd, joined.empty() ? "" : " (fixes: " + joined + ")", rc,
                                        LogTail(log));
@@ -286,9 +288,9 @@ class ProcessLauncher : public Launcher {
     how.scratch = (dir_ / name).string();
     how.extra = extra;
     std::vector<RunResult> ranks;
-    const int rc = LaunchRanks(Workload(), s, s.nproc, how, traces, &ranks, error);
-    if (rc != 0) {
-      if (rc > 0) *error = fmt::format("{}: {}", s.Label(), *error);
+    int rc = 0;
+    if (const Status st = LaunchRanks(Workload(), s, s.nproc, how, traces, &ranks, &rc); !st.ok()) {
+      *error = rc > 0 ? fmt::format("{}: {}", s.Label(), st.message()) : st.message();
       return false;
     }
     *r = ranks.front();
@@ -318,12 +320,13 @@ class ProcessLauncher : public Launcher {
     p.env = {{env::kQuiet, "1", EnvChange::kSetIfUnset}};
     p.log = log;
     p.data_limit_bytes = memory_cap_;
-    const int rc = RunProcess(p, error);
-    if (rc != 0) {
-      if (rc > 0) *error = fmt::format("{}: exited with {}: {}", s.Label(), rc, LogTail(log));
+    const StatusOr<int> run = RunProcess(p);
+    if (!run.ok()) return run.status().ToBool(error);
+    if (const int rc = *run; rc != 0) {
+      *error = fmt::format("{}: exited with {}: {}", s.Label(), rc, LogTail(log));
       return false;
     }
-    return ReadRunResult(result, r, error);
+    return ReadRunResult(result, r).ToBool(error);
   }
 
   std::string bin_dir_;

@@ -35,16 +35,17 @@ int FreePort() {
 
 }  // namespace
 
-int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const std::string& output,
-                std::vector<std::string>* traces, std::vector<RunResult>* results, std::string* error) {
+Status LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const std::string& output,
+                   std::vector<std::string>* traces, std::vector<RunResult>* results, int* rank_exit_code) {
   RankLaunch how;
   how.output = output;
-  return LaunchRanks(binary, spec, nproc, how, traces, results, error);
+  return LaunchRanks(binary, spec, nproc, how, traces, results, rank_exit_code);
 }
 
-int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const RankLaunch& how,
-                std::vector<std::string>* traces, std::vector<RunResult>* results, std::string* error) {
+Status LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const RankLaunch& how,
+                   std::vector<std::string>* traces, std::vector<RunResult>* results, int* rank_exit_code) {
   namespace fs = std::filesystem;
+  *rank_exit_code = 0;
   const int port = FreePort();
   std::vector<pid_t> pids;
   std::vector<std::string> result_paths;
@@ -76,32 +77,32 @@ int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const Ra
     }
     p.env.push_back({env::kQuiet, "1", E::kSetIfUnset});
     p.env.push_back({env::kOutput, "", E::kUnset});  // the workload names its own (per-rank) trace
-    const pid_t pid = StartProcess(p, error);
-    if (pid < 0) {
+    const StatusOr<pid_t> pid = StartProcess(p);
+    if (!pid.ok()) {
       for (pid_t q : pids) kill(q, SIGTERM);
       for (pid_t q : pids) WaitProcess(q);
-      return -1;
+      return pid.status();
     }
-    pids.push_back(pid);
+    pids.push_back(*pid);
   }
-  int worst = 0;
+  Status failed;
   for (size_t i = 0; i < pids.size(); ++i) {
     const int code = WaitProcess(pids[i]);
-    if (code != 0 && worst == 0) {
-      worst = code;
-      *error = fmt::format("rank {} of {}: exited with {}", i, spec.workload, code);
+    if (code != 0 && *rank_exit_code == 0) {
+      *rank_exit_code = code;
+      failed = Status::Error(fmt::format("rank {} of {}: exited with {}", i, spec.workload, code));
       // A rank that failed leaves the others waiting in the rendezvous: stop them.
       for (size_t j = 0; j < pids.size(); ++j)
         if (j != i) kill(pids[j], SIGTERM);
     }
   }
-  if (worst) return worst;
+  if (!failed.ok()) return failed;
   for (const auto& path : result_paths) {
     RunResult r;
-    if (!ReadRunResult(path, &r, error)) return -1;
+    if (Status st = ReadRunResult(path, &r); !st.ok()) return st;
     results->push_back(std::move(r));
   }
-  return 0;
+  return Status::Ok();
 }
 
 }  // namespace trainrx::experiments

@@ -147,9 +147,8 @@ void BuildProbeForNextRun(const RecordOptions& options, const fs::path& report, 
     return;
   }
   ProbeBuildRequest request{options.command[0], torch_lib, options.source_dir, ProbeCacheDir()};
-  std::string error;
-  if (BuildProbe(request, log, &error).empty())
-    log << "trainrx: could not build a probe for " << torch_lib << ": " << error
+  if (const StatusOr<std::string> built = BuildProbe(request, log); !built.ok())
+    log << "trainrx: could not build a probe for " << torch_lib << ": " << built.status().message()
         << "\ntrainrx: the torch.profiler fallback keeps recording such runs\n";
   else
     log << "trainrx: the next `trainrx record` of this torch attaches it\n";
@@ -157,36 +156,31 @@ void BuildProbeForNextRun(const RecordOptions& options, const fs::path& report, 
 
 }  // namespace
 
-bool RecordCommand(const RecordOptions& options, const std::string& exe_dir, std::ostream& log, RecordResult* result,
-                   std::string* error) {
-  if (options.command.empty()) {
-    *error = "record: expected a command after --, e.g. trainrx record -o run.json -- python3 train.py";
-    return false;
-  }
+Status RecordCommand(const RecordOptions& options, const std::string& exe_dir, std::ostream& log,
+                     RecordResult* result) {
+  if (options.command.empty())
+    return Status::Error("record: expected a command after --, e.g. trainrx record -o run.json -- python3 train.py");
   const std::string dir = !options.probe_dir.empty()    ? options.probe_dir
                           : std::getenv(env::kProbeDir) ? std::getenv(env::kProbeDir)
                                                         : exe_dir;
   const bool dir_named = !options.probe_dir.empty() || std::getenv(env::kProbeDir) != nullptr;
   const std::string probe = dir + "/libtrainrx_probe.so";
   if (!fs::exists(probe) || !fs::exists(dir + "/libtrainrx_preload.so")) {
-    *error = fmt::format(
+    return Status::Error(fmt::format(
         "{}: not found: this trainrx was built without LibTorch, so it cannot record. "
         "Installed with pip: install torch into that environment first, then "
         "`pip install --no-build-isolation <trainrx checkout>` (docs/setup.md). From a checkout: "
         "./scripts/setup, or configure with "
         "-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)') and rebuild.",
-        probe);
-    return false;
+        probe));
   }
   std::error_code ec;
   const fs::path output = fs::absolute(options.output, ec);
-  if (!fs::is_directory(output.parent_path())) {
-    *error = fmt::format("{}: the directory does not exist", output.parent_path().string());
-    return false;
-  }
+  if (!fs::is_directory(output.parent_path()))
+    return Status::Error(fmt::format("{}: the directory does not exist", output.parent_path().string()));
   if (access(output.parent_path().c_str(), W_OK) != 0) {
-    *error = fmt::format("{}: cannot write there ({})", output.parent_path().string(), std::strerror(errno));
-    return false;
+    return Status::Error(
+        fmt::format("{}: cannot write there ({})", output.parent_path().string(), std::strerror(errno)));
   }
   fs::remove(output, ec);  // so that "no trace written" is never hidden by an old file
   const auto started = fs::file_time_type::clock::now();
@@ -205,16 +199,14 @@ bool RecordCommand(const RecordOptions& options, const std::string& exe_dir, std
   const fs::path mismatch = output.string() + ".no-probe";
   fs::remove(mismatch, ec);
   p.env.push_back({env::kMismatchFile, mismatch.string(), EnvChange::kSet});
-  if (const char* fixes = std::getenv(env::kFix); fixes && *fixes && !have_hook) {
-    *error = fmt::format("{}/sitecustomize.py: missing, and TRAINRX_FIX is set (rebuild)", hook);
-    return false;
-  }
-  const pid_t child = StartProcess(p, error);
-  if (child < 0) return false;
-  result->code = WaitForeground(child);
+  if (const char* fixes = std::getenv(env::kFix); fixes && *fixes && !have_hook)
+    return Status::Error(fmt::format("{}/sitecustomize.py: missing, and TRAINRX_FIX is set (rebuild)", hook));
+  const StatusOr<pid_t> child = StartProcess(p);
+  if (!child.ok()) return child.status();
+  result->code = WaitForeground(*child);
   result->traces = CollectTraces(options, output, started, result->code, log);
   BuildProbeForNextRun(options, mismatch, log);
-  return true;
+  return Status::Ok();
 }
 
 std::string ProbeCacheDir() {
@@ -242,22 +234,19 @@ std::string ProbeChoices(const std::string& primary_dir, const std::string& exe_
   return out;
 }
 
-bool ParseBytes(const std::string& text, uint64_t* out) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (...) {
-    return false;
-  }
-  std::string unit = text.substr(used);
+StatusOr<uint64_t> ParseBytes(const std::string& text) {
+  const auto refuse = [&] { return Status::Error("--memory-cap " + text + ": not a size (e.g. 1.5G, 800M, 1048576)"); };
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || errno == ERANGE) return refuse();  // as std::stod: no number, or out of range
+  std::string unit(end);
   if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
   if (!unit.empty() && (unit.back() == 'i')) unit.pop_back();
   const double scale = unit.empty() ? 1 : unit == "K" || unit == "k" ? 1024.0 : unit == "M" || unit == "m" ? 1048576.0
                                        : unit == "G" || unit == "g" ? 1073741824.0 : 0;
-  if (scale == 0 || !(v > 0) || v * scale > 1e18) return false;
-  *out = static_cast<uint64_t>(v * scale);
-  return true;
+  if (scale == 0 || !(v > 0) || v * scale > 1e18) return refuse();
+  return static_cast<uint64_t>(v * scale);
 }
 
 }  // namespace trainrx::experiments

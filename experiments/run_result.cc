@@ -14,52 +14,40 @@ std::string RunResult::Summary() const {
                      samples_per_s, first_loss, last_loss, changed.empty() ? "" : fmt::format(" (knobs: {})", changed));
 }
 
-bool ReadRunResult(const std::string& path, RunResult* out, std::string* error) {
+Status ReadRunResult(const std::string& path, RunResult* out) {
   simdjson::padded_string text;
   if (auto e = simdjson::padded_string::load(path).get(text); e) {
     *out = {};
-    *error = fmt::format("{}: not a readable run result: {}", path, simdjson::error_message(e));
-    return false;
+    return Status::Error(fmt::format("{}: not a readable run result: {}", path, simdjson::error_message(e)));
   }
-  return ParseRunResult(std::string_view(text.data(), text.size()), path, out, error);
+  return ParseRunResult(std::string_view(text.data(), text.size()), path, out);
 }
 
-bool ParseRunResult(std::string_view text, const std::string& path, RunResult* out, std::string* error) {
+Status ParseRunResult(std::string_view text, const std::string& path, RunResult* out) {
   *out = {};
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
-  if (auto e = parser.parse(simdjson::padded_string(text)).get(doc); e) {
-    *error = fmt::format("{}: not a readable run result: {}", path, simdjson::error_message(e));
-    return false;
-  }
+  if (auto e = parser.parse(simdjson::padded_string(text)).get(doc); e)
+    return Status::Error(fmt::format("{}: not a readable run result: {}", path, simdjson::error_message(e)));
   std::string_view schema;
-  if (doc["schema"].get(schema) != simdjson::SUCCESS || schema != kRunSchema) {
-    *error = fmt::format("{}: expected \"schema\": \"{}\"", path, kRunSchema);
-    return false;
-  }
+  if (doc["schema"].get(schema) != simdjson::SUCCESS || schema != kRunSchema)
+    return Status::Error(fmt::format("{}: expected \"schema\": \"{}\"", path, kRunSchema));
   if (doc["median_step_ms"].get(out->median_step_ms) != simdjson::SUCCESS ||
-      doc["samples_per_s"].get(out->samples_per_s) != simdjson::SUCCESS) {
-    *error = fmt::format("{}: \"median_step_ms\" or \"samples_per_s\" missing or not a number", path);
-    return false;
-  }
+      doc["samples_per_s"].get(out->samples_per_s) != simdjson::SUCCESS)
+    return Status::Error(fmt::format("{}: \"median_step_ms\" or \"samples_per_s\" missing or not a number", path));
   simdjson::dom::array steps;
-  if (doc["steps"].get(steps) != simdjson::SUCCESS) {
-    *error = fmt::format("{}: \"steps\" missing or not an array", path);
-    return false;
-  }
+  if (doc["steps"].get(steps) != simdjson::SUCCESS)
+    return Status::Error(fmt::format("{}: \"steps\" missing or not an array", path));
   size_t i = 0;
   for (auto step : steps) {
     RunStep s;
     std::string_view arm;
-    if (step["ms"].get(s.ms) != simdjson::SUCCESS) {
-      *error = fmt::format("{}: steps[{}]: \"ms\" missing or not a number", path, i);
-      return false;
-    }
+    if (step["ms"].get(s.ms) != simdjson::SUCCESS)
+      return Status::Error(fmt::format("{}: steps[{}]: \"ms\" missing or not a number", path, i));
     if (step["arm"].get(arm) == simdjson::SUCCESS && !arm.empty()) s.arm = arm[0];
-    if (auto heap = step["heap_bytes"]; heap.error() == simdjson::SUCCESS && heap.get(s.heap_bytes) != simdjson::SUCCESS) {
-      *error = fmt::format("{}: steps[{}]: \"heap_bytes\" is not an integer", path, i);
-      return false;
-    }
+    if (auto heap = step["heap_bytes"];
+        heap.error() == simdjson::SUCCESS && heap.get(s.heap_bytes) != simdjson::SUCCESS)
+      return Status::Error(fmt::format("{}: steps[{}]: \"heap_bytes\" is not an integer", path, i));
     out->steps.push_back(s);
     ++i;
   }
@@ -70,7 +58,7 @@ bool ParseRunResult(std::string_view text, const std::string& path, RunResult* o
   std::string_view changed;
   if (doc["changed"].get(changed) == simdjson::SUCCESS) out->changed = std::string(changed);
   out->json = simdjson::minify(doc);
-  return true;
+  return Status::Ok();
 }
 
 bool MemoryOfRun(const RunResult& r, double* growth, double* peak) {

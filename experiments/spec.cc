@@ -5,11 +5,19 @@
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 
 namespace trainrx::experiments {
 
 namespace {
 bool IsPercentage(const std::string& set) { return set.size() > 1 && set.back() == '%'; }
+
+// An assignment the code built from the knob table (a plan's fix or cell, a resolved percentage):
+// one the table refuses is a bug in that code, not the user's input.
+void SetBuilt(workloads::Config* config, const std::string& assignment) {
+  if (const Status st = config->Set(assignment); !st.ok())
+    throw std::logic_error(fmt::format("a built assignment '{}' was refused: {}", assignment, st.message()));
+}
 }  // namespace
 
 std::string Spec::Label() const {
@@ -33,14 +41,13 @@ Spec Spec::With(const std::string& assignment) const {
     return s;
   }
   s.sets.push_back(assignment);
-  std::string ignored;  // the plan built the assignment from the knob table
-  s.config.Set(assignment, &ignored);
+  SetBuilt(&s.config, assignment);
   return s;
 }
 
 std::string KnobName(const std::string& assignment) { return assignment.substr(0, assignment.find('=')); }
 
-bool ParseSpec(const std::string& text, Spec* spec, std::string* error) {
+Status ParseSpec(const std::string& text, Spec* spec) {
   std::istringstream in(text);
   std::string tok;
   *spec = {};
@@ -49,8 +56,7 @@ bool ParseSpec(const std::string& text, Spec* spec, std::string* error) {
       spec->workload = tok;
     } else if (tok.rfind("preset=", 0) == 0) {
       if (!spec->preset.empty()) {
-        *error = fmt::format("'{}': two presets ('{}' and '{}')", text, spec->preset, tok.substr(7));
-        return false;
+        return Status::Error(fmt::format("'{}': two presets ('{}' and '{}')", text, spec->preset, tok.substr(7)));
       }
       spec->preset = tok.substr(7);
     } else if (tok.rfind("nproc=", 0) == 0) {
@@ -58,8 +64,8 @@ bool ParseSpec(const std::string& text, Spec* spec, std::string* error) {
       char* end = nullptr;
       const long n = std::strtol(tok.c_str() + 6, &end, 10);
       if (end == tok.c_str() + 6 || *end != '\0' || n < 1 || n > 64) {
-        *error = fmt::format("'{}': nproc must be a count of local ranks from 1 to 64, got '{}'", text, tok.substr(6));
-        return false;
+        return Status::Error(
+            fmt::format("'{}': nproc must be a count of local ranks from 1 to 64, got '{}'", text, tok.substr(6)));
       }
       spec->nproc = static_cast<int>(n);
     } else {
@@ -69,38 +75,31 @@ bool ParseSpec(const std::string& text, Spec* spec, std::string* error) {
   bool known = false;
   for (const auto& w : workloads::Workloads()) known = known || spec->workload == w.name;
   if (!known) {
-    *error = spec->workload.empty() ? "workload spec: empty (expected e.g. 'cnn workers=2')"
-                                    : fmt::format("'{}': unknown workload '{}' (cnn or lm; see `trainrx workloads`)", text,
-                                                  spec->workload);
-    return false;
+    return Status::Error(spec->workload.empty()
+                             ? "workload spec: empty (expected e.g. 'cnn workers=2')"
+                             : fmt::format("'{}': unknown workload '{}' (cnn or lm; see `trainrx workloads`)", text,
+                                           spec->workload));
   }
   // The preset first, wherever it was written, then the knobs in order (as the workload does).
-  if (!spec->preset.empty() && !spec->config.ApplyPreset(spec->preset, error)) {
-    *error = fmt::format("'preset={}': {}", spec->preset, *error);
-    return false;
+  if (!spec->preset.empty()) {
+    if (const Status st = spec->config.ApplyPreset(spec->preset); !st.ok())
+      return Status::Error(fmt::format("'preset={}': {}", spec->preset, st.message()));
   }
   for (const auto& set : spec->sets) {
     if (!IsPercentage(set)) {
-      if (!spec->config.Set(set, error)) {
-        *error = fmt::format("'{}': {}", set, *error);
-        return false;
-      }
+      if (const Status st = spec->config.Set(set); !st.ok())
+        return Status::Error(fmt::format("'{}': {}", set, st.message()));
       continue;
     }
-    if (KnobName(set) != "slowdown") {
-      *error = fmt::format("'{}': only slowdown accepts a percentage", set);
-      return false;
-    }
+    if (KnobName(set) != "slowdown") return Status::Error(fmt::format("'{}': only slowdown accepts a percentage", set));
     const size_t eq = set.find('=');
     const std::string pct = eq == std::string::npos ? "" : set.substr(eq + 1, set.size() - eq - 2);
     char* end = nullptr;
     const double v = std::strtod(pct.c_str(), &end);
-    if (pct.empty() || *end != '\0' || !(v >= 0)) {
-      *error = fmt::format("'{}': expected slowdown=P% with P a number >= 0", set);
-      return false;
-    }
+    if (pct.empty() || *end != '\0' || !(v >= 0))
+      return Status::Error(fmt::format("'{}': expected slowdown=P% with P a number >= 0", set));
   }
-  return true;
+  return Status::Ok();
 }
 
 void ResolvePercentages(Spec* spec, double median_ms, std::vector<std::string>* notes) {
@@ -110,8 +109,7 @@ void ResolvePercentages(Spec* spec, double median_ms, std::vector<std::string>* 
     const std::string resolved = fmt::format("slowdown={:.0f}", median_ms * 1000 * pct / 100);
     notes->push_back(fmt::format("{} = {} us ({}% of the calibration median {:.2f} ms)", set, resolved.substr(9), pct,
                                  median_ms));
-    std::string ignored;
-    spec->config.Set(resolved, &ignored);
+    SetBuilt(&spec->config, resolved);
     set = resolved;
   }
 }

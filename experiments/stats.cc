@@ -9,10 +9,9 @@
 
 namespace trainrx::experiments::stats {
 
-bool EnoughTrials(int trials, std::string* error) {
-  if (trials >= 4) return true;
-  *error = "--trials: must be at least 4 (with 3 per side no difference can reach p < 0.05)";
-  return false;
+Status EnoughTrials(int trials) {
+  if (trials >= 4) return Status::Ok();
+  return Status::Error("--trials: must be at least 4 (with 3 per side no difference can reach p < 0.05)");
 }
 
 double Median(std::vector<double> v) {

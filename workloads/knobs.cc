@@ -102,19 +102,17 @@ bool IsNumber(const std::string& s) {
 }
 }  // namespace
 
-bool Config::Set(const std::string& assignment, std::string* error) {
+Status Config::Set(const std::string& assignment) {
   const size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
-    *error = "--set expects knob=value, got '" + assignment + "'";
-    return false;
+    return Status::Error("--set expects knob=value, got '" + assignment + "'");
   }
   const std::string name = assignment.substr(0, eq), value = assignment.substr(eq + 1);
   const Knob* k = FindKnob(name);
   if (!k) {
     std::string known;
     for (const auto& kn : Knobs()) known += std::string(known.empty() ? "" : ", ") + kn.name;
-    *error = "unknown knob '" + name + "'; knobs: " + known;
-    return false;
+    return Status::Error("unknown knob '" + name + "'; knobs: " + known);
   }
   const bool text = name == "device" || name == "amp" || name == "backend";
   if (text) {
@@ -126,27 +124,24 @@ bool Config::Set(const std::string& assignment, std::string* error) {
     if (!ok) {
       std::string list;
       for (const auto& a : allowed) list += (list.empty() ? "" : " | ") + a;
-      *error = "knob " + name + ": '" + value + "' is not one of " + list;
-      return false;
+      return Status::Error("knob " + name + ": '" + value + "' is not one of " + list);
     }
   } else if (!IsNumber(value) || std::strtod(value.c_str(), nullptr) < 0) {
-    *error = "knob " + name + ": '" + value + "' is not a non-negative number";
-    return false;
+    return Status::Error("knob " + name + ": '" + value + "' is not a non-negative number");
   }
   values_[name] = value;
-  return true;
+  return Status::Ok();
 }
 
-bool Config::ApplyPreset(const std::string& name, std::string* error) {
+Status Config::ApplyPreset(const std::string& name) {
   for (const auto& p : Presets()) {
     if (name != p.name) continue;
     for (const auto& [k, v] : p.settings) values_[k] = v;
-    return true;
+    return Status::Ok();
   }
   std::string known;
   for (const auto& p : Presets()) known += std::string(known.empty() ? "" : ", ") + p.name;
-  *error = "unknown preset '" + name + "'; presets: " + known;
-  return false;
+  return Status::Error("unknown preset '" + name + "'; presets: " + known);
 }
 
 const std::string& Config::Get(const std::string& name) const {

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "trainrx/profiler/status.h"
+
 namespace trainrx::workloads {
 
 struct Knob {
@@ -45,9 +47,10 @@ const std::vector<Preset>& Presets();
 class Config {
  public:
   Config();  // all defaults
-  // "workers=4": false with *error naming the knob or value problem (unknown knobs list the known).
-  bool Set(const std::string& assignment, std::string* error);
-  bool ApplyPreset(const std::string& name, std::string* error);
+  // "workers=4": an error naming the knob or value problem (unknown knobs list the known).
+  Status Set(const std::string& assignment);
+  // An error naming the preset and listing the known ones when there is none of that name.
+  Status ApplyPreset(const std::string& name);
   const std::string& Get(const std::string& name) const;
   int64_t Int(const std::string& name) const;
   double Double(const std::string& name) const;

@@ -681,29 +681,22 @@ int main(int argc, char** argv) {
   std::vector<std::string> alt_sets;  // in-process A/B: B = the configuration with these
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
-    std::string error;
-    auto need = [&](const char* what) -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(std::string(what) + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (a == "--set") {
-        if (!cfg.Set(need("--set"), &error)) return Usage(error.c_str());
-      } else if (a == "--preset") {
-        if (!cfg.ApplyPreset(need("--preset"), &error)) return Usage(error.c_str());
-      } else if (a == "-o") {
-        trace = need("-o");
-      } else if (a == "--result") {
-        result = need("--result");
-      } else if (a == "--no-trace") {
-        no_trace = true;
-      } else if (a == "--alt-set") {
-        alt_sets.push_back(need("--alt-set"));
-      } else {
-        return Usage(("unknown argument " + a).c_str());
-      }
-    } catch (const std::exception& e) {
-      return Usage(e.what());
+    const bool takes_value = a == "--set" || a == "--preset" || a == "-o" || a == "--result" || a == "--alt-set";
+    if (takes_value && i + 1 >= argc) return Usage((a + " needs a value").c_str());
+    if (a == "--set") {
+      if (const auto st = cfg.Set(argv[++i]); !st.ok()) return Usage(st.message().c_str());
+    } else if (a == "--preset") {
+      if (const auto st = cfg.ApplyPreset(argv[++i]); !st.ok()) return Usage(st.message().c_str());
+    } else if (a == "-o") {
+      trace = argv[++i];
+    } else if (a == "--result") {
+      result = argv[++i];
+    } else if (a == "--no-trace") {
+      no_trace = true;
+    } else if (a == "--alt-set") {
+      alt_sets.push_back(argv[++i]);
+    } else {
+      return Usage(("unknown argument " + a).c_str());
     }
   }
   if (name != "cnn" && name != "lm") return Usage(("unknown workload '" + name + "'").c_str());
@@ -711,11 +704,10 @@ int main(int argc, char** argv) {
   if (!alt_sets.empty()) {
     alt = std::make_unique<Config>(cfg);
     for (const auto& a : alt_sets) {
-      std::string error;
       const std::string knob = a.substr(0, a.find('='));
       if (!trainrx::workloads::IsSwitchable(knob))
         return Usage(("--alt-set " + knob + ": only " + trainrx::workloads::SwitchableKnobs() + " switch between steps").c_str());
-      if (!alt->Set(a, &error)) return Usage(error.c_str());
+      if (const auto st = alt->Set(a); !st.ok()) return Usage(st.message().c_str());
     }
   }
   if (result.empty()) result = trace + ".result.json";

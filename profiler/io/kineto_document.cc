@@ -315,9 +315,9 @@ void WindowParser::Parse(WindowJob& job) {
     if (!job.status.ok()) return;
   }
   if (job.fragment.elements != job.elements) {  // the splitter and the decoder disagree: our bug
-    job.status = Fail(fmt::format("internal error: the window at byte {} holds {} elements by the splitter's count and "
-                                  "{} by the parser's; please report it with the file",
-                                  job.offset, job.elements, job.fragment.elements));
+    job.status = Status::Internal(fmt::format("{}: the window at byte {} holds {} elements by the splitter's count and "
+                                              "{} by the parser's; please report it with the file",
+                                              source_, job.offset, job.elements, job.fragment.elements));
   }
 }
 

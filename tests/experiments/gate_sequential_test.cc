@@ -68,8 +68,8 @@ class SimLauncher : public Launcher {
 
 Spec Cnn() {
   Spec s;
-  std::string error;
-  EXPECT_TRUE(ParseSpec("cnn", &s, &error)) << error;
+  const Status st = ParseSpec("cnn", &s);
+  EXPECT_TRUE(st.ok()) << st.message();
   return s;
 }
 
@@ -77,13 +77,14 @@ Spec Cnn() {
 // fixed design ran; a change between the tolerance and the pass bound is not passed early.
 TEST(GateSequentialTest, ClearCasesStopEarly) {
   SimLauncher l;
-  std::string error;
+  Status st;
   SequentialGateResult aa, slow;
-  ASSERT_TRUE(DecideInProcessSequentially(l, Cnn(), {"slowdown=0"}, 6, GateRule{}, &aa, &error)) << error;
+  ASSERT_TRUE((st = DecideInProcessSequentially(l, Cnn(), {"slowdown=0"}, 6, GateRule{}, &aa)).ok()) << st.message();
   EXPECT_EQ(aa.verdict, GateVerdict::kPass);
   EXPECT_LE(aa.processes, 2);
   EXPECT_LT(aa.metrics.front().ci_high, 1.03);  // passed early: the interval is under the tolerance
-  ASSERT_TRUE(DecideInProcessSequentially(l, Cnn(), {"slowdown=2000"}, 6, GateRule{}, &slow, &error)) << error;
+  ASSERT_TRUE((st = DecideInProcessSequentially(l, Cnn(), {"slowdown=2000"}, 6, GateRule{}, &slow)).ok())
+      << st.message();
   EXPECT_EQ(slow.verdict, GateVerdict::kFail);
   EXPECT_LE(slow.processes, 2);
   EXPECT_GT(slow.level, 0.95);  // decided at an early look's stricter level
@@ -114,8 +115,8 @@ TEST(GateSequentialTest, SelfTestKeepsItsRatesInFewerProcesses) {
   run.trials = 6;
   Progress quiet;
   SelfTestReport r;
-  std::string error;
-  ASSERT_TRUE(SelfTest(run, {0, 5, 10}, 200, false, l, quiet, &r, &error)) << error;
+  const Status st = SelfTest(run, {0, 5, 10}, 200, false, l, quiet, &r);
+  ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_EQ(r.cases.size(), 3u);
   const auto& aa = r.cases[0];
   const auto& five = r.cases[1];
@@ -147,7 +148,8 @@ TEST(GateSequentialTest, LookingAfterEveryProcessAtTheFixedLevelWouldAlarmMore) 
     loose.seed = static_cast<uint64_t>(s + 1);
     loose.resamples = 500;
     SequentialGateResult seq;
-    ASSERT_TRUE(DecideInProcessSequentially(l, Cnn(), {"slowdown=0"}, 6, loose, &seq, &error)) << error;
+    const Status st = DecideInProcessSequentially(l, Cnn(), {"slowdown=0"}, 6, loose, &seq);
+    ASSERT_TRUE(st.ok()) << st.message();
     sequential += seq.verdict == GateVerdict::kFail;
     AltResult alt;
     bool failed = false;

@@ -83,22 +83,25 @@ TEST(GateTest, BaselineRoundTripAndClearErrors) {
   std::ostringstream out;
   WriteBaseline(b, out);
   Baseline back;
-  std::string error;
-  ASSERT_TRUE(ParseBaseline(out.str(), "base.json", &back, &error)) << error;
+  Status st;
+  ASSERT_TRUE((st = ParseBaseline(out.str(), "base.json", &back)).ok()) << st.message();
   EXPECT_EQ(back.spec, b.spec);
   EXPECT_EQ(back.trial_ms, b.trial_ms);
   EXPECT_EQ(back.fingerprint.at("cpus"), "2");
 
-  EXPECT_FALSE(ParseBaseline("{not json", "base.json", &back, &error));
-  EXPECT_NE(error.find("base.json: not a trainrx baseline"), std::string::npos) << error;
-  EXPECT_FALSE(ParseBaseline(R"({"schema":"trainrx.baseline/2","spec":"cnn","trial_ms":[1,2,3,4]})", "b.json", &back, &error));
-  EXPECT_NE(error.find("newer"), std::string::npos) << error;
+  EXPECT_FALSE((st = ParseBaseline("{not json", "base.json", &back)).ok());
+  EXPECT_NE(st.message().find("base.json: not a trainrx baseline"), std::string::npos) << st.message();
+  EXPECT_FALSE((st = ParseBaseline(R"({"schema":"trainrx.baseline/2","spec":"cnn","trial_ms":[1,2,3,4]})",
+                                   "b.json", &back)).ok());
+  EXPECT_NE(st.message().find("newer"), std::string::npos) << st.message();
   back = {};
-  EXPECT_FALSE(ParseBaseline(R"({"schema":"trainrx.baseline/1","spec":"cnn","trial_ms":[1,2,"x",4]})", "b.json", &back, &error));
-  EXPECT_NE(error.find("\"trial_ms\"[2]"), std::string::npos) << error;
+  EXPECT_FALSE((st = ParseBaseline(R"({"schema":"trainrx.baseline/1","spec":"cnn","trial_ms":[1,2,"x",4]})",
+                                   "b.json", &back)).ok());
+  EXPECT_NE(st.message().find("\"trial_ms\"[2]"), std::string::npos) << st.message();
   back = {};
-  EXPECT_FALSE(ParseBaseline(R"({"schema":"trainrx.baseline/1","spec":"cnn","trial_ms":[1,2]})", "b.json", &back, &error));
-  EXPECT_NE(error.find("at least 4"), std::string::npos) << error;
+  EXPECT_FALSE((st = ParseBaseline(R"({"schema":"trainrx.baseline/1","spec":"cnn","trial_ms":[1,2]})",
+                                   "b.json", &back)).ok());
+  EXPECT_NE(st.message().find("at least 4"), std::string::npos) << st.message();
 }
 
 // Simulated study of the decision rule on a shared CI runner: per-trial times drift slowly (the

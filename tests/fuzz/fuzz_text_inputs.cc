@@ -15,11 +15,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace trainrx;
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  std::string error;
   switch (data[0] % 4) {
     case 0: {
       experiments::Spec spec;
-      experiments::ParseSpec(text, &spec, &error);
+      (void)experiments::ParseSpec(text, &spec);
       break;
     }
     case 1: {
@@ -29,12 +28,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case 2: {
       experiments::Baseline b;
-      experiments::ParseBaseline(text, "fuzz.baseline.json", &b, &error);
+      (void)experiments::ParseBaseline(text, "fuzz.baseline.json", &b);
       break;
     }
     default: {
       experiments::RunResult r;
-      experiments::ParseRunResult(text, "fuzz.result.json", &r, &error);
+      (void)experiments::ParseRunResult(text, "fuzz.result.json", &r);
       break;
     }
   }

@@ -20,6 +20,7 @@
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/experiments/launcher.h"
 #include "trainrx/experiments/stats.h"
+#include "trainrx/profiler/status.h"
 #include "trainrx/sets/analyze_set.h"
 
 namespace trainrx::experiments {
@@ -91,26 +92,26 @@ struct Baseline {
   std::vector<StoredTrace> trace;     // empty: no trace kept (a check re-runs the baseline to explain)
 };
 void WriteBaseline(const Baseline& b, std::ostream& out);
-// Parses a baseline file's text; false with *error naming the file, the field and what was expected.
-bool ParseBaseline(const std::string& text, const std::string& file, Baseline* b, std::string* error);
-// Reads and parses the baseline file `path`; false with *error ("PATH: cannot open the baseline",
-// or what ParseBaseline says).
-bool ReadBaselineFile(const std::string& path, Baseline* b, std::string* error);
+// Parses a baseline file's text into *b; an error naming the file, the field and what was expected.
+Status ParseBaseline(const std::string& text, const std::string& file, Baseline* b);
+// Reads and parses the baseline file `path`; an error ("PATH: cannot open the baseline", or what
+// ParseBaseline says).
+Status ReadBaselineFile(const std::string& path, Baseline* b);
 // Checks that a baseline can be written to `path` before any trial runs: its folder is created (the
 // CI recipe writes into one a fresh checkout may not have) and the file opens for writing (no file
-// is left behind where there was none). False with *error.
-bool PrepareBaselineFile(const std::string& path, std::string* error);
+// is left behind where there was none). An error naming the file otherwise.
+Status PrepareBaselineFile(const std::string& path);
 
 // Where `gate record-baseline --keep-trace -o B` stores the baseline's trace: B without its
 // ".json" and with ".trace.json.gz" ("perf/base.json" -> "perf/base.trace.json.gz"); a run of
 // several ranks one file per rank ("perf/base.trace.rank1.json.gz").
 std::string BaselineTracePath(const std::string& baseline_path);
 // Writes `traced` (one traced run, read merged) at `trace_path` (per rank, see BaselineTracePath)
-// and records the files in b->trace. False with *error naming the file.
-bool StoreBaselineTrace(const sets::SetAnalysis& traced, const std::string& trace_path, Baseline* b, std::string* error);
+// and records the files in b->trace. An error naming the file.
+Status StoreBaselineTrace(const sets::SetAnalysis& traced, const std::string& trace_path, Baseline* b);
 // Checks that every file of the baseline's stored trace is there with the size and checksum the
-// baseline recorded. False with *error naming the baseline, the file and what differs.
-bool CheckBaselineTrace(const Baseline& b, const std::string& baseline_file, std::string* error);
+// baseline recorded. An error naming the baseline, the file and what differs.
+Status CheckBaselineTrace(const Baseline& b, const std::string& baseline_file);
 
 struct GateReport {
   std::string baseline_file, spec, mode;  // mode: "interleaved re-runs" / "stored samples"
@@ -155,13 +156,15 @@ std::map<std::string, std::string> Fingerprint(const std::string& spec, bool com
 
 // A gate compares one job with its own baseline. Issue 34: a baseline of the built-in `cnn` checked
 // against `--cmd -- python train.py` printed "fail ... 112.9 % slower" (exit 1): the stored samples
-// of one program were compared with another's. False with *error naming both sides when the
-// baseline's program or arguments (workload spec or command line, compared word by word) differ
-// from the check's, unless `same_job`; the caller exits 2.
-bool SameJob(const Baseline& baseline, const std::string& baseline_file, const std::string& spec, bool command,
-             bool same_job, std::string* error);
+// of one program were compared with another's. An error naming both sides when the baseline's
+// program or arguments (workload spec or command line, compared word by word) differ from the
+// check's, unless `same_job`; the caller exits 2.
+Status SameJob(const Baseline& baseline, const std::string& baseline_file, const std::string& spec, bool command,
+               bool same_job);
 
-bool RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, Baseline* out, std::string* error);
+// `run.trials` untraced trials of run.spec (and with run.keep_trace one traced run, stored) into
+// *out. An error when the spec or the trial count is refused, or a trial fails.
+Status RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, Baseline* out);
 
 // Compares `run.spec` with the baseline: re-running the baseline spec interleaved (in-process when
 // the specs differ only in switchable knobs) when it differs from the current one on the same
@@ -170,12 +173,12 @@ bool RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress, 
 // of `run.spec` (the baseline is not traced again; its trace is checked before any trial, and a
 // missing or changed one is an error unless run.explain is "never"); without one, a traced run of
 // each side when the baseline spec is re-run here, else a note that it cannot be explained.
-bool CheckGate(const Baseline& baseline, const std::string& baseline_file, const GateRun& run, Launcher& launcher,
-               Progress& progress, GateReport* report, std::string* error);
-// Stored samples against stored samples (--current FILE): no trials. False with *error when the
-// two files are of different jobs (SameJob) or units.
-bool CompareBaselines(const Baseline& baseline, const std::string& baseline_file, const Baseline& current,
-                      const GateRule& rule, bool same_job, GateReport* report, std::string* error);
+Status CheckGate(const Baseline& baseline, const std::string& baseline_file, const GateRun& run, Launcher& launcher,
+                 Progress& progress, GateReport* report);
+// Stored samples against stored samples (--current FILE): no trials. An error when the two files
+// are of different jobs (SameJob) or units.
+Status CompareBaselines(const Baseline& baseline, const std::string& baseline_file, const Baseline& current,
+                        const GateRule& rule, bool same_job, GateReport* report);
 
 // How often the rule fails on an A/A comparison (false alarms) and on injected slowdowns
 // (detection), each case `repeats` times. In-process (default): up to `run.trials` processes, each
@@ -205,9 +208,9 @@ struct SelfTestReport {
   double median_ms = 0;
   std::vector<SelfTestCase> cases;
 };
-bool SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, bool across_processes, Launcher& launcher,
-              Progress& progress, SelfTestReport* report, std::string* error,
-              const std::vector<RuleVariant>& variants = {});
+Status SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats, bool across_processes,
+                Launcher& launcher, Progress& progress, SelfTestReport* report,
+                const std::vector<RuleVariant>& variants = {});
 // The other rules `gate self-test --compare-rules` judges the same samples by, beside `rule`: the CI
 // only above 1 (the rule before), alpha 0.01, the CI above the tolerance.
 std::vector<RuleVariant> CompareRuleVariants(const GateRule& rule);

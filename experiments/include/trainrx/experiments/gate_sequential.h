@@ -42,10 +42,10 @@ struct SequentialGateResult {
 // Runs up to `max_processes` in-process trials of `spec` with `alt` (B) set, deciding after each.
 // `budget_s` > 0 (gate check --budget): the maximum is what the budget fits at the first
 // process's time (never below `max_processes`, at most 40), set before the first look. `progress`:
-// told of each process. False with *error when a trial fails.
-bool DecideInProcessSequentially(Launcher& launcher, const Spec& spec, const std::vector<std::string>& alt,
-                                 int max_processes, const GateRule& rule, SequentialGateResult* out,
-                                 std::string* error, double budget_s = 0, Progress* progress = nullptr);
+// told of each process. An error (the launcher's message) when a trial fails.
+Status DecideInProcessSequentially(Launcher& launcher, const Spec& spec, const std::vector<std::string>& alt,
+                                   int max_processes, const GateRule& rule, SequentialGateResult* out,
+                                   double budget_s = 0, Progress* progress = nullptr);
 
 // The decision of one look (pure): the paired samples so far, look k of at most n.
 // `nominal_alpha`: the look's level; `final_look`: the last one (GateRule's own pass).

@@ -12,6 +12,8 @@
 #include <ostream>
 #include <string>
 
+#include "trainrx/profiler/status.h"
+
 namespace trainrx::experiments {
 
 struct ProbeBuildRequest {
@@ -29,8 +31,8 @@ std::string ProbeCacheName(const std::string& torch_version, const std::string& 
 // Asks `python` for its torch (version, CMake prefix), configures and builds the probe against it
 // in <cache>/probe-<...>/build, checks the probe names the same libtorch file the program loaded,
 // and places libtrainrx_probe.so and its sidecar in <cache>/probe-<...>/. Says what it does on `log`
-// (a progress line, then the time it took). Returns that directory, or "" with *error (which step
-// failed, with its log's tail).
-std::string BuildProbe(const ProbeBuildRequest& request, std::ostream& log, std::string* error);
+// (a progress line, then the time it took). Returns that directory, or an error (which step failed,
+// with its log's tail).
+StatusOr<std::string> BuildProbe(const ProbeBuildRequest& request, std::ostream& log);
 
 }  // namespace trainrx::experiments

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "trainrx/profiler/status.h"
+
 namespace trainrx::experiments {
 
 struct EnvChange {
@@ -28,13 +30,14 @@ struct ProcessSpec {
   uint64_t data_limit_bytes = 0;
 };
 
-// Starts the program; -1 with *error when fork fails. A program that cannot be executed exits
-// 127 after saying so on its stderr (the log, if any).
-pid_t StartProcess(const ProcessSpec& spec, std::string* error);
+// Starts the program: its pid, or an error when fork fails (kInternal when spec.argv is empty: the
+// caller's bug). A program that cannot be executed exits 127 after saying so on its stderr (the
+// log, if any).
+StatusOr<pid_t> StartProcess(const ProcessSpec& spec);
 // Waits (through EINTR) and returns the exit code, 128+N when signal N ended it.
 int WaitProcess(pid_t pid);
-// Start and wait; -1 with *error when the process could not start.
-int RunProcess(const ProcessSpec& spec, std::string* error);
+// Start and wait: the exit code (as WaitProcess), or StartProcess's error.
+StatusOr<int> RunProcess(const ProcessSpec& spec);
 
 // Splits a command line into words as a shell would, without running one: quotes and escapes are
 // honoured. Empty when the line needs a shell (pipes, redirections, `;`, `&&`, $VAR, globs, $(...),

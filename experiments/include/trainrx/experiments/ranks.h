@@ -12,11 +12,12 @@ namespace trainrx::experiments {
 
 // Runs `binary` (trainrx-workload) for the spec's workload, preset and sets on `nproc` ranks; rank
 // R writes its trace to `output` (one rank) or profiler::RankTracePath(output, R) (trace_names.h:
-// "run.rank1.json"), and its run result next to it. Returns 0 with the traces and results read;
-// a rank's non-zero exit code (the others are stopped: they would wait in the rendezvous) or -1,
-// with *error saying which.
-int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const std::string& output,
-                std::vector<std::string>* traces, std::vector<RunResult>* results, std::string* error);
+// "run.rank1.json"), and its run result next to it. Ok with the traces and results read; else an
+// error saying which rank or file failed. A rank that exits non-zero (the others are then stopped:
+// they would wait in the rendezvous) is an error with its exit code in *rank_exit_code (left 0
+// otherwise: a rank that could not start, a result that cannot be read).
+Status LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const std::string& output,
+                   std::vector<std::string>* traces, std::vector<RunResult>* results, int* rank_exit_code);
 
 // The general form, for the experiment launcher: `extra` arguments go to every rank; with an empty
 // `output` no -o is given (pass --no-trace in `extra` for an untraced trial) and rank R's result
@@ -27,7 +28,7 @@ struct RankLaunch {
   std::string scratch;              // results and logs when output is ""
   std::vector<std::string> extra;   // arguments for every rank
 };
-int LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const RankLaunch& how,
-                std::vector<std::string>* traces, std::vector<RunResult>* results, std::string* error);
+Status LaunchRanks(const std::string& binary, const Spec& spec, int nproc, const RankLaunch& how,
+                   std::vector<std::string>* traces, std::vector<RunResult>* results, int* rank_exit_code);
 
 }  // namespace trainrx::experiments

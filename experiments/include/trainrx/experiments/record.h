@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "trainrx/profiler/status.h"
+
 namespace trainrx::experiments {
 
 // Steps `record` keeps when neither --steps nor TRAINRX_STEPS says: long runs stay bounded
@@ -49,10 +51,10 @@ struct RecordResult {
 // `exe_dir` (where trainrx is; its trainrx_python/ holds the Python start-up hook), and waits for
 // it: the terminal's Ctrl-C reaches the program (we wait for it to write its trace), a SIGTERM
 // sent to us is passed on. Says on `log` the journals turned into traces, then the traces written
-// ("trainrx: wrote ...") or why none was. False with *error when the program could not be started
-// (no command, no probe, the output's folder missing or not writable, the Python hook missing).
-bool RecordCommand(const RecordOptions& options, const std::string& exe_dir, std::ostream& log, RecordResult* result,
-                   std::string* error);
+// ("trainrx: wrote ...") or why none was. An error when the program could not be started (no
+// command, no probe, the output's folder missing or not writable, the Python hook missing).
+Status RecordCommand(const RecordOptions& options, const std::string& exe_dir, std::ostream& log,
+                     RecordResult* result);
 
 // The per-user probe cache: $XDG_CACHE_HOME/trainrx, else $HOME/.cache/trainrx ("" without either).
 // Each probe-<name>/ in it holds a probe built for one torch (libtrainrx_probe.so, its .torch sidecar).
@@ -69,8 +71,8 @@ std::string ProbeCacheDir();
 std::string ProbeChoices(const std::string& primary_dir, const std::string& exe_dir, const std::string& cache_dir);
 
 // A memory cap as given on the command line (`record --memory-cap`, `sweep --memory-cap`): "1.5G" ->
-// 1610612736 (K, M, G: powers of 1024, with or without "i" / "B"; a plain number: bytes). False
-// unless positive (and at most 1e18).
-bool ParseBytes(const std::string& text, uint64_t* out);
+// 1610612736 (K, M, G: powers of 1024, with or without "i" / "B"; a plain number: bytes). An error
+// naming --memory-cap and the text unless positive (and at most 1e18).
+StatusOr<uint64_t> ParseBytes(const std::string& text);
 
 }  // namespace trainrx::experiments

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "trainrx/profiler/status.h"
+
 namespace trainrx::experiments {
 
 inline constexpr const char* kRunSchema = "trainrx.run/1";
@@ -30,10 +32,11 @@ struct RunResult {
   std::string Summary() const;
 };
 
-// False with *error naming the file and the field when it is not a readable trainrx.run/1 document.
-bool ReadRunResult(const std::string& path, RunResult* out, std::string* error);
+// Reads *out from `path`; an error naming the file and the field when it is not a readable
+// trainrx.run/1 document.
+Status ReadRunResult(const std::string& path, RunResult* out);
 // The same from the document's text; `path` names it in errors.
-bool ParseRunResult(std::string_view text, const std::string& path, RunResult* out, std::string* error);
+Status ParseRunResult(std::string_view text, const std::string& path, RunResult* out);
 
 // The run's memory from its steps' heap figures (issue 36): growth per step (least-squares slope,
 // bytes) and the largest figure. False when any step lacks one (an older document, no glibc).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "knobs.h"
+#include "trainrx/profiler/status.h"
 
 namespace trainrx::experiments {
 
@@ -22,13 +23,14 @@ struct Spec {
   std::string Label() const;  // "cnn preset=seeds workers=2"
   bool HasPercentages() const;
   // This spec with one more assignment (already validated by the caller's plan); "nproc=N" sets
-  // the ranks.
+  // the ranks. An assignment the knob table refuses is a bug in the plan that built it:
+  // std::logic_error (said as an internal error).
   Spec With(const std::string& assignment) const;
 };
 
-// Parses SPEC; false with *error on an unknown workload, preset, knob or value. Only `slowdown`
+// Parses SPEC into *spec; an error on an unknown workload, preset, knob or value. Only `slowdown`
 // takes a percentage ("slowdown=5%": a share of a measured step, see ResolvePercentages).
-bool ParseSpec(const std::string& text, Spec* spec, std::string* error);
+Status ParseSpec(const std::string& text, Spec* spec);
 
 // Replaces "slowdown=P%" by "slowdown=<µs>" for a median step of `median_ms`; the notes say what
 // each became.

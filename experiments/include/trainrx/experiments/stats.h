@@ -23,13 +23,15 @@
 #include <string>
 #include <vector>
 
+#include "trainrx/profiler/status.h"
+
 namespace trainrx::experiments::stats {
 
 double Median(std::vector<double> v);
 
 // At least 4 trials per side: with 3, no difference can reach p < 0.05 (exact U distribution).
-// False with *error saying so.
-bool EnoughTrials(int trials, std::string* error);
+// An error on --trials saying so.
+Status EnoughTrials(int trials);
 
 enum class Verdict { kFaster, kSlower, kNoDifference };
 const char* VerdictName(Verdict v);  // "faster", "slower", "no significant difference"

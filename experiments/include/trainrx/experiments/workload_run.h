@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "trainrx/profiler/status.h"
+
 namespace trainrx::experiments {
 
 struct WorkloadRun {
@@ -20,12 +22,14 @@ struct WorkloadRun {
 // What the run wrote: its traces, each rank's result document (trainrx.run/1) and summary line.
 struct WorkloadTraces {
   std::vector<std::string> traces, run_json, summary;
+  // A failed run's first failing rank's exit code (what `trainrx run` exits with); 0 when no rank
+  // failed (the run worked, or the error is a usage error, a missing binary or folder).
+  int rank_exit_code = 0;
 };
 
 // Checks the workload, its preset and knobs, runs `exe_dir`/trainrx-workload on run.nproc ranks
-// and says the traces written on `log`. Returns 0, or the exit code with *error: 2 for a usage
-// error, a missing workload binary or output folder, else the first failing rank's code.
-int RunWorkload(const WorkloadRun& run, const std::string& exe_dir, std::ostream& log, WorkloadTraces* out,
-                std::string* error);
+// and says the traces written on `log`. An error for a usage error, a missing workload binary or
+// output folder, or a failing rank (its exit code in out->rank_exit_code).
+Status RunWorkload(const WorkloadRun& run, const std::string& exe_dir, std::ostream& log, WorkloadTraces* out);
 
 }  // namespace trainrx::experiments

@@ -1,0 +1,50 @@
+// experiments/process.h: the one fork/exec/wait. Its errors are Statuses: a program that cannot
+// start is the user's (exit 2 in the command), an empty argv is trainrx's own bug (kInternal: every
+// caller checks the user's command first).
+#include "trainrx/experiments/process.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+
+namespace trainrx::experiments {
+namespace {
+
+TEST(ProcessTest, RunProcessGivesTheProgramsExitCode) {
+  ProcessSpec p;
+  p.argv = {"/bin/sh", "-c", "exit 3"};
+  const StatusOr<int> code = RunProcess(p);
+  ASSERT_TRUE(code.ok()) << code.status().message();
+  EXPECT_EQ(*code, 3);
+  p.argv = {"/nonexistent/trainrx-no-such-program"};
+  p.log = "/dev/null";  // its "cannot run" line
+  const StatusOr<int> missing = RunProcess(p);
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(*missing, 127);  // started, then exec failed: the child's own exit code
+}
+
+TEST(ProcessTest, NoProgramIsTrainrxsBugNotTheUsers) {
+  const StatusOr<pid_t> pid = StartProcess(ProcessSpec{});
+  ASSERT_FALSE(pid.ok());
+  EXPECT_EQ(pid.status().kind(), ErrorKind::kInternal);
+  EXPECT_EQ(pid.status().message(), "StartProcess: no program to run");
+  const StatusOr<int> code = RunProcess(ProcessSpec{});
+  ASSERT_FALSE(code.ok());
+  EXPECT_EQ(code.status().kind(), ErrorKind::kInternal);
+}
+
+// A failed trial's log is the program's text: a number too long for a double is no crash (std::stod
+// threw std::out_of_range there, which reached main as an internal error).
+TEST(ProcessTest, AnOutOfMemoryLineWithAHugeSizeIsRead) {
+  const OutOfMemory small = FindOutOfMemory("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB");
+  EXPECT_TRUE(small.found);
+  EXPECT_EQ(small.request_bytes, int64_t{2} << 30);
+  const OutOfMemory huge =
+      FindOutOfMemory("RuntimeError: can't allocate memory: Tried to allocate " + std::string(400, '9') + " bytes");
+  EXPECT_TRUE(huge.found);
+  EXPECT_EQ(huge.request_bytes, std::numeric_limits<int64_t>::max());
+}
+
+}  // namespace
+}  // namespace trainrx::experiments
