@@ -532,6 +532,28 @@ TEST(FixTest, SequentialAaFalsePositivesStayAtAlpha) {
   EXPECT_GT(naive_rate, rate);
 }
 
+// A row across processes whose trials vary little and whose effect is large was stopped as
+// "precise" at round 4, where no look is made (its nominal level is below the smallest p 4 trials
+// per side can give), and reported as "no significant difference" (1.2x measured, detectable
+// 1.03x). Precise now also needs the measured effect to be smaller than min_effect: the row goes on
+// to round 5 and is decided.
+TEST(FixTest, AClearEffectIsNotStoppedAsPreciseBeforeALookCanDecide) {
+  FakeLauncher l;
+  l.process_noise = 0.005;
+  l.analysis.findings = {FindingWithKnob("input.workers", "workers")};
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), {}, l, quiet, &r, &error)) << error;
+  ASSERT_EQ(r.rows.size(), 1u);
+  const FixRow& row = r.rows.front();
+  EXPECT_FALSE(row.paired);
+  EXPECT_NEAR(row.cmp.speedup, 1.2, 0.03);
+  EXPECT_EQ(row.cmp.verdict, stats::Verdict::kFaster);
+  EXPECT_EQ(row.stop, FixRow::Stop::kDecided);
+  EXPECT_EQ(row.stop_round, 5);
+}
+
 // Rows measured in-process stop when decided too (issue 40: `fix cnn --preset seeds` spent ~12 of
 // its 15 minutes on `trials` processes of each in-process row). A clear effect is decided after its
 // first process (16 paired blocks); rows without an effect stop once precise; the verdicts are
