@@ -17,7 +17,12 @@ namespace {
 // then renders its record in the chosen format.
 template <typename Record, typename Plan>
 int RunAndRender(const ExperimentOptions& o, Plan plan, void (*write)(const std::string&, const Record&, std::ostream&)) {
-  const auto launcher = experiments::MakeProcessLauncher(ExeDir(), o.plan.memory_cap_bytes, o.plan.trial_steps);
+  experiments::LauncherOptions lo;
+  lo.memory_cap_bytes = o.plan.memory_cap_bytes;
+  lo.trial_steps = o.plan.trial_steps == experiments::PlanOptions::kAutoTrialSteps ? experiments::PlanOptions::kDefaultTrialSteps
+                                                                                    : o.plan.trial_steps;
+  lo.analysis_steps = o.plan.analysis_steps;
+  const auto launcher = experiments::MakeProcessLauncher(ExeDir(), lo);
   reports::TerminalProgress progress;
   Record record;
   std::string error;

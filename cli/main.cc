@@ -298,7 +298,8 @@ void AddExperimentCommands(CLI::App& app, Args& a, Commands& c) {
     s->add_option("-o,--report", a.exp.output, "write the report here instead of stdout");
     s->add_option("--trial-steps", plan.trial_steps,
                   "--cmd: optimizer steps each trial runs before it is ended as if finished (finally blocks and exit "
-                  "handlers run; what follows the training loop does not); 0: whole runs (default 40)")
+                  "handlers run; what follows the training loop does not); 0: whole runs (default: fix from its "
+                  "analysis run's warm-up and spread, else 40)")
         ->check(CLI::NonNegativeNumber);
   };
   c.fix = app.add_subcommand("fix", "Run a workload, find its problems, rerun with each fix and report the measured speedups");
@@ -313,6 +314,10 @@ void AddExperimentCommands(CLI::App& app, Args& a, Commands& c) {
   c.fix->add_option("--budget", plan.budget_s,
                     "seconds for all trials (default 900; 0: no limit): fewer trials (never below 4) when the plan "
                     "would take longer, and the bound on extra rounds for inconclusive rows");
+  c.fix->add_option("--analysis-steps", plan.analysis_steps,
+                    "--cmd: the analysis run ends after this many optimizer steps (default 200; 0: the whole run): a "
+                    "script with no step limit of its own is analyzed in minutes, without what follows those steps")
+      ->check(CLI::NonNegativeNumber);
   add_common(c.fix);
   c.sweep = app.add_subcommand("sweep", "Run every combination of knob values; median step time and throughput with CIs");
   c.sweep->add_option("workload", a.fix_workload, "cnn | lm (or --cmd)");

@@ -320,12 +320,19 @@ bool FallBackToProcesses(const std::vector<FixPlanRow>& plans, std::vector<size_
 // The planned maximum of rounds of the rows across processes: without a budget today's maximum
 // (the first `trials` rounds and as many again); with one, what the rest of the budget fits at
 // `per_trial` seconds a trial with `open` rows and the baseline (never below 4, the least that can
-// decide anything).
+// decide anything), at most kRoundsPerTrial x `trials`. Why that cap: the looks' nominal levels
+// follow the information fraction round / maximum, so a larger maximum delays the first look that
+// can decide (gamma = -3: round 5 of 10, 6 of 15, 8 of 37); measured on `fix cnn --preset seeds`,
+// the default budget's 37 rounds made clear rows (bias 1.13x, all 7x) run 11 rounds where 15 planned
+// decide them at 6 (issue 40: seeds in 5 minutes). A row still open at 15 rounds is reported
+// undecided with the smallest effect it could detect; --trials N raises the cap.
+constexpr int kRoundsPerTrial = 3;
 int PlannedRounds(const PlanOptions& o, int trials, double per_trial, int rounds_done, size_t open, double spent) {
   if (o.budget_s <= 0) return 2 * trials;
   const double per_round = std::max(per_trial, 0.01) * static_cast<double>(open + 1);
   const double fit = std::floor(std::max(0.0, o.budget_s - spent) / per_round);
-  return std::clamp(rounds_done + static_cast<int>(std::min(fit, 1e6)), kFirstLook, kMaxRoundsCap);
+  const int most = std::clamp(kRoundsPerTrial * trials, kFirstLook, kMaxRoundsCap);
+  return std::clamp(rounds_done + static_cast<int>(std::min(fit, 1e6)), kFirstLook, most);
 }
 
 // One round across processes: the baseline and every row of `rows` once, in a random order (so
@@ -499,22 +506,18 @@ bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s,
 
 namespace {
 
-// Steps a workload trial of `fix` runs when the spec leaves `steps` at its default (issue 40: a
-// trial needs only enough steady steps for its median, and the rows across processes spend most
-// of `fix`'s time). From the analysis run's step times (its first step left out): with s the
-// robust spread of log step times (1.4826 x their median absolute deviation), a median of K steps
-// has a relative standard error of about 1.2533 s / sqrt(K); K is the least that brings it to
-// kTrialMedianSe (3 %: small beside the 5-15 % by which separate processes of one configuration
-// differ here, so it adds little to a trial's variance), at least kMinTrialSteps, at most the
-// default `steps`. 0: keep the spec's steps (set by the user, or too few steps to tell).
+// Steps a trial needs for its median (issue 40: a trial needs only enough steady steps for its
+// median, and the rows across processes spend most of `fix`'s time). From the analysis run's steady
+// steps (the first left out) on its first rank: with s the robust spread of log step times (1.4826 x
+// their median absolute deviation), a median of K steps has a relative standard error of about
+// 1.2533 s / sqrt(K); K is the least that brings it to kTrialMedianSe (3 %: small beside the 5-15 %
+// by which separate processes of one configuration differ here, so it adds little to a trial's
+// variance), at least kMinTrialSteps, at most `most`. 0: too few steps to tell.
 constexpr double kTrialMedianSe = 0.03;
 constexpr int64_t kMinTrialSteps = 8;
-int64_t TrialSteps(const Spec& spec, const analyzers::Report& analysis, double* spread) {
-  const workloads::Knob* knob = workloads::FindKnob("steps");
-  if (!knob || spec.config.Get("steps") != knob->default_value) return 0;
-  const int64_t most = spec.config.Int("steps");
+int64_t StepsForMedian(const analyzers::StepModel& model, int64_t most, double* spread) {
   std::vector<double> logs;
-  const auto& steps = analysis.metrics.steps.steps;
+  const auto& steps = model.steps;
   for (size_t i = 1; i < steps.size(); ++i)
     if (steps[i].rank == steps.front().rank && steps[i].wall_ns > 0) logs.push_back(std::log(static_cast<double>(steps[i].wall_ns)));
   if (logs.size() < 5) return 0;
@@ -524,6 +527,39 @@ int64_t TrialSteps(const Spec& spec, const analyzers::Report& analysis, double* 
   *spread = 1.4826 * stats::Median(dev);
   const double k = std::ceil(std::pow(1.2533 * *spread / kTrialMedianSe, 2));
   return std::clamp(static_cast<int64_t>(std::min(k, 1e6)), std::min(kMinTrialSteps, most), most);
+}
+
+// Steps a workload trial of `fix` runs when the spec leaves `steps` at its default: StepsForMedian,
+// at most the default `steps`. 0: keep the spec's steps (set by the user, or too few steps to tell).
+int64_t TrialSteps(const Spec& spec, const analyzers::Report& analysis, double* spread) {
+  const workloads::Knob* knob = workloads::FindKnob("steps");
+  if (!knob || spec.config.Get("steps") != knob->default_value) return 0;
+  return StepsForMedian(analysis.metrics.steps, spec.config.Int("steps"), spread);
+}
+
+// `fix --cmd` with no --trial-steps: each trial stops after the warm-up steps its analysis run had,
+// one step more (a trial's value leaves its first steady step out), and the steps its median needs
+// (StepsForMedian, at most PlanOptions::kDefaultTrialSteps); too few steps to tell: the default.
+// The note says what was chosen and why.
+int64_t CommandTrialSteps(const analyzers::Report& analysis, std::string* note) {
+  double spread = 0;
+  const analyzers::StepModel& model = analysis.metrics.steps;
+  const int64_t k = StepsForMedian(model, PlanOptions::kDefaultTrialSteps, &spread);
+  if (k <= 0) {
+    *note = fmt::format("trials ran {} steps each (--trial-steps): the analysis run had too few steps to choose from "
+                        "their spread", PlanOptions::kDefaultTrialSteps);
+    return PlanOptions::kDefaultTrialSteps;
+  }
+  int64_t warmup = 0;
+  for (const auto& w : model.warmup_steps) warmup += w.rank == model.steps.front().rank;
+  warmup = std::max<int64_t>(warmup, 1);
+  const int64_t stop = warmup + 1 + k;
+  *note = fmt::format(
+      "trials stopped after {} steps: {} of warm-up (as in the analysis run), 1 left out, {} timed: the analysis run's "
+      "steady steps vary by {:.1f}% (robust sd), so the median of {} has a standard error of ~{:.0f}% (--trial-steps N "
+      "to choose; 0: whole runs)",
+      stop, warmup, k, 100 * spread, k, 100 * kTrialMedianSe);
+  return stop;
 }
 
 }  // namespace
@@ -689,6 +725,16 @@ bool RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& l
   report->workload = "--cmd";
   report->baseline_label = command;
   report->baseline.label = command;
+  if (const int64_t stopped = launcher.AnalysisStoppedAfter(); stopped > 0)
+    report->notes.push_back(fmt::format(
+        "the analysis run was ended after {} steps (--analysis-steps; 0: the whole run): what the script does after them "
+        "(evaluation at an epoch's end, saving) was not analyzed",
+        stopped));
+  if (o.trial_steps == PlanOptions::kAutoTrialSteps) {
+    std::string note;
+    launcher.SetCommandTrialSteps(CommandTrialSteps(analysis, &note));
+    report->notes.push_back(note);
+  }
   std::vector<FixPlanRow> plans = PlanCommandFixes(command, analysis, &report->notes);
   const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
   CommandTrials runs(launcher, &report->unit);

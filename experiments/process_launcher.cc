@@ -114,8 +114,11 @@ void MemoryOfReport(const analyzers::Report& report, int32_t rank, CommandResult
 
 class ProcessLauncher : public Launcher {
  public:
-  ProcessLauncher(std::string bin_dir, uint64_t memory_cap, int64_t stop_after_steps)
-      : bin_dir_(std::move(bin_dir)), memory_cap_(memory_cap), stop_after_steps_(stop_after_steps) {
+  ProcessLauncher(std::string bin_dir, const LauncherOptions& o)
+      : bin_dir_(std::move(bin_dir)),
+        memory_cap_(o.memory_cap_bytes),
+        stop_after_steps_(o.trial_steps),
+        analysis_steps_(o.analysis_steps) {
     dir_ = fs::temp_directory_path() / fmt::format("trainrx-exp-{}", getpid());
     std::error_code ec;
     fs::create_directories(dir_, ec);
@@ -269,9 +272,15 @@ class ProcessLauncher : public Launcher {
 
   bool AnalyzeCommand(const std::string& cmd, analyzers::Report* report, double* seconds, std::string* error) override {
     std::vector<std::string> traces;
+    analysis_stopped_ = false;
     if (!RecordSome(cmd, "analysis", &traces, seconds, error)) return false;
+    // The start-up hook says so when it ends the run at its step limit (probes/python/sitecustomize.py).
+    analysis_stopped_ = analysis_steps_ > 0 &&
+                        LogTail((dir_ / "analysis.log").string(), 65536).find(env::kStepStopLine) != std::string::npos;
     return AnalyzeTraces(traces, report, error);
   }
+  int64_t AnalysisStoppedAfter() const override { return analysis_stopped_ ? analysis_steps_ : 0; }
+  void SetCommandTrialSteps(int64_t steps) override { stop_after_steps_ = steps; }
 
  private:
   // The traces of one run, analyzed as `trainrx analyze` would (sets::AnalyzeSet).
@@ -331,10 +340,11 @@ class ProcessLauncher : public Launcher {
     std::string joined;
     for (const auto& f : fixes) joined += (joined.empty() ? "" : ",") + f;
     p.env.push_back({env::kFix, joined, joined.empty() ? EnvChange::kUnset : EnvChange::kSet});
-    // Timed trials only (the analysis and the explaining runs see the whole program: evaluation
-    // after the loop has findings too). The user's own TRAINRX_STOP_AFTER_STEPS (0: whole runs) wins.
-    if (stop_after_steps_ > 0 && name == "cmd")
-      p.env.push_back({env::kStopAfterSteps, std::to_string(stop_after_steps_), EnvChange::kSetIfUnset});
+    // Timed trials end after their steps; the analysis run after its (longer) limit, so a script
+    // with no step limit of its own is analyzed in minutes; the explaining runs of `ab` see the
+    // whole program. The user's own TRAINRX_STOP_AFTER_STEPS (0: whole runs) wins.
+    const int64_t stop = name == "cmd" ? stop_after_steps_ : name == "analysis" ? analysis_steps_ : 0;
+    if (stop > 0) p.env.push_back({env::kStopAfterSteps, std::to_string(stop), EnvChange::kSetIfUnset});
     const auto started = fs::file_time_type::clock::now();
     const auto t0 = Clock::now();
     const int rc = RunProcess(p, error);
@@ -416,15 +426,16 @@ class ProcessLauncher : public Launcher {
   std::string bin_dir_;
   uint64_t memory_cap_ = 0;
   int64_t stop_after_steps_ = 0;  // a command's trials end after this many optimizer steps; 0: whole runs
+  int64_t analysis_steps_ = 0;    // and its analysis run after this many
+  bool analysis_stopped_ = false;
   int traced_runs_ = 0;
   fs::path dir_;
 };
 
 }  // namespace
 
-std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir, uint64_t memory_cap_bytes,
-                                              int64_t stop_after_steps) {
-  return std::make_unique<ProcessLauncher>(bin_dir, memory_cap_bytes, stop_after_steps);
+std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir, const LauncherOptions& options) {
+  return std::make_unique<ProcessLauncher>(bin_dir, options);
 }
 
 }  // namespace trainrx::experiments

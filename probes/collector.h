@@ -264,6 +264,13 @@ class Collector {
   // (observer.cc SampleHeap) leave them out, or the recording itself would read as memory growth
   // (the lm workload's heap grew 165 kB a step: one chunk of records).
   uint64_t RecordBytes() const noexcept;
+  // Heap bytes the journal's flusher holds (its reusable fragment and frame buffer, journal.cc):
+  // left out of the heap samples too. A flusher starved of CPU (SCHED_IDLE on busy cores) drains
+  // more at each flush, and its buffers grew with the run: nanoGPT on 2 cores read as a leak of
+  // 554 kB a step that the unobserved run does not have (flat at 141.8 MB over 200 steps).
+  void SetJournalBytes(uint64_t bytes) noexcept { journal_bytes_.store(bytes, std::memory_order_relaxed); }
+  // What the heap samples leave out: RecordBytes() and the journal's.
+  uint64_t OwnHeapBytes() const noexcept { return RecordBytes() + journal_bytes_.load(std::memory_order_relaxed); }
 
   // Config: `static_config` is written once into the trace's "trainrx" block (JSON values);
   // Sample() records a numeric value over time and stores a counter only when it changes.
@@ -311,6 +318,7 @@ class Collector {
   uint64_t generation_;
   std::atomic<bool> recording_{false};
   std::atomic<uint64_t> chunks_reserved_{0};
+  std::atomic<uint64_t> journal_bytes_{0};
   std::atomic<uint64_t> gpu_dropped_{0};
   StepWindow window_;
   mutable std::mutex mu_;  // guards everything below

@@ -64,10 +64,20 @@ Status Journal::Flush(Collector& collector, int64_t now_ns) {
   // Not finalized: the reader sorts once, when a journal is salvaged.
   buf_.clear();
   profiler::AppendJournalFrame(fragment, now_ns, stats_.flushes, &buf_);
+  collector.SetJournalBytes(HeldBytes());  // the flush's high-water mark: fragment and frame
   Status written = WriteOut();
+  collector.SetJournalBytes(HeldBytes());
   stats_.busy_ns += NowNs() - t0;
   stats_.cpu_ns += ThreadCpuNs() - cpu0;
   return written;
+}
+
+uint64_t Journal::HeldBytes() const {
+  const auto bytes = [](const auto& v) { return static_cast<uint64_t>(v.capacity() * sizeof(v[0])); };
+  uint64_t n = buf_.capacity() + bytes(fragment_.events) + bytes(fragment_.tracks) + bytes(fragment_.memcpys) +
+               bytes(fragment_.op_inputs) + bytes(fragment_.counters) + bytes(fragment_.flows);
+  for (const auto& b : cursor_.buffers) n += bytes(b.open) + bytes(b.names) + bytes(b.inputs) + bytes(b.pending_edges);
+  return n;
 }
 
 Status Journal::WriteOut() {

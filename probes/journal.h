@@ -66,6 +66,9 @@ class Journal {
   int32_t rank_ = 0;
   int64_t base_ns_ = 0;
   int64_t last_flush_ns_ = 0;
+  // Heap bytes the journal holds between flushes (buf_, fragment_'s tables, the cursor): the
+  // collector leaves them out of its heap samples (Collector::SetJournalBytes).
+  uint64_t HeldBytes() const;
   std::string buf_;  // the bytes of the header or of one frame, reused
   profiler::Trace fragment_;  // what one flush drained, reused
   profiler::Trace::Checkpoint empty_;

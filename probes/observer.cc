@@ -528,7 +528,7 @@ void SampleHeap(Collector& c, ThreadBuffer* buf, int64_t ts) noexcept {
   const int64_t heap = profiler::HeapInUseBytes();
   if (heap < 0) return;
   static const std::string kKey = profiler::MemoryCounterName(profiler::MemoryWhat::kAllocated, "cpu");
-  c.Sample(buf, kKey, std::max(0.0, static_cast<double>(heap) - static_cast<double>(c.RecordBytes())), ts);
+  c.Sample(buf, kKey, std::max(0.0, static_cast<double>(heap) - static_cast<double>(c.OwnHeapBytes())), ts);
 }
 
 void SnapshotConfig(ThreadBuffer* buf, int64_t ts) noexcept {

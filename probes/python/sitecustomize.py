@@ -568,23 +568,47 @@ def _start_fallback(torch, state):
 
 
 def _install_step_stop(torch, steps):
-    """TRAINRX_STOP_AFTER_STEPS=N (set by fix/sweep/ab/gate --cmd trials, issue 40): after the N-th
-    optimizer step the program leaves as if it had finished: SystemExit(0) raised from a global step
-    hook, so its finally blocks and exit handlers run (the trace is written); what the script would
-    have done after its loop (evaluation, saving a checkpoint) does not run. A script without
-    torch.optim runs to its end."""
-    register = _step_post_hook_register()
-    if register is None or steps <= 0:
+    """TRAINRX_STOP_AFTER_STEPS=N (set by fix/sweep/ab/gate --cmd trials and fix --cmd's analysis run,
+    issue 40): after the N-th optimizer step the program leaves as if it had finished: SystemExit(0)
+    raised from a global step hook, so its finally blocks and exit handlers run (the trace is
+    written); what the script would have done after its loop (evaluation, saving a checkpoint) does
+    not run. A script that never creates a torch.optim optimizer (parameters updated by hand) counts
+    backward passes instead, as the analyzer's steps do: it stops as its (N+1)-th backward starts,
+    after N whole steps. A script that creates an optimizer is never stopped by its backward passes
+    (gradient accumulation runs many per step)."""
+    if steps <= 0:
         return
-    count = [0]
+    state = {"steps": 0, "backwards": 0, "optimizers": 0}
 
-    def stop(opt, args, kwargs):
-        count[0] += 1
-        if count[0] == steps:
-            sys.stderr.write(f"trainrx: stopping after {steps} steps (TRAINRX_STOP_AFTER_STEPS)\n")
-            raise SystemExit(0)
+    def stop_now():
+        sys.stderr.write(f"trainrx: stopping after {steps} steps (TRAINRX_STOP_AFTER_STEPS)\n")
+        raise SystemExit(0)
 
-    register(stop)
+    register = _step_post_hook_register()
+    if register is not None:
+        def stop(opt, args, kwargs):
+            state["steps"] += 1
+            if state["steps"] == steps:
+                stop_now()
+
+        register(stop)
+    optimizer_init = torch.optim.Optimizer.__init__
+
+    def init(self, *args, **kwargs):
+        state["optimizers"] += 1
+        return optimizer_init(self, *args, **kwargs)
+
+    torch.optim.Optimizer.__init__ = init
+    backward = torch.autograd.backward
+
+    def counted_backward(*args, **kwargs):
+        if not state["optimizers"]:
+            state["backwards"] += 1
+            if state["backwards"] == steps + 1:
+                stop_now()
+        return backward(*args, **kwargs)
+
+    torch.autograd.backward = counted_backward
 
 
 # In-process A/B of fixes in the user's own script (TRAINRX_ALT_FIX, issue 40): `trainrx fix --cmd`

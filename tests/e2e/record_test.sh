@@ -238,6 +238,23 @@ assert st["source"] == "inferred from backward passes", st["source"]
 assert n == 19, n  # 20 backward passes (2 epochs x 10 batches)
 PY
 cmp -s "$W/hand.plain.out" "$W/hand.out" && ok "hand-written SGD: same output under record" || bad "hand SGD output differs"
+# Issue 40: the step stop of trials and of fix --cmd's analysis run counts backward passes in a
+# script without torch.optim: 12 steps end it in its second epoch, after epoch 0's evaluation line,
+# which is printed as unobserved; the trace holds the 12 steps.
+"$TRAINRX" record -o "$W/hand_stop.json" -- env TRAINRX_STOP_AFTER_STEPS=12 "$PY" "$PYDIR/train_hand_sgd.py" \
+  > "$W/hand_stop.out" 2> "$W/hand_stop.err"; rc=$?
+[ $rc = 0 ] && grep -q "stopping after 12 steps" "$W/hand_stop.err" && [ "$(wc -l < "$W/hand_stop.out")" = 1 ] \
+  && cmp -s <(head -1 "$W/hand.plain.out") "$W/hand_stop.out" \
+  && ok "hand-written SGD: stopped after 12 backward passes, output up to the stop as unobserved" \
+  || bad "hand SGD stop: rc $rc $(tail -2 "$W/hand_stop.err"); $(cat "$W/hand_stop.out")"
+"$TRAINRX" analyze "$W/hand_stop.json" --format json -o "$W/hand_stop.report.json" 2>/dev/null
+python3 - "$W/hand_stop.report.json" <<'PY' && ok "hand-written SGD stopped: its trace holds the 12 steps" || bad "hand SGD stopped trace"
+import json, sys
+st = json.load(open(sys.argv[1]))["steps"]
+n = len(st["rows"]) + len(st.get("warmup", []))
+print(f"  stopped hand SGD: {n} steps")
+assert 11 <= n <= 12, n
+PY
 # A skip longer than the run: nothing recorded, and the report says why first.
 "$TRAINRX" record --skip 50 -o "$W/skip.json" -- $PY "$SCRIPT" --steps 5 > /dev/null 2>&1
 "$TRAINRX" analyze "$W/skip.json" > "$W/skip.txt" 2>&1; grep -q "recorded no step: the window skips 50 steps" "$W/skip.txt" && ok "skip past the end: said" || bad "skip past the end"

@@ -57,6 +57,8 @@ class FakeLauncher : public Launcher {
   std::vector<std::vector<std::string>> fix_sets;  // per Command call
   bool workloads_available = true;
   int trials = 0, alt_trials = 0, analyses = 0;
+  int64_t analysis_stopped_after = 0;  // what AnalysisStoppedAfter says
+  int64_t command_trial_steps = -2;    // what SetCommandTrialSteps was told last (-2: never)
   std::vector<std::string> calls;  // labels, in call order
 
   bool CanRunWorkloads(std::string* why) const override {
@@ -147,6 +149,8 @@ class FakeLauncher : public Launcher {
     *seconds = seconds_per_trial;
     return true;
   }
+  int64_t AnalysisStoppedAfter() const override { return analysis_stopped_after; }
+  void SetCommandTrialSteps(int64_t steps) override { command_trial_steps = steps; }
   bool Command(const std::string& cmd, const std::vector<std::string>& fixes, CommandResult* out,
                std::string* error) override {
     fix_sets.push_back(fixes);
@@ -754,6 +758,10 @@ TEST(FixTest, BudgetSetsThePlannedMaximumNeverBelowFour) {
   EXPECT_EQ(r.sequential.max_rounds, 6);
   EXPECT_LE(l.trials, 12);
   EXPECT_LE(l.trials * l.seconds_per_trial, o.budget_s);
+  o.budget_s = 100000;  // room for thousands of rounds: at most 3 x trials, so the first looks can decide
+  l.trials = 0;
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r, &error)) << error;
+  EXPECT_EQ(r.sequential.max_rounds, 30);
   o.budget_s = 1;  // far too small: 4 rounds, the least that can reach p < 0.05
   l.trials = 0;
   ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r, &error)) << error;
@@ -1118,6 +1126,47 @@ TEST(FixCommandTest, ParsesTheStartUpHooksInProcessRecord) {
     EXPECT_FALSE(ParseAltSteps(bad, "alt.json", &x, &error)) << bad;
     EXPECT_EQ(error.rfind("alt.json: ", 0), 0u) << error;
   }
+}
+
+// fix --cmd without --trial-steps: each trial stops after the analysis run's warm-up, one step
+// more, and the steps the median needs at the analysis run's spread; the report says so, and says
+// when the analysis run was ended at its limit. --trial-steps N leaves the launcher's N alone.
+TEST(FixCommandTest, TrialsStopAfterTheWarmUpAndTheStepsTheSpreadNeeds) {
+  FakeLauncher l;
+  l.command_ms = [](const std::string&, const std::vector<std::string>& fixes) { return fixes.empty() ? 20.0 : 12.0; };
+  l.analysis.findings = {FindingWithKnob("debug.anomaly_detection", "")};
+  const double d[] = {-0.12, -0.06, 0, 0.06, 0.12};  // robust sd 8.9 %: 14 steps for a 3 % median
+  for (int i = 0; i < 31; ++i) {
+    analyzers::StepRow row;
+    row.wall_ns = static_cast<int64_t>(100e6 * std::exp(d[i % 5]));
+    l.analysis.metrics.steps.steps.push_back(row);
+  }
+  l.analysis.metrics.steps.warmup_steps.resize(3);
+  l.analysis_stopped_after = 200;
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r, &error)) << error;
+  EXPECT_EQ(l.command_trial_steps, 3 + 1 + 14);
+  bool steps_said = false, stop_said = false;
+  for (const auto& n : r.notes) {
+    steps_said = steps_said || n.find("trials stopped after 18 steps: 3 of warm-up (as in the analysis run), 1 left out, 14 timed") != std::string::npos;
+    stop_said = stop_said || n.find("analysis run was ended after 200 steps") != std::string::npos;
+  }
+  EXPECT_TRUE(steps_said);
+  EXPECT_TRUE(stop_said);
+  // Too few steps to tell: the default; a run that ended by itself: no word of a stop.
+  l.analysis.metrics.steps.steps.resize(3);
+  l.analysis_stopped_after = 0;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r, &error)) << error;
+  EXPECT_EQ(l.command_trial_steps, PlanOptions::kDefaultTrialSteps);
+  for (const auto& n : r.notes) EXPECT_EQ(n.find("analysis run was ended"), std::string::npos) << n;
+  // The user's --trial-steps stands.
+  l.command_trial_steps = -2;
+  PlanOptions o;
+  o.trial_steps = 25;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", o, l, quiet, &r, &error)) << error;
+  EXPECT_EQ(l.command_trial_steps, -2);
 }
 
 TEST(SweepCommandTest, FillsTheTemplateAndRanksByTime) {

@@ -101,6 +101,12 @@ class Launcher {
   // One recorded run of the command, analyzed: what `fix --cmd` will try to fix.
   virtual bool AnalyzeCommand(const std::string& command, analyzers::Report* report, double* seconds,
                               std::string* error) = 0;
+  // When the last AnalyzeCommand's run was ended by its step limit (LauncherOptions::analysis_steps):
+  // that limit; 0 when it ran to its end.
+  virtual int64_t AnalysisStoppedAfter() const { return 0; }
+  // From now on, each Command trial ends after `steps` optimizer steps (0: whole runs): `fix --cmd`
+  // sets it from the analysis run's warm-up and step-time spread when the user chose none.
+  virtual void SetCommandTrialSteps(int64_t steps) {}
   // One traced run of a workload spec or (with `command`) a command, its trace and analysis kept:
   // what `ab` and `gate check` diff to explain a verdict (analyzers::DiffRuns). The trials stay
   // untraced. False with *why where traced runs are not available.
@@ -116,12 +122,18 @@ class Launcher {
 // Trials as processes: `bin_dir`/trainrx-workload (untraced: we time the program, not the
 // program under observation) and commands under `bin_dir`/trainrx record. Scratch files go to a
 // private temporary folder, removed with the launcher.
-// memory_cap_bytes > 0: every trial process runs under that RLIMIT_DATA (ProcessSpec), the CPU
-// stand-in for a device's capacity.
-// stop_after_steps > 0: each trial of a command (Launcher::Command) ends after that many optimizer
-// steps (TRAINRX_STOP_AFTER_STEPS for the start-up hook), enough for its steady-state median.
-std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir, uint64_t memory_cap_bytes = 0,
-                                              int64_t stop_after_steps = 0);
+struct LauncherOptions {
+  // > 0: every trial process runs under that RLIMIT_DATA (ProcessSpec), the CPU stand-in for a
+  // device's capacity.
+  uint64_t memory_cap_bytes = 0;
+  // > 0: each trial of a command (Launcher::Command) ends after that many optimizer steps
+  // (TRAINRX_STOP_AFTER_STEPS for the start-up hook), enough for its steady-state median.
+  int64_t trial_steps = 0;
+  // > 0: the analysis run of a command (Launcher::AnalyzeCommand) ends after that many steps, so
+  // that a script with no step limit of its own (hours of epochs) is analyzed in minutes.
+  int64_t analysis_steps = 0;
+};
+std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir, const LauncherOptions& options = {});
 
 // A progress display: told how many trials a plan will run, then each one as it starts.
 class Progress {

@@ -32,9 +32,15 @@ struct PlanOptions {
   // failed experiment.
   uint64_t memory_cap_bytes = 0;
   // --cmd trials (fix, sweep, ab): optimizer steps a trial runs before the start-up hook ends it as
-  // if it had finished (its value is the median of its steps after the first); 0: whole runs. A
-  // script without torch.optim steps runs whole either way.
-  int64_t trial_steps = 40;
+  // if it had finished (its value is the median of its steps after the first; a script without
+  // torch.optim counts backward passes); 0: whole runs. kAutoTrialSteps: `fix --cmd` chooses from
+  // its analysis run (the warm-up it saw and the steps the spread needs), sweep and ab run
+  // kDefaultTrialSteps.
+  static constexpr int64_t kAutoTrialSteps = -1, kDefaultTrialSteps = 40;
+  int64_t trial_steps = kAutoTrialSteps;
+  // fix --cmd: its analysis run ends after this many steps (0: the whole run), so that a script
+  // with no step limit of its own is analyzed in minutes; the report says when it did.
+  int64_t analysis_steps = 200;
   // ab: after the trials, one traced run of each side diffed to explain the verdict: "auto" when the
   // difference is significant, "always", or "never".
   std::string explain = "auto";

@@ -62,9 +62,11 @@ inline constexpr const char* kModules = "TRAINRX_MODULES";
 inline constexpr const char* kMarks = "TRAINRX_MARKS";
 // "1": the probe records every allocation and free of c10's allocators (record --memory-events).
 inline constexpr const char* kMemoryEvents = "TRAINRX_MEMORY_EVENTS";
-// `fix`/`sweep`/`ab --cmd` trials: the start-up hook ends the program after this many optimizer
-// steps (SystemExit(0): finally blocks and exit handlers run); unset or 0: the whole run.
+// `fix`/`sweep`/`ab --cmd` trials and `fix --cmd`'s analysis run: the start-up hook ends the
+// program after this many optimizer steps (backward passes in a script without torch.optim) (SystemExit(0): finally blocks and exit handlers run); unset or 0: the whole run.
 inline constexpr const char* kStopAfterSteps = "TRAINRX_STOP_AFTER_STEPS";
+// What the start-up hook prints (to stderr) when it ends a run at that limit, followed by the count.
+inline constexpr const char* kStepStopLine = "trainrx: stopping after ";
 // `fix --cmd`'s in-process rows (issue 40; probes/python/sitecustomize.py): the start-up hook
 // switches these fixes (comma-separated tokens) on and off at optimizer-step boundaries after
 // kAltWarmup steps (A B B A, then B A A B), times each step between two boundaries, ends the program
