@@ -1007,6 +1007,17 @@ TEST(FixCommandTest, SwitchableFixesAreMeasuredInProcess) {
   std::ostringstream text;
   reports::WriteFixText(r, text);
   EXPECT_NE(text.str().find("in-process"), std::string::npos) << text.str();
+  // Every row in-process: no baseline trial, so no baseline median in the heading (it said 0.00).
+  FixReport only_paired;
+  l.analysis.findings = {FindingWithKnob("debug.anomaly_detection", "")};
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &only_paired, &error)) << error;
+  ASSERT_EQ(only_paired.rows.size(), 1u);
+  EXPECT_TRUE(only_paired.rows.front().paired);
+  EXPECT_TRUE(only_paired.baseline.trial_ms.empty());
+  std::ostringstream heading;
+  reports::WriteFixText(only_paired, heading);
+  EXPECT_EQ(heading.str().find("median 0.00"), std::string::npos) << heading.str();
+  EXPECT_NE(heading.str().find("in-process trials until each row stops"), std::string::npos) << heading.str();
 }
 
 // A script that sets a switched flag itself (the start-up hook reads it back after a B step and
