@@ -426,6 +426,15 @@ const CatalogEntry* FindingPlantedBy(std::string_view knob) {
   return nullptr;
 }
 
+bool OutsideFixSwitches(std::string_view token) {
+  // The start-up hook's _ALT_SWITCHES table (tests/analyzers/catalog_test.cc holds them together).
+  static constexpr std::string_view kSwitchable[] = {"anomaly_off", "zero_grad_none", "tf32", "cudnn_benchmark",
+                                                     "deterministic_off"};
+  for (std::string_view t : kSwitchable)
+    if (token == t) return true;
+  return false;
+}
+
 FixText FormatFix(std::string_view id, std::string_view variant, const std::vector<FixArg>& args) {
   const CatalogEntry* e = FindCatalogEntry(id);
   if (!e) throw std::invalid_argument(fmt::format("finding '{}' is not in the catalog (analyzers/catalog.cc)", id));

@@ -131,7 +131,7 @@ std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& ana
   Spec all = spec;
   for (auto& [name, row] : by_knob) {
     const std::string fix = name + "=" + targets[name];
-    FixPlanRow p{row, spec.With(fix), {}, false, {}};
+    FixPlanRow p{row, spec.With(fix), {}, false, {}, {}};
     all = all.With(fix);
     plans.push_back(std::move(p));
   }
@@ -218,6 +218,14 @@ struct Measuring {
 
 using AltTrialFn = std::function<bool(size_t plan, AltResult*, std::string*)>;
 
+// A row that is not significant stops as *precise* when it could have detected an effect of
+// min_effect and the effect it measured is smaller than that. The second half matters where a look
+// was not made (a round whose nominal level no result can reach): with little noise a 1.67x row was
+// "precise" at round 4 (detectable 1.03x) and reported as "no significant difference".
+bool Precise(const stats::Comparison& c, double min_effect) {
+  return c.detectable <= 1 + min_effect && c.speedup > 0 && std::abs(std::log(c.speedup)) < std::log(1 + min_effect);
+}
+
 // The smallest two-sided signed-rank p that n paired blocks can give (every block on one side):
 // as SmallestP, a look whose nominal level is below it is not made.
 double SmallestSignedRankP(size_t n) {
@@ -237,6 +245,7 @@ double SmallestSignedRankP(size_t n) {
 bool MeasurePairedRow(FixPlanRow& plan, size_t index, int max_processes, const AltTrialFn& alt_trial, Measuring& m,
                       std::string* error) {
   auto& row = plan.row;
+  const FixRow planned = row;
   stats::SequentialDesign design({stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}, kAlpha);
   stats::CompareOptions co;
   co.seed = m.o.seed;
@@ -247,6 +256,12 @@ bool MeasurePairedRow(FixPlanRow& plan, size_t index, int max_processes, const A
     const double before = alt.seconds;
     if (!alt_trial(index, &alt, error)) return false;
     m.trial_seconds += alt.seconds - before;
+    if (!alt.unpaired.empty()) {  // a --cmd script that cannot switch this fix: across processes instead
+      row = planned;
+      row.paired = plan.paired = false;
+      plan.unpaired = alt.unpaired;
+      return true;
+    }
     const bool final_look = k == max_processes;
     const double t = final_look ? 1.0 : static_cast<double>(k) / max_processes;
     stats::Look look = design.Preview(t);
@@ -263,7 +278,7 @@ bool MeasurePairedRow(FixPlanRow& plan, size_t index, int max_processes, const A
       row.stop = FixRow::Stop::kDecided;
     } else if (final_look) {
       row.stop = FixRow::Stop::kMaxRounds;
-    } else if (row.cmp.detectable <= 1 + m.o.min_effect) {
+    } else if (Precise(row.cmp, m.o.min_effect)) {
       row.stop = FixRow::Stop::kPrecise;
     } else {
       double mean = 0, var = 0;
@@ -280,6 +295,25 @@ bool MeasurePairedRow(FixPlanRow& plan, size_t index, int max_processes, const A
     }
     return true;
   }
+  return true;
+}
+
+// Rows planned in-process that the command could not switch (MeasurePairedRow left them unpaired)
+// join the rows across processes, in plan order, each with a note that says why. True when any did.
+bool FallBackToProcesses(const std::vector<FixPlanRow>& plans, std::vector<size_t>* paired, std::vector<size_t>* processes,
+                         std::vector<std::string>* notes) {
+  std::vector<size_t> still;
+  for (size_t i : *paired) {
+    if (plans[i].paired) {
+      still.push_back(i);
+      continue;
+    }
+    processes->push_back(i);
+    notes->push_back(fmt::format("{}: measured across processes, not in-process: {}", plans[i].row.change, plans[i].unpaired));
+  }
+  if (still.size() == paired->size()) return false;
+  *paired = std::move(still);
+  std::sort(processes->begin(), processes->end());
   return true;
 }
 
@@ -345,7 +379,7 @@ bool LookAtProcessRow(FixRow& row, const Arm& baseline, const RoundLook& at, con
     row.stop = FixRow::Stop::kDecided;
   } else if (at.final_look) {
     row.stop = at.budget_ends && at.k < at.n_max ? FixRow::Stop::kBudget : FixRow::Stop::kMaxRounds;
-  } else if (row.cmp.detectable <= 1 + o.min_effect) {
+  } else if (Precise(row.cmp, o.min_effect)) {
     row.stop = FixRow::Stop::kPrecise;
   } else {
     double ma = 0, va = 0, mb = 0, vb = 0;
@@ -389,6 +423,10 @@ bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s,
   for (size_t j = 0; j < paired_plans.size(); ++j) {
     if (!MeasurePairedRow(plans[paired_plans[j]], paired_plans[j], trials, alt_trial, m, error)) return false;
     progress.Replan(planned(0, process_plans.size()) + static_cast<int>(paired_plans.size() - j - 1) * trials);
+  }
+  if (FallBackToProcesses(plans, &paired_plans, &process_plans, &report->notes)) {
+    n_max = PlannedRounds(o, trials, estimate_s, 0, process_plans.size(), m.trial_seconds);
+    progress.Replan(planned(0, process_plans.size()));
   }
   if (!paired_plans.empty())
     report->notes.push_back(fmt::format(
@@ -579,6 +617,69 @@ bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress
   return true;
 }
 
+namespace {
+
+// Why no fix of this command can be switched in-process, from its analysis run; "" when they can.
+// torch.compile: a graph guarded on a switched flag would recompile at every switch (the start-up
+// hook checks again in every trial); ranks: they could not switch arms on the same steps together.
+std::string InProcessObstacle(const analyzers::Report& analysis) {
+  for (const auto& c : analysis.metrics.compile)
+    if (c.compiles > 0 || c.steps_with_regions > 0)
+      return "the script uses torch.compile: each switch of a flag its graphs are guarded on would recompile them";
+  std::vector<int32_t> ranks;
+  for (const auto& s : analysis.metrics.steps.steps)
+    if (std::find(ranks.begin(), ranks.end(), s.rank) == ranks.end()) ranks.push_back(s.rank);
+  if (ranks.size() > 1)
+    return fmt::format("the command runs {} ranks, which cannot switch a fix on the same steps together", ranks.size());
+  return "";
+}
+
+// fix --cmd (issue 40): a row whose fixes all switch between steps (analyzers::OutsideFixSwitches) is
+// measured in-process, paired, as `fix` measures the workloads' switchable knobs: separate processes
+// of one script differ by 5-15 % on these machines, far more than such a fix's effect.
+void MarkSwitchableRows(const analyzers::Report& analysis, std::vector<FixPlanRow>* plans, std::vector<std::string>* notes) {
+  const std::string obstacle = InProcessObstacle(analysis);
+  bool any = false;
+  for (auto& p : *plans) {
+    bool switchable = !p.tokens.empty();
+    for (const auto& t : p.tokens) switchable = switchable && analyzers::OutsideFixSwitches(t);
+    any = any || switchable;
+    p.paired = p.row.paired = switchable && obstacle.empty();
+  }
+  if (any && !obstacle.empty())
+    notes->push_back(fmt::format("every row across processes, none in-process: {}", obstacle));
+}
+
+// fix --cmd's in-process trials (Launcher::CommandAlt), remembering what could not switch so later
+// rows do not try again: the command as a whole (too few steps, torch.compile: no row can), or a fix
+// whose flag the script sets itself (no row with that token can).
+class CommandAltTrials {
+ public:
+  CommandAltTrials(Launcher& launcher, const std::string& command) : launcher_(launcher), command_(command) {}
+  bool Run(const std::vector<std::string>& tokens, AltResult* out, std::string* error) {
+    if (!command_unpaired_.empty()) {
+      out->unpaired = command_unpaired_;
+      return true;
+    }
+    for (const auto& t : tokens) {
+      if (auto it = token_unpaired_.find(t); it != token_unpaired_.end()) {
+        out->unpaired = it->second, out->unpaired_token = t;
+        return true;
+      }
+    }
+    if (!launcher_.CommandAlt(command_, tokens, out, error)) return false;
+    if (!out->unpaired.empty()) (out->unpaired_token.empty() ? command_unpaired_ : token_unpaired_[out->unpaired_token]) = out->unpaired;
+    return true;
+  }
+
+ private:
+  Launcher& launcher_;
+  std::string command_, command_unpaired_;
+  std::map<std::string, std::string> token_unpaired_;
+};
+
+}  // namespace
+
 std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analyzers::Report& analysis,
                                          std::vector<std::string>* notes) {
   std::vector<FixPlanRow> plans;
@@ -610,6 +711,7 @@ std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analy
     for (const auto& t : p.tokens) joined += (joined.empty() ? "" : ",") + t;
     p.row.fixed.label = command + "  [fixes: " + joined + "]";
   }
+  MarkSwitchableRows(analysis, &plans, notes);
   return plans;
 }
 
@@ -639,11 +741,9 @@ bool RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& l
   const FixTrial trial = [&](int plan, TrialResult* r, std::string* e) {
     return runs.Run(command, plan < 0 ? std::vector<std::string>() : plans[static_cast<size_t>(plan)].tokens, r, e);
   };
-  const auto no_alt = [](size_t, AltResult*, std::string* e) {
-    *e = "internal: a command has no in-process trials";
-    return false;
-  };
-  if (!MeasureFixes(plans, trials, seconds, o, trial, no_alt, progress, report, error)) return false;
+  CommandAltTrials alts(launcher, command);
+  const auto alt_trial = [&](size_t plan, AltResult* r, std::string* e) { return alts.Run(plans[plan].tokens, r, e); };
+  if (!MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report, error)) return false;
   for (auto& row : report->rows) row.memory = CompareMemory(report->baseline, row.fixed, o.seed);
   return true;
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
 #include <algorithm>
 #include <chrono>
@@ -43,7 +44,58 @@ std::vector<double> BlockLogRatios(const std::vector<char>& arms, const std::vec
   return out;
 }
 
+bool ParseAltSteps(std::string_view text, const std::string& path, AltResult* out, std::string* error) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto e = parser.parse(simdjson::padded_string(text)).get(doc); e) {
+    *error = fmt::format("{}: not a readable in-process record: {}", path, simdjson::error_message(e));
+    return false;
+  }
+  std::string_view schema, stopped, token;
+  simdjson::dom::array steps;
+  if (doc["schema"].get(schema) != simdjson::SUCCESS || schema != "trainrx.alt/1" ||
+      doc["steps"].get(steps) != simdjson::SUCCESS) {
+    *error = fmt::format("{}: expected \"schema\": \"trainrx.alt/1\" and a \"steps\" array", path);
+    return false;
+  }
+  std::vector<char> arms;
+  std::vector<double> ms;
+  for (auto step : steps) {
+    std::string_view arm;
+    double v = 0;
+    if (step["arm"].get(arm) != simdjson::SUCCESS || (arm != "A" && arm != "B") || step["ms"].get(v) != simdjson::SUCCESS ||
+        !(v >= 0)) {
+      *error = fmt::format("{}: steps[{}]: expected {{\"arm\": \"A\" or \"B\", \"ms\": a number >= 0}}", path, arms.size());
+      return false;
+    }
+    arms.push_back(arm[0]);
+    ms.push_back(v);
+  }
+  if (doc["stopped"].get(stopped) == simdjson::SUCCESS && !stopped.empty()) {
+    out->unpaired = std::string(stopped);
+    if (doc["token"].get(token) == simdjson::SUCCESS) out->unpaired_token = std::string(token);
+    return true;
+  }
+  int64_t warmup = 0;
+  if (doc["warmup"].get(warmup) != simdjson::SUCCESS) warmup = 0;
+  if (ms.size() < static_cast<size_t>(kAltMinTimedSteps)) {
+    out->unpaired = fmt::format("the script's own process ran {} optimizer step{} after its {} warm-up steps, fewer than "
+                                "the {} (16 paired blocks of four) an in-process trial needs",
+                                ms.size(), ms.size() == 1 ? "" : "s", warmup, kAltMinTimedSteps);
+    return true;
+  }
+  for (size_t i = 0; i < ms.size(); ++i) (arms[i] == 'B' ? out->b_ms : out->a_ms).push_back(ms[i]);
+  const auto ratios = BlockLogRatios(arms, ms);
+  out->log_ratios.insert(out->log_ratios.end(), ratios.begin(), ratios.end());
+  return true;
+}
+
 namespace {
+
+// fix --cmd's in-process trials: steps the start-up hook leaves as they are before it switches (the
+// first has lazy initialization and the allocator's growth; the probe records these, and only these,
+// so the switched steps run unobserved as workload trials do).
+constexpr int kCommandAltWarmup = 5;
 
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -169,6 +221,42 @@ class ProcessLauncher : public Launcher {
     return true;
   }
 
+  // The command under `trainrx record --steps <warm-up>` (the probe records the warm-up only: the
+  // switched steps run unobserved; no module ranges or marks, nobody reads this trace), its start-up
+  // hook switching `fixes` between steps (TRAINRX_ALT_FIX) and writing the timed steps to a file.
+  // No TRAINRX_FIX: A is the script as it is. The user's own TRAINRX_STOP_AFTER_STEPS still applies.
+  bool CommandAlt(const std::string& cmd, const std::vector<std::string>& fixes, AltResult* out,
+                  std::string* error) override {
+    const fs::path result = dir_ / "alt.steps.json";
+    std::error_code ec;
+    fs::remove(result, ec);
+    ProcessSpec p = RecordProcess(cmd, "alt", {"--steps", std::to_string(kCommandAltWarmup)});
+    std::string joined;
+    for (const auto& f : fixes) joined += (joined.empty() ? "" : ",") + f;
+    p.env = {{env::kFix, "", EnvChange::kUnset},
+             {env::kModules, "0", EnvChange::kSet},
+             {env::kMarks, "0", EnvChange::kSet},
+             {env::kAltFix, joined, EnvChange::kSet},
+             {env::kAltResult, result.string(), EnvChange::kSet},
+             {env::kAltWarmup, std::to_string(kCommandAltWarmup), EnvChange::kSet},
+             {env::kAltSteps, std::to_string(kAltMinTimedSteps), EnvChange::kSet}};
+    const auto t0 = Clock::now();
+    const int rc = RunProcess(p, error);
+    out->seconds += Since(t0);
+    if (rc != 0) {
+      if (rc > 0) *error = fmt::format("`{}` (switching {} in-process): exited with {}: {}", cmd, joined, rc, LogTail(p.log));
+      return false;
+    }
+    simdjson::padded_string text;
+    if (simdjson::padded_string::load(result.string()).get(text) != simdjson::SUCCESS) {
+      out->unpaired = "no step was switched: the command's own process ran no torch.optim step (a shell or launcher "
+                      "runs the training in another process, or it has no torch.optim), or it left without Python's exit "
+                      "handlers";
+      return true;
+    }
+    return ParseAltSteps(std::string_view(text.data(), text.size()), result.string(), out, error);
+  }
+
   bool TracedRun(const std::string& what, bool command, sets::SetAnalysis* out, std::string* error) override {
     std::vector<std::string> traces;
     const std::string name = fmt::format("explain{}", traced_runs_++);
@@ -248,13 +336,7 @@ class ProcessLauncher : public Launcher {
   bool Record(const std::string& cmd, const std::vector<std::string>& fixes, const std::string& name,
               std::vector<std::string>* traces, double* seconds, std::string* error) {
     const std::string trace = (dir_ / (name + ".json")).string(), log = (dir_ / (name + ".log")).string();
-    ProcessSpec p;
-    p.argv = {bin_dir_ + "/trainrx", "record", "-o", trace, "--"};
-    const std::vector<std::string> words = SplitCommand(cmd);
-    if (words.empty()) p.argv.insert(p.argv.end(), {"/bin/sh", "-c", cmd});
-    else p.argv.insert(p.argv.end(), words.begin(), words.end());
-    p.log = log;
-    p.data_limit_bytes = memory_cap_;
+    ProcessSpec p = RecordProcess(cmd, name, {});
     std::string joined;
     for (const auto& f : fixes) joined += (joined.empty() ? "" : ",") + f;
     p.env.push_back({env::kFix, joined, joined.empty() ? EnvChange::kUnset : EnvChange::kSet});
@@ -277,6 +359,21 @@ class ProcessLauncher : public Launcher {
     // This launch's traces only (earlier runs' <name>.pid<P>.json stay in the folder).
     *traces = LaunchTraces(trace, started);
     return true;
+  }
+
+  // `trainrx record -o <name>.json <record_args> -- <command>`, its log <name>.log, under the memory
+  // cap: the command split into words as a shell would, or under /bin/sh -c when it needs a shell.
+  ProcessSpec RecordProcess(const std::string& cmd, const std::string& name, const std::vector<std::string>& record_args) const {
+    ProcessSpec p;
+    p.argv = {bin_dir_ + "/trainrx", "record", "-o", (dir_ / (name + ".json")).string()};
+    p.argv.insert(p.argv.end(), record_args.begin(), record_args.end());
+    p.argv.push_back("--");
+    const std::vector<std::string> words = SplitCommand(cmd);
+    if (words.empty()) p.argv.insert(p.argv.end(), {"/bin/sh", "-c", cmd});
+    else p.argv.insert(p.argv.end(), words.begin(), words.end());
+    p.log = (dir_ / (name + ".log")).string();
+    p.data_limit_bytes = memory_cap_;
+    return p;
   }
 
   // The spec's ranks (nproc > 1) as one job: the result is the job's, its median step the slowest

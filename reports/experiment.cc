@@ -117,8 +117,10 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
         : paired_stops    ? fmt::format("in-process trials until each row stops, at most {}", r.trials)
                           : fmt::format("{} interleaved trials per comparison", r.trials);
     out << Heading(md)
-        << fmt::format("trainrx fix {}: baseline {} ({}; median {:.2f} {})\n\n", r.workload, r.baseline_label, design,
-                       stats::Median(r.baseline.trial_ms), r.unit);
+        << fmt::format("trainrx fix {}: baseline {} ({}{})\n\n", r.workload, r.baseline_label, design,
+                       // Every row in-process: no baseline trial of its own (the rows' A steps are the baseline).
+                       r.baseline.trial_ms.empty() ? std::string()
+                                                   : fmt::format("; median {:.2f} {}", stats::Median(r.baseline.trial_ms), r.unit));
   }
   bool sequential = r.sequential.used;
   for (const auto& row : r.rows) sequential = sequential || row.stop != FixRow::Stop::kNotSequential;

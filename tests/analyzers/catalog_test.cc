@@ -114,6 +114,22 @@ TEST(CatalogTest, OutsideFixesAreReadByTheStartUpHook) {
   EXPECT_GE(tokens, 10);
 }
 
+// The outside fixes `fix --cmd` measures in-process are tokens of the catalog that the start-up
+// hook switches between steps (its _ALT_SWITCHES table); the ones built once stay across processes.
+TEST(CatalogTest, SwitchableOutsideFixesAreSwitchedByTheStartUpHook) {
+  const std::string hook = ReadSource("probes/python/sitecustomize.py");
+  ASSERT_FALSE(hook.empty());
+  std::set<std::string> switchable;
+  for (const auto& e : Catalog()) {
+    const std::string token(e.outside_token);
+    if (token.empty() || !OutsideFixSwitches(token)) continue;
+    switchable.insert(token);
+    EXPECT_NE(hook.find("\"" + token + "\": _alt_"), std::string::npos) << e.id << ": the hook cannot switch " << token;
+  }
+  EXPECT_EQ(switchable, (std::set<std::string>{"anomaly_off", "cudnn_benchmark", "deterministic_off", "tf32", "zero_grad_none"}));
+  for (const char* once : {"workers=2", "pin_memory", "eval_no_grad", "compile_off", ""}) EXPECT_FALSE(OutsideFixSwitches(once)) << once;
+}
+
 // docs/findings.md lists every id, and each entry's page exists and names it.
 TEST(CatalogTest, EveryIdIsDocumented) {
   const std::string findings = ReadSource("docs/findings.md");

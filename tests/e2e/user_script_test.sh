@@ -43,10 +43,43 @@ r = json.load(open("fix.json"))
 rows = {f["knob"]: f for f in r["fixes"]}
 print("  rows:", {k: (round(v["speedup"], 2), v["verdict"]) for k, v in rows.items()}, "unit", r["unit"])
 assert {"anomaly_off", "zero_grad_none", "all of the above"} <= set(rows), rows.keys()
+# Every fix here switches between steps, but a 6-step script cannot give 16 paired blocks: one
+# in-process try, then every row across processes, each with a note that says why (issue 40).
 assert all(v["method"] == "separate processes" for v in rows.values())
+assert sum("measured across processes, not in-process" in n and "ran 1 optimizer step after" in n for n in r["notes"]) == 3, r["notes"]
 assert rows["anomaly_off"]["code"] and rows["zero_grad_none"]["code"]
 assert r["unit"] == "ms per step"
 assert any("sync.host_device" in n and "cannot be applied from outside" in n for n in r["notes"]), r["notes"]
+PY
+
+# 2b. fix --cmd in-process (issue 40): anomaly_off switches between steps inside the script (the
+# start-up hook, TRAINRX_ALT_FIX: A B B A / B A A B after 5 warm-up steps), so its row is measured
+# in-process, paired, and decided after one process; switching anomaly mode changes no number the
+# script prints (the whole run switched, against the same run unobserved).
+ALT="$PY $SCRIPT --anomaly --steps 300 --threads 1"
+$ALT > alt_plain.out 2>/dev/null
+TRAINRX_ALT_FIX=anomaly_off TRAINRX_ALT_STEPS=0 TRAINRX_ALT_RESULT="$W/alt_steps.json" "$TRAINRX" record -o alt.json -- $ALT \
+  > alt_switched.out 2> alt_switched.err
+cmp -s alt_plain.out alt_switched.out && grep -q "mean loss" alt_plain.out && ok "switching anomaly mode in-process: identical output" \
+  || { bad "output changed under in-process switching ($(tail -2 alt_switched.err))"; diff alt_plain.out alt_switched.out; }
+python3 - <<'PY' && ok "the hook switched every step after the warm-up and timed it" || bad "alt record"
+import json
+r = json.load(open("alt_steps.json"))
+arms = "".join(s["arm"] for s in r["steps"])
+print("  switched steps:", len(arms), "stopped:", repr(r["stopped"]))
+assert r["stopped"] == "" and len(arms) == 295 and arms == ("ABBABAAB" * 40)[:295], arms[:16]
+PY
+start=$(date +%s)
+"$TRAINRX" fix --cmd "$ALT" --trials 4 --format json -o fix_alt.json 2> fix_alt.err || bad "fix --cmd in-process failed: $(tail -3 fix_alt.err)"
+echo "  fix --cmd --anomaly: $(( $(date +%s) - start )) s"
+python3 - <<'PY' && ok "fix --cmd: anomaly_off in-process, decided faster" || bad "fix --cmd in-process report"
+import json
+r = json.load(open("fix_alt.json"))
+rows = {f["knob"]: f for f in r["fixes"]}
+a = rows["anomaly_off"]
+print("  anomaly_off:", a["method"], round(a["speedup"], 3), a["ci_low"], a["ci_high"], a["verdict"], a.get("stop"), a.get("stop_round"))
+assert a["method"] == "in-process paired", a["method"]
+assert a["verdict"] == "faster" and a["stop"] == "decided", a
 PY
 
 # 3. sweep --cmd: the template filled per cell, timed by steps.

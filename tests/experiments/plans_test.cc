@@ -101,6 +101,41 @@ class FakeLauncher : public Launcher {
     out->seconds += seconds_per_trial;
     return true;
   }
+  // fix --cmd's in-process trials: 64 steps A B B A / B A A B of command_ms without and with the
+  // tokens; a command-wide reason (alt_unpaired) or a token the script sets itself (alt_overwritten)
+  // is reported instead, as the start-up hook's record would be.
+  std::string alt_unpaired;
+  std::map<std::string, std::string> alt_overwritten;
+  std::vector<std::vector<std::string>> alt_fix_sets;  // per CommandAlt call
+  bool CommandAlt(const std::string& cmd, const std::vector<std::string>& fixes, AltResult* out, std::string*) override {
+    alt_fix_sets.push_back(fixes);
+    out->seconds += seconds_per_trial;
+    if (!alt_unpaired.empty() || !command_ms) {
+      out->unpaired = command_ms ? alt_unpaired : "the fake launcher has no command_ms";
+      return true;
+    }
+    for (const auto& f : fixes) {
+      if (auto it = alt_overwritten.find(f); it != alt_overwritten.end()) {
+        out->unpaired = it->second, out->unpaired_token = f;
+        return true;
+      }
+    }
+    const double process = std::exp(Noise(process_noise, alt_rng_));
+    std::vector<char> arms;
+    std::vector<double> ms;
+    static const char kPattern[] = {'A', 'B', 'B', 'A', 'B', 'A', 'A', 'B'};
+    for (int i = 0; i < kAltMinTimedSteps; ++i) {
+      const char arm = kPattern[i % 8];
+      const double v = command_ms(cmd, arm == 'B' ? fixes : std::vector<std::string>()) * process *
+                       std::exp(Noise(step_noise, alt_rng_));
+      arms.push_back(arm);
+      ms.push_back(v);
+      (arm == 'B' ? out->b_ms : out->a_ms).push_back(v);
+    }
+    const auto r = BlockLogRatios(arms, ms);
+    out->log_ratios.insert(out->log_ratios.end(), r.begin(), r.end());
+    return true;
+  }
   bool Analyze(const Spec&, analyzers::Report* report, double* seconds, std::string*) override {
     ++analyses;
     *report = analysis;
@@ -544,6 +579,28 @@ TEST(FixTest, SequentialAaFalsePositivesStayAtAlpha) {
   EXPECT_GT(naive_rate, rate);
 }
 
+// A row across processes whose trials vary little and whose effect is large was stopped as
+// "precise" at round 4, where no look is made (its nominal level is below the smallest p 4 trials
+// per side can give), and reported as "no significant difference" (1.2x measured, detectable
+// 1.03x). Precise now also needs the measured effect to be smaller than min_effect: the row goes on
+// to round 5 and is decided.
+TEST(FixTest, AClearEffectIsNotStoppedAsPreciseBeforeALookCanDecide) {
+  FakeLauncher l;
+  l.process_noise = 0.005;
+  l.analysis.findings = {FindingWithKnob("input.workers", "workers")};
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), {}, l, quiet, &r, &error)) << error;
+  ASSERT_EQ(r.rows.size(), 1u);
+  const FixRow& row = r.rows.front();
+  EXPECT_FALSE(row.paired);
+  EXPECT_NEAR(row.cmp.speedup, 1.2, 0.03);
+  EXPECT_EQ(row.cmp.verdict, stats::Verdict::kFaster);
+  EXPECT_EQ(row.stop, FixRow::Stop::kDecided);
+  EXPECT_EQ(row.stop_round, 5);
+}
+
 // Rows measured in-process stop when decided too (issue 40: `fix cnn --preset seeds` spent ~12 of
 // its 15 minutes on `trials` processes of each in-process row). A clear effect is decided after its
 // first process (16 paired blocks); rows without an effect stop once precise; the verdicts are
@@ -905,6 +962,189 @@ TEST(FixCommandTest, AppliesFixesFromOutsideAndSaysWhatCannotBe) {
   bool said = false;
   for (const auto& n : r.notes) said = said || (n.find("sync.host_device") != std::string::npos && n.find(".item()") != std::string::npos);
   EXPECT_TRUE(said);
+}
+
+// fix --cmd (issue 40, third part): a row whose fixes the start-up hook can switch between steps
+// (anomaly_off, zero_grad_none) is measured in-process, paired, through Launcher::CommandAlt with
+// those tokens, and stops when decided; workers=2 (a new DataLoader) and the all row with it stay
+// across processes. Before this, every --cmd row was separate processes.
+TEST(FixCommandTest, SwitchableFixesAreMeasuredInProcess) {
+  FakeLauncher l;
+  l.process_noise = 0.05;
+  l.step_noise = 0.03;
+  l.command_ms = [](const std::string&, const std::vector<std::string>& fixes) {
+    double ms = 20;
+    for (const auto& f : fixes) ms -= f == "anomaly_off" ? 8 : f == "workers=2" ? 4 : 0;
+    return ms;
+  };
+  l.analysis.findings = {FindingWithKnob("debug.anomaly_detection", ""), FindingWithKnob("input.workers", "workers"),
+                         FindingWithKnob("optim.zero_grad", "")};
+  std::vector<std::string> notes;
+  const auto plans = PlanCommandFixes("python3 train.py", l.analysis, &notes);
+  std::map<std::string, bool> planned;
+  for (const auto& p : plans) planned[p.row.change] = p.paired;
+  EXPECT_EQ(planned, (std::map<std::string, bool>{
+                         {"anomaly_off", true}, {"workers=2", false}, {"zero_grad_none", true}, {"all of the above", false}}));
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r, &error)) << error;
+  std::map<std::string, const FixRow*> rows;
+  for (const auto& row : r.rows) rows[row.change] = &row;
+  ASSERT_EQ(rows.size(), 4u);
+  const FixRow& anomaly = *rows["anomaly_off"];
+  EXPECT_TRUE(anomaly.paired);
+  EXPECT_EQ(anomaly.cmp.verdict, stats::Verdict::kFaster);
+  EXPECT_NEAR(anomaly.cmp.speedup, 20.0 / 12.0, 0.1);
+  EXPECT_EQ(anomaly.stop, FixRow::Stop::kDecided);
+  EXPECT_EQ(anomaly.stop_round, 1);  // 16 paired blocks decide an effect this clear in one process
+  EXPECT_EQ(anomaly.fixed.trial_ms.size(), 32u);
+  EXPECT_TRUE(rows["zero_grad_none"]->paired);
+  EXPECT_NE(rows["zero_grad_none"]->cmp.verdict, stats::Verdict::kSlower);
+  EXPECT_FALSE(rows["workers=2"]->paired);
+  EXPECT_FALSE(rows["all of the above"]->paired);
+  EXPECT_EQ(rows["workers=2"]->cmp.verdict, stats::Verdict::kFaster);
+  // CommandAlt ran each switchable row with its own token, nothing else; Command ran the baseline
+  // and the rows across processes only.
+  ASSERT_FALSE(l.alt_fix_sets.empty());
+  EXPECT_EQ(l.alt_fix_sets.front(), std::vector<std::string>{"anomaly_off"});
+  for (const auto& f : l.alt_fix_sets) EXPECT_TRUE(f == std::vector<std::string>{"anomaly_off"} || f == std::vector<std::string>{"zero_grad_none"});
+  for (const auto& f : l.fix_sets)
+    EXPECT_TRUE(std::find(f.begin(), f.end(), "anomaly_off") == f.end() || f.size() == 3) << "anomaly_off alone across processes";
+  // The report names the design of each row.
+  std::ostringstream text;
+  reports::WriteFixText(r, text);
+  EXPECT_NE(text.str().find("in-process"), std::string::npos) << text.str();
+  // Every row in-process: no baseline trial, so no baseline median in the heading (it said 0.00).
+  FixReport only_paired;
+  l.analysis.findings = {FindingWithKnob("debug.anomaly_detection", "")};
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &only_paired, &error)) << error;
+  ASSERT_EQ(only_paired.rows.size(), 1u);
+  EXPECT_TRUE(only_paired.rows.front().paired);
+  EXPECT_TRUE(only_paired.baseline.trial_ms.empty());
+  std::ostringstream heading;
+  reports::WriteFixText(only_paired, heading);
+  EXPECT_EQ(heading.str().find("median 0.00"), std::string::npos) << heading.str();
+  EXPECT_NE(heading.str().find("in-process trials until each row stops"), std::string::npos) << heading.str();
+}
+
+// A script that sets a switched flag itself (the start-up hook reads it back after a B step and
+// stops switching) is measured across processes for that fix, with a note saying why; a row with
+// another fix stays in-process, and a later row with the same token does not try again.
+TEST(FixCommandTest, AFlagTheScriptSetsItselfFallsBackToProcesses) {
+  FakeLauncher l;
+  l.process_noise = 0.02;
+  l.command_ms = [](const std::string&, const std::vector<std::string>& fixes) {
+    return std::find(fixes.begin(), fixes.end(), "anomaly_off") != fixes.end() ? 12.0 : 20.0;
+  };
+  l.alt_overwritten["cudnn_benchmark"] = "the script sets torch.backends.cudnn.benchmark itself";
+  l.analysis.findings = {FindingWithKnob("debug.anomaly_detection", ""), FindingWithKnob("cudnn.benchmark_off", "")};
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r, &error)) << error;
+  std::map<std::string, const FixRow*> rows;
+  for (const auto& row : r.rows) rows[row.change] = &row;
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_TRUE(rows["anomaly_off"]->paired);
+  EXPECT_EQ(rows["anomaly_off"]->cmp.verdict, stats::Verdict::kFaster);
+  EXPECT_FALSE(rows["cudnn_benchmark"]->paired);
+  EXPECT_FALSE(rows["all of the above"]->paired);
+  EXPECT_GE(rows["cudnn_benchmark"]->fixed.trial_ms.size(), 4u);  // measured across processes instead
+  EXPECT_GE(rows["all of the above"]->fixed.trial_ms.size(), 4u);
+  EXPECT_EQ(rows["all of the above"]->cmp.verdict, stats::Verdict::kFaster);
+  // anomaly_off and cudnn_benchmark tried once each; the all row (cudnn_benchmark in it) not at all.
+  EXPECT_EQ(l.alt_fix_sets.size(), 2u);
+  int said = 0;
+  for (const auto& n : r.notes)
+    said += n.find("measured across processes, not in-process") != std::string::npos && n.find("cudnn.benchmark itself") != std::string::npos;
+  EXPECT_EQ(said, 2) << "cudnn_benchmark and all of the above";
+  EXPECT_GE(r.baseline.trial_ms.size(), rows["cudnn_benchmark"]->fixed.trial_ms.size());
+}
+
+// A command none of whose fixes can switch (too few steps, torch.compile at run time): one
+// in-process try, then every row across processes. torch.compile or two ranks in the analysis run:
+// no in-process try at all, and a note.
+TEST(FixCommandTest, ACommandThatCannotSwitchIsMeasuredAcrossProcesses) {
+  FakeLauncher l;
+  l.process_noise = 0.02;
+  l.command_ms = [](const std::string&, const std::vector<std::string>& fixes) { return fixes.empty() ? 20.0 : 12.0; };
+  l.alt_unpaired = "the script's own process ran 7 optimizer steps after its 5 warm-up steps, fewer than the 64";
+  l.analysis.findings = {FindingWithKnob("debug.anomaly_detection", ""), FindingWithKnob("optim.zero_grad", "")};
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r, &error)) << error;
+  ASSERT_EQ(r.rows.size(), 3u);
+  for (const auto& row : r.rows) {
+    EXPECT_FALSE(row.paired) << row.change;
+    EXPECT_GE(row.fixed.trial_ms.size(), 4u) << row.change;
+    EXPECT_EQ(row.cmp.verdict, stats::Verdict::kFaster) << row.change;
+  }
+  EXPECT_EQ(l.alt_fix_sets.size(), 1u);
+  int said = 0;
+  for (const auto& n : r.notes) said += n.find("ran 7 optimizer steps") != std::string::npos;
+  EXPECT_EQ(said, 3);
+
+  for (int obstacle = 0; obstacle < 2; ++obstacle) {
+    analyzers::Report a = l.analysis;
+    if (obstacle == 0) {
+      a.metrics.compile.push_back({});
+      a.metrics.compile.back().compiles = 2;
+    } else {
+      a.metrics.steps.steps.resize(4);
+      a.metrics.steps.steps[2].rank = a.metrics.steps.steps[3].rank = 1;
+    }
+    std::vector<std::string> notes;
+    const auto plans = PlanCommandFixes("python3 train.py", a, &notes);
+    ASSERT_EQ(plans.size(), 3u);
+    for (const auto& p : plans) EXPECT_FALSE(p.paired) << p.row.change;
+    bool said_why = false;
+    for (const auto& n : notes) said_why = said_why || n.find(obstacle == 0 ? "torch.compile" : "2 ranks") != std::string::npos;
+    EXPECT_TRUE(said_why) << obstacle;
+  }
+}
+
+// The start-up hook's record of an in-process command trial, read into paired blocks.
+TEST(FixCommandTest, ParsesTheStartUpHooksInProcessRecord) {
+  const auto doc = [](int steps, const std::string& stopped, const std::string& token) {
+    static const char kPattern[] = "ABBABAAB";
+    std::string s = R"({"schema": "trainrx.alt/1", "warmup": 5, "steps": [)";
+    for (int i = 0; i < steps; ++i) s += fmt::format("{}{{\"arm\": \"{}\", \"ms\": {}}}", i ? ", " : "", kPattern[i % 8], kPattern[i % 8] == 'A' ? 20 : 10);
+    return s + fmt::format(R"(], "stopped": "{}", "token": "{}"}})", stopped, token);
+  };
+  AltResult r;
+  std::string error;
+  ASSERT_TRUE(ParseAltSteps(doc(64, "", ""), "alt.json", &r, &error)) << error;
+  EXPECT_TRUE(r.unpaired.empty());
+  ASSERT_EQ(r.log_ratios.size(), 16u);
+  EXPECT_NEAR(r.log_ratios.front(), std::log(0.5), 1e-12);
+  EXPECT_EQ(r.a_ms.size(), 32u);
+  EXPECT_EQ(r.b_ms.size(), 32u);
+  ASSERT_TRUE(ParseAltSteps(doc(64, "", ""), "alt.json", &r, &error)) << error;  // a second process appends
+  EXPECT_EQ(r.log_ratios.size(), 32u);
+
+  AltResult stopped;
+  ASSERT_TRUE(ParseAltSteps(doc(9, "the script sets torch.backends.cudnn.benchmark itself", "cudnn_benchmark"), "alt.json",
+                            &stopped, &error));
+  EXPECT_EQ(stopped.unpaired, "the script sets torch.backends.cudnn.benchmark itself");
+  EXPECT_EQ(stopped.unpaired_token, "cudnn_benchmark");
+  EXPECT_TRUE(stopped.log_ratios.empty());
+
+  AltResult short_run;
+  ASSERT_TRUE(ParseAltSteps(doc(60, "", ""), "alt.json", &short_run, &error));
+  EXPECT_NE(short_run.unpaired.find("ran 60 optimizer steps after its 5 warm-up steps"), std::string::npos) << short_run.unpaired;
+  EXPECT_TRUE(short_run.unpaired_token.empty());
+  EXPECT_TRUE(short_run.log_ratios.empty());
+
+  for (const std::string& bad : {std::string("not json"), std::string(R"({"schema": "trainrx.run/1", "steps": []})"),
+                                std::string(R"({"schema": "trainrx.alt/1", "steps": [{"arm": "C", "ms": 1}]})"),
+                                std::string(R"({"schema": "trainrx.alt/1", "steps": [{"arm": "A"}]})")}) {
+    AltResult x;
+    error.clear();
+    EXPECT_FALSE(ParseAltSteps(bad, "alt.json", &x, &error)) << bad;
+    EXPECT_EQ(error.rfind("alt.json: ", 0), 0u) << error;
+  }
 }
 
 // fix --cmd without --trial-steps: each trial stops after the analysis run's warm-up, one step

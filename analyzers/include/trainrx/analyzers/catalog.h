@@ -44,6 +44,7 @@ struct CatalogEntry {
   std::vector<FixVariant> fixes;  // the first is the default
   const char* planted_by;     // workload knob whose bad value produces it (workloads::Knobs()); "" none
   const char* outside_token;  // TRAINRX_FIX token the start-up hook applies for `fix --cmd`; "" none
+                              // (OutsideFixSwitches: whether it can also switch between steps)
   const char* outside_code;   // the code change that makes the outside fix permanent
   const char* doc;            // the docs page that explains it, from the repository root
 };
@@ -56,6 +57,15 @@ const std::vector<std::string>& FindingIds();
 const CatalogEntry* FindCatalogEntry(std::string_view id);
 // The finding a workload knob's bad value plants; nullptr when none.
 const CatalogEntry* FindingPlantedBy(std::string_view knob);
+// Whether the start-up hook can switch an outside fix (an entry's outside_token) on and off between
+// two optimizer steps of a running script (TRAINRX_ALT_FIX, probes/python/sitecustomize.py), so
+// `fix --cmd` measures it in-process, paired, as `fix` does the workloads' switchable knobs: a flag
+// read at every use (anomaly mode, zero_grad's set_to_none, TF32, cudnn.benchmark, deterministic
+// algorithms). The others need a new process: DataLoader workers and pinned memory are built once,
+// compile_off acts before torch.compile traces, eval_no_grad acts outside the training steps.
+// A property of the token, not of a finding (input.workers and input.dataloader_bound share
+// "workers=2"), so it is kept once per token rather than beside outside_token in every entry.
+bool OutsideFixSwitches(std::string_view token);
 
 using FixArg = std::pair<const char*, std::variant<int64_t, double, std::string>>;
 struct FixText {

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainrx/analyzers/analysis.h"
@@ -38,7 +39,15 @@ struct AltResult {
   std::vector<double> a_ms, b_ms;   // every timed step, by arm
   std::vector<double> log_ratios;   // one per block of four steps: log(mean B / mean A)
   double seconds = 0;
+  // Commands (Launcher::CommandAlt): why this run could not compare the fix in-process, in the
+  // report's words ("" when it did); the row is then measured across processes. unpaired_token: the
+  // fix that cannot switch (the script sets its flag itself); "" when none of this command's can
+  // (too few steps, torch.compile, no steps in the command's own process).
+  std::string unpaired, unpaired_token;
 };
+
+// An in-process trial times at least this many steps after its warm-up: 16 paired blocks of four.
+inline constexpr int kAltMinTimedSteps = 64;
 
 // One run of a user's command under `trainrx record`: the median step time when its traces have
 // steps (>= 3, the first dropped as warm-up), else the wall time of the run.
@@ -79,6 +88,16 @@ class Launcher {
   // (probes/python/sitecustomize.py: "anomaly_off", "workers=4", ...); empty: the script as is.
   virtual bool Command(const std::string& command, const std::vector<std::string>& fixes, CommandResult* out,
                        std::string* error) = 0;
+  // `fix --cmd`'s in-process rows (issue 40): one run of the command whose start-up hook switches
+  // `fixes` (tokens analyzers::OutsideFixSwitches accepts) on and off between optimizer steps
+  // (A B B A, B A A B after a warm-up, >= kAltMinTimedSteps timed), appended to *out as AltTrial
+  // does. A command that cannot be compared so is no error: out->unpaired says why. False with
+  // *error when the command fails. This default measures nothing in-process.
+  virtual bool CommandAlt(const std::string& command, const std::vector<std::string>& fixes, AltResult* out,
+                          std::string* error) {
+    out->unpaired = "this launcher runs no in-process trials of a command";
+    return true;
+  }
   // One recorded run of the command, analyzed: what `fix --cmd` will try to fix.
   virtual bool AnalyzeCommand(const std::string& command, analyzers::Report* report, double* seconds,
                               std::string* error) = 0;
@@ -133,5 +152,13 @@ class Progress {
 // Each block of four steps (two of each arm) gives one paired value, log(mean B / mean A): the
 // process's own speed and slow drift cancel inside the block. `arms` is 'A' or 'B' per step.
 std::vector<double> BlockLogRatios(const std::vector<char>& arms, const std::vector<double>& ms);
+
+// The start-up hook's record of an in-process command trial (TRAINRX_ALT_RESULT, `path` for
+// messages), its steps appended to *out. Example: {"schema": "trainrx.alt/1", "warmup": 5, "steps":
+// [{"arm": "A", "ms": 12.5}, {"arm": "B", "ms": 9.1}, ...], "stopped": "", "token": ""} with 64 steps
+// gives 16 log ratios; "stopped": "the script sets ..." with "token": "cudnn_benchmark" gives
+// out->unpaired / unpaired_token and no steps; fewer than kAltMinTimedSteps steps (the script ended
+// first) gives out->unpaired. False with *error (path, field) when it is not such a record.
+bool ParseAltSteps(std::string_view text, const std::string& path, AltResult* out, std::string* error);
 
 }  // namespace trainrx::experiments

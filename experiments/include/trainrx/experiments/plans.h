@@ -55,6 +55,9 @@ struct FixPlanRow {
   std::vector<std::string> alt;  // switchable: B's assignments for an in-process paired trial
   bool paired = false;
   std::vector<std::string> tokens;  // fix --cmd: the start-up hook's fixes (TRAINRX_FIX)
+  // Planned in-process but measured across processes: why (a --cmd script that sets the flag
+  // itself, too few steps, torch.compile; Launcher::CommandAlt's AltResult::unpaired).
+  std::string unpaired;
 };
 std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& analysis, std::vector<std::string>* notes);
 
@@ -65,7 +68,9 @@ bool RunFix(const Spec& spec, const PlanOptions& options, Launcher& launcher, Pr
 // (probes/python/sitecustomize.py) that `trainrx record` injects when TRAINRX_FIX names them: the
 // finding catalog's outside_token and outside_code (analyzers/catalog.h).
 // One row per hook token a finding names, "all of the above" with 2+; notes give the code change
-// for findings that cannot be applied from outside.
+// for findings that cannot be applied from outside. A row whose tokens all switch between steps
+// (analyzers::OutsideFixSwitches) is paired: measured in-process (Launcher::CommandAlt), unless the
+// analysis run shows torch.compile or more than one rank (then a note says why not).
 std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analyzers::Report& analysis,
                                          std::vector<std::string>* notes);
 bool RunFixCommand(const std::string& command, const PlanOptions& options, Launcher& launcher, Progress& progress,
