@@ -241,8 +241,10 @@ class ProcessLauncher : public Launcher {
              {env::kAltWarmup, std::to_string(kCommandAltWarmup), EnvChange::kSet},
              {env::kAltSteps, std::to_string(kAltMinTimedSteps), EnvChange::kSet}};
     const auto t0 = Clock::now();
-    const int rc = RunProcess(p, error);
+    const StatusOr<int> run = RunProcess(p);
     out->seconds += Since(t0);
+    if (!run.ok()) return run.status().ToBool(error);
+    const int rc = *run;
     if (rc != 0) {
       if (rc > 0) *error = fmt::format("`{}` (switching {} in-process): exited with {}: {}", cmd, joined, rc, LogTail(p.log));
       return false;
