@@ -153,7 +153,13 @@ Collector::Collector(CollectorOptions options)
     : options_(options),
       generation_(++g_collector_generation),
       window_(options.window),
-      tick_map_(TickMap::Calibrated(options.ticks)) {}
+      tick_map_(TickMap::Calibrated(options.ticks)) {
+  if (options_.ticks == TickSource::kTsc && tick_map_.points().size() < 2) {
+    // The wall clock was set back while the map calibrated: no TSC ticks for this collector.
+    options_.ticks = TickSource::kRealtime;
+    tick_map_ = TickMap(TickSource::kRealtime);
+  }
+}
 
 StepWindow::StepWindow(StepWindowOptions options) : options_(options) { state_.opened = starts_open(); }
 

@@ -125,7 +125,7 @@ bool ProcessSession::Begin(SessionConfig config) {
   c.SetStatic("command", profiler::JsonWriter::Quote(CommandLine()));
   c.SetStatic("cpu_count", std::to_string(AllowedCpus()));
   c.SetStatic("start_ns", std::to_string(start_ns_));
-  c.SetStatic("tick_source", profiler::JsonWriter::Quote(config.collector.ticks == TickSource::kTsc ? "tsc" : "realtime"));
+  c.SetStatic("tick_source", profiler::JsonWriter::Quote(c.tick_source() == TickSource::kTsc ? "tsc" : "realtime"));
   {
     // Ranks on one host share its clock: analysis then never shifts one against another.
     char host[256] = {};

@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -49,11 +50,12 @@ TickMap::Point ReadTickPair(TickSource source) noexcept {
 TickMap TickMap::Calibrated(TickSource source, int64_t calibrate_ns) noexcept {
   TickMap map(source);
   if (source != TickSource::kTsc) return map;
-  const Point first = ReadTickPair(source);
-  map.Add(first);
-  while (NowNs() - first.ns < calibrate_ns) {
-  }
   map.Add(ReadTickPair(source));
+  // Spun on the monotonic clock: a wall clock set back meanwhile must not make this wait for it.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(calibrate_ns);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+  map.Add(ReadTickPair(source));  // dropped if the wall clock was set back: the caller checks
   return map;
 }
 

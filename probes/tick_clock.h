@@ -75,7 +75,8 @@ class TickMap {
 
   explicit TickMap(TickSource source = TickSource::kRealtime) : source_(source) {}
   // A map for `source` with two pairs read `calibrate_ns` apart (kTsc; spins that long), so that
-  // it converts before any drain adds a pair.
+  // it converts before any drain adds a pair. It holds one pair only if the wall clock was set
+  // back in between: then it cannot convert (ToNs returns the ticks), and the caller falls back.
   static TickMap Calibrated(TickSource source, int64_t calibrate_ns = 1'000'000) noexcept;
 
   TickSource source() const { return source_; }

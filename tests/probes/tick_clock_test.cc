@@ -87,6 +87,17 @@ TEST(TickMapTest, HoldsAtMostMaxPointsAndKeepsTheLatest) {
   EXPECT_EQ(map.ToNs(n * 100), kBase + n * 50);
 }
 
+TEST(TickMapTest, CalibratedTscMapHoldsTwoPairsTheSpinApart) {
+  if (DetectTickSource() != TickSource::kTsc) GTEST_SKIP() << "the kernel's clocksource is not the TSC here";
+  const TickMap map = TickMap::Calibrated(TickSource::kTsc, 2'000'000);
+  ASSERT_EQ(map.points().size(), 2u);
+  EXPECT_GE(map.points()[1].ns - map.points()[0].ns, 2'000'000);
+  EXPECT_GT(map.points()[1].ticks, map.points()[0].ticks);
+  // Its conversion of a tick read now lands on the wall clock read beside it.
+  const int64_t ns = NowNs();
+  EXPECT_NEAR(static_cast<double>(map.ToNs(ReadTsc())), static_cast<double>(ns), 200'000.0);
+}
+
 // A TSC-ticked collector's records come out on the wall clock: inside the NowNs() read around
 // them, with their duration.
 TEST(TickMapTest, TscRecordsDrainOntoTheWallClock) {
