@@ -730,11 +730,8 @@ bool RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& l
         "the analysis run was ended after {} steps (--analysis-steps; 0: the whole run): what the script does after them "
         "(evaluation at an epoch's end, saving) was not analyzed",
         stopped));
-  if (o.trial_steps == PlanOptions::kAutoTrialSteps) {
-    std::string note;
-    launcher.SetCommandTrialSteps(CommandTrialSteps(analysis, &note));
-    report->notes.push_back(note);
-  }
+  std::string steps_note;  // said only when trials across processes ran (rows in-process have their own steps)
+  if (o.trial_steps == PlanOptions::kAutoTrialSteps) launcher.SetCommandTrialSteps(CommandTrialSteps(analysis, &steps_note));
   std::vector<FixPlanRow> plans = PlanCommandFixes(command, analysis, &report->notes);
   const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
   CommandTrials runs(launcher, &report->unit);
@@ -744,6 +741,7 @@ bool RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& l
   CommandAltTrials alts(launcher, command);
   const auto alt_trial = [&](size_t plan, AltResult* r, std::string* e) { return alts.Run(plans[plan].tokens, r, e); };
   if (!MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report, error)) return false;
+  if (!steps_note.empty() && !report->baseline.trial_ms.empty()) report->notes.push_back(steps_note);
   for (auto& row : report->rows) row.memory = CompareMemory(report->baseline, row.fixed, o.seed);
   return true;
 }

@@ -1153,7 +1153,8 @@ TEST(FixCommandTest, ParsesTheStartUpHooksInProcessRecord) {
 TEST(FixCommandTest, TrialsStopAfterTheWarmUpAndTheStepsTheSpreadNeeds) {
   FakeLauncher l;
   l.command_ms = [](const std::string&, const std::vector<std::string>& fixes) { return fixes.empty() ? 20.0 : 12.0; };
-  l.analysis.findings = {FindingWithKnob("debug.anomaly_detection", "")};
+  // workers=2 cannot switch in-process: its row runs across processes, with the baseline's trials.
+  l.analysis.findings = {FindingWithKnob("input.workers", "workers")};
   const double d[] = {-0.12, -0.06, 0, 0.06, 0.12};  // robust sd 8.9 %: 14 steps for a 3 % median
   for (int i = 0; i < 31; ++i) {
     analyzers::StepRow row;
