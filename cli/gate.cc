@@ -56,8 +56,8 @@ int GateCheck(GateOptions o) {
     progress.Clear();
     if (!checked.ok()) return Fail(checked);
   }
-  if (!reports::WriteOut(o.report, [&](std::ostream& out) { reports::WriteGate(o.format, report, out); }).ok())
-    return Fail(o.report, "cannot write the report");
+  if (Status st = reports::WriteOut(o.report, [&](std::ostream& out) { reports::WriteGate(o.format, report, out); }); !st.ok())
+    return Fail(st);
   switch (report.verdict) {
     case experiments::GateVerdict::kPass: return kExitOk;
     case experiments::GateVerdict::kFail: return kExitFail;
