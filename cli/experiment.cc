@@ -17,12 +17,7 @@ namespace {
 // then renders its record in the chosen format.
 template <typename Record, typename Plan>
 int RunAndRender(const ExperimentOptions& o, Plan plan, void (*write)(const std::string&, const Record&, std::ostream&)) {
-  experiments::LauncherOptions lo;
-  lo.memory_cap_bytes = o.plan.memory_cap_bytes;
-  lo.trial_steps = o.plan.trial_steps == experiments::PlanOptions::kAutoTrialSteps ? experiments::PlanOptions::kDefaultTrialSteps
-                                                                                    : o.plan.trial_steps;
-  lo.analysis_steps = o.plan.analysis_steps;
-  const auto launcher = experiments::MakeProcessLauncher(ExeDir(), lo);
+  const auto launcher = experiments::MakeProcessLauncher(ExeDir(), experiments::LauncherOptionsOf(o.plan));
   reports::TerminalProgress progress;
   Record record;
   std::string error;

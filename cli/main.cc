@@ -124,17 +124,20 @@ int RunSummarize(const Args& a) {
   return kExitOk;
 }
 
+// --memory-cap TEXT into *bytes (left as it is when TEXT is empty).
+Status ParseCap(const std::string& text, uint64_t* bytes) {
+  const StatusOr<uint64_t> cap = text.empty() ? StatusOr<uint64_t>(*bytes) : experiments::ParseBytes(text);
+  if (cap.ok()) *bytes = *cap;
+  return cap.status();
+}
+
 // `trainrx record`: the program's exit code, or 2 when nothing was recorded; with --analyze the
 // analysis's code when the program succeeded.
 int RunRecord(const Args& a, bool format_given) {
   if (!a.record.analyze && (format_given || !a.record_report.empty()))
     return Fail("record", "--format and --report describe the analysis: add --analyze");
   experiments::RecordOptions options = a.record;
-  if (!a.record_memory_cap.empty()) {
-    const StatusOr<uint64_t> cap = experiments::ParseBytes(a.record_memory_cap);
-    if (!cap.ok()) return Fail(cap.status());
-    options.memory_cap_bytes = *cap;
-  }
+  if (Status st = ParseCap(a.record_memory_cap, &options.memory_cap_bytes); !st.ok()) return Fail(st);
   experiments::RecordResult r;
   if (Status st = experiments::RecordCommand(options, cli::ExeDir(), std::cerr, &r); !st.ok()) return Fail(st);
   if (r.traces.empty()) return r.code != 0 ? r.code : kExitInputError;
@@ -157,11 +160,7 @@ int RunWorkload(const Args& a) {
 
 // fix / sweep: a workload spec (with --set/--preset/--nproc) or a user's command.
 int RunFixOrSweep(Args& a, bool fix) {
-  if (!a.memory_cap.empty()) {
-    const StatusOr<uint64_t> cap = experiments::ParseBytes(a.memory_cap);
-    if (!cap.ok()) return Fail(cap.status());
-    a.exp.plan.memory_cap_bytes = *cap;
-  }
+  if (Status st = ParseCap(a.memory_cap, &a.exp.plan.memory_cap_bytes); !st.ok()) return Fail(st);
   const std::string& cmd = fix ? a.fix_cmd : a.sweep_cmd;
   if (!cmd.empty()) {
     if (!a.fix_workload.empty() || !a.fix_sets.empty() || !a.fix_preset.empty())

@@ -715,6 +715,14 @@ std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analy
   return plans;
 }
 
+LauncherOptions LauncherOptionsOf(const PlanOptions& o) {
+  LauncherOptions lo;
+  lo.memory_cap_bytes = o.memory_cap_bytes;
+  lo.trial_steps = o.trial_steps == PlanOptions::kAutoTrialSteps ? PlanOptions::kDefaultTrialSteps : o.trial_steps;
+  lo.analysis_steps = o.analysis_steps;
+  return lo;
+}
+
 bool RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& launcher, Progress& progress,
                    FixReport* report, std::string* error) {
   if (!stats::EnoughTrials(o.trials).ToBool(error)) return false;

@@ -46,6 +46,9 @@ struct PlanOptions {
   std::string explain = "auto";
 };
 
+// The process launcher's options for a plan's options (--memory-cap, --trial-steps, --analysis-steps).
+LauncherOptions LauncherOptionsOf(const PlanOptions& options);
+
 // What `fix` will change: one row per knob away from its default that a finding names (the
 // finding's own knob, or the knob table's), then an "all fixes" row when there are several; the
 // notes say which findings no knob of the workload fixes. Pure: unit-tested without trials.
