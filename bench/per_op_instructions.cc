@@ -28,6 +28,8 @@
 #include <set>
 #include <string>
 
+#include "torch_profiler_start.h"
+
 namespace {
 
 // The loop callgrind counts: noinline, so that each mode runs the same code.
@@ -41,20 +43,6 @@ void Counted(const char* mode, int round, const at::Tensor& a, const at::Tensor&
   CALLGRIND_TOGGLE_COLLECT;
   const std::string label = std::string(mode) + " round " + std::to_string(round) + " ops " + std::to_string(ops);
   CALLGRIND_DUMP_STATS_AT(label.c_str());
-}
-
-namespace tprof = torch::autograd::profiler;
-bool StartTorchProfiler() {
-  try {
-    const tprof::ProfilerConfig config(tprof::ProfilerState::KINETO);
-    const std::set<tprof::ActivityType> activities{tprof::ActivityType::CPU};
-    tprof::prepareProfiler(config, activities);
-    tprof::enableProfiler(config, activities);
-    return true;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "torch.profiler mode left out: %s\n", e.what());
-    return false;
-  }
 }
 
 template <typename F>
@@ -107,7 +95,7 @@ int main(int argc, char** argv) {
     set_enabled(false);
     if (kineto && (kineto = StartTorchProfiler())) {
       Counted("torch.profiler", r, a, b, out, ops);
-      tprof::disableProfiler();  // its events are post-processed and dropped here, not counted
+      torch::autograd::profiler::disableProfiler();  // its events are post-processed and dropped here, not counted
     }
   }
   set_enabled(true);

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <vector>
 
+#include "torch_profiler_start.h"
 #include "trainrx/probes/probes.h"
 
 namespace tp = trainrx::probes;
@@ -70,22 +71,6 @@ double StepMs(Net& net, torch::optim::SGD& opt, const torch::Tensor& x, const to
   return Median(t);
 }
 
-// torch.profiler's backend on this thread (CPU activity, no shapes), or false where this LibTorch
-// cannot start it (a build without the profiler): the mode is then left out.
-namespace tprof = torch::autograd::profiler;
-bool StartTorchProfiler() {
-  try {
-    const tprof::ProfilerConfig config(tprof::ProfilerState::KINETO);
-    const std::set<tprof::ActivityType> activities{tprof::ActivityType::CPU};
-    tprof::prepareProfiler(config, activities);
-    tprof::enableProfiler(config, activities);
-    return true;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "torch.profiler (Kineto) mode left out: %s\n", e.what());
-    return false;
-  }
-}
-
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 7;
   const int ops = 20000, steps = 20;
@@ -114,7 +99,7 @@ int main(int argc, char** argv) {
     if (kineto && (kineto = StartTorchProfiler())) {
       op_kineto.push_back(OpsNs(ops));
       st_kineto.push_back(StepMs(net, opt, x, y, steps));
-      tprof::disableProfiler();  // its events are collected and dropped here, outside the timed parts
+      torch::autograd::profiler::disableProfiler();  // its events are collected and dropped here, outside the timed parts
     }
     {
       std::ostringstream sink;
