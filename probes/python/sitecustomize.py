@@ -196,17 +196,6 @@ def _install_module_ranges(torch, model_calls):
     calls = [0]
     on = [True]
 
-    def compiled_by_dynamo():
-        # Removing global hooks after torch.compile traced them would fail its guards and compile
-        # the model again: then the hooks stay, as a check that returns at once.
-        utils = sys.modules.get("torch._dynamo.utils")
-        if utils is None:
-            return False
-        try:
-            return bool(utils.counters["frames"]["total"])
-        except Exception:
-            return True
-
     def pre(module, args):
         if compiling() or tracing() or not on[0]:
             return
@@ -218,7 +207,9 @@ def _install_module_ranges(torch, model_calls):
                 calls[0] += 1
                 if calls[0] > model_calls:
                     on[0] = False
-                    if not compiled_by_dynamo():
+                    # Removing global hooks after torch.compile traced them would fail its guards and
+                    # compile the model again: then the hooks stay, as a check that returns at once.
+                    if not _dynamo_compiled():
                         for h in handles:
                             h.remove()
                         handles.clear()
