@@ -20,10 +20,9 @@ int RunAndRender(const ExperimentOptions& o, Plan plan, void (*write)(const std:
   const auto launcher = experiments::MakeProcessLauncher(ExeDir(), experiments::LauncherOptionsOf(o.plan));
   reports::TerminalProgress progress;
   Record record;
-  std::string error;
-  const bool ok = plan(*launcher, progress, &record, &error);
+  const Status status = plan(*launcher, progress, &record);
   progress.Clear();
-  if (!ok) return Fail(error);
+  if (!status.ok()) return Fail(status);
   if (Status st = reports::WriteOut(o.output, [&](std::ostream& out) { write(o.format, record, out); }); !st.ok())
     return Fail(st);
   return kExitOk;
@@ -40,8 +39,8 @@ int RunFix(const std::string& text, const ExperimentOptions& o) {
   std::cerr << fmt::format("trainrx: analyzing {} ...\n", spec.Label());
   return RunAndRender<experiments::FixReport>(
       o,
-      [&](Launcher& l, Progress& p, experiments::FixReport* r, std::string* e) {
-        return experiments::RunFix(spec, o.plan, l, p, r, e);
+      [&](Launcher& l, Progress& p, experiments::FixReport* r) {
+        return experiments::RunFix(spec, o.plan, l, p, r);
       },
       reports::WriteFix);
 }
@@ -51,8 +50,8 @@ int RunSweep(const std::string& text, const std::vector<std::string>& grids, con
   if (Status st = experiments::ParseSpec(text, &spec); !st.ok()) return Fail(st);
   return RunAndRender<experiments::SweepReport>(
       o,
-      [&](Launcher& l, Progress& p, experiments::SweepReport* r, std::string* e) {
-        return experiments::RunSweep(spec, grids, o.plan, l, p, r, e);
+      [&](Launcher& l, Progress& p, experiments::SweepReport* r) {
+        return experiments::RunSweep(spec, grids, o.plan, l, p, r);
       },
       reports::WriteSweep);
 }
@@ -61,8 +60,8 @@ int RunFixCommand(const std::string& command, const ExperimentOptions& o) {
   std::cerr << fmt::format("trainrx: recording and analyzing `{}` ...\n", command);
   return RunAndRender<experiments::FixReport>(
       o,
-      [&](Launcher& l, Progress& p, experiments::FixReport* r, std::string* e) {
-        return experiments::RunFixCommand(command, o.plan, l, p, r, e);
+      [&](Launcher& l, Progress& p, experiments::FixReport* r) {
+        return experiments::RunFixCommand(command, o.plan, l, p, r);
       },
       reports::WriteFix);
 }
@@ -70,8 +69,8 @@ int RunFixCommand(const std::string& command, const ExperimentOptions& o) {
 int RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& grids, const ExperimentOptions& o) {
   return RunAndRender<experiments::SweepReport>(
       o,
-      [&](Launcher& l, Progress& p, experiments::SweepReport* r, std::string* e) {
-        return experiments::RunSweepCommand(tmpl, grids, o.plan, l, p, r, e);
+      [&](Launcher& l, Progress& p, experiments::SweepReport* r) {
+        return experiments::RunSweepCommand(tmpl, grids, o.plan, l, p, r);
       },
       reports::WriteSweep);
 }
@@ -79,8 +78,8 @@ int RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& gri
 int RunAb(const std::string& a, const std::string& b, bool commands, const ExperimentOptions& o) {
   return RunAndRender<experiments::AbReport>(
       o,
-      [&](Launcher& l, Progress& p, experiments::AbReport* r, std::string* e) {
-        return experiments::RunAb(a, b, commands, o.plan, l, p, r, e);
+      [&](Launcher& l, Progress& p, experiments::AbReport* r) {
+        return experiments::RunAb(a, b, commands, o.plan, l, p, r);
       },
       reports::WriteAb);
 }

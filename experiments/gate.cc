@@ -5,7 +5,9 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -232,12 +234,28 @@ Status PrepareBaselineFile(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto parent = fs::absolute(path, ec).parent_path();
+  // The nearest folder on the way that exists must be a folder: "-o notes.txt/b.json" where
+  // notes.txt is a file says so, rather than "cannot create the folder: Not a directory".
+  for (fs::path p = parent; !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p, ec)) {
+      if (!fs::is_directory(p, ec))
+        return Status::Error(fmt::format("{}: {} is a file, not a folder", path, p.string()));
+      break;
+    }
+    if (p == p.parent_path()) break;
+  }
   if (!parent.empty() && !fs::exists(parent, ec) && !fs::create_directories(parent, ec))
     return Status::Error(fmt::format("{}: cannot create the folder {}: {}", path, parent.string(), ec.message()));
+  if (fs::is_directory(path, ec))
+    return Status::Error(path + ": is a folder; give a file name (e.g. " + path + "/baseline.json)");
   const bool existed = fs::exists(path, ec);
+  errno = 0;
   const bool writable = static_cast<bool>(std::ofstream(path, std::ios::app));
+  const int error = errno;
   if (!existed) fs::remove(path, ec);
-  if (!writable) return Status::Error(path + ": cannot open for writing");
+  if (!writable)
+    return Status::Error(
+        fmt::format("{}: cannot open for writing{}", path, error != 0 ? std::string(": ") + std::strerror(error) : ""));
   return Status::Ok();
 }
 

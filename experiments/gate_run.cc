@@ -29,18 +29,17 @@ std::string CpuModel() {
 // One trial of one side: a workload spec (median step ms, samples/s) or a command (its unit).
 Status RunSide(Launcher& launcher, const std::string& spec, bool command, double* value, double* sps, std::string* unit,
                double* seconds) {
-  std::string error;  // the Launcher interface's (launcher.h)
   if (command) {
-    CommandResult r;
-    if (!launcher.Command(spec, {}, &r, &error)) return Status::Error(error);
-    *value = r.value, *sps = 0, *unit = r.unit, *seconds += r.seconds;
+    const StatusOr<CommandResult> r = launcher.Command(spec, {});
+    if (!r.ok()) return r.status();
+    *value = r->value, *sps = 0, *unit = r->unit, *seconds += r->seconds;
     return Status::Ok();
   }
   Spec s;
   if (Status st = ParseSpec(spec, &s); !st.ok()) return st;
-  TrialResult r;
-  if (!launcher.Trial(s, &r, &error)) return Status::Error(error);
-  *value = r.median_ms, *sps = r.samples_per_s, *unit = "ms per step", *seconds += r.seconds;
+  const StatusOr<TrialResult> r = launcher.Trial(s);
+  if (!r.ok()) return r.status();
+  *value = r->median_ms, *sps = r->samples_per_s, *unit = "ms per step", *seconds += r->seconds;
   return Status::Ok();
 }
 
@@ -110,10 +109,11 @@ Status RecordBaseline(const GateRun& run, Launcher& launcher, Progress& progress
   if (run.keep_trace.empty()) return Status::Ok();
   // --keep-trace: one traced run after the untraced trials, stored for later checks to diff against.
   progress.Step(run.spec + " (traced, kept)");
-  sets::SetAnalysis traced;
-  if (std::string error; !launcher.TracedRun(run.spec, run.command, &traced, &error))
-    return Status::Error("--keep-trace: a traced run of `" + run.spec + "` could not be made: " + error);
-  return StoreBaselineTrace(traced, run.keep_trace, b);
+  const StatusOr<sets::SetAnalysis> traced = launcher.TracedRun(run.spec, run.command);
+  if (!traced.ok())
+    return Status::Error("--keep-trace: a traced run of `" + run.spec +
+                         "` could not be made: " + traced.status().message());
+  return StoreBaselineTrace(*traced, run.keep_trace, b);
 }
 
 namespace {
@@ -123,18 +123,19 @@ namespace {
 void ExplainAgainstStored(const Baseline& base, const GateRun& run, Launcher& launcher, GateReport* report) {
   std::vector<std::string> paths;
   for (const auto& t : base.trace) paths.push_back(t.path);
-  sets::SetAnalysis sa, sb;
+  sets::SetAnalysis sa;
   if (Status st = sets::AnalyzeSet(paths, {}, &sa); !st.ok()) {
     report->warnings.push_back("not explained: the baseline's stored trace could not be read: " + st.message());
     return;
   }
-  std::string error;  // the Launcher interface's (launcher.h)
-  if (!launcher.TracedRun(run.spec, run.command, &sb, &error)) {
-    report->warnings.push_back("not explained: a traced run of this check's side could not be made: " + error);
+  const StatusOr<sets::SetAnalysis> sb = launcher.TracedRun(run.spec, run.command);
+  if (!sb.ok()) {
+    report->warnings.push_back("not explained: a traced run of this check's side could not be made: " +
+                               sb.status().message());
     return;
   }
-  report->why = analyzers::DiffRuns(sa.trace, sa.report, base.spec + " (the baseline's stored trace)", sb.trace, sb.report,
-                                    run.spec, 5);
+  report->why = analyzers::DiffRuns(sa.trace, sa.report, base.spec + " (the baseline's stored trace)", sb->trace,
+                                    sb->report, run.spec, 5);
   report->explained = true;
   report->why_from = "the baseline's stored trace against one more run of this check, recorded and compared";
 }
@@ -305,13 +306,13 @@ Status SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats
                 const std::vector<RuleVariant>& variants) {
   Spec s;
   if (Status st = ParseSpec(run.spec, &s); !st.ok()) return st;
-  std::string error;  // the Launcher interface's (launcher.h)
-  if (!launcher.CanRunWorkloads(&error)) return Status::Error(error);
+  if (Status st = launcher.CanRunWorkloads(); !st.ok()) return st;
   *report = {};
   report->spec = run.spec;
   // Calibrate the injected slowdowns against the spec's own median step.
-  TrialResult calib;
-  if (!launcher.Trial(s, &calib, &error)) return Status::Error(error);
+  const StatusOr<TrialResult> calibration = launcher.Trial(s);
+  if (!calibration.ok()) return calibration.status();
+  const TrialResult& calib = *calibration;
   report->median_ms = calib.median_ms;
   progress.Start(static_cast<int>(pcts.size()) * repeats);
   for (double pct : pcts) {
@@ -328,9 +329,9 @@ Status SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats
         const Spec sb = s.With(b);
         const std::string order = stats::PairOrder(run.trials, rule.seed);
         for (const char side : order) {
-          TrialResult t;
-          if (!launcher.Trial(side == 'A' ? s : sb, &t, &error)) return Status::Error(error);
-          (side == 'A' ? m.baseline : m.current).push_back(t.median_ms);
+          const StatusOr<TrialResult> t = launcher.Trial(side == 'A' ? s : sb);
+          if (!t.ok()) return t.status();
+          (side == 'A' ? m.baseline : m.current).push_back(t->median_ms);
         }
       }
       GateVerdict v = GateVerdict::kInconclusive;

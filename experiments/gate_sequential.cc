@@ -37,7 +37,7 @@ Status DecideInProcessSequentially(Launcher& launcher, const Spec& spec, const s
   stats::SequentialDesign design({stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}, rule.alpha);
   for (int k = 1; k <= out->max_processes; ++k) {
     if (progress) progress->Step(spec.Label());
-    if (std::string error; !launcher.AltTrial(spec, alt, &out->alt, &error)) return Status::Error(error);
+    if (Status st = launcher.AltTrial(spec, alt, &out->alt); !st.ok()) return st;
     out->processes = k;
     // The budget's maximum depends on the first process's time only, never on its data.
     if (k == 1 && budget_s > 0 && out->alt.seconds > 0) {

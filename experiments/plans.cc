@@ -36,30 +36,28 @@ class OutOfMemoryIsAResult {
 class CommandTrials {
  public:
   CommandTrials(Launcher& launcher, std::string* unit) : launcher_(launcher), unit_(unit) {}
-  bool Run(const std::string& command, const std::vector<std::string>& fixes, TrialResult* out, std::string* error) {
-    CommandResult c;
-    if (!launcher_.Command(command, fixes, &c, error)) return false;
+  StatusOr<TrialResult> Run(const std::string& command, const std::vector<std::string>& fixes) {
+    StatusOr<CommandResult> run = launcher_.Command(command, fixes);
+    if (!run.ok()) return run.status();
+    const CommandResult& c = *run;
+    TrialResult out;
     if (c.out_of_memory) {  // a result only where the plan accepts it (sweeps)
-      *out = {};
-      out->out_of_memory = true, out->oom_request_bytes = c.oom_request_bytes, out->oom_message = c.oom_message;
-      out->seconds = c.seconds;
-      return true;
+      out.out_of_memory = true, out.oom_request_bytes = c.oom_request_bytes, out.oom_message = c.oom_message;
+      out.seconds = c.seconds;
+      return out;
     }
-    if (seen_ && c.unit != *unit_) {
-      *error = fmt::format("`{}`: timed in {} but an earlier run in {}: every run must write steps (torch.profiler's "
-                           "ProfilerStep, optimizer steps, trainrx step markers) or none",
-                           command, c.unit, *unit_);
-      return false;
-    }
+    if (seen_ && c.unit != *unit_)
+      return Status::Error(fmt::format("`{}`: timed in {} but an earlier run in {}: every run must write steps "
+                                       "(torch.profiler's ProfilerStep, optimizer steps, trainrx step markers) or none",
+                                       command, c.unit, *unit_));
     *unit_ = c.unit;
     seen_ = true;
-    *out = {};
-    out->median_ms = c.value, out->seconds = c.seconds;
-    out->samples_per_step = c.samples_per_step, out->samples_from = c.samples_from;
-    out->compile_s = c.compile_s;
-    out->has_memory = c.has_memory, out->memory_growth = c.memory_growth, out->memory_peak = c.memory_peak;
-    if (c.unit == "ms per step" && c.samples_per_step > 0 && c.value > 0) out->samples_per_s = c.samples_per_step * 1000 / c.value;
-    return true;
+    out.median_ms = c.value, out.seconds = c.seconds;
+    out.samples_per_step = c.samples_per_step, out.samples_from = c.samples_from;
+    out.compile_s = c.compile_s;
+    out.has_memory = c.has_memory, out.memory_growth = c.memory_growth, out.memory_peak = c.memory_peak;
+    if (c.unit == "ms per step" && c.samples_per_step > 0 && c.value > 0) out.samples_per_s = c.samples_per_step * 1000 / c.value;
+    return out;
   }
 
  private:
@@ -150,7 +148,7 @@ std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& ana
 namespace {
 
 // One trial of the baseline (plan -1) or of a fix.
-using FixTrial = std::function<bool(int plan, TrialResult* out, std::string* error)>;
+using FixTrial = std::function<StatusOr<TrialResult>(int plan)>;
 
 // The budget scales the trials down (never below 4) when the plan would not fit, estimated from
 // the analysis run's time.
@@ -216,7 +214,7 @@ struct Measuring {
   double trial_seconds = 0;  // seconds spent in trials (the budget)
 };
 
-using AltTrialFn = std::function<bool(size_t plan, AltResult*, std::string*)>;
+using AltTrialFn = std::function<Status(size_t plan, AltResult*)>;
 
 // A row that is not significant stops as *precise* when it could have detected an effect of
 // min_effect and the effect it measured is smaller than that. The second half matters where a look
@@ -242,8 +240,7 @@ double SmallestSignedRankP(size_t n) {
 // of every process so far, as the fixed design did), and the row stops when decided, precise,
 // futile or at `max_processes`. Every look can be made from the first process on: 16 blocks give a
 // smallest p of 3e-5, below the first look's nominal level (0.0021 of 5 processes).
-bool MeasurePairedRow(FixPlanRow& plan, size_t index, int max_processes, const AltTrialFn& alt_trial, Measuring& m,
-                      std::string* error) {
+Status MeasurePairedRow(FixPlanRow& plan, size_t index, int max_processes, const AltTrialFn& alt_trial, Measuring& m) {
   auto& row = plan.row;
   const FixRow planned = row;
   stats::SequentialDesign design({stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}, kAlpha);
@@ -254,13 +251,13 @@ bool MeasurePairedRow(FixPlanRow& plan, size_t index, int max_processes, const A
     m.progress.Step(row.fixed.label + " (in-process)");
     ++m.done;
     const double before = alt.seconds;
-    if (!alt_trial(index, &alt, error)) return false;
+    if (Status st = alt_trial(index, &alt); !st.ok()) return st;
     m.trial_seconds += alt.seconds - before;
     if (!alt.unpaired.empty()) {  // a --cmd script that cannot switch this fix: across processes instead
       row = planned;
       row.paired = plan.paired = false;
       plan.unpaired = alt.unpaired;
-      return true;
+      return Status::Ok();
     }
     const bool final_look = k == max_processes;
     const double t = final_look ? 1.0 : static_cast<double>(k) / max_processes;
@@ -293,9 +290,9 @@ bool MeasurePairedRow(FixPlanRow& plan, size_t index, int max_processes, const A
       row.stop = FixRow::Stop::kFutile;
       row.detectable_at_max = std::exp((z_final + 0.8416) * se * std::sqrt(t));
     }
-    return true;
+    return Status::Ok();
   }
-  return true;
+  return Status::Ok();
 }
 
 // Rows planned in-process that the command could not switch (MeasurePairedRow left them unpaired)
@@ -337,8 +334,8 @@ int PlannedRounds(const PlanOptions& o, int trials, double per_trial, int rounds
 
 // One round across processes: the baseline and every row of `rows` once, in a random order (so
 // the baseline's trials interleave with every fix's).
-bool RunRound(std::vector<FixPlanRow>& plans, const std::vector<size_t>& rows, const FixTrial& trial, std::mt19937_64& rng,
-              Measuring& m, double* process_seconds, int* process_trials, FixReport* report, std::string* error) {
+Status RunRound(std::vector<FixPlanRow>& plans, const std::vector<size_t>& rows, const FixTrial& trial, std::mt19937_64& rng,
+                Measuring& m, double* process_seconds, int* process_trials, FixReport* report) {
   std::vector<size_t> order(rows.size() + 1);
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;  // 0 = baseline, i = rows[i-1]
   std::shuffle(order.begin(), order.end(), rng);
@@ -348,8 +345,9 @@ bool RunRound(std::vector<FixPlanRow>& plans, const std::vector<size_t>& rows, c
     Arm& arm = i == 0 ? report->baseline : plans[plan].row.fixed;
     m.progress.Step(arm.label);
     ++m.done;
-    TrialResult r;
-    if (!trial(i == 0 ? -1 : static_cast<int>(plan), &r, error)) return false;
+    StatusOr<TrialResult> run = trial(i == 0 ? -1 : static_cast<int>(plan));
+    if (!run.ok()) return run.status();
+    const TrialResult& r = *run;
     m.trial_seconds += r.seconds;
     *process_seconds += r.seconds;
     ++*process_trials;
@@ -359,7 +357,7 @@ bool RunRound(std::vector<FixPlanRow>& plans, const std::vector<size_t>& rows, c
     round += i == 0 ? "A" : std::to_string(plan + 1);
   }
   report->order += (report->order.empty() ? "" : " ") + round;
-  return true;
+  return Status::Ok();
 }
 
 // One row across processes at look k (round k): compared with the baseline at the look's nominal
@@ -404,9 +402,8 @@ bool LookAtProcessRow(FixRow& row, const Arm& baseline, const RoundLook& at, con
 // (group-sequential boundaries, see above): a row stops getting trials once it is decided, precise
 // enough, or cannot reach significance by the planned maximum. `estimate_s`: one trial's seconds
 // before any ran (the analysis run), for the budget's plan.
-bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s, const PlanOptions& o,
-                  const FixTrial& trial, const AltTrialFn& alt_trial, Progress& progress, FixReport* report,
-                  std::string* error) {
+Status MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s, const PlanOptions& o,
+                    const FixTrial& trial, const AltTrialFn& alt_trial, Progress& progress, FixReport* report) {
   report->trials = trials;
   std::vector<size_t> process_plans, paired_plans;
   for (size_t i = 0; i < plans.size(); ++i) (plans[i].paired ? paired_plans : process_plans).push_back(i);
@@ -421,7 +418,7 @@ bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s,
   progress.Start(static_cast<int>(paired_plans.size()) * trials + planned(0, process_plans.size()));
   // In-process rows first: their time is known before the budget's rounds are planned.
   for (size_t j = 0; j < paired_plans.size(); ++j) {
-    if (!MeasurePairedRow(plans[paired_plans[j]], paired_plans[j], trials, alt_trial, m, error)) return false;
+    if (Status st = MeasurePairedRow(plans[paired_plans[j]], paired_plans[j], trials, alt_trial, m); !st.ok()) return st;
     progress.Replan(planned(0, process_plans.size()) + static_cast<int>(paired_plans.size() - j - 1) * trials);
   }
   if (FallBackToProcesses(plans, &paired_plans, &process_plans, &report->notes)) {
@@ -436,7 +433,7 @@ bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s,
         100 * o.min_effect));
   if (process_plans.empty()) {
     for (auto& p : plans) report->rows.push_back(std::move(p.row));
-    return true;
+    return Status::Ok();
   }
   auto& seq = report->sequential;
   stats::SequentialDesign design({stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}, kAlpha);
@@ -450,7 +447,7 @@ bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s,
   int k = 0, budget_cut = 0, process_trials = 0;
   double process_seconds = 0;
   while (!open.empty()) {
-    if (!RunRound(plans, open, trial, rng, m, &process_seconds, &process_trials, report, error)) return false;
+    if (Status st = RunRound(plans, open, trial, rng, m, &process_seconds, &process_trials, report); !st.ok()) return st;
     ++k;
     const double per_trial = process_seconds / std::max(1, process_trials);
     // With a budget the plan was the analysis run's guess (traced, so slower than a trial): after
@@ -499,7 +496,7 @@ bool MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_s,
                                         "not fit); that look spent the rest of alpha",
                                         o.budget_s, k, budget_cut));
   for (auto& p : plans) report->rows.push_back(std::move(p.row));
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -564,12 +561,12 @@ int64_t CommandTrialSteps(const analyzers::Report& analysis, std::string* note) 
 
 }  // namespace
 
-bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress& progress, FixReport* report,
-            std::string* error) {
-  if (!stats::EnoughTrials(o.trials).ToBool(error) || !launcher.CanRunWorkloads(error)) return false;
+Status RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress& progress, FixReport* report) {
+  if (Status st = stats::EnoughTrials(o.trials); !st.ok()) return st;
+  if (Status st = launcher.CanRunWorkloads(); !st.ok()) return st;
   analyzers::Report analysis;
   double seconds = 0;
-  if (!launcher.Analyze(spec, &analysis, &seconds, error)) return false;
+  if (Status st = launcher.Analyze(spec, &analysis, &seconds); !st.ok()) return st;
   *report = {};
   report->workload = spec.workload;
   report->baseline_label = spec.Label();
@@ -598,23 +595,20 @@ bool RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress
         "(robust sd), so the median of {} has a standard error of ~{:.0f}% (set steps= to choose)",
         trial_steps, spec.config.Int("steps"), 100 * spread, trial_steps, 100 * kTrialMedianSe));
   }
-  const FixTrial trial = [&](int plan, TrialResult* r, std::string* e) {
+  const FixTrial trial = [&](int plan) -> StatusOr<TrialResult> {
     const Spec& s = plan < 0 ? spec : plans[static_cast<size_t>(plan)].fixed;
-    if (!launcher.Trial(trial_steps > 0 ? s.With(steps_set) : s, r, e)) return false;
-    if (per_sample && !r->out_of_memory) {
-      if (r->samples_per_s <= 0) {
-        *e = fmt::format("{}: the trial reported no throughput, so a batch change cannot be compared", s.Label());
-        return false;
-      }
-      r->median_ms = 1000 / r->samples_per_s;
-    }
-    return true;
+    StatusOr<TrialResult> r = launcher.Trial(trial_steps > 0 ? s.With(steps_set) : s);
+    if (!r.ok() || !per_sample || r->out_of_memory) return r;
+    if (r->samples_per_s <= 0)
+      return Status::Error(fmt::format("{}: the trial reported no throughput, so a batch change cannot be compared", s.Label()));
+    r->median_ms = 1000 / r->samples_per_s;
+    return r;
   };
   const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
-  const auto alt_trial = [&](size_t plan, AltResult* r, std::string* e) { return launcher.AltTrial(spec, plans[plan].alt, r, e); };
-  if (!MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report, error)) return false;
+  const auto alt_trial = [&](size_t plan, AltResult* r) { return launcher.AltTrial(spec, plans[plan].alt, r); };
+  if (Status st = MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report); !st.ok()) return st;
   for (auto& row : report->rows) row.memory = CompareMemory(report->baseline, row.fixed, o.seed);
-  return true;
+  return Status::Ok();
 }
 
 namespace {
@@ -656,20 +650,20 @@ void MarkSwitchableRows(const analyzers::Report& analysis, std::vector<FixPlanRo
 class CommandAltTrials {
  public:
   CommandAltTrials(Launcher& launcher, const std::string& command) : launcher_(launcher), command_(command) {}
-  bool Run(const std::vector<std::string>& tokens, AltResult* out, std::string* error) {
+  Status Run(const std::vector<std::string>& tokens, AltResult* out) {
     if (!command_unpaired_.empty()) {
       out->unpaired = command_unpaired_;
-      return true;
+      return Status::Ok();
     }
     for (const auto& t : tokens) {
       if (auto it = token_unpaired_.find(t); it != token_unpaired_.end()) {
         out->unpaired = it->second, out->unpaired_token = t;
-        return true;
+        return Status::Ok();
       }
     }
-    if (!launcher_.CommandAlt(command_, tokens, out, error)) return false;
+    if (Status st = launcher_.CommandAlt(command_, tokens, out); !st.ok()) return st;
     if (!out->unpaired.empty()) (out->unpaired_token.empty() ? command_unpaired_ : token_unpaired_[out->unpaired_token]) = out->unpaired;
-    return true;
+    return Status::Ok();
   }
 
  private:
@@ -723,12 +717,12 @@ LauncherOptions LauncherOptionsOf(const PlanOptions& o) {
   return lo;
 }
 
-bool RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& launcher, Progress& progress,
-                   FixReport* report, std::string* error) {
-  if (!stats::EnoughTrials(o.trials).ToBool(error)) return false;
+Status RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& launcher, Progress& progress,
+                     FixReport* report) {
+  if (Status st = stats::EnoughTrials(o.trials); !st.ok()) return st;
   analyzers::Report analysis;
   double seconds = 0;
-  if (!launcher.AnalyzeCommand(command, &analysis, &seconds, error)) return false;
+  if (Status st = launcher.AnalyzeCommand(command, &analysis, &seconds); !st.ok()) return st;
   *report = {};
   report->workload = "--cmd";
   report->baseline_label = command;
@@ -743,15 +737,15 @@ bool RunFixCommand(const std::string& command, const PlanOptions& o, Launcher& l
   std::vector<FixPlanRow> plans = PlanCommandFixes(command, analysis, &report->notes);
   const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
   CommandTrials runs(launcher, &report->unit);
-  const FixTrial trial = [&](int plan, TrialResult* r, std::string* e) {
-    return runs.Run(command, plan < 0 ? std::vector<std::string>() : plans[static_cast<size_t>(plan)].tokens, r, e);
+  const FixTrial trial = [&](int plan) {
+    return runs.Run(command, plan < 0 ? std::vector<std::string>() : plans[static_cast<size_t>(plan)].tokens);
   };
   CommandAltTrials alts(launcher, command);
-  const auto alt_trial = [&](size_t plan, AltResult* r, std::string* e) { return alts.Run(plans[plan].tokens, r, e); };
-  if (!MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report, error)) return false;
+  const auto alt_trial = [&](size_t plan, AltResult* r) { return alts.Run(plans[plan].tokens, r); };
+  if (Status st = MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report); !st.ok()) return st;
   if (!steps_note.empty() && !report->baseline.trial_ms.empty()) report->notes.push_back(steps_note);
   for (auto& row : report->rows) row.memory = CompareMemory(report->baseline, row.fixed, o.seed);
-  return true;
+  return Status::Ok();
 }
 
 namespace {
@@ -759,31 +753,23 @@ namespace {
 using Axes = std::vector<std::pair<std::string, std::vector<std::string>>>;
 
 // "knob=v1,v2,..." each; `check` validates one value of one axis.
-bool ParseGrids(const std::vector<std::string>& grids, const std::function<bool(const std::string&, const std::string&, std::string*)>& check,
-                Axes* axes, std::string* error) {
-  if (grids.empty()) {
-    *error = "sweep: expected at least one --grid knob=v1,v2,...";
-    return false;
-  }
+using CheckValue = std::function<Status(const std::string& key, const std::string& value)>;
+StatusOr<Axes> ParseGrids(const std::vector<std::string>& grids, const CheckValue& check) {
+  if (grids.empty()) return Status::Error("sweep: expected at least one --grid knob=v1,v2,...");
+  Axes axes;
   for (const auto& g : grids) {
     const size_t eq = g.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      *error = fmt::format("--grid {}: expected knob=v1,v2,...", g);
-      return false;
-    }
+    if (eq == std::string::npos || eq == 0) return Status::Error(fmt::format("--grid {}: expected knob=v1,v2,...", g));
     std::vector<std::string> values;
     std::stringstream ss(g.substr(eq + 1));
     for (std::string v; std::getline(ss, v, ',');) {
-      if (!check(g.substr(0, eq), v, error)) return false;
+      if (Status st = check(g.substr(0, eq), v); !st.ok()) return st;
       values.push_back(v);
     }
-    if (values.empty()) {
-      *error = fmt::format("--grid {}: no values", g);
-      return false;
-    }
-    axes->push_back({g.substr(0, eq), values});
+    if (values.empty()) return Status::Error(fmt::format("--grid {}: no values", g));
+    axes.push_back({g.substr(0, eq), values});
   }
-  return true;
+  return axes;
 }
 
 // Cells that ran out of memory, the largest value of each grid key that still fit, and which cell
@@ -823,13 +809,11 @@ void NoteOutOfMemory(SweepReport* r) {
 // the best cell and the cells tied with it. `trial(cell, out)` runs one trial of a cell. Workload
 // cells rank by throughput; commands (`by_time`) by throughput when every trial has one (samples
 // per step known), else by their time.
-bool SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std::string(const SweepCell&)>& label,
-                const std::function<bool(size_t cell, TrialResult*, std::string*)>& trial, bool by_time, Progress& progress,
-                SweepReport* report, std::string* error) {
-  if (o.trials < 2) {
-    *error = "--trials: must be at least 2 for a sweep (4 or more to name a significantly best cell)";
-    return false;
-  }
+Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std::string(const SweepCell&)>& label,
+                  const std::function<StatusOr<TrialResult>(size_t cell)>& trial, bool by_time, Progress& progress,
+                  SweepReport* report) {
+  if (o.trials < 2)
+    return Status::Error("--trials: must be at least 2 for a sweep (4 or more to name a significantly best cell)");
   report->trials = o.trials;
   for (const auto& a : axes) report->grid_keys.push_back(a.first);
   std::vector<size_t> idx(axes.size(), 0);
@@ -851,8 +835,9 @@ bool SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std:
     for (size_t i : order) {
       if (report->cells[i].out_of_memory) continue;  // it did not fit once: it will not fit again
       progress.Step(report->cells[i].arm.label);
-      TrialResult r;
-      if (!trial(i, &r, error)) return false;
+      StatusOr<TrialResult> run = trial(i);
+      if (!run.ok()) return run.status();
+      const TrialResult& r = *run;
       auto& cell = report->cells[i];
       if (r.out_of_memory) {
         cell.out_of_memory = true;
@@ -883,7 +868,7 @@ bool SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std:
   }
   if (fits == 0) {
     report->best_significant = false;
-    return true;  // every cell ran out of memory: the report says so
+    return Status::Ok();  // every cell ran out of memory: the report says so
   }
   for (size_t i = 0; i < report->cells.size(); ++i) {
     auto& c = report->cells[i];
@@ -909,35 +894,34 @@ bool SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std:
     c.tied_with_best = c.vs_best.verdict != stats::Verdict::kFaster;
     report->best_significant = report->best_significant && !c.tied_with_best;
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace
 
-bool RunSweep(const Spec& base, const std::vector<std::string>& grids, const PlanOptions& o, Launcher& launcher,
-              Progress& progress, SweepReport* report, std::string* error) {
+Status RunSweep(const Spec& base, const std::vector<std::string>& grids, const PlanOptions& o, Launcher& launcher,
+                Progress& progress, SweepReport* report) {
   *report = {};
   report->workload = base.workload;
-  Axes axes;
-  const auto check = [](const std::string& knob, const std::string& value, std::string* e) {
+  const auto check = [](const std::string& knob, const std::string& value) {
     workloads::Config c;
-    return c.Set(knob + "=" + value).ToBool(e);
+    return c.Set(knob + "=" + value);
   };
-  if (!ParseGrids(grids, check, &axes, error) || !launcher.CanRunWorkloads(error)) return false;
+  const StatusOr<Axes> axes = ParseGrids(grids, check);
+  if (!axes.ok()) return axes.status();
+  if (Status st = launcher.CanRunWorkloads(); !st.ok()) return st;
   const auto spec_of = [&](const SweepCell& cell) {
     Spec s = base;
     for (const auto& [k, v] : cell.knobs) s = s.With(k + "=" + v);
     return s;
   };
-  const auto trial = [&](size_t cell, TrialResult* r, std::string* e) {
-    return launcher.Trial(spec_of(report->cells[cell]), r, e);
-  };
+  const auto trial = [&](size_t cell) { return launcher.Trial(spec_of(report->cells[cell])); };
   const OutOfMemoryIsAResult oom(launcher);
   report->memory_cap_bytes = o.memory_cap_bytes;
-  if (!SweepCells(axes, o, [&](const SweepCell& c) { return spec_of(c).Label(); }, trial, false, progress, report, error))
-    return false;
+  const auto label = [&](const SweepCell& c) { return spec_of(c).Label(); };
+  if (Status st = SweepCells(*axes, o, label, trial, false, progress, report); !st.ok()) return st;
   NoteOutOfMemory(report);
-  return true;
+  return Status::Ok();
 }
 
 std::string FillTemplate(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& values) {
@@ -951,10 +935,9 @@ std::string FillTemplate(const std::string& tmpl, const std::vector<std::pair<st
 
 namespace {
 
-// "{batch}*{accum}" with batch=32, accum=2 -> 64. False with *error unless every factor is a
-// positive whole number once the cell's values are filled in.
-bool SamplesOfCell(const std::string& expr, const std::vector<std::pair<std::string, std::string>>& knobs, int64_t* out,
-                   std::string* error) {
+// "{batch}*{accum}" with batch=32, accum=2 -> 64. An error unless every factor is a positive
+// whole number once the cell's values are filled in.
+StatusOr<int64_t> SamplesOfCell(const std::string& expr, const std::vector<std::pair<std::string, std::string>>& knobs) {
   const std::string filled = FillTemplate(expr, knobs);
   int64_t product = 1;
   std::stringstream ss(filled);
@@ -966,16 +949,13 @@ bool SamplesOfCell(const std::string& expr, const std::vector<std::pair<std::str
     } catch (...) {
       used = 0;
     }
-    if (used == 0 || used != factor.size() || v <= 0 || product > (int64_t{1} << 40) / v) {
-      *error = fmt::format("--samples-per-step '{}': '{}' is not a product of positive whole numbers (e.g. \"{{batch}}\" "
-                           "or \"{{batch}}*{{accum}}\", each {{key}} a --grid key)",
-                           expr, filled);
-      return false;
-    }
+    if (used == 0 || used != factor.size() || v <= 0 || product > (int64_t{1} << 40) / v)
+      return Status::Error(fmt::format("--samples-per-step '{}': '{}' is not a product of positive whole numbers (e.g. "
+                                       "\"{{batch}}\" or \"{{batch}}*{{accum}}\", each {{key}} a --grid key)",
+                                       expr, filled));
     product *= v;
   }
-  *out = product;
-  return true;
+  return static_cast<int64_t>(product);
 }
 
 // What the ranking rests on, in the report's words.
@@ -1009,71 +989,61 @@ void NoteSweepRanking(SweepReport* r) {
 
 }  // namespace
 
-bool RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& grids, const PlanOptions& o,
-                     Launcher& launcher, Progress& progress, SweepReport* report, std::string* error) {
+Status RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& grids, const PlanOptions& o,
+                       Launcher& launcher, Progress& progress, SweepReport* report) {
   *report = {};
   report->workload = "--cmd";
   report->command = tmpl;
-  Axes axes;
-  const auto check = [&](const std::string& key, const std::string& value, std::string* e) {
-    if (tmpl.find("{" + key + "}") == std::string::npos) {
-      *e = fmt::format("--grid {}: the command has no {{{}}} to fill in (e.g. --cmd \"python3 train.py --{} {{{}}}\")", key,
-                       key, key, key);
-      return false;
-    }
-    if (value.empty() || value.find_first_of(" \t'\"$`;&|<>") != std::string::npos) {
-      *e = fmt::format("--grid {}: value '{}' must be one plain word", key, value);
-      return false;
-    }
-    return true;
+  const auto check = [&](const std::string& key, const std::string& value) {
+    if (tmpl.find("{" + key + "}") == std::string::npos)
+      return Status::Error(fmt::format(
+          "--grid {}: the command has no {{{}}} to fill in (e.g. --cmd \"python3 train.py --{} {{{}}}\")", key, key, key, key));
+    if (value.empty() || value.find_first_of(" \t'\"$`;&|<>") != std::string::npos)
+      return Status::Error(fmt::format("--grid {}: value '{}' must be one plain word", key, value));
+    return Status::Ok();
   };
-  if (!ParseGrids(grids, check, &axes, error)) return false;
+  const StatusOr<Axes> axes = ParseGrids(grids, check);
+  if (!axes.ok()) return axes.status();
   // Every {placeholder} must be on a grid.
-  std::vector<std::pair<std::string, std::string>> probe;
-  for (const auto& [k, v] : axes) probe.push_back({k, v.front()});
-  const std::string filled = FillTemplate(tmpl, probe);
-  if (const size_t open = filled.find('{'); open != std::string::npos && filled.find('}', open) != std::string::npos) {
-    *error = fmt::format("--cmd: {} has no --grid", filled.substr(open, filled.find('}', open) - open + 1));
-    return false;
-  }
-  // --samples-per-step: checked on every cell before any trial runs.
   std::vector<std::pair<std::string, std::string>> first_cell;
-  for (const auto& [k, v] : axes) first_cell.push_back({k, v.front()});
-  int64_t given = 0;
-  if (!o.samples_per_step.empty() && !SamplesOfCell(o.samples_per_step, first_cell, &given, error)) return false;
+  for (const auto& [k, v] : *axes) first_cell.push_back({k, v.front()});
+  const std::string filled = FillTemplate(tmpl, first_cell);
+  if (const size_t open = filled.find('{'); open != std::string::npos && filled.find('}', open) != std::string::npos)
+    return Status::Error(fmt::format("--cmd: {} has no --grid", filled.substr(open, filled.find('}', open) - open + 1)));
+  // --samples-per-step: checked on the first cell before any trial runs.
+  if (!o.samples_per_step.empty())
+    if (StatusOr<int64_t> given = SamplesOfCell(o.samples_per_step, first_cell); !given.ok()) return given.status();
   CommandTrials runs(launcher, &report->unit);
-  const auto trial = [&](size_t cell, TrialResult* r, std::string* e) {
+  const auto trial = [&](size_t cell) -> StatusOr<TrialResult> {
     const auto& knobs = report->cells[cell].knobs;
-    if (!runs.Run(FillTemplate(tmpl, knobs), {}, r, e)) return false;
-    if (!o.samples_per_step.empty() && !r->out_of_memory) {
-      int64_t n = 0;
-      if (!SamplesOfCell(o.samples_per_step, knobs, &n, e)) return false;
-      r->samples_per_step = static_cast<double>(n);
-      r->samples_from = "--samples-per-step " + o.samples_per_step;
-      r->samples_per_s = report->unit == "ms per step" && r->median_ms > 0 ? n * 1000.0 / r->median_ms : 0;
-    }
-    return true;
+    StatusOr<TrialResult> r = runs.Run(FillTemplate(tmpl, knobs), {});
+    if (!r.ok() || o.samples_per_step.empty() || r->out_of_memory) return r;
+    const StatusOr<int64_t> n = SamplesOfCell(o.samples_per_step, knobs);
+    if (!n.ok()) return n.status();
+    r->samples_per_step = static_cast<double>(*n);
+    r->samples_from = "--samples-per-step " + o.samples_per_step;
+    r->samples_per_s = report->unit == "ms per step" && r->median_ms > 0 ? static_cast<double>(*n) * 1000.0 / r->median_ms : 0;
+    return r;
   };
   const OutOfMemoryIsAResult oom(launcher);
-  if (!SweepCells(axes, o, [&](const SweepCell& c) { return FillTemplate(tmpl, c.knobs); }, trial, true, progress, report,
-                  error))
-    return false;
+  const auto label = [&](const SweepCell& c) { return FillTemplate(tmpl, c.knobs); };
+  if (Status st = SweepCells(*axes, o, label, trial, true, progress, report); !st.ok()) return st;
   report->memory_cap_bytes = o.memory_cap_bytes;
   NoteOutOfMemory(report);
   NoteSweepRanking(report);
-  return true;
+  return Status::Ok();
 }
 
 void Explain(Launcher& launcher, const std::string& a, const std::string& b, bool commands, const std::string& mode,
              bool significant, analyzers::RunDiff* why, bool* explained, std::vector<std::string>* notes) {
   if (mode == "never" || (mode == "auto" && !significant)) return;
-  sets::SetAnalysis sa, sb;
-  std::string error;
-  if (!launcher.TracedRun(a, commands, &sa, &error) || !launcher.TracedRun(b, commands, &sb, &error)) {
-    notes->push_back("not explained: a traced run of each side could not be made: " + error);
+  StatusOr<sets::SetAnalysis> sa = launcher.TracedRun(a, commands);
+  StatusOr<sets::SetAnalysis> sb = sa.ok() ? launcher.TracedRun(b, commands) : sa.status();
+  if (!sb.ok()) {
+    notes->push_back("not explained: a traced run of each side could not be made: " + sb.status().message());
     return;
   }
-  *why = analyzers::DiffRuns(sa.trace, sa.report, a, sb.trace, sb.report, b, 5);
+  *why = analyzers::DiffRuns(sa->trace, sa->report, a, sb->trace, sb->report, b, 5);
   *explained = true;
 }
 
@@ -1108,23 +1078,23 @@ std::string CompilePayback(const AbReport& r) {
 
 }  // namespace
 
-bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, const PlanOptions& o, Launcher& launcher,
-           Progress& progress, AbReport* report, std::string* error) {
-  if (!stats::EnoughTrials(o.trials).ToBool(error)) return false;
+Status RunAb(const std::string& a_text, const std::string& b_text, bool commands, const PlanOptions& o, Launcher& launcher,
+             Progress& progress, AbReport* report) {
+  if (Status st = stats::EnoughTrials(o.trials); !st.ok()) return st;
   *report = {};
   report->trials = o.trials;
   report->order = stats::PairOrder(o.trials, o.seed);
   Spec a, b;
   if (!commands) {
-    if (!ParseSpec(a_text, &a).ToBool(error) || !ParseSpec(b_text, &b).ToBool(error) ||
-        !launcher.CanRunWorkloads(error))
-      return false;
+    if (Status st = ParseSpec(a_text, &a); !st.ok()) return st;
+    if (Status st = ParseSpec(b_text, &b); !st.ok()) return st;
+    if (Status st = launcher.CanRunWorkloads(); !st.ok()) return st;
     // "slowdown=5%": a share of A's median step, measured by one calibration run of A.
     if (a.HasPercentages() || b.HasPercentages()) {
-      TrialResult calib;
-      if (!launcher.Trial(WithoutPercentages(a), &calib, error)) return false;
-      ResolvePercentages(&a, calib.median_ms, &report->notes);
-      ResolvePercentages(&b, calib.median_ms, &report->notes);
+      const StatusOr<TrialResult> calib = launcher.Trial(WithoutPercentages(a));
+      if (!calib.ok()) return calib.status();
+      ResolvePercentages(&a, calib->median_ms, &report->notes);
+      ResolvePercentages(&b, calib->median_ms, &report->notes);
     }
     report->a.label = a.Label();
     report->b.label = b.Label();
@@ -1150,7 +1120,7 @@ bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, 
     AltResult r;
     for (int t = 0; t < o.trials; ++t) {
       progress.Step(report->a.label + " / " + report->b.label);
-      if (!launcher.AltTrial(a, alt, &r, error)) return false;
+      if (Status st = launcher.AltTrial(a, alt, &r); !st.ok()) return st;
     }
     report->a.trial_ms = r.a_ms;
     report->b.trial_ms = r.b_ms;
@@ -1159,20 +1129,19 @@ bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, 
     report->cmp.median_b = stats::Median(r.b_ms);
     Explain(launcher, a.Label(), b.Label(), false, o.explain, report->cmp.verdict != stats::Verdict::kNoDifference,
             &report->why, &report->explained, &report->notes);
-    return true;
+    return Status::Ok();
   }
   progress.Start(2 * o.trials);
   CommandTrials runs(launcher, &report->unit);  // commands: how every trial was timed
   for (char side : report->order) {
     Arm& arm = side == 'A' ? report->a : report->b;
     progress.Step(arm.label);
-    TrialResult r;
+    StatusOr<TrialResult> run = commands ? runs.Run(side == 'A' ? a_text : b_text, {}) : launcher.Trial(side == 'A' ? a : b);
+    if (!run.ok()) return run.status();
+    TrialResult& r = *run;
     if (commands) {
-      if (!runs.Run(side == 'A' ? a_text : b_text, {}, &r, error)) return false;
       arm.compile_s.push_back(r.compile_s);
       r.samples_per_s = 0;
-    } else if (!launcher.Trial(side == 'A' ? a : b, &r, error)) {
-      return false;
     }
     arm.trial_ms.push_back(r.median_ms);
     arm.samples_per_s.push_back(r.samples_per_s);
@@ -1183,7 +1152,7 @@ bool RunAb(const std::string& a_text, const std::string& b_text, bool commands, 
   if (const std::string note = CompilePayback(*report); !note.empty()) report->notes.push_back(note);
   Explain(launcher, commands ? a_text : a.Label(), commands ? b_text : b.Label(), commands, o.explain,
           report->cmp.verdict != stats::Verdict::kNoDifference, &report->why, &report->explained, &report->notes);
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace trainrx::experiments

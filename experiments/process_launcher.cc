@@ -44,37 +44,32 @@ std::vector<double> BlockLogRatios(const std::vector<char>& arms, const std::vec
   return out;
 }
 
-bool ParseAltSteps(std::string_view text, const std::string& path, AltResult* out, std::string* error) {
+Status ParseAltSteps(std::string_view text, const std::string& path, AltResult* out) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
-  if (auto e = parser.parse(simdjson::padded_string(text)).get(doc); e) {
-    *error = fmt::format("{}: not a readable in-process record: {}", path, simdjson::error_message(e));
-    return false;
-  }
+  if (auto e = parser.parse(simdjson::padded_string(text)).get(doc); e)
+    return Status::Error(fmt::format("{}: not a readable in-process record: {}", path, simdjson::error_message(e)));
   std::string_view schema, stopped, token;
   simdjson::dom::array steps;
   if (doc["schema"].get(schema) != simdjson::SUCCESS || schema != "trainrx.alt/1" ||
-      doc["steps"].get(steps) != simdjson::SUCCESS) {
-    *error = fmt::format("{}: expected \"schema\": \"trainrx.alt/1\" and a \"steps\" array", path);
-    return false;
-  }
+      doc["steps"].get(steps) != simdjson::SUCCESS)
+    return Status::Error(fmt::format("{}: expected \"schema\": \"trainrx.alt/1\" and a \"steps\" array", path));
   std::vector<char> arms;
   std::vector<double> ms;
   for (auto step : steps) {
     std::string_view arm;
     double v = 0;
     if (step["arm"].get(arm) != simdjson::SUCCESS || (arm != "A" && arm != "B") || step["ms"].get(v) != simdjson::SUCCESS ||
-        !(v >= 0)) {
-      *error = fmt::format("{}: steps[{}]: expected {{\"arm\": \"A\" or \"B\", \"ms\": a number >= 0}}", path, arms.size());
-      return false;
-    }
+        !(v >= 0))
+      return Status::Error(
+          fmt::format("{}: steps[{}]: expected {{\"arm\": \"A\" or \"B\", \"ms\": a number >= 0}}", path, arms.size()));
     arms.push_back(arm[0]);
     ms.push_back(v);
   }
   if (doc["stopped"].get(stopped) == simdjson::SUCCESS && !stopped.empty()) {
     out->unpaired = std::string(stopped);
     if (doc["token"].get(token) == simdjson::SUCCESS) out->unpaired_token = std::string(token);
-    return true;
+    return Status::Ok();
   }
   int64_t warmup = 0;
   if (doc["warmup"].get(warmup) != simdjson::SUCCESS) warmup = 0;
@@ -82,12 +77,12 @@ bool ParseAltSteps(std::string_view text, const std::string& path, AltResult* ou
     out->unpaired = fmt::format("the script's own process ran {} optimizer step{} after its {} warm-up steps, fewer than "
                                 "the {} (16 paired blocks of four) an in-process trial needs",
                                 ms.size(), ms.size() == 1 ? "" : "s", warmup, kAltMinTimedSteps);
-    return true;
+    return Status::Ok();
   }
   for (size_t i = 0; i < ms.size(); ++i) (arms[i] == 'B' ? out->b_ms : out->a_ms).push_back(ms[i]);
   const auto ratios = BlockLogRatios(arms, ms);
   out->log_ratios.insert(out->log_ratios.end(), ratios.begin(), ratios.end());
-  return true;
+  return Status::Ok();
 }
 
 namespace {
@@ -128,28 +123,29 @@ class ProcessLauncher : public Launcher {
     fs::remove_all(dir_, ec);
   }
 
-  bool CanRunWorkloads(std::string* why) const override {
-    if (fs::exists(Workload())) return true;
-    *why = fmt::format("{} not found: this trainrx was built without LibTorch (scripts/setup builds it)", Workload());
-    return false;
+  Status CanRunWorkloads() const override {
+    if (fs::exists(Workload())) return Status::Ok();
+    return Status::Error(
+        fmt::format("{} not found: this trainrx was built without LibTorch (scripts/setup builds it)", Workload()));
   }
 
-  bool Trial(const Spec& s, TrialResult* out, std::string* error) override {
+  StatusOr<TrialResult> Trial(const Spec& s) override {
     RunResult r;
     const auto t0 = Clock::now();
-    *out = {};
-    if (!RunWorkload(s, {"--no-trace"}, "trial", &r, error)) {
-      out->seconds = Since(t0);
-      return OutOfMemoryResult(dir_ / "trial.log", out, error);
+    TrialResult out;
+    if (Status st = RunWorkload(s, {"--no-trace"}, "trial", &r); !st.ok()) {
+      out.seconds = Since(t0);
+      if (!OutOfMemoryResult(dir_ / "trial.log", &out)) return st;
+      return out;
     }
-    out->median_ms = r.median_step_ms;
-    out->samples_per_s = r.samples_per_s;
-    out->has_memory = MemoryOfRun(r, &out->memory_growth, &out->memory_peak);
-    out->seconds = Since(t0);
-    return true;
+    out.median_ms = r.median_step_ms;
+    out.samples_per_s = r.samples_per_s;
+    out.has_memory = MemoryOfRun(r, &out.memory_growth, &out.memory_peak);
+    out.seconds = Since(t0);
+    return out;
   }
 
-  bool AltTrial(const Spec& s, const std::vector<std::string>& alt, AltResult* out, std::string* error) override {
+  Status AltTrial(const Spec& s, const std::vector<std::string>& alt, AltResult* out) override {
     // No evaluation inside timed steps here: it would land in one arm's steps only. At least 64
     // timed steps (16 paired blocks) per process: power comes from the number of blocks.
     const int64_t steps = std::max<int64_t>(64, s.config.Int("steps"));
@@ -157,7 +153,7 @@ class ProcessLauncher : public Launcher {
     for (const auto& set : alt) extra.insert(extra.end(), {"--alt-set", set});
     RunResult r;
     const auto t0 = Clock::now();
-    if (!RunWorkload(s, extra, "alt", &r, error)) return false;
+    if (Status st = RunWorkload(s, extra, "alt", &r); !st.ok()) return st;
     std::vector<char> arms;
     std::vector<double> ms;
     for (const auto& step : r.steps) {
@@ -168,29 +164,28 @@ class ProcessLauncher : public Launcher {
     const auto ratios = BlockLogRatios(arms, ms);
     out->log_ratios.insert(out->log_ratios.end(), ratios.begin(), ratios.end());
     out->seconds += Since(t0);
-    return true;
+    return Status::Ok();
   }
 
-  bool Analyze(const Spec& s, analyzers::Report* report, double* seconds, std::string* error) override {
-    std::vector<std::string> traces;
+  Status Analyze(const Spec& s, analyzers::Report* report, double* seconds) override {
     const auto t0 = Clock::now();
-    if (!TraceWorkload(s, "analysis", &traces, error)) return false;
+    StatusOr<std::vector<std::string>> traces = TraceWorkload(s, "analysis");
+    if (!traces.ok()) return traces.status();
     *seconds = Since(t0);
-    return AnalyzeTraces(traces, report, error);
+    return AnalyzeTraces(*traces, report);
   }
 
   // The command runs directly, split into words as a shell would, unless it needs a shell (pipes,
   // redirections, `;`, `&&`, variables): then under /bin/sh -c. Either way the traces read are
   // those of every process of the launch that loaded torch: a shell or launcher between writes none.
-  bool Command(const std::string& cmd, const std::vector<std::string>& fixes, CommandResult* out,
-               std::string* error) override {
+  StatusOr<CommandResult> Command(const std::string& cmd, const std::vector<std::string>& fixes) override {
     std::vector<std::string> traces;
-    *out = {};
-    if (!Record(cmd, fixes, "cmd", &traces, &out->seconds, error)) {
+    CommandResult result;
+    if (Status st = Record(cmd, fixes, "cmd", &traces, &result.seconds); !st.ok()) {
       TrialResult oom;
-      if (!OutOfMemoryResult(dir_ / "cmd.log", &oom, error)) return false;
-      out->out_of_memory = true, out->oom_request_bytes = oom.oom_request_bytes, out->oom_message = oom.oom_message;
-      return true;
+      if (!OutOfMemoryResult(dir_ / "cmd.log", &oom)) return st;
+      result.out_of_memory = true, result.oom_request_bytes = oom.oom_request_bytes, result.oom_message = oom.oom_message;
+      return result;
     }
     profiler::Trace t;
     if (!traces.empty() && profiler::ReadTraces(traces, t).ok()) {
@@ -202,31 +197,30 @@ class ProcessLauncher : public Launcher {
       const int32_t first_rank = steps.steps.empty() ? 0 : steps.steps.front().rank;
       for (const auto& s : steps.steps)
         if (s.rank == first_rank) ms.push_back(s.wall_ns / 1e6);
-      out->compile_s = static_cast<double>(analyzers::CompileTimeNs(t, first_rank)) / 1e9;
-      MemoryOfReport(report, first_rank, out);
+      result.compile_s = static_cast<double>(analyzers::CompileTimeNs(t, first_rank)) / 1e9;
+      MemoryOfReport(report, first_rank, &result);
       if (ms.size() >= 3) {
         ms.erase(ms.begin());
-        out->value = stats::Median(ms);
-        out->unit = "ms per step";
+        result.value = stats::Median(ms);
+        result.unit = "ms per step";
         if (const auto batch = analyzers::SamplesPerStep(t, steps)) {
-          out->samples_per_step = static_cast<double>(batch->samples);
-          out->samples_from = fmt::format("input shapes: dim 0 of {}'s input ({} of {} steps with shapes)", batch->op,
-                                          batch->steps, batch->steps_with_shapes);
+          result.samples_per_step = static_cast<double>(batch->samples);
+          result.samples_from = fmt::format("input shapes: dim 0 of {}'s input ({} of {} steps with shapes)", batch->op,
+                                            batch->steps, batch->steps_with_shapes);
         }
-        return true;
+        return result;
       }
     }
-    out->value = out->seconds;
-    out->unit = "s per run";
-    return true;
+    result.value = result.seconds;
+    result.unit = "s per run";
+    return result;
   }
 
   // The command under `trainrx record --steps <warm-up>` (the probe records the warm-up only: the
   // switched steps run unobserved; no module ranges or marks, nobody reads this trace), its start-up
   // hook switching `fixes` between steps (TRAINRX_ALT_FIX) and writing the timed steps to a file.
   // No TRAINRX_FIX: A is the script as it is. The user's own TRAINRX_STOP_AFTER_STEPS still applies.
-  bool CommandAlt(const std::string& cmd, const std::vector<std::string>& fixes, AltResult* out,
-                  std::string* error) override {
+  Status CommandAlt(const std::string& cmd, const std::vector<std::string>& fixes, AltResult* out) override {
     const fs::path result = dir_ / "alt.steps.json";
     std::error_code ec;
     fs::remove(result, ec);
@@ -243,83 +237,85 @@ class ProcessLauncher : public Launcher {
     const auto t0 = Clock::now();
     const StatusOr<int> run = RunProcess(p);
     out->seconds += Since(t0);
-    if (!run.ok()) return run.status().ToBool(error);
-    const int rc = *run;
-    if (rc != 0) {
-      if (rc > 0) *error = fmt::format("`{}` (switching {} in-process): exited with {}: {}", cmd, joined, rc, LogTail(p.log));
-      return false;
-    }
+    if (!run.ok()) return run.status();
+    if (const int rc = *run; rc != 0)
+      return Status::Error(fmt::format("`{}` (switching {} in-process): exited with {}: {}", cmd, joined, rc, LogTail(p.log)));
     simdjson::padded_string text;
     if (simdjson::padded_string::load(result.string()).get(text) != simdjson::SUCCESS) {
       out->unpaired = "no step was switched: the command's own process ran no torch.optim step (a shell or launcher "
                       "runs the training in another process, or it has no torch.optim), or it left without Python's exit "
                       "handlers";
-      return true;
+      return Status::Ok();
     }
-    return ParseAltSteps(std::string_view(text.data(), text.size()), result.string(), out, error);
+    return ParseAltSteps(std::string_view(text.data(), text.size()), result.string(), out);
   }
 
-  bool TracedRun(const std::string& what, bool command, sets::SetAnalysis* out, std::string* error) override {
-    std::vector<std::string> traces;
+  StatusOr<sets::SetAnalysis> TracedRun(const std::string& what, bool command) override {
     const std::string name = fmt::format("explain{}", traced_runs_++);
+    StatusOr<std::vector<std::string>> traces = Status::Internal("TracedRun: no trace made");
     if (command) {
       double seconds = 0;
-      if (!RecordSome(what, name, &traces, &seconds, error)) return false;
+      traces = RecordSome(what, name, &seconds);
     } else {
       Spec s;
-      if (!ParseSpec(what, &s).ToBool(error) || !TraceWorkload(s, name, &traces, error)) return false;
+      if (Status st = ParseSpec(what, &s); !st.ok()) return st;
+      traces = TraceWorkload(s, name);
     }
-    return sets::AnalyzeSet(traces, {}, out).ToBool(error);
+    if (!traces.ok()) return traces.status();
+    sets::SetAnalysis out;
+    if (Status st = sets::AnalyzeSet(*traces, {}, &out); !st.ok()) return st;
+    return out;
   }
 
-  bool AnalyzeCommand(const std::string& cmd, analyzers::Report* report, double* seconds, std::string* error) override {
-    std::vector<std::string> traces;
+  Status AnalyzeCommand(const std::string& cmd, analyzers::Report* report, double* seconds) override {
     analysis_stopped_ = false;
-    if (!RecordSome(cmd, "analysis", &traces, seconds, error)) return false;
+    StatusOr<std::vector<std::string>> traces = RecordSome(cmd, "analysis", seconds);
+    if (!traces.ok()) return traces.status();
     // The start-up hook says so when it ends the run at its step limit (probes/python/sitecustomize.py).
     analysis_stopped_ = analysis_steps_ > 0 &&
                         LogTail((dir_ / "analysis.log").string(), 65536).find(env::kStepStopLine) != std::string::npos;
-    return AnalyzeTraces(traces, report, error);
+    return AnalyzeTraces(*traces, report);
   }
   int64_t AnalysisStoppedAfter() const override { return analysis_stopped_ ? analysis_steps_ : 0; }
   void SetCommandTrialSteps(int64_t steps) override { stop_after_steps_ = steps; }
 
  private:
   // The traces of one run, analyzed as `trainrx analyze` would (sets::AnalyzeSet).
-  static bool AnalyzeTraces(const std::vector<std::string>& traces, analyzers::Report* report, std::string* error) {
+  static Status AnalyzeTraces(const std::vector<std::string>& traces, analyzers::Report* report) {
     sets::SetAnalysis set;
-    if (!sets::AnalyzeSet(traces, {}, &set).ToBool(error)) return false;
+    if (Status st = sets::AnalyzeSet(traces, {}, &set); !st.ok()) return st;
     *report = std::move(set.report);
-    return true;
+    return Status::Ok();
   }
 
   std::string Workload() const { return bin_dir_ + "/trainrx-workload"; }
 
   // One traced run of a workload spec (its ranks' traces with nproc > 1) into `name`.json: the
   // traces it wrote. Analyze and TracedRun share it.
-  bool TraceWorkload(const Spec& s, const std::string& name, std::vector<std::string>* traces, std::string* error) {
+  StatusOr<std::vector<std::string>> TraceWorkload(const Spec& s, const std::string& name) {
     const std::string trace = (dir_ / (name + ".json")).string();
     RunResult r;
-    if (s.nproc > 1) return RunRanks(s, trace, {}, name, traces, &r, error);
-    if (!RunWorkload(s, {"-o", trace}, name, &r, error)) return false;
-    *traces = {trace};
-    return true;
+    if (s.nproc <= 1) {
+      if (Status st = RunWorkload(s, {"-o", trace}, name, &r); !st.ok()) return st;
+      return std::vector<std::string>{trace};
+    }
+    std::vector<std::string> traces;
+    if (Status st = RunRanks(s, trace, {}, name, &traces, &r); !st.ok()) return st;
+    return traces;
   }
 
   // A command under `trainrx record` that must leave a trace (AnalyzeCommand, TracedRun).
-  bool RecordSome(const std::string& cmd, const std::string& name, std::vector<std::string>* traces, double* seconds,
-                  std::string* error) {
-    if (!Record(cmd, {}, name, traces, seconds, error)) return false;
-    if (traces->empty()) {
-      *error = fmt::format("`{}`: wrote no trace: it never loaded torch (see `trainrx record`)", cmd);
-      return false;
-    }
-    return true;
+  StatusOr<std::vector<std::string>> RecordSome(const std::string& cmd, const std::string& name, double* seconds) {
+    std::vector<std::string> traces;
+    if (Status st = Record(cmd, {}, name, &traces, seconds); !st.ok()) return st;
+    if (traces.empty())
+      return Status::Error(fmt::format("`{}`: wrote no trace: it never loaded torch (see `trainrx record`)", cmd));
+    return traces;
   }
 
-  // A trial that failed: when its log says it ran out of memory and the plan accepts that, an
-  // out-of-memory result (true); else the failure stands (false, *error as it was).
-  bool OutOfMemoryResult(const fs::path& log, TrialResult* out, std::string* error) const {
+  // A trial that failed: true when its log says it ran out of memory and the plan accepts that,
+  // with *out an out-of-memory result; else false (the failure stands).
+  bool OutOfMemoryResult(const fs::path& log, TrialResult* out) const {
     if (!accepts_out_of_memory()) return false;
     // The error is the last thing a dying run prints (a traceback's last lines).
     const OutOfMemory oom = FindOutOfMemory(LogTail(log.string(), 8192));
@@ -327,7 +323,6 @@ class ProcessLauncher : public Launcher {
     out->out_of_memory = true;
     out->oom_request_bytes = oom.request_bytes;
     out->oom_message = oom.line;
-    error->clear();
     return true;
   }
 
@@ -335,8 +330,8 @@ class ProcessLauncher : public Launcher {
   // would) unless it needs a shell (pipes, redirections, `;`, `&&`, variables): then under
   // /bin/sh -c. Either way *traces are this launch's traces of every process that loaded torch:
   // a shell or launcher between writes none.
-  bool Record(const std::string& cmd, const std::vector<std::string>& fixes, const std::string& name,
-              std::vector<std::string>* traces, double* seconds, std::string* error) {
+  Status Record(const std::string& cmd, const std::vector<std::string>& fixes, const std::string& name,
+                std::vector<std::string>* traces, double* seconds) {
     const std::string trace = (dir_ / (name + ".json")).string(), log = (dir_ / (name + ".log")).string();
     ProcessSpec p = RecordProcess(cmd, name, {});
     std::string joined;
@@ -351,16 +346,13 @@ class ProcessLauncher : public Launcher {
     const auto t0 = Clock::now();
     const StatusOr<int> run = RunProcess(p);
     *seconds = Since(t0);
-    if (!run.ok()) return run.status().ToBool(error);
-    const int rc = *run;
-    if (rc != 0) {
-      if (rc > 0) *error = fmt::format("`{}`{}: exited with {}: {}", cmd, joined.empty() ? "" : " (fixes: " + joined + ")", rc,
-                                       LogTail(log));
-      return false;
-    }
+    if (!run.ok()) return run.status();
+    if (const int rc = *run; rc != 0)
+      return Status::Error(fmt::format("`{}`{}: exited with {}: {}", cmd, joined.empty() ? "" : " (fixes: " + joined + ")",
+                                       rc, LogTail(log)));
     // This launch's traces only (earlier runs' <name>.pid<P>.json stay in the folder).
     *traces = LaunchTraces(trace, started);
-    return true;
+    return Status::Ok();
   }
 
   // `trainrx record -o <name>.json <record_args> -- <command>`, its log <name>.log, under the memory
@@ -380,32 +372,29 @@ class ProcessLauncher : public Launcher {
 
   // The spec's ranks (nproc > 1) as one job: the result is the job's, its median step the slowest
   // rank's (the others wait for it at each all-reduce) and its throughput the sum of the ranks'.
-  bool RunRanks(const Spec& s, const std::string& output, const std::vector<std::string>& extra, const std::string& name,
-                std::vector<std::string>* traces, RunResult* r, std::string* error) {
+  Status RunRanks(const Spec& s, const std::string& output, const std::vector<std::string>& extra, const std::string& name,
+                  std::vector<std::string>* traces, RunResult* r) {
     RankLaunch how;
     how.output = output;
     how.scratch = (dir_ / name).string();
     how.extra = extra;
     std::vector<RunResult> ranks;
     int rc = 0;
-    if (const Status st = LaunchRanks(Workload(), s, s.nproc, how, traces, &ranks, &rc); !st.ok()) {
-      *error = rc > 0 ? fmt::format("{}: {}", s.Label(), st.message()) : st.message();
-      return false;
-    }
+    if (const Status st = LaunchRanks(Workload(), s, s.nproc, how, traces, &ranks, &rc); !st.ok())
+      return rc > 0 ? Status::Error(fmt::format("{}: {}", s.Label(), st.message())) : st;
     *r = ranks.front();
     r->samples_per_s = 0;
     for (const auto& k : ranks) {
       r->median_step_ms = std::max(r->median_step_ms, k.median_step_ms);
       r->samples_per_s += k.samples_per_s;
     }
-    return true;
+    return Status::Ok();
   }
 
-  bool RunWorkload(const Spec& s, const std::vector<std::string>& extra, const std::string& name, RunResult* r,
-                   std::string* error) {
+  Status RunWorkload(const Spec& s, const std::vector<std::string>& extra, const std::string& name, RunResult* r) {
     if (s.nproc > 1) {
       std::vector<std::string> no_traces;
-      return RunRanks(s, "", extra, name, &no_traces, r, error);
+      return RunRanks(s, "", extra, name, &no_traces, r);
     }
     const std::string result = (dir_ / (name + ".result.json")).string(), log = (dir_ / (name + ".log")).string();
     std::error_code ec;
@@ -420,12 +409,9 @@ class ProcessLauncher : public Launcher {
     p.log = log;
     p.data_limit_bytes = memory_cap_;
     const StatusOr<int> run = RunProcess(p);
-    if (!run.ok()) return run.status().ToBool(error);
-    if (const int rc = *run; rc != 0) {
-      *error = fmt::format("{}: exited with {}: {}", s.Label(), rc, LogTail(log));
-      return false;
-    }
-    return ReadRunResult(result, r).ToBool(error);
+    if (!run.ok()) return run.status();
+    if (const int rc = *run; rc != 0) return Status::Error(fmt::format("{}: exited with {}: {}", s.Label(), rc, LogTail(log)));
+    return ReadRunResult(result, r);
   }
 
   std::string bin_dir_;

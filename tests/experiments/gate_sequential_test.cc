@@ -23,14 +23,14 @@ class SimLauncher : public Launcher {
   double step_noise = 0.05;     // sd of a step around its process (log)
   int alt_trials = 0;
 
-  bool CanRunWorkloads(std::string*) const override { return true; }
-  bool Trial(const Spec&, TrialResult* out, std::string*) override {
-    *out = {};
-    out->median_ms = base_ms;
-    out->seconds = 1;
-    return true;
+  Status CanRunWorkloads() const override { return Status::Ok(); }
+  StatusOr<TrialResult> Trial(const Spec&) override {
+    TrialResult out;
+    out.median_ms = base_ms;
+    out.seconds = 1;
+    return out;
   }
-  bool AltTrial(const Spec&, const std::vector<std::string>& alt, AltResult* out, std::string*) override {
+  Status AltTrial(const Spec&, const std::vector<std::string>& alt, AltResult* out) override {
     ++alt_trials;
     double slow_us = 0;
     for (const auto& a : alt)
@@ -49,19 +49,14 @@ class SimLauncher : public Launcher {
     const auto r = BlockLogRatios(arms, ms);
     out->log_ratios.insert(out->log_ratios.end(), r.begin(), r.end());
     out->seconds += 1;
-    return true;
+    return Status::Ok();
   }
-  bool Analyze(const Spec&, analyzers::Report*, double*, std::string* e) override { return No(e); }
-  bool Command(const std::string&, const std::vector<std::string>&, CommandResult*, std::string* e) override {
-    return No(e);
-  }
-  bool AnalyzeCommand(const std::string&, analyzers::Report*, double*, std::string* e) override { return No(e); }
+  Status Analyze(const Spec&, analyzers::Report*, double*) override { return No(); }
+  StatusOr<CommandResult> Command(const std::string&, const std::vector<std::string>&) override { return No(); }
+  Status AnalyzeCommand(const std::string&, analyzers::Report*, double*) override { return No(); }
 
  private:
-  static bool No(std::string* e) {
-    *e = "not simulated";
-    return false;
-  }
+  static Status No() { return Status::Error("not simulated"); }
   std::mt19937_64 rng_{11};
   std::normal_distribution<double> normal_{0, 1};
 };
@@ -154,7 +149,7 @@ TEST(GateSequentialTest, LookingAfterEveryProcessAtTheFixedLevelWouldAlarmMore) 
     AltResult alt;
     bool failed = false;
     for (int k = 0; k < 6 && !failed; ++k) {
-      ASSERT_TRUE(l.AltTrial(Cnn(), {"slowdown=0"}, &alt, &error));
+      ASSERT_TRUE(l.AltTrial(Cnn(), {"slowdown=0"}, &alt).ToBool(&error));
       failed = Overall(DecideGate({{"step time", "ms", false, alt.a_ms, alt.b_ms, alt.log_ratios}}, loose)) ==
                GateVerdict::kFail;
     }

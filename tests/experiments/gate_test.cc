@@ -3,8 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <sstream>
 
@@ -102,6 +106,27 @@ TEST(GateTest, BaselineRoundTripAndClearErrors) {
   EXPECT_FALSE((st = ParseBaseline(R"({"schema":"trainrx.baseline/1","spec":"cnn","trial_ms":[1,2]})",
                                    "b.json", &back)).ok());
   EXPECT_NE(st.message().find("at least 4"), std::string::npos) << st.message();
+}
+
+// A baseline's -o that cannot be a file says which part is wrong: a file where a folder should be
+// (at any depth), a folder given as the file.
+TEST(GateTest, ABaselinePathThroughAFileOrOntoAFolderIsRefusedByName) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("trainrx-gate-path-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string file = (dir / "notes.txt").string();
+  std::ofstream(file) << "x";
+  Status st = PrepareBaselineFile(file + "/b.json");
+  EXPECT_EQ(st.message(), file + "/b.json: " + file + " is a file, not a folder");
+  st = PrepareBaselineFile(file + "/deeper/b.json");
+  EXPECT_EQ(st.message(), file + "/deeper/b.json: " + file + " is a file, not a folder");
+  st = PrepareBaselineFile(dir.string());
+  EXPECT_NE(st.message().find("is a folder; give a file name"), std::string::npos) << st.message();
+  // A new folder on the way is made; the file itself is not left behind.
+  EXPECT_TRUE(PrepareBaselineFile((dir / "new" / "b.json").string()).ok());
+  EXPECT_TRUE(fs::is_directory(dir / "new"));
+  EXPECT_FALSE(fs::exists(dir / "new" / "b.json"));
+  fs::remove_all(dir);
 }
 
 // Simulated study of the decision rule on a shared CI runner: per-trial times drift slowly (the

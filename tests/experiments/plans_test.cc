@@ -61,24 +61,24 @@ class FakeLauncher : public Launcher {
   int64_t command_trial_steps = -2;    // what SetCommandTrialSteps was told last (-2: never)
   std::vector<std::string> calls;  // labels, in call order
 
-  bool CanRunWorkloads(std::string* why) const override {
-    if (!workloads_available) *why = "trainrx-workload not found";
-    return workloads_available;
+  Status CanRunWorkloads() const override {
+    return workloads_available ? Status::Ok() : Status::Error("trainrx-workload not found");
   }
-  bool Trial(const Spec& s, TrialResult* out, std::string*) override {
+  StatusOr<TrialResult> Trial(const Spec& s) override {
     ++trials;
     calls.push_back(s.Label());
-    out->median_ms = step_ms(s.config) * std::exp(Noise(process_noise));
-    out->samples_per_s = static_cast<double>(s.config.Int("batch")) * 1000.0 / out->median_ms;
-    out->seconds = seconds_per_trial;
+    TrialResult out;
+    out.median_ms = step_ms(s.config) * std::exp(Noise(process_noise));
+    out.samples_per_s = static_cast<double>(s.config.Int("batch")) * 1000.0 / out.median_ms;
+    out.seconds = seconds_per_trial;
     if (growth_bytes) {
-      out->has_memory = true;
-      out->memory_growth = growth_bytes(s.config) + 20e3 * Noise(1);
-      out->memory_peak = 50e6 + 20 * out->memory_growth + 20e3 * Noise(1);
+      out.has_memory = true;
+      out.memory_growth = growth_bytes(s.config) + 20e3 * Noise(1);
+      out.memory_peak = 50e6 + 20 * out.memory_growth + 20e3 * Noise(1);
     }
-    return true;
+    return out;
   }
-  bool AltTrial(const Spec& s, const std::vector<std::string>& alt, AltResult* out, std::string*) override {
+  Status AltTrial(const Spec& s, const std::vector<std::string>& alt, AltResult* out) override {
     ++alt_trials;
     calls.push_back(s.Label() + " ~ alt");
     Spec b = s;
@@ -99,7 +99,7 @@ class FakeLauncher : public Launcher {
     const auto r = BlockLogRatios(arms, ms);
     out->log_ratios.insert(out->log_ratios.end(), r.begin(), r.end());
     out->seconds += seconds_per_trial;
-    return true;
+    return Status::Ok();
   }
   // fix --cmd's in-process trials: 64 steps A B B A / B A A B of command_ms without and with the
   // tokens; a command-wide reason (alt_unpaired) or a token the script sets itself (alt_overwritten)
@@ -107,17 +107,17 @@ class FakeLauncher : public Launcher {
   std::string alt_unpaired;
   std::map<std::string, std::string> alt_overwritten;
   std::vector<std::vector<std::string>> alt_fix_sets;  // per CommandAlt call
-  bool CommandAlt(const std::string& cmd, const std::vector<std::string>& fixes, AltResult* out, std::string*) override {
+  Status CommandAlt(const std::string& cmd, const std::vector<std::string>& fixes, AltResult* out) override {
     alt_fix_sets.push_back(fixes);
     out->seconds += seconds_per_trial;
     if (!alt_unpaired.empty() || !command_ms) {
       out->unpaired = command_ms ? alt_unpaired : "the fake launcher has no command_ms";
-      return true;
+      return Status::Ok();
     }
     for (const auto& f : fixes) {
       if (auto it = alt_overwritten.find(f); it != alt_overwritten.end()) {
         out->unpaired = it->second, out->unpaired_token = f;
-        return true;
+        return Status::Ok();
       }
     }
     const double process = std::exp(Noise(process_noise, alt_rng_));
@@ -134,38 +134,32 @@ class FakeLauncher : public Launcher {
     }
     const auto r = BlockLogRatios(arms, ms);
     out->log_ratios.insert(out->log_ratios.end(), r.begin(), r.end());
-    return true;
+    return Status::Ok();
   }
-  bool Analyze(const Spec&, analyzers::Report* report, double* seconds, std::string*) override {
+  Status Analyze(const Spec&, analyzers::Report* report, double* seconds) override {
     ++analyses;
     *report = analysis;
     *seconds = seconds_per_trial;
-    return true;
+    return Status::Ok();
   }
-  bool AnalyzeCommand(const std::string& cmd, analyzers::Report* report, double* seconds, std::string*) override {
+  Status AnalyzeCommand(const std::string& cmd, analyzers::Report* report, double* seconds) override {
     ++analyses;
     calls.push_back(cmd);
     *report = analysis;
     *seconds = seconds_per_trial;
-    return true;
+    return Status::Ok();
   }
   int64_t AnalysisStoppedAfter() const override { return analysis_stopped_after; }
   void SetCommandTrialSteps(int64_t steps) override { command_trial_steps = steps; }
-  bool Command(const std::string& cmd, const std::vector<std::string>& fixes, CommandResult* out,
-               std::string* error) override {
+  StatusOr<CommandResult> Command(const std::string& cmd, const std::vector<std::string>& fixes) override {
     fix_sets.push_back(fixes);
-    if (command_ms) {  // a script whose step time depends on the fixes applied from outside
-      *out = Cmd(command_ms(cmd, fixes) * std::exp(Noise(process_noise)), "ms per step", seconds_per_trial);
-      return true;
-    }
+    if (command_ms)  // a script whose step time depends on the fixes applied from outside
+      return Cmd(command_ms(cmd, fixes) * std::exp(Noise(process_noise)), "ms per step", seconds_per_trial);
     auto it = commands.find(cmd);
-    if (it == commands.end()) {
-      *error = "no such command: " + cmd;
-      return false;
-    }
-    *out = it->second;
-    out->value *= std::exp(Noise(process_noise));
-    return true;
+    if (it == commands.end()) return Status::Error("no such command: " + cmd);
+    CommandResult out = it->second;
+    out.value *= std::exp(Noise(process_noise));
+    return out;
   }
 
  private:
@@ -303,7 +297,7 @@ TEST(FixTest, MeasuresEachFixWithItsDesignAndFindsTheRealEffects) {
   std::string error;
   PlanOptions o;
   o.trials = 8;
-  ASSERT_TRUE(RunFix(MustParse("cnn anomaly=1 workers=0"), o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn anomaly=1 workers=0"), o, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_EQ(l.analyses, 1);
   ASSERT_EQ(r.rows.size(), 3u);
   for (const auto& row : r.rows) {
@@ -341,7 +335,7 @@ TEST(FixTest, AMemoryFixIsMeasuredWithIntervalsOnMemory) {
   std::string error;
   PlanOptions o;
   o.trials = 6;
-  ASSERT_TRUE(RunFix(MustParse("cnn leak=1 workers=0"), o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn leak=1 workers=0"), o, l, quiet, &r).ToBool(&error)) << error;
   const FixRow* leak = nullptr;
   const FixRow* workers = nullptr;
   for (const auto& row : r.rows) {
@@ -370,7 +364,7 @@ TEST(FixTest, AMemoryFixIsMeasuredWithIntervalsOnMemory) {
   EXPECT_NE(json.str().find("\"growth_bytes_per_step\""), std::string::npos);
   // Trials without memory: nothing measured, nothing said.
   l.growth_bytes = nullptr;
-  ASSERT_TRUE(RunFix(MustParse("cnn leak=1 workers=0"), o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn leak=1 workers=0"), o, l, quiet, &r).ToBool(&error)) << error;
   for (const auto& row : r.rows) EXPECT_FALSE(row.memory.measured) << row.change;
 }
 
@@ -390,7 +384,7 @@ TEST(AbTest, CommandsCompareMemoryWhenTheirRecordingsHaveIt) {
   PlanOptions o;
   o.trials = 5;
   o.explain = "never";
-  ASSERT_TRUE(RunAb("python train.py --leak", "python train.py", true, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunAb("python train.py --leak", "python train.py", true, o, l, quiet, &r).ToBool(&error)) << error;
   ASSERT_TRUE(r.memory.measured);
   EXPECT_TRUE(r.memory.growth.significant);
   EXPECT_DOUBLE_EQ(r.memory.growth.diff, -2.2e6);
@@ -400,7 +394,7 @@ TEST(AbTest, CommandsCompareMemoryWhenTheirRecordingsHaveIt) {
   EXPECT_NE(text.str().find("grows 2.2 MB a step in A, 0 B in B: -2.2 MB a step"), std::string::npos) << text.str();
   // One side without memory in one trial: not compared.
   l.commands["python train.py"].has_memory = false;
-  ASSERT_TRUE(RunAb("python train.py --leak", "python train.py", true, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunAb("python train.py --leak", "python train.py", true, o, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_FALSE(r.memory.measured);
 }
 
@@ -416,7 +410,7 @@ TEST(FixTest, ABatchChangeIsMeasuredByThroughputToTheFindingsValue) {
   std::string error;
   PlanOptions o;
   o.trials = 6;
-  ASSERT_TRUE(RunFix(MustParse("cnn"), o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn"), o, l, quiet, &r).ToBool(&error)) << error;
   ASSERT_EQ(r.rows.size(), 1u);
   EXPECT_EQ(r.rows[0].change, "batch=32 -> 128");
   EXPECT_EQ(r.unit, "ms per sample");
@@ -425,7 +419,7 @@ TEST(FixTest, ABatchChangeIsMeasuredByThroughputToTheFindingsValue) {
   EXPECT_NEAR(r.rows[0].cmp.speedup, (16.4 / 32) / (35.6 / 128), 0.1);
   // A finding whose knob names no value still goes to the default.
   l.analysis.findings = {FindingWithKnob("input.workers", "workers")};
-  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r).ToBool(&error)) << error;
   ASSERT_EQ(r.rows.size(), 1u);
   EXPECT_EQ(r.rows[0].change, "workers=0 -> 2");
   EXPECT_EQ(r.unit, "ms per step");
@@ -438,7 +432,7 @@ TEST(FixTest, AFixWithoutEffectIsNotSignificant) {
   Progress quiet;
   FixReport r;
   std::string error;
-  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), {}, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), {}, l, quiet, &r).ToBool(&error)) << error;
   ASSERT_EQ(r.rows.size(), 1u);
   const auto& row = r.rows[0];
   EXPECT_EQ(row.cmp.verdict, stats::Verdict::kNoDifference);
@@ -472,7 +466,7 @@ TEST(FixTest, UndecidedRowsKeepGoingDecidedOnesStop) {
   std::string error;
   PlanOptions o;
   o.trials = 4;
-  ASSERT_TRUE(RunFix(MustParse("cnn bias=1 anomaly=1"), o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn bias=1 anomaly=1"), o, l, quiet, &r).ToBool(&error)) << error;
   ASSERT_EQ(r.rows.size(), 3u);
   std::map<std::string, const FixRow*> rows;
   for (const auto& row : r.rows) rows[row.change] = &row;
@@ -505,7 +499,7 @@ TEST(FixTest, SequentialKeepsTheFixedDesignsVerdicts) {
       std::string error;
       PlanOptions o;
       o.seed = seed;
-      ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r, &error)) << error;
+      ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r).ToBool(&error)) << error;
       ASSERT_EQ(r.rows.size(), 1u);
       const FixRow& row = r.rows[0];
       // A row stopped at its 4th look (futile) has 4 trials: the fixed design is judged on as many
@@ -550,7 +544,7 @@ TEST(FixTest, SequentialAaFalsePositivesStayAtAlpha) {
     PlanOptions o;
     o.seed = seed;
     o.min_effect = 0;  // no precision stop: every look counts
-    ASSERT_TRUE(RunFix(MustParse("cnn workers=0 bias=1"), o, l, quiet, &r, &error)) << error;
+    ASSERT_TRUE(RunFix(MustParse("cnn workers=0 bias=1"), o, l, quiet, &r).ToBool(&error)) << error;
     for (const auto& row : r.rows) {
       if (row.all) continue;
       ++rows;
@@ -591,7 +585,7 @@ TEST(FixTest, AClearEffectIsNotStoppedAsPreciseBeforeALookCanDecide) {
   Progress quiet;
   FixReport r;
   std::string error;
-  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), {}, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), {}, l, quiet, &r).ToBool(&error)) << error;
   ASSERT_EQ(r.rows.size(), 1u);
   const FixRow& row = r.rows.front();
   EXPECT_FALSE(row.paired);
@@ -618,7 +612,7 @@ TEST(FixTest, InProcessRowsStopWhenDecided) {
   std::string error;
   PlanOptions o;
   o.trials = 5;
-  ASSERT_TRUE(RunFix(MustParse("cnn anomaly=1 item_every_step=1 zero_grad_none=0"), o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn anomaly=1 item_every_step=1 zero_grad_none=0"), o, l, quiet, &r).ToBool(&error)) << error;
   std::map<std::string, const FixRow*> rows;
   for (const auto& row : r.rows) rows[row.change] = &row;
   ASSERT_TRUE(rows.count("anomaly=1 -> 0") && rows.count("item_every_step=1 -> 0") && rows.count("zero_grad_none=0 -> 1"));
@@ -660,7 +654,7 @@ TEST(FixTest, WorkloadTrialsRunTheStepsTheSpreadNeeds) {
   Progress quiet;
   FixReport r;
   std::string error;
-  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), {}, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), {}, l, quiet, &r).ToBool(&error)) << error;
   ASSERT_FALSE(l.calls.empty());
   for (const auto& call : l.calls) EXPECT_NE(call.find("steps=14"), std::string::npos) << call;
   bool said = false;
@@ -668,7 +662,7 @@ TEST(FixTest, WorkloadTrialsRunTheStepsTheSpreadNeeds) {
   EXPECT_TRUE(said);
   EXPECT_EQ(r.baseline.label.find("steps="), std::string::npos);  // the report names the user's spec
   l.calls.clear();
-  ASSERT_TRUE(RunFix(MustParse("cnn workers=0 steps=20"), {}, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0 steps=20"), {}, l, quiet, &r).ToBool(&error)) << error;
   for (const auto& call : l.calls) EXPECT_NE(call.find("steps=20"), std::string::npos) << call;
 }
 
@@ -690,7 +684,7 @@ TEST(FixTest, InProcessSequentialAaFalsePositivesStayAtAlpha) {
     PlanOptions o;
     o.seed = seed;
     o.min_effect = 0;  // no precision stop: every look counts
-    ASSERT_TRUE(RunFix(MustParse("cnn item_every_step=1 zero_grad_none=0"), o, l, quiet, &r, &error)) << error;
+    ASSERT_TRUE(RunFix(MustParse("cnn item_every_step=1 zero_grad_none=0"), o, l, quiet, &r).ToBool(&error)) << error;
     for (const auto& row : r.rows) {
       if (!row.paired) continue;
       ++rows;
@@ -707,7 +701,7 @@ TEST(FixTest, InProcessSequentialAaFalsePositivesStayAtAlpha) {
     co.seed = seed;
     co.resamples = 400;
     for (int k = 0; k < 5 && !naive; ++k) {
-      ASSERT_TRUE(l.AltTrial(MustParse("cnn"), {"item_every_step=1"}, &alt, &error));
+      ASSERT_TRUE(l.AltTrial(MustParse("cnn"), {"item_every_step=1"}, &alt).ToBool(&error));
       naive = stats::ComparePaired(alt.log_ratios, co).verdict != stats::Verdict::kNoDifference;
     }
     naive_positives += naive;
@@ -740,7 +734,7 @@ TEST(FixTest, FutilityStopsRowsWithoutEffectEarlier) {
       PlanOptions o;
       o.seed = seed;
       o.futility_power = with ? 0.05 : 0;
-      ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r, &error)) << error;
+      ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r).ToBool(&error)) << error;
       if (!with) {
         EXPECT_NE(r.rows[0].stop, FixRow::Stop::kFutile);
       }
@@ -762,22 +756,22 @@ TEST(FixTest, BudgetSetsThePlannedMaximumNeverBelowFour) {
   o.trials = 10;
   o.min_effect = 0;
   o.budget_s = 120;  // 2 configurations x 10 s a round: 6 rounds fit
-  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_EQ(r.sequential.max_rounds, 6);
   EXPECT_LE(l.trials, 12);
   EXPECT_LE(l.trials * l.seconds_per_trial, o.budget_s);
   o.budget_s = 100000;  // room for thousands of rounds: at most 3 x trials, so the first looks can decide
   l.trials = 0;
-  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_EQ(r.sequential.max_rounds, 30);
   o.budget_s = 1;  // far too small: 4 rounds, the least that can reach p < 0.05
   l.trials = 0;
-  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_EQ(r.sequential.max_rounds, 4);
   EXPECT_EQ(l.trials, 8);
   EXPECT_EQ(r.rows[0].stop_round, 4);
   o.trials = 3;
-  EXPECT_FALSE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r, &error));
+  EXPECT_FALSE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r).ToBool(&error));
   EXPECT_NE(error.find("at least 4"), std::string::npos);
 }
 
@@ -801,7 +795,7 @@ TEST(FixTest, ProgressPlansTheMaximumAndOnlyLowersIt) {
   std::string error;
   PlanOptions o;
   o.budget_s = 400;
-  ASSERT_TRUE(RunFix(MustParse("cnn bias=1 workers=0"), o, l, progress, &r, &error)) << error;
+  ASSERT_TRUE(RunFix(MustParse("cnn bias=1 workers=0"), o, l, progress, &r).ToBool(&error)) << error;
   ASSERT_FALSE(progress.plans.empty());
   EXPECT_EQ(progress.deadline, 400);
   for (size_t i = 1; i < progress.plans.size(); ++i) EXPECT_LE(progress.plans[i], progress.plans[i - 1]) << i;
@@ -815,7 +809,7 @@ TEST(FixTest, NoWorkloadBinaryIsAClearError) {
   Progress quiet;
   FixReport r;
   std::string error;
-  EXPECT_FALSE(RunFix(MustParse("cnn"), {}, l, quiet, &r, &error));
+  EXPECT_FALSE(RunFix(MustParse("cnn"), {}, l, quiet, &r).ToBool(&error));
   EXPECT_NE(error.find("not found"), std::string::npos);
   EXPECT_EQ(l.analyses, 0);
 }
@@ -828,7 +822,7 @@ TEST(AbTest, SwitchableKnobsGoInProcessOthersInterleaveProcesses) {
   std::string error;
   PlanOptions o;
   o.trials = 6;
-  ASSERT_TRUE(RunAb("cnn", "cnn slowdown=10%", false, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunAb("cnn", "cnn slowdown=10%", false, o, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_TRUE(r.paired);
   EXPECT_EQ(l.trials, 1);  // the calibration run for 10%
   EXPECT_EQ(l.alt_trials, 6);
@@ -837,7 +831,7 @@ TEST(AbTest, SwitchableKnobsGoInProcessOthersInterleaveProcesses) {
   EXPECT_NEAR(1 / r.cmp.speedup, 1.10, 0.02);
 
   FakeLauncher p;
-  ASSERT_TRUE(RunAb("cnn workers=0", "cnn", false, o, p, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunAb("cnn workers=0", "cnn", false, o, p, quiet, &r).ToBool(&error)) << error;
   EXPECT_FALSE(r.paired);
   EXPECT_EQ(p.alt_trials, 0);
   EXPECT_EQ(p.trials, 12);
@@ -852,10 +846,10 @@ TEST(AbTest, CommandsTimedDifferentlyAreAnError) {
   Progress quiet;
   AbReport r;
   std::string error;
-  EXPECT_FALSE(RunAb("python a.py", "python b.py", true, {}, l, quiet, &r, &error));
+  EXPECT_FALSE(RunAb("python a.py", "python b.py", true, {}, l, quiet, &r).ToBool(&error));
   EXPECT_NE(error.find("timed in"), std::string::npos) << error;
   l.commands["python b.py"] = Cmd(40, "ms per step", 3, 0, "");
-  ASSERT_TRUE(RunAb("python a.py", "python b.py", true, {}, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunAb("python a.py", "python b.py", true, {}, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_EQ(r.unit, "ms per step");
   EXPECT_EQ(r.a.trial_ms.size(), 5u);
 }
@@ -873,7 +867,7 @@ TEST(AbTest, CommandsStateCompileTimeAndWhenItPaysBack) {
   PlanOptions o;
   o.trials = 6;
   o.explain = "never";
-  ASSERT_TRUE(RunAb("python train.py", "TRAINRX_FIX=compile_off python train.py", true, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunAb("python train.py", "TRAINRX_FIX=compile_off python train.py", true, o, l, quiet, &r).ToBool(&error)) << error;
   ASSERT_EQ(r.a.compile_s.size(), 6u);
   std::string note;
   for (const auto& n : r.notes)
@@ -888,17 +882,17 @@ TEST(AbTest, CommandsStateCompileTimeAndWhenItPaysBack) {
   EXPECT_LT(steps, 12000);
   // A compiled side that is not faster never pays back; neither side compiling: no note.
   l.commands["TRAINRX_FIX=compile_off python train.py"] = Cmd(6, "ms per step", 10, 0, "");
-  ASSERT_TRUE(RunAb("python train.py", "TRAINRX_FIX=compile_off python train.py", true, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunAb("python train.py", "TRAINRX_FIX=compile_off python train.py", true, o, l, quiet, &r).ToBool(&error)) << error;
   bool never = false;
   for (const auto& n : r.notes) never |= n.find("never pays back") != std::string::npos;
   EXPECT_TRUE(never);
   l.commands["python train.py"].compile_s = 0;
-  ASSERT_TRUE(RunAb("python train.py", "TRAINRX_FIX=compile_off python train.py", true, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunAb("python train.py", "TRAINRX_FIX=compile_off python train.py", true, o, l, quiet, &r).ToBool(&error)) << error;
   for (const auto& n : r.notes) EXPECT_FALSE(n.starts_with("torch.compile:")) << n;
   // Both compiled, about as long (a graph break fixed vs not): no payback claim.
   l.commands["python train.py"].compile_s = 1.0;
   l.commands["TRAINRX_FIX=compile_off python train.py"].compile_s = 1.04;
-  ASSERT_TRUE(RunAb("python train.py", "TRAINRX_FIX=compile_off python train.py", true, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunAb("python train.py", "TRAINRX_FIX=compile_off python train.py", true, o, l, quiet, &r).ToBool(&error)) << error;
   bool same = false;
   for (const auto& n : r.notes) {
     same |= n.find("about the same compile time") != std::string::npos;
@@ -915,15 +909,15 @@ TEST(SweepTest, NamesABestOnlyWhenItIsSignificantlyBetter) {
   PlanOptions o;
   o.trials = 8;
   // workers 0 (12 ms) vs 2 (10 ms): 2 is clearly best.
-  ASSERT_TRUE(RunSweep(MustParse("cnn"), {"workers=0,2"}, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunSweep(MustParse("cnn"), {"workers=0,2"}, o, l, quiet, &r).ToBool(&error)) << error;
   ASSERT_EQ(r.cells.size(), 2u);
   EXPECT_EQ(r.cells[r.best].knobs[0].second, "2");
   EXPECT_TRUE(r.best_significant);
   // workers 2 vs 4: the same time. Whichever is ahead is not "the best".
-  ASSERT_TRUE(RunSweep(MustParse("cnn"), {"workers=2,4"}, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunSweep(MustParse("cnn"), {"workers=2,4"}, o, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_FALSE(r.best_significant);
   EXPECT_TRUE(r.cells[1 - r.best].tied_with_best);
-  EXPECT_FALSE(RunSweep(MustParse("cnn"), {"workers"}, o, l, quiet, &r, &error));
+  EXPECT_FALSE(RunSweep(MustParse("cnn"), {"workers"}, o, l, quiet, &r).ToBool(&error));
   EXPECT_NE(error.find("knob=v1,v2"), std::string::npos);
 }
 
@@ -944,7 +938,7 @@ TEST(FixCommandTest, AppliesFixesFromOutsideAndSaysWhatCannotBe) {
   Progress quiet;
   FixReport r;
   std::string error;
-  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r).ToBool(&error)) << error;
   std::map<std::string, const FixRow*> rows;
   for (const auto& row : r.rows) rows[row.change] = &row;
   ASSERT_EQ(rows.size(), 4u);  // anomaly_off, workers=2 (two findings), zero_grad_none, all
@@ -988,7 +982,7 @@ TEST(FixCommandTest, SwitchableFixesAreMeasuredInProcess) {
   Progress quiet;
   FixReport r;
   std::string error;
-  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r).ToBool(&error)) << error;
   std::map<std::string, const FixRow*> rows;
   for (const auto& row : r.rows) rows[row.change] = &row;
   ASSERT_EQ(rows.size(), 4u);
@@ -1018,7 +1012,7 @@ TEST(FixCommandTest, SwitchableFixesAreMeasuredInProcess) {
   // Every row in-process: no baseline trial, so no baseline median in the heading (it said 0.00).
   FixReport only_paired;
   l.analysis.findings = {FindingWithKnob("debug.anomaly_detection", "")};
-  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &only_paired, &error)) << error;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &only_paired).ToBool(&error)) << error;
   ASSERT_EQ(only_paired.rows.size(), 1u);
   EXPECT_TRUE(only_paired.rows.front().paired);
   EXPECT_TRUE(only_paired.baseline.trial_ms.empty());
@@ -1042,7 +1036,7 @@ TEST(FixCommandTest, AFlagTheScriptSetsItselfFallsBackToProcesses) {
   Progress quiet;
   FixReport r;
   std::string error;
-  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r).ToBool(&error)) << error;
   std::map<std::string, const FixRow*> rows;
   for (const auto& row : r.rows) rows[row.change] = &row;
   ASSERT_EQ(rows.size(), 3u);
@@ -1074,7 +1068,7 @@ TEST(FixCommandTest, ACommandThatCannotSwitchIsMeasuredAcrossProcesses) {
   Progress quiet;
   FixReport r;
   std::string error;
-  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r).ToBool(&error)) << error;
   ASSERT_EQ(r.rows.size(), 3u);
   for (const auto& row : r.rows) {
     EXPECT_FALSE(row.paired) << row.change;
@@ -1115,24 +1109,24 @@ TEST(FixCommandTest, ParsesTheStartUpHooksInProcessRecord) {
   };
   AltResult r;
   std::string error;
-  ASSERT_TRUE(ParseAltSteps(doc(64, "", ""), "alt.json", &r, &error)) << error;
+  ASSERT_TRUE(ParseAltSteps(doc(64, "", ""), "alt.json", &r).ToBool(&error)) << error;
   EXPECT_TRUE(r.unpaired.empty());
   ASSERT_EQ(r.log_ratios.size(), 16u);
   EXPECT_NEAR(r.log_ratios.front(), std::log(0.5), 1e-12);
   EXPECT_EQ(r.a_ms.size(), 32u);
   EXPECT_EQ(r.b_ms.size(), 32u);
-  ASSERT_TRUE(ParseAltSteps(doc(64, "", ""), "alt.json", &r, &error)) << error;  // a second process appends
+  ASSERT_TRUE(ParseAltSteps(doc(64, "", ""), "alt.json", &r).ToBool(&error)) << error;  // a second process appends
   EXPECT_EQ(r.log_ratios.size(), 32u);
 
   AltResult stopped;
   ASSERT_TRUE(ParseAltSteps(doc(9, "the script sets torch.backends.cudnn.benchmark itself", "cudnn_benchmark"), "alt.json",
-                            &stopped, &error));
+                            &stopped).ToBool(&error));
   EXPECT_EQ(stopped.unpaired, "the script sets torch.backends.cudnn.benchmark itself");
   EXPECT_EQ(stopped.unpaired_token, "cudnn_benchmark");
   EXPECT_TRUE(stopped.log_ratios.empty());
 
   AltResult short_run;
-  ASSERT_TRUE(ParseAltSteps(doc(60, "", ""), "alt.json", &short_run, &error));
+  ASSERT_TRUE(ParseAltSteps(doc(60, "", ""), "alt.json", &short_run).ToBool(&error));
   EXPECT_NE(short_run.unpaired.find("ran 60 optimizer steps after its 5 warm-up steps"), std::string::npos) << short_run.unpaired;
   EXPECT_TRUE(short_run.unpaired_token.empty());
   EXPECT_TRUE(short_run.log_ratios.empty());
@@ -1142,7 +1136,7 @@ TEST(FixCommandTest, ParsesTheStartUpHooksInProcessRecord) {
                                 std::string(R"({"schema": "trainrx.alt/1", "steps": [{"arm": "A"}]})")}) {
     AltResult x;
     error.clear();
-    EXPECT_FALSE(ParseAltSteps(bad, "alt.json", &x, &error)) << bad;
+    EXPECT_FALSE(ParseAltSteps(bad, "alt.json", &x).ToBool(&error)) << bad;
     EXPECT_EQ(error.rfind("alt.json: ", 0), 0u) << error;
   }
 }
@@ -1166,7 +1160,7 @@ TEST(FixCommandTest, TrialsStopAfterTheWarmUpAndTheStepsTheSpreadNeeds) {
   Progress quiet;
   FixReport r;
   std::string error;
-  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_EQ(l.command_trial_steps, 3 + 1 + 14);
   bool steps_said = false, stop_said = false;
   for (const auto& n : r.notes) {
@@ -1178,14 +1172,14 @@ TEST(FixCommandTest, TrialsStopAfterTheWarmUpAndTheStepsTheSpreadNeeds) {
   // Too few steps to tell: the default; a run that ended by itself: no word of a stop.
   l.analysis.metrics.steps.steps.resize(3);
   l.analysis_stopped_after = 0;
-  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", {}, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_EQ(l.command_trial_steps, PlanOptions::kDefaultTrialSteps);
   for (const auto& n : r.notes) EXPECT_EQ(n.find("analysis run was ended"), std::string::npos) << n;
   // The user's --trial-steps stands.
   l.command_trial_steps = -2;
   PlanOptions o;
   o.trial_steps = 25;
-  ASSERT_TRUE(RunFixCommand("python3 train.py", o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunFixCommand("python3 train.py", o, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_EQ(l.command_trial_steps, -2);
 }
 
@@ -1200,17 +1194,17 @@ TEST(SweepCommandTest, FillsTheTemplateAndRanksByTime) {
   std::string error;
   PlanOptions o;
   o.trials = 6;
-  ASSERT_TRUE(RunSweepCommand("python3 train.py --workers {workers}", {"workers=0,2,4"}, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunSweepCommand("python3 train.py --workers {workers}", {"workers=0,2,4"}, o, l, quiet, &r).ToBool(&error)) << error;
   ASSERT_EQ(r.cells.size(), 3u);
   EXPECT_EQ(r.cells[0].arm.label, "python3 train.py --workers 0");
   EXPECT_EQ(r.cells[r.best].knobs[0].second, "2");
   EXPECT_EQ(r.unit, "ms per step");
   EXPECT_FALSE(r.cells[0].tied_with_best);  // 30 ms: clearly slower
-  EXPECT_FALSE(RunSweepCommand("python3 train.py", {"workers=0,2"}, o, l, quiet, &r, &error));
+  EXPECT_FALSE(RunSweepCommand("python3 train.py", {"workers=0,2"}, o, l, quiet, &r).ToBool(&error));
   EXPECT_NE(error.find("{workers}"), std::string::npos) << error;
-  EXPECT_FALSE(RunSweepCommand("python3 train.py --workers {workers} --batch {batch}", {"workers=0,2"}, o, l, quiet, &r, &error));
+  EXPECT_FALSE(RunSweepCommand("python3 train.py --workers {workers} --batch {batch}", {"workers=0,2"}, o, l, quiet, &r).ToBool(&error));
   EXPECT_NE(error.find("{batch} has no --grid"), std::string::npos) << error;
-  EXPECT_FALSE(RunSweepCommand("python3 train.py --workers {workers}", {"workers=0;rm"}, o, l, quiet, &r, &error));
+  EXPECT_FALSE(RunSweepCommand("python3 train.py --workers {workers}", {"workers=0;rm"}, o, l, quiet, &r).ToBool(&error));
 }
 
 // Issue 34: `sweep --cmd "... --batch_size={bs}" --grid bs=6,12,24` named batch 6 best and batch
@@ -1228,7 +1222,7 @@ TEST(PlansTest, SweepCommandOverBatchSizesRanksBySamplesPerSecond) {
   std::string error;
   PlanOptions o;
   o.trials = 6;
-  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_TRUE(r.by_throughput);
   EXPECT_EQ(r.cells[r.best].knobs[0].second, "24");
   EXPECT_NEAR(r.cells[r.best].samples_per_s, 24 * 1000 / 30.2, 24 * 1000 / 30.2 * 0.05);
@@ -1242,7 +1236,7 @@ TEST(PlansTest, SweepCommandOverBatchSizesRanksBySamplesPerSecond) {
 
   // The trace does not tell: ranked by time, and the report says why and what to give.
   for (auto& [cmd, res] : l.commands) res.samples_per_step = 0;
-  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_FALSE(r.by_throughput);
   EXPECT_EQ(r.cells[r.best].knobs[0].second, "6");
   ASSERT_FALSE(r.notes.empty());
@@ -1250,14 +1244,14 @@ TEST(PlansTest, SweepCommandOverBatchSizesRanksBySamplesPerSecond) {
 
   // --samples-per-step from the grid: by throughput again.
   o.samples_per_step = "{bs}*2";
-  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_TRUE(r.by_throughput);
   EXPECT_EQ(r.cells[r.best].knobs[0].second, "24");
   EXPECT_EQ(r.cells[r.best].samples_per_step, 48);
   // A bad expression is refused before any trial.
   const size_t runs = l.fix_sets.size();
   o.samples_per_step = "{batch}";
-  EXPECT_FALSE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r, &error));
+  EXPECT_FALSE(RunSweepCommand("python3 train.py --batch_size={bs}", {"bs=6,12,24"}, o, l, quiet, &r).ToBool(&error));
   EXPECT_NE(error.find("--samples-per-step '{batch}'"), std::string::npos) << error;
   EXPECT_EQ(l.fix_sets.size(), runs);
 }
@@ -1265,7 +1259,7 @@ TEST(PlansTest, SweepCommandOverBatchSizesRanksBySamplesPerSecond) {
 // Issue 37: ab says why. After a significant difference, one traced run of each side is diffed
 // (the launcher's TracedRun); a launcher that cannot trace leaves a note and the verdict.
 struct TracingLauncher : FakeLauncher {
-  bool TracedRun(const std::string& spec, bool command, sets::SetAnalysis* out, std::string* why) override {
+  StatusOr<sets::SetAnalysis> TracedRun(const std::string& spec, bool command) override {
     ++traced;
     // Two steps of aten::mm; B's spec also runs aten::extra.
     std::string ev;
@@ -1277,7 +1271,9 @@ struct TracingLauncher : FakeLauncher {
       if (b) ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::extra","pid":1,"tid":1,"ts":{},"dur":500}},)J", i * 2000 + 900);
     }
     ev.pop_back();
-    return sets::AnalyzeBuffer("{\"traceEvents\":[" + ev + "]}", spec, {}, out).ToBool(why);
+    sets::SetAnalysis out;
+    if (Status st = sets::AnalyzeBuffer("{\"traceEvents\":[" + ev + "]}", spec, {}, &out); !st.ok()) return st;
+    return out;
   }
   int traced = 0;
 };
@@ -1290,7 +1286,7 @@ TEST(AbTest, ASignificantDifferenceIsExplainedByADiffOfTracedRuns) {
   std::string error;
   PlanOptions o;
   o.trials = 6;
-  ASSERT_TRUE(RunAb("cnn workers=0", "cnn workers=0 slowdown=5000", false, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunAb("cnn workers=0", "cnn workers=0 slowdown=5000", false, o, l, quiet, &r).ToBool(&error)) << error;
   ASSERT_NE(r.cmp.verdict, stats::Verdict::kNoDifference);
   ASSERT_TRUE(r.explained);
   EXPECT_EQ(l.traced, 2);
@@ -1308,13 +1304,13 @@ TEST(AbTest, ASignificantDifferenceIsExplainedByADiffOfTracedRuns) {
   // No difference: not traced unless asked.
   TracingLauncher same;
   same.process_noise = 0.01;
-  ASSERT_TRUE(RunAb("cnn workers=0", "cnn workers=0", false, o, same, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunAb("cnn workers=0", "cnn workers=0", false, o, same, quiet, &r).ToBool(&error)) << error;
   EXPECT_FALSE(r.explained);
   EXPECT_EQ(same.traced, 0);
   // A launcher that cannot trace: a note, the verdict stands.
   FakeLauncher plain;
   o.explain = "always";
-  ASSERT_TRUE(RunAb("cnn workers=0", "cnn workers=0 slowdown=5000", false, o, plain, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunAb("cnn workers=0", "cnn workers=0 slowdown=5000", false, o, plain, quiet, &r).ToBool(&error)) << error;
   EXPECT_FALSE(r.explained);
   bool noted = false;
   for (const auto& n : r.notes) noted = noted || n.rfind("not explained", 0) == 0;
@@ -1340,7 +1336,7 @@ TEST(PlansTest, SweepRunsPastAnOutOfMemoryCell) {
   PlanOptions o;
   o.trials = 5;
   o.memory_cap_bytes = uint64_t{1} << 30;
-  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch {b}", {"b=32,64,4096"}, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch {b}", {"b=32,64,4096"}, o, l, quiet, &r).ToBool(&error)) << error;
   ASSERT_EQ(r.cells.size(), 3u);
   EXPECT_TRUE(r.cells[2].out_of_memory);
   EXPECT_EQ(r.cells[2].oom_request_bytes, 1'200'000'000);
@@ -1357,7 +1353,7 @@ TEST(PlansTest, SweepRunsPastAnOutOfMemoryCell) {
   // Nothing fits: a report that says so, not a crash or a best cell.
   l.commands["python3 train.py --batch 32"] = oom;
   l.commands["python3 train.py --batch 64"] = oom;
-  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch {b}", {"b=32,64"}, o, l, quiet, &r, &error)) << error;
+  ASSERT_TRUE(RunSweepCommand("python3 train.py --batch {b}", {"b=32,64"}, o, l, quiet, &r).ToBool(&error)) << error;
   EXPECT_FALSE(r.best_significant);
   ASSERT_FALSE(r.notes.empty());
   EXPECT_NE(r.notes.front().find("No cell fit"), std::string::npos) << r.notes.front();
@@ -1429,7 +1425,7 @@ TEST(ReportTextTest, FixReportsSayHowEachRowStopped) {
   o.min_effect = 0;
   bool saw_futile = false;
   for (o.seed = 1; o.seed < 20 && !saw_futile; ++o.seed) {
-    ASSERT_TRUE(RunFix(MustParse("cnn workers=0 bias=1"), o, l, quiet, &r, &error)) << error;
+    ASSERT_TRUE(RunFix(MustParse("cnn workers=0 bias=1"), o, l, quiet, &r).ToBool(&error)) << error;
     for (const auto& row : r.rows) saw_futile = saw_futile || row.stop == FixRow::Stop::kFutile;
   }
   ASSERT_TRUE(saw_futile);

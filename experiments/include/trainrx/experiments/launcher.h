@@ -10,6 +10,7 @@
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/sets/analyze_set.h"
 #include "trainrx/experiments/spec.h"
+#include "trainrx/profiler/status.h"
 
 namespace trainrx::experiments {
 
@@ -78,29 +79,27 @@ class Launcher {
   // (TrialResult::out_of_memory), not a failed experiment. Everywhere else it stays an error.
   virtual void AcceptOutOfMemory(bool accept) { accept_oom_ = accept; }
   bool accepts_out_of_memory() const { return accept_oom_; }
-  // False with *why when workload trials cannot run here (a build without LibTorch).
-  virtual bool CanRunWorkloads(std::string* why) const = 0;
-  virtual bool Trial(const Spec& spec, TrialResult* out, std::string* error) = 0;
-  virtual bool AltTrial(const Spec& spec, const std::vector<std::string>& alt, AltResult* out, std::string* error) = 0;
-  // One traced run, analyzed: what `fix` will try to fix.
-  virtual bool Analyze(const Spec& spec, analyzers::Report* report, double* seconds, std::string* error) = 0;
+  // An error that says why when workload trials cannot run here (a build without LibTorch).
+  virtual Status CanRunWorkloads() const = 0;
+  virtual StatusOr<TrialResult> Trial(const Spec& spec) = 0;
+  // Appends the run's steps and ratios to *out (a row's processes pool their blocks).
+  virtual Status AltTrial(const Spec& spec, const std::vector<std::string>& alt, AltResult* out) = 0;
+  // One traced run, analyzed: what `fix` will try to fix, and the run's seconds.
+  virtual Status Analyze(const Spec& spec, analyzers::Report* report, double* seconds) = 0;
   // `fixes`: tokens for the start-up hook that applies fixes from outside the script
   // (probes/python/sitecustomize.py: "anomaly_off", "workers=4", ...); empty: the script as is.
-  virtual bool Command(const std::string& command, const std::vector<std::string>& fixes, CommandResult* out,
-                       std::string* error) = 0;
+  virtual StatusOr<CommandResult> Command(const std::string& command, const std::vector<std::string>& fixes) = 0;
   // `fix --cmd`'s in-process rows (issue 40): one run of the command whose start-up hook switches
   // `fixes` (tokens analyzers::OutsideFixSwitches accepts) on and off between optimizer steps
   // (A B B A, B A A B after a warm-up, >= kAltMinTimedSteps timed), appended to *out as AltTrial
-  // does. A command that cannot be compared so is no error: out->unpaired says why. False with
-  // *error when the command fails. This default measures nothing in-process.
-  virtual bool CommandAlt(const std::string& command, const std::vector<std::string>& fixes, AltResult* out,
-                          std::string* error) {
+  // does. A command that cannot be compared so is no error: out->unpaired says why. An error when
+  // the command fails. This default measures nothing in-process.
+  virtual Status CommandAlt(const std::string& command, const std::vector<std::string>& fixes, AltResult* out) {
     out->unpaired = "this launcher runs no in-process trials of a command";
-    return true;
+    return Status::Ok();
   }
-  // One recorded run of the command, analyzed: what `fix --cmd` will try to fix.
-  virtual bool AnalyzeCommand(const std::string& command, analyzers::Report* report, double* seconds,
-                              std::string* error) = 0;
+  // One recorded run of the command, analyzed: what `fix --cmd` will try to fix, and its seconds.
+  virtual Status AnalyzeCommand(const std::string& command, analyzers::Report* report, double* seconds) = 0;
   // When the last AnalyzeCommand's run was ended by its step limit (LauncherOptions::analysis_steps):
   // that limit; 0 when it ran to its end.
   virtual int64_t AnalysisStoppedAfter() const { return 0; }
@@ -109,10 +108,9 @@ class Launcher {
   virtual void SetCommandTrialSteps(int64_t steps) {}
   // One traced run of a workload spec or (with `command`) a command, its trace and analysis kept:
   // what `ab` and `gate check` diff to explain a verdict (analyzers::DiffRuns). The trials stay
-  // untraced. False with *why where traced runs are not available.
-  virtual bool TracedRun(const std::string& spec, bool command, sets::SetAnalysis* out, std::string* why) {
-    *why = "this launcher records no traced runs";
-    return false;
+  // untraced. An error that says why where traced runs are not available.
+  virtual StatusOr<sets::SetAnalysis> TracedRun(const std::string& spec, bool command) {
+    return Status::Error("this launcher records no traced runs");
   }
 
  private:
@@ -158,7 +156,7 @@ std::vector<double> BlockLogRatios(const std::vector<char>& arms, const std::vec
 // [{"arm": "A", "ms": 12.5}, {"arm": "B", "ms": 9.1}, ...], "stopped": "", "token": ""} with 64 steps
 // gives 16 log ratios; "stopped": "the script sets ..." with "token": "cudnn_benchmark" gives
 // out->unpaired / unpaired_token and no steps; fewer than kAltMinTimedSteps steps (the script ended
-// first) gives out->unpaired. False with *error (path, field) when it is not such a record.
-bool ParseAltSteps(std::string_view text, const std::string& path, AltResult* out, std::string* error);
+// first) gives out->unpaired. An error naming the path and field when it is not such a record.
+Status ParseAltSteps(std::string_view text, const std::string& path, AltResult* out);
 
 }  // namespace trainrx::experiments

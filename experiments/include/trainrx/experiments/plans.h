@@ -1,6 +1,7 @@
 // trainrx::experiments plans — `fix`, `sweep` and `ab` as library calls: each plans its trials,
 // runs them through a Launcher in a randomized, interleaved order, and returns a plain record
-// (results.h) for reports/ to render. False with *error when a trial fails or the input is wrong.
+// (results.h) in *report for reports/ to render. An error (trainrx::Status) when a trial fails or
+// the input is wrong.
 #pragma once
 
 #include <cstdint>
@@ -64,8 +65,7 @@ struct FixPlanRow {
 };
 std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& analysis, std::vector<std::string>* notes);
 
-bool RunFix(const Spec& spec, const PlanOptions& options, Launcher& launcher, Progress& progress, FixReport* report,
-            std::string* error);
+Status RunFix(const Spec& spec, const PlanOptions& options, Launcher& launcher, Progress& progress, FixReport* report);
 
 // `fix --cmd`: fixes applied to an unmodified script from outside, by the Python start-up hook
 // (probes/python/sitecustomize.py) that `trainrx record` injects when TRAINRX_FIX names them: the
@@ -76,17 +76,17 @@ bool RunFix(const Spec& spec, const PlanOptions& options, Launcher& launcher, Pr
 // analysis run shows torch.compile or more than one rank (then a note says why not).
 std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analyzers::Report& analysis,
                                          std::vector<std::string>* notes);
-bool RunFixCommand(const std::string& command, const PlanOptions& options, Launcher& launcher, Progress& progress,
-                   FixReport* report, std::string* error);
+Status RunFixCommand(const std::string& command, const PlanOptions& options, Launcher& launcher, Progress& progress,
+                     FixReport* report);
 // grids: "knob=v1,v2,..." each; every combination runs `trials` times.
-bool RunSweep(const Spec& base, const std::vector<std::string>& grids, const PlanOptions& options, Launcher& launcher,
-              Progress& progress, SweepReport* report, std::string* error);
+Status RunSweep(const Spec& base, const std::vector<std::string>& grids, const PlanOptions& options, Launcher& launcher,
+                Progress& progress, SweepReport* report);
 // A user's command as a template: "python3 train.py --workers {workers}" with --grid workers=0,2,4;
 // cells are timed by the command's steps (or runs). They rank by samples per second when every
 // cell's samples per step is known (options.samples_per_step, else the recorded input shapes),
 // else by time per step, with a note (time per step misranks cells whose batches differ).
-bool RunSweepCommand(const std::string& command_template, const std::vector<std::string>& grids, const PlanOptions& options,
-                     Launcher& launcher, Progress& progress, SweepReport* report, std::string* error);
+Status RunSweepCommand(const std::string& command_template, const std::vector<std::string>& grids,
+                       const PlanOptions& options, Launcher& launcher, Progress& progress, SweepReport* report);
 std::string FillTemplate(const std::string& command_template, const std::vector<std::pair<std::string, std::string>>& values);
 
 // Why B differs from A (issue 37): one traced run of each side (the trials stay untraced) and their
@@ -96,7 +96,7 @@ void Explain(Launcher& launcher, const std::string& a, const std::string& b, boo
              bool significant, analyzers::RunDiff* why, bool* explained, std::vector<std::string>* notes);
 
 // a and b are workload specs, or with `commands` command lines (run under `trainrx record`).
-bool RunAb(const std::string& a, const std::string& b, bool commands, const PlanOptions& options, Launcher& launcher,
-           Progress& progress, AbReport* report, std::string* error);
+Status RunAb(const std::string& a, const std::string& b, bool commands, const PlanOptions& options, Launcher& launcher,
+             Progress& progress, AbReport* report);
 
 }  // namespace trainrx::experiments

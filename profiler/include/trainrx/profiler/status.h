@@ -43,8 +43,8 @@ class [[nodiscard]] Status {
   ErrorKind kind() const { return kind_; }
   const std::string& message() const { return message_; }  // "" when ok
 
-  // The bool + error-string form, for callers not yet on Status (experiments/): true when ok,
-  // else false with *error set to the message.
+  // The bool + error-string form, for tests: ASSERT_TRUE(f().ToBool(&error)) << error. True when
+  // ok, else false with *error set to the message.
   bool ToBool(std::string* error) const {
     if (!ok_ && error) *error = message_;
     return ok_;
