@@ -62,6 +62,7 @@ TickMap TickMap::Calibrated(TickSource source, int64_t calibrate_ns) noexcept {
 void TickMap::Add(Point p) noexcept {
   if (source_ != TickSource::kTsc) return;
   if (!points_.empty() && (p.ticks <= points_.back().ticks || p.ns <= points_.back().ns)) return;
+  slope_valid_ = false;  // the last segment may have moved
   try {
     if (points_.size() >= kMaxPoints) points_.back() = p;
     else points_.push_back(p);
@@ -69,25 +70,37 @@ void TickMap::Add(Point p) noexcept {
   }
 }
 
+namespace {
+// std::llround's rounding (half away from zero) without its libm call: a drain converts two times
+// a record (issue 34.13: ToNs and llround were a fifth of the journal's CPU).
+int64_t RoundHalfAway(double x) noexcept {
+  const int64_t t = static_cast<int64_t>(x);
+  const double f = x - static_cast<double>(t);
+  return t + (f >= 0.5) - (f <= -0.5);
+}
+}  // namespace
+
 int64_t TickMap::ToNs(int64_t ticks) const noexcept {
   if (source_ != TickSource::kTsc || points_.size() < 2) return ticks;
-  const auto along = [&](const Point& from, double ns_per_tick) {
-    return from.ns + std::llround(static_cast<double>(ticks - from.ticks) * ns_per_tick);
-  };
   const Point& first = points_.front();
   const Point& last = points_.back();
   if (ticks < first.ticks || ticks >= last.ticks) {
     const double span = static_cast<double>(last.ns - first.ns) / static_cast<double>(last.ticks - first.ticks);
-    return along(ticks < first.ticks ? first : last, span);
+    const Point& from = ticks < first.ticks ? first : last;
+    return from.ns + RoundHalfAway(static_cast<double>(ticks - from.ticks) * span);
   }
   // points_[hint_].ticks <= ticks < points_[hint_ + 1].ticks
   size_t i = hint_ < points_.size() - 1 ? hint_ : 0;
   while (ticks < points_[i].ticks) --i;
   while (ticks >= points_[i + 1].ticks) ++i;
-  hint_ = i;
   const Point& a = points_[i];
-  const Point& b = points_[i + 1];
-  return along(a, static_cast<double>(b.ns - a.ns) / static_cast<double>(b.ticks - a.ticks));
+  if (i != hint_ || !slope_valid_) {  // the segment's slope, divided once per segment, not per call
+    const Point& b = points_[i + 1];
+    hint_ = i;
+    slope_ = static_cast<double>(b.ns - a.ns) / static_cast<double>(b.ticks - a.ticks);
+    slope_valid_ = true;
+  }
+  return a.ns + RoundHalfAway(static_cast<double>(ticks - a.ticks) * slope_);
 }
 
 }  // namespace trainrx::probes

@@ -90,6 +90,8 @@ class TickMap {
   TickSource source_;
   std::vector<Point> points_;
   mutable size_t hint_ = 0;  // the segment of the last conversion: drains convert in near-time order
+  mutable double slope_ = 0;  // ns per tick of segment hint_, when slope_valid_ (Add clears it)
+  mutable bool slope_valid_ = false;
 };
 
 // A pair read now: tsc, clock_gettime, tsc, the narrowest of a few tries (a read preempted in the

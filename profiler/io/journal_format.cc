@@ -44,6 +44,51 @@ void PutStr(std::string* out, std::string_view s) {
   out->append(s);
 }
 
+// Events, compactly (issue 34.13: in a real run the flusher spent more than half its time in the
+// kernel's write of the raw 48-byte events, copying them into the page cache). Per event: a byte of
+// flags for the fields that are mostly absent, then varints (7 bits a byte, low first): ts as the
+// zigzag difference from the previous event's, dur (zigzag), name, track, kind, and when present
+// flags, correlation and external id (zigzag), aux. An op recorded by the collector takes ~12
+// bytes. Lossless for any Event (tests/profiler/journal_format_test.cc).
+enum : uint8_t { kHasCorrelation = 1, kHasExternal = 2, kHasAux = 4, kHasFlags = 8 };
+constexpr size_t kMaxEventBytes = 1 + 10 * 4 + 5 * 3 + 1;  // a flags byte, 4 64-bit and 3 32-bit varints, kind
+
+uint64_t Zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+int64_t Unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+
+char* PutVarint(char* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<char>(static_cast<uint8_t>(v) | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<char>(v);
+  return p;
+}
+
+void PutEvents(std::string* out, const EventArray& events) {
+  const size_t at = out->size();
+  out->resize(at + events.size() * kMaxEventBytes);
+  char* p = out->data() + at;
+  int64_t prev_ts = 0;
+  for (const Event& e : events) {
+    const uint8_t has = (e.correlation != kNoId ? kHasCorrelation : 0) | (e.external_id != kNoId ? kHasExternal : 0) |
+                        (e.aux != kNoAux ? kHasAux : 0) | (e.flags != 0 ? kHasFlags : 0);
+    *p++ = static_cast<char>(has);
+    // Wrapping difference: lossless for any two int64 times (the decoder adds it back the same way).
+    p = PutVarint(p, Zigzag(static_cast<int64_t>(static_cast<uint64_t>(e.ts_ns) - static_cast<uint64_t>(prev_ts))));
+    prev_ts = e.ts_ns;
+    p = PutVarint(p, Zigzag(e.dur_ns));
+    p = PutVarint(p, e.name);
+    p = PutVarint(p, e.track);
+    *p++ = static_cast<char>(e.kind);
+    if (has & kHasFlags) *p++ = static_cast<char>(e.flags);
+    if (has & kHasCorrelation) p = PutVarint(p, Zigzag(e.correlation));
+    if (has & kHasExternal) p = PutVarint(p, Zigzag(e.external_id));
+    if (has & kHasAux) p = PutVarint(p, e.aux);
+  }
+  out->resize(static_cast<size_t>(p - out->data()));
+}
+
 // Frames `payload_start..end` of *out in place: the 16 bytes before it were reserved.
 void Seal(std::string* out, size_t framing_at, const char magic[4]) {
   const size_t payload_at = framing_at + kFramingBytes;
@@ -71,6 +116,22 @@ struct Cursor {
     std::memcpy(&v, p + at, sizeof(T));
     at += sizeof(T);
     return v;
+  }
+  uint64_t Varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (!ok || at >= n) break;
+      const uint8_t b = static_cast<uint8_t>(p[at++]);
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    ok = false;  // cut off, or more than 10 bytes
+    return 0;
+  }
+  uint32_t Varint32() {
+    const uint64_t v = Varint();
+    if (v > UINT32_MAX) ok = false;
+    return static_cast<uint32_t>(v);
   }
   std::string_view Str() {
     const uint32_t len = Get<uint32_t>();
@@ -182,6 +243,28 @@ void ReadCountersFlowsDevices(Cursor& c, FrameTables& f) {
   }
 }
 
+// The events as PutEvents wrote them (at least 6 bytes each).
+void ReadEvents(Cursor& c, FrameTables& f) {
+  const uint32_t n = c.Count(6);
+  f.events.resize(n);
+  int64_t ts = 0;
+  for (Event& e : f.events) {
+    const uint8_t has = c.Get<uint8_t>();
+    ts = static_cast<int64_t>(static_cast<uint64_t>(ts) + static_cast<uint64_t>(Unzigzag(c.Varint())));
+    e.ts_ns = ts;
+    e.dur_ns = Unzigzag(c.Varint());
+    e.name = c.Varint32();
+    e.track = c.Varint32();
+    e.kind = static_cast<EventKind>(c.Get<uint8_t>());
+    e.flags = has & kHasFlags ? c.Get<uint8_t>() : 0;
+    e.correlation = has & kHasCorrelation ? Unzigzag(c.Varint()) : kNoId;
+    e.external_id = has & kHasExternal ? Unzigzag(c.Varint()) : kNoId;
+    e.aux = has & kHasAux ? c.Varint32() : kNoAux;
+    if (!c.ok) break;
+  }
+  if (!c.ok) f.events.clear();
+}
+
 // Whether every event's track, name, kind, side-table index and times check out.
 bool EventsOk(const FrameTables& f) {
   for (const Event& e : f.events) {
@@ -206,15 +289,11 @@ bool ReadFrame(std::string_view payload, FrameTables& f) {
   f.strings.reserve(n_strings + 1);
   for (uint32_t i = 0; i < n_strings && c.ok; ++i) f.strings.push_back(c.Str());
   ReadTracks(c, f);
-  const uint32_t n_events = c.Count(sizeof(Event));
-  const char* events_at = c.ok ? c.p + c.at : nullptr;
-  if (c.ok) c.at += size_t{n_events} * sizeof(Event);
+  ReadEvents(c, f);
   ReadSideTables(c, f);
   ReadCountersFlowsDevices(c, f);
   if (!c.ok || c.at != c.n) return false;
   // Events: check every index before anything is added.
-  f.events.resize(n_events);
-  if (n_events) std::memcpy(static_cast<void*>(f.events.data()), events_at, size_t{n_events} * sizeof(Event));
   return EventsOk(f);
 }
 
@@ -273,7 +352,9 @@ bool MergeFrame(std::string_view payload, int32_t rank, Trace& trace, int64_t* f
 }  // namespace
 
 bool IsJournal(std::string_view bytes) {
-  return bytes.size() >= sizeof(kJournalMagic) && std::memcmp(bytes.data(), kJournalMagic, sizeof(kJournalMagic)) == 0;
+  // The name only (7 bytes): a journal of another format version is still recognised, and refused
+  // by DecodeJournal with its version.
+  return bytes.size() >= sizeof(kJournalMagic) && std::memcmp(bytes.data(), kJournalMagic, sizeof(kJournalMagic) - 1) == 0;
 }
 
 void EncodeJournalHeader(int32_t rank, int64_t base_ns, const std::vector<std::pair<std::string, std::string>>& config,
@@ -300,7 +381,7 @@ void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequen
   const size_t at = out->size();
   size_t strings_bytes = 0;
   for (size_t i = 1; i < fragment.strings.size(); ++i) strings_bytes += 4 + fragment.strings.Get(static_cast<StrId>(i)).size();
-  out->reserve(at + kFramingBytes + 64 + strings_bytes + fragment.tracks.size() * 48 + fragment.events.size() * sizeof(Event) +
+  out->reserve(at + kFramingBytes + 64 + strings_bytes + fragment.tracks.size() * 48 + fragment.events.size() * kMaxEventBytes +
                fragment.memcpys.size() * 11 + fragment.op_inputs.size() * 8 + fragment.counters.size() * 24 +
                fragment.flows.size() * 25);
   out->append(kFramingBytes, '\0');
@@ -320,7 +401,7 @@ void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequen
     Put<int64_t>(out, t.stream);
   }
   Put<uint32_t>(out, static_cast<uint32_t>(fragment.events.size()));
-  out->append(reinterpret_cast<const char*>(fragment.events.data()), fragment.events.size() * sizeof(Event));
+  PutEvents(out, fragment.events);
   Put<uint32_t>(out, static_cast<uint32_t>(fragment.memcpys.size()));
   for (const MemcpyInfo& m : fragment.memcpys) {
     Put<int64_t>(out, m.bytes);
@@ -364,7 +445,11 @@ void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequen
 
 Status DecodeJournal(std::string_view bytes, std::string_view name, JournalContents* out) {
   const auto fail = [&](const std::string& what) { return Status::Error(std::string(name) + ": " + what); };
-  if (!IsJournal(bytes)) return fail("not a trainrx journal (its first bytes are not \"TRXJRNL\\1\")");
+  if (!IsJournal(bytes)) return fail("not a trainrx journal (its first bytes are not \"TRXJRNL\")");
+  if (const char v = bytes[sizeof(kJournalMagic) - 1]; v != kJournalMagic[sizeof(kJournalMagic) - 1])
+    return fail("a trainrx journal of format " + std::to_string(static_cast<uint8_t>(v)) + ", and this trainrx reads format " +
+                std::to_string(static_cast<uint8_t>(kJournalMagic[sizeof(kJournalMagic) - 1])) +
+                ": salvage it with the trainrx that recorded it");
   if (bytes.size() < kFramingBytes + 4) return fail("a trainrx journal cut off inside its header (" + std::to_string(bytes.size()) + " bytes)");
   uint32_t len;
   uint64_t h;

@@ -8,16 +8,19 @@
 //
 // Why binary (issue 34.13): the journal used to write Kineto JSON at every flush, ~0.5 µs a record
 // on a thread that competed with the training's intra-op threads. A frame here is the drained
-// fragment as the collector built it: 48-byte events copied as they are, plus the few strings,
-// tracks and side-table rows the fragment uses. JSON is written only when a killed run's journal
+// fragment as the collector built it: its events in ~12 bytes each (varints, times as differences:
+// writing the raw 48-byte events into the page cache was most of a flush's cost in a real run),
+// plus the few strings, tracks and side-table rows the fragment uses. JSON is written only when a killed run's journal
 // is salvaged, by the same Kineto writer the normal trace path uses.
 //
 // Layout (native byte order: a journal is read on the machine that wrote it):
-//   header  "TRXJRNL" 0x01 | u32 length | u64 hash | payload
+//   header  "TRXJRNL" 0x02 | u32 length | u64 hash | payload
 //           payload: i32 rank, i64 base_ns, u32 n, n x (str key, str json_value)   (the "trainrx" block)
 //   frame   "TRXF" | u32 length | u64 hash | payload          (one per flush, appended by one write)
 //           payload: i64 flush_ns, u64 sequence, then the fragment's tables in this order:
-//           strings (u32 n; n x str; ids 1..n, 0 is ""), tracks, events (raw Event), memcpys,
+//           strings (u32 n; n x str; ids 1..n, 0 is ""), tracks, events (u32 n, then per event a
+//           byte saying which of flags, correlation, external id, aux are present, and varints:
+//           ts - previous ts and dur zigzagged, name, track, kind, the present ones), memcpys,
 //           op_inputs, counters, flows, devices                (str = u32 length + bytes)
 // Example: a flush that drained one aten::add on thread 7 is a frame of 4+4+8 bytes of framing and
 // a payload holding flush_ns, sequence 3, strings ["aten::add", "trainrx.journal"], one track
@@ -42,9 +45,10 @@
 
 namespace trainrx::profiler {
 
-inline constexpr char kJournalMagic[8] = {'T', 'R', 'X', 'J', 'R', 'N', 'L', '\x01'};
+// The name and the format version (2: compact events, issue 34.13; 1 held raw 48-byte events).
+inline constexpr char kJournalMagic[8] = {'T', 'R', 'X', 'J', 'R', 'N', 'L', '\x02'};
 
-// Whether `bytes` starts like a binary journal (the first 8 bytes).
+// Whether `bytes` starts like a binary journal of any format version (its first 7 bytes).
 bool IsJournal(std::string_view bytes);
 
 // The file's first bytes: the rank's identity and its static config (JSON values, as in the
