@@ -8,7 +8,7 @@
 namespace trainrx::experiments {
 
 namespace {
-// As the fix rows' design (plans.cc): Hwang-Shih-DeCani with gamma = -3 spends little at the first
+// As the fix rows' design (fix_plan.cc): Hwang-Shih-DeCani with gamma = -3 spends little at the first
 // looks and ends close to the fixed design's level (6 looks: 0.0015 at the first, ~0.036 at the last).
 constexpr double kSpendingGamma = -3;
 // Upper bound on the processes a budget can plan (keeps the boundaries' work small; 40 processes

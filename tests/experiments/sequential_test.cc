@@ -88,7 +88,7 @@ TEST(SequentialTest, FiveEquallySpacedLooks) {
     EXPECT_NEAR(looks->back().alpha_spent, 0.05, 1e-9);
     for (size_t k = 1; k < 5; ++k) EXPECT_GT((*looks)[k].alpha_spent, (*looks)[k - 1].alpha_spent);
   }
-  // The designs MeasureFixes chooses from (plans.cc's comment): with 10 planned rounds and the
+  // The designs MeasureFixes chooses from (fix_plan.cc's comment): with 10 planned rounds and the
   // first look that can decide anything at round 5, HSD(-3)'s last look keeps 0.036 of 0.05,
   // O'Brien-Fleming type's first look at 5 would be 0.003 (too strict for 5 trials per side).
   const auto hsd = Boundaries({0.5, 0.6, 0.7, 0.8, 0.9, 1.0}, Hsd(-3), 0.05);

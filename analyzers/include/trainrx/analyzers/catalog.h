@@ -6,7 +6,7 @@
 // docs page that explains it.
 //
 // Who reads it: the analyzers (SetFix fills a Finding's fix_python / fix_cpp / knob),
-// experiments/plans.cc (which knob `fix` flips, which token `fix --cmd` applies), reports/ (the text
+// experiments/fix_plan.cc (which knob `fix` flips, which token `fix --cmd` applies), reports/ (the text
 // report's "measure it on your unmodified script" line, the workloads listing) and the tests
 // (docs/findings.md lists every id; every knob named is in workloads::Knobs()). Torch-free, no I/O;
 // the tables are constants built once: safe from any thread.
