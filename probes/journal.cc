@@ -67,8 +67,15 @@ Status Journal::Flush(Collector& collector, int64_t now_ns) {
   collector.SetJournalBytes(HeldBytes());  // the flush's high-water mark: fragment and frame
   Status written = WriteOut();
   collector.SetJournalBytes(HeldBytes());
-  stats_.busy_ns += NowNs() - t0;
+  const int64_t t1 = NowNs();
+  stats_.busy_ns += t1 - t0;
   stats_.cpu_ns += ThreadCpuNs() - cpu0;
+  if (stats_.spans.size() < Stats::kMaxSpans) {
+    try {
+      stats_.spans.emplace_back(t0, t1);
+    } catch (...) {  // no memory for one more: the trace shows fewer spans, nothing else changes
+    }
+  }
   return written;
 }
 

@@ -27,6 +27,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "collector.h"
 #include "trainrx/profiler/status.h"
@@ -55,6 +57,11 @@ class Journal {
     int64_t busy_ns = 0;     // wall time spent draining and writing, all flushes (a preempted flush counts)
     int64_t cpu_ns = 0;      // the flushing thread's CPU time in them (CLOCK_THREAD_CPUTIME_ID)
     int64_t max_gap_ns = 0;  // longest time between two flushes (from Open): the loss bound a kill met
+    // When each flush ran (wall ns, start and end), the first kMaxSpans: the trace shows them as
+    // the "trainrx.journal_busy" counter (1 while flushing), so a step's time can be read against
+    // the flusher's (bench/journal_steps.py).
+    static constexpr size_t kMaxSpans = 4096;
+    std::vector<std::pair<int64_t, int64_t>> spans;
   };
   const Stats& stats() const { return stats_; }
 

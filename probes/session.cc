@@ -340,6 +340,15 @@ std::string ProcessSession::Finish(const std::string& reason) noexcept {
       drop_journal();
       return written_;
     }
+    if (journal_ && journal_idle && !journal_->stats().spans.empty()) {
+      // The flushes on the process's main thread: 1 while the flusher worked, 0 after.
+      const uint32_t main = trace.GetOrAddTrack(trace.ranks[0].rank, profiler::TrackKind::kCpuThread, getpid(), getpid());
+      const profiler::StrId busy = trace.strings.Intern("trainrx.journal_busy");
+      for (const auto& [from, to] : journal_->stats().spans) {
+        trace.counters.push_back({main, busy, from, 1});
+        trace.counters.push_back({main, busy, to, 0});
+      }
+    }
     auto& info = trace.ranks[0];
     info.base_time_ns = start_ns_;
     if (rank_ >= 0) {

@@ -243,6 +243,16 @@ void ReadCountersFlowsDevices(Cursor& c, FrameTables& f) {
   }
 }
 
+// Format 1's events (a probe built by an earlier trainrx, e.g. one in the per-user probe cache):
+// the 48-byte Events as they were in memory.
+void ReadRawEvents(Cursor& c, FrameTables& f) {
+  const uint32_t n = c.Count(sizeof(Event));
+  if (!c.ok) return;
+  f.events.resize(n);
+  if (n) std::memcpy(static_cast<void*>(f.events.data()), c.p + c.at, size_t{n} * sizeof(Event));
+  c.at += size_t{n} * sizeof(Event);
+}
+
 // The events as PutEvents wrote them (at least 6 bytes each).
 void ReadEvents(Cursor& c, FrameTables& f) {
   const uint32_t n = c.Count(6);
@@ -279,8 +289,8 @@ bool EventsOk(const FrameTables& f) {
   return true;
 }
 
-// Reads one frame's payload; false when it does not check out.
-bool ReadFrame(std::string_view payload, FrameTables& f) {
+// Reads one frame's payload (journal format `version`); false when it does not check out.
+bool ReadFrame(std::string_view payload, int version, FrameTables& f) {
   Cursor c{payload.data(), payload.size()};
   f.flush = c.Get<int64_t>();
   c.Get<uint64_t>();  // sequence
@@ -289,7 +299,8 @@ bool ReadFrame(std::string_view payload, FrameTables& f) {
   f.strings.reserve(n_strings + 1);
   for (uint32_t i = 0; i < n_strings && c.ok; ++i) f.strings.push_back(c.Str());
   ReadTracks(c, f);
-  ReadEvents(c, f);
+  if (version == 1) ReadRawEvents(c, f);
+  else ReadEvents(c, f);
   ReadSideTables(c, f);
   ReadCountersFlowsDevices(c, f);
   if (!c.ok || c.at != c.n) return false;
@@ -341,9 +352,9 @@ void AddFrame(FrameTables& f, int32_t rank, Trace& trace) {
 
 // Merges one frame's payload into `trace` (rank `rank`); false (and `trace` unchanged) when its
 // contents do not check out.
-bool MergeFrame(std::string_view payload, int32_t rank, Trace& trace, int64_t* flush_ns) {
+bool MergeFrame(std::string_view payload, int version, int32_t rank, Trace& trace, int64_t* flush_ns) {
   FrameTables f;
-  if (!ReadFrame(payload, f)) return false;
+  if (!ReadFrame(payload, version, f)) return false;
   AddFrame(f, rank, trace);
   *flush_ns = f.flush;
   return true;
@@ -377,7 +388,7 @@ void EncodeJournalHeader(int32_t rank, int64_t base_ns, const std::vector<std::p
   std::memcpy(out->data() + fields_at + 4, &h, 8);
 }
 
-void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequence, std::string* out) {
+void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequence, std::string* out, int format) {
   const size_t at = out->size();
   size_t strings_bytes = 0;
   for (size_t i = 1; i < fragment.strings.size(); ++i) strings_bytes += 4 + fragment.strings.Get(static_cast<StrId>(i)).size();
@@ -401,7 +412,8 @@ void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequen
     Put<int64_t>(out, t.stream);
   }
   Put<uint32_t>(out, static_cast<uint32_t>(fragment.events.size()));
-  PutEvents(out, fragment.events);
+  if (format == 1) out->append(reinterpret_cast<const char*>(fragment.events.data()), fragment.events.size() * sizeof(Event));
+  else PutEvents(out, fragment.events);
   Put<uint32_t>(out, static_cast<uint32_t>(fragment.memcpys.size()));
   for (const MemcpyInfo& m : fragment.memcpys) {
     Put<int64_t>(out, m.bytes);
@@ -446,10 +458,11 @@ void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequen
 Status DecodeJournal(std::string_view bytes, std::string_view name, JournalContents* out) {
   const auto fail = [&](const std::string& what) { return Status::Error(std::string(name) + ": " + what); };
   if (!IsJournal(bytes)) return fail("not a trainrx journal (its first bytes are not \"TRXJRNL\")");
-  if (const char v = bytes[sizeof(kJournalMagic) - 1]; v != kJournalMagic[sizeof(kJournalMagic) - 1])
-    return fail("a trainrx journal of format " + std::to_string(static_cast<uint8_t>(v)) + ", and this trainrx reads format " +
-                std::to_string(static_cast<uint8_t>(kJournalMagic[sizeof(kJournalMagic) - 1])) +
-                ": salvage it with the trainrx that recorded it");
+  // Format 1 (raw events) still reads: a probe in the per-user cache may predate format 2.
+  const int version = static_cast<uint8_t>(bytes[sizeof(kJournalMagic) - 1]);
+  if (const int newest = static_cast<uint8_t>(kJournalMagic[sizeof(kJournalMagic) - 1]); version < 1 || version > newest)
+    return fail("a trainrx journal of format " + std::to_string(version) + ", and this trainrx reads formats 1 to " +
+                std::to_string(newest) + ": salvage it with the trainrx that recorded it");
   if (bytes.size() < kFramingBytes + 4) return fail("a trainrx journal cut off inside its header (" + std::to_string(bytes.size()) + " bytes)");
   uint32_t len;
   uint64_t h;
@@ -498,7 +511,7 @@ Status DecodeJournal(std::string_view bytes, std::string_view name, JournalConte
     const std::string_view payload(f + kFramingBytes, len);
     int64_t flush_ns = 0;
     const Trace::Checkpoint mark = out->trace.Mark();
-    if (Hash(payload.data(), payload.size()) == h && MergeFrame(payload, rank, out->trace, &flush_ns)) {
+    if (Hash(payload.data(), payload.size()) == h && MergeFrame(payload, version, rank, out->trace, &flush_ns)) {
       ++out->frames;
       out->last_flush_ns = std::max(out->last_flush_ns, flush_ns);
     } else {

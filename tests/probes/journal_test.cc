@@ -480,16 +480,40 @@ TEST(JournalTest, EventsRoundTripThroughTheCompactForm) {
   EXPECT_GT(cut.torn_bytes, 0u);
 }
 
-// A journal of the earlier format (raw events, version byte 1) is refused with its version, not
-// read as garbage or as "not a trace".
-TEST(JournalTest, AJournalOfAnotherFormatIsRefusedWithItsVersion) {
+// A journal of format 1 (raw 48-byte events: a probe built by an earlier trainrx, which the per-user
+// probe cache may still hold) still reads; a format this trainrx does not know is refused by name.
+TEST(JournalTest, AFormatOneJournalStillReadsAndAnUnknownFormatIsRefused) {
+  profiler::Trace t;
+  t.ranks.push_back({});
+  const uint32_t track = t.GetOrAddTrack(0, profiler::TrackKind::kCpuThread, 7, 7);
+  for (int i = 0; i < 3; ++i) {
+    profiler::Event e;
+    e.ts_ns = 1'000'100 + i * 100;
+    e.dur_ns = 5 + i;
+    e.name = t.strings.Intern("aten::old");
+    e.track = track;
+    t.AddEvent(e);
+  }
   std::string bytes;
   profiler::EncodeJournalHeader(0, 0, {}, &bytes);
   bytes[7] = '\x01';
-  profiler::Trace t;
-  const Status st = profiler::ReadTraceBuffer(bytes, "old.json.partial", -1, t);
+  profiler::AppendJournalFrame(t, 1'000'900, 1, &bytes, 1);
+  profiler::Trace old;
+  Status st = profiler::ReadTraceBuffer(bytes, "old.json.partial", -1, old);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(old.stats.Count("journal_corrupt_frames"), 0u);
+  EXPECT_EQ(Names(old)["aten::old"], 3);
+  // The same frame read as format 2 does not check out: counted, never made into events.
+  bytes[7] = '\x02';
+  profiler::Trace misread;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(bytes, "old.json.partial", -1, misread).ok());
+  EXPECT_EQ(Names(misread).count("aten::old"), 0u);
+  EXPECT_EQ(misread.stats.Count("journal_corrupt_frames"), 1u);
+  bytes[7] = '\x07';
+  profiler::Trace unknown;
+  st = profiler::ReadTraceBuffer(bytes, "new.json.partial", -1, unknown);
   EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("old.json.partial: a trainrx journal of format 1, and this trainrx reads format 2"),
+  EXPECT_NE(st.message().find("new.json.partial: a trainrx journal of format 7, and this trainrx reads formats 1 to 2"),
             std::string::npos)
       << st.message();
 }

@@ -45,7 +45,8 @@
 
 namespace trainrx::profiler {
 
-// The name and the format version (2: compact events, issue 34.13; 1 held raw 48-byte events).
+// The name and the format version written (2: compact events, issue 34.13). The decoder reads
+// format 1 too (raw 48-byte events), which probes built by an earlier trainrx write.
 inline constexpr char kJournalMagic[8] = {'T', 'R', 'X', 'J', 'R', 'N', 'L', '\x02'};
 
 // Whether `bytes` starts like a binary journal of any format version (its first 7 bytes).
@@ -58,7 +59,8 @@ void EncodeJournalHeader(int32_t rank, int64_t base_ns, const std::vector<std::p
 
 // Appends one frame holding `fragment` (a drained part of one rank's recording; it need not be
 // finalized) to *out.
-void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequence, std::string* out);
+// `format` 1 writes the raw events of format 1 (for tests of the decoder's compatibility only).
+void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequence, std::string* out, int format = 2);
 
 struct JournalContents {
   Trace trace;  // one rank: header config in ranks[0].config; not finalized
