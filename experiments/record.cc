@@ -118,6 +118,14 @@ std::vector<std::string> CollectTraces(const RecordOptions& options, const fs::p
                          output.parent_path().string(), space.available);
       return traces;
     }
+    // A journal left behind is one that could not be read back (FinishJournals said why above): the
+    // program did record, so "never loaded libtorch" would be wrong.
+    if (const fs::path journal = output.string() + env::kJournalSuffix; fs::exists(journal, ec)) {
+      log << fmt::format("trainrx: no trace was written: {}'s journal {} could not be read back (see above; it is kept) "
+                         "(exit code {})\n",
+                         options.command[0], journal.string(), code);
+      return traces;
+    }
     log << fmt::format(
         "trainrx: no trace was written: {} never loaded libtorch{} (exit code {})\n", options.command[0],
         ", ran no torch op, or ran unobserved (see the message above, if any)", code);

@@ -203,9 +203,12 @@ r = json.load(open(sys.argv[1]))
 w = r["run"]["windows"]
 assert len(w) == 1 and w[0]["skip"] == 5 and w[0]["steps"] == 10 and w[0]["closed"] and w[0]["run_boundaries"] == 40, w
 assert w[0]["boundary"] == "Optimizer.step", w
-assert r["steps"]["count"] == 10, r["steps"]["count"]
+# 10 steps, of which up to 2 leading ones over 3x the median are warm-up (a busy machine slows
+# the window's first steps: seen once beside a CI build).
+first = (r["steps"]["warmup"] + r["steps"]["rows"])[0]["name"]
+assert r["steps"]["count"] + len(r["steps"]["warmup"]) == 10, (r["steps"]["count"], len(r["steps"]["warmup"]))
 # Steps keep their number in the run: the window's first is the run's step 6.
-assert r["steps"]["rows"][0]["name"] == "ProfilerStep#6", r["steps"]["rows"][0]["name"]
+assert first == "ProfilerStep#6", first
 assert "sync.host_device" in {f["id"] for f in r["findings"]}, [f["id"] for f in r["findings"]]
 PY
 # (Reports go to a file before grep: `analyze | grep -q` fails under pipefail when grep stops
@@ -274,6 +277,13 @@ fi
 # 6. Not a PyTorch program, and bad usage.
 "$TRAINRX" record -o "$W/none.json" -- true 2> "$W/none.err"; rc=$?
 [ $rc = 2 ] && grep -q "never loaded libtorch" "$W/none.err" && ok "non-torch command: clear error" || bad "non-torch: rc=$rc"
+# A killed program whose journal cannot be read back: said as that, the journal kept, never "never
+# loaded libtorch" (it did record). The journal here is a header of an unknown format, then SIGKILL.
+"$TRAINRX" record -o "$W/badj.json" -- sh -c 'sleep 0.1; printf "TRXJRNL\011" > "$0.partial"; kill -9 $$' "$W/badj.json" 2> "$W/badj.err"; rc=$?
+[ $rc = 137 ] && grep -q "journal $W/badj.json.partial could not be read back" "$W/badj.err" &&
+  grep -q "a trainrx journal of format 9" "$W/badj.err" &&
+  ! grep -q "never loaded libtorch" "$W/badj.err" && [ -f "$W/badj.json.partial" ] &&
+  ok "unreadable journal: said, kept" || { bad "unreadable journal: rc=$rc"; cat "$W/badj.err"; }
 "$TRAINRX" record -o "$W/x.json" -- /nonexistent/prog 2> "$W/np.err"; rc=$?
 [ $rc = 127 ] && grep -q "cannot run" "$W/np.err" && ok "missing program: exit 127" || bad "missing program: rc=$rc"
 
