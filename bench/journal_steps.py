@@ -31,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 
+from overhead_shapes import interval  # the same bootstrap over runs (bench/ is the script's folder)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAPES = {"ops": ["--shape", "ops"], "ops1": ["--shape", "ops", "--threads", "1"], "workers": ["--shape", "workers"],
           "model": ["--shape", "model"]}
@@ -77,11 +79,6 @@ def read_run(path, warmup, near):
     return steps, spans, during, over, clear, meta
 
 
-def interval(xs, rng, draws=2000):
-    vals = sorted(statistics.median([xs[rng.randrange(len(xs))] for _ in xs]) for _ in range(draws))
-    return vals[int(0.025 * draws)], vals[int(0.975 * draws) - 1]
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--runs", type=int, default=5)
@@ -118,12 +115,11 @@ def main():
             slower = sum(len(o) * (statistics.fmean(o) / statistics.fmean(c) - 1) for o, c in zip(over, clear)) / n_over
             share = sum(during) / len(during)
             cost = slower * share
-            mean_over, mean_clear = 1 + slower, 1.0
             cpu = int(meta.get("journal_cpu_ns", 0)) / 1e6 / len(steps)
-            results[s].append((cost, mean_over / mean_clear - 1, share, cpu, statistics.fmean(d for _, d in steps) / 1e3,
+            results[s].append((cost, slower, share, cpu, statistics.fmean(d for _, d in steps) / 1e3,
                                len(spans), int(meta.get("journal_max_gap_ns", 0)) / 1e9))
             print(f"run {r + 1} {s}: {len(spans)} flushes, {sum(during)} of {len(steps)} steps overlap one, those "
-                  f"{100 * (mean_over / mean_clear - 1):+.1f} %: journal {100 * cost:+.2f} % of the step; flusher CPU "
+                  f"{100 * slower:+.1f} %: journal {100 * cost:+.2f} % of the step; flusher CPU "
                   f"{cpu:.3f} ms a step", flush=True)
     rng = random.Random(1)
     print(f"\n{a.runs} runs of {a.steps} steps each, journal every {a.flush_seconds} s\n")
@@ -136,7 +132,7 @@ def main():
             print(f"| {s} | | | | | no run had a flush with clear steps around it | |")
             continue
         costs = [100 * x[0] for x in rs]
-        lo, hi = interval(costs, rng)
+        lo, hi = interval(costs, statistics.median, rng)
         print(f"| {s} | {statistics.median(x[4] for x in rs):.2f} ms | {statistics.median(x[5] for x in rs):.0f} | "
               f"{100 * statistics.median(x[2] for x in rs):.0f} % | {100 * statistics.median(x[1] for x in rs):+.1f} % | "
               f"**{statistics.median(costs):+.2f} %** ({lo:+.2f} to {hi:+.2f}) | {statistics.median(x[3] for x in rs):.3f} ms |")

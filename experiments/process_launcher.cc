@@ -252,15 +252,12 @@ class ProcessLauncher : public Launcher {
 
   StatusOr<sets::SetAnalysis> TracedRun(const std::string& what, bool command) override {
     const std::string name = fmt::format("explain{}", traced_runs_++);
-    StatusOr<std::vector<std::string>> traces = Status::Internal("TracedRun: no trace made");
-    if (command) {
-      double seconds = 0;
-      traces = RecordSome(what, name, &seconds);
-    } else {
-      Spec s;
+    Spec s;
+    if (!command)
       if (Status st = ParseSpec(what, &s); !st.ok()) return st;
-      traces = TraceWorkload(s, name);
-    }
+    double seconds = 0;
+    const StatusOr<std::vector<std::string>> traces =
+        command ? RecordSome(what, name, &seconds) : TraceWorkload(s, name);
     if (!traces.ok()) return traces.status();
     sets::SetAnalysis out;
     if (Status st = sets::AnalyzeSet(*traces, {}, &out); !st.ok()) return st;

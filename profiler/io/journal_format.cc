@@ -48,8 +48,8 @@ void PutStr(std::string* out, std::string_view s) {
 // kernel's write of the raw 48-byte events, copying them into the page cache). Per event: a byte of
 // flags for the fields that are mostly absent, then varints (7 bits a byte, low first): ts as the
 // zigzag difference from the previous event's, dur (zigzag), name, track, kind, and when present
-// flags, correlation and external id (zigzag), aux. An op recorded by the collector takes ~12
-// bytes. Lossless for any Event (tests/profiler/journal_format_test.cc).
+// flags, correlation and external id (zigzag), aux. An op recorded by the collector takes ~8
+// bytes. Lossless for any Event (tests/probes/journal_test.cc).
 enum : uint8_t { kHasCorrelation = 1, kHasExternal = 2, kHasAux = 4, kHasFlags = 8 };
 constexpr size_t kMaxEventBytes = 1 + 10 * 4 + 5 * 3 + 1;  // a flags byte, 4 64-bit and 3 32-bit varints, kind
 
@@ -363,8 +363,8 @@ bool MergeFrame(std::string_view payload, int version, int32_t rank, Trace& trac
 }  // namespace
 
 bool IsJournal(std::string_view bytes) {
-  // The name only (7 bytes): a journal of another format version is still recognised, and refused
-  // by DecodeJournal with its version.
+  // The name only (7 bytes): a journal of any format version is recognised; DecodeJournal reads
+  // the formats it knows and refuses the others by number.
   return bytes.size() >= sizeof(kJournalMagic) && std::memcmp(bytes.data(), kJournalMagic, sizeof(kJournalMagic) - 1) == 0;
 }
 

@@ -8,10 +8,10 @@
 //
 // Why binary (issue 34.13): the journal used to write Kineto JSON at every flush, ~0.5 µs a record
 // on a thread that competed with the training's intra-op threads. A frame here is the drained
-// fragment as the collector built it: its events in ~12 bytes each (varints, times as differences:
+// fragment as the collector built it: its events in ~8 bytes each (varints, times as differences:
 // writing the raw 48-byte events into the page cache was most of a flush's cost in a real run),
-// plus the few strings, tracks and side-table rows the fragment uses. JSON is written only when a killed run's journal
-// is salvaged, by the same Kineto writer the normal trace path uses.
+// plus the few strings, tracks and side-table rows the fragment uses. JSON is written only when a
+// killed run's journal is salvaged, by the same Kineto writer the normal trace path uses.
 //
 // Layout (native byte order: a journal is read on the machine that wrote it):
 //   header  "TRXJRNL" 0x02 | u32 length | u64 hash | payload
