@@ -564,7 +564,11 @@ void SampleHeap(Collector& c, ThreadBuffer* buf, int64_t ts) noexcept {
   if (MemoryEventsRequested()) return;
   const int64_t heap = profiler::HeapInUseBytes();
   if (heap < 0) return;
-  static const std::string kKey = profiler::MemoryCounterName(profiler::MemoryWhat::kAllocated, "cpu");
+  // Never destroyed: the exit handler (OnFinish) samples after static destructors have run, and a
+  // function-local std::string made on the first boundary is destroyed before that handler (it was
+  // constructed after std::atexit registered it). Reading it there put freed heap bytes into the
+  // counter's name (issue 49.1: "trainrx.config." + raw bytes in every short run).
+  static const std::string& kKey = *new std::string(profiler::MemoryCounterName(profiler::MemoryWhat::kAllocated, "cpu"));
   // The collector's own records are not in it: their chunks are mapped outside malloc
   // (collector.cc MapChunk), or the recording would read as memory growth (the lm workload's
   // heap grew 165 kB a step, a chunk of records, when they came from malloc). The journal's

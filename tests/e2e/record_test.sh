@@ -302,6 +302,22 @@ if [ -n "$PLANTED" ]; then
   [ -s "$W/cpp_rec.json" ] && [ ! -e "$W/ignored.json" ] && ok "cpp under record: -o wins" || bad "cpp under record: wrong output"
 fi
 
+# 7b. A short script whose last heap sample is taken by the exit handler (issue 49.1): the counter's
+#     name was read from a string destroyed before that handler ran, and came out as
+#     "trainrx.config." followed by freed heap bytes in every run.
+cat > "$W/tiny.py" <<'PYEOF'
+import torch
+m = torch.nn.Linear(64, 64); opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for _ in range(5):
+    opt.zero_grad(); m(torch.randn(32, 64)).sum().backward(); opt.step()
+PYEOF
+"$TRAINRX" record -o "$W/tiny.json" -- $PY "$W/tiny.py" > /dev/null 2> "$W/tiny.err" || { bad "tiny: record failed"; tail -5 "$W/tiny.err"; }
+python3 -c '
+import json, sys
+names = {e["name"] for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "C"}
+sys.exit(0 if "trainrx.memory.allocated[cpu]" in names else 1)' "$W/tiny.json" \
+  && ok "tiny: the heap counter keeps its name through the exit handler" || bad "tiny: no trainrx.memory.allocated[cpu] counter"
+
 # 8. The compat target: Debian's python3-torch 1.13 with the probe built against Debian's LibTorch
 #    (build-compat/, scripts/setup), chosen with --probe-dir; without it, a clear mismatch message.
 COMPAT=${TRAINRX_COMPAT_DIR:-}
@@ -323,4 +339,7 @@ if [ -n "$COMPAT" ] && [ -f "$COMPAT/libtrainrx_probe.so" ] && /usr/bin/python3 
 else
   echo "note: compat probe ($COMPAT) or Debian python3-torch missing: compat attach not run"
 fi
+# Every name in every trace recorded above is text (issue 49.1).
+python3 "$(dirname "$0")/check_trace_names.py" "$W" && ok "every recorded name is UTF-8 without control characters" \
+  || bad "a recorded trace holds a name that is not text (above)"
 exit $fail
