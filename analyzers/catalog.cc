@@ -40,12 +40,37 @@ constexpr const char* kNoCompileCpp =
 // The gpu and dist findings.
 std::vector<CatalogEntry> GpuAndDistEntries() {
   return {
-      {"gpu.idle", "gpu", "the device waits idle in the steps, split per stream into host wait / kernel wait / other",
-       {{"",
+      {"gpu.idle", "gpu",
+       "the device waits idle in the steps; each gap is host-starved (nothing launched yet), in an allocator call, or "
+       "queued (launched work waiting on another stream, a collective or a graph's order)",
+       {{"host",
          "Find what the host does during the gaps: data loading (DataLoader(num_workers>0, pin_memory=True)), "
          "host-device syncs (.item(), .cpu()), or Python overhead (torch.compile / CUDA graphs).",
          "Overlap input with compute (worker threads, pinned buffers, non_blocking copies); remove syncs from the step; "
          "capture the step in a CUDA graph.",
+         ""},
+        {"queued",
+         "The GPU had work launched and did not run it: it waited on another stream (torch.cuda.Stream.wait_stream, "
+         "an event from a side stream or a NCCL stream) or on a collective. Make the waited-for work start earlier or "
+         "run beside it: launch side-stream copies and collectives as soon as their inputs exist, split a large "
+         "collective so compute can overlap it, and do not make the compute stream wait on a stream whose work "
+         "starts late (the streams named above).",
+         "The GPU had work launched and did not run it: it waited on another stream's event or a collective. "
+         "Record events right after the work they guard, launch side-stream work early, and wait on a stream only "
+         "where its result is needed (the streams named above).",
+         ""},
+        {"allocator",
+         "The host was in cudaMalloc/cudaFree (hipMalloc/hipFree) while the GPU idled: see gpu.allocator.",
+         "The host was in cudaMalloc/cudaFree (hipMalloc/hipFree) while the GPU idled: see gpu.allocator.", ""}},
+       "", "", "", kFindings},
+      {"gpu.allocator", "gpu", "device memory allocated or freed through the runtime (cudaMalloc / cudaFree, hipMalloc / hipFree) inside the steps",
+       {{"",
+         "Keep PyTorch's caching allocator on (unset PYTORCH_NO_CUDA_MEMORY_CACHING), do not call torch.cuda.empty_cache() "
+         "in the loop, and lower memory pressure so the allocator stops freeing its cache and retrying "
+         "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, a smaller batch, activation checkpointing); every cudaFree "
+         "waits for the whole device.",
+         "Use c10's caching allocator (the default; do not set PYTORCH_NO_CUDA_MEMORY_CACHING), allocate buffers once "
+         "outside the step and reuse them, and avoid c10::cuda::CUDACachingAllocator::emptyCache() in the loop.",
          ""}},
        "", "", "", kFindings},
       {"gpu.launch_bound", "gpu", "most GPU activities run shorter than their launch call",

@@ -28,6 +28,15 @@ void AnalyzeCompile(const AnalysisContext& ctx, Report& out);    // compile.cc
 void FlagBatchSmall(const AnalysisContext& ctx, Report& report);
 // compile.not_compiled / compile.reduce_overhead (compile.cc): after the families, from gpu.launch_bound.
 void FlagCompileForLaunches(const AnalysisContext& ctx, Report& report);
+// The critical path of each rank's steps (critical_path.cc) over the dependency model (links.h), and
+// the path of given windows of one rank.
+struct RankLinks;
+std::vector<CriticalPath> BuildCriticalPaths(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps);
+CriticalPath PathOfWindows(const profiler::Trace& trace, const RankLinks& links,
+                           const std::vector<std::pair<int64_t, int64_t>>& windows);
+// Every finding's estimated saving bounded by the path time of the classes its fix removes (after
+// the families; the rank's path must exist).
+void BoundSavingsByPath(Report& report);
 // dist.data_parallel on one rank (dataparallel.cc; called by AnalyzeDist).
 void AnalyzeDataParallel(const AnalysisContext& ctx, int32_t rank, Report& out);
 

@@ -44,6 +44,7 @@
 
 #include "families.h"
 #include "intervals.h"
+#include "links.h"
 #include "runtime_names.h"
 #include "trainrx/profiler/time.h"
 #include "trainrx/profiler/sort_runs.h"
@@ -61,11 +62,6 @@ bool IsComputeKernel(std::string_view name) {
          name.find("Memset") == std::string_view::npos;
 }
 
-struct RuntimeRef {
-  int64_t correlation, ts, end;
-  bool launch;  // a launch call (IsLaunchCall), as opposed to a blocking copy or a graph launch
-};
-
 struct GpuActivity {
   const Event* e;
   int64_t stream;
@@ -73,6 +69,7 @@ struct GpuActivity {
   int64_t ts, end;                 // the activity, in the breakdown's time (see GpuClock)
   int64_t runtime_ts, runtime_end; // its launching runtime call, same time
   bool launch;                     // that call is a launch (enters the launch statistics)
+  bool graph;                      // that call is a graph launch (one call, many kernels)
 };
 
 struct RankGpu {
@@ -129,7 +126,8 @@ std::vector<uint8_t> NameFlags(const Trace& trace) {
   return flags;
 }
 
-RankGpu CollectRank(const Trace& trace, int32_t rank, const GpuClock& clock, const std::vector<uint8_t>& name_flags) {
+RankGpu CollectRank(const Trace& trace, const RankLinks& links, int32_t rank, const GpuClock& clock,
+                    const std::vector<uint8_t>& name_flags) {
   RankGpu out;
   // Distinct ProfilerStep names and the last step's start.
   std::unordered_set<profiler::StrId> step_names;
@@ -148,7 +146,8 @@ RankGpu CollectRank(const Trace& trace, int32_t rank, const GpuClock& clock, con
   out.window = cut ? fmt::format("CPU events before the last of {} ProfilerSteps", step_names.size())
                    : "whole trace (fewer than two ProfilerSteps)";
   if (clock.rounds()) out.window += "; times in whole µs as HTA rounds them (start up, end down)";
-  std::vector<RuntimeRef> runtime;
+  // The capture ranges of each thread; which runtime calls fall in the window is asked of the
+  // dependency model's calls below (the call an activity's correlation id names).
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const auto& t = trace.tracks[ti];
     if (t.rank != rank || t.kind == TrackKind::kGpuStream) continue;
@@ -162,27 +161,18 @@ RankGpu CollectRank(const Trace& trace, int32_t rank, const GpuClock& clock, con
         out.capture.push_back({capture_start, clock.Span(e).second});
         capture_start = INT64_MIN;
       }
-      if (e.correlation < 0) continue;
-      const Interval span = clock.Span(e);
-      if (cut && span.first >= last_step_start) continue;
-      runtime.push_back({e.correlation, span.first, span.second, (flags & kLaunchName) != 0});
     }
     if (capture_start != INT64_MIN) out.capture.push_back({capture_start, INT64_MAX});  // never ended
   }
   MergeIntervals(out.capture);
-  profiler::SortRuns(runtime.begin(), runtime.end(), [](const RuntimeRef& a, const RuntimeRef& b) { return a.correlation < b.correlation; });
-  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-    const auto& t = trace.tracks[ti];
-    if (t.rank != rank || t.kind != TrackKind::kGpuStream || t.stream < 0) continue;
-    for (const Event& e : trace.TrackEvents(ti)) {
-      if (e.kind != EventKind::kKernel && e.kind != EventKind::kMemcpy && e.kind != EventKind::kMemset) continue;
-      if (e.correlation < 0) continue;
-      auto it = std::lower_bound(runtime.begin(), runtime.end(), e.correlation,
-                                 [](const RuntimeRef& r, int64_t c) { return r.correlation < c; });
-      if (it == runtime.end() || it->correlation != e.correlation) continue;
-      const Interval span = clock.Span(e);
-      out.acts.push_back({&e, t.stream, t.device, span.first, span.second, it->ts, it->end, it->launch});
-    }
+  for (const DeviceWork& w : links.work) {
+    const HostCall* call = links.CallOf(w);
+    if (call == nullptr) continue;
+    const Interval runtime = clock.Span(*call->e);
+    if (cut && runtime.first >= last_step_start) continue;
+    const Interval span = clock.Span(*w.e);
+    const bool launch = (name_flags[call->e->name] & kLaunchName) != 0;
+    out.acts.push_back({w.e, w.stream, w.device, span.first, span.second, runtime.first, runtime.second, launch, w.graph});
   }
   return out;
 }
@@ -314,10 +304,97 @@ DeviceIdle MeasureDeviceIdle(const RankGpu& g, const TemporalBreakdown& tb, cons
   return d;
 }
 
+// What the device's idle time waited for (IdleCauses, metrics.h). The gaps are the complement of
+// `all` (merged busy time) inside the active span; a gap ends when the next activity starts. When the
+// activities that start there had all been launched before the gap began, the device had work and
+// did not run it: queued (a cross-stream event, a collective, a graph's own node order). Otherwise
+// the host had not launched yet: host-starved until the launch call, and from its start on, the launch
+// itself. Host-starved time during which any thread of the rank was in an allocator call is charged to
+// the allocator (cudaFree synchronizes the device and holds the runtime's lock; no thread launches).
+struct IdleSplit {
+  IdleCauses causes;
+  std::vector<Interval> host, allocator, queued;  // the gaps (or their parts), for the steps' share
+};
+
+IdleSplit SplitIdleCauses(const RankGpu& g, const std::vector<Interval>& all, const RankLinks& links, const GpuClock& clock) {
+  IdleSplit out;
+  if (all.size() < 2) return out;
+  std::vector<const GpuActivity*> by_start;
+  by_start.reserve(g.acts.size());
+  for (const auto& a : g.acts) by_start.push_back(&a);
+  std::stable_sort(by_start.begin(), by_start.end(), [](const GpuActivity* a, const GpuActivity* b) { return a->ts < b->ts; });
+  // The stream whose activity ended last at or before a time (the work after which a gap began).
+  std::vector<std::pair<int64_t, int64_t>> ends;  // (end, stream), sorted
+  ends.reserve(g.acts.size());
+  for (const auto& a : g.acts) ends.push_back({a.end, a.stream});
+  std::sort(ends.begin(), ends.end());
+  std::vector<Interval> alloc;
+  for (int32_t i : links.allocator_calls) alloc.push_back(clock.Span(*links.calls[i].e));
+  MergeIntervals(alloc);
+  std::map<int64_t, QueuedWait> waits;
+  std::map<std::pair<int64_t, int64_t>, int64_t> after;  // (waiting stream, stream that ended) -> ns
+  size_t next = 0;
+  for (size_t i = 1; i < all.size(); ++i) {
+    const int64_t s = all[i - 1].second, e = all[i].first;
+    if (e <= s) continue;
+    while (next < by_start.size() && by_start[next]->ts < e) ++next;
+    // The activities that start where the gap ends: the earliest-launched of them decides.
+    const GpuActivity* first = nullptr;
+    for (size_t j = next; j < by_start.size() && by_start[j]->ts == e; ++j)
+      if (first == nullptr || by_start[j]->runtime_ts < first->runtime_ts) first = by_start[j];
+    if (first == nullptr) continue;
+    if (first->runtime_ts <= s) {
+      out.causes.queued_ns += e - s;
+      out.queued.push_back({s, e});
+      // Between two nodes of one graph launch: the previous activity on the stream came from the
+      // same call (same correlation id).
+      if (first->graph) {
+        for (size_t j = next; j-- > 0;) {
+          const GpuActivity* p = by_start[j];
+          if (p->stream != first->stream) continue;
+          if (p->e->correlation == first->e->correlation) out.causes.graph_ns += e - s;
+          break;
+        }
+      }
+      QueuedWait& w = waits[first->stream];
+      w.stream = first->stream;
+      w.ns += e - s;
+      ++w.gaps;
+      auto it = std::upper_bound(ends.begin(), ends.end(), std::make_pair(s, INT64_MAX));
+      if (it != ends.begin()) after[{first->stream, std::prev(it)->second}] += e - s;
+      continue;
+    }
+    out.causes.host_starved_ns += e - s;
+    out.host.push_back({s, e});
+    const int64_t in_alloc = CoveredWithin(alloc, s, std::min(e, first->runtime_ts));
+    if (in_alloc > 0) {
+      out.causes.allocator_ns += in_alloc;
+      // The allocator's parts of the gap, for the steps' share.
+      auto it = std::lower_bound(alloc.begin(), alloc.end(), Interval{s, s},
+                                 [](const Interval& a, const Interval& b) { return a.second < b.first; });
+      for (; it != alloc.end() && it->first < std::min(e, first->runtime_ts); ++it)
+        out.allocator.push_back({std::max(it->first, s), std::min({it->second, e, first->runtime_ts})});
+    }
+  }
+  for (auto& [stream, w] : waits) {
+    int64_t best = -1;
+    for (const auto& [key, ns] : after)
+      if (key.first == stream && (best < 0 || ns > best)) {
+        best = ns;
+        w.after_stream = key.second;
+      }
+    out.causes.queued_by_stream.push_back(w);
+  }
+  std::stable_sort(out.causes.queued_by_stream.begin(), out.causes.queued_by_stream.end(),
+                   [](const QueuedWait& a, const QueuedWait& b) { return a.ns > b.ns; });
+  return out;
+}
+
 // Launches inside the steady steps (all of them without steps), and those whose kernel ran
 // shorter than the launch call: what gpu.launch_bound judges.
 struct SteadyLaunches {
   int64_t launches = 0, short_kernels = 0;
+  int64_t graph_kernels = 0;  // kernels a graph launch ran in the steps: one call for many, never launch-bound
 };
 
 // Launch statistics (HTA's): per activity launched by a launch call, runtime duration, activity
@@ -332,6 +409,7 @@ LaunchStats CollectLaunchStats(const RankGpu& g, int32_t rank, const Thresholds&
   // The rule judges the launches inside the steady steps (all of them without steps): start-up
   // and warm-up kernels (allocator, autotuning) are not what each step launches.
   for (const auto& a : g.acts) {
+    if (a.graph && windows.Contains(a.runtime_ts)) ++steady->graph_kernels;
     if (!a.launch) continue;  // a blocking copy or a graph launch: not a launch (runtime_names.h)
     ++ls.kernels;
     const int64_t runtime_dur = a.runtime_end - a.runtime_ts, dur = a.end - a.ts, start_delay = a.ts - a.runtime_ts;
@@ -385,10 +463,67 @@ struct RankFigures {
   DeviceIdle idle;
   SteadyLaunches launches;
   SteadyIdle steady;
+  IdleSplit split;
+  // The split's parts inside the steady steps (all of the trace without steps), outside graph captures.
+  int64_t host_in_steps = 0, allocator_in_steps = 0, queued_in_steps = 0;
 };
 
+// Length of the parts of `gaps` (device idle, disjoint) inside the steps and outside graph captures.
+int64_t InStepsOutsideCapture(const std::vector<Interval>& gaps, const StepWindows& windows, const std::vector<Interval>& capture) {
+  int64_t total = 0;
+  for (const auto& [s, e] : windows.Clip(gaps)) total += (e - s) - CoveredWithin(capture, s, e);
+  return total;
+}
+
+// The host calls that waited longest for the device, per name and the op that made them (at most
+// 3): a blocking copy whose own copy started long after the call (it waited behind the stream's
+// earlier work: named), a synchronize, a free. "cudaMemcpyAsync in aten::copy_ waited 146.6 ms for
+// the GPU (3 calls, longest): its Memcpy DtoH started 146.6 ms after the call, behind stream 27's
+// reduce_kernel".
+std::vector<std::string> HostWaits(const Trace& trace, const RankLinks& links) {
+  struct Wait {
+    int64_t total = 0, longest = 0, calls = 0;
+    const HostCall* call = nullptr;  // the longest
+  };
+  std::map<std::pair<std::string_view, std::string_view>, Wait> waits;
+  for (const HostCall& c : links.calls) {
+    if (c.waited_for < 0) continue;
+    const DeviceWork& d = links.work[c.waited_for];
+    const int64_t waited = std::min(d.end(), c.e->end_ns()) - c.e->ts_ns;
+    if (waited <= 0) continue;
+    const Event* op = c.e->external_id != profiler::kNoId ? links.OpByExternalId(c.e->external_id) : nullptr;
+    Wait& w = waits[{trace.Name(*c.e), op ? trace.Name(*op) : std::string_view()}];
+    w.total += waited;
+    ++w.calls;
+    if (waited > w.longest) {
+      w.longest = waited;
+      w.call = &c;
+    }
+  }
+  std::vector<std::pair<int64_t, std::string>> lines;
+  for (const auto& [key, w] : waits) {
+    const DeviceWork& d = links.work[w.call->waited_for];
+    std::string line = fmt::format("{}{} waited {:.1f} ms for the GPU in {} call(s) (longest {:.1f} ms)", key.first,
+                                   key.second.empty() ? "" : fmt::format(" in {}", key.second), w.total / 1e6, w.calls,
+                                   w.longest / 1e6);
+    const int64_t late = d.ts() - w.call->e->ts_ns;
+    if (d.call >= 0 && &links.calls[d.call] == w.call && late > 0) {
+      line += fmt::format(": its {} started {:.1f} ms after the call", trace.Name(*d.e), late / 1e6);
+      if (d.prev >= 0) line += fmt::format(", behind stream {}'s {}", d.stream, trace.Name(*links.work[d.prev].e).substr(0, 60));
+    } else {
+      line += fmt::format(", until {} on stream {} ended", trace.Name(*d.e).substr(0, 60), d.stream);
+    }
+    lines.push_back({w.total, std::move(line)});
+  }
+  std::sort(lines.begin(), lines.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  for (size_t i = 0; i < lines.size() && i < 3 && lines[i].first >= 1'000'000; ++i) out.push_back(std::move(lines[i].second));
+  return out;
+}
+
 // gpu.idle: the GPU idle above the threshold over its active span and in the steady steps.
-void RuleGpuIdle(const AnalysisContext& ctx, const RankGpu& g, const RankFigures& r, const StepBasis& basis, Report& out) {
+void RuleGpuIdle(const AnalysisContext& ctx, const RankLinks& links, const RankGpu& g, const RankFigures& r,
+                 const StepBasis& basis, Report& out) {
   const TemporalBreakdown& tb = r.tb;
   const int32_t rank = r.rank;
   const bool steady = r.steady.steady;
@@ -413,14 +548,51 @@ void RuleGpuIdle(const AnalysisContext& ctx, const RankGpu& g, const RankFigures
                                      s.host_wait_ns / 1e6, s.kernel_wait_ns / 1e6, s.other_ns / 1e6));
   }
   if (g.captures > 0) f.evidence.push_back({"graph_capture_idle_ns", r.idle.capture_idle});
-  // Host wait with the whole device idle is what a faster input pipeline / fewer syncs can
-  // recover (an upper bound), measured inside the steady steps when there are steps.
-  const double saving = basis.Per(static_cast<double>(r.idle.host_wait_idle_steps));
+  // What the idle time waited for (the dependency model): the fix addresses the largest cause, and
+  // the saving is what removing that cause recovers, inside the steady steps when there are steps.
+  const IdleCauses& c = r.split.causes;
+  f.evidence.push_back({"idle_host_starved_ns", c.host_starved_ns});
+  f.evidence.push_back({"idle_allocator_ns", c.allocator_ns});
+  f.evidence.push_back({"idle_queued_ns", c.queued_ns});
+  f.evidence.push_back({"idle_graph_nodes_ns", c.graph_ns});
+  const auto pct = [&](int64_t ns) { return tb.idle_ns > 0 ? 100.0 * static_cast<double>(ns) / static_cast<double>(tb.idle_ns) : 0.0; };
+  const int64_t host_only = r.host_in_steps - r.allocator_in_steps;
+  enum class Cause { kHost, kAllocator, kQueued } cause = Cause::kHost;
+  if (r.queued_in_steps > r.host_in_steps) cause = Cause::kQueued;
+  else if (r.allocator_in_steps > host_only) cause = Cause::kAllocator;
+  if (c.queued_ns + c.host_starved_ns > 0) {
+    f.title += fmt::format(": {:.0f}% of it with work already launched and waiting, {:.0f}% host-starved", pct(c.queued_ns),
+                           pct(c.host_starved_ns));
+    if (c.allocator_ns > 0) f.title += fmt::format(" ({:.0f}% in allocator calls)", pct(c.allocator_ns));
+  }
+  for (size_t i = 0; i < c.queued_by_stream.size() && i < 4; ++i) {
+    const QueuedWait& w = c.queued_by_stream[i];
+    std::string after = w.after_stream < 0 ? "" : w.after_stream == w.stream ? ", mostly right after its own previous work"
+                                                                              : fmt::format(", mostly after stream {}'s work ended", w.after_stream);
+    f.examples.insert(f.examples.begin() + static_cast<std::ptrdiff_t>(i),
+                      fmt::format("stream {}: launched work waited {:.1f} ms in {} gaps with nothing running{}", w.stream,
+                                  w.ns / 1e6, w.gaps, after));
+  }
+  if (c.graph_ns > 0)
+    f.examples.push_back(fmt::format("{:.1f} ms of the waiting was between the nodes of one CUDA/HIP graph", c.graph_ns / 1e6));
+  // The host calls that waited longest for the device (the other side of the same waits).
+  for (const std::string& line : HostWaits(ctx.trace, links)) f.examples.push_back(line);
+  const double saving = basis.Per(static_cast<double>(cause == Cause::kQueued      ? r.queued_in_steps
+                                                      : cause == Cause::kAllocator ? r.allocator_in_steps
+                                                                                   : host_only));
   const double bound = basis.Per(static_cast<double>(r.idle.idle_outside_capture_steps));
   if (steady) f.evidence.push_back({"steady_step_idle_pct", steady_idle_pct});
-  if (basis.has_steps()) f.evidence.push_back({"host_wait_device_idle_in_steps_ns", r.idle.host_wait_idle_steps});
+  if (basis.has_steps()) {
+    f.evidence.push_back({"host_wait_device_idle_in_steps_ns", r.idle.host_wait_idle_steps});
+    f.evidence.push_back({"idle_host_starved_in_steps_ns", r.host_in_steps});
+    f.evidence.push_back({"idle_queued_in_steps_ns", r.queued_in_steps});
+  }
+  f.evidence.push_back({"idle_cause", cause == Cause::kQueued ? "queued" : cause == Cause::kAllocator ? "allocator" : "host"});
   SetSaving(f, basis, r.idle.capture_phase ? 0.0 : saving, bound,
-            steady ? "GPU idle time in the steps (no stream running)" : "GPU idle time (no stream running, outside graph captures)");
+            cause == Cause::kQueued      ? "GPU idle time with launched work waiting (no stream running)"
+            : cause == Cause::kAllocator ? "GPU idle time while the host was in allocator calls"
+            : steady                     ? "GPU idle time in the steps with nothing launched (no stream running)"
+                                         : "GPU idle time with nothing launched (no stream running, outside graph captures)");
   if (r.idle.capture_phase) {
     f.severity = Severity::kInfo;
     f.title = fmt::format("GPU idle {:.1f}% of its active span on rank {}, during a CUDA/HIP graph capture: not a training step",
@@ -431,7 +603,7 @@ void RuleGpuIdle(const AnalysisContext& ctx, const RankGpu& g, const RankFigures
                                   "the graph (cudaGraphLaunch / hipGraphLaunch) to judge idle time",
                                   g.captures, r.idle.capture_idle / 1e6, tb.idle_ns / 1e6));
   }
-  SetFix(f);
+  SetFix(f, r.idle.capture_phase || cause == Cause::kHost ? "host" : cause == Cause::kQueued ? "queued" : "allocator");
   out.findings.push_back(std::move(f));
 }
 
@@ -440,8 +612,10 @@ void RuleGpuIdle(const AnalysisContext& ctx, const RankGpu& g, const RankFigures
 void RuleLaunchBound(const AnalysisContext& ctx, const RankFigures& r, const StepBasis& basis, Report& out) {
   const int64_t steady_launches = r.launches.launches, steady_short = r.launches.short_kernels;
   const LaunchStats& ls = r.ls;
-  const double short_pct =
-      steady_launches > 0 ? 100.0 * static_cast<double>(steady_short) / static_cast<double>(steady_launches) : 0.0;
+  // Kernels a graph launch ran are in the denominator: their launch cost is one call for all of them
+  // (a CUDA-graph replay step with 41 eager kernels beside 356 graph kernels is judged on 397).
+  const int64_t judged = steady_launches + r.launches.graph_kernels;
+  const double short_pct = judged > 0 ? 100.0 * static_cast<double>(steady_short) / static_cast<double>(judged) : 0.0;
   if (!(steady_launches > 0 && !r.idle.capture_phase && short_pct >= ctx.thresholds.Get("gpu.launch_bound.short_kernel_pct") &&
         r.steady.idle_pct > 5.0))
     return;
@@ -456,6 +630,7 @@ void RuleLaunchBound(const AnalysisContext& ctx, const RankFigures& r, const Ste
   f.measured_unit = "% of kernels";
   f.evidence = {{"kernels", ls.kernels}, {"short_kernels", ls.short_kernels},
                 {"launches_in_steps", steady_launches}, {"short_kernels_in_steps", steady_short},
+                {"graph_kernels_in_steps", r.launches.graph_kernels},
                 {"mean_launch_us", ls.mean_cpu_us}, {"mean_kernel_us", ls.mean_gpu_us},
                 {"mean_launch_delay_us", ls.mean_delay_us}, {"long_launches", ls.long_launches},
                 {"kernel_wait_ns", r.waits.kernel_wait_total}, {"kernel_wait_device_idle_ns", r.idle.kernel_wait_idle}};
@@ -513,6 +688,56 @@ void RuleCommOverlap(const AnalysisContext& ctx, const RankFigures& r, const Ste
   out.findings.push_back(std::move(f));
 }
 
+// gpu.allocator: allocator calls (cudaMalloc / cudaFree, hipMalloc / hipFree) take a share of the
+// steps (of the GPU's active span without steps) at or above the threshold. The caching allocator
+// makes them rare after the first step; where they repeat, the cache is off
+// (PYTORCH_NO_CUDA_MEMORY_CACHING) or emptied, or memory pressure makes it free and retry. A free
+// synchronizes the device. Time is the calls' union over the rank's threads.
+void RuleAllocator(const AnalysisContext& ctx, const RankLinks& links, const RankFigures& r, const StepWindows& windows,
+                   const StepBasis& basis, Report& out) {
+  std::vector<Interval> calls;
+  std::map<std::string_view, std::pair<int64_t, int64_t>> by_name;  // name -> (calls, ns) inside the steps
+  int64_t steps_with_calls = 0, last_step = -2;
+  for (int32_t i : links.allocator_calls) {
+    const Event& e = *links.calls[i].e;
+    if (!windows.Contains(e.ts_ns)) continue;
+    calls.push_back({e.ts_ns, e.end_ns()});
+    auto& [n, ns] = by_name[ctx.trace.Name(e)];
+    ++n;
+    ns += e.dur_ns;
+    const int64_t step = windows.Index(e.ts_ns);
+    if (step != last_step) {
+      ++steps_with_calls;  // calls come by thread in time order: a step is counted once per thread at most
+      last_step = step;
+    }
+  }
+  const int64_t total = MergeIntervals(calls);
+  if (total <= 0) return;
+  const double per = basis.Per(static_cast<double>(total));
+  const double denom = basis.has_steps() ? basis.mean_step_ns() : static_cast<double>(r.tb.kernel_time_ns);
+  const double share = denom > 0 ? 100.0 * per / denom : 0.0;
+  if (share < ctx.thresholds.Get("gpu.allocator.share_pct")) return;
+  Finding f;
+  f.id = "gpu.allocator";
+  f.rank = r.rank;
+  f.confidence = basis.has_steps() ? Confidence::kHigh : Confidence::kMedium;  // without steps, start-up is in it
+  int64_t n_calls = 0;
+  for (const auto& [name, v] : by_name) n_calls += v.first;
+  f.title = fmt::format("Allocator calls take {:.1f}% of {} on rank {} ({} cudaMalloc/cudaFree-type calls{})", share,
+                        basis.has_steps() ? "the step" : "the GPU's active span", r.rank, n_calls,
+                        basis.has_steps() ? fmt::format(", in {} of {} steps", std::min(steps_with_calls, basis.steps()), basis.steps()) : "");
+  f.measured = share;
+  f.threshold = ctx.thresholds.Get("gpu.allocator.share_pct");
+  f.measured_unit = basis.has_steps() ? "% of the step" : "% of the GPU's active span";
+  f.evidence = {{"allocator_calls", n_calls}, {basis.NsKey("allocator_call"), per}, {"idle_allocator_ns", r.split.causes.allocator_ns}};
+  for (const auto& [name, v] : by_name)
+    f.examples.push_back(fmt::format("{}: {} calls, {:.2f} ms", name, v.first, v.second / 1e6));
+  SetSaving(f, basis, per, per, basis.has_steps() ? "allocator call time in the steps" : "allocator call time in the trace");
+  f.severity = basis.has_steps() ? SeverityForSaving(f) : (share >= 20 ? Severity::kHigh : Severity::kMedium);
+  SetFix(f);
+  out.findings.push_back(std::move(f));
+}
+
 }  // namespace
 
 void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
@@ -522,20 +747,28 @@ void AnalyzeGpu(const AnalysisContext& ctx, Report& out) {
   const std::vector<uint8_t> name_flags = NameFlags(trace);
   for (int32_t rank : trace.RankIds()) {
     const GpuClock clock(trace, rank, hta_time);
-    RankGpu g = CollectRank(trace, rank, clock, name_flags);
+    const RankLinks* links = ctx.links.Rank(rank);
+    if (links == nullptr) continue;
+    RankGpu g = CollectRank(trace, *links, rank, clock, name_flags);
     if (g.acts.empty()) continue;
     RankFigures r;
     r.rank = rank;
     r.tb = Breakdown(trace, rank, g, r.busy);
     r.waits = SplitStreamIdle(g, kernel_wait_ns, r.tb);
     const StepWindows windows(ctx.steps, rank);
+    r.split = SplitIdleCauses(g, r.busy.all, *links, clock);
+    r.tb.idle_causes = r.split.causes;
+    r.host_in_steps = InStepsOutsideCapture(r.split.host, windows, g.capture);
+    r.allocator_in_steps = InStepsOutsideCapture(r.split.allocator, windows, g.capture);
+    r.queued_in_steps = InStepsOutsideCapture(r.split.queued, windows, g.capture);
     r.idle = MeasureDeviceIdle(g, r.tb, r.busy.all, windows, r.waits);
     r.ls = CollectLaunchStats(g, rank, ctx.thresholds, windows, &r.launches);
     const StepBasis basis(ctx.steps, rank);
     r.steady = SteadyIdleOf(ctx.steps, rank, r.tb);
-    RuleGpuIdle(ctx, g, r, basis, out);
+    RuleGpuIdle(ctx, *links, g, r, basis, out);
     RuleLaunchBound(ctx, r, basis, out);
     RuleCommOverlap(ctx, r, windows, basis, out);
+    RuleAllocator(ctx, *links, r, windows, basis, out);
     out.metrics.temporal.push_back(std::move(r.tb));
     out.metrics.launch.push_back(r.ls);
   }

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "families.h"
+#include "links.h"
 #include "scopes.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/cross_rank.h"
@@ -42,6 +43,7 @@ Thresholds::Thresholds() {
       {"dist.straggler.wait_pct", {5.0, "flag a rank the others wait for at collectives when their wait is at least this % of its step"}},
       {"dist.straggler.last_pct", {50.0, "and when it arrives last at this % of the matched collectives (and at least 1.5 x the 1/ranks of chance)"}},
       {"dist.comm_overlap.exposed_pct", {10.0, "flag when collectives run with no compute beside them this % of the GPU's active span (Gloo: of the step time)"}},
+      {"gpu.allocator.share_pct", {5.0, "flag cudaMalloc/cudaFree (hipMalloc/hipFree) calls taking at least this % of the step (of the GPU's active span without steps)"}},
       {"gpu.launch_bound.short_kernel_pct", {50.0, "flag when this % of kernels run shorter than their launch call"}},
       {"gpu.launch_bound.runtime_cutoff_us", {50.0, "launch calls longer than this are outliers (HTA: 50)"}},
       {"gpu.launch_bound.delay_cutoff_us", {100.0, "launch delays longer than this are outliers (HTA: 100)"}},
@@ -136,6 +138,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   const auto top_n = static_cast<int64_t>(std::max(0.0, thresholds.Get("report.top_n")));
   const StepModel& steps = report.metrics.steps;
   std::optional<ScopeIndex> modules, annotations;
+  std::optional<LinkIndex> links;
   // Both cores (profiler::RunTasks), each task into its own slot, merged in registry order: the
   // same report for any thread count. First the step model beside the scope indexes (they do not
   // need it), then the tables and the families together.
@@ -145,15 +148,18 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
                         report.metrics.windows = FindRecordedWindows(trace);
                       },
                       [&] { modules.emplace(trace, ScopeIndex::What::kModules); },
-                      [&] { annotations.emplace(trace, ScopeIndex::What::kAnnotations); }},
+                      [&] { annotations.emplace(trace, ScopeIndex::What::kAnnotations); },
+                      [&] { links.emplace(trace); }},
                      threads);
-  const AnalysisContext ctx{trace, steps, thresholds, *modules, *annotations, report.metrics.unfinished, report.metrics.windows};
+  const AnalysisContext ctx{trace, steps, thresholds, *modules, *annotations, report.metrics.unfinished, report.metrics.windows,
+                              *links};
   const auto& registry = Registry();
   std::vector<Report> parts(registry.size());
   std::vector<std::function<void()>> tasks;
   tasks.push_back([&] { report.metrics.op_table = BuildOpTable(trace, steps, top_n); });
   tasks.push_back([&] { report.metrics.kernel_table = BuildKernelTable(trace, steps, top_n); });
   tasks.push_back([&] { report.metrics.module_table = BuildModuleTable(trace, steps, *modules, top_n); });
+  tasks.push_back([&] { report.metrics.critical_paths = BuildCriticalPaths(trace, *links, steps); });
   for (size_t i = 0; i < registry.size(); ++i) tasks.push_back([&, i] { registry[i].fn(ctx, parts[i]); });
   profiler::RunTasks(tasks, threads);
   for (Report& part : parts) {
@@ -165,6 +171,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   }
   FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
   FlagCompileForLaunches(ctx, report);  // reads gpu.launch_bound and the compile figures
+  BoundSavingsByPath(report);           // every saving within what the critical path says its cause costs
   // Several ranks: a claim found on each is shown once, naming them (as rank by rank).
   if (trace.ranks.size() > 1) report.findings = FoldFindings(std::move(report.findings), trace.ranks.size());
   SortFindings(report.findings);

@@ -208,6 +208,69 @@ void WriteTemporalJson(JsonWriter& w, const analyzers::Report& report) {
       w.EndObject();
     }
     w.EndArray();
+    const analyzers::IdleCauses& c = t.idle_causes;
+    w.Key("idle_causes");
+    w.BeginObject();
+    w.Field("host_starved_ns", c.host_starved_ns);
+    w.Field("allocator_ns", c.allocator_ns);
+    w.Field("queued_ns", c.queued_ns);
+    w.Field("graph_nodes_ns", c.graph_ns);
+    w.Key("queued_by_stream");
+    w.BeginArray();
+    for (const auto& q : c.queued_by_stream) {
+      w.BeginObject();
+      w.Field("stream", q.stream);
+      w.Field("ns", q.ns);
+      w.Field("gaps", q.gaps);
+      w.Field("after_stream", q.after_stream);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+// metrics.critical_path: per rank, the mean step's path by class, its largest items, and the median
+// step's segments (analyzers::CriticalPath).
+void WriteCriticalPathJson(JsonWriter& w, const analyzers::Report& report) {
+  w.Key("critical_path");
+  w.BeginArray();
+  for (const auto& p : report.metrics.critical_paths) {
+    w.BeginObject();
+    w.Field("rank", p.rank);
+    w.Field("steps", p.steps);
+    w.Field("mean_ns", p.mean_ns);
+    w.Field("sync_records", p.sync_records);
+    w.Field("note", p.note);
+    w.Key("class_ns");
+    w.BeginObject();
+    for (int k = 0; k < analyzers::kPathClasses; ++k)
+      w.Field(analyzers::PathClassName(static_cast<analyzers::PathClass>(k)), p.class_ns[k]);
+    w.EndObject();
+    w.Key("top");
+    w.BeginArray();
+    for (const auto& item : p.top) {
+      w.BeginObject();
+      w.Field("class", analyzers::PathClassName(item.cls));
+      w.Field("what", item.what);
+      w.Field("ns", item.ns);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("segments");
+    w.BeginArray();
+    for (const auto& s : p.segments) {
+      w.BeginObject();
+      w.Field("start_ns", s.start_ns);
+      w.Field("end_ns", s.end_ns);
+      w.Field("class", analyzers::PathClassName(s.cls));
+      w.Field("what", s.what);
+      w.Field("slack_ns", s.slack_ns);
+      w.EndObject();
+    }
+    w.EndArray();
     w.EndObject();
   }
   w.EndArray();
@@ -331,6 +394,7 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   w.BeginObject();
   WriteStepBreakdownJson(w, steps);
   WriteTemporalJson(w, report);
+  WriteCriticalPathJson(w, report);
   WriteLaunchStatsJson(w, report);
   WriteNameTable(w, "op_table", report.metrics.op_table, /*self=*/true);
   WriteNameTable(w, "kernel_table", report.metrics.kernel_table, /*self=*/false);

@@ -464,6 +464,47 @@ void WriteGpuTime(const analyzers::Report& report, Sink& sink) {
                     std::to_string(l.short_kernels)});
   }
   sink.Table({"rank", "GPU activities", "mean launch us", "mean GPU us", "mean delay us", "shorter than launch"}, rows);
+  rows.clear();
+  for (const auto& t : report.metrics.temporal) {
+    const auto& c = t.idle_causes;
+    const auto pct = [&](int64_t ns) { return t.idle_ns > 0 ? fmt::format("{} ({:.0f}%)", Ms(ns), 100.0 * static_cast<double>(ns) / static_cast<double>(t.idle_ns)) : Ms(ns); };
+    std::string waited;
+    for (size_t i = 0; i < c.queued_by_stream.size() && i < 3; ++i)
+      waited += fmt::format("{}stream {} {}", i ? ", " : "", c.queued_by_stream[i].stream, Ms(c.queued_by_stream[i].ns));
+    rows.push_back({std::to_string(t.rank), Ms(t.idle_ns), pct(c.host_starved_ns), pct(c.allocator_ns), pct(c.queued_ns),
+                    pct(c.graph_ns), waited.empty() ? "-" : waited});
+  }
+  sink.Table({"rank", "device idle", "host-starved", "of it in allocator calls", "queued (work waiting)", "of it inside graphs",
+              "queued work waited on"},
+             rows);
+}
+
+// The critical path of the steps: what set the step's length, by class, and its largest items.
+void WriteCriticalPath(const analyzers::Report& report, Sink& sink) {
+  if (report.metrics.critical_paths.empty()) return;
+  sink.Heading("Critical path (what set the step's length)");
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& p : report.metrics.critical_paths) {
+    std::vector<std::pair<int64_t, int>> by;
+    for (int k = 0; k < analyzers::kPathClasses; ++k)
+      if (p.class_ns[k] > 0) by.push_back({p.class_ns[k], k});
+    std::sort(by.rbegin(), by.rend());
+    std::string shares;
+    for (const auto& [ns, k] : by)
+      shares += fmt::format("{}{} {:.1f}%", shares.empty() ? "" : ", ", analyzers::PathClassName(static_cast<analyzers::PathClass>(k)),
+                            p.mean_ns > 0 ? 100.0 * static_cast<double>(ns) / static_cast<double>(p.mean_ns) : 0.0);
+    const std::string unit = p.steps > 0 ? " a step" : " (the trace)";
+    rows.push_back({std::to_string(p.rank), p.steps > 0 ? std::to_string(p.steps) : "none", Ms(p.mean_ns) + unit, shares});
+  }
+  sink.Table({"rank", "steps", "path", "by class"}, rows);
+  rows.clear();
+  for (const auto& p : report.metrics.critical_paths)
+    for (size_t i = 0; i < p.top.size() && i < 6; ++i)
+      rows.push_back({std::to_string(p.rank), analyzers::PathClassName(p.top[i].cls), p.top[i].what.substr(0, 90),
+                      Ms(p.top[i].ns) + (p.steps > 0 ? " a step" : "")});
+  sink.Table({"rank", "class", "on the path", "time"}, rows);
+  for (const auto& p : report.metrics.critical_paths)
+    if (!p.note.empty()) sink.Line(fmt::format("rank {}: {}", p.rank, p.note));
 }
 
 // The findings, by estimated saving: measured value, saving, evidence, examples and fixes.
@@ -509,6 +550,7 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
   WriteMemory(report, sink);
   WriteCompile(report, sink);
   WriteGpuTime(report, sink);
+  WriteCriticalPath(report, sink);
   WriteFindings(report, sink);
 }
 

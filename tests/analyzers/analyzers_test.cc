@@ -889,10 +889,13 @@ TEST(GpuTest, HostWaitWhileAnotherStreamRunsIsNoSaving) {
 // Issue 18: communication kernels hidden behind compute or not. NCCL >= 2.19 names them
 // ncclDevKernel_* (the old "contains ncclKernel" test took them for compute), ROCm's RCCL too.
 TEST(DistTest, ExposedCommunicationIsFlaggedAndHiddenCommunicationIsNot) {
-  auto trace = [](const char* comm_name, double comm_ts) {
+  // The step ends by waiting for the device (a stream sync until the all-reduce is done): the
+  // collective is on the step's critical path, which bounds the saving (issue 50).
+  auto trace = [](const char* comm_name, double comm_ts, bool sync = true) {
     std::string ev = Ev("user_annotation", "ProfilerStep#1", 1, 0, 1000);
     ev += Launch(0, 1) + Kernel(7, 0, 600, 1);                              // compute 0..600
     ev += Launch(1, 2) + Kernel(20, comm_ts, 300, 2, comm_name);            // all-reduce, 300 µs
+    if (sync) ev += Ev("cuda_runtime", "cudaStreamSynchronize", 1, 10, comm_ts + 300 - 5);
     return AnalyzeJson(Trace(ev));
   };
   for (const char* name : {"ncclKernel_AllReduce_RING_LL_Sum_float", "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
@@ -915,6 +918,11 @@ TEST(DistTest, ExposedCommunicationIsFlaggedAndHiddenCommunicationIsNot) {
     // Hiding it needs compute beside it: 500 µs of compute do not overlap comm yet, so the estimate
     // is the exposed 200 µs (of the 1000 µs step), never more.
     EXPECT_EQ(f->estimated_saving_ns, 200'000);
+    // Without the sync the host never waits for the device: the step's 1000 µs are host time on
+    // the critical path, and hiding the collective would not shorten it.
+    const Finding* unwaited = Find(trace(name, 500, false), "dist.comm_overlap");
+    ASSERT_NE(unwaited, nullptr);
+    EXPECT_EQ(unwaited->estimated_saving_ns, 0);
   }
   // No communication kernels: no overlap figure (HTA: NaN), no finding.
   std::string ev = Ev("user_annotation", "ProfilerStep#1", 1, 0, 1000) + Launch(0, 1) + Kernel(7, 0, 600, 1);

@@ -61,6 +61,7 @@ namespace trainrx::analyzers {
 
 // What an analyzer family gets: the trace, the shared step model, thresholds.
 class ScopeIndex;  // private to analyzers/ (scopes.h): which module / annotation an op ran in
+class LinkIndex;   // private to analyzers/ (links.h): the dependency model, what waits for what
 struct AnalysisContext {
   const profiler::Trace& trace;
   const StepModel& steps;
@@ -70,6 +71,7 @@ struct AnalysisContext {
   // Ranks whose recording did not end normally, and those recorded through a step window.
   const std::vector<UnfinishedRank>& unfinished;
   const std::vector<RecordedWindow>& windows;
+  const LinkIndex& links;
 };
 
 using AnalyzerFn = void (*)(const AnalysisContext&, Report&);
@@ -79,6 +81,10 @@ struct AnalyzerInfo {
 };
 const std::vector<AnalyzerInfo>& Registry();
 // Every finding id an analyzer can report, with its fixes: catalog.h.
+
+// The critical path of one window [start_ns, end_ns) of one rank (an annotation's instance, a step),
+// from the thread that launched most device work: the chain that set its length (metrics.h).
+CriticalPath CriticalPathOf(const profiler::Trace& trace, int32_t rank, int64_t start_ns, int64_t end_ns);
 
 // Steps first, then every registered family; findings sorted by estimated saving. The tables and
 // families run on up to `threads` threads (0: one per usable CPU); the report is the same for any

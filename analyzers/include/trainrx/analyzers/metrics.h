@@ -3,6 +3,7 @@
 // torch.compile) and the Report that holds both (analysis.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -19,8 +20,28 @@ struct StreamIdle {
   int32_t device = 0;
   int64_t host_wait_ns = 0, kernel_wait_ns = 0, other_ns = 0;
 };
+// What each moment of device idle time waited for (issue 50; analyzers/gpu.cc over the dependency
+// model, links.h). Every gap in which no stream of the device ran is one of: host-starved (nothing
+// queued: the next work had not been launched when the gap began; the part of it during which a
+// host thread was in an allocator call is `allocator_ns`), or queued (the next work had been launched
+// before the gap began and waited: on another stream's event, a collective, the device's own order;
+// the part between two nodes of one CUDA/HIP graph is `graph_ns`). Sums to the breakdown's idle_ns.
+struct QueuedWait {
+  int64_t stream = 0;        // the stream whose launched work waited
+  int64_t ns = 0;
+  int64_t gaps = 0;
+  int64_t after_stream = -1; // the stream whose work ended where most of that wait began
+};
+struct IdleCauses {
+  int64_t host_starved_ns = 0;  // includes allocator_ns
+  int64_t allocator_ns = 0;
+  int64_t queued_ns = 0;        // includes graph_ns
+  int64_t graph_ns = 0;
+  std::vector<QueuedWait> queued_by_stream;  // largest first
+};
 struct TemporalBreakdown {
   int32_t rank = 0;
+  IdleCauses idle_causes;
   int64_t kernel_time_ns = 0;  // first GPU activity start to last end (HTA "kernel_time")
   int64_t idle_ns = 0, compute_ns = 0, non_compute_ns = 0;
   double idle_pct = 0, compute_pct = 0, non_compute_pct = 0;
@@ -176,6 +197,51 @@ struct CompileSummary {
   std::vector<CompileSite> graph_breaks, recompile_sites;
 };
 
+// The critical path of a rank's steps (analyzers/critical_path.cc, issue 50): the chain of host
+// work, launches, device work and waits that set each step's time, walked back from the step's end
+// over the dependency model (a blocking call -> the device work that released it; device work -> the
+// latest of its launch call, the previous work on its stream and, when both left it waiting, the work
+// on another stream that ended last before it started). Every nanosecond of a step is on the path
+// once, in one class.
+enum class PathClass : uint8_t {
+  kCpu,         // host work (ops, Python, data loading) that was not waiting for the device
+  kLaunch,      // a launch call and the device's start latency after it
+  kAllocator,   // cudaMalloc / cudaFree / hipFree ... on the host
+  kSyncWait,    // a host call blocked on the device, until the device work it waited for ended
+  kCompute,     // a kernel
+  kComm,        // a communication kernel (NCCL / RCCL)
+  kCopy,        // a copy or memset on the device
+  kKernelGap,   // between two activities of one stream (device-side overhead)
+  kDependency,  // launched work waiting on another stream's work (inferred by time without sync records)
+  kOther,       // before the first event the walk can explain (work launched before the trace)
+};
+inline constexpr int kPathClasses = 10;
+const char* PathClassName(PathClass c);  // "cpu", "launch", "allocator", "sync_wait", "gpu_compute", ...
+struct PathSegment {
+  int64_t start_ns = 0, end_ns = 0;
+  PathClass cls = PathClass::kCpu;
+  std::string what;        // the call, kernel or stream it was ("cudaFree", "ncclKernel_...", "stream 7")
+  int64_t slack_ns = -1;   // device work: how much shorter it could be before another dependency binds (-1: host)
+};
+struct PathItem {          // one name on the path, summed over the steps
+  PathClass cls = PathClass::kCpu;
+  std::string what;
+  int64_t ns = 0;          // mean per step (total without steps)
+};
+struct CriticalPath {
+  int32_t rank = 0;
+  int64_t steps = 0;                 // steps walked (0: the whole trace as one window)
+  int64_t mean_ns = 0;               // mean path length per step (= the mean step)
+  std::array<int64_t, kPathClasses> class_ns{};  // mean per step by class
+  std::vector<PathItem> top;         // the largest items, at most 12
+  std::vector<PathSegment> segments; // the median step's path, in time order
+  bool sync_records = false;         // cuda_sync records tied blocking calls; else inferred by time
+  // Most device work has its launch call in the trace: the path can follow the host to the device.
+  // Without (a trace with kernels but no runtime calls) the path sees the host only, and bounds nothing.
+  bool linked = false;
+  std::string note;                  // what limits the answer ("no sync records: ...")
+};
+
 struct Metrics {
   std::vector<UnfinishedRank> unfinished;  // empty: every rank's recording ended normally
   std::vector<RecordedWindow> windows;     // ranks recorded through a step window
@@ -189,6 +255,7 @@ struct Metrics {
   NameTable module_table;
   std::vector<DeviceMemory> memory;  // one per (rank, device) with allocator samples
   std::vector<CompileSummary> compile;  // one per rank with torch.compile in its trace
+  std::vector<CriticalPath> critical_paths;  // one per rank with device work
 };
 
 struct Report {

@@ -1,0 +1,359 @@
+// The critical path of each step (metrics.h CriticalPath; issue 50), over the dependency model.
+//
+// The walk goes backwards from the step's end on the thread that launches most of the rank's device
+// work, one segment at a time, each nanosecond of the step in exactly one class:
+//  - on the host at time t: the thread ran its own work back to the last call before t that waited
+//    (a blocking call or a copy tied to device work, links.h) or an allocator call. Inside a call
+//    that waited for device work D, the host waited from D's end on (sync wait) and the path moves to
+//    D; an allocator call that waited for nothing is allocator time;
+//  - on device work D: D ran [start, end]; it started after the latest of (a) its launch call's
+//    return (then the launch and the device's start latency are the path, which moves to the host
+//    at the call), (b) the end of the previous work on its stream (a kernel gap, then that work) and
+//    (c) when both had left it waiting more than `kDependencyGapNs`, the end of the work on another
+//    stream that ended last before it started: a cross-stream dependency inferred by time (HTA needs
+//    cuda_sync records for it and drops the time; we keep the time and say it was inferred).
+// The slack of the work the path moves to is how much later it could have ended before another of
+// D's dependencies would have bound: shortening it by k saves min(k, slack) of the step.
+// One pass per step over events that come in time order: binary searches, no general graph.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <variant>
+
+#include "families.h"
+#include "links.h"
+#include "runtime_names.h"
+
+namespace trainrx::analyzers {
+
+const char* PathClassName(PathClass c) {
+  switch (c) {
+    case PathClass::kCpu: return "cpu";
+    case PathClass::kLaunch: return "launch";
+    case PathClass::kAllocator: return "allocator";
+    case PathClass::kSyncWait: return "sync_wait";
+    case PathClass::kCompute: return "gpu_compute";
+    case PathClass::kComm: return "gpu_comm";
+    case PathClass::kCopy: return "gpu_copy";
+    case PathClass::kKernelGap: return "kernel_gap";
+    case PathClass::kDependency: return "dependency_wait";
+    case PathClass::kOther: return "other";
+  }
+  return "other";
+}
+
+namespace {
+
+using profiler::Event;
+using profiler::EventKind;
+using profiler::Trace;
+
+// A device start later than both its launch and its stream by more than this waited on something
+// else (HTA's kernel-wait threshold: launch latency and back-to-back gaps stay under it).
+constexpr int64_t kDependencyGapNs = 30'000;
+
+class Walker {
+ public:
+  Walker(const Trace& trace, const RankLinks& l) : trace_(trace), l_(l) {
+    for (size_t i = 0; i < l.calls.size(); ++i) {
+      const HostCall& c = l.calls[i];
+      if (c.waited_for >= 0 || c.kind == CallKind::kAllocator) stops_[c.track].push_back(static_cast<int32_t>(i));
+    }
+    ends_.reserve(l.work.size());
+    for (size_t i = 0; i < l.work.size(); ++i) ends_.push_back({l.work[i].end(), static_cast<int32_t>(i)});
+    std::sort(ends_.begin(), ends_.end());
+    for (size_t i = 0; i < l.work.size(); ++i)
+      if (const HostCall* c = l.CallOf(l.work[i])) launched_.push_back({c->e->ts_ns, static_cast<int32_t>(i)});
+    std::sort(launched_.begin(), launched_.end());
+  }
+
+  // The path of the window [start, end) from `host`'s point of view, in time order. The window's
+  // work is what its host launched: when device work launched inside it ends after `end` (the host
+  // ran ahead of a busy device), the path ends there, at the last of it (HTA's window is the same).
+  std::vector<PathSegment> Walk(uint32_t host, int64_t start, int64_t end) {
+    segs_.clear();
+    start_ = start;
+    enum class At { kHost, kDevice, kDone } at = At::kHost;
+    uint32_t track = host;
+    int64_t t = end;
+    int32_t work = -1;
+    int64_t slack = -1;
+    for (auto it = std::lower_bound(launched_.begin(), launched_.end(), std::make_pair(start, INT32_MIN));
+         it != launched_.end() && it->first < end; ++it) {
+      if (l_.work[it->second].end() > t) {
+        t = l_.work[it->second].end();
+        work = it->second;
+        at = At::kDevice;
+      }
+    }
+    for (size_t guard = 0; at != At::kDone && guard < 4 * (l_.work.size() + l_.calls.size()) + 16; ++guard) {
+      if (at == At::kHost) {
+        if (t <= start_) break;
+        const auto it = stops_.find(track);
+        const std::vector<int32_t>* stops = it == stops_.end() ? nullptr : &it->second;
+        // The last waiting or allocator call on this thread that started before t.
+        int32_t ci = -1;
+        if (stops) {
+          auto pos = std::lower_bound(stops->begin(), stops->end(), t,
+                                      [&](int32_t i, int64_t v) { return l_.calls[i].e->ts_ns < v; });
+          if (pos != stops->begin()) ci = *std::prev(pos);
+        }
+        if (ci < 0) {
+          Add(start_, t, PathClass::kCpu, "", -1);
+          break;
+        }
+        const HostCall& c = l_.calls[ci];
+        if (c.e->end_ns() < t) {
+          Add(c.e->end_ns(), t, PathClass::kCpu, "", -1);
+          t = c.e->end_ns();
+          continue;
+        }
+        const DeviceWork* d = c.waited_for >= 0 ? &l_.work[c.waited_for] : nullptr;
+        if (d && d->end() > c.e->ts_ns && d->end() <= t) {
+          Add(d->end(), t, PathClass::kSyncWait, std::string(trace_.Name(*c.e)), -1);
+          work = c.waited_for;
+          t = d->end();
+          slack = -1;
+          at = At::kDevice;
+          continue;
+        }
+        Add(c.e->ts_ns, t, c.kind == CallKind::kAllocator ? PathClass::kAllocator : PathClass::kSyncWait,
+            std::string(trace_.Name(*c.e)), -1);
+        t = c.e->ts_ns;
+        continue;
+      }
+      // On device work.
+      const DeviceWork& d = l_.work[work];
+      Add(d.ts(), std::min(t, d.end()), DeviceClass(d), std::string(trace_.Name(*d.e)), slack);
+      if (d.ts() <= start_) break;
+      const int64_t ready_p = d.prev >= 0 ? l_.work[d.prev].end() : INT64_MIN;
+      // The device can take work once its launch call has started (a call that returns after its
+      // work began, such as a copy to pageable memory, must not look like it held the work back).
+      const HostCall* call = l_.CallOf(d);
+      const int64_t ready_l = call ? call->e->ts_ns : INT64_MIN;
+      const int64_t base = std::max(ready_p, ready_l);
+      int32_t x = -1;
+      int64_t ready_x = INT64_MIN;
+      if (base == INT64_MIN || d.ts() - base > kDependencyGapNs) {
+        // The work on another stream that ended last at or before d started.
+        auto pos = std::upper_bound(ends_.begin(), ends_.end(), std::make_pair(d.ts(), INT32_MAX));
+        while (pos != ends_.begin()) {
+          --pos;
+          const DeviceWork& o = l_.work[pos->second];
+          if (o.stream != d.stream && o.device == d.device && o.ts() < d.ts()) {
+            if (pos->first > base) {
+              x = pos->second;
+              ready_x = pos->first;
+            }
+            break;
+          }
+        }
+      }
+      // The binding dependency: the latest ready time at or before d's start.
+      int64_t ready[3] = {std::min(ready_p, d.ts()), std::min(ready_l, d.ts()), ready_x};
+      if (d.prev < 0) ready[0] = INT64_MIN;
+      if (!call) ready[1] = INT64_MIN;
+      const int pick = static_cast<int>(std::max_element(ready, ready + 3) - ready);
+      if (ready[pick] == INT64_MIN) {
+        Add(start_, d.ts(), PathClass::kOther, "work launched before the trace", -1);
+        break;
+      }
+      int64_t second = INT64_MIN;
+      for (int k = 0; k < 3; ++k)
+        if (k != pick) second = std::max(second, ready[k]);
+      slack = second == INT64_MIN ? ready[pick] - start_ : ready[pick] - second;
+      // Left waiting with its launch returned and its stream free, and no other stream's work to
+      // name: a dependency the trace does not show (an event recorded from the host, another rank).
+      // (After a launch, measured from the call's return: the call itself is launch time.)
+      const int64_t free_from = pick == 1 ? std::min(call->e->end_ns(), d.ts()) : ready[pick];
+      if (pick != 2 && d.ts() - free_from > kDependencyGapNs)
+        Add(free_from, d.ts(), PathClass::kDependency, fmt::format("stream {} waited (not on this rank's streams)", d.stream), -1);
+      if (pick == 0) {
+        Add(ready[0], d.ts(), PathClass::kKernelGap, fmt::format("stream {}", d.stream), -1);
+        work = d.prev;
+        t = l_.work[d.prev].end();
+      } else if (pick == 2) {
+        Add(ready_x, d.ts(), PathClass::kDependency,
+            fmt::format("stream {} waited on stream {}", d.stream, l_.work[x].stream), -1);
+        work = x;
+        t = ready_x;
+      } else {
+        Add(call->e->ts_ns, d.ts(), PathClass::kLaunch, std::string(trace_.Name(*call->e)), -1);  // call + start latency
+        track = call->track;
+        t = call->e->ts_ns;
+        at = At::kHost;
+      }
+    }
+    std::reverse(segs_.begin(), segs_.end());
+    return std::move(segs_);
+  }
+
+ private:
+  PathClass DeviceClass(const DeviceWork& d) const {
+    if (d.e->kind != EventKind::kKernel) return PathClass::kCopy;
+    return IsCommKernel(trace_.Name(*d.e)) ? PathClass::kComm : PathClass::kCompute;
+  }
+  // Adds [a, b) clipped to the window; segments come latest first and never overlap.
+  void Add(int64_t a, int64_t b, PathClass cls, std::string what, int64_t slack) {
+    a = std::max(a, start_);
+    if (!segs_.empty()) b = std::min(b, segs_.back().start_ns);
+    if (b <= a) return;
+    segs_.push_back({a, b, cls, std::move(what), slack});
+  }
+
+  const Trace& trace_;
+  const RankLinks& l_;
+  std::unordered_map<uint32_t, std::vector<int32_t>> stops_;
+  std::vector<std::pair<int64_t, int32_t>> ends_;
+  std::vector<std::pair<int64_t, int32_t>> launched_;  // (launch call start, work), sorted
+  std::vector<PathSegment> segs_;
+  int64_t start_ = 0;
+};
+
+// The thread that launched most of the rank's device work (the training loop's thread).
+uint32_t HostThread(const RankLinks& l) {
+  std::unordered_map<uint32_t, int64_t> n;
+  for (const HostCall& c : l.calls) n[c.track] += c.work_count;
+  uint32_t best = 0;
+  int64_t most = -1;
+  for (const auto& [track, k] : n)
+    if (k > most || (k == most && track < best)) {
+      best = track;
+      most = k;
+    }
+  return best;
+}
+
+}  // namespace
+
+CriticalPath PathOfWindows(const Trace& trace, const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows) {
+  CriticalPath out;
+  out.rank = l.rank;
+  for (const HostCall& c : l.calls)
+    if (c.synced_stream >= 0) out.sync_records = true;
+  if (l.work.empty() || windows.empty()) return out;
+  size_t linked = 0;
+  for (const DeviceWork& w : l.work) linked += w.call >= 0 ? 1 : 0;
+  out.linked = 2 * linked >= l.work.size();
+  Walker walker(trace, l);
+  const uint32_t host = HostThread(l);
+  std::map<std::pair<PathClass, std::string>, int64_t> items;
+  std::array<int64_t, kPathClasses> total{};
+  int64_t length = 0;
+  std::vector<std::pair<int64_t, size_t>> lengths;
+  std::vector<std::vector<PathSegment>> paths;
+  for (const auto& [a, b] : windows) {
+    std::vector<PathSegment> segs = walker.Walk(host, a, b);
+    int64_t len = 0;
+    for (const PathSegment& s : segs) {
+      const int64_t ns = s.end_ns - s.start_ns;
+      total[static_cast<int>(s.cls)] += ns;
+      items[{s.cls, s.cls == PathClass::kCpu ? std::string("host work") : s.what}] += ns;
+      len += ns;
+    }
+    length += len;
+    lengths.push_back({b - a, paths.size()});
+    paths.push_back(std::move(segs));
+  }
+  const auto n = static_cast<int64_t>(windows.size());
+  out.mean_ns = length / n;
+  for (int k = 0; k < kPathClasses; ++k) out.class_ns[k] = total[k] / n;
+  for (const auto& [key, ns] : items) out.top.push_back({key.first, key.second, ns / n});
+  std::stable_sort(out.top.begin(), out.top.end(), [](const PathItem& a, const PathItem& b) { return a.ns > b.ns; });
+  if (out.top.size() > 12) out.top.resize(12);
+  std::nth_element(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(lengths.size() / 2), lengths.end());
+  out.segments = std::move(paths[lengths[lengths.size() / 2].second]);
+  if (!out.linked)
+    out.note = fmt::format("only {} of {} device activities have their launch call in the trace: the path follows the host "
+                           "and cannot see what the device waited for",
+                           linked, l.work.size());
+  else if (!out.sync_records)
+    out.note = "no cuda_sync records: blocking calls are tied to the device work that ended last inside them, and "
+               "cross-stream waits are inferred by time";
+  return out;
+}
+
+std::vector<CriticalPath> BuildCriticalPaths(const Trace& trace, const LinkIndex& links, const StepModel& steps) {
+  std::vector<CriticalPath> out;
+  for (const RankLinks& l : links.ranks()) {
+    if (l.work.empty()) continue;
+    std::vector<std::pair<int64_t, int64_t>> windows;
+    for (const StepRow& row : steps.steps)
+      if (row.rank == l.rank) windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
+    const int64_t n = static_cast<int64_t>(windows.size());
+    if (windows.empty()) {
+      // No steps: the whole span of the rank's device work and the calls that made it.
+      int64_t a = INT64_MAX, b = INT64_MIN;
+      for (const DeviceWork& w : l.work) {
+        a = std::min(a, w.ts());
+        b = std::max(b, w.end());
+      }
+      for (const HostCall& c : l.calls) {
+        a = std::min(a, c.e->ts_ns);
+        b = std::max(b, c.e->end_ns());
+      }
+      windows.push_back({a, b});
+    }
+    CriticalPath p = PathOfWindows(trace, l, windows);
+    p.steps = n;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+CriticalPath CriticalPathOf(const Trace& trace, int32_t rank, int64_t start_ns, int64_t end_ns) {
+  const LinkIndex links(trace);
+  const RankLinks* l = links.Rank(rank);
+  if (l == nullptr) return {};
+  return PathOfWindows(trace, *l, {{start_ns, end_ns}});
+}
+
+}  // namespace trainrx::analyzers
+
+namespace trainrx::analyzers {
+
+namespace {
+
+// The path classes whose time a finding's fix removes; empty: not bounded by the path.
+std::vector<PathClass> ClassesRemovedBy(const Finding& f) {
+  using C = PathClass;
+  if (f.id == "gpu.idle") {
+    std::string cause;
+    for (const auto& e : f.evidence)
+      if (e.key == "idle_cause" && std::holds_alternative<std::string>(e.value)) cause = std::get<std::string>(e.value);
+    if (cause == "queued") return {C::kDependency, C::kKernelGap};
+    if (cause == "allocator") return {C::kAllocator, C::kSyncWait};
+    return {C::kCpu, C::kLaunch, C::kAllocator};
+  }
+  if (f.id == "gpu.allocator") return {C::kAllocator, C::kSyncWait};
+  if (f.id == "gpu.launch_bound") return {C::kLaunch, C::kKernelGap, C::kCpu};
+  if (f.id == "sync.host_device" || f.id == "sync.blocking_copy") return {C::kSyncWait, C::kLaunch, C::kCpu};
+  if (f.id == "dist.comm_overlap") return {C::kComm, C::kDependency};
+  return {};
+}
+
+}  // namespace
+
+void BoundSavingsByPath(Report& report) {
+  for (Finding& f : report.findings) {
+    const CriticalPath* path = nullptr;
+    for (const CriticalPath& p : report.metrics.critical_paths)
+      if (p.rank == f.rank && p.mean_ns > 0 && p.linked) path = &p;
+    if (path == nullptr) continue;
+    const std::vector<PathClass> classes = ClassesRemovedBy(f);
+    if (classes.empty()) continue;
+    int64_t bound = 0;
+    for (PathClass c : classes) bound += path->class_ns[static_cast<int>(c)];
+    f.evidence.push_back({"critical_path_bound_ns", bound});
+    if (f.estimated_saving_ns <= bound) continue;
+    if (f.estimated_saving_ns > 0)
+      f.estimated_saving_pct *= static_cast<double>(bound) / static_cast<double>(f.estimated_saving_ns);
+    f.estimated_saving_ns = bound;
+    f.saving_bound_ns = std::min(f.saving_bound_ns, bound);
+    f.saving_bound += " (bounded by the critical path)";
+  }
+}
+
+}  // namespace trainrx::analyzers

@@ -1,0 +1,170 @@
+#include "links.h"
+
+#include <algorithm>
+
+#include "runtime_names.h"
+#include "trainrx/profiler/sort_runs.h"
+
+namespace trainrx::analyzers {
+
+using profiler::Event;
+using profiler::EventKind;
+using profiler::Trace;
+using profiler::TrackKind;
+
+bool IsAllocatorCall(std::string_view n) {
+  // Device memory only: cudaHostAlloc / cudaMallocHost (pinned host buffers) and the stream-ordered
+  // pool (cudaMallocAsync / cudaFreeAsync: no device sync) are not the caching allocator's misses.
+  return n == "cudaMalloc" || n == "cudaFree" || n == "cuMemAlloc_v2" || n == "cuMemFree_v2" || n == "hipMalloc" ||
+         n == "hipFree" || n == "hipExtMallocWithFlags" || n == "cudaMallocManaged" || n == "hipMallocManaged";
+}
+
+CallKind CallKindOf(std::string_view n) {
+  if (IsLaunchCall(n)) return CallKind::kLaunch;
+  if (n == "cudaGraphLaunch" || n == "hipGraphLaunch" || n == "cuGraphLaunch") return CallKind::kGraphLaunch;
+  if (IsBlockingCall(n)) return CallKind::kBlocking;
+  if (IsAllocatorCall(n)) return CallKind::kAllocator;
+  if (n == "cudaStreamWaitEvent" || n == "hipStreamWaitEvent" || n == "cuStreamWaitEvent") return CallKind::kStreamWait;
+  if (n == "cudaEventRecord" || n == "hipEventRecord" || n == "cuEventRecord" || n == "cudaEventRecordWithFlags")
+    return CallKind::kEventRecord;
+  return CallKind::kOther;
+}
+
+const HostCall* RankLinks::CallByCorrelation(int64_t correlation) const {
+  auto it = std::lower_bound(call_by_correlation.begin(), call_by_correlation.end(), std::make_pair(correlation, INT32_MIN));
+  return it != call_by_correlation.end() && it->first == correlation ? &calls[it->second] : nullptr;
+}
+
+const Event* RankLinks::OpByExternalId(int64_t external_id) const {
+  auto it = std::lower_bound(op_by_external.begin(), op_by_external.end(), std::make_pair(external_id, static_cast<const Event*>(nullptr)));
+  return it != op_by_external.end() && it->first == external_id ? it->second : nullptr;
+}
+
+namespace {
+
+// The activity whose end released a call that waited for the device: the last to end inside the
+// call ([ts, end], the call returns a little after), among those on `stream` when it is known.
+// `ends` holds (end, work index), sorted.
+int32_t ReleaseOf(const RankLinks& l, const std::vector<std::pair<int64_t, int32_t>>& ends, const Event& call, int64_t stream) {
+  auto it = std::upper_bound(ends.begin(), ends.end(), std::make_pair(call.end_ns(), INT32_MAX));
+  while (it != ends.begin()) {
+    --it;
+    if (it->first < call.ts_ns) return -1;  // nothing ended while the call waited: it did not wait for the device
+    if (stream < 0 || l.work[it->second].stream == stream) return it->second;
+  }
+  return -1;
+}
+
+void BuildRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& kinds, RankLinks& l) {
+  l.rank = rank;
+  // cuda_sync records (torch.profiler with enable_cuda_sync_events): the stream each sync call
+  // synchronized, by the call's correlation.
+  std::vector<std::pair<int64_t, int64_t>> synced;  // (correlation, stream)
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    const auto& t = trace.tracks[ti];
+    if (t.rank != rank) continue;
+    if (t.kind == TrackKind::kGpuStream) {
+      int32_t prev = -1;
+      for (const Event& e : trace.TrackEvents(ti)) {
+        if (e.kind == EventKind::kCudaSync) {
+          if (e.correlation != profiler::kNoId && t.stream >= 0 && t.stream < (int64_t{1} << 32) - 1)
+            synced.push_back({e.correlation, t.stream});
+          continue;
+        }
+        if (e.kind != EventKind::kKernel && e.kind != EventKind::kMemcpy && e.kind != EventKind::kMemset) continue;
+        if (t.stream < 0) continue;
+        DeviceWork w;
+        w.e = &e;
+        w.track = ti;
+        w.device = t.device;
+        w.stream = t.stream;
+        w.prev = prev;
+        prev = static_cast<int32_t>(l.work.size());
+        l.work.push_back(w);
+      }
+      continue;
+    }
+    for (const Event& e : trace.TrackEvents(ti)) {
+      if (e.kind == EventKind::kCpuOp && e.external_id != profiler::kNoId) l.op_by_external.push_back({e.external_id, &e});
+      // Runtime and driver calls, and any other host event with a correlation id (MTIA's runtime
+      // calls, sources that name their categories otherwise): what enqueued device work.
+      const bool runtime = e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver;
+      if (!runtime && e.correlation == profiler::kNoId) continue;
+      const CallKind kind = runtime ? kinds[e.name] : CallKind::kOther;
+      if (kind == CallKind::kOther && e.correlation == profiler::kNoId) continue;
+      const auto index = static_cast<int32_t>(l.calls.size());
+      l.calls.push_back({&e, ti, kind});
+      if (e.correlation != profiler::kNoId) l.call_by_correlation.push_back({e.correlation, index});
+      if (kind == CallKind::kAllocator) l.allocator_calls.push_back(index);
+      if (kind == CallKind::kBlocking) l.blocking_calls.push_back(index);
+    }
+  }
+  profiler::SortRuns(l.call_by_correlation.begin(), l.call_by_correlation.end());
+  profiler::SortRuns(l.op_by_external.begin(), l.op_by_external.end());
+  profiler::SortRuns(synced.begin(), synced.end());
+  // Device work -> the call that enqueued it; a call -> its first activity and how many.
+  for (size_t i = 0; i < l.work.size(); ++i) {
+    DeviceWork& w = l.work[i];
+    if (w.e->correlation == profiler::kNoId) continue;
+    auto it = std::lower_bound(l.call_by_correlation.begin(), l.call_by_correlation.end(),
+                               std::make_pair(w.e->correlation, INT32_MIN));
+    if (it == l.call_by_correlation.end() || it->first != w.e->correlation) continue;
+    w.call = it->second;
+    HostCall& c = l.calls[w.call];
+    w.graph = c.kind == CallKind::kGraphLaunch;
+    if (c.work < 0 || l.work[c.work].ts() > w.ts()) c.work = static_cast<int32_t>(i);
+    ++c.work_count;
+  }
+  l.by_start.resize(l.work.size());
+  for (size_t i = 0; i < l.work.size(); ++i) l.by_start[i] = static_cast<int32_t>(i);
+  profiler::SortRuns(l.by_start.begin(), l.by_start.end(),
+                     [&](int32_t a, int32_t b) { return l.work[a].ts() < l.work[b].ts(); });
+  // Blocking and allocator calls -> the activity that released them.
+  std::vector<std::pair<int64_t, int32_t>> ends(l.work.size());
+  for (size_t i = 0; i < l.work.size(); ++i) ends[i] = {l.work[i].end(), static_cast<int32_t>(i)};
+  std::sort(ends.begin(), ends.end());
+  const auto release = [&](int32_t index) {
+    HostCall& c = l.calls[index];
+    if (const DeviceWork* own = l.FirstWorkOf(c); own && own->e->kind == EventKind::kMemcpy) {
+      c.waited_for = c.work;  // a synchronous copy waits for its own copy (and what ran before it)
+      return;
+    }
+    auto it = std::lower_bound(synced.begin(), synced.end(), std::make_pair(c.e->correlation, int64_t{INT64_MIN}));
+    if (c.e->correlation != profiler::kNoId && it != synced.end() && it->first == c.e->correlation) c.synced_stream = it->second;
+    c.waited_for = ReleaseOf(l, ends, *c.e, c.synced_stream);
+  };
+  for (int32_t i : l.blocking_calls) release(i);
+  // Frees wait for the device (the memory may still be in use); allocations do not.
+  for (int32_t i : l.allocator_calls) {
+    const std::string_view n = trace.Name(*l.calls[i].e);
+    if (n.find("Free") != std::string_view::npos || n.find("free") != std::string_view::npos) release(i);
+  }
+  // Launches of device-to-host copies into pageable memory block too (the copy is staged through a
+  // pinned buffer and the call returns when it is done): they wait for their own copy.
+  for (HostCall& c : l.calls) {
+    if (c.kind != CallKind::kLaunch || c.work < 0) continue;
+    const Event& w = *l.work[c.work].e;
+    if (w.kind != EventKind::kMemcpy || w.aux == profiler::kNoAux) continue;
+    const profiler::MemcpyInfo& m = trace.memcpys[w.aux];
+    if (m.copy == profiler::CopyKind::kDtoH && m.dst != profiler::MemKind::kPinned) c.waited_for = c.work;
+  }
+}
+
+}  // namespace
+
+LinkIndex::LinkIndex(const Trace& trace) {
+  std::vector<CallKind> kinds(trace.strings.size());
+  for (profiler::StrId id = 0; id < kinds.size(); ++id) kinds[id] = CallKindOf(trace.strings.Get(id));
+  for (int32_t rank : trace.RankIds()) {
+    ranks_.emplace_back();
+    BuildRank(trace, rank, kinds, ranks_.back());
+  }
+}
+
+const RankLinks* LinkIndex::Rank(int32_t rank) const {
+  for (const RankLinks& r : ranks_)
+    if (r.rank == rank) return &r;
+  return nullptr;
+}
+
+}  // namespace trainrx::analyzers

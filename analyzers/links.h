@@ -1,0 +1,93 @@
+// The dependency model of a trace: what waits for what (issue 50). Built once per Analyze() and
+// handed to every family in AnalysisContext, so no family rebuilds its own correlation, External-id
+// or stream lookups (private to analyzers/).
+//
+// Per rank it holds:
+//  - every host runtime / driver call, classified once by name (runtime_names.h): a launch (kernel,
+//    async copy or memset, CUDA and HIP), a graph launch, a blocking call (synchronize, a synchronous
+//    copy), an allocator call (cudaMalloc / cudaFree / hipMalloc / hipFree ...: frees synchronize the
+//    device), a stream wait or an event record;
+//  - every device activity (kernel, copy, memset on a stream) in stream order, with the call that
+//    enqueued it (by correlation id; a graph launch fans out to all the kernels that carry its
+//    correlation) and the activity before it on its stream;
+//  - for each blocking or allocator call, the device activity whose end released it (the last one to
+//    end inside the call, on the synchronized stream where the trace says which: a cuda_sync record
+//    with the call's correlation, or the copy the call made);
+//  - CPU ops by Kineto "External id" (the op that made a call).
+// Linear in events but for sorts of the correlation and end-time keys.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "trainrx/profiler/trace.h"
+
+namespace trainrx::analyzers {
+
+enum class CallKind : uint8_t {
+  kOther,
+  kLaunch,       // enqueues one kernel, async copy or memset and returns (IsLaunchCall)
+  kGraphLaunch,  // cudaGraphLaunch / hipGraphLaunch: one call, many kernels
+  kBlocking,     // returns when the device (a stream, an event) caught up, or a synchronous copy is done
+  kAllocator,    // cudaMalloc / cudaFree / hipMalloc / hipFree ... (frees wait for the device)
+  kStreamWait,   // cudaStreamWaitEvent / hipStreamWaitEvent: a stream waits on an event
+  kEventRecord,  // cudaEventRecord / hipEventRecord
+};
+CallKind CallKindOf(std::string_view name);
+// An allocator call that allocates or frees device memory (not the pinned-host or async-pool calls).
+bool IsAllocatorCall(std::string_view name);
+
+struct DeviceWork {
+  const profiler::Event* e = nullptr;
+  uint32_t track = 0;
+  int32_t device = -1;
+  int64_t stream = -1;
+  int32_t call = -1;  // index in RankLinks::calls of the call that enqueued it; -1: not in the trace
+  int32_t prev = -1;  // the activity before it on its stream; -1: the stream's first
+  bool graph = false; // enqueued by a graph launch
+  int64_t ts() const { return e->ts_ns; }
+  int64_t end() const { return e->end_ns(); }
+};
+
+struct HostCall {
+  const profiler::Event* e = nullptr;
+  uint32_t track = 0;
+  CallKind kind = CallKind::kOther;
+  int32_t work = -1;        // its first device activity (RankLinks::work), -1: none
+  int32_t work_count = 0;   // how many (a graph launch: its kernels)
+  int32_t waited_for = -1;  // blocking and allocator calls: the activity whose end released it
+  int64_t synced_stream = -1;  // a cuda_sync record names the stream it synchronized (-1: unknown)
+};
+
+struct RankLinks {
+  int32_t rank = 0;
+  std::vector<DeviceWork> work;     // grouped by stream (track), in time order inside each
+  std::vector<int32_t> by_start;    // indices of `work` by start time
+  std::vector<HostCall> calls;      // grouped by thread, in time order inside each
+  std::vector<std::pair<int64_t, int32_t>> call_by_correlation;  // sorted
+  std::vector<std::pair<int64_t, const profiler::Event*>> op_by_external;  // CPU ops, sorted
+  std::vector<int32_t> allocator_calls;  // indices of allocator calls, by thread then time
+  std::vector<int32_t> blocking_calls;   // blocking calls, by thread then time
+
+  const HostCall* CallOf(const DeviceWork& w) const { return w.call >= 0 ? &calls[w.call] : nullptr; }
+  const HostCall* CallByCorrelation(int64_t correlation) const;
+  // The CPU op with this External id (the op that made a runtime call), nullptr when none.
+  const profiler::Event* OpByExternalId(int64_t external_id) const;
+  // The first device activity a call enqueued (the earliest of a graph launch's kernels).
+  const DeviceWork* FirstWorkOf(const HostCall& c) const { return c.work >= 0 ? &work[c.work] : nullptr; }
+};
+
+class LinkIndex {
+ public:
+  explicit LinkIndex(const profiler::Trace& trace);
+  // nullptr for a rank the trace does not hold.
+  const RankLinks* Rank(int32_t rank) const;
+  const std::vector<RankLinks>& ranks() const { return ranks_; }
+
+ private:
+  std::vector<RankLinks> ranks_;
+};
+
+}  // namespace trainrx::analyzers
