@@ -243,6 +243,7 @@ void WriteCriticalPathJson(JsonWriter& w, const analyzers::Report& report) {
     w.Field("steps", p.steps);
     w.Field("mean_ns", p.mean_ns);
     w.Field("sync_records", p.sync_records);
+    w.Field("linked", p.linked);
     w.Field("note", p.note);
     w.Key("class_ns");
     w.BeginObject();

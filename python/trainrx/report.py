@@ -27,6 +27,7 @@ KERNEL_COLUMNS = ["name", "count", "total_ns", "mean_ns", "share"]
 MEMORY_COLUMNS = ["rank", "device", "samples", "peak_allocated_bytes", "peak_reserved_bytes", "capacity_bytes",
                   "capacity_source", "median_step_peak_bytes", "growth_bytes_per_step", "growth_steps",
                   "increasing_steps", "oom_events", "oom_request_bytes", "oom_op", "alloc_retries"]
+CRITICAL_PATH_COLUMNS = ["rank", "start_ns", "end_ns", "class", "what", "slack_ns"]
 FINDING_COLUMNS = ["id", "severity", "confidence", "title", "rank", "measured", "threshold", "unit",
                    "estimated_saving_pct", "estimated_saving_ns", "steps"]
 
@@ -110,6 +111,15 @@ class Report:
         """One row per (rank, device) with allocator samples: ``rank, device, samples,
         peak_allocated_bytes, peak_reserved_bytes, capacity_bytes, capacity_source, ...``."""
         return _table(self.data["metrics"]["memory"], MEMORY_COLUMNS)
+
+    @property
+    def critical_path(self) -> Any:
+        """The median step's critical path of each rank with device work, one interval a row: ``rank,
+        start_ns, end_ns, class, what, slack_ns`` (class: cpu, launch, allocator, sync_wait, gpu_compute,
+        gpu_comm, gpu_copy, kernel_gap, dependency_wait, other); the shares are in
+        ``data["metrics"]["critical_path"]``. Empty on CPU-only traces."""
+        rows = [dict(s, rank=p["rank"]) for p in self.data["metrics"].get("critical_path", []) for s in p["segments"]]
+        return _table(rows, CRITICAL_PATH_COLUMNS)
 
     @property
     def findings_table(self) -> Any:

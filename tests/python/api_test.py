@@ -90,6 +90,14 @@ class AnalyzeTest(unittest.TestCase):
                     self.assertEqual(list(report.operators.columns), trainrx.report.OPERATOR_COLUMNS)
         gpu = trainrx.analyze(TRACES[1])
         self.assertGreater(len(gpu.kernels), 0, "the H100 trace has kernels")
+        # The critical path: one row per interval of the median step's path, the JSON's segments.
+        path = gpu.critical_path
+        want = [s for p in gpu.data["metrics"]["critical_path"] for s in p["segments"]]
+        self.assertGreater(len(want), 0, "the H100 trace has a critical path")
+        self.assertEqual(len(path), len(want))
+        if HAVE_PANDAS:
+            self.assertEqual(list(path.columns), trainrx.report.CRITICAL_PATH_COLUMNS)
+            self.assertTrue((path["end_ns"] > path["start_ns"]).all())
         if HAVE_PANDAS:
             self.assertEqual(list(trainrx.analyze(TRACES[0]).kernels.columns), trainrx.report.KERNEL_COLUMNS)
 
