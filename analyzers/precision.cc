@@ -33,6 +33,7 @@
 #include <unordered_map>
 
 #include "families.h"
+#include "links.h"
 #include "scopes.h"
 #include "intervals.h"
 #include "ops.h"
@@ -102,16 +103,6 @@ std::string Shorten(std::string_view s, size_t n = 90) {
   return s.size() <= n ? std::string(s) : std::string(s.substr(0, n)) + "...";
 }
 
-// The (outermost) CPU op by Kineto External id, for a rank.
-std::unordered_map<int64_t, const Event*> OpsByExternalId(const Trace& trace, int32_t rank) {
-  std::unordered_map<int64_t, const Event*> m;
-  for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
-    for (const Event& e : trace.TrackEvents(ti))
-      if (e.kind == EventKind::kCpuOp && e.external_id != profiler::kNoId) m.emplace(e.external_id, &e);
-  }
-  return m;
-}
-
 void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const Trace& trace = ctx.trace;
   // Which devices of this rank are Ampere or newer.
@@ -155,12 +146,11 @@ void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const double share_pct = 100.0 * static_cast<double>(fp32_ns) / static_cast<double>(kernel_ns);
   const double threshold = ctx.thresholds.Get("precision.fp32_matmul.kernel_share_pct");
   if (share_pct < threshold) return;
-  const auto ops = OpsByExternalId(trace, rank);
+  const RankLinks* links = ctx.links.Rank(rank);  // the CPU op by Kineto External id (the dependency model)
   for (const Event* e : fp32_kernels) {
-    auto op = e->external_id != profiler::kNoId ? ops.find(e->external_id) : ops.end();
-    auto& slot = examples[op != ops.end() ? fmt::format("{} <- {}{}", Shorten(trace.Name(*e), 70), trace.Name(*op->second),
-                                                        InModule(ctx.modules.Of(*op->second)))
-                                          : fmt::format("{} <- (no CPU op)", Shorten(trace.Name(*e), 70))];
+    const Event* op = links && e->external_id != profiler::kNoId ? links->OpByExternalId(e->external_id) : nullptr;
+    auto& slot = examples[op ? fmt::format("{} <- {}{}", Shorten(trace.Name(*e), 70), trace.Name(*op), InModule(ctx.modules.Of(*op)))
+                             : fmt::format("{} <- (no CPU op)", Shorten(trace.Name(*e), 70))];
     ++slot.first;
     slot.second += e->dur_ns;
   }

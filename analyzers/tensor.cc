@@ -24,6 +24,7 @@
 #include <unordered_map>
 
 #include "families.h"
+#include "links.h"
 #include "scopes.h"
 #include "intervals.h"
 #include "ops.h"
@@ -73,12 +74,14 @@ std::string DimsText(const std::vector<int64_t>& d) {
 void AnalyzeTensor(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
   for (int32_t rank : trace.RankIds()) {
-    // GPU memcpy by correlation id: bytes and device time of a copy's transfer.
-    std::unordered_map<int64_t, const Event*> memcpy_by_corr;
-    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kGpuStream)) {
-      for (const Event& e : trace.TrackEvents(ti))
-        if (e.kind == EventKind::kMemcpy && e.correlation != profiler::kNoId) memcpy_by_corr.emplace(e.correlation, &e);
-    }
+    // A copy call's GPU memcpy (bytes and device time of its transfer): the dependency model's
+    // device work of the call with that correlation id.
+    const RankLinks* links = ctx.links.Rank(rank);
+    const auto memcpy_of = [&](int64_t correlation) -> const Event* {
+      const HostCall* call = links && correlation != profiler::kNoId ? links->CallByCorrelation(correlation) : nullptr;
+      const DeviceWork* w = call ? links->FirstWorkOf(*call) : nullptr;
+      return w && w->e->kind == EventKind::kMemcpy ? w->e : nullptr;
+    };
     int64_t copies = 0, copy_ns = 0, to_device = 0, device_bytes = 0, device_copy_ns = 0, shape_checked = 0;
     std::map<std::string, int64_t> examples;
     const StepWindows in_steps(ctx.steps, rank);
@@ -112,11 +115,9 @@ void AnalyzeTensor(const AnalysisContext& ctx, Report& out) {
         copy_ns += cur.dur_ns;
         if (runtime) {
           ++to_device;
-          auto m = runtime->correlation != profiler::kNoId ? memcpy_by_corr.find(runtime->correlation) : memcpy_by_corr.end();
-          if (m != memcpy_by_corr.end()) {
-            device_copy_ns += m->second->dur_ns;
-            if (m->second->aux != profiler::kNoAux && trace.memcpys[m->second->aux].bytes > 0)
-              device_bytes += trace.memcpys[m->second->aux].bytes;
+          if (const Event* m = memcpy_of(runtime->correlation)) {
+            device_copy_ns += m->dur_ns;
+            if (m->aux != profiler::kNoAux && trace.memcpys[m->aux].bytes > 0) device_bytes += trace.memcpys[m->aux].bytes;
           }
         }
         ++examples[fmt::format("{} -> {}{}{}{}", trace.Name(events[outer[k - 1]]), name,
