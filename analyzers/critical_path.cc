@@ -61,9 +61,6 @@ class Walker {
       const HostCall& c = l.calls[i];
       if (c.waited_for >= 0 || c.kind == CallKind::kAllocator) stops_[c.track].push_back(static_cast<int32_t>(i));
     }
-    ends_.reserve(l.work.size());
-    for (size_t i = 0; i < l.work.size(); ++i) ends_.push_back({l.work[i].end(), static_cast<int32_t>(i)});
-    std::sort(ends_.begin(), ends_.end());
     for (size_t i = 0; i < l.work.size(); ++i)
       if (const HostCall* c = l.CallOf(l.work[i])) launched_.push_back({c->e->ts_ns, static_cast<int32_t>(i)});
     std::sort(launched_.begin(), launched_.end());
@@ -75,7 +72,7 @@ class Walker {
   std::vector<PathSegment> Walk(uint32_t host, int64_t start, int64_t end) {
     segs_.clear();
     start_ = start;
-    enum class At { kHost, kDevice, kDone } at = At::kHost;
+    enum class At { kHost, kDevice } at = At::kHost;
     uint32_t track = host;
     int64_t t = end;
     int32_t work = -1;
@@ -88,7 +85,7 @@ class Walker {
         at = At::kDevice;
       }
     }
-    for (size_t guard = 0; at != At::kDone && guard < 4 * (l_.work.size() + l_.calls.size()) + 16; ++guard) {
+    for (size_t guard = 0; guard < 4 * (l_.work.size() + l_.calls.size()) + 16; ++guard) {
       if (at == At::kHost) {
         if (t <= start_) break;
         const auto it = stops_.find(track);
@@ -138,8 +135,8 @@ class Walker {
       int64_t ready_x = INT64_MIN;
       if (base == INT64_MIN || d.ts() - base > kDependencyGapNs) {
         // The work on another stream that ended last at or before d started.
-        auto pos = std::upper_bound(ends_.begin(), ends_.end(), std::make_pair(d.ts(), INT32_MAX));
-        while (pos != ends_.begin()) {
+        auto pos = std::upper_bound(l_.by_end.begin(), l_.by_end.end(), std::make_pair(d.ts(), INT32_MAX));
+        while (pos != l_.by_end.begin()) {
           --pos;
           const DeviceWork& o = l_.work[pos->second];
           if (o.stream != d.stream && o.device == d.device && o.ts() < d.ts()) {
@@ -206,7 +203,6 @@ class Walker {
   const Trace& trace_;
   const RankLinks& l_;
   std::unordered_map<uint32_t, std::vector<int32_t>> stops_;
-  std::vector<std::pair<int64_t, int32_t>> ends_;
   std::vector<std::pair<int64_t, int32_t>> launched_;  // (launch call start, work), sorted
   std::vector<PathSegment> segs_;
   int64_t start_ = 0;

@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <set>
 #include <unordered_set>
 
 #include "families.h"
@@ -69,7 +70,7 @@ struct GpuActivity {
   int64_t ts, end;                 // the activity, in the breakdown's time (see GpuClock)
   int64_t runtime_ts, runtime_end; // its launching runtime call, same time
   bool launch;                     // that call is a launch (enters the launch statistics)
-  bool graph;                      // that call is a graph launch (one call, many kernels)
+  const DeviceWork* work;          // the activity in the dependency model (stream order, graph launch)
 };
 
 struct RankGpu {
@@ -114,14 +115,13 @@ class GpuClock {
 
 // What CollectRank asks of an event's name, worked out once per interned name: a trace has far
 // fewer names than events, and the substring searches per CPU event were most of this analyzer.
-enum NameFlag : uint8_t { kStepName = 1, kCaptureBeginName = 2, kCaptureEndName = 4, kLaunchName = 8 };
+enum NameFlag : uint8_t { kStepName = 1, kCaptureBeginName = 2, kCaptureEndName = 4 };
 std::vector<uint8_t> NameFlags(const Trace& trace) {
   std::vector<uint8_t> flags(trace.strings.size());
   for (profiler::StrId id = 0; id < flags.size(); ++id) {
     const std::string_view n = trace.strings.Get(id);
     flags[id] = static_cast<uint8_t>((n.find("ProfilerStep") != std::string_view::npos ? kStepName : 0) |
-                                     (IsCaptureBegin(n) ? kCaptureBeginName : 0) | (IsCaptureEnd(n) ? kCaptureEndName : 0) |
-                                     (IsLaunchCall(n) ? kLaunchName : 0));
+                                     (IsCaptureBegin(n) ? kCaptureBeginName : 0) | (IsCaptureEnd(n) ? kCaptureEndName : 0));
   }
   return flags;
 }
@@ -171,8 +171,8 @@ RankGpu CollectRank(const Trace& trace, const RankLinks& links, int32_t rank, co
     const Interval runtime = clock.Span(*call->e);
     if (cut && runtime.first >= last_step_start) continue;
     const Interval span = clock.Span(*w.e);
-    const bool launch = (name_flags[call->e->name] & kLaunchName) != 0;
-    out.acts.push_back({w.e, w.stream, w.device, span.first, span.second, runtime.first, runtime.second, launch, w.graph});
+    out.acts.push_back({w.e, w.stream, w.device, span.first, span.second, runtime.first, runtime.second,
+                        call->kind == CallKind::kLaunch, &w});
   }
   return out;
 }
@@ -347,19 +347,13 @@ IdleSplit SplitIdleCauses(const RankGpu& g, const std::vector<Interval>& all, co
       out.causes.queued_ns += e - s;
       out.queued.push_back({s, e});
       // Between two nodes of one graph launch: the previous activity on the stream came from the
-      // same call (same correlation id).
-      if (first->graph) {
-        for (size_t j = next; j-- > 0;) {
-          const GpuActivity* p = by_start[j];
-          if (p->stream != first->stream) continue;
-          if (p->e->correlation == first->e->correlation) out.causes.graph_ns += e - s;
-          break;
-        }
-      }
-      QueuedWait& w = waits[first->stream];
-      w.stream = first->stream;
-      w.ns += e - s;
-      ++w.gaps;
+      // same call.
+      const DeviceWork& w = *first->work;
+      if (w.graph && w.prev >= 0 && links.work[w.prev].call == w.call) out.causes.graph_ns += e - s;
+      QueuedWait& q = waits[first->stream];
+      q.stream = first->stream;
+      q.ns += e - s;
+      ++q.gaps;
       auto it = std::upper_bound(ends.begin(), ends.end(), std::make_pair(s, INT64_MAX));
       if (it != ends.begin()) after[{first->stream, std::prev(it)->second}] += e - s;
       continue;
@@ -409,7 +403,7 @@ LaunchStats CollectLaunchStats(const RankGpu& g, int32_t rank, const Thresholds&
   // The rule judges the launches inside the steady steps (all of them without steps): start-up
   // and warm-up kernels (allocator, autotuning) are not what each step launches.
   for (const auto& a : g.acts) {
-    if (a.graph && windows.Contains(a.runtime_ts)) ++steady->graph_kernels;
+    if (a.work->graph && windows.Contains(a.runtime_ts)) ++steady->graph_kernels;
     if (!a.launch) continue;  // a blocking copy or a graph launch: not a launch (runtime_names.h)
     ++ls.kernels;
     const int64_t runtime_dur = a.runtime_end - a.runtime_ts, dur = a.end - a.ts, start_delay = a.ts - a.runtime_ts;
@@ -697,7 +691,7 @@ void RuleAllocator(const AnalysisContext& ctx, const RankLinks& links, const Ran
                    const StepBasis& basis, Report& out) {
   std::vector<Interval> calls;
   std::map<std::string_view, std::pair<int64_t, int64_t>> by_name;  // name -> (calls, ns) inside the steps
-  int64_t steps_with_calls = 0, last_step = -2;
+  std::set<int64_t> steps_with_calls;
   for (int32_t i : links.allocator_calls) {
     const Event& e = *links.calls[i].e;
     if (!windows.Contains(e.ts_ns)) continue;
@@ -705,11 +699,7 @@ void RuleAllocator(const AnalysisContext& ctx, const RankLinks& links, const Ran
     auto& [n, ns] = by_name[ctx.trace.Name(e)];
     ++n;
     ns += e.dur_ns;
-    const int64_t step = windows.Index(e.ts_ns);
-    if (step != last_step) {
-      ++steps_with_calls;  // calls come by thread in time order: a step is counted once per thread at most
-      last_step = step;
-    }
+    steps_with_calls.insert(windows.Index(e.ts_ns));
   }
   const int64_t total = MergeIntervals(calls);
   if (total <= 0) return;
@@ -725,7 +715,7 @@ void RuleAllocator(const AnalysisContext& ctx, const RankLinks& links, const Ran
   for (const auto& [name, v] : by_name) n_calls += v.first;
   f.title = fmt::format("Allocator calls take {:.1f}% of {} on rank {} ({} cudaMalloc/cudaFree-type calls{})", share,
                         basis.has_steps() ? "the step" : "the GPU's active span", r.rank, n_calls,
-                        basis.has_steps() ? fmt::format(", in {} of {} steps", std::min(steps_with_calls, basis.steps()), basis.steps()) : "");
+                        basis.has_steps() ? fmt::format(", in {} of {} steps", steps_with_calls.size(), basis.steps()) : "");
   f.measured = share;
   f.threshold = ctx.thresholds.Get("gpu.allocator.share_pct");
   f.measured_unit = basis.has_steps() ? "% of the step" : "% of the GPU's active span";

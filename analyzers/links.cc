@@ -44,10 +44,9 @@ namespace {
 
 // The activity whose end released a call that waited for the device: the last to end inside the
 // call ([ts, end], the call returns a little after), among those on `stream` when it is known.
-// `ends` holds (end, work index), sorted.
-int32_t ReleaseOf(const RankLinks& l, const std::vector<std::pair<int64_t, int32_t>>& ends, const Event& call, int64_t stream) {
-  auto it = std::upper_bound(ends.begin(), ends.end(), std::make_pair(call.end_ns(), INT32_MAX));
-  while (it != ends.begin()) {
+int32_t ReleaseOf(const RankLinks& l, const Event& call, int64_t stream) {
+  auto it = std::upper_bound(l.by_end.begin(), l.by_end.end(), std::make_pair(call.end_ns(), INT32_MAX));
+  while (it != l.by_end.begin()) {
     --it;
     if (it->first < call.ts_ns) return -1;  // nothing ended while the call waited: it did not wait for the device
     if (stream < 0 || l.work[it->second].stream == stream) return it->second;
@@ -87,10 +86,11 @@ void BuildRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& ki
     for (const Event& e : trace.TrackEvents(ti)) {
       if (e.kind == EventKind::kCpuOp && e.external_id != profiler::kNoId) l.op_by_external.push_back({e.external_id, &e});
       // Runtime and driver calls, and any other host event with a correlation id (MTIA's runtime
-      // calls, sources that name their categories otherwise): what enqueued device work.
+      // calls, sources that name their categories otherwise): what enqueued device work. The kind is
+      // the name's (runtime_names.h), whatever the category.
       const bool runtime = e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver;
       if (!runtime && e.correlation == profiler::kNoId) continue;
-      const CallKind kind = runtime ? kinds[e.name] : CallKind::kOther;
+      const CallKind kind = kinds[e.name];
       if (kind == CallKind::kOther && e.correlation == profiler::kNoId) continue;
       const auto index = static_cast<int32_t>(l.calls.size());
       l.calls.push_back({&e, ti, kind});
@@ -105,24 +105,18 @@ void BuildRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& ki
   // Device work -> the call that enqueued it; a call -> its first activity and how many.
   for (size_t i = 0; i < l.work.size(); ++i) {
     DeviceWork& w = l.work[i];
-    if (w.e->correlation == profiler::kNoId) continue;
-    auto it = std::lower_bound(l.call_by_correlation.begin(), l.call_by_correlation.end(),
-                               std::make_pair(w.e->correlation, INT32_MIN));
-    if (it == l.call_by_correlation.end() || it->first != w.e->correlation) continue;
-    w.call = it->second;
+    const HostCall* found = w.e->correlation != profiler::kNoId ? l.CallByCorrelation(w.e->correlation) : nullptr;
+    if (found == nullptr) continue;
+    w.call = static_cast<int32_t>(found - l.calls.data());
     HostCall& c = l.calls[w.call];
     w.graph = c.kind == CallKind::kGraphLaunch;
     if (c.work < 0 || l.work[c.work].ts() > w.ts()) c.work = static_cast<int32_t>(i);
     ++c.work_count;
   }
-  l.by_start.resize(l.work.size());
-  for (size_t i = 0; i < l.work.size(); ++i) l.by_start[i] = static_cast<int32_t>(i);
-  profiler::SortRuns(l.by_start.begin(), l.by_start.end(),
-                     [&](int32_t a, int32_t b) { return l.work[a].ts() < l.work[b].ts(); });
+  l.by_end.resize(l.work.size());
+  for (size_t i = 0; i < l.work.size(); ++i) l.by_end[i] = {l.work[i].end(), static_cast<int32_t>(i)};
+  std::sort(l.by_end.begin(), l.by_end.end());
   // Blocking and allocator calls -> the activity that released them.
-  std::vector<std::pair<int64_t, int32_t>> ends(l.work.size());
-  for (size_t i = 0; i < l.work.size(); ++i) ends[i] = {l.work[i].end(), static_cast<int32_t>(i)};
-  std::sort(ends.begin(), ends.end());
   const auto release = [&](int32_t index) {
     HostCall& c = l.calls[index];
     if (const DeviceWork* own = l.FirstWorkOf(c); own && own->e->kind == EventKind::kMemcpy) {
@@ -131,7 +125,7 @@ void BuildRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& ki
     }
     auto it = std::lower_bound(synced.begin(), synced.end(), std::make_pair(c.e->correlation, int64_t{INT64_MIN}));
     if (c.e->correlation != profiler::kNoId && it != synced.end() && it->first == c.e->correlation) c.synced_stream = it->second;
-    c.waited_for = ReleaseOf(l, ends, *c.e, c.synced_stream);
+    c.waited_for = ReleaseOf(l, *c.e, c.synced_stream);
   };
   for (int32_t i : l.blocking_calls) release(i);
   // Frees wait for the device (the memory may still be in use); allocations do not.

@@ -64,7 +64,7 @@ struct HostCall {
 struct RankLinks {
   int32_t rank = 0;
   std::vector<DeviceWork> work;     // grouped by stream (track), in time order inside each
-  std::vector<int32_t> by_start;    // indices of `work` by start time
+  std::vector<std::pair<int64_t, int32_t>> by_end;  // (end, index in `work`), sorted
   std::vector<HostCall> calls;      // grouped by thread, in time order inside each
   std::vector<std::pair<int64_t, int32_t>> call_by_correlation;  // sorted
   std::vector<std::pair<int64_t, const profiler::Event*>> op_by_external;  // CPU ops, sorted
