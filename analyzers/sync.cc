@@ -23,6 +23,7 @@
 
 #include "families.h"
 #include "intervals.h"
+#include "links.h"
 #include "ops.h"
 #include "runtime_names.h"
 #include "scopes.h"
@@ -59,26 +60,9 @@ bool IsSameRead(int64_t ts, int64_t end, bool is_item, int64_t read_start, int64
   return !(is_item && ts == read_end && read_end > read_start);
 }
 
-struct ExtIndex {
-  std::vector<std::pair<int64_t, profiler::StrId>> v;  // external id -> CPU op name
-  void Build(const Trace& trace, int32_t rank) {
-    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
-      for (const Event& e : trace.TrackEvents(ti))
-        if (e.kind == EventKind::kCpuOp && e.external_id != profiler::kNoId) v.push_back({e.external_id, e.name});
-    }
-    profiler::SortRuns(v.begin(), v.end());
-  }
-  profiler::StrId Find(int64_t id) const {
-    auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(id, profiler::StrId{0}));
-    return it != v.end() && it->first == id ? it->second : profiler::kNoStr;
-  }
-};
-
-// A rank's device-to-host copies, and its memcpys by correlation id (for the size of
-// synchronous copy calls).
+// A rank's device-to-host copies.
 struct RankCopies {
   int64_t dtoh = 0, dtoh_ns = 0;
-  std::vector<std::pair<int64_t, const Event*>> by_correlation;  // sorted
 };
 
 RankCopies CopiesOf(const Trace& trace, int32_t rank) {
@@ -90,10 +74,8 @@ RankCopies CopiesOf(const Trace& trace, int32_t rank) {
         ++c.dtoh;
         c.dtoh_ns += e.dur_ns;
       }
-      if (e.correlation != profiler::kNoId) c.by_correlation.push_back({e.correlation, &e});
     }
   }
-  profiler::SortRuns(c.by_correlation.begin(), c.by_correlation.end());
   return c;
 }
 
@@ -115,8 +97,7 @@ struct RankSyncs {
 struct SyncScan {
   const AnalysisContext& ctx;
   const StepWindows& in_steps;
-  const ExtIndex& ext;
-  const RankCopies& copies;
+  const RankLinks* links;  // the dependency model: a call's CPU op (External id) and its copy (correlation)
   bool have_gpu;
   int64_t min_copy_bytes;
 };
@@ -131,14 +112,13 @@ void CountBlockingCall(const SyncScan& in, const Event& e, std::string_view name
     ++s.runtime_in[k];
     s.blocked_in[k].push_back({e.ts_ns, e.end_ns()});
   }
-  const profiler::StrId op = in.ext.Find(e.external_id);
-  ++s.causes[fmt::format("{} from {}{}", name, op == profiler::kNoStr ? "(no CPU op)" : trace.strings.Get(op),
-                         WhereIn(in.ctx.modules, in.ctx.annotations, e))];
-  if (IsSyncMemcpyCall(name) && e.correlation != profiler::kNoId) {
-    const auto& copies = in.copies.by_correlation;
-    auto it = std::lower_bound(copies.begin(), copies.end(), std::make_pair(e.correlation, static_cast<const Event*>(nullptr)));
-    if (it != copies.end() && it->first == e.correlation) {
-      const auto& m = trace.memcpys[it->second->aux];
+  const Event* op = in.links && e.external_id != profiler::kNoId ? in.links->OpByExternalId(e.external_id) : nullptr;
+  ++s.causes[fmt::format("{} from {}{}", name, op ? trace.Name(*op) : "(no CPU op)", WhereIn(in.ctx.modules, in.ctx.annotations, e))];
+  if (IsSyncMemcpyCall(name) && e.correlation != profiler::kNoId && in.links) {
+    const HostCall* call = in.links->CallByCorrelation(e.correlation);
+    const DeviceWork* copy = call ? in.links->FirstWorkOf(*call) : nullptr;
+    if (copy && copy->e->kind == EventKind::kMemcpy && copy->e->aux != profiler::kNoAux) {
+      const auto& m = trace.memcpys[copy->e->aux];
       if (m.copy == profiler::CopyKind::kHtoD && m.bytes >= in.min_copy_bytes) {
         ++s.blocking_copies;
         s.blocking_copy.push_back({e.ts_ns, e.end_ns()});
@@ -315,14 +295,12 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
   const int64_t min_copy_bytes = static_cast<int64_t>(ctx.thresholds.Get("sync.blocking_copy.min_bytes"));
   for (int32_t rank : trace.RankIds()) {
-    ExtIndex ext;
-    ext.Build(trace, rank);
     const RankCopies copies = CopiesOf(trace, rank);
     bool have_gpu = false;
     for (const auto& t : trace.tracks) have_gpu = have_gpu || (t.rank == rank && t.kind == TrackKind::kGpuStream);
     const StepWindows in_steps(ctx.steps, rank);
     RankSyncs s(in_steps.size());
-    const SyncScan scan{ctx, in_steps, ext, copies, have_gpu, min_copy_bytes};
+    const SyncScan scan{ctx, in_steps, ctx.links.Rank(rank), have_gpu, min_copy_bytes};
     for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) ScanThread(scan, ti, s);
     const int64_t blocked_ns = MergeIntervals(s.blocked), blocking_copy_ns = MergeIntervals(s.blocking_copy);
     const StepBasis basis(ctx.steps, rank);
