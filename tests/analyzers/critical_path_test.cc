@@ -282,8 +282,11 @@ TEST(CriticalPathTest, NegativeQueueIsNotCpuBoundItsIdleIsQueuedWorkAndTheCopyWa
   EXPECT_EQ(LargestClass(p), PathClass::kDependency);
   // Every saving is bounded by what the path says its cause costs.
   for (const auto& f : r.findings) {
-    for (const auto& e : f.evidence)
-      if (e.key == "critical_path_bound_ns") EXPECT_LE(f.estimated_saving_ns, std::get<int64_t>(e.value)) << f.id;
+    for (const auto& e : f.evidence) {
+      if (e.key == "critical_path_bound_ns") {
+        EXPECT_LE(f.estimated_saving_ns, std::get<int64_t>(e.value)) << f.id;
+      }
+    }
   }
 }
 
