@@ -920,7 +920,8 @@ TEST(DistTest, ExposedCommunicationIsFlaggedAndHiddenCommunicationIsNot) {
     EXPECT_EQ(f->estimated_saving_ns, 200'000);
     // Without the sync the host never waits for the device: the step's 1000 µs are host time on
     // the critical path, and hiding the collective would not shorten it.
-    const Finding* unwaited = Find(trace(name, 500, false), "dist.comm_overlap");
+    const Report no_sync = trace(name, 500, false);
+    const Finding* unwaited = Find(no_sync, "dist.comm_overlap");
     ASSERT_NE(unwaited, nullptr);
     EXPECT_EQ(unwaited->estimated_saving_ns, 0);
   }
