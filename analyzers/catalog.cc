@@ -322,6 +322,11 @@ std::vector<CatalogEntry> MemoryAndCompileEntries() {
          "A Python number read from a tensor (.item()) is a constant to the compiled code: every new value "
          "recompiles. Keep it a tensor, or set torch._dynamo.config.capture_scalar_outputs = True.",
          kNotPython, ""},
+        {"mode_switch",
+         "Nothing to change: switching between train() and eval() (or grad mode for evaluation) compiles each mode "
+         "once, and later switches reuse both graphs. It recurs only if the mode's guard fails again (a new "
+         "module state each evaluation).",
+         kNotPython, ""},
         // A torch.profiler trace (compilations, without the guard that failed): this, then "value".
         {"guard_unknown", "TORCH_LOGS=recompiles python train.py prints each guard that failed; ", "", ""}},
        "", "", "", kCompile},

@@ -54,6 +54,29 @@ void AddSite(std::vector<CompileSite>& sites, CompileSite site) {
   sites.push_back(std::move(site));
 }
 
+// "1/0" (a compile id, as in "Torch-Compiled Region: 1/0", "trainrx::compile 1/0" or "compile_id=1/0")
+// -> {frame 1, recompile 0}; {-1, -1} when it is none.
+std::pair<int64_t, int64_t> CompileId(std::string_view id) {
+  const size_t slash = id.find('/');
+  if (slash == std::string_view::npos || slash == 0) return {-1, -1};
+  char* end = nullptr;
+  const std::string frame(id.substr(0, slash)), again(id.substr(slash + 1));
+  const long long f = std::strtoll(frame.c_str(), &end, 10);
+  if (*end != '\0') return {-1, -1};
+  const long long r = std::strtoll(again.c_str(), &end, 10);
+  if (end == again.c_str()) return {-1, -1};
+  return {f, r};
+}
+
+// The compile id after "key" in a name ("..., compile_id=1/0" -> "1/0"); "" when none.
+std::string_view IdAfter(std::string_view name, std::string_view key) {
+  const size_t at = name.find(key);
+  if (at == std::string_view::npos) return {};
+  std::string_view id = name.substr(at + key.size());
+  const size_t stop = id.find_first_of(" ,)");
+  return stop == std::string_view::npos ? id : id.substr(0, stop);
+}
+
 CompileSummary Summarize(const AnalysisContext& ctx, int32_t rank) {
   const profiler::Trace& trace = ctx.trace;
   const StepWindows windows(ctx.steps, rank);
@@ -66,21 +89,44 @@ CompileSummary Summarize(const AnalysisContext& ctx, int32_t rank) {
   int64_t spans = 0, span_ns = 0, span_in_steps = 0, span_in_steps_ns = 0;
   std::map<int64_t, int64_t> region_count;   // step -> regions
   std::map<int64_t, int64_t> region_between;  // step -> ns between consecutive graphs
+  std::set<int64_t> frames_in_steps;          // compiled frames whose regions run in the steady steps
+  std::vector<int64_t> break_frames;          // the frame of each graph break mark (-1: unknown)
   // Per outermost region in the steps: the regions it holds, itself included. A break makes a call
   // run 2+ (the resume function runs inside its caller's region); gradient accumulation makes a step
   // run the same 1-region call once per micro-batch (nanoGPT: 40 a step, no break).
   std::vector<int64_t> per_call;
+  // A compile span in the steps is a recompile (F/R, R >= 1) or the first compile of a frame first
+  // called there (F/0): its id from torch.profiler's "entire_frame_compile_data: ...
+  // compile_id=F/R" just before it, else from the first compiled region that runs after it.
+  int64_t span_recompiles = 0, span_first = 0, span_unknown = 0, span_recompile_ns = 0;
+  const auto count_span = [&](int64_t again, int64_t dur) {
+    if (again < 0) ++span_unknown, span_recompile_ns += dur;
+    else if (again == 0) ++span_first;
+    else ++span_recompiles, span_recompile_ns += dur;
+  };
   for (uint32_t track : TracksOf(trace, rank, profiler::TrackKind::kCpuThread)) {
     int64_t outer_end = INT64_MIN, outer_step = -1, last_graph_end = INT64_MIN, graph_end = INT64_MIN;
+    int64_t compile_frame = -1;                // the frame of the hook's latest compile mark on this thread
+    std::string_view span_id;                  // torch.profiler's id for the next compile span
+    std::set<std::string> regions_seen;        // the compiled-region ids run so far on this thread
+    int64_t waiting_span_end = -1, waiting_dur = 0;  // a span in the steps whose id the next region tells
     for (const profiler::Event& e : trace.TrackEvents(track)) {
       const std::string_view name = trace.Name(e);
       // Every op of the thread passes here: the step is looked up for the few this reads.
       const bool region = name.starts_with(kRegion), span = !region && name.starts_with(kCompileSpan);
       const bool graph = name == "CompiledFunction" || name.starts_with("## Call CompiledFxGraph");
       const bool mark = e.kind == profiler::EventKind::kUserAnnotation && name.starts_with("trainrx::");
+      if (name.starts_with("entire_frame_compile_data")) span_id = IdAfter(name, "compile_id=");
       if (!region && !span && !graph && !mark) continue;
       const int64_t step = windows.empty() ? -1 : windows.Index(e.ts_ns);
       if (region) {
+        const std::string_view id = IdAfter(name, ": ");
+        const auto [frame, again] = CompileId(id);
+        if (step >= 0 && frame >= 0) frames_in_steps.insert(frame);
+        // The span compiled this region's code when the id is new here; an id that ran before it
+        // tells nothing (the span's own region may come later).
+        const bool fresh = regions_seen.insert(std::string(id)).second;
+        if (waiting_span_end >= 0 && e.ts_ns >= waiting_span_end) count_span(fresh ? again : -1, waiting_dur), waiting_span_end = -1;
         if (step >= 0) ++region_count[step];
         if (e.ts_ns >= outer_end) {
           outer_end = e.end_ns(), outer_step = step, last_graph_end = INT64_MIN;
@@ -97,7 +143,14 @@ CompileSummary Summarize(const AnalysisContext& ctx, int32_t rank) {
       }
       if (span) {
         ++spans, span_ns += e.dur_ns;
-        if (step >= 0) ++span_in_steps, span_in_steps_ns += e.dur_ns;
+        if (step >= 0) {
+          ++span_in_steps, span_in_steps_ns += e.dur_ns;
+          if (waiting_span_end >= 0) count_span(-1, waiting_dur);  // two spans, no region between
+          waiting_span_end = -1;
+          if (!span_id.empty()) count_span(CompileId(span_id).second, e.dur_ns);
+          else waiting_span_end = e.end_ns(), waiting_dur = e.dur_ns;
+        }
+        span_id = {};
         continue;
       }
       if (!mark) continue;
@@ -105,25 +158,39 @@ CompileSummary Summarize(const AnalysisContext& ctx, int32_t rank) {
         c.marks = true;
         ++c.compiles;
         c.compile_ns += e.dur_ns;
-        if (step >= 0) c.compile_in_steps_ns += e.dur_ns;
+        const auto [frame, again] = CompileId(name.substr(kCompileMark.size()));
+        compile_frame = frame;
+        if (step >= 0) {
+          c.compile_in_steps_ns += e.dur_ns;
+          if (again == 0) ++c.first_compiles_in_steps;
+          else c.recompile_in_steps_ns += e.dur_ns;  // a recompile, or an id the hook could not read
+        }
       } else if (name.starts_with(kBreakMark)) {
         c.marks = true;
         const auto [where, reason] = FirstWord(name.substr(kBreakMark.size()));
-        AddSite(c.graph_breaks, {ShortWhere(where), "", std::string(reason), 0});
+        AddSite(c.graph_breaks, {ShortWhere(where), "", std::string(reason), 0, compile_frame >= 0 ? std::to_string(compile_frame) : ""});
+        break_frames.push_back(compile_frame);
       } else if (name.starts_with(kRecompileMark)) {
         c.marks = true;
         const auto [where, rest] = FirstWord(name.substr(kRecompileMark.size()));
         const auto [function, reason] = FirstWord(rest);
-        AddSite(c.recompile_sites, {ShortWhere(where), std::string(function), std::string(reason), 0});
+        AddSite(c.recompile_sites, {ShortWhere(where), std::string(function), std::string(reason), 0, ""});
         ++c.recompiles;
         if (step >= 0) ++c.recompiles_in_steps;
       }
     }
+    if (waiting_span_end >= 0) count_span(-1, waiting_dur);
   }
-  if (!c.marks && spans > 0) {  // a torch.profiler trace: its compile spans; a span in the steps is a recompile or a new frame
+  if (!c.marks && spans > 0) {  // a torch.profiler trace: its compile spans
     c.compiles = spans, c.compile_ns = span_ns, c.compile_in_steps_ns = span_in_steps_ns;
-    c.recompiles = c.recompiles_in_steps = span_in_steps;
+    // A span whose id is unknown is counted as a recompile, as before ids were read (medium confidence).
+    c.recompiles = c.recompiles_in_steps = span_recompiles + span_unknown;
+    c.first_compiles_in_steps = span_first;
+    c.recompile_in_steps_ns = span_recompile_ns;
   }
+  // A break whose frame runs in the steady steps costs every step, whatever the region count (a
+  // break whose resume function has no graph leaves one region a step; issue 49.3).
+  for (int64_t frame : break_frames) c.breaks_in_steps += frame >= 0 && frames_in_steps.count(frame) > 0;
   std::vector<int64_t> counts, gaps;
   for (const auto& [step, n] : region_count) {
     counts.push_back(n);
@@ -149,6 +216,15 @@ const char* BreakFix(std::string_view reason) {
   return "other";
 }
 
+// A guard on the training mode (grad mode switched for evaluation under no_grad, a module's
+// `.training` flipped by train()/eval()): torch.compile keeps one graph per mode, each compiled once
+// and reused at every later switch. A recompile there is the price of the second mode, once, and
+// nothing in the program removes it (issue 49.6).
+bool ModeSwitchGuard(std::string_view guard) {
+  return guard.find("grad_mode") != std::string_view::npos || guard.find(".training") != std::string_view::npos ||
+         guard.find("['training']") != std::string_view::npos || guard.find("inference_mode") != std::string_view::npos;
+}
+
 // compile.recompiles' fix (catalog variant), by the guard that failed.
 const char* RecompileFix(std::string_view guard) {
   if (guard.find("size") != std::string_view::npos || guard.find("stride") != std::string_view::npos ||
@@ -160,15 +236,21 @@ const char* RecompileFix(std::string_view guard) {
 
 void FlagGraphBreaks(const AnalysisContext& ctx, const CompileSummary& c, Report& out) {
   const double min_regions = ctx.thresholds.Get("compile.graph_break.min_regions_per_step");
-  if (c.steps_with_regions == 0 || c.regions_per_step < min_regions) {
-    // The hook saw breaks, but no step runs several regions: breaks outside the loop (evaluation,
-    // set-up) or before the steady steps. Not a per-step cost.
-    return;
+  // A break the hook saw in a frame whose compiled code runs in the steady steps: every step pays
+  // for it, whatever the region count says (issue 49.3: a print of `.item()` at the end of forward
+  // leaves a resume function with no graph, one region a step).
+  const bool in_steps = c.breaks_in_steps > 0;
+  if (!in_steps) {
+    if (c.steps_with_regions == 0 || c.regions_per_step < min_regions) {
+      // The hook saw breaks, but no step runs several regions: breaks outside the loop (evaluation,
+      // set-up) or before the steady steps. Not a per-step cost.
+      return;
+    }
+    // Several regions a step, but each call of the compiled code is one region: the same graph run
+    // once per micro-batch (gradient accumulation) or several compiled functions, not a break. With
+    // the start-up hook's marks a break would also have been seen.
+    if (c.regions_per_call < 2 && (c.marks ? c.graph_breaks.empty() : true)) return;
   }
-  // Several regions a step, but each call of the compiled code is one region: the same graph run
-  // once per micro-batch (gradient accumulation) or several compiled functions, not a break. With
-  // the start-up hook's marks a break would also have been seen.
-  if (c.regions_per_call < 2 && (c.marks ? c.graph_breaks.empty() : true)) return;
   const StepBasis basis(ctx.steps, c.rank);
   Finding f;
   f.id = "compile.graph_break";
@@ -181,9 +263,14 @@ void FlagGraphBreaks(const AnalysisContext& ctx, const CompileSummary& c, Report
   if (breaks > 0) {
     const CompileSite& first = c.graph_breaks.front();
     f.confidence = Confidence::kHigh;
-    f.title = fmt::format("torch.compile's graph breaks split each step into {:.0f} compiled regions: {} break{}, first at {} ({})",
-                          c.regions_per_step, breaks, breaks == 1 ? "" : "s", first.where,
-                          first.reason.substr(0, std::min<size_t>(first.reason.size(), 90)));
+    const std::string reason = first.reason.substr(0, std::min<size_t>(first.reason.size(), 90));
+    if (c.regions_per_step >= 2)
+      f.title = fmt::format("torch.compile's graph breaks split each step into {:.0f} compiled regions: {} break{}, first at {} ({})",
+                            c.regions_per_step, breaks, breaks == 1 ? "" : "s", first.where, reason);
+    else
+      f.title = fmt::format("torch.compile breaks the graph at {} in code every steady step runs ({}): {} break{}; what follows the "
+                            "break runs eagerly",
+                            first.where, reason, breaks, breaks == 1 ? "" : "s");
     for (const CompileSite& s : c.graph_breaks) f.examples.push_back(fmt::format("{}: {}", s.where, s.reason));
     SetFix(f, BreakFix(first.reason));
   } else {
@@ -197,7 +284,8 @@ void FlagGraphBreaks(const AnalysisContext& ctx, const CompileSummary& c, Report
                 {"regions_per_call", c.regions_per_call},
                 {"steps_with_regions", c.steps_with_regions},
                 {"eager_between_regions_per_step_ns", c.eager_between_ns},
-                {"graph_breaks", breaks}};
+                {"graph_breaks", breaks},
+                {"graph_breaks_in_steady_steps_frames", c.breaks_in_steps}};
   SetSaving(f, basis, c.eager_between_ns, c.eager_between_ns, "eager time between the compiled regions of a step");
   f.severity = std::max(SeverityForSaving(f), Severity::kLow);
   out.findings.push_back(std::move(f));
@@ -210,8 +298,8 @@ Finding RecompileFinding(const CompileSummary& c, const StepBasis& basis, Confid
   f.rank = c.rank;
   f.steps = basis.steps();
   f.confidence = confidence;
-  const double cost = basis.Per(static_cast<double>(c.compile_in_steps_ns));
-  SetSaving(f, basis, cost, cost, "compile time inside the steady steps");
+  const double cost = basis.Per(static_cast<double>(c.recompile_in_steps_ns));
+  SetSaving(f, basis, cost, cost, "recompile time inside the steady steps");
   return f;
 }
 
@@ -224,11 +312,12 @@ void FlagRecompilesFromSpans(const AnalysisContext& ctx, const CompileSummary& c
   f.measured = static_cast<double>(c.recompiles_in_steps);
   f.threshold = 1;
   f.measured_unit = "compilations inside the steady steps";
-  f.title = fmt::format("torch.compile compiled {} time{} inside the steady steps ({:.2f} s): recompiles of a frame whose "
-                        "guards failed (trainrx record names the function and the guard)",
-                        c.recompiles_in_steps, c.recompiles_in_steps == 1 ? "" : "s", static_cast<double>(c.compile_in_steps_ns) / 1e9);
-  f.evidence = {{"compilations", c.compiles}, {"compilations_in_steady_steps", c.recompiles_in_steps},
-                {"compile_time_in_steady_steps_ns", c.compile_in_steps_ns}};
+  f.title = fmt::format("torch.compile recompiled {} time{} inside the steady steps ({:.2f} s): a frame whose guards failed "
+                        "(trainrx record names the function and the guard)",
+                        c.recompiles_in_steps, c.recompiles_in_steps == 1 ? "" : "s", static_cast<double>(c.recompile_in_steps_ns) / 1e9);
+  f.evidence = {{"compilations", c.compiles}, {"recompiles_in_steady_steps", c.recompiles_in_steps},
+                {"first_compiles_in_steady_steps", c.first_compiles_in_steps},
+                {"recompile_time_in_steady_steps_ns", c.recompile_in_steps_ns}};
   f.severity = std::max(SeverityForSaving(f), Severity::kLow);
   SetFix(f, "value");
   f.fix_python = FormatFix(f.id, "guard_unknown").python + f.fix_python;
@@ -244,6 +333,32 @@ void FlagRecompiles(const AnalysisContext& ctx, const CompileSummary& c, Report&
   const double min_recompiles = ctx.thresholds.Get("compile.recompiles.min_recompiles");
   if (static_cast<double>(worst->count) < min_recompiles && c.recompiles_in_steps == 0) return;
   const StepBasis basis(ctx.steps, c.rank);
+  // Every recompile a mode switch, once per function and mode: said, with no saving.
+  const bool mode_switch = std::all_of(c.recompile_sites.begin(), c.recompile_sites.end(),
+                                       [](const CompileSite& s) { return s.count <= 2 && ModeSwitchGuard(s.reason); });
+  if (mode_switch) {
+    Finding f;
+    f.id = "compile.recompiles";
+    f.rank = c.rank;
+    f.steps = basis.steps();
+    f.confidence = Confidence::kHigh;
+    f.severity = Severity::kInfo;
+    f.measured = static_cast<double>(c.recompiles);
+    f.threshold = min_recompiles;
+    f.measured_unit = "recompiles";
+    f.title = fmt::format("{} ({}) was compiled again when the mode switched ({}): torch.compile keeps one graph per mode, "
+                          "compiled once and reused; a one-off {:.2f} s that nothing removes",
+                          worst->function, worst->where, worst->reason.substr(0, std::min<size_t>(worst->reason.size(), 80)),
+                          static_cast<double>(c.recompile_in_steps_ns) / 1e9);
+    for (const CompileSite& s : c.recompile_sites)
+      f.examples.push_back(fmt::format("{} ({}): {} recompile{}, guard: {}", s.function, s.where, s.count, s.count == 1 ? "" : "s", s.reason));
+    f.evidence = {{"recompiles", c.recompiles}, {"mode_switch", std::string("yes")},
+                  {"recompile_time_in_steady_steps_ns", c.recompile_in_steps_ns}};
+    f.saving_bound = "none: each mode's graph is compiled once; the recording's steps pay it, a long run does not";
+    SetFix(f, "mode_switch");
+    out.findings.push_back(std::move(f));
+    return;
+  }
   Finding f = RecompileFinding(c, basis, Confidence::kHigh);
   f.measured = static_cast<double>(c.recompiles);
   f.threshold = min_recompiles;
@@ -258,7 +373,7 @@ void FlagRecompiles(const AnalysisContext& ctx, const CompileSummary& c, Report&
   f.evidence = {{"recompiles", c.recompiles},
                 {"recompiles_in_steady_steps", c.recompiles_in_steps},
                 {"compile_time_ns", c.compile_ns},
-                {"compile_time_in_steady_steps_ns", c.compile_in_steps_ns}};
+                {"recompile_time_in_steady_steps_ns", c.recompile_in_steps_ns}};
   f.severity = std::max(SeverityForSaving(f), worst->count >= 8 ? Severity::kMedium : Severity::kLow);
   SetFix(f, RecompileFix(worst->reason));
   out.findings.push_back(std::move(f));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <utility>
 
@@ -75,6 +76,47 @@ double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b) 
   if (var <= 0) return 1.0;
   const double z = (std::abs(u - mean) - 0.5) / std::sqrt(var);  // continuity correction
   return std::min(1.0, std::erfc(std::max(0.0, z) / std::sqrt(2.0)));
+}
+
+double MannKendallP(const std::vector<double>& x) {
+  const size_t n = x.size();
+  if (n < 2) return 1.0;
+  int64_t s = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) s += (x[j] > x[i]) - (x[j] < x[i]);
+  std::vector<double> sorted = x;
+  std::sort(sorted.begin(), sorted.end());
+  double tie_term = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && sorted[j] == sorted[i]) ++j;
+    const double t = static_cast<double>(j - i);
+    tie_term += t * (t - 1) * (2 * t + 5);
+    i = j;
+  }
+  const int64_t pairs = static_cast<int64_t>(n * (n - 1) / 2);
+  if (tie_term == 0 && n <= 50) {
+    // S = pairs - 2 * inversions. The inversions of a random permutation of n: the distribution of
+    // a sum of independent uniforms on 0..k-1, k = 1..n, built one k at a time (normalized, so
+    // nothing overflows).
+    std::vector<double> dist{1.0};
+    for (size_t k = 2; k <= n; ++k) {
+      std::vector<double> next(dist.size() + k - 1, 0.0);
+      for (size_t v = 0; v < dist.size(); ++v)
+        for (size_t add = 0; add < k; ++add) next[v + add] += dist[v] / static_cast<double>(k);
+      dist = std::move(next);
+    }
+    const int64_t inversions = (pairs - s) / 2;  // S' >= S  <=>  inversions' <= inversions
+    double p = 0;
+    for (int64_t v = 0; v <= inversions && v < static_cast<int64_t>(dist.size()); ++v) p += dist[static_cast<size_t>(v)];
+    return std::min(1.0, p);
+  }
+  const double N = static_cast<double>(n);
+  const double var = (N * (N - 1) * (2 * N + 5) - tie_term) / 18.0;
+  if (var <= 0) return 1.0;
+  const double continuity = s > 0 ? 1.0 : s < 0 ? -1.0 : 0.0;
+  const double z = (static_cast<double>(s) - continuity) / std::sqrt(var);
+  return std::min(1.0, 0.5 * std::erfc(z / std::sqrt(2.0)));
 }
 
 }  // namespace trainrx::analyzers

@@ -18,6 +18,7 @@
 #include "ops.h"
 #include "scopes.h"
 #include "trainrx/analyzers/batch.h"
+#include "trainrx/analyzers/mann_whitney.h"
 #include "trainrx/profiler/memory_counters.h"
 
 namespace trainrx::analyzers {
@@ -303,15 +304,28 @@ std::vector<GrowthSite> GrowthSites(const AnalysisContext& ctx, int32_t rank, st
 
 // memory.growth: what is allocated when a step starts rises step after step. The classic leaks:
 // tensors kept "for later" with their graph (outputs, logits, losses appended to a list), caches
-// keyed by step, evaluation without no_grad accumulating `total += loss`. A one-off rise (optimizer
-// state made at the first step, a cache warming up) is not growth: most step-to-step changes must
-// be increases.
+// keyed by step, evaluation without no_grad accumulating `total += loss`. Decided by consistency and
+// by what the rise means, never by an absolute floor (a 128 kB-a-step leak is a leak; issue 49.2):
+//   * consistent: most step-to-step changes are increases (a one-off rise, optimizer state made at
+//     the first step or a cache warming up, is not growth), and the rise is a trend over the steps'
+//     order (Mann-Kendall, one-sided): noise that happens to drift is not;
+//   * it matters: the recording's rise is a real share of what was allocated at its start, or the
+//     capacity is full within a run's length of steps at this rate.
 void FlagGrowth(const AnalysisContext& ctx, const DeviceMemory& m, const std::vector<BlockEvent>& blocks, Report& out) {
   const auto& th = ctx.thresholds;
-  if (m.growth_steps < static_cast<int64_t>(th.Get("memory.growth.min_steps"))) return;
-  if (m.growth_per_step < th.Get("memory.growth.min_bytes_per_step")) return;
+  if (m.growth_steps < static_cast<int64_t>(th.Get("memory.growth.min_steps")) || m.growth_per_step <= 0) return;
   const double increase_pct = 100.0 * static_cast<double>(m.increases) / static_cast<double>(m.growth_steps - 1);
   if (increase_pct < th.Get("memory.growth.min_increase_pct")) return;
+  std::vector<double> series;
+  for (int64_t v : m.step_start)
+    if (v >= 0) series.push_back(static_cast<double>(v));
+  const double trend_p = MannKendallP(series);
+  if (trend_p > th.Get("memory.growth.max_p")) return;
+  const double rise = m.growth_per_step * static_cast<double>(m.growth_steps - 1);
+  const double rise_pct = 100.0 * rise / std::max(1.0, series.front());
+  const double steps_left = m.capacity > 0 ? (static_cast<double>(m.capacity) - static_cast<double>(m.peak_allocated)) / m.growth_per_step : -1;
+  const bool fills = steps_left >= 0 && steps_left <= th.Get("memory.growth.max_steps_to_full");
+  if (rise_pct < th.Get("memory.growth.min_rise_pct") && !fills) return;
   int64_t first = -1, last = -1;
   for (int64_t v : m.step_start)
     if (v >= 0) last = v, first = first < 0 ? v : first;
@@ -323,20 +337,22 @@ void FlagGrowth(const AnalysisContext& ctx, const DeviceMemory& m, const std::ve
   f.title = fmt::format("Allocated memory on {} grows by {} every step ({} -> {} over {} steps)", m.device,
                         BytesText(m.growth_per_step), BytesText(static_cast<double>(first)), BytesText(static_cast<double>(last)),
                         m.growth_steps);
-  f.measured = m.growth_per_step;
-  f.threshold = th.Get("memory.growth.min_bytes_per_step");
-  f.measured_unit = "bytes per step (allocated at step start)";
+  f.measured = rise_pct;
+  f.threshold = th.Get("memory.growth.min_rise_pct");
+  f.measured_unit = "% rise of allocated memory at step start over the recording";
   f.steps = m.growth_steps;
   f.evidence = {{"device", m.device},
                 {"growth_bytes_per_step", m.growth_per_step},
                 {"allocated_at_first_step_bytes", first},
                 {"allocated_at_last_step_bytes", last},
                 {"steps", m.growth_steps},
+                {"rise_over_recording_pct", rise_pct},
                 {"increasing_step_changes_pct", increase_pct},
+                {"trend_p", trend_p},
                 {"peak_allocated_bytes", m.peak_allocated}};
   if (m.capacity > 0) {
     f.evidence.push_back({"capacity_bytes", m.capacity});
-    const double steps_left = (static_cast<double>(m.capacity) - static_cast<double>(m.peak_allocated)) / m.growth_per_step;
+    f.evidence.push_back({"capacity_source", m.capacity_source});
     f.evidence.push_back({"steps_until_full", steps_left});
     if (steps_left < 10000) f.severity = Severity::kHigh;
   }

@@ -185,6 +185,83 @@ TEST(CompileTest, TorchProfilersCompileSpansGiveCompileTimeAndRecompilesInTheSte
   EXPECT_EQ(Find(AnalyzeText(quick), "compile.time"), nullptr);
 }
 
+// Issue 49.3: a break the hook saw in a frame whose compiled code runs every steady step is a
+// finding with its line, even where each step reads one compiled region (a `print(f"{h.mean().item()}")`
+// at the end of forward: the resume function has no graph).
+TEST(CompileTest, ABreakInAFrameTheStepsRunIsFlaggedWhateverTheRegionCount) {
+  const auto marks = [](const char* id) {
+    return [id](int i, double s) {
+      return i == 0 ? Ev("user_annotation", fmt::format("trainrx::compile {}", id), s + 5, 4) +
+                          Ev("user_annotation",
+                             "trainrx::graph_break /home/u/train.py:30 Unsupported Tensor.item() call with capture_scalar_outputs=False",
+                             s + 9.5, 0.1)
+                    : std::string();
+    };
+  };
+  const Report r = AnalyzeText(CompiledSteps(8, false, marks("0/0")));
+  ASSERT_EQ(r.metrics.compile.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.metrics.compile[0].regions_per_step, 1);
+  EXPECT_EQ(r.metrics.compile[0].breaks_in_steps, 1);
+  const Finding* f = Find(r, "compile.graph_break");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("breaks the graph at train.py:30"), std::string::npos) << f->title;
+  EXPECT_EQ(f->confidence, Confidence::kHigh);
+  // The same break found while compiling another frame (1/0: an evaluation function whose regions
+  // never run in the steps): no step pays for it.
+  const Report other = AnalyzeText(CompiledSteps(8, false, marks("1/0")));
+  EXPECT_EQ(other.metrics.compile[0].breaks_in_steps, 0);
+  EXPECT_EQ(Find(other, "compile.graph_break"), nullptr);
+}
+
+// Issue 49.4: a compile inside the steady steps is a recompile only when its id is F/R with R >= 1;
+// 1/0 is the first compile of a second frame (torch.profiler's "entire_frame_compile_data" names
+// it, or the new region that runs after it).
+TEST(CompileTest, AFirstCompileOfASecondFrameIsNoRecompile) {
+  const auto with = [](const char* id, bool data_event) {
+    return [id, data_event](int i, double s) {
+      if (i != 5) return std::string();
+      std::string ev = data_event ? Ev("cpu_op", fmt::format("entire_frame_compile_data: fn_name=_compile.compile_inner, compile_id={}", id), s + 1, 0.008)
+                                  : std::string();
+      ev += Ev("cpu_op", "_compile.compile_inner (dynamo_timed)", s + 1.01, 50);
+      ev += Ev("user_annotation", fmt::format("Torch-Compiled Region: {}", id), s + 52, 5);
+      return ev;
+    };
+  };
+  for (bool data_event : {true, false}) {
+    const Report first = AnalyzeText(CompiledSteps(8, false, with("1/0", data_event)));
+    ASSERT_EQ(first.metrics.compile.size(), 1u);
+    EXPECT_EQ(first.metrics.compile[0].first_compiles_in_steps, 1) << data_event;
+    EXPECT_EQ(first.metrics.compile[0].recompiles_in_steps, 0) << data_event;
+    EXPECT_EQ(Find(first, "compile.recompiles"), nullptr) << data_event;
+    const Report again = AnalyzeText(CompiledSteps(8, false, with("0/1", data_event)));
+    const Finding* f = Find(again, "compile.recompiles");
+    ASSERT_NE(f, nullptr) << data_event;
+    EXPECT_NEAR(f->estimated_saving_ns, 50'000.0 / 7, 1'000) << data_event;  // 50 us over the 7 steady steps
+  }
+}
+
+// Issue 49.6: the one recompile of a switch between training and evaluation (grad mode, a
+// module's .training) is said, with no saving: each mode's graph is compiled once.
+TEST(CompileTest, AModeSwitchRecompileIsInformationWithoutASaving) {
+  const auto eval = [](const char* guard) {
+    return [guard](int i, double s) {
+      return i == 3 ? Ev("user_annotation", fmt::format("trainrx::recompile /t/external_utils.py:67 inner {}", guard), s + 1, 1) +
+                          Ev("user_annotation", "trainrx::compile 0/1", s + 2, 300)
+                    : std::string();
+    };
+  };
+  const Report r = AnalyzeText(CompiledSteps(8, false, eval("GLOBAL_STATE changed: grad_mode")));
+  const Finding* f = Find(r, "compile.recompiles");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kInfo);
+  EXPECT_EQ(f->estimated_saving_ns, 0);
+  EXPECT_NE(f->title.find("mode switched"), std::string::npos) << f->title;
+  // A guard on a value: a recompile with its cost.
+  const Finding* g = Find(AnalyzeText(CompiledSteps(8, false, eval("self.scale == 3"))), "compile.recompiles");
+  ASSERT_NE(g, nullptr);
+  EXPECT_GT(g->estimated_saving_ns, 0);
+}
+
 TEST(CompileTest, ALaunchBoundGpuWithoutCompileIsToldToTryIt) {
   // The H100 session's torch.profiler trace of tests/gpu/train_gpu.py: launch-bound, eager.
   profiler::Trace t;

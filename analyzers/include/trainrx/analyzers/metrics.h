@@ -182,6 +182,7 @@ struct CompileSite {
   std::string function;  // recompiles: the function compiled again ("forward")
   std::string reason;    // dynamo's reason (graph break) or the guard that failed (recompile), one line
   int64_t count = 0;
+  std::string frame;     // graph breaks: the compiled frame ("0" of compile id 0/0) whose compilation found it
 };
 struct CompileSummary {
   int32_t rank = 0;
@@ -190,6 +191,11 @@ struct CompileSummary {
   int64_t compile_ns = 0;          // their summed time
   int64_t compile_in_steps_ns = 0;  // of it, inside the steady steps
   int64_t recompiles = 0, recompiles_in_steps = 0;
+  // Compile time inside the steady steps spent on recompiles (compile ids F/R with R >= 1), not on
+  // the first compile of a frame first called there (F/0: a second function, evaluation).
+  int64_t recompile_in_steps_ns = 0;
+  int64_t first_compiles_in_steps = 0;  // F/0 compilations inside the steady steps
+  int64_t breaks_in_steps = 0;          // graph breaks whose frame's compiled regions run in the steady steps
   int64_t steps_with_regions = 0;   // steady steps with a compiled region
   double regions_per_step = 0;      // median compiled regions (outermost) per such step
   double regions_per_call = 0;      // median regions inside one outermost region (1: no break in the call)
