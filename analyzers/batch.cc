@@ -63,13 +63,20 @@ std::optional<BatchEstimate> SamplesPerStep(const profiler::Trace& trace, const 
   });
   std::map<int64_t, int> votes;
   std::map<int64_t, std::string> op_of;
+  std::map<int64_t, int64_t> elements_of;
   for (const StepInput& in : inputs) {
-    const int64_t batch = in.dims[BatchArg(trace.Name(*in.op))][0];
-    if (++votes[batch] == 1) op_of[batch] = std::string(trace.Name(*in.op));
+    const auto& dims = in.dims[BatchArg(trace.Name(*in.op))];
+    const int64_t batch = dims[0];
+    if (++votes[batch] == 1) {
+      op_of[batch] = std::string(trace.Name(*in.op));
+      int64_t elements = 1;
+      for (size_t d = 1; d < dims.size(); ++d) elements *= std::max<int64_t>(1, dims[d]);
+      elements_of[batch] = elements;
+    }
   }
   if (votes.empty()) return std::nullopt;
   const auto best = std::max_element(votes.begin(), votes.end(), [](auto& a, auto& b) { return a.second < b.second; });
-  return BatchEstimate{best->first, op_of[best->first], best->second, static_cast<int>(inputs.size())};
+  return BatchEstimate{best->first, op_of[best->first], best->second, static_cast<int>(inputs.size()), elements_of[best->first]};
 }
 
 }  // namespace trainrx::analyzers

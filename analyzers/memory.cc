@@ -75,6 +75,10 @@ std::pair<int64_t, std::string> Capacity(const AnalysisContext& ctx, int32_t ran
   return {0, ""};
 }
 
+// A capacity the user declared (record --memory-cap, --threshold memory.capacity_bytes), as
+// against one the trace or the machine states.
+bool DeclaredCapacity(std::string_view source) { return source == "memory cap" || source.starts_with("--threshold"); }
+
 // The op whose allocation failed: the innermost CPU op running on `track` at `ts` (profile_memory's
 // [OutOfMemory] event), or, for our start-up hook's mark (written after the exception unwound the
 // ops), the last op started before it. "" when none.
@@ -199,8 +203,13 @@ DeviceMemory Summarize(const AnalysisContext& ctx, int32_t rank, const std::stri
 
 // How many samples a step could hold: memory per sample from the median step's rise above its
 // start (activations and what the step makes; what is resident at the start, parameters, gradients,
-// optimizer state, stays), against `usable_pct` of the capacity.
-void Headroom(const AnalysisContext& ctx, int64_t samples, DeviceMemory& m) {
+// optimizer state, stays), against `usable_pct` of the capacity. Never a figure no batch could reach
+// (issue 49.10): a rise smaller than one sample of the step's input (the heap sampled at boundaries
+// misses the activations) gives no per-sample size; and on a CPU the machine's memory is no
+// capacity to fill with a batch: only a declared one (record --memory-cap, --threshold
+// memory.capacity_bytes) gives a headroom.
+void Headroom(const AnalysisContext& ctx, const BatchEstimate& batch, DeviceMemory& m) {
+  const int64_t samples = batch.samples;
   if (samples <= 0) return;
   std::vector<int64_t> rises, starts;
   for (size_t i = 0; i < m.step_start.size(); ++i)
@@ -208,8 +217,11 @@ void Headroom(const AnalysisContext& ctx, int64_t samples, DeviceMemory& m) {
   const int64_t rise = Median(rises), start = Median(starts);
   m.samples_per_step = samples;
   if (rise <= 0) return;  // no sample inside the steps: the rise is not seen
-  m.bytes_per_sample = static_cast<double>(rise) / static_cast<double>(samples);
+  const double per_sample = static_cast<double>(rise) / static_cast<double>(samples);
+  if (per_sample < static_cast<double>(batch.sample_elements)) return;  // less than a byte per input element: not seen
+  m.bytes_per_sample = per_sample;
   if (m.capacity <= 0) return;
+  if (m.device == "cpu" && !DeclaredCapacity(m.capacity_source)) return;
   const double usable = ctx.thresholds.Get("batch.small.usable_pct") / 100.0 * static_cast<double>(m.capacity) - static_cast<double>(start);
   m.fits_samples = usable > 0 ? static_cast<int64_t>(usable / m.bytes_per_sample) : 0;
 }
@@ -334,12 +346,20 @@ void FlagGrowth(const AnalysisContext& ctx, const DeviceMemory& m, const std::ve
   f.rank = m.rank;
   f.severity = Severity::kMedium;
   f.confidence = increase_pct >= 95 ? Confidence::kHigh : Confidence::kMedium;
-  f.title = fmt::format("Allocated memory on {} grows by {} every step ({} -> {} over {} steps)", m.device,
+  f.title = fmt::format("Allocated memory on {} grows by {} every step ({} -> {} over {} steps{})", m.device,
                         BytesText(m.growth_per_step), BytesText(static_cast<double>(first)), BytesText(static_cast<double>(last)),
-                        m.growth_steps);
-  f.measured = rise_pct;
-  f.threshold = th.Get("memory.growth.min_rise_pct");
-  f.measured_unit = "% rise of allocated memory at step start over the recording";
+                        m.growth_steps,
+                        steps_left >= 0 ? fmt::format("; its {} full in about {:.0f} more steps", BytesText(static_cast<double>(m.capacity)), steps_left)
+                                        : std::string());
+  if (rise_pct >= th.Get("memory.growth.min_rise_pct")) {
+    f.measured = rise_pct;
+    f.threshold = th.Get("memory.growth.min_rise_pct");
+    f.measured_unit = "% rise of allocated memory at step start over the recording";
+  } else {  // a small share of a large process, but the capacity fills at this rate within a run
+    f.measured = steps_left;
+    f.threshold = th.Get("memory.growth.max_steps_to_full");
+    f.measured_unit = "steps until the capacity is full at this rate";
+  }
   f.steps = m.growth_steps;
   f.evidence = {{"device", m.device},
                 {"growth_bytes_per_step", m.growth_per_step},
@@ -545,7 +565,7 @@ void FlagBatchSmall(const AnalysisContext& ctx, Report& report) {
     std::string underuse;
     const bool cpu = m.device == "cpu";
     if (cpu) {
-      if (m.capacity_source == "memory cap" || m.capacity_source.starts_with("--threshold"))
+      if (DeclaredCapacity(m.capacity_source))
         underuse = "a CPU run measured against a declared memory cap (" + m.capacity_source + ")";
     } else {
       for (const Finding& g : report.findings)
@@ -669,7 +689,7 @@ void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
   for (auto& [key, s] : series) {
     if (s.allocated.empty() && s.oom_events == 0) continue;
     DeviceMemory m = Summarize(ctx, key.first, key.second, s);
-    if (batch) Headroom(ctx, batch->samples, m);
+    if (batch) Headroom(ctx, *batch, m);
     FlagGrowth(ctx, m, s.blocks, out);
     FlagFragmentation(ctx, m, out);
     out.metrics.memory.push_back(std::move(m));

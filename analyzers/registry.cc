@@ -65,7 +65,7 @@ Thresholds::Thresholds() {
       {"memory.growth.min_increase_pct", {80.0, "flag allocated memory at step starts rising in at least this % of step-to-step changes (a one-off jump, e.g. optimizer state made at the first step, is not growth)"}},
       {"memory.growth.max_p", {0.01, "and a rising trend over the steps' order at this one-sided level (Mann-Kendall): a few noisy steps are not a trend"}},
       {"memory.growth.min_rise_pct", {10.0, "and the rise over the recording (slope x steps) at least this % of what was allocated at the first step, or the device full within memory.growth.max_steps_to_full steps"}},
-      {"memory.growth.max_steps_to_full", {100000.0, "the capacity (the device's, or a declared one) full within this many more steps at the measured rate: a leak that ends a run"}},
+      {"memory.growth.max_steps_to_full", {1000000.0, "the capacity (the device's, or a declared one) full within this many more steps at the measured rate: a leak that ends a run"}},
       {"memory.growth.min_steps", {4.0, "over at least this many steps with a sample before their start"}},
       {"memory.capacity_bytes", {0.0, "memory of a device whose trace states none (a CPU run: the stand-in for a device's capacity, as sweep --memory-cap); 0: unknown"}},
       {"memory.fragmentation.min_waste_pct", {30.0, "flag when at least this % of reserved memory is not allocated at reserved's peak"}},

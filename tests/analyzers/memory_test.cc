@@ -354,6 +354,30 @@ TEST(MemoryTest, ABusyGpuOrACpuWithoutADeclaredCapIsNoSmallBatch) {
   EXPECT_EQ(capped.metrics.memory[0].capacity_source, "--threshold memory.capacity_bytes");
 }
 
+// Issue 49.10: on a CPU the machine's memory is no batch's capacity ("up to 4758493525 fit"), and
+// a rise smaller than one sample of the input (5 B a sample, conv2d's input is 3*28*28 elements a
+// sample) is not a sample's memory: neither gives a headroom figure.
+TEST(MemoryTest, NoHeadroomFromTheMachinesMemoryOrFromASampleSmallerThanItsInput) {
+  const auto with_source = [](std::string json, const char* source) {
+    // Our collector's block: the capacity and where it came from.
+    json.insert(1, fmt::format(R"("trainrx":{{"memory_capacity_bytes":16000000000,"memory_capacity_source":"{}"}},)", source));
+    return json;
+  };
+  const Report machine = AnalyzeText(with_source(BatchSteps(false), "system memory"));
+  ASSERT_EQ(machine.metrics.memory.size(), 1u);
+  EXPECT_EQ(machine.metrics.memory[0].capacity_source, "system memory");
+  EXPECT_DOUBLE_EQ(machine.metrics.memory[0].bytes_per_sample, 5'000'000.0 / 32);  // the size is still said
+  EXPECT_EQ(machine.metrics.memory[0].fits_samples, 0);
+  const Report capped = AnalyzeText(with_source(BatchSteps(false), "memory cap"));
+  EXPECT_GT(capped.metrics.memory[0].fits_samples, 0);
+  // A step whose samples rise by 160 B (5 B a sample of batch 32): below 2352 input elements a sample.
+  std::string tiny = with_source(BatchSteps(false, /*dense=*/false), "memory cap");
+  for (size_t at = tiny.find("15000000"); at != std::string::npos; at = tiny.find("15000000", at)) tiny.replace(at, 8, "10000160");
+  const Report t = AnalyzeText(tiny);
+  EXPECT_EQ(t.metrics.memory[0].bytes_per_sample, 0);
+  EXPECT_EQ(t.metrics.memory[0].fits_samples, 0);
+}
+
 TEST(MemoryTest, AnOutOfMemoryEventNamesTheOpThatFailed) {
   std::string j = R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::empty","pid":1,"tid":1,"ts":100,"dur":50},)";
   j += R"({"ph":"X","cat":"cpu_op","name":"aten::matmul","pid":1,"tid":1,"ts":90,"dur":80},)";

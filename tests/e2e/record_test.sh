@@ -318,6 +318,35 @@ names = {e["name"] for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get
 sys.exit(0 if "trainrx.memory.allocated[cpu]" in names else 1)' "$W/tiny.json" \
   && ok "tiny: the heap counter keeps its name through the exit handler" || bad "tiny: no trainrx.memory.allocated[cpu] counter"
 
+# 7c. A steady leak below the old absolute floor (issue 49.2): each step keeps its hidden features
+#     (32 x 1024 floats, 128 KiB). memory.growth decides by consistency and what the rise means
+#     (the machine's memory full within a run's length of steps), not by 256 KiB a step; the same
+#     script without the list is not flagged.
+for keep in 1 0; do
+  cat > "$W/leak$keep.py" <<PYEOF
+import torch
+m = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+kept = []
+for _ in range(28):
+    opt.zero_grad()
+    h = m[1](m[0](torch.randn(32, 256)))
+    if $keep: kept.append(h.detach().clone())
+    m[2](h).sum().backward(); opt.step()
+PYEOF
+  "$TRAINRX" record -o "$W/leak$keep.json" -- $PY "$W/leak$keep.py" > /dev/null 2> "$W/leak$keep.err" \
+    && "$TRAINRX" analyze "$W/leak$keep.json" --format json -o "$W/leak$keep.report.json" > /dev/null || bad "leak$keep: record failed"
+done
+python3 - "$W/leak1.report.json" "$W/leak0.report.json" <<'PY' && ok "a 128 KiB-a-step leak is memory.growth; the same script without it is not" || bad "small leak"
+import json, sys
+leak, clean = (json.load(open(p)) for p in sys.argv[1:])
+g = [f for f in leak["findings"] if f["id"] == "memory.growth"]
+print("  leak:", g[0]["title"] if g else "no memory.growth", "| clean growth a step:",
+      [m["growth_bytes_per_step"] for m in clean["metrics"]["memory"]])
+assert g and 100e3 < g[0]["evidence"]["growth_bytes_per_step"] < 170e3, g
+assert not any(f["id"] == "memory.growth" for f in clean["findings"])
+PY
+
 # 8. The compat target: Debian's python3-torch 1.13 with the probe built against Debian's LibTorch
 #    (build-compat/, scripts/setup), chosen with --probe-dir; without it, a clear mismatch message.
 COMPAT=${TRAINRX_COMPAT_DIR:-}

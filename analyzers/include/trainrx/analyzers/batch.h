@@ -18,6 +18,9 @@ struct BatchEstimate {
   std::string op;          // the op whose input gave it: "aten::conv2d"
   int steps = 0;           // steps that agreed on `samples` (of `steps_with_shapes`)
   int steps_with_shapes = 0;
+  // Elements of one sample of that input (its dims after the batch dimension multiplied: 3*28*28 for
+  // conv2d's [32, 3, 28, 28]); a sample takes at least this many bytes in the step. 0: unknown.
+  int64_t sample_elements = 0;
 };
 
 // For the lowest rank with steps: in each step (warm-up steps included: shapes are recorded in the
