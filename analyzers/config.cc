@@ -239,11 +239,28 @@ void RulesCudnn(const ConfigRank& r, Report& out) {
 
 // threads.oversubscribed: intra-op threads x local ranks above the CPUs allowed (x the ratio), or
 // more loader workers than CPUs.
+// DataLoader worker processes of a Python program: the start-up hook's "trainrx::loader workers=N"
+// marks (one per iterator), the most any loader of the rank started. 0 when none.
+double LoaderWorkersFromMarks(const Trace& trace, int32_t rank) {
+  constexpr std::string_view kMark = "trainrx::loader workers=";
+  double most = 0;
+  for (uint32_t t = 0; t < trace.tracks.size(); ++t) {
+    if (trace.tracks[t].rank != rank || trace.tracks[t].kind != profiler::TrackKind::kCpuThread) continue;
+    for (const profiler::Event& e : trace.TrackEvents(t)) {
+      if (e.kind != profiler::EventKind::kUserAnnotation) continue;
+      const std::string_view name = trace.Name(e);
+      if (name.starts_with(kMark)) most = std::max(most, std::atof(std::string(name.substr(kMark.size())).c_str()));
+    }
+  }
+  return most;
+}
+
 void RuleOversubscribed(const ConfigRank& r, Report& out) {
   const auto threads = r.cfg.Max("intra_op_threads");
   const auto cpus = r.cfg.Static("cpu_count");
   if (!(threads && cpus && *cpus > 0)) return;
-  const double workers = r.cfg.Static("workers").value_or(0);
+  // Our workloads state their workers; a Python program's DataLoaders are seen by the start-up hook.
+  const double workers = std::max(r.cfg.Static("workers").value_or(0), LoaderWorkersFromMarks(r.ctx.trace, r.rank));
   // Ranks sharing this machine, each with its own intra-op pool.
   const double local_ranks = r.cfg.LocalRanks();
   // What competes for the CPUs all the time: the intra-op pools of the local ranks. Loader
@@ -260,7 +277,8 @@ void RuleOversubscribed(const ConfigRank& r, Report& out) {
   Finding f = Base("threads.oversubscribed", Severity::kMedium, r.rank,
                    pools ? fmt::format("{:.0f} intra-op threads ({:.0f} per rank x {:.0f} local ranks) for {:.0f} CPUs",
                                        demand, *threads, local_ranks, *cpus)
-                         : fmt::format("{:.0f} loader workers for {:.0f} CPUs", worker_total, *cpus));
+                         : fmt::format("{:.0f} loader worker processes and {:.0f} intra-op threads for {:.0f} CPUs", worker_total, demand,
+                                       *cpus));
   f.measured = (pools ? demand : worker_total) / *cpus;
   f.threshold = pools ? ratio : 1.0;
   f.measured_unit = pools ? "intra-op threads per CPU" : "loader workers per CPU";

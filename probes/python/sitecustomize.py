@@ -350,6 +350,29 @@ def _install_cuda_memory_marks(torch, record_function):
     register(post_step)
 
 
+def _install_loader_mark(torch, record_function):
+    """Each time a DataLoader starts an iterator (an epoch; once with persistent workers), its worker
+    processes as "trainrx::loader workers=N": worker processes are not recorded, and
+    threads.oversubscribed counts them with the training threads (issue 49.11)."""
+    data = getattr(getattr(torch, "utils", None), "data", None)
+    loader = getattr(data, "DataLoader", None)
+    original = getattr(loader, "_get_iterator", None)
+    if original is None or getattr(original, "_trainrx_mark", False):
+        return
+
+    def _get_iterator(self, *args, **kwargs):
+        try:
+            with record_function(f"trainrx::loader workers={int(getattr(self, 'num_workers', 0) or 0)}"):
+                pass
+        except Exception:
+            pass
+        return original(self, *args, **kwargs)
+
+    _get_iterator._trainrx_mark = True
+    _get_iterator.__wrapped__ = original
+    loader._get_iterator = _get_iterator
+
+
 def _one_line(text, limit=240):
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
@@ -413,7 +436,8 @@ def _install_marks(torch):
     torch.cuda.empty_cache() as "torch.cuda.empty_cache" (memory.empty_cache counts it per step; on
     a CPU run the call does nothing and is still counted), an uncaught out-of-memory error as
     "trainrx::out_of_memory <device> <bytes>", and, after each optimizer step of a CUDA run, the
-    caching allocator's figures as "trainrx::cuda_memory cuda:<i> allocated=.. reserved=.. ...". Same result, same exceptions; never
+    caching allocator's figures as "trainrx::cuda_memory cuda:<i> allocated=.. reserved=.. ...", and a
+    DataLoader's worker count as "trainrx::loader workers=N" at each iterator. Same result, same exceptions; never
     inside torch.compile or torch.jit tracing."""
     record_function = getattr(torch.autograd.profiler, "record_function", None)
     cuda = getattr(torch, "cuda", None)
@@ -422,6 +446,7 @@ def _install_marks(torch):
         return
     _install_oom_mark(torch, record_function)
     _install_cuda_memory_marks(torch, record_function)
+    _install_loader_mark(torch, record_function)
     if original is None:
         return
     compiling, tracing = _tracers(torch)

@@ -499,6 +499,16 @@ TEST(ConfigTest, ThreadsOversubscribedCountsRanksAndWorkers) {
   EXPECT_NE(Find(AnalyzeJson(Collected(",\"cpu_count\":4,\"intra_op_threads\":4,\"env\":{\"LOCAL_WORLD_SIZE\":\"2\"}", "")),
                  "threads.oversubscribed"),
             nullptr);
+  // A Python program's DataLoader workers (issue 49.11: timm --workers 4 on 2 cores was not
+  // flagged): the start-up hook's mark, one per iterator.
+  const auto loader = [](int workers) {
+    return fmt::format(R"J(,{{"ph":"X","cat":"user_annotation","name":"trainrx::loader workers={}","pid":1,"tid":1,"ts":5,"dur":1}})J", workers);
+  };
+  const Report timm = AnalyzeJson(Collected(",\"cpu_count\":2,\"intra_op_threads\":2", loader(4)));
+  const Finding* f = Find(timm, "threads.oversubscribed");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("4 loader worker processes and 2 intra-op threads for 2 CPUs"), std::string::npos) << f->title;
+  EXPECT_EQ(Find(AnalyzeJson(Collected(",\"cpu_count\":2,\"intra_op_threads\":2", loader(2))), "threads.oversubscribed"), nullptr);
 }
 
 // Eval: one loader iteration with no backward after the training steps, with grad on or off.

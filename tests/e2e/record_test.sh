@@ -347,6 +347,21 @@ assert g and 100e3 < g[0]["evidence"]["growth_bytes_per_step"] < 170e3, g
 assert not any(f["id"] == "memory.growth" for f in clean["findings"])
 PY
 
+# 7d. DataLoader worker processes count with the training threads (issue 49.11): more workers than
+#     the CPUs this process may use is threads.oversubscribed, seen by the start-up hook's loader mark.
+cpus=$(python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
+cat > "$W/dl.py" <<PYEOF
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+ds = TensorDataset(torch.randn(256, 64), torch.randint(0, 10, (256,)))
+m = torch.nn.Linear(64, 10); opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for x, y in DataLoader(ds, batch_size=32, num_workers=$((cpus + 2))):
+    opt.zero_grad(); torch.nn.functional.cross_entropy(m(x), y).backward(); opt.step()
+PYEOF
+"$TRAINRX" record -o "$W/dl.json" -- $PY "$W/dl.py" > /dev/null 2> "$W/dl.err" && "$TRAINRX" analyze "$W/dl.json" > "$W/dl.out" 2>&1 \
+  && grep -q "threads.oversubscribed  $((cpus + 2)) loader worker processes" "$W/dl.out" \
+  && ok "$((cpus + 2)) DataLoader workers on $cpus CPUs: threads.oversubscribed" || { bad "loader workers not counted"; grep -E "oversub|^trainrx" "$W/dl.out" "$W/dl.err" | head -5; }
+
 # 8. The compat target: Debian's python3-torch 1.13 with the probe built against Debian's LibTorch
 #    (build-compat/, scripts/setup), chosen with --probe-dir; without it, a clear mismatch message.
 COMPAT=${TRAINRX_COMPAT_DIR:-}
