@@ -413,6 +413,21 @@ std::vector<CatalogEntry> ModelAndConfigEntries() {
          "Wrap evaluation in `torch::NoGradGuard no_grad;` (or c10::InferenceMode guard)", "eval_no_grad=1"}},
        "eval_no_grad", "eval_no_grad", "run evaluation under `with torch.no_grad():` (or torch.inference_mode())",
        kFindings},
+      {"steps.slow", "steps", "steady steps far slower than the median after the warm-up: periodic, a burst, or scattered",
+       {{"look",
+         "Look at what runs in those steps (the examples name them; `trainrx timeline` shows them): a slow step after the "
+         "warm-up is not the model's cost.",
+         "Look at what runs in those steps (the examples name them): a slow step after the warm-up is not the model's cost.", ""},
+        {"periodic",
+         "An event every k steps (logging that syncs, checkpointing, evaluation): make it rarer, asynchronous "
+         "(torch.distributed.checkpoint.async_save, a background thread), or move it out of the timed loop.",
+         "An event every k steps (logging, checkpointing, evaluation): make it rarer or asynchronous.", ""},
+        {"contention",
+         "Another process took the CPUs: run on a quiet machine, pin the job (taskset / numactl, "
+         "torch.set_num_threads below the cores left), and repeat the recording before trusting a timing.",
+         "Another process took the CPUs: run on a quiet machine, pin the job (taskset / numactl), and repeat the recording.",
+         ""}},
+       "", "", "", kFindings},
       {"threads.oversubscribed", "config", "more intra-op threads or loader workers than the CPUs allowed",
        {{"threads", "torch.set_num_threads({n:.0f}) (CPUs / local ranks)",
          "at::set_num_threads(N) with N = CPUs / local ranks", "threads"},

@@ -62,6 +62,9 @@ Thresholds::Thresholds() {
       {"debug.anomaly_detection.steps_pct", {0.0, "flag when anomaly mode is on in more than this % of steps"}},
       {"debug.profiler.steps_pct", {0.0, "flag when another profiler is active in more than this % of steps"}},
       {"report.top_n", {15.0, "rows in the operator and kernel tables; the rest is summed in one 'other' row"}},
+      {"steps.slow.ratio", {3.0, "a steady step is slow above this many times the rank's median step (the warm-up's own test, for steps after it)"}},
+      {"steps.slow.min_excess_pct", {5.0, "flag slow steps when their time above the median is at least this % of the steps' time"}},
+      {"steps.slow.min_steps", {8.0, "with at least this many steady steps on the rank"}},
       {"memory.growth.min_increase_pct", {80.0, "flag allocated memory at step starts rising in at least this % of step-to-step changes (a one-off jump, e.g. optimizer state made at the first step, is not growth)"}},
       {"memory.growth.max_p", {0.01, "and a rising trend over the steps' order at this one-sided level (Mann-Kendall): a few noisy steps are not a trend"}},
       {"memory.growth.min_rise_pct", {10.0, "and the rise over the recording (slope x steps) at least this % of what was allocated at the first step, or the device full within memory.growth.max_steps_to_full steps"}},
@@ -131,6 +134,7 @@ const std::vector<AnalyzerInfo>& Registry() {
       {"dist", &AnalyzeDist},
       {"memory", &AnalyzeMemory},
       {"compile", &AnalyzeCompile},
+      {"steps", &AnalyzeStepTimes},
   };
   return kRegistry;
 }
