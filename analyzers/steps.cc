@@ -7,7 +7,9 @@
 // Phases inside a step (exclusive; where ranges overlap the higher one wins,
 // data > optimizer > backward > forward; the rest is "other"):
 //   data wait  enumerate(DataLoader)#..., enumerate(DataPipe)#... and trainrx::data ranges
-//   optimizer  Optimizer.step#..., Optimizer.zero_grad#..., trainrx::optimizer
+//   optimizer  Optimizer.step#..., Optimizer.zero_grad#..., trainrx::optimizer; an optimizer step
+//              that runs a closure holding the forward and backward (Lightning) is split: forward
+//              to its first backward, backward to its last, optimizer after (InnermostPhases)
 //   backward   autograd::engine::evaluate_function: ... on any thread, trainrx::backward, and bare
 //              autograd nodes (XxxBackward, torch::autograd::AccumulateGrad) of PyTorch <= 1.9
 //   forward    trainrx::forward, else every other CPU op on the step's thread
@@ -18,6 +20,7 @@
 #include <iterator>
 #include <limits>
 #include <queue>
+#include <tuple>
 
 #include "config_view.h"
 #include "families.h"
@@ -112,7 +115,16 @@ void Attribute(std::vector<Labeled>& ranges, int64_t lo, int64_t hi, int64_t out
 // properly with the ranges they open (record_function's annotation starts inside __enter__ and
 // outlives it). Appends the thread's timeline as disjoint segments, so forward and backward can
 // be open at once only on different threads.
-void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, std::vector<Labeled>& out) {
+//
+// An optimizer step that runs its closure (`optimizer.step(closure)`: PyTorch Lightning, LBFGS,
+// SAM; the closure computes the loss and calls backward) holds the forward and the backward of the
+// step inside its range: the autograd work of the rank (`backward`, every thread's backward ranges,
+// start-sorted) that starts inside an Optimizer.step# range says so. Its range then opens a forward
+// child up to the first backward and a backward child up to the last backward's end: what ran
+// decides the phase, not the outermost range (issue 49.7: Lightning read forward 0 %, optimizer
+// 47 %). Nested optimizer ranges (zero_grad inside the closure) still win, as started later.
+void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, const std::vector<Interval>& backward,
+                     std::vector<Labeled>& out) {
   std::vector<int> phase_of;       // per opened range
   std::vector<char> open;          // per opened range: not ended yet
   std::vector<uint32_t> by_start;  // opened ranges in start order (ended ones dropped lazily)
@@ -138,22 +150,47 @@ void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, std::
     emit(cursor, t, current());
     cursor = std::max(cursor, t);
   };
+  const auto push = [&](int64_t end, int phase) {
+    const auto id = static_cast<uint32_t>(phase_of.size());
+    phase_of.push_back(phase);
+    open.push_back(1);
+    by_start.push_back(id);
+    ends.push({end, id});
+  };
+  // Backward children of closure steps, opened when the timeline reaches their start.
+  std::priority_queue<std::tuple<int64_t, int64_t>, std::vector<std::tuple<int64_t, int64_t>>, std::greater<>> pending;
+  const auto open_pending = [&](int64_t t) {
+    while (!pending.empty() && std::get<0>(pending.top()) <= t) {
+      const auto [s, e] = pending.top();
+      pending.pop();
+      advance(s);
+      push(e, kBackward);
+    }
+  };
   for (const Event& e : trace.TrackEvents(track)) {
     if (!IsCpuRange(e.kind) || e.dur_ns <= 0) continue;
     const std::string_view name = trace.Name(e);
     if (StartsWith(name, "ProfilerStep#") || StartsWith(name, "trainrx::step#")) continue;
+    open_pending(e.ts_ns);
     advance(e.ts_ns);
     int phase = PhaseOf(name);
     if (phase < 0) {
       const int parent = current();
       phase = parent >= 0 ? parent : main_thread ? static_cast<int>(kForward) : -1;
     }
-    const auto id = static_cast<uint32_t>(phase_of.size());
-    phase_of.push_back(phase);
-    open.push_back(1);
-    by_start.push_back(id);
-    ends.push({e.end_ns(), id});
+    push(e.end_ns(), phase);
+    if (phase == kOptimizer && StartsWith(name, "Optimizer.step#") && !backward.empty()) {
+      auto it = std::lower_bound(backward.begin(), backward.end(), Interval{e.ts_ns, INT64_MIN});
+      if (it != backward.end() && it->first < e.end_ns()) {
+        const int64_t first = it->first;
+        int64_t last = first;
+        for (; it != backward.end() && it->first < e.end_ns(); ++it) last = std::max(last, std::min(it->second, e.end_ns()));
+        if (first > e.ts_ns) push(first, kForward);  // the closure's forward, from the step's start
+        pending.push({first, last});
+      }
+    }
   }
+  open_pending(std::numeric_limits<int64_t>::max());
   advance(std::numeric_limits<int64_t>::max());
 }
 
@@ -265,13 +302,33 @@ RankPhases GatherPhases(const Trace& trace, int32_t rank, const std::vector<Step
     if (trace.tracks[ti].rank == rank && trace.tracks[ti].kind != TrackKind::kGpuStream) cpu_tracks.push_back(ti);
   }
   p.thread_ranges.resize(cpu_tracks.size());
+  // The rank's backward ranges on every thread (InnermostPhases: closure steps), when any
+  // Optimizer.step# range holds one; else none, and no thread looks.
+  std::vector<std::vector<Interval>> per_track(cpu_tracks.size());
+  std::vector<char> has_step(cpu_tracks.size(), 0);
   std::vector<std::function<void()>> tasks;
+  for (size_t k = 0; k < cpu_tracks.size(); ++k) {
+    tasks.push_back([&, k] {
+      for (const Event& e : trace.TrackEvents(cpu_tracks[k])) {
+        if (!IsCpuRange(e.kind) || e.dur_ns <= 0) continue;
+        const std::string_view name = trace.Name(e);
+        if (PhaseOf(name) == kBackward) per_track[k].push_back({e.ts_ns, e.end_ns()});
+        else if (!has_step[k] && StartsWith(name, "Optimizer.step#")) has_step[k] = 1;
+      }
+    });
+  }
+  profiler::RunTasks(tasks, threads);
+  tasks.clear();
+  std::vector<Interval> backward;
+  if (std::any_of(has_step.begin(), has_step.end(), [](char c) { return c != 0; }))
+    for (auto& v : per_track) backward.insert(backward.end(), v.begin(), v.end());
+  std::sort(backward.begin(), backward.end());
   for (size_t k = 0; k < cpu_tracks.size(); ++k) {
     tasks.push_back([&, k] {
       const uint32_t ti = cpu_tracks[k];
       const bool main_thread =
           std::any_of(found.begin(), found.end(), [&](const StepRange& s) { return s.track == ti; });
-      InnermostPhases(trace, ti, main_thread, p.thread_ranges[k]);
+      InnermostPhases(trace, ti, main_thread, backward, p.thread_ranges[k]);
     });
   }
   tasks.push_back([&] {

@@ -82,5 +82,35 @@ TEST(SlowStepsTest, SteadyStepsLeadingWarmUpAndSmallNoiseAreNotFlagged) {
   EXPECT_EQ(Find(AnalyzeText(Steps(6, [](int i) { return i == 3 ? 9000.0 : 1000.0; })), "steps.slow"), nullptr);
 }
 
+// Issue 49.7: PyTorch Lightning runs the step's forward and backward inside Optimizer.step (the
+// closure). Phases follow what ran: forward to the first backward, backward to its last node,
+// optimizer after it and in the nested zero_grad; the plain loop is unchanged.
+TEST(StepPhasesTest, AClosureStepsForwardAndBackwardAreNotOptimizer) {
+  std::string ev;
+  for (int i = 0; i < 6; ++i) {
+    const double t = 1000.0 * i;
+    const auto x = [&](const char* cat, const char* name, double s, double d) {
+      ev += fmt::format(R"J({{"ph":"X","cat":"{}","name":"{}","pid":1,"tid":1,"ts":{},"dur":{}}},)J", cat, name, t + s, d);
+    };
+    x("user_annotation", "Optimizer.step#Adam.step", 10, 900);
+    x("user_annotation", "nn.Module: Sequential", 20, 280);  // training_step's forward: 300 us from the step's start
+    x("cpu_op", "aten::linear", 30, 250);
+    x("user_annotation", "Optimizer.zero_grad#Adam.zero_grad", 310, 40);
+    x("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 400, 150);
+    x("cpu_op", "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 600, 100);  // backward 400-700
+    x("cpu_op", "aten::_foreach_add_", 750, 100);                                                    // the update
+  }
+  ev.pop_back();
+  profiler::Trace t;
+  ASSERT_TRUE(profiler::ReadTraceBuffer("{\"traceEvents\":[" + ev + "]}", "closure.json", 0, t).ok());
+  const Report r = Analyze(t);
+  const auto& steps = r.metrics.steps;
+  ASSERT_GE(steps.steps.size(), 4u);
+  const StepRow& row = steps.steps[2];
+  EXPECT_EQ(row.forward_ns, 350'000);                // 10-400, less the nested zero_grad's 40 us
+  EXPECT_EQ(row.backward_ns, 300'000);                // 400-700: the nodes and the engine between them
+  EXPECT_EQ(row.optimizer_ns, 40'000 + 210'000);      // zero_grad, and 700-910
+}
+
 }  // namespace
 }  // namespace trainrx::analyzers
