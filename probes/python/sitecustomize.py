@@ -153,9 +153,14 @@ def _tracers(torch):
 
 
 def _install_module_ranges(torch, model_calls):
-    """nn.Module ranges through global forward hooks, for the first `model_calls` calls of a model
-    (a root module with children; 0: the whole run), then the hooks are removed: a range costs
-    ~8 us of Python per module call, and the model's structure is the same every step."""
+    """nn.Module ranges through global forward hooks, for the first `model_calls` training calls of
+    each model (a root module with children, called with grad enabled; 0: the whole run), then the
+    hooks are removed: a range costs ~8 us of Python per module call, and the model's structure is
+    the same every step. Calls with grad off (generation, evaluation) are neither counted nor
+    recorded: minGPT's generate() at iteration 0 used the whole budget before training (issue 49.8).
+    A module is named by its attribute path from the outermost module that holds it
+    ("AE.encoder.0 (Linear)"), also when it is called as a root (Lightning calls self.encoder(x) from
+    training_step, a method: encoder and decoder were both "Sequential")."""
     import threading
     import weakref
 
@@ -174,7 +179,32 @@ def _install_module_ranges(torch, model_calls):
     # torch.jit.trace (the range would become part of the traced graph): return first thing.
     compiling, tracing = _tracers(torch)
     names = weakref.WeakKeyDictionary()  # module -> display name; never keeps a module alive
+    # submodule -> (weak parent, attribute): every `parent.attr = submodule` (a global registration
+    # hook, torch >= 2.0; installed when torch is imported, before the program builds its model).
+    parents = weakref.WeakKeyDictionary()
+    register_child = getattr(nn_module, "register_module_module_registration_hook", None)
     local = threading.local()  # per thread: the open (module, range) pairs
+
+    def on_child(parent, attr, sub):
+        try:
+            if sub is not None:
+                parents[sub] = (weakref.ref(parent), attr)
+        except Exception:
+            pass
+
+    def path_of(module):
+        """(outermost holder's class, "attr.attr") of a module held by another; (class, "") when none."""
+        path = []
+        seen = set()
+        while id(module) not in seen:
+            seen.add(id(module))
+            got = parents.get(module)
+            parent = got[0]() if got else None
+            if parent is None:
+                break
+            path.append(got[1])
+            module = parent
+        return type(module).__name__, ".".join(reversed(path))
 
     def name_of(module, stack):
         try:
@@ -182,10 +212,12 @@ def _install_module_ranges(torch, model_calls):
         except (KeyError, TypeError):
             pass
         if not stack:  # a root call: name the whole tree once, as named_modules() does
-            root = type(module).__name__
+            owner, where = path_of(module)
+            root = f"{owner}.{where} ({type(module).__name__})" if where else owner
+            prefix = f"{owner}.{where}." if where else f"{owner}."
             for qual, sub in module.named_modules():
                 if sub not in names:
-                    names[sub] = f"{root}.{qual} ({type(sub).__name__})" if qual else root
+                    names[sub] = f"{prefix}{qual} ({type(sub).__name__})" if qual else root
             if module in names:
                 return names[module]
         # A module made on the fly inside another's forward: its parent's name and its class.
@@ -193,8 +225,9 @@ def _install_module_ranges(torch, model_calls):
         return f"{parent}/{type(module).__name__}"
 
     handles = []
-    calls = [0]
+    calls = {}  # id(root model) -> training calls seen
     on = [True]
+    grad_enabled = torch.is_grad_enabled
 
     def pre(module, args):
         if compiling() or tracing() or not on[0]:
@@ -203,9 +236,11 @@ def _install_module_ranges(torch, model_calls):
             stack = getattr(local, "stack", None)
             if stack is None:
                 stack = local.stack = []
+            if not stack and model_calls and not grad_enabled():
+                return  # generation, evaluation: not a training call, not recorded
             if not stack and model_calls and next(module.children(), None) is not None:
-                calls[0] += 1
-                if calls[0] > model_calls:
+                n = calls[id(module)] = calls.get(id(module), 0) + 1
+                if n > model_calls:
                     on[0] = False
                     # Removing global hooks after torch.compile traced them would fail its guards and
                     # compile the model again: then the hooks stay, as a check that returns at once.
@@ -242,6 +277,11 @@ def _install_module_ranges(torch, model_calls):
         handles.clear()
 
     _REMOVE_MODULE_RANGES.append(remove)
+    if register_child is not None:
+        try:
+            handles.append(register_child(on_child))
+        except Exception:
+            pass
     handles.append(register_pre(pre))
     try:
         handles.append(register_post(post, always_call=True))  # torch >= 2.1: also when forward raises
