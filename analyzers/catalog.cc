@@ -171,7 +171,7 @@ std::vector<CatalogEntry> InputToTensorEntries() {
          "workers"},
         {"too_many",
          "Lower num_workers to at most the CPUs available (minus intra-op threads); measure with "
-         "`trainrx sweep --cmd \"python3 train.py --workers {{workers}}\" --grid workers=...`.",
+         "`trainrx sweep --cmd \"python3 train.py --workers {{workers}}\" --grid workers=0,1,2,4`.",
          "Lower DataLoaderOptions().workers(N) to at most the available CPUs.", "workers"}},
        "workers", "workers=2",
        "DataLoader(..., num_workers=2, persistent_workers=True); pick N with `trainrx sweep --cmd \"... {workers}\" "
@@ -266,8 +266,8 @@ std::vector<CatalogEntry> MemoryAndCompileEntries() {
          "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (set before the first CUDA call, e.g. in the job's "
          "environment): segments grow in place instead of new cudaMalloc blocks, so freed memory is not stranded "
          "between sizes. Costs: growing a segment maps pages (a little slower the first time), and it is not "
-         "supported everywhere (memory shared across processes through CUDA IPC). Measure it: trainrx ab --cmd with "
-         "and without the variable. Steps whose tensor sizes vary (sequence lengths) fragment most: pad to a few "
+         "supported everywhere (memory shared across processes through CUDA IPC). Measure it: `trainrx ab --cmd --a \"python train.py\" "
+         "--b \"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py\"`. Steps whose tensor sizes vary (sequence lengths) fragment most: pad to a few "
          "fixed lengths.",
          "Same environment variable (read by c10's CUDA caching allocator at start-up).", ""}},
        "", "", "", kMemory},
@@ -281,8 +281,8 @@ std::vector<CatalogEntry> MemoryAndCompileEntries() {
        "", "", "", kMemory},
       {"batch.small", "memory", "the batch uses a small part of the device's memory while the GPU waits",
        {{"",
-         "Raise the batch toward {suggest} (DataLoader(batch_size=...)) and measure: trainrx sweep --cmd \"python "
-         "train.py --batch-size {{batch}}\" --grid batch={batch},{half},{suggest} ranks the cells by samples per "
+         "Raise the batch toward {suggest} (DataLoader(batch_size=...)) and measure: `trainrx sweep --cmd \"python "
+         "train.py --batch-size {{batch}}\" --grid batch={batch},{half},{suggest}` ranks the cells by samples per "
          "second and runs past one that runs out of memory. A larger batch changes the optimization: scale the "
          "learning rate with it (linear scaling with warm-up), or keep the effective batch with gradient "
          "accumulation.",
@@ -332,8 +332,8 @@ std::vector<CatalogEntry> MemoryAndCompileEntries() {
        "", "", "", kCompile},
       {"compile.time", "compile", "compile time is a large part of the recording",
        {{"",
-         "Compare eager and compiled steady steps before counting on it: trainrx ab --cmd \"python train.py\" "
-         "\"TRAINRX_FIX=compile_off python train.py\" (the second runs the model eagerly, no code change); compile pays "
+         "Compare eager and compiled steady steps before counting on it: `trainrx ab --cmd --a \"python train.py\" "
+         "--b \"TRAINRX_FIX=compile_off python train.py\"` (the second runs the model eagerly, no code change); compile pays "
          "back after compile time / (eager step - compiled step) steps. Recompiles (compile.recompiles) add to it; "
          "PyTorch's compile caches (FX graph and autotune caches, on by default in recent versions) shorten the next "
          "run on the same machine.",
@@ -343,15 +343,15 @@ std::vector<CatalogEntry> MemoryAndCompileEntries() {
       {"compile.not_compiled", "compile", "a launch-bound GPU and a model that is not compiled",
        {{"",
          "model = torch.compile(model) (mode=\"reduce-overhead\" for CUDA graphs), then measure: the first "
-         "steps compile (compile.time), the steady step is what counts: trainrx ab --cmd compares the two "
-         "scripts' steady steps.",
+         "steps compile (compile.time), the steady step is what counts: `trainrx ab --cmd --a \"python train.py\" "
+         "--b \"python train_compiled.py\"` compares the two scripts' steady steps.",
          kNoCompileCpp,
          ""}},
        "", "", "", kCompile},
       {"compile.reduce_overhead", "compile", "a compiled model that is still launch-bound, without CUDA graphs",
        {{"",
-         "Measure it without editing the script: trainrx ab --cmd --a \"python train.py\" --b "
-         "\"TRAINRX_FIX=compile_mode=reduce-overhead python train.py\". CUDA graphs need static shapes and "
+         "Measure it without editing the script: `trainrx ab --cmd --a \"python train.py\" --b "
+         "\"TRAINRX_FIX=compile_mode=reduce-overhead python train.py\"`. CUDA graphs need static shapes and "
          "no CPU sync inside the step; inductor says why it skipped them (TORCH_LOGS=perf_hints).",
          kNoCompileCpp,
          ""}},
@@ -415,8 +415,8 @@ std::vector<CatalogEntry> ModelAndConfigEntries() {
        kFindings},
       {"steps.slow", "steps", "steady steps far slower than the median after the warm-up: periodic, a burst, or scattered",
        {{"look",
-         "Look at what runs in those steps (the examples name them; `trainrx timeline` shows them): a slow step after the "
-         "warm-up is not the model's cost.",
+         "Look at what runs in those steps (the examples name them; the HTML report's timeline shows them: `trainrx analyze "
+         "trace.json --format html -o report.html`): a slow step after the warm-up is not the model's cost.",
          "Look at what runs in those steps (the examples name them): a slow step after the warm-up is not the model's cost.", ""},
         {"periodic",
          "An event every k steps (logging that syncs, checkpointing, evaluation): make it rarer, asynchronous "

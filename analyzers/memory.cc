@@ -452,6 +452,16 @@ bool IsEmptyCacheCall(const profiler::Trace& trace, const profiler::Event& e) {
   return name.ends_with(": empty_cache") && name.find("memory.py") != std::string_view::npos;
 }
 
+// Whether the rank has device work (kernels, copies, runtime calls) in the trace: a GPU run.
+bool HasDeviceWork(const profiler::Trace& trace, int32_t rank) {
+  for (uint32_t t = 0; t < trace.tracks.size(); ++t)
+    if (trace.tracks[t].rank == rank && trace.tracks[t].kind == profiler::TrackKind::kGpuStream && !trace.TrackEvents(t).empty()) return true;
+  for (uint32_t t : TracksOf(trace, rank, profiler::TrackKind::kCpuThread))
+    for (const profiler::Event& e : trace.TrackEvents(t))
+      if (e.kind == profiler::EventKind::kCudaRuntime) return true;
+  return false;
+}
+
 bool IsDeviceMallocOrFree(std::string_view name) {
   return name == "cudaMalloc" || name == "cudaFree" || name == "hipMalloc" || name == "hipFree";
 }
@@ -518,12 +528,21 @@ void FlagEmptyCache(const AnalysisContext& ctx, int32_t rank, Report& out) {
     f.evidence.push_back({"steps_with_reserved_released", released->release_steps});
     f.evidence.push_back({"released_bytes_per_step", released->released_bytes_per_step});
   }
-  const double cost = basis.Per(static_cast<double>(call_ns + malloc_ns));
-  SetSaving(f, basis, cost, cost, "time in the calls and in cudaMalloc/cudaFree inside the steps");
-  f.severity = std::max(SeverityForSaving(f), Severity::kLow);
-  if (malloc_calls == 0 && !released)
+  // No device allocator in the trace (a CPU run): the call does nothing here, so nothing is saved
+  // here either (issue 49.6: a CPU-only timm trace got GPU advice ranked as a problem). Said at
+  // info level for the run on a GPU, with no saving.
+  const bool cpu_only = malloc_calls == 0 && !released && !HasDeviceWork(trace, rank);
+  if (cpu_only) {
+    f.severity = Severity::kInfo;
+    f.title += ": a no-op on this CPU run, a cost once it runs on a GPU";
+    f.saving_bound = "none on this CPU run: the call does nothing without a device allocator";
     f.examples.push_back("no device allocator here (a CPU run): the call does nothing now; on a GPU each call returns the "
                          "cache to the driver and the next step allocates it again");
+  } else {
+    const double cost = basis.Per(static_cast<double>(call_ns + malloc_ns));
+    SetSaving(f, basis, cost, cost, "time in the calls and in cudaMalloc/cudaFree inside the steps");
+    f.severity = std::max(SeverityForSaving(f), Severity::kLow);
+  }
   SetFix(f);
   out.findings.push_back(std::move(f));
 }

@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -59,6 +63,83 @@ TEST(CatalogTest, EveryFixTemplateFormats) {
       EXPECT_NO_THROW(t = FormatFix(e.id, v.name, args)) << e.id << " variant '" << v.name << "'";
       EXPECT_FALSE(t.python.empty()) << e.id << " variant '" << v.name << "'";
     }
+  }
+}
+
+// A shell-like split of a suggested command: words, "double-quoted" words kept whole.
+std::vector<std::string> Words(const std::string& cmd) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false, any = false;
+  for (char ch : cmd) {
+    if (ch == '"') {
+      quoted = !quoted, any = true;
+    } else if (ch == ' ' && !quoted) {
+      if (any) out.push_back(cur);
+      cur.clear(), any = false;
+    } else {
+      cur += ch, any = true;
+    }
+  }
+  if (any) out.push_back(cur);
+  return out;
+}
+
+// Issue 49.6: every command a finding suggests parses with the trainrx it ships in (compile.time's
+// `trainrx ab --cmd "a" "b"` failed with "--a is required"). Each suggested command is written in
+// backticks (a `trainrx <subcommand>` outside them fails here too), and is run with
+// TRAINRX_PARSE_ONLY=1: the real command-line parser, nothing executed.
+TEST(CatalogTest, EverySuggestedCommandParses) {
+  const std::regex name(R"(\{([a-z_]+)[:}])");
+  const std::regex bare(R"((^|[^`])trainrx (sweep|fix|ab|gate|diff|record|analyze|run) )");
+  std::set<std::string> names, commands;
+  for (const auto& e : Catalog()) {
+    for (const auto& v : e.fixes) {
+      std::vector<const char*> used;
+      for (const char* text : {v.python, v.cpp, v.knob}) {
+        const std::string t(text);
+        for (auto it = std::sregex_iterator(t.begin(), t.end(), name); it != std::sregex_iterator(); ++it)
+          used.push_back(names.insert((*it)[1].str()).first->c_str());
+      }
+      std::vector<FixArg> args(used.size());
+      for (size_t i = 0; i < used.size(); ++i) args[i].first = used[i], args[i].second = 12.0;
+      const FixText t = FormatFix(e.id, v.name, args);
+      for (const std::string* text : {&t.python, &t.cpp}) {
+        // Spans between backticks: the odd-numbered pieces.
+        std::vector<std::string> pieces;
+        size_t at = 0;
+        for (size_t tick; (tick = text->find('`', at)) != std::string::npos; at = tick + 1) pieces.push_back(text->substr(at, tick - at));
+        pieces.push_back(text->substr(at));
+        for (size_t i = 0; i < pieces.size(); ++i) {
+          if (i % 2 == 1 && pieces[i].rfind("trainrx ", 0) == 0) commands.insert(pieces[i]);
+          if (i % 2 == 0) {
+            EXPECT_FALSE(std::regex_search(" " + pieces[i], bare)) << e.id << " variant '" << v.name
+                                                                     << "' suggests a command outside backticks: " << pieces[i];
+          }
+        }
+      }
+    }
+  }
+  ASSERT_GE(commands.size(), 5u);
+  for (const std::string& cmd : commands) {
+    std::vector<std::string> words = Words(cmd);
+    words[0] = TRAINRX_CLI;
+    std::vector<char*> argv;
+    for (auto& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_store = {"TRAINRX_PARSE_ONLY=1", "PATH=/usr/bin:/bin"};
+    std::vector<char*> env;
+    for (auto& x : env_store) env.push_back(x.data());
+    env.push_back(nullptr);
+    posix_spawn_file_actions_t quiet;
+    posix_spawn_file_actions_init(&quiet);
+    posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid = 0;
+    ASSERT_EQ(posix_spawn(&pid, TRAINRX_CLI, &quiet, nullptr, argv.data(), env.data()), 0) << cmd;
+    posix_spawn_file_actions_destroy(&quiet);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "does not parse: " << cmd;
   }
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -239,6 +240,17 @@ TEST(MemoryTest, EmptyCacheInMostStepsIsFlaggedWithItsCost) {
   EXPECT_EQ(g->estimated_saving_ns, 40'000 + 20'000 + 50'000);
   // In 2 of 10 steps (a periodic clean-up): not the loop's habit.
   EXPECT_EQ(FindId(AnalyzeText(EmptyCacheSteps(10, [](int i) { return i % 5 == 0; })), "memory.empty_cache"), nullptr);
+  // Issue 49.6: a CPU run (no device allocator, no device work): the call does nothing here; an
+  // info note for the GPU run, with no saving.
+  std::string cpu = EmptyCacheSteps(10, [](int) { return true; });
+  for (const char* api : {"cudaFree", "cudaMalloc"})
+    for (size_t at = cpu.find(api); at != std::string::npos; at = cpu.find(api, at)) cpu.replace(at, std::strlen(api), "aten::add");
+  for (size_t at = cpu.find("cuda_runtime"); at != std::string::npos; at = cpu.find("cuda_runtime", at)) cpu.replace(at, 12, "cpu_op");
+  const Finding* c = FindId(AnalyzeText(cpu), "memory.empty_cache");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->severity, Severity::kInfo);
+  EXPECT_EQ(c->estimated_saving_ns, 0);
+  EXPECT_NE(c->title.find("no-op on this CPU run"), std::string::npos) << c->title;
   // Without steps a call is not a loop's.
   EXPECT_EQ(FindId(AnalyzeText(R"({"traceEvents":[{"ph":"X","cat":"user_annotation","name":"torch.cuda.empty_cache","pid":1,"tid":1,"ts":0,"dur":5}]})"),
                    "memory.empty_cache"),
