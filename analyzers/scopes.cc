@@ -12,6 +12,35 @@ using profiler::EventKind;
 
 namespace {
 constexpr std::string_view kModulePrefix = "nn.Module: ";
+constexpr std::string_view kAtMark = "trainrx::at ";
+}
+
+std::string_view CallSiteText(const profiler::Trace& trace, const Event& e) {
+  if (e.kind == EventKind::kPythonFunction) return trace.Name(e);
+  if (e.kind != EventKind::kUserAnnotation) return {};
+  const std::string_view n = trace.Name(e);
+  return StartsWith(n, kAtMark) ? n.substr(kAtMark.size()) : std::string_view();
+}
+
+bool IsUserFrame(std::string_view n) {
+  return !(n.rfind("torch/", 0) == 0 || n.rfind("<built-in", 0) == 0 || n.find("site-packages/") != std::string_view::npos ||
+           n.find("dist-packages/") != std::string_view::npos || n.rfind("nn.Module:", 0) == 0 ||
+           n.rfind("<frozen", 0) == 0 || n.find("/lib/python3") != std::string_view::npos);
+}
+
+bool CallSites::Visit(const Event& e) {
+  while (!open_.empty() && open_.back()->end_ns() <= e.ts_ns) open_.pop_back();
+  if (CallSiteText(trace_, e).empty()) return false;
+  open_.push_back(&e);
+  return true;
+}
+
+std::string_view CallSites::UserSite() const {
+  for (auto it = open_.rbegin(); it != open_.rend(); ++it) {
+    const std::string_view text = CallSiteText(trace_, **it);
+    if (IsUserFrame(text)) return text;
+  }
+  return {};
 }
 
 std::string_view ModuleName(std::string_view name) {
@@ -44,7 +73,8 @@ ScopeIndex::ScopeIndex(const profiler::Trace& trace, What what) : by_track_(trac
         take = module && (e.kind == EventKind::kUserAnnotation || e.kind == EventKind::kPythonFunction);
       } else {
         const std::string_view n = trace.Name(e);
-        take = !module && e.kind == EventKind::kUserAnnotation && !StartsWith(n, "ProfilerStep#");
+        // Not steps, and not our own marks (call sites, compile, loader...): they are not the user's scopes.
+        take = !module && e.kind == EventKind::kUserAnnotation && !StartsWith(n, "ProfilerStep#") && !StartsWith(n, "trainrx::");
       }
       if (!take || e.dur_ns < 0) continue;
       Range r;

@@ -51,6 +51,30 @@ std::string_view ModuleName(std::string_view name);
 // "Net.features.0 (Conv2d)" -> " in Net.features.0 (Conv2d)"; "" -> "": for example strings.
 std::string InModule(std::string_view module);
 
+// The user's line around a call, in the text of torch.profiler's with_stack frames
+// ("/u/train.py(57): train_step"): a python_function frame, or the start-up hook's
+// "trainrx::at <file>(<line>): <function>" range around the few calls that sync (issue 49.12).
+// "" for any other event.
+std::string_view CallSiteText(const profiler::Trace& trace, const profiler::Event& e);
+
+// Whether a frame's text is the user's code: not PyTorch's, a library's, the interpreter's or a
+// module range ("torch/nn/modules/module.py(1501): _call_impl" is not; "train.py(57): step" is).
+bool IsUserFrame(std::string_view frame);
+
+// The call sites open along one thread's events (visit them in trace order): Visit(e) keeps the
+// frames that enclose e; UserSite() is the innermost user frame's text, "" when none.
+class CallSites {
+ public:
+  explicit CallSites(const profiler::Trace& trace) : trace_(trace) {}
+  // Returns true when e is itself a call-site frame (callers skip it as an op).
+  bool Visit(const profiler::Event& e);
+  std::string_view UserSite() const;
+
+ private:
+  const profiler::Trace& trace_;
+  std::vector<const profiler::Event*> open_;
+};
+
 // Where `e` ran, for example strings: " in <module>" when a module range encloses it, else
 // " in <annotation>" (e.g. " in Optimizer.step#AdamW.step"), else "".
 std::string WhereIn(const ScopeIndex& modules, const ScopeIndex& annotations, const profiler::Event& e);

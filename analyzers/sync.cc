@@ -40,14 +40,6 @@ using profiler::TrackKind;
 constexpr std::string_view kItemCause = "aten::item (.item(), float(t), bool(t), print(t))";
 constexpr std::string_view kLocalScalarCause = "aten::_local_scalar_dense";
 
-// The user's Python frame around an op (with_stack traces: python_function events): the innermost
-// frame that is not PyTorch's or a library's own, "train.py(57): get_batch"; "" when none.
-bool IsUserFrame(std::string_view n) {
-  return !(n.rfind("torch/", 0) == 0 || n.rfind("<built-in", 0) == 0 || n.find("site-packages/") != std::string_view::npos ||
-           n.find("dist-packages/") != std::string_view::npos || n.rfind("nn.Module:", 0) == 0 ||
-           n.rfind("<frozen", 0) == 0 || n.find("/lib/python3") != std::string_view::npos);
-}
-
 // A host read of a device scalar: aten::item, or aten::_local_scalar_dense (what item() calls;
 // some ops call it directly).
 bool IsScalarRead(std::string_view n) { return n == "aten::item" || n == "aten::_local_scalar_dense"; }
@@ -149,14 +141,10 @@ void ScanThread(const SyncScan& in, uint32_t ti, RankSyncs& s) {
   };
   bool read_counted = false, read_is_item = false;
   std::string read_where;  // where the outermost read ran: " in features.3 (Linear)", ...
-  std::vector<const Event*> frames;  // the Python frames open at this point (with_stack traces)
+  CallSites frames(trace);  // the Python frames open at this point (with_stack traces, the hook's call sites)
   for (const Event& e : trace.TrackEvents(ti)) {
     const std::string_view name = trace.Name(e);
-    while (!frames.empty() && frames.back()->end_ns() <= e.ts_ns) frames.pop_back();
-    if (e.kind == EventKind::kPythonFunction) {
-      frames.push_back(&e);
-      continue;
-    }
+    if (frames.Visit(e) || e.kind == EventKind::kPythonFunction) continue;
     if (StartsWith(name, "autograd::engine::evaluate_function")) backward_end = std::max(backward_end, e.end_ns());
     // Inside the optimizer's step an item() reads the per-parameter step counter, a CPU
     // tensor unless capturable=True (AdamW single-tensor: one per parameter per step): no
@@ -176,11 +164,7 @@ void ScanThread(const SyncScan& in, uint32_t ti, RankSyncs& s) {
       read_end = e.end_ns();
       read_is_item = is_item;
       read_where = WhereIn(in.ctx.modules, in.ctx.annotations, e);
-      for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
-        if (!IsUserFrame(trace.Name(**it))) continue;
-        read_where += fmt::format(" from {}", trace.Name(**it));
-        break;
-      }
+      if (const std::string_view site = frames.UserSite(); !site.empty()) read_where += fmt::format(" from {}", site);
       read_counted = e.ts_ns >= backward_end && e.ts_ns >= optimizer_end && in.in_steps.Contains(e.ts_ns);
       if (read_counted && in.have_gpu && !calls_runtime(e)) {
         ++s.cpu_reads;

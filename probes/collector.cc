@@ -114,10 +114,17 @@ uint32_t ThreadBuffer::InternStaticSlow(const char* name) noexcept {
   auto it = by_pointer_.find(name);
   // Verify the content: a pointer is only a cache key, never trusted alone.
   if (it != by_pointer_.end() && std::strcmp(names_[it->second].c_str(), name) == 0) return it->second;
+  const size_t before = names_.size();
   const uint32_t id = InternDynamic(name);
-  try {
-    by_pointer_[name] = id;
-  } catch (...) {
+  // Only a name's first pointer is kept (a schema's name: stable for the run). A name seen again at
+  // another address is a transient std::string (autograd::engine::evaluate_function: XBackward0 is
+  // made per node): keying on its address added ~13 map nodes a step, read by the heap samples as
+  // the program's growth (issue 49.5). Those take the content lookup above instead.
+  if (names_.size() != before) {
+    try {
+      by_pointer_[name] = id;
+    } catch (...) {
+    }
   }
   return id;
 }
@@ -269,6 +276,10 @@ void Collector::Sample(ThreadBuffer* buf, const std::string& key, double value, 
     if (it != last_sample_.end() && it->second == value) return;
     last_sample_[key] = value;
     samples_.push_back({ts_ns, buf ? buf->index() : 0, key, value});
+    // The samples are the recorder's heap, not the program's (issue 49.5: three heap samples a
+    // step, never released, read as growth): OwnHeapBytes leaves them out of the heap samples.
+    sample_key_bytes_ += key.size() > 15 ? key.size() + 1 : 0;  // beyond std::string's inline buffer
+    sample_bytes_.store(samples_.capacity() * sizeof(ConfigSample) + sample_key_bytes_, std::memory_order_relaxed);
   } catch (...) {
   }
 }

@@ -294,8 +294,13 @@ class Collector {
   // nanoGPT on 2 cores read as a leak of 554 kB a step that the unobserved run does not have (flat
   // at 141.8 MB over 200 steps). The record chunks are mapped outside malloc (MapChunk).
   void SetJournalBytes(uint64_t bytes) noexcept { journal_bytes_.store(bytes, std::memory_order_relaxed); }
-  // What the heap samples leave out of malloc's figure: the journal's buffers.
-  uint64_t OwnHeapBytes() const noexcept { return journal_bytes_.load(std::memory_order_relaxed); }
+  // A journal flush is building its buffers (not yet in SetJournalBytes): heap samples wait.
+  void SetFlushing(bool on) noexcept { flushing_.store(on, std::memory_order_relaxed); }
+  bool Flushing() const noexcept { return flushing_.load(std::memory_order_relaxed); }
+  // What the heap samples leave out of malloc's figure: the journal's buffers and the config samples.
+  uint64_t OwnHeapBytes() const noexcept {
+    return journal_bytes_.load(std::memory_order_relaxed) + sample_bytes_.load(std::memory_order_relaxed);
+  }
 
   // Config: `static_config` is written once into the trace's "trainrx" block (JSON values);
   // Sample() records a numeric value over time and stores a counter only when it changes.
@@ -344,6 +349,9 @@ class Collector {
   std::atomic<bool> recording_{false};
   std::atomic<uint64_t> chunks_reserved_{0};
   std::atomic<uint64_t> journal_bytes_{0};
+  std::atomic<uint64_t> sample_bytes_{0};
+  std::atomic<bool> flushing_{false};  // samples_ and their keys' heap bytes (under mu_ when written)
+  uint64_t sample_key_bytes_ = 0;
   std::atomic<uint64_t> gpu_dropped_{0};
   StepWindow window_;
   mutable std::mutex mu_;  // guards everything below

@@ -561,7 +561,7 @@ bool AutocastEnabled() {
 void SampleHeap(Collector& c, ThreadBuffer* buf, int64_t ts) noexcept {
   // The allocator's own events give the CPU's figures then; heap samples in the same series would
   // mix two measures (the heap holds more than tensors).
-  if (MemoryEventsRequested()) return;
+  if (MemoryEventsRequested() || c.Flushing()) return;
   const int64_t heap = profiler::HeapInUseBytes();
   if (heap < 0) return;
   // Never destroyed: the exit handler (OnFinish) samples after static destructors have run, and a

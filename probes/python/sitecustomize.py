@@ -413,6 +413,69 @@ def _install_loader_mark(torch, record_function):
     loader._get_iterator = _get_iterator
 
 
+# The calls that make the host wait for the device (or read a tensor's value on the host), whose
+# caller the findings name (issue 49.12): methods of torch.Tensor, functions of torch / torch.cuda.
+_SITE_METHODS = ("item", "tolist", "__bool__", "__float__", "__int__", "cpu", "nonzero", "masked_select")
+_SITE_FUNCTIONS = (("", "nonzero"), ("", "masked_select"), ("cuda", "synchronize"), ("cuda", "empty_cache"))
+
+
+def _install_call_sites(torch, record_function):
+    """The user's line around the few calls that sync (scalar reads, copies to the host, nonzero /
+    masked_select, torch.cuda.synchronize / empty_cache): each call runs inside a range
+    "trainrx::at <file>(<line>): <function>", the first frame outside torch (the same text as
+    torch.profiler's with_stack frames), so the op it runs (aten::item, aten::_local_scalar_dense,
+    ...) nests in its caller's line. Only these calls, never a tracer on every call: one
+    sys._getframe walk and one record_function per call. Nothing while torch.compile or
+    torch.jit traces (the wrapper calls the original at once)."""
+    compiling, tracing = _tracers(torch)
+    torch_dir = os.path.dirname(getattr(torch, "__file__", "") or "") + os.sep
+    ours = os.path.abspath(__file__)
+    getframe = sys._getframe
+
+    def site():
+        f = getframe(2)
+        while f is not None:
+            name = f.f_code.co_filename
+            if not (name.startswith(torch_dir) or name == ours):
+                return f"trainrx::at {name}({f.f_lineno}): {f.f_code.co_name}"
+            f = f.f_back
+        return None
+
+    def wrap(owner, attr):
+        original = getattr(owner, attr, None)
+        if original is None or getattr(original, "_trainrx_site", False):
+            return
+
+        def call(*args, **kwargs):
+            if compiling() or tracing():
+                return original(*args, **kwargs)
+            try:
+                where = site()
+            except Exception:
+                where = None
+            if where is None:
+                return original(*args, **kwargs)
+            with record_function(where):
+                return original(*args, **kwargs)
+
+        call.__name__ = getattr(original, "__name__", attr)
+        call.__qualname__ = getattr(original, "__qualname__", attr)
+        call.__doc__ = getattr(original, "__doc__", None)
+        call.__wrapped__ = original
+        call._trainrx_site = True
+        try:
+            setattr(owner, attr, call)
+        except (AttributeError, TypeError):
+            pass
+
+    for attr in _SITE_METHODS:
+        wrap(torch.Tensor, attr)
+    for module, attr in _SITE_FUNCTIONS:
+        owner = getattr(torch, module, None) if module else torch
+        if owner is not None:
+            wrap(owner, attr)
+
+
 def _one_line(text, limit=240):
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
@@ -487,6 +550,7 @@ def _install_marks(torch):
     _install_oom_mark(torch, record_function)
     _install_cuda_memory_marks(torch, record_function)
     _install_loader_mark(torch, record_function)
+    _install_call_sites(torch, record_function)
     if original is None:
         return
     compiling, tracing = _tracers(torch)
@@ -504,6 +568,7 @@ def _install_marks(torch):
     memory = getattr(cuda, "memory", None)
     if memory is not None and getattr(memory, "empty_cache", None) is original:
         memory.empty_cache = empty_cache
+    _install_call_sites(torch, record_function)  # after: empty_cache's line outside its range
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

@@ -163,6 +163,20 @@ TEST(MemoryTest, SmallSteadyLeakIsGrowthByConsistencyNotSize) {
   EXPECT_FALSE(Has(AnalyzeText(Steps(28, [](int i) { return 2'000'000'000 + int64_t{65'536} * i; })), "memory.growth"));
 }
 
+// Issue 49.5: minGPT under record — AdamW's state (+21.7 MB) made at the first step, then the
+// recorder's few kB a step. A least-squares slope read 627 kB a step over 14 steps and "the
+// machine's 25 GB full in 40 000 steps"; the Theil-Sen slope reads the steps' own 7 kB.
+TEST(MemoryTest, AOneOffJumpDoesNotInflateTheGrowthRate) {
+  std::string json = Steps(15, [](int i) { return (i == 0 ? 139'200'000 : 160'900'000) + int64_t{7'000} * i; });
+  json.insert(1, R"("trainrx":{"memory_capacity_bytes":25000000000,"memory_capacity_source":"system memory"},)");
+  const Report r = AnalyzeText(json);
+  ASSERT_EQ(r.metrics.memory.size(), 1u);
+  EXPECT_NEAR(r.metrics.memory[0].growth_per_step, 7'000, 1);
+  EXPECT_FALSE(Has(r, "memory.growth"));
+  EXPECT_EQ(GrowthOf({10, 20, 30, 40}).per_step, 10);
+  EXPECT_EQ(GrowthOf({0, 100, 100, 100, 100, 100}).per_step, 0);  // the jump alone
+}
+
 TEST(MemoryTest, NoSamplesNoFigures) {
   const Report r = AnalyzeText(R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":5}]})");
   EXPECT_TRUE(r.metrics.memory.empty());

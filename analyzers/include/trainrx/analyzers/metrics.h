@@ -132,8 +132,9 @@ struct DeviceMemory {
   // start (the last sample before it; -1 when none came before) and the step's peak (-1: no sample).
   std::vector<int64_t> step_start, step_peak;
   int64_t median_step_peak = -1;    // over the steps with a peak
-  // Least-squares slope of step_start over the steps that have one (bytes per step), and how many
-  // of their step-to-step changes were increases.
+  // Theil-Sen slope of step_start over the steps that have one (bytes per step: the median of the
+  // pairwise slopes, which a one-off jump does not move), and how many of their step-to-step
+  // changes were increases.
   double growth_per_step = 0;
   int64_t growth_steps = 0, increases = 0;
   int64_t oom_events = 0, oom_request_bytes = 0;  // allocations that failed ("[OutOfMemory]")
