@@ -478,19 +478,25 @@ void FlagEmptyCache(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const StepWindows windows(ctx.steps, rank);
   int64_t calls = 0, call_ns = 0, malloc_calls = 0, malloc_ns = 0;
   std::set<int64_t> steps_with_call;
+  std::map<std::string, int64_t> sites;  // the user's line of each counted call (issue 49.12)
   for (uint32_t t : TracksOf(trace, rank, profiler::TrackKind::kCpuThread)) {
     int64_t covered_until = INT64_MIN;  // our range inside the Python frame is one call
+    CallSites frames(trace);
     for (const profiler::Event& e : trace.TrackEvents(t)) {
       if (e.kind == profiler::EventKind::kCudaRuntime && IsDeviceMallocOrFree(trace.Name(e))) {
         if (windows.Index(e.ts_ns) >= 0) ++malloc_calls, malloc_ns += e.dur_ns;
         continue;
       }
+      const bool frame = frames.Visit(e);
       if (e.ts_ns < covered_until || !IsEmptyCacheCall(trace, e)) continue;
       const int64_t step = windows.Index(e.ts_ns);
       if (step < 0) continue;
       covered_until = e.end_ns();
       ++calls, call_ns += e.dur_ns;
       steps_with_call.insert(step);
+      // with_stack's own frame of the call is the innermost: the user's line is the one around it.
+      if (const std::string_view site = frames.UserSite(); !site.empty() && !(frame && site == CallSiteText(trace, e)))
+        ++sites[std::string(site)];
     }
   }
   const DeviceMemory* released = nullptr;
@@ -523,6 +529,7 @@ void FlagEmptyCache(const AnalysisContext& ctx, int32_t rank, Report& out) {
                 {basis.NsKey("call_time"), basis.Per(static_cast<double>(call_ns))},
                 {basis.Key("device_malloc_free_calls"), basis.Per(static_cast<double>(malloc_calls))},
                 {basis.NsKey("device_malloc_free_time"), basis.Per(static_cast<double>(malloc_ns))}};
+  for (const auto& [site, n] : sites) f.examples.push_back(fmt::format("{} x torch.cuda.empty_cache() from {}", n, site));
   if (released) {
     f.evidence.push_back({"device", released->device});
     f.evidence.push_back({"steps_with_reserved_released", released->release_steps});

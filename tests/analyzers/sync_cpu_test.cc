@@ -72,5 +72,40 @@ TEST(SyncCpuTest, LoggingReadsKeepTheRunningSumFixAndCheapReadsAreInfo) {
   EXPECT_EQ(f->severity, Severity::kInfo);  // 20 us of a 10 ms step
 }
 
+// Issue 49.12: `trainrx record`'s start-up hook wraps the calls that sync in a
+// "trainrx::at <file>(<line>): <function>" range (no with_stack frames): the finding names the line,
+// as from torch.profiler's frames, and the mark is not shown as a user annotation ("in trainrx::at").
+TEST(SyncCpuTest, TheRecordersCallSiteNamesTheLine) {
+  std::string ev;
+  for (int i = 0; i < 5; ++i) {
+    const double s = i * 10000.0;
+    ev += Ev("user_annotation", fmt::format("ProfilerStep#{}", i), s, 10000);
+    ev += Ev("cpu_op", "aten::mm", s + 100, 3000);
+    ev += Ev("cpu_op", "autograd::engine::evaluate_function: MmBackward0", s + 3200, 2000);
+    ev += Ev("user_annotation", "Optimizer.step#SGD.step", s + 5300, 500);
+    ev += Ev("user_annotation", "trainrx::at /home/u/train.py(42): train_step", s + 6000, 30);
+    ev += Ev("cpu_op", "aten::item", s + 6005, 20);
+    ev += Ev("cpu_op", "aten::_local_scalar_dense", s + 6006, 15);
+    // A read inside torch's own code (the hook walks past torch's frames; a site in a library is
+    // still a site, but a frame the user did not write is not named as theirs).
+    ev += Ev("user_annotation", "trainrx::at /venv/lib/python3.11/site-packages/timm/utils.py(9): f", s + 7000, 30);
+    ev += Ev("cpu_op", "aten::item", s + 7005, 20);
+  }
+  ev.pop_back();
+  profiler::Trace t;
+  ASSERT_TRUE(profiler::ReadTraceBuffer("{\"traceEvents\":[" + ev + "]}", "at.json", 0, t).ok());
+  const Report r = Analyze(t);  // kept: the finding points into it
+  const Finding* f = Sync(r);
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(f->examples.size(), 2u);
+  EXPECT_NE(f->examples[0].find("5 x aten::item"), std::string::npos) << f->examples[0];
+  bool named = false;
+  for (const auto& x : f->examples) {
+    named = named || x.find("from /home/u/train.py(42): train_step") != std::string::npos;
+    EXPECT_EQ(x.find("trainrx::at"), std::string::npos) << x;
+  }
+  EXPECT_TRUE(named);
+}
+
 }  // namespace
 }  // namespace trainrx::analyzers

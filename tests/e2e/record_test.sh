@@ -362,6 +362,28 @@ PYEOF
   && grep -q "threads.oversubscribed  $((cpus + 2)) loader worker processes" "$W/dl.out" \
   && ok "$((cpus + 2)) DataLoader workers on $cpus CPUs: threads.oversubscribed" || { bad "loader workers not counted"; grep -E "oversub|^trainrx" "$W/dl.out" "$W/dl.err" | head -5; }
 
+# 7e. The line that causes a sync (issue 49.12): `record` names the user's line of each .item()
+#     (the start-up hook's call-site ranges), in the text and JSON reports, as with_stack traces do.
+cat > "$W/item.py" <<'PYEOF'
+import torch
+m = torch.nn.Linear(64, 64); opt = torch.optim.SGD(m.parameters(), lr=0.1)
+def train_step(x):
+    opt.zero_grad(); loss = m(x).sum(); loss.backward(); opt.step()
+    return loss.item()
+for _ in range(12):
+    train_step(torch.randn(32, 64))
+PYEOF
+"$TRAINRX" record -o "$W/item.json" -- $PY "$W/item.py" > /dev/null 2> "$W/item.err" \
+  && "$TRAINRX" analyze "$W/item.json" --format json -o "$W/item.report.json" > /dev/null \
+  && "$TRAINRX" analyze "$W/item.json" > "$W/item.out" 2>&1 || bad "item: record failed"
+python3 - "$W/item.report.json" <<'PY' && grep -q "from $W/item.py(5): train_step" "$W/item.out" \
+  && ok "record names the line of each .item() (item.py(5): train_step), text and JSON" || bad "item: no call site"
+import json, sys
+f = [f for f in json.load(open(sys.argv[1]))["findings"] if f["id"] == "sync.host_device"]
+print("  ", f[0]["examples"] if f else "no sync.host_device")
+assert f and any("item.py(5): train_step" in x for x in f[0]["examples"]), f
+PY
+
 # 8. The compat target: Debian's python3-torch 1.13 with the probe built against Debian's LibTorch
 #    (build-compat/, scripts/setup), chosen with --probe-dir; without it, a clear mismatch message.
 COMPAT=${TRAINRX_COMPAT_DIR:-}
