@@ -159,6 +159,7 @@ void LogMoments(const std::vector<double>& v, double* mean, double* var) {
 struct Measuring {
   const PlanOptions& o;
   Progress& progress;
+  double alpha = kAlpha;     // each row's level: the table's family-wise level over its rows
   int done = 0;              // trials run
   double trial_seconds = 0;  // seconds spent in trials (the budget)
 };
@@ -192,7 +193,7 @@ double SmallestSignedRankP(size_t n) {
 Status MeasurePairedRow(FixPlanRow& plan, size_t index, int max_processes, const AltTrialFn& alt_trial, Measuring& m) {
   auto& row = plan.row;
   const FixRow planned = row;
-  stats::SequentialDesign design({stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}, kAlpha);
+  stats::SequentialDesign design({stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}, m.alpha);
   stats::CompareOptions co;
   co.seed = m.o.seed;
   AltResult alt;
@@ -233,7 +234,7 @@ Status MeasurePairedRow(FixPlanRow& plan, size_t index, int max_processes, const
       const double n = static_cast<double>(alt.log_ratios.size());
       const double se = n > 1 ? std::sqrt(var / (n - 1) / n) : 0;
       const stats::Look last = design.Preview(1.0);
-      const double z_final = std::isfinite(last.z) ? last.z : stats::NormalQuantile(1 - kAlpha / 2);
+      const double z_final = std::isfinite(last.z) ? last.z : stats::NormalQuantile(1 - m.alpha / 2);
       row.conditional_power = se > 0 ? stats::ConditionalPower(mean / se, t, z_final) : 1;
       if (row.conditional_power >= m.o.futility_power) continue;
       row.stop = FixRow::Stop::kFutile;
@@ -357,6 +358,16 @@ Status MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_
   std::vector<size_t> process_plans, paired_plans;
   for (size_t i = 0; i < plans.size(); ++i) (plans[i].paired ? paired_plans : process_plans).push_back(i);
   Measuring m{o, progress};
+  // One table, many tests (issue 51.2: six rows each at 5 % made about one false verdict in four
+  // tables): the family-wise error over the table's rows is kAlpha, Bonferroni-split, each row's
+  // sequential design at kAlpha / rows. Stated under the table.
+  m.alpha = kAlpha / static_cast<double>(std::max<size_t>(1, plans.size()));
+  report->family_alpha = kAlpha;
+  report->row_alpha = m.alpha;
+  if (plans.size() > 1)
+    report->notes.push_back(fmt::format("{} rows, one family: the chance of any false verdict in this table is at most {:g} "
+                                        "(Bonferroni: each row tested at {:.4g})",
+                                        plans.size(), kAlpha, m.alpha));
   // Until trials are measured, one takes as long as the analysis run.
   const double paired_estimate_s = static_cast<double>(paired_plans.size()) * trials * estimate_s;
   int n_max = process_plans.empty() ? 0 : PlannedRounds(o, trials, estimate_s, 0, process_plans.size(), paired_estimate_s);
@@ -376,19 +387,19 @@ Status MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_
   }
   if (!paired_plans.empty())
     report->notes.push_back(fmt::format(
-        "rows in-process: a look after every process (at most {}, each >= 16 paired blocks; {} spending, alpha {:g}); "
+        "rows in-process: a look after every process (at most {}, each >= 16 paired blocks; {} spending, alpha {:.4g}); "
         "each row stopped when decided, precise to {:.0f}% or futile, as the rows across processes",
-        trials, stats::Spending{stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}.Name(), kAlpha,
+        trials, stats::Spending{stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}.Name(), m.alpha,
         100 * o.min_effect));
   if (process_plans.empty()) {
     for (auto& p : plans) report->rows.push_back(std::move(p.row));
     return Status::Ok();
   }
   auto& seq = report->sequential;
-  stats::SequentialDesign design({stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}, kAlpha);
+  stats::SequentialDesign design({stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}, m.alpha);
   seq.used = true;
   seq.spending = design.spending().Name();
-  seq.alpha = kAlpha;
+  seq.alpha = m.alpha;
   stats::CompareOptions co;
   co.seed = o.seed;
   std::mt19937_64 rng(o.seed);
@@ -423,7 +434,7 @@ Status MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_
     // Futility: the critical value the final look would have if it came next (a lower bound of
     // the real one: the test of futility is then, if anything, too lenient to stop).
     const stats::Look last = at.final_look ? at.look : design.Preview(1.0);
-    at.z_final = std::isfinite(last.z) ? last.z : stats::NormalQuantile(1 - kAlpha / 2);
+    at.z_final = std::isfinite(last.z) ? last.z : stats::NormalQuantile(1 - m.alpha / 2);
     co.alpha = at.look.nominal_alpha;
     std::vector<size_t> still;
     for (size_t i : open)
@@ -434,11 +445,11 @@ Status MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_
   seq.max_rounds = n_max;
   seq.rounds = k;
   report->notes.push_back(fmt::format(
-      "rows across processes: a look after every round from the {}th ({} spending, alpha {:g} over at most {} rounds; "
+      "rows across processes: a look after every round from the {}th ({} spending, alpha {:.4g} over at most {} rounds; "
       "{} look{} made, rounds where no result could be significant are skipped); each row stopped when decided (its "
       "test and CI at the look's nominal level), when precise to {:.0f}%, or when it could no longer reach "
       "significance (conditional power < {:.0f}%)",
-      kFirstLook, seq.spending, kAlpha, n_max, seq.looks.size(), seq.looks.size() == 1 ? "" : "s",
+      kFirstLook, seq.spending, m.alpha, n_max, seq.looks.size(), seq.looks.size() == 1 ? "" : "s",
       100 * o.min_effect, 100 * o.futility_power));
   if (budget_cut > 0)
     report->notes.push_back(fmt::format("--budget {:.0f}s: ended after round {} of the {} planned (the next round would "

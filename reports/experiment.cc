@@ -204,6 +204,8 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
   w.Field("workload", r.workload);
   w.Field("baseline", r.baseline_label);
   w.Field("trials", static_cast<int64_t>(r.trials));
+  w.Field("family_alpha", r.family_alpha, 6);
+  w.Field("row_alpha", r.row_alpha, 6);
   w.Field("order", r.order);
   w.Key("baseline_trials");
   WriteArm(w, r.baseline);

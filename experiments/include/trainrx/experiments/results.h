@@ -93,6 +93,8 @@ struct FixReport {
   Arm baseline;
   std::vector<FixRow> rows;
   std::vector<std::string> notes;  // e.g. findings without a knob, budget cuts
+  // The table's family-wise error level and each row's (Bonferroni over the rows, issue 51.2).
+  double family_alpha = 0.05, row_alpha = 0.05;
   SequentialRecord sequential;
 };
 
