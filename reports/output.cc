@@ -49,6 +49,11 @@ void TerminalProgress::Deadline(double seconds) {
   has_deadline_ = true;
 }
 
+void TerminalProgress::Note(const std::string& text) {
+  Clear();
+  std::cerr << "trainrx: note: " << text << "\n";
+}
+
 void TerminalProgress::Step(const std::string& what) {
   const auto now = Clock::now();
   const double elapsed = std::chrono::duration<double>(now - start_).count();

@@ -1222,6 +1222,42 @@ TEST(FixCommandTest, TrialsStopAfterTheWarmUpAndTheStepsTheSpreadNeeds) {
   EXPECT_EQ(l.command_trial_steps, -2);
 }
 
+// Issue 51.1: with 3 trials a cell no Mann-Whitney p can be below 0.05 (complete separation: 0.10):
+// a 6x difference was "tied for best". Such a design is said before the trials and in the report,
+// ranks by the medians, and calls no cell tied or best.
+class NotingProgress : public Progress {
+ public:
+  std::vector<std::string> notes;
+  void Note(const std::string& text) override { notes.push_back(text); }
+};
+TEST(SweepTest, ADesignThatCannotDecideSaysSoAndCallsNothingTied) {
+  FakeLauncher l;
+  l.step_ms = [](const workloads::Config& c) { return c.Int("workers") == 0 ? 60.0 : 10.0; };
+  NotingProgress progress;
+  SweepReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 3;
+  ASSERT_TRUE(RunSweep(MustParse("cnn"), {"workers=0,2"}, o, l, progress, &r).ToBool(&error)) << error;
+  EXPECT_TRUE(r.powerless);
+  EXPECT_NEAR(r.smallest_p, 0.1, 1e-12);
+  EXPECT_FALSE(r.best_significant);
+  for (const auto& c : r.cells) EXPECT_FALSE(c.tied_with_best);
+  EXPECT_EQ(r.cells[r.best].knobs[0].second, "2");  // still ranked by the medians
+  ASSERT_EQ(progress.notes.size(), 1u);
+  EXPECT_NE(progress.notes[0].find("--trials 3: no two cells can differ significantly"), std::string::npos) << progress.notes[0];
+  std::ostringstream text;
+  reports::WriteSweepText(r, text, false);
+  EXPECT_EQ(text.str().find("tied for best"), std::string::npos) << text.str();
+  EXPECT_EQ(text.str().find("not separated"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("undecided"), std::string::npos) << text.str();
+  // 4 trials a cell can decide: the same sweep names the best.
+  o.trials = 4;
+  ASSERT_TRUE(RunSweep(MustParse("cnn"), {"workers=0,2"}, o, l, progress, &r).ToBool(&error)) << error;
+  EXPECT_FALSE(r.powerless);
+  EXPECT_TRUE(r.best_significant);
+}
+
 TEST(SweepCommandTest, FillsTheTemplateAndRanksByTime) {
   FakeLauncher l;
   l.process_noise = 0.02;

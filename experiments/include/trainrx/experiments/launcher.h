@@ -145,6 +145,8 @@ class Progress {
   virtual void Replan(int total) {}
   // The plan ends within `seconds` of trials from now at the latest (its budget).
   virtual void Deadline(double seconds) {}
+  // A warning about the plan, said before its trials run (a design that cannot decide).
+  virtual void Note(const std::string& text) {}
 };
 
 // Each block of four steps (two of each arm) gives one paired value, log(mean B / mean A): the

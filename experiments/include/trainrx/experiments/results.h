@@ -132,6 +132,11 @@ struct SweepReport {
   // The best cell is "the best" only when every other cell is significantly slower; else the
   // cells tied with it are named instead (overlapping noise is not a winner).
   bool best_significant = false;
+  // The design could not separate any two cells at 0.05 (issue 51.1: with 3 trials a cell the
+  // smallest Mann-Whitney p is 0.10): the cells are ranked by their medians, and nothing is said
+  // to be tied or best; smallest_p is what complete separation would have given.
+  bool powerless = false;
+  double smallest_p = 0;
 };
 
 struct AbReport {

@@ -26,6 +26,7 @@ class TerminalProgress : public experiments::Progress {
   void Step(const std::string& what) override;
   void Replan(int total) override;
   void Deadline(double seconds) override;
+  void Note(const std::string& text) override;
   void Clear();
 
  private:
