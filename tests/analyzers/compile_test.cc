@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "trainrx/analyzers/analysis.h"
+#include "report_helpers.h"
 #include "trainrx/profiler/kineto_reader.h"
 
 namespace trainrx::analyzers {
@@ -36,18 +37,8 @@ std::string CompiledSteps(int steps, bool breaks, const std::function<std::strin
   return "{\"traceEvents\":[" + ev + "]}";
 }
 
-Report AnalyzeText(const std::string& json) {
-  profiler::Trace t;
-  const auto st = profiler::ReadTraceBuffer(json, "compile.json", 0, t);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return Analyze(t);
-}
-
-const Finding* Find(const Report& r, const char* id) {
-  for (const auto& f : r.findings)
-    if (f.id == id) return &f;
-  return nullptr;
-}
+Report AnalyzeText(const std::string& json) { return testing::AnalyzeJsonText(json, "compile.json"); }
+const Finding* Find(const Report& r, const char* id) { return testing::FindFinding(r, id); }
 
 TEST(CompileTest, AGraphBreakInEveryStepIsFlaggedWithItsLineAndItsEagerTime) {
   const auto mark = [](int i, double s) {

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "trainrx/analyzers/analysis.h"
+#include "report_helpers.h"
 #include "trainrx/profiler/kineto_reader.h"
 
 namespace trainrx::analyzers {
@@ -34,18 +35,8 @@ std::string Steps(int n, const std::function<double(int)>& wall, const std::func
   return "{\"traceEvents\":[" + ev + "]}";
 }
 
-Report AnalyzeText(const std::string& json) {
-  profiler::Trace t;
-  const auto st = profiler::ReadTraceBuffer(json, "steps.json", 0, t);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return Analyze(t);
-}
-
-const Finding* Find(const Report& r, const char* id) {
-  for (const auto& f : r.findings)
-    if (f.id == id) return &f;
-  return nullptr;
-}
+Report AnalyzeText(const std::string& json) { return testing::AnalyzeJsonText(json, "steps.json"); }
+const Finding* Find(const Report& r, const char* id) { return testing::FindFinding(r, id); }
 
 TEST(SlowStepsTest, ABurstInTheMiddleIsABurstOfContentionNotWarmUp) {
   // 30 steps of 1 ms; steps 14-17 take 5 ms, every phase stretched (a busy machine).
