@@ -363,6 +363,25 @@ StragglerCause CauseOf(const std::vector<RankSide>& sides, const std::vector<int
   return c;
 }
 
+// Whether the matched collectives show synchronous ranks by their times: among the sets whose
+// instances started at visibly different times (> 50 us apart), at least 3 and at least 75 % end
+// within a quarter of that spread (everyone left when the last arrived). Needs the ranks' clocks
+// aligned (clocks.cc does that first); unaligned clocks fail it, and the steps decide.
+bool EndTogether(const std::vector<MatchedSet>& sets) {
+  size_t informative = 0, together = 0;
+  for (const MatchedSet& set : sets) {
+    int64_t s0 = INT64_MAX, s1 = INT64_MIN, e0 = INT64_MAX, e1 = INT64_MIN;
+    for (const Collective* c : set) {
+      s0 = std::min(s0, c->ts_ns), s1 = std::max(s1, c->ts_ns);
+      e0 = std::min(e0, c->end_ns()), e1 = std::max(e1, c->end_ns());
+    }
+    if (s1 - s0 <= 50'000) continue;
+    ++informative;
+    together += 4 * (e1 - e0) <= s1 - s0 ? 1 : 0;
+  }
+  return informative >= 3 && 4 * together >= 3 * informative;
+}
+
 // What AnalyzeStraggler found, for the finding.
 struct Straggler {
   int32_t rank = 0;
@@ -373,6 +392,7 @@ struct Straggler {
   const RankSide* slow = nullptr;
   const RankSide* peer = nullptr;  // another rank, for the input shapes
   bool uneven = false, no_free_core = false, contention = false;
+  bool ends_together = false;  // lockstep shown by the collectives' end times (else by the steps)
 };
 
 // dist.straggler's finding: who, how much the others wait, the visible cause and the fix for it.
@@ -386,12 +406,14 @@ Finding StragglerFinding(const Straggler& st, LastArrivals& a, const std::vector
   f.rank = s;
   f.severity = st.wait_pct >= 20 ? Severity::kHigh : Severity::kMedium;
   f.confidence = st.contention ? Confidence::kLow : st.matched >= 10 ? Confidence::kHigh : Confidence::kMedium;
-  f.title = visible ? fmt::format("Rank {} is a straggler: the others wait {:.2f} ms per step for it ({:.0f}% of the step); "
-                                  "its {} takes {:.2f} ms longer per step than the median rank",
-                                  s, st.wait_per_step / 1e6, st.wait_pct, cause.name, cause.excess / 1e6)
-                    : fmt::format("Rank {} is a straggler: the others wait {:.2f} ms per step for it ({:.0f}% of the step); "
-                                  "its steps' phases do not show why (a slower device or host?)",
-                                  s, st.wait_per_step / 1e6, st.wait_pct);
+  const std::string waited = fmt::format("Rank {} is a straggler: it arrived last at {} of {} collectives and the others wait "
+                                         "{:.2f} ms {} for it ({:.0f}% of {})",
+                                         s, a.last_count[s], st.matched, st.wait_per_step / 1e6, basis.unit(), st.wait_pct,
+                                         basis.has_steps() ? "the step" : "the time the collectives span");
+  f.title = visible ? fmt::format("{}; its {} takes {:.2f} ms longer per step than the median rank", waited, cause.name,
+                                  cause.excess / 1e6)
+          : basis.has_steps() ? waited + "; its steps' phases do not show why (a slower device or host?)"
+                              : waited + "; the trace has no steps to show why";
   if (st.uneven)
     f.title += fmt::format(", and it trains on other inputs than the others ({} vs {}): see dist.rank_mismatch",
                            st.slow->input_shape, st.peer->input_shape);
@@ -402,14 +424,17 @@ Finding StragglerFinding(const Straggler& st, LastArrivals& a, const std::vector
   }
   f.measured = st.wait_pct;
   f.threshold = thresholds.Get("dist.straggler.wait_pct");
-  f.measured_unit = "% of step";
+  f.measured_unit = basis.has_steps() ? "% of step" : "% of the collectives' span";
   f.evidence = {{"collectives_matched", static_cast<int64_t>(st.matched)},
                 {"collectives", std::string(st.gpu ? "GPU communication kernels" : "Gloo CPU ranges")},
                 {"last_at_pct", st.share},
                 {basis.NsKey("others_wait"), static_cast<int64_t>(st.wait_per_step)},
                 {"cause", std::string(visible ? cause.name : "not visible in the phases")},
-                {"cause_excess_per_step_ns", static_cast<int64_t>(cause.excess)},
-                {"method", std::string("collective durations compared across ranks (start times and clocks not used)")},
+                {basis.NsKey("cause_excess"), static_cast<int64_t>(cause.excess)},
+                {"method", std::string(st.ends_together
+                                           ? "collective durations compared across ranks; lockstep shown by their instances "
+                                             "ending together"
+                                           : "collective durations compared across ranks (start times and clocks not used)")},
                 {"cpu_contention", std::string(st.no_free_core ? "no free core on its machine" : "not seen")}};
   for (int32_t r : ranks)
     f.examples.push_back(fmt::format("rank {}: arrived last at {} of {} collectives; the others waited {:.2f} ms for it in all",
@@ -434,30 +459,47 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
   st.gpu = ComparesGpuCollectives(sides);
   std::vector<const std::vector<Collective>*> lists;
   for (const auto& side : sides) lists.push_back(st.gpu ? &side.gpu : &side.gloo);
-  // Kept: the matched collectives inside the steady steps of every rank (the steps of the ranks
-  // need not start at the same collective).
-  const std::vector<MatchedSet> matched_sets = MatchAcrossRanks(lists, true);
+  // Kept: the matched collectives inside the steady steps of every rank (the ranks' steps need
+  // not start at the same collective). A trace of one or two steps has too few of
+  // them: then every matched collective of the trace counts.
+  std::vector<MatchedSet> matched_sets = MatchAcrossRanks(lists, true);
+  if (matched_sets.size() < 4) matched_sets = MatchAcrossRanks(lists, false);
   st.matched = matched_sets.size();
   if (st.matched < 4) return;
-  // The reading assumes lockstep ranks (synchronous data parallelism: every rank's step takes as
-  // long, as each waits for the others). Ranks whose median steps differ by more than 10 % are not
-  // in lockstep (pipeline stages, traces of different runs), and their durations prove nothing.
-  std::vector<double> medians;
-  for (int32_t r : ranks) {
-    std::vector<double> walls;
-    for (const auto& step : side_of(r).steps) walls.push_back(static_cast<double>(step.wall_ns));
-    if (walls.empty()) return;
-    medians.push_back(Median(walls));
+  // The reading assumes lockstep ranks (synchronous collectives: each rank waits in them for the
+  // last). Shown either by the collectives themselves, whose instances end together where their
+  // starts differ (on aligned clocks), or by the steps: ranks whose median steps differ by more
+  // than 10 % are not in lockstep (pipeline stages, traces of different runs), and their
+  // durations prove nothing. On a trace of one step the step times differ by the very wait the
+  // straggler causes (the late rank starts last), so the collectives' ends decide there.
+  st.ends_together = EndTogether(matched_sets);
+  if (!st.ends_together) {
+    std::vector<double> medians;
+    for (int32_t r : ranks) {
+      std::vector<double> walls;
+      for (const auto& step : side_of(r).steps) walls.push_back(static_cast<double>(step.wall_ns));
+      if (walls.empty()) return;
+      medians.push_back(Median(walls));
+    }
+    if (*std::max_element(medians.begin(), medians.end()) > 1.1 * *std::min_element(medians.begin(), medians.end())) return;
   }
-  if (*std::max_element(medians.begin(), medians.end()) > 1.1 * *std::min_element(medians.begin(), medians.end())) return;
 
   LastArrivals arrivals = LastArrivalsOf(matched_sets, ranks);
   const int32_t s = st.rank = arrivals.straggler;
   const StepBasis basis(all_steps, s);
-  if (!basis.has_steps()) return;
   st.share = 100.0 * static_cast<double>(arrivals.last_count[s]) / static_cast<double>(st.matched);
   st.wait_per_step = basis.Per(arrivals.wait_caused[s]);
-  st.wait_pct = 100.0 * st.wait_per_step / basis.mean_step_ns();
+  // Without steps, the wait is weighed against the time the matched collectives span (first start
+  // to last end, over the ranks): the window the others could have waited in.
+  double window = basis.mean_step_ns();
+  if (!basis.has_steps()) {
+    int64_t a = INT64_MAX, b = INT64_MIN;
+    for (const MatchedSet& set : matched_sets)
+      for (const Collective* c : set) a = std::min(a, c->ts_ns), b = std::max(b, c->end_ns());
+    window = static_cast<double>(b - a);
+  }
+  if (window <= 0) return;
+  st.wait_pct = 100.0 * st.wait_per_step / window;
   // Arriving last by chance happens to every rank (1 / ranks of the time); a straggler is last at
   // most collectives, at least 1.5 times as often as chance (75 % of them with 2 ranks), and makes
   // the others wait a part of the step worth fixing.

@@ -24,8 +24,10 @@ CallKind CallKindOf(std::string_view n) {
   if (n == "cudaGraphLaunch" || n == "hipGraphLaunch" || n == "cuGraphLaunch") return CallKind::kGraphLaunch;
   if (IsBlockingCall(n)) return CallKind::kBlocking;
   if (IsAllocatorCall(n)) return CallKind::kAllocator;
-  if (n == "cudaStreamWaitEvent" || n == "hipStreamWaitEvent" || n == "cuStreamWaitEvent") return CallKind::kStreamWait;
-  if (n == "cudaEventRecord" || n == "hipEventRecord" || n == "cuEventRecord" || n == "cudaEventRecordWithFlags")
+  if (n == "cudaStreamWaitEvent" || n == "hipStreamWaitEvent" || n == "cuStreamWaitEvent" || n == "enqueueCommand waitOnEvent")
+    return CallKind::kStreamWait;
+  if (n == "cudaEventRecord" || n == "hipEventRecord" || n == "cuEventRecord" || n == "cudaEventRecordWithFlags" ||
+      n == "recordEvent")  // the last: MTIA
     return CallKind::kEventRecord;
   return CallKind::kOther;
 }

@@ -24,7 +24,9 @@ namespace trainrx::analyzers {
 // time and delay mean nothing for them.
 inline bool IsLaunchCall(std::string_view n) {
   const bool cuda = n.substr(0, 4) == "cuda" || n.substr(0, 2) == "cu" || n.substr(0, 3) == "hip";
-  if (!cuda) return n == "runFunction - job_prep_and_submit_for_execution";  // MTIA (HTA)
+  if (!cuda)  // MTIA (HTA's launch list; its async copies are enqueued commands)
+    return n == "runFunction - job_prep_and_submit_for_execution" || n == "enqueueCommand memcpyHtoDAsync" ||
+           n == "enqueueCommand memcpyDtoHAsync";
   if (n.find("LaunchKernel") != std::string_view::npos || n.find("LaunchCooperativeKernel") != std::string_view::npos)
     return true;  // cudaLaunchKernel(ExC), cuLaunchKernel(Ex), hip(Ext)(Module)LaunchKernel, hipHccModuleLaunchKernel
   const bool copy_or_set = n.find("Memcpy") != std::string_view::npos || n.find("Memset") != std::string_view::npos;
@@ -43,7 +45,7 @@ inline bool IsBlockingCall(std::string_view n) {
   return IsSyncMemcpyCall(n) || n == "cudaStreamSynchronize" || n == "cudaDeviceSynchronize" ||
          n == "cudaEventSynchronize" || n == "cuStreamSynchronize" || n == "cuCtxSynchronize" ||
          n == "cuEventSynchronize" || n == "hipStreamSynchronize" || n == "hipDeviceSynchronize" ||
-         n == "hipEventSynchronize" || n == "hipCtxSynchronize";
+         n == "hipEventSynchronize" || n == "hipCtxSynchronize" || n == "synchronizeStream";  // the last: MTIA
 }
 
 // Starts / ends recording a CUDA or HIP graph from a stream (torch.cuda.graph,

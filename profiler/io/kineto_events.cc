@@ -280,10 +280,12 @@ EventKind KindFromCat(std::string_view cat, bool* known) {
       break;
     case 12:
       if (cat == "cuda_runtime") return EventKind::kCudaRuntime;
+      if (cat == "mtia_runtime") return EventKind::kCudaRuntime;  // MTIA's runtime calls (runFunction ...)
       break;
     case 15:
       if (cat == "user_annotation") return EventKind::kUserAnnotation;
       if (cat == "python_function") return EventKind::kPythonFunction;
+      if (cat == "mtia_ccp_events") return EventKind::kKernel;  // MTIA's device work (DeviceKindOf refines it)
       break;
     case 19:
       if (cat == "gpu_user_annotation") return EventKind::kGpuUserAnnotation;
@@ -291,6 +293,14 @@ EventKind KindFromCat(std::string_view cat, bool* known) {
   }
   *known = false;
   return EventKind::kOther;
+}
+
+// MTIA's device events (cat mtia_ccp_events, as HTA reads them): DMA requests are copies, the
+// device-side halves of recordEvent / waitOnEvent are synchronization records, the rest kernels.
+EventKind MtiaDeviceKind(std::string_view name) {
+  if (name.rfind("dma", 0) == 0) return EventKind::kMemcpy;
+  if (name == "event_record" || name == "event_wait") return EventKind::kCudaSync;
+  return EventKind::kKernel;
 }
 
 }  // namespace
@@ -632,6 +642,7 @@ void WindowDecoder::HandleEvent(od::object obj) {
   EventKind kind = ev.cat.empty() ? EventKind::kCpuOp : KindFromCat(ev.cat, &known_cat);
   if (ev.cat.empty() && pid.str == "CUDA functions") kind = EventKind::kKernel;  // legacy export, use_cuda=True
   if (!known_cat) kind = EventKind::kOther;
+  if (kind == EventKind::kKernel && ev.cat == "mtia_ccp_events") kind = MtiaDeviceKind(t_->strings.Get(ev.name));
 
   Event e;
   e.ts_ns = *ts;

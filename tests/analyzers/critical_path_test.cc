@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <variant>
 
+#include "links.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/profiler/kineto_reader.h"
 
@@ -288,6 +290,49 @@ TEST(CriticalPathTest, NegativeQueueIsNotCpuBoundItsIdleIsQueuedWorkAndTheCopyWa
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace trainrx::analyzers
+
+namespace trainrx::analyzers {
+namespace {
+
+// Issue 50: MTIA's device work (cat mtia_ccp_events, launched by mtia_runtime calls) is device
+// work, not unknown events of a CPU-only run (tests/fixtures/mtia: HTA's public MTIA samples).
+TEST(CriticalPathTest, MtiaDeviceWorkIsADeviceLinkedToItsLaunches) {
+  profiler::Trace trace;
+  const auto st = profiler::ReadTraces({std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/mtia/mtia_rank_0.json.gz"}, trace);
+  ASSERT_TRUE(st.ok()) << st.message();
+  size_t device_tracks = 0;
+  for (const auto& t : trace.tracks) device_tracks += t.kind == profiler::TrackKind::kGpuStream ? 1 : 0;
+  EXPECT_GE(device_tracks, 2u);  // streams 1 and 102 of MTIA 9, and its DMA queue
+  const LinkIndex links(trace);
+  const RankLinks* l = links.Rank(0);
+  ASSERT_NE(l, nullptr);
+  size_t linked = 0;
+  for (const DeviceWork& w : l->work)
+    if (const HostCall* c = l->CallOf(w); c && c->kind == CallKind::kLaunch) ++linked;
+  EXPECT_EQ(linked, 3453u);  // every runFunction call and its one kernel, by correlation
+  const Report r = Analyze(trace);
+  ASSERT_EQ(r.metrics.steps.steps.size(), 1u);
+  const auto& step = r.metrics.steps.steps[0];
+  // HTA: the device is busy 57.8 % of the step (kernels and DMA copies).
+  EXPECT_NEAR(100.0 * static_cast<double>(step.gpu_kernel_ns + step.gpu_memcpy_ns) / static_cast<double>(step.wall_ns), 57.8, 0.1);
+  const Finding* idle = FindingOf(r, "gpu.idle");
+  ASSERT_NE(idle, nullptr);
+  // Never "no sync on a CPU": the run has a device.
+  for (const auto& f : r.findings) EXPECT_EQ(f.title.find("no sync on a CPU"), std::string::npos) << f.title;
+  // The inference sample: its recordEvent / waitOnEvent / synchronizeStream calls are classified.
+  profiler::Trace inference;
+  ASSERT_TRUE(profiler::ReadTraces({std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/mtia/mtia_inference_rank_0.json.gz"}, inference).ok());
+  const LinkIndex il(inference);
+  std::map<CallKind, int> kinds;
+  for (const HostCall& c : il.Rank(0)->calls) ++kinds[c.kind];
+  EXPECT_EQ(kinds[CallKind::kEventRecord], 224);
+  EXPECT_EQ(kinds[CallKind::kStreamWait], 37);
+  EXPECT_EQ(kinds[CallKind::kBlocking], 113);
+  EXPECT_EQ(kinds[CallKind::kLaunch], 74 + 74 + 37);  // runFunction, HtoD and DtoH copies
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <functional>
 
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/cross_rank.h"
@@ -173,6 +174,87 @@ TEST(DistStragglerTest, OneRankOrUnmatchedCollectivesAreSilent) {
   ASSERT_TRUE(profiler::ReadTraceBuffer(RankDoc(1, 2, slow, false), "r1.json", 1, trace).ok());
   trace.Finalize();
   EXPECT_EQ(Straggler(Analyze(trace)), nullptr);
+}
+
+// One rank of a trace with `k` NCCL all-reduces inside one ProfilerStep (or none with `step`
+// false). Collective i opens at 1 ms * i; rank r arrives `delay(r, i)` us after that and every
+// instance ends at the same moment, 600 us after the opening, unless `ends_apart` (then each ends
+// its own fixed 500 us after its arrival: no sign the ranks waited for each other). The step ends
+// at the last collective's end; it starts at the rank's first arrival.
+std::string OneStepRank(int rank, int world, int k, bool step, bool ends_apart, const std::function<int(int, int)>& delay) {
+  std::string ev;
+  int first = 1 << 30, last = 0;
+  for (int i = 0; i < k; ++i) {
+    const int open = 1000 + 1000 * i, arrive = open + delay(rank, i);
+    const int end = ends_apart ? arrive + 500 : open + 600;
+    first = std::min(first, arrive - 200), last = std::max(last, end);
+    ev += fmt::format(R"({{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL","pid":0,"tid":20,"ts":{},"dur":{},"args":{{"device":0,"stream":20,"correlation":{}}}}},)",
+                      arrive, end - arrive, i + 1);
+  }
+  if (step)
+    ev += fmt::format(R"({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#7","pid":1,"tid":1,"ts":{},"dur":{}}},)", first,
+                      last - first);
+  ev.pop_back();
+  return fmt::format(R"({{"distributedInfo":{{"rank":{},"world_size":{},"backend":"nccl"}},"traceEvents":[{}]}})", rank, world, ev);
+}
+
+Report AnalyzeOneStep(int world, int k, bool step, bool ends_apart, const std::function<int(int, int)>& delay) {
+  profiler::Trace trace;
+  for (int r = 0; r < world; ++r) {
+    const auto st = profiler::ReadTraceBuffer(OneStepRank(r, world, k, step, ends_apart, delay), fmt::format("rank{}.json", r), r, trace);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  trace.Finalize();
+  return Analyze(trace);
+}
+
+// Issue 50: a trace of one step (or none) has no steady steps to match collectives in and step
+// times that differ by the very wait a late rank causes (it starts last: its step is the
+// shortest), so the step-time gate hid the straggler. The collectives' own times show lockstep:
+// their instances end together where their arrivals differ.
+TEST(DistStragglerTest, AOneStepOrStepLessTraceNamesTheLateRankByArrivalOrder) {
+  // 8 ranks, 8 collectives; rank 5 arrives 400 us late at 5 of them, the others within 0-70 us.
+  const auto delay = [](int r, int i) { return r == 5 && i % 3 != 2 ? 400 : (r * 13 + i * 7) % 71; };
+  for (const bool step : {true, false}) {
+    SCOPED_TRACE(step ? "one ProfilerStep" : "no steps");
+    const Report r = AnalyzeOneStep(8, 8, step, false, delay);
+    const Finding* f = Straggler(r);
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->rank, 5);
+    EXPECT_NE(f->title.find("arrived last at 6 of 8 collectives"), std::string::npos) << f->title;
+    EXPECT_NE(EvidenceText(*f, "method").find("ending together"), std::string::npos);
+    EXPECT_NE(f->title.find(step ? "per step" : "in the trace"), std::string::npos) << f->title;
+    // Its step is the shortest by ~ its lateness, which the old gate (medians within 10 %) refused.
+    if (step) {
+      std::vector<int64_t> walls;
+      for (const auto& row : r.metrics.steps.steps) walls.push_back(row.wall_ns);
+      ASSERT_EQ(walls.size(), 8u);
+      EXPECT_GT(*std::max_element(walls.begin(), walls.end()), 1.04 * static_cast<double>(*std::min_element(walls.begin(), walls.end())));
+    }
+  }
+}
+
+TEST(DistStragglerTest, OneStepRanksWhoseCollectivesDoNotEndTogetherAreNotJudged) {
+  // The same arrivals, but each instance lasts 500 us whatever the others do: no rank waited in
+  // them, and the step times differ by more than 10 %: nothing shows lockstep.
+  const auto delay = [](int r, int i) { return r == 5 ? 400 : (r * 13 + i * 7) % 71; };
+  EXPECT_EQ(Straggler(AnalyzeOneStep(8, 8, true, true, delay)), nullptr);
+  // Equal ranks arriving within 70 us of each other: nobody is late at most of them.
+  const auto jitter = [](int r, int i) { return (r * 13 + i * 7) % 71; };
+  EXPECT_EQ(Straggler(AnalyzeOneStep(8, 8, true, false, jitter)), nullptr);
+}
+
+// The public 8-rank DLRM trace (tests/fixtures/dlrm_8ranks, one ProfilerStep a rank): rank 7 arrives
+// last at 5 of the 8 NCCL collectives (HTA's potential stragglers name it too).
+TEST(DistStragglerTest, ThePublicDlrmTraceNamesRankSeven) {
+  profiler::Trace trace;
+  const auto st = profiler::ReadTraces({std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/dlrm_8ranks"}, trace);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const Report r = Analyze(trace);
+  const Finding* f = Straggler(r);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->rank, 7);
+  EXPECT_NE(f->title.find("arrived last at 5 of 8 collectives"), std::string::npos) << f->title;
 }
 
 }  // namespace
