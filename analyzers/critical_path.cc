@@ -12,6 +12,10 @@
 //    (c) when both had left it waiting more than `kDependencyGapNs`, the end of the work on another
 //    stream that ended last before it started: a cross-stream dependency inferred by time (HTA needs
 //    cuda_sync records for it and drops the time; we keep the time and say it was inferred).
+// A communication kernel matched across ranks (the k-th of its name on every rank,
+// collectives.h) started waiting for the last rank to arrive: the part of its duration beyond the
+// shortest instance's (the last arrival's) is rank_wait, naming that rank; the rest is gpu_comm.
+// Durations only, as dist.straggler: clock offsets between hosts change nothing.
 // The slack of the work the path moves to is how much later it could have ended before another of
 // D's dependencies would have bound: shortening it by k saves min(k, slack) of the step.
 // One pass per step over events that come in time order: binary searches, no general graph.
@@ -22,6 +26,7 @@
 #include <unordered_map>
 #include <variant>
 
+#include "collectives.h"
 #include "families.h"
 #include "links.h"
 #include "runtime_names.h"
@@ -40,6 +45,7 @@ const char* PathClassName(PathClass c) {
     case PathClass::kKernelGap: return "kernel_gap";
     case PathClass::kDependency: return "dependency_wait";
     case PathClass::kOther: return "other";
+    case PathClass::kRankWait: return "rank_wait";
   }
   return "other";
 }
@@ -54,9 +60,17 @@ using profiler::Trace;
 // else (HTA's kernel-wait threshold: launch latency and back-to-back gaps stay under it).
 constexpr int64_t kDependencyGapNs = 30'000;
 
+// The matched instances of a rank's communication kernels that waited for another rank.
+struct RankWait {
+  int64_t ts_ns = 0, dur_ns = 0;  // the kernel (its start and duration identify it on its rank)
+  int64_t wait_ns = 0;            // its duration beyond the last arrival's
+  int32_t late_rank = 0;
+};
+using RankWaits = std::vector<RankWait>;  // sorted by ts_ns
+
 class Walker {
  public:
-  Walker(const Trace& trace, const RankLinks& l) : trace_(trace), l_(l) {
+  Walker(const Trace& trace, const RankLinks& l, const RankWaits* waits) : trace_(trace), l_(l), waits_(waits) {
     for (size_t i = 0; i < l.calls.size(); ++i) {
       const HostCall& c = l.calls[i];
       if (c.waited_for >= 0 || c.kind == CallKind::kAllocator) stops_[c.track].push_back(static_cast<int32_t>(i));
@@ -123,7 +137,15 @@ class Walker {
       }
       // On device work.
       const DeviceWork& d = l_.work[work];
-      Add(d.ts(), std::min(t, d.end()), DeviceClass(d), std::string(trace_.Name(*d.e)), slack);
+      const PathClass cls = DeviceClass(d);
+      const RankWait* rw = cls == PathClass::kComm ? WaitOf(d) : nullptr;
+      if (rw != nullptr) {
+        const int64_t arrived = d.ts() + rw->wait_ns;
+        Add(arrived, std::min(t, d.end()), cls, std::string(trace_.Name(*d.e)), slack);
+        Add(d.ts(), arrived, PathClass::kRankWait, fmt::format("rank {} arrived last at {}", rw->late_rank, trace_.Name(*d.e)), -1);
+      } else {
+        Add(d.ts(), std::min(t, d.end()), cls, std::string(trace_.Name(*d.e)), slack);
+      }
       if (d.ts() <= start_) break;
       const int64_t ready_p = d.prev >= 0 ? l_.work[d.prev].end() : INT64_MIN;
       // The device can take work once its launch call has started (a call that returns after its
@@ -192,6 +214,13 @@ class Walker {
     if (d.e->kind != EventKind::kKernel) return PathClass::kCopy;
     return IsCommKernel(trace_.Name(*d.e)) ? PathClass::kComm : PathClass::kCompute;
   }
+  const RankWait* WaitOf(const DeviceWork& d) const {
+    if (waits_ == nullptr) return nullptr;
+    auto it = std::lower_bound(waits_->begin(), waits_->end(), d.ts(), [](const RankWait& w, int64_t ts) { return w.ts_ns < ts; });
+    for (; it != waits_->end() && it->ts_ns == d.ts(); ++it)
+      if (it->dur_ns == d.e->dur_ns) return &*it;
+    return nullptr;
+  }
   // Adds [a, b) clipped to the window; segments come latest first and never overlap.
   void Add(int64_t a, int64_t b, PathClass cls, std::string what, int64_t slack) {
     a = std::max(a, start_);
@@ -202,6 +231,7 @@ class Walker {
 
   const Trace& trace_;
   const RankLinks& l_;
+  const RankWaits* waits_;
   std::unordered_map<uint32_t, std::vector<int32_t>> stops_;
   std::vector<std::pair<int64_t, int32_t>> launched_;  // (launch call start, work), sorted
   std::vector<PathSegment> segs_;
@@ -222,9 +252,34 @@ uint32_t HostThread(const RankLinks& l) {
   return best;
 }
 
-}  // namespace
 
-CriticalPath PathOfWindows(const Trace& trace, const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows) {
+// Per rank, its communication kernels that waited for another rank (empty with one rank).
+std::map<int32_t, RankWaits> RankWaitsOf(const Trace& trace, const LinkIndex& links, const StepModel* steps) {
+  std::map<int32_t, RankWaits> out;
+  std::vector<int32_t> ranks;
+  std::vector<std::vector<Collective>> lists;
+  for (const RankLinks& l : links.ranks()) {
+    ranks.push_back(l.rank);
+    lists.push_back(CollectivesOf(trace, l.rank, steps, true));
+  }
+  if (ranks.size() < 2) return out;
+  std::vector<const std::vector<Collective>*> views;
+  for (const auto& list : lists) views.push_back(&list);
+  for (const MatchedSet& set : MatchAcrossRanks(views, false)) {
+    size_t last = 0;
+    for (size_t i = 1; i < set.size(); ++i)
+      if (set[i]->dur_ns < set[last]->dur_ns) last = i;
+    for (size_t i = 0; i < set.size(); ++i)
+      if (i != last && set[i]->dur_ns > set[last]->dur_ns)
+        out[ranks[i]].push_back({set[i]->ts_ns, set[i]->dur_ns, set[i]->dur_ns - set[last]->dur_ns, ranks[last]});
+  }
+  for (auto& [rank, waits] : out)
+    std::sort(waits.begin(), waits.end(), [](const RankWait& a, const RankWait& b) { return a.ts_ns < b.ts_ns; });
+  return out;
+}
+
+CriticalPath WalkWindows(const Trace& trace, const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows,
+                         const RankWaits* waits) {
   CriticalPath out;
   out.rank = l.rank;
   for (const HostCall& c : l.calls)
@@ -233,7 +288,7 @@ CriticalPath PathOfWindows(const Trace& trace, const RankLinks& l, const std::ve
   size_t linked = 0;
   for (const DeviceWork& w : l.work) linked += w.call >= 0 ? 1 : 0;
   out.linked = 2 * linked >= l.work.size();
-  Walker walker(trace, l);
+  Walker walker(trace, l, waits);
   const uint32_t host = HostThread(l);
   std::map<std::pair<PathClass, std::string>, int64_t> items;
   std::array<int64_t, kPathClasses> total{};
@@ -271,8 +326,15 @@ CriticalPath PathOfWindows(const Trace& trace, const RankLinks& l, const std::ve
   return out;
 }
 
+}  // namespace
+
+CriticalPath PathOfWindows(const Trace& trace, const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows) {
+  return WalkWindows(trace, l, windows, nullptr);
+}
+
 std::vector<CriticalPath> BuildCriticalPaths(const Trace& trace, const LinkIndex& links, const StepModel& steps) {
   std::vector<CriticalPath> out;
+  const std::map<int32_t, RankWaits> waits = RankWaitsOf(trace, links, &steps);
   for (const RankLinks& l : links.ranks()) {
     if (l.work.empty()) continue;
     std::vector<std::pair<int64_t, int64_t>> windows;
@@ -292,7 +354,8 @@ std::vector<CriticalPath> BuildCriticalPaths(const Trace& trace, const LinkIndex
       }
       windows.push_back({a, b});
     }
-    CriticalPath p = PathOfWindows(trace, l, windows);
+    const auto w = waits.find(l.rank);
+    CriticalPath p = WalkWindows(trace, l, windows, w == waits.end() ? nullptr : &w->second);
     p.steps = n;
     out.push_back(std::move(p));
   }
@@ -326,7 +389,7 @@ std::vector<PathClass> ClassesRemovedBy(const Finding& f) {
   if (f.id == "gpu.allocator") return {C::kAllocator, C::kSyncWait};
   if (f.id == "gpu.launch_bound") return {C::kLaunch, C::kKernelGap, C::kCpu};
   if (f.id == "sync.host_device" || f.id == "sync.blocking_copy") return {C::kSyncWait, C::kLaunch, C::kCpu};
-  if (f.id == "dist.comm_overlap") return {C::kComm, C::kDependency};
+  if (f.id == "dist.comm_overlap") return {C::kComm, C::kDependency, C::kRankWait};
   return {};
 }
 

@@ -116,7 +116,7 @@ class Report:
     def critical_path(self) -> Any:
         """The median step's critical path of each rank with device work, one interval a row: ``rank,
         start_ns, end_ns, class, what, slack_ns`` (class: cpu, launch, allocator, sync_wait, gpu_compute,
-        gpu_comm, gpu_copy, kernel_gap, dependency_wait, other); the shares are in
+        gpu_comm, gpu_copy, kernel_gap, dependency_wait, other, rank_wait); the shares are in
         ``data["metrics"]["critical_path"]``. Empty on CPU-only traces."""
         rows = [dict(s, rank=p["rank"]) for p in self.data["metrics"].get("critical_path", []) for s in p["segments"]]
         return _table(rows, CRITICAL_PATH_COLUMNS)

@@ -210,6 +210,39 @@ TEST(CriticalPathTest, EagerShortKernelsAloneAreStillLaunchBound) {
   EXPECT_NE(FindingOf(r, "gpu.launch_bound"), nullptr);
 }
 
+// Across ranks: each of two ranks launches a kernel and then an all-reduce; rank 1's kernel runs
+// 3 ms longer, so rank 0's all-reduce waits for it. Rank 0's path splits its all-reduce into
+// rank_wait naming rank 1 (the 3 ms) and gpu_comm (the transfer both shared); rank 1's path has no
+// rank wait, its longer kernel is its compute.
+TEST(CriticalPathTest, ACollectiveWaitingForALateRankIsRankWaitNamingIt) {
+  profiler::Trace trace;
+  for (int rank = 0; rank < 2; ++rank) {
+    const double compute = rank == 1 ? 4000 : 1000;
+    std::string ev = Cpu("user_annotation", "ProfilerStep#1", 0, 5200);
+    ev += Cpu("cuda_runtime", "cudaLaunchKernel", 10, 10, 1) + Gpu("kernel", "gemm", 30, compute, 7, 1);
+    ev += Cpu("cuda_runtime", "cudaLaunchKernel", 25, 10, 2);
+    ev += Gpu("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 30 + compute, 4130 - compute + 1000, 20, 2);
+    ev += Cpu("cuda_runtime", "cudaStreamSynchronize", 40, 5150, 3);
+    ev.pop_back();
+    const std::string json =
+        fmt::format(R"({{"distributedInfo":{{"rank":{},"world_size":2,"backend":"nccl"}},"traceEvents":[{}]}})", rank, ev);
+    ASSERT_TRUE(profiler::ReadTraceBuffer(json, fmt::format("r{}.json", rank), rank, trace).ok());
+  }
+  trace.Finalize();
+  const Report r = Analyze(trace);
+  ASSERT_EQ(r.metrics.critical_paths.size(), 2u);
+  const CriticalPath& p0 = r.metrics.critical_paths[0];
+  const CriticalPath& p1 = r.metrics.critical_paths[1];
+  EXPECT_EQ(p0.class_ns[static_cast<int>(PathClass::kRankWait)], 3'000'000);
+  EXPECT_EQ(p1.class_ns[static_cast<int>(PathClass::kRankWait)], 0);
+  bool named = false;
+  for (const auto& seg : p0.segments)
+    named = named || (seg.cls == PathClass::kRankWait && seg.what.find("rank 1 arrived last at ncclDevKernel_AllReduce") == 0);
+  EXPECT_TRUE(named);
+  EXPECT_EQ(p0.class_ns[static_cast<int>(PathClass::kComm)], p1.class_ns[static_cast<int>(PathClass::kComm)]);
+  EXPECT_GT(p1.class_ns[static_cast<int>(PathClass::kCompute)], p0.class_ns[static_cast<int>(PathClass::kCompute)] + 2'900'000);
+}
+
 // --- HTA's public samples (../shared/external-traces/hta) ---
 
 std::string TracePath(const std::string& name) { return std::string(TRAINRX_SHARED_DIR) + "/external-traces/hta/" + name; }

@@ -221,8 +221,9 @@ enum class PathClass : uint8_t {
   kKernelGap,   // between two activities of one stream (device-side overhead)
   kDependency,  // launched work waiting on another stream's work (inferred by time without sync records)
   kOther,       // before the first event the walk can explain (work launched before the trace)
+  kRankWait,    // a collective waiting for the last rank to arrive (named): its duration beyond the last's
 };
-inline constexpr int kPathClasses = 10;
+inline constexpr int kPathClasses = 11;
 const char* PathClassName(PathClass c);  // "cpu", "launch", "allocator", "sync_wait", "gpu_compute", ...
 struct PathSegment {
   int64_t start_ns = 0, end_ns = 0;
