@@ -1,0 +1,138 @@
+// The critical path's own time (issue 50), for bench/critical_path_vs_hta.sh.
+//
+//   trainrx_critical_path_bench step TRACE [--rank R] [--annotation ProfilerStep] [--instance 1] [--reps 5]
+//     One window, as HTA's critical_path_analysis(rank, annotation, instance_id) takes it: the
+//     instance-th event (0-based, in time order) of the rank whose name contains the annotation.
+//     Times CriticalPathOf (the rank's dependency model built from the whole trace, then the walk of
+//     that window), the median of --reps runs; reading the trace is not timed (nor is HTA's load).
+//   trainrx_critical_path_bench set PATH... [--reps 3]
+//     A trace set: reads it (not timed), finds its steps (Analyze, not timed), then times the
+//     dependency model and the critical paths of every step of every rank, as Analyze builds them.
+// Prints one JSON line with the figures.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "families.h"
+#include "links.h"
+#include "trainrx/analyzers/analysis.h"
+#include "trainrx/profiler/kineto_reader.h"
+
+namespace {
+
+using trainrx::analyzers::CriticalPath;
+using Clock = std::chrono::steady_clock;
+
+double MedianMs(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int Usage() {
+  fmt::print(stderr,
+             "usage: trainrx_critical_path_bench step TRACE [--rank R] [--annotation NAME] [--instance I] [--reps N]\n"
+             "       trainrx_critical_path_bench set PATH... [--reps N]\n");
+  return 2;
+}
+
+std::string Classes(const CriticalPath& p) {
+  std::string out;
+  for (int k = 0; k < trainrx::analyzers::kPathClasses; ++k) {
+    if (p.class_ns[k] <= 0) continue;
+    out += fmt::format("{}\"{}\": {:.2f}", out.empty() ? "" : ", ",
+                       trainrx::analyzers::PathClassName(static_cast<trainrx::analyzers::PathClass>(k)),
+                       100.0 * static_cast<double>(p.class_ns[k]) / static_cast<double>(std::max<int64_t>(p.mean_ns, 1)));
+  }
+  return "{" + out + "}";
+}
+
+int Step(const std::vector<std::string>& paths, int32_t rank, const std::string& annotation, size_t instance, int reps) {
+  trainrx::profiler::Trace trace;
+  if (const auto st = trainrx::profiler::ReadTraces(paths, trace); !st.ok()) {
+    fmt::print(stderr, "critical_path_bench: {}\n", st.message());
+    return 1;
+  }
+  std::vector<const trainrx::profiler::Event*> hits;
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    if (trace.tracks[ti].rank != rank || trace.tracks[ti].kind != trainrx::profiler::TrackKind::kCpuThread) continue;
+    for (const auto& e : trace.TrackEvents(ti))
+      if (e.dur_ns > 0 && trace.Name(e).find(annotation) != std::string_view::npos) hits.push_back(&e);
+  }
+  std::sort(hits.begin(), hits.end(), [](const auto* a, const auto* b) { return a->ts_ns < b->ts_ns; });
+  if (instance >= hits.size()) {
+    fmt::print(stderr, "critical_path_bench: rank {} has {} events named like '{}', no instance {}\n", rank, hits.size(),
+               annotation, instance);
+    return 1;
+  }
+  const auto* w = hits[instance];
+  std::vector<double> ms;
+  CriticalPath p;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    p = trainrx::analyzers::CriticalPathOf(trace, rank, w->ts_ns, w->end_ns());
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  size_t in_window = 0;
+  for (const auto& e : trace.events)
+    if (e.ts_ns >= w->ts_ns && e.ts_ns < w->end_ns()) ++in_window;
+  fmt::print("{{\"mode\": \"step\", \"window\": \"{}\", \"events_in_window\": {}, \"events\": {}, \"ms\": {:.3f}, "
+             "\"path_ms\": {:.3f}, \"segments\": {}, \"classes_pct\": {}}}\n",
+             trace.Name(*w), in_window, trace.events.size(), MedianMs(ms), static_cast<double>(p.mean_ns) / 1e6,
+             p.segments.size(), Classes(p));
+  return 0;
+}
+
+int Set(const std::vector<std::string>& paths, int reps) {
+  trainrx::profiler::Trace trace;
+  if (const auto st = trainrx::profiler::ReadTraces(paths, trace); !st.ok()) {
+    fmt::print(stderr, "critical_path_bench: {}\n", st.message());
+    return 1;
+  }
+  const trainrx::analyzers::Report report = trainrx::analyzers::Analyze(trace);
+  std::vector<double> ms;
+  size_t paths_built = 0, steps = 0;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    const trainrx::analyzers::LinkIndex links(trace);
+    const auto built = trainrx::analyzers::BuildCriticalPaths(trace, links, report.metrics.steps);
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    paths_built = built.size();
+    steps = 0;
+    for (const auto& p : built) steps += static_cast<size_t>(std::max<int64_t>(p.steps, 1));
+  }
+  const double median = MedianMs(ms);
+  fmt::print("{{\"mode\": \"set\", \"ranks\": {}, \"events\": {}, \"steps_walked\": {}, \"ms\": {:.3f}, "
+             "\"us_per_kevent\": {:.3f}}}\n",
+             paths_built, trace.events.size(), steps, median, 1000.0 * median / (static_cast<double>(trace.events.size()) / 1000.0));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) return Usage();
+  const std::string mode = argv[1];
+  std::vector<std::string> paths;
+  int32_t rank = 0;
+  std::string annotation = "ProfilerStep";
+  size_t instance = 1;
+  int reps = 5;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--rank" && has_value) rank = std::atoi(argv[++i]);
+    else if (a == "--annotation" && has_value) annotation = argv[++i];
+    else if (a == "--instance" && has_value) instance = static_cast<size_t>(std::atoi(argv[++i]));
+    else if (a == "--reps" && has_value) reps = std::max(1, std::atoi(argv[++i]));
+    else if (a.rfind("--", 0) == 0) return Usage();
+    else paths.push_back(a);
+  }
+  if (paths.empty()) return Usage();
+  if (mode == "step") return Step(paths, rank, annotation, instance, reps);
+  if (mode == "set") return Set(paths, reps);
+  return Usage();
+}
