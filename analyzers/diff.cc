@@ -326,6 +326,31 @@ void PhaseRows(const StepModel& ma, const StepModel& mb, const NoiseRule& rule, 
   }
 }
 
+// The critical path's classes per step, each side's mean over its ranks (RunDiff::critical_path).
+void PathRows(const Report& ra, const Report& rb, RunDiff& d) {
+  const auto mean = [](const std::vector<CriticalPath>& paths, int k) {
+    double sum = 0;
+    for (const CriticalPath& p : paths) sum += static_cast<double>(p.class_ns[k]);
+    return paths.empty() ? 0.0 : sum / static_cast<double>(paths.size());
+  };
+  const auto& pa = ra.metrics.critical_paths;
+  const auto& pb = rb.metrics.critical_paths;
+  if (pa.empty() && pb.empty()) return;
+  for (int k = 0; k < kPathClasses; ++k) {
+    DiffRow r;
+    r.name = PathClassName(static_cast<PathClass>(k));
+    r.kind = "path";
+    r.a = mean(pa, k);
+    r.b = mean(pb, k);
+    if (r.a == 0 && r.b == 0) continue;
+    r.contribution_ns = r.delta();
+    if (pa.empty() || pb.empty()) r.note = pa.empty() ? "A has no critical path" : "B has no critical path";
+    d.critical_path.push_back(std::move(r));
+  }
+  std::stable_sort(d.critical_path.begin(), d.critical_path.end(),
+                   [](const DiffRow& x, const DiffRow& y) { return std::abs(x.delta()) > std::abs(y.delta()); });
+}
+
 // Operators: every name beyond the uniform speed change (all of them in *ops, the top N in d.ops),
 // the uniform row's figures (judged in JudgeUniform, once shapes and settings are known: its
 // Mann-Whitney p in *uniform_p), the time in no op, and the GPU kernels (all in *kernels).
@@ -591,6 +616,7 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
   rule.floor_ns = kFloorShare * std::max(d.a.median_step_ns, d.b.median_step_ns);
 
   PhaseRows(ma, mb, rule, d);
+  PathRows(ra, rb, d);
   std::vector<DiffRow> ops, kernels;
   double uniform_p = 1;
   OpRows(sa, sb, rule, top_n, d, &ops, &kernels, &uniform_p);

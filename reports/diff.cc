@@ -104,6 +104,12 @@ void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
     out << "\n" << h << "GPU per step\n";
     rows_of(d.gpu, "GPU", d.delta_mean_ns);
   }
+  if (!d.critical_path.empty()) {
+    out << "\n" << h << "Critical path per step (mean over each side's ranks; not judged against noise)\n";
+    std::vector<std::vector<std::string>> t = {{"class", "A ms/step", "B ms/step", "B - A", ""}};
+    for (const auto& r : d.critical_path) t.push_back({r.name, Ms(r.a), Ms(r.b), Delta(r.delta()), r.note});
+    Table(t, out, md);
+  }
   if (!d.ops.empty()) {
     out << "\n" << h
         << fmt::format("By operator (self time per step; each op's change beyond the uniform x{:.2f}; all ops together "
@@ -270,7 +276,7 @@ void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w) {
   WriteRow(d.uniform, w);
   w.Key("outside");
   WriteRow(d.outside, w);
-  for (const auto& [key, rows] : {std::pair{"ranked", &d.ranked}, std::pair{"phases", &d.phases}, std::pair{"gpu", &d.gpu},
+  for (const auto& [key, rows] : {std::pair{"ranked", &d.ranked}, std::pair{"phases", &d.phases}, std::pair{"gpu", &d.gpu}, std::pair{"critical_path", &d.critical_path},
                                   std::pair{"ops", &d.ops}, std::pair{"kernels", &d.kernels}, std::pair{"shapes", &d.shapes},
                                   std::pair{"collectives", &d.collectives}, std::pair{"config", &d.config},
                                   std::pair{"findings", &d.findings}}) {

@@ -175,12 +175,12 @@
     document.title = 'trainrx analysis: ' + (r.inputs || []).join(', ');
     root.append(el('header', null, el('h1', null, 'trainrx analysis'), el('div', {class: 'sub'}, (r.inputs || []).join(' · '))));
     root.append(el('nav', null, [['data-loss', 'data'], ['summary', 'summary'], ['findings', 'findings'], ['steps', 'steps'],
-      ['breakdown', 'breakdown'], ['ops', 'operators'], ['kernels', 'kernels'], ['memory', 'memory'], ['compile', 'compile'], ['timeline', 'timeline']]
+      ['breakdown', 'breakdown'], ['critical-path', 'critical path'], ['ops', 'operators'], ['kernels', 'kernels'], ['memory', 'memory'], ['compile', 'compile'], ['timeline', 'timeline']]
       .map(([id, t]) => el('a', {href: '#' + id}, t))));
     const main = el('main');
     root.append(main);
     main.append(...[dataLoss(r), summary(r), findingsSection(r, doc.timeline), stepsSection(steps),
-                breakdownSection(r), opsSection(r), modulesSection(r), kernelsSection(r), memorySection(r), compileSection(r), timelineSection(doc.timeline, r)]
+                breakdownSection(r), criticalPathSection(r), opsSection(r), modulesSection(r), kernelsSection(r), memorySection(r), compileSection(r), timelineSection(doc.timeline, r)]
                 .filter(Boolean));
     if (TL.tl) showWindow(0, null);  // in the page now: the canvas has its width
   }
@@ -343,6 +343,42 @@
       out.append(el('h3', null, 'GPU temporal breakdown (HTA\'s definition, whole trace)'),
         dataTable('temporal-table', [['rank', t => t.rank], ['kernel time', t => t.kernel_time_ns, fmtNs], ['idle', t => t.idle_pct, v => num(v, 2) + '%'],
           ['compute', t => t.compute_pct, v => num(v, 2) + '%'], ['non-compute', t => t.non_compute_pct, v => num(v, 2) + '%']], tb, null));
+    }
+    return out;
+  }
+
+  // The critical path (docs/analyze.md "What waits for what"): per rank, the shares of its classes
+  // as a bar, and the median step's path drawn in time (one rect a segment, the class's colour).
+  const PATH_COLORS = {cpu: '#5c6bc0', launch: '#8e24aa', allocator: '#d81b60', sync_wait: '#e57373', gpu_compute: '#2e7d32',
+    gpu_comm: '#00897b', gpu_copy: '#f0a000', kernel_gap: '#90a4ae', dependency_wait: '#ff7043', rank_wait: '#6d4c41', other: '#bdbdbd'};
+  function pathStrip(p) {
+    const segs = p.segments || [];
+    if (!segs.length) return null;
+    const W = 1000, H = 26, t0 = segs[0].start_ns, span = Math.max(1, segs[segs.length - 1].end_ns - t0);
+    const svg = sv('svg', {viewBox: `0 0 ${W} ${H}`, width: '100%', class: 'path-strip', role: 'img'});
+    for (const s of segs) {
+      const x = (s.start_ns - t0) / span * W, w = Math.max((s.end_ns - s.start_ns) / span * W, 0.3);
+      svg.append(sv('rect', {class: 'path-seg', x, y: 2, width: w, height: H - 4, fill: PATH_COLORS[s.class] || '#bdbdbd'},
+        sv('title', null, `${s.class}${s.what ? ': ' + s.what : ''} — ${fmtNs(s.end_ns - s.start_ns)}` +
+          (s.slack_ns >= 0 ? ` (slack ${fmtNs(s.slack_ns)})` : ''))));
+    }
+    return svg;
+  }
+  function criticalPathSection(r) {
+    const paths = (r.metrics && r.metrics.critical_path) || [];
+    if (!paths.length) return null;
+    const out = section('critical-path', 'Critical path: what set the step\'s length');
+    for (const p of paths) {
+      const total = Math.max(1, p.mean_ns);
+      const parts = Object.entries(p.class_ns || {}).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
+      out.append(el('h3', null, `rank ${p.rank}: ${fmtNs(p.mean_ns)} ${p.steps ? 'a step' : 'in the trace'}`),
+        el('div', {class: 'bar path-bar', role: 'img'}, parts.map(([k, v]) =>
+          el('div', {style: {width: (100 * v / total) + '%', background: PATH_COLORS[k] || '#bdbdbd'}, title: `${k}: ${pct(v / total)}`}))),
+        legend(parts.map(([k, v]) => [`${k} ${pct(v / total)}`, PATH_COLORS[k] || '#bdbdbd'])));
+      const strip = pathStrip(p);
+      if (strip) out.append(el('div', {class: 'sub'}, 'the median step\'s path in time (hover a segment):'), strip);
+      if (p.note) out.append(el('p', {class: 'sub'}, p.note));
+      out.append(dataTable(`path-top-${p.rank}`, [['class', t => t.class], ['on the path', t => t.what], ['time', t => t.ns, fmtNs]], p.top || [], null));
     }
     return out;
   }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "links.h"
 #include "trainrx/analyzers/analysis.h"
+#include "trainrx/analyzers/diff.h"
 #include "trainrx/profiler/kineto_reader.h"
 
 namespace trainrx::analyzers {
@@ -241,6 +243,34 @@ TEST(CriticalPathTest, ACollectiveWaitingForALateRankIsRankWaitNamingIt) {
   EXPECT_TRUE(named);
   EXPECT_EQ(p0.class_ns[static_cast<int>(PathClass::kComm)], p1.class_ns[static_cast<int>(PathClass::kComm)]);
   EXPECT_GT(p1.class_ns[static_cast<int>(PathClass::kCompute)], p0.class_ns[static_cast<int>(PathClass::kCompute)] + 2'900'000);
+}
+
+// diff: the path's classes of A and B side by side (kind "path"), each the side's mean per step.
+TEST(CriticalPathTest, DiffShowsThePathClassesOfBothRuns) {
+  const auto run = [](double kernel_us, profiler::Trace& trace) {
+    std::string ev;
+    for (int i = 0; i < 3; ++i) {
+      const double s = i * 10000;
+      ev += Cpu("user_annotation", fmt::format("ProfilerStep#{}", i), s, 9000);
+      ev += Cpu("cuda_runtime", "cudaLaunchKernel", s + 10, 10, 10 * i + 1) + Gpu("kernel", "gemm", s + 30, kernel_us, 7, 10 * i + 1);
+      ev += Cpu("cuda_runtime", "cudaDeviceSynchronize", s + 40, kernel_us + 10, 10 * i + 2);
+    }
+    return AnalyzeJson(ev, trace);
+  };
+  profiler::Trace ta, tb;
+  const Report a = run(1000, ta), b = run(3000, tb);
+  const RunDiff d = DiffRuns(ta, a, "A", tb, b, "B");
+  const DiffRow* compute = nullptr;
+  for (const DiffRow& r : d.critical_path)
+    if (r.name == "gpu_compute") compute = &r;
+  ASSERT_NE(compute, nullptr);
+  EXPECT_EQ(compute->kind, "path");
+  EXPECT_EQ(compute->a, static_cast<double>(a.metrics.critical_paths[0].class_ns[static_cast<int>(PathClass::kCompute)]));
+  EXPECT_NEAR(compute->delta(), 2'000'000, 1000);
+  // The step keeps its 9 ms: the 2 ms more compute is 2 ms less host work; largest changes first.
+  ASSERT_GE(d.critical_path.size(), 2u);
+  EXPECT_NEAR(std::abs(d.critical_path[0].delta()), 2'000'000, 1000);
+  EXPECT_NEAR(std::abs(d.critical_path[1].delta()), 2'000'000, 1000);
 }
 
 // --- HTA's public samples (../shared/external-traces/hta) ---

@@ -118,6 +118,11 @@ def main():
                 expect(n > 0, "the timeline drew nothing")
                 kept = tl["windows"][0]["events_kept"]
                 expect(n <= kept, f"the timeline drew {n} events, the window keeps {kept}")
+        paths = r["metrics"].get("critical_path", [])
+        drawn["path segments"] = dom.count("rect", "path-seg")
+        want = sum(len(p["segments"]) for p in paths)
+        expect(drawn["path segments"] == want, f"{drawn['path segments']} critical-path segments drawn, JSON has {want}")
+        expect(dom.count("div", "path-bar") == len(paths), f"{dom.count('div', 'path-bar')} path bars for {len(paths)} ranks")
         buttons = dom.count("button", "show-on-timeline")
         expect(buttons == len(r["findings"]), f"{buttons} timeline links for {len(r['findings'])} findings")
     elif kind == "fix":

@@ -30,7 +30,7 @@ struct DiffRow {
   double a = 0, b = 0;  // per step (ns; for config rows 0 and the text in a_text / b_text)
   std::string a_text, b_text;
   std::string note;     // "new in B", "gone from B", ...
-  // "phase", "gpu", "op", "kernel", "collective", "shape", "uniform", "outside", "finding", "config".
+  // "phase", "gpu", "path", "op", "kernel", "collective", "shape", "uniform", "outside", "finding", "config".
   std::string kind;
   int32_t rank = -1;         // collective rows: the rank
   double calls_a = 0, calls_b = 0;  // op rows: calls per step
@@ -57,6 +57,10 @@ struct RunDiff {
   double residual_ns = 0;
   std::vector<DiffRow> phases;   // data wait, forward, backward, optimizer, other: sum to delta_mean_ns
   std::vector<DiffRow> gpu;      // kernel, memcpy, idle per step (GPU traces)
+  // The critical path's classes per step (kind "path"; docs/analyze.md), each side's mean over its
+  // ranks' paths: a view of where the step's length went, not judged against noise (the paths keep
+  // means only) and not ranked as a cause. Empty when neither side has device work.
+  std::vector<DiffRow> critical_path;
   // Operators by |contribution|, largest first (top N). Every op's contribution + uniform.contribution
   // + outside.contribution = delta_mean_ns.
   std::vector<DiffRow> ops;
