@@ -105,6 +105,14 @@ std::string FormatSpeedup(const stats::Comparison& c) {
   return fmt::format("{:.2f}x [{:.2f}, {:.2f}]", c.speedup, c.ci_low, c.ci_high);
 }
 
+// The measured speedup as the share of the step it removed, beside the finding's prediction:
+// "-12.3% [-15.0, -9.1]" (1 - 1/speedup, its interval from the speedup's); "-" when unmeasured.
+double SavingPct(double speedup) { return speedup > 0 ? 100.0 * (1.0 - 1.0 / speedup) : 0.0; }
+std::string MeasuredSaving(const stats::Comparison& c) {
+  if (!(c.speedup > 0) || !(c.ci_low > 0) || !(c.ci_high > 0)) return "-";
+  return fmt::format("{:+.1f}% [{:+.1f}, {:+.1f}]", -SavingPct(c.speedup), -SavingPct(c.ci_high), -SavingPct(c.ci_low));
+}
+
 void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
   if (r.rows.empty()) {  // nothing was measured: no trial counts, no median
     out << Heading(md) << fmt::format("trainrx fix {}: baseline {}\n\n", r.workload, r.baseline_label);
@@ -125,8 +133,8 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
   bool sequential = r.sequential.used;
   for (const auto& row : r.rows) sequential = sequential || row.stop != FixRow::Stop::kNotSequential;
   std::vector<std::vector<std::string>> rows = {
-      {"finding", "change", "design", "estimated", sequential ? "measured speedup [CI]" : "measured speedup [95% CI]", "p",
-       "detectable", "verdict"}};
+      {"finding", "change", "design", "predicted", "measured saving", sequential ? "measured speedup [CI]" : "measured speedup [95% CI]",
+       "p", "detectable", "verdict"}};
   if (sequential) rows[0].push_back("rounds");
   for (const auto& row : r.rows) {
     std::string ids;
@@ -135,7 +143,8 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
     std::string speedup = FormatSpeedup(row.cmp);
     if (std::abs(row.level - 0.95) > 5e-4) speedup += fmt::format(" {}%", CiLevel(row.level));
     rows.push_back({row.all ? "(all)" : ids.empty() ? "-" : ids, row.change, row.paired ? "in-process" : "processes",
-                    row.estimated_saving_pct >= 0.05 ? fmt::format("-{:.1f}%", row.estimated_saving_pct) : "-", speedup,
+                    row.estimated_saving_pct >= 0.05 ? fmt::format("-{:.1f}%", row.estimated_saving_pct) : "-",
+                    MeasuredSaving(row.cmp), speedup,
                     P(row.cmp.p_value), fmt::format("{:.2f}x", row.cmp.detectable), stats::VerdictName(row.cmp.verdict)});
     if (sequential)
       rows.back().push_back(row.stop == FixRow::Stop::kNotSequential
@@ -150,7 +159,8 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
         << "in-process = baseline and fix alternate step by step inside each process (paired blocks of steps, "
            "bootstrap CI, Wilcoxon signed-rank p), processes = separate processes interleaved with the baseline "
            "(bootstrap CI over trials, Mann-Whitney U p); detectable: the smallest speedup this run could have "
-           "detected.\n";
+           "detected; predicted: the findings' estimated saving of the step (bounded by the critical path where the "
+           "trace ties device work to its launches), measured saving: 1 - 1/speedup, beside it.\n";
     if (sequential) {
       out << (r.sequential.used ? fmt::format("rounds: after which round a row measured across processes stopped "
                                               "getting trials (at most {}; {} spending, alpha {:g}; an in-process row: "
@@ -223,6 +233,7 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
     if (!row.code.empty()) w.Field("code", row.code);
     w.Field("method", row.paired ? "in-process paired" : "separate processes");
     w.Field("estimated_saving_pct", row.estimated_saving_pct, 3);
+    if (row.cmp.speedup > 0) w.Field("measured_saving_pct", SavingPct(row.cmp.speedup), 3);
     WriteComparison(w, row.cmp);
     w.Field("ci_level", row.level, 6);
     if (row.stop != FixRow::Stop::kNotSequential) {
