@@ -5,6 +5,8 @@
 #include <string_view>
 
 #include "model_inputs.h"
+#include "phases.h"
+#include "shapes.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -50,6 +52,52 @@ std::vector<StepInput> FirstInputPerStep(const profiler::Trace& trace, int32_t r
   return out;
 }
 
+namespace {
+
+// One op that leads with the batch dimension, as recorded.
+struct BatchInput {
+  const profiler::Event* op = nullptr;
+  int64_t batch = 0, elements = 0;  // dim 0 of its batch input; the elements of one sample
+};
+
+// The step's training input: the forward that feeds the step's backward. A step can also run
+// forwards that train nothing (minGPT generates text with batch 1 in its first iteration; an
+// evaluation pass), and they come first. So: the name of the step's first batch-leading op (the
+// model's entry: embedding, conv, linear), and of the ops with that name that start before the
+// step's first backward, the last (the forward whose loss the backward differentiates). A step
+// without a backward keeps its first such op.
+std::optional<BatchInput> TrainingInput(const profiler::Trace& trace, int32_t rank, const StepRow& s) {
+  const int64_t end = s.start_ns + s.wall_ns;
+  std::vector<BatchInput> found;
+  int64_t first_backward = INT64_MAX;
+  for (uint32_t t = 0; t < trace.tracks.size(); ++t) {
+    if (trace.tracks[t].rank != rank || trace.tracks[t].kind != profiler::TrackKind::kCpuThread) continue;
+    const auto events = trace.TrackEvents(t);
+    auto it = std::lower_bound(events.begin(), events.end(), s.start_ns,
+                               [](const profiler::Event& e, int64_t ts) { return e.ts_ns < ts; });
+    for (; it != events.end() && it->ts_ns < end; ++it) {
+      if (it->ts_ns < first_backward && PhaseOf(trace.Name(*it)) == kBackward) first_backward = it->ts_ns;
+      if (it->kind != profiler::EventKind::kCpuOp || it->aux == profiler::kNoAux) continue;
+      const int arg = BatchArg(trace.Name(*it));
+      if (arg < 0) continue;
+      const auto dims = OpDims(trace, *it);
+      if (!dims || static_cast<int>(dims->size()) <= arg || (*dims)[arg].empty() || (*dims)[arg][0] <= 0) continue;
+      int64_t elements = 1;
+      for (size_t d = 1; d < (*dims)[arg].size(); ++d) elements *= std::max<int64_t>(1, (*dims)[arg][d]);
+      found.push_back({&*it, (*dims)[arg][0], elements});
+    }
+  }
+  if (found.empty()) return std::nullopt;
+  std::sort(found.begin(), found.end(), [](const BatchInput& a, const BatchInput& b) { return a.op->ts_ns < b.op->ts_ns; });
+  const std::string_view entry = trace.Name(*found.front().op);
+  const BatchInput* pick = &found.front();
+  for (const BatchInput& in : found)
+    if (in.op->ts_ns < first_backward && trace.Name(*in.op) == entry) pick = &in;
+  return *pick;
+}
+
+}  // namespace
+
 std::optional<BatchEstimate> SamplesPerStep(const profiler::Trace& trace, const StepModel& model) {
   std::vector<const StepRow*> steps;
   for (const auto* rows : {&model.warmup_steps, &model.steps})
@@ -57,26 +105,22 @@ std::optional<BatchEstimate> SamplesPerStep(const profiler::Trace& trace, const 
   if (steps.empty()) return std::nullopt;
   const int32_t rank = std::min_element(steps.begin(), steps.end(), [](auto* a, auto* b) { return a->rank < b->rank; })[0]->rank;
   std::erase_if(steps, [&](const StepRow* s) { return s->rank != rank; });
-  const auto inputs = FirstInputPerStep(trace, rank, steps, [](std::string_view name, const Dims& dims) {
-    const int arg = BatchArg(name);
-    return arg >= 0 && static_cast<int>(dims.size()) > arg && !dims[arg].empty() && dims[arg][0] > 0;
-  });
   std::map<int64_t, int> votes;
   std::map<int64_t, std::string> op_of;
   std::map<int64_t, int64_t> elements_of;
-  for (const StepInput& in : inputs) {
-    const auto& dims = in.dims[BatchArg(trace.Name(*in.op))];
-    const int64_t batch = dims[0];
-    if (++votes[batch] == 1) {
-      op_of[batch] = std::string(trace.Name(*in.op));
-      int64_t elements = 1;
-      for (size_t d = 1; d < dims.size(); ++d) elements *= std::max<int64_t>(1, dims[d]);
-      elements_of[batch] = elements;
+  int with_shapes = 0;
+  for (const StepRow* s : steps) {
+    const auto in = TrainingInput(trace, rank, *s);
+    if (!in) continue;
+    ++with_shapes;
+    if (++votes[in->batch] == 1) {
+      op_of[in->batch] = std::string(trace.Name(*in->op));
+      elements_of[in->batch] = in->elements;
     }
   }
   if (votes.empty()) return std::nullopt;
   const auto best = std::max_element(votes.begin(), votes.end(), [](auto& a, auto& b) { return a.second < b.second; });
-  return BatchEstimate{best->first, op_of[best->first], best->second, static_cast<int>(inputs.size()), elements_of[best->first]};
+  return BatchEstimate{best->first, op_of[best->first], best->second, with_shapes, elements_of[best->first]};
 }
 
 }  // namespace trainrx::analyzers

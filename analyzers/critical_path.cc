@@ -155,7 +155,13 @@ class Walker {
       const int64_t base = std::max(ready_p, ready_l);
       int32_t x = -1;
       int64_t ready_x = INT64_MIN;
-      if (base == INT64_MIN || d.ts() - base > kDependencyGapNs) {
+      bool by_event = false;
+      if (d.waits_on >= 0 && l_.work[d.waits_on].end() > base) {
+        // A sync record says what it waited on (an event recorded on another stream): no inference.
+        x = d.waits_on;
+        ready_x = std::min(l_.work[x].end(), d.ts());
+        by_event = true;
+      } else if (d.waits_on < 0 && (base == INT64_MIN || d.ts() - base > kDependencyGapNs)) {
         // The work on another stream that ended last at or before d started.
         auto pos = std::upper_bound(l_.by_end.begin(), l_.by_end.end(), std::make_pair(d.ts(), INT32_MAX));
         while (pos != l_.by_end.begin()) {
@@ -195,7 +201,7 @@ class Walker {
         t = l_.work[d.prev].end();
       } else if (pick == 2) {
         Add(ready_x, d.ts(), PathClass::kDependency,
-            fmt::format("stream {} waited on stream {}", d.stream, l_.work[x].stream), -1);
+            fmt::format("stream {} waited on stream {}{}", d.stream, l_.work[x].stream, by_event ? " (event)" : ""), -1);
         work = x;
         t = ready_x;
       } else {
@@ -284,6 +290,7 @@ CriticalPath WalkWindows(const Trace& trace, const RankLinks& l, const std::vect
   out.rank = l.rank;
   for (const HostCall& c : l.calls)
     if (c.synced_stream >= 0) out.sync_records = true;
+  if (l.event_edges > 0) out.sync_records = true;
   if (l.work.empty() || windows.empty()) return out;
   size_t linked = 0;
   for (const DeviceWork& w : l.work) linked += w.call >= 0 ? 1 : 0;

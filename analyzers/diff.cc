@@ -589,6 +589,70 @@ void RankCauses(const std::vector<DiffRow>& ops, const std::vector<DiffRow>& ker
   if (d.ranked.size() > top_n) d.ranked.resize(top_n);
 }
 
+// A setting that changed and a finding about it that is new in B (or gone from B) are the cause of
+// the ops that setting adds or removes (issue 51.3: with anomaly detection on in B, the diff ranked
+// aten::ne, aten::any and aten::isnan first and the setting only in the configuration table). The
+// setting's row goes first, its ops and the finding right under it; its time is theirs.
+struct SettingCause {
+  const char* setting;  // Settings()'s key
+  const char* finding;  // the finding that setting turns on
+  std::vector<std::string_view> ops;  // the ops it adds inside the steps
+};
+const std::vector<SettingCause>& SettingCauses() {
+  static const std::vector<SettingCause> kCauses = {
+      // Anomaly mode's checks on every backward output (torch/csrc/autograd/engine.cpp,
+      // validate_outputs + the anomaly check: isnan().any().item(); newer versions ne(x, x)).
+      {"config.anomaly_mode", "debug.anomaly_detection",
+       {"aten::isnan", "aten::any", "aten::_is_any_true", "aten::ne", "aten::item", "aten::_local_scalar_dense", "aten::is_nonzero"}},
+      {"config.other_profiler", "debug.profiler", {}},
+      {"config.launch_blocking", "debug.launch_blocking", {}},
+      {"config.cudnn_benchmark", "cudnn.benchmark_off", {}},
+      {"config.cudnn_deterministic", "cudnn.deterministic_on", {}},
+      {"config.deterministic_algorithms", "cudnn.deterministic_on", {}},
+  };
+  return kCauses;
+}
+
+void RankSettingCauses(const std::vector<DiffRow>& all_ops, size_t top_n, RunDiff& d) {
+  for (const SettingCause& cause : SettingCauses()) {
+    const auto setting = std::find_if(d.config.begin(), d.config.end(), [&](const DiffRow& r) { return r.name == cause.setting; });
+    const auto finding = std::find_if(d.findings.begin(), d.findings.end(), [&](const DiffRow& r) {
+      return r.name == cause.finding && (r.note == "new in B" || r.note == "gone from B");
+    });
+    if (setting == d.config.end() || finding == d.findings.end()) continue;
+    DiffRow row;
+    row.kind = "setting";
+    row.name = fmt::format("{} {} -> {}: {} {}", setting->name, setting->a_text, setting->b_text, finding->name, finding->note);
+    row.structural = true;
+    for (const DiffRow& op : all_ops) {
+      if (std::find(cause.ops.begin(), cause.ops.end(), op.name) == cause.ops.end()) continue;
+      if (!op.structural && op.noise) continue;  // ran on both sides alike: not what the setting added
+      row.a += op.a, row.b += op.b, row.contribution_ns += op.contribution_ns;
+      row.se_ns = std::sqrt(row.se_ns * row.se_ns + op.se_ns * op.se_ns);
+      row.explains.push_back(op.name);
+    }
+    if (row.explains.empty()) continue;  // it explains no op that changed: the finding row says the rest
+    row.explains.push_back(finding->name);
+    // First, then what it explains in the order they were ranked, then the rest.
+    std::vector<DiffRow> ranked = {row}, rest;
+    for (DiffRow& r : d.ranked) {
+      const bool under = (r.kind == "op" || r.kind == "finding") &&
+                         std::find(row.explains.begin(), row.explains.end(), r.name) != row.explains.end();
+      if (under) r.note += std::string(r.note.empty() ? "" : ", ") + "from " + setting->name;
+      (under ? ranked : rest).push_back(std::move(r));
+    }
+    // The finding itself is ranked only beyond noise (RankCauses); under its setting it always is.
+    if (std::none_of(ranked.begin(), ranked.end(), [&](const DiffRow& r) { return r.kind == "finding" && r.name == finding->name; })) {
+      ranked.push_back(*finding);
+      ranked.back().note += ", from " + setting->name;
+    }
+    ranked.insert(ranked.end(), rest.begin(), rest.end());
+    d.ranked = std::move(ranked);
+    if (d.ranked.size() > top_n + 1) d.ranked.resize(top_n + 1);
+    d.within_noise = false;  // a setting changed and the program with it
+  }
+}
+
 }  // namespace
 
 RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string& label_a, const profiler::Trace& tb,
@@ -626,6 +690,7 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
   FindingRows(ra, rb, rule, d);
   JudgeUniform(rule, uniform_p, work_changed, d);
   RankCauses(ops, kernels, top_n, d);
+  RankSettingCauses(ops, top_n, d);
   return d;
 }
 

@@ -1,6 +1,7 @@
 #include "links.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "runtime_names.h"
 #include "trainrx/profiler/sort_runs.h"
@@ -118,11 +119,60 @@ void BuildRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& ki
   l.by_end.resize(l.work.size());
   for (size_t i = 0; i < l.work.size(); ++i) l.by_end[i] = {l.work[i].end(), static_cast<int32_t>(i)};
   std::sort(l.by_end.begin(), l.by_end.end());
+  // Event edges from the sync records that name what they waited on (cuda_sync's wait_on_stream
+  // and wait_on_cuda_event_record_corr_id): the recorded work is the last launched on that stream
+  // before the record call (HTA's index_previous_launch); a stream wait binds the waiting stream's
+  // next launched work (index_next_launch), an event sync is released by the recorded work.
+  std::vector<std::pair<int64_t, int32_t>> event_sync_release;  // (waiting call's correlation, work)
+  {
+    std::unordered_map<int64_t, std::vector<std::pair<int64_t, int32_t>>> launched_on;  // stream -> (launch ts, work), sorted
+    for (size_t i = 0; i < l.work.size(); ++i)
+      if (const HostCall* c = l.CallOf(l.work[i])) launched_on[l.work[i].stream].push_back({c->e->ts_ns, static_cast<int32_t>(i)});
+    for (auto& [stream, v] : launched_on) std::sort(v.begin(), v.end());
+    const auto last_before = [&](int64_t stream, int64_t ts) -> int32_t {
+      auto it = launched_on.find(stream);
+      if (it == launched_on.end()) return -1;
+      auto pos = std::lower_bound(it->second.begin(), it->second.end(), std::make_pair(ts, INT32_MIN));
+      return pos == it->second.begin() ? -1 : std::prev(pos)->second;
+    };
+    const auto first_after = [&](int64_t stream, int64_t ts) -> int32_t {
+      auto it = launched_on.find(stream);
+      if (it == launched_on.end()) return -1;
+      auto pos = std::upper_bound(it->second.begin(), it->second.end(), std::make_pair(ts, INT32_MAX));
+      return pos == it->second.end() ? -1 : pos->second;
+    };
+    for (const profiler::SyncWait& sw : trace.sync_waits) {
+      const auto& t = trace.tracks[sw.track];
+      if (t.rank != rank || sw.record_correlation == profiler::kNoId) continue;
+      const HostCall* record = l.CallByCorrelation(sw.record_correlation);
+      const HostCall* waiter = l.CallByCorrelation(sw.correlation);
+      if (record == nullptr || waiter == nullptr) continue;
+      const int32_t source = last_before(sw.wait_on_stream, record->e->ts_ns);
+      if (source < 0) continue;
+      if (t.stream >= 0 && t.stream != sw.wait_on_stream) {  // a stream waits (Stream Wait Event)
+        const int32_t target = first_after(t.stream, waiter->e->ts_ns);
+        if (target >= 0 && l.work[target].waits_on < 0) {
+          l.work[target].waits_on = source;
+          ++l.event_edges;
+        }
+      } else if (t.stream < 0) {  // the host waits (Event Sync)
+        event_sync_release.push_back({sw.correlation, source});
+      }
+    }
+    std::sort(event_sync_release.begin(), event_sync_release.end());
+  }
   // Blocking and allocator calls -> the activity that released them.
   const auto release = [&](int32_t index) {
     HostCall& c = l.calls[index];
     if (const DeviceWork* own = l.FirstWorkOf(c); own && own->e->kind == EventKind::kMemcpy) {
       c.waited_for = c.work;  // a synchronous copy waits for its own copy (and what ran before it)
+      return;
+    }
+    if (auto ev = std::lower_bound(event_sync_release.begin(), event_sync_release.end(), std::make_pair(c.e->correlation, INT32_MIN));
+        c.e->correlation != profiler::kNoId && ev != event_sync_release.end() && ev->first == c.e->correlation) {
+      // The event's recorded work; ended before the call started, the call did not wait for it.
+      c.synced_stream = l.work[ev->second].stream;
+      c.waited_for = l.work[ev->second].end() > c.e->ts_ns ? ev->second : -1;
       return;
     }
     auto it = std::lower_bound(synced.begin(), synced.end(), std::make_pair(c.e->correlation, int64_t{INT64_MIN}));

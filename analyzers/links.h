@@ -13,7 +13,10 @@
 //  - for each blocking or allocator call, the device activity whose end released it (the last one to
 //    end inside the call, on the synchronized stream where the trace says which: a cuda_sync record
 //    with the call's correlation, or the copy the call made);
-//  - CPU ops by Kineto "External id" (the op that made a call).
+//  - CPU ops by Kineto "External id" (the op that made a call);
+//  - event edges where sync records say what a wait waited on (profiler::SyncWait): a stream's next
+//    work after cudaStreamWaitEvent waits for the recorded stream's last work before
+//    cudaEventRecord, and cudaEventSynchronize is released by that work.
 // Linear in events but for sorts of the correlation and end-time keys.
 #pragma once
 
@@ -47,6 +50,10 @@ struct DeviceWork {
   int32_t call = -1;  // index in RankLinks::calls of the call that enqueued it; -1: not in the trace
   int32_t prev = -1;  // the activity before it on its stream; -1: the stream's first
   bool graph = false; // enqueued by a graph launch
+  // The work on another stream it waited for by an event (cudaEventRecord there ->
+  // cudaStreamWaitEvent here, from a sync record's wait_on_stream / record correlation): the last
+  // work launched on the recorded stream before the record; -1: no such record.
+  int32_t waits_on = -1;
   int64_t ts() const { return e->ts_ns; }
   int64_t end() const { return e->end_ns(); }
 };
@@ -70,6 +77,7 @@ struct RankLinks {
   std::vector<std::pair<int64_t, const profiler::Event*>> op_by_external;  // CPU ops, sorted
   std::vector<int32_t> allocator_calls;  // indices of allocator calls, by thread then time
   std::vector<int32_t> blocking_calls;   // blocking calls, by thread then time
+  size_t event_edges = 0;                // device work tied to another stream's by a sync record
 
   const HostCall* CallOf(const DeviceWork& w) const { return w.call >= 0 ? &calls[w.call] : nullptr; }
   const HostCall* CallByCorrelation(int64_t correlation) const;

@@ -279,6 +279,7 @@ Trace::Checkpoint Trace::Mark() const {
   m.op_inputs = op_inputs.size();
   m.counters = counters.size();
   m.flows = flows.size();
+  m.sync_waits = sync_waits.size();
   m.ranks = ranks.size();
   m.stats = stats;
   m.finalized = finalized_;
@@ -299,6 +300,7 @@ void Trace::RollBack(const Checkpoint& mark) {
   op_inputs.resize(std::min(op_inputs.size(), mark.op_inputs));
   counters.resize(std::min(counters.size(), mark.counters));
   flows.resize(std::min(flows.size(), mark.flows));
+  sync_waits.resize(std::min(sync_waits.size(), mark.sync_waits));
   ranks.resize(std::min(ranks.size(), mark.ranks));
   strings.Truncate(mark.strings);
   stats = mark.stats;

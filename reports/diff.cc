@@ -222,6 +222,12 @@ void WriteRow(const analyzers::DiffRow& r, profiler::JsonWriter& w) {
     w.Field("se_ns", r.se_ns, 12);
     w.Field("noise", r.noise);
     w.Field("structural", r.structural);
+    if (!r.explains.empty()) {
+      w.Key("explains");
+      w.BeginArray();
+      for (const auto& e : r.explains) w.String(e);
+      w.EndArray();
+    }
     if (r.kind == "op") {
       w.Field("calls_a", r.calls_a, 6);
       w.Field("calls_b", r.calls_b, 6);

@@ -172,7 +172,7 @@ EventKey EventKeyOf(const char* k) {
   }
 }
 
-enum class ArgKey { kExternalId, kCorrelation, kDevice, kStream, kBytes, kInputDims, kInputType, kName, kOther };
+enum class ArgKey { kExternalId, kCorrelation, kDevice, kStream, kBytes, kInputDims, kInputType, kName, kWaitOnStream, kWaitOnRecord, kOther };
 ArgKey ArgKeyOf(const char* k) {
   switch (k[0]) {
     case 'E': return KeyIs(k, "External id\"") ? ArgKey::kExternalId : ArgKey::kOther;
@@ -183,6 +183,10 @@ ArgKey ArgKeyOf(const char* k) {
     case 'I':
       return KeyIs(k, "Input Dims\"") ? ArgKey::kInputDims : KeyIs(k, "Input type\"") ? ArgKey::kInputType : ArgKey::kOther;
     case 'n': return KeyIs(k, "name\"") ? ArgKey::kName : ArgKey::kOther;
+    case 'w':  // cuda_sync rows (enable_cuda_sync_events), MTIA's event_wait
+      return KeyIs(k, "wait_on_stream\"")                      ? ArgKey::kWaitOnStream
+             : KeyIs(k, "wait_on_cuda_event_record_corr_id\"") ? ArgKey::kWaitOnRecord
+                                                                 : ArgKey::kOther;
     default: return ArgKey::kOther;
   }
 }
@@ -397,6 +401,7 @@ struct RawEvent {
   bool has_name = false, bad_type = false, bad_shapes = false;
   IdValue pid, tid;
   int64_t external_id = kNoId, correlation = kNoId, device = -1, stream = -1, bytes = -1, flow_id = kNoId;
+  int64_t wait_on_stream = -1, wait_on_record = kNoId;
   bool flow_id_present = false;
   StrId input_dims = kNoStr, input_types = kNoStr, meta_name = kNoStr;
   std::vector<std::pair<StrId, double>> counter_values;
@@ -443,6 +448,12 @@ void ReadArg(od::field& af, EventStrings& s, RawEvent& ev) {
       break;
     case ArgKey::kBytes:
       if (auto x = GetInt(av)) ev.bytes = *x;
+      break;
+    case ArgKey::kWaitOnStream:
+      if (auto x = GetInt(av)) ev.wait_on_stream = *x;
+      break;
+    case ArgKey::kWaitOnRecord:
+      if (auto x = GetInt(av)) ev.wait_on_record = *x;
       break;
     case ArgKey::kInputDims: ReadShapes(av, s, ev, &ev.input_dims); break;
     case ArgKey::kInputType: ReadShapes(av, s, ev, &ev.input_types); break;
@@ -667,6 +678,9 @@ void WindowDecoder::HandleEvent(od::object obj) {
   // A memory event stays an instant (as before); its figures become memory counters on its thread.
   if (ev.memory_event && e.kind == EventKind::kInstant && !AddMemoryCounters(*t_, ev, e))
     Note(kMemoryWithoutFigures, IssueSeverity::kDataLoss, Where());
+  // A sync record that names what it waited on (-1: an event never recorded, nothing to tie).
+  if (e.kind == EventKind::kCudaSync && ev.wait_on_stream >= 0 && e.correlation != kNoId)
+    t_->sync_waits.push_back({e.track, e.correlation, ev.wait_on_stream, ev.wait_on_record});
   if (p0 == 'B' || p0 == 'E') {  // paired across windows by SourceAssembler
     out_->begin_ends.push_back({t_->events.size(), event_index(), e, p0 == 'B'});
     return;
@@ -721,6 +735,10 @@ void SourceAssembler::Merge(const Fragment& f, EventCopy* copy) {
     fl.cat = names_[fl.cat];
     fl.track = tracks_[fl.track];
     trace_.flows.push_back(fl);
+  }
+  for (SyncWait sw : ft.sync_waits) {
+    sw.track = tracks_[sw.track];
+    trace_.sync_waits.push_back(sw);
   }
   if (copy != nullptr) {
     const size_t at = trace_.events.size();

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -118,6 +120,16 @@ void WriteKinetoHeader(JsonWriter& w, const Trace& trace, int32_t rank) {
 }
 
 void WriteKinetoEvents(JsonWriter& w, const Trace& trace, int32_t rank, int64_t base) {
+  // The sync records' waits (cuda_sync args), by (track, correlation).
+  std::vector<std::pair<std::pair<uint32_t, int64_t>, const SyncWait*>> waits;
+  for (const SyncWait& sw : trace.sync_waits)
+    if (trace.tracks[sw.track].rank == rank) waits.push_back({{sw.track, sw.correlation}, &sw});
+  std::sort(waits.begin(), waits.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const auto find_wait = [&](uint32_t track, int64_t correlation) -> const SyncWait* {
+    auto it = std::lower_bound(waits.begin(), waits.end(), std::make_pair(track, correlation),
+                               [](const auto& a, const std::pair<uint32_t, int64_t>& k) { return a.first < k; });
+    return it != waits.end() && it->first == std::make_pair(track, correlation) ? it->second : nullptr;
+  };
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const Track& t = trace.tracks[ti];
     if (t.rank != rank) continue;
@@ -155,6 +167,11 @@ void WriteKinetoEvents(JsonWriter& w, const Trace& trace, int32_t rank, int64_t 
         w.Field("device", static_cast<int64_t>(t.device));
         w.Field("stream", t.stream);
       }
+      if (e.kind == EventKind::kCudaSync && e.correlation != kNoId)
+        if (const SyncWait* sw = find_wait(ti, e.correlation)) {
+          w.Field("wait_on_stream", sw->wait_on_stream);
+          if (sw->record_correlation != kNoId) w.Field("wait_on_cuda_event_record_corr_id", sw->record_correlation);
+        }
       if (e.aux != kNoAux) {
         if (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) {
           const MemcpyInfo& m = trace.memcpys[e.aux];

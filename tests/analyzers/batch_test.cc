@@ -53,6 +53,33 @@ TEST(BatchTest, EmbeddingReadsItsIndicesNotItsWeight) {
   EXPECT_EQ(b->samples, 12);
 }
 
+// Issue 51.4: minGPT's chargpt generates text with batch 1 at iteration 0, inside its first step and
+// before that step's training forward; our collector records shapes in the first steps only. The
+// batch is the training forward's, the one the step's backward differentiates.
+TEST(BatchTest, ABatchOneGenerationBeforeTheTrainingForwardIsNotTheBatch) {
+  std::string ev;
+  for (int i = 0; i < 4; ++i) {
+    const double s = i * 10000;
+    const bool shapes = i == 0;
+    ev += Ev("user_annotation", fmt::format("ProfilerStep#{}", i), 1, s, 10000);
+    if (i == 0)  // generate(): 30 forwards of one sequence, no backward
+      for (int k = 0; k < 30; ++k) {
+        ev += Ev("cpu_op", "aten::embedding", 1, s + 10 + 100 * k, 20, fmt::format(R"J("Input Dims":[[65,48],[1,{}]])J", k + 1));
+        ev += Ev("cpu_op", "aten::linear", 1, s + 40 + 100 * k, 20, fmt::format(R"J("Input Dims":[[1,{},48],[65,48]])J", k + 1));
+      }
+    const std::string dims = shapes ? R"J("Input Dims":[[65,48],[32,128]])J" : "";
+    ev += Ev("cpu_op", "aten::embedding", 1, s + 5000, 50, dims);
+    ev += Ev("cpu_op", "aten::linear", 1, s + 5100, 50, shapes ? R"J("Input Dims":[[32,128,48],[65,48]])J" : "");
+    ev += Ev("cpu_op", "autograd::engine::evaluate_function: EmbeddingBackward0", 1, s + 6000, 500);
+    ev += Ev("cpu_op", "aten::embedding", 1, s + 9000, 20, shapes ? R"J("Input Dims":[[65,48],[1,1]])J" : "");  // after: not it
+  }
+  const auto b = Estimate(ev);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->samples, 32);
+  EXPECT_EQ(b->op, "aten::embedding");
+  EXPECT_EQ(b->steps_with_shapes, 1);
+}
+
 TEST(BatchTest, NothingToReadIsNotAGuess) {
   std::string ev;
   for (int i = 0; i < 3; ++i) ev += Step(i, 32, "aten::conv2d", /*shapes=*/false);

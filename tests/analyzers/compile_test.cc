@@ -248,7 +248,8 @@ TEST(CompileTest, AModeSwitchRecompileIsInformationWithoutASaving) {
   EXPECT_EQ(f->estimated_saving_ns, 0);
   EXPECT_NE(f->title.find("mode switched"), std::string::npos) << f->title;
   // A guard on a value: a recompile with its cost.
-  const Finding* g = Find(AnalyzeText(CompiledSteps(8, false, eval("self.scale == 3"))), "compile.recompiles");
+  const Report value_guard = AnalyzeText(CompiledSteps(8, false, eval("self.scale == 3")));
+  const Finding* g = Find(value_guard, "compile.recompiles");
   ASSERT_NE(g, nullptr);
   EXPECT_GT(g->estimated_saving_ns, 0);
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <string>
 #include <variant>
 
@@ -16,6 +17,7 @@
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/kineto_writer.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -396,6 +398,60 @@ TEST(CriticalPathTest, MtiaDeviceWorkIsADeviceLinkedToItsLaunches) {
   EXPECT_EQ(kinds[CallKind::kStreamWait], 37);
   EXPECT_EQ(kinds[CallKind::kBlocking], 113);
   EXPECT_EQ(kinds[CallKind::kLaunch], 74 + 74 + 37);  // runFunction, HtoD and DtoH copies
+}
+
+}  // namespace
+}  // namespace trainrx::analyzers
+
+namespace trainrx::analyzers {
+namespace {
+
+const DeviceWork* WorkWithCorrelation(const RankLinks& l, int64_t correlation) {
+  for (const DeviceWork& w : l.work)
+    if (w.e->correlation == correlation) return &w;
+  return nullptr;
+}
+
+// Event edges from cuda_sync records (HTA's cuda_event_sync samples, tests/fixtures/hta_event_sync):
+// cudaEventRecord (corr 1385) on stream 20, cudaStreamWaitEvent (1389) on stream 24: stream 24's next
+// work (the memset, 1411) waits for stream 20's last work launched before the record (the sgemm, 27),
+// and the path names it without inference; cudaEventSynchronize (1536) is released by the spin
+// kernel (1526) its event recorded.
+TEST(CriticalPathTest, SyncRecordsTieEventRecordToStreamWaitAndEventSync) {
+  const std::string dir = std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/hta_event_sync/";
+  profiler::Trace multi;
+  ASSERT_TRUE(profiler::ReadTraces({dir + "multi_stream/event_sync_trace.json.gz"}, multi).ok());
+  // Two Event Syncs and the Stream Wait Event name what they waited on (a query of an event never
+  // recorded says wait_on_stream -1: nothing to tie, not kept).
+  ASSERT_EQ(multi.sync_waits.size(), 3u);
+  const LinkIndex ml(multi);
+  const RankLinks& m = ml.ranks().front();
+  EXPECT_EQ(m.event_edges, 1u);
+  const DeviceWork* memset = WorkWithCorrelation(m, 1411);
+  const DeviceWork* sgemm = WorkWithCorrelation(m, 27);
+  ASSERT_NE(memset, nullptr);
+  ASSERT_NE(sgemm, nullptr);
+  ASSERT_GE(memset->waits_on, 0);
+  EXPECT_EQ(&m.work[memset->waits_on], sgemm);
+  EXPECT_EQ(sgemm->stream, 20);
+  EXPECT_EQ(memset->stream, 24);
+  // `convert` writes the waits back (Kineto JSON args): read again, the same edge.
+  std::ostringstream written;
+  profiler::WriteKinetoJson(multi, 0, written);
+  profiler::Trace again;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(written.str(), "written.json", 0, again).ok());
+  again.Finalize();
+  EXPECT_EQ(again.sync_waits.size(), 3u);
+  EXPECT_EQ(LinkIndex(again).ranks().front().event_edges, 1u);
+  profiler::Trace single;
+  ASSERT_TRUE(profiler::ReadTraces({dir + "one_stream/event_sync_trace.json.gz"}, single).ok());
+  const LinkIndex sl(single);
+  const RankLinks& one = sl.ranks().front();
+  const HostCall* sync = one.CallByCorrelation(1536);
+  ASSERT_NE(sync, nullptr);
+  ASSERT_GE(sync->waited_for, 0);
+  EXPECT_EQ(one.work[sync->waited_for].e->correlation, 1526);
+  EXPECT_EQ(sync->synced_stream, 7);
 }
 
 }  // namespace

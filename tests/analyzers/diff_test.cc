@@ -1,6 +1,8 @@
 // DiffRuns (`trainrx diff`): rows that add up, names new and gone, settings and findings that differ,
 // the noise rule (A/A, a uniform speed change), changed input shapes, the rank and collective that changed.
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -142,6 +144,50 @@ TEST(DiffTest, RowsAddUpAndNameWhatChanged) {
   EXPECT_TRUE(same.ranked.empty());
   EXPECT_TRUE(same.within_noise);
   for (const auto& r : same.ops) EXPECT_EQ(r.delta(), 0);
+}
+
+// Issue 51.3: B is the same script with autograd anomaly detection on. Its NaN checks inside
+// backward (aten::isnan, aten::ne, aten::any) are new ops in B; the setting that added them, with
+// the finding about it, is the cause: ranked first, its ops and the finding right under it.
+std::string AnomalyTrace(int n, bool anomaly) {
+  std::string ev;
+  for (int i = 0; i < n; ++i) {
+    const double s = 2000.0 * i;
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":1500}},)J", i, s);
+    ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{},"dur":{}}},)J", s + 10, 500 + (i % 3) * 20);
+    ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"autograd::engine::evaluate_function: MmBackward0","pid":1,"tid":1,"ts":{},"dur":400}},)J",
+                      s + 600);
+    if (anomaly) {
+      ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::isnan","pid":1,"tid":1,"ts":{},"dur":40}},)J", s + 700);
+      ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::ne","pid":1,"tid":1,"ts":{},"dur":30}},)J", s + 750);
+      ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::any","pid":1,"tid":1,"ts":{},"dur":20}},)J", s + 790);
+    }
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"Optimizer.step#SGD.step","pid":1,"tid":1,"ts":{},"dur":100}},)J",
+                      s + 1100);
+  }
+  ev.pop_back();
+  return fmt::format(R"J({{"trainrx":{{"anomaly_mode":{},"cpu_count":2}},"traceEvents":[{}]}})J", anomaly ? 1 : 0, ev);
+}
+
+TEST(DiffTest, TheSettingThatAddedTheOpsIsRankedFirstWithItsOpsUnderIt) {
+  profiler::Trace a, b;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(AnomalyTrace(8, false), "a.json", 0, a).ok());
+  ASSERT_TRUE(profiler::ReadTraceBuffer(AnomalyTrace(8, true), "b.json", 0, b).ok());
+  const Report ra = Analyze(a), rb = Analyze(b);
+  const RunDiff d = DiffRuns(a, ra, "a.json", b, rb, "b.json");
+  ASSERT_GE(d.ranked.size(), 5u);
+  const DiffRow& first = d.ranked.front();
+  EXPECT_EQ(first.kind, "setting");
+  EXPECT_EQ(first.name.rfind("config.anomaly_mode 0 -> 1: debug.anomaly_detection new in B", 0), 0u) << first.name;
+  EXPECT_NEAR(first.contribution_ns, 90'000, 1);  // the three checks' self time per step
+  const std::vector<std::string> under = {"aten::isnan", "aten::ne", "aten::any", "debug.anomaly_detection"};
+  for (const auto& name : under)
+    EXPECT_NE(std::find(first.explains.begin(), first.explains.end(), name), first.explains.end()) << name;
+  for (size_t i = 1; i <= 4; ++i) {
+    EXPECT_NE(std::find(under.begin(), under.end(), d.ranked[i].name), under.end()) << d.ranked[i].name;
+    EXPECT_NE(d.ranked[i].note.find("from config.anomaly_mode"), std::string::npos) << d.ranked[i].note;
+  }
+  EXPECT_FALSE(d.within_noise);
 }
 
 TEST(DiffTest, AaPairIsWithinNoiseWithNoRankedRow) {

@@ -259,7 +259,9 @@ TEST(DistStragglerTest, ThePublicDlrmTraceNamesRankSeven) {
   // of its path in collectives waiting for rank 7; rank 7's path waits for nobody.
   for (const CriticalPath& p : r.metrics.critical_paths) {
     const int64_t wait = p.class_ns[static_cast<int>(PathClass::kRankWait)];
-    if (p.rank == 7) EXPECT_EQ(wait, 0);
+    if (p.rank == 7) {
+      EXPECT_EQ(wait, 0);
+    }
     if (p.rank != 1) continue;
     EXPECT_GT(wait, p.mean_ns / 3);
     ASSERT_FALSE(p.top.empty());

@@ -260,7 +260,8 @@ TEST(MemoryTest, EmptyCacheInMostStepsIsFlaggedWithItsCost) {
   for (const char* api : {"cudaFree", "cudaMalloc"})
     for (size_t at = cpu.find(api); at != std::string::npos; at = cpu.find(api, at)) cpu.replace(at, std::strlen(api), "aten::add");
   for (size_t at = cpu.find("cuda_runtime"); at != std::string::npos; at = cpu.find("cuda_runtime", at)) cpu.replace(at, 12, "cpu_op");
-  const Finding* c = FindId(AnalyzeText(cpu), "memory.empty_cache");
+  const Report cpu_report = AnalyzeText(cpu);
+  const Finding* c = FindId(cpu_report, "memory.empty_cache");
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->severity, Severity::kInfo);
   EXPECT_EQ(c->estimated_saving_ns, 0);

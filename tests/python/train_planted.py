@@ -129,6 +129,9 @@ def main():
     p.add_argument("--leak", action="store_true",
                    help="keep each step's predictions 'for later' with their graph (memory.growth)")
     p.add_argument("--step-times", default="", help="write each step's wall time (ms) as a JSON list here")
+    p.add_argument("--generate", action="store_true",
+                   help="before each training forward, 'sample' from the model: 4 no-grad forwards of one sample "
+                        "(minGPT's chargpt generates with batch 1 in its first iteration; sweep's batch read, issue 51.4)")
     a = p.parse_args()
     if a.all_problems:
         a.costly_data = a.item = a.anomaly = a.conv_bias = a.eval_grad = True
@@ -170,6 +173,10 @@ def main():
         if a.loop_index:  # per-sample jitter, one indexing op per sample: x.mul_(gains.view(-1, 1, 1, 1))
             for i in range(x.shape[0]):
                 x[i].mul_(1.0 + 0.01 * (i % 3))
+        if a.generate:
+            with torch.no_grad():
+                for _ in range(4):
+                    model(x[:1])
         with torch.autocast("cpu", dtype=torch.bfloat16) if a.bf16 else contextlib.nullcontext():
             out = model(x)
             if a.extra_copy:  # class weights rebuilt on the host and copied every step (all ones: same loss)

@@ -24,9 +24,12 @@ struct BatchEstimate {
 };
 
 // For the lowest rank with steps: in each step (warm-up steps included: shapes are recorded in the
-// first steps only), the first op in time that leads with the batch dimension and has recorded
-// input dims (convolution, linear, normalization: the batch is dim 0 of input 0; embedding: dim 0 of
-// its indices, input 1). The value most steps agree on (the last batch of an epoch may be smaller).
+// first steps only), the training input: the ops that lead with the batch dimension and have
+// recorded input dims (convolution, linear, normalization: the batch is dim 0 of input 0;
+// embedding: dim 0 of its indices, input 1); of those named as the step's first (the model's
+// entry), the last to start before the step's first backward: the forward the backward trains
+// (issue 51.4: minGPT's batch-1 text generation at iteration 0 comes first in its step and was
+// read as the batch). The value most steps agree on (the last batch of an epoch may be smaller).
 // nullopt without steps or without such an op: the caller must not guess.
 //   steps 1-3: aten::conv2d [[32, 3, 28, 28], [8, 3, 3, 3], [8], ...] -> {32, "aten::conv2d", 3, 3}
 std::optional<BatchEstimate> SamplesPerStep(const profiler::Trace& trace, const StepModel& steps);

@@ -30,7 +30,8 @@ struct DiffRow {
   double a = 0, b = 0;  // per step (ns; for config rows 0 and the text in a_text / b_text)
   std::string a_text, b_text;
   std::string note;     // "new in B", "gone from B", ...
-  // "phase", "gpu", "path", "op", "kernel", "collective", "shape", "uniform", "outside", "finding", "config".
+  // "phase", "gpu", "path", "op", "kernel", "collective", "shape", "uniform", "outside", "finding", "config",
+  // "setting" (a changed setting that a finding new in B or gone from B ties to the ops it adds).
   std::string kind;
   int32_t rank = -1;         // collective rows: the rank
   double calls_a = 0, calls_b = 0;  // op rows: calls per step
@@ -38,6 +39,9 @@ struct DiffRow {
   // it), most calls first, at most three then "N more": B's, or A's for an op gone from B; empty
   // when no module range encloses it (backward, the optimizer, the loop itself, no module ranges).
   std::vector<std::string> modules;
+  // Setting rows (kind "setting"): the rows it explains, ranked right under it ("aten::ne",
+  // "debug.anomaly_detection"); those rows' note says "from <setting>".
+  std::vector<std::string> explains;
   // What the row adds to the change: b - a, except op rows: b - factor * a, the part the uniform
   // speed change of all ops (the "uniform" row) does not explain.
   double contribution_ns = 0;

@@ -149,6 +149,17 @@ struct Flow {
   bool is_start = true;
 };
 
+// What a synchronization record (torch.profiler's cuda_sync rows with enable_cuda_sync_events,
+// MTIA's event_wait) says it waited on: the stream its event was recorded on and the correlation of
+// the event-record call (cudaEventRecord). Keyed by the record's track and correlation (that of the
+// call that waited: cudaStreamWaitEvent, cudaEventSynchronize ...).
+struct SyncWait {
+  uint32_t track = 0;            // the sync record's track (the waiting stream, or the device's -1)
+  int64_t correlation = kNoId;   // the waiting call's correlation
+  int64_t wait_on_stream = -1;   // args.wait_on_stream
+  int64_t record_correlation = kNoId;  // args.wait_on_cuda_event_record_corr_id
+};
+
 struct DeviceProperties {
   int32_t id = -1;
   std::string name;
@@ -228,6 +239,7 @@ struct Trace {
   std::vector<OpInputs> op_inputs;
   std::vector<Counter> counters;
   std::vector<Flow> flows;
+  std::vector<SyncWait> sync_waits;
   std::vector<RankInfo> ranks;
   IngestStats stats;
 
@@ -256,7 +268,7 @@ struct Trace {
   // tracks older than the mark in between is not undone (the reader does neither before it fails).
   // Capacity the failed read grew is kept. A table added to Trace needs its size here too.
   struct Checkpoint {
-    size_t strings = 0, tracks = 0, events = 0, memcpys = 0, op_inputs = 0, counters = 0, flows = 0, ranks = 0;
+    size_t strings = 0, tracks = 0, events = 0, memcpys = 0, op_inputs = 0, counters = 0, flows = 0, sync_waits = 0, ranks = 0;
     IngestStats stats;
     bool finalized = false;
   };
