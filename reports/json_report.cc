@@ -167,6 +167,7 @@ void WriteStepBreakdownJson(JsonWriter& w, const analyzers::StepModel& steps) {
   w.Field("optimizer", steps.optimizer_share);
   w.Field("other", steps.other_share);
   w.Field("forward_backward_overlap", steps.fwd_bwd_overlap_share);
+  w.Field("untrained_forward", steps.untrained_forward_share);
   w.Field("data_wait_without_worst_steps", steps.data_share_without_worst);
   w.Field("worst_data_steps", static_cast<int64_t>(steps.data_worst_steps.size()));
   if (steps.has_gpu) {

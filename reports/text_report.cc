@@ -283,6 +283,11 @@ void WriteSteps(const analyzers::Report& report, Sink& sink) {
       rows.push_back({"data wait, GPU idle", Pct(steps.data_exposed_share)});
     }
     sink.Table({"phase", "share of step"}, rows);
+    if (steps.untrained_forward_share >= 0.01) {
+      sink.Line(fmt::format("note: {} of the step time is forward that trains nothing (before the fetch of the batch the "
+                            "backward trains on: evaluation or generation inside the steps); counted as other, not forward",
+                            Pct(steps.untrained_forward_share)));
+    }
     if (steps.fwd_bwd_overlap_share >= 0.01) {
       sink.Line(fmt::format("caveat: forward and backward run at once (on different threads) for {} of the step time; "
                             "the shares count that time as backward only, so forward is understated",

@@ -105,3 +105,57 @@ TEST(StepPhasesTest, AClosureStepsForwardAndBackwardAreNotOptimizer) {
 
 }  // namespace
 }  // namespace trainrx::analyzers
+
+namespace trainrx::analyzers {
+namespace {
+
+// Issue 49.8: an evaluation pass inside a step (Hugging Face Trainer's eval_steps, Lightning's
+// validation: between two optimizer steps) is forward that trains nothing. Each step: 2 ms of
+// evaluation (its own loader range and ops), then the training batch's fetch, 1 ms forward, 1 ms
+// backward, the optimizer; steps 2 and 6 evaluate. Where most steps do the same before their
+// fetch (a second loader fetched mid-forward, a teacher model run first), it is training forward.
+std::string EvalSteps(const std::function<bool(int)>& evaluates) {
+  std::string ev;
+  const char* loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__";
+  for (int i = 0; i < 8; ++i) {
+    const double s = i * 10000.0;
+    const bool eval = evaluates(i);
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":6000}},)J", i, s);
+    double t = s + 10;
+    if (eval) {
+      ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"{}","pid":1,"tid":1,"ts":{},"dur":100}},)J", loader, t);
+      ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::linear","pid":1,"tid":1,"ts":{},"dur":2000}},)J", t + 100);
+      t += 2200;
+    }
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"{}","pid":1,"tid":1,"ts":{},"dur":200}},)J", loader, t);
+    ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::linear","pid":1,"tid":1,"ts":{},"dur":1000}},)J", t + 200);
+    ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"autograd::engine::evaluate_function: MmBackward0","pid":1,"tid":1,"ts":{},"dur":1000}},)J",
+                      t + 1300);
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"Optimizer.step#SGD.step","pid":1,"tid":1,"ts":{},"dur":300}},)J", t + 2400);
+  }
+  ev.pop_back();
+  return "{\"traceEvents\":[" + ev + "]}";
+}
+
+TEST(StepPhasesTest, AnEvaluationPassInsideAStepIsNotTheForward) {
+  const Report r = AnalyzeText(EvalSteps([](int i) { return i == 2 || i == 6; }));
+  ASSERT_EQ(r.metrics.steps.steps.size(), 8u);
+  for (const StepRow& row : r.metrics.steps.steps) {
+    SCOPED_TRACE(row.name);
+    EXPECT_EQ(row.forward_ns, 1'000'000);  // the training forward alone
+    const bool eval = row.name == "ProfilerStep#2" || row.name == "ProfilerStep#6";
+    EXPECT_EQ(row.untrained_forward_ns, eval ? 2'000'000 : 0);
+    EXPECT_GE(row.other_ns, row.untrained_forward_ns);
+  }
+  EXPECT_NEAR(r.metrics.steps.untrained_forward_share, 2 * 2.0 / (8 * 6.0), 1e-9);
+  // The same work before the fetch in every step but one: part of the training step.
+  const Report every = AnalyzeText(EvalSteps([](int i) { return i != 5; }));
+  for (const StepRow& row : every.metrics.steps.steps) {
+    SCOPED_TRACE(row.name);
+    EXPECT_EQ(row.untrained_forward_ns, 0);
+    EXPECT_EQ(row.forward_ns, row.name == "ProfilerStep#5" ? 1'000'000 : 3'000'000);
+  }
+}
+
+}  // namespace
+}  // namespace trainrx::analyzers

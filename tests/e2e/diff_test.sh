@@ -60,9 +60,9 @@ if name == "aa":
 else:
     assert top is not None, "no ranked row"
     ok_names = {
-        # anomaly mode's NaN checks of every gradient, its finding, or every op slower with the setting named
-        "anomaly": lambda r: r["name"] in ("aten::ne", "aten::any", "aten::isnan", "aten::_is_any_true", "debug.anomaly_detection")
-                             or (r["kind"] == "uniform" and "config.anomaly_mode 0 -> 1" in r["name"]),
+        # the setting, with anomaly mode's NaN checks of every gradient and its finding under it (issue 51.3)
+        "anomaly": lambda r: r["kind"] == "setting" and r["name"].startswith("config.anomaly_mode 0 -> 1")
+                             and "debug.anomaly_detection" in r["explains"],
         # the host read-back, new in every step
         "item": lambda r: r["name"] in ("aten::item", "aten::_local_scalar_dense", "sync.host_device"),
         # the input shape that changed
@@ -75,6 +75,10 @@ else:
                                          "aten::item", "aten::_local_scalar_dense"),
     }[name]
     assert ok_names(top), f"top row {desc} does not name the planted change"
+    if name == "anomaly":  # its ops and the finding right under it
+        under = [r["name"] for r in d["ranked"][1:] if "from config.anomaly_mode" in r.get("note", "")]
+        assert "debug.anomaly_detection" in under and len(under) >= 2, d["ranked"][:6]
+        assert all("from config.anomaly_mode" in r.get("note", "") for r in d["ranked"][1:len(under) + 1]), d["ranked"][:6]
     assert top.get("note") == "new in B" or top["kind"] != "op" or not top["noise"], top
 PY
 }

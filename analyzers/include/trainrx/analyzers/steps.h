@@ -33,6 +33,12 @@ struct StepRow {
   // Forward and backward both running (on different threads: pipeline schedules such as
   // DualPipe). The phases are exclusive, backward wins: forward_ns leaves this time out.
   int64_t fwd_bwd_overlap_ns = 0;
+  // Forward that trains nothing (issue 49.8): in a step with a backward, the forward before the
+  // fetch of the batch the backward trains on (the last data range before the step's first
+  // backward): an evaluation or generation pass run between two optimizer steps (Hugging Face
+  // Trainer's eval_steps, Lightning's validation, minGPT's sampling). Counted in other_ns; where
+  // three quarters of a rank's steps have it, it is part of the training step and stays forward.
+  int64_t untrained_forward_ns = 0;
 };
 
 struct StepModel {
@@ -49,6 +55,7 @@ struct StepModel {
   double data_wait_share = 0, forward_share = 0, backward_share = 0, optimizer_share = 0, other_share = 0;
   double gpu_kernel_share = 0, gpu_memcpy_share = 0, gpu_idle_share = 0;
   double fwd_bwd_overlap_share = 0;  // of fwd_bwd_overlap_ns (a caveat on the forward share)
+  double untrained_forward_share = 0;  // of untrained_forward_ns (inside other_share)
   // The data share that counts as a loader bottleneck (data_exposed: with the GPU idle, or the
   // whole wait on CPU-only ranks) without the quarter of the steps that waited longest (at least
   // one), with 3 or more steps (else the plain share). Stalls in a few steps (the first batch, a
