@@ -16,7 +16,7 @@ std::vector<uint32_t> TracksOf(const profiler::Trace& trace, int32_t rank, profi
 
 StepWindows::StepWindows(const StepModel& steps, int32_t rank) {
   for (const auto& s : steps.steps)
-    if (s.rank == rank) windows_.push_back({s.start_ns, s.start_ns + s.wall_ns});
+    if (s.rank == rank) windows_.push_back({std::max(s.start_ns, s.trained_from_ns), s.start_ns + s.wall_ns});
   std::sort(windows_.begin(), windows_.end());
 }
 

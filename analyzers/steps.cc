@@ -194,18 +194,26 @@ void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, const
   advance(std::numeric_limits<int64_t>::max());
 }
 
-// Forward before the training batch's fetch in most of a rank's steps is part of its training step
-// (a second loader fetched mid-forward, a teacher or EMA model run first), not an evaluation or a
-// generation pass: those run every N steps, or once. Decided by consistency: present in at least
-// three quarters of the rank's steps (and 4 or more), it stays forward.
-void KeepRecurringForward(std::vector<StepRow>& rows) {
-  size_t with = 0;
-  for (const StepRow& r : rows) with += r.untrained_forward_ns > 0 ? 1 : 0;
-  if (with == 0 || rows.size() < 4 || 4 * with < 3 * rows.size()) return;
+// Forward before the training batch's fetch is evaluation or generation only beyond what the
+// rank's steps do there as a rule (decided by consistency, not by a floor): Hugging Face Trainer
+// runs a few ops before every fetch (8 us a step) and evaluates every N steps (4.4 ms), a script
+// with a second loader fetched mid-forward runs the same forward before it in every step. The
+// median step's amount is the rule and stays forward; a step counts forward that trains nothing
+// only where it has more than twice that and 5 % of the median training forward, and then only
+// the excess. A rank evaluating in every step cannot be told from one that trains that way: its
+// forward stays forward.
+void SplitUntrainedForward(std::vector<StepRow>& rows) {
+  if (rows.empty()) return;
+  std::vector<int64_t> before, forward;
+  for (const StepRow& r : rows) before.push_back(r.untrained_forward_ns), forward.push_back(r.forward_ns);
+  const int64_t rule = Quantile(before, 0.5), typical_forward = Quantile(forward, 0.5);
   for (StepRow& r : rows) {
-    r.forward_ns += r.untrained_forward_ns;
-    r.other_ns -= r.untrained_forward_ns;
-    r.untrained_forward_ns = 0;
+    const bool beyond = r.untrained_forward_ns > 2 * rule + typical_forward / 20 && r.untrained_forward_ns > rule;
+    const int64_t back = beyond ? rule : r.untrained_forward_ns;
+    r.forward_ns += back;
+    r.other_ns -= back;
+    r.untrained_forward_ns -= back;
+    if (!beyond) r.trained_from_ns = 0;
   }
 }
 
@@ -380,9 +388,9 @@ void FillStepRow(const StepRange& st, int32_t rank, const RankPhases& p, bool ha
     for (; it != list.end() && it->s < st.e; ++it) in_step.push_back(*it);
   }
   // Forward before the fetch of the batch the step's backward trains on feeds no backward: an
-  // evaluation or generation pass inside the step (StepRow::untrained_forward_ns; kept as forward
-  // where most steps have it: KeepRecurringForward). Without a backward or a data range before it
-  // nothing is told apart.
+  // evaluation or generation pass inside the step (StepRow::untrained_forward_ns; what the rank's
+  // steps do there as a rule stays forward: SplitUntrainedForward). Without a backward or a data
+  // range before it nothing is told apart.
   int64_t first_backward = INT64_MAX, fetch = INT64_MIN;
   for (const Labeled& r : in_step)
     if (r.phase == kBackward) first_backward = std::min(first_backward, std::max(r.s, st.s));
@@ -399,6 +407,7 @@ void FillStepRow(const StepRange& st, int32_t rank, const RankPhases& p, bool ha
     in_step.swap(kept);
     Attribute(in_step, st.s, st.e, ph, &row.fwd_bwd_overlap_ns);
     row.untrained_forward_ns = with[kForward] - ph[kForward];
+    row.trained_from_ns = fetch;
   } else {
     Attribute(in_step, st.s, st.e, ph, &row.fwd_bwd_overlap_ns);
   }
@@ -448,7 +457,7 @@ StepModel BuildStepModel(const Trace& trace, size_t threads) {
       });
     }
     profiler::RunTasks(tasks, threads);
-    KeepRecurringForward(rows);
+    SplitUntrainedForward(rows);
     std::move(rows.begin(), rows.end(), std::back_inserter(model.steps));
   }
   if (model.steps.empty()) return model;

@@ -36,9 +36,14 @@ struct StepRow {
   // Forward that trains nothing (issue 49.8): in a step with a backward, the forward before the
   // fetch of the batch the backward trains on (the last data range before the step's first
   // backward): an evaluation or generation pass run between two optimizer steps (Hugging Face
-  // Trainer's eval_steps, Lightning's validation, minGPT's sampling). Counted in other_ns; where
-  // three quarters of a rank's steps have it, it is part of the training step and stays forward.
+  // Trainer's eval_steps, Lightning's validation, minGPT's sampling). Counted in other_ns. Only
+  // beyond what the rank's steps do there as a rule: the median step's amount before its fetch is
+  // part of the training step (Trainer's own ops, a second loader fetched mid-forward) and stays
+  // forward (steps.cc, SplitUntrainedForward).
   int64_t untrained_forward_ns = 0;
+  // Where such a step's training work begins (the fetch); 0: at start_ns. StepWindows start there,
+  // so per-step counts and the operator tables leave the evaluation's ops out.
+  int64_t trained_from_ns = 0;
 };
 
 struct StepModel {
