@@ -43,6 +43,20 @@ std::string_view CallSites::UserSite() const {
   return {};
 }
 
+std::string_view CallSites::LibrarySite() const {
+  for (auto it = open_.rbegin(); it != open_.rend(); ++it) {
+    const std::string_view text = CallSiteText(trace_, **it);
+    for (const std::string_view dir : {std::string_view("site-packages/"), std::string_view("dist-packages/")}) {
+      const size_t at = text.find(dir);
+      if (at == std::string_view::npos) continue;
+      const std::string_view rest = text.substr(at + dir.size());
+      if (rest.rfind("torch/", 0) == 0 || rest.rfind("torch_", 0) == 0) break;  // torch's own code: not a site
+      return rest;
+    }
+  }
+  return {};
+}
+
 std::string_view ModuleName(std::string_view name) {
   if (name.size() <= kModulePrefix.size() || !StartsWith(name, kModulePrefix)) return {};
   return name.substr(kModulePrefix.size());

@@ -69,6 +69,10 @@ class CallSites {
   // Returns true when e is itself a call-site frame (callers skip it as an op).
   bool Visit(const profiler::Event& e);
   std::string_view UserSite() const;
+  // Without a user frame: the innermost frame in an installed library other than torch, from its
+  // package on ("transformers/trainer.py(1911): _run_epoch": Trainer's loss check), "" when none.
+  // Where a framework reads the value, the fix is its setting, so its line is worth naming.
+  std::string_view LibrarySite() const;
 
  private:
   const profiler::Trace& trace_;

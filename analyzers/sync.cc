@@ -165,6 +165,7 @@ void ScanThread(const SyncScan& in, uint32_t ti, RankSyncs& s) {
       read_is_item = is_item;
       read_where = WhereIn(in.ctx.modules, in.ctx.annotations, e);
       if (const std::string_view site = frames.UserSite(); !site.empty()) read_where += fmt::format(" from {}", site);
+      else if (const std::string_view lib = frames.LibrarySite(); !lib.empty()) read_where += fmt::format(" from library code {}", lib);
       read_counted = e.ts_ns >= backward_end && e.ts_ns >= optimizer_end && in.in_steps.Contains(e.ts_ns);
       if (read_counted && in.have_gpu && !calls_runtime(e)) {
         ++s.cpu_reads;
