@@ -140,6 +140,7 @@ class ProcessLauncher : public Launcher {
     }
     out.median_ms = r.median_step_ms;
     out.samples_per_s = r.samples_per_s;
+    for (const auto& step : r.steps) out.step_ms.push_back(step.ms);
     out.has_memory = MemoryOfRun(r, &out.memory_growth, &out.memory_peak);
     out.seconds = Since(t0);
     return out;
@@ -202,6 +203,7 @@ class ProcessLauncher : public Launcher {
       if (ms.size() >= 3) {
         ms.erase(ms.begin());
         result.value = stats::Median(ms);
+        result.step_ms = ms;
         result.unit = "ms per step";
         if (const auto batch = analyzers::SamplesPerStep(t, steps)) {
           result.samples_per_step = static_cast<double>(batch->samples);

@@ -193,6 +193,122 @@ Comparison ComparePaired(const std::vector<double>& d, const CompareOptions& opt
   return c;
 }
 
+namespace {
+// Regularized incomplete beta I_x(a, b) by the continued fraction (modified Lentz), using the
+// symmetry I_x(a, b) = 1 - I_{1-x}(b, a) where the fraction converges slowly.
+double IncompleteBetaFraction(double a, double b, double x) {
+  constexpr double kTiny = 1e-300, kEps = 1e-15;
+  double c = 1, d = 1 - (a + b) * x / (a + 1);
+  d = std::abs(d) < kTiny ? kTiny : d;
+  d = 1 / d;
+  double h = d;
+  for (int m = 1; m <= 300; ++m) {
+    const double m2 = 2.0 * m;
+    double num = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+    for (int half = 0; half < 2; ++half) {
+      d = 1 + num * d;
+      d = std::abs(d) < kTiny ? kTiny : d;
+      c = 1 + num / c;
+      c = std::abs(c) < kTiny ? kTiny : c;
+      d = 1 / d;
+      const double del = d * c;
+      h *= del;
+      if (half == 1 && std::abs(del - 1) < kEps) return h;
+      num = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+    }
+  }
+  return h;
+}
+double RegularizedIncompleteBeta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const double front =
+      std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
+  if (x < (a + 1) / (a + b + 2)) return front * IncompleteBetaFraction(a, b, x) / a;
+  return 1 - front * IncompleteBetaFraction(b, a, 1 - x) / b;
+}
+
+// Mean and sample variance (n - 1) of the logs.
+std::pair<double, double> LogMeanVar(const std::vector<double>& v) {
+  double mean = 0;
+  for (double x : v) mean += std::log(x) / static_cast<double>(v.size());
+  double var = 0;
+  for (double x : v) var += (std::log(x) - mean) * (std::log(x) - mean);
+  return {mean, v.size() > 1 ? var / static_cast<double>(v.size() - 1) : 0};
+}
+
+// The least variance of one trial's median that its steps show: (pi/2) var(log step) / steps,
+// averaged over the trials that have 2 steps or more (0 when none has).
+double StepFloor(const std::vector<std::vector<double>>& steps) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& s : steps) {
+    std::vector<double> positive;
+    for (double x : s)
+      if (x > 0) positive.push_back(x);
+    if (positive.size() < 2) continue;
+    sum += 1.5707963267948966 * LogMeanVar(positive).second / static_cast<double>(positive.size());
+    ++n;
+  }
+  return n > 0 ? sum / n : 0;
+}
+}  // namespace
+
+double StudentTCdf(double t, double df) {
+  if (!(df > 0) || std::isnan(t)) return 0.5;
+  const double tail = 0.5 * RegularizedIncompleteBeta(df / 2, 0.5, df / (df + t * t));  // P(T > |t|)
+  return t >= 0 ? 1 - tail : tail;
+}
+
+double StudentTQuantile(double p, double df) {
+  if (p <= 0) return -INFINITY;
+  if (p >= 1) return INFINITY;
+  double lo = -1, hi = 1;
+  while (StudentTCdf(lo, df) > p) lo *= 2;
+  while (StudentTCdf(hi, df) < p) hi *= 2;
+  for (int i = 0; i < 200 && hi - lo > 1e-12 * std::max(1.0, std::abs(lo)); ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (StudentTCdf(mid, df) < p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+Comparison CompareFewTrials(const std::vector<double>& a, const std::vector<std::vector<double>>& a_steps,
+                            const std::vector<double>& b, const std::vector<std::vector<double>>& b_steps,
+                            const CompareOptions& options) {
+  Comparison c;
+  c.n_a = a.size();
+  c.n_b = b.size();
+  if (a.size() < 2 || b.size() < 2) return c;
+  for (double x : a)
+    if (!(x > 0)) return c;
+  for (double x : b)
+    if (!(x > 0)) return c;
+  c.median_a = Median(a);
+  c.median_b = Median(b);
+  const auto [mean_a, var_a] = LogMeanVar(a);
+  const auto [mean_b, var_b] = LogMeanVar(b);
+  const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
+  const double va = std::max(var_a, StepFloor(a_steps)) / na, vb = std::max(var_b, StepFloor(b_steps)) / nb;
+  const double d = mean_a - mean_b;
+  c.speedup = std::exp(d);
+  const double se = std::sqrt(va + vb);
+  if (!(se > 0)) {  // no spread measured: nothing to weigh the difference against
+    c.ci_low = c.ci_high = c.speedup;
+    return c;
+  }
+  const double df = (va + vb) * (va + vb) / (va * va / (na - 1) + vb * vb / (nb - 1));
+  const double t = d / se;
+  c.p_value = std::min(1.0, 2 * StudentTCdf(-std::abs(t), df));
+  const double q = StudentTQuantile(1 - options.alpha / 2, df);
+  c.ci_low = std::exp(d - q * se);
+  c.ci_high = std::exp(d + q * se);
+  c.detectable = std::exp((StudentTQuantile(0.975, df) + 0.84) * se);
+  const bool significant = c.p_value < options.alpha && (c.ci_low > 1 || c.ci_high < 1);
+  c.verdict = !significant ? Verdict::kNoDifference : c.speedup > 1 ? Verdict::kFaster : Verdict::kSlower;
+  return c;
+}
+
 std::string PairOrder(int trials, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::string order;

@@ -94,17 +94,20 @@ Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<st
   if (o.trials < 2)
     return Status::Error("--trials: must be at least 2 for a sweep (4 or more to name a significantly best cell)");
   report->trials = o.trials;
-  // A design that cannot reach the level is said up front and in the report, never read as a tie
-  // (issue 51.1: 9 401 vs 59 658 samples/s, 6.35x, with 3 trials a cell, were "tied for best").
+  // A design whose rank test cannot reach the level (issue 51.1: 9 401 vs 59 658 samples/s, 6.35x,
+  // with 3 trials a cell, were "tied for best") compares its cells by the few-trials test instead,
+  // said up front and in the report.
   {
     std::vector<double> a(static_cast<size_t>(o.trials)), b(static_cast<size_t>(o.trials));
     for (int i = 0; i < o.trials; ++i) a[static_cast<size_t>(i)] = i, b[static_cast<size_t>(i)] = o.trials + i;
     report->smallest_p = stats::MannWhitneyP(a, b);
-    report->powerless = report->smallest_p >= 0.05;
-    if (report->powerless) {
+    report->few_trials = report->smallest_p >= 0.05;
+    if (report->few_trials) {
       const std::string why = fmt::format(
-          "--trials {}: no two cells can differ significantly (complete separation gives p = {:.3f} >= 0.05); the cells are "
-          "ranked by their medians only, and none is called best or tied. 4 trials a cell can decide.",
+          "--trials {}: a rank test of the trial medians cannot reach p < 0.05 (complete separation gives p = {:.3f}); the "
+          "cells are compared by Welch's t on the logs of their trial medians, each trial's noise bounded below by the "
+          "spread of its own steps (log-normal process noise assumed). Only large differences can be told apart this "
+          "way; 4 trials a cell use the rank test, which assumes nothing about the noise.",
           o.trials, report->smallest_p);
       report->notes.push_back(why);
       progress.Note(why);
@@ -140,10 +143,12 @@ Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<st
         cell.oom_message = r.oom_message;
         cell.arm.trial_ms.clear();
         cell.arm.samples_per_s.clear();
+        cell.arm.trial_steps_ms.clear();
         continue;
       }
       cell.arm.trial_ms.push_back(r.median_ms);
       cell.arm.samples_per_s.push_back(r.samples_per_s);
+      cell.arm.trial_steps_ms.push_back(r.step_ms);
       if (r.samples_per_step > 0) cell.samples_per_step = r.samples_per_step, cell.samples_from = r.samples_from;
     }
   }
@@ -179,14 +184,21 @@ Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<st
   stats::CompareOptions co;
   co.seed = o.seed;
   const auto& best = report->cells[report->best];
-  report->best_significant = fits > 1 && !report->powerless;
+  report->best_significant = fits > 1;
   for (size_t i = 0; i < report->cells.size(); ++i) {
     if (i == report->best || report->cells[i].out_of_memory) continue;
     auto& c = report->cells[i];
-    // speedup = median(first) / median(second) > 1 when the best is better.
-    c.vs_best = by_time ? stats::Compare(c.arm.trial_ms, best.arm.trial_ms, co)
-                        : stats::Compare(best.arm.samples_per_s, c.arm.samples_per_s, co);
-    c.tied_with_best = !report->powerless && c.vs_best.verdict != stats::Verdict::kFaster;
+    // speedup = median(first) / median(second) > 1 when the best is better. The few-trials test
+    // reads only the spread of the steps' logs, the same for times and for their throughputs.
+    if (report->few_trials)
+      c.vs_best = by_time ? stats::CompareFewTrials(c.arm.trial_ms, c.arm.trial_steps_ms, best.arm.trial_ms,
+                                                    best.arm.trial_steps_ms, co)
+                          : stats::CompareFewTrials(best.arm.samples_per_s, best.arm.trial_steps_ms, c.arm.samples_per_s,
+                                                    c.arm.trial_steps_ms, co);
+    else
+      c.vs_best = by_time ? stats::Compare(c.arm.trial_ms, best.arm.trial_ms, co)
+                          : stats::Compare(best.arm.samples_per_s, c.arm.samples_per_s, co);
+    c.tied_with_best = c.vs_best.verdict != stats::Verdict::kFaster;
     report->best_significant = report->best_significant && !c.tied_with_best;
   }
   return Status::Ok();

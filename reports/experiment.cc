@@ -311,19 +311,19 @@ void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
     if (!by_time) row.push_back(fmt::format("{:.1f}", c.samples_per_s));
     if (by_time) row.push_back(r.cells[r.best].median_ms > 0 ? fmt::format("{:.2f}x", c.median_ms / r.cells[r.best].median_ms) : "-");
     else row.push_back(c.samples_per_s > 0 ? fmt::format("{:.2f}x", best / c.samples_per_s) : "-");
-    row.push_back(r.powerless                           ? (i == r.best ? "highest median (undecided)" : "undecided")
-                  : i == r.best && r.best_significant ? "<- best"
-                  : i == r.best || c.tied_with_best   ? "not separated from the best"
-                                                      : "");
+    row.push_back(i == r.best && r.best_significant ? "<- best"
+                  : i == r.best || c.tied_with_best ? "not separated from the best"
+                                                    : "");
     rows.push_back(row);
   }
   Table(rows, out, md);
   if (!r.notes.empty()) out << "\n";
   for (const auto& n : r.notes) out << NotePrefix(md) << (md ? MarkdownText(n) : n) << "\n";
-  if (!r.best_significant && r.cells.size() > 1 && !r.powerless) {
-    out << "\nno cell is significantly faster than every other: the cells marked \"not separated from the best\" are not "
-           "distinguishable from the fastest with these trials (Mann-Whitney U, p >= 0.05), which is not evidence that "
-           "they are equal; more --trials can separate them.\n";
+  if (!r.best_significant && r.cells.size() > 1) {
+    out << fmt::format("\nno cell is significantly faster than every other: the cells marked \"not separated from the best\" "
+                       "are not distinguishable from the fastest with these trials ({}, p >= 0.05), which is not evidence "
+                       "that they are equal; more --trials can separate them.\n",
+                       r.few_trials ? "Welch's t on log trial medians" : "Mann-Whitney U");
   }
 }
 
@@ -338,7 +338,7 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
   w.Field("trials", static_cast<int64_t>(r.trials));
   w.Field("best", static_cast<int64_t>(r.best));
   w.Field("best_significant", r.best_significant);
-  w.Field("powerless", r.powerless);
+  w.Field("test", r.few_trials ? "welch_t_few_trials" : "mann_whitney");
   w.Field("smallest_p", r.smallest_p, 6);
   w.Field("ranked_by", r.by_throughput ? "samples_per_s" : "median_time");
   w.Field("memory_cap_bytes", static_cast<int64_t>(r.memory_cap_bytes));

@@ -723,7 +723,7 @@
     const best = cells[r.best];
     main.append(section('summary', 'Best', el('div', {class: 'tiles'}, tile('best cell', best ? label(best) : '–'),
       tile('median', best ? `${num(best.median_ms, 3)} ${r.unit}` : '–'),
-      tile('significant', r.powerless ? `undecided: ${r.trials} trials a cell cannot reach p < 0.05` : r.best_significant ? 'yes: faster than every other cell' : 'no: cells not separated from the best are marked ≈'))));
+      tile('significant', (r.best_significant ? 'yes: faster than every other cell' : 'no: cells not separated from the best are marked ≈') + (r.test === 'welch_t_few_trials' ? ` (Welch's t on ${r.trials} trials a cell)` : '')))));
     const values = k => [...new Set(cells.map(c => c.knobs[k]))];
     const mn = Math.min(...cells.map(c => c.median_ms)), mx = Math.max(...cells.map(c => c.median_ms));
     const heat = v => { const f = mx > mn ? (v - mn) / (mx - mn) : 0; return `hsl(${120 - 120 * f}, 65%, ${88 - 10 * f}%)`; };

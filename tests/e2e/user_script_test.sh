@@ -117,18 +117,22 @@ PY
 
 # 3b'. Issue 51.4 and 51.1 end to end: a {b} script that "generates" with batch 1 before each training
 # forward (as minGPT's chargpt does in its first iteration): the batch is the training forward's, and
-# a sweep of 2 trials a cell cannot decide, so it says so and names no best.
+# a sweep of 2 trials a cell, which a rank test cannot decide, says so and compares by the few-trials
+# test: if it names a best, it is batch 32 (the higher throughput on every run seen).
 "$TRAINRX" sweep --cmd "$PY $SCRIPT --generate --batch {b} --steps 6 --threads 1" --grid b=8,32 --trials 2 \
   --format json -o sweep_gen.json 2> sweep_gen.err || bad "sweep --cmd with generation failed: $(tail -3 sweep_gen.err)"
-python3 - <<'PY' && ok "sweep --cmd: batch read from the training forward, not the batch-1 generation; 2 trials undecided" || bad "sweep gen report"
+python3 - <<'PY' && ok "sweep --cmd: batch read from the training forward, not the batch-1 generation; 2 trials by Welch's t" || bad "sweep gen report"
 import json
 r = json.load(open("sweep_gen.json"))
 print("  cells:", [(c["knobs"]["b"], c.get("samples_per_step"), c.get("samples_from")) for c in r["cells"]])
 assert sorted(c.get("samples_per_step") for c in r["cells"]) == [8, 32], r["cells"]
 assert all("aten::conv2d" in c["samples_from"] for c in r["cells"])
-assert r["powerless"] is True and r["best_significant"] is False, (r["powerless"], r["best_significant"])
+assert r["test"] == "welch_t_few_trials", r["test"]
+print("  best %s, significant %s" % (r["cells"][r["best"]]["knobs"]["b"], r["best_significant"]))
+assert not r["best_significant"] or r["cells"][r["best"]]["knobs"]["b"] == "32", r["cells"]
+assert "tied" not in json.dumps(r["notes"]), r["notes"]
 PY
-grep -q "no two cells can differ significantly" sweep_gen.err && ok "sweep warned up front that 2 trials cannot decide" || bad "no up-front warning: $(head -3 sweep_gen.err)"
+grep -q "a rank test of the trial medians cannot reach p < 0.05" sweep_gen.err && ok "sweep said up front that 2 trials need the few-trials test" || bad "no up-front note: $(head -3 sweep_gen.err)"
 
 # 3c. ab explains a significant difference (issue 37): one more recorded run of each side, diffed.
 # --explain always: beside two CPU hogs 4 trials did not reach significance, so "auto" explained

@@ -187,3 +187,71 @@ TEST(WilsonIntervalTest, MatchesTheFormulaAndStaysInsideZeroOne) {
 
 }  // namespace
 }  // namespace trainrx::experiments::stats
+
+namespace trainrx::experiments {
+namespace {
+
+// Student's t against published quantiles (two-sided 95 % and 99 %, whole and fractional df).
+TEST(StudentTTest, MatchesPublishedQuantiles) {
+  const struct { double df, q975, q995; } kTable[] = {
+      {1, 12.7062047, 63.6567412}, {2, 4.30265273, 9.92484320}, {4, 2.77644511, 4.60409487},
+      {10, 2.22813885, 3.16927267}, {30, 2.04227246, 2.75000000}, {1000, 1.96233908, 2.58075835}};
+  for (const auto& row : kTable) {
+    EXPECT_NEAR(stats::StudentTQuantile(0.975, row.df), row.q975, 1e-5 * row.q975) << row.df;
+    EXPECT_NEAR(stats::StudentTQuantile(0.995, row.df), row.q995, 2e-4 * row.q995) << row.df;
+    EXPECT_NEAR(stats::StudentTCdf(row.q975, row.df), 0.975, 1e-9) << row.df;
+    EXPECT_NEAR(stats::StudentTCdf(-row.q975, row.df), 0.025, 1e-9) << row.df;
+  }
+  EXPECT_DOUBLE_EQ(stats::StudentTCdf(0, 3.5), 0.5);
+  // df = 1 is the Cauchy distribution: P(T <= 1) = 3/4.
+  EXPECT_NEAR(stats::StudentTCdf(1, 1), 0.75, 1e-12);
+}
+
+// Issue 51.1: two or three trials a side. A 6x difference is decided; equal sides are not; the
+// steps' spread is a floor under trials that agree by chance; no spread at all decides nothing.
+TEST(StatsTest, FewTrialsComparison) {
+  const std::vector<double> slow = {60.1, 59.2, 61.0}, fast = {10.2, 9.9, 10.05};
+  const stats::Comparison c = stats::CompareFewTrials(slow, {}, fast, {});
+  EXPECT_EQ(c.verdict, stats::Verdict::kFaster);
+  EXPECT_NEAR(c.speedup, 6.0, 0.1);
+  EXPECT_LT(c.p_value, 1e-4);
+  EXPECT_LT(c.ci_low, c.speedup);
+  EXPECT_GT(c.ci_high, c.speedup);
+  // Welch by hand: logs' means and variances, Welch-Satterthwaite df.
+  auto mv = [](const std::vector<double>& v) {
+    double m = 0, s = 0;
+    for (double x : v) m += std::log(x) / v.size();
+    for (double x : v) s += (std::log(x) - m) * (std::log(x) - m) / (v.size() - 1);
+    return std::pair<double, double>{m, s};
+  };
+  const auto [ma, va] = mv(slow);
+  const auto [mb, vb] = mv(fast);
+  const double se = std::sqrt(va / 3 + vb / 3), df = (va / 3 + vb / 3) * (va / 3 + vb / 3) / ((va / 3) * (va / 3) / 2 + (vb / 3) * (vb / 3) / 2);
+  EXPECT_NEAR(c.p_value, 2 * stats::StudentTCdf(-(ma - mb) / se, df), 1e-15);
+  EXPECT_NEAR(c.ci_low, std::exp(ma - mb - stats::StudentTQuantile(0.975, df) * se), 1e-9);
+
+  const stats::Comparison same = stats::CompareFewTrials({10.0, 10.4, 9.8}, {}, {10.1, 9.7, 10.3}, {});
+  EXPECT_EQ(same.verdict, stats::Verdict::kNoDifference);
+  // Three trials that agree to 0.1 % on each side, 3 % apart: decided from the trials alone, not
+  // when their steps show a 10 % spread (a median of 20 such steps varies by about 2.8 %).
+  const std::vector<double> a = {10.30, 10.31, 10.30}, b = {10.0, 10.01, 10.0};
+  EXPECT_EQ(stats::CompareFewTrials(a, {}, b, {}).verdict, stats::Verdict::kFaster);
+  std::vector<std::vector<double>> noisy_a, noisy_b;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> n(0, 0.10);
+  for (int t = 0; t < 3; ++t) {
+    noisy_a.emplace_back(), noisy_b.emplace_back();
+    for (int s = 0; s < 20; ++s) noisy_a.back().push_back(10.3 * std::exp(n(rng))), noisy_b.back().push_back(10.0 * std::exp(n(rng)));
+  }
+  EXPECT_EQ(stats::CompareFewTrials(a, noisy_a, b, noisy_b).verdict, stats::Verdict::kNoDifference);
+  // Identical trials and no steps: nothing to weigh the difference against.
+  const stats::Comparison flat = stats::CompareFewTrials({10, 10}, {}, {20, 20}, {});
+  EXPECT_EQ(flat.verdict, stats::Verdict::kNoDifference);
+  EXPECT_EQ(flat.p_value, 1);
+  // Fewer than 2 trials a side, or a value that is not positive: no comparison.
+  EXPECT_EQ(stats::CompareFewTrials({10}, {}, {20, 21}, {}).verdict, stats::Verdict::kNoDifference);
+  EXPECT_EQ(stats::CompareFewTrials({10, 0}, {}, {20, 21}, {}).verdict, stats::Verdict::kNoDifference);
+}
+
+}  // namespace
+}  // namespace trainrx::experiments

@@ -19,6 +19,8 @@ struct Arm {
   std::vector<double> trial_ms;    // per trial: median step time after warm-up
   std::vector<double> samples_per_s;
   std::vector<double> compile_s;   // ab --cmd: per trial, torch.compile's time (outside the steps timed)
+  // Per trial, its timed steps (ms) where the trials have them (sweeps: stats::CompareFewTrials).
+  std::vector<std::vector<double>> trial_steps_ms;
   // Per trial, when every trial measured memory (issue 36; TrialResult::has_memory): growth of the
   // process's memory a step (bytes) and its peak. Empty otherwise.
   std::vector<double> memory_growth, memory_peak;
@@ -132,10 +134,10 @@ struct SweepReport {
   // The best cell is "the best" only when every other cell is significantly slower; else the
   // cells tied with it are named instead (overlapping noise is not a winner).
   bool best_significant = false;
-  // The design could not separate any two cells at 0.05 (issue 51.1: with 3 trials a cell the
-  // smallest Mann-Whitney p is 0.10): the cells are ranked by their medians, and nothing is said
-  // to be tied or best; smallest_p is what complete separation would have given.
-  bool powerless = false;
+  // The rank test of trial medians could not separate any two cells at 0.05 (issue 51.1: with 3
+  // trials a cell the smallest Mann-Whitney p is 0.10; smallest_p is what complete separation
+  // gives): the cells are compared by stats::CompareFewTrials instead, said in the notes.
+  bool few_trials = false;
   double smallest_p = 0;
 };
 

@@ -72,6 +72,28 @@ Difference CompareDifference(const std::vector<double>& a, const std::vector<dou
 Comparison ComparePaired(const std::vector<double>& log_ratios, const CompareOptions& options = {});
 double SignedRankP(const std::vector<double>& d);
 
+// Few trials (issue 51.1). With 2 or 3 trials a side no rank test can reach p < 0.05 (complete
+// separation of 3 and 3 gives p = 0.10), yet a 6x difference between two cells is plain. This
+// comparison reads the trials as a two-level sample, steps within trials: Welch's t on the logs of
+// the trial medians (Welch-Satterthwaite df), where each side's variance is at least what its own
+// steps give the median of that many steps ((pi/2) var(log step) / steps, averaged over its trials),
+// so two or three trials that agree by chance never pass as certainty. speedup = exp(mean log a -
+// mean log b) (> 1: b is faster, as Compare), CI = exp(d -+ t_{df, 1 - alpha/2} se), p two-sided.
+// Assumes process-to-process noise is log-normal; the A/A rate under it is printed by
+// bench/experiments_aa_bench (a bootstrap of 3 trials, the other candidate, is not at its level).
+// `a_steps` / `b_steps` may be empty (runs without steps: no floor) or hold one list per trial.
+// No spread at all (identical trials, no steps) decides nothing.
+Comparison CompareFewTrials(const std::vector<double>& a, const std::vector<std::vector<double>>& a_steps,
+                            const std::vector<double>& b, const std::vector<std::vector<double>>& b_steps,
+                            const CompareOptions& options = {});
+
+// Student's t distribution: P(T <= t) for `df` > 0 degrees of freedom (not necessarily whole), and
+// its quantile. Written here (the regularized incomplete beta by its continued fraction, about 40
+// lines) rather than taken from Boost.Math: it would be a new required system package for every
+// `pip install` user, for one function; the unit tests hold it to published quantiles.
+double StudentTCdf(double t, double df);
+double StudentTQuantile(double p, double df);
+
 // Two-sided Mann-Whitney U p-value (analyzers::MannWhitneyP: the one implementation).
 double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b);
 
