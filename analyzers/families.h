@@ -25,6 +25,7 @@ void AnalyzeDist(const AnalysisContext& ctx, Report& out);       // dist.cc
 void AnalyzeMemory(const AnalysisContext& ctx, Report& out);     // memory.cc
 void AnalyzeCompile(const AnalysisContext& ctx, Report& out);    // compile.cc
 void AnalyzeStepTimes(const AnalysisContext& ctx, Report& out);  // step_time.cc
+void AnalyzeUtilization(const AnalysisContext& ctx, Report& out);  // utilization.cc
 // batch.small (memory.cc): after the families, from their findings and the memory figures.
 void FlagBatchSmall(const AnalysisContext& ctx, Report& report);
 // compile.not_compiled / compile.reduce_overhead (compile.cc): after the families, from gpu.launch_bound.

@@ -38,6 +38,8 @@ const char* ConfidenceName(Confidence c) {
 Thresholds::Thresholds() {
   values_ = {
       {"gpu.idle.idle_pct", {20.0, "flag when the device is idle more than this % of its active span"}},
+      {"utilization.peak_tflops", {0.0, "the device's dense peak TFLOP/s for MFU (0: from the datasheet table for the device and dtype, or the CPU's measured matmul rate)"}},
+      {"utilization.peak_gbps", {0.0, "the device's memory bandwidth in GB/s for the roofline (0: from the datasheet table)"}},
       {"gpu.idle.kernel_wait_us", {30.0, "gap below which idle between kernels counts as kernel wait (HTA: 30)"}},
       {"gpu.idle.hta_time", {1.0, "1: GPU breakdowns round ns-resolution times to whole µs as HTA does (start up, end down), to match HTA; 0: exact ns"}},
       {"dist.straggler.wait_pct", {5.0, "flag a rank the others wait for at collectives when their wait is at least this % of its step"}},
@@ -135,6 +137,7 @@ const std::vector<AnalyzerInfo>& Registry() {
       {"memory", &AnalyzeMemory},
       {"compile", &AnalyzeCompile},
       {"steps", &AnalyzeStepTimes},
+      {"utilization", &AnalyzeUtilization},
   };
   return kRegistry;
 }
@@ -174,6 +177,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
     std::move(part.metrics.launch.begin(), part.metrics.launch.end(), std::back_inserter(report.metrics.launch));
     std::move(part.metrics.memory.begin(), part.metrics.memory.end(), std::back_inserter(report.metrics.memory));
     std::move(part.metrics.compile.begin(), part.metrics.compile.end(), std::back_inserter(report.metrics.compile));
+    std::move(part.metrics.utilization.begin(), part.metrics.utilization.end(), std::back_inserter(report.metrics.utilization));
   }
   FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
   FlagCompileForLaunches(ctx, report);  // reads gpu.launch_bound and the compile figures

@@ -56,7 +56,7 @@ void Record(tp::Collector& c, uint64_t n, int64_t t0) {
         r->name = b->InternStatic(kNames[(i * 7 + t) % 30]);
         r->flags = tp::kGradEnabled;
         r->start_ticks = ts += 700;
-        if (i < n / 300) r->aux = b->AddInputs({"[[64, 3, 16, 16], [3, 1, 1]]", "[\"float\", \"float\"]"});
+        if (i < n / 300) r->aux = b->AddInputs({"[[64, 3, 16, 16], [3, 1, 1]]", "[\"float\", \"float\"]", ""});
         if (i % 100 == 1) b->AddEdge(i - 1, i);
         tp::EndRecord(r, ts += 300);
       }

@@ -528,7 +528,8 @@ void EmitRecords(const ThreadBuffer& b, const std::vector<uint64_t>& ready, Drai
     if (r.aux != UINT32_MAX && r.aux < input_ids.size()) {
       if (input_ids[r.aux] == UINT32_MAX) {
         const RecInputs& in = *at.inputs[r.aux];
-        trace.op_inputs.push_back({trace.strings.Intern(in.dims), trace.strings.Intern(in.types)});
+        trace.op_inputs.push_back({trace.strings.Intern(in.dims), trace.strings.Intern(in.types),
+                                   in.concrete.empty() ? profiler::kNoStr : trace.strings.Intern(in.concrete)});
         input_ids[r.aux] = static_cast<uint32_t>(trace.op_inputs.size() - 1);
       }
       e.aux = input_ids[r.aux];

@@ -71,6 +71,9 @@ struct Rec {
 struct RecInputs {
   std::string dims;   // "[[32, 3, 8, 8], [16, 3, 3, 3], [16], []]"
   std::string types;  // "[\"float\", \"float\", \"float\", \"\"]"
+  // Kineto's "Concrete Inputs": the scalar and int-list arguments' values, "" for the rest
+  // ("[\"\", \"\", \"\", \"[2, 2]\", \"[1, 1]\", \"[1, 1]\", \"1\"]"); empty: none recorded.
+  std::string concrete;
 };
 
 // Exact dataflow seen by the observer: the output of record `from` is an input of record `to`

@@ -24,7 +24,9 @@
 
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "collector.h"
 #include "cupti_bridge.h"
@@ -140,6 +142,21 @@ bool IsBiasAdd(const char* n, c10::ArrayRef<const c10::IValue> in) {
   return b.defined() && x.defined() && b.dim() == 1 && x.dim() >= 2 && (add ? x.size(-1) == b.size(0) : true);
 }
 
+// Ops whose FLOPs and bytes the analysis models from their input shapes (analyzers/flops.h, issue
+// 52): their inputs are recorded too (in the steps where inputs are captured at all). Elementwise
+// ops are left out: many calls, little of a step's FLOPs.
+bool IsCosted(const char* n) {
+  static const std::unordered_set<std::string_view> kNames = {
+      "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::_scaled_mm",
+      "aten::convolution_backward", "aten::cudnn_convolution_backward", "aten::miopen_convolution_backward",
+      "aten::native_layer_norm_backward", "aten::native_batch_norm_backward", "aten::native_group_norm_backward",
+      "aten::_fused_rms_norm", "aten::_fused_rms_norm_backward", "aten::rms_norm",
+      "aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax", "aten::_softmax_backward_data",
+      "aten::_log_softmax_backward_data", "aten::cross_entropy_loss", "aten::embedding", "aten::embedding_dense_backward",
+      "aten::scaled_dot_product_attention", "aten::_efficient_attention_backward"};
+  return kNames.count(n) > 0 || StartsWith(n, "aten::_scaled_dot_product_");
+}
+
 bool IsNorm(const char* n) {
   return std::strcmp(n, "aten::batch_norm") == 0 || std::strcmp(n, "aten::layer_norm") == 0 ||
          std::strcmp(n, "aten::group_norm") == 0 || std::strcmp(n, "aten::instance_norm") == 0;
@@ -165,17 +182,40 @@ TensorKey KeyOf(const at::Tensor& t) {
   return {t.unsafeGetTensorImpl(), data};
 }
 
-// Kineto's text forms: "Input Dims" [[32, 3, 8, 8], [16], []] and "Input type" ["float", ""].
+// A scalar or int-list argument's value as Kineto's "Concrete Inputs" writes it ("1", "[2, 2]",
+// "True", "0.5"); "" for tensors and everything else.
+std::string ConcreteOf(const c10::IValue& v) {
+  if (v.isInt()) return std::to_string(v.toInt());
+  if (v.isBool()) return v.toBool() ? "True" : "False";
+  if (v.isDouble()) return std::to_string(v.toDouble());
+  if (v.isIntList()) {
+    std::string s = "[";
+    for (int64_t x : v.toIntList()) s += (s.size() > 1 ? ", " : "") + std::to_string(x);
+    return s + "]";
+  }
+  if (v.isBoolList()) {
+    std::string s = "[";
+    for (bool x : v.toBoolList()) s += std::string(s.size() > 1 ? ", " : "") + (x ? "True" : "False");
+    return s + "]";
+  }
+  return "";
+}
+
+// Kineto's text forms: "Input Dims" [[32, 3, 8, 8], [16], []], "Input type" ["float", ""] and
+// "Concrete Inputs" ["", "[2, 2]", "1"].
 RecInputs DescribeInputs(c10::ArrayRef<const c10::IValue> inputs) {
   RecInputs out;
   out.dims = "[";
   out.types = "[";
+  out.concrete = "[";
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (i) {
       out.dims += ", ";
       out.types += ", ";
+      out.concrete += ", ";
     }
     const c10::IValue& v = inputs[i];
+    out.concrete += "\"" + ConcreteOf(v) + "\"";
     if (v.isTensor() && v.toTensor().defined()) {
       const at::Tensor& t = v.toTensor();
       out.dims += "[";
@@ -192,6 +232,7 @@ RecInputs DescribeInputs(c10::ArrayRef<const c10::IValue> inputs) {
   }
   out.dims += "]";
   out.types += "]";
+  out.concrete += "]";
   return out;
 }
 
@@ -411,7 +452,7 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
         const bool norm = IsNorm(name);
         const auto inputs = fn.inputs();
         producer = IsProducer(name) || IsBiasAdd(name, inputs);
-        if (norm || producer) {
+        if (norm || producer || IsCosted(name)) {
           r->aux = b->AddInputs(DescribeInputs(inputs));
           if (norm && !inputs.empty() && inputs[0].isTensor() && inputs[0].toTensor().defined()) {
             auto it = t_recent_outputs.find(KeyOf(inputs[0].toTensor()));

@@ -278,6 +278,61 @@ void WriteCriticalPathJson(JsonWriter& w, const analyzers::Report& report) {
   w.EndArray();
 }
 
+// metrics.utilization: per rank with costed ops (issue 52): MFU, the peak and its source, and the
+// op classes' and top ops' FLOPs, bytes, time and achieved throughput.
+void WriteCostRowJson(JsonWriter& w, const analyzers::OpCostRow& r, bool op) {
+  w.BeginObject();
+  if (op) w.Field("name", r.name);
+  w.Field("class", r.op_class);
+  if (op) w.Field("dtype", r.dtype);
+  w.Field("calls", r.calls, 6);
+  w.Field("flops", r.flops, 15);
+  w.Field("bytes", r.bytes, 15);
+  w.Field("time_ns", r.time_ns, 15);
+  w.Field("tflops", r.tflops, 6);
+  w.Field("gbps", r.gbps, 6);
+  w.Field("intensity", r.intensity, 6);
+  w.Field("bound", r.bound);
+  w.EndObject();
+}
+void WriteUtilizationJson(JsonWriter& w, const analyzers::Report& report) {
+  w.Key("utilization");
+  w.BeginArray();
+  for (const auto& u : report.metrics.utilization) {
+    w.BeginObject();
+    w.Field("rank", u.rank);
+    w.Field("device", u.device);
+    w.Field("time_from", u.device_time ? "kernels" : "cpu_ops");
+    w.Field("dtype", u.dtype);
+    w.Field("peak_tflops", u.peak_tflops, 6);
+    w.Field("peak_gbps", u.peak_gbps, 6);
+    w.Field("peak_source", u.peak_source);
+    w.Field("steps", u.steps);
+    w.Field("steps_costed", u.steps_costed);
+    w.Field("model_flops", u.model_flops, 15);
+    w.Field("other_flops", u.other_flops, 15);
+    w.Field("bytes", u.bytes, 15);
+    w.Field("step_ns", u.step_ns, 15);
+    w.Field("achieved_tflops", u.achieved_tflops, 6);
+    w.Field("mfu", u.mfu, 6);
+    w.Field("mfu_lower_bound", u.mfu_lower_bound);
+    w.Field("costed_ns", u.costed_ns, 15);
+    w.Field("total_ns", u.total_ns, 15);
+    w.Field("covered_share", u.covered_share, 6);
+    w.Field("note", u.note);
+    w.Key("classes");
+    w.BeginArray();
+    for (const auto& c : u.classes) WriteCostRowJson(w, c, false);
+    w.EndArray();
+    w.Key("ops");
+    w.BeginArray();
+    for (const auto& o : u.ops) WriteCostRowJson(w, o, true);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
 // metrics.launch_stats: per rank.
 void WriteLaunchStatsJson(JsonWriter& w, const analyzers::Report& report) {
   w.Key("launch_stats");
@@ -397,6 +452,7 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   WriteStepBreakdownJson(w, steps);
   WriteTemporalJson(w, report);
   WriteCriticalPathJson(w, report);
+  WriteUtilizationJson(w, report);
   WriteLaunchStatsJson(w, report);
   WriteNameTable(w, "op_table", report.metrics.op_table, /*self=*/true);
   WriteNameTable(w, "kernel_table", report.metrics.kernel_table, /*self=*/false);

@@ -512,6 +512,56 @@ void WriteCriticalPath(const analyzers::Report& report, Sink& sink) {
     if (!p.note.empty()) sink.Line(fmt::format("rank {}: {}", p.rank, p.note));
 }
 
+// How much of the hardware the steps use (issue 52): MFU with its peak named, FLOPs and bytes by op
+// class, the costliest ops with their achieved throughput and roofline bound.
+std::string Flops(double f) {
+  if (f >= 1e12) return fmt::format("{:.2f} TFLOP", f / 1e12);
+  if (f >= 1e9) return fmt::format("{:.2f} GFLOP", f / 1e9);
+  if (f >= 1e6) return fmt::format("{:.2f} MFLOP", f / 1e6);
+  return fmt::format("{:.0f} FLOP", f);
+}
+std::string Rate(double tflops) {
+  return tflops >= 1 ? fmt::format("{:.1f} TFLOP/s", tflops) : fmt::format("{:.1f} GFLOP/s", tflops * 1e3);
+}
+void WriteUtilization(const analyzers::Report& report, Sink& sink) {
+  if (report.metrics.utilization.empty()) return;
+  sink.Heading("Hardware utilization (FLOPs from the recorded shapes)");
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& u : report.metrics.utilization) {
+    const std::string unit = u.steps > 0 ? " a step" : "";
+    rows.push_back({std::to_string(u.rank), u.device, u.dtype.empty() ? "-" : u.dtype, Flops(u.model_flops) + unit,
+                    u.steps > 0 ? Ms(static_cast<int64_t>(u.step_ns)) : "-", u.steps > 0 ? Rate(u.achieved_tflops) : "-",
+                    u.peak_tflops > 0 ? Rate(u.peak_tflops) : "unknown",
+                    u.mfu > 0 ? fmt::format("{}{:.{}f}%", u.mfu_lower_bound ? ">= " : "", 100 * u.mfu, u.mfu < 0.001 ? 3 : 1) : "-",
+                    fmt::format("{:.0f}% of {}", 100 * u.covered_share, u.device_time ? "kernel time" : "op time")});
+  }
+  sink.Table({"rank", "device", "dtype", "model FLOPs", "step", "achieved", "dense peak", "MFU", "costed"}, rows);
+  for (const auto& u : report.metrics.utilization) {
+    if (!u.peak_source.empty()) sink.Line(fmt::format("rank {} peak: {}", u.rank, u.peak_source));
+    if (!u.note.empty()) sink.Line(fmt::format("rank {}: {}", u.rank, u.note));
+    if (u.mfu > 0 && u.mfu_lower_bound)
+      sink.Line(fmt::format("rank {}: MFU is a lower bound: {:.0f}% of the {} is in ops no FLOP model covers", u.rank,
+                            100 * (1 - u.covered_share), u.device_time ? "kernel time" : "op time"));
+  }
+  rows.clear();
+  for (const auto& u : report.metrics.utilization)
+    for (const auto& c : u.classes)
+      rows.push_back({std::to_string(u.rank), c.op_class, Flops(c.flops), fmt::format("{:.1f} MB", c.bytes / 1e6),
+                      Ms(static_cast<int64_t>(c.time_ns)), c.time_ns > 0 ? Rate(c.tflops) : "-",
+                      c.time_ns > 0 ? fmt::format("{:.0f} GB/s", c.gbps) : "-", fmt::format("{:.1f}", c.intensity),
+                      c.bound.empty() ? "-" : c.bound});
+  sink.Table({"rank", "class", "FLOPs", "bytes", "time", "achieved", "bandwidth", "FLOP/byte", "bound"}, rows);
+  rows.clear();
+  for (const auto& u : report.metrics.utilization)
+    for (size_t i = 0; i < u.ops.size() && i < 8; ++i) {
+      const auto& o = u.ops[i];
+      rows.push_back({std::to_string(u.rank), o.name, o.dtype, fmt::format("{:g}", o.calls), Flops(o.flops),
+                      Ms(static_cast<int64_t>(o.time_ns)), o.time_ns > 0 ? Rate(o.tflops) : "-",
+                      fmt::format("{:.1f}", o.intensity), o.bound.empty() ? "-" : o.bound});
+    }
+  sink.Table({"rank", "op", "dtype", "calls", "FLOPs", "time", "achieved", "FLOP/byte", "bound"}, rows);
+}
+
 // The findings, by estimated saving: measured value, saving, evidence, examples and fixes.
 void WriteFindings(const analyzers::Report& report, Sink& sink) {
   sink.Heading(report.findings.empty() ? "Findings: none" : fmt::format("Findings ({}), by estimated saving",
@@ -556,6 +606,7 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
   WriteCompile(report, sink);
   WriteGpuTime(report, sink);
   WriteCriticalPath(report, sink);
+  WriteUtilization(report, sink);
   WriteFindings(report, sink);
 }
 

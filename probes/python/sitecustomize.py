@@ -413,6 +413,45 @@ def _install_loader_mark(torch, record_function):
     loader._get_iterator = _get_iterator
 
 
+def _install_cpu_peak(torch, record_function):
+    """At the end of a CPU-only recording (issue 52: MFU on a CPU needs the CPU's peak), the rate of
+    a short fp32 matmul benchmark with the run's intra-op threads, as the mark
+    "trainrx::cpu_peak gflops=G n=N threads=T repeats=R" after a "trainrx::cpu_peak_run" range that
+    holds the benchmark's own ops (after the last step: no step counts them). Python's atexit, while
+    torch is alive; the main process only; skipped where CUDA was used (the device's peak is the
+    one that matters) or with TRAINRX_NO_CPU_PEAK=1. About 0.1 s."""
+    import atexit
+    import time
+    main_pid = os.getpid()
+
+    def measure():
+        try:
+            if os.getpid() != main_pid or os.environ.get("TRAINRX_NO_CPU_PEAK") == "1":
+                return
+            cuda = getattr(torch, "cuda", None)
+            if cuda is not None and getattr(cuda, "is_initialized", lambda: False)():
+                return
+            n = 512
+            with record_function("trainrx::cpu_peak_run"), torch.no_grad():
+                a, b = torch.randn(n, n), torch.randn(n, n)
+                torch.mm(a, b)  # warm: the library's first call picks its kernels
+                best, repeats, start = 0.0, 0, time.perf_counter()
+                while repeats < 3 or (time.perf_counter() - start < 0.08 and repeats < 64):
+                    t0 = time.perf_counter()
+                    torch.mm(a, b)
+                    dt = time.perf_counter() - t0
+                    if dt > 0:
+                        best = max(best, 2.0 * n * n * n / dt / 1e9)
+                    repeats += 1
+            with record_function(f"trainrx::cpu_peak gflops={best:.2f} n={n} threads={torch.get_num_threads()} "
+                                 f"repeats={repeats}"):
+                pass
+        except Exception:
+            pass
+
+    atexit.register(measure)
+
+
 # The calls that make the host wait for the device (or read a tensor's value on the host), whose
 # caller the findings name (issue 49.12): methods of torch.Tensor, functions of torch / torch.cuda.
 _SITE_METHODS = ("item", "tolist", "__bool__", "__float__", "__int__", "cpu", "nonzero", "masked_select")
@@ -557,6 +596,7 @@ def _install_marks(torch):
     _install_cuda_memory_marks(torch, record_function)
     _install_loader_mark(torch, record_function)
     _install_call_sites(torch, record_function)
+    _install_cpu_peak(torch, record_function)
     if original is None:
         return
     compiling, tracing = _tracers(torch)

@@ -1,6 +1,7 @@
 #include "trainrx/profiler/journal_format.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <sstream>
 #include <type_traits>
@@ -165,7 +166,7 @@ struct FrameTables {
   std::vector<TrackRow> tracks;
   std::vector<Event> events;
   std::vector<MemcpyInfo> memcpys;
-  std::vector<std::pair<uint32_t, uint32_t>> inputs;
+  std::vector<std::array<uint32_t, 3>> inputs;  // dims, types, concrete (format 3; else 0)
   std::vector<Counter> counters;
   std::vector<Flow> flows;
   std::vector<DeviceProperties> devices;
@@ -191,7 +192,7 @@ void ReadTracks(Cursor& c, FrameTables& f) {
 }
 
 // The side tables after the events: memcpy infos and op input shapes.
-void ReadSideTables(Cursor& c, FrameTables& f) {
+void ReadSideTables(Cursor& c, FrameTables& f, int version) {
   const uint32_t n_memcpys = c.Count(8 + 3);
   f.memcpys.resize(n_memcpys);
   for (auto& m : f.memcpys) {
@@ -200,12 +201,13 @@ void ReadSideTables(Cursor& c, FrameTables& f) {
     m.src = static_cast<MemKind>(std::min<uint8_t>(c.Get<uint8_t>(), static_cast<uint8_t>(MemKind::kArray)));
     m.dst = static_cast<MemKind>(std::min<uint8_t>(c.Get<uint8_t>(), static_cast<uint8_t>(MemKind::kArray)));
   }
-  const uint32_t n_inputs = c.Count(8);
+  const uint32_t n_inputs = c.Count(version >= 3 ? 12 : 8);
   f.inputs.resize(n_inputs);
   for (auto& in : f.inputs) {
-    in.first = c.Get<uint32_t>();
-    in.second = c.Get<uint32_t>();
-    if (!f.StrOk(in.first) || !f.StrOk(in.second)) c.ok = false;
+    in[0] = c.Get<uint32_t>();
+    in[1] = c.Get<uint32_t>();
+    in[2] = version >= 3 ? c.Get<uint32_t>() : 0;
+    if (!f.StrOk(in[0]) || !f.StrOk(in[1]) || !f.StrOk(in[2])) c.ok = false;
   }
 }
 
@@ -301,7 +303,7 @@ bool ReadFrame(std::string_view payload, int version, FrameTables& f) {
   ReadTracks(c, f);
   if (version == 1) ReadRawEvents(c, f);
   else ReadEvents(c, f);
-  ReadSideTables(c, f);
+  ReadSideTables(c, f, version);
   ReadCountersFlowsDevices(c, f);
   if (!c.ok || c.at != c.n) return false;
   // Events: check every index before anything is added.
@@ -325,7 +327,7 @@ void AddFrame(FrameTables& f, int32_t rank, Trace& trace) {
   const uint32_t memcpy_base = static_cast<uint32_t>(trace.memcpys.size());
   trace.memcpys.insert(trace.memcpys.end(), f.memcpys.begin(), f.memcpys.end());
   const uint32_t inputs_base = static_cast<uint32_t>(trace.op_inputs.size());
-  for (const auto& [dims, types] : f.inputs) trace.op_inputs.push_back({sid[dims], sid[types]});
+  for (const auto& [dims, types, concrete] : f.inputs) trace.op_inputs.push_back({sid[dims], sid[types], sid[concrete]});
   trace.events.reserve(trace.events.size() + f.events.size());
   for (Event e : f.events) {
     e.name = sid[e.name];
@@ -393,7 +395,7 @@ void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequen
   size_t strings_bytes = 0;
   for (size_t i = 1; i < fragment.strings.size(); ++i) strings_bytes += 4 + fragment.strings.Get(static_cast<StrId>(i)).size();
   out->reserve(at + kFramingBytes + 64 + strings_bytes + fragment.tracks.size() * 48 + fragment.events.size() * kMaxEventBytes +
-               fragment.memcpys.size() * 11 + fragment.op_inputs.size() * 8 + fragment.counters.size() * 24 +
+               fragment.memcpys.size() * 11 + fragment.op_inputs.size() * 12 + fragment.counters.size() * 24 +
                fragment.flows.size() * 25);
   out->append(kFramingBytes, '\0');
   Put<int64_t>(out, flush_ns);
@@ -425,6 +427,7 @@ void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequen
   for (const OpInputs& in : fragment.op_inputs) {
     Put<uint32_t>(out, in.input_dims);
     Put<uint32_t>(out, in.input_types);
+    if (format >= 3) Put<uint32_t>(out, in.concrete);
   }
   Put<uint32_t>(out, static_cast<uint32_t>(fragment.counters.size()));
   for (const Counter& k : fragment.counters) {

@@ -172,7 +172,7 @@ EventKey EventKeyOf(const char* k) {
   }
 }
 
-enum class ArgKey { kExternalId, kCorrelation, kDevice, kStream, kBytes, kInputDims, kInputType, kName, kWaitOnStream, kWaitOnRecord, kOther };
+enum class ArgKey { kExternalId, kCorrelation, kDevice, kStream, kBytes, kInputDims, kInputType, kConcreteInputs, kName, kWaitOnStream, kWaitOnRecord, kOther };
 ArgKey ArgKeyOf(const char* k) {
   switch (k[0]) {
     case 'E': return KeyIs(k, "External id\"") ? ArgKey::kExternalId : ArgKey::kOther;
@@ -180,6 +180,7 @@ ArgKey ArgKeyOf(const char* k) {
     case 'd': return KeyIs(k, "device\"") ? ArgKey::kDevice : ArgKey::kOther;
     case 's': return KeyIs(k, "stream\"") ? ArgKey::kStream : ArgKey::kOther;
     case 'b': return KeyIs(k, "bytes\"") ? ArgKey::kBytes : ArgKey::kOther;
+    case 'C': return KeyIs(k, "Concrete Inputs\"") ? ArgKey::kConcreteInputs : ArgKey::kOther;
     case 'I':
       return KeyIs(k, "Input Dims\"") ? ArgKey::kInputDims : KeyIs(k, "Input type\"") ? ArgKey::kInputType : ArgKey::kOther;
     case 'n': return KeyIs(k, "name\"") ? ArgKey::kName : ArgKey::kOther;
@@ -403,7 +404,7 @@ struct RawEvent {
   int64_t external_id = kNoId, correlation = kNoId, device = -1, stream = -1, bytes = -1, flow_id = kNoId;
   int64_t wait_on_stream = -1, wait_on_record = kNoId;
   bool flow_id_present = false;
-  StrId input_dims = kNoStr, input_types = kNoStr, meta_name = kNoStr;
+  StrId input_dims = kNoStr, input_types = kNoStr, concrete_inputs = kNoStr, meta_name = kNoStr;
   std::vector<std::pair<StrId, double>> counter_values;
   // torch.profiler's profile_memory events (memory_counters.h): their figures, read only for them.
   bool memory_event = false, oom_event = false;
@@ -457,6 +458,7 @@ void ReadArg(od::field& af, EventStrings& s, RawEvent& ev) {
       break;
     case ArgKey::kInputDims: ReadShapes(av, s, ev, &ev.input_dims); break;
     case ArgKey::kInputType: ReadShapes(av, s, ev, &ev.input_types); break;
+    case ArgKey::kConcreteInputs: ReadShapes(av, s, ev, &ev.concrete_inputs); break;
     case ArgKey::kName: {
       std::string_view str;
       if (!av.get_string().get(str)) ev.meta_name = s.table.Intern(str);
@@ -593,7 +595,7 @@ void AddWithSideTable(Trace& t, const RawEvent& ev, Event& e) {
     t.memcpys.push_back(info);
   } else if (ev.input_dims != kNoStr || ev.input_types != kNoStr) {
     e.aux = static_cast<uint32_t>(t.op_inputs.size());
-    t.op_inputs.push_back({ev.input_dims, ev.input_types});
+    t.op_inputs.push_back({ev.input_dims, ev.input_types, ev.concrete_inputs});
   }
   t.AddEvent(e);
 }
@@ -610,7 +612,7 @@ void WindowDecoder::HandleEvent(od::object obj) {
   if (ev.bad_type) return Malformed(kInvalidField);
   if (ev.bad_shapes) {  // the event stays; its shapes are dropped, said as info
     Note(kInvalidShapes, IssueSeverity::kInfo, Where());
-    ev.input_dims = ev.input_types = kNoStr;
+    ev.input_dims = ev.input_types = ev.concrete_inputs = kNoStr;
   }
   if (ev.ph.empty()) return Malformed(kMissingPh);
   const IdValue &pid = ev.pid, &tid = ev.tid;
@@ -729,7 +731,8 @@ void SourceAssembler::Merge(const Fragment& f, EventCopy* copy) {
   const auto memcpy_base = static_cast<uint32_t>(trace_.memcpys.size());
   const auto inputs_base = static_cast<uint32_t>(trace_.op_inputs.size());
   trace_.memcpys.insert(trace_.memcpys.end(), ft.memcpys.begin(), ft.memcpys.end());
-  for (const OpInputs& in : ft.op_inputs) trace_.op_inputs.push_back({names_[in.input_dims], names_[in.input_types]});
+  for (const OpInputs& in : ft.op_inputs)
+    trace_.op_inputs.push_back({names_[in.input_dims], names_[in.input_types], names_[in.concrete]});
   for (const Counter& c : ft.counters) trace_.counters.push_back({tracks_[c.track], names_[c.name], c.ts_ns, c.value});
   for (Flow fl : ft.flows) {
     fl.cat = names_[fl.cat];

@@ -186,6 +186,10 @@ void WriteKinetoEvents(JsonWriter& w, const Trace& trace, int32_t rank, int64_t 
             w.Key("Input type");
             w.Raw(trace.strings.Get(in.input_types));
           }
+          if (in.concrete != kNoStr) {
+            w.Key("Concrete Inputs");
+            w.Raw(trace.strings.Get(in.concrete));
+          }
         }
       }
       w.EndObject();

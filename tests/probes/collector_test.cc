@@ -162,7 +162,7 @@ TEST(CollectorTest, DataflowEdgesAndConfigChangesSurviveTheRoundTrip) {
   c.SetStatic("collector", "\"trainrx probes\"");
   ThreadBuffer* b = c.ThisThread();
   Rec* conv = AddRange(b, "aten::conv2d", RecKind::kOp, 1000, 2000, kGradEnabled);
-  conv->aux = b->AddInputs({"[[4, 3, 8, 8], [8, 3, 3, 3], [8], [], [], [], []]", "[\"float\", \"float\", \"float\", \"\", \"\", \"\", \"\"]"});
+  conv->aux = b->AddInputs({"[[4, 3, 8, 8], [8, 3, 3, 3], [8], [], [], [], []]", "[\"float\", \"float\", \"float\", \"\", \"\", \"\", \"\"]", ""});
   Rec* bn = AddRange(b, "aten::batch_norm", RecKind::kOp, 2100, 2600, kGradEnabled);
   b->AddEdge(b->IndexOf(conv), b->IndexOf(bn));
   c.Sample(b, "anomaly_mode", 0, 900);

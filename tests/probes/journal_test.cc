@@ -80,7 +80,7 @@ TEST(JournalTest, ACutOffJournalReadsAsWhatWasFlushed) {
 
   Rec* step = Begin(b, "ProfilerStep#1", 1'000'100);  // open across two flushes
   Rec* conv = Begin(b, "aten::conv2d", 1'000'200);
-  conv->aux = b->AddInputs({"[[4, 3, 8, 8], [8, 3, 3, 3]]", "[\"float\", \"float\"]"});
+  conv->aux = b->AddInputs({"[[4, 3, 8, 8], [8, 3, 3, 3]]", "[\"float\", \"float\"]", "[\"\", \"\", \"[2, 2]\"]"});
   EndRecord(conv, 1'000'300);
   ASSERT_TRUE(j.Flush(c, 1'000'350).ok());
   Rec* bn = Begin(b, "aten::batch_norm", 1'000'400);
@@ -119,6 +119,8 @@ TEST(JournalTest, ACutOffJournalReadsAsWhatWasFlushed) {
   EXPECT_EQ(conv_back->dur_ns, 100);
   ASSERT_NE(conv_back->aux, profiler::kNoAux);
   EXPECT_EQ(back.strings.Get(back.op_inputs[conv_back->aux].input_dims), "[[4, 3, 8, 8], [8, 3, 3, 3]]");
+  // Format 3 (issue 52): the concrete inputs come back too.
+  EXPECT_EQ(back.strings.Get(back.op_inputs[conv_back->aux].concrete), "[\"\", \"\", \"[2, 2]\"]");
   int flushes = 0, anomaly = 0;
   for (const auto& ctr : back.counters) {
     flushes += back.strings.Get(ctr.name) == "trainrx.journal";
@@ -234,7 +236,7 @@ TEST(JournalTest, FlushesWhileThreadsRecordLoseNothingAndRepeatNothing) {
           while (flushed.load() == 0) std::this_thread::yield();
         }
         Rec* outer = Begin(b, i % 2 ? "aten::linear" : "aten::conv2d", 10 + i * 10);
-        if (i % 100 == 0) outer->aux = b->AddInputs({"[[1]]", "[\"float\"]"});
+        if (i % 100 == 0) outer->aux = b->AddInputs({"[[1]]", "[\"float\"]", ""});
         Rec* inner = Begin(b, t == 0 ? "aten::addmm" : "aten::mm", 11 + i * 10);
         EndRecord(inner, 12 + i * 10);
         if (i % 100 == 0) b->AddEdge(b->IndexOf(outer), b->IndexOf(inner));
@@ -310,7 +312,7 @@ TEST(JournalTest, SalvagedJournalHoldsWhatTheTraceWouldHave) {
     for (int i = 0; i < 40; ++i) {
       Rec* conv = Begin(b, i % 3 ? "aten::conv2d" : "aten::linear", t += 10);
       conv->external_id = b->NextExternalId();
-      if (step < 2) conv->aux = b->AddInputs({"[[" + std::to_string(i) + ", 3]]", "[\"float\"]"});
+      if (step < 2) conv->aux = b->AddInputs({"[[" + std::to_string(i) + ", 3]]", "[\"float\"]", ""});
       Rec* add = Begin(b, "aten::add", t += 5);
       if (i % 7 == 0) add->flags = 0;  // grad off: a grad-mode counter
       EndRecord(add, t += 5);
@@ -513,9 +515,31 @@ TEST(JournalTest, AFormatOneJournalStillReadsAndAnUnknownFormatIsRefused) {
   profiler::Trace unknown;
   st = profiler::ReadTraceBuffer(bytes, "new.json.partial", -1, unknown);
   EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("new.json.partial: a trainrx journal of format 7, and this trainrx reads formats 1 to 2"),
+  EXPECT_NE(st.message().find("new.json.partial: a trainrx journal of format 7, and this trainrx reads formats 1 to 3"),
             std::string::npos)
       << st.message();
+  // Format 2 (op inputs without concrete values, before issue 52) still reads, its inputs intact.
+  profiler::Trace two;
+  {
+    profiler::Event e;
+    e.ts_ns = 1'000'100;
+    e.dur_ns = 5;
+    e.name = two.strings.Intern("aten::mm");
+    e.track = two.GetOrAddTrack(0, profiler::TrackKind::kCpuThread, 7, 7);
+    e.aux = 0;
+    two.AddEvent(e);
+  }
+  two.op_inputs.push_back({two.strings.Intern("[[2, 3]]"), two.strings.Intern("[\"float\"]"), two.strings.Intern("[\"\"]")});
+  std::string v2;
+  profiler::EncodeJournalHeader(0, 0, {}, &v2);
+  v2[7] = '\x02';
+  profiler::AppendJournalFrame(two, 1'000'900, 1, &v2, 2);
+  profiler::Trace back2;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(v2, "two.json.partial", -1, back2).ok());
+  EXPECT_EQ(back2.stats.Count("journal_corrupt_frames"), 0u);
+  ASSERT_EQ(back2.op_inputs.size(), 1u);
+  EXPECT_EQ(back2.strings.Get(back2.op_inputs[0].input_dims), "[[2, 3]]");
+  EXPECT_EQ(back2.op_inputs[0].concrete, profiler::kNoStr);
 }
 
 TEST(JournalTest, AnUnwritablePlaceIsAClearErrorAtOpen) {

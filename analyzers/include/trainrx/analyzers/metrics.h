@@ -250,6 +250,45 @@ struct CriticalPath {
   std::string note;                  // what limits the answer ("no sync records: ...")
 };
 
+// How much of the hardware the steps use (issue 52; utilization.cc): FLOPs and bytes of the ops
+// whose recorded shapes a model covers (analyzers/flops.h), their achieved throughput, and the
+// model FLOPs utilization (MFU) of the step against the device's dense peak for the dtype used.
+struct OpCostRow {
+  std::string name;      // "aten::mm"
+  std::string op_class;  // "matmul", "conv", "attention", "norm", "softmax", "loss", "elementwise", "embedding"
+  std::string dtype;     // "bf16", "fp32", "tf32" (fp32 inputs on TF32 tensor-core kernels), ...
+  double calls = 0;      // per costed step (total without steps)
+  double flops = 0, bytes = 0;
+  double time_ns = 0;    // its device kernels' time (GPU ranks), or its own time (CPU ranks)
+  double tflops = 0, gbps = 0, intensity = 0;  // achieved; intensity in FLOPs per byte
+  std::string bound;     // "compute" / "memory" against the roofline's ridge; "" without a peak
+};
+struct Utilization {
+  int32_t rank = 0;
+  std::string device;        // "NVIDIA H100 80GB HBM3", or "CPU"
+  bool device_time = false;  // op times are their kernels' (else the ops' own CPU time)
+  std::string dtype;         // the dtype of most model FLOPs ("bf16", "tf32", "fp32", ...)
+  double peak_tflops = 0;    // dense peak for that dtype (0: unknown)
+  double peak_gbps = 0;      // memory bandwidth (0: unknown)
+  std::string peak_source;   // where the peak comes from (a datasheet, a measurement, the user)
+  int64_t steps = 0;         // steady steps of the rank (0: none; figures are then totals)
+  int64_t steps_costed = 0;  // of them, those whose ops had shapes (the per-step figures' basis)
+  double model_flops = 0;    // per costed step: matmul + conv + attention (MFU's numerator)
+  double other_flops = 0;    // norms, softmax, losses, elementwise (shown, not in MFU)
+  double bytes = 0;
+  double step_ns = 0;        // median steady step
+  double achieved_tflops = 0;  // model FLOPs over the step time
+  double mfu = 0;            // achieved over the peak (0: no peak or no steps)
+  // Costed ops can only miss FLOPs, never add them: where some of the steps' time is in ops no model
+  // covers (below 95 % covered) or a convolution could not be costed, MFU is a lower bound.
+  bool mfu_lower_bound = false;
+  double costed_ns = 0, total_ns = 0;  // per costed step: time in costed ops, and all of it (kernels or CPU ops)
+  double covered_share = 0;  // costed_ns / total_ns
+  std::vector<OpCostRow> classes;  // one per op class, by time
+  std::vector<OpCostRow> ops;      // one per (op, dtype), by time, the top 15
+  std::string note;          // what limits the figures, in a sentence ("" when nothing does)
+};
+
 struct Metrics {
   std::vector<UnfinishedRank> unfinished;  // empty: every rank's recording ended normally
   std::vector<RecordedWindow> windows;     // ranks recorded through a step window
@@ -264,6 +303,7 @@ struct Metrics {
   std::vector<DeviceMemory> memory;  // one per (rank, device) with allocator samples
   std::vector<CompileSummary> compile;  // one per rank with torch.compile in its trace
   std::vector<CriticalPath> critical_paths;  // one per rank with device work
+  std::vector<Utilization> utilization;      // one per rank with costed ops (issue 52)
 };
 
 struct Report {

@@ -45,9 +45,10 @@
 
 namespace trainrx::profiler {
 
-// The name and the format version written (2: compact events, issue 34.13). The decoder reads
-// format 1 too (raw 48-byte events), which probes built by an earlier trainrx write.
-inline constexpr char kJournalMagic[8] = {'T', 'R', 'X', 'J', 'R', 'N', 'L', '\x02'};
+// The name and the format version written (3: op inputs carry "Concrete Inputs", issue 52; 2:
+// compact events, issue 34.13). The decoder reads formats 1 (raw 48-byte events) and 2 too, which
+// probes built by an earlier trainrx write.
+inline constexpr char kJournalMagic[8] = {'T', 'R', 'X', 'J', 'R', 'N', 'L', '\x03'};
 
 // Whether `bytes` starts like a binary journal of any format version (its first 7 bytes).
 bool IsJournal(std::string_view bytes);
@@ -59,8 +60,8 @@ void EncodeJournalHeader(int32_t rank, int64_t base_ns, const std::vector<std::p
 
 // Appends one frame holding `fragment` (a drained part of one rank's recording; it need not be
 // finalized) to *out.
-// `format` 1 writes the raw events of format 1 (for tests of the decoder's compatibility only).
-void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequence, std::string* out, int format = 2);
+// `format` 1 and 2 write the frames of those formats (for tests of the decoder's compatibility only).
+void AppendJournalFrame(const Trace& fragment, int64_t flush_ns, uint64_t sequence, std::string* out, int format = 3);
 
 struct JournalContents {
   Trace trace;  // one rank: header config in ranks[0].config; not finalized

@@ -132,6 +132,10 @@ MemcpyInfo ParseMemcpyName(std::string_view name);
 struct OpInputs {
   StrId input_dims = kNoStr;   // e.g. "[[32, 3, 224, 224], [64, 3, 7, 7], [64], [], [], [], []]"
   StrId input_types = kNoStr;  // e.g. "[\"float\", \"float\", \"float\", ...]"
+  // torch.profiler's "Concrete Inputs" (torch >= 2.1): the scalar and list arguments' values,
+  // e.g. "[\"\", \"\", \"\", \"[2, 2]\", \"[1, 1]\", \"[1, 1]\", \"1\"]" (a convolution's stride, padding,
+  // dilation, groups). kNoStr where the source has none (our collector records none).
+  StrId concrete = kNoStr;
 };
 
 struct Counter {

@@ -1,0 +1,377 @@
+// How much of the hardware the steps use (issue 52): FLOPs and bytes per op from the recorded
+// shapes (flops.h), their achieved TFLOP/s and GB/s against the device's roofline, and the model
+// FLOPs utilization (MFU) of the median step against the dense peak of the dtype the model's
+// matmuls ran in (device_peaks.h), per rank.
+//
+// Which ops are counted: on each CPU thread, the outermost op a model can cost (aten::linear, not
+// also the aten::addmm inside it); an op with a model whose shapes do not resolve is looked through
+// to the ops inside it. The time of an op is that of the device kernels its launches enqueued (the
+// dependency model's launch links; graph launches give all their kernels), or on a CPU-only rank
+// its own duration. Coverage: the share of the steps' kernel time (CPU: outermost op time) in costed
+// ops, said in the report.
+//
+// Per step: our collector records inputs in the first steps only, torch.profiler with
+// record_shapes in every step; the per-step figures are the mean over the costed steps whose model
+// FLOPs are at least 90 % of the largest (a step whose input capture stopped half way is not one).
+// MFU = model FLOPs per step / median steady step / peak. Without steps: totals, and no MFU.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cctype>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "device_peaks.h"
+#include "families.h"
+#include "flops.h"
+#include "links.h"
+#include "ops.h"
+#include "shapes.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+using profiler::Event;
+using profiler::EventKind;
+using profiler::Trace;
+using profiler::TrackKind;
+
+struct CostedOp {
+  const Event* e = nullptr;
+  uint32_t track = 0;
+  int32_t step = -1;  // index among the rank's steady steps; -1: outside them
+  OpCost cost;
+  double device_ns = 0, tf32_ns = 0;
+};
+
+struct StepWindow {
+  int64_t start = 0, end = 0;
+};
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Keys of the convolution hint: the input's and the weight's dims as text.
+std::string ShapeKey(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  std::string k;
+  for (int64_t d : a) k += std::to_string(d) + ",";
+  k += "|";
+  for (int64_t d : b) k += std::to_string(d) + ",";
+  return k;
+}
+
+int32_t StepOf(const std::vector<StepWindow>& steps, int64_t ts) {
+  auto it = std::upper_bound(steps.begin(), steps.end(), ts, [](int64_t t, const StepWindow& w) { return t < w.start; });
+  if (it == steps.begin()) return -1;
+  --it;
+  return ts < it->end ? static_cast<int32_t>(it - steps.begin()) : -1;
+}
+
+void AddTo(OpCostRow& row, const CostedOp& op, double time_ns) {
+  row.calls += 1;
+  row.flops += op.cost.flops;
+  row.bytes += op.cost.bytes;
+  row.time_ns += time_ns;
+}
+
+void Finish(OpCostRow& row, double per, double ridge) {
+  row.calls /= per, row.flops /= per, row.bytes /= per, row.time_ns /= per;
+  row.tflops = row.time_ns > 0 ? row.flops / row.time_ns / 1e3 : 0;
+  row.gbps = row.time_ns > 0 ? row.bytes / row.time_ns : 0;
+  row.intensity = row.bytes > 0 ? row.flops / row.bytes : 0;
+  row.bound = ridge <= 0 || row.flops <= 0 ? "" : row.intensity >= ridge ? "compute" : "memory";
+}
+
+// The start-up hook's "trainrx::cpu_peak gflops=G n=N threads=T repeats=R" mark (sitecustomize.py),
+// the CPU's measured fp32 matmul rate; nullopt when the rank has none.
+struct CpuPeak {
+  double gflops = 0;
+  int64_t n = 0, threads = 0, repeats = 0;
+};
+std::optional<CpuPeak> CpuPeakMark(const Trace& trace, const std::vector<uint32_t>& tracks) {
+  constexpr std::string_view kMark = "trainrx::cpu_peak gflops=";
+  for (uint32_t t : tracks)
+    for (const Event& e : trace.TrackEvents(t)) {
+      if (e.kind != EventKind::kUserAnnotation) continue;
+      const std::string_view name = trace.Name(e);
+      if (name.substr(0, kMark.size()) != kMark) continue;
+      CpuPeak p;
+      const std::string text(name.substr(kMark.size()));
+      long long n = 0, threads = 0, repeats = 0;
+      if (std::sscanf(text.c_str(), "%lf n=%lld threads=%lld repeats=%lld", &p.gflops, &n, &threads, &repeats) == 4 &&
+          p.gflops > 0 && std::isfinite(p.gflops)) {
+        p.n = n, p.threads = threads, p.repeats = repeats;
+        return p;
+      }
+    }
+  return std::nullopt;
+}
+
+std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t rank) {
+  const Trace& trace = ctx.trace;
+  // The rank's steady steps, in time order.
+  std::vector<StepWindow> steps;
+  std::vector<int64_t> walls;
+  for (const auto& s : ctx.steps.steps) {
+    if (s.rank != rank) continue;
+    steps.push_back({s.trained_from_ns > 0 ? s.trained_from_ns : s.start_ns, s.start_ns + s.wall_ns});
+    walls.push_back(s.wall_ns);
+  }
+  std::sort(steps.begin(), steps.end(), [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
+  const bool has_steps = !steps.empty();
+
+  // Which names have a model (by string id: each name is looked up once).
+  std::unordered_map<profiler::StrId, bool> modeled;
+  auto has_model = [&](const Event& e) {
+    auto [it, fresh] = modeled.try_emplace(e.name, false);
+    if (fresh) it->second = HasCostModel(trace.Name(e));
+    return it->second;
+  };
+  auto has_inputs = [&](const Event& e) { return e.aux != profiler::kNoAux && e.aux < trace.op_inputs.size(); };
+
+  // Pass 1: convolution backwards' shapes (their grad_output is the forward's output), for forward
+  // convolutions recorded without their strides.
+  std::unordered_map<std::string, std::vector<int64_t>> conv_out;
+  std::vector<uint32_t> cpu_tracks;
+  for (uint32_t t = 0; t < trace.tracks.size(); ++t) {
+    const auto& tr = trace.tracks[t];
+    if (tr.rank != rank || tr.kind != TrackKind::kCpuThread) continue;
+    cpu_tracks.push_back(t);
+    for (const Event& e : trace.TrackEvents(t)) {
+      if (e.kind != EventKind::kCpuOp || !has_inputs(e) || !has_model(e)) continue;
+      const std::string_view name = trace.Name(e);
+      if (name.find("convolution_backward") == std::string_view::npos) continue;
+      if (const auto dims = OpDims(trace, e))
+        if (const auto shapes = ConvShapesOfBackward(name, *dims)) conv_out.emplace(ShapeKey(shapes->input, shapes->weight), shapes->output);
+    }
+  }
+  const ConvOutputHint hint = [&](const std::vector<int64_t>& in, const std::vector<int64_t>& w) -> const std::vector<int64_t>* {
+    auto it = conv_out.find(ShapeKey(in, w));
+    return it == conv_out.end() ? nullptr : &it->second;
+  };
+
+  // Pass 2: the outermost costed ops of every thread.
+  std::vector<CostedOp> ops;
+  std::map<uint32_t, std::pair<size_t, size_t>> by_track;  // track -> [first, last) in ops
+  int64_t convs_unresolved = 0;
+  for (uint32_t t : cpu_tracks) {
+    const size_t first = ops.size();
+    int64_t covered_until = INT64_MIN;
+    for (const Event& e : trace.TrackEvents(t)) {
+      if (e.kind != EventKind::kCpuOp || e.ts_ns < covered_until || !has_inputs(e) || !has_model(e)) continue;
+      const auto dims = OpDims(trace, e);
+      if (!dims) continue;
+      const auto types = OpTypes(trace, e);
+      std::optional<std::vector<std::string>> concrete;
+      if (const profiler::StrId c = trace.op_inputs[e.aux].concrete; c != profiler::kNoStr) concrete = ParseTypes(trace.strings.Get(c));
+      OpArgs args{&*dims, types ? &*types : nullptr, concrete ? &*concrete : nullptr};
+      const std::optional<OpCost> cost = CostOf(trace.Name(e), args, &hint);
+      if (!cost) {
+        convs_unresolved += trace.Name(e).find("conv") != std::string_view::npos;
+        continue;
+      }
+      CostedOp op;
+      op.e = &e;
+      op.track = t;
+      op.step = has_steps ? StepOf(steps, e.ts_ns) : -1;
+      op.cost = *cost;
+      ops.push_back(op);
+      covered_until = e.end_ns();
+    }
+    if (ops.size() > first) by_track[t] = {first, ops.size()};
+  }
+  if (ops.empty()) return std::nullopt;
+
+  // Device time: every kernel to the costed op whose span holds its launching call.
+  const RankLinks* links = ctx.links.Rank(rank);
+  const bool device = links != nullptr && std::any_of(links->work.begin(), links->work.end(), [](const DeviceWork& w) {
+                        return w.e->kind == EventKind::kKernel;
+                      });
+  std::vector<double> total_ns(has_steps ? steps.size() : 1, 0.0);
+  if (device) {
+    for (const DeviceWork& w : links->work) {
+      if (w.e->kind != EventKind::kKernel) continue;
+      const HostCall* call = links->CallOf(w);
+      const int64_t at = call ? call->e->ts_ns : w.ts();
+      const int32_t s = has_steps ? StepOf(steps, at) : 0;
+      if (s < 0) continue;
+      total_ns[static_cast<size_t>(s)] += static_cast<double>(w.e->dur_ns);
+      if (!call) continue;
+      auto range = by_track.find(call->track);
+      if (range == by_track.end()) continue;
+      const auto begin = ops.begin() + static_cast<std::ptrdiff_t>(range->second.first);
+      const auto end = ops.begin() + static_cast<std::ptrdiff_t>(range->second.second);
+      auto it = std::upper_bound(begin, end, at, [](int64_t t, const CostedOp& o) { return t < o.e->ts_ns; });
+      if (it == begin) continue;
+      --it;
+      if (at >= it->e->end_ns()) continue;
+      it->device_ns += static_cast<double>(w.e->dur_ns);
+      if (Lower(trace.Name(*w.e)).find("tf32") != std::string::npos) it->tf32_ns += static_cast<double>(w.e->dur_ns);
+    }
+  } else {
+    for (uint32_t t : cpu_tracks) {
+      const auto events = trace.TrackEvents(t);
+      for (size_t i : OutermostOps(events, 0, events.size())) {
+        const int32_t s = has_steps ? StepOf(steps, events[i].ts_ns) : 0;
+        if (s >= 0) total_ns[static_cast<size_t>(s)] += static_cast<double>(events[i].dur_ns);
+      }
+    }
+  }
+  // fp32 model ops whose kernels are mostly TF32 tensor-core kernels ran in TF32.
+  for (CostedOp& op : ops)
+    if (device && op.cost.dtype == "fp32" && IsModelFlopClass(op.cost.cls) && op.tf32_ns > 0.5 * op.device_ns) op.cost.dtype = "tf32";
+
+  // Per-step model FLOPs, and the steps that count (at least 90 % of the largest).
+  const size_t n_steps = has_steps ? steps.size() : 1;
+  std::vector<double> step_model(n_steps, 0.0);
+  std::vector<bool> step_costed(n_steps, false);
+  for (const CostedOp& op : ops) {
+    const int32_t s = has_steps ? op.step : 0;
+    if (s < 0) continue;
+    step_costed[static_cast<size_t>(s)] = true;
+    if (IsModelFlopClass(op.cost.cls)) step_model[static_cast<size_t>(s)] += op.cost.flops;
+  }
+  const double most = *std::max_element(step_model.begin(), step_model.end());
+  std::vector<bool> counts(n_steps, false);
+  int64_t costed = 0, full = 0;
+  for (size_t s = 0; s < n_steps; ++s) {
+    costed += step_costed[s];
+    counts[s] = step_costed[s] && step_model[s] >= 0.9 * most;
+    full += counts[s];
+  }
+  if (full == 0) return std::nullopt;
+
+  Utilization u;
+  u.rank = rank;
+  u.device_time = device;
+  u.steps = has_steps ? static_cast<int64_t>(steps.size()) : 0;
+  u.steps_costed = full;
+  const profiler::DeviceProperties* props = nullptr;
+  if (device) {
+    for (const auto& r : trace.ranks)
+      if (r.rank == rank)
+        for (const auto& d : r.devices)
+          if (props == nullptr) props = &d;
+    // A name with control bytes or NULs is not a device's name (see PeakOfProperties).
+    const bool named = props != nullptr && !props->name.empty() &&
+                       std::none_of(props->name.begin(), props->name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+    u.device = named ? props->name : "GPU (unnamed in the trace)";
+  } else {
+    u.device = "CPU";
+  }
+  // Rows: per (op, dtype) and per class, over the counted steps.
+  std::map<std::pair<std::string, std::string>, OpCostRow> rows;
+  std::map<std::string, OpCostRow> classes;
+  std::map<std::string, double> model_by_dtype;
+  for (const CostedOp& op : ops) {
+    const int32_t s = has_steps ? op.step : 0;
+    if (s < 0 || !counts[static_cast<size_t>(s)]) continue;
+    const double time = device ? op.device_ns : static_cast<double>(op.e->dur_ns);
+    OpCostRow& row = rows[{std::string(trace.Name(*op.e)), std::string(op.cost.dtype)}];
+    row.name = trace.Name(*op.e);
+    row.op_class = OpClassName(op.cost.cls);
+    row.dtype = op.cost.dtype;
+    AddTo(row, op, time);
+    OpCostRow& cls = classes[std::string(OpClassName(op.cost.cls))];
+    cls.name = cls.op_class = OpClassName(op.cost.cls);
+    AddTo(cls, op, time);
+    if (IsModelFlopClass(op.cost.cls)) model_by_dtype[std::string(op.cost.dtype)] += op.cost.flops;
+    (IsModelFlopClass(op.cost.cls) ? u.model_flops : u.other_flops) += op.cost.flops;
+    u.bytes += op.cost.bytes;
+    u.costed_ns += time;
+  }
+  for (size_t s = 0; s < n_steps; ++s)
+    if (counts[s]) u.total_ns += total_ns[s];
+  const double per = static_cast<double>(full);
+  u.model_flops /= per, u.other_flops /= per, u.bytes /= per, u.costed_ns /= per, u.total_ns /= per;
+  u.covered_share = u.total_ns > 0 ? std::min(1.0, u.costed_ns / u.total_ns) : 0;
+  for (const auto& [dtype, f] : model_by_dtype)
+    if (u.dtype.empty() || f > model_by_dtype[u.dtype]) u.dtype = dtype;
+
+  // The peak: the user's, else the device table's, else the CPU's measured matmul rate.
+  const double user_peak = ctx.thresholds.Get("utilization.peak_tflops"), user_bw = ctx.thresholds.Get("utilization.peak_gbps");
+  std::string why_no_peak;
+  if (user_peak > 0) {
+    u.peak_tflops = user_peak;
+    u.peak_source = fmt::format("set with --threshold utilization.peak_tflops={:g}", user_peak);
+  } else if (device) {
+    std::optional<DevicePeak> p = PeakOfDevice(u.device);
+    if (!p && props != nullptr)
+      if ((p = PeakOfProperties(props->compute_major, props->compute_minor, props->num_sms, props->total_global_mem)))
+        u.device = fmt::format("{} (by compute capability {}.{} and {} SMs: the trace's device name is unreadable)", p->model,
+                               props->compute_major, props->compute_minor, props->num_sms);
+    if (p) {
+      u.peak_tflops = PeakTflops(*p, u.dtype.empty() ? "fp32" : u.dtype);
+      u.peak_gbps = p->memory_gbps;
+      u.peak_source = fmt::format("{} dense {} peak: {}", p->model, u.dtype.empty() ? "fp32" : u.dtype, p->source);
+      if (u.peak_tflops <= 0) why_no_peak = fmt::format("the {} has no {} peak in the datasheet", p->model, u.dtype);
+    } else {
+      why_no_peak = fmt::format("no datasheet peak is known for '{}': give it with --threshold utilization.peak_tflops=N", u.device);
+    }
+  } else {
+    if (const auto peak = CpuPeakMark(trace, cpu_tracks)) {
+      u.peak_tflops = peak->gflops / 1e3;
+      u.peak_source = fmt::format("measured at the end of the recording by the start-up hook: an fp32 {}x{} matmul on {} "
+                                  "thread{}, the best of {} ({:.1f} GFLOP/s; a measured rate, not a datasheet peak)",
+                                  peak->n, peak->n, peak->threads, peak->threads == 1 ? "" : "s", peak->repeats, peak->gflops);
+      if (u.dtype != "fp32" && !u.dtype.empty())
+        u.peak_source += fmt::format("; the model's matmuls ran in {}", u.dtype);
+    } else {
+      why_no_peak = "no CPU peak in the trace (trainrx record measures one at the end of a Python run; torch.profiler "
+                    "traces have none): give it with --threshold utilization.peak_tflops=N";
+    }
+  }
+  if (user_bw > 0) u.peak_gbps = user_bw;
+  const double ridge = u.peak_tflops > 0 && u.peak_gbps > 0 ? u.peak_tflops * 1e3 / u.peak_gbps : 0;  // FLOPs per byte
+
+  if (has_steps) {
+    std::nth_element(walls.begin(), walls.begin() + static_cast<std::ptrdiff_t>(walls.size() / 2), walls.end());
+    u.step_ns = static_cast<double>(walls[walls.size() / 2]);
+    u.achieved_tflops = u.step_ns > 0 ? u.model_flops / u.step_ns / 1e3 : 0;
+    u.mfu = u.peak_tflops > 0 ? u.achieved_tflops / u.peak_tflops : 0;
+  }
+  u.mfu_lower_bound = convs_unresolved > 0 || u.covered_share < 0.95;
+  for (auto& [k, row] : rows) {
+    Finish(row, per, ridge);
+    u.ops.push_back(row);
+  }
+  for (auto& [k, row] : classes) {
+    Finish(row, per, ridge);
+    u.classes.push_back(row);
+  }
+  auto by_time = [](const OpCostRow& a, const OpCostRow& b) {
+    return a.time_ns != b.time_ns ? a.time_ns > b.time_ns : a.flops > b.flops;
+  };
+  std::sort(u.ops.begin(), u.ops.end(), by_time);
+  std::sort(u.classes.begin(), u.classes.end(), by_time);
+  if (u.ops.size() > 15) u.ops.resize(15);
+
+  std::vector<std::string> notes;
+  if (!has_steps) notes.push_back("no steps: totals over the trace, and no MFU (it needs a step time)");
+  else if (full < static_cast<int64_t>(steps.size()))
+    notes.push_back(fmt::format("shapes in {} of {} steady steps{}; the per-step figures are theirs", full, steps.size(),
+                                costed > full ? fmt::format(" ({} more with part of them)", costed - full) : ""));
+  if (!why_no_peak.empty()) notes.push_back(why_no_peak);
+  if (convs_unresolved > 0)
+    notes.push_back(fmt::format("{} convolution call{} not costed: no strides recorded and no backward of the same shapes", convs_unresolved,
+                                convs_unresolved == 1 ? "" : "s"));
+  for (size_t i = 0; i < notes.size(); ++i) u.note += (i ? "; " : "") + notes[i];
+  return u;
+}
+
+}  // namespace
+
+void AnalyzeUtilization(const AnalysisContext& ctx, Report& out) {
+  for (const auto& r : ctx.trace.ranks)
+    if (auto u = RankUtilization(ctx, r.rank)) out.metrics.utilization.push_back(std::move(*u));
+}
+
+}  // namespace trainrx::analyzers

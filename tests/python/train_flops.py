@@ -1,0 +1,99 @@
+"""A small CNN + transformer block trained on random data, for the FLOP model's end-to-end check
+(issue 52, tests/e2e/flops_test.sh): the same training step counted three ways.
+
+  --count           torch.utils.flop_counter.FlopCounterMode over one training step (forward +
+                    backward), printed as JSON {"total": ..., "by_op": {...}}.
+  --profile PATH    torch.profiler with record_shapes over steps 2..4, exported as a Kineto trace.
+  (neither)         plain training, for `trainrx record`.
+
+The model uses strided and padded convolutions (and with --depthwise a grouped one), linear layers, non-causal scaled
+dot-product attention (torch.utils.flop_counter does not halve causal attention), layer norm and
+cross-entropy. CPU only, a few seconds.
+"""
+import argparse
+import json
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=False)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(x)
+
+
+class Net(nn.Module):
+    def __init__(self, depthwise):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.depthwise = nn.Conv2d(16, 16, 3, padding=1, groups=16) if depthwise else nn.Identity()
+        self.pointwise = nn.Conv2d(16, 32, 1)
+        self.block = Block(32, 4)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = F.relu(self.stem(x))
+        x = F.relu(self.pointwise(self.depthwise(x)))  # [B, 32, 16, 16]
+        x = x.flatten(2).transpose(1, 2)  # [B, 256, 32] tokens
+        return self.head(self.block(x).mean(1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", action="store_true")
+    ap.add_argument("--profile")
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--depthwise", action="store_true",
+                    help="a grouped (depthwise) convolution too: torch.utils.flop_counter counts its weight gradient "
+                         "groups times over, so the comparison leaves it out")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = Net(args.depthwise)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    if args.count:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        step()  # warm: the counted step is like the others
+        with FlopCounterMode(display=False) as counter:
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+        by_op = {str(k): v for k, v in counter.get_flop_counts()["Global"].items()}
+        print(json.dumps({"total": counter.get_total_flops(), "by_op": by_op}))
+        return
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                     schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                     on_trace_ready=lambda p: p.export_chrome_trace(args.profile)) as prof:
+            for _ in range(args.steps):
+                step()
+                prof.step()
+        return
+    for _ in range(args.steps):
+        step()
+
+
+if __name__ == "__main__":
+    main()
