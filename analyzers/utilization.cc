@@ -165,7 +165,9 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
   for (uint32_t t : cpu_tracks) {
     const size_t first = ops.size();
     int64_t covered_until = INT64_MIN;
-    for (const Event& e : trace.TrackEvents(t)) {
+    const auto events = trace.TrackEvents(t);
+    for (size_t i = 0; i < events.size(); ++i) {
+      const Event& e = events[i];
       if (e.kind != EventKind::kCpuOp || e.ts_ns < covered_until || !has_inputs(e) || !has_model(e)) continue;
       const auto dims = OpDims(trace, e);
       if (!dims) continue;
@@ -178,11 +180,24 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
         convs_unresolved += trace.Name(e).find("conv") != std::string_view::npos;
         continue;
       }
+      OpCost c = *cost;
+      // A convolution backward without its output_mask (older torch.profiler traces) counts both
+      // gradients; where its children show one only (cuDNN's ..._backward_input / _weight: the
+      // first layer computes no input gradient), it computed that one.
+      if (c.cls == OpClass::kConv && !concrete && trace.Name(e).find("convolution_backward") != std::string_view::npos) {
+        bool input = false, weight = false;
+        for (size_t j = i + 1, end = SubtreeEnd(events, i); j < end; ++j) {
+          const std::string_view child = trace.Name(events[j]);
+          input = input || child.find("backward_input") != std::string_view::npos;
+          weight = weight || child.find("backward_weight") != std::string_view::npos;
+        }
+        if (input != weight) c.flops /= 2;
+      }
       CostedOp op;
       op.e = &e;
       op.track = t;
       op.step = has_steps ? StepOf(steps, e.ts_ns) : -1;
-      op.cost = *cost;
+      op.cost = c;
       ops.push_back(op);
       covered_until = e.end_ns();
     }

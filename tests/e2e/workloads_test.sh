@@ -178,9 +178,16 @@ else:
     assert c["status"] == "shifted" and abs(c["shift_ns"] + 400_000) < 60_000, c
     assert "clocks: rank 1: its clock runs" in open(sys.argv[4]).read()
 assert clock(kept, 1) is None
-# The findings do not depend on the clocks (durations only).
+# The findings do not depend on the clocks (durations only), but for dist.straggler: on aligned
+# clocks the collectives' end times can show the ranks in lockstep where their step medians alone
+# do not (issue 50), so the aligned side may judge it where the kept side cannot. No straggler is
+# planted: where one is flagged, it is as CPU contention (2 ranks on 2 cores), on either side.
 ids = lambda rep: sorted(f["id"] for f in rep["findings"])
-assert ids(skew) == ids(kept), (ids(skew), ids(kept))
+assert set(ids(skew)) - {"dist.straggler"} == set(ids(kept)) - {"dist.straggler"}, (ids(skew), ids(kept))
+for rep in (skew, kept):
+    for f in rep["findings"]:
+        if f["id"] == "dist.straggler":
+            assert "no free core" in f["title"], f["title"]
 PY
 run buckets cnn --nproc 2 --set steps=3 --set bucket_mb=0.02
 python3 - "$W/buckets.report.json" "$W/ddp.report.json" <<'PY' && ok "bucket_mb=0.02 splits the gradients into more buckets" || bad "bucket_mb"

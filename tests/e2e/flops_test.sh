@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Issue 52: FLOPs, achieved throughput and MFU end to end.
+#  1. One training step of tests/python/train_flops.py counted three ways: torch.utils.flop_counter,
+#     a torch.profiler trace (record_shapes) analyzed by trainrx, and `trainrx record` of the plain
+#     script. trainrx's matmul and convolution FLOPs a step equal flop_counter's within 1 % (both
+#     count the same ops); attention (flop_counter leaves the CPU's fused attention out) equals the
+#     hand count 2*B*H*S*S*(D+Dv), 3 passes.
+#  2. The recording has a CPU peak measured by the start-up hook, so MFU is reported, with its source.
+#  3. Public traces: matmul FLOPs a step equal a hand count from their "Input Dims"
+#     (tests/e2e/check_flops.py); the A100's dense fp32 peak is named.
+# usage: flops_test.sh TRAINRX PYDIR
+set -uo pipefail
+TRAINRX=$1; PYDIR=$2
+PY=${TRAINRX_PYTHON:-python3}
+HERE=$(cd "$(dirname "$0")" && pwd)
+FIX=$HERE/../fixtures
+source "$HERE/lib.sh"
+$PY -c 'import torch.utils.flop_counter' 2>/dev/null || { echo "skip: no torch with flop_counter for $PY"; exit 77; }
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+cd "$W"
+
+$PY "$PYDIR/train_flops.py" --count > count.json || bad "flop_counter run failed"
+$PY "$PYDIR/train_flops.py" --profile prof.json > /dev/null 2>&1 || bad "torch.profiler run failed"
+"$TRAINRX" analyze prof.json --format json -o prof.analysis.json 2> prof.err || bad "analyze of the torch.profiler trace failed: $(cat prof.err)"
+"$TRAINRX" record -o rec.json -- $PY "$PYDIR/train_flops.py" --steps 8 > rec.out 2>&1 || bad "record failed: $(tail -3 rec.out)"
+"$TRAINRX" analyze rec.json --format json -o rec.analysis.json 2> rec.err || bad "analyze of the recording failed: $(cat rec.err)"
+"$TRAINRX" analyze rec.json > rec.txt 2>&1 || bad "text analysis of the recording failed"
+
+$PY - <<'PY' && ok "train_flops.py: matmul and conv FLOPs equal flop_counter's, attention the hand count, in both traces" || bad "FLOPs against flop_counter"
+import json
+count = json.load(open("count.json"))["by_op"]
+want = {"matmul": count.get("aten.mm", 0) + count.get("aten.addmm", 0) + count.get("aten.bmm", 0),
+        "conv": count.get("aten.convolution", 0) + count.get("aten.convolution_backward", 0),
+        # B=8, H=4, S=256 tokens, D=Dv=8: forward and a backward of twice that
+        "attention": 3 * 2 * 8 * 4 * 256 * 256 * (8 + 8)}
+for name in ("prof", "rec"):
+    u = json.load(open(f"{name}.analysis.json"))["metrics"]["utilization"]
+    assert u, f"{name}: no utilization"
+    got = {c["class"]: c["flops"] for c in u[0]["classes"]}
+    print(f"  {name}: " + ", ".join(f"{k} {got.get(k, 0):.6g} (want {v:.6g})" for k, v in want.items()))
+    for k, v in want.items():
+        assert abs(got.get(k, 0) - v) <= 0.01 * v, (name, k, got.get(k), v)
+    assert u[0]["device"] == "CPU" and u[0]["dtype"] == "fp32", u[0]
+PY
+
+$PY - <<'PY' && ok "recording: the CPU's measured matmul rate is the peak, MFU reported with its source" || bad "CPU peak / MFU"
+import json
+u = json.load(open("rec.analysis.json"))["metrics"]["utilization"][0]
+print("  peak %.1f GFLOP/s, achieved %.1f GFLOP/s, MFU %.3f (lower bound %s): %s" % (u["peak_tflops"] * 1e3, u["achieved_tflops"] * 1e3, u["mfu"], u["mfu_lower_bound"], u["peak_source"][:80]))
+assert u["peak_tflops"] > 0 and "measured at the end of the recording" in u["peak_source"], u
+assert u["step_ns"] > 0 and abs(u["mfu"] - u["achieved_tflops"] / u["peak_tflops"]) < 1e-4 * u["mfu"], u
+assert abs(u["achieved_tflops"] - u["model_flops"] / u["step_ns"] / 1e3) < 1e-4 * u["achieved_tflops"], u
+assert 0 < u["mfu"] < 1.5, u  # a measured rate, not a bound: a step can beat a 512x512 matmul a little, never by far
+PY
+grep -q "Hardware utilization" rec.txt && grep -q "MFU" rec.txt && ok "text report has the utilization section" || bad "no utilization section: $(head -20 rec.txt)"
+
+# 3. Public traces with shapes: a hand count of their matmuls from Input Dims.
+for t in "$FIX/hta_negative_queue/rank0.json.gz" "$FIX/tb_plugin_workers/workers0.pt.trace.json.gz"; do
+  "$TRAINRX" analyze "$t" --format json -o pub.json 2> pub.err || { bad "analyze $t: $(cat pub.err)"; continue; }
+  $PY "$HERE/check_flops.py" "$t" pub.json && ok "$(basename "$t"): matmul FLOPs equal the hand count" || bad "$(basename "$t") hand count"
+done
+"$TRAINRX" analyze "$FIX/hta_negative_queue/rank0.json.gz" --format json -o nq.json 2>/dev/null
+$PY - <<'PY' && ok "A100 trace: the dense fp32 peak named, coverage said" || bad "A100 peak"
+import json
+u = json.load(open("nq.json"))["metrics"]["utilization"][0]
+print("  %s %s: peak %.1f TFLOP/s, MFU %.4f, %.0f%% of kernel time costed" % (u["device"], u["dtype"], u["peak_tflops"], u["mfu"], 100 * u["covered_share"]))
+assert u["device"] == "NVIDIA A100-SXM4-80GB" and u["peak_tflops"] == 19.5 and "A100" in u["peak_source"], u
+assert u["mfu_lower_bound"] and u["covered_share"] < 0.95, u  # most of its kernels are not matmuls we model
+PY
+exit $fail
