@@ -351,6 +351,41 @@ void PathRows(const Report& ra, const Report& rb, RunDiff& d) {
                    [](const DiffRow& x, const DiffRow& y) { return std::abs(x.delta()) > std::abs(y.delta()); });
 }
 
+// Hardware utilization of each side (RunDiff::utilization): model GFLOP a step, achieved TFLOP/s,
+// MFU %, each the mean over the side's ranks with costed ops.
+void UtilizationRows(const Report& ra, const Report& rb, RunDiff& d) {
+  const auto& ua = ra.metrics.utilization;
+  const auto& ub = rb.metrics.utilization;
+  if (ua.empty() && ub.empty()) return;
+  const auto mean = [](const std::vector<Utilization>& u, double Utilization::*field, double scale) {
+    double sum = 0;
+    for (const auto& x : u) sum += x.*field;
+    return u.empty() ? 0.0 : scale * sum / static_cast<double>(u.size());
+  };
+  const auto judged = [](const std::vector<Utilization>& u) {
+    return u.empty() ? std::string("no shapes") : fmt::format("{} {:g} TFLOP/s", u[0].dtype, u[0].peak_tflops);
+  };
+  std::string note;
+  if (ua.empty() || ub.empty()) note = ua.empty() ? "A recorded no shapes" : "B recorded no shapes";
+  else if (judged(ua) != judged(ub)) note = fmt::format("peaks: A {}, B {}", judged(ua), judged(ub));
+  const struct {
+    const char* name;
+    double Utilization::*field;
+    double scale;
+  } kRows[] = {{"model GFLOP a step", &Utilization::model_flops, 1e-9},
+               {"achieved TFLOP/s", &Utilization::achieved_tflops, 1},
+               {"MFU %", &Utilization::mfu, 100}};
+  for (const auto& k : kRows) {
+    DiffRow r;
+    r.name = k.name;
+    r.kind = "utilization";
+    r.a = mean(ua, k.field, k.scale);
+    r.b = mean(ub, k.field, k.scale);
+    r.note = note;
+    d.utilization.push_back(std::move(r));
+  }
+}
+
 // Operators: every name beyond the uniform speed change (all of them in *ops, the top N in d.ops),
 // the uniform row's figures (judged in JudgeUniform, once shapes and settings are known: its
 // Mann-Whitney p in *uniform_p), the time in no op, and the GPU kernels (all in *kernels).
@@ -681,6 +716,7 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
 
   PhaseRows(ma, mb, rule, d);
   PathRows(ra, rb, d);
+  UtilizationRows(ra, rb, d);
   std::vector<DiffRow> ops, kernels;
   double uniform_p = 1;
   OpRows(sa, sb, rule, top_n, d, &ops, &kernels, &uniform_p);

@@ -110,6 +110,13 @@ void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
     for (const auto& r : d.critical_path) t.push_back({r.name, Ms(r.a), Ms(r.b), Delta(r.delta()), r.note});
     Table(t, out, md);
   }
+  if (!d.utilization.empty()) {
+    out << "\n" << h << "Hardware utilization (FLOPs from the recorded shapes; docs/utilization.md)\n";
+    std::vector<std::vector<std::string>> t = {{"figure", "A", "B", "B - A", ""}};
+    for (const auto& r : d.utilization)
+      t.push_back({r.name, fmt::format("{:.2f}", r.a), fmt::format("{:.2f}", r.b), fmt::format("{:+.2f}", r.delta()), r.note});
+    Table(t, out, md);
+  }
   if (!d.ops.empty()) {
     out << "\n" << h
         << fmt::format("By operator (self time per step; each op's change beyond the uniform x{:.2f}; all ops together "
@@ -282,7 +289,7 @@ void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w) {
   WriteRow(d.uniform, w);
   w.Key("outside");
   WriteRow(d.outside, w);
-  for (const auto& [key, rows] : {std::pair{"ranked", &d.ranked}, std::pair{"phases", &d.phases}, std::pair{"gpu", &d.gpu}, std::pair{"critical_path", &d.critical_path},
+  for (const auto& [key, rows] : {std::pair{"ranked", &d.ranked}, std::pair{"phases", &d.phases}, std::pair{"gpu", &d.gpu}, std::pair{"critical_path", &d.critical_path}, std::pair{"utilization", &d.utilization},
                                   std::pair{"ops", &d.ops}, std::pair{"kernels", &d.kernels}, std::pair{"shapes", &d.shapes},
                                   std::pair{"collectives", &d.collectives}, std::pair{"config", &d.config},
                                   std::pair{"findings", &d.findings}}) {

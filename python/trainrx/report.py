@@ -28,6 +28,8 @@ MEMORY_COLUMNS = ["rank", "device", "samples", "peak_allocated_bytes", "peak_res
                   "capacity_source", "median_step_peak_bytes", "growth_bytes_per_step", "growth_steps",
                   "increasing_steps", "oom_events", "oom_request_bytes", "oom_op", "alloc_retries"]
 CRITICAL_PATH_COLUMNS = ["rank", "start_ns", "end_ns", "class", "what", "slack_ns"]
+FLOPS_COLUMNS = ["rank", "name", "class", "dtype", "calls", "flops", "bytes", "time_ns", "tflops", "gbps", "intensity",
+                 "bound"]
 FINDING_COLUMNS = ["id", "severity", "confidence", "title", "rank", "measured", "threshold", "unit",
                    "estimated_saving_pct", "estimated_saving_ns", "steps"]
 
@@ -120,6 +122,16 @@ class Report:
         ``data["metrics"]["critical_path"]``. Empty on CPU-only traces."""
         rows = [dict(s, rank=p["rank"]) for p in self.data["metrics"].get("critical_path", []) for s in p["segments"]]
         return _table(rows, CRITICAL_PATH_COLUMNS)
+
+    @property
+    def flops(self) -> Any:
+        """FLOPs, bytes, time and achieved throughput per op (issue 52), the costliest ops of each rank
+        whose shapes were recorded: ``rank, name, class, dtype, calls, flops, bytes, time_ns, tflops,
+        gbps, intensity, bound`` (per costed step; time is the op's kernels' on a GPU, its own on a
+        CPU; bound "compute" / "memory" against the device's roofline, "" without a peak). MFU, the
+        peak and its source are in ``data["metrics"]["utilization"]``. Empty without recorded shapes."""
+        rows = [dict(o, rank=u["rank"]) for u in self.data["metrics"].get("utilization", []) for o in u["ops"]]
+        return _table(rows, FLOPS_COLUMNS)
 
     @property
     def findings_table(self) -> Any:

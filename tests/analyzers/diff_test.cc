@@ -485,6 +485,65 @@ TEST(DiffTest, TbPluginWorkersPairPutsTheLoaderFirst) {
   EXPECT_GT(d.phases.front().a, 50e6);  // 69 ms a step waiting for the loader with no workers
   EXPECT_LT(d.phases.front().b, 5e6);   // 1.4 ms with four
   ExpectRowsAddUp(d);
+  // Hardware utilization (issue 52): the same model FLOPs a step on both sides, and the MFU each
+  // side's own analysis gives; the loader's wait kept the V100 idle, so B's MFU is higher.
+  ASSERT_EQ(d.utilization.size(), 3u);
+  ASSERT_EQ(a.report.metrics.utilization.size(), 1u);
+  ASSERT_EQ(b.report.metrics.utilization.size(), 1u);
+  EXPECT_EQ(d.utilization[0].name, "model GFLOP a step");
+  EXPECT_DOUBLE_EQ(d.utilization[0].a, a.report.metrics.utilization[0].model_flops / 1e9);
+  EXPECT_NEAR(d.utilization[0].a, d.utilization[0].b, 1e-6 * d.utilization[0].a);
+  EXPECT_EQ(d.utilization[2].name, "MFU %");
+  EXPECT_DOUBLE_EQ(d.utilization[2].a, 100 * a.report.metrics.utilization[0].mfu);
+  EXPECT_DOUBLE_EQ(d.utilization[2].b, 100 * b.report.metrics.utilization[0].mfu);
+  EXPECT_GT(d.utilization[2].b, d.utilization[2].a);
+  EXPECT_EQ(d.utilization[2].note, "");  // both judged against the V100's fp32 peak
+}
+
+// ResNet-50 on a V100 from kineto's public tb_plugin trace (issue 52): model FLOPs a step are
+// 3 x 2 x 4.09 GMAC x 32 images less the first layer's input gradient (118 MMAC x 32 x 2, never
+// computed), MFU against the V100's dense fp32 peak, nearly all kernel time in costed ops.
+TEST(UtilizationTest, ResNet50OnAV100) {
+  profiler::Trace t;
+  ASSERT_TRUE(profiler::ReadTraces({std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/tb_plugin_workers/workers0.pt.trace.json.gz"}, t).ok());
+  const Report r = Analyze(t);
+  ASSERT_EQ(r.metrics.utilization.size(), 1u);
+  const Utilization& u = r.metrics.utilization[0];
+  const double conv1 = 2.0 * 118013952 * 32;  // 112x112x64 outputs x 7x7x3 MACs, per image
+  const double want = 3 * 2 * 4.089e9 * 32 - conv1;
+  EXPECT_NEAR(u.model_flops, want, 0.01 * want);
+  EXPECT_EQ(u.dtype, "fp32");
+  EXPECT_EQ(u.peak_tflops, 15.7);
+  EXPECT_NE(u.peak_source.find("V100"), std::string::npos);
+  EXPECT_TRUE(u.device_time);
+  EXPECT_GT(u.covered_share, 0.95);
+  EXPECT_FALSE(u.mfu_lower_bound);
+  EXPECT_NEAR(u.mfu, u.model_flops / u.step_ns / 1e3 / 15.7, 1e-9);
+  EXPECT_EQ(u.steps_costed, u.steps);
+  ASSERT_FALSE(u.classes.empty());
+  EXPECT_EQ(u.classes[0].op_class, "conv");
+  EXPECT_EQ(u.classes[0].bound, "compute");  // 108 FLOP/byte against the V100's ridge of 17
+  for (const auto& c : u.classes) {
+    if (c.op_class == "elementwise" || c.op_class == "norm") {
+      EXPECT_EQ(c.bound, "memory") << c.op_class;
+    }
+  }
+}
+
+// The H100 recording of 2026-11-22 named its device "cudaGetLastError" (garbage): the device is
+// found by compute capability and SMs; its convolutions had no strides and no recorded backward,
+// so they are said not costed and MFU is a lower bound.
+TEST(UtilizationTest, AnUnreadableDeviceNameAndUncostedConvolutions) {
+  profiler::Trace t;
+  ASSERT_TRUE(profiler::ReadTraces({std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/h100/train_gpu.trainrx.json.gz"}, t).ok());
+  const Report r = Analyze(t);
+  ASSERT_EQ(r.metrics.utilization.size(), 1u);
+  const Utilization& u = r.metrics.utilization[0];
+  EXPECT_EQ(u.device.find("H100 SXM5 (by compute capability 9.0 and 132 SMs"), 0u) << u.device;
+  EXPECT_EQ(u.dtype, "bf16");
+  EXPECT_EQ(u.peak_tflops, 989.5);
+  EXPECT_TRUE(u.mfu_lower_bound);
+  EXPECT_NE(u.note.find("convolution calls not costed"), std::string::npos) << u.note;
 }
 
 }  // namespace

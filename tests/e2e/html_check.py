@@ -123,6 +123,14 @@ def main():
         want = sum(len(p["segments"]) for p in paths)
         expect(drawn["path segments"] == want, f"{drawn['path segments']} critical-path segments drawn, JSON has {want}")
         expect(dom.count("div", "path-bar") == len(paths), f"{dom.count('div', 'path-bar')} path bars for {len(paths)} ranks")
+        # Hardware utilization (issue 52): one roofline point per op with a rate, per rank.
+        util = r["metrics"].get("utilization", [])
+        drawn["roofline points"] = dom.count("circle", "roof-op")
+        want = sum(1 for u in util for o in u["ops"] if o["tflops"] > 0 and o["intensity"] > 0)
+        expect(drawn["roofline points"] == want, f"{drawn['roofline points']} roofline points drawn, JSON has {want}")
+        for u in util:
+            n = dom.count("tr", "row", inside=f"flops-{u['rank']}")
+            expect(n == len(u["ops"]), f"flops-{u['rank']}: {n} rows, JSON has {len(u['ops'])}")
         buttons = dom.count("button", "show-on-timeline")
         expect(buttons == len(r["findings"]), f"{buttons} timeline links for {len(r['findings'])} findings")
     elif kind == "fix":

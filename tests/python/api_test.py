@@ -98,6 +98,15 @@ class AnalyzeTest(unittest.TestCase):
         if HAVE_PANDAS:
             self.assertEqual(list(path.columns), trainrx.report.CRITICAL_PATH_COLUMNS)
             self.assertTrue((path["end_ns"] > path["start_ns"]).all())
+        # FLOPs per op (issue 52): the utilization JSON's ops, one row each, on a trace with shapes.
+        resnet = trainrx.analyze(REPO / "tests" / "fixtures" / "tb_plugin_workers" / "workers0.pt.trace.json.gz")
+        flops = resnet.flops
+        want = [dict(o, rank=u["rank"]) for u in resnet.data["metrics"]["utilization"] for o in u["ops"]]
+        self.assertGreater(len(want), 0, "the ResNet-50 trace has shapes")
+        self.assertEqual(rows_of(flops), [{k: w[k] for k in trainrx.report.FLOPS_COLUMNS} for w in want])
+        self.assertEqual(len(trainrx.analyze(TRACES[4]).flops), 0)  # no shapes: empty
+        if HAVE_PANDAS:
+            self.assertEqual(list(flops.columns), trainrx.report.FLOPS_COLUMNS)
         if HAVE_PANDAS:
             self.assertEqual(list(trainrx.analyze(TRACES[0]).kernels.columns), trainrx.report.KERNEL_COLUMNS)
 

@@ -65,6 +65,11 @@ struct RunDiff {
   // ranks' paths: a view of where the step's length went, not judged against noise (the paths keep
   // means only) and not ranked as a cause. Empty when neither side has device work.
   std::vector<DiffRow> critical_path;
+  // Hardware utilization (kind "utilization", issue 52): each side's model GFLOP a step, achieved
+  // TFLOP/s and MFU % (mean over its ranks with costed ops; a, b in those units, not ns), with the
+  // dtype and peak each was judged against in the note when they differ. Not judged against noise.
+  // Empty when neither side recorded shapes.
+  std::vector<DiffRow> utilization;
   // Operators by |contribution|, largest first (top N). Every op's contribution + uniform.contribution
   // + outside.contribution = delta_mean_ns.
   std::vector<DiffRow> ops;
