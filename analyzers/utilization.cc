@@ -23,6 +23,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -48,6 +49,9 @@ struct CostedOp {
   OpCost cost;
   double device_ns = 0, tf32_ns = 0;
 };
+
+// An op's name and its inputs' interned texts: equal keys cost the same.
+using CostKey = std::tuple<profiler::StrId, profiler::StrId, profiler::StrId, profiler::StrId>;
 
 struct StepWindow {
   int64_t start = 0, end = 0;
@@ -159,6 +163,7 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
   };
 
   // Pass 2: the outermost costed ops of every thread.
+  std::map<CostKey, std::optional<OpCost>> costs;
   std::vector<CostedOp> ops;
   std::map<uint32_t, std::pair<size_t, size_t>> by_track;  // track -> [first, last) in ops
   int64_t convs_unresolved = 0;
@@ -169,17 +174,27 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
     for (size_t i = 0; i < events.size(); ++i) {
       const Event& e = events[i];
       if (e.kind != EventKind::kCpuOp || e.ts_ns < covered_until || !has_inputs(e) || !has_model(e)) continue;
-      const auto dims = OpDims(trace, e);
-      if (!dims) continue;
-      const auto types = OpTypes(trace, e);
-      std::optional<std::vector<std::string>> concrete;
-      if (const profiler::StrId c = trace.op_inputs[e.aux].concrete; c != profiler::kNoStr) concrete = ParseTypes(trace.strings.Get(c));
-      OpArgs args{&*dims, types ? &*types : nullptr, concrete ? &*concrete : nullptr};
-      const std::optional<OpCost> cost = CostOf(trace.Name(e), args, &hint);
+      // The same op with the same inputs (every step's) is costed once: the shapes' text is
+      // interned, so equal inputs have equal ids.
+      const profiler::OpInputs& in = trace.op_inputs[e.aux];
+      const CostKey key{e.name, in.input_dims, in.input_types, in.concrete};
+      auto [slot, fresh] = costs.try_emplace(key);
+      if (fresh) {
+        const auto dims = OpDims(trace, e);
+        if (dims) {
+          const auto types = OpTypes(trace, e);
+          std::optional<std::vector<std::string>> concrete;
+          if (in.concrete != profiler::kNoStr) concrete = ParseTypes(trace.strings.Get(in.concrete));
+          OpArgs args{&*dims, types ? &*types : nullptr, concrete ? &*concrete : nullptr};
+          slot->second = CostOf(trace.Name(e), args, &hint);
+        }
+      }
+      const std::optional<OpCost>& cost = slot->second;
       if (!cost) {
-        convs_unresolved += trace.Name(e).find("conv") != std::string_view::npos;
+        convs_unresolved += OpDims(trace, e) && trace.Name(e).find("conv") != std::string_view::npos;
         continue;
       }
+      const bool concrete = in.concrete != profiler::kNoStr;
       OpCost c = *cost;
       // A convolution backward without its output_mask (older torch.profiler traces) counts both
       // gradients; where its children show one only (cuDNN's ..._backward_input / _weight: the
@@ -211,6 +226,7 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
                         return w.e->kind == EventKind::kKernel;
                       });
   std::vector<double> total_ns(has_steps ? steps.size() : 1, 0.0);
+  std::unordered_map<profiler::StrId, bool> tf32_names;  // kernel names that say TF32
   if (device) {
     for (const DeviceWork& w : links->work) {
       if (w.e->kind != EventKind::kKernel) continue;
@@ -229,7 +245,9 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
       --it;
       if (at >= it->e->end_ns()) continue;
       it->device_ns += static_cast<double>(w.e->dur_ns);
-      if (Lower(trace.Name(*w.e)).find("tf32") != std::string::npos) it->tf32_ns += static_cast<double>(w.e->dur_ns);
+      auto [tf32, fresh] = tf32_names.try_emplace(w.e->name, false);
+      if (fresh) tf32->second = Lower(trace.Name(*w.e)).find("tf32") != std::string::npos;
+      if (tf32->second) it->tf32_ns += static_cast<double>(w.e->dur_ns);
     }
   } else {
     for (uint32_t t : cpu_tracks) {
