@@ -136,3 +136,34 @@ for m, v in runs.items():
     print(f"{m:8} median step {statistics.median(v):7.3f} ms  ratio to plain {statistics.median(v) / plain:.3f}  runs {' '.join(f'{x:.2f}' for x in v)}")
 PYEOF
 }
+
+# FLOPs and MFU on the device (issue 52): tests/python/train_flops.py on cuda, fp32 and bf16 autocast,
+# counted by torch.utils.flop_counter and by trainrx (record and torch.profiler); each side's matmul
+# and convolution FLOPs a step, the device, dtype, peak and MFU into flops.tsv.
+part_flops() {
+  say "flops: train_flops.py on cuda, fp32 and bf16, flop_counter vs trainrx"
+  local T="$REPO/tests/python/train_flops.py" amp
+  for amp in "" --amp; do
+    local tag=fp32; [ -n "$amp" ] && tag=bf16
+    "$PY" "$T" --device cuda $amp --count >"$OUTDIR/flops_$tag.count.json" 2>>"$OUTDIR/flops.log"
+    "$PY" "$T" --device cuda $amp --profile "$OUTDIR/flops_$tag.prof.json" >>"$OUTDIR/flops.log" 2>&1
+    TRAINRX analyze "$OUTDIR/flops_$tag.prof.json" --format json -o "$OUTDIR/flops_$tag.prof.report.json" 2>>"$OUTDIR/flops.log"
+    record_analyze "$OUTDIR/flops_$tag.rec.report.json" "$PY" "$T" --device cuda $amp --steps 8 >>"$OUTDIR/flops.log" 2>&1
+    "$PY" - "$OUTDIR" "$tag" <<'PY' 2>&1 | tee -a "$OUTDIR/flops.tsv" | tee -a "$LOG"
+import json, sys
+out, tag = sys.argv[1:3]
+count = json.load(open(f"{out}/flops_{tag}.count.json"))["by_op"]
+want = {"matmul": sum(count.get(k, 0) for k in ("aten.mm", "aten.addmm", "aten.bmm")),
+        "conv": count.get("aten.convolution", 0) + count.get("aten.convolution_backward", 0)}
+for side in ("prof", "rec"):
+    try:
+        u = json.load(open(f"{out}/flops_{tag}.{side}.report.json"))["metrics"]["utilization"][0]
+    except Exception as e:
+        print(f"{tag}\t{side}\tno utilization: {e}")
+        continue
+    got = {c["class"]: c["flops"] for c in u["classes"]}
+    print("\t".join([tag, side, u["device"], u["dtype"], f"peak {u['peak_tflops']}", f"mfu {u['mfu']:.4f}",
+                     f"covered {u['covered_share']:.2f}"] + [f"{k} {got.get(k, 0):.6g} vs {v:.6g}" for k, v in want.items()]))
+PY
+  done
+}

@@ -56,19 +56,25 @@ def main():
     ap.add_argument("--count", action="store_true")
     ap.add_argument("--profile")
     ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--device", default="cpu", help="cpu (the tests) or cuda (scripts/gpu-validate --part flops)")
+    ap.add_argument("--amp", action="store_true", help="bf16 autocast")
     ap.add_argument("--depthwise", action="store_true",
                     help="a grouped (depthwise) convolution too: torch.utils.flop_counter counts its weight gradient "
                          "groups times over, so the comparison leaves it out")
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = Net(args.depthwise)
+    model = Net(args.depthwise).to(args.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+    x, y = torch.randn(8, 3, 32, 32, device=args.device), torch.randint(0, 10, (8,), device=args.device)
+
+    def loss():
+        with torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.amp):
+            return F.cross_entropy(model(x), y)
 
     def step():
         opt.zero_grad()
-        F.cross_entropy(model(x), y).backward()
+        loss().backward()
         opt.step()
 
     if args.count:
@@ -77,14 +83,15 @@ def main():
         step()  # warm: the counted step is like the others
         with FlopCounterMode(display=False) as counter:
             opt.zero_grad()
-            F.cross_entropy(model(x), y).backward()
+            loss().backward()
         by_op = {str(k): v for k, v in counter.get_flop_counts()["Global"].items()}
         print(json.dumps({"total": counter.get_total_flops(), "by_op": by_op}))
         return
     if args.profile:
         from torch.profiler import ProfilerActivity, profile, schedule
 
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
+        with profile(activities=activities, record_shapes=True,
                      schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
                      on_trace_ready=lambda p: p.export_chrome_trace(args.profile)) as prof:
             for _ in range(args.steps):
