@@ -402,6 +402,33 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
 
 }  // namespace
 
+void AddUtilizationEvidence(Report& report) {
+  // What a low MFU's causes cost, seen beside the MFU: the families whose findings are why a device
+  // does less than it could (idle, launch-bound, loader, syncs, stragglers, exposed communication,
+  // the allocator, precision).
+  static constexpr std::string_view kCauses[] = {"gpu.", "input.", "sync.", "dist.", "precision.", "compile.", "batch."};
+  for (Finding& f : report.findings) {
+    if (std::none_of(std::begin(kCauses), std::end(kCauses), [&](std::string_view p) { return f.id.rfind(p, 0) == 0; })) continue;
+    const Utilization* u = nullptr;
+    for (const auto& x : report.metrics.utilization)
+      if (x.rank == f.rank || (f.rank < 0 && u == nullptr)) u = &x;
+    if (u == nullptr || u->mfu <= 0) continue;
+    f.evidence.push_back({"mfu_pct", 100 * u->mfu});
+    if (u->mfu_lower_bound) f.evidence.push_back({"mfu_is_lower_bound", int64_t{1}});
+    // fp32 matmuls where TF32 would do: their achieved rate against the TF32 peak they could reach.
+    if (f.id == "precision.fp32_matmul") {
+      double flops = 0, ns = 0;
+      for (const auto& o : u->ops)
+        if (o.dtype == "fp32" && (o.op_class == "matmul" || o.op_class == "conv")) flops += o.flops, ns += o.time_ns;
+      if (ns > 0) f.evidence.push_back({"fp32_matmul_achieved_tflops", flops / ns / 1e3});
+      if (const auto p = PeakOfDevice(u->device)) {
+        f.evidence.push_back({"fp32_peak_tflops", p->fp32});
+        if (p->tf32 > 0) f.evidence.push_back({"tf32_peak_tflops", p->tf32});
+      }
+    }
+  }
+}
+
 void AnalyzeUtilization(const AnalysisContext& ctx, Report& out) {
   for (const auto& r : ctx.trace.ranks)
     if (auto u = RankUtilization(ctx, r.rank)) out.metrics.utilization.push_back(std::move(*u));

@@ -528,6 +528,21 @@ TEST(UtilizationTest, ResNet50OnAV100) {
       EXPECT_EQ(c.bound, "memory") << c.op_class;
     }
   }
+  // The findings that explain a low MFU carry it (the loader here); the others do not.
+  int with_mfu = 0;
+  for (const auto& f : r.findings)
+    for (const auto& e : f.evidence)
+      if (e.key == "mfu_pct") {
+        ++with_mfu;
+        EXPECT_DOUBLE_EQ(std::get<double>(e.value), 100 * u.mfu) << f.id;
+        EXPECT_NE(f.id.rfind("optim.", 0), 0u) << f.id;  // zeroing and optimizer rules are no cause of a low MFU
+      }
+  EXPECT_GE(with_mfu, 2);
+  bool loader = false;
+  for (const auto& f : r.findings)
+    if (f.id == "input.dataloader_bound")
+      for (const auto& e : f.evidence) loader = loader || e.key == "mfu_pct";
+  EXPECT_TRUE(loader);
 }
 
 // The H100 recording of 2026-11-22 named its device "cudaGetLastError" (garbage): the device is
