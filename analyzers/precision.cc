@@ -37,6 +37,7 @@
 #include "scopes.h"
 #include "intervals.h"
 #include "ops.h"
+#include "runtime_names.h"
 #include "shapes.h"
 
 namespace trainrx::analyzers {
@@ -53,17 +54,12 @@ using profiler::TrackKind;
 // GEMMs fall back to narrower (align1/align2) or CUDA-core kernels; 2x again, not measured here.
 constexpr double kAssumedSpeedup = 2.0;
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 bool Has(const std::string& s, std::string_view p) { return s.find(p) != std::string::npos; }
 
 enum class GemmMath { kNotGemm, kFp32, kTf32, kOther };
 
 GemmMath ClassifyKernel(std::string_view name) {
-  const std::string n = Lower(name);
+  const std::string n = Lowercase(name);
   if (!Has(n, "gemm") && !Has(n, "conv") && !Has(n, "fprop") && !Has(n, "dgrad") && !Has(n, "wgrad"))
     return GemmMath::kNotGemm;
   if (Has(n, "gemv")) return GemmMath::kNotGemm;  // matrix-vector: memory-bound, no tensor cores either way
@@ -78,7 +74,7 @@ GemmMath ClassifyKernel(std::string_view name) {
 }
 
 bool IsConvKernel(std::string_view name) {
-  const std::string n = Lower(name);
+  const std::string n = Lowercase(name);
   return Has(n, "conv") || Has(n, "fprop") || Has(n, "dgrad") || Has(n, "wgrad");
 }
 

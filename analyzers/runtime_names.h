@@ -77,12 +77,17 @@ inline bool IsGradientReduction(std::string_view name) {
   return lower.find("allreduce") != std::string::npos || lower.find("reducescatter") != std::string::npos;
 }
 
+// `s` in ASCII lower case (kernel and runtime names).
+inline std::string Lowercase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 // A point-to-point transfer between ranks (pipeline stages): NCCL/RCCL "SendRecv", "Send" and
 // "Recv" kernels, Gloo's "gloo:send" / "gloo:recv" ranges.
 inline bool IsPointToPoint(std::string_view name) {
-  std::string lower;
-  lower.reserve(name.size());
-  for (char ch : name) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+  const std::string lower = Lowercase(name);
   const size_t kernel = lower.find("kernel_");
   const std::string_view op = kernel != std::string::npos ? std::string_view(lower).substr(kernel + 7)
                               : lower.rfind("gloo:", 0) == 0 ? std::string_view(lower).substr(5)

@@ -32,6 +32,7 @@
 #include "flops.h"
 #include "links.h"
 #include "ops.h"
+#include "runtime_names.h"
 #include "shapes.h"
 
 namespace trainrx::analyzers {
@@ -56,12 +57,6 @@ using CostKey = std::tuple<profiler::StrId, profiler::StrId, profiler::StrId, pr
 struct StepWindow {
   int64_t start = 0, end = 0;
 };
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // Keys of the convolution hint: the input's and the weight's dims as text.
 std::string ShapeKey(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
@@ -165,6 +160,7 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
   // Pass 2: the outermost costed ops of every thread.
   std::map<CostKey, std::optional<OpCost>> costs;
   std::vector<CostedOp> ops;
+  std::vector<double> step_params(steps.size(), 0.0), step_tokens(steps.size(), 0.0);
   std::map<uint32_t, std::pair<size_t, size_t>> by_track;  // track -> [first, last) in ops
   int64_t convs_unresolved = 0;
   for (uint32_t t : cpu_tracks) {
@@ -173,6 +169,23 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
     const auto events = trace.TrackEvents(t);
     for (size_t i = 0; i < events.size(); ++i) {
       const Event& e = events[i];
+      // The parameters a step trains (each gradient accumulated once: torch.profiler's
+      // AccumulateGrad nodes with their input's shape) and the tokens it reads (the largest
+      // embedding lookup), for the 6 * N * tokens estimate.
+      if (e.kind == EventKind::kCpuOp && has_steps && has_inputs(e)) {
+        const std::string_view name = trace.Name(e);
+        const bool grad = name == "torch::autograd::AccumulateGrad", lookup = name == "aten::embedding";
+        if (grad || lookup) {
+          const int32_t s = StepOf(steps, e.ts_ns);
+          const auto dims = OpDims(trace, e);
+          if (s >= 0 && dims && dims->size() > (lookup ? 1u : 0u)) {
+            double n = 1;
+            for (int64_t d : (*dims)[lookup ? 1 : 0]) n *= static_cast<double>(std::max<int64_t>(d, 0));
+            if (grad) step_params[static_cast<size_t>(s)] += n;
+            else step_tokens[static_cast<size_t>(s)] = std::max(step_tokens[static_cast<size_t>(s)], n);
+          }
+        }
+      }
       if (e.kind != EventKind::kCpuOp || e.ts_ns < covered_until || !has_inputs(e) || !has_model(e)) continue;
       // The same op with the same inputs (every step's) is costed once: the shapes' text is
       // interned, so equal inputs have equal ids.
@@ -246,7 +259,7 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
       if (at >= it->e->end_ns()) continue;
       it->device_ns += static_cast<double>(w.e->dur_ns);
       auto [tf32, fresh] = tf32_names.try_emplace(w.e->name, false);
-      if (fresh) tf32->second = Lower(trace.Name(*w.e)).find("tf32") != std::string::npos;
+      if (fresh) tf32->second = Lowercase(trace.Name(*w.e)).find("tf32") != std::string::npos;
       if (tf32->second) it->tf32_ns += static_cast<double>(w.e->dur_ns);
     }
   } else {
@@ -323,6 +336,20 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
   }
   for (size_t s = 0; s < n_steps; ++s)
     if (counts[s]) u.total_ns += total_ns[s];
+  // 6 * N * tokens beside the model FLOPs where both are seen in the counted steps (the median of
+  // each: a step's gradients are accumulated once per parameter, its largest lookup the tokens).
+  if (has_steps) {
+    std::vector<double> params, tokens;
+    for (size_t s = 0; s < n_steps; ++s)
+      if (counts[s] && step_params[s] > 0 && step_tokens[s] > 0) params.push_back(step_params[s]), tokens.push_back(step_tokens[s]);
+    if (!params.empty()) {
+      std::sort(params.begin(), params.end());
+      std::sort(tokens.begin(), tokens.end());
+      u.params = params[params.size() / 2];
+      u.tokens = tokens[tokens.size() / 2];
+      u.six_n_tokens = 6 * u.params * u.tokens;
+    }
+  }
   const double per = static_cast<double>(full);
   u.model_flops /= per, u.other_flops /= per, u.bytes /= per, u.costed_ns /= per, u.total_ns /= per;
   u.covered_share = u.total_ns > 0 ? std::min(1.0, u.costed_ns / u.total_ns) : 0;

@@ -312,6 +312,9 @@ void WriteUtilizationJson(JsonWriter& w, const analyzers::Report& report) {
     w.Field("model_flops", u.model_flops, 15);
     w.Field("other_flops", u.other_flops, 15);
     w.Field("bytes", u.bytes, 15);
+    w.Field("params", u.params, 15);
+    w.Field("tokens", u.tokens, 15);
+    w.Field("six_n_tokens", u.six_n_tokens, 15);
     w.Field("step_ns", u.step_ns, 15);
     w.Field("achieved_tflops", u.achieved_tflops, 6);
     w.Field("mfu", u.mfu, 6);

@@ -539,6 +539,10 @@ void WriteUtilization(const analyzers::Report& report, Sink& sink) {
   for (const auto& u : report.metrics.utilization) {
     if (!u.peak_source.empty()) sink.Line(fmt::format("rank {} peak: {}", u.rank, u.peak_source));
     if (!u.note.empty()) sink.Line(fmt::format("rank {}: {}", u.rank, u.note));
+    if (u.six_n_tokens > 0)
+      sink.Line(fmt::format("rank {}: 6 x N x tokens = 6 x {:.4g} parameters x {:.0f} tokens = {} a step (the dense-transformer "
+                            "rule of thumb, beside the {} counted from the ops)",
+                            u.rank, u.params, u.tokens, Flops(u.six_n_tokens), Flops(u.model_flops)));
     if (u.mfu > 0 && u.mfu_lower_bound)
       sink.Line(fmt::format("rank {}: MFU is a lower bound: {:.0f}% of the {} is in ops no FLOP model covers", u.rank,
                             100 * (1 - u.covered_share), u.device_time ? "kernel time" : "op time"));

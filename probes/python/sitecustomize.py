@@ -419,14 +419,26 @@ def _install_cpu_peak(torch, record_function):
     "trainrx::cpu_peak gflops=G n=N threads=T repeats=R" after a "trainrx::cpu_peak_run" range that
     holds the benchmark's own ops (after the last step: no step counts them). Python's atexit, while
     torch is alive; the main process only; skipped where CUDA was used (the device's peak is the
-    one that matters) or with TRAINRX_NO_CPU_PEAK=1. About 0.1 s."""
+    one that matters) or with TRAINRX_NO_CPU_PEAK=1. About 0.1 s. Only in a process that trained
+    (an optimizer step ran): a launcher such as torchrun imports torch and runs no op, and must
+    still write no trace."""
     import atexit
     import time
     main_pid = os.getpid()
+    trained = []
+    register = _step_post_hook_register()
+    if register is None:
+        return
+
+    def post_step(opt, args, kwargs):
+        if not trained:
+            trained.append(True)
+
+    register(post_step)
 
     def measure():
         try:
-            if os.getpid() != main_pid or os.environ.get("TRAINRX_NO_CPU_PEAK") == "1":
+            if not trained or os.getpid() != main_pid or os.environ.get("TRAINRX_NO_CPU_PEAK") == "1":
                 return
             cuda = getattr(torch, "cuda", None)
             if cuda is not None and getattr(cuda, "is_initialized", lambda: False)():
@@ -596,7 +608,7 @@ def _install_marks(torch):
     _install_cuda_memory_marks(torch, record_function)
     _install_loader_mark(torch, record_function)
     _install_call_sites(torch, record_function)
-    _install_cpu_peak(torch, record_function)
+    _install_cpu_peak(torch, record_function)  # after the loader / call-site hooks: its own ops are not user calls
     if original is None:
         return
     compiling, tracing = _tracers(torch)

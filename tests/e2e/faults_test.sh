@@ -29,14 +29,15 @@ run_fault() {  # label python record-args... -- fault rc steps
   # DataLoader for 12 minutes, once without trainrx at all and then with it, the other worker
   # alive (all three main-process threads in futex waits: PyTorch raises its "worker exited
   # unexpectedly" error from a SIGCHLD handler, which can land while a queue lock is held); on an
-  # idle machine it ends in 3 s. A hung case is run up to 3 times. A plain run that hangs
+  # idle machine it ends in 3 s (the limits, 60 s plain and 90 s recorded, are 20-30 times that;
+  # they were 120 / 180 s, and one hang of torch 1.13's cost the whole suite 3 minutes). A hung case is run up to 3 times. A plain run that hangs
   # every time is PyTorch's and the case is skipped saying so; a recorded run that hangs while the
   # plain one ended, on the last try, is ours and fails.
   local rc0=124 rc1=124 attempt
   for attempt in 1 2 3; do
-    timeout -k 5 120 $py "$SCRIPT" --fault "$fault" > "$t.plain.out" 2> "$t.plain.err"; rc0=$?
+    timeout -k 5 60 $py "$SCRIPT" --fault "$fault" > "$t.plain.out" 2> "$t.plain.err"; rc0=$?
     if [ $rc0 = 124 ] || [ $rc0 = 137 ]; then echo "note: $label $fault: the plain run hung (attempt $attempt)"; continue; fi
-    timeout -k 5 180 "$TRAINRX" record "${rec[@]}" -o "$t.json" -- $py "$SCRIPT" --fault "$fault" > "$t.rec.out" 2> "$t.rec.err"; rc1=$?
+    timeout -k 5 90 "$TRAINRX" record "${rec[@]}" -o "$t.json" -- $py "$SCRIPT" --fault "$fault" > "$t.rec.out" 2> "$t.rec.err"; rc1=$?
     if [ $rc1 = 124 ] || [ $rc1 = 137 ]; then echo "note: $label $fault: the recorded run hung (attempt $attempt)"; continue; fi
     break
   done

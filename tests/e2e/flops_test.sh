@@ -52,6 +52,18 @@ assert u["step_ns"] > 0 and abs(u["mfu"] - u["achieved_tflops"] / u["peak_tflops
 assert abs(u["achieved_tflops"] - u["model_flops"] / u["step_ns"] / 1e3) < 1e-4 * u["achieved_tflops"], u
 assert 0 < u["mfu"] < 1.5, u  # a measured rate, not a bound: a step can beat a 512x512 matmul a little, never by far
 PY
+# 6 * N * tokens beside the counted FLOPs: the parameters from torch.profiler's AccumulateGrad shapes,
+# the tokens from the embedding lookup, as the script itself counts them.
+$PY "$PYDIR/train_flops.py" --lm --count > lm_count.json && $PY "$PYDIR/train_flops.py" --lm --profile lm.json > /dev/null 2>&1 \
+  && "$TRAINRX" analyze lm.json --format json -o lm.analysis.json 2> lm.err || bad "the --lm runs failed: $(cat lm.err 2>/dev/null)"
+$PY - <<'PY' && ok "--lm: parameters and tokens seen, 6 x N x tokens beside the model FLOPs" || bad "6 N tokens"
+import json
+c = json.load(open("lm_count.json"))
+u = json.load(open("lm.analysis.json"))["metrics"]["utilization"][0]
+print("  params %d (script %d), tokens %d (script %d), 6NT %.4g, model FLOPs %.4g, flop_counter %.4g" % (u["params"], c["params"], u["tokens"], c["tokens"], u["six_n_tokens"], u["model_flops"], c["total"]))
+assert u["params"] == c["params"] and u["tokens"] == c["tokens"] == 512, u
+assert u["six_n_tokens"] == 6 * c["params"] * 512, u
+PY
 grep -q "Hardware utilization" rec.txt && grep -q "MFU" rec.txt && ok "text report has the utilization section" || bad "no utilization section: $(head -20 rec.txt)"
 
 # 3. Public traces with shapes: a hand count of their matmuls from Input Dims.

@@ -51,6 +51,19 @@ class Net(nn.Module):
         return self.head(self.block(x).mean(1))
 
 
+class TokenNet(nn.Module):
+    """--lm: a one-block language model (embedding, attention block, head) for the 6*N*tokens check."""
+
+    def __init__(self, vocab=64, dim=32):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.block = Block(dim, 4)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, x):
+        return self.head(self.block(self.emb(x)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", action="store_true")
@@ -58,19 +71,24 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--device", default="cpu", help="cpu (the tests) or cuda (scripts/gpu-validate --part flops)")
     ap.add_argument("--amp", action="store_true", help="bf16 autocast")
+    ap.add_argument("--lm", action="store_true", help="the one-block language model on 8 x 64 tokens instead")
     ap.add_argument("--depthwise", action="store_true",
                     help="a grouped (depthwise) convolution too: torch.utils.flop_counter counts its weight gradient "
                          "groups times over, so the comparison leaves it out")
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = Net(args.depthwise).to(args.device)
+    model = (TokenNet() if args.lm else Net(args.depthwise)).to(args.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(8, 3, 32, 32, device=args.device), torch.randint(0, 10, (8,), device=args.device)
+    if args.lm:
+        x, y = torch.randint(0, 64, (8, 64), device=args.device), torch.randint(0, 64, (8, 64), device=args.device)
+    else:
+        x, y = torch.randn(8, 3, 32, 32, device=args.device), torch.randint(0, 10, (8,), device=args.device)
 
     def loss():
         with torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.amp):
-            return F.cross_entropy(model(x), y)
+            out = model(x)
+            return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
 
     def step():
         opt.zero_grad()
@@ -85,7 +103,8 @@ def main():
             opt.zero_grad()
             loss().backward()
         by_op = {str(k): v for k, v in counter.get_flop_counts()["Global"].items()}
-        print(json.dumps({"total": counter.get_total_flops(), "by_op": by_op}))
+        params = sum(p.numel() for p in model.parameters())
+        print(json.dumps({"total": counter.get_total_flops(), "by_op": by_op, "params": params, "tokens": x.numel() if args.lm else 0}))
         return
     if args.profile:
         from torch.profiler import ProfilerActivity, profile, schedule

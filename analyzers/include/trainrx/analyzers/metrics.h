@@ -276,6 +276,11 @@ struct Utilization {
   double model_flops = 0;    // per costed step: matmul + conv + attention (MFU's numerator)
   double other_flops = 0;    // norms, softmax, losses, elementwise (shown, not in MFU)
   double bytes = 0;
+  // The rule of thumb beside it (dense transformers: 2 FLOPs a parameter a token forward, 4
+  // backward): parameters trained a step (torch.profiler's AccumulateGrad shapes), tokens a step
+  // (the largest embedding lookup) and 6 * N * tokens; 0 where the trace does not show both (our
+  // collector records no AccumulateGrad shapes; a model without embeddings has no tokens).
+  double params = 0, tokens = 0, six_n_tokens = 0;
   double step_ns = 0;        // median steady step
   double achieved_tflops = 0;  // model FLOPs over the step time
   double mfu = 0;            // achieved over the peak (0: no peak or no steps)
