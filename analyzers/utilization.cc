@@ -453,6 +453,21 @@ void AddUtilizationEvidence(Report& report) {
         if (p->tf32 > 0) f.evidence.push_back({"tf32_peak_tflops", p->tf32});
       }
     }
+    // 16-bit matmuls whose shapes miss the tensor cores: their achieved rate beside the peak.
+    if (f.id == "precision.matmul_alignment") {
+      double flops = 0, ns = 0;
+      for (const auto& o : u->ops)
+        if ((o.dtype == "bf16" || o.dtype == "fp16") && o.op_class == "matmul") flops += o.flops, ns += o.time_ns;
+      if (ns > 0) f.evidence.push_back({"half_matmul_achieved_tflops", flops / ns / 1e3});
+    }
+    // What torch.compile would fuse: the share of the costed time in memory-bound op classes (norms,
+    // softmax, elementwise, on the device's roofline).
+    if (f.id == "compile.not_compiled" && u->total_ns > 0) {
+      double memory = 0;
+      for (const auto& c : u->classes)
+        if (c.bound == "memory" && (c.op_class == "elementwise" || c.op_class == "norm" || c.op_class == "softmax")) memory += c.time_ns;
+      if (memory > 0) f.evidence.push_back({"memory_bound_time_pct", 100 * memory / u->total_ns});
+    }
   }
 }
 

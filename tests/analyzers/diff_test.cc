@@ -543,6 +543,20 @@ TEST(UtilizationTest, ResNet50OnAV100) {
     if (f.id == "input.dataloader_bound")
       for (const auto& e : f.evidence) loader = loader || e.key == "mfu_pct";
   EXPECT_TRUE(loader);
+  // compile.not_compiled carries what compile would fuse: the memory-bound classes' share of the
+  // kernel time (norms, softmax and elementwise on the V100's roofline).
+  double memory = 0;
+  for (const auto& c : u.classes)
+    if (c.bound == "memory" && (c.op_class == "elementwise" || c.op_class == "norm" || c.op_class == "softmax")) memory += c.time_ns;
+  bool fusable = false;
+  for (const auto& f : r.findings)
+    if (f.id == "compile.not_compiled")
+      for (const auto& e : f.evidence)
+        if (e.key == "memory_bound_time_pct") {
+          fusable = true;
+          EXPECT_NEAR(std::get<double>(e.value), 100 * memory / u.total_ns, 1e-9);
+        }
+  EXPECT_TRUE(fusable);
 }
 
 // The H100 recording of 2026-11-22 named its device "cudaGetLastError" (garbage): the device is
