@@ -273,52 +273,51 @@ std::optional<OpCost> Attention(std::string_view op, const OpArgs& a) {
 struct ElementModel {
   OpClass cls;
   double flops_per_element;
-  bool inplace;  // writes its first input
 };
 const ElementModel* ElementModelOf(std::string_view op) {
   static const std::unordered_map<std::string_view, ElementModel> kModels = {
       // normalization: statistics, normalize, scale and shift
-      {"layer_norm", {OpClass::kNorm, 5, false}}, {"native_layer_norm", {OpClass::kNorm, 5, false}},
-      {"batch_norm", {OpClass::kNorm, 5, false}}, {"native_batch_norm", {OpClass::kNorm, 5, false}},
-      {"cudnn_batch_norm", {OpClass::kNorm, 5, false}}, {"_batch_norm_impl_index", {OpClass::kNorm, 5, false}},
-      {"miopen_batch_norm", {OpClass::kNorm, 5, false}}, {"group_norm", {OpClass::kNorm, 5, false}},
-      {"native_group_norm", {OpClass::kNorm, 5, false}}, {"instance_norm", {OpClass::kNorm, 5, false}},
-      {"rms_norm", {OpClass::kNorm, 4, false}}, {"_fused_rms_norm", {OpClass::kNorm, 4, false}},
-      {"native_layer_norm_backward", {OpClass::kNorm, 10, false}}, {"native_batch_norm_backward", {OpClass::kNorm, 10, false}},
-      {"cudnn_batch_norm_backward", {OpClass::kNorm, 10, false}}, {"native_group_norm_backward", {OpClass::kNorm, 10, false}},
-      {"_fused_rms_norm_backward", {OpClass::kNorm, 8, false}},
+      {"layer_norm", {OpClass::kNorm, 5}}, {"native_layer_norm", {OpClass::kNorm, 5}},
+      {"batch_norm", {OpClass::kNorm, 5}}, {"native_batch_norm", {OpClass::kNorm, 5}},
+      {"cudnn_batch_norm", {OpClass::kNorm, 5}}, {"_batch_norm_impl_index", {OpClass::kNorm, 5}},
+      {"miopen_batch_norm", {OpClass::kNorm, 5}}, {"group_norm", {OpClass::kNorm, 5}},
+      {"native_group_norm", {OpClass::kNorm, 5}}, {"instance_norm", {OpClass::kNorm, 5}},
+      {"rms_norm", {OpClass::kNorm, 4}}, {"_fused_rms_norm", {OpClass::kNorm, 4}},
+      {"native_layer_norm_backward", {OpClass::kNorm, 10}}, {"native_batch_norm_backward", {OpClass::kNorm, 10}},
+      {"cudnn_batch_norm_backward", {OpClass::kNorm, 10}}, {"native_group_norm_backward", {OpClass::kNorm, 10}},
+      {"_fused_rms_norm_backward", {OpClass::kNorm, 8}},
       // softmax: max, subtract, exp, sum, divide
-      {"softmax", {OpClass::kSoftmax, 5, false}}, {"_softmax", {OpClass::kSoftmax, 5, false}},
-      {"log_softmax", {OpClass::kSoftmax, 5, false}}, {"_log_softmax", {OpClass::kSoftmax, 5, false}},
-      {"_softmax_backward_data", {OpClass::kSoftmax, 4, false}}, {"_log_softmax_backward_data", {OpClass::kSoftmax, 4, false}},
+      {"softmax", {OpClass::kSoftmax, 5}}, {"_softmax", {OpClass::kSoftmax, 5}},
+      {"log_softmax", {OpClass::kSoftmax, 5}}, {"_log_softmax", {OpClass::kSoftmax, 5}},
+      {"_softmax_backward_data", {OpClass::kSoftmax, 4}}, {"_log_softmax_backward_data", {OpClass::kSoftmax, 4}},
       // losses over logits
-      {"cross_entropy_loss", {OpClass::kLoss, 5, false}}, {"nll_loss", {OpClass::kLoss, 1, false}},
-      {"nll_loss_nd", {OpClass::kLoss, 1, false}}, {"nll_loss_forward", {OpClass::kLoss, 1, false}},
-      {"mse_loss", {OpClass::kLoss, 3, false}}, {"binary_cross_entropy_with_logits", {OpClass::kLoss, 6, false}},
+      {"cross_entropy_loss", {OpClass::kLoss, 5}}, {"nll_loss", {OpClass::kLoss, 1}},
+      {"nll_loss_nd", {OpClass::kLoss, 1}}, {"nll_loss_forward", {OpClass::kLoss, 1}},
+      {"mse_loss", {OpClass::kLoss, 3}}, {"binary_cross_entropy_with_logits", {OpClass::kLoss, 6}},
       // elementwise arithmetic and activations
-      {"add", {OpClass::kElementwise, 1, false}}, {"add_", {OpClass::kElementwise, 1, true}},
-      {"sub", {OpClass::kElementwise, 1, false}}, {"sub_", {OpClass::kElementwise, 1, true}},
-      {"mul", {OpClass::kElementwise, 1, false}}, {"mul_", {OpClass::kElementwise, 1, true}},
-      {"div", {OpClass::kElementwise, 1, false}}, {"div_", {OpClass::kElementwise, 1, true}},
-      {"addcmul_", {OpClass::kElementwise, 2, true}}, {"addcdiv_", {OpClass::kElementwise, 2, true}},
-      {"lerp_", {OpClass::kElementwise, 2, true}}, {"sqrt", {OpClass::kElementwise, 1, false}},
-      {"rsqrt", {OpClass::kElementwise, 1, false}}, {"neg", {OpClass::kElementwise, 1, false}},
-      {"pow", {OpClass::kElementwise, 1, false}}, {"exp", {OpClass::kElementwise, 1, false}},
-      {"relu", {OpClass::kElementwise, 1, false}}, {"relu_", {OpClass::kElementwise, 1, true}},
-      {"clamp_min", {OpClass::kElementwise, 1, false}}, {"clamp_min_", {OpClass::kElementwise, 1, true}},
-      {"threshold_backward", {OpClass::kElementwise, 1, false}}, {"leaky_relu", {OpClass::kElementwise, 2, false}},
-      {"gelu", {OpClass::kElementwise, 8, false}}, {"gelu_backward", {OpClass::kElementwise, 8, false}},
-      {"silu", {OpClass::kElementwise, 4, false}}, {"silu_", {OpClass::kElementwise, 4, true}},
-      {"silu_backward", {OpClass::kElementwise, 4, false}}, {"sigmoid", {OpClass::kElementwise, 4, false}},
-      {"sigmoid_backward", {OpClass::kElementwise, 2, false}}, {"tanh", {OpClass::kElementwise, 4, false}},
-      {"tanh_backward", {OpClass::kElementwise, 2, false}}, {"dropout", {OpClass::kElementwise, 2, false}},
-      {"native_dropout", {OpClass::kElementwise, 2, false}},
+      {"add", {OpClass::kElementwise, 1}}, {"add_", {OpClass::kElementwise, 1}},
+      {"sub", {OpClass::kElementwise, 1}}, {"sub_", {OpClass::kElementwise, 1}},
+      {"mul", {OpClass::kElementwise, 1}}, {"mul_", {OpClass::kElementwise, 1}},
+      {"div", {OpClass::kElementwise, 1}}, {"div_", {OpClass::kElementwise, 1}},
+      {"addcmul_", {OpClass::kElementwise, 2}}, {"addcdiv_", {OpClass::kElementwise, 2}},
+      {"lerp_", {OpClass::kElementwise, 2}}, {"sqrt", {OpClass::kElementwise, 1}},
+      {"rsqrt", {OpClass::kElementwise, 1}}, {"neg", {OpClass::kElementwise, 1}},
+      {"pow", {OpClass::kElementwise, 1}}, {"exp", {OpClass::kElementwise, 1}},
+      {"relu", {OpClass::kElementwise, 1}}, {"relu_", {OpClass::kElementwise, 1}},
+      {"clamp_min", {OpClass::kElementwise, 1}}, {"clamp_min_", {OpClass::kElementwise, 1}},
+      {"threshold_backward", {OpClass::kElementwise, 1}}, {"leaky_relu", {OpClass::kElementwise, 2}},
+      {"gelu", {OpClass::kElementwise, 8}}, {"gelu_backward", {OpClass::kElementwise, 8}},
+      {"silu", {OpClass::kElementwise, 4}}, {"silu_", {OpClass::kElementwise, 4}},
+      {"silu_backward", {OpClass::kElementwise, 4}}, {"sigmoid", {OpClass::kElementwise, 4}},
+      {"sigmoid_backward", {OpClass::kElementwise, 2}}, {"tanh", {OpClass::kElementwise, 4}},
+      {"tanh_backward", {OpClass::kElementwise, 2}}, {"dropout", {OpClass::kElementwise, 2}},
+      {"native_dropout", {OpClass::kElementwise, 2}},
   };
   auto it = kModels.find(op);
   return it == kModels.end() ? nullptr : &it->second;
 }
 
-std::optional<OpCost> PerElement(const ElementModel& m, std::string_view op, const OpArgs& a) {
+std::optional<OpCost> PerElement(const ElementModel& m, const OpArgs& a) {
   // The output: the broadcast of the tensor inputs for arithmetic; the first input otherwise (a
   // loss reduces, but its work is per logit).
   const Shape* first = DimsAt(a, 0);
@@ -341,7 +340,6 @@ std::optional<OpCost> PerElement(const ElementModel& m, std::string_view op, con
   const double written = m.cls == OpClass::kLoss ? 0 : n * BytesAt(a, 0);
   c.bytes = InputBytes(a) + written;
   c.dtype = DtypeAt(a, 0);
-  (void)op;
   return c;
 }
 
@@ -474,7 +472,7 @@ std::optional<OpCost> CostOf(std::string_view name, const OpArgs& a, const ConvO
   if (op == "cudnn_convolution_backward_input") return ConvBackwardInput(a);
   if (AttentionLayoutOf(op)) return Attention(op, a);
   if (op == "embedding" || op == "embedding_dense_backward") return Embedding(op, a);
-  if (const ElementModel* m = ElementModelOf(op)) return PerElement(*m, op, a);
+  if (const ElementModel* m = ElementModelOf(op)) return PerElement(*m, a);
   return std::nullopt;
 }
 

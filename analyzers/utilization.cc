@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cctype>
 #include <map>
 #include <optional>
 #include <string>
@@ -53,9 +52,9 @@ struct CostedOp {
 
 // An op's name and its inputs' interned texts: equal keys cost the same.
 using CostKey = std::tuple<profiler::StrId, profiler::StrId, profiler::StrId, profiler::StrId>;
-
-struct StepWindow {
-  int64_t start = 0, end = 0;
+struct CachedCost {
+  std::optional<OpCost> cost;
+  bool unresolved_conv = false;  // a convolution whose shapes parsed but whose cost did not resolve
 };
 
 // Keys of the convolution hint: the input's and the weight's dims as text.
@@ -65,13 +64,6 @@ std::string ShapeKey(const std::vector<int64_t>& a, const std::vector<int64_t>& 
   k += "|";
   for (int64_t d : b) k += std::to_string(d) + ",";
   return k;
-}
-
-int32_t StepOf(const std::vector<StepWindow>& steps, int64_t ts) {
-  auto it = std::upper_bound(steps.begin(), steps.end(), ts, [](int64_t t, const StepWindow& w) { return t < w.start; });
-  if (it == steps.begin()) return -1;
-  --it;
-  return ts < it->end ? static_cast<int32_t>(it - steps.begin()) : -1;
 }
 
 void AddTo(OpCostRow& row, const CostedOp& op, double time_ns) {
@@ -116,15 +108,12 @@ std::optional<CpuPeak> CpuPeakMark(const Trace& trace, const std::vector<uint32_
 
 std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t rank) {
   const Trace& trace = ctx.trace;
-  // The rank's steady steps, in time order.
-  std::vector<StepWindow> steps;
+  // The rank's steady steps, in time order, and their lengths.
+  const StepWindows steps(ctx.steps, rank);
+  const auto step_of = [&](int64_t ts) { return static_cast<int32_t>(steps.Index(ts)); };
   std::vector<int64_t> walls;
-  for (const auto& s : ctx.steps.steps) {
-    if (s.rank != rank) continue;
-    steps.push_back({s.trained_from_ns > 0 ? s.trained_from_ns : s.start_ns, s.start_ns + s.wall_ns});
-    walls.push_back(s.wall_ns);
-  }
-  std::sort(steps.begin(), steps.end(), [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
+  for (const auto& s : ctx.steps.steps)
+    if (s.rank == rank) walls.push_back(s.wall_ns);
   const bool has_steps = !steps.empty();
 
   // Which names have a model (by string id: each name is looked up once).
@@ -139,11 +128,8 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
   // Pass 1: convolution backwards' shapes (their grad_output is the forward's output), for forward
   // convolutions recorded without their strides.
   std::unordered_map<std::string, std::vector<int64_t>> conv_out;
-  std::vector<uint32_t> cpu_tracks;
-  for (uint32_t t = 0; t < trace.tracks.size(); ++t) {
-    const auto& tr = trace.tracks[t];
-    if (tr.rank != rank || tr.kind != TrackKind::kCpuThread) continue;
-    cpu_tracks.push_back(t);
+  const std::vector<uint32_t> cpu_tracks = TracksOf(trace, rank, TrackKind::kCpuThread);
+  for (uint32_t t : cpu_tracks) {
     for (const Event& e : trace.TrackEvents(t)) {
       if (e.kind != EventKind::kCpuOp || !has_inputs(e) || !has_model(e)) continue;
       const std::string_view name = trace.Name(e);
@@ -158,7 +144,7 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
   };
 
   // Pass 2: the outermost costed ops of every thread.
-  std::map<CostKey, std::optional<OpCost>> costs;
+  std::map<CostKey, CachedCost> costs;
   std::vector<CostedOp> ops;
   std::vector<double> step_params(steps.size(), 0.0), step_tokens(steps.size(), 0.0);
   std::map<uint32_t, std::pair<size_t, size_t>> by_track;  // track -> [first, last) in ops
@@ -176,7 +162,7 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
         const std::string_view name = trace.Name(e);
         const bool grad = name == "torch::autograd::AccumulateGrad", lookup = name == "aten::embedding";
         if (grad || lookup) {
-          const int32_t s = StepOf(steps, e.ts_ns);
+          const int32_t s = step_of(e.ts_ns);
           const auto dims = OpDims(trace, e);
           if (s >= 0 && dims && dims->size() > (lookup ? 1u : 0u)) {
             double n = 1;
@@ -199,12 +185,13 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
           std::optional<std::vector<std::string>> concrete;
           if (in.concrete != profiler::kNoStr) concrete = ParseTypes(trace.strings.Get(in.concrete));
           OpArgs args{&*dims, types ? &*types : nullptr, concrete ? &*concrete : nullptr};
-          slot->second = CostOf(trace.Name(e), args, &hint);
+          slot->second.cost = CostOf(trace.Name(e), args, &hint);
+          slot->second.unresolved_conv = !slot->second.cost && trace.Name(e).find("conv") != std::string_view::npos;
         }
       }
-      const std::optional<OpCost>& cost = slot->second;
+      const std::optional<OpCost>& cost = slot->second.cost;
       if (!cost) {
-        convs_unresolved += OpDims(trace, e) && trace.Name(e).find("conv") != std::string_view::npos;
+        convs_unresolved += slot->second.unresolved_conv;
         continue;
       }
       const bool concrete = in.concrete != profiler::kNoStr;
@@ -224,7 +211,7 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
       CostedOp op;
       op.e = &e;
       op.track = t;
-      op.step = has_steps ? StepOf(steps, e.ts_ns) : -1;
+      op.step = has_steps ? step_of(e.ts_ns) : -1;
       op.cost = c;
       ops.push_back(op);
       covered_until = e.end_ns();
@@ -245,7 +232,7 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
       if (w.e->kind != EventKind::kKernel) continue;
       const HostCall* call = links->CallOf(w);
       const int64_t at = call ? call->e->ts_ns : w.ts();
-      const int32_t s = has_steps ? StepOf(steps, at) : 0;
+      const int32_t s = has_steps ? step_of(at) : 0;
       if (s < 0) continue;
       total_ns[static_cast<size_t>(s)] += static_cast<double>(w.e->dur_ns);
       if (!call) continue;
@@ -266,7 +253,7 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
     for (uint32_t t : cpu_tracks) {
       const auto events = trace.TrackEvents(t);
       for (size_t i : OutermostOps(events, 0, events.size())) {
-        const int32_t s = has_steps ? StepOf(steps, events[i].ts_ns) : 0;
+        const int32_t s = has_steps ? step_of(events[i].ts_ns) : 0;
         if (s >= 0) total_ns[static_cast<size_t>(s)] += static_cast<double>(events[i].dur_ns);
       }
     }

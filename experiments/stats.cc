@@ -57,14 +57,15 @@ Interval MedianCi(const std::vector<double>& v, int resamples, uint64_t seed) {
 }
 
 namespace {
-double LogVar(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
+// Mean and sample variance (n - 1; 0 below 2 values) of the logs.
+std::pair<double, double> LogMeanVar(const std::vector<double>& v) {
+  if (v.empty()) return {0, 0};
   double mean = 0;
   for (double x : v) mean += std::log(x);
   mean /= static_cast<double>(v.size());
   double s = 0;
   for (double x : v) s += (std::log(x) - mean) * (std::log(x) - mean);
-  return s / static_cast<double>(v.size() - 1);
+  return {mean, v.size() > 1 ? s / static_cast<double>(v.size() - 1) : 0};
 }
 
 // Percentile bootstrap of a statistic of the two medians, resampling a and b independently: the
@@ -98,7 +99,7 @@ Comparison Compare(const std::vector<double>& a, const std::vector<double>& b, c
   c.ci_low = ci.low;
   c.ci_high = ci.high;
   c.p_value = MannWhitneyP(a, b);
-  const double se = std::sqrt(LogVar(a) / static_cast<double>(a.size()) + LogVar(b) / static_cast<double>(b.size()));
+  const double se = std::sqrt(LogMeanVar(a).second / static_cast<double>(a.size()) + LogMeanVar(b).second / static_cast<double>(b.size()));
   c.detectable = std::exp((1.96 + 0.84) * se);
   const bool significant = c.p_value < options.alpha && (c.ci_low > 1 || c.ci_high < 1);
   c.verdict = !significant ? Verdict::kNoDifference : c.speedup > 1 ? Verdict::kFaster : Verdict::kSlower;
@@ -226,15 +227,6 @@ double RegularizedIncompleteBeta(double a, double b, double x) {
       std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
   if (x < (a + 1) / (a + b + 2)) return front * IncompleteBetaFraction(a, b, x) / a;
   return 1 - front * IncompleteBetaFraction(b, a, 1 - x) / b;
-}
-
-// Mean and sample variance (n - 1) of the logs.
-std::pair<double, double> LogMeanVar(const std::vector<double>& v) {
-  double mean = 0;
-  for (double x : v) mean += std::log(x) / static_cast<double>(v.size());
-  double var = 0;
-  for (double x : v) var += (std::log(x) - mean) * (std::log(x) - mean);
-  return {mean, v.size() > 1 ? var / static_cast<double>(v.size() - 1) : 0};
 }
 
 // The least variance of one trial's median that its steps show: (pi/2) var(log step) / steps,
