@@ -304,17 +304,38 @@ struct LastArrivals {
   int32_t straggler = 0;
 };
 
+// The rank that arrived last at one matched collective: the one that waited least in it (its
+// shortest instance); `waited` the others' median wait beyond it (<= 0: all arrived together).
+size_t LastOf(const MatchedSet& set, double* waited) {
+  size_t last_i = 0;
+  for (size_t i = 0; i < set.size(); ++i)
+    if (set[i]->dur_ns < set[last_i]->dur_ns) last_i = i;
+  std::vector<double> waits;
+  for (size_t i = 0; i < set.size(); ++i)
+    if (i != last_i) waits.push_back(static_cast<double>(set[i]->dur_ns - set[last_i]->dur_ns));
+  *waited = Median(waits);
+  return last_i;
+}
+
+// The collectives the straggler compares: GPU ones where every rank has them, else Gloo's, matched
+// by name and order inside the steady steps (every matched one when fewer than 4 are).
+std::vector<MatchedSet> ComparedSets(const std::vector<RankSide>& sides, bool* gpu) {
+  *gpu = ComparesGpuCollectives(sides);
+  std::vector<const std::vector<Collective>*> lists;
+  for (const auto& side : sides) lists.push_back(*gpu ? &side.gpu : &side.gloo);
+  // Kept: the matched collectives inside the steady steps of every rank (the ranks' steps need
+  // not start at the same collective). A trace of one or two steps has too few of
+  // them: then every matched collective of the trace counts.
+  std::vector<MatchedSet> matched_sets = MatchAcrossRanks(lists, true);
+  if (matched_sets.size() < 4) matched_sets = MatchAcrossRanks(lists, false);
+  return matched_sets;
+}
+
 LastArrivals LastArrivalsOf(const std::vector<MatchedSet>& matched_sets, const std::vector<int32_t>& ranks) {
   LastArrivals a;
   for (const auto& set : matched_sets) {
-    size_t last_i = 0;
-    for (size_t i = 0; i < set.size(); ++i)
-      if (set[i]->dur_ns < set[last_i]->dur_ns) last_i = i;
-    const int32_t last = ranks[last_i];
-    std::vector<double> waits;
-    for (size_t i = 0; i < set.size(); ++i)
-      if (i != last_i) waits.push_back(static_cast<double>(set[i]->dur_ns - set[last_i]->dur_ns));
-    const double waited = Median(waits);
+    double waited = 0;
+    const int32_t last = ranks[LastOf(set, &waited)];
     if (waited <= 0) continue;  // all arrived together: nobody was last
     ++a.last_count[last];
     a.wait_caused[last] += waited;
@@ -456,14 +477,7 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
   for (const auto& side : sides) all_steps.steps.insert(all_steps.steps.end(), side.steps.begin(), side.steps.end());
   auto side_of = [&](int32_t r) -> const RankSide& { return SideOf(sides, ranks, r); };
   Straggler st;
-  st.gpu = ComparesGpuCollectives(sides);
-  std::vector<const std::vector<Collective>*> lists;
-  for (const auto& side : sides) lists.push_back(st.gpu ? &side.gpu : &side.gloo);
-  // Kept: the matched collectives inside the steady steps of every rank (the ranks' steps need
-  // not start at the same collective). A trace of one or two steps has too few of
-  // them: then every matched collective of the trace counts.
-  std::vector<MatchedSet> matched_sets = MatchAcrossRanks(lists, true);
-  if (matched_sets.size() < 4) matched_sets = MatchAcrossRanks(lists, false);
+  const std::vector<MatchedSet> matched_sets = ComparedSets(sides, &st.gpu);
   st.matched = matched_sets.size();
   if (st.matched < 4) return;
   // The reading assumes lockstep ranks (synchronous collectives: each rank waits in them for the
@@ -523,6 +537,24 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
   st.no_free_core = NoFreeCore(slow);
   st.contention = st.no_free_core && !uneven;
   out.findings.push_back(StragglerFinding(st, arrivals, ranks, basis, thresholds));
+}
+
+std::vector<MatchedCollectiveRow> MatchedCollectives(const std::vector<RankSide>& sides) {
+  std::vector<MatchedCollectiveRow> rows;
+  if (sides.size() < 2) return rows;
+  bool gpu = false;
+  const std::vector<MatchedSet> sets = ComparedSets(sides, &gpu);
+  for (size_t k = 0; k < sets.size(); ++k) {
+    double waited = 0;
+    const size_t last = LastOf(sets[k], &waited);
+    for (size_t i = 0; i < sets[k].size(); ++i) {
+      const Collective& c = *sets[k][i];
+      const bool is_last = i == last && waited > 0;
+      rows.push_back({static_cast<int64_t>(k), sides[i].info.rank, c.name, c.ts_ns, c.dur_ns, c.in_steps, is_last,
+                      is_last ? waited : 0.0});
+    }
+  }
+  return rows;
 }
 
 }  // namespace trainrx::analyzers

@@ -12,7 +12,14 @@
 #include <string>
 #include <vector>
 
+#include <dlfcn.h>
+
+#include <filesystem>
+
 #include "status_code.h"
+#include "trainrx/exports/tables.h"
+#include "trainrx/profiler/json_writer.h"
+#include "trainrx/profiler/kineto_reader.h"
 #include "trainrx/reports/report.h"
 #include "trainrx/sets/analyze_set.h"
 
@@ -28,6 +35,42 @@ using trainrx::api::kInputError;
 using trainrx::api::kInternalError;
 using trainrx::api::SetError;
 
+namespace {
+
+std::vector<std::string> Strings(const char* const* items, size_t n) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) out.emplace_back(items[i] ? items[i] : "");
+  return out;
+}
+
+// `trainrx analyze`'s options from the C arguments; an error for a bad threshold.
+trainrx::Status OptionsOf(const char* const* thresholds, size_t n_thresholds, const char* step_name, int flags,
+                          trainrx::sets::SetOptions* options) {
+  for (size_t i = 0; i < n_thresholds; ++i)
+    if (trainrx::Status st = options->thresholds.Parse(thresholds[i] ? thresholds[i] : ""); !st.ok()) return st;
+  options->strict = (flags & TRAINRX_STRICT) != 0;
+  options->keep_clocks = (flags & TRAINRX_KEEP_CLOCKS) != 0;
+  options->per_rank = (flags & TRAINRX_PER_RANK) != 0;
+  if (step_name) options->step_name = step_name;
+  return {};
+}
+
+int TextOut(const std::string& s, char** out, size_t* size, char** error) {
+  *out = trainrx::api::CopyOut(s);
+  if (*out == nullptr) return SetError(error, "trainrx: out of memory", kInternalError);
+  if (size) *size = s.size();
+  return 0;
+}
+
+// The folder this library was loaded from: the Parquet plugin lies beside it (as beside the CLI).
+std::string LibraryDir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&LibraryDir), &info) == 0 || info.dli_fname == nullptr) return ".";
+  return std::filesystem::path(info.dli_fname).parent_path().string();
+}
+
+}  // namespace
+
 extern "C" {
 
 const char* trainrx_version(void) { return TRAINRX_VERSION; }
@@ -41,14 +84,9 @@ int trainrx_analyze(const char* const* paths, size_t n_paths, const char* const*
     if (n_paths == 0) return SetError(error, "analyze needs at least one trace file or directory", kInputError);
     auto a = std::make_unique<trainrx_analysis>();
     trainrx::sets::SetOptions options;
-    for (size_t i = 0; i < n_thresholds; ++i)
-      if (trainrx::Status st = options.thresholds.Parse(thresholds[i] ? thresholds[i] : ""); !st.ok())
-        return SetError(error, st);
-    options.strict = (flags & TRAINRX_STRICT) != 0;
-    options.keep_clocks = (flags & TRAINRX_KEEP_CLOCKS) != 0;
-    options.per_rank = (flags & TRAINRX_PER_RANK) != 0;
-    if (step_name) options.step_name = step_name;
-    for (size_t i = 0; i < n_paths; ++i) a->inputs.emplace_back(paths[i] ? paths[i] : "");
+    if (trainrx::Status st = OptionsOf(thresholds, n_thresholds, step_name, flags, &options); !st.ok())
+      return SetError(error, st);
+    a->inputs = Strings(paths, n_paths);
     if (trainrx::Status st = trainrx::sets::AnalyzeSet(a->inputs, options, &a->set); !st.ok()) return SetError(error, st);
     a->thresholds = options.thresholds;
     *out = a.release();
@@ -77,6 +115,105 @@ int trainrx_render(const trainrx_analysis* analysis, const char* format, char** 
     if (*out == nullptr) return SetError(error, "trainrx: out of memory while rendering", kInternalError);
     if (size) *size = s.size();
     return 0;
+  } catch (const std::exception& e) {
+    return InternalError(error, e.what());
+  }
+}
+
+int trainrx_expand_paths(const char* const* paths, size_t n_paths, char** out, size_t* size, char** error) {
+  if (out == nullptr) return SetError(error, "trainrx_expand_paths: out is NULL", kInternalError);
+  *out = nullptr;
+  if (error) *error = nullptr;
+  try {
+    const auto files = trainrx::profiler::ExpandTracePaths(Strings(paths, n_paths));
+    if (!files.ok()) return SetError(error, files.status());
+    std::ostringstream text;
+    trainrx::profiler::JsonWriter w(text);
+    w.BeginArray();
+    for (const auto& f : *files) w.String(f);
+    w.EndArray();
+    return TextOut(std::move(text).str(), out, size, error);
+  } catch (const std::exception& e) {
+    return InternalError(error, e.what());
+  }
+}
+
+int trainrx_file_sides(const char* path, const char* const* thresholds, size_t n_thresholds, const char* step_name,
+                       char** out, size_t* size, char** error) {
+  if (out == nullptr || path == nullptr) return SetError(error, "trainrx_file_sides: NULL argument", kInternalError);
+  *out = nullptr;
+  if (error) *error = nullptr;
+  try {
+    trainrx::sets::SetOptions options;
+    if (trainrx::Status st = OptionsOf(thresholds, n_thresholds, step_name, 0, &options); !st.ok()) return SetError(error, st);
+    std::string json;
+    if (trainrx::Status st = trainrx::sets::FileSidesJson(path, options.thresholds, options.step_name, &json); !st.ok())
+      return SetError(error, st);
+    return TextOut(json, out, size, error);
+  } catch (const std::bad_alloc&) {
+    return SetError(error, "trainrx: out of memory while analyzing", kInternalError);
+  } catch (const std::exception& e) {
+    return InternalError(error, e.what());
+  }
+}
+
+int trainrx_analyze_file_sides(const char* const* inputs, size_t n_inputs, const char* const* files,
+                               const char* const* docs, size_t n_files,
+                               const char* const* thresholds, size_t n_thresholds, const char* step_name, int flags,
+                               trainrx_analysis** out, char** error) {
+  if (out == nullptr) return SetError(error, "trainrx_analyze_file_sides: out is NULL", kInternalError);
+  *out = nullptr;
+  if (error) *error = nullptr;
+  try {
+    auto a = std::make_unique<trainrx_analysis>();
+    trainrx::sets::SetOptions options;
+    if (trainrx::Status st = OptionsOf(thresholds, n_thresholds, step_name, flags, &options); !st.ok())
+      return SetError(error, st);
+    a->inputs = Strings(inputs, n_inputs);
+    if (trainrx::Status st = trainrx::sets::AnalyzeFileSides(Strings(files, n_files), Strings(docs, n_files), options, &a->set);
+        !st.ok())
+      return SetError(error, st);
+    a->thresholds = options.thresholds;
+    *out = a.release();
+    return 0;
+  } catch (const std::bad_alloc&) {
+    return SetError(error, "trainrx: out of memory while analyzing", kInternalError);
+  } catch (const std::exception& e) {
+    return InternalError(error, e.what());
+  }
+}
+
+int trainrx_export(const char* const* paths, size_t n_paths, const char* dir, const char* format, const char* run,
+                   const char* const* thresholds, size_t n_thresholds, const char* step_name, int flags, char** summary,
+                   size_t* size, char** error) {
+  if (summary == nullptr || dir == nullptr) return SetError(error, "trainrx_export: NULL argument", kInternalError);
+  *summary = nullptr;
+  if (error) *error = nullptr;
+  try {
+    trainrx::exports::ExportOptions options;
+    if (trainrx::Status st = OptionsOf(thresholds, n_thresholds, step_name, flags, &options.set); !st.ok())
+      return SetError(error, st);
+    if (run) options.run = run;
+    auto sink = trainrx::exports::OpenSink(format ? format : "parquet", LibraryDir());
+    if (!sink.ok()) return SetError(error, sink.status());
+    trainrx::exports::ExportSummary s;
+    if (trainrx::Status st = trainrx::exports::ExportSet(Strings(paths, n_paths), options, dir, **sink, &s); !st.ok())
+      return SetError(error, st);
+    std::ostringstream text;
+    trainrx::profiler::JsonWriter w(text);
+    w.BeginObject();
+    w.Field("run", s.run);
+    w.Field("strategy", trainrx::sets::StrategyName(s.strategy));
+    w.Field("ranks", static_cast<int64_t>(s.ranks));
+    w.Field("files", static_cast<int64_t>(s.files));
+    w.Key("rows");
+    w.BeginObject();
+    for (const auto& [table, rows] : s.rows) w.Field(table, rows);
+    w.EndObject();
+    w.EndObject();
+    return TextOut(std::move(text).str(), summary, size, error);
+  } catch (const std::bad_alloc&) {
+    return SetError(error, "trainrx: out of memory while exporting", kInternalError);
   } catch (const std::exception& e) {
     return InternalError(error, e.what());
   }

@@ -15,6 +15,7 @@
 #include "terminal.h"
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/experiments/record.h"
+#include "trainrx/exports/tables.h"
 #include "trainrx/experiments/workload_run.h"
 #include "trainrx/profiler/env.h"
 #include "trainrx/reports/diff.h"
@@ -57,6 +58,8 @@ struct Args {
   std::string diff_a, diff_b, diff_format = "text", diff_out;
   Paths convert_paths, summarize_paths, summarize_thresholds;
   std::string convert_out, summarize_out;
+  Paths export_paths, export_thresholds;
+  std::string export_out, export_format = "parquet", export_run;
   experiments::RecordOptions record;
   std::string record_format = "text", record_report, record_memory_cap;
   experiments::WorkloadRun run;
@@ -71,7 +74,7 @@ struct Args {
 
 // The subcommands, once added.
 struct Commands {
-  CLI::App *analyze, *diff, *convert, *summarize, *record, *workloads, *run, *fix, *sweep, *ab, *gate, *rb, *gc, *st;
+  CLI::App *analyze, *diff, *convert, *summarize, *exp, *record, *workloads, *run, *fix, *sweep, *ab, *gate, *rb, *gc, *st;
 };
 
 int RunAnalyze(const Paths& paths, bool sample, const std::string& format, const std::string& output,
@@ -121,6 +124,23 @@ int RunSummarize(const Args& a) {
   for (const auto& w : written)
     std::cerr << fmt::format("rank {} ({}): {} steps, {} collectives, {} findings -> {}\n", w.rank, w.source, w.steps,
                              w.collectives, w.findings, w.path);
+  return kExitOk;
+}
+
+// `trainrx export`: the set's tables under DIR (exports/tables.h), one line per table on stderr.
+int RunExport(const Args& a) {
+  exports::ExportOptions o;
+  o.set = a.set;
+  o.run = a.export_run;
+  for (const auto& t : a.export_thresholds)
+    if (Status st = o.set.thresholds.Parse(t); !st.ok()) return Fail("--threshold " + t, st.message());
+  auto sink = exports::OpenSink(a.export_format, cli::ExeDir());
+  if (!sink.ok()) return Fail(sink.status());
+  exports::ExportSummary summary;
+  if (Status st = exports::ExportSet(a.export_paths, o, a.export_out, **sink, &summary); !st.ok()) return Fail(st);
+  std::cerr << fmt::format("run {}: {} ranks from {} files ({}) -> {}/<table>/run={}/\n", summary.run, summary.ranks,
+                           summary.files, sets::StrategyName(summary.strategy), a.export_out, summary.run);
+  for (const auto& [table, rows] : summary.rows) std::cerr << fmt::format("  {:<14} {:>10} rows\n", table, rows);
   return kExitOk;
 }
 
@@ -193,6 +213,7 @@ int Dispatch(Args& a, const Commands& c) {
   }
   if (*c.diff) return RunDiff(a);
   if (*c.summarize) return RunSummarize(a);
+  if (*c.exp) return RunExport(a);
   if (*c.workloads) {
     reports::WriteWorkloads(std::cout);
     return kExitOk;
@@ -248,6 +269,19 @@ void AddAnalysisCommands(CLI::App& app, Args& a, Commands& c) {
   c.summarize->add_option("paths", a.summarize_paths, "trace files or directories (this node's ranks)")->required();
   c.summarize->add_option("-o,--output", a.summarize_out, "directory for the summaries")->required();
   c.summarize->add_option("--threshold", a.summarize_thresholds, "override a threshold: id.key=value (repeatable)");
+
+  c.exp = app.add_subcommand("export", "Write a set's events and analysis as tables (Parquet or CSV), partitioned by run "
+                                       "and rank, for DuckDB / pandas / Spark (docs/export.md)");
+  c.exp->add_option("paths", a.export_paths, "trace files or directories of per-rank traces")->required();
+  c.exp->add_option("-o,--output", a.export_out, "dataset directory (created; other runs in it are kept)")->required();
+  c.exp->add_option("--format", a.export_format, "parquet (default) | csv")->check(CLI::IsMember({"parquet", "csv"}));
+  c.exp->add_option("--run", a.export_run, "the run's name in the dataset (default: the first input's name); "
+                                           "exporting a run again replaces it");
+  c.exp->add_option("--threshold", a.export_thresholds, "override a threshold: id.key=value (repeatable)");
+  c.exp->add_flag("--strict", a.set.strict, "traces of different jobs or inconsistent ranks are an error");
+  c.exp->add_flag("--keep-clocks", a.set.keep_clocks, "leave each rank's times as recorded (no clock alignment)");
+  c.exp->add_flag("--per-rank", a.set.per_rank, "read each rank's trace on its own (automatic above 16 files)");
+  c.exp->add_option("--step", a.set.step_name, "the training step as you name it (see analyze --step)");
 }
 
 void AddRecordCommands(CLI::App& app, Args& a, Commands& c) {

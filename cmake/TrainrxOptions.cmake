@@ -6,10 +6,12 @@
 #   -DTRAINRX_WITH_NCCL=AUTO|ON|OFF        NCCL (GPU multi-rank workloads)
 #   -DTRAINRX_WITH_TESTS=ON|OFF            GoogleTest suites + end-to-end tests
 #   -DTRAINRX_WITH_BENCHMARKS=AUTO|ON|OFF  Google Benchmark + bench commands
+#   -DTRAINRX_WITH_PARQUET=AUTO|ON|OFF     `export --format parquet` (Arrow C++ of pyarrow; cmake/Pyarrow.cmake)
 
 set(TRAINRX_WITH_TORCH AUTO CACHE STRING "LibTorch support: AUTO, ON or OFF")
 set(TRAINRX_WITH_CUDA AUTO CACHE STRING "CUDA/CUPTI/NVTX support: AUTO, ON or OFF")
 set(TRAINRX_WITH_NCCL AUTO CACHE STRING "NCCL support: AUTO, ON or OFF")
+set(TRAINRX_WITH_PARQUET AUTO CACHE STRING "Parquet export (pyarrow's Arrow C++): AUTO, ON or OFF")
 option(TRAINRX_WITH_TESTS "Build tests" ON)
 # Sanitizers for every target ("address,undefined" or "thread"; scripts/sanitize sets them) and
 # libFuzzer targets (clang; tests/fuzz/).
@@ -110,6 +112,8 @@ set(option_name TRAINRX_WITH_BENCHMARKS)
 trainrx_optional(TRAINRX_WITH_BENCHMARKS_EFFECTIVE TRAINRX_WITH_BENCHMARKS ${_bench_found}
   "Install libbenchmark-dev (scripts/setup does), or pass -DTRAINRX_WITH_BENCHMARKS=OFF.")
 set(TRAINRX_WITH_BENCHMARKS ${TRAINRX_WITH_BENCHMARKS_EFFECTIVE})
+
+include(${CMAKE_CURRENT_LIST_DIR}/Pyarrow.cmake)
 
 # SIMD JSON parsing (x86-64-v3 for the trace parser only; see profiler/CMakeLists.txt).
 option(TRAINRX_SIMD "Compile the trace parser for x86-64-v3 (AVX2) with a run-time CPU check" ON)

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "rank_sides.h"
 #include "trainrx/profiler/kineto_reader.h"
@@ -61,15 +62,10 @@ Status Merged(const std::vector<std::string>& files, const SetOptions& o, SetAna
   return StepFound(files, o, out->report);
 }
 
-Status RankByRank(const std::vector<std::string>& files, bool summaries, const SetOptions& o, SetAnalysis* out) {
-  std::vector<analyzers::RankSide> sides;
-  profiler::IngestStats stats;
-  if (summaries && !o.step_name.empty())
-    return Status::Error("--step: names the step in traces; summaries were analyzed when they were written (trainrx summarize)");
-  if (Status st = summaries ? SidesOfSummaries(files, &sides, &stats)
-                            : SidesOfTraces(files, o.thresholds, &sides, &stats, o.step_name);
-      !st.ok())
-    return st;
+// The rank-by-rank report from the ranks' sides, however they were made (read here, from
+// summaries, or on a cluster's workers): the same checks and the same cross-rank analysis.
+Status FromSides(const std::vector<std::string>& files, bool summaries, std::vector<analyzers::RankSide> sides,
+                 profiler::IngestStats stats, const SetOptions& o, SetAnalysis* out) {
   if (Status st = SomethingRead(files, stats, WindowsOf(sides)); !st.ok()) return st;
   // The same check the merging reader makes (issue 35: a folder of more than 16 unrelated jobs'
   // traces was analyzed as one job, rank by rank, with no word of it).
@@ -85,7 +81,20 @@ Status RankByRank(const std::vector<std::string>& files, bool summaries, const S
             sides.size());
   out->report = analyzers::AnalyzeSides(sides, o.thresholds);
   out->trace = SkeletonOf(sides, std::move(stats));
+  if (o.keep_sides) out->sides = std::move(sides);
   return StepFound(files, o, out->report);
+}
+
+Status RankByRank(const std::vector<std::string>& files, bool summaries, const SetOptions& o, SetAnalysis* out) {
+  std::vector<analyzers::RankSide> sides;
+  profiler::IngestStats stats;
+  if (summaries && !o.step_name.empty())
+    return Status::Error("--step: names the step in traces; summaries were analyzed when they were written (trainrx summarize)");
+  if (Status st = summaries ? SidesOfSummaries(files, &sides, &stats)
+                            : SidesOfTraces(files, o.thresholds, &sides, &stats, o.step_name);
+      !st.ok())
+    return st;
+  return FromSides(files, summaries, std::move(sides), std::move(stats), o, out);
 }
 
 }  // namespace
@@ -128,6 +137,34 @@ Status AnalyzeBuffer(std::string_view bytes, std::string_view name, const SetOpt
   NameTheStep(out->trace, o.step_name);
   out->report = analyzers::Analyze(out->trace, o.thresholds);
   return StepFound(out->files, o, out->report);
+}
+
+Status FileSidesJson(const std::string& file, const analyzers::Thresholds& thresholds, const std::string& step_name,
+                     std::string* json) {
+  FileSides sides;
+  if (Status st = ReadFileSides(file, thresholds, step_name, &sides); !st.ok()) return st;
+  std::ostringstream out;
+  WriteFileSides(sides, file, out);
+  *json = std::move(out).str();
+  return {};
+}
+
+Status AnalyzeFileSides(const std::vector<std::string>& files, const std::vector<std::string>& docs,
+                        const SetOptions& o, SetAnalysis* out) {
+  *out = {};
+  if (files.empty()) return Status::Error("no trace files given");
+  if (files.size() != docs.size())
+    return Status::Internal(fmt::format("{} files but {} file sides", files.size(), docs.size()));
+  std::vector<FileSides> per_file(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (Status st = ParseFileSides(docs[i], files[i], &per_file[i]); !st.ok()) return st;
+  }
+  out->strategy = Strategy::kRankByRank;
+  out->files = files;
+  std::vector<analyzers::RankSide> sides;
+  profiler::IngestStats stats;
+  CombineFileSides(per_file, &sides, &stats);
+  return FromSides(files, false, std::move(sides), std::move(stats), o, out);
 }
 
 Status SummarizeSet(const std::vector<std::string>& paths, const analyzers::Thresholds& thresholds,

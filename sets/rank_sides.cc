@@ -19,46 +19,40 @@ void NameTheStep(profiler::Trace& trace, const std::string& step_name) {
   for (auto& r : trace.ranks) r.config["step_name"] = profiler::ConfigValue::String(step_name);
 }
 
-Status SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds,
-                     std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats,
-                     const std::string& step_name) {
-  std::vector<std::vector<analyzers::RankSide>> per_file(files.size());
-  std::vector<profiler::IngestStats> file_stats(files.size());
-  std::vector<Status> errors(files.size());
-  std::vector<std::function<void()>> tasks;
-  for (size_t i = 0; i < files.size(); ++i) {
-    tasks.push_back([&, i] {
-      profiler::Trace t;
-      // One file per task, read on the task's thread (the tasks are the parallelism).
-      profiler::ReadOptions read_options;
-      read_options.threads = 1;
-      if (errors[i] = profiler::ReadTraces({files[i]}, t, read_options); !errors[i].ok()) return;
-      NameTheStep(t, step_name);
-      // One worker per file: the analysis of a file runs on the worker's thread.
-      const analyzers::Report report = analyzers::Analyze(t, thresholds, 1);
-      const auto& m = report.metrics;
-      for (analyzers::RankSide& side : analyzers::BuildRankSides(t, &m.steps, m.unfinished, m.windows)) {
-        for (const auto& f : report.findings)
-          if (f.rank == side.info.rank || f.rank < 0) side.findings.push_back(f);
-        per_file[i].push_back(std::move(side));
-      }
-      if (!per_file[i].empty()) {
-        per_file[i].front().events = t.stats.events_read;
-        per_file[i].front().bytes = t.stats.bytes_read;
-        per_file[i].front().skipped = t.stats.TotalSkipped();
-      }
-      file_stats[i] = std::move(t.stats);
-    });
+Status ReadFileSides(const std::string& file, const analyzers::Thresholds& thresholds, const std::string& step_name,
+                     FileSides* out) {
+  *out = {};
+  profiler::Trace t;
+  // One file per task, read on the task's thread (the tasks are the parallelism).
+  profiler::ReadOptions read_options;
+  read_options.threads = 1;
+  if (Status st = profiler::ReadTraces({file}, t, read_options); !st.ok()) return st;
+  NameTheStep(t, step_name);
+  // One worker per file: the analysis of a file runs on the worker's thread.
+  const analyzers::Report report = analyzers::Analyze(t, thresholds, 1);
+  const auto& m = report.metrics;
+  for (analyzers::RankSide& side : analyzers::BuildRankSides(t, &m.steps, m.unfinished, m.windows)) {
+    for (const auto& f : report.findings)
+      if (f.rank == side.info.rank || f.rank < 0) side.findings.push_back(f);
+    out->sides.push_back(std::move(side));
   }
-  profiler::RunTasks(tasks);
-  for (const Status& st : errors)
-    if (!st.ok()) return st;
+  if (!out->sides.empty()) {
+    out->sides.front().events = t.stats.events_read;
+    out->sides.front().bytes = t.stats.bytes_read;
+    out->sides.front().skipped = t.stats.TotalSkipped();
+  }
+  out->stats = std::move(t.stats);
+  return {};
+}
+
+void CombineFileSides(std::vector<FileSides>& per_file, std::vector<analyzers::RankSide>* sides,
+                      profiler::IngestStats* stats) {
   // Ranks in file order; a rank claimed twice moves to the next free one (profiler::MoveClaimedRank,
   // as ReadTraces does).
   std::set<int32_t> taken;
   const auto is_taken = [&](int32_t r) { return taken.count(r) > 0; };
-  for (size_t i = 0; i < files.size(); ++i) {
-    for (auto& side : per_file[i]) {
+  for (FileSides& file : per_file) {
+    for (auto& side : file.sides) {
       const int32_t from = side.info.rank;
       if (profiler::MoveClaimedRank(&side.info.rank, &side.info.rank_source, is_taken)) {
         const int32_t to = side.info.rank;
@@ -72,11 +66,25 @@ Status SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thr
       taken.insert(side.info.rank);
       sides->push_back(std::move(side));
     }
-    for (const auto& e : file_stats[i].entries) stats->Add(e.kind, e.severity, e.example, e.count);
-    stats->events_read += file_stats[i].events_read;
-    stats->bytes_read += file_stats[i].bytes_read;
+    for (const auto& e : file.stats.entries) stats->Add(e.kind, e.severity, e.example, e.count);
+    stats->events_read += file.stats.events_read;
+    stats->bytes_read += file.stats.bytes_read;
   }
   std::sort(sides->begin(), sides->end(), [](const auto& a, const auto& b) { return a.info.rank < b.info.rank; });
+}
+
+Status SidesOfTraces(const std::vector<std::string>& files, const analyzers::Thresholds& thresholds,
+                     std::vector<analyzers::RankSide>* sides, profiler::IngestStats* stats,
+                     const std::string& step_name) {
+  std::vector<FileSides> per_file(files.size());
+  std::vector<Status> errors(files.size());
+  std::vector<std::function<void()>> tasks;
+  for (size_t i = 0; i < files.size(); ++i)
+    tasks.push_back([&, i] { errors[i] = ReadFileSides(files[i], thresholds, step_name, &per_file[i]); });
+  profiler::RunTasks(tasks);
+  for (const Status& st : errors)
+    if (!st.ok()) return st;
+  CombineFileSides(per_file, sides, stats);
   return {};
 }
 

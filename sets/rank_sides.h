@@ -3,7 +3,9 @@
 // the traces being read (one per worker) plus the sides.
 #pragma once
 
+#include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainrx/analyzers/cross_rank.h"
@@ -11,6 +13,25 @@
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::sets {
+
+// One trace file read and analyzed on its own: its ranks' sides (the file's events, bytes and
+// skipped events on the first) and its ingest stats. The unit of work of a set analyzed rank by
+// rank, on this machine's threads (SidesOfTraces) or on a cluster's workers (file_sides.h).
+struct FileSides {
+  std::vector<analyzers::RankSide> sides;
+  profiler::IngestStats stats;
+};
+Status ReadFileSides(const std::string& file, const analyzers::Thresholds& thresholds, const std::string& step_name,
+                     FileSides* out);
+// The files' sides, in file order, into one set: `sides` sorted by rank (a rank claimed twice moves
+// to the next free one), `stats` their ingest stats summed.
+void CombineFileSides(std::vector<FileSides>& per_file, std::vector<analyzers::RankSide>* sides,
+                      profiler::IngestStats* stats);
+
+// A FileSides as JSON ("trainrx.file_sides/1": the file, its ingest stats, its sides as summaries)
+// and back: what a cluster's worker hands the client (trainrx.dask). summary.cc owns the format.
+void WriteFileSides(const FileSides& file, const std::string& path, std::ostream& out);
+Status ParseFileSides(std::string_view json, const std::string& name, FileSides* out);
 
 // Reads and analyzes every trace file on the threads profiler::RunTasks chooses; fills `sides`
 // (sorted by rank) and `stats` (the files' ingest problems, events and bytes). A rank claimed by

@@ -5,10 +5,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "trainrx/profiler/json_writer.h"
 #include "trainrx/sets/analysis_json.h"
 #include "trainrx/sets/summary.h"
+#include "rank_sides.h"
 
 namespace trainrx::sets {
 namespace {
@@ -138,6 +140,19 @@ void WriteSummary(const analyzers::RankSide& side, std::ostream& out) {
   w.Field("rank_source", info.rank_source);
   w.Field("job", info.job);
   w.Field("base_time_ns", info.base_time_ns);
+  w.Key("devices");
+  w.BeginArray();
+  for (const auto& d : info.devices) {
+    w.BeginObject();
+    w.Field("id", d.id);
+    w.Field("name", d.name);
+    w.Field("total_global_mem", d.total_global_mem);
+    w.Field("compute_major", d.compute_major);
+    w.Field("compute_minor", d.compute_minor);
+    w.Field("num_sms", d.num_sms);
+    w.EndObject();
+  }
+  w.EndArray();
   w.Key("config");  // the collector's block, values as JSON text
   w.BeginObject();
   for (const auto& [k, v] : info.config) w.Field(k, v.json());  // the JSON text, as a string
@@ -215,13 +230,7 @@ bool IsSummaryPath(const std::string& path) {
 namespace {
 
 // ReadSummary's fields, false with f.error set.
-bool ReadFields(const std::string& path, analyzers::RankSide* side, Fields& f) {
-  simdjson::dom::parser parser;
-  element doc;
-  if (auto e = parser.load(path).get(doc); e != simdjson::SUCCESS) {
-    f.error = Status::Error(fmt::format("{}: cannot read a summary: {}", path, simdjson::error_message(e)));
-    return false;
-  }
+bool ReadFields(element doc, analyzers::RankSide* side, Fields& f) {
   std::string schema;
   if (!f.Str(doc, "schema", &schema)) return false;
   if (schema != kSummarySchema) return f.Fail("schema", fmt::format("is '{}', expected '{}'", schema, kSummarySchema));
@@ -235,6 +244,19 @@ bool ReadFields(const std::string& path, analyzers::RankSide* side, Fields& f) {
     return false;
   side->info.rank = static_cast<int32_t>(rank);
   side->info.world_size = static_cast<int32_t>(world);
+  // "devices" came after the first summaries: optional, but whole when present.
+  if (array devices; info["devices"].get_array().get(devices) == simdjson::SUCCESS) {
+    for (auto d : devices) {
+      profiler::DeviceProperties p;
+      int64_t id = 0, major = 0, minor = 0, sms = 0;
+      if (!f.Int(d, "id", &id) || !f.Str(d, "name", &p.name) || !f.Int(d, "total_global_mem", &p.total_global_mem) ||
+          !f.Int(d, "compute_major", &major) || !f.Int(d, "compute_minor", &minor) || !f.Int(d, "num_sms", &sms))
+        return false;
+      p.id = static_cast<int32_t>(id), p.compute_major = static_cast<int32_t>(major);
+      p.compute_minor = static_cast<int32_t>(minor), p.num_sms = static_cast<int32_t>(sms);
+      side->info.devices.push_back(std::move(p));
+    }
+  }
   object config;
   if (info["config"].get_object().get(config) != simdjson::SUCCESS) return f.Fail("rank_info.config", "is not an object");
   for (auto [k, v] : config) {
@@ -325,7 +347,81 @@ bool ReadFields(const std::string& path, analyzers::RankSide* side, Fields& f) {
 
 Status ReadSummary(const std::string& path, analyzers::RankSide* side) {
   Fields f{path, {}};
-  if (!ReadFields(path, side, f)) return f.error;
+  simdjson::dom::parser parser;
+  element doc;
+  if (auto e = parser.load(path).get(doc); e != simdjson::SUCCESS)
+    return Status::Error(fmt::format("{}: cannot read a summary: {}", path, simdjson::error_message(e)));
+  if (!ReadFields(doc, side, f)) return f.error;
+  return {};
+}
+
+void WriteFileSides(const FileSides& file, const std::string& path, std::ostream& out) {
+  profiler::JsonWriter w(out, /*pretty=*/false);
+  w.BeginObject();
+  w.Field("schema", kFileSidesSchema);
+  w.Field("file", path);
+  w.Key("ingest");
+  w.BeginObject();
+  w.Field("events", file.stats.events_read);
+  w.Field("bytes", file.stats.bytes_read);
+  w.Key("issues");
+  w.BeginArray();
+  for (const auto& e : file.stats.entries) {
+    w.BeginObject();
+    w.Field("kind", e.kind);
+    w.Field("severity", static_cast<int64_t>(e.severity));
+    w.Field("count", e.count);
+    w.Field("example", e.example);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  w.Key("sides");
+  w.BeginArray();
+  for (const auto& side : file.sides) {
+    std::ostringstream one;
+    WriteSummary(side, one);
+    std::string text = std::move(one).str();
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    w.Raw(text);
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
+Status ParseFileSides(std::string_view json, const std::string& name, FileSides* out) {
+  *out = {};
+  Fields f{name, {}};
+  simdjson::dom::parser parser;
+  element doc;
+  if (auto e = parser.parse(json.data(), json.size()).get(doc); e != simdjson::SUCCESS)
+    return Status::Error(fmt::format("{}: not the sides of a trace file: {}", name, simdjson::error_message(e)));
+  std::string schema;
+  if (!f.Str(doc, "schema", &schema)) return f.error;
+  if (schema != kFileSidesSchema)
+    return Status::Error(fmt::format("{}: schema is '{}', expected '{}'", name, schema, kFileSidesSchema));
+  element ingest;
+  array issues, sides;
+  if (doc["ingest"].get(ingest) != simdjson::SUCCESS) return Status::Error(name + ": field 'ingest' is missing");
+  if (!f.Uint(ingest, "events", &out->stats.events_read) || !f.Uint(ingest, "bytes", &out->stats.bytes_read) ||
+      !f.Arr(ingest, "issues", &issues) || !f.Arr(doc, "sides", &sides))
+    return f.error;
+  for (auto e : issues) {
+    std::string kind, example;
+    int64_t severity = 0;
+    uint64_t count = 0;
+    if (!f.Str(e, "kind", &kind) || !f.Int(e, "severity", &severity) || !f.Uint(e, "count", &count) ||
+        !f.Str(e, "example", &example))
+      return f.error;
+    if (severity < 0 || severity > static_cast<int64_t>(profiler::IssueSeverity::kError))
+      return Status::Error(fmt::format("{}: ingest issue '{}' has severity {}, expected 0 to 2", name, kind, severity));
+    out->stats.Add(kind, static_cast<profiler::IssueSeverity>(severity), example, count);
+  }
+  for (auto e : sides) {
+    analyzers::RankSide side;
+    if (!ReadFields(e, &side, f)) return f.error;
+    out->sides.push_back(std::move(side));
+  }
   return {};
 }
 

@@ -15,6 +15,10 @@ The Python API runs the same C++ analysis as the ``trainrx`` command (through ``
     result = trainrx.load_result("fix.json")   # fix / sweep / ab / gate results
     result.table
 
+    trainrx.export("runs/job-1", "dataset")     # events + analysis as Parquet tables (trainrx[sql])
+    trainrx.sql("SELECT run, median(wall_ns) FROM steps GROUP BY run", "dataset")   # DuckDB -> DataFrame
+    trainrx.dask.analyze("runs/job-1", client)  # a set analyzed on a Dask cluster (trainrx[dask])
+
 The command line: ``trainrx`` (on PATH after ``pip install``) or ``python -m trainrx``.
 """
 
@@ -25,6 +29,7 @@ from trainrx._paths import executable, sample_trace
 from trainrx.recording import Recording, record
 from trainrx.report import Report, analyze
 from trainrx.results import Result, load_result
+from trainrx.tables import connect, export, sql
 
 try:
     from importlib.metadata import PackageNotFoundError, version as _dist_version
@@ -33,6 +38,6 @@ try:
 except PackageNotFoundError:  # a source checkout on PYTHONPATH (the tests)
     __version__ = "unknown (not installed)"
 
-__all__ = ["Recording", "Report", "Result", "TrainrxError", "analyze", "executable", "load_result", "record",
-           "sample_trace",
+__all__ = ["Recording", "Report", "Result", "TrainrxError", "analyze", "connect", "executable", "export", "load_result",
+           "record", "sample_trace", "sql",
            "__version__"]

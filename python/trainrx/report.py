@@ -191,10 +191,17 @@ def analyze(paths: Union[PathLike, Iterable[PathLike]], *, thresholds: Optional[
     Raises:
         TrainrxError: the message ``trainrx analyze`` would print (which file, what was wrong).
     """
+    names, overrides, flags = _set_options(paths, thresholds, strict, keep_clocks, per_rank)
+    return Report(_native.Analysis(names, overrides, step, flags))
+
+
+def _set_options(paths: Union[PathLike, Iterable[PathLike]], thresholds: Optional[Mapping[str, float]], strict: bool,
+                 keep_clocks: bool, per_rank: bool) -> "tuple[List[str], List[str], int]":
+    """``analyze``'s arguments as the C API takes them: path names, ``id.key=value`` overrides, flags."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     names = [os.fspath(p) for p in paths]
     overrides = [f"{k}={v}" for k, v in (thresholds or {}).items()]
     flags = ((_native.STRICT if strict else 0) | (_native.KEEP_CLOCKS if keep_clocks else 0)
              | (_native.PER_RANK if per_rank else 0))
-    return Report(_native.Analysis(names, overrides, step, flags))
+    return names, overrides, flags

@@ -47,6 +47,31 @@ TRAINRX_API int trainrx_analyze(const char* const* paths, size_t n_paths, const 
 TRAINRX_API int trainrx_render(const trainrx_analysis* analysis, const char* format, char** out, size_t* size,
                                char** error);
 
+/* The trace files `paths` stand for (folders expanded, sorted), as a JSON array of strings in *out:
+ * the order every set analysis reads them in. */
+TRAINRX_API int trainrx_expand_paths(const char* const* paths, size_t n_paths, char** out, size_t* size, char** error);
+
+/* A set analyzed on a cluster (python/trainrx/dask.py): the work of one trace file, run where it
+ * is: `path` read and analyzed on its own, its ranks' sides as JSON ("trainrx.file_sides/1") in *out.
+ * `thresholds` and `step_name` as for trainrx_analyze. */
+TRAINRX_API int trainrx_file_sides(const char* path, const char* const* thresholds, size_t n_thresholds,
+                                   const char* step_name, char** out, size_t* size, char** error);
+
+/* The reduce: the set's analysis from each file's document (docs[i] from trainrx_file_sides(files[i]),
+ * files in the order trainrx_expand_paths gives for `inputs`, the paths the user named). The same
+ * analysis trainrx_analyze gives for `inputs` with TRAINRX_PER_RANK, rendered byte for byte alike. */
+TRAINRX_API int trainrx_analyze_file_sides(const char* const* inputs, size_t n_inputs, const char* const* files,
+                                           const char* const* docs, size_t n_files,
+                                           const char* const* thresholds, size_t n_thresholds, const char* step_name,
+                                           int flags, trainrx_analysis** out, char** error);
+
+/* `trainrx export`: the set's tables under `dir` in `format` ("parquet" or "csv"; NULL: parquet) as
+ * run `run` (NULL or "": from the first input's name). *summary: JSON {"run", "strategy", "ranks",
+ * "files", "rows": {table: rows}}. Parquet needs the plugin beside this library (and pyarrow). */
+TRAINRX_API int trainrx_export(const char* const* paths, size_t n_paths, const char* dir, const char* format,
+                               const char* run, const char* const* thresholds, size_t n_thresholds,
+                               const char* step_name, int flags, char** summary, size_t* size, char** error);
+
 TRAINRX_API void trainrx_analysis_free(trainrx_analysis* analysis);
 TRAINRX_API void trainrx_string_free(char* text);
 

@@ -66,6 +66,19 @@ std::vector<RankSide> BuildRankSides(const profiler::Trace& trace, const StepMod
 
 // dist.straggler over the sides (sorted by rank, 2+), appended to out.findings.
 void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thresholds, Report& out);
+// One rank's part in a collective matched across ranks, as dist.straggler reads them: instance k of
+// the matched sets (GPU collectives where every rank has them, else Gloo's; by name and order, in
+// the steady steps when 4 or more are), whether this rank arrived last (the shortest instance, with
+// the others' median wait beyond it > 0) and that wait. Sides sorted by rank; empty for fewer than 2.
+struct MatchedCollectiveRow {
+  int64_t instance = 0;
+  int32_t rank = 0;
+  std::string_view name;  // owned by the side
+  int64_t ts_ns = 0, dur_ns = 0;
+  bool in_steps = false, arrived_last = false;
+  double others_wait_ns = 0;  // the others' median wait for it, where it arrived last
+};
+std::vector<MatchedCollectiveRow> MatchedCollectives(const std::vector<RankSide>& sides);
 // dist.rank_mismatch over the sides (sorted by rank): ranks that ran different numbers of steps,
 // or trained on different input shapes (rank_mismatch.cc).
 void AnalyzeRankMismatch(const std::vector<RankSide>& sides, Report& out);

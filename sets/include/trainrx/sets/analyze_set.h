@@ -41,6 +41,8 @@ struct SetOptions {
   // of that name, or Python frame of that function in with_stack traces ("train.py(57): NAME"),
   // is a step, whatever else the trace has. A name that matches nothing is an error.
   std::string step_name;
+  // Rank by rank and summaries: keep each rank's side in SetAnalysis::sides (trainrx export).
+  bool keep_sides = false;
 };
 
 enum class Strategy { kMerged, kRankByRank, kSummaries };
@@ -53,12 +55,25 @@ struct SetAnalysis {
   // of its inputs (the ranks with their clock outcome, the ingest stats), no events.
   profiler::Trace trace;
   analyzers::Report report;
+  // Rank by rank and summaries, with SetOptions::keep_sides: each rank's side, sorted by rank, its
+  // clock outcome in its info (its times are its own file's: add info.clock_shift_ns).
+  std::vector<analyzers::RankSide> sides;
 };
 
 // An error (which file, what was wrong) when the set cannot be analyzed; the caller exits 2.
 Status AnalyzeSet(const std::vector<std::string>& paths, const SetOptions& options, SetAnalysis* out);
 // One trace already in memory (the built-in sample), `name` in messages and the report.
 Status AnalyzeBuffer(std::string_view bytes, std::string_view name, const SetOptions& options, SetAnalysis* out);
+
+// The rank-by-rank strategy split at its seam, for a set analyzed on a cluster (trainrx.dask):
+// FileSidesJson is the work of one file (read, analyze, keep its ranks' sides: JSON of schema
+// "trainrx.file_sides/1", sets/summary.h), run where the file is; AnalyzeFileSides is the reduce,
+// given every file's document in the order of `files` (ExpandTracePaths' order). Their report is
+// the one AnalyzeSet gives for the same files rank by rank (`--per-rank`), byte for byte.
+Status FileSidesJson(const std::string& file, const analyzers::Thresholds& thresholds, const std::string& step_name,
+                     std::string* json);
+Status AnalyzeFileSides(const std::vector<std::string>& files, const std::vector<std::string>& docs,
+                        const SetOptions& options, SetAnalysis* out);
 
 // `trainrx summarize`: each rank of the set analyzed on its own, one summary per rank written to
 // out_dir/rank-R.summary.json. `written` gets each rank's side (without its findings' details)

@@ -13,6 +13,8 @@
 namespace trainrx::sets {
 
 inline constexpr const char* kSummarySchema = "trainrx.summary/1";
+// One trace file's sides and ingest stats (sets/rank_sides.h FileSides), as a worker hands them on.
+inline constexpr const char* kFileSidesSchema = "trainrx.file_sides/1";
 void WriteSummary(const analyzers::RankSide& side, std::ostream& out);
 // An error naming the file and the field that was missing or of the wrong type.
 Status ReadSummary(const std::string& path, analyzers::RankSide* side);

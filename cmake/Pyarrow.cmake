@@ -1,0 +1,45 @@
+# The Parquet writer of `trainrx export` (exports/parquet/, issue 53): Apache Arrow's C++ library
+# as the pinned pyarrow wheel carries it (headers in pyarrow/include, libarrow.so.2600 and
+# libparquet.so.2600 beside them, built with the C++11 ABI as Debian's g++ builds). Debian has no
+# Arrow package, and a second copy of Arrow beside pyarrow's would be ~100 MB more for every user.
+# Found through a Python that imports pyarrow: TRAINRX_PYTHON (scripts/setup passes .venv's), the
+# pip build's interpreter, or python3. TRAINRX_WITH_PARQUET=AUTO|ON|OFF.
+set(TRAINRX_PYARROW_VERSION 26.0.1)
+set(TRAINRX_PYARROW_SOVERSION 2600)
+set(_parquet_found OFF)
+if(NOT TRAINRX_WITH_PARQUET STREQUAL "OFF")
+  set(_py "${TRAINRX_PYTHON}")
+  if(NOT _py AND Python_EXECUTABLE)
+    set(_py "${Python_EXECUTABLE}")
+  endif()
+  if(NOT _py AND EXISTS "${PROJECT_SOURCE_DIR}/.venv/bin/python")
+    set(_py "${PROJECT_SOURCE_DIR}/.venv/bin/python")
+  endif()
+  if(NOT _py)
+    find_program(_py python3)
+  endif()
+  if(_py)
+    execute_process(COMMAND "${_py}" -c "import pyarrow as pa; print(pa.__version__); print(pa.get_include()); print(pa.get_library_dirs()[0])"
+                    OUTPUT_VARIABLE _pa_out RESULT_VARIABLE _pa_rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(_pa_rc EQUAL 0)
+      string(REPLACE "\n" ";" _pa_out "${_pa_out}")
+      list(GET _pa_out 0 _pa_version)
+      list(GET _pa_out 1 TRAINRX_ARROW_INCLUDE)
+      list(GET _pa_out 2 TRAINRX_ARROW_LIBDIR)
+      set(_arrow "${TRAINRX_ARROW_LIBDIR}/libarrow.so.${TRAINRX_PYARROW_SOVERSION}")
+      set(_parquet "${TRAINRX_ARROW_LIBDIR}/libparquet.so.${TRAINRX_PYARROW_SOVERSION}")
+      if(_pa_version STREQUAL TRAINRX_PYARROW_VERSION AND EXISTS "${_arrow}" AND EXISTS "${_parquet}")
+        set(_parquet_found ON)
+        set(TRAINRX_ARROW_LIBS "${_parquet};${_arrow}")
+      else()
+        message(STATUS "trainrx: ${_py} has pyarrow ${_pa_version}, not ${TRAINRX_PYARROW_VERSION}: no Parquet export")
+      endif()
+    endif()
+  endif()
+endif()
+set(option_name TRAINRX_WITH_PARQUET)
+trainrx_optional(TRAINRX_HAVE_PARQUET TRAINRX_WITH_PARQUET ${_parquet_found}
+  "Install pyarrow==${TRAINRX_PYARROW_VERSION} into the Python given as -DTRAINRX_PYTHON (scripts/setup does), or pass -DTRAINRX_WITH_PARQUET=OFF.")
+if(TRAINRX_HAVE_PARQUET)
+  message(STATUS "trainrx: Parquet export with the Arrow libraries of pyarrow ${TRAINRX_PYARROW_VERSION} (${TRAINRX_ARROW_LIBDIR})")
+endif()

@@ -1,0 +1,19 @@
+// The contract between trainrx and its Parquet plugin (exports/parquet/parquet_sink.cc), which the
+// CLI loads with dlopen from its own folder only for `export --format parquet`: the plugin links
+// the Arrow C++ libraries of the pinned pyarrow wheel, so trainrx itself needs no pyarrow to run.
+// Both sides are built by the same build (same compiler, same TableSink), hence a C++ object
+// crosses; the factory has C linkage only so that its symbol name is stable.
+#pragma once
+
+#include "trainrx/exports/table.h"
+
+namespace trainrx::exports {
+
+inline constexpr const char* kParquetPlugin = "libtrainrx_parquet.so";
+inline constexpr const char* kParquetFactorySymbol = "trainrx_new_parquet_sink";
+// The pyarrow whose Arrow libraries the plugin is built against (scripts/setup, pyproject.toml's
+// `sql` extra and cmake/Pyarrow.cmake pin the same).
+inline constexpr const char* kPyarrowVersion = "26.0.1";
+using ParquetSinkFactory = TableSink* (*)();
+
+}  // namespace trainrx::exports
