@@ -86,8 +86,13 @@ void Str(Column& c, std::string v) { c.strings.push_back(std::move(v)); }
 void Bool(Column& c, bool v) { c.ints.push_back(v ? 1 : 0); }
 // An int64 that may be missing: `valid` grows with the column (earlier rows were valid).
 void MaybeInt(Column& c, int64_t v, bool valid) {
-  if (!valid && c.valid.empty()) c.valid.assign(c.ints.size(), 1);
-  if (!c.valid.empty()) c.valid.push_back(valid ? 1 : 0);
+  const bool tracked = !c.valid.empty();  // a null was seen: one flag per row
+  if (tracked) {
+    c.valid.push_back(valid ? 1 : 0);
+  } else if (!valid) {  // the first null: the rows before it were all valid
+    c.valid.assign(c.ints.size(), 1);
+    c.valid.push_back(0);
+  }
   c.ints.push_back(valid ? v : 0);
 }
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
@@ -64,6 +65,28 @@ def connect(dataset: PathLike, connection: Any = None) -> Any:
     return con
 
 
-def sql(query: str, dataset: PathLike, connection: Any = None) -> Any:
-    """Run ``query`` over the dataset's views and return a pandas DataFrame."""
-    return connect(dataset, connection).sql(query).df()
+def _literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def sql(query: str, dataset: PathLike, connection: Any = None, **variables: Any) -> Any:
+    """Run ``query`` over the dataset's views and return a pandas DataFrame.
+
+    ``variables`` are set first as DuckDB variables the query reads with ``getvariable('name')``
+    (the example queries in examples/sql/ take ``since`` and ``runs``), as
+    ``SET VARIABLE name = value`` does on the DuckDB command line.
+    """
+    con = connect(dataset, connection)
+    for name, value in variables.items():
+        if not name.isidentifier():
+            raise ValueError(f"{name!r}: a variable's name is an identifier")
+        con.execute(f"SET VARIABLE {name} = {_literal(value)}")
+    result = con.sql(query)
+    with warnings.catch_warnings():
+        # DuckDB 1.5's pandas conversion calls an argument pandas 3 deprecates: not the user's to see.
+        warnings.filterwarnings("ignore", message=".*inplace keyword.*")
+        return result.df()

@@ -20,6 +20,7 @@ PY=${TRAINRX_PYTHON:-$REPO/.venv/bin/python}
 BUILD=${TRAINRX_PIP_BUILD_DIR:-/tmp/trainrx-pip-build}
 SKBUILD_PIN=scikit-build-core==0.11.6
 PANDAS_PIN=pandas==3.1.1
+DATA_PINS="pyarrow==26.0.1 duckdb==1.5.6"  # the `sql` extra's: the Parquet plugin is built against pyarrow
 "$PY" -c 'import torch' 2>/dev/null || { echo "skip: $PY has no torch"; exit 77; }
 W=$(mktemp -d /tmp/trainrx-pip-test.XXXXXX)
 [ "${TRAINRX_PIP_KEEP:-0}" = 1 ] || trap 'rm -rf "$W"' EXIT
@@ -33,7 +34,9 @@ V=$W/venv
 echo "$TORCH_SITE" > "$("$V/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/host_torch.pth"
 TORCH_VERSION=$("$V/bin/python" -c 'import torch; print(torch.__version__)') && ok "fresh venv sees torch $TORCH_VERSION" \
   || { bad "the venv does not import torch"; exit 1; }
-quiet_pip "$V/bin/pip" install -q --disable-pip-version-check "$SKBUILD_PIN" "$PANDAS_PIN" || { bad "pip install $SKBUILD_PIN $PANDAS_PIN"; exit 1; }
+# shellcheck disable=SC2086
+quiet_pip "$V/bin/pip" install -q --disable-pip-version-check "$SKBUILD_PIN" "$PANDAS_PIN" $DATA_PINS \
+  || { bad "pip install $SKBUILD_PIN $PANDAS_PIN $DATA_PINS"; exit 1; }
 
 # 2. pip install the checkout, the probe built against the venv's torch.
 start=$(date +%s)
@@ -45,7 +48,7 @@ else
 fi
 SITE=$("$V/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 [ -x "$V/bin/trainrx" ] && ok "trainrx on the venv's PATH ($V/bin/trainrx)" || bad "no $V/bin/trainrx"
-for f in trainrx libtrainrx_api.so libtrainrx_preload.so libtrainrx_probe.so libtrainrx_probe.torch trainrx_python/sitecustomize.py trainrx-workload; do
+for f in trainrx libtrainrx_api.so libtrainrx_preload.so libtrainrx_probe.so libtrainrx_probe.torch trainrx_python/sitecustomize.py trainrx-workload libtrainrx_parquet.so; do
   [ -e "$SITE/trainrx/_bin/$f" ] || bad "the package lacks _bin/$f"
 done
 TORCH_LIB=$(readlink -f "$TORCH_SITE/torch/lib/libtorch_cpu.so")
@@ -56,6 +59,15 @@ cd "$W"  # not the checkout: `import trainrx` must find the installed package
 PATH="$V/bin:$PATH" trainrx analyze --sample > "$W/sample.txt" && grep -q "input.dataloader_bound" "$W/sample.txt" \
   && ok "trainrx analyze --sample" || bad "trainrx analyze --sample"
 "$V/bin/python" -m trainrx analyze --sample --format json > "$W/sample.json" && ok "python -m trainrx" || bad "python -m trainrx"
+# Parquet export from the installed package: its plugin finds the venv's pyarrow; DuckDB reads it.
+PATH="$V/bin:$PATH" trainrx export "$REPO/tests/fixtures/dlrm_8ranks" -o "$W/dataset" --run dlrm 2>/dev/null \
+  && [ -f "$W/dataset/kernels/run=dlrm/rank=7/part-0.parquet" ] && ok "trainrx export (Parquet plugin installed)" \
+  || bad "trainrx export --format parquet from the installed package"
+"$V/bin/python" -c "
+import trainrx, sys
+df = trainrx.sql('SELECT rank, count(*) FILTER (WHERE arrived_last) AS n FROM collectives GROUP BY rank ORDER BY n DESC', '$W/dataset')
+sys.exit(int(df['rank'][0]) != 7)" && ok "trainrx.sql over the export (the straggler, rank 7, arrives last most often)" \
+  || bad "trainrx.sql from the installed package"
 
 # 3. record with the venv's python, no flag: the installed probe attaches.
 PATH="$V/bin:$PATH" trainrx record -o "$W/run.json" -- python "$REPO/tests/python/train_planted.py" --all-problems \
