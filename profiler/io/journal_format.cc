@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <sstream>
 #include <type_traits>
 
-#include "trainrx/profiler/kineto_writer.h"
 
 namespace trainrx::profiler {
 
@@ -534,13 +532,54 @@ Status DecodeJournal(std::string_view bytes, std::string_view name, JournalConte
   return {};
 }
 
-StatusOr<std::string> JournalToKinetoJson(std::string_view bytes, std::string_view name) {
-  JournalContents contents;
-  if (Status st = DecodeJournal(bytes, name, &contents); !st.ok()) return st;
-  contents.trace.Finalize(1);
-  std::ostringstream s;
-  WriteKinetoJson(contents.trace, contents.trace.ranks[0].rank, s);
-  return std::move(s).str();
+std::string EncodeJournal(const Trace& trace, int32_t rank, int frames) {
+  const RankInfo* found = trace.FindRank(rank);
+  RankInfo info = found ? *found : RankInfo{};
+  info.rank = rank;
+  std::vector<std::pair<std::string, std::string>> config;
+  for (const auto& [k, v] : info.config)
+    if (k != "schema") config.push_back({k, v.json()});
+  std::string bytes;
+  EncodeJournalHeader(info.rank, info.base_time_ns, config, &bytes);
+  // Each frame a fragment of its own (strings, tracks and side-table rows of its events only), as
+  // the collector drains; the rank's events in the trace's order, cut into `frames` parts.
+  std::vector<uint32_t> mine;
+  for (uint32_t i = 0; i < trace.events.size(); ++i)
+    if (trace.tracks[trace.events[i].track].rank == rank) mine.push_back(i);
+  const size_t n = mine.size();
+  frames = std::max(frames, 1);
+  for (int f = 0; f < frames; ++f) {
+    Trace part;
+    part.ranks.push_back(info);
+    std::vector<uint32_t> track_of(trace.tracks.size(), kNoAux);
+    for (size_t k = n * f / frames; k < n * (f + 1) / frames; ++k) {
+      Event e = trace.events[mine[k]];
+      const Track& t = trace.tracks[e.track];
+      if (track_of[e.track] == kNoAux) {
+        track_of[e.track] = part.GetOrAddTrack(rank, t.kind, t.pid, t.tid, part.strings.Intern(trace.strings.Get(t.pid_name)),
+                                               part.strings.Intern(trace.strings.Get(t.tid_name)));
+        Track& pt = part.tracks[track_of[e.track]];
+        pt.device = t.device, pt.stream = t.stream, pt.name = part.strings.Intern(trace.strings.Get(t.name));
+      }
+      e.track = track_of[e.track];
+      e.name = part.strings.Intern(trace.Name(e));
+      if (e.aux != kNoAux) {
+        if (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) {
+          part.memcpys.push_back(trace.memcpys[e.aux]);
+          e.aux = static_cast<uint32_t>(part.memcpys.size() - 1);
+        } else {
+          const OpInputs& in = trace.op_inputs[e.aux];
+          part.op_inputs.push_back({part.strings.Intern(trace.strings.Get(in.input_dims)),
+                                    part.strings.Intern(trace.strings.Get(in.input_types)),
+                                    part.strings.Intern(trace.strings.Get(in.concrete))});
+          e.aux = static_cast<uint32_t>(part.op_inputs.size() - 1);
+        }
+      }
+      part.AddEvent(e);
+    }
+    AppendJournalFrame(part, 1000 + f, static_cast<uint64_t>(f + 1), &bytes);
+  }
+  return bytes;
 }
 
 }  // namespace trainrx::profiler

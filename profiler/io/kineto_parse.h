@@ -2,8 +2,8 @@
 // CPU) and the parser behind it. Private to profiler/. It includes no simdjson, so baseline files
 // may include it; the SIMD-compiled parser files share kineto_parse_internal.h.
 //
-// The parser's files, outermost first:
-//   kineto_ranks.cc     ParseOneSource: parse one source, then decide its rank and record its RankInfo
+// The parser's files, outermost first (importers.cc calls ParseSource as the Kineto importer,
+// importer.h, then decides the source's rank and records its RankInfo):
 //   kineto_document.cc  ParseSource: byte windows -> header, events array, trailer (SIMD)
 //   kineto_events.cc    WindowDecoder: a window of traceEvents -> a Fragment; SourceAssembler:
 //                       fragments -> the trace in file order (SIMD)
@@ -18,15 +18,10 @@
 
 namespace trainrx::profiler {
 
-// Parses one trace source into `trace` and registers its rank (distributedInfo, else rank_hint,
-// else the file name, else the first free rank). On error `trace` may hold part of the source:
-// callers roll back to a Trace::Checkpoint taken before (ReadTraces and ReadTraceBuffer do).
-Status ParseOneSource(io::ByteSource& src, const std::string& name, int32_t rank_hint, Trace& trace,
-                          const ReadOptions& options);
-
 // SIMD-compiled; call only after the CPU check. Reads one source's events into `trace`, on tracks of
 // rank `provisional_rank`, and its top-level members into *info (all but rank, source, rank_source
-// and job, which are the rank policy's). Same error contract as ParseOneSource.
+// and job, which are the rank policy's). On error `trace` may hold part of the source:
+// callers roll back to a Trace::Checkpoint taken before (ReadTraces and ReadTraceBuffer do).
 Status ParseSource(io::ByteSource& src, const std::string& name, int32_t provisional_rank, Trace& trace,
                        const ReadOptions& options, RankInfo* info);
 

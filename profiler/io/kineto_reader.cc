@@ -13,8 +13,7 @@
 #include <map>
 
 #include "byte_source.h"
-#include "kineto_parse.h"
-#include "trainrx/profiler/journal_format.h"
+#include "importer.h"
 #include "trainrx/profiler/time.h"
 
 namespace trainrx::profiler {
@@ -100,32 +99,16 @@ std::string CheckJobs(const std::vector<RankInfo>& ranks, IngestStats* stats) {
 
 namespace {
 
-bool IsJournalFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char head[sizeof(kJournalMagic)] = {};
-  in.read(head, sizeof(head));
-  return in.gcount() == sizeof(head) && IsJournal(std::string_view(head, sizeof(head)));
-}
-
 // ReadTraces without the CPU check, the rollback and Finalize().
 Status ReadFiles(const std::vector<std::string>& paths, Trace& trace, const ReadOptions& options) {
   auto files = ExpandTracePaths(paths);
   if (!files.ok()) return files.status();
   for (const auto& f : *files) {
-    // A collector's binary journal ("<trace>.partial", journal_format.h) is decoded into the
-    // Kineto JSON it stands for, then read as any trace.
-    if (IsJournalFile(f)) {
-      std::ifstream in(f, std::ios::binary);
-      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      const StatusOr<std::string> json = JournalToKinetoJson(bytes, f);
-      if (!json.ok()) return json.status();
-      auto mem = io::OpenMemorySource(*json);
-      if (auto st = ParseOneSource(*mem, f, files->size() == 1 ? options.rank_hint : -1, trace, options); !st.ok()) return st;
-      continue;
-    }
+    // Any importer's source (importer.h): a Kineto trace, a collector's journal ("<trace>.partial").
     auto src = io::OpenFileSource(f);
     if (!src.ok()) return src.status();
-    if (auto st = ParseOneSource(**src, f, files->size() == 1 ? options.rank_hint : -1, trace, options); !st.ok()) return st;
+    if (auto st = ReadOneSource(std::move(*src), f, files->size() == 1 ? options.rank_hint : -1, trace, options); !st.ok())
+      return st;
   }
   if (const std::string problem = CheckJobs(trace.ranks, &trace.stats); !problem.empty() && options.strict) {
     std::string inputs;
@@ -187,14 +170,7 @@ Status ReadTraceBuffer(std::string_view bytes, std::string_view source_name, int
                            const ReadOptions& options) {
   if (auto st = CheckCpu(); !st.ok()) return st;
   const Trace::Checkpoint entry = trace.Mark();
-  StatusOr<std::string> json = std::string();  // a binary journal, decoded (journal_format.h)
-  if (IsJournal(bytes)) {
-    json = JournalToKinetoJson(bytes, source_name);
-    if (!json.ok()) return json.status();
-    bytes = *json;
-  }
-  auto src = io::OpenMemorySource(bytes);
-  auto st = ParseOneSource(*src, std::string(source_name), rank, trace, options);
+  auto st = ReadOneSource(io::OpenMemorySource(bytes), std::string(source_name), rank, trace, options);
   if (st.ok()) st = CheckTotalDuration(trace, entry.events);
   if (!st.ok()) {
     trace.RollBack(entry);

@@ -154,7 +154,7 @@ class TraceNamesReaderTest : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-// kineto_ranks.cc's own example: rank1.json -> 1, rank0.json -> 0, then notes.json -> 0 is taken: 2.
+// importers.cc's own example: rank1.json -> 1, rank0.json -> 0, then notes.json -> 0 is taken: 2.
 TEST_F(TraceNamesReaderTest, TheReaderTakesRanksFromFileNamesAndMovesACollision) {
   Trace t;
   const auto st = ReadTraces({File("rank1.json"), File("rank0.json"), File("notes.json")}, t);

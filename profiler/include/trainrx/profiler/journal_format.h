@@ -74,11 +74,13 @@ struct JournalContents {
 
 // Decodes a whole journal. An error ("<name>: ...") when the header is cut off or corrupt; frames that fail are counted in the result, never fatal. The losses are also put in
 // the trace's "trainrx" block (journal_torn_bytes, journal_corrupt_frames) so that a trace written
-// from it still reports them (profiler/io/kineto_ranks.cc).
+// from it still reports them (profiler/io/importers.cc). The reader reads a journal through DecodeJournal directly
+// (importer.h), with no Kineto JSON in between.
 Status DecodeJournal(std::string_view bytes, std::string_view name, JournalContents* out);
 
-// DecodeJournal, then the Kineto JSON of the result (the same writer as every trace), for the
-// reader to parse as any other trace.
-StatusOr<std::string> JournalToKinetoJson(std::string_view bytes, std::string_view name);
+// The journal the collector would have written for rank `rank` of `trace`: its header and the
+// rank's events (with their strings, tracks and side-table rows; not its counters or flows) in
+// `frames` frames, in the trace's order. For tests and benchmarks of the reading side.
+std::string EncodeJournal(const Trace& trace, int32_t rank, int frames);
 
 }  // namespace trainrx::profiler

@@ -257,6 +257,11 @@ struct Trace {
   // Moves every track of rank `from` to rank `to` (the reader parses a file under a provisional
   // rank until its distributedInfo has been read).
   void RemapRank(int32_t from, int32_t to);
+  // Appends the tracks, events and side-table rows of `src` (finalized or not) on rank `rank`, its
+  // strings interned here; not its ranks or stats (an importer's RankInfo is the rank policy's).
+  // How an importer that decodes a whole source into a Trace of its own (the collector's journal)
+  // hands it to the reader. Leaves the trace unfinalized.
+  void Append(const Trace& src, int32_t rank);
   // Groups events by track and sorts each track by (ts asc, dur desc) so enclosing ranges come
   // before what they enclose; fills Track::first_event / event_count. Idempotent. Unsorted
   // tracks are sorted on up to `threads` threads (0: every usable CPU; the same result for any).
