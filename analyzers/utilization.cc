@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -48,7 +49,28 @@ struct CostedOp {
   int32_t step = -1;  // index among the rank's steady steps; -1: outside them
   OpCost cost;
   double device_ns = 0, tf32_ns = 0;
+  bool recompute = false;  // a forward op run again inside the backward (activation checkpointing)
 };
+
+// Activation recomputation, as torch.utils.checkpoint shows in a trace: a module's forward op
+// (aten::linear, a convolution, attention, a norm ...) run inside an autograd backward node, under
+// "autograd::engine::evaluate_function: AddmmBackward0" (non-reentrant: the saved tensors'
+// unpack hook recomputes) or "CheckpointFunctionBackward" (reentrant). Backward formulas call
+// mm, convolution_backward, the norms' *_backward: never these entry points, so what runs under
+// them inside a backward node is the forward again (hardware FLOPs, not model FLOPs).
+bool IsBackwardNode(std::string_view name) {
+  return name.starts_with("autograd::engine::evaluate_function:") ||
+         (name.find("::") == std::string_view::npos && name.find("Backward") != std::string_view::npos);
+}
+bool IsForwardEntry(std::string_view name) {
+  static const std::set<std::string_view> kEntries = {
+      "aten::linear",      "aten::conv1d",     "aten::conv2d",         "aten::conv3d",
+      "aten::convolution", "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
+      "aten::matmul",      "aten::einsum",     "aten::scaled_dot_product_attention",
+      "aten::layer_norm",  "aten::group_norm", "aten::batch_norm",     "aten::instance_norm",
+      "aten::rms_norm",    "aten::embedding"};
+  return kEntries.count(name) > 0;
+}
 
 // An op's name and its inputs' interned texts: equal keys cost the same.
 using CostKey = std::tuple<profiler::StrId, profiler::StrId, profiler::StrId, profiler::StrId>;
@@ -153,8 +175,23 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
     const size_t first = ops.size();
     int64_t covered_until = INT64_MIN;
     const auto events = trace.TrackEvents(t);
+    // The ranges open around the current event: where each ends, whether it is or lies in a
+    // backward node, and whether it lies in a forward entry point inside one (a recomputation).
+    struct Open {
+      int64_t end;
+      bool backward, recompute;
+    };
+    std::vector<Open> open;
     for (size_t i = 0; i < events.size(); ++i) {
       const Event& e = events[i];
+      while (!open.empty() && open.back().end <= e.ts_ns) open.pop_back();
+      const bool in_backward = !open.empty() && open.back().backward;
+      bool recompute = !open.empty() && open.back().recompute;
+      if (e.kind == EventKind::kCpuOp || e.kind == EventKind::kUserAnnotation) {
+        const std::string_view name = trace.Name(e);
+        recompute = recompute || (in_backward && IsForwardEntry(name));
+        if (e.dur_ns > 0) open.push_back({e.end_ns(), in_backward || IsBackwardNode(name), recompute});
+      }
       // The parameters a step trains (each gradient accumulated once: torch.profiler's
       // AccumulateGrad nodes with their input's shape) and the tokens it reads (the largest
       // embedding lookup), for the 6 * N * tokens estimate.
@@ -213,6 +250,7 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
       op.track = t;
       op.step = has_steps ? step_of(e.ts_ns) : -1;
       op.cost = c;
+      op.recompute = recompute;
       ops.push_back(op);
       covered_until = e.end_ns();
     }
@@ -270,7 +308,7 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
     const int32_t s = has_steps ? op.step : 0;
     if (s < 0) continue;
     step_costed[static_cast<size_t>(s)] = true;
-    if (IsModelFlopClass(op.cost.cls)) step_model[static_cast<size_t>(s)] += op.cost.flops;
+    if (IsModelFlopClass(op.cost.cls) && !op.recompute) step_model[static_cast<size_t>(s)] += op.cost.flops;
   }
   const double most = *std::max_element(step_model.begin(), step_model.end());
   std::vector<bool> counts(n_steps, false);
@@ -316,8 +354,9 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
     OpCostRow& cls = classes[std::string(OpClassName(op.cost.cls))];
     cls.name = cls.op_class = OpClassName(op.cost.cls);
     AddTo(cls, op, time);
-    if (IsModelFlopClass(op.cost.cls)) model_by_dtype[std::string(op.cost.dtype)] += op.cost.flops;
-    (IsModelFlopClass(op.cost.cls) ? u.model_flops : u.other_flops) += op.cost.flops;
+    if (IsModelFlopClass(op.cost.cls) && !op.recompute) model_by_dtype[std::string(op.cost.dtype)] += op.cost.flops;
+    if (op.recompute && IsModelFlopClass(op.cost.cls)) u.recompute_flops += op.cost.flops;
+    else (IsModelFlopClass(op.cost.cls) ? u.model_flops : u.other_flops) += op.cost.flops;
     u.bytes += op.cost.bytes;
     u.costed_ns += time;
   }
@@ -338,7 +377,7 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
     }
   }
   const double per = static_cast<double>(full);
-  u.model_flops /= per, u.other_flops /= per, u.bytes /= per, u.costed_ns /= per, u.total_ns /= per;
+  u.model_flops /= per, u.other_flops /= per, u.recompute_flops /= per, u.bytes /= per, u.costed_ns /= per, u.total_ns /= per;
   u.covered_share = u.total_ns > 0 ? std::min(1.0, u.costed_ns / u.total_ns) : 0;
   for (const auto& [dtype, f] : model_by_dtype)
     if (u.dtype.empty() || f > model_by_dtype[u.dtype]) u.dtype = dtype;
@@ -384,6 +423,9 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
     u.step_ns = static_cast<double>(walls[walls.size() / 2]);
     u.achieved_tflops = u.step_ns > 0 ? u.model_flops / u.step_ns / 1e3 : 0;
     u.mfu = u.peak_tflops > 0 ? u.achieved_tflops / u.peak_tflops : 0;
+    // Hardware FLOPs utilization: what the device computed, recomputation included (PaLM's HFU).
+    if (u.recompute_flops > 0 && u.peak_tflops > 0 && u.step_ns > 0)
+      u.hfu = (u.model_flops + u.recompute_flops) / u.step_ns / 1e3 / u.peak_tflops;
   }
   u.mfu_lower_bound = convs_unresolved > 0 || u.covered_share < 0.95;
   for (auto& [k, row] : rows) {

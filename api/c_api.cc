@@ -69,25 +69,22 @@ std::string LibraryDir() {
   return std::filesystem::path(info.dli_fname).parent_path().string();
 }
 
-}  // namespace
-
-extern "C" {
-
-const char* trainrx_version(void) { return TRAINRX_VERSION; }
-
-int trainrx_analyze(const char* const* paths, size_t n_paths, const char* const* thresholds, size_t n_thresholds,
-                    const char* step_name, int flags, trainrx_analysis** out, char** error) {
-  if (out == nullptr) return SetError(error, "trainrx_analyze: out is NULL", kInternalError);
+// An analysis made by `analyze` (AnalyzeSet or AnalyzeFileSides) with `trainrx analyze`'s options
+// from the C arguments, owned by *out; `inputs` are the paths the report names.
+template <typename Analyze>
+int MakeAnalysis(const char* what, const char* const* inputs, size_t n_inputs, const char* const* thresholds,
+                 size_t n_thresholds, const char* step_name, int flags, Analyze analyze, trainrx_analysis** out,
+                 char** error) {
+  if (out == nullptr) return SetError(error, std::string(what) + ": out is NULL", kInternalError);
   *out = nullptr;
   if (error) *error = nullptr;
   try {
-    if (n_paths == 0) return SetError(error, "analyze needs at least one trace file or directory", kInputError);
     auto a = std::make_unique<trainrx_analysis>();
     trainrx::sets::SetOptions options;
     if (trainrx::Status st = OptionsOf(thresholds, n_thresholds, step_name, flags, &options); !st.ok())
       return SetError(error, st);
-    a->inputs = Strings(paths, n_paths);
-    if (trainrx::Status st = trainrx::sets::AnalyzeSet(a->inputs, options, &a->set); !st.ok()) return SetError(error, st);
+    a->inputs = Strings(inputs, n_inputs);
+    if (trainrx::Status st = analyze(options, a->inputs, &a->set); !st.ok()) return SetError(error, st);
     a->thresholds = options.thresholds;
     *out = a.release();
     return 0;
@@ -96,6 +93,26 @@ int trainrx_analyze(const char* const* paths, size_t n_paths, const char* const*
   } catch (const std::exception& e) {
     return InternalError(error, e.what());
   }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* trainrx_version(void) { return TRAINRX_VERSION; }
+
+int trainrx_analyze(const char* const* paths, size_t n_paths, const char* const* thresholds, size_t n_thresholds,
+                    const char* step_name, int flags, trainrx_analysis** out, char** error) {
+  if (n_paths == 0 && out != nullptr) {
+    *out = nullptr;
+    return SetError(error, "analyze needs at least one trace file or directory", kInputError);
+  }
+  return MakeAnalysis(
+      "trainrx_analyze", paths, n_paths, thresholds, n_thresholds, step_name, flags,
+      [&](const trainrx::sets::SetOptions& o, const std::vector<std::string>& inputs, trainrx::sets::SetAnalysis* set) {
+        return trainrx::sets::AnalyzeSet(inputs, o, set);
+      },
+      out, error);
 }
 
 int trainrx_render(const trainrx_analysis* analysis, const char* format, char** out, size_t* size, char** error) {
@@ -161,26 +178,12 @@ int trainrx_analyze_file_sides(const char* const* inputs, size_t n_inputs, const
                                const char* const* docs, size_t n_files,
                                const char* const* thresholds, size_t n_thresholds, const char* step_name, int flags,
                                trainrx_analysis** out, char** error) {
-  if (out == nullptr) return SetError(error, "trainrx_analyze_file_sides: out is NULL", kInternalError);
-  *out = nullptr;
-  if (error) *error = nullptr;
-  try {
-    auto a = std::make_unique<trainrx_analysis>();
-    trainrx::sets::SetOptions options;
-    if (trainrx::Status st = OptionsOf(thresholds, n_thresholds, step_name, flags, &options); !st.ok())
-      return SetError(error, st);
-    a->inputs = Strings(inputs, n_inputs);
-    if (trainrx::Status st = trainrx::sets::AnalyzeFileSides(Strings(files, n_files), Strings(docs, n_files), options, &a->set);
-        !st.ok())
-      return SetError(error, st);
-    a->thresholds = options.thresholds;
-    *out = a.release();
-    return 0;
-  } catch (const std::bad_alloc&) {
-    return SetError(error, "trainrx: out of memory while analyzing", kInternalError);
-  } catch (const std::exception& e) {
-    return InternalError(error, e.what());
-  }
+  return MakeAnalysis(
+      "trainrx_analyze_file_sides", inputs, n_inputs, thresholds, n_thresholds, step_name, flags,
+      [&](const trainrx::sets::SetOptions& o, const std::vector<std::string>&, trainrx::sets::SetAnalysis* set) {
+        return trainrx::sets::AnalyzeFileSides(Strings(files, n_files), Strings(docs, n_files), o, set);
+      },
+      out, error);
 }
 
 int trainrx_export(const char* const* paths, size_t n_paths, const char* dir, const char* format, const char* run,

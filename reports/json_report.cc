@@ -311,6 +311,7 @@ void WriteUtilizationJson(JsonWriter& w, const analyzers::Report& report) {
     w.Field("steps_costed", u.steps_costed);
     w.Field("model_flops", u.model_flops, 15);
     w.Field("other_flops", u.other_flops, 15);
+    w.Field("recompute_flops", u.recompute_flops, 15);
     w.Field("bytes", u.bytes, 15);
     w.Field("params", u.params, 15);
     w.Field("tokens", u.tokens, 15);
@@ -319,6 +320,7 @@ void WriteUtilizationJson(JsonWriter& w, const analyzers::Report& report) {
     w.Field("achieved_tflops", u.achieved_tflops, 6);
     w.Field("mfu", u.mfu, 6);
     w.Field("mfu_lower_bound", u.mfu_lower_bound);
+    w.Field("hfu", u.hfu, 6);
     w.Field("costed_ns", u.costed_ns, 15);
     w.Field("total_ns", u.total_ns, 15);
     w.Field("covered_share", u.covered_share, 6);

@@ -543,6 +543,11 @@ void WriteUtilization(const analyzers::Report& report, Sink& sink) {
       sink.Line(fmt::format("rank {}: 6 x N x tokens = 6 x {:.4g} parameters x {:.0f} tokens = {} a step (the dense-transformer "
                             "rule of thumb, beside the {} counted from the ops)",
                             u.rank, u.params, u.tokens, Flops(u.six_n_tokens), Flops(u.model_flops)));
+    if (u.recompute_flops > 0)
+      sink.Line(fmt::format("rank {}: activation recomputation: {} a step of forward ops run again in the backward ({:.0f}% on "
+                            "top of the model FLOPs; not in MFU){}",
+                            u.rank, Flops(u.recompute_flops), 100 * u.recompute_flops / std::max(u.model_flops, 1.0),
+                            u.hfu > 0 ? fmt::format(": hardware FLOPs utilization (HFU) {:.1f}%", 100 * u.hfu) : ""));
     if (u.mfu > 0 && u.mfu_lower_bound)
       sink.Line(fmt::format("rank {}: MFU is a lower bound: {:.0f}% of the {} is in ops no FLOP model covers", u.rank,
                             100 * (1 - u.covered_share), u.device_time ? "kernel time" : "op time"));

@@ -430,6 +430,9 @@
         tile('dense peak', u.peak_tflops > 0 ? `${num(u.peak_tflops, 1)} TFLOP/s (${u.dtype})` : 'unknown'),
         tile('costed', `${pct(u.covered_share)} of ${u.time_from === 'kernels' ? 'kernel' : 'op'} time`)));
       if (u.peak_source) out.append(el('p', {class: 'sub'}, 'peak: ' + u.peak_source));
+      if (u.recompute_flops > 0)
+        out.append(el('p', {class: 'sub'}, `activation recomputation: ${fmtFlops(u.recompute_flops)} a step of forward ops run again in the backward` +
+          (u.hfu > 0 ? `; hardware FLOPs utilization (HFU) ${pct(u.hfu)}` : '') + ' (not in MFU)'));
       if (u.note) out.append(el('p', {class: 'sub'}, u.note));
       const plot = roofline(u);
       if (plot) out.append(el('div', {class: 'sub'}, 'the costliest ops on the roofline (hover a point):'), plot);

@@ -64,6 +64,28 @@ print("  params %d (script %d), tokens %d (script %d), 6NT %.4g, model FLOPs %.4
 assert u["params"] == c["params"] and u["tokens"] == c["tokens"] == 512, u
 assert u["six_n_tokens"] == 6 * c["params"] * 512, u
 PY
+# Activation checkpointing (the block recomputed in the backward, both torch.utils.checkpoint forms):
+# the model FLOPs stay those of the plain step; the recomputed ones are the block's forward (its
+# linears 2*B*T*d*(3d + d + 4d + 4d) and attention 2*B*H*S*S*(D+Dv)), reported apart, with HFU.
+for mode in nonreentrant reentrant; do
+  $PY "$PYDIR/train_flops.py" --checkpoint $mode --profile ckpt_$mode.json > /dev/null 2>&1 \
+    && "$TRAINRX" analyze ckpt_$mode.json --format json -o ckpt_$mode.analysis.json --threshold utilization.peak_tflops=0.05 2> ckpt.err \
+    || { bad "--checkpoint $mode run failed: $(cat ckpt.err 2>/dev/null)"; continue; }
+  MODE=$mode $PY - <<'PY' && ok "--checkpoint $mode: recomputed block FLOPs apart from the model FLOPs (which equal the plain step's)" || bad "recompute ($mode)"
+import json, os
+mode = os.environ["MODE"]
+plain = json.load(open("prof.analysis.json"))["metrics"]["utilization"][0]
+u = json.load(open(f"ckpt_{mode}.analysis.json"))["metrics"]["utilization"][0]
+B, T, d, H = 8, 256, 32, 4
+block = 2 * B * T * d * (3 * d + d + 4 * d + 4 * d) + 2 * B * H * T * T * (d // H + d // H)
+print(f"  {mode}: model {u['model_flops']:.6g} (plain {plain['model_flops']:.6g}), recomputed {u['recompute_flops']:.6g} (want {block:.6g}), HFU {u['hfu']}")
+assert abs(u["model_flops"] - plain["model_flops"]) <= 0.01 * plain["model_flops"], u
+assert abs(u["recompute_flops"] - block) <= 0.01 * block, u
+assert plain["recompute_flops"] == 0 and plain["hfu"] == 0, plain
+hfu = (u["model_flops"] + u["recompute_flops"]) / u["step_ns"] / 1e3 / 0.05  # the peak given: 0.05 TFLOP/s
+assert abs(u["hfu"] - hfu) <= 1e-4 * hfu and u["hfu"] > u["mfu"] > 0, u
+PY
+done
 grep -q "Hardware utilization" rec.txt && grep -q "MFU" rec.txt && ok "text report has the utilization section" || bad "no utilization section: $(head -20 rec.txt)"
 
 # 3. Public traces with shapes: a hand count of their matmuls from Input Dims.

@@ -166,4 +166,16 @@ for side in ("prof", "rec"):
                      f"covered {u['covered_share']:.2f}"] + [f"{k} {got.get(k, 0):.6g} vs {v:.6g}" for k, v in want.items()]))
 PY
   done
+  # Activation checkpointing on the GPU: the recomputed block apart from the model FLOPs, and HFU.
+  "$PY" "$T" --device cuda --checkpoint nonreentrant --profile "$OUTDIR/flops_ckpt.prof.json" >>"$OUTDIR/flops.log" 2>&1
+  TRAINRX analyze "$OUTDIR/flops_ckpt.prof.json" --format json -o "$OUTDIR/flops_ckpt.report.json" 2>>"$OUTDIR/flops.log"
+  "$PY" - "$OUTDIR" <<'PY' 2>&1 | tee -a "$OUTDIR/flops.tsv" | tee -a "$LOG"
+import json, sys
+try:
+    u = json.load(open(f"{sys.argv[1]}/flops_ckpt.report.json"))["metrics"]["utilization"][0]
+    print("\t".join(["ckpt", u["device"], f"model {u['model_flops']:.6g}", f"recompute {u['recompute_flops']:.6g}",
+                     f"mfu {u['mfu']:.4f}", f"hfu {u['hfu']:.4f}"]))
+except Exception as e:
+    print(f"ckpt\tno utilization: {e}")
+PY
 }

@@ -6,6 +6,8 @@
   --profile PATH    torch.profiler with record_shapes over steps 2..4, exported as a Kineto trace.
   (neither)         plain training, for `trainrx record`.
 
+--checkpoint reentrant|nonreentrant recomputes the transformer block in the backward
+(torch.utils.checkpoint): the recomputed FLOPs are hardware FLOPs, not model FLOPs.
 The model uses strided and padded convolutions (and with --depthwise a grouped one), linear layers, non-causal scaled
 dot-product attention (torch.utils.flop_counter does not halve causal attention), layer norm and
 cross-entropy. CPU only, a few seconds.
@@ -36,8 +38,9 @@ class Block(nn.Module):
 
 
 class Net(nn.Module):
-    def __init__(self, depthwise):
+    def __init__(self, depthwise, checkpoint=""):
         super().__init__()
+        self.checkpoint = checkpoint
         self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1)
         self.depthwise = nn.Conv2d(16, 16, 3, padding=1, groups=16) if depthwise else nn.Identity()
         self.pointwise = nn.Conv2d(16, 32, 1)
@@ -48,6 +51,10 @@ class Net(nn.Module):
         x = F.relu(self.stem(x))
         x = F.relu(self.pointwise(self.depthwise(x)))  # [B, 32, 16, 16]
         x = x.flatten(2).transpose(1, 2)  # [B, 256, 32] tokens
+        if self.checkpoint:  # activation checkpointing: the block's forward runs again in the backward
+            from torch.utils.checkpoint import checkpoint
+
+            return self.head(checkpoint(self.block, x, use_reentrant=self.checkpoint == "reentrant").mean(1))
         return self.head(self.block(x).mean(1))
 
 
@@ -72,13 +79,15 @@ def main():
     ap.add_argument("--device", default="cpu", help="cpu (the tests) or cuda (scripts/gpu-validate --part flops)")
     ap.add_argument("--amp", action="store_true", help="bf16 autocast")
     ap.add_argument("--lm", action="store_true", help="the one-block language model on 8 x 64 tokens instead")
+    ap.add_argument("--checkpoint", choices=["", "reentrant", "nonreentrant"], default="",
+                    help="activation checkpointing of the transformer block (torch.utils.checkpoint)")
     ap.add_argument("--depthwise", action="store_true",
                     help="a grouped (depthwise) convolution too: torch.utils.flop_counter counts its weight gradient "
                          "groups times over, so the comparison leaves it out")
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = (TokenNet() if args.lm else Net(args.depthwise)).to(args.device)
+    model = (TokenNet() if args.lm else Net(args.depthwise, args.checkpoint)).to(args.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     if args.lm:
         x, y = torch.randint(0, 64, (8, 64), device=args.device), torch.randint(0, 64, (8, 64), device=args.device)

@@ -275,6 +275,11 @@ struct Utilization {
   int64_t steps_costed = 0;  // of them, those whose ops had shapes (the per-step figures' basis)
   double model_flops = 0;    // per costed step: matmul + conv + attention (MFU's numerator)
   double other_flops = 0;    // norms, softmax, losses, elementwise (shown, not in MFU)
+  // Matmul, conv and attention FLOPs of forward ops run again inside the backward (activation
+  // checkpointing: torch.utils.checkpoint, reentrant or not), per costed step. Not model FLOPs;
+  // model + recompute are the hardware FLOPs, and `hfu` their utilization (0: none recomputed).
+  double recompute_flops = 0;
+  double hfu = 0;
   double bytes = 0;
   // The rule of thumb beside it (dense transformers: 2 FLOPs a parameter a token forward, 4
   // backward): parameters trained a step (torch.profiler's AccumulateGrad shapes), tokens a step
