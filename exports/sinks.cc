@@ -24,30 +24,50 @@ void CsvField(std::ostream& out, std::string_view s) {
   out << '"';
 }
 
-class CsvSink : public TableSink {
+class CsvWriter : public TableWriter {
  public:
-  const char* Extension() const override { return "csv"; }
-  Status Write(const Table& t, const std::string& path) override {
-    std::ofstream out(path, std::ios::binary);
-    for (size_t c = 0; c < t.columns.size(); ++c) (c ? out << ',' : out) << t.columns[c].name;
-    out << '\n';
+  explicit CsvWriter(std::string path) : path_(std::move(path)), out_(path_, std::ios::binary) {}
+  Status Append(const Table& t) override {
+    if (!header_) {
+      for (size_t c = 0; c < t.columns.size(); ++c) (c ? out_ << ',' : out_) << t.columns[c].name;
+      out_ << '\n';
+      header_ = true;
+    }
     for (size_t r = 0; r < t.rows(); ++r) {
       for (size_t c = 0; c < t.columns.size(); ++c) {
         const Column& col = t.columns[c];
-        if (c) out << ',';
+        if (c) out_ << ',';
         if (!col.valid.empty() && !col.valid[r]) continue;  // null: empty field
         switch (col.type) {
-          case ColumnType::kDouble: out << fmt::format("{}", col.doubles[r]); break;
-          case ColumnType::kString: CsvField(out, col.strings[r]); break;
-          case ColumnType::kBool: out << (col.ints[r] ? "true" : "false"); break;
-          default: out << col.ints[r]; break;
+          case ColumnType::kDouble: out_ << fmt::format("{}", col.doubles[r]); break;
+          case ColumnType::kString: CsvField(out_, col.strings[r]); break;
+          case ColumnType::kBool: out_ << (col.ints[r] ? "true" : "false"); break;
+          default: out_ << col.ints[r]; break;
         }
       }
-      out << '\n';
+      out_ << '\n';
     }
-    out.flush();
-    if (!out) return Status::Error(path + ": write failed");
+    if (!out_) return Status::Error(path_ + ": write failed");
     return {};
+  }
+  Status Close() override {
+    out_.close();
+    if (!out_) return Status::Error(path_ + ": write failed");
+    return {};
+  }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+  bool header_ = false;
+};
+
+class CsvSink : public TableSink {
+ public:
+  const char* Extension() const override { return "csv"; }
+  StatusOr<std::unique_ptr<TableWriter>> Open(const std::string& path) override {
+    auto w = std::make_unique<CsvWriter>(path);
+    return std::unique_ptr<TableWriter>(std::move(w));
   }
 };
 
@@ -70,8 +90,12 @@ StatusOr<std::unique_ptr<TableSink>> OpenParquetSink(const std::string& plugin_d
     return Status::Error(fmt::format("--format parquet: cannot load {} ({}): it needs pyarrow {} installed beside trainrx "
                                      "(pip install 'trainrx[sql]' or pip install pyarrow=={})",
                                      path, dlerror(), kPyarrowVersion, kPyarrowVersion));
+  auto abi = reinterpret_cast<ParquetAbi>(dlsym(lib, kParquetAbiSymbol));
   auto make = reinterpret_cast<ParquetSinkFactory>(dlsym(lib, kParquetFactorySymbol));
-  if (!make) return Status::Error(fmt::format("--format parquet: {} has no {}: a plugin of another trainrx build?", path, kParquetFactorySymbol));
+  if (!abi || !make || abi() != kExportAbi)
+    return Status::Error(fmt::format("--format parquet: {} is a plugin of another trainrx build (its table ABI {}, this "
+                                     "trainrx's {}): rebuild or reinstall trainrx",
+                                     path, abi ? abi() : 0, kExportAbi));
   return std::unique_ptr<TableSink>(make());
 }
 

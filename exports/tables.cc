@@ -61,7 +61,26 @@ bool NameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
 }
 
+// The rows a table is streamed in (memory: one chunk of each table being written).
+constexpr size_t kChunkRows = 64 * 1024;
+
+// A table's file under DIR (its partition's folder made), open for chunks.
+StatusOr<std::unique_ptr<TableWriter>> OpenPart(const Table& t, const std::string& dir, TableSink& sink) {
+  fs::path folder = fs::path(dir) / t.name / ("run=" + t.run);
+  if (t.rank >= 0) folder /= fmt::format("rank={}", t.rank);
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) return Status::Error(fmt::format("{}: cannot create the folder: {}", folder.string(), ec.message()));
+  return sink.Open((folder / fmt::format("part-0.{}", sink.Extension())).string());
+}
+
+void Count(ExportSummary* summary, const std::string& table, uint64_t rows) {
+  for (auto& [name, n] : summary->rows)
+    if (name == table) n += rows;
+}
+
 // A table being filled row by row: columns declared once, then values appended in column order.
+// Streamed (Open, then Row() after each row's values, then Finish()) or taken whole (Take()).
 class Rows {
  public:
   Rows(std::string name, std::string run, int32_t rank) {
@@ -76,8 +95,34 @@ class Rows {
   Column& operator[](size_t i) { return t_.columns[i]; }
   Table Take() { return std::move(t_); }
 
+  Status Open(const std::string& dir, TableSink& sink) {
+    auto w = OpenPart(t_, dir, sink);
+    if (!w.ok()) return w.status();
+    writer_ = std::move(*w);
+    return {};
+  }
+  // After a row: a full chunk goes to the file.
+  Status Row() { return t_.rows() >= kChunkRows ? Flush() : Status(); }
+  // The last chunk (an empty one where nothing was written: the file still has its columns).
+  Status Finish(ExportSummary* summary, uint64_t* rows) {
+    if (t_.rows() > 0 || written_ == 0)
+      if (Status st = Flush(); !st.ok()) return st;
+    Count(summary, t_.name, written_);
+    *rows += written_;
+    return writer_->Close();
+  }
+
  private:
+  Status Flush() {
+    if (Status st = writer_->Append(t_); !st.ok()) return st;
+    written_ += t_.rows();
+    t_.Clear();
+    ++chunks_;
+    return {};
+  }
   Table t_;
+  std::unique_ptr<TableWriter> writer_;
+  uint64_t written_ = 0, chunks_ = 0;
 };
 
 void Int(Column& c, int64_t v) { c.ints.push_back(v); }
@@ -123,9 +168,10 @@ std::map<int32_t, RankSteps> StepsByRank(const analyzers::StepModel& model) {
   return out;
 }
 
-// The event tables of one rank of `trace`, its times moved by `shift_ns`.
-std::vector<Table> EventTables(const Trace& trace, int32_t rank, const RankSteps& steps, int64_t shift_ns,
-                               const std::string& run) {
+// The event tables of one rank of `trace`, its times moved by `shift_ns`, streamed to their files;
+// `rows` gets how many were written.
+Status WriteEventTables(const Trace& trace, int32_t rank, const RankSteps& steps, int64_t shift_ns, const std::string& run,
+                        const std::string& dir, TableSink& sink, ExportSummary* summary, uint64_t* rows) {
   using T = ColumnType;
   Rows ops("ops", run, rank), kernels("kernels", run, rank), copies("copies", run, rank), runtime("runtime", run, rank),
       counters("counters", run, rank);
@@ -139,6 +185,8 @@ std::vector<Table> EventTables(const Trace& trace, int32_t rank, const RankSteps
   runtime.Col("step", T::kInt64).Col("name", T::kString).Col("tid", T::kInt64).Col("ts_ns", T::kInt64)
       .Col("dur_ns", T::kInt64).Col("correlation", T::kInt64).Col("external_id", T::kInt64);
   counters.Col("step", T::kInt64).Col("name", T::kString).Col("ts_ns", T::kInt64).Col("value", T::kDouble);
+  for (Rows* r : {&ops, &kernels, &copies, &runtime, &counters})
+    if (Status st = r->Open(dir, sink); !st.ok()) return st;
   const auto id = [](int64_t v) { return v == profiler::kNoId ? int64_t{-1} : v; };
   for (size_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const profiler::Track& track = trace.tracks[ti];
@@ -156,12 +204,14 @@ std::vector<Table> EventTables(const Trace& trace, int32_t rank, const RankSteps
           Int(ops[3], track.tid), Int(ops[4], ts), Int(ops[5], e.dur_ns), Int(ops[6], id(e.external_id));
           Str(ops[7], in ? std::string(trace.strings.Get(in->input_dims)) : "");
           Str(ops[8], in ? std::string(trace.strings.Get(in->input_types)) : "");
+          if (Status st = ops.Row(); !st.ok()) return st;
           break;
         }
         case EventKind::kKernel:
           Int(kernels[0], step), Str(kernels[1], std::string(trace.Name(e))), Int(kernels[2], track.device);
           Int(kernels[3], track.stream), Int(kernels[4], ts), Int(kernels[5], e.dur_ns), Int(kernels[6], id(e.correlation));
           Int(kernels[7], id(e.external_id));
+          if (Status st = kernels.Row(); !st.ok()) return st;
           break;
         case EventKind::kMemcpy:
         case EventKind::kMemset: {
@@ -172,12 +222,14 @@ std::vector<Table> EventTables(const Trace& trace, int32_t rank, const RankSteps
           MaybeInt(copies[5], info.bytes, info.bytes >= 0);
           Int(copies[6], track.device), Int(copies[7], track.stream), Int(copies[8], ts), Int(copies[9], e.dur_ns);
           Int(copies[10], id(e.correlation));
+          if (Status st = copies.Row(); !st.ok()) return st;
           break;
         }
         case EventKind::kCudaRuntime:
         case EventKind::kCudaDriver:
           Int(runtime[0], step), Str(runtime[1], std::string(trace.Name(e))), Int(runtime[2], track.tid), Int(runtime[3], ts);
           Int(runtime[4], e.dur_ns), Int(runtime[5], id(e.correlation)), Int(runtime[6], id(e.external_id));
+          if (Status st = runtime.Row(); !st.ok()) return st;
           break;
         default: break;
       }
@@ -188,10 +240,11 @@ std::vector<Table> EventTables(const Trace& trace, int32_t rank, const RankSteps
     const int64_t ts = c.ts_ns + shift_ns;
     Int(counters[0], steps.Of(ts)), Str(counters[1], std::string(trace.strings.Get(c.name))), Int(counters[2], ts);
     Dbl(counters[3], c.value);
+    if (Status st = counters.Row(); !st.ok()) return st;
   }
-  std::vector<Table> out;
-  for (Rows* r : {&ops, &kernels, &copies, &runtime, &counters}) out.push_back(r->Take());
-  return out;
+  for (Rows* r : {&ops, &kernels, &copies, &runtime, &counters})
+    if (Status st = r->Finish(summary, rows); !st.ok()) return st;
+  return {};
 }
 
 Table StepsTable(const RankSteps& steps, int32_t rank, const std::string& run) {
@@ -345,14 +398,11 @@ Status ClearRun(const std::string& dir, const std::string& run) {
 }
 
 Status WriteTable(const Table& t, const std::string& dir, TableSink& sink, ExportSummary* summary) {
-  fs::path folder = fs::path(dir) / t.name / ("run=" + t.run);
-  if (t.rank >= 0) folder /= fmt::format("rank={}", t.rank);
-  std::error_code ec;
-  fs::create_directories(folder, ec);
-  if (ec) return Status::Error(fmt::format("{}: cannot create the folder: {}", folder.string(), ec.message()));
-  if (Status st = sink.Write(t, (folder / fmt::format("part-0.{}", sink.Extension())).string()); !st.ok()) return st;
-  for (auto& [name, n] : summary->rows)
-    if (name == t.name) n += t.rows();
+  auto w = OpenPart(t, dir, sink);
+  if (!w.ok()) return w.status();
+  if (Status st = (*w)->Append(t); !st.ok()) return st;
+  if (Status st = (*w)->Close(); !st.ok()) return st;
+  Count(summary, t.name, t.rows());
   return {};
 }
 
@@ -417,10 +467,10 @@ Status ExportSet(const std::vector<std::string>& paths, const ExportOptions& opt
       const int64_t sh = shift.count(rank) ? shift[rank] : 0;
       static const RankSteps kNone;
       const auto it = steps.find(rank);
-      for (const Table& t : EventTables(trace, rank, it == steps.end() ? kNone : it->second, sh, run)) {
-        if (Status st = WriteTable(t, dir, sink, summary); !st.ok()) return st;
-        events[rank] += t.rows();
-      }
+      if (Status st = WriteEventTables(trace, rank, it == steps.end() ? kNone : it->second, sh, run, dir, sink, summary,
+                                       &events[rank]);
+          !st.ok())
+        return st;
     }
     return {};
   };

@@ -15,5 +15,11 @@ inline constexpr const char* kParquetFactorySymbol = "trainrx_new_parquet_sink";
 // `sql` extra and cmake/Pyarrow.cmake pin the same).
 inline constexpr const char* kPyarrowVersion = "26.0.1";
 using ParquetSinkFactory = TableSink* (*)();
+// The plugin's build of table.h: a plugin whose TableSink or Table differs from the loader's would
+// crash the process, so the loader refuses one whose number is not its own. Bump on any change to
+// table.h's types. 2: chunked writers (TableSink::Open, TableWriter).
+inline constexpr int kExportAbi = 2;
+inline constexpr const char* kParquetAbiSymbol = "trainrx_parquet_abi";
+using ParquetAbi = int (*)();
 
 }  // namespace trainrx::exports

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,17 +34,31 @@ struct Table {
   std::string run;
   int32_t rank = -1;
   size_t rows() const { return columns.empty() ? 0 : columns.front().size(); }
-  // Adds a column and returns it (the reference is valid until the next AddColumn).
+  // Adds a column and returns it (the reference is valid until the next Add).
   Column& Add(std::string name, ColumnType type);
+  // Drops the rows, keeps the columns (the next chunk of a streamed table).
+  void Clear() {
+    for (Column& c : columns) c.ints.clear(), c.doubles.clear(), c.strings.clear(), c.valid.clear();
+  }
 };
 
-// Where tables go. Write() is called once per table and partition.
+// One file being written: chunks of one table, each with the same columns, appended in order (the
+// first fixes the columns; it may have no rows), then Close(). Every column may hold nulls.
+class TableWriter {
+ public:
+  virtual ~TableWriter() = default;
+  virtual Status Append(const Table& chunk) = 0;
+  virtual Status Close() = 0;
+};
+
+// Where tables go: a file per table and partition, written in chunks, so that a table of millions
+// of rows never has to be held whole (tables.cc streams the event tables 64 K rows at a time: a Parquet row group each).
 class TableSink {
  public:
   virtual ~TableSink() = default;
   virtual const char* Extension() const = 0;  // "parquet", "csv"
-  // Writes `table` to `path` (its folder exists).
-  virtual Status Write(const Table& table, const std::string& path) = 0;
+  // Opens `path` (its folder exists) for one table's chunks.
+  virtual StatusOr<std::unique_ptr<TableWriter>> Open(const std::string& path) = 0;
 };
 
 }  // namespace trainrx::exports
