@@ -427,7 +427,8 @@ Status CheckRunName(const std::string& run) {
 Status ExportSet(const std::vector<std::string>& paths, const ExportOptions& options, const std::string& dir,
                  TableSink& sink, ExportSummary* summary) {
   *summary = {};
-  summary->run = options.run.empty() && !paths.empty() ? RunNameOf(paths.front()) : options.run;
+  if (paths.empty()) return Status::Error("no trace files given");
+  summary->run = options.run.empty() ? RunNameOf(paths.front()) : options.run;
   if (Status st = CheckRunName(summary->run); !st.ok()) return st;
   for (const auto& n : TableNames()) summary->rows.push_back({n, 0});
   sets::SetOptions set_options = options.set;

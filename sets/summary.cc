@@ -23,8 +23,9 @@ using simdjson::dom::object;
 struct Fields {
   const std::string& file;
   Status error;
+  const char* kind = "a trainrx summary";  // what the document should be
   bool Fail(std::string_view field, std::string_view what) {
-    error = Status::Error(fmt::format("{}: not a trainrx summary: field '{}' {}", file, field, what));
+    error = Status::Error(fmt::format("{}: not {}: field '{}' {}", file, kind, field, what));
     return false;
   }
   bool Int(element e, std::string_view key, int64_t* out) {
@@ -391,7 +392,7 @@ void WriteFileSides(const FileSides& file, const std::string& path, std::ostream
 
 Status ParseFileSides(std::string_view json, const std::string& name, FileSides* out) {
   *out = {};
-  Fields f{name, {}};
+  Fields f{name, {}, "the sides of a trace file (trainrx.file_sides/1)"};
   simdjson::dom::parser parser;
   element doc;
   if (auto e = parser.parse(json.data(), json.size()).get(doc); e != simdjson::SUCCESS)

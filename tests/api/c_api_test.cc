@@ -53,6 +53,39 @@ TEST(CApiTest, ABadFormatIsTwoAndAGoodRenderIsZero) {
   trainrx_analysis_free(a);
 }
 
+// Issue 53's calls: the set seam trainrx.dask uses and the export, with the same codes.
+TEST(CApiTest, TheSeamAndTheExportGiveTheSameCodes) {
+  char* out = nullptr;
+  size_t size = 0;
+  char* error = nullptr;
+  const char* missing[] = {"/nonexistent/set"};
+  EXPECT_EQ(trainrx_expand_paths(missing, 1, &out, &size, &error), 2);
+  EXPECT_EQ(Take(error), "/nonexistent/set: no such file or directory");
+  const char* dir[] = {TRAINRX_SOURCE_DIR "/tests/fixtures/dlrm_8ranks"};
+  ASSERT_EQ(trainrx_expand_paths(dir, 1, &out, &size, &error), 0) << Take(error);
+  const std::string files = Take(out);
+  EXPECT_EQ(files.front(), '[');
+  EXPECT_NE(files.find("worker7_step_12"), std::string::npos);
+  // One file's sides, then the reduce; a document that is not one is the caller's input: 2.
+  const char* file = TRAINRX_SOURCE_DIR "/tests/fixtures/dlrm_8ranks/worker0_step_12.1694128201545.pt.trace.json.gz";
+  ASSERT_EQ(trainrx_file_sides(file, nullptr, 0, nullptr, &out, &size, &error), 0) << Take(error);
+  const std::string doc = Take(out);
+  EXPECT_NE(doc.find("\"schema\":\"trainrx.file_sides/1\""), std::string::npos);
+  const char* files1[] = {file};
+  const char* docs[] = {doc.c_str()};
+  trainrx_analysis* a = nullptr;
+  ASSERT_EQ(trainrx_analyze_file_sides(files1, 1, files1, docs, 1, nullptr, 0, nullptr, 0, &a, &error), 0) << Take(error);
+  trainrx_analysis_free(a);
+  const char* bad[] = {"{}"};
+  EXPECT_EQ(trainrx_analyze_file_sides(files1, 1, files1, bad, 1, nullptr, 0, nullptr, 0, &a, &error), 2);
+  EXPECT_NE(Take(error).find("field 'schema'"), std::string::npos);
+  EXPECT_EQ(trainrx_file_sides("/nonexistent/x.json", nullptr, 0, nullptr, &out, &size, &error), 2);
+  Take(error);
+  // An unknown table format names itself; nothing is written.
+  EXPECT_EQ(trainrx_export(files1, 1, "/nonexistent/dataset", "xlsx", nullptr, nullptr, 0, nullptr, 0, &out, &size, &error), 2);
+  EXPECT_EQ(Take(error), "--format xlsx: unknown table format (expected parquet or csv)");
+}
+
 TEST(CApiTest, ANullOutArgumentIsTheCallersBugSeventy) {
   const char* paths[] = {"x.json"};
   char* error = nullptr;
