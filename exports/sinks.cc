@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -84,12 +85,25 @@ StatusOr<std::unique_ptr<TableSink>> OpenParquetSink(const std::string& plugin_d
         "libraries of pyarrow {} at build time (scripts/setup installs it; pip install 'trainrx[sql]'); --format csv "
         "needs nothing",
         path, kPyarrowVersion));
-  // Loaded once, kept for the process (the sink's code lives in it).
+  // Loaded once, kept for the process (the sink's code lives in it). Its RUNPATH finds pyarrow
+  // beside the package and where the build found it; a pyarrow elsewhere is named by the Python
+  // side in TRAINRX_ARROW_LIBDIR (python/trainrx/_paths.py): its libraries are loaded first, so
+  // the plugin's NEEDED sonames are already there.
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::string why = lib ? "" : dlerror();
+  const char* arrow_dir = std::getenv("TRAINRX_ARROW_LIBDIR");
+  if (!lib && arrow_dir && *arrow_dir) {
+    for (const char* name : {"libarrow.so.", "libparquet.so."}) {
+      const std::string so = fmt::format("{}/{}{}", arrow_dir, name, kPyarrowSoversion);
+      if (!dlopen(so.c_str(), RTLD_NOW | RTLD_GLOBAL)) why += fmt::format("; {}", dlerror());
+    }
+    lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) why += fmt::format("; with TRAINRX_ARROW_LIBDIR={}: {}", arrow_dir, dlerror());
+  }
   if (!lib)
     return Status::Error(fmt::format("--format parquet: cannot load {} ({}): it needs pyarrow {} installed beside trainrx "
                                      "(pip install 'trainrx[sql]' or pip install pyarrow=={})",
-                                     path, dlerror(), kPyarrowVersion, kPyarrowVersion));
+                                     path, why, kPyarrowVersion, kPyarrowVersion));
   auto abi = reinterpret_cast<ParquetAbi>(dlsym(lib, kParquetAbiSymbol));
   auto make = reinterpret_cast<ParquetSinkFactory>(dlsym(lib, kParquetFactorySymbol));
   if (!abi || !make || abi() != kExportAbi)

@@ -52,7 +52,10 @@ struct ObserverState {
   at::CallbackHandle handle = 0;
   std::atomic<bool> capturing_inputs{false};
   int input_capture_steps = 3;
-  std::atomic<int> step_boundaries{0};
+  // Step boundaries seen, by kind: a step's start (tp::MarkStep, ProfilerStep#) and its optimizer
+  // step (Optimizer.step#). A loop may mark both (our C++ workloads do), so each kind counts steps
+  // on its own: counted together, a step was two, and the shapes stopped after its first step.
+  std::atomic<int> step_starts{0}, optimizer_steps{0};
   std::atomic<Rec*> current_step{nullptr};
   // The heap is sampled again at the first backward op after a boundary (issue 36): activations
   // are all alive then, so the step's peak is seen, not only what the step starts and ends with.
@@ -237,7 +240,7 @@ RecInputs DescribeInputs(c10::ArrayRef<const c10::IValue> inputs) {
 }
 
 void SnapshotConfig(ThreadBuffer* buf, int64_t ts) noexcept;
-void MaybeStopInputCapture() noexcept;
+void MaybeStopInputCapture(BoundaryKind kind) noexcept;
 void StopInputCaptureWithoutSteps() noexcept;
 // Ops seen with inputs on this thread; past the bound with no step seen, input capture stops.
 constexpr uint32_t kInputCaptureOpsWithoutSteps = 200'000;
@@ -399,7 +402,7 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
   try {
     const char* name = fn.name();
     if (name == nullptr) return nullptr;
-    BoundaryKind boundary;
+    BoundaryKind boundary = BoundaryKind::kStepStart;
     const bool is_boundary = scope == at::RecordScope::USER_SCOPE && BoundaryOf(name, &boundary);
     bool closes_window = false;
     if (is_boundary && c->window().options().bounded()) {
@@ -436,7 +439,7 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       // Step boundaries of a Python loop (no code change): the optimizer step and the loader.
       if (is_boundary || StartsWith(name, "enumerate(DataLoader)#")) {
         SnapshotConfig(b, NowNs());
-        if (is_boundary) MaybeStopInputCapture();
+        if (is_boundary) MaybeStopInputCapture(boundary);
       }
     } else {
       r->kind = scope == at::RecordScope::BACKWARD_FUNCTION ? RecKind::kBackward : RecKind::kOp;
@@ -573,17 +576,20 @@ void StopInputCapture() noexcept {
   }
 }
 
-void MaybeStopInputCapture() noexcept {
+void MaybeStopInputCapture(BoundaryKind kind) noexcept {
   ObserverState& st = State();
-  const int n = st.step_boundaries.fetch_add(1) + 1;
-  if (n >= st.input_capture_steps && st.capturing_inputs.load()) StopInputCapture();
+  // Steps done: optimizer steps are ends (the Nth ends N steps), step starts are starts (the Nth
+  // begins step N, so N - 1 are done).
+  const int done = kind == BoundaryKind::kOptimizerStep ? st.optimizer_steps.fetch_add(1) + 1
+                                                         : st.step_starts.fetch_add(1);
+  if (done >= st.input_capture_steps && st.capturing_inputs.load()) StopInputCapture();
 }
 
 // No step boundary in this thread's first kInputCaptureOpsWithoutSteps ops with inputs: the
 // structure those ops showed is what the steps would have shown; stop boxing inputs.
 void StopInputCaptureWithoutSteps() noexcept {
   ObserverState& st = State();
-  if (st.step_boundaries.load() == 0 && st.capturing_inputs.load()) StopInputCapture();
+  if (st.step_starts.load() == 0 && st.optimizer_steps.load() == 0 && st.capturing_inputs.load()) StopInputCapture();
 }
 
 bool AutocastEnabled() {
@@ -804,7 +810,7 @@ void MarkStep(int64_t step) {
   Rec* next = AppendUser(name.c_str());
   EndRec(State().current_step.exchange(next));
   SnapshotConfig(c->ThisThread(), NowNs());
-  MaybeStopInputCapture();
+  MaybeStopInputCapture(BoundaryKind::kStepStart);
 }
 
 void EndStep() { EndRec(State().current_step.exchange(nullptr)); }

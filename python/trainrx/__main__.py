@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from trainrx._paths import executable
+from trainrx._paths import executable, export_arrow_libdir
 
 
 def main() -> None:
@@ -19,6 +19,8 @@ def main() -> None:
     except FileNotFoundError as e:
         print(f"trainrx: {e}", file=sys.stderr)
         sys.exit(2)
+    if sys.argv[1:2] == ["export"]:
+        export_arrow_libdir()  # the Parquet plugin finds this Python's pyarrow wherever it is
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(exe, [exe, *sys.argv[1:]])

@@ -34,6 +34,32 @@ def bin_dir() -> Path:
     )
 
 
+def arrow_libdir() -> "str | None":
+    """The folder of the importable pyarrow's Arrow libraries (found without importing pyarrow), or None.
+
+    The Parquet plugin looks for them beside the package (``site-packages/pyarrow``) and where the
+    build found them; a pyarrow elsewhere on ``sys.path`` (another site-packages, a ``.pth`` file)
+    is handed to it in ``TRAINRX_ARROW_LIBDIR`` (exports/sinks.cc preloads its libraries from there).
+    """
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("pyarrow")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(list(spec.submodule_search_locations)[0])
+
+
+def export_arrow_libdir() -> None:
+    """Set ``TRAINRX_ARROW_LIBDIR`` for the plugin (this process and what it executes), if unset."""
+    if not os.environ.get("TRAINRX_ARROW_LIBDIR"):
+        found = arrow_libdir()
+        if found:
+            os.environ["TRAINRX_ARROW_LIBDIR"] = found
+
+
 def executable() -> Path:
     """The ``trainrx`` command-line binary."""
     return bin_dir() / "trainrx"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
 from trainrx import _native
+from trainrx._paths import export_arrow_libdir
 from trainrx.report import _set_options
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -43,6 +44,7 @@ def export(paths: Union[PathLike, Iterable[PathLike]], dataset: PathLike, *, run
         TrainrxError: bad input (the message names the file), or Parquet asked for without pyarrow.
     """
     names, overrides, flags = _set_options(paths, thresholds, strict, keep_clocks, per_rank)
+    export_arrow_libdir()  # the Parquet plugin finds this Python's pyarrow wherever it is
     return json.loads(_native.export(names, os.fspath(dataset), format, run, overrides, step, flags))
 
 

@@ -86,6 +86,34 @@ hfu = (u["model_flops"] + u["recompute_flops"]) / u["step_ns"] / 1e3 / 0.05  # t
 assert abs(u["hfu"] - hfu) <= 1e-4 * hfu and u["hfu"] > u["mfu"] > 0, u
 PY
 done
+# The C++ reference workload (trainrx run cnn: recorded with shapes in its first steps) against a
+# Python twin of its model counted by torch.utils.flop_counter: a stem conv 3->32, a residual block
+# of two 32->32 convs, a stride-2 conv 32->64, a block of two 64->64 convs (3x3, padding 1, batch
+# norm after each), global average pool, linear 64->10; batch 32 of 3x16x16 (workloads/train.cc).
+"$TRAINRX" run cnn --set steps=12 --format json --report cnn.json -o cnn_trace.json > cnn.out 2>&1 || bad "trainrx run cnn: $(tail -3 cnn.out)"
+$PY - <<'PY' && ok "trainrx run cnn: conv and matmul FLOPs a step equal flop_counter's on its Python twin" || bad "cnn workload FLOPs"
+import json, torch, torch.nn as nn, torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+def cb(i, o, s): return nn.Sequential(nn.Conv2d(i, o, 3, stride=s, padding=1), nn.BatchNorm2d(o))
+class Res(nn.Module):
+    def __init__(self, c): super().__init__(); self.a, self.b = cb(c, c, 1), cb(c, c, 1)
+    def forward(self, x): return F.relu(self.b(F.relu(self.a(x))) + x)
+class Cnn(nn.Module):
+    def __init__(self): super().__init__(); self.stem, self.r1, self.down, self.r2, self.fc = cb(3, 32, 1), Res(32), cb(32, 64, 2), Res(64), nn.Linear(64, 10)
+    def forward(self, x): return self.fc(F.adaptive_avg_pool2d(self.r2(F.relu(self.down(self.r1(F.relu(self.stem(x)))))), 1).flatten(1))
+m = Cnn()
+with FlopCounterMode(display=False) as c:
+    F.cross_entropy(m(torch.randn(32, 3, 16, 16)), torch.randint(0, 10, (32,))).backward()
+n = {str(k): v for k, v in c.get_flop_counts()["Global"].items()}
+want = {"conv": n.get("aten.convolution", 0) + n.get("aten.convolution_backward", 0),
+        "matmul": sum(n.get(k, 0) for k in ("aten.mm", "aten.addmm"))}
+u = json.load(open("cnn.json"))["metrics"]["utilization"][0]
+got = {k["class"]: k["flops"] for k in u["classes"]}
+print("  cnn: " + ", ".join(f"{k} {got.get(k, 0):.6g} (flop_counter {v:.6g})" for k, v in want.items()) + f"; shaped steps {u['steps_costed']}")
+for k, v in want.items():
+    assert abs(got.get(k, 0) - v) <= 0.01 * v, (k, got.get(k), v)
+assert u["steps_costed"] >= 2, u  # the collector's shapes cover its first 3 steps
+PY
 grep -q "Hardware utilization" rec.txt && grep -q "MFU" rec.txt && ok "text report has the utilization section" || bad "no utilization section: $(head -20 rec.txt)"
 
 # 3. Public traces with shapes: a hand count of their matmuls from Input Dims.

@@ -14,6 +14,7 @@ inline constexpr const char* kParquetFactorySymbol = "trainrx_new_parquet_sink";
 // The pyarrow whose Arrow libraries the plugin is built against (scripts/setup, pyproject.toml's
 // `sql` extra and cmake/Pyarrow.cmake pin the same).
 inline constexpr const char* kPyarrowVersion = "26.0.1";
+inline constexpr const char* kPyarrowSoversion = "2600";  // its libarrow.so.2600, libparquet.so.2600
 using ParquetSinkFactory = TableSink* (*)();
 // The plugin's build of table.h: a plugin whose TableSink or Table differs from the loader's would
 // crash the process, so the loader refuses one whose number is not its own. Bump on any change to
