@@ -165,6 +165,18 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
     return it == conv_out.end() ? nullptr : &it->second;
   };
 
+  // Each name's role for the recomputation test, found once per name.
+  constexpr uint8_t kBackwardNode = 1, kForwardEntry = 2, kKnown = 4;
+  std::vector<uint8_t> roles(trace.strings.size(), 0);
+  const auto role_of = [&](profiler::StrId id) -> uint8_t {
+    if (id >= roles.size()) return 0;
+    if (!(roles[id] & kKnown)) {
+      const std::string_view name = trace.strings.Get(id);
+      roles[id] = kKnown | (IsBackwardNode(name) ? kBackwardNode : 0) | (IsForwardEntry(name) ? kForwardEntry : 0);
+    }
+    return roles[id];
+  };
+
   // Pass 2: the outermost costed ops of every thread.
   std::map<CostKey, CachedCost> costs;
   std::vector<CostedOp> ops;
@@ -188,9 +200,9 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
       const bool in_backward = !open.empty() && open.back().backward;
       bool recompute = !open.empty() && open.back().recompute;
       if (e.kind == EventKind::kCpuOp || e.kind == EventKind::kUserAnnotation) {
-        const std::string_view name = trace.Name(e);
-        recompute = recompute || (in_backward && IsForwardEntry(name));
-        if (e.dur_ns > 0) open.push_back({e.end_ns(), in_backward || IsBackwardNode(name), recompute});
+        const uint8_t role = role_of(e.name);
+        recompute = recompute || (in_backward && (role & kForwardEntry));
+        if (e.dur_ns > 0) open.push_back({e.end_ns(), in_backward || (role & kBackwardNode), recompute});
       }
       // The parameters a step trains (each gradient accumulated once: torch.profiler's
       // AccumulateGrad nodes with their input's shape) and the tokens it reads (the largest

@@ -6,7 +6,7 @@ from the DuckDB command line and from the notebook, and bad input is an error. R
 
 The dataset: the two public ResNet-50 runs of the TensorBoard plugin as three nightly runs (a copy of
 the 4-worker run with its times moved one day later, and the 0-worker run, the slow one, three days
-later: the same job recorded on other days), the 8-rank DLRM job of HTA's samples, and 64 ranks made
+later: the same job recorded on other days), the 8-rank DLRM job of HTA's samples, and 256 ranks made
 from one of its ranks with a planted straggler (bench/make_rank_set.py; rank by rank).
 Skips (77) when pyarrow, DuckDB or the Parquet plugin are missing.
 """
@@ -76,14 +76,14 @@ class Tables(unittest.TestCase):
         cls.dataset = cls.tmp / "dataset"
         w0, w4 = FIX / "tb_plugin_workers" / "workers0.pt.trace.json.gz", FIX / "tb_plugin_workers" / "workers4.pt.trace.json.gz"
         subprocess.run([sys.executable, str(REPO / "bench" / "make_rank_set.py"),
-                        str(FIX / "dlrm_8ranks" / "worker0_step_12.1694128201545.pt.trace.json.gz"), str(cls.tmp / "set64"),
-                        "--ranks", "64", "--straggler", "17"], check=True, capture_output=True)
+                        str(FIX / "dlrm_8ranks" / "worker0_step_12.1694128201545.pt.trace.json.gz"), str(cls.tmp / "set256"),
+                        "--ranks", "256", "--straggler", "17"], check=True, capture_output=True)
         cls.runs = {
             "nightly-0609": w4,
             "nightly-0610": shifted(w4, 1, cls.tmp / "w4_plus1.json.gz"),
             "nightly-0611": shifted(w0, 3, cls.tmp / "w0_plus3.json.gz"),
             "dlrm-8ranks": FIX / "dlrm_8ranks",
-            "dlrm-64ranks": cls.tmp / "set64",
+            "dlrm-256ranks": cls.tmp / "set256",
         }
         cls.written = {run: trainrx.export(path, cls.dataset, run=run) for run, path in cls.runs.items()}
         cls.con = trainrx.connect(cls.dataset)
@@ -98,11 +98,11 @@ class Tables(unittest.TestCase):
 
     def test_strategies_and_partitions(self) -> None:
         self.assertEqual(self.written["dlrm-8ranks"]["strategy"], "merged")
-        self.assertEqual(self.written["dlrm-64ranks"]["strategy"], "rank by rank")
-        self.assertEqual(self.written["dlrm-64ranks"]["ranks"], 64)
+        self.assertEqual(self.written["dlrm-256ranks"]["strategy"], "rank by rank")
+        self.assertEqual(self.written["dlrm-256ranks"]["ranks"], 256)
         ranks = self.q("SELECT run, count(DISTINCT rank) AS n FROM kernels GROUP BY run ORDER BY run")
         self.assertEqual(dict(zip(ranks.run, ranks.n)),
-                         {"dlrm-64ranks": 64, "dlrm-8ranks": 8, "nightly-0609": 1, "nightly-0610": 1, "nightly-0611": 1})
+                         {"dlrm-256ranks": 256, "dlrm-8ranks": 8, "nightly-0609": 1, "nightly-0610": 1, "nightly-0611": 1})
         for run, w in self.written.items():
             n = self.q(f"SELECT count(*) AS n FROM ops WHERE run = '{run}'").n[0]
             self.assertEqual(n, w["rows"]["ops"], run)
@@ -136,13 +136,13 @@ class Tables(unittest.TestCase):
 
     def test_late_ranks_equal_the_straggler(self) -> None:
         late = self.q((SQL / "late_ranks.sql").read_text())
-        for run in ("dlrm-8ranks", "dlrm-64ranks"):
+        for run in ("dlrm-8ranks", "dlrm-256ranks"):
             doc = analyze_json(self.runs[run])
             straggler = next(f for f in doc["findings"] if f["id"] == "dist.straggler")
             top = late[late.run == run].iloc[0]
             self.assertEqual(top["rank"], straggler["rank"], run)
             self.assertIn(f"arrived last at {top.times_last} of {top.collectives} collectives", straggler["title"])
-        self.assertEqual(late[late.run == "dlrm-64ranks"].iloc[0]["rank"], 17)  # the planted one
+        self.assertEqual(late[late.run == "dlrm-256ranks"].iloc[0]["rank"], 17)  # the planted one
 
     def test_slower_runs_and_kernels_grew(self) -> None:
         slower = self.q((SQL / "slower_runs.sql").read_text())
