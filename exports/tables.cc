@@ -443,88 +443,96 @@ Status ExportSet(const std::vector<std::string>& paths, const ExportOptions& opt
   summary->ranks = set.trace.ranks.size();
   const std::string& run = summary->run;
   if (Status st = ClearRun(dir, run); !st.ok()) return st;
-  // Per-rank tables of every rank, empty ones included: a view's schema never depends on which
-  // ranks had rows.
-  // Merged: the set's trace holds every event, its clocks aligned. Rank by rank: each rank's
-  // side; its times are its file's, moved by its clock shift as they are written.
-  std::vector<RankSide> merged_sides;
-  if (set.strategy == sets::Strategy::kMerged)
-    merged_sides = analyzers::BuildRankSides(set.trace, &set.report.metrics.steps, set.report.metrics.unfinished,
-                                             set.report.metrics.windows);
-  const std::vector<RankSide>& sides = set.strategy == sets::Strategy::kMerged ? merged_sides : set.sides;
-  std::map<int32_t, int64_t> shift;
-  if (set.strategy != sets::Strategy::kMerged)
-    for (const auto& r : set.trace.ranks) shift[r.rank] = r.clock_shift_ns;
-  std::map<int32_t, RankSteps> steps = StepsByRank(set.report.metrics.steps);
-  for (auto& [rank, s] : steps) s.shift_ns = shift.count(rank) ? shift[rank] : 0;
-  int64_t first_ns = INT64_MAX;
-  for (const auto& [rank, s] : steps)
-    if (!s.rows.empty()) first_ns = std::min(first_ns, s.rows.front()->start_ns + s.shift_ns);
+  // A run that fails half way is removed, not left for a query to read as a whole one.
+  const auto write_run = [&]() -> Status {
+    // Per-rank tables of every rank, empty ones included: a view's schema never depends on which
+    // ranks had rows.
+    // Merged: the set's trace holds every event, its clocks aligned. Rank by rank: each rank's
+    // side; its times are its file's, moved by its clock shift as they are written.
+    std::vector<RankSide> merged_sides;
+    if (set.strategy == sets::Strategy::kMerged)
+      merged_sides = analyzers::BuildRankSides(set.trace, &set.report.metrics.steps, set.report.metrics.unfinished,
+                                               set.report.metrics.windows);
+    const std::vector<RankSide>& sides = set.strategy == sets::Strategy::kMerged ? merged_sides : set.sides;
+    std::map<int32_t, int64_t> shift;
+    if (set.strategy != sets::Strategy::kMerged)
+      for (const auto& r : set.trace.ranks) shift[r.rank] = r.clock_shift_ns;
+    std::map<int32_t, RankSteps> steps = StepsByRank(set.report.metrics.steps);
+    for (auto& [rank, s] : steps) s.shift_ns = shift.count(rank) ? shift[rank] : 0;
+    int64_t first_ns = INT64_MAX;
+    for (const auto& [rank, s] : steps)
+      if (!s.rows.empty()) first_ns = std::min(first_ns, s.rows.front()->start_ns + s.shift_ns);
 
-  // The event tables, rank by rank.
-  std::map<int32_t, uint64_t> events;
-  const auto write_events = [&](const Trace& trace, const std::vector<int32_t>& ranks) -> Status {
-    for (int32_t rank : ranks) {
-      const int64_t sh = shift.count(rank) ? shift[rank] : 0;
+    // The event tables, rank by rank.
+    std::map<int32_t, uint64_t> events;
+    const auto write_events = [&](const Trace& trace, const std::vector<int32_t>& ranks) -> Status {
+      for (int32_t rank : ranks) {
+        const int64_t sh = shift.count(rank) ? shift[rank] : 0;
+        static const RankSteps kNone;
+        const auto it = steps.find(rank);
+        if (Status st = WriteEventTables(trace, rank, it == steps.end() ? kNone : it->second, sh, run, dir, sink, summary,
+                                         &events[rank]);
+            !st.ok())
+          return st;
+      }
+      return {};
+    };
+    if (set.strategy == sets::Strategy::kMerged) {
+      if (Status st = write_events(set.trace, set.trace.RankIds()); !st.ok()) return st;
+      if (first_ns == INT64_MAX)
+        for (const auto& e : set.trace.events) first_ns = std::min(first_ns, e.ts_ns);
+    } else {
+      // One file at a time (a file may hold several ranks); its ranks are the sides read from it.
+      for (const std::string& file : set.files) {
+        Trace trace;
+        profiler::ReadOptions read_options;
+        if (Status st = profiler::ReadTraces({file}, trace, read_options); !st.ok()) return st;
+        std::vector<int32_t> ranks;
+        // The rank-by-rank reader may have moved a rank claimed twice: match by source and order.
+        std::vector<int32_t> file_ranks;
+        for (const auto& r : set.trace.ranks)
+          if (r.source == file) file_ranks.push_back(r.rank);
+        const auto own = trace.RankIds();
+        if (file_ranks.size() != own.size())
+          return Status::Error(fmt::format("{}: read {} ranks where the set's analysis had {}", file, own.size(), file_ranks.size()));
+        // Each of the file's ranks is written under the rank the set gave it.
+        for (size_t i = 0; i < own.size(); ++i) {
+          if (own[i] != file_ranks[i])
+            for (auto& tr : trace.tracks)
+              if (tr.rank == own[i]) tr.rank = file_ranks[i];
+          ranks.push_back(file_ranks[i]);
+        }
+        if (Status st = write_events(trace, ranks); !st.ok()) return st;
+      }
+    }
+    // The per-rank analysis tables.
+    for (const auto& [rank, s] : steps)
+      if (Status st = WriteTable(StepsTable(s, rank, run), dir, sink, summary); !st.ok()) return st;
+    for (auto& [rank, t] : CollectiveTables(sides, steps, run))
+      if (Status st = WriteTable(t, dir, sink, summary); !st.ok()) return st;
+    for (const auto& path : set.report.metrics.critical_paths) {
       static const RankSteps kNone;
-      const auto it = steps.find(rank);
-      if (Status st = WriteEventTables(trace, rank, it == steps.end() ? kNone : it->second, sh, run, dir, sink, summary,
-                                       &events[rank]);
+      const auto it = steps.find(path.rank);
+      const int64_t sh = shift.count(path.rank) ? shift[path.rank] : 0;
+      if (Status st = WriteTable(CriticalPathTable(path, sh, it == steps.end() ? kNone : it->second, run), dir, sink, summary);
           !st.ok())
         return st;
     }
+    // The run's tables.
+    if (first_ns == INT64_MAX) first_ns = 0;
+    for (const Table& t : {RunsTable(set, run, first_ns), RanksTable(set.trace, events, run), FindingsTable(set.report, run)})
+      if (Status st = WriteTable(t, dir, sink, summary); !st.ok()) return st;
+    const std::string views = (fs::path(dir) / "views.sql").string();
+    std::ofstream out(views);
+    out << ViewsSql(dir, sink.Extension());
+    out.flush();
+    if (!out) return Status::Error(views + ": write failed");
     return {};
   };
-  if (set.strategy == sets::Strategy::kMerged) {
-    if (Status st = write_events(set.trace, set.trace.RankIds()); !st.ok()) return st;
-    if (first_ns == INT64_MAX)
-      for (const auto& e : set.trace.events) first_ns = std::min(first_ns, e.ts_ns);
-  } else {
-    // One file at a time (a file may hold several ranks); its ranks are the sides read from it.
-    for (const std::string& file : set.files) {
-      Trace trace;
-      profiler::ReadOptions read_options;
-      if (Status st = profiler::ReadTraces({file}, trace, read_options); !st.ok()) return st;
-      std::vector<int32_t> ranks;
-      // The rank-by-rank reader may have moved a rank claimed twice: match by source and order.
-      std::vector<int32_t> file_ranks;
-      for (const auto& r : set.trace.ranks)
-        if (r.source == file) file_ranks.push_back(r.rank);
-      const auto own = trace.RankIds();
-      if (file_ranks.size() != own.size())
-        return Status::Error(fmt::format("{}: read {} ranks where the set's analysis had {}", file, own.size(), file_ranks.size()));
-      // Each of the file's ranks is written under the rank the set gave it.
-      for (size_t i = 0; i < own.size(); ++i) {
-        if (own[i] != file_ranks[i])
-          for (auto& tr : trace.tracks)
-            if (tr.rank == own[i]) tr.rank = file_ranks[i];
-        ranks.push_back(file_ranks[i]);
-      }
-      if (Status st = write_events(trace, ranks); !st.ok()) return st;
-    }
+  if (Status st = write_run(); !st.ok()) {
+    (void)ClearRun(dir, run);
+    return st;
   }
-  // The per-rank analysis tables.
-  for (const auto& [rank, s] : steps)
-    if (Status st = WriteTable(StepsTable(s, rank, run), dir, sink, summary); !st.ok()) return st;
-  for (auto& [rank, t] : CollectiveTables(sides, steps, run))
-    if (Status st = WriteTable(t, dir, sink, summary); !st.ok()) return st;
-  for (const auto& path : set.report.metrics.critical_paths) {
-    static const RankSteps kNone;
-    const auto it = steps.find(path.rank);
-    const int64_t sh = shift.count(path.rank) ? shift[path.rank] : 0;
-    if (Status st = WriteTable(CriticalPathTable(path, sh, it == steps.end() ? kNone : it->second, run), dir, sink, summary);
-        !st.ok())
-      return st;
-  }
-  // The run's tables.
-  if (first_ns == INT64_MAX) first_ns = 0;
-  for (const Table& t : {RunsTable(set, run, first_ns), RanksTable(set.trace, events, run), FindingsTable(set.report, run)})
-    if (Status st = WriteTable(t, dir, sink, summary); !st.ok()) return st;
-  const std::string views = (fs::path(dir) / "views.sql").string();
-  std::ofstream out(views);
-  out << ViewsSql(dir, sink.Extension());
-  out.flush();
-  if (!out) return Status::Error(views + ": write failed");
   return {};
 }
 

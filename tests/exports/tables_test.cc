@@ -201,6 +201,44 @@ TEST_F(ExportTest, ARunExportedAgainReplacesItselfOnly) {
   EXPECT_EQ(Csv(Part("runs", "a")).rows, 1u);
 }
 
+// A sink whose writes fail after `ok` chunks (a full disk half way through an export).
+class FailingSink : public TableSink {
+ public:
+  explicit FailingSink(int ok) : left_(ok) {}
+  const char* Extension() const override { return "csv"; }
+  StatusOr<std::unique_ptr<TableWriter>> Open(const std::string& path) override {
+    auto inner = csv_->Open(path);
+    if (!inner.ok()) return inner.status();
+    return std::unique_ptr<TableWriter>(std::make_unique<Writer>(std::move(*inner), &left_));
+  }
+
+ private:
+  struct Writer : TableWriter {
+    Writer(std::unique_ptr<TableWriter> w, int* left) : w(std::move(w)), left(left) {}
+    Status Append(const Table& t) override { return --*left < 0 ? Status::Error("disk full") : w->Append(t); }
+    Status Close() override { return w->Close(); }
+    std::unique_ptr<TableWriter> w;
+    int* left;
+  };
+  int left_;
+  std::unique_ptr<TableSink> csv_ = NewCsvSink();
+};
+
+// An export that fails half way says why and leaves no part of its run behind (a query would read
+// a half-written run as a whole one); the dataset's other runs stay.
+TEST_F(ExportTest, AnExportThatFailsHalfWayLeavesNoPartOfItsRun) {
+  Export({kDlrm}, "kept");
+  FailingSink sink(20);
+  ExportOptions o;
+  o.run = "broken";
+  ExportSummary s;
+  std::string error;
+  EXPECT_FALSE(ExportSet({kDlrm}, o, dir_.string(), sink, &s).ToBool(&error));
+  EXPECT_NE(error.find("disk full"), std::string::npos) << error;
+  for (const auto& table : TableNames()) EXPECT_FALSE(fs::exists(dir_ / table / "run=broken")) << table;
+  EXPECT_TRUE(fs::exists(Part("kernels", "kept", 3)));
+}
+
 TEST_F(ExportTest, RunNamesAndBadInputs) {
   EXPECT_EQ(RunNameOf("runs/rank0.pt.trace.json.gz"), "rank0");
   EXPECT_EQ(RunNameOf("a b/job:1.json"), "job_1");
