@@ -463,6 +463,7 @@ Status ExportSet(const std::vector<std::string>& paths, const ExportOptions& opt
     for (const auto& [rank, s] : steps)
       if (!s.rows.empty()) first_ns = std::min(first_ns, s.rows.front()->start_ns + s.shift_ns);
 
+    std::vector<analyzers::CriticalPath> rank_paths;  // rank by rank: each file's, from its second read
     // The event tables, rank by rank.
     std::map<int32_t, uint64_t> events;
     const auto write_events = [&](const Trace& trace, const std::vector<int32_t>& ranks) -> Status {
@@ -495,13 +496,19 @@ Status ExportSet(const std::vector<std::string>& paths, const ExportOptions& opt
         const auto own = trace.RankIds();
         if (file_ranks.size() != own.size())
           return Status::Error(fmt::format("{}: read {} ranks where the set's analysis had {}", file, own.size(), file_ranks.size()));
-        // Each of the file's ranks is written under the rank the set gave it.
-        for (size_t i = 0; i < own.size(); ++i) {
-          if (own[i] != file_ranks[i])
-            for (auto& tr : trace.tracks)
-              if (tr.rank == own[i]) tr.rank = file_ranks[i];
-          ranks.push_back(file_ranks[i]);
+        std::map<int32_t, int32_t> to;  // the file's ranks -> the ranks the set gave them
+        for (size_t i = 0; i < own.size(); ++i) to[own[i]] = file_ranks[i], ranks.push_back(file_ranks[i]);
+        // The file's critical paths: the set's analysis, rank by rank, kept none of them.
+        if (!options.set.step_name.empty())
+          for (auto& r : trace.ranks) r.config["step_name"] = profiler::ConfigValue::String(options.set.step_name);
+        for (analyzers::CriticalPath& path : analyzers::Analyze(trace, options.set.thresholds).metrics.critical_paths) {
+          path.rank = to.count(path.rank) ? to[path.rank] : path.rank;
+          rank_paths.push_back(std::move(path));
         }
+        // Each of the file's ranks is written under the rank the set gave it (in one pass: a
+        // rank moved onto another's number must not be moved twice).
+        for (auto& tr : trace.tracks)
+          if (auto m = to.find(tr.rank); m != to.end()) tr.rank = m->second;
         if (Status st = write_events(trace, ranks); !st.ok()) return st;
       }
     }
@@ -510,7 +517,7 @@ Status ExportSet(const std::vector<std::string>& paths, const ExportOptions& opt
       if (Status st = WriteTable(StepsTable(s, rank, run), dir, sink, summary); !st.ok()) return st;
     for (auto& [rank, t] : CollectiveTables(sides, steps, run))
       if (Status st = WriteTable(t, dir, sink, summary); !st.ok()) return st;
-    for (const auto& path : set.report.metrics.critical_paths) {
+    for (const auto& path : set.strategy == sets::Strategy::kMerged ? set.report.metrics.critical_paths : rank_paths) {
       static const RankSteps kNone;
       const auto it = steps.find(path.rank);
       const int64_t sh = shift.count(path.rank) ? shift[path.rank] : 0;
