@@ -113,7 +113,8 @@ TEST_F(ExportTest, MergedAndRankByRankWriteTheSameTablesAndTheyAgreeWithTheAnaly
   EXPECT_GT(Rows(per_rank, "critical_path"), 0u);
   int merged_waits = 0, per_rank_waits = 0;
   for (int32_t rank = 0; rank < 8; ++rank) {
-    for (const auto& c : Csv(Part("critical_path", "merged", rank)).cols.at("class")) merged_waits += c == "rank_wait";
+    const Csv m(Part("critical_path", "merged", rank));
+    for (const auto& c : m.cols.at("class")) merged_waits += c == "rank_wait";
     const Csv p(Part("critical_path", "per_rank", rank));
     EXPECT_GT(p.rows, 0u) << rank;
     for (const auto& c : p.cols.at("class")) per_rank_waits += c == "rank_wait";
