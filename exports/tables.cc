@@ -117,12 +117,11 @@ class Rows {
     if (Status st = writer_->Append(t_); !st.ok()) return st;
     written_ += t_.rows();
     t_.Clear();
-    ++chunks_;
     return {};
   }
   Table t_;
   std::unique_ptr<TableWriter> writer_;
-  uint64_t written_ = 0, chunks_ = 0;
+  uint64_t written_ = 0;
 };
 
 void Int(Column& c, int64_t v) { c.ints.push_back(v); }
@@ -463,7 +462,6 @@ Status ExportSet(const std::vector<std::string>& paths, const ExportOptions& opt
     for (const auto& [rank, s] : steps)
       if (!s.rows.empty()) first_ns = std::min(first_ns, s.rows.front()->start_ns + s.shift_ns);
 
-    std::vector<analyzers::CriticalPath> rank_paths;  // rank by rank: each file's, from its second read
     // The event tables, rank by rank.
     std::map<int32_t, uint64_t> events;
     const auto write_events = [&](const Trace& trace, const std::vector<int32_t>& ranks) -> Status {
@@ -498,13 +496,6 @@ Status ExportSet(const std::vector<std::string>& paths, const ExportOptions& opt
           return Status::Error(fmt::format("{}: read {} ranks where the set's analysis had {}", file, own.size(), file_ranks.size()));
         std::map<int32_t, int32_t> to;  // the file's ranks -> the ranks the set gave them
         for (size_t i = 0; i < own.size(); ++i) to[own[i]] = file_ranks[i], ranks.push_back(file_ranks[i]);
-        // The file's critical paths: the set's analysis, rank by rank, kept none of them.
-        if (!options.set.step_name.empty())
-          for (auto& r : trace.ranks) r.config["step_name"] = profiler::ConfigValue::String(options.set.step_name);
-        for (analyzers::CriticalPath& path : analyzers::Analyze(trace, options.set.thresholds).metrics.critical_paths) {
-          path.rank = to.count(path.rank) ? to[path.rank] : path.rank;
-          rank_paths.push_back(std::move(path));
-        }
         // Each of the file's ranks is written under the rank the set gave it (in one pass: a
         // rank moved onto another's number must not be moved twice).
         for (auto& tr : trace.tracks)
@@ -517,7 +508,14 @@ Status ExportSet(const std::vector<std::string>& paths, const ExportOptions& opt
       if (Status st = WriteTable(StepsTable(s, rank, run), dir, sink, summary); !st.ok()) return st;
     for (auto& [rank, t] : CollectiveTables(sides, steps, run))
       if (Status st = WriteTable(t, dir, sink, summary); !st.ok()) return st;
-    for (const auto& path : set.strategy == sets::Strategy::kMerged ? set.report.metrics.critical_paths : rank_paths) {
+    // Merged: the set's paths. Rank by rank: each side's, from its file's own analysis.
+    std::vector<const analyzers::CriticalPath*> paths;
+    for (const auto& path : set.report.metrics.critical_paths) paths.push_back(&path);
+    if (set.strategy != sets::Strategy::kMerged)
+      for (const RankSide& side : sides)
+        for (const auto& path : side.critical_paths) paths.push_back(&path);
+    for (const analyzers::CriticalPath* p : paths) {
+      const analyzers::CriticalPath& path = *p;
       static const RankSteps kNone;
       const auto it = steps.find(path.rank);
       const int64_t sh = shift.count(path.rank) ? shift[path.rank] : 0;

@@ -34,6 +34,8 @@ Status ReadFileSides(const std::string& file, const analyzers::Thresholds& thres
   for (analyzers::RankSide& side : analyzers::BuildRankSides(t, &m.steps, m.unfinished, m.windows)) {
     for (const auto& f : report.findings)
       if (f.rank == side.info.rank || f.rank < 0) side.findings.push_back(f);
+    for (const auto& path : m.critical_paths)
+      if (path.rank == side.info.rank) side.critical_paths.push_back(path);
     out->sides.push_back(std::move(side));
   }
   if (!out->sides.empty()) {
@@ -62,6 +64,7 @@ void CombineFileSides(std::vector<FileSides>& per_file, std::vector<analyzers::R
           if (f.rank == from) f.rank = to;
         for (auto& u : side.unfinished) u.rank = to;
         for (auto& w : side.windows) w.rank = to;
+        for (auto& p : side.critical_paths) p.rank = to;
       }
       taken.insert(side.info.rank);
       sides->push_back(std::move(side));

@@ -41,6 +41,10 @@ struct RankSide {
   std::vector<Finding> findings;  // the rank's own findings (per-rank analysis)
   std::vector<UnfinishedRank> unfinished;  // its recording did not end normally
   std::vector<RecordedWindow> windows;     // it was recorded through a step window
+  // Its critical path (critical_path.cc), from its own analysis, where the rank had device work: for
+  // `trainrx export` of a set read rank by rank. Without the other ranks, a collective's wait for
+  // the last rank is not split out as rank_wait. Not in summaries.
+  std::vector<CriticalPath> critical_paths;
   // What the rank trains on: per step, the first input of its first conv/linear op (from
   // record_shapes, or our collector's first steps), e.g. "aten::conv2d [32, 3, 16, 16]"; the
   // most common one, the steps that had it and the steps that had one at all (0: none recorded).
