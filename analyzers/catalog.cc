@@ -72,7 +72,7 @@ std::vector<CatalogEntry> GpuAndDistEntries() {
          "Use c10's caching allocator (the default; do not set PYTORCH_NO_CUDA_MEMORY_CACHING), allocate buffers once "
          "outside the step and reuse them, and avoid c10::cuda::CUDACachingAllocator::emptyCache() in the loop.",
          ""}},
-       "", "", "", kFindings},
+       "", "", "", kFindings, "caching_allocator"},
       {"gpu.launch_bound", "gpu", "most GPU activities run shorter than their launch call",
        {{"",
          "Give the GPU bigger pieces of work: a larger batch, torch.compile (fusion), or CUDA graphs "
@@ -164,7 +164,7 @@ std::vector<CatalogEntry> InputToTensorEntries() {
        {{"",
          kLoaderPython, kLoaderCpp,
          "workers"}},
-       "data_cost", "workers=2", "DataLoader(..., num_workers=2, persistent_workers=True)", kFindings},
+       "data_cost", "workers=2", "DataLoader(..., num_workers=2, persistent_workers=True)", kFindings, "loader_workers"},
       {"input.workers", "input", "single-process loading while the steps wait for data, or more workers than CPUs",
        {{"single_process",
          kLoaderPython, kLoaderCpp,
@@ -176,7 +176,7 @@ std::vector<CatalogEntry> InputToTensorEntries() {
        "workers", "workers=2",
        "DataLoader(..., num_workers=2, persistent_workers=True); pick N with `trainrx sweep --cmd \"... {workers}\" "
        "--grid workers=0,1,2,4`",
-       kFindings},
+       kFindings, "loader_workers"},
       {"input.pin_memory", "input", "host-to-device copies from pageable memory",
        {{"", "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)",
          "Allocate host batches with .pin_memory() and copy with .to(device, /*non_blocking=*/true)", "pin_memory"}},
@@ -194,16 +194,16 @@ std::vector<CatalogEntry> InputToTensorEntries() {
          "(ix = torch.randint(...).tolist()) or draw them with NumPy/random, and index with ints.",
          kSyncCpp,
          "item_every_step"}},
-       "item_every_step", "", "", kFindings},
+       "item_every_step", "", "", kFindings, "unblock_syncs"},
       {"sync.blocking_copy", "sync", "synchronous host-to-device cudaMemcpy of 64 KB or more",
        {{"", "batch.to(device, non_blocking=True) from pinned memory (DataLoader(pin_memory=True))",
          "tensor.pin_memory().to(device, /*non_blocking=*/true)", "pin_memory"}},
-       "", "", "", kFindings},
+       "", "", "", kFindings, "unblock_syncs"},
       {"optim.zero_grad", "optim", "zero_grad writes zeros instead of setting gradients to None",
        {{"", "optimizer.zero_grad(set_to_none=True) (the default since PyTorch 2.0)",
          "optimizer.zero_grad(/*set_to_none=*/true)", "zero_grad_none"}},
        "zero_grad_none", "zero_grad_none", "optimizer.zero_grad(set_to_none=True) (the default since torch 2.0)",
-       kFindings},
+       kFindings, "zero_grad_none"},
       {"optim.single_tensor", "optim", "an optimizer step with one op per parameter (no foreach / fused ops)",
        {{"",
          "torch.optim.{optimizer}(params, ..., foreach=True) (the default only when every parameter is on CUDA); "
@@ -213,7 +213,7 @@ std::vector<CatalogEntry> InputToTensorEntries() {
          "at::_foreach_addcdiv_, ...)",
          // the reference workloads use LibTorch's optimizers: no foreach to switch
          ""}},
-       "foreach", "", "", kFindings},
+       "foreach", "", "", kFindings, "foreach_optimizer"},
       {"precision.fp32_matmul", "precision", "FP32 GEMM/conv kernels on an sm_80+ GPU with TF32 off",
        {{"matmul",
          "torch.set_float32_matmul_precision(\"high\") (or torch.backends.cuda.matmul.allow_tf32 = True; "
@@ -378,7 +378,7 @@ std::vector<CatalogEntry> ModelAndConfigEntries() {
          "torch::nn::Conv2dOptions(...).bias(false) / LinearOptions(...).bias(false) before a batch (or, for "
          "convolutions, instance) norm layer",
          "bias"}},
-       "bias", "", "", kFindings},
+       "bias", "", "", kFindings, "drop_bias"},
       {"debug.anomaly_detection", "config", "autograd anomaly detection on during the steps",
        {{"",
          "Remove torch.autograd.set_detect_anomaly(True) / detect_anomaly() from training runs; enable it only while "
@@ -386,13 +386,13 @@ std::vector<CatalogEntry> ModelAndConfigEntries() {
          "Remove torch::autograd::AnomalyMode::set_enabled(true) / DetectAnomalyGuard from the training loop",
          "anomaly=0"}},
        "anomaly", "anomaly_off", "remove torch.autograd.set_detect_anomaly(True) / detect_anomaly() from training",
-       kFindings},
+       kFindings, "anomaly_off"},
       {"debug.profiler", "config", "another profiler's callbacks active during the steps",
        {{"",
          "Leave torch.profiler / torch.autograd.profiler.profile / emit_nvtx out of production runs "
          "(profile a few steps with a schedule, or use trainrx record)",
          "Remove torch::autograd::profiler::RecordProfile / enableProfiler from the training loop", "profiler=0"}},
-       "profiler", "", "", kFindings},
+       "profiler", "", "", kFindings, "profiler_off"},
       {"debug.launch_blocking", "config", "CUDA_LAUNCH_BLOCKING=1, or deterministic algorithms forced",
        {{"blocking", "Unset CUDA_LAUNCH_BLOCKING (a debugging switch)", "Unset CUDA_LAUNCH_BLOCKING in the environment",
          "launch_blocking=0"},
@@ -402,7 +402,7 @@ std::vector<CatalogEntry> ModelAndConfigEntries() {
       {"cudnn.benchmark_off", "config", "the cuDNN autotuner is off while convolutions run on a GPU",
        {{"", "torch.backends.cudnn.benchmark = True (with fixed input shapes)",
          "at::globalContext().setBenchmarkCuDNN(true)", "cudnn_benchmark=1"}},
-       "cudnn_benchmark", "cudnn_benchmark", "torch.backends.cudnn.benchmark = True", kFindings},
+       "cudnn_benchmark", "cudnn_benchmark", "torch.backends.cudnn.benchmark = True", kFindings, "cudnn_benchmark"},
       {"cudnn.deterministic_on", "config", "deterministic cuDNN convolutions are forced",
        {{"", "torch.backends.cudnn.deterministic = False (unless reproducibility is required: then keep it and say so)",
          "at::globalContext().setDeterministicCuDNN(false)", "cudnn_deterministic=0"}},
@@ -412,7 +412,7 @@ std::vector<CatalogEntry> ModelAndConfigEntries() {
        {{"", "Wrap evaluation in `with torch.no_grad():` (or torch.inference_mode()) after model.eval()",
          "Wrap evaluation in `torch::NoGradGuard no_grad;` (or c10::InferenceMode guard)", "eval_no_grad=1"}},
        "eval_no_grad", "eval_no_grad", "run evaluation under `with torch.no_grad():` (or torch.inference_mode())",
-       kFindings},
+       kFindings, "eval_no_grad"},
       {"steps.slow", "steps", "steady steps far slower than the median after the warm-up: periodic, a burst, or scattered",
        {{"look",
          "Look at what runs in those steps (the examples name them; the HTML report's timeline shows them: `trainrx analyze "

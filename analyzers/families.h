@@ -42,6 +42,10 @@ CriticalPath PathOfWindows(const profiler::Trace& trace, const RankLinks& links,
 // Every finding's estimated saving bounded by the path time of the classes its fix removes (after
 // the families; the rank's path must exist).
 void BoundSavingsByPath(Report& report);
+// Each finding whose catalog entry names a transform gets its predicted saving (Finding::predicted)
+// from the what-if replay of its rank's dependency graph (dependency/what_if.cc).
+class LinkIndex;
+void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps, Report& report);
 // dist.data_parallel on one rank (dataparallel.cc; called by AnalyzeDist).
 void AnalyzeDataParallel(const AnalysisContext& ctx, int32_t rank, Report& out);
 

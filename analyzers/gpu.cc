@@ -45,7 +45,7 @@
 
 #include "families.h"
 #include "intervals.h"
-#include "links.h"
+#include "dependency/links.h"
 #include "runtime_names.h"
 #include "trainrx/profiler/time.h"
 #include "trainrx/profiler/sort_runs.h"

@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "families.h"
-#include "links.h"
+#include "dependency/links.h"
 #include "scopes.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/cross_rank.h"
@@ -182,6 +182,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
   FlagCompileForLaunches(ctx, report);  // reads gpu.launch_bound and the compile figures
   BoundSavingsByPath(report);           // every saving within what the critical path says its cause costs
+  PredictSavings(trace, *links, steps, report);  // each fix's transform replayed (dependency/what_if.cc)
   AddUtilizationEvidence(report);       // MFU beside the causes of a low one
   // Several ranks: a claim found on each is shown once, naming them (as rank by rank).
   if (trace.ranks.size() > 1) report.findings = FoldFindings(std::move(report.findings), trace.ranks.size());
@@ -191,7 +192,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
 
 void SortFindings(std::vector<Finding>& findings) {
   std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
-    if (a.estimated_saving_pct != b.estimated_saving_pct) return a.estimated_saving_pct > b.estimated_saving_pct;
+    if (a.RankingPct() != b.RankingPct()) return a.RankingPct() > b.RankingPct();
     if (a.estimated_saving_ns != b.estimated_saving_ns) return a.estimated_saving_ns > b.estimated_saving_ns;  // no steps
     return static_cast<int>(a.severity) > static_cast<int>(b.severity);
   });

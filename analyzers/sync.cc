@@ -23,7 +23,7 @@
 
 #include "families.h"
 #include "intervals.h"
-#include "links.h"
+#include "dependency/links.h"
 #include "ops.h"
 #include "runtime_names.h"
 #include "scopes.h"

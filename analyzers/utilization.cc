@@ -30,7 +30,7 @@
 #include "device_peaks.h"
 #include "families.h"
 #include "flops.h"
-#include "links.h"
+#include "dependency/links.h"
 #include "ops.h"
 #include "runtime_names.h"
 #include "shapes.h"

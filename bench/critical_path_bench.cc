@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "families.h"
-#include "links.h"
+#include "dependency/links.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/profiler/kineto_reader.h"
 

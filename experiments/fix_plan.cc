@@ -45,6 +45,22 @@ const char* StopName(FixRow::Stop s) {
   return "";
 }
 
+void AddFindingEstimate(FixRow& row, const analyzers::Finding& f) {
+  row.estimated_saving_pct = std::max(row.estimated_saving_pct, f.estimated_saving_pct);
+  const analyzers::Prediction& p = f.predicted;
+  if (p.method != "replay" || (row.predicted && row.predicted_saving_pct >= p.saving_pct)) return;
+  row.predicted = true;
+  row.predicted_saving_pct = p.saving_pct;
+  row.predicted_low_pct = p.low_pct;
+  row.predicted_high_pct = p.high_pct;
+}
+
+std::optional<bool> PredictionHolds(const FixRow& row) {
+  if (!row.predicted || row.cmp.speedup <= 0) return std::nullopt;
+  const double measured = 100.0 * (1.0 - 1.0 / row.cmp.speedup);
+  return measured >= row.predicted_low_pct && measured <= row.predicted_high_pct;
+}
+
 std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& analysis, std::vector<std::string>* notes) {
   // Which knob fixes which finding: the finding's own knob, else the knob whose bad value plants it
   // (the finding catalog).
@@ -68,7 +84,7 @@ std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& ana
       auto& row = by_knob[name];
       row.change = fmt::format("{}={} -> {}", name, spec.config.Get(name), target);
       if (std::find(row.findings.begin(), row.findings.end(), f.id) == row.findings.end()) row.findings.push_back(f.id);
-      row.estimated_saving_pct = std::max(row.estimated_saving_pct, f.estimated_saving_pct);
+      AddFindingEstimate(row, f);
       fixable = true;
       break;
     }
@@ -655,7 +671,7 @@ std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analy
     }
     auto& row = plans[it->second].row;
     if (std::find(row.findings.begin(), row.findings.end(), f.id) == row.findings.end()) row.findings.push_back(f.id);
-    row.estimated_saving_pct = std::max(row.estimated_saving_pct, f.estimated_saving_pct);
+    AddFindingEstimate(row, f);
   }
   if (AppendAllRow(&plans))
     for (size_t i = 0; i + 1 < plans.size(); ++i) plans.back().tokens.push_back(plans[i].tokens.front());

@@ -108,6 +108,13 @@ std::string FormatSpeedup(const stats::Comparison& c) {
 // The measured speedup as the share of the step it removed, beside the finding's prediction:
 // "-12.3% [-15.0, -9.1]" (1 - 1/speedup, its interval from the speedup's); "-" when unmeasured.
 double SavingPct(double speedup) { return speedup > 0 ? 100.0 * (1.0 - 1.0 / speedup) : 0.0; }
+
+// The replay's predicted saving with its interval, else the estimate's bound ("<= 12.0%").
+std::string PredictedText(const experiments::FixRow& row) {
+  if (row.predicted)
+    return fmt::format("-{:.1f}% [{:.1f}, {:.1f}]", row.predicted_saving_pct, row.predicted_low_pct, row.predicted_high_pct);
+  return row.estimated_saving_pct >= 0.05 ? fmt::format("<= -{:.1f}% (bound)", row.estimated_saving_pct) : "-";
+}
 std::string MeasuredSaving(const stats::Comparison& c) {
   if (!(c.speedup > 0) || !(c.ci_low > 0) || !(c.ci_high > 0)) return "-";
   return fmt::format("{:+.1f}% [{:+.1f}, {:+.1f}]", -SavingPct(c.speedup), -SavingPct(c.ci_high), -SavingPct(c.ci_low));
@@ -143,7 +150,7 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
     std::string speedup = FormatSpeedup(row.cmp);
     if (std::abs(row.level - 0.95) > 5e-4) speedup += fmt::format(" {}%", CiLevel(row.level));
     rows.push_back({row.all ? "(all)" : ids.empty() ? "-" : ids, row.change, row.paired ? "in-process" : "processes",
-                    row.estimated_saving_pct >= 0.05 ? fmt::format("-{:.1f}%", row.estimated_saving_pct) : "-",
+                    PredictedText(row),
                     MeasuredSaving(row.cmp), speedup,
                     P(row.cmp.p_value), fmt::format("{:.2f}x", row.cmp.detectable), stats::VerdictName(row.cmp.verdict)});
     if (sequential)
@@ -159,8 +166,16 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
         << "in-process = baseline and fix alternate step by step inside each process (paired blocks of steps, "
            "bootstrap CI, Wilcoxon signed-rank p), processes = separate processes interleaved with the baseline "
            "(bootstrap CI over trials, Mann-Whitney U p); detectable: the smallest speedup this run could have "
-           "detected; predicted: the findings' estimated saving of the step (bounded by the critical path where the "
-           "trace ties device work to its launches), measured saving: 1 - 1/speedup, beside it.\n";
+           "detected; predicted: the saving of the step the what-if replay of the baseline's trace predicts, with its "
+           "interval (docs/what-if.md), or, for a fix without a transform, the findings' bound (the time the fix "
+           "could remove at most); measured saving: 1 - 1/speedup, beside it.\n";
+    int held = 0, predicted = 0;
+    for (const auto& row : r.rows)
+      if (const auto holds = experiments::PredictionHolds(row)) {
+        ++predicted;
+        held += *holds ? 1 : 0;
+      }
+    if (predicted > 0) out << fmt::format("predictions: {} of {} measured savings inside their interval\n", held, predicted);
     if (sequential) {
       out << (r.sequential.used ? fmt::format("rounds: after which round a row measured across processes stopped "
                                               "getting trials (at most {}; {} spending, alpha {:g}; an in-process row: "
@@ -233,6 +248,12 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
     if (!row.code.empty()) w.Field("code", row.code);
     w.Field("method", row.paired ? "in-process paired" : "separate processes");
     w.Field("estimated_saving_pct", row.estimated_saving_pct, 3);
+    if (row.predicted) {
+      w.Field("predicted_saving_pct", row.predicted_saving_pct, 3);
+      w.Field("predicted_low_pct", row.predicted_low_pct, 3);
+      w.Field("predicted_high_pct", row.predicted_high_pct, 3);
+      if (const auto holds = experiments::PredictionHolds(row)) w.Field("prediction_holds", *holds);
+    }
     if (row.cmp.speedup > 0) w.Field("measured_saving_pct", SavingPct(row.cmp.speedup), 3);
     WriteComparison(w, row.cmp);
     w.Field("ci_level", row.level, 6);

@@ -189,6 +189,15 @@ std::string SavingText(const Finding& f) {
                      Ms(f.estimated_saving_ns), bound);
 }
 
+// "predicted saving: 27.0% [22.1, 31.4] of the step (replay: 40.0 ms -> 29.2 ms; replay error +0.3%; assumes ...)"
+std::string PredictionText(const analyzers::Prediction& p) {
+  if (p.method != "replay") return fmt::format("predicted saving: {} ({})", p.method, p.assumptions);
+  return fmt::format("predicted saving: {:.1f}% [{:.1f}, {:.1f}] of the step (replay of {}: {} -> {} a step; replay error "
+                     "{:+.1f}%; assumes {})",
+                     p.saving_pct, p.low_pct, p.high_pct, p.transform, Ms(p.step_ns_before), Ms(p.step_ns_after),
+                     p.replay_error_pct, p.assumptions);
+}
+
 std::string EvidenceText(const analyzers::EvidenceItem& e) {
   if (const auto* i = std::get_if<int64_t>(&e.value)) {
     // A time in ns is shown in ms: the key loses its "_ns" so the unit is said once.
@@ -573,7 +582,7 @@ void WriteUtilization(const analyzers::Report& report, Sink& sink) {
 
 // The findings, by estimated saving: measured value, saving, evidence, examples and fixes.
 void WriteFindings(const analyzers::Report& report, Sink& sink) {
-  sink.Heading(report.findings.empty() ? "Findings: none" : fmt::format("Findings ({}), by estimated saving",
+  sink.Heading(report.findings.empty() ? "Findings: none" : fmt::format("Findings ({}), by predicted saving",
                                                                         report.findings.size()));
   if (report.findings.empty()) {
     sink.Line(report.metrics.unfinished.empty() ? "No problem crossed its threshold."
@@ -584,6 +593,7 @@ void WriteFindings(const analyzers::Report& report, Sink& sink) {
     sink.FindingHead(f, ++index);
     sink.Line(fmt::format("measured {:.4g} {} (threshold {:.4g}); confidence {}", f.measured, f.measured_unit,
                           f.threshold, analyzers::ConfidenceName(f.confidence)));
+    if (!f.predicted.method.empty()) sink.Line(PredictionText(f.predicted));
     if (f.estimated_saving_ns > 0) {
       sink.Line(SavingText(f));
     } else {

@@ -122,7 +122,17 @@ bool ReadFinding(Fields& f, element e, analyzers::Finding* x) {
   }
   element fix;
   if (e["fix"].get(fix) != simdjson::SUCCESS) return f.Fail("fix", "is missing");
-  return f.Str(fix, "python", &x->fix_python) && f.Str(fix, "cpp", &x->fix_cpp) && f.Str(fix, "knob", &x->knob);
+  if (!f.Str(fix, "python", &x->fix_python) || !f.Str(fix, "cpp", &x->fix_cpp) || !f.Str(fix, "knob", &x->knob)) return false;
+  element predicted;
+  if (e["predicted"].get(predicted) != simdjson::SUCCESS) return true;  // optional: none predicted
+  analyzers::Prediction& p = x->predicted;
+  if (!f.Str(predicted, "method", &p.method) || !f.Str(predicted, "transform", &p.transform) ||
+      !f.Str(predicted, "assumptions", &p.assumptions))
+    return false;
+  if (p.method != "replay") return true;
+  return f.Num(predicted, "saving_pct", &p.saving_pct) && f.Num(predicted, "low_pct", &p.low_pct) &&
+         f.Num(predicted, "high_pct", &p.high_pct) && f.Int(predicted, "step_ns_before", &p.step_ns_before) &&
+         f.Int(predicted, "step_ns_after", &p.step_ns_after) && f.Num(predicted, "replay_error_pct", &p.replay_error_pct);
 }
 
 }  // namespace

@@ -31,7 +31,8 @@ CRITICAL_PATH_COLUMNS = ["rank", "start_ns", "end_ns", "class", "what", "slack_n
 FLOPS_COLUMNS = ["rank", "name", "class", "dtype", "calls", "flops", "bytes", "time_ns", "tflops", "gbps", "intensity",
                  "bound"]
 FINDING_COLUMNS = ["id", "severity", "confidence", "title", "rank", "measured", "threshold", "unit",
-                   "estimated_saving_pct", "estimated_saving_ns", "steps"]
+                   "predicted_saving_pct", "predicted_low_pct", "predicted_high_pct", "estimated_saving_pct",
+                   "estimated_saving_ns", "steps"]
 
 
 def _table(rows: Sequence[Mapping[str, Any]], columns: List[str]) -> Any:
@@ -136,8 +137,17 @@ class Report:
     @property
     def findings_table(self) -> Any:
         """The findings, one row each (``id, severity, confidence, title, rank, measured, threshold, unit,
-        estimated_saving_pct, estimated_saving_ns, steps``; evidence and fix stay in :attr:`findings`)."""
-        rows = [{k: v for k, v in f.items() if not isinstance(v, (dict, list))} for f in self.findings]
+        predicted_saving_pct, predicted_low_pct, predicted_high_pct`` (the what-if replay's, docs/what-if.md;
+        empty where none was made), ``estimated_saving_pct, estimated_saving_ns, steps``; evidence, fix and
+        the prediction's assumptions stay in :attr:`findings`)."""
+        rows = []
+        for f in self.findings:
+            row = {k: v for k, v in f.items() if not isinstance(v, (dict, list))}
+            p = f.get("predicted") or {}
+            if p.get("method") == "replay":
+                row.update(predicted_saving_pct=p["saving_pct"], predicted_low_pct=p["low_pct"],
+                           predicted_high_pct=p["high_pct"])
+            rows.append(row)
         return _table(rows, FINDING_COLUMNS)
 
     # Renderings -----------------------------------------------------------------------------

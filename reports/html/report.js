@@ -272,11 +272,18 @@
       const saving = f.steps > 0
         ? `up to ${num(f.estimated_saving_pct, 1)}% of the step (${fmtNs(f.estimated_saving_ns)} per step, mean over ${f.steps} steps)`
         : f.estimated_saving_ns > 0 ? `up to ${fmtNs(f.estimated_saving_ns)} over the trace` : '–';
+      // The what-if replay's prediction (docs/what-if.md): the step before and after, the interval, its assumptions.
+      const p = f.predicted || {};
+      const predicted = p.method === 'replay'
+        ? `${num(p.saving_pct, 1)}% [${num(p.low_pct, 1)}, ${num(p.high_pct, 1)}] of the step: ${fmtNs(p.step_ns_before)} → ${fmtNs(p.step_ns_after)} (replay error ${num(p.replay_error_pct, 1)}%)`
+        : p.method ? p.method : '';
       return el('div', {class: 'finding sev-' + f.severity, 'data-id': f.id, id: 'finding-' + i},
         el('h3', null, f.title),
         el('div', null, el('span', {class: 'badge ' + f.severity}, f.severity), `confidence ${f.confidence} · `,
           el('span', {class: 'id'}, f.id), f.rank >= 0 ? ` · rank ${f.rank}` : ''),
         kv([['measured', `${num(f.measured, 2)} ${f.unit || ''} (threshold ${num(f.threshold, 2)})`],
+            ['predicted saving', predicted],
+            ['assumes', p.assumptions || ''],
             ['estimated saving', saving],
             // A finding whose saving is memory, or is not claimed, has no time to bound it by.
             ['bounded by', f.saving_bound ? f.saving_bound + (f.saving_bound_ns > 0 ? `: ${fmtNs(f.saving_bound_ns)}` : '') : ''],

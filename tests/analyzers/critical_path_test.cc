@@ -13,7 +13,7 @@
 #include <string>
 #include <variant>
 
-#include "links.h"
+#include "dependency/links.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/profiler/kineto_reader.h"

@@ -47,6 +47,9 @@ struct CatalogEntry {
                               // (OutsideFixSwitches: whether it can also switch between steps)
   const char* outside_code;   // the code change that makes the outside fix permanent
   const char* doc;            // the docs page that explains it, from the repository root
+  // What the fix does to the run's timeline: the what-if replay's transform
+  // (analyzers/dependency/what_if.cc, docs/what-if.md); "" none (the saving stays a bound).
+  const char* transform = "";
 };
 
 // Every finding, in the order docs/findings.md lists them.

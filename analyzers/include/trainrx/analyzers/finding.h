@@ -21,6 +21,19 @@ struct EvidenceItem {
   std::variant<int64_t, double, std::string> value;
 };
 
+// A fix's saving predicted by replaying the run's dependency graph with the fix's transform
+// (analyzers/dependency/what_if.cc; docs/what-if.md): the mean step before and after, the saving as
+// a share of the step with an interval (the transform's low and high assumptions, the steps' spread
+// and the replay's own error on the unchanged trace).
+struct Prediction {
+  std::string method;     // "replay"; "not predictable" (assumptions say why); empty: none made
+  std::string transform;  // the catalog's transform ("anomaly_off")
+  double saving_pct = 0, low_pct = 0, high_pct = 0;  // of the mean step
+  int64_t step_ns_before = 0, step_ns_after = 0;     // the measured mean step, the predicted one
+  double replay_error_pct = 0;  // the unchanged graph replayed against the measured mean step
+  std::string assumptions;      // plain words
+};
+
 struct Finding {
   std::string id;  // stable, as in TRICKS.md: "sync.host_device"
   Severity severity = Severity::kLow;
@@ -45,10 +58,13 @@ struct Finding {
   std::string fix_python;
   std::string fix_cpp;
   std::string knob;  // reference-workload knob that fixes it ("workers=4"), empty if none
+  Prediction predicted;  // the what-if replay's, where the fix has a transform
+  // The share of the step a report ranks it by: the replay's prediction, else the estimated bound.
+  double RankingPct() const { return predicted.method == "replay" ? predicted.saving_pct : estimated_saving_pct; }
 };
 
-// Ranks findings as the report lists them: by estimated saving (share of the step, then ns
-// for traces without steps), then severity; stable.
+// Ranks findings as the report lists them: by predicted saving where the replay made one, else the
+// estimated saving (share of the step, then ns for traces without steps), then severity; stable.
 void SortFindings(std::vector<Finding>& findings);
 
 }  // namespace trainrx::analyzers

@@ -2,6 +2,8 @@
 // (reports/experiment.h renders them as text or JSON, schema "trainrx.experiment/1").
 #pragma once
 
+#include <optional>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +54,10 @@ struct FixRow {
   std::string code;                   // fix --cmd: the code change that makes the fix permanent
   bool paired = false;                // measured in-process, paired blocks of steps (else across processes)
   double estimated_saving_pct = 0;    // from the analysis (0: no estimate)
+  // The what-if replay's prediction of the saving (% of the step) with its interval, from the
+  // baseline's analysis (the largest of the row's findings'); predicted false: none.
+  bool predicted = false;
+  double predicted_saving_pct = 0, predicted_low_pct = 0, predicted_high_pct = 0;
   Arm fixed;
   stats::Comparison cmp;              // baseline vs fixed (speedup > 1: the fix is faster)
   // Why the row stopped getting trials, at which round (an in-process row: after which of its
@@ -67,7 +73,11 @@ struct FixRow {
   double conditional_power = 0;
   MemoryComparison memory;            // baseline vs fixed (issue 36)
 };
-const char* StopName(FixRow::Stop s);  // "decided", "precise", "futile", "max rounds", "budget", ""
+const char* StopName(FixRow::Stop s);
+// Takes a finding's estimate and prediction into a row (the largest of its findings').
+void AddFindingEstimate(FixRow& row, const analyzers::Finding& f);
+// Whether a row's measured saving lies inside its predicted interval; nullopt: no prediction or no measurement.
+std::optional<bool> PredictionHolds(const FixRow& row);  // "decided", "precise", "futile", "max rounds", "budget", ""
 
 // How the rows measured across processes were run (issue 40): rounds of the baseline and every
 // row still open, a look after each round from the 4th, each at the nominal level of an

@@ -1,6 +1,7 @@
-#include "links.h"
+#include "dependency/links.h"
 
 #include <algorithm>
+#include <tuple>
 #include <unordered_map>
 
 #include "runtime_names.h"
@@ -196,6 +197,95 @@ void BuildRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& ki
   }
 }
 
+bool IsHostTask(EventKind k) {
+  return k == EventKind::kCpuOp || k == EventKind::kUserAnnotation || k == EventKind::kCudaRuntime ||
+         k == EventKind::kCudaDriver || k == EventKind::kPythonFunction;
+}
+
+// One thread's outermost busy intervals, merged, with the busy time before each (prefix sums).
+struct Busy {
+  std::vector<std::pair<int64_t, int64_t>> spans;  // [start, end), disjoint, in order
+  std::vector<int64_t> before;                     // busy time before spans[i]
+  int64_t In(int64_t a, int64_t b) const {  // busy time inside [a, b)
+    const auto at = [&](int64_t t) -> int64_t {  // busy time before t
+      auto it = std::upper_bound(spans.begin(), spans.end(), std::make_pair(t, INT64_MAX));
+      if (it == spans.begin()) return 0;
+      const size_t i = static_cast<size_t>(std::prev(it) - spans.begin());
+      return before[i] + std::min(t, spans[i].second) - spans[i].first;
+    };
+    return b > a ? at(b) - at(a) : 0;
+  }
+};
+
+// Waits between host threads (links.h ThreadWait). Each thread's ops are walked as a call tree; a
+// stretch of an op's own time of kThreadWaitMinNs or more is a wait when another thread's op ended
+// within max(10 us, 2 % of the stretch) before the stretch's end and that thread was busy through at
+// least half of the stretch up to that end.
+void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
+  struct Stretch {
+    const Event* op;
+    uint32_t track;
+    int64_t a, b;
+  };
+  std::vector<Stretch> stretches;
+  std::vector<std::tuple<int64_t, int64_t, const Event*, uint32_t>> ends;  // (end, -start, op, track)
+  std::unordered_map<uint32_t, Busy> busy;
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    const auto& t = trace.tracks[ti];
+    if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+    Busy& bz = busy[ti];
+    std::vector<std::pair<const Event*, int64_t>> stack;  // (op, own time accounted up to)
+    const auto pop = [&] {
+      const auto [op, cursor] = stack.back();
+      stack.pop_back();
+      if (op->end_ns() - cursor >= kThreadWaitMinNs) stretches.push_back({op, ti, cursor, op->end_ns()});
+      if (!stack.empty()) stack.back().second = std::max(stack.back().second, op->end_ns());
+    };
+    for (const Event& e : trace.TrackEvents(ti)) {
+      if (!IsHostTask(e.kind) || e.dur_ns <= 0) continue;
+      while (!stack.empty() && stack.back().first->end_ns() <= e.ts_ns) pop();
+      if (!stack.empty()) {
+        auto& [op, cursor] = stack.back();
+        if (e.end_ns() > op->end_ns()) continue;  // not nested: a source's overlapping ranges
+        if (e.ts_ns - cursor >= kThreadWaitMinNs) stretches.push_back({op, ti, cursor, e.ts_ns});
+        cursor = std::max(cursor, e.ts_ns);
+      } else if (!bz.spans.empty() && e.ts_ns <= bz.spans.back().second) {
+        bz.spans.back().second = std::max(bz.spans.back().second, e.end_ns());
+      } else {
+        bz.spans.push_back({e.ts_ns, e.end_ns()});
+      }
+      ends.push_back({e.end_ns(), -e.ts_ns, &e, ti});
+      stack.push_back({&e, e.ts_ns});
+    }
+    while (!stack.empty()) pop();
+    int64_t sum = 0;
+    for (const auto& [a, b] : bz.spans) {
+      bz.before.push_back(sum);
+      sum += b - a;
+    }
+  }
+  for (auto& [track, bz] : busy) l.busy_spans[track] = bz.spans;
+  if (busy.size() < 2) return;
+  std::sort(ends.begin(), ends.end());
+  for (const Stretch& s : stretches) {
+    const int64_t tol = std::max<int64_t>(10'000, (s.b - s.a) / 50);
+    auto it = std::upper_bound(ends.begin(), ends.end(), std::make_tuple(s.b, INT64_MAX, nullptr, 0u),
+                               [](const auto& x, const auto& y) { return std::get<0>(x) < std::get<0>(y); });
+    while (it != ends.begin()) {
+      --it;
+      const auto& [end, neg_start, op, track] = *it;
+      if (end < s.b - tol || end <= s.a) break;
+      if (track == s.track) continue;
+      if (2 * busy[track].In(s.a, end) < end - s.a) continue;
+      l.thread_waits.push_back({s.op, s.track, s.a, s.b, op, track, end});
+      break;
+    }
+  }
+  std::sort(l.thread_waits.begin(), l.thread_waits.end(), [](const ThreadWait& x, const ThreadWait& y) {
+    return std::tie(x.track, x.start_ns) < std::tie(y.track, y.start_ns);
+  });
+}
+
 }  // namespace
 
 LinkIndex::LinkIndex(const Trace& trace) {
@@ -204,6 +294,7 @@ LinkIndex::LinkIndex(const Trace& trace) {
   for (int32_t rank : trace.RankIds()) {
     ranks_.emplace_back();
     BuildRank(trace, rank, kinds, ranks_.back());
+    BuildThreadWaits(trace, rank, ranks_.back());
   }
 }
 

@@ -16,12 +16,20 @@
 //  - CPU ops by Kineto "External id" (the op that made a call);
 //  - event edges where sync records say what a wait waited on (profiler::SyncWait): a stream's next
 //    work after cudaStreamWaitEvent waits for the recorded stream's last work before
-//    cudaEventRecord, and cudaEventSynchronize is released by that work.
+//    cudaEventRecord, and cudaEventSynchronize is released by that work;
+//  - waits between host threads (issue 59): a stretch of an op's own time (no child op running) on
+//    one thread that ends just after an op on another thread of the rank ended, while that thread
+//    was busy through most of the stretch: `backward()` on the main thread waiting for the autograd
+//    engine's device threads, an op waiting for a collective backend's own thread (Gloo's run
+//    loop), a DataLoader fetch waiting for the pin-memory thread. The trace has no record of these
+//    waits; the rule is by time (the release within max(10 us, 2 %) of the stretch's end), and each
+//    one names its releaser so the critical path and the replay can follow it.
 // Linear in events but for sorts of the correlation and end-time keys.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -68,6 +76,19 @@ struct HostCall {
   int64_t synced_stream = -1;  // a cuda_sync record names the stream it synchronized (-1: unknown)
 };
 
+// A host thread that waited for another: [start_ns, end_ns) of `op`'s own time on `track`, released
+// when `releaser` (an op on `releaser_track`) ended at `release_ns`.
+struct ThreadWait {
+  const profiler::Event* op = nullptr;
+  uint32_t track = 0;
+  int64_t start_ns = 0, end_ns = 0;
+  const profiler::Event* releaser = nullptr;
+  uint32_t releaser_track = 0;
+  int64_t release_ns = 0;
+};
+// Thresholds of the thread-wait rule (links.cc): a stretch shorter than this is not looked at.
+inline constexpr int64_t kThreadWaitMinNs = 50'000;
+
 struct RankLinks {
   int32_t rank = 0;
   std::vector<DeviceWork> work;     // grouped by stream (track), in time order inside each
@@ -78,6 +99,9 @@ struct RankLinks {
   std::vector<int32_t> allocator_calls;  // indices of allocator calls, by thread then time
   std::vector<int32_t> blocking_calls;   // blocking calls, by thread then time
   size_t event_edges = 0;                // device work tied to another stream's by a sync record
+  std::vector<ThreadWait> thread_waits;  // by track, then start
+  // Each host thread's outermost busy intervals [start, end), merged, in time order.
+  std::unordered_map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> busy_spans;
 
   const HostCall* CallOf(const DeviceWork& w) const { return w.call >= 0 ? &calls[w.call] : nullptr; }
   const HostCall* CallByCorrelation(int64_t correlation) const;

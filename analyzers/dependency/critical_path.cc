@@ -23,12 +23,13 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 #include <variant>
 
 #include "collectives.h"
 #include "families.h"
-#include "links.h"
+#include "dependency/links.h"
 #include "runtime_names.h"
 
 namespace trainrx::analyzers {
@@ -86,7 +87,7 @@ class Walker {
   std::vector<PathSegment> Walk(uint32_t host, int64_t start, int64_t end) {
     segs_.clear();
     start_ = start;
-    enum class At { kHost, kDevice } at = At::kHost;
+    At at = At::kHost;
     uint32_t track = host;
     int64_t t = end;
     int32_t work = -1;
@@ -102,37 +103,8 @@ class Walker {
     for (size_t guard = 0; guard < 4 * (l_.work.size() + l_.calls.size()) + 16; ++guard) {
       if (at == At::kHost) {
         if (t <= start_) break;
-        const auto it = stops_.find(track);
-        const std::vector<int32_t>* stops = it == stops_.end() ? nullptr : &it->second;
-        // The last waiting or allocator call on this thread that started before t.
-        int32_t ci = -1;
-        if (stops) {
-          auto pos = std::lower_bound(stops->begin(), stops->end(), t,
-                                      [&](int32_t i, int64_t v) { return l_.calls[i].e->ts_ns < v; });
-          if (pos != stops->begin()) ci = *std::prev(pos);
-        }
-        if (ci < 0) {
-          Add(start_, t, PathClass::kCpu, "", -1);
-          break;
-        }
-        const HostCall& c = l_.calls[ci];
-        if (c.e->end_ns() < t) {
-          Add(c.e->end_ns(), t, PathClass::kCpu, "", -1);
-          t = c.e->end_ns();
-          continue;
-        }
-        const DeviceWork* d = c.waited_for >= 0 ? &l_.work[c.waited_for] : nullptr;
-        if (d && d->end() > c.e->ts_ns && d->end() <= t) {
-          Add(d->end(), t, PathClass::kSyncWait, std::string(trace_.Name(*c.e)), -1);
-          work = c.waited_for;
-          t = d->end();
-          slack = -1;
-          at = At::kDevice;
-          continue;
-        }
-        Add(c.e->ts_ns, t, c.kind == CallKind::kAllocator ? PathClass::kAllocator : PathClass::kSyncWait,
-            std::string(trace_.Name(*c.e)), -1);
-        t = c.e->ts_ns;
+        if (!HostStep(host, track, t, work, at)) break;
+        if (at == At::kDevice) slack = -1;
         continue;
       }
       // On device work.
@@ -216,6 +188,95 @@ class Walker {
   }
 
  private:
+  enum class At { kHost, kDevice };
+  // One step back on a host thread at t: to the last waiting or allocator call, or wait for another
+  // thread, before t. Returns false when the walk is over.
+  bool HostStep(uint32_t host, uint32_t& track, int64_t& t, int32_t& work, At& at) {
+    // A thread other than the loop's works in bursts: before its current burst it was idle, woken
+    // by the loop's thread (the autograd engine's device threads, a collective backend's thread).
+    int64_t floor = start_;
+    std::string who;
+    if (track != host) {
+      const auto bs = l_.busy_spans.find(track);
+      const std::pair<int64_t, int64_t>* span = nullptr;
+      if (bs != l_.busy_spans.end()) {
+        auto it = std::lower_bound(bs->second.begin(), bs->second.end(), t,
+                                   [](const std::pair<int64_t, int64_t>& s, int64_t v) { return s.second < v; });
+        if (it != bs->second.end() && it->first < t) span = &*it;
+      }
+      if (span == nullptr) {
+        track = host;
+        return true;
+      }
+      floor = std::max(start_, span->first);
+      who = ThreadTaskName(track, span->first, t);
+    }
+    const auto it = stops_.find(track);
+    const std::vector<int32_t>* stops = it == stops_.end() ? nullptr : &it->second;
+    // The last waiting or allocator call on this thread that started before t.
+    int32_t ci = -1;
+    if (stops) {
+      auto pos = std::lower_bound(stops->begin(), stops->end(), t, [&](int32_t i, int64_t v) { return l_.calls[i].e->ts_ns < v; });
+      if (pos != stops->begin()) ci = *std::prev(pos);
+    }
+    // The last wait for another thread that started before t.
+    const ThreadWait* tw = nullptr;
+    {
+      auto pos = std::lower_bound(l_.thread_waits.begin(), l_.thread_waits.end(), std::make_pair(track, t),
+                                  [](const ThreadWait& w, const std::pair<uint32_t, int64_t>& v) {
+                                    return std::tie(w.track, w.start_ns) < std::tie(v.first, v.second);
+                                  });
+      if (pos != l_.thread_waits.begin() && std::prev(pos)->track == track) tw = &*std::prev(pos);
+    }
+    const int64_t call_at = ci >= 0 ? std::min(l_.calls[ci].e->end_ns(), t) : INT64_MIN;
+    const int64_t wait_at = tw ? std::min(tw->end_ns, t) : INT64_MIN;
+    const int64_t nearest = std::max(call_at, wait_at);
+    if (nearest <= floor) {
+      Add(floor, t, PathClass::kCpu, who, -1);
+      t = floor;
+      if (track == host) return false;
+      return true;
+    }
+    if (nearest < t) {
+      Add(nearest, t, PathClass::kCpu, who, -1);
+      t = nearest;
+      return true;
+    }
+    if (wait_at >= call_at) {  // inside a wait for another thread
+      if (tw->release_ns < t) {
+        Add(std::max(tw->release_ns, tw->start_ns), t, PathClass::kCpu, who, -1);
+        t = tw->release_ns;
+        track = tw->releaser_track;
+      } else {  // before the other thread's work began: the wait for it to start
+        Add(tw->start_ns, t, PathClass::kCpu, who, -1);
+        t = tw->start_ns;
+      }
+      return true;
+    }
+    const HostCall& c = l_.calls[ci];
+    const DeviceWork* d = c.waited_for >= 0 ? &l_.work[c.waited_for] : nullptr;
+    if (d && d->end() > c.e->ts_ns && d->end() <= t) {
+      Add(d->end(), t, PathClass::kSyncWait, std::string(trace_.Name(*c.e)), -1);
+      work = c.waited_for;
+      t = d->end();
+      at = At::kDevice;
+      return true;
+    }
+    Add(c.e->ts_ns, t, c.kind == CallKind::kAllocator ? PathClass::kAllocator : PathClass::kSyncWait, std::string(trace_.Name(*c.e)),
+        -1);
+    t = c.e->ts_ns;
+    return true;
+  }
+  // The outermost op of a thread at t inside its busy interval from `from` (what its host work is
+  // called on the path): in (ts asc, dur desc) order the first that still runs at t.
+  std::string ThreadTaskName(uint32_t track, int64_t from, int64_t t) const {
+    const auto events = trace_.TrackEvents(track);
+    auto it = std::lower_bound(events.begin(), events.end(), from, [](const Event& e, int64_t v) { return e.ts_ns < v; });
+    for (; it != events.end() && it->ts_ns < t; ++it)
+      if (it->end_ns() >= t && it->kind != EventKind::kInstant && it->dur_ns > 0)
+        return fmt::format("{} (thread {})", trace_.Name(*it), trace_.tracks[track].tid);
+    return fmt::format("thread {}", trace_.tracks[track].tid);
+  }
   PathClass DeviceClass(const DeviceWork& d) const {
     if (d.e->kind != EventKind::kKernel) return PathClass::kCopy;
     return IsCommKernel(trace_.Name(*d.e)) ? PathClass::kComm : PathClass::kCompute;
@@ -308,7 +369,7 @@ CriticalPath WalkWindows(const Trace& trace, const RankLinks& l, const std::vect
     for (const PathSegment& s : segs) {
       const int64_t ns = s.end_ns - s.start_ns;
       total[static_cast<int>(s.cls)] += ns;
-      items[{s.cls, s.cls == PathClass::kCpu ? std::string("host work") : s.what}] += ns;
+      items[{s.cls, s.cls == PathClass::kCpu && s.what.empty() ? std::string("host work") : s.what}] += ns;
       len += ns;
     }
     length += len;

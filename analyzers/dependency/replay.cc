@@ -1,0 +1,399 @@
+#include "dependency/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+namespace trainrx::analyzers {
+
+using profiler::Event;
+using profiler::EventKind;
+using profiler::TrackKind;
+
+namespace {
+
+bool IsHostTask(EventKind k) {
+  return k == EventKind::kCpuOp || k == EventKind::kUserAnnotation || k == EventKind::kCudaRuntime ||
+         k == EventKind::kCudaDriver || k == EventKind::kPythonFunction;
+}
+
+// The loop's thread: the one holding a range that is the first window (ProfilerStep#N, our step
+// marks), else the one busiest inside the windows (in the whole trace without windows).
+uint32_t LoopThread(const profiler::Trace& trace, const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows) {
+  if (!windows.empty())
+    for (const auto& [track, spans] : l.busy_spans) {
+      const auto events = trace.TrackEvents(track);
+      auto it = std::lower_bound(events.begin(), events.end(), windows.front().first,
+                                 [](const Event& e, int64_t v) { return e.ts_ns < v; });
+      for (; it != events.end() && it->ts_ns == windows.front().first; ++it)
+        if (it->end_ns() == windows.front().second) return track;
+    }
+  uint32_t best = 0;
+  int64_t most = -1;
+  for (const auto& [track, spans] : l.busy_spans) {
+    int64_t busy = 0;
+    for (const auto& [a, b] : spans) {
+      if (windows.empty()) {
+        busy += b - a;
+        continue;
+      }
+      for (const auto& [wa, wb] : windows) busy += std::max<int64_t>(0, std::min(b, wb) - std::max(a, wa));
+    }
+    if (busy > most || (busy == most && track < best)) {
+      best = track;
+      most = busy;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+RankGraph::RankGraph(const profiler::Trace& trace, const RankLinks& links, std::vector<std::pair<int64_t, int64_t>> windows)
+    : trace_(trace), links_(links), windows_(std::move(windows)) {
+  std::sort(windows_.begin(), windows_.end());
+  loop_ = LoopThread(trace_, links_, windows_);
+  std::vector<uint32_t> threads;
+  for (const auto& [track, spans] : links_.busy_spans) threads.push_back(track);
+  std::sort(threads.begin(), threads.end());
+  for (uint32_t track : threads) AddHostThread(track, track == loop_);
+  AddDevice();
+  AddEdges();
+}
+
+// One thread's slices: its time cut wherever the innermost op changes (links.h's call tree walk).
+void RankGraph::AddHostThread(uint32_t track, bool loop) {
+  // The calls of this thread (RankLinks::calls is grouped by thread, in event order): which ops
+  // are runtime calls that waited for device work.
+  auto call = std::lower_bound(links_.calls.begin(), links_.calls.end(), track,
+                               [](const HostCall& c, uint32_t t) { return c.track < t; });
+  const auto calls_end = links_.calls.end();
+  auto wait = std::lower_bound(links_.thread_waits.begin(), links_.thread_waits.end(), track,
+                               [](const ThreadWait& w, uint32_t t) { return w.track < t; });
+  struct Open {
+    const Event* op;
+    int32_t frame;
+    int64_t cursor;
+    int32_t waited_for;  // a call that waited for device work: RankLinks::work index
+  };
+  std::vector<Open> stack;
+  int64_t last_end = INT64_MIN;  // the loop's thread: end of its last outermost op
+  const auto emit = [&](int32_t frame, int64_t a, int64_t b, Kind kind) {
+    if (b <= a) return;
+    Task t;
+    t.ts = a;
+    t.dur = b - a;
+    t.track = track;
+    t.kind = kind;
+    t.frame = frame;
+    tasks_.push_back(t);
+  };
+  const auto own = [&](Open& o, int64_t until) {  // o's own time from its cursor to `until`
+    if (until <= o.cursor) return;
+    Kind kind = Kind::kHost;
+    while (wait != links_.thread_waits.end() && wait->track == track && wait->start_ns < o.cursor) ++wait;
+    if (o.waited_for >= 0 && until == o.op->end_ns()) {
+      kind = Kind::kWaitDevice;
+    } else if (wait != links_.thread_waits.end() && wait->track == track && wait->start_ns == o.cursor && wait->op == o.op) {
+      kind = Kind::kWaitThread;
+    }
+    emit(o.frame, o.cursor, until, kind);
+    if (kind == Kind::kWaitDevice) tasks_.back().release = o.waited_for;  // a work index until AddEdges
+    o.cursor = until;
+  };
+  const auto pop = [&] {
+    Open o = stack.back();
+    own(o, o.op->end_ns());
+    stack.pop_back();
+    if (!stack.empty()) stack.back().cursor = std::max(stack.back().cursor, o.op->end_ns());
+  };
+  for (const Event& e : trace_.TrackEvents(track)) {
+    if (!IsHostTask(e.kind) || e.dur_ns <= 0) continue;
+    while (!stack.empty() && stack.back().op->end_ns() <= e.ts_ns) pop();
+    if (!stack.empty() && e.end_ns() > stack.back().op->end_ns()) continue;  // overlaps without nesting
+    if (!stack.empty()) {
+      own(stack.back(), e.ts_ns);
+    } else {
+      if (loop && last_end != INT64_MIN && e.ts_ns > last_end) emit(-1, last_end, e.ts_ns, Kind::kBetweenOps);
+      last_end = std::max(last_end, e.end_ns());
+    }
+    while (call != calls_end && call->track == track && call->e < &e) ++call;
+    int32_t waited_for = -1;
+    if (call != calls_end && call->track == track && call->e == &e) waited_for = call->waited_for;
+    frames_.push_back({&e, stack.empty() ? -1 : stack.back().frame});
+    stack.push_back({&e, static_cast<int32_t>(frames_.size() - 1), e.ts_ns, waited_for});
+  }
+  while (!stack.empty()) pop();
+}
+
+void RankGraph::AddDevice() {
+  for (size_t i = 0; i < links_.work.size(); ++i) {
+    const DeviceWork& w = links_.work[i];
+    Task t;
+    t.ts = w.ts();
+    t.dur = w.e->dur_ns;
+    t.track = w.track;
+    t.kind = Kind::kDevice;
+    t.work = static_cast<int32_t>(i);
+    tasks_.push_back(t);
+  }
+}
+
+void RankGraph::AddEdges() {
+  const auto n = static_cast<int32_t>(tasks_.size());
+  // Host tasks are grouped by thread in time order, then the device work in RankLinks::work order.
+  int32_t first_device = n;
+  for (int32_t i = 0; i < n; ++i)
+    if (tasks_[i].kind == Kind::kDevice) {
+      first_device = i;
+      break;
+    }
+  std::vector<int32_t> work_task(links_.work.size(), -1);
+  for (int32_t i = first_device; i < n; ++i) work_task[tasks_[i].work] = i;
+  // Each thread's task range, to find the task running at an instant.
+  std::unordered_map<uint32_t, std::pair<int32_t, int32_t>> range;
+  for (int32_t i = 0; i < first_device; ++i) {
+    auto [it, fresh] = range.try_emplace(tasks_[i].track, i, i + 1);
+    if (!fresh) it->second.second = i + 1;
+  }
+  const auto at = [&](uint32_t track, int64_t t) -> int32_t {  // the task of `track` running at t, or the last before
+    auto r = range.find(track);
+    if (r == range.end()) return -1;
+    auto b = tasks_.begin() + r->second.first, e = tasks_.begin() + r->second.second;
+    auto it = std::upper_bound(b, e, t, [](int64_t v, const Task& x) { return v < x.ts; });
+    return it == b ? -1 : static_cast<int32_t>(std::prev(it) - tasks_.begin());
+  };
+  // The launching call's first slice, per call.
+  std::vector<int32_t> call_task(links_.calls.size(), -1);
+  for (size_t c = 0; c < links_.calls.size(); ++c) {
+    const HostCall& hc = links_.calls[c];
+    const int32_t ti = at(hc.track, hc.e->ts_ns);
+    if (ti >= 0 && tasks_[ti].frame >= 0 && frames_[tasks_[ti].frame].op == hc.e) call_task[c] = ti;
+  }
+  // The rank's typical launch latency: the median delay from a launch to its work where the stream
+  // was idle.
+  std::vector<int64_t> latencies;
+  for (const DeviceWork& w : links_.work) {
+    if (w.call < 0) continue;
+    const int64_t launched = links_.calls[w.call].e->ts_ns;
+    if ((w.prev < 0 || links_.work[w.prev].end() < launched) && w.ts() >= launched) latencies.push_back(w.ts() - launched);
+  }
+  int64_t latency = 0;
+  if (!latencies.empty()) {
+    std::nth_element(latencies.begin(), latencies.begin() + static_cast<std::ptrdiff_t>(latencies.size() / 2), latencies.end());
+    latency = latencies[latencies.size() / 2];
+  }
+  // Resolve releases: a device wait's work index -> its task; a thread wait -> the releaser's slice.
+  for (int32_t i = 0; i < first_device; ++i) {
+    Task& t = tasks_[i];
+    if (t.kind == Kind::kWaitDevice) {
+      t.release = t.release >= 0 ? work_task[t.release] : -1;
+    } else if (t.kind == Kind::kWaitThread) {
+      auto w = std::lower_bound(links_.thread_waits.begin(), links_.thread_waits.end(), std::make_pair(t.track, t.ts),
+                                [](const ThreadWait& x, const std::pair<uint32_t, int64_t>& v) {
+                                  return std::tie(x.track, x.start_ns) < std::tie(v.first, v.second);
+                                });
+      t.release = w != links_.thread_waits.end() && w->track == t.track && w->start_ns == t.ts
+                      ? at(w->releaser_track, w->release_ns - 1)
+                      : -1;
+    }
+    if (t.release >= 0) {
+      const Task& r = tasks_[t.release];
+      t.tail = t.ts + t.dur - (r.ts + r.dur);
+      if (t.tail < 0 || r.ts + r.dur < t.ts) t.release = -1;  // not released by it after all
+    }
+    if (t.release < 0 && t.kind != Kind::kBetweenOps) t.kind = Kind::kHost;
+  }
+  // Edges, each with the ready time it had in the trace.
+  struct Candidate {
+    Edge e;
+    int64_t ready, natural;
+  };
+  std::vector<Candidate> cands;
+  const auto ready_of = [&](const Edge& e) {
+    const Task& p = tasks_[e.from];
+    return e.frac < 0 ? p.ts + p.dur : p.ts + static_cast<int64_t>(std::llround(e.frac * static_cast<double>(p.dur)));
+  };
+  const auto push = [&](int32_t from, float frac, int64_t natural) {
+    Edge e{from, 0, frac};
+    cands.push_back({e, ready_of(e), natural});
+  };
+  const auto finish = [&](Task& t) {
+    t.edge_begin = static_cast<int32_t>(edges_.size());
+    t.edge_count = static_cast<int32_t>(cands.size());
+    size_t binding = 0;
+    for (size_t k = 1; k < cands.size(); ++k)
+      if (cands[k].ready > cands[binding].ready) binding = k;
+    for (size_t k = 0; k < cands.size(); ++k) {
+      Edge e = cands[k].e;
+      e.lag = k == binding ? t.ts - cands[k].ready : std::min(cands[k].natural, t.ts - cands[k].ready);
+      edges_.push_back(e);
+    }
+    cands.clear();
+  };
+  for (int32_t i = 0; i < n; ++i) {
+    Task& t = tasks_[i];
+    if (t.kind != Kind::kDevice) {
+      const bool first = i == 0 || tasks_[i - 1].track != t.track || tasks_[i - 1].kind == Kind::kDevice;
+      if (!first) push(i - 1, -1, 0);
+      const bool idle_before = first || tasks_[i - 1].ts + tasks_[i - 1].dur < t.ts;
+      if (t.track != loop_ && idle_before) {
+        // Woken by the loop's thread at that instant (gap rule): what ran there then. A wait there
+        // (the loop waiting for this thread) is read from the task before it.
+        int32_t w = at(loop_, t.ts);
+        if (w >= 0 && tasks_[w].ts + tasks_[w].dur >= t.ts) {
+          if (tasks_[w].release >= 0 && w > 0 && tasks_[w - 1].track == loop_) {
+            --w;
+            push(w, 1.0f, 0);  // its end, held at the measured offset by the lag
+          } else {
+            push(w, tasks_[w].dur > 0 ? static_cast<float>(static_cast<double>(t.ts - tasks_[w].ts) / static_cast<double>(tasks_[w].dur)) : 0.0f, 0);
+          }
+        }
+      }
+    } else {
+      const DeviceWork& w = links_.work[t.work];
+      if (w.prev >= 0) push(work_task[w.prev], -1, 0);
+      if (w.call >= 0 && call_task[w.call] >= 0) {
+        push(call_task[w.call], 0.0f, latency);
+        t.frame = tasks_[call_task[w.call]].frame;
+      }
+      if (w.waits_on >= 0) push(work_task[w.waits_on], -1, 0);
+    }
+    finish(t);
+  }
+  // Topological order (Kahn) over each task's start and end (node 2i and 2i + 1): a start needs
+  // its edges' predecessors (their start for an edge at the start of a task, a launch; else their
+  // end); an end needs its start and a wait's releaser's end (a synchronous copy waits for the copy
+  // it launched). A cycle (a trace whose waits contradict each other) leaves its nodes to the end,
+  // in time order.
+  const int32_t nodes = 2 * n;
+  std::vector<int32_t> indegree(nodes, 0), out_begin(nodes + 1, 0), out;
+  const auto each_pred = [&](int32_t node, auto&& fn) {
+    const int32_t i = node / 2;
+    const Task& t = tasks_[i];
+    if (node % 2 == 0) {
+      for (int32_t k = 0; k < t.edge_count; ++k) {
+        const Edge& e = edges_[t.edge_begin + k];
+        fn(e.frac == 0.0f ? 2 * e.from : 2 * e.from + 1);
+      }
+    } else {
+      fn(2 * i);
+      if (t.release >= 0) fn(2 * t.release + 1);
+    }
+  };
+  for (int32_t v = 0; v < nodes; ++v) each_pred(v, [&](int32_t p) { ++out_begin[p + 1]; ++indegree[v]; });
+  for (int32_t v = 0; v < nodes; ++v) out_begin[v + 1] += out_begin[v];
+  out.resize(out_begin[nodes]);
+  {
+    std::vector<int32_t> fill(out_begin.begin(), out_begin.end() - 1);
+    for (int32_t v = 0; v < nodes; ++v) each_pred(v, [&](int32_t p) { out[fill[p]++] = v; });
+  }
+  order_.reserve(nodes);
+  for (int32_t v = 0; v < nodes; ++v)
+    if (indegree[v] == 0) order_.push_back(v);
+  for (size_t head = 0; head < order_.size(); ++head) {
+    const int32_t v = order_[head];
+    for (int32_t k = out_begin[v]; k < out_begin[v + 1]; ++k)
+      if (--indegree[out[k]] == 0) order_.push_back(out[k]);
+  }
+  if (order_.size() < static_cast<size_t>(nodes)) {
+    std::vector<int32_t> rest;
+    for (int32_t v = 0; v < nodes; ++v)
+      if (indegree[v] > 0) rest.push_back(v);
+    std::sort(rest.begin(), rest.end(), [&](int32_t a, int32_t b) {
+      const int64_t ta = a % 2 ? tasks_[a / 2].ts + tasks_[a / 2].dur : tasks_[a / 2].ts;
+      const int64_t tb = b % 2 ? tasks_[b / 2].ts + tasks_[b / 2].dur : tasks_[b / 2].ts;
+      return ta != tb ? ta < tb : a < b;
+    });
+    unordered_ = rest.size();
+    order_.insert(order_.end(), rest.begin(), rest.end());
+  }
+  // Steps: each task's window, and each window's start and end on the loop's thread.
+  const auto window_of = [&](int64_t ts) -> int32_t {
+    auto it = std::upper_bound(windows_.begin(), windows_.end(), std::make_pair(ts, INT64_MAX));
+    if (it == windows_.begin()) return -1;
+    --it;
+    return ts < it->second ? static_cast<int32_t>(it - windows_.begin()) : -1;
+  };
+  step_of_.assign(n, -1);
+  for (int32_t i = 0; i < n; ++i) {
+    const Task& t = tasks_[i];
+    if (t.kind != Kind::kDevice) {
+      step_of_[i] = window_of(t.ts);
+      continue;
+    }
+    const DeviceWork& w = links_.work[t.work];
+    step_of_[i] = w.call >= 0 && call_task[w.call] >= 0 ? window_of(tasks_[call_task[w.call]].ts) : window_of(t.ts);
+  }
+  for (const auto& [a, b] : windows_)
+    for (int64_t instant : {a, b}) {
+      int32_t ti = at(loop_, instant);
+      if (ti < 0) ti = range.count(loop_) ? range[loop_].first : -1;
+      double frac = 0;
+      if (ti >= 0 && tasks_[ti].dur > 0)
+        frac = std::clamp(static_cast<double>(instant - tasks_[ti].ts) / static_cast<double>(tasks_[ti].dur), 0.0, 1.0);
+      boundaries_.push_back({ti, frac});
+    }
+}
+
+ReplayResult Replay(const RankGraph& g, const Edits& edits) {
+  const auto& tasks = g.tasks_;
+  const auto& edges = g.edges_;
+  const size_t n = tasks.size();
+  std::vector<int64_t> start(n), end(n);
+  for (int32_t node : g.order_) {
+    const int32_t i = node / 2;
+    const RankGraph::Task& t = tasks[i];
+    const double scale = edits.scale.empty() ? 1.0 : edits.scale[i];
+    if (node % 2 == 0) {
+      int64_t s = INT64_MIN;
+      for (int32_t k = 0; k < t.edge_count; ++k) {
+        const RankGraph::Edge& e = edges[t.edge_begin + k];
+        const int64_t ready =
+            e.frac < 0    ? end[e.from]
+            : e.frac == 0 ? start[e.from]
+                          : start[e.from] + static_cast<int64_t>(std::llround(e.frac * static_cast<double>(end[e.from] - start[e.from])));
+        s = std::max(s, ready + e.lag);
+      }
+      start[i] = s == INT64_MIN ? t.ts : s;
+      continue;
+    }
+    int64_t dur = static_cast<int64_t>(std::llround(scale * static_cast<double>(t.dur)));
+    if (!edits.add_ns.empty()) dur = std::max<int64_t>(0, dur + edits.add_ns[i]);
+    const int64_t s = start[i];
+    if (t.release >= 0 && scale > 0) {
+      // A wait: until its releaser ends, then the time it took to return.
+      const bool waits = edits.unblock.empty() || !edits.unblock[i];
+      end[i] = waits ? std::max(s + std::min(dur, t.tail), end[t.release] + t.tail) : s + std::min(dur, t.tail);
+    } else {
+      end[i] = s + dur;
+    }
+  }
+  ReplayResult r;
+  const auto instant = [&](const std::pair<int32_t, double>& b) -> int64_t {
+    if (b.first < 0) return 0;
+    return start[b.first] + static_cast<int64_t>(std::llround(b.second * static_cast<double>(end[b.first] - start[b.first])));
+  };
+  const size_t windows = g.windows_.size();
+  double sum = 0;
+  for (size_t w = 0; w < windows; ++w) {
+    r.step_ns.push_back(instant(g.boundaries_[2 * w + 1]) - instant(g.boundaries_[2 * w]));
+    sum += static_cast<double>(r.step_ns.back());
+  }
+  r.mean_ns = windows ? sum / static_cast<double>(windows) : 0;
+  // The device's pace: the end of each window's device work, first to last.
+  if (windows >= 2) {
+    std::vector<int64_t> last(windows, INT64_MIN);
+    for (size_t i = 0; i < n; ++i)
+      if (tasks[i].kind == RankGraph::Kind::kDevice && g.step_of_[i] >= 0)
+        last[g.step_of_[i]] = std::max(last[g.step_of_[i]], end[i]);
+    if (last.front() != INT64_MIN && last.back() != INT64_MIN) {
+      r.device_step_ns = (last.back() - last.front()) / static_cast<int64_t>(windows - 1);
+      r.mean_ns = std::max(r.mean_ns, static_cast<double>(r.device_step_ns));
+    }
+  }
+  return r;
+}
+
+}  // namespace trainrx::analyzers
+

@@ -1,0 +1,117 @@
+// The replay of a rank's dependency graph (issue 59): each step re-timed with some tasks made
+// shorter, removed or no longer waiting, to predict what a fix saves before anyone reruns it.
+//
+// The graph, built once per rank from the dependency model (links.h):
+//  - host tasks: each host thread's time cut where its innermost op changes (a slice of one op's own
+//    time, its "frame"), the loop's thread also between ops (Python and framework time); a slice
+//    of a blocking or allocator call that waited for device work, or a stretch that waited for
+//    another thread (ThreadWait), is a wait: it ends when its releaser ends, plus the time it took to
+//    return then;
+//  - device tasks: kernels, copies and memsets per stream;
+//  - edges: program order per thread and per stream; launch -> device work; event record -> stream
+//    wait; a thread other than the loop's, idle before a task, was woken by the loop's thread at that
+//    instant (the gap rule).
+// Replay gives each task start = max over its edges of (the predecessor's new ready time + lag): the
+// binding edge (the one that was latest in the trace) keeps the delay it had (launch latency, an
+// unexplained wait), the others their natural minimum (0; a launch the rank's typical latency), so
+// the unchanged graph replays exactly the measured times (`Replay` with no edits; its error is
+// reported with every prediction). What the trace cannot show (a collective's other ranks, work
+// in another process) is held as it was measured.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dependency/links.h"
+#include "trainrx/profiler/trace.h"
+
+namespace trainrx::analyzers {
+
+class RankGraph;
+struct Edits;
+struct ReplayResult;
+ReplayResult Replay(const RankGraph& graph, const Edits& edits);
+
+class RankGraph {
+ public:
+  enum class Kind : uint8_t { kHost, kBetweenOps, kWaitDevice, kWaitThread, kDevice };
+  struct Frame {
+    const profiler::Event* op = nullptr;
+    int32_t parent = -1;
+  };
+  struct Task {
+    int64_t ts = 0, dur = 0;  // as measured
+    uint32_t track = 0;
+    Kind kind = Kind::kHost;
+    int32_t frame = -1;     // host: its innermost op; device: the frame of the call that launched it (-1: none)
+    int32_t work = -1;      // device: index in RankLinks::work
+    int32_t release = -1;   // waits: the task whose end released it
+    int64_t tail = 0;       // waits: from the release to the end
+    int32_t edge_begin = 0, edge_count = 0;
+  };
+  struct Edge {
+    int32_t from = 0;
+    int64_t lag = 0;
+    float frac = -1;  // < 0: ready at the predecessor's end; else at this fraction of its duration
+  };
+
+  // `windows`: the rank's steps [start, end) on the loop's thread (may be empty).
+  RankGraph(const profiler::Trace& trace, const RankLinks& links, std::vector<std::pair<int64_t, int64_t>> windows);
+
+  const profiler::Trace& trace() const { return trace_; }
+  const RankLinks& links() const { return links_; }
+  const std::vector<Frame>& frames() const { return frames_; }
+  const std::vector<Task>& tasks() const { return tasks_; }
+  const std::vector<Edge>& edges() const { return edges_; }
+  const std::vector<std::pair<int64_t, int64_t>>& windows() const { return windows_; }
+  uint32_t loop_thread() const { return loop_; }
+  // Starts and ends a cycle of waits left out of the topological order (replayed in time order).
+  size_t unordered() const { return unordered_; }
+  // The step a task belongs to (its start inside a window; device work: its launch's), -1: none.
+  int32_t StepOf(int32_t task) const { return step_of_[task]; }
+  // Per frame: whether its op or an op enclosing it satisfies `pred` (ops and annotations by event).
+  template <typename Pred>
+  std::vector<uint8_t> FramesUnder(Pred pred) const {
+    std::vector<uint8_t> out(frames_.size(), 0);
+    for (size_t i = 0; i < frames_.size(); ++i)
+      out[i] = (frames_[i].parent >= 0 && out[frames_[i].parent]) || pred(*frames_[i].op) ? 1 : 0;
+    return out;
+  }
+
+ private:
+  void AddHostThread(uint32_t track, bool loop);
+  void AddDevice();
+  void AddEdges();
+  const profiler::Trace& trace_;
+  const RankLinks& links_;
+  std::vector<std::pair<int64_t, int64_t>> windows_;
+  uint32_t loop_ = 0;
+  std::vector<Frame> frames_;
+  std::vector<Task> tasks_;
+  std::vector<Edge> edges_;
+  std::vector<int32_t> order_;     // task starts (2i) and ends (2i + 1) in a topological order
+  size_t unordered_ = 0;
+  std::vector<int32_t> step_of_;
+  std::vector<std::pair<int32_t, double>> boundaries_;  // per window start and end: (loop task, fraction)
+  friend ReplayResult Replay(const RankGraph& graph, const Edits& edits);
+};
+
+// What a transform does to the graph: a new duration per task (the measured one scaled; 0
+// removes it) and waits that no longer wait for their releaser.
+struct Edits {
+  std::vector<double> scale;      // per task; 1: as measured
+  std::vector<uint8_t> unblock;   // per task: a wait that no longer waits
+  std::vector<int64_t> add_ns;    // per task: time added after scaling (may be negative; floors at 0)
+  explicit Edits(size_t tasks = 0) : scale(tasks, 1.0), unblock(tasks, 0), add_ns(tasks, 0) {}
+};
+
+struct ReplayResult {
+  std::vector<int64_t> step_ns;   // each window replayed on the loop's thread
+  int64_t device_step_ns = 0;     // the device's pace: its work of the windows over their count (0: none)
+  double mean_ns = 0;             // mean replayed step: the loop's, or the device's pace when slower
+};
+ReplayResult Replay(const RankGraph& graph, const Edits& edits);
+
+}  // namespace trainrx::analyzers

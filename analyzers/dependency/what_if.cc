@@ -1,0 +1,350 @@
+#include "dependency/what_if.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "families.h"
+#include "phases.h"
+#include "trainrx/analyzers/catalog.h"
+
+namespace trainrx::analyzers {
+
+using profiler::Event;
+using Kind = RankGraph::Kind;
+
+namespace {
+
+bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+// Scales every task whose frame (a host slice's op, device work's launching call) is in `mask`.
+void ScaleFrames(const RankGraph& g, const std::vector<uint8_t>& mask, double scale, Edits& e) {
+  const auto& tasks = g.tasks();
+  for (size_t i = 0; i < tasks.size(); ++i)
+    if (tasks[i].frame >= 0 && mask[tasks[i].frame]) e.scale[i] *= scale;
+}
+
+std::vector<uint8_t> Or(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
+  for (size_t i = 0; i < a.size(); ++i) a[i] = a[i] || b[i];
+  return a;
+}
+
+// Frames with an ancestor (or itself) in `phase`.
+std::vector<uint8_t> InPhase(const RankGraph& g, int phase) {
+  const auto& tr = g.trace();
+  return g.FramesUnder([&](const Event& e) { return PhaseOf(tr.Name(e)) == phase; });
+}
+
+// The share of the measured step a set of tasks takes on the loop's thread (for assumptions' text).
+int64_t LoopTimeOf(const RankGraph& g, const std::vector<uint8_t>& mask) {
+  int64_t ns = 0;
+  for (const auto& t : g.tasks())
+    if (t.track == g.loop_thread() && t.frame >= 0 && mask[t.frame]) ns += t.dur;
+  return ns;
+}
+
+// ---- the transforms ----
+
+// debug.anomaly_detection: the NaN checks anomaly mode runs on every backward node's outputs
+// (aten::isnan, aten::any / _is_any_true, aten::item) go.
+TransformPlan AnomalyOff(const RankGraph& g) {
+  const auto& tr = g.trace();
+  const auto backward = InPhase(g, kBackward);
+  const auto check = g.FramesUnder([&](const Event& e) {
+    const std::string_view n = tr.Name(e);
+    return n == "aten::isnan" || n == "aten::any" || n == "aten::_is_any_true" || n == "aten::item";
+  });
+  std::vector<uint8_t> mask(check.size());
+  const auto& frames = g.frames();
+  for (size_t i = 0; i < frames.size(); ++i) mask[i] = check[i] && (backward[i] || frames[i].op->track != g.loop_thread());
+  TransformPlan p;
+  Edits e(g.tasks().size());
+  ScaleFrames(g, mask, 0.0, e);
+  p.levels.push_back(std::move(e));
+  p.assumptions = "the NaN checks anomaly mode adds in backward (aten::isnan, any, item per node output) go";
+  return p;
+}
+
+// sync.host_device / sync.blocking_copy: the host no longer waits at scalar reads and explicit
+// synchronizations (the read moved out of the step, or made every N steps).
+TransformPlan UnblockSyncs(const RankGraph& g) {
+  const auto& tr = g.trace();
+  const auto reads = g.FramesUnder([&](const Event& e) {
+    const std::string_view n = tr.Name(e);
+    return n == "aten::item" || n == "aten::_local_scalar_dense" || n == "aten::equal" || n == "aten::is_nonzero" ||
+           n == "cudaDeviceSynchronize" || n == "cudaStreamSynchronize" || n == "hipDeviceSynchronize" ||
+           n == "hipStreamSynchronize";
+  });
+  TransformPlan p;
+  Edits e(g.tasks().size());
+  size_t n = 0;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const auto& t = g.tasks()[i];
+    if (t.kind == Kind::kWaitDevice && t.frame >= 0 && reads[t.frame]) {
+      e.unblock[i] = 1;
+      ++n;
+    }
+  }
+  if (n == 0) return p;
+  p.levels.push_back(std::move(e));
+  p.assumptions = "the host stops waiting at scalar reads and synchronizations (the read leaves the step); the "
+                  "device work stays";
+  return p;
+}
+
+// gpu.allocator: device allocations and frees served from the caching allocator's cache.
+TransformPlan CachingAllocator(const RankGraph& g) {
+  const auto& tr = g.trace();
+  const auto alloc = g.FramesUnder([&](const Event& e) { return IsAllocatorCall(tr.Name(e)); });
+  TransformPlan p;
+  if (LoopTimeOf(g, alloc) == 0 && std::none_of(alloc.begin(), alloc.end(), [](uint8_t x) { return x; })) return p;
+  Edits e(g.tasks().size());
+  ScaleFrames(g, alloc, 0.0, e);
+  p.levels.push_back(std::move(e));
+  p.assumptions = "every device allocation and free is served from the caching allocator's cache (no runtime call, "
+                  "no wait for the device), on every thread";
+  return p;
+}
+
+// optim.zero_grad: the zeroing ops in zero_grad go (gradients set to None).
+TransformPlan ZeroGradNone(const RankGraph& g) {
+  const auto& tr = g.trace();
+  const auto zeroing = g.FramesUnder([&](const Event& e) {
+    const std::string_view n = tr.Name(e);
+    return n == "aten::zero_" || n == "aten::fill_";
+  });
+  const auto in_zero_grad = g.FramesUnder([&](const Event& e) {
+    const std::string_view n = tr.Name(e);
+    return StartsWith(n, "Optimizer.zero_grad#") || n.find("zero_grad") != std::string_view::npos;
+  });
+  std::vector<uint8_t> mask(zeroing.size());
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = zeroing[i] && in_zero_grad[i];
+  TransformPlan p;
+  if (LoopTimeOf(g, mask) == 0) return p;
+  Edits e(g.tasks().size());
+  ScaleFrames(g, mask, 0.0, e);
+  p.levels.push_back(std::move(e));
+  p.assumptions = "zero_grad's zeroing ops go; backward's first write to each gradient costs what its add did";
+  return p;
+}
+
+// input.workers / input.dataloader_bound: the loading moves to worker processes that run beside
+// the step.
+TransformPlan LoaderWorkers(const RankGraph& g) {
+  const auto data = InPhase(g, kData);
+  TransformPlan p;
+  const int64_t fetch = LoopTimeOf(g, data);
+  if (fetch == 0 || g.windows().empty()) return p;
+  const double per_step = static_cast<double>(fetch) / static_cast<double>(g.windows().size());
+  // Point: 10 % of the fetch stays on the loop's thread (receiving the batch); low: 30 %; high: none.
+  // The workers' pace bounds the step from below: 2 workers (the catalog's fix), each taking the
+  // fetch's time per batch; at the low end, one worker's worth.
+  const double stays[3] = {0.10, 0.30, 0.0};
+  const double workers[3] = {2.0, 1.0, 2.0};
+  for (int k = 0; k < 3; ++k) {
+    Edits e(g.tasks().size());
+    ScaleFrames(g, data, stays[k], e);
+    p.levels.push_back(std::move(e));
+    p.floor_ns.push_back(per_step / workers[k]);
+  }
+  p.assumptions = fmt::format(
+      "loading ({:.1f} ms a step on the loop's thread) moves to 2 worker processes beside the step; 10 % of it (30-0 %) "
+      "stays on the loop's thread to receive the batch; the step cannot be shorter than the workers' pace (fetch time / "
+      "workers, one worker at the low end); the workers' CPU is assumed free (on a machine with few cores they "
+      "compete with the step)",
+      per_step / 1e6);
+  return p;
+}
+
+// optim.single_tensor: the per-parameter loop collapses into multi-tensor (foreach) ops.
+TransformPlan ForeachOptimizer(const RankGraph& g) {
+  const auto& tr = g.trace();
+  const auto step = g.FramesUnder([&](const Event& e) { return StartsWith(tr.Name(e), "Optimizer.step#") || StartsWith(tr.Name(e), "trainrx::optimizer"); });
+  TransformPlan p;
+  // The ops of the step (frames under it that are ops, not the step itself), their durations.
+  std::vector<int64_t> durs;
+  const auto& frames = g.frames();
+  for (size_t i = 0; i < frames.size(); ++i)
+    if (step[i] && frames[i].parent >= 0 && step[frames[i].parent] && frames[i].op->kind == profiler::EventKind::kCpuOp)
+      durs.push_back(frames[i].op->dur_ns);
+  if (durs.size() < 8) return p;
+  std::sort(durs.begin(), durs.end());
+  const int64_t overhead = durs[durs.size() / 10];  // a small op's whole cost: dispatch, no work
+  // Point: the loop's own (Python) time in the step drops by 80 % and each op's fixed cost is paid
+  // once per group; low: 50 % and no op cost saved; high: all of it.
+  const double python_keep[3] = {0.2, 0.5, 0.0};
+  const double op_cost_saved[3] = {1.0, 0.0, 1.0};
+  for (int k = 0; k < 3; ++k) {
+    Edits e(g.tasks().size());
+    for (size_t i = 0; i < g.tasks().size(); ++i) {
+      const auto& t = g.tasks()[i];
+      if (t.frame < 0 || !step[t.frame] || t.kind == Kind::kDevice) continue;
+      const Event& op = *frames[t.frame].op;
+      const bool own_step_time = !(frames[t.frame].parent >= 0 && step[frames[t.frame].parent]);
+      if (own_step_time) {
+        e.scale[i] = python_keep[k];
+      } else if (op.kind == profiler::EventKind::kCpuOp && t.ts == op.ts_ns && op_cost_saved[k] > 0) {
+        e.add_ns[i] = -static_cast<int64_t>(op_cost_saved[k] * static_cast<double>(std::min(overhead, t.dur)));
+      }
+    }
+    p.levels.push_back(std::move(e));
+  }
+  p.assumptions = fmt::format(
+      "the optimizer step's per-parameter loop becomes one multi-tensor op per update: its own (Python) time drops by 80 % "
+      "(50-100 %) and each op's fixed cost ({:.1f} us, the step's 10th-percentile op) is paid once per group",
+      static_cast<double>(overhead) / 1e3);
+  return p;
+}
+
+TransformPlan NotPredictable(const RankGraph&, const char* why) {
+  TransformPlan p;
+  p.not_predictable = why;
+  return p;
+}
+TransformPlan CudnnBenchmark(const RankGraph& g) {
+  return NotPredictable(g, "what the autotuner finds depends on the kernels cuDNN has for these shapes on this device; "
+                           "the trace holds only the ones it ran");
+}
+
+struct Named {
+  const char* name;
+  TransformFn fn;
+};
+const std::vector<Named>& Transforms() {
+  static const std::vector<Named> k = {
+      {"anomaly_off", &AnomalyOff},           {"unblock_syncs", &UnblockSyncs},     {"caching_allocator", &CachingAllocator},
+      {"zero_grad_none", &ZeroGradNone},      {"loader_workers", &LoaderWorkers},   {"foreach_optimizer", &ForeachOptimizer},
+      {"cudnn_benchmark", &CudnnBenchmark},
+  };
+  return k;
+}
+
+// The mean of a vector.
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+TransformFn FindTransform(std::string_view name) {
+  for (const Named& n : Transforms())
+    if (name == n.name) return n.fn;
+  return nullptr;
+}
+
+std::vector<std::string> TransformNames() {
+  std::vector<std::string> out;
+  for (const Named& n : Transforms()) out.push_back(n.name);
+  return out;
+}
+
+WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& names, double measured_mean_ns) {
+  WhatIfResult out;
+  Prediction& p = out.prediction;
+  for (const std::string& n : names) p.transform += (p.transform.empty() ? "" : "+") + n;
+  if (g.windows().empty() || measured_mean_ns <= 0) return out;
+  // Combine the transforms' plans level by level (a plan with one level uses it at every level).
+  std::vector<Edits> levels(3, Edits(g.tasks().size()));
+  std::vector<double> floors(3, 0.0);
+  bool any = false;
+  for (const std::string& n : names) {
+    const TransformFn fn = FindTransform(n);
+    if (fn == nullptr) continue;
+    TransformPlan plan = fn(g);
+    if (!plan.not_predictable.empty()) {
+      p.method = "not predictable";
+      p.assumptions = plan.not_predictable;
+      return out;
+    }
+    if (!plan.applies()) continue;
+    any = true;
+    p.assumptions += (p.assumptions.empty() ? "" : "; ") + plan.assumptions;
+    for (int k = 0; k < 3; ++k) {
+      const Edits& e = plan.levels[std::min<size_t>(k, plan.levels.size() - 1)];
+      for (size_t i = 0; i < e.scale.size(); ++i) {
+        levels[k].scale[i] *= e.scale[i];
+        levels[k].unblock[i] |= e.unblock[i];
+        levels[k].add_ns[i] += e.add_ns[i];
+      }
+      if (!plan.floor_ns.empty()) floors[k] = std::max(floors[k], plan.floor_ns[std::min<size_t>(k, plan.floor_ns.size() - 1)]);
+    }
+  }
+  if (!any) return out;
+  const ReplayResult base = Replay(g, Edits(g.tasks().size()));
+  if (base.mean_ns <= 0) return out;
+  double saving[3];
+  std::vector<double> per_step;  // the point's saving per step, as a share of the base mean
+  for (int k = 0; k < 3; ++k) {
+    const ReplayResult r = Replay(g, levels[k]);
+    const double after = std::max(r.mean_ns, floors[k]);
+    saving[k] = 100.0 * (base.mean_ns - after) / base.mean_ns;
+    if (k == 0)
+      for (size_t s = 0; s < r.step_ns.size(); ++s)
+        per_step.push_back(100.0 * static_cast<double>(base.step_ns[s] - std::max<double>(r.step_ns[s], floors[0])) / base.mean_ns);
+  }
+  // The steps' spread of the point's saving: a 95 % interval of its mean.
+  double spread = 0;
+  if (per_step.size() >= 2) {
+    const double m = Mean(per_step);
+    double ss = 0;
+    for (double x : per_step) ss += (x - m) * (x - m);
+    spread = 1.96 * std::sqrt(ss / static_cast<double>(per_step.size() - 1) / static_cast<double>(per_step.size()));
+  }
+  p.method = "replay";
+  // The replay's own error: the loop's steps replayed unchanged against the measured ones. Where the
+  // device ran behind the loop (it took longer a step than the loop's steps, with no sync to hold the
+  // loop back), the pace is the device's, before and after: said in the assumptions.
+  double host_mean = 0;
+  for (int64_t s : base.step_ns) host_mean += static_cast<double>(s);
+  host_mean /= static_cast<double>(std::max<size_t>(1, base.step_ns.size()));
+  p.replay_error_pct = 100.0 * (host_mean - measured_mean_ns) / measured_mean_ns;
+  if (base.mean_ns > 1.02 * host_mean)
+    p.assumptions += fmt::format("; the device ran behind the loop ({:.1f} ms a step against the loop's {:.1f} ms): the "
+                                 "step's pace is the device's, before and after",
+                                 base.mean_ns / 1e6, host_mean / 1e6);
+  const double err = std::abs(p.replay_error_pct);
+  p.saving_pct = saving[0];
+  p.low_pct = std::min({saving[0], saving[1], saving[2]}) - spread - err;
+  p.high_pct = std::min(100.0, std::max({saving[0], saving[1], saving[2]}) + spread + err);
+  p.step_ns_before = static_cast<int64_t>(std::max(measured_mean_ns, base.mean_ns));
+  p.step_ns_after = static_cast<int64_t>(static_cast<double>(p.step_ns_before) * (1.0 - saving[0] / 100.0));
+  out.ok = true;
+  return out;
+}
+
+void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps, Report& report) {
+  std::map<int32_t, std::unique_ptr<RankGraph>> graphs;
+  std::map<int32_t, double> means;
+  for (Finding& f : report.findings) {
+    const CatalogEntry* entry = FindCatalogEntry(f.id);
+    if (entry == nullptr || entry->transform[0] == '\0' || FindTransform(entry->transform) == nullptr) continue;
+    int32_t rank = f.rank;
+    if (rank < 0) {
+      if (links.ranks().empty()) continue;
+      rank = links.ranks().front().rank;
+    }
+    auto it = graphs.find(rank);
+    if (it == graphs.end()) {
+      const RankLinks* l = links.Rank(rank);
+      if (l == nullptr) continue;
+      std::vector<std::pair<int64_t, int64_t>> windows;
+      double sum = 0;
+      for (const StepRow& row : steps.steps)
+        if (row.rank == rank) {
+          windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
+          sum += static_cast<double>(row.wall_ns);
+        }
+      means[rank] = windows.empty() ? 0 : sum / static_cast<double>(windows.size());
+      it = graphs.emplace(rank, std::make_unique<RankGraph>(trace, *l, std::move(windows))).first;
+    }
+    WhatIfResult r = PredictWhatIf(*it->second, {entry->transform}, means[rank]);
+    if (!r.prediction.method.empty()) f.predicted = std::move(r.prediction);
+  }
+}
+
+}  // namespace trainrx::analyzers

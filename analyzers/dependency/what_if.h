@@ -1,0 +1,41 @@
+// The what-if: each fix of the catalog as a transform of the dependency graph (replay.h), replayed
+// to predict the fix's saving with an interval (issue 59; docs/what-if.md).
+//
+// A transform names the tasks the fix removes, shortens or stops waiting, from the trace alone, at
+// up to three levels of its one uncertain assumption (the point, and the ends that bound the
+// interval), and says its assumptions in plain words. Where the trace cannot tell what a fix would
+// find (what cudnn.benchmark picks), it says "not predictable from this trace" instead of a number.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dependency/replay.h"
+#include "trainrx/analyzers/finding.h"
+
+namespace trainrx::analyzers {
+
+struct TransformPlan {
+  std::vector<Edits> levels;      // [point, low, high] (or one: no spread of its own)
+  std::vector<double> floor_ns;   // per level: a mean step the fix cannot go below (0: none)
+  std::string assumptions;
+  std::string not_predictable;    // non-empty: why there is no number
+  bool applies() const { return !levels.empty(); }
+};
+using TransformFn = TransformPlan (*)(const RankGraph& graph);
+
+// nullptr for a name no transform has.
+TransformFn FindTransform(std::string_view name);
+// Every transform's name (docs and tests hold the catalog to them).
+std::vector<std::string> TransformNames();
+
+struct WhatIfResult {
+  Prediction prediction;
+  bool ok = false;  // a number was predicted
+};
+// One rank's prediction of `transforms` applied together (their edits combined: scales multiply,
+// unblocks add up, floors take the largest). The unchanged replay's error is part of the interval.
+WhatIfResult PredictWhatIf(const RankGraph& graph, const std::vector<std::string>& transforms, double measured_mean_ns);
+
+}  // namespace trainrx::analyzers
