@@ -6,9 +6,11 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <string_view>
 
 #include "families.h"
 #include "phases.h"
+#include "shapes.h"
 #include "trainrx/analyzers/catalog.h"
 
 namespace trainrx::analyzers {
@@ -48,23 +50,169 @@ int64_t LoopTimeOf(const RankGraph& g, const std::vector<uint8_t>& mask) {
 
 // ---- the transforms ----
 
-// debug.anomaly_detection: the NaN checks anomaly mode runs on every backward node's outputs
-// (aten::isnan, aten::any / _is_any_true, aten::item) go.
+// Each frame's own time (the host slices of its op alone) and whether other ops ran inside it.
+struct OwnTimes {
+  std::vector<int64_t> own;
+  std::vector<uint8_t> has_children;
+  explicit OwnTimes(const RankGraph& g) : own(g.frames().size(), 0), has_children(g.frames().size(), 0) {
+    for (const auto& t : g.tasks())
+      if (t.kind != Kind::kDevice && t.frame >= 0) own[t.frame] += t.dur;
+    for (const auto& f : g.frames())
+      if (f.parent >= 0) has_children[f.parent] = 1;
+  }
+};
+
+bool IsViewOp(std::string_view n) {
+  static constexpr std::string_view kViews[] = {"aten::view", "aten::t", "aten::reshape", "aten::_reshape_alias", "aten::expand",
+                                                "aten::transpose", "aten::permute", "aten::select", "aten::slice", "aten::unsqueeze",
+                                                "aten::squeeze", "aten::flatten", "aten::as_strided", "aten::alias", "aten::detach",
+                                                "aten::unflatten", "aten::split", "aten::chunk", "aten::narrow", "aten::numpy_T"};
+  return std::find(std::begin(kViews), std::end(kViews), n) != std::end(kViews);
+}
+
+int64_t Median(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// An op's usual own time where it records no autograd node: the median own time of the ops run in
+// backward (grad mode is off there), else of every op; at least 1 us.
+int64_t TypicalOwnTime(const RankGraph& g, const OwnTimes& own) {
+  const auto backward = InPhase(g, kBackward);
+  std::vector<int64_t> in_backward, all;
+  const auto& frames = g.frames();
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (frames[i].op->kind != profiler::EventKind::kCpuOp || own.own[i] <= 0) continue;
+    (backward[i] ? in_backward : all).push_back(own.own[i]);
+  }
+  return std::max<int64_t>(1000, Median(in_backward.size() >= 20 ? in_backward : all));
+}
+
+// What recording an autograd node costs the forward, from the trace: the forward's ops' own time
+// beyond the usual own time of an op, in the ops whose work runs in other ops (wrappers with
+// children) or that do no work (views), over the nodes backward then evaluates (each recorded node
+// is evaluated once: autograd::engine::evaluate_function ranges, AccumulateGrad included), in the
+// steps. Without backward nodes in the steps, the median view's excess (a view records one node).
+struct NodeCost {
+  int64_t typical = 0;        // the usual own time of an op
+  double per_node_ns = 0;     // a recorded node's cost
+  double nodes_per_step = 0;  // backward's evaluated nodes a step
+  std::vector<int64_t> excess;  // per frame: own time beyond the usual (the loop's forward ops)
+  std::vector<uint8_t> leaf;    // per frame: a leaf op that is not a view (its own time is its work)
+};
+NodeCost NodeCostOf(const RankGraph& g, const std::vector<uint8_t>& region) {
+  NodeCost c;
+  const OwnTimes own(g);
+  c.typical = TypicalOwnTime(g, own);
+  const auto& frames = g.frames();
+  const auto& tr = g.trace();
+  const auto& windows = g.windows();
+  const auto in_steps = [&](int64_t ts) {
+    auto it = std::upper_bound(windows.begin(), windows.end(), std::make_pair(ts, INT64_MAX));
+    return it != windows.begin() && ts < std::prev(it)->second;
+  };
+  c.excess.assign(frames.size(), 0);
+  c.leaf.assign(frames.size(), 0);
+  double wrapper_excess = 0;
+  int64_t nodes = 0;
+  std::vector<int64_t> views;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Event& op = *frames[i].op;
+    const std::string_view name = tr.Name(op);
+    if (StartsWith(name, "autograd::engine::evaluate_function") && in_steps(op.ts_ns)) ++nodes;
+    if (!region[i] || op.kind != profiler::EventKind::kCpuOp || op.track != g.loop_thread()) continue;
+    c.excess[i] = std::max<int64_t>(0, own.own[i] - c.typical);
+    const bool view = IsViewOp(name);
+    c.leaf[i] = !own.has_children[i] && !view;
+    if (view) views.push_back(c.excess[i]);
+    if (!c.leaf[i] && in_steps(op.ts_ns)) wrapper_excess += static_cast<double>(c.excess[i]);
+  }
+  const double steps = static_cast<double>(std::max<size_t>(1, windows.size()));
+  c.nodes_per_step = static_cast<double>(nodes) / steps;
+  c.per_node_ns = nodes > 0 ? wrapper_excess / static_cast<double>(nodes) : static_cast<double>(Median(views));
+  return c;
+}
+
+// The forward ops of `region` stop paying for recorded nodes: wrappers and views keep only the usual
+// own time of an op (at the low end 25 % of their excess stays), a leaf op loses one node's cost
+// (none at the low end, two at the high end), never more than its excess.
+std::vector<Edits> NodeOverheadEdits(const RankGraph& g, const NodeCost& c) {
+  const OwnTimes own(g);
+  const double wrapper_share[3] = {1.0, 0.75, 1.0};
+  const double leaf_nodes[3] = {1.0, 0.0, 2.0};
+  std::vector<Edits> out;
+  for (int k = 0; k < 3; ++k) {
+    Edits e(g.tasks().size());
+    for (size_t i = 0; i < g.tasks().size(); ++i) {
+      const auto& t = g.tasks()[i];
+      if (t.kind == Kind::kDevice || t.frame < 0 || c.excess[t.frame] == 0) continue;
+      const double excess = static_cast<double>(c.excess[t.frame]);
+      const double removed = c.leaf[t.frame] ? std::min(excess, leaf_nodes[k] * c.per_node_ns) : wrapper_share[k] * excess;
+      e.scale[i] = 1.0 - removed / static_cast<double>(own.own[t.frame]);
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// The loop's ops outside backward, the optimizer and data loading: the forward (and evaluation).
+std::vector<uint8_t> ForwardRegion(const RankGraph& g) {
+  const auto& tr = g.trace();
+  return g.FramesUnder([&](const Event& e) {
+    const int phase = PhaseOf(tr.Name(e));
+    return phase != kBackward && phase != kOptimizer && phase != kData;
+  });
+}
+
+// debug.anomaly_detection: anomaly mode's two costs go. In backward, the NaN checks it runs on every
+// node's outputs (aten::isnan / ne, any / _is_any_true, item); in forward, the stack it captures for
+// every node the forward records (NodeOverheadEdits).
 TransformPlan AnomalyOff(const RankGraph& g) {
   const auto& tr = g.trace();
   const auto backward = InPhase(g, kBackward);
   const auto check = g.FramesUnder([&](const Event& e) {
     const std::string_view n = tr.Name(e);
-    return n == "aten::isnan" || n == "aten::any" || n == "aten::_is_any_true" || n == "aten::item";
+    return n == "aten::isnan" || n == "aten::ne" || n == "aten::any" || n == "aten::_is_any_true" || n == "aten::item";
   });
-  std::vector<uint8_t> mask(check.size());
+  std::vector<uint8_t> checks(check.size()), forward = ForwardRegion(g);
   const auto& frames = g.frames();
-  for (size_t i = 0; i < frames.size(); ++i) mask[i] = check[i] && (backward[i] || frames[i].op->track != g.loop_thread());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    checks[i] = check[i] && (backward[i] || frames[i].op->track != g.loop_thread());
+  }
+  const NodeCost cost = NodeCostOf(g, forward);
   TransformPlan p;
-  Edits e(g.tasks().size());
-  ScaleFrames(g, mask, 0.0, e);
-  p.levels.push_back(std::move(e));
-  p.assumptions = "the NaN checks anomaly mode adds in backward (aten::isnan, any, item per node output) go";
+  p.levels = NodeOverheadEdits(g, cost);
+  for (Edits& e : p.levels) ScaleFrames(g, checks, 0.0, e);
+  p.assumptions = fmt::format(
+      "the NaN checks anomaly mode adds in backward (isnan / ne, any, item per node output) go, and so does the stack it "
+      "captures for every node the forward records ({:.0f} nodes a step, {:.2f} ms each: the forward's own time beyond an "
+      "op's usual {:.1f} us over backward's nodes): wrappers and views keep the usual own time (25 % of the excess stays "
+      "at the low end), an op that computes in its own time loses one node's cost (none to two)",
+      cost.nodes_per_step, cost.per_node_ns / 1e6, static_cast<double>(cost.typical) / 1e3);
+  return p;
+}
+
+// eval.grad_enabled: evaluation under torch.no_grad() records no autograd nodes (NodeOverheadEdits
+// over the trainrx::eval ranges).
+TransformPlan EvalNoGrad(const RankGraph& g) {
+  const auto& tr = g.trace();
+  const auto eval = g.FramesUnder([&](const Event& e) { return StartsWith(tr.Name(e), "trainrx::eval"); });
+  TransformPlan p;
+  if (LoopTimeOf(g, eval) == 0) {
+    p.not_predictable = "the evaluation is not marked in this trace (trainrx::eval ranges): its ops cannot be told from training's";
+    return p;
+  }
+  NodeCost cost = NodeCostOf(g, ForwardRegion(g));  // the training forward's node cost
+  const NodeCost in_eval = NodeCostOf(g, eval);
+  cost.excess = in_eval.excess;
+  cost.leaf = in_eval.leaf;
+  p.levels = NodeOverheadEdits(g, cost);
+  p.assumptions = fmt::format(
+      "evaluation under no_grad records no autograd nodes: its wrappers and views keep only the usual own time of an op "
+      "({:.1f} us), an op that computes in its own time loses one node's cost ({:.3f} ms, the training forward's; none "
+      "to two); the activations it no longer keeps are not counted",
+      static_cast<double>(cost.typical) / 1e3, cost.per_node_ns / 1e6);
   return p;
 }
 
@@ -209,6 +357,96 @@ TransformPlan CudnnBenchmark(const RankGraph& g) {
                            "the trace holds only the ones it ran");
 }
 
+TransformPlan ProfilerOff(const RankGraph& g) {
+  return NotPredictable(g, "what the other profiler costs each op is inside the ops' times, with nothing to tell it apart");
+}
+
+// model.bias_before_norm: the biases the norms cancel go. Each is a parameter: the forward records
+// its gradient's accumulator (an AccumulateGrad node) every step, so each call of a biased layer
+// loses one node's cost (NodeCostOf; tiny unless recording is costly, as in anomaly mode), and the
+// bias's elementwise pass in forward and its reduction in backward: one element per output each,
+// against the layer's multiply-adds per output (Cin x kernel). Which calls have a bias is known from
+// the recorded shapes of the first steps: each call of the layer's op gets the share of its calls
+// that had one.
+TransformPlan DropBias(const RankGraph& g) {
+  const auto& tr = g.trace();
+  TransformPlan p;
+  const auto& frames = g.frames();
+  // Convolutions (the norms' usual producers; a Linear's bias before a norm is rarer and its ops
+  // are not told apart from the classifier's here).
+  const auto is_layer = [](std::string_view n) {
+    return n == "aten::conv1d" || n == "aten::conv2d" || n == "aten::conv3d" || n == "aten::convolution" ||
+           n == "aten::_convolution";
+  };
+  std::map<std::string_view, std::pair<int64_t, int64_t>> calls;  // op name -> (calls with shapes, with a bias)
+  std::map<std::string_view, double> pass_share;                   // op name -> the bias passes' share of the layer
+  int64_t biased = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Event& e = *frames[i].op;
+    const std::string_view n = tr.Name(e);
+    if (e.kind != profiler::EventKind::kCpuOp || !is_layer(n)) continue;
+    if (frames[i].parent >= 0 && is_layer(tr.Name(*frames[frames[i].parent].op))) continue;  // the outermost layer op
+    const auto dims = OpDims(tr, e);
+    if (!dims || dims->size() < 3) continue;
+    const size_t bias = 2, weight = 1;
+    auto& [shaped, with_bias] = calls[n];
+    ++shaped;
+    if ((*dims)[bias].size() != 1 || (*dims)[weight].size() < 2) continue;
+    int64_t macs = 1;
+    for (size_t d = 1; d < (*dims)[weight].size(); ++d) macs *= std::max<int64_t>(1, (*dims)[weight][d]);
+    ++with_bias;
+    ++biased;
+    pass_share[n] = std::min(1.0, 2.0 / static_cast<double>(macs));
+  }
+  if (biased == 0) return p;
+  const NodeCost cost = NodeCostOf(g, ForwardRegion(g));
+  const OwnTimes own(g);
+  // The excess of each frame's subtree (frames are made in call order: children after parents).
+  std::vector<double> subtree(frames.size(), 0.0);
+  for (size_t i = frames.size(); i-- > 0;) {
+    subtree[i] += static_cast<double>(cost.excess[i]);
+    if (frames[i].parent >= 0) subtree[frames[i].parent] += subtree[i];
+  }
+  const double nodes[3] = {1.0, 0.5, 1.5};
+  for (int k = 0; k < 3; ++k) {
+    Edits e(g.tasks().size());
+    // Per frame: the share of its time the bias passes take (the layer and what runs inside it), and
+    // the part of its excess that was the bias's node (the layer's node cost spread over its
+    // subtree's excess).
+    std::vector<double> share(frames.size(), 0.0), node_share(frames.size(), 0.0);
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const std::string_view n = tr.Name(*frames[i].op);
+      const int32_t parent = frames[i].parent;
+      const auto c = calls.find(n);
+      const bool outermost = !(parent >= 0 && is_layer(tr.Name(*frames[parent].op)));
+      if (c != calls.end() && c->second.second > 0 && outermost && frames[i].op->kind == profiler::EventKind::kCpuOp) {
+        const double with_bias = static_cast<double>(c->second.second) / static_cast<double>(c->second.first);
+        share[i] = with_bias * pass_share[n];
+        node_share[i] = subtree[i] > 0 ? std::min(1.0, with_bias * nodes[k] * cost.per_node_ns / subtree[i]) : 0.0;
+      } else if (parent >= 0) {
+        share[i] = share[parent];
+        node_share[i] = node_share[parent];
+      }
+    }
+    for (size_t i = 0; i < g.tasks().size(); ++i) {
+      const auto& t = g.tasks()[i];
+      if (t.frame < 0) continue;
+      double scale = 1.0 - share[t.frame];
+      if (t.kind != Kind::kDevice && node_share[t.frame] > 0 && own.own[t.frame] > 0)
+        scale -= node_share[t.frame] * static_cast<double>(cost.excess[t.frame]) / static_cast<double>(own.own[t.frame]);
+      e.scale[i] = std::max(0.0, scale);
+    }
+    p.levels.push_back(std::move(e));
+  }
+  p.assumptions = fmt::format(
+      "{} calls of biased layers in the shaped steps; each call loses one recorded node's cost (the bias's gradient "
+      "accumulator: {:.3f} ms, half to one and a half of it) and the bias's elementwise pass and its gradient's "
+      "reduction (one element per output each, against the layer's multiply-adds per output); the bias parameters' "
+      "optimizer updates are not counted",
+      biased, cost.per_node_ns / 1e6);
+  return p;
+}
+
 struct Named {
   const char* name;
   TransformFn fn;
@@ -217,7 +455,8 @@ const std::vector<Named>& Transforms() {
   static const std::vector<Named> k = {
       {"anomaly_off", &AnomalyOff},           {"unblock_syncs", &UnblockSyncs},     {"caching_allocator", &CachingAllocator},
       {"zero_grad_none", &ZeroGradNone},      {"loader_workers", &LoaderWorkers},   {"foreach_optimizer", &ForeachOptimizer},
-      {"cudnn_benchmark", &CudnnBenchmark},
+      {"cudnn_benchmark", &CudnnBenchmark},   {"eval_no_grad", &EvalNoGrad},        {"drop_bias", &DropBias},
+      {"profiler_off", &ProfilerOff},
   };
   return k;
 }
