@@ -45,7 +45,9 @@ void BoundSavingsByPath(Report& report);
 // Each finding whose catalog entry names a transform gets its predicted saving (Finding::predicted)
 // from the what-if replay of its rank's dependency graph (dependency/what_if.cc).
 class LinkIndex;
-void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps, Report& report);
+// Also the what-ifs of Metrics: every finding's fix together, and `what_if` (transform names) together.
+void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps,
+                    const std::vector<std::string>& what_if, Report& report);
 // dist.data_parallel on one rank (dataparallel.cc; called by AnalyzeDist).
 void AnalyzeDataParallel(const AnalysisContext& ctx, int32_t rank, Report& out);
 

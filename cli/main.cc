@@ -83,6 +83,11 @@ int RunAnalyze(const Paths& paths, bool sample, const std::string& format, const
   sets::SetOptions set_options = set;
   for (const auto& t : threshold_args)
     if (Status st = set_options.thresholds.Parse(t); !st.ok()) return Fail("--threshold " + t, st.message());
+  for (std::string& w : set_options.what_if) {
+    StatusOr<std::string> name = analyzers::ResolveWhatIf(w);
+    if (!name.ok()) return Fail(name.status());
+    w = *name;
+  }
   if (!reports::IsReportFormat(format)) return Fail("--format " + format, "expected text, json, md or html");
   if (sample && !paths.empty()) return Fail("analyze", "give trace paths or --sample, not both");
   if (!sample && paths.empty()) return Fail("analyze", "expected at least one trace file or directory (or --sample)");
@@ -248,6 +253,10 @@ void AddAnalysisCommands(CLI::App& app, Args& a, Commands& c) {
   c.analyze->add_option("--step", a.set.step_name,
                         "the training step as you name it: a record_function range name, or a Python function "
                         "(with_stack traces: \"train.py(57): NAME\"); every such range is a step");
+  c.analyze->add_option("--what-if", a.set.what_if,
+                        "replay the run with this fix applied and predict the step (repeatable: fixes replayed together): "
+                        "a transform (anomaly_off, loader_workers, caching_allocator, unblock_syncs, ...; docs/what-if.md) "
+                        "or a finding id");
   c.analyze->add_flag("--sample", a.sample, "analyze the built-in sample trace (a CPU training loop with planted problems)");
 
   c.diff = app.add_subcommand("diff", "Why B differs from A: step time by phase, operator, kernel, configuration "

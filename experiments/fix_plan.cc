@@ -21,12 +21,35 @@ namespace {
 
 // With two or more fixes, one more row applies them all ("all of the above", every row's
 // findings); the caller says how it is applied. False with fewer.
-bool AppendAllRow(std::vector<FixPlanRow>* plans) {
+// Its prediction: the analysis's what-if of every finding's fix together, where the rows' findings
+// are those fixes' (a row whose fix the replay does not know leaves the row without one).
+bool AppendAllRow(std::vector<FixPlanRow>* plans, const analyzers::Report& analysis) {
   if (plans->size() < 2) return false;
   FixPlanRow all;
   all.row.change = "all of the above";
   all.row.all = true;
-  for (const auto& p : *plans) all.row.findings.insert(all.row.findings.end(), p.row.findings.begin(), p.row.findings.end());
+  bool every_row_predicted = true;
+  for (const auto& p : *plans) {
+    all.row.findings.insert(all.row.findings.end(), p.row.findings.begin(), p.row.findings.end());
+    every_row_predicted = every_row_predicted && p.row.predicted;
+  }
+  // The what-if must apply exactly the rows' fixes: its transforms are those of the rows' findings.
+  const auto covered = [&](const analyzers::WhatIf& w) {
+    for (const std::string& t : w.transforms) {
+      bool found = false;
+      for (const std::string& id : all.row.findings)
+        if (const analyzers::CatalogEntry* e = analyzers::FindCatalogEntry(id); e && t == e->transform) found = true;
+      if (!found) return false;
+    }
+    return true;
+  };
+  for (const analyzers::WhatIf& w : analysis.metrics.what_if)
+    if (w.label == "all findings" && w.prediction.method == "replay" && every_row_predicted && covered(w)) {
+      all.row.predicted = true;
+      all.row.predicted_saving_pct = w.prediction.saving_pct;
+      all.row.predicted_low_pct = w.prediction.low_pct;
+      all.row.predicted_high_pct = w.prediction.high_pct;
+    }
   plans->push_back(std::move(all));
   return true;
 }
@@ -98,7 +121,7 @@ std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& ana
     all = all.With(fix);
     plans.push_back(std::move(p));
   }
-  if (AppendAllRow(&plans)) plans.back().fixed = all;
+  if (AppendAllRow(&plans, analysis)) plans.back().fixed = all;
   if (plans.empty()) notes->push_back("nothing to fix: no finding with a knob away from its default");
   // Fixes that only flip knobs the workload switches between steps are measured in-process,
   // paired (as `ab`): more power for small effects than separate processes.
@@ -673,7 +696,7 @@ std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analy
     if (std::find(row.findings.begin(), row.findings.end(), f.id) == row.findings.end()) row.findings.push_back(f.id);
     AddFindingEstimate(row, f);
   }
-  if (AppendAllRow(&plans))
+  if (AppendAllRow(&plans, analysis))
     for (size_t i = 0; i + 1 < plans.size(); ++i) plans.back().tokens.push_back(plans[i].tokens.front());
   if (plans.empty()) notes->push_back("nothing to measure: no finding has a fix that applies from outside the script");
   for (auto& p : plans) {

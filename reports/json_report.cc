@@ -233,6 +233,34 @@ void WriteTemporalJson(JsonWriter& w, const analyzers::Report& report) {
   w.EndArray();
 }
 
+// metrics.what_if: several fixes replayed together (analyzers::WhatIf).
+void WriteWhatIfJson(JsonWriter& w, const analyzers::Report& report) {
+  w.Key("what_if");
+  w.BeginArray();
+  for (const auto& x : report.metrics.what_if) {
+    const analyzers::Prediction& p = x.prediction;
+    w.BeginObject();
+    w.Field("rank", x.rank);
+    w.Field("label", x.label);
+    w.Key("transforms");
+    w.BeginArray();
+    for (const auto& n : x.transforms) w.String(n);
+    w.EndArray();
+    w.Field("method", p.method);
+    if (p.method == "replay") {
+      w.Field("saving_pct", p.saving_pct);
+      w.Field("low_pct", p.low_pct);
+      w.Field("high_pct", p.high_pct);
+      w.Field("step_ns_before", p.step_ns_before);
+      w.Field("step_ns_after", p.step_ns_after);
+      w.Field("replay_error_pct", p.replay_error_pct);
+    }
+    w.Field("assumptions", p.assumptions);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
 // metrics.critical_path: per rank, the mean step's path by class, its largest items, and the median
 // step's segments (analyzers::CriticalPath).
 void WriteCriticalPathJson(JsonWriter& w, const analyzers::Report& report) {
@@ -457,6 +485,7 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   WriteStepBreakdownJson(w, steps);
   WriteTemporalJson(w, report);
   WriteCriticalPathJson(w, report);
+  WriteWhatIfJson(w, report);
   WriteUtilizationJson(w, report);
   WriteLaunchStatsJson(w, report);
   WriteNameTable(w, "op_table", report.metrics.op_table, /*self=*/true);

@@ -613,6 +613,24 @@ void WriteFindings(const analyzers::Report& report, Sink& sink) {
   }
 }
 
+// The what-if replays of several fixes together (docs/what-if.md): all the findings' fixes, and
+// those `analyze --what-if` asked for.
+void WriteWhatIf(const analyzers::Report& report, Sink& sink) {
+  if (report.metrics.what_if.empty()) return;
+  sink.Heading("What-if (the run's dependency graph replayed with fixes applied)");
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& w : report.metrics.what_if) {
+    std::string names;
+    for (const auto& n : w.transforms) names += (names.empty() ? "" : " + ") + n;
+    const analyzers::Prediction& p = w.prediction;
+    rows.push_back({std::to_string(w.rank), w.label, names,
+                    p.method == "replay" ? fmt::format("{:.1f}% [{:.1f}, {:.1f}]", p.saving_pct, p.low_pct, p.high_pct) : p.method,
+                    p.method == "replay" ? fmt::format("{} -> {}", Ms(p.step_ns_before), Ms(p.step_ns_after)) : "-"});
+  }
+  sink.Table({"rank", "what", "fixes", "predicted saving [interval]", "step"}, rows);
+  for (const auto& w : report.metrics.what_if) sink.Line(fmt::format("{}: assumes {}", w.label, w.prediction.assumptions));
+}
+
 // The whole document, section by section, through `sink`.
 void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report, const RenderOptions& options,
                    Sink& sink) {
@@ -626,6 +644,7 @@ void BuildDocument(const profiler::Trace& trace, const analyzers::Report& report
   WriteGpuTime(report, sink);
   WriteCriticalPath(report, sink);
   WriteUtilization(report, sink);
+  WriteWhatIf(report, sink);
   WriteFindings(report, sink);
 }
 

@@ -58,7 +58,7 @@ Status Merged(const std::vector<std::string>& files, const SetOptions& o, SetAna
   if (Status st = SomethingRead(files, out->trace.stats, analyzers::FindRecordedWindows(out->trace)); !st.ok()) return st;
   if (!o.keep_clocks) analyzers::AlignRankClocks(out->trace);
   NameTheStep(out->trace, o.step_name);
-  out->report = analyzers::Analyze(out->trace, o.thresholds);
+  out->report = analyzers::Analyze(out->trace, o.thresholds, 0, o.what_if);
   return StepFound(files, o, out->report);
 }
 
@@ -135,7 +135,7 @@ Status AnalyzeBuffer(std::string_view bytes, std::string_view name, const SetOpt
   if (Status st = SomethingRead(out->files, out->trace.stats, analyzers::FindRecordedWindows(out->trace)); !st.ok())
     return st;
   NameTheStep(out->trace, o.step_name);
-  out->report = analyzers::Analyze(out->trace, o.thresholds);
+  out->report = analyzers::Analyze(out->trace, o.thresholds, 0, o.what_if);
   return StepFound(out->files, o, out->report);
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string_view>
 
+#include "config_view.h"
 #include "families.h"
 #include "phases.h"
 #include "shapes.h"
@@ -136,9 +137,18 @@ NodeCost NodeCostOf(const RankGraph& g, const std::vector<uint8_t>& region) {
 
 // The forward ops of `region` stop paying for recorded nodes: wrappers and views keep only the usual
 // own time of an op (at the low end 25 % of their excess stays), a leaf op loses one node's cost
-// (none at the low end, two at the high end), never more than its excess.
+// (none at the low end, two at the high end), never more than its excess; an op under one that
+// recorded the node keeps its time.
 std::vector<Edits> NodeOverheadEdits(const RankGraph& g, const NodeCost& c) {
   const OwnTimes own(g);
+  // An op under one that recorded the node (an ancestor whose excess is half a node or more) runs
+  // below autograd and records none: it keeps its time (mkldnn_convolution under convolution).
+  const auto& frames = g.frames();
+  std::vector<uint8_t> under_node(frames.size(), 0);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const int32_t p = frames[i].parent;
+    under_node[i] = p >= 0 && (under_node[p] || static_cast<double>(c.excess[p]) >= 0.5 * c.per_node_ns) ? 1 : 0;
+  }
   const double wrapper_share[3] = {1.0, 0.75, 1.0};
   const double leaf_nodes[3] = {1.0, 0.0, 2.0};
   std::vector<Edits> out;
@@ -148,7 +158,9 @@ std::vector<Edits> NodeOverheadEdits(const RankGraph& g, const NodeCost& c) {
       const auto& t = g.tasks()[i];
       if (t.kind == Kind::kDevice || t.frame < 0 || c.excess[t.frame] == 0) continue;
       const double excess = static_cast<double>(c.excess[t.frame]);
-      const double removed = c.leaf[t.frame] ? std::min(excess, leaf_nodes[k] * c.per_node_ns) : wrapper_share[k] * excess;
+      const double removed = under_node[t.frame] ? 0.0
+                             : !c.leaf[t.frame]  ? wrapper_share[k] * excess
+                                                 : std::min(excess, leaf_nodes[k] * c.per_node_ns);
       e.scale[i] = 1.0 - removed / static_cast<double>(own.own[t.frame]);
     }
     out.push_back(std::move(e));
@@ -159,10 +171,12 @@ std::vector<Edits> NodeOverheadEdits(const RankGraph& g, const NodeCost& c) {
 // The loop's ops outside backward, the optimizer and data loading: the forward (and evaluation).
 std::vector<uint8_t> ForwardRegion(const RankGraph& g) {
   const auto& tr = g.trace();
-  return g.FramesUnder([&](const Event& e) {
+  std::vector<uint8_t> out = g.FramesUnder([&](const Event& e) {
     const int phase = PhaseOf(tr.Name(e));
-    return phase != kBackward && phase != kOptimizer && phase != kData;
+    return phase == kBackward || phase == kOptimizer || phase == kData;
   });
+  for (uint8_t& x : out) x = !x;
+  return out;
 }
 
 // debug.anomaly_detection: anomaly mode's two costs go. In backward, the NaN checks it runs on every
@@ -292,18 +306,32 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
   // fetch's time per batch; at the low end, one worker's worth.
   const double stays[3] = {0.10, 0.30, 0.0};
   const double workers[3] = {2.0, 1.0, 2.0};
+  // The machine's CPUs and the loop's threads, from our collector's block: the workers compete with
+  // the step for them. How many the loop keeps busy the trace does not say (its ops' kernels use the
+  // intra-op threads, its Python and framework time one): half way at the point, all of them at the
+  // low end, one at the high end.
+  const ConfigView config(g.trace(), g.links().rank);
+  const double cores = config.Static("cpu_count").value_or(0);
+  const double busy = std::max(1.0, std::min(std::max(1.0, config.Static("intra_op_threads").value_or(1)), cores));
+  const double loop_cores[3] = {(1.0 + busy) / 2.0, busy, 1.0};
   for (int k = 0; k < 3; ++k) {
     Edits e(g.tasks().size());
     ScaleFrames(g, data, stays[k], e);
     p.levels.push_back(std::move(e));
     p.floor_ns.push_back(per_step / workers[k]);
+    p.moved_cpu_ns.push_back(per_step * (1.0 - stays[k]));
+    p.loop_cores.push_back(loop_cores[k]);
   }
+  p.cores = cores;
   p.assumptions = fmt::format(
       "loading ({:.1f} ms a step on the loop's thread) moves to 2 worker processes beside the step; 10 % of it (30-0 %) "
       "stays on the loop's thread to receive the batch; the step cannot be shorter than the workers' pace (fetch time / "
-      "workers, one worker at the low end); the workers' CPU is assumed free (on a machine with few cores they "
-      "compete with the step)",
-      per_step / 1e6);
+      "workers, one worker at the low end){}",
+      per_step / 1e6,
+      cores > 0 ? fmt::format(", nor than the machine's {:.0f} CPUs take to run the step's work beside the workers' "
+                              "(the loop keeps {:.1f} busy: {:.0f} at the low end, 1 at the high end)",
+                              cores, loop_cores[0], busy)
+                : "; the workers' CPU is assumed free (the trace does not say how many CPUs the machine had)");
   return p;
 }
 
@@ -489,7 +517,8 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
   if (g.windows().empty() || measured_mean_ns <= 0) return out;
   // Combine the transforms' plans level by level (a plan with one level uses it at every level).
   std::vector<Edits> levels(3, Edits(g.tasks().size()));
-  std::vector<double> floors(3, 0.0);
+  std::vector<double> floors(3, 0.0), moved(3, 0.0), loop_cores(3, 1.0);
+  double cores = 0;
   bool any = false;
   for (const std::string& n : names) {
     const TransformFn fn = FindTransform(n);
@@ -511,7 +540,12 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
         levels[k].add_ns[i] += e.add_ns[i];
       }
       if (!plan.floor_ns.empty()) floors[k] = std::max(floors[k], plan.floor_ns[std::min<size_t>(k, plan.floor_ns.size() - 1)]);
+      if (!plan.moved_cpu_ns.empty()) {
+        moved[k] += plan.moved_cpu_ns[std::min<size_t>(k, plan.moved_cpu_ns.size() - 1)];
+        loop_cores[k] = std::max(loop_cores[k], plan.loop_cores[std::min<size_t>(k, plan.loop_cores.size() - 1)]);
+      }
     }
+    cores = std::max(cores, plan.cores);
   }
   if (!any) return out;
   const ReplayResult base = Replay(g, Edits(g.tasks().size()));
@@ -520,7 +554,11 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
   std::vector<double> per_step;  // the point's saving per step, as a share of the base mean
   for (int k = 0; k < 3; ++k) {
     const ReplayResult r = Replay(g, levels[k]);
-    const double after = std::max(r.mean_ns, floors[k]);
+    // The floors: the fix's own pace, and the CPUs the moved work shares with the step.
+    double floor = floors[k];
+    if (cores > 0 && moved[k] > 0) floor = std::max(floor, (r.mean_ns * loop_cores[k] + moved[k]) / cores);
+    const double after = std::max(r.mean_ns, floor);
+    if (k == 0) floors[0] = floor;
     saving[k] = 100.0 * (base.mean_ns - after) / base.mean_ns;
     if (k == 0)
       for (size_t s = 0; s < r.step_ns.size(); ++s)
@@ -556,33 +594,73 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
   return out;
 }
 
-void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps, Report& report) {
+std::vector<std::string> WhatIfNames() { return TransformNames(); }
+
+StatusOr<std::string> ResolveWhatIf(const std::string& name) {
+  if (FindTransform(name) != nullptr) return name;
+  if (const CatalogEntry* e = FindCatalogEntry(name); e != nullptr && *e->transform) return std::string(e->transform);
+  std::string known;
+  for (const std::string& n : TransformNames()) known += (known.empty() ? "" : ", ") + n;
+  return Status::Error(fmt::format("--what-if '{}': not a fix the replay knows; known: {} (or the id of a finding whose "
+                                   "fix has one, e.g. input.workers)",
+                                   name, known));
+}
+
+void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps,
+                    const std::vector<std::string>& what_if, Report& report) {
   std::map<int32_t, std::unique_ptr<RankGraph>> graphs;
   std::map<int32_t, double> means;
+  const auto graph_of = [&](int32_t rank) -> const RankGraph* {
+    auto it = graphs.find(rank);
+    if (it != graphs.end()) return it->second.get();
+    const RankLinks* l = links.Rank(rank);
+    if (l == nullptr) return nullptr;
+    std::vector<std::pair<int64_t, int64_t>> windows;
+    double sum = 0;
+    for (const StepRow& row : steps.steps)
+      if (row.rank == rank) {
+        windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
+        sum += static_cast<double>(row.wall_ns);
+      }
+    means[rank] = windows.empty() ? 0 : sum / static_cast<double>(windows.size());
+    return graphs.emplace(rank, std::make_unique<RankGraph>(trace, *l, std::move(windows))).first->second.get();
+  };
+  const auto rank_of = [&](int32_t rank) {
+    if (rank >= 0 || links.ranks().empty()) return rank;
+    for (const StepRow& row : steps.steps) return row.rank;  // the first rank with steps
+    return links.ranks().front().rank;
+  };
+  std::vector<std::string> all;  // every finding's transform, once, in the findings' order
+  int32_t all_rank = -1;
   for (Finding& f : report.findings) {
     const CatalogEntry* entry = FindCatalogEntry(f.id);
     if (entry == nullptr || entry->transform[0] == '\0' || FindTransform(entry->transform) == nullptr) continue;
-    int32_t rank = f.rank;
-    if (rank < 0) {
-      if (links.ranks().empty()) continue;
-      rank = links.ranks().front().rank;
+    const int32_t rank = rank_of(f.rank);
+    const RankGraph* g = rank >= 0 || !links.ranks().empty() ? graph_of(rank) : nullptr;
+    if (g == nullptr) continue;
+    WhatIfResult r = PredictWhatIf(*g, {entry->transform}, means[rank]);
+    if (r.prediction.method.empty()) continue;
+    if (r.ok) {
+      if (all_rank < 0) all_rank = rank;
+      if (rank == all_rank && std::find(all.begin(), all.end(), entry->transform) == all.end()) all.push_back(entry->transform);
     }
-    auto it = graphs.find(rank);
-    if (it == graphs.end()) {
-      const RankLinks* l = links.Rank(rank);
-      if (l == nullptr) continue;
-      std::vector<std::pair<int64_t, int64_t>> windows;
-      double sum = 0;
-      for (const StepRow& row : steps.steps)
-        if (row.rank == rank) {
-          windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
-          sum += static_cast<double>(row.wall_ns);
-        }
-      means[rank] = windows.empty() ? 0 : sum / static_cast<double>(windows.size());
-      it = graphs.emplace(rank, std::make_unique<RankGraph>(trace, *l, std::move(windows))).first;
+    f.predicted = std::move(r.prediction);
+  }
+  const auto add = [&](const char* label, int32_t rank, const std::vector<std::string>& names) {
+    const RankGraph* g = graph_of(rank);
+    if (g == nullptr) return;
+    WhatIfResult r = PredictWhatIf(*g, names, means[rank]);
+    if (r.prediction.method.empty()) {
+      r.prediction.method = "not predictable";
+      r.prediction.assumptions = g->windows().empty() ? "no steps in this rank's trace: nothing to replay a step of"
+                                                      : "none of these fixes applies to this trace";
     }
-    WhatIfResult r = PredictWhatIf(*it->second, {entry->transform}, means[rank]);
-    if (!r.prediction.method.empty()) f.predicted = std::move(r.prediction);
+    report.metrics.what_if.push_back({rank, label, names, std::move(r.prediction)});
+  };
+  if (all.size() >= 2) add("all findings", all_rank, all);
+  if (!what_if.empty()) {
+    const int32_t rank = rank_of(-1);
+    if (rank >= 0 || !links.ranks().empty()) add("asked", rank, what_if);
   }
 }
 

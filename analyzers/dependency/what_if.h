@@ -19,6 +19,12 @@ namespace trainrx::analyzers {
 struct TransformPlan {
   std::vector<Edits> levels;      // [point, low, high] (or one: no spread of its own)
   std::vector<double> floor_ns;   // per level: a mean step the fix cannot go below (0: none)
+  // Work the fix moves off the loop onto other threads or processes of the same machine (loader
+  // workers): per level, its CPU time a step and the cores the loop itself keeps busy; with `cores`
+  // known (0: not), the step cannot be shorter than (step x loop cores + moved work) / cores.
+  std::vector<double> moved_cpu_ns;
+  std::vector<double> loop_cores;
+  double cores = 0;
   std::string assumptions;
   std::string not_predictable;    // non-empty: why there is no number
   bool applies() const { return !levels.empty(); }

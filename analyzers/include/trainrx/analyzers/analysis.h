@@ -89,6 +89,13 @@ CriticalPath CriticalPathOf(const profiler::Trace& trace, int32_t rank, int64_t 
 // Steps first, then every registered family; findings sorted by estimated saving. The tables and
 // families run on up to `threads` threads (0: one per usable CPU); the report is the same for any
 // number.
-Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds = Thresholds(), size_t threads = 0);
+// `what_if`: fixes to replay together beside the findings' own (transform names or finding ids,
+// WhatIfNames()); an unknown name is the caller's to refuse (ResolveWhatIf).
+Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds = Thresholds(), size_t threads = 0,
+               const std::vector<std::string>& what_if = {});
+// Every name `--what-if` takes: the transforms (docs/what-if.md).
+std::vector<std::string> WhatIfNames();
+// A transform name or a finding id -> the transform name; an error names the known ones.
+StatusOr<std::string> ResolveWhatIf(const std::string& name);
 
 }  // namespace trainrx::analyzers

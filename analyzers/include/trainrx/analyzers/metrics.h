@@ -299,6 +299,15 @@ struct Utilization {
   std::string note;          // what limits the figures, in a sentence ("" when nothing does)
 };
 
+// A what-if of several fixes replayed together (analyzers/dependency/what_if.cc, docs/what-if.md):
+// every fix the findings name ("all findings"), or the ones `analyze --what-if` asked for.
+struct WhatIf {
+  int32_t rank = 0;
+  std::string label;                    // "all findings" / "asked"
+  std::vector<std::string> transforms;  // the catalog's transform names, in the order applied
+  Prediction prediction;
+};
+
 struct Metrics {
   std::vector<UnfinishedRank> unfinished;  // empty: every rank's recording ended normally
   std::vector<RecordedWindow> windows;     // ranks recorded through a step window
@@ -314,6 +323,7 @@ struct Metrics {
   std::vector<CompileSummary> compile;  // one per rank with torch.compile in its trace
   std::vector<CriticalPath> critical_paths;  // one per rank with device work
   std::vector<Utilization> utilization;      // one per rank with costed ops (issue 52)
+  std::vector<WhatIf> what_if;               // the first rank with steps: all findings' fixes, and those asked
 };
 
 struct Report {

@@ -43,6 +43,9 @@ struct SetOptions {
   std::string step_name;
   // Rank by rank and summaries: keep each rank's side in SetAnalysis::sides (trainrx export).
   bool keep_sides = false;
+  // Fixes to replay together beside the findings' own (`analyze --what-if`; transform names,
+  // analyzers::ResolveWhatIf). Merged analyses only: rank by rank, each finding keeps its own.
+  std::vector<std::string> what_if;
 };
 
 enum class Strategy { kMerged, kRankByRank, kSummaries };
