@@ -541,6 +541,28 @@ void FindingRows(const Report& ra, const Report& rb, const NoiseRule& rule, RunD
   }
 }
 
+// A's predictions against B's measured change of the mean step: where B lost the finding, its fix
+// is taken as applied and the change as its measured saving (with several gone at once, their
+// predictions are each held against the whole change: the report says so).
+void PredictionRows(const Report& ra, const Report& rb, RunDiff& d) {
+  if (d.a.mean_step_ns <= 0 || d.b.mean_step_ns <= 0) return;
+  const double measured = 100.0 * (1.0 - d.b.mean_step_ns / d.a.mean_step_ns);
+  std::set<std::string> in_b;
+  for (const auto& f : rb.findings) in_b.insert(f.id);
+  std::set<std::string> seen;
+  for (const auto& f : ra.findings) {
+    if (f.predicted.method != "replay" || !seen.insert(f.id).second) continue;
+    DiffPrediction p;
+    p.id = f.id;
+    p.predicted = f.predicted;
+    p.gone_in_b = in_b.count(f.id) == 0;
+    p.measured_pct = measured;
+    p.inside = measured >= f.predicted.low_pct && measured <= f.predicted.high_pct;
+    p.close = std::abs(measured - f.predicted.saving_pct) <= std::max(5.0, 0.25 * std::abs(measured));
+    d.predictions.push_back(std::move(p));
+  }
+}
+
 // The uniform row: a cause only outside the process-to-process band, significant, and with an
 // input shape or a setting that differs; with the batch's shape changed it is that change.
 void JudgeUniform(const NoiseRule& rule, double uniform_p, bool work_changed, RunDiff& d) {
@@ -724,6 +746,7 @@ RunDiff DiffRuns(const profiler::Trace& ta, const Report& ra, const std::string&
   CollectiveRows(sa, sb, rule, d);
   ConfigRows(ta, ma, tb, mb, d);
   FindingRows(ra, rb, rule, d);
+  PredictionRows(ra, rb, d);
   JudgeUniform(rule, uniform_p, work_changed, d);
   RankCauses(ops, kernels, top_n, d);
   RankSettingCauses(ops, top_n, d);

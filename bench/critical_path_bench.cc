@@ -8,6 +8,10 @@
 //   trainrx_critical_path_bench set PATH... [--reps 3]
 //     A trace set: reads it (not timed), finds its steps (Analyze, not timed), then times the
 //     dependency model and the critical paths of every step of every rank, as Analyze builds them.
+//   trainrx_critical_path_bench whatif PATH... [--reps 3]
+//     The what-if (issue 59): reads the set and finds its steps (not timed), then times the
+//     dependency model, each rank's replay graph and the replay of every transform of the catalog
+//     (docs/what-if.md) on every rank with steps, each at its three levels, plus the unchanged replay.
 // Prints one JSON line with the figures.
 #include <fmt/format.h>
 
@@ -19,6 +23,8 @@
 
 #include "families.h"
 #include "dependency/links.h"
+#include "dependency/replay.h"
+#include "dependency/what_if.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/profiler/kineto_reader.h"
 
@@ -35,7 +41,8 @@ double MedianMs(std::vector<double> v) {
 int Usage() {
   fmt::print(stderr,
              "usage: trainrx_critical_path_bench step TRACE [--rank R] [--annotation NAME] [--instance I] [--reps N]\n"
-             "       trainrx_critical_path_bench set PATH... [--reps N]\n");
+             "       trainrx_critical_path_bench set PATH... [--reps N]\n"
+             "       trainrx_critical_path_bench whatif PATH... [--reps N]\n");
   return 2;
 }
 
@@ -111,6 +118,45 @@ int Set(const std::vector<std::string>& paths, int reps) {
   return 0;
 }
 
+int WhatIf(const std::vector<std::string>& paths, int reps) {
+  trainrx::profiler::Trace trace;
+  if (const auto st = trainrx::profiler::ReadTraces(paths, trace); !st.ok()) {
+    fmt::print(stderr, "critical_path_bench: {}\n", st.message());
+    return 1;
+  }
+  const trainrx::analyzers::Report report = trainrx::analyzers::Analyze(trace);
+  const std::vector<std::string> names = trainrx::analyzers::TransformNames();
+  std::vector<double> ms;
+  size_t ranks = 0, predicted = 0, tasks = 0;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    const trainrx::analyzers::LinkIndex links(trace);
+    ranks = predicted = tasks = 0;
+    for (const auto& l : links.ranks()) {
+      std::vector<std::pair<int64_t, int64_t>> windows;
+      double sum = 0;
+      for (const auto& row : report.metrics.steps.steps)
+        if (row.rank == l.rank) {
+          windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
+          sum += static_cast<double>(row.wall_ns);
+        }
+      if (windows.empty()) continue;
+      const double mean = sum / static_cast<double>(windows.size());
+      const trainrx::analyzers::RankGraph g(trace, l, std::move(windows));
+      ++ranks;
+      tasks += g.tasks().size();
+      for (const auto& n : names) predicted += trainrx::analyzers::PredictWhatIf(g, {n}, mean).ok ? 1 : 0;
+    }
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  const double median = MedianMs(ms);
+  fmt::print("{{\"mode\": \"whatif\", \"ranks\": {}, \"events\": {}, \"tasks\": {}, \"transforms\": {}, "
+             "\"predictions\": {}, \"ms\": {:.3f}, \"us_per_kevent\": {:.3f}}}\n",
+             ranks, trace.events.size(), tasks, names.size(), predicted, median,
+             1000.0 * median / (static_cast<double>(trace.events.size()) / 1000.0));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -134,5 +180,6 @@ int main(int argc, char** argv) {
   if (paths.empty()) return Usage();
   if (mode == "step") return Step(paths, rank, annotation, instance, reps);
   if (mode == "set") return Set(paths, reps);
+  if (mode == "whatif") return WhatIf(paths, reps);
   return Usage();
 }

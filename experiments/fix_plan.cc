@@ -78,10 +78,13 @@ void AddFindingEstimate(FixRow& row, const analyzers::Finding& f) {
   row.predicted_high_pct = p.high_pct;
 }
 
-std::optional<bool> PredictionHolds(const FixRow& row) {
+std::optional<PredictionCheck> CheckPrediction(const FixRow& row) {
   if (!row.predicted || row.cmp.speedup <= 0) return std::nullopt;
   const double measured = 100.0 * (1.0 - 1.0 / row.cmp.speedup);
-  return measured >= row.predicted_low_pct && measured <= row.predicted_high_pct;
+  PredictionCheck c;
+  c.inside = measured >= row.predicted_low_pct && measured <= row.predicted_high_pct;
+  c.close = std::abs(measured - row.predicted_saving_pct) <= std::max(5.0, 0.25 * std::abs(measured));
+  return c;
 }
 
 std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& analysis, std::vector<std::string>* notes) {

@@ -57,6 +57,8 @@ std::string Verdict(const analyzers::RunDiff& d) {
 
 }  // namespace
 
+void WritePredictionChecks(const analyzers::RunDiff& d, std::ostream& out, bool md);
+
 void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
   const char* h = md ? "### " : "";
   out << h << "trainrx diff\n\n";
@@ -173,6 +175,28 @@ void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
       t.push_back({r.name, Mark(r), Ms(r.a), Ms(r.b), r.b_text.empty() ? r.a_text : r.b_text});
     Table(t, out, md);
   }
+  WritePredictionChecks(d, out, md);
+}
+
+// A's predictions (docs/what-if.md) against B's change: the ones whose finding B lost are the fixes
+// taken as applied.
+void WritePredictionChecks(const analyzers::RunDiff& d, std::ostream& out, bool md) {
+  if (d.predictions.empty()) return;
+  const std::string h = md ? "### " : "";
+  out << "\n" << h << "A's predictions against B\n";
+  std::vector<std::vector<std::string>> t = {{"finding of A", "in B", "predicted saving [interval]", "B's change", "held"}};
+  int gone = 0;
+  for (const auto& p : d.predictions) {
+    gone += p.gone_in_b ? 1 : 0;
+    t.push_back({p.id, p.gone_in_b ? "gone (fix applied)" : "still there",
+                 fmt::format("{:.1f}% [{:.1f}, {:.1f}]", p.predicted.saving_pct, p.predicted.low_pct, p.predicted.high_pct),
+                 fmt::format("{:.1f}% shorter", p.measured_pct),
+                 !p.gone_in_b ? "-" : p.inside ? "inside" : p.close ? "close (within 5 points / 25 %)" : "missed"});
+  }
+  Table(t, out, md);
+  if (gone > 1)
+    out << (md ? "\n" : "  ") << gone << " findings are gone from B: each prediction is held against the whole change "
+        << "(replay them together with `trainrx analyze A --what-if ...`)\n";
 }
 
 void WriteDiffJson(const analyzers::RunDiff& d, std::ostream& out) {
@@ -298,6 +322,21 @@ void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w) {
     for (const auto& r : *rows) WriteRow(r, w);
     w.EndArray();
   }
+  w.Key("predictions");
+  w.BeginArray();
+  for (const auto& p : d.predictions) {
+    w.BeginObject();
+    w.Field("finding", p.id);
+    w.Field("gone_in_b", p.gone_in_b);
+    w.Field("predicted_saving_pct", p.predicted.saving_pct);
+    w.Field("predicted_low_pct", p.predicted.low_pct);
+    w.Field("predicted_high_pct", p.predicted.high_pct);
+    w.Field("measured_pct", p.measured_pct);
+    w.Field("inside", p.inside);
+    w.Field("close", p.close);
+    w.EndObject();
+  }
+  w.EndArray();
   w.Key("notes");
   w.BeginArray();
   for (const auto& n : d.notes) w.String(n);

@@ -169,13 +169,17 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
            "detected; predicted: the saving of the step the what-if replay of the baseline's trace predicts, with its "
            "interval (docs/what-if.md), or, for a fix without a transform, the findings' bound (the time the fix "
            "could remove at most); measured saving: 1 - 1/speedup, beside it.\n";
-    int held = 0, predicted = 0;
+    int inside = 0, close = 0, predicted = 0;
     for (const auto& row : r.rows)
-      if (const auto holds = experiments::PredictionHolds(row)) {
+      if (const auto c = experiments::CheckPrediction(row)) {
         ++predicted;
-        held += *holds ? 1 : 0;
+        inside += c->inside ? 1 : 0;
+        close += c->close ? 1 : 0;
       }
-    if (predicted > 0) out << fmt::format("predictions: {} of {} measured savings inside their interval\n", held, predicted);
+    if (predicted > 0)
+      out << fmt::format("predictions: {} of {} measured savings inside their interval, {} of {} within max(5 points, 25 %) "
+                         "of the point\n",
+                         inside, predicted, close, predicted);
     if (sequential) {
       out << (r.sequential.used ? fmt::format("rounds: after which round a row measured across processes stopped "
                                               "getting trials (at most {}; {} spending, alpha {:g}; an in-process row: "
@@ -252,7 +256,10 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
       w.Field("predicted_saving_pct", row.predicted_saving_pct, 3);
       w.Field("predicted_low_pct", row.predicted_low_pct, 3);
       w.Field("predicted_high_pct", row.predicted_high_pct, 3);
-      if (const auto holds = experiments::PredictionHolds(row)) w.Field("prediction_holds", *holds);
+      if (const auto c = experiments::CheckPrediction(row)) {
+        w.Field("prediction_inside", c->inside);
+        w.Field("prediction_close", c->close);
+      }
     }
     if (row.cmp.speedup > 0) w.Field("measured_saving_pct", SavingPct(row.cmp.speedup), 3);
     WriteComparison(w, row.cmp);

@@ -51,6 +51,14 @@ int64_t LoopTimeOf(const RankGraph& g, const std::vector<uint8_t>& mask) {
 
 // ---- the transforms ----
 
+// A fix with nothing to change in this trace: a prediction of no saving, said so.
+TransformPlan Nothing(const RankGraph& g, std::string why) {
+  TransformPlan p;
+  p.levels.emplace_back(g.tasks().size());
+  p.assumptions = std::move(why);
+  return p;
+}
+
 // Each frame's own time (the host slices of its op alone) and whether other ops ran inside it.
 struct OwnTimes {
   std::vector<int64_t> own;
@@ -250,7 +258,9 @@ TransformPlan UnblockSyncs(const RankGraph& g) {
       ++n;
     }
   }
-  if (n == 0) return p;
+  if (n == 0)
+    return Nothing(g, "no wait for the device under a scalar read or synchronization in this trace (on a CPU a read "
+                      "waits for nothing): nothing to save");
   p.levels.push_back(std::move(e));
   p.assumptions = "the host stops waiting at scalar reads and synchronizations (the read leaves the step); the "
                   "device work stays";
@@ -262,7 +272,8 @@ TransformPlan CachingAllocator(const RankGraph& g) {
   const auto& tr = g.trace();
   const auto alloc = g.FramesUnder([&](const Event& e) { return IsAllocatorCall(tr.Name(e)); });
   TransformPlan p;
-  if (LoopTimeOf(g, alloc) == 0 && std::none_of(alloc.begin(), alloc.end(), [](uint8_t x) { return x; })) return p;
+  if (std::none_of(alloc.begin(), alloc.end(), [](uint8_t x) { return x; }))
+    return Nothing(g, "no device allocator call in this trace: nothing to save");
   Edits e(g.tasks().size());
   ScaleFrames(g, alloc, 0.0, e);
   p.levels.push_back(std::move(e));
@@ -285,7 +296,7 @@ TransformPlan ZeroGradNone(const RankGraph& g) {
   std::vector<uint8_t> mask(zeroing.size());
   for (size_t i = 0; i < mask.size(); ++i) mask[i] = zeroing[i] && in_zero_grad[i];
   TransformPlan p;
-  if (LoopTimeOf(g, mask) == 0) return p;
+  if (LoopTimeOf(g, mask) == 0) return Nothing(g, "no zeroing op inside zero_grad on the loop's thread: nothing to save");
   Edits e(g.tasks().size());
   ScaleFrames(g, mask, 0.0, e);
   p.levels.push_back(std::move(e));
@@ -299,7 +310,10 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
   const auto data = InPhase(g, kData);
   TransformPlan p;
   const int64_t fetch = LoopTimeOf(g, data);
-  if (fetch == 0 || g.windows().empty()) return p;
+  if (g.windows().empty()) return p;
+  if (fetch == 0)
+    return Nothing(g, "no data loading on the loop's thread in the steps (no enumerate(DataLoader) or trainrx::data "
+                      "range): nothing the workers would take off it");
   const double per_step = static_cast<double>(fetch) / static_cast<double>(g.windows().size());
   // Point: 10 % of the fetch stays on the loop's thread (receiving the batch); low: 30 %; high: none.
   // The workers' pace bounds the step from below: 2 workers (the catalog's fix), each taking the
@@ -601,7 +615,7 @@ StatusOr<std::string> ResolveWhatIf(const std::string& name) {
   if (const CatalogEntry* e = FindCatalogEntry(name); e != nullptr && *e->transform) return std::string(e->transform);
   std::string known;
   for (const std::string& n : TransformNames()) known += (known.empty() ? "" : ", ") + n;
-  return Status::Error(fmt::format("--what-if '{}': not a fix the replay knows; known: {} (or the id of a finding whose "
+  return Status::Error(fmt::format("--what-if {}: not a fix the replay knows; known: {} (or the id of a finding whose "
                                    "fix has one, e.g. input.workers)",
                                    name, known));
 }

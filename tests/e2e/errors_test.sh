@@ -42,6 +42,7 @@ expect "analyze" analyze --sample "$tmp/bad.txt"
 expect "analyze" analyze --sample --bogus
 expect "analyze" analyze --sample --format xml
 expect "--threshold nope=1" analyze --sample --threshold nope=1
+expect "--what-if nope" analyze --sample --what-if nope
 expect "sample_cpu_training.json.gz" analyze --sample --step nosuch
 expect "$tmp/missing.json" diff "$tmp/missing.json" "$tmp/bad.txt"
 expect "$tmp/bad.txt" summarize -o "$tmp/s" "$tmp/bad.txt"

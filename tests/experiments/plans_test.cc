@@ -114,6 +114,54 @@ TEST(FixPlanTest, OneRowPerKnobAndAllOfTheAbove) {
   EXPECT_NE(notes[0].find("model.bias_before_norm"), std::string::npos);
 }
 
+// The what-if replay's predictions go to the rows (the largest of a row's findings'), the all row gets
+// the analysis's "all findings" what-if when its transforms are the rows' fixes, and each measured
+// row is checked against its interval and point (issue 59).
+TEST(FixPlanTest, RowsCarryThePredictionsAndAreCheckedAgainstTheMeasurement) {
+  const Spec spec = MustParse("cnn anomaly=1 workers=0");
+  analyzers::Report analysis;
+  analyzers::Finding anomaly = FindingWithKnob("debug.anomaly_detection", "anomaly");
+  anomaly.predicted = {"replay", "anomaly_off", 80.0, 70.0, 90.0, 500, 100, 0.0, "checks go"};
+  analyzers::Finding workers = FindingWithKnob("input.workers", "workers");
+  workers.predicted = {"replay", "loader_workers", 9.0, 6.0, 12.0, 500, 455, 0.0, "loading moves"};
+  analyzers::Finding loader = FindingWithKnob("input.dataloader_bound", "workers");
+  loader.predicted = {"replay", "loader_workers", 11.0, 7.0, 13.0, 500, 445, 0.0, "loading moves"};
+  analysis.findings = {anomaly, workers, loader};
+  analysis.metrics.what_if.push_back({0, "all findings", {"anomaly_off", "loader_workers"},
+                                      {"replay", "anomaly_off+loader_workers", 85.0, 75.0, 95.0, 500, 75, 0.0, ""}});
+  std::vector<std::string> notes;
+  auto plans = PlanFixes(spec, analysis, &notes);
+  ASSERT_EQ(plans.size(), 3u);
+  std::map<std::string, FixRow*> by_change;
+  for (auto& p : plans) by_change[p.row.change] = &p.row;
+  ASSERT_TRUE(by_change["anomaly=1 -> 0"]->predicted);
+  EXPECT_DOUBLE_EQ(by_change["anomaly=1 -> 0"]->predicted_saving_pct, 80.0);
+  EXPECT_DOUBLE_EQ(by_change["workers=0 -> 2"]->predicted_saving_pct, 11.0);  // the larger of its two findings'
+  EXPECT_DOUBLE_EQ(by_change["workers=0 -> 2"]->predicted_low_pct, 7.0);
+  ASSERT_TRUE(by_change["all of the above"]->predicted);
+  EXPECT_DOUBLE_EQ(by_change["all of the above"]->predicted_saving_pct, 85.0);
+  // Measured 5x faster (80 % saving): inside and close; 1.065x (6.1 %): outside [7, 13] but within 5 points of 11.
+  FixRow& a = *by_change["anomaly=1 -> 0"];
+  a.cmp.speedup = 5.0;
+  ASSERT_TRUE(CheckPrediction(a).has_value());
+  EXPECT_TRUE(CheckPrediction(a)->inside);
+  EXPECT_TRUE(CheckPrediction(a)->close);
+  FixRow& w = *by_change["workers=0 -> 2"];
+  w.cmp.speedup = 1.065;
+  EXPECT_FALSE(CheckPrediction(w)->inside);
+  EXPECT_TRUE(CheckPrediction(w)->close);
+  w.cmp.speedup = 2.0;  // 50 %: neither
+  EXPECT_FALSE(CheckPrediction(w)->inside);
+  EXPECT_FALSE(CheckPrediction(w)->close);
+  w.cmp.speedup = 0;  // not measured
+  EXPECT_FALSE(CheckPrediction(w).has_value());
+  // A what-if with a fix no row applies is not the all row's prediction.
+  analysis.metrics.what_if[0].transforms.push_back("caching_allocator");
+  plans = PlanFixes(spec, analysis, &notes);
+  for (const auto& p : plans)
+    if (p.row.all) EXPECT_FALSE(p.row.predicted);
+}
+
 TEST(FixPlanTest, NothingToFixAndNoAllRowForOneFix) {
   std::vector<std::string> notes;
   EXPECT_TRUE(PlanFixes(MustParse("cnn"), {}, &notes).empty());

@@ -51,8 +51,21 @@ struct DiffRow {
   double delta() const { return b - a; }
 };
 
+// One of A's predicted savings held against B (issue 59): where B no longer has the finding (its fix
+// was applied), B's change of the mean step against A's predicted interval.
+struct DiffPrediction {
+  std::string id;            // A's finding
+  Prediction predicted;      // A's prediction (method "replay")
+  bool gone_in_b = false;    // the finding is not in B: its fix is taken as applied
+  double measured_pct = 0;   // 1 - B's mean step / A's, in %
+  bool inside = false;       // measured inside the predicted interval
+  bool close = false;        // within max(5 points, 25 % of the measured) of the point
+};
+
 struct RunDiff {
   DiffSide a, b;
+  // A's predictions against B (every finding of A with a replay prediction).
+  std::vector<DiffPrediction> predictions;
   // The change in the mean step (B - A) and its noise: the standard error of that difference from
   // the two sides' per-step spread (a change within ~2 of these is not told apart from noise).
   double delta_mean_ns = 0, delta_median_ns = 0, noise_ns = 0;

@@ -76,8 +76,14 @@ struct FixRow {
 const char* StopName(FixRow::Stop s);
 // Takes a finding's estimate and prediction into a row (the largest of its findings').
 void AddFindingEstimate(FixRow& row, const analyzers::Finding& f);
-// Whether a row's measured saving lies inside its predicted interval; nullopt: no prediction or no measurement.
-std::optional<bool> PredictionHolds(const FixRow& row);  // "decided", "precise", "futile", "max rounds", "budget", ""
+// A row's prediction held against its measurement: the measured saving inside the predicted interval,
+// and within max(5 points, 25 % of the measured saving) of the point (issue 59's bar); nullopt: no
+// prediction or no measurement.
+struct PredictionCheck {
+  bool inside = false;
+  bool close = false;
+};
+std::optional<PredictionCheck> CheckPrediction(const FixRow& row);  // "decided", "precise", "futile", "max rounds", "budget", ""
 
 // How the rows measured across processes were run (issue 40): rounds of the baseline and every
 // row still open, a look after each round from the 4th, each at the nominal level of an
