@@ -541,12 +541,13 @@ void FindingRows(const Report& ra, const Report& rb, const NoiseRule& rule, RunD
   }
 }
 
-// A's predictions against B's measured change of the mean step: where B lost the finding, its fix
+// A's predictions against B's measured change of the median step: where B lost the finding, its fix
 // is taken as applied and the change as its measured saving (with several gone at once, their
 // predictions are each held against the whole change: the report says so).
 void PredictionRows(const Report& ra, const Report& rb, RunDiff& d) {
-  if (d.a.mean_step_ns <= 0 || d.b.mean_step_ns <= 0) return;
-  const double measured = 100.0 * (1.0 - d.b.mean_step_ns / d.a.mean_step_ns);
+  if (d.a.median_step_ns <= 0 || d.b.median_step_ns <= 0) return;
+  // The median step: a few slow steps (a worker's hiccup, a checkpoint) move a few-step mean far.
+  const double measured = 100.0 * (1.0 - d.b.median_step_ns / d.a.median_step_ns);
   std::set<std::string> in_b;
   for (const auto& f : rb.findings) in_b.insert(f.id);
   std::set<std::string> seen;

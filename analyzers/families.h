@@ -47,7 +47,7 @@ void BoundSavingsByPath(Report& report);
 class LinkIndex;
 // Also the what-ifs of Metrics: every finding's fix together, and `what_if` (transform names) together.
 void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps,
-                    const std::vector<std::string>& what_if, Report& report);
+                    const std::vector<std::string>& what_if, Report& report, size_t threads);
 // dist.data_parallel on one rank (dataparallel.cc; called by AnalyzeDist).
 void AnalyzeDataParallel(const AnalysisContext& ctx, int32_t rank, Report& out);
 

@@ -182,7 +182,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
   FlagCompileForLaunches(ctx, report);  // reads gpu.launch_bound and the compile figures
   BoundSavingsByPath(report);           // every saving within what the critical path says its cause costs
-  PredictSavings(trace, *links, steps, what_if, report);  // each fix's transform replayed (dependency/what_if.cc)
+  PredictSavings(trace, *links, steps, what_if, report, threads);  // each fix's transform replayed (dependency/what_if.cc)
   AddUtilizationEvidence(report);       // MFU beside the causes of a low one
   // Several ranks: a claim found on each is shown once, naming them (as rank by rank).
   if (trace.ranks.size() > 1) report.findings = FoldFindings(std::move(report.findings), trace.ranks.size());

@@ -134,13 +134,12 @@ int WhatIf(const std::vector<std::string>& paths, int reps) {
     ranks = predicted = tasks = 0;
     for (const auto& l : links.ranks()) {
       std::vector<std::pair<int64_t, int64_t>> windows;
-      double sum = 0;
       for (const auto& row : report.metrics.steps.steps)
-        if (row.rank == l.rank) {
-          windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
-          sum += static_cast<double>(row.wall_ns);
-        }
+        if (row.rank == l.rank) windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
+      windows = trainrx::analyzers::ReplayedSteps(std::move(windows));
       if (windows.empty()) continue;
+      double sum = 0;
+      for (const auto& [a, b] : windows) sum += static_cast<double>(b - a);
       const double mean = sum / static_cast<double>(windows.size());
       const trainrx::analyzers::RankGraph g(trace, l, std::move(windows));
       ++ranks;

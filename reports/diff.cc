@@ -184,7 +184,7 @@ void WritePredictionChecks(const analyzers::RunDiff& d, std::ostream& out, bool 
   if (d.predictions.empty()) return;
   const std::string h = md ? "### " : "";
   out << "\n" << h << "A's predictions against B\n";
-  std::vector<std::vector<std::string>> t = {{"finding of A", "in B", "predicted saving [interval]", "B's change", "held"}};
+  std::vector<std::vector<std::string>> t = {{"finding of A", "in B", "predicted saving [interval]", "B's median step", "held"}};
   int gone = 0;
   for (const auto& p : d.predictions) {
     gone += p.gone_in_b ? 1 : 0;

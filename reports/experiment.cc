@@ -111,9 +111,11 @@ double SavingPct(double speedup) { return speedup > 0 ? 100.0 * (1.0 - 1.0 / spe
 
 // The replay's predicted saving with its interval, else the estimate's bound ("<= 12.0%").
 std::string PredictedText(const experiments::FixRow& row) {
+  // As the measured saving beside it: the change of the step time (a saving is negative).
   if (row.predicted)
-    return fmt::format("-{:.1f}% [{:.1f}, {:.1f}]", row.predicted_saving_pct, row.predicted_low_pct, row.predicted_high_pct);
-  return row.estimated_saving_pct >= 0.05 ? fmt::format("<= -{:.1f}% (bound)", row.estimated_saving_pct) : "-";
+    return fmt::format("{:+.1f}% [{:+.1f}, {:+.1f}]", -row.predicted_saving_pct + 0.0, -row.predicted_high_pct + 0.0,
+                       -row.predicted_low_pct + 0.0);
+  return row.estimated_saving_pct >= 0.05 ? fmt::format(">= -{:.1f}% (bound)", row.estimated_saving_pct) : "-";
 }
 std::string MeasuredSaving(const stats::Comparison& c) {
   if (!(c.speedup > 0) || !(c.ci_low > 0) || !(c.ci_high > 0)) return "-";

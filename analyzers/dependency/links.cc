@@ -228,16 +228,19 @@ void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
     int64_t a, b;
   };
   std::vector<Stretch> stretches;
-  std::vector<std::tuple<int64_t, int64_t, const Event*, uint32_t>> ends;  // (end, -start, op, track)
+  // Per thread, its ops by end time: the call tree's walk closes them in that order.
+  std::unordered_map<uint32_t, std::vector<std::pair<int64_t, const Event*>>> ends;
   std::unordered_map<uint32_t, Busy> busy;
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const auto& t = trace.tracks[ti];
     if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
     Busy& bz = busy[ti];
+    auto& closed = ends[ti];
     std::vector<std::pair<const Event*, int64_t>> stack;  // (op, own time accounted up to)
     const auto pop = [&] {
       const auto [op, cursor] = stack.back();
       stack.pop_back();
+      closed.push_back({op->end_ns(), op});
       if (op->end_ns() - cursor >= kThreadWaitMinNs) stretches.push_back({op, ti, cursor, op->end_ns()});
       if (!stack.empty()) stack.back().second = std::max(stack.back().second, op->end_ns());
     };
@@ -254,7 +257,6 @@ void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
       } else {
         bz.spans.push_back({e.ts_ns, e.end_ns()});
       }
-      ends.push_back({e.end_ns(), -e.ts_ns, &e, ti});
       stack.push_back({&e, e.ts_ns});
     }
     while (!stack.empty()) pop();
@@ -266,20 +268,27 @@ void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
   }
   for (auto& [track, bz] : busy) l.busy_spans[track] = bz.spans;
   if (busy.size() < 2) return;
-  std::sort(ends.begin(), ends.end());
   for (const Stretch& s : stretches) {
     const int64_t tol = std::max<int64_t>(10'000, (s.b - s.a) / 50);
-    auto it = std::upper_bound(ends.begin(), ends.end(), std::make_tuple(s.b, INT64_MAX, nullptr, 0u),
-                               [](const auto& x, const auto& y) { return std::get<0>(x) < std::get<0>(y); });
-    while (it != ends.begin()) {
-      --it;
-      const auto& [end, neg_start, op, track] = *it;
-      if (end < s.b - tol || end <= s.a) break;
+    // The latest op of another thread to end in [b - tol, b] (and after a).
+    const Event* best = nullptr;
+    uint32_t best_track = 0;
+    for (const auto& [track, closed] : ends) {
       if (track == s.track) continue;
-      if (2 * busy[track].In(s.a, end) < end - s.a) continue;
-      l.thread_waits.push_back({s.op, s.track, s.a, s.b, op, track, end});
-      break;
+      auto it = std::upper_bound(closed.begin(), closed.end(), s.b,
+                                 [](int64_t v, const std::pair<int64_t, const Event*>& x) { return v < x.first; });
+      if (it == closed.begin()) continue;
+      const auto& [end, op] = *std::prev(it);
+      if (end < s.b - tol || end <= s.a) continue;
+      if (best == nullptr || end > best->end_ns() || (end == best->end_ns() && track < best_track)) {
+        best = op;
+        best_track = track;
+      }
     }
+    if (best == nullptr) continue;
+    const int64_t end = best->end_ns();
+    if (2 * busy.at(best_track).In(s.a, end) < end - s.a) continue;
+    l.thread_waits.push_back({s.op, s.track, s.a, s.b, best, best_track, end});
   }
   std::sort(l.thread_waits.begin(), l.thread_waits.end(), [](const ThreadWait& x, const ThreadWait& y) {
     return std::tie(x.track, x.start_ns) < std::tie(y.track, y.start_ns);

@@ -47,15 +47,47 @@ uint32_t LoopThread(const profiler::Trace& trace, const RankLinks& l, const std:
   return best;
 }
 
+// From the rank's first host event to its last.
+int64_t TraceSpan(const profiler::Trace& trace, const RankLinks& l) {
+  int64_t a = INT64_MAX, b = INT64_MIN;
+  for (const auto& [track, spans] : l.busy_spans)
+    if (!spans.empty()) {
+      a = std::min(a, spans.front().first);
+      b = std::max(b, spans.back().second);
+    }
+  (void)trace;
+  return b > a ? b - a : 1;
+}
+
 }  // namespace
 
 RankGraph::RankGraph(const profiler::Trace& trace, const RankLinks& links, std::vector<std::pair<int64_t, int64_t>> windows)
     : trace_(trace), links_(links), windows_(std::move(windows)) {
   std::sort(windows_.begin(), windows_.end());
   loop_ = LoopThread(trace_, links_, windows_);
+  // The span the graph covers: the windows, with one window's length before them (what the first
+  // one inherits: the device still busy with earlier work) and a quarter after; without windows,
+  // everything.
+  if (!windows_.empty()) {
+    const int64_t first = windows_.front().second - windows_.front().first;
+    const int64_t last = windows_.back().second - windows_.back().first;
+    lo_ = windows_.front().first - first;
+    hi_ = windows_.back().second + last / 4;
+  }
   std::vector<uint32_t> threads;
-  for (const auto& [track, spans] : links_.busy_spans) threads.push_back(track);
+  size_t host_events = 0;
+  for (const auto& [track, spans] : links_.busy_spans) {
+    threads.push_back(track);
+    host_events += trace_.tracks[track].event_count;
+  }
   std::sort(threads.begin(), threads.end());
+  const double covered = windows_.empty() || links_.busy_spans.empty()
+                             ? 1.0
+                             : std::min(1.0, static_cast<double>(hi_ - lo_) /
+                                                 static_cast<double>(std::max<int64_t>(1, TraceSpan(trace_, links_))));
+  frames_.reserve(static_cast<size_t>(covered * static_cast<double>(host_events)) + 16);
+  tasks_.reserve(static_cast<size_t>(covered * static_cast<double>(2 * host_events + links_.work.size())) + 16);
+  call_task_.assign(links_.calls.size(), -1);
   for (uint32_t track : threads) AddHostThread(track, track == loop_);
   AddDevice();
   AddEdges();
@@ -75,11 +107,14 @@ void RankGraph::AddHostThread(uint32_t track, bool loop) {
     int32_t frame;
     int64_t cursor;
     int32_t waited_for;  // a call that waited for device work: RankLinks::work index
+    int32_t call;        // its index in RankLinks::calls (-1: not a call)
   };
   std::vector<Open> stack;
   int64_t last_end = INT64_MIN;  // the loop's thread: end of its last outermost op
   const auto emit = [&](int32_t frame, int64_t a, int64_t b, Kind kind) {
-    if (b <= a) return;
+    a = std::max(a, lo_);
+    b = std::min(b, hi_);
+    if (b <= a) return false;
     Task t;
     t.ts = a;
     t.dur = b - a;
@@ -87,6 +122,7 @@ void RankGraph::AddHostThread(uint32_t track, bool loop) {
     t.kind = kind;
     t.frame = frame;
     tasks_.push_back(t);
+    return true;
   };
   const auto own = [&](Open& o, int64_t until) {  // o's own time from its cursor to `until`
     if (until <= o.cursor) return;
@@ -97,8 +133,10 @@ void RankGraph::AddHostThread(uint32_t track, bool loop) {
     } else if (wait != links_.thread_waits.end() && wait->track == track && wait->start_ns == o.cursor && wait->op == o.op) {
       kind = Kind::kWaitThread;
     }
-    emit(o.frame, o.cursor, until, kind);
-    if (kind == Kind::kWaitDevice) tasks_.back().release = o.waited_for;  // a work index until AddEdges
+    if (emit(o.frame, o.cursor, until, kind)) {
+      if (kind == Kind::kWaitDevice) tasks_.back().release = o.waited_for;  // a work index until AddEdges
+      if (o.call >= 0 && call_task_[o.call] < 0) call_task_[o.call] = static_cast<int32_t>(tasks_.size() - 1);
+    }
     o.cursor = until;
   };
   const auto pop = [&] {
@@ -109,6 +147,8 @@ void RankGraph::AddHostThread(uint32_t track, bool loop) {
   };
   for (const Event& e : trace_.TrackEvents(track)) {
     if (!IsHostTask(e.kind) || e.dur_ns <= 0) continue;
+    if (e.ts_ns > hi_) break;
+    if (e.end_ns() < lo_) continue;
     while (!stack.empty() && stack.back().op->end_ns() <= e.ts_ns) pop();
     if (!stack.empty() && e.end_ns() > stack.back().op->end_ns()) continue;  // overlaps without nesting
     if (!stack.empty()) {
@@ -118,10 +158,13 @@ void RankGraph::AddHostThread(uint32_t track, bool loop) {
       last_end = std::max(last_end, e.end_ns());
     }
     while (call != calls_end && call->track == track && call->e < &e) ++call;
-    int32_t waited_for = -1;
-    if (call != calls_end && call->track == track && call->e == &e) waited_for = call->waited_for;
+    int32_t waited_for = -1, call_index = -1;
+    if (call != calls_end && call->track == track && call->e == &e) {
+      waited_for = call->waited_for;
+      call_index = static_cast<int32_t>(call - links_.calls.begin());
+    }
     frames_.push_back({&e, stack.empty() ? -1 : stack.back().frame});
-    stack.push_back({&e, static_cast<int32_t>(frames_.size() - 1), e.ts_ns, waited_for});
+    stack.push_back({&e, static_cast<int32_t>(frames_.size() - 1), e.ts_ns, waited_for, call_index});
   }
   while (!stack.empty()) pop();
 }
@@ -129,6 +172,9 @@ void RankGraph::AddHostThread(uint32_t track, bool loop) {
 void RankGraph::AddDevice() {
   for (size_t i = 0; i < links_.work.size(); ++i) {
     const DeviceWork& w = links_.work[i];
+    // Work of the span: run there, or launched there (a busy device runs it later).
+    const int64_t launched = w.call >= 0 ? links_.calls[w.call].e->ts_ns : w.ts();
+    if ((w.ts() > hi_ || w.end() < lo_) && (launched > hi_ || launched < lo_)) continue;
     Task t;
     t.ts = w.ts();
     t.dur = w.e->dur_ns;
@@ -163,13 +209,7 @@ void RankGraph::AddEdges() {
     auto it = std::upper_bound(b, e, t, [](int64_t v, const Task& x) { return v < x.ts; });
     return it == b ? -1 : static_cast<int32_t>(std::prev(it) - tasks_.begin());
   };
-  // The launching call's first slice, per call.
-  std::vector<int32_t> call_task(links_.calls.size(), -1);
-  for (size_t c = 0; c < links_.calls.size(); ++c) {
-    const HostCall& hc = links_.calls[c];
-    const int32_t ti = at(hc.track, hc.e->ts_ns);
-    if (ti >= 0 && tasks_[ti].frame >= 0 && frames_[tasks_[ti].frame].op == hc.e) call_task[c] = ti;
-  }
+  const std::vector<int32_t>& call_task = call_task_;  // the launching call's first slice, per call
   // The rank's typical launch latency: the median delay from a launch to its work where the stream
   // was idle.
   std::vector<int64_t> latencies;
@@ -210,6 +250,7 @@ void RankGraph::AddEdges() {
     int64_t ready, natural;
   };
   std::vector<Candidate> cands;
+  edges_.reserve(2 * tasks_.size());
   const auto ready_of = [&](const Edge& e) {
     const Task& p = tasks_[e.from];
     return e.frac < 0 ? p.ts + p.dur : p.ts + static_cast<int64_t>(std::llround(e.frac * static_cast<double>(p.dur)));
@@ -252,62 +293,16 @@ void RankGraph::AddEdges() {
       }
     } else {
       const DeviceWork& w = links_.work[t.work];
-      if (w.prev >= 0) push(work_task[w.prev], -1, 0);
+      if (w.prev >= 0 && work_task[w.prev] >= 0) push(work_task[w.prev], -1, 0);
       if (w.call >= 0 && call_task[w.call] >= 0) {
         push(call_task[w.call], 0.0f, latency);
         t.frame = tasks_[call_task[w.call]].frame;
       }
-      if (w.waits_on >= 0) push(work_task[w.waits_on], -1, 0);
+      if (w.waits_on >= 0 && work_task[w.waits_on] >= 0) push(work_task[w.waits_on], -1, 0);
     }
     finish(t);
   }
-  // Topological order (Kahn) over each task's start and end (node 2i and 2i + 1): a start needs
-  // its edges' predecessors (their start for an edge at the start of a task, a launch; else their
-  // end); an end needs its start and a wait's releaser's end (a synchronous copy waits for the copy
-  // it launched). A cycle (a trace whose waits contradict each other) leaves its nodes to the end,
-  // in time order.
-  const int32_t nodes = 2 * n;
-  std::vector<int32_t> indegree(nodes, 0), out_begin(nodes + 1, 0), out;
-  const auto each_pred = [&](int32_t node, auto&& fn) {
-    const int32_t i = node / 2;
-    const Task& t = tasks_[i];
-    if (node % 2 == 0) {
-      for (int32_t k = 0; k < t.edge_count; ++k) {
-        const Edge& e = edges_[t.edge_begin + k];
-        fn(e.frac == 0.0f ? 2 * e.from : 2 * e.from + 1);
-      }
-    } else {
-      fn(2 * i);
-      if (t.release >= 0) fn(2 * t.release + 1);
-    }
-  };
-  for (int32_t v = 0; v < nodes; ++v) each_pred(v, [&](int32_t p) { ++out_begin[p + 1]; ++indegree[v]; });
-  for (int32_t v = 0; v < nodes; ++v) out_begin[v + 1] += out_begin[v];
-  out.resize(out_begin[nodes]);
-  {
-    std::vector<int32_t> fill(out_begin.begin(), out_begin.end() - 1);
-    for (int32_t v = 0; v < nodes; ++v) each_pred(v, [&](int32_t p) { out[fill[p]++] = v; });
-  }
-  order_.reserve(nodes);
-  for (int32_t v = 0; v < nodes; ++v)
-    if (indegree[v] == 0) order_.push_back(v);
-  for (size_t head = 0; head < order_.size(); ++head) {
-    const int32_t v = order_[head];
-    for (int32_t k = out_begin[v]; k < out_begin[v + 1]; ++k)
-      if (--indegree[out[k]] == 0) order_.push_back(out[k]);
-  }
-  if (order_.size() < static_cast<size_t>(nodes)) {
-    std::vector<int32_t> rest;
-    for (int32_t v = 0; v < nodes; ++v)
-      if (indegree[v] > 0) rest.push_back(v);
-    std::sort(rest.begin(), rest.end(), [&](int32_t a, int32_t b) {
-      const int64_t ta = a % 2 ? tasks_[a / 2].ts + tasks_[a / 2].dur : tasks_[a / 2].ts;
-      const int64_t tb = b % 2 ? tasks_[b / 2].ts + tasks_[b / 2].dur : tasks_[b / 2].ts;
-      return ta != tb ? ta < tb : a < b;
-    });
-    unordered_ = rest.size();
-    order_.insert(order_.end(), rest.begin(), rest.end());
-  }
+  KahnOrder();
   // Steps: each task's window, and each window's start and end on the loop's thread.
   const auto window_of = [&](int64_t ts) -> int32_t {
     auto it = std::upper_bound(windows_.begin(), windows_.end(), std::make_pair(ts, INT64_MAX));
@@ -336,6 +331,67 @@ void RankGraph::AddEdges() {
     }
 }
 
+
+// Each task's start (node 2i) needs its edges' predecessors (their start for an edge at the start of a
+// task, a launch; else their end); its end (2i + 1) needs its start and a wait's releaser's end (a
+// synchronous copy waits for the copy it launched).
+template <typename Fn>
+void RankGraph::EachPred(int32_t node, Fn&& fn) const {
+  const int32_t i = node / 2;
+  const Task& t = tasks_[i];
+  if (node % 2 == 0) {
+    for (int32_t k = 0; k < t.edge_count; ++k) {
+      const Edge& e = edges_[t.edge_begin + k];
+      fn(e.frac == 0.0f ? 2 * e.from : 2 * e.from + 1);
+    }
+  } else {
+    fn(2 * i);
+    if (t.release >= 0) fn(2 * t.release + 1);
+  }
+}
+
+// Kahn's topological order over the starts and ends; a cycle (a trace whose waits contradict each
+// other) leaves its nodes to the end, in time order.
+void RankGraph::KahnOrder() {
+  const auto n = static_cast<int32_t>(tasks_.size());
+  const int32_t nodes = 2 * n;
+  std::vector<int32_t> indegree(nodes, 0), out_begin(nodes + 1, 0), out;
+  const auto each_pred = [&](int32_t node, auto&& fn) { EachPred(node, fn); };
+  for (int32_t v = 0; v < nodes; ++v) each_pred(v, [&](int32_t p) { ++out_begin[p + 1]; ++indegree[v]; });
+  for (int32_t v = 0; v < nodes; ++v) out_begin[v + 1] += out_begin[v];
+  out.resize(out_begin[nodes]);
+  {
+    std::vector<int32_t> fill(out_begin.begin(), out_begin.end() - 1);
+    for (int32_t v = 0; v < nodes; ++v) each_pred(v, [&](int32_t p) { out[fill[p]++] = v; });
+  }
+  order_.clear();
+  order_.reserve(nodes);
+  for (int32_t v = 0; v < nodes; ++v)
+    if (indegree[v] == 0) order_.push_back(v);
+  for (size_t head = 0; head < order_.size(); ++head) {
+    const int32_t v = order_[head];
+    for (int32_t k = out_begin[v]; k < out_begin[v + 1]; ++k)
+      if (--indegree[out[k]] == 0) order_.push_back(out[k]);
+  }
+  if (order_.size() < static_cast<size_t>(nodes)) {
+    std::vector<int32_t> rest;
+    for (int32_t v = 0; v < nodes; ++v)
+      if (indegree[v] > 0) rest.push_back(v);
+    std::sort(rest.begin(), rest.end(), [&](int32_t a, int32_t b) {
+      const int64_t ta = a % 2 ? tasks_[a / 2].ts + tasks_[a / 2].dur : tasks_[a / 2].ts;
+      const int64_t tb = b % 2 ? tasks_[b / 2].ts + tasks_[b / 2].dur : tasks_[b / 2].ts;
+      return ta != tb ? ta < tb : a < b;
+    });
+    unordered_ = rest.size();
+    order_.insert(order_.end(), rest.begin(), rest.end());
+  }
+}
+
+const ReplayResult& RankGraph::Unchanged() const {
+  std::call_once(unchanged_once_, [this] { unchanged_ = std::make_unique<ReplayResult>(Replay(*this, Edits())); });
+  return *unchanged_;
+}
+
 ReplayResult Replay(const RankGraph& g, const Edits& edits) {
   const auto& tasks = g.tasks_;
   const auto& edges = g.edges_;
@@ -344,7 +400,6 @@ ReplayResult Replay(const RankGraph& g, const Edits& edits) {
   for (int32_t node : g.order_) {
     const int32_t i = node / 2;
     const RankGraph::Task& t = tasks[i];
-    const double scale = edits.scale.empty() ? 1.0 : edits.scale[i];
     if (node % 2 == 0) {
       int64_t s = INT64_MIN;
       for (int32_t k = 0; k < t.edge_count; ++k) {
@@ -352,14 +407,15 @@ ReplayResult Replay(const RankGraph& g, const Edits& edits) {
         const int64_t ready =
             e.frac < 0    ? end[e.from]
             : e.frac == 0 ? start[e.from]
-                          : start[e.from] + static_cast<int64_t>(std::llround(e.frac * static_cast<double>(end[e.from] - start[e.from])));
+                          : start[e.from] + static_cast<int64_t>(e.frac * static_cast<double>(end[e.from] - start[e.from]) + 0.5);
         s = std::max(s, ready + e.lag);
       }
       start[i] = s == INT64_MIN ? t.ts : s;
       continue;
     }
-    int64_t dur = static_cast<int64_t>(std::llround(scale * static_cast<double>(t.dur)));
-    if (!edits.add_ns.empty()) dur = std::max<int64_t>(0, dur + edits.add_ns[i]);
+    const double scale = edits.scale.empty() ? 1.0 : edits.scale[i];
+    int64_t dur = scale == 1.0 ? t.dur : static_cast<int64_t>(scale * static_cast<double>(t.dur) + 0.5);
+    if (!edits.add_ns.empty() && edits.add_ns[i] != 0) dur = std::max<int64_t>(0, dur + edits.add_ns[i]);
     const int64_t s = start[i];
     if (t.release >= 0 && scale > 0) {
       // A wait: until its releaser ends, then the time it took to return.

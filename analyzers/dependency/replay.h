@@ -20,6 +20,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,7 +59,8 @@ class RankGraph {
     float frac = -1;  // < 0: ready at the predecessor's end; else at this fraction of its duration
   };
 
-  // `windows`: the rank's steps [start, end) on the loop's thread (may be empty).
+  // `windows`: the rank's steps [start, end) on the loop's thread (may be empty); the graph covers
+  // them, one window's length before and a quarter after (what runs elsewhere is not replayed).
   RankGraph(const profiler::Trace& trace, const RankLinks& links, std::vector<std::pair<int64_t, int64_t>> windows);
 
   const profiler::Trace& trace() const { return trace_; }
@@ -69,6 +72,8 @@ class RankGraph {
   uint32_t loop_thread() const { return loop_; }
   // Starts and ends a cycle of waits left out of the topological order (replayed in time order).
   size_t unordered() const { return unordered_; }
+  // The unchanged replay, made once (the self-check every prediction reports).
+  const ReplayResult& Unchanged() const;
   // The step a task belongs to (its start inside a window; device work: its launch's), -1: none.
   int32_t StepOf(int32_t task) const { return step_of_[task]; }
   // Per frame: whether its op or an op enclosing it satisfies `pred` (ops and annotations by event).
@@ -84,27 +89,39 @@ class RankGraph {
   void AddHostThread(uint32_t track, bool loop);
   void AddDevice();
   void AddEdges();
+  template <typename Fn>
+  void EachPred(int32_t node, Fn&& fn) const;
+  void KahnOrder();
   const profiler::Trace& trace_;
   const RankLinks& links_;
   std::vector<std::pair<int64_t, int64_t>> windows_;
   uint32_t loop_ = 0;
+  int64_t lo_ = INT64_MIN, hi_ = INT64_MAX;  // the span the tasks cover (clipped to it)
   std::vector<Frame> frames_;
   std::vector<Task> tasks_;
   std::vector<Edge> edges_;
   std::vector<int32_t> order_;     // task starts (2i) and ends (2i + 1) in a topological order
   size_t unordered_ = 0;
+  mutable std::once_flag unchanged_once_;
+  mutable std::unique_ptr<ReplayResult> unchanged_;
   std::vector<int32_t> step_of_;
+  std::vector<int32_t> call_task_;  // per RankLinks::calls: its first slice (-1: none)
   std::vector<std::pair<int32_t, double>> boundaries_;  // per window start and end: (loop task, fraction)
   friend ReplayResult Replay(const RankGraph& graph, const Edits& edits);
 };
 
 // What a transform does to the graph: a new duration per task (the measured one scaled; 0
 // removes it) and waits that no longer wait for their releaser.
+// Empty vectors: nothing changed (the unchanged replay); add_ns stays empty until Add().
 struct Edits {
-  std::vector<double> scale;      // per task; 1: as measured
+  std::vector<float> scale;       // per task; 1: as measured
   std::vector<uint8_t> unblock;   // per task: a wait that no longer waits
   std::vector<int64_t> add_ns;    // per task: time added after scaling (may be negative; floors at 0)
-  explicit Edits(size_t tasks = 0) : scale(tasks, 1.0), unblock(tasks, 0), add_ns(tasks, 0) {}
+  explicit Edits(size_t tasks = 0) : scale(tasks, 1.0f), unblock(tasks, 0) {}
+  void Add(size_t task, int64_t ns) {
+    if (add_ns.empty()) add_ns.assign(scale.size(), 0);
+    add_ns[task] += ns;
+  }
 };
 
 struct ReplayResult {

@@ -7,12 +7,14 @@
 #include <map>
 #include <memory>
 #include <string_view>
+#include <functional>
 
 #include "config_view.h"
 #include "families.h"
 #include "phases.h"
 #include "shapes.h"
 #include "trainrx/analyzers/catalog.h"
+#include "trainrx/profiler/parallel.h"
 
 namespace trainrx::analyzers {
 
@@ -27,7 +29,7 @@ bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.s
 void ScaleFrames(const RankGraph& g, const std::vector<uint8_t>& mask, double scale, Edits& e) {
   const auto& tasks = g.tasks();
   for (size_t i = 0; i < tasks.size(); ++i)
-    if (tasks[i].frame >= 0 && mask[tasks[i].frame]) e.scale[i] *= scale;
+    if (tasks[i].frame >= 0 && mask[tasks[i].frame]) e.scale[i] *= static_cast<float>(scale);
 }
 
 std::vector<uint8_t> Or(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
@@ -169,7 +171,7 @@ std::vector<Edits> NodeOverheadEdits(const RankGraph& g, const NodeCost& c) {
       const double removed = under_node[t.frame] ? 0.0
                              : !c.leaf[t.frame]  ? wrapper_share[k] * excess
                                                  : std::min(excess, leaf_nodes[k] * c.per_node_ns);
-      e.scale[i] = 1.0 - removed / static_cast<double>(own.own[t.frame]);
+      e.scale[i] = static_cast<float>(1.0 - removed / static_cast<double>(own.own[t.frame]));
     }
     out.push_back(std::move(e));
   }
@@ -375,9 +377,9 @@ TransformPlan ForeachOptimizer(const RankGraph& g) {
       const Event& op = *frames[t.frame].op;
       const bool own_step_time = !(frames[t.frame].parent >= 0 && step[frames[t.frame].parent]);
       if (own_step_time) {
-        e.scale[i] = python_keep[k];
+        e.scale[i] = static_cast<float>(python_keep[k]);
       } else if (op.kind == profiler::EventKind::kCpuOp && t.ts == op.ts_ns && op_cost_saved[k] > 0) {
-        e.add_ns[i] = -static_cast<int64_t>(op_cost_saved[k] * static_cast<double>(std::min(overhead, t.dur)));
+        e.Add(i, -static_cast<int64_t>(op_cost_saved[k] * static_cast<double>(std::min(overhead, t.dur))));
       }
     }
     p.levels.push_back(std::move(e));
@@ -476,7 +478,7 @@ TransformPlan DropBias(const RankGraph& g) {
       double scale = 1.0 - share[t.frame];
       if (t.kind != Kind::kDevice && node_share[t.frame] > 0 && own.own[t.frame] > 0)
         scale -= node_share[t.frame] * static_cast<double>(cost.excess[t.frame]) / static_cast<double>(own.own[t.frame]);
-      e.scale[i] = std::max(0.0, scale);
+      e.scale[i] = static_cast<float>(std::max(0.0, scale));
     }
     p.levels.push_back(std::move(e));
   }
@@ -512,6 +514,13 @@ double Mean(const std::vector<double>& v) {
 
 }  // namespace
 
+std::vector<std::pair<int64_t, int64_t>> ReplayedSteps(std::vector<std::pair<int64_t, int64_t>> windows) {
+  std::sort(windows.begin(), windows.end());
+  if (windows.size() <= kReplayedSteps) return windows;
+  const size_t first = (windows.size() - kReplayedSteps) / 2;
+  return {windows.begin() + static_cast<std::ptrdiff_t>(first), windows.begin() + static_cast<std::ptrdiff_t>(first + kReplayedSteps)};
+}
+
 TransformFn FindTransform(std::string_view name) {
   for (const Named& n : Transforms())
     if (name == n.name) return n.fn;
@@ -529,11 +538,12 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
   Prediction& p = out.prediction;
   for (const std::string& n : names) p.transform += (p.transform.empty() ? "" : "+") + n;
   if (g.windows().empty() || measured_mean_ns <= 0) return out;
-  // Combine the transforms' plans level by level (a plan with one level uses it at every level).
-  std::vector<Edits> levels(3, Edits(g.tasks().size()));
+  // The transforms' plans, combined level by level (a plan with one level uses it at every level);
+  // a single plan is used as it is, and with one level everywhere the replay runs once.
+  std::vector<TransformPlan> plans;
   std::vector<double> floors(3, 0.0), moved(3, 0.0), loop_cores(3, 1.0);
   double cores = 0;
-  bool any = false;
+  size_t distinct = 1;
   for (const std::string& n : names) {
     const TransformFn fn = FindTransform(n);
     if (fn == nullptr) continue;
@@ -544,30 +554,45 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
       return out;
     }
     if (!plan.applies()) continue;
-    any = true;
     p.assumptions += (p.assumptions.empty() ? "" : "; ") + plan.assumptions;
     for (int k = 0; k < 3; ++k) {
-      const Edits& e = plan.levels[std::min<size_t>(k, plan.levels.size() - 1)];
-      for (size_t i = 0; i < e.scale.size(); ++i) {
-        levels[k].scale[i] *= e.scale[i];
-        levels[k].unblock[i] |= e.unblock[i];
-        levels[k].add_ns[i] += e.add_ns[i];
-      }
-      if (!plan.floor_ns.empty()) floors[k] = std::max(floors[k], plan.floor_ns[std::min<size_t>(k, plan.floor_ns.size() - 1)]);
+      const auto at = [k](const std::vector<double>& v) { return v[std::min<size_t>(k, v.size() - 1)]; };
+      if (!plan.floor_ns.empty()) floors[k] = std::max(floors[k], at(plan.floor_ns));
       if (!plan.moved_cpu_ns.empty()) {
-        moved[k] += plan.moved_cpu_ns[std::min<size_t>(k, plan.moved_cpu_ns.size() - 1)];
-        loop_cores[k] = std::max(loop_cores[k], plan.loop_cores[std::min<size_t>(k, plan.loop_cores.size() - 1)]);
+        moved[k] += at(plan.moved_cpu_ns);
+        loop_cores[k] = std::max(loop_cores[k], at(plan.loop_cores));
       }
     }
     cores = std::max(cores, plan.cores);
+    distinct = std::max(distinct, plan.levels.size());
+    plans.push_back(std::move(plan));
+  }
+  const bool any = !plans.empty();
+  std::vector<Edits> levels;
+  if (plans.size() == 1) {
+    levels = std::move(plans.front().levels);
+  } else if (any) {
+    levels.assign(distinct, Edits(g.tasks().size()));
+    for (const TransformPlan& plan : plans)
+      for (size_t k = 0; k < distinct; ++k) {
+        const Edits& e = plan.levels[std::min(k, plan.levels.size() - 1)];
+        for (size_t i = 0; i < e.scale.size(); ++i) {
+          levels[k].scale[i] *= e.scale[i];
+          levels[k].unblock[i] |= e.unblock[i];
+          if (!e.add_ns.empty() && e.add_ns[i] != 0) levels[k].Add(i, e.add_ns[i]);
+        }
+      }
   }
   if (!any) return out;
-  const ReplayResult base = Replay(g, Edits(g.tasks().size()));
+  const ReplayResult& base = g.Unchanged();
   if (base.mean_ns <= 0) return out;
   double saving[3];
+  ReplayResult last;
   std::vector<double> per_step;  // the point's saving per step, as a share of the base mean
   for (int k = 0; k < 3; ++k) {
-    const ReplayResult r = Replay(g, levels[k]);
+    // Levels past the plans' own reuse the last replay (floors may still differ).
+    if (k == 0 || static_cast<size_t>(k) < levels.size()) last = Replay(g, levels[std::min<size_t>(k, levels.size() - 1)]);
+    const ReplayResult& r = last;
     // The floors: the fix's own pace, and the CPUs the moved work shares with the step.
     double floor = floors[k];
     if (cores > 0 && moved[k] > 0) floor = std::max(floor, (r.mean_ns * loop_cores[k] + moved[k]) / cores);
@@ -621,61 +646,78 @@ StatusOr<std::string> ResolveWhatIf(const std::string& name) {
 }
 
 void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps,
-                    const std::vector<std::string>& what_if, Report& report) {
-  std::map<int32_t, std::unique_ptr<RankGraph>> graphs;
-  std::map<int32_t, double> means;
-  const auto graph_of = [&](int32_t rank) -> const RankGraph* {
-    auto it = graphs.find(rank);
-    if (it != graphs.end()) return it->second.get();
-    const RankLinks* l = links.Rank(rank);
-    if (l == nullptr) return nullptr;
-    std::vector<std::pair<int64_t, int64_t>> windows;
-    double sum = 0;
-    for (const StepRow& row : steps.steps)
-      if (row.rank == rank) {
-        windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
-        sum += static_cast<double>(row.wall_ns);
-      }
-    means[rank] = windows.empty() ? 0 : sum / static_cast<double>(windows.size());
-    return graphs.emplace(rank, std::make_unique<RankGraph>(trace, *l, std::move(windows))).first->second.get();
-  };
+                    const std::vector<std::string>& what_if, Report& report, size_t threads) {
   const auto rank_of = [&](int32_t rank) {
     if (rank >= 0 || links.ranks().empty()) return rank;
     for (const StepRow& row : steps.steps) return row.rank;  // the first rank with steps
     return links.ranks().front().rank;
   };
+  // What to replay: each (rank, transform) the findings name, once (findings sharing a fix share its
+  // replay); then the graphs of those ranks and the replays, each on the threads there are.
+  std::map<std::pair<int32_t, std::string>, WhatIfResult> done;
+  std::map<int32_t, std::unique_ptr<RankGraph>> graphs;
+  std::map<int32_t, double> means;
+  for (const Finding& f : report.findings) {
+    const CatalogEntry* entry = FindCatalogEntry(f.id);
+    if (entry == nullptr || entry->transform[0] == '\0' || FindTransform(entry->transform) == nullptr) continue;
+    const int32_t rank = rank_of(f.rank);
+    if (links.Rank(rank) == nullptr) continue;
+    done.emplace(std::make_pair(rank, std::string(entry->transform)), WhatIfResult{});
+    graphs.emplace(rank, nullptr);
+  }
+  const int32_t asked_rank = rank_of(-1);
+  if (!what_if.empty() && links.Rank(asked_rank) != nullptr) graphs.emplace(asked_rank, nullptr);
+  {
+    std::vector<std::function<void()>> tasks;
+    for (auto& [rank, graph] : graphs)
+      tasks.push_back([&, rank = rank, &graph = graph] {
+        std::vector<std::pair<int64_t, int64_t>> windows;
+        for (const StepRow& row : steps.steps)
+          if (row.rank == rank) windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
+        windows = ReplayedSteps(std::move(windows));
+        graph = std::make_unique<RankGraph>(trace, *links.Rank(rank), std::move(windows));
+      });
+    profiler::RunTasks(tasks, threads);
+  }
+  for (auto& [rank, graph] : graphs) {
+    double sum = 0;
+    for (const auto& [a, b] : graph->windows()) sum += static_cast<double>(b - a);
+    means[rank] = graph->windows().empty() ? 0 : sum / static_cast<double>(graph->windows().size());
+    graph->Unchanged();  // once, before the replays share it
+  }
+  {
+    std::vector<std::function<void()>> tasks;
+    for (auto& [key, result] : done)
+      tasks.push_back([&, key = key, &result = result] { result = PredictWhatIf(*graphs.at(key.first), {key.second}, means.at(key.first)); });
+    profiler::RunTasks(tasks, threads);
+  }
   std::vector<std::string> all;  // every finding's transform, once, in the findings' order
   int32_t all_rank = -1;
   for (Finding& f : report.findings) {
     const CatalogEntry* entry = FindCatalogEntry(f.id);
-    if (entry == nullptr || entry->transform[0] == '\0' || FindTransform(entry->transform) == nullptr) continue;
-    const int32_t rank = rank_of(f.rank);
-    const RankGraph* g = rank >= 0 || !links.ranks().empty() ? graph_of(rank) : nullptr;
-    if (g == nullptr) continue;
-    WhatIfResult r = PredictWhatIf(*g, {entry->transform}, means[rank]);
-    if (r.prediction.method.empty()) continue;
-    if (r.ok) {
-      if (all_rank < 0) all_rank = rank;
-      if (rank == all_rank && std::find(all.begin(), all.end(), entry->transform) == all.end()) all.push_back(entry->transform);
+    if (entry == nullptr) continue;
+    const auto it = done.find({rank_of(f.rank), std::string(entry->transform)});
+    if (it == done.end() || it->second.prediction.method.empty()) continue;
+    if (it->second.ok) {
+      if (all_rank < 0) all_rank = it->first.first;
+      if (it->first.first == all_rank && std::find(all.begin(), all.end(), entry->transform) == all.end())
+        all.push_back(entry->transform);
     }
-    f.predicted = std::move(r.prediction);
+    f.predicted = it->second.prediction;
   }
   const auto add = [&](const char* label, int32_t rank, const std::vector<std::string>& names) {
-    const RankGraph* g = graph_of(rank);
-    if (g == nullptr) return;
-    WhatIfResult r = PredictWhatIf(*g, names, means[rank]);
+    const auto g = graphs.find(rank);
+    if (g == graphs.end()) return;
+    WhatIfResult r = PredictWhatIf(*g->second, names, means[rank]);
     if (r.prediction.method.empty()) {
       r.prediction.method = "not predictable";
-      r.prediction.assumptions = g->windows().empty() ? "no steps in this rank's trace: nothing to replay a step of"
-                                                      : "none of these fixes applies to this trace";
+      r.prediction.assumptions = g->second->windows().empty() ? "no steps in this rank's trace: nothing to replay a step of"
+                                                              : "none of these fixes applies to this trace";
     }
     report.metrics.what_if.push_back({rank, label, names, std::move(r.prediction)});
   };
   if (all.size() >= 2) add("all findings", all_rank, all);
-  if (!what_if.empty()) {
-    const int32_t rank = rank_of(-1);
-    if (rank >= 0 || !links.ranks().empty()) add("asked", rank, what_if);
-  }
+  if (!what_if.empty()) add("asked", asked_rank, what_if);
 }
 
 }  // namespace trainrx::analyzers

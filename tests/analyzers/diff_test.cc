@@ -498,6 +498,21 @@ TEST(DiffTest, TbPluginWorkersPairPutsTheLoaderFirst) {
   EXPECT_DOUBLE_EQ(d.utilization[2].b, 100 * b.report.metrics.utilization[0].mfu);
   EXPECT_GT(d.utilization[2].b, d.utilization[2].a);
   EXPECT_EQ(d.utilization[2].note, "");  // both judged against the V100's fp32 peak
+  // A's predictions against B (issue 59): the loader fix, gone from B, held against B's median
+  // step; its interval holds the 28 % B shows or comes within 5 points of it.
+  bool loader = false;
+  for (const auto& p : d.predictions) {
+    if (p.id != "input.dataloader_bound") continue;
+    loader = true;
+    EXPECT_TRUE(p.gone_in_b);
+    EXPECT_NEAR(p.measured_pct, 100.0 * (1.0 - d.b.median_step_ns / d.a.median_step_ns), 1e-9);
+    EXPECT_TRUE(p.inside || p.close) << p.predicted.saving_pct << " [" << p.predicted.low_pct << ", " << p.predicted.high_pct
+                                     << "] against " << p.measured_pct;
+  }
+  EXPECT_TRUE(loader);
+  std::ostringstream text;
+  reports::WriteDiffText(d, text, false);
+  EXPECT_NE(text.str().find("A's predictions against B"), std::string::npos);
 }
 
 // ResNet-50 on a V100 from kineto's public tb_plugin trace (issue 52): model FLOPs a step are

@@ -57,7 +57,7 @@ struct DiffPrediction {
   std::string id;            // A's finding
   Prediction predicted;      // A's prediction (method "replay")
   bool gone_in_b = false;    // the finding is not in B: its fix is taken as applied
-  double measured_pct = 0;   // 1 - B's mean step / A's, in %
+  double measured_pct = 0;   // 1 - B's median step / A's, in %
   bool inside = false;       // measured inside the predicted interval
   bool close = false;        // within max(5 points, 25 % of the measured) of the point
 };
