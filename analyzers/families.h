@@ -46,8 +46,10 @@ void BoundSavingsByPath(Report& report);
 // from the what-if replay of its rank's dependency graph (dependency/what_if.cc).
 class LinkIndex;
 // Also the what-ifs of Metrics: every finding's fix together, and `what_if` (transform names) together.
+// Each rank's graph covers `replayed_steps` steps (ReplayedSteps).
 void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps,
-                    const std::vector<std::string>& what_if, Report& report, size_t threads);
+                    const std::vector<std::string>& what_if, Report& report, size_t threads,
+                    size_t replayed_steps);
 // dist.data_parallel on one rank (dataparallel.cc; called by AnalyzeDist).
 void AnalyzeDataParallel(const AnalysisContext& ctx, int32_t rank, Report& out);
 

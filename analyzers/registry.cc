@@ -40,6 +40,7 @@ Thresholds::Thresholds() {
       {"gpu.idle.idle_pct", {20.0, "flag when the device is idle more than this % of its active span"}},
       {"utilization.peak_tflops", {0.0, "the device's dense peak TFLOP/s for MFU (0: from the datasheet table for the device and dtype, or the CPU's measured matmul rate)"}},
       {"utilization.peak_gbps", {0.0, "the device's memory bandwidth in GB/s for the roofline (0: from the datasheet table)"}},
+      {"what_if.steps", {16.0, "steps of each rank the what-if replays to predict the fixes' savings, from the middle of the run (docs/what-if.md); 0: no predictions"}},
       {"gpu.idle.kernel_wait_us", {30.0, "gap below which idle between kernels counts as kernel wait (HTA: 30)"}},
       {"gpu.idle.hta_time", {1.0, "1: GPU breakdowns round ns-resolution times to whole µs as HTA does (start up, end down), to match HTA; 0: exact ns"}},
       {"dist.straggler.wait_pct", {5.0, "flag a rank the others wait for at collectives when their wait is at least this % of its step"}},
@@ -182,7 +183,8 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
   FlagCompileForLaunches(ctx, report);  // reads gpu.launch_bound and the compile figures
   BoundSavingsByPath(report);           // every saving within what the critical path says its cause costs
-  PredictSavings(trace, *links, steps, what_if, report, threads);  // each fix's transform replayed (dependency/what_if.cc)
+  if (const double n = thresholds.Get("what_if.steps"); n >= 1)
+    PredictSavings(trace, *links, steps, what_if, report, threads, static_cast<size_t>(n));  // each fix's transform replayed (dependency/what_if.cc)
   AddUtilizationEvidence(report);       // MFU beside the causes of a low one
   // Several ranks: a claim found on each is shown once, naming them (as rank by rank).
   if (trace.ranks.size() > 1) report.findings = FoldFindings(std::move(report.findings), trace.ranks.size());

@@ -9,9 +9,10 @@
 //     A trace set: reads it (not timed), finds its steps (Analyze, not timed), then times the
 //     dependency model and the critical paths of every step of every rank, as Analyze builds them.
 //   trainrx_critical_path_bench whatif PATH... [--reps 3]
-//     The what-if (issue 59): reads the set and finds its steps (not timed), then times the
-//     dependency model, each rank's replay graph and the replay of every transform of the catalog
-//     (docs/what-if.md) on every rank with steps, each at its three levels, plus the unchanged replay.
+//     The what-if (issue 59): reads the set (not timed), then times the whole analysis on one thread
+//     with the predictions and without them (--threshold what_if.steps=0), interleaved: "ms" is the
+//     difference, every finding's transform replayed on every rank (its graph, the unchanged
+//     replay, the transform's levels).
 // Prints one JSON line with the figures.
 #include <fmt/format.h>
 
@@ -124,35 +125,29 @@ int WhatIf(const std::vector<std::string>& paths, int reps) {
     fmt::print(stderr, "critical_path_bench: {}\n", st.message());
     return 1;
   }
-  const trainrx::analyzers::Report report = trainrx::analyzers::Analyze(trace);
-  const std::vector<std::string> names = trainrx::analyzers::TransformNames();
-  std::vector<double> ms;
-  size_t ranks = 0, predicted = 0, tasks = 0;
+  // What the what-if adds to analyze: the whole analysis (one thread) with and without it
+  // (--threshold what_if.steps=0), interleaved; the difference is the predictions' cost.
+  trainrx::analyzers::Thresholds off;
+  if (!off.Set("what_if.steps", 0).ok()) return 1;
+  std::vector<double> with, without;
+  size_t predicted = 0, findings = 0;
   for (int i = 0; i < reps; ++i) {
-    const auto t0 = Clock::now();
-    const trainrx::analyzers::LinkIndex links(trace);
-    ranks = predicted = tasks = 0;
-    for (const auto& l : links.ranks()) {
-      std::vector<std::pair<int64_t, int64_t>> windows;
-      for (const auto& row : report.metrics.steps.steps)
-        if (row.rank == l.rank) windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
-      windows = trainrx::analyzers::ReplayedSteps(std::move(windows));
-      if (windows.empty()) continue;
-      double sum = 0;
-      for (const auto& [a, b] : windows) sum += static_cast<double>(b - a);
-      const double mean = sum / static_cast<double>(windows.size());
-      const trainrx::analyzers::RankGraph g(trace, l, std::move(windows));
-      ++ranks;
-      tasks += g.tasks().size();
-      for (const auto& n : names) predicted += trainrx::analyzers::PredictWhatIf(g, {n}, mean).ok ? 1 : 0;
+    auto t0 = Clock::now();
+    const trainrx::analyzers::Report r = trainrx::analyzers::Analyze(trace, trainrx::analyzers::Thresholds(), 1);
+    with.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    t0 = Clock::now();
+    const trainrx::analyzers::Report r0 = trainrx::analyzers::Analyze(trace, off, 1);
+    without.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    predicted = findings = 0;
+    for (const auto& f : r.findings) {
+      ++findings;
+      predicted += f.predicted.method == "replay" ? 1 : 0;
     }
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
-  const double median = MedianMs(ms);
-  fmt::print("{{\"mode\": \"whatif\", \"ranks\": {}, \"events\": {}, \"tasks\": {}, \"transforms\": {}, "
-             "\"predictions\": {}, \"ms\": {:.3f}, \"us_per_kevent\": {:.3f}}}\n",
-             ranks, trace.events.size(), tasks, names.size(), predicted, median,
-             1000.0 * median / (static_cast<double>(trace.events.size()) / 1000.0));
+  const double a = MedianMs(with), b = MedianMs(without);
+  fmt::print("{{\"mode\": \"whatif\", \"ranks\": {}, \"events\": {}, \"findings\": {}, \"predictions\": {}, "
+             "\"analyze_ms\": {:.3f}, \"analyze_without_ms\": {:.3f}, \"ms\": {:.3f}}}\n",
+             trace.ranks.size(), trace.events.size(), findings, predicted, a, b, a - b);
   return 0;
 }
 

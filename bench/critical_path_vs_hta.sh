@@ -5,8 +5,8 @@
 #     CriticalPathOf (the rank's dependency model built from the whole trace, then the walk; the
 #     read not timed), the median of REPS runs of each, interleaved; then the ratio, the nodes
 #     HTA's graph had and the path shares each tool gives.
-#  3. The what-if (issue 59): every transform of the catalog replayed on every rank with steps of
-#     the 8-rank DLRM fixture and of the 256-rank set, beside HTA's one-step path of part 1.
+#  3. The what-if (issue 59): every finding's transform replayed on every rank of the 8-rank DLRM
+#     fixture and of the 256-rank set, beside HTA's one-step path of part 1.
 #  2. Scale: trainrx's dependency model and critical paths of every step of every rank of sets of
 #     16, 64 and 256 ranks made from one real rank (bench/make_rank_set.py, a planted straggler):
 #     the time per thousand events must stay flat (linear). HTA's analysis takes one rank only.
@@ -96,13 +96,13 @@ print("%8d %10d %12.1f %16.2f" % (d["ranks"], d["events"], d["ms"], d["us_per_ke
 fi
 
 echo
-echo "trainrx's what-if: every transform replayed (3 levels each, and the unchanged replay) on every rank with steps:"
-printf '%-40s %8s %10s %10s %12s %12s\n' "set" "ranks" "events" "tasks" "predictions" "ms"
+echo "trainrx's what-if: every finding's transform replayed (the dependency model, each rank's graph and its replays; one thread):"
+printf '%-40s %8s %10s %10s %12s %12s\n' "set" "ranks" "events" "findings" "predictions" "ms"
 DLRM_DIR=$(dirname "$SCALE_SRC")
 for s in "$DLRM_DIR" "$WORK/set256"; do
   [ -e "$s" ] || continue
   "$BENCH" whatif "$s" --reps "$REPS" | python3 -c '
 import json, sys
 d = json.loads(sys.stdin.read())
-print("%-40s %8d %10d %10d %12d %12.1f" % (sys.argv[1][-40:], d["ranks"], d["events"], d["tasks"], d["predictions"], d["ms"]))' "$s"
+print("%-40s %8d %10d %10d %12d %12.1f" % (sys.argv[1][-40:], d["ranks"], d["events"], d["findings"], d["predictions"], d["ms"]))' "$s"
 done

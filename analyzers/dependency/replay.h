@@ -76,12 +76,21 @@ class RankGraph {
   const ReplayResult& Unchanged() const;
   // The step a task belongs to (its start inside a window; device work: its launch's), -1: none.
   int32_t StepOf(int32_t task) const { return step_of_[task]; }
-  // Per frame: whether its op or an op enclosing it satisfies `pred` (ops and annotations by event).
+  // Per frame: whether its op or an op enclosing it has a name that satisfies `pred` (a function of
+  // the name alone: asked once per distinct name).
   template <typename Pred>
   std::vector<uint8_t> FramesUnder(Pred pred) const {
+    std::vector<int8_t> named(trace_.strings.size(), -1);
     std::vector<uint8_t> out(frames_.size(), 0);
-    for (size_t i = 0; i < frames_.size(); ++i)
-      out[i] = (frames_[i].parent >= 0 && out[frames_[i].parent]) || pred(*frames_[i].op) ? 1 : 0;
+    for (size_t i = 0; i < frames_.size(); ++i) {
+      if (frames_[i].parent >= 0 && out[frames_[i].parent]) {
+        out[i] = 1;
+        continue;
+      }
+      int8_t& v = named[frames_[i].op->name];
+      if (v < 0) v = pred(trace_.Name(*frames_[i].op)) ? 1 : 0;
+      out[i] = static_cast<uint8_t>(v);
+    }
     return out;
   }
 

@@ -32,15 +32,9 @@ void ScaleFrames(const RankGraph& g, const std::vector<uint8_t>& mask, double sc
     if (tasks[i].frame >= 0 && mask[tasks[i].frame]) e.scale[i] *= static_cast<float>(scale);
 }
 
-std::vector<uint8_t> Or(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
-  for (size_t i = 0; i < a.size(); ++i) a[i] = a[i] || b[i];
-  return a;
-}
-
 // Frames with an ancestor (or itself) in `phase`.
 std::vector<uint8_t> InPhase(const RankGraph& g, int phase) {
-  const auto& tr = g.trace();
-  return g.FramesUnder([&](const Event& e) { return PhaseOf(tr.Name(e)) == phase; });
+  return g.FramesUnder([&](std::string_view n) { return PhaseOf(n) == phase; });
 }
 
 // The share of the measured step a set of tasks takes on the loop's thread (for assumptions' text).
@@ -180,9 +174,8 @@ std::vector<Edits> NodeOverheadEdits(const RankGraph& g, const NodeCost& c) {
 
 // The loop's ops outside backward, the optimizer and data loading: the forward (and evaluation).
 std::vector<uint8_t> ForwardRegion(const RankGraph& g) {
-  const auto& tr = g.trace();
-  std::vector<uint8_t> out = g.FramesUnder([&](const Event& e) {
-    const int phase = PhaseOf(tr.Name(e));
+  std::vector<uint8_t> out = g.FramesUnder([&](std::string_view n) {
+    const int phase = PhaseOf(n);
     return phase == kBackward || phase == kOptimizer || phase == kData;
   });
   for (uint8_t& x : out) x = !x;
@@ -193,10 +186,8 @@ std::vector<uint8_t> ForwardRegion(const RankGraph& g) {
 // node's outputs (aten::isnan / ne, any / _is_any_true, item); in forward, the stack it captures for
 // every node the forward records (NodeOverheadEdits).
 TransformPlan AnomalyOff(const RankGraph& g) {
-  const auto& tr = g.trace();
   const auto backward = InPhase(g, kBackward);
-  const auto check = g.FramesUnder([&](const Event& e) {
-    const std::string_view n = tr.Name(e);
+  const auto check = g.FramesUnder([&](std::string_view n) {
     return n == "aten::isnan" || n == "aten::ne" || n == "aten::any" || n == "aten::_is_any_true" || n == "aten::item";
   });
   std::vector<uint8_t> checks(check.size()), forward = ForwardRegion(g);
@@ -220,8 +211,7 @@ TransformPlan AnomalyOff(const RankGraph& g) {
 // eval.grad_enabled: evaluation under torch.no_grad() records no autograd nodes (NodeOverheadEdits
 // over the trainrx::eval ranges).
 TransformPlan EvalNoGrad(const RankGraph& g) {
-  const auto& tr = g.trace();
-  const auto eval = g.FramesUnder([&](const Event& e) { return StartsWith(tr.Name(e), "trainrx::eval"); });
+  const auto eval = g.FramesUnder([&](std::string_view n) { return StartsWith(n, "trainrx::eval"); });
   TransformPlan p;
   if (LoopTimeOf(g, eval) == 0) {
     p.not_predictable = "the evaluation is not marked in this trace (trainrx::eval ranges): its ops cannot be told from training's";
@@ -243,9 +233,7 @@ TransformPlan EvalNoGrad(const RankGraph& g) {
 // sync.host_device / sync.blocking_copy: the host no longer waits at scalar reads and explicit
 // synchronizations (the read moved out of the step, or made every N steps).
 TransformPlan UnblockSyncs(const RankGraph& g) {
-  const auto& tr = g.trace();
-  const auto reads = g.FramesUnder([&](const Event& e) {
-    const std::string_view n = tr.Name(e);
+  const auto reads = g.FramesUnder([&](std::string_view n) {
     return n == "aten::item" || n == "aten::_local_scalar_dense" || n == "aten::equal" || n == "aten::is_nonzero" ||
            n == "cudaDeviceSynchronize" || n == "cudaStreamSynchronize" || n == "hipDeviceSynchronize" ||
            n == "hipStreamSynchronize";
@@ -271,8 +259,7 @@ TransformPlan UnblockSyncs(const RankGraph& g) {
 
 // gpu.allocator: device allocations and frees served from the caching allocator's cache.
 TransformPlan CachingAllocator(const RankGraph& g) {
-  const auto& tr = g.trace();
-  const auto alloc = g.FramesUnder([&](const Event& e) { return IsAllocatorCall(tr.Name(e)); });
+  const auto alloc = g.FramesUnder([&](std::string_view n) { return IsAllocatorCall(n); });
   TransformPlan p;
   if (std::none_of(alloc.begin(), alloc.end(), [](uint8_t x) { return x; }))
     return Nothing(g, "no device allocator call in this trace: nothing to save");
@@ -286,13 +273,10 @@ TransformPlan CachingAllocator(const RankGraph& g) {
 
 // optim.zero_grad: the zeroing ops in zero_grad go (gradients set to None).
 TransformPlan ZeroGradNone(const RankGraph& g) {
-  const auto& tr = g.trace();
-  const auto zeroing = g.FramesUnder([&](const Event& e) {
-    const std::string_view n = tr.Name(e);
+  const auto zeroing = g.FramesUnder([&](std::string_view n) {
     return n == "aten::zero_" || n == "aten::fill_";
   });
-  const auto in_zero_grad = g.FramesUnder([&](const Event& e) {
-    const std::string_view n = tr.Name(e);
+  const auto in_zero_grad = g.FramesUnder([&](std::string_view n) {
     return StartsWith(n, "Optimizer.zero_grad#") || n.find("zero_grad") != std::string_view::npos;
   });
   std::vector<uint8_t> mask(zeroing.size());
@@ -353,8 +337,7 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
 
 // optim.single_tensor: the per-parameter loop collapses into multi-tensor (foreach) ops.
 TransformPlan ForeachOptimizer(const RankGraph& g) {
-  const auto& tr = g.trace();
-  const auto step = g.FramesUnder([&](const Event& e) { return StartsWith(tr.Name(e), "Optimizer.step#") || StartsWith(tr.Name(e), "trainrx::optimizer"); });
+  const auto step = g.FramesUnder([&](std::string_view n) { return StartsWith(n, "Optimizer.step#") || StartsWith(n, "trainrx::optimizer"); });
   TransformPlan p;
   // The ops of the step (frames under it that are ops, not the step itself), their durations.
   std::vector<int64_t> durs;
@@ -514,11 +497,12 @@ double Mean(const std::vector<double>& v) {
 
 }  // namespace
 
-std::vector<std::pair<int64_t, int64_t>> ReplayedSteps(std::vector<std::pair<int64_t, int64_t>> windows) {
+std::vector<std::pair<int64_t, int64_t>> ReplayedSteps(std::vector<std::pair<int64_t, int64_t>> windows, size_t count) {
   std::sort(windows.begin(), windows.end());
-  if (windows.size() <= kReplayedSteps) return windows;
-  const size_t first = (windows.size() - kReplayedSteps) / 2;
-  return {windows.begin() + static_cast<std::ptrdiff_t>(first), windows.begin() + static_cast<std::ptrdiff_t>(first + kReplayedSteps)};
+  count = std::max<size_t>(1, count);
+  if (windows.size() <= count) return windows;
+  const size_t first = (windows.size() - count) / 2;
+  return {windows.begin() + static_cast<std::ptrdiff_t>(first), windows.begin() + static_cast<std::ptrdiff_t>(first + count)};
 }
 
 TransformFn FindTransform(std::string_view name) {
@@ -646,7 +630,7 @@ StatusOr<std::string> ResolveWhatIf(const std::string& name) {
 }
 
 void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps,
-                    const std::vector<std::string>& what_if, Report& report, size_t threads) {
+                    const std::vector<std::string>& what_if, Report& report, size_t threads, size_t replayed_steps) {
   const auto rank_of = [&](int32_t rank) {
     if (rank >= 0 || links.ranks().empty()) return rank;
     for (const StepRow& row : steps.steps) return row.rank;  // the first rank with steps
@@ -674,7 +658,7 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
         std::vector<std::pair<int64_t, int64_t>> windows;
         for (const StepRow& row : steps.steps)
           if (row.rank == rank) windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
-        windows = ReplayedSteps(std::move(windows));
+        windows = ReplayedSteps(std::move(windows), replayed_steps);
         graph = std::make_unique<RankGraph>(trace, *links.Rank(rank), std::move(windows));
       });
     profiler::RunTasks(tasks, threads);

@@ -36,11 +36,12 @@ TransformFn FindTransform(std::string_view name);
 // Every transform's name (docs and tests hold the catalog to them).
 std::vector<std::string> TransformNames();
 
-// The steps a rank's replay covers: all of them up to kReplayedSteps, else that many consecutive
-// steps from the middle of the run (steady state; a prediction is a mean over steps, and the graph's
-// cost stays bounded however long the trace). Sorted.
+// The steps a rank's replay covers: all of them up to `count` (the threshold what_if.steps, 16 by
+// default), else that many consecutive steps from the middle of the run (steady state; a prediction
+// is a mean over steps, and the graph's cost stays bounded however long the trace). Sorted.
 inline constexpr size_t kReplayedSteps = 16;
-std::vector<std::pair<int64_t, int64_t>> ReplayedSteps(std::vector<std::pair<int64_t, int64_t>> windows);
+std::vector<std::pair<int64_t, int64_t>> ReplayedSteps(std::vector<std::pair<int64_t, int64_t>> windows,
+                                                       size_t count = kReplayedSteps);
 
 struct WhatIfResult {
   Prediction prediction;
