@@ -225,8 +225,11 @@ TEST(WhatIf, TbPluginWorkersPairPredictedFromTheFirstTrace) {
 }
 
 TEST(WhatIf, EveryCatalogTransformExists) {
-  for (const CatalogEntry& e : Catalog())
-    if (*e.transform) EXPECT_NE(FindTransform(e.transform), nullptr) << e.id << ": " << e.transform;
+  for (const CatalogEntry& e : Catalog()) {
+    if (*e.transform) {
+      EXPECT_NE(FindTransform(e.transform), nullptr) << e.id << ": " << e.transform;
+    }
+  }
 }
 
 }  // namespace

@@ -158,8 +158,11 @@ TEST(FixPlanTest, RowsCarryThePredictionsAndAreCheckedAgainstTheMeasurement) {
   // A what-if with a fix no row applies is not the all row's prediction.
   analysis.metrics.what_if[0].transforms.push_back("caching_allocator");
   plans = PlanFixes(spec, analysis, &notes);
-  for (const auto& p : plans)
-    if (p.row.all) EXPECT_FALSE(p.row.predicted);
+  for (const auto& p : plans) {
+    if (p.row.all) {
+      EXPECT_FALSE(p.row.predicted);
+    }
+  }
 }
 
 TEST(FixPlanTest, NothingToFixAndNoAllRowForOneFix) {
