@@ -361,6 +361,9 @@ void AddExperimentCommands(CLI::App& app, Args& a, Commands& c) {
   c.fix->add_option("--budget", plan.budget_s,
                     "seconds for all trials (default 900; 0: no limit): fewer trials (never below 4) when the plan "
                     "would take longer, and the bound on extra rounds for inconclusive rows");
+  c.fix->add_flag("--skip-unlikely", plan.skip_unlikely,
+                  "skip the rows whose predicted saving (the what-if replay's, docs/what-if.md) has an interval ending "
+                  "under 1 %: a note names them and the trial time saved (without it, the note only names them)");
   c.fix->add_option("--analysis-steps", plan.analysis_steps,
                     "--cmd: the analysis run ends after this many optimizer steps (default 200; 0: the whole run): a "
                     "script with no step limit of its own is analyzed in minutes, without what follows those steps")

@@ -87,6 +87,39 @@ std::optional<PredictionCheck> CheckPrediction(const FixRow& row) {
   return c;
 }
 
+size_t SkipUnlikelyRows(std::vector<FixPlanRow>* plans, bool skip, int trials, double seconds_per_trial,
+                        std::vector<std::string>* notes) {
+  const auto unlikely = [](const FixPlanRow& p) {
+    return !p.row.all && p.row.predicted && p.row.predicted_high_pct < PlanOptions::kUnlikelyPct;
+  };
+  std::vector<std::string> names;
+  for (const FixPlanRow& p : *plans)
+    if (unlikely(p))
+      names.push_back(fmt::format("{} (predicted {:.1f} % [{:.1f}, {:.1f}])", p.row.change, p.row.predicted_saving_pct,
+                                  p.row.predicted_low_pct, p.row.predicted_high_pct));
+  if (names.empty()) return 0;
+  std::vector<FixPlanRow> kept;
+  for (FixPlanRow& p : *plans)
+    if (!skip || !unlikely(p)) kept.push_back(std::move(p));
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  const double saved = static_cast<double>(names.size()) * trials * seconds_per_trial;
+  notes->push_back(skip ? fmt::format("skipped as unlikely to show (--skip-unlikely: the predicted saving's interval ends "
+                                      "under {:.0f} %): {}; about {:.0f} s of trials not run",
+                                      PlanOptions::kUnlikelyPct, list, saved)
+                        : fmt::format("unlikely to show (the predicted saving's interval ends under {:.0f} %; "
+                                      "--skip-unlikely skips them, about {:.0f} s of trials): {}",
+                                      PlanOptions::kUnlikelyPct, saved, list));
+  // With the rows skipped, an all row over fewer than two fixes is one of them again.
+  if (skip) {
+    size_t fixes = 0;
+    for (const auto& p : kept) fixes += p.row.all ? 0 : 1;
+    if (fixes < 2) kept.erase(std::remove_if(kept.begin(), kept.end(), [](const FixPlanRow& p) { return p.row.all; }), kept.end());
+  }
+  *plans = std::move(kept);
+  return names.size();
+}
+
 std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& analysis, std::vector<std::string>* notes) {
   // Which knob fixes which finding: the finding's own knob, else the knob whose bad value plants it
   // (the finding catalog).
@@ -574,6 +607,7 @@ Status RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progre
   report->baseline_label = spec.Label();
   report->baseline.label = spec.Label();
   std::vector<FixPlanRow> plans = PlanFixes(spec, analysis, &report->notes);
+  SkipUnlikelyRows(&plans, o.skip_unlikely, o.trials, seconds, &report->notes);
   // A row that changes the samples a step processes (the batch: batch.small's fix) is not slower
   // for taking longer a step: then every trial is timed per sample (1 / throughput), so each
   // speedup is a throughput ratio (rows with the baseline's batch get the same ratio either way).
@@ -737,6 +771,7 @@ Status RunFixCommand(const std::string& command, const PlanOptions& o, Launcher&
   std::string steps_note;  // said only when trials across processes ran (rows in-process have their own steps)
   if (o.trial_steps == PlanOptions::kAutoTrialSteps) launcher.SetCommandTrialSteps(CommandTrialSteps(analysis, &steps_note));
   std::vector<FixPlanRow> plans = PlanCommandFixes(command, analysis, &report->notes);
+  SkipUnlikelyRows(&plans, o.skip_unlikely, o.trials, seconds, &report->notes);
   const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
   CommandTrials runs(launcher, &report->unit);
   const FixTrial trial = [&](int plan) {

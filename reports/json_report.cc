@@ -238,7 +238,6 @@ void WriteWhatIfJson(JsonWriter& w, const analyzers::Report& report) {
   w.Key("what_if");
   w.BeginArray();
   for (const auto& x : report.metrics.what_if) {
-    const analyzers::Prediction& p = x.prediction;
     w.BeginObject();
     w.Field("rank", x.rank);
     w.Field("label", x.label);
@@ -246,16 +245,7 @@ void WriteWhatIfJson(JsonWriter& w, const analyzers::Report& report) {
     w.BeginArray();
     for (const auto& n : x.transforms) w.String(n);
     w.EndArray();
-    w.Field("method", p.method);
-    if (p.method == "replay") {
-      w.Field("saving_pct", p.saving_pct);
-      w.Field("low_pct", p.low_pct);
-      w.Field("high_pct", p.high_pct);
-      w.Field("step_ns_before", p.step_ns_before);
-      w.Field("step_ns_after", p.step_ns_after);
-      w.Field("replay_error_pct", p.replay_error_pct);
-    }
-    w.Field("assumptions", p.assumptions);
+    sets::WritePredictionFields(w, x.prediction);
     w.EndObject();
   }
   w.EndArray();

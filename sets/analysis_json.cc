@@ -66,23 +66,26 @@ void WriteFinding(JsonWriter& w, const analyzers::Finding& f) {
   w.Field("knob", f.knob);
   w.EndObject();
   if (!f.predicted.method.empty()) {  // the what-if replay's (dependency/what_if.cc)
-    const analyzers::Prediction& p = f.predicted;
     w.Key("predicted");
     w.BeginObject();
-    w.Field("method", p.method);
-    w.Field("transform", p.transform);
-    if (p.method == "replay") {
-      w.Field("saving_pct", p.saving_pct);
-      w.Field("low_pct", p.low_pct);
-      w.Field("high_pct", p.high_pct);
-      w.Field("step_ns_before", p.step_ns_before);
-      w.Field("step_ns_after", p.step_ns_after);
-      w.Field("replay_error_pct", p.replay_error_pct);
-    }
-    w.Field("assumptions", p.assumptions);
+    WritePredictionFields(w, f.predicted);
     w.EndObject();
   }
   w.EndObject();
+}
+
+void WritePredictionFields(JsonWriter& w, const analyzers::Prediction& p) {
+  w.Field("method", p.method);
+  w.Field("transform", p.transform);
+  if (p.method == "replay") {
+    w.Field("saving_pct", p.saving_pct);
+    w.Field("low_pct", p.low_pct);
+    w.Field("high_pct", p.high_pct);
+    w.Field("step_ns_before", p.step_ns_before);
+    w.Field("step_ns_after", p.step_ns_after);
+    w.Field("replay_error_pct", p.replay_error_pct);
+  }
+  w.Field("assumptions", p.assumptions);
 }
 
 // run.unfinished[] and run.windows[] entries (and a summary's).

@@ -113,6 +113,41 @@ TEST(ThreadWaits, NoWaitWhereTheOtherThreadWasIdle) {
   EXPECT_TRUE(links.Rank(0)->thread_waits.empty());
 }
 
+// A collective backend's own thread (Gloo's run loop: the DDP tutorial on CPU ranks, issue 59) and a
+// DataLoader's pin-memory thread: the loop's op that waits for them is a wait released by their op,
+// and the replay moves the step with them (CPU only, no device work).
+TEST(ThreadWaits, CollectiveAndLoaderThreadsReleaseTheLoopsWaits) {
+  std::string ev;
+  for (int s = 0; s < 4; ++s) {
+    const double t0 = 1000.0 * s;
+    ev += Step(s + 1, t0, 1000);
+    ev += Cpu("user_annotation", "enumerate(DataLoader)#_MultiProcessDataLoaderIter.__next__", t0 + 1, 199);
+    ev += Cpu("cpu_op", "aten::pin_memory", t0 + 5, 190, 4);  // the pin-memory thread
+    ev += Cpu("cpu_op", "aten::mm", t0 + 200, 300);
+    ev += Cpu("cpu_op", "c10d::allreduce_", t0 + 500, 10);
+    ev += Cpu("cpu_op", "c10d::wait", t0 + 510, 480);         // the loop waits for Gloo
+    ev += Cpu("cpu_op", "gloo:all_reduce", t0 + 505, 480, 3);  // on Gloo's thread
+  }
+  profiler::Trace trace;
+  Read(ev, trace);
+  const LinkIndex links(trace);
+  int gloo = 0, pin = 0;
+  for (const ThreadWait& w : links.Rank(0)->thread_waits) {
+    gloo += trace.Name(*w.releaser) == "gloo:all_reduce" && trace.Name(*w.op) == "c10d::wait";
+    pin += trace.Name(*w.releaser) == "aten::pin_memory";
+  }
+  EXPECT_EQ(gloo, 4);
+  EXPECT_EQ(pin, 4);
+  const Report r = Analyze(trace);
+  const RankGraph g(trace, *links.Rank(0), Windows(r, 0));
+  EXPECT_EQ(Replay(g, Edits(g.tasks().size())).step_ns, std::vector<int64_t>(4, 1'000'000));
+  // Gloo's all-reduce twice as fast: the wait ends 240 us earlier, and so does the step.
+  Edits faster(g.tasks().size());
+  for (size_t i = 0; i < g.tasks().size(); ++i)
+    if (g.tasks()[i].frame >= 0 && trace.Name(*g.frames()[g.tasks()[i].frame].op) == "gloo:all_reduce") faster.scale[i] = 0.5f;
+  for (int64_t step : Replay(g, faster).step_ns) EXPECT_EQ(step, 1'000'000 - 240'000);
+}
+
 TEST(Replay, UnchangedHandTraceReplaysExactly) {
   profiler::Trace trace;
   Read(AutogradAllocatorSteps(), trace);

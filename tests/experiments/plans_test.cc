@@ -165,6 +165,38 @@ TEST(FixPlanTest, RowsCarryThePredictionsAndAreCheckedAgainstTheMeasurement) {
   }
 }
 
+// Rows whose predicted interval ends under 1 % are named, and skipped with --skip-unlikely (the all
+// row goes too when fewer than two fixes are left); rows without a prediction are never skipped.
+TEST(FixPlanTest, SkipUnlikelyRowsByTheirPrediction) {
+  const Spec spec = MustParse("cnn anomaly=1 workers=0 zero_grad_none=0");
+  analyzers::Report analysis;
+  analyzers::Finding anomaly = FindingWithKnob("debug.anomaly_detection", "anomaly");
+  anomaly.predicted = {"replay", "anomaly_off", 80.0, 70.0, 90.0, 500, 100, 0.0, ""};
+  analyzers::Finding zero = FindingWithKnob("optim.zero_grad", "zero_grad_none");
+  zero.predicted = {"replay", "zero_grad_none", 0.1, 0.0, 0.3, 500, 499, 0.0, ""};
+  analysis.findings = {anomaly, zero, FindingWithKnob("input.workers", "workers")};  // workers: no prediction
+  std::vector<std::string> notes;
+  auto plans = PlanFixes(spec, analysis, &notes);
+  ASSERT_EQ(plans.size(), 4u);
+  notes.clear();
+  EXPECT_EQ(SkipUnlikelyRows(&plans, false, 5, 2.0, &notes), 1u);
+  EXPECT_EQ(plans.size(), 4u);  // named only
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("zero_grad_none=0 -> 1"), std::string::npos) << notes[0];
+  notes.clear();
+  EXPECT_EQ(SkipUnlikelyRows(&plans, true, 5, 2.0, &notes), 1u);
+  ASSERT_EQ(plans.size(), 3u);  // anomaly, workers, all
+  for (const auto& p : plans) EXPECT_NE(p.row.change, "zero_grad_none=0 -> 1");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("10 s of trials not run"), std::string::npos) << notes[0];
+  // Down to one fix: no all row.
+  analysis.findings = {anomaly, zero};
+  plans = PlanFixes(MustParse("cnn anomaly=1 zero_grad_none=0"), analysis, &notes);
+  SkipUnlikelyRows(&plans, true, 5, 2.0, &notes);
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].row.change, "anomaly=1 -> 0");
+}
+
 TEST(FixPlanTest, NothingToFixAndNoAllRowForOneFix) {
   std::vector<std::string> notes;
   EXPECT_TRUE(PlanFixes(MustParse("cnn"), {}, &notes).empty());

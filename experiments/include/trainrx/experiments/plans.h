@@ -42,10 +42,20 @@ struct PlanOptions {
   // fix --cmd: its analysis run ends after this many steps (0: the whole run), so that a script
   // with no step limit of its own is analyzed in minutes; the report says when it did.
   int64_t analysis_steps = 200;
+  // fix: rows whose predicted saving (the what-if replay's) cannot reach what trials detect, its
+  // interval's high end under kUnlikelyPct, are said in a note, and skipped with this set.
+  bool skip_unlikely = false;
+  static constexpr double kUnlikelyPct = 1.0;
   // ab: after the trials, one traced run of each side diffed to explain the verdict: "auto" when the
   // difference is significant, "always", or "never".
   std::string explain = "auto";
 };
+
+// The rows whose predicted interval ends under PlanOptions::kUnlikelyPct (not the all row): named in
+// a note with the trials they would take; removed when `skip` (`fix --skip-unlikely`). Returns how
+// many were found.
+size_t SkipUnlikelyRows(std::vector<struct FixPlanRow>* plans, bool skip, int trials, double seconds_per_trial,
+                        std::vector<std::string>* notes);
 
 // The process launcher's options for a plan's options (--memory-cap, --trial-steps, --analysis-steps).
 LauncherOptions LauncherOptionsOf(const PlanOptions& options);

@@ -11,6 +11,9 @@ namespace trainrx::sets {
 // A step row: its head, and with `phases` its phase times (and GPU times when it has them).
 void WriteStepRow(profiler::JsonWriter& w, const analyzers::StepRow& s, bool phases);
 void WriteFinding(profiler::JsonWriter& w, const analyzers::Finding& f);
+// A what-if prediction's fields (a finding's `predicted` object, a metrics.what_if row), into the
+// object the caller opened.
+void WritePredictionFields(profiler::JsonWriter& w, const analyzers::Prediction& p);
 // run.unfinished[] and run.windows[] entries (and a summary's).
 void WriteUnfinished(profiler::JsonWriter& w, const analyzers::UnfinishedRank& u);
 void WriteWindow(profiler::JsonWriter& w, const analyzers::RecordedWindow& win);
