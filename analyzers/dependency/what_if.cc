@@ -195,6 +195,12 @@ TransformPlan AnomalyOff(const RankGraph& g) {
   for (size_t i = 0; i < frames.size(); ++i) {
     checks[i] = check[i] && (backward[i] || frames[i].op->track != g.loop_thread());
   }
+  // Only where anomaly mode was on: its NaN checks ran in backward, or the recorded config says so
+  // (asked with --what-if on a trace without it, nothing to save).
+  const bool checked = std::any_of(checks.begin(), checks.end(), [](uint8_t x) { return x != 0; });
+  if (!checked && ConfigView(g.trace(), g.links().rank).Max("anomaly_mode").value_or(0) <= 0)
+    return Nothing(g, "anomaly mode is not on in this trace (no NaN checks in backward, no anomaly_mode in the recorded "
+                      "configuration): nothing to save");
   const NodeCost cost = NodeCostOf(g, forward);
   TransformPlan p;
   p.levels = NodeOverheadEdits(g, cost);
