@@ -34,6 +34,11 @@ CallKind CallKindOf(std::string_view n) {
   return CallKind::kOther;
 }
 
+bool IsHostTask(EventKind k) {
+  return k == EventKind::kCpuOp || k == EventKind::kUserAnnotation || k == EventKind::kCudaRuntime ||
+         k == EventKind::kCudaDriver || k == EventKind::kPythonFunction;
+}
+
 const HostCall* RankLinks::CallByCorrelation(int64_t correlation) const {
   auto it = std::lower_bound(call_by_correlation.begin(), call_by_correlation.end(), std::make_pair(correlation, INT32_MIN));
   return it != call_by_correlation.end() && it->first == correlation ? &calls[it->second] : nullptr;
@@ -195,11 +200,6 @@ void BuildRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& ki
     const profiler::MemcpyInfo& m = trace.memcpys[w.aux];
     if (m.copy == profiler::CopyKind::kDtoH && m.dst != profiler::MemKind::kPinned) c.waited_for = c.work;
   }
-}
-
-bool IsHostTask(EventKind k) {
-  return k == EventKind::kCpuOp || k == EventKind::kUserAnnotation || k == EventKind::kCudaRuntime ||
-         k == EventKind::kCudaDriver || k == EventKind::kPythonFunction;
 }
 
 // One thread's outermost busy intervals, merged, with the busy time before each (prefix sums).

@@ -47,6 +47,9 @@ enum class CallKind : uint8_t {
   kEventRecord,  // cudaEventRecord / hipEventRecord
 };
 CallKind CallKindOf(std::string_view name);
+// A host event that is a thread's work in the call tree: ops, annotations, runtime and driver
+// calls, Python frames (the thread waits and the replay's slices walk the same events).
+bool IsHostTask(profiler::EventKind k);
 // An allocator call that allocates or frees device memory (not the pinned-host or async-pool calls).
 bool IsAllocatorCall(std::string_view name);
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "ops.h"
+
 namespace trainrx::analyzers {
 
 using profiler::Event;
@@ -11,11 +13,6 @@ using profiler::EventKind;
 using profiler::TrackKind;
 
 namespace {
-
-bool IsHostTask(EventKind k) {
-  return k == EventKind::kCpuOp || k == EventKind::kUserAnnotation || k == EventKind::kCudaRuntime ||
-         k == EventKind::kCudaDriver || k == EventKind::kPythonFunction;
-}
 
 // The loop's thread: the one holding a range that is the first window (ProfilerStep#N, our step
 // marks), else the one busiest inside the windows (in the whole trace without windows).
@@ -48,14 +45,13 @@ uint32_t LoopThread(const profiler::Trace& trace, const RankLinks& l, const std:
 }
 
 // From the rank's first host event to its last.
-int64_t TraceSpan(const profiler::Trace& trace, const RankLinks& l) {
+int64_t TraceSpan(const RankLinks& l) {
   int64_t a = INT64_MAX, b = INT64_MIN;
   for (const auto& [track, spans] : l.busy_spans)
     if (!spans.empty()) {
       a = std::min(a, spans.front().first);
       b = std::max(b, spans.back().second);
     }
-  (void)trace;
   return b > a ? b - a : 1;
 }
 
@@ -84,7 +80,7 @@ RankGraph::RankGraph(const profiler::Trace& trace, const RankLinks& links, std::
   const double covered = windows_.empty() || links_.busy_spans.empty()
                              ? 1.0
                              : std::min(1.0, static_cast<double>(hi_ - lo_) /
-                                                 static_cast<double>(std::max<int64_t>(1, TraceSpan(trace_, links_))));
+                                                 static_cast<double>(std::max<int64_t>(1, TraceSpan(links_))));
   frames_.reserve(static_cast<size_t>(covered * static_cast<double>(host_events)) + 16);
   tasks_.reserve(static_cast<size_t>(covered * static_cast<double>(2 * host_events + links_.work.size())) + 16);
   call_task_.assign(links_.calls.size(), -1);
@@ -218,11 +214,7 @@ void RankGraph::AddEdges() {
     const int64_t launched = links_.calls[w.call].e->ts_ns;
     if ((w.prev < 0 || links_.work[w.prev].end() < launched) && w.ts() >= launched) latencies.push_back(w.ts() - launched);
   }
-  int64_t latency = 0;
-  if (!latencies.empty()) {
-    std::nth_element(latencies.begin(), latencies.begin() + static_cast<std::ptrdiff_t>(latencies.size() / 2), latencies.end());
-    latency = latencies[latencies.size() / 2];
-  }
+  const int64_t latency = Quantile(latencies, 0.5);
   // Resolve releases: a device wait's work index -> its task; a thread wait -> the releaser's slice.
   for (int32_t i = 0; i < first_device; ++i) {
     Task& t = tasks_[i];

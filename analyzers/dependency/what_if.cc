@@ -11,6 +11,7 @@
 
 #include "config_view.h"
 #include "families.h"
+#include "ops.h"
 #include "phases.h"
 #include "shapes.h"
 #include "trainrx/analyzers/catalog.h"
@@ -75,12 +76,6 @@ bool IsViewOp(std::string_view n) {
   return std::find(std::begin(kViews), std::end(kViews), n) != std::end(kViews);
 }
 
-int64_t Median(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
 // An op's usual own time where it records no autograd node: the median own time of the ops run in
 // backward (grad mode is off there), else of every op; at least 1 us.
 int64_t TypicalOwnTime(const RankGraph& g, const OwnTimes& own) {
@@ -91,7 +86,7 @@ int64_t TypicalOwnTime(const RankGraph& g, const OwnTimes& own) {
     if (frames[i].op->kind != profiler::EventKind::kCpuOp || own.own[i] <= 0) continue;
     (backward[i] ? in_backward : all).push_back(own.own[i]);
   }
-  return std::max<int64_t>(1000, Median(in_backward.size() >= 20 ? in_backward : all));
+  return std::max<int64_t>(1000, Quantile(in_backward.size() >= 20 ? in_backward : all, 0.5));
 }
 
 // What recording an autograd node costs the forward, from the trace: the forward's ops' own time
@@ -100,6 +95,8 @@ int64_t TypicalOwnTime(const RankGraph& g, const OwnTimes& own) {
 // is evaluated once: autograd::engine::evaluate_function ranges, AccumulateGrad included), in the
 // steps. Without backward nodes in the steps, the median view's excess (a view records one node).
 struct NodeCost {
+  explicit NodeCost(const RankGraph& g) : own(g) {}
+  OwnTimes own;               // each frame's own time (measured once, shared by the transforms)
   int64_t typical = 0;        // the usual own time of an op
   double per_node_ns = 0;     // a recorded node's cost
   double nodes_per_step = 0;  // backward's evaluated nodes a step
@@ -107,8 +104,8 @@ struct NodeCost {
   std::vector<uint8_t> leaf;    // per frame: a leaf op that is not a view (its own time is its work)
 };
 NodeCost NodeCostOf(const RankGraph& g, const std::vector<uint8_t>& region) {
-  NodeCost c;
-  const OwnTimes own(g);
+  NodeCost c(g);
+  const OwnTimes& own = c.own;
   c.typical = TypicalOwnTime(g, own);
   const auto& frames = g.frames();
   const auto& tr = g.trace();
@@ -135,7 +132,7 @@ NodeCost NodeCostOf(const RankGraph& g, const std::vector<uint8_t>& region) {
   }
   const double steps = static_cast<double>(std::max<size_t>(1, windows.size()));
   c.nodes_per_step = static_cast<double>(nodes) / steps;
-  c.per_node_ns = nodes > 0 ? wrapper_excess / static_cast<double>(nodes) : static_cast<double>(Median(views));
+  c.per_node_ns = nodes > 0 ? wrapper_excess / static_cast<double>(nodes) : static_cast<double>(Quantile(views, 0.5));
   return c;
 }
 
@@ -144,7 +141,7 @@ NodeCost NodeCostOf(const RankGraph& g, const std::vector<uint8_t>& region) {
 // (none at the low end, two at the high end), never more than its excess; an op under one that
 // recorded the node keeps its time.
 std::vector<Edits> NodeOverheadEdits(const RankGraph& g, const NodeCost& c) {
-  const OwnTimes own(g);
+  const OwnTimes& own = c.own;
   // An op under one that recorded the node (an ancestor whose excess is half a node or more) runs
   // below autograd and records none: it keeps its time (mkldnn_convolution under convolution).
   const auto& frames = g.frames();
@@ -352,8 +349,7 @@ TransformPlan ForeachOptimizer(const RankGraph& g) {
     if (step[i] && frames[i].parent >= 0 && step[frames[i].parent] && frames[i].op->kind == profiler::EventKind::kCpuOp)
       durs.push_back(frames[i].op->dur_ns);
   if (durs.size() < 8) return p;
-  std::sort(durs.begin(), durs.end());
-  const int64_t overhead = durs[durs.size() / 10];  // a small op's whole cost: dispatch, no work
+  const int64_t overhead = Quantile(durs, 0.1);  // a small op's whole cost: dispatch, no work
   // Point: the loop's own (Python) time in the step drops by 80 % and each op's fixed cost is paid
   // once per group; low: 50 % and no op cost saved; high: all of it.
   const double python_keep[3] = {0.2, 0.5, 0.0};
@@ -433,7 +429,7 @@ TransformPlan DropBias(const RankGraph& g) {
   }
   if (biased == 0) return p;
   const NodeCost cost = NodeCostOf(g, ForwardRegion(g));
-  const OwnTimes own(g);
+  const OwnTimes& own = cost.own;
   // The excess of each frame's subtree (frames are made in call order: children after parents).
   std::vector<double> subtree(frames.size(), 0.0);
   for (size_t i = frames.size(); i-- > 0;) {
