@@ -206,14 +206,16 @@ std::vector<CatalogEntry> InputToTensorEntries() {
        kFindings, "zero_grad_none"},
       {"optim.single_tensor", "optim", "an optimizer step with one op per parameter (no foreach / fused ops)",
        {{"",
-         "torch.optim.{optimizer}(params, ..., foreach=True) (the default only when every parameter is on CUDA); "
-         "on CUDA fused=True is faster still (Adam, AdamW, SGD, Adagrad)",
+         "torch.optim.{optimizer}(params, ..., fused=True) where torch has a fused step (Adam, AdamW, SGD, Adagrad: "
+         "CUDA, and the CPU since torch 2.4); other optimizers foreach=True (the default only when every parameter is "
+         "on CUDA; on the CPU it can be slower than the loop: measure it with trainrx fix)",
          "LibTorch's C++ optimizers loop over parameters and have no foreach option; for a hot optimizer write "
          "the update with the multi-tensor ops over the parameter list (at::_foreach_mul_, at::_foreach_add_, "
          "at::_foreach_addcdiv_, ...)",
          // the reference workloads use LibTorch's optimizers: no foreach to switch
          ""}},
-       "foreach", "", "", kFindings, "foreach_optimizer"},
+       "foreach", "fused", "fused=True in the optimizer's constructor (torch.optim.AdamW(params, ..., fused=True))", kFindings,
+       "fused_optimizer"},
       {"precision.fp32_matmul", "precision", "FP32 GEMM/conv kernels on an sm_80+ GPU with TF32 off",
        {{"matmul",
          "torch.set_float32_matmul_precision(\"high\") (or torch.backends.cuda.matmul.allow_tf32 = True; "
@@ -474,7 +476,7 @@ const CatalogEntry* FindingPlantedBy(std::string_view knob) {
 bool OutsideFixSwitches(std::string_view token) {
   // The start-up hook's _ALT_SWITCHES table (tests/analyzers/catalog_test.cc holds them together).
   static constexpr std::string_view kSwitchable[] = {"anomaly_off", "zero_grad_none", "tf32", "cudnn_benchmark",
-                                                     "deterministic_off"};
+                                                     "deterministic_off", "foreach", "fused"};
   for (std::string_view t : kSwitchable)
     if (token == t) return true;
   return false;

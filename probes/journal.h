@@ -67,6 +67,7 @@ class Journal {
 
  private:
   Status WriteOut();
+  void ResetFragment();  // an empty fragment of this rank, its events reserved (journal.cc)
 
   int fd_ = -1;
   std::string path_;

@@ -12,6 +12,11 @@ comma-separated list of fixes:
   cudnn_benchmark    torch.backends.cudnn.benchmark = True (and kept: later sets are ignored)
   deterministic_off  torch.use_deterministic_algorithms / cudnn.deterministic stay off
   tf32               float32 matmuls and convolutions may use TF32 (Ampere and newer)
+  foreach            every optimizer param group with a `foreach` option (Adam, AdamW, SGD, ...) steps
+                     with foreach=True, unless it is fused or differentiable (a group the script set to
+                     foreach=False too: that is the fix measured)
+  fused              every param group with a `fused` option (Adam, AdamW, SGD, Adagrad; CUDA, and the
+                     CPU since torch 2.4) steps with fused=True (foreach off), unless differentiable
   compile_off        torch.compile(x, ...) returns x (the model runs eagerly; also as a decorator
                      and through nn.Module.compile)
   compile_mode=M     torch.compile(..., mode=M) whatever mode the script asked for
@@ -29,7 +34,7 @@ torch.cuda.empty_cache() runs inside a record_function range "torch.cuda.empty_c
 memory.empty_cache finding counts the calls per step).
 
 With TRAINRX_ALT_FIX=<tokens> (set by `trainrx fix --cmd` for its in-process rows) the fixes that
-can switch between steps (anomaly_off, zero_grad_none, tf32, cudnn_benchmark, deterministic_off) are
+can switch between steps (anomaly_off, zero_grad_none, tf32, cudnn_benchmark, deterministic_off, foreach, fused) are
 switched on and off at optimizer-step boundaries, A B B A / B A A B, and each step is timed
 (_Alternation below; TRAINRX_ALT_RESULT, TRAINRX_ALT_WARMUP, TRAINRX_ALT_STEPS).
 
@@ -142,6 +147,41 @@ def _apply(torch, fixes):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
         _say("TF32 on")
+    for key in ("foreach", "fused"):
+        if key in fixes and _optimizer_groups(torch, key, lambda: True):
+            _say(f"optimizers step with {key}=True")
+
+
+def _optimizer_groups(torch, key, on):
+    """A global optimizer step pre hook (torch >= 2.0) that sets each param group's `key` ("foreach"
+    or "fused") before every step: True while on(), else the group's own value (kept per optimizer
+    and group). Groups without the option (LBFGS; no `fused` in RMSprop), differentiable ones, and for
+    foreach the fused ones, are left as they are; a fused group steps with foreach off (the two
+    exclude each other). False when this torch has no global pre hook (Debian's 1.13): nothing applied."""
+    import importlib
+    import weakref
+    register = getattr(importlib.import_module("torch.optim.optimizer"), "register_optimizer_step_pre_hook", None)
+    if register is None:
+        sys.stderr.write(f"trainrx fix: {key} not applied: this torch has no global optimizer step pre hook\n")
+        return False
+    own = weakref.WeakKeyDictionary()  # optimizer -> {group index: the script's own foreach and fused}
+
+    def pre(opt, args, kwargs):
+        saved = own.setdefault(opt, {})
+        for i, group in enumerate(opt.param_groups):
+            if key not in group or group.get("differentiable") or (key == "foreach" and group.get("fused")):
+                continue
+            if i not in saved:
+                saved[i] = {k: group[k] for k in ("foreach", "fused") if k in group}
+            if not on():
+                group.update(saved[i])
+            elif key == "foreach":
+                group["foreach"] = True
+            else:
+                group["fused"], group["foreach"] = True, False
+
+    register(pre)
+    return True
 
 
 def _tracers(torch):
@@ -880,12 +920,28 @@ def _alt_deterministic(torch, arm):
             write, lambda s: (False, False, False))
 
 
+def _alt_optimizer(key):
+    def make(torch, arm):
+        """foreach / fused: optimizers step with that option during B steps (_optimizer_groups' pre hook
+        reads the flag before every step; A steps get each group's own values back)."""
+        on = [False]
+        if not _optimizer_groups(torch, key, lambda: on[0]):
+            raise RuntimeError("no global optimizer step pre hook")
+
+        def write(s):
+            on[0] = s
+
+        return (f"the optimizers' {key}", lambda: on[0], write, lambda s: True)
+    return make
+
+
 # The tokens that switch between steps (analyzers' OutsideFixSwitches lists the same; tested): each
 # makes (what, read, write, fixed): read() the flags as they are, write(state) sets them, fixed(a)
 # is B's state given A's. The others (workers=N, pin_memory, eval_no_grad, compile_off) need a new
 # process: a DataLoader is built once, compile_off acts before tracing, evaluation is not a step.
 _ALT_SWITCHES = {"anomaly_off": _alt_anomaly, "zero_grad_none": _alt_zero_grad, "tf32": _alt_tf32,
-                 "cudnn_benchmark": _alt_cudnn_benchmark, "deterministic_off": _alt_deterministic}
+                 "cudnn_benchmark": _alt_cudnn_benchmark, "deterministic_off": _alt_deterministic,
+                 "foreach": _alt_optimizer("foreach"), "fused": _alt_optimizer("fused")}
 
 
 def _dynamo_compiled():

@@ -207,7 +207,7 @@ TEST(CatalogTest, SwitchableOutsideFixesAreSwitchedByTheStartUpHook) {
     switchable.insert(token);
     EXPECT_NE(hook.find("\"" + token + "\": _alt_"), std::string::npos) << e.id << ": the hook cannot switch " << token;
   }
-  EXPECT_EQ(switchable, (std::set<std::string>{"anomaly_off", "cudnn_benchmark", "deterministic_off", "tf32", "zero_grad_none"}));
+  EXPECT_EQ(switchable, (std::set<std::string>{"anomaly_off", "cudnn_benchmark", "deterministic_off", "fused", "tf32", "zero_grad_none"}));
   for (const char* once : {"workers=2", "pin_memory", "eval_no_grad", "compile_off", ""}) EXPECT_FALSE(OutsideFixSwitches(once)) << once;
 }
 

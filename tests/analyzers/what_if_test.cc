@@ -259,6 +259,65 @@ TEST(WhatIf, TbPluginWorkersPairPredictedFromTheFirstTrace) {
   EXPECT_LE(f->predicted.saving_pct, f->estimated_saving_pct + 0.01) << "the replay is within the bound";
 }
 
+// Four 1 ms steps on the CPU, each with a single-tensor `optimizer` step of 8 parameters x 5 ops of
+// 4 us (+ 0.5 us of Python between ops) inside a Python frame: 180 us of the step.
+std::string SingleTensorSteps(const std::string& optimizer) {
+  std::string ev;
+  for (int s = 0; s < 4; ++s) {
+    const double t0 = 1000.0 * s;
+    ev += Step(s + 1, t0, 1000);
+    ev += Cpu("cpu_op", "aten::mm", t0 + 1, 700);
+    ev += Cpu("user_annotation", "Optimizer.step#" + optimizer + ".step", t0 + 800, 180);
+    ev += Cpu("python_function", "torch/optim/adamw.py(1): _single_tensor_adamw", t0 + 800.5, 179);
+    double t = t0 + 801;
+    for (int p = 0; p < 8; ++p)
+      for (const char* op : {"aten::mul_", "aten::lerp_", "aten::addcmul_", "aten::sqrt", "aten::addcdiv_"}) {
+        ev += Cpu("cpu_op", op, t, 4);
+        t += 4.4;
+      }
+  }
+  return ev;
+}
+
+TEST(WhatIf, FusedOptimizerMergesEachParametersOps) {
+  profiler::Trace trace;
+  Read(SingleTensorSteps("AdamW"), trace);
+  const Report r = Analyze(trace);
+  const LinkIndex links(trace);
+  const RankGraph g(trace, *links.Rank(0), Windows(r, 0));
+  const WhatIfResult w = PredictWhatIf(g, {"fused_optimizer"}, MeanWall(r, 0));
+  ASSERT_TRUE(w.ok) << w.prediction.assumptions;
+  // 5 ops a parameter: the 180 us step keeps 2/5 (point), 4/5 (low), 1/5 (high) of its time.
+  EXPECT_NEAR(w.prediction.saving_pct, 18.0 * 3 / 5, 0.3) << w.prediction.assumptions;
+  EXPECT_NEAR(w.prediction.low_pct, 18.0 * 1 / 5, 0.3);
+  EXPECT_NEAR(w.prediction.high_pct, 18.0 * 4 / 5, 0.3);
+  EXPECT_NE(w.prediction.assumptions.find("5.0 ops per parameter"), std::string::npos) << w.prediction.assumptions;
+  // The finding carries it, and its bound (fused: 180 us x (1 - 1/5)) is above the prediction.
+  const Finding* f = nullptr;
+  for (const Finding& x : r.findings)
+    if (x.id == "optim.single_tensor") f = &x;
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->predicted.transform, "fused_optimizer");
+  EXPECT_NEAR(f->estimated_saving_pct, 14.4, 0.1);
+  EXPECT_LE(f->predicted.saving_pct, f->estimated_saving_pct + 0.01);
+}
+
+TEST(WhatIf, OptimizerFixesSayWhatTheyCannotPredict) {
+  profiler::Trace cpu, rms;
+  Read(SingleTensorSteps("AdamW"), cpu);
+  Read(SingleTensorSteps("RMSprop"), rms);
+  const LinkIndex cl(cpu), rl(rms);
+  const Report cr = Analyze(cpu), rr = Analyze(rms);
+  // foreach on a CPU-only rank: torch's CPU foreach path can be slower than the loop.
+  const WhatIfResult fe = PredictWhatIf(RankGraph(cpu, *cl.Rank(0), Windows(cr, 0)), {"foreach_optimizer"}, MeanWall(cr, 0));
+  EXPECT_FALSE(fe.ok);
+  EXPECT_EQ(fe.prediction.method, "not predictable");
+  // RMSprop has no fused step.
+  const WhatIfResult fu = PredictWhatIf(RankGraph(rms, *rl.Rank(0), Windows(rr, 0)), {"fused_optimizer"}, MeanWall(rr, 0));
+  EXPECT_FALSE(fu.ok);
+  EXPECT_NE(fu.prediction.assumptions.find("no fused step"), std::string::npos) << fu.prediction.assumptions;
+}
+
 TEST(WhatIf, EveryCatalogTransformExists) {
   for (const CatalogEntry& e : Catalog()) {
     if (*e.transform) {
