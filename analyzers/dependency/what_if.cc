@@ -296,6 +296,53 @@ TransformPlan ZeroGradNone(const RankGraph& g) {
 
 // input.workers / input.dataloader_bound: the loading moves to worker processes that run beside
 // the step.
+// The batches the loop's thread fetched in the replayed steps: each outermost data-loading frame on
+// it, with the first task of its own time (where a received batch's cost goes) and the tensors its
+// collate stacked (default_collate's aten::stack, one per tensor field; not the stacks inside them).
+struct Fetches {
+  std::vector<size_t> first_task;
+  std::vector<int64_t> tensors;
+};
+Fetches FetchesOf(const RankGraph& g, const std::vector<uint8_t>& data) {
+  const auto& frames = g.frames();
+  const auto& tr = g.trace();
+  std::vector<int32_t> fetch_of(frames.size(), -1);  // frame -> its outermost data frame (parents come first)
+  std::vector<uint8_t> under_stack(frames.size(), 0);
+  Fetches out;
+  std::vector<int32_t> index(frames.size(), -1);  // outermost data frame -> its row in `out`
+  std::vector<int32_t> roots;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (!data[i]) continue;
+    const int32_t parent = frames[i].parent;
+    const bool stack = tr.Name(*frames[i].op) == "aten::stack";
+    if (parent >= 0 && data[parent]) {
+      fetch_of[i] = fetch_of[parent];
+      under_stack[i] = under_stack[parent] || stack;
+    } else {
+      fetch_of[i] = static_cast<int32_t>(i);
+      under_stack[i] = stack;
+      roots.push_back(static_cast<int32_t>(i));
+    }
+  }
+  std::vector<int64_t> first(frames.size(), -1);
+  for (size_t t = 0; t < g.tasks().size(); ++t) {
+    const auto& task = g.tasks()[t];
+    if (task.track == g.loop_thread() && task.frame >= 0 && fetch_of[task.frame] == task.frame && first[task.frame] < 0)
+      first[task.frame] = static_cast<int64_t>(t);
+  }
+  for (int32_t r : roots) {
+    if (first[r] < 0) continue;  // not on the loop's thread (a worker's own ranges)
+    index[r] = static_cast<int32_t>(out.first_task.size());
+    out.first_task.push_back(static_cast<size_t>(first[r]));
+    out.tensors.push_back(0);
+  }
+  for (size_t i = 0; i < frames.size(); ++i)
+    if (data[i] && fetch_of[i] >= 0 && index[fetch_of[i]] >= 0 && tr.Name(*frames[i].op) == "aten::stack" &&
+        !(frames[i].parent >= 0 && under_stack[frames[i].parent]))
+      ++out.tensors[index[fetch_of[i]]];
+  return out;
+}
+
 TransformPlan LoaderWorkers(const RankGraph& g) {
   const auto data = InPhase(g, kData);
   TransformPlan p;
@@ -310,6 +357,17 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
   // fetch's time per batch; at the low end, one worker's worth.
   const double stays[3] = {0.10, 0.30, 0.0};
   const double workers[3] = {2.0, 1.0, 2.0};
+  // And a batch from a worker process crosses processes: each tensor as a shared-memory file
+  // descriptor sent, received, mapped and rebuilt, paid by the worker and again by the loop's thread
+  // per batch, whatever the batch's size. The trace of a run without workers cannot tell that cost:
+  // measured on this project's 2-core VM 0.25-0.45 ms a tensor (pytorch/examples' DDP tutorial
+  // loader, docs/what-if.md), tens of us on bare metal. Point 150 us a tensor, low end 500 us, high
+  // end 20 us; the tensors of a batch are its collate's stacks (2 when the trace shows none).
+  const double per_tensor_ns[3] = {150e3, 500e3, 20e3};
+  Fetches fetches = FetchesOf(g, data);
+  std::vector<int64_t> counted = fetches.tensors;
+  const int64_t tensors_median = Quantile(counted, 0.5);
+  const double batches_per_step = static_cast<double>(fetches.first_task.size()) / static_cast<double>(g.windows().size());
   // The machine's CPUs and the loop's threads, from our collector's block: the workers compete with
   // the step for them. How many the loop keeps busy the trace does not say (its ops' kernels use the
   // intra-op threads, its Python and framework time one): half way at the point, all of them at the
@@ -321,17 +379,27 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
   for (int k = 0; k < 3; ++k) {
     Edits e(g.tasks().size());
     ScaleFrames(g, data, stays[k], e);
+    double ipc_step = 0;  // per step, on each side
+    for (size_t b = 0; b < fetches.first_task.size(); ++b) {
+      const double ns = per_tensor_ns[k] * static_cast<double>(fetches.tensors[b] > 0 ? fetches.tensors[b] : 2);
+      e.Add(fetches.first_task[b], static_cast<int64_t>(ns));
+      ipc_step += ns;
+    }
+    ipc_step /= static_cast<double>(g.windows().size());
     p.levels.push_back(std::move(e));
-    p.floor_ns.push_back(per_step / workers[k]);
-    p.moved_cpu_ns.push_back(per_step * (1.0 - stays[k]));
+    p.floor_ns.push_back((per_step + ipc_step) / workers[k]);
+    p.moved_cpu_ns.push_back(per_step * (1.0 - stays[k]) + ipc_step);
     p.loop_cores.push_back(loop_cores[k]);
   }
   p.cores = cores;
   p.assumptions = fmt::format(
       "loading ({:.1f} ms a step on the loop's thread) moves to 2 worker processes beside the step; 10 % of it (30-0 %) "
-      "stays on the loop's thread to receive the batch; the step cannot be shorter than the workers' pace (fetch time / "
-      "workers, one worker at the low end){}",
-      per_step / 1e6,
+      "stays on the loop's thread to receive the batch, and each batch ({:.1f} a step, {} tensor{}{}) costs both sides "
+      "0.15 ms a tensor to cross processes (0.5-0.02 ms: the trace cannot tell; measured 0.25-0.45 ms on a 2-core VM){}; the "
+      "step cannot be shorter than the workers' pace ((fetch + crossing) / workers, one worker at the low end){}",
+      per_step / 1e6, batches_per_step, tensors_median > 0 ? tensors_median : 2, tensors_median == 1 ? "" : "s",
+      tensors_median > 0 ? " stacked by its collate" : ", assumed: the trace shows no collate stacks",
+      fetches.first_task.empty() ? " (no fetch on the loop's thread to charge it to)" : "",
       cores > 0 ? fmt::format(", nor than the machine's {:.0f} CPUs take to run the step's work beside the workers' "
                               "(the loop keeps {:.1f} busy: {:.0f} at the low end, 1 at the high end)",
                               cores, loop_cores[0], busy)
