@@ -6,7 +6,8 @@ that after the warm-up the steps follow A B B A / B A A B, that a B step runs wi
 step as the script set it, that the hook's record (TRAINRX_ALT_RESULT) holds one timed step per
 switched step with its arm, and the risks: a script that sets a switched flag itself every step
 (switching stops, the record says which fix), `with torch.autograd.detect_anomaly():` blocks and
-set_detect_anomaly(True) every step (still switched), torch.compile (no switching), a token that
+set_detect_anomaly(True) every step (still switched), the optimizers' fused / foreach (set on every
+param group before each step), torch.compile (no switching), a token that
 cannot switch, a process that is not the launch's root, and that switching changes no number the
 script computes. Run by ctest (python.alt_fix):
     .venv/bin/python tests/python/alt_fix_test.py
@@ -35,7 +36,7 @@ torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
 if "compiled" in mode:
     model = torch.compile(model, backend="eager")
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
+opt = torch.optim.AdamW(model.parameters(), lr=0.01) if "adamw" in mode else torch.optim.SGD(model.parameters(), lr=0.1)
 if "anomaly" in mode:
     torch.autograd.set_detect_anomaly(True)
 if "deterministic" in mode:
@@ -60,6 +61,7 @@ try:
             loss.backward()
         losses.append(loss.item())
         opt.step()
+        seen[-1].update(foreach=opt.param_groups[0].get("foreach"), fused=opt.param_groups[0].get("fused"))
 finally:
     with open(out, "w") as f:
         json.dump({"seen": seen, "losses": losses, "params": [p.detach().flatten().tolist() for p in model.parameters()]}, f)
@@ -135,6 +137,19 @@ def main() -> int:
             if ok:
                 got = "".join("A" if s["anomaly"] else "B" for s in seen["seen"][2:])
                 check(got == arms, f"{mode}: anomaly mode on in A steps, off in B steps", got)
+
+        # The optimizers' foreach and fused (a global step pre hook sets every param group before each
+        # step): B steps step with the option, A steps with the script's own (None: torch's default).
+        for token, want_b in (("fused", {"fused": True, "foreach": False}), ("foreach", {"foreach": True, "fused": None})):
+            rc, seen, rec, err = run(tmp, token, "adamw", 40, token)
+            ok = rc == 0 and rec and rec["stopped"] == "" and seen and len(seen["seen"]) == 18
+            check(bool(ok), f"{token}: switched to the end", (rc, rec and rec["stopped"], err[-300:]))
+            if ok:
+                # (the 16th switched step ends the run in its step hook: its flags are never read back)
+                wrong = [(i, arm, s) for i, (arm, s) in enumerate(zip(arms, seen["seen"][2:17]))
+                         if {k: s[k] for k in want_b} != (want_b if arm == "B" else {k: None for k in want_b})]
+                check(not wrong and all(s["fused"] is None and s["foreach"] is None for s in seen["seen"][:2]),
+                      f"{token}: AdamW steps with {want_b} in B steps, as the script made it in A steps", wrong[:3])
 
         # A script that sets a switched flag itself every step: switching stops at the first boundary
         # after a B step, the record says which fix, and the script runs on to its end as A.
