@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,24 @@ double MeanWall(const Report& r, int32_t rank) {
     if (row.rank == rank) sum += static_cast<double>(row.wall_ns), ++n;
   return n ? sum / n : 0;
 }
+
+// A hand-built trace, its analysis and rank 0's dependency graph over its steps (built in place:
+// the graph refers to the trace).
+struct Replayable {
+  profiler::Trace trace;
+  Report report;
+  std::optional<LinkIndex> links;
+  std::optional<RankGraph> graph;
+  explicit Replayable(std::string events) {
+    Read(std::move(events), trace);
+    report = Analyze(trace);
+    links.emplace(trace);
+    graph.emplace(trace, *links->Rank(0), Windows(report, 0));
+  }
+  WhatIfResult Predict(const std::vector<std::string>& transforms) const {
+    return PredictWhatIf(*graph, transforms, MeanWall(report, 0));
+  }
+};
 
 // A step whose main thread waits in backward() for the autograd engine's thread, which spends it in
 // hipFree (the public MI300X case of issue 59, made small): three steps of 1 ms.
@@ -149,22 +168,17 @@ TEST(ThreadWaits, CollectiveAndLoaderThreadsReleaseTheLoopsWaits) {
 }
 
 TEST(Replay, UnchangedHandTraceReplaysExactly) {
-  profiler::Trace trace;
-  Read(AutogradAllocatorSteps(), trace);
-  const Report r = Analyze(trace);
-  const LinkIndex links(trace);
-  const RankGraph g(trace, *links.Rank(0), Windows(r, 0));
+  const Replayable h(AutogradAllocatorSteps());
+  const RankGraph& g = *h.graph;
   const ReplayResult base = Replay(g, Edits(g.tasks().size()));
   ASSERT_EQ(base.step_ns.size(), 3u);
   for (int64_t s : base.step_ns) EXPECT_EQ(s, 1'000'000);
 }
 
 TEST(Replay, CachingAllocatorRemovesTheFreesFromTheStep) {
-  profiler::Trace trace;
-  Read(AutogradAllocatorSteps(), trace);
-  const Report r = Analyze(trace);
-  const LinkIndex links(trace);
-  const RankGraph g(trace, *links.Rank(0), Windows(r, 0));
+  const Replayable h(AutogradAllocatorSteps());
+  const Report& r = h.report;
+  const RankGraph& g = *h.graph;
   const WhatIfResult w = PredictWhatIf(g, {"caching_allocator"}, MeanWall(r, 0));
   ASSERT_TRUE(w.ok);
   // 740 us of 1000 in hipFree, on the autograd thread that backward() waits for.
@@ -185,11 +199,9 @@ TEST(Replay, SynchronizeIsResolvedDuringReplay) {
     ev += Cpu("cuda_runtime", "cudaStreamSynchronize", t0 + 20, 775, 1, 50 + s);
     ev += Cpu("cpu_op", "aten::host", t0 + 800, 190);
   }
-  profiler::Trace trace;
-  Read(ev, trace);
-  const Report r = Analyze(trace);
-  const LinkIndex links(trace);
-  const RankGraph g(trace, *links.Rank(0), Windows(r, 0));
+  const Replayable h(ev);
+  const Report& r = h.report;
+  const RankGraph& g = *h.graph;
   Edits half(g.tasks().size());
   for (size_t i = 0; i < g.tasks().size(); ++i)
     if (g.tasks()[i].kind == RankGraph::Kind::kDevice) half.scale[i] = 0.5;
@@ -280,11 +292,9 @@ std::string SingleTensorSteps(const std::string& optimizer) {
 }
 
 TEST(WhatIf, FusedOptimizerMergesEachParametersOps) {
-  profiler::Trace trace;
-  Read(SingleTensorSteps("AdamW"), trace);
-  const Report r = Analyze(trace);
-  const LinkIndex links(trace);
-  const RankGraph g(trace, *links.Rank(0), Windows(r, 0));
+  const Replayable h(SingleTensorSteps("AdamW"));
+  const Report& r = h.report;
+  const RankGraph& g = *h.graph;
   const WhatIfResult w = PredictWhatIf(g, {"fused_optimizer"}, MeanWall(r, 0));
   ASSERT_TRUE(w.ok) << w.prediction.assumptions;
   // 5 ops a parameter: the 180 us step keeps 2/5 (point), 4/5 (low), 1/5 (high) of its time.
@@ -332,11 +342,9 @@ TEST(WhatIf, LoaderWorkersChargeEachBatchItsCrossing) {
     ev += Cpu("cpu_op", "aten::stack", t0 + 30, 10);
     ev += Cpu("cpu_op", "aten::linear", t0 + 60, 100);
   }
-  profiler::Trace trace;
-  Read(ev, trace);
-  const Report r = Analyze(trace);
-  const LinkIndex links(trace);
-  const RankGraph g(trace, *links.Rank(0), Windows(r, 0));
+  const Replayable h(ev);
+  const Report& r = h.report;
+  const RankGraph& g = *h.graph;
   const WhatIfResult w = PredictWhatIf(g, {"loader_workers"}, MeanWall(r, 0));
   ASSERT_TRUE(w.ok) << w.prediction.assumptions;
   // Point: 45 us leave the loop, 2 x 150 us arrive: 200 -> 455 us a step.
