@@ -95,7 +95,15 @@ std::vector<CatalogEntry> GpuAndDistEntries() {
          "`with model.no_sync():`. On GPUs, NCCL instead of Gloo.",
          "Launch the all-reduce of each gradient bucket as soon as backward produced it (c10d work handles), "
          "wait only before the optimizer step, all-reduce once per optimizer step.",
-         "bucket_mb"}},
+         "bucket_mb"},
+        {"gloo_contended",
+         "Communicate less often: accumulate gradients over k micro-batches and wrap all but the last in "
+         "`with model.no_sync():` (one all-reduce per k), or a larger batch per rank; on one machine, fewer ranks "
+         "with more intra-op threads each (torch.set_num_threads) instead of ranks that share its cores. Smaller "
+         "buckets do not help here: no core is free for Gloo's threads.",
+         "All-reduce once per k micro-batches (accumulate locally), or a larger batch per rank; on one machine, fewer "
+         "ranks with more intra-op threads each (at::set_num_threads).",
+         ""}},
        "", "", "", kFindings},
       {"dist.data_parallel", "dist", "torch.nn.DataParallel replicates the model over 2+ GPUs at every step",
        {{"",

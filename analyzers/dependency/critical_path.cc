@@ -345,6 +345,12 @@ std::map<int32_t, RankWaits> RankWaitsOf(const Trace& trace, const LinkIndex& li
   return out;
 }
 
+// A rank has a path to walk when it has device work, or, on the CPU alone, when its threads wait for
+// one another (a collective backend's thread, a pin-memory thread: issue 59's DDP tutorial on two CPU
+// ranks, half of each step waiting for gloo:all_reduce). A CPU rank whose loop waits for no other
+// thread would have a path of "host work" only: none is made.
+bool HasPath(const RankLinks& l) { return !l.work.empty() || !l.thread_waits.empty(); }
+
 CriticalPath WalkWindows(const Trace& trace, const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows,
                          const RankWaits* waits) {
   CriticalPath out;
@@ -352,12 +358,14 @@ CriticalPath WalkWindows(const Trace& trace, const RankLinks& l, const std::vect
   for (const HostCall& c : l.calls)
     if (c.synced_stream >= 0) out.sync_records = true;
   if (l.event_edges > 0) out.sync_records = true;
-  if (l.work.empty() || windows.empty()) return out;
+  if (windows.empty() || !HasPath(l)) return out;
   size_t linked = 0;
   for (const DeviceWork& w : l.work) linked += w.call >= 0 ? 1 : 0;
   out.linked = 2 * linked >= l.work.size();
+  out.device = !l.work.empty();
   Walker walker(trace, l, waits);
-  const uint32_t host = HostThread(l);
+  // With device work, the thread that launches most of it; on the CPU alone, the loop's thread.
+  const uint32_t host = l.work.empty() ? LoopThread(trace, l, windows) : HostThread(l);
   std::map<std::pair<PathClass, std::string>, int64_t> items;
   std::array<int64_t, kPathClasses> total{};
   int64_t length = 0;
@@ -384,7 +392,10 @@ CriticalPath WalkWindows(const Trace& trace, const RankLinks& l, const std::vect
   if (out.top.size() > 12) out.top.resize(12);
   std::nth_element(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(lengths.size() / 2), lengths.end());
   out.segments = std::move(paths[lengths[lengths.size() / 2].second]);
-  if (!out.linked)
+  if (l.work.empty())
+    out.note = "no device work: the path follows the loop's thread and, where it waited for another thread (a collective "
+               "backend's, a pin-memory thread), that thread's op";
+  else if (!out.linked)
     out.note = fmt::format("only {} of {} device activities have their launch call in the trace: the path follows the host "
                            "and cannot see what the device waited for",
                            linked, l.work.size());
@@ -404,11 +415,12 @@ std::vector<CriticalPath> BuildCriticalPaths(const Trace& trace, const LinkIndex
   std::vector<CriticalPath> out;
   const std::map<int32_t, RankWaits> waits = RankWaitsOf(trace, links, &steps);
   for (const RankLinks& l : links.ranks()) {
-    if (l.work.empty()) continue;
+    if (!HasPath(l)) continue;
     std::vector<std::pair<int64_t, int64_t>> windows;
     for (const StepRow& row : steps.steps)
       if (row.rank == l.rank) windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
     const int64_t n = static_cast<int64_t>(windows.size());
+    if (windows.empty() && l.work.empty()) continue;  // a CPU rank's path needs its steps
     if (windows.empty()) {
       // No steps: the whole span of the rank's device work and the calls that made it.
       int64_t a = INT64_MAX, b = INT64_MIN;
@@ -467,7 +479,7 @@ void BoundSavingsByPath(Report& report) {
   for (Finding& f : report.findings) {
     const CriticalPath* path = nullptr;
     for (const CriticalPath& p : report.metrics.critical_paths)
-      if (p.rank == f.rank && p.mean_ns > 0 && p.linked) path = &p;
+      if (p.rank == f.rank && p.mean_ns > 0 && p.linked && p.device) path = &p;
     if (path == nullptr) continue;
     const std::vector<PathClass> classes = ClassesRemovedBy(f);
     if (classes.empty()) continue;

@@ -313,4 +313,34 @@ const RankLinks* LinkIndex::Rank(int32_t rank) const {
   return nullptr;
 }
 
+// The loop's thread: the one holding a range that is the first window (ProfilerStep#N, our step
+// marks), else the one busiest inside the windows (in the whole trace without windows).
+uint32_t LoopThread(const profiler::Trace& trace, const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows) {
+  if (!windows.empty())
+    for (const auto& [track, spans] : l.busy_spans) {
+      const auto events = trace.TrackEvents(track);
+      auto it = std::lower_bound(events.begin(), events.end(), windows.front().first,
+                                 [](const Event& e, int64_t v) { return e.ts_ns < v; });
+      for (; it != events.end() && it->ts_ns == windows.front().first; ++it)
+        if (it->end_ns() == windows.front().second) return track;
+    }
+  uint32_t best = 0;
+  int64_t most = -1;
+  for (const auto& [track, spans] : l.busy_spans) {
+    int64_t busy = 0;
+    for (const auto& [a, b] : spans) {
+      if (windows.empty()) {
+        busy += b - a;
+        continue;
+      }
+      for (const auto& [wa, wb] : windows) busy += std::max<int64_t>(0, std::min(b, wb) - std::max(a, wa));
+    }
+    if (busy > most || (busy == most && track < best)) {
+      best = track;
+      most = busy;
+    }
+  }
+  return best;
+}
+
 }  // namespace trainrx::analyzers

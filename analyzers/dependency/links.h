@@ -125,4 +125,8 @@ class LinkIndex {
   std::vector<RankLinks> ranks_;
 };
 
+// The loop's thread of a rank: the one holding a range that is the first window (ProfilerStep#N,
+// our step marks), else the one busiest inside the windows (in the whole trace without windows).
+uint32_t LoopThread(const profiler::Trace& trace, const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows);
+
 }  // namespace trainrx::analyzers

@@ -165,6 +165,27 @@ TEST(ThreadWaits, CollectiveAndLoaderThreadsReleaseTheLoopsWaits) {
   for (size_t i = 0; i < g.tasks().size(); ++i)
     if (g.tasks()[i].frame >= 0 && trace.Name(*g.frames()[g.tasks()[i].frame].op) == "gloo:all_reduce") faster.scale[i] = 0.5f;
   for (int64_t step : Replay(g, faster).step_ns) EXPECT_EQ(step, 1'000'000 - 240'000);
+  // A CPU-only rank whose loop waits for other threads has a critical path, and the all-reduce is on
+  // it, named by its op and thread (the DDP tutorial on two CPU ranks: half the step, issue 59).
+  ASSERT_EQ(r.metrics.critical_paths.size(), 1u);
+  const CriticalPath& path = r.metrics.critical_paths[0];
+  EXPECT_EQ(path.steps, 4);
+  int64_t gloo_ns = 0;
+  for (const PathItem& item : path.top)
+    if (item.what.find("gloo:all_reduce (thread 3)") != std::string::npos) gloo_ns += item.ns;
+  EXPECT_NEAR(static_cast<double>(gloo_ns), 475'000.0, 10'000.0);  // from the wait's start to the release
+  EXPECT_NE(path.note.find("no device work"), std::string::npos) << path.note;
+}
+
+// A CPU-only rank whose loop thread waits for no other thread: no path (it would be "host work" only).
+TEST(ThreadWaits, NoCriticalPathForACpuLoopThatWaitsForNoThread) {
+  std::string ev;
+  for (int s = 0; s < 4; ++s) {
+    ev += Step(s + 1, 1000.0 * s, 1000);
+    ev += Cpu("cpu_op", "aten::mm", 1000.0 * s + 10, 900);
+  }
+  const Replayable h(ev);
+  EXPECT_TRUE(h.report.metrics.critical_paths.empty());
 }
 
 TEST(Replay, UnchangedHandTraceReplaysExactly) {

@@ -247,6 +247,10 @@ struct CriticalPath {
   // Most device work has its launch call in the trace: the path can follow the host to the device.
   // Without (a trace with kernels but no runtime calls) the path sees the host only, and bounds nothing.
   bool linked = false;
+  // The rank has device work. Without, the path is the loop's thread and the threads it waited for
+  // (a collective backend's, a pin-memory thread): its classes are the host's only, and it bounds no
+  // finding's saving (a Gloo collective on it is host time, not gpu_comm).
+  bool device = true;
   std::string note;                  // what limits the answer ("no sync records: ...")
 };
 
