@@ -302,6 +302,7 @@ TransformPlan ZeroGradNone(const RankGraph& g) {
 struct Fetches {
   std::vector<size_t> first_task;
   std::vector<int64_t> tensors;
+  std::vector<uint8_t> crosses;  // a Python DataLoader's batch: its workers are processes
 };
 Fetches FetchesOf(const RankGraph& g, const std::vector<uint8_t>& data) {
   const auto& frames = g.frames();
@@ -335,6 +336,9 @@ Fetches FetchesOf(const RankGraph& g, const std::vector<uint8_t>& data) {
     index[r] = static_cast<int32_t>(out.first_task.size());
     out.first_task.push_back(static_cast<size_t>(first[r]));
     out.tensors.push_back(0);
+    // LibTorch's data loader (trainrx::data) hands batches from worker threads of the same process:
+    // nothing crosses processes.
+    out.crosses.push_back(StartsWith(tr.Name(*frames[r].op), "enumerate(DataLoader)"));
   }
   for (size_t i = 0; i < frames.size(); ++i)
     if (data[i] && fetch_of[i] >= 0 && index[fetch_of[i]] >= 0 && tr.Name(*frames[i].op) == "aten::stack" &&
@@ -365,6 +369,7 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
   // end 20 us; the tensors of a batch are its collate's stacks (2 when the trace shows none).
   const double per_tensor_ns[3] = {150e3, 500e3, 20e3};
   Fetches fetches = FetchesOf(g, data);
+  const bool crossing = std::find(fetches.crosses.begin(), fetches.crosses.end(), 1) != fetches.crosses.end();
   std::vector<int64_t> counted = fetches.tensors;
   const int64_t tensors_median = Quantile(counted, 0.5);
   const double batches_per_step = static_cast<double>(fetches.first_task.size()) / static_cast<double>(g.windows().size());
@@ -381,6 +386,7 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
     ScaleFrames(g, data, stays[k], e);
     double ipc_step = 0;  // per step, on each side
     for (size_t b = 0; b < fetches.first_task.size(); ++b) {
+      if (!fetches.crosses[b]) continue;
       const double ns = per_tensor_ns[k] * static_cast<double>(fetches.tensors[b] > 0 ? fetches.tensors[b] : 2);
       e.Add(fetches.first_task[b], static_cast<int64_t>(ns));
       ipc_step += ns;
@@ -393,13 +399,16 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
   }
   p.cores = cores;
   p.assumptions = fmt::format(
-      "loading ({:.1f} ms a step on the loop's thread) moves to 2 worker processes beside the step; 10 % of it (30-0 %) "
-      "stays on the loop's thread to receive the batch, and each batch ({:.1f} a step, {} tensor{}{}) costs both sides "
-      "0.15 ms a tensor to cross processes (0.5-0.02 ms: the trace cannot tell; measured 0.25-0.45 ms on a 2-core VM){}; the "
-      "step cannot be shorter than the workers' pace ((fetch + crossing) / workers, one worker at the low end){}",
-      per_step / 1e6, batches_per_step, tensors_median > 0 ? tensors_median : 2, tensors_median == 1 ? "" : "s",
-      tensors_median > 0 ? " stacked by its collate" : ", assumed: the trace shows no collate stacks",
-      fetches.first_task.empty() ? " (no fetch on the loop's thread to charge it to)" : "",
+      "loading ({:.1f} ms a step on the loop's thread) moves to 2 workers beside the step; 10 % of it (30-0 %) stays on "
+      "the loop's thread to receive the batch{}; the step cannot be shorter than the workers' pace ((fetch{}) / workers, "
+      "one worker at the low end){}",
+      per_step / 1e6,
+      crossing ? fmt::format(", and each batch ({:.1f} a step, {} tensor{}{}) costs both sides 0.15 ms a tensor to cross "
+                             "processes (0.5-0.02 ms: the trace cannot tell; measured 0.25-0.45 ms on a 2-core VM)",
+                             batches_per_step, tensors_median > 0 ? tensors_median : 2, tensors_median == 1 ? "" : "s",
+                             tensors_median > 0 ? " stacked by its collate" : ", assumed: the trace shows no collate stacks")
+               : " (worker threads of the same process: nothing crosses processes)",
+      crossing ? " + crossing" : "",
       cores > 0 ? fmt::format(", nor than the machine's {:.0f} CPUs take to run the step's work beside the workers' "
                               "(the loop keeps {:.1f} busy: {:.0f} at the low end, 1 at the high end)",
                               cores, loop_cores[0], busy)

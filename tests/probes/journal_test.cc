@@ -178,7 +178,15 @@ TEST(JournalTest, TheHeapItHoldsIsLeftOutOfTheHeapSamples) {
   j.Remove();
 }
 
-#if !defined(__SANITIZE_ADDRESS__) && defined(__GLIBC__)
+// Sanitizers replace malloc (GCC says so with __SANITIZE_*__, clang with __has_feature).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TRAINRX_TEST_OWN_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define TRAINRX_TEST_OWN_MALLOC 1
+#endif
+#endif
+#if !defined(TRAINRX_TEST_OWN_MALLOC) && defined(__GLIBC__)
 // Whether glibc served `p` from its own mapping (the chunk header's IS_MMAPPED bit), not its heap.
 bool GlibcMapped(void* p) {
   const auto header = reinterpret_cast<const volatile size_t*>(reinterpret_cast<std::uintptr_t>(p) - sizeof(size_t));
