@@ -82,6 +82,11 @@ std::optional<BatchInput> TrainingInput(const profiler::Trace& trace, int32_t ra
       if (arg < 0) continue;
       const auto dims = OpDims(trace, *it);
       if (!dims || static_cast<int>(dims->size()) <= arg || (*dims)[arg].empty() || (*dims)[arg][0] <= 0) continue;
+      // A 1-D index tensor leads with no batch: a GPT's position embedding looks up `pos` of shape
+      // [T] (karpathy/llm.c train_gpt2.py before its token embedding: "samples per step" was the
+      // sequence length, and sweep ranked batch 4 3.78x above batch 16, issue 60). The batch's
+      // indices are [B, T] (or [B] in a bag, which embedding_bag reads, not this).
+      if (arg == 1 && (*dims)[arg].size() < 2) continue;
       int64_t elements = 1;
       for (size_t d = 1; d < (*dims)[arg].size(); ++d) elements *= std::max<int64_t>(1, (*dims)[arg][d]);
       found.push_back({&*it, (*dims)[arg][0], elements});

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <array>
 #include <numeric>
 
@@ -110,6 +111,22 @@ void FlagSlowSteps(const AnalysisContext& ctx, int32_t rank, Report& out) {
     return static_cast<double>(Quantile(w, 0.5));
   }();
 
+  // The slow steps as their names number them (ProfilerStep#64), as the evidence lists them (issue 60:
+  // the title said "steps 63, 127, 191", the steady steps' indices, beside ProfilerStep#64, #128,
+  // #192); the indices only when a name carries no number.
+  std::vector<size_t> numbers;
+  for (size_t i : slow) {
+    const std::string& name = rows[i]->name;
+    const size_t hash = name.rfind('#');
+    size_t n = 0;
+    const char* first = name.data() + (hash == std::string::npos ? name.size() : hash + 1);
+    const char* last = name.data() + name.size();
+    if (first == last || std::from_chars(first, last, n).ptr != last) {
+      numbers = slow;
+      break;
+    }
+    numbers.push_back(n);
+  }
   Finding f;
   f.id = "steps.slow";
   f.rank = rank;
@@ -118,10 +135,10 @@ void FlagSlowSteps(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const std::string shape =
       periodic ? fmt::format("every {} steps (steps {}): an event the loop runs periodically (logging, a checkpoint, evaluation, "
                              "a gradient-accumulation boundary)",
-                             gaps.front(), Runs(slow))
+                             gaps.front(), Runs(numbers))
       : one_run || slow.size() == 1
-          ? fmt::format("in one burst (step{} {}), after the warm-up: not warm-up", slow.size() == 1 ? "" : "s", Runs(slow))
-          : fmt::format("scattered (steps {}): isolated pauses (garbage collection, preemption)", Runs(slow));
+          ? fmt::format("in one burst (step{} {}), after the warm-up: not warm-up", slow.size() == 1 ? "" : "s", Runs(numbers))
+          : fmt::format("scattered (steps {}): isolated pauses (garbage collection, preemption)", Runs(numbers));
   const std::string cause = contention
                                 ? "every phase slowed in proportion: the CPU was taken from the program (another process on the machine, "
                                   "memory pressure, throttling), not its own work"

@@ -270,7 +270,17 @@ void WriteSteps(const analyzers::Report& report, Sink& sink) {
     sink.Line("No training steps found (no ProfilerStep#N, trainrx step markers or repeated Optimizer.step ranges): "
               "rules that need a step to judge by stay silent, and the figures below are totals over the whole trace.");
   } else {
-    sink.Line(fmt::format("{} steps ({}), median {}", steps.steps.size(), steps.source, Ms(steps.median_wall_ns)));
+    // Several ranks: their steps in all, and per rank (issue 60: "399 steps" was two ranks' 199 + 200).
+    std::map<int32_t, size_t> per_rank;
+    for (const auto& row : steps.steps) ++per_rank[row.rank];
+    std::string ranks;
+    if (per_rank.size() > 1) {
+      size_t lo = SIZE_MAX, hi = 0;
+      for (const auto& [rank, n] : per_rank) lo = std::min(lo, n), hi = std::max(hi, n);
+      ranks = lo == hi ? fmt::format(" in all on {} ranks, {} per rank", per_rank.size(), lo)
+                       : fmt::format(" in all on {} ranks, {}-{} per rank", per_rank.size(), lo, hi);
+    }
+    sink.Line(fmt::format("{} steps ({}){}, median {}", steps.steps.size(), steps.source, ranks, Ms(steps.median_wall_ns)));
     if (!steps.warmup_steps.empty()) {
       std::string names;
       for (size_t i = 0; i < steps.warmup_steps.size() && i < 4; ++i) {

@@ -56,6 +56,23 @@ TEST(BatchTest, EmbeddingReadsItsIndicesNotItsWeight) {
 // Issue 51.4: minGPT's chargpt generates text with batch 1 at iteration 0, inside its first step and
 // before that step's training forward; our collector records shapes in the first steps only. The
 // batch is the training forward's, the one the step's backward differentiates.
+// A GPT whose position embedding comes first: wpe(pos) with pos [T] = [64], then wte(idx) with idx
+// [B, T] = [4, 64]. The batch is 4 sequences, not 64 (llm.c's train_gpt2.py, issue 60).
+TEST(BatchTest, APositionEmbeddingsOneDimIndicesAreNotTheBatch) {
+  std::string ev;
+  for (int i = 0; i < 3; ++i) {
+    const double s = i * 1000;
+    ev += Ev("user_annotation", fmt::format("ProfilerStep#{}", i), 1, s, 1000);
+    ev += Ev("cpu_op", "aten::embedding", 1, s + 10, 20, R"J("Input Dims":[[1024,768],[64]])J");
+    ev += Ev("cpu_op", "aten::embedding", 1, s + 40, 20, R"J("Input Dims":[[50257,768],[4,64]])J");
+    ev += Ev("cpu_op", "aten::layer_norm", 1, s + 80, 20, R"J("Input Dims":[[4,64,768],[768],[768],[]])J");
+  }
+  const auto b = Estimate(ev);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->samples, 4);
+  EXPECT_EQ(b->op, "aten::embedding");
+}
+
 TEST(BatchTest, ABatchOneGenerationBeforeTheTrainingForwardIsNotTheBatch) {
   std::string ev;
   for (int i = 0; i < 4; ++i) {

@@ -58,6 +58,15 @@ TEST(SlowStepsTest, EveryKStepsIsPeriodicAndALoaderStallNamesDataWait) {
   EXPECT_NE(f->title.find("every 5 steps"), std::string::npos) << f->title;
   EXPECT_NE(f->title.find("data wait grew most"), std::string::npos) << f->title;
   EXPECT_EQ(f->knob, "");
+  // With two warm-up steps left out, the title numbers the slow steps as their names do, as the
+  // examples list them (issue 60: "steps 30, 66, 91" beside ProfilerStep#32, #68, #93).
+  const Report warm = AnalyzeText(Steps(32, [](int i) { return i < 2 ? 9000.0 : 1000.0; },
+                                        [](int i) { return i >= 2 && i % 5 == 4 ? 6000.0 : 0.0; }));
+  ASSERT_EQ(warm.metrics.steps.warmup_steps.size(), 2u);
+  const Finding* g = Find(warm, "steps.slow");
+  ASSERT_NE(g, nullptr);
+  EXPECT_NE(g->title.find("(steps 4, 9, 14, 19, ...)"), std::string::npos) << g->title;
+  EXPECT_EQ(g->examples.front().rfind("ProfilerStep#4", 0), 0u) << g->examples.front();
 }
 
 TEST(SlowStepsTest, SteadyStepsLeadingWarmUpAndSmallNoiseAreNotFlagged) {

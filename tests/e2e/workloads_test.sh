@@ -250,4 +250,20 @@ print("  ", f["title"])
 assert f["rank"] == 1 and "(8 on rank 0, 24 on rank 1, first input of aten::conv2d)" in f["title"], f
 assert f["estimated_saving_ns"] > 0, f
 PY
+# The what-if's self-check on our own recordings (issue 59): every prediction replays the unchanged
+# trace first, and its replay error is part of it; on each run above, each rank's unchanged replay
+# gives the measured mean step within 5 % (the median of them within 2 %).
+python3 - "$W"/*.report.json <<'PY' && ok "unchanged replay of every run's trace within 5 % of its measured step (median within 2 %)" || bad "replay error"
+import json, statistics, sys
+errors = {}
+for p in sys.argv[1:]:
+    for f in json.load(open(p)).get("findings", []):
+        pred = f.get("predicted") or {}
+        if pred.get("method") == "replay":
+            errors[(p.rsplit("/", 1)[1], f["rank"])] = pred["replay_error_pct"]
+print("  ", len(errors), "traces' ranks replayed; worst", max((abs(e) for e in errors.values()), default=0.0), "%")
+assert len(errors) >= 5, errors
+assert all(abs(e) <= 5 for e in errors.values()), errors
+assert statistics.median(abs(e) for e in errors.values()) <= 2, errors
+PY
 exit $fail

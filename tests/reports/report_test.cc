@@ -117,6 +117,20 @@ TEST(TextReportTest, NoStepsNoPerStepWords) {
   }
 }
 
+// Several ranks: the step count says it is all ranks' and how many each had (issue 60: "399 steps"
+// was two ranks' 199 + 200). The 8-rank DLRM job has one step on each rank: "8 steps (...) in all on
+// 8 ranks, 1 per rank, median ...".
+TEST(TextReportTest, StepsOfSeveralRanksSayPerRank) {
+  profiler::Trace trace;
+  const auto dir = std::filesystem::path(TRAINRX_SOURCE_DIR) / "tests" / "fixtures" / "dlrm_8ranks";
+  ASSERT_TRUE(profiler::ReadTraces({dir.string()}, trace).ok());
+  analyzers::Thresholds th;
+  const analyzers::Report report = analyzers::Analyze(trace, th);
+  std::ostringstream out;
+  WriteText(trace, report, th, {}, out);
+  EXPECT_NE(out.str().find(" in all on 8 ranks, 1 per rank, median"), std::string::npos) << out.str().substr(0, 2000);
+}
+
 // A run that did not finish is said first, before the data-loss counts, in every format.
 TEST(TextReportTest, UnfinishedRunIsSaidFirst) {
   profiler::Trace trace;
