@@ -395,13 +395,24 @@
   function fmtFlops(f) {
     return f >= 1e12 ? (f / 1e12).toFixed(2) + ' TFLOP' : f >= 1e9 ? (f / 1e9).toFixed(2) + ' GFLOP' : f >= 1e6 ? (f / 1e6).toFixed(2) + ' MFLOP' : f.toFixed(0) + ' FLOP';
   }
+  // A rate in the unit its magnitude reads best in (a CPU's 35.7 GFLOP/s, not "0.04 TFLOP/s"), as the
+  // text report does (issue 60).
+  function rateUnit(tflops) {
+    return tflops >= 1 ? ['TFLOP/s', 1] : tflops >= 1e-3 ? ['GFLOP/s', 1e3] : ['MFLOP/s', 1e6];
+  }
+  function fmtRate(tflops, digits) {
+    const [unit, k] = rateUnit(tflops);
+    return `${num(tflops * k, digits)} ${unit}`;
+  }
   function roofline(u) {
     const pts = (u.ops || []).filter(o => o.tflops > 0 && o.intensity > 0);
     if (!pts.length) return null;
     const W = 640, H = 300, L = 56, B = 34;
-    const xs = pts.map(o => o.intensity), ys = pts.map(o => o.tflops);
+    // The y axis in one unit for the whole plot, from its largest rate.
+    const [unit, k] = rateUnit(Math.max(u.peak_tflops || 0, ...pts.map(o => o.tflops)));
+    const xs = pts.map(o => o.intensity), ys = pts.map(o => o.tflops * k);
     const ridge = u.peak_tflops > 0 && u.peak_gbps > 0 ? u.peak_tflops * 1e3 / u.peak_gbps : 0;
-    if (u.peak_tflops > 0) ys.push(u.peak_tflops);
+    if (u.peak_tflops > 0) ys.push(u.peak_tflops * k);
     if (ridge > 0) xs.push(ridge);
     const lx0 = Math.floor(Math.log10(Math.min(...xs))) , lx1 = Math.ceil(Math.log10(Math.max(...xs)) + 0.01);
     const ly0 = Math.floor(Math.log10(Math.min(...ys))), ly1 = Math.ceil(Math.log10(Math.max(...ys)) + 0.01);
@@ -412,17 +423,18 @@
     for (let e = lx0; e <= lx1; ++e) svg.append(sv('text', {x: X(10 ** e), y: H - B + 14, 'font-size': 10, 'text-anchor': 'middle'}, `1e${e}`));
     for (let e = ly0; e <= ly1; ++e) svg.append(sv('text', {x: L - 4, y: Y(10 ** e) + 3, 'font-size': 10, 'text-anchor': 'end'}, `1e${e}`));
     svg.append(sv('text', {x: (L + W) / 2, y: H - 4, 'font-size': 11, 'text-anchor': 'middle'}, 'FLOP per byte'),
-      sv('text', {x: 12, y: (H - B) / 2, 'font-size': 11, transform: `rotate(-90 12 ${(H - B) / 2})`, 'text-anchor': 'middle'}, 'TFLOP/s'));
+      sv('text', {x: 12, y: (H - B) / 2, 'font-size': 11, transform: `rotate(-90 12 ${(H - B) / 2})`, 'text-anchor': 'middle'}, unit));
     if (u.peak_tflops > 0) {
+      const peak = u.peak_tflops * k;
       const xr = ridge > 0 ? ridge : 10 ** lx0;
-      if (ridge > 0) svg.append(sv('line', {class: 'roof', x1: X(10 ** lx0), y1: Y(Math.max(10 ** ly0, u.peak_gbps * 10 ** lx0 / 1e3)), x2: X(xr), y2: Y(u.peak_tflops), stroke: '#5d6677', 'stroke-dasharray': '4 3'}));
-      svg.append(sv('line', {class: 'roof', x1: X(xr), y1: Y(u.peak_tflops), x2: X(10 ** lx1), y2: Y(u.peak_tflops), stroke: '#5d6677', 'stroke-dasharray': '4 3'}),
-        sv('text', {x: W - 10, y: Y(u.peak_tflops) - 4, 'font-size': 10, 'text-anchor': 'end'}, `${u.dtype} peak ${num(u.peak_tflops, 1)} TFLOP/s`));
+      if (ridge > 0) svg.append(sv('line', {class: 'roof', x1: X(10 ** lx0), y1: Y(Math.max(10 ** ly0, u.peak_gbps * 10 ** lx0 / 1e3 * k)), x2: X(xr), y2: Y(peak), stroke: '#5d6677', 'stroke-dasharray': '4 3'}));
+      svg.append(sv('line', {class: 'roof', x1: X(xr), y1: Y(peak), x2: X(10 ** lx1), y2: Y(peak), stroke: '#5d6677', 'stroke-dasharray': '4 3'}),
+        sv('text', {x: W - 10, y: Y(peak) - 4, 'font-size': 10, 'text-anchor': 'end'}, `${u.dtype} peak ${fmtRate(u.peak_tflops, 1)}`));
     }
     const colors = {matmul: '#2458c6', conv: '#6a3d9a', attention: '#e6550d', norm: '#31a354', softmax: '#969696', loss: '#bcbddc', elementwise: '#c62828', embedding: '#8c6d31'};
     for (const o of pts)
-      svg.append(sv('circle', {class: 'roof-op', cx: X(o.intensity), cy: Y(o.tflops), r: 4, fill: colors[o.class] || '#444'},
-        sv('title', null, `${o.name} (${o.class}, ${o.dtype}): ${num(o.tflops, 3)} TFLOP/s at ${num(o.intensity, 1)} FLOP/byte` + (o.bound ? `, ${o.bound}-bound` : ''))));
+      svg.append(sv('circle', {class: 'roof-op', cx: X(o.intensity), cy: Y(o.tflops * k), r: 4, fill: colors[o.class] || '#444'},
+        sv('title', null, `${o.name} (${o.class}, ${o.dtype}): ${fmtRate(o.tflops, 3)} at ${num(o.intensity, 1)} FLOP/byte` + (o.bound ? `, ${o.bound}-bound` : ''))));
     return svg;
   }
   function utilizationSection(r) {
@@ -433,8 +445,8 @@
       out.append(el('h3', null, `rank ${u.rank}: ${u.device}`), el('div', {class: 'tiles'},
         tile('MFU', u.mfu > 0 ? (u.mfu_lower_bound ? '≥ ' : '') + pct(u.mfu) : '–'),
         tile('model FLOPs', fmtFlops(u.model_flops) + (u.steps ? ' a step' : '')),
-        tile('achieved', u.achieved_tflops > 0 ? `${num(u.achieved_tflops, 2)} TFLOP/s` : '–'),
-        tile('dense peak', u.peak_tflops > 0 ? `${num(u.peak_tflops, 1)} TFLOP/s (${u.dtype})` : 'unknown'),
+        tile('achieved', u.achieved_tflops > 0 ? fmtRate(u.achieved_tflops, 2) : '–'),
+        tile('dense peak', u.peak_tflops > 0 ? `${fmtRate(u.peak_tflops, 1)} (${u.dtype})` : 'unknown'),
         tile('costed', `${pct(u.covered_share)} of ${u.time_from === 'kernels' ? 'kernel' : 'op'} time`)));
       if (u.peak_source) out.append(el('p', {class: 'sub'}, 'peak: ' + u.peak_source));
       if (u.recompute_flops > 0)
@@ -444,7 +456,7 @@
       const plot = roofline(u);
       if (plot) out.append(el('div', {class: 'sub'}, 'the costliest ops on the roofline (hover a point):'), plot);
       out.append(dataTable(`flops-${u.rank}`, [['op', o => o.name], ['class', o => o.class], ['dtype', o => o.dtype], ['FLOPs', o => o.flops, fmtFlops],
-        ['time', o => o.time_ns, fmtNs], ['TFLOP/s', o => o.tflops, v => num(v, 3)], ['FLOP/byte', o => o.intensity, v => num(v, 1)], ['bound', o => o.bound || '–']], u.ops || [], null));
+        ['time', o => o.time_ns, fmtNs], ['FLOP/s', o => o.tflops, v => fmtRate(v, 3)], ['FLOP/byte', o => o.intensity, v => num(v, 1)], ['bound', o => o.bound || '–']], u.ops || [], null));
     }
     return out;
   }

@@ -131,6 +131,11 @@ def main():
         for u in util:
             n = dom.count("tr", "row", inside=f"flops-{u['rank']}")
             expect(n == len(u["ops"]), f"flops-{u['rank']}: {n} rows, JSON has {len(u['ops'])}")
+        # Rates in the unit their magnitude reads in (issue 60: a CPU's "dense peak 0.0 TFLOP/s").
+        shown = dom.text_by_id.get("utilization", "")
+        if any(0 < (u.get("peak_tflops") or 0) < 1 or 0 < (u.get("achieved_tflops") or 0) < 1 for u in util):
+            expect(not re.search(r"\b0\.0+ TFLOP/s", shown), "a rate under 1 TFLOP/s shown as 0.0 TFLOP/s")
+            expect("GFLOP/s" in shown or "MFLOP/s" in shown, "no GFLOP/s or MFLOP/s in the utilization section")
         buttons = dom.count("button", "show-on-timeline")
         expect(buttons == len(r["findings"]), f"{buttons} timeline links for {len(r['findings'])} findings")
     elif kind == "fix":
