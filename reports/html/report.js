@@ -174,14 +174,16 @@
     const steps = r.steps || {rows: [], warmup: []};
     document.title = 'trainrx analysis: ' + (r.inputs || []).join(', ');
     root.append(el('header', null, el('h1', null, 'trainrx analysis'), el('div', {class: 'sub'}, (r.inputs || []).join(' · '))));
-    root.append(el('nav', null, [['data-loss', 'data'], ['summary', 'summary'], ['findings', 'findings'], ['steps', 'steps'],
-      ['breakdown', 'breakdown'], ['critical-path', 'critical path'], ['utilization', 'utilization'], ['ops', 'operators'], ['kernels', 'kernels'], ['memory', 'memory'], ['compile', 'compile'], ['timeline', 'timeline']]
-      .map(([id, t]) => el('a', {href: '#' + id}, t))));
+    const sections = [dataLoss(r), summary(r), findingsSection(r, doc.timeline), stepsSection(steps),
+                      breakdownSection(r), criticalPathSection(r), utilizationSection(r), opsSection(r), modulesSection(r), kernelsSection(r), memorySection(r), compileSection(r), timelineSection(doc.timeline, r)]
+                     .filter(Boolean);
+    // The navigation links to the sections this page has, and to each of them (issue 60: it named
+    // critical path and compile on a CPU trace that had neither, and never Modules).
+    const navNames = {'data-loss': 'data', 'critical-path': 'critical path', ops: 'operators'};
+    root.append(el('nav', {id: 'nav'}, sections.map(s => el('a', {href: '#' + s.id}, navNames[s.id] || s.id))));
     const main = el('main');
     root.append(main);
-    main.append(...[dataLoss(r), summary(r), findingsSection(r, doc.timeline), stepsSection(steps),
-                breakdownSection(r), criticalPathSection(r), utilizationSection(r), opsSection(r), modulesSection(r), kernelsSection(r), memorySection(r), compileSection(r), timelineSection(doc.timeline, r)]
-                .filter(Boolean));
+    main.append(...sections);
     if (TL.tl) showWindow(0, null);  // in the page now: the canvas has its width
   }
 

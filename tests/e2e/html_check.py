@@ -131,6 +131,10 @@ def main():
         for u in util:
             n = dom.count("tr", "row", inside=f"flops-{u['rank']}")
             expect(n == len(u["ops"]), f"flops-{u['rank']}: {n} rows, JSON has {len(u['ops'])}")
+        # The navigation links to the sections the page has, and to every one of them (issue 60).
+        links = [a.get("href", "")[1:] for t, a, c, ids, _ in dom.elements if t == "a" and "nav" in ids]
+        sections = [a.get("id") for t, a, c, ids, _ in dom.elements if t == "section" and a.get("id")]
+        expect(links == sections, f"the navigation links {links}, the page's sections are {sections}")
         # Rates in the unit their magnitude reads in (issue 60: a CPU's "dense peak 0.0 TFLOP/s").
         shown = dom.text_by_id.get("utilization", "")
         if any(0 < (u.get("peak_tflops") or 0) < 1 or 0 < (u.get("achieved_tflops") or 0) < 1 for u in util):
