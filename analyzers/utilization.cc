@@ -29,6 +29,7 @@
 
 #include "device_peaks.h"
 #include "families.h"
+#include "config_view.h"
 #include "flops.h"
 #include "dependency/links.h"
 #include "ops.h"
@@ -126,6 +127,20 @@ std::optional<CpuPeak> CpuPeakMark(const Trace& trace, const std::vector<uint32_
       }
     }
   return std::nullopt;
+}
+
+// The same figures from the trace's "trainrx" block, where our probe keeps them when the mark came
+// after its step window closed (a run longer than `record --steps`).
+std::optional<CpuPeak> CpuPeakOfBlock(const Trace& trace, int32_t rank) {
+  const ConfigView config(trace, rank);
+  const auto gflops = config.Static("cpu_peak_gflops");
+  if (!gflops || !(*gflops > 0) || !std::isfinite(*gflops)) return std::nullopt;
+  CpuPeak p;
+  p.gflops = *gflops;
+  p.n = static_cast<int64_t>(config.Static("cpu_peak_n").value_or(0));
+  p.threads = static_cast<int64_t>(config.Static("cpu_peak_threads").value_or(0));
+  p.repeats = static_cast<int64_t>(config.Static("cpu_peak_repeats").value_or(0));
+  return p;
 }
 
 std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t rank) {
@@ -415,7 +430,9 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
       why_no_peak = fmt::format("no datasheet peak is known for '{}': give it with --threshold utilization.peak_tflops=N", u.device);
     }
   } else {
-    if (const auto peak = CpuPeakMark(trace, cpu_tracks)) {
+    std::optional<CpuPeak> peak = CpuPeakMark(trace, cpu_tracks);
+    if (!peak) peak = CpuPeakOfBlock(trace, rank);
+    if (peak) {
       u.peak_tflops = peak->gflops / 1e3;
       u.peak_source = fmt::format("measured at the end of the recording by the start-up hook: an fp32 {}x{} matmul on {} "
                                   "thread{}, the best of {} ({:.1f} GFLOP/s; a measured rate, not a datasheet peak)",

@@ -35,6 +35,7 @@ namespace {
 
 std::atomic<bool> g_done{false};
 void (*g_interrupted)() = nullptr;  // the probe's trainrx_probe_interrupted, once attached
+int (*g_set_config)(const char*, double) = nullptr;  // the probe's trainrx_probe_set_config, once attached
 using DlopenFn = void* (*)(const char*, int);
 
 DlopenFn RealDlopen() {
@@ -104,6 +105,11 @@ extern "C" {
 __attribute__((visibility("default"))) int trainrx_probe_state = 0;
 }
 
+// The probe is loaded RTLD_LOCAL (its symbols stay its own): the start-up hook reaches its
+// trainrx_probe_set_config through this one (ctypes.CDLL(None).trainrx_set_config). 1 when the probe
+// is not attached.
+extern "C" __attribute__((visibility("default"))) int trainrx_set_config(const char* key, double value);
+
 namespace {
 
 void MaybeAttach() {
@@ -155,6 +161,7 @@ void MaybeAttach() {
     return;
   }
   g_interrupted = reinterpret_cast<void (*)()>(dlsym(handle, "trainrx_probe_interrupted"));
+  g_set_config = reinterpret_cast<int (*)(const char*, double)>(dlsym(handle, "trainrx_probe_set_config"));
   auto attach = reinterpret_cast<int (*)()>(dlsym(handle, "trainrx_probe_attach"));
   if (attach == nullptr) {
     std::fprintf(stderr, "trainrx: %s has no trainrx_probe_attach; a Python program is recorded by torch.profiler "
@@ -254,4 +261,8 @@ extern "C" __attribute__((visibility("default"))) int __libc_start_main(MainFn m
   auto real = reinterpret_cast<StartFn>(dlsym(RTLD_NEXT, "__libc_start_main"));
   g_real_main = main;
   return real(&MainWrapper, argc, argv, init, fini, rtld_fini, stack_end);
+}
+
+extern "C" __attribute__((visibility("default"))) int trainrx_set_config(const char* key, double value) {
+  return g_set_config != nullptr ? g_set_config(key, value) : 1;
 }

@@ -498,6 +498,16 @@ def _install_cpu_peak(torch, record_function):
             with record_function(f"trainrx::cpu_peak gflops={best:.2f} n={n} threads={torch.get_num_threads()} "
                                  f"repeats={repeats}"):
                 pass
+            # The mark is lost when the step window closed before the end (a run longer than
+            # `record --steps`, 200 by default): the probe's trace block keeps the figures whatever
+            # the window (issue 60).
+            if _probe_state() == 1:
+                import ctypes
+                set_config = ctypes.CDLL(None).trainrx_set_config  # the preload shim's, to the probe
+                set_config.argtypes, set_config.restype = [ctypes.c_char_p, ctypes.c_double], ctypes.c_int
+                for key, value in (("cpu_peak_gflops", round(best, 2)), ("cpu_peak_n", n),
+                                   ("cpu_peak_threads", torch.get_num_threads()), ("cpu_peak_repeats", repeats)):
+                    set_config(key.encode(), float(value))
         except Exception:
             pass
 

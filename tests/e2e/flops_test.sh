@@ -52,6 +52,19 @@ assert u["step_ns"] > 0 and abs(u["mfu"] - u["achieved_tflops"] / u["peak_tflops
 assert abs(u["achieved_tflops"] - u["model_flops"] / u["step_ns"] / 1e3) < 1e-4 * u["achieved_tflops"], u
 assert 0 < u["mfu"] < 1.5, u  # a measured rate, not a bound: a step can beat a 512x512 matmul a little, never by far
 PY
+# A run longer than the step window (`record --steps 5` of 8 steps; by default 200 of a longer run): the
+# peak, measured at exit after the window closed, still reaches the trace (its "trainrx" block), so
+# the report has an MFU (issue 60: a run past the window had none, and the report blamed the trace).
+"$TRAINRX" record --steps 5 -o win.json -- $PY "$PYDIR/train_flops.py" --steps 8 > win.out 2>&1 || bad "record --steps 5 failed: $(tail -3 win.out)"
+"$TRAINRX" analyze win.json --format json -o win.analysis.json 2> win.err || bad "analyze of the windowed recording failed: $(cat win.err)"
+$PY - <<'PY' && ok "a run past the step window: the CPU peak from the trace's block, MFU reported" || bad "no CPU peak past the window"
+import json
+d = json.load(open("win.analysis.json"))
+u = d["metrics"]["utilization"][0]
+print("  steps %d, peak %.1f GFLOP/s, MFU %.3f" % (d["steps"]["count"], u["peak_tflops"] * 1e3, u["mfu"]))
+assert d["steps"]["count"] <= 5, d["steps"]
+assert u["peak_tflops"] > 0 and u["mfu"] > 0 and "measured at the end of the recording" in u["peak_source"], u
+PY
 # 6 * N * tokens beside the counted FLOPs: the parameters from torch.profiler's AccumulateGrad shapes,
 # the tokens from the embedding lookup, as the script itself counts them.
 $PY "$PYDIR/train_flops.py" --lm --count > lm_count.json && $PY "$PYDIR/train_flops.py" --lm --profile lm.json > /dev/null 2>&1 \
