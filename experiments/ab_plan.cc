@@ -3,6 +3,7 @@
 // of one traced run of each side when they differ.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -53,6 +54,50 @@ std::string CompilePayback(const AbReport& r) {
   const double steps = extra_s * 1000 / gain_ms;
   return s + fmt::format(": {} saves {:.3f} ms a step against {}, so its {:.1f} s more compiling pays back after {:.0f} steps",
                          more, gain_ms, other, extra_s, std::ceil(steps));
+}
+
+// Sides that process different samples a step (`batch=32` against `batch=128`, or two commands whose
+// recorded shapes say so) are compared per sample, the ratio of their throughputs, as sweep ranks
+// its cells: time a step would call the larger batch slower for doing more (issue 60: b32 against
+// b128 on the DDP tutorial read "0.989x, no significant difference" where B did 4x the work; sweep
+// on the same knob: 3.34x). Workloads know their batch from the spec; commands from each trial's
+// recorded shapes (when a side's are unknown, time a step stays, and a note says why).
+Status PerSampleWhereTheBatchDiffers(bool commands, const Spec& a, const Spec& b, const std::vector<double> (&per_sample_ms)[2],
+                                     const std::vector<double> (&samples)[2], AbReport* report) {
+  const auto median_of = [](const std::vector<double>& v) { return v.empty() ? 0.0 : stats::Median(v); };
+  double sa = 0, sb = 0;
+  if (!commands) {
+    const auto of = [](const Spec& s) {
+      return static_cast<double>(s.config.Int("batch") * std::max<int64_t>(1, s.config.Int("grad_accum")) * s.nproc);
+    };
+    sa = of(a), sb = of(b);
+  } else {
+    if (report->unit != "ms per step") return Status::Ok();
+    const auto known = [](const std::vector<double>& v) {
+      return !v.empty() && std::all_of(v.begin(), v.end(), [](double x) { return x > 0; });
+    };
+    if (!known(samples[0]) || !known(samples[1])) {
+      const bool a_known = known(samples[0]), b_known = known(samples[1]);
+      report->notes.push_back(fmt::format("compared by time a step: the samples a step of {} could not be read from the "
+                                          "recorded shapes (if the sides differ in batch, time a step favours the smaller)",
+                                          !a_known && !b_known ? "A and B" : a_known ? "B" : "A"));
+      return Status::Ok();
+    }
+    sa = median_of(samples[0]), sb = median_of(samples[1]);
+  }
+  if (sa <= 0 || sb <= 0 || std::abs(sa - sb) <= 1e-9 * std::max(sa, sb)) return Status::Ok();
+  for (int k = 0; k < 2; ++k)
+    for (double v : per_sample_ms[k])
+      if (v <= 0)
+        return Status::Error(fmt::format("{}: a trial reported no throughput, so sides that differ in batch cannot be compared",
+                                         k == 0 ? report->a.label : report->b.label));
+  report->a.trial_ms = per_sample_ms[0];
+  report->b.trial_ms = per_sample_ms[1];
+  report->unit = "ms per sample";
+  report->notes.push_back(fmt::format("A processes {:g} samples a step, B {:g}: every trial is timed per sample (1000 / "
+                                      "samples per second), so the speedup is the ratio of throughputs{}",
+                                      sa, sb, commands ? " (samples a step from the recorded input shapes)" : ""));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -112,12 +157,17 @@ Status RunAb(const std::string& a_text, const std::string& b_text, bool commands
   }
   progress.Start(2 * o.trials);
   CommandTrials runs(launcher, &report->unit);  // commands: how every trial was timed
+  std::vector<double> per_sample_ms[2];         // per trial: 1000 / samples per second (0: unknown)
+  std::vector<double> samples[2];               // per trial: samples a step (0: unknown)
   for (char side : report->order) {
     Arm& arm = side == 'A' ? report->a : report->b;
     progress.Step(arm.label);
     StatusOr<TrialResult> run = commands ? runs.Run(side == 'A' ? a_text : b_text, {}) : launcher.Trial(side == 'A' ? a : b);
     if (!run.ok()) return run.status();
     TrialResult& r = *run;
+    const int k = side == 'A' ? 0 : 1;
+    per_sample_ms[k].push_back(r.samples_per_s > 0 ? 1000 / r.samples_per_s : 0);
+    samples[k].push_back(commands ? r.samples_per_step : r.samples_per_s * r.median_ms / 1000);
     if (commands) {
       arm.compile_s.push_back(r.compile_s);
       r.samples_per_s = 0;
@@ -126,6 +176,7 @@ Status RunAb(const std::string& a_text, const std::string& b_text, bool commands
     arm.samples_per_s.push_back(r.samples_per_s);
     AddTrialMemory(arm, r);
   }
+  if (Status st = PerSampleWhereTheBatchDiffers(commands, a, b, per_sample_ms, samples, report); !st.ok()) return st;
   report->cmp = stats::Compare(report->a.trial_ms, report->b.trial_ms, co);
   report->memory = CompareMemory(report->a, report->b, o.seed);
   if (const std::string note = CompilePayback(*report); !note.empty()) report->notes.push_back(note);

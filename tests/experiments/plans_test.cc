@@ -811,6 +811,39 @@ TEST(AbTest, SwitchableKnobsGoInProcessOthersInterleaveProcesses) {
   EXPECT_EQ(r.cmp.verdict, stats::Verdict::kFaster);  // 12 -> 10 ms
 }
 
+// Sides that process different samples a step are compared per sample (issue 60: b32 against b128
+// read "0.989x, no significant difference" where B did 4x the work a step).
+TEST(AbTest, SidesThatDifferInBatchAreComparedByThroughput) {
+  FakeLauncher l;  // 10 ms a step whatever the batch: B does 4x the samples in the same time
+  l.process_noise = 0.01;
+  Progress quiet;
+  AbReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 5;
+  o.explain = "never";
+  ASSERT_TRUE(RunAb("cnn batch=32", "cnn batch=128", false, o, l, quiet, &r).ToBool(&error)) << error;
+  EXPECT_EQ(r.unit, "ms per sample");
+  EXPECT_EQ(r.cmp.verdict, stats::Verdict::kFaster);
+  EXPECT_NEAR(r.cmp.speedup, 4.0, 0.2);
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_NE(r.notes.back().find("A processes 32 samples a step, B 128"), std::string::npos) << r.notes.back();
+  // The same batch: time a step, as before.
+  ASSERT_TRUE(RunAb("cnn batch=32 workers=0", "cnn batch=32", false, o, l, quiet, &r).ToBool(&error)) << error;
+  EXPECT_EQ(r.unit, "ms per step");
+  // Commands: the samples a step from each trial's recorded shapes.
+  l.commands["python t.py --batch 32"] = Cmd(10, "ms per step", 2, 32, "aten::linear");
+  l.commands["python t.py --batch 128"] = Cmd(10, "ms per step", 2, 128, "aten::linear");
+  ASSERT_TRUE(RunAb("python t.py --batch 32", "python t.py --batch 128", true, o, l, quiet, &r).ToBool(&error)) << error;
+  EXPECT_EQ(r.unit, "ms per sample");
+  EXPECT_NEAR(r.cmp.speedup, 4.0, 0.2);
+  // A side whose samples a step are unknown: time a step, and the note says why.
+  l.commands["python t.py --batch 128"] = Cmd(10, "ms per step", 2, 0, "");
+  ASSERT_TRUE(RunAb("python t.py --batch 32", "python t.py --batch 128", true, o, l, quiet, &r).ToBool(&error)) << error;
+  EXPECT_EQ(r.unit, "ms per step");
+  EXPECT_NE(r.notes.back().find("samples a step of B could not be read"), std::string::npos) << r.notes.back();
+}
+
 TEST(AbTest, CommandsTimedDifferentlyAreAnError) {
   FakeLauncher l;
   l.commands["python a.py"] = Cmd(50, "ms per step", 3, 0, "");
