@@ -160,7 +160,7 @@ void RuleAnomaly(const ConfigRank& r, Report& out) {
   f.evidence.push_back({basis.NsKey("nan_check"), static_cast<int64_t>(basis.Per(facts.anomaly_check_ns))});
   // Lower bound: the NaN checks we can see (isnan/any/item per backward output). The
   // forward-side cost (a Python stack trace per autograd node) has no op of its own; on a
-  // LibTorch CNN step on these machines anomaly mode cost 5.8x (DESIGN.md).
+  // LibTorch CNN step on these machines anomaly mode cost 5.8x (docs/design.md).
   SetSaving(f, basis, basis.Per(facts.anomaly_check_ns), basis.Per(facts.anomaly_check_ns), "NaN-check time");
   f.examples.push_back("lower bound: NaN checks seen in backward; the stack capture per forward node is extra");
   SetFix(f);
@@ -180,7 +180,7 @@ void RuleOtherProfiler(const ConfigRank& r, Report& out) {
   const double ops_per_step = basis.Per(r.facts.cpu_ops);
   if (total_steps > 0) f.evidence = {{"steps_with_profiler", on}, {"steps", total_steps}};
   f.evidence.push_back({basis.Key("ops"), ops_per_step});
-  // LibTorch's legacy profiler added 1054 ns/op on these machines (DESIGN.md); Kineto's
+  // LibTorch's legacy profiler added 1054 ns/op on these machines (docs/design.md); Kineto's
   // costs a similar order per op.
   // Bounded by the time of the steps it was on: its own overhead has no op to measure.
   const double on_share = static_cast<double>(on) / static_cast<double>(std::max<int64_t>(1, total_steps));

@@ -65,7 +65,7 @@ std::string CommandLine() {
   return raw;
 }
 
-// Environment switches that change speed (TRICKS.md: debug.launch_blocking and friends).
+// Environment switches that change speed (docs/findings.md: debug.launch_blocking and friends).
 constexpr const char* kEnvSwitches[] = {
     "CUDA_LAUNCH_BLOCKING", "TORCH_SHOW_CPP_STACKTRACES", "PYTORCH_NO_CUDA_MEMORY_CACHING",
     "CUBLAS_WORKSPACE_CONFIG", "TORCH_DISTRIBUTED_DEBUG", "NCCL_DEBUG", "TORCH_NCCL_BLOCKING_WAIT",

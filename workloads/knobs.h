@@ -2,7 +2,7 @@
 // CLI (`trainrx workloads`, `trainrx run` validation) and the workload binary (workloads/train.cc)
 // share this one table.
 //
-// Defaults are the "good" setting; a knob's `bad` value is the setting TRICKS.md warns about. Which
+// Defaults are the "good" setting; a knob's `bad` value is the setting docs/findings.md warns about. Which
 // finding a bad value plants is the finding catalog's (analyzers/catalog.h: planted_by). Presets
 // name classic bad configurations.
 #pragma once

@@ -1,4 +1,4 @@
-// trainrx-workload — the reference workloads (cnn, lm), every trick in TRICKS.md that LibTorch can
+// trainrx-workload — the reference workloads (cnn, lm), every trick in docs/findings.md that LibTorch can
 // reproduce as a knob (workloads/knobs.h), recorded through the probes' C++ API. `trainrx run`
 // launches it (one process per rank); it can also run alone:
 //

@@ -38,7 +38,7 @@ struct FixVariant {
 };
 
 struct CatalogEntry {
-  const char* id;       // stable, as in TRICKS.md: "sync.host_device"
+  const char* id;       // stable, as docs/findings.md lists them: "sync.host_device"
   const char* family;   // the analyzer family (registry name) that reports it
   const char* summary;  // what it is, in one line (docs, listings)
   std::vector<FixVariant> fixes;  // the first is the default

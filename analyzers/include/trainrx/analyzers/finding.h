@@ -35,7 +35,7 @@ struct Prediction {
 };
 
 struct Finding {
-  std::string id;  // stable, as in TRICKS.md: "sync.host_device"
+  std::string id;  // stable, as docs/findings.md lists them: "sync.host_device"
   Severity severity = Severity::kLow;
   Confidence confidence = Confidence::kMedium;
   std::string title;
