@@ -265,6 +265,25 @@
     return !!h.names && n.length >= 4 && h.names.some(x => x === n || x.includes(n) || n.includes(x));
   }
 
+  // The step now and with the fix, as the what-if replay predicts it (issue 59): two bars on one
+  // scale, the predicted one with its interval as a whisker (the saving's [low, high] of the step).
+  function beforeAfter(p) {
+    if (p.method !== 'replay' || !(p.step_ns_before > 0) || !(p.step_ns_after >= 0)) return null;
+    const lo = p.step_ns_before * (1 - p.high_pct / 100), hi = p.step_ns_before * (1 - p.low_pct / 100);
+    const max = Math.max(p.step_ns_before, p.step_ns_after, hi) || 1;
+    const W = 420, L = 78, R = 8, X = v => L + Math.max(0, v) / max * (W - L - R);
+    const svg = sv('svg', {viewBox: `0 0 ${W} 46`, width: W, class: 'before-after', role: 'img'});
+    const bar = (y, v, label, color, textAt) => svg.append(
+      sv('text', {x: 0, y: y + 10, 'font-size': 10}, label),
+      sv('rect', {class: 'ba-bar', x: L, y, width: Math.max(1, X(v) - L), height: 12, fill: color}, sv('title', null, `${label}: ${fmtNs(v)} a step`)),
+      sv('text', {x: Math.min(W - 60, X(textAt) + 4), y: y + 10, 'font-size': 10}, fmtNs(v)));
+    bar(4, p.step_ns_before, 'step now', '#5d6677', p.step_ns_before);
+    bar(26, p.step_ns_after, 'with the fix', p.step_ns_after <= p.step_ns_before ? '#31a354' : '#c62828', Math.max(p.step_ns_after, hi));
+    svg.append(sv('line', {class: 'ba-interval', x1: X(lo), y1: 32, x2: X(hi), y2: 32, stroke: '#222', 'stroke-width': 1.5},
+      sv('title', null, `interval: ${fmtNs(lo)} to ${fmtNs(hi)} a step`)));
+    return svg;
+  }
+
   function findingsSection(r, tl) {
     const fs = r.findings || [];
     const cards = fs.map((f, i) => {
@@ -291,6 +310,7 @@
             ['bounded by', f.saving_bound ? f.saving_bound + (f.saving_bound_ns > 0 ? `: ${fmtNs(f.saving_bound_ns)}` : '') : ''],
             ...Object.entries(ev).map(([k, v]) => [k, typeof v === 'number' && /_ns$/.test(k) ? fmtNs(v) : String(v)]),
             ['seen in', (f.examples || []).length ? (f.examples || []).join(' · ') : '']]),
+        beforeAfter(p),
         f.fix && f.fix.python ? [el('div', {class: 'muted'}, 'Fix in Python'), el('pre', null, f.fix.python)] : null,
         f.fix && f.fix.cpp ? [el('div', {class: 'muted'}, 'Fix in C++ (LibTorch)'), el('pre', null, f.fix.cpp)] : null,
         f.fix && f.fix.knob ? el('div', null, 'Knob (trainrx fix / sweep): ', el('code', null, f.fix.knob)) : null,

@@ -131,6 +131,12 @@ def main():
         for u in util:
             n = dom.count("tr", "row", inside=f"flops-{u['rank']}")
             expect(n == len(u["ops"]), f"flops-{u['rank']}: {n} rows, JSON has {len(u['ops'])}")
+        # Each finding with a replayed prediction draws the step now and with the fix (issue 59).
+        replayed = sum(1 for f in r["findings"] if (f.get("predicted") or {}).get("method") == "replay")
+        drawn["before/after"] = dom.count("svg", "before-after")
+        expect(drawn["before/after"] == replayed, f"{drawn['before/after']} before/after drawings, {replayed} replayed predictions")
+        expect(dom.count("rect", "ba-bar") == 2 * replayed and dom.count("line", "ba-interval") == replayed,
+               "each before/after drawing has its two bars and the interval")
         # The navigation links to the sections the page has, and to every one of them (issue 60).
         links = [a.get("href", "")[1:] for t, a, c, ids, _ in dom.elements if t == "a" and "nav" in ids]
         sections = [a.get("id") for t, a, c, ids, _ in dom.elements if t == "section" and a.get("id")]
