@@ -67,10 +67,7 @@ Status PerSampleWhereTheBatchDiffers(bool commands, const Spec& a, const Spec& b
   const auto median_of = [](const std::vector<double>& v) { return v.empty() ? 0.0 : stats::Median(v); };
   double sa = 0, sb = 0;
   if (!commands) {
-    const auto of = [](const Spec& s) {
-      return static_cast<double>(s.config.Int("batch") * std::max<int64_t>(1, s.config.Int("grad_accum")) * s.nproc);
-    };
-    sa = of(a), sb = of(b);
+    sa = static_cast<double>(a.SamplesPerStep()), sb = static_cast<double>(b.SamplesPerStep());
   } else {
     if (report->unit != "ms per step") return Status::Ok();
     const auto known = [](const std::vector<double>& v) {
@@ -158,7 +155,7 @@ Status RunAb(const std::string& a_text, const std::string& b_text, bool commands
   progress.Start(2 * o.trials);
   CommandTrials runs(launcher, &report->unit);  // commands: how every trial was timed
   std::vector<double> per_sample_ms[2];         // per trial: 1000 / samples per second (0: unknown)
-  std::vector<double> samples[2];               // per trial: samples a step (0: unknown)
+  std::vector<double> samples[2];               // commands, per trial: samples a step (0: unknown)
   for (char side : report->order) {
     Arm& arm = side == 'A' ? report->a : report->b;
     progress.Step(arm.label);
@@ -167,7 +164,7 @@ Status RunAb(const std::string& a_text, const std::string& b_text, bool commands
     TrialResult& r = *run;
     const int k = side == 'A' ? 0 : 1;
     per_sample_ms[k].push_back(r.samples_per_s > 0 ? 1000 / r.samples_per_s : 0);
-    samples[k].push_back(commands ? r.samples_per_step : r.samples_per_s * r.median_ms / 1000);
+    samples[k].push_back(r.samples_per_step);
     if (commands) {
       arm.compile_s.push_back(r.compile_s);
       r.samples_per_s = 0;

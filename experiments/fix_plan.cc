@@ -611,9 +611,8 @@ Status RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progre
   // A row that changes the samples a step processes (the batch: batch.small's fix) is not slower
   // for taking longer a step: then every trial is timed per sample (1 / throughput), so each
   // speedup is a throughput ratio (rows with the baseline's batch get the same ratio either way).
-  const auto samples = [](const Spec& s) { return s.config.Int("batch") * std::max<int64_t>(1, s.config.Int("grad_accum")) * s.nproc; };
   bool per_sample = false;
-  for (const auto& p : plans) per_sample = per_sample || samples(p.fixed) != samples(spec);
+  for (const auto& p : plans) per_sample = per_sample || p.fixed.SamplesPerStep() != spec.SamplesPerStep();
   if (per_sample) {
     report->unit = "ms per sample";
     report->notes.push_back("a fix changes the samples a step processes (the batch): every trial is timed per sample "

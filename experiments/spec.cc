@@ -34,6 +34,10 @@ bool Spec::HasPercentages() const {
   return false;
 }
 
+int64_t Spec::SamplesPerStep() const {
+  return config.Int("batch") * std::max<int64_t>(1, config.Int("grad_accum")) * nproc;
+}
+
 Spec Spec::With(const std::string& assignment) const {
   Spec s = *this;
   if (KnobName(assignment) == "nproc") {

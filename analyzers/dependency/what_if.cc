@@ -294,8 +294,6 @@ TransformPlan ZeroGradNone(const RankGraph& g) {
   return p;
 }
 
-// input.workers / input.dataloader_bound: the loading moves to worker processes that run beside
-// the step.
 // The batches the loop's thread fetched in the replayed steps: each outermost data-loading frame on
 // it, with the first task of its own time (where a received batch's cost goes) and the tensors its
 // collate stacked (default_collate's aten::stack, one per tensor field; not the stacks inside them).
@@ -307,23 +305,20 @@ struct Fetches {
 Fetches FetchesOf(const RankGraph& g, const std::vector<uint8_t>& data) {
   const auto& frames = g.frames();
   const auto& tr = g.trace();
-  std::vector<int32_t> fetch_of(frames.size(), -1);  // frame -> its outermost data frame (parents come first)
+  // Per data frame: its outermost data frame (parents come first) and whether a stack encloses it;
+  // per outermost data frame: its collate's outermost stacks.
+  std::vector<int32_t> fetch_of(frames.size(), -1), stacks(frames.size(), 0);
   std::vector<uint8_t> under_stack(frames.size(), 0);
-  Fetches out;
-  std::vector<int32_t> index(frames.size(), -1);  // outermost data frame -> its row in `out`
   std::vector<int32_t> roots;
   for (size_t i = 0; i < frames.size(); ++i) {
     if (!data[i]) continue;
     const int32_t parent = frames[i].parent;
     const bool stack = tr.Name(*frames[i].op) == "aten::stack";
-    if (parent >= 0 && data[parent]) {
-      fetch_of[i] = fetch_of[parent];
-      under_stack[i] = under_stack[parent] || stack;
-    } else {
-      fetch_of[i] = static_cast<int32_t>(i);
-      under_stack[i] = stack;
-      roots.push_back(static_cast<int32_t>(i));
-    }
+    const bool nested = parent >= 0 && data[parent];
+    fetch_of[i] = nested ? fetch_of[parent] : static_cast<int32_t>(i);
+    if (!nested) roots.push_back(static_cast<int32_t>(i));
+    if (stack && !(nested && under_stack[parent])) ++stacks[fetch_of[i]];
+    under_stack[i] = stack || (nested && under_stack[parent]);
   }
   std::vector<int64_t> first(frames.size(), -1);
   for (size_t t = 0; t < g.tasks().size(); ++t) {
@@ -331,22 +326,20 @@ Fetches FetchesOf(const RankGraph& g, const std::vector<uint8_t>& data) {
     if (task.track == g.loop_thread() && task.frame >= 0 && fetch_of[task.frame] == task.frame && first[task.frame] < 0)
       first[task.frame] = static_cast<int64_t>(t);
   }
+  Fetches out;
   for (int32_t r : roots) {
     if (first[r] < 0) continue;  // not on the loop's thread (a worker's own ranges)
-    index[r] = static_cast<int32_t>(out.first_task.size());
     out.first_task.push_back(static_cast<size_t>(first[r]));
-    out.tensors.push_back(0);
+    out.tensors.push_back(stacks[r]);
     // LibTorch's data loader (trainrx::data) hands batches from worker threads of the same process:
     // nothing crosses processes.
     out.crosses.push_back(StartsWith(tr.Name(*frames[r].op), "enumerate(DataLoader)"));
   }
-  for (size_t i = 0; i < frames.size(); ++i)
-    if (data[i] && fetch_of[i] >= 0 && index[fetch_of[i]] >= 0 && tr.Name(*frames[i].op) == "aten::stack" &&
-        !(frames[i].parent >= 0 && under_stack[frames[i].parent]))
-      ++out.tensors[index[fetch_of[i]]];
   return out;
 }
 
+// input.workers / input.dataloader_bound: the loading moves to worker processes that run beside
+// the step.
 TransformPlan LoaderWorkers(const RankGraph& g) {
   const auto data = InPhase(g, kData);
   TransformPlan p;
@@ -417,15 +410,9 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
 }
 
 // optim.single_tensor: the per-parameter loop collapses into multi-tensor (foreach) ops.
-bool HasDeviceWork(const RankGraph& g) {
-  for (const auto& t : g.tasks())
-    if (t.kind == Kind::kDevice) return true;
-  return false;
-}
-
 TransformPlan ForeachOptimizer(const RankGraph& g) {
   TransformPlan p;
-  if (!HasDeviceWork(g)) {
+  if (g.links().work.empty()) {  // a CPU-only rank
     p.not_predictable = "torch's foreach ops on the CPU run each tensor through a generic path: measured here (torch 2.13, "
                         "AdamW) 0.2-1.25x the loop's speed depending on the parameters' sizes, slower below ~10 M "
                         "parameters; fused=True is the CPU's fix (fused_optimizer)";

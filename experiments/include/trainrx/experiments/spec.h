@@ -22,6 +22,9 @@ struct Spec {
 
   std::string Label() const;  // "cnn preset=seeds workers=2"
   bool HasPercentages() const;
+  // The samples one optimizer step processes across the ranks: batch x micro-steps x ranks (a change
+  // of it makes time a step the wrong yardstick: fix and ab then time per sample).
+  int64_t SamplesPerStep() const;
   // This spec with one more assignment (already validated by the caller's plan); "nproc=N" sets
   // the ranks. An assignment the knob table refuses is a bug in the plan that built it:
   // std::logic_error (said as an internal error).
