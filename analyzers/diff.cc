@@ -226,7 +226,8 @@ std::map<std::string, std::string> Settings(const profiler::Trace& t, const Step
   for (const auto& [k, v] : info.config) {
     if (k == "duration_ns" || k == "end_reason" || k == "pid" || k == "ppid" || k == "start_ns" || k == "hostname" ||
         k == "root_process" || k == "child_trace" ||  // a shell between (VAR=x cmd) makes the program a child
-        k.rfind("window_", 0) == 0 || k.rfind("journal_", 0) == 0 || k == "profiler_steps_from")
+        k.rfind("window_", 0) == 0 || k.rfind("journal_", 0) == 0 || k == "profiler_steps_from" ||
+        k.rfind("cpu_peak_", 0) == 0)  // the CPU's matmul rate measured at exit: it varies run to run
       continue;  // about the recording, not the run's setup
     const std::string& json = v.json();
     out[k] = json.size() > 120 ? json.substr(0, 117) + "..." : json;
