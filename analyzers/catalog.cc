@@ -444,6 +444,17 @@ std::vector<CatalogEntry> ModelAndConfigEntries() {
         {"workers", "DataLoader(num_workers={n:.0f}) (CPUs / local ranks)",
          "DataLoaderOptions().workers(N) with N = CPUs / local ranks", "threads"}},
        "threads", "", "", kFindings},
+      {"machine.busy", "machine", "the program waited for a CPU: another program, or its own threads, took the CPUs",
+       {{"quiet",
+         "Time on a quiet machine (or pin the job: taskset / numactl, cgroups); until then trust no timing of this run "
+         "and give `fix`, `ab` and `sweep` more trials",
+         "Time on a quiet machine (or pin the job: taskset / numactl, cgroups); until then trust no timing of this run",
+         ""},
+        {"threads",
+         "torch.set_num_threads(k) with k at most the CPUs left to the job (threads x local ranks + busy loader workers "
+         "<= CPUs)",
+         "at::set_num_threads(k) with k at most the CPUs left to the job", ""}},
+       "", "", "", kFindings},
   };
 }
 

@@ -84,6 +84,7 @@ Thresholds::Thresholds() {
       {"batch.small.max_peak_pct", {50.0, "flag a small batch when the median step's peak is at most this % of the device's capacity"}},
       {"batch.small.min_factor", {2.0, "and at least this many times the batch's samples fit"}},
       {"batch.small.usable_pct", {90.0, "% of the capacity counted as usable when estimating how many samples fit"}},
+      {"machine.busy.wait_pct", {profiler::kBusyWaitPct, "flag when the program's threads waited for a CPU at least this % of the time they were ready to run (Linux schedstat over the steady steps; a quiet 2-core machine whose CPUs the program fills: 2-5 %)"}},
       {"threads.oversubscribed.ratio", {1.5, "flag when intra-op threads x local ranks exceed this many per CPU (loader workers: when more than the CPUs)"}},
   };
 }
@@ -139,6 +140,7 @@ const std::vector<AnalyzerInfo>& Registry() {
       {"compile", &AnalyzeCompile},
       {"steps", &AnalyzeStepTimes},
       {"utilization", &AnalyzeUtilization},
+      {"machine", &AnalyzeMachine},
   };
   return kRegistry;
 }
@@ -179,6 +181,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
     std::move(part.metrics.memory.begin(), part.metrics.memory.end(), std::back_inserter(report.metrics.memory));
     std::move(part.metrics.compile.begin(), part.metrics.compile.end(), std::back_inserter(report.metrics.compile));
     std::move(part.metrics.utilization.begin(), part.metrics.utilization.end(), std::back_inserter(report.metrics.utilization));
+    std::move(part.metrics.cpu_load.begin(), part.metrics.cpu_load.end(), std::back_inserter(report.metrics.cpu_load));
   }
   FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
   FlagCompileForLaunches(ctx, report);  // reads gpu.launch_bound and the compile figures

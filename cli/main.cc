@@ -339,7 +339,9 @@ void AddRecordCommands(CLI::App& app, Args& a, Commands& c) {
 void AddExperimentCommands(CLI::App& app, Args& a, Commands& c) {
   auto& plan = a.exp.plan;
   auto add_common = [&](CLI::App* s) {
-    s->add_option("--trials", plan.trials, "trials per configuration (default 5; at least 4)");
+    s->add_option("--trials", plan.trials,
+                  "trials per configuration (default 5; at least 4); fix and ab go on until decided, to at most twice "
+                  "as many rounds across processes (in-process: this many processes)");
     s->add_option("--seed", plan.seed, "seed of the randomized interleaving");
     s->add_option("--format", a.exp.format, "text | md | json | html")->check(CLI::IsMember({"text", "md", "json", "html"}));
     s->add_option("-o,--report", a.exp.output, "write the report here instead of stdout");
@@ -387,6 +389,10 @@ void AddExperimentCommands(CLI::App& app, Args& a, Commands& c) {
   c.ab->add_option("--a", a.ab_a, "SPEC: a workload with knobs, e.g. \"cnn amp=off\" (or a command with --cmd)")->required();
   c.ab->add_option("--b", a.ab_b, "SPEC: e.g. \"cnn slowdown=5%\"")->required();
   c.ab->add_flag("--cmd", a.ab_cmd, "A and B are shell commands, run under `trainrx record`");
+  c.ab->add_option("--budget", plan.budget_s,
+                   "seconds for all trials (default 0: no limit, at most twice --trials rounds): with a budget, rounds "
+                   "go on while undecided up to what it fits (at most three times --trials)")
+      ->check(CLI::NonNegativeNumber);
   c.ab->add_option("--explain", plan.explain,
                    "after the trials, one traced run of each side diffed to say why: auto (when the difference is "
                    "significant), always, never")

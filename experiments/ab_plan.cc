@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "command_trials.h"
+#include "measure_rows.h"
 #include "trainrx/experiments/plans.h"
 #include "trainrx/experiments/stats.h"
 
@@ -61,41 +62,62 @@ std::string CompilePayback(const AbReport& r) {
 // its cells: time a step would call the larger batch slower for doing more (issue 60: b32 against
 // b128 on the DDP tutorial read "0.989x, no significant difference" where B did 4x the work; sweep
 // on the same knob: 3.34x). Workloads know their batch from the spec; commands from each trial's
-// recorded shapes (when a side's are unknown, time a step stays, and a note says why).
-Status PerSampleWhereTheBatchDiffers(bool commands, const Spec& a, const Spec& b, const std::vector<double> (&per_sample_ms)[2],
-                                     const std::vector<double> (&samples)[2], AbReport* report) {
-  const auto median_of = [](const std::vector<double>& v) { return v.empty() ? 0.0 : stats::Median(v); };
-  double sa = 0, sb = 0;
-  if (!commands) {
-    sa = static_cast<double>(a.SamplesPerStep()), sb = static_cast<double>(b.SamplesPerStep());
-  } else {
-    if (report->unit != "ms per step") return Status::Ok();
-    const auto known = [](const std::vector<double>& v) {
-      return !v.empty() && std::all_of(v.begin(), v.end(), [](double x) { return x > 0; });
-    };
-    if (!known(samples[0]) || !known(samples[1])) {
-      const bool a_known = known(samples[0]), b_known = known(samples[1]);
+// recorded shapes, decided once each side has run once (the first round, before any look), the
+// values so far rewritten in the unit chosen. Where a side's samples are unknown, time a step stays
+// and a note says why.
+class SideUnits {
+ public:
+  SideUnits(bool commands, const Spec& a, const Spec& b) : commands_(commands) {
+    if (commands) return;
+    samples_[0] = static_cast<double>(a.SamplesPerStep()), samples_[1] = static_cast<double>(b.SamplesPerStep());
+    decided_ = true;
+    per_sample_ = Differ(samples_[0], samples_[1]);
+  }
+  // The value a trial of `side` (0: A) enters the comparison with; `arms` hold the trials so far.
+  StatusOr<double> Value(int side, const TrialResult& r, const std::string& label, Arm* const (&arms)[2]) {
+    seen_[side].push_back({r.median_ms, r.samples_per_step, r.samples_per_s});
+    if (!decided_ && !seen_[0].empty() && !seen_[1].empty()) {
+      decided_ = true;
+      known_[0] = Known(0), known_[1] = Known(1);
+      if (known_[0] && known_[1]) samples_[0] = seen_[0].front().samples, samples_[1] = seen_[1].front().samples;
+      per_sample_ = known_[0] && known_[1] && Differ(samples_[0], samples_[1]);
+      if (per_sample_)  // the other side's first trial was entered as time a step
+        for (int s = 0; s < 2; ++s)
+          for (size_t i = 0; i < arms[s]->trial_ms.size() && i < seen_[s].size(); ++i)
+            arms[s]->trial_ms[i] = 1000 / seen_[s][i].samples_per_s;
+    }
+    if (!per_sample_) return r.median_ms;
+    if (r.samples_per_s <= 0)
+      return Status::Error(fmt::format("{}: a trial reported no throughput, so sides that differ in batch cannot be compared", label));
+    return 1000 / r.samples_per_s;
+  }
+  void Notes(AbReport* report) const {
+    if (per_sample_) {
+      report->unit = "ms per sample";
+      report->notes.push_back(fmt::format("A processes {:g} samples a step, B {:g}: every trial is timed per sample (1000 / "
+                                          "samples per second), so the speedup is the ratio of throughputs{}",
+                                          samples_[0], samples_[1], commands_ ? " (samples a step from the recorded input shapes)" : ""));
+    } else if (commands_ && decided_ && report->unit == "ms per step" && !(known_[0] && known_[1])) {
       report->notes.push_back(fmt::format("compared by time a step: the samples a step of {} could not be read from the "
                                           "recorded shapes (if the sides differ in batch, time a step favours the smaller)",
-                                          !a_known && !b_known ? "A and B" : a_known ? "B" : "A"));
-      return Status::Ok();
+                                          !known_[0] && !known_[1] ? "A and B" : known_[0] ? "B" : "A"));
     }
-    sa = median_of(samples[0]), sb = median_of(samples[1]);
   }
-  if (sa <= 0 || sb <= 0 || std::abs(sa - sb) <= 1e-9 * std::max(sa, sb)) return Status::Ok();
-  for (int k = 0; k < 2; ++k)
-    for (double v : per_sample_ms[k])
-      if (v <= 0)
-        return Status::Error(fmt::format("{}: a trial reported no throughput, so sides that differ in batch cannot be compared",
-                                         k == 0 ? report->a.label : report->b.label));
-  report->a.trial_ms = per_sample_ms[0];
-  report->b.trial_ms = per_sample_ms[1];
-  report->unit = "ms per sample";
-  report->notes.push_back(fmt::format("A processes {:g} samples a step, B {:g}: every trial is timed per sample (1000 / "
-                                      "samples per second), so the speedup is the ratio of throughputs{}",
-                                      sa, sb, commands ? " (samples a step from the recorded input shapes)" : ""));
-  return Status::Ok();
-}
+
+ private:
+  struct Seen {
+    double ms, samples, samples_per_s;
+  };
+  static bool Differ(double x, double y) { return x > 0 && y > 0 && std::abs(x - y) > 1e-9 * std::max(x, y); }
+  bool Known(int side) const {
+    return std::all_of(seen_[side].begin(), seen_[side].end(), [](const Seen& s) { return s.samples > 0 && s.samples_per_s > 0; });
+  }
+  bool commands_;
+  bool decided_ = false, per_sample_ = false;
+  bool known_[2] = {false, false};
+  double samples_[2] = {0, 0};
+  std::vector<Seen> seen_[2];
+};
 
 }  // namespace
 
@@ -103,8 +125,6 @@ Status RunAb(const std::string& a_text, const std::string& b_text, bool commands
              Progress& progress, AbReport* report) {
   if (Status st = stats::EnoughTrials(o.trials); !st.ok()) return st;
   *report = {};
-  report->trials = o.trials;
-  report->order = stats::PairOrder(o.trials, o.seed);
   Spec a, b;
   if (!commands) {
     if (Status st = ParseSpec(a_text, &a); !st.ok()) return st;
@@ -123,59 +143,64 @@ Status RunAb(const std::string& a_text, const std::string& b_text, bool commands
     report->a.label = a_text;
     report->b.label = b_text;
   }
-  stats::CompareOptions co;
-  co.seed = o.seed;
   // A and B that differ only in knobs the workload can switch between steps are interleaved step
   // by step inside each process (A B B A ...): that removes the process-to-process variation
   // (+-15 % between runs on these VMs), which no number of separate trials averages away cheaply.
-  std::vector<std::string> alt;
-  if (!commands && SwitchableDifference(a, b, &alt)) {
-    report->order = fmt::format("in-process: steps A B B A ... in each of {} processes", o.trials);
-    report->unit = "ms per step";
+  // Either way B is measured as `fix` measures a row (issue 60.6: a fixed 5 trials a side stopped at
+  // p = 0.056 on a 1.28x effect that `fix` decides): a look after every process, or after every
+  // round from the 4th, until decided, precise, futile, the planned maximum or the budget.
+  std::vector<FixPlanRow> plans(1);
+  FixPlanRow& row = plans[0];
+  row.fixed = b;
+  row.row.change = "B";
+  row.row.fixed.label = report->b.label;
+  if (!commands && SwitchableDifference(a, b, &row.alt)) {
+    row.paired = row.row.paired = true;
     report->paired = true;
+    report->unit = "ms per step";
     report->notes.push_back("A and B differ only in knobs that switch between steps: compared step by step inside "
                             "each process; each block of four steps (A B B A / B A A B) gives one paired ratio; "
                             "speedup, CI (bootstrap over blocks) and p (Wilcoxon signed-rank) are paired; "
                             "evaluation off");
-    progress.Start(o.trials);
-    AltResult r;
-    for (int t = 0; t < o.trials; ++t) {
-      progress.Step(report->a.label + " / " + report->b.label);
-      if (Status st = launcher.AltTrial(a, alt, &r); !st.ok()) return st;
-    }
-    report->a.trial_ms = r.a_ms;
-    report->b.trial_ms = r.b_ms;
-    report->cmp = stats::ComparePaired(r.log_ratios, co);
-    report->cmp.median_a = stats::Median(r.a_ms);
-    report->cmp.median_b = stats::Median(r.b_ms);
-    Explain(launcher, a.Label(), b.Label(), false, o.explain, report->cmp.verdict != stats::Verdict::kNoDifference,
-            &report->why, &report->explained, &report->notes);
-    return Status::Ok();
   }
-  progress.Start(2 * o.trials);
+  FixReport measured;
+  measured.baseline.label = report->a.label;
   CommandTrials runs(launcher, &report->unit);  // commands: how every trial was timed
-  std::vector<double> per_sample_ms[2];         // per trial: 1000 / samples per second (0: unknown)
-  std::vector<double> samples[2];               // commands, per trial: samples a step (0: unknown)
-  for (char side : report->order) {
-    Arm& arm = side == 'A' ? report->a : report->b;
-    progress.Step(arm.label);
-    StatusOr<TrialResult> run = commands ? runs.Run(side == 'A' ? a_text : b_text, {}) : launcher.Trial(side == 'A' ? a : b);
-    if (!run.ok()) return run.status();
-    TrialResult& r = *run;
-    const int k = side == 'A' ? 0 : 1;
-    per_sample_ms[k].push_back(r.samples_per_s > 0 ? 1000 / r.samples_per_s : 0);
-    samples[k].push_back(r.samples_per_step);
-    if (commands) {
-      arm.compile_s.push_back(r.compile_s);
-      r.samples_per_s = 0;
-    }
-    arm.trial_ms.push_back(r.median_ms);
-    arm.samples_per_s.push_back(r.samples_per_s);
-    AddTrialMemory(arm, r);
+  SideUnits units(commands, a, b);
+  const FixTrial trial = [&](int plan) -> StatusOr<TrialResult> {
+    const int side = plan < 0 ? 0 : 1;
+    StatusOr<TrialResult> r = commands ? runs.Run(side == 0 ? a_text : b_text, {}) : launcher.Trial(side == 0 ? a : b);
+    if (!r.ok()) return r;
+    Arm* const arms[2] = {&measured.baseline, &plans[0].row.fixed};
+    if (commands) arms[side]->compile_s.push_back(r->compile_s);
+    const StatusOr<double> value = units.Value(side, *r, arms[side]->label, arms);
+    if (!value.ok()) return value.status();
+    r->median_ms = *value;
+    if (commands) r->samples_per_s = 0;  // a command's throughput is not compared (gate has its own)
+    return r;
+  };
+  const AltTrialFn alt_trial = [&](size_t, AltResult* out) { return launcher.AltTrial(a, plans[0].alt, out); };
+  if (Status st = MeasureRows(plans, o.trials, 0, o, trial, alt_trial, progress, &measured); !st.ok()) return st;
+  FixRow& m = measured.rows.front();
+  report->a = std::move(measured.baseline);
+  report->b = std::move(m.fixed);
+  if (report->paired) report->a.trial_ms = m.paired_baseline_ms;
+  report->cmp = m.cmp;
+  report->stop = m.stop, report->stop_round = m.stop_round, report->level = m.level;
+  report->detectable_at_max = m.detectable_at_max, report->conditional_power = m.conditional_power;
+  report->sequential = measured.sequential;
+  if (report->paired) {
+    report->order = fmt::format("in-process: steps A B B A ... in each of {} processes", m.stop_round);
+    report->trials = m.stop_round;
+  } else {
+    report->order = measured.order;
+    std::replace(report->order.begin(), report->order.end(), '1', 'B');
+    report->trials = static_cast<int>(report->b.trial_ms.size());
   }
-  if (Status st = PerSampleWhereTheBatchDiffers(commands, a, b, per_sample_ms, samples, report); !st.ok()) return st;
-  report->cmp = stats::Compare(report->a.trial_ms, report->b.trial_ms, co);
+  report->notes.insert(report->notes.end(), measured.notes.begin(), measured.notes.end());
+  units.Notes(report);
   report->memory = CompareMemory(report->a, report->b, o.seed);
+  report->machine = SummarizeMachine({&report->a, &report->b});
   if (const std::string note = CompilePayback(*report); !note.empty()) report->notes.push_back(note);
   Explain(launcher, commands ? a_text : a.Label(), commands ? b_text : b.Label(), commands, o.explain,
           report->cmp.verdict != stats::Verdict::kNoDifference, &report->why, &report->explained, &report->notes);

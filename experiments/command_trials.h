@@ -39,6 +39,7 @@ class CommandTrials {
     out.compile_s = c.compile_s;
     out.step_ms = c.step_ms;
     out.has_memory = c.has_memory, out.memory_growth = c.memory_growth, out.memory_peak = c.memory_peak;
+    out.cpu = c.cpu;
     if (c.unit == "ms per step" && c.samples_per_step > 0 && c.value > 0) out.samples_per_s = c.samples_per_step * 1000 / c.value;
     return out;
   }

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "command_trials.h"
+#include "measure_rows.h"
 #include "trainrx/analyzers/catalog.h"
 #include "trainrx/experiments/plans.h"
 #include "trainrx/experiments/sequential.h"
@@ -171,9 +172,6 @@ std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& ana
 
 namespace {
 
-// One trial of the baseline (plan -1) or of a fix.
-using FixTrial = std::function<StatusOr<TrialResult>(int plan)>;
-
 // The budget scales the trials down (never below 4) when the plan would not fit, estimated from
 // the analysis run's time.
 int BudgetedTrials(const PlanOptions& o, size_t configs, double seconds, std::vector<std::string>* notes) {
@@ -239,8 +237,6 @@ struct Measuring {
   double trial_seconds = 0;  // seconds spent in trials (the budget)
 };
 
-using AltTrialFn = std::function<Status(size_t plan, AltResult*)>;
-
 // A row that is not significant stops as *precise* when it could have detected an effect of
 // min_effect and the effect it measured is smaller than that. The second half matters where a look
 // was not made (a round whose nominal level no result can reach): with little noise a 1.67x row was
@@ -291,6 +287,8 @@ Status MeasurePairedRow(FixPlanRow& plan, size_t index, int max_processes, const
     if (made) look = design.Add(t);
     co.alpha = look.nominal_alpha;
     row.fixed.trial_ms = alt.b_ms;
+    row.paired_baseline_ms = alt.a_ms;
+    row.fixed.cpu = alt.cpu;
     row.cmp = stats::ComparePaired(alt.log_ratios, co);
     row.cmp.median_a = stats::Median(alt.a_ms);
     row.cmp.median_b = stats::Median(alt.b_ms);
@@ -378,7 +376,7 @@ Status RunRound(std::vector<FixPlanRow>& plans, const std::vector<size_t>& rows,
     ++*process_trials;
     arm.trial_ms.push_back(r.median_ms);
     arm.samples_per_s.push_back(r.samples_per_s);
-    AddTrialMemory(arm, r);
+    AddTrialMeasures(arm, r);
     round += i == 0 ? "A" : std::to_string(plan + 1);
   }
   report->order += (report->order.empty() ? "" : " ") + round;
@@ -536,6 +534,11 @@ Status MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_
 
 }  // namespace
 
+Status MeasureRows(std::vector<FixPlanRow>& plans, int trials, double estimate_s, const PlanOptions& o,
+                   const FixTrial& trial, const AltTrialFn& alt_trial, Progress& progress, FixReport* report) {
+  return MeasureFixes(plans, trials, estimate_s, o, trial, alt_trial, progress, report);
+}
+
 namespace {
 
 // Steps a trial needs for its median (issue 40: a trial needs only enough steady steps for its
@@ -596,6 +599,16 @@ int64_t CommandTrialSteps(const analyzers::Report& analysis, std::string* note) 
 
 }  // namespace
 
+// After the trials: each row's memory against the baseline's, and the machine they ran on.
+void FinishFixReport(const PlanOptions& o, FixReport* report) {
+  std::vector<const Arm*> arms = {&report->baseline};
+  for (auto& row : report->rows) {
+    row.memory = CompareMemory(report->baseline, row.fixed, o.seed);
+    arms.push_back(&row.fixed);
+  }
+  report->machine = SummarizeMachine(arms);
+}
+
 Status RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progress& progress, FixReport* report) {
   if (Status st = stats::EnoughTrials(o.trials); !st.ok()) return st;
   if (Status st = launcher.CanRunWorkloads(); !st.ok()) return st;
@@ -642,7 +655,7 @@ Status RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progre
   const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
   const auto alt_trial = [&](size_t plan, AltResult* r) { return launcher.AltTrial(spec, plans[plan].alt, r); };
   if (Status st = MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report); !st.ok()) return st;
-  for (auto& row : report->rows) row.memory = CompareMemory(report->baseline, row.fixed, o.seed);
+  FinishFixReport(o, report);
   return Status::Ok();
 }
 
@@ -780,7 +793,7 @@ Status RunFixCommand(const std::string& command, const PlanOptions& o, Launcher&
   const auto alt_trial = [&](size_t plan, AltResult* r) { return alts.Run(plans[plan].tokens, r); };
   if (Status st = MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report); !st.ok()) return st;
   if (!steps_note.empty() && !report->baseline.trial_ms.empty()) report->notes.push_back(steps_note);
-  for (auto& row : report->rows) row.memory = CompareMemory(report->baseline, row.fixed, o.seed);
+  FinishFixReport(o, report);
   return Status::Ok();
 }
 

@@ -27,12 +27,14 @@ std::string CpuModel() {
 }
 
 // One trial of one side: a workload spec (median step ms, samples/s) or a command (its unit).
+// `cpu` (when given) gets what the trial's steps got of the CPUs (issue 60.5).
 Status RunSide(Launcher& launcher, const std::string& spec, bool command, double* value, double* sps, std::string* unit,
-               double* seconds) {
+               double* seconds, std::vector<profiler::CpuLoad>* cpu = nullptr) {
   if (command) {
     const StatusOr<CommandResult> r = launcher.Command(spec, {});
     if (!r.ok()) return r.status();
     *value = r->value, *sps = 0, *unit = r->unit, *seconds += r->seconds;
+    if (cpu) cpu->push_back(r->cpu);
     return Status::Ok();
   }
   Spec s;
@@ -40,7 +42,13 @@ Status RunSide(Launcher& launcher, const std::string& spec, bool command, double
   const StatusOr<TrialResult> r = launcher.Trial(s);
   if (!r.ok()) return r.status();
   *value = r->median_ms, *sps = r->samples_per_s, *unit = "ms per step", *seconds += r->seconds;
+  if (cpu) cpu->push_back(r->cpu);
   return Status::Ok();
+}
+
+// The busy machine's warning (issue 60.5), when any of the check's trials was starved.
+void WarnIfBusy(const std::vector<profiler::CpuLoad>& cpu, GateReport* report) {
+  if (const std::string note = MachineNote(SummarizeTrials(cpu)); !note.empty()) report->warnings.push_back(note);
 }
 
 // Words of a spec or command line: "cnn  workers=2" and "cnn workers=2" are the same job.
@@ -144,7 +152,7 @@ void ExplainAgainstStored(const Baseline& base, const GateRun& run, Launcher& la
 // re-runs the baseline spec when `rerun`, else its stored samples stand; decided after each round
 // until pass/fail or run.budget_s (0: one round).
 Status RunRounds(const Baseline& base, const GateRun& run, bool rerun, Launcher& launcher, Progress& progress,
-                 std::vector<MetricSamples>* samples, GateReport* report) {
+                 std::vector<MetricSamples>* samples, std::vector<profiler::CpuLoad>* cpu, GateReport* report) {
   std::vector<MetricSamples>& metrics = *samples;
   double seconds = 0;  // trial time so far: the budget
   for (int round = 0;; ++round) {
@@ -155,7 +163,7 @@ Status RunRounds(const Baseline& base, const GateRun& run, bool rerun, Launcher&
       double v = 0, sps = 0;
       std::string unit;
       const std::string& spec = side == 'A' ? base.spec : run.spec;
-      if (Status st = RunSide(launcher, spec, side == 'A' ? base.command : run.command, &v, &sps, &unit, &seconds);
+      if (Status st = RunSide(launcher, spec, side == 'A' ? base.command : run.command, &v, &sps, &unit, &seconds, cpu);
           !st.ok())
         return st;
       if (side == 'B' && unit != base.unit)
@@ -282,8 +290,11 @@ Status CheckGate(const Baseline& base, const std::string& baseline_file, const G
                                 seq.processes, seq.max_processes, 100 * seq.level);
     if (seq.verdict == GateVerdict::kInconclusive && run.budget_s > 0)
       report->warnings.push_back(fmt::format("budget {:.0f}s reached after {} processes", run.budget_s, seq.processes));
-  } else if (Status st = RunRounds(base, run, rerun, launcher, progress, &metrics, report); !st.ok()) {
-    return st;
+    WarnIfBusy(seq.alt.cpu, report);
+  } else {
+    std::vector<profiler::CpuLoad> cpu;
+    if (Status st = RunRounds(base, run, rerun, launcher, progress, &metrics, &cpu, report); !st.ok()) return st;
+    WarnIfBusy(cpu, report);
   }
   // Explaining needs the baseline's trace (kept with it) or its code run here (re-runs); with
   // stored samples alone the baseline's code is not here.

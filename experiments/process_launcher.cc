@@ -82,6 +82,10 @@ Status ParseAltSteps(std::string_view text, const std::string& path, AltResult* 
   for (size_t i = 0; i < ms.size(); ++i) (arms[i] == 'B' ? out->b_ms : out->a_ms).push_back(ms[i]);
   const auto ratios = BlockLogRatios(arms, ms);
   out->log_ratios.insert(out->log_ratios.end(), ratios.begin(), ratios.end());
+  profiler::CpuLoad cpu;  // the start-up hook's figures over the switched steps (absent: unmeasured)
+  if (simdjson::dom::object o; doc["cpu"].get(o) == simdjson::SUCCESS)
+    if (Status st = ParseCpuLoad(simdjson::minify(o), path, &cpu); !st.ok()) return st;
+  out->cpu.push_back(cpu);
   return Status::Ok();
 }
 
@@ -142,6 +146,7 @@ class ProcessLauncher : public Launcher {
     out.samples_per_s = r.samples_per_s;
     for (const auto& step : r.steps) out.step_ms.push_back(step.ms);
     out.has_memory = MemoryOfRun(r, &out.memory_growth, &out.memory_peak);
+    out.cpu = r.cpu;
     out.seconds = Since(t0);
     return out;
   }
@@ -164,6 +169,7 @@ class ProcessLauncher : public Launcher {
     }
     const auto ratios = BlockLogRatios(arms, ms);
     out->log_ratios.insert(out->log_ratios.end(), ratios.begin(), ratios.end());
+    out->cpu.push_back(r.cpu);
     out->seconds += Since(t0);
     return Status::Ok();
   }
@@ -200,6 +206,8 @@ class ProcessLauncher : public Launcher {
         if (s.rank == first_rank) ms.push_back(s.wall_ns / 1e6);
       result.compile_s = static_cast<double>(analyzers::CompileTimeNs(t, first_rank)) / 1e9;
       MemoryOfReport(report, first_rank, &result);
+      for (const auto& c : report.metrics.cpu_load)
+        if (c.rank == first_rank) result.cpu = c.load;
       if (ms.size() >= 3) {
         ms.erase(ms.begin());
         result.value = stats::Median(ms);

@@ -57,7 +57,29 @@ Status ParseRunResult(std::string_view text, const std::string& path, RunResult*
   if (doc["last_loss"].get(out->last_loss) != simdjson::SUCCESS) out->last_loss = 0;
   std::string_view changed;
   if (doc["changed"].get(changed) == simdjson::SUCCESS) out->changed = std::string(changed);
+  if (simdjson::dom::object cpu; doc["cpu"].get(cpu) == simdjson::SUCCESS)
+    if (Status st = ParseCpuLoad(simdjson::minify(cpu), path, &out->cpu); !st.ok()) return st;
   out->json = simdjson::minify(doc);
+  return Status::Ok();
+}
+
+Status ParseCpuLoad(std::string_view object_json, const std::string& path, profiler::CpuLoad* out) {
+  *out = {};
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(simdjson::padded_string(object_json)).get(doc) != simdjson::SUCCESS || !doc.is_object())
+    return Status::Error(fmt::format("{}: \"cpu\" is not an object", path));
+  const std::pair<const char*, double*> fields[] = {{"wall_ns", &out->wall_ns},       {"run_ns", &out->run_ns},
+                                                    {"wait_ns", &out->wait_ns},       {"involuntary", &out->involuntary},
+                                                    {"children_ns", &out->children_ns}, {"others_ns", &out->others_ns},
+                                                    {"cpus", &out->cpus}};
+  for (const auto& [key, into] : fields) {
+    auto v = doc[key];
+    if (v.error() == simdjson::NO_SUCH_FIELD) continue;
+    if (v.get(*into) != simdjson::SUCCESS)
+      return Status::Error(fmt::format("{}: \"cpu\".\"{}\" is not a number", path, key));
+  }
+  out->measured = out->wall_ns > 0;
   return Status::Ok();
 }
 

@@ -149,6 +149,7 @@ Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<st
       cell.arm.trial_ms.push_back(r.median_ms);
       cell.arm.samples_per_s.push_back(r.samples_per_s);
       cell.arm.trial_steps_ms.push_back(r.step_ms);
+      cell.arm.cpu.push_back(r.cpu);
       if (r.samples_per_step > 0) cell.samples_per_step = r.samples_per_step, cell.samples_from = r.samples_from;
     }
   }
@@ -201,6 +202,9 @@ Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<st
     c.tied_with_best = c.vs_best.verdict != stats::Verdict::kFaster;
     report->best_significant = report->best_significant && !c.tied_with_best;
   }
+  std::vector<const Arm*> arms;
+  for (const auto& c : report->cells) arms.push_back(&c.arm);
+  report->machine = SummarizeMachine(arms);
   return Status::Ok();
 }
 

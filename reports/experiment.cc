@@ -83,6 +83,28 @@ void WriteMemory(JsonWriter& w, const experiments::MemoryComparison& m) {
   w.EndObject();
 }
 
+// A busy machine (issue 60.5): the caveat on the verdict, before the notes; nothing on a quiet one.
+void WriteMachineText(const experiments::MachineLoad& m, std::ostream& out, bool md) {
+  const std::string note = experiments::MachineNote(m);
+  if (!note.empty()) out << (md ? "- **warning:** " : "warning: ") << (md ? MarkdownText(note) : note) << "\n";
+}
+// "machine": the trials' CPU wait, when any trial measured it.
+void WriteMachineJson(JsonWriter& w, const experiments::MachineLoad& m) {
+  if (m.measured == 0) return;
+  w.Key("machine");
+  w.BeginObject();
+  w.Field("trials", static_cast<int64_t>(m.trials));
+  w.Field("measured", static_cast<int64_t>(m.measured));
+  w.Field("starved", static_cast<int64_t>(m.starved));
+  w.Field("starved_above_wait_pct", profiler::kBusyWaitPct, 2);
+  w.Field("median_wait_pct", m.median_wait_pct, 3);
+  w.Field("max_wait_pct", m.max_wait_pct, 3);
+  w.Field("median_other_cpus", m.median_other_cpus, 3);
+  w.Field("cpus", m.cpus, 0);
+  w.Field("busy", m.busy());
+  w.EndObject();
+}
+
 std::string PValue(double p) { return p < 0.001 ? "p < 0.001" : fmt::format("p = {:.3f}", p); }
 
 // One line on memory for a comparison (issue 36): "memory: grows 2.2 MB a step in A, 0 B in B:
@@ -223,6 +245,7 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
     for (const auto& row : r.rows)
       if (!row.code.empty()) out << (md ? "- `" : "  ") << row.change << (md ? "`: " : ": ") << row.code << "\n";
   }
+  WriteMachineText(r.machine, out, md);
   for (const auto& n : r.notes) out << NotePrefix(md) << (md ? MarkdownText(n) : n) << "\n";
 }
 
@@ -300,6 +323,7 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
     w.EndArray();
     w.EndObject();
   }
+  WriteMachineJson(w, r.machine);
   w.Key("notes");
   w.BeginArray();
   for (const auto& n : r.notes) w.String(n);
@@ -347,7 +371,8 @@ void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
     rows.push_back(row);
   }
   Table(rows, out, md);
-  if (!r.notes.empty()) out << "\n";
+  if (!r.notes.empty() || r.machine.busy()) out << "\n";
+  WriteMachineText(r.machine, out, md);
   for (const auto& n : r.notes) out << NotePrefix(md) << (md ? MarkdownText(n) : n) << "\n";
   if (!r.best_significant && r.cells.size() > 1) {
     out << fmt::format("\nno cell is significantly faster than every other: the cells marked \"not separated from the best\" "
@@ -372,6 +397,7 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
   w.Field("smallest_p", r.smallest_p, 6);
   w.Field("ranked_by", r.by_throughput ? "samples_per_s" : "median_time");
   w.Field("memory_cap_bytes", static_cast<int64_t>(r.memory_cap_bytes));
+  WriteMachineJson(w, r.machine);
   w.Key("notes");
   w.BeginArray();
   for (const auto& n : r.notes) w.String(n);
@@ -407,9 +433,41 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
   out << "\n";
 }
 
+// Why `ab` stopped measuring (issue 60.6), and what it could detect when it stopped undecided.
+std::string AbStopText(const AbReport& r) {
+  const char* unit = r.paired ? "process" : "round";
+  const double detectable = 100 * (r.cmp.detectable - 1);
+  switch (r.stop) {
+    case FixRow::Stop::kNotSequential: return "";
+    case FixRow::Stop::kDecided:
+      return fmt::format("stopped after {} {}: decided (significant at that look's level; the interval is at that level too)",
+                         unit, r.stop_round);
+    case FixRow::Stop::kPrecise:
+      return fmt::format("stopped after {} {}: precise, no difference of {:.1f}% or more, and none measured above that",
+                         unit, r.stop_round, detectable);
+    case FixRow::Stop::kFutile:
+      return fmt::format("stopped after {} {} without deciding: futile (conditional power {:.0f}%); by the planned maximum it "
+                         "could have detected {:.3f}x at best",
+                         unit, r.stop_round, 100 * r.conditional_power, r.detectable_at_max);
+    case FixRow::Stop::kMaxRounds:
+    case FixRow::Stop::kBudget:
+      return fmt::format("stopped after {} {}s ({}) without deciding: the smallest change it could detect is {:.1f}%; more "
+                         "--trials{} can decide it",
+                         r.stop_round, unit, r.stop == FixRow::Stop::kBudget ? "the --budget" : "the planned maximum",
+                         detectable, r.machine.busy() ? " on a quieter machine" : "");
+  }
+  return "";
+}
+
 void WriteAbText(const AbReport& r, std::ostream& out, bool md) {
   const auto& c = r.cmp;
-  out << Heading(md) << fmt::format("trainrx ab: {} interleaved trials per side (order {})\n", r.trials, r.order);
+  const std::string design =
+      r.paired ? fmt::format("in-process, {} process{} (a look after each, at most {})", r.trials, r.trials == 1 ? "" : "es",
+                             std::max(r.trials, r.stop_round))
+      : r.sequential.used ? fmt::format("{} interleaved trials per side, in rounds until decided (at most {}; order {})", r.trials,
+                                        r.sequential.max_rounds, r.order)
+                          : fmt::format("{} interleaved trials per side (order {})", r.trials, r.order);
+  out << Heading(md) << fmt::format("trainrx ab: {}\n", design);
   if (md) out << "\n";
   std::vector<std::vector<std::string>> rows = {{"", "config", fmt::format("median {}", r.unit), "95% CI"}};
   const auto ci_a = stats::MedianCi(r.a.trial_ms), ci_b = stats::MedianCi(r.b.trial_ms);
@@ -420,15 +478,19 @@ void WriteAbText(const AbReport& r, std::ostream& out, bool md) {
   // One number: B's time as a multiple of A's, with its CI (the speedup is its inverse).
   const auto inv = [](double x) { return x > 0 ? 1 / x : 0.0; };
   const double ratio = inv(c.speedup);
-  out << fmt::format("\nB vs A: B takes {:.3f}x A's time [{:.3f}, {:.3f}] ({} {:.1f}%), {}, smallest detectable "
+  out << fmt::format("\nB vs A: B takes {:.3f}x A's time [{:.3f}, {:.3f}]{} ({} {:.1f}%), {}, smallest detectable "
                      "change {:.1f}%: {}\n",
-                     ratio, inv(c.ci_high), inv(c.ci_low), ratio <= 1 ? "faster by" : "slower by",
+                     ratio, inv(c.ci_high), inv(c.ci_low),
+                     std::abs(r.level - 0.95) > 5e-4 ? fmt::format(" ({}% CI)", CiLevel(r.level)) : std::string(),
+                     ratio <= 1 ? "faster by" : "slower by",
                      100 * std::abs(ratio - 1), PValue(c.p_value),
                      100 * (c.detectable - 1),
                      c.verdict == stats::Verdict::kFaster   ? "B is faster"
                      : c.verdict == stats::Verdict::kSlower ? "B is slower"
                                                             : "no significant difference");
+  if (const std::string stop = AbStopText(r); !stop.empty()) out << stop << "\n";
   if (r.memory.Notable()) out << NotePrefix(md) << MemoryLine(r.memory, "A", "B") << "\n";
+  WriteMachineText(r.machine, out, md);
   for (const auto& n : r.notes) out << NotePrefix(md) << (md ? MarkdownText(n) : n) << "\n";
   if (r.explained) WriteDiffSummary(r.why, out, md);
 }
@@ -446,7 +508,18 @@ void WriteAbJson(const AbReport& r, std::ostream& out) {
   w.Key("b");
   WriteArm(w, r.b);
   WriteComparison(w, r.cmp);
+  if (r.stop != FixRow::Stop::kNotSequential) {
+    w.Field("stop", experiments::StopName(r.stop));
+    w.Field("stop_round", static_cast<int64_t>(r.stop_round));
+    w.Field("level", r.level, 6);
+    if (r.sequential.used) w.Field("max_rounds", static_cast<int64_t>(r.sequential.max_rounds));
+    if (r.stop == FixRow::Stop::kFutile) {
+      w.Field("conditional_power", r.conditional_power, 6);
+      w.Field("detectable_at_max_rounds", r.detectable_at_max, 6);
+    }
+  }
   WriteMemory(w, r.memory);
+  WriteMachineJson(w, r.machine);
   w.Key("notes");
   w.BeginArray();
   for (const auto& n : r.notes) w.String(n);

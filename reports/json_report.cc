@@ -234,6 +234,32 @@ void WriteTemporalJson(JsonWriter& w, const analyzers::Report& report) {
 }
 
 // metrics.what_if: several fixes replayed together (analyzers::WhatIf).
+// metrics.cpu_load: per rank whose recording sampled it (issue 60.5), what its steady steps got of
+// the CPUs: its threads' run and wait time, other programs' CPU time (-1: unknown), over wall_ns.
+void WriteCpuLoadJson(JsonWriter& w, const analyzers::Report& report) {
+  w.Key("cpu_load");
+  w.BeginArray();
+  for (const auto& c : report.metrics.cpu_load) {
+    const auto& l = c.load;
+    w.BeginObject();
+    w.Field("rank", c.rank);
+    w.Field("steps", c.steps);
+    w.Field("span_covered", c.span_covered, 4);
+    w.Field("wall_ns", l.wall_ns, 15);
+    w.Field("run_ns", l.run_ns, 15);
+    w.Field("wait_ns", l.wait_ns, 15);
+    w.Field("wait_share", l.WaitShare(), 6);
+    w.Field("waiting_threads", l.WaitingThreads(), 6);
+    w.Field("own_cpus", l.OwnCpus(), 6);
+    w.Field("other_cpus", l.OtherCpus(), 6);
+    w.Field("children_ns", l.children_ns, 15);
+    w.Field("involuntary_switches", l.involuntary, 15);
+    w.Field("cpus", l.cpus, 4);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
 void WriteWhatIfJson(JsonWriter& w, const analyzers::Report& report) {
   w.Key("what_if");
   w.BeginArray();
@@ -477,6 +503,7 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   WriteCriticalPathJson(w, report);
   WriteWhatIfJson(w, report);
   WriteUtilizationJson(w, report);
+  WriteCpuLoadJson(w, report);
   WriteLaunchStatsJson(w, report);
   WriteNameTable(w, "op_table", report.metrics.op_table, /*self=*/true);
   WriteNameTable(w, "kernel_table", report.metrics.kernel_table, /*self=*/false);

@@ -262,6 +262,24 @@ void WriteInputs(const profiler::Trace& trace, const analyzers::Report& report, 
   }
 }
 
+// A busy machine (issue 60.5): where machine.busy flagged a rank, the caveat on every figure of
+// its steps. A quiet run's text says nothing (its figures are in the JSON's metrics.cpu_load).
+void WriteCpuWait(const analyzers::Report& report, Sink& sink) {
+  for (const auto& c : report.metrics.cpu_load) {
+    const bool flagged = std::any_of(report.findings.begin(), report.findings.end(),
+                                     [&](const Finding& f) { return f.id == "machine.busy" && f.rank == c.rank; });
+    if (!flagged) continue;
+    const auto& l = c.load;
+    const double others = l.OtherCpus();
+    sink.Line(fmt::format("caveat: {}the program's threads waited for a CPU {} of the time they were ready to run ({:.1f} "
+                          "threads waiting on average, {:.1f} of {:.0f} CPUs used by the program{}): every time above "
+                          "includes that wait (machine.busy)",
+                          report.metrics.cpu_load.size() > 1 ? fmt::format("rank {}: ", c.rank) : "", Pct(l.WaitShare()),
+                          l.WaitingThreads(), l.OwnCpus(), l.cpus,
+                          others >= 0 ? fmt::format(", {:.1f} by other programs", others) : ""));
+  }
+}
+
 // The steps: how many, warm-up left out, the share of each phase, and the caveats on those shares.
 void WriteSteps(const analyzers::Report& report, Sink& sink) {
   const auto& steps = report.metrics.steps;
@@ -332,6 +350,7 @@ void WriteSteps(const analyzers::Report& report, Sink& sink) {
                             n == 1 ? "it" : "them", steps.has_gpu ? " with the GPU idle" : "", Pct(steps.data_share_without_worst)));
     }
   }
+  WriteCpuWait(report, sink);
 }
 
 // The top CPU operators by self time.

@@ -32,6 +32,7 @@
 
 #include "knobs.h"
 #include "trainrx/probes/probes.h"
+#include "trainrx/profiler/cpu_wait.h"
 #include "trainrx/profiler/json_writer.h"
 #include "trainrx/profiler/memory_counters.h"
 
@@ -547,7 +548,7 @@ void Evaluate(Model& model, NextBatch& next_batch, const Placement& at, const Co
 // after the loop), median step and throughput. Returns 0, or 2 when it could not be written.
 int WriteRunResult(const std::string& result_path, const std::string& name, const Config& cfg, bool alt,
                    const RankWork& w, int64_t warmup, int64_t batch, const std::vector<StepResult>& results,
-                   const Reducer* reducer) {
+                   const Reducer* reducer, const trainrx::profiler::CpuLoad& cpu) {
   std::vector<double> times;
   for (const auto& r : results) times.push_back(r.ms);
   std::sort(times.begin(), times.end());
@@ -583,6 +584,18 @@ int WriteRunResult(const std::string& result_path, const std::string& name, cons
     j.Field("last_loss", static_cast<double>(results.back().loss.item<float>()), 6);
   }
   if (reducer) j.Field("allreduce_buckets", static_cast<int64_t>(reducer->buckets()));
+  if (cpu.measured) {  // what the timed steps got of the CPUs (issue 60.5: a busy machine)
+    j.Key("cpu");
+    j.BeginObject();
+    j.Field("wall_ns", cpu.wall_ns, 0);
+    j.Field("run_ns", cpu.run_ns, 0);
+    j.Field("wait_ns", cpu.wait_ns, 0);
+    j.Field("involuntary", cpu.involuntary, 0);
+    j.Field("children_ns", cpu.children_ns, 0);
+    j.Field("others_ns", cpu.others_ns, 0);
+    j.Field("cpus", cpu.cpus, 0);
+    j.EndObject();
+  }
   j.EndObject();
   out << "\n";
   return out ? 0 : 2;
@@ -641,7 +654,13 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
   torch::Tensor running = torch::zeros({}, torch::TensorOptions().device(at.device));
   const int64_t eval_every = cfg.Int("eval_every");
   model.train();
+  trainrx::profiler::CpuWaitSample cpu_first;
+  Clock::time_point timed_start;
   for (int64_t s = 0; s < warmup + steps; ++s) {
+    if (s == warmup) {
+      cpu_first = trainrx::profiler::ReadCpuWait();
+      timed_start = Clock::now();
+    }
     // With --alt-set, timed steps alternate between the two configurations (switchable knobs).
     const char arm = alt && s >= warmup ? AltArm(s - warmup) : 'A';
     const Config& k = arm == 'B' ? *alt : cfg;
@@ -664,10 +683,13 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (s >= warmup) results.push_back({ms, arm, loss_total, trainrx::profiler::HeapInUseBytes()});
   }
+  const trainrx::profiler::CpuLoad cpu = trainrx::profiler::LoadBetween(
+      cpu_first, trainrx::profiler::ReadCpuWait(),
+      results.empty() ? 0.0 : std::chrono::duration<double, std::nano>(Clock::now() - timed_start).count());
   tp::EndStep();
   legacy.reset();
   tp::SetEnabled(false);  // reading the results back (one .item() per step) is not part of the run
-  return WriteRunResult(result_path, name, cfg, alt != nullptr, w, warmup, batch, results, reducer.get());
+  return WriteRunResult(result_path, name, cfg, alt != nullptr, w, warmup, batch, results, reducer.get(), cpu);
 }
 
 }  // namespace

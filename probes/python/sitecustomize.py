@@ -966,6 +966,46 @@ def _dynamo_compiled():
         return True
 
 
+def _cpu_sample():
+    """(wall, run, wait, involuntary, cpus busy, cpus) now, in ns (issue 60.5: a busy machine), as the
+    collector's profiler/cpu_wait.cc reads them: the process's threads' schedstat, the allowed CPUs'
+    busy time from /proc/stat; None where Linux's schedstat is missing."""
+    import time
+    import resource
+    try:
+        run = wait = 0
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    r, w = f.read().split()[:2]
+                run, wait = run + int(r), wait + int(w)
+            except (OSError, ValueError):
+                pass  # a thread that just ended
+        allowed = os.sched_getaffinity(0)
+        tick = 1e9 / os.sysconf("SC_CLK_TCK")
+        busy = 0
+        with open("/proc/stat") as f:
+            for line in f:
+                if not line.startswith("cpu"):
+                    break
+                name, *v = line.split()
+                if name != "cpu" and int(name[3:]) in allowed:
+                    v = [int(x) for x in v[:8]]
+                    busy += (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * tick
+        return (time.perf_counter_ns(), run, wait, resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw, busy, len(allowed))
+    except Exception:
+        return None
+
+
+def _cpu_load(first, last):
+    """The "cpu" object of a run between two _cpu_sample()s (experiments' ParseCpuLoad), or None."""
+    if first is None or last is None or last[0] <= first[0]:
+        return None
+    run, wait = max(0, last[1] - first[1]), max(0, last[2] - first[2])
+    return {"wall_ns": last[0] - first[0], "run_ns": run, "wait_ns": wait, "involuntary": max(0, last[3] - first[3]),
+            "children_ns": -1, "others_ns": max(0.0, last[4] - first[4] - run), "cpus": last[5]}
+
+
 class _Alternation:
     """TRAINRX_ALT_FIX=<tokens>: from a global optimizer step post hook (the first optimizer that steps;
     others are not steps of their own), after TRAINRX_ALT_WARMUP steps each step's arm follows
@@ -989,6 +1029,7 @@ class _Alternation:
         self.count = 0
         self.started = None
         self.optimizer = None
+        self.cpu_first = self.cpu_last = None  # _cpu_sample() at the first timed step and after the last
         for token in tokens:
             make = _ALT_SWITCHES.get(token)
             if make is None:
@@ -1065,8 +1106,11 @@ class _Alternation:
         if not self.stopped:
             self.boundary()
         if self.steps and self.count >= self.warmup + self.steps:
+            self.cpu_last = _cpu_sample()
             return True
         if not self.stopped and self.count >= self.warmup:
+            if self.cpu_first is None:
+                self.cpu_first = _cpu_sample()
             self.started = self.clock()
         return False
 
@@ -1077,6 +1121,9 @@ class _Alternation:
         doc = {"schema": "trainrx.alt/1", "tokens": self.tokens, "warmup": self.warmup,
                "steps": [{"arm": a, "ms": ms} for a, ms in self.times], "stopped": self.stopped,
                "token": self.stopped_token}
+        cpu = _cpu_load(self.cpu_first, self.cpu_last or _cpu_sample())
+        if cpu is not None:
+            doc["cpu"] = cpu
         try:
             with open(self.result + ".tmp", "w") as f:
                 json.dump(doc, f)

@@ -46,6 +46,8 @@ class FakeLauncher : public Launcher {
   // When set, workload trials measure memory: this growth a step (bytes) and a peak of 50 MB plus
   // 20 steps of it, each with 20 kB of noise.
   std::function<double(const workloads::Config&)> growth_bytes;
+  // When set, what each workload trial (and each in-process run) got of the CPUs, by call number.
+  std::function<profiler::CpuLoad(int call)> cpu_load;
   analyzers::Report analysis;
   std::map<std::string, CommandResult> commands;
   std::function<double(const std::string&, const std::vector<std::string>&)> command_ms;
@@ -69,6 +71,7 @@ class FakeLauncher : public Launcher {
     out.samples_per_s = static_cast<double>(s.config.Int("batch")) * 1000.0 / out.median_ms;
     out.step_ms = Steps(out.median_ms);
     out.seconds = seconds_per_trial;
+    if (cpu_load) out.cpu = cpu_load(trials + alt_trials);
     if (growth_bytes) {
       out.has_memory = true;
       out.memory_growth = growth_bytes(s.config) + 20e3 * Noise(1);
@@ -97,6 +100,7 @@ class FakeLauncher : public Launcher {
     const auto r = BlockLogRatios(arms, ms);
     out->log_ratios.insert(out->log_ratios.end(), r.begin(), r.end());
     out->seconds += seconds_per_trial;
+    if (cpu_load) out->cpu.push_back(cpu_load(trials + alt_trials));
     return Status::Ok();
   }
   // fix --cmd's in-process trials: 64 steps A B B A / B A A B of command_ms without and with the

@@ -4,8 +4,8 @@
 // I/O or printing (rendering is reports/'s job) and never know where a trace came from.
 // Threading: Analyze() reads a finalized, immutable Trace; it may run concurrently on different
 // traces, and runs its own tables and families on several threads (each family into its own
-// Report, merged in registry order: a family may write findings, metrics.temporal, metrics.memory and
-// metrics.launch, nothing else).
+// Report, merged in registry order: a family may write findings, metrics.temporal, metrics.memory,
+// metrics.launch, metrics.compile, metrics.utilization and metrics.cpu_load, nothing else).
 //
 // Families, one per file, registered in registry.cc:
 //   steps.cc     step detection and per-step phase breakdown (shared by the others)
@@ -28,6 +28,8 @@
 //                memory figures of Metrics
 //   compile.cc   compile.graph_break, compile.recompiles, compile.time (torch.compile: the start-up
 //                hook's marks and the compiled regions of the steps); the compile figures of Metrics
+//   machine.cc   machine.busy (the program waited for a CPU: our collector's schedstat samples);
+//                the per-rank CPU figures of Metrics
 //   dist.cc      dist.straggler (the rank the others wait for at collectives), dist.no_sync, Gloo's
 //                dist.comm_overlap (NCCL's is in gpu.cc); dataparallel.cc: dist.data_parallel;
 //                collectives.cc: collectives and their cross-rank matching, shared with clocks.cc

@@ -6,11 +6,13 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "trainrx/analyzers/finding.h"
 #include "trainrx/analyzers/steps.h"
+#include "trainrx/profiler/cpu_wait.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::analyzers {
@@ -312,6 +314,16 @@ struct WhatIf {
   Prediction prediction;
 };
 
+// What a rank's steps got of the CPUs (issue 60.5, analyzers/machine.cc): how long its threads ran
+// and waited for a CPU, and who else used the CPUs, from our collector's samples (Linux schedstat and
+// /proc/stat, profiler/cpu_wait.h) nearest the steady steps' start and end.
+struct RankCpuLoad {
+  int32_t rank = 0;
+  profiler::CpuLoad load;
+  int64_t steps = 0;         // the steady steps the span holds
+  double span_covered = 0;   // share of the steps' span between the two samples used
+};
+
 struct Metrics {
   std::vector<UnfinishedRank> unfinished;  // empty: every rank's recording ended normally
   std::vector<RecordedWindow> windows;     // ranks recorded through a step window
@@ -328,6 +340,7 @@ struct Metrics {
   std::vector<CriticalPath> critical_paths;  // one per rank with device work
   std::vector<Utilization> utilization;      // one per rank with costed ops (issue 52)
   std::vector<WhatIf> what_if;               // the first rank with steps: all findings' fixes, and those asked
+  std::vector<RankCpuLoad> cpu_load;         // one per rank whose recording sampled the CPU wait
 };
 
 struct Report {
@@ -338,6 +351,10 @@ struct Report {
 // The operator and kernel tables, top_n rows each plus the rest folded (op_table.cc).
 NameTable BuildOpTable(const profiler::Trace& trace, const StepModel& steps, int64_t top_n);
 NameTable BuildKernelTable(const profiler::Trace& trace, const StepModel& steps, int64_t top_n);
+// What `rank`'s steady steps got of the CPUs (machine.cc); nullopt when its recording has no CPU
+// wait samples (other tools' traces, older recordings) or two samples cover under half its steps.
+std::optional<RankCpuLoad> CpuLoadOfRank(const profiler::Trace& trace, const StepModel& steps, int32_t rank);
+
 // The ranks whose recording did not finish (run_end.cc).
 std::vector<UnfinishedRank> FindUnfinishedRanks(const profiler::Trace& trace, const StepModel& steps);
 

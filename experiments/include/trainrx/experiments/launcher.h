@@ -10,6 +10,7 @@
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/sets/analyze_set.h"
 #include "trainrx/experiments/spec.h"
+#include "trainrx/profiler/cpu_wait.h"
 #include "trainrx/profiler/status.h"
 
 namespace trainrx::experiments {
@@ -36,6 +37,9 @@ struct TrialResult {
   bool out_of_memory = false;
   int64_t oom_request_bytes = 0;
   std::string oom_message;
+  // What the timed steps got of the CPUs (issue 60.5: a busy machine); unmeasured where the trial
+  // could not tell (another OS, a run without steps).
+  profiler::CpuLoad cpu;
 };
 
 // One untraced run that alternates A (the spec) and B (the spec with `alt` set) step by step.
@@ -48,6 +52,7 @@ struct AltResult {
   // fix that cannot switch (the script sets its flag itself); "" when none of this command's can
   // (too few steps, torch.compile, no steps in the command's own process).
   std::string unpaired, unpaired_token;
+  std::vector<profiler::CpuLoad> cpu;  // per process, what its timed steps got of the CPUs
 };
 
 // An in-process trial times at least this many steps after its warm-up: 16 paired blocks of four.
@@ -74,6 +79,7 @@ struct CommandResult {
   // the first rank's device with the largest peak (analyzers' DeviceMemory).
   bool has_memory = false;
   double memory_growth = 0, memory_peak = 0;
+  profiler::CpuLoad cpu;  // as TrialResult's, from the recording's samples (analyzers::CpuLoadOfRank)
 };
 
 class Launcher {

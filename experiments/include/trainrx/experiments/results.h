@@ -2,6 +2,7 @@
 // (reports/experiment.h renders them as text or JSON, schema "trainrx.experiment/1").
 #pragma once
 
+#include <algorithm>
 #include <optional>
 
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/experiments/stats.h"
+#include "trainrx/profiler/cpu_wait.h"
 
 namespace trainrx::experiments {
 
@@ -26,7 +28,31 @@ struct Arm {
   // Per trial, when every trial measured memory (issue 36; TrialResult::has_memory): growth of the
   // process's memory a step (bytes) and its peak. Empty otherwise.
   std::vector<double> memory_growth, memory_peak;
+  // Per trial (or per in-process run), what its timed steps got of the CPUs (issue 60.5).
+  std::vector<profiler::CpuLoad> cpu;
 };
+
+// The machine the trials ran on (issue 60.5): how long the trials' threads waited for a CPU. A
+// trial that waited profiler::kBusyWaitPct or more of the time its threads were ready to run is
+// starved: its time holds the other programs' share, and trials that differ by scheduling hide the
+// change they compare. The machine was busy when the median trial was starved, or a quarter of the
+// trials (2 at least): one trial in ten at 13 % on a quiet machine (the leak workload's page faults)
+// is a blip, not a busy machine. Measured when at least one trial was.
+struct MachineLoad {
+  int trials = 0, measured = 0, starved = 0;
+  double median_wait_pct = 0, max_wait_pct = 0;
+  double median_other_cpus = -1;  // other programs' CPUs during the trials (-1: unknown)
+  double median_wanted_cpus = 0;  // the trials' own threads, running and waiting (CpuLoad)
+  double cpus = 0;
+  bool busy() const {
+    return measured > 0 && (median_wait_pct >= profiler::kBusyWaitPct || starved >= std::max(2, (measured + 3) / 4));
+  }
+};
+// Over every trial of the arms, or over trials' figures.
+MachineLoad SummarizeMachine(const std::vector<const Arm*>& arms);
+MachineLoad SummarizeTrials(const std::vector<profiler::CpuLoad>& trials);
+// The verdict's caveat on a busy machine, with what helps; "" for a quiet one (or none measured).
+std::string MachineNote(const MachineLoad& m);
 
 // Two arms' memory compared trial by trial (issue 36): growth a step and peak, each as a
 // difference of medians (B - A) with its interval. `measured` is false unless both arms have
@@ -44,8 +70,8 @@ MemoryComparison CompareMemory(const Arm& a, const Arm& b, uint64_t seed);
 
 struct TrialResult;
 // Adds the trial's memory figures to the arm's, or, once one of its trials has none, leaves the
-// arm's empty (memory is compared only over arms measured in every trial).
-void AddTrialMemory(Arm& arm, const TrialResult& r);
+// arm's empty (memory is compared only over arms measured in every trial), and its CPU figures.
+void AddTrialMeasures(Arm& arm, const TrialResult& r);
 
 struct FixRow {
   std::vector<std::string> findings;  // finding ids this change addresses
@@ -59,6 +85,7 @@ struct FixRow {
   bool predicted = false;
   double predicted_saving_pct = 0, predicted_low_pct = 0, predicted_high_pct = 0;
   Arm fixed;
+  std::vector<double> paired_baseline_ms;  // in-process rows: the baseline's (A) steps beside fixed's
   stats::Comparison cmp;              // baseline vs fixed (speedup > 1: the fix is faster)
   // Why the row stopped getting trials, at which round (an in-process row: after which of its
   // processes, each a look of the same design), and at what level its test and CI were made.
@@ -114,6 +141,7 @@ struct FixReport {
   // The table's family-wise error level and each row's (Bonferroni over the rows, issue 51.2).
   double family_alpha = 0.05, row_alpha = 0.05;
   SequentialRecord sequential;
+  MachineLoad machine;  // the trials' CPU wait (issue 60.5)
 };
 
 struct SweepCell {
@@ -155,6 +183,7 @@ struct SweepReport {
   // gives): the cells are compared by stats::CompareFewTrials instead, said in the notes.
   bool few_trials = false;
   double smallest_p = 0;
+  MachineLoad machine;  // the trials' CPU wait (issue 60.5)
 };
 
 struct AbReport {
@@ -170,6 +199,15 @@ struct AbReport {
   // compared by analyzers::DiffRuns; empty labels when not made.
   analyzers::RunDiff why;
   bool explained = false;
+  MachineLoad machine;  // the trials' CPU wait (issue 60.5)
+  // How B was measured (issue 60.6: as a `fix` row, until decided): why it stopped, after which
+  // round (in-process: process), at what level its test and CI were made; kFutile: the smallest
+  // speedup it could have detected by the planned maximum, and its conditional power.
+  FixRow::Stop stop = FixRow::Stop::kNotSequential;
+  int stop_round = 0;
+  double level = 0.95;
+  double detectable_at_max = 0, conditional_power = 0;
+  SequentialRecord sequential;
 };
 
 }  // namespace trainrx::experiments

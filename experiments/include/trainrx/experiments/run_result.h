@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "trainrx/profiler/cpu_wait.h"
 #include "trainrx/profiler/status.h"
 
 namespace trainrx::experiments {
@@ -27,6 +28,7 @@ struct RunResult {
   double median_step_ms = 0, samples_per_s = 0;
   double first_loss = 0, last_loss = 0;
   std::string json;  // the document, minified (embedded in `run` reports)
+  profiler::CpuLoad cpu;  // "cpu": what the timed steps got of the CPUs (absent: unmeasured)
 
   // "rank 0: median step 12.30 ms, 1300.0 samples/s, loss 2.3 -> 1.9 (knobs: workers=0)"
   std::string Summary() const;
@@ -37,6 +39,11 @@ struct RunResult {
 Status ReadRunResult(const std::string& path, RunResult* out);
 // The same from the document's text; `path` names it in errors.
 Status ParseRunResult(std::string_view text, const std::string& path, RunResult* out);
+
+// The "cpu" object of a run result or an in-process record ({"wall_ns", "run_ns", "wait_ns",
+// "involuntary", "children_ns", "others_ns", "cpus"}: the timed steps' CpuLoad) from its JSON text;
+// an error naming `path` and the field when one is not a number. Absent wall_ns: unmeasured.
+Status ParseCpuLoad(std::string_view object_json, const std::string& path, profiler::CpuLoad* out);
 
 // The run's memory from its steps' heap figures (issue 36): growth per step (least-squares slope,
 // bytes) and the largest figure. False when any step lacks one (an older document, no glibc).

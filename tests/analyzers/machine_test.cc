@@ -1,0 +1,137 @@
+// machine.busy (issue 60.5): the run-queue wait our collector samples (trainrx.sched.* counters)
+// read over the steady steps; a finding and a caveat only when the threads waited, attributed to
+// other programs or to the program's own threads; nothing said on a quiet run or without samples.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "report_helpers.h"
+#include "trainrx/analyzers/analysis.h"
+#include "trainrx/profiler/cpu_wait.h"
+#include "trainrx/reports/report.h"
+
+namespace trainrx::analyzers {
+namespace {
+
+struct Load {
+  double run_per_ms, wait_per_ms, others_per_ms;  // ns of each per ms of wall time
+  double cpus = 2;
+};
+
+// 20 steps of 10 ms; a sample of the counters every 50 ms (the collector's pace) from the first
+// step's start to past the last step's end. Cumulative values grow at `load`'s rates.
+std::string Trace(const Load& load, bool samples = true) {
+  std::string ev;
+  for (int i = 0; i < 20; ++i) {
+    const int t = 1000 + i * 10000;
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":10000}},)J", i, t);
+    ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{},"dur":9000}},)J", t + 500);
+  }
+  for (int k = 0; samples && k <= 5; ++k) {
+    const int ts = 1000 + k * 50000;  // us
+    const double ms = (ts - 1000) / 1000.0 + 10000.0;  // the process ran 10 s before the steps
+    const auto counter = [&](profiler::CpuWaitWhat w, double v) {
+      ev += fmt::format(R"J({{"ph":"C","name":"{}","pid":1,"tid":1,"ts":{},"args":{{"v":{:.0f}}}}},)J",
+                        profiler::CpuWaitCounterName(w), ts, v);
+    };
+    counter(profiler::CpuWaitWhat::kRun, load.run_per_ms * ms);
+    counter(profiler::CpuWaitWhat::kWait, load.wait_per_ms * ms);
+    counter(profiler::CpuWaitWhat::kInvoluntary, 3 * ms);
+    counter(profiler::CpuWaitWhat::kChildrenRun, -1);
+    counter(profiler::CpuWaitWhat::kCpusBusy, (load.run_per_ms + load.others_per_ms) * ms + 5e12);
+    counter(profiler::CpuWaitWhat::kCpus, load.cpus);
+  }
+  ev.pop_back();
+  return "{\"traceEvents\":[" + ev + "]}";
+}
+
+std::string Text(const std::string& json) {
+  profiler::Trace t;
+  EXPECT_TRUE(profiler::ReadTraceBuffer(json, "machine.json", 0, t).ok());
+  const Report r = Analyze(t);
+  std::ostringstream out;
+  reports::WriteText(t, r, Thresholds(), {}, out);
+  // Without the header's event count (the samples are events read).
+  std::istringstream in(out.str());
+  std::string text;
+  for (std::string line; std::getline(in, line);)
+    if (line.find("events read from") == std::string::npos) text += line + "\n";
+  return text;
+}
+
+TEST(MachineTest, AnotherProgramOnTheCpusIsAFindingWithItsShareAndACaveat) {
+  // A thread that ran 0.5 ms and waited 0.5 ms of every ms; other programs used 1.5 CPUs.
+  const Report r = testing::AnalyzeJsonText(Trace({0.5e6, 0.5e6, 1.5e6}));
+  ASSERT_EQ(r.metrics.cpu_load.size(), 1u);
+  const auto& l = r.metrics.cpu_load[0].load;
+  EXPECT_NEAR(l.WaitShare(), 0.5, 1e-6);
+  EXPECT_NEAR(l.OtherCpus(), 1.5, 1e-3);
+  EXPECT_NEAR(l.wall_ns, 200e6, 1);  // the samples nearest the steps' start (1 ms) and end (201 ms)
+  const Finding* f = testing::FindFinding(r, "machine.busy");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->measured, 50, 1e-6);
+  EXPECT_NE(f->title.find("waited for a CPU 50 %"), std::string::npos) << f->title;
+  EXPECT_NE(f->title.find("other programs used 1.5 of the 2 CPUs"), std::string::npos) << f->title;
+  EXPECT_EQ(f->title.find("its threads wanted"), std::string::npos) << f->title;  // 1.0 CPU wanted of 2
+  EXPECT_NEAR(f->estimated_saving_pct, 50, 0.5);
+  EXPECT_NE(f->fix_python.find("quiet machine"), std::string::npos);
+  EXPECT_NE(Text(Trace({0.5e6, 0.5e6, 1.5e6})).find("caveat: the program's threads waited for a CPU 50.0%"), std::string::npos);
+}
+
+TEST(MachineTest, ItsOwnThreadsBeyondTheCpusSayThreads) {
+  // 2 CPUs run by the program, 1.5 threads waiting on average, nobody else.
+  const Report r = testing::AnalyzeJsonText(Trace({2e6, 1.5e6, 0}));
+  const Finding* f = testing::FindFinding(r, "machine.busy");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("its threads wanted 3.5 CPUs (2.0 running and 1.5 waiting on average) of the 2"), std::string::npos)
+      << f->title;
+  EXPECT_EQ(f->title.find("other programs"), std::string::npos) << f->title;
+  EXPECT_NE(f->fix_python.find("torch.set_num_threads"), std::string::npos) << f->fix_python;
+}
+
+TEST(MachineTest, AQuietRunSaysNothingAndKeepsItsText) {
+  // 0.2 % of the runnable time waiting: the figure is in the metrics, nothing in the findings or text.
+  const Report r = testing::AnalyzeJsonText(Trace({0.9e6, 0.002e6, 0.01e6}));
+  ASSERT_EQ(r.metrics.cpu_load.size(), 1u);
+  EXPECT_EQ(testing::FindFinding(r, "machine.busy"), nullptr);
+  // The same trace without samples renders the same text: a quiet machine changes nothing.
+  EXPECT_EQ(Text(Trace({0.9e6, 0.002e6, 0.01e6})), Text(Trace({0.9e6, 0.002e6, 0.01e6}, false)));
+}
+
+TEST(MachineTest, NoSamplesOrASliverOfTheStepsIsNoFigure) {
+  EXPECT_TRUE(testing::AnalyzeJsonText(Trace({0.5e6, 0.5e6, 1.5e6}, false)).metrics.cpu_load.empty());
+  // One sample only: no difference to take.
+  std::string one = Trace({0.5e6, 0.5e6, 1.5e6});
+  profiler::Trace t;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(one, "one.json", 0, t).ok());
+  const StepModel steps = BuildStepModel(t);
+  std::erase_if(t.counters, [&](const profiler::Counter& c) { return c.ts_ns > 1'000'000; });
+  EXPECT_FALSE(CpuLoadOfRank(t, steps, 0).has_value());
+}
+
+TEST(MachineTest, LoadBetweenNeverGoesBelowZeroWhenAThreadEnds) {
+  profiler::CpuWaitSample a, b;
+  a.ok = b.ok = true;
+  a.run_ns = 100, a.wait_ns = 50, a.cpus_busy_ns = 1000, a.children_run_ns = -1, a.cpus = 2;
+  b.run_ns = 80, b.wait_ns = 40, b.cpus_busy_ns = 1500, b.children_run_ns = -1, b.cpus = 2;  // a thread ended
+  const profiler::CpuLoad l = profiler::LoadBetween(a, b, 1000);
+  EXPECT_TRUE(l.measured);
+  EXPECT_EQ(l.run_ns, 0);
+  EXPECT_EQ(l.wait_ns, 0);
+  EXPECT_EQ(l.others_ns, 500);
+  EXPECT_EQ(l.children_ns, -1);
+  EXPECT_FALSE(profiler::LoadBetween(a, profiler::CpuWaitSample{}, 1000).measured);
+}
+
+TEST(MachineTest, ThisProcessReadsItsOwnFigures) {
+  const profiler::CpuWaitSample s = profiler::ReadCpuWait();
+  if (!s.ok) GTEST_SKIP() << "no schedstat on this kernel";
+  EXPECT_GT(s.run_ns, 0);
+  EXPECT_GE(s.wait_ns, 0);
+  EXPECT_GE(s.cpus, 1);
+  EXPECT_GT(s.cpus_busy_ns, 0);
+}
+
+}  // namespace
+}  // namespace trainrx::analyzers
