@@ -58,7 +58,7 @@ MachineLoad SummarizeTrials(const std::vector<profiler::CpuLoad>& trials) {
     ++m.measured;
     const double pct = 100 * l.WaitShare();
     waits.push_back(pct);
-    if (pct >= profiler::kBusyWaitPct) ++m.starved;
+    if (l.Starved()) ++m.starved;
     if (l.OtherCpus() >= 0) others.push_back(l.OtherCpus());
     wanted.push_back(l.OwnCpus() + l.WaitingThreads());
     m.cpus = std::max(m.cpus, l.cpus);
@@ -81,7 +81,7 @@ std::string MachineNote(const MachineLoad& m) {
   if (m.cpus > 0 && m.median_wanted_cpus > m.cpus)
     others += fmt::format("; the trials' own threads wanted {:.1f} CPUs of the {:.0f} (median)", m.median_wanted_cpus, m.cpus);
   return fmt::format("busy machine: {} of {} trials waited for a CPU {:.0f} % or more of the time their threads were ready "
-                     "to run (median {:.1f} %, worst {:.1f} %){}. Their times hold that wait, and trials that differ by "
+                     "to run, with other programs on the CPUs (median {:.1f} %, worst {:.1f} %){}. Their times hold that wait, and trials that differ by "
                      "scheduling can hide or fake a difference: time on a quiet machine (or pin the job: taskset, fewer "
                      "threads with torch.set_num_threads), or give it more trials",
                      m.starved, m.measured, profiler::kBusyWaitPct, m.median_wait_pct, m.max_wait_pct, others);

@@ -635,7 +635,7 @@ void SampleCpuWait(Collector& c, ThreadBuffer* buf, int64_t ts, bool always) noe
   // Between boundaries on two threads at once, one samples.
   if (!always && (ts - before < kEveryNs || !last.compare_exchange_strong(before, ts))) return;
   if (always) last.store(ts, std::memory_order_relaxed);
-  const profiler::CpuWaitSample s = profiler::ReadCpuWait();
+  const profiler::CpuWaitSample s = profiler::ReadCpuWait(ProcessSession::Get().fork_children());
   if (!s.ok) return;
   using W = profiler::CpuWaitWhat;
   // Never destroyed, as SampleHeap's key.

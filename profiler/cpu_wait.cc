@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <mutex>
 
 namespace trainrx::profiler {
 namespace {
@@ -106,36 +108,100 @@ bool SumThreads(CpuWaitSample* s) {
   return any;
 }
 
-// The CPU time of the main thread's live children (/proc/<pid>/task/<pid>/children: kernels with
-// CONFIG_PROC_CHILDREN); -1 where the kernel does not list them.
-int64_t ChildrenRunNs(int64_t tick_ns) {
+// Field `n` (1-based, as proc(5) numbers them; n >= 3) of /proc/<pid>/stat, and the one after it:
+// false when the process is gone. The name (field 2) may hold spaces: fields count from its ')'.
+bool StatFields(unsigned long long pid, int n, unsigned long long* out) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%llu/stat", pid);
+  LineReader s(path);
+  const char* text = s.ok() ? s.Next() : nullptr;
+  const char* close = text != nullptr ? std::strrchr(text, ')') : nullptr;
+  if (close == nullptr || close[1] == '\0') return false;
+  const char* f = close + 2;  // field 3 (state)
+  for (int field = 3; field < n; ++field) {
+    f = std::strchr(f, ' ');
+    if (f == nullptr) return false;
+    ++f;
+  }
+  return ReadNumbers(f, out, 2) == 2;
+}
+
+// A child's CPU time (utime + stime, fields 14 and 15); 0 when it is gone.
+int64_t ChildRunNs(unsigned long long pid, int64_t tick_ns) {
+  unsigned long long t[2];
+  return StatFields(pid, 14, t) ? static_cast<int64_t>(t[0] + t[1]) * tick_ns : 0;
+}
+
+// The children found by a scan of /proc (ppid, field 4, is this process), kept between calls.
+struct ChildScan {
+  std::mutex mu;
+  int64_t forks = -2;     // the fork count at the last scan
+  int64_t scanned_ns = 0;
+  unsigned long long pids[256];
+  int n = 0;
+};
+ChildScan& Scan() {
+  static ChildScan* s = new ChildScan();  // never destroyed: read at exit
+  return *s;
+}
+void RescanChildren(ChildScan& s) {
+  s.n = 0;
+  const int dir = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return;
+  const unsigned long long self = static_cast<unsigned long long>(::getpid());
+  alignas(8) char ents[4096];
+  for (;;) {
+    const long got = ::syscall(SYS_getdents64, dir, ents, sizeof(ents));
+    if (got <= 0) break;
+    for (long off = 0; off < got;) {
+      unsigned short reclen = 0;
+      std::memcpy(&reclen, ents + off + 16, sizeof(reclen));
+      const char* name = ents + off + 19;
+      off += reclen;
+      unsigned long long pid = 0, ppid[2] = {0, 0};
+      if (ReadNumbers(name, &pid, 1) != 1 || pid == self) continue;
+      // Field 4 (ppid) and 5: StatFields reads two.
+      if (s.n < 256 && StatFields(pid, 4, ppid) && ppid[0] == self) s.pids[s.n++] = pid;
+    }
+  }
+  ::close(dir);
+}
+
+int64_t MonotonicNs() {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// The CPU time of the live children: listed by the kernel (/proc/<pid>/task/<pid>/children,
+// CONFIG_PROC_CHILDREN), else found by a scan of /proc (see ReadCpuWait); 0 with no fork; -1 unknown.
+int64_t ChildrenRunNs(int64_t forks, int64_t tick_ns) {
+  if (forks == 0) return 0;
   char path[64];
   std::snprintf(path, sizeof(path), "/proc/self/task/%d/children", static_cast<int>(::getpid()));
   LineReader r(path);
-  if (!r.ok()) return -1;
-  int64_t total = 0;
-  const char* line = r.Next();
-  for (const char* p = line; p != nullptr && *p != '\0';) {
-    while (*p == ' ') ++p;
-    unsigned long long pid = 0;
-    if (ReadNumbers(p, &pid, 1) != 1) break;
-    while (*p >= '0' && *p <= '9') ++p;
-    char stat[64];
-    std::snprintf(stat, sizeof(stat), "/proc/%llu/stat", pid);
-    LineReader s(stat);
-    const char* text = s.ok() ? s.Next() : nullptr;
-    const char* close = text != nullptr ? std::strrchr(text, ')') : nullptr;  // the name may hold spaces
-    if (close == nullptr) continue;
-    // After ") ": state (3), ppid (4), ... utime (14), stime (15).
-    const char* f = close + 2;
-    for (int field = 3; field < 14 && *f != '\0'; ++field) {
-      f = std::strchr(f, ' ');
-      if (f == nullptr) break;
-      ++f;
+  if (r.ok()) {
+    int64_t total = 0;
+    const char* line = r.Next();
+    for (const char* p = line; p != nullptr && *p != '\0';) {
+      while (*p == ' ') ++p;
+      unsigned long long pid = 0;
+      if (ReadNumbers(p, &pid, 1) != 1) break;
+      while (*p >= '0' && *p <= '9') ++p;
+      total += ChildRunNs(pid, tick_ns);
     }
-    unsigned long long t[2];
-    if (f != nullptr && ReadNumbers(f, t, 2) == 2) total += static_cast<int64_t>(t[0] + t[1]) * tick_ns;
+    return total;
   }
+  if (forks < 0) return -1;
+  ChildScan& s = Scan();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const int64_t now = MonotonicNs();
+  if (forks != s.forks || now - s.scanned_ns >= 2'000'000'000) {
+    RescanChildren(s);
+    s.forks = forks, s.scanned_ns = now;
+  }
+  int64_t total = 0;
+  for (int i = 0; i < s.n; ++i) total += ChildRunNs(s.pids[i], tick_ns);
   return total;
 }
 
@@ -163,7 +229,7 @@ int64_t CpusBusyNs(const cpu_set_t& allowed, int64_t tick_ns) {
 
 }  // namespace
 
-CpuWaitSample ReadCpuWait() noexcept {
+CpuWaitSample ReadCpuWait(int64_t forks) noexcept {
   CpuWaitSample s;
   if (!SumThreads(&s)) return s;
   s.ok = true;
@@ -171,7 +237,7 @@ CpuWaitSample ReadCpuWait() noexcept {
   if (::getrusage(RUSAGE_SELF, &ru) == 0) s.involuntary = ru.ru_nivcsw;
   const long hz = ::sysconf(_SC_CLK_TCK);
   const int64_t tick_ns = hz > 0 ? 1000000000 / hz : 10000000;
-  s.children_run_ns = ChildrenRunNs(tick_ns);
+  s.children_run_ns = ChildrenRunNs(forks, tick_ns);
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (::sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
@@ -200,6 +266,12 @@ CpuLoad LoadBetween(const CpuWaitSample& first, const CpuWaitSample& last, doubl
     l.others_ns = std::max(0.0, busy - l.run_ns - (children ? l.children_ns : 0));
   }
   return l;
+}
+
+bool CpuLoad::Starved() const {
+  if (!measured || 100 * WaitShare() < kBusyWaitPct) return false;
+  const double others = OtherCpus();
+  return others < 0 || others >= 0.1 * std::max(1.0, cpus);
 }
 
 std::string CpuWaitCounterName(CpuWaitWhat what) {

@@ -658,7 +658,7 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
   Clock::time_point timed_start;
   for (int64_t s = 0; s < warmup + steps; ++s) {
     if (s == warmup) {
-      cpu_first = trainrx::profiler::ReadCpuWait();
+      cpu_first = trainrx::profiler::ReadCpuWait(0);  // no child process: LibTorch's loader runs threads
       timed_start = Clock::now();
     }
     // With --alt-set, timed steps alternate between the two configurations (switchable knobs).
@@ -684,7 +684,7 @@ int Train(const std::string& name, const Config& cfg, const Config* alt, Model& 
     if (s >= warmup) results.push_back({ms, arm, loss_total, trainrx::profiler::HeapInUseBytes()});
   }
   const trainrx::profiler::CpuLoad cpu = trainrx::profiler::LoadBetween(
-      cpu_first, trainrx::profiler::ReadCpuWait(),
+      cpu_first, trainrx::profiler::ReadCpuWait(0),
       results.empty() ? 0.0 : std::chrono::duration<double, std::nano>(Clock::now() - timed_start).count());
   tp::EndStep();
   legacy.reset();

@@ -33,11 +33,11 @@ struct Arm {
 };
 
 // The machine the trials ran on (issue 60.5): how long the trials' threads waited for a CPU. A
-// trial that waited profiler::kBusyWaitPct or more of the time its threads were ready to run is
-// starved: its time holds the other programs' share, and trials that differ by scheduling hide the
-// change they compare. The machine was busy when the median trial was starved, or a quarter of the
-// trials (2 at least): one trial in ten at 13 % on a quiet machine (the leak workload's page faults)
-// is a blip, not a busy machine. Measured when at least one trial was.
+// trial that waited profiler::kBusyWaitPct or more of the time its threads were ready to run while
+// other programs used the CPUs is starved (CpuLoad::Starved): its time holds the other programs'
+// share, and trials that differ by scheduling hide the change they compare. The machine was busy
+// when a quarter of the trials were starved (2 at least, where there are 2): one trial in ten on a
+// quiet machine is a blip, not a busy machine. Measured when at least one trial was.
 struct MachineLoad {
   int trials = 0, measured = 0, starved = 0;
   double median_wait_pct = 0, max_wait_pct = 0;
@@ -45,7 +45,7 @@ struct MachineLoad {
   double median_wanted_cpus = 0;  // the trials' own threads, running and waiting (CpuLoad)
   double cpus = 0;
   bool busy() const {
-    return measured > 0 && (median_wait_pct >= profiler::kBusyWaitPct || starved >= std::max(2, (measured + 3) / 4));
+    return measured > 0 && starved >= std::min(measured, std::max(2, (measured + 3) / 4));
   }
 };
 // Over every trial of the arms, or over trials' figures.

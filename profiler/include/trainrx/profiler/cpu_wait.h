@@ -27,9 +27,20 @@ struct CpuWaitSample {
   int64_t cpus = 0;             // the CPUs the process may run on
 };
 
-// Reads the figures now. Allocation-free and signal-safe enough for a step boundary (plain reads
-// of /proc files into stack buffers); tens of microseconds with a dozen threads.
-CpuWaitSample ReadCpuWait() noexcept;
+// Reads the figures now. Allocation-free (plain reads of /proc files into stack buffers); tens of
+// microseconds with a dozen threads. `forks`: the processes this one has forked so far, where the
+// caller counts them (the probe does): 0 means no child, so children_run_ns is 0 without looking;
+// on a kernel that does not list a process's children, the children are found by a scan of /proc
+// (a few ms) when `forks` changed and at most every 2 s otherwise, and their CPU read at each call.
+// -1: unknown (the caller does not count forks and the kernel does not list children).
+CpuWaitSample ReadCpuWait(int64_t forks = -1) noexcept;
+
+// A run (or a trial) whose threads waited for a CPU at least this % of the time they were ready to
+// run, with other programs on the CPUs, was on a busy machine: machine.busy's default threshold, and
+// a starved trial in experiments. A quiet 2-core VM measured 2.3-4.4 % with both CPUs used by the
+// program (cnn, default threads: kernel threads and the recorder's flusher take their turns), 64 %
+// beside one spinning shell per CPU (docs/findings.md, machine.busy).
+inline constexpr double kBusyWaitPct = 10.0;
 
 // What a span of the run (its steps, a trial's timed steps) got of the CPUs: the differences of
 // two samples over `wall_ns`.
@@ -47,16 +58,14 @@ struct CpuLoad {
   double WaitingThreads() const { return wall_ns > 0 ? wait_ns / wall_ns : 0; }
   double OwnCpus() const { return wall_ns > 0 ? run_ns / wall_ns : 0; }
   double OtherCpus() const { return wall_ns > 0 && others_ns >= 0 ? others_ns / wall_ns : -1; }
+  // Waited for a CPU at least kBusyWaitPct of its runnable time while other programs used a tenth of
+  // the CPUs or more (or their use is unknown): the machine was busy. A program whose own threads
+  // (or its recorder's) want more CPUs than there are waits too, on a quiet machine (nanoGPT on 2
+  // CPUs, default threads: 11.8 % with 0.01 CPUs used by others): that is not a busy machine.
+  bool Starved() const;
 };
 // The load between two samples `wall_ns` apart; unmeasured unless both are.
 CpuLoad LoadBetween(const CpuWaitSample& first, const CpuWaitSample& last, double wall_ns);
-
-// A run (or a trial) whose threads waited for a CPU at least this % of the time they were ready to
-// run was on a busy machine: machine.busy's default threshold, and a starved trial in experiments.
-// A quiet 2-core VM measured 2.3-4.4 % with both CPUs used by the program (cnn, default threads:
-// kernel threads and the recorder's flusher take their turns), 64 % beside one spinning shell per
-// CPU (docs/findings.md, machine.busy).
-inline constexpr double kBusyWaitPct = 10.0;
 
 // The counter names the collector writes and the analyzers read.
 enum class CpuWaitWhat : uint8_t { kRun, kWait, kInvoluntary, kChildrenRun, kCpusBusy, kCpus };
