@@ -444,6 +444,15 @@ std::vector<CatalogEntry> ModelAndConfigEntries() {
         {"workers", "DataLoader(num_workers={n:.0f}) (CPUs / local ranks)",
          "DataLoaderOptions().workers(N) with N = CPUs / local ranks", "threads"}},
        "threads", "", "", kFindings},
+      {"model.channels_last", "layout", "an NCHW (channels-first) convolutional model whose convolutions and pooling take much of the step",
+       {{"",
+         "model = model.to(memory_format=torch.channels_last) once, and each batch x = x.to(memory_format=torch.channels_last) "
+         "(4-D inputs); keep it if `fix` measures it faster",
+         "model->to(torch::MemoryFormat::ChannelsLast) is not available: convert each conv's weight and the input with "
+         ".contiguous(torch::MemoryFormat::ChannelsLast)",
+         "channels_last=1"}},
+       "", "channels_last", "model = model.to(memory_format=torch.channels_last); x = x.to(memory_format=torch.channels_last)",
+       kFindings},
       {"machine.busy", "machine", "the program waited for a CPU: another program, or its own threads, took the CPUs",
        {{"quiet",
          "Time on a quiet machine (or pin the job: taskset / numactl, cgroups); until then trust no timing of this run "

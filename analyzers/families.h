@@ -27,6 +27,7 @@ void AnalyzeCompile(const AnalysisContext& ctx, Report& out);    // compile.cc
 void AnalyzeStepTimes(const AnalysisContext& ctx, Report& out);  // step_time.cc
 void AnalyzeUtilization(const AnalysisContext& ctx, Report& out);  // utilization.cc
 void AnalyzeMachine(const AnalysisContext& ctx, Report& out);      // machine.cc
+void AnalyzeLayout(const AnalysisContext& ctx, Report& out);       // layout.cc
 // After the families: MFU beside the findings that explain a low one, and the achieved rate of fp32
 // matmuls beside precision.fp32_matmul (utilization.cc).
 void AddUtilizationEvidence(Report& report);

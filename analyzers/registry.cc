@@ -84,6 +84,7 @@ Thresholds::Thresholds() {
       {"batch.small.max_peak_pct", {50.0, "flag a small batch when the median step's peak is at most this % of the device's capacity"}},
       {"batch.small.min_factor", {2.0, "and at least this many times the batch's samples fit"}},
       {"batch.small.usable_pct", {90.0, "% of the capacity counted as usable when estimating how many samples fit"}},
+      {"model.channels_last.share_pct", {25.0, "flag an NCHW convolutional model (our collector's layouts) when its convolutions, pooling and batch norms take at least this % of the step (CPU-only ranks)"}},
       {"machine.busy.wait_pct", {profiler::kBusyWaitPct, "flag when the program's threads waited for a CPU at least this % of the time they were ready to run (Linux schedstat over the steady steps; a quiet 2-core machine whose CPUs the program fills: 2-5 %)"}},
       {"threads.oversubscribed.ratio", {1.5, "flag when intra-op threads x local ranks exceed this many per CPU (loader workers: when more than the CPUs)"}},
   };
@@ -141,6 +142,7 @@ const std::vector<AnalyzerInfo>& Registry() {
       {"steps", &AnalyzeStepTimes},
       {"utilization", &AnalyzeUtilization},
       {"machine", &AnalyzeMachine},
+      {"layout", &AnalyzeLayout},
   };
   return kRegistry;
 }

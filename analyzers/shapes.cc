@@ -87,6 +87,13 @@ std::optional<std::vector<std::string>> OpTypes(const profiler::Trace& trace, co
   return ParseTypes(trace.strings.Get(id));
 }
 
+std::optional<std::vector<std::string>> OpConcrete(const profiler::Trace& trace, const profiler::Event& e) {
+  if (!HasOpInputs(trace, e)) return std::nullopt;
+  const profiler::StrId id = trace.op_inputs[e.aux].concrete;
+  if (id == profiler::kNoStr) return std::nullopt;
+  return ParseTypes(trace.strings.Get(id));
+}
+
 bool IsHalfType(std::string_view t) {
   if (t.substr(0, 5) == "c10::") t.remove_prefix(5);
   return t == "BFloat16" || t == "Half" || t == "bfloat16" || t == "half" || t == "float16";

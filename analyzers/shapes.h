@@ -31,6 +31,8 @@ std::optional<std::vector<std::string>> ParseTypes(std::string_view s);
 // The op's parsed inputs, or nullopt when it has none recorded.
 std::optional<Dims> OpDims(const profiler::Trace& trace, const profiler::Event& e);
 std::optional<std::vector<std::string>> OpTypes(const profiler::Trace& trace, const profiler::Event& e);
+// Its concrete inputs ("Concrete Inputs": scalars' values; our collector's tensor layouts).
+std::optional<std::vector<std::string>> OpConcrete(const profiler::Trace& trace, const profiler::Event& e);
 
 // 16-bit floating point as Kineto / c10 name it: "c10::BFloat16", "c10::Half" (also the bare
 // "BFloat16", "Half", "bfloat16", "half", "float16").

@@ -187,8 +187,17 @@ TensorKey KeyOf(const at::Tensor& t) {
 }
 
 // A scalar or int-list argument's value as Kineto's "Concrete Inputs" writes it ("1", "[2, 2]",
-// "True", "0.5"); "" for tensors and everything else.
+// "True", "0.5"); "" for everything else, but for a 4-D (5-D) tensor laid out channels-last and not
+// also contiguous: "channels_last" ("channels_last_3d"), the layout that model.channels_last reads
+// (issue 60.4; torch.profiler writes "" for every tensor: there the layout is unknown).
 std::string ConcreteOf(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined() || t.is_contiguous()) return "";
+    if (t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) return "channels_last";
+    if (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d)) return "channels_last_3d";
+    return "";
+  }
   if (v.isInt()) return std::to_string(v.toInt());
   if (v.isBool()) return v.toBool() ? "True" : "False";
   if (v.isDouble()) return std::to_string(v.toDouble());

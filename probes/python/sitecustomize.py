@@ -80,6 +80,39 @@ def _say(msg):
         sys.stderr.write(f"trainrx fix: {msg}\n")
 
 
+def _install_channels_last(torch):
+    """TRAINRX_FIX=channels_last (issue 60.4, model.channels_last): a model is converted to channels-last
+    the first time it runs as the outermost module (global forward hooks keep the depth), and the
+    4-D floating-point tensors it is called with are converted at every call. Its 4-D parameters and
+    buffers are converted in place (param.data, as Module.to(memory_format=) does, which refuses a model
+    with lazy modules not yet initialized): an optimizer made before keeps them."""
+    from torch.nn.modules import module as nn_module
+    depth, converted = [0], set()
+
+    def to_channels_last(x):
+        if isinstance(x, torch.Tensor) and x.dim() == 4 and x.is_floating_point():
+            return x.contiguous(memory_format=torch.channels_last)
+        return x
+
+    def before(module, args):
+        depth[0] += 1
+        if depth[0] != 1:
+            return None
+        if id(module) not in converted:
+            converted.add(id(module))
+            lazy = getattr(torch.nn.parameter, "UninitializedTensorMixin", ())
+            for t in list(module.parameters()) + list(module.buffers()):
+                if not isinstance(t, lazy) and t.dim() == 4 and t.is_floating_point():
+                    t.data = t.data.contiguous(memory_format=torch.channels_last)
+        return tuple(to_channels_last(a) for a in args)
+
+    def after(module, args, output):
+        depth[0] -= 1
+
+    nn_module.register_module_forward_pre_hook(before)
+    nn_module.register_module_forward_hook(after, always_call=True)
+
+
 def _apply(torch, fixes):
     if "anomaly_off" in fixes:
         torch.autograd.set_detect_anomaly(False)
@@ -136,6 +169,9 @@ def _apply(torch, fixes):
 
         torch.nn.Module.train = train
         _say("eval() runs without autograd until train()")
+    if "channels_last" in fixes:
+        _install_channels_last(torch)
+        _say("models and their 4-D inputs in channels_last")
     if "cudnn_benchmark" in fixes:
         torch.backends.cudnn.benchmark = True
         _say("cudnn.benchmark = True")

@@ -28,6 +28,7 @@
 //                memory figures of Metrics
 //   compile.cc   compile.graph_break, compile.recompiles, compile.time (torch.compile: the start-up
 //                hook's marks and the compiled regions of the steps); the compile figures of Metrics
+//   layout.cc    model.channels_last (an NCHW conv model whose layout-sensitive ops take much of the step)
 //   machine.cc   machine.busy (the program waited for a CPU: our collector's schedstat samples);
 //                the per-rank CPU figures of Metrics
 //   dist.cc      dist.straggler (the rank the others wait for at collectives), dist.no_sync, Gloo's

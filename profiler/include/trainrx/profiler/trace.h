@@ -134,7 +134,9 @@ struct OpInputs {
   StrId input_types = kNoStr;  // e.g. "[\"float\", \"float\", \"float\", ...]"
   // torch.profiler's "Concrete Inputs" (torch >= 2.1): the scalar and list arguments' values,
   // e.g. "[\"\", \"\", \"\", \"[2, 2]\", \"[1, 1]\", \"[1, 1]\", \"1\"]" (a convolution's stride, padding,
-  // dilation, groups). kNoStr where the source has none (our collector records none).
+  // dilation, groups). kNoStr where the source has none. Our collector writes the same values, and
+  // for a 4-D (5-D) tensor laid out channels-last "channels_last" ("channels_last_3d"), where
+  // torch.profiler writes "" (the layout is then unknown).
   StrId concrete = kNoStr;
 };
 
