@@ -37,6 +37,7 @@ class CommandTrials {
     out.median_ms = c.value, out.seconds = c.seconds;
     out.samples_per_step = c.samples_per_step, out.samples_from = c.samples_from;
     out.compile_s = c.compile_s;
+    out.ranks = c.ranks;
     out.step_ms = c.step_ms;
     out.has_memory = c.has_memory, out.memory_growth = c.memory_growth, out.memory_peak = c.memory_peak;
     out.cpu = c.cpu;

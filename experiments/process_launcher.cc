@@ -144,6 +144,7 @@ class ProcessLauncher : public Launcher {
     }
     out.median_ms = r.median_step_ms;
     out.samples_per_s = r.samples_per_s;
+    out.ranks = s.nproc;
     for (const auto& step : r.steps) out.step_ms.push_back(step.ms);
     out.has_memory = MemoryOfRun(r, &out.memory_growth, &out.memory_peak);
     out.cpu = r.cpu;
@@ -205,6 +206,7 @@ class ProcessLauncher : public Launcher {
       for (const auto& s : steps.steps)
         if (s.rank == first_rank) ms.push_back(s.wall_ns / 1e6);
       result.compile_s = static_cast<double>(analyzers::CompileTimeNs(t, first_rank)) / 1e9;
+      result.ranks = std::max<int>(1, static_cast<int>(t.ranks.size()));
       MemoryOfReport(report, first_rank, &result);
       for (const auto& c : report.metrics.cpu_load)
         if (c.rank == first_rank) result.cpu = c.load;

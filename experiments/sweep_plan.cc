@@ -150,6 +150,7 @@ Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<st
       cell.arm.samples_per_s.push_back(r.samples_per_s);
       cell.arm.trial_steps_ms.push_back(r.step_ms);
       cell.arm.cpu.push_back(r.cpu);
+      cell.ranks = std::max(cell.ranks, r.ranks);
       if (r.samples_per_step > 0) cell.samples_per_step = r.samples_per_step, cell.samples_from = r.samples_from;
     }
   }

@@ -77,12 +77,13 @@ int ReadNumbers(const char* s, unsigned long long* out, int n) {
   return got;
 }
 
-// Sums schedstat over the process's threads (getdents64 on /proc/self/task: opendir allocates).
-bool SumThreads(CpuWaitSample* s) {
-  const int dir = ::open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+// Calls fn(number) for every entry of the folder `path` whose name is a number (a pid, a tid), by
+// getdents64 (opendir allocates); false when the folder cannot be opened.
+template <typename F>
+bool ForEachNumbered(const char* path, F&& fn) {
+  const int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return false;
   alignas(8) char ents[4096];
-  bool any = false;
   for (;;) {
     const long n = ::syscall(SYS_getdents64, dir, ents, sizeof(ents));
     if (n <= 0) break;
@@ -92,20 +93,29 @@ bool SumThreads(CpuWaitSample* s) {
       std::memcpy(&reclen, ents + off + 16, sizeof(reclen));
       const char* name = ents + off + 19;
       off += reclen;
-      if (name[0] < '0' || name[0] > '9') continue;
-      char path[64];
-      std::snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", name);
-      LineReader r(path);
-      const char* line = r.ok() ? r.Next() : nullptr;
-      unsigned long long v[2];
-      if (line == nullptr || ReadNumbers(line, v, 2) != 2) continue;  // a thread that just ended
-      s->run_ns += static_cast<int64_t>(v[0]);
-      s->wait_ns += static_cast<int64_t>(v[1]);
-      any = true;
+      unsigned long long number = 0;
+      if (name[0] >= '0' && name[0] <= '9' && ReadNumbers(name, &number, 1) == 1) fn(number);
     }
   }
   ::close(dir);
-  return any;
+  return true;
+}
+
+// Sums schedstat over the process's threads.
+bool SumThreads(CpuWaitSample* s) {
+  bool any = false;
+  const bool listed = ForEachNumbered("/proc/self/task", [&](unsigned long long tid) {
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/self/task/%llu/schedstat", tid);
+    LineReader r(path);
+    const char* line = r.ok() ? r.Next() : nullptr;
+    unsigned long long v[2];
+    if (line == nullptr || ReadNumbers(line, v, 2) != 2) return;  // a thread that just ended
+    s->run_ns += static_cast<int64_t>(v[0]);
+    s->wait_ns += static_cast<int64_t>(v[1]);
+    any = true;
+  });
+  return listed && any;
 }
 
 // Field `n` (1-based, as proc(5) numbers them; n >= 3) of /proc/<pid>/stat, and the one after it:
@@ -146,25 +156,11 @@ ChildScan& Scan() {
 }
 void RescanChildren(ChildScan& s) {
   s.n = 0;
-  const int dir = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return;
   const unsigned long long self = static_cast<unsigned long long>(::getpid());
-  alignas(8) char ents[4096];
-  for (;;) {
-    const long got = ::syscall(SYS_getdents64, dir, ents, sizeof(ents));
-    if (got <= 0) break;
-    for (long off = 0; off < got;) {
-      unsigned short reclen = 0;
-      std::memcpy(&reclen, ents + off + 16, sizeof(reclen));
-      const char* name = ents + off + 19;
-      off += reclen;
-      unsigned long long pid = 0, ppid[2] = {0, 0};
-      if (ReadNumbers(name, &pid, 1) != 1 || pid == self) continue;
-      // Field 4 (ppid) and 5: StatFields reads two.
-      if (s.n < 256 && StatFields(pid, 4, ppid) && ppid[0] == self) s.pids[s.n++] = pid;
-    }
-  }
-  ::close(dir);
+  ForEachNumbered("/proc", [&](unsigned long long pid) {
+    unsigned long long ppid[2] = {0, 0};  // fields 4 (ppid) and 5: StatFields reads two
+    if (pid != self && s.n < 256 && StatFields(pid, 4, ppid) && ppid[0] == self) s.pids[s.n++] = pid;
+  });
 }
 
 int64_t MonotonicNs() {
@@ -238,6 +234,13 @@ CpuWaitSample ReadCpuWait(int64_t forks) noexcept {
   const long hz = ::sysconf(_SC_CLK_TCK);
   const int64_t tick_ns = hz > 0 ? 1000000000 / hz : 10000000;
   s.children_run_ns = ChildrenRunNs(forks, tick_ns);
+  // Children that ended and were waited for (a DataLoader's workers at the end of an epoch): their CPU
+  // moves from the live list to RUSAGE_CHILDREN, so the figure never falls (their time would else be
+  // counted as other programs').
+  struct rusage done {};
+  if (s.children_run_ns >= 0 && ::getrusage(RUSAGE_CHILDREN, &done) == 0)
+    s.children_run_ns += (static_cast<int64_t>(done.ru_utime.tv_sec) + done.ru_stime.tv_sec) * 1000000000 +
+                         (static_cast<int64_t>(done.ru_utime.tv_usec) + done.ru_stime.tv_usec) * 1000;
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (::sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {

@@ -343,7 +343,10 @@ void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
   std::vector<std::string> head = r.grid_keys;
   head.push_back(fmt::format("median {} [95% CI]", r.unit));
   if (per_step_known) head.push_back("samples/step");
-  if (!by_time) head.push_back("samples/s");
+  int most_ranks = 1;
+  for (const auto& c : r.cells) most_ranks = std::max(most_ranks, c.ranks);
+  // Several ranks (issue 60.7): a workload's throughput is its ranks' sum, a command's the first rank's.
+  if (!by_time) head.push_back(most_ranks == 1 ? "samples/s" : r.command.empty() ? "samples/s (all ranks)" : "samples/s (rank 0)");
   head.insert(head.end(), {by_time ? "time vs best" : "best/this", ""});
   rows.push_back(head);
   const double best = r.cells.empty() ? 0 : r.cells[r.best].samples_per_s;
@@ -416,6 +419,7 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
     w.Field("samples_per_s", c.samples_per_s, 3);
     if (c.samples_per_step > 0) {
       w.Field("samples_per_step", c.samples_per_step, 3);
+      w.Field("ranks", static_cast<int64_t>(c.ranks));
       w.Field("samples_from", c.samples_from);
     }
     w.Field("tied_with_best", c.tied_with_best);

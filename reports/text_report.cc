@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "trainrx/analyzers/catalog.h"
 #include "trainrx/profiler/json_writer.h"
@@ -617,9 +618,20 @@ void WriteFindings(const analyzers::Report& report, Sink& sink) {
     sink.Line(report.metrics.unfinished.empty() ? "No problem crossed its threshold."
                                                 : "No problem crossed its threshold in the recorded part (the run did not finish: see above).");
   }
+  // Several ranks: every finding of one rank says which (issue 60.7: per-rank cards had no label).
+  std::set<int32_t> ranks;
+  for (const auto& s : report.metrics.steps.steps) ranks.insert(s.rank);
+  for (const auto& f : report.findings)
+    if (f.rank >= 0) ranks.insert(f.rank);
   int index = 0;
   for (const auto& f : report.findings) {
-    sink.FindingHead(f, ++index);
+    if (ranks.size() > 1 && f.rank >= 0) {
+      Finding labelled = f;
+      labelled.title = fmt::format("rank {}: {}", f.rank, f.title);
+      sink.FindingHead(labelled, ++index);
+    } else {
+      sink.FindingHead(f, ++index);
+    }
     sink.Line(fmt::format("measured {:.4g} {} (threshold {:.4g}); confidence {}", f.measured, f.measured_unit,
                           f.threshold, analyzers::ConfidenceName(f.confidence)));
     if (!f.predicted.method.empty()) sink.Line(PredictionText(f.predicted));

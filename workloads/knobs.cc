@@ -30,7 +30,7 @@ const std::vector<Knob>& Knobs() {
       {"eval_every", "10", "", "cpu", "evaluate every N steps (0: never)"},
       {"grad_accum", "1", "", "cpu", "micro-steps per optimizer step"},
       {"accum_sync", "0", "1", "dist", "all-reduce on every micro-step (0: only the last, like DDP no_sync)"},
-      {"channels_last", "0", "", "gpu", "channels-last memory format (cnn)"},
+      {"channels_last", "0", "", "cpu", "channels-last memory format (cnn; the default NCHW gets model.channels_last: 1.22x slower than 1 on a 2-core CPU)"},
       {"empty_cache", "0", "1", "gpu", "empty the CUDA caching allocator every step"},
       {"leak", "0", "1", "cpu", "keep every step's predictions with their graph (a second forward after backward, never freed: memory grows every step)"},
       {"backend", "gloo", "", "dist", "gloo | nccl"},

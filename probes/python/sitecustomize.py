@@ -1040,6 +1040,8 @@ def _cpu_sample():
                     children += (int(fields[11]) + int(fields[12])) * tick
             except (OSError, ValueError, IndexError):
                 pass
+        done = resource.getrusage(resource.RUSAGE_CHILDREN)  # children that ended and were waited for
+        children += (done.ru_utime + done.ru_stime) * 1e9
         return (time.perf_counter_ns(), run, wait, resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw, busy, len(allowed),
                 children)
     except Exception:

@@ -68,7 +68,7 @@ assert n >= 4 and len(r["b"]["memory_peak_bytes"]) == n and r["stop"] in ("decid
 assert g["median_a"] > 1e6 and g["significant"] and g["ci_high"] < 0
 PY
 
-TRAINRX_PROGRESS_SECONDS=0 "$TRAINRX" fix cnn --set anomaly=1 --set steps=8 --set warmup=1 --set eval_every=0 --trials 4 --format json --report "$W/fix.json" 2> "$W/fix.err" || bad "fix failed: $(tail -5 "$W/fix.err")"
+TRAINRX_PROGRESS_SECONDS=0 "$TRAINRX" fix cnn --set anomaly=1 --set steps=8 --set warmup=1 --set eval_every=0 --set channels_last=1 --trials 4 --format json --report "$W/fix.json" 2> "$W/fix.err" || bad "fix failed: $(tail -5 "$W/fix.err")"
 # Not a terminal: a plain progress line per trial (TRAINRX_PROGRESS_SECONDS=0). The in-process row
 # (anomaly off, ~6x) is decided at its first look, after one process of the 4 planned (issue 40).
 [ "$(grep -c '^trainrx: trial [0-9]*/[0-9]* ' "$W/fix.err")" -ge 1 ] && grep -q '^trainrx: trial 1/4 ' "$W/fix.err" \
@@ -101,7 +101,7 @@ assert row["knob"] == "straggler_ms=30 -> 0" and row["method"] == "separate proc
 assert row["ci_low"] > 1 and row["verdict"] == "faster", row
 assert row["fixed_trials"]["label"].endswith("nproc=2")
 PY
-"$TRAINRX" fix cnn --set steps=4 --set warmup=1 --trials 4 > "$W/clean.txt" 2>&1 || bad "fix on a clean config failed"
+"$TRAINRX" fix cnn --set steps=4 --set warmup=1 --set channels_last=1 --trials 4 > "$W/clean.txt" 2>&1 || bad "fix on a clean config failed"
 grep -q "nothing to fix" "$W/clean.txt" && ok "fix on the good configuration: nothing to fix" || bad "clean fix: $(cat "$W/clean.txt")"
 
 "$TRAINRX" sweep cnn --grid workers=0,2 --grid batch=16,32 --set steps=4 --set warmup=1 --set eval_every=0 --trials 2 > "$W/sweep.txt" 2> "$W/sweep.err" || bad "sweep failed: $(cat "$W/sweep.err")"

@@ -43,10 +43,12 @@ r = json.load(open("fix.json"))
 rows = {f["knob"]: f for f in r["fixes"]}
 print("  rows:", {k: (round(v["speedup"], 2), v["verdict"]) for k, v in rows.items()}, "unit", r["unit"])
 assert {"anomaly_off", "zero_grad_none", "all of the above"} <= set(rows), rows.keys()
-# Every fix here switches between steps, but a 6-step script cannot give 16 paired blocks: one
-# in-process try, then every row across processes, each with a note that says why (issue 40).
+# anomaly_off and zero_grad_none switch between steps, but a 6-step script cannot give 16 paired
+# blocks: one in-process try, then every row across processes, each with a note that says why
+# (issue 40). (channels_last, issue 60.4, does not switch: planned across processes, as is the all
+# row that holds it.)
 assert all(v["method"] == "separate processes" for v in rows.values())
-assert sum("measured across processes, not in-process" in n and "ran 1 optimizer step after" in n for n in r["notes"]) == 3, r["notes"]
+assert sum("measured across processes, not in-process" in n and "ran 1 optimizer step after" in n for n in r["notes"]) >= 2, r["notes"]
 assert rows["anomaly_off"]["code"] and rows["zero_grad_none"]["code"]
 assert r["unit"] == "ms per step"
 assert any("sync.host_device" in n and "cannot be applied from outside" in n for n in r["notes"]), r["notes"]
@@ -183,6 +185,8 @@ python3 - <<'PY' && ok "ab --cmd --trial-steps 8 on a 2 000-step script: decided
 import json
 d = json.load(open("ab_stop.json"))
 print("  verdict:", d.get("verdict"), "A", d["a"].get("trial_ms"), "B", d["b"].get("trial_ms"))
-assert len(d["a"]["trial_ms"]) == 4 and len(d["b"]["trial_ms"]) == 4
+# Rounds until decided (issue 60.6): 4 or more a side, as many on each.
+assert len(d["a"]["trial_ms"]) >= 4 and len(d["b"]["trial_ms"]) == len(d["a"]["trial_ms"]), d
+assert d["stop"] in ("decided", "precise", "futile", "max rounds"), d["stop"]
 PY
 exit $fail

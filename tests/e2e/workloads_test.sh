@@ -41,7 +41,10 @@ la, lb = [s["loss"] for s in a["steps"]], [s["loss"] for s in b["steps"]]
 print("  losses", la[0], "->", la[-1])
 sys.exit(0 if la == lb and la[-1] < 0.7 * la[0] else 1)
 PY
-  [ -z "$(ids "$W/${wl}_a.report.json")" ] && ok "$wl defaults: no findings" || bad "$wl defaults flagged: $(ids "$W/${wl}_a.report.json")"
+  # The cnn's default layout is NCHW, which model.channels_last names (issue 60.4: channels_last=1
+  # measured 1.22x faster on a 2-core CPU); nothing else.
+  expect=""; [ $wl = cnn ] && expect="model.channels_last"
+  [ "$(ids "$W/${wl}_a.report.json")" = "$expect" ] && ok "$wl defaults: ${expect:-no findings}" || bad "$wl defaults flagged: $(ids "$W/${wl}_a.report.json")"
 done
 
 # Each bad setting is flagged with its knob's finding id.

@@ -1322,6 +1322,30 @@ class NotingProgress : public Progress {
   std::vector<std::string> notes;
   void Note(const std::string& text) override { notes.push_back(text); }
 };
+// Several ranks (issue 60.7): a workload's samples/s is its ranks' sum, a command's the first
+// rank's; the column says which, a one-rank sweep keeps its plain header.
+TEST(SweepTest, SamplesPerSecondSaysAllRanksOrRankZero) {
+  SweepReport r;
+  r.grid_keys = {"batch"};
+  r.trials = 4;
+  SweepCell c;
+  c.knobs = {{"batch", "8"}};
+  c.arm.trial_ms = {10, 10, 10, 10};
+  c.median_ms = 10, c.samples_per_s = 1600;
+  r.cells = {c};
+  const auto header = [&] {
+    std::ostringstream text;
+    reports::WriteSweepText(r, text, false);
+    return text.str();
+  };
+  EXPECT_NE(header().find("samples/s "), std::string::npos);
+  EXPECT_EQ(header().find("all ranks"), std::string::npos);
+  r.cells[0].ranks = 2;
+  EXPECT_NE(header().find("samples/s (all ranks)"), std::string::npos) << header();
+  r.command = "torchrun --nproc-per-node 2 train.py --batch {batch}";
+  EXPECT_NE(header().find("samples/s (rank 0)"), std::string::npos) << header();
+}
+
 TEST(SweepTest, FewTrialsAreComparedByTheFewTrialsTestAndSaidSo) {
   FakeLauncher l;
   l.step_ms = [](const workloads::Config& c) { return c.Int("workers") == 0 ? 60.0 : 10.0; };

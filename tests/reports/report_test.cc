@@ -129,6 +129,22 @@ TEST(TextReportTest, StepsOfSeveralRanksSayPerRank) {
   std::ostringstream out;
   WriteText(trace, report, th, {}, out);
   EXPECT_NE(out.str().find(" in all on 8 ranks, 1 per rank, median"), std::string::npos) << out.str().substr(0, 2000);
+  // Every finding of one rank says which (issue 60.7), in text and markdown; a one-rank report does not.
+  analyzers::Report labelled = report;
+  analyzers::Finding f;
+  f.id = "sync.host_device", f.rank = 3, f.title = "a sync a step";
+  labelled.findings = {f};
+  for (int md = 0; md < 2; ++md) {
+    std::ostringstream s;
+    if (md) WriteMarkdown(trace, labelled, th, {}, s);
+    else WriteText(trace, labelled, th, {}, s);
+    EXPECT_NE(s.str().find("rank 3: a sync a step"), std::string::npos) << s.str();
+  }
+  labelled.metrics.steps.steps.clear();
+  labelled.findings[0].rank = 0;
+  std::ostringstream one;
+  WriteText(trace, labelled, th, {}, one);
+  EXPECT_EQ(one.str().find("rank 0: a sync"), std::string::npos) << one.str();
 }
 
 // A run that did not finish is said first, before the data-loss counts, in every format.

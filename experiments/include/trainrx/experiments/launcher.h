@@ -23,6 +23,9 @@ struct TrialResult {
   double samples_per_step = 0;  // commands: from the recorded shapes or --samples-per-step; 0: unknown
   std::string samples_from;     // where samples_per_step came from, for the report
   double compile_s = 0;         // commands: torch.compile's time in the run (outside the timed steps)
+  // The ranks of the run: a workload's samples_per_s is their sum; a command's samples_per_step (and
+  // so its samples_per_s) is the first rank's.
+  int ranks = 1;
   // The timed steps (ms) after the warm-up, when the trial has them: a comparison of few trials
   // reads their spread (stats::CompareFewTrials). Empty for runs without steps.
   std::vector<double> step_ms;
@@ -72,6 +75,7 @@ struct CommandResult {
   int64_t oom_request_bytes = 0;
   std::string oom_message;
   double compile_s = 0;  // torch.compile's compile time in the run (analyzers::CompileTimeNs)
+  int ranks = 1;         // ranks in its traces (samples_per_step is the first rank's)
   std::vector<double> step_ms;  // with steps: the steps timed (the first dropped), as TrialResult's
   // Memory of the run (issue 36), when measured: how much what the process holds grows a step
   // (bytes, least-squares over the timed steps) and its largest figure. Workloads: malloc's bytes

@@ -155,6 +155,7 @@ struct SweepCell {
   bool tied_with_best = false;
   // sweep --cmd: samples per step (0: unknown) and where the figure came from.
   double samples_per_step = 0;
+  int ranks = 1;  // the most ranks a trial of the cell ran (samples_per_s: all of them for a workload, one for a command)
   std::string samples_from;
   // The cell ran out of memory (its first such trial ends its trials): no time, the request, why.
   bool out_of_memory = false;

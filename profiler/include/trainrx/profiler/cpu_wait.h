@@ -22,7 +22,7 @@ struct CpuWaitSample {
   int64_t run_ns = 0;           // the process's threads, running
   int64_t wait_ns = 0;          // the process's threads, runnable and waiting for a CPU
   int64_t involuntary = 0;      // involuntary context switches of the process's threads (getrusage)
-  int64_t children_run_ns = 0;  // the CPU time of its live children (DataLoader workers); -1: unknown
+  int64_t children_run_ns = 0;  // the CPU time of its children, live and waited for (DataLoader workers); -1: unknown
   int64_t cpus_busy_ns = 0;     // the allowed CPUs' busy time, everyone's (user, system, irq, steal); -1: unknown
   int64_t cpus = 0;             // the CPUs the process may run on
 };
