@@ -27,8 +27,8 @@ struct CpuWaitSample {
   int64_t cpus = 0;             // the CPUs the process may run on
 };
 
-// Reads the figures now. Allocation-free (plain reads of /proc files into stack buffers); tens of
-// microseconds with a dozen threads. `forks`: the processes this one has forked so far, where the
+// Reads the figures now. Allocation-free (plain reads of /proc files into stack buffers); 19 us with
+// one thread, 72 us with twelve (2-core VM). `forks`: the processes this one has forked so far, where the
 // caller counts them (the probe does): 0 means no child, so children_run_ns is 0 without looking;
 // on a kernel that does not list a process's children, the children are found by a scan of /proc
 // (a few ms) when `forks` changed and at most every 2 s otherwise, and their CPU read at each call.
