@@ -1,5 +1,6 @@
 // The gate's decision rule and baseline format (see trainrx/experiments/gate.h).
 #include "trainrx/experiments/gate.h"
+#include "trainrx/experiments/spec.h"
 
 #include <fmt/format.h>
 #include <simdjson.h>
@@ -54,11 +55,15 @@ std::vector<MetricDecision> DecideGate(const std::vector<MetricSamples>& metrics
     // One-sided p for "current is worse" from the two-sided U test.
     d.p_value = d.worse > 1 ? c.p_value / 2 : 1 - c.p_value / 2;
     d.detectable = c.detectable;
+    d.judged = m.judged;
     out.push_back(d);
   }
-  // Holm step-down over the metrics.
-  std::vector<size_t> idx(out.size());
-  std::iota(idx.begin(), idx.end(), 0);
+  // Holm step-down over the judged metrics (a metric shown only is corrected as if alone).
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].judged) idx.push_back(i);
+  for (auto& d : out)
+    if (!d.judged) d.p_holm = d.p_value;
   std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return out[a].p_value < out[b].p_value; });
   double running = 0;
   for (size_t k = 0; k < idx.size(); ++k) {
@@ -75,12 +80,30 @@ std::vector<MetricDecision> DecideGate(const std::vector<MetricSamples>& metrics
 }
 
 GateVerdict Overall(const std::vector<MetricDecision>& decisions) {
-  bool inconclusive = decisions.empty();
+  bool inconclusive = true;
+  for (const auto& d : decisions) inconclusive = inconclusive && !d.judged;  // nothing judged: no verdict
   for (const auto& d : decisions) {
+    if (!d.judged) continue;
     if (d.verdict == GateVerdict::kFail) return GateVerdict::kFail;
     inconclusive = inconclusive || d.verdict == GateVerdict::kInconclusive;
   }
   return inconclusive ? GateVerdict::kInconclusive : GateVerdict::kPass;
+}
+
+void JudgeByThroughputWhereBatchesDiffer(const std::string& baseline_spec, const std::string& current_spec, bool command,
+                                         std::vector<MetricSamples>* metrics, std::vector<std::string>* warnings) {
+  Spec a, b;
+  if (command || !ParseSpec(baseline_spec, &a).ok() || !ParseSpec(current_spec, &b).ok()) return;
+  if (a.SamplesPerStep() == b.SamplesPerStep()) return;
+  bool throughput = false;
+  for (const auto& m : *metrics) throughput = throughput || m.higher_is_better;
+  if (!throughput) return;
+  for (auto& m : *metrics)
+    if (!m.higher_is_better) m.judged = false;
+  warnings->push_back(fmt::format("the baseline processes {} samples a step, this check {}: the gate decides by "
+                                  "throughput; time a step is shown, not judged (it would call the larger batch slower "
+                                  "for doing more)",
+                                  a.SamplesPerStep(), b.SamplesPerStep()));
 }
 
 void WriteBaseline(const Baseline& b, std::ostream& out) {

@@ -214,6 +214,7 @@ Status CompareBaselines(const Baseline& base, const std::string& baseline_file, 
   }
   if (same_job && Words(base.spec) != Words(cur.spec))
     report.warnings.push_back(fmt::format("--same-job: the baseline's `{}` taken as the same job", base.spec));
+  JudgeByThroughputWhereBatchesDiffer(base.spec, cur.spec, base.command || cur.command, &metrics, &report.warnings);
   report.metrics = DecideGate(metrics, rule);
   report.verdict = Overall(report.metrics);
   return Status::Ok();
@@ -275,6 +276,7 @@ Status CheckGate(const Baseline& base, const std::string& baseline_file, const G
       metrics[0].baseline = base.trial_ms;
       if (metrics.size() > 1) metrics[1].baseline = base.samples_per_s;
     }
+    JudgeByThroughputWhereBatchesDiffer(base.spec, run.spec, base.command || run.command, &metrics, &report->warnings);
   }
   progress.Start(run.trials);
   if (in_process) {  // a look after every process (gate_sequential.h), not rounds each at 0.05

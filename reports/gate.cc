@@ -52,7 +52,7 @@ void WriteGateText(const GateReport& r, std::ostream& out) {
   for (const auto& d : r.metrics) {
     out << fmt::format("  {:<18} {:<12} baseline {:.3f} {}, current {:.3f} {}: {}, p {} (Holm {}), "
                        "detectable {:.1f}%\n",
-                       d.name, GateVerdictName(d.verdict), d.baseline_median, d.unit, d.current_median, d.unit, Change(d),
+                       d.name, d.judged ? GateVerdictName(d.verdict) : "not judged", d.baseline_median, d.unit, d.current_median, d.unit, Change(d),
                        P(d.p_value), P(d.p_holm), 100 * (d.detectable - 1));
   }
   if (r.explained) WriteDiffSummary(r.why, out, false, r.why_from);
@@ -68,7 +68,7 @@ void WriteGateMarkdown(const GateReport& r, std::ostream& out) {
   out << "|---|---|---|---|---|---|---|\n";
   for (const auto& d : r.metrics) {
     out << fmt::format("| {} | {} | {:.3f} {} | {:.3f} {} | {} | {} | {:.1f}% |\n", MarkdownText(d.name),
-                       GateVerdictName(d.verdict), d.baseline_median, MarkdownText(d.unit), d.current_median,
+                       d.judged ? GateVerdictName(d.verdict) : "not judged", d.baseline_median, MarkdownText(d.unit), d.current_median,
                        MarkdownText(d.unit), Change(d), P(d.p_holm), 100 * (d.detectable - 1));
   }
   for (const auto& w : r.warnings) out << "\n> warning: " << MarkdownText(w) << "\n";
@@ -79,8 +79,8 @@ void WriteGateJunit(const GateReport& r, std::ostream& out) {
   const auto esc = [](const std::string& s) { return XmlText(s); };
   int failures = 0, skipped = 0;
   for (const auto& d : r.metrics) {
-    failures += d.verdict == GateVerdict::kFail;
-    skipped += d.verdict == GateVerdict::kInconclusive;
+    failures += d.judged && d.verdict == GateVerdict::kFail;
+    skipped += !d.judged || d.verdict == GateVerdict::kInconclusive;
   }
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out << fmt::format("<testsuite name=\"trainrx gate\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n", r.metrics.size(),
@@ -95,9 +95,10 @@ void WriteGateJunit(const GateReport& r, std::ostream& out) {
   for (const auto& d : r.metrics) {
     std::string detail = fmt::format("baseline {:.3f} {}, current {:.3f} {}, {}, p(Holm) {}", d.baseline_median, d.unit,
                                      d.current_median, d.unit, Change(d), P(d.p_holm));
-    if (d.verdict == GateVerdict::kFail) detail += why;
+    if (d.judged && d.verdict == GateVerdict::kFail) detail += why;
     out << fmt::format("  <testcase classname=\"trainrx.gate\" name=\"{}\">\n", esc(d.name));
-    if (d.verdict == GateVerdict::kFail) out << fmt::format("    <failure message=\"regression\">{}</failure>\n", esc(detail));
+    if (!d.judged) out << fmt::format("    <skipped message=\"not judged (the batches differ): {}\"/>\n", esc(detail));
+    else if (d.verdict == GateVerdict::kFail) out << fmt::format("    <failure message=\"regression\">{}</failure>\n", esc(detail));
     else if (d.verdict == GateVerdict::kInconclusive) out << fmt::format("    <skipped message=\"inconclusive: {}\"/>\n", esc(detail));
     else out << fmt::format("    <system-out>{}</system-out>\n", esc(detail));
     out << "  </testcase>\n";
@@ -123,6 +124,7 @@ void WriteGateJson(const GateReport& r, std::ostream& out) {
     w.Field("name", d.name);
     w.Field("unit", d.unit);
     w.Field("verdict", GateVerdictName(d.verdict));
+    w.Field("judged", d.judged);
     w.Field("baseline_median", d.baseline_median, 6);
     w.Field("current_median", d.current_median, 6);
     w.Field("worse_ratio", d.worse, 6);

@@ -40,6 +40,37 @@ TEST(GateTest, EachVerdictPath) {
   EXPECT_EQ(Decide(Noisy(rng, 8, 100, 0.01), Noisy(rng, 8, 80, 0.01)), GateVerdict::kPass);
 }
 
+// Sides whose batches differ (issue 60.2): time a step is shown, not judged; throughput decides.
+// b32 -> b128 takes 3x longer a step and processes 4x the samples: a pass, not a failure.
+TEST(GateTest, ABatchChangeIsJudgedByThroughput) {
+  std::mt19937_64 rng(9);
+  std::vector<MetricSamples> m = {{"median step time", "ms", false, Noisy(rng, 8, 10, 0.01), Noisy(rng, 8, 30, 0.01), {}},
+                                  {"throughput", "samples/s", true, Noisy(rng, 8, 3200, 0.01), Noisy(rng, 8, 4267, 0.01), {}}};
+  EXPECT_EQ(Overall(DecideGate(m, {})), GateVerdict::kFail);  // judged by time a step, as before
+  std::vector<std::string> warnings;
+  JudgeByThroughputWhereBatchesDiffer("cnn batch=32", "cnn batch=128", false, &m, &warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("32 samples a step, this check 128"), std::string::npos) << warnings[0];
+  EXPECT_FALSE(m[0].judged);
+  EXPECT_TRUE(m[1].judged);
+  const auto decisions = DecideGate(m, {});
+  EXPECT_EQ(Overall(decisions), GateVerdict::kPass);
+  EXPECT_FALSE(decisions[0].judged);
+  GateReport r;
+  r.metrics = decisions;
+  std::ostringstream text;
+  reports::WriteGateText(r, text);
+  EXPECT_NE(text.str().find("not judged"), std::string::npos) << text.str();
+  // The same batch, or commands (their batch is not in the spec): unchanged.
+  std::vector<MetricSamples> same = m;
+  same[0].judged = true;
+  warnings.clear();
+  JudgeByThroughputWhereBatchesDiffer("cnn batch=32", "cnn batch=32 anomaly=1", false, &same, &warnings);
+  JudgeByThroughputWhereBatchesDiffer("python a.py", "python b.py", true, &same, &warnings);
+  EXPECT_TRUE(same[0].judged);
+  EXPECT_TRUE(warnings.empty());
+}
+
 // fail_ci_margin: among runs that "CI above 1" fails (a 4 % slowdown, ~1.5 % noise), "CI above the
 // tolerance" fails exactly those whose interval's lower bound clears 1.03, "above half" (the
 // default) those clearing 1.015; both outcomes occur over the seeds (the margin decides).

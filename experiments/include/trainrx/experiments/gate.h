@@ -51,6 +51,9 @@ struct MetricSamples {
   // In-process paired design: log(current / baseline) per block; when set, the decision uses
   // stats::ComparePaired (signed-rank) instead of the two-sample comparison.
   std::vector<double> paired_log_ratios;
+  // False: shown, not judged (issue 60.2: where the sides' batches differ, time a step would call the
+  // larger batch slower for doing more; throughput decides).
+  bool judged = true;
 };
 
 struct MetricDecision {
@@ -61,12 +64,17 @@ struct MetricDecision {
   double p_value = 1, p_holm = 1;             // one-sided, "current is worse"
   double detectable = 1;                      // smallest regression this run could detect (ratio)
   GateVerdict verdict = GateVerdict::kInconclusive;
+  bool judged = true;                         // false: shown only (MetricSamples::judged); not in Overall
 };
 
-// Decides every metric, Holm-correcting the p-values across them. The overall verdict is fail if
-// any metric fails, else inconclusive if any is, else pass.
+// Decides every metric, Holm-correcting the p-values across the judged ones. The overall verdict
+// (over the judged metrics) is fail if any fails, else inconclusive if any is, else pass.
 std::vector<MetricDecision> DecideGate(const std::vector<MetricSamples>& metrics, const GateRule& rule);
 GateVerdict Overall(const std::vector<MetricDecision>& decisions);
+// Workload specs whose samples a step differ (batch, grad_accum, nproc): the time metrics are shown
+// and not judged, throughput decides, and a warning says so. Commands and equal batches: unchanged.
+void JudgeByThroughputWhereBatchesDiffer(const std::string& baseline_spec, const std::string& current_spec, bool command,
+                                         std::vector<MetricSamples>* metrics, std::vector<std::string>* warnings);
 
 // One file of a baseline's stored trace (`gate record-baseline --keep-trace`): the baseline's
 // traced run as Kineto JSON, gzip'd, one file per rank, in the baseline's folder. Kept beside the
