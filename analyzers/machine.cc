@@ -122,7 +122,7 @@ void AnalyzeMachine(const AnalysisContext& ctx, Report& out) {
     // their use unknown) is it a busy machine (as CpuLoad::Starved, at this threshold): a program
     // whose own threads want more CPUs than there are waits on a quiet machine too (nanoGPT, default
     // threads on 2 CPUs, recorded: 11.8 %, others 0.01 CPUs); threads.oversubscribed is that rule.
-    const bool by_others = others >= 0.1 * std::max(1.0, l.cpus);
+    const bool by_others = profiler::OthersOnCpus(others, l.cpus);
     const bool by_self = l.cpus > 0 && wanted > l.cpus;
     if (wait_pct < min_pct || (others >= 0 && !by_others)) continue;
     std::string who;

@@ -76,7 +76,7 @@ std::string MachineNote(const MachineLoad& m) {
   // Who took the CPUs, as machine.busy says it: other programs (a tenth of the CPUs or more), or the
   // trials' own threads wanting more CPUs than there are.
   std::string others;
-  if (m.median_other_cpus >= 0.1 * std::max(1.0, m.cpus))
+  if (profiler::OthersOnCpus(m.median_other_cpus, m.cpus))
     others = fmt::format("; other programs used {:.1f} of the {:.0f} CPUs (median)", m.median_other_cpus, m.cpus);
   if (m.cpus > 0 && m.median_wanted_cpus > m.cpus)
     others += fmt::format("; the trials' own threads wanted {:.1f} CPUs of the {:.0f} (median)", m.median_wanted_cpus, m.cpus);

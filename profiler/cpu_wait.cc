@@ -274,7 +274,7 @@ CpuLoad LoadBetween(const CpuWaitSample& first, const CpuWaitSample& last, doubl
 bool CpuLoad::Starved() const {
   if (!measured || 100 * WaitShare() < kBusyWaitPct) return false;
   const double others = OtherCpus();
-  return others < 0 || others >= 0.1 * std::max(1.0, cpus);
+  return others < 0 || OthersOnCpus(others, cpus);
 }
 
 std::string CpuWaitCounterName(CpuWaitWhat what) {

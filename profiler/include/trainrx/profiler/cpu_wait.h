@@ -64,6 +64,10 @@ struct CpuLoad {
   // CPUs, default threads: 11.8 % with 0.01 CPUs used by others): that is not a busy machine.
   bool Starved() const;
 };
+// Other programs held the CPUs: `other_cpus` (CPUs used on average) at least a tenth of the `cpus`
+// (of one CPU at least). The one test of machine.busy, a starved trial and the experiments' note.
+inline bool OthersOnCpus(double other_cpus, double cpus) { return other_cpus >= 0.1 * (cpus > 1 ? cpus : 1.0); }
+
 // The load between two samples `wall_ns` apart; unmeasured unless both are.
 CpuLoad LoadBetween(const CpuWaitSample& first, const CpuWaitSample& last, double wall_ns);
 
