@@ -52,7 +52,10 @@ std::optional<CpuWaitWhat> WhatOf(std::string_view name) {
   return std::nullopt;
 }
 
-// The sample time nearest `ts` (the wait series' times: it changes at nearly every sample).
+// The sample time nearest `ts`, from the run-time series: the process ran between any two samples,
+// so it changes at every one (the collector stores a sample only when it changed: on a quiet
+// 16-core H200 host the wait stayed put after the third sample, and a lookup by the wait's own
+// times found no sample inside the steps, issue 62).
 int64_t Nearest(const std::vector<std::pair<int64_t, double>>& v, int64_t ts) {
   auto pos = std::lower_bound(v.begin(), v.end(), std::make_pair(ts, -1e300));
   if (pos == v.end()) return v.back().first;
@@ -65,7 +68,7 @@ int64_t Nearest(const std::vector<std::pair<int64_t, double>>& v, int64_t ts) {
 
 std::optional<RankCpuLoad> CpuLoadOfRank(const profiler::Trace& trace, const StepModel& steps, int32_t rank) {
   // Per process of the rank (a rank is one process; forked loader workers stop recording, but keep
-  // the series apart should one write), its samples; the process with the most wait samples.
+  // the series apart should one write), its samples; the process with the most samples.
   std::map<int64_t, Series> by_pid;
   const std::string_view prefix = profiler::kCpuWaitCounterPrefix;
   for (const auto& c : trace.counters) {
@@ -79,11 +82,12 @@ std::optional<RankCpuLoad> CpuLoadOfRank(const profiler::Trace& trace, const Ste
   size_t most = 0;
   for (auto& [pid, s] : by_pid) {
     for (auto& [k, v] : s.by_key) std::sort(v.begin(), v.end());
-    const auto it = s.by_key.find(CpuWaitWhat::kWait);
-    if (it != s.by_key.end() && it->second.size() > most) most = it->second.size(), series = &s;
+    const auto it = s.by_key.find(CpuWaitWhat::kRun);
+    if (it != s.by_key.end() && s.by_key.count(CpuWaitWhat::kWait) && it->second.size() > most)
+      most = it->second.size(), series = &s;
   }
   if (series == nullptr || most < 2) return std::nullopt;
-  const auto& waits = series->by_key.at(CpuWaitWhat::kWait);
+  const auto& waits = series->by_key.at(CpuWaitWhat::kRun);  // the sample times
   // The steady steps' span; without steps, the samples' own.
   int64_t begin = waits.front().first, end = waits.back().first, step_count = 0;
   bool any_step = false;

@@ -468,6 +468,7 @@ StepModel BuildStepModel(const Trace& trace, size_t threads) {
 
 void SummarizeStepRows(StepModel& model) {
   model.median_wall_ns = 0;
+  model.mean_wall_ns = 0;
   model.data_worst_steps.clear();
   if (model.steps.empty()) return;
   std::vector<int64_t> walls;
@@ -495,6 +496,7 @@ void SummarizeStepRows(StepModel& model) {
     median = (median + lower) / 2;
   }
   model.median_wall_ns = median;
+  model.mean_wall_ns = static_cast<int64_t>(total / static_cast<double>(model.steps.size()));
   if (total > 0) {
     model.data_wait_share = data / total;
     model.data_exposed_share = exposed / total;

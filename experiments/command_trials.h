@@ -34,7 +34,7 @@ class CommandTrials {
                                        command, c.unit, *unit_));
     *unit_ = c.unit;
     seen_ = true;
-    out.median_ms = c.value, out.seconds = c.seconds;
+    out.ms_per_step = c.value, out.seconds = c.seconds;
     out.samples_per_step = c.samples_per_step, out.samples_from = c.samples_from;
     out.compile_s = c.compile_s;
     out.ranks = c.ranks;

@@ -53,6 +53,7 @@ Status ParseRunResult(std::string_view text, const std::string& path, RunResult*
   }
   // Optional (older documents, failed loss reads): zero.
   if (doc["rank"].get(out->rank) != simdjson::SUCCESS) out->rank = 0;
+  if (doc["mean_step_ms"].get(out->mean_step_ms) != simdjson::SUCCESS) out->mean_step_ms = 0;
   if (doc["first_loss"].get(out->first_loss) != simdjson::SUCCESS) out->first_loss = 0;
   if (doc["last_loss"].get(out->last_loss) != simdjson::SUCCESS) out->last_loss = 0;
   std::string_view changed;

@@ -14,6 +14,12 @@ Status EnoughTrials(int trials) {
   return Status::Error("--trials: must be at least 4 (with 3 per side no difference can reach p < 0.05)");
 }
 
+double Mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / static_cast<double>(v.size());
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   const size_t n = v.size();

@@ -146,6 +146,7 @@ void WriteStepsJson(JsonWriter& w, const analyzers::StepModel& steps) {
   w.Field("source", steps.source);
   w.Field("count", static_cast<int64_t>(steps.steps.size()));
   w.Field("median_ns", steps.median_wall_ns);
+  w.Field("mean_ns", steps.mean_wall_ns);
   w.Key("warmup");  // leading steps over 3x the median, left out of every figure
   w.BeginArray();
   for (const auto& s : steps.warmup_steps) WriteStepRow(w, s, /*phases=*/false);

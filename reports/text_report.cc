@@ -299,7 +299,11 @@ void WriteSteps(const analyzers::Report& report, Sink& sink) {
       ranks = lo == hi ? fmt::format(" in all on {} ranks, {} per rank", per_rank.size(), lo)
                        : fmt::format(" in all on {} ranks, {}-{} per rank", per_rank.size(), lo, hi);
     }
-    sink.Line(fmt::format("{} steps ({}){}, median {}", steps.steps.size(), steps.source, ranks, Ms(steps.median_wall_ns)));
+    std::string mean;
+    if (steps.median_wall_ns > 0 &&
+        std::abs(static_cast<double>(steps.mean_wall_ns - steps.median_wall_ns)) > 0.1 * static_cast<double>(steps.median_wall_ns))
+      mean = fmt::format(", mean {} (uneven steps: throughput follows the mean)", Ms(steps.mean_wall_ns));
+    sink.Line(fmt::format("{} steps ({}){}, median {}{}", steps.steps.size(), steps.source, ranks, Ms(steps.median_wall_ns), mean));
     if (!steps.warmup_steps.empty()) {
       std::string names;
       for (size_t i = 0; i < steps.warmup_steps.size() && i < 4; ++i) {

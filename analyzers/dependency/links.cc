@@ -220,7 +220,11 @@ struct Busy {
 // Waits between host threads (links.h ThreadWait). Each thread's ops are walked as a call tree; a
 // stretch of an op's own time of kThreadWaitMinNs or more is a wait when another thread's op ended
 // within max(10 us, 2 % of the stretch) before the stretch's end and that thread was busy through at
-// least half of the stretch up to that end.
+// least half of the stretch up to that end. A fork and join is a wait with a longer return: the other
+// thread was idle before the stretch (busy at most a tenth of the quarter-stretch before it), worked
+// through at least half of it and ended within a tenth of the stretch before its end (the Python
+// return from `loss.backward()` into the next call, which the trace has no op for: 0.2-0.5 ms after
+// 5-7 ms of the autograd thread's work on an H200, issue 62).
 void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
   struct Stretch {
     const Event* op;
@@ -269,26 +273,34 @@ void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
   for (auto& [track, bz] : busy) l.busy_spans[track] = bz.spans;
   if (busy.size() < 2) return;
   for (const Stretch& s : stretches) {
-    const int64_t tol = std::max<int64_t>(10'000, (s.b - s.a) / 50);
-    // The latest op of another thread to end in [b - tol, b] (and after a).
+    const int64_t len = s.b - s.a;
+    const int64_t tol = std::max<int64_t>(10'000, len / 50);
+    const int64_t fork_join_tol = std::max<int64_t>(tol, len / 10);
+    // The latest op of another thread to end in [b - tol, b] (and after a) that was busy through
+    // half of the stretch; else the latest such op within the fork-and-join tolerance.
     const Event* best = nullptr;
     uint32_t best_track = 0;
+    bool best_tight = false;
     for (const auto& [track, closed] : ends) {
       if (track == s.track) continue;
       auto it = std::upper_bound(closed.begin(), closed.end(), s.b,
                                  [](int64_t v, const std::pair<int64_t, const Event*>& x) { return v < x.first; });
       if (it == closed.begin()) continue;
       const auto& [end, op] = *std::prev(it);
-      if (end < s.b - tol || end <= s.a) continue;
-      if (best == nullptr || end > best->end_ns() || (end == best->end_ns() && track < best_track)) {
+      if (end < s.b - fork_join_tol || end <= s.a) continue;
+      const Busy& bz = busy.at(track);
+      if (2 * bz.In(s.a, end) < end - s.a) continue;
+      const bool tight = end >= s.b - tol;
+      if (!tight && 10 * bz.In(s.a - len / 4, s.a) > len / 4) continue;  // not idle before: no fork
+      if (best == nullptr || tight > best_tight ||
+          (tight == best_tight && (end > best->end_ns() || (end == best->end_ns() && track < best_track)))) {
         best = op;
         best_track = track;
+        best_tight = tight;
       }
     }
     if (best == nullptr) continue;
-    const int64_t end = best->end_ns();
-    if (2 * busy.at(best_track).In(s.a, end) < end - s.a) continue;
-    l.thread_waits.push_back({s.op, s.track, s.a, s.b, best, best_track, end});
+    l.thread_waits.push_back({s.op, s.track, s.a, s.b, best, best_track, best->end_ns()});
   }
   std::sort(l.thread_waits.begin(), l.thread_waits.end(), [](const ThreadWait& x, const ThreadWait& y) {
     return std::tie(x.track, x.start_ns) < std::tie(y.track, y.start_ns);

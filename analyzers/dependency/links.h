@@ -22,8 +22,10 @@
 //    was busy through most of the stretch: `backward()` on the main thread waiting for the autograd
 //    engine's device threads, an op waiting for a collective backend's own thread (Gloo's run
 //    loop), a DataLoader fetch waiting for the pin-memory thread. The trace has no record of these
-//    waits; the rule is by time (the release within max(10 us, 2 %) of the stretch's end), and each
-//    one names its releaser so the critical path and the replay can follow it.
+//    waits; the rule is by time (the release within max(10 us, 2 %) of the stretch's end, or within
+//    a tenth of it where the other thread was idle before the stretch: a fork and join, such as
+//    `loss.backward()` with no op of its own on the main thread), and each one names its releaser
+//    so the critical path and the replay can follow it.
 // Linear in events but for sorts of the correlation and end-time keys.
 #pragma once
 

@@ -114,6 +114,26 @@ TEST(MachineTest, NoSamplesOrASliverOfTheStepsIsNoFigure) {
   EXPECT_FALSE(CpuLoadOfRank(t, steps, 0).has_value());
 }
 
+TEST(MachineTest, AQuietRunWhoseWaitNeverChangedStillHasItsFigure) {
+  // The collector stores a counter only when it changed: a run that never waited has one wait
+  // sample, at the start (an H200 host with 16 CPUs, issue 62: no figure at all until the sample
+  // times came from the run-time series, which changes at every sample).
+  std::string json = Trace({0.8e6, 0, 1e6});
+  profiler::Trace t;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(json, "quiet.json", 0, t).ok());
+  const StepModel steps = BuildStepModel(t);
+  const profiler::StrId wait = t.strings.Find(profiler::CpuWaitCounterName(profiler::CpuWaitWhat::kWait));
+  ASSERT_NE(wait, profiler::kNoStr);
+  const size_t before = t.counters.size();
+  std::erase_if(t.counters, [&](const profiler::Counter& c) { return c.name == wait && c.ts_ns > 1'000'000; });
+  ASSERT_EQ(t.counters.size(), before - 5);
+  const auto load = CpuLoadOfRank(t, steps, 0);
+  ASSERT_TRUE(load.has_value());
+  EXPECT_EQ(load->load.wait_ns, 0);
+  EXPECT_NEAR(load->load.wall_ns, 200e6, 1);
+  EXPECT_NEAR(load->load.OtherCpus(), 1.0, 1e-3);
+}
+
 TEST(MachineTest, LoadBetweenNeverGoesBelowZeroWhenAThreadEnds) {
   profiler::CpuWaitSample a, b;
   a.ok = b.ok = true;

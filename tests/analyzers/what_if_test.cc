@@ -132,6 +132,60 @@ TEST(ThreadWaits, NoWaitWhereTheOtherThreadWasIdle) {
   EXPECT_TRUE(links.Rank(0)->thread_waits.empty());
 }
 
+// `loss.backward()` has no op of its own on the main thread of a `trainrx record` of a Python script
+// on a GPU (H200, issue 62): the step's own time waits for the autograd engine's thread, which
+// starts 0.1 ms into the gap and ends 0.2-0.5 ms before the main thread's next op (Python's return).
+// Anomaly mode's NaN checks there were 4 ms of a 19.5 ms step that the replay kept (17.8 %
+// predicted, 49 % measured) until the fork and join was a wait.
+std::string BackwardWithoutAnOp(double check_us) {
+  std::string ev;
+  for (int s = 0; s < 4; ++s) {
+    const double t0 = 10000.0 * s;
+    ev += Step(s + 1, t0, 10000);
+    ev += Cpu("cpu_op", "aten::conv2d", t0 + 10, 2000);
+    // the autograd thread: its nodes, then anomaly mode's NaN check of each output
+    ev += Cpu("cpu_op", "autograd::engine::evaluate_function: ConvolutionBackward0", t0 + 2150, 3000, 2);
+    ev += Cpu("cpu_op", "aten::isnan", t0 + 5160, check_us, 2);
+    ev += Cpu("cpu_op", "aten::add_", t0 + 5160 + check_us + 300, 500);  // after 300 us of Python
+  }
+  return ev;
+}
+
+TEST(ThreadWaits, BackwardWithNoOpOnTheMainThreadIsAForkAndJoin) {
+  const Replayable h(BackwardWithoutAnOp(4000));
+  int waits = 0;
+  for (const ThreadWait& w : h.links->Rank(0)->thread_waits) {
+    ++waits;
+    EXPECT_EQ(h.trace.Name(*w.releaser), "aten::isnan");
+    EXPECT_EQ(w.end_ns - w.release_ns, 300'000);
+  }
+  EXPECT_EQ(waits, 4);
+  // The NaN checks gone: the step is 4 ms shorter, not unchanged.
+  const RankGraph& g = *h.graph;
+  Edits off(g.tasks().size());
+  for (size_t i = 0; i < g.tasks().size(); ++i)
+    if (g.tasks()[i].frame >= 0 && h.trace.Name(*g.frames()[g.tasks()[i].frame].op) == "aten::isnan") off.scale[i] = 0;
+  const ReplayResult r = Replay(g, off);
+  ASSERT_EQ(r.step_ns.size(), 4u);
+  for (size_t i = 0; i + 1 < r.step_ns.size(); ++i) EXPECT_NEAR(static_cast<double>(r.step_ns[i]), 6'000'000.0, 50'000.0) << i;
+}
+
+TEST(ThreadWaits, NoForkAndJoinWithAThreadThatWasAlreadyBusy) {
+  // The same gap on the main thread, but the other thread works all the time (a worker beside the
+  // loop, not woken by it): its op ending 300 us before the main thread goes on is no release.
+  std::string ev;
+  for (int s = 0; s < 4; ++s) {
+    const double t0 = 10000.0 * s;
+    ev += Step(s + 1, t0, 10000);
+    ev += Cpu("cpu_op", "aten::conv2d", t0 + 10, 2000);
+    ev += Cpu("cpu_op", "aten::worker_a", t0, 4990, 2);
+    ev += Cpu("cpu_op", "aten::worker_b", t0 + 5000, 4000, 2);
+    ev += Cpu("cpu_op", "aten::add_", t0 + 9300, 500);
+  }
+  const Replayable h(ev);
+  EXPECT_TRUE(h.links->Rank(0)->thread_waits.empty());
+}
+
 // A collective backend's own thread (Gloo's run loop: the DDP tutorial on CPU ranks, issue 59) and a
 // DataLoader's pin-memory thread: the loop's op that waits for them is a wait released by their op,
 // and the replay moves the step with them (CPU only, no device work).

@@ -67,9 +67,9 @@ class FakeLauncher : public Launcher {
     ++trials;
     calls.push_back(s.Label());
     TrialResult out;
-    out.median_ms = step_ms(s.config) * std::exp(Noise(process_noise));
-    out.samples_per_s = static_cast<double>(s.config.Int("batch")) * 1000.0 / out.median_ms;
-    out.step_ms = Steps(out.median_ms);
+    out.ms_per_step = step_ms(s.config) * std::exp(Noise(process_noise));
+    out.samples_per_s = static_cast<double>(s.config.Int("batch")) * 1000.0 / out.ms_per_step;
+    out.step_ms = Steps(out.ms_per_step);
     out.seconds = seconds_per_trial;
     if (cpu_load) out.cpu = cpu_load(trials + alt_trials);
     if (growth_bytes) {

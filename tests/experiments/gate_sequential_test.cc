@@ -26,7 +26,7 @@ class SimLauncher : public Launcher {
   Status CanRunWorkloads() const override { return Status::Ok(); }
   StatusOr<TrialResult> Trial(const Spec&) override {
     TrialResult out;
-    out.median_ms = base_ms;
+    out.ms_per_step = base_ms;
     out.seconds = 1;
     return out;
   }

@@ -1884,6 +1884,24 @@ TEST(GateTest, RecordBaselineThenCheckTheSameCodePasses) {
   EXPECT_EQ(r.verdict, GateVerdict::kPass);
 }
 
+// Two loader workers hand batches over in bursts: steps alternate long and short, and the time a
+// step that throughput follows is the mean, not the median (an H200 run, issue 62: 130 and 6 ms
+// steps, median 18 ms). Documents before the mean was written fall back to their median.
+TEST(RunResultTest, TrialTimeIsTheMeanStepWhereTheDocumentHasIt) {
+  const std::string doc = R"({"schema": "trainrx.run/1", "median_step_ms": 6, "mean_step_ms": 68,
+      "samples_per_s": 941, "steps": [{"ms": 130}, {"ms": 6}, {"ms": 130}, {"ms": 6}, {"ms": 6}]})";
+  RunResult r;
+  Status st;
+  ASSERT_TRUE((st = ParseRunResult(doc, "r.json", &r)).ok()) << st.message();
+  EXPECT_DOUBLE_EQ(r.MsPerStep(), 68);
+  std::string older = doc;
+  older.replace(older.find("\"mean_step_ms\": 68,"), 19, "");
+  ASSERT_TRUE((st = ParseRunResult(older, "r.json", &r)).ok()) << st.message();
+  EXPECT_DOUBLE_EQ(r.MsPerStep(), 6);
+  EXPECT_DOUBLE_EQ(stats::Mean({130, 6, 130, 6}), 68);
+  EXPECT_DOUBLE_EQ(stats::Mean({}), 0);
+}
+
 TEST(RunResultTest, StepsHeapFiguresGiveTheRunsMemoryGrowthAndPeak) {
   const std::string doc = R"({"schema": "trainrx.run/1", "median_step_ms": 5, "samples_per_s": 10, "steps": [
       {"step": 3, "ms": 5, "heap_bytes": 1000000}, {"step": 4, "ms": 5, "heap_bytes": 3000000},

@@ -55,6 +55,10 @@ struct StepModel {
   // share, per-step figure and saving describes the steady state; the report lists them.
   std::vector<StepRow> warmup_steps;
   int64_t median_wall_ns = 0;
+  // The mean step: what throughput follows. Apart from the median where steps are uneven (a
+  // loader's workers handing batches over in bursts: long and short steps alternate), which the
+  // text says (reports: UnevenSteps).
+  int64_t mean_wall_ns = 0;
   // Share of the summed step time per phase (0..1).
   double data_exposed_share = 0;  // of data_exposed_ns
   double data_wait_share = 0, forward_share = 0, backward_share = 0, optimizer_share = 0, other_share = 0;

@@ -94,7 +94,7 @@ struct Baseline {
   std::string spec;     // "cnn workers=2" or a command
   bool command = false;
   std::map<std::string, std::string> fingerprint;  // cpu_model, cpus, torch, device, trainrx, knobs
-  std::vector<double> trial_ms;       // per trial: median step time (or wall s for commands)
+  std::vector<double> trial_ms;       // per trial: mean step time (or wall s for commands)
   std::vector<double> samples_per_s;  // per trial (empty for commands)
   std::string unit = "ms per step";
   std::vector<StoredTrace> trace;     // empty: no trace kept (a check re-runs the baseline to explain)

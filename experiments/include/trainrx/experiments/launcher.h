@@ -15,9 +15,12 @@
 
 namespace trainrx::experiments {
 
-// One untraced run of a workload: its median step time after warm-up, and throughput.
+// One untraced run of a workload: its time a step after warm-up, and throughput.
 struct TrialResult {
-  double median_ms = 0;
+  // The mean of the timed steps (total over count: what throughput follows). Not the median: a
+  // loader whose k workers hand batches over in bursts makes k - 1 short steps and one long one,
+  // and the median is the short ones' (an H200 run: median 18.1 ms, mean 68 ms, issue 62).
+  double ms_per_step = 0;
   double samples_per_s = 0;  // 0: unknown (a command whose batch we cannot read)
   double seconds = 0;  // wall time of the trial (budgets)
   double samples_per_step = 0;  // commands: from the recorded shapes or --samples-per-step; 0: unknown
@@ -61,8 +64,9 @@ struct AltResult {
 // An in-process trial times at least this many steps after its warm-up: 16 paired blocks of four.
 inline constexpr int kAltMinTimedSteps = 64;
 
-// One run of a user's command under `trainrx record`: the median step time when its traces have
-// steps (>= 3, the first dropped as warm-up), else the wall time of the run.
+// One run of a user's command under `trainrx record`: the mean step time when its traces have
+// steps (>= 3, the first dropped as warm-up; TrialResult::ms_per_step says why not the median),
+// else the wall time of the run.
 struct CommandResult {
   double value = 0;
   std::string unit;  // "ms per step" or "s per run"

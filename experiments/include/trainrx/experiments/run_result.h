@@ -26,6 +26,10 @@ struct RunResult {
   std::string changed;  // knobs away from their defaults, "k=v k=v"
   std::vector<RunStep> steps;
   double median_step_ms = 0, samples_per_s = 0;
+  // The mean of the timed steps: what throughput follows (0 in documents before 2026-11-26: then
+  // MsPerStep() is the median).
+  double mean_step_ms = 0;
+  double MsPerStep() const { return mean_step_ms > 0 ? mean_step_ms : median_step_ms; }
   double first_loss = 0, last_loss = 0;
   std::string json;  // the document, minified (embedded in `run` reports)
   profiler::CpuLoad cpu;  // "cpu": what the timed steps got of the CPUs (absent: unmeasured)

@@ -28,6 +28,7 @@
 namespace trainrx::experiments::stats {
 
 double Median(std::vector<double> v);
+double Mean(const std::vector<double>& v);  // 0 for none
 
 // At least 4 trials per side: with 3, no difference can reach p < 0.05 (exact U distribution).
 // An error on --trials saying so.
