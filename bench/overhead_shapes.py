@@ -4,7 +4,8 @@ and the journal's own cost, interleaved round by round.
 
 Shapes (bench/shapes_train.py): op-heavy loading in the training process with torch's default
 threads (intra-op threads on every core) and pinned to 1 thread; the same loading in 2 DataLoader
-workers; a model-heavy conv net. Modes per shape: plain; `trainrx record --steps all` (journal on,
+workers; a model-heavy conv net and a transformer block (issue 63), each at default threads and 1.
+torch.profiler runs as users pick it: CPU activity, record_shapes off and on. Modes per shape: plain; `trainrx record --steps all` (journal on,
 the default 2 s period); the same with the journal off (TRAINRX_FLUSH_SECONDS=0); torch.profiler
 (CPU activity, trace exported after the loop); and with --before DIR, `record` with the probe in DIR
 (an older build, `--probe-dir`), journal on and off. The journal flushes every --flush-seconds
@@ -19,7 +20,7 @@ goal: <= 0.5 on every shape), and the journal's cost = record - record without j
 of the step), with the flusher's CPU time per step from the traces (journal_cpu_ns, or busy_ns from
 an older probe).
 
-Usage: bench/overhead_shapes.py [--rounds 5] [--before DIR] [--shapes ops,ops1,workers,model]
+Usage: bench/overhead_shapes.py [--rounds 5] [--before DIR] [--shapes ops,ops1,workers,model,model1,transformer,transformer1]
 """
 import argparse
 import json
@@ -36,9 +37,14 @@ SHAPES = {  # name: (script arguments, steps)
     "ops1": (["--shape", "ops", "--threads", "1"], 1000),
     "workers": (["--shape", "workers"], 1000),
     "model": (["--shape", "model"], 300),
+    "model1": (["--shape", "model", "--threads", "1"], 300),
+    "transformer": (["--shape", "transformer"], 300),
+    "transformer1": (["--shape", "transformer", "--threads", "1"], 300),
 }
 LABEL = {"ops": "op-heavy, loading in process, default threads", "ops1": "op-heavy, loading in process, 1 thread",
-         "workers": "op-heavy loading in 2 workers, default threads", "model": "model-heavy, default threads"}
+         "workers": "op-heavy loading in 2 workers, default threads", "model": "model-heavy (conv net), default threads",
+         "model1": "model-heavy (conv net), 1 thread", "transformer": "transformer block, default threads",
+         "transformer1": "transformer block, 1 thread"}
 
 
 def interval(xs, stat, rng, draws=2000):
@@ -68,6 +74,8 @@ def main():
     flush = {"TRAINRX_FLUSH_SECONDS": a.flush_seconds}
     modes = {"plain": ([], {}), "record": (["record"], flush), "record, no journal": (["record"], {"TRAINRX_FLUSH_SECONDS": "0"}),
              "torch.profiler": (["tp"], {}),
+             # issue 63: what a user who wants shapes turns on (our record always has them, in its first steps)
+             "torch.profiler, record_shapes": (["tp", "shapes"], {}),
              # issue 36: memory recorded both ways (our heap samples are always on in record)
              "torch.profiler, profile_memory": (["tp", "memory"], {}),
              # record --memory-events: every CPU allocation and free, as profile_memory records them
@@ -96,7 +104,8 @@ def main():
                     pre += ["--probe-dir", how[1]]
                 cmd = pre + ["--"] + cmd
             elif how and how[0] == "tp":
-                cmd += ["--torch-profiler", os.path.join(work, "tp.json")] + (["--profile-memory"] if "memory" in how else [])
+                cmd += ["--torch-profiler", os.path.join(work, "tp.json")] + (["--profile-memory"] if "memory" in how else []) \
+                    + (["--record-shapes"] if "shapes" in how else [])
             if os.path.exists(trace):
                 os.remove(trace)
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, **env))
@@ -142,7 +151,7 @@ def report(runs, journal, modes, shapes, rounds, out):
             return f"{stat(pairs):.2f} ({lo:.2f} to {hi:.2f})"
         emit()
         for rec in [m for m in ("record", "before: record") if m in added]:
-            for den in [d for d in ("torch.profiler", "torch.profiler, profile_memory") if d in added]:
+            for den in [d for d in ("torch.profiler", "torch.profiler, record_shapes", "torch.profiler, profile_memory") if d in added]:
                 emit(f"- {rec} / {den} added time: {ratio(rec, den)} (goal <= 0.50)")
         if "record, memory events" in added and "torch.profiler, profile_memory" in added:
             emit(f"- record, memory events / torch.profiler, profile_memory added time: "

@@ -6,9 +6,12 @@ about trainrx; the script times its own steps (--step-times FILE: a JSON list of
                    (~3 000 ATen ops a step, nested ones counted), num_workers=0
   --shape workers  the same loading in 2 forked DataLoader workers (they are not recorded)
   --shape model    model-heavy: a conv net on 32x32 images, batch 16: few ops, long kernels
+  --shape transformer  a transformer block (nn.TransformerEncoderLayer, d_model 128, 4 heads, MLP 512)
+                   on 8 sequences of 64 tokens, AdamW: matmul-bound, ~300 ops a step (issue 63)
   --threads N      torch.set_num_threads(N) (0: torch's default, every core)
   --torch-profiler FILE   torch.profiler.profile(activities=[CPU]) around the loop, trace
                    exported after it (not timed)
+  --record-shapes  with --torch-profiler: record_shapes=True (what a user after shapes turns on)
 """
 import argparse
 import json
@@ -47,11 +50,12 @@ class Augmented(Dataset):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--shape", choices=["ops", "workers", "model"], default="ops")
+    p.add_argument("--shape", choices=["ops", "workers", "model", "transformer"], default="ops")
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--torch-profiler", default="")
     p.add_argument("--profile-memory", action="store_true", help="with --torch-profiler: profile_memory=True")
+    p.add_argument("--record-shapes", action="store_true", help="with --torch-profiler: record_shapes=True")
     p.add_argument("--step-times", default="")
     a = p.parse_args()
     if a.threads > 0:
@@ -66,18 +70,26 @@ def main():
         data = torch.randn(16 * 8, 3, 32, 32)
         labels = torch.randint(0, 10, (16 * 8,))
         batches = lambda: ((data[i:i + 16], labels[i:i + 16]) for i in range(0, len(data), 16))
+    elif a.shape == "transformer":
+        layer = nn.TransformerEncoderLayer(128, 4, dim_feedforward=512, dropout=0.1, batch_first=True)
+        model = nn.Sequential(layer, nn.Flatten(), nn.Linear(64 * 128, 10))
+        data = torch.randn(8 * 8, 64, 128)
+        labels = torch.randint(0, 10, (8 * 8,))
+        batches = lambda: ((data[i:i + 8], labels[i:i + 8]) for i in range(0, len(data), 8))
     else:
         model = nn.Sequential(nn.Linear(768, 256), nn.ReLU(), nn.Linear(256, 10))
         loader = DataLoader(Augmented(64 * 16), batch_size=64, shuffle=True,
                             num_workers=2 if a.shape == "workers" else 0,
                             persistent_workers=a.shape == "workers")
         batches = lambda: iter(loader)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    opt = (torch.optim.AdamW(model.parameters(), lr=1e-3) if a.shape == "transformer"
+           else torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
     loss_fn = nn.CrossEntropyLoss()
     times = []
     prof = None
     if a.torch_profiler:
-        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=a.profile_memory)
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=a.profile_memory,
+                                      record_shapes=a.record_shapes)
         prof.__enter__()
     done = 0
     while done < a.steps:
