@@ -73,6 +73,10 @@ def main():
     trace = os.path.join(work, "t.json")
     flush = {"TRAINRX_FLUSH_SECONDS": a.flush_seconds}
     modes = {"plain": ([], {}), "record": (["record"], flush), "record, no journal": (["record"], {"TRAINRX_FLUSH_SECONDS": "0"}),
+             # the parts (issue 63): module ranges off; the RecordFunction machinery alone (a callback
+             # that records nothing, no inputs boxed: what any global observer costs)
+             "record, no modules": (["record"], dict(flush, TRAINRX_MODULES="0")),
+             "record, floor": (["record"], dict(flush, TRAINRX_PROBE_FLOOR="1")),
              "torch.profiler": (["tp"], {}),
              # issue 63: what a user who wants shapes turns on (our record always has them, in its first steps)
              "torch.profiler, record_shapes": (["tp", "shapes"], {}),
@@ -108,7 +112,9 @@ def main():
                     + (["--record-shapes"] if "shapes" in how else [])
             if os.path.exists(trace):
                 os.remove(trace)
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, **env))
+            # The floor records nothing, so `record` says no trace was written (exit 2): its steps count.
+            subprocess.run(cmd, check=mode != "record, floor", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=dict(os.environ, **env))
             runs[(shape, mode)].append(statistics.median(json.load(open(out))[a.warmup:]))
             if how and how[0] == "record" and os.path.exists(trace):
                 meta = json.load(open(trace))["trainrx"]
@@ -156,6 +162,18 @@ def report(runs, journal, modes, shapes, rounds, out):
         if "record, memory events" in added and "torch.profiler, profile_memory" in added:
             emit(f"- record, memory events / torch.profiler, profile_memory added time: "
                  f"{ratio('record, memory events', 'torch.profiler, profile_memory')}")
+        # The parts of record's added time (issue 63), each as a share of the plain step with its interval.
+        parts = [("the RecordFunction machinery (any global observer: the floor)", lambda r, f: f, "record, floor"),
+                 ("our callbacks, records and Python hooks beyond the floor", lambda r, f: r - f, "record, floor"),
+                 ("module ranges (record minus record without them)", None, "record, no modules")]
+        for label, fn, other in parts:
+            if "record" not in added or other not in added:
+                continue
+            if fn is None:
+                xs = [(1 + x) / (1 + y) - 1 for x, y in zip(added["record"], added[other])]
+            else:
+                xs = [fn(x, y) for x, y in zip(added["record"], added[other])]
+            emit(f"- part: {label}: {100 * statistics.median(xs):+.1f} % of the step ({pct(interval(xs, statistics.median, rng))})")
         for rec in [m for m in ("record", "before: record") if m in added and m + ", no journal" in added]:
             nj = rec + ", no journal"
             xs = [(1 + x) / (1 + y) - 1 for x, y in zip(added[rec], added[nj])]
