@@ -104,6 +104,32 @@ TEST(MemoryTest, SteadyGrowthIsFlaggedWithItsRate) {
   EXPECT_EQ(f.estimated_saving_pct, 0);  // memory, not time
 }
 
+// Our collector's heap samples: one at each step boundary and one where backward starts (the peak).
+// When boundaries lose their sample (skipped while a journal flush builds its buffers), the last
+// sample before those steps is the previous step's peak: not their start. pytorch/examples
+// imagenet on 2 cores (2026-11-26): 207.5 MB flat, then two "starts" at the 515 MB peak read as
+// 65 kB a step of growth, "full in about 380 394 steps".
+TEST(MemoryTest, AStepWhoseBoundarySampleIsMissingHasNoStartNotThePreviousPeak) {
+  const std::string name = profiler::MemoryCounterName(profiler::MemoryWhat::kAllocated, "cpu");
+  std::string ev;
+  for (int i = 0; i < 12; ++i) {
+    const double s = 200000.0 * i;  // 200 ms steps
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":200000}},)J", i, s);
+    const int64_t flat = 207'500'000 + 100 * i;  // a few hundred bytes of noise a step
+    if (i < 9) ev += fmt::format(R"J({{"ph":"C","name":"{}","pid":1,"tid":1,"ts":{},"args":{{"v":{}}}}},)J", name, s, flat);
+    ev += fmt::format(R"J({{"ph":"C","name":"{}","pid":1,"tid":1,"ts":{},"args":{{"v":{}}}}},)J", name, s + 100000, 515'144'809);
+  }
+  ev.pop_back();
+  const Report r = AnalyzeText("{\"traceEvents\":[" + ev + "]}");
+  ASSERT_EQ(r.metrics.memory.size(), 1u);
+  const auto& m = r.metrics.memory[0];
+  ASSERT_EQ(m.step_start.size(), 12u);
+  EXPECT_EQ(m.step_start[8], 207'500'800);
+  for (int i = 9; i < 12; ++i) EXPECT_EQ(m.step_start[i], -1) << i;
+  EXPECT_FALSE(Has(r, "memory.growth"));
+  EXPECT_EQ(m.peak_allocated, 515'144'809);
+}
+
 TEST(MemoryTest, FlatOneOffJumpAndSmallGrowthAreNotGrowth) {
   // Flat: what each step allocates it frees.
   EXPECT_FALSE(Has(AnalyzeText(Steps(8, [](int) { return int64_t{10'000'000}; })), "memory.growth"));
