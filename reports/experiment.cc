@@ -186,7 +186,8 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
     Table(rows, out, md);
     out << (r.unit == "ms per sample" ? "\nspeedup = baseline median time per sample / fixed median time per sample (the "
                                         "ratio of throughputs; > 1: the fix is faster); design: "
-                                      : "\nspeedup = baseline median step time / fixed median step time (> 1: the fix is faster); design: ")
+                                      : "\nspeedup = baseline step time / fixed step time (each the median over trials of a trial's mean "
+                                        "step; > 1: the fix is faster); design: ")
         << "in-process = baseline and fix alternate step by step inside each process (paired blocks of steps, "
            "bootstrap CI, Wilcoxon signed-rank p), processes = separate processes interleaved with the baseline "
            "(bootstrap CI over trials, Mann-Whitney U p); detectable: the smallest speedup this run could have "
