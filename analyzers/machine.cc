@@ -87,9 +87,9 @@ std::optional<RankCpuLoad> CpuLoadOfRank(const profiler::Trace& trace, const Ste
       most = it->second.size(), series = &s;
   }
   if (series == nullptr || most < 2) return std::nullopt;
-  const auto& waits = series->by_key.at(CpuWaitWhat::kRun);  // the sample times
+  const auto& times = series->by_key.at(CpuWaitWhat::kRun);  // the sample times (Nearest)
   // The steady steps' span; without steps, the samples' own.
-  int64_t begin = waits.front().first, end = waits.back().first, step_count = 0;
+  int64_t begin = times.front().first, end = times.back().first, step_count = 0;
   bool any_step = false;
   for (const StepRow& s : steps.steps) {
     if (s.rank != rank) continue;
@@ -98,7 +98,7 @@ std::optional<RankCpuLoad> CpuLoadOfRank(const profiler::Trace& trace, const Ste
     end = std::max(end, s.start_ns + s.wall_ns);
     ++step_count;
   }
-  const int64_t t0 = Nearest(waits, begin), t1 = Nearest(waits, end);
+  const int64_t t0 = Nearest(times, begin), t1 = Nearest(times, end);
   if (t1 <= t0) return std::nullopt;
   RankCpuLoad out;
   out.rank = rank;
