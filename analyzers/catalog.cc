@@ -78,7 +78,7 @@ std::vector<CatalogEntry> GpuAndDistEntries() {
          "Give the GPU bigger pieces of work: a larger batch, torch.compile (fusion), or CUDA graphs "
          "(torch.cuda.graphs / mode=\"reduce-overhead\").",
          "Increase the batch, fuse small ops, or capture the step with at::cuda::CUDAGraph.", "batch"}},
-       "", "", "", kFindings},
+       "", "", "", kFindings, "cuda_graphs"},
       {"dist.comm_overlap", "dist", "communication runs with no compute beside it (NCCL/RCCL kernels, or Gloo ranges)",
        {{"gpu",
          "Let DDP overlap its all-reduce with backward: DistributedDataParallel(model, bucket_cap_mb=<smaller, "
@@ -189,7 +189,7 @@ std::vector<CatalogEntry> InputToTensorEntries() {
        {{"", "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)",
          "Allocate host batches with .pin_memory() and copy with .to(device, /*non_blocking=*/true)", "pin_memory"}},
        "pin_memory", "pin_memory", "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)",
-       kFindings},
+       kFindings, "pinned_copies"},
       {"sync.host_device", "sync", "host-device syncs (scalar reads, blocking runtime calls) in the steps",
        {{"device_sums",
          "Keep running sums on the device (total += loss.detach()) and call .item() / .cpu() every N "
@@ -236,7 +236,8 @@ std::vector<CatalogEntry> InputToTensorEntries() {
          "torch.backends.cudnn.allow_tf32 = True (the default; something turned it off), or autocast to bf16",
          kTf32Cpp,
          ""}},
-       "", "tf32", "torch.set_float32_matmul_precision(\"high\") (TF32 matmuls on Ampere and newer)", kFindings},
+       "", "tf32", "torch.set_float32_matmul_precision(\"high\") (TF32 matmuls on Ampere and newer)", kFindings,
+       "tf32"},
       {"precision.matmul_alignment", "precision", "bf16/fp16 matmuls with a size that is not a multiple of 8",
        {{"",
          "Pad the sizes you choose to multiples of 8: hidden / feature sizes, vocabulary and class counts "
@@ -365,7 +366,7 @@ std::vector<CatalogEntry> MemoryAndCompileEntries() {
          "no CPU sync inside the step; inductor says why it skipped them (TORCH_LOGS=perf_hints).",
          kNoCompileCpp,
          ""}},
-       "", "", "", kCompile},
+       "", "", "", kCompile, "cuda_graphs"},
   };
 }
 

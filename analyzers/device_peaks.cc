@@ -72,6 +72,14 @@ std::optional<DevicePeak> PeakOfProperties(int major, int minor, int sms, int64_
   return std::nullopt;
 }
 
+std::optional<DevicePeak> PeakOfRank(const profiler::Trace& trace, int32_t rank) {
+  const profiler::RankInfo* info = trace.FindRank(rank);
+  if (info == nullptr || info->devices.empty()) return std::nullopt;
+  const profiler::DeviceProperties& d = info->devices.front();
+  if (auto p = PeakOfDevice(d.name)) return p;
+  return PeakOfProperties(d.compute_major, d.compute_minor, d.num_sms, d.total_global_mem);
+}
+
 double PeakTflops(const DevicePeak& p, std::string_view dtype) {
   if (dtype == "fp32") return p.fp32;
   if (dtype == "tf32") return p.tf32;

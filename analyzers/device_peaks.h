@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "trainrx/profiler/trace.h"
+
 namespace trainrx::analyzers {
 
 struct DevicePeak {
@@ -28,6 +30,9 @@ std::optional<DevicePeak> PeakOfDevice(std::string_view device_name);
 // 9.0 with 132 SMs is an H100 SXM5 (141 GB: an H200), 114 an H100 PCIe; 8.0 with 108 an A100;
 // 7.0 with 80 a V100. nullopt otherwise.
 std::optional<DevicePeak> PeakOfProperties(int major, int minor, int sms, int64_t memory_bytes);
+// The entry for a rank's first device (by its name, else its properties), nullopt when the trace
+// names no device the table has.
+std::optional<DevicePeak> PeakOfRank(const profiler::Trace& trace, int32_t rank);
 // The dense TFLOP/s of `dtype` ("fp32", "tf32", "bf16", "fp16", "fp8", "fp64"); 0 when none.
 double PeakTflops(const DevicePeak& p, std::string_view dtype);
 

@@ -56,23 +56,6 @@ constexpr double kAssumedSpeedup = 2.0;
 
 bool Has(const std::string& s, std::string_view p) { return s.find(p) != std::string::npos; }
 
-enum class GemmMath { kNotGemm, kFp32, kTf32, kOther };
-
-GemmMath ClassifyKernel(std::string_view name) {
-  const std::string n = Lowercase(name);
-  if (!Has(n, "gemm") && !Has(n, "conv") && !Has(n, "fprop") && !Has(n, "dgrad") && !Has(n, "wgrad"))
-    return GemmMath::kNotGemm;
-  if (Has(n, "gemv")) return GemmMath::kNotGemm;  // matrix-vector: memory-bound, no tensor cores either way
-  if (Has(n, "tf32")) return GemmMath::kTf32;
-  if (Has(n, "f16") || Has(n, "half") || Has(n, "hgemm") || Has(n, "h1688") || Has(n, "h16816") || Has(n, "hmma") ||
-      Has(n, "i8") || Has(n, "imma") || Has(n, "int8") || Has(n, "e4m3") || Has(n, "e5m2") || Has(n, "dgemm") ||
-      Has(n, "double") || Has(n, "complex") || Has(n, "zgemm") || Has(n, "cgemm"))
-    return GemmMath::kOther;
-  if (Has(n, "tensorop_s")) return GemmMath::kTf32;  // CUTLASS sm80 "tensorop_s1688gemm": fp32 data, TF32 math
-  if (Has(n, "sgemm") || Has(n, "f32f32_f32f32")) return GemmMath::kFp32;
-  return GemmMath::kOther;
-}
-
 bool IsConvKernel(std::string_view name) {
   const std::string n = Lowercase(name);
   return Has(n, "conv") || Has(n, "fprop") || Has(n, "dgrad") || Has(n, "wgrad");
@@ -129,7 +112,7 @@ void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
         if (cc >= 8 && arch_source.empty()) arch_source = "kernel names (" + Shorten(name, 40) + ")";
       }
       if (cc < 8) continue;
-      const GemmMath m = ClassifyKernel(name);
+      const GemmMath m = ClassifyGemmKernel(name);
       if (m == GemmMath::kTf32) ++tf32_n;
       if (m != GemmMath::kFp32) continue;
       ++fp32_n;

@@ -84,6 +84,26 @@ inline std::string Lowercase(std::string_view s) {
   return out;
 }
 
+// Which math a GEMM / convolution kernel ran, by cuBLAS / cuDNN / CUTLASS naming (FP32 on CUDA cores
+// "ampere_sgemm_...", "sm80_xmma_gemm_f32f32_f32f32_..."; TF32 tensor cores "..._tf32..._",
+// "tensorop_s1688gemm"; 16-bit, 8-bit and 64-bit kernels are "other"); kNotGemm for anything else
+// (matrix-vector kernels included: memory-bound, no tensor cores either way).
+enum class GemmMath { kNotGemm, kFp32, kTf32, kOther };
+inline GemmMath ClassifyGemmKernel(std::string_view name) {
+  const std::string n = Lowercase(name);
+  const auto has = [&](std::string_view p) { return n.find(p) != std::string::npos; };
+  if (!has("gemm") && !has("conv") && !has("fprop") && !has("dgrad") && !has("wgrad")) return GemmMath::kNotGemm;
+  if (has("gemv")) return GemmMath::kNotGemm;
+  if (has("tf32")) return GemmMath::kTf32;
+  if (has("f16") || has("half") || has("hgemm") || has("h1688") || has("h16816") || has("hmma") || has("i8") ||
+      has("imma") || has("int8") || has("e4m3") || has("e5m2") || has("dgemm") || has("double") || has("complex") ||
+      has("zgemm") || has("cgemm"))
+    return GemmMath::kOther;
+  if (has("tensorop_s")) return GemmMath::kTf32;  // CUTLASS sm80 "tensorop_s1688gemm": fp32 data, TF32 math
+  if (has("sgemm") || has("f32f32_f32f32")) return GemmMath::kFp32;
+  return GemmMath::kOther;
+}
+
 // A point-to-point transfer between ranks (pipeline stages): NCCL/RCCL "SendRecv", "Send" and
 // "Recv" kernels, Gloo's "gloo:send" / "gloo:recv" ranges.
 inline bool IsPointToPoint(std::string_view name) {

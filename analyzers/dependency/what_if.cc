@@ -49,14 +49,6 @@ int64_t LoopTimeOf(const RankGraph& g, const std::vector<uint8_t>& mask) {
 
 // ---- the transforms ----
 
-// A fix with nothing to change in this trace: a prediction of no saving, said so.
-TransformPlan Nothing(const RankGraph& g, std::string why) {
-  TransformPlan p;
-  p.levels.emplace_back(g.tasks().size());
-  p.assumptions = std::move(why);
-  return p;
-}
-
 // Each frame's own time (the host slices of its op alone) and whether other ops ran inside it.
 struct OwnTimes {
   std::vector<int64_t> own;
@@ -197,7 +189,7 @@ TransformPlan AnomalyOff(const RankGraph& g) {
   // (asked with --what-if on a trace without it, nothing to save).
   const bool checked = std::any_of(checks.begin(), checks.end(), [](uint8_t x) { return x != 0; });
   if (!checked && ConfigView(g.trace(), g.links().rank).Max("anomaly_mode").value_or(0) <= 0)
-    return Nothing(g, "anomaly mode is not on in this trace (no NaN checks in backward, no anomaly_mode in the recorded "
+    return NoSaving(g, "anomaly mode is not on in this trace (no NaN checks in backward, no anomaly_mode in the recorded "
                       "configuration): nothing to save");
   const NodeCost cost = NodeCostOf(g, forward);
   TransformPlan p;
@@ -253,7 +245,7 @@ TransformPlan UnblockSyncs(const RankGraph& g) {
     }
   }
   if (n == 0)
-    return Nothing(g, "no wait for the device under a scalar read or synchronization in this trace (on a CPU a read "
+    return NoSaving(g, "no wait for the device under a scalar read or synchronization in this trace (on a CPU a read "
                       "waits for nothing): nothing to save");
   p.levels.push_back(std::move(e));
   p.assumptions = "the host stops waiting at scalar reads and synchronizations (the read leaves the step); the "
@@ -266,7 +258,7 @@ TransformPlan CachingAllocator(const RankGraph& g) {
   const auto alloc = g.FramesUnder([&](std::string_view n) { return IsAllocatorCall(n); });
   TransformPlan p;
   if (std::none_of(alloc.begin(), alloc.end(), [](uint8_t x) { return x; }))
-    return Nothing(g, "no device allocator call in this trace: nothing to save");
+    return NoSaving(g, "no device allocator call in this trace: nothing to save");
   Edits e(g.tasks().size());
   ScaleFrames(g, alloc, 0.0, e);
   p.levels.push_back(std::move(e));
@@ -286,7 +278,7 @@ TransformPlan ZeroGradNone(const RankGraph& g) {
   std::vector<uint8_t> mask(zeroing.size());
   for (size_t i = 0; i < mask.size(); ++i) mask[i] = zeroing[i] && in_zero_grad[i];
   TransformPlan p;
-  if (LoopTimeOf(g, mask) == 0) return Nothing(g, "no zeroing op inside zero_grad on the loop's thread: nothing to save");
+  if (LoopTimeOf(g, mask) == 0) return NoSaving(g, "no zeroing op inside zero_grad on the loop's thread: nothing to save");
   Edits e(g.tasks().size());
   ScaleFrames(g, mask, 0.0, e);
   p.levels.push_back(std::move(e));
@@ -346,7 +338,7 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
   const int64_t fetch = LoopTimeOf(g, data);
   if (g.windows().empty()) return p;
   if (fetch == 0)
-    return Nothing(g, "no data loading on the loop's thread in the steps (no enumerate(DataLoader) or trainrx::data "
+    return NoSaving(g, "no data loading on the loop's thread in the steps (no enumerate(DataLoader) or trainrx::data "
                       "range): nothing the workers would take off it");
   const double per_step = static_cast<double>(fetch) / static_cast<double>(g.windows().size());
   // Point: 10 % of the fetch stays on the loop's thread (receiving the batch); low: 30 %; high: none.
@@ -485,7 +477,7 @@ TransformPlan FusedOptimizer(const RankGraph& g) {
     has_fused = has_fused && HasFusedStep(opt);
     loops[a].push_back(frames[i].op->name);
   }
-  if (loops.empty()) return Nothing(g, "no per-parameter optimizer step (Optimizer.step#... with ops) in the replayed steps");
+  if (loops.empty()) return NoSaving(g, "no per-parameter optimizer step (Optimizer.step#... with ops) in the replayed steps");
   if (!has_fused)
     return NotPredictable(g, "this optimizer has no fused step in torch.optim (only Adam, AdamW, SGD and Adagrad have one; "
                              "LibTorch's C++ optimizers none)");
@@ -494,7 +486,7 @@ TransformPlan FusedOptimizer(const RankGraph& g) {
     if (const int64_t params = ParametersOfLoop(names); params > 0)
       per_param.push_back(static_cast<int64_t>(1000.0 * static_cast<double>(names.size()) / static_cast<double>(params)));
   const double n = static_cast<double>(Quantile(per_param, 0.5)) / 1000.0;
-  if (n < 2) return Nothing(g, fmt::format("the {} step runs {:.1f} op per parameter: a fused pass has nothing to merge", optimizer, n));
+  if (n < 2) return NoSaving(g, fmt::format("the {} step runs {:.1f} op per parameter: a fused pass has nothing to merge", optimizer, n));
   const auto step = g.FramesUnder([&](std::string_view name) { return !OptimizerOfStepRange(name).empty(); });
   const double ops_kept[3] = {2.0, 4.0, 1.0};
   for (int k = 0; k < 3; ++k) {
@@ -616,6 +608,7 @@ const std::vector<Named>& Transforms() {
       {"fused_optimizer", &FusedOptimizer},
       {"cudnn_benchmark", &CudnnBenchmark},   {"eval_no_grad", &EvalNoGrad},        {"drop_bias", &DropBias},
       {"profiler_off", &ProfilerOff},
+      {"tf32", &Tf32},                        {"pinned_copies", &PinnedCopies},     {"cuda_graphs", &CudaGraphs},
   };
   return k;
 }
@@ -628,6 +621,13 @@ double Mean(const std::vector<double>& v) {
 }
 
 }  // namespace
+
+TransformPlan NoSaving(const RankGraph& g, std::string why) {
+  TransformPlan p;
+  p.levels.emplace_back(g.tasks().size());
+  p.assumptions = std::move(why);
+  return p;
+}
 
 std::vector<std::pair<int64_t, int64_t>> ReplayedSteps(std::vector<std::pair<int64_t, int64_t>> windows, size_t count) {
   std::sort(windows.begin(), windows.end());

@@ -30,6 +30,13 @@ struct TransformPlan {
   bool applies() const { return !levels.empty(); }
 };
 using TransformFn = TransformPlan (*)(const RankGraph& graph);
+// A fix with nothing to change in this trace: a prediction of no saving, saying why.
+TransformPlan NoSaving(const RankGraph& graph, std::string why);
+// The GPU transforms (gpu_transforms.cc): TF32 for FP32 GEMM / convolution kernels, pinned memory
+// for pageable host-to-device copies, CUDA graphs for launch-bound steps.
+TransformPlan Tf32(const RankGraph& graph);
+TransformPlan PinnedCopies(const RankGraph& graph);
+TransformPlan CudaGraphs(const RankGraph& graph);
 
 // nullptr for a name no transform has.
 TransformFn FindTransform(std::string_view name);

@@ -2,6 +2,7 @@
 // knob it names is a workload knob, every outside-fix token is one the start-up hook reads, and every
 // id is documented in docs/findings.md (a new id without docs fails here).
 #include "trainrx/analyzers/catalog.h"
+#include "trainrx/analyzers/analysis.h"
 
 #include <gtest/gtest.h>
 
@@ -219,6 +220,20 @@ TEST(CatalogTest, EveryIdIsDocumented) {
     EXPECT_NE(findings.find(std::string("`") + e.id + "`"), std::string::npos) << e.id << " is not in docs/findings.md";
     const std::string page = ReadSource(e.doc);
     EXPECT_NE(page.find(e.id), std::string::npos) << e.id << " is not on its page " << e.doc;
+  }
+}
+
+// docs/what-if.md's table has a row for every transform of the replay, and each row names the
+// findings whose catalog entry uses it.
+TEST(CatalogTest, EveryTransformIsDocumented) {
+  const std::string doc = ReadSource("docs/what-if.md");
+  ASSERT_FALSE(doc.empty());
+  for (const std::string& name : WhatIfNames()) {
+    const size_t row = doc.find("| `" + name + "` |");
+    ASSERT_NE(row, std::string::npos) << name << " has no row in docs/what-if.md";
+    const std::string line = doc.substr(row, doc.find('\n', row) - row);
+    for (const auto& e : Catalog())
+      if (name == e.transform) EXPECT_NE(line.find(std::string("`") + e.id + "`"), std::string::npos) << name << ": " << e.id;
   }
 }
 

@@ -34,9 +34,15 @@ std::string Kernel(const std::string& name, double ts, double dur, int corr, int
 }
 std::string Step(int n, double ts, double dur) { return Cpu("user_annotation", fmt::format("ProfilerStep#{}", n), ts, dur); }
 
-void Read(std::string events, profiler::Trace& trace) {
+std::string Memcpy(const std::string& name, double ts, double dur, int corr, int64_t bytes, int stream = 7) {
+  return fmt::format(R"({{"ph":"X","cat":"gpu_memcpy","name":"{}","pid":0,"tid":{},"ts":{},"dur":{},"args":{{"device":0,"stream":{},"correlation":{},"bytes":{}}}}},)",
+                     name, stream, ts, dur, stream, corr, bytes);
+}
+
+// `top`: more top-level keys of the trace (deviceProperties), each ending in a comma.
+void Read(std::string events, profiler::Trace& trace, const std::string& top = "") {
   events.pop_back();
-  const auto st = profiler::ReadTraceBuffer(fmt::format(R"({{"traceEvents":[{}]}})", events), "hand.json", 0, trace);
+  const auto st = profiler::ReadTraceBuffer(fmt::format(R"({{{}"traceEvents":[{}]}})", top, events), "hand.json", 0, trace);
   ASSERT_TRUE(st.ok()) << st.message();
   trace.Finalize();
 }
@@ -63,8 +69,8 @@ struct Replayable {
   Report report;
   std::optional<LinkIndex> links;
   std::optional<RankGraph> graph;
-  explicit Replayable(std::string events) {
-    Read(std::move(events), trace);
+  explicit Replayable(std::string events, const std::string& top = "") {
+    Read(std::move(events), trace, top);
     report = Analyze(trace);
     links.emplace(trace);
     graph.emplace(trace, *links->Rank(0), Windows(report, 0));
@@ -486,6 +492,136 @@ TEST(WhatIf, LoaderWorkersOnBusyCpusReachNoSavingAtTheLowEnd) {
   EXPECT_GT(two.high_pct, 20.0);
   EXPECT_GT(sixteen.saving_pct, 30.0) << sixteen.assumptions;
   EXPECT_EQ(sixteen.assumptions.find("at the low end the CPUs bind"), std::string::npos) << sixteen.assumptions;
+}
+
+// The GPU transforms on hand-built steps whose answer is known.
+
+constexpr const char* kA100 =
+    R"("deviceProperties":[{"id":0,"name":"NVIDIA A100-SXM4-80GB","totalGlobalMem":85899345920,"computeMajor":8,"computeMinor":0,"numSms":108}],)";
+
+// A device-bound step: three FP32 GEMMs of 400 us and an elementwise kernel of 50 us launched at
+// once, then a synchronize; 1.4 ms a step.
+std::string Fp32GemmSteps(const char* gemm) {
+  std::string ev;
+  for (int s = 0; s < 4; ++s) {
+    const double t0 = 1400.0 * s;
+    ev += Step(s + 1, t0, 1400);
+    for (int k = 0; k < 4; ++k) {
+      const int corr = 100 * s + k;
+      ev += Cpu("cuda_runtime", "cudaLaunchKernel", t0 + 1 + 5 * k, 4, 1, corr);
+      ev += Kernel(k < 3 ? gemm : "vectorized_elementwise_kernel", t0 + 10 + 400 * k, k < 3 ? 400 : 50, corr);
+    }
+    ev += Cpu("cuda_runtime", "cudaStreamSynchronize", t0 + 30, 1240, 1, 100 * s + 50);
+    ev += Cpu("cpu_op", "aten::host", t0 + 1280, 110);
+  }
+  return ev;
+}
+
+TEST(WhatIf, Tf32SpeedsTheFp32GemmsByTheDevicesPeakRatio) {
+  const Replayable h(Fp32GemmSteps("ampere_sgemm_128x64_nn"), kA100);
+  const WhatIfResult w = h.Predict({"tf32"});
+  ASSERT_TRUE(w.ok) << w.prediction.assumptions;
+  // A100: TF32 / FP32 = 156 / 19.5 = 8; the point runs the GEMMs 4x faster: 1200 -> 300 us of 1400.
+  EXPECT_NEAR(w.prediction.saving_pct, 100.0 * 900 / 1400, 1.5) << w.prediction.assumptions;
+  // The least saving, 2x: 600 us; the most, 6.9x: 1026 us.
+  EXPECT_NEAR(w.prediction.low_pct, 100.0 * 600 / 1400, 1.5);
+  EXPECT_NEAR(w.prediction.high_pct, 100.0 * (1200 - 1200 / 6.88) / 1400, 1.5);
+  EXPECT_NE(w.prediction.assumptions.find("A100"), std::string::npos) << w.prediction.assumptions;
+  // Kernels already in TF32 (or 16-bit) leave nothing to save.
+  const Replayable tf32(Fp32GemmSteps("ampere_tf32_s1688gemm_tf32_128x128"), kA100);
+  const WhatIfResult none = tf32.Predict({"tf32"});
+  EXPECT_NEAR(none.prediction.saving_pct, 0.0, 0.01);
+  EXPECT_NE(none.prediction.assumptions.find("no FP32 GEMM"), std::string::npos);
+}
+
+TEST(WhatIf, Tf32SavesNothingWhereTheHostBindsTheStep) {
+  // The same kernels, each launched by 450 us of host work: the device waits for the host.
+  std::string ev;
+  for (int s = 0; s < 4; ++s) {
+    const double t0 = 2000.0 * s;
+    ev += Step(s + 1, t0, 2000);
+    for (int k = 0; k < 4; ++k) {
+      const int corr = 100 * s + k;
+      ev += Cpu("cpu_op", "aten::mm", t0 + 1 + 480 * k, 470);
+      ev += Cpu("cuda_runtime", "cudaLaunchKernel", t0 + 460 + 480 * k, 5, 1, corr);
+      ev += Kernel(k < 3 ? "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n" : "elementwise", t0 + 470 + 480 * k, k < 3 ? 100 : 20, corr);
+    }
+  }
+  const Replayable h(ev, kA100);
+  const WhatIfResult w = h.Predict({"tf32"});
+  ASSERT_TRUE(w.ok);
+  EXPECT_LT(w.prediction.high_pct, 5.0) << w.prediction.saving_pct << " " << w.prediction.assumptions;
+}
+
+TEST(WhatIf, PinnedCopiesStopTheHostWaitingAndCopyAtPinnedBandwidth) {
+  // 300 us of loading, a pageable 4 MB copy whose call holds the host 500 us (the copy 480 us:
+  // 8.3 GB/s), a 200 us kernel, a synchronize; 1.2 ms a step.
+  std::string ev;
+  for (int s = 0; s < 4; ++s) {
+    const double t0 = 1200.0 * s;
+    ev += Step(s + 1, t0, 1200);
+    ev += Cpu("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0 + 1, 300);
+    ev += Cpu("cuda_runtime", "cudaMemcpyAsync", t0 + 310, 500, 1, 100 * s);
+    ev += Memcpy("Memcpy HtoD (Pageable -> Device)", t0 + 320, 480, 100 * s, 4'000'000);
+    ev += Cpu("cuda_runtime", "cudaLaunchKernel", t0 + 815, 5, 1, 100 * s + 1);
+    ev += Kernel("conv_fwd", t0 + 830, 200, 100 * s + 1);
+    ev += Cpu("cuda_runtime", "cudaStreamSynchronize", t0 + 825, 210, 1, 100 * s + 2);
+    ev += Cpu("cpu_op", "aten::host", t0 + 1040, 150);
+  }
+  const Replayable h(ev, kA100);
+  const WhatIfResult w = h.Predict({"pinned_copies"});
+  ASSERT_TRUE(w.ok) << w.prediction.assumptions;
+  // After: the call takes a launch (5 us) and returns; the copy at 24 GB/s (167 us) and the kernel
+  // (200 us) run while the host reaches the synchronize: 1200 -> ~1200 - (500 - 5) - 10 + 167.
+  const double after = 1200.0 - 495 - 10 + 167;
+  EXPECT_NEAR(w.prediction.saving_pct, 100.0 * (1200 - after) / 1200, 3.0) << w.prediction.assumptions;
+  EXPECT_LT(w.prediction.low_pct, w.prediction.saving_pct);  // 12 GB/s, and the loop pins it itself
+  EXPECT_GT(w.prediction.low_pct, 0.0);
+  // Copies already pinned: nothing.
+  std::string pinned = ev;
+  for (size_t at; (at = pinned.find("Pageable")) != std::string::npos;) pinned.replace(at, 8, "Pinned");
+  const Replayable p(pinned, kA100);
+  EXPECT_NEAR(p.Predict({"pinned_copies"}).prediction.saving_pct, 0.0, 0.01);
+}
+
+// A launch-bound step: 60 ops of 20 us each launch a 4 us kernel, then a synchronize.
+std::string LaunchBoundSteps(double kernel_us) {
+  std::string ev;
+  const double op = 20, len = 60 * std::max(op, kernel_us) + 100;
+  for (int s = 0; s < 4; ++s) {
+    const double t0 = len * s;
+    ev += Step(s + 1, t0, len);
+    for (int k = 0; k < 60; ++k) {
+      const int corr = 1000 * s + k;
+      const double at = t0 + 1 + op * k;
+      ev += Cpu("cpu_op", "aten::add", at, op - 1);
+      ev += Cpu("cuda_runtime", "cudaLaunchKernel", at + 10, 8, 1, corr);
+      const double start = kernel_us <= op ? at + 18.5 : t0 + 20 + kernel_us * k;
+      ev += Kernel("elementwise_kernel", start, kernel_us, corr);
+    }
+    const double device_end = kernel_us <= op ? t0 + 1 + op * 59 + 18.5 + kernel_us : t0 + 20 + kernel_us * 60;
+    ev += Cpu("cuda_runtime", "cudaStreamSynchronize", t0 + 1 + op * 60, device_end - (t0 + 1 + op * 60) + 2, 1, 1000 * s + 99);
+    ev += Cpu("cpu_op", "aten::host", device_end + 5, len - (device_end - t0) - 10);
+  }
+  return ev;
+}
+
+TEST(WhatIf, CudaGraphsRemoveTheLaunchBoundHostWork) {
+  const Replayable h(LaunchBoundSteps(4), kA100);
+  const WhatIfResult w = h.Predict({"cuda_graphs"});
+  ASSERT_TRUE(w.ok) << w.prediction.assumptions;
+  // 1300 us a step: 1200 us of ops launching 60 kernels of 4 us. As a graph: 10 us to launch, the
+  // kernels 60 x (4 + 1 us), then the synchronize and the host work after it (~90 us) stay.
+  const double before = 1300, after = 10 + 60 * 5 + 90;
+  EXPECT_NEAR(w.prediction.saving_pct, 100 * (before - after) / before, 4.0) << w.prediction.assumptions;
+  // The least: a quarter of the host work stays (300 us, beside the kernels' 60 x (4 + 2) us) and
+  // the graph takes 50 us to launch.
+  EXPECT_NEAR(w.prediction.low_pct, 100 * (before - (50 + 60 * 6 + 90)) / before, 4.0) << w.prediction.assumptions;
+  // Kernels of 100 us launched ahead: the device binds, a graph saves next to nothing.
+  const Replayable d(LaunchBoundSteps(100), kA100);
+  const WhatIfResult busy = d.Predict({"cuda_graphs"});
+  ASSERT_TRUE(busy.ok);
+  EXPECT_LT(busy.prediction.saving_pct, 3.0) << busy.prediction.assumptions;
 }
 
 TEST(WhatIf, EveryCatalogTransformExists) {

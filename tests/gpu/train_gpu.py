@@ -14,6 +14,9 @@ A ResNet-like CNN on synthetic 3x64x64 images, SGD, cross-entropy.
   --cudnn-benchmark 0|1  torch.backends.cudnn.benchmark (default 1)
   --costly-data        a __getitem__ that costs ~2 ms of CPU per sample (starves the GPU with few workers)
   --anomaly            torch.autograd.set_detect_anomaly(True)
+  --cuda-graph         capture forward, backward and the optimizer step once as a CUDA graph and replay
+                       it every step (PyTorch's "whole network capture": warm-up on a side stream, static
+                       input tensors); each step is marked ProfilerStep#N, as no optimizer step runs in Python
   --device cuda|cpu    (default cuda)
   --leak               keep each step's predictions with their graph (memory.growth)
   --empty-cache        torch.cuda.empty_cache() every step (memory.empty_cache)
@@ -66,6 +69,7 @@ def main():
     p.add_argument("--cudnn-benchmark", type=int, default=1)
     p.add_argument("--costly-data", action="store_true")
     p.add_argument("--anomaly", action="store_true")
+    p.add_argument("--cuda-graph", action="store_true")
     p.add_argument("--device", default="cuda")
     p.add_argument("--torch-profiler", default="")
     p.add_argument("--step-times", default="")
@@ -102,10 +106,47 @@ def main():
         prof = torch.profiler.profile(activities=acts, schedule=torch.profiler.schedule(wait=0, warmup=0, active=a.steps + 1),
                                       profile_memory=a.profile_memory, record_shapes=a.profile_memory)
         prof.start()
+    graph = None
+    if a.cuda_graph:
+        if dev.type != "cuda" or a.amp == "fp16" or a.anomaly or a.leak:
+            raise SystemExit("--cuda-graph needs --device cuda, and no --amp fp16, --anomaly or --leak")
+        fmt = torch.channels_last if a.channels_last else torch.contiguous_format
+        static_x = torch.zeros(a.batch, 3, 64, 64, device=dev).contiguous(memory_format=fmt)
+        static_y = torch.zeros(a.batch, dtype=torch.long, device=dev)
+
+        def train_step():
+            with torch.autocast(dev.type, dtype=dtype or torch.float32, enabled=dtype is not None, cache_enabled=False):
+                out = loss_fn(model(static_x), static_y)
+            out.backward()
+            opt.step()
+            return out
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up outside the graph (optimizer state, cuDNN's choice)
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                train_step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            static_loss = train_step()
     times, losses, kept = [], [], []
     it = iter(loader)
     for step in range(a.steps):
         t0 = time.perf_counter()
+        if graph is not None:
+            with torch.profiler.record_function(f"ProfilerStep#{step}"):
+                x, y = next(it)
+                static_x.copy_(x, non_blocking=bool(a.pin_memory))
+                static_y.copy_(y, non_blocking=bool(a.pin_memory))
+                graph.replay()
+                loss = static_loss
+                if a.item:
+                    losses.append(loss.item())
+            times.append((time.perf_counter() - t0) * 1e3)
+            continue
         x, y = next(it)
         nb = bool(a.pin_memory)
         x, y = x.to(dev, non_blocking=nb), y.to(dev, non_blocking=nb)

@@ -1,0 +1,250 @@
+// The what-if's GPU transforms (issue 59; docs/what-if.md): TF32 for FP32 GEMM / convolution
+// kernels, pinned host memory for pageable host-to-device copies, and CUDA graphs for launch-bound
+// steps. Each is an edit of the rank's dependency graph (replay.h) at three levels of its one
+// uncertain assumption, with that assumption said in plain words.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dependency/what_if.h"
+#include "device_peaks.h"
+#include "phases.h"
+#include "runtime_names.h"
+#include "ops.h"
+
+namespace trainrx::analyzers {
+
+using profiler::Event;
+using profiler::EventKind;
+using Kind = RankGraph::Kind;
+
+namespace {
+
+// The device work a task runs (nullptr for a host task).
+const Event* WorkOf(const RankGraph& g, const RankGraph::Task& t) {
+  return t.kind == Kind::kDevice && t.work >= 0 ? g.links().work[static_cast<size_t>(t.work)].e : nullptr;
+}
+
+// The rank's median duration of a kernel launch call (what an asynchronous copy's call costs once
+// it no longer stages the data); 5 us when the trace has none.
+int64_t MedianLaunchCallNs(const RankGraph& g) {
+  std::vector<int64_t> d;
+  for (const HostCall& c : g.links().calls)
+    if (c.kind == CallKind::kLaunch && g.trace().Name(*c.e).find("LaunchKernel") != std::string_view::npos)
+      d.push_back(c.e->dur_ns);
+  return d.empty() ? 5000 : Quantile(d, 0.5);
+}
+
+}  // namespace
+
+// precision.fp32_matmul: TF32 tensor cores run the FP32 GEMM and convolution kernels.
+TransformPlan Tf32(const RankGraph& g) {
+  std::vector<size_t> fp32;
+  int64_t fp32_ns = 0;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const Event* w = WorkOf(g, g.tasks()[i]);
+    if (w != nullptr && w->kind == EventKind::kKernel && ClassifyGemmKernel(g.trace().Name(*w)) == GemmMath::kFp32) {
+      fp32.push_back(i);
+      if (g.StepOf(static_cast<int32_t>(i)) >= 0) fp32_ns += g.tasks()[i].dur;
+    }
+  }
+  if (fp32.empty()) return NoSaving(g, "no FP32 GEMM or convolution kernel in this trace: nothing to save");
+  // The device's TF32 / FP32 dense peak ratio (8 for an A100, 7.4 for an H100 SXM).
+  double ratio = 8.0;
+  std::string source = "the A100's datasheet ratio (156 / 19.5 TFLOP/s; the trace names no device the table has)";
+  if (const auto peak = PeakOfRank(g.trace(), g.links().rank); peak && peak->fp32 > 0 && peak->tf32 > 0) {
+    ratio = peak->tf32 / peak->fp32;
+    source = fmt::format("the {}'s dense peaks, {:g} / {:g} TFLOP/s", peak->model, peak->tf32, peak->fp32);
+  }
+  // Per level, the kernels' speed-up: half the peak ratio (point); 2x, a small or memory-bound
+  // GEMM (least); 86 % of it, PyTorch's CUDA notes' 10240^2 matmul (0.11 s -> 0.016 s on an A100).
+  const double speedups[3] = {std::max(1.0, 0.5 * ratio), std::min(2.0, ratio), std::max(1.0, 0.86 * ratio)};
+  constexpr int64_t kFloorNs = 2000;  // a kernel's time does not go below 2 us (launch and tail)
+  TransformPlan p;
+  for (double s : speedups) {
+    Edits e(g.tasks().size());
+    for (size_t i : fp32) {
+      const double dur = static_cast<double>(std::max<int64_t>(1, g.tasks()[i].dur));
+      const double after = std::max(dur / s, std::min(dur, static_cast<double>(kFloorNs)));
+      e.scale[i] = static_cast<float>(after / dur);
+    }
+    p.levels.push_back(std::move(e));
+  }
+  const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
+  p.assumptions = fmt::format(
+      "TF32 tensor cores run the {} FP32 GEMM/convolution kernels ({:.2f} ms a step) {:.1f}x faster ({:.1f}x-{:.1f}x: "
+      "{:.1f}x is the TF32/FP32 peak ratio, from {}; half of it at the point, 2x for small or memory-bound GEMMs, 86 % "
+      "of it for a large one), none under 2 us; the trace holds no bytes per kernel, so a memory-bound GEMM is "
+      "counted at the point's speed-up",
+      fp32.size(), static_cast<double>(fp32_ns) / 1e6 / steps, speedups[0], speedups[1], speedups[2], ratio, source);
+  return p;
+}
+
+// input.pin_memory: the batches come from pinned memory and are copied with non_blocking=True: the
+// copy call returns at once and the copy runs at pinned bandwidth.
+TransformPlan PinnedCopies(const RankGraph& g) {
+  const auto& tr = g.trace();
+  const auto& links = g.links();
+  // The pageable host-to-device copies, and the pinned ones' bandwidth where the trace has some.
+  std::vector<size_t> copies;
+  std::vector<int64_t> bytes;
+  std::vector<double> pinned_gbps;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const Event* w = WorkOf(g, g.tasks()[i]);
+    if (w == nullptr || w->kind != EventKind::kMemcpy || w->aux == profiler::kNoAux) continue;
+    const profiler::MemcpyInfo& m = tr.memcpys[w->aux];
+    if (m.copy != profiler::CopyKind::kHtoD || m.bytes <= 0) continue;
+    if (m.src == profiler::MemKind::kPageable) {
+      copies.push_back(i);
+      bytes.push_back(m.bytes);
+    } else if (m.src == profiler::MemKind::kPinned && m.bytes >= (256 << 10) && w->dur_ns > 0) {
+      pinned_gbps.push_back(static_cast<double>(m.bytes) / static_cast<double>(w->dur_ns));
+    }
+  }
+  if (copies.empty()) return NoSaving(g, "no host-to-device copy from pageable memory in this trace: nothing to save");
+  // The calls that enqueued them: their host slices shrink to a launch call's time and no longer wait.
+  std::unordered_map<const Event*, size_t> copy_of_call;
+  for (size_t k = 0; k < copies.size(); ++k) {
+    const DeviceWork& w = links.work[static_cast<size_t>(g.tasks()[copies[k]].work)];
+    if (w.call >= 0) copy_of_call[links.calls[static_cast<size_t>(w.call)].e] = k;
+  }
+  std::vector<int64_t> call_ns(copies.size(), 0);
+  std::vector<std::vector<size_t>> call_tasks(copies.size());
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const auto& t = g.tasks()[i];
+    if (t.kind == Kind::kDevice || t.frame < 0) continue;
+    const auto it = copy_of_call.find(g.frames()[static_cast<size_t>(t.frame)].op);
+    if (it == copy_of_call.end()) continue;
+    call_tasks[it->second].push_back(i);
+    call_ns[it->second] += t.dur;
+  }
+  const int64_t launch_ns = MedianLaunchCallNs(g);
+  // Pinned bandwidth: the trace's own pinned copies (median), else PCIe 4 x16's ~24 GB/s achieved
+  // (12, PCIe 3; 50, PCIe 5).
+  double gbps[3] = {24, 12, 50};
+  std::string bw_source = "PCIe 4 x16's achieved ~24 GB/s (12 GB/s, PCIe 3; 50 GB/s, PCIe 5: the trace has no pinned copy of 256 kB or more)";
+  if (!pinned_gbps.empty()) {
+    std::sort(pinned_gbps.begin(), pinned_gbps.end());
+    const double median = pinned_gbps[pinned_gbps.size() / 2];
+    gbps[0] = median, gbps[1] = 0.75 * median, gbps[2] = pinned_gbps.back();
+    bw_source = fmt::format("the trace's {} pinned copies: median {:.1f} GB/s (75 % of it; their best, {:.1f})",
+                            pinned_gbps.size(), median, pinned_gbps.back());
+  }
+  TransformPlan p;
+  int64_t total_bytes = 0;
+  for (int level = 0; level < 3; ++level) {
+    Edits e(g.tasks().size());
+    for (size_t k = 0; k < copies.size(); ++k) {
+      const auto& t = g.tasks()[copies[k]];
+      const double dur = static_cast<double>(std::max<int64_t>(1, t.dur));
+      e.scale[copies[k]] = static_cast<float>(std::min(1.0, static_cast<double>(bytes[k]) / gbps[level] / dur));
+      // The call: a launch's time. At the least saving, the loop pins the batch itself (a C++ loop's
+      // tensor.pin_memory()): a host copy at 10 GB/s stays on its thread.
+      const int64_t keep = std::min(call_ns[k], launch_ns) + (level == 1 ? bytes[k] / 10 : 0);
+      int64_t left = keep;
+      for (size_t i : call_tasks[k]) {
+        const int64_t d = g.tasks()[i].dur;
+        const int64_t take = std::min(d, left);
+        left -= take;
+        e.scale[i] = d > 0 ? static_cast<float>(static_cast<double>(take) / static_cast<double>(d)) : 0.0f;
+        e.unblock[i] = 1;
+      }
+      if (left > 0 && !call_tasks[k].empty()) e.Add(call_tasks[k].front(), left);
+    }
+    p.levels.push_back(std::move(e));
+  }
+  for (int64_t b : bytes) total_bytes += b;
+  p.assumptions = fmt::format(
+      "the {} pageable host-to-device copies ({:.1f} MB) come from pinned memory (DataLoader(pin_memory=True), pinned "
+      "on its pin-memory thread) and are enqueued with non_blocking=True: each call takes a launch's time ({:.1f} us, "
+      "the rank's median) and no longer waits, and the copy runs at {:.0f} GB/s ({:.0f}-{:.0f}), from {}; at the least "
+      "saving the loop's thread pins each batch itself at 10 GB/s",
+      copies.size(), static_cast<double>(total_bytes) / 1e6, static_cast<double>(launch_ns) / 1e3, gbps[0], gbps[1],
+      gbps[2], bw_source);
+  return p;
+}
+
+// gpu.launch_bound, compile.reduce_overhead: each step's device work, from its first launch to its
+// last, is captured once and replayed as a CUDA graph: the host work in between (Python, the
+// framework, the launches) is gone, one graph launch stands for it, and the kernels run one after
+// another with a graph's gap between nodes.
+TransformPlan CudaGraphs(const RankGraph& g) {
+  const auto& links = g.links();
+  const size_t windows = g.windows().size();
+  // Per step: the span of its launches (the calls that enqueued the step's device work) and the
+  // threads that launched.
+  std::vector<std::pair<int64_t, int64_t>> span(windows, {INT64_MAX, INT64_MIN});
+  std::vector<uint32_t> launching;
+  size_t kernels = 0;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const auto& t = g.tasks()[i];
+    const int32_t s = g.StepOf(static_cast<int32_t>(i));
+    if (t.kind != Kind::kDevice || s < 0 || t.work < 0) continue;
+    const HostCall* c = links.CallOf(links.work[static_cast<size_t>(t.work)]);
+    if (c == nullptr || c->kind != CallKind::kLaunch) continue;
+    span[static_cast<size_t>(s)].first = std::min(span[static_cast<size_t>(s)].first, c->e->ts_ns);
+    span[static_cast<size_t>(s)].second = std::max(span[static_cast<size_t>(s)].second, c->e->end_ns());
+    if (std::find(launching.begin(), launching.end(), c->track) == launching.end()) launching.push_back(c->track);
+    ++kernels;
+  }
+  if (kernels == 0) return NoSaving(g, "no device work launched in the steps: nothing to capture");
+  const auto data = g.FramesUnder([](std::string_view n) { return PhaseOf(n) == kData; });
+  // The captured host tasks, and each step's first on the loop's thread (where the graph's launch goes).
+  std::vector<size_t> captured;
+  std::vector<int64_t> first(windows, -1);
+  int64_t captured_ns = 0;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const auto& t = g.tasks()[i];
+    const int32_t s = g.StepOf(static_cast<int32_t>(i));
+    if (s < 0 || (t.kind != Kind::kHost && t.kind != Kind::kBetweenOps)) continue;
+    if (std::find(launching.begin(), launching.end(), t.track) == launching.end()) continue;
+    if (t.frame >= 0 && data[static_cast<size_t>(t.frame)]) continue;
+    const auto [lo, hi] = span[static_cast<size_t>(s)];
+    if (t.ts < lo || t.ts + t.dur > hi) continue;
+    captured.push_back(i);
+    captured_ns += t.dur;
+    if (t.track == g.loop_thread() && first[static_cast<size_t>(s)] < 0) first[static_cast<size_t>(s)] = static_cast<int64_t>(i);
+  }
+  // Device work launched apart from its predecessor on the stream (by more than a node's gap) runs
+  // a node's gap after it in the graph; work already queued back to back keeps its gap.
+  std::vector<std::pair<size_t, int64_t>> device_gaps;  // (task, its gap to the previous on its stream)
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const auto& t = g.tasks()[i];
+    if (t.kind != Kind::kDevice || g.StepOf(static_cast<int32_t>(i)) < 0 || t.work < 0) continue;
+    const DeviceWork& w = links.work[static_cast<size_t>(t.work)];
+    const int64_t gap = w.prev >= 0 ? w.e->ts_ns - links.work[static_cast<size_t>(w.prev)].e->end_ns() : INT64_MAX;
+    device_gaps.push_back({i, gap});
+  }
+  // Levels: (share of the captured host time that stays, graph launch ns a step, node gap ns).
+  struct Level {
+    double stays;
+    int64_t launch_ns, gap_ns;
+  };
+  const Level levels[3] = {{0.0, 10'000, 1'000}, {0.25, 50'000, 2'000}, {0.0, 2'500, 500}};
+  TransformPlan p;
+  for (const Level& lv : levels) {
+    Edits e(g.tasks().size());
+    for (size_t i : captured) e.scale[i] = static_cast<float>(lv.stays);
+    for (int64_t f : first)
+      if (f >= 0) e.Add(static_cast<size_t>(f), lv.launch_ns);
+    for (const auto& [i, gap] : device_gaps)
+      if (gap > lv.gap_ns) e.Add(i, lv.gap_ns);
+    p.levels.push_back(std::move(e));
+  }
+  const double steps = static_cast<double>(std::max<size_t>(1, windows));
+  p.assumptions = fmt::format(
+      "each step's work from its first launch to its last is one CUDA graph (torch.cuda.graphs, or torch.compile "
+      "mode=\"reduce-overhead\"): the host work in between on the launching threads ({:.2f} ms a step: Python, the "
+      "framework, {:.0f} launches) goes and one graph launch of 10 us (2.5-50) stands for it; at the least saving a "
+      "quarter of it stays (guards, copies into the graph's static inputs, what cannot be captured); kernels launched "
+      "apart run 1 us (0.5-2) after the one before; data loading and waits for the device stay. Capture needs static "
+      "shapes and no host sync inside the step (move .item() reads out first: sync.host_device)",
+      static_cast<double>(captured_ns) / 1e6 / steps, static_cast<double>(kernels) / steps);
+  return p;
+}
+
+}  // namespace trainrx::analyzers
