@@ -2,7 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <optional>
+#include <queue>
 #include <unordered_map>
+
+#include "collectives.h"
+#include "runtime_names.h"
 
 #include "ops.h"
 
@@ -327,14 +333,22 @@ void RankGraph::KahnOrder() {
     std::vector<int32_t> fill(out_begin.begin(), out_begin.end() - 1);
     for (int32_t v = 0; v < nodes; ++v) each_pred(v, [&](int32_t p) { out[fill[p]++] = v; });
   }
+  // Ready nodes in their measured time order (any topological order replays the same times; this
+  // one keeps each walk near the trace's time, so the walks of a joint replay meet at their
+  // collectives in the order the ranks reached them).
+  const auto instant = [&](int32_t v) { return v % 2 ? tasks_[v / 2].ts + tasks_[v / 2].dur : tasks_[v / 2].ts; };
+  using Ready = std::pair<int64_t, int32_t>;
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
   order_.clear();
   order_.reserve(nodes);
   for (int32_t v = 0; v < nodes; ++v)
-    if (indegree[v] == 0) order_.push_back(v);
-  for (size_t head = 0; head < order_.size(); ++head) {
-    const int32_t v = order_[head];
+    if (indegree[v] == 0) ready.push({instant(v), v});
+  while (!ready.empty()) {
+    const int32_t v = ready.top().second;
+    ready.pop();
+    order_.push_back(v);
     for (int32_t k = out_begin[v]; k < out_begin[v + 1]; ++k)
-      if (--indegree[out[k]] == 0) order_.push_back(out[k]);
+      if (--indegree[out[k]] == 0) ready.push({instant(out[k]), out[k]});
   }
   if (order_.size() < static_cast<size_t>(nodes)) {
     std::vector<int32_t> rest;
@@ -348,6 +362,8 @@ void RankGraph::KahnOrder() {
     unordered_ = rest.size();
     order_.insert(order_.end(), rest.begin(), rest.end());
   }
+  position_.assign(order_.size(), 0);
+  for (size_t k = 0; k < order_.size(); ++k) position_[static_cast<size_t>(order_[k])] = static_cast<int32_t>(k);
 }
 
 const ReplayResult& RankGraph::Unchanged() const {
@@ -355,63 +371,204 @@ const ReplayResult& RankGraph::Unchanged() const {
   return *unchanged_;
 }
 
-ReplayResult Replay(const RankGraph& g, const Edits& edits) {
-  const auto& tasks = g.tasks_;
-  const auto& edges = g.edges_;
-  const size_t n = tasks.size();
-  std::vector<int64_t> start(n), end(n);
-  for (int32_t node : g.order_) {
-    const int32_t i = node / 2;
-    const RankGraph::Task& t = tasks[i];
-    if (node % 2 == 0) {
-      int64_t s = INT64_MIN;
-      for (int32_t k = 0; k < t.edge_count; ++k) {
-        const RankGraph::Edge& e = edges[t.edge_begin + k];
-        const int64_t ready =
-            e.frac < 0    ? end[e.from]
-            : e.frac == 0 ? start[e.from]
-                          : start[e.from] + static_cast<int64_t>(e.frac * static_cast<double>(end[e.from] - start[e.from]) + 0.5);
-        s = std::max(s, ready + e.lag);
+// One graph's replay as a walk over its topological order that can stop at the end of a coupled
+// task (a collective whose other ranks have not all arrived yet) and go on later.
+class ReplayWalk {
+ public:
+  ReplayWalk(const RankGraph& g, const Edits& edits) : g_(g), edits_(edits), start_(g.tasks_.size()), end_(g.tasks_.size()) {}
+  static constexpr int64_t kNotYet = INT64_MIN;
+  // Walks on; `coupled(i, start, scale)` gives a coupled task's end, kNotYet (not yet: the walk
+  // stops there), or nullopt (not coupled). True when the walk is done.
+  template <typename Coupled>
+  bool Run(Coupled&& coupled) {
+    const auto& tasks = g_.tasks_;
+    const auto& edges = g_.edges_;
+    const auto& order = g_.order_;
+    for (; pos_ < order.size(); ++pos_) {
+      const int32_t node = order[pos_];
+      const int32_t i = node / 2;
+      const RankGraph::Task& t = tasks[i];
+      if (node % 2 == 0) {
+        int64_t s = INT64_MIN;
+        for (int32_t k = 0; k < t.edge_count; ++k) {
+          const RankGraph::Edge& e = edges[t.edge_begin + k];
+          const int64_t ready =
+              e.frac < 0    ? end_[e.from]
+              : e.frac == 0 ? start_[e.from]
+                            : start_[e.from] + static_cast<int64_t>(e.frac * static_cast<double>(end_[e.from] - start_[e.from]) + 0.5);
+          s = std::max(s, ready + e.lag);
+        }
+        start_[i] = s == INT64_MIN ? t.ts : s;
+        continue;
       }
-      start[i] = s == INT64_MIN ? t.ts : s;
-      continue;
+      const double scale = edits_.scale.empty() ? 1.0 : edits_.scale[i];
+      int64_t dur = scale == 1.0 ? t.dur : static_cast<int64_t>(scale * static_cast<double>(t.dur) + 0.5);
+      if (!edits_.add_ns.empty() && edits_.add_ns[i] != 0) dur = std::max<int64_t>(0, dur + edits_.add_ns[i]);
+      const int64_t s = start_[i];
+      if (const std::optional<int64_t> c = coupled(i, s, scale); c.has_value()) {
+        if (*c == kNotYet) return false;
+        end_[i] = *c;
+      } else if (t.release >= 0 && scale > 0) {
+        // A wait: until its releaser ends, then the time it took to return.
+        const bool waits = edits_.unblock.empty() || !edits_.unblock[i];
+        end_[i] = waits ? std::max(s + std::min(dur, t.tail), end_[t.release] + t.tail) : s + std::min(dur, t.tail);
+      } else {
+        end_[i] = s + dur;
+      }
     }
-    const double scale = edits.scale.empty() ? 1.0 : edits.scale[i];
-    int64_t dur = scale == 1.0 ? t.dur : static_cast<int64_t>(scale * static_cast<double>(t.dur) + 0.5);
-    if (!edits.add_ns.empty() && edits.add_ns[i] != 0) dur = std::max<int64_t>(0, dur + edits.add_ns[i]);
-    const int64_t s = start[i];
-    if (t.release >= 0 && scale > 0) {
-      // A wait: until its releaser ends, then the time it took to return.
-      const bool waits = edits.unblock.empty() || !edits.unblock[i];
-      end[i] = waits ? std::max(s + std::min(dur, t.tail), end[t.release] + t.tail) : s + std::min(dur, t.tail);
-    } else {
-      end[i] = s + dur;
-    }
+    return true;
   }
+  // Whether the walk has computed `node` (2i: task i's start, 2i + 1: its end).
+  bool Passed(int32_t node) const { return static_cast<size_t>(g_.position_[node]) < pos_; }
+  int64_t start(int32_t i) const { return start_[i]; }
+  size_t pos() const { return pos_; }
+  // Ends the task the walk stopped at as measured (a coupling given up) and moves past it.
+  void EndAsMeasured() {
+    const int32_t i = g_.order_[pos_] / 2;
+    end_[i] = start_[i] + g_.tasks_[i].dur;
+    ++pos_;
+  }
+  ReplayResult Result() const;
+
+ private:
+  const RankGraph& g_;
+  const Edits& edits_;
+  std::vector<int64_t> start_, end_;
+  size_t pos_ = 0;
+};
+
+ReplayResult ReplayWalk::Result() const {
+  const auto& tasks = g_.tasks_;
   ReplayResult r;
   const auto instant = [&](const std::pair<int32_t, double>& b) -> int64_t {
     if (b.first < 0) return 0;
-    return start[b.first] + static_cast<int64_t>(std::llround(b.second * static_cast<double>(end[b.first] - start[b.first])));
+    return start_[b.first] + static_cast<int64_t>(std::llround(b.second * static_cast<double>(end_[b.first] - start_[b.first])));
   };
-  const size_t windows = g.windows_.size();
+  const size_t windows = g_.windows_.size();
   double sum = 0;
   for (size_t w = 0; w < windows; ++w) {
-    r.step_ns.push_back(instant(g.boundaries_[2 * w + 1]) - instant(g.boundaries_[2 * w]));
+    r.step_ns.push_back(instant(g_.boundaries_[2 * w + 1]) - instant(g_.boundaries_[2 * w]));
     sum += static_cast<double>(r.step_ns.back());
   }
   r.mean_ns = windows ? sum / static_cast<double>(windows) : 0;
   // The device's pace: the end of each window's device work, first to last.
   if (windows >= 2) {
     std::vector<int64_t> last(windows, INT64_MIN);
-    for (size_t i = 0; i < n; ++i)
-      if (tasks[i].kind == RankGraph::Kind::kDevice && g.step_of_[i] >= 0)
-        last[g.step_of_[i]] = std::max(last[g.step_of_[i]], end[i]);
+    for (size_t i = 0; i < tasks.size(); ++i)
+      if (tasks[i].kind == RankGraph::Kind::kDevice && g_.step_of_[i] >= 0)
+        last[g_.step_of_[i]] = std::max(last[g_.step_of_[i]], end_[i]);
     if (last.front() != INT64_MIN && last.back() != INT64_MIN) {
       r.device_step_ns = (last.back() - last.front()) / static_cast<int64_t>(windows - 1);
       r.mean_ns = std::max(r.mean_ns, static_cast<double>(r.device_step_ns));
     }
   }
   return r;
+}
+
+ReplayResult Replay(const RankGraph& g, const Edits& edits) {
+  ReplayWalk walk(g, edits);
+  walk.Run([](int32_t, int64_t, double) { return std::optional<int64_t>(); });
+  return walk.Result();
+}
+
+Coupling CoupleCollectives(const std::vector<const RankGraph*>& graphs) {
+  Coupling c;
+  if (graphs.size() < 2) return c;
+  // Per graph: its collectives (communication kernels; Gloo's ranges held whole by one task), as
+  // measured, in time order, and their tasks.
+  std::vector<std::vector<Collective>> lists(graphs.size());
+  std::vector<std::vector<int32_t>> task_of(graphs.size());
+  for (size_t r = 0; r < graphs.size(); ++r) {
+    const RankGraph& g = *graphs[r];
+    const auto& tr = g.trace();
+    std::vector<std::pair<const Event*, int32_t>> found;
+    for (size_t i = 0; i < g.tasks().size(); ++i) {
+      const RankGraph::Task& t = g.tasks()[i];
+      const Event* e = nullptr;
+      if (t.kind == RankGraph::Kind::kDevice && t.work >= 0) {
+        e = g.links().work[static_cast<size_t>(t.work)].e;
+        if (e->kind != EventKind::kKernel || !IsCommKernel(tr.Name(*e))) e = nullptr;
+      } else if (t.kind == RankGraph::Kind::kHost && t.frame >= 0) {
+        e = g.frames()[static_cast<size_t>(t.frame)].op;
+        if (tr.Name(*e).substr(0, 5) != "gloo:" || t.ts != e->ts_ns || t.dur != e->dur_ns) e = nullptr;
+      }
+      if (e != nullptr && e->dur_ns > 0) found.push_back({e, static_cast<int32_t>(i)});
+    }
+    std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first->ts_ns < b.first->ts_ns; });
+    for (const auto& [e, i] : found) {
+      lists[r].push_back({tr.Name(*e), e->ts_ns, e->dur_ns, true});
+      task_of[r].push_back(i);
+    }
+  }
+  std::vector<const std::vector<Collective>*> ptrs;
+  for (const auto& l : lists) ptrs.push_back(&l);
+  c.of_task.resize(graphs.size());
+  for (size_t r = 0; r < graphs.size(); ++r) c.of_task[r].assign(graphs[r]->tasks().size(), -1);
+  for (const MatchedSet& set : MatchAcrossRanks(ptrs, false)) {
+    const auto k = static_cast<int32_t>(c.transfer.size());
+    std::vector<int32_t> tasks(graphs.size());
+    std::vector<int64_t> offset(graphs.size());
+    int64_t transfer = INT64_MAX;
+    for (size_t r = 0; r < graphs.size(); ++r) {
+      const auto at = static_cast<size_t>(set[r] - lists[r].data());
+      tasks[r] = task_of[r][at];
+      offset[r] = set[r]->end_ns() - set[0]->end_ns();
+      transfer = std::min(transfer, set[r]->dur_ns);
+    }
+    for (size_t r = 0; r < graphs.size(); ++r) c.of_task[r][static_cast<size_t>(tasks[r])] = k;
+    c.task.push_back(std::move(tasks));
+    c.offset.push_back(std::move(offset));
+    c.transfer.push_back(transfer);
+  }
+  return c;
+}
+
+std::vector<ReplayResult> ReplayJoint(const std::vector<const RankGraph*>& graphs, const std::vector<const Edits*>& edits,
+                                      const Coupling& c, size_t* broken) {
+  std::vector<ReplayWalk> walks;
+  walks.reserve(graphs.size());
+  for (size_t r = 0; r < graphs.size(); ++r) walks.emplace_back(*graphs[r], *edits[r]);
+  std::vector<uint8_t> done(graphs.size(), 0);
+  size_t left = graphs.size(), given_up = 0;
+  while (left > 0) {
+    bool progress = false;
+    for (size_t r = 0; r < graphs.size(); ++r) {
+      if (done[r]) continue;
+      const size_t before = walks[r].pos();
+      const auto coupled = [&](int32_t i, int64_t start, double scale) -> std::optional<int64_t> {
+        const int32_t k = c.empty() ? -1 : c.of_task[r][static_cast<size_t>(i)];
+        if (k < 0) return std::nullopt;
+        const auto& tasks = c.task[static_cast<size_t>(k)];
+        const auto& offset = c.offset[static_cast<size_t>(k)];
+        // Ends when the last rank arrived (each arrival on the first rank's clock), plus the transfer.
+        int64_t last = INT64_MIN;
+        for (size_t q = 0; q < graphs.size(); ++q) {
+          if (q != r && !walks[q].Passed(2 * tasks[q])) return ReplayWalk::kNotYet;
+          last = std::max(last, (q == r ? start : walks[q].start(tasks[q])) - offset[q]);
+        }
+        const auto transfer = static_cast<int64_t>(scale * static_cast<double>(c.transfer[static_cast<size_t>(k)]) + 0.5);
+        return last + offset[r] + transfer;
+      };
+      if (walks[r].Run(coupled)) {
+        done[r] = 1;
+        --left;
+      }
+      progress = progress || walks[r].pos() != before || done[r];
+    }
+    if (!progress) {  // every walk left waits for another: their orders contradict; the first gives up
+      for (size_t r = 0; r < graphs.size(); ++r)
+        if (!done[r]) {
+          walks[r].EndAsMeasured();
+          ++given_up;
+          break;
+        }
+    }
+  }
+  if (broken != nullptr) *broken = given_up;
+  std::vector<ReplayResult> out;
+  out.reserve(walks.size());
+  for (const ReplayWalk& w : walks) out.push_back(w.Result());
+  return out;
 }
 
 }  // namespace trainrx::analyzers

@@ -32,6 +32,7 @@
 namespace trainrx::analyzers {
 
 class RankGraph;
+class ReplayWalk;
 struct Edits;
 struct ReplayResult;
 ReplayResult Replay(const RankGraph& graph, const Edits& edits);
@@ -116,7 +117,8 @@ class RankGraph {
   std::vector<int32_t> step_of_;
   std::vector<int32_t> call_task_;  // per RankLinks::calls: its first slice (-1: none)
   std::vector<std::pair<int32_t, double>> boundaries_;  // per window start and end: (loop task, fraction)
-  friend ReplayResult Replay(const RankGraph& graph, const Edits& edits);
+  std::vector<int32_t> position_;   // per node (2i start, 2i + 1 end): its place in order_
+  friend class ReplayWalk;
 };
 
 // What a transform does to the graph: a new duration per task (the measured one scaled; 0
@@ -139,5 +141,25 @@ struct ReplayResult {
   double mean_ns = 0;             // mean replayed step: the loop's, or the device's pace when slower
 };
 ReplayResult Replay(const RankGraph& graph, const Edits& edits);
+
+// Collectives matched across the graphs of a set's ranks (the k-th of a name on each: GPU
+// communication kernels, Gloo's ranges), as tasks of each graph. In a joint replay a collective ends
+// on every rank when the last rank has arrived plus its transfer time: the shortest measured
+// duration (the last arriver's, which did not wait). Arrivals are compared on the first graph's
+// clock, each rank's offset taken from the collective's measured ends (which are one instant), so
+// the unchanged set replays its measured times.
+struct Coupling {
+  std::vector<std::vector<int32_t>> task;     // per collective, per graph: its task
+  std::vector<std::vector<int64_t>> offset;   // per collective, per graph: its measured end there - on the first
+  std::vector<int64_t> transfer;              // per collective: its shortest measured duration
+  std::vector<std::vector<int32_t>> of_task;  // per graph, per task: its collective (-1: none)
+  bool empty() const { return transfer.empty(); }
+};
+Coupling CoupleCollectives(const std::vector<const RankGraph*>& graphs);
+// Every graph replayed with its edits, together: a coupled collective ends when its last rank has
+// arrived (Coupling). Where the graphs' orders contradict each other (each waits for another), a
+// collective is given up and replayed as measured on its rank: counted in `broken`.
+std::vector<ReplayResult> ReplayJoint(const std::vector<const RankGraph*>& graphs, const std::vector<const Edits*>& edits,
+                                      const Coupling& coupling, size_t* broken = nullptr);
 
 }  // namespace trainrx::analyzers

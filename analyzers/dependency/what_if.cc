@@ -649,7 +649,52 @@ std::vector<std::string> TransformNames() {
   return out;
 }
 
-WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& names, double measured_mean_ns) {
+// The plans' edits combined level by level (a plan with one level uses it at every level; scales
+// multiply, unblocks add up); a single plan's levels as they are.
+std::vector<Edits> CombineLevels(const RankGraph& g, std::vector<TransformPlan> plans) {
+  if (plans.empty()) return {};
+  if (plans.size() == 1) return std::move(plans.front().levels);
+  size_t distinct = 1;
+  for (const TransformPlan& plan : plans) distinct = std::max(distinct, plan.levels.size());
+  std::vector<Edits> levels(distinct, Edits(g.tasks().size()));
+  for (const TransformPlan& plan : plans)
+    for (size_t k = 0; k < distinct; ++k) {
+      const Edits& e = plan.levels[std::min(k, plan.levels.size() - 1)];
+      for (size_t i = 0; i < e.scale.size(); ++i) {
+        levels[k].scale[i] *= e.scale[i];
+        levels[k].unblock[i] |= e.unblock[i];
+        if (!e.add_ns.empty() && e.add_ns[i] != 0) levels[k].Add(i, e.add_ns[i]);
+      }
+    }
+  return levels;
+}
+
+// The same transforms on another rank of the set (the fix is in the code every rank runs): its
+// levels only (its own floors and words are the predicted rank's to say).
+std::vector<Edits> PeerLevels(const RankGraph& g, const std::vector<std::string>& names) {
+  std::vector<TransformPlan> plans;
+  for (const std::string& n : names)
+    if (const TransformFn fn = FindTransform(n); fn != nullptr) {
+      TransformPlan plan = fn(g);
+      if (plan.not_predictable.empty() && plan.applies()) plans.push_back(std::move(plan));
+    }
+  std::vector<Edits> levels = CombineLevels(g, std::move(plans));
+  if (levels.empty()) levels.emplace_back(g.tasks().size());
+  return levels;
+}
+
+const std::vector<ReplayResult>& RankSet::Unchanged() const {
+  std::call_once(once_, [this] {
+    std::vector<Edits> none;
+    for (const RankGraph* g : graphs) none.emplace_back(g->tasks().size());
+    std::vector<const Edits*> e;
+    for (const Edits& x : none) e.push_back(&x);
+    unchanged_ = ReplayJoint(graphs, e, coupling, &broken_unchanged_);
+  });
+  return unchanged_;
+}
+
+WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& names, double measured_mean_ns, const RankSet* set) {
   WhatIfResult out;
   Prediction& p = out.prediction;
   for (const std::string& n : names) p.transform += (p.transform.empty() ? "" : "+") + n;
@@ -659,7 +704,6 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
   std::vector<TransformPlan> plans;
   std::vector<double> floors(3, 0.0), moved(3, 0.0), loop_cores(3, 1.0);
   double cores = 0;
-  size_t distinct = 1;
   for (const std::string& n : names) {
     const TransformFn fn = FindTransform(n);
     if (fn == nullptr) continue;
@@ -680,27 +724,41 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
       }
     }
     cores = std::max(cores, plan.cores);
-    distinct = std::max(distinct, plan.levels.size());
     plans.push_back(std::move(plan));
   }
   const bool any = !plans.empty();
-  std::vector<Edits> levels;
-  if (plans.size() == 1) {
-    levels = std::move(plans.front().levels);
-  } else if (any) {
-    levels.assign(distinct, Edits(g.tasks().size()));
-    for (const TransformPlan& plan : plans)
-      for (size_t k = 0; k < distinct; ++k) {
-        const Edits& e = plan.levels[std::min(k, plan.levels.size() - 1)];
-        for (size_t i = 0; i < e.scale.size(); ++i) {
-          levels[k].scale[i] *= e.scale[i];
-          levels[k].unblock[i] |= e.unblock[i];
-          if (!e.add_ns.empty() && e.add_ns[i] != 0) levels[k].Add(i, e.add_ns[i]);
-        }
+  std::vector<Edits> levels = CombineLevels(g, std::move(plans));
+  if (!any) return out;
+  // Several ranks whose collectives couple: every rank replayed with the fix, together.
+  size_t self = SIZE_MAX;
+  if (set != nullptr && !set->coupling.empty())
+    for (size_t q = 0; q < set->graphs.size(); ++q)
+      if (set->graphs[q] == &g) self = q;
+  const bool joint = self != SIZE_MAX;
+  std::vector<std::vector<Edits>> peer_levels;
+  size_t joint_levels = levels.size();
+  if (joint) {
+    peer_levels.resize(set->graphs.size());
+    for (size_t q = 0; q < set->graphs.size(); ++q)
+      if (q != self) {
+        peer_levels[q] = PeerLevels(*set->graphs[q], names);
+        joint_levels = std::max(joint_levels, peer_levels[q].size());
       }
   }
-  if (!any) return out;
-  const ReplayResult& base = g.Unchanged();
+  size_t broken = 0;
+  const auto replay = [&](size_t k) {
+    if (!joint) return Replay(g, levels[std::min(k, levels.size() - 1)]);
+    std::vector<const Edits*> e;
+    for (size_t q = 0; q < set->graphs.size(); ++q) {
+      const std::vector<Edits>& lv = q == self ? levels : peer_levels[q];
+      e.push_back(&lv[std::min(k, lv.size() - 1)]);
+    }
+    size_t b = 0;
+    ReplayResult r = std::move(ReplayJoint(set->graphs, e, set->coupling, &b)[self]);
+    broken = std::max(broken, b);
+    return r;
+  };
+  const ReplayResult& base = joint ? set->Unchanged()[self] : g.Unchanged();
   if (base.mean_ns <= 0) return out;
   double saving[3];
   bool cpu_bound_low = false;
@@ -708,7 +766,7 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
   std::vector<double> per_step;  // the point's saving per step, as a share of the base mean
   for (int k = 0; k < 3; ++k) {
     // Levels past the plans' own reuse the last replay (floors may still differ).
-    if (k == 0 || static_cast<size_t>(k) < levels.size()) last = Replay(g, levels[std::min<size_t>(k, levels.size() - 1)]);
+    if (k == 0 || static_cast<size_t>(k) < joint_levels) last = replay(static_cast<size_t>(k));
     const ReplayResult& r = last;
     // The floors: the fix's own pace, and the CPUs the moved work shares with the step.
     double floor = floors[k];
@@ -749,6 +807,14 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
     p.assumptions += fmt::format("; the device ran behind the loop ({:.1f} ms a step against the loop's {:.1f} ms): the "
                                  "step's pace is the device's, before and after",
                                  base.mean_ns / 1e6, host_mean / 1e6);
+  if (joint) {
+    p.assumptions += fmt::format("; the fix applied on all {} ranks, replayed together: each of the {} collectives matched "
+                                 "across them ends when its last rank arrives, plus its transfer (its shortest measured "
+                                 "time)",
+                                 set->graphs.size(), set->coupling.transfer.size());
+    if (const size_t b = std::max(broken, set->broken_unchanged()); b > 0)
+      p.assumptions += fmt::format(" ({} collective{} replayed as measured: the ranks' orders contradict there)", b, b == 1 ? "" : "s");
+  }
   if (cpu_bound_low)
     p.assumptions += "; at the low end the CPUs bind, and threads beyond them lose more than their share (OpenMP's "
                      "spin for a preempted sibling): no saving there (a 2-core VM measured 3.5 % where the share said "
@@ -797,6 +863,9 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   }
   const int32_t asked_rank = rank_of(-1);
   if (!what_if.empty() && links.Rank(asked_rank) != nullptr) graphs.emplace(asked_rank, nullptr);
+  // A set of ranks: every rank's graph, so that a rank's collectives can wait for the others'.
+  if (!graphs.empty() && links.ranks().size() > 1)
+    for (const RankLinks& l : links.ranks()) graphs.emplace(l.rank, nullptr);
   {
     std::vector<std::function<void()>> tasks;
     for (auto& [rank, graph] : graphs)
@@ -815,10 +884,19 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     means[rank] = graph->windows().empty() ? 0 : sum / static_cast<double>(graph->windows().size());
     graph->Unchanged();  // once, before the replays share it
   }
+  // The ranks with steps, coupled by their matched collectives (none matched: each rank alone).
+  RankSet set;
+  for (auto& [rank, graph] : graphs)
+    if (!graph->windows().empty()) set.graphs.push_back(graph.get());
+  if (set.graphs.size() >= 2) set.coupling = CoupleCollectives(set.graphs);
+  const RankSet* coupled = set.coupling.empty() ? nullptr : &set;
+  if (coupled != nullptr) coupled->Unchanged();  // once, before the replays share it
   {
     std::vector<std::function<void()>> tasks;
     for (auto& [key, result] : done)
-      tasks.push_back([&, key = key, &result = result] { result = PredictWhatIf(*graphs.at(key.first), {key.second}, means.at(key.first)); });
+      tasks.push_back([&, key = key, &result = result] {
+        result = PredictWhatIf(*graphs.at(key.first), {key.second}, means.at(key.first), coupled);
+      });
     profiler::RunTasks(tasks, threads);
   }
   std::vector<std::string> all;  // every finding's transform, once, in the findings' order
@@ -838,7 +916,7 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   const auto add = [&](const char* label, int32_t rank, const std::vector<std::string>& names) {
     const auto g = graphs.find(rank);
     if (g == graphs.end()) return;
-    WhatIfResult r = PredictWhatIf(*g->second, names, means[rank]);
+    WhatIfResult r = PredictWhatIf(*g->second, names, means[rank], coupled);
     if (r.prediction.method.empty()) {
       r.prediction.method = "not predictable";
       r.prediction.assumptions = g->second->windows().empty() ? "no steps in this rank's trace: nothing to replay a step of"

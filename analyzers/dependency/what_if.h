@@ -7,6 +7,7 @@
 // find (what cudnn.benchmark picks), it says "not predictable from this trace" instead of a number.
 #pragma once
 
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,8 +55,25 @@ struct WhatIfResult {
   Prediction prediction;
   bool ok = false;  // a number was predicted
 };
+// The ranks of a set whose collectives couple (replay.h Coupling): a prediction for one of them
+// applies the fix on every rank and replays them together.
+struct RankSet {
+  std::vector<const RankGraph*> graphs;
+  Coupling coupling;
+  // The set replayed unchanged, together (made once).
+  const std::vector<ReplayResult>& Unchanged() const;
+  size_t broken_unchanged() const { return broken_unchanged_; }
+
+ private:
+  mutable std::once_flag once_;
+  mutable std::vector<ReplayResult> unchanged_;
+  mutable size_t broken_unchanged_ = 0;
+};
 // One rank's prediction of `transforms` applied together (their edits combined: scales multiply,
 // unblocks add up, floors take the largest). The unchanged replay's error is part of the interval.
-WhatIfResult PredictWhatIf(const RankGraph& graph, const std::vector<std::string>& transforms, double measured_mean_ns);
+// With `set` holding this graph and coupled collectives, every rank of the set gets the fix and
+// they are replayed together.
+WhatIfResult PredictWhatIf(const RankGraph& graph, const std::vector<std::string>& transforms, double measured_mean_ns,
+                           const RankSet* set = nullptr);
 
 }  // namespace trainrx::analyzers
