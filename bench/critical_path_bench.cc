@@ -43,7 +43,7 @@ int Usage() {
   fmt::print(stderr,
              "usage: trainrx_critical_path_bench step TRACE [--rank R] [--annotation NAME] [--instance I] [--reps N]\n"
              "       trainrx_critical_path_bench set PATH... [--reps N]\n"
-             "       trainrx_critical_path_bench whatif PATH... [--reps N]\n");
+             "       trainrx_critical_path_bench whatif PATH... [--reps N] [--threads N (default 1; 0: the machine's)]\n");
   return 2;
 }
 
@@ -119,13 +119,13 @@ int Set(const std::vector<std::string>& paths, int reps) {
   return 0;
 }
 
-int WhatIf(const std::vector<std::string>& paths, int reps) {
+int WhatIf(const std::vector<std::string>& paths, int reps, size_t threads) {
   trainrx::profiler::Trace trace;
   if (const auto st = trainrx::profiler::ReadTraces(paths, trace); !st.ok()) {
     fmt::print(stderr, "critical_path_bench: {}\n", st.message());
     return 1;
   }
-  // What the what-if adds to analyze: the whole analysis (one thread) with and without it
+  // What the what-if adds to analyze: the whole analysis (`threads`; 0: the machine's) with and without it
   // (--threshold what_if.steps=0), interleaved; the difference is the predictions' cost.
   trainrx::analyzers::Thresholds off;
   if (!off.Set("what_if.steps", 0).ok()) return 1;
@@ -133,10 +133,10 @@ int WhatIf(const std::vector<std::string>& paths, int reps) {
   size_t predicted = 0, findings = 0;
   for (int i = 0; i < reps; ++i) {
     auto t0 = Clock::now();
-    const trainrx::analyzers::Report r = trainrx::analyzers::Analyze(trace, trainrx::analyzers::Thresholds(), 1);
+    const trainrx::analyzers::Report r = trainrx::analyzers::Analyze(trace, trainrx::analyzers::Thresholds(), threads);
     with.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     t0 = Clock::now();
-    const trainrx::analyzers::Report r0 = trainrx::analyzers::Analyze(trace, off, 1);
+    const trainrx::analyzers::Report r0 = trainrx::analyzers::Analyze(trace, off, threads);
     without.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     predicted = findings = 0;
     for (const auto& f : r.findings) {
@@ -146,8 +146,8 @@ int WhatIf(const std::vector<std::string>& paths, int reps) {
   }
   const double a = MedianMs(with), b = MedianMs(without);
   fmt::print("{{\"mode\": \"whatif\", \"ranks\": {}, \"events\": {}, \"findings\": {}, \"predictions\": {}, "
-             "\"analyze_ms\": {:.3f}, \"analyze_without_ms\": {:.3f}, \"ms\": {:.3f}}}\n",
-             trace.ranks.size(), trace.events.size(), findings, predicted, a, b, a - b);
+             "\"threads\": {}, \"analyze_ms\": {:.3f}, \"analyze_without_ms\": {:.3f}, \"ms\": {:.3f}}}\n",
+             trace.ranks.size(), trace.events.size(), findings, predicted, threads, a, b, a - b);
   return 0;
 }
 
@@ -161,6 +161,7 @@ int main(int argc, char** argv) {
   std::string annotation = "ProfilerStep";
   size_t instance = 1;
   int reps = 5;
+  size_t threads = 1;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -168,12 +169,13 @@ int main(int argc, char** argv) {
     else if (a == "--annotation" && has_value) annotation = argv[++i];
     else if (a == "--instance" && has_value) instance = static_cast<size_t>(std::atoi(argv[++i]));
     else if (a == "--reps" && has_value) reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--threads" && has_value) threads = static_cast<size_t>(std::max(0, std::atoi(argv[++i])));
     else if (a.rfind("--", 0) == 0) return Usage();
     else paths.push_back(a);
   }
   if (paths.empty()) return Usage();
   if (mode == "step") return Step(paths, rank, annotation, instance, reps);
   if (mode == "set") return Set(paths, reps);
-  if (mode == "whatif") return WhatIf(paths, reps);
+  if (mode == "whatif") return WhatIf(paths, reps, threads);
   return Usage();
 }

@@ -96,13 +96,16 @@ print("%8d %10d %12.1f %16.2f" % (d["ranks"], d["events"], d["ms"], d["us_per_ke
 fi
 
 echo
-echo "trainrx's what-if: every finding's transform replayed (the dependency model, each rank's graph and its replays; one thread):"
-printf '%-40s %8s %10s %10s %12s %12s\n' "set" "ranks" "events" "findings" "predictions" "ms"
+echo "trainrx's what-if: every finding's transform replayed (the dependency model, every rank's graph, the ranks replayed together):"
+printf '%-40s %8s %10s %10s %12s %8s %12s\n' "set" "ranks" "events" "findings" "predictions" "threads" "ms"
 DLRM_DIR=$(dirname "$SCALE_SRC")
 for s in "$DLRM_DIR" "$WORK/set256"; do
   [ -e "$s" ] || continue
-  "$BENCH" whatif "$s" --reps "$REPS" | python3 -c '
-import json, sys
+  for threads in 1 0; do  # one thread, and the analysis's default (the machine's cores)
+    "$BENCH" whatif "$s" --reps "$REPS" --threads "$threads" | python3 -c '
+import json, os, sys
 d = json.loads(sys.stdin.read())
-print("%-40s %8d %10d %10d %12d %12.1f" % (sys.argv[1][-40:], d["ranks"], d["events"], d["findings"], d["predictions"], d["ms"]))' "$s"
+t = d["threads"] or os.cpu_count()
+print("%-40s %8d %10d %10d %12d %8d %12.1f" % (sys.argv[1][-40:], d["ranks"], d["events"], d["findings"], d["predictions"], t, d["ms"]))' "$s"
+  done
 done

@@ -371,78 +371,128 @@ const ReplayResult& RankGraph::Unchanged() const {
   return *unchanged_;
 }
 
-// One graph's replay as a walk over its topological order that can stop at the end of a coupled
-// task (a collective whose other ranks have not all arrived yet) and go on later.
+// One graph's replay as a walk over its topological order, for several edits at once (lanes: the
+// order, the edges and the tasks are read once for all of them), that can stop at the end of a
+// coupled task (a collective whose other ranks have not all arrived yet) and go on later.
 class ReplayWalk {
  public:
-  ReplayWalk(const RankGraph& g, const Edits& edits) : g_(g), edits_(edits), start_(g.tasks_.size()), end_(g.tasks_.size()) {}
-  static constexpr int64_t kNotYet = INT64_MIN;
-  // Walks on; `coupled(i, start, scale)` gives a coupled task's end, kNotYet (not yet: the walk
-  // stops there), or nullopt (not coupled). True when the walk is done.
-  template <typename Coupled>
-  bool Run(Coupled&& coupled) {
-    const auto& tasks = g_.tasks_;
-    const auto& edges = g_.edges_;
-    const auto& order = g_.order_;
-    for (; pos_ < order.size(); ++pos_) {
-      const int32_t node = order[pos_];
-      const int32_t i = node / 2;
-      const RankGraph::Task& t = tasks[i];
-      if (node % 2 == 0) {
-        int64_t s = INT64_MIN;
-        for (int32_t k = 0; k < t.edge_count; ++k) {
-          const RankGraph::Edge& e = edges[t.edge_begin + k];
-          const int64_t ready =
-              e.frac < 0    ? end_[e.from]
-              : e.frac == 0 ? start_[e.from]
-                            : start_[e.from] + static_cast<int64_t>(e.frac * static_cast<double>(end_[e.from] - start_[e.from]) + 0.5);
-          s = std::max(s, ready + e.lag);
-        }
-        start_[i] = s == INT64_MIN ? t.ts : s;
-        continue;
-      }
-      const double scale = edits_.scale.empty() ? 1.0 : edits_.scale[i];
-      int64_t dur = scale == 1.0 ? t.dur : static_cast<int64_t>(scale * static_cast<double>(t.dur) + 0.5);
-      if (!edits_.add_ns.empty() && edits_.add_ns[i] != 0) dur = std::max<int64_t>(0, dur + edits_.add_ns[i]);
-      const int64_t s = start_[i];
-      if (const std::optional<int64_t> c = coupled(i, s, scale); c.has_value()) {
-        if (*c == kNotYet) return false;
-        end_[i] = *c;
-      } else if (t.release >= 0 && scale > 0) {
-        // A wait: until its releaser ends, then the time it took to return.
-        const bool waits = edits_.unblock.empty() || !edits_.unblock[i];
-        end_[i] = waits ? std::max(s + std::min(dur, t.tail), end_[t.release] + t.tail) : s + std::min(dur, t.tail);
-      } else {
-        end_[i] = s + dur;
-      }
-    }
-    return true;
+  // `start` and `end`: the walk's buffers (grown to the graph's tasks x lanes, never shrunk: a
+  // thread's walks reuse them, so a set of 256 ranks does not map and fault in ~40 MB a replay).
+  ReplayWalk(const RankGraph& g, std::vector<const Edits*> lanes, std::vector<int64_t>& start, std::vector<int64_t>& end)
+      : g_(g), lanes_(std::move(lanes)), start_(Grown(start, g.tasks_.size() * lanes_.size())),
+        end_(Grown(end, g.tasks_.size() * lanes_.size())) {
+    for (const Edits* e : lanes_)
+      raw_.push_back({e->scale.empty() ? nullptr : e->scale.data(), e->unblock.empty() ? nullptr : e->unblock.data(),
+                      e->add_ns.empty() ? nullptr : e->add_ns.data()});
   }
-  // Whether the walk has computed `node` (2i: task i's start, 2i + 1: its end).
-  bool Passed(int32_t node) const { return static_cast<size_t>(g_.position_[node]) < pos_; }
-  int64_t start(int32_t i) const { return start_[i]; }
+  size_t lanes() const { return lanes_.size(); }
+  // Walks on. `coupling.Of(i)`: task i's collective (-1: none); `coupling.Ready(k)`: whether every
+  // rank has started collective k; `coupling.End(k, lane, start, scale)`: its end then. True when
+  // the walk is done, false when it stopped at a collective not ready yet.
+  template <typename Coupled>
+  bool Run(const Coupled& coupling) {
+    switch (lanes_.size()) {
+      case 1: return RunLanes<1>(coupling);
+      case 2: return RunLanes<2>(coupling);
+      case 3: return RunLanes<3>(coupling);
+      default: return RunLanes<0>(coupling);
+    }
+  }
   size_t pos() const { return pos_; }
   // Ends the task the walk stopped at as measured (a coupling given up) and moves past it.
   void EndAsMeasured() {
     const int32_t i = g_.order_[pos_] / 2;
-    end_[i] = start_[i] + g_.tasks_[i].dur;
+    for (size_t l = 0; l < lanes_.size(); ++l) {
+      const size_t at = static_cast<size_t>(i) * lanes_.size() + l;
+      end_[at] = start_[at] + g_.tasks_[i].dur;
+    }
     ++pos_;
   }
-  ReplayResult Result() const;
+  ReplayResult Result(size_t lane) const;
 
  private:
+  // The walk for N lanes (0: any number; 1-3 fixed, so the lane loops unroll).
+  template <size_t N, typename Coupled>
+  bool RunLanes(const Coupled& coupling) {
+    const auto& tasks = g_.tasks_;
+    const auto& edges = g_.edges_;
+    const auto& order = g_.order_;
+    const size_t L = N == 0 ? lanes_.size() : N;
+    for (; pos_ < order.size(); ++pos_) {
+      const int32_t node = order[pos_];
+      const int32_t i = node / 2;
+      const RankGraph::Task& t = tasks[i];
+      int64_t* start = &start_[static_cast<size_t>(i) * L];
+      int64_t* end = &end_[static_cast<size_t>(i) * L];
+      if (node % 2 == 0) {
+        for (size_t l = 0; l < L; ++l) start[l] = INT64_MIN;
+        for (int32_t k = 0; k < t.edge_count; ++k) {
+          const RankGraph::Edge& e = edges[t.edge_begin + k];
+          const int64_t* ps = &start_[static_cast<size_t>(e.from) * L];
+          const int64_t* pe = &end_[static_cast<size_t>(e.from) * L];
+          if (e.frac < 0) {
+            for (size_t l = 0; l < L; ++l) start[l] = std::max(start[l], pe[l] + e.lag);
+          } else {
+            for (size_t l = 0; l < L; ++l) {
+              const int64_t ready = e.frac == 0 ? ps[l] : ps[l] + static_cast<int64_t>(e.frac * static_cast<double>(pe[l] - ps[l]) + 0.5);
+              start[l] = std::max(start[l], ready + e.lag);
+            }
+          }
+        }
+        for (size_t l = 0; l < L; ++l)
+          if (start[l] == INT64_MIN) start[l] = t.ts;
+        if (const int32_t c = coupling.Of(i); c >= 0) coupling.Started(c, start, L);
+        continue;
+      }
+      const int32_t collective = coupling.Of(i);
+      if (collective >= 0 && !coupling.Ready(collective)) return false;
+      for (size_t l = 0; l < L; ++l) {
+        const Lane& lane = raw_[l];
+        const double scale = lane.scale ? lane.scale[i] : 1.0;
+        if (collective >= 0) {
+          end[l] = coupling.End(collective, l, start[l], scale);
+          continue;
+        }
+        int64_t dur = scale == 1.0 ? t.dur : static_cast<int64_t>(scale * static_cast<double>(t.dur) + 0.5);
+        if (lane.add && lane.add[i] != 0) dur = std::max<int64_t>(0, dur + lane.add[i]);
+        if (t.release >= 0 && scale > 0) {
+          // A wait: until its releaser ends, then the time it took to return.
+          const bool waits = !lane.unblock || !lane.unblock[i];
+          const int64_t released = end_[static_cast<size_t>(t.release) * L + l];
+          end[l] = waits ? std::max(start[l] + std::min(dur, t.tail), released + t.tail) : start[l] + std::min(dur, t.tail);
+        } else {
+          end[l] = start[l] + dur;
+        }
+      }
+    }
+    return true;
+  }
+  static std::vector<int64_t>& Grown(std::vector<int64_t>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v;
+  }
+  struct Lane {  // an edit's arrays (nullptr: empty)
+    const float* scale;
+    const uint8_t* unblock;
+    const int64_t* add;
+  };
   const RankGraph& g_;
-  const Edits& edits_;
-  std::vector<int64_t> start_, end_;
+  std::vector<const Edits*> lanes_;
+  std::vector<Lane> raw_;
+  std::vector<int64_t>& start_;  // per task, per lane
+  std::vector<int64_t>& end_;
   size_t pos_ = 0;
 };
 
-ReplayResult ReplayWalk::Result() const {
+ReplayResult ReplayWalk::Result(size_t lane) const {
   const auto& tasks = g_.tasks_;
+  const size_t L = lanes_.size();
+  const auto s = [&](int32_t i) { return start_[static_cast<size_t>(i) * L + lane]; };
+  const auto e = [&](int32_t i) { return end_[static_cast<size_t>(i) * L + lane]; };
   ReplayResult r;
   const auto instant = [&](const std::pair<int32_t, double>& b) -> int64_t {
     if (b.first < 0) return 0;
-    return start_[b.first] + static_cast<int64_t>(std::llround(b.second * static_cast<double>(end_[b.first] - start_[b.first])));
+    return s(b.first) + static_cast<int64_t>(std::llround(b.second * static_cast<double>(e(b.first) - s(b.first))));
   };
   const size_t windows = g_.windows_.size();
   double sum = 0;
@@ -456,7 +506,7 @@ ReplayResult ReplayWalk::Result() const {
     std::vector<int64_t> last(windows, INT64_MIN);
     for (size_t i = 0; i < tasks.size(); ++i)
       if (tasks[i].kind == RankGraph::Kind::kDevice && g_.step_of_[i] >= 0)
-        last[g_.step_of_[i]] = std::max(last[g_.step_of_[i]], end_[i]);
+        last[g_.step_of_[i]] = std::max(last[g_.step_of_[i]], e(static_cast<int32_t>(i)));
     if (last.front() != INT64_MIN && last.back() != INT64_MIN) {
       r.device_step_ns = (last.back() - last.front()) / static_cast<int64_t>(windows - 1);
       r.mean_ns = std::max(r.mean_ns, static_cast<double>(r.device_step_ns));
@@ -465,10 +515,27 @@ ReplayResult ReplayWalk::Result() const {
   return r;
 }
 
+namespace {
+struct Uncoupled {
+  int32_t Of(int32_t) const { return -1; }
+  void Started(int32_t, const int64_t*, size_t) const {}
+  bool Ready(int32_t) const { return true; }
+  int64_t End(int32_t, size_t, int64_t, double) const { return 0; }
+};
+}  // namespace
+
+// Each thread's walk buffers (two per graph of a joint replay).
+std::vector<std::vector<int64_t>>& WalkBuffers(size_t graphs) {
+  thread_local std::vector<std::vector<int64_t>> pool;
+  if (pool.size() < 2 * graphs) pool.resize(2 * graphs);
+  return pool;
+}
+
 ReplayResult Replay(const RankGraph& g, const Edits& edits) {
-  ReplayWalk walk(g, edits);
-  walk.Run([](int32_t, int64_t, double) { return std::optional<int64_t>(); });
-  return walk.Result();
+  auto& buffers = WalkBuffers(1);
+  ReplayWalk walk(g, {&edits}, buffers[0], buffers[1]);
+  walk.Run(Uncoupled());
+  return walk.Result(0);
 }
 
 Coupling CoupleCollectives(const std::vector<const RankGraph*>& graphs) {
@@ -523,33 +590,47 @@ Coupling CoupleCollectives(const std::vector<const RankGraph*>& graphs) {
   return c;
 }
 
-std::vector<ReplayResult> ReplayJoint(const std::vector<const RankGraph*>& graphs, const std::vector<const Edits*>& edits,
-                                      const Coupling& c, size_t* broken) {
+std::vector<std::vector<ReplayResult>> ReplayJoint(const std::vector<const RankGraph*>& graphs,
+                                                   const std::vector<std::vector<const Edits*>>& lanes_of, const Coupling& c,
+                                                   size_t* broken) {
   std::vector<ReplayWalk> walks;
   walks.reserve(graphs.size());
-  for (size_t r = 0; r < graphs.size(); ++r) walks.emplace_back(*graphs[r], *edits[r]);
+  auto& buffers = WalkBuffers(graphs.size());
+  for (size_t r = 0; r < graphs.size(); ++r) walks.emplace_back(*graphs[r], lanes_of[r], buffers[2 * r], buffers[2 * r + 1]);
   std::vector<uint8_t> done(graphs.size(), 0);
   size_t left = graphs.size(), given_up = 0;
+  // A collective ends when the last rank arrived (each arrival on the first rank's clock), plus
+  // the transfer: per collective, how many ranks have arrived and the latest arrival per lane.
+  size_t lanes = 1;
+  for (const auto& l : lanes_of) lanes = std::max(lanes, l.size());
+  std::vector<int32_t> arrived(c.transfer.size(), 0);
+  std::vector<int64_t> latest(c.transfer.size() * lanes, INT64_MIN);
+  struct Coupled {
+    const Coupling& c;
+    std::vector<int32_t>& arrived;
+    std::vector<int64_t>& latest;
+    size_t lanes, r, ranks;
+    int32_t Of(int32_t i) const { return c.empty() ? -1 : c.of_task[r][static_cast<size_t>(i)]; }
+    void Started(int32_t k, const int64_t* start, size_t n) const {
+      ++arrived[static_cast<size_t>(k)];
+      const int64_t offset = c.offset[static_cast<size_t>(k)][r];
+      for (size_t l = 0; l < lanes; ++l) {
+        int64_t& x = latest[static_cast<size_t>(k) * lanes + l];
+        x = std::max(x, start[std::min(l, n - 1)] - offset);
+      }
+    }
+    bool Ready(int32_t k) const { return static_cast<size_t>(arrived[static_cast<size_t>(k)]) == ranks; }
+    int64_t End(int32_t k, size_t lane, int64_t, double scale) const {
+      return latest[static_cast<size_t>(k) * lanes + lane] + c.offset[static_cast<size_t>(k)][r] +
+             static_cast<int64_t>(scale * static_cast<double>(c.transfer[static_cast<size_t>(k)]) + 0.5);
+    }
+  };
   while (left > 0) {
     bool progress = false;
     for (size_t r = 0; r < graphs.size(); ++r) {
       if (done[r]) continue;
       const size_t before = walks[r].pos();
-      const auto coupled = [&](int32_t i, int64_t start, double scale) -> std::optional<int64_t> {
-        const int32_t k = c.empty() ? -1 : c.of_task[r][static_cast<size_t>(i)];
-        if (k < 0) return std::nullopt;
-        const auto& tasks = c.task[static_cast<size_t>(k)];
-        const auto& offset = c.offset[static_cast<size_t>(k)];
-        // Ends when the last rank arrived (each arrival on the first rank's clock), plus the transfer.
-        int64_t last = INT64_MIN;
-        for (size_t q = 0; q < graphs.size(); ++q) {
-          if (q != r && !walks[q].Passed(2 * tasks[q])) return ReplayWalk::kNotYet;
-          last = std::max(last, (q == r ? start : walks[q].start(tasks[q])) - offset[q]);
-        }
-        const auto transfer = static_cast<int64_t>(scale * static_cast<double>(c.transfer[static_cast<size_t>(k)]) + 0.5);
-        return last + offset[r] + transfer;
-      };
-      if (walks[r].Run(coupled)) {
+      if (walks[r].Run(Coupled{c, arrived, latest, lanes, r, graphs.size()})) {
         done[r] = 1;
         --left;
       }
@@ -565,9 +646,9 @@ std::vector<ReplayResult> ReplayJoint(const std::vector<const RankGraph*>& graph
     }
   }
   if (broken != nullptr) *broken = given_up;
-  std::vector<ReplayResult> out;
-  out.reserve(walks.size());
-  for (const ReplayWalk& w : walks) out.push_back(w.Result());
+  std::vector<std::vector<ReplayResult>> out(walks.size());
+  for (size_t r = 0; r < walks.size(); ++r)
+    for (size_t l = 0; l < walks[r].lanes(); ++l) out[r].push_back(walks[r].Result(l));
   return out;
 }
 

@@ -15,8 +15,9 @@
 // binding edge (the one that was latest in the trace) keeps the delay it had (launch latency, an
 // unexplained wait), the others their natural minimum (0; a launch the rank's typical latency), so
 // the unchanged graph replays exactly the measured times (`Replay` with no edits; its error is
-// reported with every prediction). What the trace cannot show (a collective's other ranks, work
-// in another process) is held as it was measured.
+// reported with every prediction). What the trace cannot show (work in another process, a
+// collective's other ranks when the trace holds one rank) is held as it was measured; the ranks of
+// a set are replayed together (ReplayJoint).
 #pragma once
 
 #include <cstdint>
@@ -157,9 +158,12 @@ struct Coupling {
 };
 Coupling CoupleCollectives(const std::vector<const RankGraph*>& graphs);
 // Every graph replayed with its edits, together: a coupled collective ends when its last rank has
-// arrived (Coupling). Where the graphs' orders contradict each other (each waits for another), a
-// collective is given up and replayed as measured on its rank: counted in `broken`.
-std::vector<ReplayResult> ReplayJoint(const std::vector<const RankGraph*>& graphs, const std::vector<const Edits*>& edits,
-                                      const Coupling& coupling, size_t* broken = nullptr);
+// arrived (Coupling). `lanes[r]`: rank r's edits, one per lane (all ranks the same count; lane l of
+// every rank is one replay of the set); the result per rank, per lane. Where the graphs' orders
+// contradict each other (each waits for another), a collective is given up and replayed as
+// measured on its rank: counted in `broken`.
+std::vector<std::vector<ReplayResult>> ReplayJoint(const std::vector<const RankGraph*>& graphs,
+                                                   const std::vector<std::vector<const Edits*>>& lanes,
+                                                   const Coupling& coupling, size_t* broken = nullptr);
 
 }  // namespace trainrx::analyzers

@@ -685,11 +685,9 @@ std::vector<Edits> PeerLevels(const RankGraph& g, const std::vector<std::string>
 
 const std::vector<ReplayResult>& RankSet::Unchanged() const {
   std::call_once(once_, [this] {
-    std::vector<Edits> none;
-    for (const RankGraph* g : graphs) none.emplace_back(g->tasks().size());
-    std::vector<const Edits*> e;
-    for (const Edits& x : none) e.push_back(&x);
-    unchanged_ = ReplayJoint(graphs, e, coupling, &broken_unchanged_);
+    const Edits none;
+    const std::vector<std::vector<const Edits*>> lanes(graphs.size(), {&none});
+    for (std::vector<ReplayResult>& r : ReplayJoint(graphs, lanes, coupling, &broken_unchanged_)) unchanged_.push_back(std::move(r[0]));
   });
   return unchanged_;
 }
@@ -745,29 +743,26 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
         joint_levels = std::max(joint_levels, peer_levels[q].size());
       }
   }
+  // Every level in one walk of each graph (lanes), the set's ranks together where they couple.
+  static const Coupling kAlone;
+  const std::vector<const RankGraph*> alone = {&g};
+  const std::vector<const RankGraph*>& graphs = joint ? set->graphs : alone;
+  std::vector<std::vector<const Edits*>> lanes(graphs.size());
+  for (size_t q = 0; q < graphs.size(); ++q) {
+    const std::vector<Edits>& lv = !joint || q == self ? levels : peer_levels[q];
+    for (size_t k = 0; k < joint_levels; ++k) lanes[q].push_back(&lv[std::min(k, lv.size() - 1)]);
+  }
   size_t broken = 0;
-  const auto replay = [&](size_t k) {
-    if (!joint) return Replay(g, levels[std::min(k, levels.size() - 1)]);
-    std::vector<const Edits*> e;
-    for (size_t q = 0; q < set->graphs.size(); ++q) {
-      const std::vector<Edits>& lv = q == self ? levels : peer_levels[q];
-      e.push_back(&lv[std::min(k, lv.size() - 1)]);
-    }
-    size_t b = 0;
-    ReplayResult r = std::move(ReplayJoint(set->graphs, e, set->coupling, &b)[self]);
-    broken = std::max(broken, b);
-    return r;
-  };
+  const std::vector<ReplayResult> replayed =
+      std::move(ReplayJoint(graphs, lanes, joint ? set->coupling : kAlone, &broken)[joint ? self : 0]);
   const ReplayResult& base = joint ? set->Unchanged()[self] : g.Unchanged();
   if (base.mean_ns <= 0) return out;
   double saving[3];
   bool cpu_bound_low = false;
-  ReplayResult last;
   std::vector<double> per_step;  // the point's saving per step, as a share of the base mean
   for (int k = 0; k < 3; ++k) {
     // Levels past the plans' own reuse the last replay (floors may still differ).
-    if (k == 0 || static_cast<size_t>(k) < joint_levels) last = replay(static_cast<size_t>(k));
-    const ReplayResult& r = last;
+    const ReplayResult& r = replayed[std::min<size_t>(static_cast<size_t>(k), replayed.size() - 1)];
     // The floors: the fix's own pace, and the CPUs the moved work shares with the step.
     double floor = floors[k];
     const double cpu_floor = cores > 0 && moved[k] > 0 ? (r.mean_ns * loop_cores[k] + moved[k]) / cores : 0;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -622,6 +623,77 @@ TEST(WhatIf, CudaGraphsRemoveTheLaunchBoundHostWork) {
   const WhatIfResult busy = d.Predict({"cuda_graphs"});
   ASSERT_TRUE(busy.ok);
   EXPECT_LT(busy.prediction.saving_pct, 3.0) << busy.prediction.assumptions;
+}
+
+// Two ranks in lockstep at an all-reduce a step: each launches a compute kernel, does host work
+// (`malloc_us` of it in cudaMalloc, the rest an op), launches the all-reduce and synchronizes on
+// it, then 150 us of host work; 1 ms a step. The all-reduce moves data for 100 us once both have
+// arrived.
+std::string LockstepRank(int rank, double host_us, double malloc_us, double arrive_other_us) {
+  std::string ev;
+  for (int s = 0; s < 3; ++s) {
+    const double t0 = 1000.0 * s;
+    const int c = 100 * s;
+    ev += Step(s + 1, t0, 1000);
+    ev += Cpu("cuda_runtime", "cudaLaunchKernel", t0 + 1, 5, 1, c);
+    ev += Kernel("gemm", t0 + 10, 100, c);
+    double at = t0 + 20;
+    if (host_us > 0) ev += Cpu("cpu_op", "aten::host_work", at, host_us), at += host_us;
+    if (malloc_us > 0) ev += Cpu("cuda_runtime", "cudaMalloc", at, malloc_us), at += malloc_us;
+    ev += Cpu("cuda_runtime", "cudaLaunchKernel", at + 5, 5, 1, c + 1);
+    const double arrive = at + 15, start_all = std::max(arrive, t0 + arrive_other_us);
+    ev += Kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", arrive, start_all + 100 - arrive, c + 1, 20);
+    ev += Cpu("cuda_runtime", "cudaStreamSynchronize", at + 12, start_all + 102 - (at + 12), 1, c + 2);
+    ev += Cpu("cpu_op", "aten::host", start_all + 105, 150);
+  }
+  ev.pop_back();
+  return fmt::format(R"({{"distributedInfo":{{"rank":{},"world_size":2,"backend":"nccl"}},"traceEvents":[{}]}})", rank, ev);
+}
+
+struct TwoRanks {
+  profiler::Trace trace;
+  Report report;
+  std::optional<LinkIndex> links;
+  std::vector<std::unique_ptr<RankGraph>> graphs;
+  RankSet set;
+  TwoRanks(const std::string& r0, const std::string& r1) {
+    for (int r = 0; r < 2; ++r) {
+      const auto st = profiler::ReadTraceBuffer(r == 0 ? r0 : r1, fmt::format("rank{}.json", r), r, trace);
+      EXPECT_TRUE(st.ok()) << st.message();
+    }
+    trace.Finalize();
+    report = Analyze(trace);
+    links.emplace(trace);
+    for (int r = 0; r < 2; ++r) {
+      graphs.push_back(std::make_unique<RankGraph>(trace, *links->Rank(r), Windows(report, r)));
+      set.graphs.push_back(graphs.back().get());
+    }
+    set.coupling = CoupleCollectives(set.graphs);
+  }
+  Prediction Predict(int rank, const std::string& transform, bool joint) const {
+    return PredictWhatIf(*graphs[rank], {transform}, MeanWall(report, rank), joint ? &set : nullptr).prediction;
+  }
+};
+
+TEST(WhatIf, CollectivesCoupleTheRanksReplay) {
+  // Rank 0 arrives at t0+335 (300 us of cudaMalloc), rank 1 at t0+635 (600 us of other work).
+  const TwoRanks fast_mallocs(LockstepRank(0, 0, 300, 635), LockstepRank(1, 600, 0, 335));
+  ASSERT_EQ(fast_mallocs.set.coupling.transfer.size(), 3u);
+  EXPECT_EQ(fast_mallocs.set.coupling.transfer.front(), 100'000);
+  // Unchanged together: the measured steps.
+  for (const ReplayResult& r : fast_mallocs.set.Unchanged()) EXPECT_NEAR(r.mean_ns, 1e6, 1e3);
+  // Rank 0 alone, its all-reduce held as measured: the frees' 300 us look saved. With rank 1, which
+  // it waits for at the all-reduce, nothing is.
+  EXPECT_NEAR(fast_mallocs.Predict(0, "caching_allocator", false).saving_pct, 30.0, 1.5);
+  const Prediction together = fast_mallocs.Predict(0, "caching_allocator", true);
+  EXPECT_NEAR(together.saving_pct, 0.0, 1.0) << together.assumptions;
+  EXPECT_NE(together.assumptions.find("replayed together"), std::string::npos) << together.assumptions;
+  // The other way: the late rank (1) has the mallocs. Rank 0's own trace holds none, so alone it
+  // saves nothing; together, rank 1 arrives 300 us sooner and so does the end of rank 0's step.
+  const TwoRanks slow_mallocs(LockstepRank(0, 300, 0, 635), LockstepRank(1, 300, 300, 335));
+  EXPECT_NEAR(slow_mallocs.Predict(0, "caching_allocator", false).saving_pct, 0.0, 0.5);
+  EXPECT_NEAR(slow_mallocs.Predict(0, "caching_allocator", true).saving_pct, 30.0, 1.5);
+  EXPECT_NEAR(slow_mallocs.Predict(1, "caching_allocator", true).saving_pct, 30.0, 1.5);
 }
 
 TEST(WhatIf, EveryCatalogTransformExists) {
