@@ -247,4 +247,86 @@ TransformPlan CudaGraphs(const RankGraph& g) {
   return p;
 }
 
+// --what-if amp_bf16: torch.autocast(dtype=torch.bfloat16) around forward and loss. GEMM and
+// convolution kernels in FP32 or TF32 run on bf16 tensor cores; elementwise, normalization and
+// reduction kernels over fp32 data move half the bytes; each GEMM gets a cast of its inputs on the
+// host (autocast's _to_copy: one more launch).
+TransformPlan AmpBf16(const RankGraph& g) {
+  const auto& tr = g.trace();
+  std::vector<size_t> gemm_fp32, gemm_tf32, elementwise;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const Event* w = WorkOf(g, g.tasks()[i]);
+    if (w == nullptr || w->kind != EventKind::kKernel) continue;
+    const std::string_view name = tr.Name(*w);
+    if (IsCommKernel(name)) continue;
+    switch (ClassifyGemmKernel(name)) {
+      case GemmMath::kFp32: gemm_fp32.push_back(i); break;
+      case GemmMath::kTf32: gemm_tf32.push_back(i); break;
+      case GemmMath::kNotGemm: {
+        // fp32 data by the kernel's template arguments ("<float>", "float, float"): not bf16/half.
+        const std::string n = Lowercase(name);
+        const bool half = n.find("bfloat16") != std::string::npos || n.find("half") != std::string::npos ||
+                          n.find("bf16") != std::string::npos || n.find("fp16") != std::string::npos;
+        if (!half && n.find("float") != std::string::npos) elementwise.push_back(i);
+        break;
+      }
+      default: break;
+    }
+  }
+  TransformPlan p;
+  if (g.links().work.empty()) {
+    p.not_predictable = "no device kernels in this trace: on a CPU, what autocast to bf16 gains depends on the CPU's "
+                        "bf16 instructions (AMX, AVX512-BF16), which the trace does not say";
+    return p;
+  }
+  if (gemm_fp32.empty() && gemm_tf32.empty() && elementwise.empty())
+    return NoSaving(g, "no FP32/TF32 GEMM or convolution kernel and no kernel over fp32 data in this trace (already "
+                       "in 16-bit?): nothing to save");
+  double bf16 = 312, fp32 = 19.5, tf32 = 156;  // the A100's dense peaks
+  std::string source = "the A100's datasheet (the trace names no device the table has)";
+  if (const auto peak = PeakOfRank(tr, g.links().rank); peak && peak->bf16 > 0 && peak->fp32 > 0 && peak->tf32 > 0) {
+    bf16 = peak->bf16, fp32 = peak->fp32, tf32 = peak->tf32;
+    source = fmt::format("the {}'s dense peaks", peak->model);
+  }
+  // Per level: how far toward the peak ratio a GEMM gets (half; a quarter; 86 %), what a kernel
+  // over fp32 data keeps of its time (60 %: half the bytes, autocast keeps softmax, norms and the
+  // loss in fp32; 90 %; 50 %), and the launches a GEMM's input casts add (1; 2; 0).
+  const double toward[3] = {0.5, 0.25, 0.86}, keeps[3] = {0.6, 0.9, 0.5}, casts[3] = {1, 2, 0};
+  const int64_t launch_ns = MedianLaunchCallNs(g);
+  constexpr int64_t kFloorNs = 2000;
+  // The host slice that launched each GEMM (its launch call's first slice on the launching thread).
+  std::unordered_map<const Event*, size_t> first_slice;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const auto& t = g.tasks()[i];
+    if (t.kind != Kind::kDevice && t.frame >= 0) first_slice.emplace(g.frames()[static_cast<size_t>(t.frame)].op, i);
+  }
+  for (int k = 0; k < 3; ++k) {
+    Edits e(g.tasks().size());
+    const auto speed = [&](std::vector<size_t>& tasks, double ratio) {
+      const double s = 1.0 + (std::max(1.0, ratio) - 1.0) * toward[k];
+      for (size_t i : tasks) {
+        const double dur = static_cast<double>(std::max<int64_t>(1, g.tasks()[i].dur));
+        e.scale[i] = static_cast<float>(std::max(dur / s, std::min(dur, static_cast<double>(kFloorNs))) / dur);
+        const HostCall* c = g.links().CallOf(g.links().work[static_cast<size_t>(g.tasks()[i].work)]);
+        if (c == nullptr || casts[k] == 0) continue;
+        if (const auto it = first_slice.find(c->e); it != first_slice.end())
+          e.Add(it->second, static_cast<int64_t>(casts[k] * static_cast<double>(launch_ns)));
+      }
+    };
+    speed(gemm_fp32, bf16 / fp32);
+    speed(gemm_tf32, bf16 / tf32);
+    for (size_t i : elementwise) e.scale[i] = static_cast<float>(keeps[k]);
+    p.levels.push_back(std::move(e));
+  }
+  p.assumptions = fmt::format(
+      "autocast to bf16: {} FP32 and {} TF32 GEMM/convolution kernels run on bf16 tensor cores, halfway to the peak "
+      "ratio ({:.1f}x and {:.1f}x from {}; a quarter of the way, or 86 % of it), none under 2 us; {} kernels over fp32 "
+      "data keep 60 % of their time (half the bytes; autocast keeps softmax, norms and the loss in fp32: 90 %, or 50 %); "
+      "each GEMM's input casts add one launch on the host ({:.1f} us; two, or none). Kernels whose names do not say "
+      "fp32 are left as they are",
+      gemm_fp32.size(), gemm_tf32.size(), bf16 / fp32, bf16 / tf32, source, elementwise.size(),
+      static_cast<double>(launch_ns) / 1e3);
+  return p;
+}
+
 }  // namespace trainrx::analyzers

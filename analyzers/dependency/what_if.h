@@ -34,10 +34,12 @@ using TransformFn = TransformPlan (*)(const RankGraph& graph);
 // A fix with nothing to change in this trace: a prediction of no saving, saying why.
 TransformPlan NoSaving(const RankGraph& graph, std::string why);
 // The GPU transforms (gpu_transforms.cc): TF32 for FP32 GEMM / convolution kernels, pinned memory
-// for pageable host-to-device copies, CUDA graphs for launch-bound steps.
+// for pageable host-to-device copies, CUDA graphs for launch-bound steps, autocast to bf16 (asked
+// for with --what-if only: no finding's fix).
 TransformPlan Tf32(const RankGraph& graph);
 TransformPlan PinnedCopies(const RankGraph& graph);
 TransformPlan CudaGraphs(const RankGraph& graph);
+TransformPlan AmpBf16(const RankGraph& graph);
 
 // nullptr for a name no transform has.
 TransformFn FindTransform(std::string_view name);

@@ -503,7 +503,7 @@ constexpr const char* kA100 =
 
 // A device-bound step: three FP32 GEMMs of 400 us and an elementwise kernel of 50 us launched at
 // once, then a synchronize; 1.4 ms a step.
-std::string Fp32GemmSteps(const char* gemm) {
+std::string Fp32GemmSteps(const char* gemm, const char* other = "vectorized_elementwise_kernel") {
   std::string ev;
   for (int s = 0; s < 4; ++s) {
     const double t0 = 1400.0 * s;
@@ -511,7 +511,7 @@ std::string Fp32GemmSteps(const char* gemm) {
     for (int k = 0; k < 4; ++k) {
       const int corr = 100 * s + k;
       ev += Cpu("cuda_runtime", "cudaLaunchKernel", t0 + 1 + 5 * k, 4, 1, corr);
-      ev += Kernel(k < 3 ? gemm : "vectorized_elementwise_kernel", t0 + 10 + 400 * k, k < 3 ? 400 : 50, corr);
+      ev += Kernel(k < 3 ? gemm : other, t0 + 10 + 400 * k, k < 3 ? 400 : 50, corr);
     }
     ev += Cpu("cuda_runtime", "cudaStreamSynchronize", t0 + 30, 1240, 1, 100 * s + 50);
     ev += Cpu("cpu_op", "aten::host", t0 + 1280, 110);
@@ -534,6 +534,26 @@ TEST(WhatIf, Tf32SpeedsTheFp32GemmsByTheDevicesPeakRatio) {
   const WhatIfResult none = tf32.Predict({"tf32"});
   EXPECT_NEAR(none.prediction.saving_pct, 0.0, 0.01);
   EXPECT_NE(none.prediction.assumptions.find("no FP32 GEMM"), std::string::npos);
+}
+
+TEST(WhatIf, AmpRunsGemmsOnBf16CoresAndHalvesFp32Bytes) {
+  const char* kAdd = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)";
+  const Replayable h(Fp32GemmSteps("ampere_sgemm_128x64_nn", kAdd), kA100);
+  const WhatIfResult w = h.Predict({"amp_bf16"});
+  ASSERT_TRUE(w.ok) << w.prediction.assumptions;
+  // A100: bf16 / fp32 = 312 / 19.5 = 16; halfway: 8.5x (1200 -> 141 us); the fp32 add keeps 60 %
+  // (50 -> 30 us): 1400 -> ~371 us.
+  EXPECT_NEAR(w.prediction.saving_pct, 100.0 * (1200 - 1200 / 8.5 + 20) / 1400, 2.0) << w.prediction.assumptions;
+  // The least: a quarter of the way (4.75x) and 90 % kept.
+  EXPECT_NEAR(w.prediction.low_pct, 100.0 * (1200 - 1200 / 4.75 + 5) / 1400, 2.0);
+  // TF32 kernels gain bf16 / tf32 = 2 at most: halfway 1.5x.
+  const Replayable t(Fp32GemmSteps("ampere_tf32_s1688gemm_tf32_128x128", "vectorized_elementwise_kernel<c10::BFloat16>"), kA100);
+  EXPECT_NEAR(t.Predict({"amp_bf16"}).prediction.saving_pct, 100.0 * (1200 - 1200 / 1.5) / 1400, 2.0);
+  // Already 16-bit: nothing; a CPU trace: not predictable.
+  const Replayable half(Fp32GemmSteps("ampere_h16816gemm_128x128", "vectorized_elementwise_kernel<c10::BFloat16>"), kA100);
+  EXPECT_NEAR(half.Predict({"amp_bf16"}).prediction.saving_pct, 0.0, 0.01);
+  const Replayable cpu(Step(1, 0, 100) + Cpu("cpu_op", "aten::mm", 1, 90) + Step(2, 100, 100) + Cpu("cpu_op", "aten::mm", 101, 90));
+  EXPECT_EQ(cpu.Predict({"amp_bf16"}).prediction.method, "not predictable");
 }
 
 TEST(WhatIf, Tf32SavesNothingWhereTheHostBindsTheStep) {
