@@ -37,8 +37,8 @@ constexpr const char* kNoCompileCpp =
     "LibTorch has no torch.compile: fewer, larger ops (fused kernels, a larger batch) or CUDA graphs "
     "(at::cuda::CUDAGraph).";
 
-// The gpu and dist findings.
-std::vector<CatalogEntry> GpuAndDistEntries() {
+// The gpu findings.
+std::vector<CatalogEntry> GpuEntries() {
   return {
       {"gpu.idle", "gpu",
        "the device waits idle in the steps; each gap is host-starved (nothing launched yet), in an allocator call, or "
@@ -79,6 +79,12 @@ std::vector<CatalogEntry> GpuAndDistEntries() {
          "(torch.cuda.graphs / mode=\"reduce-overhead\").",
          "Increase the batch, fuse small ops, or capture the step with at::cuda::CUDAGraph.", "batch"}},
        "", "", "", kFindings, "cuda_graphs"},
+  };
+}
+
+// The dist findings.
+std::vector<CatalogEntry> DistEntries() {
+  return {
       {"dist.comm_overlap", "dist", "communication runs with no compute beside it (NCCL/RCCL kernels, or Gloo ranges)",
        {{"gpu",
          "Let DDP overlap its all-reduce with backward: DistributedDataParallel(model, bucket_cap_mb=<smaller, "
@@ -474,7 +480,7 @@ std::vector<CatalogEntry> ModelAndConfigEntries() {
 const std::vector<CatalogEntry>& Catalog() {
   static const std::vector<CatalogEntry> kCatalog = [] {
     std::vector<CatalogEntry> all;
-    for (auto part : {GpuAndDistEntries, InputToTensorEntries, MemoryAndCompileEntries, ModelAndConfigEntries})
+    for (auto part : {GpuEntries, DistEntries, InputToTensorEntries, MemoryAndCompileEntries, ModelAndConfigEntries})
       for (auto& e : part()) all.push_back(std::move(e));
     return all;
   }();

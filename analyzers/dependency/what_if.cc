@@ -719,113 +719,148 @@ const std::vector<ReplayResult>& RankSet::Unchanged() const {
   return unchanged_;
 }
 
-WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& names, double measured_mean_ns, const RankSet* set) {
-  WhatIfResult out;
-  Prediction& p = out.prediction;
-  for (const std::string& n : names) p.transform += (p.transform.empty() ? "" : "+") + n;
-  if (g.windows().empty() || measured_mean_ns <= 0) return out;
-  // The transforms' plans, combined level by level (a plan with one level uses it at every level);
-  // a single plan is used as it is, and with one level everywhere the replay runs once.
-  std::vector<TransformPlan> plans;
-  std::vector<double> floors(3, 0.0), moved(3, 0.0), loop_cores(3, 1.0);
+namespace {
+
+// The transforms' plans on the predicted graph, with what bounds the step after them: per level,
+// the fixes' own pace (floor), the CPU time moved off the loop and the CPUs the loop keeps busy.
+struct Planned {
+  std::vector<Edits> levels;
+  std::vector<double> floors = std::vector<double>(3, 0.0), moved = std::vector<double>(3, 0.0),
+                      loop_cores = std::vector<double>(3, 1.0);
   double cores = 0;
+  std::string assumptions, not_predictable;
+  bool any = false;
+};
+Planned PlanAll(const RankGraph& g, const std::vector<std::string>& names) {
+  Planned out;
+  std::vector<TransformPlan> plans;
   for (const std::string& n : names) {
     const TransformFn fn = FindTransform(n);
     if (fn == nullptr) continue;
     TransformPlan plan = fn(g);
     if (!plan.not_predictable.empty()) {
-      p.method = "not predictable";
-      p.assumptions = plan.not_predictable;
+      out.not_predictable = plan.not_predictable;
       return out;
     }
     if (!plan.applies()) continue;
-    p.assumptions += (p.assumptions.empty() ? "" : "; ") + plan.assumptions;
-    for (int k = 0; k < 3; ++k) {
-      const auto at = [k](const std::vector<double>& v) { return v[std::min<size_t>(k, v.size() - 1)]; };
-      if (!plan.floor_ns.empty()) floors[k] = std::max(floors[k], at(plan.floor_ns));
+    out.assumptions += (out.assumptions.empty() ? "" : "; ") + plan.assumptions;
+    for (size_t k = 0; k < 3; ++k) {
+      const auto at = [k](const std::vector<double>& v) { return v[std::min(k, v.size() - 1)]; };
+      if (!plan.floor_ns.empty()) out.floors[k] = std::max(out.floors[k], at(plan.floor_ns));
       if (!plan.moved_cpu_ns.empty()) {
-        moved[k] += at(plan.moved_cpu_ns);
-        loop_cores[k] = std::max(loop_cores[k], at(plan.loop_cores));
+        out.moved[k] += at(plan.moved_cpu_ns);
+        out.loop_cores[k] = std::max(out.loop_cores[k], at(plan.loop_cores));
       }
     }
-    cores = std::max(cores, plan.cores);
+    out.cores = std::max(out.cores, plan.cores);
     plans.push_back(std::move(plan));
   }
-  const bool any = !plans.empty();
-  std::vector<Edits> levels = CombineLevels(g, std::move(plans));
-  if (!any) return out;
+  out.any = !plans.empty();
+  out.levels = CombineLevels(g, std::move(plans));
+  return out;
+}
+
+// Every level replayed in one walk of each graph (lanes); the set's ranks together where `set`
+// couples this graph's collectives (the same fixes on every rank). `self`: this graph's place in
+// the set (SIZE_MAX: alone).
+std::vector<ReplayResult> ReplayLevels(const RankGraph& g, const std::vector<Edits>& levels, const std::vector<std::string>& names,
+                                       const RankSet* set, size_t self, size_t& broken) {
+  static const Coupling kAlone;
+  const bool joint = self != SIZE_MAX;
+  std::vector<std::vector<Edits>> peer_levels;
+  size_t count = levels.size();
+  if (joint) {
+    peer_levels.resize(set->graphs.size());
+    for (size_t q = 0; q < set->graphs.size(); ++q)
+      if (q != self) {
+        peer_levels[q] = PeerLevels(*set->graphs[q], names);
+        count = std::max(count, peer_levels[q].size());
+      }
+  }
+  const std::vector<const RankGraph*> alone = {&g};
+  const std::vector<const RankGraph*>& graphs = joint ? set->graphs : alone;
+  std::vector<std::vector<const Edits*>> lanes(graphs.size());
+  for (size_t q = 0; q < graphs.size(); ++q) {
+    const std::vector<Edits>& lv = !joint || q == self ? levels : peer_levels[q];
+    for (size_t k = 0; k < count; ++k) lanes[q].push_back(&lv[std::min(k, lv.size() - 1)]);
+  }
+  return std::move(ReplayJoint(graphs, lanes, joint ? set->coupling : kAlone, &broken)[joint ? self : 0]);
+}
+
+// Each level's saving (% of the base mean) from its replay and the CPUs the moved work shares with
+// the step. What the loop leaves idle beside it takes the moved work for free; the rest (the
+// excess) takes CPUs the loop's threads need. Shared fluidly (an ideal scheduler, threads that do
+// not wait for each other) the excess costs the step its share over the CPUs (the high end). The
+// loop's intra-op threads work in lockstep, though (OpenMP's parallel regions end in a barrier): a
+// worker on one of their CPUs holds all of them up, so at the point and the low end the excess
+// costs it in the proportion of the CPUs the loop keeps busy (all of it where the loop fills every
+// CPU; its share where the loop is one thread). Measured on 2-core VMs: train_gpu.py
+// --costly-data, workers 0 -> 2 saved 3.5 % where the fluid share said 11-39 %; pytorch/examples
+// imagenet (2 intra-op threads filling both CPUs) was 8.6 % slower [0.1, 19].
+struct Savings {
+  double level[3] = {0, 0, 0};
+  double spread = 0;  // the steps' spread of the point's saving: a 95 % interval of its mean
+  bool cpu_bound_low = false;
+};
+Savings SavingsOf(const Planned& plan, const std::vector<ReplayResult>& replayed, const ReplayResult& base) {
+  Savings out;
+  double held_ns = 0;  // the point's excess CPU time that holds up the loop, a step
+  std::vector<double> per_step;  // the point's saving per step, as a share of the base mean
+  for (size_t k = 0; k < 3; ++k) {
+    // Levels past the plans' own reuse the last replay (floors may still differ).
+    const ReplayResult& r = replayed[std::min(k, replayed.size() - 1)];
+    double after = r.mean_ns;
+    if (plan.cores > 0 && plan.moved[k] > 0) {
+      const double idle = std::max(0.0, plan.cores - plan.loop_cores[k]) * r.mean_ns;
+      const double excess = std::max(0.0, plan.moved[k] - idle);
+      const double held = k == 2 ? 1.0 / plan.cores : std::clamp(plan.loop_cores[k], 1.0, plan.cores) / plan.cores;
+      after += excess * held;
+      if (k == 0) held_ns = excess * held;
+      if (k == 1 && excess > 0) out.cpu_bound_low = true;
+    }
+    after = std::max(after, plan.floors[k]);
+    out.level[k] = 100.0 * (base.mean_ns - after) / base.mean_ns;
+    if (k == 0)
+      for (size_t s = 0; s < r.step_ns.size(); ++s)
+        per_step.push_back(
+            100.0 * (static_cast<double>(base.step_ns[s]) - std::max(static_cast<double>(r.step_ns[s]) + held_ns, plan.floors[0])) /
+            base.mean_ns);
+  }
+  if (per_step.size() >= 2) {
+    const double m = Mean(per_step);
+    double ss = 0;
+    for (double x : per_step) ss += (x - m) * (x - m);
+    out.spread = 1.96 * std::sqrt(ss / static_cast<double>(per_step.size() - 1) / static_cast<double>(per_step.size()));
+  }
+  return out;
+}
+
+}  // namespace
+
+WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& names, double measured_mean_ns, const RankSet* set) {
+  WhatIfResult out;
+  Prediction& p = out.prediction;
+  for (const std::string& n : names) p.transform += (p.transform.empty() ? "" : "+") + n;
+  if (g.windows().empty() || measured_mean_ns <= 0) return out;
+  Planned plan = PlanAll(g, names);
+  if (!plan.not_predictable.empty()) {
+    p.method = "not predictable";
+    p.assumptions = plan.not_predictable;
+    return out;
+  }
+  if (!plan.any) return out;
+  p.assumptions = plan.assumptions;
   // Several ranks whose collectives couple: every rank replayed with the fix, together.
   size_t self = SIZE_MAX;
   if (set != nullptr && !set->coupling.empty())
     for (size_t q = 0; q < set->graphs.size(); ++q)
       if (set->graphs[q] == &g) self = q;
   const bool joint = self != SIZE_MAX;
-  std::vector<std::vector<Edits>> peer_levels;
-  size_t joint_levels = levels.size();
-  if (joint) {
-    peer_levels.resize(set->graphs.size());
-    for (size_t q = 0; q < set->graphs.size(); ++q)
-      if (q != self) {
-        peer_levels[q] = PeerLevels(*set->graphs[q], names);
-        joint_levels = std::max(joint_levels, peer_levels[q].size());
-      }
-  }
-  // Every level in one walk of each graph (lanes), the set's ranks together where they couple.
-  static const Coupling kAlone;
-  const std::vector<const RankGraph*> alone = {&g};
-  const std::vector<const RankGraph*>& graphs = joint ? set->graphs : alone;
-  std::vector<std::vector<const Edits*>> lanes(graphs.size());
-  for (size_t q = 0; q < graphs.size(); ++q) {
-    const std::vector<Edits>& lv = !joint || q == self ? levels : peer_levels[q];
-    for (size_t k = 0; k < joint_levels; ++k) lanes[q].push_back(&lv[std::min(k, lv.size() - 1)]);
-  }
   size_t broken = 0;
-  const std::vector<ReplayResult> replayed =
-      std::move(ReplayJoint(graphs, lanes, joint ? set->coupling : kAlone, &broken)[joint ? self : 0]);
+  const std::vector<ReplayResult> replayed = ReplayLevels(g, plan.levels, names, set, self, broken);
   const ReplayResult& base = joint ? set->Unchanged()[self] : g.Unchanged();
   if (base.mean_ns <= 0) return out;
-  double saving[3];
-  bool cpu_bound_low = false;
-  double held_ns = 0;  // the point's excess CPU time that holds up the loop, a step
-  std::vector<double> per_step;  // the point's saving per step, as a share of the base mean
-  for (int k = 0; k < 3; ++k) {
-    // Levels past the plans' own reuse the last replay (floors may still differ).
-    const ReplayResult& r = replayed[std::min<size_t>(static_cast<size_t>(k), replayed.size() - 1)];
-    // The floors: the fix's own pace, and the CPUs the moved work shares with the step. What the
-    // loop leaves idle beside it takes the moved work for free; the rest (the excess) takes CPUs
-    // the loop's threads need. Shared fluidly (an ideal scheduler, threads that do not wait for
-    // each other) the excess costs the step its share over the CPUs (the high end). The loop's
-    // intra-op threads work in lockstep, though (OpenMP's parallel regions end in a barrier): a
-    // worker on one of their CPUs holds all of them up, so at the point and the low end the excess
-    // costs it in the proportion of the CPUs the loop keeps busy (all of it where the loop fills
-    // every CPU; its share where the loop is one thread). Measured on 2-core VMs: train_gpu.py
-    // --costly-data, workers 0 -> 2 saved 3.5 % where the fluid share said 11-39 %;
-    // pytorch/examples imagenet (2 intra-op threads filling both CPUs) was 8.6 % slower [0.1, 19].
-    double floor = floors[k];
-    double after = r.mean_ns;
-    if (cores > 0 && moved[k] > 0) {
-      const double idle = std::max(0.0, cores - loop_cores[k]) * r.mean_ns;
-      const double excess = std::max(0.0, moved[k] - idle);
-      const double held = k == 2 ? 1.0 / cores : std::clamp(loop_cores[k], 1.0, cores) / cores;
-      after += excess * held;
-      if (k == 0) held_ns = excess * held;
-      if (k == 1 && excess > 0) cpu_bound_low = true;
-    }
-    after = std::max(after, floor);
-    saving[k] = 100.0 * (base.mean_ns - after) / base.mean_ns;
-    if (k == 0)
-      for (size_t s = 0; s < r.step_ns.size(); ++s)
-        per_step.push_back(100.0 * (static_cast<double>(base.step_ns[s]) - std::max(static_cast<double>(r.step_ns[s]) + held_ns, floors[0])) /
-                           base.mean_ns);
-  }
-  // The steps' spread of the point's saving: a 95 % interval of its mean.
-  double spread = 0;
-  if (per_step.size() >= 2) {
-    const double m = Mean(per_step);
-    double ss = 0;
-    for (double x : per_step) ss += (x - m) * (x - m);
-    spread = 1.96 * std::sqrt(ss / static_cast<double>(per_step.size() - 1) / static_cast<double>(per_step.size()));
-  }
+  const Savings saving = SavingsOf(plan, replayed, base);
   p.method = "replay";
   // The replay's own error: the loop's steps replayed unchanged against the measured ones. Where the
   // device ran behind the loop (it took longer a step than the loop's steps, with no sync to hold the
@@ -846,17 +881,18 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
     if (const size_t b = std::max(broken, set->broken_unchanged()); b > 0)
       p.assumptions += fmt::format(" ({} collective{} replayed as measured: the ranks' orders contradict there)", b, b == 1 ? "" : "s");
   }
-  if (cpu_bound_low)
+  if (saving.cpu_bound_low)
     p.assumptions += "; the CPUs bind: the moved work beyond what the loop leaves idle holds up the loop's lockstep "
                      "threads in proportion to the CPUs they fill (OpenMP's barrier waits for a preempted sibling; "
                      "shared fluidly over the CPUs at the high end): 2-core VMs measured 3.5 % where the fluid share "
                      "said 11-39 %, and 8.6 % slower for a loop whose threads filled both CPUs";
   const double err = std::abs(p.replay_error_pct);
-  p.saving_pct = saving[0];
-  p.low_pct = std::min({saving[0], saving[1], saving[2]}) - spread - err;
-  p.high_pct = std::min(100.0, std::max({saving[0], saving[1], saving[2]}) + spread + err);
+  const double* v = saving.level;
+  p.saving_pct = v[0];
+  p.low_pct = std::min({v[0], v[1], v[2]}) - saving.spread - err;
+  p.high_pct = std::min(100.0, std::max({v[0], v[1], v[2]}) + saving.spread + err);
   p.step_ns_before = static_cast<int64_t>(std::max(measured_mean_ns, base.mean_ns));
-  p.step_ns_after = static_cast<int64_t>(static_cast<double>(p.step_ns_before) * (1.0 - saving[0] / 100.0));
+  p.step_ns_after = static_cast<int64_t>(static_cast<double>(p.step_ns_before) * (1.0 - v[0] / 100.0));
   out.ok = true;
   return out;
 }
