@@ -170,18 +170,11 @@ void RankGraph::AddEdges() {
   std::vector<int32_t> work_task(links_.work.size(), -1);
   for (int32_t i = first_device; i < n; ++i) work_task[tasks_[i].work] = i;
   // Each thread's task range, to find the task running at an instant.
-  std::unordered_map<uint32_t, std::pair<int32_t, int32_t>> range;
   for (int32_t i = 0; i < first_device; ++i) {
-    auto [it, fresh] = range.try_emplace(tasks_[i].track, i, i + 1);
+    auto [it, fresh] = thread_range_.try_emplace(tasks_[i].track, i, i + 1);
     if (!fresh) it->second.second = i + 1;
   }
-  const auto at = [&](uint32_t track, int64_t t) -> int32_t {  // the task of `track` running at t, or the last before
-    auto r = range.find(track);
-    if (r == range.end()) return -1;
-    auto b = tasks_.begin() + r->second.first, e = tasks_.begin() + r->second.second;
-    auto it = std::upper_bound(b, e, t, [](int64_t v, const Task& x) { return v < x.ts; });
-    return it == b ? -1 : static_cast<int32_t>(std::prev(it) - tasks_.begin());
-  };
+  const auto at = [&](uint32_t track, int64_t t) { return TaskAt(track, t); };
   const std::vector<int32_t>& call_task = call_task_;  // the launching call's first slice, per call
   // The rank's typical launch latency: the median delay from a launch to its work where the stream
   // was idle.
@@ -192,27 +185,7 @@ void RankGraph::AddEdges() {
     if ((w.prev < 0 || links_.work[w.prev].end() < launched) && w.ts() >= launched) latencies.push_back(w.ts() - launched);
   }
   const int64_t latency = Quantile(latencies, 0.5);
-  // Resolve releases: a device wait's work index -> its task; a thread wait -> the releaser's slice.
-  for (int32_t i = 0; i < first_device; ++i) {
-    Task& t = tasks_[i];
-    if (t.kind == Kind::kWaitDevice) {
-      t.release = t.release >= 0 ? work_task[t.release] : -1;
-    } else if (t.kind == Kind::kWaitThread) {
-      auto w = std::lower_bound(links_.thread_waits.begin(), links_.thread_waits.end(), std::make_pair(t.track, t.ts),
-                                [](const ThreadWait& x, const std::pair<uint32_t, int64_t>& v) {
-                                  return std::tie(x.track, x.start_ns) < std::tie(v.first, v.second);
-                                });
-      t.release = w != links_.thread_waits.end() && w->track == t.track && w->start_ns == t.ts
-                      ? at(w->releaser_track, w->release_ns - 1)
-                      : -1;
-    }
-    if (t.release >= 0) {
-      const Task& r = tasks_[t.release];
-      t.tail = t.ts + t.dur - (r.ts + r.dur);
-      if (t.tail < 0 || r.ts + r.dur < t.ts) t.release = -1;  // not released by it after all
-    }
-    if (t.release < 0 && t.kind != Kind::kBetweenOps) t.kind = Kind::kHost;
-  }
+  ResolveReleases(work_task, first_device);
   // Edges, each with the ready time it had in the trace.
   struct Candidate {
     Edge e;
@@ -272,7 +245,47 @@ void RankGraph::AddEdges() {
     finish(t);
   }
   KahnOrder();
-  // Steps: each task's window, and each window's start and end on the loop's thread.
+  MarkSteps(call_task);
+}
+
+int32_t RankGraph::TaskAt(uint32_t track, int64_t t) const {
+  auto r = thread_range_.find(track);
+  if (r == thread_range_.end()) return -1;
+  auto b = tasks_.begin() + r->second.first, e = tasks_.begin() + r->second.second;
+  auto it = std::upper_bound(b, e, t, [](int64_t v, const Task& x) { return v < x.ts; });
+  return it == b ? -1 : static_cast<int32_t>(std::prev(it) - tasks_.begin());
+}
+
+// Releases: a device wait's work index -> its task; a thread wait -> the releaser's slice (a wait
+// its releaser did not end within is no wait).
+void RankGraph::ResolveReleases(const std::vector<int32_t>& work_task, int32_t first_device) {
+  const auto at = [&](uint32_t track, int64_t t) { return TaskAt(track, t); };
+  for (int32_t i = 0; i < first_device; ++i) {
+    Task& t = tasks_[i];
+    if (t.kind == Kind::kWaitDevice) {
+      t.release = t.release >= 0 ? work_task[t.release] : -1;
+    } else if (t.kind == Kind::kWaitThread) {
+      auto w = std::lower_bound(links_.thread_waits.begin(), links_.thread_waits.end(), std::make_pair(t.track, t.ts),
+                                [](const ThreadWait& x, const std::pair<uint32_t, int64_t>& v) {
+                                  return std::tie(x.track, x.start_ns) < std::tie(v.first, v.second);
+                                });
+      t.release = w != links_.thread_waits.end() && w->track == t.track && w->start_ns == t.ts
+                      ? at(w->releaser_track, w->release_ns - 1)
+                      : -1;
+    }
+    if (t.release >= 0) {
+      const Task& r = tasks_[t.release];
+      t.tail = t.ts + t.dur - (r.ts + r.dur);
+      if (t.tail < 0 || r.ts + r.dur < t.ts) t.release = -1;  // not released by it after all
+    }
+    if (t.release < 0 && t.kind != Kind::kBetweenOps) t.kind = Kind::kHost;
+  }
+}
+
+// Steps: each task's window, and each window's start and end on the loop's thread.
+void RankGraph::MarkSteps(const std::vector<int32_t>& call_task) {
+  const auto n = static_cast<int32_t>(tasks_.size());
+  const auto at = [&](uint32_t track, int64_t t) { return TaskAt(track, t); };
   const auto window_of = [&](int64_t ts) -> int32_t {
     auto it = std::upper_bound(windows_.begin(), windows_.end(), std::make_pair(ts, INT64_MAX));
     if (it == windows_.begin()) return -1;
@@ -292,7 +305,7 @@ void RankGraph::AddEdges() {
   for (const auto& [a, b] : windows_)
     for (int64_t instant : {a, b}) {
       int32_t ti = at(loop_, instant);
-      if (ti < 0) ti = range.count(loop_) ? range[loop_].first : -1;
+      if (ti < 0) ti = thread_range_.count(loop_) ? thread_range_.at(loop_).first : -1;
       double frac = 0;
       if (ti >= 0 && tasks_[ti].dur > 0)
         frac = std::clamp(static_cast<double>(instant - tasks_[ti].ts) / static_cast<double>(tasks_[ti].dur), 0.0, 1.0);

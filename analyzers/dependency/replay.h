@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -100,6 +101,10 @@ class RankGraph {
   void AddHostThread(uint32_t track, bool loop);
   void AddDevice();
   void AddEdges();
+  void ResolveReleases(const std::vector<int32_t>& work_task, int32_t first_device);
+  void MarkSteps(const std::vector<int32_t>& call_task);
+  // The task of `track` running at t, or the last before it (-1: none).
+  int32_t TaskAt(uint32_t track, int64_t t) const;
   template <typename Fn>
   void EachPred(int32_t node, Fn&& fn) const;
   void KahnOrder();
@@ -118,6 +123,7 @@ class RankGraph {
   std::vector<int32_t> step_of_;
   std::vector<int32_t> call_task_;  // per RankLinks::calls: its first slice (-1: none)
   std::vector<std::pair<int32_t, double>> boundaries_;  // per window start and end: (loop task, fraction)
+  std::unordered_map<uint32_t, std::pair<int32_t, int32_t>> thread_range_;  // per host thread: its tasks [first, last)
   std::vector<int32_t> position_;   // per node (2i start, 2i + 1 end): its place in order_
   friend class ReplayWalk;
 };
