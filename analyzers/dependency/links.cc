@@ -63,10 +63,10 @@ int32_t ReleaseOf(const RankLinks& l, const Event& call, int64_t stream) {
   return -1;
 }
 
-void BuildRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& kinds, RankLinks& l) {
-  l.rank = rank;
-  // cuda_sync records (torch.profiler with enable_cuda_sync_events): the stream each sync call
-  // synchronized, by the call's correlation.
+// The rank's device work per stream (in time order, each with the one before it) and its host
+// calls (runtime and driver calls, and any host event with a correlation id), sorted for lookup;
+// returns the cuda_sync records' (correlation, stream): the stream each sync call synchronized.
+std::vector<std::pair<int64_t, int64_t>> CollectRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& kinds, RankLinks& l) {
   std::vector<std::pair<int64_t, int64_t>> synced;  // (correlation, stream)
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const auto& t = trace.tracks[ti];
@@ -111,7 +111,12 @@ void BuildRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& ki
   profiler::SortRuns(l.call_by_correlation.begin(), l.call_by_correlation.end());
   profiler::SortRuns(l.op_by_external.begin(), l.op_by_external.end());
   profiler::SortRuns(synced.begin(), synced.end());
-  // Device work -> the call that enqueued it; a call -> its first activity and how many.
+  return synced;
+}
+
+// Device work -> the call that enqueued it; a call -> its first activity and how many; the work by
+// its end.
+void LinkWorkToCalls(RankLinks& l) {
   for (size_t i = 0; i < l.work.size(); ++i) {
     DeviceWork& w = l.work[i];
     const HostCall* found = w.e->correlation != profiler::kNoId ? l.CallByCorrelation(w.e->correlation) : nullptr;
@@ -125,10 +130,14 @@ void BuildRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& ki
   l.by_end.resize(l.work.size());
   for (size_t i = 0; i < l.work.size(); ++i) l.by_end[i] = {l.work[i].end(), static_cast<int32_t>(i)};
   std::sort(l.by_end.begin(), l.by_end.end());
-  // Event edges from the sync records that name what they waited on (cuda_sync's wait_on_stream
-  // and wait_on_cuda_event_record_corr_id): the recorded work is the last launched on that stream
-  // before the record call (HTA's index_previous_launch); a stream wait binds the waiting stream's
-  // next launched work (index_next_launch), an event sync is released by the recorded work.
+}
+
+// Event edges from the sync records that name what they waited on (cuda_sync's wait_on_stream
+// and wait_on_cuda_event_record_corr_id): the recorded work is the last launched on that stream
+// before the record call (HTA's index_previous_launch); a stream wait binds the waiting stream's
+// next launched work (index_next_launch), an event sync is released by the recorded work. Returns
+// the event syncs' (waiting call's correlation, work), sorted.
+std::vector<std::pair<int64_t, int32_t>> EventEdges(const Trace& trace, int32_t rank, RankLinks& l) {
   std::vector<std::pair<int64_t, int32_t>> event_sync_release;  // (waiting call's correlation, work)
   {
     std::unordered_map<int64_t, std::vector<std::pair<int64_t, int32_t>>> launched_on;  // stream -> (launch ts, work), sorted
@@ -167,7 +176,12 @@ void BuildRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& ki
     }
     std::sort(event_sync_release.begin(), event_sync_release.end());
   }
-  // Blocking and allocator calls -> the activity that released them.
+  return event_sync_release;
+}
+
+// Blocking and allocator calls -> the activity that released them.
+void ResolveBlockingCalls(const Trace& trace, const std::vector<std::pair<int64_t, int64_t>>& synced,
+                          const std::vector<std::pair<int64_t, int32_t>>& event_sync_release, RankLinks& l) {
   const auto release = [&](int32_t index) {
     HostCall& c = l.calls[index];
     if (const DeviceWork* own = l.FirstWorkOf(c); own && own->e->kind == EventKind::kMemcpy) {
@@ -200,6 +214,14 @@ void BuildRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& ki
     const profiler::MemcpyInfo& m = trace.memcpys[w.aux];
     if (m.copy == profiler::CopyKind::kDtoH && m.dst != profiler::MemKind::kPinned) c.waited_for = c.work;
   }
+}
+
+void BuildRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& kinds, RankLinks& l) {
+  l.rank = rank;
+  std::vector<std::pair<int64_t, int64_t>> synced = CollectRank(trace, rank, kinds, l);
+  LinkWorkToCalls(l);
+  const std::vector<std::pair<int64_t, int32_t>> event_sync_release = EventEdges(trace, rank, l);
+  ResolveBlockingCalls(trace, synced, event_sync_release, l);
 }
 
 // One thread's outermost busy intervals, merged, with the busy time before each (prefix sums).
