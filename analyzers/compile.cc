@@ -77,6 +77,51 @@ std::string_view IdAfter(std::string_view name, std::string_view key) {
   return stop == std::string_view::npos ? id : id.substr(0, stop);
 }
 
+// One of our start-up hook's marks (trainrx::compile / graph_break / recompile ...): counted into
+// `c`; `compile_frame` is the frame of the latest compile mark on the thread, `break_frames` each
+// break's.
+void ReadMark(std::string_view name, int64_t dur_ns, int64_t step, CompileSummary& c, int64_t& compile_frame,
+              std::vector<int64_t>& break_frames) {
+  if (name.starts_with(kCompileMark)) {
+    c.marks = true;
+    ++c.compiles;
+    c.compile_ns += dur_ns;
+    const auto [frame, again] = CompileId(name.substr(kCompileMark.size()));
+    compile_frame = frame;
+    if (step >= 0) {
+      c.compile_in_steps_ns += dur_ns;
+      if (again == 0) ++c.first_compiles_in_steps;
+      else c.recompile_in_steps_ns += dur_ns;  // a recompile, or an id the hook could not read
+    }
+  } else if (name.starts_with(kBreakMark)) {
+    c.marks = true;
+    const auto [where, reason] = FirstWord(name.substr(kBreakMark.size()));
+    AddSite(c.graph_breaks, {ShortWhere(where), "", std::string(reason), 0, compile_frame >= 0 ? std::to_string(compile_frame) : ""});
+    break_frames.push_back(compile_frame);
+  } else if (name.starts_with(kRecompileMark)) {
+    c.marks = true;
+    const auto [where, rest] = FirstWord(name.substr(kRecompileMark.size()));
+    const auto [function, reason] = FirstWord(rest);
+    AddSite(c.recompile_sites, {ShortWhere(where), std::string(function), std::string(reason), 0, ""});
+    ++c.recompiles;
+    if (step >= 0) ++c.recompiles_in_steps;
+  }
+}
+
+// The steady steps' medians: regions a step and a call, eager time between a call's graphs.
+void SetPerStepFigures(const std::map<int64_t, int64_t>& region_count, std::map<int64_t, int64_t>& region_between,
+                       std::vector<int64_t>& per_call, CompileSummary& c) {
+  std::vector<int64_t> counts, gaps;
+  for (const auto& [step, n] : region_count) {
+    counts.push_back(n);
+    gaps.push_back(region_between[step]);
+  }
+  c.steps_with_regions = static_cast<int64_t>(counts.size());
+  c.regions_per_step = static_cast<double>(Quantile(counts, 0.5));
+  c.regions_per_call = per_call.empty() ? 0 : static_cast<double>(Quantile(per_call, 0.5));
+  c.eager_between_ns = static_cast<double>(Quantile(gaps, 0.5));
+}
+
 CompileSummary Summarize(const AnalysisContext& ctx, int32_t rank) {
   const profiler::Trace& trace = ctx.trace;
   const StepWindows windows(ctx.steps, rank);
@@ -153,31 +198,7 @@ CompileSummary Summarize(const AnalysisContext& ctx, int32_t rank) {
         span_id = {};
         continue;
       }
-      if (!mark) continue;
-      if (name.starts_with(kCompileMark)) {
-        c.marks = true;
-        ++c.compiles;
-        c.compile_ns += e.dur_ns;
-        const auto [frame, again] = CompileId(name.substr(kCompileMark.size()));
-        compile_frame = frame;
-        if (step >= 0) {
-          c.compile_in_steps_ns += e.dur_ns;
-          if (again == 0) ++c.first_compiles_in_steps;
-          else c.recompile_in_steps_ns += e.dur_ns;  // a recompile, or an id the hook could not read
-        }
-      } else if (name.starts_with(kBreakMark)) {
-        c.marks = true;
-        const auto [where, reason] = FirstWord(name.substr(kBreakMark.size()));
-        AddSite(c.graph_breaks, {ShortWhere(where), "", std::string(reason), 0, compile_frame >= 0 ? std::to_string(compile_frame) : ""});
-        break_frames.push_back(compile_frame);
-      } else if (name.starts_with(kRecompileMark)) {
-        c.marks = true;
-        const auto [where, rest] = FirstWord(name.substr(kRecompileMark.size()));
-        const auto [function, reason] = FirstWord(rest);
-        AddSite(c.recompile_sites, {ShortWhere(where), std::string(function), std::string(reason), 0, ""});
-        ++c.recompiles;
-        if (step >= 0) ++c.recompiles_in_steps;
-      }
+      if (mark) ReadMark(name, e.dur_ns, step, c, compile_frame, break_frames);
     }
     if (waiting_span_end >= 0) count_span(-1, waiting_dur);
   }
@@ -191,15 +212,7 @@ CompileSummary Summarize(const AnalysisContext& ctx, int32_t rank) {
   // A break whose frame runs in the steady steps costs every step, whatever the region count (a
   // break whose resume function has no graph leaves one region a step; issue 49.3).
   for (int64_t frame : break_frames) c.breaks_in_steps += frame >= 0 && frames_in_steps.count(frame) > 0;
-  std::vector<int64_t> counts, gaps;
-  for (const auto& [step, n] : region_count) {
-    counts.push_back(n);
-    gaps.push_back(region_between[step]);
-  }
-  c.steps_with_regions = static_cast<int64_t>(counts.size());
-  c.regions_per_step = static_cast<double>(Quantile(counts, 0.5));
-  c.regions_per_call = per_call.empty() ? 0 : static_cast<double>(Quantile(per_call, 0.5));
-  c.eager_between_ns = static_cast<double>(Quantile(gaps, 0.5));
+  SetPerStepFigures(region_count, region_between, per_call, c);
   return c;
 }
 
