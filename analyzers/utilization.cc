@@ -143,65 +143,137 @@ std::optional<CpuPeak> CpuPeakOfBlock(const Trace& trace, int32_t rank) {
   return p;
 }
 
-std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t rank) {
-  const Trace& trace = ctx.trace;
-  // The rank's steady steps, in time order, and their lengths.
-  const StepWindows steps(ctx.steps, rank);
-  const auto step_of = [&](int64_t ts) { return static_cast<int32_t>(steps.Index(ts)); };
-  std::vector<int64_t> walls;
-  for (const auto& s : ctx.steps.steps)
-    if (s.rank == rank) walls.push_back(s.wall_ns);
-  const bool has_steps = !steps.empty();
-
+// One rank's costing, pass by pass: its steady steps, its CPU threads, the ops whose cost the
+// shapes resolve and what ran for them.
+struct Costing {
+  Costing(const AnalysisContext& ctx, int32_t r) : trace(ctx.trace), rank(r), steps(ctx.steps, r) {
+    has_steps = !steps.empty();
+    for (const auto& s : ctx.steps.steps)
+      if (s.rank == rank) walls.push_back(s.wall_ns);
+    cpu_tracks = TracksOf(trace, rank, TrackKind::kCpuThread);
+    step_params.assign(steps.size(), 0.0);
+    step_tokens.assign(steps.size(), 0.0);
+  }
+  const Trace& trace;
+  int32_t rank;
+  StepWindows steps;  // the rank's steady steps, in time order
+  bool has_steps = false;
+  std::vector<int64_t> walls;  // their lengths
+  std::vector<uint32_t> cpu_tracks;
+  int32_t StepOf(int64_t ts) const { return static_cast<int32_t>(steps.Index(ts)); }
   // Which names have a model (by string id: each name is looked up once).
-  std::unordered_map<profiler::StrId, bool> modeled;
-  auto has_model = [&](const Event& e) {
+  bool HasModel(const Event& e) {
     auto [it, fresh] = modeled.try_emplace(e.name, false);
     if (fresh) it->second = HasCostModel(trace.Name(e));
     return it->second;
-  };
-  auto has_inputs = [&](const Event& e) { return e.aux != profiler::kNoAux && e.aux < trace.op_inputs.size(); };
-
-  // Pass 1: convolution backwards' shapes (their grad_output is the forward's output), for forward
-  // convolutions recorded without their strides.
+  }
+  bool HasInputs(const Event& e) const { return e.aux != profiler::kNoAux && e.aux < trace.op_inputs.size(); }
+  std::unordered_map<profiler::StrId, bool> modeled;
+  // Pass 1: forward convolutions' outputs from their backwards' shapes (keyed by ShapeKey).
   std::unordered_map<std::string, std::vector<int64_t>> conv_out;
-  const std::vector<uint32_t> cpu_tracks = TracksOf(trace, rank, TrackKind::kCpuThread);
-  for (uint32_t t : cpu_tracks) {
-    for (const Event& e : trace.TrackEvents(t)) {
-      if (e.kind != EventKind::kCpuOp || !has_inputs(e) || !has_model(e)) continue;
-      const std::string_view name = trace.Name(e);
+  // Pass 2: the outermost costed ops of every thread, and each step's parameters and tokens.
+  std::vector<CostedOp> ops;
+  std::map<uint32_t, std::pair<size_t, size_t>> by_track;  // track -> [first, last) in ops
+  std::vector<double> step_params, step_tokens;
+  int64_t convs_unresolved = 0;
+  // Pass 3: what ran in each step (device kernels, or the CPU's outermost ops).
+  bool device = false;
+  std::vector<double> total_ns;
+};
+
+// Pass 1: convolution backwards' shapes (their grad_output is the forward's output), for forward
+// convolutions recorded without their strides.
+void CollectConvOutputs(Costing& c) {
+  for (uint32_t t : c.cpu_tracks) {
+    for (const Event& e : c.trace.TrackEvents(t)) {
+      if (e.kind != EventKind::kCpuOp || !c.HasInputs(e) || !c.HasModel(e)) continue;
+      const std::string_view name = c.trace.Name(e);
       if (name.find("convolution_backward") == std::string_view::npos) continue;
-      if (const auto dims = OpDims(trace, e))
-        if (const auto shapes = ConvShapesOfBackward(name, *dims)) conv_out.emplace(ShapeKey(shapes->input, shapes->weight), shapes->output);
+      if (const auto dims = OpDims(c.trace, e))
+        if (const auto shapes = ConvShapesOfBackward(name, *dims)) c.conv_out.emplace(ShapeKey(shapes->input, shapes->weight), shapes->output);
     }
   }
-  const ConvOutputHint hint = [&](const std::vector<int64_t>& in, const std::vector<int64_t>& w) -> const std::vector<int64_t>* {
-    auto it = conv_out.find(ShapeKey(in, w));
-    return it == conv_out.end() ? nullptr : &it->second;
-  };
+}
 
+// The parameters a step trains (each gradient accumulated once: torch.profiler's AccumulateGrad
+// nodes with their input's shape) and the tokens it reads (the largest embedding lookup), for the
+// 6 * N * tokens estimate.
+void CountParamsAndTokens(Costing& c, const Event& e) {
+  const std::string_view name = c.trace.Name(e);
+  const bool grad = name == "torch::autograd::AccumulateGrad", lookup = name == "aten::embedding";
+  if (!grad && !lookup) return;
+  const int32_t s = c.StepOf(e.ts_ns);
+  const auto dims = OpDims(c.trace, e);
+  if (s < 0 || !dims || dims->size() <= (lookup ? 1u : 0u)) return;
+  double n = 1;
+  for (int64_t d : (*dims)[lookup ? 1 : 0]) n *= static_cast<double>(std::max<int64_t>(d, 0));
+  if (grad) c.step_params[static_cast<size_t>(s)] += n;
+  else c.step_tokens[static_cast<size_t>(s)] = std::max(c.step_tokens[static_cast<size_t>(s)], n);
+}
+
+// An op's cost from its shapes (the same op with the same inputs, every step's, costed once: the
+// shapes' text is interned, so equal inputs have equal ids). A convolution backward without its
+// output_mask (older torch.profiler traces) counts both gradients; where its children show one only
+// (cuDNN's ..._backward_input / _weight: the first layer computes no input gradient), it computed
+// that one.
+std::optional<OpCost> CostOfOp(Costing& c, std::map<CostKey, CachedCost>& costs, const ConvOutputHint& hint,
+                               std::span<const Event> events, size_t i) {
+  const Trace& trace = c.trace;
+  const Event& e = events[i];
+  const profiler::OpInputs& in = trace.op_inputs[e.aux];
+  const CostKey key{e.name, in.input_dims, in.input_types, in.concrete};
+  auto [slot, fresh] = costs.try_emplace(key);
+  if (fresh) {
+    const auto dims = OpDims(trace, e);
+    if (dims) {
+      const auto types = OpTypes(trace, e);
+      std::optional<std::vector<std::string>> concrete;
+      if (in.concrete != profiler::kNoStr) concrete = ParseTypes(trace.strings.Get(in.concrete));
+      OpArgs args{&*dims, types ? &*types : nullptr, concrete ? &*concrete : nullptr};
+      slot->second.cost = CostOf(trace.Name(e), args, &hint);
+      slot->second.unresolved_conv = !slot->second.cost && trace.Name(e).find("conv") != std::string_view::npos;
+    }
+  }
+  if (!slot->second.cost) {
+    c.convs_unresolved += slot->second.unresolved_conv;
+    return std::nullopt;
+  }
+  OpCost cost = *slot->second.cost;
+  if (cost.cls == OpClass::kConv && in.concrete == profiler::kNoStr && trace.Name(e).find("convolution_backward") != std::string_view::npos) {
+    bool input = false, weight = false;
+    for (size_t j = i + 1, end = SubtreeEnd(events, i); j < end; ++j) {
+      const std::string_view child = trace.Name(events[j]);
+      input = input || child.find("backward_input") != std::string_view::npos;
+      weight = weight || child.find("backward_weight") != std::string_view::npos;
+    }
+    if (input != weight) cost.flops /= 2;
+  }
+  return cost;
+}
+
+// Pass 2: the outermost costed ops of every thread, each marked when it is a forward op run again
+// inside a backward node (a recomputation).
+void CollectCostedOps(Costing& c) {
+  const ConvOutputHint hint = [&](const std::vector<int64_t>& in, const std::vector<int64_t>& w) -> const std::vector<int64_t>* {
+    auto it = c.conv_out.find(ShapeKey(in, w));
+    return it == c.conv_out.end() ? nullptr : &it->second;
+  };
   // Each name's role for the recomputation test, found once per name.
   constexpr uint8_t kBackwardNode = 1, kForwardEntry = 2, kKnown = 4;
-  std::vector<uint8_t> roles(trace.strings.size(), 0);
+  std::vector<uint8_t> roles(c.trace.strings.size(), 0);
   const auto role_of = [&](profiler::StrId id) -> uint8_t {
     if (id >= roles.size()) return 0;
     if (!(roles[id] & kKnown)) {
-      const std::string_view name = trace.strings.Get(id);
+      const std::string_view name = c.trace.strings.Get(id);
       roles[id] = kKnown | (IsBackwardNode(name) ? kBackwardNode : 0) | (IsForwardEntry(name) ? kForwardEntry : 0);
     }
     return roles[id];
   };
-
-  // Pass 2: the outermost costed ops of every thread.
   std::map<CostKey, CachedCost> costs;
-  std::vector<CostedOp> ops;
-  std::vector<double> step_params(steps.size(), 0.0), step_tokens(steps.size(), 0.0);
-  std::map<uint32_t, std::pair<size_t, size_t>> by_track;  // track -> [first, last) in ops
-  int64_t convs_unresolved = 0;
-  for (uint32_t t : cpu_tracks) {
-    const size_t first = ops.size();
+  for (uint32_t t : c.cpu_tracks) {
+    const size_t first = c.ops.size();
     int64_t covered_until = INT64_MIN;
-    const auto events = trace.TrackEvents(t);
+    const auto events = c.trace.TrackEvents(t);
     // The ranges open around the current event: where each ends, whether it is or lies in a
     // backward node, and whether it lies in a forward entry point inside one (a recomputation).
     struct Open {
@@ -219,162 +291,127 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
         recompute = recompute || (in_backward && (role & kForwardEntry));
         if (e.dur_ns > 0) open.push_back({e.end_ns(), in_backward || (role & kBackwardNode), recompute});
       }
-      // The parameters a step trains (each gradient accumulated once: torch.profiler's
-      // AccumulateGrad nodes with their input's shape) and the tokens it reads (the largest
-      // embedding lookup), for the 6 * N * tokens estimate.
-      if (e.kind == EventKind::kCpuOp && has_steps && has_inputs(e)) {
-        const std::string_view name = trace.Name(e);
-        const bool grad = name == "torch::autograd::AccumulateGrad", lookup = name == "aten::embedding";
-        if (grad || lookup) {
-          const int32_t s = step_of(e.ts_ns);
-          const auto dims = OpDims(trace, e);
-          if (s >= 0 && dims && dims->size() > (lookup ? 1u : 0u)) {
-            double n = 1;
-            for (int64_t d : (*dims)[lookup ? 1 : 0]) n *= static_cast<double>(std::max<int64_t>(d, 0));
-            if (grad) step_params[static_cast<size_t>(s)] += n;
-            else step_tokens[static_cast<size_t>(s)] = std::max(step_tokens[static_cast<size_t>(s)], n);
-          }
-        }
-      }
-      if (e.kind != EventKind::kCpuOp || e.ts_ns < covered_until || !has_inputs(e) || !has_model(e)) continue;
-      // The same op with the same inputs (every step's) is costed once: the shapes' text is
-      // interned, so equal inputs have equal ids.
-      const profiler::OpInputs& in = trace.op_inputs[e.aux];
-      const CostKey key{e.name, in.input_dims, in.input_types, in.concrete};
-      auto [slot, fresh] = costs.try_emplace(key);
-      if (fresh) {
-        const auto dims = OpDims(trace, e);
-        if (dims) {
-          const auto types = OpTypes(trace, e);
-          std::optional<std::vector<std::string>> concrete;
-          if (in.concrete != profiler::kNoStr) concrete = ParseTypes(trace.strings.Get(in.concrete));
-          OpArgs args{&*dims, types ? &*types : nullptr, concrete ? &*concrete : nullptr};
-          slot->second.cost = CostOf(trace.Name(e), args, &hint);
-          slot->second.unresolved_conv = !slot->second.cost && trace.Name(e).find("conv") != std::string_view::npos;
-        }
-      }
-      const std::optional<OpCost>& cost = slot->second.cost;
-      if (!cost) {
-        convs_unresolved += slot->second.unresolved_conv;
-        continue;
-      }
-      const bool concrete = in.concrete != profiler::kNoStr;
-      OpCost c = *cost;
-      // A convolution backward without its output_mask (older torch.profiler traces) counts both
-      // gradients; where its children show one only (cuDNN's ..._backward_input / _weight: the
-      // first layer computes no input gradient), it computed that one.
-      if (c.cls == OpClass::kConv && !concrete && trace.Name(e).find("convolution_backward") != std::string_view::npos) {
-        bool input = false, weight = false;
-        for (size_t j = i + 1, end = SubtreeEnd(events, i); j < end; ++j) {
-          const std::string_view child = trace.Name(events[j]);
-          input = input || child.find("backward_input") != std::string_view::npos;
-          weight = weight || child.find("backward_weight") != std::string_view::npos;
-        }
-        if (input != weight) c.flops /= 2;
-      }
+      if (e.kind == EventKind::kCpuOp && c.has_steps && c.HasInputs(e)) CountParamsAndTokens(c, e);
+      if (e.kind != EventKind::kCpuOp || e.ts_ns < covered_until || !c.HasInputs(e) || !c.HasModel(e)) continue;
+      const std::optional<OpCost> cost = CostOfOp(c, costs, hint, events, i);
+      if (!cost) continue;
       CostedOp op;
       op.e = &e;
       op.track = t;
-      op.step = has_steps ? step_of(e.ts_ns) : -1;
-      op.cost = c;
+      op.step = c.has_steps ? c.StepOf(e.ts_ns) : -1;
+      op.cost = *cost;
       op.recompute = recompute;
-      ops.push_back(op);
+      c.ops.push_back(op);
       covered_until = e.end_ns();
     }
-    if (ops.size() > first) by_track[t] = {first, ops.size()};
+    if (c.ops.size() > first) c.by_track[t] = {first, c.ops.size()};
   }
-  if (ops.empty()) return std::nullopt;
+}
 
-  // Device time: every kernel to the costed op whose span holds its launching call.
-  const RankLinks* links = ctx.links.Rank(rank);
-  const bool device = links != nullptr && std::any_of(links->work.begin(), links->work.end(), [](const DeviceWork& w) {
+// Pass 3: device time, every kernel to the costed op whose span holds its launching call, and each
+// step's total (its kernels; without device work, its outermost CPU ops); fp32 model ops whose
+// kernels are mostly TF32 tensor-core kernels ran in TF32.
+void AttributeDeviceTime(const AnalysisContext& ctx, Costing& c) {
+  const RankLinks* links = ctx.links.Rank(c.rank);
+  c.device = links != nullptr && std::any_of(links->work.begin(), links->work.end(), [](const DeviceWork& w) {
                         return w.e->kind == EventKind::kKernel;
                       });
-  std::vector<double> total_ns(has_steps ? steps.size() : 1, 0.0);
+  c.total_ns.assign(c.has_steps ? c.steps.size() : 1, 0.0);
   std::unordered_map<profiler::StrId, bool> tf32_names;  // kernel names that say TF32
-  if (device) {
+  if (c.device) {
     for (const DeviceWork& w : links->work) {
       if (w.e->kind != EventKind::kKernel) continue;
       const HostCall* call = links->CallOf(w);
       const int64_t at = call ? call->e->ts_ns : w.ts();
-      const int32_t s = has_steps ? step_of(at) : 0;
+      const int32_t s = c.has_steps ? c.StepOf(at) : 0;
       if (s < 0) continue;
-      total_ns[static_cast<size_t>(s)] += static_cast<double>(w.e->dur_ns);
+      c.total_ns[static_cast<size_t>(s)] += static_cast<double>(w.e->dur_ns);
       if (!call) continue;
-      auto range = by_track.find(call->track);
-      if (range == by_track.end()) continue;
-      const auto begin = ops.begin() + static_cast<std::ptrdiff_t>(range->second.first);
-      const auto end = ops.begin() + static_cast<std::ptrdiff_t>(range->second.second);
+      auto range = c.by_track.find(call->track);
+      if (range == c.by_track.end()) continue;
+      const auto begin = c.ops.begin() + static_cast<std::ptrdiff_t>(range->second.first);
+      const auto end = c.ops.begin() + static_cast<std::ptrdiff_t>(range->second.second);
       auto it = std::upper_bound(begin, end, at, [](int64_t t, const CostedOp& o) { return t < o.e->ts_ns; });
       if (it == begin) continue;
       --it;
       if (at >= it->e->end_ns()) continue;
       it->device_ns += static_cast<double>(w.e->dur_ns);
       auto [tf32, fresh] = tf32_names.try_emplace(w.e->name, false);
-      if (fresh) tf32->second = Lowercase(trace.Name(*w.e)).find("tf32") != std::string::npos;
+      if (fresh) tf32->second = Lowercase(c.trace.Name(*w.e)).find("tf32") != std::string::npos;
       if (tf32->second) it->tf32_ns += static_cast<double>(w.e->dur_ns);
     }
   } else {
-    for (uint32_t t : cpu_tracks) {
-      const auto events = trace.TrackEvents(t);
+    for (uint32_t t : c.cpu_tracks) {
+      const auto events = c.trace.TrackEvents(t);
       for (size_t i : OutermostOps(events, 0, events.size())) {
-        const int32_t s = has_steps ? step_of(events[i].ts_ns) : 0;
-        if (s >= 0) total_ns[static_cast<size_t>(s)] += static_cast<double>(events[i].dur_ns);
+        const int32_t s = c.has_steps ? c.StepOf(events[i].ts_ns) : 0;
+        if (s >= 0) c.total_ns[static_cast<size_t>(s)] += static_cast<double>(events[i].dur_ns);
       }
     }
   }
   // fp32 model ops whose kernels are mostly TF32 tensor-core kernels ran in TF32.
-  for (CostedOp& op : ops)
-    if (device && op.cost.dtype == "fp32" && IsModelFlopClass(op.cost.cls) && op.tf32_ns > 0.5 * op.device_ns) op.cost.dtype = "tf32";
+  for (CostedOp& op : c.ops)
+    if (c.device && op.cost.dtype == "fp32" && IsModelFlopClass(op.cost.cls) && op.tf32_ns > 0.5 * op.device_ns) op.cost.dtype = "tf32";
 
-  // Per-step model FLOPs, and the steps that count (at least 90 % of the largest).
-  const size_t n_steps = has_steps ? steps.size() : 1;
+}
+
+// The steps that count: those with costed ops and at least 90 % of the largest step's model FLOPs.
+struct Counted {
+  std::vector<bool> counts;
+  int64_t costed = 0, full = 0;
+};
+Counted CountedSteps(const Costing& c) {
+  const size_t n_steps = c.has_steps ? c.steps.size() : 1;
   std::vector<double> step_model(n_steps, 0.0);
   std::vector<bool> step_costed(n_steps, false);
-  for (const CostedOp& op : ops) {
-    const int32_t s = has_steps ? op.step : 0;
+  for (const CostedOp& op : c.ops) {
+    const int32_t s = c.has_steps ? op.step : 0;
     if (s < 0) continue;
     step_costed[static_cast<size_t>(s)] = true;
     if (IsModelFlopClass(op.cost.cls) && !op.recompute) step_model[static_cast<size_t>(s)] += op.cost.flops;
   }
   const double most = *std::max_element(step_model.begin(), step_model.end());
-  std::vector<bool> counts(n_steps, false);
-  int64_t costed = 0, full = 0;
+  Counted k;
+  k.counts.assign(n_steps, false);
   for (size_t s = 0; s < n_steps; ++s) {
-    costed += step_costed[s];
-    counts[s] = step_costed[s] && step_model[s] >= 0.9 * most;
-    full += counts[s];
+    k.costed += step_costed[s];
+    k.counts[s] = step_costed[s] && step_model[s] >= 0.9 * most;
+    k.full += k.counts[s];
   }
-  if (full == 0) return std::nullopt;
+  return k;
+}
 
-  Utilization u;
-  u.rank = rank;
-  u.device_time = device;
-  u.steps = has_steps ? static_cast<int64_t>(steps.size()) : 0;
-  u.steps_costed = full;
-  const profiler::DeviceProperties* props = nullptr;
-  if (device) {
-    for (const auto& r : trace.ranks)
-      if (r.rank == rank)
-        for (const auto& d : r.devices)
-          if (props == nullptr) props = &d;
-    // A name with control bytes or NULs is not a device's name (see PeakOfProperties).
-    const bool named = props != nullptr && !props->name.empty() &&
-                       std::none_of(props->name.begin(), props->name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
-    u.device = named ? props->name : "GPU (unnamed in the trace)";
-  } else {
+// The rank's first device as the trace names it (a name with control bytes or NULs is not a
+// device's name: see PeakOfProperties); nullptr without device time.
+const profiler::DeviceProperties* DeviceOf(const Costing& c, Utilization& u) {
+  if (!c.device) {
     u.device = "CPU";
+    return nullptr;
   }
-  // Rows: per (op, dtype) and per class, over the counted steps.
-  std::map<std::pair<std::string, std::string>, OpCostRow> rows;
-  std::map<std::string, OpCostRow> classes;
+  const profiler::DeviceProperties* props = nullptr;
+  for (const auto& r : c.trace.ranks)
+    if (r.rank == c.rank)
+      for (const auto& d : r.devices)
+        if (props == nullptr) props = &d;
+  const bool named = props != nullptr && !props->name.empty() &&
+                     std::none_of(props->name.begin(), props->name.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20; });
+  u.device = named ? props->name : "GPU (unnamed in the trace)";
+  return props;
+}
+
+using OpRows = std::map<std::pair<std::string, std::string>, OpCostRow>;
+using ClassRows = std::map<std::string, OpCostRow>;
+
+// Rows per (op, dtype) and per class over the counted steps; the FLOPs, bytes and times a counted
+// step (with 6 * N * tokens where its parameters and tokens are seen), and the model's main dtype.
+void SumRows(const Costing& c, const Counted& k, OpRows& rows, ClassRows& classes, Utilization& u) {
   std::map<std::string, double> model_by_dtype;
-  for (const CostedOp& op : ops) {
-    const int32_t s = has_steps ? op.step : 0;
-    if (s < 0 || !counts[static_cast<size_t>(s)]) continue;
-    const double time = device ? op.device_ns : static_cast<double>(op.e->dur_ns);
-    OpCostRow& row = rows[{std::string(trace.Name(*op.e)), std::string(op.cost.dtype)}];
-    row.name = trace.Name(*op.e);
+  for (const CostedOp& op : c.ops) {
+    const int32_t s = c.has_steps ? op.step : 0;
+    if (s < 0 || !k.counts[static_cast<size_t>(s)]) continue;
+    const double time = c.device ? op.device_ns : static_cast<double>(op.e->dur_ns);
+    OpCostRow& row = rows[{std::string(c.trace.Name(*op.e)), std::string(op.cost.dtype)}];
+    row.name = c.trace.Name(*op.e);
     row.op_class = OpClassName(op.cost.cls);
     row.dtype = op.cost.dtype;
     AddTo(row, op, time);
@@ -387,14 +424,14 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
     u.bytes += op.cost.bytes;
     u.costed_ns += time;
   }
-  for (size_t s = 0; s < n_steps; ++s)
-    if (counts[s]) u.total_ns += total_ns[s];
+  for (size_t s = 0; s < k.counts.size(); ++s)
+    if (k.counts[s]) u.total_ns += c.total_ns[s];
   // 6 * N * tokens beside the model FLOPs where both are seen in the counted steps (the median of
   // each: a step's gradients are accumulated once per parameter, its largest lookup the tokens).
-  if (has_steps) {
+  if (c.has_steps) {
     std::vector<double> params, tokens;
-    for (size_t s = 0; s < n_steps; ++s)
-      if (counts[s] && step_params[s] > 0 && step_tokens[s] > 0) params.push_back(step_params[s]), tokens.push_back(step_tokens[s]);
+    for (size_t s = 0; s < k.counts.size(); ++s)
+      if (k.counts[s] && c.step_params[s] > 0 && c.step_tokens[s] > 0) params.push_back(c.step_params[s]), tokens.push_back(c.step_tokens[s]);
     if (!params.empty()) {
       std::sort(params.begin(), params.end());
       std::sort(tokens.begin(), tokens.end());
@@ -403,19 +440,22 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
       u.six_n_tokens = 6 * u.params * u.tokens;
     }
   }
-  const double per = static_cast<double>(full);
+  const double per = static_cast<double>(k.full);
   u.model_flops /= per, u.other_flops /= per, u.recompute_flops /= per, u.bytes /= per, u.costed_ns /= per, u.total_ns /= per;
   u.covered_share = u.total_ns > 0 ? std::min(1.0, u.costed_ns / u.total_ns) : 0;
   for (const auto& [dtype, f] : model_by_dtype)
     if (u.dtype.empty() || f > model_by_dtype[u.dtype]) u.dtype = dtype;
+}
 
-  // The peak: the user's, else the device table's, else the CPU's measured matmul rate.
+// The peak: the user's, else the device table's, else the CPU's measured matmul rate. Returns why
+// there is none ("" when there is).
+std::string SetPeak(const AnalysisContext& ctx, const Costing& c, const profiler::DeviceProperties* props, Utilization& u) {
   const double user_peak = ctx.thresholds.Get("utilization.peak_tflops"), user_bw = ctx.thresholds.Get("utilization.peak_gbps");
   std::string why_no_peak;
   if (user_peak > 0) {
     u.peak_tflops = user_peak;
     u.peak_source = fmt::format("set with --threshold utilization.peak_tflops={:g}", user_peak);
-  } else if (device) {
+  } else if (c.device) {
     std::optional<DevicePeak> p = PeakOfDevice(u.device);
     if (!p && props != nullptr)
       if ((p = PeakOfProperties(props->compute_major, props->compute_minor, props->num_sms, props->total_global_mem)))
@@ -430,8 +470,8 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
       why_no_peak = fmt::format("no datasheet peak is known for '{}': give it with --threshold utilization.peak_tflops=N", u.device);
     }
   } else {
-    std::optional<CpuPeak> peak = CpuPeakMark(trace, cpu_tracks);
-    if (!peak) peak = CpuPeakOfBlock(trace, rank);
+    std::optional<CpuPeak> peak = CpuPeakMark(c.trace, c.cpu_tracks);
+    if (!peak) peak = CpuPeakOfBlock(c.trace, c.rank);
     if (peak) {
       u.peak_tflops = peak->gflops / 1e3;
       u.peak_source = fmt::format("measured at the end of the recording by the start-up hook: an fp32 {}x{} matmul on {} "
@@ -445,23 +485,29 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
     }
   }
   if (user_bw > 0) u.peak_gbps = user_bw;
-  const double ridge = u.peak_tflops > 0 && u.peak_gbps > 0 ? u.peak_tflops * 1e3 / u.peak_gbps : 0;  // FLOPs per byte
+  return why_no_peak;
+}
 
-  if (has_steps) {
-    std::nth_element(walls.begin(), walls.begin() + static_cast<std::ptrdiff_t>(walls.size() / 2), walls.end());
-    u.step_ns = static_cast<double>(walls[walls.size() / 2]);
+// MFU and HFU from the median step, the rows finished (per counted step, against the roofline's
+// ridge) and sorted by time, and the notes on what the figures leave out.
+void FinishUtilization(Costing& c, const Counted& k, OpRows& rows, ClassRows& classes, const std::string& why_no_peak, Utilization& u) {
+  const double ridge = u.peak_tflops > 0 && u.peak_gbps > 0 ? u.peak_tflops * 1e3 / u.peak_gbps : 0;  // FLOPs per byte
+  if (c.has_steps) {
+    std::nth_element(c.walls.begin(), c.walls.begin() + static_cast<std::ptrdiff_t>(c.walls.size() / 2), c.walls.end());
+    u.step_ns = static_cast<double>(c.walls[c.walls.size() / 2]);
     u.achieved_tflops = u.step_ns > 0 ? u.model_flops / u.step_ns / 1e3 : 0;
     u.mfu = u.peak_tflops > 0 ? u.achieved_tflops / u.peak_tflops : 0;
     // Hardware FLOPs utilization: what the device computed, recomputation included (PaLM's HFU).
     if (u.recompute_flops > 0 && u.peak_tflops > 0 && u.step_ns > 0)
       u.hfu = (u.model_flops + u.recompute_flops) / u.step_ns / 1e3 / u.peak_tflops;
   }
-  u.mfu_lower_bound = convs_unresolved > 0 || u.covered_share < 0.95;
-  for (auto& [k, row] : rows) {
+  u.mfu_lower_bound = c.convs_unresolved > 0 || u.covered_share < 0.95;
+  const double per = static_cast<double>(k.full);
+  for (auto& [key, row] : rows) {
     Finish(row, per, ridge);
     u.ops.push_back(row);
   }
-  for (auto& [k, row] : classes) {
+  for (auto& [key, row] : classes) {
     Finish(row, per, ridge);
     u.classes.push_back(row);
   }
@@ -473,15 +519,36 @@ std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t r
   if (u.ops.size() > 15) u.ops.resize(15);
 
   std::vector<std::string> notes;
-  if (!has_steps) notes.push_back("no steps: totals over the trace, and no MFU (it needs a step time)");
-  else if (full < static_cast<int64_t>(steps.size()))
-    notes.push_back(fmt::format("shapes in {} of {} steady steps{}; the per-step figures are theirs", full, steps.size(),
-                                costed > full ? fmt::format(" ({} more with part of them)", costed - full) : ""));
+  if (!c.has_steps) notes.push_back("no steps: totals over the trace, and no MFU (it needs a step time)");
+  else if (k.full < static_cast<int64_t>(c.steps.size()))
+    notes.push_back(fmt::format("shapes in {} of {} steady steps{}; the per-step figures are theirs", k.full, c.steps.size(),
+                                k.costed > k.full ? fmt::format(" ({} more with part of them)", k.costed - k.full) : ""));
   if (!why_no_peak.empty()) notes.push_back(why_no_peak);
-  if (convs_unresolved > 0)
-    notes.push_back(fmt::format("{} convolution call{} not costed: no strides recorded and no backward of the same shapes", convs_unresolved,
-                                convs_unresolved == 1 ? "" : "s"));
+  if (c.convs_unresolved > 0)
+    notes.push_back(fmt::format("{} convolution call{} not costed: no strides recorded and no backward of the same shapes",
+                                c.convs_unresolved, c.convs_unresolved == 1 ? "" : "s"));
   for (size_t i = 0; i < notes.size(); ++i) u.note += (i ? "; " : "") + notes[i];
+}
+
+std::optional<Utilization> RankUtilization(const AnalysisContext& ctx, int32_t rank) {
+  Costing c(ctx, rank);
+  CollectConvOutputs(c);
+  CollectCostedOps(c);
+  if (c.ops.empty()) return std::nullopt;
+  AttributeDeviceTime(ctx, c);
+  const Counted k = CountedSteps(c);
+  if (k.full == 0) return std::nullopt;
+  Utilization u;
+  u.rank = rank;
+  u.device_time = c.device;
+  u.steps = c.has_steps ? static_cast<int64_t>(c.steps.size()) : 0;
+  u.steps_costed = k.full;
+  const profiler::DeviceProperties* props = DeviceOf(c, u);
+  OpRows rows;
+  ClassRows classes;
+  SumRows(c, k, rows, classes, u);
+  const std::string why_no_peak = SetPeak(ctx, c, props, u);
+  FinishUtilization(c, k, rows, classes, why_no_peak, u);
   return u;
 }
 
