@@ -111,6 +111,13 @@ void MemoryOfReport(const analyzers::Report& report, int32_t rank, CommandResult
   out->memory_peak = static_cast<double>(best->peak_allocated);
 }
 
+// The fixes as the start-up hook reads them (TRAINRX_FIX, TRAINRX_ALT_FIX): "a,b".
+std::string Joined(const std::vector<std::string>& fixes) {
+  std::string out;
+  for (const auto& f : fixes) out += (out.empty() ? "" : ",") + f;
+  return out;
+}
+
 class ProcessLauncher : public Launcher {
  public:
   ProcessLauncher(std::string bin_dir, const LauncherOptions& o)
@@ -195,8 +202,14 @@ class ProcessLauncher : public Launcher {
       result.out_of_memory = true, result.oom_request_bytes = oom.oom_request_bytes, result.oom_message = oom.oom_message;
       return result;
     }
+    // A trace that was written and cannot be read fails the trial, naming the file: its run's time
+    // is no measurement of its steps. A command none of whose processes loaded torch writes none:
+    // then the whole run's time is the measurement ("s per run", said in the table's unit).
     profiler::Trace t;
-    if (!traces.empty() && profiler::ReadTraces(traces, t).ok()) {
+    if (!traces.empty()) {
+      if (Status st = profiler::ReadTraces(traces, t); !st.ok())
+        return Status::Error(fmt::format("`{}`{}: its recording cannot be read, so the trial has no step times: {}", cmd,
+                                         fixes.empty() ? "" : " (fixes: " + Joined(fixes) + ")", st.message()));
       // One analysis gives the steps and the memory figures (per trial, after the run: not timed).
       const analyzers::Report report = analyzers::Analyze(t);
       const analyzers::StepModel& steps = report.metrics.steps;
@@ -237,8 +250,7 @@ class ProcessLauncher : public Launcher {
     std::error_code ec;
     fs::remove(result, ec);
     ProcessSpec p = RecordProcess(cmd, "alt", {"--steps", std::to_string(kCommandAltWarmup)});
-    std::string joined;
-    for (const auto& f : fixes) joined += (joined.empty() ? "" : ",") + f;
+    const std::string joined = Joined(fixes);
     p.env = {{env::kFix, "", EnvChange::kUnset},
              {env::kModules, "0", EnvChange::kSet},
              {env::kMarks, "0", EnvChange::kSet},
@@ -343,8 +355,7 @@ class ProcessLauncher : public Launcher {
                 std::vector<std::string>* traces, double* seconds) {
     const std::string trace = (dir_ / (name + ".json")).string(), log = (dir_ / (name + ".log")).string();
     ProcessSpec p = RecordProcess(cmd, name, {});
-    std::string joined;
-    for (const auto& f : fixes) joined += (joined.empty() ? "" : ",") + f;
+    const std::string joined = Joined(fixes);
     p.env.push_back({env::kFix, joined, joined.empty() ? EnvChange::kUnset : EnvChange::kSet});
     // Timed trials end after their steps; the analysis run after its (longer) limit, so a script
     // with no step limit of its own is analyzed in minutes; the explaining runs of `ab` see the

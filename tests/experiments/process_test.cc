@@ -3,6 +3,14 @@
 // caller checks the user's command first).
 #include "trainrx/experiments/process.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "trainrx/experiments/launcher.h"
+
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -44,6 +52,32 @@ TEST(ProcessTest, AnOutOfMemoryLineWithAHugeSizeIsRead) {
       FindOutOfMemory("RuntimeError: can't allocate memory: Tried to allocate " + std::string(400, '9') + " bytes");
   EXPECT_TRUE(huge.found);
   EXPECT_EQ(huge.request_bytes, std::numeric_limits<int64_t>::max());
+}
+
+// A command's trial whose recording was written but cannot be read fails, naming the file (issue
+// 61): before, the trial silently measured the whole run's seconds. A stand-in `trainrx` writes
+// text that is no trace where `record -o` says and exits 0.
+TEST(ProcessLauncherTest, AnUnreadableTrialTraceFailsTheTrialNamingTheFile) {
+  namespace fs = std::filesystem;
+  const fs::path bin = fs::temp_directory_path() / ("trainrx-fake-bin-" + std::to_string(getpid()));
+  fs::create_directories(bin);
+  {
+    std::ofstream f(bin / "trainrx");
+    f << "#!/bin/sh\n"
+         "# record -o FILE ... -- command: write no trace at FILE\n"
+         "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\n"
+         "sleep 0.05  # a run's trace is written after it started (file times are coarse)\n"
+         "echo 'this is not a trace' > \"$out\"\n";
+  }
+  ASSERT_EQ(chmod((bin / "trainrx").c_str(), 0755), 0);
+  const auto launcher = MakeProcessLauncher(bin.string());
+  const StatusOr<CommandResult> r = launcher->Command("python train.py", {"workers=2"});
+  ASSERT_FALSE(r.ok()) << "measured " << r->value << " " << r->unit;
+  EXPECT_NE(r.status().message().find("cmd.json"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("python train.py"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("workers=2"), std::string::npos) << r.status().message();
+  std::error_code ec;
+  fs::remove_all(bin, ec);
 }
 
 }  // namespace
