@@ -284,6 +284,19 @@
     return svg;
   }
 
+  // A finding's evidence as a labelled value with its unit (the key's suffix says it: _ns a time,
+  // _pct a share, _bytes a size; a flag 1/0 as yes/no), the raw keys behind a fold.
+  function evidenceRow(k, v) {
+    const bytes = /(^|_)bytes(_|$)/.test(k);
+    const label = k.replace(/_(ns|pct)$/, '').replace(/_bytes(?=_|$)/, '').replace(/_is_/g, ' is ').replace(/_/g, ' ');
+    if (typeof v !== 'number') return [label, String(v)];
+    if (/_ns$/.test(k)) return [label, fmtNs(v)];
+    if (/_pct$/.test(k)) return [label, num(v, 1) + '%'];
+    if (bytes) return [label, fmtBytes(v)];
+    if (/_is_|^is_|^has_/.test(k) && (v === 0 || v === 1)) return [label, v ? 'yes' : 'no'];
+    return [label, Number.isInteger(v) ? v.toLocaleString('en-US') : num(v, Math.abs(v) >= 100 ? 1 : 3)];
+  }
+
   function findingsSection(r, tl) {
     const fs = r.findings || [];
     const cards = fs.map((f, i) => {
@@ -308,8 +321,10 @@
             ['estimated saving', saving],
             // A finding whose saving is memory, or is not claimed, has no time to bound it by.
             ['bounded by', f.saving_bound ? f.saving_bound + (f.saving_bound_ns > 0 ? `: ${fmtNs(f.saving_bound_ns)}` : '') : ''],
-            ...Object.entries(ev).map(([k, v]) => [k, typeof v === 'number' && /_ns$/.test(k) ? fmtNs(v) : String(v)]),
+            ...Object.entries(ev).map(([k, v]) => evidenceRow(k, v)),
             ['seen in', (f.examples || []).length ? (f.examples || []).join(' · ') : '']]),
+        Object.keys(ev).length ? el('details', {class: 'raw-evidence'}, el('summary', null, `evidence as the JSON has it (${Object.keys(ev).length} keys)`),
+          kv(Object.entries(ev).map(([k, v]) => [el('code', null, k), String(v)]))) : null,
         beforeAfter(p),
         f.fix && f.fix.python ? [el('div', {class: 'muted'}, 'Fix in Python'), el('pre', null, f.fix.python)] : null,
         f.fix && f.fix.cpp ? [el('div', {class: 'muted'}, 'Fix in C++ (LibTorch)'), el('pre', null, f.fix.cpp)] : null,

@@ -22,6 +22,7 @@ class Dom(html.parser.HTMLParser):
         self.elements = []
         self.stack = []
         self.text_by_id = {}
+        self.texts = []  # per element: its own text (not its children's)
         self.scripts = 0
 
     def handle_starttag(self, tag, attrs):
@@ -31,8 +32,9 @@ class Dom(html.parser.HTMLParser):
         classes = set((a.get("class") or "").split())
         self.elements.append((tag, a, classes, [s[1].get("id") for s in self.stack if s[1].get("id")],
                               [s[1].get("class", "") for s in self.stack]))
+        self.texts.append("")
         if tag not in ("br", "meta", "input", "img", "link", "col", "hr", "circle", "rect", "line", "polyline"):
-            self.stack.append((tag, a))
+            self.stack.append((tag, a, len(self.elements) - 1))
 
     def handle_endtag(self, tag):
         for i in range(len(self.stack) - 1, -1, -1):
@@ -41,7 +43,9 @@ class Dom(html.parser.HTMLParser):
                 break
 
     def handle_data(self, data):
-        for _, a in self.stack:
+        if self.stack:
+            self.texts[self.stack[-1][2]] += data
+        for _, a, _ in self.stack:
             if a.get("id"):
                 self.text_by_id[a["id"]] = self.text_by_id.get(a["id"], "") + data
 
@@ -131,6 +135,16 @@ def main():
         for u in util:
             n = dom.count("tr", "row", inside=f"flops-{u['rank']}")
             expect(n == len(u["ops"]), f"flops-{u['rank']}: {n} rows, JSON has {len(u['ops'])}")
+        # Each finding's evidence is shown as labelled values (issue 61), its raw keys only in one fold
+        # per card that has evidence: a key like idle_graph_nodes_ns is not a label.
+        with_evidence = sum(1 for f in r["findings"] if f.get("evidence"))
+        drawn["evidence folds"] = dom.count("details", "raw-evidence")
+        expect(drawn["evidence folds"] == with_evidence, f"{drawn['evidence folds']} raw-evidence folds, {with_evidence} findings with evidence")
+        keys = {k for f in r["findings"] for k in (f.get("evidence") or {}) if "_" in k}
+        labels = [dom.texts[i].strip() for i, (t, a, c, ids, parents) in enumerate(dom.elements)
+                  if t == "div" and "k" in c and not any("raw-evidence" in p for p in parents)]
+        raw_labels = sorted(set(labels) & keys)
+        expect(not raw_labels, f"evidence keys shown as labels outside the fold: {raw_labels[:5]}")
         # Each finding with a replayed prediction draws the step now and with the fix (issue 59).
         replayed = sum(1 for f in r["findings"] if (f.get("predicted") or {}).get("method") == "replay")
         drawn["before/after"] = dom.count("svg", "before-after")
