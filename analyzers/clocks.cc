@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "collectives.h"
+#include "trainrx/analyzers/cross_rank.h"
 
 namespace trainrx::analyzers {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "trainrx/analyzers/cross_rank.h"
+#include "trainrx/analyzers/rank_side.h"
 
 namespace trainrx::analyzers {
 

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "trainrx/analyzers/analysis.h"
-#include "trainrx/analyzers/cross_rank.h"
+#include "trainrx/analyzers/rank_side.h"
 
 namespace trainrx::analyzers {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "trainrx/analyzers/analysis.h"
-#include "trainrx/analyzers/cross_rank.h"
+#include "trainrx/analyzers/rank_side.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::reports {

@@ -1,5 +1,5 @@
 // trainrx::sets summary — per-rank summaries (`trainrx summarize`, schema "trainrx.summary/1" in
-// docs/json-schema.md): one rank's analysis side (analyzers/cross_rank.h) in a small file, so the
+// docs/json-schema.md): one rank's analysis side (analyzers/rank_side.h) in a small file, so the
 // cross-rank analyses can run on thousands of ranks without their traces. Reader and writer live
 // together so the format has one owner.
 #pragma once
@@ -7,7 +7,7 @@
 #include <ostream>
 #include <string>
 
-#include "trainrx/analyzers/cross_rank.h"
+#include "trainrx/analyzers/rank_side.h"
 #include "trainrx/profiler/status.h"
 
 namespace trainrx::sets {
