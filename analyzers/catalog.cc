@@ -364,7 +364,7 @@ std::vector<CatalogEntry> MemoryAndCompileEntries() {
          "--b \"python train_compiled.py\"` compares the two scripts' steady steps.",
          kNoCompileCpp,
          ""}},
-       "", "", "", kCompile},
+       "", "", "", kCompile, "compile_fusion"},
       {"compile.reduce_overhead", "compile", "a compiled model that is still launch-bound, without CUDA graphs",
        {{"",
          "Measure it without editing the script: `trainrx ab --cmd --a \"python train.py\" --b "

@@ -329,4 +329,114 @@ TransformPlan AmpBf16(const RankGraph& g) {
   return p;
 }
 
+namespace {
+
+// A kernel inductor would fuse with its neighbours: elementwise, reduction, normalization and
+// indexing work (memory-bound), not a GEMM, convolution, attention or communication kernel.
+bool IsFusable(std::string_view name) {
+  if (IsCommKernel(name) || ClassifyGemmKernel(name) != GemmMath::kNotGemm) return false;
+  const std::string n = Lowercase(name);
+  for (std::string_view no : {"flash", "fmha", "attention", "sdpa", "cutlass", "cudnn", "gemm", "conv", "triton"})
+    if (n.find(no) != std::string::npos) return false;
+  return true;
+}
+
+}  // namespace
+
+// compile.not_compiled: torch.compile (inductor) fuses each run of consecutive fusable kernels
+// (elementwise, reductions, norms) on a stream into one kernel that reads the run's inputs and
+// writes its outputs once; the ops that launched the fused-away kernels no longer run eagerly on
+// the host (one compiled call launches the fused kernel).
+TransformPlan CompileFusion(const RankGraph& g) {
+  const auto& tr = g.trace();
+  const auto& links = g.links();
+  // Runs: per stream, consecutive fusable kernels of one step launched from one thread.
+  std::vector<std::vector<size_t>> runs;
+  std::vector<size_t> run;
+  int64_t run_stream = -1;
+  int32_t run_step = -1;
+  uint32_t run_thread = UINT32_MAX;
+  const auto close = [&] {
+    if (run.size() >= 2) runs.push_back(run);
+    run.clear();
+  };
+  for (size_t i = 0; i < g.tasks().size(); ++i) {  // device tasks are in stream, then time order
+    const auto& t = g.tasks()[i];
+    const Event* w = WorkOf(g, t);
+    if (w == nullptr) continue;
+    const DeviceWork& dw = links.work[static_cast<size_t>(t.work)];
+    const HostCall* c = links.CallOf(dw);
+    const int32_t step = g.StepOf(static_cast<int32_t>(i));
+    const bool fusable = w->kind == EventKind::kKernel && step >= 0 && c != nullptr && c->kind == CallKind::kLaunch &&
+                         IsFusable(tr.Name(*w));
+    if (!fusable || dw.stream != run_stream || step != run_step || c->track != run_thread) close();
+    if (!fusable) continue;
+    run_stream = dw.stream, run_step = step, run_thread = c->track;
+    run.push_back(i);
+  }
+  close();
+  if (runs.empty())
+    return NoSaving(g, "no run of two or more consecutive elementwise, reduction or norm kernels in the steps: nothing "
+                       "for inductor to fuse");
+  // The host ops whose launches were all fused away: each kernel's outermost aten:: op (what the
+  // module's Python code called: aten::batch_norm, aten::relu_, not the module or autograd ranges
+  // around them, which also launch the GEMMs that stay); an op that launched a kept kernel stays.
+  std::vector<int32_t> outermost(g.frames().size(), -1);
+  for (size_t f = 0; f < g.frames().size(); ++f) {
+    const int32_t parent = g.frames()[f].parent;
+    if (parent >= 0 && outermost[static_cast<size_t>(parent)] >= 0) outermost[f] = outermost[static_cast<size_t>(parent)];
+    else if (tr.Name(*g.frames()[f].op).substr(0, 6) == "aten::") outermost[f] = static_cast<int32_t>(f);
+  }
+  std::vector<int8_t> fused_away(g.frames().size(), -1);  // -1 unknown, 1 all its kernels fused away, 0 not
+  std::vector<uint8_t> removed(g.tasks().size(), 0);
+  for (const auto& r : runs)
+    for (size_t k = 1; k < r.size(); ++k) removed[r[k]] = 1;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const auto& t = g.tasks()[i];
+    if (t.kind != Kind::kDevice || t.frame < 0 || outermost[static_cast<size_t>(t.frame)] < 0) continue;
+    int8_t& v = fused_away[static_cast<size_t>(outermost[static_cast<size_t>(t.frame)])];
+    v = static_cast<int8_t>((v != 0) && removed[i]);
+  }
+  size_t fused = 0;
+  int64_t before_ns = 0;
+  for (const auto& r : runs) {
+    fused += r.size();
+    for (size_t i : r) before_ns += g.tasks()[i].dur;
+  }
+  // Per level: what the fused kernel keeps of the run's time (half: each intermediate is written
+  // and read once less; 80 %; 30 %), and what stays of the fused-away ops' host time (none: the
+  // compiled call replaces them; half, for guards and the calls around a graph; none).
+  const double keeps[3] = {0.5, 0.8, 0.3}, host_stays[3] = {0.0, 0.5, 0.0};
+  TransformPlan p;
+  for (int k = 0; k < 3; ++k) {
+    Edits e(g.tasks().size());
+    for (const auto& r : runs) {
+      double sum = 0, longest = 0;
+      for (size_t i : r) {
+        sum += static_cast<double>(g.tasks()[i].dur);
+        longest = std::max(longest, static_cast<double>(g.tasks()[i].dur));
+      }
+      const double first = std::max<double>(1, static_cast<double>(g.tasks()[r.front()].dur));
+      e.scale[r.front()] = static_cast<float>(std::max(longest, sum * keeps[k]) / first);
+      for (size_t n = 1; n < r.size(); ++n) e.scale[r[n]] = 0.0f;
+    }
+    for (size_t i = 0; i < g.tasks().size(); ++i) {
+      const auto& t = g.tasks()[i];
+      if (t.kind == Kind::kDevice || t.frame < 0) continue;
+      const int32_t op = outermost[static_cast<size_t>(t.frame)];
+      if (op >= 0 && fused_away[static_cast<size_t>(op)] == 1) e.scale[i] *= static_cast<float>(host_stays[k]);
+    }
+    p.levels.push_back(std::move(e));
+  }
+  const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
+  p.assumptions = fmt::format(
+      "torch.compile fuses each of {} runs of consecutive elementwise, reduction or norm kernels on a stream ({} kernels, "
+      "{:.2f} ms a step) into one kernel that keeps half the run's time (80-30 %: intermediates are no longer written and "
+      "read back), none shorter than the run's longest; the ops whose kernels were all fused away no longer run on the "
+      "host (half of their time stays at the low end: guards, graph breaks); GEMMs, convolutions and attention stay as "
+      "they are, and the first steps' compile time is not counted (compile.time)",
+      runs.size(), fused, static_cast<double>(before_ns) / 1e6 / steps);
+  return p;
+}
+
 }  // namespace trainrx::analyzers

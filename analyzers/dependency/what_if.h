@@ -40,6 +40,7 @@ TransformPlan Tf32(const RankGraph& graph);
 TransformPlan PinnedCopies(const RankGraph& graph);
 TransformPlan CudaGraphs(const RankGraph& graph);
 TransformPlan AmpBf16(const RankGraph& graph);
+TransformPlan CompileFusion(const RankGraph& graph);
 
 // nullptr for a name no transform has.
 TransformFn FindTransform(std::string_view name);

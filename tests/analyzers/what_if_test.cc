@@ -763,6 +763,36 @@ TEST(WhatIf, LoaderWorkersUseTheLoopsMeasuredCpus) {
   EXPECT_GT(one.saving_pct, 30.0) << one.assumptions;
 }
 
+// A step of six elementwise ops, each 30 us on the host launching a 10 us kernel, then a
+// synchronize: inductor fuses the six kernels into one (half their time, not under the longest)
+// and five of the ops no longer run on the host.
+TEST(WhatIf, CompileFusionFusesARunOfElementwiseKernels) {
+  std::string ev;
+  for (int s = 0; s < 4; ++s) {
+    const double t0 = 300.0 * s;
+    ev += Step(s + 1, t0, 300);
+    for (int k = 0; k < 6; ++k) {
+      const int corr = 100 * s + k;
+      const double at = t0 + 1 + 30 * k;
+      ev += Cpu("cpu_op", k % 2 ? "aten::relu_" : "aten::add_", at, 29);
+      ev += Cpu("cuda_runtime", "cudaLaunchKernel", at + 20, 8, 1, corr);
+      ev += Kernel("void at::native::vectorized_elementwise_kernel<4, float>", at + 29, 10, corr);
+    }
+    ev += Cpu("cuda_runtime", "cudaStreamSynchronize", t0 + 182, 20, 1, 100 * s + 50);
+    ev += Cpu("cpu_op", "aten::host", t0 + 205, 90);
+  }
+  const Replayable h(ev, kA100);
+  const WhatIfResult w = h.Predict({"compile_fusion"});
+  ASSERT_TRUE(w.ok) << w.prediction.assumptions;
+  // Before: 300 us. After: the first op (29 us) launching the fused kernel (max(10, 60 / 2) = 30
+  // us), the synchronize's return (12 us) and the host work after it (90 us, and its gaps): ~170 us.
+  EXPECT_NEAR(w.prediction.saving_pct, 100.0 * (300 - 170) / 300, 3.0) << w.prediction.assumptions;
+  EXPECT_LT(w.prediction.low_pct, w.prediction.saving_pct - 10) << "half the ops' host time may stay";
+  // A GEMM between the kernels breaks the run; a trace of GEMMs alone has nothing to fuse.
+  const Replayable gemms(Fp32GemmSteps("ampere_sgemm_128x64_nn", "ampere_sgemm_64x64_nn"), kA100);
+  EXPECT_NEAR(gemms.Predict({"compile_fusion"}).prediction.saving_pct, 0.0, 0.01);
+}
+
 TEST(WhatIf, EveryCatalogTransformExists) {
   for (const CatalogEntry& e : Catalog()) {
     if (*e.transform) {

@@ -245,6 +245,7 @@ part_predict() {
   predict_pair pinned pinned_copies X=1 "--workers 0 --pin-memory 0" "--workers 0 --pin-memory 1"
   predict_pair graphs cuda_graphs X=1 "--workers 0" "--workers 0 --cuda-graph"
   predict_pair amp amp_bf16 X=1 "--workers 0 --amp off" "--workers 0 --amp bf16"
+  predict_pair compile compile_fusion X=1 "--workers 0" "--workers 0 --compile"
   # the cnn workload on the GPU (plan item 12): model.channels_last must stay silent; the run's CPU load
   TRAINRX run cnn --set device=cuda --set steps=30 --format json -o "$OUTDIR/predict/cnn.json" --report "$OUTDIR/predict/cnn.report.json" >/dev/null 2>&1
   "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("cnn on cuda: findings", " ".join(sorted({f["id"] for f in r["findings"]})), "| cpu_load", json.dumps(r["metrics"].get("cpu_load")))' "$OUTDIR/predict/cnn.report.json" 2>&1 | tee -a "$LOG"

@@ -14,6 +14,7 @@ A ResNet-like CNN on synthetic 3x64x64 images, SGD, cross-entropy.
   --cudnn-benchmark 0|1  torch.backends.cudnn.benchmark (default 1)
   --costly-data        a __getitem__ that costs ~2 ms of CPU per sample (starves the GPU with few workers)
   --anomaly            torch.autograd.set_detect_anomaly(True)
+  --compile            model = torch.compile(model) (inductor, default mode: fusion, no CUDA graphs)
   --cuda-graph         capture forward, backward and the optimizer step once as a CUDA graph and replay
                        it every step (PyTorch's "whole network capture": warm-up on a side stream, static
                        input tensors); each step is marked ProfilerStep#N, as no optimizer step runs in Python
@@ -70,6 +71,7 @@ def main():
     p.add_argument("--costly-data", action="store_true")
     p.add_argument("--anomaly", action="store_true")
     p.add_argument("--cuda-graph", action="store_true")
+    p.add_argument("--compile", action="store_true")
     p.add_argument("--device", default="cuda")
     p.add_argument("--torch-profiler", default="")
     p.add_argument("--step-times", default="")
@@ -90,6 +92,8 @@ def main():
     if a.channels_last:
         model = model.to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    if a.compile:
+        model = torch.compile(model)
     scaler = torch.amp.GradScaler("cuda", enabled=a.amp == "fp16")
     loader = DataLoader(Images(a.batch * (a.steps + 2), a.costly_data), batch_size=a.batch, shuffle=False,
                         num_workers=a.workers, pin_memory=bool(a.pin_memory) and dev.type == "cuda",
