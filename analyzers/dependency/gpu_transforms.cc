@@ -39,6 +39,13 @@ int64_t MedianLaunchCallNs(const RankGraph& g) {
   return d.empty() ? 5000 : Quantile(d, 0.5);
 }
 
+// The scale of a kernel `s` times faster, not under 2 us (launch and tail) unless it was shorter.
+float SpedUp(int64_t dur_ns, double s) {
+  constexpr double kFloorNs = 2000;
+  const double dur = static_cast<double>(std::max<int64_t>(1, dur_ns));
+  return static_cast<float>(std::max(dur / s, std::min(dur, kFloorNs)) / dur);
+}
+
 }  // namespace
 
 // precision.fp32_matmul: TF32 tensor cores run the FP32 GEMM and convolution kernels.
@@ -63,15 +70,10 @@ TransformPlan Tf32(const RankGraph& g) {
   // Per level, the kernels' speed-up: half the peak ratio (point); 2x, a small or memory-bound
   // GEMM (least); 86 % of it, PyTorch's CUDA notes' 10240^2 matmul (0.11 s -> 0.016 s on an A100).
   const double speedups[3] = {std::max(1.0, 0.5 * ratio), std::min(2.0, ratio), std::max(1.0, 0.86 * ratio)};
-  constexpr int64_t kFloorNs = 2000;  // a kernel's time does not go below 2 us (launch and tail)
   TransformPlan p;
   for (double s : speedups) {
     Edits e(g.tasks().size());
-    for (size_t i : fp32) {
-      const double dur = static_cast<double>(std::max<int64_t>(1, g.tasks()[i].dur));
-      const double after = std::max(dur / s, std::min(dur, static_cast<double>(kFloorNs)));
-      e.scale[i] = static_cast<float>(after / dur);
-    }
+    for (size_t i : fp32) e.scale[i] = SpedUp(g.tasks()[i].dur, s);
     p.levels.push_back(std::move(e));
   }
   const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
@@ -293,7 +295,6 @@ TransformPlan AmpBf16(const RankGraph& g) {
   // loss in fp32; 90 %; 50 %), and the launches a GEMM's input casts add (1; 2; 0).
   const double toward[3] = {0.5, 0.25, 0.86}, keeps[3] = {0.6, 0.9, 0.5}, casts[3] = {1, 2, 0};
   const int64_t launch_ns = MedianLaunchCallNs(g);
-  constexpr int64_t kFloorNs = 2000;
   // The host slice that launched each GEMM (its launch call's first slice on the launching thread).
   std::unordered_map<const Event*, size_t> first_slice;
   for (size_t i = 0; i < g.tasks().size(); ++i) {
@@ -305,8 +306,7 @@ TransformPlan AmpBf16(const RankGraph& g) {
     const auto speed = [&](std::vector<size_t>& tasks, double ratio) {
       const double s = 1.0 + (std::max(1.0, ratio) - 1.0) * toward[k];
       for (size_t i : tasks) {
-        const double dur = static_cast<double>(std::max<int64_t>(1, g.tasks()[i].dur));
-        e.scale[i] = static_cast<float>(std::max(dur / s, std::min(dur, static_cast<double>(kFloorNs))) / dur);
+        e.scale[i] = SpedUp(g.tasks()[i].dur, s);
         const HostCall* c = g.links().CallOf(g.links().work[static_cast<size_t>(g.tasks()[i].work)]);
         if (c == nullptr || casts[k] == 0) continue;
         if (const auto it = first_slice.find(c->e); it != first_slice.end())
