@@ -23,6 +23,19 @@
 namespace trainrx::analyzers {
 namespace {
 
+// The Python start-up hook's source: sitecustomize.py and its parts beside it.
+std::string ReadHook() {
+  std::string all;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(TRAINRX_SOURCE_DIR) / "probes/python")) {
+    if (entry.path().extension() != ".py") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    all += text.str();
+  }
+  return all;
+}
+
 std::string ReadSource(const std::string& relative) {
   std::ifstream in(std::filesystem::path(TRAINRX_SOURCE_DIR) / relative);
   std::stringstream text;
@@ -182,7 +195,7 @@ TEST(CatalogTest, KnobsAreWorkloadKnobs) {
 
 // `fix --cmd`'s tokens are ones the start-up hook reads, and each comes with its code change.
 TEST(CatalogTest, OutsideFixesAreReadByTheStartUpHook) {
-  const std::string hook = ReadSource("probes/python/sitecustomize.py");
+  const std::string hook = ReadHook();
   ASSERT_FALSE(hook.empty());
   int tokens = 0;
   for (const auto& e : Catalog()) {
@@ -199,7 +212,7 @@ TEST(CatalogTest, OutsideFixesAreReadByTheStartUpHook) {
 // The outside fixes `fix --cmd` measures in-process are tokens of the catalog that the start-up
 // hook switches between steps (its _ALT_SWITCHES table); the ones built once stay across processes.
 TEST(CatalogTest, SwitchableOutsideFixesAreSwitchedByTheStartUpHook) {
-  const std::string hook = ReadSource("probes/python/sitecustomize.py");
+  const std::string hook = ReadHook();
   ASSERT_FALSE(hook.empty());
   std::set<std::string> switchable;
   for (const auto& e : Catalog()) {
@@ -232,8 +245,11 @@ TEST(CatalogTest, EveryTransformIsDocumented) {
     const size_t row = doc.find("| `" + name + "` |");
     ASSERT_NE(row, std::string::npos) << name << " has no row in docs/what-if.md";
     const std::string line = doc.substr(row, doc.find('\n', row) - row);
-    for (const auto& e : Catalog())
-      if (name == e.transform) EXPECT_NE(line.find(std::string("`") + e.id + "`"), std::string::npos) << name << ": " << e.id;
+    for (const auto& e : Catalog()) {
+      if (name == e.transform) {
+        EXPECT_NE(line.find(std::string("`") + e.id + "`"), std::string::npos) << name << ": " << e.id;
+      }
+    }
   }
 }
 
