@@ -223,7 +223,7 @@ assert "ran out of memory on cpu" in text.split("Steps")[0], text[:600]
 PY
   # The CUDA error's wording (no GPU here): device and size read from the message.
   (cd "$REPO/probes/python" && "$PY" -c '
-import sitecustomize as s
+import trainrx_hook_marks as s
 class OutOfMemoryError(RuntimeError): pass
 e = OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.1 GiB")
 assert s._oom_mark_name(e) == "trainrx::out_of_memory cuda:1 2147483648", s._oom_mark_name(e)
@@ -232,7 +232,7 @@ assert s._oom_mark_name(ValueError("x")) is None
   # The CUDA allocator's figures after an optimizer step (a stand-in torch.cuda: no GPU here); none
   # from this CPU torch.
   (cd "$REPO/probes/python" && "$PY" -c '
-import sitecustomize as s, torch
+import trainrx_hook_common as c, trainrx_hook_marks as s, torch
 class Props: total_memory = 80 * 2**30
 class Cuda:
     def is_initialized(self): return True
@@ -245,7 +245,7 @@ name = s._cuda_memory_mark_name(T(), {})
 assert name == "trainrx::cuda_memory cuda:1 allocated=5 reserved=9 peak=7 retries=2 ooms=0 capacity=85899345920", name
 assert s._cuda_memory_mark_name(torch, {}) is None
 # the global step hook the marks hang on is found on this torch (torch.optim.optimizer is no attribute)
-assert callable(s._step_post_hook_register()), "no register_optimizer_step_post_hook"
+assert callable(c._step_post_hook_register()), "no register_optimizer_step_post_hook"
 ') && ok "start-up hook: the CUDA allocator mark, and the step hook it hangs on" || bad "start-up hook: the CUDA allocator mark"
   "$PY" - "$W/rec_cap.report.json" <<'PY' && ok "record --memory-cap: the cap is the CPU's capacity, the step peak above its start" || bad "record --memory-cap figures"
 import json, sys

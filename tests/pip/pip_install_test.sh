@@ -48,7 +48,7 @@ else
 fi
 SITE=$("$V/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 [ -x "$V/bin/trainrx" ] && ok "trainrx on the venv's PATH ($V/bin/trainrx)" || bad "no $V/bin/trainrx"
-for f in trainrx libtrainrx_api.so libtrainrx_preload.so libtrainrx_probe.so libtrainrx_probe.torch trainrx_python/sitecustomize.py trainrx-workload libtrainrx_parquet.so; do
+for f in trainrx libtrainrx_api.so libtrainrx_preload.so libtrainrx_probe.so libtrainrx_probe.torch trainrx_python/sitecustomize.py trainrx_python/trainrx_hook_marks.py trainrx-workload libtrainrx_parquet.so; do
   [ -e "$SITE/trainrx/_bin/$f" ] || bad "the package lacks _bin/$f"
 done
 TORCH_LIB=$(readlink -f "$TORCH_SITE/torch/lib/libtorch_cpu.so")
