@@ -171,8 +171,8 @@ std::vector<CatalogEntry> DistEntries() {
   };
 }
 
-// The input, sync, optim, precision and tensor findings.
-std::vector<CatalogEntry> InputToTensorEntries() {
+// The input findings.
+std::vector<CatalogEntry> InputEntries() {
   return {
       {"input.dataloader_bound", "input", "the steps wait for data",
        {{"",
@@ -196,6 +196,12 @@ std::vector<CatalogEntry> InputToTensorEntries() {
          "Allocate host batches with .pin_memory() and copy with .to(device, /*non_blocking=*/true)", "pin_memory"}},
        "pin_memory", "pin_memory", "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)",
        kFindings, "pinned_copies"},
+  };
+}
+
+// The sync, optim, precision and tensor findings.
+std::vector<CatalogEntry> SyncOptimEntries() {
+  return {
       {"sync.host_device", "sync", "host-device syncs (scalar reads, blocking runtime calls) in the steps",
        {{"device_sums",
          "Keep running sums on the device (total += loss.detach()) and call .item() / .cpu() every N "
@@ -263,8 +269,8 @@ std::vector<CatalogEntry> InputToTensorEntries() {
   };
 }
 
-// The memory (with batch.small) and compile findings.
-std::vector<CatalogEntry> MemoryAndCompileEntries() {
+// The memory findings (with batch.small).
+std::vector<CatalogEntry> MemoryEntries() {
   return {
       {"memory.growth", "memory", "allocated memory at step starts rises step after step",
        {{"",
@@ -306,6 +312,12 @@ std::vector<CatalogEntry> MemoryAndCompileEntries() {
          "Raise the batch size of the data loader; scale the learning rate, or accumulate gradients, as for Python.",
          "batch={suggest}"}},
        "", "", "", kMemory},
+  };
+}
+
+// The compile findings.
+std::vector<CatalogEntry> CompileEntries() {
+  return {
       {"compile.graph_break", "compile", "torch.compile's graph breaks split each step into several compiled regions",
        {{"other",
          "See the reason above, and torch._dynamo.explain(model)(inputs) for every break; the common ones are listed "
@@ -376,8 +388,8 @@ std::vector<CatalogEntry> MemoryAndCompileEntries() {
   };
 }
 
-// The python, model, config and eval findings.
-std::vector<CatalogEntry> ModelAndConfigEntries() {
+// The python, model and debug findings.
+std::vector<CatalogEntry> ModelAndDebugEntries() {
   return {
       {"python.loop_indexing", "python", "a Python loop over a tensor: select + the same ops repeated in a step",
        {{"",
@@ -416,6 +428,12 @@ std::vector<CatalogEntry> ModelAndConfigEntries() {
         {"deterministic", "torch.use_deterministic_algorithms(False) unless bit-reproducibility is required",
          "at::globalContext().setDeterministicAlgorithms(false, false)", "launch_blocking=0"}},
        "launch_blocking", "", "", kFindings},
+  };
+}
+
+// The cuDNN, eval, steps, threads, layout and machine findings.
+std::vector<CatalogEntry> ConfigEntries() {
+  return {
       {"cudnn.benchmark_off", "config", "the cuDNN autotuner is off while convolutions run on a GPU",
        {{"", "torch.backends.cudnn.benchmark = True (with fixed input shapes)",
          "at::globalContext().setBenchmarkCuDNN(true)", "cudnn_benchmark=1"}},
@@ -480,7 +498,7 @@ std::vector<CatalogEntry> ModelAndConfigEntries() {
 const std::vector<CatalogEntry>& Catalog() {
   static const std::vector<CatalogEntry> kCatalog = [] {
     std::vector<CatalogEntry> all;
-    for (auto part : {GpuEntries, DistEntries, InputToTensorEntries, MemoryAndCompileEntries, ModelAndConfigEntries})
+    for (auto part : {GpuEntries, DistEntries, InputEntries, SyncOptimEntries, MemoryEntries, CompileEntries, ModelAndDebugEntries, ConfigEntries})
       for (auto& e : part()) all.push_back(std::move(e));
     return all;
   }();

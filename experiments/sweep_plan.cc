@@ -88,31 +88,80 @@ void NoteOutOfMemory(SweepReport* r) {
 // the best cell and the cells tied with it. `trial(cell, out)` runs one trial of a cell. Workload
 // cells rank by throughput; commands (`by_time`) by throughput when every trial has one (samples
 // per step known), else by their time.
+// A design whose rank test cannot reach the level (issue 51.1: 9 401 vs 59 658 samples/s, 6.35x,
+// with 3 trials a cell, were "tied for best") compares its cells by the few-trials test instead,
+// said up front and in the report.
+void ChooseSweepTest(const PlanOptions& o, Progress& progress, SweepReport* report) {
+  std::vector<double> a(static_cast<size_t>(o.trials)), b(static_cast<size_t>(o.trials));
+  for (int i = 0; i < o.trials; ++i) a[static_cast<size_t>(i)] = i, b[static_cast<size_t>(i)] = o.trials + i;
+  report->smallest_p = stats::MannWhitneyP(a, b);
+  report->few_trials = report->smallest_p >= 0.05;
+  if (report->few_trials) {
+    const std::string why = fmt::format(
+        "--trials {}: a rank test of the trial medians cannot reach p < 0.05 (complete separation gives p = {:.3f}); the "
+        "cells are compared by Welch's t on the logs of their trial medians, each trial's noise bounded below by the "
+        "spread of its own steps (log-normal process noise assumed). Only large differences can be told apart this "
+        "way; 4 trials a cell use the rank test, which assumes nothing about the noise.",
+        o.trials, report->smallest_p);
+    report->notes.push_back(why);
+    progress.Note(why);
+  }
+}
+
+// The best cell among those that fit (highest throughput, or lowest time for commands) and every
+// other cell against it; false when every cell ran out of memory (the report says so).
+bool RankCells(const PlanOptions& o, bool by_time, SweepReport* report) {
+  // Cells that ran out of memory are results, not rankable: the best is among the cells that fit.
+  size_t fits = 0;
+  for (size_t i = 0; i < report->cells.size(); ++i) {
+    if (report->cells[i].out_of_memory) continue;
+    if (fits++ == 0) report->best = i;
+  }
+  if (fits == 0) {
+    report->best_significant = false;
+    return false;
+  }
+  for (size_t i = 0; i < report->cells.size(); ++i) {
+    auto& c = report->cells[i];
+    if (c.out_of_memory) continue;
+    c.median_ms = stats::Median(c.arm.trial_ms);
+    c.ci = stats::MedianCi(c.arm.trial_ms, 2000, o.seed);
+    c.samples_per_s = by_time ? 0 : stats::Median(c.arm.samples_per_s);
+    // Best = highest throughput (equal to the lowest step time when the batch is fixed; a grid
+    // over batch sizes needs samples/s), or the lowest time for commands.
+    const auto& best = report->cells[report->best];
+    if (by_time ? c.median_ms < best.median_ms : c.samples_per_s > best.samples_per_s) report->best = i;
+  }
+  stats::CompareOptions co;
+  co.seed = o.seed;
+  const auto& best = report->cells[report->best];
+  report->best_significant = fits > 1;
+  for (size_t i = 0; i < report->cells.size(); ++i) {
+    if (i == report->best || report->cells[i].out_of_memory) continue;
+    auto& c = report->cells[i];
+    // speedup = median(first) / median(second) > 1 when the best is better. The few-trials test
+    // reads only the spread of the steps' logs, the same for times and for their throughputs.
+    if (report->few_trials)
+      c.vs_best = by_time ? stats::CompareFewTrials(c.arm.trial_ms, c.arm.trial_steps_ms, best.arm.trial_ms,
+                                                    best.arm.trial_steps_ms, co)
+                          : stats::CompareFewTrials(best.arm.samples_per_s, best.arm.trial_steps_ms, c.arm.samples_per_s,
+                                                    c.arm.trial_steps_ms, co);
+    else
+      c.vs_best = by_time ? stats::Compare(c.arm.trial_ms, best.arm.trial_ms, co)
+                          : stats::Compare(best.arm.samples_per_s, c.arm.samples_per_s, co);
+    c.tied_with_best = c.vs_best.verdict != stats::Verdict::kFaster;
+    report->best_significant = report->best_significant && !c.tied_with_best;
+  }
+  return true;
+}
+
 Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std::string(const SweepCell&)>& label,
                   const std::function<StatusOr<TrialResult>(size_t cell)>& trial, bool by_time, Progress& progress,
                   SweepReport* report) {
   if (o.trials < 2)
     return Status::Error("--trials: must be at least 2 for a sweep (4 or more to name a significantly best cell)");
   report->trials = o.trials;
-  // A design whose rank test cannot reach the level (issue 51.1: 9 401 vs 59 658 samples/s, 6.35x,
-  // with 3 trials a cell, were "tied for best") compares its cells by the few-trials test instead,
-  // said up front and in the report.
-  {
-    std::vector<double> a(static_cast<size_t>(o.trials)), b(static_cast<size_t>(o.trials));
-    for (int i = 0; i < o.trials; ++i) a[static_cast<size_t>(i)] = i, b[static_cast<size_t>(i)] = o.trials + i;
-    report->smallest_p = stats::MannWhitneyP(a, b);
-    report->few_trials = report->smallest_p >= 0.05;
-    if (report->few_trials) {
-      const std::string why = fmt::format(
-          "--trials {}: a rank test of the trial medians cannot reach p < 0.05 (complete separation gives p = {:.3f}); the "
-          "cells are compared by Welch's t on the logs of their trial medians, each trial's noise bounded below by the "
-          "spread of its own steps (log-normal process noise assumed). Only large differences can be told apart this "
-          "way; 4 trials a cell use the rank test, which assumes nothing about the noise.",
-          o.trials, report->smallest_p);
-      report->notes.push_back(why);
-      progress.Note(why);
-    }
-  }
+  ChooseSweepTest(o, progress, report);
   for (const auto& a : axes) report->grid_keys.push_back(a.first);
   std::vector<size_t> idx(axes.size(), 0);
   while (true) {
@@ -162,47 +211,7 @@ Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<st
     by_time = !all_known;
   }
   report->by_throughput = !by_time;
-  // Cells that ran out of memory are results, not rankable: the best is among the cells that fit.
-  size_t fits = 0;
-  for (size_t i = 0; i < report->cells.size(); ++i) {
-    if (report->cells[i].out_of_memory) continue;
-    if (fits++ == 0) report->best = i;
-  }
-  if (fits == 0) {
-    report->best_significant = false;
-    return Status::Ok();  // every cell ran out of memory: the report says so
-  }
-  for (size_t i = 0; i < report->cells.size(); ++i) {
-    auto& c = report->cells[i];
-    if (c.out_of_memory) continue;
-    c.median_ms = stats::Median(c.arm.trial_ms);
-    c.ci = stats::MedianCi(c.arm.trial_ms, 2000, o.seed);
-    c.samples_per_s = by_time ? 0 : stats::Median(c.arm.samples_per_s);
-    // Best = highest throughput (equal to the lowest step time when the batch is fixed; a grid
-    // over batch sizes needs samples/s), or the lowest time for commands.
-    const auto& best = report->cells[report->best];
-    if (by_time ? c.median_ms < best.median_ms : c.samples_per_s > best.samples_per_s) report->best = i;
-  }
-  stats::CompareOptions co;
-  co.seed = o.seed;
-  const auto& best = report->cells[report->best];
-  report->best_significant = fits > 1;
-  for (size_t i = 0; i < report->cells.size(); ++i) {
-    if (i == report->best || report->cells[i].out_of_memory) continue;
-    auto& c = report->cells[i];
-    // speedup = median(first) / median(second) > 1 when the best is better. The few-trials test
-    // reads only the spread of the steps' logs, the same for times and for their throughputs.
-    if (report->few_trials)
-      c.vs_best = by_time ? stats::CompareFewTrials(c.arm.trial_ms, c.arm.trial_steps_ms, best.arm.trial_ms,
-                                                    best.arm.trial_steps_ms, co)
-                          : stats::CompareFewTrials(best.arm.samples_per_s, best.arm.trial_steps_ms, c.arm.samples_per_s,
-                                                    c.arm.trial_steps_ms, co);
-    else
-      c.vs_best = by_time ? stats::Compare(c.arm.trial_ms, best.arm.trial_ms, co)
-                          : stats::Compare(best.arm.samples_per_s, c.arm.samples_per_s, co);
-    c.tied_with_best = c.vs_best.verdict != stats::Verdict::kFaster;
-    report->best_significant = report->best_significant && !c.tied_with_best;
-  }
+  if (!RankCells(o, by_time, report)) return Status::Ok();  // every cell ran out of memory: the report says so
   std::vector<const Arm*> arms;
   for (const auto& c : report->cells) arms.push_back(&c.arm);
   report->machine = SummarizeMachine(arms);

@@ -423,6 +423,63 @@ Status CheckRunName(const std::string& run) {
   return {};
 }
 
+namespace {
+
+// Rank by rank: one file at a time (a file may hold several ranks), its ranks written under the
+// ranks the set's analysis gave them (the rank-by-rank reader may have moved a rank claimed twice).
+Status WriteEventsFileByFile(const sets::SetAnalysis& set,
+                             const std::function<Status(const Trace&, const std::vector<int32_t>&)>& write_events) {
+  for (const std::string& file : set.files) {
+    Trace trace;
+    profiler::ReadOptions read_options;
+    if (Status st = profiler::ReadTraces({file}, trace, read_options); !st.ok()) return st;
+    std::vector<int32_t> ranks;
+    // The rank-by-rank reader may have moved a rank claimed twice: match by source and order.
+    std::vector<int32_t> file_ranks;
+    for (const auto& r : set.trace.ranks)
+      if (r.source == file) file_ranks.push_back(r.rank);
+    const auto own = trace.RankIds();
+    if (file_ranks.size() != own.size())
+      return Status::Error(fmt::format("{}: read {} ranks where the set's analysis had {}", file, own.size(), file_ranks.size()));
+    std::map<int32_t, int32_t> to;  // the file's ranks -> the ranks the set gave them
+    for (size_t i = 0; i < own.size(); ++i) to[own[i]] = file_ranks[i], ranks.push_back(file_ranks[i]);
+    // Each of the file's ranks is written under the rank the set gave it (in one pass: a
+    // rank moved onto another's number must not be moved twice).
+    for (auto& tr : trace.tracks)
+      if (auto m = to.find(tr.rank); m != to.end()) tr.rank = m->second;
+    if (Status st = write_events(trace, ranks); !st.ok()) return st;
+  }
+  return {};
+}
+
+// The per-rank analysis tables: steps, collectives, critical paths (merged: the set's paths; rank
+// by rank: each side's, from its file's own analysis).
+Status WriteRankTables(const sets::SetAnalysis& set, const std::vector<RankSide>& sides, std::map<int32_t, RankSteps>& steps,
+                       std::map<int32_t, int64_t>& shift, const std::string& run, const std::string& dir, TableSink& sink,
+                       ExportSummary* summary) {
+  for (const auto& [rank, s] : steps)
+    if (Status st = WriteTable(StepsTable(s, rank, run), dir, sink, summary); !st.ok()) return st;
+  for (auto& [rank, t] : CollectiveTables(sides, steps, run))
+    if (Status st = WriteTable(t, dir, sink, summary); !st.ok()) return st;
+  std::vector<const analyzers::CriticalPath*> paths;
+  for (const auto& path : set.report.metrics.critical_paths) paths.push_back(&path);
+  if (set.strategy != sets::Strategy::kMerged)
+    for (const RankSide& side : sides)
+      for (const auto& path : side.critical_paths) paths.push_back(&path);
+  for (const analyzers::CriticalPath* p : paths) {
+    const analyzers::CriticalPath& path = *p;
+    static const RankSteps kNone;
+    const auto it = steps.find(path.rank);
+    const int64_t sh = shift.count(path.rank) ? shift[path.rank] : 0;
+    if (Status st = WriteTable(CriticalPathTable(path, sh, it == steps.end() ? kNone : it->second, run), dir, sink, summary);
+        !st.ok())
+      return st;
+  }
+  return {};
+}
+
+}  // namespace
+
 Status ExportSet(const std::vector<std::string>& paths, const ExportOptions& options, const std::string& dir,
                  TableSink& sink, ExportSummary* summary) {
   *summary = {};
@@ -481,48 +538,9 @@ Status ExportSet(const std::vector<std::string>& paths, const ExportOptions& opt
       if (first_ns == INT64_MAX)
         for (const auto& e : set.trace.events) first_ns = std::min(first_ns, e.ts_ns);
     } else {
-      // One file at a time (a file may hold several ranks); its ranks are the sides read from it.
-      for (const std::string& file : set.files) {
-        Trace trace;
-        profiler::ReadOptions read_options;
-        if (Status st = profiler::ReadTraces({file}, trace, read_options); !st.ok()) return st;
-        std::vector<int32_t> ranks;
-        // The rank-by-rank reader may have moved a rank claimed twice: match by source and order.
-        std::vector<int32_t> file_ranks;
-        for (const auto& r : set.trace.ranks)
-          if (r.source == file) file_ranks.push_back(r.rank);
-        const auto own = trace.RankIds();
-        if (file_ranks.size() != own.size())
-          return Status::Error(fmt::format("{}: read {} ranks where the set's analysis had {}", file, own.size(), file_ranks.size()));
-        std::map<int32_t, int32_t> to;  // the file's ranks -> the ranks the set gave them
-        for (size_t i = 0; i < own.size(); ++i) to[own[i]] = file_ranks[i], ranks.push_back(file_ranks[i]);
-        // Each of the file's ranks is written under the rank the set gave it (in one pass: a
-        // rank moved onto another's number must not be moved twice).
-        for (auto& tr : trace.tracks)
-          if (auto m = to.find(tr.rank); m != to.end()) tr.rank = m->second;
-        if (Status st = write_events(trace, ranks); !st.ok()) return st;
-      }
+      if (Status st = WriteEventsFileByFile(set, write_events); !st.ok()) return st;
     }
-    // The per-rank analysis tables.
-    for (const auto& [rank, s] : steps)
-      if (Status st = WriteTable(StepsTable(s, rank, run), dir, sink, summary); !st.ok()) return st;
-    for (auto& [rank, t] : CollectiveTables(sides, steps, run))
-      if (Status st = WriteTable(t, dir, sink, summary); !st.ok()) return st;
-    // Merged: the set's paths. Rank by rank: each side's, from its file's own analysis.
-    std::vector<const analyzers::CriticalPath*> paths;
-    for (const auto& path : set.report.metrics.critical_paths) paths.push_back(&path);
-    if (set.strategy != sets::Strategy::kMerged)
-      for (const RankSide& side : sides)
-        for (const auto& path : side.critical_paths) paths.push_back(&path);
-    for (const analyzers::CriticalPath* p : paths) {
-      const analyzers::CriticalPath& path = *p;
-      static const RankSteps kNone;
-      const auto it = steps.find(path.rank);
-      const int64_t sh = shift.count(path.rank) ? shift[path.rank] : 0;
-      if (Status st = WriteTable(CriticalPathTable(path, sh, it == steps.end() ? kNone : it->second, run), dir, sink, summary);
-          !st.ok())
-        return st;
-    }
+    if (Status st = WriteRankTables(set, sides, steps, shift, run, dir, sink, summary); !st.ok()) return st;
     // The run's tables.
     if (first_ns == INT64_MAX) first_ns = 0;
     for (const Table& t : {RunsTable(set, run, first_ns), RanksTable(set.trace, events, run), FindingsTable(set.report, run)})

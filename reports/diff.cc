@@ -59,6 +59,83 @@ std::string Verdict(const analyzers::RunDiff& d) {
 
 void WritePredictionChecks(const analyzers::RunDiff& d, std::ostream& out, bool md);
 
+namespace {
+
+// The operator, kernel, input-shape and per-rank collective tables of a diff (each where it has rows).
+void WriteDiffDetailTables(const analyzers::RunDiff& d, std::ostream& out, bool md) {
+  const char* h = md ? "### " : "";
+  const auto rows_of = [&](const std::vector<analyzers::DiffRow>& rows, const char* what, double whole) {
+    std::vector<std::vector<std::string>> t = {{what, "A ms/step", "B ms/step", "B - A", "of the change", ""}};
+    for (const auto& r : rows) t.push_back({r.name, Ms(r.a), Ms(r.b), Delta(r.delta()), Share(r.delta(), whole), Mark(r)});
+    Table(t, out, md);
+  };
+  if (!d.ops.empty()) {
+    out << "\n" << h
+        << fmt::format("By operator (self time per step; each op's change beyond the uniform x{:.2f}; all ops together "
+                       "{} ms, {} of the change; with the uniform row and the time in no op the rows add up to the change)\n",
+                       d.uniform_factor, Delta(d.ops_explained_ns), Share(d.ops_explained_ns, d.delta_mean_ns));
+    std::vector<std::vector<std::string>> t = {
+        {"operator", "calls A", "calls B", "A ms/step", "B ms/step", "B - A", "beyond uniform", ""}};
+    const bool where = AnyModules(d.ops);
+    if (where) t[0].push_back("in nn.Module");
+    for (const auto& r : d.ops) {
+      t.push_back({r.name, Calls(r.calls_a), Calls(r.calls_b), Ms(r.a), Ms(r.b), Delta(r.delta()), Delta(r.contribution_ns), Mark(r)});
+      if (where) t.back().push_back(Modules(r));
+    }
+    for (const auto* r : {&d.uniform, &d.outside}) {
+      t.push_back({r->name, "", "", Ms(r->a), Ms(r->b), Delta(r->delta()), Delta(r->contribution_ns), Mark(*r)});
+      if (where) t.back().push_back("");
+    }
+    Table(t, out, md);
+  }
+  if (!d.kernels.empty()) {
+    out << "\n" << h << "By GPU kernel (time per step)\n";
+    rows_of(d.kernels, "kernel", d.delta_mean_ns);
+  }
+  if (!d.shapes.empty()) {
+    out << "\n" << h << "Input shapes and dtypes that changed (the op's most frequent recorded inputs; time inclusive)\n";
+    std::vector<std::vector<std::string>> t = {{"operator", "A inputs", "B inputs", "A ms/step", "B ms/step", "B - A", ""}};
+    const bool where = AnyModules(d.shapes);
+    if (where) t[0].push_back("in nn.Module");
+    for (const auto& r : d.shapes) {
+      t.push_back({r.name.substr(0, r.name.find(' ')), r.a_text, r.b_text, Ms(r.a), Ms(r.b), Delta(r.delta()), Mark(r)});
+      if (where) t.back().push_back(Modules(r));
+    }
+    Table(t, out, md);
+  }
+  if (!d.collectives.empty()) {
+    out << "\n" << h << "Per rank and collective (time per step of that rank)\n";
+    std::vector<analyzers::DiffRow> top(d.collectives.begin(), d.collectives.begin() + std::min<size_t>(d.collectives.size(), 12));
+    rows_of(top, "rank: collective", d.delta_mean_ns);
+  }
+}
+
+// The configuration and findings that differ, and A's predictions against B.
+void WriteDiffConfigAndFindings(const analyzers::RunDiff& d, std::ostream& out, bool md) {
+  const char* h = md ? "### " : "";
+  out << "\n" << h << "Configuration\n";
+  if (d.config.empty()) {
+    out << (md ? "" : "  ") << "nothing recorded differs\n";
+  } else {
+    std::vector<std::vector<std::string>> t = {{"setting", "A", "B"}};
+    for (const auto& r : d.config) t.push_back({r.name, r.a_text, r.b_text});
+    Table(t, out, md);
+  }
+  out << "\n" << h << "Findings\n";
+  if (d.findings.empty()) {
+    out << (md ? "" : "  ") << "the same findings in both\n";
+  } else {
+    std::vector<std::vector<std::string>> t = {{"finding", "", "saving A ms/step", "saving B ms/step", "title"}};
+    for (const auto& r : d.findings)
+      t.push_back({r.name, Mark(r), Ms(r.a), Ms(r.b), r.b_text.empty() ? r.a_text : r.b_text});
+    Table(t, out, md);
+  }
+  WritePredictionChecks(d, out, md);
+}
+
+
+}  // namespace
+
 void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
   const char* h = md ? "### " : "";
   out << h << "trainrx diff\n\n";
@@ -119,63 +196,8 @@ void WriteDiffText(const analyzers::RunDiff& d, std::ostream& out, bool md) {
       t.push_back({r.name, fmt::format("{:.2f}", r.a), fmt::format("{:.2f}", r.b), fmt::format("{:+.2f}", r.delta()), r.note});
     Table(t, out, md);
   }
-  if (!d.ops.empty()) {
-    out << "\n" << h
-        << fmt::format("By operator (self time per step; each op's change beyond the uniform x{:.2f}; all ops together "
-                       "{} ms, {} of the change; with the uniform row and the time in no op the rows add up to the change)\n",
-                       d.uniform_factor, Delta(d.ops_explained_ns), Share(d.ops_explained_ns, d.delta_mean_ns));
-    std::vector<std::vector<std::string>> t = {
-        {"operator", "calls A", "calls B", "A ms/step", "B ms/step", "B - A", "beyond uniform", ""}};
-    const bool where = AnyModules(d.ops);
-    if (where) t[0].push_back("in nn.Module");
-    for (const auto& r : d.ops) {
-      t.push_back({r.name, Calls(r.calls_a), Calls(r.calls_b), Ms(r.a), Ms(r.b), Delta(r.delta()), Delta(r.contribution_ns), Mark(r)});
-      if (where) t.back().push_back(Modules(r));
-    }
-    for (const auto* r : {&d.uniform, &d.outside}) {
-      t.push_back({r->name, "", "", Ms(r->a), Ms(r->b), Delta(r->delta()), Delta(r->contribution_ns), Mark(*r)});
-      if (where) t.back().push_back("");
-    }
-    Table(t, out, md);
-  }
-  if (!d.kernels.empty()) {
-    out << "\n" << h << "By GPU kernel (time per step)\n";
-    rows_of(d.kernels, "kernel", d.delta_mean_ns);
-  }
-  if (!d.shapes.empty()) {
-    out << "\n" << h << "Input shapes and dtypes that changed (the op's most frequent recorded inputs; time inclusive)\n";
-    std::vector<std::vector<std::string>> t = {{"operator", "A inputs", "B inputs", "A ms/step", "B ms/step", "B - A", ""}};
-    const bool where = AnyModules(d.shapes);
-    if (where) t[0].push_back("in nn.Module");
-    for (const auto& r : d.shapes) {
-      t.push_back({r.name.substr(0, r.name.find(' ')), r.a_text, r.b_text, Ms(r.a), Ms(r.b), Delta(r.delta()), Mark(r)});
-      if (where) t.back().push_back(Modules(r));
-    }
-    Table(t, out, md);
-  }
-  if (!d.collectives.empty()) {
-    out << "\n" << h << "Per rank and collective (time per step of that rank)\n";
-    std::vector<analyzers::DiffRow> top(d.collectives.begin(), d.collectives.begin() + std::min<size_t>(d.collectives.size(), 12));
-    rows_of(top, "rank: collective", d.delta_mean_ns);
-  }
-  out << "\n" << h << "Configuration\n";
-  if (d.config.empty()) {
-    out << (md ? "" : "  ") << "nothing recorded differs\n";
-  } else {
-    std::vector<std::vector<std::string>> t = {{"setting", "A", "B"}};
-    for (const auto& r : d.config) t.push_back({r.name, r.a_text, r.b_text});
-    Table(t, out, md);
-  }
-  out << "\n" << h << "Findings\n";
-  if (d.findings.empty()) {
-    out << (md ? "" : "  ") << "the same findings in both\n";
-  } else {
-    std::vector<std::vector<std::string>> t = {{"finding", "", "saving A ms/step", "saving B ms/step", "title"}};
-    for (const auto& r : d.findings)
-      t.push_back({r.name, Mark(r), Ms(r.a), Ms(r.b), r.b_text.empty() ? r.a_text : r.b_text});
-    Table(t, out, md);
-  }
-  WritePredictionChecks(d, out, md);
+  WriteDiffDetailTables(d, out, md);
+  WriteDiffConfigAndFindings(d, out, md);
 }
 
 // A's predictions (docs/what-if.md) against B's change: the ones whose finding B lost are the fixes

@@ -343,14 +343,11 @@ bool IsFusable(std::string_view name) {
 
 }  // namespace
 
-// compile.not_compiled: torch.compile (inductor) fuses each run of consecutive fusable kernels
-// (elementwise, reductions, norms) on a stream into one kernel that reads the run's inputs and
-// writes its outputs once; the ops that launched the fused-away kernels no longer run eagerly on
-// the host (one compiled call launches the fused kernel).
-TransformPlan CompileFusion(const RankGraph& g) {
+// Runs of fusable kernels: per stream, consecutive fusable kernels of one step launched from one
+// thread, two or more.
+std::vector<std::vector<size_t>> FusableRuns(const RankGraph& g) {
   const auto& tr = g.trace();
   const auto& links = g.links();
-  // Runs: per stream, consecutive fusable kernels of one step launched from one thread.
   std::vector<std::vector<size_t>> runs;
   std::vector<size_t> run;
   int64_t run_stream = -1;
@@ -375,19 +372,30 @@ TransformPlan CompileFusion(const RankGraph& g) {
     run.push_back(i);
   }
   close();
-  if (runs.empty())
-    return NoSaving(g, "no run of two or more consecutive elementwise, reduction or norm kernels in the steps: nothing "
-                       "for inductor to fuse");
+  return runs;
+}
+
+// Per frame: the outermost aten:: op it lies in (-1: none); and per op frame whether every kernel it
+// launched is fused away (1), not (0), or it launched none (-1).
+struct FusedOps {
+  std::vector<int32_t> outermost;
+  std::vector<int8_t> fused_away;
+};
+FusedOps FusedAwayOps(const RankGraph& g, const std::vector<std::vector<size_t>>& runs) {
+  const auto& tr = g.trace();
   // The host ops whose launches were all fused away: each kernel's outermost aten:: op (what the
   // module's Python code called: aten::batch_norm, aten::relu_, not the module or autograd ranges
   // around them, which also launch the GEMMs that stay); an op that launched a kept kernel stays.
-  std::vector<int32_t> outermost(g.frames().size(), -1);
+  FusedOps out;
+  std::vector<int32_t>& outermost = out.outermost;
+  outermost.assign(g.frames().size(), -1);
   for (size_t f = 0; f < g.frames().size(); ++f) {
     const int32_t parent = g.frames()[f].parent;
     if (parent >= 0 && outermost[static_cast<size_t>(parent)] >= 0) outermost[f] = outermost[static_cast<size_t>(parent)];
     else if (tr.Name(*g.frames()[f].op).substr(0, 6) == "aten::") outermost[f] = static_cast<int32_t>(f);
   }
-  std::vector<int8_t> fused_away(g.frames().size(), -1);  // -1 unknown, 1 all its kernels fused away, 0 not
+  std::vector<int8_t>& fused_away = out.fused_away;
+  fused_away.assign(g.frames().size(), -1);
   std::vector<uint8_t> removed(g.tasks().size(), 0);
   for (const auto& r : runs)
     for (size_t k = 1; k < r.size(); ++k) removed[r[k]] = 1;
@@ -397,6 +405,21 @@ TransformPlan CompileFusion(const RankGraph& g) {
     int8_t& v = fused_away[static_cast<size_t>(outermost[static_cast<size_t>(t.frame)])];
     v = static_cast<int8_t>((v != 0) && removed[i]);
   }
+  return out;
+}
+
+// compile.not_compiled: torch.compile (inductor) fuses each run of consecutive fusable kernels
+// (elementwise, reductions, norms) on a stream into one kernel that reads the run's inputs and
+// writes its outputs once; the ops that launched the fused-away kernels no longer run eagerly on
+// the host (one compiled call launches the fused kernel).
+TransformPlan CompileFusion(const RankGraph& g) {
+  const std::vector<std::vector<size_t>> runs = FusableRuns(g);
+  if (runs.empty())
+    return NoSaving(g, "no run of two or more consecutive elementwise, reduction or norm kernels in the steps: nothing "
+                       "for inductor to fuse");
+  const FusedOps ops = FusedAwayOps(g, runs);
+  const std::vector<int32_t>& outermost = ops.outermost;
+  const std::vector<int8_t>& fused_away = ops.fused_away;
   size_t fused = 0;
   int64_t before_ns = 0;
   for (const auto& r : runs) {
