@@ -82,7 +82,7 @@ std::vector<CatalogEntry> GpuEntries() {
   };
 }
 
-// The dist findings.
+// The dist findings about communication.
 std::vector<CatalogEntry> DistEntries() {
   return {
       {"dist.comm_overlap", "dist", "communication runs with no compute beside it (NCCL/RCCL kernels, or Gloo ranges)",
@@ -127,6 +127,12 @@ std::vector<CatalogEntry> DistEntries() {
          "else contextlib.nullcontext()`, then `with ctx: loss.backward()` (FSDP has no_sync too).",
          "All-reduce the accumulated gradients once, after the last micro-step's backward.", "accum_sync"}},
        "accum_sync", "", "", kFindings},
+  };
+}
+
+// The dist findings about ranks that differ: the mismatch and the straggler.
+std::vector<CatalogEntry> RankEntries() {
+  return {
       {"dist.rank_mismatch", "dist", "data-parallel ranks that do not do the same work (step counts, input shapes)",
        {{"steps",
          "Give every rank the same number of batches: DistributedSampler(dataset, drop_last=True) for a map-style "
@@ -498,7 +504,7 @@ std::vector<CatalogEntry> ConfigEntries() {
 const std::vector<CatalogEntry>& Catalog() {
   static const std::vector<CatalogEntry> kCatalog = [] {
     std::vector<CatalogEntry> all;
-    for (auto part : {GpuEntries, DistEntries, InputEntries, SyncOptimEntries, MemoryEntries, CompileEntries, ModelAndDebugEntries, ConfigEntries})
+    for (auto part : {GpuEntries, DistEntries, RankEntries, InputEntries, SyncOptimEntries, MemoryEntries, CompileEntries, ModelAndDebugEntries, ConfigEntries})
       for (auto& e : part()) all.push_back(std::move(e));
     return all;
   }();

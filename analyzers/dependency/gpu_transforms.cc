@@ -46,6 +46,32 @@ float SpedUp(int64_t dur_ns, double s) {
   return static_cast<float>(std::max(dur / s, std::min(dur, kFloorNs)) / dur);
 }
 
+// The host slices of the calls that enqueued each of `work_tasks` (device tasks), and their time.
+struct CallSlices {
+  std::vector<std::vector<size_t>> tasks;
+  std::vector<int64_t> ns;
+};
+CallSlices CallSlicesOf(const RankGraph& g, const std::vector<size_t>& work_tasks) {
+  const auto& links = g.links();
+  std::unordered_map<const Event*, size_t> of_call;
+  for (size_t k = 0; k < work_tasks.size(); ++k) {
+    const DeviceWork& w = links.work[static_cast<size_t>(g.tasks()[work_tasks[k]].work)];
+    if (w.call >= 0) of_call[links.calls[static_cast<size_t>(w.call)].e] = k;
+  }
+  CallSlices out;
+  out.tasks.resize(work_tasks.size());
+  out.ns.assign(work_tasks.size(), 0);
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const auto& t = g.tasks()[i];
+    if (t.kind == Kind::kDevice || t.frame < 0) continue;
+    const auto it = of_call.find(g.frames()[static_cast<size_t>(t.frame)].op);
+    if (it == of_call.end()) continue;
+    out.tasks[it->second].push_back(i);
+    out.ns[it->second] += t.dur;
+  }
+  return out;
+}
+
 }  // namespace
 
 // precision.fp32_matmul: TF32 tensor cores run the FP32 GEMM and convolution kernels.
@@ -90,7 +116,6 @@ TransformPlan Tf32(const RankGraph& g) {
 // copy call returns at once and the copy runs at pinned bandwidth.
 TransformPlan PinnedCopies(const RankGraph& g) {
   const auto& tr = g.trace();
-  const auto& links = g.links();
   // The pageable host-to-device copies, and the pinned ones' bandwidth where the trace has some.
   std::vector<size_t> copies;
   std::vector<int64_t> bytes;
@@ -109,21 +134,9 @@ TransformPlan PinnedCopies(const RankGraph& g) {
   }
   if (copies.empty()) return NoSaving(g, "no host-to-device copy from pageable memory in this trace: nothing to save");
   // The calls that enqueued them: their host slices shrink to a launch call's time and no longer wait.
-  std::unordered_map<const Event*, size_t> copy_of_call;
-  for (size_t k = 0; k < copies.size(); ++k) {
-    const DeviceWork& w = links.work[static_cast<size_t>(g.tasks()[copies[k]].work)];
-    if (w.call >= 0) copy_of_call[links.calls[static_cast<size_t>(w.call)].e] = k;
-  }
-  std::vector<int64_t> call_ns(copies.size(), 0);
-  std::vector<std::vector<size_t>> call_tasks(copies.size());
-  for (size_t i = 0; i < g.tasks().size(); ++i) {
-    const auto& t = g.tasks()[i];
-    if (t.kind == Kind::kDevice || t.frame < 0) continue;
-    const auto it = copy_of_call.find(g.frames()[static_cast<size_t>(t.frame)].op);
-    if (it == copy_of_call.end()) continue;
-    call_tasks[it->second].push_back(i);
-    call_ns[it->second] += t.dur;
-  }
+  const CallSlices calls = CallSlicesOf(g, copies);
+  const std::vector<int64_t>& call_ns = calls.ns;
+  const std::vector<std::vector<size_t>>& call_tasks = calls.tasks;
   const int64_t launch_ns = MedianLaunchCallNs(g);
   // Pinned bandwidth: the trace's own pinned copies (median), else PCIe 4 x16's ~24 GB/s achieved
   // (12, PCIe 3; 50, PCIe 5).

@@ -32,6 +32,18 @@ int64_t TraceSpan(const RankLinks& l) {
   return b > a ? b - a : 1;
 }
 
+// The rank's typical launch latency: the median delay from a launch to its work where the stream
+// was idle.
+int64_t TypicalLaunchLatency(const RankLinks& links) {
+  std::vector<int64_t> latencies;
+  for (const DeviceWork& w : links.work) {
+    if (w.call < 0) continue;
+    const int64_t launched = links.calls[w.call].e->ts_ns;
+    if ((w.prev < 0 || links.work[w.prev].end() < launched) && w.ts() >= launched) latencies.push_back(w.ts() - launched);
+  }
+  return Quantile(latencies, 0.5);
+}
+
 }  // namespace
 
 RankGraph::RankGraph(const profiler::Trace& trace, const RankLinks& links, std::vector<std::pair<int64_t, int64_t>> windows)
@@ -161,12 +173,8 @@ void RankGraph::AddDevice() {
 void RankGraph::AddEdges() {
   const auto n = static_cast<int32_t>(tasks_.size());
   // Host tasks are grouped by thread in time order, then the device work in RankLinks::work order.
-  int32_t first_device = n;
-  for (int32_t i = 0; i < n; ++i)
-    if (tasks_[i].kind == Kind::kDevice) {
-      first_device = i;
-      break;
-    }
+  const auto device = std::find_if(tasks_.begin(), tasks_.end(), [](const Task& t) { return t.kind == Kind::kDevice; });
+  const auto first_device = static_cast<int32_t>(device - tasks_.begin());
   std::vector<int32_t> work_task(links_.work.size(), -1);
   for (int32_t i = first_device; i < n; ++i) work_task[tasks_[i].work] = i;
   // Each thread's task range, to find the task running at an instant.
@@ -176,15 +184,7 @@ void RankGraph::AddEdges() {
   }
   const auto at = [&](uint32_t track, int64_t t) { return TaskAt(track, t); };
   const std::vector<int32_t>& call_task = call_task_;  // the launching call's first slice, per call
-  // The rank's typical launch latency: the median delay from a launch to its work where the stream
-  // was idle.
-  std::vector<int64_t> latencies;
-  for (const DeviceWork& w : links_.work) {
-    if (w.call < 0) continue;
-    const int64_t launched = links_.calls[w.call].e->ts_ns;
-    if ((w.prev < 0 || links_.work[w.prev].end() < launched) && w.ts() >= launched) latencies.push_back(w.ts() - launched);
-  }
-  const int64_t latency = Quantile(latencies, 0.5);
+  const int64_t latency = TypicalLaunchLatency(links_);
   ResolveReleases(work_task, first_device);
   // Edges, each with the ready time it had in the trace.
   struct Candidate {

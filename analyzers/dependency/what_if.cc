@@ -909,31 +909,13 @@ StatusOr<std::string> ResolveWhatIf(const std::string& name) {
                                    name, known));
 }
 
-void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps,
-                    const std::vector<std::string>& what_if, Report& report, size_t threads, size_t replayed_steps) {
-  const auto rank_of = [&](int32_t rank) {
-    if (rank >= 0 || links.ranks().empty()) return rank;
-    for (const StepRow& row : steps.steps) return row.rank;  // the first rank with steps
-    return links.ranks().front().rank;
-  };
-  // What to replay: each (rank, transform) the findings name, once (findings sharing a fix share its
-  // replay); then the graphs of those ranks and the replays, each on the threads there are.
-  std::map<std::pair<int32_t, std::string>, WhatIfResult> done;
-  std::map<int32_t, std::unique_ptr<RankGraph>> graphs;
+namespace {
+
+// Each rank's graph over its replayed steps (on the threads there are), its unchanged replay made
+// once before the predictions share it; returns each rank's mean measured step.
+std::map<int32_t, double> BuildGraphs(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps, size_t threads,
+                                      size_t replayed_steps, std::map<int32_t, std::unique_ptr<RankGraph>>& graphs) {
   std::map<int32_t, double> means;
-  for (const Finding& f : report.findings) {
-    const CatalogEntry* entry = FindCatalogEntry(f.id);
-    if (entry == nullptr || entry->transform[0] == '\0' || FindTransform(entry->transform) == nullptr) continue;
-    const int32_t rank = rank_of(f.rank);
-    if (links.Rank(rank) == nullptr) continue;
-    done.emplace(std::make_pair(rank, std::string(entry->transform)), WhatIfResult{});
-    graphs.emplace(rank, nullptr);
-  }
-  const int32_t asked_rank = rank_of(-1);
-  if (!what_if.empty() && links.Rank(asked_rank) != nullptr) graphs.emplace(asked_rank, nullptr);
-  // A set of ranks: every rank's graph, so that a rank's collectives can wait for the others'.
-  if (!graphs.empty() && links.ranks().size() > 1)
-    for (const RankLinks& l : links.ranks()) graphs.emplace(l.rank, nullptr);
   {
     std::vector<std::function<void()>> tasks;
     for (auto& [rank, graph] : graphs)
@@ -952,6 +934,36 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     means[rank] = graph->windows().empty() ? 0 : sum / static_cast<double>(graph->windows().size());
     graph->Unchanged();  // once, before the replays share it
   }
+  return means;
+}
+
+}  // namespace
+
+void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps,
+                    const std::vector<std::string>& what_if, Report& report, size_t threads, size_t replayed_steps) {
+  const auto rank_of = [&](int32_t rank) {
+    if (rank >= 0 || links.ranks().empty()) return rank;
+    for (const StepRow& row : steps.steps) return row.rank;  // the first rank with steps
+    return links.ranks().front().rank;
+  };
+  // What to replay: each (rank, transform) the findings name, once (findings sharing a fix share its
+  // replay); then the graphs of those ranks and the replays, each on the threads there are.
+  std::map<std::pair<int32_t, std::string>, WhatIfResult> done;
+  std::map<int32_t, std::unique_ptr<RankGraph>> graphs;
+  for (const Finding& f : report.findings) {
+    const CatalogEntry* entry = FindCatalogEntry(f.id);
+    if (entry == nullptr || entry->transform[0] == '\0' || FindTransform(entry->transform) == nullptr) continue;
+    const int32_t rank = rank_of(f.rank);
+    if (links.Rank(rank) == nullptr) continue;
+    done.emplace(std::make_pair(rank, std::string(entry->transform)), WhatIfResult{});
+    graphs.emplace(rank, nullptr);
+  }
+  const int32_t asked_rank = rank_of(-1);
+  if (!what_if.empty() && links.Rank(asked_rank) != nullptr) graphs.emplace(asked_rank, nullptr);
+  // A set of ranks: every rank's graph, so that a rank's collectives can wait for the others'.
+  if (!graphs.empty() && links.ranks().size() > 1)
+    for (const RankLinks& l : links.ranks()) graphs.emplace(l.rank, nullptr);
+  const std::map<int32_t, double> means = BuildGraphs(trace, links, steps, threads, replayed_steps, graphs);
   // The ranks with steps, coupled by their matched collectives (none matched: each rank alone).
   RankSet set;
   for (auto& [rank, graph] : graphs)
@@ -984,7 +996,7 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   const auto add = [&](const char* label, int32_t rank, const std::vector<std::string>& names) {
     const auto g = graphs.find(rank);
     if (g == graphs.end()) return;
-    WhatIfResult r = PredictWhatIf(*g->second, names, means[rank], coupled);
+    WhatIfResult r = PredictWhatIf(*g->second, names, means.at(rank), coupled);
     if (r.prediction.method.empty()) {
       r.prediction.method = "not predictable";
       r.prediction.assumptions = g->second->windows().empty() ? "no steps in this rank's trace: nothing to replay a step of"
