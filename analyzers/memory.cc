@@ -668,9 +668,14 @@ std::string BytesText(double b) {
   return fmt::format("{:.0f} B", b);
 }
 
-void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
-  const profiler::Trace& trace = ctx.trace;
-  std::map<std::pair<int32_t, std::string>, Series> series;  // (rank, device)
+namespace {
+
+using MemorySeries = std::map<std::pair<int32_t, std::string>, Series>;  // (rank, device)
+
+// The allocator's counters (torch.profiler's memory events, our collector's): per rank and device,
+// allocated and reserved samples, blocks, out-of-memory events.
+MemorySeries CollectCounters(const profiler::Trace& trace) {
+  MemorySeries series;
   for (const profiler::Counter& c : trace.counters) {
     const std::string_view name = trace.strings.Get(c.name);
     if (name.substr(0, profiler::kMemoryCounterPrefix.size()) != profiler::kMemoryCounterPrefix) continue;
@@ -701,9 +706,13 @@ void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
         break;
     }
   }
-  // The start-up hook's marks: the CUDA caching allocator's figures after each optimizer step (the
-  // device's samples), and a run that died of an out-of-memory error (our recorder sees no allocator
-  // event): one failure on its device, unless the trace has that device's own events.
+  return series;
+}
+
+// The start-up hook's marks: the CUDA caching allocator's figures after each optimizer step (the
+// device's samples), and a run that died of an out-of-memory error (our recorder sees no allocator
+// event): one failure on its device, unless the trace has that device's own events.
+void CollectMarks(const profiler::Trace& trace, MemorySeries& series) {
   for (uint32_t t = 0; t < trace.tracks.size(); ++t) {
     if (trace.tracks[t].kind != profiler::TrackKind::kCpuThread) continue;
     for (const profiler::Event& e : trace.TrackEvents(t)) {
@@ -735,6 +744,14 @@ void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
       s.oom_bytes = std::max(s.oom_bytes, mark->second);
     }
   }
+}
+
+}  // namespace
+
+void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
+  const profiler::Trace& trace = ctx.trace;
+  MemorySeries series = CollectCounters(trace);
+  CollectMarks(trace, series);
   const auto batch = series.empty() ? std::nullopt : SamplesPerStep(trace, ctx.steps);
   for (auto& [key, s] : series) {
     if (s.allocated.empty() && s.oom_events == 0) continue;
