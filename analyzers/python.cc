@@ -33,14 +33,47 @@ constexpr size_t kMaxUnit = 16;  // ops per iteration considered (TorchTidy: unb
 
 }  // namespace
 
+namespace {
+
+// The loops found on one rank: how many, their iterations, ops and time, the saving, and each
+// loop body's text ("3 x [aten::select, aten::mul_]") with its count.
+struct IndexingLoops {
+  int64_t runs = 0, iterations = 0, run_ops = 0, run_ns = 0, saving_ns = 0;
+  std::map<std::string, int64_t> units;
+};
+
+void FlagLoopIndexing(const AnalysisContext& ctx, int32_t rank, const IndexingLoops& loops, int64_t min_repeats, Report& out) {
+  const auto& [runs, iterations, run_ops, run_ns, saving_ns, units] = loops;
+  const StepBasis basis(ctx.steps, rank);
+  Finding f;
+  f.id = "python.loop_indexing";
+  f.rank = rank;
+  f.severity = Severity::kLow;
+  f.confidence = Confidence::kMedium;
+  f.title = fmt::format("A Python loop indexes tensors element by element ({:.1f} loops {}, {:.0f} iterations each)",
+                        basis.Per(runs), basis.unit(), static_cast<double>(iterations) / static_cast<double>(runs));
+  f.measured = static_cast<double>(iterations) / static_cast<double>(runs);
+  f.threshold = static_cast<double>(min_repeats);
+  f.measured_unit = "iterations per loop";
+  f.evidence = {{"loops", runs}, {"iterations", iterations}, {"ops", run_ops}, {"loop_ns", run_ns}};
+  for (const auto& [u, c] : units) f.examples.push_back(fmt::format("{:.1f} x {}: {}", basis.Per(c), basis.unit(), u));
+  SetSaving(f, basis, basis.Per(saving_ns), basis.Per(run_ns), "indexing-loop time");
+  f.examples.push_back("estimate: ops beyond one iteration x per-op overhead (10th percentile of their durations), "
+                       "at most the loop's time; the interpreter's share of the loop is not counted");
+  SetFix(f);
+  out.findings.push_back(std::move(f));
+}
+
+}  // namespace
+
 void AnalyzePython(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
   const profiler::StrId select = trace.strings.Find("aten::select");
   if (select == profiler::kNoStr) return;
   const auto min_repeats = static_cast<int64_t>(ctx.thresholds.Get("python.loop_indexing.min_repeats"));
   for (int32_t rank : trace.RankIds()) {
-    int64_t runs = 0, iterations = 0, run_ops = 0, run_ns = 0, saving_ns = 0;
-    std::map<std::string, int64_t> units;  // "aten::select, aten::mul_" -> runs
+    IndexingLoops loops;
+    auto& [runs, iterations, run_ops, run_ns, saving_ns, units] = loops;
     const StepWindows in_steps(ctx.steps, rank);
     // Step starts of this rank: a loop does not run across a step boundary.
     std::vector<int64_t> step_starts;
@@ -93,25 +126,7 @@ void AnalyzePython(const AnalysisContext& ctx, Report& out) {
         k += n_ops;
       }
     }
-    if (runs == 0) continue;
-    const StepBasis basis(ctx.steps, rank);
-    Finding f;
-    f.id = "python.loop_indexing";
-    f.rank = rank;
-    f.severity = Severity::kLow;
-    f.confidence = Confidence::kMedium;
-    f.title = fmt::format("A Python loop indexes tensors element by element ({:.1f} loops {}, {:.0f} iterations each)",
-                          basis.Per(runs), basis.unit(), static_cast<double>(iterations) / static_cast<double>(runs));
-    f.measured = static_cast<double>(iterations) / static_cast<double>(runs);
-    f.threshold = static_cast<double>(min_repeats);
-    f.measured_unit = "iterations per loop";
-    f.evidence = {{"loops", runs}, {"iterations", iterations}, {"ops", run_ops}, {"loop_ns", run_ns}};
-    for (const auto& [u, c] : units) f.examples.push_back(fmt::format("{:.1f} x {}: {}", basis.Per(c), basis.unit(), u));
-    SetSaving(f, basis, basis.Per(saving_ns), basis.Per(run_ns), "indexing-loop time");
-    f.examples.push_back("estimate: ops beyond one iteration x per-op overhead (10th percentile of their durations), "
-                         "at most the loop's time; the interpreter's share of the loop is not counted");
-    SetFix(f);
-    out.findings.push_back(std::move(f));
+    if (runs > 0) FlagLoopIndexing(ctx, rank, loops, min_repeats, out);
   }
 }
 
