@@ -250,6 +250,72 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
   for (const auto& n : r.notes) out << NotePrefix(md) << (md ? MarkdownText(n) : n) << "\n";
 }
 
+namespace {
+
+// One row of `fix --format json`: its findings and change, the estimate and the prediction, the
+// measurement and how the sequential design stopped it, memory, the trials.
+void WriteFixRowJson(JsonWriter& w, const FixRow& row) {
+  w.BeginObject();
+  w.Field("finding", row.findings.empty() ? std::string() : row.findings.front());
+  w.Key("findings");
+  w.BeginArray();
+  for (const auto& f : row.findings) w.String(f);
+  w.EndArray();
+  w.Field("knob", row.change);
+  w.Field("all", row.all);
+  if (!row.code.empty()) w.Field("code", row.code);
+  w.Field("method", row.paired ? "in-process paired" : "separate processes");
+  w.Field("estimated_saving_pct", row.estimated_saving_pct, 3);
+  if (row.predicted) {
+    w.Field("predicted_saving_pct", row.predicted_saving_pct, 3);
+    w.Field("predicted_low_pct", row.predicted_low_pct, 3);
+    w.Field("predicted_high_pct", row.predicted_high_pct, 3);
+    if (const auto c = experiments::CheckPrediction(row)) {
+      w.Field("prediction_inside", c->inside);
+      w.Field("prediction_close", c->close);
+    }
+  }
+  if (row.cmp.speedup > 0) w.Field("measured_saving_pct", SavingPct(row.cmp.speedup), 3);
+  WriteComparison(w, row.cmp);
+  w.Field("ci_level", row.level, 6);
+  if (row.stop != FixRow::Stop::kNotSequential) {
+    w.Field("stop", experiments::StopName(row.stop));
+    w.Field("stop_round", static_cast<int64_t>(row.stop_round));
+    if (row.stop == FixRow::Stop::kFutile) {
+      w.Field("conditional_power", row.conditional_power, 6);
+      w.Field("detectable_at_max_rounds", row.detectable_at_max, 6);
+    }
+  }
+  WriteMemory(w, row.memory);
+  w.Key("fixed_trials");
+  WriteArm(w, row.fixed);
+  w.EndObject();
+}
+
+// The sequential design of `fix --format json`: its spending, rounds and looks.
+void WriteSequentialJson(JsonWriter& w, const FixReport& r) {
+  w.Key("sequential");
+  w.BeginObject();
+  w.Field("spending", r.sequential.spending);
+  w.Field("alpha", r.sequential.alpha, 6);
+  w.Field("max_rounds", static_cast<int64_t>(r.sequential.max_rounds));
+  w.Field("rounds", static_cast<int64_t>(r.sequential.rounds));
+  w.Key("looks");
+  w.BeginArray();
+  for (const auto& l : r.sequential.looks) {
+    w.BeginObject();
+    w.Field("round", static_cast<int64_t>(l.round));
+    w.Field("information_fraction", l.t, 6);
+    w.Field("critical_z", std::isfinite(l.z) ? l.z : 99.0, 6);
+    w.Field("nominal_alpha", l.nominal_alpha, 8);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
+}  // namespace
+
 void WriteFixJson(const FixReport& r, std::ostream& out) {
   JsonWriter w(out, /*pretty=*/true);
   w.BeginObject();
@@ -266,64 +332,9 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
   WriteArm(w, r.baseline);
   w.Key("fixes");
   w.BeginArray();
-  for (const auto& row : r.rows) {
-    w.BeginObject();
-    w.Field("finding", row.findings.empty() ? std::string() : row.findings.front());
-    w.Key("findings");
-    w.BeginArray();
-    for (const auto& f : row.findings) w.String(f);
-    w.EndArray();
-    w.Field("knob", row.change);
-    w.Field("all", row.all);
-    if (!row.code.empty()) w.Field("code", row.code);
-    w.Field("method", row.paired ? "in-process paired" : "separate processes");
-    w.Field("estimated_saving_pct", row.estimated_saving_pct, 3);
-    if (row.predicted) {
-      w.Field("predicted_saving_pct", row.predicted_saving_pct, 3);
-      w.Field("predicted_low_pct", row.predicted_low_pct, 3);
-      w.Field("predicted_high_pct", row.predicted_high_pct, 3);
-      if (const auto c = experiments::CheckPrediction(row)) {
-        w.Field("prediction_inside", c->inside);
-        w.Field("prediction_close", c->close);
-      }
-    }
-    if (row.cmp.speedup > 0) w.Field("measured_saving_pct", SavingPct(row.cmp.speedup), 3);
-    WriteComparison(w, row.cmp);
-    w.Field("ci_level", row.level, 6);
-    if (row.stop != FixRow::Stop::kNotSequential) {
-      w.Field("stop", experiments::StopName(row.stop));
-      w.Field("stop_round", static_cast<int64_t>(row.stop_round));
-      if (row.stop == FixRow::Stop::kFutile) {
-        w.Field("conditional_power", row.conditional_power, 6);
-        w.Field("detectable_at_max_rounds", row.detectable_at_max, 6);
-      }
-    }
-    WriteMemory(w, row.memory);
-    w.Key("fixed_trials");
-    WriteArm(w, row.fixed);
-    w.EndObject();
-  }
+  for (const auto& row : r.rows) WriteFixRowJson(w, row);
   w.EndArray();
-  if (r.sequential.used) {
-    w.Key("sequential");
-    w.BeginObject();
-    w.Field("spending", r.sequential.spending);
-    w.Field("alpha", r.sequential.alpha, 6);
-    w.Field("max_rounds", static_cast<int64_t>(r.sequential.max_rounds));
-    w.Field("rounds", static_cast<int64_t>(r.sequential.rounds));
-    w.Key("looks");
-    w.BeginArray();
-    for (const auto& l : r.sequential.looks) {
-      w.BeginObject();
-      w.Field("round", static_cast<int64_t>(l.round));
-      w.Field("information_fraction", l.t, 6);
-      w.Field("critical_z", std::isfinite(l.z) ? l.z : 99.0, 6);
-      w.Field("nominal_alpha", l.nominal_alpha, 8);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.EndObject();
-  }
+  if (r.sequential.used) WriteSequentialJson(w, r);
   WriteMachineJson(w, r.machine);
   w.Key("notes");
   w.BeginArray();
