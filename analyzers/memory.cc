@@ -484,14 +484,16 @@ bool IsDeviceMallocOrFree(std::string_view name) {
 // to the driver; the next step pays cudaMalloc for them again. Seen as the call in most steps, or,
 // on a trace with profile_memory, as reserved memory falling inside most steps (then possibly the
 // allocator's own retries: the evidence says which was seen).
-void FlagEmptyCache(const AnalysisContext& ctx, int32_t rank, Report& out) {
-  const StepBasis basis(ctx.steps, rank);
-  if (!basis.has_steps()) return;  // a call outside a training loop is not this finding
-  const profiler::Trace& trace = ctx.trace;
-  const StepWindows windows(ctx.steps, rank);
+// The empty_cache calls in a rank's steps (one per call: our range inside the Python frame is the
+// same call), the steps with one, the user's line of each, and the device mallocs and frees there.
+struct EmptyCacheCalls {
   int64_t calls = 0, call_ns = 0, malloc_calls = 0, malloc_ns = 0;
   std::set<int64_t> steps_with_call;
   std::map<std::string, int64_t> sites;  // the user's line of each counted call (issue 49.12)
+};
+EmptyCacheCalls CountEmptyCache(const profiler::Trace& trace, int32_t rank, const StepWindows& windows) {
+  EmptyCacheCalls c;
+  auto& [calls, call_ns, malloc_calls, malloc_ns, steps_with_call, sites] = c;
   for (uint32_t t : TracksOf(trace, rank, profiler::TrackKind::kCpuThread)) {
     int64_t covered_until = INT64_MIN;  // our range inside the Python frame is one call
     CallSites frames(trace);
@@ -512,6 +514,16 @@ void FlagEmptyCache(const AnalysisContext& ctx, int32_t rank, Report& out) {
         ++sites[std::string(site)];
     }
   }
+  return c;
+}
+
+void FlagEmptyCache(const AnalysisContext& ctx, int32_t rank, Report& out) {
+  const StepBasis basis(ctx.steps, rank);
+  if (!basis.has_steps()) return;  // a call outside a training loop is not this finding
+  const profiler::Trace& trace = ctx.trace;
+  const StepWindows windows(ctx.steps, rank);
+  const EmptyCacheCalls counted = CountEmptyCache(trace, rank, windows);
+  const auto& [calls, call_ns, malloc_calls, malloc_ns, steps_with_call, sites] = counted;
   const DeviceMemory* released = nullptr;
   for (const DeviceMemory& m : out.metrics.memory)
     if (m.rank == rank && m.release_steps > 0 && (!released || m.release_steps > released->release_steps)) released = &m;
