@@ -247,6 +247,40 @@ struct Busy {
 // through at least half of it and ended within a tenth of the stretch before its end (the Python
 // return from `loss.backward()` into the next call, which the trace has no op for: 0.2-0.5 ms after
 // 5-7 ms of the autograd thread's work on an H200, issue 62).
+// The op of another thread whose end released a stretch [a, b) of an op's own time: the latest to
+// end in [b - tol, b] (tol: max(10 us, 2 % of the stretch), and after a) that was busy through half
+// of the stretch; else the latest such op within the fork-and-join tolerance (a tenth of the
+// stretch) of a thread idle before it. nullptr: none.
+using ThreadEnds = std::unordered_map<uint32_t, std::vector<std::pair<int64_t, const Event*>>>;
+std::pair<const Event*, uint32_t> ReleaserOf(uint32_t own_track, int64_t a, int64_t b, const ThreadEnds& ends,
+                                            const std::unordered_map<uint32_t, Busy>& busy) {
+  const int64_t len = b - a;
+  const int64_t tol = std::max<int64_t>(10'000, len / 50);
+  const int64_t fork_join_tol = std::max<int64_t>(tol, len / 10);
+  const Event* best = nullptr;
+  uint32_t best_track = 0;
+  bool best_tight = false;
+  for (const auto& [track, closed] : ends) {
+    if (track == own_track) continue;
+    auto it = std::upper_bound(closed.begin(), closed.end(), b,
+                               [](int64_t v, const std::pair<int64_t, const Event*>& x) { return v < x.first; });
+    if (it == closed.begin()) continue;
+    const auto& [end, op] = *std::prev(it);
+    if (end < b - fork_join_tol || end <= a) continue;
+    const Busy& bz = busy.at(track);
+    if (2 * bz.In(a, end) < end - a) continue;
+    const bool tight = end >= b - tol;
+    if (!tight && 10 * bz.In(a - len / 4, a) > len / 4) continue;  // not idle before: no fork
+    if (best == nullptr || tight > best_tight ||
+        (tight == best_tight && (end > best->end_ns() || (end == best->end_ns() && track < best_track)))) {
+      best = op;
+      best_track = track;
+      best_tight = tight;
+    }
+  }
+  return {best, best_track};
+}
+
 void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
   struct Stretch {
     const Event* op;
@@ -255,7 +289,7 @@ void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
   };
   std::vector<Stretch> stretches;
   // Per thread, its ops by end time: the call tree's walk closes them in that order.
-  std::unordered_map<uint32_t, std::vector<std::pair<int64_t, const Event*>>> ends;
+  ThreadEnds ends;
   std::unordered_map<uint32_t, Busy> busy;
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const auto& t = trace.tracks[ti];
@@ -295,32 +329,7 @@ void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
   for (auto& [track, bz] : busy) l.busy_spans[track] = bz.spans;
   if (busy.size() < 2) return;
   for (const Stretch& s : stretches) {
-    const int64_t len = s.b - s.a;
-    const int64_t tol = std::max<int64_t>(10'000, len / 50);
-    const int64_t fork_join_tol = std::max<int64_t>(tol, len / 10);
-    // The latest op of another thread to end in [b - tol, b] (and after a) that was busy through
-    // half of the stretch; else the latest such op within the fork-and-join tolerance.
-    const Event* best = nullptr;
-    uint32_t best_track = 0;
-    bool best_tight = false;
-    for (const auto& [track, closed] : ends) {
-      if (track == s.track) continue;
-      auto it = std::upper_bound(closed.begin(), closed.end(), s.b,
-                                 [](int64_t v, const std::pair<int64_t, const Event*>& x) { return v < x.first; });
-      if (it == closed.begin()) continue;
-      const auto& [end, op] = *std::prev(it);
-      if (end < s.b - fork_join_tol || end <= s.a) continue;
-      const Busy& bz = busy.at(track);
-      if (2 * bz.In(s.a, end) < end - s.a) continue;
-      const bool tight = end >= s.b - tol;
-      if (!tight && 10 * bz.In(s.a - len / 4, s.a) > len / 4) continue;  // not idle before: no fork
-      if (best == nullptr || tight > best_tight ||
-          (tight == best_tight && (end > best->end_ns() || (end == best->end_ns() && track < best_track)))) {
-        best = op;
-        best_track = track;
-        best_tight = tight;
-      }
-    }
+    const auto [best, best_track] = ReleaserOf(s.track, s.a, s.b, ends, busy);
     if (best == nullptr) continue;
     l.thread_waits.push_back({s.op, s.track, s.a, s.b, best, best_track, best->end_ns()});
   }
