@@ -82,6 +82,27 @@ std::string Shorten(std::string_view s, size_t n = 90) {
   return s.size() <= n ? std::string(s) : std::string(s.substr(0, n)) + "...";
 }
 
+// The four kernels of `kernels` with the most time, each with the CPU op that launched it (by
+// Kineto External id, the dependency model) and its module: "3 x sgemm_... <- aten::mm in Net.fc (1.20 ms)".
+std::vector<std::string> TopKernels(const AnalysisContext& ctx, int32_t rank, const std::vector<const Event*>& kernels) {
+  const Trace& trace = ctx.trace;
+  std::map<std::string, std::pair<int64_t, int64_t>> examples;  // kernel (op) -> (count, ns)
+  const RankLinks* links = ctx.links.Rank(rank);
+  for (const Event* e : kernels) {
+    const Event* op = links && e->external_id != profiler::kNoId ? links->OpByExternalId(e->external_id) : nullptr;
+    auto& slot = examples[op ? fmt::format("{} <- {}{}", Shorten(trace.Name(*e), 70), trace.Name(*op), InModule(ctx.modules.Of(*op)))
+                             : fmt::format("{} <- (no CPU op)", Shorten(trace.Name(*e), 70))];
+    ++slot.first;
+    slot.second += e->dur_ns;
+  }
+  std::vector<std::pair<int64_t, std::string>> ranked;
+  for (const auto& [k, v] : examples) ranked.push_back({-v.second, fmt::format("{} x {} ({:.2f} ms)", v.first, k, v.second / 1e6)});
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::string> out;
+  for (size_t k = 0; k < ranked.size() && k < 4; ++k) out.push_back(ranked[k].second);
+  return out;
+}
+
 void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const Trace& trace = ctx.trace;
   // Which devices of this rank are Ampere or newer.
@@ -95,7 +116,6 @@ void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
     }
   }
   int64_t kernel_ns = 0, kernels = 0, fp32_ns = 0, fp32_n = 0, fp32_conv_ns = 0, tf32_n = 0;
-  std::map<std::string, std::pair<int64_t, int64_t>> examples;  // kernel (op) -> (count, ns)
   std::vector<const Event*> fp32_kernels;
   const StepWindows in_steps(ctx.steps, rank);
   for (uint32_t ti : TracksOf(trace, rank, TrackKind::kGpuStream)) {
@@ -125,14 +145,6 @@ void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const double share_pct = 100.0 * static_cast<double>(fp32_ns) / static_cast<double>(kernel_ns);
   const double threshold = ctx.thresholds.Get("precision.fp32_matmul.kernel_share_pct");
   if (share_pct < threshold) return;
-  const RankLinks* links = ctx.links.Rank(rank);  // the CPU op by Kineto External id (the dependency model)
-  for (const Event* e : fp32_kernels) {
-    const Event* op = links && e->external_id != profiler::kNoId ? links->OpByExternalId(e->external_id) : nullptr;
-    auto& slot = examples[op ? fmt::format("{} <- {}{}", Shorten(trace.Name(*e), 70), trace.Name(*op), InModule(ctx.modules.Of(*op)))
-                             : fmt::format("{} <- (no CPU op)", Shorten(trace.Name(*e), 70))];
-    ++slot.first;
-    slot.second += e->dur_ns;
-  }
   const bool conv_only = fp32_conv_ns == fp32_ns;
   Finding f;
   f.id = "precision.fp32_matmul";
@@ -154,10 +166,7 @@ void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
                 {"gpu_kernels", kernels},
                 {"gpu_kernel_ns", kernel_ns},
                 {"architecture", arch_source}};
-  std::vector<std::pair<int64_t, std::string>> ranked;
-  for (const auto& [k, v] : examples) ranked.push_back({-v.second, fmt::format("{} x {} ({:.2f} ms)", v.first, k, v.second / 1e6)});
-  std::sort(ranked.begin(), ranked.end());
-  for (size_t k = 0; k < ranked.size() && k < 4; ++k) f.examples.push_back(ranked[k].second);
+  f.examples = TopKernels(ctx, rank, fp32_kernels);
   if (basis.has_steps()) {
     // These kernels' time x (1 - 1/2): at most the kernels' own time, and it shortens the step
     // only where the GPU is the bottleneck (gpu.idle says when it is not).
