@@ -375,8 +375,6 @@ void RankGraph::KahnOrder() {
     unordered_ = rest.size();
     order_.insert(order_.end(), rest.begin(), rest.end());
   }
-  position_.assign(order_.size(), 0);
-  for (size_t k = 0; k < order_.size(); ++k) position_[static_cast<size_t>(order_[k])] = static_cast<int32_t>(k);
 }
 
 const ReplayResult& RankGraph::Unchanged() const {

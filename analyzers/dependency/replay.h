@@ -124,7 +124,6 @@ class RankGraph {
   std::vector<int32_t> call_task_;  // per RankLinks::calls: its first slice (-1: none)
   std::vector<std::pair<int32_t, double>> boundaries_;  // per window start and end: (loop task, fraction)
   std::unordered_map<uint32_t, std::pair<int32_t, int32_t>> thread_range_;  // per host thread: its tasks [first, last)
-  std::vector<int32_t> position_;   // per node (2i start, 2i + 1 end): its place in order_
   friend class ReplayWalk;
 };
 

@@ -911,8 +911,8 @@ StatusOr<std::string> ResolveWhatIf(const std::string& name) {
 
 namespace {
 
-// Each rank's graph over its replayed steps (on the threads there are), its unchanged replay made
-// once before the predictions share it; returns each rank's mean measured step.
+// Each rank's graph over its replayed steps (on the threads there are); returns each rank's mean
+// measured step.
 std::map<int32_t, double> BuildGraphs(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps, size_t threads,
                                       size_t replayed_steps, std::map<int32_t, std::unique_ptr<RankGraph>>& graphs) {
   std::map<int32_t, double> means;
@@ -932,7 +932,6 @@ std::map<int32_t, double> BuildGraphs(const profiler::Trace& trace, const LinkIn
     double sum = 0;
     for (const auto& [a, b] : graph->windows()) sum += static_cast<double>(b - a);
     means[rank] = graph->windows().empty() ? 0 : sum / static_cast<double>(graph->windows().size());
-    graph->Unchanged();  // once, before the replays share it
   }
   return means;
 }
@@ -970,7 +969,11 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     if (!graph->windows().empty()) set.graphs.push_back(graph.get());
   if (set.graphs.size() >= 2) set.coupling = CoupleCollectives(set.graphs);
   const RankSet* coupled = set.coupling.empty() ? nullptr : &set;
-  if (coupled != nullptr) coupled->Unchanged();  // once, before the replays share it
+  // The unchanged replays, once, before the predictions share them: the set's together where it
+  // couples (each rank's own is then never read), else each rank's.
+  if (coupled != nullptr) coupled->Unchanged();
+  else
+    for (auto& [rank, graph] : graphs) graph->Unchanged();
   {
     std::vector<std::function<void()>> tasks;
     for (auto& [key, result] : done)
