@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
 #include <sstream>
+#include <thread>
 
 #include "report_helpers.h"
 #include "trainrx/analyzers/analysis.h"
@@ -149,6 +152,12 @@ TEST(MachineTest, LoadBetweenNeverGoesBelowZeroWhenAThreadEnds) {
 }
 
 TEST(MachineTest, ThisProcessReadsItsOwnFigures) {
+  // The kernel adds a running thread's time to schedstat at a tick or when the thread leaves the CPU:
+  // a test run alone in a process that just started can read 0. Run a while, then sleep once.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+  volatile uint64_t spin = 0;
+  while (std::chrono::steady_clock::now() < until) spin = spin + 1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
   const profiler::CpuWaitSample s = profiler::ReadCpuWait();
   if (!s.ok) GTEST_SKIP() << "no schedstat on this kernel";
   EXPECT_GT(s.run_ns, 0);
