@@ -104,6 +104,24 @@ inline GemmMath ClassifyGemmKernel(std::string_view name) {
   return GemmMath::kOther;
 }
 
+// A kernel inductor would fuse with its neighbours: elementwise, reduction, normalization and
+// indexing work (memory-bound), not a GEMM, convolution, attention or communication kernel.
+inline bool IsFusableKernel(std::string_view name) {
+  if (IsCommKernel(name) || ClassifyGemmKernel(name) != GemmMath::kNotGemm) return false;
+  const std::string n = Lowercase(name);
+  for (std::string_view no : {"flash", "fmha", "attention", "sdpa", "cutlass", "cudnn", "gemm", "conv", "triton"})
+    if (n.find(no) != std::string::npos) return false;
+  return true;
+}
+
+// A kernel over fp32 data by its template arguments ("<float>", "float, float"), not bf16 / half.
+inline bool IsFp32DataKernel(std::string_view name) {
+  const std::string n = Lowercase(name);
+  const bool half = n.find("bfloat16") != std::string::npos || n.find("half") != std::string::npos ||
+                    n.find("bf16") != std::string::npos || n.find("fp16") != std::string::npos;
+  return !half && n.find("float") != std::string::npos;
+}
+
 // A point-to-point transfer between ranks (pipeline stages): NCCL/RCCL "SendRecv", "Send" and
 // "Recv" kernels, Gloo's "gloo:send" / "gloo:recv" ranges.
 inline bool IsPointToPoint(std::string_view name) {

@@ -80,7 +80,7 @@ TransformPlan Tf32(const RankGraph& g) {
   int64_t fp32_ns = 0;
   for (size_t i = 0; i < g.tasks().size(); ++i) {
     const Event* w = WorkOf(g, g.tasks()[i]);
-    if (w != nullptr && w->kind == EventKind::kKernel && ClassifyGemmKernel(g.trace().Name(*w)) == GemmMath::kFp32) {
+    if (w != nullptr && w->kind == EventKind::kKernel && g.links().kernel_names->Gemm(w->name) == GemmMath::kFp32) {
       fp32.push_back(i);
       if (g.StepOf(static_cast<int32_t>(i)) >= 0) fp32_ns += g.tasks()[i].dur;
     }
@@ -267,24 +267,17 @@ TransformPlan CudaGraphs(const RankGraph& g) {
 // reduction kernels over fp32 data move half the bytes; each GEMM gets a cast of its inputs on the
 // host (autocast's _to_copy: one more launch).
 TransformPlan AmpBf16(const RankGraph& g) {
-  const auto& tr = g.trace();
+  const KernelNames& names = *g.links().kernel_names;
   std::vector<size_t> gemm_fp32, gemm_tf32, elementwise;
   for (size_t i = 0; i < g.tasks().size(); ++i) {
     const Event* w = WorkOf(g, g.tasks()[i]);
-    if (w == nullptr || w->kind != EventKind::kKernel) continue;
-    const std::string_view name = tr.Name(*w);
-    if (IsCommKernel(name)) continue;
-    switch (ClassifyGemmKernel(name)) {
+    if (w == nullptr || w->kind != EventKind::kKernel || names.Comm(w->name)) continue;
+    switch (names.Gemm(w->name)) {
       case GemmMath::kFp32: gemm_fp32.push_back(i); break;
       case GemmMath::kTf32: gemm_tf32.push_back(i); break;
-      case GemmMath::kNotGemm: {
-        // fp32 data by the kernel's template arguments ("<float>", "float, float"): not bf16/half.
-        const std::string n = Lowercase(name);
-        const bool half = n.find("bfloat16") != std::string::npos || n.find("half") != std::string::npos ||
-                          n.find("bf16") != std::string::npos || n.find("fp16") != std::string::npos;
-        if (!half && n.find("float") != std::string::npos) elementwise.push_back(i);
+      case GemmMath::kNotGemm:
+        if (names.Fp32Data(w->name)) elementwise.push_back(i);  // fp32 data by its template arguments
         break;
-      }
       default: break;
     }
   }
@@ -299,7 +292,7 @@ TransformPlan AmpBf16(const RankGraph& g) {
                        "in 16-bit?): nothing to save");
   double bf16 = 312, fp32 = 19.5, tf32 = 156;  // the A100's dense peaks
   std::string source = "the A100's datasheet (the trace names no device the table has)";
-  if (const auto peak = PeakOfRank(tr, g.links().rank); peak && peak->bf16 > 0 && peak->fp32 > 0 && peak->tf32 > 0) {
+  if (const auto peak = PeakOfRank(g.trace(), g.links().rank); peak && peak->bf16 > 0 && peak->fp32 > 0 && peak->tf32 > 0) {
     bf16 = peak->bf16, fp32 = peak->fp32, tf32 = peak->tf32;
     source = fmt::format("the {}'s dense peaks", peak->model);
   }
@@ -342,33 +335,10 @@ TransformPlan AmpBf16(const RankGraph& g) {
   return p;
 }
 
-namespace {
-
-// A kernel inductor would fuse with its neighbours: elementwise, reduction, normalization and
-// indexing work (memory-bound), not a GEMM, convolution, attention or communication kernel.
-bool IsFusable(std::string_view name) {
-  if (IsCommKernel(name) || ClassifyGemmKernel(name) != GemmMath::kNotGemm) return false;
-  const std::string n = Lowercase(name);
-  for (std::string_view no : {"flash", "fmha", "attention", "sdpa", "cutlass", "cudnn", "gemm", "conv", "triton"})
-    if (n.find(no) != std::string::npos) return false;
-  return true;
-}
-
-}  // namespace
-
 // Runs of fusable kernels: per stream, consecutive fusable kernels of one step launched from one
 // thread, two or more.
 std::vector<std::vector<size_t>> FusableRuns(const RankGraph& g) {
-  const auto& tr = g.trace();
   const auto& links = g.links();
-  // Each kernel name classified once (lower-casing every kernel's name on every rank was the what-if's
-  // largest cost on the 8-rank DLRM set).
-  std::vector<int8_t> by_name(tr.strings.size(), -1);
-  const auto fusable_name = [&](profiler::StrId id) {
-    if (id >= by_name.size()) return IsFusable(tr.strings.Get(id));
-    if (by_name[id] < 0) by_name[id] = IsFusable(tr.strings.Get(id)) ? 1 : 0;
-    return by_name[id] == 1;
-  };
   std::vector<std::vector<size_t>> runs;
   std::vector<size_t> run;
   int64_t run_stream = -1;
@@ -386,7 +356,7 @@ std::vector<std::vector<size_t>> FusableRuns(const RankGraph& g) {
     const HostCall* c = links.CallOf(dw);
     const int32_t step = g.StepOf(static_cast<int32_t>(i));
     const bool fusable = w->kind == EventKind::kKernel && step >= 0 && c != nullptr && c->kind == CallKind::kLaunch &&
-                         fusable_name(w->name);
+                         links.kernel_names->Fusable(w->name);
     if (!fusable || dw.stream != run_stream || step != run_step || c->track != run_thread) close();
     if (!fusable) continue;
     run_stream = dw.stream, run_step = step, run_thread = c->track;

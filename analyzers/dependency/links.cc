@@ -340,14 +340,27 @@ void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
 
 }  // namespace
 
+void KernelNames::Classify(profiler::StrId id, std::string_view name) {
+  if (id >= bits_.size() || (bits_[id] & kDone) != 0) return;
+  uint8_t b = kDone | static_cast<uint8_t>(ClassifyGemmKernel(name));
+  if (IsCommKernel(name)) b |= kComm;
+  if (IsFusableKernel(name)) b |= kFusable;
+  if (IsFp32DataKernel(name)) b |= kFp32Data;
+  bits_[id] = b;
+}
+
 LinkIndex::LinkIndex(const Trace& trace) {
   std::vector<CallKind> kinds(trace.strings.size());
   for (profiler::StrId id = 0; id < kinds.size(); ++id) kinds[id] = CallKindOf(trace.strings.Get(id));
+  auto names = std::make_shared<KernelNames>(trace.strings.size());
   for (int32_t rank : trace.RankIds()) {
     ranks_.emplace_back();
     BuildRank(trace, rank, kinds, ranks_.back());
     BuildThreadWaits(trace, rank, ranks_.back());
+    for (const DeviceWork& w : ranks_.back().work)
+      if (w.e->kind == EventKind::kKernel) names->Classify(w.e->name, trace.Name(*w.e));
   }
+  for (RankLinks& r : ranks_) r.kernel_names = names;
 }
 
 const RankLinks* LinkIndex::Rank(int32_t rank) const {

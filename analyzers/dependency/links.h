@@ -30,11 +30,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "runtime_names.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::analyzers {
@@ -94,8 +96,28 @@ struct ThreadWait {
 // Thresholds of the thread-wait rule (links.cc): a stretch shorter than this is not looked at.
 inline constexpr int64_t kThreadWaitMinNs = 50'000;
 
+// What a kernel's name says it is (runtime_names.h), per string of the trace, classified once for
+// all its ranks when the links are built (the what-if's transforms ask of every kernel of every rank
+// of a set; lower-casing each name there was the what-if's largest cost on the 8-rank DLRM set).
+class KernelNames {
+ public:
+  KernelNames() = default;
+  explicit KernelNames(size_t strings) : bits_(strings, 0) {}
+  void Classify(profiler::StrId id, std::string_view name);
+  GemmMath Gemm(profiler::StrId id) const { return static_cast<GemmMath>(At(id) & 3); }
+  bool Comm(profiler::StrId id) const { return (At(id) & kComm) != 0; }
+  bool Fusable(profiler::StrId id) const { return (At(id) & kFusable) != 0; }
+  bool Fp32Data(profiler::StrId id) const { return (At(id) & kFp32Data) != 0; }
+
+ private:
+  static constexpr uint8_t kComm = 4, kFusable = 8, kFp32Data = 16, kDone = 128;
+  uint8_t At(profiler::StrId id) const { return id < bits_.size() ? bits_[id] : 0; }
+  std::vector<uint8_t> bits_;
+};
+
 struct RankLinks {
   int32_t rank = 0;
+  std::shared_ptr<const KernelNames> kernel_names;  // shared by the trace's ranks (never null once built)
   std::vector<DeviceWork> work;     // grouped by stream (track), in time order inside each
   std::vector<std::pair<int64_t, int32_t>> by_end;  // (end, index in `work`), sorted
   std::vector<HostCall> calls;      // grouped by thread, in time order inside each

@@ -565,7 +565,7 @@ Coupling CoupleCollectives(const std::vector<const RankGraph*>& graphs) {
       const Event* e = nullptr;
       if (t.kind == RankGraph::Kind::kDevice && t.work >= 0) {
         e = g.links().work[static_cast<size_t>(t.work)].e;
-        if (e->kind != EventKind::kKernel || !IsCommKernel(tr.Name(*e))) e = nullptr;
+        if (e->kind != EventKind::kKernel || !g.links().kernel_names->Comm(e->name)) e = nullptr;
       } else if (t.kind == RankGraph::Kind::kHost && t.frame >= 0) {
         e = g.frames()[static_cast<size_t>(t.frame)].op;
         if (tr.Name(*e).substr(0, 5) != "gloo:" || t.ts != e->ts_ns || t.dur != e->dur_ns) e = nullptr;
