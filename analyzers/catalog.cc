@@ -110,7 +110,7 @@ std::vector<CatalogEntry> DistEntries() {
          "All-reduce once per k micro-batches (accumulate locally), or a larger batch per rank; on one machine, fewer "
          "ranks with more intra-op threads each (at::set_num_threads).",
          ""}},
-       "", "", "", kFindings},
+       "", "", "", kFindings, "comm_overlap"},
       {"dist.data_parallel", "dist", "torch.nn.DataParallel replicates the model over 2+ GPUs at every step",
        {{"",
          "Use DistributedDataParallel, one process per GPU: `torchrun --nproc-per-node=<GPUs> train.py` with "

@@ -45,4 +45,11 @@ class ConfigView {
   bool from_collector_ = false;
 };
 
+// Whether the CPUs of a machine are all taken by the compute threads of its local ranks and one
+// communication thread each (local ranks x (intra-op threads + 1) > CPUs allowed; false when a
+// figure is unknown, 0): Gloo's own thread then has no core to overlap the compute on.
+inline bool NoFreeCore(double cpu_count, double intra_op_threads, double local_ranks) {
+  return cpu_count > 0 && intra_op_threads > 0 && local_ranks * (intra_op_threads + 1) > cpu_count;
+}
+
 }  // namespace trainrx::analyzers

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "collectives.h"
+#include "config_view.h"
 #include "trainrx/analyzers/cross_rank.h"
 #include "families.h"
 #include "intervals.h"
@@ -38,23 +39,21 @@ using profiler::TrackKind;
 // Whether the CPUs of a rank's machine are all taken by the compute threads of its local ranks
 // and one communication thread each (local ranks x (intra-op threads + 1) > CPUs allowed, from
 // our collector's block; false when the trace does not say).
-bool NoFreeCore(const RankSide& side) {
-  return side.cpu_count > 0 && side.intra_op_threads > 0 && side.local_ranks * (side.intra_op_threads + 1) > side.cpu_count;
-}
+bool SideHasNoFreeCore(const RankSide& side) { return NoFreeCore(side.cpu_count, side.intra_op_threads, side.local_ranks); }
 
 // What a rank communicates and computes: its collectives (GPU communication kernels when it has
 // any, else Gloo's CPU ranges) and the compute that can hide them (the other kernels on its GPU
 // streams; or its CPU ops, less c10d's own and those inside a Gloo range).
 struct RankComm {
   bool gpu = false;
-  bool no_free_core = false;  // NoFreeCore of its machine
+  bool no_free_core = false;  // SideHasNoFreeCore of its machine
   std::vector<Collective> coll;
   std::vector<Interval> comm, compute;  // merged
 };
 RankComm CommOf(const Trace& trace, int32_t rank, const RankSide& side) {
   RankComm rc;
   rc.gpu = !side.gpu.empty();
-  rc.no_free_core = NoFreeCore(side);
+  rc.no_free_core = SideHasNoFreeCore(side);
   rc.coll = side.Compared();
   if (rc.coll.empty()) return rc;
   for (const auto& c : rc.coll) rc.comm.push_back({c.ts_ns, c.ts_ns + c.dur_ns});
@@ -548,7 +547,7 @@ void AnalyzeStraggler(const std::vector<RankSide>& sides, const Thresholds& thre
   // Ranks sharing CPUs with none free: the scheduler alone can make a rank late (measured here:
   // a clean 2-rank run on 2 cores had one rank 26 % late). Said first, with the fix for it,
   // unless uneven inputs already explain the lateness.
-  st.no_free_core = NoFreeCore(slow);
+  st.no_free_core = SideHasNoFreeCore(slow);
   st.contention = st.no_free_core && !uneven;
   out.findings.push_back(StragglerFinding(st, arrivals, ranks, basis, thresholds));
 }

@@ -281,6 +281,26 @@ std::pair<const Event*, uint32_t> ReleaserOf(uint32_t own_track, int64_t a, int6
   return {best, best_track};
 }
 
+// Two ops on two threads that end together each look released by the other (the loop's c10d::wait
+// and the Gloo range it waits for, ending at one instant): a cycle no replay can order. The one that
+// started later waited for the one already running (the wait is issued after the work); started
+// together, neither is said to wait.
+void DropMutualWaits(std::vector<ThreadWait>& waits) {
+  std::unordered_map<const Event*, size_t> by_op;
+  for (size_t i = 0; i < waits.size(); ++i) by_op.emplace(waits[i].op, i);
+  std::vector<uint8_t> drop(waits.size(), 0);
+  for (size_t i = 0; i < waits.size(); ++i) {
+    const auto other = by_op.find(waits[i].releaser);
+    if (other == by_op.end() || waits[other->second].releaser != waits[i].op) continue;
+    const ThreadWait& o = waits[other->second];
+    if (waits[i].start_ns <= o.start_ns) drop[i] = 1;  // it started first: it was not the one waiting
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < waits.size(); ++i)
+    if (!drop[i]) waits[kept++] = waits[i];
+  waits.resize(kept);
+}
+
 void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
   struct Stretch {
     const Event* op;
@@ -333,6 +353,7 @@ void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
     if (best == nullptr) continue;
     l.thread_waits.push_back({s.op, s.track, s.a, s.b, best, best_track, best->end_ns()});
   }
+  DropMutualWaits(l.thread_waits);
   std::sort(l.thread_waits.begin(), l.thread_waits.end(), [](const ThreadWait& x, const ThreadWait& y) {
     return std::tie(x.track, x.start_ns) < std::tie(y.track, y.start_ns);
   });

@@ -549,32 +549,34 @@ ReplayResult Replay(const RankGraph& g, const Edits& edits) {
   return walk.Result(0);
 }
 
+std::vector<std::pair<const Event*, int32_t>> CollectiveTasks(const RankGraph& g) {
+  const auto& tr = g.trace();
+  std::vector<std::pair<const Event*, int32_t>> found;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const RankGraph::Task& t = g.tasks()[i];
+    const Event* e = nullptr;
+    if (t.kind == RankGraph::Kind::kDevice && t.work >= 0) {
+      e = g.links().work[static_cast<size_t>(t.work)].e;
+      if (e->kind != EventKind::kKernel || !g.links().kernel_names->Comm(e->name)) e = nullptr;
+    } else if (t.kind == RankGraph::Kind::kHost && t.frame >= 0) {
+      e = g.frames()[static_cast<size_t>(t.frame)].op;
+      if (tr.Name(*e).substr(0, 5) != "gloo:" || t.ts != e->ts_ns || t.dur != e->dur_ns) e = nullptr;
+    }
+    if (e != nullptr && e->dur_ns > 0) found.push_back({e, static_cast<int32_t>(i)});
+  }
+  std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first->ts_ns < b.first->ts_ns; });
+  return found;
+}
+
 Coupling CoupleCollectives(const std::vector<const RankGraph*>& graphs) {
   Coupling c;
   if (graphs.size() < 2) return c;
-  // Per graph: its collectives (communication kernels; Gloo's ranges held whole by one task), as
-  // measured, in time order, and their tasks.
+  // Per graph: its collectives, as measured, in time order, and their tasks.
   std::vector<std::vector<Collective>> lists(graphs.size());
   std::vector<std::vector<int32_t>> task_of(graphs.size());
   for (size_t r = 0; r < graphs.size(); ++r) {
-    const RankGraph& g = *graphs[r];
-    const auto& tr = g.trace();
-    std::vector<std::pair<const Event*, int32_t>> found;
-    for (size_t i = 0; i < g.tasks().size(); ++i) {
-      const RankGraph::Task& t = g.tasks()[i];
-      const Event* e = nullptr;
-      if (t.kind == RankGraph::Kind::kDevice && t.work >= 0) {
-        e = g.links().work[static_cast<size_t>(t.work)].e;
-        if (e->kind != EventKind::kKernel || !g.links().kernel_names->Comm(e->name)) e = nullptr;
-      } else if (t.kind == RankGraph::Kind::kHost && t.frame >= 0) {
-        e = g.frames()[static_cast<size_t>(t.frame)].op;
-        if (tr.Name(*e).substr(0, 5) != "gloo:" || t.ts != e->ts_ns || t.dur != e->dur_ns) e = nullptr;
-      }
-      if (e != nullptr && e->dur_ns > 0) found.push_back({e, static_cast<int32_t>(i)});
-    }
-    std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first->ts_ns < b.first->ts_ns; });
-    for (const auto& [e, i] : found) {
-      lists[r].push_back({tr.Name(*e), e->ts_ns, e->dur_ns, true});
+    for (const auto& [e, i] : CollectiveTasks(*graphs[r])) {
+      lists[r].push_back({graphs[r]->trace().Name(*e), e->ts_ns, e->dur_ns, true});
       task_of[r].push_back(i);
     }
   }

@@ -148,6 +148,10 @@ struct ReplayResult {
 };
 ReplayResult Replay(const RankGraph& graph, const Edits& edits);
 
+// A graph's collectives as tasks, in time order: communication kernels, and Gloo's ranges
+// ("gloo:all_reduce") held whole by one host task.
+std::vector<std::pair<const profiler::Event*, int32_t>> CollectiveTasks(const RankGraph& g);
+
 // Collectives matched across the graphs of a set's ranks (the k-th of a name on each: GPU
 // communication kernels, Gloo's ranges), as tasks of each graph. In a joint replay a collective ends
 // on every rank when the last rank has arrived plus its transfer time: the shortest measured

@@ -635,7 +635,7 @@ const std::vector<Named>& Transforms() {
       {"cudnn_benchmark", &CudnnBenchmark},   {"eval_no_grad", &EvalNoGrad},        {"drop_bias", &DropBias},
       {"profiler_off", &ProfilerOff},
       {"tf32", &Tf32},                        {"pinned_copies", &PinnedCopies},     {"cuda_graphs", &CudaGraphs},
-      {"amp_bf16", &AmpBf16},                 {"compile_fusion", &CompileFusion},
+      {"amp_bf16", &AmpBf16},                 {"compile_fusion", &CompileFusion}, {"comm_overlap", &CommOverlap},
   };
   return k;
 }

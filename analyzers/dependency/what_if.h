@@ -41,6 +41,8 @@ TransformPlan PinnedCopies(const RankGraph& graph);
 TransformPlan CudaGraphs(const RankGraph& graph);
 TransformPlan AmpBf16(const RankGraph& graph);
 TransformPlan CompileFusion(const RankGraph& graph);
+// dist_transforms.cc: DDP's all-reduce overlapped with backward (dist.comm_overlap).
+TransformPlan CommOverlap(const RankGraph& graph);
 
 // nullptr for a name no transform has.
 TransformFn FindTransform(std::string_view name);
