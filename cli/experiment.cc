@@ -17,7 +17,7 @@ namespace {
 // then renders its record in the chosen format.
 template <typename Record, typename Plan>
 int RunAndRender(const ExperimentOptions& o, Plan plan, void (*write)(const std::string&, const Record&, std::ostream&)) {
-  const auto launcher = experiments::MakeProcessLauncher(ExeDir(), experiments::LauncherOptionsOf(o.plan));
+  const auto launcher = TrialLauncher(experiments::LauncherOptionsOf(o.plan));
   reports::TerminalProgress progress;
   Record record;
   const Status status = plan(*launcher, progress, &record);

@@ -25,7 +25,7 @@ int GateRecordBaseline(GateOptions o) {
   if (Status st = experiments::PrepareBaselineFile(o.output); !st.ok()) return Fail(st);
   o.run.spec = Join(o.spec);
   if (o.keep_trace) o.run.keep_trace = experiments::BaselineTracePath(o.output);
-  const auto launcher = experiments::MakeProcessLauncher(ExeDir());
+  const auto launcher = TrialLauncher();
   reports::TerminalProgress progress;
   experiments::Baseline b;
   const Status recorded = experiments::RecordBaseline(o.run, *launcher, progress, &b);
@@ -50,7 +50,7 @@ int GateCheck(GateOptions o) {
   } else {
     if (o.spec.empty()) return Fail("gate check", "expected a SPEC after -- or --current FILE");
     o.run.spec = Join(o.spec);
-    const auto launcher = experiments::MakeProcessLauncher(ExeDir());
+    const auto launcher = TrialLauncher();
     reports::TerminalProgress progress;
     const Status checked = experiments::CheckGate(base, o.baseline, o.run, *launcher, progress, &report);
     progress.Clear();
@@ -69,7 +69,7 @@ int GateCheck(GateOptions o) {
 int GateSelfTest(GateOptions o) {
   if (o.spec.empty()) return Fail("gate self-test", "expected a workload SPEC after --, e.g. -- cnn");
   o.run.spec = Join(o.spec);
-  const auto launcher = experiments::MakeProcessLauncher(ExeDir());
+  const auto launcher = TrialLauncher();
   reports::TerminalProgress progress;
   experiments::SelfTestReport r;
   // Other rules judged on the same samples, side by side: what a stricter gate would have said.

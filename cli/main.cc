@@ -295,9 +295,7 @@ void AddAnalysisCommands(CLI::App& app, Args& a, Commands& c) {
 
 void AddRecordCommands(CLI::App& app, Args& a, Commands& c) {
   auto& r = a.record;
-  r.torch_lib = TRAINRX_PROBE_TORCH_LIB;
-  r.torch_version = TRAINRX_PROBE_TORCH_VERSION;
-  r.source_dir = TRAINRX_SOURCE_DIR;
+  r = cli::RecordDefaults();
   c.record = app.add_subcommand(
       "record", "Run a command with the probes attached (no code change) and write a Kineto-compatible trace");
   c.record->add_option("-o,--output", r.output, "trace file to write (.json or .json.gz)");

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/batch.h"
@@ -19,6 +20,7 @@
 #include "trainrx/experiments/launcher.h"
 #include "trainrx/experiments/process.h"
 #include "trainrx/experiments/ranks.h"
+#include "trainrx/experiments/record.h"
 #include "trainrx/experiments/run_result.h"
 #include "trainrx/experiments/stats.h"
 #include "trainrx/profiler/kineto_reader.h"
@@ -124,7 +126,8 @@ class ProcessLauncher : public Launcher {
       : bin_dir_(std::move(bin_dir)),
         memory_cap_(o.memory_cap_bytes),
         stop_after_steps_(o.trial_steps),
-        analysis_steps_(o.analysis_steps) {
+        analysis_steps_(o.analysis_steps),
+        record_(o.record) {
     dir_ = fs::temp_directory_path() / fmt::format("trainrx-exp-{}", getpid());
     std::error_code ec;
     fs::create_directories(dir_, ec);
@@ -196,7 +199,7 @@ class ProcessLauncher : public Launcher {
   StatusOr<CommandResult> Command(const std::string& cmd, const std::vector<std::string>& fixes) override {
     std::vector<std::string> traces;
     CommandResult result;
-    if (Status st = Record(cmd, fixes, "cmd", &traces, &result.seconds); !st.ok()) {
+    if (Status st = Record(cmd, fixes, "cmd", stop_after_steps_, &traces, &result.seconds); !st.ok()) {
       TrialResult oom;
       if (!OutOfMemoryResult(dir_ / "cmd.log", &oom)) return st;
       result.out_of_memory = true, result.oom_request_bytes = oom.oom_request_bytes, result.oom_message = oom.oom_message;
@@ -249,21 +252,26 @@ class ProcessLauncher : public Launcher {
     const fs::path result = dir_ / "alt.steps.json";
     std::error_code ec;
     fs::remove(result, ec);
-    ProcessSpec p = RecordProcess(cmd, "alt", {"--steps", std::to_string(kCommandAltWarmup)});
+    RecordOptions o;
+    StatusOr<RecordLaunch> launch = PrepareRecordOf(cmd, "alt", std::to_string(kCommandAltWarmup), &o);
+    if (!launch.ok()) return launch.status();
     const std::string joined = Joined(fixes);
-    p.env = {{env::kFix, "", EnvChange::kUnset},
-             {env::kModules, "0", EnvChange::kSet},
-             {env::kMarks, "0", EnvChange::kSet},
-             {env::kAltFix, joined, EnvChange::kSet},
-             {env::kAltResult, result.string(), EnvChange::kSet},
-             {env::kAltWarmup, std::to_string(kCommandAltWarmup), EnvChange::kSet},
-             {env::kAltSteps, std::to_string(kAltMinTimedSteps), EnvChange::kSet}};
+    std::vector<EnvChange>& env = launch->process.env;
+    env.insert(env.end(), {{env::kFix, "", EnvChange::kUnset},
+                           {env::kModules, "0", EnvChange::kSet},
+                           {env::kMarks, "0", EnvChange::kSet},
+                           {env::kAltFix, joined, EnvChange::kSet},
+                           {env::kAltResult, result.string(), EnvChange::kSet},
+                           {env::kAltWarmup, std::to_string(kCommandAltWarmup), EnvChange::kSet},
+                           {env::kAltSteps, std::to_string(kAltMinTimedSteps), EnvChange::kSet}});
     const auto t0 = Clock::now();
-    const StatusOr<int> run = RunProcess(p);
+    std::vector<std::string> traces;
+    const StatusOr<int> run = RunRecord(o, *launch, &traces);
     out->seconds += Since(t0);
     if (!run.ok()) return run.status();
     if (const int rc = *run; rc != 0)
-      return Status::Error(fmt::format("`{}` (switching {} in-process): exited with {}: {}", cmd, joined, rc, LogTail(p.log)));
+      return Status::Error(fmt::format("`{}` (switching {} in-process): exited with {}: {}", cmd, joined, rc,
+                                       LogTail(launch->process.log)));
     simdjson::padded_string text;
     if (simdjson::padded_string::load(result.string()).get(text) != simdjson::SUCCESS) {
       out->unpaired = "no step was switched: the command's own process ran no torch.optim step (a shell or launcher "
@@ -281,7 +289,7 @@ class ProcessLauncher : public Launcher {
       if (Status st = ParseSpec(what, &s); !st.ok()) return st;
     double seconds = 0;
     const StatusOr<std::vector<std::string>> traces =
-        command ? RecordSome(what, name, &seconds) : TraceWorkload(s, name);
+        command ? RecordSome(what, name, 0, &seconds) : TraceWorkload(s, name);
     if (!traces.ok()) return traces.status();
     sets::SetAnalysis out;
     if (Status st = sets::AnalyzeSet(*traces, {}, &out); !st.ok()) return st;
@@ -290,7 +298,7 @@ class ProcessLauncher : public Launcher {
 
   Status AnalyzeCommand(const std::string& cmd, analyzers::Report* report, double* seconds) override {
     analysis_stopped_ = false;
-    StatusOr<std::vector<std::string>> traces = RecordSome(cmd, "analysis", seconds);
+    StatusOr<std::vector<std::string>> traces = RecordSome(cmd, "analysis", analysis_steps_, seconds);
     if (!traces.ok()) return traces.status();
     // The start-up hook says so when it ends the run at its step limit (probes/python/sitecustomize.py).
     analysis_stopped_ = analysis_steps_ > 0 &&
@@ -325,10 +333,11 @@ class ProcessLauncher : public Launcher {
     return traces;
   }
 
-  // A command under `trainrx record` that must leave a trace (AnalyzeCommand, TracedRun).
-  StatusOr<std::vector<std::string>> RecordSome(const std::string& cmd, const std::string& name, double* seconds) {
+  // A command recorded that must leave a trace (AnalyzeCommand, TracedRun).
+  StatusOr<std::vector<std::string>> RecordSome(const std::string& cmd, const std::string& name, int64_t stop,
+                                                double* seconds) {
     std::vector<std::string> traces;
-    if (Status st = Record(cmd, {}, name, &traces, seconds); !st.ok()) return st;
+    if (Status st = Record(cmd, {}, name, stop, &traces, seconds); !st.ok()) return st;
     if (traces.empty())
       return Status::Error(fmt::format("`{}`: wrote no trace: it never loaded torch (see `trainrx record`)", cmd));
     return traces;
@@ -347,47 +356,60 @@ class ProcessLauncher : public Launcher {
     return true;
   }
 
-  // The command under `trainrx record -o <name>.json`, run directly (split into words as a shell
-  // would) unless it needs a shell (pipes, redirections, `;`, `&&`, variables): then under
-  // /bin/sh -c. Either way *traces are this launch's traces of every process that loaded torch:
-  // a shell or launcher between writes none.
-  Status Record(const std::string& cmd, const std::vector<std::string>& fixes, const std::string& name,
+  // The command recorded as `trainrx record -o <name>.json` records it (the library's PrepareRecord
+  // and FinishRecord: no CLI between), run directly (split into words as a shell would) unless it
+  // needs a shell (pipes, redirections, `;`, `&&`, variables): then under /bin/sh -c. Either way
+  // *traces are this launch's traces of every process that loaded torch: a shell or launcher
+  // between writes none. `stop` > 0: the run ends after that many steps (TRAINRX_STOP_AFTER_STEPS,
+  // unless the user set it: 0 there means whole runs).
+  Status Record(const std::string& cmd, const std::vector<std::string>& fixes, const std::string& name, int64_t stop,
                 std::vector<std::string>* traces, double* seconds) {
-    const std::string trace = (dir_ / (name + ".json")).string(), log = (dir_ / (name + ".log")).string();
-    ProcessSpec p = RecordProcess(cmd, name, {});
+    RecordOptions o;
+    StatusOr<RecordLaunch> launch = PrepareRecordOf(cmd, name, "", &o);
+    if (!launch.ok()) return launch.status();
     const std::string joined = Joined(fixes);
-    p.env.push_back({env::kFix, joined, joined.empty() ? EnvChange::kUnset : EnvChange::kSet});
-    // Timed trials end after their steps; the analysis run after its (longer) limit, so a script
-    // with no step limit of its own is analyzed in minutes; the explaining runs of `ab` see the
-    // whole program. The user's own TRAINRX_STOP_AFTER_STEPS (0: whole runs) wins.
-    const int64_t stop = name == "cmd" ? stop_after_steps_ : name == "analysis" ? analysis_steps_ : 0;
-    if (stop > 0) p.env.push_back({env::kStopAfterSteps, std::to_string(stop), EnvChange::kSetIfUnset});
-    const auto started = fs::file_time_type::clock::now();
+    if (!joined.empty() && !fs::exists(bin_dir_ + "/trainrx_python/sitecustomize.py"))
+      return Status::Error(fmt::format("{}/trainrx_python/sitecustomize.py: missing, and the fixes ({}) are applied by it "
+                                       "(rebuild)",
+                                       bin_dir_, joined));
+    std::vector<EnvChange>& env = launch->process.env;
+    env.push_back({env::kFix, joined, joined.empty() ? EnvChange::kUnset : EnvChange::kSet});
+    if (stop > 0) env.push_back({env::kStopAfterSteps, std::to_string(stop), EnvChange::kSetIfUnset});
     const auto t0 = Clock::now();
-    const StatusOr<int> run = RunProcess(p);
+    const StatusOr<int> run = RunRecord(o, *launch, traces);
     *seconds = Since(t0);
     if (!run.ok()) return run.status();
     if (const int rc = *run; rc != 0)
       return Status::Error(fmt::format("`{}`{}: exited with {}: {}", cmd, joined.empty() ? "" : " (fixes: " + joined + ")",
-                                       rc, LogTail(log)));
-    // This launch's traces only (earlier runs' <name>.pid<P>.json stay in the folder).
-    *traces = LaunchTraces(trace, started);
+                                       rc, LogTail(launch->process.log)));
     return Status::Ok();
   }
 
-  // `trainrx record -o <name>.json <record_args> -- <command>`, its log <name>.log, under the memory
-  // cap: the command split into words as a shell would, or under /bin/sh -c when it needs a shell.
-  ProcessSpec RecordProcess(const std::string& cmd, const std::string& name, const std::vector<std::string>& record_args) const {
-    ProcessSpec p;
-    p.argv = {bin_dir_ + "/trainrx", "record", "-o", (dir_ / (name + ".json")).string()};
-    p.argv.insert(p.argv.end(), record_args.begin(), record_args.end());
-    p.argv.push_back("--");
+  // The recording of `cmd` into <name>.json made ready (*o: its options), its output and the
+  // recording's own lines in <name>.log, under the memory cap. `steps`: the probe's step window
+  // ("": the default).
+  StatusOr<RecordLaunch> PrepareRecordOf(const std::string& cmd, const std::string& name, const std::string& steps,
+                                         RecordOptions* o) const {
+    *o = record_;
+    o->output = (dir_ / (name + ".json")).string();
+    o->steps = steps;
+    o->memory_cap_bytes = memory_cap_;
     const std::vector<std::string> words = SplitCommand(cmd);
-    if (words.empty()) p.argv.insert(p.argv.end(), {"/bin/sh", "-c", cmd});
-    else p.argv.insert(p.argv.end(), words.begin(), words.end());
-    p.log = (dir_ / (name + ".log")).string();
-    p.data_limit_bytes = memory_cap_;
-    return p;
+    o->command = words.empty() ? std::vector<std::string>{"/bin/sh", "-c", cmd} : words;
+    StatusOr<RecordLaunch> launch = PrepareRecord(*o, bin_dir_);
+    if (!launch.ok()) return launch.status();
+    launch->process.log = (dir_ / (name + ".log")).string();
+    return launch;
+  }
+
+  // Runs a prepared recording and collects its traces (FinishRecord's lines appended to its log):
+  // the program's exit code.
+  static StatusOr<int> RunRecord(const RecordOptions& o, const RecordLaunch& launch, std::vector<std::string>* traces) {
+    const StatusOr<int> run = RunProcess(launch.process);
+    if (!run.ok()) return run;
+    std::ofstream log(launch.process.log, std::ios::app);
+    *traces = FinishRecord(o, launch, *run, log);
+    return run;
   }
 
   // The spec's ranks (nproc > 1) as one job: the result is the job's, its step (median, mean) the slowest
@@ -439,6 +461,7 @@ class ProcessLauncher : public Launcher {
   uint64_t memory_cap_ = 0;
   int64_t stop_after_steps_ = 0;  // a command's trials end after this many optimizer steps; 0: whole runs
   int64_t analysis_steps_ = 0;    // and its analysis run after this many
+  RecordOptions record_;          // the recordings' fixed options (the probe's torch, trainrx's sources)
   bool analysis_stopped_ = false;
   int traced_runs_ = 0;
   fs::path dir_;

@@ -164,8 +164,7 @@ void BuildProbeForNextRun(const RecordOptions& options, const fs::path& report, 
 
 }  // namespace
 
-Status RecordCommand(const RecordOptions& options, const std::string& exe_dir, std::ostream& log,
-                     RecordResult* result) {
+StatusOr<RecordLaunch> PrepareRecord(const RecordOptions& options, const std::string& exe_dir) {
   if (options.command.empty())
     return Status::Error("record: expected a command after --, e.g. trainrx record -o run.json -- python3 train.py");
   const std::string dir = !options.probe_dir.empty()    ? options.probe_dir
@@ -183,19 +182,20 @@ Status RecordCommand(const RecordOptions& options, const std::string& exe_dir, s
         probe));
   }
   std::error_code ec;
-  const fs::path output = fs::absolute(options.output, ec);
+  RecordLaunch launch;
+  launch.output = fs::absolute(options.output, ec);
+  const fs::path& output = launch.output;
   if (!fs::is_directory(output.parent_path()))
     return Status::Error(fmt::format("{}: the directory does not exist", output.parent_path().string()));
   if (access(output.parent_path().c_str(), W_OK) != 0) {
     return Status::Error(
         fmt::format("{}: cannot write there ({})", output.parent_path().string(), std::strerror(errno)));
   }
-  fs::remove(output, ec);  // so that "no trace written" is never hidden by an old file
-  const auto started = fs::file_time_type::clock::now();
-
   const std::string hook = exe_dir + "/trainrx_python";
   const bool have_hook = fs::exists(hook + "/sitecustomize.py");
-  ProcessSpec p;
+  if (const char* fixes = std::getenv(env::kFix); fixes && *fixes && !have_hook)
+    return Status::Error(fmt::format("{}/sitecustomize.py: missing, and TRAINRX_FIX is set (rebuild)", hook));
+  ProcessSpec& p = launch.process;
   p.argv = options.command;
   p.search_path = true;
   p.data_limit_bytes = options.memory_cap_bytes;
@@ -204,16 +204,28 @@ Status RecordCommand(const RecordOptions& options, const std::string& exe_dir, s
   // among the probes we know of, the one built for the libtorch the program loads.
   if (dir_named) p.env.push_back({env::kProbeChoices, "", EnvChange::kUnset});
   else p.env.push_back({env::kProbeChoices, ProbeChoices(dir, exe_dir, ProbeCacheDir()), EnvChange::kSet});
-  const fs::path mismatch = output.string() + ".no-probe";
-  fs::remove(mismatch, ec);
-  p.env.push_back({env::kMismatchFile, mismatch.string(), EnvChange::kSet});
-  if (const char* fixes = std::getenv(env::kFix); fixes && *fixes && !have_hook)
-    return Status::Error(fmt::format("{}/sitecustomize.py: missing, and TRAINRX_FIX is set (rebuild)", hook));
-  const StatusOr<pid_t> child = StartProcess(p);
+  launch.mismatch = output.string() + ".no-probe";
+  p.env.push_back({env::kMismatchFile, launch.mismatch.string(), EnvChange::kSet});
+  fs::remove(output, ec);  // so that "no trace written" is never hidden by an old file
+  fs::remove(launch.mismatch, ec);
+  launch.started = fs::file_time_type::clock::now();
+  return launch;
+}
+
+std::vector<std::string> FinishRecord(const RecordOptions& options, const RecordLaunch& launch, int code, std::ostream& log) {
+  std::vector<std::string> traces = CollectTraces(options, launch.output, launch.started, code, log);
+  BuildProbeForNextRun(options, launch.mismatch, log);
+  return traces;
+}
+
+Status RecordCommand(const RecordOptions& options, const std::string& exe_dir, std::ostream& log,
+                     RecordResult* result) {
+  StatusOr<RecordLaunch> launch = PrepareRecord(options, exe_dir);
+  if (!launch.ok()) return launch.status();
+  const StatusOr<pid_t> child = StartProcess(launch->process);
   if (!child.ok()) return child.status();
   result->code = WaitForeground(*child);
-  result->traces = CollectTraces(options, output, started, result->code, log);
-  BuildProbeForNextRun(options, mismatch, log);
+  result->traces = FinishRecord(options, *launch, result->code, log);
   return Status::Ok();
 }
 

@@ -55,27 +55,35 @@ TEST(ProcessTest, AnOutOfMemoryLineWithAHugeSizeIsRead) {
 }
 
 // A command's trial whose recording was written but cannot be read fails, naming the file (issue
-// 61): before, the trial silently measured the whole run's seconds. A stand-in `trainrx` writes
-// text that is no trace where `record -o` says and exits 0.
+// 61): before, the trial silently measured the whole run's seconds. The launcher records the command
+// itself (record.h, no `trainrx record` process between): a stand-in probe folder (files where the
+// probes and the start-up hook go) and a stand-in `python` that writes text that is no trace where
+// the recording's output goes (TRAINRX_OUTPUT) and exits 0.
 TEST(ProcessLauncherTest, AnUnreadableTrialTraceFailsTheTrialNamingTheFile) {
   namespace fs = std::filesystem;
   const fs::path bin = fs::temp_directory_path() / ("trainrx-fake-bin-" + std::to_string(getpid()));
-  fs::create_directories(bin);
+  fs::create_directories(bin / "trainrx_python");
+  for (const char* f : {"libtrainrx_probe.so", "libtrainrx_preload.so", "trainrx_python/sitecustomize.py"})
+    std::ofstream(bin / f) << "";
   {
-    std::ofstream f(bin / "trainrx");
+    std::ofstream f(bin / "python");
     f << "#!/bin/sh\n"
-         "# record -o FILE ... -- command: write no trace at FILE\n"
-         "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\n"
          "sleep 0.05  # a run's trace is written after it started (file times are coarse)\n"
-         "echo 'this is not a trace' > \"$out\"\n";
+         "echo 'this is not a trace' > \"$TRAINRX_OUTPUT\"\n";
   }
-  ASSERT_EQ(chmod((bin / "trainrx").c_str(), 0755), 0);
+  ASSERT_EQ(chmod((bin / "python").c_str(), 0755), 0);
   const auto launcher = MakeProcessLauncher(bin.string());
-  const StatusOr<CommandResult> r = launcher->Command("python train.py", {"workers=2"});
+  const std::string cmd = (bin / "python").string() + " train.py";
+  const StatusOr<CommandResult> r = launcher->Command(cmd, {"workers=2"});
   ASSERT_FALSE(r.ok()) << "measured " << r->value << " " << r->unit;
   EXPECT_NE(r.status().message().find("cmd.json"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("python train.py"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("workers=2"), std::string::npos) << r.status().message();
+  // Without the start-up hook, fixes applied from outside would silently not be: an error naming it.
+  fs::remove(bin / "trainrx_python/sitecustomize.py");
+  const StatusOr<CommandResult> no_hook = launcher->Command(cmd, {"workers=2"});
+  ASSERT_FALSE(no_hook.ok());
+  EXPECT_NE(no_hook.status().message().find("sitecustomize.py"), std::string::npos) << no_hook.status().message();
   std::error_code ec;
   fs::remove_all(bin, ec);
 }

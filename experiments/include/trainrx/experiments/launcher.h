@@ -9,6 +9,7 @@
 
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/sets/analyze_set.h"
+#include "trainrx/experiments/record.h"
 #include "trainrx/experiments/spec.h"
 #include "trainrx/profiler/cpu_wait.h"
 #include "trainrx/profiler/status.h"
@@ -136,8 +137,9 @@ class Launcher {
 };
 
 // Trials as processes: `bin_dir`/trainrx-workload (untraced: we time the program, not the
-// program under observation) and commands under `bin_dir`/trainrx record. Scratch files go to a
-// private temporary folder, removed with the launcher.
+// program under observation) and commands recorded as `trainrx record` records them (record.h:
+// the probes and the Python start-up hook found in `bin_dir`; no CLI between). Scratch files go to
+// a private temporary folder, removed with the launcher.
 struct LauncherOptions {
   // > 0: every trial process runs under that RLIMIT_DATA (ProcessSpec), the CPU stand-in for a
   // device's capacity.
@@ -148,6 +150,9 @@ struct LauncherOptions {
   // > 0: the analysis run of a command (Launcher::AnalyzeCommand) ends after that many steps, so
   // that a script with no step limit of its own (hours of epochs) is analyzed in minutes.
   int64_t analysis_steps = 0;
+  // The recordings' fixed options, as `trainrx record` has them: the torch the probe was built
+  // against (its sidecar file wins) and trainrx's sources (to build a probe for another torch).
+  RecordOptions record;
 };
 std::unique_ptr<Launcher> MakeProcessLauncher(const std::string& bin_dir, const LauncherOptions& options = {});
 

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "trainrx/experiments/process.h"
 #include "trainrx/profiler/status.h"
 
 namespace trainrx::experiments {
@@ -55,6 +57,24 @@ struct RecordResult {
 // command, no probe, the output's folder missing or not writable, the Python hook missing).
 Status RecordCommand(const RecordOptions& options, const std::string& exe_dir, std::ostream& log,
                      RecordResult* result);
+
+// A recording made ready to start (PrepareRecord): the program with the probes' environment, and
+// where its trace goes. Whoever starts it (RecordCommand in the foreground; the launcher's trials,
+// with their log and limits added to `process`) hands it to FinishRecord when it ended.
+struct RecordLaunch {
+  ProcessSpec process;
+  std::filesystem::path output;    // the root process's trace (absolute); its children's beside it
+  std::filesystem::path mismatch;  // where the preload shim names a libtorch no probe was built for
+  std::filesystem::file_time_type started{};
+};
+// The checks and environment of RecordCommand, without starting anything: an error when there is no
+// command, no probe, the output's folder is missing or not writable, or the Python hook is missing
+// while TRAINRX_FIX is set.
+StatusOr<RecordLaunch> PrepareRecord(const RecordOptions& options, const std::string& exe_dir);
+// After the program of `launch` ended with `code`: journals of killed processes made into traces, the
+// launch's traces (said on `log`, or why there is none), and a probe built for the next run where the
+// program loaded a libtorch none was built for.
+std::vector<std::string> FinishRecord(const RecordOptions& options, const RecordLaunch& launch, int code, std::ostream& log);
 
 // The per-user probe cache: $XDG_CACHE_HOME/trainrx, else $HOME/.cache/trainrx ("" without either).
 // Each probe-<name>/ in it holds a probe built for one torch (libtrainrx_probe.so, its .torch sidecar).
