@@ -75,7 +75,7 @@ class SideUnits {
   }
   // The value a trial of `side` (0: A) enters the comparison with; `arms` hold the trials so far.
   StatusOr<double> Value(int side, const TrialResult& r, const std::string& label, Arm* const (&arms)[2]) {
-    seen_[side].push_back({r.ms_per_step, r.samples_per_step, r.samples_per_s});
+    seen_[side].push_back({r.value, r.samples_per_step, r.samples_per_s});
     if (!decided_ && !seen_[0].empty() && !seen_[1].empty()) {
       decided_ = true;
       known_[0] = Known(0), known_[1] = Known(1);
@@ -86,7 +86,7 @@ class SideUnits {
           for (size_t i = 0; i < arms[s]->trial_ms.size() && i < seen_[s].size(); ++i)
             arms[s]->trial_ms[i] = 1000 / seen_[s][i].samples_per_s;
     }
-    if (!per_sample_) return r.ms_per_step;
+    if (!per_sample_) return r.value;
     if (r.samples_per_s <= 0)
       return Status::Error(fmt::format("{}: a trial reported no throughput, so sides that differ in batch cannot be compared", label));
     return 1000 / r.samples_per_s;
@@ -134,8 +134,8 @@ Status RunAb(const std::string& a_text, const std::string& b_text, bool commands
     if (a.HasPercentages() || b.HasPercentages()) {
       const StatusOr<TrialResult> calib = launcher.Trial(WithoutPercentages(a));
       if (!calib.ok()) return calib.status();
-      ResolvePercentages(&a, calib->ms_per_step, &report->notes);
-      ResolvePercentages(&b, calib->ms_per_step, &report->notes);
+      ResolvePercentages(&a, calib->value, &report->notes);
+      ResolvePercentages(&b, calib->value, &report->notes);
     }
     report->a.label = a.Label();
     report->b.label = b.Label();
@@ -175,7 +175,7 @@ Status RunAb(const std::string& a_text, const std::string& b_text, bool commands
     if (commands) arms[side]->compile_s.push_back(r->compile_s);
     const StatusOr<double> value = units.Value(side, *r, arms[side]->label, arms);
     if (!value.ok()) return value.status();
-    r->ms_per_step = *value;
+    r->value = *value;
     if (commands) r->samples_per_s = 0;  // a command's throughput is not compared (gate has its own)
     return r;
   };

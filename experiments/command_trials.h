@@ -1,5 +1,5 @@
 // Runs of a user's command for a plan (fix --cmd, sweep --cmd, ab --cmd): one launcher Command
-// each, as a TrialResult, all timed the same way. Internal to experiments/ (the plans' files).
+// each, all timed the same way. Internal to experiments/ (the plans' files).
 #pragma once
 
 #include <fmt/format.h>
@@ -19,30 +19,17 @@ class CommandTrials {
  public:
   CommandTrials(Launcher& launcher, std::string* unit) : launcher_(launcher), unit_(unit) {}
   StatusOr<TrialResult> Run(const std::string& command, const std::vector<std::string>& fixes) {
-    StatusOr<CommandResult> run = launcher_.Command(command, fixes);
-    if (!run.ok()) return run.status();
-    const CommandResult& c = *run;
-    TrialResult out;
-    if (c.out_of_memory) {  // a result only where the plan accepts it (sweeps)
-      out.out_of_memory = true, out.oom_request_bytes = c.oom_request_bytes, out.oom_message = c.oom_message;
-      out.seconds = c.seconds;
-      return out;
-    }
-    if (seen_ && c.unit != *unit_)
+    StatusOr<TrialResult> run = launcher_.Command(command, fixes);
+    if (!run.ok() || run->out_of_memory) return run;  // out of memory: a result only where the plan accepts it (sweeps)
+    if (seen_ && run->unit != *unit_)
       return Status::Error(fmt::format("`{}`: timed in {} but an earlier run in {}: every run must write steps "
                                        "(torch.profiler's ProfilerStep, optimizer steps, trainrx step markers) or none",
-                                       command, c.unit, *unit_));
-    *unit_ = c.unit;
+                                       command, run->unit, *unit_));
+    *unit_ = run->unit;
     seen_ = true;
-    out.ms_per_step = c.value, out.seconds = c.seconds;
-    out.samples_per_step = c.samples_per_step, out.samples_from = c.samples_from;
-    out.compile_s = c.compile_s;
-    out.ranks = c.ranks;
-    out.step_ms = c.step_ms;
-    out.has_memory = c.has_memory, out.memory_growth = c.memory_growth, out.memory_peak = c.memory_peak;
-    out.cpu = c.cpu;
-    if (c.unit == "ms per step" && c.samples_per_step > 0 && c.value > 0) out.samples_per_s = c.samples_per_step * 1000 / c.value;
-    return out;
+    if (run->unit == "ms per step" && run->samples_per_step > 0 && run->value > 0)
+      run->samples_per_s = run->samples_per_step * 1000 / run->value;
+    return run;
   }
 
  private:

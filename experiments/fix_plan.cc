@@ -374,7 +374,7 @@ Status RunRound(std::vector<FixPlanRow>& plans, const std::vector<size_t>& rows,
     m.trial_seconds += r.seconds;
     *process_seconds += r.seconds;
     ++*process_trials;
-    arm.trial_ms.push_back(r.ms_per_step);
+    arm.trial_ms.push_back(r.value);
     arm.samples_per_s.push_back(r.samples_per_s);
     AddTrialMeasures(arm, r);
     round += i == 0 ? "A" : std::to_string(plan + 1);
@@ -649,7 +649,7 @@ Status RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progre
     if (!r.ok() || !per_sample || r->out_of_memory) return r;
     if (r->samples_per_s <= 0)
       return Status::Error(fmt::format("{}: the trial reported no throughput, so a batch change cannot be compared", s.Label()));
-    r->ms_per_step = 1000 / r->samples_per_s;
+    r->value = 1000 / r->samples_per_s;
     return r;
   };
   const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);

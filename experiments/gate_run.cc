@@ -31,7 +31,7 @@ std::string CpuModel() {
 Status RunSide(Launcher& launcher, const std::string& spec, bool command, double* value, double* sps, std::string* unit,
                double* seconds, std::vector<profiler::CpuLoad>* cpu = nullptr) {
   if (command) {
-    const StatusOr<CommandResult> r = launcher.Command(spec, {});
+    const StatusOr<TrialResult> r = launcher.Command(spec, {});
     if (!r.ok()) return r.status();
     *value = r->value, *sps = 0, *unit = r->unit, *seconds += r->seconds;
     if (cpu) cpu->push_back(r->cpu);
@@ -41,7 +41,7 @@ Status RunSide(Launcher& launcher, const std::string& spec, bool command, double
   if (Status st = ParseSpec(spec, &s); !st.ok()) return st;
   const StatusOr<TrialResult> r = launcher.Trial(s);
   if (!r.ok()) return r.status();
-  *value = r->ms_per_step, *sps = r->samples_per_s, *unit = "ms per step", *seconds += r->seconds;
+  *value = r->value, *sps = r->samples_per_s, *unit = "ms per step", *seconds += r->seconds;
   if (cpu) cpu->push_back(r->cpu);
   return Status::Ok();
 }
@@ -326,7 +326,7 @@ Status SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats
   const StatusOr<TrialResult> calibration = launcher.Trial(s);
   if (!calibration.ok()) return calibration.status();
   const TrialResult& calib = *calibration;
-  report->median_ms = calib.ms_per_step;
+  report->median_ms = calib.value;
   progress.Start(static_cast<int>(pcts.size()) * repeats);
   for (double pct : pcts) {
     SelfTestCase c{pct == 0 ? "A/A" : fmt::format("slowdown {:g}%", pct), pct, 0, 0, 0, repeats, 0, {}};
@@ -334,7 +334,7 @@ Status SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats
     for (int r = 0; r < repeats; ++r) {
       progress.Step(c.name);
       // B = the same spec with a slowdown knob (0 for A/A): switchable, so compared in-process.
-      const std::string b = fmt::format("slowdown={:.0f}", calib.ms_per_step * 1000 * pct / 100);
+      const std::string b = fmt::format("slowdown={:.0f}", calib.value * 1000 * pct / 100);
       GateRule rule = run.rule;
       rule.seed = run.rule.seed + static_cast<uint64_t>(r);
       MetricSamples m{"step time", "ms", false, {}, {}, {}};
@@ -344,7 +344,7 @@ Status SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats
         for (const char side : order) {
           const StatusOr<TrialResult> t = launcher.Trial(side == 'A' ? s : sb);
           if (!t.ok()) return t.status();
-          (side == 'A' ? m.baseline : m.current).push_back(t->ms_per_step);
+          (side == 'A' ? m.baseline : m.current).push_back(t->value);
         }
       }
       GateVerdict v = GateVerdict::kInconclusive;

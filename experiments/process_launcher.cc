@@ -103,7 +103,7 @@ double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 // A command's memory figures (issue 36), from the analysis of its recording: the memory of
 // `rank`'s device with the largest peak (the GPU's on a CUDA run, else the CPU's heap samples or
 // allocator events), when that device has a figure at two steps' starts or more.
-void MemoryOfReport(const analyzers::Report& report, int32_t rank, CommandResult* out) {
+void MemoryOfReport(const analyzers::Report& report, int32_t rank, TrialResult* out) {
   const analyzers::DeviceMemory* best = nullptr;
   for (const auto& m : report.metrics.memory)
     if (m.rank == rank && (best == nullptr || m.peak_allocated > best->peak_allocated)) best = &m;
@@ -152,7 +152,7 @@ class ProcessLauncher : public Launcher {
       if (!OutOfMemoryResult(dir_ / "trial.log", &out)) return st;
       return out;
     }
-    out.ms_per_step = r.MsPerStep();
+    out.value = r.MsPerStep();
     out.samples_per_s = r.samples_per_s;
     out.ranks = s.nproc;
     for (const auto& step : r.steps) out.step_ms.push_back(step.ms);
@@ -196,13 +196,11 @@ class ProcessLauncher : public Launcher {
   // The command runs directly, split into words as a shell would, unless it needs a shell (pipes,
   // redirections, `;`, `&&`, variables): then under /bin/sh -c. Either way the traces read are
   // those of every process of the launch that loaded torch: a shell or launcher between writes none.
-  StatusOr<CommandResult> Command(const std::string& cmd, const std::vector<std::string>& fixes) override {
+  StatusOr<TrialResult> Command(const std::string& cmd, const std::vector<std::string>& fixes) override {
     std::vector<std::string> traces;
-    CommandResult result;
+    TrialResult result;
     if (Status st = Record(cmd, fixes, "cmd", stop_after_steps_, &traces, &result.seconds); !st.ok()) {
-      TrialResult oom;
-      if (!OutOfMemoryResult(dir_ / "cmd.log", &oom)) return st;
-      result.out_of_memory = true, result.oom_request_bytes = oom.oom_request_bytes, result.oom_message = oom.oom_message;
+      if (!OutOfMemoryResult(dir_ / "cmd.log", &result)) return st;
       return result;
     }
     // A trace that was written and cannot be read fails the trial, naming the file: its run's time
@@ -228,7 +226,7 @@ class ProcessLauncher : public Launcher {
         if (c.rank == first_rank) result.cpu = c.load;
       if (ms.size() >= 3) {
         ms.erase(ms.begin());
-        result.value = stats::Mean(ms);  // what throughput follows (launcher.h, TrialResult::ms_per_step)
+        result.value = stats::Mean(ms);  // what throughput follows (launcher.h, TrialResult::value)
         result.step_ms = ms;
         result.unit = "ms per step";
         if (const auto batch = analyzers::SamplesPerStep(t, steps)) {

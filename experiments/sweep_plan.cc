@@ -195,7 +195,7 @@ Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<st
         cell.arm.trial_steps_ms.clear();
         continue;
       }
-      cell.arm.trial_ms.push_back(r.ms_per_step);
+      cell.arm.trial_ms.push_back(r.value);
       cell.arm.samples_per_s.push_back(r.samples_per_s);
       cell.arm.trial_steps_ms.push_back(r.step_ms);
       cell.arm.cpu.push_back(r.cpu);
@@ -343,7 +343,7 @@ Status RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& 
     if (!n.ok()) return n.status();
     r->samples_per_step = static_cast<double>(*n);
     r->samples_from = "--samples-per-step " + o.samples_per_step;
-    r->samples_per_s = report->unit == "ms per step" && r->ms_per_step > 0 ? static_cast<double>(*n) * 1000.0 / r->ms_per_step : 0;
+    r->samples_per_s = report->unit == "ms per step" && r->value > 0 ? static_cast<double>(*n) * 1000.0 / r->value : 0;
     return r;
   };
   const OutOfMemoryIsAResult oom(launcher);

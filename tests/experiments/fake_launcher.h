@@ -22,8 +22,8 @@
 
 namespace trainrx::experiments::fake {
 
-inline CommandResult Cmd(double value, std::string unit, double seconds, double samples_per_step = 0, std::string from = "") {
-  CommandResult c;
+inline TrialResult Cmd(double value, std::string unit, double seconds, double samples_per_step = 0, std::string from = "") {
+  TrialResult c;
   c.value = value, c.unit = std::move(unit), c.seconds = seconds;
   c.samples_per_step = samples_per_step, c.samples_from = std::move(from);
   return c;
@@ -49,7 +49,7 @@ class FakeLauncher : public Launcher {
   // When set, what each workload trial (and each in-process run) got of the CPUs, by call number.
   std::function<profiler::CpuLoad(int call)> cpu_load;
   analyzers::Report analysis;
-  std::map<std::string, CommandResult> commands;
+  std::map<std::string, TrialResult> commands;
   std::function<double(const std::string&, const std::vector<std::string>&)> command_ms;
   std::vector<std::vector<std::string>> fix_sets;  // per Command call
   bool workloads_available = true;
@@ -67,9 +67,9 @@ class FakeLauncher : public Launcher {
     ++trials;
     calls.push_back(s.Label());
     TrialResult out;
-    out.ms_per_step = step_ms(s.config) * std::exp(Noise(process_noise));
-    out.samples_per_s = static_cast<double>(s.config.Int("batch")) * 1000.0 / out.ms_per_step;
-    out.step_ms = Steps(out.ms_per_step);
+    out.value = step_ms(s.config) * std::exp(Noise(process_noise));
+    out.samples_per_s = static_cast<double>(s.config.Int("batch")) * 1000.0 / out.value;
+    out.step_ms = Steps(out.value);
     out.seconds = seconds_per_trial;
     if (cpu_load) out.cpu = cpu_load(trials + alt_trials);
     if (growth_bytes) {
@@ -153,16 +153,16 @@ class FakeLauncher : public Launcher {
   }
   int64_t AnalysisStoppedAfter() const override { return analysis_stopped_after; }
   void SetCommandTrialSteps(int64_t steps) override { command_trial_steps = steps; }
-  StatusOr<CommandResult> Command(const std::string& cmd, const std::vector<std::string>& fixes) override {
+  StatusOr<TrialResult> Command(const std::string& cmd, const std::vector<std::string>& fixes) override {
     fix_sets.push_back(fixes);
     if (command_ms) {  // a script whose step time depends on the fixes applied from outside
-      CommandResult out = Cmd(command_ms(cmd, fixes) * std::exp(Noise(process_noise)), "ms per step", seconds_per_trial);
+      TrialResult out = Cmd(command_ms(cmd, fixes) * std::exp(Noise(process_noise)), "ms per step", seconds_per_trial);
       out.step_ms = Steps(out.value);
       return out;
     }
     auto it = commands.find(cmd);
     if (it == commands.end()) return Status::Error("no such command: " + cmd);
-    CommandResult out = it->second;
+    TrialResult out = it->second;
     out.value *= std::exp(Noise(process_noise));
     return out;
   }

@@ -26,7 +26,7 @@ class SimLauncher : public Launcher {
   Status CanRunWorkloads() const override { return Status::Ok(); }
   StatusOr<TrialResult> Trial(const Spec&) override {
     TrialResult out;
-    out.ms_per_step = base_ms;
+    out.value = base_ms;
     out.seconds = 1;
     return out;
   }
@@ -52,7 +52,7 @@ class SimLauncher : public Launcher {
     return Status::Ok();
   }
   Status Analyze(const Spec&, analyzers::Report*, double*) override { return No(); }
-  StatusOr<CommandResult> Command(const std::string&, const std::vector<std::string>&) override { return No(); }
+  StatusOr<TrialResult> Command(const std::string&, const std::vector<std::string>&) override { return No(); }
   Status AnalyzeCommand(const std::string&, analyzers::Report*, double*) override { return No(); }
 
  private:

@@ -1560,7 +1560,7 @@ TEST(PlansTest, SweepRunsPastAnOutOfMemoryCell) {
   l.process_noise = 0.01;
   l.commands["python3 train.py --batch 32"] = Cmd(10, "ms per step", 1, 32, "input shapes");
   l.commands["python3 train.py --batch 64"] = Cmd(18, "ms per step", 1, 64, "input shapes");
-  CommandResult oom;
+  TrialResult oom;
   oom.out_of_memory = true;
   oom.oom_request_bytes = 1'200'000'000;
   oom.oom_message = "RuntimeError: DefaultCPUAllocator: can't allocate memory";

@@ -74,14 +74,14 @@ TEST(ProcessLauncherTest, AnUnreadableTrialTraceFailsTheTrialNamingTheFile) {
   ASSERT_EQ(chmod((bin / "python").c_str(), 0755), 0);
   const auto launcher = MakeProcessLauncher(bin.string());
   const std::string cmd = (bin / "python").string() + " train.py";
-  const StatusOr<CommandResult> r = launcher->Command(cmd, {"workers=2"});
+  const StatusOr<TrialResult> r = launcher->Command(cmd, {"workers=2"});
   ASSERT_FALSE(r.ok()) << "measured " << r->value << " " << r->unit;
   EXPECT_NE(r.status().message().find("cmd.json"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("python train.py"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("workers=2"), std::string::npos) << r.status().message();
   // Without the start-up hook, fixes applied from outside would silently not be: an error naming it.
   fs::remove(bin / "trainrx_python/sitecustomize.py");
-  const StatusOr<CommandResult> no_hook = launcher->Command(cmd, {"workers=2"});
+  const StatusOr<TrialResult> no_hook = launcher->Command(cmd, {"workers=2"});
   ASSERT_FALSE(no_hook.ok());
   EXPECT_NE(no_hook.status().message().find("sitecustomize.py"), std::string::npos) << no_hook.status().message();
   std::error_code ec;

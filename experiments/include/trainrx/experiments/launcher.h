@@ -16,15 +16,19 @@
 
 namespace trainrx::experiments {
 
-// One untraced run of a workload: its time a step after warm-up, and throughput.
+// One trial: an untraced run of a workload (Launcher::Trial), or a recorded run of a user's command
+// (Launcher::Command): its time a step after warm-up, and throughput.
 struct TrialResult {
-  // The mean of the timed steps (total over count: what throughput follows). Not the median: a
-  // loader whose k workers hand batches over in bursts makes k - 1 short steps and one long one,
-  // and the median is the short ones' (an H200 run: median 18.1 ms, mean 68 ms, issue 62).
-  double ms_per_step = 0;
+  // The mean of the timed steps (total over count: what throughput follows), in `unit`. Not the
+  // median: a loader whose k workers hand batches over in bursts makes k - 1 short steps and one long
+  // one, and the median is the short ones' (an H200 run: median 18.1 ms, mean 68 ms, issue 62). A
+  // command whose traces have fewer than 3 steps (or none: no process loaded torch) is timed as a
+  // whole run: "s per run".
+  double value = 0;
+  std::string unit = "ms per step";
   double samples_per_s = 0;  // 0: unknown (a command whose batch we cannot read)
   double seconds = 0;  // wall time of the trial (budgets)
-  double samples_per_step = 0;  // commands: from the recorded shapes or --samples-per-step; 0: unknown
+  double samples_per_step = 0;  // commands: from the recorded input shapes (analyzers::SamplesPerStep); 0: unknown
   std::string samples_from;     // where samples_per_step came from, for the report
   double compile_s = 0;         // commands: torch.compile's time in the run (outside the timed steps)
   // The ranks of the run: a workload's samples_per_s is their sum; a command's samples_per_step (and
@@ -65,32 +69,6 @@ struct AltResult {
 // An in-process trial times at least this many steps after its warm-up: 16 paired blocks of four.
 inline constexpr int kAltMinTimedSteps = 64;
 
-// One run of a user's command under `trainrx record`: the mean step time when its traces have
-// steps (>= 3, the first dropped as warm-up; TrialResult::ms_per_step says why not the median),
-// else the wall time of the run.
-struct CommandResult {
-  double value = 0;
-  std::string unit;  // "ms per step" or "s per run"
-  double seconds = 0;
-  // With steps: the samples a step processes, read from the recorded input shapes
-  // (analyzers::SamplesPerStep), and which op gave it; 0 / "" when the trace does not tell.
-  double samples_per_step = 0;
-  std::string samples_from;
-  bool out_of_memory = false;  // as TrialResult's
-  int64_t oom_request_bytes = 0;
-  std::string oom_message;
-  double compile_s = 0;  // torch.compile's compile time in the run (analyzers::CompileTimeNs)
-  int ranks = 1;         // ranks in its traces (samples_per_step is the first rank's)
-  std::vector<double> step_ms;  // with steps: the steps timed (the first dropped), as TrialResult's
-  // Memory of the run (issue 36), when measured: how much what the process holds grows a step
-  // (bytes, least-squares over the timed steps) and its largest figure. Workloads: malloc's bytes
-  // in use at step ends (profiler::HeapInUseBytes); commands: the recorded allocator figures of
-  // the first rank's device with the largest peak (analyzers' DeviceMemory).
-  bool has_memory = false;
-  double memory_growth = 0, memory_peak = 0;
-  profiler::CpuLoad cpu;  // as TrialResult's, from the recording's samples (analyzers::CpuLoadOfRank)
-};
-
 class Launcher {
  public:
   virtual ~Launcher() = default;
@@ -107,7 +85,7 @@ class Launcher {
   virtual Status Analyze(const Spec& spec, analyzers::Report* report, double* seconds) = 0;
   // `fixes`: tokens for the start-up hook that applies fixes from outside the script
   // (probes/python/sitecustomize.py: "anomaly_off", "workers=4", ...); empty: the script as is.
-  virtual StatusOr<CommandResult> Command(const std::string& command, const std::vector<std::string>& fixes) = 0;
+  virtual StatusOr<TrialResult> Command(const std::string& command, const std::vector<std::string>& fixes) = 0;
   // `fix --cmd`'s in-process rows (issue 40): one run of the command whose start-up hook switches
   // `fixes` (tokens analyzers::OutsideFixSwitches accepts) on and off between optimizer steps
   // (A B B A, B A A B after a warm-up, >= kAltMinTimedSteps timed), appended to *out as AltTrial

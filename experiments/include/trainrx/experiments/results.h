@@ -20,7 +20,7 @@ inline constexpr const char* kExperimentSchema = "trainrx.experiment/1";
 // One configuration's trials: each trial's mean step time (ms) and throughput.
 struct Arm {
   std::string label;               // "cnn workers=0 anomaly=1"
-  std::vector<double> trial_ms;    // per trial: mean step time after warm-up (TrialResult::ms_per_step)
+  std::vector<double> trial_ms;    // per trial: mean step time after warm-up (TrialResult::value)
   std::vector<double> samples_per_s;
   std::vector<double> compile_s;   // ab --cmd: per trial, torch.compile's time (outside the steps timed)
   // Per trial, its timed steps (ms) where the trials have them (sweeps: stats::CompareFewTrials).
