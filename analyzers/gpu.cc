@@ -515,6 +515,32 @@ std::vector<std::string> HostWaits(const Trace& trace, const RankLinks& links) {
   return out;
 }
 
+// What gpu.idle's idle time waited for (the dependency model's causes), said in its evidence, title
+// and examples: work already launched and waiting (by stream), host-starved, allocator calls, the
+// gaps between a graph's nodes.
+void DescribeIdleCauses(const IdleCauses& c, const TemporalBreakdown& tb, Finding& f) {
+  f.evidence.push_back({"idle_host_starved_ns", c.host_starved_ns});
+  f.evidence.push_back({"idle_allocator_ns", c.allocator_ns});
+  f.evidence.push_back({"idle_queued_ns", c.queued_ns});
+  f.evidence.push_back({"idle_graph_nodes_ns", c.graph_ns});
+  const auto pct = [&](int64_t ns) { return tb.idle_ns > 0 ? 100.0 * static_cast<double>(ns) / static_cast<double>(tb.idle_ns) : 0.0; };
+  if (c.queued_ns + c.host_starved_ns > 0) {
+    f.title += fmt::format(": {:.0f}% of it with work already launched and waiting, {:.0f}% host-starved", pct(c.queued_ns),
+                           pct(c.host_starved_ns));
+    if (c.allocator_ns > 0) f.title += fmt::format(" ({:.0f}% in allocator calls)", pct(c.allocator_ns));
+  }
+  for (size_t i = 0; i < c.queued_by_stream.size() && i < 4; ++i) {
+    const QueuedWait& w = c.queued_by_stream[i];
+    std::string after = w.after_stream < 0 ? "" : w.after_stream == w.stream ? ", mostly right after its own previous work"
+                                                                              : fmt::format(", mostly after stream {}'s work ended", w.after_stream);
+    f.examples.insert(f.examples.begin() + static_cast<std::ptrdiff_t>(i),
+                      fmt::format("stream {}: launched work waited {:.1f} ms in {} gaps with nothing running{}", w.stream,
+                                  w.ns / 1e6, w.gaps, after));
+  }
+  if (c.graph_ns > 0)
+    f.examples.push_back(fmt::format("{:.1f} ms of the waiting was between the nodes of one CUDA/HIP graph", c.graph_ns / 1e6));
+}
+
 // gpu.idle: the GPU idle above the threshold over its active span and in the steady steps.
 void RuleGpuIdle(const AnalysisContext& ctx, const RankLinks& links, const RankGpu& g, const RankFigures& r,
                  const StepBasis& basis, Report& out) {
@@ -544,31 +570,11 @@ void RuleGpuIdle(const AnalysisContext& ctx, const RankLinks& links, const RankG
   if (g.captures > 0) f.evidence.push_back({"graph_capture_idle_ns", r.idle.capture_idle});
   // What the idle time waited for (the dependency model): the fix addresses the largest cause, and
   // the saving is what removing that cause recovers, inside the steady steps when there are steps.
-  const IdleCauses& c = r.split.causes;
-  f.evidence.push_back({"idle_host_starved_ns", c.host_starved_ns});
-  f.evidence.push_back({"idle_allocator_ns", c.allocator_ns});
-  f.evidence.push_back({"idle_queued_ns", c.queued_ns});
-  f.evidence.push_back({"idle_graph_nodes_ns", c.graph_ns});
-  const auto pct = [&](int64_t ns) { return tb.idle_ns > 0 ? 100.0 * static_cast<double>(ns) / static_cast<double>(tb.idle_ns) : 0.0; };
+  DescribeIdleCauses(r.split.causes, tb, f);
   const int64_t host_only = r.host_in_steps - r.allocator_in_steps;
   enum class Cause { kHost, kAllocator, kQueued } cause = Cause::kHost;
   if (r.queued_in_steps > r.host_in_steps) cause = Cause::kQueued;
   else if (r.allocator_in_steps > host_only) cause = Cause::kAllocator;
-  if (c.queued_ns + c.host_starved_ns > 0) {
-    f.title += fmt::format(": {:.0f}% of it with work already launched and waiting, {:.0f}% host-starved", pct(c.queued_ns),
-                           pct(c.host_starved_ns));
-    if (c.allocator_ns > 0) f.title += fmt::format(" ({:.0f}% in allocator calls)", pct(c.allocator_ns));
-  }
-  for (size_t i = 0; i < c.queued_by_stream.size() && i < 4; ++i) {
-    const QueuedWait& w = c.queued_by_stream[i];
-    std::string after = w.after_stream < 0 ? "" : w.after_stream == w.stream ? ", mostly right after its own previous work"
-                                                                              : fmt::format(", mostly after stream {}'s work ended", w.after_stream);
-    f.examples.insert(f.examples.begin() + static_cast<std::ptrdiff_t>(i),
-                      fmt::format("stream {}: launched work waited {:.1f} ms in {} gaps with nothing running{}", w.stream,
-                                  w.ns / 1e6, w.gaps, after));
-  }
-  if (c.graph_ns > 0)
-    f.examples.push_back(fmt::format("{:.1f} ms of the waiting was between the nodes of one CUDA/HIP graph", c.graph_ns / 1e6));
   // The host calls that waited longest for the device (the other side of the same waits).
   for (const std::string& line : HostWaits(ctx.trace, links)) f.examples.push_back(line);
   const double saving = basis.Per(static_cast<double>(cause == Cause::kQueued      ? r.queued_in_steps

@@ -69,62 +69,75 @@ std::string DimsText(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
+// The fill-then-copy pairs of a rank's steps: an op that made a tensor (InitOpOf), then aten::to /
+// _to_copy of the same shape that copied its data.
+struct FillThenCopy {
+  int64_t copies = 0, copy_ns = 0, to_device = 0, device_bytes = 0, device_copy_ns = 0, shape_checked = 0;
+  std::map<std::string, int64_t> examples;
+};
+FillThenCopy CountFillThenCopy(const AnalysisContext& ctx, int32_t rank, const StepWindows& in_steps) {
+  const Trace& trace = ctx.trace;
+  FillThenCopy c;
+  auto& [copies, copy_ns, to_device, device_bytes, device_copy_ns, shape_checked, examples] = c;
+  // A copy call's GPU memcpy (bytes and device time of its transfer): the dependency model's
+  // device work of the call with that correlation id.
+  const RankLinks* links = ctx.links.Rank(rank);
+  const auto memcpy_of = [&](int64_t correlation) -> const Event* {
+    const HostCall* call = links && correlation != profiler::kNoId ? links->CallByCorrelation(correlation) : nullptr;
+    const DeviceWork* w = call ? links->FirstWorkOf(*call) : nullptr;
+    return w && w->e->kind == EventKind::kMemcpy ? w->e : nullptr;
+  };
+  for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
+    const auto events = trace.TrackEvents(ti);
+    const std::vector<size_t> outer = OutermostOps(events, 0, events.size());
+    for (size_t k = 1; k < outer.size(); ++k) {
+      const Event& cur = events[outer[k]];
+      const std::string_view name = trace.Name(cur);
+      if ((name != "aten::to" && name != "aten::_to_copy") || !in_steps.Contains(cur.ts_ns)) continue;
+      const size_t end = SubtreeEnd(events, outer[k]);
+      bool copies_data = false;
+      const Event* runtime = nullptr;
+      for (size_t j = outer[k] + 1; j < end; ++j) {
+        const Event& e = events[j];
+        const std::string_view n = trace.Name(e);
+        if (e.kind == EventKind::kCpuOp && n == "aten::copy_") copies_data = true;
+        if ((e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) && n.find("emcpy") != std::string_view::npos)
+          runtime = &e;
+      }
+      if (!copies_data) continue;
+      const Event* init = InitOpOf(trace, events, outer[k - 1]);
+      if (!init) continue;
+      const auto init_dims = FirstInputDims(trace, *init);
+      const auto copy_dims = FirstInputDims(trace, cur);
+      if (init_dims && copy_dims) {
+        if (*init_dims != *copy_dims) continue;  // another tensor
+        ++shape_checked;
+      }
+      ++copies;
+      copy_ns += cur.dur_ns;
+      if (runtime) {
+        ++to_device;
+        if (const Event* m = memcpy_of(runtime->correlation)) {
+          device_copy_ns += m->dur_ns;
+          if (m->aux != profiler::kNoAux && trace.memcpys[m->aux].bytes > 0) device_bytes += trace.memcpys[m->aux].bytes;
+        }
+      }
+      ++examples[fmt::format("{} -> {}{}{}{}", trace.Name(events[outer[k - 1]]), name,
+                             copy_dims ? " of " + DimsText(*copy_dims) : std::string(), runtime ? " (host to device)" : "",
+                             WhereIn(ctx.modules, ctx.annotations, cur))];
+    }
+  }
+  return c;
+}
+
 }  // namespace
 
 void AnalyzeTensor(const AnalysisContext& ctx, Report& out) {
   const Trace& trace = ctx.trace;
   for (int32_t rank : trace.RankIds()) {
-    // A copy call's GPU memcpy (bytes and device time of its transfer): the dependency model's
-    // device work of the call with that correlation id.
-    const RankLinks* links = ctx.links.Rank(rank);
-    const auto memcpy_of = [&](int64_t correlation) -> const Event* {
-      const HostCall* call = links && correlation != profiler::kNoId ? links->CallByCorrelation(correlation) : nullptr;
-      const DeviceWork* w = call ? links->FirstWorkOf(*call) : nullptr;
-      return w && w->e->kind == EventKind::kMemcpy ? w->e : nullptr;
-    };
-    int64_t copies = 0, copy_ns = 0, to_device = 0, device_bytes = 0, device_copy_ns = 0, shape_checked = 0;
-    std::map<std::string, int64_t> examples;
     const StepWindows in_steps(ctx.steps, rank);
-    for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
-      const auto events = trace.TrackEvents(ti);
-      const std::vector<size_t> outer = OutermostOps(events, 0, events.size());
-      for (size_t k = 1; k < outer.size(); ++k) {
-        const Event& cur = events[outer[k]];
-        const std::string_view name = trace.Name(cur);
-        if ((name != "aten::to" && name != "aten::_to_copy") || !in_steps.Contains(cur.ts_ns)) continue;
-        const size_t end = SubtreeEnd(events, outer[k]);
-        bool copies_data = false;
-        const Event* runtime = nullptr;
-        for (size_t j = outer[k] + 1; j < end; ++j) {
-          const Event& e = events[j];
-          const std::string_view n = trace.Name(e);
-          if (e.kind == EventKind::kCpuOp && n == "aten::copy_") copies_data = true;
-          if ((e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) && n.find("emcpy") != std::string_view::npos)
-            runtime = &e;
-        }
-        if (!copies_data) continue;
-        const Event* init = InitOpOf(trace, events, outer[k - 1]);
-        if (!init) continue;
-        const auto init_dims = FirstInputDims(trace, *init);
-        const auto copy_dims = FirstInputDims(trace, cur);
-        if (init_dims && copy_dims) {
-          if (*init_dims != *copy_dims) continue;  // another tensor
-          ++shape_checked;
-        }
-        ++copies;
-        copy_ns += cur.dur_ns;
-        if (runtime) {
-          ++to_device;
-          if (const Event* m = memcpy_of(runtime->correlation)) {
-            device_copy_ns += m->dur_ns;
-            if (m->aux != profiler::kNoAux && trace.memcpys[m->aux].bytes > 0) device_bytes += trace.memcpys[m->aux].bytes;
-          }
-        }
-        ++examples[fmt::format("{} -> {}{}{}{}", trace.Name(events[outer[k - 1]]), name,
-                               copy_dims ? " of " + DimsText(*copy_dims) : std::string(), runtime ? " (host to device)" : "",
-                               WhereIn(ctx.modules, ctx.annotations, cur))];
-      }
-    }
+    const FillThenCopy c = CountFillThenCopy(ctx, rank, in_steps);
+    const auto& [copies, copy_ns, to_device, device_bytes, device_copy_ns, shape_checked, examples] = c;
     if (copies == 0) continue;
     if (in_steps.empty() && std::none_of(examples.begin(), examples.end(), [](const auto& kv) { return kv.second >= 2; }))
       continue;

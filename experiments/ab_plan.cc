@@ -119,6 +119,32 @@ class SideUnits {
   std::vector<Seen> seen_[2];
 };
 
+// The report of an A/B from its one measured row: the arms, the comparison and its stop, the order
+// of the trials, the notes, memory, the machine and torch.compile's payback.
+void FinishAbReport(FixReport& measured, const SideUnits& units, uint64_t seed, AbReport* report) {
+  FixRow& m = measured.rows.front();
+  report->a = std::move(measured.baseline);
+  report->b = std::move(m.fixed);
+  if (report->paired) report->a.trial_ms = m.paired_baseline_ms;
+  report->cmp = m.cmp;
+  report->stop = m.stop, report->stop_round = m.stop_round, report->level = m.level;
+  report->detectable_at_max = m.detectable_at_max, report->conditional_power = m.conditional_power;
+  report->sequential = measured.sequential;
+  if (report->paired) {
+    report->order = fmt::format("in-process: steps A B B A ... in each of {} processes", m.stop_round);
+    report->trials = m.stop_round;
+  } else {
+    report->order = measured.order;
+    std::replace(report->order.begin(), report->order.end(), '1', 'B');
+    report->trials = static_cast<int>(report->b.trial_ms.size());
+  }
+  report->notes.insert(report->notes.end(), measured.notes.begin(), measured.notes.end());
+  units.Notes(report);
+  report->memory = CompareMemory(report->a, report->b, seed);
+  report->machine = SummarizeMachine({&report->a, &report->b});
+  if (const std::string note = CompilePayback(*report); !note.empty()) report->notes.push_back(note);
+}
+
 }  // namespace
 
 Status RunAb(const std::string& a_text, const std::string& b_text, bool commands, const PlanOptions& o, Launcher& launcher,
@@ -181,27 +207,7 @@ Status RunAb(const std::string& a_text, const std::string& b_text, bool commands
   };
   const AltTrialFn alt_trial = [&](size_t, AltResult* out) { return launcher.AltTrial(a, plans[0].alt, out); };
   if (Status st = MeasureRows(plans, o.trials, 0, o, trial, alt_trial, progress, &measured); !st.ok()) return st;
-  FixRow& m = measured.rows.front();
-  report->a = std::move(measured.baseline);
-  report->b = std::move(m.fixed);
-  if (report->paired) report->a.trial_ms = m.paired_baseline_ms;
-  report->cmp = m.cmp;
-  report->stop = m.stop, report->stop_round = m.stop_round, report->level = m.level;
-  report->detectable_at_max = m.detectable_at_max, report->conditional_power = m.conditional_power;
-  report->sequential = measured.sequential;
-  if (report->paired) {
-    report->order = fmt::format("in-process: steps A B B A ... in each of {} processes", m.stop_round);
-    report->trials = m.stop_round;
-  } else {
-    report->order = measured.order;
-    std::replace(report->order.begin(), report->order.end(), '1', 'B');
-    report->trials = static_cast<int>(report->b.trial_ms.size());
-  }
-  report->notes.insert(report->notes.end(), measured.notes.begin(), measured.notes.end());
-  units.Notes(report);
-  report->memory = CompareMemory(report->a, report->b, o.seed);
-  report->machine = SummarizeMachine({&report->a, &report->b});
-  if (const std::string note = CompilePayback(*report); !note.empty()) report->notes.push_back(note);
+  FinishAbReport(measured, units, o.seed, report);
   Explain(launcher, commands ? a_text : a.Label(), commands ? b_text : b.Label(), commands, o.explain,
           report->cmp.verdict != stats::Verdict::kNoDifference, &report->why, &report->explained, &report->notes);
   return Status::Ok();

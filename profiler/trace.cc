@@ -220,6 +220,40 @@ void Trace::Append(const Trace& src, int32_t rank) {
   finalized_ = false;
 }
 
+// Each track's events (grouped, [first_event, +event_count)) into time order, longest first at
+// one instant. Unsorted tracks are sorted on both cores: a large one in two halves at once, then
+// merged (stable either way: the result is the same for any thread count).
+static void SortEachTrack(EventArray& events, const std::vector<Track>& tracks, size_t threads) {
+  auto before = [](const Event& a, const Event& b) {
+    return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.dur_ns > b.dur_ns;
+  };
+  constexpr size_t kSplit = 1 << 16;
+  std::vector<std::pair<size_t, size_t>> halves;  // [first, mid) and [mid, last) of split tracks
+  std::vector<std::function<void()>> sorts;
+  for (const Track& t : tracks) {
+    const auto first = events.begin() + t.first_event, last = first + t.event_count;
+    if (std::is_sorted(first, last, before)) continue;
+    if (t.event_count < kSplit) {
+      sorts.push_back([=] { SortRuns(first, last, before); });
+      continue;
+    }
+    const auto mid = first + t.event_count / 2;
+    halves.push_back({t.first_event, t.first_event + t.event_count});
+    sorts.push_back([=] { SortRuns(first, mid, before); });
+    sorts.push_back([=] { SortRuns(mid, last, before); });
+  }
+  RunTasks(sorts, threads);
+  std::vector<std::function<void()>> merges;
+  for (const auto& [b, e] : halves) {
+    const auto first = events.begin() + static_cast<std::ptrdiff_t>(b), last = events.begin() + static_cast<std::ptrdiff_t>(e);
+    merges.push_back([=] {
+      std::vector<Event> buf;
+      MergeAdjacentRuns(first, first + (last - first) / 2, last, before, buf);
+    });
+  }
+  RunTasks(merges, threads);
+}
+
 void Trace::Finalize(size_t threads) {
   if (finalized_) return;
   // Counting sort by track (O(n), stable), then sort each track only if it is not already in
@@ -270,36 +304,7 @@ void Trace::Finalize(size_t threads) {
     RunTasks(tasks, threads);
     events.swap(sorted);
   }
-  auto before = [](const Event& a, const Event& b) {
-    return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.dur_ns > b.dur_ns;
-  };
-  // Unsorted tracks are sorted on both cores: a large one in two halves at once, then merged
-  // (stable either way: the result is the same for any thread count).
-  constexpr size_t kSplit = 1 << 16;
-  std::vector<std::pair<size_t, size_t>> halves;  // [first, mid) and [mid, last) of split tracks
-  std::vector<std::function<void()>> sorts;
-  for (const Track& t : tracks) {
-    const auto first = events.begin() + t.first_event, last = first + t.event_count;
-    if (std::is_sorted(first, last, before)) continue;
-    if (t.event_count < kSplit) {
-      sorts.push_back([=] { SortRuns(first, last, before); });
-      continue;
-    }
-    const auto mid = first + t.event_count / 2;
-    halves.push_back({t.first_event, t.first_event + t.event_count});
-    sorts.push_back([=] { SortRuns(first, mid, before); });
-    sorts.push_back([=] { SortRuns(mid, last, before); });
-  }
-  RunTasks(sorts, threads);
-  std::vector<std::function<void()>> merges;
-  for (const auto& [b, e] : halves) {
-    const auto first = events.begin() + static_cast<std::ptrdiff_t>(b), last = events.begin() + static_cast<std::ptrdiff_t>(e);
-    merges.push_back([=] {
-      std::vector<Event> buf;
-      MergeAdjacentRuns(first, first + (last - first) / 2, last, before, buf);
-    });
-  }
-  RunTasks(merges, threads);
+  SortEachTrack(events, tracks, threads);
   finalized_ = true;
 }
 

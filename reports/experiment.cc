@@ -144,6 +144,39 @@ std::string MeasuredSaving(const stats::Comparison& c) {
   return fmt::format("{:+.1f}% [{:+.1f}, {:+.1f}]", -SavingPct(c.speedup), -SavingPct(c.ci_high), -SavingPct(c.ci_low));
 }
 
+// Under fix's table: how many measured savings fell inside their predicted interval, and what the
+// rounds column means (sequential rows) with the looks' nominal levels.
+static void WritePredictionsAndRounds(const FixReport& r, bool sequential, std::ostream& out) {
+  int inside = 0, close = 0, predicted = 0;
+  for (const auto& row : r.rows)
+    if (const auto c = experiments::CheckPrediction(row)) {
+      ++predicted;
+      inside += c->inside ? 1 : 0;
+      close += c->close ? 1 : 0;
+    }
+  if (predicted > 0)
+    out << fmt::format("predictions: {} of {} measured savings inside their interval, {} of {} within max(5 points, 25 %) "
+                       "of the point\n",
+                       inside, predicted, close, predicted);
+  if (sequential) {
+    out << (r.sequential.used ? fmt::format("rounds: after which round a row measured across processes stopped "
+                                            "getting trials (at most {}; {} spending, alpha {:g}; an in-process row: "
+                                            "after which of its processes, each a look)",
+                                            r.sequential.max_rounds, r.sequential.spending, r.sequential.alpha)
+                              : fmt::format("rounds: after which of its processes (at most {}, each a look) an "
+                                            "in-process row stopped",
+                                            r.trials))
+        << ": decided = significant at that look's nominal level (its CI is at that level too); precise = no effect "
+           "as large as the detectable one; futile = could no longer reach significance; max rounds / budget = the "
+           "last look.";
+    if (!r.sequential.looks.empty()) {
+      out << " Looks (round: nominal alpha):";
+      for (const auto& l : r.sequential.looks) out << fmt::format(" {}: {:.4f}", l.round, l.nominal_alpha);
+    }
+    out << "\n";
+  }
+}
+
 void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
   if (r.rows.empty()) {  // nothing was measured: no trial counts, no median
     out << Heading(md) << fmt::format("trainrx fix {}: baseline {}\n\n", r.workload, r.baseline_label);
@@ -194,34 +227,7 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
            "detected; predicted: the saving of the step the what-if replay of the baseline's trace predicts, with its "
            "interval (docs/what-if.md), or, for a fix without a transform, the findings' bound (the time the fix "
            "could remove at most); measured saving: 1 - 1/speedup, beside it.\n";
-    int inside = 0, close = 0, predicted = 0;
-    for (const auto& row : r.rows)
-      if (const auto c = experiments::CheckPrediction(row)) {
-        ++predicted;
-        inside += c->inside ? 1 : 0;
-        close += c->close ? 1 : 0;
-      }
-    if (predicted > 0)
-      out << fmt::format("predictions: {} of {} measured savings inside their interval, {} of {} within max(5 points, 25 %) "
-                         "of the point\n",
-                         inside, predicted, close, predicted);
-    if (sequential) {
-      out << (r.sequential.used ? fmt::format("rounds: after which round a row measured across processes stopped "
-                                              "getting trials (at most {}; {} spending, alpha {:g}; an in-process row: "
-                                              "after which of its processes, each a look)",
-                                              r.sequential.max_rounds, r.sequential.spending, r.sequential.alpha)
-                                : fmt::format("rounds: after which of its processes (at most {}, each a look) an "
-                                              "in-process row stopped",
-                                              r.trials))
-          << ": decided = significant at that look's nominal level (its CI is at that level too); precise = no effect "
-             "as large as the detectable one; futile = could no longer reach significance; max rounds / budget = the "
-             "last look.";
-      if (!r.sequential.looks.empty()) {
-        out << " Looks (round: nominal alpha):";
-        for (const auto& l : r.sequential.looks) out << fmt::format(" {}: {:.4f}", l.round, l.nominal_alpha);
-      }
-      out << "\n";
-    }
+    WritePredictionsAndRounds(r, sequential, out);
     for (const auto& row : r.rows)
       if (row.stop == FixRow::Stop::kFutile)
         out << NotePrefix(md)
