@@ -146,7 +146,7 @@ bool IsBiasAdd(const char* n, c10::ArrayRef<const c10::IValue> in) {
   return b.defined() && x.defined() && b.dim() == 1 && x.dim() >= 2 && (add ? x.size(-1) == b.size(0) : true);
 }
 
-// Ops whose FLOPs and bytes the analysis models from their input shapes (analyzers/flops.h, issue
+// Ops whose FLOPs and bytes the analysis models from their input shapes (analyzers/cost/flops.h, issue
 // 52): their inputs are recorded too (in the steps where inputs are captured at all). Elementwise
 // ops are left out: many calls, little of a step's FLOPs.
 bool IsCosted(const char* n) {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "dependency/what_if.h"
-#include "device_peaks.h"
+#include "cost/device_peaks.h"
 #include "phases.h"
 #include "runtime_names.h"
 #include "ops.h"

@@ -1,9 +1,9 @@
-// The FLOP and byte models of analyzers/flops.h against hand counts (issue 52), and the device
+// The FLOP and byte models of analyzers/cost/flops.h against hand counts (issue 52), and the device
 // peak table's lookups.
 #include <gtest/gtest.h>
 
-#include "device_peaks.h"
-#include "flops.h"
+#include "cost/device_peaks.h"
+#include "cost/flops.h"
 
 namespace trainrx::analyzers {
 namespace {

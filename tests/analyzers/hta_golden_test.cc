@@ -101,7 +101,7 @@ TEST_P(HtaGoldenTest, TemporalAndIdleBreakdownMatchHta) {
   }
 }
 
-// Where HTA differs by definition (see analyzers/gpu.cc): on alexnet it also counts 41 CUDA sync
+// Where HTA differs by definition (see analyzers/families/gpu.cc): on alexnet it also counts 41 CUDA sync
 // records as GPU activities (kernel_time 12996011 µs there; idle/compute/non-compute µs
 // 12929684/10637/55690). Those fields are skipped; the shares still agree to 0.01 pp. Launch stats
 // count launch calls only, as HTA's (on rank0: 5224, not every GPU activity with a

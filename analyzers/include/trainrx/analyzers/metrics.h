@@ -22,7 +22,7 @@ struct StreamIdle {
   int32_t device = 0;
   int64_t host_wait_ns = 0, kernel_wait_ns = 0, other_ns = 0;
 };
-// What each moment of device idle time waited for (issue 50; analyzers/gpu.cc over the dependency
+// What each moment of device idle time waited for (issue 50; analyzers/families/gpu.cc over the dependency
 // model, links.h). Every gap in which no stream of the device ran is one of: host-starved (nothing
 // queued: the next work had not been launched when the gap began; the part of it during which a
 // host thread was in an allocator call is `allocator_ns`), or queued (the next work had been launched
@@ -257,7 +257,7 @@ struct CriticalPath {
 };
 
 // How much of the hardware the steps use (issue 52; utilization.cc): FLOPs and bytes of the ops
-// whose recorded shapes a model covers (analyzers/flops.h), their achieved throughput, and the
+// whose recorded shapes a model covers (analyzers/cost/flops.h), their achieved throughput, and the
 // model FLOPs utilization (MFU) of the step against the device's dense peak for the dtype used.
 struct OpCostRow {
   std::string name;      // "aten::mm"
@@ -314,7 +314,7 @@ struct WhatIf {
   Prediction prediction;
 };
 
-// What a rank's steps got of the CPUs (issue 60.5, analyzers/machine.cc): how long its threads ran
+// What a rank's steps got of the CPUs (issue 60.5, analyzers/families/machine.cc): how long its threads ran
 // and waited for a CPU, and who else used the CPUs, from our collector's samples (Linux schedstat and
 // /proc/stat, profiler/cpu_wait.h) nearest the steady steps' start and end.
 struct RankCpuLoad {
