@@ -19,7 +19,7 @@
 #include "status_code.h"
 #include "trainrx/exports/tables.h"
 #include "trainrx/profiler/json_writer.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/reports/report.h"
 #include "trainrx/sets/analyze_set.h"
 

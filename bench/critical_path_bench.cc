@@ -27,7 +27,7 @@
 #include "dependency/replay.h"
 #include "dependency/what_if.h"
 #include "trainrx/analyzers/analysis.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 
 namespace {
 

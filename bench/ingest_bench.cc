@@ -16,7 +16,7 @@
 #include <string>
 
 #include "trainrx/analyzers/analysis.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/parallel.h"
 
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "trainrx/profiler/journal_format.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/kineto_writer.h"
 
 namespace pr = trainrx::profiler;

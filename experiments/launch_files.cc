@@ -7,7 +7,7 @@
 
 #include "trainrx/profiler/env.h"
 #include "trainrx/profiler/json_writer.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/kineto_writer.h"
 #include "trainrx/profiler/profiler_steps.h"
 #include "trainrx/profiler/trace_names.h"

@@ -23,7 +23,7 @@
 #include "trainrx/experiments/record.h"
 #include "trainrx/experiments/run_result.h"
 #include "trainrx/experiments/stats.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/env.h"
 #include "trainrx/sets/analyze_set.h"
 

@@ -15,7 +15,7 @@
 #include "trainrx/analyzers/catalog.h"
 #include "trainrx/analyzers/cross_rank.h"
 #include "trainrx/profiler/json_writer.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 
 namespace trainrx::exports {
 

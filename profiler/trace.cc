@@ -187,36 +187,34 @@ void Trace::RemapRank(int32_t from, int32_t to) {
   }
 }
 
+void Trace::AppendPieceTables(PieceIds& ids, std::span<const MemcpyInfo> piece_memcpys, std::span<const OpInputs> inputs,
+                              std::span<const Counter> piece_counters, std::span<const Flow> piece_flows,
+                              std::span<const SyncWait> waits) {
+  ids.memcpy_base = static_cast<uint32_t>(memcpys.size());
+  ids.inputs_base = static_cast<uint32_t>(op_inputs.size());
+  memcpys.insert(memcpys.end(), piece_memcpys.begin(), piece_memcpys.end());
+  for (const OpInputs& in : inputs)
+    op_inputs.push_back({ids.names[in.input_dims], ids.names[in.input_types], ids.names[in.concrete]});
+  for (Counter c : piece_counters) c.track = ids.tracks[c.track], c.name = ids.names[c.name], counters.push_back(c);
+  for (Flow f : piece_flows) f.track = ids.tracks[f.track], f.cat = ids.names[f.cat], flows.push_back(f);
+  for (SyncWait w : waits) w.track = ids.tracks[w.track], sync_waits.push_back(w);
+}
+
 void Trace::Append(const Trace& src, int32_t rank) {
-  std::vector<StrId> names(src.strings.size(), kNoStr);
-  std::vector<char> seen(src.strings.size(), 0);
-  const auto name = [&](StrId id) {
-    if (id == kNoStr || id >= names.size()) return kNoStr;
-    if (!seen[id]) names[id] = strings.Intern(src.strings.Get(id)), seen[id] = 1;
-    return names[id];
-  };
-  std::vector<uint32_t> track_of(src.tracks.size());
+  PieceIds ids;
+  ids.names.assign(src.strings.size(), kNoStr);
+  for (StrId i = 1; i < src.strings.size(); ++i) ids.names[i] = strings.Intern(src.strings.Get(i));
+  ids.tracks.resize(src.tracks.size());
   for (size_t i = 0; i < src.tracks.size(); ++i) {
     const Track& t = src.tracks[i];
-    track_of[i] = GetOrAddTrack(rank, t.kind, t.pid, t.tid, name(t.pid_name), name(t.tid_name));
-    Track& d = tracks[track_of[i]];
+    ids.tracks[i] = GetOrAddTrack(rank, t.kind, t.pid, t.tid, ids.names[t.pid_name], ids.names[t.tid_name]);
+    Track& d = tracks[ids.tracks[i]];
     d.device = t.device, d.stream = t.stream;
-    if (t.name != kNoStr) d.name = name(t.name);
+    if (t.name != kNoStr) d.name = ids.names[t.name];
   }
-  const auto memcpy_base = static_cast<uint32_t>(memcpys.size());
-  const auto inputs_base = static_cast<uint32_t>(op_inputs.size());
-  memcpys.insert(memcpys.end(), src.memcpys.begin(), src.memcpys.end());
-  for (const OpInputs& in : src.op_inputs) op_inputs.push_back({name(in.input_dims), name(in.input_types), name(in.concrete)});
+  AppendPieceTables(ids, src.memcpys, src.op_inputs, src.counters, src.flows, src.sync_waits);
   events.reserve(events.size() + src.events.size());
-  for (Event e : src.events) {
-    e.name = name(e.name);
-    e.track = track_of[e.track];
-    if (e.aux != kNoAux) e.aux += (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) ? memcpy_base : inputs_base;
-    events.push_back(e);
-  }
-  for (Counter c : src.counters) c.track = track_of[c.track], c.name = name(c.name), counters.push_back(c);
-  for (Flow f : src.flows) f.track = track_of[f.track], f.cat = name(f.cat), flows.push_back(f);
-  for (SyncWait w : src.sync_waits) w.track = track_of[w.track], sync_waits.push_back(w);
+  for (const Event& e : src.events) events.push_back(ids.Map(e));
   finalized_ = false;
 }
 

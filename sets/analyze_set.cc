@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "rank_sides.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/sets/summary.h"
 
 namespace trainrx::sets {

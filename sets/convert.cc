@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "trainrx/analyzers/analysis.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/kineto_writer.h"
 #include "trainrx/profiler/trace_names.h"
 

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "trainrx/profiler/json_writer.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/parallel.h"
 #include "trainrx/profiler/trace_names.h"
 #include "trainrx/sets/summary.h"

@@ -1,7 +1,7 @@
 // The reader's input formats (importer.h) and what every one of them shares: which importer reads a
 // source, the rank a read source becomes, and the losses it reports. Compiled for the baseline CPU
 // (the Kineto importer's parser is SIMD-compiled: kineto_document.cc; the CPU check is the
-// caller's, kineto_reader.cc).
+// caller's, reader.cc).
 //
 // The rank policy, first match wins: distributedInfo.rank, else the rank the caller gives
 // (ReadOptions::rank_hint for a single file, ReadTraceBuffer's rank), else digits after "rank" in
@@ -69,15 +69,32 @@ class SniffedSource : public io::ByteSource {
 bool RecognizesAny(std::string_view) { return true; }
 
 constexpr Importer kImporters[] = {
-    {"trainrx journal", RecognizesJournal, ReadJournalSource},
-    // Kineto / Chrome trace JSON, torch.profiler's and ours, every generation (kineto_reader.h):
+    // A journal is read when named (`analyze run.json.partial`); a folder scan leaves it: `record`
+    // makes a killed process's journal into its trace, and one it could not is kept beside it.
+    {"trainrx journal", RecognizesJournal, ReadJournalSource, {}},
+    // Kineto / Chrome trace JSON, torch.profiler's and ours, every generation (reader.h):
     // last, it takes whatever no other importer recognised, and says what it expected.
-    {"Kineto JSON", RecognizesAny, ParseSource},
+    {"Kineto JSON", RecognizesAny, ParseSource, {".json", ".json.gz"}},
 };
 
 }  // namespace
 
 std::span<const Importer> Importers() { return kImporters; }
+
+bool ClaimedInFolder(std::string_view file_name) {
+  for (const Importer& i : Importers())
+    for (std::string_view suffix : i.folder_suffixes)
+      if (!suffix.empty() && file_name.size() >= suffix.size() && file_name.ends_with(suffix)) return true;
+  return false;
+}
+
+std::string FolderSuffixes() {
+  std::string out;
+  for (const Importer& i : Importers())
+    for (std::string_view suffix : i.folder_suffixes)
+      if (!suffix.empty()) out += fmt::format("{}*{}", out.empty() ? "" : ", ", suffix);
+  return out;
+}
 
 bool RecognizesJournal(std::string_view head) { return IsJournal(head); }
 

@@ -164,7 +164,7 @@ struct FrameTables {
   std::vector<TrackRow> tracks;
   std::vector<Event> events;
   std::vector<MemcpyInfo> memcpys;
-  std::vector<std::array<uint32_t, 3>> inputs;  // dims, types, concrete (format 3; else 0)
+  std::vector<OpInputs> inputs;  // concrete: format 3 (else kNoStr)
   std::vector<Counter> counters;
   std::vector<Flow> flows;
   std::vector<DeviceProperties> devices;
@@ -201,11 +201,11 @@ void ReadSideTables(Cursor& c, FrameTables& f, int version) {
   }
   const uint32_t n_inputs = c.Count(version >= 3 ? 12 : 8);
   f.inputs.resize(n_inputs);
-  for (auto& in : f.inputs) {
-    in[0] = c.Get<uint32_t>();
-    in[1] = c.Get<uint32_t>();
-    in[2] = version >= 3 ? c.Get<uint32_t>() : 0;
-    if (!f.StrOk(in[0]) || !f.StrOk(in[1]) || !f.StrOk(in[2])) c.ok = false;
+  for (OpInputs& in : f.inputs) {
+    in.input_dims = c.Get<uint32_t>();
+    in.input_types = c.Get<uint32_t>();
+    in.concrete = version >= 3 ? c.Get<uint32_t>() : kNoStr;
+    if (!f.StrOk(in.input_dims) || !f.StrOk(in.input_types) || !f.StrOk(in.concrete)) c.ok = false;
   }
 }
 
@@ -310,39 +310,22 @@ bool ReadFrame(std::string_view payload, int version, FrameTables& f) {
 
 // Adds a checked frame to `trace` (rank `rank`): the fragment's ids become the trace's.
 void AddFrame(FrameTables& f, int32_t rank, Trace& trace) {
-  std::vector<StrId> sid(f.strings.size(), kNoStr);
-  for (size_t i = 1; i < f.strings.size(); ++i) sid[i] = trace.strings.Intern(f.strings[i]);
-  const size_t n_tracks = f.tracks.size();
-  std::vector<uint32_t> tid(n_tracks);
-  for (uint32_t i = 0; i < n_tracks; ++i) {
+  Trace::PieceIds ids;
+  ids.names.assign(f.strings.size(), kNoStr);
+  for (size_t i = 1; i < f.strings.size(); ++i) ids.names[i] = trace.strings.Intern(f.strings[i]);
+  ids.tracks.resize(f.tracks.size());
+  for (uint32_t i = 0; i < f.tracks.size(); ++i) {
     const TrackRow& t = f.tracks[i];
-    tid[i] = trace.GetOrAddTrack(rank, static_cast<TrackKind>(t.kind), t.pid, t.tid, sid[t.pid_name], sid[t.tid_name]);
-    Track& into = trace.tracks[tid[i]];
-    if (t.name != 0) into.name = sid[t.name];
+    ids.tracks[i] = trace.GetOrAddTrack(rank, static_cast<TrackKind>(t.kind), t.pid, t.tid, ids.names[t.pid_name],
+                                        ids.names[t.tid_name]);
+    Track& into = trace.tracks[ids.tracks[i]];
+    if (t.name != 0) into.name = ids.names[t.name];
     into.device = t.device;
     into.stream = t.stream;
   }
-  const uint32_t memcpy_base = static_cast<uint32_t>(trace.memcpys.size());
-  trace.memcpys.insert(trace.memcpys.end(), f.memcpys.begin(), f.memcpys.end());
-  const uint32_t inputs_base = static_cast<uint32_t>(trace.op_inputs.size());
-  for (const auto& [dims, types, concrete] : f.inputs) trace.op_inputs.push_back({sid[dims], sid[types], sid[concrete]});
+  trace.AppendPieceTables(ids, f.memcpys, f.inputs, f.counters, f.flows, {});
   trace.events.reserve(trace.events.size() + f.events.size());
-  for (Event e : f.events) {
-    e.name = sid[e.name];
-    e.track = tid[e.track];
-    if (e.aux != kNoAux) e.aux += (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) ? memcpy_base : inputs_base;
-    trace.AddEvent(e);
-  }
-  for (Counter k : f.counters) {
-    k.track = tid[k.track];
-    k.name = sid[k.name];
-    trace.counters.push_back(k);
-  }
-  for (Flow fl : f.flows) {
-    fl.track = tid[fl.track];
-    fl.cat = sid[fl.cat];
-    trace.flows.push_back(fl);
-  }
+  for (const Event& e : f.events) trace.AddEvent(ids.Map(e));
   RankInfo& info = trace.ranks[0];
   for (auto& d : f.devices) {
     if (std::none_of(info.devices.begin(), info.devices.end(), [&](const DeviceProperties& x) { return x.id == d.id; }))

@@ -1,5 +1,5 @@
 // The top-level document of a Kineto / Chrome trace, read in windows (the SIMD-compiled half of the
-// reader; see kineto_reader.h for the contract and kineto_reader.cc for the entry points and the CPU
+// reader; see reader.h for the contract and reader.cc for the entry points and the CPU
 // check).
 //
 // Pipeline (one pass, bounded memory):

@@ -698,20 +698,9 @@ SourceAssembler::SourceAssembler(Trace& trace, const std::string& source)
       first_flow_(trace.flows.size()),
       first_counter_(trace.counters.size()) {}
 
-namespace {
-// A fragment's event with the trace's ids.
-inline Event MapEvent(Event e, const std::vector<StrId>& names, const std::vector<uint32_t>& tracks,
-                      uint32_t memcpy_base, uint32_t inputs_base) {
-  e.name = names[e.name];
-  e.track = tracks[e.track];
-  if (e.aux != kNoAux) e.aux += (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) ? memcpy_base : inputs_base;
-  return e;
-}
-}  // namespace
-
 void EventCopy::Run() const {
   const EventArray& src = from->trace.events;
-  for (size_t i = 0; i < src.size(); ++i) dst[i] = MapEvent(src[i], names, tracks, memcpy_base, inputs_base);
+  for (size_t i = 0; i < src.size(); ++i) dst[i] = ids.Map(src[i]);
 }
 
 bool SourceAssembler::CanCopyApart(const Fragment& f) const {
@@ -720,55 +709,39 @@ bool SourceAssembler::CanCopyApart(const Fragment& f) const {
 
 void SourceAssembler::Merge(const Fragment& f, EventCopy* copy) {
   const Trace& ft = f.trace;
-  names_.resize(ft.strings.size());
-  names_[0] = kNoStr;
-  for (StrId i = 1; i < ft.strings.size(); ++i) names_[i] = trace_.strings.Intern(ft.strings.Get(i));
-  tracks_.resize(ft.tracks.size());
+  std::vector<StrId>& names = ids_.names;
+  names.resize(ft.strings.size());
+  names[0] = kNoStr;
+  for (StrId i = 1; i < ft.strings.size(); ++i) names[i] = trace_.strings.Intern(ft.strings.Get(i));
+  ids_.tracks.resize(ft.tracks.size());
   for (size_t i = 0; i < ft.tracks.size(); ++i) {
     const Track& t = ft.tracks[i];
-    tracks_[i] = trace_.GetOrAddTrack(t.rank, t.kind, t.pid, t.tid, names_[t.pid_name], names_[t.tid_name]);
+    ids_.tracks[i] = trace_.GetOrAddTrack(t.rank, t.kind, t.pid, t.tid, names[t.pid_name], names[t.tid_name]);
   }
-  const auto memcpy_base = static_cast<uint32_t>(trace_.memcpys.size());
-  const auto inputs_base = static_cast<uint32_t>(trace_.op_inputs.size());
-  trace_.memcpys.insert(trace_.memcpys.end(), ft.memcpys.begin(), ft.memcpys.end());
-  for (const OpInputs& in : ft.op_inputs)
-    trace_.op_inputs.push_back({names_[in.input_dims], names_[in.input_types], names_[in.concrete]});
-  for (const Counter& c : ft.counters) trace_.counters.push_back({tracks_[c.track], names_[c.name], c.ts_ns, c.value});
-  for (Flow fl : ft.flows) {
-    fl.cat = names_[fl.cat];
-    fl.track = tracks_[fl.track];
-    trace_.flows.push_back(fl);
-  }
-  for (SyncWait sw : ft.sync_waits) {
-    sw.track = tracks_[sw.track];
-    trace_.sync_waits.push_back(sw);
-  }
+  trace_.AppendPieceTables(ids_, ft.memcpys, ft.op_inputs, ft.counters, ft.flows, ft.sync_waits);
   if (copy != nullptr) {
     const size_t at = trace_.events.size();
     trace_.events.resize(at + ft.events.size());  // unwritten (UnwrittenOnGrow); within capacity: nothing moves
     copy->from = &f;
     copy->dst = trace_.events.data() + at;
-    copy->names.assign(names_.begin(), names_.end());
-    copy->tracks.assign(tracks_.begin(), tracks_.end());
-    copy->memcpy_base = memcpy_base;
-    copy->inputs_base = inputs_base;
+    copy->ids = ids_;
   } else {
     size_t next_be = 0;
     for (size_t i = 0; i <= ft.events.size(); ++i) {
       while (next_be < f.begin_ends.size() && f.begin_ends[next_be].at == i) BeginOrEnd(f.begin_ends[next_be++]);
       if (i == ft.events.size()) break;
-      trace_.events.push_back(MapEvent(ft.events[i], names_, tracks_, memcpy_base, inputs_base));
+      trace_.events.push_back(ids_.Map(ft.events[i]));
     }
   }
   for (size_t k = 0; k < ft.stats.entries.size(); ++k) AddIssue(f.first_index[k], ft.stats.entries[k]);
   trace_.stats.events_read += ft.stats.events_read;
-  for (const auto& tn : f.thread_names) thread_names_.push_back({tn.pid, tn.tid, names_[tn.name]});
+  for (const auto& tn : f.thread_names) thread_names_.push_back({tn.pid, tn.tid, names[tn.name]});
 }
 
 void SourceAssembler::BeginOrEnd(const Fragment::BeginEnd& be) {
   Event e = be.e;
-  e.name = names_[e.name];
-  e.track = tracks_[e.track];
+  e.name = ids_.names[e.name];
+  e.track = ids_.tracks[e.track];
   if (be.begin) {
     open_begins_.push_back({e.track, e.name, e.ts_ns, e.kind});
     return;

@@ -1,4 +1,4 @@
-// Internal interface between the reader's public API (kineto_reader.cc, compiled for the baseline
+// Internal interface between the reader's public API (reader.cc, compiled for the baseline
 // CPU) and the parser behind it. Private to profiler/. It includes no simdjson, so baseline files
 // may include it; the SIMD-compiled parser files share kineto_parse_internal.h.
 //
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "byte_source.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 
 namespace trainrx::profiler {
 

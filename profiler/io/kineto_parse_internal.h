@@ -3,7 +3,7 @@
 //
 // It includes simdjson, whose On-Demand kernel is picked at compile time from the compiler's target
 // flags: include it only from files that profiler/CMakeLists.txt compiles with the parser's SIMD
-// flags, never from kineto_reader.cc, which must run on any x86-64 to say that the CPU is too old.
+// flags, never from reader.cc, which must run on any x86-64 to say that the CPU is too old.
 #pragma once
 
 #include <simdjson.h>
@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::profiler {
@@ -125,9 +125,7 @@ class WindowDecoder {
 struct EventCopy {
   const Fragment* from = nullptr;
   Event* dst = nullptr;
-  std::vector<StrId> names;      // fragment StrId -> trace StrId
-  std::vector<uint32_t> tracks;  // fragment track -> trace track
-  uint32_t memcpy_base = 0, inputs_base = 0;
+  Trace::PieceIds ids;  // the fragment's names, tracks and side-table rows -> the trace's
   void Run() const;
 };
 
@@ -161,8 +159,7 @@ class SourceAssembler {
   std::string source_;
   // What this source added starts here (Finish touches only that).
   size_t first_track_, first_event_, first_flow_, first_counter_;
-  std::vector<StrId> names_;      // fragment StrId -> trace StrId, for the fragment being merged
-  std::vector<uint32_t> tracks_;  // fragment track -> trace track
+  Trace::PieceIds ids_;  // the fragment being merged -> the trace (names, tracks, side-table rows)
   struct PendingBegin {
     uint32_t track;
     StrId name;

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "trainrx/analyzers/analysis.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 
 namespace trainrx::analyzers {
 namespace {

@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "trainrx/analyzers/analysis.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 
 namespace trainrx::analyzers {
 namespace {

@@ -16,7 +16,7 @@
 #include "dependency/links.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/diff.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/kineto_writer.h"
 
 namespace trainrx::analyzers {

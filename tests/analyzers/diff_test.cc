@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "trainrx/analyzers/diff.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/reports/diff.h"
 
 namespace trainrx::analyzers {

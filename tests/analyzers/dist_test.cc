@@ -11,7 +11,7 @@
 #include "trainrx/analyzers/cross_rank.h"
 #include "trainrx/reports/report.h"
 #include "trainrx/sets/summary.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 
 namespace trainrx::analyzers {
 namespace {

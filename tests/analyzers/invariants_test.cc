@@ -30,7 +30,7 @@
 #include <sstream>
 
 #include "trainrx/analyzers/analysis.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/reports/report.h"
 
 namespace trainrx::analyzers {

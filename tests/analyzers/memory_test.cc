@@ -11,7 +11,7 @@
 
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/mann_whitney.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/kineto_writer.h"
 #include "trainrx/profiler/memory_counters.h"
 

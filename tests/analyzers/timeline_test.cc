@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 
 namespace trainrx::analyzers {
 namespace {

@@ -20,7 +20,7 @@
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/catalog.h"
 #include "trainrx/profiler/cpu_wait.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 
 namespace trainrx::analyzers {
 namespace {

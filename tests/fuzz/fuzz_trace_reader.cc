@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "trainrx/analyzers/analysis.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/kineto_writer.h"
 #include "trainrx/reports/report.h"
 

@@ -15,7 +15,7 @@
 
 #include "gpu_test_records.h"
 #include "session.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/kineto_writer.h"
 
 namespace trainrx::probes {

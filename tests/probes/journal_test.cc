@@ -20,7 +20,7 @@
 
 #include "gpu_test_records.h"
 #include "trainrx/profiler/journal_format.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/kineto_writer.h"
 
 namespace trainrx::probes {

@@ -13,7 +13,7 @@
 #include "byte_source.h"
 #include "importer.h"
 #include "trainrx/profiler/journal_format.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/kineto_writer.h"
 
 namespace trainrx::profiler {
@@ -119,6 +119,30 @@ TEST(Importers, ChosenByTheFirstBytes) {
   EXPECT_FALSE(ReadTraceBuffer(journal.substr(0, 12), "y.partial", -1, u).ToBool(&error));
   EXPECT_NE(error.find("y.partial"), std::string::npos) << error;
   EXPECT_TRUE(u.ranks.empty());
+}
+
+// A folder scan reads the names importers claim (Importer::folder_suffixes), not a journal left
+// beside its trace nor other files; a folder with none says which names it looked for.
+TEST(Importers, AFolderScanReadsTheNamesImportersClaim) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("trainrx-scan-{}", getpid());
+  fs::create_directories(dir / "none");
+  for (const char* f : {"rank1.json", "rank0.json.gz", "rank0.json.partial", "notes.txt"}) std::ofstream(dir / f) << "x";
+  std::ofstream(dir / "none" / "notes.txt") << "x";
+  const auto files = ExpandTracePaths({dir.string()});
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  EXPECT_EQ(*files, (std::vector<std::string>{(dir / "rank0.json.gz").string(), (dir / "rank1.json").string()}));
+  // Named on its own, any file is read (its first bytes decide the importer).
+  const auto named = ExpandTracePaths({(dir / "rank0.json.partial").string()});
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->size(), 1u);
+  const auto none = ExpandTracePaths({(dir / "none").string()});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("*.json, *.json.gz"), std::string::npos) << none.status().message();
+  EXPECT_TRUE(ClaimedInFolder("a.pt.trace.json"));
+  EXPECT_FALSE(ClaimedInFolder("a.json.partial"));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include "journal.h"
 #include "trainrx/experiments/launch_files.h"
 #include "trainrx/profiler/json_writer.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 
 namespace trainrx {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -12,7 +12,7 @@
 
 #include <unistd.h>
 
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 
 namespace trainrx::profiler {
 namespace {

@@ -7,7 +7,7 @@
 #include <functional>
 #include <sstream>
 
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/reports/gate.h"
 #include "trainrx/reports/html.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "trainrx/profiler/json_writer.h"
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::profiler {

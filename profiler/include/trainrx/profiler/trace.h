@@ -1,6 +1,6 @@
 // trainrx::profiler — the one trace model every source fills and every analyzer reads.
 //
-// Who writes it: the Kineto/Chrome reader (profiler/io/kineto_reader.cc), and later our own
+// Who writes it: the Kineto/Chrome reader (profiler/io/reader.cc), and later our own
 // collector (probes/, CUPTI backend). Who reads it: analyzers/ (const Trace&), reports/, the
 // Kineto writer. Threading: a Trace is built by one thread, then read-only; concurrent readers
 // are fine once Finalize() has run.
@@ -259,6 +259,26 @@ struct Trace {
   // Moves every track of rank `from` to rank `to` (the reader parses a file under a provisional
   // rank until its distributedInfo has been read).
   void RemapRank(int32_t from, int32_t to);
+  // How a piece read apart (a parsing window's fragment, a journal frame, a trace of its own) maps
+  // into this trace: its string ids and tracks to ours, and where its memcpys and op inputs start
+  // here (events' aux indices move by them).
+  struct PieceIds {
+    std::vector<StrId> names;      // the piece's string id -> ours (kNoStr -> kNoStr)
+    std::vector<uint32_t> tracks;  // the piece's track -> ours
+    uint32_t memcpy_base = 0, inputs_base = 0;
+    Event Map(Event e) const {
+      e.name = names[e.name];
+      e.track = tracks[e.track];
+      if (e.aux != kNoAux) e.aux += (e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset) ? memcpy_base : inputs_base;
+      return e;
+    }
+  };
+  // The one merge of the reader's pieces (Append, the Kineto reader's fragments, the journal's
+  // frames): a piece's tables but its events, with `ids`' names and tracks, and `ids`' bases set.
+  // Its events are the caller's to add (in order, with begin / end pairs, or apart on a worker),
+  // each through ids.Map.
+  void AppendPieceTables(PieceIds& ids, std::span<const MemcpyInfo> memcpys, std::span<const OpInputs> inputs,
+                         std::span<const Counter> counters, std::span<const Flow> flows, std::span<const SyncWait> waits);
   // Appends the tracks, events and side-table rows of `src` (finalized or not) on rank `rank`, its
   // strings interned here; not its ranks or stats (an importer's RankInfo is the rank policy's).
   // How an importer that decodes a whole source into a Trace of its own (the collector's journal)

@@ -1,8 +1,8 @@
-// Public entry points of the trace reader (kineto_reader.h). This file is compiled for the
+// Public entry points of the trace reader (reader.h), for every input format (importer.h). This file is compiled for the
 // baseline CPU: it checks that the CPU can run the SIMD-compiled parser (kineto_document.cc and
 // the files it calls, see kineto_parse.h) before calling into it, so an old CPU gets a message
 // instead of SIGILL. It also makes each call all or nothing (Trace::Checkpoint).
-#include "trainrx/profiler/kineto_reader.h"
+#include "trainrx/profiler/reader.h"
 
 #include <fmt/format.h>
 
@@ -28,11 +28,6 @@ Status CheckCpu() {
   }
 #endif
   return {};
-}
-
-bool HasTraceSuffix(const std::string& name) {
-  auto ends = [&](std::string_view s) { return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0; };
-  return ends(".json") || ends(".json.gz");
 }
 
 }  // namespace
@@ -128,10 +123,10 @@ StatusOr<std::vector<std::string>> ExpandTracePaths(const std::vector<std::strin
     if (fs::is_directory(p, ec)) {
       std::vector<std::string> files;
       for (const auto& entry : fs::directory_iterator(p, ec)) {
-        if (entry.is_regular_file() && HasTraceSuffix(entry.path().filename().string())) files.push_back(entry.path().string());
+        if (entry.is_regular_file() && ClaimedInFolder(entry.path().filename().string())) files.push_back(entry.path().string());
       }
       if (ec) return Status::Error(fmt::format("{}: cannot list directory: {}", p, ec.message()));
-      if (files.empty()) return Status::Error(fmt::format("{}: directory contains no trace files (*.json, *.json.gz)", p));
+      if (files.empty()) return Status::Error(fmt::format("{}: directory contains no trace files ({})", p, FolderSuffixes()));
       std::sort(files.begin(), files.end());
       out.insert(out.end(), files.begin(), files.end());
     } else if (fs::exists(p, ec)) {

@@ -1,13 +1,18 @@
-// trainrx::profiler Kineto / Chrome-trace reader: fills a Trace from PyTorch profiler output.
+// trainrx::profiler trace reader: fills a Trace from the files of a run, in any format an importer
+// reads (profiler/io/importer.h: PyTorch profiler / Kineto JSON, our collector's journal), picked
+// by each file's first bytes, not its name. The entry points (ReadTraces, ExpandTracePaths,
+// CheckJobs) know no format; a new input format is an importer, not a change here.
 //
-// Accepts every format generation since 2021:
+// Formats read today:
 //  - Kineto (torch.profiler) JSON object with "traceEvents", categories old (Operator, Runtime,
 //    Kernel, Memcpy, Memset) and new (cpu_op, cuda_runtime, cuda_driver, kernel, gpu_memcpy,
 //    gpu_memset, user_annotation, gpu_user_annotation, python_function, cuda_sync, ac2g, fwdbwd),
 //    integer µs or decimal µs with ns precision, optional baseTimeNanoseconds, distributedInfo,
 //    deviceProperties; our own "trainrx" config block.
 //  - The legacy autograd profiler's export_chrome_trace: a bare array, no "cat", "pid": "CPU functions".
-//  - .json or .json.gz (detected by magic bytes, not by name); a directory of per-rank files.
+//  - Our collector's journal ("<trace>.partial": a process killed before it wrote its trace).
+//  - Gzip of any of them (detected by magic bytes); a directory of per-rank files (the names each
+//    importer claims in a folder: *.json, *.json.gz).
 //
 // Errors: a file that is not a trace (missing, empty, truncated, not JSON, JSON of another shape)
 // returns an error Status (status.h) naming the file and what was wrong, and leaves the Trace exactly as it
@@ -47,8 +52,8 @@ struct ReadOptions {
   bool strict = false;
 };
 
-// Reads one or more paths (files or directories of *.json / *.json.gz / *.pt.trace.json[.gz])
-// into `trace`, merging ranks, then calls trace.Finalize().
+// Reads one or more paths (files, or directories of the files importers claim by name: *.json,
+// *.json.gz, *.pt.trace.json[.gz]) into `trace`, merging ranks, then calls trace.Finalize().
 Status ReadTraces(const std::vector<std::string>& paths, Trace& trace,
                       const ReadOptions& options = {});
 
@@ -64,7 +69,8 @@ Status ReadTraceBuffer(std::string_view bytes, std::string_view source_name, int
 // on what it merges; a set analyzed rank by rank (trainrx/sets) calls it on its ranks.
 std::string CheckJobs(const std::vector<RankInfo>& ranks, IngestStats* stats);
 
-// Expands directories into the sorted list of trace files they contain.
+// Expands directories into the sorted list of trace files they contain: the names some importer
+// claims in a folder (Importer::folder_suffixes); a file named on its own is read whatever its name.
 // An error ("<path>: no such file or directory") when a path is missing or a directory holds none.
 StatusOr<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths);
 
