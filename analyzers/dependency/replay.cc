@@ -311,6 +311,8 @@ void RankGraph::MarkSteps(const std::vector<int32_t>& call_task) {
         frac = std::clamp(static_cast<double>(instant - tasks_[ti].ts) / static_cast<double>(tasks_[ti].dur), 0.0, 1.0);
       boundaries_.push_back({ti, frac});
     }
+  for (size_t i = 0; i < tasks_.size(); ++i)
+    if (tasks_[i].kind == Kind::kDevice && step_of_[i] >= 0) device_in_steps_.push_back(static_cast<int32_t>(i));
 }
 
 
@@ -496,7 +498,6 @@ class ReplayWalk {
 };
 
 ReplayResult ReplayWalk::Result(size_t lane) const {
-  const auto& tasks = g_.tasks_;
   const size_t L = lanes_.size();
   const auto s = [&](int32_t i) { return start_[static_cast<size_t>(i) * L + lane]; };
   const auto e = [&](int32_t i) { return end_[static_cast<size_t>(i) * L + lane]; };
@@ -515,9 +516,7 @@ ReplayResult ReplayWalk::Result(size_t lane) const {
   // The device's pace: the end of each window's device work, first to last.
   if (windows >= 2) {
     std::vector<int64_t> last(windows, INT64_MIN);
-    for (size_t i = 0; i < tasks.size(); ++i)
-      if (tasks[i].kind == RankGraph::Kind::kDevice && g_.step_of_[i] >= 0)
-        last[g_.step_of_[i]] = std::max(last[g_.step_of_[i]], e(static_cast<int32_t>(i)));
+    for (const int32_t i : g_.device_in_steps_) last[g_.step_of_[i]] = std::max(last[g_.step_of_[i]], e(i));
     if (last.front() != INT64_MIN && last.back() != INT64_MIN) {
       r.device_step_ns = (last.back() - last.front()) / static_cast<int64_t>(windows - 1);
       r.mean_ns = std::max(r.mean_ns, static_cast<double>(r.device_step_ns));
@@ -605,7 +604,7 @@ Coupling CoupleCollectives(const std::vector<const RankGraph*>& graphs) {
 
 std::vector<std::vector<ReplayResult>> ReplayJoint(const std::vector<const RankGraph*>& graphs,
                                                    const std::vector<std::vector<const Edits*>>& lanes_of, const Coupling& c,
-                                                   size_t* broken) {
+                                                   size_t* broken, size_t wanted) {
   std::vector<ReplayWalk> walks;
   walks.reserve(graphs.size());
   auto& buffers = WalkBuffers(graphs.size());
@@ -661,7 +660,8 @@ std::vector<std::vector<ReplayResult>> ReplayJoint(const std::vector<const RankG
   if (broken != nullptr) *broken = given_up;
   std::vector<std::vector<ReplayResult>> out(walks.size());
   for (size_t r = 0; r < walks.size(); ++r)
-    for (size_t l = 0; l < walks[r].lanes(); ++l) out[r].push_back(walks[r].Result(l));
+    if (wanted == SIZE_MAX || r == wanted)
+      for (size_t l = 0; l < walks[r].lanes(); ++l) out[r].push_back(walks[r].Result(l));
   return out;
 }
 

@@ -20,6 +20,7 @@
 // a set are replayed together (ReplayJoint).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -122,6 +123,7 @@ class RankGraph {
   mutable std::unique_ptr<ReplayResult> unchanged_;
   std::vector<int32_t> step_of_;
   std::vector<int32_t> call_task_;  // per RankLinks::calls: its first slice (-1: none)
+  std::vector<int32_t> device_in_steps_;  // the device tasks of a step (the device's pace)
   std::vector<std::pair<int32_t, double>> boundaries_;  // per window start and end: (loop task, fraction)
   std::unordered_map<uint32_t, std::pair<int32_t, int32_t>> thread_range_;  // per host thread: its tasks [first, last)
   friend class ReplayWalk;
@@ -170,9 +172,11 @@ Coupling CoupleCollectives(const std::vector<const RankGraph*>& graphs);
 // arrived (Coupling). `lanes[r]`: rank r's edits, one per lane (all ranks the same count; lane l of
 // every rank is one replay of the set); the result per rank, per lane. Where the graphs' orders
 // contradict each other (each waits for another), a collective is given up and replayed as
-// measured on its rank: counted in `broken`.
+// measured on its rank: counted in `broken`. `wanted` < graphs.size(): only that rank's results are
+// made (the others' stay empty).
 std::vector<std::vector<ReplayResult>> ReplayJoint(const std::vector<const RankGraph*>& graphs,
                                                    const std::vector<std::vector<const Edits*>>& lanes,
-                                                   const Coupling& coupling, size_t* broken = nullptr);
+                                                   const Coupling& coupling, size_t* broken = nullptr,
+                                                   size_t wanted = SIZE_MAX);
 
 }  // namespace trainrx::analyzers

@@ -784,7 +784,7 @@ std::vector<ReplayResult> ReplayLevels(const RankGraph& g, const std::vector<Edi
     const std::vector<Edits>& lv = !joint || q == self ? levels : peer_levels[q];
     for (size_t k = 0; k < count; ++k) lanes[q].push_back(&lv[std::min(k, lv.size() - 1)]);
   }
-  return std::move(ReplayJoint(graphs, lanes, joint ? set->coupling : kAlone, &broken)[joint ? self : 0]);
+  return std::move(ReplayJoint(graphs, lanes, joint ? set->coupling : kAlone, &broken, joint ? self : 0)[joint ? self : 0]);
 }
 
 // Each level's saving (% of the base mean) from its replay and the CPUs the moved work shares with
