@@ -57,10 +57,6 @@ using profiler::Event;
 using profiler::EventKind;
 using profiler::Trace;
 
-// A device start later than both its launch and its stream by more than this waited on something
-// else (HTA's kernel-wait threshold: launch latency and back-to-back gaps stay under it).
-constexpr int64_t kDependencyGapNs = 30'000;
-
 // The matched instances of a rank's communication kernels that waited for another rank.
 struct RankWait {
   int64_t ts_ns = 0, dur_ns = 0;  // the kernel (its start and duration identify it on its rank)
@@ -133,20 +129,9 @@ class Walker {
         x = d.waits_on;
         ready_x = std::min(l_.work[x].end(), d.ts());
         by_event = true;
-      } else if (d.waits_on < 0 && (base == INT64_MIN || d.ts() - base > kDependencyGapNs)) {
-        // The work on another stream that ended last at or before d started.
-        auto pos = std::upper_bound(l_.by_end.begin(), l_.by_end.end(), std::make_pair(d.ts(), INT32_MAX));
-        while (pos != l_.by_end.begin()) {
-          --pos;
-          const DeviceWork& o = l_.work[pos->second];
-          if (o.stream != d.stream && o.device == d.device && o.ts() < d.ts()) {
-            if (pos->first > base) {
-              x = pos->second;
-              ready_x = pos->first;
-            }
-            break;
-          }
-        }
+      } else if (const int32_t inferred = InferredStreamWait(l_, work); inferred >= 0) {
+        x = inferred;  // the work on another stream that ended last at or before d started
+        ready_x = l_.work[x].end();
       }
       // The binding dependency: the latest ready time at or before d's start.
       int64_t ready[3] = {std::min(ready_p, d.ts()), std::min(ready_l, d.ts()), ready_x};

@@ -390,6 +390,22 @@ const RankLinks* LinkIndex::Rank(int32_t rank) const {
   return nullptr;
 }
 
+int32_t InferredStreamWait(const RankLinks& l, int32_t i) {
+  const DeviceWork& d = l.work[static_cast<size_t>(i)];
+  if (d.waits_on >= 0) return -1;
+  const int64_t ready_p = d.prev >= 0 ? l.work[static_cast<size_t>(d.prev)].end() : INT64_MIN;
+  const HostCall* call = l.CallOf(d);
+  const int64_t base = std::max(ready_p, call ? call->e->ts_ns : INT64_MIN);
+  if (base != INT64_MIN && d.ts() - base <= kDependencyGapNs) return -1;
+  auto pos = std::upper_bound(l.by_end.begin(), l.by_end.end(), std::make_pair(d.ts(), INT32_MAX));
+  while (pos != l.by_end.begin()) {
+    --pos;
+    const DeviceWork& o = l.work[static_cast<size_t>(pos->second)];
+    if (o.stream != d.stream && o.device == d.device && o.ts() < d.ts()) return pos->first > base ? pos->second : -1;
+  }
+  return -1;
+}
+
 // The loop's thread: the one holding a range that is the first window (ProfilerStep#N, our step
 // marks), else the one busiest inside the windows (in the whole trace without windows).
 uint32_t LoopThread(const profiler::Trace& trace, const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows) {

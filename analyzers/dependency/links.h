@@ -149,6 +149,17 @@ class LinkIndex {
   std::vector<RankLinks> ranks_;
 };
 
+// Device work left waiting longer than this with its stream free and its launch call begun waited
+// for something else (HTA's kernel-wait threshold: launch latency and back-to-back gaps stay under
+// it; critical_path.cc, and the replay's inferred stream waits).
+inline constexpr int64_t kDependencyGapNs = 30'000;
+// The work on another stream of the same device that device work `i` (RankLinks::work) waited for,
+// inferred by time where no sync record says (its waits_on < 0): `i` started more than
+// kDependencyGapNs after both its stream's previous work ended and its launch call began, and that
+// work, begun before `i`, ended last at or before `i` started and after both. -1: none. The critical
+// path and the replay read this one inference.
+int32_t InferredStreamWait(const RankLinks& l, int32_t i);
+
 // The loop's thread of a rank: the one holding a range that is the first window (ProfilerStep#N,
 // our step marks), else the one busiest inside the windows (in the whole trace without windows).
 uint32_t LoopThread(const profiler::Trace& trace, const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows);
