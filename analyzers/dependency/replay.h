@@ -9,8 +9,9 @@
 //    return then;
 //  - device tasks: kernels, copies and memsets per stream;
 //  - edges: program order per thread and per stream; launch -> device work; event record -> stream
-//    wait; a thread other than the loop's, idle before a task, was woken by the loop's thread at that
-//    instant (the gap rule).
+//    wait, or without sync records the wait on another stream inferred by time as the critical path
+//    infers it (links.h InferredStreamWait); a thread other than the loop's, idle before a task, was
+//    woken by the loop's thread at that instant (the gap rule).
 // Replay gives each task start = max over its edges of (the predecessor's new ready time + lag): the
 // binding edge (the one that was latest in the trace) keeps the delay it had (launch latency, an
 // unexplained wait), the others their natural minimum (0; a launch the rank's typical latency), so
