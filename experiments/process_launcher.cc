@@ -366,10 +366,7 @@ class ProcessLauncher : public Launcher {
     StatusOr<RecordLaunch> launch = PrepareRecordOf(cmd, name, "", &o);
     if (!launch.ok()) return launch.status();
     const std::string joined = Joined(fixes);
-    if (!joined.empty() && !fs::exists(bin_dir_ + "/trainrx_python/sitecustomize.py"))
-      return Status::Error(fmt::format("{}/trainrx_python/sitecustomize.py: missing, and the fixes ({}) are applied by it "
-                                       "(rebuild)",
-                                       bin_dir_, joined));
+    if (Status st = CheckHookForFixes(joined, bin_dir_); !st.ok()) return st;
     std::vector<EnvChange>& env = launch->process.env;
     env.push_back({env::kFix, joined, joined.empty() ? EnvChange::kUnset : EnvChange::kSet});
     if (stop > 0) env.push_back({env::kStopAfterSteps, std::to_string(stop), EnvChange::kSetIfUnset});

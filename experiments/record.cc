@@ -164,6 +164,12 @@ void BuildProbeForNextRun(const RecordOptions& options, const fs::path& report, 
 
 }  // namespace
 
+Status CheckHookForFixes(const std::string& fixes, const std::string& exe_dir) {
+  const std::string hook = exe_dir + "/trainrx_python/sitecustomize.py";
+  if (fixes.empty() || fs::exists(hook)) return Status::Ok();
+  return Status::Error(fmt::format("{}: missing, and the fixes ({}) are applied by it (rebuild)", hook, fixes));
+}
+
 StatusOr<RecordLaunch> PrepareRecord(const RecordOptions& options, const std::string& exe_dir) {
   if (options.command.empty())
     return Status::Error("record: expected a command after --, e.g. trainrx record -o run.json -- python3 train.py");
@@ -193,8 +199,8 @@ StatusOr<RecordLaunch> PrepareRecord(const RecordOptions& options, const std::st
   }
   const std::string hook = exe_dir + "/trainrx_python";
   const bool have_hook = fs::exists(hook + "/sitecustomize.py");
-  if (const char* fixes = std::getenv(env::kFix); fixes && *fixes && !have_hook)
-    return Status::Error(fmt::format("{}/sitecustomize.py: missing, and TRAINRX_FIX is set (rebuild)", hook));
+  if (const char* fixes = std::getenv(env::kFix); fixes != nullptr)
+    if (Status st = CheckHookForFixes(fixes, exe_dir); !st.ok()) return st;
   ProcessSpec& p = launch.process;
   p.argv = options.command;
   p.search_path = true;

@@ -84,10 +84,6 @@ void NoteOutOfMemory(SweepReport* r) {
                                                          largest.empty() ? "-" : largest)));
 }
 
-// Every combination of the axes (odometer order), `trials` rounds in a random order each, then
-// the best cell and the cells tied with it. `trial(cell, out)` runs one trial of a cell. Workload
-// cells rank by throughput; commands (`by_time`) by throughput when every trial has one (samples
-// per step known), else by their time.
 // A design whose rank test cannot reach the level (issue 51.1: 9 401 vs 59 658 samples/s, 6.35x,
 // with 3 trials a cell, were "tied for best") compares its cells by the few-trials test instead,
 // said up front and in the report.
@@ -155,6 +151,10 @@ bool RankCells(const PlanOptions& o, bool by_time, SweepReport* report) {
   return true;
 }
 
+// Every combination of the axes (odometer order), `trials` rounds in a random order each, then
+// the best cell and the cells tied with it. `trial(cell, out)` runs one trial of a cell. Workload
+// cells rank by throughput; commands (`by_time`) by throughput when every trial has one (samples
+// per step known), else by their time.
 Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<std::string(const SweepCell&)>& label,
                   const std::function<StatusOr<TrialResult>(size_t cell)>& trial, bool by_time, Progress& progress,
                   SweepReport* report) {

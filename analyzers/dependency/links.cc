@@ -239,14 +239,6 @@ struct Busy {
   }
 };
 
-// Waits between host threads (links.h ThreadWait). Each thread's ops are walked as a call tree; a
-// stretch of an op's own time of kThreadWaitMinNs or more is a wait when another thread's op ended
-// within max(10 us, 2 % of the stretch) before the stretch's end and that thread was busy through at
-// least half of the stretch up to that end. A fork and join is a wait with a longer return: the other
-// thread was idle before the stretch (busy at most a tenth of the quarter-stretch before it), worked
-// through at least half of it and ended within a tenth of the stretch before its end (the Python
-// return from `loss.backward()` into the next call, which the trace has no op for: 0.2-0.5 ms after
-// 5-7 ms of the autograd thread's work on an H200, issue 62).
 // The op of another thread whose end released a stretch [a, b) of an op's own time: the latest to
 // end in [b - tol, b] (tol: max(10 us, 2 % of the stretch), and after a) that was busy through half
 // of the stretch; else the latest such op within the fork-and-join tolerance (a tenth of the
@@ -301,6 +293,15 @@ void DropMutualWaits(std::vector<ThreadWait>& waits) {
   waits.resize(kept);
 }
 
+// Waits between host threads (links.h ThreadWait). Each thread's ops are walked as a call tree; a
+// stretch of an op's own time of kThreadWaitMinNs or more is a wait when another thread's op ended
+// within max(10 us, 2 % of the stretch) before the stretch's end and that thread was busy through at
+// least half of the stretch up to that end. A fork and join is a wait with a longer return: the other
+// thread was idle before the stretch (busy at most a tenth of the quarter-stretch before it), worked
+// through at least half of it and ended within a tenth of the stretch before its end (the Python
+// return from `loss.backward()` into the next call, which the trace has no op for: 0.2-0.5 ms after
+// 5-7 ms of the autograd thread's work on an H200, issue 62). Two ops that would wait for each other
+// keep one wait (DropMutualWaits).
 void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
   struct Stretch {
     const Event* op;

@@ -242,7 +242,7 @@ void RankGraph::AddEdges() {
       }
       if (w.waits_on >= 0 && work_task[w.waits_on] >= 0) push(work_task[w.waits_on], -1, 0);
       // No sync record: the wait on another stream the critical path infers by time (links.h).
-      if (const int32_t x = w.waits_on < 0 ? InferredStreamWait(links_, t.work) : -1; x >= 0 && work_task[x] >= 0)
+      if (const int32_t x = InferredStreamWait(links_, t.work); x >= 0 && work_task[x] >= 0)
         push(work_task[x], -1, 0);
     }
     finish(t);

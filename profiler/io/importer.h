@@ -11,8 +11,9 @@
 // Adding an input format (docs/architecture.md "Adding an input format"): one file with a
 // `Status Read...(io::ByteSource&, const std::string& name, int32_t provisional_rank, Trace&,
 // const ReadOptions&, RankInfo*)` and a `bool Recognizes...(std::string_view head)`, and one line in
-// Importers() (importers.cc) with the file suffixes a folder scan should read as its; its tests in tests/profiler/importers_test.cc. The last importer (Kineto JSON)
-// takes any source no other one recognises, so that its error says what a trace should look like.
+// Importers() (importers.cc) with the file suffixes a folder scan should read as its; its tests in
+// tests/profiler/importers_test.cc. The last importer (Kineto JSON) takes any source no other one
+// recognises, so that its error says what a trace should look like.
 #pragma once
 
 #include <array>

@@ -84,7 +84,7 @@ std::span<const Importer> Importers() { return kImporters; }
 bool ClaimedInFolder(std::string_view file_name) {
   for (const Importer& i : Importers())
     for (std::string_view suffix : i.folder_suffixes)
-      if (!suffix.empty() && file_name.size() >= suffix.size() && file_name.ends_with(suffix)) return true;
+      if (!suffix.empty() && file_name.ends_with(suffix)) return true;
   return false;
 }
 
@@ -139,8 +139,8 @@ static void CountRecordedLosses(const RankInfo& info, const std::string& name, I
     const auto n = static_cast<uint64_t>(std::max<int64_t>(0, it->second.AsInt().value_or(0)));
     if (n > 0) {
       stats.Add(fmt::format("collector_{}", key),
-                      std::string_view(key) == "unfinished_ranges" ? IssueSeverity::kInfo : IssueSeverity::kDataLoss,
-                      fmt::format("{}: reported by the trainrx collector", name), n);
+                std::string_view(key) == "unfinished_ranges" ? IssueSeverity::kInfo : IssueSeverity::kDataLoss,
+                fmt::format("{}: reported by the trainrx collector", name), n);
     }
   }
   // A journal read as it is (its process was killed with its launcher, or still runs): the last
@@ -148,35 +148,35 @@ static void CountRecordedLosses(const RankInfo& info, const std::string& name, I
   if (info.config.count("journal_flush_ms") && !info.config.count("journal_salvaged")) {
     const double period_s = info.config.at("journal_flush_ms").AsNumber().value_or(0) / 1e3;
     stats.Add("journal_cut", IssueSeverity::kDataLoss,
-                    fmt::format("{}: a collector journal, not a finished trace (its process was killed, or is still "
-                                "running): what it recorded after its last flush is missing (flushed every {:g} s)",
-                                name, period_s),
-                    1);
+              fmt::format("{}: a collector journal, not a finished trace (its process was killed, or is still "
+                          "running): what it recorded after its last flush is missing (flushed every {:g} s)",
+                          name, period_s),
+              1);
   }
   // A binary journal's own losses (journal_format.h): a last flush cut off while it was written,
   // frames that did not check out.
   if (auto it = info.config.find("journal_torn_bytes"); it != info.config.end()) {
     stats.Add("journal_torn_flush", IssueSeverity::kDataLoss,
-                    fmt::format("{}: the journal's last flush was cut off while it was written ({} bytes): what it "
-                                "held is lost, as if that flush had not run",
-                                name, it->second.Text()),
-                    1);
+              fmt::format("{}: the journal's last flush was cut off while it was written ({} bytes): what it "
+                          "held is lost, as if that flush had not run",
+                          name, it->second.Text()),
+              1);
   }
   if (auto it = info.config.find("journal_corrupt_frames"); it != info.config.end()) {
     const auto bytes = info.config.find("journal_corrupt_bytes");
     stats.Add("journal_corrupt_frames", IssueSeverity::kDataLoss,
-                    fmt::format("{}: journal flushes whose bytes did not check out were skipped ({} bytes)", name,
-                                bytes == info.config.end() ? "?" : bytes->second.Text()),
-                    static_cast<uint64_t>(std::max<int64_t>(0, it->second.AsInt().value_or(0))));
+              fmt::format("{}: journal flushes whose bytes did not check out were skipped ({} bytes)", name,
+                          bytes == info.config.end() ? "?" : bytes->second.Text()),
+              static_cast<uint64_t>(std::max<int64_t>(0, it->second.AsInt().value_or(0))));
   }
   // A trace made from a killed process's journal: what it recorded after its last flush is lost.
   if (auto it = info.config.find("journal_missing_ns"); it != info.config.end()) {
     const double missing_s = it->second.AsNumber().value_or(0) / 1e9;
     stats.Add("journal_cut", IssueSeverity::kDataLoss,
-                    fmt::format("{}: made from the journal of a process that was killed; up to {:.1f} s recorded "
-                                "before it ended were never flushed",
-                                name, missing_s),
-                    1);
+              fmt::format("{}: made from the journal of a process that was killed; up to {:.1f} s recorded "
+                          "before it ended were never flushed",
+                          name, missing_s),
+              1);
   }
 }
 

@@ -76,6 +76,12 @@ StatusOr<RecordLaunch> PrepareRecord(const RecordOptions& options, const std::st
 // program loaded a libtorch none was built for.
 std::vector<std::string> FinishRecord(const RecordOptions& options, const RecordLaunch& launch, int code, std::ostream& log);
 
+// Fixes applied from outside a script (`fixes`, TRAINRX_FIX's "a,b") are the Python start-up hook's
+// work (`exe_dir`/trainrx_python/sitecustomize.py): an error naming the hook when there are fixes and
+// it is missing, so that they are never silently left out. `trainrx record` and the launcher's trials
+// both check it.
+Status CheckHookForFixes(const std::string& fixes, const std::string& exe_dir);
+
 // The per-user probe cache: $XDG_CACHE_HOME/trainrx, else $HOME/.cache/trainrx ("" without either).
 // Each probe-<name>/ in it holds a probe built for one torch (libtrainrx_probe.so, its .torch sidecar).
 std::string ProbeCacheDir();
