@@ -49,7 +49,8 @@ run_fault() {  # label python record-args... -- fault rc steps
   # The program's own last error line is the same up to PyTorch's worker message, which names a pid
   # and has two wordings, by timing, with or without recording.
   [ "$(tail -1 "$t.plain.err" | sed -E 's/ \(pid.*//')" = "$(grep -v '^trainrx:' "$t.rec.err" | tail -1 | sed -E 's/ \(pid.*//')" ] \
-    && ok "$label $fault: same last error line" || bad "$label $fault: error output differs"
+    && ok "$label $fault: same last error line" \
+    || { bad "$label $fault: error output differs"; echo "  plain:    $(tail -1 "$t.plain.err")"; echo "  recorded: $(grep -v '^trainrx:' "$t.rec.err" | tail -1)"; }
   ls "$W" | grep -q "$label\.$fault\.pid" && bad "$label $fault: a forked child wrote a trace" || true
   python3 - "$t.json" "$fault" "$want" "$opt_steps" <<'PY' && ok "$label $fault: trace complete" || bad "$label $fault: trace"
 import json, sys
