@@ -198,7 +198,7 @@ void RankGraph::AddEdges() {
     return e.frac < 0 ? p.ts + p.dur : p.ts + static_cast<int64_t>(std::llround(e.frac * static_cast<double>(p.dur)));
   };
   const auto push = [&](int32_t from, float frac, int64_t natural) {
-    Edge e{from, 0, frac};
+    Edge e{0, from, frac};
     cands.push_back({e, ready_of(e), natural});
   };
   const auto finish = [&](Task& t) {

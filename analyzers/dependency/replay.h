@@ -58,9 +58,9 @@ class RankGraph {
     int64_t tail = 0;       // waits: from the release to the end
     int32_t edge_begin = 0, edge_count = 0;
   };
-  struct Edge {
-    int32_t from = 0;
+  struct Edge {  // 16 bytes: the replay's walks read every edge
     int64_t lag = 0;
+    int32_t from = 0;
     float frac = -1;  // < 0: ready at the predecessor's end; else at this fraction of its duration
   };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string_view>
@@ -676,38 +677,88 @@ std::vector<std::string> TransformNames() {
   return out;
 }
 
-// The plans' edits combined level by level (a plan with one level uses it at every level; scales
-// multiply, unblocks add up); a single plan's levels as they are.
-std::vector<Edits> CombineLevels(const RankGraph& g, std::vector<TransformPlan> plans) {
-  if (plans.empty()) return {};
-  if (plans.size() == 1) return std::move(plans.front().levels);
-  size_t distinct = 1;
-  for (const TransformPlan& plan : plans) distinct = std::max(distinct, plan.levels.size());
-  std::vector<Edits> levels(distinct, Edits(g.tasks().size()));
-  for (const TransformPlan& plan : plans)
-    for (size_t k = 0; k < distinct; ++k) {
-      const Edits& e = plan.levels[std::min(k, plan.levels.size() - 1)];
-      for (size_t i = 0; i < e.scale.size(); ++i) {
-        levels[k].scale[i] *= e.scale[i];
-        levels[k].unblock[i] |= e.unblock[i];
-        if (!e.add_ns.empty() && e.add_ns[i] != 0) levels[k].Add(i, e.add_ns[i]);
-      }
+namespace {
+
+// The levels a replay walks: one plan's own, or several plans' edits combined level by level (a
+// plan with one level uses it at every level; scales multiply, unblocks add up).
+class Levels {
+ public:
+  Levels() = default;
+  Levels(const RankGraph& g, const std::vector<const TransformPlan*>& plans) {
+    if (plans.size() == 1) {
+      one_ = &plans.front()->levels;
+      return;
     }
-  return levels;
+    size_t distinct = 1;
+    for (const TransformPlan* plan : plans) distinct = std::max(distinct, plan->levels.size());
+    combined_.assign(distinct, Edits(g.tasks().size()));
+    for (const TransformPlan* plan : plans)
+      for (size_t k = 0; k < distinct; ++k) {
+        const Edits& e = plan->levels[std::min(k, plan->levels.size() - 1)];
+        for (size_t i = 0; i < e.scale.size(); ++i) {
+          combined_[k].scale[i] *= e.scale[i];
+          combined_[k].unblock[i] |= e.unblock[i];
+          if (!e.add_ns.empty() && e.add_ns[i] != 0) combined_[k].Add(i, e.add_ns[i]);
+        }
+      }
+  }
+  const std::vector<Edits>& get() const { return one_ != nullptr ? *one_ : combined_; }
+
+ private:
+  const std::vector<Edits>* one_ = nullptr;
+  std::vector<Edits> combined_;
+};
+
+// The plans of `names` on g (names without a transform left out): the cache's where it made them,
+// else made here and kept in `own`.
+std::vector<const TransformPlan*> PlansOf(const RankGraph& g, const std::vector<std::string>& names, const PlanCache* cache,
+                                          std::deque<TransformPlan>& own) {
+  std::vector<const TransformPlan*> out;
+  for (const std::string& n : names) {
+    if (const TransformPlan* p = cache != nullptr ? cache->Find(g, n) : nullptr; p != nullptr) {
+      out.push_back(p);
+    } else if (const TransformFn fn = FindTransform(n); fn != nullptr) {
+      own.push_back(fn(g));
+      out.push_back(&own.back());
+    }
+  }
+  return out;
 }
 
 // The same transforms on another rank of the set (the fix is in the code every rank runs): its
-// levels only (its own floors and words are the predicted rank's to say).
-std::vector<Edits> PeerLevels(const RankGraph& g, const std::vector<std::string>& names) {
-  std::vector<TransformPlan> plans;
-  for (const std::string& n : names)
-    if (const TransformFn fn = FindTransform(n); fn != nullptr) {
-      TransformPlan plan = fn(g);
-      if (plan.not_predictable.empty() && plan.applies()) plans.push_back(std::move(plan));
-    }
-  std::vector<Edits> levels = CombineLevels(g, std::move(plans));
-  if (levels.empty()) levels.emplace_back(g.tasks().size());
-  return levels;
+// levels only (its own floors and words are the predicted rank's to say); no edits where none
+// applies there.
+struct PeerPlans {
+  std::deque<TransformPlan> own;
+  Levels levels;
+  Edits none;
+};
+void PeerLevels(const RankGraph& g, const std::vector<std::string>& names, const PlanCache* cache, PeerPlans& out) {
+  std::vector<const TransformPlan*> plans;
+  for (const TransformPlan* plan : PlansOf(g, names, cache, out.own))
+    if (plan->not_predictable.empty() && plan->applies()) plans.push_back(plan);
+  if (!plans.empty()) out.levels = Levels(g, plans);
+}
+
+}  // namespace
+
+void PlanCache::Fill(const std::vector<const RankGraph*>& graphs, const std::vector<std::string>& transforms, size_t threads) {
+  std::vector<std::pair<const RankGraph*, std::string>> keys;
+  for (const RankGraph* g : graphs)
+    for (const std::string& n : transforms)
+      if (FindTransform(n) != nullptr && plans_.count({g, n}) == 0 &&
+          std::find(keys.begin(), keys.end(), std::make_pair(g, n)) == keys.end())
+        keys.emplace_back(g, n);
+  std::vector<TransformPlan> made(keys.size());
+  std::vector<std::function<void()>> tasks;
+  for (size_t i = 0; i < keys.size(); ++i) tasks.push_back([&, i] { made[i] = FindTransform(keys[i].second)(*keys[i].first); });
+  profiler::RunTasks(tasks, threads);
+  for (size_t i = 0; i < keys.size(); ++i) plans_.emplace(std::move(keys[i]), std::move(made[i]));
+}
+
+const TransformPlan* PlanCache::Find(const RankGraph& g, const std::string& transform) const {
+  const auto it = plans_.find({&g, transform});
+  return it == plans_.end() ? nullptr : &it->second;
 }
 
 const std::vector<ReplayResult>& RankSet::Unchanged() const {
@@ -724,65 +775,58 @@ namespace {
 // The transforms' plans on the predicted graph, with what bounds the step after them: per level,
 // the fixes' own pace (floor), the CPU time moved off the loop and the CPUs the loop keeps busy.
 struct Planned {
-  std::vector<Edits> levels;
+  std::deque<TransformPlan> own;
+  Levels levels;
   std::vector<double> floors = std::vector<double>(3, 0.0), moved = std::vector<double>(3, 0.0),
                       loop_cores = std::vector<double>(3, 1.0);
   double cores = 0;
   std::string assumptions, not_predictable;
   bool any = false;
 };
-Planned PlanAll(const RankGraph& g, const std::vector<std::string>& names) {
-  Planned out;
-  std::vector<TransformPlan> plans;
-  for (const std::string& n : names) {
-    const TransformFn fn = FindTransform(n);
-    if (fn == nullptr) continue;
-    TransformPlan plan = fn(g);
-    if (!plan.not_predictable.empty()) {
-      out.not_predictable = plan.not_predictable;
-      return out;
+void PlanAll(const RankGraph& g, const std::vector<std::string>& names, const PlanCache* cache, Planned& out) {
+  std::vector<const TransformPlan*> plans;
+  for (const TransformPlan* plan : PlansOf(g, names, cache, out.own)) {
+    if (!plan->not_predictable.empty()) {
+      out.not_predictable = plan->not_predictable;
+      return;
     }
-    if (!plan.applies()) continue;
-    out.assumptions += (out.assumptions.empty() ? "" : "; ") + plan.assumptions;
+    if (!plan->applies()) continue;
+    out.assumptions += (out.assumptions.empty() ? "" : "; ") + plan->assumptions;
     for (size_t k = 0; k < 3; ++k) {
       const auto at = [k](const std::vector<double>& v) { return v[std::min(k, v.size() - 1)]; };
-      if (!plan.floor_ns.empty()) out.floors[k] = std::max(out.floors[k], at(plan.floor_ns));
-      if (!plan.moved_cpu_ns.empty()) {
-        out.moved[k] += at(plan.moved_cpu_ns);
-        out.loop_cores[k] = std::max(out.loop_cores[k], at(plan.loop_cores));
+      if (!plan->floor_ns.empty()) out.floors[k] = std::max(out.floors[k], at(plan->floor_ns));
+      if (!plan->moved_cpu_ns.empty()) {
+        out.moved[k] += at(plan->moved_cpu_ns);
+        out.loop_cores[k] = std::max(out.loop_cores[k], at(plan->loop_cores));
       }
     }
-    out.cores = std::max(out.cores, plan.cores);
-    plans.push_back(std::move(plan));
+    out.cores = std::max(out.cores, plan->cores);
+    plans.push_back(plan);
   }
   out.any = !plans.empty();
-  out.levels = CombineLevels(g, std::move(plans));
-  return out;
+  if (out.any) out.levels = Levels(g, plans);
 }
 
 // Every level replayed in one walk of each graph (lanes); the set's ranks together where `set`
 // couples this graph's collectives (the same fixes on every rank). `self`: this graph's place in
 // the set (SIZE_MAX: alone).
 std::vector<ReplayResult> ReplayLevels(const RankGraph& g, const std::vector<Edits>& levels, const std::vector<std::string>& names,
-                                       const RankSet* set, size_t self, size_t& broken) {
+                                       const RankSet* set, size_t self, const PlanCache* cache, size_t& broken) {
   static const Coupling kAlone;
   const bool joint = self != SIZE_MAX;
-  std::vector<std::vector<Edits>> peer_levels;
+  std::vector<PeerPlans> peers(joint ? set->graphs.size() : 0);
   size_t count = levels.size();
-  if (joint) {
-    peer_levels.resize(set->graphs.size());
-    for (size_t q = 0; q < set->graphs.size(); ++q)
-      if (q != self) {
-        peer_levels[q] = PeerLevels(*set->graphs[q], names);
-        count = std::max(count, peer_levels[q].size());
-      }
-  }
+  for (size_t q = 0; q < peers.size(); ++q)
+    if (q != self) {
+      PeerLevels(*set->graphs[q], names, cache, peers[q]);
+      count = std::max(count, peers[q].levels.get().size());
+    }
   const std::vector<const RankGraph*> alone = {&g};
   const std::vector<const RankGraph*>& graphs = joint ? set->graphs : alone;
   std::vector<std::vector<const Edits*>> lanes(graphs.size());
   for (size_t q = 0; q < graphs.size(); ++q) {
-    const std::vector<Edits>& lv = !joint || q == self ? levels : peer_levels[q];
-    for (size_t k = 0; k < count; ++k) lanes[q].push_back(&lv[std::min(k, lv.size() - 1)]);
+    const std::vector<Edits>& lv = !joint || q == self ? levels : peers[q].levels.get();
+    for (size_t k = 0; k < count; ++k) lanes[q].push_back(lv.empty() ? &peers[q].none : &lv[std::min(k, lv.size() - 1)]);
   }
   return std::move(ReplayJoint(graphs, lanes, joint ? set->coupling : kAlone, &broken, joint ? self : 0)[joint ? self : 0]);
 }
@@ -837,12 +881,14 @@ Savings SavingsOf(const Planned& plan, const std::vector<ReplayResult>& replayed
 
 }  // namespace
 
-WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& names, double measured_mean_ns, const RankSet* set) {
+WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& names, double measured_mean_ns, const RankSet* set,
+                           const PlanCache* cache) {
   WhatIfResult out;
   Prediction& p = out.prediction;
   for (const std::string& n : names) p.transform += (p.transform.empty() ? "" : "+") + n;
   if (g.windows().empty() || measured_mean_ns <= 0) return out;
-  Planned plan = PlanAll(g, names);
+  Planned plan;
+  PlanAll(g, names, cache, plan);
   if (!plan.not_predictable.empty()) {
     p.method = "not predictable";
     p.assumptions = plan.not_predictable;
@@ -857,7 +903,7 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
       if (set->graphs[q] == &g) self = q;
   const bool joint = self != SIZE_MAX;
   size_t broken = 0;
-  const std::vector<ReplayResult> replayed = ReplayLevels(g, plan.levels, names, set, self, broken);
+  const std::vector<ReplayResult> replayed = ReplayLevels(g, plan.levels.get(), names, set, self, cache, broken);
   const ReplayResult& base = joint ? set->Unchanged()[self] : g.Unchanged();
   if (base.mean_ns <= 0) return out;
   const Savings saving = SavingsOf(plan, replayed, base);
@@ -974,11 +1020,25 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   if (coupled != nullptr) coupled->Unchanged();
   else
     for (auto& [rank, graph] : graphs) graph->Unchanged();
+  // Each transform planned once on each graph it runs on: a set's on every rank.
+  PlanCache cache;
+  {
+    std::map<int32_t, std::vector<std::string>> names;
+    for (const auto& [key, result] : done) names[key.first].push_back(key.second);
+    for (const std::string& n : what_if) names[asked_rank].push_back(n);
+    std::vector<const RankGraph*> on;
+    std::vector<std::string> every;
+    for (const auto& [rank, list] : names) {
+      if (coupled == nullptr && graphs.count(rank) != 0) cache.Fill({graphs.at(rank).get()}, list, threads);
+      every.insert(every.end(), list.begin(), list.end());
+    }
+    if (coupled != nullptr) cache.Fill(coupled->graphs, every, threads);
+  }
   {
     std::vector<std::function<void()>> tasks;
     for (auto& [key, result] : done)
       tasks.push_back([&, key = key, &result = result] {
-        result = PredictWhatIf(*graphs.at(key.first), {key.second}, means.at(key.first), coupled);
+        result = PredictWhatIf(*graphs.at(key.first), {key.second}, means.at(key.first), coupled, &cache);
       });
     profiler::RunTasks(tasks, threads);
   }
@@ -999,7 +1059,7 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   const auto add = [&](const char* label, int32_t rank, const std::vector<std::string>& names) {
     const auto g = graphs.find(rank);
     if (g == graphs.end()) return;
-    WhatIfResult r = PredictWhatIf(*g->second, names, means.at(rank), coupled);
+    WhatIfResult r = PredictWhatIf(*g->second, names, means.at(rank), coupled, &cache);
     if (r.prediction.method.empty()) {
       r.prediction.method = "not predictable";
       r.prediction.assumptions = g->second->windows().empty() ? "no steps in this rank's trace: nothing to replay a step of"

@@ -7,6 +7,7 @@
 // find (what cudnn.benchmark picks), it says "not predictable from this trace" instead of a number.
 #pragma once
 
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -74,11 +75,23 @@ struct RankSet {
   mutable std::vector<ReplayResult> unchanged_;
   mutable size_t broken_unchanged_ = 0;
 };
+// Transforms' plans made once per (graph, transform) for every prediction that asks: a set's
+// predictions each plan the fix on every rank, and "all findings" plans them all again.
+// Filled before the predictions run (on the threads there are), read-only while they do.
+class PlanCache {
+ public:
+  void Fill(const std::vector<const RankGraph*>& graphs, const std::vector<std::string>& transforms, size_t threads);
+  // nullptr: not made here (the caller plans it itself).
+  const TransformPlan* Find(const RankGraph& graph, const std::string& transform) const;
+
+ private:
+  std::map<std::pair<const RankGraph*, std::string>, TransformPlan> plans_;
+};
 // One rank's prediction of `transforms` applied together (their edits combined: scales multiply,
 // unblocks add up, floors take the largest). The unchanged replay's error is part of the interval.
 // With `set` holding this graph and coupled collectives, every rank of the set gets the fix and
 // they are replayed together.
 WhatIfResult PredictWhatIf(const RankGraph& graph, const std::vector<std::string>& transforms, double measured_mean_ns,
-                           const RankSet* set = nullptr);
+                           const RankSet* set = nullptr, const PlanCache* cache = nullptr);
 
 }  // namespace trainrx::analyzers
