@@ -397,9 +397,14 @@ class ReplayWalk {
   ReplayWalk(const RankGraph& g, std::vector<const Edits*> lanes, std::vector<int64_t>& start, std::vector<int64_t>& end)
       : g_(g), lanes_(std::move(lanes)), start_(Grown(start, g.tasks_.size() * lanes_.size())),
         end_(Grown(end, g.tasks_.size() * lanes_.size())) {
-    for (const Edits* e : lanes_)
+    touched_.assign(g.tasks_.size(), 0);
+    for (const Edits* e : lanes_) {
       raw_.push_back({e->scale.empty() ? nullptr : e->scale.data(), e->unblock.empty() ? nullptr : e->unblock.data(),
                       e->add_ns.empty() ? nullptr : e->add_ns.data()});
+      for (size_t i = 0; i < e->scale.size(); ++i) touched_[i] |= static_cast<uint8_t>(e->scale[i] != 1.0f);
+      for (size_t i = 0; i < e->unblock.size(); ++i) touched_[i] |= e->unblock[i];
+      for (size_t i = 0; i < e->add_ns.size(); ++i) touched_[i] |= static_cast<uint8_t>(e->add_ns[i] != 0);
+    }
   }
   size_t lanes() const { return lanes_.size(); }
   // Walks on. `coupling.Of(i)`: task i's collective (-1: none); `coupling.Ready(k)`: whether every
@@ -462,6 +467,16 @@ class ReplayWalk {
       }
       const int32_t collective = coupling.Of(i);
       if (collective >= 0 && !coupling.Ready(collective)) return false;
+      if (!touched_[i] && collective < 0) {  // as measured in every lane
+        if (t.release >= 0) {
+          const int64_t* released = &end_[static_cast<size_t>(t.release) * L];
+          const int64_t own = std::min(t.dur, t.tail);
+          for (size_t l = 0; l < L; ++l) end[l] = std::max(start[l] + own, released[l] + t.tail);
+        } else {
+          for (size_t l = 0; l < L; ++l) end[l] = start[l] + t.dur;
+        }
+        continue;
+      }
       for (size_t l = 0; l < L; ++l) {
         const Lane& lane = raw_[l];
         const double scale = lane.scale ? lane.scale[i] : 1.0;
@@ -495,6 +510,7 @@ class ReplayWalk {
   const RankGraph& g_;
   std::vector<const Edits*> lanes_;
   std::vector<Lane> raw_;
+  std::vector<uint8_t> touched_;  // per task: some lane edits it
   std::vector<int64_t>& start_;  // per task, per lane
   std::vector<int64_t>& end_;
   size_t pos_ = 0;
@@ -607,7 +623,7 @@ Coupling CoupleCollectives(const std::vector<const RankGraph*>& graphs) {
 
 std::vector<std::vector<ReplayResult>> ReplayJoint(const std::vector<const RankGraph*>& graphs,
                                                    const std::vector<std::vector<const Edits*>>& lanes_of, const Coupling& c,
-                                                   size_t* broken, size_t wanted) {
+                                                   size_t* broken, const std::vector<size_t>& wanted) {
   std::vector<ReplayWalk> walks;
   walks.reserve(graphs.size());
   auto& buffers = WalkBuffers(graphs.size());
@@ -662,9 +678,11 @@ std::vector<std::vector<ReplayResult>> ReplayJoint(const std::vector<const RankG
   }
   if (broken != nullptr) *broken = given_up;
   std::vector<std::vector<ReplayResult>> out(walks.size());
-  for (size_t r = 0; r < walks.size(); ++r)
-    if (wanted == SIZE_MAX || r == wanted)
-      for (size_t l = 0; l < walks[r].lanes(); ++l) out[r].push_back(walks[r].Result(l));
+  for (size_t r = 0; r < walks.size(); ++r) {
+    out[r].resize(walks[r].lanes());
+    for (size_t l = 0; l < walks[r].lanes(); ++l)
+      if (wanted.empty() || wanted[l] == r) out[r][l] = walks[r].Result(l);
+  }
   return out;
 }
 

@@ -171,13 +171,13 @@ struct Coupling {
 Coupling CoupleCollectives(const std::vector<const RankGraph*>& graphs);
 // Every graph replayed with its edits, together: a coupled collective ends when its last rank has
 // arrived (Coupling). `lanes[r]`: rank r's edits, one per lane (all ranks the same count; lane l of
-// every rank is one replay of the set); the result per rank, per lane. Where the graphs' orders
+// every rank is one replay of the set: the lanes share one walk of each graph, so several fixes'
+// replays cost little more than one); the result per rank, per lane. Where the graphs' orders
 // contradict each other (each waits for another), a collective is given up and replayed as
-// measured on its rank: counted in `broken`. `wanted` < graphs.size(): only that rank's results are
-// made (the others' stay empty).
+// measured on its rank (the same in every lane): counted in `broken`. `wanted`: the rank whose
+// results a lane makes (the others' stay empty); empty: every rank's.
 std::vector<std::vector<ReplayResult>> ReplayJoint(const std::vector<const RankGraph*>& graphs,
                                                    const std::vector<std::vector<const Edits*>>& lanes,
                                                    const Coupling& coupling, size_t* broken = nullptr,
-                                                   size_t wanted = SIZE_MAX);
-
+                                                   const std::vector<size_t>& wanted = {});
 }  // namespace trainrx::analyzers

@@ -807,30 +807,6 @@ void PlanAll(const RankGraph& g, const std::vector<std::string>& names, const Pl
   if (out.any) out.levels = Levels(g, plans);
 }
 
-// Every level replayed in one walk of each graph (lanes); the set's ranks together where `set`
-// couples this graph's collectives (the same fixes on every rank). `self`: this graph's place in
-// the set (SIZE_MAX: alone).
-std::vector<ReplayResult> ReplayLevels(const RankGraph& g, const std::vector<Edits>& levels, const std::vector<std::string>& names,
-                                       const RankSet* set, size_t self, const PlanCache* cache, size_t& broken) {
-  static const Coupling kAlone;
-  const bool joint = self != SIZE_MAX;
-  std::vector<PeerPlans> peers(joint ? set->graphs.size() : 0);
-  size_t count = levels.size();
-  for (size_t q = 0; q < peers.size(); ++q)
-    if (q != self) {
-      PeerLevels(*set->graphs[q], names, cache, peers[q]);
-      count = std::max(count, peers[q].levels.get().size());
-    }
-  const std::vector<const RankGraph*> alone = {&g};
-  const std::vector<const RankGraph*>& graphs = joint ? set->graphs : alone;
-  std::vector<std::vector<const Edits*>> lanes(graphs.size());
-  for (size_t q = 0; q < graphs.size(); ++q) {
-    const std::vector<Edits>& lv = !joint || q == self ? levels : peers[q].levels.get();
-    for (size_t k = 0; k < count; ++k) lanes[q].push_back(lv.empty() ? &peers[q].none : &lv[std::min(k, lv.size() - 1)]);
-  }
-  return std::move(ReplayJoint(graphs, lanes, joint ? set->coupling : kAlone, &broken, joint ? self : 0)[joint ? self : 0]);
-}
-
 // Each level's saving (% of the base mean) from its replay and the CPUs the moved work shares with
 // the step. What the loop leaves idle beside it takes the moved work for free; the rest (the
 // excess) takes CPUs the loop's threads need. Shared fluidly (an ideal scheduler, threads that do
@@ -881,32 +857,93 @@ Savings SavingsOf(const Planned& plan, const std::vector<ReplayResult>& replayed
 
 }  // namespace
 
-WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& names, double measured_mean_ns, const RankSet* set,
-                           const PlanCache* cache) {
+namespace {
+
+// A prediction between its plan and its replay: planned first (which may already say "not
+// predictable" or nothing at all), replayed with others that walk the same graphs (lanes of one
+// walk), then finished (the savings and their words).
+struct Pending {
+  const RankGraph* g = nullptr;
+  std::vector<std::string> names;
+  double measured_mean_ns = 0;
+  const RankSet* set = nullptr;
+  size_t self = SIZE_MAX;  // the graph's place in the set whose collectives couple (SIZE_MAX: alone)
   WhatIfResult out;
-  Prediction& p = out.prediction;
-  for (const std::string& n : names) p.transform += (p.transform.empty() ? "" : "+") + n;
-  if (g.windows().empty() || measured_mean_ns <= 0) return out;
   Planned plan;
-  PlanAll(g, names, cache, plan);
-  if (!plan.not_predictable.empty()) {
-    p.method = "not predictable";
-    p.assumptions = plan.not_predictable;
-    return out;
+  std::vector<PeerPlans> peers;  // joint: the fix on every other rank of the set
+  size_t count = 0;              // lanes: the levels replayed
+  bool replay = false;           // planned and to be replayed (a number will be made)
+  std::vector<ReplayResult> replayed;
+  size_t broken = 0;
+  std::vector<const RankGraph*> alone;
+  bool joint() const { return self != SIZE_MAX; }
+  const std::vector<const RankGraph*>& Graphs() const { return joint() ? set->graphs : alone; }
+  // Rank q's edits in lane k (a plan with fewer levels repeats its last).
+  const Edits* Lane(size_t q, size_t k) const {
+    const std::vector<Edits>& lv = !joint() || q == self ? plan.levels.get() : peers[q].levels.get();
+    return lv.empty() ? &peers[q].none : &lv[std::min(k, lv.size() - 1)];
   }
-  if (!plan.any) return out;
-  p.assumptions = plan.assumptions;
+  const ReplayResult& Base() const { return joint() ? set->Unchanged()[self] : g->Unchanged(); }
+};
+
+void PlanPrediction(Pending& pending, const PlanCache* cache) {
+  const RankGraph& g = *pending.g;
+  Prediction& p = pending.out.prediction;
+  pending.alone = {&g};
+  for (const std::string& n : pending.names) p.transform += (p.transform.empty() ? "" : "+") + n;
+  if (g.windows().empty() || pending.measured_mean_ns <= 0) return;
+  PlanAll(g, pending.names, cache, pending.plan);
+  if (!pending.plan.not_predictable.empty()) {
+    p.method = "not predictable";
+    p.assumptions = pending.plan.not_predictable;
+    return;
+  }
+  if (!pending.plan.any) return;
+  p.assumptions = pending.plan.assumptions;
   // Several ranks whose collectives couple: every rank replayed with the fix, together.
-  size_t self = SIZE_MAX;
+  const RankSet* set = pending.set;
   if (set != nullptr && !set->coupling.empty())
     for (size_t q = 0; q < set->graphs.size(); ++q)
-      if (set->graphs[q] == &g) self = q;
-  const bool joint = self != SIZE_MAX;
+      if (set->graphs[q] == &g) pending.self = q;
+  pending.count = pending.plan.levels.get().size();
+  if (pending.joint()) {
+    pending.peers.resize(set->graphs.size());
+    for (size_t q = 0; q < set->graphs.size(); ++q)
+      if (q != pending.self) {
+        PeerLevels(*set->graphs[q], pending.names, cache, pending.peers[q]);
+        pending.count = std::max(pending.count, pending.peers[q].levels.get().size());
+      }
+  }
+  pending.replay = pending.Base().mean_ns > 0;
+}
+
+// Predictions that walk the same graphs (one set, or one rank alone), replayed in one walk.
+void ReplayTogether(const std::vector<Pending*>& batch) {
+  static const Coupling kAlone;
+  const Pending& first = *batch.front();
+  const std::vector<const RankGraph*>& graphs = first.Graphs();
+  std::vector<std::vector<const Edits*>> lanes(graphs.size());
+  std::vector<size_t> wanted;
+  for (const Pending* p : batch)
+    for (size_t k = 0; k < p->count; ++k) {
+      for (size_t q = 0; q < graphs.size(); ++q) lanes[q].push_back(p->Lane(q, k));
+      wanted.push_back(p->joint() ? p->self : 0);
+    }
   size_t broken = 0;
-  const std::vector<ReplayResult> replayed = ReplayLevels(g, plan.levels.get(), names, set, self, cache, broken);
-  const ReplayResult& base = joint ? set->Unchanged()[self] : g.Unchanged();
-  if (base.mean_ns <= 0) return out;
-  const Savings saving = SavingsOf(plan, replayed, base);
+  std::vector<std::vector<ReplayResult>> results =
+      ReplayJoint(graphs, lanes, first.joint() ? first.set->coupling : kAlone, &broken, wanted);
+  size_t lane = 0;
+  for (Pending* p : batch) {
+    std::vector<ReplayResult>& mine = results[p->joint() ? p->self : 0];
+    for (size_t k = 0; k < p->count; ++k) p->replayed.push_back(std::move(mine[lane++]));
+    p->broken = broken;  // where the ranks' orders contradict is the same in every lane
+  }
+}
+
+void FinishPrediction(Pending& pending) {
+  Prediction& p = pending.out.prediction;
+  const ReplayResult& base = pending.Base();
+  const Savings saving = SavingsOf(pending.plan, pending.replayed, base);
   p.method = "replay";
   // The replay's own error: the loop's steps replayed unchanged against the measured ones. Where the
   // device ran behind the loop (it took longer a step than the loop's steps, with no sync to hold the
@@ -914,17 +951,19 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
   double host_mean = 0;
   for (int64_t s : base.step_ns) host_mean += static_cast<double>(s);
   host_mean /= static_cast<double>(std::max<size_t>(1, base.step_ns.size()));
+  const double measured_mean_ns = pending.measured_mean_ns;
   p.replay_error_pct = 100.0 * (host_mean - measured_mean_ns) / measured_mean_ns;
   if (base.mean_ns > 1.02 * host_mean)
     p.assumptions += fmt::format("; the device ran behind the loop ({:.1f} ms a step against the loop's {:.1f} ms): the "
                                  "step's pace is the device's, before and after",
                                  base.mean_ns / 1e6, host_mean / 1e6);
-  if (joint) {
+  if (pending.joint()) {
+    const RankSet* set = pending.set;
     p.assumptions += fmt::format("; the fix applied on all {} ranks, replayed together: each of the {} collectives matched "
                                  "across them ends when its last rank arrives, plus its transfer (its shortest measured "
                                  "time)",
                                  set->graphs.size(), set->coupling.transfer.size());
-    if (const size_t b = std::max(broken, set->broken_unchanged()); b > 0)
+    if (const size_t b = std::max(pending.broken, set->broken_unchanged()); b > 0)
       p.assumptions += fmt::format(" ({} collective{} replayed as measured: the ranks' orders contradict there)", b, b == 1 ? "" : "s");
   }
   if (saving.cpu_bound_low)
@@ -939,8 +978,24 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
   p.high_pct = std::min(100.0, std::max({v[0], v[1], v[2]}) + saving.spread + err);
   p.step_ns_before = static_cast<int64_t>(std::max(measured_mean_ns, base.mean_ns));
   p.step_ns_after = static_cast<int64_t>(static_cast<double>(p.step_ns_before) * (1.0 - v[0] / 100.0));
-  out.ok = true;
-  return out;
+  pending.out.ok = true;
+}
+
+}  // namespace
+
+WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& names, double measured_mean_ns, const RankSet* set,
+                           const PlanCache* cache) {
+  Pending pending;
+  pending.g = &g;
+  pending.names = names;
+  pending.measured_mean_ns = measured_mean_ns;
+  pending.set = set;
+  PlanPrediction(pending, cache);
+  if (pending.replay) {
+    ReplayTogether({&pending});
+    FinishPrediction(pending);
+  }
+  return std::move(pending.out);
 }
 
 std::vector<std::string> WhatIfNames() { return TransformNames(); }
@@ -1034,41 +1089,87 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     }
     if (coupled != nullptr) cache.Fill(coupled->graphs, every, threads);
   }
+  // Every prediction planned, then replayed: those that walk the same graphs (the set; a rank
+  // alone) share walks, as many as there are threads; then finished.
+  const auto plan = [&](int32_t rank, std::vector<std::string> names) {
+    auto p = std::make_unique<Pending>();
+    p->g = graphs.at(rank).get();
+    p->names = std::move(names);
+    p->measured_mean_ns = means.at(rank);
+    p->set = coupled;
+    PlanPrediction(*p, &cache);
+    return p;
+  };
+  std::map<std::pair<int32_t, std::string>, std::unique_ptr<Pending>> pending;
+  for (const auto& [key, unused] : done) pending[key] = plan(key.first, {key.second});
+  std::vector<std::string> all;  // every finding's transform with a number, once, in the findings' order
+  int32_t all_rank = -1;
+  for (const Finding& f : report.findings) {
+    const CatalogEntry* entry = FindCatalogEntry(f.id);
+    if (entry == nullptr) continue;
+    const auto it = pending.find({rank_of(f.rank), std::string(entry->transform)});
+    if (it == pending.end() || !it->second->replay) continue;
+    if (all_rank < 0) all_rank = it->first.first;
+    if (it->first.first == all_rank && std::find(all.begin(), all.end(), entry->transform) == all.end())
+      all.push_back(entry->transform);
+  }
+  std::unique_ptr<Pending> all_findings, asked;
+  if (all.size() >= 2 && graphs.count(all_rank) != 0) all_findings = plan(all_rank, all);
+  if (!what_if.empty() && graphs.count(asked_rank) != 0) asked = plan(asked_rank, what_if);
   {
+    std::map<const void*, std::vector<Pending*>> walks;  // per set or lone graph: its predictions
+    const auto walk = [&](Pending* p) {
+      if (p != nullptr && p->replay) walks[p->joint() ? static_cast<const void*>(p->set) : p->g].push_back(p);
+    };
+    for (auto& [key, p] : pending) walk(p.get());
+    walk(all_findings.get());
+    walk(asked.get());
+    const size_t chunks = std::max<size_t>(1, threads == 0 ? profiler::UsableCpus() : threads);
+    std::vector<std::vector<Pending*>> batches;
+    for (auto& [key, list] : walks) {
+      // Chunks of about equal lanes, in order.
+      size_t lanes = 0;
+      for (const Pending* p : list) lanes += p->count;
+      const size_t per = (lanes + chunks - 1) / chunks;
+      batches.emplace_back();
+      size_t in = 0;
+      for (Pending* p : list) {
+        if (in >= per && !batches.back().empty()) {
+          batches.emplace_back();
+          in = 0;
+        }
+        batches.back().push_back(p);
+        in += p->count;
+      }
+    }
     std::vector<std::function<void()>> tasks;
-    for (auto& [key, result] : done)
-      tasks.push_back([&, key = key, &result = result] {
-        result = PredictWhatIf(*graphs.at(key.first), {key.second}, means.at(key.first), coupled, &cache);
-      });
+    for (const auto& batch : batches) tasks.push_back([&batch] { ReplayTogether(batch); });
     profiler::RunTasks(tasks, threads);
   }
-  std::vector<std::string> all;  // every finding's transform, once, in the findings' order
-  int32_t all_rank = -1;
+  const auto finish = [](Pending& p) {
+    if (p.replay) FinishPrediction(p);
+    return std::move(p.out);
+  };
+  for (auto& [key, p] : pending) done[key] = finish(*p);
   for (Finding& f : report.findings) {
     const CatalogEntry* entry = FindCatalogEntry(f.id);
     if (entry == nullptr) continue;
     const auto it = done.find({rank_of(f.rank), std::string(entry->transform)});
     if (it == done.end() || it->second.prediction.method.empty()) continue;
-    if (it->second.ok) {
-      if (all_rank < 0) all_rank = it->first.first;
-      if (it->first.first == all_rank && std::find(all.begin(), all.end(), entry->transform) == all.end())
-        all.push_back(entry->transform);
-    }
     f.predicted = it->second.prediction;
   }
-  const auto add = [&](const char* label, int32_t rank, const std::vector<std::string>& names) {
-    const auto g = graphs.find(rank);
-    if (g == graphs.end()) return;
-    WhatIfResult r = PredictWhatIf(*g->second, names, means.at(rank), coupled, &cache);
+  const auto add = [&](const char* label, int32_t rank, std::unique_ptr<Pending>& p) {
+    if (p == nullptr) return;
+    WhatIfResult r = finish(*p);
     if (r.prediction.method.empty()) {
       r.prediction.method = "not predictable";
-      r.prediction.assumptions = g->second->windows().empty() ? "no steps in this rank's trace: nothing to replay a step of"
-                                                              : "none of these fixes applies to this trace";
+      r.prediction.assumptions = p->g->windows().empty() ? "no steps in this rank's trace: nothing to replay a step of"
+                                                         : "none of these fixes applies to this trace";
     }
-    report.metrics.what_if.push_back({rank, label, names, std::move(r.prediction)});
+    report.metrics.what_if.push_back({rank, label, p->names, std::move(r.prediction)});
   };
-  if (all.size() >= 2) add("all findings", all_rank, all);
-  if (!what_if.empty()) add("asked", asked_rank, what_if);
+  add("all findings", all_rank, all_findings);
+  add("asked", asked_rank, asked);
 }
 
 }  // namespace trainrx::analyzers
