@@ -387,6 +387,24 @@ const ReplayResult& RankGraph::Unchanged() const {
   return *unchanged_;
 }
 
+// A walk's buffer of times, grown and never shrunk, left uninitialized: in a topological order every
+// entry is written before it is read (zeroing ~10 MB for a set's batched lanes cost more than the
+// walk); a graph with a cycle is zeroed first.
+class WalkBuffer {
+ public:
+  int64_t* Grown(size_t n) {
+    if (n > size_) {
+      data_.reset(new int64_t[n]);
+      size_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<int64_t[]> data_;
+  size_t size_ = 0;
+};
+
 // One graph's replay as a walk over its topological order, for several edits at once (lanes: the
 // order, the edges and the tasks are read once for all of them), that can stop at the end of a
 // coupled task (a collective whose other ranks have not all arrived yet) and go on later.
@@ -394,17 +412,16 @@ class ReplayWalk {
  public:
   // `start` and `end`: the walk's buffers (grown to the graph's tasks x lanes, never shrunk: a
   // thread's walks reuse them, so a set of 256 ranks does not map and fault in ~40 MB a replay).
-  ReplayWalk(const RankGraph& g, std::vector<const Edits*> lanes, std::vector<int64_t>& start, std::vector<int64_t>& end)
-      : g_(g), lanes_(std::move(lanes)), start_(Grown(start, g.tasks_.size() * lanes_.size())),
-        end_(Grown(end, g.tasks_.size() * lanes_.size())) {
-    touched_.assign(g.tasks_.size(), 0);
-    for (const Edits* e : lanes_) {
+  ReplayWalk(const RankGraph& g, std::vector<const Edits*> lanes, WalkBuffer& start, WalkBuffer& end)
+      : g_(g), lanes_(std::move(lanes)), start_(start.Grown(g.tasks_.size() * lanes_.size())),
+        end_(end.Grown(g.tasks_.size() * lanes_.size())) {
+    if (g.unordered_ > 0) {  // a cycle's nodes, walked in time order, may read a predecessor not walked yet: 0
+      std::fill(start_, start_ + g.tasks_.size() * lanes_.size(), 0);
+      std::fill(end_, end_ + g.tasks_.size() * lanes_.size(), 0);
+    }
+    for (const Edits* e : lanes_)
       raw_.push_back({e->scale.empty() ? nullptr : e->scale.data(), e->unblock.empty() ? nullptr : e->unblock.data(),
                       e->add_ns.empty() ? nullptr : e->add_ns.data()});
-      for (size_t i = 0; i < e->scale.size(); ++i) touched_[i] |= static_cast<uint8_t>(e->scale[i] != 1.0f);
-      for (size_t i = 0; i < e->unblock.size(); ++i) touched_[i] |= e->unblock[i];
-      for (size_t i = 0; i < e->add_ns.size(); ++i) touched_[i] |= static_cast<uint8_t>(e->add_ns[i] != 0);
-    }
   }
   size_t lanes() const { return lanes_.size(); }
   // Walks on. `coupling.Of(i)`: task i's collective (-1: none); `coupling.Ready(k)`: whether every
@@ -467,16 +484,6 @@ class ReplayWalk {
       }
       const int32_t collective = coupling.Of(i);
       if (collective >= 0 && !coupling.Ready(collective)) return false;
-      if (!touched_[i] && collective < 0) {  // as measured in every lane
-        if (t.release >= 0) {
-          const int64_t* released = &end_[static_cast<size_t>(t.release) * L];
-          const int64_t own = std::min(t.dur, t.tail);
-          for (size_t l = 0; l < L; ++l) end[l] = std::max(start[l] + own, released[l] + t.tail);
-        } else {
-          for (size_t l = 0; l < L; ++l) end[l] = start[l] + t.dur;
-        }
-        continue;
-      }
       for (size_t l = 0; l < L; ++l) {
         const Lane& lane = raw_[l];
         const double scale = lane.scale ? lane.scale[i] : 1.0;
@@ -498,10 +505,6 @@ class ReplayWalk {
     }
     return true;
   }
-  static std::vector<int64_t>& Grown(std::vector<int64_t>& v, size_t n) {
-    if (v.size() < n) v.resize(n);
-    return v;
-  }
   struct Lane {  // an edit's arrays (nullptr: empty)
     const float* scale;
     const uint8_t* unblock;
@@ -510,9 +513,8 @@ class ReplayWalk {
   const RankGraph& g_;
   std::vector<const Edits*> lanes_;
   std::vector<Lane> raw_;
-  std::vector<uint8_t> touched_;  // per task: some lane edits it
-  std::vector<int64_t>& start_;  // per task, per lane
-  std::vector<int64_t>& end_;
+  int64_t* start_;  // per task, per lane
+  int64_t* end_;
   size_t pos_ = 0;
 };
 
@@ -554,8 +556,8 @@ struct Uncoupled {
 }  // namespace
 
 // Each thread's walk buffers (two per graph of a joint replay).
-std::vector<std::vector<int64_t>>& WalkBuffers(size_t graphs) {
-  thread_local std::vector<std::vector<int64_t>> pool;
+std::vector<WalkBuffer>& WalkBuffers(size_t graphs) {
+  thread_local std::vector<WalkBuffer> pool;
   if (pool.size() < 2 * graphs) pool.resize(2 * graphs);
   return pool;
 }
