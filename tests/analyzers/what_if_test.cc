@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -750,6 +751,49 @@ TEST(WhatIf, CollectivesCoupleTheRanksReplay) {
   EXPECT_NEAR(slow_mallocs.Predict(0, "caching_allocator", false).saving_pct, 0.0, 0.5);
   EXPECT_NEAR(slow_mallocs.Predict(0, "caching_allocator", true).saving_pct, 30.0, 1.5);
   EXPECT_NEAR(slow_mallocs.Predict(1, "caching_allocator", true).saving_pct, 30.0, 1.5);
+}
+
+// The analysis replays a set's predictions as lanes of shared walks (as many as there are
+// threads); each must be exactly what replaying it alone gives. The 8-rank DLRM set (public):
+// every finding's prediction against PredictWhatIf of its transform alone, on graphs built as the
+// analysis builds them, on one thread and on two.
+TEST(WhatIf, PredictionsReplayedTogetherEqualEachReplayedAlone) {
+  profiler::Trace trace;
+  ASSERT_TRUE(profiler::ReadTraces({std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/dlrm_8ranks"}, trace).ok());
+  const Report one = Analyze(trace, Thresholds(), 1), two = Analyze(trace, Thresholds(), 2);
+  const LinkIndex links(trace);
+  std::vector<std::unique_ptr<RankGraph>> graphs;
+  std::map<int32_t, size_t> at;
+  std::map<int32_t, double> mean;
+  RankSet set;
+  for (const RankLinks& l : links.ranks()) {
+    const auto w = ReplayedSteps(Windows(one, l.rank));
+    if (w.empty()) continue;
+    double sum = 0;
+    for (const auto& [a, b] : w) sum += static_cast<double>(b - a);
+    mean[l.rank] = sum / static_cast<double>(w.size());
+    at[l.rank] = graphs.size();
+    graphs.push_back(std::make_unique<RankGraph>(trace, l, w));
+    set.graphs.push_back(graphs.back().get());
+  }
+  set.coupling = CoupleCollectives(set.graphs);
+  ASSERT_FALSE(set.coupling.empty());
+  ASSERT_EQ(one.findings.size(), two.findings.size());
+  size_t compared = 0;
+  for (size_t i = 0; i < one.findings.size(); ++i) {
+    const Prediction& p = one.findings[i].predicted;
+    EXPECT_EQ(p.saving_pct, two.findings[i].predicted.saving_pct) << one.findings[i].id;
+    EXPECT_EQ(p.assumptions, two.findings[i].predicted.assumptions) << one.findings[i].id;
+    if (p.method != "replay") continue;
+    const int32_t rank = one.findings[i].rank >= 0 ? one.findings[i].rank : one.metrics.steps.steps.front().rank;
+    const Prediction alone = PredictWhatIf(*graphs[at.at(rank)], {p.transform}, mean.at(rank), &set).prediction;
+    EXPECT_EQ(alone.saving_pct, p.saving_pct) << one.findings[i].id;
+    EXPECT_EQ(alone.low_pct, p.low_pct) << one.findings[i].id;
+    EXPECT_EQ(alone.high_pct, p.high_pct) << one.findings[i].id;
+    EXPECT_EQ(alone.assumptions, p.assumptions) << one.findings[i].id;
+    ++compared;
+  }
+  EXPECT_GE(compared, 6u);
 }
 
 // The CPUs the loop keeps busy, measured from its process's CPU time (our collector's
