@@ -463,22 +463,24 @@ class ReplayWalk {
       int64_t* start = &start_[static_cast<size_t>(i) * L];
       int64_t* end = &end_[static_cast<size_t>(i) * L];
       if (node % 2 == 0) {
-        for (size_t l = 0; l < L; ++l) start[l] = INT64_MIN;
+        // The latest of its edges (the first sets, the others raise); none: as measured.
+        if (t.edge_count == 0)
+          for (size_t l = 0; l < L; ++l) start[l] = t.ts;
         for (int32_t k = 0; k < t.edge_count; ++k) {
           const RankGraph::Edge& e = edges[t.edge_begin + k];
           const int64_t* ps = &start_[static_cast<size_t>(e.from) * L];
           const int64_t* pe = &end_[static_cast<size_t>(e.from) * L];
-          if (e.frac < 0) {
+          if (e.frac < 0 && k == 0) {
+            for (size_t l = 0; l < L; ++l) start[l] = pe[l] + e.lag;
+          } else if (e.frac < 0) {
             for (size_t l = 0; l < L; ++l) start[l] = std::max(start[l], pe[l] + e.lag);
           } else {
             for (size_t l = 0; l < L; ++l) {
               const int64_t ready = e.frac == 0 ? ps[l] : ps[l] + static_cast<int64_t>(e.frac * static_cast<double>(pe[l] - ps[l]) + 0.5);
-              start[l] = std::max(start[l], ready + e.lag);
+              start[l] = k == 0 ? ready + e.lag : std::max(start[l], ready + e.lag);
             }
           }
         }
-        for (size_t l = 0; l < L; ++l)
-          if (start[l] == INT64_MIN) start[l] = t.ts;
         if (const int32_t c = coupling.Of(i); c >= 0) coupling.Started(c, start, L);
         continue;
       }
