@@ -12,6 +12,9 @@ about trainrx; the script times its own steps (--step-times FILE: a JSON list of
   --torch-profiler FILE   torch.profiler.profile(activities=[CPU]) around the loop, trace
                    exported after it (not timed)
   --record-shapes  with --torch-profiler: record_shapes=True (what a user after shapes turns on)
+  --count-from K --callgrind-toggle SO   under `valgrind --tool=callgrind --instr-atstart=no`: the
+                   steps from the K-th on are counted (SO: build/bench/libtrainrx_callgrind_toggle.so,
+                   whose calls do nothing outside valgrind; bench/step_instructions.py)
 """
 import argparse
 import json
@@ -57,7 +60,13 @@ def main():
     p.add_argument("--profile-memory", action="store_true", help="with --torch-profiler: profile_memory=True")
     p.add_argument("--record-shapes", action="store_true", help="with --torch-profiler: record_shapes=True")
     p.add_argument("--step-times", default="")
+    p.add_argument("--count-from", type=int, default=-1)
+    p.add_argument("--callgrind-toggle", default="")
     a = p.parse_args()
+    toggle = None
+    if a.callgrind_toggle:
+        import ctypes
+        toggle = ctypes.CDLL(a.callgrind_toggle)
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -96,6 +105,8 @@ def main():
         it = batches()
         t0 = time.perf_counter()
         for x, y in it:
+            if toggle is not None and done == a.count_from:
+                toggle.trainrx_bench_instr_on()
             opt.zero_grad()
             loss = loss_fn(model(x), y)
             loss.backward()
@@ -106,6 +117,8 @@ def main():
             done += 1
             if done == a.steps:
                 break
+    if toggle is not None:
+        toggle.trainrx_bench_instr_off()
     if prof is not None:
         prof.__exit__(None, None, None)
         prof.export_chrome_trace(a.torch_profiler)

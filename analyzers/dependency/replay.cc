@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <queue>
 #include <unordered_map>
@@ -557,15 +558,46 @@ struct Uncoupled {
 };
 }  // namespace
 
-// Each thread's walk buffers (two per graph of a joint replay).
-std::vector<WalkBuffer>& WalkBuffers(size_t graphs) {
-  thread_local std::vector<WalkBuffer> pool;
-  if (pool.size() < 2 * graphs) pool.resize(2 * graphs);
-  return pool;
-}
+// The walks' buffers, lent and given back (two per graph of a joint replay): shared by the threads
+// and kept between analyses of one process (the bench's repetitions, the Python API, fix's
+// trials), so a helper thread's walk does not fault in fresh pages each time. At most what the
+// walks running at once use is kept.
+class WalkBuffers {
+ public:
+  explicit WalkBuffers(size_t count) {
+    std::lock_guard<std::mutex> lock(Mutex());
+    auto& free = Free();
+    for (size_t k = 0; k < count; ++k) {
+      if (free.empty()) {
+        held_.push_back(std::make_unique<WalkBuffer>());
+      } else {
+        held_.push_back(std::move(free.back()));
+        free.pop_back();
+      }
+    }
+  }
+  ~WalkBuffers() {
+    std::lock_guard<std::mutex> lock(Mutex());
+    for (auto& b : held_) Free().push_back(std::move(b));
+  }
+  WalkBuffers(const WalkBuffers&) = delete;
+  WalkBuffers& operator=(const WalkBuffers&) = delete;
+  WalkBuffer& operator[](size_t k) { return *held_[k]; }
+
+ private:
+  static std::mutex& Mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<std::unique_ptr<WalkBuffer>>& Free() {
+    static std::vector<std::unique_ptr<WalkBuffer>> free;
+    return free;
+  }
+  std::vector<std::unique_ptr<WalkBuffer>> held_;
+};
 
 ReplayResult Replay(const RankGraph& g, const Edits& edits) {
-  auto& buffers = WalkBuffers(1);
+  WalkBuffers buffers(2);
   ReplayWalk walk(g, {&edits}, buffers[0], buffers[1]);
   walk.Run(Uncoupled());
   return walk.Result(0);
@@ -630,7 +662,7 @@ std::vector<std::vector<ReplayResult>> ReplayJoint(const std::vector<const RankG
                                                    size_t* broken, const std::vector<size_t>& wanted) {
   std::vector<ReplayWalk> walks;
   walks.reserve(graphs.size());
-  auto& buffers = WalkBuffers(graphs.size());
+  WalkBuffers buffers(2 * graphs.size());
   for (size_t r = 0; r < graphs.size(); ++r) walks.emplace_back(*graphs[r], lanes_of[r], buffers[2 * r], buffers[2 * r + 1]);
   std::vector<uint8_t> done(graphs.size(), 0);
   size_t left = graphs.size(), given_up = 0;

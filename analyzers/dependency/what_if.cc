@@ -1127,15 +1127,18 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     const size_t chunks = std::max<size_t>(1, threads == 0 ? profiler::UsableCpus() : threads);
     std::vector<std::vector<Pending*>> batches;
     for (auto& [key, list] : walks) {
-      // Chunks of about equal lanes, in order, one a thread at least; a walk's lanes hold two times
-      // per task of every graph it walks, so a chunk stays within kWalkTimes of them (a thread's
-      // buffers are reused by its next walk; one fresh 10 MB buffer faulted in cost more than the
-      // walk saved). A prediction's lanes stay in one walk.
+      // Chunks of about equal lanes, in order, a multiple of the threads; a walk's lanes hold two
+      // times per task of every graph it walks, so a chunk stays within kWalkTimes of them (one
+      // fresh 10 MB buffer faulted in cost more than the walk saved). A prediction's lanes stay in
+      // one walk.
       constexpr size_t kWalkTimes = size_t{1} << 18;  // 2 MB a buffer
       size_t lanes = 0, tasks = 0;
       for (const Pending* p : list) lanes += p->count;
       for (const RankGraph* g : list.front()->Graphs()) tasks += g->tasks().size();
-      const size_t per = std::min((lanes + chunks - 1) / chunks, std::max<size_t>(1, kWalkTimes / std::max<size_t>(1, tasks)));
+      const size_t most = std::max<size_t>(1, kWalkTimes / std::max<size_t>(1, tasks));
+      const size_t walks_needed = (lanes + most - 1) / most;
+      const size_t count = (walks_needed + chunks - 1) / chunks * chunks;
+      const size_t per = (lanes + count - 1) / count;
       batches.emplace_back();
       size_t in = 0;
       for (Pending* p : list) {
