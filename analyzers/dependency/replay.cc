@@ -400,6 +400,7 @@ class WalkBuffer {
     }
     return data_.get();
   }
+  size_t bytes() const { return size_ * sizeof(int64_t); }
 
  private:
   std::unique_ptr<int64_t[]> data_;
@@ -560,8 +561,8 @@ struct Uncoupled {
 
 // The walks' buffers, lent and given back (two per graph of a joint replay): shared by the threads
 // and kept between analyses of one process (the bench's repetitions, the Python API, fix's
-// trials), so a helper thread's walk does not fault in fresh pages each time. At most what the
-// walks running at once use is kept.
+// trials), so a helper thread's walk does not fault in fresh pages each time. At most kKeptBytes
+// are kept (a 256-rank set's walk uses ~40 MB).
 class WalkBuffers {
  public:
   explicit WalkBuffers(size_t count) {
@@ -577,8 +578,15 @@ class WalkBuffers {
     }
   }
   ~WalkBuffers() {
+    constexpr size_t kKeptBytes = size_t{64} << 20;
     std::lock_guard<std::mutex> lock(Mutex());
-    for (auto& b : held_) Free().push_back(std::move(b));
+    size_t kept = 0;
+    for (const auto& b : Free()) kept += b->bytes();
+    for (auto& b : held_) {
+      if (kept + b->bytes() > kKeptBytes) continue;  // freed here
+      kept += b->bytes();
+      Free().push_back(std::move(b));
+    }
   }
   WalkBuffers(const WalkBuffers&) = delete;
   WalkBuffers& operator=(const WalkBuffers&) = delete;
