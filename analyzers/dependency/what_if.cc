@@ -742,15 +742,15 @@ void PeerLevels(const RankGraph& g, const std::vector<std::string>& names, const
 
 }  // namespace
 
-void PlanCache::Fill(const std::vector<const RankGraph*>& graphs, const std::vector<std::string>& transforms, size_t threads) {
-  std::vector<std::pair<const RankGraph*, std::string>> keys;
-  for (const RankGraph* g : graphs)
-    for (const std::string& n : transforms)
-      if (FindTransform(n) != nullptr && plans_.count({g, n}) == 0 &&
-          std::find(keys.begin(), keys.end(), std::make_pair(g, n)) == keys.end())
-        keys.emplace_back(g, n);
+void PlanCache::Fill(std::vector<std::pair<const RankGraph*, std::string>> keys, size_t threads,
+                     std::vector<std::function<void()>> beside) {
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  keys.erase(std::remove_if(keys.begin(), keys.end(),
+                            [&](const auto& k) { return FindTransform(k.second) == nullptr || plans_.count(k) != 0; }),
+             keys.end());
   std::vector<TransformPlan> made(keys.size());
-  std::vector<std::function<void()>> tasks;
+  std::vector<std::function<void()>> tasks = std::move(beside);
   for (size_t i = 0; i < keys.size(); ++i) tasks.push_back([&, i] { made[i] = FindTransform(keys[i].second)(*keys[i].first); });
   profiler::RunTasks(tasks, threads);
   for (size_t i = 0; i < keys.size(); ++i) plans_.emplace(std::move(keys[i]), std::move(made[i]));
@@ -1070,24 +1070,25 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     if (!graph->windows().empty()) set.graphs.push_back(graph.get());
   if (set.graphs.size() >= 2) set.coupling = CoupleCollectives(set.graphs);
   const RankSet* coupled = set.coupling.empty() ? nullptr : &set;
-  // The unchanged replays, once, before the predictions share them: the set's together where it
-  // couples (each rank's own is then never read), else each rank's.
-  if (coupled != nullptr) coupled->Unchanged();
-  else
-    for (auto& [rank, graph] : graphs) graph->Unchanged();
-  // Each transform planned once on each graph it runs on: a set's on every rank.
+  // Each transform planned once on each graph it runs on (a set's on every rank), and beside the
+  // plans the unchanged replays, once, before the predictions share them: the set's together where
+  // it couples (each rank's own is then never read), else each rank's.
   PlanCache cache;
   {
-    std::map<int32_t, std::vector<std::string>> names;
-    for (const auto& [key, result] : done) names[key.first].push_back(key.second);
-    for (const std::string& n : what_if) names[asked_rank].push_back(n);
-    std::vector<const RankGraph*> on;
-    std::vector<std::string> every;
-    for (const auto& [rank, list] : names) {
-      if (coupled == nullptr && graphs.count(rank) != 0) cache.Fill({graphs.at(rank).get()}, list, threads);
-      every.insert(every.end(), list.begin(), list.end());
-    }
-    if (coupled != nullptr) cache.Fill(coupled->graphs, every, threads);
+    std::vector<std::pair<const RankGraph*, std::string>> keys;
+    const auto want = [&](int32_t rank, const std::string& name) {
+      if (coupled != nullptr)
+        for (const RankGraph* g : coupled->graphs) keys.emplace_back(g, name);
+      else if (graphs.count(rank) != 0)
+        keys.emplace_back(graphs.at(rank).get(), name);
+    };
+    for (const auto& [key, result] : done) want(key.first, key.second);
+    for (const std::string& n : what_if) want(asked_rank, n);
+    std::vector<std::function<void()>> unchanged;
+    if (coupled != nullptr) unchanged.push_back([coupled] { coupled->Unchanged(); });
+    else
+      for (auto& [rank, graph] : graphs) unchanged.push_back([g = graph.get()] { g->Unchanged(); });
+    cache.Fill(keys, threads, std::move(unchanged));
   }
   // Every prediction planned, then replayed: those that walk the same graphs (the set; a rank
   // alone) share walks, as many as there are threads; then finished.

@@ -7,6 +7,7 @@
 // find (what cudnn.benchmark picks), it says "not predictable from this trace" instead of a number.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -77,10 +78,12 @@ struct RankSet {
 };
 // Transforms' plans made once per (graph, transform) for every prediction that asks: a set's
 // predictions each plan the fix on every rank, and "all findings" plans them all again.
-// Filled before the predictions run (on the threads there are), read-only while they do.
+// Filled before the predictions run (on the threads there are, with the tasks `beside`: the
+// unchanged replays), read-only while they do.
 class PlanCache {
  public:
-  void Fill(const std::vector<const RankGraph*>& graphs, const std::vector<std::string>& transforms, size_t threads);
+  void Fill(std::vector<std::pair<const RankGraph*, std::string>> keys, size_t threads,
+            std::vector<std::function<void()>> beside = {});
   // nullptr: not made here (the caller plans it itself).
   const TransformPlan* Find(const RankGraph& graph, const std::string& transform) const;
 
