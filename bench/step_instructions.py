@@ -4,22 +4,27 @@ read on a busy or noisy machine where the added time of a model-heavy step is in
 (bench/overhead_shapes.py measures time; docs/benchmarks.md has both).
 
 Each run is bench/shapes_train.py under `valgrind --tool=callgrind --instr-atstart=no`: start-up
-(torch's import) and the first --warmup steps run uninstrumented (our record's shapes and values are
-taken in the first 3 steps), then --count steps are counted (every thread: the collector's journal
-flusher included), through build/bench/libtrainrx_callgrind_toggle.so. Modes: plain; `trainrx record
+(torch's import) and the first --warmup steps run uninstrumented, then --count steps are counted
+(every thread: the collector's journal flusher included), through
+build/bench/libtrainrx_callgrind_toggle.so. What our record does only at a run's start is left out,
+so that the count is the steady step a long job pays for: inputs and shapes (the first 3 steps)
+by the warm-up, module ranges (the first 20 model calls, then their hooks are removed) by
+TRAINRX_MODULES=0 (under valgrind a conv step takes ~30 s, so 20 more warm-up steps would cost ten
+minutes a run); --with-modules counts them (the price of the module window). Modes: plain; `trainrx record
 --steps all` (journal period TRAINRX_FLUSH_SECONDS, 0.5 s: under valgrind's slowdown several flushes
-fall inside the counted steps); torch.profiler (CPU activity; record_shapes off), exported after the
+fall inside the counted steps; the flusher at normal priority); torch.profiler (CPU activity; record_shapes off), exported after the
 loop (not counted). Intra-op threads: 1 by default; with --threads 0 (torch's default) idle OpenMP
 threads would spin and count, so OMP_WAIT_POLICY=PASSIVE is set.
 
 An instruction is not a cycle: a cache miss or a locked store counts once, a system call's kernel
 side not at all (valgrind runs without the vDSO, so every clock read is a system call here).
 
-Usage: bench/step_instructions.py [--shapes model,transformer,ops] [--warmup 6] [--count 4]
+Usage: bench/step_instructions.py [--shapes model,transformer,ops] [--warmup 5] [--count 3] [--with-modules]
                                   [--threads 1] [--modes plain,record,torch.profiler]
-About 4 minutes a run on a 2-core VM (valgrind translating libtorch is most of it).
+About 4 minutes a run on a 2-core VM (valgrind running libtorch's vector code is most of it).
 """
 import argparse
+import glob
 import os
 import re
 import subprocess
@@ -31,7 +36,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run(a, shape, mode, work):
     out = os.path.join(work, f"{shape}.{mode}.cg")
-    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes", f"--callgrind-out-file={out}",
            a.python, os.path.join(REPO, "bench", "shapes_train.py"), "--shape", shape, "--threads", str(a.threads),
            "--steps", str(a.warmup + a.count), "--count-from", str(a.warmup), "--callgrind-toggle", a.toggle]
     env = dict(os.environ)
@@ -40,23 +45,36 @@ def run(a, shape, mode, work):
     if mode == "record":
         cmd = [a.trainrx, "record", "--steps", "all", "-o", os.path.join(work, "t.json"), "--"] + cmd
         env["TRAINRX_FLUSH_SECONDS"] = "0.5"
+        # At its default SCHED_IDLE the flusher gets no CPU under valgrind while another process
+        # keeps the cores busy, and its share would be missing from the count.
+        env["TRAINRX_JOURNAL_PRIORITY"] = "normal"
+        if not a.with_modules:
+            env["TRAINRX_MODULES"] = "0"
     elif mode == "torch.profiler":
         cmd += ["--torch-profiler", os.path.join(work, "tp.json")]
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    # Several processes may report (trainrx itself is not run under valgrind; python is): the
-    # counted one is the process whose callgrind output file was written.
-    counts = [int(c.replace(",", "")) for c in re.findall(r"Collected : ([\d,]+)", p.stdout)]
-    if p.returncode != 0 or not counts:
+    # Per thread (callgrind's files OUT-01, OUT-02, ...: 01 is the main thread, which runs the steps;
+    # the others are the collector's journal flusher, on another core in a real run, and whatever
+    # else the program runs).
+    threads = {}
+    for f in glob.glob(out + "-*"):
+        for line in open(f, errors="replace"):
+            if line.startswith("totals:"):
+                threads[int(f.rsplit("-", 1)[1])] = int(line.split()[1])
+                break
+    if p.returncode != 0 or 1 not in threads:
         sys.exit(f"step_instructions: {shape} {mode} failed (exit {p.returncode}):\n{p.stdout[-3000:]}")
-    return max(counts) / a.count
+    main_thread = threads.pop(1)
+    return main_thread / a.count, sum(threads.values()) / a.count
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="model,transformer,ops")
     p.add_argument("--modes", default="plain,record,torch.profiler")
-    p.add_argument("--warmup", type=int, default=6)
-    p.add_argument("--count", type=int, default=4)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--count", type=int, default=3)
+    p.add_argument("--with-modules", action="store_true")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--python", default=os.path.join(REPO, ".venv", "bin", "python"))
     p.add_argument("--trainrx", default=os.path.join(REPO, "build", "trainrx"))
@@ -69,23 +87,27 @@ def main():
         sys.exit("step_instructions: valgrind not found")
     modes = a.modes.split(",")
     work = tempfile.mkdtemp(prefix="step_instructions.")
-    per_step = {}
+    per_step = {}  # (shape, mode) -> (main thread, other threads) a step
     for shape in a.shapes.split(","):
         for mode in modes:
             per_step[(shape, mode)] = run(a, shape, mode, work)
-            print(f"{shape} {mode}: {per_step[(shape, mode)] / 1e6:.2f} M instructions a step", file=sys.stderr)
+            main, other = per_step[(shape, mode)]
+            print(f"{shape} {mode}: {main / 1e6:.2f} M instructions a step on the main thread, {other / 1e6:.2f} M on others",
+                  file=sys.stderr)
     print(f"Instructions per step, callgrind, {a.count} steps after {a.warmup}, {a.threads or 'default'} intra-op "
-          f"thread(s) (bench/step_instructions.py)\n")
-    print("| shape | plain (M a step) | record added | torch.profiler added | record / torch.profiler |")
+          f"thread(s), module ranges {'on' if a.with_modules else 'off (the steady step)'} (bench/step_instructions.py). "
+          "Added: on the training (main) thread; in brackets, on other threads (our journal's flusher)\n")
+    print("| shape | plain (M a step) | record added | torch.profiler added | record / torch.profiler (main thread) |")
     print("|---|---|---|---|---|")
     for shape in a.shapes.split(","):
         base = per_step.get((shape, "plain"))
-        cells = [shape, f"{base / 1e6:.1f}" if base else "-"]
+        cells = [shape, f"{base[0] / 1e6:.1f}" if base else "-"]
         added = {}
         for mode in ("record", "torch.profiler"):
             if base and (shape, mode) in per_step:
-                added[mode] = per_step[(shape, mode)] - base
-                cells.append(f"+{added[mode] / 1e6:.2f} M (+{100 * added[mode] / base:.1f} %)")
+                main, other = per_step[(shape, mode)]
+                added[mode] = main - base[0]
+                cells.append(f"+{added[mode] / 1e6:.2f} M (+{100 * added[mode] / base[0]:.2f} %) [+{(other - base[1]) / 1e6:.2f} M]")
             else:
                 cells.append("-")
         cells.append(f"{added['record'] / added['torch.profiler']:.2f}"

@@ -334,12 +334,24 @@ def _install_call_sites(torch, record_function):
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=lambda: on.__setitem__(0, False))
 
+    # Each site's range name by (code, instruction): f_lineno walks the code's line table, ~20 k
+    # instructions a call from a long training function (callgrind, bench/step_instructions.py:
+    # AdamW reads every parameter's step with .item(), 16 calls a step of a transformer block).
+    sites = {}
+
     def site():
         f = getframe(2)
         while f is not None:
-            name = f.f_code.co_filename
+            code = f.f_code
+            name = code.co_filename
             if not (name.startswith(torch_dir) or name == ours):
-                return f"trainrx::at {name}({f.f_lineno}): {f.f_code.co_name}"
+                key = (code, f.f_lasti)
+                where = sites.get(key)
+                if where is None:
+                    if len(sites) >= 4096:  # code made on the fly (exec, lambdas): bounded
+                        sites.clear()
+                    where = sites[key] = f"trainrx::at {name}({f.f_lineno}): {code.co_name}"
+                return where
             f = f.f_back
         return None
 
