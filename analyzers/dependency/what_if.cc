@@ -981,6 +981,43 @@ void FinishPrediction(Pending& pending) {
   pending.out.ok = true;
 }
 
+// The planned predictions (nullptr and those with nothing to replay skipped) replayed: those that
+// walk the same graphs (a set; a rank alone) share walks, as many as there are threads.
+void ReplayPending(const std::vector<Pending*>& every, size_t threads) {
+  std::map<const void*, std::vector<Pending*>> walks;  // per set or lone graph: its predictions
+  for (Pending* p : every)
+    if (p != nullptr && p->replay) walks[p->joint() ? static_cast<const void*>(p->set) : p->g].push_back(p);
+  const size_t chunks = std::max<size_t>(1, threads == 0 ? profiler::UsableCpus() : threads);
+  std::vector<std::vector<Pending*>> batches;
+  for (auto& [key, list] : walks) {
+    // Chunks of about equal lanes, in order, a multiple of the threads; a walk's lanes hold two
+    // times per task of every graph it walks, so a chunk stays within kWalkTimes of them (one
+    // fresh 10 MB buffer faulted in cost more than the walk saved). A prediction's lanes stay in
+    // one walk.
+    constexpr size_t kWalkTimes = size_t{1} << 18;  // 2 MB a buffer
+    size_t lanes = 0, graph_tasks = 0;
+    for (const Pending* p : list) lanes += p->count;
+    for (const RankGraph* g : list.front()->Graphs()) graph_tasks += g->tasks().size();
+    const size_t most = std::max<size_t>(1, kWalkTimes / std::max<size_t>(1, graph_tasks));
+    const size_t walks_needed = (lanes + most - 1) / most;
+    const size_t count = (walks_needed + chunks - 1) / chunks * chunks;
+    const size_t per = (lanes + count - 1) / count;
+    batches.emplace_back();
+    size_t in = 0;
+    for (Pending* p : list) {
+      if (in >= per && !batches.back().empty()) {
+        batches.emplace_back();
+        in = 0;
+      }
+      batches.back().push_back(p);
+      in += p->count;
+    }
+  }
+  std::vector<std::function<void()>> tasks;
+  for (const auto& batch : batches) tasks.push_back([&batch] { ReplayTogether(batch); });
+  profiler::RunTasks(tasks, threads);
+}
+
 }  // namespace
 
 WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& names, double measured_mean_ns, const RankSet* set,
@@ -1037,6 +1074,62 @@ std::map<int32_t, double> BuildGraphs(const profiler::Trace& trace, const LinkIn
   return means;
 }
 
+// The plans PredictSavings' predictions ask for, (rank, transform) (a coupled set's on every rank),
+// made with the unchanged replays beside them on the threads there are.
+void PlanBeside(const std::map<int32_t, std::unique_ptr<RankGraph>>& graphs, const RankSet* coupled,
+                const std::vector<std::pair<int32_t, std::string>>& wanted, size_t threads, PlanCache& cache) {
+  std::vector<std::pair<const RankGraph*, std::string>> keys;
+  for (const auto& [rank, name] : wanted) {
+    if (coupled != nullptr)
+      for (const RankGraph* g : coupled->graphs) keys.emplace_back(g, name);
+    else if (graphs.count(rank) != 0)
+      keys.emplace_back(graphs.at(rank).get(), name);
+  }
+  std::vector<std::function<void()>> unchanged;
+  if (coupled != nullptr) unchanged.push_back([coupled] { coupled->Unchanged(); });
+  else
+    for (const auto& [rank, graph] : graphs) unchanged.push_back([g = graph.get()] { g->Unchanged(); });
+  cache.Fill(std::move(keys), threads, std::move(unchanged));
+}
+
+// "All findings": every finding's transform that will have a number, once, in the findings' order,
+// on the rank of the first of them (-1: none).
+template <typename RankOf>
+std::pair<std::vector<std::string>, int32_t> AllFindings(
+    const Report& report, const std::map<std::pair<int32_t, std::string>, std::unique_ptr<Pending>>& pending, RankOf rank_of) {
+  std::vector<std::string> all;
+  int32_t all_rank = -1;
+  for (const Finding& f : report.findings) {
+    const CatalogEntry* entry = FindCatalogEntry(f.id);
+    if (entry == nullptr) continue;
+    const auto it = pending.find({rank_of(f.rank), std::string(entry->transform)});
+    if (it == pending.end() || !it->second->replay) continue;
+    if (all_rank < 0) all_rank = it->first.first;
+    if (it->first.first == all_rank && std::find(all.begin(), all.end(), entry->transform) == all.end())
+      all.push_back(entry->transform);
+  }
+  return {all, all_rank};
+}
+
+// A planned prediction's result, finished where it was replayed.
+WhatIfResult Finished(Pending& p) {
+  if (p.replay) FinishPrediction(p);
+  return std::move(p.out);
+}
+
+// A prediction of several fixes together ("all findings", "asked") into the report's what-if
+// table; one without a number says why (nullptr: none was made).
+void AddWhatIf(const char* label, int32_t rank, Pending* p, Report& report) {
+  if (p == nullptr) return;
+  WhatIfResult r = Finished(*p);
+  if (r.prediction.method.empty()) {
+    r.prediction.method = "not predictable";
+    r.prediction.assumptions = p->g->windows().empty() ? "no steps in this rank's trace: nothing to replay a step of"
+                                                       : "none of these fixes applies to this trace";
+  }
+  report.metrics.what_if.push_back({rank, label, p->names, std::move(r.prediction)});
+}
+
 }  // namespace
 
 void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps,
@@ -1073,25 +1166,12 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   // Each transform planned once on each graph it runs on (a set's on every rank), and beside the
   // plans the unchanged replays, once, before the predictions share them: the set's together where
   // it couples (each rank's own is then never read), else each rank's.
+  std::vector<std::pair<int32_t, std::string>> wanted;
+  for (const auto& [key, result] : done) wanted.push_back(key);
+  for (const std::string& n : what_if) wanted.emplace_back(asked_rank, n);
   PlanCache cache;
-  {
-    std::vector<std::pair<const RankGraph*, std::string>> keys;
-    const auto want = [&](int32_t rank, const std::string& name) {
-      if (coupled != nullptr)
-        for (const RankGraph* g : coupled->graphs) keys.emplace_back(g, name);
-      else if (graphs.count(rank) != 0)
-        keys.emplace_back(graphs.at(rank).get(), name);
-    };
-    for (const auto& [key, result] : done) want(key.first, key.second);
-    for (const std::string& n : what_if) want(asked_rank, n);
-    std::vector<std::function<void()>> unchanged;
-    if (coupled != nullptr) unchanged.push_back([coupled] { coupled->Unchanged(); });
-    else
-      for (auto& [rank, graph] : graphs) unchanged.push_back([g = graph.get()] { g->Unchanged(); });
-    cache.Fill(keys, threads, std::move(unchanged));
-  }
-  // Every prediction planned, then replayed: those that walk the same graphs (the set; a rank
-  // alone) share walks, as many as there are threads; then finished.
+  PlanBeside(graphs, coupled, wanted, threads, cache);
+  // Every prediction planned, then replayed together where they walk the same graphs, then finished.
   const auto plan = [&](int32_t rank, std::vector<std::string> names) {
     auto p = std::make_unique<Pending>();
     p->g = graphs.at(rank).get();
@@ -1103,63 +1183,18 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   };
   std::map<std::pair<int32_t, std::string>, std::unique_ptr<Pending>> pending;
   for (const auto& [key, unused] : done) pending[key] = plan(key.first, {key.second});
-  std::vector<std::string> all;  // every finding's transform with a number, once, in the findings' order
-  int32_t all_rank = -1;
-  for (const Finding& f : report.findings) {
-    const CatalogEntry* entry = FindCatalogEntry(f.id);
-    if (entry == nullptr) continue;
-    const auto it = pending.find({rank_of(f.rank), std::string(entry->transform)});
-    if (it == pending.end() || !it->second->replay) continue;
-    if (all_rank < 0) all_rank = it->first.first;
-    if (it->first.first == all_rank && std::find(all.begin(), all.end(), entry->transform) == all.end())
-      all.push_back(entry->transform);
-  }
+  const auto [all, all_rank] = AllFindings(report, pending, rank_of);
   std::unique_ptr<Pending> all_findings, asked;
   if (all.size() >= 2 && graphs.count(all_rank) != 0) all_findings = plan(all_rank, all);
   if (!what_if.empty() && graphs.count(asked_rank) != 0) asked = plan(asked_rank, what_if);
   {
-    std::map<const void*, std::vector<Pending*>> walks;  // per set or lone graph: its predictions
-    const auto walk = [&](Pending* p) {
-      if (p != nullptr && p->replay) walks[p->joint() ? static_cast<const void*>(p->set) : p->g].push_back(p);
-    };
-    for (auto& [key, p] : pending) walk(p.get());
-    walk(all_findings.get());
-    walk(asked.get());
-    const size_t chunks = std::max<size_t>(1, threads == 0 ? profiler::UsableCpus() : threads);
-    std::vector<std::vector<Pending*>> batches;
-    for (auto& [key, list] : walks) {
-      // Chunks of about equal lanes, in order, a multiple of the threads; a walk's lanes hold two
-      // times per task of every graph it walks, so a chunk stays within kWalkTimes of them (one
-      // fresh 10 MB buffer faulted in cost more than the walk saved). A prediction's lanes stay in
-      // one walk.
-      constexpr size_t kWalkTimes = size_t{1} << 18;  // 2 MB a buffer
-      size_t lanes = 0, tasks = 0;
-      for (const Pending* p : list) lanes += p->count;
-      for (const RankGraph* g : list.front()->Graphs()) tasks += g->tasks().size();
-      const size_t most = std::max<size_t>(1, kWalkTimes / std::max<size_t>(1, tasks));
-      const size_t walks_needed = (lanes + most - 1) / most;
-      const size_t count = (walks_needed + chunks - 1) / chunks * chunks;
-      const size_t per = (lanes + count - 1) / count;
-      batches.emplace_back();
-      size_t in = 0;
-      for (Pending* p : list) {
-        if (in >= per && !batches.back().empty()) {
-          batches.emplace_back();
-          in = 0;
-        }
-        batches.back().push_back(p);
-        in += p->count;
-      }
-    }
-    std::vector<std::function<void()>> tasks;
-    for (const auto& batch : batches) tasks.push_back([&batch] { ReplayTogether(batch); });
-    profiler::RunTasks(tasks, threads);
+    std::vector<Pending*> every;
+    for (auto& [key, p] : pending) every.push_back(p.get());
+    every.push_back(all_findings.get());
+    every.push_back(asked.get());
+    ReplayPending(every, threads);
   }
-  const auto finish = [](Pending& p) {
-    if (p.replay) FinishPrediction(p);
-    return std::move(p.out);
-  };
-  for (auto& [key, p] : pending) done[key] = finish(*p);
+  for (auto& [key, p] : pending) done[key] = Finished(*p);
   for (Finding& f : report.findings) {
     const CatalogEntry* entry = FindCatalogEntry(f.id);
     if (entry == nullptr) continue;
@@ -1167,18 +1202,8 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     if (it == done.end() || it->second.prediction.method.empty()) continue;
     f.predicted = it->second.prediction;
   }
-  const auto add = [&](const char* label, int32_t rank, std::unique_ptr<Pending>& p) {
-    if (p == nullptr) return;
-    WhatIfResult r = finish(*p);
-    if (r.prediction.method.empty()) {
-      r.prediction.method = "not predictable";
-      r.prediction.assumptions = p->g->windows().empty() ? "no steps in this rank's trace: nothing to replay a step of"
-                                                         : "none of these fixes applies to this trace";
-    }
-    report.metrics.what_if.push_back({rank, label, p->names, std::move(r.prediction)});
-  };
-  add("all findings", all_rank, all_findings);
-  add("asked", asked_rank, asked);
+  AddWhatIf("all findings", all_rank, all_findings.get(), report);
+  AddWhatIf("asked", asked_rank, asked.get(), report);
 }
 
 }  // namespace trainrx::analyzers
