@@ -10,11 +10,12 @@ build/bench/libtrainrx_callgrind_toggle.so. What our record does only at a run's
 so that the count is the steady step a long job pays for: inputs and shapes (the first 3 steps)
 by the warm-up, module ranges (the first 20 model calls, then their hooks are removed) by
 TRAINRX_MODULES=0 (under valgrind a conv step takes ~30 s, so 20 more warm-up steps would cost ten
-minutes a run); --with-modules counts them (the price of the module window). Modes: plain; `trainrx record
---steps all` (journal period TRAINRX_FLUSH_SECONDS, 0.5 s: under valgrind's slowdown several flushes
-fall inside the counted steps; the flusher at normal priority); torch.profiler (CPU activity; record_shapes off), exported after the
-loop (not counted). Intra-op threads: 1 by default; with --threads 0 (torch's default) idle OpenMP
-threads would spin and count, so OMP_WAIT_POLICY=PASSIVE is set.
+minutes a run); --with-modules counts them (the price of the module window). Modes: plain;
+`trainrx record --steps all` (journal period TRAINRX_FLUSH_SECONDS, 0.5 s: under valgrind's
+slowdown several flushes fall inside the counted steps; the flusher at normal priority);
+torch.profiler (CPU activity; record_shapes off), exported after the loop (not counted). Intra-op
+threads: 1 by default; with --threads 0 (torch's default) idle OpenMP threads would spin and count,
+so OMP_WAIT_POLICY=PASSIVE is set.
 
 An instruction is not a cycle: a cache miss or a locked store counts once, a system call's kernel
 side not at all (valgrind runs without the vDSO, so every clock read is a system call here).
@@ -26,7 +27,6 @@ About 4 minutes a run on a 2-core VM (valgrind running libtorch's vector code is
 import argparse
 import glob
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -65,6 +65,9 @@ def run(a, shape, mode, work):
     if p.returncode != 0 or 1 not in threads:
         sys.exit(f"step_instructions: {shape} {mode} failed (exit {p.returncode}):\n{p.stdout[-3000:]}")
     main_thread = threads.pop(1)
+    if main_thread == 0:
+        sys.exit(f"step_instructions: {shape} {mode}: no instruction counted on the main thread (did {a.toggle} "
+                 "switch callgrind's instrumentation on?)")
     return main_thread / a.count, sum(threads.values()) / a.count
 
 

@@ -412,8 +412,9 @@ class WalkBuffer {
 // coupled task (a collective whose other ranks have not all arrived yet) and go on later.
 class ReplayWalk {
  public:
-  // `start` and `end`: the walk's buffers (grown to the graph's tasks x lanes, never shrunk: a
-  // thread's walks reuse them, so a set of 256 ranks does not map and fault in ~40 MB a replay).
+  // `start` and `end`: the walk's buffers, lent by WalkBuffers (grown to the graph's tasks x lanes,
+  // never shrunk: later walks reuse them, so a set of 256 ranks does not map and fault in ~40 MB a
+  // replay).
   ReplayWalk(const RankGraph& g, std::vector<const Edits*> lanes, WalkBuffer& start, WalkBuffer& end)
       : g_(g), lanes_(std::move(lanes)), start_(start.Grown(g.tasks_.size() * lanes_.size())),
         end_(end.Grown(g.tasks_.size() * lanes_.size())) {
