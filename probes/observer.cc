@@ -544,7 +544,18 @@ at::CallbackHandle Register(bool with_inputs, bool user_only = false) {
   auto cb = floor ? at::RecordFunctionCallback(&OnStartNoop, &OnEndNoop) : at::RecordFunctionCallback(&OnStart, &OnEnd);
   // The floor never sees a step boundary, so it would box inputs for the whole run: it boxes none.
   if (with_inputs && !user_only && !floor) cb.needsInputs(true).needsOutputs(true);
-  if (user_only) cb.scopes({at::RecordScope::USER_SCOPE});
+  // Only the scopes a training step runs in (ops and autograd nodes, backward's functions,
+  // TorchScript, user ranges; not mobile's interpreter, the static runtime, custom classes or
+  // kernel dtype tags): LibTorch rebuilds every scope's callback list whenever a thread's
+  // RecordFunction state is set (the autograd engine does it for every node it runs), and a scope
+  // without the callback costs that rebuild no allocation (callgrind: ~2 k instructions less per
+  // autograd node).
+  if (user_only) {
+    cb.scopes({at::RecordScope::USER_SCOPE});
+  } else {
+    cb.scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::TORCHSCRIPT_FUNCTION,
+               at::RecordScope::USER_SCOPE});
+  }
   return at::addGlobalCallback(std::move(cb));
 }
 

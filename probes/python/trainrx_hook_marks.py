@@ -339,8 +339,17 @@ def _install_call_sites(torch, record_function):
     # AdamW reads every parameter's step with .item(), 16 calls a step of a transformer block).
     sites = {}
 
-    def site():
+    # A call from torch's own code on a host tensor gets no range: it waits for no device, and its
+    # line is not the user's to change (AdamW and Adam read each parameter's step count with
+    # .item(), once per parameter a step: on a transformer block that was a third of what record
+    # added to the step, callgrind, bench/step_instructions.py). A host tensor read in the user's
+    # code keeps its range (a CPU run's per-step reads are named by line), and a device tensor
+    # read inside torch too (GradScaler's found_inf check syncs, named by the user's scaler.step line).
+    Tensor = torch.Tensor
+
+    def site(args):
         f = getframe(2)
+        first = True
         while f is not None:
             code = f.f_code
             name = code.co_filename
@@ -352,6 +361,9 @@ def _install_call_sites(torch, record_function):
                         sites.clear()
                     where = sites[key] = f"trainrx::at {name}({f.f_lineno}): {code.co_name}"
                 return where
+            if first and args and isinstance(args[0], Tensor) and args[0].is_cpu:
+                return None
+            first = False
             f = f.f_back
         return None
 
@@ -364,7 +376,7 @@ def _install_call_sites(torch, record_function):
             if not on[0] or compiling() or tracing():
                 return original(*args, **kwargs)
             try:
-                where = site()
+                where = site(args)
             except Exception:
                 where = None
             if where is None:

@@ -364,9 +364,12 @@ PYEOF
 
 # 7e. The line that causes a sync (issue 49.12): `record` names the user's line of each .item()
 #     (the start-up hook's call-site ranges), in the text and JSON reports, as with_stack traces do.
+#     AdamW's own reads of its host step counts (.item() inside torch, 2 a step here) get no range
+#     (issue 63: they wait for no device, and were a third of record's cost on a transformer
+#     block), but their ops stay in the trace.
 cat > "$W/item.py" <<'PYEOF'
 import torch
-m = torch.nn.Linear(64, 64); opt = torch.optim.SGD(m.parameters(), lr=0.1)
+m = torch.nn.Linear(64, 64); opt = torch.optim.AdamW(m.parameters(), lr=0.1, foreach=False)
 def train_step(x):
     opt.zero_grad(); loss = m(x).sum(); loss.backward(); opt.step()
     return loss.item()
@@ -382,6 +385,15 @@ import json, sys
 f = [f for f in json.load(open(sys.argv[1]))["findings"] if f["id"] == "sync.host_device"]
 print("  ", f[0]["examples"] if f else "no sync.host_device")
 assert f and any("item.py(5): train_step" in x for x in f[0]["examples"]), f
+PY
+python3 - "$W/item.json" <<'PY' && ok "record: no call-site range for AdamW's host step reads inside torch, their ops kept" || bad "item: AdamW's internal reads"
+import collections, json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+sites = collections.Counter(e["name"].rsplit("(", 1)[1] for e in ev if e.get("name", "").startswith("trainrx::at "))
+items = sum(1 for e in ev if e.get("name") == "aten::item")
+print(f"  call-site ranges by line: {dict(sites)}; aten::item ops: {items}")
+assert sites == {"5): train_step": 12}, sites
+assert items >= 12 + 2 * 12, items  # loss.item() and AdamW's two step reads, every step
 PY
 
 # 8. The compat target: Debian's python3-torch 1.13 with the probe built against Debian's LibTorch

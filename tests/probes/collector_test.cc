@@ -3,6 +3,7 @@
 #include "collector.h"
 
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -154,6 +156,31 @@ TEST(CollectorTest, StaticNamesAreVerifiedByContentNotTrustedByPointer) {
   const uint32_t second = b->InternStatic(buf);
   EXPECT_NE(a, second);
   EXPECT_EQ(b->names()[second], "aten::bmm");
+}
+
+// A RecordFunction named by a std::string it owns (autograd's "evaluate_function: XBackward0") has a
+// fresh address each call: found by content (the content cache), the same id each time, and names
+// that differ only in their middle or their length never share one.
+TEST(CollectorTest, NamesAtFreshAddressesKeepTheirIdsByContent) {
+  Collector c;
+  c.SetRecording(true);
+  ThreadBuffer* b = c.ThisThread();
+  const std::vector<std::string> names = {"autograd::engine::evaluate_function: MmBackward0",
+                                          "autograd::engine::evaluate_function: AddmmBackward0",
+                                          "autograd::engine::evaluate_function: MmBackward", "aten::mm", "aten::m"};
+  std::vector<uint32_t> first;
+  for (const std::string& n : names) {
+    const std::string fresh = n;  // its own address
+    first.push_back(b->InternStatic(fresh.c_str()));
+    EXPECT_EQ(b->names()[first.back()], n);
+  }
+  for (int round = 0; round < 3; ++round)
+    for (size_t i = 0; i < names.size(); ++i) {
+      std::vector<char> elsewhere(names[i].begin(), names[i].end());  // another address each round
+      elsewhere.push_back('\0');
+      EXPECT_EQ(b->InternStatic(elsewhere.data()), first[i]) << names[i];
+    }
+  EXPECT_EQ(std::set<uint32_t>(first.begin(), first.end()).size(), names.size());
 }
 
 TEST(CollectorTest, DataflowEdgesAndConfigChangesSurviveTheRoundTrip) {
