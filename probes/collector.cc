@@ -87,16 +87,40 @@ uint64_t ThreadBuffer::IndexOf(const Rec* r) const {
   return UINT64_MAX;
 }
 
+namespace {
+// A hash of a name's characters, 8 at a time (FNV-1a's constants over words): autograd's names
+// differ in their middles ("...: MmBackward0" / "...: AddmmBackward0"), so every byte counts.
+uint64_t HashChars(const char* p, size_t n) noexcept {
+  uint64_t h = 1469598103934665603ull ^ n;
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, p, n);
+  h = (h ^ tail) * 1099511628211ull;
+  return h ^ (h >> 29);
+}
+}  // namespace
+
 uint32_t ThreadBuffer::InternDynamic(std::string_view name) noexcept {
+  ContentCacheEntry& slot = content_cache_[HashChars(name.data(), name.size()) & (kContentCache - 1)];
+  if (slot.text != nullptr && slot.len == name.size() && std::memcmp(slot.text, name.data(), name.size()) == 0)
+    return slot.id;
   try {
-    auto it = by_content_.find(name);
-    if (it != by_content_.end()) return it->second;
-    const uint32_t id = static_cast<uint32_t>(names_.size());
-    {
-      std::lock_guard<std::mutex> lock(side_mu_);
-      names_.emplace_back(name);  // a deque: the view below stays valid as it grows
+    uint32_t id;
+    if (auto it = by_content_.find(name); it != by_content_.end()) {
+      id = it->second;
+    } else {
+      id = static_cast<uint32_t>(names_.size());
+      {
+        std::lock_guard<std::mutex> lock(side_mu_);
+        names_.emplace_back(name);  // a deque: the view below stays valid as it grows
+      }
+      by_content_.emplace(std::string_view(names_.back()), id);
     }
-    by_content_.emplace(std::string_view(names_.back()), id);
+    slot = {names_[id].data(), name.size(), id};
     return id;
   } catch (...) {
     return 0;

@@ -171,6 +171,17 @@ class ThreadBuffer {
     const char* text = nullptr;  // names_[id]'s characters (a deque's rows never move)
   };
   StaticCacheEntry static_cache_[kStaticCache];
+  // In front of the content map, a direct-mapped cache keyed by a hash of the characters: names
+  // made afresh for every call (autograd's "evaluate_function: MmBackward0" and the node's own
+  // "MmBackward0", each a std::string its RecordFunction owns) come here ~2 per node run
+  // (callgrind: about 100 instructions less a node than the map's lookup).
+  static constexpr size_t kContentCache = 256;
+  struct ContentCacheEntry {
+    const char* text = nullptr;  // names_[id]'s characters
+    size_t len = 0;
+    uint32_t id = 0;
+  };
+  ContentCacheEntry content_cache_[kContentCache];
   uint32_t InternStaticMiss(const char* name) noexcept;  // fills the cache slot
   uint32_t InternStaticSlow(const char* name) noexcept;
   mutable std::mutex side_mu_;
