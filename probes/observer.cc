@@ -548,8 +548,8 @@ at::CallbackHandle Register(bool with_inputs, bool user_only = false) {
   // TorchScript, user ranges; not mobile's interpreter, the static runtime, custom classes or
   // kernel dtype tags): LibTorch rebuilds every scope's callback list whenever a thread's
   // RecordFunction state is set (the autograd engine does it for every node it runs), and a scope
-  // without the callback costs that rebuild no allocation (callgrind: ~2 k instructions less per
-  // autograd node).
+  // without the callback costs that rebuild no allocation (callgrind, a transformer block's step:
+  // +0.53 M instructions over plain for 162 such rebuilds with all eleven scopes, +0.28 M with four).
   if (user_only) {
     cb.scopes({at::RecordScope::USER_SCOPE});
   } else {
