@@ -395,6 +395,35 @@ print(f"  call-site ranges by line: {dict(sites)}; aten::item ops: {items}")
 assert sites == {"5): train_step": 12}, sites
 assert items >= 12 + 2 * 12, items  # loss.item() and AdamW's two step reads, every step
 PY
+# The rule itself, without a GPU: a read from torch's own code keeps its range when its tensor is
+# not on the host (a stand-in subclass whose is_cpu is False), and the user's host read keeps its.
+(cd "$BUILD_DIR/trainrx_python" && "$PY" - <<'PY') && ok "call sites: torch's host reads unnamed, its device reads and the user's named" || bad "call sites: the rule for reads inside torch"
+import os, torch, trainrx_hook_marks as s
+names = []
+class Range:
+    def __init__(self, name): names.append(name)
+    def __enter__(self): return self
+    def __exit__(self, *a): return False
+s._install_call_sites(torch, Range)
+class OnDevice(torch.Tensor):
+    @property
+    def is_cpu(self): return False
+host, dev = torch.tensor([1.5]), torch.tensor([2.5]).as_subclass(OnDevice)
+inside = {}  # a function whose code lives in torch's folder, as AdamW's does
+exec(compile("def read(x):\n    return x.item()\n", os.path.join(os.path.dirname(torch.__file__), "optim", "stand_in.py"), "exec"), inside)
+def user_read():
+    return host.item()
+def ranges(call):
+    names.clear()
+    call()
+    return list(names)
+user, torch_host, torch_dev = ranges(user_read), ranges(lambda: inside["read"](host)), ranges(lambda: inside["read"](dev))
+print(f"  ranges: user's host read {user}; torch's host read {torch_host}; torch's device read {torch_dev}")
+assert len(user) == 1 and user[0].startswith("trainrx::at ") and user[0].endswith(": user_read"), user
+assert torch_host == [], torch_host
+# (the stand-in subclass re-enters the wrapper through __torch_function__: one range or two)
+assert torch_dev and all(n.startswith("trainrx::at ") and n.endswith(": <lambda>") for n in torch_dev), torch_dev
+PY
 
 # 8. The compat target: Debian's python3-torch 1.13 with the probe built against Debian's LibTorch
 #    (build-compat/, scripts/setup), chosen with --probe-dir; without it, a clear mismatch message.
