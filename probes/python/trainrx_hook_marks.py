@@ -349,7 +349,6 @@ def _install_call_sites(torch, record_function):
 
     def site(args):
         f = getframe(2)
-        first = True
         while f is not None:
             code = f.f_code
             name = code.co_filename
@@ -361,9 +360,9 @@ def _install_call_sites(torch, record_function):
                         sites.clear()
                     where = sites[key] = f"trainrx::at {name}({f.f_lineno}): {code.co_name}"
                 return where
-            if first and args and isinstance(args[0], Tensor) and args[0].is_cpu:
+            # Reached only through torch's frames, the first of them the caller's.
+            if args and isinstance(args[0], Tensor) and args[0].is_cpu:
                 return None
-            first = False
             f = f.f_back
         return None
 
