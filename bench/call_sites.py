@@ -9,6 +9,9 @@ cost is not hidden behind a device wait):
   call site  the wrapped method: one sys._getframe walk and one record_function per call
   with_stack torch.profiler(with_stack=True) around the plain call: the Python tracer on every call,
              torch.profiler's way to the same line (trainrx paused meanwhile)
+  torch's read  the wrapped method called from a loop compiled as code in torch's folder (AdamW
+             reading its step counts): a host tensor's read from there gets no range, against the
+             plain method from the same loop ("torch, plain")
 Prints the median ns per call of each over its rounds, and the ns the call site adds. On a GPU the
 call it wraps waits for the device (tens of microseconds to milliseconds): the wrapper's cost is
 a small share of it.
@@ -47,10 +50,23 @@ def worker(a):
             fn(t)
         return (time.perf_counter_ns() - t0) / a.calls
 
-    figures = {"plain": [], "call site": [], "with_stack": []}
+    # The same loop as code in torch's folder (AdamW reading its step counts): the wrapper lets a
+    # host tensor's read from there through without a range.
+    scope = {}
+    loop = "def loop(fn, t, calls):\n    for _ in range(calls):\n        fn(t)\n"
+    exec(compile(loop, os.path.join(os.path.dirname(torch.__file__), "optim", "trainrx_bench_loop.py"), "exec"), scope)
+
+    def inside(fn):
+        t0 = time.perf_counter_ns()
+        scope["loop"](fn, t, a.calls)
+        return (time.perf_counter_ns() - t0) / a.calls
+
+    figures = {"plain": [], "call site": [], "with_stack": [], "torch, plain": [], "torch's read": []}
     for _ in range(a.rounds):
         figures["plain"].append(batch(plain))
         figures["call site"].append(batch(item))
+        figures["torch, plain"].append(inside(plain))
+        figures["torch's read"].append(inside(item))
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True):
             figures["with_stack"].append(batch(plain))
     json.dump({k: statistics.median(v) for k, v in figures.items()}, open(a.out, "w"))
@@ -75,8 +91,10 @@ def main():
         f = json.load(open(out))
     for k, v in f.items():
         print(f"{k:10s} {v:9.0f} ns per t.item()")
+    inner = f["torch's read"] - f["torch, plain"]
     print(f"the call site adds {f['call site'] - f['plain']:.0f} ns a call "
-          f"({f['call site'] / f['plain']:.2f}x plain); with_stack adds {f['with_stack'] - f['plain']:.0f} ns")
+          f"({f['call site'] / f['plain']:.2f}x plain); with_stack adds {f['with_stack'] - f['plain']:.0f} ns; "
+          f"a host read from torch's own code (no range) {inner:.0f} ns")
 
 
 if __name__ == "__main__":

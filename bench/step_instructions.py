@@ -21,7 +21,11 @@ An instruction is not a cycle: a cache miss or a locked store counts once, a sys
 side not at all (valgrind runs without the vDSO, so every clock read is a system call here).
 
 Usage: bench/step_instructions.py [--shapes model,transformer,ops] [--warmup 5] [--count 3] [--with-modules]
-                                  [--threads 1] [--modes plain,record,torch.profiler]
+                                  [--threads 1] [--modes plain,record,torch.profiler[,floor,hooks]]
+Modes floor and hooks split record's cost: `floor` is record with a callback that records nothing
+and our Python hooks off (TRAINRX_PROBE_FLOOR=1 TRAINRX_MARKS=0: LibTorch's machinery, which any
+observer of every op pays), `hooks` the same with our Python hooks on (the call-site wrappers); with
+plain, floor, hooks and record all run, the split is printed.
 About 4 minutes a run on a 2-core VM (valgrind running libtorch's vector code is most of it).
 """
 import argparse
@@ -42,8 +46,12 @@ def run(a, shape, mode, work):
     env = dict(os.environ)
     if a.threads != 1:
         env["OMP_WAIT_POLICY"] = "PASSIVE"
-    if mode == "record":
+    if mode in ("record", "floor", "hooks"):
         cmd = [a.trainrx, "record", "--steps", "all", "-o", os.path.join(work, "t.json"), "--"] + cmd
+        if mode != "record":  # a callback that records nothing: LibTorch's machinery (and our Python hooks)
+            env["TRAINRX_PROBE_FLOOR"] = "1"
+        if mode == "floor":
+            env["TRAINRX_MARKS"] = "0"
         env["TRAINRX_FLUSH_SECONDS"] = "0.5"
         # At its default SCHED_IDLE the flusher gets no CPU under valgrind while another process
         # keeps the cores busy, and its share would be missing from the count.
@@ -102,6 +110,15 @@ def main():
           "Added: on the training (main) thread; in brackets, on other threads (our journal's flusher)\n")
     print("| shape | plain (M a step) | record added | torch.profiler added | record / torch.profiler (main thread) |")
     print("|---|---|---|---|---|")
+    # The split of record's cost (modes floor and hooks): LibTorch's machinery, our Python hooks, our
+    # callbacks.
+    for shape in a.shapes.split(","):
+        got = [per_step.get((shape, m)) for m in ("plain", "floor", "hooks", "record")]
+        if all(got):
+            plain, floor, hooks, record = (g[0] for g in got)
+            print(f"{shape}: of record's +{(record - plain) / 1e6:.3f} M, LibTorch's machinery (a callback that records "
+                  f"nothing, our Python hooks off) +{(floor - plain) / 1e6:.3f} M, our Python hooks "
+                  f"+{(hooks - floor) / 1e6:.3f} M, our callbacks +{(record - hooks) / 1e6:.3f} M", file=sys.stderr)
     for shape in a.shapes.split(","):
         base = per_step.get((shape, "plain"))
         cells = [shape, f"{base[0] / 1e6:.1f}" if base else "-"]

@@ -105,9 +105,11 @@ uint64_t HashChars(const char* p, size_t n) noexcept {
 }  // namespace
 
 uint32_t ThreadBuffer::InternDynamic(std::string_view name) noexcept {
-  ContentCacheEntry& slot = content_cache_[HashChars(name.data(), name.size()) & (kContentCache - 1)];
-  if (slot.text != nullptr && slot.len == name.size() && std::memcmp(slot.text, name.data(), name.size()) == 0)
-    return slot.id;
+  ContentCacheEntry* set = &content_cache_[2 * (HashChars(name.data(), name.size()) & (kCacheSets - 1))];
+  for (int way = 0; way < 2; ++way) {
+    const ContentCacheEntry& e = set[way];
+    if (e.text != nullptr && e.len == name.size() && std::memcmp(e.text, name.data(), name.size()) == 0) return e.id;
+  }
   try {
     uint32_t id;
     if (auto it = by_content_.find(name); it != by_content_.end()) {
@@ -120,7 +122,8 @@ uint32_t ThreadBuffer::InternDynamic(std::string_view name) noexcept {
       }
       by_content_.emplace(std::string_view(names_.back()), id);
     }
-    slot = {names_[id].data(), name.size(), id};
+    set[1] = set[0];
+    set[0] = {names_[id].data(), name.size(), id};
     return id;
   } catch (...) {
     return 0;
@@ -128,9 +131,10 @@ uint32_t ThreadBuffer::InternDynamic(std::string_view name) noexcept {
 }
 
 uint32_t ThreadBuffer::InternStaticMiss(const char* name) noexcept {
-  StaticCacheEntry& slot = static_cache_[(reinterpret_cast<uintptr_t>(name) >> 4) & (kStaticCache - 1)];
+  StaticCacheEntry* set = &static_cache_[2 * StaticSet(name)];
   const uint32_t id = InternStaticSlow(name);
-  slot = {name, id, names_[id].c_str()};
+  set[1] = set[0];
+  set[0] = {name, id, names_[id].c_str()};
   return id;
 }
 
@@ -293,16 +297,23 @@ std::string Collector::Static(const std::string& key) const {
 }
 
 void Collector::Sample(ThreadBuffer* buf, const std::string& key, double value, int64_t ts_ns) noexcept {
+  Sample(buf, &key, &value, 1, ts_ns);
+}
+
+void Collector::Sample(ThreadBuffer* buf, const std::string* keys, const double* values, size_t n, int64_t ts_ns) noexcept {
   try {
     if (!window_.Covers(ts_ns)) return;  // outside the step window: not part of the recording
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = last_sample_.find(key);
-    if (it != last_sample_.end() && it->second == value) return;
-    last_sample_[key] = value;
-    samples_.push_back({ts_ns, buf ? buf->index() : 0, key, value});
-    // The samples are the recorder's heap, not the program's (issue 49.5: three heap samples a
-    // step, never released, read as growth): OwnHeapBytes leaves them out of the heap samples.
-    sample_key_bytes_ += key.size() > 15 ? key.size() + 1 : 0;  // beyond std::string's inline buffer
+    for (size_t k = 0; k < n; ++k) {
+      const std::string& key = keys[k];
+      const auto [it, fresh] = last_sample_.try_emplace(key, values[k]);
+      if (!fresh && it->second == values[k]) continue;
+      it->second = values[k];
+      samples_.push_back({ts_ns, buf ? buf->index() : 0, key, values[k]});
+      // The samples are the recorder's heap, not the program's (issue 49.5: three heap samples a
+      // step, never released, read as growth): OwnHeapBytes leaves them out of the heap samples.
+      sample_key_bytes_ += key.size() > 15 ? key.size() + 1 : 0;  // beyond std::string's inline buffer
+    }
     sample_bytes_.store(samples_.capacity() * sizeof(ConfigSample) + sample_key_bytes_, std::memory_order_relaxed);
   } catch (...) {
   }

@@ -453,7 +453,14 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       }
     } else {
       r->kind = scope == at::RecordScope::BACKWARD_FUNCTION ? RecKind::kBackward : RecKind::kOp;
-      r->name = r->kind == RecKind::kOp ? b->InternStatic(name) : b->InternDynamic(name);
+      // An operator's name is its schema's, at one address for the run: the pointer-keyed cache.
+      // A name LibTorch makes per call lives in the RecordFunction itself, at an address that
+      // changes (or is reused by another name): the autograd engine's "autograd::engine::
+      // evaluate_function: XBackward0", once per node (147 of a transformer block step's 1 116
+      // records, each missing the pointer cache and evicting an operator's slot there: ~400
+      // instructions apiece), TorchScript's function names. Those go straight to the content cache.
+      const bool made_per_call = scope != at::RecordScope::FUNCTION || (name[0] == 'a' && name[1] == 'u');
+      r->name = made_per_call ? b->InternDynamic(name) : b->InternStatic(name);
       // Grad mode only: the drain writes its changes as trainrx.grad_enabled; nothing read the
       // inference-mode flag this used to take too (a second call into libc10 per op).
       const bool grad = open != nullptr ? open->autograd->get_grad_mode() : c10::GradMode::is_enabled();
@@ -544,16 +551,18 @@ at::CallbackHandle Register(bool with_inputs, bool user_only = false) {
   auto cb = floor ? at::RecordFunctionCallback(&OnStartNoop, &OnEndNoop) : at::RecordFunctionCallback(&OnStart, &OnEnd);
   // The floor never sees a step boundary, so it would box inputs for the whole run: it boxes none.
   if (with_inputs && !user_only && !floor) cb.needsInputs(true).needsOutputs(true);
-  // Only the scopes a training step runs in (ops and autograd nodes, backward's functions,
-  // TorchScript, user ranges; not mobile's interpreter, the static runtime, custom classes or
-  // kernel dtype tags): LibTorch rebuilds every scope's callback list whenever a thread's
+  // Only the scopes a training step runs in (ops and autograd nodes, backward's functions, user
+  // ranges; not TorchScript's function calls, mobile's interpreter, the static runtime, custom
+  // classes or kernel dtype tags): LibTorch rebuilds every scope's callback list whenever a thread's
   // RecordFunction state is set (the autograd engine does it for every node it runs), and a scope
   // without the callback costs that rebuild no allocation (callgrind, a transformer block's step:
-  // +0.53 M instructions over plain for 162 such rebuilds with all eleven scopes, +0.28 M with four).
+  // +0.53 M instructions over plain for 162 such rebuilds with all eleven scopes, +0.28 M with four;
+  // TorchScript's scope alone was 54 k of it). The ops a TorchScript function runs are recorded
+  // (FUNCTION); its own call's range is not, and no analysis reads it (TorchScript is deprecated).
   if (user_only) {
     cb.scopes({at::RecordScope::USER_SCOPE});
   } else {
-    cb.scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::TORCHSCRIPT_FUNCTION,
+    cb.scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
                at::RecordScope::USER_SCOPE});
   }
   return at::addGlobalCallback(std::move(cb));
@@ -667,7 +676,7 @@ void SampleCpuWait(Collector& c, ThreadBuffer* buf, int64_t ts, bool always) noe
   const double values[6] = {static_cast<double>(s.run_ns),          static_cast<double>(s.wait_ns),
                             static_cast<double>(s.involuntary),     static_cast<double>(s.children_run_ns),
                             static_cast<double>(s.cpus_busy_ns),    static_cast<double>(s.cpus)};
-  for (int i = 0; i < 6; ++i) c.Sample(buf, kKeys[i], values[i], ts);
+  c.Sample(buf, kKeys, values, 6, ts);
 }
 
 void SnapshotConfig(ThreadBuffer* buf, int64_t ts) noexcept {
@@ -676,19 +685,27 @@ void SnapshotConfig(ThreadBuffer* buf, int64_t ts) noexcept {
   SampleCpuWait(*c, buf, ts, false);
   try {
     auto& ctx = at::globalContext();
-    c->Sample(buf, "anomaly_mode", torch::autograd::AnomalyMode::is_enabled() ? 1 : 0, ts);
-    c->Sample(buf, "cudnn_benchmark", ctx.benchmarkCuDNN() ? 1 : 0, ts);
-    c->Sample(buf, "cudnn_deterministic", ctx.deterministicCuDNN() ? 1 : 0, ts);
-    c->Sample(buf, "deterministic_algorithms", ctx.deterministicAlgorithms() ? 1 : 0, ts);
-    c->Sample(buf, "intra_op_threads", at::get_num_threads(), ts);
-    c->Sample(buf, "interop_threads", at::get_num_interop_threads(), ts);
-    c->Sample(buf, "autocast", AutocastEnabled() ? 1 : 0, ts);
-    // Another profiler (torch.profiler, autograd.profiler, emit_nvtx) registers thread-local
-    // RecordFunction callbacks; ours is global.
-    c->Sample(buf, "other_profiler", at::hasThreadLocalCallbacks() ? 1 : 0, ts);
+    // Never destroyed, as SampleHeap's key; one call, one lock for the snapshot.
+    static const std::string* const kKeys =
+        new std::string[10]{"anomaly_mode",     "cudnn_benchmark", "cudnn_deterministic", "deterministic_algorithms",
+                            "intra_op_threads", "interop_threads", "autocast",            "other_profiler",
+                            "launch_blocking",  "fork_children"};
     const char* lb = std::getenv("CUDA_LAUNCH_BLOCKING");
-    c->Sample(buf, "launch_blocking", lb && std::strcmp(lb, "1") == 0 ? 1 : 0, ts);
-    c->Sample(buf, "fork_children", static_cast<double>(ProcessSession::Get().fork_children()), ts);
+    const double values[10] = {
+        torch::autograd::AnomalyMode::is_enabled() ? 1.0 : 0.0,
+        ctx.benchmarkCuDNN() ? 1.0 : 0.0,
+        ctx.deterministicCuDNN() ? 1.0 : 0.0,
+        ctx.deterministicAlgorithms() ? 1.0 : 0.0,
+        static_cast<double>(at::get_num_threads()),
+        static_cast<double>(at::get_num_interop_threads()),
+        AutocastEnabled() ? 1.0 : 0.0,
+        // Another profiler (torch.profiler, autograd.profiler, emit_nvtx) registers thread-local
+        // RecordFunction callbacks; ours is global.
+        at::hasThreadLocalCallbacks() ? 1.0 : 0.0,
+        lb && std::strcmp(lb, "1") == 0 ? 1.0 : 0.0,
+        static_cast<double>(ProcessSession::Get().fork_children()),
+    };
+    c->Sample(buf, kKeys, values, 10, ts);
     SampleHeap(*c, buf, ts);
     State().backward_sampled.store(false, std::memory_order_relaxed);
   } catch (...) {

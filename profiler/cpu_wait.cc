@@ -20,6 +20,7 @@ namespace {
 class LineReader {
  public:
   explicit LineReader(const char* path) : fd_(::open(path, O_RDONLY | O_CLOEXEC)) {}
+  LineReader(int dir, const char* path) : fd_(::openat(dir, path, O_RDONLY | O_CLOEXEC)) {}
   ~LineReader() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -77,8 +78,8 @@ int ReadNumbers(const char* s, unsigned long long* out, int n) {
   return got;
 }
 
-// Calls fn(number) for every entry of the folder `path` whose name is a number (a pid, a tid), by
-// getdents64 (opendir allocates); false when the folder cannot be opened.
+// Calls fn(number, name, folder) for every entry of the folder `path` whose name is a number (a
+// pid, a tid), by getdents64 (opendir allocates); false when the folder cannot be opened.
 template <typename F>
 bool ForEachNumbered(const char* path, F&& fn) {
   const int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -94,7 +95,7 @@ bool ForEachNumbered(const char* path, F&& fn) {
       const char* name = ents + off + 19;
       off += reclen;
       unsigned long long number = 0;
-      if (name[0] >= '0' && name[0] <= '9' && ReadNumbers(name, &number, 1) == 1) fn(number);
+      if (name[0] >= '0' && name[0] <= '9' && ReadNumbers(name, &number, 1) == 1) fn(number, name, dir);
     }
   }
   ::close(dir);
@@ -104,10 +105,13 @@ bool ForEachNumbered(const char* path, F&& fn) {
 // Sums schedstat over the process's threads.
 bool SumThreads(CpuWaitSample* s) {
   bool any = false;
-  const bool listed = ForEachNumbered("/proc/self/task", [&](unsigned long long tid) {
+  const bool listed = ForEachNumbered("/proc/self/task", [&](unsigned long long, const char* name, int dir) {
+    // "<tid>/schedstat" in the open folder (snprintf was half of a sample's instructions).
     char path[64];
-    std::snprintf(path, sizeof(path), "/proc/self/task/%llu/schedstat", tid);
-    LineReader r(path);
+    const size_t n = std::min(std::strlen(name), sizeof(path) - sizeof("/schedstat"));
+    std::memcpy(path, name, n);
+    std::memcpy(path + n, "/schedstat", sizeof("/schedstat"));
+    LineReader r(dir, path);
     const char* line = r.ok() ? r.Next() : nullptr;
     unsigned long long v[2];
     if (line == nullptr || ReadNumbers(line, v, 2) != 2) return;  // a thread that just ended
@@ -157,7 +161,7 @@ ChildScan& Scan() {
 void RescanChildren(ChildScan& s) {
   s.n = 0;
   const unsigned long long self = static_cast<unsigned long long>(::getpid());
-  ForEachNumbered("/proc", [&](unsigned long long pid) {
+  ForEachNumbered("/proc", [&](unsigned long long pid, const char*, int) {
     unsigned long long ppid[2] = {0, 0};  // fields 4 (ppid) and 5: StatFields reads two
     if (pid != self && s.n < 256 && StatFields(pid, 4, ppid) && ppid[0] == self) s.pids[s.n++] = pid;
   });

@@ -48,9 +48,17 @@ import torch
 m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
 t = torch.jit.trace(m, torch.zeros(2, 4))
 print("profiler op in the traced graph:", "profiler" in str(t.graph), tuple(t(torch.ones(1, 4)).shape))
+@torch.jit.script
+def scripted(x):
+    return torch.cosh(x) * 2
+scripted(torch.ones(3))
 PY
 "$TRAINRX" record -o "$W/jit.json" -- $PY "$W/jit.py" 2>/dev/null | grep -q "graph: False (1, 4)" \
   && ok "jit.trace: the traced graph has no trainrx range" || bad "jit.trace: module ranges leaked into the traced graph"
+# The probe does not observe TorchScript's own function calls (a scope whose callback list LibTorch
+# rebuilds at every autograd node); the ops a scripted function runs are recorded all the same.
+grep -q '"aten::cosh"' "$W/jit.json" && ok "jit.script: a scripted function's ops are recorded" \
+  || bad "jit.script: the scripted function's aten::cosh is missing from the trace"
 grep -q '"Torch-Compiled Region' "$W/compile.json" && ok "compile: compiled regions recorded" || bad "compile: no compiled region in the trace"
 # Issue 34: torch.compile's helper processes (they load libtorch only to load a compiled library)
 # run no op and write no trace: one file, one rank, no rank claimed twice.

@@ -183,6 +183,45 @@ TEST(CollectorTest, NamesAtFreshAddressesKeepTheirIdsByContent) {
   EXPECT_EQ(std::set<uint32_t>(first.begin(), first.end()).size(), names.size());
 }
 
+// More operator names than the name cache holds, read in an order that keeps evicting: every read
+// gets its name's first id (schema names sit at fixed addresses; the cache is two-way by a hash of
+// the address, and a miss goes through the maps).
+TEST(CollectorTest, ManyStaticNamesKeepTheirIdsThroughTheCache) {
+  Collector c;
+  c.SetRecording(true);
+  ThreadBuffer* b = c.ThisThread();
+  std::vector<std::string> names;
+  for (int i = 0; i < 1200; ++i) names.push_back("aten::op_" + std::to_string(i));
+  std::vector<uint32_t> first;
+  for (const std::string& n : names) first.push_back(b->InternStatic(n.c_str()));
+  EXPECT_EQ(std::set<uint32_t>(first.begin(), first.end()).size(), names.size());
+  for (int round = 0; round < 3; ++round)
+    for (size_t k = 0; k < names.size(); ++k) {
+      const size_t i = (k * 7919 + static_cast<size_t>(round) * 13) % names.size();
+      ASSERT_EQ(b->InternStatic(names[i].c_str()), first[i]) << names[i];
+      ASSERT_EQ(b->names()[first[i]], names[i]);
+    }
+}
+
+// A step boundary's snapshot is one call for many keys: each key keeps only its changes.
+TEST(CollectorTest, ASnapshotOfManyKeysStoresOnlyTheirChanges) {
+  Collector c;
+  c.SetRecording(true);
+  ThreadBuffer* b = c.ThisThread();
+  const std::string keys[3] = {"anomaly_mode", "intra_op_threads", "deterministic_algorithms"};
+  const double at_first[3] = {0, 4, 0};
+  const double later[3] = {1, 4, 0};
+  c.Sample(b, keys, at_first, 3, 1000);
+  c.Sample(b, keys, at_first, 3, 1500);  // nothing changed
+  c.Sample(b, keys, later, 3, 2000);     // anomaly mode only
+  const profiler::Trace t = c.Assemble(0, 3000);
+  std::map<std::string, std::vector<double>> seen;
+  for (const auto& ctr : t.counters) seen[std::string(t.strings.Get(ctr.name))].push_back(ctr.value);
+  EXPECT_EQ(seen["trainrx.config.anomaly_mode"], (std::vector<double>{0, 1}));
+  EXPECT_EQ(seen["trainrx.config.intra_op_threads"], (std::vector<double>{4}));
+  EXPECT_EQ(seen["trainrx.config.deterministic_algorithms"], (std::vector<double>{0}));
+}
+
 TEST(CollectorTest, DataflowEdgesAndConfigChangesSurviveTheRoundTrip) {
   Collector c;
   c.SetRecording(true);
