@@ -423,6 +423,13 @@ assert len(user) == 1 and user[0].startswith("trainrx::at ") and user[0].endswit
 assert torch_host == [], torch_host
 # (the stand-in subclass re-enters the wrapper through __torch_function__: one range or two)
 assert torch_dev and all(n.startswith("trainrx::at ") and n.endswith(": <lambda>") for n in torch_dev), torch_dev
+# A tensor whose is_cpu raises (an odd subclass): the read still returns its value, from the user's
+# code and from torch's (the wrapper calls through; a user's call never fails because of ours).
+class Odd(torch.Tensor):
+    @property
+    def is_cpu(self): raise RuntimeError("no answer")
+odd = torch.tensor([3.5]).as_subclass(Odd)
+assert odd.item() == 3.5 and inside["read"](odd) == 3.5
 PY
 
 # 8. The compat target: Debian's python3-torch 1.13 with the probe built against Debian's LibTorch
