@@ -167,8 +167,9 @@ class ThreadBuffer {
   std::unordered_map<const char*, uint32_t> by_pointer_;
   // Both caches are two-way: a name's pointer (or characters) picks a set of two entries, the
   // newer first. Direct-mapped, a transformer block's ~120 operator names collided in 256 slots
-  // (schema names sit at heap addresses a few pages apart): ~30 misses a step, each ~400
-  // instructions through the maps; two ways and a multiplicative hash leave none.
+  // (schema names sit at heap addresses a few pages apart): up to ~150 misses a step by the heap's
+  // layout, each ~400 instructions through the maps; with two ways and a multiplicative hash ~5
+  // a step remain.
   static constexpr size_t kCacheSets = 256;
   static size_t StaticSet(const char* name) noexcept {
     return static_cast<size_t>((reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ull) >> 56) & (kCacheSets - 1);

@@ -21,7 +21,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -459,6 +459,9 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       // evaluate_function: XBackward0", once per node (147 of a transformer block step's 1 116
       // records, each missing the pointer cache and evicting an operator's slot there: ~400
       // instructions apiece), TorchScript's function names. Those go straight to the content cache.
+      // Told by two characters ("au": none of torch's operator namespaces starts so, and a user's
+      // that does only takes the content cache; a full prefix test would cost each engine name a
+      // strlen and a strncmp). The choice only routes the lookup: both caches verify the characters.
       const bool made_per_call = scope != at::RecordScope::FUNCTION || (name[0] == 'a' && name[1] == 'u');
       r->name = made_per_call ? b->InternDynamic(name) : b->InternStatic(name);
       // Grad mode only: the drain writes its changes as trainrx.grad_enabled; nothing read the
@@ -676,7 +679,7 @@ void SampleCpuWait(Collector& c, ThreadBuffer* buf, int64_t ts, bool always) noe
   const double values[6] = {static_cast<double>(s.run_ns),          static_cast<double>(s.wait_ns),
                             static_cast<double>(s.involuntary),     static_cast<double>(s.children_run_ns),
                             static_cast<double>(s.cpus_busy_ns),    static_cast<double>(s.cpus)};
-  c.Sample(buf, kKeys, values, 6, ts);
+  c.Sample(buf, kKeys, values, std::size(values), ts);
 }
 
 void SnapshotConfig(ThreadBuffer* buf, int64_t ts) noexcept {
@@ -705,7 +708,7 @@ void SnapshotConfig(ThreadBuffer* buf, int64_t ts) noexcept {
         lb && std::strcmp(lb, "1") == 0 ? 1.0 : 0.0,
         static_cast<double>(ProcessSession::Get().fork_children()),
     };
-    c->Sample(buf, kKeys, values, 10, ts);
+    c->Sample(buf, kKeys, values, std::size(values), ts);
     SampleHeap(*c, buf, ts);
     State().backward_sampled.store(false, std::memory_order_relaxed);
   } catch (...) {
