@@ -36,8 +36,7 @@
 namespace trainrx::probes {
 
 enum class RecKind : uint8_t {
-  kOp,        // ATen op (RecordScope::FUNCTION)
-  kBackward,  // autograd node (BACKWARD_FUNCTION)
+  kOp,        // ATen op or the autograd engine's per-node range (RecordScope::FUNCTION)
   kUser,      // record_function ranges, Python's DataLoader / Optimizer ranges, our markers
   // An allocation or free reported by c10's allocators (record --memory-events): two records,
   // appended together by ThreadBuffer::AppendMemory, the totals first:

@@ -432,8 +432,13 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       open->tsc = b->tick_source() == TickSource::kTsc;
     }
     BusyGuard busy(b);
-    if (scope == at::RecordScope::BACKWARD_FUNCTION && !State().backward_sampled.load(std::memory_order_relaxed) &&
-        !State().backward_sampled.exchange(true))
+    // The engine's per-node range ("autograd::engine::evaluate_function: XBackward0") is told by
+    // two characters ("au": none of torch's operator namespaces starts so; a user's op that does
+    // only takes the content cache below, and the heap test spells the prefix out). The choice only
+    // routes the name's lookup: both caches verify the characters.
+    const bool engine_name = scope == at::RecordScope::FUNCTION && name[0] == 'a' && name[1] == 'u';
+    if (engine_name && !State().backward_sampled.load(std::memory_order_relaxed) &&
+        StartsWith(name, "autograd::engine::evaluate_function") && !State().backward_sampled.exchange(true))
       SampleHeap(*c, b, NowNs());
     // Python's record_function enters through an op of its own; the range itself follows.
     if (name[0] == 'p' && StartsWith(name, "profiler::")) return nullptr;
@@ -452,18 +457,14 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
         if (is_boundary) MaybeStopInputCapture(boundary);
       }
     } else {
-      r->kind = scope == at::RecordScope::BACKWARD_FUNCTION ? RecKind::kBackward : RecKind::kOp;
+      r->kind = RecKind::kOp;
       // An operator's name is its schema's, at one address for the run: the pointer-keyed cache.
       // A name LibTorch makes per call lives in the RecordFunction itself, at an address that
       // changes (or is reused by another name): the autograd engine's "autograd::engine::
       // evaluate_function: XBackward0", once per node (147 of a transformer block step's 1 116
       // records, each missing the pointer cache and evicting an operator's slot there: ~400
-      // instructions apiece), TorchScript's function names. Those go straight to the content cache.
-      // Told by two characters ("au": none of torch's operator namespaces starts so, and a user's
-      // that does only takes the content cache; a full prefix test would cost each engine name a
-      // strlen and a strncmp). The choice only routes the lookup: both caches verify the characters.
-      const bool made_per_call = scope != at::RecordScope::FUNCTION || (name[0] == 'a' && name[1] == 'u');
-      r->name = made_per_call ? b->InternDynamic(name) : b->InternStatic(name);
+      // instructions apiece). Those go straight to the content cache.
+      r->name = engine_name ? b->InternDynamic(name) : b->InternStatic(name);
       // Grad mode only: the drain writes its changes as trainrx.grad_enabled; nothing read the
       // inference-mode flag this used to take too (a second call into libc10 per op).
       const bool grad = open != nullptr ? open->autograd->get_grad_mode() : c10::GradMode::is_enabled();
@@ -554,19 +555,22 @@ at::CallbackHandle Register(bool with_inputs, bool user_only = false) {
   auto cb = floor ? at::RecordFunctionCallback(&OnStartNoop, &OnEndNoop) : at::RecordFunctionCallback(&OnStart, &OnEnd);
   // The floor never sees a step boundary, so it would box inputs for the whole run: it boxes none.
   if (with_inputs && !user_only && !floor) cb.needsInputs(true).needsOutputs(true);
-  // Only the scopes a training step runs in (ops and autograd nodes, backward's functions, user
-  // ranges; not TorchScript's function calls, mobile's interpreter, the static runtime, custom
-  // classes or kernel dtype tags): LibTorch rebuilds every scope's callback list whenever a thread's
-  // RecordFunction state is set (the autograd engine does it for every node it runs), and a scope
-  // without the callback costs that rebuild no allocation (callgrind, a transformer block's step:
-  // +0.53 M instructions over plain for 162 such rebuilds with all eleven scopes, +0.28 M with four;
-  // TorchScript's scope alone was 54 k of it). The ops a TorchScript function runs are recorded
-  // (FUNCTION); its own call's range is not, and no analysis reads it (TorchScript is deprecated).
+  // Only the two scopes a training step's analysis reads (ops, with the autograd engine's per-node
+  // ranges, and user ranges; not the autograd nodes' own BACKWARD_FUNCTION ranges, TorchScript's
+  // function calls, mobile's interpreter, the static runtime, custom classes or kernel dtype tags):
+  // LibTorch rebuilds every scope's callback list whenever a thread's RecordFunction state is set
+  // (the autograd engine does it for every node it runs), and a scope without the callback costs
+  // that rebuild no allocation (callgrind, a transformer block's step: +0.53 M instructions over
+  // plain for 162 such rebuilds with all eleven scopes, +0.28 M with four; TorchScript's scope
+  // alone was 54 k of it). A node's own range ("AddmmBackward0") lies inside the engine's
+  // "autograd::engine::evaluate_function: AddmmBackward0" (FUNCTION), which names the same node and
+  // is what the analyzers read (phases, steps, recomputation); observing it cost a second record and
+  // a scope rebuild per node. The ops a TorchScript function runs are recorded (FUNCTION); its own
+  // call's range is not, and no analysis reads it (TorchScript is deprecated).
   if (user_only) {
     cb.scopes({at::RecordScope::USER_SCOPE});
   } else {
-    cb.scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-               at::RecordScope::USER_SCOPE});
+    cb.scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE});
   }
   return at::addGlobalCallback(std::move(cb));
 }

@@ -52,7 +52,7 @@ TEST(CollectorTest, AssemblesOneTrackPerThreadWithNamesAndNesting) {
   std::thread worker([&] {
     ThreadBuffer* b = c.ThisThread();
     ASSERT_NE(b, main);
-    AddRange(b, "autograd::engine::evaluate_function: AddBackward0", RecKind::kBackward, 2000, 2500);
+    AddRange(b, "autograd::engine::evaluate_function: AddBackward0", RecKind::kOp, 2000, 2500);
   });
   worker.join();
   profiler::Trace t = c.Assemble(0, 9000);
@@ -62,11 +62,13 @@ TEST(CollectorTest, AssemblesOneTrackPerThreadWithNamesAndNesting) {
   EXPECT_EQ(t.TrackEvents(0)[0].kind, profiler::EventKind::kUserAnnotation);
   EXPECT_EQ(t.TrackEvents(0)[1].dur_ns, 100);
   EXPECT_EQ(t.TrackEvents(1)[0].kind, profiler::EventKind::kCpuOp);
-  // Grad mode becomes counters only where it changes: on, then off.
-  int grad = 0;
+  // Grad mode becomes counters only where it changes, per thread: on, then off on the main thread;
+  // off on the engine's (its per-node range is an op record, FUNCTION scope).
+  int grad[2] = {0, 0};
   for (const auto& ctr : t.counters)
-    if (t.strings.Get(ctr.name) == "trainrx.grad_enabled") ++grad;
-  EXPECT_EQ(grad, 2);
+    if (t.strings.Get(ctr.name) == "trainrx.grad_enabled" && ctr.track < 2) ++grad[ctr.track];
+  EXPECT_EQ(grad[0], 2);
+  EXPECT_EQ(grad[1], 1);
   EXPECT_FALSE(c.recording());
 }
 
