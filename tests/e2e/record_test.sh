@@ -318,6 +318,40 @@ names = {e["name"] for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get
 sys.exit(0 if "trainrx.memory.allocated[cpu]" in names else 1)' "$W/tiny.json" \
   && ok "tiny: the heap counter keeps its name through the exit handler" || bad "tiny: no trainrx.memory.allocated[cpu] counter"
 
+# 7b2. The heap is sampled again at backward's start (issue 36), when the forward's activations are all
+#      alive: keyed on the autograd engine's first per-node range of the step, since the nodes' own
+#      ranges are not recorded (issue 63). 8 MB of activations a step (ReLU's 512 x 4096 floats, saved), freed
+#      by backward: in every step after the first, a sample between the previous optimizer step's end
+#      and the end of the step's first engine range reads at least 4 MB over the previous step's end (which
+#      holds the 1 MB of gradients).
+cat > "$W/bwd.py" <<'PYEOF'
+import torch
+m = torch.nn.Sequential(torch.nn.Linear(64, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 1))
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+for _ in range(6):
+    opt.zero_grad(); m(torch.randn(512, 64)).sum().backward(); opt.step()
+PYEOF
+"$TRAINRX" record -o "$W/bwd.json" -- $PY "$W/bwd.py" > /dev/null 2> "$W/bwd.err" || { bad "bwd: record failed"; tail -5 "$W/bwd.err"; }
+python3 - "$W/bwd.json" <<'PY' && ok "the heap is sampled at backward's start: activations seen in every step" || bad "no heap sample at backward's start"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+heap = sorted((e["ts"], e["args"]["value"] if "value" in e.get("args", {}) else next(iter(e["args"].values())))
+              for e in ev if e.get("ph") == "C" and e.get("name") == "trainrx.memory.allocated[cpu]")
+opt_ends = sorted(e["ts"] + e["dur"] for e in ev if e.get("ph") == "X" and e["name"].startswith("Optimizer.step#"))
+engine = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev
+                if e.get("ph") == "X" and e["name"].startswith("autograd::engine::evaluate_function:"))
+assert len(opt_ends) >= 5 and heap and engine, (len(opt_ends), len(heap), len(engine))
+rises = []
+for a, b in zip(opt_ends, opt_ends[1:]):
+    first = next(r for r in engine if a < r[0] < b)
+    before = [v for t, v in heap if t <= a]
+    inside = [v for t, v in heap if a < t <= first[1]]
+    assert before and inside, (a, first, heap)
+    rises.append(max(inside) - before[-1])
+print("  heap at backward's start over the previous step's end (MB):", [round(r / 1e6, 1) for r in rises])
+assert all(r >= 4e6 for r in rises), rises
+PY
+
 # 7c. A steady leak below the old absolute floor (issue 49.2): each step keeps its hidden features
 #     (32 x 1024 floats, 128 KiB). memory.growth decides by consistency and what the rise means
 #     (the machine's memory full within a run's length of steps), not by 256 KiB a step; the same
