@@ -93,6 +93,16 @@ std::optional<BatchInput> TrainingInput(const profiler::Trace& trace, int32_t ra
     }
   }
   if (found.empty()) return std::nullopt;
+  // A position index broadcast over the batch, [1, T], beside the batch's indices [B, T]: minGPT's
+  // wpe(pos) with pos = arange(T).unsqueeze(0), after wte(idx) (karpathy/minGPT's adder trained
+  // batches of 64, and sweep read 1 sample a step). A [1, T] lookup with no [B, T] of the same T
+  // beside it (batch 1, or a generation's one sequence) stays.
+  std::erase_if(found, [&](const BatchInput& in) {
+    if (in.batch != 1 || BatchArg(trace.Name(*in.op)) != 1) return false;
+    return std::any_of(found.begin(), found.end(), [&](const BatchInput& other) {
+      return other.batch > 1 && other.elements == in.elements && BatchArg(trace.Name(*other.op)) == 1;
+    });
+  });
   std::sort(found.begin(), found.end(), [](const BatchInput& a, const BatchInput& b) { return a.op->ts_ns < b.op->ts_ns; });
   const std::string_view entry = trace.Name(*found.front().op);
   const BatchInput* pick = &found.front();

@@ -181,9 +181,19 @@ std::vector<CatalogEntry> RankEntries() {
 std::vector<CatalogEntry> InputEntries() {
   return {
       {"input.dataloader_bound", "input", "the steps wait for data",
-       {{"",
+       {{"in_loop",
          kLoaderPython, kLoaderCpp,
-         "workers"}},
+         "workers"},
+        {"workers_behind",
+         "The loader already runs worker processes and the loop still waits for them: more workers help "
+         "only where CPUs are free beside the training threads, and on a machine with few CPUs fewer "
+         "workers (or num_workers=0 for cheap samples: each batch costs a crossing between processes) can "
+         "be faster; measure N with `trainrx sweep --cmd \"python3 train.py --workers {{workers}}\" --grid "
+         "workers=0,1,2,4`, and make each sample cheaper (decode once and cache; persistent_workers=True, "
+         "prefetch_factor=4)",
+         "Raise DataLoaderOptions().workers(N) only where CPUs are free, and make the dataset's get() cheaper "
+         "(decode once, cache)",
+         "workers", false}},
        "data_cost", "workers=2", "DataLoader(..., num_workers=2, persistent_workers=True)", kFindings, "loader_workers"},
       {"input.workers", "input", "single-process loading while the steps wait for data, or more workers than CPUs",
        {{"single_process",
@@ -557,7 +567,7 @@ FixText FormatFix(std::string_view id, std::string_view variant, const std::vect
       throw std::invalid_argument(fmt::format("finding '{}' fix '{}': {} in \"{}\"", id, v->name, err.what(), text));
     }
   };
-  return {format(v->python), format(v->cpp), format(v->knob)};
+  return {format(v->python), format(v->cpp), format(v->knob), v->outside};
 }
 
 void SetFix(Finding& f, std::string_view variant, const std::vector<FixArg>& args) {
@@ -565,6 +575,7 @@ void SetFix(Finding& f, std::string_view variant, const std::vector<FixArg>& arg
   f.fix_python = std::move(t.python);
   f.fix_cpp = std::move(t.cpp);
   f.knob = std::move(t.knob);
+  f.outside_fix = t.outside;
 }
 
 }  // namespace trainrx::analyzers

@@ -728,8 +728,10 @@ std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analy
   std::map<std::string, size_t> by_token;
   for (const auto& f : analysis.findings) {
     const analyzers::CatalogEntry* fix = analyzers::FindCatalogEntry(f.id);
-    if (!fix || !*fix->outside_token) {
-      notes->push_back(fmt::format("{}: cannot be applied from outside the script; change the code: {}", f.id,
+    if (!fix || !*fix->outside_token || !f.outside_fix) {
+      notes->push_back(fmt::format("{}: {}; change the code: {}", f.id,
+                                   fix && *fix->outside_token ? fmt::format("{} from outside does not act on what was found", fix->outside_token)
+                                                              : "cannot be applied from outside the script",
                                    f.fix_python.empty() ? "see the finding" : f.fix_python));
       continue;
     }

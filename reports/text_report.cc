@@ -650,7 +650,7 @@ void WriteFindings(const analyzers::Report& report, Sink& sink) {
     for (size_t i = 0; i < f.examples.size() && i < 5; ++i) sink.Bullet(f.examples[i]);
     sink.Line("fix (Python): " + f.fix_python);
     sink.Line("fix (C++):    " + f.fix_cpp);
-    if (const auto* entry = analyzers::FindCatalogEntry(f.id); entry && *entry->outside_token)
+    if (const auto* entry = analyzers::FindCatalogEntry(f.id); entry && *entry->outside_token && f.outside_fix)
       sink.Line(fmt::format("measure it on your unmodified script: trainrx fix --cmd \"python3 train.py ...\" "
                             "(applies {} from outside)",
                             entry->outside_token));

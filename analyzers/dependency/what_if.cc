@@ -353,6 +353,23 @@ double MeasuredLoopCpus(const RankGraph& g, double loading_ns, double cores) {
   return std::clamp((load->load.OwnCpus() * step - loading_ns) / (step - loading_ns), 1.0, cores);
 }
 
+TransformPlan NotPredictable(const RankGraph&, const char* why);
+
+// Whether the loop's loading in the steps already comes from workers: mostly fetches from a Python
+// DataLoader's worker processes, or our collector's block names LibTorch loader workers.
+bool LoadingHasWorkers(const RankGraph& g, const std::vector<uint8_t>& data) {
+  if (ConfigView(g.trace(), g.links().rank).Static("workers").value_or(0) > 0) return true;
+  int64_t from_workers = 0, in_loop = 0;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const RankGraph::Task& t = g.tasks()[i];
+    if (t.track != g.loop_thread() || t.frame < 0 || !data[t.frame] || g.StepOf(static_cast<int32_t>(i)) < 0) continue;
+    int32_t root = t.frame;
+    while (g.frames()[root].parent >= 0 && data[g.frames()[root].parent]) root = g.frames()[root].parent;
+    (IsWorkerLoaderRange(g.trace().Name(*g.frames()[root].op)) ? from_workers : in_loop) += t.dur;
+  }
+  return from_workers > in_loop;
+}
+
 // input.workers / input.dataloader_bound: the loading moves to worker processes that run beside
 // the step.
 TransformPlan LoaderWorkers(const RankGraph& g) {
@@ -363,6 +380,11 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
   if (fetch == 0)
     return NoSaving(g, "no data loading on the loop's thread in the steps (no enumerate(DataLoader) or trainrx::data "
                       "range): nothing the workers would take off it");
+  if (LoadingHasWorkers(g, data))
+    return NotPredictable(g, "the loader already has workers: the loop's data wait is for them (and for each batch to "
+                             "cross processes), and whether more or fewer would help depends on work the trace does not "
+                             "hold (the workers' processes are not recorded) and on the CPUs free beside the step: "
+                             "measure it (trainrx sweep --grid workers=0,1,2,4)");
   const double per_step = static_cast<double>(fetch) / static_cast<double>(g.windows().size());
   // Point: 10 % of the fetch stays on the loop's thread (receiving the batch); low: 30 %; high: none.
   // The workers' pace bounds the step from below: 2 workers (the catalog's fix), each taking the

@@ -6,6 +6,7 @@
 
 #include "families.h"
 #include "intervals.h"
+#include "phases.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -42,8 +43,39 @@ DataWait DataWaitOf(const StepModel& steps) {
   return d;
 }
 
+// Which Python DataLoaders feed the steps: the loop's time in single-process iterators
+// (num_workers=0) and in iterators over worker processes, inside the steps (without steps, the
+// whole trace). A script often has both: minGPT's Trainer trains from 4 workers while its
+// evaluation, in the first step, reads through num_workers=0 loaders.
+struct LoaderUse {
+  int64_t single_calls = 0, single_ns = 0, worker_calls = 0, worker_ns = 0;
+  std::string single_name, worker_name;
+  // The steps' data comes mostly from the loop itself, or mostly from worker processes.
+  bool InProcess() const { return single_calls > 0 && single_ns >= worker_ns; }
+  bool FromWorkers() const { return worker_calls > 0 && worker_ns > single_ns; }
+};
+
+LoaderUse LoaderUseOf(const AnalysisContext& ctx) {
+  const Trace& trace = ctx.trace;
+  std::map<int32_t, StepWindows> in_steps;
+  for (int32_t rank : trace.RankIds()) in_steps.emplace(rank, StepWindows(ctx.steps, rank));
+  LoaderUse u;
+  for (const Event& e : trace.events) {
+    if (e.kind == EventKind::kGpuUserAnnotation) continue;
+    const std::string_view name = trace.Name(e);
+    const bool single = IsSingleProcessLoaderRange(name), workers = !single && IsWorkerLoaderRange(name);
+    if (!(single || workers) || !in_steps.at(trace.tracks[e.track].rank).Contains(e.ts_ns)) continue;
+    (single ? u.single_calls : u.worker_calls) += 1;
+    (single ? u.single_ns : u.worker_ns) += e.dur_ns;
+    std::string& example = single ? u.single_name : u.worker_name;
+    if (example.empty()) example = std::string(name);
+  }
+  return u;
+}
+
 // input.dataloader_bound; returns whether the steps are loader-bound (input.workers reads it).
-bool RuleDataloaderBound(const AnalysisContext& ctx, const DataWait& d, const StepBasis& basis, Report& out) {
+bool RuleDataloaderBound(const AnalysisContext& ctx, const DataWait& d, const LoaderUse& loaders, const StepBasis& basis,
+                         Report& out) {
   const StepModel& steps = ctx.steps;
   const double data_pct = d.data_pct;
   const double bound_threshold = ctx.thresholds.Get("input.dataloader_bound.share_pct");
@@ -70,25 +102,24 @@ bool RuleDataloaderBound(const AnalysisContext& ctx, const DataWait& d, const St
                 {"steps_source", steps.source}};
   // Upper bound: loading that overlaps compute can hide all of the wait.
   SetSaving(f, basis, basis.Per(d.total_data), basis.Per(d.total_data), d.data_bound);
-  SetFix(f);
+  if (loaders.FromWorkers()) {
+    // The loader already has worker processes: the loop waits for them (and for each batch to
+    // cross processes), which more workers help only where CPUs are free.
+    f.evidence.push_back({"worker_loader_calls", loaders.worker_calls});
+    f.examples.push_back(loaders.worker_name);
+    SetFix(f, "workers_behind");
+  } else {
+    SetFix(f);
+  }
   out.findings.push_back(std::move(f));
   return true;
 }
 
 // input.workers: single-process loading (when loading costs time), or more workers than CPUs.
-void RuleWorkers(const AnalysisContext& ctx, const DataWait& d, bool loader_bound, const StepBasis& basis, Report& out) {
+void RuleWorkers(const AnalysisContext& ctx, const DataWait& d, const LoaderUse& loaders, bool loader_bound, const StepBasis& basis,
+                 Report& out) {
   const Trace& trace = ctx.trace;
   const StepModel& steps = ctx.steps;
-  int64_t single_process = 0;
-  std::string loader_name;
-  for (const Event& e : trace.events) {
-    if (e.kind == EventKind::kGpuUserAnnotation) continue;
-    const std::string_view name = trace.Name(e);
-    if (StartsWith(name, "enumerate(DataLoader)#") && name.find("_SingleProcessDataLoaderIter") != std::string_view::npos) {
-      ++single_process;
-      if (loader_name.empty()) loader_name = std::string(name);
-    }
-  }
   const auto cfg_workers = ConfigNumber(trace, "workers");
   const auto cfg_cpus = ConfigNumber(trace, "cpu_count");
   // The CPUs of the machine that ran the job, from our collector's block; never the analyzing
@@ -97,7 +128,9 @@ void RuleWorkers(const AnalysisContext& ctx, const DataWait& d, bool loader_boun
   // num_workers=0 only matters when loading costs time: with cheap data, worker processes cost
   // more (IPC, startup) than they save. Without steps we cannot tell, so we say so at low severity.
   const bool loading_costs = steps.steps.empty() || loader_bound;
-  const bool zero_workers = (single_process > 0 || (cfg_workers && *cfg_workers == 0)) && loading_costs;
+  // The loaders that feed the steps decide: an evaluation loader without workers beside a training
+  // loader with them is not the steps' loading.
+  const bool zero_workers = (loaders.InProcess() || (cfg_workers && *cfg_workers == 0)) && loading_costs;
   const double max_per_cpu = ctx.thresholds.Get("input.workers.max_per_cpu");
   const bool too_many = cfg_workers && cpus > 0 && *cfg_workers > cpus * max_per_cpu;
   if (!zero_workers && !too_many) return;
@@ -110,10 +143,11 @@ void RuleWorkers(const AnalysisContext& ctx, const DataWait& d, bool loader_boun
     f.measured = 0;
     f.threshold = 1;
     f.measured_unit = "workers";
-    if (single_process > 0) {
-      f.evidence.push_back({"single_process_loader_calls", single_process});
-      f.examples.push_back(loader_name);
+    if (loaders.single_calls > 0) {
+      f.evidence.push_back({"single_process_loader_calls", loaders.single_calls});
+      f.examples.push_back(loaders.single_name);
     }
+    if (loaders.worker_calls > 0) f.evidence.push_back({"worker_loader_calls", loaders.worker_calls});
     if (cfg_workers) f.evidence.push_back({"configured_workers", *cfg_workers});
     SetFix(f, "single_process");
     SetSaving(f, basis, basis.Per(d.total_data), basis.Per(d.total_data), d.data_bound);
@@ -169,8 +203,9 @@ void RulePinMemory(const AnalysisContext& ctx, const StepBasis& basis, Report& o
 void AnalyzeInput(const AnalysisContext& ctx, Report& out) {
   const StepBasis basis(ctx.steps);
   const DataWait d = DataWaitOf(ctx.steps);
-  const bool loader_bound = RuleDataloaderBound(ctx, d, basis, out);
-  RuleWorkers(ctx, d, loader_bound, basis, out);
+  const LoaderUse loaders = LoaderUseOf(ctx);
+  const bool loader_bound = RuleDataloaderBound(ctx, d, loaders, basis, out);
+  RuleWorkers(ctx, d, loaders, loader_bound, basis, out);
   RulePinMemory(ctx, basis, out);
 }
 

@@ -217,6 +217,37 @@ TEST(InputTest, SmallWaitWithWorkersIsClean) {
   EXPECT_EQ(Find(r, "input.workers"), nullptr);
 }
 
+// minGPT's Trainer (public, karpathy/minGPT projects/adder): the steps read batches from 4 worker
+// processes while its evaluation, before the steady steps, reads through num_workers=0 loaders.
+// The steps' loader decides: no "num_workers=0" claim, and the data wait's fix is about the workers
+// the loader has (not predictable by the replay, not the outside fix that gives num_workers=0
+// loaders workers).
+TEST(InputTest, TheStepsLoaderDecidesNotAnEvaluationLoaderOutsideThem) {
+  std::string json = CpuSteps(6, 2000, 0, false, "_MultiProcessingDataLoaderIter");
+  std::string eval;
+  for (int k = 0; k < 40; ++k)  // before the first step
+    eval += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":{},"dur":800}},)J",
+                        -100000 + k * 1000);
+  json.insert(json.find('[') + 1, eval);
+  const Report r = AnalyzeJson(json);
+  EXPECT_EQ(Find(r, "input.workers"), nullptr);
+  const Finding* f = Find(r, "input.dataloader_bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->fix_python.find("already runs worker processes"), std::string::npos) << f->fix_python;
+  EXPECT_FALSE(f->outside_fix);
+  EXPECT_EQ(f->predicted.method, "not predictable") << f->predicted.assumptions;
+  EXPECT_NE(f->predicted.assumptions.find("already has workers"), std::string::npos);
+  // The same loader without workers in the steps: the claim and its outside fix stand.
+  const Report single = AnalyzeJson(CpuSteps(6, 2000, 0, false));
+  const Finding* w = Find(single, "input.workers");
+  ASSERT_NE(w, nullptr);
+  EXPECT_TRUE(w->outside_fix);
+  const Finding* b = Find(single, "input.dataloader_bound");
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(b->outside_fix);
+  EXPECT_EQ(b->predicted.method, "replay");
+}
+
 TEST(InputTest, SingleProcessLoadingOfCheapDataIsNotFlagged) {
   EXPECT_EQ(Find(AnalyzeJson(CpuSteps(4, 200, 0, false)), "input.workers"), nullptr);  // 2 % wait
 }

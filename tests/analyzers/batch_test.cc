@@ -73,6 +73,31 @@ TEST(BatchTest, APositionEmbeddingsOneDimIndicesAreNotTheBatch) {
   EXPECT_EQ(b->op, "aten::embedding");
 }
 
+// karpathy/minGPT's forward: wte(idx) with idx [B, T], then wpe(pos) with pos = arange(T).unsqueeze(0),
+// [1, T], broadcast over the batch. The batch is B (its adder project trains batches of 64; sweep read
+// 1 sample a step); a step of one sequence, whose indices are [1, T] too, is still batch 1.
+TEST(BatchTest, ABroadcastPositionIndexBesideTheBatchIsNotTheBatch) {
+  const auto steps = [](int batch) {
+    std::string ev;
+    for (int i = 0; i < 3; ++i) {
+      const double s = i * 1000;
+      ev += Ev("user_annotation", fmt::format("ProfilerStep#{}", i), 1, s, 1000);
+      ev += Ev("cpu_op", "aten::embedding", 1, s + 10, 20, fmt::format(R"J("Input Dims":[[10,48],[{},6]])J", batch));
+      ev += Ev("cpu_op", "aten::embedding", 1, s + 40, 20, R"J("Input Dims":[[6,48],[1,6]])J");
+      ev += Ev("cpu_op", "aten::layer_norm", 1, s + 80, 20, fmt::format(R"J("Input Dims":[[{},6,48],[48],[48],[]])J", batch));
+      ev += Ev("cpu_op", "autograd::engine::evaluate_function: EmbeddingBackward0", 1, s + 500, 100);
+    }
+    return ev;
+  };
+  const auto b = Estimate(steps(64));
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->samples, 64);
+  EXPECT_EQ(b->sample_elements, 6);
+  const auto one = Estimate(steps(1));
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->samples, 1);
+}
+
 TEST(BatchTest, ABatchOneGenerationBeforeTheTrainingForwardIsNotTheBatch) {
   std::string ev;
   for (int i = 0; i < 4; ++i) {

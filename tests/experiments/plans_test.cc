@@ -1229,6 +1229,28 @@ TEST(FixCommandTest, ACommandThatCannotSwitchIsMeasuredAcrossProcesses) {
   }
 }
 
+// A finding whose outside fix does not act on what was found (a data wait whose loader already has
+// workers: "workers=2" gives only num_workers=0 loaders workers) is not measured from outside; a
+// note says why and what to change.
+TEST(FixCommandTest, AFindingTheOutsideFixDoesNotActOnIsNotMeasured) {
+  analyzers::Report a;
+  a.findings = {FindingWithKnob("input.dataloader_bound", "workers"), FindingWithKnob("debug.anomaly_detection", "")};
+  a.findings[0].outside_fix = false;
+  a.findings[0].fix_python = "The loader already runs worker processes";
+  std::vector<std::string> notes;
+  const auto plans = PlanCommandFixes("python3 train.py", a, &notes);
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].row.change, "anomaly_off");
+  bool said = false;
+  for (const auto& n : notes)
+    said = said || (n.find("input.dataloader_bound: workers=2 from outside does not act on what was found") != std::string::npos &&
+                    n.find("already runs worker processes") != std::string::npos);
+  EXPECT_TRUE(said);
+  a.findings[0].outside_fix = true;
+  notes.clear();
+  EXPECT_EQ(PlanCommandFixes("python3 train.py", a, &notes).size(), 3u);  // workers=2, anomaly_off, all
+}
+
 // The start-up hook's record of an in-process command trial, read into paired blocks.
 TEST(FixCommandTest, ParsesTheStartUpHooksInProcessRecord) {
   const auto doc = [](int steps, const std::string& stopped, const std::string& token) {

@@ -35,6 +35,9 @@ struct FixVariant {
   const char* python;  // fmt templates (see above)
   const char* cpp;
   const char* knob;    // Finding::knob: the reference-workload knob that fixes it ("workers", "anomaly=0"); "" none
+  // Whether the entry's outside fix (outside_token) acts on what this variant describes (Finding::
+  // outside_fix): "workers=2" gives num_workers=0 loaders workers, nothing to a loader that has them.
+  bool outside = true;
 };
 
 struct CatalogEntry {
@@ -73,11 +76,12 @@ bool OutsideFixSwitches(std::string_view token);
 using FixArg = std::pair<const char*, std::variant<int64_t, double, std::string>>;
 struct FixText {
   std::string python, cpp, knob;
+  bool outside = true;  // FixVariant::outside
 };
 // The variant's texts ("": the first) with `args` filled in. An id or variant the catalog does not
 // hold, or a template that does not format, is a programming error: std::invalid_argument.
 FixText FormatFix(std::string_view id, std::string_view variant, const std::vector<FixArg>& args = {});
-// Sets f.fix_python, f.fix_cpp and f.knob from f.id's variant ("": the first).
+// Sets f.fix_python, f.fix_cpp, f.knob and f.outside_fix from f.id's variant ("": the first).
 void SetFix(Finding& f, std::string_view variant = "", const std::vector<FixArg>& args = {});
 
 }  // namespace trainrx::analyzers
