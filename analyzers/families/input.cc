@@ -43,16 +43,18 @@ DataWait DataWaitOf(const StepModel& steps) {
   return d;
 }
 
-// Which Python DataLoaders feed the steps: the loop's time in single-process iterators
-// (num_workers=0) and in iterators over worker processes, inside the steps (without steps, the
-// whole trace). A script often has both: minGPT's Trainer trains from 4 workers while its
-// evaluation, in the first step, reads through num_workers=0 loaders.
+// Which Python DataLoaders feed the steps: in how many steps the loop's time in single-process
+// iterators (num_workers=0) exceeds its time in iterators over worker processes, and in how many the
+// workers' does (without steps: the whole trace's time, once). A script often has both: minGPT's
+// Trainer trains from 4 workers while its evaluation, in the first step, reads through
+// num_workers=0 loaders; a validation pass inside one step can read more than the training does in
+// all of them, and is still one step.
 struct LoaderUse {
-  int64_t single_calls = 0, single_ns = 0, worker_calls = 0, worker_ns = 0;
+  int64_t single_calls = 0, worker_calls = 0, single_steps = 0, worker_steps = 0;
   std::string single_name, worker_name;
-  // The steps' data comes mostly from the loop itself, or mostly from worker processes.
-  bool InProcess() const { return single_calls > 0 && single_ns >= worker_ns; }
-  bool FromWorkers() const { return worker_calls > 0 && worker_ns > single_ns; }
+  // The steps' data comes from the loop itself, or from worker processes, in most steps.
+  bool InProcess() const { return single_steps > 0 && single_steps >= worker_steps; }
+  bool FromWorkers() const { return worker_steps > single_steps; }
 };
 
 LoaderUse LoaderUseOf(const AnalysisContext& ctx) {
@@ -60,15 +62,22 @@ LoaderUse LoaderUseOf(const AnalysisContext& ctx) {
   std::map<int32_t, StepWindows> in_steps;
   for (int32_t rank : trace.RankIds()) in_steps.emplace(rank, StepWindows(ctx.steps, rank));
   LoaderUse u;
+  std::map<std::pair<int32_t, int64_t>, std::pair<int64_t, int64_t>> per_step;  // (rank, step): (single, workers) ns
   for (const Event& e : trace.events) {
     if (e.kind == EventKind::kGpuUserAnnotation) continue;
     const std::string_view name = trace.Name(e);
     const bool single = IsSingleProcessLoaderRange(name), workers = !single && IsWorkerLoaderRange(name);
-    if (!(single || workers) || !in_steps.at(trace.tracks[e.track].rank).Contains(e.ts_ns)) continue;
+    const int32_t rank = trace.tracks[e.track].rank;
+    if (!(single || workers) || !in_steps.at(rank).Contains(e.ts_ns)) continue;
     (single ? u.single_calls : u.worker_calls) += 1;
-    (single ? u.single_ns : u.worker_ns) += e.dur_ns;
+    auto& [single_ns, worker_ns] = per_step[{rank, in_steps.at(rank).Index(e.ts_ns)}];  // -1: no steps
+    (single ? single_ns : worker_ns) += e.dur_ns;
     std::string& example = single ? u.single_name : u.worker_name;
     if (example.empty()) example = std::string(name);
+  }
+  for (const auto& [step, ns] : per_step) {
+    if (ns.first > ns.second) ++u.single_steps;
+    if (ns.second > ns.first) ++u.worker_steps;
   }
   return u;
 }

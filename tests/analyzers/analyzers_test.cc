@@ -237,6 +237,17 @@ TEST(InputTest, TheStepsLoaderDecidesNotAnEvaluationLoaderOutsideThem) {
   EXPECT_FALSE(f->outside_fix);
   EXPECT_EQ(f->predicted.method, "not predictable") << f->predicted.assumptions;
   EXPECT_NE(f->predicted.assumptions.find("already has workers"), std::string::npos);
+  // A validation pass inside one step reading more through a num_workers=0 loader than the
+  // training's workers hand over in all the steps: still one step of six.
+  std::string val = CpuSteps(6, 600, 0, false, "_MultiProcessingDataLoaderIter");
+  std::string burst;
+  for (int k = 0; k < 20; ++k)
+    burst += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":{},"dur":200}},)J",
+                         30000 + 3000 + k * 220);
+  val.insert(val.find('[') + 1, burst);
+  const Report with_val = AnalyzeJson(val);
+  ASSERT_NE(Find(with_val, "input.dataloader_bound"), nullptr);  // the loading costs: the claim is judged
+  EXPECT_EQ(Find(with_val, "input.workers"), nullptr);
   // The same loader without workers in the steps: the claim and its outside fix stand.
   const Report single = AnalyzeJson(CpuSteps(6, 2000, 0, false));
   const Finding* w = Find(single, "input.workers");
