@@ -355,19 +355,24 @@ double MeasuredLoopCpus(const RankGraph& g, double loading_ns, double cores) {
 
 TransformPlan NotPredictable(const RankGraph&, const char* why);
 
-// Whether the loop's loading in the steps already comes from workers: mostly fetches from a Python
-// DataLoader's worker processes, or our collector's block names LibTorch loader workers.
+// Whether the loop's loading in the steps already comes from workers, as input.cc's rules judge it:
+// our collector's block names LibTorch loader workers, or more of the replayed steps spend their
+// loading time mostly in fetches from a Python DataLoader's worker processes than mostly in the loop.
 bool LoadingHasWorkers(const RankGraph& g, const std::vector<uint8_t>& data) {
   if (ConfigView(g.trace(), g.links().rank).Static("workers").value_or(0) > 0) return true;
-  int64_t from_workers = 0, in_loop = 0;
+  std::vector<std::pair<int64_t, int64_t>> per_step(g.windows().size());  // (from workers, in the loop) ns
   for (size_t i = 0; i < g.tasks().size(); ++i) {
     const RankGraph::Task& t = g.tasks()[i];
-    if (t.track != g.loop_thread() || t.frame < 0 || !data[t.frame] || g.StepOf(static_cast<int32_t>(i)) < 0) continue;
+    const int32_t step = g.StepOf(static_cast<int32_t>(i));
+    if (t.track != g.loop_thread() || t.frame < 0 || !data[t.frame] || step < 0) continue;
     int32_t root = t.frame;
     while (g.frames()[root].parent >= 0 && data[g.frames()[root].parent]) root = g.frames()[root].parent;
-    (IsWorkerLoaderRange(g.trace().Name(*g.frames()[root].op)) ? from_workers : in_loop) += t.dur;
+    auto& [workers, loop] = per_step[static_cast<size_t>(step)];
+    (IsWorkerLoaderRange(g.trace().Name(*g.frames()[root].op)) ? workers : loop) += t.dur;
   }
-  return from_workers > in_loop;
+  int64_t votes = 0;
+  for (const auto& [workers, loop] : per_step) votes += workers > loop ? 1 : workers < loop ? -1 : 0;
+  return votes > 0;
 }
 
 // input.workers / input.dataloader_bound: the loading moves to worker processes that run beside

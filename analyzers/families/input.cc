@@ -111,11 +111,15 @@ bool RuleDataloaderBound(const AnalysisContext& ctx, const DataWait& d, const Lo
                 {"steps_source", steps.source}};
   // Upper bound: loading that overlaps compute can hide all of the wait.
   SetSaving(f, basis, basis.Per(d.total_data), basis.Per(d.total_data), d.data_bound);
-  if (loaders.FromWorkers()) {
-    // The loader already has worker processes: the loop waits for them (and for each batch to
-    // cross processes), which more workers help only where CPUs are free.
-    f.evidence.push_back({"worker_loader_calls", loaders.worker_calls});
-    f.examples.push_back(loaders.worker_name);
+  const auto cfg_workers = ConfigNumber(ctx.trace, "workers");  // our workloads' LibTorch loader
+  if (loaders.FromWorkers() || (cfg_workers && *cfg_workers > 0 && !loaders.InProcess())) {
+    // The loader already has workers: the loop waits for them (and for each batch to cross
+    // processes), which more workers help only where CPUs are free.
+    if (loaders.worker_calls > 0) {
+      f.evidence.push_back({"worker_loader_calls", loaders.worker_calls});
+      f.examples.push_back(loaders.worker_name);
+    }
+    if (cfg_workers) f.evidence.push_back({"configured_workers", *cfg_workers});
     SetFix(f, "workers_behind");
   } else {
     SetFix(f);

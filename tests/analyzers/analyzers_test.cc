@@ -530,6 +530,31 @@ TEST(ConfigTest, CudnnRulesNeedConvolutionsOnAGpu) {
   EXPECT_NE(Find(gpu, "cudnn.deterministic_on"), nullptr);
 }
 
+// Our workloads' LibTorch loader (trainrx::data ranges, its workers in our collector's block): a
+// data wait behind 2 workers gets the workers' fix and no prediction; behind none, the loading moves.
+TEST(ConfigTest, ADataWaitBehindConfiguredLoaderWorkersIsNotTheLoopsLoading) {
+  const auto trace = [](int workers) {
+    std::string json = CpuSteps(6, 2000, 0, false);
+    const std::string python = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__";
+    for (size_t at; (at = json.find(python)) != std::string::npos;) json.replace(at, python.size(), "trainrx::data");
+    json.pop_back();
+    json.pop_back();
+    return json + fmt::format(R"J(],"trainrx":{{"collector":"trainrx probes","cpu_count":4,"intra_op_threads":1,"workers":{}}}}})J", workers);
+  };
+  const Report two = AnalyzeJson(trace(2));
+  const Finding* f = Find(two, "input.dataloader_bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->fix_cpp.find("only where CPUs are free"), std::string::npos) << f->fix_cpp;
+  EXPECT_EQ(f->predicted.method, "not predictable");
+  EXPECT_EQ(Find(two, "input.workers"), nullptr);
+  const Report none = AnalyzeJson(trace(0));
+  const Finding* g = Find(none, "input.dataloader_bound");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->fix_cpp.find("only where CPUs are free"), std::string::npos) << g->fix_cpp;
+  EXPECT_EQ(g->predicted.method, "replay");
+  EXPECT_NE(Find(none, "input.workers"), nullptr);
+}
+
 // PyTorch's default (one intra-op thread per core) with up to one loader worker per CPU is not
 // flagged; intra-op pools of several local ranks, or more workers than CPUs, are.
 TEST(ConfigTest, ThreadsOversubscribedCountsRanksAndWorkers) {
