@@ -541,18 +541,14 @@ TEST(ConfigTest, ADataWaitBehindConfiguredLoaderWorkersIsNotTheLoopsLoading) {
     json.pop_back();
     return json + fmt::format(R"J(],"trainrx":{{"collector":"trainrx probes","cpu_count":4,"intra_op_threads":1,"workers":{}}}}})J", workers);
   };
-  const Report two = AnalyzeJson(trace(2));
-  const Finding* f = Find(two, "input.dataloader_bound");
-  ASSERT_NE(f, nullptr);
-  EXPECT_NE(f->fix_cpp.find("only where CPUs are free"), std::string::npos) << f->fix_cpp;
-  EXPECT_EQ(f->predicted.method, "not predictable");
-  EXPECT_EQ(Find(two, "input.workers"), nullptr);
-  const Report none = AnalyzeJson(trace(0));
-  const Finding* g = Find(none, "input.dataloader_bound");
-  ASSERT_NE(g, nullptr);
-  EXPECT_EQ(g->fix_cpp.find("only where CPUs are free"), std::string::npos) << g->fix_cpp;
-  EXPECT_EQ(g->predicted.method, "replay");
-  EXPECT_NE(Find(none, "input.workers"), nullptr);
+  for (const int workers : {2, 0}) {
+    const Report r = AnalyzeJson(trace(workers));
+    const Finding* f = Find(r, "input.dataloader_bound");
+    ASSERT_NE(f, nullptr) << workers;
+    EXPECT_EQ(f->fix_cpp.find("only where CPUs are free") != std::string::npos, workers > 0) << f->fix_cpp;
+    EXPECT_EQ(f->predicted.method, workers > 0 ? "not predictable" : "replay");
+    EXPECT_EQ(Find(r, "input.workers") != nullptr, workers == 0);
+  }
 }
 
 // PyTorch's default (one intra-op thread per core) with up to one loader worker per CPU is not
