@@ -353,7 +353,11 @@ double MeasuredLoopCpus(const RankGraph& g, double loading_ns, double cores) {
   return std::clamp((load->load.OwnCpus() * step - loading_ns) / (step - loading_ns), 1.0, cores);
 }
 
-TransformPlan NotPredictable(const RankGraph&, const char* why);
+TransformPlan NotPredictable(const RankGraph&, const char* why) {
+  TransformPlan p;
+  p.not_predictable = why;
+  return p;
+}
 
 // Whether the loop's loading in the steps already comes from workers, as input.cc's rules judge it:
 // our collector's block names LibTorch loader workers, or more of the replayed steps spend their
@@ -496,12 +500,6 @@ TransformPlan ForeachOptimizer(const RankGraph& g) {
       "the optimizer step's per-parameter loop becomes one multi-tensor op per update: its own (Python) time drops by 80 % "
       "(50-100 %) and each op's fixed cost ({:.1f} us, the step's 10th-percentile op) is paid once per group",
       static_cast<double>(overhead) / 1e3);
-  return p;
-}
-
-TransformPlan NotPredictable(const RankGraph&, const char* why) {
-  TransformPlan p;
-  p.not_predictable = why;
   return p;
 }
 
