@@ -21,6 +21,18 @@ using profiler::TrackKind;
 
 namespace {
 
+// A task's collective (CollectiveTasks), nullptr: none.
+const Event* CollectiveOf(const RankGraph& g, const RankGraph::Task& t) {
+  const Event* e = nullptr;
+  if (t.kind == RankGraph::Kind::kDevice && t.work >= 0) {
+    e = g.links().work[static_cast<size_t>(t.work)].e;
+    if (e->kind != EventKind::kKernel || !g.links().kernel_names->Comm(e->name)) e = nullptr;
+  } else if (t.kind == RankGraph::Kind::kHost && t.frame >= 0) {
+    e = g.frames()[static_cast<size_t>(t.frame)].op;
+    if (t.ts != e->ts_ns || t.dur != e->dur_ns || g.trace().Name(*e).substr(0, 5) != "gloo:") e = nullptr;
+  }
+  return e != nullptr && e->dur_ns > 0 ? e : nullptr;
+}
 
 // From the rank's first host event to its last.
 int64_t TraceSpan(const RankLinks& l) {
@@ -248,8 +260,9 @@ void RankGraph::AddEdges() {
     }
     finish(t);
   }
-  KahnOrder();
   MarkSteps(call_task);
+  GroupChains();
+  KahnOrder();
 }
 
 int32_t RankGraph::TaskAt(uint32_t track, int64_t t) const {
@@ -320,29 +333,80 @@ void RankGraph::MarkSteps(const std::vector<int32_t>& call_task) {
 }
 
 
-// Each task's start (node 2i) needs its edges' predecessors (their start for an edge at the start of a
-// task, a launch; else their end); its end (2i + 1) needs its start and a wait's releaser's end (a
-// synchronous copy waits for the copy it launched).
+// The walk's groups: task i joins the chain of i - 1 when i - 1's end is read by i alone (its only
+// edge, no wait released by it, no step boundary in it) and i starts at that end and nothing reads
+// i's start (no launch from it, no fraction of it) or waits in it; a collective stays alone.
+// Walking a chain as one gives the same times: its end is its start plus its members' durations
+// and the gaps between them.
+void RankGraph::GroupChains() {
+  const auto n = static_cast<int32_t>(tasks_.size());
+  enum : uint8_t { kEndRead = 1, kStartRead = 2, kPinned = 4 };
+  std::vector<uint8_t> flags(n, 0);
+  std::vector<int32_t> readers(n, 0);
+  for (const Edge& e : edges_) {
+    ++readers[e.from];
+    if (e.frac >= 0) flags[e.from] |= kStartRead;
+  }
+  for (const Task& t : tasks_)
+    if (t.release >= 0) flags[t.release] |= kEndRead;
+  for (const auto& b : boundaries_)
+    if (b.first >= 0) flags[b.first] |= kPinned;
+  collectives_.clear();
+  for (int32_t i = 0; i < n; ++i) {
+    if (tasks_[i].release >= 0) flags[i] |= kPinned;
+    if (const Event* c = CollectiveOf(*this, tasks_[i]); c != nullptr) {
+      flags[i] |= kPinned;
+      collectives_.push_back({c, i});
+    }
+  }
+  const auto joins = [&](int32_t i) {
+    if (i == 0) return false;
+    const Task& t = tasks_[i];
+    const Task& p = tasks_[i - 1];
+    if (t.kind == Kind::kDevice || p.kind == Kind::kDevice || t.track != p.track || t.edge_count != 1) return false;
+    const Edge& e = edges_[t.edge_begin];
+    return e.from == i - 1 && e.frac < 0 && readers[i - 1] == 1 && (flags[i - 1] & (kEndRead | kPinned)) == 0 &&
+           (flags[i] & (kStartRead | kPinned)) == 0;
+  };
+  head_.clear();
+  group_of_.assign(n, 0);
+  chain_ns_.clear();
+  for (int32_t i = 0; i < n; ++i) {
+    if (!joins(i)) {
+      head_.push_back(i);
+      chain_ns_.push_back(0);
+    } else {
+      chain_ns_.back() += edges_[tasks_[i].edge_begin].lag;
+    }
+    chain_ns_.back() += tasks_[i].dur;
+    group_of_[i] = static_cast<int32_t>(head_.size() - 1);
+  }
+  head_.push_back(n);
+}
+
+// Each group's start (node 2g) needs its first task's edges' predecessors (their start for an edge
+// at the start of a task, a launch; else their end); its end (2g + 1) needs its start and a wait's
+// releaser's end (a synchronous copy waits for the copy it launched).
 template <typename Fn>
 void RankGraph::EachPred(int32_t node, Fn&& fn) const {
-  const int32_t i = node / 2;
-  const Task& t = tasks_[i];
+  const int32_t g = node / 2;
   if (node % 2 == 0) {
+    const Task& t = tasks_[head_[g]];
     for (int32_t k = 0; k < t.edge_count; ++k) {
       const Edge& e = edges_[t.edge_begin + k];
-      fn(e.frac == 0.0f ? 2 * e.from : 2 * e.from + 1);
+      fn(e.frac == 0.0f ? 2 * group_of_[e.from] : 2 * group_of_[e.from] + 1);
     }
   } else {
-    fn(2 * i);
-    if (t.release >= 0) fn(2 * t.release + 1);
+    fn(2 * g);
+    if (const Task& t = tasks_[head_[g + 1] - 1]; t.release >= 0) fn(2 * group_of_[t.release] + 1);
   }
 }
 
-// Kahn's topological order over the starts and ends; a cycle (a trace whose waits contradict each
-// other) leaves its nodes to the end, in time order.
+// Kahn's topological order over the groups' starts and ends; a cycle (a trace whose waits
+// contradict each other) leaves its nodes to the end, in time order.
 void RankGraph::KahnOrder() {
-  const auto n = static_cast<int32_t>(tasks_.size());
-  const int32_t nodes = 2 * n;
+  const auto groups = static_cast<int32_t>(head_.size() - 1);
+  const int32_t nodes = 2 * groups;
   std::vector<int32_t> indegree(nodes, 0), out_begin(nodes + 1, 0), out;
   const auto each_pred = [&](int32_t node, auto&& fn) { EachPred(node, fn); };
   for (int32_t v = 0; v < nodes; ++v) each_pred(v, [&](int32_t p) { ++out_begin[p + 1]; ++indegree[v]; });
@@ -355,7 +419,11 @@ void RankGraph::KahnOrder() {
   // Ready nodes in their measured time order (any topological order replays the same times; this
   // one keeps each walk near the trace's time, so the walks of a joint replay meet at their
   // collectives in the order the ranks reached them).
-  const auto instant = [&](int32_t v) { return v % 2 ? tasks_[v / 2].ts + tasks_[v / 2].dur : tasks_[v / 2].ts; };
+  const auto instant = [&](int32_t v) {
+    if (v % 2 == 0) return tasks_[head_[v / 2]].ts;
+    const Task& t = tasks_[head_[v / 2 + 1] - 1];
+    return t.ts + t.dur;
+  };
   using Ready = std::pair<int64_t, int32_t>;
   std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
   order_.clear();
@@ -374,8 +442,7 @@ void RankGraph::KahnOrder() {
     for (int32_t v = 0; v < nodes; ++v)
       if (indegree[v] > 0) rest.push_back(v);
     std::sort(rest.begin(), rest.end(), [&](int32_t a, int32_t b) {
-      const int64_t ta = a % 2 ? tasks_[a / 2].ts + tasks_[a / 2].dur : tasks_[a / 2].ts;
-      const int64_t tb = b % 2 ? tasks_[b / 2].ts + tasks_[b / 2].dur : tasks_[b / 2].ts;
+      const int64_t ta = instant(a), tb = instant(b);
       return ta != tb ? ta < tb : a < b;
     });
     unordered_ = rest.size();
@@ -425,6 +492,7 @@ class ReplayWalk {
     for (const Edits* e : lanes_)
       raw_.push_back({e->scale.empty() ? nullptr : e->scale.data(), e->unblock.empty() ? nullptr : e->unblock.data(),
                       e->add_ns.empty() ? nullptr : e->add_ns.data()});
+    ChainDeltas();
   }
   size_t lanes() const { return lanes_.size(); }
   // Walks on. `coupling.Of(i)`: task i's collective (-1: none); `coupling.Ready(k)`: whether every
@@ -442,7 +510,7 @@ class ReplayWalk {
   size_t pos() const { return pos_; }
   // Ends the task the walk stopped at as measured (a coupling given up) and moves past it.
   void EndAsMeasured() {
-    const int32_t i = g_.order_[pos_] / 2;
+    const int32_t i = g_.head_[g_.order_[pos_] / 2];  // a collective: a group of its own
     for (size_t l = 0; l < lanes_.size(); ++l) {
       const size_t at = static_cast<size_t>(i) * lanes_.size() + l;
       end_[at] = start_[at] + g_.tasks_[i].dur;
@@ -461,10 +529,17 @@ class ReplayWalk {
     const size_t L = N == 0 ? lanes_.size() : N;
     for (; pos_ < order.size(); ++pos_) {
       const int32_t node = order[pos_];
-      const int32_t i = node / 2;
+      const int32_t g = node / 2;
+      const int32_t i = node % 2 == 0 ? g_.head_[g] : g_.head_[g + 1] - 1;  // its first task; its last
       const RankGraph::Task& t = tasks[i];
-      int64_t* start = &start_[static_cast<size_t>(i) * L];
       int64_t* end = &end_[static_cast<size_t>(i) * L];
+      if (node % 2 == 1 && g_.head_[g] != i) {  // a chain: its start plus its length
+        const int64_t* start = &start_[static_cast<size_t>(g_.head_[g]) * L];
+        const int64_t* delta = &delta_[static_cast<size_t>(g) * L];
+        for (size_t l = 0; l < L; ++l) end[l] = start[l] + g_.chain_ns_[g] + delta[l];
+        continue;
+      }
+      int64_t* start = &start_[static_cast<size_t>(i) * L];
       if (node % 2 == 0) {
         // The latest of its edges (the first sets, the others raise); none: as measured.
         if (t.edge_count == 0)
@@ -515,6 +590,34 @@ class ReplayWalk {
     const uint8_t* unblock;
     const int64_t* add;
   };
+  // Per group, per lane: what the lane's edits change its chain's length by (the edits are mostly
+  // sparse: one pass over each lane's arrays finds the tasks they change).
+  void ChainDeltas() {
+    const size_t L = lanes_.size();
+    const auto& tasks = g_.tasks_;
+    delta_.assign((g_.head_.size() - 1) * L, 0);
+    const size_t n = tasks.size();
+    for (size_t l = 0; l < L; ++l) {
+      const Lane& lane = raw_[l];
+      const auto edited = [&](size_t m) {
+        const double scale = lane.scale ? lane.scale[m] : 1.0;
+        int64_t dur = scale == 1.0 ? tasks[m].dur : static_cast<int64_t>(scale * static_cast<double>(tasks[m].dur) + 0.5);
+        if (lane.add && lane.add[m] != 0) dur = std::max<int64_t>(0, dur + lane.add[m]);
+        delta_[static_cast<size_t>(g_.group_of_[m]) * L + l] += dur - tasks[m].dur;
+      };
+      if (lane.scale && lane.add) {
+        for (size_t m = 0; m < n; ++m)
+          if (lane.scale[m] != 1.0f || lane.add[m] != 0) edited(m);
+      } else if (lane.scale) {
+        for (size_t m = 0; m < n; ++m)
+          if (lane.scale[m] != 1.0f) edited(m);
+      } else if (lane.add) {
+        for (size_t m = 0; m < n; ++m)
+          if (lane.add[m] != 0) edited(m);
+      }
+    }
+  }
+  std::vector<int64_t> delta_;
   const RankGraph& g_;
   std::vector<const Edits*> lanes_;
   std::vector<Lane> raw_;
@@ -613,20 +716,7 @@ ReplayResult Replay(const RankGraph& g, const Edits& edits) {
 }
 
 std::vector<std::pair<const Event*, int32_t>> CollectiveTasks(const RankGraph& g) {
-  const auto& tr = g.trace();
-  std::vector<std::pair<const Event*, int32_t>> found;
-  for (size_t i = 0; i < g.tasks().size(); ++i) {
-    const RankGraph::Task& t = g.tasks()[i];
-    const Event* e = nullptr;
-    if (t.kind == RankGraph::Kind::kDevice && t.work >= 0) {
-      e = g.links().work[static_cast<size_t>(t.work)].e;
-      if (e->kind != EventKind::kKernel || !g.links().kernel_names->Comm(e->name)) e = nullptr;
-    } else if (t.kind == RankGraph::Kind::kHost && t.frame >= 0) {
-      e = g.frames()[static_cast<size_t>(t.frame)].op;
-      if (tr.Name(*e).substr(0, 5) != "gloo:" || t.ts != e->ts_ns || t.dur != e->dur_ns) e = nullptr;
-    }
-    if (e != nullptr && e->dur_ns > 0) found.push_back({e, static_cast<int32_t>(i)});
-  }
+  std::vector<std::pair<const Event*, int32_t>> found = g.collectives_;
   std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first->ts_ns < b.first->ts_ns; });
   return found;
 }

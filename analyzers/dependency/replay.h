@@ -109,6 +109,7 @@ class RankGraph {
   int32_t TaskAt(uint32_t track, int64_t t) const;
   template <typename Fn>
   void EachPred(int32_t node, Fn&& fn) const;
+  void GroupChains();
   void KahnOrder();
   const profiler::Trace& trace_;
   const RankLinks& links_;
@@ -118,7 +119,14 @@ class RankGraph {
   std::vector<Frame> frames_;
   std::vector<Task> tasks_;
   std::vector<Edge> edges_;
-  std::vector<int32_t> order_;     // task starts (2i) and ends (2i + 1) in a topological order
+  // The walk's units: chains of a thread's plain slices (each started by the previous one's end and
+  // read by nothing else: no launch, wait, boundary or collective in them) walked as one, tasks
+  // [head_[g], head_[g + 1]); ~80 % of a GPU rank's slices are inside such chains. Per group: its
+  // measured length (durations and the gaps between them) and its gaps alone.
+  std::vector<int32_t> head_, group_of_;
+  std::vector<int64_t> chain_ns_;
+  std::vector<std::pair<const profiler::Event*, int32_t>> collectives_;  // CollectiveTasks, in task order
+  std::vector<int32_t> order_;     // group starts (2g) and ends (2g + 1) in a topological order
   size_t unordered_ = 0;
   mutable std::once_flag unchanged_once_;
   mutable std::unique_ptr<ReplayResult> unchanged_;
@@ -128,6 +136,7 @@ class RankGraph {
   std::vector<std::pair<int32_t, double>> boundaries_;  // per window start and end: (loop task, fraction)
   std::unordered_map<uint32_t, std::pair<int32_t, int32_t>> thread_range_;  // per host thread: its tasks [first, last)
   friend class ReplayWalk;
+  friend std::vector<std::pair<const profiler::Event*, int32_t>> CollectiveTasks(const RankGraph& g);
 };
 
 // What a transform does to the graph: a new duration per task (the measured one scaled; 0
