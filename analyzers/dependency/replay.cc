@@ -382,6 +382,8 @@ void RankGraph::GroupChains() {
     group_of_[i] = static_cast<int32_t>(head_.size() - 1);
   }
   head_.push_back(n);
+  edge_group_.resize(edges_.size());
+  for (size_t k = 0; k < edges_.size(); ++k) edge_group_[k] = group_of_[edges_[k].from];
 }
 
 // Each group's start (node 2g) needs its first task's edges' predecessors (their start for an edge
@@ -483,10 +485,10 @@ class ReplayWalk {
   // never shrunk: later walks reuse them, so a set of 256 ranks does not map and fault in ~40 MB a
   // replay).
   ReplayWalk(const RankGraph& g, std::vector<const Edits*> lanes, WalkBuffer& start, WalkBuffer& end)
-      : g_(g), lanes_(std::move(lanes)), start_(start.Grown(g.tasks_.size() * lanes_.size())),
+      : g_(g), lanes_(std::move(lanes)), start_(start.Grown(g.groups() * lanes_.size())),
         end_(end.Grown(g.tasks_.size() * lanes_.size())) {
     if (g.unordered_ > 0) {  // a cycle's nodes, walked in time order, may read a predecessor not walked yet: 0
-      std::fill(start_, start_ + g.tasks_.size() * lanes_.size(), 0);
+      std::fill(start_, start_ + g.groups() * lanes_.size(), 0);
       std::fill(end_, end_ + g.tasks_.size() * lanes_.size(), 0);
     }
     for (const Edits* e : lanes_)
@@ -510,9 +512,10 @@ class ReplayWalk {
   size_t pos() const { return pos_; }
   // Ends the task the walk stopped at as measured (a coupling given up) and moves past it.
   void EndAsMeasured() {
-    const int32_t i = g_.head_[g_.order_[pos_] / 2];  // a collective: a group of its own
+    const int32_t g = g_.order_[pos_] / 2;  // a collective: a group of its own
+    const int32_t i = g_.head_[g];
     for (size_t l = 0; l < lanes_.size(); ++l) {
-      const size_t at = static_cast<size_t>(i) * lanes_.size() + l;
+      const size_t at = static_cast<size_t>(g) * lanes_.size() + l;
       end_[at] = start_[at] + g_.tasks_[i].dur;
     }
     ++pos_;
@@ -532,22 +535,22 @@ class ReplayWalk {
       const int32_t g = node / 2;
       const int32_t i = node % 2 == 0 ? g_.head_[g] : g_.head_[g + 1] - 1;  // its first task; its last
       const RankGraph::Task& t = tasks[i];
-      int64_t* end = &end_[static_cast<size_t>(i) * L];
+      int64_t* end = &end_[static_cast<size_t>(g) * L];
+      int64_t* start = &start_[static_cast<size_t>(g) * L];
       if (node % 2 == 1 && g_.head_[g] != i) {  // a chain: its start plus its length
-        const int64_t* start = &start_[static_cast<size_t>(g_.head_[g]) * L];
         const int64_t* delta = &delta_[static_cast<size_t>(g) * L];
         for (size_t l = 0; l < L; ++l) end[l] = start[l] + g_.chain_ns_[g] + delta[l];
         continue;
       }
-      int64_t* start = &start_[static_cast<size_t>(i) * L];
       if (node % 2 == 0) {
         // The latest of its edges (the first sets, the others raise); none: as measured.
         if (t.edge_count == 0)
           for (size_t l = 0; l < L; ++l) start[l] = t.ts;
         for (int32_t k = 0; k < t.edge_count; ++k) {
           const RankGraph::Edge& e = edges[t.edge_begin + k];
-          const int64_t* ps = &start_[static_cast<size_t>(e.from) * L];
-          const int64_t* pe = &end_[static_cast<size_t>(e.from) * L];
+          const int32_t from = g_.edge_group_[static_cast<size_t>(t.edge_begin + k)];
+          const int64_t* ps = &start_[static_cast<size_t>(from) * L];
+          const int64_t* pe = &end_[static_cast<size_t>(from) * L];
           if (e.frac < 0 && k == 0) {
             for (size_t l = 0; l < L; ++l) start[l] = pe[l] + e.lag;
           } else if (e.frac < 0) {
@@ -576,7 +579,7 @@ class ReplayWalk {
         if (t.release >= 0 && scale > 0) {
           // A wait: until its releaser ends, then the time it took to return.
           const bool waits = !lane.unblock || !lane.unblock[i];
-          const int64_t released = end_[static_cast<size_t>(t.release) * L + l];
+          const int64_t released = end_[static_cast<size_t>(g_.group_of_[t.release]) * L + l];
           end[l] = waits ? std::max(start[l] + std::min(dur, t.tail), released + t.tail) : start[l] + std::min(dur, t.tail);
         } else {
           end[l] = start[l] + dur;
@@ -621,15 +624,16 @@ class ReplayWalk {
   const RankGraph& g_;
   std::vector<const Edits*> lanes_;
   std::vector<Lane> raw_;
-  int64_t* start_;  // per task, per lane
+  int64_t* start_;  // per group, per lane
   int64_t* end_;
   size_t pos_ = 0;
 };
 
 ReplayResult ReplayWalk::Result(size_t lane) const {
   const size_t L = lanes_.size();
-  const auto s = [&](int32_t i) { return start_[static_cast<size_t>(i) * L + lane]; };
-  const auto e = [&](int32_t i) { return end_[static_cast<size_t>(i) * L + lane]; };
+  // The tasks read here (step boundaries, device work) are groups of their own.
+  const auto s = [&](int32_t i) { return start_[static_cast<size_t>(g_.group_of_[i]) * L + lane]; };
+  const auto e = [&](int32_t i) { return end_[static_cast<size_t>(g_.group_of_[i]) * L + lane]; };
   ReplayResult r;
   const auto instant = [&](const std::pair<int32_t, double>& b) -> int64_t {
     if (b.first < 0) return 0;

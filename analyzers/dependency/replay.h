@@ -123,7 +123,9 @@ class RankGraph {
   // read by nothing else: no launch, wait, boundary or collective in them) walked as one, tasks
   // [head_[g], head_[g + 1]); ~80 % of a GPU rank's slices are inside such chains. Per group: its
   // measured length (durations and the gaps between them) and its gaps alone.
+  size_t groups() const { return head_.size() - 1; }
   std::vector<int32_t> head_, group_of_;
+  std::vector<int32_t> edge_group_;  // per edge: its predecessor's group (the walk's buffers are per group)
   std::vector<int64_t> chain_ns_;
   std::vector<std::pair<const profiler::Event*, int32_t>> collectives_;  // CollectiveTasks, in task order
   std::vector<int32_t> order_;     // group starts (2g) and ends (2g + 1) in a topological order
