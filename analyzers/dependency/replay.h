@@ -77,6 +77,9 @@ class RankGraph {
   uint32_t loop_thread() const { return loop_; }
   // Starts and ends a cycle of waits left out of the topological order (replayed in time order).
   size_t unordered() const { return unordered_; }
+  // The units the replay walks (chains of plain slices as one; its buffers hold two times per group
+  // and lane).
+  size_t groups() const { return head_.size() - 1; }
   // The unchanged replay, made once (the self-check every prediction reports).
   const ReplayResult& Unchanged() const;
   // The step a task belongs to (its start inside a window; device work: its launch's), -1: none.
@@ -123,7 +126,6 @@ class RankGraph {
   // read by nothing else: no launch, wait, boundary or collective in them) walked as one, tasks
   // [head_[g], head_[g + 1]); ~80 % of a GPU rank's slices are inside such chains. Per group: its
   // measured length (durations and the gaps between them) and its gaps alone.
-  size_t groups() const { return head_.size() - 1; }
   std::vector<int32_t> head_, group_of_;
   std::vector<int32_t> edge_group_;  // per edge: its predecessor's group (the walk's buffers are per group)
   std::vector<int64_t> chain_ns_;

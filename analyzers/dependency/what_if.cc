@@ -1016,14 +1016,14 @@ void ReplayPending(const std::vector<Pending*>& every, size_t threads) {
   std::vector<std::vector<Pending*>> batches;
   for (auto& [key, list] : walks) {
     // Chunks of about equal lanes, in order, a multiple of the threads; a walk's lanes hold two
-    // times per task of every graph it walks, so a chunk stays within kWalkTimes of them (one
+    // times per group of every graph it walks, so a chunk stays within kWalkTimes of them (one
     // fresh 10 MB buffer faulted in cost more than the walk saved). A prediction's lanes stay in
     // one walk.
     constexpr size_t kWalkTimes = size_t{1} << 18;  // 2 MB a buffer
-    size_t lanes = 0, graph_tasks = 0;
+    size_t lanes = 0, graph_groups = 0;
     for (const Pending* p : list) lanes += p->count;
-    for (const RankGraph* g : list.front()->Graphs()) graph_tasks += g->tasks().size();
-    const size_t most = std::max<size_t>(1, kWalkTimes / std::max<size_t>(1, graph_tasks));
+    for (const RankGraph* g : list.front()->Graphs()) graph_groups += g->groups();
+    const size_t most = std::max<size_t>(1, kWalkTimes / std::max<size_t>(1, graph_groups));
     const size_t walks_needed = (lanes + most - 1) / most;
     const size_t count = (walks_needed + chunks - 1) / chunks * chunks;
     const size_t per = (lanes + count - 1) / count;
