@@ -716,15 +716,25 @@ class Levels {
     }
     size_t distinct = 1;
     for (const TransformPlan* plan : plans) distinct = std::max(distinct, plan->levels.size());
-    combined_.assign(distinct, Edits(g.tasks().size()));
+    const size_t n = g.tasks().size();
+    combined_.assign(distinct, Edits(n));
     for (const TransformPlan* plan : plans)
       for (size_t k = 0; k < distinct; ++k) {
         const Edits& e = plan->levels[std::min(k, plan->levels.size() - 1)];
-        for (size_t i = 0; i < e.scale.size(); ++i) {
-          combined_[k].scale[i] *= e.scale[i];
-          combined_[k].unblock[i] |= e.unblock[i];
-          if (!e.add_ns.empty() && e.add_ns[i] != 0) combined_[k].Add(i, e.add_ns[i]);
-        }
+        Edits& c = combined_[k];
+        if (e.scale.empty()) continue;  // nothing edited
+        // One array at a time (plain loops over arrays that do not overlap: the compiler's vectors).
+        float* __restrict scale = c.scale.data();
+        const float* __restrict by = e.scale.data();
+        for (size_t i = 0; i < n; ++i) scale[i] *= by[i];
+        uint8_t* __restrict unblock = c.unblock.data();
+        const uint8_t* __restrict also = e.unblock.data();
+        for (size_t i = 0; i < n; ++i) unblock[i] |= also[i];
+        if (e.add_ns.empty()) continue;
+        if (c.add_ns.empty()) c.add_ns.assign(n, 0);
+        int64_t* __restrict add = c.add_ns.data();
+        const int64_t* __restrict more = e.add_ns.data();
+        for (size_t i = 0; i < n; ++i) add[i] += more[i];
       }
   }
   const std::vector<Edits>& get() const { return one_ != nullptr ? *one_ : combined_; }
@@ -911,7 +921,7 @@ struct Pending {
   const ReplayResult& Base() const { return joint() ? set->Unchanged()[self] : g->Unchanged(); }
 };
 
-void PlanPrediction(Pending& pending, const PlanCache* cache) {
+void PlanPrediction(Pending& pending, const PlanCache* cache, size_t threads) {
   const RankGraph& g = *pending.g;
   Prediction& p = pending.out.prediction;
   pending.alone = {&g};
@@ -932,12 +942,15 @@ void PlanPrediction(Pending& pending, const PlanCache* cache) {
       if (set->graphs[q] == &g) pending.self = q;
   pending.count = pending.plan.levels.get().size();
   if (pending.joint()) {
+    // Each other rank's levels (several plans combined: on the threads there are).
     pending.peers.resize(set->graphs.size());
+    std::vector<std::function<void()>> peers;
     for (size_t q = 0; q < set->graphs.size(); ++q)
-      if (q != pending.self) {
-        PeerLevels(*set->graphs[q], pending.names, cache, pending.peers[q]);
-        pending.count = std::max(pending.count, pending.peers[q].levels.get().size());
-      }
+      if (q != pending.self)
+        peers.push_back([&pending, set, cache, q] { PeerLevels(*set->graphs[q], pending.names, cache, pending.peers[q]); });
+    profiler::RunTasks(peers, pending.names.size() > 1 ? threads : 1);
+    for (size_t q = 0; q < set->graphs.size(); ++q)
+      if (q != pending.self) pending.count = std::max(pending.count, pending.peers[q].levels.get().size());
   }
   pending.replay = pending.Base().mean_ns > 0;
 }
@@ -1052,7 +1065,7 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
   pending.names = names;
   pending.measured_mean_ns = measured_mean_ns;
   pending.set = set;
-  PlanPrediction(pending, cache);
+  PlanPrediction(pending, cache, 1);
   if (pending.replay) {
     ReplayTogether({&pending});
     FinishPrediction(pending);
@@ -1203,7 +1216,7 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     p->names = std::move(names);
     p->measured_mean_ns = means.at(rank);
     p->set = coupled;
-    PlanPrediction(*p, &cache);
+    PlanPrediction(*p, &cache, threads);
     return p;
   };
   std::map<std::pair<int32_t, std::string>, std::unique_ptr<Pending>> pending;
