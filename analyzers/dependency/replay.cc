@@ -371,17 +371,25 @@ void RankGraph::GroupChains() {
   head_.clear();
   group_of_.assign(n, 0);
   chain_ns_.clear();
+  gaps_ns_.clear();
+  durs_.resize(n);
   for (int32_t i = 0; i < n; ++i) {
     if (!joins(i)) {
       head_.push_back(i);
       chain_ns_.push_back(0);
+      gaps_ns_.push_back(0);
     } else {
       chain_ns_.back() += edges_[tasks_[i].edge_begin].lag;
+      gaps_ns_.back() += edges_[tasks_[i].edge_begin].lag;
     }
     chain_ns_.back() += tasks_[i].dur;
+    durs_[i] = tasks_[i].dur;
     group_of_[i] = static_cast<int32_t>(head_.size() - 1);
   }
   head_.push_back(n);
+  chains_.clear();
+  for (size_t g = 0; g + 1 < head_.size(); ++g)
+    if (head_[g + 1] - head_[g] > 1) chains_.push_back(static_cast<int32_t>(g));
   edge_group_.resize(edges_.size());
   for (size_t k = 0; k < edges_.size(); ++k) edge_group_[k] = group_of_[edges_[k].from];
 }
@@ -494,7 +502,7 @@ class ReplayWalk {
     for (const Edits* e : lanes_)
       raw_.push_back({e->scale.empty() ? nullptr : e->scale.data(), e->unblock.empty() ? nullptr : e->unblock.data(),
                       e->add_ns.empty() ? nullptr : e->add_ns.data()});
-    ChainDeltas();
+    ChainLengths();
   }
   size_t lanes() const { return lanes_.size(); }
   // Walks on. `coupling.Of(i)`: task i's collective (-1: none); `coupling.Ready(k)`: whether every
@@ -538,8 +546,8 @@ class ReplayWalk {
       int64_t* end = &end_[static_cast<size_t>(g) * L];
       int64_t* start = &start_[static_cast<size_t>(g) * L];
       if (node % 2 == 1 && g_.head_[g] != i) {  // a chain: its start plus its length
-        const int64_t* delta = &delta_[static_cast<size_t>(g) * L];
-        for (size_t l = 0; l < L; ++l) end[l] = start[l] + g_.chain_ns_[g] + delta[l];
+        const int64_t* length = &length_[static_cast<size_t>(g) * L];
+        for (size_t l = 0; l < L; ++l) end[l] = start[l] + length[l];
         continue;
       }
       if (node % 2 == 0) {
@@ -593,34 +601,32 @@ class ReplayWalk {
     const uint8_t* unblock;
     const int64_t* add;
   };
-  // Per group, per lane: what the lane's edits change its chain's length by (the edits are mostly
-  // sparse: one pass over each lane's arrays finds the tasks they change).
-  void ChainDeltas() {
+  // Per chain, per lane: its length under the lane's edits (its members' durations, scaled and
+  // with their added time, and the gaps between them), one pass over each lane's arrays.
+  void ChainLengths() {
     const size_t L = lanes_.size();
-    const auto& tasks = g_.tasks_;
-    delta_.assign((g_.head_.size() - 1) * L, 0);
-    const size_t n = tasks.size();
+    length_.reset(new int64_t[g_.groups() * L]);  // uninitialized: only the chains' are written and read
+    const int64_t* dur = g_.durs_.data();
     for (size_t l = 0; l < L; ++l) {
       const Lane& lane = raw_[l];
-      const auto edited = [&](size_t m) {
-        const double scale = lane.scale ? lane.scale[m] : 1.0;
-        int64_t dur = scale == 1.0 ? tasks[m].dur : static_cast<int64_t>(scale * static_cast<double>(tasks[m].dur) + 0.5);
-        if (lane.add && lane.add[m] != 0) dur = std::max<int64_t>(0, dur + lane.add[m]);
-        delta_[static_cast<size_t>(g_.group_of_[m]) * L + l] += dur - tasks[m].dur;
-      };
-      if (lane.scale && lane.add) {
-        for (size_t m = 0; m < n; ++m)
-          if (lane.scale[m] != 1.0f || lane.add[m] != 0) edited(m);
-      } else if (lane.scale) {
-        for (size_t m = 0; m < n; ++m)
-          if (lane.scale[m] != 1.0f) edited(m);
-      } else if (lane.add) {
-        for (size_t m = 0; m < n; ++m)
-          if (lane.add[m] != 0) edited(m);
+      for (const int32_t g : g_.chains_) {
+        const auto a = static_cast<size_t>(g_.head_[g]), b = static_cast<size_t>(g_.head_[g + 1]);
+        int64_t sum = g_.gaps_ns_[g];
+        if (!lane.scale && !lane.add) {
+          sum = g_.chain_ns_[g];
+        } else if (!lane.add) {  // (1.0 * d + 0.5 truncated is d: no test for the tasks left as they were)
+          for (size_t m = a; m < b; ++m) sum += static_cast<int64_t>(static_cast<double>(lane.scale[m]) * static_cast<double>(dur[m]) + 0.5);
+        } else {
+          for (size_t m = a; m < b; ++m) {
+            int64_t d = lane.scale ? static_cast<int64_t>(static_cast<double>(lane.scale[m]) * static_cast<double>(dur[m]) + 0.5) : dur[m];
+            sum += lane.add[m] != 0 ? std::max<int64_t>(0, d + lane.add[m]) : d;
+          }
+        }
+        length_[static_cast<size_t>(g) * L + l] = sum;
       }
     }
   }
-  std::vector<int64_t> delta_;
+  std::unique_ptr<int64_t[]> length_;  // per group (chains only), per lane
   const RankGraph& g_;
   std::vector<const Edits*> lanes_;
   std::vector<Lane> raw_;

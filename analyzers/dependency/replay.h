@@ -128,7 +128,9 @@ class RankGraph {
   // measured length (durations and the gaps between them) and its gaps alone.
   std::vector<int32_t> head_, group_of_;
   std::vector<int32_t> edge_group_;  // per edge: its predecessor's group (the walk's buffers are per group)
-  std::vector<int64_t> chain_ns_;
+  std::vector<int64_t> chain_ns_, gaps_ns_;
+  std::vector<int32_t> chains_;   // the groups of several tasks
+  std::vector<int64_t> durs_;     // per task: its measured duration (the chains' lengths read them in a row)
   std::vector<std::pair<const profiler::Event*, int32_t>> collectives_;  // CollectiveTasks, in task order
   std::vector<int32_t> order_;     // group starts (2g) and ends (2g + 1) in a topological order
   size_t unordered_ = 0;
