@@ -70,6 +70,7 @@ for t in "${traces[@]}"; do
   mkdir -p "$dir"
   cp "$t" "$dir/"
   hta=$("$PEERS_PY" "$WORK/hta_cp.py" "$dir" "$REPS" 2>/dev/null | tail -1) || die "HTA failed on $t"
+  echo "$hta" >> "$WORK/hta_ms.jsonl"
   ours=$("$BENCH" step "$t" --instance 1 --reps "$REPS")
   python3 - "$t" "$hta" "$ours" <<'EOF'
 import json, os, sys
@@ -97,8 +98,11 @@ fi
 
 echo
 echo "trainrx's what-if: every finding's transform replayed (the dependency model, every rank's graph, the ranks replayed together):"
-printf '%-40s %8s %10s %10s %12s %8s %12s\n' "set" "ranks" "events" "findings" "predictions" "threads" "ms"
+echo "(ms: what the what-if adds to the analysis, the median of paired differences; alone: the what-if by itself;"
+echo " vs HTA: HTA's one-step path of part 1 (each trace) over the what-if alone)"
+printf '%-32s %6s %8s %8s %6s %7s %8s %8s  %s\n' "set" "ranks" "events" "findings" "preds" "threads" "ms" "alone" "vs HTA"
 DLRM_DIR=$(dirname "$SCALE_SRC")
+touch "$WORK/hta_ms.jsonl"
 for s in "$DLRM_DIR" "$WORK/set256"; do
   [ -e "$s" ] || continue
   for threads in 1 0; do  # one thread, and the analysis's default (the machine's cores)
@@ -107,6 +111,8 @@ for s in "$DLRM_DIR" "$WORK/set256"; do
 import json, os, sys
 d = json.loads(sys.stdin.read())
 t = d["threads"] or os.cpu_count()
-print("%-40s %8d %10d %10d %12d %8d %12.1f" % (sys.argv[1][-40:], d["ranks"], d["events"], d["findings"], d["predictions"], t, d["ms"]))' "$s"
+hta = [json.loads(l)["ms"] for l in open(sys.argv[2]) if l.strip()]
+vs = " / ".join("%.0fx" % (h / d["alone_ms"]) for h in hta) if d["alone_ms"] > 0 else "-"
+print("%-32s %6d %8d %8d %6d %7d %8.1f %8.1f  %s" % (sys.argv[1][-32:], d["ranks"], d["events"], d["findings"], d["predictions"], t, d["ms"], d["alone_ms"], vs))' "$s" "$WORK/hta_ms.jsonl"
   done
 done
