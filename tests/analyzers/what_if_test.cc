@@ -260,6 +260,42 @@ TEST(Replay, UnchangedHandTraceReplaysExactly) {
   for (int64_t s : base.step_ns) EXPECT_EQ(s, 1'000'000);
 }
 
+// Each thread's chains of plain slices are walked as one task (RankGraph's groups): a chain's end
+// is its start plus its members' durations, each scaled and with its added time (floored at 0),
+// lane by lane, so an edit inside a chain moves the step exactly as it would slice by slice.
+TEST(Replay, AChainOfSlicesIsWalkedAsOneWithEachMembersEdits) {
+  std::string ev;
+  for (int s = 0; s < 3; ++s) {
+    const double t0 = 1000.0 * s;
+    ev += Step(s + 1, t0, 1000);
+    ev += Cpu("cpu_op", "aten::a", t0 + 1, 200);
+    ev += Cpu("cpu_op", "aten::b", t0 + 201, 300);
+    ev += Cpu("cpu_op", "aten::c", t0 + 501, 400);
+  }
+  const Replayable h(ev);
+  const RankGraph& g = *h.graph;
+  ASSERT_LT(g.groups() + 6, g.tasks().size()) << "a, b and c of each step form one chain";
+  const auto named = [&](std::string_view n) {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < g.tasks().size(); ++i)
+      if (g.tasks()[i].frame >= 0 && g.trace().Name(*g.frames()[static_cast<size_t>(g.tasks()[i].frame)].op) == n) out.push_back(i);
+    return out;
+  };
+  Edits half_b(g.tasks().size()), drop_c(g.tasks().size()), both(g.tasks().size());
+  for (size_t i : named("aten::b")) half_b.scale[i] = 0.5f, both.scale[i] = 0.5f;
+  for (size_t i : named("aten::c")) drop_c.Add(i, -500'000), both.Add(i, -500'000);  // floors at 0
+  // Three edits as three lanes of one walk, and each alone: the same steps.
+  const std::vector<const Edits*> lanes = {&half_b, &drop_c, &both};
+  const std::vector<std::vector<ReplayResult>> joint = ReplayJoint({&g}, {lanes}, Coupling());
+  const int64_t expected[3] = {1'000'000 - 150'000, 1'000'000 - 400'000, 1'000'000 - 550'000};
+  for (size_t l = 0; l < 3; ++l) {
+    const ReplayResult alone = Replay(g, *lanes[l]);
+    ASSERT_EQ(alone.step_ns.size(), 3u);
+    for (size_t s = 0; s < 2; ++s) EXPECT_EQ(alone.step_ns[s], expected[l]) << "lane " << l << " step " << s;
+    EXPECT_EQ(joint[0][l].step_ns, alone.step_ns) << "lane " << l;
+  }
+}
+
 TEST(Replay, CachingAllocatorRemovesTheFreesFromTheStep) {
   const Replayable h(AutogradAllocatorSteps());
   const Report& r = h.report;
