@@ -89,6 +89,9 @@ RankGraph::RankGraph(const profiler::Trace& trace, const RankLinks& links, std::
   for (uint32_t track : threads) AddHostThread(track, track == loop_);
   AddDevice();
   AddEdges();
+  MarkSteps(call_task_);
+  GroupChains();
+  KahnOrder();
 }
 
 // One thread's slices: its time cut wherever the innermost op changes (links.h's call tree walk).
@@ -260,9 +263,6 @@ void RankGraph::AddEdges() {
     }
     finish(t);
   }
-  MarkSteps(call_task);
-  GroupChains();
-  KahnOrder();
 }
 
 int32_t RankGraph::TaskAt(uint32_t track, int64_t t) const {
