@@ -160,6 +160,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
                         report.metrics.steps = BuildStepModel(trace, threads);
                         report.metrics.unfinished = FindUnfinishedRanks(trace, report.metrics.steps);
                         report.metrics.windows = FindRecordedWindows(trace);
+                        report.metrics.losses = FindRecordingLosses(trace);
                       },
                       [&] { modules.emplace(trace, ScopeIndex::What::kModules); },
                       [&] { annotations.emplace(trace, ScopeIndex::What::kAnnotations); },

@@ -72,4 +72,31 @@ std::vector<RecordedWindow> FindRecordedWindows(const profiler::Trace& trace) {
   return out;
 }
 
+std::vector<RecordingLoss> FindRecordingLosses(const profiler::Trace& trace) {
+  const auto number = [](const profiler::RankInfo& info, const char* key, int64_t none) {
+    const std::string text = ConfigText(info, key);
+    return text.empty() ? none : std::strtoll(text.c_str(), nullptr, 10);
+  };
+  std::map<int32_t, int64_t> kept;  // rank -> its events
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) kept[trace.tracks[ti].rank] += static_cast<int64_t>(trace.tracks[ti].event_count);
+  std::vector<RecordingLoss> out;
+  for (const profiler::RankInfo& info : trace.ranks) {
+    RecordingLoss l;
+    l.dropped = number(info, "dropped_records", 0);
+    l.gpu_dropped = number(info, "gpu_records_over_cap", 0) + number(info, "cupti_dropped_records", 0);
+    if (l.dropped <= 0 && l.gpu_dropped <= 0) continue;
+    l.rank = info.rank;
+    l.source = info.source;
+    l.kept = kept[info.rank];
+    l.max_events = number(info, "max_events", -1);
+    l.run_ns = number(info, "duration_ns", -1);
+    const int64_t start = number(info, "start_ns", -1), first = number(info, "first_dropped_ns", -1);
+    if (start > 0 && first >= start) l.kept_ns = first - start;
+    l.run_steps = number(info, "window_run_boundaries", -1);
+    l.boundary = ConfigText(info, "window_boundary");
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
 }  // namespace trainrx::analyzers

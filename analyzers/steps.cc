@@ -119,10 +119,12 @@ void Attribute(std::vector<Labeled>& ranges, int64_t lo, int64_t hi, int64_t out
 // An optimizer step that runs its closure (`optimizer.step(closure)`: PyTorch Lightning, LBFGS,
 // SAM; the closure computes the loss and calls backward) holds the forward and the backward of the
 // step inside its range: the autograd work of the rank (`backward`, every thread's backward ranges,
-// start-sorted) that starts inside an Optimizer.step# range says so. Its range then opens a forward
-// child up to the first backward and a backward child up to the last backward's end: what ran
-// decides the phase, not the outermost range (issue 49.7: Lightning read forward 0 %, optimizer
-// 47 %). Nested optimizer ranges (zero_grad inside the closure) still win, as started later.
+// start-sorted) that starts inside an Optimizer.step# range says so. Its range then opens, per
+// backward pass, a forward child up to the pass and a backward child over it (LBFGS calls the
+// closure up to 20 times a step: pytorch/examples' time_sequence_prediction read backward 100 %
+// when one backward child ran from the first pass to the last): what ran decides the phase, not
+// the outermost range (issue 49.7: Lightning read forward 0 %, optimizer 47 %). Nested optimizer
+// ranges (zero_grad inside the closure) still win, as started later.
 void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, const std::vector<Interval>& backward,
                      std::vector<Labeled>& out) {
   std::vector<int> phase_of;       // per opened range
@@ -157,17 +159,27 @@ void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, const
     by_start.push_back(id);
     ends.push({end, id});
   };
-  // Backward children of closure steps, opened when the timeline reaches their start.
-  std::priority_queue<std::tuple<int64_t, int64_t>, std::vector<std::tuple<int64_t, int64_t>>, std::greater<>> pending;
+  // Forward and backward children of closure steps, opened when the timeline reaches their start.
+  using Child = std::tuple<int64_t, int64_t, int>;  // start, end, phase
+  std::priority_queue<Child, std::vector<Child>, std::greater<>> pending;
   const auto open_pending = [&](int64_t t) {
     while (!pending.empty() && std::get<0>(pending.top()) <= t) {
-      const auto [s, e] = pending.top();
+      const auto [s, e, phase] = pending.top();
       pending.pop();
       advance(s);
-      push(e, kBackward);
+      push(e, phase);
     }
   };
-  for (const Event& e : trace.TrackEvents(track)) {
+  const auto events = trace.TrackEvents(track);
+  // Whether this thread started a range in [a, b) (one that is not backward work, where the
+  // backward ranges are all known up to b).
+  const auto ran_between = [&](int64_t a, int64_t b) {
+    auto it = std::lower_bound(events.begin(), events.end(), a, [](const Event& x, int64_t t) { return x.ts_ns < t; });
+    for (; it != events.end() && it->ts_ns < b; ++it)
+      if (IsCpuRange(it->kind) && it->dur_ns > 0) return true;
+    return false;
+  };
+  for (const Event& e : events) {
     if (!IsCpuRange(e.kind) || e.dur_ns <= 0) continue;
     const std::string_view name = trace.Name(e);
     if (StartsWith(name, "ProfilerStep#") || StartsWith(name, "trainrx::step#")) continue;
@@ -180,14 +192,30 @@ void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, const
     }
     push(e.end_ns(), phase);
     if (phase == kOptimizer && StartsWith(name, "Optimizer.step#") && !backward.empty()) {
-      auto it = std::lower_bound(backward.begin(), backward.end(), Interval{e.ts_ns, INT64_MIN});
-      if (it != backward.end() && it->first < e.end_ns()) {
-        const int64_t first = it->first;
-        int64_t last = first;
-        for (; it != backward.end() && it->first < e.end_ns(); ++it) last = std::max(last, std::min(it->second, e.end_ns()));
-        if (first > e.ts_ns) push(first, kForward);  // the closure's forward, from the step's start
-        pending.push({first, last});
+      // The step's backward passes: its backward ranges (every thread's), a new pass where this
+      // thread ran anything between them (the closure called again: LBFGS evaluates it up to 20
+      // times a step). Each pass is a backward child; before each, from the step's start or the
+      // pass before, a forward child (the closure's forward; LBFGS's own work between its calls
+      // is counted there too).
+      int64_t from = e.ts_ns, pass_start = -1, pass_end = -1;
+      const auto close_pass = [&] {
+        if (pass_start < 0) return;
+        if (pass_start > from) pending.push({from, pass_start, kForward});
+        pending.push({pass_start, pass_end, kBackward});
+        from = pass_end;
+      };
+      for (auto it = std::lower_bound(backward.begin(), backward.end(), Interval{e.ts_ns, INT64_MIN});
+           it != backward.end() && it->first < e.end_ns(); ++it) {
+        const int64_t end = std::min(it->second, e.end_ns());
+        if (pass_start >= 0 && (it->first < pass_end || !ran_between(pass_end, it->first))) {
+          pass_end = std::max(pass_end, end);
+          continue;
+        }
+        close_pass();
+        pass_start = it->first;
+        pass_end = end;
       }
+      close_pass();
     }
   }
   open_pending(std::numeric_limits<int64_t>::max());

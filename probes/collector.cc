@@ -45,12 +45,12 @@ ThreadBuffer::~ThreadBuffer() {
 
 Rec* ThreadBuffer::AppendInNewChunk() noexcept {
   if (chunk_count_ == kMaxChunks || !owner_->ReserveChunk()) {
-    ++dropped_;
+    if (dropped_++ == 0) owner_->NoteDrop();
     return nullptr;
   }
   Rec* chunk = MapChunk();
   if (chunk == nullptr) {
-    ++dropped_;
+    if (dropped_++ == 0) owner_->NoteDrop();
     return nullptr;
   }
   chunks_[chunk_count_++] = chunk;
@@ -720,6 +720,8 @@ profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
   // written file reports them too).
   auto& cfg = trace.ranks[0].config;
   cfg["dropped_records"] = profiler::ConfigValue::Number(dropped);
+  cfg["max_events"] = profiler::ConfigValue::Number(options_.max_events);
+  if (const int64_t first = first_drop_ns_.load(); first > 0) cfg["first_dropped_ns"] = profiler::ConfigValue::Number(first);
   cfg["unfinished_ranges"] = profiler::ConfigValue::Number(unfinished);
   cfg["cupti_dropped_records"] = profiler::ConfigValue::Number(gpu_dropped);
   uint64_t over_cap = 0;

@@ -309,6 +309,12 @@ class Collector {
 
   // Budget shared by all threads; one atomic add per chunk.
   bool ReserveChunk() noexcept;
+  // A record dropped: the first drop's time is kept (the trace says how much of the run it holds).
+  void NoteDrop() noexcept {
+    if (first_drop_ns_.load(std::memory_order_relaxed) != 0) return;
+    int64_t none = 0;
+    first_drop_ns_.compare_exchange_strong(none, NowNs(), std::memory_order_relaxed);
+  }
   // Heap bytes the journal's flusher holds (its reusable fragment and frame buffer, journal.cc):
   // the heap samples at step boundaries (observer.cc SampleHeap) leave them out. A flusher starved
   // of CPU (SCHED_IDLE on busy cores) drains more at each flush, and its buffers grew with the run:
@@ -371,6 +377,7 @@ class Collector {
   uint64_t generation_;
   std::atomic<bool> recording_{false};
   std::atomic<uint64_t> chunks_reserved_{0};
+  std::atomic<int64_t> first_drop_ns_{0};  // when a record was first dropped (NowNs); 0: never
   std::atomic<uint64_t> journal_bytes_{0};
   std::atomic<uint64_t> sample_bytes_{0};
   std::atomic<bool> flushing_{false};  // samples_ and their keys' heap bytes (under mu_ when written)

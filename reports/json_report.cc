@@ -73,6 +73,12 @@ void WriteRunJson(JsonWriter& w, const analyzers::Report& report, const RenderOp
   w.BeginArray();
   for (const auto& win : report.metrics.windows) WriteWindow(w, win);
   w.EndArray();
+  // Records the collector dropped (its cap reached): every figure is about what was kept.
+  w.Field("complete", report.metrics.losses.empty());
+  w.Key("losses");
+  w.BeginArray();
+  for (const auto& l : report.metrics.losses) sets::WriteLoss(w, l);
+  w.EndArray();
   w.EndObject();
   if (!options.run_results_json.empty()) {
     w.Key("runs");

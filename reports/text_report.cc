@@ -32,6 +32,29 @@ std::string UnfinishedText(const analyzers::UnfinishedRank& u) {
   if (u.behind_ns > 0) s += fmt::format("; its trace ends {} before the latest rank's", Span(u.behind_ns));
   return s + ". What the run would have done after that is not in the trace: the analysis covers only the recorded part.";
 }
+// One sentence per rank whose collector dropped records (analyzers::RecordingLoss).
+std::string LossText(const analyzers::RecordingLoss& l) {
+  const double total = static_cast<double>(l.kept + l.dropped);
+  std::string s = fmt::format("the recording is incomplete: rank {}'s collector dropped {} records", l.rank, l.dropped);
+  if (l.dropped > 0 && total > 0) s += fmt::format(" ({:.0f} % of those it made)", 100.0 * static_cast<double>(l.dropped) / total);
+  if (l.max_events > 0) s += fmt::format(" past its cap of {} a process (TRAINRX_MAX_EVENTS)", l.max_events);
+  if (l.gpu_dropped > 0) s += fmt::format("{}{} GPU records", l.dropped > 0 ? " and " : "", l.gpu_dropped);
+  if (l.kept_ns >= 0 && l.run_ns > 0)
+    s += fmt::format("; it kept what the first {} of the {} run made", Span(l.kept_ns), Span(l.run_ns));
+  if (l.run_steps > 0) s += fmt::format(" (the run took {} steps by {})", l.run_steps, l.boundary);
+  s += ". The figures and findings below are about the part it kept";
+  if (l.dropped > 0) {
+    s += ": to record it all, record fewer steps (record --steps N) or raise TRAINRX_MAX_EVENTS (each record holds "
+         "~170 bytes of memory until the trace is written";
+    if (l.kept_ns > 0) {
+      const double per_s = static_cast<double>(l.kept) / (static_cast<double>(l.kept_ns) / 1e9);
+      s += per_s >= 1e6 ? fmt::format("; the run made {:.1f} M records a second", per_s / 1e6)
+                        : fmt::format("; the run made {:.0f} records a second", per_s);
+    }
+    s += ")";
+  }
+  return s + ".";
+}
 // What a step window (record --steps/--skip) left out of a rank's trace; "" when nothing.
 std::string WindowText(const analyzers::RecordedWindow& w) {
   if (!w.opened)
@@ -231,6 +254,8 @@ void WriteInputs(const profiler::Trace& trace, const analyzers::Report& report, 
   // A run that ran out of memory: what failed, and how full the device was.
   for (const auto& m : report.metrics.memory)
     if (m.oom_events > 0) sink.Warning(OomText(m));
+  // Records the collector dropped: what follows is about the part it kept.
+  for (const auto& l : report.metrics.losses) sink.Warning(LossText(l));
   // Then what the reader found wrong with the input as a whole (files of different jobs merged),
   // then data loss: the numbers are only as good as what could be read.
   const auto& stats = trace.stats;
@@ -619,8 +644,11 @@ void WriteFindings(const analyzers::Report& report, Sink& sink) {
   sink.Heading(report.findings.empty() ? "Findings: none" : fmt::format("Findings ({}), by predicted saving",
                                                                         report.findings.size()));
   if (report.findings.empty()) {
-    sink.Line(report.metrics.unfinished.empty() ? "No problem crossed its threshold."
-                                                : "No problem crossed its threshold in the recorded part (the run did not finish: see above).");
+    sink.Line(!report.metrics.unfinished.empty()
+                  ? "No problem crossed its threshold in the recorded part (the run did not finish: see above)."
+              : !report.metrics.losses.empty()
+                  ? "No problem crossed its threshold in the part the collector kept (it dropped records: see above)."
+                  : "No problem crossed its threshold.");
   }
   // Several ranks: every finding of one rank says which (issue 60.7: per-rank cards had no label).
   std::set<int32_t> ranks;

@@ -114,4 +114,21 @@ void WriteWindow(JsonWriter& w, const analyzers::RecordedWindow& win) {
   w.EndObject();
 }
 
+void WriteLoss(JsonWriter& w, const analyzers::RecordingLoss& l) {
+  w.BeginObject();
+  w.Field("rank", l.rank);
+  w.Field("source", l.source);
+  w.Field("dropped", l.dropped);
+  w.Field("gpu_dropped", l.gpu_dropped);
+  w.Field("kept", l.kept);
+  if (l.max_events >= 0) w.Field("max_events", l.max_events);
+  if (l.kept_ns >= 0) w.Field("kept_ns", l.kept_ns);
+  if (l.run_ns >= 0) w.Field("run_ns", l.run_ns);
+  if (l.run_steps >= 0) {
+    w.Field("run_steps", l.run_steps);
+    w.Field("boundary", l.boundary);
+  }
+  w.EndObject();
+}
+
 }  // namespace trainrx::sets

@@ -15,7 +15,8 @@
 //               counted twice: sync.host_device's item_calls <= the outermost reads
 //   evidence    every finding carries its measured value (finite, with a unit; a % in [0, 100])
 //               and evidence; a per-step evidence figure says it is a mean
-//   order       a run that did not finish is said before any figure in text and Markdown
+//   order       a run that did not finish, or whose collector dropped records, is said before
+//               any figure in text and Markdown
 //   formats     the JSON report parses
 // A violation names the trace, the finding and the numbers.
 #include <fmt/format.h>
@@ -137,6 +138,15 @@ std::vector<TraceCase> Synthetic() {
     doc.pop_back();
     doc += R"J(,"trainrx":{"collector":"trainrx probes","incomplete":true,"end_reason":"SIGTERM"}})J";
     out.push_back({"synthetic/crashed", {}, doc});
+  }
+  // A recording whose collector reached its record cap 1.5 ms into a 4 ms run.
+  {
+    std::string ev;
+    for (int k = 0; k < 3; ++k) ev += Ev("user_annotation", fmt::format("ProfilerStep#{}", k + 1), 1, k * 500, 500) + Ev("cpu_op", "aten::mm", 1, k * 500 + 10, 400);
+    std::string doc = Doc(ev);
+    doc.pop_back();
+    doc += R"J(,"trainrx":{"collector":"trainrx probes","dropped_records":9000,"max_events":4096,"start_ns":1000,"first_dropped_ns":1501000,"duration_ns":4000000,"window_run_boundaries":8,"window_boundary":"Optimizer.step","window_steps":200,"window_opened":true}})J";
+    out.push_back({"synthetic/capped", {}, doc});
   }
   out.push_back({"synthetic/empty", {}, R"J({"traceEvents":[]})J"});
   return out;
@@ -348,6 +358,10 @@ std::vector<std::string> Violations(const profiler::Trace& trace, const Report& 
     }
     if (!r.metrics.unfinished.empty() && !(s.find("did not finish") < s.find("events read")))
       bad(fmt::format("{} report does not say first that the run did not finish", format));
+    if (!r.metrics.losses.empty() && !(s.find("the recording is incomplete") < s.find("events read")))
+      bad(fmt::format("{} report does not say first that the collector dropped records", format));
+    if (!r.metrics.losses.empty() && r.findings.empty() && s.find("in the part the collector kept") == std::string::npos)
+      bad(fmt::format("{} report says 'no problem' without 'in the part the collector kept'", format));
   }
   std::ostringstream json;
   reports::WriteJson(trace, r, th, {}, json);

@@ -112,6 +112,43 @@ TEST(StepPhasesTest, AClosureStepsForwardAndBackwardAreNotOptimizer) {
   EXPECT_EQ(row.optimizer_ns, 40'000 + 210'000);      // zero_grad, and 700-910
 }
 
+// LBFGS calls its closure several times in one step (pytorch/examples' time_sequence_prediction:
+// up to 20): each call's forward and backward pass are theirs, not one backward from the first
+// pass to the last (which read backward 100 %). Each step: three calls of 200 us forward (a module
+// range) and a 220 us backward pass (two nodes, the engine between them), LBFGS's own math (a dot
+// of 30 us) after each pass, and its update (50 us) at the end.
+TEST(StepPhasesTest, AClosureCalledThreeTimesAStepHasThreeForwardAndBackwardPasses) {
+  std::string ev;
+  for (int i = 0; i < 6; ++i) {
+    const double t = 2000.0 * i;
+    const auto x = [&](const char* cat, const char* name, double s, double d) {
+      ev += fmt::format(R"J({{"ph":"X","cat":"{}","name":"{}","pid":1,"tid":1,"ts":{},"dur":{}}},)J", cat, name, t + s, d);
+    };
+    x("user_annotation", "Optimizer.step#LBFGS.step", 10, 1790);
+    for (int k = 0; k < 3; ++k) {
+      const double b = 10 + 600.0 * k;
+      x("user_annotation", "nn.Module: Sequence", b, 200);
+      x("cpu_op", "aten::linear", b + 10, 180);
+      x("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", b + 200, 100);
+      x("cpu_op", "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", b + 320, 100);
+      x("cpu_op", "aten::dot", b + 430, 30);  // LBFGS's direction, between the closure's calls
+    }
+    x("cpu_op", "aten::add_", 1700, 50);  // the update
+  }
+  ev.pop_back();
+  profiler::Trace t;
+  ASSERT_TRUE(profiler::ReadTraceBuffer("{\"traceEvents\":[" + ev + "]}", "lbfgs.json", 0, t).ok());
+  const Report r = Analyze(t);
+  ASSERT_GE(r.metrics.steps.steps.size(), 4u);
+  const StepRow& row = r.metrics.steps.steps[2];
+  // Forward: 10-210, then from each pass's end to the next pass (LBFGS's dot counted there) 430-810
+  // and 1030-1410; backward: 210-430, 810-1030, 1410-1630; optimizer: the last dot and the update,
+  // 1630-1800.
+  EXPECT_EQ(row.forward_ns, 960'000);
+  EXPECT_EQ(row.backward_ns, 660'000);
+  EXPECT_EQ(row.optimizer_ns, 170'000);
+}
+
 }  // namespace
 }  // namespace trainrx::analyzers
 

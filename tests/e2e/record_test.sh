@@ -225,6 +225,18 @@ import json, sys
 t = json.load(open(sys.argv[1]))["trainrx"]
 assert t["dropped_records"] > 0, t["dropped_records"]
 assert t["window_closed"] is True and t["window_run_boundaries"] == 40, (t["window_closed"], t["window_run_boundaries"])
+# The cap, and when the first record was dropped: the analysis says how much of the run was kept.
+assert t["max_events"] == 4096, t["max_events"]
+assert t["start_ns"] <= t["first_dropped_ns"] <= t["start_ns"] + t["duration_ns"], (t["start_ns"], t["first_dropped_ns"])
+PY
+"$TRAINRX" analyze "$W/capwin.json" > "$W/capwin.txt" 2>&1 && "$TRAINRX" analyze "$W/capwin.json" --format json -o "$W/capwin.report.json" 2>/dev/null
+python3 - "$W/capwin.txt" "$W/capwin.report.json" <<'PY' && ok "past the event cap: the report says first what was dropped" || bad "event cap: report"
+import json, sys
+text = open(sys.argv[1]).read()
+assert "the recording is incomplete" in text and text.index("the recording is incomplete") < text.index("events read"), text[:600]
+assert "past its cap of 4096" in text, text[:600]
+run = json.load(open(sys.argv[2]))["run"]
+assert run["complete"] is False and run["losses"][0]["max_events"] == 4096 and run["losses"][0]["dropped"] > 0, run
 PY
 # Issue 34: a script that updates its parameters by hand (no torch.optim) gets its steps from its
 # backward passes; its evaluation (no backward) makes no step. Same output as unobserved.

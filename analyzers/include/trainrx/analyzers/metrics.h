@@ -89,6 +89,23 @@ struct RecordedWindow {
   int64_t gpu_records_outside = 0;  // GPU records left out (made outside the window)
 };
 
+// A rank whose collector dropped records (its cap, `TRAINRX_MAX_EVENTS`, reached; or CUPTI's
+// buffers): the "trainrx" block's "dropped_records", "gpu_records_over_cap", "cupti_dropped_records",
+// with the cap ("max_events") and when the first record was dropped ("first_dropped_ns") where
+// the collector wrote them. Reports lead with it: every figure is about what was kept.
+struct RecordingLoss {
+  int32_t rank = 0;
+  std::string source;            // the file
+  int64_t dropped = 0;           // host records dropped (ops, ranges, samples)
+  int64_t gpu_dropped = 0;       // GPU records past the cap or lost by CUPTI
+  int64_t kept = 0;              // events of the rank read from the trace
+  int64_t max_events = -1;       // the cap; -1: not written (an older collector)
+  int64_t kept_ns = -1;          // from the recording's start to the first drop; -1: not known
+  int64_t run_ns = -1;           // the recording's length (duration_ns); -1: not known
+  int64_t run_steps = -1;        // the step boundaries the process saw (window_run_boundaries); -1: not known
+  std::string boundary;          // what those boundaries were ("Optimizer.step", ...)
+};
+
 // One row of the operator or kernel table (op_table.cc): every event of one name, all ranks and
 // threads merged. For the folded row, name is "other (K ops)" / "other (K kernels)".
 struct NameRow {
@@ -327,6 +344,7 @@ struct RankCpuLoad {
 struct Metrics {
   std::vector<UnfinishedRank> unfinished;  // empty: every rank's recording ended normally
   std::vector<RecordedWindow> windows;     // ranks recorded through a step window
+  std::vector<RecordingLoss> losses;       // ranks whose collector dropped records
   StepModel steps;
   std::vector<TemporalBreakdown> temporal;
   std::vector<LaunchStats> launch;
@@ -360,5 +378,8 @@ std::vector<UnfinishedRank> FindUnfinishedRanks(const profiler::Trace& trace, co
 
 // The step windows our collector recorded through (run_end.cc).
 std::vector<RecordedWindow> FindRecordedWindows(const profiler::Trace& trace);
+
+// The ranks whose collector dropped records (run_end.cc).
+std::vector<RecordingLoss> FindRecordingLosses(const profiler::Trace& trace);
 
 }  // namespace trainrx::analyzers

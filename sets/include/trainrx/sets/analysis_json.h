@@ -17,5 +17,7 @@ void WritePredictionFields(profiler::JsonWriter& w, const analyzers::Prediction&
 // run.unfinished[] and run.windows[] entries (and a summary's).
 void WriteUnfinished(profiler::JsonWriter& w, const analyzers::UnfinishedRank& u);
 void WriteWindow(profiler::JsonWriter& w, const analyzers::RecordedWindow& win);
+// run.losses[]: a rank whose collector dropped records.
+void WriteLoss(profiler::JsonWriter& w, const analyzers::RecordingLoss& l);
 
 }  // namespace trainrx::sets
