@@ -8,9 +8,40 @@
 #include <string_view>
 #include <vector>
 
+#include "intervals.h"
+#include "phases.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::analyzers {
+
+// The rank's backward ranges on every CPU thread (autograd's device threads included), sorted: an
+// optimizer step that holds some runs its closure (Lightning, SAM, LBFGS), whose forward and
+// backward are not the optimizer's work.
+inline std::vector<Interval> BackwardRanges(const profiler::Trace& trace, int32_t rank) {
+  std::vector<Interval> out;
+  std::vector<int8_t> backward(trace.strings.size(), -1);  // per name: asked once
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
+    if (trace.tracks[ti].rank != rank || trace.tracks[ti].kind != profiler::TrackKind::kCpuThread) continue;
+    for (const profiler::Event& e : trace.TrackEvents(ti)) {
+      if (e.dur_ns <= 0 || e.kind == profiler::EventKind::kPythonFunction || e.name >= backward.size()) continue;
+      int8_t& b = backward[e.name];
+      if (b < 0) b = PhaseOf(trace.Name(e)) == kBackward ? 1 : 0;
+      if (b) out.push_back({e.ts_ns, e.end_ns()});
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Where an optimizer step's own work starts: the end of the last backward range that starts inside
+// it (its closure's), else its start. Only what runs from there on is the optimizer's (the update).
+inline int64_t OwnWorkStart(const profiler::Event& step, const std::vector<Interval>& backward) {
+  int64_t from = step.ts_ns;
+  for (auto it = std::lower_bound(backward.begin(), backward.end(), Interval{step.ts_ns, INT64_MIN});
+       it != backward.end() && it->first < step.end_ns(); ++it)
+    from = std::max(from, std::min(it->second, step.end_ns()));
+  return from;
+}
 
 // "AdamW" from "Optimizer.step#AdamW.step" (torch.optim's range); "" for any other name.
 inline std::string_view OptimizerOfStepRange(std::string_view range) {
@@ -25,6 +56,11 @@ inline std::string_view OptimizerOfStepRange(std::string_view range) {
 inline bool HasFusedStep(std::string_view optimizer) {
   return optimizer == "Adam" || optimizer == "AdamW" || optimizer == "SGD" || optimizer == "Adagrad";
 }
+
+// Whether torch.optim has a multi-tensor (foreach) or fused step for this optimizer: every one but
+// LBFGS (one flat vector, its closure called again and again) and SparseAdam (sparse gradients);
+// an unknown name (a custom optimizer) is given the benefit of the doubt.
+inline bool HasMultiTensorStep(std::string_view optimizer) { return optimizer != "LBFGS" && optimizer != "SparseAdam"; }
 
 // Parameters updated by one single-tensor step whose outermost op names are `names` (in order):
 // the times the sequence repeats with its smallest period (SGD: add_ x P, period 1; AdamW: add_

@@ -158,9 +158,10 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   // need it), then the tables and the families together.
   profiler::RunTasks({[&] {
                         report.metrics.steps = BuildStepModel(trace, threads);
+                        report.metrics.losses = FindRecordingLosses(trace);
+                        LeaveOutStepsPastLosses(report.metrics.steps, report.metrics.losses);
                         report.metrics.unfinished = FindUnfinishedRanks(trace, report.metrics.steps);
                         report.metrics.windows = FindRecordedWindows(trace);
-                        report.metrics.losses = FindRecordingLosses(trace);
                       },
                       [&] { modules.emplace(trace, ScopeIndex::What::kModules); },
                       [&] { annotations.emplace(trace, ScopeIndex::What::kAnnotations); },

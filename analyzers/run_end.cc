@@ -91,12 +91,27 @@ std::vector<RecordingLoss> FindRecordingLosses(const profiler::Trace& trace) {
     l.max_events = number(info, "max_events", -1);
     l.run_ns = number(info, "duration_ns", -1);
     const int64_t start = number(info, "start_ns", -1), first = number(info, "first_dropped_ns", -1);
-    if (start > 0 && first >= start) l.kept_ns = first - start;
+    if (start > 0 && first >= start) {
+      l.kept_ns = first - start;
+      l.first_dropped_ns = first;
+    }
     l.run_steps = number(info, "window_run_boundaries", -1);
     l.boundary = ConfigText(info, "window_boundary");
     out.push_back(std::move(l));
   }
   return out;
+}
+
+void LeaveOutStepsPastLosses(StepModel& steps, std::vector<RecordingLoss>& losses) {
+  bool cut = false;
+  for (RecordingLoss& l : losses) {
+    if (l.first_dropped_ns < 0) continue;
+    const size_t before = steps.steps.size();
+    std::erase_if(steps.steps, [&](const StepRow& s) { return s.rank == l.rank && s.start_ns + s.wall_ns > l.first_dropped_ns; });
+    l.steps_cut = static_cast<int64_t>(before - steps.steps.size());
+    cut = cut || l.steps_cut > 0;
+  }
+  if (cut) SummarizeStepRows(steps);
 }
 
 }  // namespace trainrx::analyzers

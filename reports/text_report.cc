@@ -42,6 +42,9 @@ std::string LossText(const analyzers::RecordingLoss& l) {
   if (l.kept_ns >= 0 && l.run_ns > 0)
     s += fmt::format("; it kept what the first {} of the {} run made", Span(l.kept_ns), Span(l.run_ns));
   if (l.run_steps > 0) s += fmt::format(" (the run took {} steps by {})", l.run_steps, l.boundary);
+  if (l.steps_cut > 0)
+    s += fmt::format("; {} step{} that ran past the first dropped record {} left out", l.steps_cut,
+                     l.steps_cut == 1 ? "" : "s", l.steps_cut == 1 ? "is" : "are");
   s += ". The figures and findings below are about the part it kept";
   if (l.dropped > 0) {
     s += ": to record it all, record fewer steps (record --steps N) or raise TRAINRX_MAX_EVENTS (each record holds "

@@ -122,7 +122,11 @@ void WriteLoss(JsonWriter& w, const analyzers::RecordingLoss& l) {
   w.Field("gpu_dropped", l.gpu_dropped);
   w.Field("kept", l.kept);
   if (l.max_events >= 0) w.Field("max_events", l.max_events);
-  if (l.kept_ns >= 0) w.Field("kept_ns", l.kept_ns);
+  if (l.kept_ns >= 0) {
+    w.Field("kept_ns", l.kept_ns);
+    w.Field("first_dropped_ns", l.first_dropped_ns);
+    w.Field("steps_cut", l.steps_cut);
+  }
   if (l.run_ns >= 0) w.Field("run_ns", l.run_ns);
   if (l.run_steps >= 0) {
     w.Field("run_steps", l.run_steps);

@@ -41,6 +41,33 @@ std::vector<uint8_t> InPhase(const RankGraph& g, int phase) {
   return g.FramesUnder([&](std::string_view n) { return PhaseOf(n) == phase; });
 }
 
+// Per frame under an optimizer step (`is_step` of a range's name): where that step's own work
+// starts (OwnWorkStart: a closure's forward and backward come first, Lightning, SAM); INT64_MAX
+// for a frame under none. A task under a step is the optimizer's when it starts there or later.
+template <typename IsStep>
+std::vector<int64_t> OwnStepFrom(const RankGraph& g, IsStep is_step) {
+  const auto& frames = g.frames();
+  const auto& tr = g.trace();
+  std::vector<int64_t> out(frames.size(), INT64_MAX);
+  std::vector<Interval> backward;  // the graph's backward ranges, every thread's
+  std::vector<int8_t> named(tr.strings.size(), -1);
+  bool any_step = false;
+  for (const auto& f : frames) {
+    int8_t& v = named[f.op->name];
+    if (v < 0) v = static_cast<int8_t>((is_step(tr.Name(*f.op)) ? 2 : 0) | (PhaseOf(tr.Name(*f.op)) == kBackward ? 1 : 0));
+    if (v & 1) backward.push_back({f.op->ts_ns, f.op->end_ns()});
+    any_step = any_step || (v & 2);
+  }
+  if (!any_step) return out;
+  std::sort(backward.begin(), backward.end());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const int32_t parent = frames[i].parent;
+    if (parent >= 0 && out[parent] != INT64_MAX) out[i] = out[parent];
+    else if (named[frames[i].op->name] & 2) out[i] = OwnWorkStart(*frames[i].op, backward);
+  }
+  return out;
+}
+
 // The share of the measured step a set of tasks takes on the loop's thread (for assumptions' text).
 int64_t LoopTimeOf(const RankGraph& g, const std::vector<uint8_t>& mask) {
   int64_t ns = 0;
@@ -468,12 +495,16 @@ TransformPlan ForeachOptimizer(const RankGraph& g) {
                         "parameters; fused=True is the CPU's fix (fused_optimizer)";
     return p;
   }
-  const auto step = g.FramesUnder([&](std::string_view n) { return StartsWith(n, "Optimizer.step#") || StartsWith(n, "trainrx::optimizer"); });
-  // The ops of the step (frames under it that are ops, not the step itself), their durations.
+  // Per frame: where the optimizer step it is under does its own work (a closure's forward and
+  // backward are not the optimizer's); INT64_MAX: under none.
+  const auto own_from = OwnStepFrom(g, [](std::string_view n) { return StartsWith(n, "Optimizer.step#") || StartsWith(n, "trainrx::optimizer"); });
+  const auto step = [&](int32_t f) { return own_from[static_cast<size_t>(f)] != INT64_MAX; };
+  // The ops of the step's own work (frames under it that are ops, not the step itself), their durations.
   std::vector<int64_t> durs;
   const auto& frames = g.frames();
   for (size_t i = 0; i < frames.size(); ++i)
-    if (step[i] && frames[i].parent >= 0 && step[frames[i].parent] && frames[i].op->kind == profiler::EventKind::kCpuOp)
+    if (step(static_cast<int32_t>(i)) && frames[i].parent >= 0 && step(frames[i].parent) &&
+        frames[i].op->kind == profiler::EventKind::kCpuOp && frames[i].op->ts_ns >= own_from[i])
       durs.push_back(frames[i].op->dur_ns);
   if (durs.size() < 8) return p;
   const int64_t overhead = Quantile(durs, 0.1);  // a small op's whole cost: dispatch, no work
@@ -485,9 +516,9 @@ TransformPlan ForeachOptimizer(const RankGraph& g) {
     Edits e(g.tasks().size());
     for (size_t i = 0; i < g.tasks().size(); ++i) {
       const auto& t = g.tasks()[i];
-      if (t.frame < 0 || !step[t.frame] || t.kind == Kind::kDevice) continue;
+      if (t.frame < 0 || !step(t.frame) || t.ts < own_from[static_cast<size_t>(t.frame)] || t.kind == Kind::kDevice) continue;
       const Event& op = *frames[t.frame].op;
-      const bool own_step_time = !(frames[t.frame].parent >= 0 && step[frames[t.frame].parent]);
+      const bool own_step_time = !(frames[t.frame].parent >= 0 && step(frames[t.frame].parent));
       if (own_step_time) {
         e.scale[i] = static_cast<float>(python_keep[k]);
       } else if (op.kind == profiler::EventKind::kCpuOp && t.ts == op.ts_ns && op_cost_saved[k] > 0) {
@@ -518,8 +549,10 @@ TransformPlan FusedOptimizer(const RankGraph& g) {
   std::map<int32_t, std::vector<profiler::StrId>> loops;
   std::string optimizer;
   bool has_fused = true;
+  // Where each step's own work starts (a closure's forward and backward come first).
+  const auto own_from = OwnStepFrom(g, [](std::string_view name) { return !OptimizerOfStepRange(name).empty(); });
   for (size_t i = 0; i < frames.size(); ++i) {
-    if (frames[i].op->kind != profiler::EventKind::kCpuOp) continue;
+    if (frames[i].op->kind != profiler::EventKind::kCpuOp || frames[i].op->ts_ns < own_from[i]) continue;
     int32_t a = frames[i].parent;
     while (a >= 0 && frames[a].op->kind != profiler::EventKind::kCpuOp && OptimizerOfStepRange(tr.Name(*frames[a].op)).empty())
       a = frames[a].parent;
@@ -539,18 +572,29 @@ TransformPlan FusedOptimizer(const RankGraph& g) {
       per_param.push_back(static_cast<int64_t>(1000.0 * static_cast<double>(names.size()) / static_cast<double>(params)));
   const double n = static_cast<double>(Quantile(per_param, 0.5)) / 1000.0;
   if (n < 2) return NoSaving(g, fmt::format("the {} step runs {:.1f} op per parameter: a fused pass has nothing to merge", optimizer, n));
-  const auto step = g.FramesUnder([&](std::string_view name) { return !OptimizerOfStepRange(name).empty(); });
+  // The steps' own tasks (from where each step's own work starts): their Python, ops and kernels.
+  // (Device work by its launch: its frame is the launching call's.)
+  std::vector<size_t> own;
+  int64_t loop_ns = 0;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const RankGraph::Task& t = g.tasks()[i];
+    const int64_t from = t.frame >= 0 ? own_from[static_cast<size_t>(t.frame)] : INT64_MAX;
+    if (from == INT64_MAX) continue;
+    if ((t.kind == Kind::kDevice ? frames[static_cast<size_t>(t.frame)].op->ts_ns : t.ts) < from) continue;
+    own.push_back(i);
+    if (t.track == g.loop_thread() && t.kind != Kind::kDevice) loop_ns += t.dur;
+  }
   const double ops_kept[3] = {2.0, 4.0, 1.0};
   for (int k = 0; k < 3; ++k) {
     Edits e(g.tasks().size());
-    ScaleFrames(g, step, std::min(1.0, ops_kept[k] / n), e);
+    for (size_t i : own) e.scale[i] *= static_cast<float>(std::min(1.0, ops_kept[k] / n));
     p.levels.push_back(std::move(e));
   }
   p.assumptions = fmt::format(
       "{}(..., fused=True): the optimizer step ({:.2f} ms a step on the loop's thread: its Python loop, {:.1f} ops per "
       "parameter and their kernels) takes what 2 of those ops take per parameter (4 at the low end, 1 at the high end): "
       "one pass reads each parameter, its gradient and its states once",
-      optimizer, static_cast<double>(LoopTimeOf(g, step)) / static_cast<double>(g.windows().size()) / 1e6, n);
+      optimizer, static_cast<double>(loop_ns) / static_cast<double>(g.windows().size()) / 1e6, n);
   return p;
 }
 

@@ -19,10 +19,15 @@
 //               most the optimizer's time x (1 - 1/N). On the CPU fused is the one that pays: torch
 //               2.13 here, AdamW over 0.8-85 M parameters, fused 5-9x faster than the loop, foreach
 //               0.2-1.25x (slower below ~10 M parameters). The what-if predicts it (fused_optimizer).
+// A step that runs its closure (Lightning, SAM) counts only what follows its last backward pass
+// (the closure's forward and backward are no optimizer's ops); LBFGS and SparseAdam have no
+// multi-tensor step to switch to (pytorch/examples' time_sequence_prediction: LBFGS's 20 closure
+// calls a step read as "438 744 ops for ~20 parameters").
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "families.h"
 #include "intervals.h"
@@ -46,7 +51,8 @@ bool IsCompiledRegion(std::string_view n) {
 
 void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const auto& trace = ctx.trace;
-  int64_t single_steps = 0, multi_steps = 0, compiled_steps = 0, ops = 0, saved_ops = 0;
+  int64_t single_steps = 0, multi_steps = 0, compiled_steps = 0, closure_steps = 0, ops = 0, saved_ops = 0;
+  std::optional<std::vector<Interval>> backward;  // made at the first step that needs it
   std::vector<std::pair<int64_t, int64_t>> optimizer_ranges;  // clipped to the steps below
   std::vector<int64_t> op_durs, params;
   std::map<std::string, int64_t> impls, op_names;
@@ -59,7 +65,13 @@ void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
       const Event& r = events[i];
       const std::string_view rname = trace.Name(r);
       if (r.kind == EventKind::kCpuOp || !StartsWith(rname, "Optimizer.step#") || !in_steps.Contains(r.ts_ns)) continue;
+      // An optimizer torch.optim has no foreach or fused step for (LBFGS): nothing to switch to.
+      if (!HasMultiTensorStep(OptimizerOfStepRange(rname))) continue;
       const size_t end = SubtreeEnd(events, i);
+      // A closure step: only what runs after its last backward pass is the optimizer's (the update).
+      if (!backward) backward = BackwardRanges(trace, rank);
+      const int64_t own_from = OwnWorkStart(r, *backward);
+      if (own_from > r.ts_ns) ++closure_steps;
       bool multi = false, compiled = false;
       std::string impl;
       for (size_t j = i + 1; j < end; ++j) {
@@ -74,7 +86,8 @@ void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
       }
       if (multi) { ++multi_steps; continue; }
       if (compiled) { ++compiled_steps; continue; }
-      const std::vector<size_t> outer = OutermostOps(events, i + 1, end);
+      std::vector<size_t> outer = OutermostOps(events, i + 1, end);
+      std::erase_if(outer, [&](size_t k) { return events[k].ts_ns < own_from; });
       if (outer.size() < 2) continue;
       ++single_steps;
       if (!impl.empty()) ++impls[impl];
@@ -90,7 +103,7 @@ void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
       ops += static_cast<int64_t>(outer.size());
       // A foreach step runs each per-parameter op once: ops / P of them remain.
       saved_ops += static_cast<int64_t>(outer.size()) - static_cast<int64_t>(outer.size()) / std::max<int64_t>(1, p);
-      optimizer_ranges.push_back({r.ts_ns, r.end_ns()});
+      optimizer_ranges.push_back({own_from, r.end_ns()});
     }
   }
   if (single_steps == 0) return;
@@ -139,6 +152,7 @@ void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
                 {"implementation", impls.empty() ? std::string(python_frames ? "no _single_tensor_ frame" : "no Python frames in the trace")
                                                  : impls.begin()->first}};
   if (compiled_steps > 0) f.evidence.push_back({"compiled_steps_skipped", compiled_steps});
+  if (closure_steps > 0) f.evidence.push_back({"closure_steps", closure_steps});  // counted from their last backward on
   std::vector<std::pair<int64_t, std::string>> by_count;
   for (const auto& [n, c] : op_names) by_count.push_back({-c, n});
   std::sort(by_count.begin(), by_count.end());

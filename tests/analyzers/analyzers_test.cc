@@ -1137,6 +1137,30 @@ TEST(RunEndTest, CrashedRecordingIsUnfinished) {
   EXPECT_NE(failed.metrics.unfinished[0].end_reason.find("exit code 1"), std::string::npos);
 }
 
+// A recording whose collector reached its record cap: the loss is said (how many, the cap, how much
+// of the run was kept) and the steps that ran past the first dropped record (their records partly
+// missing: an optimizer step's range with nothing recorded inside read as optimizer time) are left
+// out. 4 steps of 10 ms, the first record dropped at 25 ms: steps 3 and 4 go.
+TEST(RunEndTest, StepsPastTheFirstDroppedRecordAreLeftOut) {
+  const Report r = AnalyzeJson(Collected(
+      R"J(,"dropped_records":5000,"max_events":4096,"start_ns":1,"first_dropped_ns":25000000,"duration_ns":45000000)J", ""));
+  ASSERT_EQ(r.metrics.losses.size(), 1u);
+  const RecordingLoss& l = r.metrics.losses[0];
+  EXPECT_EQ(l.dropped, 5000);
+  EXPECT_EQ(l.max_events, 4096);
+  EXPECT_EQ(l.kept_ns, 25'000'000 - 1);
+  EXPECT_EQ(l.steps_cut, 2);
+  EXPECT_EQ(r.metrics.steps.steps.size(), 2u);
+  for (const StepRow& s : r.metrics.steps.steps) EXPECT_LE(s.start_ns + s.wall_ns, 25'000'000);
+  // Without the first drop's time (an older collector), the loss is said and no step is cut.
+  const Report old = AnalyzeJson(Collected(R"J(,"dropped_records":5000)J", ""));
+  ASSERT_EQ(old.metrics.losses.size(), 1u);
+  EXPECT_EQ(old.metrics.losses[0].steps_cut, 0);
+  EXPECT_EQ(old.metrics.steps.steps.size(), 4u);
+  // Nothing dropped: no loss.
+  EXPECT_TRUE(AnalyzeJson(Collected(R"J(,"dropped_records":0,"max_events":4096)J", "")).metrics.losses.empty());
+}
+
 // ROCm traces name the same calls hip*: blocking hipMemcpyWithStream / hipStreamSynchronize are
 // syncs (issue 12: 80 blocking copies on an MI300 reported as 1 sync), and only launch calls
 // (hipLaunchKernel, hipExtModuleLaunchKernel, hipMemcpyAsync) enter the launch statistics.

@@ -101,6 +101,8 @@ struct RecordingLoss {
   int64_t kept = 0;              // events of the rank read from the trace
   int64_t max_events = -1;       // the cap; -1: not written (an older collector)
   int64_t kept_ns = -1;          // from the recording's start to the first drop; -1: not known
+  int64_t first_dropped_ns = -1; // when the first record was dropped (trace time); -1: not known
+  int64_t steps_cut = 0;         // steps left out: they ran past the first drop (their records are partly missing)
   int64_t run_ns = -1;           // the recording's length (duration_ns); -1: not known
   int64_t run_steps = -1;        // the step boundaries the process saw (window_run_boundaries); -1: not known
   std::string boundary;          // what those boundaries were ("Optimizer.step", ...)
@@ -381,5 +383,8 @@ std::vector<RecordedWindow> FindRecordedWindows(const profiler::Trace& trace);
 
 // The ranks whose collector dropped records (run_end.cc).
 std::vector<RecordingLoss> FindRecordingLosses(const profiler::Trace& trace);
+// Leaves out of `steps` each step of such a rank that ended after its first dropped record (what
+// ran in it is partly missing), counting them in the loss (run_end.cc).
+void LeaveOutStepsPastLosses(StepModel& steps, std::vector<RecordingLoss>& losses);
 
 }  // namespace trainrx::analyzers
