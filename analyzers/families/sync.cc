@@ -20,11 +20,13 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "families.h"
 #include "intervals.h"
 #include "dependency/links.h"
 #include "ops.h"
+#include "optimizer_loop.h"
 #include "runtime_names.h"
 #include "scopes.h"
 #include "trainrx/profiler/sort_runs.h"
@@ -92,6 +94,7 @@ struct SyncScan {
   const RankLinks* links;  // the dependency model: a call's CPU op (External id) and its copy (correlation)
   bool have_gpu;
   int64_t min_copy_bytes;
+  std::optional<std::vector<Interval>>* backward;  // the rank's backward ranges, made at its first optimizer step
 };
 
 // A blocking runtime call inside the steps: counted, its cause named, and a synchronous
@@ -126,7 +129,7 @@ void ScanThread(const SyncScan& in, uint32_t ti, RankSyncs& s) {
   const Trace& trace = in.ctx.trace;
   // Inside autograd's backward functions an item() is anomaly mode's NaN check, not the
   // user's: debug.anomaly_detection reports those.
-  int64_t backward_end = INT64_MIN, optimizer_end = INT64_MIN;
+  int64_t backward_end = INT64_MIN, optimizer_start = INT64_MIN, optimizer_from = INT64_MIN, optimizer_end = INT64_MIN;
   int64_t read_start = INT64_MIN, read_end = INT64_MIN;  // the outermost scalar read so far
   // On a GPU trace a read of a device tensor calls the runtime (a DtoH copy, a sync); one
   // that calls nothing read a CPU tensor and is no sync.
@@ -148,8 +151,17 @@ void ScanThread(const SyncScan& in, uint32_t ti, RankSyncs& s) {
     if (StartsWith(name, "autograd::engine::evaluate_function")) backward_end = std::max(backward_end, e.end_ns());
     // Inside the optimizer's step an item() reads the per-parameter step counter, a CPU
     // tensor unless capturable=True (AdamW single-tensor: one per parameter per step): no
-    // sync. A real one shows as a blocking runtime call on GPU traces, counted below.
-    if (StartsWith(name, "Optimizer.step#")) optimizer_end = std::max(optimizer_end, e.end_ns());
+    // sync. A real one shows as a blocking runtime call on GPU traces, counted below. A step
+    // that runs its closure (Lightning, LBFGS) does its own work after the closure's last
+    // backward pass; before it, a read called from the user's code (the closure logging its
+    // loss) is the user's, one from the optimizer's own code between the closure's calls
+    // (LBFGS's line search: ~60 an iteration) is not.
+    if (StartsWith(name, "Optimizer.step#") && e.end_ns() > optimizer_end) {
+      if (!*in.backward) *in.backward = BackwardRanges(trace, trace.tracks[ti].rank);
+      optimizer_start = e.ts_ns;
+      optimizer_from = OwnWorkStart(e, **in.backward);
+      optimizer_end = e.end_ns();
+    }
     if (e.kind == EventKind::kCpuOp && IsScalarRead(name)) {
       const bool is_item = name == "aten::item";
       if (IsSameRead(e.ts_ns, e.end_ns(), is_item, read_start, read_end)) {
@@ -166,7 +178,9 @@ void ScanThread(const SyncScan& in, uint32_t ti, RankSyncs& s) {
       read_where = WhereIn(in.ctx.modules, in.ctx.annotations, e);
       if (const std::string_view site = frames.UserSite(); !site.empty()) read_where += fmt::format(" from {}", site);
       else if (const std::string_view lib = frames.LibrarySite(); !lib.empty()) read_where += fmt::format(" from library code {}", lib);
-      read_counted = e.ts_ns >= backward_end && e.ts_ns >= optimizer_end && in.in_steps.Contains(e.ts_ns);
+      const bool in_optimizer = e.ts_ns >= optimizer_start && e.ts_ns < optimizer_end &&
+                                (e.ts_ns >= optimizer_from || frames.UserSite().empty());
+      read_counted = e.ts_ns >= backward_end && !in_optimizer && in.in_steps.Contains(e.ts_ns);
       if (read_counted && in.have_gpu && !calls_runtime(e)) {
         ++s.cpu_reads;
         read_counted = false;
@@ -285,7 +299,8 @@ void AnalyzeSync(const AnalysisContext& ctx, Report& out) {
     for (const auto& t : trace.tracks) have_gpu = have_gpu || (t.rank == rank && t.kind == TrackKind::kGpuStream);
     const StepWindows in_steps(ctx.steps, rank);
     RankSyncs s(in_steps.size());
-    const SyncScan scan{ctx, in_steps, ctx.links.Rank(rank), have_gpu, min_copy_bytes};
+    std::optional<std::vector<Interval>> backward;
+    const SyncScan scan{ctx, in_steps, ctx.links.Rank(rank), have_gpu, min_copy_bytes, &backward};
     for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) ScanThread(scan, ti, s);
     const int64_t blocked_ns = MergeIntervals(s.blocked), blocking_copy_ns = MergeIntervals(s.blocking_copy);
     const StepBasis basis(ctx.steps, rank);

@@ -112,5 +112,38 @@ TEST(SyncCpuTest, TheRecordersCallSiteNamesTheLine) {
   EXPECT_TRUE(library);
 }
 
+// An optimizer step that calls its closure several times (LBFGS): the closure's own reads (it
+// prints its loss, a call site in the user's file) are the user's; the optimizer's between the
+// calls (LBFGS's line search: no user frame, or torch's) and after the last pass are not
+// (pytorch/examples' time_sequence_prediction: 20 closure reads a step, beside ~1 200 of LBFGS's).
+TEST(SyncCpuTest, AClosuresReadsAreTheUsersAndTheOptimizersBetweenItsCallsAreNot) {
+  std::string ev;
+  for (int i = 0; i < 5; ++i) {
+    const double s = i * 10000.0;
+    ev += Ev("user_annotation", fmt::format("ProfilerStep#{}", i), s, 10000);
+    ev += Ev("user_annotation", "Optimizer.step#LBFGS.step", s + 10, 9900);
+    for (int k = 0; k < 3; ++k) {
+      const double b = s + 10 + 3000.0 * k;
+      ev += Ev("cpu_op", "aten::mm", b + 10, 1000);
+      ev += Ev("user_annotation", "trainrx::at /home/u/train.py(65): closure", b + 1100, 30);
+      ev += Ev("cpu_op", "aten::item", b + 1105, 20);
+      ev += Ev("cpu_op", "autograd::engine::evaluate_function: MmBackward0", b + 1200, 1000);
+      ev += Ev("cpu_op", "aten::item", b + 2300, 20);  // LBFGS's own, no frame
+      ev += Ev("user_annotation", "trainrx::at /venv/lib/python3.11/site-packages/torch/optim/lbfgs.py(400): step", b + 2400, 30);
+      ev += Ev("cpu_op", "aten::item", b + 2405, 20);
+    }
+  }
+  ev.pop_back();
+  profiler::Trace t;
+  ASSERT_TRUE(profiler::ReadTraceBuffer("{\"traceEvents\":[" + ev + "]}", "lbfgs.json", 0, t).ok());
+  const Report r = Analyze(t);
+  const Finding* f = Sync(r);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->measured, 3, 0.01);
+  ASSERT_FALSE(f->examples.empty());
+  EXPECT_NE(f->examples.front().find("from /home/u/train.py(65): closure"), std::string::npos) << f->examples.front();
+  for (const auto& x : f->examples) EXPECT_EQ(x.find("lbfgs.py"), std::string::npos) << x;
+}
+
 }  // namespace
 }  // namespace trainrx::analyzers
