@@ -20,6 +20,7 @@
 #include <iterator>
 #include <limits>
 #include <queue>
+#include <span>
 #include <tuple>
 
 #include "config_view.h"
@@ -125,6 +126,43 @@ void Attribute(std::vector<Labeled>& ranges, int64_t lo, int64_t hi, int64_t out
 // when one backward child ran from the first pass to the last): what ran decides the phase, not
 // the outermost range (issue 49.7: Lightning read forward 0 %, optimizer 47 %). Nested optimizer
 // ranges (zero_grad inside the closure) still win, as started later.
+// A closure step's children (start, end, phase): its backward passes, each its backward ranges
+// (every thread's) until the step's thread ran something between them (the closure called
+// again: LBFGS evaluates it up to 20 times a step), a backward child; before each, from the
+// step's start or the pass before, a forward child (the closure's forward; LBFGS's own work
+// between its calls is counted there too). `events`: the step's thread's, in time order.
+using Child = std::tuple<int64_t, int64_t, int>;
+std::vector<Child> ClosureChildren(const Event& step, const std::vector<Interval>& backward, std::span<const Event> events) {
+  // Whether the thread started a range in [a, b) (not backward work: the backward ranges up to b are known).
+  const auto ran_between = [&](int64_t a, int64_t b) {
+    auto it = std::lower_bound(events.begin(), events.end(), a, [](const Event& x, int64_t t) { return x.ts_ns < t; });
+    for (; it != events.end() && it->ts_ns < b; ++it)
+      if (IsCpuRange(it->kind) && it->dur_ns > 0) return true;
+    return false;
+  };
+  std::vector<Child> out;
+  int64_t from = step.ts_ns, pass_start = -1, pass_end = -1;
+  const auto close_pass = [&] {
+    if (pass_start < 0) return;
+    if (pass_start > from) out.push_back({from, pass_start, kForward});
+    out.push_back({pass_start, pass_end, kBackward});
+    from = pass_end;
+  };
+  for (auto it = std::lower_bound(backward.begin(), backward.end(), Interval{step.ts_ns, INT64_MIN});
+       it != backward.end() && it->first < step.end_ns(); ++it) {
+    const int64_t end = std::min(it->second, step.end_ns());
+    if (pass_start >= 0 && (it->first < pass_end || !ran_between(pass_end, it->first))) {
+      pass_end = std::max(pass_end, end);
+      continue;
+    }
+    close_pass();
+    pass_start = it->first;
+    pass_end = end;
+  }
+  close_pass();
+  return out;
+}
+
 void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, const std::vector<Interval>& backward,
                      std::vector<Labeled>& out) {
   std::vector<int> phase_of;       // per opened range
@@ -160,7 +198,6 @@ void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, const
     ends.push({end, id});
   };
   // Forward and backward children of closure steps, opened when the timeline reaches their start.
-  using Child = std::tuple<int64_t, int64_t, int>;  // start, end, phase
   std::priority_queue<Child, std::vector<Child>, std::greater<>> pending;
   const auto open_pending = [&](int64_t t) {
     while (!pending.empty() && std::get<0>(pending.top()) <= t) {
@@ -171,14 +208,6 @@ void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, const
     }
   };
   const auto events = trace.TrackEvents(track);
-  // Whether this thread started a range in [a, b) (one that is not backward work, where the
-  // backward ranges are all known up to b).
-  const auto ran_between = [&](int64_t a, int64_t b) {
-    auto it = std::lower_bound(events.begin(), events.end(), a, [](const Event& x, int64_t t) { return x.ts_ns < t; });
-    for (; it != events.end() && it->ts_ns < b; ++it)
-      if (IsCpuRange(it->kind) && it->dur_ns > 0) return true;
-    return false;
-  };
   for (const Event& e : events) {
     if (!IsCpuRange(e.kind) || e.dur_ns <= 0) continue;
     const std::string_view name = trace.Name(e);
@@ -191,32 +220,8 @@ void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, const
       phase = parent >= 0 ? parent : main_thread ? static_cast<int>(kForward) : -1;
     }
     push(e.end_ns(), phase);
-    if (phase == kOptimizer && StartsWith(name, "Optimizer.step#") && !backward.empty()) {
-      // The step's backward passes: its backward ranges (every thread's), a new pass where this
-      // thread ran anything between them (the closure called again: LBFGS evaluates it up to 20
-      // times a step). Each pass is a backward child; before each, from the step's start or the
-      // pass before, a forward child (the closure's forward; LBFGS's own work between its calls
-      // is counted there too).
-      int64_t from = e.ts_ns, pass_start = -1, pass_end = -1;
-      const auto close_pass = [&] {
-        if (pass_start < 0) return;
-        if (pass_start > from) pending.push({from, pass_start, kForward});
-        pending.push({pass_start, pass_end, kBackward});
-        from = pass_end;
-      };
-      for (auto it = std::lower_bound(backward.begin(), backward.end(), Interval{e.ts_ns, INT64_MIN});
-           it != backward.end() && it->first < e.end_ns(); ++it) {
-        const int64_t end = std::min(it->second, e.end_ns());
-        if (pass_start >= 0 && (it->first < pass_end || !ran_between(pass_end, it->first))) {
-          pass_end = std::max(pass_end, end);
-          continue;
-        }
-        close_pass();
-        pass_start = it->first;
-        pass_end = end;
-      }
-      close_pass();
-    }
+    if (phase == kOptimizer && StartsWith(name, "Optimizer.step#") && !backward.empty())
+      for (const auto& child : ClosureChildren(e, backward, events)) pending.push(child);
   }
   open_pending(std::numeric_limits<int64_t>::max());
   advance(std::numeric_limits<int64_t>::max());

@@ -189,6 +189,7 @@ Collector::Collector(CollectorOptions options)
       generation_(++g_collector_generation),
       window_(options.window),
       tick_map_(TickMap::Calibrated(options.ticks)) {
+  static_config_.emplace_back("max_events", std::to_string(options_.max_events));  // the record cap (what a loss is past)
   if (options_.ticks == TickSource::kTsc && tick_map_.points().size() < 2) {
     // The wall clock was set back while the map calibrated: no TSC ticks for this collector.
     options_.ticks = TickSource::kRealtime;
@@ -720,7 +721,6 @@ profiler::Trace Collector::Assemble(int32_t rank, int64_t stop_ns) {
   // written file reports them too).
   auto& cfg = trace.ranks[0].config;
   cfg["dropped_records"] = profiler::ConfigValue::Number(dropped);
-  cfg["max_events"] = profiler::ConfigValue::Number(options_.max_events);
   if (const int64_t first = first_drop_ns_.load(); first > 0) cfg["first_dropped_ns"] = profiler::ConfigValue::Number(first);
   cfg["unfinished_ranges"] = profiler::ConfigValue::Number(unfinished);
   cfg["cupti_dropped_records"] = profiler::ConfigValue::Number(gpu_dropped);

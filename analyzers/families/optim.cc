@@ -49,6 +49,17 @@ bool IsCompiledRegion(std::string_view n) {
   return StartsWith(n, "Torch-Compiled Region") || n == "CompiledFunction" || StartsWith(n, "## Call CompiledFxGraph");
 }
 
+// The five ops an optimizer step runs most, per step: "40 x aten::add_ per optimizer step".
+std::vector<std::string> MostCalledOps(const std::map<std::string, int64_t>& op_names, int64_t steps) {
+  std::vector<std::pair<int64_t, std::string>> by_count;
+  for (const auto& [n, c] : op_names) by_count.push_back({-c, n});
+  std::sort(by_count.begin(), by_count.end());
+  std::vector<std::string> out;
+  for (size_t k = 0; k < by_count.size() && k < 5; ++k)
+    out.push_back(fmt::format("{:.0f} x {} per optimizer step", -by_count[k].first / static_cast<double>(steps), by_count[k].second));
+  return out;
+}
+
 void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const auto& trace = ctx.trace;
   int64_t single_steps = 0, multi_steps = 0, compiled_steps = 0, closure_steps = 0, ops = 0, saved_ops = 0;
@@ -153,12 +164,7 @@ void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
                                                  : impls.begin()->first}};
   if (compiled_steps > 0) f.evidence.push_back({"compiled_steps_skipped", compiled_steps});
   if (closure_steps > 0) f.evidence.push_back({"closure_steps", closure_steps});  // counted from their last backward on
-  std::vector<std::pair<int64_t, std::string>> by_count;
-  for (const auto& [n, c] : op_names) by_count.push_back({-c, n});
-  std::sort(by_count.begin(), by_count.end());
-  for (size_t k = 0; k < by_count.size() && k < 5; ++k)
-    f.examples.push_back(fmt::format("{:.0f} x {} per optimizer step", -by_count[k].first / static_cast<double>(single_steps),
-                                     by_count[k].second));
+  f.examples = MostCalledOps(op_names, single_steps);
   if (fused_ns >= foreach_ns)
     f.examples.push_back(fmt::format("estimate (fused=True): the optimizer's {:.2f} ms a step less one op in {:.1f} per "
                                      "parameter (a fused step is one pass over each parameter, no Python loop)",

@@ -452,14 +452,22 @@ TEST(WhatIf, AnomalyOnAGpuPredictedFromItsTraceWithTheAutogradThread) {
 }
 
 // Four 1 ms steps on the CPU, each with a single-tensor `optimizer` step of 8 parameters x 5 ops of
-// 4 us (+ 0.5 us of Python between ops) inside a Python frame: 180 us of the step.
-std::string SingleTensorSteps(const std::string& optimizer) {
+// 4 us (+ 0.5 us of Python between ops) inside a Python frame: 180 us of the step. With `closure`,
+// the step's range holds its closure first (Lightning, SAM): 400 us of forward and 300 us of
+// backward from 10 us into the step, the range 975 us long.
+std::string SingleTensorSteps(const std::string& optimizer, bool closure = false) {
   std::string ev;
   for (int s = 0; s < 4; ++s) {
     const double t0 = 1000.0 * s;
     ev += Step(s + 1, t0, 1000);
-    ev += Cpu("cpu_op", "aten::mm", t0 + 1, 700);
-    ev += Cpu("user_annotation", "Optimizer.step#" + optimizer + ".step", t0 + 800, 180);
+    if (closure) {
+      ev += Cpu("user_annotation", "Optimizer.step#" + optimizer + ".step", t0 + 10, 975);
+      ev += Cpu("cpu_op", "aten::linear", t0 + 20, 400);
+      ev += Cpu("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", t0 + 430, 300);
+    } else {
+      ev += Cpu("cpu_op", "aten::mm", t0 + 1, 700);
+      ev += Cpu("user_annotation", "Optimizer.step#" + optimizer + ".step", t0 + 800, 180);
+    }
     ev += Cpu("python_function", "torch/optim/adamw.py(1): _single_tensor_adamw", t0 + 800.5, 179);
     double t = t0 + 801;
     for (int p = 0; p < 8; ++p)
@@ -492,32 +500,12 @@ TEST(WhatIf, FusedOptimizerMergesEachParametersOps) {
   EXPECT_LE(f->predicted.saving_pct, f->estimated_saving_pct + 0.01);
 }
 
-// The same update run by an optimizer step that first calls its closure (Lightning, SAM): 400 us
-// of forward and 300 us of backward inside the Optimizer.step range, then the 180 us loop. Only the
-// loop is the optimizer's: the finding's share and bound and the fused prediction are those of
-// the plain step above, not of a 980 us "optimizer". LBFGS (no foreach or fused step in
+// The same update run by an optimizer step that first calls its closure (SingleTensorSteps with
+// `closure`). Only what follows the backward is the optimizer's: the finding's share and bound and
+// the fused prediction are not those of a 975 us "optimizer". LBFGS (no foreach or fused step in
 // torch.optim) gets no finding.
-std::string ClosureSteps(const std::string& optimizer) {
-  std::string ev;
-  for (int s = 0; s < 4; ++s) {
-    const double t0 = 1000.0 * s;
-    ev += Step(s + 1, t0, 1000);
-    ev += Cpu("user_annotation", "Optimizer.step#" + optimizer + ".step", t0 + 10, 975);
-    ev += Cpu("cpu_op", "aten::linear", t0 + 20, 400);
-    ev += Cpu("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", t0 + 430, 300);
-    ev += Cpu("python_function", "torch/optim/adamw.py(1): _single_tensor_adamw", t0 + 800.5, 179);
-    double t = t0 + 801;
-    for (int p = 0; p < 8; ++p)
-      for (const char* op : {"aten::mul_", "aten::lerp_", "aten::addcmul_", "aten::sqrt", "aten::addcdiv_"}) {
-        ev += Cpu("cpu_op", op, t, 4);
-        t += 4.4;
-      }
-  }
-  return ev;
-}
-
 TEST(WhatIf, AClosureStepsForwardAndBackwardAreNotTheOptimizers) {
-  const Replayable h(ClosureSteps("AdamW"));
+  const Replayable h(SingleTensorSteps("AdamW", /*closure=*/true));
   const WhatIfResult w = h.Predict({"fused_optimizer"});
   ASSERT_TRUE(w.ok) << w.prediction.assumptions;
   // The step's own work, from the backward's end (730) to the range's (985): 255 us keep 2/5, 15.3 %
@@ -530,7 +518,7 @@ TEST(WhatIf, AClosureStepsForwardAndBackwardAreNotTheOptimizers) {
   ASSERT_NE(f, nullptr);
   EXPECT_NEAR(f->measured, 25.5, 0.1);  // 255 us of 1000 (the range: 97.5 %)
   EXPECT_NE(f->title.find("(40 ops for ~8 parameters)"), std::string::npos) << f->title;
-  const Replayable lbfgs(ClosureSteps("LBFGS"));
+  const Replayable lbfgs(SingleTensorSteps("LBFGS", /*closure=*/true));
   for (const Finding& x : lbfgs.report.findings) EXPECT_NE(x.id, "optim.single_tensor") << x.title;
 }
 
