@@ -494,10 +494,10 @@ class ReplayWalk {
   // replay).
   ReplayWalk(const RankGraph& g, std::vector<const Edits*> lanes, WalkBuffer& start, WalkBuffer& end)
       : g_(g), lanes_(std::move(lanes)), start_(start.Grown(g.groups() * lanes_.size())),
-        end_(end.Grown(g.tasks_.size() * lanes_.size())) {
+        end_(end.Grown(g.groups() * lanes_.size())) {
     if (g.unordered_ > 0) {  // a cycle's nodes, walked in time order, may read a predecessor not walked yet: 0
       std::fill(start_, start_ + g.groups() * lanes_.size(), 0);
-      std::fill(end_, end_ + g.tasks_.size() * lanes_.size(), 0);
+      std::fill(end_, end_ + g.groups() * lanes_.size(), 0);
     }
     for (const Edits* e : lanes_)
       raw_.push_back({e->scale.empty() ? nullptr : e->scale.data(), e->unblock.empty() ? nullptr : e->unblock.data(),
