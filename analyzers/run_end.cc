@@ -51,11 +51,17 @@ std::vector<UnfinishedRank> FindUnfinishedRanks(const profiler::Trace& trace, co
   return out;
 }
 
+namespace {
+// A whole number of the rank's "trainrx" block; `none` where the key is missing.
+int64_t BlockNumber(const profiler::RankInfo& info, const char* key, int64_t none = 0) {
+  const std::string text = ConfigText(info, key);
+  return text.empty() ? none : std::strtoll(text.c_str(), nullptr, 10);
+}
+}  // namespace
+
 std::vector<RecordedWindow> FindRecordedWindows(const profiler::Trace& trace) {
   std::vector<RecordedWindow> out;
-  const auto number = [](const profiler::RankInfo& info, const char* key) {
-    return std::strtoll(ConfigText(info, key).c_str(), nullptr, 10);
-  };
+  const auto number = [](const profiler::RankInfo& info, const char* key) { return BlockNumber(info, key); };
   for (const profiler::RankInfo& info : trace.ranks) {
     if (ConfigText(info, "window_steps").empty()) continue;
     RecordedWindow w;
@@ -73,10 +79,7 @@ std::vector<RecordedWindow> FindRecordedWindows(const profiler::Trace& trace) {
 }
 
 std::vector<RecordingLoss> FindRecordingLosses(const profiler::Trace& trace) {
-  const auto number = [](const profiler::RankInfo& info, const char* key, int64_t none) {
-    const std::string text = ConfigText(info, key);
-    return text.empty() ? none : std::strtoll(text.c_str(), nullptr, 10);
-  };
+  const auto number = BlockNumber;
   std::map<int32_t, int64_t> kept;  // rank -> its events
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) kept[trace.tracks[ti].rank] += static_cast<int64_t>(trace.tracks[ti].event_count);
   std::vector<RecordingLoss> out;
