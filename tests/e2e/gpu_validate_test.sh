@@ -59,4 +59,33 @@ echo '{"traceEvents":[]}' > "$W/nosteps.json"
 echo 'not json' > "$W/bad.json"
 "$PY" "$REPO/tests/gpu/compare_traces.py" "$W/bad.json" "$FIX/train_gpu.torch_profiler.json.gz" > "$W/b.txt" 2>&1; rc=$?
 [ $rc -ne 0 ] && grep -q "bad.json" "$W/b.txt" && ok "not JSON: refused, names the file" || { bad "bad json: rc=$rc"; cat "$W/b.txt"; }
+# predict_verdict.py (--part predict's check): a point inside its interval, a point outside it that
+# the cross-run range still reaches (two runs a side cannot decide), and one no run reaches; the op
+# that moved most is named; a missing report is said, not a traceback.
+"$PY" - "$W/pv" <<'PYEOF'
+import json, os, sys
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+def rep(name, k, mean_ms, normal_ms, what_if=None):
+    r = {"steps": {"mean_ns": mean_ms * 1e6}, "findings": [{"id": "gpu.idle"}],
+         "metrics": {"op_table": {"steps": 10, "rows": [{"name": "aten::normal_", "self_ns": normal_ms * 1e7},
+                                                        {"name": "aten::mm", "self_ns": 1e7}]},
+                     "what_if": what_if or []}}
+    json.dump(r, open(f"{d}/{name}.{k}.report.json", "w"))
+asked = lambda s, lo, hi: [{"label": "asked", "transform": "amp_bf16", "method": "replay", "saving_pct": s,
+                            "low_pct": lo, "high_pct": hi, "assumptions": "autocast"}]
+for name, runs, w in [("in", (10, 10, 6, 6), asked(40, 35, 45)), ("spread", (12, 10, 10, 11), asked(0, 0, 0)),
+                      ("out", (120, 118, 95, 96), asked(0, -0.1, 0.1))]:
+    for k, m in zip(("bad1", "bad2", "good1", "good2"), runs):
+        rep(name, k, m, m - 1, w if k == "bad1" else None)
+PYEOF
+PV=$REPO/tests/gpu/predict_verdict.py
+"$PY" "$PV" "$W/pv" in > "$W/pv.txt" 2>&1 && grep -q "measured 40.0 % \[40.0, 40.0 across runs\].*inside" "$W/pv.txt" \
+  && ok "predict verdict: inside" || { bad "predict verdict inside"; cat "$W/pv.txt"; }
+"$PY" "$PV" "$W/pv" spread > "$W/pv.txt" 2>&1 && grep -q "within the runs' spread" "$W/pv.txt" \
+  && ok "predict verdict: a point outside that the runs' spread reaches is not called a miss" || { bad "predict verdict spread"; cat "$W/pv.txt"; }
+"$PY" "$PV" "$W/pv" out > "$W/pv.txt" 2>&1 && grep -q "OUTSIDE" "$W/pv.txt" && grep -q "moved most.*aten::normal_ -23.50 ms" "$W/pv.txt" \
+  && ok "predict verdict: outside, the op that moved named" || { bad "predict verdict outside"; cat "$W/pv.txt"; }
+"$PY" "$PV" "$W/pv" missing > "$W/pv.txt" 2>&1; grep -q "missing	no comparison: FileNotFoundError" "$W/pv.txt" \
+  && ok "predict verdict: a missing report said" || { bad "predict verdict missing"; cat "$W/pv.txt"; }
 exit $fail

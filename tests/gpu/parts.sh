@@ -202,6 +202,8 @@ PY
 predict_pair() {
   local name=$1 transform=$2 bad_env=$3 bad_args=$4 good_args=$5 d=$OUTDIR/predict i side
   local py=("$PY" "$G/train_gpu.py" --steps "${PREDICT_STEPS:-30}" --device "${PREDICT_DEVICE:-cuda}")
+  # shellcheck disable=SC2206
+  py+=(${PREDICT_ARGS:-})  # e.g. "--batch 1024": every run of every pair
   mkdir -p "$d"
   : > "$d/$name.log"
   for i in 1 2 3 4; do
@@ -214,42 +216,43 @@ predict_pair() {
     else TRAINRX analyze "$d/$name.$side$n.json" --format json -o "$d/$name.$side$n.report.json" >>"$d/$name.log" 2>&1; fi
     [ $i = 1 ] || rm -f "$d/$name.$side$n.json"
   done
-  "$PY" - "$d" "$name" <<'PY' 2>&1 | tee -a "$OUTDIR/predict.tsv" | tee -a "$LOG"
-import json, sys
-d, name = sys.argv[1:3]
-try:
-    rep = {k: json.load(open(f"{d}/{name}.{k}.report.json")) for k in ("bad1", "good1", "good2", "bad2")}
-    asked = [w for w in rep["bad1"]["metrics"]["what_if"] if w["label"] == "asked"][0]
-    mean = lambda k: rep[k]["steps"]["mean_ns"] / 1e6  # the mean: what throughput follows
-    b, g = (mean("bad1") + mean("bad2")) / 2, (mean("good1") + mean("good2")) / 2
-    measured = 100.0 * (1 - g / b)
-    inside = asked["low_pct"] <= measured <= asked["high_pct"]
-    print("\t".join([name, asked["transform"], asked["method"], f"predicted {asked['saving_pct']:.1f} % [{asked['low_pct']:.1f}, {asked['high_pct']:.1f}]",
-                     f"measured {measured:.1f} % ({b:.2f} -> {g:.2f} ms; runs {mean('bad1'):.2f} {mean('bad2'):.2f} / {mean('good1'):.2f} {mean('good2'):.2f})",
-                     "inside" if inside else "OUTSIDE", "findings " + " ".join(sorted({f["id"] for f in rep["bad1"]["findings"]}))]))
-    print(f"  assumptions: {asked['assumptions']}")
-except Exception as e:
-    print(f"{name}\tno comparison: {type(e).__name__}: {e}")
-PY
+  "$PY" "$G/predict_verdict.py" "$d" "$name" 2>&1 | tee -a "$OUTDIR/predict.tsv" | tee -a "$LOG"
 }
 
 part_predict() {
   say "predict: what-if replay on train_gpu.py against the same script run without the problem"
   : > "$OUTDIR/predict.tsv"
-  predict_pair allocator caching_allocator PYTORCH_NO_CUDA_MEMORY_CACHING=1 "--workers 0" "--workers 0"
-  predict_pair item unblock_syncs X=1 "--workers 0 --item" "--workers 0"
-  predict_pair anomaly anomaly_off X=1 "--workers 0 --anomaly" "--workers 0"
-  predict_pair loader loader_workers X=1 "--workers 0 --costly-data" "--workers 2 --costly-data"
-  # the GPU transforms (issue 59): FP32 -> TF32, pageable -> pinned copies, eager -> one CUDA graph a step
-  predict_pair tf32 tf32 X=1 "--workers 0 --amp off --tf32 0" "--workers 0 --amp off --tf32 1"
-  predict_pair pinned pinned_copies X=1 "--workers 0 --pin-memory 0" "--workers 0 --pin-memory 1"
-  predict_pair graphs cuda_graphs X=1 "--workers 0" "--workers 0 --cuda-graph"
-  predict_pair amp amp_bf16 X=1 "--workers 0 --amp off" "--workers 0 --amp bf16"
-  predict_pair compile compile_fusion X=1 "--workers 0" "--workers 0 --compile"
+  # PREDICT_PAIRS="tf32 amp ..." runs those pairs only, in that order (a short device call); the GPU
+  # transforms' pairs (issue 59): FP32 -> TF32, pageable -> pinned copies, eager -> one CUDA graph a
+  # step, fp32 -> bf16 autocast, eager -> torch.compile
+  local want big="--workers 0 --data-on-device --batch 1024"
+  for want in ${PREDICT_PAIRS:-allocator item anomaly loader tf32 pinned graphs amp compile tf32-gpu amp-gpu compile-gpu}; do
+    case $want in
+      allocator) predict_pair allocator caching_allocator PYTORCH_NO_CUDA_MEMORY_CACHING=1 "--workers 0" "--workers 0";;
+      item) predict_pair item unblock_syncs X=1 "--workers 0 --item" "--workers 0";;
+      anomaly) predict_pair anomaly anomaly_off X=1 "--workers 0 --anomaly" "--workers 0";;
+      loader) predict_pair loader loader_workers X=1 "--workers 0 --costly-data" "--workers 2 --costly-data";;
+      tf32) predict_pair tf32 tf32 X=1 "--workers 0 --amp off --tf32 0" "--workers 0 --amp off --tf32 1";;
+      pinned) predict_pair pinned pinned_copies X=1 "--workers 0 --pin-memory 0" "--workers 0 --pin-memory 1";;
+      graphs) predict_pair graphs cuda_graphs X=1 "--workers 0" "--workers 0 --cuda-graph";;
+      amp) predict_pair amp amp_bf16 X=1 "--workers 0 --amp off" "--workers 0 --amp bf16";;
+      compile) predict_pair compile compile_fusion X=1 "--workers 0" "--workers 0 --compile";;
+      # GPU-bound: the batch made once on the device, 1024 images (on an H200 ~40 ms of kernels a step)
+      tf32-gpu) predict_pair tf32-gpu tf32 X=1 "$big --amp off --tf32 0" "$big --amp off --tf32 1";;
+      amp-gpu) predict_pair amp-gpu amp_bf16 X=1 "$big --amp off" "$big --amp bf16";;
+      compile-gpu) predict_pair compile-gpu compile_fusion X=1 "$big" "$big --compile";;
+      *) say "predict: no pair '$want' (allocator item anomaly loader tf32 pinned graphs amp compile tf32-gpu amp-gpu compile-gpu)";;
+    esac
+  done
+  [ -z "${PREDICT_PAIRS:-}" ] || { predict_pack; return 0; }
   # the cnn workload on the GPU (plan item 12): model.channels_last must stay silent; the run's CPU load
   TRAINRX run cnn --set device=cuda --set steps=30 --format json -o "$OUTDIR/predict/cnn.json" --report "$OUTDIR/predict/cnn.report.json" >/dev/null 2>&1
   "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("cnn on cuda: findings", " ".join(sorted({f["id"] for f in r["findings"]})), "| cpu_load", json.dumps(r["metrics"].get("cpu_load")))' "$OUTDIR/predict/cnn.report.json" 2>&1 | tee -a "$LOG"
-  # The replayed traces stay, compressed (a --costly-data trace is ~280 MB: dropped), out of results.tar.gz.
+  predict_pack
+}
+
+# The replayed traces stay, compressed (a --costly-data trace is ~280 MB: dropped), out of results.tar.gz.
+predict_pack() {
   find "$OUTDIR/predict" -name '*.json' -size +40M -delete
   for f in "$OUTDIR"/predict/*[0-9].json; do [ -f "$f" ] && gzip -f "$f"; done
 }

@@ -13,6 +13,9 @@ A ResNet-like CNN on synthetic 3x64x64 images, SGD, cross-entropy.
   --channels-last      model and inputs in channels_last
   --cudnn-benchmark 0|1  torch.backends.cudnn.benchmark (default 1)
   --costly-data        a __getitem__ that costs ~2 ms of CPU per sample (starves the GPU with few workers)
+  --data-on-device     no DataLoader: one batch made on the device at the start and trained on every step
+                       (the step is the model's alone: GPU-bound at a large --batch, where AMP, TF32 and
+                       compile's fusion show)
   --anomaly            torch.autograd.set_detect_anomaly(True)
   --compile            model = torch.compile(model) (inductor, default mode: fusion, no CUDA graphs)
   --cuda-graph         capture forward, backward and the optimizer step once as a CUDA graph and replay
@@ -69,6 +72,7 @@ def main():
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--cudnn-benchmark", type=int, default=1)
     p.add_argument("--costly-data", action="store_true")
+    p.add_argument("--data-on-device", action="store_true")
     p.add_argument("--anomaly", action="store_true")
     p.add_argument("--cuda-graph", action="store_true")
     p.add_argument("--compile", action="store_true")
@@ -137,7 +141,13 @@ def main():
         with torch.cuda.graph(graph):
             static_loss = train_step()
     times, losses, kept = [], [], []
-    it = iter(loader)
+    if a.data_on_device:
+        g = torch.Generator(device=dev).manual_seed(0)
+        fixed = (torch.randn(a.batch, 3, 64, 64, device=dev, generator=g),
+                 torch.randint(0, 10, (a.batch,), device=dev, generator=g))
+        it = iter(lambda: fixed, None)
+    else:
+        it = iter(loader)
     for step in range(a.steps):
         t0 = time.perf_counter()
         if graph is not None:

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""One predict pair's verdict (scripts/gpu-validate --part predict; docs/gpu-validation.md).
+
+    predict_verdict.py DIR NAME
+
+DIR holds NAME.{bad1,good1,good2,bad2}.report.json (`trainrx analyze --format json`), the first
+analyzed with `--what-if <transform>`. Prints one tab-separated line and the transform's assumptions:
+the prediction, the measured saving (1 - mean step without / with, each side's two runs pooled: the
+mean is what throughput follows), the range of the four cross-run savings (bad_i against good_j), a
+verdict, and the operators whose time a step changed most between the sides.
+
+Verdict: "inside" (the measured point in the predicted interval); "within the runs' spread" (the
+point outside, but the predicted interval meets the cross-run range: two runs a side cannot tell the
+two apart); "OUTSIDE" (no cross-run saving reaches the interval). The operators show where a
+measured change lies: a change in work no fix touches (the script's own data generation) is the
+runs' difference, not the fix's.
+"""
+import json
+import sys
+
+
+def ops_per_step(rep):
+    t = rep["metrics"]["op_table"]
+    steps = max(t.get("steps") or 1, 1)
+    return {r["name"]: r["self_ns"] / 1e6 / steps for r in t.get("rows", [])}
+
+
+def verdict(d, name):
+    rep = {k: json.load(open(f"{d}/{name}.{k}.report.json")) for k in ("bad1", "good1", "good2", "bad2")}
+    asked = [w for w in rep["bad1"]["metrics"]["what_if"] if w["label"] == "asked"][0]
+    mean = {k: r["steps"]["mean_ns"] / 1e6 for k, r in rep.items()}
+    bad, good = ("bad1", "bad2"), ("good1", "good2")
+    b, g = sum(mean[k] for k in bad) / 2, sum(mean[k] for k in good) / 2
+    measured = 100.0 * (1 - g / b)
+    cross = [100.0 * (1 - mean[j] / mean[i]) for i in bad for j in good]
+    lo, hi = min(cross), max(cross)
+    if asked["low_pct"] <= measured <= asked["high_pct"]:
+        word = "inside"
+    elif asked["low_pct"] <= hi and lo <= asked["high_pct"]:
+        word = "within the runs' spread"
+    else:
+        word = "OUTSIDE"
+    # where the step's time moved: per-step self time, each side's runs averaged
+    side = lambda ks: {n: sum(ops_per_step(rep[k]).get(n, 0.0) for k in ks) / len(ks)
+                       for n in set().union(*(ops_per_step(rep[k]) for k in ks))}
+    ob, og = side(bad), side(good)
+    moved = sorted(((og.get(n, 0.0) - ob.get(n, 0.0), n) for n in set(ob) | set(og)), key=lambda x: -abs(x[0]))[:3]
+    line = "\t".join([name, asked["transform"], asked["method"],
+                      f"predicted {asked['saving_pct']:.1f} % [{asked['low_pct']:.1f}, {asked['high_pct']:.1f}]",
+                      f"measured {measured:.1f} % [{lo:.1f}, {hi:.1f} across runs] ({b:.2f} -> {g:.2f} ms; runs "
+                      f"{mean['bad1']:.2f} {mean['bad2']:.2f} / {mean['good1']:.2f} {mean['good2']:.2f})",
+                      word, "findings " + " ".join(sorted({f["id"] for f in rep["bad1"]["findings"]}))])
+    moved_text = ", ".join(f"{n[:48]} {dv:+.2f} ms" for dv, n in moved)
+    return line, f"  moved most a step (without - with the problem): {moved_text}", f"  assumptions: {asked['assumptions']}"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    try:
+        print("\n".join(verdict(sys.argv[1], sys.argv[2])))
+    except (OSError, KeyError, IndexError, ValueError, ZeroDivisionError) as e:
+        print(f"{sys.argv[2]}\tno comparison: {type(e).__name__}: {e}")
