@@ -451,6 +451,28 @@ TEST(WhatIf, AnomalyOnAGpuPredictedFromItsTraceWithTheAutogradThread) {
   EXPECT_LE(std::abs(f->predicted.replay_error_pct), 2.0);
 }
 
+// CUDA graphs against a device's measurement: the eager trace of tests/fixtures/h200 (train_gpu.py
+// --steps 30 --workers 0, an H200, 2026-11-26) replayed with the whole step captured, against the
+// same script run with `--cuda-graph` on an H200 on 2026-11-27 (docs/gpu-validation.md: two runs,
+// mean steps 6.10 and 6.13 ms; the eager runs beside them 12.03 and 10.16). The graph run's trace
+// was not kept: its mean step is the measurement held here.
+TEST(WhatIf, CudaGraphsOnAGpuPredictedFromTheEagerTrace) {
+  constexpr double kGraphRunMeanStepMs = (6.10 + 6.13) / 2;
+  profiler::Trace eager;
+  ASSERT_TRUE(profiler::ReadTraces({std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/h200/train_gpu.trainrx.json.gz"}, eager).ok());
+  const Report r = Analyze(eager);
+  const Finding* f = testing::FindFinding(r, "gpu.launch_bound");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(f->predicted.method, "replay") << f->predicted.assumptions;
+  ASSERT_NE(f->predicted.assumptions.find("one CUDA graph"), std::string::npos) << f->predicted.assumptions;
+  const double measured = 100.0 * (1.0 - kGraphRunMeanStepMs * 1e6 / static_cast<double>(r.metrics.steps.mean_wall_ns));
+  EXPECT_GE(measured, f->predicted.low_pct);
+  EXPECT_LE(measured, f->predicted.high_pct);
+  EXPECT_LE(std::abs(f->predicted.saving_pct - measured), std::max(5.0, 0.25 * measured))
+      << "predicted " << f->predicted.saving_pct << " [" << f->predicted.low_pct << ", " << f->predicted.high_pct << "], measured "
+      << measured;
+}
+
 // Four 1 ms steps on the CPU, each with a single-tensor `optimizer` step of 8 parameters x 5 ops of
 // 4 us (+ 0.5 us of Python between ops) inside a Python frame: 180 us of the step. With `closure`,
 // the step's range holds its closure first (Lightning, SAM): 400 us of forward and 300 us of
