@@ -187,6 +187,56 @@ TransformPlan PinnedCopies(const RankGraph& g) {
 // last, is captured once and replayed as a CUDA graph: the host work in between (Python, the
 // framework, the launches) is gone, one graph launch stands for it, and the kernels run one after
 // another with a graph's gap between nodes.
+// An optimizer whose own step reads device values (LBFGS's line search: `float(t)` on a CUDA tensor
+// a thousand times a step) cannot be one graph: its control flow follows what it reads. The reads
+// (blocking calls under a scalar read, on the loop's thread, inside an `Optimizer.step#` range) cut a step into pieces. A piece that runs a backward pass (an autograd node starts in it)
+// is a closure call: the model's forward and backward, which torch.cuda.make_graphed_callables
+// captures, one graph launch a piece; the optimizer's own work in the other pieces stays.
+struct OptimizerReads {
+  std::vector<std::vector<int64_t>> cuts;  // per step: the reads' ends, in time order
+  std::vector<int64_t> backward_starts;    // autograd nodes' slices, any thread, sorted
+  std::vector<uint8_t> in_optimizer;       // per frame: under an Optimizer.step# range
+  size_t reads = 0;
+  // The piece of step `s` that time `ts` falls in (0: before the first read).
+  size_t PieceOf(int32_t s, int64_t ts) const {
+    const auto& c = cuts[static_cast<size_t>(s)];
+    return static_cast<size_t>(std::upper_bound(c.begin(), c.end(), ts) - c.begin());
+  }
+  // Whether the piece of step `s` from `ts`'s piece start to its end holds an autograd node.
+  bool PieceRunsBackward(int32_t s, size_t piece, int64_t step_end) const {
+    const auto& c = cuts[static_cast<size_t>(s)];
+    const int64_t from = piece == 0 ? INT64_MIN : c[piece - 1], to = piece < c.size() ? c[piece] : step_end;
+    const auto it = std::lower_bound(backward_starts.begin(), backward_starts.end(), from);
+    return it != backward_starts.end() && *it < to;
+  }
+};
+OptimizerReads OptimizerReadsOf(const RankGraph& g) {
+  OptimizerReads r;
+  r.cuts.resize(g.windows().size());
+  r.in_optimizer = g.FramesUnder([](std::string_view n) { return n.starts_with("Optimizer.step#"); });
+  if (std::none_of(r.in_optimizer.begin(), r.in_optimizer.end(), [](uint8_t x) { return x; })) return r;
+  const auto reads = g.FramesUnder([](std::string_view n) { return IsScalarReadOrSync(n); });
+  const auto backward = g.FramesUnder([](std::string_view n) { return n.starts_with("autograd::engine::evaluate_function"); });
+  std::vector<uint8_t> seen(g.frames().size(), 0);
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const auto& t = g.tasks()[i];
+    if (t.frame < 0) continue;
+    const auto f = static_cast<size_t>(t.frame);
+    if (backward[f]) r.backward_starts.push_back(t.ts);
+    const int32_t s = g.StepOf(static_cast<int32_t>(i));
+    // one cut a blocking call (its slices are several tasks), at the call's end
+    if (s < 0 || t.track != g.loop_thread() || !reads[f] || !r.in_optimizer[f] || seen[f]) continue;
+    const profiler::Event* call = g.frames()[f].op;
+    if (!IsBlockingCall(g.trace().Name(*call))) continue;
+    seen[f] = 1;
+    r.cuts[static_cast<size_t>(s)].push_back(call->end_ns());
+    ++r.reads;
+  }
+  std::sort(r.backward_starts.begin(), r.backward_starts.end());
+  for (auto& c : r.cuts) std::sort(c.begin(), c.end());
+  return r;
+}
+
 TransformPlan CudaGraphs(const RankGraph& g) {
   const auto& links = g.links();
   const size_t windows = g.windows().size();
@@ -208,10 +258,13 @@ TransformPlan CudaGraphs(const RankGraph& g) {
   }
   if (kernels == 0) return NoSaving(g, "no device work launched in the steps: nothing to capture");
   const auto data = g.FramesUnder([](std::string_view n) { return PhaseOf(n) == kData; });
-  // The captured host tasks, and each step's first on the loop's thread (where the graph's launch goes).
-  std::vector<size_t> captured;
-  std::vector<int64_t> first(windows, -1);
-  int64_t captured_ns = 0;
+  const OptimizerReads opt = OptimizerReadsOf(g);
+  // The captured host tasks, and the first on the loop's thread of each captured piece of a step
+  // (where a graph's launch goes: one piece a step unless its optimizer reads).
+  std::vector<size_t> captured, first;
+  std::vector<int64_t> last_piece(windows, -1);
+  int64_t captured_ns = 0, kept_ns = 0;
+  size_t pieces = 0;
   for (size_t i = 0; i < g.tasks().size(); ++i) {
     const auto& t = g.tasks()[i];
     const int32_t s = g.StepOf(static_cast<int32_t>(i));
@@ -220,9 +273,19 @@ TransformPlan CudaGraphs(const RankGraph& g) {
     if (t.frame >= 0 && data[static_cast<size_t>(t.frame)]) continue;
     const auto [lo, hi] = span[static_cast<size_t>(s)];
     if (t.ts < lo || t.ts + t.dur > hi) continue;
+    const size_t piece = opt.PieceOf(s, t.ts);
+    if (opt.reads > 0 && t.frame >= 0 && opt.in_optimizer[static_cast<size_t>(t.frame)] &&
+        !opt.PieceRunsBackward(s, piece, hi)) {
+      kept_ns += t.dur;  // the optimizer's own work between its reads
+      continue;
+    }
     captured.push_back(i);
     captured_ns += t.dur;
-    if (t.track == g.loop_thread() && first[static_cast<size_t>(s)] < 0) first[static_cast<size_t>(s)] = static_cast<int64_t>(i);
+    if (t.track == g.loop_thread() && last_piece[static_cast<size_t>(s)] < static_cast<int64_t>(piece)) {
+      last_piece[static_cast<size_t>(s)] = static_cast<int64_t>(piece);
+      first.push_back(i);
+      ++pieces;
+    }
   }
   // Device work launched apart from its predecessor on the stream (by more than a node's gap) runs
   // a node's gap after it in the graph; work already queued back to back keeps its gap.
@@ -244,8 +307,7 @@ TransformPlan CudaGraphs(const RankGraph& g) {
   for (const Level& lv : levels) {
     Edits e(g.tasks().size());
     for (size_t i : captured) e.scale[i] = static_cast<float>(lv.stays);
-    for (int64_t f : first)
-      if (f >= 0) e.Add(static_cast<size_t>(f), lv.launch_ns);
+    for (size_t f : first) e.Add(f, lv.launch_ns);
     for (const auto& [i, gap] : device_gaps)
       if (gap > lv.gap_ns) e.Add(i, lv.gap_ns);
     p.levels.push_back(std::move(e));
@@ -259,6 +321,13 @@ TransformPlan CudaGraphs(const RankGraph& g) {
       "apart run 1 us (0.5-2) after the one before; data loading and waits for the device stay. Capture needs static "
       "shapes and no host sync inside the step (move .item() reads out first: sync.host_device)",
       static_cast<double>(captured_ns) / 1e6 / steps, static_cast<double>(kernels) / steps);
+  if (opt.reads > 0)
+    p.assumptions += fmt::format(
+        "; but the optimizer reads device values inside its step ({:.0f} reads a step: its control flow follows them), "
+        "so the step cannot be one graph: the pieces between those reads that run a backward pass (the closure's forward "
+        "and backward: torch.cuda.make_graphed_callables on the model) are captured, {:.1f} graph launches a step, and "
+        "the optimizer's own work between its reads ({:.2f} ms a step) stays",
+        static_cast<double>(opt.reads) / steps, static_cast<double>(pieces) / steps, static_cast<double>(kept_ns) / 1e6 / steps);
   return p;
 }
 

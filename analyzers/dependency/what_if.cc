@@ -15,6 +15,7 @@
 #include "ops.h"
 #include "optimizer_loop.h"
 #include "phases.h"
+#include "runtime_names.h"
 #include "shapes.h"
 #include "trainrx/analyzers/catalog.h"
 #include "trainrx/analyzers/metrics.h"
@@ -258,11 +259,7 @@ TransformPlan EvalNoGrad(const RankGraph& g) {
 // sync.host_device / sync.blocking_copy: the host no longer waits at scalar reads and explicit
 // synchronizations (the read moved out of the step, or made every N steps).
 TransformPlan UnblockSyncs(const RankGraph& g) {
-  const auto reads = g.FramesUnder([&](std::string_view n) {
-    return n == "aten::item" || n == "aten::_local_scalar_dense" || n == "aten::equal" || n == "aten::is_nonzero" ||
-           n == "cudaDeviceSynchronize" || n == "cudaStreamSynchronize" || n == "hipDeviceSynchronize" ||
-           n == "hipStreamSynchronize";
-  });
+  const auto reads = g.FramesUnder([](std::string_view n) { return IsScalarReadOrSync(n); });
   TransformPlan p;
   Edits e(g.tasks().size());
   size_t n = 0;

@@ -770,6 +770,56 @@ TEST(WhatIf, CudaGraphsRemoveTheLaunchBoundHostWork) {
   EXPECT_LT(busy.prediction.saving_pct, 3.0) << busy.prediction.assumptions;
 }
 
+// An LBFGS-like step on a GPU: inside `Optimizer.step#LBFGS.step`, twice: the closure (10 forward
+// ops and 10 autograd nodes of 20 us, each launching a 4 us kernel), a scalar read (aten::item ->
+// _local_scalar_dense -> cudaStreamSynchronize), 5 of the optimizer's own ops, another read.
+// 1200 us a step.
+std::string LbfgsLikeSteps(bool reads) {
+  std::string ev;
+  int corr = 0;
+  const auto launching = [&](const std::string& name, double at) {
+    ev += Cpu("cpu_op", name, at, 19);
+    ev += Cpu("cuda_runtime", "cudaLaunchKernel", at + 10, 8, 1, corr);
+    ev += Kernel("elementwise_kernel", at + 18.5, 4, corr++);
+  };
+  const auto read = [&](double at) {
+    ev += Cpu("cpu_op", reads ? "aten::item" : "aten::abs", at, 40);
+    ev += Cpu("cpu_op", reads ? "aten::_local_scalar_dense" : "aten::max", at + 1, 38);
+    ev += Cpu("cuda_runtime", reads ? "cudaStreamSynchronize" : "cudaEventSynchronize", at + 5, 30, 1, corr++);
+  };
+  for (int s = 0; s < 4; ++s) {
+    const double t0 = 1200.0 * s;
+    ev += Step(s + 1, t0, 1200);
+    ev += Cpu("user_annotation", "Optimizer.step#LBFGS.step", t0 + 2, 1190);
+    for (int c = 0; c < 2; ++c) {
+      const double b = t0 + 5 + 580 * c;
+      for (int k = 0; k < 10; ++k) launching("aten::linear", b + 20 * k);
+      for (int k = 0; k < 10; ++k) launching("autograd::engine::evaluate_function: AddmmBackward0", b + 200 + 20 * k);
+      read(b + 400);
+      for (int k = 0; k < 5; ++k) launching("aten::dot", b + 440 + 20 * k);
+      read(b + 540);
+    }
+  }
+  return ev;
+}
+
+// The optimizer's reads cut the capture: its own work between them stays, each closure call is
+// one graph (docs/gpu-validation.md 2026-11-27: LBFGS on CUDA was predicted as one graph a step).
+TEST(WhatIf, CudaGraphsLeaveAnOptimizerThatReadsTheDeviceOutOfTheCapture) {
+  const Replayable with(LbfgsLikeSteps(true), kA100), without(LbfgsLikeSteps(false), kA100);
+  const WhatIfResult w = with.Predict({"cuda_graphs"}), whole = without.Predict({"cuda_graphs"});
+  ASSERT_TRUE(w.ok && whole.ok) << w.prediction.assumptions;
+  EXPECT_NE(w.prediction.assumptions.find("cannot be one graph"), std::string::npos) << w.prediction.assumptions;
+  EXPECT_NE(w.prediction.assumptions.find("4 reads a step"), std::string::npos) << w.prediction.assumptions;
+  EXPECT_NE(w.prediction.assumptions.find("2.0 graph launches a step"), std::string::npos) << w.prediction.assumptions;
+  EXPECT_EQ(whole.prediction.assumptions.find("cannot be one graph"), std::string::npos) << whole.prediction.assumptions;
+  // As one graph: a 10 us launch and the 50 kernels at 4 + 1 us: ~260 us. In pieces: per closure
+  // call a launch (10 us), its 20 kernels (100 us) running under the optimizer's own 100 us of host
+  // work, which stays, then the second read (40 us) waiting for the own ops' kernels: ~2 x 175 us.
+  EXPECT_NEAR(whole.prediction.saving_pct, 100.0 * (1200 - 260) / 1200, 2.5) << whole.prediction.assumptions;
+  EXPECT_NEAR(w.prediction.saving_pct, 100.0 * (1200 - 350) / 1200, 2.5) << w.prediction.assumptions;
+}
+
 // Two ranks in lockstep at an all-reduce a step: each launches a compute kernel, does host work
 // (`malloc_us` of it in cudaMalloc, the rest an op), launches the all-reduce and synchronizes on
 // it, then 150 us of host work; 1 ms a step. The all-reduce moves data for 100 us once both have
