@@ -129,10 +129,24 @@ void Attribute(std::vector<Labeled>& ranges, int64_t lo, int64_t hi, int64_t out
 // A closure step's children (start, end, phase): its backward passes, each its backward ranges
 // (every thread's) until the step's thread ran something between them (the closure called
 // again: LBFGS evaluates it up to 20 times a step), a backward child; before each, from the
-// step's start or the pass before, a forward child (the closure's forward; LBFGS's own work
-// between its calls is counted there too). `events`: the step's thread's, in time order.
+// step's start or the pass before, a forward child (the closure's forward). Between two passes
+// the optimizer runs its own work (LBFGS: the direction, the line search) before it calls the
+// closure again: where the closure calls `optimizer.zero_grad()` (an `Optimizer.zero_grad#` range
+// on the step's thread), the next forward starts at the last such call and what ran before it
+// stays the optimizer's; without one, the forward child starts at the pass before and holds the
+// optimizer's own work too (the trace does not mark where a closure call starts). `events`: the
+// step's thread's, in time order.
 using Child = std::tuple<int64_t, int64_t, int>;
-std::vector<Child> ClosureChildren(const Event& step, const std::vector<Interval>& backward, std::span<const Event> events) {
+std::vector<Child> ClosureChildren(const Trace& trace, const Event& step, const std::vector<Interval>& backward,
+                                   std::span<const Event> events) {
+  // The start of the last zero_grad range in [a, b), else a.
+  const auto closure_call = [&](int64_t a, int64_t b) {
+    int64_t at = a;
+    auto it = std::lower_bound(events.begin(), events.end(), a, [](const Event& x, int64_t t) { return x.ts_ns < t; });
+    for (; it != events.end() && it->ts_ns < b; ++it)
+      if (IsCpuRange(it->kind) && StartsWith(trace.Name(*it), "Optimizer.zero_grad#")) at = it->ts_ns;
+    return at;
+  };
   // Whether the thread started a range in [a, b) (not backward work: the backward ranges up to b are known).
   const auto ran_between = [&](int64_t a, int64_t b) {
     auto it = std::lower_bound(events.begin(), events.end(), a, [](const Event& x, int64_t t) { return x.ts_ns < t; });
@@ -144,6 +158,7 @@ std::vector<Child> ClosureChildren(const Event& step, const std::vector<Interval
   int64_t from = step.ts_ns, pass_start = -1, pass_end = -1;
   const auto close_pass = [&] {
     if (pass_start < 0) return;
+    if (!out.empty()) from = closure_call(from, pass_start);  // after a pass: the optimizer's own work first
     if (pass_start > from) out.push_back({from, pass_start, kForward});
     out.push_back({pass_start, pass_end, kBackward});
     from = pass_end;
@@ -221,7 +236,7 @@ void InnermostPhases(const Trace& trace, uint32_t track, bool main_thread, const
     }
     push(e.end_ns(), phase);
     if (phase == kOptimizer && StartsWith(name, "Optimizer.step#") && !backward.empty())
-      for (const auto& child : ClosureChildren(e, backward, events)) pending.push(child);
+      for (const auto& child : ClosureChildren(trace, e, backward, events)) pending.push(child);
   }
   open_pending(std::numeric_limits<int64_t>::max());
   advance(std::numeric_limits<int64_t>::max());

@@ -8,9 +8,13 @@ import sys
 from trainrx_hook_common import _REMOVE_MODULE_RANGES, _dynamo_compiled, _one_line, _probe_state, _step_post_hook_register, _tracers
 
 
+_MODULE_STEPS = 3  # the module ranges' budget lasts at least until this many optimizer steps ended
+
+
 def _install_module_ranges(torch, model_calls):
     """nn.Module ranges through global forward hooks, for the first `model_calls` training calls of
-    each model (a root module with children, called with grad enabled; 0: the whole run), then the
+    each model (a root module with children, called with grad enabled; 0: the whole run), and on to
+    the end of the third optimizer step where that takes more calls (at most 10x), then the
     hooks are removed: a range costs ~8 us of Python per module call, and the model's structure is
     the same every step. Calls with grad off (generation, evaluation) are neither counted nor
     recorded: minGPT's generate() at iteration 0 used the whole budget before training (issue 49.8).
@@ -84,6 +88,22 @@ def _install_module_ranges(torch, model_calls):
     calls = {}  # id(root model) -> training calls seen
     on = [True]
     grad_enabled = torch.is_grad_enabled
+    # Optimizer steps finished (a global post hook, torch >= 2.0): the budget also runs to the end of
+    # the third, so that a step that calls the model many times (LBFGS calls its closure 20 times a
+    # step) still has ranges in the steps the analysis counts; at most 10x the calls either way.
+    steps_done = [0]
+    try:
+        from torch.optim.optimizer import register_optimizer_step_post_hook as register_step
+    except Exception:  # torch < 2.0
+        register_step = None
+
+    def on_step(optimizer, args, kwargs):
+        steps_done[0] += 1
+
+    def spent(n):
+        if n <= model_calls:
+            return False
+        return register_step is None or steps_done[0] >= _MODULE_STEPS or n > 10 * model_calls
 
     def pre(module, args):
         if compiling() or tracing() or not on[0]:
@@ -96,7 +116,7 @@ def _install_module_ranges(torch, model_calls):
                 return  # generation, evaluation: not a training call, not recorded
             if not stack and model_calls and next(module.children(), None) is not None:
                 n = calls[id(module)] = calls.get(id(module), 0) + 1
-                if n > model_calls:
+                if spent(n):
                     on[0] = False
                     # Removing global hooks after torch.compile traced them would fail its guards and
                     # compile the model again: then the hooks stay, as a check that returns at once.
@@ -138,6 +158,11 @@ def _install_module_ranges(torch, model_calls):
             handles.append(register_child(on_child))
         except Exception:
             pass
+    if model_calls and register_step is not None:
+        try:
+            handles.append(register_step(on_step))
+        except Exception:
+            register_step = None
     handles.append(register_pre(pre))
     try:
         handles.append(register_post(post, always_call=True))  # torch >= 2.1: also when forward raises

@@ -70,6 +70,23 @@ python3 -c 'import gzip, json, sys; json.load(gzip.open(sys.argv[1]))' "$W/gz.js
   && ok "record -o run.json.gz writes gzip" || bad "record -o run.json.gz is not gzip JSON"
 TRAINRX_MODULES=0 "$TRAINRX" record -o "$W/nomod.json" -- $PY "$SCRIPT" --steps 3 > /dev/null 2>&1 || bad "TRAINRX_MODULES=0 run failed"
 grep -q '"nn.Module: ' "$W/nomod.json" && bad "TRAINRX_MODULES=0 still recorded module ranges" || ok "TRAINRX_MODULES=0: no module ranges"
+# A closure optimizer (LBFGS calls its closure 20 times a step): module ranges reach the counted
+# steps (the budget runs to the third optimizer step; torch >= 2.0), and the forward phase is the
+# closure's forward, not LBFGS's own work between its calls (the closure calls zero_grad first).
+"$TRAINRX" record -o "$W/lbfgs.json" -- $PY "$PYDIR/train_lbfgs.py" > /dev/null 2>&1 || bad "LBFGS run failed"
+"$TRAINRX" analyze "$W/lbfgs.json" --format json -o "$W/lbfgs.report.json" || bad "LBFGS analyze failed"
+$PY - "$W/lbfgs.report.json" <<'PY' && ok "LBFGS: module ranges in the counted steps, forward within 10 points of the modules' time" || bad "LBFGS phases / modules"
+import json, sys
+import torch
+r = json.load(open(sys.argv[1]))
+phases = r["metrics"]["step_breakdown"]
+assert phases["optimizer"] > phases["forward"], phases  # the tiny model: LBFGS's own work dominates
+if int(torch.__version__.split(".")[0]) >= 2:  # the optimizer step hook
+    rows = {x["name"]: x for x in r["metrics"]["module_table"]["rows"]}
+    assert "Sequential" in rows, sorted(rows)
+    roots = rows["Sequential"]["share"] + rows.get("MSELoss", {}).get("share", 0)
+    assert abs(phases["forward"] - roots) < 0.10, (phases["forward"], roots)
+PY
 
 # A script whose steps the probe never sees (no torch.optim, no ProfilerStep) boxes op inputs for
 # each thread's first 200 000 ops only: conv -> batch_norm has shapes before that, none after.
