@@ -145,29 +145,28 @@ Report LbfgsSteps(bool zero_grad) {
   return Analyze(t);
 }
 
-TEST(StepPhasesTest, AClosureCalledThreeTimesAStepHasThreeForwardAndBackwardPasses) {
-  const Report r = LbfgsSteps(false);
+// The third step's forward, backward and optimizer time (us).
+void ExpectThirdStepPhases(const Report& r, int64_t forward_us, int64_t backward_us, int64_t optimizer_us) {
   ASSERT_GE(r.metrics.steps.steps.size(), 4u);
   const StepRow& row = r.metrics.steps.steps[2];
+  EXPECT_EQ(row.forward_ns, forward_us * 1000);
+  EXPECT_EQ(row.backward_ns, backward_us * 1000);
+  EXPECT_EQ(row.optimizer_ns, optimizer_us * 1000);
+}
+
+TEST(StepPhasesTest, AClosureCalledThreeTimesAStepHasThreeForwardAndBackwardPasses) {
   // Forward: 10-210, then from each pass's end to the next pass (LBFGS's dot counted there) 430-810
   // and 1030-1410; backward: 210-430, 810-1030, 1410-1630; optimizer: the last dot and the update,
   // 1630-1800.
-  EXPECT_EQ(row.forward_ns, 960'000);
-  EXPECT_EQ(row.backward_ns, 660'000);
-  EXPECT_EQ(row.optimizer_ns, 170'000);
+  ExpectThirdStepPhases(LbfgsSteps(false), 960, 660, 170);
 }
 
 // Where the closure calls zero_grad, the next forward starts there: the optimizer's own work
 // between the calls (its dot, and the gaps around it) is the optimizer's.
 TEST(StepPhasesTest, AClosuresZeroGradStartsItsForwardAndTheOptimizersWorkBeforeItIsTheOptimizers) {
-  const Report r = LbfgsSteps(true);
-  ASSERT_GE(r.metrics.steps.steps.size(), 4u);
-  const StepRow& row = r.metrics.steps.steps[2];
   // Forward: 10-210, 600-810, 1200-1410; backward as before; optimizer: 430-590 and 1030-1190 (the
   // dot and the wait for the next call), the two zero_grad calls (10 us each), 1630-1800.
-  EXPECT_EQ(row.forward_ns, 620'000);
-  EXPECT_EQ(row.backward_ns, 660'000);
-  EXPECT_EQ(row.optimizer_ns, 510'000);
+  ExpectThirdStepPhases(LbfgsSteps(true), 620, 660, 510);
 }
 
 }  // namespace
