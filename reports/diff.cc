@@ -213,7 +213,11 @@ void WritePredictionChecks(const analyzers::RunDiff& d, std::ostream& out, bool 
     t.push_back({p.id, p.gone_in_b ? "gone (fix applied)" : "still there",
                  fmt::format("{:.1f}% [{:.1f}, {:.1f}]", p.predicted.saving_pct, p.predicted.low_pct, p.predicted.high_pct),
                  fmt::format("{:.1f}% shorter", p.measured_pct),
-                 !p.gone_in_b ? "-" : p.inside ? "inside" : p.close ? "close (within 5 points / 25 %)" : "missed"});
+                 !p.gone_in_b     ? "-"
+                 : p.inside       ? "inside"
+                 : p.close        ? "close (within 5 points / 25 %)"
+                 : p.undecided    ? "undecided (runs differ +-15 %)"
+                                  : "missed"});
   }
   Table(t, out, md);
   if (gone > 1)
@@ -356,6 +360,7 @@ void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w) {
     w.Field("measured_pct", p.measured_pct);
     w.Field("inside", p.inside);
     w.Field("close", p.close);
+    w.Field("undecided", p.undecided);
     w.EndObject();
   }
   w.EndArray();

@@ -561,6 +561,7 @@ void PredictionRows(const Report& ra, const Report& rb, RunDiff& d) {
     p.measured_pct = measured;
     p.inside = measured >= f.predicted.low_pct && measured <= f.predicted.high_pct;
     p.close = std::abs(measured - f.predicted.saving_pct) <= std::max(5.0, 0.25 * std::abs(measured));
+    p.undecided = !p.inside && !p.close && std::abs(measured - f.predicted.saving_pct) <= 100 * kUniformBand;
     d.predictions.push_back(std::move(p));
   }
 }

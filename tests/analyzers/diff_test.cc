@@ -207,6 +207,39 @@ TEST(DiffTest, AaPairIsWithinNoiseWithNoRankedRow) {
   }
 }
 
+// A's prediction held against an A/A pair (the fix taken as applied changed nothing): a 10 %
+// prediction is within what two processes of one program differ by, so undecided; a 40 % one is
+// missed; the text says which.
+TEST(DiffTest, APredictionWithinTheRunsVariationIsUndecidedNotMissed) {
+  Side a, b;
+  Plan pa, pb;
+  pa.seed = 3;
+  pb.seed = 1003;
+  Load(NoisyTrace(pa), &a);
+  Load(NoisyTrace(pb), &b);
+  for (const auto& [id, point] : {std::pair{"small.fix", 10.0}, std::pair{"large.fix", 40.0}}) {
+    Finding f;
+    f.id = id;
+    f.predicted.method = "replay";
+    f.predicted.saving_pct = point;
+    f.predicted.low_pct = point - 2;
+    f.predicted.high_pct = point + 2;
+    a.report.findings.push_back(f);
+  }
+  const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
+  ASSERT_EQ(d.predictions.size(), 2u);
+  for (const auto& p : d.predictions) {
+    ASSERT_TRUE(p.gone_in_b);
+    ASSERT_LT(std::abs(p.measured_pct), 5.0) << "an A/A pair";
+    EXPECT_FALSE(p.inside || p.close) << p.id;
+    EXPECT_EQ(p.undecided, p.id == "small.fix") << p.id << " measured " << p.measured_pct;
+  }
+  std::ostringstream text;
+  reports::WriteDiffText(d, text, false);
+  EXPECT_NE(text.str().find("undecided (runs differ +-15 %)"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("missed"), std::string::npos);
+}
+
 TEST(DiffTest, UniformSpeedChangeIsACauseOnlyBeyondTheBandAndWithASettingThatChanged) {
   Side a, b, c, a2, c2;
   Plan pa, pb, pc;

@@ -60,6 +60,9 @@ struct DiffPrediction {
   double measured_pct = 0;   // 1 - B's median step / A's, in %
   bool inside = false;       // measured inside the predicted interval
   bool close = false;        // within max(5 points, 25 % of the measured) of the point
+  // Neither, but the measured saving is within the process-to-process variation of one run a side
+  // (+-15 % of the step, docs/diff.md "Noise") of the point: two single runs cannot decide.
+  bool undecided = false;
 };
 
 struct RunDiff {
