@@ -215,23 +215,31 @@ OptimizerReads OptimizerReadsOf(const RankGraph& g) {
   r.cuts.resize(g.windows().size());
   r.in_optimizer = g.FramesUnder([](std::string_view n) { return n.starts_with("Optimizer.step#"); });
   if (std::none_of(r.in_optimizer.begin(), r.in_optimizer.end(), [](uint8_t x) { return x; })) return r;
-  const auto reads = g.FramesUnder([](std::string_view n) { return IsScalarReadOrSync(n); });
-  const auto backward = g.FramesUnder([](std::string_view n) { return n.starts_with("autograd::engine::evaluate_function"); });
-  std::vector<uint8_t> seen(g.frames().size(), 0);
+  const auto& frames = g.frames();
+  // A blocking call under a scalar read: the call's frame, or one enclosing it, is a read.
+  const auto under_read = [&](int32_t f) {
+    for (; f >= 0; f = frames[static_cast<size_t>(f)].parent)
+      if (IsScalarReadOrSync(g.trace().Name(*frames[static_cast<size_t>(f)].op))) return true;
+    return false;
+  };
+  std::vector<uint8_t> seen(frames.size(), 0);
   for (size_t i = 0; i < g.tasks().size(); ++i) {
     const auto& t = g.tasks()[i];
-    if (t.frame < 0) continue;
+    if (t.frame < 0 || t.track != g.loop_thread()) continue;
     const auto f = static_cast<size_t>(t.frame);
-    if (backward[f]) r.backward_starts.push_back(t.ts);
-    const int32_t s = g.StepOf(static_cast<int32_t>(i));
     // one cut a blocking call (its slices are several tasks), at the call's end
-    if (s < 0 || t.track != g.loop_thread() || !reads[f] || !r.in_optimizer[f] || seen[f]) continue;
-    const profiler::Event* call = g.frames()[f].op;
-    if (!IsBlockingCall(g.trace().Name(*call))) continue;
+    if (!r.in_optimizer[f] || seen[f]) continue;
     seen[f] = 1;
+    const profiler::Event* call = frames[f].op;
+    const int32_t s = g.StepOf(static_cast<int32_t>(i));
+    if (s < 0 || !IsBlockingCall(g.trace().Name(*call)) || !under_read(t.frame)) continue;
     r.cuts[static_cast<size_t>(s)].push_back(call->end_ns());
     ++r.reads;
   }
+  if (r.reads == 0) return r;
+  const auto backward = g.FramesUnder([](std::string_view n) { return n.starts_with("autograd::engine::evaluate_function"); });
+  for (const auto& t : g.tasks())
+    if (t.frame >= 0 && backward[static_cast<size_t>(t.frame)]) r.backward_starts.push_back(t.ts);
   std::sort(r.backward_starts.begin(), r.backward_starts.end());
   for (auto& c : r.cuts) std::sort(c.begin(), c.end());
   return r;
