@@ -35,12 +35,20 @@ bool CallSites::Visit(const Event& e) {
   return true;
 }
 
+const Event* CallSites::UserFrame() const {
+  for (auto it = open_.rbegin(); it != open_.rend(); ++it)
+    if (IsUserFrame(CallSiteText(trace_, **it))) return *it;
+  return nullptr;
+}
+
 std::string_view CallSites::UserSite() const {
-  for (auto it = open_.rbegin(); it != open_.rend(); ++it) {
-    const std::string_view text = CallSiteText(trace_, **it);
-    if (IsUserFrame(text)) return text;
-  }
-  return {};
+  const Event* f = UserFrame();
+  return f ? CallSiteText(trace_, *f) : std::string_view();
+}
+
+int64_t CallSites::UserSiteStart() const {
+  const Event* f = UserFrame();
+  return f ? f->ts_ns : INT64_MIN;
 }
 
 std::string_view CallSites::LibrarySite() const {

@@ -69,12 +69,17 @@ class CallSites {
   // Returns true when e is itself a call-site frame (callers skip it as an op).
   bool Visit(const profiler::Event& e);
   std::string_view UserSite() const;
+  // When the innermost user frame opened (INT64_MIN when none): a read inside an optimizer's step
+  // whose user frame opened before the step is the optimizer's own (the site is the line that
+  // called optimizer.step), one whose frame opened inside it is the closure's.
+  int64_t UserSiteStart() const;
   // Without a user frame: the innermost frame in an installed library other than torch, from its
   // package on ("transformers/trainer.py(1911): _run_epoch": Trainer's loss check), "" when none.
   // Where a framework reads the value, the fix is its setting, so its line is worth naming.
   std::string_view LibrarySite() const;
 
  private:
+  const profiler::Event* UserFrame() const;
   const profiler::Trace& trace_;
   std::vector<const profiler::Event*> open_;
 };

@@ -78,6 +78,10 @@ RankCopies CopiesOf(const Trace& trace, int32_t rank) {
 struct RankSyncs {
   explicit RankSyncs(size_t steps) : item_in(steps), item_ns_in(steps), runtime_in(steps), blocked_in(steps) {}
   int64_t item = 0, item_ns = 0, runtime_syncs = 0, cpu_reads = 0;
+  // Blocking calls inside an optimizer's own work (LBFGS's line search reads the device ~60 times
+  // an iteration): torch's, not the user's to move; counted apart, named, not in the per-step count.
+  int64_t optimizer_syncs = 0;
+  std::map<std::string, int64_t> optimizer_causes;
   int64_t blocking_copies = 0, blocking_copy_bytes = 0;
   std::vector<Interval> blocked, blocking_copy;
   std::map<std::string, int64_t> causes;
@@ -145,6 +149,12 @@ void ScanThread(const SyncScan& in, uint32_t ti, RankSyncs& s) {
   bool read_counted = false, read_is_item = false;
   std::string read_where;  // where the outermost read ran: " in features.3 (Linear)", ...
   CallSites frames(trace);  // the Python frames open at this point (with_stack traces, the hook's call sites)
+  // Inside the optimizer's own work: after its closure's last backward pass, or before it where no
+  // user frame encloses the call or the user frame is the line that called optimizer.step.
+  const auto in_optimizers_work = [&](const Event& e) {
+    return e.ts_ns >= optimizer_start && e.ts_ns < optimizer_end &&
+           (e.ts_ns >= optimizer_from || frames.UserSite().empty() || frames.UserSiteStart() < optimizer_start);
+  };
   for (const Event& e : trace.TrackEvents(ti)) {
     const std::string_view name = trace.Name(e);
     if (frames.Visit(e) || e.kind == EventKind::kPythonFunction) continue;
@@ -178,8 +188,7 @@ void ScanThread(const SyncScan& in, uint32_t ti, RankSyncs& s) {
       read_where = WhereIn(in.ctx.modules, in.ctx.annotations, e);
       if (const std::string_view site = frames.UserSite(); !site.empty()) read_where += fmt::format(" from {}", site);
       else if (const std::string_view lib = frames.LibrarySite(); !lib.empty()) read_where += fmt::format(" from library code {}", lib);
-      const bool in_optimizer = e.ts_ns >= optimizer_start && e.ts_ns < optimizer_end &&
-                                (e.ts_ns >= optimizer_from || frames.UserSite().empty());
+      const bool in_optimizer = in_optimizers_work(e);
       read_counted = e.ts_ns >= backward_end && !in_optimizer && in.in_steps.Contains(e.ts_ns);
       if (read_counted && in.have_gpu && !calls_runtime(e)) {
         ++s.cpu_reads;
@@ -196,8 +205,14 @@ void ScanThread(const SyncScan& in, uint32_t ti, RankSyncs& s) {
       continue;
     }
     if (!in.in_steps.Contains(e.ts_ns)) continue;  // per-step counts: only work inside the steps
-    if ((e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) && IsBlockingCall(name))
-      CountBlockingCall(in, e, name, s);
+    if ((e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) && IsBlockingCall(name)) {
+      if (in_optimizers_work(e)) {
+        ++s.optimizer_syncs;
+        ++s.optimizer_causes[WhereIn(in.ctx.modules, in.ctx.annotations, e)];
+      } else {
+        CountBlockingCall(in, e, name, s);
+      }
+    }
   }
 }
 
@@ -253,6 +268,10 @@ void RuleHostDevice(const AnalysisContext& ctx, int32_t rank, const RankSyncs& s
     if (v > 0) ranked.push_back({v, k});
   std::sort(ranked.rbegin(), ranked.rend());
   for (const auto& [n, k] : ranked) f.examples.push_back(fmt::format("{} x {}", n, k));
+  for (const auto& [where, n] : s.optimizer_causes)
+    f.examples.push_back(fmt::format("not counted: {} more blocking calls{} inside the optimizer's own work (its own reads, "
+                                     "not the training loop's to move)", n, where));
+  if (s.optimizer_syncs > 0) f.evidence.push_back({"optimizer_own_syncs", s.optimizer_syncs});
   if (in_steps.size() >= 3) {
     f.evidence.push_back({"steps_with_syncs", steps_with_syncs});
     f.evidence.push_back({"steps", static_cast<int64_t>(in_steps.size())});
