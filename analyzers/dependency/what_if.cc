@@ -16,6 +16,7 @@
 #include "optimizer_loop.h"
 #include "phases.h"
 #include "runtime_names.h"
+#include "scopes.h"
 #include "shapes.h"
 #include "trainrx/analyzers/catalog.h"
 #include "trainrx/analyzers/metrics.h"
@@ -260,22 +261,43 @@ TransformPlan EvalNoGrad(const RankGraph& g) {
 // synchronizations (the read moved out of the step, or made every N steps).
 TransformPlan UnblockSyncs(const RankGraph& g) {
   const auto reads = g.FramesUnder([](std::string_view n) { return IsScalarReadOrSync(n); });
+  // An optimizer's own reads (LBFGS's line search) stay: moving a read out is the user's fix, and
+  // those are torch's. Own: an Optimizer.step# range encloses the read before any user call site
+  // does (a closure's `print(loss.item())` has its line inside the step; sync.host_device alike).
+  const auto& frames = g.frames();
+  const auto optimizers_own = [&](int32_t f) {
+    for (; f >= 0; f = frames[static_cast<size_t>(f)].parent) {
+      const profiler::Event& op = *frames[static_cast<size_t>(f)].op;
+      if (const std::string_view site = CallSiteText(g.trace(), op); !site.empty() && IsUserFrame(site)) return false;
+      if (g.trace().Name(op).starts_with("Optimizer.step#")) return true;
+    }
+    return false;
+  };
   TransformPlan p;
   Edits e(g.tasks().size());
-  size_t n = 0;
+  size_t n = 0, kept = 0;
   for (size_t i = 0; i < g.tasks().size(); ++i) {
     const auto& t = g.tasks()[i];
-    if (t.kind == Kind::kWaitDevice && t.frame >= 0 && reads[t.frame]) {
-      e.unblock[i] = 1;
-      ++n;
+    if (t.kind != Kind::kWaitDevice || t.frame < 0 || !reads[t.frame]) continue;
+    if (optimizers_own(t.frame)) {
+      ++kept;
+      continue;
     }
+    e.unblock[i] = 1;
+    ++n;
   }
+  if (n == 0 && kept > 0)
+    return NoSaving(g, fmt::format("the only waits for the device under a scalar read are the optimizer's own ({} inside "
+                                   "its step: its reads, not the loop's to move): nothing to save",
+                                   kept));
   if (n == 0)
     return NoSaving(g, "no wait for the device under a scalar read or synchronization in this trace (on a CPU a read "
                       "waits for nothing): nothing to save");
   p.levels.push_back(std::move(e));
   p.assumptions = "the host stops waiting at scalar reads and synchronizations (the read leaves the step); the "
                   "device work stays";
+  if (kept > 0)
+    p.assumptions += fmt::format("; the optimizer's own {} waits inside its step stay (its reads, not the loop's to move)", kept);
   return p;
 }
 
