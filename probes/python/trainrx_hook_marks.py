@@ -14,7 +14,7 @@ _MODULE_STEPS = 3  # the module ranges' budget lasts at least until this many op
 def _install_module_ranges(torch, model_calls):
     """nn.Module ranges through global forward hooks, for the first `model_calls` training calls of
     each model (a root module with children, called with grad enabled; 0: the whole run), and on to
-    the end of the third optimizer step where that takes more calls (at most 10x), then the
+    the end of the third torch.optim step where that takes more calls (at most 10x), then the
     hooks are removed: a range costs ~8 us of Python per module call, and the model's structure is
     the same every step. Calls with grad off (generation, evaluation) are neither counted nor
     recorded: minGPT's generate() at iteration 0 used the whole budget before training (issue 49.8).
@@ -88,22 +88,26 @@ def _install_module_ranges(torch, model_calls):
     calls = {}  # id(root model) -> training calls seen
     on = [True]
     grad_enabled = torch.is_grad_enabled
-    # Optimizer steps finished (a global post hook, torch >= 2.0): the budget also runs to the end of
-    # the third, so that a step that calls the model many times (LBFGS calls its closure 20 times a
-    # step) still has ranges in the steps the analysis counts; at most 10x the calls either way.
-    steps_done = [0]
+    # Optimizer steps begun and finished (global hooks, torch >= 2.0): where torch.optim's steps run,
+    # the budget also lasts to the end of the third, so that a step that calls the model many times
+    # (LBFGS calls its closure 20 times a step) still has ranges in the steps the analysis counts; at
+    # most 10x the calls. A loop without torch.optim (a hand-written update) keeps the 20 calls.
+    steps = [0, 0]  # begun, finished
     try:
-        from torch.optim.optimizer import register_optimizer_step_post_hook as register_step
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
     except Exception:  # torch < 2.0
-        register_step = None
+        register_optimizer_step_pre_hook = register_optimizer_step_post_hook = None
 
-    def on_step(optimizer, args, kwargs):
-        steps_done[0] += 1
+    def on_begin(optimizer, args, kwargs):
+        steps[0] += 1
+
+    def on_end(optimizer, args, kwargs):
+        steps[1] += 1
 
     def spent(n):
         if n <= model_calls:
             return False
-        return register_step is None or steps_done[0] >= _MODULE_STEPS or n > 10 * model_calls
+        return steps[0] == 0 or steps[1] >= _MODULE_STEPS or n > 10 * model_calls
 
     def pre(module, args):
         if compiling() or tracing() or not on[0]:
@@ -158,11 +162,12 @@ def _install_module_ranges(torch, model_calls):
             handles.append(register_child(on_child))
         except Exception:
             pass
-    if model_calls and register_step is not None:
+    if model_calls and register_optimizer_step_pre_hook is not None:
         try:
-            handles.append(register_step(on_step))
+            handles.append(register_optimizer_step_pre_hook(on_begin))
+            handles.append(register_optimizer_step_post_hook(on_end))
         except Exception:
-            register_step = None
+            pass
     handles.append(register_pre(pre))
     try:
         handles.append(register_post(post, always_call=True))  # torch >= 2.1: also when forward raises
