@@ -183,14 +183,13 @@ TransformPlan PinnedCopies(const RankGraph& g) {
   return p;
 }
 
-// gpu.launch_bound, compile.reduce_overhead: each step's device work, from its first launch to its
-// last, is captured once and replayed as a CUDA graph: the host work in between (Python, the
-// framework, the launches) is gone, one graph launch stands for it, and the kernels run one after
-// another with a graph's gap between nodes.
+namespace {
+
 // An optimizer whose own step reads device values (LBFGS's line search: `float(t)` on a CUDA tensor
 // a thousand times a step) cannot be one graph: its control flow follows what it reads. The reads
-// (blocking calls under a scalar read, on the loop's thread, inside an `Optimizer.step#` range) cut a step into pieces. A piece that runs a backward pass (an autograd node starts in it)
-// is a closure call: the model's forward and backward, which torch.cuda.make_graphed_callables
+// (blocking calls under a scalar read, on the loop's thread, inside an `Optimizer.step#` range)
+// cut a step into pieces. A piece that runs a backward pass (an autograd node starts in it) is a
+// closure call: the model's forward and backward, which torch.cuda.make_graphed_callables
 // captures, one graph launch a piece; the optimizer's own work in the other pieces stays.
 struct OptimizerReads {
   std::vector<std::vector<int64_t>> cuts;  // per step: the reads' ends, in time order
@@ -245,6 +244,12 @@ OptimizerReads OptimizerReadsOf(const RankGraph& g) {
   return r;
 }
 
+}  // namespace
+
+// gpu.launch_bound, compile.reduce_overhead: each step's device work, from its first launch to its
+// last, is captured once and replayed as a CUDA graph: the host work in between (Python, the
+// framework, the launches) is gone, one graph launch stands for it, and the kernels run one after
+// another with a graph's gap between nodes.
 TransformPlan CudaGraphs(const RankGraph& g) {
   const auto& links = g.links();
   const size_t windows = g.windows().size();
