@@ -131,21 +131,32 @@ void Attribute(std::vector<Labeled>& ranges, int64_t lo, int64_t hi, int64_t out
 // again: LBFGS evaluates it up to 20 times a step), a backward child; before each, from the
 // step's start or the pass before, a forward child (the closure's forward). Between two passes
 // the optimizer runs its own work (LBFGS: the direction, the line search) before it calls the
-// closure again: where the closure calls `optimizer.zero_grad()` (an `Optimizer.zero_grad#` range
-// on the step's thread), the next forward starts at the last such call and what ran before it
-// stays the optimizer's; without one, the forward child starts at the pass before and holds the
-// optimizer's own work too (the trace does not mark where a closure call starts). `events`: the
-// step's thread's, in time order.
+// closure again: where the closure calls `optimizer.zero_grad()` first (an `Optimizer.zero_grad#`
+// range on the step's thread with a forward after it), the next forward starts at the last such
+// call and what ran before it stays the optimizer's; without one, the forward child starts at the
+// pass before and holds the optimizer's own work too (the trace does not mark where a closure call
+// starts). `events`: the step's thread's, in time order.
 using Child = std::tuple<int64_t, int64_t, int>;
 std::vector<Child> ClosureChildren(const Trace& trace, const Event& step, const std::vector<Interval>& backward,
                                    std::span<const Event> events) {
-  // The start of the last zero_grad range in [a, b), else a.
+  const auto from_ts = [&](int64_t a) {
+    return std::lower_bound(events.begin(), events.end(), a, [](const Event& x, int64_t t) { return x.ts_ns < t; });
+  };
+  const auto ops_in = [&](int64_t a, int64_t b) {
+    int64_t n = 0;
+    for (auto it = from_ts(a); it != events.end() && it->ts_ns < b; ++it) n += it->kind == EventKind::kCpuOp;
+    return n;
+  };
+  int64_t first_forward_ops = -1;  // the first pass's forward: the closure's, with nothing of the optimizer's before it
+  // The start of the last zero_grad range in [a, b) where a forward follows it (at least half the
+  // ops of the step's first forward run from its end to b: Lightning's closure calls zero_grad after
+  // its forward, just before backward, and that call starts nothing), else a.
   const auto closure_call = [&](int64_t a, int64_t b) {
-    int64_t at = a;
-    auto it = std::lower_bound(events.begin(), events.end(), a, [](const Event& x, int64_t t) { return x.ts_ns < t; });
-    for (; it != events.end() && it->ts_ns < b; ++it)
-      if (IsCpuRange(it->kind) && StartsWith(trace.Name(*it), "Optimizer.zero_grad#")) at = it->ts_ns;
-    return at;
+    const Event* zero_grad = nullptr;
+    for (auto it = from_ts(a); it != events.end() && it->ts_ns < b; ++it)
+      if (IsCpuRange(it->kind) && StartsWith(trace.Name(*it), "Optimizer.zero_grad#")) zero_grad = &*it;
+    if (zero_grad == nullptr || 2 * ops_in(zero_grad->end_ns(), b) < first_forward_ops) return a;
+    return zero_grad->ts_ns;
   };
   // Whether the thread started a range in [a, b) (not backward work: the backward ranges up to b are known).
   const auto ran_between = [&](int64_t a, int64_t b) {
@@ -158,7 +169,8 @@ std::vector<Child> ClosureChildren(const Trace& trace, const Event& step, const 
   int64_t from = step.ts_ns, pass_start = -1, pass_end = -1;
   const auto close_pass = [&] {
     if (pass_start < 0) return;
-    if (!out.empty()) from = closure_call(from, pass_start);  // after a pass: the optimizer's own work first
+    if (first_forward_ops < 0) first_forward_ops = ops_in(from, pass_start);
+    else from = closure_call(from, pass_start);  // after a pass: the optimizer's own work first
     if (pass_start > from) out.push_back({from, pass_start, kForward});
     out.push_back({pass_start, pass_end, kBackward});
     from = pass_end;

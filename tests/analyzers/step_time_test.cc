@@ -118,9 +118,12 @@ TEST(StepPhasesTest, AClosureStepsForwardAndBackwardAreNotOptimizer) {
 // range) and a 220 us backward pass (two nodes, the engine between them), LBFGS's own math (a dot
 // of 30 us) after each pass, and its update (50 us) at the end.
 // Six LBFGS steps of 1.8 ms: three closure calls each (a 200 us forward, 220 us of backward), the
-// optimizer's own dot between them and its update at the end; with `zero_grad`, the second and
-// third calls start with `optimizer.zero_grad()` (10 us), as pytorch/examples' closure does.
-Report LbfgsSteps(bool zero_grad) {
+// optimizer's own dot between them and its update at the end. Where the closure calls
+// `optimizer.zero_grad()` (10 us; 5 us): kFirst, the second and third calls start with it, as
+// pytorch/examples' closure does; kBeforeBackward, every call makes it after its forward, just
+// before backward, as Lightning's closure does.
+enum class ZeroGrad { kNone, kFirst, kBeforeBackward };
+Report LbfgsSteps(ZeroGrad zero_grad) {
   std::string ev;
   for (int i = 0; i < 6; ++i) {
     const double t = 2000.0 * i;
@@ -130,12 +133,13 @@ Report LbfgsSteps(bool zero_grad) {
     x("user_annotation", "Optimizer.step#LBFGS.step", 10, 1790);
     for (int k = 0; k < 3; ++k) {
       const double b = 10 + 600.0 * k;
-      x("user_annotation", "nn.Module: Sequence", b, 200);
-      x("cpu_op", "aten::linear", b + 10, 180);
+      x("user_annotation", "nn.Module: Sequence", b, zero_grad == ZeroGrad::kBeforeBackward ? 190 : 200);
+      x("cpu_op", "aten::linear", b + 10, zero_grad == ZeroGrad::kBeforeBackward ? 170 : 180);
+      if (zero_grad == ZeroGrad::kBeforeBackward) x("user_annotation", "Optimizer.zero_grad#LBFGS.zero_grad", b + 192, 5);
       x("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", b + 200, 100);
       x("cpu_op", "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", b + 320, 100);
       x("cpu_op", "aten::dot", b + 430, 30);  // LBFGS's direction, between the closure's calls
-      if (zero_grad && k > 0) x("user_annotation", "Optimizer.zero_grad#LBFGS.zero_grad", b - 20, 10);
+      if (zero_grad == ZeroGrad::kFirst && k > 0) x("user_annotation", "Optimizer.zero_grad#LBFGS.zero_grad", b - 20, 10);
     }
     x("cpu_op", "aten::add_", 1700, 50);  // the update
   }
@@ -158,7 +162,7 @@ TEST(StepPhasesTest, AClosureCalledThreeTimesAStepHasThreeForwardAndBackwardPass
   // Forward: 10-210, then from each pass's end to the next pass (LBFGS's dot counted there) 430-810
   // and 1030-1410; backward: 210-430, 810-1030, 1410-1630; optimizer: the last dot and the update,
   // 1630-1800.
-  ExpectThirdStepPhases(LbfgsSteps(false), 960, 660, 170);
+  ExpectThirdStepPhases(LbfgsSteps(ZeroGrad::kNone), 960, 660, 170);
 }
 
 // Where the closure calls zero_grad, the next forward starts there: the optimizer's own work
@@ -166,7 +170,10 @@ TEST(StepPhasesTest, AClosureCalledThreeTimesAStepHasThreeForwardAndBackwardPass
 TEST(StepPhasesTest, AClosuresZeroGradStartsItsForwardAndTheOptimizersWorkBeforeItIsTheOptimizers) {
   // Forward: 10-210, 600-810, 1200-1410; backward as before; optimizer: 430-590 and 1030-1190 (the
   // dot and the wait for the next call), the two zero_grad calls (10 us each), 1630-1800.
-  ExpectThirdStepPhases(LbfgsSteps(true), 620, 660, 510);
+  ExpectThirdStepPhases(LbfgsSteps(ZeroGrad::kFirst), 620, 660, 510);
+  // Lightning's closure: zero_grad after the forward starts nothing; the forward stays forward
+  // (its three zero_grad calls, 15 us, are the optimizer's).
+  ExpectThirdStepPhases(LbfgsSteps(ZeroGrad::kBeforeBackward), 945, 660, 185);
 }
 
 }  // namespace

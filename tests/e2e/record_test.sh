@@ -75,17 +75,29 @@ grep -q '"nn.Module: ' "$W/nomod.json" && bad "TRAINRX_MODULES=0 still recorded 
 # closure's forward, not LBFGS's own work between its calls (the closure calls zero_grad first).
 "$TRAINRX" record -o "$W/lbfgs.json" -- $PY "$PYDIR/train_lbfgs.py" > /dev/null 2>&1 || bad "LBFGS run failed"
 "$TRAINRX" analyze "$W/lbfgs.json" --format json -o "$W/lbfgs.report.json" || bad "LBFGS analyze failed"
-$PY - "$W/lbfgs.report.json" <<'PY' && ok "LBFGS: module ranges in the counted steps, forward within 10 points of the modules' time" || bad "LBFGS phases / modules"
+$PY - "$W/lbfgs.report.json" <<'PY' && ok "LBFGS: module ranges in the counted steps, forward beside the modules' time, LBFGS's own work the optimizer's" || bad "LBFGS phases / modules"
 import json, sys
 import torch
 r = json.load(open(sys.argv[1]))
 phases = r["metrics"]["step_breakdown"]
 assert phases["optimizer"] > phases["forward"], phases  # the tiny model: LBFGS's own work dominates
 if int(torch.__version__.split(".")[0]) >= 2:  # the optimizer step hook
-    rows = {x["name"]: x for x in r["metrics"]["module_table"]["rows"]}
+    table = r["metrics"]["module_table"]
+    rows = {x["name"]: x for x in table["rows"]}
     assert "Sequential" in rows, sorted(rows)
     roots = rows["Sequential"]["share"] + rows.get("MSELoss", {}).get("share", 0)
-    assert abs(phases["forward"] - roots) < 0.10, (phases["forward"], roots)
+    # the forward of the same steps: the first ones, whose time is the table's basis (a busy machine
+    # makes single steps slow: compare like with like)
+    spent, forward = 0, 0
+    for row in r["steps"]["rows"]:
+        if spent >= table["basis_ns"] * 0.999:
+            break
+        spent += row["wall_ns"]
+        forward += row["forward_ns"]
+    assert abs(spent - table["basis_ns"]) < 0.001 * table["basis_ns"], (spent, table["basis_ns"])
+    # the forward holds the modules and the closure's Python around them (a tiny model: much of it,
+    # more on a busy machine), never LBFGS's own work, which is most of this step
+    assert roots - 0.02 <= forward / spent <= roots + 0.15, (forward / spent, roots)
 PY
 
 # A script whose steps the probe never sees (no torch.optim, no ProfilerStep) boxes op inputs for
