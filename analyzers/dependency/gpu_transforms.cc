@@ -186,9 +186,10 @@ TransformPlan PinnedCopies(const RankGraph& g) {
 namespace {
 
 // An optimizer whose own step reads device values (LBFGS's line search: `float(t)` on a CUDA tensor
-// a thousand times a step) cannot be one graph: its control flow follows what it reads. The reads
-// (blocking calls under a scalar read, on the loop's thread, inside an `Optimizer.step#` range)
-// cut a step into pieces. A piece that runs a backward pass (an autograd node starts in it) is a
+// a thousand times a step) cannot be one graph: its control flow follows what it reads. Its reads
+// (blocking calls under a scalar read, on the loop's thread, the optimizer's own: OptimizersOwn;
+// a closure's `print(loss.item())` is the user's to move out, as the assumption says) cut a step
+// into pieces. A piece that runs a backward pass (an autograd node starts in it) is a
 // closure call: the model's forward and backward, which torch.cuda.make_graphed_callables
 // captures, one graph launch a piece; the optimizer's own work in the other pieces stays.
 struct OptimizerReads {
@@ -231,7 +232,7 @@ OptimizerReads OptimizerReadsOf(const RankGraph& g) {
     seen[f] = 1;
     const profiler::Event* call = frames[f].op;
     const int32_t s = g.StepOf(static_cast<int32_t>(i));
-    if (s < 0 || !IsBlockingCall(g.trace().Name(*call)) || !under_read(t.frame)) continue;
+    if (s < 0 || !IsBlockingCall(g.trace().Name(*call)) || !under_read(t.frame) || !OptimizersOwn(g, t.frame)) continue;
     r.cuts[static_cast<size_t>(s)].push_back(call->end_ns());
     ++r.reads;
   }

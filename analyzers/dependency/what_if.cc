@@ -262,24 +262,14 @@ TransformPlan EvalNoGrad(const RankGraph& g) {
 TransformPlan UnblockSyncs(const RankGraph& g) {
   const auto reads = g.FramesUnder([](std::string_view n) { return IsScalarReadOrSync(n); });
   // An optimizer's own reads (LBFGS's line search) stay: moving a read out is the user's fix, and
-  // those are torch's. Own: an Optimizer.step# range encloses the read before any user call site
-  // does (a closure's `print(loss.item())` has its line inside the step; sync.host_device alike).
-  const auto& frames = g.frames();
-  const auto optimizers_own = [&](int32_t f) {
-    for (; f >= 0; f = frames[static_cast<size_t>(f)].parent) {
-      const profiler::Event& op = *frames[static_cast<size_t>(f)].op;
-      if (const std::string_view site = CallSiteText(g.trace(), op); !site.empty() && IsUserFrame(site)) return false;
-      if (g.trace().Name(op).starts_with("Optimizer.step#")) return true;
-    }
-    return false;
-  };
+  // those are torch's.
   TransformPlan p;
   Edits e(g.tasks().size());
   size_t n = 0, kept = 0;
   for (size_t i = 0; i < g.tasks().size(); ++i) {
     const auto& t = g.tasks()[i];
     if (t.kind != Kind::kWaitDevice || t.frame < 0 || !reads[t.frame]) continue;
-    if (optimizers_own(t.frame)) {
+    if (OptimizersOwn(g, t.frame)) {
       ++kept;
       continue;
     }
@@ -737,6 +727,16 @@ double Mean(const std::vector<double>& v) {
 }
 
 }  // namespace
+
+bool OptimizersOwn(const RankGraph& g, int32_t f) {
+  const auto& frames = g.frames();
+  for (; f >= 0; f = frames[static_cast<size_t>(f)].parent) {
+    const profiler::Event& op = *frames[static_cast<size_t>(f)].op;
+    if (const std::string_view site = CallSiteText(g.trace(), op); !site.empty() && IsUserFrame(site)) return false;
+    if (g.trace().Name(op).starts_with("Optimizer.step#")) return true;
+  }
+  return false;
+}
 
 TransformPlan NoSaving(const RankGraph& g, std::string why) {
   TransformPlan p;

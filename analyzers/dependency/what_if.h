@@ -35,6 +35,10 @@ struct TransformPlan {
 using TransformFn = TransformPlan (*)(const RankGraph& graph);
 // A fix with nothing to change in this trace: a prediction of no saving, saying why.
 TransformPlan NoSaving(const RankGraph& graph, std::string why);
+// Whether a host frame is an optimizer's own (LBFGS's line search reading the device): an
+// Optimizer.step# range encloses it before any user call site does (a closure's
+// `print(loss.item())` has its line inside the step: the user's). sync.host_device alike.
+bool OptimizersOwn(const RankGraph& graph, int32_t frame);
 // The GPU transforms (gpu_transforms.cc): TF32 for FP32 GEMM / convolution kernels, pinned memory
 // for pageable host-to-device copies, CUDA graphs for launch-bound steps, autocast to bf16 (asked
 // for with --what-if only: no finding's fix).
