@@ -61,44 +61,42 @@ int64_t BlockNumber(const profiler::RankInfo& info, const char* key, int64_t non
 
 std::vector<RecordedWindow> FindRecordedWindows(const profiler::Trace& trace) {
   std::vector<RecordedWindow> out;
-  const auto number = [](const profiler::RankInfo& info, const char* key) { return BlockNumber(info, key); };
   for (const profiler::RankInfo& info : trace.ranks) {
     if (ConfigText(info, "window_steps").empty()) continue;
     RecordedWindow w;
     w.rank = info.rank;
-    w.skip = number(info, "window_skip");
-    w.steps = number(info, "window_steps");
+    w.skip = BlockNumber(info, "window_skip");
+    w.steps = BlockNumber(info, "window_steps");
     w.boundary = ConfigText(info, "window_boundary");
-    w.run_boundaries = number(info, "window_run_boundaries");
+    w.run_boundaries = BlockNumber(info, "window_run_boundaries");
     w.opened = ConfigText(info, "window_opened") == "true";
     w.closed = ConfigText(info, "window_closed") == "true";
-    w.gpu_records_outside = number(info, "gpu_records_outside_window");
+    w.gpu_records_outside = BlockNumber(info, "gpu_records_outside_window");
     out.push_back(std::move(w));
   }
   return out;
 }
 
 std::vector<RecordingLoss> FindRecordingLosses(const profiler::Trace& trace) {
-  const auto number = BlockNumber;
   std::map<int32_t, int64_t> kept;  // rank -> its events
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) kept[trace.tracks[ti].rank] += static_cast<int64_t>(trace.tracks[ti].event_count);
   std::vector<RecordingLoss> out;
   for (const profiler::RankInfo& info : trace.ranks) {
     RecordingLoss l;
-    l.dropped = number(info, "dropped_records", 0);
-    l.gpu_dropped = number(info, "gpu_records_over_cap", 0) + number(info, "cupti_dropped_records", 0);
+    l.dropped = BlockNumber(info, "dropped_records", 0);
+    l.gpu_dropped = BlockNumber(info, "gpu_records_over_cap", 0) + BlockNumber(info, "cupti_dropped_records", 0);
     if (l.dropped <= 0 && l.gpu_dropped <= 0) continue;
     l.rank = info.rank;
     l.source = info.source;
     l.kept = kept[info.rank];
-    l.max_events = number(info, "max_events", -1);
-    l.run_ns = number(info, "duration_ns", -1);
-    const int64_t start = number(info, "start_ns", -1), first = number(info, "first_dropped_ns", -1);
+    l.max_events = BlockNumber(info, "max_events", -1);
+    l.run_ns = BlockNumber(info, "duration_ns", -1);
+    const int64_t start = BlockNumber(info, "start_ns", -1), first = BlockNumber(info, "first_dropped_ns", -1);
     if (start > 0 && first >= start) {
       l.kept_ns = first - start;
       l.first_dropped_ns = first;
     }
-    l.run_steps = number(info, "window_run_boundaries", -1);
+    l.run_steps = BlockNumber(info, "window_run_boundaries", -1);
     l.boundary = ConfigText(info, "window_boundary");
     out.push_back(std::move(l));
   }

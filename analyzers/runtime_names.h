@@ -48,8 +48,6 @@ inline bool IsBlockingCall(std::string_view n) {
          n == "hipEventSynchronize" || n == "hipCtxSynchronize" || n == "synchronizeStream";  // the last: MTIA
 }
 
-// Starts / ends recording a CUDA or HIP graph from a stream (torch.cuda.graph,
-// mode="reduce-overhead"): between the two, launches are captured into the graph, not run.
 // An op or call under which the host waits for a device value: a scalar read (`.item()`, `float(t)`,
 // `bool(t)`, `torch.equal`) or a synchronization (what the unblock_syncs transform lifts).
 inline bool IsScalarReadOrSync(std::string_view n) {
@@ -57,6 +55,9 @@ inline bool IsScalarReadOrSync(std::string_view n) {
          n == "cudaDeviceSynchronize" || n == "cudaStreamSynchronize" || n == "hipDeviceSynchronize" ||
          n == "hipStreamSynchronize";
 }
+
+// Starts / ends recording a CUDA or HIP graph from a stream (torch.cuda.graph,
+// mode="reduce-overhead"): between the two, launches are captured into the graph, not run.
 inline bool IsCaptureBegin(std::string_view n) { return n.find("StreamBeginCapture") != std::string_view::npos; }
 inline bool IsCaptureEnd(std::string_view n) { return n.find("StreamEndCapture") != std::string_view::npos; }
 
