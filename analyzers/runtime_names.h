@@ -92,14 +92,56 @@ inline std::string Lowercase(std::string_view s) {
   return out;
 }
 
+// cuDNN's CUDA-core convolution algorithms, whose kernel names say neither GEMM nor the math: the
+// legacy weight- and data-gradient engines, FFT and Winograd convolutions (an H200 ran
+// "wgrad_alg0_engine<float, ...>", "fft2d_r2c_32x32<float, ...>" and "fft2d_c2r_32x32" for an FP32
+// ResNet with TF32 off, and tensor-core implicit GEMMs with it on: docs/gpu-validation.md,
+// 2026-11-27). `lower` is the name in lower case; npos where it is none of them.
+inline size_t CudnnCudaCoreConvAt(std::string_view lower) {
+  for (std::string_view family : {"wgrad_alg", "dgrad_engine", "dgrad2d_alg", "wgrad2d", "fft2d_r2c", "fft2d_c2r",
+                                  "fft1d_r2c", "fft1d_c2r", "fft2d_c2c", "winograd"})
+    if (const size_t at = lower.find(family); at != std::string_view::npos) return at;
+  return std::string_view::npos;
+}
+
+// The first template argument of the kernel whose identifier starts at `at` in `name`: demangled
+// ("wgrad_alg0_engine<float, 128, ...>") or Itanium-mangled ("_Z17wgrad_alg0_engineIfLi128E...":
+// the identifier's length, then I and the argument's code: f float, d double). 'f', 'd', 'o'
+// (other: half, bfloat16, ...) or 0 where the name carries no template argument.
+inline char FirstTemplateArg(std::string_view name, size_t at) {
+  if (const size_t lt = name.find('<', at); lt != std::string_view::npos && name.find('(', at) > lt) {
+    std::string_view arg = name.substr(lt + 1);
+    while (!arg.empty() && arg.front() == ' ') arg.remove_prefix(1);
+    if (arg.substr(0, 6) == "float," || arg.substr(0, 6) == "float>" || arg.substr(0, 6) == "float ") return 'f';
+    if (arg.substr(0, 6) == "double") return 'd';
+    return 'o';
+  }
+  size_t digits = at;
+  while (digits > 0 && std::isdigit(static_cast<unsigned char>(name[digits - 1]))) --digits;
+  if (digits == at) return 0;
+  size_t len = 0;
+  for (size_t i = digits; i < at; ++i) len = len * 10 + static_cast<size_t>(name[i] - '0');
+  const size_t end = at + len;
+  if (end + 1 >= name.size() || name[end] != 'I') return 0;
+  return name[end + 1] == 'f' ? 'f' : name[end + 1] == 'd' ? 'd' : 'o';
+}
+
 // Which math a GEMM / convolution kernel ran, by cuBLAS / cuDNN / CUTLASS naming (FP32 on CUDA cores
-// "ampere_sgemm_...", "sm80_xmma_gemm_f32f32_f32f32_..."; TF32 tensor cores "..._tf32..._",
-// "tensorop_s1688gemm"; 16-bit, 8-bit and 64-bit kernels are "other"); kNotGemm for anything else
-// (matrix-vector kernels included: memory-bound, no tensor cores either way).
+// "ampere_sgemm_...", "sm80_xmma_gemm_f32f32_f32f32_...", "..._ffma_..." xmma kernels, the complex
+// FP32 GEMMs of an FFT convolution "sm80_xmma_gemm_cf32cf32_...", cuDNN's CUDA-core algorithms over
+// float (above); TF32 tensor cores "..._tf32..._", "tensorop_s1688gemm"; 16-bit, 8-bit and 64-bit
+// kernels are "other"); kNotGemm for anything else (matrix-vector kernels included: memory-bound, no
+// tensor cores either way).
 enum class GemmMath { kNotGemm, kFp32, kTf32, kOther };
 inline GemmMath ClassifyGemmKernel(std::string_view name) {
   const std::string n = Lowercase(name);
   const auto has = [&](std::string_view p) { return n.find(p) != std::string::npos; };
+  if (const size_t at = CudnnCudaCoreConvAt(n); at != std::string::npos) {
+    const char arg = FirstTemplateArg(name, at);
+    if (arg == 'f') return GemmMath::kFp32;
+    if (arg == 0 && !has("half") && !has("bfloat16") && !has("double") && has("float")) return GemmMath::kFp32;
+    return GemmMath::kOther;
+  }
   if (!has("gemm") && !has("conv") && !has("fprop") && !has("dgrad") && !has("wgrad")) return GemmMath::kNotGemm;
   if (has("gemv")) return GemmMath::kNotGemm;
   if (has("tf32")) return GemmMath::kTf32;
@@ -108,7 +150,8 @@ inline GemmMath ClassifyGemmKernel(std::string_view name) {
       has("zgemm") || has("cgemm"))
     return GemmMath::kOther;
   if (has("tensorop_s")) return GemmMath::kTf32;  // CUTLASS sm80 "tensorop_s1688gemm": fp32 data, TF32 math
-  if (has("sgemm") || has("f32f32_f32f32")) return GemmMath::kFp32;
+  if (has("sgemm") || has("f32f32_f32f32") || has("cf32cf32") || (has("xmma") && has("_ffma_")))
+    return GemmMath::kFp32;
   return GemmMath::kOther;
 }
 
@@ -122,12 +165,32 @@ inline bool IsFusableKernel(std::string_view name) {
   return true;
 }
 
-// A kernel over fp32 data by its template arguments ("<float>", "float, float"), not bf16 / half.
+// A kernel over fp32 data by its template arguments, demangled ("<float>", "float, float") or
+// Itanium-mangled as our collector records them ("...kernelIfffLb0E...", "...nchwIffiEE...", a
+// lambda over float "...UlfE_..."), not bf16 / half.
 inline bool IsFp32DataKernel(std::string_view name) {
   const std::string n = Lowercase(name);
   const bool half = n.find("bfloat16") != std::string::npos || n.find("half") != std::string::npos ||
                     n.find("bf16") != std::string::npos || n.find("fp16") != std::string::npos;
-  return !half && n.find("float") != std::string::npos;
+  if (half) return false;
+  if (n.find("float") != std::string::npos) return true;
+  if (name.substr(0, 2) != "_Z") return false;
+  for (size_t at = name.find("If"); at != std::string_view::npos; at = name.find("If", at + 1)) {
+    const char next = at + 2 < name.size() ? name[at + 2] : 'E';
+    if (next == 'f' || next == 'i' || next == 'j' || next == 'l' || next == 'm' || next == 'E' || next == 'L' ||
+        std::isdigit(static_cast<unsigned char>(next)))
+      return true;
+  }
+  return name.find("UlfE") != std::string_view::npos || name.find("Ulff") != std::string_view::npos;
+}
+
+// cuDNN's batch-norm kernels ("cudnn::bn_fw_tr_1C11_kernel_NCHW", "cudnn::bn_bw_1C11_kernel_new",
+// "cudnn::batchnorm_fwtr_nhwc_semiPersist").
+inline bool IsCudnnBatchNormKernel(std::string_view name) {
+  const std::string n = Lowercase(name);
+  return n.find("cudnn") != std::string::npos &&
+         (n.find("bn_fw") != std::string::npos || n.find("bn_bw") != std::string::npos ||
+          n.find("batchnorm") != std::string::npos);
 }
 
 // A point-to-point transfer between ranks (pipeline stages): NCCL/RCCL "SendRecv", "Send" and

@@ -351,7 +351,7 @@ TransformPlan CudaGraphs(const RankGraph& g) {
 // host (autocast's _to_copy: one more launch).
 TransformPlan AmpBf16(const RankGraph& g) {
   const KernelNames& names = *g.links().kernel_names;
-  std::vector<size_t> gemm_fp32, gemm_tf32, elementwise;
+  std::vector<size_t> gemm_fp32, gemm_tf32, elementwise, batch_norm;
   for (size_t i = 0; i < g.tasks().size(); ++i) {
     const Event* w = WorkOf(g, g.tasks()[i]);
     if (w == nullptr || w->kind != EventKind::kKernel || names.Comm(w->name)) continue;
@@ -359,7 +359,8 @@ TransformPlan AmpBf16(const RankGraph& g) {
       case GemmMath::kFp32: gemm_fp32.push_back(i); break;
       case GemmMath::kTf32: gemm_tf32.push_back(i); break;
       case GemmMath::kNotGemm:
-        if (names.Fp32Data(w->name)) elementwise.push_back(i);  // fp32 data by its template arguments
+        if (!names.Fp32Data(w->name)) break;  // fp32 data by its template arguments
+        (names.CudnnBatchNorm(w->name) ? batch_norm : elementwise).push_back(i);
         break;
       default: break;
     }
@@ -370,7 +371,7 @@ TransformPlan AmpBf16(const RankGraph& g) {
                         "bf16 instructions (AMX, AVX512-BF16), which the trace does not say";
     return p;
   }
-  if (gemm_fp32.empty() && gemm_tf32.empty() && elementwise.empty())
+  if (gemm_fp32.empty() && gemm_tf32.empty() && elementwise.empty() && batch_norm.empty())
     return NoSaving(g, "no FP32/TF32 GEMM or convolution kernel and no kernel over fp32 data in this trace (already "
                        "in 16-bit?): nothing to save");
   double bf16 = 312, fp32 = 19.5, tf32 = 156;  // the A100's dense peaks
@@ -381,8 +382,11 @@ TransformPlan AmpBf16(const RankGraph& g) {
   }
   // Per level: how far toward the peak ratio a GEMM gets (half; a quarter; 86 %), what a kernel
   // over fp32 data keeps of its time (60 %: half the bytes, autocast keeps softmax, norms and the
-  // loss in fp32; 90 %; 50 %), and the launches a GEMM's input casts add (1; 2; 0).
-  const double toward[3] = {0.5, 0.25, 0.86}, keeps[3] = {0.6, 0.9, 0.5}, casts[3] = {1, 2, 0};
+  // loss in fp32; 90 %; 50 %), what cuDNN's fp32 batch norm becomes (PyTorch runs a bf16 batch norm
+  // in its own kernels, not cuDNN's: 1.35x the time, measured on an H200 with torch 2.11 and cuDNN
+  // 9.19, docs/gpu-validation.md; 1.5x; unchanged), and the launches a GEMM's input casts add (1; 2; 0).
+  const double toward[3] = {0.5, 0.25, 0.86}, keeps[3] = {0.6, 0.9, 0.5}, norm[3] = {1.35, 1.5, 1.0},
+               casts[3] = {1, 2, 0};
   const int64_t launch_ns = MedianLaunchCallNs(g);
   // The host slice that launched each GEMM (its launch call's first slice on the launching thread).
   std::unordered_map<const Event*, size_t> first_slice;
@@ -405,16 +409,18 @@ TransformPlan AmpBf16(const RankGraph& g) {
     speed(gemm_fp32, bf16 / fp32);
     speed(gemm_tf32, bf16 / tf32);
     for (size_t i : elementwise) e.scale[i] = static_cast<float>(keeps[k]);
+    for (size_t i : batch_norm) e.scale[i] = static_cast<float>(norm[k]);
     p.levels.push_back(std::move(e));
   }
   p.assumptions = fmt::format(
       "autocast to bf16: {} FP32 and {} TF32 GEMM/convolution kernels run on bf16 tensor cores, halfway to the peak "
       "ratio ({:.1f}x and {:.1f}x from {}; a quarter of the way, or 86 % of it), none under 2 us; {} kernels over fp32 "
       "data keep 60 % of their time (half the bytes; autocast keeps softmax, norms and the loss in fp32: 90 %, or 50 %); "
-      "each GEMM's input casts add one launch on the host ({:.1f} us; two, or none). Kernels whose names do not say "
-      "fp32 are left as they are",
+      "each GEMM's input casts add one launch on the host ({:.1f} us; two, or none); {} cuDNN batch-norm kernels take "
+      "1.35x their time (PyTorch runs a bf16 batch norm in its own kernels, not cuDNN's: measured on one H200; 1.5x, "
+      "or unchanged). Kernels whose names do not say fp32 are left as they are",
       gemm_fp32.size(), gemm_tf32.size(), bf16 / fp32, bf16 / tf32, source, elementwise.size(),
-      static_cast<double>(launch_ns) / 1e3);
+      static_cast<double>(launch_ns) / 1e3, batch_norm.size());
   return p;
 }
 

@@ -368,6 +368,7 @@ void KernelNames::Classify(profiler::StrId id, std::string_view name) {
   if (IsCommKernel(name)) b |= kComm;
   if (IsFusableKernel(name)) b |= kFusable;
   if (IsFp32DataKernel(name)) b |= kFp32Data;
+  if (IsCudnnBatchNormKernel(name)) b |= kCudnnNorm;
   bits_[id] = b;
 }
 

@@ -58,7 +58,8 @@ bool Has(const std::string& s, std::string_view p) { return s.find(p) != std::st
 
 bool IsConvKernel(std::string_view name) {
   const std::string n = Lowercase(name);
-  return Has(n, "conv") || Has(n, "fprop") || Has(n, "dgrad") || Has(n, "wgrad");
+  return Has(n, "conv") || Has(n, "fprop") || Has(n, "dgrad") || Has(n, "wgrad") ||
+         CudnnCudaCoreConvAt(n) != std::string::npos;
 }
 
 // Compute capability major from an architecture-tagged kernel name ("ampere_sgemm..." -> 8,

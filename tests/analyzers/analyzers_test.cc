@@ -734,6 +734,17 @@ TEST(PrecisionTest, Fp32GemmOnAmpereFlaggedWithHalfItsKernelTime) {
                  "precision.fp32_matmul"), nullptr);
 }
 
+TEST(PrecisionTest, CudnnsCudaCoreConvolutionsAreFp32Convolutions) {
+  // cuDNN's legacy weight-gradient engine over float: an FP32 convolution TF32 would replace.
+  const Report r = AnalyzeJson(GpuGemmSteps(
+      "_Z17wgrad_alg0_engineIfLi128ELi5ELi5ELi3ELi3ELi3ELb0ELi512EEviiiPKT_iPS0_S2_18kernel_grad_paramsyifiiii", 8));
+  const Finding* f = Find(r, "precision.fp32_matmul");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("convolutions"), std::string::npos) << f->title;
+  EXPECT_EQ(Find(AnalyzeJson(GpuGemmSteps("_Z15fft2d_r2c_32x32I6__halfLb0ELj0ELb0EEvP6float2PKT_ii", 8)),
+                 "precision.fp32_matmul"), nullptr);
+}
+
 TEST(PrecisionTest, Fp32MatmulSilentBeforeAmpereWithTf32OrHalfAndOnCpu) {
   EXPECT_EQ(Find(AnalyzeJson(GpuGemmSteps("volta_sgemm_128x64_nn", 7)), "precision.fp32_matmul"), nullptr);
   // No deviceProperties and a kernel name that does not say sm_80+: the architecture is unknown.

@@ -660,6 +660,36 @@ TEST(WhatIf, Tf32SpeedsTheFp32GemmsByTheDevicesPeakRatio) {
   EXPECT_NE(none.prediction.assumptions.find("no FP32 GEMM"), std::string::npos);
 }
 
+TEST(WhatIf, Tf32CountsCudnnsCudaCoreConvolutionsWhoseNamesSayNoGemm) {
+  // An H200's FP32 ResNet with TF32 off (docs/gpu-validation.md, 2026-11-27) spent most of its
+  // kernel time in these; with TF32 on, cuDNN ran tensor-core implicit GEMMs instead. Before, the
+  // transform counted none of them and predicted 15 % where the step's kernels fell about 35 %.
+  for (const char* fp32 : {
+           "_Z17wgrad_alg0_engineIfLi128ELi5ELi5ELi3ELi3ELi3ELb0ELi512EEviiiPKT_iPS0_S2_18kernel_grad_paramsyifiiii",
+           "_Z15fft2d_r2c_32x32IfLb0ELj0ELb0EEvP6float2PKT_iiiiiiiiiN5cudnn15reduced_divisorEb4int2ii",
+           "_Z15fft2d_c2r_32x32IfLb0ELb0ELj0ELb0ELb0EEvPT_PK6float2iiiiiiiiiffN5cudnn15reduced_divisorEbS1_S1_4int221cudnnActivationStructii",
+           "sm80_xmma_gemm_cf32cf32_f32f32_cf32_nt_n_tilesize64x64x8_stage3_warpsize2x2x1_ffma_aligna8_alignc8_execute_kernel__5x_cublas",
+           "_ZN7cutlass7Kernel2I41cutlass_80_simt_sgemm_64x64_8x5_nt_align1EEvNT_6ParamsE",
+           "void cudnn::detail::wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3, false, 512>(int, int, int, float const*, int)",
+           "void cudnn::winograd_nonfused::winogradForwardData4x4<float, float>(cudnn::winograd_nonfused::WinogradDataParams<float, float>)"}) {
+    const Replayable h(Fp32GemmSteps(fp32), kA100);
+    const WhatIfResult w = h.Predict({"tf32"});
+    ASSERT_TRUE(w.ok) << fp32 << ": " << w.prediction.assumptions;
+    EXPECT_NEAR(w.prediction.saving_pct, 100.0 * 900 / 1400, 1.5) << fp32 << ": " << w.prediction.assumptions;
+  }
+  // The same algorithms over half, bfloat16 or double data, and the tensor-core kernels TF32 ran instead.
+  for (const char* other : {
+           "_Z17wgrad_alg0_engineI6__halfLi128ELi5ELi5ELi3ELi3ELi3ELb0ELi512EEviiiPKT_iPS0_S2_18kernel_grad_params",
+           "_Z17wgrad_alg0_engineIdLi128ELi5ELi5ELi3ELi3ELi3ELb0ELi512EEviiiPKT_iPS0_S2_18kernel_grad_params",
+           "void cudnn::detail::wgrad_alg0_engine<__half, 128, 5, 5, 3, 3, 3, false, 512>(int, int, int)",
+           "void cudnn::winograd_nonfused::winogradForwardData4x4<__nv_bfloat16, float>(int)",
+           "sm80_xmma_wgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize64x64x64_stage4_warpsize2x2x1_g1_tensor16x8x8",
+           "sm90_xmma_dgrad_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize256x32x32_warpgroupsize1x1x1_g1"}) {
+    const Replayable h(Fp32GemmSteps(other), kA100);
+    EXPECT_NEAR(h.Predict({"tf32"}).prediction.saving_pct, 0.0, 0.01) << other;
+  }
+}
+
 TEST(WhatIf, AmpRunsGemmsOnBf16CoresAndHalvesFp32Bytes) {
   const char* kAdd = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)";
   const Replayable h(Fp32GemmSteps("ampere_sgemm_128x64_nn", kAdd), kA100);
@@ -678,6 +708,26 @@ TEST(WhatIf, AmpRunsGemmsOnBf16CoresAndHalvesFp32Bytes) {
   EXPECT_NEAR(half.Predict({"amp_bf16"}).prediction.saving_pct, 0.0, 0.01);
   const Replayable cpu(Step(1, 0, 100) + Cpu("cpu_op", "aten::mm", 1, 90) + Step(2, 100, 100) + Cpu("cpu_op", "aten::mm", 101, 90));
   EXPECT_EQ(cpu.Predict({"amp_bf16"}).prediction.method, "not predictable");
+}
+
+TEST(WhatIf, AmpReadsMangledFp32KernelsAndSlowsCudnnsBatchNorm) {
+  // Our collector records mangled names: float is a template argument's "f".
+  const char* kRelu = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIfffZNS0_threshold_kernel_implIfEEvT_";
+  const Replayable relu(Fp32GemmSteps("ampere_sgemm_128x64_nn", kRelu), kA100);
+  EXPECT_NEAR(relu.Predict({"amp_bf16"}).prediction.saving_pct, 100.0 * (1200 - 1200 / 8.5 + 20) / 1400, 2.0);
+  const char* kReluBf16 = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIN3c108BFloat16ES4_S4_EEEEviT0_";
+  const Replayable bf16(Fp32GemmSteps("ampere_sgemm_128x64_nn", kReluBf16), kA100);
+  EXPECT_NEAR(bf16.Predict({"amp_bf16"}).prediction.saving_pct, 100.0 * (1200 - 1200 / 8.5) / 1400, 2.0);
+  // cuDNN's fp32 batch norm: under bf16 autocast PyTorch runs its own batch-norm kernels, which an
+  // H200 ran 1.35x slower (docs/gpu-validation.md): the step loses that time (the least saving
+  // 1.5x, the most unchanged).
+  const char* kBn = "_ZN5cudnn21bn_bw_1C11_kernel_newIff6float2Li512ELb1ELi1EEEvT0_S2_S2_S2_17cudnnTensorStruct";
+  const Replayable bn(Fp32GemmSteps("ampere_sgemm_128x64_nn", kBn), kA100);
+  const WhatIfResult w = bn.Predict({"amp_bf16"});
+  ASSERT_TRUE(w.ok) << w.prediction.assumptions;
+  EXPECT_NEAR(w.prediction.saving_pct, 100.0 * (1200 - 1200 / 8.5 - 0.35 * 50) / 1400, 2.0) << w.prediction.assumptions;
+  EXPECT_NEAR(w.prediction.high_pct, 100.0 * (1200 - 1200 / (1 + 15 * 0.86)) / 1400, 2.0);
+  EXPECT_NE(w.prediction.assumptions.find("4 cuDNN batch-norm"), std::string::npos) << w.prediction.assumptions;
 }
 
 TEST(WhatIf, Tf32SavesNothingWhereTheHostBindsTheStep) {
