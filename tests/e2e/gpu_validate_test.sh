@@ -78,8 +78,26 @@ for name, runs, w in [("in", (10, 10, 6, 6), asked(40, 35, 45)), ("spread", (12,
                       ("out", (120, 118, 95, 96), asked(0, -0.1, 0.1))]:
     for k, m in zip(("bad1", "bad2", "good1", "good2"), runs):
         rep(name, k, m, m - 1, w if k == "bad1" else None)
+# The device behind the loop (2026-11-27): host step ranges say the fix made the step 40 % slower,
+# the loop's pace (train_gpu.py --pace) says 20 % faster; with a pace file missing for one run, the
+# host steps are used for all four.
+for k, host, pace in [("bad1", 10, 50), ("bad2", 10, 50), ("good1", 14, 40), ("good2", 14, 40)]:
+    rep("pace", k, host, 1, asked(18, 10, 25) if k == "bad1" else None)
+    json.dump({"steps": 22, "from_step": 8, "ms_per_step": pace}, open(f"{d}/pace.{k}.pace.json", "w"))
+    rep("halfpace", k, host, 1, asked(18, 10, 25) if k == "bad1" else None)
+json.dump({"steps": 22, "from_step": 8, "ms_per_step": 50}, open(f"{d}/halfpace.bad1.pace.json", "w"))
 PYEOF
 PV=$REPO/tests/gpu/predict_verdict.py
+"$PY" "$PV" "$W/pv" pace > "$W/pv.txt" 2>&1 && grep -q "measured 20.0 % .*the loop's pace.*inside" "$W/pv.txt" \
+  && ok "predict verdict: the loop's pace, not the host's steps, where every run has one" || { bad "predict verdict pace"; cat "$W/pv.txt"; }
+"$PY" "$PV" "$W/pv" halfpace > "$W/pv.txt" 2>&1 && grep -q "measured -40.0 % .*host steps' mean.*OUTSIDE" "$W/pv.txt" \
+  && ok "predict verdict: one run without a pace: the host steps for all" || { bad "predict verdict halfpace"; cat "$W/pv.txt"; }
+# train_gpu.py --pace on the CPU (where torch is there): a pace over the steps after the first quarter.
+if "$PY" -c "import torch" 2>/dev/null; then
+  "$PY" "$REPO/tests/gpu/train_gpu.py" --device cpu --steps 8 --workers 0 --batch 4 --pace "$W/pace.json" > "$W/tg.txt" 2>&1 \
+    && "$PY" -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["steps"] == 6 and p["from_step"] == 2 and p["ms_per_step"] > 0, p' "$W/pace.json" \
+    && ok "train_gpu.py --pace: steps 2..7 timed" || { bad "train_gpu.py --pace"; cat "$W/tg.txt" "$W/pace.json"; }
+fi
 "$PY" "$PV" "$W/pv" in > "$W/pv.txt" 2>&1 && grep -q "measured 40.0 % \[40.0, 40.0 across runs\].*inside" "$W/pv.txt" \
   && ok "predict verdict: inside" || { bad "predict verdict inside"; cat "$W/pv.txt"; }
 "$PY" "$PV" "$W/pv" spread > "$W/pv.txt" 2>&1 && grep -q "within the runs' spread" "$W/pv.txt" \

@@ -196,7 +196,10 @@ PY
 # the script with a problem and without it, recorded in the order bad, good, good, bad (on the
 # 2026-11-26 H200 the first process of a pair ran its unchanged work up to 40 % slower); the first
 # bad trace is replayed with the fix's transform (`analyze --what-if`), the measured saving is
-# 1 - mean step without / with (the mean: what throughput follows), each side's two runs pooled.
+# 1 - mean step without / with (the mean: what throughput follows), each side's two runs pooled;
+# the step is the loop's pace (train_gpu.py --pace: wall time between two device syncs over the
+# steps between), not the host's step ranges, which end long before the device's work where the
+# device runs behind the loop (2026-11-27: AMP read "41 % slower" by them and ~2 % faster by this).
 # No interval on the measured side (`fix` gives those), a check of the point; the spread of each
 # side's two runs is printed beside it.
 predict_pair() {
@@ -211,7 +214,7 @@ predict_pair() {
     local n=$((i == 1 || i == 2 ? 1 : 2)) env=X=1 args=$good_args
     [ $side = bad ] && env=$bad_env args=$bad_args
     # shellcheck disable=SC2086
-    env $env timeout 180 "$BUILD/trainrx" record -o "$d/$name.$side$n.json" -- "${py[@]}" $args >>"$d/$name.log" 2>&1
+    env $env timeout 180 "$BUILD/trainrx" record -o "$d/$name.$side$n.json" -- "${py[@]}" $args --pace "$d/$name.$side$n.pace.json" >>"$d/$name.log" 2>&1
     if [ $i = 1 ]; then TRAINRX analyze "$d/$name.$side$n.json" --what-if "$transform" --format json -o "$d/$name.$side$n.report.json" >>"$d/$name.log" 2>&1
     else TRAINRX analyze "$d/$name.$side$n.json" --format json -o "$d/$name.$side$n.report.json" >>"$d/$name.log" 2>&1; fi
     [ $i = 1 ] || rm -f "$d/$name.$side$n.json"

@@ -4,7 +4,10 @@
     predict_verdict.py DIR NAME
 
 DIR holds NAME.{bad1,good1,good2,bad2}.report.json (`trainrx analyze --format json`), the first
-analyzed with `--what-if <transform>`. Prints one tab-separated line and the transform's assumptions:
+analyzed with `--what-if <transform>`, and where the runs wrote them NAME.{...}.pace.json
+(train_gpu.py --pace: the loop's wall time between two device syncs, a step): a run's step is its
+pace where every run has one (where the device runs behind the loop, the host's step ranges end
+long before its work: they are not the throughput), else the report's mean step. Prints one tab-separated line and the transform's assumptions:
 the prediction, the measured saving (1 - mean step without / with, each side's two runs pooled: the
 mean is what throughput follows), the range of the four cross-run savings (bad_i against good_j), a
 verdict, and the operators whose time a step changed most between the sides.
@@ -16,6 +19,7 @@ measured change lies: a change in work no fix touches (the script's own data gen
 runs' difference, not the fix's.
 """
 import json
+import os
 import sys
 
 
@@ -29,6 +33,11 @@ def verdict(d, name):
     rep = {k: json.load(open(f"{d}/{name}.{k}.report.json")) for k in ("bad1", "good1", "good2", "bad2")}
     asked = [w for w in rep["bad1"]["metrics"]["what_if"] if w["label"] == "asked"][0]
     mean = {k: r["steps"]["mean_ns"] / 1e6 for k, r in rep.items()}
+    basis = "host steps' mean"
+    paces = {k: f"{d}/{name}.{k}.pace.json" for k in rep}
+    if all(os.path.exists(p) for p in paces.values()):
+        mean = {k: json.load(open(p))["ms_per_step"] for k, p in paces.items()}
+        basis = "the loop's pace (synchronized)"
     bad, good = ("bad1", "bad2"), ("good1", "good2")
     b, g = sum(mean[k] for k in bad) / 2, sum(mean[k] for k in good) / 2
     measured = 100.0 * (1 - g / b)
@@ -47,7 +56,7 @@ def verdict(d, name):
     moved = sorted(((og.get(n, 0.0) - ob.get(n, 0.0), n) for n in set(ob) | set(og)), key=lambda x: -abs(x[0]))[:3]
     line = "\t".join([name, asked["transform"], asked["method"],
                       f"predicted {asked['saving_pct']:.1f} % [{asked['low_pct']:.1f}, {asked['high_pct']:.1f}]",
-                      f"measured {measured:.1f} % [{lo:.1f}, {hi:.1f} across runs] ({b:.2f} -> {g:.2f} ms; runs "
+                      f"measured {measured:.1f} % [{lo:.1f}, {hi:.1f} across runs] ({basis}: {b:.2f} -> {g:.2f} ms; runs "
                       f"{mean['bad1']:.2f} {mean['bad2']:.2f} / {mean['good1']:.2f} {mean['good2']:.2f})",
                       word, "findings " + " ".join(sorted({f["id"] for f in rep["bad1"]["findings"]}))])
     moved_text = ", ".join(f"{n[:48]} {dv:+.2f} ms" for dv, n in moved)

@@ -29,6 +29,11 @@ A ResNet-like CNN on synthetic 3x64x64 images, SGD, cross-entropy.
   --torch-profiler F   torch.profiler (CPU+CUDA activities) around the loop, prof.step() per step,
                        chrome trace exported to F
   --step-times F       each step's wall time (ms, after torch.cuda.synchronize) as a JSON list
+  --pace F             the loop's pace as JSON {"steps", "ms_per_step", "from_step"}: the device
+                       synchronized once before step `from_step` (a quarter of the steps: warm-up
+                       left out) and once after the last, the wall time between over the steps
+                       between. Unlike the steps' host times it counts the device's work where the
+                       device runs behind the loop (no sync in it), and adds only those two syncs
 """
 import argparse
 import json
@@ -79,6 +84,7 @@ def main():
     p.add_argument("--device", default="cuda")
     p.add_argument("--torch-profiler", default="")
     p.add_argument("--step-times", default="")
+    p.add_argument("--pace", default="")
     p.add_argument("--leak", action="store_true")
     p.add_argument("--empty-cache", action="store_true")
     p.add_argument("--profile-memory", action="store_true")
@@ -148,7 +154,12 @@ def main():
         it = iter(lambda: fixed, None)
     else:
         it = iter(loader)
+    pace_from, pace_t0 = max(1, a.steps // 4), None
     for step in range(a.steps):
+        if a.pace and step == pace_from:
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            pace_t0 = time.perf_counter()
         t0 = time.perf_counter()
         if graph is not None:
             with torch.profiler.record_function(f"ProfilerStep#{step}"):
@@ -184,6 +195,13 @@ def main():
         if a.step_times and dev.type == "cuda":
             torch.cuda.synchronize()  # a step's time includes its GPU work (only when timing steps)
         times.append((time.perf_counter() - t0) * 1e3)
+    if a.pace and pace_t0 is not None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        n = a.steps - pace_from
+        with open(a.pace, "w") as f:
+            json.dump({"steps": n, "from_step": pace_from,
+                       "ms_per_step": (time.perf_counter() - pace_t0) * 1e3 / n}, f)
     if prof:
         prof.stop()
         prof.export_chrome_trace(a.torch_profiler)
