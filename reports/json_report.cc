@@ -294,6 +294,11 @@ void WriteCriticalPathJson(JsonWriter& w, const analyzers::Report& report) {
     w.Field("rank", p.rank);
     w.Field("steps", p.steps);
     w.Field("mean_ns", p.mean_ns);
+    if (p.device_pace_ns > 0) {
+      w.Field("device_pace_ns", p.device_pace_ns);
+      w.Field("host_median_ns", p.host_median_ns);
+      w.Field("device_behind", p.DeviceBehind());
+    }
     w.Field("sync_records", p.sync_records);
     w.Field("linked", p.linked);
     w.Field("note", p.note);

@@ -332,6 +332,15 @@ void WriteSteps(const analyzers::Report& report, Sink& sink) {
         std::abs(static_cast<double>(steps.mean_wall_ns - steps.median_wall_ns)) > 0.1 * static_cast<double>(steps.median_wall_ns))
       mean = fmt::format(", mean {} (uneven steps: throughput follows the mean)", Ms(steps.mean_wall_ns));
     sink.Line(fmt::format("{} steps ({}){}, median {}{}", steps.steps.size(), steps.source, ranks, Ms(steps.median_wall_ns), mean));
+    for (const auto& p : report.metrics.critical_paths) {
+      if (!p.DeviceBehind()) continue;
+      sink.Line(fmt::format("  the device ran behind the loop{}: the steps' work finished on the device every {} (the "
+                            "median gap between consecutive steps' last device work) while the loop's steps took {}: "
+                            "the device's pace is the run's throughput; the step times and phase shares here are the "
+                            "loop thread's",
+                            report.metrics.critical_paths.size() > 1 ? fmt::format(" on rank {}", p.rank) : "",
+                            Ms(p.device_pace_ns), Ms(p.host_median_ns)));
+    }
     if (!steps.warmup_steps.empty()) {
       std::string names;
       for (size_t i = 0; i < steps.warmup_steps.size() && i < 4; ++i) {

@@ -30,6 +30,7 @@
 #include "collectives.h"
 #include "families.h"
 #include "dependency/links.h"
+#include "rank_phases.h"
 #include "runtime_names.h"
 
 namespace trainrx::analyzers {
@@ -396,6 +397,35 @@ CriticalPath PathOfWindows(const Trace& trace, const RankLinks& l, const std::ve
   return WalkWindows(trace, l, windows, nullptr);
 }
 
+namespace {
+
+// CriticalPath::device_pace_ns and host_median_ns for the rank's step windows (in time order).
+void DevicePace(const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows, CriticalPath& p) {
+  std::vector<double> walls;
+  for (const auto& [a, b] : windows) walls.push_back(static_cast<double>(b - a));
+  p.host_median_ns = static_cast<int64_t>(Median(std::move(walls)));
+  std::vector<int64_t> ends(windows.size(), INT64_MIN);
+  for (const DeviceWork& w : l.work) {
+    const HostCall* c = l.CallOf(w);
+    if (c == nullptr) continue;
+    const int64_t at = c->e->ts_ns;
+    auto it = std::upper_bound(windows.begin(), windows.end(), at,
+                               [](int64_t t, const std::pair<int64_t, int64_t>& win) { return t < win.first; });
+    if (it == windows.begin()) continue;
+    --it;
+    if (at >= it->second) continue;
+    int64_t& end = ends[static_cast<size_t>(it - windows.begin())];
+    end = std::max(end, w.end());
+  }
+  std::vector<double> gaps;
+  for (size_t k = 1; k < ends.size(); ++k)
+    if (ends[k] != INT64_MIN && ends[k - 1] != INT64_MIN && ends[k] > ends[k - 1])
+      gaps.push_back(static_cast<double>(ends[k] - ends[k - 1]));
+  if (gaps.size() >= 2) p.device_pace_ns = static_cast<int64_t>(Median(std::move(gaps)));
+}
+
+}  // namespace
+
 std::vector<CriticalPath> BuildCriticalPaths(const Trace& trace, const LinkIndex& links, const StepModel& steps) {
   std::vector<CriticalPath> out;
   const std::map<int32_t, RankWaits> waits = RankWaitsOf(trace, links, &steps);
@@ -422,6 +452,7 @@ std::vector<CriticalPath> BuildCriticalPaths(const Trace& trace, const LinkIndex
     const auto w = waits.find(l.rank);
     CriticalPath p = WalkWindows(trace, l, windows, w == waits.end() ? nullptr : &w->second);
     p.steps = n;
+    if (n >= 3) DevicePace(l, windows, p);
     out.push_back(std::move(p));
   }
   return out;

@@ -273,6 +273,13 @@ struct CriticalPath {
   // finding's saving (a Gloo collective on it is host time, not gpu_comm).
   bool device = true;
   std::string note;                  // what limits the answer ("no sync records: ...")
+  // The device's pace: the median gap between consecutive steps' device ends (the last end of the
+  // work launched inside each step), and the loop's median step on this rank beside it; 0 with fewer
+  // than 3 steps that launched work. Where the device runs behind the loop (no sync holds the loop
+  // back), the host's steps end long before their work: the device's pace is the run's throughput.
+  int64_t device_pace_ns = 0;
+  int64_t host_median_ns = 0;
+  bool DeviceBehind() const { return device_pace_ns > 0 && device_pace_ns > host_median_ns + host_median_ns / 10; }
 };
 
 // How much of the hardware the steps use (issue 52; utilization.cc): FLOPs and bytes of the ops
