@@ -2,7 +2,7 @@
 step boundaries, A B B A / B A A B, each step timed with the process's CPU load."""
 import os
 import sys
-from trainrx_hook_common import _NoopContext, _dynamo_compiled, _step_post_hook_register
+from trainrx_hook_common import _NoopContext, _dynamo_compiled, _step_hook_register
 from trainrx_hook_fixes import _optimizer_groups
 
 
@@ -315,7 +315,7 @@ def _install_alternation(torch):
     alt = _Alternation(torch, tokens, number("TRAINRX_ALT_WARMUP", 5), number("TRAINRX_ALT_STEPS", 64),
                        os.environ.get("TRAINRX_ALT_RESULT", ""))
     atexit.register(alt.write)  # runs on the SystemExit of a step stop too
-    register = _step_post_hook_register()
+    register = _step_hook_register()
     if register is None:
         alt.stop("this torch has no global optimizer step hook (torch.optim.optimizer.register_optimizer_step_post_hook)")
         return

@@ -31,12 +31,13 @@ class _NoopContext:
         return fn
 
 
-def _step_post_hook_register():
-    """torch.optim.optimizer.register_optimizer_step_post_hook (a global hook after every optimizer
-    step; torch >= 2.0), or None. The submodule is not an attribute of torch.optim: imported by name."""
+def _step_hook_register(when="post"):
+    """torch.optim.optimizer.register_optimizer_step_{when}_hook (a global hook before ("pre") or after
+    ("post") every optimizer step; torch >= 2.0), or None. The submodule is not an attribute of
+    torch.optim: imported by name."""
     try:
         import importlib
-        return getattr(importlib.import_module("torch.optim.optimizer"), "register_optimizer_step_post_hook", None)
+        return getattr(importlib.import_module("torch.optim.optimizer"), f"register_optimizer_step_{when}_hook", None)
     except Exception:
         return None
 

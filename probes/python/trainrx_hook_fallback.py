@@ -2,7 +2,7 @@
 where the probe would have; and the stop after N optimizer steps (TRAINRX_STOP_AFTER_STEPS)."""
 import os
 import sys
-from trainrx_hook_common import _step_post_hook_register
+from trainrx_hook_common import _step_hook_register
 
 
 def _add_block(path, key, value):
@@ -42,7 +42,7 @@ def _start_fallback(torch, state):
         activities.append(profiler.ProfilerActivity.CUDA)
     steps = os.environ.get("TRAINRX_STEPS", "200")
     skip = int(os.environ.get("TRAINRX_SKIP_STEPS", "0") or 0)
-    register = _step_post_hook_register()
+    register = _step_hook_register()
     written = []
 
     block = {"recorder": "torch.profiler, trainrx record's fallback (the probe " +
@@ -96,7 +96,7 @@ def _install_step_stop(torch, steps):
         sys.stderr.write(f"trainrx: stopping after {steps} steps (TRAINRX_STOP_AFTER_STEPS)\n")
         raise SystemExit(0)
 
-    register = _step_post_hook_register()
+    register = _step_hook_register()
     if register is not None:
         def stop(opt, args, kwargs):
             state["steps"] += 1

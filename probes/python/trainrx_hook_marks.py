@@ -5,7 +5,7 @@ and torch.compile's compile, graph-break and recompile marks."""
 import os
 import re
 import sys
-from trainrx_hook_common import _REMOVE_MODULE_RANGES, _dynamo_compiled, _one_line, _probe_state, _step_post_hook_register, _tracers
+from trainrx_hook_common import _REMOVE_MODULE_RANGES, _dynamo_compiled, _one_line, _probe_state, _step_hook_register, _tracers
 
 
 _MODULE_STEPS = 3  # the module ranges' budget lasts at least until this many optimizer steps ended
@@ -93,10 +93,7 @@ def _install_module_ranges(torch, model_calls):
     # (LBFGS calls its closure 20 times a step) still has ranges in the steps the analysis counts; at
     # most 10x the calls. A loop without torch.optim (a hand-written update) keeps the 20 calls.
     steps = [0, 0]  # begun, finished
-    try:
-        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
-    except Exception:  # torch < 2.0
-        register_optimizer_step_pre_hook = register_optimizer_step_post_hook = None
+    register_begin, register_end = _step_hook_register("pre"), _step_hook_register("post")
 
     def on_begin(optimizer, args, kwargs):
         steps[0] += 1
@@ -162,10 +159,10 @@ def _install_module_ranges(torch, model_calls):
             handles.append(register_child(on_child))
         except Exception:
             pass
-    if model_calls and register_optimizer_step_pre_hook is not None:
+    if model_calls and register_begin is not None and register_end is not None:
         try:
-            handles.append(register_optimizer_step_pre_hook(on_begin))
-            handles.append(register_optimizer_step_post_hook(on_end))
+            handles.append(register_begin(on_begin))
+            handles.append(register_end(on_end))
         except Exception:
             pass
     handles.append(register_pre(pre))
@@ -235,7 +232,7 @@ def _cuda_memory_mark_name(torch, state):
 def _install_cuda_memory_marks(torch, record_function):
     """After every optimizer step (a global post hook: no code change), the CUDA caching allocator's
     figures as a mark (memory.cc reads them as samples of the device): one memory_stats() call a step."""
-    register = _step_post_hook_register()
+    register = _step_hook_register()
     if register is None:
         return
     state = {}
@@ -291,7 +288,7 @@ def _install_cpu_peak(torch, record_function):
     import time
     main_pid = os.getpid()
     trained = []
-    register = _step_post_hook_register()
+    register = _step_hook_register()
     if register is None:
         return
 
