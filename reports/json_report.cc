@@ -296,7 +296,9 @@ void WriteCriticalPathJson(JsonWriter& w, const analyzers::Report& report) {
     w.Field("mean_ns", p.mean_ns);
     if (p.device_pace_ns > 0) {
       w.Field("device_pace_ns", p.device_pace_ns);
-      w.Field("host_median_ns", p.host_median_ns);
+      w.Field("host_pace_ns", p.host_pace_ns);
+      w.Field("steps_behind", p.steps_behind);
+      w.Field("steps_compared", p.steps_compared);
       w.Field("device_behind", p.DeviceBehind());
     }
     w.Field("sync_records", p.sync_records);

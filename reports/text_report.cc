@@ -335,11 +335,11 @@ void WriteSteps(const analyzers::Report& report, Sink& sink) {
     for (const auto& p : report.metrics.critical_paths) {
       if (!p.DeviceBehind()) continue;
       sink.Line(fmt::format("  the device ran behind the loop{}: the steps' work finished on the device every {} (the "
-                            "median gap between consecutive steps' last device work) while the loop's steps took {}: "
+                            "median gap between consecutive steps' last device work) while the loop started a step every {}: "
                             "the device's pace is the run's throughput; the step times and phase shares here are the "
                             "loop thread's",
                             report.metrics.critical_paths.size() > 1 ? fmt::format(" on rank {}", p.rank) : "",
-                            Ms(p.device_pace_ns), Ms(p.host_median_ns)));
+                            Ms(p.device_pace_ns), Ms(p.host_pace_ns)));
     }
     if (!steps.warmup_steps.empty()) {
       std::string names;

@@ -81,9 +81,11 @@ class Walker {
   // The path of the window [start, end) from `host`'s point of view, in time order. The window's
   // work is what its host launched: when device work launched inside it ends after `end` (the host
   // ran ahead of a busy device), the path ends there, at the last of it (HTA's window is the same).
-  std::vector<PathSegment> Walk(uint32_t host, int64_t start, int64_t end) {
+  // The path of the work launched in [start, end), walked back to `stop` (start by default; the
+  // previous step's last device work where the device runs behind the loop).
+  std::vector<PathSegment> Walk(uint32_t host, int64_t start, int64_t end, int64_t stop = INT64_MIN) {
     segs_.clear();
-    start_ = start;
+    start_ = stop == INT64_MIN ? start : stop;
     At at = At::kHost;
     uint32_t track = host;
     int64_t t = end;
@@ -337,8 +339,11 @@ std::map<int32_t, RankWaits> RankWaitsOf(const Trace& trace, const LinkIndex& li
 // thread would have a path of "host work" only: none is made.
 bool HasPath(const RankLinks& l) { return !l.work.empty() || !l.thread_waits.empty(); }
 
+// `stops`: where the device runs behind the loop, each window's path is walked back to the previous
+// step's last device work (stops[k]; INT64_MIN: the window's start) and the median step is the
+// median path.
 CriticalPath WalkWindows(const Trace& trace, const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows,
-                         const RankWaits* waits) {
+                         const RankWaits* waits, const std::vector<int64_t>* stops = nullptr) {
   CriticalPath out;
   out.rank = l.rank;
   for (const HostCall& c : l.calls)
@@ -357,8 +362,9 @@ CriticalPath WalkWindows(const Trace& trace, const RankLinks& l, const std::vect
   int64_t length = 0;
   std::vector<std::pair<int64_t, size_t>> lengths;
   std::vector<std::vector<PathSegment>> paths;
-  for (const auto& [a, b] : windows) {
-    std::vector<PathSegment> segs = walker.Walk(host, a, b);
+  for (size_t k = 0; k < windows.size(); ++k) {
+    const auto [a, b] = windows[k];
+    std::vector<PathSegment> segs = walker.Walk(host, a, b, stops != nullptr ? (*stops)[k] : INT64_MIN);
     int64_t len = 0;
     for (const PathSegment& s : segs) {
       const int64_t ns = s.end_ns - s.start_ns;
@@ -367,7 +373,7 @@ CriticalPath WalkWindows(const Trace& trace, const RankLinks& l, const std::vect
       len += ns;
     }
     length += len;
-    lengths.push_back({b - a, paths.size()});
+    lengths.push_back({stops != nullptr ? len : b - a, paths.size()});
     paths.push_back(std::move(segs));
   }
   const auto n = static_cast<int64_t>(windows.size());
@@ -399,11 +405,12 @@ CriticalPath PathOfWindows(const Trace& trace, const RankLinks& l, const std::ve
 
 namespace {
 
-// CriticalPath::device_pace_ns and host_median_ns for the rank's step windows (in time order).
-void DevicePace(const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows, CriticalPath& p) {
-  std::vector<double> walls;
-  for (const auto& [a, b] : windows) walls.push_back(static_cast<double>(b - a));
-  p.host_median_ns = static_cast<int64_t>(Median(std::move(walls)));
+// CriticalPath::device_pace_ns and host_pace_ns for the rank's step windows (in time order); the
+// steps' device ends (the last end of the work launched in each; INT64_MIN: none).
+std::vector<int64_t> DevicePace(const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows, CriticalPath& p) {
+  std::vector<double> starts;  // the loop's pace: start to start (a step's range may leave time out after it)
+  for (size_t k = 1; k < windows.size(); ++k) starts.push_back(static_cast<double>(windows[k].first - windows[k - 1].first));
+  p.host_pace_ns = static_cast<int64_t>(Median(std::move(starts)));
   std::vector<int64_t> ends(windows.size(), INT64_MIN);
   for (const DeviceWork& w : l.work) {
     const HostCall* c = l.CallOf(w);
@@ -417,11 +424,17 @@ void DevicePace(const RankLinks& l, const std::vector<std::pair<int64_t, int64_t
     int64_t& end = ends[static_cast<size_t>(it - windows.begin())];
     end = std::max(end, w.end());
   }
+  for (size_t k = 0; k + 1 < ends.size(); ++k) {
+    if (ends[k] == INT64_MIN) continue;
+    ++p.steps_compared;
+    if (ends[k] > windows[k + 1].second) ++p.steps_behind;
+  }
   std::vector<double> gaps;
   for (size_t k = 1; k < ends.size(); ++k)
     if (ends[k] != INT64_MIN && ends[k - 1] != INT64_MIN && ends[k] > ends[k - 1])
       gaps.push_back(static_cast<double>(ends[k] - ends[k - 1]));
   if (gaps.size() >= 2) p.device_pace_ns = static_cast<int64_t>(Median(std::move(gaps)));
+  return ends;
 }
 
 }  // namespace
@@ -450,9 +463,34 @@ std::vector<CriticalPath> BuildCriticalPaths(const Trace& trace, const LinkIndex
       windows.push_back({a, b});
     }
     const auto w = waits.find(l.rank);
-    CriticalPath p = WalkWindows(trace, l, windows, w == waits.end() ? nullptr : &w->second);
+    const RankWaits* rank_waits = w == waits.end() ? nullptr : &w->second;
+    CriticalPath p = WalkWindows(trace, l, windows, rank_waits);
     p.steps = n;
-    if (n >= 3) DevicePace(l, windows, p);
+    if (n >= 3) {
+      const std::vector<int64_t> ends = DevicePace(l, windows, p);
+      if (p.DeviceBehind()) {
+        // The device behind the loop: a step's path is the device's, from the previous step's last
+        // device work to its own (the work launched in its window); the loop's window
+        // would start the path steps before its work ran.
+        std::vector<std::pair<int64_t, int64_t>> paced;
+        std::vector<int64_t> stops;
+        for (size_t k = 1; k < windows.size(); ++k)
+          if (ends[k] != INT64_MIN && ends[k - 1] != INT64_MIN && ends[k] > ends[k - 1]) {
+            paced.push_back(windows[k]);
+            stops.push_back(ends[k - 1]);
+          }
+        CriticalPath q = WalkWindows(trace, l, paced, rank_waits, &stops);
+        q.steps = static_cast<int64_t>(paced.size());
+        q.device_pace_ns = p.device_pace_ns;
+        q.host_pace_ns = p.host_pace_ns;
+        q.steps_behind = p.steps_behind;
+        q.steps_compared = p.steps_compared;
+        q.note = fmt::format("the device ran behind the loop: each step's path runs from the previous step's last device "
+                             "work to its own ({} steps){}{}",
+                             paced.size(), q.note.empty() ? "" : "; ", q.note);
+        p = std::move(q);
+      }
+    }
     out.push_back(std::move(p));
   }
   return out;

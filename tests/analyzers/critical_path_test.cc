@@ -136,8 +136,14 @@ TEST(CriticalPathTest, TheDevicesPaceIsTheThroughputWhereTheDeviceRunsBehindTheL
   ASSERT_EQ(r.metrics.critical_paths.size(), 1u);
   const CriticalPath& p = r.metrics.critical_paths[0];
   EXPECT_EQ(p.device_pace_ns, 4'000'000);
-  EXPECT_EQ(p.host_median_ns, 1'000'000);
+  EXPECT_EQ(p.host_pace_ns, 1'000'000);
   EXPECT_TRUE(p.DeviceBehind());
+  // The path is the device's pace too: from each step's previous last device work to its own (the
+  // loop's windows had made it 14.5 ms a step, the queue of earlier steps' kernels included).
+  EXPECT_EQ(p.steps, 7);
+  EXPECT_EQ(p.mean_ns, 4'000'000);
+  EXPECT_EQ(p.class_ns[static_cast<int>(PathClass::kCompute)], 4'000'000);
+  EXPECT_NE(p.note.find("the device ran behind the loop"), std::string::npos) << p.note;
   std::ostringstream out;
   reports::WriteText(trace, r, Thresholds(), {}, out);
   EXPECT_NE(out.str().find("the device ran behind the loop: the steps' work finished on the device every 4.00 ms"),

@@ -274,12 +274,20 @@ struct CriticalPath {
   bool device = true;
   std::string note;                  // what limits the answer ("no sync records: ...")
   // The device's pace: the median gap between consecutive steps' device ends (the last end of the
-  // work launched inside each step), and the loop's median step on this rank beside it; 0 with fewer
+  // work launched inside each step), and the loop's beside it (the median gap between consecutive
+  // steps' starts: a step's range may leave time out after it); 0 with fewer
   // than 3 steps that launched work. Where the device runs behind the loop (no sync holds the loop
   // back), the host's steps end long before their work: the device's pace is the run's throughput.
   int64_t device_pace_ns = 0;
-  int64_t host_median_ns = 0;
-  bool DeviceBehind() const { return device_pace_ns > 0 && device_pace_ns > host_median_ns + host_median_ns / 10; }
+  int64_t host_pace_ns = 0;
+  // Of the steps with a next one (steps_compared), those whose device work still ran after the next
+  // step's range ended (the device more than a step behind the loop). A loop that raced ahead for
+  // its first steps and then waited for the device (a public HTA sample: host steps of 35, 72, then
+  // 95.6 ms, each paced by the device) is not behind: most steps must be.
+  int64_t steps_behind = 0, steps_compared = 0;
+  bool DeviceBehind() const {
+    return device_pace_ns > 0 && device_pace_ns > host_pace_ns + host_pace_ns / 10 && 2 * steps_behind > steps_compared;
+  }
 };
 
 // How much of the hardware the steps use (issue 52; utilization.cc): FLOPs and bytes of the ops
