@@ -189,6 +189,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   }
   FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
   FlagCompileForLaunches(ctx, report);  // reads gpu.launch_bound and the compile figures
+  DropSlowStepsBehindDevice(report);    // reads the critical paths' device pace
   BoundSavingsByPath(report);           // every saving within what the critical path says its cause costs
   // Several ranks: a claim found on each is shown once, naming them (as rank by rank), before the
   // replay: only the rank shown is replayed (the 8-rank DLRM set: 73 replays of 8 ranks' graphs

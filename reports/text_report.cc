@@ -337,7 +337,7 @@ void WriteSteps(const analyzers::Report& report, Sink& sink) {
       sink.Line(fmt::format("  the device ran behind the loop{}: the steps' work finished on the device every {} (the "
                             "median gap between consecutive steps' last device work) while the loop started a step every {}: "
                             "the device's pace is the run's throughput; the step times and phase shares here are the "
-                            "loop thread's",
+                            "loop thread's (uneven: it runs ahead until the device's queue is full, then waits)",
                             report.metrics.critical_paths.size() > 1 ? fmt::format(" on rank {}", p.rank) : "",
                             Ms(p.device_pace_ns), Ms(p.host_pace_ns)));
     }

@@ -174,4 +174,12 @@ void AnalyzeStepTimes(const AnalysisContext& ctx, Report& out) {
   for (int32_t rank : ranks) FlagSlowSteps(ctx, rank, out);
 }
 
+void DropSlowStepsBehindDevice(Report& report) {
+  std::erase_if(report.findings, [&](const Finding& f) {
+    if (f.id != "steps.slow") return false;
+    return std::any_of(report.metrics.critical_paths.begin(), report.metrics.critical_paths.end(),
+                       [&](const CriticalPath& p) { return p.rank == f.rank && p.DeviceBehind(); });
+  });
+}
+
 }  // namespace trainrx::analyzers
