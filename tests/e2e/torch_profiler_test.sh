@@ -245,7 +245,8 @@ name = s._cuda_memory_mark_name(T(), {})
 assert name == "trainrx::cuda_memory cuda:1 allocated=5 reserved=9 peak=7 retries=2 ooms=0 capacity=85899345920", name
 assert s._cuda_memory_mark_name(torch, {}) is None
 # the global step hook the marks hang on is found on this torch (torch.optim.optimizer is no attribute)
-assert callable(c._step_post_hook_register()), "no register_optimizer_step_post_hook"
+assert callable(c._step_hook_register()), "no register_optimizer_step_post_hook"
+assert callable(c._step_hook_register("pre")), "no register_optimizer_step_pre_hook"
 ') && ok "start-up hook: the CUDA allocator mark, and the step hook it hangs on" || bad "start-up hook: the CUDA allocator mark"
   "$PY" - "$W/rec_cap.report.json" <<'PY' && ok "record --memory-cap: the cap is the CPU's capacity, the step peak above its start" || bad "record --memory-cap figures"
 import json, sys
