@@ -81,8 +81,8 @@ class Walker {
   // The path of the window [start, end) from `host`'s point of view, in time order. The window's
   // work is what its host launched: when device work launched inside it ends after `end` (the host
   // ran ahead of a busy device), the path ends there, at the last of it (HTA's window is the same).
-  // The path of the work launched in [start, end), walked back to `stop` (start by default; the
-  // previous step's last device work where the device runs behind the loop).
+  // It is walked back to `stop`: the window's start by default; the previous step's last device
+  // work where the device runs behind the loop.
   std::vector<PathSegment> Walk(uint32_t host, int64_t start, int64_t end, int64_t stop = INT64_MIN) {
     segs_.clear();
     start_ = stop == INT64_MIN ? start : stop;
@@ -405,13 +405,15 @@ CriticalPath PathOfWindows(const Trace& trace, const RankLinks& l, const std::ve
 
 namespace {
 
-// CriticalPath::device_pace_ns and host_pace_ns for the rank's step windows (in time order); the
-// steps' device ends (the last end of the work launched in each; INT64_MIN: none).
-std::vector<int64_t> DevicePace(const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows, CriticalPath& p) {
+// CriticalPath::device_pace_ns, host_pace_ns, steps_behind and steps_compared for the rank's step
+// windows (in time order). Returns the steps whose pace counted (k: both k and k - 1 launched device
+// work, and k's ended later), each with the end of step k - 1's last device work.
+std::vector<std::pair<size_t, int64_t>> DevicePace(const RankLinks& l, const std::vector<std::pair<int64_t, int64_t>>& windows,
+                                                   CriticalPath& p) {
   std::vector<double> starts;  // the loop's pace: start to start (a step's range may leave time out after it)
   for (size_t k = 1; k < windows.size(); ++k) starts.push_back(static_cast<double>(windows[k].first - windows[k - 1].first));
   p.host_pace_ns = static_cast<int64_t>(Median(std::move(starts)));
-  std::vector<int64_t> ends(windows.size(), INT64_MIN);
+  std::vector<int64_t> ends(windows.size(), INT64_MIN);  // each step's last device end (INT64_MIN: none)
   for (const DeviceWork& w : l.work) {
     const HostCall* c = l.CallOf(w);
     if (c == nullptr) continue;
@@ -429,12 +431,15 @@ std::vector<int64_t> DevicePace(const RankLinks& l, const std::vector<std::pair<
     ++p.steps_compared;
     if (ends[k] > windows[k + 1].second) ++p.steps_behind;
   }
+  std::vector<std::pair<size_t, int64_t>> paced;
   std::vector<double> gaps;
   for (size_t k = 1; k < ends.size(); ++k)
-    if (ends[k] != INT64_MIN && ends[k - 1] != INT64_MIN && ends[k] > ends[k - 1])
+    if (ends[k] != INT64_MIN && ends[k - 1] != INT64_MIN && ends[k] > ends[k - 1]) {
+      paced.push_back({k, ends[k - 1]});
       gaps.push_back(static_cast<double>(ends[k] - ends[k - 1]));
+    }
   if (gaps.size() >= 2) p.device_pace_ns = static_cast<int64_t>(Median(std::move(gaps)));
-  return ends;
+  return paced;
 }
 
 }  // namespace
@@ -464,33 +469,33 @@ std::vector<CriticalPath> BuildCriticalPaths(const Trace& trace, const LinkIndex
     }
     const auto w = waits.find(l.rank);
     const RankWaits* rank_waits = w == waits.end() ? nullptr : &w->second;
-    CriticalPath p = WalkWindows(trace, l, windows, rank_waits);
-    p.steps = n;
-    if (n >= 3) {
-      const std::vector<int64_t> ends = DevicePace(l, windows, p);
-      if (p.DeviceBehind()) {
-        // The device behind the loop: a step's path is the device's, from the previous step's last
-        // device work to its own (the work launched in its window); the loop's window
-        // would start the path steps before its work ran.
-        std::vector<std::pair<int64_t, int64_t>> paced;
-        std::vector<int64_t> stops;
-        for (size_t k = 1; k < windows.size(); ++k)
-          if (ends[k] != INT64_MIN && ends[k - 1] != INT64_MIN && ends[k] > ends[k - 1]) {
-            paced.push_back(windows[k]);
-            stops.push_back(ends[k - 1]);
-          }
-        CriticalPath q = WalkWindows(trace, l, paced, rank_waits, &stops);
-        q.steps = static_cast<int64_t>(paced.size());
-        q.device_pace_ns = p.device_pace_ns;
-        q.host_pace_ns = p.host_pace_ns;
-        q.steps_behind = p.steps_behind;
-        q.steps_compared = p.steps_compared;
-        q.note = fmt::format("the device ran behind the loop: each step's path runs from the previous step's last device "
-                             "work to its own ({} steps){}{}",
-                             paced.size(), q.note.empty() ? "" : "; ", q.note);
-        p = std::move(q);
+    CriticalPath pace;
+    std::vector<std::pair<size_t, int64_t>> paced;
+    if (n >= 3) paced = DevicePace(l, windows, pace);
+    CriticalPath p;
+    if (pace.DeviceBehind()) {
+      // The device behind the loop: a step's path is the device's, from the previous step's last
+      // device work to its own (the work launched in its window); the loop's window would start the
+      // path steps before its work ran.
+      std::vector<std::pair<int64_t, int64_t>> from;
+      std::vector<int64_t> stops;
+      for (const auto& [k, stop] : paced) {
+        from.push_back(windows[k]);
+        stops.push_back(stop);
       }
+      p = WalkWindows(trace, l, from, rank_waits, &stops);
+      p.steps = static_cast<int64_t>(paced.size());
+      p.note = fmt::format("the device ran behind the loop: each step's path runs from the previous step's last device "
+                           "work to its own ({} steps){}{}",
+                           paced.size(), p.note.empty() ? "" : "; ", p.note);
+    } else {
+      p = WalkWindows(trace, l, windows, rank_waits);
+      p.steps = n;
     }
+    p.device_pace_ns = pace.device_pace_ns;
+    p.host_pace_ns = pace.host_pace_ns;
+    p.steps_behind = pace.steps_behind;
+    p.steps_compared = pace.steps_compared;
     out.push_back(std::move(p));
   }
   return out;
