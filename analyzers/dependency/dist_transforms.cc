@@ -133,7 +133,7 @@ TransformPlan CommOverlap(const RankGraph& g) {
       if (x.exposed[s] <= 0 || t.dur <= 0) continue;
       const double share = static_cast<double>(std::min(x.exposed[s], x.room[s])) / static_cast<double>(x.exposed[s]);
       const double hidden = h * share * static_cast<double>(x.exposed_of[k]);
-      e.scale[static_cast<size_t>(comm[k])] = static_cast<float>(1.0 - hidden / static_cast<double>(t.dur));
+      e.Scale(static_cast<size_t>(comm[k]), static_cast<float>(1.0 - hidden / static_cast<double>(t.dur)));
     }
     p.levels.push_back(std::move(e));
   }

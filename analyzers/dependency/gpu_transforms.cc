@@ -99,7 +99,7 @@ TransformPlan Tf32(const RankGraph& g) {
   TransformPlan p;
   for (double s : speedups) {
     Edits e(g.tasks().size());
-    for (size_t i : fp32) e.scale[i] = SpedUp(g.tasks()[i].dur, s);
+    for (size_t i : fp32) e.Scale(i, SpedUp(g.tasks()[i].dur, s));
     p.levels.push_back(std::move(e));
   }
   const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
@@ -156,7 +156,7 @@ TransformPlan PinnedCopies(const RankGraph& g) {
     for (size_t k = 0; k < copies.size(); ++k) {
       const auto& t = g.tasks()[copies[k]];
       const double dur = static_cast<double>(std::max<int64_t>(1, t.dur));
-      e.scale[copies[k]] = static_cast<float>(std::min(1.0, static_cast<double>(bytes[k]) / gbps[level] / dur));
+      e.Scale(copies[k], static_cast<float>(std::min(1.0, static_cast<double>(bytes[k]) / gbps[level] / dur)));
       // The call: a launch's time. At the least saving, the loop pins the batch itself (a C++ loop's
       // tensor.pin_memory()): a host copy at 10 GB/s stays on its thread.
       const int64_t keep = std::min(call_ns[k], launch_ns) + (level == 1 ? bytes[k] / 10 : 0);
@@ -165,8 +165,8 @@ TransformPlan PinnedCopies(const RankGraph& g) {
         const int64_t d = g.tasks()[i].dur;
         const int64_t take = std::min(d, left);
         left -= take;
-        e.scale[i] = d > 0 ? static_cast<float>(static_cast<double>(take) / static_cast<double>(d)) : 0.0f;
-        e.unblock[i] = 1;
+        e.Scale(i, d > 0 ? static_cast<float>(static_cast<double>(take) / static_cast<double>(d)) : 0.0f);
+        e.Unblock(i);
       }
       if (left > 0 && !call_tasks[k].empty()) e.Add(call_tasks[k].front(), left);
     }
@@ -320,7 +320,7 @@ TransformPlan CudaGraphs(const RankGraph& g) {
   TransformPlan p;
   for (const Level& lv : levels) {
     Edits e(g.tasks().size());
-    for (size_t i : captured) e.scale[i] = static_cast<float>(lv.stays);
+    for (size_t i : captured) e.Scale(i, static_cast<float>(lv.stays));
     for (size_t f : first) e.Add(f, lv.launch_ns);
     for (const auto& [i, gap] : device_gaps)
       if (gap > lv.gap_ns) e.Add(i, lv.gap_ns);
@@ -399,7 +399,7 @@ TransformPlan AmpBf16(const RankGraph& g) {
     const auto speed = [&](std::vector<size_t>& tasks, double ratio) {
       const double s = 1.0 + (std::max(1.0, ratio) - 1.0) * toward[k];
       for (size_t i : tasks) {
-        e.scale[i] = SpedUp(g.tasks()[i].dur, s);
+        e.Scale(i, SpedUp(g.tasks()[i].dur, s));
         const HostCall* c = g.links().CallOf(g.links().work[static_cast<size_t>(g.tasks()[i].work)]);
         if (c == nullptr || casts[k] == 0) continue;
         if (const auto it = first_slice.find(c->e); it != first_slice.end())
@@ -408,8 +408,8 @@ TransformPlan AmpBf16(const RankGraph& g) {
     };
     speed(gemm_fp32, bf16 / fp32);
     speed(gemm_tf32, bf16 / tf32);
-    for (size_t i : elementwise) e.scale[i] = static_cast<float>(keeps[k]);
-    for (size_t i : batch_norm) e.scale[i] = static_cast<float>(norm[k]);
+    for (size_t i : elementwise) e.Scale(i, static_cast<float>(keeps[k]));
+    for (size_t i : batch_norm) e.Scale(i, static_cast<float>(norm[k]));
     p.levels.push_back(std::move(e));
   }
   p.assumptions = fmt::format(
@@ -520,14 +520,14 @@ TransformPlan CompileFusion(const RankGraph& g) {
         longest = std::max(longest, static_cast<double>(g.tasks()[i].dur));
       }
       const double first = std::max<double>(1, static_cast<double>(g.tasks()[r.front()].dur));
-      e.scale[r.front()] = static_cast<float>(std::max(longest, sum * keeps[k]) / first);
-      for (size_t n = 1; n < r.size(); ++n) e.scale[r[n]] = 0.0f;
+      e.Scale(r.front(), static_cast<float>(std::max(longest, sum * keeps[k]) / first));
+      for (size_t n = 1; n < r.size(); ++n) e.Scale(r[n], 0.0f);
     }
     for (size_t i = 0; i < g.tasks().size(); ++i) {
       const auto& t = g.tasks()[i];
       if (t.kind == Kind::kDevice || t.frame < 0) continue;
       const int32_t op = outermost[static_cast<size_t>(t.frame)];
-      if (op >= 0 && fused_away[static_cast<size_t>(op)] == 1) e.scale[i] *= static_cast<float>(host_stays[k]);
+      if (op >= 0 && fused_away[static_cast<size_t>(op)] == 1) e.ScaleBy(i, static_cast<float>(host_stays[k]));
     }
     p.levels.push_back(std::move(e));
   }

@@ -371,25 +371,19 @@ void RankGraph::GroupChains() {
   head_.clear();
   group_of_.assign(n, 0);
   chain_ns_.clear();
-  gaps_ns_.clear();
   durs_.resize(n);
   for (int32_t i = 0; i < n; ++i) {
     if (!joins(i)) {
       head_.push_back(i);
       chain_ns_.push_back(0);
-      gaps_ns_.push_back(0);
     } else {
       chain_ns_.back() += edges_[tasks_[i].edge_begin].lag;
-      gaps_ns_.back() += edges_[tasks_[i].edge_begin].lag;
     }
     chain_ns_.back() += tasks_[i].dur;
     durs_[i] = tasks_[i].dur;
     group_of_[i] = static_cast<int32_t>(head_.size() - 1);
   }
   head_.push_back(n);
-  chains_.clear();
-  for (size_t g = 0; g + 1 < head_.size(); ++g)
-    if (head_[g + 1] - head_[g] > 1) chains_.push_back(static_cast<int32_t>(g));
   edge_group_.resize(edges_.size());
   for (size_t k = 0; k < edges_.size(); ++k) edge_group_[k] = group_of_[edges_[k].from];
 }
@@ -499,10 +493,8 @@ class ReplayWalk {
       std::fill(start_, start_ + g.groups() * lanes_.size(), 0);
       std::fill(end_, end_ + g.groups() * lanes_.size(), 0);
     }
-    for (const Edits* e : lanes_)
-      raw_.push_back({e->scale.empty() ? nullptr : e->scale.data(), e->unblock.empty() ? nullptr : e->unblock.data(),
-                      e->add_ns.empty() ? nullptr : e->add_ns.data()});
-    ChainLengths();
+    for (const Edits* e : lanes_) raw_.push_back({e->scales(), e->flags(), e->adds()});
+    GroupLengths();
   }
   size_t lanes() const { return lanes_.size(); }
   // Walks on. `coupling.Of(i)`: task i's collective (-1: none); `coupling.Ready(k)`: whether every
@@ -545,7 +537,8 @@ class ReplayWalk {
       const RankGraph::Task& t = tasks[i];
       int64_t* end = &end_[static_cast<size_t>(g) * L];
       int64_t* start = &start_[static_cast<size_t>(g) * L];
-      if (node % 2 == 1 && g_.head_[g] != i) {  // a chain: its start plus its length
+      // A group's end: its start plus its length, but for a wait (its releaser's end) and a collective.
+      if (node % 2 == 1 && (g_.head_[g] != i || (t.release < 0 && coupling.Of(i) < 0))) {
         const int64_t* length = &length_[static_cast<size_t>(g) * L];
         for (size_t l = 0; l < L; ++l) end[l] = start[l] + length[l];
         continue;
@@ -586,7 +579,7 @@ class ReplayWalk {
         if (lane.add && lane.add[i] != 0) dur = std::max<int64_t>(0, dur + lane.add[i]);
         if (t.release >= 0 && scale > 0) {
           // A wait: until its releaser ends, then the time it took to return.
-          const bool waits = !lane.unblock || !lane.unblock[i];
+          const bool waits = !lane.flags || (lane.flags[i] & Edits::kUnblock) == 0;
           const int64_t released = end_[static_cast<size_t>(g_.group_of_[t.release]) * L + l];
           end[l] = waits ? std::max(start[l] + std::min(dur, t.tail), released + t.tail) : start[l] + std::min(dur, t.tail);
         } else {
@@ -598,35 +591,30 @@ class ReplayWalk {
   }
   struct Lane {  // an edit's arrays (nullptr: empty)
     const float* scale;
-    const uint8_t* unblock;
+    const uint8_t* flags;
     const int64_t* add;
   };
-  // Per chain, per lane: its length under the lane's edits (its members' durations, scaled and
-  // with their added time, and the gaps between them), one pass over each lane's arrays.
-  void ChainLengths() {
+  // Per group, per lane: its length under the lane's edits (its members' durations, scaled and with
+  // their added time, and the gaps between them): the measured length, and each edited task's
+  // change added to its group's.
+  void GroupLengths() {
     const size_t L = lanes_.size();
-    length_.reset(new int64_t[g_.groups() * L]);  // uninitialized: only the chains' are written and read
+    const size_t groups = g_.groups();
+    length_.reset(new int64_t[groups * L]);
+    const int64_t* measured = g_.chain_ns_.data();
+    for (size_t g = 0; g < groups; ++g)
+      for (size_t l = 0; l < L; ++l) length_[g * L + l] = measured[g];
     const int64_t* dur = g_.durs_.data();
     for (size_t l = 0; l < L; ++l) {
       const Lane& lane = raw_[l];
-      for (const int32_t g : g_.chains_) {
-        const auto a = static_cast<size_t>(g_.head_[g]), b = static_cast<size_t>(g_.head_[g + 1]);
-        int64_t sum = g_.gaps_ns_[g];
-        if (!lane.scale && !lane.add) {
-          sum = g_.chain_ns_[g];
-        } else if (!lane.add) {  // (1.0 * d + 0.5 truncated is d: no test for the tasks left as they were)
-          for (size_t m = a; m < b; ++m) sum += static_cast<int64_t>(static_cast<double>(lane.scale[m]) * static_cast<double>(dur[m]) + 0.5);
-        } else {
-          for (size_t m = a; m < b; ++m) {
-            int64_t d = lane.scale ? static_cast<int64_t>(static_cast<double>(lane.scale[m]) * static_cast<double>(dur[m]) + 0.5) : dur[m];
-            sum += lane.add[m] != 0 ? std::max<int64_t>(0, d + lane.add[m]) : d;
-          }
-        }
-        length_[static_cast<size_t>(g) * L + l] = sum;
-      }
+      lanes_[l]->EachEdited([&](size_t m) {
+        int64_t d = lane.scale ? static_cast<int64_t>(static_cast<double>(lane.scale[m]) * static_cast<double>(dur[m]) + 0.5) : dur[m];
+        if (lane.add && lane.add[m] != 0) d = std::max<int64_t>(0, d + lane.add[m]);
+        length_[static_cast<size_t>(g_.group_of_[m]) * L + l] += d - dur[m];
+      });
     }
   }
-  std::unique_ptr<int64_t[]> length_;  // per group (chains only), per lane
+  std::unique_ptr<int64_t[]> length_;  // per group, per lane
   const RankGraph& g_;
   std::vector<const Edits*> lanes_;
   std::vector<Lane> raw_;

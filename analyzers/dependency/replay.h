@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,7 +38,7 @@ namespace trainrx::analyzers {
 
 class RankGraph;
 class ReplayWalk;
-struct Edits;
+class Edits;
 struct ReplayResult;
 ReplayResult Replay(const RankGraph& graph, const Edits& edits);
 
@@ -125,12 +126,11 @@ class RankGraph {
   // The walk's units: chains of a thread's plain slices (each started by the previous one's end and
   // read by nothing else: no launch, wait, boundary or collective in them) walked as one, tasks
   // [head_[g], head_[g + 1]); ~80 % of a GPU rank's slices are inside such chains. Per group: its
-  // measured length (durations and the gaps between them) and its gaps alone.
+  // measured length (durations and the gaps between them), chain_ns_.
   std::vector<int32_t> head_, group_of_;
   std::vector<int32_t> edge_group_;  // per edge: its predecessor's group (the walk's buffers are per group)
-  std::vector<int64_t> chain_ns_, gaps_ns_;
-  std::vector<int32_t> chains_;   // the groups of several tasks
-  std::vector<int64_t> durs_;     // per task: its measured duration (the chains' lengths read them in a row)
+  std::vector<int64_t> chain_ns_;
+  std::vector<int64_t> durs_;     // per task: its measured duration (an edited task's change is read from it)
   std::vector<std::pair<const profiler::Event*, int32_t>> collectives_;  // CollectiveTasks, in task order
   std::vector<int32_t> order_;     // group starts (2g) and ends (2g + 1) in a topological order
   size_t unordered_ = 0;
@@ -145,18 +145,64 @@ class RankGraph {
   friend std::vector<std::pair<const profiler::Event*, int32_t>> CollectiveTasks(const RankGraph& g);
 };
 
-// What a transform does to the graph: a new duration per task (the measured one scaled; 0
-// removes it) and waits that no longer wait for their releaser.
-// Empty vectors: nothing changed (the unchanged replay); add_ns stays empty until Add().
-struct Edits {
-  std::vector<float> scale;       // per task; 1: as measured
-  std::vector<uint8_t> unblock;   // per task: a wait that no longer waits
-  std::vector<int64_t> add_ns;    // per task: time added after scaling (may be negative; floors at 0)
-  explicit Edits(size_t tasks = 0) : scale(tasks, 1.0f), unblock(tasks, 0) {}
-  void Add(size_t task, int64_t ns) {
-    if (add_ns.empty()) add_ns.assign(scale.size(), 0);
-    add_ns[task] += ns;
+// What a transform does to the graph: a new duration per task (the measured one scaled, then time
+// added; 0 removes it) and waits that no longer wait for their releaser. Kept per task, with a flag
+// per task edited: a replay starts from the measured times and applies the edited tasks alone (most
+// fixes edit a few tasks of a step), found a word of flags at a time. Arrays are made on the first
+// edit of their kind: an Edits with none is the unchanged replay's.
+class Edits {
+ public:
+  explicit Edits(size_t tasks = 0) : n_(tasks) {}
+  size_t size() const { return n_; }
+  float scale(size_t task) const { return scale_.empty() ? 1.0f : scale_[task]; }
+  bool unblocked(size_t task) const { return !flags_.empty() && (flags_[task] & kUnblock) != 0; }
+  int64_t added_ns(size_t task) const { return add_ns_.empty() ? 0 : add_ns_[task]; }
+  // fn(task) for each task edited, in task order.
+  template <typename Fn>
+  void EachEdited(Fn&& fn) const {
+    const size_t n = flags_.size();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {  // eight flags at once: most words have none
+      uint64_t word;
+      std::memcpy(&word, flags_.data() + i, sizeof word);
+      if (word == 0) continue;
+      for (size_t j = i; j < i + 8; ++j)
+        if (flags_[j] != 0) fn(j);
+    }
+    for (; i < n; ++i)
+      if (flags_[i] != 0) fn(i);
   }
+  // The arrays per task (nullptr: no edit of that kind); flags' bit kUnblock: a wait that no longer waits.
+  const float* scales() const { return scale_.empty() ? nullptr : scale_.data(); }
+  const uint8_t* flags() const { return flags_.empty() ? nullptr : flags_.data(); }
+  const int64_t* adds() const { return add_ns_.empty() ? nullptr : add_ns_.data(); }
+  static constexpr uint8_t kUnblock = 1;
+
+  // Inline: a transform edits thousands of tasks a step.
+  [[gnu::always_inline]] void Scale(size_t task, float s) { ScaleSlot(task) = s; }     // its scale set to s (1: as measured)
+  [[gnu::always_inline]] void ScaleBy(size_t task, float s) { ScaleSlot(task) *= s; }  // its scale multiplied by s
+  [[gnu::always_inline]] void Unblock(size_t task) { Touch(task) |= kUnblock; }       // the wait no longer waits
+  void Add(size_t task, int64_t ns) {  // time added after scaling (may be negative; floors at 0)
+    Touch(task);
+    if (add_ns_.empty()) add_ns_.assign(n_, 0);
+    add_ns_[task] += ns;
+  }
+
+ private:
+  static constexpr uint8_t kEdited = 2;
+  [[gnu::always_inline]] uint8_t& Touch(size_t task) {
+    if (flags_.empty()) [[unlikely]] flags_.assign(n_, 0);
+    return flags_[task] |= kEdited;
+  }
+  [[gnu::always_inline]] float& ScaleSlot(size_t task) {
+    Touch(task);
+    if (scale_.empty()) [[unlikely]] scale_.assign(n_, 1.0f);
+    return scale_[task];
+  }
+  size_t n_ = 0;
+  std::vector<float> scale_;     // per task; 1: as measured
+  std::vector<uint8_t> flags_;   // per task: kEdited, kUnblock
+  std::vector<int64_t> add_ns_;  // per task: time added after scaling
 };
 
 struct ReplayResult {

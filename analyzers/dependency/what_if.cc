@@ -35,7 +35,7 @@ bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.s
 void ScaleFrames(const RankGraph& g, const std::vector<uint8_t>& mask, double scale, Edits& e) {
   const auto& tasks = g.tasks();
   for (size_t i = 0; i < tasks.size(); ++i)
-    if (tasks[i].frame >= 0 && mask[tasks[i].frame]) e.scale[i] *= static_cast<float>(scale);
+    if (tasks[i].frame >= 0 && mask[tasks[i].frame]) e.ScaleBy(i, static_cast<float>(scale));
 }
 
 // Frames with an ancestor (or itself) in `phase`.
@@ -186,7 +186,7 @@ std::vector<Edits> NodeOverheadEdits(const RankGraph& g, const NodeCost& c) {
       const double removed = under_node[t.frame] ? 0.0
                              : !c.leaf[t.frame]  ? wrapper_share[k] * excess
                                                  : std::min(excess, leaf_nodes[k] * c.per_node_ns);
-      e.scale[i] = static_cast<float>(1.0 - removed / static_cast<double>(own.own[t.frame]));
+      e.Scale(i, static_cast<float>(1.0 - removed / static_cast<double>(own.own[t.frame])));
     }
     out.push_back(std::move(e));
   }
@@ -273,7 +273,7 @@ TransformPlan UnblockSyncs(const RankGraph& g) {
       ++kept;
       continue;
     }
-    e.unblock[i] = 1;
+    e.Unblock(i);
     ++n;
   }
   if (n == 0 && kept > 0)
@@ -529,7 +529,7 @@ TransformPlan ForeachOptimizer(const RankGraph& g) {
       const Event& op = *frames[t.frame].op;
       const bool own_step_time = !(frames[t.frame].parent >= 0 && step(frames[t.frame].parent));
       if (own_step_time) {
-        e.scale[i] = static_cast<float>(python_keep[k]);
+        e.Scale(i, static_cast<float>(python_keep[k]));
       } else if (op.kind == profiler::EventKind::kCpuOp && t.ts == op.ts_ns && op_cost_saved[k] > 0) {
         e.Add(i, -static_cast<int64_t>(op_cost_saved[k] * static_cast<double>(std::min(overhead, t.dur))));
       }
@@ -596,7 +596,7 @@ TransformPlan FusedOptimizer(const RankGraph& g) {
   const double ops_kept[3] = {2.0, 4.0, 1.0};
   for (int k = 0; k < 3; ++k) {
     Edits e(g.tasks().size());
-    for (size_t i : own) e.scale[i] *= static_cast<float>(std::min(1.0, ops_kept[k] / n));
+    for (size_t i : own) e.ScaleBy(i, static_cast<float>(std::min(1.0, ops_kept[k] / n)));
     p.levels.push_back(std::move(e));
   }
   p.assumptions = fmt::format(
@@ -689,7 +689,7 @@ TransformPlan DropBias(const RankGraph& g) {
       double scale = 1.0 - share[t.frame];
       if (t.kind != Kind::kDevice && node_share[t.frame] > 0 && own.own[t.frame] > 0)
         scale -= node_share[t.frame] * static_cast<double>(cost.excess[t.frame]) / static_cast<double>(own.own[t.frame]);
-      e.scale[i] = static_cast<float>(std::max(0.0, scale));
+      e.Scale(i, static_cast<float>(std::max(0.0, scale)));
     }
     p.levels.push_back(std::move(e));
   }
@@ -779,25 +779,16 @@ class Levels {
     }
     size_t distinct = 1;
     for (const TransformPlan* plan : plans) distinct = std::max(distinct, plan->levels.size());
-    const size_t n = g.tasks().size();
-    combined_.assign(distinct, Edits(n));
+    combined_.assign(distinct, Edits(g.tasks().size()));
     for (const TransformPlan* plan : plans)
       for (size_t k = 0; k < distinct; ++k) {
         const Edits& e = plan->levels[std::min(k, plan->levels.size() - 1)];
         Edits& c = combined_[k];
-        if (e.scale.empty()) continue;  // nothing edited
-        // One array at a time (plain loops over arrays that do not overlap: the compiler's vectors).
-        float* __restrict scale = c.scale.data();
-        const float* __restrict by = e.scale.data();
-        for (size_t i = 0; i < n; ++i) scale[i] *= by[i];
-        uint8_t* __restrict unblock = c.unblock.data();
-        const uint8_t* __restrict also = e.unblock.data();
-        for (size_t i = 0; i < n; ++i) unblock[i] |= also[i];
-        if (e.add_ns.empty()) continue;
-        if (c.add_ns.empty()) c.add_ns.assign(n, 0);
-        int64_t* __restrict add = c.add_ns.data();
-        const int64_t* __restrict more = e.add_ns.data();
-        for (size_t i = 0; i < n; ++i) add[i] += more[i];
+        e.EachEdited([&](size_t i) {
+          if (e.scales() != nullptr) c.ScaleBy(i, e.scale(i));
+          if (e.unblocked(i)) c.Unblock(i);
+          if (e.added_ns(i) != 0) c.Add(i, e.added_ns(i));
+        });
       }
   }
   const std::vector<Edits>& get() const { return one_ != nullptr ? *one_ : combined_; }

@@ -174,7 +174,7 @@ TEST(ThreadWaits, BackwardWithNoOpOnTheMainThreadIsAForkAndJoin) {
   const RankGraph& g = *h.graph;
   Edits off(g.tasks().size());
   for (size_t i = 0; i < g.tasks().size(); ++i)
-    if (g.tasks()[i].frame >= 0 && h.trace.Name(*g.frames()[g.tasks()[i].frame].op) == "aten::isnan") off.scale[i] = 0;
+    if (g.tasks()[i].frame >= 0 && h.trace.Name(*g.frames()[g.tasks()[i].frame].op) == "aten::isnan") off.Scale(i, 0);
   const ReplayResult r = Replay(g, off);
   ASSERT_EQ(r.step_ns.size(), 4u);
   for (size_t i = 0; i + 1 < r.step_ns.size(); ++i) EXPECT_NEAR(static_cast<double>(r.step_ns[i]), 6'000'000.0, 50'000.0) << i;
@@ -227,7 +227,7 @@ TEST(ThreadWaits, CollectiveAndLoaderThreadsReleaseTheLoopsWaits) {
   // Gloo's all-reduce twice as fast: the wait ends 240 us earlier, and so does the step.
   Edits faster(g.tasks().size());
   for (size_t i = 0; i < g.tasks().size(); ++i)
-    if (g.tasks()[i].frame >= 0 && trace.Name(*g.frames()[g.tasks()[i].frame].op) == "gloo:all_reduce") faster.scale[i] = 0.5f;
+    if (g.tasks()[i].frame >= 0 && trace.Name(*g.frames()[g.tasks()[i].frame].op) == "gloo:all_reduce") faster.Scale(i, 0.5f);
   for (int64_t step : Replay(g, faster).step_ns) EXPECT_EQ(step, 1'000'000 - 240'000);
   // A CPU-only rank whose loop waits for other threads has a critical path, and the all-reduce is on
   // it, named by its op and thread (the DDP tutorial on two CPU ranks: half the step, issue 59).
@@ -282,7 +282,7 @@ TEST(Replay, AChainOfSlicesIsWalkedAsOneWithEachMembersEdits) {
     return out;
   };
   Edits half_b(g.tasks().size()), drop_c(g.tasks().size()), both(g.tasks().size());
-  for (size_t i : named("aten::b")) half_b.scale[i] = 0.5f, both.scale[i] = 0.5f;
+  for (size_t i : named("aten::b")) half_b.Scale(i, 0.5f), both.Scale(i, 0.5f);
   for (size_t i : named("aten::c")) drop_c.Add(i, -500'000), both.Add(i, -500'000);  // floors at 0
   // Three edits as three lanes of one walk, and each alone: the same steps.
   const std::vector<const Edits*> lanes = {&half_b, &drop_c, &both};
@@ -325,7 +325,7 @@ TEST(Replay, SynchronizeIsResolvedDuringReplay) {
   const RankGraph& g = *h.graph;
   Edits half(g.tasks().size());
   for (size_t i = 0; i < g.tasks().size(); ++i)
-    if (g.tasks()[i].kind == RankGraph::Kind::kDevice) half.scale[i] = 0.5;
+    if (g.tasks()[i].kind == RankGraph::Kind::kDevice) half.Scale(i, 0.5f);
   const ReplayResult base = Replay(g, Edits(g.tasks().size()));
   const ReplayResult fast = Replay(g, half);
   ASSERT_EQ(fast.step_ns.size(), 4u);
@@ -365,7 +365,7 @@ TEST(Replay, AWaitOnAnotherStreamInferredByTimeIsAnEdge) {
   const RankGraph& g = *h.graph;
   Edits half_comm(g.tasks().size());
   for (size_t i = 0; i < g.tasks().size(); ++i)
-    if (g.tasks()[i].kind == RankGraph::Kind::kDevice && g.tasks()[i].dur == 350'000) half_comm.scale[i] = 0.5;
+    if (g.tasks()[i].kind == RankGraph::Kind::kDevice && g.tasks()[i].dur == 350'000) half_comm.Scale(i, 0.5f);
   const ReplayResult base = Replay(g, Edits(g.tasks().size()));
   const ReplayResult fast = Replay(g, half_comm);
   ASSERT_EQ(fast.step_ns.size(), 4u);
