@@ -53,21 +53,21 @@ struct CallSlices {
 };
 CallSlices CallSlicesOf(const RankGraph& g, const std::vector<size_t>& work_tasks) {
   const auto& links = g.links();
-  std::unordered_map<const Event*, size_t> of_call;
+  // Per frame: the work it launched (a call's slices share its frame: its first slice's).
+  std::vector<int32_t> of_frame(g.frames().size(), -1);
   for (size_t k = 0; k < work_tasks.size(); ++k) {
     const DeviceWork& w = links.work[static_cast<size_t>(g.tasks()[work_tasks[k]].work)];
-    if (w.call >= 0) of_call[links.calls[static_cast<size_t>(w.call)].e] = k;
+    if (const int32_t c = w.call >= 0 ? g.CallTask(w.call) : -1; c >= 0) of_frame[static_cast<size_t>(g.tasks()[c].frame)] = static_cast<int32_t>(k);
   }
   CallSlices out;
   out.tasks.resize(work_tasks.size());
   out.ns.assign(work_tasks.size(), 0);
   for (size_t i = 0; i < g.tasks().size(); ++i) {
     const auto& t = g.tasks()[i];
-    if (t.kind == Kind::kDevice || t.frame < 0) continue;
-    const auto it = of_call.find(g.frames()[static_cast<size_t>(t.frame)].op);
-    if (it == of_call.end()) continue;
-    out.tasks[it->second].push_back(i);
-    out.ns[it->second] += t.dur;
+    if (t.kind == Kind::kDevice || t.frame < 0 || of_frame[static_cast<size_t>(t.frame)] < 0) continue;
+    const auto k = static_cast<size_t>(of_frame[static_cast<size_t>(t.frame)]);
+    out.tasks[k].push_back(i);
+    out.ns[k] += t.dur;
   }
   return out;
 }
@@ -271,7 +271,7 @@ TransformPlan CudaGraphs(const RankGraph& g) {
     ++kernels;
   }
   if (kernels == 0) return NoSaving(g, "no device work launched in the steps: nothing to capture");
-  const auto data = g.FramesUnder([](std::string_view n) { return PhaseOf(n) == kData; });
+  const auto data = g.FramesInPhase(kData);
   const OptimizerReads opt = OptimizerReadsOf(g);
   // The captured host tasks, and the first on the loop's thread of each captured piece of a step
   // (where a graph's launch goes: one piece a step unless its optimizer reads).

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "collectives.h"
+#include "phases.h"
 #include "runtime_names.h"
 
 #include "ops.h"
@@ -87,6 +88,7 @@ RankGraph::RankGraph(const profiler::Trace& trace, const RankLinks& links, std::
   tasks_.reserve(static_cast<size_t>(covered * static_cast<double>(2 * host_events + links_.work.size())) + 16);
   call_task_.assign(links_.calls.size(), -1);
   for (uint32_t track : threads) AddHostThread(track, track == loop_);
+  MarkPhases();
   AddDevice();
   AddEdges();
   MarkSteps(call_task_);
@@ -170,6 +172,17 @@ void RankGraph::AddHostThread(uint32_t track, bool loop) {
   while (!stack.empty()) pop();
 }
 
+void RankGraph::MarkPhases() {
+  std::vector<int8_t> named(trace_.strings.size(), -2);  // per name: its phase (-1: none; -2: not asked yet)
+  phases_under_.assign(frames_.size(), 0);
+  for (size_t i = 0; i < frames_.size(); ++i) {
+    int8_t& phase = named[frames_[i].op->name];
+    if (phase == -2) phase = static_cast<int8_t>(PhaseOf(trace_.Name(*frames_[i].op)));
+    const int32_t parent = frames_[i].parent;  // parents come first
+    phases_under_[i] = static_cast<uint8_t>((parent >= 0 ? phases_under_[parent] : 0) | (phase >= 0 ? 1 << phase : 0));
+  }
+}
+
 void RankGraph::AddDevice() {
   for (size_t i = 0; i < links_.work.size(); ++i) {
     const DeviceWork& w = links_.work[i];
@@ -207,28 +220,26 @@ void RankGraph::AddEdges() {
     Edge e;
     int64_t ready, natural;
   };
-  std::vector<Candidate> cands;
+  Candidate cands[4];  // a host task has at most two (program order, the gap rule), device work four
+  size_t count = 0;
   edges_.reserve(2 * tasks_.size());
-  const auto ready_of = [&](const Edge& e) {
-    const Task& p = tasks_[e.from];
-    return e.frac < 0 ? p.ts + p.dur : p.ts + static_cast<int64_t>(std::llround(e.frac * static_cast<double>(p.dur)));
-  };
   const auto push = [&](int32_t from, float frac, int64_t natural) {
-    Edge e{0, from, frac};
-    cands.push_back({e, ready_of(e), natural});
+    const Task& p = tasks_[from];
+    const int64_t ready = frac < 0 ? p.ts + p.dur : p.ts + static_cast<int64_t>(std::llround(frac * static_cast<double>(p.dur)));
+    cands[count++] = {Edge{0, from, frac}, ready, natural};
   };
   const auto finish = [&](Task& t) {
     t.edge_begin = static_cast<int32_t>(edges_.size());
-    t.edge_count = static_cast<int32_t>(cands.size());
+    t.edge_count = static_cast<int32_t>(count);
     size_t binding = 0;
-    for (size_t k = 1; k < cands.size(); ++k)
+    for (size_t k = 1; k < count; ++k)
       if (cands[k].ready > cands[binding].ready) binding = k;
-    for (size_t k = 0; k < cands.size(); ++k) {
+    for (size_t k = 0; k < count; ++k) {
       Edge e = cands[k].e;
       e.lag = k == binding ? t.ts - cands[k].ready : std::min(cands[k].natural, t.ts - cands[k].ready);
       edges_.push_back(e);
     }
-    cands.clear();
+    count = 0;
   };
   for (int32_t i = 0; i < n; ++i) {
     Task& t = tasks_[i];

@@ -85,6 +85,15 @@ class RankGraph {
   const ReplayResult& Unchanged() const;
   // The step a task belongs to (its start inside a window; device work: its launch's), -1: none.
   int32_t StepOf(int32_t task) const { return step_of_[task]; }
+  // Per frame: whether its op or an op enclosing it is of `phase` (phases.h's PhaseOf), read from
+  // the phases found once per graph.
+  std::vector<uint8_t> FramesInPhase(int phase) const {
+    std::vector<uint8_t> out(frames_.size());
+    for (size_t i = 0; i < frames_.size(); ++i) out[i] = static_cast<uint8_t>((phases_under_[i] >> phase) & 1);
+    return out;
+  }
+  // The task of RankLinks::calls[call]'s first slice (-1: none in the graph's span).
+  int32_t CallTask(int32_t call) const { return call_task_[static_cast<size_t>(call)]; }
   // Per frame: whether its op or an op enclosing it has a name that satisfies `pred` (a function of
   // the name alone: asked once per distinct name).
   template <typename Pred>
@@ -115,12 +124,14 @@ class RankGraph {
   void EachPred(int32_t node, Fn&& fn) const;
   void GroupChains();
   void KahnOrder();
+  void MarkPhases();
   const profiler::Trace& trace_;
   const RankLinks& links_;
   std::vector<std::pair<int64_t, int64_t>> windows_;
   uint32_t loop_ = 0;
   int64_t lo_ = INT64_MIN, hi_ = INT64_MAX;  // the span the tasks cover (clipped to it)
   std::vector<Frame> frames_;
+  std::vector<uint8_t> phases_under_;  // per frame: bit p set where it or an enclosing op is of phase p
   std::vector<Task> tasks_;
   std::vector<Edge> edges_;
   // The walk's units: chains of a thread's plain slices (each started by the previous one's end and

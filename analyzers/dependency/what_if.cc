@@ -31,17 +31,20 @@ namespace {
 
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-// Scales every task whose frame (a host slice's op, device work's launching call) is in `mask`.
-void ScaleFrames(const RankGraph& g, const std::vector<uint8_t>& mask, double scale, Edits& e) {
+// The tasks whose frame (a host slice's op, device work's launching call) is in `mask`.
+std::vector<size_t> TasksUnder(const RankGraph& g, const std::vector<uint8_t>& mask) {
+  std::vector<size_t> out;
   const auto& tasks = g.tasks();
   for (size_t i = 0; i < tasks.size(); ++i)
-    if (tasks[i].frame >= 0 && mask[tasks[i].frame]) e.ScaleBy(i, static_cast<float>(scale));
+    if (tasks[i].frame >= 0 && mask[tasks[i].frame]) out.push_back(i);
+  return out;
+}
+void ScaleTasks(const std::vector<size_t>& tasks, double scale, Edits& e) {
+  for (size_t i : tasks) e.ScaleBy(i, static_cast<float>(scale));
 }
 
 // Frames with an ancestor (or itself) in `phase`.
-std::vector<uint8_t> InPhase(const RankGraph& g, int phase) {
-  return g.FramesUnder([&](std::string_view n) { return PhaseOf(n) == phase; });
-}
+std::vector<uint8_t> InPhase(const RankGraph& g, int phase) { return g.FramesInPhase(phase); }
 
 // Per frame under an optimizer step (`is_step` of a range's name): where that step's own work
 // starts (OwnWorkStart: a closure's forward and backward come first, Lightning, SAM); INT64_MAX
@@ -225,7 +228,8 @@ TransformPlan AnomalyOff(const RankGraph& g) {
   const NodeCost cost = NodeCostOf(g, forward);
   TransformPlan p;
   p.levels = NodeOverheadEdits(g, cost);
-  for (Edits& e : p.levels) ScaleFrames(g, checks, 0.0, e);
+  const std::vector<size_t> checking = TasksUnder(g, checks);
+  for (Edits& e : p.levels) ScaleTasks(checking, 0.0, e);
   p.assumptions = fmt::format(
       "the NaN checks anomaly mode adds in backward (isnan / ne, any, item per node output) go, and so does the stack it "
       "captures for every node the forward records ({:.0f} nodes a step, {:.2f} ms each: the forward's own time beyond an "
@@ -298,7 +302,7 @@ TransformPlan CachingAllocator(const RankGraph& g) {
   if (std::none_of(alloc.begin(), alloc.end(), [](uint8_t x) { return x; }))
     return NoSaving(g, "no device allocator call in this trace: nothing to save");
   Edits e(g.tasks().size());
-  ScaleFrames(g, alloc, 0.0, e);
+  ScaleTasks(TasksUnder(g, alloc), 0.0, e);
   p.levels.push_back(std::move(e));
   p.assumptions = "every device allocation and free is served from the caching allocator's cache (no runtime call, "
                   "no wait for the device), on every thread";
@@ -318,7 +322,7 @@ TransformPlan ZeroGradNone(const RankGraph& g) {
   TransformPlan p;
   if (LoopTimeOf(g, mask) == 0) return NoSaving(g, "no zeroing op inside zero_grad on the loop's thread: nothing to save");
   Edits e(g.tasks().size());
-  ScaleFrames(g, mask, 0.0, e);
+  ScaleTasks(TasksUnder(g, mask), 0.0, e);
   p.levels.push_back(std::move(e));
   p.assumptions = "zero_grad's zeroing ops go; backward's first write to each gradient costs what its add did";
   return p;
@@ -401,14 +405,20 @@ TransformPlan NotPredictable(const RankGraph&, const char* why) {
 bool LoadingHasWorkers(const RankGraph& g, const std::vector<uint8_t>& data) {
   if (ConfigView(g.trace(), g.links().rank).Static("workers").value_or(0) > 0) return true;
   std::vector<std::pair<int64_t, int64_t>> per_step(g.windows().size());  // (from workers, in the loop) ns
+  // Per data frame: whether its outermost data frame is a fetch from worker processes (parents come first).
+  const auto& frames = g.frames();
+  std::vector<uint8_t> from_workers(frames.size(), 0);
+  for (size_t f = 0; f < frames.size(); ++f) {
+    if (!data[f]) continue;
+    const int32_t parent = frames[f].parent;
+    from_workers[f] = parent >= 0 && data[parent] ? from_workers[parent] : IsWorkerLoaderRange(g.trace().Name(*frames[f].op));
+  }
   for (size_t i = 0; i < g.tasks().size(); ++i) {
     const RankGraph::Task& t = g.tasks()[i];
     const int32_t step = g.StepOf(static_cast<int32_t>(i));
     if (t.track != g.loop_thread() || t.frame < 0 || !data[t.frame] || step < 0) continue;
-    int32_t root = t.frame;
-    while (g.frames()[root].parent >= 0 && data[g.frames()[root].parent]) root = g.frames()[root].parent;
     auto& [workers, loop] = per_step[static_cast<size_t>(step)];
-    (IsWorkerLoaderRange(g.trace().Name(*g.frames()[root].op)) ? workers : loop) += t.dur;
+    (from_workers[t.frame] ? workers : loop) += t.dur;
   }
   int64_t votes = 0;
   for (const auto& [workers, loop] : per_step) votes += workers > loop ? 1 : workers < loop ? -1 : 0;
@@ -443,6 +453,7 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
   // loader, docs/what-if.md), tens of us on bare metal. Point 150 us a tensor, low end 500 us, high
   // end 20 us; the tensors of a batch are its collate's stacks (2 when the trace shows none).
   const double per_tensor_ns[3] = {150e3, 500e3, 20e3};
+  const std::vector<size_t> loading = TasksUnder(g, data);
   Fetches fetches = FetchesOf(g, data);
   const bool crossing = std::find(fetches.crosses.begin(), fetches.crosses.end(), 1) != fetches.crosses.end();
   std::vector<int64_t> counted = fetches.tensors;
@@ -461,7 +472,7 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
   const double loop_cores[3] = {measured > 0 ? measured : (1.0 + busy) / 2.0, std::max(measured, busy), 1.0};
   for (int k = 0; k < 3; ++k) {
     Edits e(g.tasks().size());
-    ScaleFrames(g, data, stays[k], e);
+    ScaleTasks(loading, stays[k], e);
     double ipc_step = 0;  // per step, on each side
     for (size_t b = 0; b < fetches.first_task.size(); ++b) {
       if (!fetches.crosses[b]) continue;
