@@ -159,11 +159,11 @@ class RankGraph {
 // What a transform does to the graph: a new duration per task (the measured one scaled, then time
 // added; 0 removes it) and waits that no longer wait for their releaser. Kept per task, with a flag
 // per task edited: a replay starts from the measured times and applies the edited tasks alone (most
-// fixes edit a few tasks of a step), found a word of flags at a time. Arrays are made on the first
-// edit of their kind: an Edits with none is the unchanged replay's.
+// fixes edit a few tasks of a step), found a word of flags at a time. The added times are made on
+// the first Add; Edits() (no tasks) is the unchanged replay's.
 class Edits {
  public:
-  explicit Edits(size_t tasks = 0) : n_(tasks) {}
+  explicit Edits(size_t tasks = 0) : n_(tasks), scale_(tasks, 1.0f), flags_(tasks, 0) {}
   size_t size() const { return n_; }
   float scale(size_t task) const { return scale_.empty() ? 1.0f : scale_[task]; }
   bool unblocked(size_t task) const { return !flags_.empty() && (flags_[task] & kUnblock) != 0; }
@@ -201,17 +201,13 @@ class Edits {
 
  private:
   static constexpr uint8_t kEdited = 2;
-  [[gnu::always_inline]] uint8_t& Touch(size_t task) {
-    if (flags_.empty()) [[unlikely]] flags_.assign(n_, 0);
-    return flags_[task] |= kEdited;
-  }
+  [[gnu::always_inline]] uint8_t& Touch(size_t task) { return flags_[task] |= kEdited; }
   [[gnu::always_inline]] float& ScaleSlot(size_t task) {
     Touch(task);
-    if (scale_.empty()) [[unlikely]] scale_.assign(n_, 1.0f);
     return scale_[task];
   }
   size_t n_ = 0;
-  std::vector<float> scale_;     // per task; 1: as measured
+  std::vector<float> scale_;     // per task; 1: as measured (the writers need no test for an array not made yet)
   std::vector<uint8_t> flags_;   // per task: kEdited, kUnblock
   std::vector<int64_t> add_ns_;  // per task: time added after scaling
 };
