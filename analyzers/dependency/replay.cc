@@ -616,13 +616,25 @@ class ReplayWalk {
     for (size_t g = 0; g < groups; ++g)
       for (size_t l = 0; l < L; ++l) length_[g * L + l] = measured[g];
     const int64_t* dur = g_.durs_.data();
+    const int32_t* group_of = g_.group_of_.data();
     for (size_t l = 0; l < L; ++l) {
-      const Lane& lane = raw_[l];
+      const float* scale = raw_[l].scale;
+      const int64_t* add = raw_[l].add;
+      int64_t* length = length_.get() + l;
+      // Tasks come in group order: a group's changes are summed, then added once.
+      int32_t group = -1;
+      int64_t change = 0;
       lanes_[l]->EachEdited([&](size_t m) {
-        int64_t d = lane.scale ? static_cast<int64_t>(static_cast<double>(lane.scale[m]) * static_cast<double>(dur[m]) + 0.5) : dur[m];
-        if (lane.add && lane.add[m] != 0) d = std::max<int64_t>(0, d + lane.add[m]);
-        length_[static_cast<size_t>(g_.group_of_[m]) * L + l] += d - dur[m];
+        int64_t d = scale ? static_cast<int64_t>(static_cast<double>(scale[m]) * static_cast<double>(dur[m]) + 0.5) : dur[m];
+        if (add && add[m] != 0) d = std::max<int64_t>(0, d + add[m]);
+        if (group_of[m] != group) {
+          if (group >= 0) length[static_cast<size_t>(group) * L] += change;
+          group = group_of[m];
+          change = 0;
+        }
+        change += d - dur[m];
       });
+      if (group >= 0) length[static_cast<size_t>(group) * L] += change;
     }
   }
   std::unique_ptr<int64_t[]> length_;  // per group, per lane

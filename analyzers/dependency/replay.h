@@ -21,6 +21,7 @@
 // a set are replayed together (ReplayJoint).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -163,7 +164,7 @@ class RankGraph {
 // the first Add; Edits() (no tasks) is the unchanged replay's.
 class Edits {
  public:
-  explicit Edits(size_t tasks = 0) : n_(tasks), scale_(tasks, 1.0f), flags_(tasks, 0) {}
+  explicit Edits(size_t tasks = 0) : n_(tasks), scale_(tasks), flags_(tasks, 0) { Ones(scale_); }
   size_t size() const { return n_; }
   float scale(size_t task) const { return scale_.empty() ? 1.0f : scale_[task]; }
   bool unblocked(size_t task) const { return !flags_.empty() && (flags_[task] & kUnblock) != 0; }
@@ -201,6 +202,13 @@ class Edits {
 
  private:
   static constexpr uint8_t kEdited = 2;
+  // Every scale 1, a few by hand and the rest copied from them in doubling blocks (memcpy's wide
+  // stores: a plain fill loop of floats is not vectorized at -O2, and an Edits is made per level).
+  static void Ones(std::vector<float>& v) {
+    const size_t n = v.size();
+    for (size_t i = 0; i < std::min<size_t>(n, 16); ++i) v[i] = 1.0f;
+    for (size_t k = 16; k < n; k *= 2) std::memcpy(v.data() + k, v.data(), std::min(k, n - k) * sizeof(float));
+  }
   [[gnu::always_inline]] uint8_t& Touch(size_t task) { return flags_[task] |= kEdited; }
   [[gnu::always_inline]] float& ScaleSlot(size_t task) {
     Touch(task);
