@@ -395,6 +395,11 @@ void RankGraph::GroupChains() {
     group_of_[i] = static_cast<int32_t>(head_.size() - 1);
   }
   head_.push_back(n);
+  // Pinned tasks are groups of their own: a wait's or a collective's group is that task alone.
+  special_.assign(head_.size() - 1, 0);
+  for (int32_t i = 0; i < n; ++i)
+    if (tasks_[i].release >= 0) special_[group_of_[i]] |= kWait;
+  for (const auto& [c, i] : collectives_) special_[group_of_[i]] |= kCollective;
   edge_group_.resize(edges_.size());
   for (size_t k = 0; k < edges_.size(); ++k) edge_group_[k] = group_of_[edges_[k].from];
 }
@@ -549,7 +554,8 @@ class ReplayWalk {
       int64_t* end = &end_[static_cast<size_t>(g) * L];
       int64_t* start = &start_[static_cast<size_t>(g) * L];
       // A group's end: its start plus its length, but for a wait (its releaser's end) and a collective.
-      if (node % 2 == 1 && (g_.head_[g] != i || (t.release < 0 && coupling.Of(i) < 0))) {
+      const uint8_t special = g_.special_[g];
+      if (node % 2 == 1 && (special == 0 || (special == RankGraph::kCollective && coupling.Of(i) < 0))) {
         const int64_t* length = &length_[static_cast<size_t>(g) * L];
         for (size_t l = 0; l < L; ++l) end[l] = start[l] + length[l];
         continue;
@@ -574,10 +580,10 @@ class ReplayWalk {
             }
           }
         }
-        if (const int32_t c = coupling.Of(i); c >= 0) coupling.Started(c, start, L);
+        if (const int32_t c = special & RankGraph::kCollective ? coupling.Of(i) : -1; c >= 0) coupling.Started(c, start, L);
         continue;
       }
-      const int32_t collective = coupling.Of(i);
+      const int32_t collective = special & RankGraph::kCollective ? coupling.Of(i) : -1;
       if (collective >= 0 && !coupling.Ready(collective)) return false;
       for (size_t l = 0; l < L; ++l) {
         const Lane& lane = raw_[l];

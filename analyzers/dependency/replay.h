@@ -140,6 +140,10 @@ class RankGraph {
   // [head_[g], head_[g + 1]); ~80 % of a GPU rank's slices are inside such chains. Per group: its
   // measured length (durations and the gaps between them), chain_ns_.
   std::vector<int32_t> head_, group_of_;
+  // Per group: kWait (its task waits for a releaser), kCollective (its task is one of
+  // CollectiveTasks); 0: its end is its start plus its length.
+  static constexpr uint8_t kWait = 1, kCollective = 2;
+  std::vector<uint8_t> special_;
   std::vector<int32_t> edge_group_;  // per edge: its predecessor's group (the walk's buffers are per group)
   std::vector<int64_t> chain_ns_;
   std::vector<int64_t> durs_;     // per task: its measured duration (an edited task's change is read from it)
