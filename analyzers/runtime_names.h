@@ -61,13 +61,18 @@ inline bool IsScalarReadOrSync(std::string_view n) {
 inline bool IsCaptureBegin(std::string_view n) { return n.find("StreamBeginCapture") != std::string_view::npos; }
 inline bool IsCaptureEnd(std::string_view n) { return n.find("StreamEndCapture") != std::string_view::npos; }
 
+// A byte in ASCII lower case: what std::tolower does in the "C" locale trainrx runs in (it sets
+// none), without a library call per byte (kernel names run to hundreds of bytes; the analysis
+// lower-cased a few thousand of them).
+constexpr char AsciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
 // Communication kernels: NCCL's (ncclKernel_*, and ncclDevKernel_* since NCCL 2.19, which the
 // old "contains ncclKernel" test counted as compute) and RCCL's (ROCm), by prefix as HTA 0.6.1.
 inline bool IsCommKernel(std::string_view name) {
   auto lower_prefix = [&](std::string_view p) {
     if (name.size() < p.size()) return false;
     for (size_t i = 0; i < p.size(); ++i)
-      if (std::tolower(static_cast<unsigned char>(name[i])) != p[i]) return false;
+      if (AsciiLower(name[i]) != p[i]) return false;
     return true;
   };
   return lower_prefix("nccl") || lower_prefix("rccl");
@@ -81,14 +86,14 @@ inline bool IsGradientReduction(std::string_view name) {
   std::string lower;
   lower.reserve(name.size());
   for (char ch : name)
-    if (ch != '_') lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+    if (ch != '_') lower.push_back(AsciiLower(ch));
   return lower.find("allreduce") != std::string::npos || lower.find("reducescatter") != std::string::npos;
 }
 
 // `s` in ASCII lower case (kernel and runtime names).
 inline std::string Lowercase(std::string_view s) {
   std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : out) c = AsciiLower(c);
   return out;
 }
 

@@ -317,7 +317,6 @@ void AttributeDeviceTime(const AnalysisContext& ctx, Costing& c) {
                         return w.e->kind == EventKind::kKernel;
                       });
   c.total_ns.assign(c.has_steps ? c.steps.size() : 1, 0.0);
-  std::unordered_map<profiler::StrId, bool> tf32_names;  // kernel names that say TF32
   if (c.device) {
     for (const DeviceWork& w : links->work) {
       if (w.e->kind != EventKind::kKernel) continue;
@@ -336,9 +335,7 @@ void AttributeDeviceTime(const AnalysisContext& ctx, Costing& c) {
       --it;
       if (at >= it->e->end_ns()) continue;
       it->device_ns += static_cast<double>(w.e->dur_ns);
-      auto [tf32, fresh] = tf32_names.try_emplace(w.e->name, false);
-      if (fresh) tf32->second = Lowercase(c.trace.Name(*w.e)).find("tf32") != std::string::npos;
-      if (tf32->second) it->tf32_ns += static_cast<double>(w.e->dur_ns);
+      if (links->kernel_names->SaysTf32(w.e->name)) it->tf32_ns += static_cast<double>(w.e->dur_ns);
     }
   } else {
     for (uint32_t t : c.cpu_tracks) {

@@ -369,6 +369,7 @@ void KernelNames::Classify(profiler::StrId id, std::string_view name) {
   if (IsFusableKernel(name)) b |= kFusable;
   if (IsFp32DataKernel(name)) b |= kFp32Data;
   if (IsCudnnBatchNormKernel(name)) b |= kCudnnNorm;
+  if (Lowercase(name).find("tf32") != std::string::npos) b |= kSaysTf32;
   bits_[id] = b;
 }
 

@@ -109,9 +109,10 @@ class KernelNames {
   bool Fusable(profiler::StrId id) const { return (At(id) & kFusable) != 0; }
   bool Fp32Data(profiler::StrId id) const { return (At(id) & kFp32Data) != 0; }
   bool CudnnBatchNorm(profiler::StrId id) const { return (At(id) & kCudnnNorm) != 0; }
+  bool SaysTf32(profiler::StrId id) const { return (At(id) & kSaysTf32) != 0; }  // "tf32" in its name, any case
 
  private:
-  static constexpr uint8_t kComm = 4, kFusable = 8, kFp32Data = 16, kCudnnNorm = 32, kDone = 128;
+  static constexpr uint8_t kComm = 4, kFusable = 8, kFp32Data = 16, kCudnnNorm = 32, kSaysTf32 = 64, kDone = 128;
   uint8_t At(profiler::StrId id) const { return id < bits_.size() ? bits_[id] : 0; }
   std::vector<uint8_t> bits_;
 };

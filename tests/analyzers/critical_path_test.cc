@@ -151,6 +151,38 @@ TEST(CriticalPathTest, TheDevicesPaceIsTheThroughputWhereTheDeviceRunsBehindTheL
       << out.str();
 }
 
+// What would make the rule wrong: ROCm's runtime names and a second launching thread (the autograd
+// engine's device thread launches backward's kernels) go through the same links; the device still
+// runs 4 ms a step behind a loop of 1 ms, and the report says so.
+TEST(CriticalPathTest, TheDeviceRunsBehindOnRocmWithTwoLaunchingThreadsToo) {
+  std::string ev;
+  int corr = 0;
+  double device_free = 0;
+  for (int i = 0; i < 8; ++i) {
+    const double s = i * 1000.0;
+    // The loop's thread runs the step's host work; the engine's thread launches both kernels.
+    ev += Cpu("user_annotation", fmt::format("ProfilerStep#{}", i), s, 1000);
+    ev += Cpu("cpu_op", "aten::host_work", s + 10, 980);
+    ev += Cpu("cpu_op", "autograd::engine::evaluate_function: MmBackward0", s + 100, 700, -1, 2);
+    for (const double at : {s + 110, s + 500}) {
+      ev += Cpu("cuda_runtime", "hipLaunchKernel", at, 5, ++corr, 2);
+      const double start = std::max(at + 10, device_free);
+      ev += Gpu("kernel", "Cijk_Ailk_Bljk_SB_MT64x64x16", start, 2000, 7, corr);
+      device_free = start + 2000;
+    }
+  }
+  profiler::Trace trace;
+  const Report r = AnalyzeJson(ev, trace);
+  ASSERT_EQ(r.metrics.critical_paths.size(), 1u);
+  const CriticalPath& p = r.metrics.critical_paths[0];
+  EXPECT_EQ(p.device_pace_ns, 4'000'000);
+  EXPECT_EQ(p.host_pace_ns, 1'000'000);
+  EXPECT_TRUE(p.DeviceBehind());
+  EXPECT_EQ(p.mean_ns, 4'000'000);
+  EXPECT_EQ(p.class_ns[static_cast<int>(PathClass::kCompute)], 4'000'000);
+  EXPECT_EQ(FindingOf(r, "steps.slow"), nullptr);
+}
+
 // A device-to-host copy into pageable memory waits behind its stream's work; the host is blocked
 // in it. gpu.idle names the call, what it waited for and how long; the path runs through the copy
 // and the kernel before it.
