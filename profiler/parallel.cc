@@ -57,14 +57,27 @@ class Pool {
   static Pool& Get() {
     static std::once_flag once;
     std::call_once(once, [] {
-      current_ = new Pool();  // never destroyed: its helpers wait until the process exits
       // A forked child has none of the helpers, and its copies of the pool's condition variables
-      // still count the parent's waiters (signalling them can block): it gets a fresh pool, the
-      // parent's left as it was (its lock taken for the fork, so no queue is half written).
-      pthread_atfork([] { current_.load()->m_.lock(); }, [] { current_.load()->m_.unlock(); },
-                     [] { current_ = new Pool(); });
+      // still count the parent's waiters (signalling them can block): the child forgets the pool
+      // (an atomic store, nothing allocated between fork and exec) and makes a fresh one if it
+      // runs tasks; the parent's is left as it was (its lock held across the fork, so no queue
+      // is half written in the child's copy).
+      pthread_atfork(
+          [] {
+            forking_ = current_.load();  // the pool whose lock is held across this fork
+            if (forking_ != nullptr) forking_->m_.lock();
+          },
+          [] {
+            if (forking_ != nullptr) forking_->m_.unlock();
+          },
+          [] { current_.store(nullptr); });
     });
-    return *current_.load();
+    if (Pool* p = current_.load(std::memory_order_acquire)) return *p;
+    auto* fresh = new Pool();  // never destroyed: its helpers wait until the process exits
+    Pool* none = nullptr;
+    if (current_.compare_exchange_strong(none, fresh, std::memory_order_acq_rel)) return *fresh;
+    delete fresh;  // another thread made it first
+    return *none;
   }
 
   void Run(Batch& b, size_t helpers) {
@@ -96,6 +109,7 @@ class Pool {
     }
   }
   static inline std::atomic<Pool*> current_{nullptr};
+  static inline thread_local Pool* forking_ = nullptr;  // the forking thread's: prepare and parent run on it
   std::mutex m_;
   std::condition_variable wake_, done_;
   std::deque<Batch*> queue_;
