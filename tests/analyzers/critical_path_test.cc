@@ -115,26 +115,32 @@ TEST(CriticalPathTest, LaunchStreamOrderCrossStreamWaitAndSyncEachTakeTheirClass
   EXPECT_FALSE(p.DeviceBehind());
 }
 
-// No sync in the loop: the host enqueues a step in 1 ms, the device needs 4 ms for it (an H200 ran
-// 20 steps of a ResNet at batch 1024 this way: host steps of 4 ms, 40-62 ms of kernels a step). The
-// device's pace is the run's throughput; the Steps section says so beside the host's median.
-TEST(CriticalPathTest, TheDevicesPaceIsTheThroughputWhereTheDeviceRunsBehindTheLoop) {
+// Eight steps of 1 ms on the loop's thread (tid 1) whose kernels take 4 ms of device time a step,
+// with no sync to hold the loop back: launched by `launch` from thread `tid` at these offsets into
+// each step (another thread's launches inside an autograd node, as the engine's device thread runs
+// them), the 4 ms shared among them.
+std::string DeviceBehindSteps(const std::string& launch, const std::string& kernel, const std::vector<double>& launch_at, int tid) {
   std::string ev;
   int corr = 0;
   double device_free = 0;
+  const double each = 4000.0 / static_cast<double>(launch_at.size());
   for (int i = 0; i < 8; ++i) {
     const double s = i * 1000.0;
     ev += Cpu("user_annotation", fmt::format("ProfilerStep#{}", i), s, 1000);
-    ev += Cpu("cuda_runtime", "cudaLaunchKernel", s + 10, 5, ++corr);
-    const double start = std::max(s + 20, device_free);
-    ev += Gpu("kernel", "conv", start, 4000, 7, corr);
-    device_free = start + 4000;
+    if (tid != 1) ev += Cpu("cpu_op", "autograd::engine::evaluate_function: MmBackward0", s + 100, 700, -1, tid);
+    for (const double at : launch_at) {
+      ev += Cpu("cuda_runtime", launch, s + at, 5, ++corr, tid);
+      const double start = std::max(s + at + 10, device_free);
+      ev += Gpu("kernel", kernel, start, each, 7, corr);
+      device_free = start + each;
+    }
     ev += Cpu("cpu_op", "aten::host_work", s + 20, 970);
   }
-  profiler::Trace trace;
-  const Report r = AnalyzeJson(ev, trace);
-  ASSERT_EQ(r.metrics.critical_paths.size(), 1u);
-  const CriticalPath& p = r.metrics.critical_paths[0];
+  return ev;
+}
+
+// The device's pace (4 ms) is the rank's throughput and its path, not the loop's 1 ms.
+void ExpectTheDevicesPace(const CriticalPath& p) {
   EXPECT_EQ(p.device_pace_ns, 4'000'000);
   EXPECT_EQ(p.host_pace_ns, 1'000'000);
   EXPECT_TRUE(p.DeviceBehind());
@@ -144,6 +150,16 @@ TEST(CriticalPathTest, TheDevicesPaceIsTheThroughputWhereTheDeviceRunsBehindTheL
   EXPECT_EQ(p.mean_ns, 4'000'000);
   EXPECT_EQ(p.class_ns[static_cast<int>(PathClass::kCompute)], 4'000'000);
   EXPECT_NE(p.note.find("the device ran behind the loop"), std::string::npos) << p.note;
+}
+
+// No sync in the loop: the host enqueues a step in 1 ms, the device needs 4 ms for it (an H200 ran
+// 20 steps of a ResNet at batch 1024 this way: host steps of 4 ms, 40-62 ms of kernels a step). The
+// device's pace is the run's throughput; the Steps section says so beside the host's median.
+TEST(CriticalPathTest, TheDevicesPaceIsTheThroughputWhereTheDeviceRunsBehindTheLoop) {
+  profiler::Trace trace;
+  const Report r = AnalyzeJson(DeviceBehindSteps("cudaLaunchKernel", "conv", {10}, 1), trace);
+  ASSERT_EQ(r.metrics.critical_paths.size(), 1u);
+  ExpectTheDevicesPace(r.metrics.critical_paths[0]);
   std::ostringstream out;
   reports::WriteText(trace, r, Thresholds(), {}, out);
   EXPECT_NE(out.str().find("the device ran behind the loop: the steps' work finished on the device every 4.00 ms"),
@@ -152,34 +168,13 @@ TEST(CriticalPathTest, TheDevicesPaceIsTheThroughputWhereTheDeviceRunsBehindTheL
 }
 
 // What would make the rule wrong: ROCm's runtime names and a second launching thread (the autograd
-// engine's device thread launches backward's kernels) go through the same links; the device still
-// runs 4 ms a step behind a loop of 1 ms, and the report says so.
+// engine's device thread launches backward's kernels) go through the same links (fails with the
+// launches' correlation ids removed); the device still runs 4 ms a step behind a loop of 1 ms.
 TEST(CriticalPathTest, TheDeviceRunsBehindOnRocmWithTwoLaunchingThreadsToo) {
-  std::string ev;
-  int corr = 0;
-  double device_free = 0;
-  for (int i = 0; i < 8; ++i) {
-    const double s = i * 1000.0;
-    // The loop's thread runs the step's host work; the engine's thread launches both kernels.
-    ev += Cpu("user_annotation", fmt::format("ProfilerStep#{}", i), s, 1000);
-    ev += Cpu("cpu_op", "aten::host_work", s + 10, 980);
-    ev += Cpu("cpu_op", "autograd::engine::evaluate_function: MmBackward0", s + 100, 700, -1, 2);
-    for (const double at : {s + 110, s + 500}) {
-      ev += Cpu("cuda_runtime", "hipLaunchKernel", at, 5, ++corr, 2);
-      const double start = std::max(at + 10, device_free);
-      ev += Gpu("kernel", "Cijk_Ailk_Bljk_SB_MT64x64x16", start, 2000, 7, corr);
-      device_free = start + 2000;
-    }
-  }
   profiler::Trace trace;
-  const Report r = AnalyzeJson(ev, trace);
+  const Report r = AnalyzeJson(DeviceBehindSteps("hipLaunchKernel", "Cijk_Ailk_Bljk_SB_MT64x64x16", {110, 500}, 2), trace);
   ASSERT_EQ(r.metrics.critical_paths.size(), 1u);
-  const CriticalPath& p = r.metrics.critical_paths[0];
-  EXPECT_EQ(p.device_pace_ns, 4'000'000);
-  EXPECT_EQ(p.host_pace_ns, 1'000'000);
-  EXPECT_TRUE(p.DeviceBehind());
-  EXPECT_EQ(p.mean_ns, 4'000'000);
-  EXPECT_EQ(p.class_ns[static_cast<int>(PathClass::kCompute)], 4'000'000);
+  ExpectTheDevicesPace(r.metrics.critical_paths[0]);
   EXPECT_EQ(FindingOf(r, "steps.slow"), nullptr);
 }
 
