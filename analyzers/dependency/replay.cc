@@ -592,8 +592,7 @@ class ReplayWalk {
           end[l] = coupling.End(collective, l, start[l], scale);
           continue;
         }
-        int64_t dur = scale == 1.0 ? t.dur : static_cast<int64_t>(scale * static_cast<double>(t.dur) + 0.5);
-        if (lane.add && lane.add[i] != 0) dur = std::max<int64_t>(0, dur + lane.add[i]);
+        const int64_t dur = lane.Duration(static_cast<size_t>(i), t.dur);
         if (t.release >= 0 && scale > 0) {
           // A wait: until its releaser ends, then the time it took to return.
           const bool waits = !lane.flags || (lane.flags[i] & Edits::kUnblock) == 0;
@@ -610,6 +609,13 @@ class ReplayWalk {
     const float* scale;
     const uint8_t* flags;
     const int64_t* add;
+    // A task's duration under this lane's edits: the measured one scaled (1.0 * d + 0.5 truncated
+    // is d), then its added time, floored at 0.
+    int64_t Duration(size_t task, int64_t measured) const {
+      int64_t d = scale ? static_cast<int64_t>(static_cast<double>(scale[task]) * static_cast<double>(measured) + 0.5) : measured;
+      if (add && add[task] != 0) d = std::max<int64_t>(0, d + add[task]);
+      return d;
+    }
   };
   // Per group, per lane: its length under the lane's edits (its members' durations, scaled and with
   // their added time, and the gaps between them): the measured length, and each edited task's
@@ -624,15 +630,13 @@ class ReplayWalk {
     const int64_t* dur = g_.durs_.data();
     const int32_t* group_of = g_.group_of_.data();
     for (size_t l = 0; l < L; ++l) {
-      const float* scale = raw_[l].scale;
-      const int64_t* add = raw_[l].add;
+      const Lane lane = raw_[l];  // a copy: its pointers stay in registers across the lengths' stores
       int64_t* length = length_.get() + l;
       // Tasks come in group order: a group's changes are summed, then added once.
       int32_t group = -1;
       int64_t change = 0;
       lanes_[l]->EachEdited([&](size_t m) {
-        int64_t d = scale ? static_cast<int64_t>(static_cast<double>(scale[m]) * static_cast<double>(dur[m]) + 0.5) : dur[m];
-        if (add && add[m] != 0) d = std::max<int64_t>(0, d + add[m]);
+        const int64_t d = lane.Duration(m, dur[m]);
         if (group_of[m] != group) {
           if (group >= 0) length[static_cast<size_t>(group) * L] += change;
           group = group_of[m];

@@ -168,8 +168,8 @@ class RankGraph {
 // the first Add; Edits() (no tasks) is the unchanged replay's.
 class Edits {
  public:
-  explicit Edits(size_t tasks = 0) : n_(tasks), scale_(tasks), flags_(tasks, 0) { Ones(scale_); }
-  size_t size() const { return n_; }
+  explicit Edits(size_t tasks = 0) : scale_(tasks), flags_(tasks, 0) { Ones(scale_); }
+  size_t size() const { return flags_.size(); }
   float scale(size_t task) const { return scale_.empty() ? 1.0f : scale_[task]; }
   bool unblocked(size_t task) const { return !flags_.empty() && (flags_[task] & kUnblock) != 0; }
   int64_t added_ns(size_t task) const { return add_ns_.empty() ? 0 : add_ns_[task]; }
@@ -200,7 +200,7 @@ class Edits {
   [[gnu::always_inline]] void Unblock(size_t task) { Touch(task) |= kUnblock; }       // the wait no longer waits
   void Add(size_t task, int64_t ns) {  // time added after scaling (may be negative; floors at 0)
     Touch(task);
-    if (add_ns_.empty()) add_ns_.assign(n_, 0);
+    if (add_ns_.empty()) add_ns_.assign(flags_.size(), 0);
     add_ns_[task] += ns;
   }
 
@@ -218,7 +218,6 @@ class Edits {
     Touch(task);
     return scale_[task];
   }
-  size_t n_ = 0;
   std::vector<float> scale_;     // per task; 1: as measured (the writers need no test for an array not made yet)
   std::vector<uint8_t> flags_;   // per task: kEdited, kUnblock
   std::vector<int64_t> add_ns_;  // per task: time added after scaling

@@ -43,9 +43,6 @@ void ScaleTasks(const std::vector<size_t>& tasks, double scale, Edits& e) {
   for (size_t i : tasks) e.ScaleBy(i, static_cast<float>(scale));
 }
 
-// Frames with an ancestor (or itself) in `phase`.
-std::vector<uint8_t> InPhase(const RankGraph& g, int phase) { return g.FramesInPhase(phase); }
-
 // Per frame under an optimizer step (`is_step` of a range's name): where that step's own work
 // starts (OwnWorkStart: a closure's forward and backward come first, Lightning, SAM); INT64_MAX
 // for a frame under none. A task under a step is the optimizer's when it starts there or later.
@@ -106,7 +103,7 @@ bool IsViewOp(std::string_view n) {
 // An op's usual own time where it records no autograd node: the median own time of the ops run in
 // backward (grad mode is off there), else of every op; at least 1 us.
 int64_t TypicalOwnTime(const RankGraph& g, const OwnTimes& own) {
-  const auto backward = InPhase(g, kBackward);
+  const auto backward = g.FramesInPhase(kBackward);
   std::vector<int64_t> in_backward, all;
   const auto& frames = g.frames();
   for (size_t i = 0; i < frames.size(); ++i) {
@@ -210,7 +207,7 @@ std::vector<uint8_t> ForwardRegion(const RankGraph& g) {
 // node's outputs (aten::isnan / ne, any / _is_any_true, item); in forward, the stack it captures for
 // every node the forward records (NodeOverheadEdits).
 TransformPlan AnomalyOff(const RankGraph& g) {
-  const auto backward = InPhase(g, kBackward);
+  const auto backward = g.FramesInPhase(kBackward);
   const auto check = g.FramesUnder([&](std::string_view n) {
     return n == "aten::isnan" || n == "aten::ne" || n == "aten::any" || n == "aten::_is_any_true" || n == "aten::item";
   });
@@ -428,7 +425,7 @@ bool LoadingHasWorkers(const RankGraph& g, const std::vector<uint8_t>& data) {
 // input.workers / input.dataloader_bound: the loading moves to worker processes that run beside
 // the step.
 TransformPlan LoaderWorkers(const RankGraph& g) {
-  const auto data = InPhase(g, kData);
+  const auto data = g.FramesInPhase(kData);
   TransformPlan p;
   const int64_t fetch = LoopTimeOf(g, data);
   if (g.windows().empty()) return p;
