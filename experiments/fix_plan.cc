@@ -55,6 +55,12 @@ bool AppendAllRow(std::vector<FixPlanRow>* plans, const analyzers::Report& analy
   return true;
 }
 
+std::vector<FixRow*> RowsOf(std::vector<FixPlanRow>& plans) {
+  std::vector<FixRow*> rows;
+  for (FixPlanRow& p : plans) rows.push_back(&p.row);
+  return rows;
+}
+
 }  // namespace
 
 const char* StopName(FixRow::Stop s) {
@@ -72,11 +78,45 @@ const char* StopName(FixRow::Stop s) {
 void AddFindingEstimate(FixRow& row, const analyzers::Finding& f) {
   row.estimated_saving_pct = std::max(row.estimated_saving_pct, f.estimated_saving_pct);
   const analyzers::Prediction& p = f.predicted;
+  if (p.method == "not predictable" && row.not_predictable.empty())
+    row.not_predictable = fmt::format("{}: {}", f.id, p.assumptions);
   if (p.method != "replay" || (row.predicted && row.predicted_saving_pct >= p.saving_pct)) return;
   row.predicted = true;
   row.predicted_saving_pct = p.saving_pct;
   row.predicted_low_pct = p.low_pct;
   row.predicted_high_pct = p.high_pct;
+}
+
+void ExplainUnpredicted(std::vector<FixRow*> rows) {
+  std::string unpredicted;  // the rows (not the all row) without a prediction
+  for (const FixRow* r : rows)
+    if (!r->all && !r->predicted) unpredicted += (unpredicted.empty() ? "" : ", ") + r->change;
+  for (FixRow* r : rows) {
+    if (r->predicted) {
+      r->not_predictable.clear();
+      continue;
+    }
+    if (!r->not_predictable.empty()) continue;
+    if (r->all) {
+      r->not_predictable = unpredicted.empty()
+                               ? "the analysis made no prediction of these fixes together"
+                               : fmt::format("not every fix is predicted ({}): their sum would leave those out", unpredicted);
+      continue;
+    }
+    std::string without;  // the row's findings whose fix no transform models
+    for (const std::string& id : r->findings)
+      if (const analyzers::CatalogEntry* e = analyzers::FindCatalogEntry(id); e == nullptr || *e->transform == '\0')
+        without += (without.empty() ? "" : ", ") + id;
+    r->not_predictable =
+        !without.empty()
+            ? fmt::format("no transform in the replay models this fix ({}){}", without,
+                          r->estimated_saving_pct >= 0.05
+                              ? fmt::format("; the finding's bound, {:.1f} % of the step, is the most it could save, not "
+                                            "a prediction",
+                                            r->estimated_saving_pct)
+                              : "")
+            : "the analysis made no prediction for this row's findings (no steps to replay on their rank)";
+  }
 }
 
 std::optional<PredictionCheck> CheckPrediction(const FixRow& row) {
@@ -89,36 +129,73 @@ std::optional<PredictionCheck> CheckPrediction(const FixRow& row) {
 }
 
 size_t SkipUnlikelyRows(std::vector<FixPlanRow>* plans, bool skip, int trials, double seconds_per_trial,
-                        std::vector<std::string>* notes) {
+                        std::vector<std::string>* notes, RecordFinder find_record) {
   const auto unlikely = [](const FixPlanRow& p) {
     return !p.row.all && p.row.predicted && p.row.predicted_high_pct < PlanOptions::kUnlikelyPct;
   };
-  std::vector<std::string> names;
-  for (const FixPlanRow& p : *plans)
-    if (unlikely(p))
-      names.push_back(fmt::format("{} (predicted {:.1f} % [{:.1f}, {:.1f}])", p.row.change, p.row.predicted_saving_pct,
-                                  p.row.predicted_low_pct, p.row.predicted_high_pct));
-  if (names.empty()) return 0;
+  // The records of a row's transforms, and whether all of them allow a skip (a finding without a
+  // transform, or a transform never measured, does not).
+  const auto records = [find_record](const FixPlanRow& p, bool* allows) {
+    std::vector<std::string> out;
+    *allows = !p.row.findings.empty();
+    for (const std::string& id : p.row.findings) {
+      const analyzers::CatalogEntry* e = analyzers::FindCatalogEntry(id);
+      const TransformRecord* r = e != nullptr && *e->transform ? find_record(e->transform) : nullptr;
+      *allows = *allows && r != nullptr && r->AllowsSkip();
+      const std::string text = r != nullptr ? r->Text()
+                               : e != nullptr && *e->transform
+                                   ? fmt::format("{}: never measured", e->transform)
+                                   : fmt::format("{}: no transform", id);
+      if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
+    }
+    return out;
+  };
+  std::vector<std::string> skippable, kept_names;
+  std::vector<const FixPlanRow*> skipped_rows;
+  for (const FixPlanRow& p : *plans) {
+    if (!unlikely(p)) continue;
+    bool allows = false;
+    std::string record;
+    for (const std::string& r : records(p, &allows)) record += (record.empty() ? "" : "; ") + r;
+    const std::string name = fmt::format("{} (predicted {:.1f} % [{:.1f}, {:.1f}]; record: {})", p.row.change,
+                                         p.row.predicted_saving_pct, p.row.predicted_low_pct, p.row.predicted_high_pct,
+                                         record);
+    (allows ? skippable : kept_names).push_back(name);
+    if (allows) skipped_rows.push_back(&p);
+  }
+  if (skippable.empty() && kept_names.empty()) return 0;
+  const auto join = [](const std::vector<std::string>& v) {
+    std::string list;
+    for (const auto& n : v) list += (list.empty() ? "" : ", ") + n;
+    return list;
+  };
+  if (!skippable.empty()) {
+    const double saved = static_cast<double>(skippable.size()) * trials * seconds_per_trial;
+    notes->push_back(skip ? fmt::format("skipped as unlikely to show (--skip-unlikely: the predicted saving's interval "
+                                        "ends under {:.0f} %, and its transform's record has no significant saving "
+                                        "outside an interval in {} or more measured rows): {}; about {:.0f} s of trials "
+                                        "not run",
+                                        PlanOptions::kUnlikelyPct, TransformRecord::kRowsToSkip, join(skippable), saved)
+                          : fmt::format("unlikely to show (the predicted saving's interval ends under {:.0f} % and the "
+                                        "transform's record holds; --skip-unlikely skips them, about {:.0f} s of "
+                                        "trials): {}",
+                                        PlanOptions::kUnlikelyPct, saved, join(skippable)));
+  }
+  if (!kept_names.empty())
+    notes->push_back(fmt::format("predicted under {:.0f} % but measured{}: their transform's record has too few measured "
+                                 "rows or a significant saving outside its interval (fewer than {} rows, or a miss): {}",
+                                 PlanOptions::kUnlikelyPct, skip ? " all the same (not skipped)" : "",
+                                 TransformRecord::kRowsToSkip, join(kept_names)));
+  if (!skip) return skippable.size();
   std::vector<FixPlanRow> kept;
   for (FixPlanRow& p : *plans)
-    if (!skip || !unlikely(p)) kept.push_back(std::move(p));
-  std::string list;
-  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-  const double saved = static_cast<double>(names.size()) * trials * seconds_per_trial;
-  notes->push_back(skip ? fmt::format("skipped as unlikely to show (--skip-unlikely: the predicted saving's interval ends "
-                                      "under {:.0f} %): {}; about {:.0f} s of trials not run",
-                                      PlanOptions::kUnlikelyPct, list, saved)
-                        : fmt::format("unlikely to show (the predicted saving's interval ends under {:.0f} %; "
-                                      "--skip-unlikely skips them, about {:.0f} s of trials): {}",
-                                      PlanOptions::kUnlikelyPct, saved, list));
+    if (std::find(skipped_rows.begin(), skipped_rows.end(), &p) == skipped_rows.end()) kept.push_back(std::move(p));
   // With the rows skipped, an all row over fewer than two fixes is one of them again.
-  if (skip) {
-    size_t fixes = 0;
-    for (const auto& p : kept) fixes += p.row.all ? 0 : 1;
-    if (fixes < 2) kept.erase(std::remove_if(kept.begin(), kept.end(), [](const FixPlanRow& p) { return p.row.all; }), kept.end());
-  }
+  size_t fixes = 0;
+  for (const auto& p : kept) fixes += p.row.all ? 0 : 1;
+  if (fixes < 2) kept.erase(std::remove_if(kept.begin(), kept.end(), [](const FixPlanRow& p) { return p.row.all; }), kept.end());
   *plans = std::move(kept);
-  return names.size();
+  return skippable.size();
 }
 
 std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& analysis, std::vector<std::string>* notes) {
@@ -159,6 +236,7 @@ std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& ana
     plans.push_back(std::move(p));
   }
   if (AppendAllRow(&plans, analysis)) plans.back().fixed = all;
+  ExplainUnpredicted(RowsOf(plans));
   if (plans.empty()) notes->push_back("nothing to fix: no finding with a knob away from its default");
   // Fixes that only flip knobs the workload switches between steps are measured in-process,
   // paired (as `ab`): more power for small effects than separate processes.
@@ -749,6 +827,7 @@ std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analy
   }
   if (AppendAllRow(&plans, analysis))
     for (size_t i = 0; i + 1 < plans.size(); ++i) plans.back().tokens.push_back(plans[i].tokens.front());
+  ExplainUnpredicted(RowsOf(plans));
   if (plans.empty()) notes->push_back("nothing to measure: no finding has a fix that applies from outside the script");
   for (auto& p : plans) {
     std::string joined;

@@ -137,7 +137,7 @@ std::string PredictedText(const experiments::FixRow& row) {
   if (row.predicted)
     return fmt::format("{:+.1f}% [{:+.1f}, {:+.1f}]", -row.predicted_saving_pct + 0.0, -row.predicted_high_pct + 0.0,
                        -row.predicted_low_pct + 0.0);
-  return row.estimated_saving_pct >= 0.05 ? fmt::format(">= -{:.1f}% (bound)", row.estimated_saving_pct) : "-";
+  return "not predictable";  // why: under the table (the bound, where there is one, with it)
 }
 std::string MeasuredSaving(const stats::Comparison& c) {
   if (!(c.speedup > 0) || !(c.ci_low > 0) || !(c.ci_high > 0)) return "-";
@@ -158,6 +158,10 @@ static void WritePredictionsAndRounds(const FixReport& r, bool sequential, std::
     out << fmt::format("predictions: {} of {} measured savings inside their interval, {} of {} within max(5 points, 25 %) "
                        "of the point\n",
                        inside, predicted, close, predicted);
+  for (const auto& row : r.rows)
+    if (!row.predicted)
+      out << fmt::format("not predictable: {}: {}\n", row.all ? "all of the above" : row.change,
+                         row.not_predictable.empty() ? "no reason given" : row.not_predictable);
   if (sequential) {
     out << (r.sequential.used ? fmt::format("rounds: after which round a row measured across processes stopped "
                                             "getting trials (at most {}; {} spending, alpha {:g}; an in-process row: "
@@ -280,6 +284,8 @@ void WriteFixRowJson(JsonWriter& w, const FixRow& row) {
       w.Field("prediction_inside", c->inside);
       w.Field("prediction_close", c->close);
     }
+  } else {
+    w.Field("not_predictable", row.not_predictable);
   }
   if (row.cmp.speedup > 0) w.Field("measured_saving_pct", SavingPct(row.cmp.speedup), 3);
   WriteComparison(w, row.cmp);

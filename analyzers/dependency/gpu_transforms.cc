@@ -493,6 +493,13 @@ FusedOps FusedAwayOps(const RankGraph& g, const std::vector<std::vector<size_t>>
 // writes its outputs once; the ops that launched the fused-away kernels no longer run eagerly on
 // the host (one compiled call launches the fused kernel).
 TransformPlan CompileFusion(const RankGraph& g) {
+  if (g.links().work.empty()) {  // a CPU-only rank: inductor fuses CPU ops too, into C++/OpenMP loops
+    TransformPlan p;
+    p.not_predictable = "no device kernels in this trace: on a CPU, inductor fuses the ops themselves into generated "
+                        "C++/OpenMP loops, and what that gains depends on the code it generates, which the trace does "
+                        "not hold";
+    return p;
+  }
   const std::vector<std::vector<size_t>> runs = FusableRuns(g);
   if (runs.empty())
     return NoSaving(g, "no run of two or more consecutive elementwise, reduction or norm kernels in the steps: nothing "

@@ -166,13 +166,14 @@ NodeCost NodeCostOf(const RankGraph& g, const std::vector<uint8_t>& region) {
 // recorded the node keeps its time.
 std::vector<Edits> NodeOverheadEdits(const RankGraph& g, const NodeCost& c) {
   const OwnTimes& own = c.own;
-  // An op under one that recorded the node (an ancestor whose excess is half a node or more) runs
-  // below autograd and records none: it keeps its time (mkldnn_convolution under convolution).
+  // An op under one that recorded the node (an ancestor with an excess of half a node or more) runs
+  // below autograd and records none: it keeps its time (mkldnn_convolution under convolution). An
+  // ancestor with no excess recorded none (a range enclosing the forward, where a node costs 0).
   const auto& frames = g.frames();
   std::vector<uint8_t> under_node(frames.size(), 0);
   for (size_t i = 0; i < frames.size(); ++i) {
     const int32_t p = frames[i].parent;
-    under_node[i] = p >= 0 && (under_node[p] || static_cast<double>(c.excess[p]) >= 0.5 * c.per_node_ns) ? 1 : 0;
+    under_node[i] = p >= 0 && (under_node[p] || (c.excess[p] > 0 && static_cast<double>(c.excess[p]) >= 0.5 * c.per_node_ns)) ? 1 : 0;
   }
   const double wrapper_share[3] = {1.0, 0.75, 1.0};
   const double leaf_nodes[3] = {1.0, 0.0, 2.0};
@@ -242,6 +243,14 @@ TransformPlan EvalNoGrad(const RankGraph& g) {
   const auto eval = g.FramesUnder([&](std::string_view n) { return StartsWith(n, "trainrx::eval"); });
   TransformPlan p;
   if (LoopTimeOf(g, eval) == 0) {
+    // Marked elsewhere in the rank's trace (between the steps, where a loop evaluates every N steps):
+    // none in these steps; the prediction replays the work between steps apart (BetweenSteps).
+    const auto& tr = g.trace();
+    const int32_t rank = g.links().rank;
+    for (const Event& e : tr.events)
+      if (tr.tracks[e.track].rank == rank && tr.tracks[e.track].kind == profiler::TrackKind::kCpuThread &&
+          StartsWith(tr.Name(e), "trainrx::eval"))
+        return NoSaving(g, "no evaluation in these steps: nothing to save in them");
     p.not_predictable = "the evaluation is not marked in this trace (trainrx::eval ranges): its ops cannot be told from training's";
     return p;
   }
@@ -629,8 +638,9 @@ TransformPlan ProfilerOff(const RankGraph& g) {
 // loses one node's cost (NodeCostOf; tiny unless recording is costly, as in anomaly mode), and the
 // bias's elementwise pass in forward and its reduction in backward: one element per output each,
 // against the layer's multiply-adds per output (Cin x kernel). Which calls have a bias is known from
-// the recorded shapes of the first steps: each call of the layer's op gets the share of its calls
-// that had one.
+// the recorded shapes, wherever in the rank's trace they were recorded (our collector records them
+// in the first steps, which are seldom the replayed ones): each call of the layer's op in the
+// replayed steps gets the share of its shaped calls that had one.
 TransformPlan DropBias(const RankGraph& g) {
   const auto& tr = g.trace();
   TransformPlan p;
@@ -643,12 +653,11 @@ TransformPlan DropBias(const RankGraph& g) {
   };
   std::map<std::string_view, std::pair<int64_t, int64_t>> calls;  // op name -> (calls with shapes, with a bias)
   std::map<std::string_view, double> pass_share;                   // op name -> the bias passes' share of the layer
-  int64_t biased = 0;
-  for (size_t i = 0; i < frames.size(); ++i) {
-    const Event& e = *frames[i].op;
+  const int32_t rank = g.links().rank;
+  for (const Event& e : tr.events) {
+    if (e.kind != profiler::EventKind::kCpuOp || e.aux == profiler::kNoAux || tr.tracks[e.track].rank != rank) continue;
     const std::string_view n = tr.Name(e);
-    if (e.kind != profiler::EventKind::kCpuOp || !is_layer(n)) continue;
-    if (frames[i].parent >= 0 && is_layer(tr.Name(*frames[frames[i].parent].op))) continue;  // the outermost layer op
+    if (!is_layer(n)) continue;
     const auto dims = OpDims(tr, e);
     if (!dims || dims->size() < 3) continue;
     const size_t bias = 2, weight = 1;
@@ -658,10 +667,31 @@ TransformPlan DropBias(const RankGraph& g) {
     int64_t macs = 1;
     for (size_t d = 1; d < (*dims)[weight].size(); ++d) macs *= std::max<int64_t>(1, (*dims)[weight][d]);
     ++with_bias;
-    ++biased;
     pass_share[n] = std::min(1.0, 2.0 / static_cast<double>(macs));
   }
-  if (biased == 0) return p;
+  // The replayed steps' outermost layer calls, and how many of them had a bias (by their op's share).
+  double layer_calls = 0, biased = 0;
+  const auto& windows = g.windows();
+  const auto in_steps = [&](int64_t ts) {
+    auto it = std::upper_bound(windows.begin(), windows.end(), std::make_pair(ts, INT64_MAX));
+    return it != windows.begin() && ts < std::prev(it)->second;
+  };
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Event& e = *frames[i].op;
+    const std::string_view n = tr.Name(e);
+    if (e.kind != profiler::EventKind::kCpuOp || !is_layer(n) || !in_steps(e.ts_ns)) continue;
+    if (frames[i].parent >= 0 && is_layer(tr.Name(*frames[frames[i].parent].op))) continue;  // the outermost layer op
+    ++layer_calls;
+    if (const auto c = calls.find(n); c != calls.end() && c->second.first > 0)
+      biased += static_cast<double>(c->second.second) / static_cast<double>(c->second.first);
+  }
+  if (layer_calls == 0) return NoSaving(g, "no convolution in the replayed steps: nothing to save");
+  if (calls.empty()) {
+    p.not_predictable = "no convolution's input shapes are recorded in this trace (record_shapes off): which layers "
+                        "have a bias cannot be told";
+    return p;
+  }
+  if (biased == 0) return NoSaving(g, "no recorded convolution has a bias: nothing to save");
   const NodeCost cost = NodeCostOf(g, ForwardRegion(g));
   const OwnTimes& own = cost.own;
   // The excess of each frame's subtree (frames are made in call order: children after parents).
@@ -702,7 +732,7 @@ TransformPlan DropBias(const RankGraph& g) {
     p.levels.push_back(std::move(e));
   }
   p.assumptions = fmt::format(
-      "{} calls of biased layers in the shaped steps; each call loses one recorded node's cost (the bias's gradient "
+      "{:.0f} calls of biased convolutions in the replayed steps (which have a bias: from the recorded shapes); each call loses one recorded node's cost (the bias's gradient "
       "accumulator: {:.3f} ms, half to one and a half of it) and the bias's elementwise pass and its gradient's "
       "reduction (one element per output each, against the layer's multiply-adds per output); the bias parameters' "
       "optimizer updates are not counted",
@@ -995,7 +1025,14 @@ void PlanPrediction(Pending& pending, const PlanCache* cache, size_t threads) {
     p.assumptions = pending.plan.not_predictable;
     return;
   }
-  if (!pending.plan.any) return;
+  if (!pending.plan.any) {
+    // A transform that found nothing to change and did not say why (it says "no saving" with its
+    // reason when it knows there is none): never an empty answer.
+    p.method = "not predictable";
+    p.assumptions = "the fix found nothing in the replayed steps to change, and this trace does not say whether the "
+                    "steps it would change are elsewhere";
+    return;
+  }
   p.assumptions = pending.plan.assumptions;
   // Several ranks whose collectives couple: every rank replayed with the fix, together.
   const RankSet* set = pending.set;
@@ -1120,6 +1157,112 @@ void ReplayPending(const std::vector<Pending*>& every, size_t threads) {
 
 }  // namespace
 
+// An interval wider than kWidestInterval points is no prediction a user can act on (a loader fix on a
+// 2-core machine: -9.7 to +48.4 %, measured -19 %): the report says "not predictable", with the
+// replay's range and why in the assumptions. (PredictWhatIf itself keeps the replay's numbers.)
+void NotPredictableWhereTooWide(WhatIfResult& r) {
+  Prediction& p = r.prediction;
+  if (!r.ok || p.high_pct - p.low_pct <= kWidestInterval) return;
+  const bool cpus = p.assumptions.find("the CPUs bind") != std::string::npos;
+  p.assumptions = fmt::format(
+      "the replay's range is {:.1f} % to {:.1f} % of the step (point {:.1f} %), wider than {:.0f} points: {}; {}", p.low_pct,
+      p.high_pct, p.saving_pct, kWidestInterval,
+      cpus ? "the moved work competes with the loop's threads for this machine's CPUs, and how much it holds them up "
+             "is not in the trace"
+           : "its one uncertain assumption moves the step that much",
+      p.assumptions);
+  p.method = "not predictable";
+  p.saving_pct = p.low_pct = p.high_pct = 0;
+  p.step_ns_after = p.step_ns_before;
+  r.ok = false;
+}
+
+// A finding follows its own prediction (issue 79.6): where the replay predicts the fix makes the
+// step slower, the finding is not ranked high nor told to apply it: low severity, and its fix says
+// that the replay predicts a loss here (a loader fix on a machine whose CPUs the loop fills).
+void FollowPrediction(Finding& f) {
+  const Prediction& p = f.predicted;
+  if (p.method != "replay" || p.saving_pct >= 0) return;
+  f.severity = std::min(f.severity, Severity::kLow);
+  const std::string why = fmt::format(
+      "The replay predicts this fix makes the step slower here ({:.1f} % [{:.1f}, {:.1f}] of the step: {}); do not "
+      "apply it without measuring it (`trainrx fix`). ",
+      p.saving_pct, p.low_pct, p.high_pct,
+      p.high_pct < 0 ? "slower at every level of its assumption" : "slower at its point, a gain only at its high end");
+  if (!f.fix_python.empty()) f.fix_python = why + f.fix_python;
+  if (!f.fix_cpp.empty()) f.fix_cpp = why + f.fix_cpp;
+}
+
+// The work between a rank's steps (an evaluation every N steps, logging, checkpoints: where the
+// loop's step ranges leave gaps), which a trial's time a step includes (its clock runs from one
+// step's start to the next's) and the replayed steps do not. Where those gaps hold at least
+// kBetweenStepsShare of the rank's run, a prediction replays the longest kBetweenStepsGaps of them
+// apart (each its own graph), takes the share of gap time each level saves there to all the gaps,
+// and states its saving over the steps and the gaps together: the span the rerun measures.
+constexpr double kBetweenStepsShare = 0.02;
+constexpr size_t kBetweenStepsGaps = 4;
+struct BetweenSteps {
+  double steps_ns = 0, gaps_ns = 0;  // the rank's steps' and gaps' total time
+  size_t steps = 0, gaps = 0;
+  std::vector<std::unique_ptr<RankGraph>> graphs;  // the longest gaps, one graph each
+};
+std::optional<BetweenSteps> FindBetweenSteps(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps,
+                                             int32_t rank) {
+  std::vector<std::pair<int64_t, int64_t>> windows;
+  for (const StepRow& row : steps.steps)
+    if (row.rank == rank) windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
+  std::sort(windows.begin(), windows.end());
+  if (windows.size() < 2 || links.Rank(rank) == nullptr) return std::nullopt;
+  BetweenSteps out;
+  std::vector<std::pair<int64_t, int64_t>> gaps;
+  for (size_t i = 0; i < windows.size(); ++i) {
+    out.steps_ns += static_cast<double>(windows[i].second - windows[i].first);
+    if (i + 1 < windows.size() && windows[i + 1].first > windows[i].second) {
+      gaps.push_back({windows[i].second, windows[i + 1].first});
+      out.gaps_ns += static_cast<double>(windows[i + 1].first - windows[i].second);
+    }
+  }
+  out.steps = windows.size();
+  out.gaps = gaps.size();
+  if (out.gaps_ns < kBetweenStepsShare * (out.steps_ns + out.gaps_ns)) return std::nullopt;
+  std::sort(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.second - a.first > b.second - b.first; });
+  gaps.resize(std::min(gaps.size(), kBetweenStepsGaps));
+  for (const auto& gap : gaps) out.graphs.push_back(std::make_unique<RankGraph>(trace, *links.Rank(rank), std::vector{gap}));
+  return out;
+}
+
+// A prediction over the steps (`p`, replayed) made over the steps and the gaps between them
+// together; unchanged where the fix has no number for the gaps.
+void AddBetweenSteps(const BetweenSteps& b, const std::vector<std::string>& names, Prediction& p) {
+  double share[3] = {0, 0, 0}, replayed_ns = 0;  // the gaps' saved share at the point, low and high
+  for (const auto& g : b.graphs) {
+    const double len = static_cast<double>(g->windows().front().second - g->windows().front().first);
+    const WhatIfResult r = PredictWhatIf(*g, names, len);
+    if (!r.ok) continue;
+    share[0] += len * r.prediction.saving_pct / 100.0;
+    share[1] += len * r.prediction.low_pct / 100.0;
+    share[2] += len * r.prediction.high_pct / 100.0;
+    replayed_ns += len;
+  }
+  if (replayed_ns <= 0) return;
+  for (double& x : share) x /= replayed_ns;
+  const double total = b.steps_ns + b.gaps_ns;
+  const auto combined = [&](double step_pct, double gap_share) {
+    return 100.0 * (step_pct / 100.0 * b.steps_ns + gap_share * b.gaps_ns) / total;
+  };
+  p.assumptions += fmt::format(
+      "; over the span a trial times, from one step's start to the next's ({:.2f} ms a step): the steps ({:.2f} ms) "
+      "and the {} gaps between them ({:.1f} % of the run: work the loop does between steps, e.g. an evaluation), the "
+      "fix replayed over the longest {} gaps too, saving {:.1f} % [{:.1f}, {:.1f}] of the gaps' time",
+      total / static_cast<double>(b.steps) / 1e6, b.steps_ns / static_cast<double>(b.steps) / 1e6, b.gaps,
+      100.0 * b.gaps_ns / total, b.graphs.size(), 100.0 * share[0], 100.0 * share[1], 100.0 * share[2]);
+  p.saving_pct = combined(p.saving_pct, share[0]);
+  p.low_pct = combined(p.low_pct, share[1]);
+  p.high_pct = std::min(100.0, combined(p.high_pct, share[2]));
+  p.step_ns_before = static_cast<int64_t>(total / static_cast<double>(b.steps));
+  p.step_ns_after = static_cast<int64_t>(static_cast<double>(p.step_ns_before) * (1.0 - p.saving_pct / 100.0));
+}
+
 WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& names, double measured_mean_ns, const RankSet* set,
                            const PlanCache* cache) {
   Pending pending;
@@ -1222,6 +1365,7 @@ WhatIfResult Finished(Pending& p) {
 void AddWhatIf(const char* label, int32_t rank, Pending* p, Report& report) {
   if (p == nullptr) return;
   WhatIfResult r = Finished(*p);
+  NotPredictableWhereTooWide(r);
   if (r.prediction.method.empty()) {
     r.prediction.method = "not predictable";
     r.prediction.assumptions = p->g->windows().empty() ? "no steps in this rank's trace: nothing to replay a step of"
@@ -1295,12 +1439,25 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     ReplayPending(every, threads);
   }
   for (auto& [key, p] : pending) done[key] = Finished(*p);
+  // Work between the steps (a rank alone: a coupled set's gaps are its collectives' business):
+  // the findings' predictions over the span a trial times.
+  if (coupled == nullptr) {
+    std::map<int32_t, std::optional<BetweenSteps>> between;
+    for (auto& [key, result] : done) {
+      if (!result.ok) continue;
+      auto it = between.find(key.first);
+      if (it == between.end()) it = between.emplace(key.first, FindBetweenSteps(trace, links, steps, key.first)).first;
+      if (it->second) AddBetweenSteps(*it->second, {key.second}, result.prediction);
+    }
+  }
+  for (auto& [key, result] : done) NotPredictableWhereTooWide(result);
   for (Finding& f : report.findings) {
     const CatalogEntry* entry = FindCatalogEntry(f.id);
     if (entry == nullptr) continue;
     const auto it = done.find({rank_of(f.rank), std::string(entry->transform)});
     if (it == done.end() || it->second.prediction.method.empty()) continue;
     f.predicted = it->second.prediction;
+    FollowPrediction(f);
   }
   AddWhatIf("all findings", all_rank, all_findings.get(), report);
   AddWhatIf("asked", asked_rank, asked.get(), report);

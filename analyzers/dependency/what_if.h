@@ -50,6 +50,22 @@ TransformPlan CompileFusion(const RankGraph& graph);
 // dist_transforms.cc: DDP's all-reduce overlapped with backward (dist.comm_overlap).
 TransformPlan CommOverlap(const RankGraph& graph);
 
+// A prediction whose interval is wider than this (points of the step) is "not predictable" (issue
+// 79: +-25 points).
+inline constexpr double kWidestInterval = 50.0;
+
+struct WhatIfResult {
+  Prediction prediction;
+  bool ok = false;  // a number was predicted
+};
+// What the report claims of a replayed prediction (PredictSavings applies both; PredictWhatIf keeps
+// the replay's numbers): an interval wider than kWidestInterval points becomes "not predictable",
+// with the replay's range and why in its assumptions (issue 79.3).
+void NotPredictableWhereTooWide(WhatIfResult& r);
+// A finding whose replayed prediction is a loss (its point below 0) is low severity and its fix says
+// so, not "apply it" (issue 79.6).
+void FollowPrediction(Finding& f);
+
 // nullptr for a name no transform has.
 TransformFn FindTransform(std::string_view name);
 // Every transform's name (docs and tests hold the catalog to them).
@@ -62,10 +78,6 @@ inline constexpr size_t kReplayedSteps = 16;
 std::vector<std::pair<int64_t, int64_t>> ReplayedSteps(std::vector<std::pair<int64_t, int64_t>> windows,
                                                        size_t count = kReplayedSteps);
 
-struct WhatIfResult {
-  Prediction prediction;
-  bool ok = false;  // a number was predicted
-};
 // The ranks of a set whose collectives couple (replay.h Coupling): a prediction for one of them
 // applies the fix on every rank and replays them together.
 struct RankSet {

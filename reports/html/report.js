@@ -138,7 +138,7 @@
   // cols = [[label, getter, format]]; rows: objects; other: a summary row kept last.
   function dataTable(id, cols, rows, other, opts) {
     const tbody = el('tbody');
-    const mk = (r, cls) => el('tr', {class: cls}, cols.map(([, get, f]) => el('td', null, f ? f(get(r)) : get(r))));
+    const mk = (r, cls) => el('tr', {class: cls}, cols.map(([, get, f]) => el('td', null, f ? f(get(r), r) : get(r))));
     let order = rows.slice(), sortCol = -1, asc = false;
     const otherRow = other ? mk(other, 'other') : null;
     const filter = el('input', {class: 'filter', type: 'search', placeholder: 'filter by name', 'aria-label': 'filter ' + id});
@@ -821,7 +821,9 @@
       fixes.length ? forest(items, 1, 'speedup (×)') : el('p', null, 'No fix was measured.')));
     main.append(section('fixes', 'Estimated vs measured', dataTable('fix-table', [
       ['fix', f => f.all ? 'all of the above' : f.knob], ['finding', f => (f.findings || []).join(', ') || '–'], ['design', f => f.method],
-      ['estimated saving', f => f.estimated_saving_pct, v => v >= 0.05 ? `-${num(v, 1)}%` : '–'],
+      ['predicted saving', f => f.predicted_saving_pct, (v, f) => f.not_predictable !== undefined ? 'not predictable: ' + f.not_predictable
+        : `-${num(v, 1)}% [-${num(f.predicted_high_pct, 1)}, -${num(f.predicted_low_pct, 1)}]`],
+      ['bound', f => f.estimated_saving_pct, v => v >= 0.05 ? `-${num(v, 1)}%` : '–'],
       ['measured saving', f => savingPct(f.speedup), v => isFinite(v) ? `${v >= 0 ? '-' : '+'}${num(Math.abs(v), 1)}%` : '–'],
       ['speedup [95% CI]', f => f.speedup, (v) => num(v, 2) + 'x'], ['CI', f => `[${num(f.ci_low, 2)}, ${num(f.ci_high, 2)}]`],
       ['p', f => f.p_value, v => v < 0.001 ? '<0.001' : num(v, 3)], ['verdict', f => f.verdict]], fixes, null)));

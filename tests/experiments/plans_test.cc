@@ -165,9 +165,15 @@ TEST(FixPlanTest, RowsCarryThePredictionsAndAreCheckedAgainstTheMeasurement) {
   }
 }
 
-// Rows whose predicted interval ends under 1 % are named, and skipped with --skip-unlikely (the all
-// row goes too when fewer than two fixes are left); rows without a prediction are never skipped.
-TEST(FixPlanTest, SkipUnlikelyRowsByTheirPrediction) {
+// Rows whose predicted interval ends under 1 % are named, and skipped with --skip-unlikely only where
+// their transform's measured record allows it (issue 79.7: at least three measured rows, none with a
+// significant saving outside its interval); the all row goes too when fewer than two fixes are
+// left; rows without a prediction are never skipped.
+const TransformRecord* ZeroGradProven(std::string_view transform) {
+  static const TransformRecord k{"zero_grad_none", 5, 0, "five rows measured inside"};
+  return transform == "zero_grad_none" ? &k : FindTransformRecord(transform);
+}
+TEST(FixPlanTest, SkipUnlikelyRowsByTheirPredictionWhereTheRecordAllows) {
   const Spec spec = MustParse("cnn anomaly=1 workers=0 zero_grad_none=0");
   analyzers::Report analysis;
   analyzers::Finding anomaly = FindingWithKnob("debug.anomaly_detection", "anomaly");
@@ -178,13 +184,31 @@ TEST(FixPlanTest, SkipUnlikelyRowsByTheirPrediction) {
   std::vector<std::string> notes;
   auto plans = PlanFixes(spec, analysis, &notes);
   ASSERT_EQ(plans.size(), 4u);
+  // The shipped record has never measured zero_grad_none: named, kept, with the record said.
   notes.clear();
-  EXPECT_EQ(SkipUnlikelyRows(&plans, false, 5, 2.0, &notes), 1u);
+  EXPECT_EQ(SkipUnlikelyRows(&plans, true, 5, 2.0, &notes), 0u);
+  EXPECT_EQ(plans.size(), 4u);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("zero_grad_none=0 -> 1"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("never measured"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("not skipped"), std::string::npos) << notes[0];
+  // A record of a miss keeps it too.
+  const auto missed = [](std::string_view t) -> const TransformRecord* {
+    static const TransformRecord k{"zero_grad_none", 5, 1, "one miss"};
+    return t == "zero_grad_none" ? &k : nullptr;
+  };
+  notes.clear();
+  EXPECT_EQ(SkipUnlikelyRows(&plans, true, 5, 2.0, &notes, +missed), 0u);
+  EXPECT_EQ(plans.size(), 4u);
+  // A record that allows it: named without --skip-unlikely, skipped with it.
+  notes.clear();
+  EXPECT_EQ(SkipUnlikelyRows(&plans, false, 5, 2.0, &notes, &ZeroGradProven), 1u);
   EXPECT_EQ(plans.size(), 4u);  // named only
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("zero_grad_none=0 -> 1"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("five rows measured inside"), std::string::npos) << notes[0];
   notes.clear();
-  EXPECT_EQ(SkipUnlikelyRows(&plans, true, 5, 2.0, &notes), 1u);
+  EXPECT_EQ(SkipUnlikelyRows(&plans, true, 5, 2.0, &notes, &ZeroGradProven), 1u);
   ASSERT_EQ(plans.size(), 3u);  // anomaly, workers, all
   for (const auto& p : plans) EXPECT_NE(p.row.change, "zero_grad_none=0 -> 1");
   ASSERT_EQ(notes.size(), 1u);
@@ -192,9 +216,41 @@ TEST(FixPlanTest, SkipUnlikelyRowsByTheirPrediction) {
   // Down to one fix: no all row.
   analysis.findings = {anomaly, zero};
   plans = PlanFixes(MustParse("cnn anomaly=1 zero_grad_none=0"), analysis, &notes);
-  SkipUnlikelyRows(&plans, true, 5, 2.0, &notes);
+  SkipUnlikelyRows(&plans, true, 5, 2.0, &notes, &ZeroGradProven);
   ASSERT_EQ(plans.size(), 1u);
   EXPECT_EQ(plans[0].row.change, "anomaly=1 -> 0");
+}
+
+// Every row without a prediction says why (issue 79.2): the analysis's own reason, no transform for
+// the fix (its bound named as a bound), or the all row's missing parts.
+TEST(FixPlanTest, EveryRowIsPredictedOrSaysWhyNot) {
+  const Spec spec = MustParse("cnn anomaly=1 workers=0 channels_last=0");
+  analyzers::Report analysis;
+  analyzers::Finding anomaly = FindingWithKnob("debug.anomaly_detection", "anomaly");
+  anomaly.predicted = {"replay", "anomaly_off", 80.0, 70.0, 90.0, 500, 100, 0.0, ""};
+  analyzers::Finding workers = FindingWithKnob("input.workers", "workers");
+  workers.predicted = {"not predictable", "loader_workers", 0, 0, 0, 500, 500, 0.0, "the CPUs bind"};
+  analyzers::Finding layout = FindingWithKnob("model.channels_last", "channels_last=1");
+  layout.estimated_saving_pct = 18.1;
+  analysis.findings = {anomaly, workers, layout};
+  std::vector<std::string> notes;
+  auto plans = PlanFixes(spec, analysis, &notes);
+  ASSERT_EQ(plans.size(), 4u);
+  for (const auto& p : plans) {
+    if (p.row.predicted) {
+      EXPECT_EQ(p.row.change, "anomaly=1 -> 0");
+      EXPECT_TRUE(p.row.not_predictable.empty());
+      continue;
+    }
+    ASSERT_FALSE(p.row.not_predictable.empty()) << p.row.change;
+    if (p.row.change == "workers=0 -> 2") EXPECT_NE(p.row.not_predictable.find("the CPUs bind"), std::string::npos);
+    if (p.row.change == "channels_last=0 -> 1") {
+      EXPECT_NE(p.row.not_predictable.find("no transform"), std::string::npos) << p.row.not_predictable;
+      EXPECT_NE(p.row.not_predictable.find("18.1 %"), std::string::npos) << p.row.not_predictable;
+      EXPECT_NE(p.row.not_predictable.find("not a prediction"), std::string::npos) << p.row.not_predictable;
+    }
+    if (p.row.all) EXPECT_NE(p.row.not_predictable.find("channels_last=0 -> 1"), std::string::npos);
+  }
 }
 
 TEST(FixPlanTest, NothingToFixAndNoAllRowForOneFix) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainrx/experiments/launcher.h"
@@ -51,11 +52,30 @@ struct PlanOptions {
   std::string explain = "auto";
 };
 
+// A transform's measured record (prediction_record.cc): its predictions checked by a rerun, and how
+// many of those measured a significant saving outside the predicted interval.
+struct TransformRecord {
+  const char* transform;
+  int rows;    // predictions measured
+  int missed;  // of them, a significant measured saving outside the interval (or none predicted)
+  const char* source;
+  // Few rows prove nothing: a row of this transform may be skipped as unlikely only with at least
+  // kRowsToSkip measured rows and none missed.
+  static constexpr int kRowsToSkip = 3;
+  bool AllowsSkip() const;
+  std::string Text() const;
+};
+// nullptr: the transform's predictions were never measured.
+const TransformRecord* FindTransformRecord(std::string_view transform);
+
 // The rows whose predicted interval ends under PlanOptions::kUnlikelyPct (not the all row): named in
-// a note with the trials they would take; removed when `skip` (`fix --skip-unlikely`). Returns how
-// many were found.
+// a note with the trials they would take; removed when `skip` (`fix --skip-unlikely`) and every
+// one of the row's transforms has a record that allows it (TransformRecord::AllowsSkip); the note
+// says which were kept and the record behind it. Returns how many were skipped (or, without
+// `skip`, would be).
+using RecordFinder = const TransformRecord* (*)(std::string_view transform);
 size_t SkipUnlikelyRows(std::vector<struct FixPlanRow>* plans, bool skip, int trials, double seconds_per_trial,
-                        std::vector<std::string>* notes);
+                        std::vector<std::string>* notes, RecordFinder find_record = &FindTransformRecord);
 
 // The process launcher's options for a plan's options (--memory-cap, --trial-steps, --analysis-steps).
 LauncherOptions LauncherOptionsOf(const PlanOptions& options);

@@ -84,6 +84,8 @@ struct FixRow {
   // baseline's analysis (the largest of the row's findings'); predicted false: none.
   bool predicted = false;
   double predicted_saving_pct = 0, predicted_low_pct = 0, predicted_high_pct = 0;
+  // Not predicted: why not, in plain words (never empty then: ExplainUnpredicted fills it).
+  std::string not_predictable;
   Arm fixed;
   std::vector<double> paired_baseline_ms;  // in-process rows: the baseline's (A) steps beside fixed's
   stats::Comparison cmp;              // baseline vs fixed (speedup > 1: the fix is faster)
@@ -103,6 +105,10 @@ struct FixRow {
 const char* StopName(FixRow::Stop s);
 // Takes a finding's estimate and prediction into a row (the largest of its findings').
 void AddFindingEstimate(FixRow& row, const analyzers::Finding& f);
+// Every row without a prediction says why (issue 79): the analysis's reason where it gave one, else
+// that no transform models the fix (its bound is not a prediction), else that some of the all row's
+// fixes have none.
+void ExplainUnpredicted(std::vector<FixRow*> rows);
 // A row's prediction held against its measurement: the measured saving inside the predicted interval,
 // and within max(5 points, 25 % of the measured saving) of the point (issue 59's bar); nullopt: no
 // prediction or no measurement.
