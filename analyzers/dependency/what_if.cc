@@ -140,23 +140,29 @@ NodeCost NodeCostOf(const RankGraph& g, const std::vector<uint8_t>& region) {
   };
   c.excess.assign(frames.size(), 0);
   c.leaf.assign(frames.size(), 0);
-  double wrapper_excess = 0;
-  int64_t nodes = 0;
+  // In the windows, and outside them (the lead-in and the tail: where the windows are the gaps
+  // between steps, BetweenSteps' graphs, the training steps around them are outside).
+  double wrapper_excess[2] = {0, 0};
+  int64_t nodes[2] = {0, 0};
   std::vector<int64_t> views;
   for (size_t i = 0; i < frames.size(); ++i) {
     const Event& op = *frames[i].op;
     const std::string_view name = tr.Name(op);
-    if (StartsWith(name, "autograd::engine::evaluate_function") && in_steps(op.ts_ns)) ++nodes;
+    const int at = in_steps(op.ts_ns) ? 0 : 1;
+    if (StartsWith(name, "autograd::engine::evaluate_function")) ++nodes[at];
     if (!region[i] || op.kind != profiler::EventKind::kCpuOp || op.track != g.loop_thread()) continue;
     c.excess[i] = std::max<int64_t>(0, own.own[i] - c.typical);
     const bool view = IsViewOp(name);
     c.leaf[i] = !own.has_children[i] && !view;
     if (view) views.push_back(c.excess[i]);
-    if (!c.leaf[i] && in_steps(op.ts_ns)) wrapper_excess += static_cast<double>(c.excess[i]);
+    if (!c.leaf[i]) wrapper_excess[at] += static_cast<double>(c.excess[i]);
   }
   const double steps = static_cast<double>(std::max<size_t>(1, windows.size()));
-  c.nodes_per_step = static_cast<double>(nodes) / steps;
-  c.per_node_ns = nodes > 0 ? wrapper_excess / static_cast<double>(nodes) : static_cast<double>(Quantile(views, 0.5));
+  c.nodes_per_step = static_cast<double>(nodes[0]) / steps;
+  // Without backward nodes in the windows (an evaluation between steps), the steps around them.
+  c.per_node_ns = nodes[0] > 0   ? wrapper_excess[0] / static_cast<double>(nodes[0])
+                  : nodes[1] > 0 ? wrapper_excess[1] / static_cast<double>(nodes[1])
+                                 : static_cast<double>(Quantile(views, 0.5));
   return c;
 }
 
