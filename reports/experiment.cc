@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainrx/analyzers/catalog.h"
 #include "trainrx/analyzers/finding.h"
+#include "trainrx/experiments/plans.h"
 #include "trainrx/profiler/json_writer.h"
 
 namespace trainrx::reports {
@@ -162,6 +164,18 @@ static void WritePredictionsAndRounds(const FixReport& r, bool sequential, std::
     if (!row.predicted)
       out << fmt::format("not predictable: {}: {}\n", row.all ? "all of the above" : row.change,
                          row.not_predictable.empty() ? "no reason given" : row.not_predictable);
+  // How often each transform's intervals held where they were measured before: the level a user can
+  // read the intervals at (prediction_record.cc; none: never measured).
+  std::vector<std::string> said;
+  for (const auto& row : r.rows) {
+    const analyzers::CatalogEntry* e = row.findings.empty() ? nullptr : analyzers::FindCatalogEntry(row.findings.front());
+    if (!row.predicted || row.all || e == nullptr || !*e->transform) continue;
+    if (std::find(said.begin(), said.end(), e->transform) != said.end()) continue;
+    said.push_back(e->transform);
+    const experiments::TransformRecord* rec = experiments::FindTransformRecord(e->transform);
+    out << (rec != nullptr ? fmt::format("record: {}\n", rec->Text())
+                           : fmt::format("record: {}: never measured against a rerun\n", e->transform));
+  }
   if (sequential) {
     out << (r.sequential.used ? fmt::format("rounds: after which round a row measured across processes stopped "
                                             "getting trials (at most {}; {} spending, alpha {:g}; an in-process row: "
@@ -273,6 +287,11 @@ void WriteFixRowJson(JsonWriter& w, const FixRow& row) {
   w.EndArray();
   w.Field("knob", row.change);
   w.Field("all", row.all);
+  // The what-if transform behind the row's prediction (its first finding's, from the catalog; "" none).
+  {
+    const analyzers::CatalogEntry* e = row.findings.empty() ? nullptr : analyzers::FindCatalogEntry(row.findings.front());
+    w.Field("transform", row.all ? std::string("all") : e != nullptr ? std::string(e->transform) : std::string());
+  }
   if (!row.code.empty()) w.Field("code", row.code);
   w.Field("method", row.paired ? "in-process paired" : "separate processes");
   w.Field("estimated_saving_pct", row.estimated_saving_pct, 3);

@@ -1184,10 +1184,11 @@ void NotPredictableWhereTooWide(WhatIfResult& r) {
 }
 
 // A finding follows its own prediction (issue 79.6): where the replay predicts the fix makes the
-// step slower, the finding is not ranked high nor told to apply it: low severity, and its fix says
-// that the replay predicts a loss here (a loader fix on a machine whose CPUs the loop fills).
-void FollowPrediction(Finding& f) {
-  const Prediction& p = f.predicted;
+// step slower (its point; also where the interval is too wide to be a prediction), the finding is
+// not ranked high nor told to apply it: low severity, and its fix says that the replay predicts a
+// loss here (a loader fix on a machine whose CPUs the loop fills).
+void FollowPrediction(Finding& f, const Prediction& replayed) {
+  const Prediction& p = replayed;
   if (p.method != "replay" || p.saving_pct >= 0) return;
   f.severity = std::min(f.severity, Severity::kLow);
   const std::string why = fmt::format(
@@ -1197,76 +1198,6 @@ void FollowPrediction(Finding& f) {
       p.high_pct < 0 ? "slower at every level of its assumption" : "slower at its point, a gain only at its high end");
   if (!f.fix_python.empty()) f.fix_python = why + f.fix_python;
   if (!f.fix_cpp.empty()) f.fix_cpp = why + f.fix_cpp;
-}
-
-// The work between a rank's steps (an evaluation every N steps, logging, checkpoints: where the
-// loop's step ranges leave gaps), which a trial's time a step includes (its clock runs from one
-// step's start to the next's) and the replayed steps do not. Where those gaps hold at least
-// kBetweenStepsShare of the rank's run, a prediction replays the longest kBetweenStepsGaps of them
-// apart (each its own graph), takes the share of gap time each level saves there to all the gaps,
-// and states its saving over the steps and the gaps together: the span the rerun measures.
-constexpr double kBetweenStepsShare = 0.02;
-constexpr size_t kBetweenStepsGaps = 4;
-struct BetweenSteps {
-  double steps_ns = 0, gaps_ns = 0;  // the rank's steps' and gaps' total time
-  size_t steps = 0, gaps = 0;
-  std::vector<std::unique_ptr<RankGraph>> graphs;  // the longest gaps, one graph each
-};
-std::optional<BetweenSteps> FindBetweenSteps(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps,
-                                             int32_t rank) {
-  std::vector<std::pair<int64_t, int64_t>> windows;
-  for (const StepRow& row : steps.steps)
-    if (row.rank == rank) windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
-  std::sort(windows.begin(), windows.end());
-  if (windows.size() < 2 || links.Rank(rank) == nullptr) return std::nullopt;
-  BetweenSteps out;
-  std::vector<std::pair<int64_t, int64_t>> gaps;
-  for (size_t i = 0; i < windows.size(); ++i) {
-    out.steps_ns += static_cast<double>(windows[i].second - windows[i].first);
-    if (i + 1 < windows.size() && windows[i + 1].first > windows[i].second) {
-      gaps.push_back({windows[i].second, windows[i + 1].first});
-      out.gaps_ns += static_cast<double>(windows[i + 1].first - windows[i].second);
-    }
-  }
-  out.steps = windows.size();
-  out.gaps = gaps.size();
-  if (out.gaps_ns < kBetweenStepsShare * (out.steps_ns + out.gaps_ns)) return std::nullopt;
-  std::sort(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.second - a.first > b.second - b.first; });
-  gaps.resize(std::min(gaps.size(), kBetweenStepsGaps));
-  for (const auto& gap : gaps) out.graphs.push_back(std::make_unique<RankGraph>(trace, *links.Rank(rank), std::vector{gap}));
-  return out;
-}
-
-// A prediction over the steps (`p`, replayed) made over the steps and the gaps between them
-// together; unchanged where the fix has no number for the gaps.
-void AddBetweenSteps(const BetweenSteps& b, const std::vector<std::string>& names, Prediction& p) {
-  double share[3] = {0, 0, 0}, replayed_ns = 0;  // the gaps' saved share at the point, low and high
-  for (const auto& g : b.graphs) {
-    const double len = static_cast<double>(g->windows().front().second - g->windows().front().first);
-    const WhatIfResult r = PredictWhatIf(*g, names, len);
-    if (!r.ok) continue;
-    share[0] += len * r.prediction.saving_pct / 100.0;
-    share[1] += len * r.prediction.low_pct / 100.0;
-    share[2] += len * r.prediction.high_pct / 100.0;
-    replayed_ns += len;
-  }
-  if (replayed_ns <= 0) return;
-  for (double& x : share) x /= replayed_ns;
-  const double total = b.steps_ns + b.gaps_ns;
-  const auto combined = [&](double step_pct, double gap_share) {
-    return 100.0 * (step_pct / 100.0 * b.steps_ns + gap_share * b.gaps_ns) / total;
-  };
-  p.assumptions += fmt::format(
-      "; over the span a trial times, from one step's start to the next's ({:.2f} ms a step): the steps ({:.2f} ms) "
-      "and the {} gaps between them ({:.1f} % of the run: work the loop does between steps, e.g. an evaluation), the "
-      "fix replayed over the longest {} gaps too, saving {:.1f} % [{:.1f}, {:.1f}] of the gaps' time",
-      total / static_cast<double>(b.steps) / 1e6, b.steps_ns / static_cast<double>(b.steps) / 1e6, b.gaps,
-      100.0 * b.gaps_ns / total, b.graphs.size(), 100.0 * share[0], 100.0 * share[1], 100.0 * share[2]);
-  p.saving_pct = combined(p.saving_pct, share[0]);
-  p.low_pct = combined(p.low_pct, share[1]);
-  p.high_pct = std::min(100.0, combined(p.high_pct, share[2]));
-  p.step_ns_before = static_cast<int64_t>(total / static_cast<double>(b.steps));
-  p.step_ns_after = static_cast<int64_t>(static_cast<double>(p.step_ns_before) * (1.0 - p.saving_pct / 100.0));
 }
 
 WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& names, double measured_mean_ns, const RankSet* set,
@@ -1358,6 +1289,76 @@ std::pair<std::vector<std::string>, int32_t> AllFindings(
       all.push_back(entry->transform);
   }
   return {all, all_rank};
+}
+
+// The work between a rank's steps (an evaluation every N steps, logging, checkpoints: where the
+// loop's step ranges leave gaps), which a trial's time a step includes (its clock runs from one
+// step's start to the next's) and the replayed steps do not. Where those gaps hold at least
+// kBetweenStepsShare of the rank's run, a prediction replays the longest kBetweenStepsGaps of them
+// apart (each its own graph), takes the share of gap time each level saves there to all the gaps,
+// and states its saving over the steps and the gaps together: the span the rerun measures.
+constexpr double kBetweenStepsShare = 0.02;
+constexpr size_t kBetweenStepsGaps = 4;
+struct BetweenSteps {
+  double steps_ns = 0, gaps_ns = 0;  // the rank's steps' and gaps' total time
+  size_t steps = 0, gaps = 0;
+  std::vector<std::unique_ptr<RankGraph>> graphs;  // the longest gaps, one graph each
+};
+std::optional<BetweenSteps> FindBetweenSteps(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps,
+                                             int32_t rank) {
+  std::vector<std::pair<int64_t, int64_t>> windows;
+  for (const StepRow& row : steps.steps)
+    if (row.rank == rank) windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
+  std::sort(windows.begin(), windows.end());
+  if (windows.size() < 2 || links.Rank(rank) == nullptr) return std::nullopt;
+  BetweenSteps out;
+  std::vector<std::pair<int64_t, int64_t>> gaps;
+  for (size_t i = 0; i < windows.size(); ++i) {
+    out.steps_ns += static_cast<double>(windows[i].second - windows[i].first);
+    if (i + 1 < windows.size() && windows[i + 1].first > windows[i].second) {
+      gaps.push_back({windows[i].second, windows[i + 1].first});
+      out.gaps_ns += static_cast<double>(windows[i + 1].first - windows[i].second);
+    }
+  }
+  out.steps = windows.size();
+  out.gaps = gaps.size();
+  if (out.gaps_ns < kBetweenStepsShare * (out.steps_ns + out.gaps_ns)) return std::nullopt;
+  std::sort(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.second - a.first > b.second - b.first; });
+  gaps.resize(std::min(gaps.size(), kBetweenStepsGaps));
+  for (const auto& gap : gaps) out.graphs.push_back(std::make_unique<RankGraph>(trace, *links.Rank(rank), std::vector{gap}));
+  return out;
+}
+
+// A prediction over the steps (`p`, replayed) made over the steps and the gaps between them
+// together; unchanged where the fix has no number for the gaps.
+void AddBetweenSteps(const BetweenSteps& b, const std::vector<std::string>& names, Prediction& p) {
+  double share[3] = {0, 0, 0}, replayed_ns = 0;  // the gaps' saved share at the point, low and high
+  for (const auto& g : b.graphs) {
+    const double len = static_cast<double>(g->windows().front().second - g->windows().front().first);
+    const WhatIfResult r = PredictWhatIf(*g, names, len);
+    if (!r.ok) continue;
+    share[0] += len * r.prediction.saving_pct / 100.0;
+    share[1] += len * r.prediction.low_pct / 100.0;
+    share[2] += len * r.prediction.high_pct / 100.0;
+    replayed_ns += len;
+  }
+  if (replayed_ns <= 0) return;
+  for (double& x : share) x /= replayed_ns;
+  const double total = b.steps_ns + b.gaps_ns;
+  const auto combined = [&](double step_pct, double gap_share) {
+    return 100.0 * (step_pct / 100.0 * b.steps_ns + gap_share * b.gaps_ns) / total;
+  };
+  p.assumptions += fmt::format(
+      "; over the span a trial times, from one step's start to the next's ({:.2f} ms a step): the steps ({:.2f} ms) "
+      "and the {} gaps between them ({:.1f} % of the run: work the loop does between steps, e.g. an evaluation), the "
+      "fix replayed over the longest {} gaps too, saving {:.1f} % [{:.1f}, {:.1f}] of the gaps' time",
+      total / static_cast<double>(b.steps) / 1e6, b.steps_ns / static_cast<double>(b.steps) / 1e6, b.gaps,
+      100.0 * b.gaps_ns / total, b.graphs.size(), 100.0 * share[0], 100.0 * share[1], 100.0 * share[2]);
+  p.saving_pct = combined(p.saving_pct, share[0]);
+  p.low_pct = combined(p.low_pct, share[1]);
+  p.high_pct = std::min(100.0, combined(p.high_pct, share[2]));
+  p.step_ns_before = static_cast<int64_t>(total / static_cast<double>(b.steps));
+  p.step_ns_after = static_cast<int64_t>(static_cast<double>(p.step_ns_before) * (1.0 - p.saving_pct / 100.0));
 }
 
 // A planned prediction's result, finished where it was replayed.
@@ -1456,14 +1457,18 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
       if (it->second) AddBetweenSteps(*it->second, {key.second}, result.prediction);
     }
   }
-  for (auto& [key, result] : done) NotPredictableWhereTooWide(result);
+  std::map<std::pair<int32_t, std::string>, Prediction> replayed;  // before the report's rule: findings follow them
+  for (auto& [key, result] : done) {
+    if (result.ok) replayed[key] = result.prediction;
+    NotPredictableWhereTooWide(result);
+  }
   for (Finding& f : report.findings) {
     const CatalogEntry* entry = FindCatalogEntry(f.id);
     if (entry == nullptr) continue;
     const auto it = done.find({rank_of(f.rank), std::string(entry->transform)});
     if (it == done.end() || it->second.prediction.method.empty()) continue;
     f.predicted = it->second.prediction;
-    FollowPrediction(f);
+    if (const auto r = replayed.find(it->first); r != replayed.end()) FollowPrediction(f, r->second);
   }
   AddWhatIf("all findings", all_rank, all_findings.get(), report);
   AddWhatIf("asked", asked_rank, asked.get(), report);

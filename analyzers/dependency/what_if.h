@@ -62,9 +62,9 @@ struct WhatIfResult {
 // the replay's numbers): an interval wider than kWidestInterval points becomes "not predictable",
 // with the replay's range and why in its assumptions (issue 79.3).
 void NotPredictableWhereTooWide(WhatIfResult& r);
-// A finding whose replayed prediction is a loss (its point below 0) is low severity and its fix says
-// so, not "apply it" (issue 79.6).
-void FollowPrediction(Finding& f);
+// A finding whose replayed prediction (`replayed`, before NotPredictableWhereTooWide) is a loss (its
+// point below 0) is low severity and its fix says so, not "apply it" (issue 79.6).
+void FollowPrediction(Finding& f, const Prediction& replayed);
 
 // nullptr for a name no transform has.
 TransformFn FindTransform(std::string_view name);

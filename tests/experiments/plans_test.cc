@@ -243,13 +243,17 @@ TEST(FixPlanTest, EveryRowIsPredictedOrSaysWhyNot) {
       continue;
     }
     ASSERT_FALSE(p.row.not_predictable.empty()) << p.row.change;
-    if (p.row.change == "workers=0 -> 2") EXPECT_NE(p.row.not_predictable.find("the CPUs bind"), std::string::npos);
+    if (p.row.change == "workers=0 -> 2") {
+      EXPECT_NE(p.row.not_predictable.find("the CPUs bind"), std::string::npos);
+    }
     if (p.row.change == "channels_last=0 -> 1") {
       EXPECT_NE(p.row.not_predictable.find("no transform"), std::string::npos) << p.row.not_predictable;
       EXPECT_NE(p.row.not_predictable.find("18.1 %"), std::string::npos) << p.row.not_predictable;
       EXPECT_NE(p.row.not_predictable.find("not a prediction"), std::string::npos) << p.row.not_predictable;
     }
-    if (p.row.all) EXPECT_NE(p.row.not_predictable.find("channels_last=0 -> 1"), std::string::npos);
+    if (p.row.all) {
+      EXPECT_NE(p.row.not_predictable.find("channels_last=0 -> 1"), std::string::npos);
+    }
   }
 }
 
