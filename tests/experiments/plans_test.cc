@@ -184,14 +184,20 @@ TEST(FixPlanTest, SkipUnlikelyRowsByTheirPredictionWhereTheRecordAllows) {
   std::vector<std::string> notes;
   auto plans = PlanFixes(spec, analysis, &notes);
   ASSERT_EQ(plans.size(), 4u);
-  // The shipped record has never measured zero_grad_none: named, kept, with the record said.
+  // The shipped record holds too few rows of zero_grad_none (2): named, kept, with the record said.
   notes.clear();
   EXPECT_EQ(SkipUnlikelyRows(&plans, true, 5, 2.0, &notes), 0u);
   EXPECT_EQ(plans.size(), 4u);
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("zero_grad_none=0 -> 1"), std::string::npos) << notes[0];
-  EXPECT_NE(notes[0].find("never measured"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("record: zero_grad_none: 2 measured rows"), std::string::npos) << notes[0];
   EXPECT_NE(notes[0].find("not skipped"), std::string::npos) << notes[0];
+  // A transform never measured is kept too.
+  const auto never = [](std::string_view) -> const TransformRecord* { return nullptr; };
+  notes.clear();
+  EXPECT_EQ(SkipUnlikelyRows(&plans, true, 5, 2.0, &notes, +never), 0u);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("zero_grad_none: never measured"), std::string::npos) << notes[0];
   // A record of a miss keeps it too.
   const auto missed = [](std::string_view t) -> const TransformRecord* {
     static const TransformRecord k{"zero_grad_none", 5, 1, "one miss"};
@@ -255,6 +261,29 @@ TEST(FixPlanTest, EveryRowIsPredictedOrSaysWhyNot) {
       EXPECT_NE(p.row.not_predictable.find("channels_last=0 -> 1"), std::string::npos);
     }
   }
+  // The reports say which: the text's prediction column and the reasons under the table, the
+  // predicted transform's measured record; JSON a prediction or a reason on every row.
+  FixReport r;
+  r.workload = "cnn";
+  for (const auto& p : plans) r.rows.push_back(p.row);
+  std::ostringstream text, json;
+  reports::WriteFixText(r, text, false);
+  EXPECT_NE(text.str().find("not predictable: channels_last=0 -> 1: no transform in the replay models this fix"),
+            std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("record: anomaly_off:"), std::string::npos) << text.str();
+  EXPECT_EQ(text.str().find("(bound)"), std::string::npos) << text.str();
+  reports::WriteFixJson(r, json);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(json.str()).get(doc), simdjson::SUCCESS) << json.str();
+  size_t rows = 0;
+  for (auto row : simdjson::dom::array(doc["fixes"])) {
+    ++rows;
+    EXPECT_NE(row["predicted_saving_pct"].error() == simdjson::SUCCESS, row["not_predictable"].error() == simdjson::SUCCESS)
+        << json.str();
+    EXPECT_EQ(row["transform"].error(), simdjson::SUCCESS) << json.str();
+  }
+  EXPECT_EQ(rows, plans.size());
 }
 
 TEST(FixPlanTest, NothingToFixAndNoAllRowForOneFix) {
