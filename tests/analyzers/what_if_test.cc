@@ -563,7 +563,7 @@ TEST(WhatIf, OptimizerFixesSayWhatTheyCannotPredict) {
 // A loop of tiny steps (200 us) whose fetch (50 us, two collate stacks) runs on the loop's thread:
 // moving it to worker processes costs more than it saves, each batch's two tensors crossing
 // processes (pytorch/examples' DDP tutorial on the CPU measured 6.6x slower with 2 workers).
-TEST(WhatIf, LoaderWorkersChargeEachBatchItsCrossing) {
+std::string TinyStepsLoadingOnTheLoop() {
   std::string ev;
   for (int s = 0; s < 8; ++s) {
     const double t0 = 200.0 * s;
@@ -574,7 +574,11 @@ TEST(WhatIf, LoaderWorkersChargeEachBatchItsCrossing) {
     ev += Cpu("cpu_op", "aten::stack", t0 + 30, 10);
     ev += Cpu("cpu_op", "aten::linear", t0 + 60, 100);
   }
-  const Replayable h(ev);
+  return ev;
+}
+
+TEST(WhatIf, LoaderWorkersChargeEachBatchItsCrossing) {
+  const Replayable h(TinyStepsLoadingOnTheLoop());
   const Report& r = h.report;
   const RankGraph& g = *h.graph;
   const WhatIfResult w = PredictWhatIf(g, {"loader_workers"}, MeanWall(r, 0));
@@ -1253,16 +1257,7 @@ TEST(WhatIf, TooWideIsNotPredictableAndALossIsNotAdvice) {
   EXPECT_EQ(gain.severity, Severity::kHigh);
   EXPECT_EQ(gain.fix_python, "x");
   // Through the analysis: a loader fix on tiny steps whose replay spans hundreds of points.
-  std::string ev;
-  for (int s = 0; s < 8; ++s) {
-    const double t0 = 200.0 * s;
-    ev += Step(s + 1, t0, 200);
-    ev += Cpu("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0 + 1, 50);
-    ev += Cpu("cpu_op", "aten::stack", t0 + 10, 10);
-    ev += Cpu("cpu_op", "aten::stack", t0 + 30, 10);
-    ev += Cpu("cpu_op", "aten::linear", t0 + 60, 100);
-  }
-  const Replayable h(ev);
+  const Replayable h(TinyStepsLoadingOnTheLoop());
   int loader = 0;
   for (const Finding& x : h.report.findings)
     if (x.predicted.transform == "loader_workers" && ++loader > 0) {
