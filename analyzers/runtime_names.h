@@ -147,6 +147,9 @@ inline GemmMath ClassifyGemmKernel(std::string_view name) {
     if (arg == 0 && !has("half") && !has("bfloat16") && !has("double") && has("float")) return GemmMath::kFp32;
     return GemmMath::kOther;
   }
+  // cuBLAS's Hopper-JIT kernels ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT") are GEMMs
+  // whose names do not say the data type (seen for bf16 on an H200, 2026-11-28): not FP32 evidence.
+  if (has("nvjet")) return GemmMath::kOther;
   if (!has("gemm") && !has("conv") && !has("fprop") && !has("dgrad") && !has("wgrad")) return GemmMath::kNotGemm;
   if (has("gemv")) return GemmMath::kNotGemm;
   if (has("tf32")) return GemmMath::kTf32;
@@ -168,6 +171,14 @@ inline bool IsFusableKernel(std::string_view name) {
   for (std::string_view no : {"flash", "fmha", "attention", "sdpa", "cutlass", "cudnn", "gemm", "conv", "triton"})
     if (n.find(no) != std::string::npos) return false;
   return true;
+}
+
+// cuDNN's layout conversions around a convolution whose tensors are NCHW where its kernel wants NHWC
+// ("cudnn::engines_precompiled::nchwToNhwcKernel", "nhwcToNchwKernel"): what a channels-last layout
+// (inductor's layout optimization, or .to(memory_format=torch.channels_last)) does without.
+inline bool IsLayoutConversionKernel(std::string_view name) {
+  const std::string n = Lowercase(name);
+  return n.find("nchwtonhwc") != std::string::npos || n.find("nhwctonchw") != std::string::npos;
 }
 
 // A kernel over fp32 data by its template arguments, demangled ("<float>", "float, float") or

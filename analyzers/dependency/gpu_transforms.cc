@@ -12,6 +12,8 @@
 
 #include "dependency/what_if.h"
 #include "cost/device_peaks.h"
+#include "cost/flops.h"
+#include "shapes.h"
 #include "phases.h"
 #include "runtime_names.h"
 #include "ops.h"
@@ -72,6 +74,119 @@ CallSlices CallSlicesOf(const RankGraph& g, const std::vector<size_t>& work_task
   return out;
 }
 
+// The bytes one launch of each kernel (by name) moves and the FLOPs it does, from the innermost op around its launch call
+// whose input shapes are recorded, anywhere in the rank (our collector records shapes in the first
+// steps only; the replayed steps are later ones): the op's bytes (cost/flops.h: inputs read once,
+// the output written once; an op without a cost model: its tensor inputs and an output the size of
+// the largest) shared among the kernels it launched; averaged over the launches seen.
+struct LaunchCost {
+  double bytes = 0, flops = 0;
+};
+std::unordered_map<profiler::StrId, LaunchCost> CostPerLaunch(const RankGraph& g) {
+  const auto& tr = g.trace();
+  const auto& links = g.links();
+  const auto op_cost = [&](const Event& op) -> LaunchCost {
+    const auto dims = OpDims(tr, op);
+    if (!dims) return {};
+    const auto types = OpTypes(tr, op);
+    if (HasCostModel(tr.Name(op)))
+      if (const auto c = CostOf(tr.Name(op), OpArgs{&*dims, types ? &*types : nullptr}); c && c->bytes > 0)
+        return {c->bytes, IsModelFlopClass(c->cls) ? c->flops : 0.0};
+    double sum = 0, largest = 0;
+    for (size_t k = 0; k < dims->size(); ++k) {
+      const auto& d = (*dims)[k];
+      if (d.empty()) continue;
+      const int eb = types && k < types->size() ? ElementBytes((*types)[k]) : 4;
+      if (eb == 0) continue;
+      double n = eb;
+      for (int64_t x : d) n *= static_cast<double>(std::max<int64_t>(0, x));
+      sum += n;
+      largest = std::max(largest, n);
+    }
+    return {sum + largest, 0.0};
+  };
+  std::unordered_map<profiler::StrId, std::pair<LaunchCost, double>> acc;  // name -> (cost, launches)
+  for (uint32_t ti = 0; ti < tr.tracks.size(); ++ti) {
+    if (tr.tracks[ti].rank != links.rank || tr.tracks[ti].kind != profiler::TrackKind::kCpuThread) continue;
+    std::vector<const Event*> open;  // the ops with shapes around the current time, outermost first
+    const auto flush = [&](const Event* op, std::vector<profiler::StrId>& names) {
+      if (names.empty()) return;
+      const LaunchCost c = op_cost(*op);
+      const double share = 1.0 / static_cast<double>(names.size());
+      for (profiler::StrId n : names) {
+        auto& [sum, count] = acc[n];
+        sum.bytes += c.bytes * share, sum.flops += c.flops * share, count += 1;
+      }
+    };
+    std::unordered_map<const Event*, std::vector<profiler::StrId>> kernels_of;
+    for (const Event& e : tr.TrackEvents(ti)) {
+      while (!open.empty() && open.back()->ts_ns + open.back()->dur_ns <= e.ts_ns) open.pop_back();
+      if (e.kind == EventKind::kCpuOp && e.aux != profiler::kNoAux) {
+        open.push_back(&e);
+        continue;
+      }
+      if (open.empty() || (e.kind != EventKind::kCudaRuntime && e.kind != EventKind::kCudaDriver) ||
+          e.correlation == profiler::kNoId)
+        continue;
+      const HostCall* c = links.CallByCorrelation(e.correlation);
+      if (c == nullptr || c->kind != CallKind::kLaunch || c->work < 0) continue;
+      const Event* k = links.work[static_cast<size_t>(c->work)].e;
+      if (k->kind == EventKind::kKernel) kernels_of[open.back()].push_back(k->name);
+    }
+    for (auto& [op, names] : kernels_of) flush(op, names);
+  }
+  std::unordered_map<profiler::StrId, LaunchCost> out;
+  for (const auto& [name, v] : acc) out[name] = {v.first.bytes / v.second, v.first.flops / v.second};
+  return out;
+}
+
+// Per frame: the outermost aten:: op it lies in (-1: none); and per op frame whether every kernel it
+// launched is fused away (1), not (0), or it launched none (-1).
+struct FusedOps {
+  std::vector<int32_t> outermost;
+  std::vector<int8_t> fused_away;
+};
+FusedOps FusedAwayOps(const RankGraph& g, const std::vector<std::vector<size_t>>& runs) {
+  const auto& tr = g.trace();
+  // The host ops whose launches were all fused away: each kernel's outermost aten:: op (what the
+  // module's Python code called: aten::batch_norm, aten::relu_, not the module or autograd ranges
+  // around them, which also launch the GEMMs that stay); an op that launched a kept kernel stays.
+  FusedOps out;
+  std::vector<int32_t>& outermost = out.outermost;
+  outermost.assign(g.frames().size(), -1);
+  for (size_t f = 0; f < g.frames().size(); ++f) {
+    const int32_t parent = g.frames()[f].parent;
+    if (parent >= 0 && outermost[static_cast<size_t>(parent)] >= 0) outermost[f] = outermost[static_cast<size_t>(parent)];
+    else if (tr.Name(*g.frames()[f].op).substr(0, 6) == "aten::") outermost[f] = static_cast<int32_t>(f);
+  }
+  std::vector<int8_t>& fused_away = out.fused_away;
+  fused_away.assign(g.frames().size(), -1);
+  std::vector<uint8_t> removed(g.tasks().size(), 0);
+  for (const auto& r : runs)
+    for (size_t k = 1; k < r.size(); ++k) removed[r[k]] = 1;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const auto& t = g.tasks()[i];
+    if (t.kind != Kind::kDevice || t.frame < 0 || outermost[static_cast<size_t>(t.frame)] < 0) continue;
+    int8_t& v = fused_away[static_cast<size_t>(outermost[static_cast<size_t>(t.frame)])];
+    v = static_cast<int8_t>((v != 0) && removed[i]);
+  }
+  return out;
+}
+
+
+// A GEMM kernel's time under a faster math mode (TF32, bf16) where it is compute-bound: its FLOPs
+// (its op's recorded shapes) at `efficiency` of the faster mode's dense peak, not faster than the
+// peaks' ratio allows. Compute-bound: it ran at half its present math's peak or more. -1 where its
+// FLOPs are unknown or it ran below that (then the caller's model of an unknown GEMM stands).
+double ComputeBoundNs(int64_t dur_ns, const std::unordered_map<profiler::StrId, LaunchCost>& cost, profiler::StrId name,
+                      double peak_from, double peak_to, double efficiency) {
+  const auto c = cost.find(name);
+  if (c == cost.end() || c->second.flops <= 0 || peak_from <= 0 || peak_to <= 0 || dur_ns <= 0) return -1;
+  const double tflops = c->second.flops / static_cast<double>(dur_ns) / 1e3;  // FLOP per ns = 1e-3 TFLOP/s
+  if (tflops < 0.5 * peak_from) return -1;
+  return std::max(static_cast<double>(dur_ns) * peak_from / peak_to, c->second.flops / (efficiency * peak_to * 1e3));
+}
+
 }  // namespace
 
 // precision.fp32_matmul: TF32 tensor cores run the FP32 GEMM and convolution kernels.
@@ -96,10 +211,22 @@ TransformPlan Tf32(const RankGraph& g) {
   // Per level, the kernels' speed-up: half the peak ratio (point); 2x, a small or memory-bound
   // GEMM (least); 86 % of it, PyTorch's CUDA notes' 10240^2 matmul (0.11 s -> 0.016 s on an A100).
   const double speedups[3] = {std::max(1.0, 0.5 * ratio), std::min(2.0, ratio), std::max(1.0, 0.86 * ratio)};
+  // A GEMM whose FLOPs are known and that ran at half the FP32 peak or more is compute-bound: it
+  // runs at 75 % of the TF32 peak (50 %; 90 %: what cuBLAS reaches on large GEMMs).
+  const auto peak = PeakOfRank(g.trace(), g.links().rank);
+  const auto cost = peak ? CostPerLaunch(g) : std::unordered_map<profiler::StrId, LaunchCost>{};
+  const double efficiency[3] = {0.75, 0.5, 0.9};
+  size_t bound = 0;
+  int64_t bound_ns = 0;
   TransformPlan p;
-  for (double s : speedups) {
+  for (int k = 0; k < 3; ++k) {
     Edits e(g.tasks().size());
-    for (size_t i : fp32) e.Scale(i, SpedUp(g.tasks()[i].dur, s));
+    for (size_t i : fp32) {
+      const int64_t dur = g.tasks()[i].dur;
+      const double after = peak ? ComputeBoundNs(dur, cost, WorkOf(g, g.tasks()[i])->name, peak->fp32, peak->tf32, efficiency[k]) : -1;
+      e.Scale(i, after >= 0 ? static_cast<float>(after / static_cast<double>(dur)) : SpedUp(dur, speedups[k]));
+      if (k == 0 && after >= 0 && g.StepOf(static_cast<int32_t>(i)) >= 0) ++bound, bound_ns += dur;
+    }
     p.levels.push_back(std::move(e));
   }
   const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
@@ -109,6 +236,11 @@ TransformPlan Tf32(const RankGraph& g) {
       "of it for a large one), none under 2 us; the trace holds no bytes per kernel, so a memory-bound GEMM is "
       "counted at the point's speed-up",
       fp32.size(), static_cast<double>(fp32_ns) / 1e6 / steps, speedups[0], speedups[1], speedups[2], ratio, source);
+  if (bound > 0)
+    p.assumptions += fmt::format(
+        "; but {} of them ({:.2f} ms a step) ran at half the FP32 peak or more by their ops' recorded shapes: "
+        "compute-bound, they run at 75 % of the TF32 peak (50-90 %: what cuBLAS reaches on large GEMMs)",
+        bound, static_cast<double>(bound_ns) / 1e6 / steps);
   return p;
 }
 
@@ -394,12 +526,22 @@ TransformPlan AmpBf16(const RankGraph& g) {
     const auto& t = g.tasks()[i];
     if (t.kind != Kind::kDevice && t.frame >= 0) first_slice.emplace(g.frames()[static_cast<size_t>(t.frame)].op, i);
   }
+  // A GEMM whose FLOPs are known and that ran at half its math's peak or more is compute-bound: it
+  // runs at 75 % of the bf16 peak (50 %; 90 %), not faster than the peaks' ratio.
+  const auto cost = CostPerLaunch(g);
+  const double efficiency[3] = {0.75, 0.5, 0.9};
+  size_t bound = 0;
+  int64_t bound_ns = 0;
   for (int k = 0; k < 3; ++k) {
     Edits e(g.tasks().size());
     const auto speed = [&](std::vector<size_t>& tasks, double ratio) {
       const double s = 1.0 + (std::max(1.0, ratio) - 1.0) * toward[k];
       for (size_t i : tasks) {
-        e.Scale(i, SpedUp(g.tasks()[i].dur, s));
+        const int64_t dur = g.tasks()[i].dur;
+        const double after =
+            ComputeBoundNs(dur, cost, WorkOf(g, g.tasks()[i])->name, bf16 / std::max(1.0, ratio), bf16, efficiency[k]);
+        e.Scale(i, after >= 0 ? static_cast<float>(after / static_cast<double>(dur)) : SpedUp(dur, s));
+        if (k == 0 && after >= 0 && g.StepOf(static_cast<int32_t>(i)) >= 0) ++bound, bound_ns += dur;
         const HostCall* c = g.links().CallOf(g.links().work[static_cast<size_t>(g.tasks()[i].work)]);
         if (c == nullptr || casts[k] == 0) continue;
         if (const auto it = first_slice.find(c->e); it != first_slice.end())
@@ -421,12 +563,40 @@ TransformPlan AmpBf16(const RankGraph& g) {
       "or unchanged). Kernels whose names do not say fp32 are left as they are",
       gemm_fp32.size(), gemm_tf32.size(), bf16 / fp32, bf16 / tf32, source, elementwise.size(),
       static_cast<double>(launch_ns) / 1e3, batch_norm.size());
+  if (bound > 0) {
+    const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
+    p.assumptions += fmt::format(
+        "; but {} GEMM kernels ({:.2f} ms a step) ran at half their math's peak or more by their ops' recorded shapes: "
+        "compute-bound, they run at 75 % of the bf16 peak (50-90 %: what cuBLAS reaches on large GEMMs)",
+        bound, static_cast<double>(bound_ns) / 1e6 / steps);
+  }
   return p;
 }
 
-// Runs of fusable kernels: per stream, consecutive fusable kernels of one step launched from one
-// thread, two or more.
-std::vector<std::vector<size_t>> FusableRuns(const RankGraph& g) {
+// What inductor regenerates: fusable kernels (elementwise, reductions, norms, indexing) and cuDNN's
+// batch norm (decomposed in training), launched outside the optimizer's step and zero_grad
+// (torch.compile(model) compiles the module; the optimizer's foreach kernels stay eager).
+std::vector<uint8_t> RegeneratedKernels(const RankGraph& g) {
+  const auto& links = g.links();
+  const std::vector<uint8_t> in_optimizer = g.FramesUnder([](std::string_view n) {
+    return n.starts_with("Optimizer.step#") || n.starts_with("Optimizer.zero_grad#");
+  });
+  std::vector<uint8_t> out(g.tasks().size(), 0);
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const auto& t = g.tasks()[i];
+    const Event* w = WorkOf(g, t);
+    if (w == nullptr || w->kind != EventKind::kKernel || g.StepOf(static_cast<int32_t>(i)) < 0) continue;
+    const HostCall* c = links.CallOf(links.work[static_cast<size_t>(t.work)]);
+    if (c == nullptr || c->kind != CallKind::kLaunch) continue;
+    if (t.frame >= 0 && in_optimizer[static_cast<size_t>(t.frame)]) continue;
+    out[i] = links.kernel_names->Fusable(w->name) || links.kernel_names->CudnnBatchNorm(w->name);
+  }
+  return out;
+}
+
+// Runs of regenerated kernels: per stream, consecutive ones of one step launched from one thread;
+// a lone kernel is a run of one (inductor regenerates it too, fused with nothing).
+std::vector<std::vector<size_t>> FusableRuns(const RankGraph& g, const std::vector<uint8_t>& regenerated) {
   const auto& links = g.links();
   std::vector<std::vector<size_t>> runs;
   std::vector<size_t> run;
@@ -434,20 +604,20 @@ std::vector<std::vector<size_t>> FusableRuns(const RankGraph& g) {
   int32_t run_step = -1;
   uint32_t run_thread = UINT32_MAX;
   const auto close = [&] {
-    if (run.size() >= 2) runs.push_back(run);
+    if (!run.empty()) runs.push_back(run);
     run.clear();
   };
   for (size_t i = 0; i < g.tasks().size(); ++i) {  // device tasks are in stream, then time order
     const auto& t = g.tasks()[i];
-    const Event* w = WorkOf(g, t);
-    if (w == nullptr) continue;
+    if (WorkOf(g, t) == nullptr) continue;
+    if (!regenerated[i]) {
+      close();
+      continue;
+    }
     const DeviceWork& dw = links.work[static_cast<size_t>(t.work)];
     const HostCall* c = links.CallOf(dw);
     const int32_t step = g.StepOf(static_cast<int32_t>(i));
-    const bool fusable = w->kind == EventKind::kKernel && step >= 0 && c != nullptr && c->kind == CallKind::kLaunch &&
-                         links.kernel_names->Fusable(w->name);
-    if (!fusable || dw.stream != run_stream || step != run_step || c->track != run_thread) close();
-    if (!fusable) continue;
+    if (dw.stream != run_stream || step != run_step || c->track != run_thread) close();
     run_stream = dw.stream, run_step = step, run_thread = c->track;
     run.push_back(i);
   }
@@ -455,43 +625,12 @@ std::vector<std::vector<size_t>> FusableRuns(const RankGraph& g) {
   return runs;
 }
 
-// Per frame: the outermost aten:: op it lies in (-1: none); and per op frame whether every kernel it
-// launched is fused away (1), not (0), or it launched none (-1).
-struct FusedOps {
-  std::vector<int32_t> outermost;
-  std::vector<int8_t> fused_away;
-};
-FusedOps FusedAwayOps(const RankGraph& g, const std::vector<std::vector<size_t>>& runs) {
-  const auto& tr = g.trace();
-  // The host ops whose launches were all fused away: each kernel's outermost aten:: op (what the
-  // module's Python code called: aten::batch_norm, aten::relu_, not the module or autograd ranges
-  // around them, which also launch the GEMMs that stay); an op that launched a kept kernel stays.
-  FusedOps out;
-  std::vector<int32_t>& outermost = out.outermost;
-  outermost.assign(g.frames().size(), -1);
-  for (size_t f = 0; f < g.frames().size(); ++f) {
-    const int32_t parent = g.frames()[f].parent;
-    if (parent >= 0 && outermost[static_cast<size_t>(parent)] >= 0) outermost[f] = outermost[static_cast<size_t>(parent)];
-    else if (tr.Name(*g.frames()[f].op).substr(0, 6) == "aten::") outermost[f] = static_cast<int32_t>(f);
-  }
-  std::vector<int8_t>& fused_away = out.fused_away;
-  fused_away.assign(g.frames().size(), -1);
-  std::vector<uint8_t> removed(g.tasks().size(), 0);
-  for (const auto& r : runs)
-    for (size_t k = 1; k < r.size(); ++k) removed[r[k]] = 1;
-  for (size_t i = 0; i < g.tasks().size(); ++i) {
-    const auto& t = g.tasks()[i];
-    if (t.kind != Kind::kDevice || t.frame < 0 || outermost[static_cast<size_t>(t.frame)] < 0) continue;
-    int8_t& v = fused_away[static_cast<size_t>(outermost[static_cast<size_t>(t.frame)])];
-    v = static_cast<int8_t>((v != 0) && removed[i]);
-  }
-  return out;
-}
-
-// compile.not_compiled: torch.compile (inductor) fuses each run of consecutive fusable kernels
-// (elementwise, reductions, norms) on a stream into one kernel that reads the run's inputs and
-// writes its outputs once; the ops that launched the fused-away kernels no longer run eagerly on
-// the host (one compiled call launches the fused kernel).
+// compile.not_compiled: torch.compile (inductor) regenerates the model's memory-bound kernels as
+// Triton kernels: each run of consecutive ones on a stream becomes one kernel that reads the run's
+// inputs and writes its outputs once, at the bandwidth a generated kernel reaches (an eager kernel
+// far from its memory roofline, such as a batch norm over NCHW, is replaced by one near it); cuDNN's
+// layout conversions around convolutions go (inductor lays convolutions out channels-last); the
+// ops that launched the fused-away kernels no longer run eagerly on the host.
 TransformPlan CompileFusion(const RankGraph& g) {
   if (g.links().work.empty()) {  // a CPU-only rank: inductor fuses CPU ops too, into C++/OpenMP loops
     TransformPlan p;
@@ -500,36 +639,67 @@ TransformPlan CompileFusion(const RankGraph& g) {
                         "not hold";
     return p;
   }
-  const std::vector<std::vector<size_t>> runs = FusableRuns(g);
-  if (runs.empty())
-    return NoSaving(g, "no run of two or more consecutive elementwise, reduction or norm kernels in the steps: nothing "
-                       "for inductor to fuse");
+  const std::vector<std::vector<size_t>> runs = FusableRuns(g, RegeneratedKernels(g));
+  std::vector<size_t> layout;  // cuDNN's layout conversions in the steps
+  for (size_t i = 0; i < g.tasks().size(); ++i)
+    if (const Event* w = WorkOf(g, g.tasks()[i]); w != nullptr && w->kind == EventKind::kKernel &&
+                                                   g.StepOf(static_cast<int32_t>(i)) >= 0 &&
+                                                   IsLayoutConversionKernel(g.trace().Name(*w)))
+      layout.push_back(i);
+  size_t fused_runs = 0;
+  for (const auto& r : runs) fused_runs += r.size() >= 2;
+  // The bandwidth a generated kernel reaches, where the device and the kernels' bytes are known.
+  const auto peak = PeakOfRank(g.trace(), g.links().rank);
+  const double gbps = peak ? peak->memory_gbps : 0;  // bytes per ns
+  const auto cost = gbps > 0 ? CostPerLaunch(g) : std::unordered_map<profiler::StrId, LaunchCost>{};
+  size_t regenerated = 0, floored = 0;
+  int64_t before_ns = 0, layout_ns = 0;
+  double floored_ns = 0, roofline_ns = 0;
+  for (const auto& r : runs) {
+    regenerated += r.size();
+    for (size_t i : r) {
+      before_ns += g.tasks()[i].dur;
+      if (const auto b = cost.find(WorkOf(g, g.tasks()[i])->name); b != cost.end() && b->second.bytes > 0) {
+        ++floored;
+        floored_ns += static_cast<double>(g.tasks()[i].dur);
+        roofline_ns += b->second.bytes / gbps;
+      }
+    }
+  }
+  for (size_t i : layout) layout_ns += g.tasks()[i].dur;
+  if (fused_runs == 0 && layout.empty() && floored == 0)
+    return NoSaving(g, "no run of two or more consecutive elementwise, reduction or norm kernels, no layout conversion "
+                       "and no such kernel whose bytes are known in the steps: nothing for inductor to fuse");
   const FusedOps ops = FusedAwayOps(g, runs);
   const std::vector<int32_t>& outermost = ops.outermost;
   const std::vector<int8_t>& fused_away = ops.fused_away;
-  size_t fused = 0;
-  int64_t before_ns = 0;
-  for (const auto& r : runs) {
-    fused += r.size();
-    for (size_t i : r) before_ns += g.tasks()[i].dur;
-  }
   // Per level: what the fused kernel keeps of the run's time (half: each intermediate is written
-  // and read once less; 80 %; 30 %), and what stays of the fused-away ops' host time (none: the
-  // compiled call replaces them; half, for guards and the calls around a graph; none).
-  const double keeps[3] = {0.5, 0.8, 0.3}, host_stays[3] = {0.0, 0.5, 0.0};
+  // and read once less; 80 %; 30 %); the share of the memory bandwidth a generated kernel reaches
+  // (half; a quarter; 80 %); whether the layout conversions go (yes; no: the layout optimization
+  // declined; yes); what stays of the fused-away ops' host time (none: the compiled call replaces
+  // them; half, for guards and the calls around a graph; none).
+  const double keeps[3] = {0.5, 0.8, 0.3}, bandwidth[3] = {0.5, 0.25, 0.8}, host_stays[3] = {0.0, 0.5, 0.0};
+  const bool layout_goes[3] = {true, false, true};
   TransformPlan p;
   for (int k = 0; k < 3; ++k) {
     Edits e(g.tasks().size());
     for (const auto& r : runs) {
-      double sum = 0, longest = 0;
-      for (size_t i : r) {
-        sum += static_cast<double>(g.tasks()[i].dur);
-        longest = std::max(longest, static_cast<double>(g.tasks()[i].dur));
+      // Each kernel's time at the generated kernel's bandwidth where that is shorter (its bytes known).
+      double sum = 0, longest = 0, first = 1;
+      for (size_t n = 0; n < r.size(); ++n) {
+        double d = static_cast<double>(g.tasks()[r[n]].dur);
+        if (n == 0) first = std::max(1.0, d);
+        if (const auto b = cost.find(WorkOf(g, g.tasks()[r[n]])->name); b != cost.end() && b->second.bytes > 0)
+          d = std::min(d, b->second.bytes / (bandwidth[k] * gbps));
+        sum += d;
+        longest = std::max(longest, d);
       }
-      const double first = std::max<double>(1, static_cast<double>(g.tasks()[r.front()].dur));
-      e.Scale(r.front(), static_cast<float>(std::max(longest, sum * keeps[k]) / first));
+      const double fused_ns = r.size() >= 2 ? std::max(longest, sum * keeps[k]) : sum;
+      e.Scale(r.front(), static_cast<float>(fused_ns / first));
       for (size_t n = 1; n < r.size(); ++n) e.Scale(r[n], 0.0f);
     }
+    if (layout_goes[k])
+      for (size_t i : layout) e.Scale(i, 0.0f);
     for (size_t i = 0; i < g.tasks().size(); ++i) {
       const auto& t = g.tasks()[i];
       if (t.kind == Kind::kDevice || t.frame < 0) continue;
@@ -540,12 +710,29 @@ TransformPlan CompileFusion(const RankGraph& g) {
   }
   const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
   p.assumptions = fmt::format(
-      "torch.compile fuses each of {} runs of consecutive elementwise, reduction or norm kernels on a stream ({} kernels, "
-      "{:.2f} ms a step) into one kernel that keeps half the run's time (80-30 %: intermediates are no longer written and "
-      "read back), none shorter than the run's longest; the ops whose kernels were all fused away no longer run on the "
-      "host (half of their time stays at the low end: guards, graph breaks); GEMMs, convolutions and attention stay as "
-      "they are, and the first steps' compile time is not counted (compile.time)",
-      runs.size(), fused, static_cast<double>(before_ns) / 1e6 / steps);
+      "torch.compile regenerates the model's {} elementwise, reduction and norm kernels ({:.2f} ms a step; cuDNN's "
+      "batch norm included, the optimizer's kernels not: torch.compile(model) leaves the optimizer eager), fusing each of "
+      "{} runs of consecutive ones on a stream into one kernel that keeps half the run's time (80-30 %: intermediates are "
+      "no longer written and read back), none shorter than the run's longest",
+      regenerated, static_cast<double>(before_ns) / 1e6 / steps, fused_runs);
+  if (floored > 0)
+    p.assumptions += fmt::format(
+        "; {} of them have bytes from their ops' recorded shapes ({:.2f} ms a step, {:.2f} ms at the {}'s {:.0f} GB/s): "
+        "each runs at half that bandwidth where that is faster (a quarter, or 80 %), as a generated kernel does",
+        floored, floored_ns / 1e6 / steps, roofline_ns / 1e6 / steps, peak->model, gbps);
+  else
+    p.assumptions += gbps > 0 ? "; no kernel's bytes are known (no input shapes recorded): an eager kernel far from "
+                                "the memory bandwidth keeps its time"
+                              : "; the device's memory bandwidth is unknown: an eager kernel far from it keeps its time";
+  if (!layout.empty())
+    p.assumptions += fmt::format(
+        "; cuDNN's {} layout conversions around convolutions ({:.2f} ms a step) go: inductor lays convolutions out "
+        "channels-last (they stay at the least saving)",
+        layout.size(), static_cast<double>(layout_ns) / 1e6 / steps);
+  p.assumptions +=
+      "; the ops whose kernels were all fused away no longer run on the host (half of their time stays at the low end: "
+      "guards, graph breaks); GEMMs and convolutions keep their time, and the first steps' compile time is not "
+      "counted (compile.time)";
   return p;
 }
 

@@ -18,6 +18,7 @@
 #include "report_helpers.h"
 #include "dependency/replay.h"
 #include "dependency/what_if.h"
+#include "runtime_names.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/catalog.h"
 #include "trainrx/profiler/cpu_wait.h"
@@ -1104,6 +1105,97 @@ TEST(WhatIf, CompileFusionFusesARunOfElementwiseKernels) {
   // A GEMM between the kernels breaks the run; a trace of GEMMs alone has nothing to fuse.
   const Replayable gemms(Fp32GemmSteps("ampere_sgemm_128x64_nn", "ampere_sgemm_64x64_nn"), kA100);
   EXPECT_NEAR(gemms.Predict({"compile_fusion"}).prediction.saving_pct, 0.0, 0.01);
+}
+
+// A device-bound step of one op launching one kernel (`name`, `kernel_us`), the op's input shapes
+// recorded in the first two steps only (as our collector does) when `dims` is not empty; then a
+// synchronize. Steps of kernel_us + 200 us.
+std::string OneKernelSteps(const char* op, const char* dims, const char* types, const char* name, double kernel_us,
+                           const char* optimizer_kernel = nullptr) {
+  std::string ev;
+  const double step = kernel_us + 200;
+  for (int s = 0; s < 6; ++s) {
+    const double t0 = step * s;
+    ev += Step(s + 1, t0, step);
+    const std::string args = *dims && s < 2 ? fmt::format(R"(,"args":{{"Input Dims":{},"Input type":{}}})", dims, types) : "";
+    ev += fmt::format(R"({{"ph":"X","cat":"cpu_op","name":"{}","pid":1,"tid":1,"ts":{},"dur":20{}}},)", op, t0 + 1, args);
+    ev += Cpu("cuda_runtime", "cudaLaunchKernel", t0 + 5, 10, 1, 100 * s);
+    ev += Kernel(name, t0 + 20, kernel_us, 100 * s);
+    if (optimizer_kernel) {  // the optimizer's foreach kernel, launched under its step's range
+      ev += Cpu("user_annotation", "Optimizer.step#SGD.step", t0 + 25, 20);
+      ev += Cpu("cuda_runtime", "cudaLaunchKernel", t0 + 30, 10, 1, 100 * s + 1);
+      ev += Kernel(optimizer_kernel, t0 + 20 + kernel_us, 60, 100 * s + 1);
+      ev += Kernel(optimizer_kernel, t0 + 80 + kernel_us, 60, 100 * s + 1);
+    }
+    ev += Cpu("cuda_runtime", "cudaStreamSynchronize", t0 + 50, kernel_us + 100, 1, 100 * s + 50);
+  }
+  return ev;
+}
+
+// A large FP32 GEMM that runs near the FP32 peak by its recorded shapes is compute-bound: TF32 runs
+// it near the TF32 peak, not at the half-the-ratio guess for a GEMM of unknown size (an H200's
+// 4096 x 12288 MLP, 2026-11-28: predicted 69.5 % [22, 100], "not predictable"; measured 80.3 %).
+TEST(WhatIf, Tf32RunsAComputeBoundGemmNearTheTf32Peak) {
+  // 2 x 4096^3 = 137.4 GFLOP in 8 ms: 17.2 TFLOP/s, 88 % of the A100's 19.5.
+  const char* dims = "[[4096, 4096], [4096, 4096]]";
+  const char* types = R"(["float", "float"])";
+  const Replayable shaped(OneKernelSteps("aten::mm", dims, types, "ampere_sgemm_128x64_nn", 8000), kA100);
+  const WhatIfResult w = shaped.Predict({"tf32"});
+  ASSERT_TRUE(w.ok) << w.prediction.assumptions;
+  // At 75 % of 156 TFLOP/s: 1174 us (50 %: 1761; 90 %: 978), of a step of 8200 us.
+  EXPECT_NEAR(w.prediction.saving_pct, 100.0 * (8000 - 1174) / 8200, 1.5) << w.prediction.assumptions;
+  EXPECT_NEAR(w.prediction.low_pct, 100.0 * (8000 - 1761) / 8200, 1.5) << w.prediction.assumptions;
+  EXPECT_NEAR(w.prediction.high_pct, 100.0 * (8000 - 1000) / 8200, 1.5) << "not faster than the peaks' ratio (8x)";
+  EXPECT_NE(w.prediction.assumptions.find("compute-bound"), std::string::npos) << w.prediction.assumptions;
+  // Without shapes, or far under the FP32 peak (a memory-bound GEMM: 10x longer), the guess stands: 4x.
+  const Replayable unshaped(OneKernelSteps("aten::mm", "", "", "ampere_sgemm_128x64_nn", 8000), kA100);
+  EXPECT_NEAR(unshaped.Predict({"tf32"}).prediction.saving_pct, 100.0 * 6000 / 8200, 1.5);
+  const Replayable slow(OneKernelSteps("aten::mm", dims, types, "ampere_sgemm_128x64_nn", 80000), kA100);
+  const WhatIfResult s = slow.Predict({"tf32"});
+  EXPECT_NEAR(s.prediction.saving_pct, 100.0 * 60000 / 80200, 1.5) << s.prediction.assumptions;
+  EXPECT_EQ(s.prediction.assumptions.find("compute-bound"), std::string::npos) << s.prediction.assumptions;
+  // Under autocast the compute-bound FP32 GEMM runs at 75 % of the bf16 peak (312): 587 us.
+  const WhatIfResult amp = shaped.Predict({"amp_bf16"});
+  ASSERT_TRUE(amp.ok) << amp.prediction.assumptions;
+  EXPECT_NEAR(amp.prediction.saving_pct, 100.0 * (8000 - 587) / 8200, 2.0) << amp.prediction.assumptions;
+}
+
+// cuBLAS's Hopper-JIT GEMMs name no math ("nvjet_sm90_tst_..."): a GEMM, neither FP32 evidence nor
+// a kernel inductor would fuse (an H200's bf16 MLP, 2026-11-28: its two GEMMs were counted as
+// fusable and compile's saving predicted 21 % against 7 % measured).
+TEST(WhatIf, NvjetKernelsAreGemmsThatNameNoMath) {
+  EXPECT_EQ(ClassifyGemmKernel("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT"), GemmMath::kOther);
+  EXPECT_FALSE(IsFusableKernel("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN"));
+}
+
+// Inductor regenerates an eager kernel far from its memory roofline (cuDNN's NCHW batch norm,
+// PyTorch's bf16 batch norm: 6-9x their bytes' time on an H200, 2026-11-28) as one near it; the
+// optimizer's foreach kernels stay eager; cuDNN's layout conversions go with a channels-last layout.
+TEST(WhatIf, CompileFusionBringsASlowNormKernelToTheBandwidthAndLeavesTheOptimizer) {
+  // x: 1024 x 32 x 64 x 64 floats, 537 MB read and written: 1.07 GB, 527 us at the A100's 2039 GB/s.
+  const char* dims = "[[1024, 32, 64, 64], [32], [32], [32], [32], [], [], [], []]";
+  const char* types = R"(["float", "float", "float", "float", "float", "Bool", "Double", "Double", "Bool"])";
+  const char* bn = "_ZN5cudnn25bn_fw_tr_1C11_kernel_NCHWIffiLi512ELb1ELi1ELb1EEEv17cudnnTensorStruct";
+  const char* foreach = "_ZN2at6native55_GLOBAL__N__d25d856e_22_ForeachBinaryOpList_cu_multi_tensor_apply_kernel";
+  const Replayable shaped(OneKernelSteps("aten::batch_norm", dims, types, bn, 2000, foreach), kA100);
+  const WhatIfResult w = shaped.Predict({"compile_fusion"});
+  ASSERT_TRUE(w.ok) << w.prediction.assumptions;
+  // At half the bandwidth: 1053 us of 2000 (a quarter: 2000, kept; 80 %: 658), of a step of 2200 us;
+  // the optimizer's two kernels (120 us after the norm) are not fused.
+  EXPECT_NEAR(w.prediction.saving_pct, 100.0 * (2000 - 1053) / 2200, 2.0) << w.prediction.assumptions;
+  EXPECT_NEAR(w.prediction.low_pct, 0.0, 1.0) << w.prediction.assumptions;
+  EXPECT_NEAR(w.prediction.high_pct, 100.0 * (2000 - 658) / 2200, 2.0) << w.prediction.assumptions;
+  EXPECT_NE(w.prediction.assumptions.find("the optimizer's kernels not"), std::string::npos);
+  // Without shapes the kernel's speed is unknown: it keeps its time; the optimizer's pair is no run.
+  const Replayable unshaped(OneKernelSteps("aten::batch_norm", "", "", bn, 2000, foreach), kA100);
+  EXPECT_NEAR(unshaped.Predict({"compile_fusion"}).prediction.saving_pct, 0.0, 0.01);
+  // cuDNN's layout conversions go (but at the least saving).
+  const Replayable layout(
+      OneKernelSteps("aten::convolution", "", "", "_ZN5cudnn19engines_precompiled16nchwToNhwcKernelIfffLb0ELb1E", 2000),
+      kA100);
+  const WhatIfResult l = layout.Predict({"compile_fusion"});
+  EXPECT_NEAR(l.prediction.saving_pct, 100.0 * 2000 / 2200, 2.0) << l.prediction.assumptions;
+  EXPECT_NEAR(l.prediction.low_pct, 0.0, 1.0) << l.prediction.assumptions;
 }
 
 // A loop that evaluates between its steps (the reference workload's eval_every: the step range ends

@@ -228,8 +228,8 @@ part_predict() {
   # PREDICT_PAIRS="tf32 amp ..." runs those pairs only, in that order (a short device call); the GPU
   # transforms' pairs (issue 59): FP32 -> TF32, pageable -> pinned copies, eager -> one CUDA graph a
   # step, fp32 -> bf16 autocast, eager -> torch.compile
-  local want big="--workers 0 --data-on-device --batch 1024"
-  for want in ${PREDICT_PAIRS:-allocator item anomaly loader tf32 pinned graphs amp compile tf32-gpu amp-gpu compile-gpu}; do
+  local want big="--workers 0 --data-on-device --batch 1024" mlp="--workers 0 --data-on-device --batch 4096 --model mlp"
+  for want in ${PREDICT_PAIRS:-allocator item anomaly loader tf32 pinned graphs amp compile tf32-gpu amp-gpu compile-gpu amp-mlp tf32-mlp compile-fp32 compile-mlp}; do
     case $want in
       allocator) predict_pair allocator caching_allocator PYTORCH_NO_CUDA_MEMORY_CACHING=1 "--workers 0" "--workers 0";;
       item) predict_pair item unblock_syncs X=1 "--workers 0 --item" "--workers 0";;
@@ -244,7 +244,13 @@ part_predict() {
       tf32-gpu) predict_pair tf32-gpu tf32 X=1 "$big --amp off --tf32 0" "$big --amp off --tf32 1";;
       amp-gpu) predict_pair amp-gpu amp_bf16 X=1 "$big --amp off" "$big --amp bf16";;
       compile-gpu) predict_pair compile-gpu compile_fusion X=1 "$big" "$big --compile";;
-      *) say "predict: no pair '$want' (allocator item anomaly loader tf32 pinned graphs amp compile tf32-gpu amp-gpu compile-gpu)";;
+      # GEMM-bound, no BatchNorm (added 2026-11-28): AMP and TF32 on a model they were not calibrated on
+      amp-mlp) predict_pair amp-mlp amp_bf16 X=1 "$mlp --amp off" "$mlp --amp bf16";;
+      # compile's fusion where the eager norm kernels are cuDNN's fp32 ones, and on the GEMM-bound mlp
+      compile-fp32) predict_pair compile-fp32 compile_fusion X=1 "$big --amp off" "$big --amp off --compile";;
+      compile-mlp) predict_pair compile-mlp compile_fusion X=1 "$mlp" "$mlp --compile";;
+      tf32-mlp) predict_pair tf32-mlp tf32 X=1 "$mlp --amp off --tf32 0" "$mlp --amp off --tf32 1";;
+      *) say "predict: no pair '$want' (allocator item anomaly loader tf32 pinned graphs amp compile tf32-gpu amp-gpu compile-gpu amp-mlp tf32-mlp compile-fp32 compile-mlp)";;
     esac
   done
   [ -z "${PREDICT_PAIRS:-}" ] || { predict_pack; return 0; }
