@@ -18,6 +18,14 @@ namespace trainrx::analyzers {
 
 using EventSpan = std::span<const profiler::Event>;
 
+// The rank's CPU thread tracks (the loop's, the autograd engine's device threads, the workers').
+inline std::vector<uint32_t> CpuThreadTracks(const profiler::Trace& trace, int32_t rank) {
+  std::vector<uint32_t> out;
+  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti)
+    if (trace.tracks[ti].rank == rank && trace.tracks[ti].kind == profiler::TrackKind::kCpuThread) out.push_back(ti);
+  return out;
+}
+
 // One past the last event nested in events[i].
 inline size_t SubtreeEnd(EventSpan events, size_t i) {
   const int64_t end = events[i].end_ns();

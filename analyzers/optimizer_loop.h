@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "intervals.h"
+#include "ops.h"
 #include "phases.h"
 #include "trainrx/profiler/trace.h"
 
@@ -20,8 +21,7 @@ namespace trainrx::analyzers {
 inline std::vector<Interval> BackwardRanges(const profiler::Trace& trace, int32_t rank) {
   std::vector<Interval> out;
   std::vector<int8_t> backward(trace.strings.size(), -1);  // per name: asked once
-  for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
-    if (trace.tracks[ti].rank != rank || trace.tracks[ti].kind != profiler::TrackKind::kCpuThread) continue;
+  for (uint32_t ti : CpuThreadTracks(trace, rank)) {
     for (const profiler::Event& e : trace.TrackEvents(ti)) {
       if (e.dur_ns <= 0 || e.kind == profiler::EventKind::kPythonFunction || e.name >= backward.size()) continue;
       int8_t& b = backward[e.name];

@@ -106,8 +106,7 @@ std::unordered_map<profiler::StrId, LaunchCost> CostPerLaunch(const RankGraph& g
     return {sum + largest, 0.0};
   };
   std::unordered_map<profiler::StrId, std::pair<LaunchCost, double>> acc;  // name -> (cost, launches)
-  for (uint32_t ti = 0; ti < tr.tracks.size(); ++ti) {
-    if (tr.tracks[ti].rank != links.rank || tr.tracks[ti].kind != profiler::TrackKind::kCpuThread) continue;
+  for (uint32_t ti : CpuThreadTracks(tr, links.rank)) {
     std::vector<const Event*> open;  // the ops with shapes around the current time, outermost first
     const auto flush = [&](const Event* op, std::vector<profiler::StrId>& names) {
       if (names.empty()) return;

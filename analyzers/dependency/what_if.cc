@@ -252,11 +252,9 @@ TransformPlan EvalNoGrad(const RankGraph& g) {
     // Marked elsewhere in the rank's trace (between the steps, where a loop evaluates every N steps):
     // none in these steps; the prediction replays the work between steps apart (BetweenSteps).
     const auto& tr = g.trace();
-    const int32_t rank = g.links().rank;
-    for (const Event& e : tr.events)
-      if (tr.tracks[e.track].rank == rank && tr.tracks[e.track].kind == profiler::TrackKind::kCpuThread &&
-          StartsWith(tr.Name(e), "trainrx::eval"))
-        return NoSaving(g, "no evaluation in these steps: nothing to save in them");
+    for (uint32_t ti : CpuThreadTracks(tr, g.links().rank))
+      for (const Event& e : tr.TrackEvents(ti))
+        if (StartsWith(tr.Name(e), "trainrx::eval")) return NoSaving(g, "no evaluation in these steps: nothing to save in them");
     p.not_predictable = "the evaluation is not marked in this trace (trainrx::eval ranges): its ops cannot be told from training's";
     return p;
   }
@@ -659,21 +657,22 @@ TransformPlan DropBias(const RankGraph& g) {
   };
   std::map<std::string_view, std::pair<int64_t, int64_t>> calls;  // op name -> (calls with shapes, with a bias)
   std::map<std::string_view, double> pass_share;                   // op name -> the bias passes' share of the layer
-  const int32_t rank = g.links().rank;
-  for (const Event& e : tr.events) {
-    if (e.kind != profiler::EventKind::kCpuOp || e.aux == profiler::kNoAux || tr.tracks[e.track].rank != rank) continue;
-    const std::string_view n = tr.Name(e);
-    if (!is_layer(n)) continue;
-    const auto dims = OpDims(tr, e);
-    if (!dims || dims->size() < 3) continue;
-    const size_t bias = 2, weight = 1;
-    auto& [shaped, with_bias] = calls[n];
-    ++shaped;
-    if ((*dims)[bias].size() != 1 || (*dims)[weight].size() < 2) continue;
-    int64_t macs = 1;
-    for (size_t d = 1; d < (*dims)[weight].size(); ++d) macs *= std::max<int64_t>(1, (*dims)[weight][d]);
-    ++with_bias;
-    pass_share[n] = std::min(1.0, 2.0 / static_cast<double>(macs));
+  for (uint32_t ti : CpuThreadTracks(tr, g.links().rank)) {
+    for (const Event& e : tr.TrackEvents(ti)) {
+      if (e.kind != profiler::EventKind::kCpuOp || e.aux == profiler::kNoAux) continue;
+      const std::string_view n = tr.Name(e);
+      if (!is_layer(n)) continue;
+      const auto dims = OpDims(tr, e);
+      if (!dims || dims->size() < 3) continue;
+      const size_t bias = 2, weight = 1;
+      auto& [shaped, with_bias] = calls[n];
+      ++shaped;
+      if ((*dims)[bias].size() != 1 || (*dims)[weight].size() < 2) continue;
+      int64_t macs = 1;
+      for (size_t d = 1; d < (*dims)[weight].size(); ++d) macs *= std::max<int64_t>(1, (*dims)[weight][d]);
+      ++with_bias;
+      pass_share[n] = std::min(1.0, 2.0 / static_cast<double>(macs));
+    }
   }
   // The replayed steps' outermost layer calls, and how many of them had a bias (by their op's share).
   double layer_calls = 0, biased = 0;

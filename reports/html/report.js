@@ -804,6 +804,8 @@
     return el('div', {class: 'chart'}, svg);
   }
 
+  // A saving as the step's change: 5.8 -> "-5.8%" (shorter), -5.8 -> "+5.8%" (longer).
+  function stepChange(saving) { return `${saving >= 0 ? '-' : '+'}${num(Math.abs(saving), 1)}%`; }
   function savingPct(speedup) { return isFinite(speedup) && speedup > 0 ? 100 * (1 - 1 / speedup) : NaN; }
 
   function renderFix(r, root) {
@@ -822,9 +824,9 @@
     main.append(section('fixes', 'Estimated vs measured', dataTable('fix-table', [
       ['fix', f => f.all ? 'all of the above' : f.knob], ['finding', f => (f.findings || []).join(', ') || '–'], ['design', f => f.method],
       ['predicted saving', f => f.predicted_saving_pct, (v, f) => f.not_predictable !== undefined ? 'not predictable: ' + f.not_predictable
-        : `-${num(v, 1)}% [-${num(f.predicted_high_pct, 1)}, -${num(f.predicted_low_pct, 1)}]`],
+        : isFinite(v) ? `${stepChange(v)} [${stepChange(f.predicted_high_pct)}, ${stepChange(f.predicted_low_pct)}]` : '–'],
       ['bound', f => f.estimated_saving_pct, v => v >= 0.05 ? `-${num(v, 1)}%` : '–'],
-      ['measured saving', f => savingPct(f.speedup), v => isFinite(v) ? `${v >= 0 ? '-' : '+'}${num(Math.abs(v), 1)}%` : '–'],
+      ['measured saving', f => savingPct(f.speedup), v => isFinite(v) ? stepChange(v) : '–'],
       ['speedup [95% CI]', f => f.speedup, (v) => num(v, 2) + 'x'], ['CI', f => `[${num(f.ci_low, 2)}, ${num(f.ci_high, 2)}]`],
       ['p', f => f.p_value, v => v < 0.001 ? '<0.001' : num(v, 3)], ['verdict', f => f.verdict]], fixes, null)));
     const code = fixes.filter(f => f.code);

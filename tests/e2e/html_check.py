@@ -167,6 +167,9 @@ def main():
         expect(drawn["forest rows"] == len(r["fixes"]), f"{drawn['forest rows']} forest rows, JSON has {len(r['fixes'])} fixes")
         n = dom.count("tr", "row", inside="fix-table")
         expect(n == len(r["fixes"]), f"fix table: {n} rows, JSON has {len(r['fixes'])}")
+        # a saving's sign is drawn once: a loss "+5.8%", never "--5.8%" or "-+5.8%"
+        bad_sign = re.search(r"(--|-\+|\+-|\+\+)\d", dom.text_by_id.get("fixes", ""))
+        expect(bad_sign is None, f"fix table draws a doubled sign: {bad_sign.group(0) if bad_sign else ''}")
     elif kind == "sweep":
         drawn["cells"] = dom.count("td", "cell")
         expect(drawn["cells"] == len(r["cells"]), f"{drawn['cells']} grid cells, JSON has {len(r['cells'])}")
