@@ -142,10 +142,8 @@ size_t SkipUnlikelyRows(std::vector<FixPlanRow>* plans, bool skip, int trials, d
       const analyzers::CatalogEntry* e = analyzers::FindCatalogEntry(id);
       const TransformRecord* r = e != nullptr && *e->transform ? find_record(e->transform) : nullptr;
       *allows = *allows && r != nullptr && r->AllowsSkip();
-      const std::string text = r != nullptr ? r->Text()
-                               : e != nullptr && *e->transform
-                                   ? fmt::format("{}: never measured", e->transform)
-                                   : fmt::format("{}: no transform", id);
+      const std::string text = e != nullptr && *e->transform ? RecordText(r, e->transform)
+                                                              : fmt::format("{}: no transform", id);
       if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
     }
     return out;

@@ -51,6 +51,10 @@ const TransformRecord* FindTransformRecord(std::string_view transform) {
   return nullptr;
 }
 
+std::string RecordText(const TransformRecord* record, std::string_view transform) {
+  return record != nullptr ? record->Text() : fmt::format("{}: never measured against a rerun", transform);
+}
+
 bool TransformRecord::AllowsSkip() const { return rows >= kRowsToSkip && missed == 0; }
 
 std::string TransformRecord::Text() const {

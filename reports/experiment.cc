@@ -148,6 +148,12 @@ std::string MeasuredSaving(const stats::Comparison& c) {
 
 // Under fix's table: how many measured savings fell inside their predicted interval, and what the
 // rounds column means (sequential rows) with the looks' nominal levels.
+// The what-if transform behind a row's prediction: its first finding's, from the catalog ("": none).
+static std::string_view RowTransform(const FixRow& row) {
+  const analyzers::CatalogEntry* e = row.findings.empty() ? nullptr : analyzers::FindCatalogEntry(row.findings.front());
+  return e != nullptr ? std::string_view(e->transform) : std::string_view();
+}
+
 static void WritePredictionsAndRounds(const FixReport& r, bool sequential, std::ostream& out) {
   int inside = 0, close = 0, predicted = 0;
   for (const auto& row : r.rows)
@@ -168,13 +174,10 @@ static void WritePredictionsAndRounds(const FixReport& r, bool sequential, std::
   // read the intervals at (prediction_record.cc; none: never measured).
   std::vector<std::string> said;
   for (const auto& row : r.rows) {
-    const analyzers::CatalogEntry* e = row.findings.empty() ? nullptr : analyzers::FindCatalogEntry(row.findings.front());
-    if (!row.predicted || row.all || e == nullptr || !*e->transform) continue;
-    if (std::find(said.begin(), said.end(), e->transform) != said.end()) continue;
-    said.push_back(e->transform);
-    const experiments::TransformRecord* rec = experiments::FindTransformRecord(e->transform);
-    out << (rec != nullptr ? fmt::format("record: {}\n", rec->Text())
-                           : fmt::format("record: {}: never measured against a rerun\n", e->transform));
+    const std::string_view t = RowTransform(row);
+    if (!row.predicted || row.all || t.empty() || std::find(said.begin(), said.end(), t) != said.end()) continue;
+    said.emplace_back(t);
+    out << "record: " << experiments::RecordText(experiments::FindTransformRecord(t), t) << "\n";
   }
   if (sequential) {
     out << (r.sequential.used ? fmt::format("rounds: after which round a row measured across processes stopped "
@@ -287,11 +290,7 @@ void WriteFixRowJson(JsonWriter& w, const FixRow& row) {
   w.EndArray();
   w.Field("knob", row.change);
   w.Field("all", row.all);
-  // The what-if transform behind the row's prediction (its first finding's, from the catalog; "" none).
-  {
-    const analyzers::CatalogEntry* e = row.findings.empty() ? nullptr : analyzers::FindCatalogEntry(row.findings.front());
-    w.Field("transform", row.all ? std::string("all") : e != nullptr ? std::string(e->transform) : std::string());
-  }
+  w.Field("transform", row.all ? std::string("all") : std::string(RowTransform(row)));
   if (!row.code.empty()) w.Field("code", row.code);
   w.Field("method", row.paired ? "in-process paired" : "separate processes");
   w.Field("estimated_saving_pct", row.estimated_saving_pct, 3);

@@ -108,16 +108,7 @@ std::unordered_map<profiler::StrId, LaunchCost> CostPerLaunch(const RankGraph& g
   std::unordered_map<profiler::StrId, std::pair<LaunchCost, double>> acc;  // name -> (cost, launches)
   for (uint32_t ti : CpuThreadTracks(tr, links.rank)) {
     std::vector<const Event*> open;  // the ops with shapes around the current time, outermost first
-    const auto flush = [&](const Event* op, std::vector<profiler::StrId>& names) {
-      if (names.empty()) return;
-      const LaunchCost c = op_cost(*op);
-      const double share = 1.0 / static_cast<double>(names.size());
-      for (profiler::StrId n : names) {
-        auto& [sum, count] = acc[n];
-        sum.bytes += c.bytes * share, sum.flops += c.flops * share, count += 1;
-      }
-    };
-    std::unordered_map<const Event*, std::vector<profiler::StrId>> kernels_of;
+    std::unordered_map<const Event*, std::vector<profiler::StrId>> kernels_of;  // per op: the kernels it launched
     for (const Event& e : tr.TrackEvents(ti)) {
       while (!open.empty() && open.back()->ts_ns + open.back()->dur_ns <= e.ts_ns) open.pop_back();
       if (e.kind == EventKind::kCpuOp && e.aux != profiler::kNoAux) {
@@ -132,7 +123,14 @@ std::unordered_map<profiler::StrId, LaunchCost> CostPerLaunch(const RankGraph& g
       const Event* k = links.work[static_cast<size_t>(c->work)].e;
       if (k->kind == EventKind::kKernel) kernels_of[open.back()].push_back(k->name);
     }
-    for (auto& [op, names] : kernels_of) flush(op, names);
+    for (const auto& [op, names] : kernels_of) {  // the op's cost shared among its kernels
+      const LaunchCost c = op_cost(*op);
+      const double share = 1.0 / static_cast<double>(names.size());
+      for (profiler::StrId n : names) {
+        auto& [sum, count] = acc[n];
+        sum.bytes += c.bytes * share, sum.flops += c.flops * share, count += 1;
+      }
+    }
   }
   std::unordered_map<profiler::StrId, LaunchCost> out;
   for (const auto& [name, v] : acc) out[name] = {v.first.bytes / v.second, v.first.flops / v.second};
@@ -186,6 +184,33 @@ double ComputeBoundNs(int64_t dur_ns, const std::unordered_map<profiler::StrId, 
   return std::max(static_cast<double>(dur_ns) * peak_from / peak_to, c->second.flops / (efficiency * peak_to * 1e3));
 }
 
+// Per level (point; least; most), the share of the faster math's peak a compute-bound GEMM reaches
+// (what cuBLAS reaches on large GEMMs); and the compute-bound GEMMs of the steps, counted at the point.
+constexpr double kComputeBoundEfficiency[3] = {0.75, 0.5, 0.9};
+struct ComputeBound {
+  size_t kernels = 0;
+  int64_t ns = 0;
+  // The scale of GEMM task i at level k: compute-bound by its shapes (ComputeBoundNs), else
+  // `guess` times faster (SpedUp).
+  float Scale(const RankGraph& g, size_t i, int k, const std::unordered_map<profiler::StrId, LaunchCost>& cost,
+              double peak_from, double peak_to, double guess) {
+    const int64_t dur = g.tasks()[i].dur;
+    const double after = ComputeBoundNs(dur, cost, WorkOf(g, g.tasks()[i])->name, peak_from, peak_to,
+                                        kComputeBoundEfficiency[k]);
+    if (after < 0) return SpedUp(dur, guess);
+    if (k == 0 && g.StepOf(static_cast<int32_t>(i)) >= 0) ++kernels, ns += dur;
+    return static_cast<float>(after / static_cast<double>(dur));
+  }
+  // What the assumptions add ("" when none was): `peak_from` names the present math's peak.
+  std::string Text(const RankGraph& g, std::string_view peak_from, std::string_view peak_to) const {
+    if (kernels == 0) return "";
+    const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
+    return fmt::format("; but {} GEMM kernels ({:.2f} ms a step) ran at half {} or more by their ops' recorded shapes: "
+                       "compute-bound, they run at 75 % of the {} peak (50-90 %: what cuBLAS reaches on large GEMMs)",
+                       kernels, static_cast<double>(ns) / 1e6 / steps, peak_from, peak_to);
+  }
+};
+
 }  // namespace
 
 // precision.fp32_matmul: TF32 tensor cores run the FP32 GEMM and convolution kernels.
@@ -214,18 +239,12 @@ TransformPlan Tf32(const RankGraph& g) {
   // runs at 75 % of the TF32 peak (50 %; 90 %: what cuBLAS reaches on large GEMMs).
   const auto peak = PeakOfRank(g.trace(), g.links().rank);
   const auto cost = peak ? CostPerLaunch(g) : std::unordered_map<profiler::StrId, LaunchCost>{};
-  const double efficiency[3] = {0.75, 0.5, 0.9};
-  size_t bound = 0;
-  int64_t bound_ns = 0;
+  ComputeBound bound;
   TransformPlan p;
   for (int k = 0; k < 3; ++k) {
     Edits e(g.tasks().size());
-    for (size_t i : fp32) {
-      const int64_t dur = g.tasks()[i].dur;
-      const double after = peak ? ComputeBoundNs(dur, cost, WorkOf(g, g.tasks()[i])->name, peak->fp32, peak->tf32, efficiency[k]) : -1;
-      e.Scale(i, after >= 0 ? static_cast<float>(after / static_cast<double>(dur)) : SpedUp(dur, speedups[k]));
-      if (k == 0 && after >= 0 && g.StepOf(static_cast<int32_t>(i)) >= 0) ++bound, bound_ns += dur;
-    }
+    for (size_t i : fp32)
+      e.Scale(i, bound.Scale(g, i, k, cost, peak ? peak->fp32 : 0, peak ? peak->tf32 : 0, speedups[k]));
     p.levels.push_back(std::move(e));
   }
   const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
@@ -235,11 +254,7 @@ TransformPlan Tf32(const RankGraph& g) {
       "of it for a large one), none under 2 us; the trace holds no bytes per kernel, so a memory-bound GEMM is "
       "counted at the point's speed-up",
       fp32.size(), static_cast<double>(fp32_ns) / 1e6 / steps, speedups[0], speedups[1], speedups[2], ratio, source);
-  if (bound > 0)
-    p.assumptions += fmt::format(
-        "; but {} of them ({:.2f} ms a step) ran at half the FP32 peak or more by their ops' recorded shapes: "
-        "compute-bound, they run at 75 % of the TF32 peak (50-90 %: what cuBLAS reaches on large GEMMs)",
-        bound, static_cast<double>(bound_ns) / 1e6 / steps);
+  p.assumptions += bound.Text(g, "the FP32 peak", "TF32");
   return p;
 }
 
@@ -528,19 +543,13 @@ TransformPlan AmpBf16(const RankGraph& g) {
   // A GEMM whose FLOPs are known and that ran at half its math's peak or more is compute-bound: it
   // runs at 75 % of the bf16 peak (50 %; 90 %), not faster than the peaks' ratio.
   const auto cost = CostPerLaunch(g);
-  const double efficiency[3] = {0.75, 0.5, 0.9};
-  size_t bound = 0;
-  int64_t bound_ns = 0;
+  ComputeBound bound;
   for (int k = 0; k < 3; ++k) {
     Edits e(g.tasks().size());
     const auto speed = [&](std::vector<size_t>& tasks, double ratio) {
       const double s = 1.0 + (std::max(1.0, ratio) - 1.0) * toward[k];
       for (size_t i : tasks) {
-        const int64_t dur = g.tasks()[i].dur;
-        const double after =
-            ComputeBoundNs(dur, cost, WorkOf(g, g.tasks()[i])->name, bf16 / std::max(1.0, ratio), bf16, efficiency[k]);
-        e.Scale(i, after >= 0 ? static_cast<float>(after / static_cast<double>(dur)) : SpedUp(dur, s));
-        if (k == 0 && after >= 0 && g.StepOf(static_cast<int32_t>(i)) >= 0) ++bound, bound_ns += dur;
+        e.Scale(i, bound.Scale(g, i, k, cost, bf16 / std::max(1.0, ratio), bf16, s));
         const HostCall* c = g.links().CallOf(g.links().work[static_cast<size_t>(g.tasks()[i].work)]);
         if (c == nullptr || casts[k] == 0) continue;
         if (const auto it = first_slice.find(c->e); it != first_slice.end())
@@ -562,13 +571,7 @@ TransformPlan AmpBf16(const RankGraph& g) {
       "or unchanged). Kernels whose names do not say fp32 are left as they are",
       gemm_fp32.size(), gemm_tf32.size(), bf16 / fp32, bf16 / tf32, source, elementwise.size(),
       static_cast<double>(launch_ns) / 1e3, batch_norm.size());
-  if (bound > 0) {
-    const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
-    p.assumptions += fmt::format(
-        "; but {} GEMM kernels ({:.2f} ms a step) ran at half their math's peak or more by their ops' recorded shapes: "
-        "compute-bound, they run at 75 % of the bf16 peak (50-90 %: what cuBLAS reaches on large GEMMs)",
-        bound, static_cast<double>(bound_ns) / 1e6 / steps);
-  }
+  p.assumptions += bound.Text(g, "their math's peak", "bf16");
   return p;
 }
 
@@ -643,7 +646,7 @@ TransformPlan CompileFusion(const RankGraph& g) {
   for (size_t i = 0; i < g.tasks().size(); ++i)
     if (const Event* w = WorkOf(g, g.tasks()[i]); w != nullptr && w->kind == EventKind::kKernel &&
                                                    g.StepOf(static_cast<int32_t>(i)) >= 0 &&
-                                                   IsLayoutConversionKernel(g.trace().Name(*w)))
+                                                   g.links().kernel_names->LayoutConversion(w->name))
       layout.push_back(i);
   size_t fused_runs = 0;
   for (const auto& r : runs) fused_runs += r.size() >= 2;
@@ -651,6 +654,7 @@ TransformPlan CompileFusion(const RankGraph& g) {
   const auto peak = PeakOfRank(g.trace(), g.links().rank);
   const double gbps = peak ? peak->memory_gbps : 0;  // bytes per ns
   const auto cost = gbps > 0 ? CostPerLaunch(g) : std::unordered_map<profiler::StrId, LaunchCost>{};
+  std::vector<double> bytes(g.tasks().size(), 0.0);  // per regenerated task: its launch's bytes (0: unknown)
   size_t regenerated = 0, floored = 0;
   int64_t before_ns = 0, layout_ns = 0;
   double floored_ns = 0, roofline_ns = 0;
@@ -659,9 +663,10 @@ TransformPlan CompileFusion(const RankGraph& g) {
     for (size_t i : r) {
       before_ns += g.tasks()[i].dur;
       if (const auto b = cost.find(WorkOf(g, g.tasks()[i])->name); b != cost.end() && b->second.bytes > 0) {
+        bytes[i] = b->second.bytes;
         ++floored;
         floored_ns += static_cast<double>(g.tasks()[i].dur);
-        roofline_ns += b->second.bytes / gbps;
+        roofline_ns += bytes[i] / gbps;
       }
     }
   }
@@ -688,8 +693,7 @@ TransformPlan CompileFusion(const RankGraph& g) {
       for (size_t n = 0; n < r.size(); ++n) {
         double d = static_cast<double>(g.tasks()[r[n]].dur);
         if (n == 0) first = std::max(1.0, d);
-        if (const auto b = cost.find(WorkOf(g, g.tasks()[r[n]])->name); b != cost.end() && b->second.bytes > 0)
-          d = std::min(d, b->second.bytes / (bandwidth[k] * gbps));
+        if (bytes[r[n]] > 0) d = std::min(d, bytes[r[n]] / (bandwidth[k] * gbps));
         sum += d;
         longest = std::max(longest, d);
       }

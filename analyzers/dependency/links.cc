@@ -364,12 +364,13 @@ void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
 
 void KernelNames::Classify(profiler::StrId id, std::string_view name) {
   if (id >= bits_.size() || (bits_[id] & kDone) != 0) return;
-  uint8_t b = kDone | static_cast<uint8_t>(ClassifyGemmKernel(name));
+  uint16_t b = kDone | static_cast<uint16_t>(ClassifyGemmKernel(name));
   if (IsCommKernel(name)) b |= kComm;
   if (IsFusableKernel(name)) b |= kFusable;
   if (IsFp32DataKernel(name)) b |= kFp32Data;
   if (IsCudnnBatchNormKernel(name)) b |= kCudnnNorm;
   if (Lowercase(name).find("tf32") != std::string::npos) b |= kSaysTf32;
+  if (IsLayoutConversionKernel(name)) b |= kLayout;
   bits_[id] = b;
 }
 

@@ -67,6 +67,8 @@ struct TransformRecord {
 };
 // nullptr: the transform's predictions were never measured.
 const TransformRecord* FindTransformRecord(std::string_view transform);
+// The record's text, or "<transform>: never measured against a rerun" where there is none.
+std::string RecordText(const TransformRecord* record, std::string_view transform);
 
 // The rows whose predicted interval ends under PlanOptions::kUnlikelyPct (not the all row): named in
 // a note with the trials they would take; removed when `skip` (`fix --skip-unlikely`) and every
