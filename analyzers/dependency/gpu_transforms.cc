@@ -672,8 +672,12 @@ TransformPlan CompileFusion(const RankGraph& g) {
   }
   for (size_t i : layout) layout_ns += g.tasks()[i].dur;
   if (fused_runs == 0 && layout.empty() && floored == 0)
-    return NoSaving(g, "no run of two or more consecutive elementwise, reduction or norm kernels, no layout conversion "
-                       "and no such kernel whose bytes are known in the steps: nothing for inductor to fuse");
+    return NoSaving(g, gbps > 0 ? "no run of two or more consecutive elementwise, reduction or norm kernels, no layout "
+                                  "conversion and no such kernel whose bytes are known in the steps: nothing for "
+                                  "inductor to fuse"
+                                : "no run of two or more consecutive elementwise, reduction or norm kernels and no layout "
+                                  "conversion in the steps, and the device's memory bandwidth is unknown (the trace "
+                                  "names no device the table has): how far a lone kernel is from it cannot be told");
   const FusedOps ops = FusedAwayOps(g, runs);
   const std::vector<int32_t>& outermost = ops.outermost;
   const std::vector<int8_t>& fused_away = ops.fused_away;

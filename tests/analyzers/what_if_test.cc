@@ -1189,6 +1189,12 @@ TEST(WhatIf, CompileFusionBringsASlowNormKernelToTheBandwidthAndLeavesTheOptimiz
   // Without shapes the kernel's speed is unknown: it keeps its time; the optimizer's pair is no run.
   const Replayable unshaped(OneKernelSteps("aten::batch_norm", "", "", bn, 2000, foreach), kA100);
   EXPECT_NEAR(unshaped.Predict({"compile_fusion"}).prediction.saving_pct, 0.0, 0.01);
+  // On a device the peaks table does not know (a ROCm or new card named otherwise), its bandwidth
+  // is unknown: the kernel keeps its time and the assumptions say why.
+  const Replayable unknown(OneKernelSteps("aten::batch_norm", dims, types, bn, 2000, foreach), "");
+  const WhatIfResult u = unknown.Predict({"compile_fusion"});
+  EXPECT_NEAR(u.prediction.saving_pct, 0.0, 0.01) << u.prediction.assumptions;
+  EXPECT_NE(u.prediction.assumptions.find("bandwidth is unknown"), std::string::npos) << u.prediction.assumptions;
   // cuDNN's layout conversions go (but at the least saving).
   const Replayable layout(
       OneKernelSteps("aten::convolution", "", "", "_ZN5cudnn19engines_precompiled16nchwToNhwcKernelIfffLb0ELb1E", 2000),
