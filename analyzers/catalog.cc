@@ -551,6 +551,69 @@ bool OutsideFixSwitches(std::string_view token) {
   return false;
 }
 
+const std::vector<OutsideFix>& OutsideFixes() {
+  // code "": a catalog entry names the token and holds its outside_code (OutsideFixCode).
+  static const std::vector<OutsideFix> k = {
+      {"anomaly_off", "anomaly_off", ""},
+      {"zero_grad_none", "zero_grad_none", ""},
+      {"workers", "loader_workers", ""},
+      {"pin_memory", "pinned_copies", ""},
+      {"eval_no_grad", "eval_no_grad", ""},
+      {"cudnn_benchmark", "cudnn_benchmark", ""},
+      {"deterministic_off", "", ""},
+      {"tf32", "tf32", ""},
+      {"foreach", "foreach_optimizer", "foreach=True in the optimizer's constructor"},
+      {"fused", "fused_optimizer", ""},
+      {"channels_last", "", ""},
+      {"compile_off", "", ""},
+      {"compile_mode", "", "torch.compile(model, mode=...)"},
+  };
+  return k;
+}
+
+std::string OutsideFixCode(std::string_view token) {
+  const std::string_view key = token.substr(0, token.find('='));
+  for (const auto& e : Catalog())
+    if (const std::string_view t = e.outside_token; !t.empty() && t.substr(0, t.find('=')) == key) return e.outside_code;
+  const OutsideFix* f = FindOutsideFix(token);
+  return f != nullptr ? f->code : "";
+}
+
+const OutsideFix* FindOutsideFix(std::string_view token) {
+  const std::string_view key = token.substr(0, token.find('='));
+  for (const OutsideFix& f : OutsideFixes())
+    if (key == f.token) return &f;
+  return nullptr;
+}
+
+StatusOr<std::string> ResolveOutsideFix(const std::string& name) {
+  if (const OutsideFix* f = FindOutsideFix(name); f != nullptr) {
+    const bool takes_value = std::string_view(f->token) == "workers" || std::string_view(f->token) == "compile_mode";
+    const size_t eq = name.find('=');
+    if (takes_value && (eq == std::string::npos || eq + 1 == name.size()))
+      return Status::Error(fmt::format("--also {}: {} takes a value ({}=2)", name, f->token, f->token));
+    if (!takes_value && eq != std::string::npos)
+      return Status::Error(fmt::format("--also {}: {} takes no value", name, f->token));
+    if (std::string_view(f->token) == "workers") {
+      const std::string n = name.substr(eq + 1);
+      if (n.find_first_not_of("0123456789") != std::string::npos || std::stoll(n.substr(0, 6)) < 1)
+        return Status::Error(fmt::format("--also {}: workers takes a number of worker processes, 1 or more", name));
+    }
+    return name;
+  }
+  for (const OutsideFix& f : OutsideFixes())
+    if (*f.transform && name == f.transform)
+      return std::string_view(f.token) == "workers" ? std::string("workers=2") : std::string(f.token);
+  if (const CatalogEntry* e = FindCatalogEntry(name); e != nullptr && *e->outside_token) return std::string(e->outside_token);
+  std::string known;
+  for (const OutsideFix& f : OutsideFixes())
+    known += fmt::format("{}{}{}", known.empty() ? "" : ", ", f.token,
+                         std::string_view(f.token) == "workers" ? "=N" : std::string_view(f.token) == "compile_mode" ? "=M" : "");
+  return Status::Error(fmt::format("--also {}: not a fix trainrx applies from outside a script; known: {} (or a transform "
+                                   "or finding id that names one, e.g. fused_optimizer, optim.single_tensor)",
+                                   name, known));
+}
+
 FixText FormatFix(std::string_view id, std::string_view variant, const std::vector<FixArg>& args) {
   const CatalogEntry* e = FindCatalogEntry(id);
   if (!e) throw std::invalid_argument(fmt::format("finding '{}' is not in the catalog (analyzers/catalog.cc)", id));

@@ -13,6 +13,7 @@
 #include "gate.h"
 #include "sample_trace.h"
 #include "terminal.h"
+#include "trainrx/analyzers/catalog.h"
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/experiments/record.h"
 #include "trainrx/exports/tables.h"
@@ -187,6 +188,14 @@ int RunWorkload(const Args& a) {
 int RunFixOrSweep(Args& a, bool fix) {
   if (Status st = ParseCap(a.memory_cap, &a.exp.plan.memory_cap_bytes); !st.ok()) return Fail(st);
   const std::string& cmd = fix ? a.fix_cmd : a.sweep_cmd;
+  if (!a.exp.plan.also.empty() && cmd.empty())
+    return Fail("--also", "measures a fix applied from outside a script: it goes with --cmd (a workload's knobs: `trainrx ab "
+                          "WORKLOAD --set KNOB=VALUE`)");
+  for (std::string& n : a.exp.plan.also) {
+    StatusOr<std::string> token = analyzers::ResolveOutsideFix(n);
+    if (!token.ok()) return Fail(token.status());
+    n = *token;
+  }
   if (!cmd.empty()) {
     if (!a.fix_workload.empty() || !a.fix_sets.empty() || !a.fix_preset.empty())
       return Fail("--cmd", "replaces the workload: give a command or a workload with --set/--preset, not both");
@@ -364,6 +373,11 @@ void AddExperimentCommands(CLI::App& app, Args& a, Commands& c) {
   c.fix->add_flag("--skip-unlikely", plan.skip_unlikely,
                   "skip the rows whose predicted saving (the what-if replay's, docs/what-if.md) has an interval ending "
                   "under 1 %: a note names them and the trial time saved (without it, the note only names them)");
+  c.fix->add_option("--also", plan.also,
+                    "--cmd: also measure this outside fix, named by no finding (repeatable): anomaly_off, zero_grad_none, "
+                    "workers=N, pin_memory, eval_no_grad, cudnn_benchmark, deterministic_off, tf32, foreach, fused, "
+                    "channels_last, compile_off, compile_mode=M (or a transform or finding id that names one); its row "
+                    "is predicted by its transform's replay where one models it");
   c.fix->add_option("--analysis-steps", plan.analysis_steps,
                     "--cmd: the analysis run ends after this many optimizer steps (default 200; 0: the whole run): a "
                     "script with no step limit of its own is analyzed in minutes, without what follows those steps")

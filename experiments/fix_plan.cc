@@ -135,16 +135,20 @@ size_t SkipUnlikelyRows(std::vector<FixPlanRow>* plans, bool skip, int trials, d
   };
   // The records of a row's transforms, and whether all of them allow a skip (a finding without a
   // transform, or a transform never measured, does not).
+  // (A row the user asked for with --also is never skipped: it is there to be measured.)
   const auto records = [find_record](const FixPlanRow& p, bool* allows) {
     std::vector<std::string> out;
-    *allows = !p.row.findings.empty();
+    *allows = !p.row.findings.empty() && !p.row.asked;
+    const auto add = [&](const std::string& transform, const std::string& what) {
+      const TransformRecord* r = transform.empty() ? nullptr : find_record(transform);
+      *allows = *allows && r != nullptr && r->AllowsSkip();
+      const std::string text = transform.empty() ? fmt::format("{}: no transform", what) : RecordText(r, transform);
+      if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
+    };
+    if (p.row.asked) add(p.row.transform, p.row.change);
     for (const std::string& id : p.row.findings) {
       const analyzers::CatalogEntry* e = analyzers::FindCatalogEntry(id);
-      const TransformRecord* r = e != nullptr && *e->transform ? find_record(e->transform) : nullptr;
-      *allows = *allows && r != nullptr && r->AllowsSkip();
-      const std::string text = e != nullptr && *e->transform ? RecordText(r, e->transform)
-                                                              : fmt::format("{}: no transform", id);
-      if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
+      add(e != nullptr ? e->transform : "", id);
     }
     return out;
   };
@@ -798,8 +802,77 @@ class CommandAltTrials {
 
 }  // namespace
 
+namespace {
+
+// The transform that predicts an --also token ("" none) and, where none does, why.
+std::string AlsoTransform(const std::string& token, std::string* why) {
+  const analyzers::OutsideFix* f = analyzers::FindOutsideFix(token);
+  if (f == nullptr || *f->transform == '\0') {
+    *why = fmt::format("no transform in the replay models {} (docs/what-if.md)", token);
+    return "";
+  }
+  if (std::string_view(f->token) == "workers" && token != "workers=2") {
+    *why = fmt::format("the replay models 2 loader workers, not {}", token.substr(token.find('=') + 1));
+    return "";
+  }
+  return f->transform;
+}
+
+// `--also` (issue 79.6): each fix no finding named, a row measured as the findings' are and predicted
+// by the analysis run's replay of its transform alone (Analyze's "asked" what-if); after the all
+// row, which stays the findings' fixes together.
+void AppendAlsoRows(const std::vector<std::string>& also, const analyzers::Report& analysis,
+                    const std::map<std::string, size_t>& by_token, std::vector<FixPlanRow>* plans,
+                    std::vector<std::string>* notes) {
+  for (const std::string& token : also) {
+    if (const auto it = by_token.find(token); it != by_token.end()) {
+      notes->push_back(fmt::format("--also {}: already the fix of {}", token, (*plans)[it->second].row.findings.front()));
+      continue;
+    }
+    bool twice = false;
+    for (const FixPlanRow& p : *plans) twice = twice || (p.row.asked && p.row.change == token);
+    if (twice) continue;
+    FixPlanRow p;
+    p.row.change = token;
+    p.row.code = analyzers::OutsideFixCode(token);
+    p.row.asked = true;
+    p.tokens = {token};
+    std::string why;
+    p.row.transform = AlsoTransform(token, &why);
+    for (const analyzers::WhatIf& w : analysis.metrics.what_if) {
+      if (p.row.transform.empty() || w.label != "asked" || w.transforms != std::vector<std::string>{p.row.transform}) continue;
+      if (w.prediction.method == "replay") {
+        p.row.predicted = true;
+        p.row.predicted_saving_pct = w.prediction.saving_pct;
+        p.row.predicted_low_pct = w.prediction.low_pct;
+        p.row.predicted_high_pct = w.prediction.high_pct;
+      } else {
+        why = fmt::format("{}: {}", p.row.transform, w.prediction.assumptions);
+      }
+    }
+    if (!p.row.predicted)
+      p.row.not_predictable = !why.empty() ? why
+                                           : fmt::format("the analysis made no prediction of {} (no steps to replay on its "
+                                                         "first rank with steps)",
+                                                         p.row.transform);
+    plans->push_back(std::move(p));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> AlsoTransforms(const std::vector<std::string>& also) {
+  std::vector<std::string> out;
+  for (const std::string& token : also) {
+    std::string why;
+    if (std::string t = AlsoTransform(token, &why); !t.empty() && std::find(out.begin(), out.end(), t) == out.end())
+      out.push_back(std::move(t));
+  }
+  return out;
+}
+
 std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analyzers::Report& analysis,
-                                         std::vector<std::string>* notes) {
+                                         std::vector<std::string>* notes, const std::vector<std::string>& also) {
   std::vector<FixPlanRow> plans;
   std::map<std::string, size_t> by_token;
   for (const auto& f : analysis.findings) {
@@ -826,6 +899,7 @@ std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analy
   if (AppendAllRow(&plans, analysis))
     for (size_t i = 0; i + 1 < plans.size(); ++i) plans.back().tokens.push_back(plans[i].tokens.front());
   ExplainUnpredicted(RowsOf(plans));
+  AppendAlsoRows(also, analysis, by_token, &plans, notes);
   if (plans.empty()) notes->push_back("nothing to measure: no finding has a fix that applies from outside the script");
   for (auto& p : plans) {
     std::string joined;
@@ -841,6 +915,7 @@ LauncherOptions LauncherOptionsOf(const PlanOptions& o) {
   lo.memory_cap_bytes = o.memory_cap_bytes;
   lo.trial_steps = o.trial_steps == PlanOptions::kAutoTrialSteps ? PlanOptions::kDefaultTrialSteps : o.trial_steps;
   lo.analysis_steps = o.analysis_steps;
+  lo.analysis_what_if = AlsoTransforms(o.also);
   return lo;
 }
 
@@ -861,7 +936,7 @@ Status RunFixCommand(const std::string& command, const PlanOptions& o, Launcher&
         stopped));
   std::string steps_note;  // said only when trials across processes ran (rows in-process have their own steps)
   if (o.trial_steps == PlanOptions::kAutoTrialSteps) launcher.SetCommandTrialSteps(CommandTrialSteps(analysis, &steps_note));
-  std::vector<FixPlanRow> plans = PlanCommandFixes(command, analysis, &report->notes);
+  std::vector<FixPlanRow> plans = PlanCommandFixes(command, analysis, &report->notes, o.also);
   SkipUnlikelyRows(&plans, o.skip_unlikely, o.trials, seconds, &report->notes);
   const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
   CommandTrials runs(launcher, &report->unit);

@@ -127,6 +127,7 @@ class ProcessLauncher : public Launcher {
         memory_cap_(o.memory_cap_bytes),
         stop_after_steps_(o.trial_steps),
         analysis_steps_(o.analysis_steps),
+        analysis_what_if_(o.analysis_what_if),
         record_(o.record) {
     dir_ = fs::temp_directory_path() / fmt::format("trainrx-exp-{}", getpid());
     std::error_code ec;
@@ -301,16 +302,19 @@ class ProcessLauncher : public Launcher {
     // The start-up hook says so when it ends the run at its step limit (probes/python/sitecustomize.py).
     analysis_stopped_ = analysis_steps_ > 0 &&
                         LogTail((dir_ / "analysis.log").string(), 65536).find(env::kStepStopLine) != std::string::npos;
-    return AnalyzeTraces(*traces, report);
+    sets::SetOptions options;
+    options.what_if = analysis_what_if_;
+    return AnalyzeTraces(*traces, report, options);
   }
   int64_t AnalysisStoppedAfter() const override { return analysis_stopped_ ? analysis_steps_ : 0; }
   void SetCommandTrialSteps(int64_t steps) override { stop_after_steps_ = steps; }
 
  private:
   // The traces of one run, analyzed as `trainrx analyze` would (sets::AnalyzeSet).
-  static Status AnalyzeTraces(const std::vector<std::string>& traces, analyzers::Report* report) {
+  static Status AnalyzeTraces(const std::vector<std::string>& traces, analyzers::Report* report,
+                              const sets::SetOptions& options = {}) {
     sets::SetAnalysis set;
-    if (Status st = sets::AnalyzeSet(traces, {}, &set); !st.ok()) return st;
+    if (Status st = sets::AnalyzeSet(traces, options, &set); !st.ok()) return st;
     *report = std::move(set.report);
     return Status::Ok();
   }
@@ -456,6 +460,7 @@ class ProcessLauncher : public Launcher {
   uint64_t memory_cap_ = 0;
   int64_t stop_after_steps_ = 0;  // a command's trials end after this many optimizer steps; 0: whole runs
   int64_t analysis_steps_ = 0;    // and its analysis run after this many
+  std::vector<std::string> analysis_what_if_;  // transforms the analysis run's replay predicts too
   RecordOptions record_;          // the recordings' fixed options (the probe's torch, trainrx's sources)
   bool analysis_stopped_ = false;
   int traced_runs_ = 0;

@@ -150,6 +150,7 @@ std::string MeasuredSaving(const stats::Comparison& c) {
 // rounds column means (sequential rows) with the looks' nominal levels.
 // The what-if transform behind a row's prediction: its first finding's, from the catalog ("": none).
 static std::string_view RowTransform(const FixRow& row) {
+  if (!row.transform.empty()) return row.transform;
   const analyzers::CatalogEntry* e = row.findings.empty() ? nullptr : analyzers::FindCatalogEntry(row.findings.front());
   return e != nullptr ? std::string_view(e->transform) : std::string_view();
 }
@@ -227,7 +228,7 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
     // A sequential row's test and CI are at its last look's nominal level: say which when not 95 %.
     std::string speedup = FormatSpeedup(row.cmp);
     if (std::abs(row.level - 0.95) > 5e-4) speedup += fmt::format(" {}%", CiLevel(row.level));
-    rows.push_back({row.all ? "(all)" : ids.empty() ? "-" : ids, row.change, row.paired ? "in-process" : "processes",
+    rows.push_back({row.all ? "(all)" : row.asked ? "(--also)" : ids.empty() ? "-" : ids, row.change, row.paired ? "in-process" : "processes",
                     PredictedText(row),
                     MeasuredSaving(row.cmp), speedup,
                     P(row.cmp.p_value), fmt::format("{:.2f}x", row.cmp.detectable), stats::VerdictName(row.cmp.verdict)});
@@ -290,6 +291,7 @@ void WriteFixRowJson(JsonWriter& w, const FixRow& row) {
   w.EndArray();
   w.Field("knob", row.change);
   w.Field("all", row.all);
+  if (row.asked) w.Field("asked", true);
   w.Field("transform", row.all ? std::string("all") : std::string(RowTransform(row)));
   if (!row.code.empty()) w.Field("code", row.code);
   w.Field("method", row.paired ? "in-process paired" : "separate processes");

@@ -1366,18 +1366,16 @@ WhatIfResult Finished(Pending& p) {
   return std::move(p.out);
 }
 
-// A prediction of several fixes together ("all findings", "asked") into the report's what-if
-// table; one without a number says why (nullptr: none was made).
-void AddWhatIf(const char* label, int32_t rank, Pending* p, Report& report) {
-  if (p == nullptr) return;
-  WhatIfResult r = Finished(*p);
-  NotPredictableWhereTooWide(r);
+// A prediction into the report's what-if table ("all findings", "asked", "asked together"); one
+// without a number says why.
+void AddWhatIf(const char* label, int32_t rank, std::vector<std::string> names, WhatIfResult r, bool has_steps,
+               Report& report) {
   if (r.prediction.method.empty()) {
     r.prediction.method = "not predictable";
-    r.prediction.assumptions = p->g->windows().empty() ? "no steps in this rank's trace: nothing to replay a step of"
-                                                       : "none of these fixes applies to this trace";
+    r.prediction.assumptions = !has_steps ? "no steps in this rank's trace: nothing to replay a step of"
+                                          : "none of these fixes applies to this trace";
   }
-  report.metrics.what_if.push_back({rank, label, p->names, std::move(r.prediction)});
+  report.metrics.what_if.push_back({rank, label, std::move(names), std::move(r.prediction)});
 }
 
 }  // namespace
@@ -1402,7 +1400,10 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     graphs.emplace(rank, nullptr);
   }
   const int32_t asked_rank = rank_of(-1);
-  if (!what_if.empty() && links.Rank(asked_rank) != nullptr) graphs.emplace(asked_rank, nullptr);
+  if (!what_if.empty() && links.Rank(asked_rank) != nullptr) {
+    graphs.emplace(asked_rank, nullptr);
+    for (const std::string& n : what_if) done.emplace(std::make_pair(asked_rank, n), WhatIfResult{});
+  }
   // A set of ranks: every rank's graph, so that a rank's collectives can wait for the others'.
   if (!graphs.empty() && links.ranks().size() > 1)
     for (const RankLinks& l : links.ranks()) graphs.emplace(l.rank, nullptr);
@@ -1418,7 +1419,6 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   // it couples (each rank's own is then never read), else each rank's.
   std::vector<std::pair<int32_t, std::string>> wanted;
   for (const auto& [key, result] : done) wanted.push_back(key);
-  for (const std::string& n : what_if) wanted.emplace_back(asked_rank, n);
   PlanCache cache;
   PlanBeside(graphs, coupled, wanted, threads, cache);
   // Every prediction planned, then replayed together where they walk the same graphs, then finished.
@@ -1436,7 +1436,8 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   const auto [all, all_rank] = AllFindings(report, pending, rank_of);
   std::unique_ptr<Pending> all_findings, asked;
   if (all.size() >= 2 && graphs.count(all_rank) != 0) all_findings = plan(all_rank, all);
-  if (!what_if.empty() && graphs.count(asked_rank) != 0) asked = plan(asked_rank, what_if);
+  const bool any_asked = !what_if.empty() && graphs.count(asked_rank) != 0;
+  if (any_asked && what_if.size() >= 2) asked = plan(asked_rank, what_if);
   {
     std::vector<Pending*> every;
     for (auto& [key, p] : pending) every.push_back(p.get());
@@ -1445,16 +1446,21 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     ReplayPending(every, threads);
   }
   for (auto& [key, p] : pending) done[key] = Finished(*p);
+  WhatIfResult all_result = all_findings ? Finished(*all_findings) : WhatIfResult{};
+  WhatIfResult together = asked ? Finished(*asked) : WhatIfResult{};
   // Work between the steps (a rank alone: a coupled set's gaps are its collectives' business):
-  // the findings' predictions over the span a trial times.
+  // every prediction over the span a trial times, the findings', each asked fix's and the combined.
   if (coupled == nullptr) {
     std::map<int32_t, std::optional<BetweenSteps>> between;
-    for (auto& [key, result] : done) {
-      if (!result.ok) continue;
-      auto it = between.find(key.first);
-      if (it == between.end()) it = between.emplace(key.first, FindBetweenSteps(trace, links, steps, key.first)).first;
-      if (it->second) AddBetweenSteps(*it->second, {key.second}, result.prediction);
-    }
+    const auto add_between = [&](int32_t rank, const std::vector<std::string>& names, WhatIfResult& result) {
+      if (!result.ok) return;
+      auto it = between.find(rank);
+      if (it == between.end()) it = between.emplace(rank, FindBetweenSteps(trace, links, steps, rank)).first;
+      if (it->second) AddBetweenSteps(*it->second, names, result.prediction);
+    };
+    for (auto& [key, result] : done) add_between(key.first, {key.second}, result);
+    if (all_findings) add_between(all_rank, all_findings->names, all_result);
+    if (asked) add_between(asked_rank, asked->names, together);
   }
   std::map<std::pair<int32_t, std::string>, Prediction> replayed;  // before the report's rule: findings follow them
   for (auto& [key, result] : done) {
@@ -1469,8 +1475,20 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     f.predicted = it->second.prediction;
     if (const auto r = replayed.find(it->first); r != replayed.end()) FollowPrediction(f, r->second);
   }
-  AddWhatIf("all findings", all_rank, all_findings.get(), report);
-  AddWhatIf("asked", asked_rank, asked.get(), report);
+  const auto has_steps = [&](int32_t rank) { return graphs.count(rank) != 0 && !graphs.at(rank)->windows().empty(); };
+  if (all_findings) {
+    NotPredictableWhereTooWide(all_result);
+    AddWhatIf("all findings", all_rank, all_findings->names, std::move(all_result), has_steps(all_rank), report);
+  }
+  // Each asked fix alone (`analyze --what-if`, `fix --also`: a row measures one fix), then together.
+  if (any_asked)
+    for (const std::string& n : what_if)
+      if (const auto it = done.find({asked_rank, n}); it != done.end())
+        AddWhatIf("asked", asked_rank, {n}, it->second, has_steps(asked_rank), report);
+  if (asked) {
+    NotPredictableWhereTooWide(together);
+    AddWhatIf("asked together", asked_rank, asked->names, std::move(together), has_steps(asked_rank), report);
+  }
 }
 
 }  // namespace trainrx::analyzers

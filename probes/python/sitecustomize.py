@@ -17,6 +17,8 @@ comma-separated list of fixes:
                      foreach=False too: that is the fix measured)
   fused              every param group with a `fused` option (Adam, AdamW, SGD, Adagrad; CUDA, and the
                      CPU since torch 2.4) steps with fused=True (foreach off), unless differentiable
+  channels_last      a model is converted to channels_last the first time it runs (its 4-D parameters and
+                     buffers) and its 4-D floating-point inputs at every call
   compile_off        torch.compile(x, ...) returns x (the model runs eagerly; also as a decorator
                      and through nn.Module.compile)
   compile_mode=M     torch.compile(..., mode=M) whatever mode the script asked for

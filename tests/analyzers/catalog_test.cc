@@ -225,6 +225,38 @@ TEST(CatalogTest, SwitchableOutsideFixesAreSwitchedByTheStartUpHook) {
   for (const char* once : {"workers=2", "pin_memory", "eval_no_grad", "compile_off", ""}) EXPECT_FALSE(OutsideFixSwitches(once)) << once;
 }
 
+// `fix --cmd --also NAME`: every outside fix is one the start-up hook reads, has a code change (its
+// catalog entry's where one names it), and a transform the replay knows where it names one; names
+// resolve from a token, a transform or a finding id, and a wrong one is refused naming the known.
+TEST(CatalogTest, OutsideFixesAreTheHooksAndResolveFromTheirNames) {
+  const std::string hook = ReadHook();
+  ASSERT_FALSE(hook.empty());
+  const std::vector<std::string> transforms = WhatIfNames();
+  for (const OutsideFix& f : OutsideFixes()) {
+    EXPECT_NE(hook.find(std::string("\n  ") + f.token), std::string::npos) << f.token << " is not in the hook's list";
+    EXPECT_FALSE(OutsideFixCode(std::string(f.token) + (std::string_view(f.token) == "workers" ? "=2" : "")).empty()) << f.token;
+    if (*f.transform) {
+      EXPECT_NE(std::find(transforms.begin(), transforms.end(), f.transform), transforms.end()) << f.transform;
+    }
+  }
+  for (const auto& e : Catalog())
+    if (*e.outside_token) {
+      EXPECT_NE(FindOutsideFix(e.outside_token), nullptr) << e.id << ": " << e.outside_token;
+    }
+  EXPECT_EQ(*ResolveOutsideFix("foreach"), "foreach");
+  EXPECT_EQ(*ResolveOutsideFix("workers=4"), "workers=4");
+  EXPECT_EQ(*ResolveOutsideFix("fused_optimizer"), "fused");
+  EXPECT_EQ(*ResolveOutsideFix("loader_workers"), "workers=2");
+  EXPECT_EQ(*ResolveOutsideFix("debug.anomaly_detection"), "anomaly_off");
+  EXPECT_EQ(*ResolveOutsideFix("compile_mode=max-autotune"), "compile_mode=max-autotune");
+  for (const char* bad : {"workers", "workers=", "workers=0", "workers=two", "fused=1", "drop_bias", "amp", "sync.host_device"}) {
+    const StatusOr<std::string> r = ResolveOutsideFix(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find(std::string("--also ") + bad), std::string::npos) << r.status().message();
+  }
+  EXPECT_NE(ResolveOutsideFix("amp").status().message().find("known: anomaly_off, zero_grad_none, workers=N"), std::string::npos);
+}
+
 // docs/findings.md lists every id, and each entry's page exists and names it.
 TEST(CatalogTest, EveryIdIsDocumented) {
   const std::string findings = ReadSource("docs/findings.md");

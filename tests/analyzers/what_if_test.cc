@@ -1268,6 +1268,39 @@ TEST(WhatIf, AnEvaluationBetweenTheStepsIsPredictedOverTheSpanATrialTimes) {
   EXPECT_NEAR(steps.prediction.saving_pct, 0.0, 0.01);
 }
 
+// Fixes asked for by name (`analyze --what-if`, `fix --cmd --also`) are each predicted alone, over
+// the same span as the findings' (the evaluation between the steps included: issue 79.1 for fixes
+// no finding named), and together when there are two or more.
+TEST(WhatIf, EachAskedFixIsPredictedAloneOverTheSpanATrialTimesAndTogether) {
+  profiler::Trace trace;
+  Read(EvaluationBetweenSteps(), trace, "");
+  const Report one = Analyze(trace, Thresholds(), 1, {"eval_no_grad"});
+  const Report two = Analyze(trace, Thresholds(), 1, {"eval_no_grad", "anomaly_off"});
+  const auto find = [](const Report& r, const std::string& label, const std::vector<std::string>& names) -> const WhatIf* {
+    for (const WhatIf& w : r.metrics.what_if)
+      if (w.label == label && w.transforms == names) return &w;
+    return nullptr;
+  };
+  const WhatIf* alone = find(one, "asked", {"eval_no_grad"});
+  ASSERT_NE(alone, nullptr);
+  EXPECT_EQ(find(one, "asked together", {"eval_no_grad"}), nullptr);  // one name: no combined row
+  ASSERT_EQ(alone->prediction.method, "replay") << alone->prediction.assumptions;
+  EXPECT_NEAR(alone->prediction.saving_pct, 4.7, 0.4) << alone->prediction.assumptions;  // as the finding's
+  EXPECT_NE(alone->prediction.assumptions.find("over the span a trial times"), std::string::npos);
+  const WhatIf* eval = find(two, "asked", {"eval_no_grad"});
+  const WhatIf* anomaly = find(two, "asked", {"anomaly_off"});
+  const WhatIf* together = find(two, "asked together", {"eval_no_grad", "anomaly_off"});
+  ASSERT_NE(eval, nullptr);
+  ASSERT_NE(anomaly, nullptr);
+  ASSERT_NE(together, nullptr);
+  EXPECT_NEAR(eval->prediction.saving_pct, alone->prediction.saving_pct, 1e-9);
+  // No anomaly mode in this trace: nothing to save alone, and together as much as eval_no_grad's.
+  EXPECT_NEAR(anomaly->prediction.saving_pct, 0.0, 0.05) << anomaly->prediction.assumptions;
+  ASSERT_EQ(together->prediction.method, "replay") << together->prediction.assumptions;
+  EXPECT_NEAR(together->prediction.saving_pct, eval->prediction.saving_pct, 0.2) << together->prediction.assumptions;
+  EXPECT_NE(together->prediction.assumptions.find("over the span a trial times"), std::string::npos);
+}
+
 // model.bias_before_norm: our collector records shapes in the first steps only, and the replay takes
 // steps from the middle of the run. The shapes are read wherever they were recorded (issue 79.2: the
 // fix cnn row had no prediction at all, measured 14.8 %); without any, "not predictable".

@@ -1340,6 +1340,68 @@ TEST(FixCommandTest, AFindingTheOutsideFixDoesNotActOnIsNotMeasured) {
   EXPECT_EQ(PlanCommandFixes("python3 train.py", a, &notes).size(), 3u);  // workers=2, anomaly_off, all
 }
 
+// `fix --cmd --also NAME` (issue 79.6): a fix no finding named gets its own row after the all row
+// (which stays the findings' fixes), predicted by the analysis's "asked" what-if of its transform, or
+// "not predictable" with the reason; a token a finding already names is said once, not measured twice.
+TEST(FixCommandTest, AlsoMeasuresAFixNoFindingNamedWithItsTransformsPrediction) {
+  analyzers::Report a;
+  a.findings = {FindingWithKnob("debug.anomaly_detection", ""), FindingWithKnob("optim.zero_grad", "")};
+  analyzers::WhatIf fused{0, "asked", {"fused_optimizer"}, {}};
+  fused.prediction.method = "replay";
+  fused.prediction.saving_pct = 6.5;
+  fused.prediction.low_pct = 4.8;
+  fused.prediction.high_pct = 7.5;
+  analyzers::WhatIf eval{0, "asked", {"eval_no_grad"}, {}};
+  eval.prediction.method = "not predictable";
+  eval.prediction.assumptions = "no steps";
+  a.metrics.what_if = {fused, eval};
+  EXPECT_EQ(AlsoTransforms({"fused", "workers=2", "workers=4", "channels_last", "eval_no_grad"}),
+            (std::vector<std::string>{"fused_optimizer", "loader_workers", "eval_no_grad"}));
+  std::vector<std::string> notes;
+  const auto plans =
+      PlanCommandFixes("python3 train.py", a, &notes, {"fused", "channels_last", "anomaly_off", "workers=4", "eval_no_grad"});
+  std::vector<std::string> changes;
+  for (const auto& p : plans) changes.push_back(p.row.change);
+  EXPECT_EQ(changes, (std::vector<std::string>{"anomaly_off", "zero_grad_none", "all of the above", "fused", "channels_last",
+                                               "workers=4", "eval_no_grad"}));
+  EXPECT_EQ(plans[2].tokens, (std::vector<std::string>{"anomaly_off", "zero_grad_none"}));  // the all row: findings' only
+  const FixRow& f = plans[3].row;
+  EXPECT_TRUE(f.asked);
+  EXPECT_TRUE(f.findings.empty());
+  EXPECT_EQ(f.transform, "fused_optimizer");
+  ASSERT_TRUE(f.predicted);
+  EXPECT_DOUBLE_EQ(f.predicted_low_pct, 4.8);
+  EXPECT_NE(f.code.find("fused=True"), std::string::npos);
+  EXPECT_TRUE(plans[3].paired);  // fused switches between steps: in-process
+  EXPECT_FALSE(plans[4].row.predicted);
+  EXPECT_NE(plans[4].row.not_predictable.find("no transform in the replay models channels_last"), std::string::npos);
+  EXPECT_FALSE(plans[4].paired);
+  EXPECT_NE(plans[5].row.not_predictable.find("models 2 loader workers, not 4"), std::string::npos);
+  EXPECT_NE(plans[6].row.not_predictable.find("eval_no_grad: no steps"), std::string::npos) << plans[6].row.not_predictable;
+  bool said = false;
+  for (const auto& n : notes) said = said || n == "--also anomaly_off: already the fix of debug.anomaly_detection";
+  EXPECT_TRUE(said);
+  // A row asked for is never skipped as unlikely: it is there to be measured.
+  auto zero = PlanCommandFixes("python3 train.py", analyzers::Report{}, &notes, {"fused"});
+  zero[0].row.predicted_saving_pct = zero[0].row.predicted_low_pct = zero[0].row.predicted_high_pct = 0;
+  const auto record = [](std::string_view) -> const TransformRecord* {
+    static const TransformRecord r{"fused_optimizer", 10, 0, "test"};
+    return &r;
+  };
+  zero[0].row.predicted = true;
+  EXPECT_EQ(SkipUnlikelyRows(&zero, true, 5, 1.0, &notes, record), 0u);
+  EXPECT_EQ(zero.size(), 1u);
+  // The report says which rows were asked for.
+  FixReport r;
+  r.rows = {plans[3].row};
+  std::ostringstream json, text;
+  reports::WriteFixJson(r, json);
+  reports::WriteFixText(r, text);
+  EXPECT_NE(json.str().find("\"asked\": true"), std::string::npos) << json.str();
+  EXPECT_NE(json.str().find("\"transform\": \"fused_optimizer\""), std::string::npos) << json.str();
+  EXPECT_NE(text.str().find("(--also)"), std::string::npos) << text.str();
+}
+
 // The start-up hook's record of an in-process command trial, read into paired blocks.
 TEST(FixCommandTest, ParsesTheStartUpHooksInProcessRecord) {
   const auto doc = [](int steps, const std::string& stopped, const std::string& token) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "trainrx/analyzers/finding.h"
+#include "trainrx/profiler/status.h"
 
 namespace trainrx::analyzers {
 
@@ -72,6 +73,26 @@ const CatalogEntry* FindingPlantedBy(std::string_view knob);
 // A property of the token, not of a finding (input.workers and input.dataloader_bound share
 // "workers=2"), so it is kept once per token rather than beside outside_token in every entry.
 bool OutsideFixSwitches(std::string_view token);
+
+// The fixes the start-up hook applies from outside an unmodified script (TRAINRX_FIX tokens; the
+// list in probes/python/sitecustomize.py's docstring), each with the what-if transform that predicts
+// it ("" none: the trace cannot price it) and the code change that makes it permanent. `fix --cmd
+// --also NAME` measures one that no finding named (issue 79.6).
+struct OutsideFix {
+  const char* token;      // "fused"; "workers" and "compile_mode" take "=VALUE"
+  const char* transform;  // "fused_optimizer"; "" none
+  const char* code;       // "" where a catalog entry names the token: its outside_code
+};
+const std::vector<OutsideFix>& OutsideFixes();
+// A name as `fix --also` takes it -> the token the hook reads ("workers=4" stays as given): a token,
+// a transform name (fused_optimizer -> fused) or a finding id whose fix has a token; an error
+// names the known tokens.
+StatusOr<std::string> ResolveOutsideFix(const std::string& name);
+// The fix of a resolved token (its key before '='); nullptr for none.
+const OutsideFix* FindOutsideFix(std::string_view token);
+// The code change that makes a token's fix permanent: the outside_code of the catalog entry that
+// names it, else the table's.
+std::string OutsideFixCode(std::string_view token);
 
 using FixArg = std::pair<const char*, std::variant<int64_t, double, std::string>>;
 struct FixText {

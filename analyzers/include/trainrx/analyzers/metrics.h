@@ -343,7 +343,7 @@ struct Utilization {
 // every fix the findings name ("all findings"), or the ones `analyze --what-if` asked for.
 struct WhatIf {
   int32_t rank = 0;
-  std::string label;                    // "all findings" / "asked"
+  std::string label;                    // "all findings"; "asked" (one per asked fix); "asked together" (2+ asked)
   std::vector<std::string> transforms;  // the catalog's transform names, in the order applied
   Prediction prediction;
 };

@@ -128,6 +128,9 @@ struct LauncherOptions {
   // > 0: the analysis run of a command (Launcher::AnalyzeCommand) ends after that many steps, so
   // that a script with no step limit of its own (hours of epochs) is analyzed in minutes.
   int64_t analysis_steps = 0;
+  // Transforms the analysis run's what-if predicts beside the findings' (`fix --cmd --also`: each
+  // alone, as Analyze's `what_if`).
+  std::vector<std::string> analysis_what_if;
   // The recordings' fixed options, as `trainrx record` has them: the torch the probe was built
   // against (its sidecar file wins) and trainrx's sources (to build a probe for another torch).
   RecordOptions record;

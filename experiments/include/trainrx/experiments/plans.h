@@ -50,6 +50,9 @@ struct PlanOptions {
   // ab: after the trials, one traced run of each side diffed to explain the verdict: "auto" when the
   // difference is significant, "always", or "never".
   std::string explain = "auto";
+  // fix --cmd: outside fixes to measure beside the findings' (`--also`, the start-up hook's tokens
+  // as analyzers::ResolveOutsideFix gives them), each predicted by its transform where one models it.
+  std::vector<std::string> also;
 };
 
 // A transform's measured record (prediction_record.cc): its predictions checked by a rerun, and how
@@ -106,8 +109,12 @@ Status RunFix(const Spec& spec, const PlanOptions& options, Launcher& launcher, 
 // for findings that cannot be applied from outside. A row whose tokens all switch between steps
 // (analyzers::OutsideFixSwitches) is paired: measured in-process (Launcher::CommandAlt), unless the
 // analysis run shows torch.compile or more than one rank (then a note says why not).
+// `also`: outside fixes no finding needs to name (PlanOptions::also), one row each after the all
+// row, predicted from the analysis's "asked" what-if of their transform (AlsoTransforms: the
+// transforms the analysis run must be asked for).
 std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analyzers::Report& analysis,
-                                         std::vector<std::string>* notes);
+                                         std::vector<std::string>* notes, const std::vector<std::string>& also = {});
+std::vector<std::string> AlsoTransforms(const std::vector<std::string>& also);
 Status RunFixCommand(const std::string& command, const PlanOptions& options, Launcher& launcher, Progress& progress,
                      FixReport* report);
 // grids: "knob=v1,v2,..." each; every combination runs `trials` times.

@@ -77,6 +77,9 @@ struct FixRow {
   std::vector<std::string> findings;  // finding ids this change addresses
   std::string change;                 // "anomaly=1 -> 0", or "all of the above"
   bool all = false;                   // the row that applies every fix at once
+  bool asked = false;                 // fix --cmd --also: a fix no finding named, asked for by the user
+  std::string transform;              // the what-if transform that predicts it ("" none; reports read the
+                                      // first finding's catalog entry where this is empty)
   std::string code;                   // fix --cmd: the code change that makes the fix permanent
   bool paired = false;                // measured in-process, paired blocks of steps (else across processes)
   double estimated_saving_pct = 0;    // from the analysis (0: no estimate)
