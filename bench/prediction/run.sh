@@ -13,7 +13,9 @@
 #              training environment's (default the project's .venv/bin)
 # Each entry runs in its workdir (corpus.tsv's third column, relative to bench/prediction): its
 # setup command (the fifth, if any: the synthetic data the script reads, make_data.py) once, then
-#   "$TRAINRX" fix --cmd "<command>" --format json -o "$OUT/<name>.json" $FIX_ARGS
+#   "$TRAINRX" fix --cmd "<command>" [--also FIX ...] --format json -o "$OUT/<name>.json" $FIX_ARGS
+# with one --also for each fix of the sixth column (outside fixes no finding may name, so that the
+# corpus measures each transform where it applies, not only where a finding fired).
 # The scripts write where they always do (checkpoints, logs: see .gitignore). One entry failing
 # does not stop the others; the exit status is 1 when any failed.
 # Nothing here runs entries in parallel: every trial's time is a measurement (run on a quiet machine).
@@ -33,10 +35,14 @@ if [ ! -x "$TRAINRX" ]; then
   exit 2
 fi
 
-declare -a names=() shapes=() workdirs=() commands=() setups=()
-while IFS=$'\t' read -r name shape workdir command setup; do
+declare -a names=() shapes=() workdirs=() commands=() setups=() alsos=()
+# Fields split one by one: `read` with IFS=<tab> would merge an empty setup column into the next.
+field() { printf '%s' "$1" | cut -d$'\t' -f"$2"; }
+while IFS= read -r line; do
+  name=$(field "$line" 1)
   case $name in ''|'#'*) continue ;; esac
-  names+=("$name"); shapes+=("$shape"); workdirs+=("$workdir"); commands+=("$command"); setups+=("${setup:-}")
+  names+=("$name"); shapes+=("$(field "$line" 2)"); workdirs+=("$(field "$line" 3)"); commands+=("$(field "$line" 4)")
+  setups+=("$(field "$line" 5)"); alsos+=("$(field "$line" 6)")
 done < "$HERE/corpus.tsv"
 
 declare -a wanted=("$@")
@@ -62,8 +68,11 @@ for w in "${wanted[@]}"; do
       fi
     fi
     start=$SECONDS
+    also=()
+    IFS=',' read -r -a tokens <<< "${alsos[$i]}"
+    for t in "${tokens[@]}"; do [ -n "$t" ] && also+=(--also "$t"); done
     # shellcheck disable=SC2086  # FIX_ARGS is a list of arguments
-    if (cd "$dir" && "$TRAINRX" fix --cmd "${commands[$i]}" --format json -o "$OUT/$w.json" $FIX_ARGS) >> "$log" 2>&1; then
+    if (cd "$dir" && "$TRAINRX" fix --cmd "${commands[$i]}" "${also[@]}" --format json -o "$OUT/$w.json" $FIX_ARGS) >> "$log" 2>&1; then
       echo "   done in $((SECONDS - start)) s: $OUT/$w.json"
     else
       echo "   trainrx fix failed after $((SECONDS - start)) s (see $log)"; failed+=("$w")

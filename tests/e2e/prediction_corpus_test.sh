@@ -35,6 +35,9 @@ for r in rows:
     else:
         assert r["not_predictable"].strip(), f"{r['knob']}: an empty reason"
     assert "transform" in r, r
+asked = [r["knob"] for r in rows if r.get("asked")]
+assert asked, f"no row of the entry's --also fixes (corpus.tsv's sixth column): {[r['knob'] for r in rows]}"
+print("ok: --also rows: " + ", ".join(asked))
     print(f"ok: {r['knob']}: " + (f"{r['predicted_saving_pct']:.1f} [{r['predicted_low_pct']:.1f}, {r['predicted_high_pct']:.1f}]"
                                   if has else "not predictable: " + r["not_predictable"][:80]))
 PY
