@@ -58,6 +58,9 @@ expect "'nosuch=1'" fix cnn --set nosuch=1
 expect "'preset=nosuch'" fix cnn --preset nosuch
 expect "fix" fix
 expect "--cmd" fix cnn --cmd "python3 train.py"
+expect "--also" fix cnn --also fused
+expect "--also amp" fix --cmd "python3 train.py" --also amp
+expect "--also workers" fix --cmd "python3 train.py" --also workers
 expect "--memory-cap lots" sweep cnn --grid workers=0,1 --memory-cap lots
 expect "ab" ab --a cnn
 expect "'gpt'" ab --a cnn --b gpt
