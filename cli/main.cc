@@ -70,7 +70,7 @@ struct Args {
   int fix_nproc = 1;
   bool ab_cmd = false;
   cli::GateOptions gate;
-  double tolerance_pct = 3, undetected_pct = 10, fail_margin_pct = -1;
+  double tolerance_pct = 3, undetected_pct = -1, fail_margin_pct = -1;
 };
 
 // The subcommands, once added.
@@ -211,7 +211,7 @@ int RunFixOrSweep(Args& a, bool fix) {
 int RunGate(Args& a, const Commands& c) {
   auto& rule = a.gate.run.rule;
   rule.tolerance = a.tolerance_pct / 100;
-  rule.max_undetected = a.undetected_pct / 100;
+  rule.max_undetected = a.undetected_pct >= 0 ? a.undetected_pct / 100 : rule.tolerance;
   rule.fail_ci_margin = a.fail_margin_pct >= 0 ? a.fail_margin_pct / 100 : rule.tolerance / 2;
   if (*c.rb) return cli::GateRecordBaseline(a.gate);
   if (*c.gc) return cli::GateCheck(a.gate);
@@ -433,7 +433,10 @@ void AddGateCommands(CLI::App& app, Args& a, Commands& c) {
   gc->add_option("--current", gate.current, "compare against this recorded file instead of running SPEC");
   gc->add_option("--budget", gate.run.budget_s, "seconds: keep adding trials while inconclusive, up to this");
   gc->add_option("--tolerance", a.tolerance_pct, "percent: slowdowns below this do not fail (default 3)");
-  gc->add_option("--max-undetected", a.undetected_pct, "percent: pass needs the CI to rule out a regression this large (default 10)");
+  gc->add_option("--pass-below,--max-undetected", a.undetected_pct,
+                 "percent: pass needs the CI to rule out a slowdown this large (default: the tolerance, so that a pass "
+                 "never leaves a slowdown above the tolerance possible; a larger value passes sooner, with a warning "
+                 "naming what the pass leaves possible)");
   gc->add_option("--fail-margin", a.fail_margin_pct,
                  "percent: fail needs the CI's lower bound above this slowdown (default: half the tolerance)");
   gc->add_option("--inconclusive", gate.inconclusive, "exit code for inconclusive: error (3), pass (0) or fail (1)")

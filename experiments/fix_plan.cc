@@ -85,6 +85,9 @@ void AddFindingEstimate(FixRow& row, const analyzers::Finding& f) {
   row.predicted_saving_pct = p.saving_pct;
   row.predicted_low_pct = p.low_pct;
   row.predicted_high_pct = p.high_pct;
+  row.predicted_level = p.level;
+  row.predicted_margin = p.margin;
+  row.predicted_calibration = p.calibration;
 }
 
 void ExplainUnpredicted(std::vector<FixRow*> rows) {
@@ -846,6 +849,9 @@ void AppendAlsoRows(const std::vector<std::string>& also, const analyzers::Repor
         p.row.predicted_saving_pct = w.prediction.saving_pct;
         p.row.predicted_low_pct = w.prediction.low_pct;
         p.row.predicted_high_pct = w.prediction.high_pct;
+        p.row.predicted_level = w.prediction.level;
+        p.row.predicted_margin = w.prediction.margin;
+        p.row.predicted_calibration = w.prediction.calibration;
       } else {
         why = fmt::format("{}: {}", p.row.transform, w.prediction.assumptions);
       }

@@ -79,6 +79,16 @@ std::vector<MetricDecision> DecideGate(const std::vector<MetricSamples>& metrics
   return out;
 }
 
+double PassRulesOut(const MetricDecision& d) { return std::max(0.0, d.ci_high - 1); }
+
+std::string PassAboveToleranceWarning(const MetricDecision& d, const GateRule& rule) {
+  if (!d.judged || d.verdict != GateVerdict::kPass || PassRulesOut(d) <= rule.tolerance) return "";
+  return fmt::format("{} passed although it rules out only a slowdown of {:.1f}% or more (--pass-below {:.0f}%): a "
+                     "slowdown between the tolerance, {:.0f}%, and {:.1f}% is not ruled out",
+                     d.name, 100 * PassRulesOut(d), 100 * rule.max_undetected, 100 * rule.tolerance,
+                     100 * PassRulesOut(d));
+}
+
 GateVerdict Overall(const std::vector<MetricDecision>& decisions) {
   bool inconclusive = true;
   for (const auto& d : decisions) inconclusive = inconclusive && !d.judged;  // nothing judged: no verdict

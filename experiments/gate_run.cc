@@ -298,6 +298,8 @@ Status CheckGate(const Baseline& base, const std::string& baseline_file, const G
     if (Status st = RunRounds(base, run, rerun, launcher, progress, &metrics, &cpu, report); !st.ok()) return st;
     WarnIfBusy(cpu, report);
   }
+  for (const MetricDecision& d : report->metrics)
+    if (std::string w = PassAboveToleranceWarning(d, run.rule); !w.empty()) report->warnings.push_back(std::move(w));
   // Explaining needs the baseline's trace (kept with it) or its code run here (re-runs); with
   // stored samples alone the baseline's code is not here.
   const bool explain = run.explain == "always" || (run.explain == "auto" && report->verdict == GateVerdict::kFail);

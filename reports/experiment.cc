@@ -179,6 +179,7 @@ static void WritePredictionsAndRounds(const FixReport& r, bool sequential, std::
     if (!row.predicted || row.all || t.empty() || std::find(said.begin(), said.end(), t) != said.end()) continue;
     said.emplace_back(t);
     out << "record: " << experiments::RecordText(experiments::FindTransformRecord(t), t) << "\n";
+    if (!row.predicted_calibration.empty()) out << "interval: " << row.predicted_calibration << "\n";
   }
   if (sequential) {
     out << (r.sequential.used ? fmt::format("rounds: after which round a row measured across processes stopped "
@@ -300,6 +301,9 @@ void WriteFixRowJson(JsonWriter& w, const FixRow& row) {
     w.Field("predicted_saving_pct", row.predicted_saving_pct, 3);
     w.Field("predicted_low_pct", row.predicted_low_pct, 3);
     w.Field("predicted_high_pct", row.predicted_high_pct, 3);
+    w.Field("predicted_level", row.predicted_level, 3);  // 0: the replay's range, uncalibrated
+    w.Field("predicted_margin_points", row.predicted_margin, 3);  // the range widened by, each side
+    if (!row.predicted_calibration.empty()) w.Field("predicted_calibration", row.predicted_calibration);
     if (const auto c = experiments::CheckPrediction(row)) {
       w.Field("prediction_inside", c->inside);
       w.Field("prediction_close", c->close);

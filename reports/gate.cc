@@ -35,6 +35,12 @@ std::string Change(const MetricDecision& d) {
   return fmt::format("{:.1f}% {} [{:+.1f}%, {:+.1f}%]", std::abs(pct), word, lo, hi);
 }
 
+// "; rules out a slowdown of 2.4% or more" after a passed metric (what green means here).
+std::string RulesOutText(const MetricDecision& d) {
+  if (!d.judged || d.verdict != GateVerdict::kPass) return "";
+  return fmt::format("; rules out a slowdown of {:.1f}% or more", 100 * experiments::PassRulesOut(d));
+}
+
 std::string P(double p) { return p < 0.001 ? "<0.001" : fmt::format("{:.3f}", p); }
 
 // "6 trials per side", or "28 current vs 6 baseline trials" when the counts differ.
@@ -46,14 +52,14 @@ std::string TrialCounts(const GateReport& r) {
 }  // namespace
 
 void WriteGateText(const GateReport& r, std::ostream& out) {
-  out << fmt::format("trainrx gate: {} ({}, {}; tolerance {:.0f}%, pass needs < {:.0f}% ruled out)\n",
+  out << fmt::format("trainrx gate: {} ({}, {}; tolerance {:.0f}%, a pass rules out a slowdown of {:.0f}% or more)\n",
                      GateVerdictName(r.verdict), TrialCounts(r), r.mode, 100 * r.rule.tolerance, 100 * r.rule.max_undetected);
   for (const auto& w : r.warnings) out << "warning: " << w << "\n";
   for (const auto& d : r.metrics) {
     out << fmt::format("  {:<18} {:<12} baseline {:.3f} {}, current {:.3f} {}: {}, p {} (Holm {}), "
-                       "detectable {:.1f}%\n",
+                       "detectable {:.1f}%{}\n",
                        d.name, d.judged ? GateVerdictName(d.verdict) : "not judged", d.baseline_median, d.unit, d.current_median, d.unit, Change(d),
-                       P(d.p_value), P(d.p_holm), 100 * (d.detectable - 1));
+                       P(d.p_value), P(d.p_holm), 100 * (d.detectable - 1), RulesOutText(d));
   }
   if (r.explained) WriteDiffSummary(r.why, out, false, r.why_from);
 }
@@ -64,12 +70,14 @@ void WriteGateMarkdown(const GateReport& r, std::ostream& out) {
   out << fmt::format("{} vs baseline {} — {}, {}; tolerance {:.0f}%.\n\n", MarkdownText(r.spec),
                      MarkdownText(r.baseline_file), TrialCounts(r), r.mode,
                      100 * r.rule.tolerance);
-  out << "| metric | verdict | baseline | current | change [95% CI] | p (Holm) | detectable |\n";
-  out << "|---|---|---|---|---|---|---|\n";
+  out << "| metric | verdict | baseline | current | change [95% CI] | p (Holm) | detectable | a pass rules out |\n";
+  out << "|---|---|---|---|---|---|---|---|\n";
   for (const auto& d : r.metrics) {
-    out << fmt::format("| {} | {} | {:.3f} {} | {:.3f} {} | {} | {} | {:.1f}% |\n", MarkdownText(d.name),
+    out << fmt::format("| {} | {} | {:.3f} {} | {:.3f} {} | {} | {} | {:.1f}% | {} |\n", MarkdownText(d.name),
                        d.judged ? GateVerdictName(d.verdict) : "not judged", d.baseline_median, MarkdownText(d.unit), d.current_median,
-                       MarkdownText(d.unit), Change(d), P(d.p_holm), 100 * (d.detectable - 1));
+                       MarkdownText(d.unit), Change(d), P(d.p_holm), 100 * (d.detectable - 1),
+                       d.judged && d.verdict == GateVerdict::kPass ? fmt::format("≥ {:.1f}% slower", 100 * experiments::PassRulesOut(d))
+                                                                   : std::string("-"));
   }
   for (const auto& w : r.warnings) out << "\n> warning: " << MarkdownText(w) << "\n";
   if (r.explained) WriteDiffSummary(r.why, out, true, r.why_from);
@@ -133,6 +141,7 @@ void WriteGateJson(const GateReport& r, std::ostream& out) {
     w.Field("p_value", d.p_value, 6);
     w.Field("p_holm", d.p_holm, 6);
     w.Field("detectable_ratio", d.detectable, 6);
+    if (d.judged && d.verdict == GateVerdict::kPass) w.Field("rules_out_slowdown", experiments::PassRulesOut(d), 6);
     w.EndObject();
   }
   w.EndArray();

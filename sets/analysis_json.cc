@@ -84,6 +84,11 @@ void WritePredictionFields(JsonWriter& w, const analyzers::Prediction& p) {
     w.Field("step_ns_before", p.step_ns_before);
     w.Field("step_ns_after", p.step_ns_after);
     w.Field("replay_error_pct", p.replay_error_pct);
+    if (p.level > 0) {
+      w.Field("level", p.level);
+      w.Field("margin", p.margin);
+    }
+    if (!p.calibration.empty()) w.Field("calibration", p.calibration);
   }
   w.Field("assumptions", p.assumptions);
 }

@@ -130,6 +130,10 @@ bool ReadFinding(Fields& f, element e, analyzers::Finding* x) {
       !f.Str(predicted, "assumptions", &p.assumptions))
     return false;
   if (p.method != "replay") return true;
+  // "level" and "calibration" came after the first summaries (issue 79.5): optional.
+  if (double level = 0; predicted["level"].get_double().get(level) == simdjson::SUCCESS) p.level = level;
+  if (double margin = 0; predicted["margin"].get_double().get(margin) == simdjson::SUCCESS) p.margin = margin;
+  if (std::string_view c; predicted["calibration"].get_string().get(c) == simdjson::SUCCESS) p.calibration = c;
   return f.Num(predicted, "saving_pct", &p.saving_pct) && f.Num(predicted, "low_pct", &p.low_pct) &&
          f.Num(predicted, "high_pct", &p.high_pct) && f.Int(predicted, "step_ns_before", &p.step_ns_before) &&
          f.Int(predicted, "step_ns_after", &p.step_ns_after) && f.Num(predicted, "replay_error_pct", &p.replay_error_pct);

@@ -1,4 +1,5 @@
 #include "dependency/what_if.h"
+#include "dependency/calibration.h"
 
 #include <fmt/format.h>
 
@@ -1462,6 +1463,11 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     if (all_findings) add_between(all_rank, all_findings->names, all_result);
     if (asked) add_between(asked_rank, asked->names, together);
   }
+  // Each transform's interval at its measured coverage where its rows allow (dependency/calibration.h).
+  for (auto& [key, result] : done)
+    if (result.ok) Calibrate(result.prediction);
+  if (all_result.ok) Calibrate(all_result.prediction);
+  if (together.ok) Calibrate(together.prediction);
   std::map<std::pair<int32_t, std::string>, Prediction> replayed;  // before the report's rule: findings follow them
   for (auto& [key, result] : done) {
     if (result.ok) replayed[key] = result.prediction;

@@ -3,7 +3,7 @@
 (bench/prediction/out by default, as run.sh writes them), each fix row's predicted saving held
 against its measured one, grouped by the what-if transform that made the prediction.
 
-Usage: bench/prediction/table.py [OUT] [--json] [--rows] [--catalog analyzers/catalog.cc]
+Usage: bench/prediction/table.py [OUT] [--json] [--rows] [--calibration] [--catalog analyzers/catalog.cc]
 
 A row's transform is that of its first finding. The finding -> transform map is not written here:
 it is read at run time from analyzers/catalog.cc, whose entries are C++ aggregates
@@ -32,10 +32,23 @@ Columns (savings are of the step, in %, positive = faster, as `fix` writes them)
                   where the transform's record allowed it; the combined rows are never skipped and
                   are not counted)
   unlikely missed of those, rows that measured a significant saving (verdict faster) of 5 % or more
+  margin          the split-conformal margin at 90 % over the transform's calibration rows (the rows of
+                  one transform predicted and measured, significant or with a measured interval at most 10
+                  points wide: a row that cannot tell 0 from 14 % scores its own noise; a row's score is how many points the measured saving
+                  lay outside the replay's own range, 0 inside; the margin is the ceil((n+1) 0.9)-th
+                  smallest score; "-": fewer than 9 rows), as analyzers/dependency/calibration.cc applies it
+  calibrated (leave-one-out)
+                  of the significant predicted rows, how many fall inside the replay's range widened by
+                  the margin of the *other* rows (each row held out of its own calibration: the coverage a
+                  new script would see); rows whose others are too few to give a margin are not counted
 The "all" line counts every row of every report, the combined rows included.
+The replay's own range is the row's interval less predicted_margin_points on each side (a report
+written with a calibrated interval says by how much it widened it).
+--calibration prints each transform's scores as calibration.cc's table takes them.
 """
 import argparse
 import json
+import math
 import pathlib
 import re
 import statistics
@@ -86,10 +99,52 @@ def inside(row):
     return row["predicted_low_pct"] <= m <= row["predicted_high_pct"]
 
 
+LEVEL = 0.9
+
+
+def raw_interval(r):
+    m = r.get("predicted_margin_points") or 0.0
+    return r["predicted_low_pct"] + m, r["predicted_high_pct"] - m
+
+
+def score(r):
+    lo, hi = raw_interval(r)
+    x = r["measured_saving_pct"]
+    return max(0.0, lo - x, x - hi)
+
+
+PRECISE_POINTS = 10.0
+
+
+def measured_width(r):
+    """The measured saving's interval width in points (from the speedup's CI); inf where unknown."""
+    lo, hi = r.get("ci_low"), r.get("ci_high")
+    if not lo or not hi or lo <= 0 or hi <= 0:
+        return math.inf
+    return 100.0 * (1.0 / lo - 1.0 / hi)
+
+
+def calibration_rows(rows):
+    """Rows of one transform, predicted and measured precisely enough to score: significant, or a measured
+    interval at most PRECISE_POINTS wide (a row that could not tell 0 from 14 % scores its noise, not the
+    prediction's error)."""
+    return [r for r in rows if not r.get("all") and "predicted_saving_pct" in r and "measured_saving_pct" in r
+            and (r.get("verdict") in ("faster", "slower") or measured_width(r) <= PRECISE_POINTS)]
+
+
+def conformal_margin(scores, level=LEVEL):
+    n = len(scores)
+    k = math.ceil((n + 1) * level - 1e-9)
+    if n == 0 or k > n:
+        return None
+    return max(0.0, sorted(scores)[k - 1])
+
+
 def summarize(rows):
     s = {"rows": len(rows), "measured": 0, "predicted": 0, "not_predictable": 0, "significant": 0,
          "significant_predicted": 0, "inside": 0, "close": 0, "coverage_pct": None, "median_abs_error_points": None,
-         "median_width_points": None, "unlikely": 0, "unlikely_missed": 0}
+         "median_width_points": None, "unlikely": 0, "unlikely_missed": 0, "margin_points": None,
+         "loo_inside": 0, "loo_rows": 0}
     errors, widths = [], []
     for r in rows:
         measured = "measured_saving_pct" in r
@@ -112,6 +167,18 @@ def summarize(rows):
                 s["unlikely"] += 1
                 if measured and r.get("verdict") == "faster" and r["measured_saving_pct"] >= 5.0:
                     s["unlikely_missed"] += 1
+    cal = calibration_rows(rows)
+    scores = [score(r) for r in cal]
+    s["margin_points"] = conformal_margin(scores)
+    for i, r in enumerate(cal):
+        if r.get("verdict") not in ("faster", "slower"):
+            continue
+        q = conformal_margin(scores[:i] + scores[i + 1:])
+        if q is None:
+            continue
+        lo, hi = raw_interval(r)
+        s["loo_rows"] += 1
+        s["loo_inside"] += lo - q <= r["measured_saving_pct"] <= hi + q
     if s["significant_predicted"]:
         s["coverage_pct"] = round(100.0 * s["inside"] / s["significant_predicted"], 3)
     if errors:
@@ -143,7 +210,7 @@ def fmt(v, digits=1):
 def markdown(groups, total, n_reports, row_list):
     head = ["transform", "rows", "measured", "predicted", "not predictable", "significant",
             "inside (coverage)", "inside or close", "median \\|err\\| (points)", "median width (points)", "unlikely",
-            "unlikely, saved ≥ 5 %"]
+            "unlikely, saved ≥ 5 %", "margin at 90 % (points)", "calibrated (leave-one-out)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def line(name, s):
@@ -152,7 +219,8 @@ def markdown(groups, total, n_reports, row_list):
         close = f"{s['close']} of {s['significant_predicted']}" if s["significant_predicted"] else "-"
         cells = [name, s["rows"], s["measured"], s["predicted"], s["not_predictable"], s["significant"], cov, close,
                  fmt(s["median_abs_error_points"]), fmt(s["median_width_points"]), s["unlikely"],
-                 s["unlikely_missed"]]
+                 s["unlikely_missed"], fmt(s["margin_points"]),
+                 f"{s['loo_inside']} of {s['loo_rows']}" if s["loo_rows"] else "-"]
         return "| " + " | ".join(str(c) for c in cells) + " |"
 
     for name, s in groups.items():
@@ -169,7 +237,7 @@ def markdown(groups, total, n_reports, row_list):
             pred = (f"{r['predicted_saving_pct']:.1f} [{r['predicted_low_pct']:.1f}, {r['predicted_high_pct']:.1f}]"
                     if "predicted_saving_pct" in r else "not predictable")
             meas = fmt(r.get("measured_saving_pct"))
-            text += (f"| {script} | `{r.get('knob', '')}` | {', '.join(r.get('findings') or [])} | {group} | "
+            text += (f"| {script} | `{r.get('knob', '')}` | {', '.join(r.get('findings') or []) or ('(--also)' if r.get('asked') else '')} | {group} | "
                      f"{pred} | {meas} | {r.get('verdict', '-')} |\n")
     return text
 
@@ -180,6 +248,8 @@ def main():
                     help="folder of `trainrx fix --format json` reports (default bench/prediction/out)")
     ap.add_argument("--json", action="store_true", help="print the table as JSON")
     ap.add_argument("--rows", action="store_true", help="also list every row")
+    ap.add_argument("--calibration", action="store_true",
+                    help="print each transform's calibration rows as analyzers/dependency/calibration.cc takes them")
     ap.add_argument("--catalog", default=str(ROOT / "analyzers" / "catalog.cc"),
                     help="the finding catalog the transforms are read from")
     a = ap.parse_args()
@@ -198,6 +268,18 @@ def main():
     order = sorted(by_group, key=lambda g: (g.startswith("("), g))
     groups = {g: summarize(by_group[g]) for g in order}
     total = summarize(every)
+    if a.calibration:
+        for g in order:
+            if g.startswith("("):
+                continue
+            cal = calibration_rows(by_group[g])
+            if not cal:
+                continue
+            scripts = sorted({s for s, grp, r in row_list if grp == g and r in cal})
+            scores = ", ".join(f"{score(r):.1f}" for r in cal)
+            print(f'      {{"{g}", {{{scores}}}, "bench/prediction, {len(cal)} rows on {len(scripts)} scripts: '
+                  f'{", ".join(scripts)}"}},')
+        return
     if a.json:
         out = {"reports": [s for s, _ in reports], "transforms": groups, "all": total}
         if a.rows:

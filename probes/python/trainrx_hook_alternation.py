@@ -322,3 +322,28 @@ def _install_alternation(torch):
     if _dynamo_compiled():
         alt.stop("torch.compile compiled code in this process before the first step")
     register(alt.on_step)
+    _leave_without_optimizer_steps(torch, alt)
+
+
+def _leave_without_optimizer_steps(torch, alt):
+    """A script that updates its parameters by hand (no torch.optim step) never reaches a boundary: the
+    hook would never switch, and the trial would run the whole script (hours of epochs). When as many
+    backward passes as the trial's steps (warm-up and timed) have run with no optimizer step, switching
+    stops ("stopped" says why: the row is measured across processes instead) and the program leaves as
+    TRAINRX_ALT_STEPS does. Gradient accumulation steps its optimizer after a few backward passes, long
+    before that."""
+    limit = alt.warmup + (alt.steps or 64)
+    backward = torch.autograd.backward
+    seen = [0]
+
+    def counted_backward(*args, **kwargs):
+        if alt.count == 0:
+            seen[0] += 1
+            if seen[0] > limit:
+                alt.stop(f"no torch.optim optimizer stepped in {limit} backward passes (parameters updated by hand): "
+                         "the hook switches fixes at optimizer steps")
+                sys.stderr.write(f"trainrx: stopping after {limit} backward passes without an optimizer step\n")
+                raise SystemExit(0)
+        return backward(*args, **kwargs)
+
+    torch.autograd.backward = counted_backward

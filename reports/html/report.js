@@ -822,7 +822,7 @@
       'speedup = baseline median / fixed median; right of the dashed line is faster. Green: faster, red: slower, grey: no significant difference.'),
       fixes.length ? forest(items, 1, 'speedup (×)') : el('p', null, 'No fix was measured.')));
     main.append(section('fixes', 'Estimated vs measured', dataTable('fix-table', [
-      ['fix', f => f.all ? 'all of the above' : f.knob], ['finding', f => (f.findings || []).join(', ') || '–'], ['design', f => f.method],
+      ['fix', f => f.all ? 'all of the above' : f.knob], ['finding', f => (f.findings || []).join(', ') || (f.asked ? '(--also)' : '–')], ['design', f => f.method],
       ['predicted saving', f => f.predicted_saving_pct, (v, f) => f.not_predictable !== undefined ? 'not predictable: ' + f.not_predictable
         : isFinite(v) ? `${stepChange(v)} [${stepChange(f.predicted_high_pct)}, ${stepChange(f.predicted_low_pct)}]` : '–'],
       ['bound', f => f.estimated_saving_pct, v => v >= 0.05 ? `-${num(v, 1)}%` : '–'],

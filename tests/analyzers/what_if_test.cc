@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "dependency/calibration.h"
 #include "dependency/links.h"
 #include "report_helpers.h"
 #include "dependency/replay.h"
@@ -1411,3 +1412,53 @@ TEST(WhatIf, EveryCatalogTransformExists) {
 
 }  // namespace
 }  // namespace trainrx::analyzers
+
+// Split-conformal calibration (issue 79.5, dependency/calibration.h): the margin is the
+// ceil((n+1) L)-th smallest score, none with too few rows; a prediction of one transform with
+// enough rows is widened by it and says so; several fixes together and a transform with few rows
+// keep the replay's own range and say why.
+TEST(WhatIfCalibration, TheMarginIsTheConformalQuantileOfTheScoresAndNeedsEnoughRows) {
+  EXPECT_EQ(RowsForLevel(0.9), 9u);  // ceil(10 x 0.9) = 9 <= 9; with 8 rows ceil(8.1) = 9 > 8
+  EXPECT_EQ(RowsForLevel(0.8), 4u);
+  const std::vector<double> nine = {0, 0, 0, 0, 0, 1.5, 0, 3.0, 0.5};
+  ASSERT_TRUE(ConformalMargin(nine, 0.9).has_value());
+  EXPECT_DOUBLE_EQ(*ConformalMargin(nine, 0.9), 3.0);  // the 9th smallest: the largest
+  EXPECT_FALSE(ConformalMargin({0, 0, 1, 2, 0, 0, 0, 0}, 0.9).has_value());
+  std::vector<double> nineteen(17, 0.0);
+  nineteen.push_back(2.0);
+  nineteen.push_back(7.0);
+  EXPECT_DOUBLE_EQ(*ConformalMargin(nineteen, 0.9), 0.0);  // ceil(20 x 0.9) = 18th smallest
+  EXPECT_FALSE(ConformalMargin({}, 0.9).has_value());
+
+  Prediction together;
+  together.method = "replay";
+  together.transform = "anomaly_off+loader_workers";
+  together.low_pct = 1;
+  together.high_pct = 3;
+  Calibrate(together);
+  EXPECT_EQ(together.level, 0);
+  EXPECT_DOUBLE_EQ(together.low_pct, 1);
+  EXPECT_NE(together.calibration.find("several fixes together"), std::string::npos);
+  Prediction unknown = together;
+  unknown.transform = "no_such_transform";
+  Calibrate(unknown);
+  EXPECT_EQ(unknown.level, 0);
+  EXPECT_NE(unknown.calibration.find("uncalibrated: 0 measured rows"), std::string::npos) << unknown.calibration;
+  // Every transform of the table: widened by its own margin where its rows reach the level.
+  for (const std::string& name : WhatIfNames()) {
+    const TransformCalibration* c = FindCalibration(name);
+    if (c == nullptr) continue;
+    Prediction p;
+    p.method = "replay";
+    p.transform = name;
+    p.saving_pct = 5;
+    p.low_pct = 4;
+    p.high_pct = 6;
+    Calibrate(p);
+    const std::optional<double> q = ConformalMargin(c->scores, kCalibrationLevel);
+    EXPECT_EQ(p.level > 0, q.has_value()) << name;
+    EXPECT_DOUBLE_EQ(p.low_pct, 4 - q.value_or(0)) << name;
+    EXPECT_DOUBLE_EQ(p.high_pct, 6 + q.value_or(0)) << name;
+    EXPECT_NE(p.calibration.find(q ? "split-conformal" : "uncalibrated"), std::string::npos) << p.calibration;
+  }
+}

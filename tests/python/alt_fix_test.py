@@ -37,6 +37,8 @@ model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Li
 if "compiled" in mode:
     model = torch.compile(model, backend="eager")
 opt = torch.optim.AdamW(model.parameters(), lr=0.01) if "adamw" in mode else torch.optim.SGD(model.parameters(), lr=0.1)
+if "handsgd" in mode:  # parameters updated by hand, as pytorch/examples' word language model does
+    opt = None
 if "anomaly" in mode:
     torch.autograd.set_detect_anomaly(True)
 if "deterministic" in mode:
@@ -51,7 +53,10 @@ try:
             torch.backends.cudnn.benchmark = False
         if "every_step" in mode:
             torch.autograd.set_detect_anomaly(True)
-        opt.zero_grad(set_to_none=False)
+        if opt is not None:
+            opt.zero_grad(set_to_none=False)
+        else:
+            model.zero_grad()
         kept = all(p.grad is not None for p in model.parameters())
         with torch.autograd.detect_anomaly() if "block" in mode else contextlib.nullcontext():
             seen.append({"anomaly": torch.is_anomaly_enabled(), "benchmark": torch.backends.cudnn.benchmark,
@@ -60,6 +65,11 @@ try:
             loss = F.cross_entropy(model(x), y)
             loss.backward()
         losses.append(loss.item())
+        if opt is None:
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(p.grad, alpha=-0.1)
+            continue
         opt.step()
         seen[-1].update(foreach=opt.param_groups[0].get("foreach"), fused=opt.param_groups[0].get("fused"))
 finally:
@@ -127,6 +137,15 @@ def main() -> int:
                 if any(s[k] != v for k, v in want.items()):
                     wrong.append((i, arm, s))
             check(not wrong, "each step ran with its arm's flags (B: every fix; A: the script's)", wrong[:3])
+
+        # A script that updates its parameters by hand never steps an optimizer: the hook cannot switch,
+        # and must not keep the trial running to the script's end (hours of epochs for a real one):
+        # after warm-up + steps backward passes without a step it stops, says why, and leaves.
+        rc, seen, rec, err = run(tmp, "handsgd", "handsgd,anomaly", 200, "anomaly_off")
+        check(rc == 0 and rec is not None and "no torch.optim optimizer stepped in 18 backward passes" in rec["stopped"],
+              "hand-written SGD: switching stops with the reason", (rc, rec, err[-300:]))
+        check(seen is not None and len(seen["seen"]) == 19 and rec is not None and rec["steps"] == [],
+              "hand-written SGD: the hook ended the run at the 19th backward, no step timed", seen and len(seen["seen"]))
 
         # `with torch.autograd.detect_anomaly():` around each step's forward and backward, and
         # set_detect_anomaly(True) every step: inside the block, B steps still run without anomaly mode.

@@ -32,6 +32,11 @@ struct Prediction {
   int64_t step_ns_before = 0, step_ns_after = 0;     // the measured mean step, the predicted one
   double replay_error_pct = 0;  // the unchanged graph replayed against the measured mean step
   std::string assumptions;      // plain words
+  // The interval's coverage as calibrated on the transform's measured rows (0.9), or 0: the replay's
+  // own range, uncalibrated; `calibration` says which and why (analyzers/dependency/calibration.h).
+  double level = 0;
+  double margin = 0;  // the points the replay's range was widened by on each side (level > 0)
+  std::string calibration;
 };
 
 struct Finding {

@@ -87,6 +87,9 @@ struct FixRow {
   // baseline's analysis (the largest of the row's findings'); predicted false: none.
   bool predicted = false;
   double predicted_saving_pct = 0, predicted_low_pct = 0, predicted_high_pct = 0;
+  double predicted_level = 0;  // the interval's calibrated coverage (Prediction::level); 0 uncalibrated
+  double predicted_margin = 0;        // Prediction::margin: points the replay's range was widened by
+  std::string predicted_calibration;  // Prediction::calibration: which, and on what
   // Not predicted: why not, in plain words (never empty then: ExplainUnpredicted fills it).
   std::string not_predictable;
   Arm fixed;

@@ -1,0 +1,68 @@
+// Split-conformal calibration of the what-if intervals (calibration.h).
+#include "dependency/calibration.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace trainrx::analyzers {
+
+namespace {
+
+// The measured rows, by transform: each score is max(0, low - measured, measured - high) in points of
+// the step, from bench/prediction's table (`table.py OUT --calibration` prints these lines).
+const std::vector<TransformCalibration>& Calibrations() {
+  static const std::vector<TransformCalibration> k = {
+      // CORPUS_ROWS
+  };
+  return k;
+}
+
+}  // namespace
+
+size_t RowsForLevel(double level) {
+  size_t n = 1;
+  while (static_cast<double>(n) < std::ceil(static_cast<double>(n + 1) * level - 1e-9)) ++n;
+  return n;
+}
+
+std::optional<double> ConformalMargin(std::vector<double> scores, double level) {
+  const size_t n = scores.size();
+  const double k = std::ceil(static_cast<double>(n + 1) * level - 1e-9);
+  if (n == 0 || k > static_cast<double>(n)) return std::nullopt;
+  std::sort(scores.begin(), scores.end());
+  return std::max(0.0, scores[static_cast<size_t>(k) - 1]);
+}
+
+const TransformCalibration* FindCalibration(std::string_view transform) {
+  for (const TransformCalibration& c : Calibrations())
+    if (transform == c.transform) return &c;
+  return nullptr;
+}
+
+void Calibrate(Prediction& p) {
+  if (p.method != "replay") return;
+  const std::string level = fmt::format("{:.0f} %", 100 * kCalibrationLevel);
+  if (p.transform.find('+') != std::string::npos) {
+    p.calibration = "uncalibrated: several fixes together (each transform is calibrated alone)";
+    return;
+  }
+  const TransformCalibration* c = FindCalibration(p.transform);
+  const std::optional<double> margin = c != nullptr ? ConformalMargin(c->scores, kCalibrationLevel) : std::nullopt;
+  if (!margin) {
+    p.calibration = fmt::format("uncalibrated: {} measured row{} of {} ({} needs {}): the replay's own range", c ? c->scores.size() : 0,
+                                c && c->scores.size() == 1 ? "" : "s", p.transform, level, RowsForLevel(kCalibrationLevel));
+    return;
+  }
+  p.low_pct -= *margin;
+  p.high_pct = std::min(100.0, p.high_pct + *margin);
+  p.level = kCalibrationLevel;
+  p.margin = *margin;
+  p.calibration = fmt::format("{} interval: the replay's range widened by {:.1f} points each side, split-conformal over {} "
+                              "measured rows of {} ({})",
+                              level, *margin, c->scores.size(), p.transform, c->source);
+}
+
+}  // namespace trainrx::analyzers
