@@ -331,7 +331,10 @@ Status SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats
   report->median_ms = calib.value;
   progress.Start(static_cast<int>(pcts.size()) * repeats);
   for (double pct : pcts) {
-    SelfTestCase c{pct == 0 ? "A/A" : fmt::format("slowdown {:g}%", pct), pct, 0, 0, 0, repeats, 0, {}};
+    SelfTestCase c;
+    c.name = pct == 0 ? "A/A" : fmt::format("slowdown {:g}%", pct);
+    c.pct = pct;
+    c.repeats = repeats;
     for (const auto& v : variants) c.variants.push_back({v.name, 0, 0, 0});
     for (int r = 0; r < repeats; ++r) {
       progress.Step(c.name);
@@ -350,15 +353,22 @@ Status SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats
         }
       }
       GateVerdict v = GateVerdict::kInconclusive;
+      std::vector<MetricDecision> decided;
       if (across_processes) {
-        v = Overall(DecideGate({m}, rule));
+        decided = DecideGate({m}, rule);
+        v = Overall(decided);
         c.processes += 2 * run.trials;
       } else {  // a look after every process, as the gate's in-process check (gate_sequential.h)
         SequentialGateResult seq;
         if (Status st = DecideInProcessSequentially(launcher, s, {b}, run.trials, rule, &seq); !st.ok()) return st;
         m.baseline = seq.alt.a_ms, m.current = seq.alt.b_ms, m.paired_log_ratios = seq.alt.log_ratios;
         v = seq.verdict;
+        decided = seq.metrics;
         c.processes += seq.processes;
+      }
+      if (!decided.empty()) {
+        c.estimates.push_back(decided.front().worse - 1);
+        c.half_widths.push_back((decided.front().ci_high - decided.front().ci_low) / 2);
       }
       c.fail += v == GateVerdict::kFail;
       c.pass += v == GateVerdict::kPass;

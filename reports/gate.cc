@@ -175,10 +175,13 @@ void WriteSelfTestText(const experiments::SelfTestReport& r, const experiments::
   for (const auto& c : r.cases) {
     const auto ci = experiments::stats::WilsonInterval(c.fail, c.repeats);
     out << fmt::format("  {:<13} fail {:>3}/{}  pass {:>3}/{}  inconclusive {:>3}/{}  -> {} rate {:.1f}% "
-                       "[95% CI {:.1f}-{:.1f}%]; {:.1f} processes per decision\n",
+                       "[95% CI {:.1f}-{:.1f}%]; {:.1f} processes per decision; measured slowdown median {:+.1f}% "
+                       "(CI half-width median {:.1f} points)\n",
                        c.name, c.fail, c.repeats, c.pass, c.repeats, c.inconclusive, c.repeats,
                        c.pct == 0 ? "false-alarm" : "detection", 100.0 * c.fail / std::max(1, c.repeats),
-                       100 * ci.low, 100 * ci.high, static_cast<double>(c.processes) / std::max(1, c.repeats));
+                       100 * ci.low, 100 * ci.high, static_cast<double>(c.processes) / std::max(1, c.repeats),
+                       c.estimates.empty() ? 0.0 : 100 * experiments::stats::Median(c.estimates),
+                       c.half_widths.empty() ? 0.0 : 100 * experiments::stats::Median(c.half_widths));
     for (const auto& v : c.variants) {
       const auto vi = experiments::stats::WilsonInterval(v.fail, c.repeats);
       out << fmt::format("    same samples, {:<27} fail {:>3}/{}  pass {:>3}/{}  inconclusive {:>3}/{}  -> {:.1f}% "

@@ -36,7 +36,7 @@ struct Prediction {
   // own range, uncalibrated; `calibration` says which and why (analyzers/dependency/calibration.h).
   double level = 0;
   double margin = 0;  // the points the replay's range was widened by on each side (level > 0)
-  std::string calibration;
+  std::string calibration = "";
 };
 
 struct Finding {

@@ -208,6 +208,9 @@ struct SelfTestCase {
   double pct = 0;
   int fail = 0, pass = 0, inconclusive = 0, repeats = 0;
   int processes = 0;  // workload processes its decisions ran (in-process: they stop when decided)
+  // Each decision's estimate of the slowdown (w - 1) and its CI's half-width, at the look that decided
+  // it: whether a miss is the statistic (estimates off the injected slowdown) or its precision.
+  std::vector<double> estimates, half_widths;
   // The same decisions' samples judged by other rules (SelfTest's `variants`), in that order.
   struct Variant {
     std::string rule;
