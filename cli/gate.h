@@ -21,7 +21,7 @@ struct GateOptions {
   int repeats = 20;               // self-test
   bool across_processes = false;  // self-test: separate processes per side
   bool compare_rules = false;     // self-test: judge the same samples by stricter rules too
-  std::vector<double> self_test_pcts = {0, 5, 10};  // injected slowdowns, % (0 = A/A)
+  std::vector<double> self_test_pcts = {0, 3, 5, 10};  // injected slowdowns, % (0 = A/A)
 };
 
 // Exit codes: 0 pass, 1 regression, 2 usage or input error, 3 inconclusive.
