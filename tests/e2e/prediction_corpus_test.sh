@@ -35,11 +35,11 @@ for r in rows:
     else:
         assert r["not_predictable"].strip(), f"{r['knob']}: an empty reason"
     assert "transform" in r, r
+    print(f"ok: {r['knob']}: " + (f"{r['predicted_saving_pct']:.1f} [{r['predicted_low_pct']:.1f}, {r['predicted_high_pct']:.1f}]"
+                                  if has else "not predictable: " + r["not_predictable"][:80]))
 asked = [r["knob"] for r in rows if r.get("asked")]
 assert asked, f"no row of the entry's --also fixes (corpus.tsv's sixth column): {[r['knob'] for r in rows]}"
 print("ok: --also rows: " + ", ".join(asked))
-    print(f"ok: {r['knob']}: " + (f"{r['predicted_saving_pct']:.1f} [{r['predicted_low_pct']:.1f}, {r['predicted_high_pct']:.1f}]"
-                                  if has else "not predictable: " + r["not_predictable"][:80]))
 PY
 python3 "$SRC/table.py" "$W/out" --rows > "$W/table.md" || { echo "FAIL: table.py"; fail=1; }
 grep -q "^| \*\*all\*\* |" "$W/table.md" && grep -q "^| $ENTRY |" "$W/table.md" || { echo "FAIL: the table"; cat "$W/table.md"; fail=1; }
