@@ -320,12 +320,17 @@ Status SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats
                 Launcher& launcher, Progress& progress, SelfTestReport* report,
                 const std::vector<RuleVariant>& variants) {
   Spec s;
-  if (Status st = ParseSpec(run.spec, &s); !st.ok()) return st;
-  if (Status st = launcher.CanRunWorkloads(); !st.ok()) return st;
+  if (run.command && across_processes)
+    return Status::Error("gate self-test --cmd: --across-processes is for workloads (a command's slowdown is planted "
+                         "in-process by the start-up hook)");
+  if (!run.command) {
+    if (Status st = ParseSpec(run.spec, &s); !st.ok()) return st;
+    if (Status st = launcher.CanRunWorkloads(); !st.ok()) return st;
+  }
   *report = {};
   report->spec = run.spec;
   // Calibrate the injected slowdowns against the spec's own median step.
-  const StatusOr<TrialResult> calibration = launcher.Trial(s);
+  const StatusOr<TrialResult> calibration = run.command ? launcher.Command(run.spec, {}) : launcher.Trial(s);
   if (!calibration.ok()) return calibration.status();
   const TrialResult& calib = *calibration;
   report->median_ms = calib.value;
@@ -338,8 +343,9 @@ Status SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats
     for (const auto& v : variants) c.variants.push_back({v.name, 0, 0, 0});
     for (int r = 0; r < repeats; ++r) {
       progress.Step(c.name);
-      // B = the same spec with a slowdown knob (0 for A/A): switchable, so compared in-process.
-      const std::string b = fmt::format("slowdown={:.0f}", calib.value * 1000 * pct / 100);
+      // B = the same spec with a slowdown knob (0 for A/A): switchable, so compared in-process; a
+      // command's B steps busy-wait that long inside the step (the start-up hook's slowdown_us).
+      const std::string b = fmt::format("{}={:.0f}", run.command ? "slowdown_us" : "slowdown", calib.value * 1000 * pct / 100);
       GateRule rule = run.rule;
       rule.seed = run.rule.seed + static_cast<uint64_t>(r);
       MetricSamples m{"step time", "ms", false, {}, {}, {}};
@@ -360,7 +366,17 @@ Status SelfTest(const GateRun& run, const std::vector<double>& pcts, int repeats
         c.processes += 2 * run.trials;
       } else {  // a look after every process, as the gate's in-process check (gate_sequential.h)
         SequentialGateResult seq;
-        if (Status st = DecideInProcessSequentially(launcher, s, {b}, run.trials, rule, &seq); !st.ok()) return st;
+        const auto command_process = [&](AltResult* out) {
+          if (Status st = launcher.CommandAlt(run.spec, {b}, out); !st.ok()) return st;
+          if (!out->unpaired.empty())
+            return Status::Error(fmt::format("gate self-test --cmd: `{}` cannot plant a slowdown in-process: {}", run.spec,
+                                             out->unpaired));
+          return Status::Ok();
+        };
+        if (Status st = run.command ? DecideSequentially(command_process, run.spec, run.trials, rule, &seq)
+                                    : DecideInProcessSequentially(launcher, s, {b}, run.trials, rule, &seq);
+            !st.ok())
+          return st;
         m.baseline = seq.alt.a_ms, m.current = seq.alt.b_ms, m.paired_log_ratios = seq.alt.log_ratios;
         v = seq.verdict;
         decided = seq.metrics;

@@ -31,13 +31,20 @@ GateVerdict DecideLook(const MetricSamples& m, const GateRule& rule, double nomi
 Status DecideInProcessSequentially(Launcher& launcher, const Spec& spec, const std::vector<std::string>& alt,
                                    int max_processes, const GateRule& rule, SequentialGateResult* out, double budget_s,
                                    Progress* progress) {
+  return DecideSequentially([&](AltResult* r) { return launcher.AltTrial(spec, alt, r); }, spec.Label(), max_processes,
+                            rule, out, budget_s, progress);
+}
+
+Status DecideSequentially(const std::function<Status(AltResult*)>& one_process, const std::string& label,
+                          int max_processes, const GateRule& rule, SequentialGateResult* out, double budget_s,
+                          Progress* progress) {
   *out = {};
   out->max_processes = max_processes;
   if (progress) progress->Replan(max_processes);
   stats::SequentialDesign design({stats::SpendingKind::kHwangShihDeCani, kSpendingGamma}, rule.alpha);
   for (int k = 1; k <= out->max_processes; ++k) {
-    if (progress) progress->Step(spec.Label());
-    if (Status st = launcher.AltTrial(spec, alt, &out->alt); !st.ok()) return st;
+    if (progress) progress->Step(label);
+    if (Status st = one_process(&out->alt); !st.ok()) return st;
     out->processes = k;
     // The budget's maximum depends on the first process's time only, never on its data.
     if (k == 1 && budget_s > 0 && out->alt.seconds > 0) {

@@ -96,6 +96,23 @@ def _alt_deterministic(torch, arm):
             write, lambda s: (False, False, False))
 
 
+def _alt_slowdown(torch, arm, us):
+    """slowdown_us=N (`gate self-test --cmd`): each B step busy-waits N µs before its optimizer steps,
+    the slowdown the self-test plants in a user's script to measure how often the gate catches it."""
+    import time
+    on = [False]
+
+    def pre(opt, args, kwargs):
+        if on[0]:
+            end = time.perf_counter() + us / 1e6
+            while time.perf_counter() < end:
+                pass
+
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+    register_optimizer_step_pre_hook(pre)
+    return f"a planted slowdown of {us} us", lambda: on[0], lambda v: on.__setitem__(0, v), lambda s: True
+
+
 def _alt_optimizer(key):
     def make(torch, arm):
         """foreach / fused: optimizers step with that option during B steps (_optimizer_groups' pre hook
@@ -201,7 +218,10 @@ class _Alternation:
         self.optimizer = None
         self.cpu_first = self.cpu_last = None  # _cpu_sample() at the first timed step and after the last
         for token in tokens:
+            key, _, value = token.partition("=")
             make = _ALT_SWITCHES.get(token)
+            if key == "slowdown_us" and value.isdigit():
+                make = lambda torch, arm, us=int(value): _alt_slowdown(torch, arm, us)
             if make is None:
                 return self.stop(f"{token} cannot be switched between steps (only {', '.join(_ALT_SWITCHES)})", token)
             try:

@@ -31,10 +31,29 @@ class SimLauncher : public Launcher {
     return out;
   }
   Status AltTrial(const Spec&, const std::vector<std::string>& alt, AltResult* out) override {
+    return Simulate(alt, "slowdown=", out);
+  }
+  // A command's in-process trial: the start-up hook's slowdown_us token plants B's slowdown.
+  Status CommandAlt(const std::string& command, const std::vector<std::string>& fixes, AltResult* out) override {
+    commands.push_back(command);
+    if (cannot_switch) {
+      out->unpaired = "no step was switched";
+      return Status::Ok();
+    }
+    return Simulate(fixes, "slowdown_us=", out);
+  }
+  StatusOr<TrialResult> Command(const std::string& command, const std::vector<std::string>&) override {
+    commands.push_back(command);
+    return Trial(Spec{});
+  }
+  std::vector<std::string> commands;
+  bool cannot_switch = false;
+
+  Status Simulate(const std::vector<std::string>& alt, const std::string& knob, AltResult* out) {
     ++alt_trials;
     double slow_us = 0;
     for (const auto& a : alt)
-      if (a.rfind("slowdown=", 0) == 0) slow_us = std::stod(a.substr(9));
+      if (a.rfind(knob, 0) == 0) slow_us = std::stod(a.substr(knob.size()));
     const double process = base_ms * std::exp(process_noise * normal_(rng_));
     std::vector<char> arms;
     std::vector<double> ms;
@@ -52,7 +71,6 @@ class SimLauncher : public Launcher {
     return Status::Ok();
   }
   Status Analyze(const Spec&, analyzers::Report*, double*) override { return No(); }
-  StatusOr<TrialResult> Command(const std::string&, const std::vector<std::string>&) override { return No(); }
   Status AnalyzeCommand(const std::string&, analyzers::Report*, double*) override { return No(); }
 
  private:
@@ -127,6 +145,34 @@ TEST(GateSequentialTest, SelfTestKeepsItsRatesInFewerProcesses) {
   std::ostringstream text;
   reports::WriteSelfTestText(r, run, 200, false, text);
   EXPECT_NE(text.str().find("processes per decision"), std::string::npos) << text.str();
+}
+
+// `gate self-test --cmd` (issue 85): a user's script, its slowdown planted in-process by the start-up
+// hook (slowdown_us, the calibration run's median step times the case's share), decided by the same
+// sequential design; a script that cannot switch is an error naming why, not a rate.
+TEST(GateSequentialTest, SelfTestOfACommandPlantsTheSlowdownInTheScriptsOwnSteps) {
+  SimLauncher l;
+  GateRun run;
+  run.spec = "python3 train.py --steps 80";
+  run.command = true;
+  run.trials = 6;
+  Progress quiet;
+  SelfTestReport r;
+  Status st = SelfTest(run, {0, 5}, 100, false, l, quiet, &r);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(r.cases.size(), 2u);
+  EXPECT_LE(r.cases[0].fail, 5);
+  EXPECT_GE(r.cases[1].fail, 80);
+  EXPECT_EQ(r.cases[1].pass, 0);  // a 5 % slowdown is never passed: a pass rules out the tolerance
+  for (const auto& c : l.commands) EXPECT_EQ(c, run.spec);
+  EXPECT_NEAR(100 * r.cases[1].estimates.front(), 5, 2.5);
+  l.cannot_switch = true;
+  st = SelfTest(run, {5}, 2, false, l, quiet, &r);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cannot plant a slowdown in-process: no step was switched"), std::string::npos) << st.message();
+  st = SelfTest(run, {5}, 2, true, l, quiet, &r);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--across-processes is for workloads"), std::string::npos) << st.message();
 }
 
 // Looks at every process keep the false-alarm rate: the same A/A samples judged by the fixed rule

@@ -138,6 +138,16 @@ def main() -> int:
                     wrong.append((i, arm, s))
             check(not wrong, "each step ran with its arm's flags (B: every fix; A: the script's)", wrong[:3])
 
+        # slowdown_us=N (gate self-test --cmd): B steps are N us longer, A steps unchanged.
+        rc, seen, rec, err = run(tmp, "slow", "", 40, "slowdown_us=20000")
+        ok = rc == 0 and rec is not None and rec["stopped"] == "" and len(rec["steps"]) == 16
+        check(ok, "slowdown_us: switched to the end", (rc, rec and rec["stopped"], err[-300:]))
+        if ok:
+            a = sorted(s["ms"] for s in rec["steps"] if s["arm"] == "A")
+            b = sorted(s["ms"] for s in rec["steps"] if s["arm"] == "B")
+            gap = b[len(b) // 2] - a[len(a) // 2]
+            check(15.0 <= gap <= 40.0, "slowdown_us: B's median step 20 ms longer than A's", (gap, a[:3], b[:3]))
+
         # A script that updates its parameters by hand never steps an optimizer: the hook cannot switch,
         # and must not keep the trial running to the script's end (hours of epochs for a real one):
         # after warm-up + steps backward passes without a step it stops, says why, and leaves.

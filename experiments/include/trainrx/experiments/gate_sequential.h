@@ -14,13 +14,14 @@
 //   pass  before the last look only when the interval's upper end is below 1 + tolerance: a
 //         change clearly smaller than what the gate fails, so a real slowdown above the tolerance
 //         is rarely passed early (that is what keeps the power at 5 %); at the last look,
-//         GateRule's pass (the upper end below 1 + max_undetected).
+//         GateRule's pass (the upper end below 1 + max_undetected: the tolerance unless widened).
 //   else  inconclusive at the last look.
 // Why: today's self-test spends `trials` processes on every decision, while an A/A or a 10 %
 // slowdown is clear after one or two (measured through the fake launcher in
 // tests/experiments/gate_sequential_test.cc).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,11 @@ struct SequentialGateResult {
 Status DecideInProcessSequentially(Launcher& launcher, const Spec& spec, const std::vector<std::string>& alt,
                                    int max_processes, const GateRule& rule, SequentialGateResult* out,
                                    double budget_s = 0, Progress* progress = nullptr);
+// The same design over any in-process trial: `one_process` adds one process's steps and blocks to
+// its argument (a workload's AltTrial, a command's CommandAlt), `label` names it to `progress`.
+Status DecideSequentially(const std::function<Status(AltResult*)>& one_process, const std::string& label,
+                          int max_processes, const GateRule& rule, SequentialGateResult* out, double budget_s = 0,
+                          Progress* progress = nullptr);
 
 // The decision of one look (pure): the paired samples so far, look k of at most n.
 // `nominal_alpha`: the look's level; `final_look`: the last one (GateRule's own pass).
