@@ -456,7 +456,9 @@ void AddGateCommands(CLI::App& app, Args& a, Commands& c) {
   spec_opts(gc);
   c.st = c.gate->add_subcommand("self-test", "Measure the gate's false-alarm and detection rates on this machine");
   c.st->add_option("--repeats", gate.repeats, "gate decisions per case (default 20)");
-  c.st->add_option("--slowdowns", gate.self_test_pcts, "injected slowdowns in % (0 = A/A; default 0 3 5 10)")->delimiter(',');
+  c.st->add_option("--slowdowns", gate.self_test_pcts, "injected slowdowns in % (0 = A/A; default 0 3 5 10)")
+      ->expected(1)
+      ->delimiter(',');
   c.st->add_flag("--across-processes", gate.across_processes,
                  "A and B in separate processes (--trials per side, interleaved; the two-sample rule) instead of paired "
                  "blocks in one process");

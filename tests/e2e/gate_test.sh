@@ -103,6 +103,16 @@ grep -q "kept.trace.json.gz is not the one stored" "$W/err" && ok "names the tra
 rm "$W/kept.trace.json.gz"
 expect_rc 2 "a missing kept trace" "$TRAINRX" gate check --baseline "$W/kept.json" --trials 4 -- "${SPEC[@]}"
 grep -q "kept.trace.json.gz is missing" "$W/err" && ok "names the missing trace" || bad "missing-trace message: $(cat "$W/err")"
+# gate self-test --cmd (issue 85): a user's script, the slowdown planted in its own steps by the
+# start-up hook; one decision of a 30 % slowdown is a fail. (Skipped without a Python with torch.)
+PY=${TRAINRX_PYTHON:-}
+if [ -n "$PY" ] && "$PY" -c 'import torch' 2>/dev/null && [ -f "$(dirname "$TRAINRX")/libtrainrx_probe.so" ]; then
+  PLANTED=$(cd "$(dirname "$0")/../python" && pwd)/train_planted.py
+  expect_rc 0 "gate self-test --cmd" "$TRAINRX" gate self-test --cmd --repeats 1 --slowdowns 30 --trials 2 -- "$PY" "$PLANTED" --steps 80
+  grep -Eq "slowdown 30% +fail +1/1" "$W/out" && ok "a planted 30 % slowdown in a script failed" || bad "self-test --cmd: $(cat "$W/out" "$W/err" | tail -5)"
+else
+  echo "skip: gate self-test --cmd (no TRAINRX_PYTHON with torch, or no probe)"
+fi
 sed -i 's/"cpus": "[0-9]*"/"cpus": "999"/' "$W/base.json"
 expect_rc 2 "--strict fingerprint mismatch" "$TRAINRX" gate check --baseline "$W/base.json" --strict -- "${SPEC[@]}"
 exit $fail
