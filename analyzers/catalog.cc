@@ -544,29 +544,26 @@ const CatalogEntry* FindingPlantedBy(std::string_view knob) {
 
 bool OutsideFixSwitches(std::string_view token) {
   // The start-up hook's _ALT_SWITCHES table (tests/analyzers/catalog_test.cc holds them together).
-  static constexpr std::string_view kSwitchable[] = {"anomaly_off", "zero_grad_none", "tf32", "cudnn_benchmark",
-                                                     "deterministic_off", "foreach", "fused"};
-  for (std::string_view t : kSwitchable)
-    if (token == t) return true;
-  return false;
+  const OutsideFix* f = FindOutsideFix(token);
+  return f != nullptr && f->switches && token.find('=') == std::string_view::npos;
 }
 
 const std::vector<OutsideFix>& OutsideFixes() {
   // code "": a catalog entry names the token and holds its outside_code (OutsideFixCode).
   static const std::vector<OutsideFix> k = {
-      {"anomaly_off", "anomaly_off", ""},
-      {"zero_grad_none", "zero_grad_none", ""},
-      {"workers", "loader_workers", ""},
-      {"pin_memory", "pinned_copies", ""},
-      {"eval_no_grad", "eval_no_grad", ""},
-      {"cudnn_benchmark", "cudnn_benchmark", ""},
-      {"deterministic_off", "", ""},
-      {"tf32", "tf32", ""},
-      {"foreach", "foreach_optimizer", "foreach=True in the optimizer's constructor"},
-      {"fused", "fused_optimizer", ""},
-      {"channels_last", "", ""},
-      {"compile_off", "", ""},
-      {"compile_mode", "", "torch.compile(model, mode=...)"},
+      {"anomaly_off", "anomaly_off", "", true},
+      {"zero_grad_none", "zero_grad_none", "", true},
+      {"workers", "loader_workers", "", false},
+      {"pin_memory", "pinned_copies", "", false},
+      {"eval_no_grad", "eval_no_grad", "", false},
+      {"cudnn_benchmark", "cudnn_benchmark", "", true},
+      {"deterministic_off", "", "", true},
+      {"tf32", "tf32", "", true},
+      {"foreach", "foreach_optimizer", "foreach=True in the optimizer's constructor", true},
+      {"fused", "fused_optimizer", "", true},
+      {"channels_last", "", "", false},
+      {"compile_off", "", "", false},
+      {"compile_mode", "", "torch.compile(model, mode=...)", false},
   };
   return k;
 }

@@ -82,6 +82,7 @@ struct OutsideFix {
   const char* token;      // "fused"; "workers" and "compile_mode" take "=VALUE"
   const char* transform;  // "fused_optimizer"; "" none
   const char* code;       // "" where a catalog entry names the token: its outside_code
+  bool switches;          // OutsideFixSwitches: the hook switches it between steps (a flag read at every use)
 };
 const std::vector<OutsideFix>& OutsideFixes();
 // A name as `fix --also` takes it -> the token the hook reads ("workers=4" stays as given): a token,
