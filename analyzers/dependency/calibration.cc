@@ -59,8 +59,10 @@ void Calibrate(Prediction& p) {
   const TransformCalibration* c = FindCalibration(p.transform);
   const std::optional<double> margin = c != nullptr ? ConformalMargin(c->scores, kCalibrationLevel) : std::nullopt;
   if (!margin) {
-    p.calibration = fmt::format("uncalibrated: {} measured row{} of {} ({} needs {}): the replay's own range", c ? c->scores.size() : 0,
-                                c && c->scores.size() == 1 ? "" : "s", p.transform, level, RowsForLevel(kCalibrationLevel));
+    p.calibration = fmt::format("uncalibrated: {} calibration row{} of {} in the corpus (a {} margin needs {}): the replay's "
+                                "own range",
+                                c ? c->scores.size() : 0, c && c->scores.size() == 1 ? "" : "s", p.transform, level,
+                                RowsForLevel(kCalibrationLevel));
     return;
   }
   p.low_pct -= *margin;

@@ -1447,7 +1447,7 @@ TEST(WhatIfCalibration, TheMarginIsTheConformalQuantileOfTheScoresAndNeedsEnough
   unknown.transform = "no_such_transform";
   Calibrate(unknown);
   EXPECT_EQ(unknown.level, 0);
-  EXPECT_NE(unknown.calibration.find("uncalibrated: 0 measured rows"), std::string::npos) << unknown.calibration;
+  EXPECT_NE(unknown.calibration.find("uncalibrated: 0 calibration rows of no_such_transform in the corpus"), std::string::npos) << unknown.calibration;
   // fused_optimizer has the rows of the corpus's two runs: calibrated at 90 %.
   ASSERT_NE(FindCalibration("fused_optimizer"), nullptr);
   EXPECT_GE(FindCalibration("fused_optimizer")->scores.size(), RowsForLevel(kCalibrationLevel));
