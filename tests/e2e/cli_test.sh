@@ -20,7 +20,7 @@ check "md has a table" "grep -q '^| phase | share of step |' '$tmp/sample.md'"
 # fixes together; a fix with nothing to change in the trace predicts no saving.
 check "findings carry a prediction inside its interval" "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=[f[\"predicted\"] for f in d[\"findings\"] if f[\"id\"]==\"input.workers\"][0]; assert p[\"method\"]==\"replay\" and p[\"low_pct\"]<=p[\"saving_pct\"]<=p[\"high_pct\"] and p[\"saving_pct\"]>10 and abs(p[\"replay_error_pct\"])<2, p' '$tmp/sample.json'"
 "$trainrx" analyze --sample --what-if input.workers --what-if anomaly_off --format json -o "$tmp/whatif.json"
-check "--what-if replays the fixes together" "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); w=[x for x in d[\"metrics\"][\"what_if\"] if x[\"label\"]==\"asked\"][0]; f=[x[\"predicted\"] for x in d[\"findings\"] if x[\"id\"]==\"input.workers\"][0]; assert w[\"transforms\"]==[\"loader_workers\",\"anomaly_off\"] and abs(w[\"saving_pct\"]-f[\"saving_pct\"])<0.01, (w, f)' '$tmp/whatif.json'"
+check "--what-if replays each fix alone and the fixes together" "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); w=[x for x in d[\"metrics\"][\"what_if\"] if x[\"label\"]==\"asked together\"][0]; alone=[x[\"transforms\"] for x in d[\"metrics\"][\"what_if\"] if x[\"label\"]==\"asked\"]; f=[x[\"predicted\"] for x in d[\"findings\"] if x[\"id\"]==\"input.workers\"][0]; assert w[\"transforms\"]==[\"loader_workers\",\"anomaly_off\"] and alone==[[\"loader_workers\"],[\"anomaly_off\"]] and abs(w[\"saving_pct\"]-f[\"saving_pct\"])<0.01, (w, alone, f)' '$tmp/whatif.json'"
 
 # A real multi-stream trace; a directory of per-rank traces.
 hta=$shared/external-traces/hta
