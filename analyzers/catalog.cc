@@ -553,7 +553,7 @@ const std::vector<OutsideFix>& OutsideFixes() {
   static const std::vector<OutsideFix> k = {
       {"anomaly_off", "anomaly_off", "", true},
       {"zero_grad_none", "zero_grad_none", "", true},
-      {"workers", "loader_workers", "", false},
+      {"workers", "loader_workers", "", false, "N"},
       {"pin_memory", "pinned_copies", "", false},
       {"eval_no_grad", "eval_no_grad", "", false},
       {"cudnn_benchmark", "cudnn_benchmark", "", true},
@@ -563,7 +563,7 @@ const std::vector<OutsideFix>& OutsideFixes() {
       {"fused", "fused_optimizer", "", true},
       {"channels_last", "", "", false},
       {"compile_off", "", "", false},
-      {"compile_mode", "", "torch.compile(model, mode=...)", false},
+      {"compile_mode", "", "torch.compile(model, mode=...)", false, "M"},
   };
   return k;
 }
@@ -585,7 +585,7 @@ const OutsideFix* FindOutsideFix(std::string_view token) {
 
 StatusOr<std::string> ResolveOutsideFix(const std::string& name) {
   if (const OutsideFix* f = FindOutsideFix(name); f != nullptr) {
-    const bool takes_value = std::string_view(f->token) == "workers" || std::string_view(f->token) == "compile_mode";
+    const bool takes_value = *f->value != '\0';
     const size_t eq = name.find('=');
     if (takes_value && (eq == std::string::npos || eq + 1 == name.size()))
       return Status::Error(fmt::format("--also {}: {} takes a value ({}=2)", name, f->token, f->token));
@@ -604,8 +604,7 @@ StatusOr<std::string> ResolveOutsideFix(const std::string& name) {
   if (const CatalogEntry* e = FindCatalogEntry(name); e != nullptr && *e->outside_token) return std::string(e->outside_token);
   std::string known;
   for (const OutsideFix& f : OutsideFixes())
-    known += fmt::format("{}{}{}", known.empty() ? "" : ", ", f.token,
-                         std::string_view(f.token) == "workers" ? "=N" : std::string_view(f.token) == "compile_mode" ? "=M" : "");
+    known += fmt::format("{}{}{}{}", known.empty() ? "" : ", ", f.token, *f.value ? "=" : "", f.value);
   return Status::Error(fmt::format("--also {}: not a fix trainrx applies from outside a script; known: {} (or a transform "
                                    "or finding id that names one, e.g. fused_optimizer, optim.single_tensor)",
                                    name, known));

@@ -75,12 +75,9 @@ const char* StopName(FixRow::Stop s) {
   return "";
 }
 
-void AddFindingEstimate(FixRow& row, const analyzers::Finding& f) {
-  row.estimated_saving_pct = std::max(row.estimated_saving_pct, f.estimated_saving_pct);
-  const analyzers::Prediction& p = f.predicted;
-  if (p.method == "not predictable" && row.not_predictable.empty())
-    row.not_predictable = fmt::format("{}: {}", f.id, p.assumptions);
-  if (p.method != "replay" || (row.predicted && row.predicted_saving_pct >= p.saving_pct)) return;
+namespace {
+// A replayed prediction into a row: its point, interval and calibration.
+void SetRowPrediction(FixRow& row, const analyzers::Prediction& p) {
   row.predicted = true;
   row.predicted_saving_pct = p.saving_pct;
   row.predicted_low_pct = p.low_pct;
@@ -88,6 +85,16 @@ void AddFindingEstimate(FixRow& row, const analyzers::Finding& f) {
   row.predicted_level = p.level;
   row.predicted_margin = p.margin;
   row.predicted_calibration = p.calibration;
+}
+}  // namespace
+
+void AddFindingEstimate(FixRow& row, const analyzers::Finding& f) {
+  row.estimated_saving_pct = std::max(row.estimated_saving_pct, f.estimated_saving_pct);
+  const analyzers::Prediction& p = f.predicted;
+  if (p.method == "not predictable" && row.not_predictable.empty())
+    row.not_predictable = fmt::format("{}: {}", f.id, p.assumptions);
+  if (p.method != "replay" || (row.predicted && row.predicted_saving_pct >= p.saving_pct)) return;
+  SetRowPrediction(row, p);
 }
 
 void ExplainUnpredicted(std::vector<FixRow*> rows) {
@@ -803,9 +810,6 @@ class CommandAltTrials {
   std::map<std::string, std::string> token_unpaired_;
 };
 
-}  // namespace
-
-namespace {
 
 // The transform that predicts an --also token ("" none) and, where none does, why.
 std::string AlsoTransform(const std::string& token, std::string* why) {
@@ -844,17 +848,8 @@ void AppendAlsoRows(const std::vector<std::string>& also, const analyzers::Repor
     p.row.transform = AlsoTransform(token, &why);
     for (const analyzers::WhatIf& w : analysis.metrics.what_if) {
       if (p.row.transform.empty() || w.label != "asked" || w.transforms != std::vector<std::string>{p.row.transform}) continue;
-      if (w.prediction.method == "replay") {
-        p.row.predicted = true;
-        p.row.predicted_saving_pct = w.prediction.saving_pct;
-        p.row.predicted_low_pct = w.prediction.low_pct;
-        p.row.predicted_high_pct = w.prediction.high_pct;
-        p.row.predicted_level = w.prediction.level;
-        p.row.predicted_margin = w.prediction.margin;
-        p.row.predicted_calibration = w.prediction.calibration;
-      } else {
-        why = fmt::format("{}: {}", p.row.transform, w.prediction.assumptions);
-      }
+      if (w.prediction.method == "replay") SetRowPrediction(p.row, w.prediction);
+      else why = fmt::format("{}: {}", p.row.transform, w.prediction.assumptions);
     }
     if (!p.row.predicted)
       p.row.not_predictable = !why.empty() ? why

@@ -79,14 +79,17 @@ std::vector<MetricDecision> DecideGate(const std::vector<MetricSamples>& metrics
   return out;
 }
 
-double PassRulesOut(const MetricDecision& d) { return std::max(0.0, d.ci_high - 1); }
+std::optional<double> PassRulesOut(const MetricDecision& d) {
+  if (!d.judged || d.verdict != GateVerdict::kPass) return std::nullopt;
+  return std::max(0.0, d.ci_high - 1);
+}
 
 std::string PassAboveToleranceWarning(const MetricDecision& d, const GateRule& rule) {
-  if (!d.judged || d.verdict != GateVerdict::kPass || PassRulesOut(d) <= rule.tolerance) return "";
+  const std::optional<double> out = PassRulesOut(d);
+  if (!out || *out <= rule.tolerance) return "";
   return fmt::format("{} passed although it rules out only a slowdown of {:.1f}% or more (--pass-below {:.0f}%): a "
                      "slowdown between the tolerance, {:.0f}%, and {:.1f}% is not ruled out",
-                     d.name, 100 * PassRulesOut(d), 100 * rule.max_undetected, 100 * rule.tolerance,
-                     100 * PassRulesOut(d));
+                     d.name, 100 * *out, 100 * rule.max_undetected, 100 * rule.tolerance, 100 * *out);
 }
 
 GateVerdict Overall(const std::vector<MetricDecision>& decisions) {

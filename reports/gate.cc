@@ -37,8 +37,8 @@ std::string Change(const MetricDecision& d) {
 
 // "; rules out a slowdown of 2.4% or more" after a passed metric (what green means here).
 std::string RulesOutText(const MetricDecision& d) {
-  if (!d.judged || d.verdict != GateVerdict::kPass) return "";
-  return fmt::format("; rules out a slowdown of {:.1f}% or more", 100 * experiments::PassRulesOut(d));
+  const std::optional<double> out = experiments::PassRulesOut(d);
+  return out ? fmt::format("; rules out a slowdown of {:.1f}% or more", 100 * *out) : "";
 }
 
 std::string P(double p) { return p < 0.001 ? "<0.001" : fmt::format("{:.3f}", p); }
@@ -76,8 +76,8 @@ void WriteGateMarkdown(const GateReport& r, std::ostream& out) {
     out << fmt::format("| {} | {} | {:.3f} {} | {:.3f} {} | {} | {} | {:.1f}% | {} |\n", MarkdownText(d.name),
                        d.judged ? GateVerdictName(d.verdict) : "not judged", d.baseline_median, MarkdownText(d.unit), d.current_median,
                        MarkdownText(d.unit), Change(d), P(d.p_holm), 100 * (d.detectable - 1),
-                       d.judged && d.verdict == GateVerdict::kPass ? fmt::format("≥ {:.1f}% slower", 100 * experiments::PassRulesOut(d))
-                                                                   : std::string("-"));
+                       experiments::PassRulesOut(d) ? fmt::format("≥ {:.1f}% slower", 100 * *experiments::PassRulesOut(d))
+                                                    : std::string("-"));
   }
   for (const auto& w : r.warnings) out << "\n> warning: " << MarkdownText(w) << "\n";
   if (r.explained) WriteDiffSummary(r.why, out, true, r.why_from);
@@ -141,7 +141,7 @@ void WriteGateJson(const GateReport& r, std::ostream& out) {
     w.Field("p_value", d.p_value, 6);
     w.Field("p_holm", d.p_holm, 6);
     w.Field("detectable_ratio", d.detectable, 6);
-    if (d.judged && d.verdict == GateVerdict::kPass) w.Field("rules_out_slowdown", experiments::PassRulesOut(d), 6);
+    if (const auto out = experiments::PassRulesOut(d)) w.Field("rules_out_slowdown", *out, 6);
     w.EndObject();
   }
   w.EndArray();

@@ -216,12 +216,15 @@ std::string SavingText(const Finding& f) {
                      Ms(f.estimated_saving_ns), bound);
 }
 
+// "90 % interval: ...; " before a prediction's assumptions ("" where it says nothing of its calibration).
+std::string CalibrationPrefix(const analyzers::Prediction& p) { return p.calibration.empty() ? "" : p.calibration + "; "; }
+
 // "predicted saving: 27.0% [22.1, 31.4] of the step (replay: 40.0 ms -> 29.2 ms; replay error +0.3%; assumes ...)"
 std::string PredictionText(const analyzers::Prediction& p) {
   if (p.method != "replay") return fmt::format("predicted saving: {} ({})", p.method, p.assumptions);
   return fmt::format("predicted saving: {:.1f}% [{:.1f}, {:.1f}] of the step ({}replay of {}: {} -> {} a step; replay error "
                      "{:+.1f}%; assumes {})",
-                     p.saving_pct, p.low_pct, p.high_pct, p.calibration.empty() ? "" : p.calibration + "; ", p.transform,
+                     p.saving_pct, p.low_pct, p.high_pct, CalibrationPrefix(p), p.transform,
                      Ms(p.step_ns_before), Ms(p.step_ns_after), p.replay_error_pct, p.assumptions);
 }
 
@@ -714,8 +717,7 @@ void WriteWhatIf(const analyzers::Report& report, Sink& sink) {
   }
   sink.Table({"rank", "what", "fixes", "predicted saving [interval]", "step"}, rows);
   for (const auto& w : report.metrics.what_if)
-    sink.Line(fmt::format("{}: {}assumes {}", w.label, w.prediction.calibration.empty() ? "" : w.prediction.calibration + "; ",
-                          w.prediction.assumptions));
+    sink.Line(fmt::format("{}: {}assumes {}", w.label, CalibrationPrefix(w.prediction), w.prediction.assumptions));
 }
 
 // The whole document, section by section, through `sink`.

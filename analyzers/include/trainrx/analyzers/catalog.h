@@ -79,10 +79,11 @@ bool OutsideFixSwitches(std::string_view token);
 // it ("" none: the trace cannot price it) and the code change that makes it permanent. `fix --cmd
 // --also NAME` measures one that no finding named (issue 79.6).
 struct OutsideFix {
-  const char* token;      // "fused"; "workers" and "compile_mode" take "=VALUE"
+  const char* token;      // "fused"; "workers"
   const char* transform;  // "fused_optimizer"; "" none
   const char* code;       // "" where a catalog entry names the token: its outside_code
   bool switches;          // OutsideFixSwitches: the hook switches it between steps (a flag read at every use)
+  const char* value = "";  // the token takes "=VALUE": its name in messages ("N" for workers=N); "" none
 };
 const std::vector<OutsideFix>& OutsideFixes();
 // A name as `fix --also` takes it -> the token the hook reads ("workers=4" stays as given): a token,

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -125,9 +126,9 @@ Status StoreBaselineTrace(const sets::SetAnalysis& traced, const std::string& tr
 Status CheckBaselineTrace(const Baseline& b, const std::string& baseline_file);
 
 // The slowdown a passed metric rules out: its CI's upper end of w, less 1 (0.024: "rules out 2.4 % or
-// more"); where that is above the tolerance (a user's wider --pass-below), a warning says which
-// slowdowns the pass leaves possible.
-double PassRulesOut(const MetricDecision& d);
+// more"); nullopt for a metric that is not a judged pass. Where that is above the tolerance (a user's
+// wider --pass-below), a warning says which slowdowns the pass leaves possible.
+std::optional<double> PassRulesOut(const MetricDecision& d);
 std::string PassAboveToleranceWarning(const MetricDecision& d, const GateRule& rule);
 
 struct GateReport {
