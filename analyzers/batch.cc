@@ -60,15 +60,31 @@ struct BatchInput {
   int64_t batch = 0, elements = 0;  // dim 0 of its batch input; the elements of one sample
 };
 
+// The step's training input: `first` the forward that feeds its first backward pass, `micro_steps`
+// how many backward passes a forward of that input fed (gradient accumulation: k micro-batches a
+// step), `samples` their batches summed.
+struct StepInputs {
+  BatchInput first;
+  int micro_steps = 1;
+  int64_t samples = 0;
+};
+
 // The step's training input: the forward that feeds the step's backward. A step can also run
 // forwards that train nothing (minGPT generates text with batch 1 in its first iteration; an
 // evaluation pass), and they come first. So: the name of the step's first batch-leading op (the
 // model's entry: embedding, conv, linear), and of the ops with that name that start before the
 // step's first backward, the last (the forward whose loss the backward differentiates). A step
 // without a backward keeps its first such op.
-std::optional<BatchInput> TrainingInput(const profiler::Trace& trace, int32_t rank, const StepRow& s) {
+// Gradient accumulation (issue 81.1): a step of k micro-batches runs k forwards, each followed by
+// its backward pass. Walking the step's entry ops and backward ranges in time order, each backward
+// pass that a forward of the entry op precedes (since the pass before) is a micro-step, and that
+// forward's batch its samples: nanoGPT's 4 micro-batches of 8 are 32 samples a step, not 8. An
+// entry op inside a backward range (activation checkpointing recomputes the forward there) is no
+// forward of its own; a forward after the last pass (evaluation) feeds nothing.
+std::optional<StepInputs> TrainingInput(const profiler::Trace& trace, int32_t rank, const StepRow& s) {
   const int64_t end = s.start_ns + s.wall_ns;
   std::vector<BatchInput> found;
+  std::vector<std::pair<int64_t, int64_t>> backward;  // backward ranges (start, end), every thread
   int64_t first_backward = INT64_MAX;
   for (uint32_t t = 0; t < trace.tracks.size(); ++t) {
     if (trace.tracks[t].rank != rank || trace.tracks[t].kind != profiler::TrackKind::kCpuThread) continue;
@@ -76,7 +92,10 @@ std::optional<BatchInput> TrainingInput(const profiler::Trace& trace, int32_t ra
     auto it = std::lower_bound(events.begin(), events.end(), s.start_ns,
                                [](const profiler::Event& e, int64_t ts) { return e.ts_ns < ts; });
     for (; it != events.end() && it->ts_ns < end; ++it) {
-      if (it->ts_ns < first_backward && PhaseOf(trace.Name(*it)) == kBackward) first_backward = it->ts_ns;
+      if (PhaseOf(trace.Name(*it)) == kBackward) {
+        first_backward = std::min(first_backward, it->ts_ns);
+        backward.emplace_back(it->ts_ns, it->end_ns());
+      }
       if (it->kind != profiler::EventKind::kCpuOp || it->aux == profiler::kNoAux) continue;
       const int arg = BatchArg(trace.Name(*it));
       if (arg < 0) continue;
@@ -108,7 +127,25 @@ std::optional<BatchInput> TrainingInput(const profiler::Trace& trace, int32_t ra
   const BatchInput* pick = &found.front();
   for (const BatchInput& in : found)
     if (in.op->ts_ns < first_backward && trace.Name(*in.op) == entry) pick = &in;
-  return *pick;
+  StepInputs out{*pick, 1, pick->batch};
+  if (backward.empty()) return out;
+  // The micro-steps: entry ops and backward ranges in time order; a pending forward (the last entry
+  // op since the pass before, outside every backward range) is consumed by the next backward range.
+  std::sort(backward.begin(), backward.end());
+  int micro = 0;
+  int64_t samples = 0, in_backward_to = INT64_MIN;
+  const BatchInput* pending = nullptr;
+  size_t b = 0;
+  for (const BatchInput& in : found) {
+    for (; b < backward.size() && backward[b].first < in.op->ts_ns; ++b) {
+      if (pending != nullptr) ++micro, samples += pending->batch, pending = nullptr;
+      in_backward_to = std::max(in_backward_to, backward[b].second);
+    }
+    if (trace.Name(*in.op) == entry && in.op->ts_ns >= in_backward_to) pending = &in;
+  }
+  if (pending != nullptr && b < backward.size()) ++micro, samples += pending->batch;
+  if (micro > 1) out.micro_steps = micro, out.samples = samples;
+  return out;
 }
 
 }  // namespace
@@ -121,21 +158,21 @@ std::optional<BatchEstimate> SamplesPerStep(const profiler::Trace& trace, const 
   const int32_t rank = std::min_element(steps.begin(), steps.end(), [](auto* a, auto* b) { return a->rank < b->rank; })[0]->rank;
   std::erase_if(steps, [&](const StepRow* s) { return s->rank != rank; });
   std::map<int64_t, int> votes;
-  std::map<int64_t, std::string> op_of;
-  std::map<int64_t, int64_t> elements_of;
+  std::map<int64_t, StepInputs> first_of;  // the first step that gave each value
   int with_shapes = 0;
   for (const StepRow* s : steps) {
     const auto in = TrainingInput(trace, rank, *s);
     if (!in) continue;
     ++with_shapes;
-    if (++votes[in->batch] == 1) {
-      op_of[in->batch] = std::string(trace.Name(*in->op));
-      elements_of[in->batch] = in->elements;
-    }
+    if (++votes[in->samples] == 1) first_of[in->samples] = *in;
   }
   if (votes.empty()) return std::nullopt;
   const auto best = std::max_element(votes.begin(), votes.end(), [](auto& a, auto& b) { return a.second < b.second; });
-  return BatchEstimate{best->first, op_of[best->first], best->second, with_shapes, elements_of[best->first]};
+  const StepInputs& in = first_of[best->first];
+  BatchEstimate e{best->first, std::string(trace.Name(*in.first.op)), best->second, with_shapes, in.first.elements};
+  e.micro_steps = in.micro_steps;
+  e.micro_batch = in.micro_steps > 1 ? in.first.batch : best->first;
+  return e;
 }
 
 }  // namespace trainrx::analyzers

@@ -15,6 +15,8 @@
 //   forward    trainrx::forward, else every other CPU op on the step's thread
 // Forward and backward open at once (on two threads: DualPipe-style schedules) is measured too
 // (fwd_bwd_overlap_ns), so the report can say the forward share leaves it out.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
 #include <iterator>
@@ -24,6 +26,7 @@
 #include <tuple>
 
 #include "config_view.h"
+#include "cpu_wait_series.h"
 #include "families.h"
 #include "intervals.h"
 #include "ops.h"
@@ -277,9 +280,34 @@ void SplitUntrainedForward(std::vector<StepRow>& rows) {
   }
 }
 
+// Whether a rank's slow leading steps [first, last] were slow for want of a CPU rather than from
+// work of their own: over their span its threads waited for a CPU at least kBusyWaitPct of their
+// runnable time, and ran no more than 1.5x a steady step's CPU time a step (one-time work, the
+// allocator's and the autotuner's, runs; contention waits). "" where they were warm-up or the
+// samples cannot tell (no samples, or too few to cover both spans); else the note's text.
+std::string ContendedLead(const CpuWaitSeries* series, std::span<const StepRow> rows, size_t lead) {
+  if (series == nullptr || lead == 0 || lead >= rows.size()) return "";
+  const StepRow& a = rows[0];
+  const StepRow& b = rows[lead - 1];
+  const StepRow& c = rows[lead];
+  const StepRow& d = rows.back();
+  double lead_covered = 0, steady_covered = 0;
+  const profiler::CpuLoad head = series->Between(a.start_ns, b.start_ns + b.wall_ns, &lead_covered);
+  const profiler::CpuLoad rest = series->Between(c.start_ns, d.start_ns + d.wall_ns, &steady_covered);
+  if (!head.measured || !rest.measured || lead_covered < 0.5 || steady_covered < 0.5) return "";
+  const double head_run = head.run_ns / static_cast<double>(lead);
+  const double rest_run = rest.run_ns / static_cast<double>(rows.size() - lead);
+  if (100 * head.WaitShare() < profiler::kBusyWaitPct || head_run > 1.5 * rest_run) return "";
+  return fmt::format("the first {} steps{} took over 3x the median but waited for a CPU {:.0f} % of their runnable time "
+                     "and ran {:.1f} ms of CPU a step against {:.1f} ms later: contention, not warm-up, so they stay in "
+                     "the steps",
+                     lead, a.rank ? fmt::format(" of rank {}", a.rank) : "", 100 * head.WaitShare(), head_run / 1e6,
+                     rest_run / 1e6);
+}
+
 // Moves each rank's leading warm-up steps (see StepModel::warmup_steps) out of model.steps. Rows
 // are in time order within a rank.
-void SplitWarmup(StepModel& model) {
+void SplitWarmup(const Trace& trace, StepModel& model) {
   std::vector<StepRow> kept;
   kept.reserve(model.steps.size());
   for (size_t i = 0; i < model.steps.size();) {
@@ -292,6 +320,14 @@ void SplitWarmup(StepModel& model) {
       for (size_t k = i; k < j; ++k) walls.push_back(model.steps[k].wall_ns);
       const int64_t median = Quantile(walls, 0.5);
       while (lead < n / 4 && model.steps[i + lead].wall_ns > 3 * median) ++lead;
+    }
+    if (lead > 0) {
+      const std::optional<CpuWaitSeries> series = CpuWaitSeriesOfRank(trace, model.steps[i].rank);
+      const std::span<const StepRow> rank_rows(model.steps.data() + i, n);
+      if (std::string note = ContendedLead(series ? &*series : nullptr, rank_rows, lead); !note.empty()) {
+        model.warmup_notes.push_back(std::move(note));
+        lead = 0;
+      }
     }
     for (size_t k = i; k < j; ++k) (k < i + lead ? model.warmup_steps : kept).push_back(std::move(model.steps[k]));
     i = j;
@@ -521,7 +557,7 @@ StepModel BuildStepModel(const Trace& trace, size_t threads) {
     std::move(rows.begin(), rows.end(), std::back_inserter(model.steps));
   }
   if (model.steps.empty()) return model;
-  SplitWarmup(model);
+  SplitWarmup(trace, model);
   SummarizeStepRows(model);
   return model;
 }

@@ -409,6 +409,10 @@ void AddExperimentCommands(CLI::App& app, Args& a, Commands& c) {
                    "after the trials, one traced run of each side diffed to say why: auto (when the difference is "
                    "significant), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
+  c.ab->add_option("--analysis-steps", plan.analysis_steps,
+                   "--cmd: each side's explaining run (--explain) ends after this many optimizer steps (default 200; 0: "
+                   "the whole run)")
+      ->check(CLI::NonNegativeNumber);
   add_common(c.ab);
 }
 

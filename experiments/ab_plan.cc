@@ -19,11 +19,16 @@ void Explain(Launcher& launcher, const std::string& a, const std::string& b, boo
              bool significant, analyzers::RunDiff* why, bool* explained, std::vector<std::string>* notes) {
   if (mode == "never" || (mode == "auto" && !significant)) return;
   StatusOr<sets::SetAnalysis> sa = launcher.TracedRun(a, commands);
+  const int64_t a_stopped = launcher.AnalysisStoppedAfter();
   StatusOr<sets::SetAnalysis> sb = sa.ok() ? launcher.TracedRun(b, commands) : sa.status();
   if (!sb.ok()) {
     notes->push_back("not explained: a traced run of each side could not be made: " + sb.status().message());
     return;
   }
+  if (const int64_t stopped = std::max(a_stopped, launcher.AnalysisStoppedAfter()); commands && stopped > 0)
+    notes->push_back(fmt::format("explained from each side's first {} optimizer steps: its recorded run was ended there "
+                                 "(--analysis-steps; 0: the whole run)",
+                                 stopped));
   *why = analyzers::DiffRuns(sa->trace, sa->report, a, sb->trace, sb->report, b, 5);
   *explained = true;
 }

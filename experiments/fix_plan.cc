@@ -263,10 +263,11 @@ std::vector<FixPlanRow> PlanFixes(const Spec& spec, const analyzers::Report& ana
 namespace {
 
 // The budget scales the trials down (never below 4) when the plan would not fit, estimated from
-// the analysis run's time.
-int BudgetedTrials(const PlanOptions& o, size_t configs, double seconds, std::vector<std::string>* notes) {
+// the analysis run's time: `rows` fixes and the baseline. No row, no trial: no note (issue 81.10).
+int BudgetedTrials(const PlanOptions& o, size_t rows, double seconds, std::vector<std::string>* notes) {
   int trials = o.trials;
-  if (o.budget_s > 0 && static_cast<double>(configs) * trials * seconds > o.budget_s) {
+  const size_t configs = rows + 1;
+  if (rows > 0 && o.budget_s > 0 && static_cast<double>(configs) * trials * seconds > o.budget_s) {
     trials = std::min(o.trials, std::max(4, static_cast<int>(o.budget_s / (static_cast<double>(configs) * std::max(seconds, 0.1)))));
     // Issue 34: "4 trials per configuration instead of 4" when the budget changed nothing.
     if (trials < o.trials)
@@ -742,7 +743,7 @@ Status RunFix(const Spec& spec, const PlanOptions& o, Launcher& launcher, Progre
     r->value = 1000 / r->samples_per_s;
     return r;
   };
-  const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
+  const int trials = BudgetedTrials(o, plans.size(), seconds, &report->notes);
   const auto alt_trial = [&](size_t plan, AltResult* r) { return launcher.AltTrial(spec, plans[plan].alt, r); };
   if (Status st = MeasureFixes(plans, trials, seconds, o, trial, alt_trial, progress, report); !st.ok()) return st;
   FinishFixReport(o, report);
@@ -878,6 +879,11 @@ std::vector<FixPlanRow> PlanCommandFixes(const std::string& command, const analy
   std::map<std::string, size_t> by_token;
   for (const auto& f : analysis.findings) {
     const analyzers::CatalogEntry* fix = analyzers::FindCatalogEntry(f.id);
+    if (fix && std::string_view(fix->family) == "machine") {  // the machine, not the code (issue 81.10)
+      notes->push_back(fmt::format("{}: not a code change, and not measured here: {}", f.id,
+                                   f.fix_python.empty() ? "see the finding" : f.fix_python));
+      continue;
+    }
     if (!fix || !*fix->outside_token || !f.outside_fix) {
       notes->push_back(fmt::format("{}: {}; change the code: {}", f.id,
                                    fix && *fix->outside_token ? fmt::format("{} from outside does not act on what was found", fix->outside_token)
@@ -939,7 +945,7 @@ Status RunFixCommand(const std::string& command, const PlanOptions& o, Launcher&
   if (o.trial_steps == PlanOptions::kAutoTrialSteps) launcher.SetCommandTrialSteps(CommandTrialSteps(analysis, &steps_note));
   std::vector<FixPlanRow> plans = PlanCommandFixes(command, analysis, &report->notes, o.also);
   SkipUnlikelyRows(&plans, o.skip_unlikely, o.trials, seconds, &report->notes);
-  const int trials = BudgetedTrials(o, plans.size() + 1, seconds, &report->notes);
+  const int trials = BudgetedTrials(o, plans.size(), seconds, &report->notes);
   CommandTrials runs(launcher, &report->unit);
   const FixTrial trial = [&](int plan) {
     return runs.Run(command, plan < 0 ? std::vector<std::string>() : plans[static_cast<size_t>(plan)].tokens);

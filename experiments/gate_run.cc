@@ -155,8 +155,11 @@ Status RunRounds(const Baseline& base, const GateRun& run, bool rerun, Launcher&
                  std::vector<MetricSamples>* samples, std::vector<profiler::CpuLoad>* cpu, GateReport* report) {
   std::vector<MetricSamples>& metrics = *samples;
   double seconds = 0;  // trial time so far: the budget
+  const int sides = rerun ? 2 : 1;  // trials a pair runs: the progress line counts each (issue 81.10)
+  int planned = run.trials * sides;
   for (int round = 0;; ++round) {
     const int n = round == 0 ? run.trials : 2;
+    if (round > 0) progress.Replan(planned += n * sides);
     for (char side : stats::PairOrder(n, run.rule.seed + static_cast<uint64_t>(round))) {
       if (side == 'A' && !rerun) continue;
       progress.Step(side == 'A' ? base.spec : run.spec);
@@ -278,7 +281,7 @@ Status CheckGate(const Baseline& base, const std::string& baseline_file, const G
     }
     JudgeByThroughputWhereBatchesDiffer(base.spec, run.spec, base.command || run.command, &metrics, &report->warnings);
   }
-  progress.Start(run.trials);
+  progress.Start(in_process || !rerun ? run.trials : 2 * run.trials);
   if (in_process) {  // a look after every process (gate_sequential.h), not rounds each at 0.05
     SequentialGateResult seq;
     if (Status st = DecideInProcessSequentially(launcher, bs, alt, run.trials, run.rule, &seq, run.budget_s, &progress);

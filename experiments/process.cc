@@ -20,6 +20,24 @@
 #include <string>
 
 namespace trainrx::experiments {
+namespace {
+
+// `NAME=value`: a shell's assignment word (a name of letters, digits and '_', not starting with a
+// digit).
+bool IsAssignment(const std::string& word) {
+  const size_t eq = word.find('=');
+  return eq != std::string::npos && eq > 0 && !std::isdigit(static_cast<unsigned char>(word[0])) &&
+         std::all_of(word.begin(), word.begin() + static_cast<std::ptrdiff_t>(eq),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+}  // namespace
+
+size_t LeadingAssignments(const std::vector<std::string>& argv) {
+  size_t n = 0;
+  while (n + 1 < argv.size() && IsAssignment(argv[n])) ++n;
+  return n;
+}
 
 StatusOr<pid_t> StartProcess(const ProcessSpec& spec) {
   // Every caller checks the user's command first ("record: expected a command after --"): an empty
@@ -27,8 +45,17 @@ StatusOr<pid_t> StartProcess(const ProcessSpec& spec) {
   if (spec.argv.empty()) return Status::Internal("StartProcess: no program to run");
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls
   // and setenv (the child is single-threaded until exec).
+  // A user's command may start with assignments, as a shell (and `env`) takes them: `trainrx record --
+  // CUDA_VISIBLE_DEVICES=0 python train.py` sets the variable for the program (issue 81.10: record
+  // failed "cannot run CUDA_VISIBLE_DEVICES=0" where fix --cmd, through a shell, accepted it).
+  const size_t assignments = spec.search_path ? LeadingAssignments(spec.argv) : 0;
+  std::vector<std::pair<std::string, std::string>> assigned;
+  for (size_t i = 0; i < assignments; ++i) {
+    const std::string& w = spec.argv[i];
+    assigned.emplace_back(w.substr(0, w.find('=')), w.substr(w.find('=') + 1));
+  }
   std::vector<char*> argv;
-  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (size_t i = assignments; i < spec.argv.size(); ++i) argv.push_back(const_cast<char*>(spec.argv[i].c_str()));
   argv.push_back(nullptr);
   const pid_t pid = fork();
   if (pid < 0) return Status::Error(std::string("fork failed: ") + std::strerror(errno));
@@ -55,6 +82,7 @@ StatusOr<pid_t> StartProcess(const ProcessSpec& spec) {
       }
     }
   }
+  for (const auto& [name, value] : assigned) setenv(name.c_str(), value.c_str(), 1);
   if (spec.data_limit_bytes > 0) {
     const rlimit limit{spec.data_limit_bytes, spec.data_limit_bytes};
     setrlimit(RLIMIT_DATA, &limit);
@@ -87,14 +115,7 @@ std::vector<std::string> SplitCommand(const std::string& command) {
   wordfree(&w);
   // `VAR=value python train.py` (an environment for one command) is the shell's to apply: run as
   // a program it failed "cannot run VAR=value".
-  if (!out.empty()) {
-    const std::string& first = out.front();
-    const size_t eq = first.find('=');
-    const bool name = eq != std::string::npos && eq > 0 && !std::isdigit(static_cast<unsigned char>(first[0])) &&
-                      std::all_of(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(eq),
-                                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-    if (name) return {};
-  }
+  if (!out.empty() && IsAssignment(out.front())) return {};
   return out;
 }
 

@@ -232,7 +232,10 @@ class ProcessLauncher : public Launcher {
         result.unit = "ms per step";
         if (const auto batch = analyzers::SamplesPerStep(t, steps)) {
           result.samples_per_step = static_cast<double>(batch->samples);
-          result.samples_from = fmt::format("input shapes: dim 0 of {}'s input ({} of {} steps with shapes)", batch->op,
+          result.samples_from = fmt::format("input shapes: dim 0 of {}'s input{} ({} of {} steps with shapes)", batch->op,
+                                            batch->micro_steps > 1 ? fmt::format(", {} micro-batches of {} a step",
+                                                                                 batch->micro_steps, batch->micro_batch)
+                                                                   : std::string(),
                                             batch->steps, batch->steps_with_shapes);
         }
         return result;
@@ -287,9 +290,16 @@ class ProcessLauncher : public Launcher {
     if (!command)
       if (Status st = ParseSpec(what, &s); !st.ok()) return st;
     double seconds = 0;
+    // A command's explaining run ends after the analysis run's steps, as `fix --cmd`'s analysis run
+    // does (issue 81.2: a script whose default is 40 epochs was recorded to its end, for hours,
+    // after `ab` had decided in minutes).
+    analysis_stopped_ = false;
     const StatusOr<std::vector<std::string>> traces =
-        command ? RecordSome(what, name, 0, &seconds) : TraceWorkload(s, name);
+        command ? RecordSome(what, name, analysis_steps_, &seconds) : TraceWorkload(s, name);
     if (!traces.ok()) return traces.status();
+    if (command)
+      analysis_stopped_ = analysis_steps_ > 0 &&
+                          LogTail((dir_ / (name + ".log")).string(), 65536).find(env::kStepStopLine) != std::string::npos;
     sets::SetAnalysis out;
     if (Status st = sets::AnalyzeSet(*traces, {}, &out); !st.ok()) return st;
     return out;

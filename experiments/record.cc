@@ -145,7 +145,8 @@ void BuildProbeForNextRun(const RecordOptions& options, const fs::path& report, 
   std::getline(std::ifstream(report) >> std::ws, torch_lib);
   fs::remove(report, ec);
   if (torch_lib.empty()) return;
-  const std::string program = fs::path(options.command[0]).filename().string();
+  const std::string& interpreter = options.command[LeadingAssignments(options.command)];  // past VAR=value words
+  const std::string program = fs::path(interpreter).filename().string();
   const char* build = std::getenv(env::kProbeBuild);
   if ((build && std::strcmp(build, "0") == 0) || options.source_dir.empty() || program.rfind("python", 0) != 0) {
     log << fmt::format("trainrx: no probe was built for {}: to attach one next time, build it against that torch "
@@ -154,7 +155,7 @@ void BuildProbeForNextRun(const RecordOptions& options, const fs::path& report, 
                        torch_lib, build && std::strcmp(build, "0") == 0 ? " without TRAINRX_PROBE_BUILD=0" : "");
     return;
   }
-  ProbeBuildRequest request{options.command[0], torch_lib, options.source_dir, ProbeCacheDir()};
+  ProbeBuildRequest request{interpreter, torch_lib, options.source_dir, ProbeCacheDir()};
   if (const StatusOr<std::string> built = BuildProbe(request, log); !built.ok())
     log << "trainrx: could not build a probe for " << torch_lib << ": " << built.status().message()
         << "\ntrainrx: the torch.profiler fallback keeps recording such runs\n";

@@ -130,20 +130,23 @@ std::string FormatSpeedup(const stats::Comparison& c) {
 }
 
 // The measured speedup as the share of the step it removed, beside the finding's prediction:
-// "-12.3% [-15.0, -9.1]" (1 - 1/speedup, its interval from the speedup's); "-" when unmeasured.
+// "12.3% [9.1, 15.0]" (1 - 1/speedup, its interval from the speedup's; positive when the fix is
+// faster, as every saving trainrx prints); "-" when unmeasured.
 double SavingPct(double speedup) { return speedup > 0 ? 100.0 * (1.0 - 1.0 / speedup) : 0.0; }
 
 // The replay's predicted saving with its interval, else the estimate's bound ("<= 12.0%").
 std::string PredictedText(const experiments::FixRow& row) {
-  // As the measured saving beside it: the change of the step time (a saving is negative).
+  // The same sign as the measured saving beside it and as analyze's "predicted saving": positive
+  // when the fix is faster.
   if (row.predicted)
-    return fmt::format("{:+.1f}% [{:+.1f}, {:+.1f}]", -row.predicted_saving_pct + 0.0, -row.predicted_high_pct + 0.0,
-                       -row.predicted_low_pct + 0.0);
+    return fmt::format("{:.1f}% [{:.1f}, {:.1f}]", row.predicted_saving_pct + 0.0, row.predicted_low_pct + 0.0,
+                       row.predicted_high_pct + 0.0);
   return "not predictable";  // why: under the table (the bound, where there is one, with it)
 }
 std::string MeasuredSaving(const stats::Comparison& c) {
   if (!(c.speedup > 0) || !(c.ci_low > 0) || !(c.ci_high > 0)) return "-";
-  return fmt::format("{:+.1f}% [{:+.1f}, {:+.1f}]", -SavingPct(c.speedup), -SavingPct(c.ci_high), -SavingPct(c.ci_low));
+  return fmt::format("{:.1f}% [{:.1f}, {:.1f}]", SavingPct(c.speedup) + 0.0, SavingPct(c.ci_low) + 0.0,
+                     SavingPct(c.ci_high) + 0.0);
 }
 
 // Under fix's table: how many measured savings fell inside their predicted interval, and what the
@@ -249,7 +252,8 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
            "(bootstrap CI over trials, Mann-Whitney U p); detectable: the smallest speedup this run could have "
            "detected; predicted: the saving of the step the what-if replay of the baseline's trace predicts, with its "
            "interval (docs/what-if.md), or, for a fix without a transform, the findings' bound (the time the fix "
-           "could remove at most); measured saving: 1 - 1/speedup, beside it.\n";
+           "could remove at most); measured saving: 1 - 1/speedup, beside it (both positive when the fix is faster, "
+           "negative when it is slower).\n";
     WritePredictionsAndRounds(r, sequential, out);
     for (const auto& row : r.rows)
       if (row.stop == FixRow::Stop::kFutile)

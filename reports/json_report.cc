@@ -157,6 +157,12 @@ void WriteStepsJson(JsonWriter& w, const analyzers::StepModel& steps) {
   w.BeginArray();
   for (const auto& s : steps.warmup_steps) WriteStepRow(w, s, /*phases=*/false);
   w.EndArray();
+  if (!steps.warmup_notes.empty()) {  // slow first steps kept: contention, not warm-up (issue 81.9)
+    w.Key("warmup_notes");
+    w.BeginArray();
+    for (const auto& n : steps.warmup_notes) w.String(n);
+    w.EndArray();
+  }
   w.Key("rows");
   w.BeginArray();
   for (const auto& s : steps.steps) WriteStepRow(w, s, /*phases=*/true);
@@ -440,6 +446,7 @@ void WriteMemoryJson(JsonWriter& w, const analyzers::Report& report) {
     w.Field("release_steps", m.release_steps);
     w.Field("released_bytes_per_step", static_cast<int64_t>(std::llround(m.released_bytes_per_step)));
     w.Field("samples_per_step", m.samples_per_step);
+    w.Field("micro_steps", static_cast<int64_t>(m.micro_steps));
     w.Field("bytes_per_sample", static_cast<int64_t>(std::llround(m.bytes_per_sample)));
     w.Field("fits_samples", m.fits_samples);
     w.Field("median_step_samples", m.median_step_samples);

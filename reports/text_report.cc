@@ -353,6 +353,7 @@ void WriteSteps(const analyzers::Report& report, Sink& sink) {
       if (steps.warmup_steps.size() > 4) names += fmt::format(", and {} more", steps.warmup_steps.size() - 4);
       sink.Line(fmt::format("  left out as warm-up (first steps over 3x the median: autotuning, lazy start-up): {}", names));
     }
+    for (const auto& note : steps.warmup_notes) sink.Line("  " + note);
     std::vector<std::vector<std::string>> rows = {{"data wait", Pct(steps.data_wait_share)},
                                                   {"forward", Pct(steps.forward_share)},
                                                   {"backward", Pct(steps.backward_share)},
@@ -493,10 +494,11 @@ void WriteMemory(const analyzers::Report& report, Sink& sink) {
                                      : "0",
                     m.bytes_per_sample <= 0 ? "-"
                     : m.fits_samples > 0
-                        ? fmt::format("{} a sample: {}{} fit ({:.1f}x batch {})", bytes(m.bytes_per_sample),
+                        ? fmt::format("{} a sample: {}{} fit ({:.1f}x {})", bytes(m.bytes_per_sample),
                                       m.median_step_samples <= 3 ? "up to " : "", m.fits_samples,
-                                      static_cast<double>(m.fits_samples) / static_cast<double>(m.samples_per_step), m.samples_per_step)
-                        : fmt::format("{} a sample (batch {})", bytes(m.bytes_per_sample), m.samples_per_step)});
+                                      static_cast<double>(m.fits_samples) / static_cast<double>(m.samples_per_step),
+                                      analyzers::BatchLabel(m))
+                        : fmt::format("{} a sample ({})", bytes(m.bytes_per_sample), analyzers::BatchLabel(m))});
   }
   sink.Table({"rank", "device", "samples", "peak allocated", "peak reserved", "capacity", "median step peak",
               "allocated at step start (first -> last)", "growth per step", "out of memory", "headroom"},
@@ -716,6 +718,12 @@ void WriteWhatIf(const analyzers::Report& report, Sink& sink) {
                     p.method == "replay" ? fmt::format("{} -> {}", Ms(p.step_ns_before), Ms(p.step_ns_after)) : "-"});
   }
   sink.Table({"rank", "what", "fixes", "predicted saving [interval]", "step"}, rows);
+  // Which of the three step figures the replay predicts (issue 81.10: the median, the mean and the
+  // replayed step were printed with no word on which).
+  const auto& steps = report.metrics.steps;
+  sink.Line(fmt::format("step: the mean steady step before and after (the mean is what throughput follows: {} measured, "
+                        "median {}); a saving is 1 - after / before",
+                        Ms(steps.mean_wall_ns), Ms(steps.median_wall_ns)));
   for (const auto& w : report.metrics.what_if)
     sink.Line(fmt::format("{}: {}assumes {}", w.label, CalibrationPrefix(w.prediction), w.prediction.assumptions));
 }

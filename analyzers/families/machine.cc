@@ -11,84 +11,18 @@
 #include <cmath>
 #include <map>
 
+#include "config_view.h"
+#include "cpu_wait_series.h"
 #include "families.h"
 #include "trainrx/profiler/cpu_wait.h"
 
 namespace trainrx::analyzers {
-namespace {
-
-using profiler::CpuWaitWhat;
-
-// One process's samples: per key, (ts, value) sorted.
-struct Series {
-  std::map<CpuWaitWhat, std::vector<std::pair<int64_t, double>>> by_key;
-  // The value of `what` at ts: the last sample at or before it (the collector stores a sample only
-  // when it changed), else the first.
-  std::optional<double> At(CpuWaitWhat what, int64_t ts) const {
-    const auto it = by_key.find(what);
-    if (it == by_key.end() || it->second.empty()) return std::nullopt;
-    const auto& v = it->second;
-    auto pos = std::upper_bound(v.begin(), v.end(), std::make_pair(ts, 1e300));
-    return pos == v.begin() ? v.front().second : std::prev(pos)->second;
-  }
-  profiler::CpuWaitSample SampleAt(int64_t ts) const {
-    profiler::CpuWaitSample s;
-    const auto get = [&](CpuWaitWhat w, double fallback) { return At(w, ts).value_or(fallback); };
-    s.ok = by_key.count(CpuWaitWhat::kWait) > 0;
-    s.run_ns = static_cast<int64_t>(get(CpuWaitWhat::kRun, 0));
-    s.wait_ns = static_cast<int64_t>(get(CpuWaitWhat::kWait, 0));
-    s.involuntary = static_cast<int64_t>(get(CpuWaitWhat::kInvoluntary, 0));
-    s.children_run_ns = static_cast<int64_t>(get(CpuWaitWhat::kChildrenRun, -1));
-    s.cpus_busy_ns = static_cast<int64_t>(get(CpuWaitWhat::kCpusBusy, -1));
-    s.cpus = static_cast<int64_t>(get(CpuWaitWhat::kCpus, 0));
-    return s;
-  }
-};
-
-std::optional<CpuWaitWhat> WhatOf(std::string_view name) {
-  for (auto w : {CpuWaitWhat::kRun, CpuWaitWhat::kWait, CpuWaitWhat::kInvoluntary, CpuWaitWhat::kChildrenRun,
-                 CpuWaitWhat::kCpusBusy, CpuWaitWhat::kCpus})
-    if (name == profiler::CpuWaitCounterName(w)) return w;
-  return std::nullopt;
-}
-
-// The sample time nearest `ts`, from the run-time series: the process ran between any two samples,
-// so it changes at every one (the collector stores a sample only when it changed: on a quiet
-// 16-core H200 host the wait stayed put after the third sample, and a lookup by the wait's own
-// times found no sample inside the steps, issue 62).
-int64_t Nearest(const std::vector<std::pair<int64_t, double>>& v, int64_t ts) {
-  auto pos = std::lower_bound(v.begin(), v.end(), std::make_pair(ts, -1e300));
-  if (pos == v.end()) return v.back().first;
-  if (pos == v.begin()) return pos->first;
-  const int64_t after = pos->first, before = std::prev(pos)->first;
-  return ts - before <= after - ts ? before : after;
-}
-
-}  // namespace
 
 std::optional<RankCpuLoad> CpuLoadOfRank(const profiler::Trace& trace, const StepModel& steps, int32_t rank) {
-  // Per process of the rank (a rank is one process; forked loader workers stop recording, but keep
-  // the series apart should one write), its samples; the process with the most samples.
-  std::map<int64_t, Series> by_pid;
-  const std::string_view prefix = profiler::kCpuWaitCounterPrefix;
-  for (const auto& c : trace.counters) {
-    const profiler::Track& t = trace.tracks[c.track];
-    if (t.rank != rank) continue;
-    const std::string_view name = trace.strings.Get(c.name);
-    if (name.substr(0, prefix.size()) != prefix) continue;
-    if (const auto what = WhatOf(name)) by_pid[t.pid].by_key[*what].push_back({c.ts_ns, c.value});
-  }
-  const Series* series = nullptr;
-  size_t most = 0;
-  for (auto& [pid, s] : by_pid) {
-    for (auto& [k, v] : s.by_key) std::sort(v.begin(), v.end());
-    const auto it = s.by_key.find(CpuWaitWhat::kRun);
-    if (it != s.by_key.end() && s.by_key.count(CpuWaitWhat::kWait) && it->second.size() > most)
-      most = it->second.size(), series = &s;
-  }
-  if (series == nullptr || most < 2) return std::nullopt;
-  const auto& times = series->by_key.at(CpuWaitWhat::kRun);  // the sample times (Nearest)
+  const std::optional<CpuWaitSeries> series = CpuWaitSeriesOfRank(trace, rank);
+  if (!series) return std::nullopt;
   // The steady steps' span; without steps, the samples' own.
+  const auto& times = series->by_key.at(profiler::CpuWaitWhat::kRun);
   int64_t begin = times.front().first, end = times.back().first, step_count = 0;
   bool any_step = false;
   for (const StepRow& s : steps.steps) {
@@ -98,14 +32,10 @@ std::optional<RankCpuLoad> CpuLoadOfRank(const profiler::Trace& trace, const Ste
     end = std::max(end, s.start_ns + s.wall_ns);
     ++step_count;
   }
-  const int64_t t0 = Nearest(times, begin), t1 = Nearest(times, end);
-  if (t1 <= t0) return std::nullopt;
   RankCpuLoad out;
   out.rank = rank;
   out.steps = step_count;
-  out.load = profiler::LoadBetween(series->SampleAt(t0), series->SampleAt(t1), static_cast<double>(t1 - t0));
-  const double span = static_cast<double>(end - begin);
-  out.span_covered = span > 0 ? std::clamp(static_cast<double>(std::min(t1, end) - std::max(t0, begin)) / span, 0.0, 1.0) : 1;
+  out.load = series->Between(begin, end, &out.span_covered);
   // Half the steps' span at least: a figure from a sliver of the run is not the run's.
   if (!out.load.measured || out.span_covered < 0.5) return std::nullopt;
   return out;
@@ -113,14 +43,41 @@ std::optional<RankCpuLoad> CpuLoadOfRank(const profiler::Trace& trace, const Ste
 
 void AnalyzeMachine(const AnalysisContext& ctx, Report& out) {
   const double min_pct = ctx.thresholds.Get("machine.busy.wait_pct");
-  for (int32_t rank : ctx.trace.RankIds()) {
-    const auto measured = CpuLoadOfRank(ctx.trace, ctx.steps, rank);
-    if (!measured) continue;
-    out.metrics.cpu_load.push_back(*measured);
-    const profiler::CpuLoad& l = measured->load;
+  // Every rank's load first: the job's own ranks on one machine are no "other programs" to each
+  // other, though /proc/stat counts their CPU time with everyone's (issue 81.8: two Gloo ranks on
+  // two CPUs read "machine.busy [high]: other programs used 1.0 of the 2 CPUs").
+  std::vector<RankCpuLoad> loads;
+  for (int32_t rank : ctx.trace.RankIds())
+    if (auto measured = CpuLoadOfRank(ctx.trace, ctx.steps, rank)) loads.push_back(std::move(*measured));
+  const auto host_of = [&](int32_t rank) {
+    const profiler::RankInfo* info = ctx.trace.FindRank(rank);
+    return info != nullptr ? ConfigText(*info, "hostname") : std::string();
+  };
+  for (const RankCpuLoad& measured : loads) {
+    const int32_t rank = measured.rank;
+    out.metrics.cpu_load.push_back(measured);
+    const profiler::CpuLoad& l = measured.load;
     const double wait_pct = 100.0 * l.WaitShare();
-    const double others = l.OtherCpus();  // -1: unknown
-    const double wanted = l.OwnCpus() + l.WaitingThreads();
+    // The job's other ranks on this machine that this trace holds: the CPUs they used and wanted.
+    const std::string host = host_of(rank);
+    double sibling_cpus = 0, sibling_wanted = 0;
+    int siblings = 0;
+    for (const RankCpuLoad& other : loads) {
+      if (other.rank == rank || host.empty() || host_of(other.rank) != host) continue;
+      ++siblings;
+      const double children = other.load.children_ns > 0 && other.load.wall_ns > 0 ? other.load.children_ns / other.load.wall_ns : 0;
+      sibling_cpus += other.load.OwnCpus() + children;
+      sibling_wanted += other.load.OwnCpus() + other.load.WaitingThreads();
+    }
+    // Its other local ranks this trace does not hold (LOCAL_WORLD_SIZE): their CPU time cannot be
+    // told from other programs'.
+    const int unseen = std::max(0, static_cast<int>(ConfigView(ctx.trace, rank).LocalRanks()) - 1 - siblings);
+    const double measured_others = l.OtherCpus();  // -1: unknown
+    const double others = measured_others < 0 ? -1 : std::max(0.0, measured_others - sibling_cpus);
+    // What the job's threads on this machine wanted: this rank's, the others' here, and each unseen
+    // one taken as this one (a job's ranks run the same step).
+    const double own_wanted = l.OwnCpus() + l.WaitingThreads();
+    const double wanted = own_wanted * (1 + unseen) + sibling_wanted;
     // Who took the CPUs: other programs (a tenth of the CPUs or more, on average), the program's own
     // threads wanting more CPUs than there are, or both. Only with other programs on the CPUs (or
     // their use unknown) is it a busy machine (as CpuLoad::Starved, at this threshold): a program
@@ -130,19 +87,39 @@ void AnalyzeMachine(const AnalysisContext& ctx, Report& out) {
     const bool by_self = l.cpus > 0 && wanted > l.cpus;
     if (wait_pct < min_pct || (others >= 0 && !by_others)) continue;
     std::string who;
-    if (by_others)
-      who = fmt::format("other programs used {:.1f} of the {:.0f} CPUs it may run on{}", others, l.cpus,
+    const bool maybe_own_ranks = by_others && unseen > 0;
+    if (maybe_own_ranks)
+      who = fmt::format("other processes used {:.1f} of the {:.0f} CPUs it may run on, and the job's own {} other "
+                        "rank{} on this machine (LOCAL_WORLD_SIZE), not in this trace, {} among them: analyze every "
+                        "rank's trace together to tell them from other programs",
+                        others, l.cpus, unseen, unseen == 1 ? "" : "s", unseen == 1 ? "is" : "are");
+    else if (by_others)
+      who = fmt::format("other programs used {:.1f} of the {:.0f} CPUs it may run on{}{}", others, l.cpus,
+                        siblings > 0 ? fmt::format(" (besides the job's own {} other rank{} here, {:.1f} CPUs)", siblings,
+                                                   siblings == 1 ? "" : "s", sibling_cpus)
+                                     : std::string(),
                         l.children_ns < 0 ? " (its own DataLoader workers among them, if it has any: this kernel does not list a process's children)" : "");
     if (by_self)
-      who += fmt::format("{}its threads wanted {:.1f} CPUs ({:.1f} running and {:.1f} waiting on average) of the {:.0f}",
-                         who.empty() ? "" : "; ", wanted, l.OwnCpus(), l.WaitingThreads(), l.cpus);
+      who += siblings + unseen > 0
+                 ? fmt::format("{}the job's threads on this machine ({} ranks{}) wanted {:.1f} CPUs of the {:.0f}",
+                               who.empty() ? "" : "; ", siblings + unseen + 1,
+                               unseen > 0 ? ", each one not in this trace taken as this one" : "", wanted, l.cpus)
+                 : fmt::format("{}its threads wanted {:.1f} CPUs ({:.1f} running and {:.1f} waiting on average) of the {:.0f}",
+                               who.empty() ? "" : "; ", wanted, l.OwnCpus(), l.WaitingThreads(), l.cpus);
     if (who.empty()) who = "who else used the CPUs could not be read here (/proc/stat)";
     const StepBasis basis(ctx.steps, rank);
     Finding f;
     f.id = "machine.busy";
     f.rank = rank;
-    f.confidence = Confidence::kHigh;  // measured by the kernel, not inferred
-    f.title = fmt::format("The program waited for a CPU {:.0f} % of the time its threads were ready to run: {}", wait_pct, who);
+    // Measured by the kernel, not inferred; but a verdict from under a second of steps, or with the
+    // job's own unseen ranks among the "other" processes, says how little it rests on.
+    constexpr double kFewSeconds = 1.0;
+    const double seconds = l.wall_ns / 1e9;
+    f.confidence = seconds < kFewSeconds ? Confidence::kLow : maybe_own_ranks ? Confidence::kMedium : Confidence::kHigh;
+    f.title = fmt::format("The program waited for a CPU {:.0f} % of the time its threads were ready to run: {}{}", wait_pct,
+                          who,
+                          seconds < kFewSeconds ? fmt::format(" (measured over only {:.2f} s of its steps)", seconds)
+                                                : std::string());
     f.measured = wait_pct;
     f.threshold = min_pct;
     f.measured_unit = "% of runnable time waiting for a CPU";
@@ -150,6 +127,8 @@ void AnalyzeMachine(const AnalysisContext& ctx, Report& out) {
                   {"waiting_threads_mean", l.WaitingThreads()},
                   {"own_cpus_mean", l.OwnCpus()},
                   {"other_programs_cpus_mean", others},
+                  {"own_other_ranks_cpus_mean", sibling_cpus},
+                  {"own_other_ranks_unseen", static_cast<int64_t>(unseen)},
                   {"cpus_allowed", l.cpus},
                   {"involuntary_switches_per_s", l.wall_ns > 0 ? l.involuntary / (l.wall_ns / 1e9) : 0},
                   {"measured_over_s", l.wall_ns / 1e9}};
@@ -159,7 +138,7 @@ void AnalyzeMachine(const AnalysisContext& ctx, Report& out) {
     // runs on one thread; threads that wait for a preempted sibling lose more): that share of the step.
     SetSaving(f, basis, l.WaitShare() * basis.mean_step_ns(), basis.mean_step_ns(), "the step (CPU wait share)");
     f.severity = SeverityForSaving(f);
-    SetFix(f, by_others || !by_self ? "quiet" : "threads");
+    SetFix(f, (by_others && !maybe_own_ranks) || !by_self ? "quiet" : "threads");
     out.findings.push_back(std::move(f));
   }
 }

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -136,6 +137,19 @@ std::optional<std::pair<std::string, int64_t>> OomMark(std::string_view name) {
   return std::pair{std::string(name.substr(0, space)), std::atoll(std::string(name.substr(space + 1)).c_str())};
 }
 
+// The start times of the rank's CPU operators, sorted: what separates a heap sample from a step's
+// start (Summarize).
+std::vector<int64_t> OpStarts(const profiler::Trace& trace, int32_t rank) {
+  std::vector<int64_t> out;
+  for (uint32_t t = 0; t < trace.tracks.size(); ++t) {
+    if (trace.tracks[t].rank != rank || trace.tracks[t].kind != profiler::TrackKind::kCpuThread) continue;
+    for (const profiler::Event& e : trace.TrackEvents(t))
+      if (e.kind == profiler::EventKind::kCpuOp) out.push_back(e.ts_ns);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // The median (ops.h's nearest-rank quantile); -1 for none: "no sample", as the figures say it.
 int64_t Median(std::vector<int64_t> v) { return v.empty() ? -1 : Quantile(v, 0.5); }
 
@@ -172,7 +186,18 @@ DeviceMemory Summarize(const AnalysisContext& ctx, int32_t rank, const std::stri
   // missing (the collector skips it while a journal flush builds its buffers, and a flusher starved
   // of CPU on 2 busy cores held three boundaries of pytorch/examples imagenet: their "starts" read
   // as the 515 MB peak, a 65 kB-a-step leak that the flat 207.5 MB of the steps before did not show).
+  // An earlier sample still tells the start when no operator ran between it and the start (issue
+  // 81.6): a script that marks its own steps (ProfilerStep of a torch.profiler schedule,
+  // record_function markers) starts them a while after the optimizer step's sample, 2 ms quiet and
+  // 130 ms beside another program, where every step lost its start and a 128 KiB-a-step leak its
+  // finding. Nothing ran there, so nothing was allocated there.
   const bool sampled = s.blocks.empty();
+  std::optional<std::vector<int64_t>> op_starts;  // made on first need
+  const auto op_between = [&](int64_t from, int64_t to) {
+    if (!op_starts) op_starts = OpStarts(trace, rank);
+    const auto first = std::upper_bound(op_starts->begin(), op_starts->end(), from);
+    return first != op_starts->end() && *first < to;
+  };
   for (const StepRow& row : steps.steps) {
     if (row.rank != rank) continue;
     const int64_t end = row.start_ns + row.wall_ns;
@@ -180,7 +205,7 @@ DeviceMemory Summarize(const AnalysisContext& ctx, int32_t rank, const std::stri
     int64_t start = it == s.allocated.begin() ? -1 : static_cast<int64_t>(std::prev(it)->value);
     if (sampled) {  // the boundary's sample: just before the start, else written a moment after it
       const int64_t tol = std::max<int64_t>(2'000'000, row.wall_ns / 20);
-      if (start >= 0 && row.start_ns - std::prev(it)->ts_ns > tol) start = -1;
+      if (start >= 0 && row.start_ns - std::prev(it)->ts_ns > tol && op_between(std::prev(it)->ts_ns, row.start_ns)) start = -1;
       if (start < 0 && it != s.allocated.end() && it->ts_ns - row.start_ns <= tol) start = static_cast<int64_t>(it->value);
     }
     int64_t peak = start;
@@ -222,8 +247,11 @@ DeviceMemory Summarize(const AnalysisContext& ctx, int32_t rank, const std::stri
 // capacity to fill with a batch: only a declared one (record --memory-cap, --threshold
 // memory.capacity_bytes) gives a headroom.
 void Headroom(const AnalysisContext& ctx, const BatchEstimate& batch, DeviceMemory& m) {
-  const int64_t samples = batch.samples;
+  // The step's peak holds one micro-batch's activations (gradient accumulation runs its forwards
+  // one after another): the samples of one forward.
+  const int64_t samples = batch.micro_steps > 1 ? batch.micro_batch : batch.samples;
   if (samples <= 0) return;
+  m.micro_steps = batch.micro_steps;
   std::vector<int64_t> rises, starts;
   for (size_t i = 0; i < m.step_start.size(); ++i)
     if (m.step_start[i] >= 0 && m.step_peak[i] >= 0) rises.push_back(m.step_peak[i] - m.step_start[i]), starts.push_back(m.step_start[i]);
@@ -650,14 +678,17 @@ void FlagBatchSmall(const AnalysisContext& ctx, Report& report) {
     f.severity = cpu ? Severity::kLow : Severity::kMedium;
     // One batch size seen: memory per sample is a linear estimate.
     f.confidence = sampled ? Confidence::kLow : Confidence::kMedium;
-    f.title = fmt::format("Batch {} uses {:.0f} % of {}'s {} at its peak; {} {:.0f}x as many samples fit ({})",
-                          m.samples_per_step, peak_pct, m.device, BytesText(static_cast<double>(m.capacity)),
+    std::string label = BatchLabel(m);
+    label[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(label[0])));
+    f.title = fmt::format("{} uses {:.0f} % of {}'s {} at its peak; {} {:.0f}x as many samples fit ({})",
+                          label, peak_pct, m.device, BytesText(static_cast<double>(m.capacity)),
                           sampled ? "up to" : "about", factor, m.fits_samples);
     f.measured = peak_pct;
     f.threshold = th.Get("batch.small.max_peak_pct");
     f.measured_unit = "% of capacity at the median step's peak";
     f.evidence = {{"device", m.device},
                   {"samples_per_step", m.samples_per_step},
+                  {"micro_steps", static_cast<int64_t>(m.micro_steps)},
                   {"median_step_peak_bytes", m.median_step_peak},
                   {"capacity_bytes", m.capacity},
                   {"capacity_source", m.capacity_source},
@@ -670,6 +701,11 @@ void FlagBatchSmall(const AnalysisContext& ctx, Report& report) {
     found.push_back(std::move(f));
   }
   std::move(found.begin(), found.end(), std::back_inserter(report.findings));
+}
+
+std::string BatchLabel(const DeviceMemory& m) {
+  return m.micro_steps > 1 ? fmt::format("micro-batch {} ({} a step)", m.samples_per_step, m.micro_steps)
+                           : fmt::format("batch {}", m.samples_per_step);
 }
 
 std::string BytesText(double b) {

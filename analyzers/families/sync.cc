@@ -250,23 +250,36 @@ void RuleHostDevice(const AnalysisContext& ctx, int32_t rank, const RankSyncs& s
   f.severity = have_gpu ? (basis.Per(blocked_ns) > 0.05 * basis.mean_step_ns() ? Severity::kHigh : Severity::kMedium)
                : basis.has_steps() && cost_per_step >= 0.01 * basis.mean_step_ns() ? Severity::kLow
                                                                                   : Severity::kInfo;
-  f.title = have_gpu ? fmt::format("{:.1f} host-device syncs {} (rank {})", per_step, basis.unit(), rank)
-                     : fmt::format("{:.1f} scalar reads (.item()) {} on the host (rank {}): no sync on a CPU, each "
-                                   "would wait for the device on a GPU",
-                                   per_step, basis.unit(), rank);
+  // The main cause: reads in data loading are tensors used as indices or sizes (a NumPy array or
+  // memmap indexed with a 0-d tensor calls __index__ -> item()); there the tensors are the host's
+  // (a sampler's torch.randint without a device), on a GPU run too (issue 81.5).
+  std::vector<std::pair<int64_t, std::string>> ranked;
+  for (const auto& [k, v] : s.causes)
+    if (v > 0) ranked.push_back({v, k});
+  std::sort(ranked.rbegin(), ranked.rend());
+  const bool from_loading = !ranked.empty() && (ranked.front().second.find("DataLoader") != std::string::npos ||
+                                                ranked.front().second.find("get_batch") != std::string::npos ||
+                                                ranked.front().second.find("__getitem__") != std::string::npos);
+  f.title = have_gpu       ? fmt::format("{:.1f} host-device syncs {} (rank {})", per_step, basis.unit(), rank)
+            : from_loading ? fmt::format("{:.1f} scalar reads (.item()) {} on the host (rank {}), mostly in data loading: "
+                                         "indices or sizes read from host tensors, which wait for no device here or "
+                                         "on a GPU; each costs its own time",
+                                         per_step, basis.unit(), rank)
+                           : fmt::format("{:.1f} scalar reads (.item()) {} on the host (rank {}): no sync on a CPU, each "
+                                         "would wait for the device on a GPU if its tensor lives there",
+                                         per_step, basis.unit(), rank);
   f.measured = per_step;
   f.threshold = ctx.thresholds.Get("sync.host_device.per_step");
   f.measured_unit = std::string("syncs ") + basis.unit();
   f.evidence = {{"item_calls", s.item}, {"blocking_runtime_calls", s.runtime_syncs}, {"blocked_ns", blocked_ns},
                 {basis.Key("syncs"), mean_per_step},
                 {"dtoh_copies", copies.dtoh}, {"dtoh_copy_ns", copies.dtoh_ns}, {"cpu_tensor_item_calls", s.cpu_reads},
-                {"measured_on", have_gpu ? std::string("GPU trace: blocked time measured")
-                                         : std::string("CPU-only trace: scalar reads, no device to wait for; the "
-                                                       "cost is the reads' own time, and each would block on a GPU")}};
-  std::vector<std::pair<int64_t, std::string>> ranked;
-  for (const auto& [k, v] : s.causes)
-    if (v > 0) ranked.push_back({v, k});
-  std::sort(ranked.rbegin(), ranked.rend());
+                {"measured_on", have_gpu       ? std::string("GPU trace: blocked time measured")
+                                : from_loading ? std::string("CPU-only trace: scalar reads, mostly in data loading (host "
+                                                             "tensors there on a GPU run too); the cost is the reads' own time")
+                                               : std::string("CPU-only trace: scalar reads, no device to wait for; the "
+                                                             "cost is the reads' own time, and each would block on a GPU "
+                                                             "where its tensor is the device's")}};
   for (const auto& [n, k] : ranked) f.examples.push_back(fmt::format("{} x {}", n, k));
   for (const auto& [where, n] : s.optimizer_causes)
     f.examples.push_back(fmt::format("not counted: {} more blocking calls{} inside the optimizer's own work (its own reads, "
@@ -278,11 +291,6 @@ void RuleHostDevice(const AnalysisContext& ctx, int32_t rank, const RankSyncs& s
   }
   const std::string of = in_steps.size() >= 3 ? " of the median step" : "";
   SetSaving(f, basis, cost_per_step, cost_per_step, (have_gpu ? "blocked time" : "item() call time") + of);
-  // The fix that fits the main cause: reads in data loading are tensors used as indices or
-  // sizes (a NumPy array or memmap indexed with a 0-d tensor calls __index__ -> item()).
-  const bool from_loading = !ranked.empty() && (ranked.front().second.find("DataLoader") != std::string::npos ||
-                                                ranked.front().second.find("get_batch") != std::string::npos ||
-                                                ranked.front().second.find("__getitem__") != std::string::npos);
   SetFix(f, from_loading ? "loading" : "device_sums");
   out.findings.push_back(std::move(f));
 }

@@ -338,7 +338,9 @@ def _install_cpu_peak(torch, record_function):
 
 # The calls that make the host wait for the device (or read a tensor's value on the host), whose
 # caller the findings name (issue 49.12): methods of torch.Tensor, functions of torch / torch.cuda.
-_SITE_METHODS = ("item", "tolist", "__bool__", "__float__", "__int__", "cpu", "nonzero", "masked_select")
+# __index__: a NumPy array or memmap indexed with a 0-d tensor (nanoGPT's get_batch with the ids of a
+# torch.randint) reads it through __index__, which had no call site (issue 81.5: 10 240 reads unnamed).
+_SITE_METHODS = ("item", "tolist", "__bool__", "__float__", "__int__", "__index__", "cpu", "nonzero", "masked_select")
 _SITE_FUNCTIONS = (("", "nonzero"), ("", "masked_select"), ("cuda", "synchronize"), ("cuda", "empty_cache"))
 
 

@@ -232,7 +232,8 @@
       tile('steps', `${steps.count ?? 0}` + ((steps.warmup || []).length ? ` + ${steps.warmup.length} warm-up` : '')),
       // Issue 34: a trace without steps showed "median step 0 ns".
       tile('median step', steps.count ? fmtNs(steps.median_ns) : '– (no steps)'),
-      tile('steps per second', steps.median_ns > 0 ? (1e9 / steps.median_ns).toFixed(2) : '–'),
+      // Throughput follows the mean step (issue 81.10: the card was 1/median beside a note saying so).
+      tile('steps per second', steps.mean_ns > 0 ? (1e9 / steps.mean_ns).toFixed(2) + ' (1 / mean step)' : '–'),
       tile('steps from', steps.source || '–'),
       tile('findings', String((r.findings || []).length)),
       ...((r.metrics && r.metrics.memory) || []).slice(0, 2).map(m => tile(`peak memory ${m.device}`, fmtBytes(m.peak_allocated_bytes) +
@@ -551,7 +552,7 @@
         ['capacity', m.capacity_bytes > 0 ? `${fmtBytes(m.capacity_bytes)} (${m.capacity_source})` : 'unknown'],
         ['median step peak', fmtBytes(m.median_step_peak_bytes) + (m.capacity_bytes > 0 && m.median_step_peak_bytes >= 0 ? ` (${pct(m.median_step_peak_bytes / m.capacity_bytes, 0)})` : '')],
         ['growth per step', m.growth_steps >= 2 ? fmtBytes(m.growth_bytes_per_step) : '–'],
-        ['headroom', m.bytes_per_sample > 0 ? `${fmtBytes(m.bytes_per_sample)} a sample` + (m.fits_samples > 0 ? `: ${m.median_step_samples <= 3 ? 'up to ' : ''}${m.fits_samples} fit (batch ${m.samples_per_step})` : '') : '–'],
+        ['headroom', m.bytes_per_sample > 0 ? `${fmtBytes(m.bytes_per_sample)} a sample` + (m.fits_samples > 0 ? `: ${m.median_step_samples <= 3 ? 'up to ' : ''}${m.fits_samples} fit (${m.micro_steps > 1 ? `micro-batch ${m.samples_per_step}, ${m.micro_steps} a step` : `batch ${m.samples_per_step}`})` : '') : '–'],
         ['out of memory', m.oom_events > 0 ? `${m.oom_events} (asked ${fmtBytes(m.oom_request_bytes)}${m.oom_op ? ', in ' + m.oom_op : ''})` : '0']];
       out.append(el('h3', null, `rank ${m.rank} · ${m.device}`), kv(facts));
       if (n > 0) out.append(lineChart(lines, Array.from({length: n}, (_, i) => String(i + 1)), {zero: true, fmt: fmtBytes, yLabel: 'bytes'}));
@@ -804,8 +805,8 @@
     return el('div', {class: 'chart'}, svg);
   }
 
-  // A saving as the step's change: 5.8 -> "-5.8%" (shorter), -5.8 -> "+5.8%" (longer).
-  function stepChange(saving) { return `${saving >= 0 ? '-' : '+'}${num(Math.abs(saving), 1)}%`; }
+  // A saving as every report prints it: positive when the step got shorter, negative when longer.
+  function savingText(saving) { return `${num(saving, 1)}%`; }
   function savingPct(speedup) { return isFinite(speedup) && speedup > 0 ? 100 * (1 - 1 / speedup) : NaN; }
 
   function renderFix(r, root) {
@@ -824,9 +825,9 @@
     main.append(section('fixes', 'Estimated vs measured', dataTable('fix-table', [
       ['fix', f => f.all ? 'all of the above' : f.knob], ['finding', f => (f.findings || []).join(', ') || (f.asked ? '(--also)' : '–')], ['design', f => f.method],
       ['predicted saving', f => f.predicted_saving_pct, (v, f) => f.not_predictable !== undefined ? 'not predictable: ' + f.not_predictable
-        : isFinite(v) ? `${stepChange(v)} [${stepChange(f.predicted_high_pct)}, ${stepChange(f.predicted_low_pct)}]` : '–'],
-      ['bound', f => f.estimated_saving_pct, v => v >= 0.05 ? `-${num(v, 1)}%` : '–'],
-      ['measured saving', f => savingPct(f.speedup), v => isFinite(v) ? stepChange(v) : '–'],
+        : isFinite(v) ? `${savingText(v)} [${savingText(f.predicted_low_pct)}, ${savingText(f.predicted_high_pct)}]` : '–'],
+      ['bound', f => f.estimated_saving_pct, v => v >= 0.05 ? `≤ ${num(v, 1)}%` : '–'],
+      ['measured saving', f => savingPct(f.speedup), v => isFinite(v) ? savingText(v) : '–'],
       ['speedup [95% CI]', f => f.speedup, (v) => num(v, 2) + 'x'], ['CI', f => `[${num(f.ci_low, 2)}, ${num(f.ci_high, 2)}]`],
       ['p', f => f.p_value, v => v < 0.001 ? '<0.001' : num(v, 3)], ['verdict', f => f.verdict]], fixes, null)));
     const code = fixes.filter(f => f.code);

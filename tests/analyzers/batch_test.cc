@@ -122,6 +122,53 @@ TEST(BatchTest, ABatchOneGenerationBeforeTheTrainingForwardIsNotTheBatch) {
   EXPECT_EQ(b->steps_with_shapes, 1);
 }
 
+// Gradient accumulation (issue 81.1): nanoGPT-style steps of 4 micro-batches of 8, each a forward
+// and its backward pass, then one optimizer step: 32 samples a step, not 8 (sweep named accum=1
+// best, 3.47x ahead, where accum=4 had 1.15x its throughput).
+TEST(BatchTest, EveryMicroBatchOfAnAccumulationStepCounts) {
+  std::string ev;
+  for (int i = 0; i < 3; ++i) {
+    const double s = i * 10000;
+    ev += Ev("user_annotation", fmt::format("ProfilerStep#{}", i), 1, s, 10000);
+    for (int k = 0; k < 4; ++k) {
+      const double m = s + 100 + 2000 * k;
+      ev += Ev("cpu_op", "aten::embedding", 1, m, 50, R"J("Input Dims":[[65,48],[8,128]])J");
+      ev += Ev("cpu_op", "aten::linear", 1, m + 100, 50, R"J("Input Dims":[[8,128,48],[65,48]])J");
+      // the backward pass: several autograd nodes, on the autograd thread too
+      ev += Ev("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 1, m + 500, 300);
+      ev += Ev("cpu_op", "autograd::engine::evaluate_function: EmbeddingBackward0", 2, m + 900, 300);
+    }
+    ev += Ev("cpu_op", "Optimizer.step#AdamW.step", 1, s + 9000, 500);
+  }
+  const auto b = Estimate(ev);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->samples, 32);
+  EXPECT_EQ(b->micro_steps, 4);
+  EXPECT_EQ(b->micro_batch, 8);
+  EXPECT_EQ(b->op, "aten::embedding");
+  EXPECT_EQ(b->steps, 3);
+}
+
+// Activation checkpointing recomputes the forward inside the backward pass: its entry ops there are
+// no micro-step of their own, and one pass stays one batch.
+TEST(BatchTest, AForwardRecomputedInsideTheBackwardIsNoMicroStep) {
+  std::string ev;
+  for (int i = 0; i < 3; ++i) {
+    const double s = i * 10000;
+    ev += Ev("user_annotation", fmt::format("ProfilerStep#{}", i), 1, s, 10000);
+    ev += Ev("cpu_op", "aten::linear", 1, s + 100, 50, R"J("Input Dims":[[16,64],[64,64]])J");
+    ev += Ev("cpu_op", "autograd::engine::evaluate_function: CheckpointFunctionBackward", 1, s + 1000, 3000);
+    ev += Ev("cpu_op", "aten::linear", 1, s + 1100, 50, R"J("Input Dims":[[16,64],[64,64]])J");  // recomputed
+    ev += Ev("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 1, s + 2000, 500);
+    ev += Ev("cpu_op", "Optimizer.step#SGD.step", 1, s + 9000, 500);
+  }
+  const auto b = Estimate(ev);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->samples, 16);
+  EXPECT_EQ(b->micro_steps, 1);
+  EXPECT_EQ(b->micro_batch, 16);
+}
+
 TEST(BatchTest, NothingToReadIsNotAGuess) {
   std::string ev;
   for (int i = 0; i < 3; ++i) ev += Step(i, 32, "aten::conv2d", /*shapes=*/false);

@@ -24,7 +24,7 @@ struct Load {
 
 // 20 steps of 10 ms; a sample of the counters every 50 ms (the collector's pace) from the first
 // step's start to past the last step's end. Cumulative values grow at `load`'s rates.
-std::string Trace(const Load& load, bool samples = true) {
+std::string Trace(const Load& load, bool samples = true, const std::string& block = "") {
   std::string ev;
   for (int i = 0; i < 20; ++i) {
     const int t = 1000 + i * 10000;
@@ -46,7 +46,7 @@ std::string Trace(const Load& load, bool samples = true) {
     counter(profiler::CpuWaitWhat::kCpus, load.cpus);
   }
   ev.pop_back();
-  return "{\"traceEvents\":[" + ev + "]}";
+  return "{\"traceEvents\":[" + ev + "]" + (block.empty() ? "" : ",\"trainrx\":{\"collector\":\"trainrx probes\"" + block + "}") + "}";
 }
 
 std::string Text(const std::string& json) {
@@ -95,6 +95,90 @@ TEST(MachineTest, ItsOwnThreadsAloneAreNotABusyMachineWithOthersBothAreSaid) {
   EXPECT_NE(f->title.find("other programs used 0.5 of the 2 CPUs"), std::string::npos) << f->title;
   EXPECT_NE(f->title.find("its threads wanted 3.0 CPUs (1.5 running and 1.5 waiting on average) of the 2"), std::string::npos)
       << f->title;
+}
+
+// Issue 81.8: two Gloo ranks of one job on a 2-CPU machine, each running 1 CPU and waiting: /proc/stat
+// counts each rank's sibling as "other programs". Analyzed together (same host), they are the job's
+// own: no busy machine. One rank's trace alone, with LOCAL_WORLD_SIZE 2, cannot tell its sibling from
+// another program: the finding says so, at medium confidence, and does not ask for a quiet machine.
+TEST(MachineTest, TheJobsOwnRanksOnTheMachineAreNoOtherPrograms) {
+  const std::string block = R"J(,"hostname":"node1","cpu_count":2,"env":{"LOCAL_WORLD_SIZE":"2"})J";
+  const Load rank_load{1e6, 0.3e6, 1e6};  // runs 1 CPU, waits 0.3 ms a ms; 1 CPU used by "others" (the sibling)
+  profiler::Trace both;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(Trace(rank_load, true, block), "r0.json", 0, both).ok());
+  ASSERT_TRUE(profiler::ReadTraceBuffer(Trace(rank_load, true, block), "r1.json", 1, both).ok());
+  both.Finalize();
+  const Report together = Analyze(both);
+  ASSERT_EQ(together.metrics.cpu_load.size(), 2u);
+  EXPECT_EQ(testing::FindFinding(together, "machine.busy"), nullptr);
+  // Rank 0 alone: the sibling is unseen.
+  const Report alone = testing::AnalyzeJsonText(Trace(rank_load, true, block));
+  const Finding* f = testing::FindFinding(alone, "machine.busy");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("the job's own 1 other rank on this machine (LOCAL_WORLD_SIZE), not in this trace, is among them"),
+            std::string::npos) << f->title;
+  EXPECT_EQ(f->confidence, Confidence::kLow);  // and 0.2 s of steps
+  EXPECT_NE(f->title.find("measured over only 0.20 s of its steps"), std::string::npos) << f->title;
+  EXPECT_EQ(f->fix_python.find("quiet machine"), std::string::npos) << f->fix_python;
+  // A real other program beside the two ranks (1.5 CPUs on a 4-CPU machine, the ranks 1 each) stays one.
+  profiler::Trace crowded;
+  const Load busy{1e6, 0.5e6, 2.5e6, 4};
+  ASSERT_TRUE(profiler::ReadTraceBuffer(Trace(busy, true, block), "r0.json", 0, crowded).ok());
+  ASSERT_TRUE(profiler::ReadTraceBuffer(Trace(busy, true, block), "r1.json", 1, crowded).ok());
+  crowded.Finalize();
+  const Report r = Analyze(crowded);
+  f = testing::FindFinding(r, "machine.busy");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("other programs used 1.5 of the 4 CPUs it may run on (besides the job's own 1 other rank here, 1.0 CPUs)"),
+            std::string::npos) << f->title;
+}
+
+// Issue 81.9: slow first steps beside another program are contention, not warm-up: they waited for
+// a CPU and ran no more CPU time than later steps, so they stay in the steps (and a note says why).
+// Slow first steps that ran more CPU (one-time work) and did not wait stay warm-up.
+TEST(MachineTest, SlowFirstStepsThatWaitedForACpuAreNotWarmUp) {
+  // 20 steps: the first 5 take 35 ms, the rest 10 ms; counters sampled at every step boundary.
+  const auto trace = [](double lead_run_ms, double lead_wait_ms, bool samples = true) {
+    std::string ev;
+    double t = 1000, run = 5e9, wait = 1e9, busy = 5e12;  // us; ns
+    for (int i = 0; i < 20; ++i) {
+      const bool lead = i < 5;
+      const double dur = lead ? 35000 : 10000;
+      const auto counters = [&](double ts) {
+        if (!samples) return;
+        for (const auto& [w, v] : {std::pair{profiler::CpuWaitWhat::kRun, run}, {profiler::CpuWaitWhat::kWait, wait},
+                                   {profiler::CpuWaitWhat::kInvoluntary, 0.0}, {profiler::CpuWaitWhat::kChildrenRun, -1.0},
+                                   {profiler::CpuWaitWhat::kCpusBusy, busy}, {profiler::CpuWaitWhat::kCpus, 2.0}})
+          ev += fmt::format(R"J({{"ph":"C","name":"{}","pid":1,"tid":1,"ts":{},"args":{{"v":{:.0f}}}}},)J",
+                            profiler::CpuWaitCounterName(w), ts, v);
+      };
+      counters(t);
+      ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":{}}},)J", i, t, dur);
+      ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{},"dur":{}}},)J", t + 100, dur - 200);
+      run += (lead ? lead_run_ms : 10) * 1e6;
+      wait += (lead ? lead_wait_ms : 0.2) * 1e6;
+      busy += (lead ? lead_run_ms + 20 : 10.2) * 1e6;  // another program beside the contended steps
+      t += dur;
+      if (i == 19) counters(t);
+    }
+    ev.pop_back();
+    return "{\"traceEvents\":[" + ev + "]}";
+  };
+  // Contention: 10 ms of CPU a step like the others, 25 ms waiting.
+  Report r = testing::AnalyzeJsonText(trace(10, 25));
+  EXPECT_EQ(r.metrics.steps.warmup_steps.size(), 0u);
+  EXPECT_EQ(r.metrics.steps.steps.size(), 20u);
+  ASSERT_EQ(r.metrics.steps.warmup_notes.size(), 1u);
+  EXPECT_NE(r.metrics.steps.warmup_notes[0].find("the first 5 steps took over 3x the median but waited for a CPU 71 %"),
+            std::string::npos) << r.metrics.steps.warmup_notes[0];
+  // Warm-up: 35 ms of CPU a step (one-time work), no wait.
+  r = testing::AnalyzeJsonText(trace(35, 0.2));
+  EXPECT_EQ(r.metrics.steps.warmup_steps.size(), 5u);
+  EXPECT_TRUE(r.metrics.steps.warmup_notes.empty());
+  // No samples: as before, the slow first steps are warm-up.
+  const std::string json = trace(10, 25, /*samples=*/false);
+  r = testing::AnalyzeJsonText(json);
+  EXPECT_EQ(r.metrics.steps.warmup_steps.size(), 5u);
 }
 
 TEST(MachineTest, AQuietRunSaysNothingAndKeepsItsText) {

@@ -170,6 +170,13 @@ def main():
         # a saving's sign is drawn once: a loss "+5.8%", never "--5.8%" or "-+5.8%"
         bad_sign = re.search(r"(--|-\+|\+-|\+\+)\d", dom.text_by_id.get("fixes", ""))
         expect(bad_sign is None, f"fix table draws a doubled sign: {bad_sign.group(0) if bad_sign else ''}")
+        # one sign everywhere (issue 81.7): a saving is positive when the fix is faster, as in the text
+        # report and in analyze's "predicted saving"
+        shown = dom.text_by_id.get("fixes", "")
+        for f in r["fixes"]:
+            if f.get("speedup", 0) > 0:
+                saving = f"{100 * (1 - 1 / f['speedup']):.1f}%"
+                expect(saving in shown, f"fix table: {f['knob']}'s measured saving {saving} not drawn")
     elif kind == "sweep":
         drawn["cells"] = dom.count("td", "cell")
         expect(drawn["cells"] == len(r["cells"]), f"{drawn['cells']} grid cells, JSON has {len(r['cells'])}")

@@ -505,6 +505,16 @@ class Odd(torch.Tensor):
     def is_cpu(self): raise RuntimeError("no answer")
 odd = torch.tensor([3.5]).as_subclass(Odd)
 assert odd.item() == 3.5 and inside["read"](odd) == 3.5
+# Issue 81.5: a NumPy array indexed with a 0-d tensor reads it through __index__ (nanoGPT's
+# get_batch): the user's line is named, and the value is the same.
+import numpy as np
+data = np.arange(10)
+def get_batch(i):
+    return data[i:i + 2]
+names.clear()
+assert list(get_batch(torch.tensor(3))) == [3, 4]
+print(f"  __index__ ranges: {names}")
+assert names and all(n.startswith("trainrx::at ") and n.endswith(": get_batch") for n in names), names
 PY
 
 # 8. The compat target: Debian's python3-torch 1.13 with the probe built against Debian's LibTorch

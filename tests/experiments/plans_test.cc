@@ -872,6 +872,23 @@ TEST(FixTest, ProgressPlansTheMaximumAndOnlyLowersIt) {
   EXPECT_GE(progress.plans.front(), progress.steps);
 }
 
+// No fix to measure: no trial runs, so no note says the budget cut the trials (issue 81.10).
+TEST(FixTest, NoRowNoBudgetNote) {
+  FakeLauncher l;  // no findings
+  Progress quiet;
+  FixReport r;
+  std::string error;
+  PlanOptions o;
+  o.budget_s = 0.001;
+  ASSERT_TRUE(RunFix(MustParse("cnn"), o, l, quiet, &r).ToBool(&error)) << error;
+  EXPECT_TRUE(r.rows.empty());
+  for (const auto& n : r.notes) EXPECT_EQ(n.find("--budget"), std::string::npos) << n;
+  // With a row, the same budget is said.
+  l.analysis.findings = {FindingWithKnob("input.workers", "workers")};
+  ASSERT_TRUE(RunFix(MustParse("cnn workers=0"), o, l, quiet, &r).ToBool(&error)) << error;
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.find("--budget") != std::string::npos; }));
+}
+
 TEST(FixTest, NoWorkloadBinaryIsAClearError) {
   FakeLauncher l;
   l.workloads_available = false;
@@ -1346,6 +1363,14 @@ TEST(FixCommandTest, AFindingTheOutsideFixDoesNotActOnIsNotMeasured) {
   a.findings[0].outside_fix = true;
   notes.clear();
   EXPECT_EQ(PlanCommandFixes("python3 train.py", a, &notes).size(), 3u);  // workers=2, anomaly_off, all
+  // A busy machine is no code to change (issue 81.10: its note said "change the code").
+  a.findings = {FindingWithKnob("machine.busy", "")};
+  a.findings[0].fix_python = "Time on a quiet machine";
+  notes.clear();
+  EXPECT_TRUE(PlanCommandFixes("python3 train.py", a, &notes).empty());
+  ASSERT_GE(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "machine.busy: not a code change, and not measured here: Time on a quiet machine");
+  for (size_t i = 1; i < notes.size(); ++i) EXPECT_EQ(notes[i].find("change the code"), std::string::npos) << notes[i];
 }
 
 // `fix --cmd --also NAME` (issue 79.6): a fix no finding named gets its own row after the all row
@@ -1733,6 +1758,24 @@ TEST(AbTest, ASignificantDifferenceIsExplainedByADiffOfTracedRuns) {
   EXPECT_TRUE(noted);
 }
 
+// Issue 81.2: a command's explaining runs end after the analysis run's steps; the explanation says
+// it rests on those first steps.
+TEST(AbTest, ACommandsExplanationSaysItsRunsWereEndedAfterTheirSteps) {
+  TracingLauncher l;
+  l.analysis_stopped_after = 200;
+  analyzers::RunDiff why;
+  bool explained = false;
+  std::vector<std::string> notes;
+  Explain(l, "cnn workers=0", "cnn workers=0 slowdown=5000", /*commands=*/true, "always", true, &why, &explained, &notes);
+  ASSERT_TRUE(explained);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "explained from each side's first 200 optimizer steps: its recorded run was ended there "
+                      "(--analysis-steps; 0: the whole run)");
+  notes.clear();
+  Explain(l, "cnn workers=0", "cnn workers=0 slowdown=5000", /*commands=*/false, "always", true, &why, &explained, &notes);
+  EXPECT_TRUE(notes.empty());  // a workload runs its own steps
+}
+
 // Issue 36: the batch raised until memory is full. A cell that runs out of memory is a result (one
 // trial, no time, the request), the ranking is among the cells that fit, and the note names the
 // largest batch that fit.
@@ -1824,6 +1867,35 @@ TEST(ReportTextTest, LongCommandsDoNotWidenTheTable) {
   }
   EXPECT_EQ(whole, 2) << text.str();  // A's and B's whole commands, on lines of their own
   EXPECT_NE(text.str().find("--workers 4"), std::string::npos);
+}
+
+// One sign everywhere (issue 81.7): a fix that makes the step shorter shows a positive saving, both
+// predicted and measured, as analyze's "predicted saving" does; a slower one a negative saving.
+TEST(ReportTextTest, SavingsArePositiveWhenTheFixIsFaster) {
+  FixReport r;
+  r.workload = "cnn";
+  FixRow faster;
+  faster.change = "anomaly=1 -> 0";
+  faster.cmp.speedup = 1.25;  // the step 20 % shorter
+  faster.cmp.ci_low = 1.2;
+  faster.cmp.ci_high = 1.3;
+  faster.predicted = true;
+  faster.predicted_saving_pct = 18.0;
+  faster.predicted_low_pct = 15.0;
+  faster.predicted_high_pct = 22.0;
+  FixRow slower;
+  slower.change = "workers=0 -> 2";
+  slower.cmp.speedup = 0.8;  // the step 25 % longer
+  slower.cmp.ci_low = 0.75;
+  slower.cmp.ci_high = 0.9;
+  r.rows = {faster, slower};
+  std::ostringstream text;
+  reports::WriteFixText(r, text, false);
+  EXPECT_NE(text.str().find("18.0% [15.0, 22.0]"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("20.0% [16.7, 23.1]"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("-25.0% [-33.3, -11.1]"), std::string::npos) << text.str();
+  EXPECT_EQ(text.str().find("-20.0%"), std::string::npos) << text.str();
+  EXPECT_EQ(text.str().find("-18.0%"), std::string::npos) << text.str();
 }
 
 // The reports say, per row across processes, after which round it stopped and why, at which level
@@ -1958,7 +2030,16 @@ TEST(GateTest, SwitchableDifferenceIsCheckedInProcess) {
   FakeLauncher p;
   GateRun other = GateFor("cnn workers=0");
   other.same_job = true;
-  ASSERT_TRUE((st = CheckGate(base, "b.json", other, p, quiet, &r)).ok()) << st.message();
+  // The progress line counts every trial of both sides (issue 81.10: "trial 11/11" for 6 a side).
+  struct Counting : Progress {
+    int planned = 0, steps = 0;
+    void Start(int total) override { planned = total; }
+    void Replan(int total) override { planned = total; }
+    void Step(const std::string&) override { ++steps; }
+  } counting;
+  ASSERT_TRUE((st = CheckGate(base, "b.json", other, p, counting, &r)).ok()) << st.message();
+  EXPECT_EQ(counting.steps, 12);
+  EXPECT_EQ(counting.planned, counting.steps);
   EXPECT_EQ(p.alt_trials, 0);
   EXPECT_EQ(r.mode, "interleaved re-runs of the baseline spec (ABBA)");
   EXPECT_EQ(r.baseline_trials, 6);  // re-run, not the stored samples

@@ -32,6 +32,27 @@ TEST(ProcessTest, RunProcessGivesTheProgramsExitCode) {
   EXPECT_EQ(*missing, 127);  // started, then exec failed: the child's own exit code
 }
 
+// A user's command's leading assignments set its environment, as a shell's do (issue 81.10:
+// `record -- VAR=value cmd` failed "cannot run VAR=value"); a program's path is never one.
+TEST(ProcessTest, LeadingAssignmentsOfAUsersCommandSetItsEnvironment) {
+  ProcessSpec p;
+  p.search_path = true;
+  p.argv = {"TRAINRX_T1=4", "TRAINRX_T_2=a=b", "sh", "-c", "test \"$TRAINRX_T1/$TRAINRX_T_2\" = 4/a=b"};
+  StatusOr<int> code = RunProcess(p);
+  ASSERT_TRUE(code.ok()) << code.status().message();
+  EXPECT_EQ(*code, 0);
+  p.argv = {"TRAINRX_T1=4", "sh", "-c", "exit 5"};
+  code = RunProcess(p);
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 5);
+  p.argv = {"1X=4", "true"};  // not a name: the program "1X=4", which does not exist
+  p.log = "/dev/null";
+  code = RunProcess(p);
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 127);
+  EXPECT_TRUE(SplitCommand("VAR=1 python3 train.py").empty());  // still the shell's (fix --cmd)
+}
+
 TEST(ProcessTest, NoProgramIsTrainrxsBugNotTheUsers) {
   const StatusOr<pid_t> pid = StartProcess(ProcessSpec{});
   ASSERT_FALSE(pid.ok());

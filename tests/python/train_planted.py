@@ -15,6 +15,8 @@ code must be the same with and without recording. Nothing here knows about train
   --signal NAME      send this signal to itself after training (SIGTERM, SIGSEGV, SIGKILL)
   --linger S         sleep S seconds after training (before the signal, if any)
   --os-exit          leave through os._exit (no exit handler runs)
+  --accum K          gradient accumulation: K micro-batches of --batch, each a forward and a
+                     backward, before each optimizer step (nanoGPT's gradient_accumulation_steps)
 
 Extra problems, off by default and not part of --all-problems (bench/torchtidy_compare.py plants
 them to compare with torch.profiler's TorchTidy matcher, torch/profiler/_pattern_matcher.py):
@@ -123,7 +125,8 @@ def main():
     p.add_argument("--torch-profiler-schedule", default="")
     p.add_argument("--torch-profiler-mode", choices=["full", "shapes", "plain"], default="full")
     p.add_argument("--slowdown-ms", type=float, default=0, help="busy work added to every step (gate tests)")
-    p.add_argument("--batch", type=int, default=16, help="samples per step (sweep tests)")
+    p.add_argument("--batch", type=int, default=16, help="samples per micro-batch (sweep tests)")
+    p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step (gradient accumulation)")
     p.add_argument("--empty-cache", action="store_true",
                    help="torch.cuda.empty_cache() every step (a no-op without CUDA: the call is still made)")
     p.add_argument("--leak", action="store_true",
@@ -142,7 +145,7 @@ def main():
         torch.autograd.set_detect_anomaly(True)
 
     batch = a.batch
-    train = DataLoader(Images(batch * a.steps, a.costly_data), batch_size=batch, num_workers=a.workers,
+    train = DataLoader(Images(batch * a.steps * a.accum, a.costly_data), batch_size=batch, num_workers=a.workers,
                        collate_fn=checked_collate if a.loader_sync else None)
     val = DataLoader(Images(batch * 3, False), batch_size=batch)
     model = make_model(a.conv_bias)
@@ -168,8 +171,9 @@ def main():
     kept = []  # --leak: predictions kept for a later report, graph and activations with them
     step_ms = []
     last = time.perf_counter()
-    for x, y in train:
-        opt.zero_grad(set_to_none=not a.zero_grad_zeros)
+    for micro, (x, y) in enumerate(train):
+        if micro % a.accum == 0:
+            opt.zero_grad(set_to_none=not a.zero_grad_zeros)
         if a.loop_index:  # per-sample jitter, one indexing op per sample: x.mul_(gains.view(-1, 1, 1, 1))
             for i in range(x.shape[0]):
                 x[i].mul_(1.0 + 0.01 * (i % 3))
@@ -184,7 +188,12 @@ def main():
                 loss = nn.functional.cross_entropy(out, y, weight=weight)
             else:
                 loss = loss_fn(out, y)
-        loss.backward()
+        if a.accum > 1:
+            (loss / a.accum).backward()
+            if (micro + 1) % a.accum != 0:
+                continue
+        else:
+            loss.backward()
         if a.leak:  # a second forward "to log the predictions later", never detached
             kept.append(model(x))
         if a.slowdown_ms:

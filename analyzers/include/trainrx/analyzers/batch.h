@@ -21,6 +21,11 @@ struct BatchEstimate {
   // Elements of one sample of that input (its dims after the batch dimension multiplied: 3*28*28 for
   // conv2d's [32, 3, 28, 28]); a sample takes at least this many bytes in the step. 0: unknown.
   int64_t sample_elements = 0;
+  // Gradient accumulation (issue 81.1): the backward passes a step's forwards of that input fed, and
+  // the batch of one of them; `samples` is their sum (4 micro-batches of 8: samples 32,
+  // micro_steps 4, micro_batch 8). One pass: micro_steps 1, micro_batch = samples.
+  int micro_steps = 1;
+  int64_t micro_batch = 0;
 };
 
 // For the lowest rank with steps: in each step (warm-up steps included: shapes are recorded in the
@@ -29,9 +34,12 @@ struct BatchEstimate {
 // embedding: dim 0 of its indices, input 1); of those named as the step's first (the model's
 // entry), the last to start before the step's first backward: the forward the backward trains
 // (issue 51.4: minGPT's batch-1 text generation at iteration 0 comes first in its step and was
-// read as the batch). The value most steps agree on (the last batch of an epoch may be smaller).
+// read as the batch). A step of k micro-batches (gradient accumulation: a forward before each of
+// its k backward passes) counts them all. The value most steps agree on (the last batch of an
+// epoch may be smaller).
 // nullopt without steps or without such an op: the caller must not guess.
 //   steps 1-3: aten::conv2d [[32, 3, 28, 28], [8, 3, 3, 3], [8], ...] -> {32, "aten::conv2d", 3, 3}
+//   4 x (aten::embedding [[50304, 768], [8, 1024]], backward) a step -> samples 32, micro_steps 4, micro_batch 8
 std::optional<BatchEstimate> SamplesPerStep(const profiler::Trace& trace, const StepModel& steps);
 
 }  // namespace trainrx::analyzers

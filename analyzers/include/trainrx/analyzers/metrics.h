@@ -176,7 +176,10 @@ struct DeviceMemory {
   // Batch headroom (0 where unknown): samples per step (the recorded input shapes), memory per
   // sample (the median step's peak above its start: activations and what the step makes), and how
   // many samples a step could hold in `usable_pct` of the capacity with what is resident at its start.
+  // Under gradient accumulation (micro_steps > 1) the batch is one micro-step's: what one forward
+  // holds in memory at once, and what a larger micro-batch would raise (issue 81.1).
   int64_t samples_per_step = 0;
+  int micro_steps = 1;
   double bytes_per_sample = 0;
   int64_t fits_samples = 0;
   // Allocated samples inside the median steady step: a handful (trainrx record's heap samples at
@@ -187,6 +190,10 @@ struct DeviceMemory {
   // marks; 0 where unknown): each a failed cudaMalloc, the cache freed and the request tried again.
   int64_t alloc_retries = 0;
 };
+
+// "batch 8", or under gradient accumulation "micro-batch 8 (4 a step)": the batch the headroom
+// counts in (memory.cc).
+std::string BatchLabel(const DeviceMemory& m);
 
 // Growth of a per-step memory figure (memory.growth here; the heap at step ends of an experiment's
 // trials): the least-squares slope over the steps that have a value (-1: none), how many have one,

@@ -53,7 +53,11 @@ struct StepModel {
   // and allocator start-up, DataLoader workers starting: 6.1 s against a 17 ms median on an H100),
   // at most a quarter of the rank's steps, with 4 or more. They are left out of `steps`, so every
   // share, per-step figure and saving describes the steady state; the report lists them.
+  // Not where those steps waited for a CPU and did no more work than the steady ones (our
+  // collector's CPU-wait samples): that is contention, and they stay (issue 81.9: 15 of 60 steps
+  // left out as warm-up beside a 48 % CPU wait); `warmup_notes` says so, one line per rank.
   std::vector<StepRow> warmup_steps;
+  std::vector<std::string> warmup_notes;
   int64_t median_wall_ns = 0;
   // The mean step: what throughput follows. Apart from the median where steps are uneven (a
   // loader's workers handing batches over in bursts: long and short steps alternate), which the

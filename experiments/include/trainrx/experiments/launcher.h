@@ -97,8 +97,8 @@ class Launcher {
   }
   // One recorded run of the command, analyzed: what `fix --cmd` will try to fix, and its seconds.
   virtual Status AnalyzeCommand(const std::string& command, analyzers::Report* report, double* seconds) = 0;
-  // When the last AnalyzeCommand's run was ended by its step limit (LauncherOptions::analysis_steps):
-  // that limit; 0 when it ran to its end.
+  // When the last AnalyzeCommand's (or a command's TracedRun's) run was ended by its step limit
+  // (LauncherOptions::analysis_steps): that limit; 0 when it ran to its end.
   virtual int64_t AnalysisStoppedAfter() const { return 0; }
   // From now on, each Command trial ends after `steps` optimizer steps (0: whole runs): `fix --cmd`
   // sets it from the analysis run's warm-up and step-time spread when the user chose none.

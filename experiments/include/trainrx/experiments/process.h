@@ -22,13 +22,18 @@ struct EnvChange {
 
 struct ProcessSpec {
   std::vector<std::string> argv;  // argv[0] is the program
-  bool search_path = false;       // look argv[0] up in PATH (a user's command), else a path
+  // Look argv[0] up in PATH (a user's command), else a path. A user's command's leading NAME=value
+  // words are set in its environment, as a shell does (`record -- VAR=1 python train.py`).
+  bool search_path = false;
   std::vector<EnvChange> env;     // applied in order, in the child only
   std::string log;                // stdout and stderr to this file; "" keeps ours
   // > 0: the child's RLIMIT_DATA (its writable private memory: heap, tensors, thread stacks), the
   // CPU stand-in for a device's capacity (`sweep --memory-cap`); allocations past it fail.
   uint64_t data_limit_bytes = 0;
 };
+
+// How many of a user's command's first words are NAME=value assignments (a program follows them).
+size_t LeadingAssignments(const std::vector<std::string>& argv);
 
 // Starts the program: its pid, or an error when fork fails (kInternal when spec.argv is empty: the
 // caller's bug). A program that cannot be executed exits 127 after saying so on its stderr (the
