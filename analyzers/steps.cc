@@ -381,17 +381,30 @@ std::vector<StepRange> FindSteps(const Trace& trace, int32_t rank, std::string* 
       if (const profiler::RankInfo* info = trace.FindRank(rank); info && prefix[0] == 'P') {
         if (info->config.count("profiler_steps_from")) *source = ConfigText(*info, "profiler_steps_from");
       }
+      // Written one per optimizer step by a collector before cycles were found (issue 81.3): the
+      // optimizer steps again, with the cycle where there is one.
+      if (*source == profiler::OptimizerStepsSource(1)) {
+        int cycle = 1;
+        const auto inferred = profiler::StepsFromOptimizer(trace, rank, &cycle);
+        if (cycle > 1) {
+          found.clear();
+          for (size_t i = 0; i < inferred.size(); ++i)
+            found.push_back({inferred[i].start_ns, inferred[i].end_ns, inferred[i].track, "step " + std::to_string(i + 1)});
+          *source = profiler::OptimizerStepsSource(cycle);
+        }
+      }
       break;
     }
   }
   // 3) inferred from Optimizer.step#... (profiler::StepsFromOptimizer: the rule our collector
   //    also writes its ProfilerStep#N with)
   if (found.empty()) {
-    const auto inferred = profiler::StepsFromOptimizer(trace, rank);
+    int cycle = 1;
+    const auto inferred = profiler::StepsFromOptimizer(trace, rank, &cycle);
     for (size_t i = 0; i < inferred.size(); ++i) {
       found.push_back({inferred[i].start_ns, inferred[i].end_ns, inferred[i].track, "step " + std::to_string(i + 1)});
     }
-    if (!found.empty()) *source = "inferred from Optimizer.step";
+    if (!found.empty()) *source = profiler::OptimizerStepsSource(cycle);
   }
   // 4) no optimizer at all (parameters updated by hand): from the backward passes
   //    (profiler::StepsFromBackward, the rule our collector also uses)

@@ -263,6 +263,9 @@ void CloseWindowNow(Collector& c) noexcept {
 }
 
 // The step boundary a user range marks, if any.
+// The start-up hook's "take the boundary's samples now" range (trainrx_hook_marks.py).
+constexpr char kSampleMark[] = "trainrx::sample";
+
 bool BoundaryOf(const char* name, BoundaryKind* kind) {
   if (StartsWith(name, "Optimizer.step#")) *kind = BoundaryKind::kOptimizerStep;
   else if (StartsWith(name, "ProfilerStep#")) *kind = BoundaryKind::kStepStart;
@@ -442,6 +445,13 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       SampleHeap(*c, b, NowNs());
     // Python's record_function enters through an op of its own; the range itself follows.
     if (name[0] == 'p' && StartsWith(name, "profiler::")) return nullptr;
+    // The start-up hook's sampling point in a loop with no boundary of its own (parameters updated
+    // by hand, no DataLoader: issue 81.4): the boundary's samples (configuration, heap, CPU wait),
+    // no record.
+    if (scope == at::RecordScope::USER_SCOPE && name[0] == 't' && std::strcmp(name, kSampleMark) == 0) {
+      SnapshotConfig(b, NowNs());
+      return nullptr;
+    }
     Rec* r = b->Append();
     if (r == nullptr) {
       if (closes_window) CloseWindowNow(*c);  // past the event cap: its end would never be seen

@@ -1,5 +1,7 @@
 #include "trainrx/profiler/profiler_steps.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <string_view>
@@ -10,9 +12,52 @@ namespace {
 
 bool IsRange(EventKind k) { return k == EventKind::kUserAnnotation || k == EventKind::kCpuOp; }
 
+// The cycle of StepsFromOptimizer (profiler_steps.h): `spans` merged k at a time where the loader's
+// fetches say every k optimizer steps share one batch; *cycle = k, else 1 and `spans` kept.
+std::vector<StepSpan> MergeCycles(const Trace& trace, int32_t rank, std::vector<StepSpan> spans, int* cycle) {
+  *cycle = 1;
+  if (spans.size() < 4) return spans;
+  std::vector<int64_t> fetches;
+  for (const Event& e : trace.events) {
+    if (e.track >= trace.tracks.size() || !IsRange(e.kind)) continue;
+    const Track& t = trace.tracks[e.track];
+    if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
+    if (trace.Name(e).rfind("enumerate(DataLoader)#", 0) == 0) fetches.push_back(e.ts_ns);
+  }
+  if (fetches.size() < 3) return spans;
+  std::sort(fetches.begin(), fetches.end());
+  std::vector<size_t> holding;  // the spans that hold a fetch
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const auto lo = std::lower_bound(fetches.begin(), fetches.end(), spans[i].start_ns);
+    const auto hi = std::lower_bound(lo, fetches.end(), spans[i].end_ns);
+    if (hi - lo > 1) return spans;  // two batches a step: accumulation or a second loader, no cycle
+    if (hi - lo == 1) holding.push_back(i);
+  }
+  if (holding.size() < 3) return spans;
+  const size_t k = holding[1] - holding[0];
+  if (k < 2) return spans;
+  for (size_t j = 1; j < holding.size(); ++j)
+    if (holding[j] - holding[j - 1] != k) return spans;
+  std::vector<StepSpan> merged;
+  for (size_t first : holding) {
+    if (first + k > spans.size()) break;  // a partial cycle at the end
+    merged.push_back({spans[first].start_ns, spans[first + k - 1].end_ns, spans[first].track});
+  }
+  if (merged.size() < 2) return spans;
+  *cycle = static_cast<int>(k);
+  return merged;
+}
+
 }  // namespace
 
-std::vector<StepSpan> StepsFromOptimizer(const Trace& trace, int32_t rank) {
+std::string OptimizerStepsSource(int cycle) {
+  return cycle > 1 ? fmt::format("inferred from Optimizer.step, {} optimizer steps and one loader fetch an iteration: the "
+                                 "iteration is the step",
+                                 cycle)
+                   : "inferred from Optimizer.step";
+}
+
+std::vector<StepSpan> StepsFromOptimizer(const Trace& trace, int32_t rank, int* cycle) {
   std::vector<const Event*> opt;
   for (const Event& e : trace.events) {
     if (e.track >= trace.tracks.size()) continue;
@@ -24,6 +69,9 @@ std::vector<StepSpan> StepsFromOptimizer(const Trace& trace, int32_t rank) {
   std::sort(opt.begin(), opt.end(), [](const Event* a, const Event* b) { return a->ts_ns < b->ts_ns; });
   std::vector<StepSpan> out;
   for (size_t i = 1; i < opt.size(); ++i) out.push_back({opt[i - 1]->end_ns(), opt[i]->end_ns(), opt[i]->track});
+  int k = 1;
+  out = MergeCycles(trace, rank, std::move(out), &k);
+  if (cycle != nullptr) *cycle = k;
   return out;
 }
 
@@ -106,8 +154,9 @@ std::string AddProfilerSteps(Trace& trace, int32_t rank, int64_t first) {
     }
     how = "trainrx step markers";
   } else {
-    auto inferred = StepsFromOptimizer(trace, rank);
-    how = "inferred from Optimizer.step";
+    int cycle = 1;
+    auto inferred = StepsFromOptimizer(trace, rank, &cycle);
+    how = OptimizerStepsSource(cycle);
     if (inferred.empty()) {  // parameters updated by hand: the backward passes mark the steps
       inferred = StepsFromBackward(trace, rank);
       how = inferred.empty() ? "" : "inferred from backward passes";

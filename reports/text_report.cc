@@ -384,12 +384,15 @@ void WriteSteps(const analyzers::Report& report, Sink& sink) {
                                      [&](const auto& s) { return s.rank != steps.steps.front().rank; });
       std::string names;
       int64_t waited = 0;
-      for (int32_t i : steps.data_worst_steps) {
-        const auto& s = steps.steps[static_cast<size_t>(i)];
-        names += fmt::format("{}{}{}", names.empty() ? "" : ", ", s.name, ranks ? fmt::format(" rank {}", s.rank) : "");
+      const size_t n = steps.data_worst_steps.size();
+      constexpr size_t kNamed = 4;  // the first few by name, then how many more (issue 81.10: 50 names on one line)
+      for (size_t k = 0; k < n; ++k) {
+        const auto& s = steps.steps[static_cast<size_t>(steps.data_worst_steps[k])];
+        if (k < kNamed)
+          names += fmt::format("{}{}{}", names.empty() ? "" : ", ", s.name, ranks ? fmt::format(" rank {}", s.rank) : "");
         waited += s.data_exposed_ns;
       }
-      const size_t n = steps.data_worst_steps.size();
+      if (n > kNamed) names += fmt::format(" and {} more", n - kNamed);
       sink.Line(fmt::format("caveat: {} ({}) waited {} for data{}; without {} data wait{} is {} of the step "
                             "(stalls in a few steps are not a loader bottleneck: input.dataloader_bound reads this share)",
                             n == 1 ? "one step" : fmt::format("{} steps", n), names, Ms(waited), n == 1 ? "" : " in all",

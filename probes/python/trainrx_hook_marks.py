@@ -275,28 +275,60 @@ def _install_loader_mark(torch, record_function):
     loader._get_iterator = _get_iterator
 
 
-def _install_cpu_peak(torch, record_function):
+def _install_backward_samples(torch, record_function):
+    """A loop with no torch.optim step and no DataLoader (parameters updated by hand, batches sliced
+    from a tensor: pytorch/examples' word_language_model) gives the probe no boundary to take its
+    samples at: no CPU wait figure, no configuration, one heap sample (issue 81.4). Until an
+    optimizer steps, each backward pass (torch.autograd.backward, which Tensor.backward calls) opens
+    the range "trainrx::sample", at which the probe takes a boundary's samples and records nothing;
+    ~5 us a backward pass, none once an optimizer has stepped. Returns a list that is non-empty once
+    the process trained (a backward pass or an optimizer step): a launcher such as torchrun imports
+    torch and trains nothing."""
+    trained, stepped = [], []
+    register = _step_hook_register()
+    if register is not None:
+        def post_step(opt, args, kwargs):
+            if not stepped:
+                stepped.append(True)
+                trained.append(True)
+        register(post_step)
+    autograd = getattr(torch, "autograd", None)
+    backward = getattr(autograd, "backward", None)
+    if backward is None or getattr(backward, "_trainrx_sample", False):
+        return trained
+    compiling, tracing = _tracers(torch)
+    main_pid = os.getpid()
+
+    def sampled_backward(*args, **kwargs):
+        if not stepped:
+            if not trained:
+                trained.append(True)
+            try:
+                if os.getpid() == main_pid and not compiling() and not tracing():
+                    with record_function("trainrx::sample"):
+                        pass
+            except Exception:
+                pass
+        return backward(*args, **kwargs)
+
+    sampled_backward.__wrapped__ = backward
+    sampled_backward._trainrx_sample = True
+    autograd.backward = sampled_backward
+    return trained
+
+
+def _install_cpu_peak(torch, record_function, trained):
     """At the end of a CPU-only recording (issue 52: MFU on a CPU needs the CPU's peak), the rate of
     a short fp32 matmul benchmark with the run's intra-op threads, as the mark
     "trainrx::cpu_peak gflops=G n=N threads=T repeats=R" after a "trainrx::cpu_peak_run" range that
     holds the benchmark's own ops (after the last step: no step counts them). Python's atexit, while
     torch is alive; the main process only; skipped where CUDA was used (the device's peak is the
     one that matters) or with TRAINRX_NO_CPU_PEAK=1. About 0.1 s. Only in a process that trained
-    (an optimizer step ran): a launcher such as torchrun imports torch and runs no op, and must
-    still write no trace."""
+    (`trained`: a backward pass or an optimizer step ran, hand-written SGD too, issue 81.4): a
+    launcher such as torchrun imports torch and runs no op, and must still write no trace."""
     import atexit
     import time
     main_pid = os.getpid()
-    trained = []
-    register = _step_hook_register()
-    if register is None:
-        return
-
-    def post_step(opt, args, kwargs):
-        if not trained:
-            trained.append(True)
-
-    register(post_step)
 
     def measure():
         try:
@@ -527,7 +559,8 @@ def _install_marks(torch):
     _install_cuda_memory_marks(torch, record_function)
     _install_loader_mark(torch, record_function)
     _install_call_sites(torch, record_function)
-    _install_cpu_peak(torch, record_function)  # after the loader / call-site hooks: its own ops are not user calls
+    trained = _install_backward_samples(torch, record_function)
+    _install_cpu_peak(torch, record_function, trained)  # after the loader / call-site hooks: its own ops are not user calls
     if original is None:
         return
     compiling, tracing = _tracers(torch)

@@ -191,6 +191,42 @@ TEST(StepsTest, InferredFromOptimizerStepWhenNoProfilerStep) {
   EXPECT_EQ(r.metrics.steps.median_wall_ns, 5'000'000);
 }
 
+// Issue 81.3: a GAN's iteration steps two optimizers in turn (D, then G) on one loader fetch. The
+// cycle is the step: one per iteration, the loader's wait a share of it, not half the steps waiting
+// and half not. Gradient accumulation (a fetch per micro-batch, one optimizer step) and an ordinary
+// loop keep a step per optimizer step.
+TEST(StepsTest, AFixedCycleOfOptimizerStepsOnOneBatchIsTheStep) {
+  const auto loop = [](int fetches_per_iteration, int steps_per_iteration) {
+    std::string ev;
+    for (int i = 0; i < 12; ++i) {
+      const int s = i * 10000;
+      for (int f = 0; f < fetches_per_iteration; ++f)
+        ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":{},"dur":1500}},)J",
+                          s + f * 2000);
+      for (int k = 0; k < steps_per_iteration; ++k) {
+        const int at = s + 4000 + k * 3000;
+        ev += fmt::format(R"J({{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{},"dur":1500}},)J", at);
+        ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"Optimizer.step#Adam.step","pid":1,"tid":1,"ts":{},"dur":500}},)J",
+                          at + 2000);
+      }
+    }
+    ev.pop_back();
+    return AnalyzeJson("{\"traceEvents\":[" + ev + "]}");
+  };
+  const Report gan = loop(1, 2);
+  EXPECT_EQ(gan.metrics.steps.source,
+            "inferred from Optimizer.step, 2 optimizer steps and one loader fetch an iteration: the iteration is the step");
+  EXPECT_EQ(gan.metrics.steps.steps.size() + gan.metrics.steps.warmup_steps.size(), 11u);  // the partial cycles left out
+  EXPECT_EQ(gan.metrics.steps.median_wall_ns, 10'000'000);
+  EXPECT_NEAR(gan.metrics.steps.data_wait_share, 0.15, 1e-9);  // 1.5 ms of every 10 ms iteration
+  const Report accumulation = loop(3, 1);
+  EXPECT_EQ(accumulation.metrics.steps.source, "inferred from Optimizer.step");
+  EXPECT_EQ(accumulation.metrics.steps.median_wall_ns, 10'000'000);
+  const Report plain = loop(1, 1);
+  EXPECT_EQ(plain.metrics.steps.source, "inferred from Optimizer.step");
+  EXPECT_EQ(plain.metrics.steps.steps.size() + plain.metrics.steps.warmup_steps.size(), 11u);
+}
+
 TEST(StepsTest, NoStepsIsSaidAndPerStepRulesStaySilent) {
   const Report r = AnalyzeJson(R"J([{"ph":"X","name":"aten::add","pid":1,"tid":1,"ts":1,"dur":1}])J");
   EXPECT_EQ(r.metrics.steps.source, "none");

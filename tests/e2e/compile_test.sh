@@ -83,7 +83,8 @@ has "$(ids_of "$W/tp_rc.report.json")" compile.recompiles && ok "torch.profiler 
 # 5. Compile off from outside, and ab measuring compiled vs eager on the unmodified script.
 TRAINRX_FIX=compile_off "$TRAINRX" record -o "$W/off.json" -- "$PY" "$SCRIPT" > /dev/null 2>&1
 grep -q "Torch-Compiled Region" "$W/off.json" && bad "compile_off: still compiled" || ok "compile_off: the model ran eagerly"
-"$TRAINRX" ab --cmd --a "$PY $SCRIPT --steps 30" --b "TRAINRX_FIX=compile_off $PY $SCRIPT --steps 30" --trials 4 --format json \
+# (--budget 1: the first look's 4 rounds; what is checked is each side's compile time, not a verdict)
+"$TRAINRX" ab --cmd --a "$PY $SCRIPT --steps 30" --b "TRAINRX_FIX=compile_off $PY $SCRIPT --steps 30" --trials 4 --budget 1 --format json \
   -o "$W/ab.json" > "$W/ab.out" 2>&1 && ok "ab --cmd: compiled vs TRAINRX_FIX=compile_off ran" || bad "ab --cmd compile: $(tail -3 "$W/ab.out")"
 "$PY" - "$W/ab.json" <<'PY' && ok "ab --cmd: A's compile time per trial, B's none, and the note beside the step" || bad "ab --cmd: compile time"
 import json, sys

@@ -32,7 +32,8 @@ PY=${TRAINRX_PYTHON:-}
 SCRIPT=$(cd "$(dirname "$0")/../python" && pwd)/train_planted.py
 if [ -n "$PY" ] && $PY -c 'import torch' 2>/dev/null; then
   for a in "$PY $SCRIPT --steps 8 --threads 1" "cd /tmp && $PY $SCRIPT --steps 8 --threads 1"; do
-    "$TRAINRX" ab --cmd --a "$a" --b "$PY $SCRIPT --steps 8 --threads 1 --item" --trials 4 --format json --report "$W/abcmd.json" > /dev/null 2> "$W/abcmd.err" \
+    # (--budget 1: the first look's 4 rounds, no more: what is checked here is the plumbing and the unit)
+    "$TRAINRX" ab --cmd --a "$a" --b "$PY $SCRIPT --steps 8 --threads 1 --item" --trials 4 --budget 1 --format json --report "$W/abcmd.json" > /dev/null 2> "$W/abcmd.err" \
       || bad "ab --cmd failed: $(tail -3 "$W/abcmd.err")"
     python3 - "$W/abcmd.json" <<'PY' && ok "ab --cmd ($a): timed by the script's steps, ms per step" || bad "ab --cmd units ($a)"
 import json, sys
@@ -43,7 +44,7 @@ PY
   done
   # Memory per trial from each recording (issue 36): the leak's growth a step, A against B.
   "$TRAINRX" ab --cmd --a "$PY $SCRIPT --steps 8 --threads 1 --leak" --b "$PY $SCRIPT --steps 8 --threads 1" --trials 4 \
-    --explain never --format json --report "$W/ableak.json" > /dev/null 2> "$W/ableak.err" || bad "ab --cmd --leak failed: $(tail -3 "$W/ableak.err")"
+    --budget 1 --explain never --format json --report "$W/ableak.json" > /dev/null 2> "$W/ableak.err" || bad "ab --cmd --leak failed: $(tail -3 "$W/ableak.err")"
   python3 - "$W/ableak.json" <<'PY' && ok "ab --cmd: the leak's memory growth compared trial by trial" || bad "ab --cmd memory"
 import json, sys
 m = json.load(open(sys.argv[1]))["memory"]

@@ -108,7 +108,7 @@ if [ -x "$(dirname "$TRAINRX")/trainrx-workload" ]; then
   CNN="steps=4 warmup=1 eval_every=0"
   "$TRAINRX" ab --a "cnn $CNN" --b "cnn $CNN slowdown=20%" --trials 4 --format html -o "$W/ab.html" 2> "$W/ab.err" \
     && check ab "$W/ab.html" || bad "ab --format html: $(tail -3 "$W/ab.err")"
-  "$TRAINRX" fix cnn --set anomaly=1 --set steps=4 --set warmup=1 --set eval_every=0 --trials 4 --format html -o "$W/fix.html" 2> "$W/fix.err" \
+  "$TRAINRX" fix cnn --set anomaly=1 --set steps=4 --set warmup=1 --set eval_every=0 --trials 4 --budget 1 --format html -o "$W/fix.html" 2> "$W/fix.err" \
     && check fix "$W/fix.html" || bad "fix --format html: $(tail -3 "$W/fix.err")"
   "$TRAINRX" sweep cnn --grid workers=0,2 --grid batch=16,32 --set steps=4 --set warmup=1 --set eval_every=0 --trials 2 \
     --format html -o "$W/sweep.html" 2> "$W/sweep.err" && check sweep "$W/sweep.html" || bad "sweep --format html: $(tail -3 "$W/sweep.err")"

@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include "trainrx/reports/report.h"
 
 #include <gtest/gtest.h>
@@ -115,6 +116,32 @@ TEST(TextReportTest, NoStepsNoPerStepWords) {
       EXPECT_EQ(s.find(bad), std::string::npos) << "'" << bad << "' in:\n" << s;
     EXPECT_NE(s.find("over the whole trace"), std::string::npos) << s;
   }
+}
+
+// The stalled-steps caveat names a few steps and counts the rest (issue 81.10: 50 names on one line).
+TEST(TextReportTest, TheDataStallCaveatNamesAFewStepsAndCountsTheRest) {
+  std::string ev;
+  for (int i = 0; i < 40; ++i) {  // 40 steps, 10 with an 8 ms stall (the worst quarter), the rest 0.2 ms
+    const int s = i * 10000;
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":1,"tid":1,"ts":{},"dur":10000}},)J", i, s);
+    ev += fmt::format(R"J({{"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__","pid":1,"tid":1,"ts":{},"dur":{}}},)J",
+                      s, i % 4 == 1 ? 8000 : 200);
+  }
+  ev.pop_back();
+  profiler::Trace trace;
+  ASSERT_TRUE(profiler::ReadTraceBuffer("{\"traceEvents\":[" + ev + "]}", "stalls.json", 0, trace).ok());
+  analyzers::Thresholds th;
+  const analyzers::Report report = analyzers::Analyze(trace, th);
+  std::ostringstream out;
+  WriteText(trace, report, th, {}, out);
+  const std::string s = out.str();
+  const size_t at = s.find("caveat: 10 steps (");
+  ASSERT_NE(at, std::string::npos) << s;
+  const std::string line = s.substr(at, s.find('\n', at) - at);
+  EXPECT_NE(line.find(" and 6 more)"), std::string::npos) << line;
+  size_t named = 0;
+  for (size_t p = 0; (p = line.find("ProfilerStep#", p)) != std::string::npos; ++p) ++named;
+  EXPECT_EQ(named, 4u) << line;
 }
 
 // Several ranks: the step count says it is all ranks' and how many each had (issue 60: "399 steps"

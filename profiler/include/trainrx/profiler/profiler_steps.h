@@ -18,7 +18,17 @@ struct StepSpan {
 // on the CPU threads of `rank`): step k runs from the end of optimizer step k-1 to the end of
 // optimizer step k. Empty with fewer than two optimizer steps. The one inference rule, used by the
 // analyzer (analyzers/steps.cc) and by AddProfilerSteps; works before and after Finalize().
-std::vector<StepSpan> StepsFromOptimizer(const Trace& trace, int32_t rank);
+// A fixed cycle of optimizer steps on each batch (a GAN: the discriminator's step, then the
+// generator's, on one DataLoader fetch; issue 81.3): the cycle is the step. The spans that hold one
+// loader fetch ("enumerate(DataLoader)#...") come every k >= 2 spans, the spans between hold none
+// and none holds two: the spans are merged k at a time from each one that holds a fetch, a partial
+// cycle at either end left out, and *cycle (optional) is set to k (else 1). No fetches, gradient
+// accumulation's k fetches a step, or any irregular pattern keeps one step per optimizer step.
+std::vector<StepSpan> StepsFromOptimizer(const Trace& trace, int32_t rank, int* cycle = nullptr);
+
+// "inferred from Optimizer.step", with the cycle said where there is one ("..., 2 optimizer steps
+// and one loader fetch an iteration: the iteration is the step").
+std::string OptimizerStepsSource(int cycle);
 
 // Steps inferred from backward passes, for scripts that update their parameters without
 // torch.optim (`p.data.add_(p.grad, alpha=-lr)`; issue 34: "No training steps found" on such a
