@@ -123,11 +123,11 @@ std::vector<std::string> CollectTraces(const RecordOptions& options, const fs::p
     if (const fs::path journal = output.string() + env::kJournalSuffix; fs::exists(journal, ec)) {
       log << fmt::format("trainrx: no trace was written: {}'s journal {} could not be read back (see above; it is kept) "
                          "(exit code {})\n",
-                         options.command[0], journal.string(), code);
+                         options.command[LeadingAssignments(options.command)], journal.string(), code);
       return traces;
     }
     log << fmt::format(
-        "trainrx: no trace was written: {} never loaded libtorch{} (exit code {})\n", options.command[0],
+        "trainrx: no trace was written: {} never loaded libtorch{} (exit code {})\n", options.command[LeadingAssignments(options.command)],
         ", ran no torch op, or ran unobserved (see the message above, if any)", code);
     return traces;
   }
