@@ -49,21 +49,24 @@ void AnalyzeMachine(const AnalysisContext& ctx, Report& out) {
   std::vector<RankCpuLoad> loads;
   for (int32_t rank : ctx.trace.RankIds())
     if (auto measured = CpuLoadOfRank(ctx.trace, ctx.steps, rank)) loads.push_back(std::move(*measured));
-  const auto host_of = [&](int32_t rank) {
-    const profiler::RankInfo* info = ctx.trace.FindRank(rank);
-    return info != nullptr ? ConfigText(*info, "hostname") : std::string();
-  };
-  for (const RankCpuLoad& measured : loads) {
+  std::vector<std::string> hosts;  // of each rank in `loads`, read once ("" unknown)
+  for (const RankCpuLoad& l : loads) {
+    const profiler::RankInfo* info = ctx.trace.FindRank(l.rank);
+    hosts.push_back(info != nullptr ? ConfigText(*info, "hostname") : std::string());
+  }
+  for (size_t i = 0; i < loads.size(); ++i) {
+    const RankCpuLoad& measured = loads[i];
     const int32_t rank = measured.rank;
     out.metrics.cpu_load.push_back(measured);
     const profiler::CpuLoad& l = measured.load;
     const double wait_pct = 100.0 * l.WaitShare();
     // The job's other ranks on this machine that this trace holds: the CPUs they used and wanted.
-    const std::string host = host_of(rank);
+    const std::string& host = hosts[i];
     double sibling_cpus = 0, sibling_wanted = 0;
     int siblings = 0;
-    for (const RankCpuLoad& other : loads) {
-      if (other.rank == rank || host.empty() || host_of(other.rank) != host) continue;
+    for (size_t j = 0; j < loads.size(); ++j) {
+      const RankCpuLoad& other = loads[j];
+      if (j == i || host.empty() || hosts[j] != host) continue;
       ++siblings;
       const double children = other.load.children_ns > 0 && other.load.wall_ns > 0 ? other.load.children_ns / other.load.wall_ns : 0;
       sibling_cpus += other.load.OwnCpus() + children;
