@@ -376,6 +376,9 @@ _SITE_METHODS = ("item", "tolist", "__bool__", "__float__", "__int__", "__index_
 _SITE_FUNCTIONS = (("", "nonzero"), ("", "masked_select"), ("cuda", "synchronize"), ("cuda", "empty_cache"))
 
 
+_COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
+
+
 def _install_call_sites(torch, record_function):
     """The user's line around the few calls that sync (scalar reads, copies to the host, nonzero /
     masked_select, torch.cuda.synchronize / empty_cache): each call runs inside a range
@@ -411,17 +414,40 @@ def _install_call_sites(torch, record_function):
     # read inside torch too (GradScaler's found_inf check syncs, named by the user's scaler.step line).
     Tensor = torch.Tensor
 
+    # NumPy's own frames pass a tensor's value through (np.memmap.__getitem__ indexing with a 0-d
+    # tensor calls its __index__): the line to name is the user's that indexed, one frame further
+    # (nanoGPT's get_batch was named "numpy/_core/memmap.py(360): __getitem__", issue 81.5).
+    # NumPy's folder, once it is imported (it may be after this hook).
+    numpy_dir = [None]
+
+    def in_numpy(name):
+        if numpy_dir[0] is None:
+            numpy = sys.modules.get("numpy")
+            if numpy is None or not getattr(numpy, "__file__", None):
+                return False
+            numpy_dir[0] = os.path.dirname(numpy.__file__) + os.sep
+        return name.startswith(numpy_dir[0])
+
     def site(args, f):
         while f is not None:
             code = f.f_code
             name = code.co_filename
+            if in_numpy(name):
+                f = f.f_back
+                continue
             if not (name.startswith(torch_dir) or name == ours):
                 key = (code, f.f_lasti)
                 where = sites.get(key)
                 if where is None:
                     if len(sites) >= 4096:  # code made on the fly (exec, lambdas): bounded
                         sites.clear()
-                    where = sites[key] = f"trainrx::at {name}({f.f_lineno}): {code.co_name}"
+                    # A comprehension runs in a frame of its own ("<listcomp>" before Python 3.12):
+                    # named by the function it is written in (nanoGPT's get_batch indexes its
+                    # memmap inside one), at the comprehension's line.
+                    function, outer = code.co_name, f.f_back
+                    while function in _COMPREHENSIONS and outer is not None:
+                        function, outer = outer.f_code.co_name, outer.f_back
+                    where = sites[key] = f"trainrx::at {name}({f.f_lineno}): {function}"
                 return where
             # Reached only through torch's frames, the first of them the caller's.
             if args and isinstance(args[0], Tensor) and args[0].is_cpu:

@@ -514,7 +514,7 @@ odd = torch.tensor([3.5]).as_subclass(Odd)
 assert odd.item() == 3.5 and inside["read"](odd) == 3.5
 # Issue 81.5: a NumPy array indexed with a 0-d tensor reads it through __index__ (nanoGPT's
 # get_batch): the user's line is named, and the value is the same.
-import numpy as np
+import numpy as np, tempfile
 data = np.arange(10)
 def get_batch(i):
     return data[i:i + 2]
@@ -522,6 +522,21 @@ names.clear()
 assert list(get_batch(torch.tensor(3))) == [3, 4]
 print(f"  __index__ ranges: {names}")
 assert names and all(n.startswith("trainrx::at ") and n.endswith(": get_batch") for n in names), names
+# A memmap (nanoGPT's train.bin) indexes through NumPy's own Python frame: the user's line is named.
+with tempfile.NamedTemporaryFile(suffix=".bin") as f:
+    np.arange(10, dtype=np.uint16).tofile(f.name)
+    data = np.memmap(f.name, dtype=np.uint16, mode="r")
+    names.clear()
+    assert list(get_batch(torch.tensor(3))) == [3, 4]
+    print(f"  memmap __index__ ranges: {names}")
+    assert names and all(n.startswith("trainrx::at ") and n.endswith(": get_batch") for n in names), names
+    # ... also from a comprehension inside it (nanoGPT: [data[i:i+T] for i in ix]), named by get_batch
+    def get_batch(ix):
+        return [list(data[i:i + 2]) for i in ix]
+    names.clear()
+    assert get_batch(torch.tensor([3, 5])) == [[3, 4], [5, 6]]
+    print(f"  comprehension __index__ ranges: {names}")
+    assert names and all(n.endswith(": get_batch") for n in names), names
 PY
 
 # 8. The compat target: Debian's python3-torch 1.13 with the probe built against Debian's LibTorch
