@@ -280,7 +280,7 @@ void SplitUntrainedForward(std::vector<StepRow>& rows) {
   }
 }
 
-// Whether a rank's slow leading steps [first, last] were slow for want of a CPU rather than from
+// Whether a rank's `lead` slow leading steps (of its `rows`) were slow for want of a CPU rather than from
 // work of their own: over their span its threads waited for a CPU at least kBusyWaitPct of their
 // runnable time, and ran no more than 1.5x a steady step's CPU time a step (one-time work, the
 // allocator's and the autotuner's, runs; contention waits). "" where they were warm-up or the
@@ -346,6 +346,12 @@ struct StepRange {
 // (unchanged when none does).
 std::vector<StepRange> FindSteps(const Trace& trace, int32_t rank, std::string* source) {
   std::vector<StepRange> found;
+  // Inferred spans (the optimizer's or the backward passes'), numbered "step 1", "step 2", ...
+  const auto found_from = [&](const std::vector<profiler::StepSpan>& inferred) {
+    found.clear();
+    for (size_t i = 0; i < inferred.size(); ++i)
+      found.push_back({inferred[i].start_ns, inferred[i].end_ns, inferred[i].track, "step " + std::to_string(i + 1)});
+  };
   // 0) the step the user named (`analyze --step NAME`, sets::SetOptions::step_name, in the
   //    rank's config as "step_name"): every range of that name (record_function) or Python
   //    frame of that function ("train.py(57): train_step"), outermost only; it wins over the rest.
@@ -387,9 +393,7 @@ std::vector<StepRange> FindSteps(const Trace& trace, int32_t rank, std::string* 
         int cycle = 1;
         const auto inferred = profiler::StepsFromOptimizer(trace, rank, &cycle);
         if (cycle > 1) {
-          found.clear();
-          for (size_t i = 0; i < inferred.size(); ++i)
-            found.push_back({inferred[i].start_ns, inferred[i].end_ns, inferred[i].track, "step " + std::to_string(i + 1)});
+          found_from(inferred);
           *source = profiler::OptimizerStepsSource(cycle);
         }
       }
@@ -400,19 +404,13 @@ std::vector<StepRange> FindSteps(const Trace& trace, int32_t rank, std::string* 
   //    also writes its ProfilerStep#N with)
   if (found.empty()) {
     int cycle = 1;
-    const auto inferred = profiler::StepsFromOptimizer(trace, rank, &cycle);
-    for (size_t i = 0; i < inferred.size(); ++i) {
-      found.push_back({inferred[i].start_ns, inferred[i].end_ns, inferred[i].track, "step " + std::to_string(i + 1)});
-    }
+    found_from(profiler::StepsFromOptimizer(trace, rank, &cycle));
     if (!found.empty()) *source = profiler::OptimizerStepsSource(cycle);
   }
   // 4) no optimizer at all (parameters updated by hand): from the backward passes
   //    (profiler::StepsFromBackward, the rule our collector also uses)
   if (found.empty()) {
-    const auto inferred = profiler::StepsFromBackward(trace, rank);
-    for (size_t i = 0; i < inferred.size(); ++i) {
-      found.push_back({inferred[i].start_ns, inferred[i].end_ns, inferred[i].track, "step " + std::to_string(i + 1)});
-    }
+    found_from(profiler::StepsFromBackward(trace, rank));
     if (!found.empty()) *source = "inferred from backward passes";
   }
   std::sort(found.begin(), found.end(), [](const StepRange& a, const StepRange& b) { return a.s < b.s; });

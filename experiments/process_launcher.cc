@@ -297,9 +297,7 @@ class ProcessLauncher : public Launcher {
     const StatusOr<std::vector<std::string>> traces =
         command ? RecordSome(what, name, analysis_steps_, &seconds) : TraceWorkload(s, name);
     if (!traces.ok()) return traces.status();
-    if (command)
-      analysis_stopped_ = analysis_steps_ > 0 &&
-                          LogTail((dir_ / (name + ".log")).string(), 65536).find(env::kStepStopLine) != std::string::npos;
+    if (command) analysis_stopped_ = StoppedAtStepLimit(name);
     sets::SetAnalysis out;
     if (Status st = sets::AnalyzeSet(*traces, {}, &out); !st.ok()) return st;
     return out;
@@ -309,9 +307,7 @@ class ProcessLauncher : public Launcher {
     analysis_stopped_ = false;
     StatusOr<std::vector<std::string>> traces = RecordSome(cmd, "analysis", analysis_steps_, seconds);
     if (!traces.ok()) return traces.status();
-    // The start-up hook says so when it ends the run at its step limit (probes/python/sitecustomize.py).
-    analysis_stopped_ = analysis_steps_ > 0 &&
-                        LogTail((dir_ / "analysis.log").string(), 65536).find(env::kStepStopLine) != std::string::npos;
+    analysis_stopped_ = StoppedAtStepLimit("analysis");
     sets::SetOptions options;
     options.what_if = analysis_what_if_;
     return AnalyzeTraces(*traces, report, options);
@@ -346,6 +342,13 @@ class ProcessLauncher : public Launcher {
   }
 
   // A command recorded that must leave a trace (AnalyzeCommand, TracedRun).
+  // Whether the recording `name` was ended by the analysis step limit: the start-up hook says so in
+  // its log when it ends the run there (probes/python/sitecustomize.py).
+  bool StoppedAtStepLimit(const std::string& name) const {
+    return analysis_steps_ > 0 &&
+           LogTail((dir_ / (name + ".log")).string(), 65536).find(env::kStepStopLine) != std::string::npos;
+  }
+
   StatusOr<std::vector<std::string>> RecordSome(const std::string& cmd, const std::string& name, int64_t stop,
                                                 double* seconds) {
     std::vector<std::string> traces;

@@ -13,18 +13,11 @@ namespace {
 bool IsRange(EventKind k) { return k == EventKind::kUserAnnotation || k == EventKind::kCpuOp; }
 
 // The cycle of StepsFromOptimizer (profiler_steps.h): `spans` merged k at a time where the loader's
-// fetches say every k optimizer steps share one batch; *cycle = k, else 1 and `spans` kept.
-std::vector<StepSpan> MergeCycles(const Trace& trace, int32_t rank, std::vector<StepSpan> spans, int* cycle) {
+// fetches (their start times) say every k optimizer steps share one batch; *cycle = k, else 1 and
+// `spans` kept.
+std::vector<StepSpan> MergeCycles(std::vector<StepSpan> spans, std::vector<int64_t> fetches, int* cycle) {
   *cycle = 1;
-  if (spans.size() < 4) return spans;
-  std::vector<int64_t> fetches;
-  for (const Event& e : trace.events) {
-    if (e.track >= trace.tracks.size() || !IsRange(e.kind)) continue;
-    const Track& t = trace.tracks[e.track];
-    if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
-    if (trace.Name(e).rfind("enumerate(DataLoader)#", 0) == 0) fetches.push_back(e.ts_ns);
-  }
-  if (fetches.size() < 3) return spans;
+  if (spans.size() < 4 || fetches.size() < 3) return spans;
   std::sort(fetches.begin(), fetches.end());
   std::vector<size_t> holding;  // the spans that hold a fetch
   for (size_t i = 0; i < spans.size(); ++i) {
@@ -59,18 +52,21 @@ std::string OptimizerStepsSource(int cycle) {
 
 std::vector<StepSpan> StepsFromOptimizer(const Trace& trace, int32_t rank, int* cycle) {
   std::vector<const Event*> opt;
+  std::vector<int64_t> fetches;  // the loader's, for the cycle
   for (const Event& e : trace.events) {
     if (e.track >= trace.tracks.size()) continue;
     const Track& t = trace.tracks[e.track];
     if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
     if (e.kind != EventKind::kCpuOp && e.kind != EventKind::kUserAnnotation && e.kind != EventKind::kPythonFunction) continue;
-    if (trace.Name(e).rfind("Optimizer.step#", 0) == 0) opt.push_back(&e);
+    const std::string_view name = trace.Name(e);
+    if (name.rfind("Optimizer.step#", 0) == 0) opt.push_back(&e);
+    else if (IsRange(e.kind) && name.rfind("enumerate(DataLoader)#", 0) == 0) fetches.push_back(e.ts_ns);
   }
   std::sort(opt.begin(), opt.end(), [](const Event* a, const Event* b) { return a->ts_ns < b->ts_ns; });
   std::vector<StepSpan> out;
   for (size_t i = 1; i < opt.size(); ++i) out.push_back({opt[i - 1]->end_ns(), opt[i]->end_ns(), opt[i]->track});
   int k = 1;
-  out = MergeCycles(trace, rank, std::move(out), &k);
+  out = MergeCycles(std::move(out), std::move(fetches), &k);
   if (cycle != nullptr) *cycle = k;
   return out;
 }
