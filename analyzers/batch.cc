@@ -175,4 +175,8 @@ std::optional<BatchEstimate> SamplesPerStep(const profiler::Trace& trace, const 
   return e;
 }
 
+int64_t TokensPerSample(const BatchEstimate& batch) {
+  return batch.op == "aten::embedding" && batch.sample_elements > 1 ? batch.sample_elements : 0;
+}
+
 }  // namespace trainrx::analyzers

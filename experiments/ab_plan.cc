@@ -80,12 +80,15 @@ class SideUnits {
   }
   // The value a trial of `side` (0: A) enters the comparison with; `arms` hold the trials so far.
   StatusOr<double> Value(int side, const TrialResult& r, const std::string& label, Arm* const (&arms)[2]) {
-    seen_[side].push_back({r.value, r.samples_per_step, r.samples_per_s});
+    seen_[side].push_back({r.value, r.samples_per_step, r.samples_per_s, r.throughput_unit});
     if (!decided_ && !seen_[0].empty() && !seen_[1].empty()) {
       decided_ = true;
       known_[0] = Known(0), known_[1] = Known(1);
+      // A token model's sides count tokens (issue 81.1); sides read in different units do not compare.
+      same_unit_ = seen_[0].front().unit == seen_[1].front().unit;
       if (known_[0] && known_[1]) samples_[0] = seen_[0].front().samples, samples_[1] = seen_[1].front().samples;
-      per_sample_ = known_[0] && known_[1] && Differ(samples_[0], samples_[1]);
+      per_sample_ = known_[0] && known_[1] && same_unit_ && Differ(samples_[0], samples_[1]);
+      if (same_unit_) unit_ = seen_[0].front().unit;
       if (per_sample_)  // the other side's first trial was entered as time a step
         for (int s = 0; s < 2; ++s)
           for (size_t i = 0; i < arms[s]->trial_ms.size() && i < seen_[s].size(); ++i)
@@ -97,11 +100,17 @@ class SideUnits {
     return 1000 / r.samples_per_s;
   }
   void Notes(AbReport* report) const {
+    const std::string one = unit_ == "tokens" ? "token" : "sample";
     if (per_sample_) {
-      report->unit = "ms per sample";
-      report->notes.push_back(fmt::format("A processes {:g} samples a step, B {:g}: every trial is timed per sample (1000 / "
-                                          "samples per second), so the speedup is the ratio of throughputs{}",
-                                          samples_[0], samples_[1], commands_ ? " (samples a step from the recorded input shapes)" : ""));
+      report->unit = "ms per " + one;
+      report->notes.push_back(fmt::format("A processes {:g} {} a step, B {:g}: every trial is timed per {} (1000 / "
+                                          "{} per second), so the speedup is the ratio of throughputs{}",
+                                          samples_[0], unit_, samples_[1], one, unit_,
+                                          commands_ ? fmt::format(" ({} a step from the recorded input shapes)", unit_) : ""));
+    } else if (commands_ && decided_ && !same_unit_) {
+      report->notes.push_back(fmt::format("compared by time a step: A's input reads as {} and B's as {}, which do not "
+                                          "compare (if the sides differ in batch, time a step favours the smaller)",
+                                          seen_[0].front().unit, seen_[1].front().unit));
     } else if (commands_ && decided_ && report->unit == "ms per step" && !(known_[0] && known_[1])) {
       report->notes.push_back(fmt::format("compared by time a step: the samples a step of {} could not be read from the "
                                           "recorded shapes (if the sides differ in batch, time a step favours the smaller)",
@@ -112,13 +121,15 @@ class SideUnits {
  private:
   struct Seen {
     double ms, samples, samples_per_s;
+    std::string unit;  // what `samples` counts: samples or tokens
   };
   static bool Differ(double x, double y) { return x > 0 && y > 0 && std::abs(x - y) > 1e-9 * std::max(x, y); }
   bool Known(int side) const {
     return std::all_of(seen_[side].begin(), seen_[side].end(), [](const Seen& s) { return s.samples > 0 && s.samples_per_s > 0; });
   }
   bool commands_;
-  bool decided_ = false, per_sample_ = false;
+  bool decided_ = false, per_sample_ = false, same_unit_ = true;
+  std::string unit_ = "samples";
   bool known_[2] = {false, false};
   double samples_[2] = {0, 0};
   std::vector<Seen> seen_[2];

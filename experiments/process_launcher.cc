@@ -231,12 +231,19 @@ class ProcessLauncher : public Launcher {
         result.step_ms = ms;
         result.unit = "ms per step";
         if (const auto batch = analyzers::SamplesPerStep(t, steps)) {
+          const std::string micro = batch->micro_steps > 1
+                                        ? fmt::format(", {} micro-batches of {} a step", batch->micro_steps, batch->micro_batch)
+                                        : std::string();
           result.samples_per_step = static_cast<double>(batch->samples);
           result.samples_from = fmt::format("input shapes: dim 0 of {}'s input{} ({} of {} steps with shapes)", batch->op,
-                                            batch->micro_steps > 1 ? fmt::format(", {} micro-batches of {} a step",
-                                                                                 batch->micro_steps, batch->micro_batch)
-                                                                   : std::string(),
-                                            batch->steps, batch->steps_with_shapes);
+                                            micro, batch->steps, batch->steps_with_shapes);
+          if (const int64_t tokens = analyzers::TokensPerSample(*batch); tokens > 0) {
+            result.samples_per_step *= static_cast<double>(tokens);
+            result.throughput_unit = "tokens";
+            result.samples_from = fmt::format("input shapes: {} sequences of {} tokens a step, {}'s indices{} ({} of {} steps "
+                                              "with shapes)",
+                                              batch->samples, tokens, batch->op, micro, batch->steps, batch->steps_with_shapes);
+          }
         }
         return result;
       }

@@ -200,15 +200,20 @@ Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<st
       cell.arm.trial_steps_ms.push_back(r.step_ms);
       cell.arm.cpu.push_back(r.cpu);
       cell.ranks = std::max(cell.ranks, r.ranks);
-      if (r.samples_per_step > 0) cell.samples_per_step = r.samples_per_step, cell.samples_from = r.samples_from;
+      if (r.samples_per_step > 0)
+        cell.samples_per_step = r.samples_per_step, cell.samples_from = r.samples_from, cell.throughput_unit = r.throughput_unit;
     }
   }
-  // Commands: by throughput once every trial of every cell has one (samples per step known).
+  // Commands: by throughput once every trial of every cell has one (samples per step known), all in
+  // one unit (a cell read as tokens beside one read as samples has no common measure).
   if (by_time) {
     bool all_known = true;
-    for (const auto& c : report->cells)
+    for (const auto& c : report->cells) {
       for (double sps : c.arm.samples_per_s) all_known = all_known && sps > 0;
+      all_known = all_known && (c.out_of_memory || c.throughput_unit == report->cells.front().throughput_unit);
+    }
     by_time = !all_known;
+    if (all_known && !report->cells.empty()) report->throughput_unit = report->cells.front().throughput_unit;
   }
   report->by_throughput = !by_time;
   if (!RankCells(o, by_time, report)) return Status::Ok();  // every cell ran out of memory: the report says so
@@ -285,6 +290,15 @@ void NoteSweepRanking(SweepReport* r) {
     std::string unknown;
     for (const auto& c : r->cells)
       if (c.samples_per_step <= 0 && !c.out_of_memory) unknown += (unknown.empty() ? "" : ", ") + c.arm.label;
+    const bool known = std::all_of(r->cells.begin(), r->cells.end(), [](const SweepCell& c) {
+      return c.out_of_memory || (c.samples_per_step > 0 && !c.arm.samples_per_s.empty());
+    });
+    if (known && !r->cells.empty() && r->unit == "ms per step") {  // read in both units: tokens in some cells, samples in others
+      r->notes.push_back(fmt::format("ranked by {} (lower is better): some cells' inputs read as tokens, others' as samples, "
+                                     "and the two do not compare; give --samples-per-step \"{{batch}}\" to rank by samples per second",
+                                     r->unit));
+      return;
+    }
     r->notes.push_back(fmt::format(
         "ranked by {} (lower is better): the samples per step are not known{}{}. If the grid changes how many samples a "
         "step processes (a batch size), time per step misranks the cells: give --samples-per-step \"{{batch}}\" to rank "
@@ -302,10 +316,11 @@ void NoteSweepRanking(SweepReport* r) {
     hi = std::max(hi, c.samples_per_step);
   }
   const std::string from = r->cells.empty() ? "" : r->cells.front().samples_from;
-  r->notes.push_back(lo != hi ? fmt::format("ranked by samples per second: the cells process {:g} to {:g} samples per step "
+  const std::string& unit = r->throughput_unit;
+  r->notes.push_back(lo != hi ? fmt::format("ranked by {} per second: the cells process {:g} to {:g} {} per step "
                                             "({}), so time per step alone would misrank them",
-                                            lo, hi, from)
-                              : fmt::format("ranked by samples per second ({:g} samples per step in every cell; {})", lo, from));
+                                            unit, lo, hi, unit, from)
+                              : fmt::format("ranked by {} per second ({:g} {} per step in every cell; {})", unit, lo, unit, from));
 }
 
 }  // namespace
@@ -343,6 +358,7 @@ Status RunSweepCommand(const std::string& tmpl, const std::vector<std::string>& 
     if (!n.ok()) return n.status();
     r->samples_per_step = static_cast<double>(*n);
     r->samples_from = "--samples-per-step " + o.samples_per_step;
+    r->throughput_unit = "samples";  // the user's count, not the shapes' tokens
     r->samples_per_s = report->unit == "ms per step" && r->value > 0 ? static_cast<double>(*n) * 1000.0 / r->value : 0;
     return r;
   };

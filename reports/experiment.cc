@@ -243,7 +243,8 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
   }
   if (!r.rows.empty()) {
     Table(rows, out, md);
-    out << (r.unit == "ms per sample" ? "\nspeedup = baseline median time per sample / fixed median time per sample (the "
+    out << (r.unit == "ms per sample" || r.unit == "ms per token"
+                ? "\nspeedup = baseline median time per " + r.unit.substr(7) + " / fixed median time per " + r.unit.substr(7) + " (the "
                                         "ratio of throughputs; > 1: the fix is faster); design: "
                                       : "\nspeedup = baseline step time / fixed step time (each the median over trials of a trial's mean "
                                         "step; > 1: the fix is faster); design: ")
@@ -394,11 +395,13 @@ void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> head = r.grid_keys;
   head.push_back(fmt::format("median {} [95% CI]", r.unit));
-  if (per_step_known) head.push_back("samples/step");
+  // A token model's cells count tokens (issue 81.1); a cell's own unit where the ranking has none.
+  const std::string& unit = r.by_throughput ? r.throughput_unit : r.cells.empty() ? r.throughput_unit : r.cells.front().throughput_unit;
+  if (per_step_known) head.push_back(unit + "/step");
   int most_ranks = 1;
   for (const auto& c : r.cells) most_ranks = std::max(most_ranks, c.ranks);
   // Several ranks (issue 60.7): a workload's throughput is its ranks' sum, a command's the first rank's.
-  if (!by_time) head.push_back(most_ranks == 1 ? "samples/s" : r.command.empty() ? "samples/s (all ranks)" : "samples/s (rank 0)");
+  if (!by_time) head.push_back(unit + (most_ranks == 1 ? "/s" : r.command.empty() ? "/s (all ranks)" : "/s (rank 0)"));
   head.insert(head.end(), {by_time ? "time vs best" : "best/this", ""});
   rows.push_back(head);
   const double best = r.cells.empty() ? 0 : r.cells[r.best].samples_per_s;
@@ -451,6 +454,7 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
   w.Field("test", r.few_trials ? "welch_t_few_trials" : "mann_whitney");
   w.Field("smallest_p", r.smallest_p, 6);
   w.Field("ranked_by", r.by_throughput ? "samples_per_s" : "median_time");
+  w.Field("throughput_unit", r.throughput_unit);  // what samples_per_step and samples_per_s count: samples or tokens
   w.Field("memory_cap_bytes", static_cast<int64_t>(r.memory_cap_bytes));
   WriteMachineJson(w, r.machine);
   w.Key("notes");
@@ -473,6 +477,7 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
       w.Field("samples_per_step", c.samples_per_step, 3);
       w.Field("ranks", static_cast<int64_t>(c.ranks));
       w.Field("samples_from", c.samples_from);
+      w.Field("throughput_unit", c.throughput_unit);
     }
     w.Field("tied_with_best", c.tied_with_best);
     w.Field("out_of_memory", c.out_of_memory);

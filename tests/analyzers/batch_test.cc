@@ -51,6 +51,15 @@ TEST(BatchTest, EmbeddingReadsItsIndicesNotItsWeight) {
   const auto b = Estimate(ev);
   ASSERT_TRUE(b);
   EXPECT_EQ(b->samples, 12);
+  // Token ids [12, 128]: 128 tokens a sample (issue 81.1: a token model is judged in tokens).
+  EXPECT_EQ(TokensPerSample(*b), 128);
+  // An image's elements are not tokens.
+  std::string conv;
+  for (int i = 0; i < 3; ++i) conv += Step(i, 12);
+  const auto c = Estimate(conv);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->sample_elements, 3 * 28 * 28);
+  EXPECT_EQ(TokensPerSample(*c), 0);
 }
 
 // Issue 51.4: minGPT's chargpt generates text with batch 1 at iteration 0, inside its first step and

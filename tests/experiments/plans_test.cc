@@ -1697,6 +1697,59 @@ TEST(PlansTest, SweepCommandOverBatchSizesRanksBySamplesPerSecond) {
   EXPECT_EQ(l.fix_sets.size(), runs);
 }
 
+// Issue 81.1: a token model is judged in tokens per second. A sweep over the sequence length at batch
+// 4: block 64 runs 10 ms a step (4 x 64 = 256 tokens: 25 600 tokens/s, 400 sequences/s), block 256
+// runs 30 ms (1 024 tokens: 34 133 tokens/s, 133 sequences/s). By sequences the short block wins
+// 3x; by tokens, what the user trains on, the long block is 1.33x ahead.
+TEST(PlansTest, SweepOverTheSequenceLengthOfATokenModelRanksByTokensPerSecond) {
+  FakeLauncher l;
+  l.process_noise = 0.01;
+  auto tokens = [](double ms, double per_step) {
+    TrialResult c = Cmd(ms, "ms per step", 1, per_step, "input shapes: 4 sequences of ... tokens a step");
+    c.throughput_unit = "tokens";
+    return c;
+  };
+  l.commands["python train.py --block_size=64"] = tokens(10, 256);
+  l.commands["python train.py --block_size=256"] = tokens(30, 1024);
+  Progress quiet;
+  SweepReport r;
+  std::string error;
+  PlanOptions o;
+  o.trials = 6;
+  ASSERT_TRUE(RunSweepCommand("python train.py --block_size={bs}", {"bs=64,256"}, o, l, quiet, &r).ToBool(&error)) << error;
+  EXPECT_TRUE(r.by_throughput);
+  EXPECT_EQ(r.throughput_unit, "tokens");
+  EXPECT_EQ(r.cells[r.best].knobs[0].second, "256");
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_NE(r.notes.front().find("ranked by tokens per second: the cells process 256 to 1024 tokens per step"), std::string::npos)
+      << r.notes.front();
+  std::ostringstream text, json;
+  reports::WriteSweepText(r, text);
+  EXPECT_NE(text.str().find("tokens/s"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("tokens/step"), std::string::npos) << text.str();
+  EXPECT_EQ(text.str().find("samples/s"), std::string::npos) << text.str();
+  reports::WriteSweepJson(r, json);
+  EXPECT_NE(json.str().find("\"throughput_unit\": \"tokens\""), std::string::npos) << json.str();
+
+  // ab of the two: per token, and the note says tokens.
+  AbReport ab;
+  o.trials = 5;
+  o.explain = "never";
+  ASSERT_TRUE(RunAb("python train.py --block_size=64", "python train.py --block_size=256", true, o, l, quiet, &ab).ToBool(&error))
+      << error;
+  EXPECT_EQ(ab.unit, "ms per token");
+  EXPECT_EQ(ab.cmp.verdict, stats::Verdict::kFaster);
+  EXPECT_NEAR(ab.cmp.speedup, 34133.0 / 25600.0, 0.05);
+  EXPECT_NE(ab.notes.back().find("A processes 256 tokens a step, B 1024"), std::string::npos) << ab.notes.back();
+
+  // A side read as samples beside one read as tokens: no common measure, time a step, said.
+  l.commands["python train.py --block_size=256"] = Cmd(30, "ms per step", 1, 4, "aten::linear");
+  ASSERT_TRUE(RunAb("python train.py --block_size=64", "python train.py --block_size=256", true, o, l, quiet, &ab).ToBool(&error))
+      << error;
+  EXPECT_EQ(ab.unit, "ms per step");
+  EXPECT_NE(ab.notes.back().find("A's input reads as tokens and B's as samples"), std::string::npos) << ab.notes.back();
+}
+
 // Issue 37: ab says why. After a significant difference, one traced run of each side is diffed
 // (the launcher's TracedRun); a launcher that cannot trace leaves a note and the verdict.
 struct TracingLauncher : FakeLauncher {

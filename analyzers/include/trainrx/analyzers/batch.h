@@ -42,4 +42,10 @@ struct BatchEstimate {
 //   4 x (aten::embedding [[50304, 768], [8, 1024]], backward) a step -> samples 32, micro_steps 4, micro_batch 8
 std::optional<BatchEstimate> SamplesPerStep(const profiler::Trace& trace, const StepModel& steps);
 
+// The tokens of one sample when the step's training input is token ids (issue 81.1): the input an
+// embedding looks up, [B, T] indices, has T tokens a sample (its sample_elements); 0 for any other
+// input (an image's elements are not tokens) and for [B] indices (one id a sample is a lookup, not
+// a sequence).
+int64_t TokensPerSample(const BatchEstimate& batch);
+
 }  // namespace trainrx::analyzers

@@ -30,6 +30,10 @@ struct TrialResult {
   double seconds = 0;  // wall time of the trial (budgets)
   double samples_per_step = 0;  // commands: from the recorded input shapes (analyzers::SamplesPerStep); 0: unknown
   std::string samples_from;     // where samples_per_step came from, for the report
+  // What samples_per_step (and samples_per_s) count: "samples", or "tokens" for a command whose
+  // training input is token ids (an embedding's [B, T] indices: B x T tokens a step, issue 81.1: a
+  // token model is judged in tokens per second, and a sweep over the sequence length ranks right).
+  std::string throughput_unit = "samples";
   double compile_s = 0;         // commands: torch.compile's time in the run (outside the timed steps)
   // The ranks of the run: a workload's samples_per_s is their sum; a command's samples_per_step (and
   // so its samples_per_s) is the first rank's.

@@ -169,6 +169,7 @@ struct SweepCell {
   double samples_per_step = 0;
   int ranks = 1;  // the most ranks a trial of the cell ran (samples_per_s: all of them for a workload, one for a command)
   std::string samples_from;
+  std::string throughput_unit = "samples";  // what samples_per_step counts (TrialResult::throughput_unit)
   // The cell ran out of memory (its first such trial ends its trials): no time, the request, why.
   bool out_of_memory = false;
   int64_t oom_request_bytes = 0;
@@ -185,6 +186,8 @@ struct SweepReport {
   // Cells rank by samples/s (workloads; commands whose samples per step are known), else by the
   // median time (commands whose batch the trace does not tell).
   bool by_throughput = true;
+  // What the throughput counts: "samples", or "tokens" when every cell's input is token ids.
+  std::string throughput_unit = "samples";
   std::vector<std::string> notes;
   uint64_t memory_cap_bytes = 0;  // --memory-cap the trials ran under (0: none)
   size_t best = 0;  // highest median throughput (samples/s), or the lowest time
