@@ -321,6 +321,10 @@ void AddRecordCommands(CLI::App& app, Args& a, Commands& c) {
       });
   c.record->add_option("--skip", r.skip, "steps to run unrecorded before the recorded ones (default 0)")
       ->check(CLI::NonNegativeNumber);
+  c.record->add_option("--step", r.step_name,
+                       "the training step as you name it: a record_function range name; the trace carries it, so its "
+                       "analysis takes every such range as a step (as analyze --step does; the window --steps still "
+                       "counts optimizer steps)");
   c.record->add_flag("-v,--verbose", r.verbose, "let the probes report what they do on stderr");
   c.record->add_option("--memory-cap", a.record_memory_cap,
                        "run the program under this much writable memory (RLIMIT_DATA: 1.5G, 800M): the CPU stand-in for a "

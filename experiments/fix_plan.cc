@@ -140,8 +140,11 @@ std::optional<PredictionCheck> CheckPrediction(const FixRow& row) {
 
 size_t SkipUnlikelyRows(std::vector<FixPlanRow>* plans, bool skip, int trials, double seconds_per_trial,
                         std::vector<std::string>* notes, RecordFinder find_record) {
+  // The replay's own range, before its calibration margin: a margin says how far measurements fall
+  // outside the range (zero_grad_none: 1.3 points either side of a 0.0 % prediction), not that the
+  // replay expects a saving.
   const auto unlikely = [](const FixPlanRow& p) {
-    return !p.row.all && p.row.predicted && p.row.predicted_high_pct < PlanOptions::kUnlikelyPct;
+    return !p.row.all && p.row.predicted && p.row.predicted_high_pct - p.row.predicted_margin < PlanOptions::kUnlikelyPct;
   };
   // The records of a row's transforms, and whether all of them allow a skip (a finding without a
   // transform, or a transform never measured, does not).

@@ -113,9 +113,10 @@ std::vector<std::string> SplitCommand(const std::string& command) {
   if (wordexp(command.c_str(), &w, WRDE_NOCMD | WRDE_UNDEF) != 0) return {};
   std::vector<std::string> out(w.we_wordv, w.we_wordv + w.we_wordc);
   wordfree(&w);
-  // `VAR=value python train.py` (an environment for one command) is the shell's to apply: run as
-  // a program it failed "cannot run VAR=value".
-  if (!out.empty() && IsAssignment(out.front())) return {};
+  // `VAR=value python train.py` (an environment for one command) stays as words: StartProcess applies
+  // leading assignments as a shell does (a search-path launch). Under /bin/sh -c the shell was the
+  // launch's root process, so fix --cmd's in-process trials, which switch in the root only, never
+  // switched: Lightning's GAN under `PL_USE_MOCKED_MNIST=1 python ...` ran its whole epoch (issue 79).
   return out;
 }
 

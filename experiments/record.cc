@@ -66,6 +66,7 @@ std::vector<EnvChange> ProbeEnv(const RecordOptions& options, const std::string&
   env.push_back({env::kSteps, options.steps.empty() ? kDefaultSteps : options.steps,
                  options.steps.empty() ? E::kSetIfUnset : E::kSet});
   if (options.skip > 0) env.push_back({env::kSkipSteps, std::to_string(options.skip), E::kSet});
+  if (!options.step_name.empty()) env.push_back({env::kStepName, options.step_name, E::kSet});
   if (options.memory_events) env.push_back({env::kMemoryEvents, "1", E::kSet});
   // The probe loads the CUPTI backend when it attaches (import torch, or before a LibTorch
   // program's main) and starts it before the program's first CUDA call. CUDA_INJECTION64_PATH is

@@ -208,12 +208,15 @@ Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<st
   // one unit (a cell read as tokens beside one read as samples has no common measure).
   if (by_time) {
     bool all_known = true;
+    const SweepCell* first = nullptr;  // the first cell that ran (a cell out of memory has no unit)
     for (const auto& c : report->cells) {
       for (double sps : c.arm.samples_per_s) all_known = all_known && sps > 0;
-      all_known = all_known && (c.out_of_memory || c.throughput_unit == report->cells.front().throughput_unit);
+      if (c.out_of_memory) continue;
+      if (first == nullptr) first = &c;
+      all_known = all_known && c.throughput_unit == first->throughput_unit;
     }
     by_time = !all_known;
-    if (all_known && !report->cells.empty()) report->throughput_unit = report->cells.front().throughput_unit;
+    if (all_known && first != nullptr) report->throughput_unit = first->throughput_unit;
   }
   report->by_throughput = !by_time;
   if (!RankCells(o, by_time, report)) return Status::Ok();  // every cell ran out of memory: the report says so
@@ -290,10 +293,10 @@ void NoteSweepRanking(SweepReport* r) {
     std::string unknown;
     for (const auto& c : r->cells)
       if (c.samples_per_step <= 0 && !c.out_of_memory) unknown += (unknown.empty() ? "" : ", ") + c.arm.label;
-    const bool known = std::all_of(r->cells.begin(), r->cells.end(), [](const SweepCell& c) {
-      return c.out_of_memory || (c.samples_per_step > 0 && !c.arm.samples_per_s.empty());
-    });
-    if (known && !r->cells.empty() && r->unit == "ms per step") {  // read in both units: tokens in some cells, samples in others
+    bool tokens = false, samples = false;  // units among the cells whose input was read
+    for (const auto& c : r->cells)
+      if (!c.out_of_memory && c.samples_per_step > 0) (c.throughput_unit == "tokens" ? tokens : samples) = true;
+    if (tokens && samples) {  // read in both units: tokens in some cells, samples in others
       r->notes.push_back(fmt::format("ranked by {} (lower is better): some cells' inputs read as tokens, others' as samples, "
                                      "and the two do not compare; give --samples-per-step \"{{batch}}\" to rank by samples per second",
                                      r->unit));

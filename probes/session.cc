@@ -142,6 +142,7 @@ bool ProcessSession::Begin(SessionConfig config) {
     c.SetStatic("env", env.str());
   }
   if (rank_ >= 0) c.SetStatic("rank", std::to_string(rank_));
+  if (const char* v = std::getenv(env::kStepName); v && *v) c.SetStatic("step_name", profiler::JsonWriter::Quote(v));
   // With steps to skip, recording starts at the window's first step (the observer watches for it).
   c.SetRecording(c.window().starts_open());
   active_.store(true);

@@ -396,7 +396,13 @@ void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
   std::vector<std::string> head = r.grid_keys;
   head.push_back(fmt::format("median {} [95% CI]", r.unit));
   // A token model's cells count tokens (issue 81.1); a cell's own unit where the ranking has none.
-  const std::string& unit = r.by_throughput ? r.throughput_unit : r.cells.empty() ? r.throughput_unit : r.cells.front().throughput_unit;
+  std::string unit = r.throughput_unit;
+  if (!r.by_throughput)
+    for (const auto& c : r.cells)
+      if (c.samples_per_step > 0) {
+        unit = c.throughput_unit;
+        break;
+      }
   if (per_step_known) head.push_back(unit + "/step");
   int most_ranks = 1;
   for (const auto& c : r.cells) most_ranks = std::max(most_ranks, c.ranks);

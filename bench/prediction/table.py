@@ -28,7 +28,8 @@ Columns (savings are of the step, in %, positive = faster, as `fix` writes them)
                   (`fix`'s prediction_close: the issue's bar)
   median |err|    median over predicted, measured rows of |measured - predicted point|, in points
   median width    median over predicted rows of predicted_high_pct - predicted_low_pct, in points
-  unlikely        predicted rows whose interval ends under 1 % (the rows --skip-unlikely would skip
+  unlikely        predicted rows whose replayed range (the interval less its calibration margin) ends
+                  under 1 % (the rows --skip-unlikely would skip
                   where the transform's record allowed it; the combined rows are never skipped and
                   are not counted)
   unlikely missed of those, rows that measured a significant saving (verdict faster) of 5 % or more
@@ -163,7 +164,7 @@ def summarize(rows):
                     s["inside"] += inside(r)
                     m, p = r["measured_saving_pct"], r["predicted_saving_pct"]
                     s["close"] += inside(r) or abs(m - p) <= max(5.0, 0.25 * abs(m))
-            if not r.get("all") and r["predicted_high_pct"] < 1.0:
+            if not r.get("all") and r["predicted_high_pct"] - r.get("predicted_margin_points", 0.0) < 1.0:
                 s["unlikely"] += 1
                 if measured and r.get("verdict") == "faster" and r["measured_saving_pct"] >= 5.0:
                     s["unlikely_missed"] += 1
@@ -229,7 +230,7 @@ def markdown(groups, total, n_reports, row_list):
     text = "\n".join(lines)
     text += (f"\n\n{n_reports} report(s). Savings of the step in %, positive = faster; inside: of the significant "
              "rows (verdict faster or slower) that had a prediction, those whose measured saving fell inside the "
-             "predicted interval; unlikely: predicted interval ending under 1 % (combined rows not counted).\n")
+             "predicted interval; unlikely: the replayed range (the interval less its calibration margin) ending under 1 % (combined rows not counted).\n")
     if row_list:
         text += "\n| script | knob | findings | transform | predicted [interval] | measured | verdict |\n" \
                 "|---|---|---|---|---|---|---|\n"

@@ -705,7 +705,16 @@ TEST(OptimTest, SingleTensorStepFlaggedWithParamsAndBoundedSaving) {
   EXPECT_NEAR(f->estimated_saving_pct, 16.0, 1e-6);
   EXPECT_LE(f->estimated_saving_ns, 200'000);
   EXPECT_EQ(f->confidence, Confidence::kHigh);
-  EXPECT_EQ(f->severity, Severity::kLow);  // CPU trace
+  // A CPU trace: AdamW's fused step runs the update 5-9x faster than the loop on a CPU too (issue 81:
+  // a CPU GAN's 16 % prediction read [low] first in its list), so medium from 5 %.
+  EXPECT_EQ(f->severity, Severity::kMedium);
+  // RMSprop has no fused step: on a CPU only foreach, which can be slower than the loop there: low.
+  std::string rms = OptimizerSteps(4, 8, kAdamOps, 2, 200, false, 1, "_single_tensor_rmsprop");
+  for (size_t at; (at = rms.find("AdamW.step")) != std::string::npos;) rms.replace(at, 10, "RMSprop.step");
+  const Report rr = AnalyzeJson(rms);
+  const Finding* g = Find(rr, "optim.single_tensor");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->severity, Severity::kLow);
 }
 
 TEST(OptimTest, SingleTensorSilentWithForeachOrFusedOps) {

@@ -604,11 +604,13 @@ TEST(WhatIf, LoaderWorkersOnBusyCpusReachNoSavingAtTheLowEnd) {
     ev += Cpu("cpu_op", "aten::stack", t0 + 8000, 900);
     ev += Cpu("cpu_op", "aten::linear", t0 + 9100, 10800);
   }
-  const auto predict = [&](int cpus, int threads) {
+  const auto predict = [&](int cpus, int threads, int local_ranks = 1) {
     std::string events = ev;
     events.pop_back();
     profiler::Trace trace;
-    const std::string json = fmt::format(R"({{"trainrx":{{"cpu_count":{},"intra_op_threads":{}}},"traceEvents":[{}]}})", cpus, threads, events);
+    const std::string json = fmt::format(
+        R"({{"trainrx":{{"cpu_count":{},"intra_op_threads":{},"env":{{"LOCAL_WORLD_SIZE":"{}"}}}},"traceEvents":[{}]}})", cpus,
+        threads, local_ranks, events);
     EXPECT_TRUE(profiler::ReadTraceBuffer(json, "busy.json", 0, trace).ok());
     trace.Finalize();
     const Report r = Analyze(trace);
@@ -624,6 +626,13 @@ TEST(WhatIf, LoaderWorkersOnBusyCpusReachNoSavingAtTheLowEnd) {
   EXPECT_GT(two.high_pct, 20.0);
   EXPECT_GT(sixteen.saving_pct, 30.0) << sixteen.assumptions;
   EXPECT_EQ(sixteen.assumptions.find("the CPUs bind"), std::string::npos) << sixteen.assumptions;
+  // Issue 79.3: the same 16 CPUs shared by 8 ranks on the host, each taking the fix (2 workers each):
+  // this rank's share is 2 CPUs, and it predicts as the 2-CPU machine does.
+  const Prediction shared = predict(16, 2, 8);
+  EXPECT_NEAR(shared.saving_pct, two.saving_pct, 0.5) << shared.assumptions;
+  EXPECT_NEAR(shared.low_pct, two.low_pct, 0.5) << shared.assumptions;
+  EXPECT_NE(shared.assumptions.find("this rank's share of the machine's CPUs, 2.0 (8 ranks on the host"), std::string::npos)
+      << shared.assumptions;
 }
 
 // The GPU transforms on hand-built steps whose answer is known.

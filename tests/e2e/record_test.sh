@@ -560,6 +560,20 @@ if [ -n "$COMPAT" ] && [ -f "$COMPAT/libtrainrx_probe.so" ] && /usr/bin/python3 
 else
   echo "note: compat probe ($COMPAT) or Debian python3-torch missing: compat attach not run"
 fi
+# record --step NAME (issue 81.3): the trace carries the step as the user names it, so its analysis
+# takes every such range as a step: 2 micro-batches an optimizer step, each in a record_function
+# range "micro": 8 named steps where the optimizer makes 4.
+"$TRAINRX" record --step micro -o "$W/named.json" -- $PY "$SCRIPT" --steps 4 --accum 2 --mark micro --threads 1 > /dev/null 2>&1 \
+  || bad "record --step failed"
+"$TRAINRX" analyze "$W/named.json" --format json -o "$W/named.report.json" && python3 - "$W/named.report.json" <<'PY' \
+  && ok "record --step micro: the analysis steps on the named ranges" || bad "record --step: the steps are not the named ones"
+import json, sys
+s = json.load(open(sys.argv[1]))["steps"]
+n = len(s.get("rows", [])) + len(s.get("warmup", []))
+print("  named steps:", n, s.get("source"))
+assert s["source"].startswith("named: micro"), s["source"]
+assert n == 8, n
+PY
 # Every name in every trace recorded above is text (issue 49.1).
 python3 "$(dirname "$0")/check_trace_names.py" "$W" && ok "every recorded name is UTF-8 without control characters" \
   || bad "a recorded trace holds a name that is not text (above)"

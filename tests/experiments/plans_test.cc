@@ -1748,6 +1748,11 @@ TEST(PlansTest, SweepOverTheSequenceLengthOfATokenModelRanksByTokensPerSecond) {
       << error;
   EXPECT_EQ(ab.unit, "ms per step");
   EXPECT_NE(ab.notes.back().find("A's input reads as tokens and B's as samples"), std::string::npos) << ab.notes.back();
+  o.trials = 6;
+  ASSERT_TRUE(RunSweepCommand("python train.py --block_size={bs}", {"bs=64,256"}, o, l, quiet, &r).ToBool(&error)) << error;
+  EXPECT_FALSE(r.by_throughput);
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_NE(r.notes.back().find("some cells' inputs read as tokens, others' as samples"), std::string::npos) << r.notes.back();
 }
 
 // Issue 37: ab says why. After a significant difference, one traced run of each side is diffed
@@ -1875,9 +1880,11 @@ TEST(ProcessTest, CommandsSplitAsAShellWouldOrGoToOne) {
   EXPECT_EQ(SplitCommand("python3 'my train.py' --lr 0.1"), std::vector<std::string>({"python3", "my train.py", "--lr", "0.1"}));
   EXPECT_TRUE(SplitCommand("python3 train.py | tee log").empty());
   EXPECT_TRUE(SplitCommand("python3 $SCRIPT").empty());
-  // An environment for one command is the shell's (it failed "cannot run TRAINRX_FIX=compile_off").
-  EXPECT_TRUE(SplitCommand("TRAINRX_FIX=compile_off python3 train.py").empty());
-  EXPECT_TRUE(SplitCommand("A_1=x python3 train.py").empty());
+  // An environment for one command stays as words: StartProcess applies it as a shell would (the
+  // program, not a shell, is then the launch's root process: fix --cmd's in-process trials switch there).
+  EXPECT_EQ(SplitCommand("TRAINRX_FIX=compile_off python3 train.py"),
+            std::vector<std::string>({"TRAINRX_FIX=compile_off", "python3", "train.py"}));
+  EXPECT_EQ(SplitCommand("A_1=x python3 train.py").size(), 3u);
   // An '=' in a later word, or a path with one, is an argument.
   EXPECT_EQ(SplitCommand("python3 train.py --opt=adam").size(), 3u);
   EXPECT_EQ(SplitCommand("./dir=1/run").size(), 1u);

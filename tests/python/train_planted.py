@@ -127,6 +127,8 @@ def main():
     p.add_argument("--slowdown-ms", type=float, default=0, help="busy work added to every step (gate tests)")
     p.add_argument("--batch", type=int, default=16, help="samples per micro-batch (sweep tests)")
     p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step (gradient accumulation)")
+    p.add_argument("--mark", default="", help="a record_function range of this name around each micro-batch's forward "
+                   "and backward (the step as a user names it: record/analyze --step NAME)")
     p.add_argument("--empty-cache", action="store_true",
                    help="torch.cuda.empty_cache() every step (a no-op without CUDA: the call is still made)")
     p.add_argument("--leak", action="store_true",
@@ -174,6 +176,8 @@ def main():
     for micro, (x, y) in enumerate(train):
         if micro % a.accum == 0:
             opt.zero_grad(set_to_none=not a.zero_grad_zeros)
+        mark = torch.autograd.profiler.record_function(a.mark) if a.mark else contextlib.nullcontext()
+        mark.__enter__()
         if a.loop_index:  # per-sample jitter, one indexing op per sample: x.mul_(gains.view(-1, 1, 1, 1))
             for i in range(x.shape[0]):
                 x[i].mul_(1.0 + 0.01 * (i % 3))
@@ -190,10 +194,12 @@ def main():
                 loss = loss_fn(out, y)
         if a.accum > 1:
             (loss / a.accum).backward()
+            mark.__exit__(None, None, None)
             if (micro + 1) % a.accum != 0:
                 continue
         else:
             loss.backward()
+            mark.__exit__(None, None, None)
         if a.leak:  # a second forward "to log the predictions later", never detached
             kept.append(model(x))
         if a.slowdown_ms:

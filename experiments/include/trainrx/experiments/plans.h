@@ -44,7 +44,8 @@ struct PlanOptions {
   // with no step limit of its own is analyzed in minutes; the report says when it did.
   int64_t analysis_steps = 200;
   // fix: rows whose predicted saving (the what-if replay's) cannot reach what trials detect, its
-  // interval's high end under kUnlikelyPct, are said in a note, and skipped with this set.
+  // replayed range's high end (before the calibration margin) under kUnlikelyPct, are said in a
+  // note, and skipped with this set where the transform's measured record allows it.
   bool skip_unlikely = false;
   static constexpr double kUnlikelyPct = 1.0;
   // ab: after the trials, one traced run of each side diffed to explain the verdict: "auto" when the

@@ -27,6 +27,7 @@ struct RecordOptions {
   // default, kDefaultSteps unless the environment says otherwise; "all" records every step.
   std::string steps;
   int64_t skip = 0;
+  std::string step_name;  // --step: the step as the user names it (env::kStepName)
   std::vector<std::string> command;
   std::string probe_dir;      // where libtrainrx_probe.so and its .torch sidecar are (default: next to trainrx)
   std::string torch_lib;      // the libtorch_cpu the probe was built against (build-time)

@@ -31,6 +31,9 @@ inline constexpr const char* kMaxEvents = "TRAINRX_MAX_EVENTS";     // the colle
 // steps run unrecorded first, then steps recorded ("all": to the end).
 inline constexpr const char* kSkipSteps = "TRAINRX_SKIP_STEPS";
 inline constexpr const char* kSteps = "TRAINRX_STEPS";
+// `record --step NAME`: the training step as the user names it (a record_function range), written
+// into the trace's config block as "step_name", which analysis reads as `analyze --step NAME` does.
+inline constexpr const char* kStepName = "TRAINRX_STEP_NAME";
 // A TRAINRX_STEPS value (`record --steps`): "all" (-1) or a count of 1 or more. False otherwise.
 inline bool ParseStepCount(const char* v, int64_t* steps) {
   if (std::strcmp(v, "all") == 0) {
