@@ -375,8 +375,9 @@ void AddExperimentCommands(CLI::App& app, Args& a, Commands& c) {
                     "seconds for all trials (default 900; 0: no limit): fewer trials (never below 4) when the plan "
                     "would take longer, and the bound on extra rounds for inconclusive rows");
   c.fix->add_flag("--skip-unlikely", plan.skip_unlikely,
-                  "skip the rows whose predicted saving (the what-if replay's, docs/what-if.md) has an interval ending "
-                  "under 1 %: a note names them and the trial time saved (without it, the note only names them)");
+                  "skip the rows whose predicted saving (the what-if replay's range, before its calibration margin, "
+                  "docs/what-if.md) ends under 1 %, where the transform's measured record allows it: a note names them "
+                  "and the trial time saved (without it, the note only names them)");
   c.fix->add_option("--also", plan.also,
                     "--cmd: also measure this outside fix, named by no finding (repeatable): anomaly_off, zero_grad_none, "
                     "workers=N, pin_memory, eval_no_grad, cudnn_benchmark, deterministic_off, tf32, foreach, fused, "
