@@ -700,7 +700,18 @@ TransformPlan DropBias(const RankGraph& g) {
     if (const auto c = calls.find(n); c != calls.end() && c->second.first > 0)
       biased += static_cast<double>(c->second.second) / static_cast<double>(c->second.first);
   }
-  if (layer_calls == 0) return NoSaving(g, "no convolution in the replayed steps: nothing to save");
+  if (layer_calls == 0) {
+    // The norms' biased producers are then Linear layers (Linear before BatchNorm1d: Lightning's GAN
+    // generator), whose bias is added inside aten::addmm, one op with the multiply: the trace does not
+    // split its cost, and "0.0 %" would claim it is nothing.
+    for (uint32_t ti : CpuThreadTracks(tr, g.links().rank))
+      for (const Event& e : tr.TrackEvents(ti))
+        if (e.kind == profiler::EventKind::kCpuOp && tr.Name(e) == "aten::linear")
+          return NotPredictable(g, "no convolution in the replayed steps: the biases before the norms are Linear "
+                                   "layers', added inside aten::addmm with the multiply, whose time the trace does not "
+                                   "split; measure it (trainrx fix --cmd, or bias=False by hand)");
+    return NoSaving(g, "no convolution in the replayed steps: nothing to save");
+  }
   if (calls.empty()) {
     p.not_predictable = "no convolution's input shapes are recorded in this trace (record_shapes off): which layers "
                         "have a bias cannot be told";

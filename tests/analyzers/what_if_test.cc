@@ -1350,6 +1350,21 @@ TEST(WhatIf, DropBiasReadsTheShapesWhereverTheyWereRecorded) {
   EXPECT_FALSE(n.ok);
   EXPECT_EQ(n.prediction.method, "not predictable");
   EXPECT_NE(n.prediction.assumptions.find("record_shapes"), std::string::npos) << n.prediction.assumptions;
+  // Linear before BatchNorm1d, no convolution (Lightning's GAN generator): the bias is added inside
+  // aten::addmm, which the trace does not split: "not predictable", not "0.0 %".
+  std::string linear;
+  for (int s = 0; s < 8; ++s) {
+    const double t0 = 1000.0 * s;
+    linear += Step(s + 1, t0, 1000);
+    linear += Cpu("cpu_op", "aten::linear", t0 + 10, 400);
+    linear += Cpu("cpu_op", "aten::addmm", t0 + 20, 380);
+    linear += Cpu("cpu_op", "aten::batch_norm", t0 + 420, 100);
+  }
+  const Replayable lin(linear);
+  const WhatIfResult l = lin.Predict({"drop_bias"});
+  EXPECT_FALSE(l.ok);
+  EXPECT_EQ(l.prediction.method, "not predictable");
+  EXPECT_NE(l.prediction.assumptions.find("Linear layers'"), std::string::npos) << l.prediction.assumptions;
 }
 
 // Inductor fuses CPU ops too (into generated C++ loops): on a CPU-only trace compile_fusion says
