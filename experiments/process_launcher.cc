@@ -234,16 +234,15 @@ class ProcessLauncher : public Launcher {
           const std::string micro = batch->micro_steps > 1
                                         ? fmt::format(", {} micro-batches of {} a step", batch->micro_steps, batch->micro_batch)
                                         : std::string();
-          result.samples_per_step = static_cast<double>(batch->samples);
-          result.samples_from = fmt::format("input shapes: dim 0 of {}'s input{} ({} of {} steps with shapes)", batch->op,
-                                            micro, batch->steps, batch->steps_with_shapes);
-          if (const int64_t tokens = analyzers::TokensPerSample(*batch); tokens > 0) {
-            result.samples_per_step *= static_cast<double>(tokens);
-            result.throughput_unit = "tokens";
-            result.samples_from = fmt::format("input shapes: {} sequences of {} tokens a step, {}'s indices{} ({} of {} steps "
-                                              "with shapes)",
-                                              batch->samples, tokens, batch->op, micro, batch->steps, batch->steps_with_shapes);
-          }
+          const int64_t tokens = analyzers::TokensPerSample(*batch);
+          result.samples_per_step = static_cast<double>(batch->samples * std::max<int64_t>(tokens, 1));
+          if (tokens > 0) result.throughput_unit = "tokens";
+          result.samples_from =
+              tokens > 0 ? fmt::format("input shapes: {} sequences of {} tokens a step, {}'s indices{} ({} of {} steps with "
+                                       "shapes)",
+                                       batch->samples, tokens, batch->op, micro, batch->steps, batch->steps_with_shapes)
+                         : fmt::format("input shapes: dim 0 of {}'s input{} ({} of {} steps with shapes)", batch->op, micro,
+                                       batch->steps, batch->steps_with_shapes);
         }
         return result;
       }
@@ -348,7 +347,6 @@ class ProcessLauncher : public Launcher {
     return traces;
   }
 
-  // A command recorded that must leave a trace (AnalyzeCommand, TracedRun).
   // Whether the recording `name` was ended by the analysis step limit: the start-up hook says so in
   // its log when it ends the run there (probes/python/sitecustomize.py).
   bool StoppedAtStepLimit(const std::string& name) const {
@@ -356,6 +354,7 @@ class ProcessLauncher : public Launcher {
            LogTail((dir_ / (name + ".log")).string(), 65536).find(env::kStepStopLine) != std::string::npos;
   }
 
+  // A command recorded that must leave a trace (AnalyzeCommand, TracedRun).
   StatusOr<std::vector<std::string>> RecordSome(const std::string& cmd, const std::string& name, int64_t stop,
                                                 double* seconds) {
     std::vector<std::string> traces;

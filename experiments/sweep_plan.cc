@@ -106,6 +106,19 @@ void ChooseSweepTest(const PlanOptions& o, Progress& progress, SweepReport* repo
 
 // The best cell among those that fit (highest throughput, or lowest time for commands) and every
 // other cell against it; false when every cell ran out of memory (the report says so).
+// What the cells whose input was read count (the first one's; "samples" where none was read);
+// *mixed: some read as tokens, others as samples, which have no common measure (issue 81.1).
+std::string ReadUnit(const std::vector<SweepCell>& cells, bool* mixed) {
+  std::string unit;
+  *mixed = false;
+  for (const auto& c : cells) {
+    if (c.out_of_memory || c.samples_per_step <= 0) continue;
+    if (unit.empty()) unit = c.throughput_unit;
+    else if (c.throughput_unit != unit) *mixed = true;
+  }
+  return unit.empty() ? "samples" : unit;
+}
+
 bool RankCells(const PlanOptions& o, bool by_time, SweepReport* report) {
   // Cells that ran out of memory are results, not rankable: the best is among the cells that fit.
   size_t fits = 0;
@@ -206,17 +219,13 @@ Status SweepCells(const Axes& axes, const PlanOptions& o, const std::function<st
   }
   // Commands: by throughput once every trial of every cell has one (samples per step known), all in
   // one unit (a cell read as tokens beside one read as samples has no common measure).
+  bool mixed = false;
+  report->throughput_unit = ReadUnit(report->cells, &mixed);
   if (by_time) {
-    bool all_known = true;
-    const SweepCell* first = nullptr;  // the first cell that ran (a cell out of memory has no unit)
-    for (const auto& c : report->cells) {
+    bool all_known = !mixed;
+    for (const auto& c : report->cells)
       for (double sps : c.arm.samples_per_s) all_known = all_known && sps > 0;
-      if (c.out_of_memory) continue;
-      if (first == nullptr) first = &c;
-      all_known = all_known && c.throughput_unit == first->throughput_unit;
-    }
     by_time = !all_known;
-    if (all_known && first != nullptr) report->throughput_unit = first->throughput_unit;
   }
   report->by_throughput = !by_time;
   if (!RankCells(o, by_time, report)) return Status::Ok();  // every cell ran out of memory: the report says so
@@ -293,10 +302,9 @@ void NoteSweepRanking(SweepReport* r) {
     std::string unknown;
     for (const auto& c : r->cells)
       if (c.samples_per_step <= 0 && !c.out_of_memory) unknown += (unknown.empty() ? "" : ", ") + c.arm.label;
-    bool tokens = false, samples = false;  // units among the cells whose input was read
-    for (const auto& c : r->cells)
-      if (!c.out_of_memory && c.samples_per_step > 0) (c.throughput_unit == "tokens" ? tokens : samples) = true;
-    if (tokens && samples) {  // read in both units: tokens in some cells, samples in others
+    bool mixed = false;
+    ReadUnit(r->cells, &mixed);
+    if (mixed) {
       r->notes.push_back(fmt::format("ranked by {} (lower is better): some cells' inputs read as tokens, others' as samples, "
                                      "and the two do not compare; give --samples-per-step \"{{batch}}\" to rank by samples per second",
                                      r->unit));

@@ -243,8 +243,7 @@ void WriteFixText(const FixReport& r, std::ostream& out, bool md) {
   }
   if (!r.rows.empty()) {
     Table(rows, out, md);
-    out << (r.unit == "ms per sample" || r.unit == "ms per token"
-                ? "\nspeedup = baseline median time per " + r.unit.substr(7) + " / fixed median time per " + r.unit.substr(7) + " (the "
+    out << (r.unit == "ms per sample" ? "\nspeedup = baseline median time per sample / fixed median time per sample (the "
                                         "ratio of throughputs; > 1: the fix is faster); design: "
                                       : "\nspeedup = baseline step time / fixed step time (each the median over trials of a trial's mean "
                                         "step; > 1: the fix is faster); design: ")
@@ -395,14 +394,7 @@ void WriteSweepText(const SweepReport& r, std::ostream& out, bool md) {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> head = r.grid_keys;
   head.push_back(fmt::format("median {} [95% CI]", r.unit));
-  // A token model's cells count tokens (issue 81.1); a cell's own unit where the ranking has none.
-  std::string unit = r.throughput_unit;
-  if (!r.by_throughput)
-    for (const auto& c : r.cells)
-      if (c.samples_per_step > 0) {
-        unit = c.throughput_unit;
-        break;
-      }
+  const std::string& unit = r.throughput_unit;  // a token model's cells count tokens (issue 81.1)
   if (per_step_known) head.push_back(unit + "/step");
   int most_ranks = 1;
   for (const auto& c : r.cells) most_ranks = std::max(most_ranks, c.ranks);
@@ -460,7 +452,7 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
   w.Field("test", r.few_trials ? "welch_t_few_trials" : "mann_whitney");
   w.Field("smallest_p", r.smallest_p, 6);
   w.Field("ranked_by", r.by_throughput ? "samples_per_s" : "median_time");
-  w.Field("throughput_unit", r.throughput_unit);  // what samples_per_step and samples_per_s count: samples or tokens
+  w.Field("throughput_unit", r.throughput_unit);  // what the cells' samples_per_step and samples_per_s count
   w.Field("memory_cap_bytes", static_cast<int64_t>(r.memory_cap_bytes));
   WriteMachineJson(w, r.machine);
   w.Key("notes");

@@ -667,11 +667,13 @@ TransformPlan DropBias(const RankGraph& g) {
   };
   std::map<std::string_view, std::pair<int64_t, int64_t>> calls;  // op name -> (calls with shapes, with a bias)
   std::map<std::string_view, double> pass_share;                   // op name -> the bias passes' share of the layer
+  bool linear = false;                                             // the rank runs Linear layers
   for (uint32_t ti : CpuThreadTracks(tr, g.links().rank)) {
     for (const Event& e : tr.TrackEvents(ti)) {
-      if (e.kind != profiler::EventKind::kCpuOp || e.aux == profiler::kNoAux) continue;
+      if (e.kind != profiler::EventKind::kCpuOp) continue;
       const std::string_view n = tr.Name(e);
-      if (!is_layer(n)) continue;
+      linear = linear || n == "aten::linear";
+      if (e.aux == profiler::kNoAux || !is_layer(n)) continue;
       const auto dims = OpDims(tr, e);
       if (!dims || dims->size() < 3) continue;
       const size_t bias = 2, weight = 1;
@@ -704,12 +706,10 @@ TransformPlan DropBias(const RankGraph& g) {
     // The norms' biased producers are then Linear layers (Linear before BatchNorm1d: Lightning's GAN
     // generator), whose bias is added inside aten::addmm, one op with the multiply: the trace does not
     // split its cost, and "0.0 %" would claim it is nothing.
-    for (uint32_t ti : CpuThreadTracks(tr, g.links().rank))
-      for (const Event& e : tr.TrackEvents(ti))
-        if (e.kind == profiler::EventKind::kCpuOp && tr.Name(e) == "aten::linear")
-          return NotPredictable(g, "no convolution in the replayed steps: the biases before the norms are Linear "
-                                   "layers', added inside aten::addmm with the multiply, whose time the trace does not "
-                                   "split; measure it (trainrx fix --cmd, or bias=False by hand)");
+    if (linear)
+      return NotPredictable(g, "no convolution in the replayed steps: the biases before the norms are Linear layers', "
+                               "added inside aten::addmm with the multiply, whose time the trace does not split; measure "
+                               "it (trainrx fix --cmd, or bias=False by hand)");
     return NoSaving(g, "no convolution in the replayed steps: nothing to save");
   }
   if (calls.empty()) {

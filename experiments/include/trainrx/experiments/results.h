@@ -186,7 +186,8 @@ struct SweepReport {
   // Cells rank by samples/s (workloads; commands whose samples per step are known), else by the
   // median time (commands whose batch the trace does not tell).
   bool by_throughput = true;
-  // What the throughput counts: "samples", or "tokens" when every cell's input is token ids.
+  // What the cells' throughput counts: "samples", or "tokens" where their input is token ids (the
+  // first cell whose input was read; ranked by time where the cells read in both).
   std::string throughput_unit = "samples";
   std::vector<std::string> notes;
   uint64_t memory_cap_bytes = 0;  // --memory-cap the trials ran under (0: none)
