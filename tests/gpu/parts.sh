@@ -215,7 +215,7 @@ predict_pair() {
     [ $side = bad ] && env=$bad_env args=$bad_args
     # shellcheck disable=SC2086
     env $env timeout 180 "$BUILD/trainrx" record -o "$d/$name.$side$n.json" -- "${py[@]}" $args --pace "$d/$name.$side$n.pace.json" >>"$d/$name.log" 2>&1
-    if [ $i = 1 ]; then TRAINRX analyze "$d/$name.$side$n.json" --what-if "$transform" --format json -o "$d/$name.$side$n.report.json" >>"$d/$name.log" 2>&1
+    if [ $i = 1 ] && [ "$transform" != - ]; then TRAINRX analyze "$d/$name.$side$n.json" --what-if "$transform" --format json -o "$d/$name.$side$n.report.json" >>"$d/$name.log" 2>&1
     else TRAINRX analyze "$d/$name.$side$n.json" --format json -o "$d/$name.$side$n.report.json" >>"$d/$name.log" 2>&1; fi
     [ $i = 1 ] || rm -f "$d/$name.$side$n.json"
   done
@@ -229,6 +229,7 @@ part_predict() {
   # transforms' pairs (issue 59): FP32 -> TF32, pageable -> pinned copies, eager -> one CUDA graph a
   # step, fp32 -> bf16 autocast, eager -> torch.compile
   local want big="--workers 0 --data-on-device --batch 1024" mlp="--workers 0 --data-on-device --batch 4096 --model mlp"
+  local rn="--workers 0 --data-on-device --batch ${RN_BATCH:-1024} --model resnet18"
   for want in ${PREDICT_PAIRS:-allocator item anomaly loader tf32 pinned graphs amp compile tf32-gpu amp-gpu compile-gpu amp-mlp tf32-mlp compile-fp32 compile-mlp}; do
     case $want in
       allocator) predict_pair allocator caching_allocator PYTORCH_NO_CUDA_MEMORY_CACHING=1 "--workers 0" "--workers 0";;
@@ -250,7 +251,13 @@ part_predict() {
       compile-fp32) predict_pair compile-fp32 compile_fusion X=1 "$big --amp off" "$big --amp off --compile";;
       compile-mlp) predict_pair compile-mlp compile_fusion X=1 "$mlp" "$mlp --compile";;
       tf32-mlp) predict_pair tf32-mlp tf32 X=1 "$mlp --amp off --tf32 0" "$mlp --amp off --tf32 1";;
-      *) say "predict: no pair '$want' (allocator item anomaly loader tf32 pinned graphs amp compile tf32-gpu amp-gpu compile-gpu amp-mlp tf32-mlp compile-fp32 compile-mlp)";;
+      # torchvision's ResNet-18 (added 2026-11-28): the transforms on a public model none was fitted on;
+      # channels-last has no transform ("-"): measured only, the data a layout transform is checked on
+      tf32-rn) predict_pair tf32-rn tf32 X=1 "$rn --amp off --tf32 0" "$rn --amp off --tf32 1";;
+      amp-rn) predict_pair amp-rn amp_bf16 X=1 "$rn --amp off" "$rn --amp bf16";;
+      compile-rn) predict_pair compile-rn compile_fusion X=1 "$rn" "$rn --compile";;
+      cl-rn) predict_pair cl-rn - X=1 "$rn" "$rn --channels-last";;
+      *) say "predict: no pair '$want' (allocator item anomaly loader tf32 pinned graphs amp compile tf32-gpu amp-gpu compile-gpu amp-mlp tf32-mlp compile-fp32 compile-mlp tf32-rn amp-rn compile-rn cl-rn)";;
     esac
   done
   [ -z "${PREDICT_PAIRS:-}" ] || { predict_pack; return 0; }
@@ -264,4 +271,44 @@ part_predict() {
 predict_pack() {
   find "$OUTDIR/predict" -name '*.json' -size +40M -delete
   for f in "$OUTDIR"/predict/*[0-9].json; do [ -f "$f" ] && gzip -f "$f"; done
+}
+
+# Memory on CUDA (plan item 6, added 2026-11-24, made a part 2026-11-28; ~3 min): the Memory table of a
+# torch.profiler trace and of our recording, growth on --leak, a real out-of-memory recorded and
+# analyzed, and a batch sweep whose largest cell runs out of memory (memory.tsv: one line each).
+part_memory() {
+  say "memory: CUDA memory tables, growth, a real out-of-memory, a sweep into it"
+  local d=$OUTDIR/memory; mkdir -p "$d"; : > "$OUTDIR/memory.tsv"
+  # shellcheck disable=SC2206
+  local py=("$PY" "$G/train_gpu.py" --workers 0 --data-on-device ${MEM_ARGS:-})  # MEM_ARGS="--device cpu": a CPU dry run
+  mem_line() {  # NAME REPORT.json: the report's memory devices, OOM and finding ids
+    "$PY" - "$1" "$2" <<'PYEOF' 2>&1 | tee -a "$OUTDIR/memory.tsv" | tee -a "$LOG"
+import json, sys
+name, path = sys.argv[1], sys.argv[2]
+try:
+    r = json.load(open(path))
+except (OSError, ValueError) as e:
+    sys.exit(print(f"{name}\tno report: {e}"))
+rows = r.get("metrics", {}).get("memory") or []
+keys = ("device", "peak_allocated_bytes", "peak_reserved_bytes", "capacity_bytes", "capacity_source",
+        "growth_bytes_per_step", "oom_events", "oom_request_bytes", "oom_op", "release_steps", "fits_samples")
+devs = [{k: d.get(k) for k in keys} for d in rows]
+print(f"{name}\tmemory {json.dumps(devs)}\tfindings {' '.join(sorted({f['id'] for f in r.get('findings', [])}))}")
+PYEOF
+  }
+  "${py[@]}" --steps 12 --torch-profiler "$d/tp.json" --profile-memory > "$d/tp.log" 2>&1
+  TRAINRX analyze "$d/tp.json" --format json -o "$d/tp.report.json" >>"$d/tp.log" 2>&1; mem_line torch-profiler "$d/tp.report.json"
+  for v in plain leak empty-cache; do
+    local extra=(); [ $v = plain ] || extra=(--$v)
+    timeout 120 "$BUILD/trainrx" record -o "$d/$v.json" -- "${py[@]}" --steps 16 "${extra[@]}" > "$d/$v.log" 2>&1
+    TRAINRX analyze "$d/$v.json" --format json -o "$d/$v.report.json" >>"$d/$v.log" 2>&1; mem_line "record-$v" "$d/$v.report.json"
+    grep -h "max_memory_allocated\|peak" "$d/$v.log" | head -2 | tee -a "$LOG"
+  done
+  timeout 120 "$BUILD/trainrx" record -o "$d/oom.json" -- "${py[@]}" --steps 3 --batch ${OOM_BATCH:-65536} > "$d/oom.log" 2>&1; say "oom record: exit $?"
+  TRAINRX analyze "$d/oom.json" > "$d/oom.txt" 2>&1; say "oom analyze: exit $?"; head -6 "$d/oom.txt" | tee -a "$LOG"
+  TRAINRX analyze "$d/oom.json" --format json -o "$d/oom.report.json" >/dev/null 2>&1; mem_line oom "$d/oom.report.json"
+  TRAINRX_PROGRESS_SECONDS=0 timeout 200 "$BUILD/trainrx" sweep --cmd "${py[*]} --steps 12 --batch {b}" \
+    --grid b=${MEM_GRID:-64,4096,65536} --trials 4 --trial-steps 0 --format md -o "$d/sweep.md" > "$d/sweep.log" 2>&1; say "sweep: exit $?"
+  cat "$d/sweep.md" | head -30 | tee -a "$LOG"
+  rm -f "$d"/*.json.tmp; find "$d" -name '*.json' -size +30M -delete
 }

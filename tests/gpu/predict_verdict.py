@@ -31,7 +31,8 @@ def ops_per_step(rep):
 
 def verdict(d, name):
     rep = {k: json.load(open(f"{d}/{name}.{k}.report.json")) for k in ("bad1", "good1", "good2", "bad2")}
-    asked = [w for w in rep["bad1"]["metrics"]["what_if"] if w["label"] == "asked"][0]
+    asked = [w for w in rep["bad1"]["metrics"].get("what_if", []) if w["label"] == "asked"]
+    asked = asked[0] if asked else None  # a pair with no transform ("-"): measured only
     mean = {k: r["steps"]["mean_ns"] / 1e6 for k, r in rep.items()}
     basis = "host steps' mean"
     paces = {k: f"{d}/{name}.{k}.pace.json" for k in rep}
@@ -43,7 +44,9 @@ def verdict(d, name):
     measured = 100.0 * (1 - g / b)
     cross = [100.0 * (1 - mean[j] / mean[i]) for i in bad for j in good]
     lo, hi = min(cross), max(cross)
-    if asked["low_pct"] <= measured <= asked["high_pct"]:
+    if asked is None:
+        word = "measured only (no transform)"
+    elif asked["low_pct"] <= measured <= asked["high_pct"]:
         word = "inside"
     elif asked["low_pct"] <= hi and lo <= asked["high_pct"]:
         word = "within the runs' spread"
@@ -54,13 +57,15 @@ def verdict(d, name):
                        for n in set().union(*(ops_per_step(rep[k]) for k in ks))}
     ob, og = side(bad), side(good)
     moved = sorted(((og.get(n, 0.0) - ob.get(n, 0.0), n) for n in set(ob) | set(og)), key=lambda x: -abs(x[0]))[:3]
-    line = "\t".join([name, asked["transform"], asked["method"],
-                      f"predicted {asked['saving_pct']:.1f} % [{asked['low_pct']:.1f}, {asked['high_pct']:.1f}]",
+    predicted = (f"predicted {asked['saving_pct']:.1f} % [{asked['low_pct']:.1f}, {asked['high_pct']:.1f}]"
+                 if asked else "no prediction")
+    line = "\t".join([name, asked["transform"] if asked else "-", asked["method"] if asked else "-", predicted,
                       f"measured {measured:.1f} % [{lo:.1f}, {hi:.1f} across runs] ({basis}: {b:.2f} -> {g:.2f} ms; runs "
                       f"{mean['bad1']:.2f} {mean['bad2']:.2f} / {mean['good1']:.2f} {mean['good2']:.2f})",
                       word, "findings " + " ".join(sorted({f["id"] for f in rep["bad1"]["findings"]}))])
     moved_text = ", ".join(f"{n[:48]} {dv:+.2f} ms" for dv, n in moved)
-    return line, f"  moved most a step (without - with the problem): {moved_text}", f"  assumptions: {asked['assumptions']}"
+    return (line, f"  moved most a step (without - with the problem): {moved_text}",
+            f"  assumptions: {asked['assumptions'] if asked else '-'}")
 
 
 if __name__ == "__main__":

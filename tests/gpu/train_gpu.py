@@ -90,7 +90,9 @@ def main():
     p.add_argument("--profile-memory", action="store_true")
     # mlp: GEMMs, GELU and LayerNorm, no convolution or BatchNorm (a model the GPU transforms were not
     # calibrated on; with --data-on-device --batch 4096 its step is bound by the device's GEMMs)
-    p.add_argument("--model", choices=["cnn", "mlp"], default="cnn")
+    # resnet18: torchvision's ResNet-18 (weights=None, 10 classes) on the 3x64x64 images (added
+    # 2026-11-28: a public model none of the GPU transforms was fitted on)
+    p.add_argument("--model", choices=["cnn", "mlp", "resnet18"], default="cnn")
     a = p.parse_args()
 
     dev = torch.device(a.device)
@@ -103,6 +105,9 @@ def main():
     if a.model == "mlp":
         model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 64 * 64, 4096), nn.GELU(), nn.LayerNorm(4096),
                               nn.Linear(4096, 4096), nn.GELU(), nn.Linear(4096, 10)).to(dev)
+    elif a.model == "resnet18":
+        import torchvision
+        model = torchvision.models.resnet18(weights=None, num_classes=10).to(dev)
     else:
         model = nn.Sequential(block(3, 32), block(32, 64), nn.MaxPool2d(2), block(64, 128), nn.MaxPool2d(2),
                               block(128, 128), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10)).to(dev)
