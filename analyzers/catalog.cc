@@ -385,7 +385,7 @@ std::vector<CatalogEntry> CompileEntries() {
          kNotPython, ""}},
        "", "compile_off",
        "run the model eagerly (drop torch.compile) where compiling does not pay back within the job's steps", kCompile},
-      {"compile.not_compiled", "compile", "a launch-bound GPU and a model that is not compiled",
+      {"compile.not_compiled", "compile", "a launch-bound GPU, or a step whose critical path runs through kernels torch.compile fuses, and a model that is not compiled",
        {{"",
          "model = torch.compile(model) (mode=\"reduce-overhead\" for CUDA graphs), then measure: the first "
          "steps compile (compile.time), the steady step is what counts: `trainrx ab --cmd --a \"python train.py\" "

@@ -35,6 +35,7 @@ void AddUtilizationEvidence(Report& report);
 void FlagBatchSmall(const AnalysisContext& ctx, Report& report);
 // compile.not_compiled / compile.reduce_overhead (compile.cc): after the families, from gpu.launch_bound.
 void FlagCompileForLaunches(const AnalysisContext& ctx, Report& report);
+void FlagCompileForFusion(const AnalysisContext& ctx, Report& report);  // after FlagCompileForLaunches
 // steps.slow (step_time.cc) where the device ran behind the loop on that rank (CriticalPath::
 // DeviceBehind): the loop's slow steps are it waiting for the device's queue (an H200 ResNet with no
 // sync in the loop: 2 of 18 steps 16x the median, "62 % saving"), not a stall; the Steps section says

@@ -80,6 +80,8 @@ Thresholds::Thresholds() {
       {"compile.graph_break.min_regions_per_step", {2.0, "flag graph breaks when the median step runs at least this many compiled regions (or the start-up hook saw a break there)"}},
       {"compile.recompiles.min_recompiles", {2.0, "flag recompiles when a function is compiled again at least this many times, or once inside the steady steps"}},
       {"compile.time.min_pct", {10.0, "flag compile time when it is at least this % of the recorded time"}},
+      {"compile.fusable_path.min_pct",
+       {20.0, "flag an uncompiled model when kernels torch.compile regenerates hold at least this % of the median step's critical path"}},
       {"memory.empty_cache.min_step_pct", {50.0, "flag torch.cuda.empty_cache() (or reserved memory given back) in at least this % of the steps"}},
       {"batch.small.max_peak_pct", {50.0, "flag a small batch when the median step's peak is at most this % of the device's capacity"}},
       {"batch.small.min_factor", {2.0, "and at least this many times the batch's samples fit"}},
@@ -189,6 +191,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   }
   FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
   FlagCompileForLaunches(ctx, report);  // reads gpu.launch_bound and the compile figures
+  FlagCompileForFusion(ctx, report);    // reads the critical paths, the compile figures and the above
   DropSlowStepsBehindDevice(report);    // reads the critical paths' device pace
   BoundSavingsByPath(report);           // every saving within what the critical path says its cause costs
   // Several ranks: a claim found on each is shown once, naming them (as rank by rank), before the

@@ -243,7 +243,10 @@ std::string OomText(const analyzers::DeviceMemory& m) {
   std::string text = fmt::format("rank {} ran out of memory on {}: {} allocation{} failed, the largest asking {}", m.rank, m.device,
                                  m.oom_events, m.oom_events == 1 ? "" : "s", analyzers::BytesText(static_cast<double>(m.oom_request_bytes)));
   if (!m.oom_op.empty()) text += fmt::format(" (first in {})", m.oom_op);
-  text += fmt::format("; peak allocated {}", analyzers::BytesText(static_cast<double>(m.peak_allocated)));
+  // Without an allocator sample the peak is unknown, not 0 (a recording samples a device at optimizer
+  // steps: a run that fails in its first step has none unless the failure's own mark came).
+  if (m.samples == 0) text += "; allocated before it: not sampled";
+  else text += fmt::format("; peak allocated {}", analyzers::BytesText(static_cast<double>(m.peak_allocated)));
   if (m.capacity > 0) text += fmt::format(" of {}", analyzers::BytesText(static_cast<double>(m.capacity)));
   if (m.peak_reserved > 0) text += fmt::format(", reserved {}", analyzers::BytesText(static_cast<double>(m.peak_reserved)));
   return text;

@@ -12,12 +12,14 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 
 #include "families.h"
-#include "trainrx/analyzers/compile.h"
 #include "ops.h"
+#include "runtime_names.h"
+#include "trainrx/analyzers/compile.h"
 
 namespace trainrx::analyzers {
 namespace {
@@ -475,6 +477,95 @@ void FlagCompileForLaunches(const AnalysisContext& ctx, Report& report) {
                          "(fewer launches)";
     f.evidence = {{"launch_bound", g.title}};
     f.saving_bound = "not estimated: measure it (see the fix); up to gpu.launch_bound's saving";
+    SetFix(f);
+    found.push_back(std::move(f));
+  }
+  std::move(found.begin(), found.end(), std::back_inserter(report.findings));
+}
+
+namespace {
+
+// The median step's critical path split by what torch.compile(model) would do to its kernels; empty
+// where the path already runs generated (Triton) kernels: compiled some other way.
+struct FusablePath {
+  int64_t path_ns = 0, fusable_ns = 0, layout_ns = 0;
+  std::map<std::string, int64_t> by_kernel;  // the fusable and layout kernels' time on the path
+};
+std::optional<FusablePath> SplitPath(const CriticalPath& p) {
+  FusablePath out;
+  for (const PathSegment& s : p.segments) {
+    const int64_t d = s.end_ns - s.start_ns;
+    out.path_ns += d;
+    if (s.cls != PathClass::kCompute) continue;
+    if (s.what.starts_with("triton_")) return std::nullopt;
+    // torch.compile(model) leaves the optimizer eager: its foreach kernels stay.
+    if (s.what.find("multi_tensor_apply") != std::string::npos) continue;
+    if (IsLayoutConversionKernel(s.what)) out.layout_ns += d, out.by_kernel[s.what] += d;
+    else if (IsFusableKernel(s.what) || IsCudnnBatchNormKernel(s.what)) out.fusable_ns += d, out.by_kernel[s.what] += d;
+  }
+  return out;
+}
+
+bool ReplaysGraphs(const profiler::Trace& trace, int32_t rank) {
+  for (uint32_t t : TracksOf(trace, rank, profiler::TrackKind::kCpuThread))
+    for (const profiler::Event& e : trace.TrackEvents(t))
+      if (e.kind == profiler::EventKind::kCudaRuntime && (trace.Name(e) == "cudaGraphLaunch" || trace.Name(e) == "hipGraphLaunch"))
+        return true;
+  return false;
+}
+
+}  // namespace
+
+// A step whose critical path runs through the kernels inductor regenerates (elementwise, reduction
+// and norm kernels, cuDNN's batch norm, cuDNN's layout conversions around NCHW convolutions: what
+// torch.compile fuses, brings near the memory bandwidth or lays out channels-last) on a rank that is
+// not compiled: compile.not_compiled, whether or not the GPU waits on launches (found on an H200,
+// 2026-11-28: a device-bound CNN that compile made 4.5x faster and a ResNet-18 it made 1.3x faster
+// were flagged for nothing but matmul alignment). The evidence is the median step's critical path:
+// kernels off it save nothing. The saving is the replay's (compile_fusion); the estimate is half of
+// those kernels' time on the path, the transform's point. Run after FlagCompileForLaunches.
+void FlagCompileForFusion(const AnalysisContext& ctx, Report& report) {
+  const double min_pct = ctx.thresholds.Get("compile.fusable_path.min_pct");
+  const auto ms = [](int64_t ns) { return static_cast<double>(ns) / 1e6; };
+  std::vector<Finding> found;
+  for (const CriticalPath& p : report.metrics.critical_paths) {
+    if (!p.linked || p.segments.empty() || p.steps == 0) continue;
+    if (std::any_of(report.findings.begin(), report.findings.end(), [&](const Finding& f) {
+          return (f.id == "compile.not_compiled" || f.id == "compile.reduce_overhead") && (f.rank == p.rank || f.rank == -1);
+        }))
+      continue;
+    if (std::any_of(report.metrics.compile.begin(), report.metrics.compile.end(), [&](const CompileSummary& s) {
+          return s.rank == p.rank && (s.steps_with_regions > 0 || s.compiles > 0);
+        }))
+      continue;  // compiled
+    const std::optional<FusablePath> split = SplitPath(p);
+    if (!split || split->path_ns <= 0) continue;
+    const int64_t regenerated = split->fusable_ns + split->layout_ns;
+    const double pct = 100.0 * static_cast<double>(regenerated) / static_cast<double>(split->path_ns);
+    if (pct < min_pct || ReplaysGraphs(ctx.trace, p.rank)) continue;
+    Finding f;
+    f.id = "compile.not_compiled";
+    f.rank = p.rank;
+    f.measured = pct;
+    f.threshold = min_pct;
+    f.measured_unit = "% of the median step's critical path";
+    f.confidence = Confidence::kMedium;
+    f.title = fmt::format(
+        "{:.0f} % of the median step's critical path ({:.2f} of {:.2f} ms) is kernels torch.compile regenerates "
+        "(elementwise, reduction and norm kernels{}), and the model is not compiled",
+        pct, ms(regenerated), ms(split->path_ns),
+        split->layout_ns > 0 ? fmt::format("; cuDNN's layout conversions {:.2f} ms", ms(split->layout_ns)) : "");
+    std::vector<std::pair<int64_t, std::string>> top;
+    for (const auto& [name, ns] : split->by_kernel) top.emplace_back(ns, name);
+    std::sort(top.begin(), top.end(), std::greater<>());
+    for (size_t i = 0; i < top.size() && i < 3; ++i)
+      f.examples.push_back(fmt::format("{:.2f} ms on the path: {}", ms(top[i].first), top[i].second.substr(0, 160)));
+    f.evidence = {{"path_ns", split->path_ns}, {"fusable_path_ns", split->fusable_ns}, {"layout_conversion_path_ns", split->layout_ns}};
+    SetSaving(f, StepBasis(ctx.steps, p.rank), 0.5 * static_cast<double>(regenerated), static_cast<double>(regenerated),
+              "the median step's critical-path time in kernels torch.compile regenerates (a fused kernel keeps part of it)");
+    // A suggestion to measure: what compiling gains depends on the code inductor generates (and it
+    // costs compile time), so never above medium, whatever the path's share.
+    f.severity = std::min(SeverityForSaving(f), Severity::kMedium);
     SetFix(f);
     found.push_back(std::move(f));
   }

@@ -195,15 +195,21 @@ def _oom_mark_name(exc):
 
 def _install_oom_mark(torch, record_function):
     """A run that dies of an out-of-memory error leaves a mark in its trace (memory.cc reads it: the
-    device, the size asked, and the op that failed: the last one started before the mark)."""
+    device, the size asked, and the op that failed: the last one started before the mark), a CUDA
+    one the allocator's figures at that moment too."""
     previous = sys.excepthook
 
     def excepthook(kind, exc, tb):
         try:
             name = _oom_mark_name(exc)
             if name:
-                with record_function(name):
-                    pass
+                # A CUDA one: the allocator's figures at the failure first (what was held, the
+                # run's peak), as the marks after optimizer steps give them: a run that fails in
+                # its first step has no other sample (found on an H200, 2026-11-28).
+                figures = _cuda_memory_mark_name(torch, {}) if name.startswith("trainrx::out_of_memory cuda") else None
+                for mark in filter(None, (figures, name)):
+                    with record_function(mark):
+                        pass
         except Exception:
             pass
         return previous(kind, exc, tb)

@@ -201,8 +201,9 @@
     }
     for (const m of (r.metrics && r.metrics.memory) || []) {
       if (m.oom_events > 0) items.push(el('div', {class: 'alert'}, `Rank ${m.rank} ran out of memory on ${m.device}: ${m.oom_events} allocation(s) failed, ` +
-        `the largest asking ${fmtBytes(m.oom_request_bytes)}${m.oom_op ? ' (first in ' + m.oom_op + ')' : ''}; peak allocated ${fmtBytes(m.peak_allocated_bytes)}` +
-        (m.capacity_bytes > 0 ? ` of ${fmtBytes(m.capacity_bytes)}` : '') + '.'));
+        `the largest asking ${fmtBytes(m.oom_request_bytes)}${m.oom_op ? ' (first in ' + m.oom_op + ')' : ''}` +
+        (m.samples > 0 ? `; peak allocated ${fmtBytes(m.peak_allocated_bytes)}` + (m.capacity_bytes > 0 ? ` of ${fmtBytes(m.capacity_bytes)}` : '')
+                       : '; allocated before it: not sampled') + '.'));
     }
     for (const k of r.ranks || []) {
       const c = k.clock;

@@ -203,6 +203,29 @@ TEST(TextReportTest, UnfinishedRunIsSaidFirst) {
   EXPECT_EQ(int64_t(doc["run"]["unfinished"].at(0)["recorded_ns"]), 31'300'000);
 }
 
+// A CUDA out-of-memory error in the run's first step (an H200, 2026-11-28: batch 65536): no
+// optimizer step, so no allocator sample unless the failure's own figures came; the peak is then
+// "not sampled", never "0 B".
+TEST(TextReportTest, AnOutOfMemoryWithNoAllocatorSampleSaysSoNotZeroBytes) {
+  const auto text = [](bool figures) {
+    std::string j = R"J({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::batch_norm","pid":1,"tid":1,"ts":100,"dur":50},)J";
+    if (figures)
+      j += R"J({"ph":"X","cat":"user_annotation","name":"trainrx::cuda_memory cuda:0 allocated=21000000000 reserved=22000000000 peak=21500000000 retries=1 ooms=1 capacity=150000000000","pid":1,"tid":1,"ts":900,"dur":1},)J";
+    j += R"J({"ph":"X","cat":"user_annotation","name":"trainrx::out_of_memory cuda:0 68719476736","pid":1,"tid":1,"ts":901,"dur":1}]})J";
+    profiler::Trace trace;
+    EXPECT_TRUE(profiler::ReadTraceBuffer(j, "oom.json", 0, trace).ok());
+    analyzers::Thresholds th;
+    std::ostringstream out;
+    WriteText(trace, analyzers::Analyze(trace, th), th, {}, out);
+    return out.str();
+  };
+  const std::string without = text(false), with = text(true);
+  EXPECT_NE(without.find("ran out of memory on cuda:0"), std::string::npos) << without;
+  EXPECT_NE(without.find("allocated before it: not sampled"), std::string::npos) << without;
+  EXPECT_EQ(without.find("peak allocated 0 B"), std::string::npos) << without;
+  EXPECT_NE(with.find("peak allocated 21.50 GB of 150.00 GB"), std::string::npos) << with;
+}
+
 // Files of two jobs merged: a warning before any figure, naming which files form which job.
 TEST(TextReportTest, MixedJobsWarnFirstWithTheirFiles) {
   profiler::Trace trace;
