@@ -93,6 +93,9 @@ struct ThreadWait {
   uint32_t releaser_track = 0;
   int64_t release_ns = 0;
 };
+// A launch that blocked on a full launch queue (links.cc ResolveQueuedLaunches): at least this long
+// and this many times the rank's tenth-percentile launch, with this many launches pending on the device.
+inline constexpr int64_t kQueuedLaunchMinNs = 100'000, kQueuedLaunchFactor = 20, kQueuedLaunchPending = 256;
 // Thresholds of the thread-wait rule (links.cc): a stretch shorter than this is not looked at.
 inline constexpr int64_t kThreadWaitMinNs = 50'000;
 

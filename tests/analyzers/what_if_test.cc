@@ -1171,6 +1171,60 @@ TEST(WhatIf, Tf32RunsAComputeBoundGemmNearTheTf32Peak) {
   EXPECT_NEAR(amp.prediction.saving_pct, 100.0 * (8000 - 587) / 8200, 2.0) << amp.prediction.assumptions;
 }
 
+// A loop far ahead of its device fills the driver's launch queue: a launch then returns only when an
+// earlier kernel ends (an H200's FP32 ResNet-18, 2026-11-28: launches of up to 15.8 ms, the loop's
+// 28.8 ms a step floored TF32's replay at 25.1 % [24.8, 25.6] where 40.6 % was measured). Here 300
+// FP32 GEMMs of 200 us a step, launched in 5 us each by a loop with no sync, through a queue of 300:
+// the host's steps last as long as the device's (60 ms). TF32 shortens the device's work, and the
+// blocked launches with it: the step follows the device, not the recorded launches' lengths.
+std::string QueueBoundSteps(bool blocked) {
+  std::string ev;
+  constexpr int kSteps = 6, kLaunches = 300, kQueue = 300;
+  constexpr double kKernel = 200, kLaunch = 5;
+  std::vector<double> kernel_end;
+  double host = 0, device = 0;
+  for (int s = 0; s < kSteps; ++s) {
+    const double t0 = host;
+    std::string step;
+    for (int k = 0; k < kLaunches; ++k) {
+      const int corr = s * kLaunches + k + 1;
+      const size_t i = kernel_end.size();
+      // blocked: the queue is full until the kernel kQueue launches earlier ends; else the same
+      // long launch with nothing pending (preempted: the host's own time)
+      double end = host + kLaunch;
+      if (i >= static_cast<size_t>(kQueue)) end = std::max(end, kernel_end[i - kQueue] + 2);
+      if (!blocked && i >= static_cast<size_t>(kQueue)) end = host + kLaunch;
+      step += Cpu("cuda_runtime", "cudaLaunchKernel", host, end - host, 1, corr);
+      const double start = std::max(host + 10, device);
+      step += Kernel("ampere_sgemm_128x64_nn", start, kKernel, corr);
+      kernel_end.push_back(start + kKernel);
+      device = start + kKernel;
+      host = end + 1;
+    }
+    // the first 300 launches fill the queue: the steps begin after them
+    ev += (s > 0 ? Step(s, t0, host - t0) : std::string()) + step;
+  }
+  return ev;
+}
+
+TEST(WhatIf, ALaunchBlockedOnAFullQueueWaitsForTheDeviceNotTheHost) {
+  const Replayable queued(QueueBoundSteps(true), kA100);
+  size_t waited = 0;
+  for (const HostCall& c : queued.links->Rank(0)->calls) waited += c.waited_for >= 0;
+  EXPECT_GT(waited, 1000u) << "the launches after the first 300 blocked";
+  const WhatIfResult w = queued.Predict({"tf32"});
+  ASSERT_TRUE(w.ok) << w.prediction.assumptions;
+  // The device's 60 ms a step at 2x-8x (the point 4x): the loop follows it; kept as host work, the
+  // blocked launches had held the step at 60 ms (0 %).
+  EXPECT_GT(w.prediction.saving_pct, 60.0) << w.prediction.assumptions;
+  EXPECT_GT(w.prediction.low_pct, 40.0) << w.prediction.assumptions;
+  // A short launch stream with nothing pending is no wait.
+  const Replayable quick(QueueBoundSteps(false), kA100);
+  size_t none = 0;
+  for (const HostCall& c : quick.links->Rank(0)->calls) none += c.waited_for >= 0;
+  EXPECT_EQ(none, 0u);
+}
+
 // cuBLAS's Hopper-JIT GEMMs name no math ("nvjet_sm90_tst_..."): a GEMM, neither FP32 evidence nor
 // a kernel inductor would fuse (an H200's bf16 MLP, 2026-11-28: its two GEMMs were counted as
 // fusable and compile's saving predicted 21 % against 7 % measured).
