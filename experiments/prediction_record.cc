@@ -32,26 +32,40 @@ const std::vector<TransformRecord>& Records() {
        "fix cnn 0.0 % [0.0, 0.0] measured 17.0 % (the replay left evaluation out); on 2026-11-27, the work between "
        "steps replayed, 12.4 % [9.1, 12.4] measured 16.3 %"},
       {"drop_bias", 2, 1, "fix cnn: no prediction, measured 14.8 %; on 2026-11-27 9.7 % [4.9, 14.5] measured 13.6 %"},
-      {"fused_optimizer", 37, 7,
+      {"fused_optimizer", 53, 7,
        "four public scripts (LSTM and Transformer LMs, a GAN, a GPT): 3.9 % [2.4, 4.9] measured 6.4 %, 3.6 % [2.5, "
        "4.3] measured 5.7 %, 6.5 % [4.8, 7.5] measured 7.9 %, one inside; the corpus (bench/prediction), 2026-11-27: "
        "4 of 5 significant savings inside (nanoGPT with 4 micro-batches 5.8 % [3.8, 7.0] measured 8.3 %), 2 rows no "
        "difference; 2026-11-28, with the --also rows: 3 of 5 inside (nanoGPT 11.0 % [7.5, 13.0] measured 6.6 %, with "
        "4 micro-batches 5.8 % [3.9, 7.0] measured 9.1 %), 6 rows no difference; 2026-11-28 14:27, 17 scripts, the "
        "intervals calibrated on the two runs before (2.1 points each side): 7 of 8 significant savings inside "
-       "(nanoGPT with 4 micro-batches 7.0 % [2.5, 10.5] measured 11.2 %), 7 rows no difference; intervals since "
-       "calibrated on all three runs (2.8 points each side)"},
-      {"foreach_optimizer", 21, 3,
+       "(nanoGPT with 4 micro-batches 7.0 % [2.5, 10.5] measured 11.2 %), 7 rows no difference; that script alone "
+       "again 6.0 % [0.8, 10.4] measured 8.5 %; 2026-11-28 17:56, 17 scripts, calibrated on the runs before (2.8 "
+       "points each side): 9 of 9 significant savings inside, 6 rows no difference; intervals since calibrated on "
+       "all four runs (1.9 points each side)"},
+      {"foreach_optimizer", 34, 5,
        "not predictable on a CPU-only rank; the corpus's 9 --also rows (2026-11-28 06:09): 8 no difference, nanoGPT "
-       "4.9 % slower; 12 rows at 14:27: 10 no difference, nanoGPT 5.6 % slower, makemore's GRU 2.8 % faster"},
+       "4.9 % slower; 12 rows at 14:27: 10 no difference, nanoGPT 5.6 % slower, makemore's GRU 2.8 % faster; 12 rows "
+       "at 17:56: 10 no difference, nanoGPT 5.7 % slower, makemore's Transformer 3.0 % faster"},
       {"unblock_syncs", 2, 0, "fix cnn on CPU and on an H200: 0.0 % predicted, 1.1 % [-6.8, 5.0] measured (no difference)"},
-      {"zero_grad_none", 18, 0,
+      {"zero_grad_none", 30, 0,
        "fix cnn on CPU, twice: 0.0 % predicted, +0.4 % and -0.1 % measured (no difference); the corpus's 5 --also rows "
        "(2026-11-28 06:09): 0.0 % predicted, -3.0 to +0.6 % measured (no difference); 11 rows at 14:27: -4.7 to "
-       "+16.6 % measured, none significant; intervals since calibrated (1.3 points each side)"},
+       "+16.6 % measured, none significant; 12 rows at 17:54-17:56, none significant; intervals since calibrated "
+       "(1.4 points each side)"},
       {"cuda_graphs", 1, 0, "train_gpu.py on an H200 43.7 % [25.0, 51.3] measured 44.9 %"},
-      {"tf32", 1, 1, "an H200 GPU-bound CNN 15.1 % [10.3, 17.4] measured about 35 % (since corrected, not rerun)"},
-      {"amp_bf16", 1, 1, "an H200 GPU-bound CNN 21.0 % [8.0, 26.9] measured about 2 % (since recalibrated on that pair)"},
+      {"tf32", 4, 1,
+       "an H200 GPU-bound CNN 15.1 % [10.3, 17.4] measured about 35 % (since corrected); on 2026-11-28 the same CNN "
+       "34.7 % [11.2, 52.7] measured 34.8 %, an MLP not predictable measured 80.3 %, ResNet-18 33.4 % [15.7, 49.8] "
+       "measured 40.6 % (docs/gpu-validation.md's accuracy table)"},
+      {"amp_bf16", 5, 2,
+       "an H200 GPU-bound CNN 21.0 % [8.0, 26.9] measured about 2 % (since recalibrated on that pair); at batch 1024 "
+       "-0.0 % measured 19.7 % (the runs' data generation); on 2026-11-28 an MLP not predictable measured 35.9 %, "
+       "ResNet-18 -2.3 % [-6.5, 1.8] measured -12.0 % (undecided)"},
+      {"compile_fusion", 5, 4,
+       "H200 pairs, 2026-11-28: a device-bound CNN 19.5 % [2.4, 29.1] measured 77.6 % and in fp32 6.0 % [0.8, 8.9] "
+       "measured 59.3 %, an MLP 21.4 % [8.0, 26.8] measured 7.1 %, ResNet-18 21.5 % [9.5, 23.2] measured 25.7 % "
+       "(refitted on the first three since); a host-bound CNN 6.2 % measured no difference"},
   };
   return k;
 }

@@ -122,6 +122,16 @@ Status AnalyzeSet(const std::vector<std::string>& paths, const SetOptions& o, Se
   out->strategy = summaries > 0                                      ? Strategy::kSummaries
                   : o.per_rank || files->size() > o.per_rank_above ? Strategy::kRankByRank
                                                                      : Strategy::kMerged;
+  // The replay needs the set read as one (a rank's collectives wait for the others'): read rank by
+  // rank, the asked fixes would be dropped without a word (each finding's own is still predicted).
+  if (out->strategy != Strategy::kMerged && !o.what_if.empty())
+    return Status::Error(fmt::format(
+        "{}: --what-if replays a set read as one, and {} read {} ({}), where no asked fix is replayed: ask it of at "
+        "most {} ranks' traces without --per-rank (each finding's own fix is still predicted rank by rank)",
+        Joined(paths), files->size() == 1 ? std::string("this file is") : fmt::format("these {} files are", files->size()),
+        StrategyName(out->strategy),
+        summaries > 0 ? "per-rank summaries" : o.per_rank ? "--per-rank" : fmt::format("more than {} files", o.per_rank_above),
+        o.per_rank_above));
   return out->strategy == Strategy::kMerged ? Merged(*files, o, out)
                                             : RankByRank(*files, out->strategy == Strategy::kSummaries, o, out);
 }

@@ -88,6 +88,16 @@ TEST_F(SetTest, ErrorsAreInvalidInputNamingThePath) {
   EXPECT_EQ(bad.message().rfind(not_json + ": not a JSON trace", 0), 0u) << bad.message();
   const Status none = AnalyzeSet({}, {}, &set);
   EXPECT_EQ(none.message(), "no trace files given");
+  // An asked fix on a set read rank by rank is not replayed: said, not dropped (issue 83).
+  const auto good = (dir_ / "one.json").string();
+  std::ofstream(good) << R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1,"dur":5}]})";
+  per_rank.what_if = {"anomaly_off"};
+  const Status asked = AnalyzeSet({good}, per_rank, &set);
+  ASSERT_FALSE(asked.ok());
+  EXPECT_NE(asked.message().find("--what-if replays a set read as one"), std::string::npos) << asked.message();
+  EXPECT_NE(asked.message().find("(--per-rank)"), std::string::npos) << asked.message();
+  per_rank.per_rank = false;
+  EXPECT_TRUE(AnalyzeSet({good}, per_rank, &set).ok()) << "merged: replayed";
 }
 
 // Issue 34: a file cut inside its first event exited 0 with "No problem crossed its threshold".

@@ -44,7 +44,8 @@ struct SetOptions {
   // Rank by rank and summaries: keep each rank's side in SetAnalysis::sides (trainrx export).
   bool keep_sides = false;
   // Fixes to replay together beside the findings' own (`analyze --what-if`; transform names,
-  // analyzers::ResolveWhatIf). Merged analyses only: rank by rank, each finding keeps its own.
+  // analyzers::ResolveWhatIf). Merged analyses only: asked of a set read rank by rank, an error
+  // (each finding's own fix is predicted either way).
   std::vector<std::string> what_if;
 };
 
