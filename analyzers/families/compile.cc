@@ -506,7 +506,12 @@ std::optional<FusablePath> SplitPath(const CriticalPath& p) {
   return out;
 }
 
-bool ReplaysGraphs(const profiler::Trace& trace, int32_t rank) {
+// Compiled some other way (inductor's Triton kernels anywhere on the rank: AOTInductor), or replaying
+// CUDA graphs: then the suggestion is not ours to make (as FlagCompileForLaunches decides).
+bool CompiledOrGraphed(const profiler::Trace& trace, int32_t rank) {
+  for (uint32_t t : TracksOf(trace, rank, profiler::TrackKind::kGpuStream))
+    for (const profiler::Event& e : trace.TrackEvents(t))
+      if (e.kind == profiler::EventKind::kKernel && trace.Name(e).starts_with("triton_")) return true;
   for (uint32_t t : TracksOf(trace, rank, profiler::TrackKind::kCpuThread))
     for (const profiler::Event& e : trace.TrackEvents(t))
       if (e.kind == profiler::EventKind::kCudaRuntime && (trace.Name(e) == "cudaGraphLaunch" || trace.Name(e) == "hipGraphLaunch"))
@@ -542,7 +547,7 @@ void FlagCompileForFusion(const AnalysisContext& ctx, Report& report) {
     if (!split || split->path_ns <= 0) continue;
     const int64_t regenerated = split->fusable_ns + split->layout_ns;
     const double pct = 100.0 * static_cast<double>(regenerated) / static_cast<double>(split->path_ns);
-    if (pct < min_pct || ReplaysGraphs(ctx.trace, p.rank)) continue;
+    if (pct < min_pct || CompiledOrGraphed(ctx.trace, p.rank)) continue;
     Finding f;
     f.id = "compile.not_compiled";
     f.rank = p.rank;

@@ -182,7 +182,16 @@ grep -q '"unit": "ms per step"' perf/baseline.json && ok "baseline timed by the 
 # 2 cores: a 4 ms step drifted 9.5 % between the two once. This checks the plumbing, so it allows a
 # 25 % tolerance; the gate's false-alarm rate at 3 % is measured by bench/gate_false_alarms.sh. The A/A
 # runs right after the baseline, before the slow check, to keep the drift window short.
+# The two halves of this test run side by side: once the baseline's 4 ms step and the check's 10 s
+# later differed by 39 % (the other half's load changed between them, with no run-queue wait to
+# show it). A stored baseline cannot tell that from a regression; what a user does then is record
+# the baseline again beside the check: that A/A must pass (the first try's figures are printed).
 "$TRAINRX" gate check --baseline perf/baseline.json --trials 4 --tolerance 25 --cmd -- $BASE > aa.txt 2>&1; rc=$?
+if [ $rc = 1 ]; then
+  echo "  A/A against the stored baseline failed (exit 1): $(grep 'median step time' aa.txt | head -1); re-recorded"
+  "$TRAINRX" gate record-baseline -o perf/baseline.json --trials 4 --cmd -- $BASE 2>> rb.err
+  "$TRAINRX" gate check --baseline perf/baseline.json --trials 4 --tolerance 25 --cmd -- $BASE > aa.txt 2>&1; rc=$?
+fi
 { [ $rc = 0 ] || [ $rc = 3 ]; } && ok "A/A passes or is inconclusive (exit $rc)" || { bad "A/A: exit $rc"; cat aa.txt; }
 "$TRAINRX" gate check --baseline perf/baseline.json --trials 4 --tolerance 25 --same-job --cmd -- $BASE --slowdown-ms 20 > slow.txt 2>&1; rc=$?
 [ $rc = 1 ] && ok "a gross slowdown (+20 ms per ~4 ms step) fails: exit 1" || { bad "slowdown: exit $rc"; cat slow.txt; }
