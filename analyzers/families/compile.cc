@@ -429,6 +429,28 @@ void FlagCompileTime(const AnalysisContext& ctx, const CompileSummary& c, Report
   out.findings.push_back(std::move(f));
 }
 
+// The ranks compiled some other way (inductor's Triton kernels without the regions: AOTInductor)
+// and those replaying CUDA graphs: then neither compile suggestion is ours to make. One pass over
+// the trace (FlagCompileForLaunches, FlagCompileForFusion).
+struct GeneratedCode {
+  std::set<int32_t> triton_ranks, graph_ranks;
+  // A finding of every rank (-1) is on the set's ranks where any is.
+  static bool On(const std::set<int32_t>& ranks, int32_t rank) { return rank == -1 ? !ranks.empty() : ranks.count(rank) > 0; }
+};
+GeneratedCode ScanGeneratedCode(const profiler::Trace& trace) {
+  GeneratedCode out;
+  for (const profiler::Event& e : trace.events) {
+    if (e.track >= trace.tracks.size()) continue;
+    const int32_t rank = trace.tracks[e.track].rank;
+    if (e.kind == profiler::EventKind::kKernel && trace.Name(e).starts_with("triton_")) out.triton_ranks.insert(rank);
+    if (e.kind == profiler::EventKind::kCudaRuntime) {
+      const std::string_view n = trace.Name(e);
+      if (n == "cudaGraphLaunch" || n == "hipGraphLaunch") out.graph_ranks.insert(rank);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 // A launch-bound GPU (gpu.launch_bound: kernels shorter than their launches) is what torch.compile
@@ -439,27 +461,15 @@ void FlagCompileTime(const AnalysisContext& ctx, const CompileSummary& c, Report
 void FlagCompileForLaunches(const AnalysisContext& ctx, Report& report) {
   if (std::none_of(report.findings.begin(), report.findings.end(), [](const Finding& f) { return f.id == "gpu.launch_bound"; }))
     return;
-  // Compiled some other way (inductor's Triton kernels without the regions: AOTInductor), or
-  // already replaying CUDA graphs: then neither suggestion is ours to make. One pass, per rank.
-  std::set<int32_t> triton_ranks, graph_ranks;
-  for (const profiler::Event& e : ctx.trace.events) {
-    if (e.track >= ctx.trace.tracks.size()) continue;
-    const int32_t rank = ctx.trace.tracks[e.track].rank;
-    if (e.kind == profiler::EventKind::kKernel && ctx.trace.Name(e).starts_with("triton_")) triton_ranks.insert(rank);
-    if (e.kind == profiler::EventKind::kCudaRuntime) {
-      const std::string_view n = ctx.trace.Name(e);
-      if (n == "cudaGraphLaunch" || n == "hipGraphLaunch") graph_ranks.insert(rank);
-    }
-  }
-  const auto on = [](const std::set<int32_t>& ranks, int32_t rank) { return rank == -1 ? !ranks.empty() : ranks.count(rank) > 0; };
+  const GeneratedCode generated = ScanGeneratedCode(ctx.trace);
   std::vector<Finding> found;
   for (const Finding& g : report.findings) {
     if (g.id != "gpu.launch_bound") continue;
     const CompileSummary* c = nullptr;
     for (const CompileSummary& s : report.metrics.compile)
       if (s.rank == g.rank || g.rank == -1) c = &s;
-    if (on(graph_ranks, g.rank)) continue;
-    const bool triton = on(triton_ranks, g.rank);
+    if (GeneratedCode::On(generated.graph_ranks, g.rank)) continue;
+    const bool triton = GeneratedCode::On(generated.triton_ranks, g.rank);
     const bool compiled = triton || (c != nullptr && c->steps_with_regions > 0);
     Finding f;
     if (compiled) f.id = "compile.reduce_overhead";
@@ -485,38 +495,23 @@ void FlagCompileForLaunches(const AnalysisContext& ctx, Report& report) {
 
 namespace {
 
-// The median step's critical path split by what torch.compile(model) would do to its kernels; empty
-// where the path already runs generated (Triton) kernels: compiled some other way.
+// The median step's critical path split by what torch.compile(model) would do to its kernels.
 struct FusablePath {
   int64_t path_ns = 0, fusable_ns = 0, layout_ns = 0;
   std::map<std::string, int64_t> by_kernel;  // the fusable and layout kernels' time on the path
 };
-std::optional<FusablePath> SplitPath(const CriticalPath& p) {
+FusablePath SplitPath(const CriticalPath& p) {
   FusablePath out;
   for (const PathSegment& s : p.segments) {
     const int64_t d = s.end_ns - s.start_ns;
     out.path_ns += d;
     if (s.cls != PathClass::kCompute) continue;
-    if (s.what.starts_with("triton_")) return std::nullopt;
     // torch.compile(model) leaves the optimizer eager: its foreach kernels stay.
     if (s.what.find("multi_tensor_apply") != std::string::npos) continue;
     if (IsLayoutConversionKernel(s.what)) out.layout_ns += d, out.by_kernel[s.what] += d;
     else if (IsFusableKernel(s.what) || IsCudnnBatchNormKernel(s.what)) out.fusable_ns += d, out.by_kernel[s.what] += d;
   }
   return out;
-}
-
-// Compiled some other way (inductor's Triton kernels anywhere on the rank: AOTInductor), or replaying
-// CUDA graphs: then the suggestion is not ours to make (as FlagCompileForLaunches decides).
-bool CompiledOrGraphed(const profiler::Trace& trace, int32_t rank) {
-  for (uint32_t t : TracksOf(trace, rank, profiler::TrackKind::kGpuStream))
-    for (const profiler::Event& e : trace.TrackEvents(t))
-      if (e.kind == profiler::EventKind::kKernel && trace.Name(e).starts_with("triton_")) return true;
-  for (uint32_t t : TracksOf(trace, rank, profiler::TrackKind::kCpuThread))
-    for (const profiler::Event& e : trace.TrackEvents(t))
-      if (e.kind == profiler::EventKind::kCudaRuntime && (trace.Name(e) == "cudaGraphLaunch" || trace.Name(e) == "hipGraphLaunch"))
-        return true;
-  return false;
 }
 
 }  // namespace
@@ -532,6 +527,7 @@ bool CompiledOrGraphed(const profiler::Trace& trace, int32_t rank) {
 void FlagCompileForFusion(const AnalysisContext& ctx, Report& report) {
   const double min_pct = ctx.thresholds.Get("compile.fusable_path.min_pct");
   const auto ms = [](int64_t ns) { return static_cast<double>(ns) / 1e6; };
+  std::optional<GeneratedCode> generated;  // scanned for the first rank over the threshold only
   std::vector<Finding> found;
   for (const CriticalPath& p : report.metrics.critical_paths) {
     if (!p.linked || p.segments.empty() || p.steps == 0) continue;
@@ -543,11 +539,13 @@ void FlagCompileForFusion(const AnalysisContext& ctx, Report& report) {
           return s.rank == p.rank && (s.steps_with_regions > 0 || s.compiles > 0);
         }))
       continue;  // compiled
-    const std::optional<FusablePath> split = SplitPath(p);
-    if (!split || split->path_ns <= 0) continue;
-    const int64_t regenerated = split->fusable_ns + split->layout_ns;
-    const double pct = 100.0 * static_cast<double>(regenerated) / static_cast<double>(split->path_ns);
-    if (pct < min_pct || CompiledOrGraphed(ctx.trace, p.rank)) continue;
+    const FusablePath split = SplitPath(p);
+    if (split.path_ns <= 0) continue;
+    const int64_t regenerated = split.fusable_ns + split.layout_ns;
+    const double pct = 100.0 * static_cast<double>(regenerated) / static_cast<double>(split.path_ns);
+    if (pct < min_pct) continue;
+    if (!generated) generated = ScanGeneratedCode(ctx.trace);
+    if (GeneratedCode::On(generated->triton_ranks, p.rank) || GeneratedCode::On(generated->graph_ranks, p.rank)) continue;
     Finding f;
     f.id = "compile.not_compiled";
     f.rank = p.rank;
@@ -558,14 +556,14 @@ void FlagCompileForFusion(const AnalysisContext& ctx, Report& report) {
     f.title = fmt::format(
         "{:.0f} % of the median step's critical path ({:.2f} of {:.2f} ms) is kernels torch.compile regenerates "
         "(elementwise, reduction and norm kernels{}), and the model is not compiled",
-        pct, ms(regenerated), ms(split->path_ns),
-        split->layout_ns > 0 ? fmt::format("; cuDNN's layout conversions {:.2f} ms", ms(split->layout_ns)) : "");
+        pct, ms(regenerated), ms(split.path_ns),
+        split.layout_ns > 0 ? fmt::format("; cuDNN's layout conversions {:.2f} ms", ms(split.layout_ns)) : "");
     std::vector<std::pair<int64_t, std::string>> top;
-    for (const auto& [name, ns] : split->by_kernel) top.emplace_back(ns, name);
+    for (const auto& [name, ns] : split.by_kernel) top.emplace_back(ns, name);
     std::sort(top.begin(), top.end(), std::greater<>());
     for (size_t i = 0; i < top.size() && i < 3; ++i)
       f.examples.push_back(fmt::format("{:.2f} ms on the path: {}", ms(top[i].first), top[i].second.substr(0, 160)));
-    f.evidence = {{"path_ns", split->path_ns}, {"fusable_path_ns", split->fusable_ns}, {"layout_conversion_path_ns", split->layout_ns}};
+    f.evidence = {{"path_ns", split.path_ns}, {"fusable_path_ns", split.fusable_ns}, {"layout_conversion_path_ns", split.layout_ns}};
     SetSaving(f, StepBasis(ctx.steps, p.rank), 0.5 * static_cast<double>(regenerated), static_cast<double>(regenerated),
               "the median step's critical-path time in kernels torch.compile regenerates (a fused kernel keeps part of it)");
     // A suggestion to measure: what compiling gains depends on the code inductor generates (and it

@@ -1180,7 +1180,9 @@ TEST(WhatIf, Tf32RunsAComputeBoundGemmNearTheTf32Peak) {
 std::string QueueBoundSteps(bool blocked) {
   std::string ev;
   constexpr int kSteps = 6, kLaunches = 300, kQueue = 300;
-  constexpr double kKernel = 200, kLaunch = 5;
+  constexpr double kLaunch = 5;
+  // not blocked: short kernels the device keeps up with, so nothing is pending
+  const double kernel = blocked ? 200 : 2;
   std::vector<double> kernel_end;
   double host = 0, device = 0;
   for (int s = 0; s < kSteps; ++s) {
@@ -1189,16 +1191,16 @@ std::string QueueBoundSteps(bool blocked) {
     for (int k = 0; k < kLaunches; ++k) {
       const int corr = s * kLaunches + k + 1;
       const size_t i = kernel_end.size();
-      // blocked: the queue is full until the kernel kQueue launches earlier ends; else the same
-      // long launch with nothing pending (preempted: the host's own time)
+      // blocked: the queue is full until the kernel kQueue launches earlier ends; else every tenth
+      // launch takes 500 us with nothing pending (preempted: the host's own time)
       double end = host + kLaunch;
-      if (i >= static_cast<size_t>(kQueue)) end = std::max(end, kernel_end[i - kQueue] + 2);
-      if (!blocked && i >= static_cast<size_t>(kQueue)) end = host + kLaunch;
+      if (blocked && i >= static_cast<size_t>(kQueue)) end = std::max(end, kernel_end[i - kQueue] + 2);
+      if (!blocked && k % 10 == 9) end = host + 500;
       step += Cpu("cuda_runtime", "cudaLaunchKernel", host, end - host, 1, corr);
       const double start = std::max(host + 10, device);
-      step += Kernel("ampere_sgemm_128x64_nn", start, kKernel, corr);
-      kernel_end.push_back(start + kKernel);
-      device = start + kKernel;
+      step += Kernel("ampere_sgemm_128x64_nn", start, kernel, corr);
+      kernel_end.push_back(start + kernel);
+      device = start + kernel;
       host = end + 1;
     }
     // the first 300 launches fill the queue: the steps begin after them
@@ -1218,7 +1220,7 @@ TEST(WhatIf, ALaunchBlockedOnAFullQueueWaitsForTheDeviceNotTheHost) {
   // blocked launches had held the step at 60 ms (0 %).
   EXPECT_GT(w.prediction.saving_pct, 60.0) << w.prediction.assumptions;
   EXPECT_GT(w.prediction.low_pct, 40.0) << w.prediction.assumptions;
-  // A short launch stream with nothing pending is no wait.
+  // A long launch with nothing pending on the device is the host's own time, no wait.
   const Replayable quick(QueueBoundSteps(false), kA100);
   size_t none = 0;
   for (const HostCall& c : quick.links->Rank(0)->calls) none += c.waited_for >= 0;
