@@ -150,6 +150,9 @@ inline GemmMath ClassifyGemmKernel(std::string_view name) {
   // cuBLAS's Hopper-JIT kernels ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT") are GEMMs
   // whose names do not say the data type (seen for bf16 on an H200, 2026-11-28): not FP32 evidence.
   if (has("nvjet")) return GemmMath::kOther;
+  // ROCm's Tensile GEMMs (rocBLAS, hipBLASLt: "Cijk_Ailk_Bljk_SB_MT64x64x16_...") name no "gemm"
+  // either: GEMMs of unread math, never fusable work.
+  if (n.starts_with("cijk_")) return GemmMath::kOther;
   if (!has("gemm") && !has("conv") && !has("fprop") && !has("dgrad") && !has("wgrad")) return GemmMath::kNotGemm;
   if (has("gemv")) return GemmMath::kNotGemm;
   if (has("tf32")) return GemmMath::kTf32;

@@ -198,6 +198,7 @@ TEST(CriticalPathTest, AnUncompiledStepWhosePathRunsThroughFusableKernelsIsFlagg
   EXPECT_EQ(f->predicted.method.empty(), false) << "compile_fusion predicts it";
   EXPECT_FALSE(compile_finding("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64").has_value());
   EXPECT_FALSE(compile_finding("triton_poi_fused_add_relu_0").has_value());
+  EXPECT_FALSE(compile_finding("Cijk_Ailk_Bljk_SB_MT64x64x16_SN_1LDSB0_APM1_AF0EM1").has_value()) << "ROCm's Tensile GEMM";
 }
 
 // A device-to-host copy into pageable memory waits behind its stream's work; the host is blocked
