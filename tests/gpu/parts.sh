@@ -230,6 +230,7 @@ part_predict() {
   # step, fp32 -> bf16 autocast, eager -> torch.compile
   local want big="--workers 0 --data-on-device --batch 1024" mlp="--workers 0 --data-on-device --batch 4096 --model mlp"
   local rn="--workers 0 --data-on-device --batch ${RN_BATCH:-1024} --model resnet18"
+  local vit="--workers 0 --data-on-device --batch ${VIT_BATCH:-512} --model vit"
   for want in ${PREDICT_PAIRS:-allocator item anomaly loader tf32 pinned graphs amp compile tf32-gpu amp-gpu compile-gpu amp-mlp tf32-mlp compile-fp32 compile-mlp}; do
     case $want in
       allocator) predict_pair allocator caching_allocator PYTORCH_NO_CUDA_MEMORY_CACHING=1 "--workers 0" "--workers 0";;
@@ -257,7 +258,11 @@ part_predict() {
       amp-rn) predict_pair amp-rn amp_bf16 X=1 "$rn --amp off" "$rn --amp bf16";;
       compile-rn) predict_pair compile-rn compile_fusion X=1 "$rn" "$rn --compile";;
       cl-rn) predict_pair cl-rn - X=1 "$rn" "$rn --channels-last";;
-      *) say "predict: no pair '$want' (allocator item anomaly loader tf32 pinned graphs amp compile tf32-gpu amp-gpu compile-gpu amp-mlp tf32-mlp compile-fp32 compile-mlp tf32-rn amp-rn compile-rn cl-rn)";;
+      # timm's ViT-S (added 2026-11-29): a transformer none of the transforms was fitted on
+      tf32-vit) predict_pair tf32-vit tf32 X=1 "$vit --amp off --tf32 0" "$vit --amp off --tf32 1";;
+      amp-vit) predict_pair amp-vit amp_bf16 X=1 "$vit --amp off" "$vit --amp bf16";;
+      compile-vit) predict_pair compile-vit compile_fusion X=1 "$vit" "$vit --compile";;
+      *) say "predict: no pair '$want' (allocator item anomaly loader tf32 pinned graphs amp compile tf32-gpu amp-gpu compile-gpu amp-mlp tf32-mlp compile-fp32 compile-mlp tf32-rn amp-rn compile-rn cl-rn tf32-vit amp-vit compile-vit)";;
     esac
   done
   [ -z "${PREDICT_PAIRS:-}" ] || { predict_pack; return 0; }
@@ -307,6 +312,7 @@ PYEOF
   timeout 120 "$BUILD/trainrx" record -o "$d/oom.json" -- "${py[@]}" --steps 3 --batch ${OOM_BATCH:-65536} > "$d/oom.log" 2>&1; say "oom record: exit $?"
   TRAINRX analyze "$d/oom.json" > "$d/oom.txt" 2>&1; say "oom analyze: exit $?"; head -6 "$d/oom.txt" | tee -a "$LOG"
   TRAINRX analyze "$d/oom.json" --format json -o "$d/oom.report.json" >/dev/null 2>&1; mem_line oom "$d/oom.report.json"
+  [ "${MEM_SWEEP:-1}" = 0 ] && { say "sweep: skipped (MEM_SWEEP=0)"; return 0; }
   TRAINRX_PROGRESS_SECONDS=0 timeout 200 "$BUILD/trainrx" sweep --cmd "${py[*]} --steps 12 --batch {b}" \
     --grid b=${MEM_GRID:-64,4096,65536} --trials 4 --trial-steps 0 --format md -o "$d/sweep.md" > "$d/sweep.log" 2>&1; say "sweep: exit $?"
   cat "$d/sweep.md" | head -30 | tee -a "$LOG"

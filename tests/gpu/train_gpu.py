@@ -92,7 +92,9 @@ def main():
     # calibrated on; with --data-on-device --batch 4096 its step is bound by the device's GEMMs)
     # resnet18: torchvision's ResNet-18 (weights=None, 10 classes) on the 3x64x64 images (added
     # 2026-11-28: a public model none of the GPU transforms was fitted on)
-    p.add_argument("--model", choices=["cnn", "mlp", "resnet18"], default="cnn")
+    # vit: timm's ViT-S (vit_small_patch16_224 at img_size 64, patch 8: 64 tokens, 12 blocks; added
+    # 2026-11-29: a transformer, attention and LayerNorm, none of the transforms fitted on it)
+    p.add_argument("--model", choices=["cnn", "mlp", "resnet18", "vit"], default="cnn")
     a = p.parse_args()
 
     dev = torch.device(a.device)
@@ -108,6 +110,10 @@ def main():
     elif a.model == "resnet18":
         import torchvision
         model = torchvision.models.resnet18(weights=None, num_classes=10).to(dev)
+    elif a.model == "vit":
+        import timm
+        model = timm.create_model("vit_small_patch16_224", pretrained=False, num_classes=10, img_size=64,
+                                  patch_size=8).to(dev)
     else:
         model = nn.Sequential(block(3, 32), block(32, 64), nn.MaxPool2d(2), block(64, 128), nn.MaxPool2d(2),
                               block(128, 128), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10)).to(dev)
