@@ -248,7 +248,7 @@ std::string OomText(const analyzers::DeviceMemory& m) {
   if (m.samples == 0) text += "; allocated before it: not sampled";
   else text += fmt::format("; peak allocated {}", analyzers::BytesText(static_cast<double>(m.peak_allocated)));
   if (m.capacity > 0) text += fmt::format(" of {}", analyzers::BytesText(static_cast<double>(m.capacity)));
-  if (m.peak_reserved > 0) text += fmt::format(", reserved {}", analyzers::BytesText(static_cast<double>(m.peak_reserved)));
+  if (m.peak_reserved > 0) text += fmt::format(", peak reserved {}", analyzers::BytesText(static_cast<double>(m.peak_reserved)));
   return text;
 }
 

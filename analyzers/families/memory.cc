@@ -50,6 +50,7 @@ struct Series {
   int64_t mark_capacity = 0;
   int64_t retries_first = -1, retries_last = 0;
   int64_t mark_peak = -1;  // the run-wide peak the last mark reported
+  int64_t mark_reserved_peak = -1;  // and reserved's
 };
 
 
@@ -775,6 +776,12 @@ void CollectMarks(const profiler::Trace& trace, MemorySeries& series) {
         s.mark_peak = std::max(s.mark_peak, peak);
         s.allocated.push_back({e.ts_ns, static_cast<double>(get("allocated"))});
         ++s.events;
+        // The same for reserved's run-wide peak (hooks since 2026-11-29 write it: a mark at an
+        // out-of-memory error has the failed step's peak allocated above what is still reserved).
+        const int64_t reserved_peak = get("reserved_peak");
+        if (reserved_peak > s.mark_reserved_peak && reserved_peak > get("reserved"))
+          s.reserved.push_back({e.ts_ns - 1, static_cast<double>(reserved_peak)});
+        s.mark_reserved_peak = std::max(s.mark_reserved_peak, reserved_peak);
         if (get("reserved") >= 0) s.reserved.push_back({e.ts_ns, static_cast<double>(get("reserved"))});
         if (get("capacity") > 0) s.mark_capacity = get("capacity");
         if (const int64_t r = get("retries"); r >= 0) {

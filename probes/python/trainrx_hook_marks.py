@@ -218,7 +218,8 @@ def _install_oom_mark(torch, record_function):
 
 
 def _cuda_memory_mark_name(torch, state):
-    """'trainrx::cuda_memory cuda:<i> allocated=.. reserved=.. peak=.. retries=.. ooms=.. capacity=..'
+    """'trainrx::cuda_memory cuda:<i> allocated=.. reserved=.. peak=.. reserved_peak=.. retries=.. ooms=..
+    capacity=..'
     from the CUDA caching allocator's statistics of the current device, or None (no CUDA, or CUDA
     not initialized yet: asking would initialize it). `state` keeps the device's capacity (asked
     once). The run-wide peak is read, never reset (the program's own max_memory_allocated stays)."""
@@ -230,7 +231,8 @@ def _cuda_memory_mark_name(torch, state):
     if "capacity" not in state:
         state["capacity"] = int(getattr(cuda.get_device_properties(device), "total_memory", 0))
     figures = [("allocated", "allocated_bytes.all.current"), ("reserved", "reserved_bytes.all.current"),
-               ("peak", "allocated_bytes.all.peak"), ("retries", "num_alloc_retries"), ("ooms", "num_ooms")]
+               ("peak", "allocated_bytes.all.peak"), ("reserved_peak", "reserved_bytes.all.peak"),
+               ("retries", "num_alloc_retries"), ("ooms", "num_ooms")]
     return f"trainrx::cuda_memory cuda:{device} " + " ".join(
         f"{k}={int(stats.get(key, 0))}" for k, key in figures) + f" capacity={state['capacity']}"
 

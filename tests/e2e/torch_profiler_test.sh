@@ -238,11 +238,12 @@ class Cuda:
     def is_initialized(self): return True
     def current_device(self): return 1
     def memory_stats(self, d): return {"allocated_bytes.all.current": 5, "reserved_bytes.all.current": 9,
-                                       "allocated_bytes.all.peak": 7, "num_alloc_retries": 2, "num_ooms": 0}
+                                       "allocated_bytes.all.peak": 7, "reserved_bytes.all.peak": 11,
+                                       "num_alloc_retries": 2, "num_ooms": 0}
     def get_device_properties(self, d): return Props()
 class T: cuda = Cuda()
 name = s._cuda_memory_mark_name(T(), {})
-assert name == "trainrx::cuda_memory cuda:1 allocated=5 reserved=9 peak=7 retries=2 ooms=0 capacity=85899345920", name
+assert name == "trainrx::cuda_memory cuda:1 allocated=5 reserved=9 peak=7 reserved_peak=11 retries=2 ooms=0 capacity=85899345920", name
 assert s._cuda_memory_mark_name(torch, {}) is None
 # an uncaught CUDA out-of-memory error: the allocator figures at the failure, then the failure
 import contextlib, sys
@@ -250,7 +251,7 @@ marks = []
 s._install_oom_mark(T(), lambda n: (marks.append(n), contextlib.nullcontext())[1])
 class OutOfMemoryError(RuntimeError): pass
 sys.excepthook(OutOfMemoryError, OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 GiB. GPU 1"), None)
-assert marks == ["trainrx::cuda_memory cuda:1 allocated=5 reserved=9 peak=7 retries=2 ooms=0 capacity=85899345920",
+assert marks == ["trainrx::cuda_memory cuda:1 allocated=5 reserved=9 peak=7 reserved_peak=11 retries=2 ooms=0 capacity=85899345920",
                  "trainrx::out_of_memory cuda:1 68719476736"], marks
 # the global step hook the marks hang on is found on this torch (torch.optim.optimizer is no attribute)
 assert callable(c._step_hook_register()), "no register_optimizer_step_post_hook"
