@@ -171,9 +171,20 @@ inline GemmMath ClassifyGemmKernel(std::string_view name) {
 inline bool IsFusableKernel(std::string_view name) {
   if (IsCommKernel(name) || ClassifyGemmKernel(name) != GemmMath::kNotGemm) return false;
   const std::string n = Lowercase(name);
-  for (std::string_view no : {"flash", "fmha", "attention", "sdpa", "cutlass", "cudnn", "gemm", "conv", "triton"})
+  // cuBLAS's own helpers (cublasLt's splitKreduce_kernel) are a GEMM's, which stays.
+  for (std::string_view no : {"flash", "fmha", "attention", "sdpa", "cutlass", "cudnn", "gemm", "conv", "triton", "cublas"})
     if (n.find(no) != std::string::npos) return false;
   return true;
+}
+
+// A reduction or normalization kernel ("at::native::reduce_kernel", "layer_norm_kernel",
+// "batch_norm_collect_statistics_kernel", "softmax_warp_forward", cuDNN's batch norm): inductor ends a
+// fused kernel at one, mostly (compile_fusion's count of the kernels it generates).
+inline bool IsReductionKernel(std::string_view name) {
+  const std::string n = Lowercase(name);
+  for (std::string_view yes : {"reduce", "norm", "softmax", "welford", "statistics"})
+    if (n.find(yes) != std::string::npos) return true;
+  return false;
 }
 
 // cuDNN's layout conversions around a convolution whose tensors are NCHW where its kernel wants NHWC

@@ -403,6 +403,7 @@ void KernelNames::Classify(profiler::StrId id, std::string_view name) {
   if (IsCudnnBatchNormKernel(name)) b |= kCudnnNorm;
   if (Lowercase(name).find("tf32") != std::string::npos) b |= kSaysTf32;
   if (IsLayoutConversionKernel(name)) b |= kLayout;
+  if (IsReductionKernel(name)) b |= kReduction;
   bits_[id] = b;
 }
 

@@ -114,10 +114,11 @@ class KernelNames {
   bool CudnnBatchNorm(profiler::StrId id) const { return (At(id) & kCudnnNorm) != 0; }
   bool SaysTf32(profiler::StrId id) const { return (At(id) & kSaysTf32) != 0; }  // "tf32" in its name, any case
   bool LayoutConversion(profiler::StrId id) const { return (At(id) & kLayout) != 0; }
+  bool Reduction(profiler::StrId id) const { return (At(id) & kReduction) != 0; }
 
  private:
   static constexpr uint16_t kComm = 4, kFusable = 8, kFp32Data = 16, kCudnnNorm = 32, kSaysTf32 = 64, kDone = 128,
-                            kLayout = 256;
+                            kLayout = 256, kReduction = 512;
   uint16_t At(profiler::StrId id) const { return id < bits_.size() ? bits_[id] : 0; }
   std::vector<uint16_t> bits_;
 };

@@ -776,7 +776,7 @@ void CollectMarks(const profiler::Trace& trace, MemorySeries& series) {
         s.mark_peak = std::max(s.mark_peak, peak);
         s.allocated.push_back({e.ts_ns, static_cast<double>(get("allocated"))});
         ++s.events;
-        // The same for reserved's run-wide peak (hooks since 2026-11-29 write it: a mark at an
+        // The same for reserved's run-wide peak (hooks since 2026-11-28 write it: a mark at an
         // out-of-memory error has the failed step's peak allocated above what is still reserved).
         const int64_t reserved_peak = get("reserved_peak");
         if (reserved_peak > s.mark_reserved_peak && reserved_peak > get("reserved"))

@@ -201,6 +201,43 @@ TEST(CriticalPathTest, AnUncompiledStepWhosePathRunsThroughFusableKernelsIsFlagg
   EXPECT_FALSE(compile_finding("Cijk_Ailk_Bljk_SB_MT64x64x16_SN_1LDSB0_APM1_AF0EM1").has_value()) << "ROCm's Tensile GEMM";
 }
 
+// A host-bound training step (an eager ViT-S on an H200 ran 49 ms a step, 35 compiled, its path 84 %
+// host work and no compile finding): a module's forward of 20 elementwise ops (30 us of host each, a
+// 5 us kernel), a backward node of 20 more, the optimizer. compile.not_compiled from the model's
+// host work on the path; not where the step has no backward (ops on the loop's thread are then not
+// known to be a model's).
+TEST(CriticalPathTest, AHostBoundTrainingStepIsFlaggedForCompileByItsModelsHostWork) {
+  const auto steps = [](bool backward) {
+    std::string ev;
+    int corr = 0;
+    for (int i = 0; i < 6; ++i) {
+      const double s = i * 2000.0;
+      ev += Cpu("user_annotation", fmt::format("ProfilerStep#{}", i), s, 2000);
+      for (int half = 0; half < 2; ++half) {
+        const double at = s + 10 + 950 * half;
+        ev += half == 0 || !backward ? Cpu("user_annotation", half ? "nn.Module: Head" : "nn.Module: Net", at, 900)
+                                     : Cpu("cpu_op", "autograd::engine::evaluate_function: MulBackward0", at, 900);
+        for (int k = 0; k < 20; ++k) {
+          const double op = at + 10 + 44 * k;
+          ev += Cpu("cpu_op", half ? "aten::mul" : "aten::add_", op, 30, ++corr);
+          ev += Cpu("cuda_runtime", "cudaLaunchKernel", op + 20, 5, corr);
+          ev += Gpu("kernel", "void at::native::vectorized_elementwise_kernel<4, float>", op + 28, 5, 7, corr);
+        }
+      }
+      ev += Cpu("cpu_op", "Optimizer.step#SGD.step", s + 1880, 100);
+    }
+    profiler::Trace trace;
+    const Report r = AnalyzeJson(ev, trace);
+    const Finding* f = FindingOf(r, "compile.not_compiled");
+    return f == nullptr ? std::optional<Finding>() : std::optional<Finding>(*f);
+  };
+  const auto f = steps(true);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_NE(f->title.find("the model's forward and backward on the host"), std::string::npos) << f->title;
+  EXPECT_GT(f->measured, 60.0) << f->title;
+  EXPECT_FALSE(steps(false).has_value());
+}
+
 // A device-to-host copy into pageable memory waits behind its stream's work; the host is blocked
 // in it. gpu.idle names the call, what it waited for and how long; the path runs through the copy
 // and the kernel before it.

@@ -258,7 +258,7 @@ part_predict() {
       amp-rn) predict_pair amp-rn amp_bf16 X=1 "$rn --amp off" "$rn --amp bf16";;
       compile-rn) predict_pair compile-rn compile_fusion X=1 "$rn" "$rn --compile";;
       cl-rn) predict_pair cl-rn - X=1 "$rn" "$rn --channels-last";;
-      # timm's ViT-S (added 2026-11-29): a transformer none of the transforms was fitted on
+      # timm's ViT-S (added 2026-11-28): a transformer none of the transforms was fitted on
       tf32-vit) predict_pair tf32-vit tf32 X=1 "$vit --amp off --tf32 0" "$vit --amp off --tf32 1";;
       amp-vit) predict_pair amp-vit amp_bf16 X=1 "$vit --amp off" "$vit --amp bf16";;
       compile-vit) predict_pair compile-vit compile_fusion X=1 "$vit" "$vit --compile";;

@@ -93,7 +93,7 @@ def main():
     # resnet18: torchvision's ResNet-18 (weights=None, 10 classes) on the 3x64x64 images (added
     # 2026-11-28: a public model none of the GPU transforms was fitted on)
     # vit: timm's ViT-S (vit_small_patch16_224 at img_size 64, patch 8: 64 tokens, 12 blocks; added
-    # 2026-11-29: a transformer, attention and LayerNorm, none of the transforms fitted on it)
+    # 2026-11-28: a transformer, attention and LayerNorm, none of the transforms fitted on it)
     p.add_argument("--model", choices=["cnn", "mlp", "resnet18", "vit"], default="cnn")
     a = p.parse_args()
 

@@ -224,7 +224,7 @@ TEST(TextReportTest, AnOutOfMemoryWithNoAllocatorSampleSaysSoNotZeroBytes) {
   EXPECT_NE(without.find("allocated before it: not sampled"), std::string::npos) << without;
   EXPECT_EQ(without.find("peak allocated 0 B"), std::string::npos) << without;
   // The run's peaks (the failed step's), reserved's too: the figures at the failure were read after
-  // the failed step freed its tensors (an H200, 2026-11-29: "peak allocated 125.09 GB ..., reserved
+  // the failed step freed its tensors (an H200, 2026-11-28: "peak allocated 125.09 GB ..., reserved
   // 107.91 GB", reserved below allocated).
   EXPECT_NE(with.find("peak allocated 125.00 GB of 150.00 GB, peak reserved 126.00 GB"), std::string::npos) << with;
 }
