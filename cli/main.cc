@@ -264,8 +264,8 @@ void AddAnalysisCommands(CLI::App& app, Args& a, Commands& c) {
                         "(with_stack traces: \"train.py(57): NAME\"); every such range is a step");
   c.analyze->add_option("--what-if", a.set.what_if,
                         "replay the run with this fix applied and predict the step (repeatable: fixes replayed together): "
-                        "a transform (anomaly_off, loader_workers, caching_allocator, unblock_syncs, ...; docs/what-if.md) "
-                        "or a finding id");
+                        "a transform (anomaly_off, loader_workers, caching_allocator, unblock_syncs, ...; docs/what-if.md), "
+                        "a finding id, or a fix with its value (workers=4, amp=bf16)");
   c.analyze->add_flag("--sample", a.sample, "analyze the built-in sample trace (a CPU training loop with planted problems)");
 
   c.diff = app.add_subcommand("diff", "Why B differs from A: step time by phase, operator, kernel, configuration "

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -438,7 +439,10 @@ bool LoadingHasWorkers(const RankGraph& g, const std::vector<uint8_t>& data) {
 
 // input.workers / input.dataloader_bound: the loading moves to worker processes that run beside
 // the step.
-TransformPlan LoaderWorkers(const RankGraph& g) {
+TransformPlan LoaderWorkers(const RankGraph& g, const TransformArgs& args) {
+  // How many workers: asked (--what-if workers=4), else the catalog's fix (workers=2).
+  const auto asked = args.find("workers");
+  const double n = asked != args.end() ? asked->second : CatalogDefault("loader_workers", "workers", 2);
   const auto data = g.FramesInPhase(kData);
   TransformPlan p;
   const int64_t fetch = LoopTimeOf(g, data);
@@ -453,10 +457,10 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
                              "measure it (trainrx sweep --grid workers=0,1,2,4)");
   const double per_step = static_cast<double>(fetch) / static_cast<double>(g.windows().size());
   // Point: 10 % of the fetch stays on the loop's thread (receiving the batch); low: 30 %; high: none.
-  // The workers' pace bounds the step from below: 2 workers (the catalog's fix), each taking the
-  // fetch's time per batch; at the low end, one worker's worth.
+  // The workers' pace bounds the step from below: n workers, each taking the fetch's time per batch;
+  // at the low end, half of them do (at least one: they share the CPUs with the step).
   const double stays[3] = {0.10, 0.30, 0.0};
-  const double workers[3] = {2.0, 1.0, 2.0};
+  const double workers[3] = {n, std::max(1.0, n / 2), n};
   // And a batch from a worker process crosses processes: each tensor as a shared-memory file
   // descriptor sent, received, mapped and rebuilt, paid by the worker and again by the loop's thread
   // per batch, whatever the batch's size. The trace of a run without workers cannot tell that cost:
@@ -504,16 +508,16 @@ TransformPlan LoaderWorkers(const RankGraph& g) {
   }
   p.cores = cores;
   p.assumptions = fmt::format(
-      "loading ({:.1f} ms a step on the loop's thread) moves to 2 workers beside the step; 10 % of it (30-0 %) stays on "
-      "the loop's thread to receive the batch{}; the step cannot be shorter than the workers' pace ((fetch{}) / workers, "
-      "one worker at the low end){}",
-      per_step / 1e6,
+      "loading ({:.1f} ms a step on the loop's thread) moves to {:g} worker{} beside the step; 10 % of it (30-0 %) stays "
+      "on the loop's thread to receive the batch{}; the step cannot be shorter than the workers' pace ((fetch{}) / "
+      "workers, {:g} at the low end){}",
+      per_step / 1e6, n, n == 1 ? "" : "s",
       crossing ? fmt::format(", and each batch ({:.1f} a step, {} tensor{}{}) costs both sides 0.15 ms a tensor to cross "
                              "processes (0.5-0.02 ms: the trace cannot tell; measured 0.25-0.45 ms on a 2-core VM)",
                              batches_per_step, tensors_median > 0 ? tensors_median : 2, tensors_median == 1 ? "" : "s",
                              tensors_median > 0 ? " stacked by its collate" : ", assumed: the trace shows no collate stacks")
                : " (worker threads of the same process: nothing crosses processes)",
-      crossing ? " + crossing" : "",
+      crossing ? " + crossing" : "", workers[1],
       cores > 0 ? fmt::format(", nor than {} take to run the step's work beside the workers' "
                               "(the loop keeps {:.1f} busy{}: {:.1f} at the low end, 1 at the high end)",
                               local_ranks > 1 ? fmt::format("this rank's share of the machine's CPUs, {:.1f} ({:.0f} ranks on the "
@@ -769,11 +773,14 @@ TransformPlan DropBias(const RankGraph& g) {
 struct Named {
   const char* name;
   TransformFn fn;
+  ParamTransformFn with_args = nullptr;  // where it takes parameters
+  std::vector<std::string_view> keys = {};  // their names
 };
 const std::vector<Named>& Transforms() {
   static const std::vector<Named> k = {
       {"anomaly_off", &AnomalyOff},           {"unblock_syncs", &UnblockSyncs},     {"caching_allocator", &CachingAllocator},
-      {"zero_grad_none", &ZeroGradNone},      {"loader_workers", &LoaderWorkers},   {"foreach_optimizer", &ForeachOptimizer},
+      {"zero_grad_none", &ZeroGradNone},      {"loader_workers", nullptr, &LoaderWorkers, {"workers"}},
+      {"foreach_optimizer", &ForeachOptimizer},
       {"fused_optimizer", &FusedOptimizer},
       {"cudnn_benchmark", &CudnnBenchmark},   {"eval_no_grad", &EvalNoGrad},        {"drop_bias", &DropBias},
       {"profiler_off", &ProfilerOff},
@@ -817,10 +824,46 @@ std::vector<std::pair<int64_t, int64_t>> ReplayedSteps(std::vector<std::pair<int
   return {windows.begin() + static_cast<std::ptrdiff_t>(first), windows.begin() + static_cast<std::ptrdiff_t>(first + count)};
 }
 
-TransformFn FindTransform(std::string_view name) {
-  for (const Named& n : Transforms())
-    if (name == n.name) return n.fn;
-  return nullptr;
+Transform FindTransform(std::string_view spec) {
+  const size_t colon = spec.find(':');
+  const std::string_view name = spec.substr(0, colon);
+  for (const Named& n : Transforms()) {
+    if (name != n.name) continue;
+    Transform t{n.fn, n.with_args, {}};
+    if (colon == std::string_view::npos) return t;
+    if (n.with_args == nullptr) return {};
+    std::string_view rest = spec.substr(colon + 1);
+    while (!rest.empty()) {  // "key=value,key=value"
+      const size_t comma = rest.find(',');
+      const std::string_view kv = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      const size_t eq = kv.find('=');
+      if (eq == std::string_view::npos) return {};
+      const std::string_view key = kv.substr(0, eq);
+      const std::string value(kv.substr(eq + 1));
+      char* end = nullptr;
+      const double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || end != value.c_str() + value.size() ||
+          std::find(n.keys.begin(), n.keys.end(), key) == n.keys.end())
+        return {};
+      t.args[std::string(key)] = v;
+    }
+    return t;
+  }
+  return {};
+}
+
+double CatalogDefault(std::string_view transform, std::string_view key, double fallback) {
+  for (const CatalogEntry& e : Catalog()) {
+    const std::string_view token = e.outside_token;
+    if (transform != e.transform || !token.starts_with(key) || token.size() <= key.size() || token[key.size()] != '=')
+      continue;
+    const std::string value(token.substr(key.size() + 1));
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (!value.empty() && end == value.c_str() + value.size()) return v;
+  }
+  return fallback;
 }
 
 std::vector<std::string> TransformNames() {
@@ -870,8 +913,8 @@ std::vector<const TransformPlan*> PlansOf(const RankGraph& g, const std::vector<
   for (const std::string& n : names) {
     if (const TransformPlan* p = cache != nullptr ? cache->Find(g, n) : nullptr; p != nullptr) {
       out.push_back(p);
-    } else if (const TransformFn fn = FindTransform(n); fn != nullptr) {
-      own.push_back(fn(g));
+    } else if (const Transform t = FindTransform(n); t) {
+      own.push_back(t(g));
       out.push_back(&own.back());
     }
   }
@@ -900,7 +943,7 @@ void PlanCache::Fill(std::vector<std::pair<const RankGraph*, std::string>> keys,
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   keys.erase(std::remove_if(keys.begin(), keys.end(),
-                            [&](const auto& k) { return FindTransform(k.second) == nullptr || plans_.count(k) != 0; }),
+                            [&](const auto& k) { return !FindTransform(k.second) || plans_.count(k) != 0; }),
              keys.end());
   std::vector<TransformPlan> made(keys.size());
   std::vector<std::function<void()>> tasks = std::move(beside);
@@ -1238,13 +1281,38 @@ WhatIfResult PredictWhatIf(const RankGraph& g, const std::vector<std::string>& n
 std::vector<std::string> WhatIfNames() { return TransformNames(); }
 
 StatusOr<std::string> ResolveWhatIf(const std::string& name) {
-  if (FindTransform(name) != nullptr) return name;
+  const auto refuse = [&](std::string why) { return Status::Error(fmt::format("--what-if {}: {}", name, why)); };
+  // A fix as its catalog token, with a value of one's own: "workers=4" -> "loader_workers:workers=4".
+  if (const size_t eq = name.find('='); eq != std::string::npos && name.find(':') == std::string::npos) {
+    const std::string key = name.substr(0, eq), value = name.substr(eq + 1);
+    if (key == "amp")
+      return value == "bf16" ? StatusOr<std::string>(std::string("amp_bf16"))
+                             : refuse("the replay predicts autocast to bf16 only (amp=bf16): fp16's loss scaling "
+                                      "(GradScaler's checks and skipped steps) is not in the transform");
+    if (key == "bucket_cap_mb")
+      return refuse("comm_overlap predicts DDP's all-reduce overlapped with backward, not a bucket size: how the "
+                    "buckets split depends on the parameters' order and sizes, which a trace does not hold; ask "
+                    "--what-if comm_overlap, and measure sizes with `trainrx sweep`");
+    for (const Named& n : Transforms())
+      if (std::find(n.keys.begin(), n.keys.end(), key) != n.keys.end()) {
+        std::string spec = fmt::format("{}:{}", n.name, name);
+        const Transform t = FindTransform(spec);
+        if (!t) return refuse(fmt::format("{} takes a number: {}=N", n.name, key));
+        if (key == "workers" && (t.args.at(key) < 1 || t.args.at(key) != std::floor(t.args.at(key))))
+          return refuse("workers=N needs a whole number of worker processes, 1 or more (0 is the run without them)");
+        return spec;
+      }
+  }
+  if (FindTransform(name)) return name;
   if (const CatalogEntry* e = FindCatalogEntry(name); e != nullptr && *e->transform) return std::string(e->transform);
-  std::string known;
-  for (const std::string& n : TransformNames()) known += (known.empty() ? "" : ", ") + n;
-  return Status::Error(fmt::format("--what-if {}: not a fix the replay knows; known: {} (or the id of a finding whose "
-                                   "fix has one, e.g. input.workers)",
-                                   name, known));
+  std::string known, params;
+  for (const Named& n : Transforms()) {
+    known += fmt::format("{}{}", known.empty() ? "" : ", ", n.name);
+    for (std::string_view k : n.keys) params += fmt::format("{}{}=N ({})", params.empty() ? "" : ", ", k, n.name);
+  }
+  return refuse(fmt::format("not a fix the replay knows; known: {}; with a parameter: {}, amp=bf16 (or the id of a "
+                            "finding whose fix has one, e.g. input.workers)",
+                            known, params));
 }
 
 namespace {
@@ -1414,7 +1482,7 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   std::map<int32_t, std::unique_ptr<RankGraph>> graphs;
   for (const Finding& f : report.findings) {
     const CatalogEntry* entry = FindCatalogEntry(f.id);
-    if (entry == nullptr || entry->transform[0] == '\0' || FindTransform(entry->transform) == nullptr) continue;
+    if (entry == nullptr || entry->transform[0] == '\0' || !FindTransform(entry->transform)) continue;
     const int32_t rank = rank_of(f.rank);
     if (links.Rank(rank) == nullptr) continue;
     done.emplace(std::make_pair(rank, std::string(entry->transform)), WhatIfResult{});

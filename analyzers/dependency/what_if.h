@@ -33,6 +33,18 @@ struct TransformPlan {
   bool applies() const { return !levels.empty(); }
 };
 using TransformFn = TransformPlan (*)(const RankGraph& graph);
+// A transform's parameters, numbers by name ("workers" -> 4), as asked ("loader_workers:workers=4").
+using TransformArgs = std::map<std::string, double, std::less<>>;
+using ParamTransformFn = TransformPlan (*)(const RankGraph& graph, const TransformArgs& args);
+// A transform as asked: its function and its parameters (those not asked take the catalog's
+// defaults). False where the name has no transform or a parameter it does not take.
+struct Transform {
+  TransformFn fn = nullptr;
+  ParamTransformFn with_args = nullptr;
+  TransformArgs args;
+  explicit operator bool() const { return fn != nullptr || with_args != nullptr; }
+  TransformPlan operator()(const RankGraph& graph) const { return with_args != nullptr ? with_args(graph, args) : fn(graph); }
+};
 // A fix with nothing to change in this trace: a prediction of no saving, saying why.
 TransformPlan NoSaving(const RankGraph& graph, std::string why);
 // Whether a host frame is an optimizer's own (LBFGS's line search reading the device): an
@@ -66,8 +78,12 @@ void NotPredictableWhereTooWide(WhatIfResult& r);
 // point below 0) is low severity and its fix says so, not "apply it" (issue 79.6).
 void FollowPrediction(Finding& f, const Prediction& replayed);
 
-// nullptr for a name no transform has.
-TransformFn FindTransform(std::string_view name);
+// A transform by its name, with parameters after a colon ("loader_workers:workers=4"); false for a
+// name no transform has, or a parameter it does not take or that is not a number.
+Transform FindTransform(std::string_view name);
+// The catalog's default of a transform's parameter (the fix its findings name, "workers=2": the one
+// owner of each default), or `fallback` where no entry gives one.
+double CatalogDefault(std::string_view transform, std::string_view key, double fallback);
 // Every transform's name (docs and tests hold the catalog to them).
 std::vector<std::string> TransformNames();
 

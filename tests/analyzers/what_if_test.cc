@@ -635,6 +635,47 @@ TEST(WhatIf, LoaderWorkersOnBusyCpusReachNoSavingAtTheLowEnd) {
       << shared.assumptions;
 }
 
+// --what-if workers=4 (issue 83): the transform takes the asked number of workers, the catalog's fix
+// (workers=2) otherwise. A step of 18 ms of loading and 2 ms of compute on 16 idle CPUs: the
+// workers' pace binds, 9 ms a step with 2 of them, 4.5 ms with 4.
+TEST(WhatIf, LoaderWorkersTakeTheAskedNumberOfWorkers) {
+  std::string ev;
+  for (int s = 0; s < 8; ++s) {
+    const double t0 = 20000.0 * s;
+    ev += Step(s + 1, t0, 20000);
+    ev += Cpu("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0 + 10, 17900);
+    ev += Cpu("cpu_op", "aten::stack", t0 + 17000, 800);
+    ev += Cpu("cpu_op", "aten::linear", t0 + 17950, 2000);
+  }
+  ev.pop_back();
+  profiler::Trace trace;
+  ASSERT_TRUE(profiler::ReadTraceBuffer(R"({"trainrx":{"cpu_count":16,"intra_op_threads":1},"traceEvents":[)" + ev + "]}",
+                                        "loading.json", 0, trace)
+                  .ok());
+  trace.Finalize();
+  const Report r = Analyze(trace);
+  const LinkIndex links(trace);
+  const RankGraph g(trace, *links.Rank(0), Windows(r, 0));
+  const Prediction two = PredictWhatIf(g, {"loader_workers"}, MeanWall(r, 0)).prediction;
+  const Prediction four = PredictWhatIf(g, {"loader_workers:workers=4"}, MeanWall(r, 0)).prediction;
+  EXPECT_NEAR(two.saving_pct, 100.0 * (1 - 9.0 / 20), 3.0) << two.assumptions;
+  EXPECT_NE(two.assumptions.find("moves to 2 workers"), std::string::npos) << two.assumptions;
+  EXPECT_NE(four.assumptions.find("moves to 4 workers"), std::string::npos) << four.assumptions;
+  EXPECT_GT(four.saving_pct, two.saving_pct + 15) << four.assumptions;
+  EXPECT_DOUBLE_EQ(CatalogDefault("loader_workers", "workers", -1), 2.0) << "the catalog owns the default";
+  // Asked as the fix's token; refused where the transform does not model the parameter.
+  EXPECT_EQ(ResolveWhatIf("workers=4").value(), "loader_workers:workers=4");
+  EXPECT_EQ(ResolveWhatIf("amp=bf16").value(), "amp_bf16");
+  for (const char* bad : {"workers=0", "workers=2.5", "workers=many", "amp=fp16", "bucket_cap_mb=10",
+                          "tf32:workers=2", "loader_workers:threads=2"}) {
+    const auto st = ResolveWhatIf(bad);
+    EXPECT_FALSE(st.ok()) << bad;
+    if (!st.ok()) {
+      EXPECT_NE(st.status().message().find(bad), std::string::npos) << st.status().message();
+    }
+  }
+}
+
 // The GPU transforms on hand-built steps whose answer is known.
 
 constexpr const char* kA100 =
@@ -1526,7 +1567,7 @@ TEST(WhatIf, TooWideIsNotPredictableAndALossIsNotAdvice) {
 TEST(WhatIf, EveryCatalogTransformExists) {
   for (const CatalogEntry& e : Catalog()) {
     if (*e.transform) {
-      EXPECT_NE(FindTransform(e.transform), nullptr) << e.id << ": " << e.transform;
+      EXPECT_TRUE(bool(FindTransform(e.transform))) << e.id << ": " << e.transform;
     }
   }
 }
