@@ -1,12 +1,17 @@
 // trainrx — the command. Thin: parses arguments, calls the libraries, maps errors to exit codes.
 // Exit codes: 0 success, 2 usage or input error (file named in the message).
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "exe_dir.h"
 #include "experiment.h"
@@ -16,6 +21,7 @@
 #include "trainrx/analyzers/catalog.h"
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/experiments/record.h"
+#include "trainrx/experiments/watch.h"
 #include "trainrx/exports/tables.h"
 #include "trainrx/experiments/workload_run.h"
 #include "trainrx/profiler/env.h"
@@ -33,6 +39,7 @@ using cli::Fail;
 using cli::kExitInputError;
 using cli::kExitOk;
 using Paths = std::vector<std::string>;
+namespace fs = std::filesystem;
 
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -63,6 +70,9 @@ struct Args {
   std::string export_out, export_format = "parquet", export_run;
   experiments::RecordOptions record;
   std::string record_format = "text", record_report, record_memory_cap;
+  experiments::WatchOptions watch;
+  std::string capture_dir;
+  int capture_steps = 20;
   experiments::WorkloadRun run;
   cli::ExperimentOptions exp;
   std::string fix_workload, fix_preset, fix_cmd, sweep_cmd, memory_cap, ab_a, ab_b;
@@ -75,7 +85,8 @@ struct Args {
 
 // The subcommands, once added.
 struct Commands {
-  CLI::App *analyze, *diff, *convert, *summarize, *exp, *record, *workloads, *run, *fix, *sweep, *ab, *gate, *rb, *gc, *st;
+  CLI::App *analyze, *diff, *convert, *summarize, *exp, *record, *watch, *capture, *workloads, *run, *fix, *sweep, *ab, *gate,
+      *rb, *gc, *st;
 };
 
 int RunAnalyze(const Paths& paths, bool sample, const std::string& format, const std::string& output,
@@ -174,6 +185,71 @@ int RunRecord(const Args& a, bool format_given) {
   return r.code;
 }
 
+// The watcher's SIGTERM goes to the job (the terminal's Ctrl-C reaches it directly, as with record).
+pid_t g_watched = -1;
+void ForwardToWatched(int sig) {
+  if (g_watched > 0) kill(g_watched, sig);
+}
+
+// A finished capture analyzed into its folder (report.txt, report.json, report.html); its first
+// finding said on stderr.
+void AnalyzeCapture(const experiments::Capture& c, const Args& a) {
+  const fs::path folder(c.folder);
+  std::cerr << fmt::format("trainrx watch: {} ({})\n", folder.filename().string(), c.reason);
+  if (c.traces.empty()) {
+    std::ofstream(folder / "report.json") << "{\"skipped\": true}\n";
+    return;
+  }
+  for (const char* format : {"text", "html", "json"}) {  // json last: its file marks the capture done
+    const std::string out = (folder / (std::string("report.") + (std::string(format) == "text" ? "txt" : format))).string();
+    if (RunAnalyze(c.traces, false, format, out, a.set, a.thresholds) != kExitOk) {
+      std::cerr << fmt::format("trainrx watch: {}: the analysis failed (above)\n", folder.filename().string());
+      std::ofstream(folder / "report.json") << "{\"analysis_failed\": true}\n";
+      return;
+    }
+  }
+  std::ifstream text(folder / "report.txt");
+  bool in_findings = false;
+  for (std::string line; std::getline(text, line);) {
+    if (line.rfind("Findings", 0) == 0) in_findings = true;
+    else if (in_findings && line.find("1. [") != std::string::npos) {
+      std::cerr << "trainrx watch:   first finding:" << line.substr(line.find("1. [") + 2) << "\n";
+      return;
+    }
+  }
+  std::cerr << "trainrx watch:   no finding\n";
+}
+
+// `trainrx watch`: the job's exit code (2: it could not start).
+int RunWatch(const Args& a) {
+  const StatusOr<experiments::ProcessSpec> spec = experiments::PrepareWatch(a.watch, cli::ExeDir());
+  if (!spec.ok()) return Fail(spec.status());
+  const StatusOr<pid_t> child = experiments::StartProcess(*spec);
+  if (!child.ok()) return Fail(child.status());
+  g_watched = *child;
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, ForwardToWatched);
+  const std::string dir = fs::absolute(a.watch.dir).string();
+  std::cerr << fmt::format("trainrx watch: {} (metrics in {}/metrics; `trainrx capture {}` takes a capture)\n",
+                           a.watch.command.front(), dir, dir);
+  std::string last_hang;
+  int code = 0;
+  for (bool ended = false; !ended;) {
+    ended = experiments::ProcessEnded(*child, &code);
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    for (const auto& c : experiments::FinishedCaptures(dir, ended)) AnalyzeCapture(c, a);
+    if (const std::string hang = experiments::HangReport(dir); !hang.empty() && hang != last_hang) {
+      last_hang = hang;
+      std::ofstream(fs::path(dir) / "hang-report.txt") << hang;
+      std::cerr << hang;
+    }
+  }
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  std::cerr << fmt::format("trainrx watch: the job ended (exit code {}); {}\n", code, dir);
+  return code;
+}
+
 // `trainrx run`: 0, 2 or the first failing rank's code; then the analysis's.
 int RunWorkload(const Args& a) {
   experiments::WorkloadTraces w;
@@ -238,6 +314,13 @@ int Dispatch(Args& a, const Commands& c) {
   if (*c.gate) return RunGate(a, c);
   if (*c.run) return RunWorkload(a);
   if (*c.record) return RunRecord(a, c.record->count("--format") > 0);
+  if (*c.watch) return RunWatch(a);
+  if (*c.capture) {
+    if (Status st = experiments::RequestCapture(a.capture_dir, a.capture_steps); !st.ok()) return Fail(st);
+    std::cerr << fmt::format("trainrx capture: asked the job in {} for {} steps; its watcher analyzes them into {}/capture-K/\n",
+                             a.capture_dir, a.capture_steps, a.capture_dir);
+    return kExitOk;
+  }
   // CLI11 requires a subcommand (app.require_subcommand), and every one is dispatched above.
   return cli::FailInternal("no subcommand was dispatched");
 }
@@ -334,6 +417,21 @@ void AddRecordCommands(CLI::App& app, Args& a, Commands& c) {
                      "memory outlives its step; costs about what profile_memory costs");
   c.record->add_option("command", r.command, "the command to run, after --")->required();
   c.record->allow_extras(false);
+
+  auto& w = a.watch;
+  c.watch = app.add_subcommand("watch", "Run a long job with light always-on metrics, deep captures on demand or on a "
+                                        "step-time regression, and a report when its steps stop (docs/watch.md)");
+  c.watch->add_option("-o,--output", w.dir, "the job's folder: metrics/, capture-K/, hang stacks")->required();
+  c.watch->add_option("--capture-steps", w.capture_steps, "steps a deep capture records (default 20)");
+  c.watch->add_option("--max-captures", w.max_captures, "captures a trigger may take (default 5; on-demand ones always)");
+  c.watch->add_option("--hang-factor", w.hang_factor, "no step for this many median steps is a hang (default 20)");
+  c.watch->add_option("--hang-min-seconds", w.hang_min_seconds, "... and at least this long (default 60)");
+  c.watch->add_option("--metrics-port", w.metrics_port, "each rank serves its metrics on PORT + rank (Prometheus text)");
+  c.watch->add_flag("!--no-regression", w.regression, "no capture on a step-time regression");
+  c.watch->add_option("command", w.command, "the job to run, after --")->required();
+  c.capture = app.add_subcommand("capture", "Ask a watched job for a deep capture of its next steps");
+  c.capture->add_option("dir", a.capture_dir, "the folder the job is watched in (watch -o DIR)")->required();
+  c.capture->add_option("--steps", a.capture_steps, "steps to capture (default 20)");
 
   c.workloads = app.add_subcommand("workloads", "List the reference workloads, their knobs (with the finding each fixes) and presets");
   c.run = app.add_subcommand("run", "Run a reference workload under the probes and analyze it");

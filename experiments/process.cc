@@ -101,6 +101,16 @@ int WaitProcess(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }
 
+bool ProcessEnded(pid_t pid, int* code) {
+  int status = 0;
+  pid_t r;
+  while ((r = waitpid(pid, &status, WNOHANG)) < 0 && errno == EINTR) {
+  }
+  if (r == 0) return false;
+  *code = r < 0 ? 1 : WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+  return true;
+}
+
 StatusOr<int> RunProcess(const ProcessSpec& spec) {
   const StatusOr<pid_t> pid = StartProcess(spec);
   if (!pid.ok()) return pid.status();

@@ -45,7 +45,8 @@ writes one line to stderr only with TRAINRX_FIX_VERBOSE=1. This file stays small
 Python process `trainrx record` starts): the parts live beside it and are loaded only once torch is
 imported: trainrx_hook_fixes.py (TRAINRX_FIX), trainrx_hook_marks.py (module ranges and marks),
 trainrx_hook_fallback.py (torch.profiler when the probe did not attach; the stop after N steps),
-trainrx_hook_alternation.py (TRAINRX_ALT_FIX), trainrx_hook_common.py (what they share). The user's own sitecustomize (if any)
+trainrx_hook_alternation.py (TRAINRX_ALT_FIX), trainrx_hook_watch.py (TRAINRX_WATCH=DIR: `trainrx watch`),
+trainrx_hook_common.py (what they share). The user's own sitecustomize (if any)
 still runs: it is found further along sys.path and executed first.
 """
 import importlib.abc
@@ -121,6 +122,12 @@ def _on_torch(module):
     from trainrx_hook_fixes import _apply, _wrap_compile
     from trainrx_hook_marks import _install_marks, _install_module_ranges
 
+    if os.environ.get("TRAINRX_WATCH"):  # `trainrx watch`: light metrics, captures on a trigger, hangs
+        try:
+            from trainrx_hook_watch import _install_watch
+            _install_watch(module)
+        except Exception as e:
+            sys.stderr.write(f"trainrx watch: not watched: {e}\n")
     if os.environ.get("TRAINRX_ALT_FIX"):  # first: its step hook times a step before the stop's hook ends the run
         try:
             from trainrx_hook_alternation import _install_alternation
@@ -180,5 +187,5 @@ def _after_import(name, action):
 _chain_original_sitecustomize()
 _MODULE_CALLS = 20  # model calls with module ranges (TRAINRX_MODULES=1); "all": the whole run
 _FIXES = _fixes()
-if _FIXES or any(os.environ.get(k, "0") not in ("", "0") for k in ("TRAINRX_MODULES", "TRAINRX_MARKS", "TRAINRX_STOP_AFTER_STEPS", "TRAINRX_ALT_FIX")):
+if _FIXES or any(os.environ.get(k, "0") not in ("", "0") for k in ("TRAINRX_MODULES", "TRAINRX_MARKS", "TRAINRX_STOP_AFTER_STEPS", "TRAINRX_ALT_FIX", "TRAINRX_WATCH")):
     sys.meta_path.insert(0, _AfterImport("torch", _on_torch))

@@ -41,6 +41,8 @@ size_t LeadingAssignments(const std::vector<std::string>& argv);
 StatusOr<pid_t> StartProcess(const ProcessSpec& spec);
 // Waits (through EINTR) and returns the exit code, 128+N when signal N ended it.
 int WaitProcess(pid_t pid);
+// Whether the process has ended (its code in *code, as WaitProcess), without waiting.
+bool ProcessEnded(pid_t pid, int* code);
 // Start and wait: the exit code (as WaitProcess), or StartProcess's error.
 StatusOr<int> RunProcess(const ProcessSpec& spec);
 

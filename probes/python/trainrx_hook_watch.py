@@ -1,0 +1,465 @@
+"""Watch mode (`trainrx watch`, docs/watch.md): a long job observed cheaply, deep captures on a trigger.
+
+Light mode, at every optimizer step (a global step post hook; no per-op events, no CUPTI): the step's
+time, the data loader's wait inside it, the process's resident memory and, once CUDA is up, the
+caching allocator's; written as Prometheus text to DIR/metrics/rank<R>.prom about once a second (the
+node exporter's textfile collector reads such files; `--metrics-port` serves them over HTTP too).
+
+Deep captures: torch.profiler over the next N steps (CPU ops with shapes, CUDA kernels when there is
+a device), written to DIR/capture-<K>/ with why it was taken; `trainrx watch` analyzes each at once.
+Triggers:
+  - on demand: DIR/capture-request.json (`trainrx capture DIR`), taken by every rank from the step it
+    names (ranks in lockstep take the same steps);
+  - a step-time regression: the median of the last steps (20, and a quarter of a second at least)
+    over the median of 200 steps before them (spread over 10 s or more), more than 20 % slower and a
+    rank test (Mann-Whitney) at p < 0.001, at two looks in a row;
+    then no second one for 200 steps (the new pace becomes the reference); the rank that saw it asks
+    every rank (the request);
+  - none while another torch.profiler session is running (ours would disturb it): said in the
+    capture's reason.
+A hang: no step for K times the median step (at least a floor of seconds): faulthandler writes every
+thread's Python stack to DIR/hang-rank<R>.txt without stopping the job (`trainrx watch` reads them
+into DIR/hang-report.txt: where each rank waits, which ranks are not in the collective).
+
+Never fatal: a part that fails is said once on stderr and the job goes on unobserved by it.
+"""
+import atexit
+import faulthandler
+import json
+import os
+import sys
+import threading
+import time
+
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+def _median(values):
+    s = sorted(values)
+    n = len(s)
+    return 0.0 if n == 0 else (s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2]))
+
+
+def _mann_whitney_p(a, b):
+    """One-sided p that `a` is stochastically larger than `b` (normal approximation, ties averaged)."""
+    import math
+    pooled = sorted([(x, 0) for x in a] + [(x, 1) for x in b])
+    ranks = [0.0] * len(pooled)
+    i = 0
+    while i < len(pooled):
+        j = i
+        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[k] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    n1, n2 = len(a), len(b)
+    r1 = sum(r for r, (_, side) in zip(ranks, pooled) if side == 0)
+    u = r1 - n1 * (n1 + 1) / 2.0
+    mean = n1 * n2 / 2.0
+    sd = math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12.0)
+    if sd == 0:
+        return 1.0
+    z = (u - mean - 0.5) / sd
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+class _Watch:
+    RECENT = 20
+    REFERENCE = 200
+    COOLDOWN = 200
+    MIN_SLOWER = 0.20
+    ALPHA = 1e-3
+
+    def __init__(self, torch, directory):
+        self.torch = torch
+        self.dir = directory
+        self.rank = int(os.environ.get("RANK", "0") or 0)
+        self.capture_steps = max(1, int(os.environ.get("TRAINRX_WATCH_CAPTURE_STEPS", "20")))
+        self.hang_factor = float(os.environ.get("TRAINRX_WATCH_HANG_FACTOR", "20"))
+        self.hang_floor = float(os.environ.get("TRAINRX_WATCH_HANG_MIN_SECONDS", "60"))
+        self.max_captures = int(os.environ.get("TRAINRX_WATCH_MAX_CAPTURES", "5"))
+        self.regression = os.environ.get("TRAINRX_WATCH_REGRESSION", "1") != "0"
+        self.lock = threading.Lock()
+        self.steps = 0
+        self.last = None
+        self.first = None
+        self.sum = 0.0
+        self.buckets = [0] * len(_BUCKETS)
+        self.data_wait = 0.0
+        self.data_in_step = 0.0
+        self.early = []
+        self.recent = []
+        self.reference = []
+        self.cooldown_until = 0
+        self.suspect = 0
+        self.typical = 0.0
+        self.since_kept = 0
+        self.looked = 0
+        self.deferred = None
+        self.captures = {}  # reason -> count
+        self.capture = None  # the profiler running, and its folder and end step
+        self.pending = None  # (reason, detail, start step)
+        self.served = set()
+        self.request_mtime = 0.0
+        self.next_poll = 0.0
+        self.next_write = 0.0
+        self.next_arm = 0.0
+        self.hang_file = None
+        self.text = ""
+        self.last_finding = ""
+        os.makedirs(os.path.join(directory, "metrics"), exist_ok=True)
+        self.metrics_path = os.path.join(directory, "metrics", f"rank{self.rank}.prom")
+
+    # The step boundary: everything light mode does, from the optimizer's post hook.
+    def on_step(self):
+        now = time.perf_counter()
+        if self.last is None:
+            self.last = self.first = now
+            self._arm_hang(now)
+            return
+        dt = now - self.last
+        self.last = now
+        self.steps += 1
+        self.sum += dt
+        for i, edge in enumerate(_BUCKETS):
+            if dt <= edge:
+                self.buckets[i] += 1
+                break
+        self.data_wait += self.data_in_step
+        self.data_in_step = 0.0
+        if self.capture is not None:
+            self._step_capture()
+        elif self.pending is not None and self.steps >= self.pending[2]:
+            self._start_capture()
+        elif self.deferred is not None and self.pending is None:
+            self._take(self.deferred)
+        if self.steps <= 10:
+            self.early.append(dt)
+        elif self.capture is None:  # past the first steps (autotuning, workers starting)
+            self._judge(dt)
+        if now >= self.next_poll:
+            self.next_poll = now + 1.0
+            self._poll_request()
+        if now >= self.next_arm or self.steps in (5, 20, 50):  # early: the first median steps set the timeout
+            self._arm_hang(now)
+        if now >= self.next_write:
+            self.next_write = now + 1.0
+            self.write_metrics()
+
+    def _judge(self, dt):
+        # Windows in time as well as in steps: the recent one at least 20 steps and a quarter of a
+        # second, the reference 200 steps kept one in `stride`, over 10 s or more (sub-millisecond
+        # steps on a busy 2-core VM came in bursts 1.3x slower for 20-step windows: no regression).
+        if self.typical <= 0:
+            self.typical = _median(self.early) or dt
+        self.recent.append(dt)
+        want = min(500, max(self.RECENT, int(0.25 / self.typical) + 1))
+        stride = max(1, int(0.05 / self.typical))
+        while len(self.recent) > want:
+            old = self.recent.pop(0)
+            self.since_kept += 1
+            if self.since_kept >= stride:
+                self.since_kept = 0
+                self.reference.append(old)
+                if len(self.reference) > self.REFERENCE:
+                    del self.reference[0]
+        self.looked += 1
+        if self.looked < max(5, want // 4):
+            return
+        self.looked = 0
+        if (not self.regression or self.steps < self.cooldown_until or len(self.recent) < want
+                or len(self.reference) < 50 or self.capture is not None or self.pending is not None):
+            return
+        ref, now = _median(self.reference), _median(self.recent)
+        self.typical = ref
+        if ref <= 0 or now < ref * (1 + self.MIN_SLOWER) or _mann_whitney_p(self.recent, self.reference) >= self.ALPHA:
+            self.suspect = 0
+            return
+        # A slowdown that lasts: the same verdict at two looks in a row (a burst passes one).
+        self.suspect += 1
+        if self.suspect < 2:
+            return
+        self.suspect = 0
+        p = _mann_whitney_p(self.recent, self.reference)
+        detail = (f"the median of the last {len(self.recent)} steps, {now * 1e3:.2f} ms, is {now / ref:.2f}x the "
+                  f"median of {len(self.reference)} steps before them, {ref * 1e3:.2f} ms (Mann-Whitney p = {p:.1e}); "
+                  f"seen at step {self.steps} on rank {self.rank}")
+        self.cooldown_until = self.steps + self.COOLDOWN
+        self.reference = list(self.recent)  # the new pace is the reference from now on
+        self._request("regression", detail)
+
+    def _request(self, reason, detail):
+        """Asks every rank (the shared folder) for a capture from a few steps on."""
+        seq = f"{self.rank}-{self.steps}-{time.time():.3f}"
+        req = {"seq": seq, "reason": reason, "detail": detail, "at_step": self.steps + 3, "steps": self.capture_steps}
+        path = os.path.join(self.dir, "capture-request.json")
+        try:
+            with open(path + f".tmp{self.rank}", "w") as f:
+                json.dump(req, f)
+            os.replace(path + f".tmp{self.rank}", path)
+        except OSError:
+            pass
+        self._take(req)
+
+    def _poll_request(self):
+        path = os.path.join(self.dir, "capture-request.json")
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError:
+            return
+        if mtime == self.request_mtime:
+            return
+        self.request_mtime = mtime
+        try:
+            with open(path) as f:
+                self._take(json.load(f))
+        except (OSError, ValueError):
+            pass
+
+    def _take(self, req):
+        seq = str(req.get("seq", ""))
+        if not seq or seq in self.served:
+            return
+        if self.capture is not None or self.pending is not None:  # busy: taken once this capture ends
+            self.deferred = req
+            return
+        self.deferred = None
+        self.served.add(seq)
+        if sum(self.captures.values()) >= self.max_captures and req.get("reason") != "on demand":
+            return
+        steps = int(req.get("steps") or self.capture_steps)
+        self.pending = (str(req.get("reason", "on demand")), str(req.get("detail", "")),
+                        max(self.steps + 1, int(req.get("at_step") or 0)), steps)
+
+    def _profiling_already(self):
+        try:
+            return bool(self.torch.autograd.profiler._is_profiler_enabled)
+        except Exception:
+            try:
+                return bool(self.torch._C._autograd._profiler_enabled())
+            except Exception:
+                return False
+
+    def _start_capture(self):
+        reason, detail, start, steps = self.pending
+        self.pending = None
+        k = sum(self.captures.values()) + 1
+        folder = os.path.join(self.dir, f"capture-{k}")
+        os.makedirs(folder, exist_ok=True)
+        info = {"reason": reason, "detail": detail, "rank": self.rank, "from_step": self.steps, "steps": steps}
+        self.captures[reason] = self.captures.get(reason, 0) + 1
+        if self._profiling_already():
+            info["skipped"] = "another torch.profiler session is running in this process: not disturbed"
+            self._finish_info(folder, info)
+            return
+        try:
+            prof = self.torch.profiler
+            acts = [prof.ProfilerActivity.CPU]
+            if self.torch.cuda.is_available() and self.torch.cuda.is_initialized():
+                acts.append(prof.ProfilerActivity.CUDA)
+            p = prof.profile(activities=acts, record_shapes=True)
+            p.__enter__()
+        except Exception as e:
+            info["skipped"] = f"torch.profiler could not start: {e}"
+            self._finish_info(folder, info)
+            return
+        self.capture = (p, folder, self.steps + steps, info)
+
+    def _step_capture(self):
+        p, folder, end, info = self.capture
+        try:
+            p.step()
+        except Exception:
+            pass
+        if self.steps < end:
+            return
+        self.capture = None
+        try:
+            p.__exit__(None, None, None)
+            p.export_chrome_trace(os.path.join(folder, f"trace-rank{self.rank}.json"))
+            info["to_step"] = self.steps
+        except Exception as e:
+            info["skipped"] = f"the capture could not be written: {e}"
+        self._finish_info(folder, info)
+        self.last = time.perf_counter()  # writing the capture is not the next step's time
+
+    def _finish_info(self, folder, info):
+        try:
+            with open(os.path.join(folder, f"reason-rank{self.rank}.json"), "w") as f:
+                json.dump(info, f)
+            open(os.path.join(folder, f".done-rank{self.rank}"), "w").close()
+        except OSError:
+            pass
+
+    def _arm_hang(self, now):
+        """No step for K x the median step (at least the floor): every thread's Python stack to the
+        hang file, the job left running."""
+        self.next_arm = now + 1.0
+        ref = self.reference if len(self.reference) >= 20 else self.reference + self.recent + self.early
+        timeout = max(self.hang_floor, self.hang_factor * _median(ref)) + 1.0 if ref else max(self.hang_floor, 600.0)
+        try:
+            if self.hang_file is None:
+                self.hang_file = open(os.path.join(self.dir, f"hang-rank{self.rank}.txt"), "w")
+            self.hang_file.seek(0)
+            self.hang_file.truncate()
+            self.hang_file.write(f"trainrx watch: rank {self.rank}, no optimizer step for {timeout:.1f} s (the median "
+                                 f"step {_median(ref) * 1e3:.2f} ms x {self.hang_factor:g}, at least "
+                                 f"{self.hang_floor:g} s; armed at step {self.steps}); every thread's Python stack:\n")
+            self.hang_file.flush()
+            faulthandler.dump_traceback_later(timeout, repeat=False, file=self.hang_file, exit=False)
+        except Exception:
+            pass
+
+    def write_metrics(self):
+        r = f'rank="{self.rank}"'
+        lines = ["# HELP trainrx_step_seconds Time from one optimizer step to the next.",
+                 "# TYPE trainrx_step_seconds histogram"]
+        total = 0
+        for edge, n in zip(_BUCKETS, self.buckets):
+            total += n
+            lines.append(f'trainrx_step_seconds_bucket{{{r},le="{edge:g}"}} {total}')
+        lines.append(f'trainrx_step_seconds_bucket{{{r},le="+Inf"}} {self.steps}')
+        lines.append(f"trainrx_step_seconds_sum{{{r}}} {self.sum:.6f}")
+        lines.append(f"trainrx_step_seconds_count{{{r}}} {self.steps}")
+        recent = _median(self.recent) if self.recent else 0.0
+        gauges = [
+            ("trainrx_steps_per_second", "Steps a second over the last 20 steps (the inverse of their median).",
+             1.0 / recent if recent > 0 else 0.0),
+            ("trainrx_data_wait_seconds_total", "Time the loop waited in the DataLoader's __next__.", self.data_wait),
+            ("trainrx_data_wait_share", "Data wait over step time, since the start.",
+             self.data_wait / self.sum if self.sum > 0 else 0.0),
+            ("trainrx_host_rss_bytes", "The process's resident memory at the last step.", self._rss()),
+            ("trainrx_last_step_timestamp_seconds", "Wall-clock time of the last step.", time.time()),
+        ]
+        cuda = self._cuda_memory()
+        if cuda is not None:
+            gauges.append(("trainrx_cuda_allocated_bytes", "The CUDA caching allocator's allocated bytes.", cuda[0]))
+            gauges.append(("trainrx_cuda_reserved_bytes", "The CUDA caching allocator's reserved bytes.", cuda[1]))
+        for name, help_text, value in gauges:
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name}{{{r}}} {value:.6g}"]
+        lines += ["# HELP trainrx_captures_total Deep captures taken, by trigger.", "# TYPE trainrx_captures_total counter"]
+        for reason in ("on demand", "regression"):
+            lines.append(f'trainrx_captures_total{{{r},trigger="{reason.replace(" ", "_")}"}} {self.captures.get(reason, 0)}')
+        text = "\n".join(lines) + "\n"
+        self.text = text
+        try:
+            tmp = self.metrics_path + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(text)
+            os.replace(tmp, self.metrics_path)
+        except OSError:
+            pass
+
+    @staticmethod
+    def _rss():
+        try:
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except Exception:
+            return 0
+
+    def _cuda_memory(self):
+        try:
+            cuda = self.torch.cuda
+            if not cuda.is_initialized():
+                return None
+            return cuda.memory_allocated(), cuda.memory_reserved()
+        except Exception:
+            return None
+
+    def at_exit(self):
+        try:
+            faulthandler.cancel_dump_traceback_later()
+        except Exception:
+            pass
+        if self.capture is not None:  # a job that ends inside a capture keeps what it recorded
+            p, folder, _, info = self.capture
+            self.capture = None
+            try:
+                p.__exit__(None, None, None)
+                p.export_chrome_trace(os.path.join(folder, f"trace-rank{self.rank}.json"))
+                info["to_step"] = self.steps
+                info["note"] = "the job ended before the capture's last step"
+            except Exception as e:
+                info["skipped"] = f"the capture could not be written: {e}"
+            self._finish_info(folder, info)
+        self.write_metrics()
+        if self.hang_file is not None:  # ended: no hang to report
+            try:
+                self.hang_file.seek(0)
+                self.hang_file.truncate()
+                self.hang_file.close()
+            except Exception:
+                pass
+
+
+def _serve(watch, port):
+    """The rank's metrics over HTTP on port + rank (Prometheus scrapes /metrics)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = watch.text.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    host = os.environ.get("TRAINRX_WATCH_METRICS_HOST", "127.0.0.1")
+    server = ThreadingHTTPServer((host, port + watch.rank), Handler)
+    threading.Thread(target=server.serve_forever, name="trainrx-metrics", daemon=True).start()
+
+
+def _install_watch(torch):
+    from trainrx_hook_common import _step_hook_register, _tracers
+    directory = os.environ["TRAINRX_WATCH"]
+    register = _step_hook_register()
+    if register is None:
+        sys.stderr.write("trainrx watch: this torch has no global optimizer step hook (torch >= 2.0): not watched\n")
+        return
+    watch = _Watch(torch, directory)
+    compiling, _ = _tracers(torch)
+    seen = {}
+
+    def post_step(opt, args, kwargs):
+        if compiling():
+            return
+        # The first optimizer seen is the step's (a GAN's second optimizer steps inside the same step).
+        if not seen:
+            seen["id"] = id(opt)
+        if id(opt) != seen["id"]:
+            return
+        try:
+            watch.on_step()
+        except Exception as e:
+            if not seen.get("said"):
+                seen["said"] = True
+                sys.stderr.write(f"trainrx watch: {e}\n")
+
+    register(post_step)
+    # The loader's wait: the time in a DataLoader iterator's __next__ (from the loop, between steps).
+    data = getattr(getattr(torch, "utils", None), "data", None)
+    base = getattr(getattr(data, "dataloader", None), "_BaseDataLoaderIter", None)
+    original = getattr(base, "__next__", None)
+    if original is not None and not getattr(original, "_trainrx_watch", False):
+        def __next__(self):
+            t = time.perf_counter()
+            try:
+                return original(self)
+            finally:
+                watch.data_in_step += time.perf_counter() - t
+        __next__._trainrx_watch = True
+        base.__next__ = __next__
+    port = os.environ.get("TRAINRX_WATCH_METRICS_PORT", "")
+    if port.isdigit():
+        try:
+            _serve(watch, int(port))
+        except Exception as e:
+            sys.stderr.write(f"trainrx watch: no metrics endpoint on port {int(port) + watch.rank}: {e}\n")
+    atexit.register(watch.at_exit)
+    watch.write_metrics()

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# `trainrx watch` (issue 80) on tests/python/watch_job.py, a CPU job of sub-millisecond steps:
+#   * light mode: the metrics file is Prometheus text (step histogram, data wait, memory) and counts
+#     the job's steps; the job's own output and exit code are unchanged;
+#   * on demand: `trainrx capture DIR` on a clean stretch: a capture analyzed into capture-K/ whose
+#     steps wait little for data (the job loads inline, num_workers=0: input.workers is its finding);
+#   * a regression: a loader made slower by a file, mid-run: a capture triggered within 50 steps of
+#     the switch, whose report's first finding is the loader (input.dataloader_bound);
+#   * a hang on one of two Gloo ranks (torchrun): hang-report.txt names rank 0 waiting in
+#     all_reduce and rank 1, not arrived, at the script's line.
+# Usage: watch_test.sh TRAINRX PYTHON_DIR. $TRAINRX_PYTHON (default: the repository's .venv) must
+# have torch >= 2.0 (the global optimizer step hook), else exit 77.
+set -uo pipefail
+TRAINRX=$1
+PYDIR=$2
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+PY=${TRAINRX_PYTHON:-$REPO/.venv/bin/python}
+JOB=$PYDIR/watch_job.py
+if ! "$PY" -c 'import sys, torch; v = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]); sys.exit(0 if v >= (2, 0) else 1)' 2>/dev/null; then
+  echo "skip: $PY has no torch >= 2.0"; exit 77
+fi
+W=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W"' EXIT
+. "$(dirname "$0")/lib.sh"
+steps_of() { grep -o 'trainrx_step_seconds_count{rank="'"${2:-0}"'"} [0-9]*' "$1/metrics/rank${2:-0}.prom" 2>/dev/null | awk '{print $2}'; }
+wait_steps() {  # DIR N [RANK]: until the job's metrics count N steps (30 s at most)
+  for _ in $(seq 1 300); do
+    local n; n=$(steps_of "$1" "${3:-0}"); [ -n "$n" ] && [ "$n" -ge "$2" ] && return 0; sleep 0.1
+  done
+  return 1
+}
+
+# The job alone, and watched: the same output, the same exit code.
+"$PY" "$JOB" --steps 300 > "$W/plain.out" 2>&1; plain_rc=$?
+"$TRAINRX" watch -o "$W/quiet" -- "$PY" "$JOB" --steps 300 > "$W/quiet.out" 2> "$W/quiet.err"; rc=$?
+[ $rc -eq $plain_rc ] && cmp -s "$W/plain.out" "$W/quiet.out" && ok "watched: the job's output and exit code unchanged" \
+  || bad "watched job: exit $rc (plain $plain_rc), output differs: $(diff "$W/plain.out" "$W/quiet.out" | head -3)"
+"$PY" - "$W/quiet/metrics/rank0.prom" <<'PY' && ok "the metrics file is Prometheus text counting the steps" || bad "metrics file ($(head -3 "$W/quiet/metrics/rank0.prom" 2>&1))"
+import sys
+text = open(sys.argv[1]).read()
+samples = {l.split(" ")[0]: float(l.split(" ")[-1]) for l in text.splitlines() if l and not l.startswith("#")}
+count = samples.get('trainrx_step_seconds_count{rank="0"}')
+print(f"  {len(samples)} samples; steps {count}")
+assert samples['trainrx_step_seconds_count{rank="0"}'] >= 295, samples
+assert samples['trainrx_step_seconds_bucket{rank="0",le="+Inf"}'] == samples['trainrx_step_seconds_count{rank="0"}']
+assert samples['trainrx_host_rss_bytes{rank="0"}'] > 10e6 and 'trainrx_data_wait_seconds_total{rank="0"}' in samples
+for line in text.splitlines():  # every sample has a TYPE line before it (the textfile collector's format)
+    if line and not line.startswith("#"):
+        name = line.split("{")[0]
+        base = name.rsplit("_", 1)[0] if name.endswith(("_bucket", "_sum", "_count")) else name
+        assert f"# TYPE {base} " in text or f"# TYPE {name} " in text, line
+PY
+ls -d "$W"/quiet/capture-* >/dev/null 2>&1 && bad "a clean 300-step job took a capture: $(cat "$W"/quiet/capture-*/reason-rank0.json)" \
+  || ok "a clean job takes no capture"
+
+# A long job: an on-demand capture of a clean stretch, then the loader made slower.
+"$TRAINRX" watch -o "$W/job" --capture-steps 10 -- "$PY" "$JOB" --steps 20000 --slow-file "$W/slow" \
+  > "$W/job.out" 2> "$W/job.err" &
+watcher=$!
+if wait_steps "$W/job" 400; then
+  "$TRAINRX" capture "$W/job" --steps 10 2> "$W/capture.err" && ok "capture: asked" || bad "capture: $(cat "$W/capture.err")"
+  for _ in $(seq 1 100); do [ -f "$W/job/capture-1/report.json" ] && break; sleep 0.1; done
+  wait_steps "$W/job" 1000
+  touch "$W/slow"
+else
+  bad "the watched job did not step ($(tail -3 "$W/job.err"))"
+fi
+for _ in $(seq 1 200); do [ -f "$W/job/capture-2/report.json" ] && break; sleep 0.1; done
+kill -TERM $watcher 2>/dev/null; wait $watcher 2>/dev/null
+"$PY" - "$W/job" "$W/slow.step" <<'PY' && ok "on demand: a clean capture; the slower loader: captured within 50 steps, its report names the loader first" \
+  || bad "captures ($(grep -h 'capture-\|finding' "$W/job.err" | head -6))"
+import json, os, sys
+job, step_file = sys.argv[1], sys.argv[2]
+def info(k):
+    return json.load(open(f"{job}/capture-{k}/reason-rank0.json"))
+def ids(k):
+    return [f["id"] for f in json.load(open(f"{job}/capture-{k}/report.json"))["findings"]]
+one, two = info(1), info(2)
+switched = int(open(step_file).read())
+print(f"  capture-1: {one['reason']}, steps {one['from_step']}-{one.get('to_step')}, findings {ids(1)[:4]}")
+print(f"  capture-2: {two['reason']}, steps {two['from_step']}-{two.get('to_step')} (the loader slower from step {switched}), findings {ids(2)[:4]}")
+def data_share(k):
+    return json.load(open(f"{job}/capture-{k}/report.json"))["metrics"]["step_breakdown"]["data_wait"]
+print(f"  data wait: {data_share(1):.0%} of the steps on demand, {data_share(2):.0%} in the regression's")
+assert one["reason"] == "on demand" and data_share(1) < 0.3, (one, ids(1))
+assert data_share(2) > data_share(1) + 0.2
+assert two["reason"] == "regression" and 0 <= two["from_step"] - switched <= 50, (two, switched)
+assert ids(2) and ids(2)[0] in ("input.dataloader_bound", "input.workers"), ids(2)
+assert os.path.exists(f"{job}/capture-2/report.html") and os.path.exists(f"{job}/capture-2/report.txt")
+PY
+
+# A hang on one of two Gloo ranks: rank 1 stops at step 200, rank 0 waits in its all_reduce.
+if "$PY" -c 'import torch.distributed as d, sys; sys.exit(0 if d.is_available() and d.is_gloo_available() else 1)' 2>/dev/null; then
+  "$TRAINRX" watch -o "$W/hang" --hang-min-seconds 2 -- "$PY" -m torch.distributed.run --nproc_per_node 2 \
+    --master_port $((29500 + RANDOM % 1000)) "$JOB" --dist --steps 5000 --hang-at 200 --hang-rank 1 \
+    > "$W/hang.out" 2> "$W/hang.err" &
+  watcher=$!
+  for _ in $(seq 1 300); do [ -s "$W/hang/hang-report.txt" ] && grep -q "not arrived" "$W/hang/hang-report.txt" && break; sleep 0.1; done
+  kill -TERM $watcher 2>/dev/null; sleep 1; pkill -f "watch_job.py --dist" 2>/dev/null; wait $watcher 2>/dev/null
+  sed 's/^/  /' "$W/hang/hang-report.txt" 2>/dev/null | head -8
+  grep -q "rank 0: waits in torch.distributed.all_reduce" "$W/hang/hang-report.txt" 2>/dev/null &&
+    grep -A2 "waiting in all_reduce; not arrived" "$W/hang/hang-report.txt" | grep -q "rank 1 (at watch_job.py:" &&
+    ok "a hang on one of two ranks: rank 0 waits in all_reduce, rank 1 named as not arrived, at its line" ||
+    bad "hang report ($(cat "$W/hang/hang-report.txt" 2>/dev/null | head -5; tail -3 "$W/hang.err"))"
+else
+  echo "skip: no Gloo in this torch: the hang part"
+fi
+exit $fail
