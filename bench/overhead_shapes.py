@@ -8,7 +8,7 @@ workers; a model-heavy conv net and a transformer block (issue 63), each at defa
 torch.profiler runs as users pick it: CPU activity, record_shapes off and on. Modes per shape: plain; `trainrx record --steps all` (journal on,
 the default 2 s period); the same with the journal off (TRAINRX_FLUSH_SECONDS=0); torch.profiler
 (CPU activity, trace exported after the loop); and with --before DIR, `record` with the probe in DIR
-(an older build, `--probe-dir`), journal on and off. The journal flushes every --flush-seconds
+(an older build, `--probe-dir`), journal on and off; `trainrx watch` (its light mode, issue 80). The journal flushes every --flush-seconds
 (0.5 s: 4x the default rate, so that a run of a few seconds holds several flushes). Every round runs every (shape, mode) once, in
 an order rotated each round.
 
@@ -77,6 +77,8 @@ def main():
              # that records nothing, no inputs boxed: what any global observer costs)
              "record, no modules": (["record"], dict(flush, TRAINRX_MODULES="0")),
              "record, floor": (["record"], dict(flush, TRAINRX_PROBE_FLOOR="1")),
+             # issue 80: `trainrx watch`'s light mode (step metrics, no per-op events)
+             "watch": (["watch"], {}),
              "torch.profiler": (["tp"], {}),
              # issue 63: what a user who wants shapes turns on (our record always has them, in its first steps)
              "torch.profiler, record_shapes": (["tp", "shapes"], {}),
@@ -107,6 +109,8 @@ def main():
                 if len(how) > 1:
                     pre += ["--probe-dir", how[1]]
                 cmd = pre + ["--"] + cmd
+            elif how and how[0] == "watch":
+                cmd = [a.trainrx, "watch", "-o", os.path.join(work, "watch"), "--"] + cmd
             elif how and how[0] == "tp":
                 cmd += ["--torch-profiler", os.path.join(work, "tp.json")] + (["--profile-memory"] if "memory" in how else []) \
                     + (["--record-shapes"] if "shapes" in how else [])
@@ -156,6 +160,10 @@ def report(runs, journal, modes, shapes, rounds, out):
             lo, hi = interval(pairs, stat, rng)
             return f"{stat(pairs):.2f} ({lo:.2f} to {hi:.2f})"
         emit()
+        if "watch" in added:
+            xs = added["watch"]
+            emit(f"- watch (light mode) added: {100 * statistics.median(xs):+.1f} % of the step "
+                 f"({pct(interval(xs, statistics.median, rng))}; goal <= 1 %)")
         for rec in [m for m in ("record", "before: record") if m in added]:
             for den in [d for d in ("torch.profiler", "torch.profiler, record_shapes", "torch.profiler, profile_memory") if d in added]:
                 emit(f"- {rec} / {den} added time: {ratio(rec, den)} (goal <= 0.50)")

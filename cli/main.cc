@@ -428,6 +428,9 @@ void AddRecordCommands(CLI::App& app, Args& a, Commands& c) {
   c.watch->add_option("--hang-min-seconds", w.hang_min_seconds, "... and at least this long (default 60)");
   c.watch->add_option("--metrics-port", w.metrics_port, "each rank serves its metrics on PORT + rank (Prometheus text)");
   c.watch->add_flag("!--no-regression", w.regression, "no capture on a step-time regression");
+  c.watch->add_option("--regression-min-pct", w.regression_min_pct,
+                      "a regression is the recent median step this much slower than before (default 20; a busy "
+                      "machine's own swings can pass 20 %: docs/watch.md)");
   c.watch->add_option("command", w.command, "the job to run, after --")->required();
   c.capture = app.add_subcommand("capture", "Ask a watched job for a deep capture of its next steps");
   c.capture->add_option("dir", a.capture_dir, "the folder the job is watched in (watch -o DIR)")->required();

@@ -106,6 +106,8 @@ StatusOr<ProcessSpec> PrepareWatch(const WatchOptions& o, const std::string& exe
     return Status::Error("watch: expected a command after --, e.g. trainrx watch -o runs/job1 -- python3 train.py");
   if (o.dir.empty()) return Status::Error("watch: -o DIR is required (the folder for metrics, captures and hang stacks)");
   if (o.capture_steps < 1) return Status::Error(fmt::format("watch --capture-steps {}: expected 1 or more", o.capture_steps));
+  if (!(o.regression_min_pct > 0))
+    return Status::Error(fmt::format("watch --regression-min-pct {}: expected more than 0", o.regression_min_pct));
   if (!(o.hang_factor > 1)) return Status::Error(fmt::format("watch --hang-factor {}: expected more than 1 (median steps)", o.hang_factor));
   const std::string hook = exe_dir + "/trainrx_python";
   if (!fs::exists(hook + "/trainrx_hook_watch.py"))
@@ -128,6 +130,7 @@ StatusOr<ProcessSpec> PrepareWatch(const WatchOptions& o, const std::string& exe
            {"TRAINRX_WATCH_HANG_FACTOR", fmt::format("{:g}", o.hang_factor), E::kSet},
            {"TRAINRX_WATCH_HANG_MIN_SECONDS", fmt::format("{:g}", o.hang_min_seconds), E::kSet},
            {"TRAINRX_WATCH_REGRESSION", o.regression ? "1" : "0", E::kSet},
+           {"TRAINRX_WATCH_MIN_SLOWER_PCT", fmt::format("{:g}", o.regression_min_pct), E::kSet},
            // Light mode: no recorder of ours, nor torch.profiler standing in for it.
            {"TRAINRX_FALLBACK", "0", E::kSet}};
   if (o.metrics_port > 0) p.env.push_back({"TRAINRX_WATCH_METRICS_PORT", std::to_string(o.metrics_port), E::kSet});

@@ -10,7 +10,7 @@ a device), written to DIR/capture-<K>/ with why it was taken; `trainrx watch` an
 Triggers:
   - on demand: DIR/capture-request.json (`trainrx capture DIR`), taken by every rank from the step it
     names (ranks in lockstep take the same steps);
-  - a step-time regression: the median of the last steps (20, and a quarter of a second at least)
+  - a step-time regression: the median of the last steps (20, and an eighth of a second at least)
     over the median of 200 steps before them (spread over 10 s or more), more than 20 % slower and a
     rank test (Mann-Whitney) at p < 0.001, at two looks in a row;
     then no second one for 200 steps (the new pace becomes the reference); the rank that saw it asks
@@ -68,7 +68,6 @@ class _Watch:
     RECENT = 20
     REFERENCE = 200
     COOLDOWN = 200
-    MIN_SLOWER = 0.20
     ALPHA = 1e-3
 
     def __init__(self, torch, directory):
@@ -80,6 +79,7 @@ class _Watch:
         self.hang_floor = float(os.environ.get("TRAINRX_WATCH_HANG_MIN_SECONDS", "60"))
         self.max_captures = int(os.environ.get("TRAINRX_WATCH_MAX_CAPTURES", "5"))
         self.regression = os.environ.get("TRAINRX_WATCH_REGRESSION", "1") != "0"
+        self.min_slower = float(os.environ.get("TRAINRX_WATCH_MIN_SLOWER_PCT", "20")) / 100.0
         self.lock = threading.Lock()
         self.steps = 0
         self.last = None
@@ -148,13 +148,13 @@ class _Watch:
             self.write_metrics()
 
     def _judge(self, dt):
-        # Windows in time as well as in steps: the recent one at least 20 steps and a quarter of a
+        # Windows in time as well as in steps: the recent one at least 20 steps and an eighth of a
         # second, the reference 200 steps kept one in `stride`, over 10 s or more (sub-millisecond
         # steps on a busy 2-core VM came in bursts 1.3x slower for 20-step windows: no regression).
         if self.typical <= 0:
             self.typical = _median(self.early) or dt
         self.recent.append(dt)
-        want = min(500, max(self.RECENT, int(0.25 / self.typical) + 1))
+        want = min(500, max(self.RECENT, int(0.125 / self.typical) + 1))
         stride = max(1, int(0.05 / self.typical))
         while len(self.recent) > want:
             old = self.recent.pop(0)
@@ -165,7 +165,7 @@ class _Watch:
                 if len(self.reference) > self.REFERENCE:
                     del self.reference[0]
         self.looked += 1
-        if self.looked < max(5, want // 4):
+        if self.looked < max(5, want // 8):
             return
         self.looked = 0
         if (not self.regression or self.steps < self.cooldown_until or len(self.recent) < want
@@ -173,7 +173,7 @@ class _Watch:
             return
         ref, now = _median(self.reference), _median(self.recent)
         self.typical = ref
-        if ref <= 0 or now < ref * (1 + self.MIN_SLOWER) or _mann_whitney_p(self.recent, self.reference) >= self.ALPHA:
+        if ref <= 0 or now < ref * (1 + self.min_slower) or _mann_whitney_p(self.recent, self.reference) >= self.ALPHA:
             self.suspect = 0
             return
         # A slowdown that lasts: the same verdict at two looks in a row (a burst passes one).

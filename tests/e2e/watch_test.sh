@@ -6,7 +6,10 @@
 #     steps wait little for data (the job loads inline, num_workers=0: input.workers is its finding);
 #   * a regression: a loader made slower by a file, mid-run: a capture triggered within 50 steps of
 #     the switch, whose report's first finding is the loader (input.dataloader_bound);
-#   * a hang on one of two Gloo ranks (torchrun): hang-report.txt names rank 0 waiting in
+#   * beside the script's own torch.profiler session: a capture skipped, saying why;
+#   * a real Prometheus server scrapes --metrics-port and returns the series through its API;
+#   * two Gloo ranks (torchrun): one on-demand capture, the same steps on both, analyzed as a set;
+#   * a hang on one of two Gloo ranks: hang-report.txt names rank 0 waiting in
 #     all_reduce and rank 1, not arrived, at the script's line.
 # Usage: watch_test.sh TRAINRX PYTHON_DIR. $TRAINRX_PYTHON (default: the repository's .venv) must
 # have torch >= 2.0 (the global optimizer step hook), else exit 77.
@@ -22,10 +25,16 @@ fi
 W=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W"' EXIT
 . "$(dirname "$0")/lib.sh"
-steps_of() { grep -o 'trainrx_step_seconds_count{rank="'"${2:-0}"'"} [0-9]*' "$1/metrics/rank${2:-0}.prom" 2>/dev/null | awk '{print $2}'; }
-wait_steps() {  # DIR N [RANK]: until the job's metrics count N steps (30 s at most)
-  for _ in $(seq 1 300); do
-    local n; n=$(steps_of "$1" "${3:-0}"); [ -n "$n" ] && [ "$n" -ge "$2" ] && return 0; sleep 0.1
+# The steps a rank's metrics count, read with bash alone: a harness that forks grep and awk ten times
+# a second slows a job on a 2-core machine by 20 % (a regression the watcher then rightly captures).
+steps_of() {
+  local text re='trainrx_step_seconds_count\{rank="'"${2:-0}"'"\} ([0-9]+)'
+  text=$(< "$1/metrics/rank${2:-0}.prom") 2>/dev/null || return 0
+  [[ $text =~ $re ]] && echo "${BASH_REMATCH[1]}"
+}
+wait_steps() {  # DIR N [RANK]: until the job's metrics count N steps (60 s at most)
+  for _ in $(seq 1 240); do
+    local n; n=$(steps_of "$1" "${3:-0}"); [ -n "$n" ] && [ "$n" -ge "$2" ] && return 0; sleep 0.25
   done
   return 1
 }
@@ -54,18 +63,20 @@ ls -d "$W"/quiet/capture-* >/dev/null 2>&1 && bad "a clean 300-step job took a c
   || ok "a clean job takes no capture"
 
 # A long job: an on-demand capture of a clean stretch, then the loader made slower.
-"$TRAINRX" watch -o "$W/job" --capture-steps 10 -- "$PY" "$JOB" --steps 20000 --slow-file "$W/slow" \
+# --regression-min-pct 100: this 2-core VM's own pace swings by 30-45 % over seconds (a regression of
+# the job, rightly captured, that would take the place of the planted one); the planted loader is 3x.
+"$TRAINRX" watch -o "$W/job" --capture-steps 10 --regression-min-pct 100 -- "$PY" "$JOB" --steps 20000 --slow-file "$W/slow" \
   > "$W/job.out" 2> "$W/job.err" &
 watcher=$!
 if wait_steps "$W/job" 400; then
   "$TRAINRX" capture "$W/job" --steps 10 2> "$W/capture.err" && ok "capture: asked" || bad "capture: $(cat "$W/capture.err")"
-  for _ in $(seq 1 100); do [ -f "$W/job/capture-1/report.json" ] && break; sleep 0.1; done
+  for _ in $(seq 1 40); do [ -f "$W/job/capture-1/report.json" ] && break; sleep 0.25; done
   wait_steps "$W/job" 1000
   touch "$W/slow"
 else
   bad "the watched job did not step ($(tail -3 "$W/job.err"))"
 fi
-for _ in $(seq 1 200); do [ -f "$W/job/capture-2/report.json" ] && break; sleep 0.1; done
+for _ in $(seq 1 80); do [ -f "$W/job/capture-2/report.json" ] && break; sleep 0.25; done
 kill -TERM $watcher 2>/dev/null; wait $watcher 2>/dev/null
 "$PY" - "$W/job" "$W/slow.step" <<'PY' && ok "on demand: a clean capture; the slower loader: captured within 50 steps, its report names the loader first" \
   || bad "captures ($(grep -h 'capture-\|finding' "$W/job.err" | head -6))"
@@ -89,8 +100,65 @@ assert ids(2) and ids(2)[0] in ("input.dataloader_bound", "input.workers"), ids(
 assert os.path.exists(f"{job}/capture-2/report.html") and os.path.exists(f"{job}/capture-2/report.txt")
 PY
 
+# The script's own torch.profiler session: a capture asked then is skipped (ours would disturb it), said.
+"$TRAINRX" watch -o "$W/own" -- "$PY" "$JOB" --steps 1500 --own-profiler > "$W/own.out" 2> "$W/own.err" &
+watcher=$!
+wait_steps "$W/own" 100 && "$TRAINRX" capture "$W/own" --steps 5 2>/dev/null
+for _ in $(seq 1 200); do [ -f "$W/own/capture-1/report.json" ] && break; sleep 0.1; done
+kill -TERM $watcher 2>/dev/null; wait $watcher 2>/dev/null
+grep -q "another torch.profiler session" "$W/own/capture-1/reason-rank0.json" 2>/dev/null &&
+  [ ! -f "$W/own/capture-1/trace-rank0.json" ] && ok "beside the script's own torch.profiler: the capture skipped, saying why" ||
+  bad "own profiler: $(cat "$W/own/capture-1/reason-rank0.json" 2>&1; tail -3 "$W/own.err")"
+
+# A real Prometheus server (Debian's) scrapes the job's --metrics-port and its HTTP API returns the
+# series; skipped where prometheus is not installed (scripts/setup installs it).
+if command -v prometheus >/dev/null 2>&1; then
+  port=$((19000 + RANDOM % 500)); prom=$((19600 + RANDOM % 300))
+  "$TRAINRX" watch -o "$W/scraped" --metrics-port $port -- "$PY" "$JOB" --steps 6000 > /dev/null 2> "$W/scraped.err" &
+  watcher=$!
+  printf 'global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: trainrx\n    static_configs:\n      - targets: ["127.0.0.1:%s"]\n' \
+    $port > "$W/prometheus.yml"
+  prometheus --config.file="$W/prometheus.yml" --storage.tsdb.path="$W/tsdb" --web.listen-address=127.0.0.1:$prom \
+    > "$W/prometheus.log" 2>&1 &
+  server=$!
+  "$PY" - $prom <<'PY' && ok "a real Prometheus scraped the job: trainrx_step_seconds_count read back through its API" \
+    || bad "prometheus ($(tail -3 "$W/prometheus.log"; tail -2 "$W/scraped.err"))"
+import json, sys, time, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}/api/v1/query?query=trainrx_step_seconds_count"
+for _ in range(60):
+    try:
+        r = json.load(urllib.request.urlopen(url, timeout=2))["data"]["result"]
+        if r and float(r[0]["value"][1]) > 0:
+            print(f"  {r[0]['metric']['__name__']}{{rank={r[0]['metric']['rank']!r}}} = {r[0]['value'][1]}")
+            assert r[0]["metric"]["rank"] == "0" and r[0]["metric"]["job"] == "trainrx", r
+            sys.exit(0)
+    except (OSError, ValueError, KeyError):
+        pass
+    time.sleep(0.5)
+sys.exit(1)
+PY
+  kill $server 2>/dev/null; kill -TERM $watcher 2>/dev/null; wait $watcher $server 2>/dev/null
+else
+  echo "skip: no prometheus (scripts/setup installs Debian's): the scrape part"
+fi
+
 # A hang on one of two Gloo ranks: rank 1 stops at step 200, rank 0 waits in its all_reduce.
 if "$PY" -c 'import torch.distributed as d, sys; sys.exit(0 if d.is_available() and d.is_gloo_available() else 1)' 2>/dev/null; then
+  # Two ranks take an on-demand capture from the same step; the folder analyzes as a set of two.
+  "$TRAINRX" watch -o "$W/two" -- "$PY" -m torch.distributed.run --nproc_per_node 2 \
+    --master_port $((28500 + RANDOM % 1000)) "$JOB" --dist --steps 3000 > /dev/null 2> "$W/two.err" &
+  watcher=$!
+  wait_steps "$W/two" 100 1 && "$TRAINRX" capture "$W/two" --steps 5 2>/dev/null
+  for _ in $(seq 1 300); do [ -f "$W/two/capture-1/report.json" ] && break; sleep 0.1; done
+  kill -TERM $watcher 2>/dev/null; sleep 1; pkill -f "watch_job.py --dist" 2>/dev/null; wait $watcher 2>/dev/null
+  "$PY" - "$W/two/capture-1" <<'PY' && ok "two ranks: one capture from the same step, analyzed as a set of two" || bad "two-rank capture ($(ls "$W/two/capture-1" 2>&1; tail -2 "$W/two.err"))"
+import json, sys
+d = sys.argv[1]
+a, b = (json.load(open(f"{d}/reason-rank{r}.json")) for r in (0, 1))
+ranks = json.load(open(f"{d}/report.json"))["ranks"]
+print(f"  rank 0 steps {a['from_step']}-{a.get('to_step')}, rank 1 steps {b['from_step']}-{b.get('to_step')}; report: {len(ranks)} ranks")
+assert a["from_step"] == b["from_step"] and a.get("to_step") == b.get("to_step") and len(ranks) == 2, (a, b, ranks)
+PY
   "$TRAINRX" watch -o "$W/hang" --hang-min-seconds 2 -- "$PY" -m torch.distributed.run --nproc_per_node 2 \
     --master_port $((29500 + RANDOM % 1000)) "$JOB" --dist --steps 5000 --hang-at 200 --hang-rank 1 \
     > "$W/hang.out" 2> "$W/hang.err" &

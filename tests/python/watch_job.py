@@ -8,6 +8,7 @@ steps. Problems planted without a restart:
   --dist             torch.distributed (Gloo; under torchrun): an all_reduce of the loss every step
   --hang-at N        on rank --hang-rank, step N never ends (a sleep): the other ranks wait in their
                      all_reduce
+  --own-profiler     the whole loop inside the script's own torch.profiler session (CPU activity)
 """
 import argparse
 import os
@@ -43,6 +44,7 @@ def main():
     p.add_argument("--dist", action="store_true")
     p.add_argument("--hang-at", type=int, default=-1)
     p.add_argument("--hang-rank", type=int, default=1)
+    p.add_argument("--own-profiler", action="store_true")
     a = p.parse_args()
     torch.set_num_threads(1)
     rank = 0
@@ -55,6 +57,9 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     data = Samples(a.steps * a.batch, a.slow_file, a.slow_ms)
     loader = DataLoader(data, batch_size=a.batch, num_workers=0)
+    session = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) if a.own_profiler else None
+    if session is not None:
+        session.__enter__()
     for step, (x, y) in enumerate(loader):
         if a.slow_file and not data.slow and step % 10 == 0 and os.path.exists(a.slow_file):
             data.slow = True
@@ -71,6 +76,8 @@ def main():
         opt.step()
         if step + 1 >= a.steps:
             break
+    if session is not None:
+        session.__exit__(None, None, None)
     if a.dist:
         dist.destroy_process_group()
 

@@ -21,7 +21,8 @@ struct WatchOptions {
   double hang_factor = 20;           // no step for this many median steps is a hang ...
   double hang_min_seconds = 60;      // ... and at least this long
   int metrics_port = 0;              // > 0: each rank serves its metrics on port + rank
-  bool regression = true;            // captures on a step-time regression
+  bool regression = true;            // captures on a step-time regression ...
+  double regression_min_pct = 20;    // ... of at least this much (the median step, recent vs before)
 };
 
 // The job's process, its folder made: the hook's folder first on PYTHONPATH and its settings in the
