@@ -166,6 +166,10 @@ void AddFilesUnder(const fs::path& root, const std::string& label, std::vector<T
   std::vector<fs::path> files, dirs;
   for (auto it = fs::recursive_directory_iterator(root, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (ec) break;
+    if (it->is_directory() && it->path().filename() == "grafana") {  // examples/grafana: a dashboard, not a trace
+      it.disable_recursion_pending();
+      continue;
+    }
     if (it->is_regular_file() && IsTraceFile(it->path())) files.push_back(it->path());
     if (it->is_directory()) dirs.push_back(it->path());
   }
