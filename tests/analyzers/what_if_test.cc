@@ -647,17 +647,9 @@ TEST(WhatIf, LoaderWorkersTakeTheAskedNumberOfWorkers) {
     ev += Cpu("cpu_op", "aten::stack", t0 + 17000, 800);
     ev += Cpu("cpu_op", "aten::linear", t0 + 17950, 2000);
   }
-  ev.pop_back();
-  profiler::Trace trace;
-  ASSERT_TRUE(profiler::ReadTraceBuffer(R"({"trainrx":{"cpu_count":16,"intra_op_threads":1},"traceEvents":[)" + ev + "]}",
-                                        "loading.json", 0, trace)
-                  .ok());
-  trace.Finalize();
-  const Report r = Analyze(trace);
-  const LinkIndex links(trace);
-  const RankGraph g(trace, *links.Rank(0), Windows(r, 0));
-  const Prediction two = PredictWhatIf(g, {"loader_workers"}, MeanWall(r, 0)).prediction;
-  const Prediction four = PredictWhatIf(g, {"loader_workers:workers=4"}, MeanWall(r, 0)).prediction;
+  const Replayable h(ev, R"("trainrx":{"cpu_count":16,"intra_op_threads":1},)");
+  const Prediction two = h.Predict({"loader_workers"}).prediction;
+  const Prediction four = h.Predict({"loader_workers:workers=4"}).prediction;
   EXPECT_NEAR(two.saving_pct, 100.0 * (1 - 9.0 / 20), 3.0) << two.assumptions;
   EXPECT_NE(two.assumptions.find("moves to 2 workers"), std::string::npos) << two.assumptions;
   EXPECT_NE(four.assumptions.find("moves to 4 workers"), std::string::npos) << four.assumptions;
