@@ -21,7 +21,7 @@ An instruction is not a cycle: a cache miss or a locked store counts once, a sys
 side not at all (valgrind runs without the vDSO, so every clock read is a system call here).
 
 Usage: bench/step_instructions.py [--shapes model,transformer,ops] [--warmup 5] [--count 3] [--with-modules]
-                                  [--threads 1] [--modes plain,record,torch.profiler[,floor,hooks]]
+                                  [--threads 1] [--modes plain,record,torch.profiler[,floor,hooks,watch]]
 Modes floor and hooks split record's cost: `floor` is record with a callback that records nothing
 and our Python hooks off (TRAINRX_PROBE_FLOOR=1 TRAINRX_MARKS=0: LibTorch's machinery, which any
 observer of every op pays), `hooks` the same with our Python hooks on (the call-site wrappers); with
@@ -60,6 +60,9 @@ def run(a, shape, mode, work):
             env["TRAINRX_MODULES"] = "0"
     elif mode == "torch.profiler":
         cmd += ["--torch-profiler", os.path.join(work, "tp.json")]
+    elif mode == "watch":  # issue 80: `trainrx watch`'s light mode (its once-a-second work falls in every
+        # step under valgrind's slowdown: an upper bound of what a step pays at full speed)
+        cmd = [a.trainrx, "watch", "-o", os.path.join(work, "watch"), "--"] + cmd
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # Per thread (callgrind's files OUT-01, OUT-02, ...: 01 is the main thread, which runs the steps;
     # the others are the collector's journal flusher, on another core in a real run, and whatever
@@ -135,6 +138,14 @@ def main():
         cells.append(f"{added['record'] / added['torch.profiler']:.2f}"
                      if len(added) == 2 and added["torch.profiler"] > 0 else "-")
         print("| " + " | ".join(cells) + " |")
+
+
+    for shape in a.shapes.split(","):
+        base, watch = per_step.get((shape, "plain")), per_step.get((shape, "watch"))
+        if base and watch:
+            print(f"- {shape}: watch's light mode added {(watch[0] - base[0]) / 1e6:+.3f} M instructions a step "
+                  f"({100 * (watch[0] - base[0]) / base[0]:+.3f} %) on the main thread, {(watch[1] - base[1]) / 1e6:+.2f} M "
+                  "on others")
 
 
 if __name__ == "__main__":

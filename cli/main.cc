@@ -246,7 +246,10 @@ int RunWatch(const Args& a) {
   }
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
-  std::cerr << fmt::format("trainrx watch: the job ended (exit code {}); {}\n", code, dir);
+  std::error_code ec;
+  const bool watched = fs::exists(fs::path(dir) / "metrics", ec) && !fs::is_empty(fs::path(dir) / "metrics", ec);
+  std::cerr << fmt::format("trainrx watch: the job ended (exit code {}); {}{}\n", code, dir,
+                           watched ? "" : ": nothing was watched (no process imported torch, or the hook could not load: see above)");
   return code;
 }
 

@@ -107,7 +107,7 @@ class _Watch:
         self.next_arm = 0.0
         self.hang_file = None
         self.text = ""
-        self.last_finding = ""
+        self.world = int(os.environ.get("WORLD_SIZE", "1") or 1)
         os.makedirs(os.path.join(directory, "metrics"), exist_ok=True)
         self.metrics_path = os.path.join(directory, "metrics", f"rank{self.rank}.prom")
 
@@ -192,7 +192,10 @@ class _Watch:
     def _request(self, reason, detail):
         """Asks every rank (the shared folder) for a capture from a few steps on."""
         seq = f"{self.rank}-{self.steps}-{time.time():.3f}"
-        req = {"seq": seq, "reason": reason, "detail": detail, "at_step": self.steps + 3, "steps": self.capture_steps}
+        # Alone: from 3 steps on. With other ranks: from a step they all reach after seeing the request
+        # (each looks about once a second): two seconds of steps on, so that every rank records the same.
+        ahead = 3 if self.world <= 1 else max(5, min(2000, int(2.0 / max(self.typical, 1e-6))))
+        req = {"seq": seq, "reason": reason, "detail": detail, "at_step": self.steps + ahead, "steps": self.capture_steps}
         path = os.path.join(self.dir, "capture-request.json")
         try:
             with open(path + f".tmp{self.rank}", "w") as f:
@@ -283,6 +286,7 @@ class _Watch:
             info["skipped"] = f"the capture could not be written: {e}"
         self._finish_info(folder, info)
         self.last = time.perf_counter()  # writing the capture is not the next step's time
+        self._arm_hang(self.last)  # nor a hang
 
     def _finish_info(self, folder, info):
         try:

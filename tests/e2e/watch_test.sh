@@ -59,6 +59,12 @@ for line in text.splitlines():  # every sample has a TYPE line before it (the te
         base = name.rsplit("_", 1)[0] if name.endswith(("_bucket", "_sum", "_count")) else name
         assert f"# TYPE {base} " in text or f"# TYPE {name} " in text, line
 PY
+"$TRAINRX" watch -o "$W/none" -- "$PY" -c 'print("no torch")' > "$W/none.out" 2> "$W/none.err"; rc=$?
+[ $rc -eq 0 ] && grep -q "no torch" "$W/none.out" && grep -q "nothing was watched" "$W/none.err" &&
+  ok "a program that never imports torch runs as it is, and watch says nothing was watched" || bad "no-torch program: rc $rc, $(cat "$W/none.err")"
+"$TRAINRX" capture "$W/nowhere" 2> "$W/nowhere.err"; rc=$?
+[ $rc -eq 2 ] && grep -q "no watched job there" "$W/nowhere.err" && ok "capture of a folder no job is watched in: an error" ||
+  bad "capture nowhere: rc $rc, $(cat "$W/nowhere.err")"
 ls -d "$W"/quiet/capture-* >/dev/null 2>&1 && bad "a clean 300-step job took a capture: $(cat "$W"/quiet/capture-*/reason-rank0.json)" \
   || ok "a clean job takes no capture"
 
