@@ -15,6 +15,9 @@ Triggers:
     rank test (Mann-Whitney) at p < 0.001, at two looks in a row;
     then no second one for 200 steps (the new pace becomes the reference); the rank that saw it asks
     every rank (the request);
+  - memory rising over steps (once a second: resident memory, or CUDA's allocated bytes once CUDA
+    is up, higher than the second before in 80 % of the last 20 seconds, and up 64 MB and 10 %):
+    a capture that records allocations (profile_memory), whose analysis names what grows;
   - none while another torch.profiler session is running (ours would disturb it): said in the
     capture's reason.
 A hang: no step for K times the median step (at least a floor of seconds): faulthandler writes every
@@ -108,6 +111,10 @@ class _Watch:
         self.hang_file = None
         self.text = ""
         self.world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        self.rss = 0
+        self.memory = []  # once a second: resident memory, or CUDA's allocated bytes
+        self.memory_window = max(3, int(os.environ.get("TRAINRX_WATCH_MEMORY_SECONDS", "20")))
+        self.memory_quiet_until = 0
         os.makedirs(os.path.join(directory, "metrics"), exist_ok=True)
         self.metrics_path = os.path.join(directory, "metrics", f"rank{self.rank}.prom")
 
@@ -146,6 +153,7 @@ class _Watch:
         if now >= self.next_write:
             self.next_write = now + 1.0
             self.write_metrics()
+            self._judge_memory()
 
     def _judge(self, dt):
         # Windows in time as well as in steps: the recent one at least 20 steps and an eighth of a
@@ -188,6 +196,32 @@ class _Watch:
         self.cooldown_until = self.steps + self.COOLDOWN
         self.reference = list(self.recent)  # the new pace is the reference from now on
         self._request("regression", detail)
+
+    def _judge_memory(self):
+        """A rise over steps (the leak rule, once a second): the process's resident memory (or CUDA's
+        allocated bytes, once CUDA is up) higher than the sample before in 80 % or more of the last
+        window's seconds and up by at least 64 MB and 10 % over it: a capture that records
+        allocations (torch.profiler's profile_memory), whose analysis names what grows."""
+        cuda = self._cuda_memory()
+        value = cuda[0] if cuda is not None else self.rss
+        self.memory.append(value)
+        if len(self.memory) > self.memory_window:
+            del self.memory[0]
+        if (len(self.memory) < self.memory_window or self.steps < self.memory_quiet_until or self.capture is not None
+                or self.pending is not None):
+            return
+        m = self.memory
+        rises = sum(1 for a, b in zip(m, m[1:]) if b > a)
+        grew = m[-1] - m[0]
+        if rises < 0.8 * (len(m) - 1) or grew < max(64 << 20, 0.1 * m[0]):
+            return
+        what = "CUDA allocated" if cuda is not None else "resident memory"
+        detail = (f"{what} rose in {rises} of the last {len(m) - 1} seconds, {m[0] / 2**20:.0f} -> {m[-1] / 2**20:.0f} MB "
+                  f"(+{grew / 2**20:.0f} MB, {grew / 2**20 / (len(m) - 1):.1f} MB a second); seen at step {self.steps} "
+                  f"on rank {self.rank}")
+        self.memory_quiet_until = self.steps + 10 * self.COOLDOWN
+        self.memory = []
+        self._request("memory", detail)
 
     def _request(self, reason, detail):
         """Asks every rank (the shared folder) for a capture from a few steps on."""
@@ -261,7 +295,7 @@ class _Watch:
             acts = [prof.ProfilerActivity.CPU]
             if self.torch.cuda.is_available() and self.torch.cuda.is_initialized():
                 acts.append(prof.ProfilerActivity.CUDA)
-            p = prof.profile(activities=acts, record_shapes=True)
+            p = prof.profile(activities=acts, record_shapes=True, profile_memory=reason == "memory")
             p.__enter__()
         except Exception as e:
             info["skipped"] = f"torch.profiler could not start: {e}"
@@ -333,7 +367,7 @@ class _Watch:
             ("trainrx_data_wait_seconds_total", "Time the loop waited in the DataLoader's __next__.", self.data_wait),
             ("trainrx_data_wait_share", "Data wait over step time, since the start.",
              self.data_wait / self.sum if self.sum > 0 else 0.0),
-            ("trainrx_host_rss_bytes", "The process's resident memory at the last step.", self._rss()),
+            ("trainrx_host_rss_bytes", "The process's resident memory at the last step.", self._read_rss()),
             ("trainrx_last_step_timestamp_seconds", "Wall-clock time of the last step.", time.time()),
         ]
         cuda = self._cuda_memory()
@@ -343,7 +377,7 @@ class _Watch:
         for name, help_text, value in gauges:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name}{{{r}}} {value:.6g}"]
         lines += ["# HELP trainrx_captures_total Deep captures taken, by trigger.", "# TYPE trainrx_captures_total counter"]
-        for reason in ("on demand", "regression"):
+        for reason in ("on demand", "regression", "memory"):
             lines.append(f'trainrx_captures_total{{{r},trigger="{reason.replace(" ", "_")}"}} {self.captures.get(reason, 0)}')
         text = "\n".join(lines) + "\n"
         self.text = text
@@ -355,13 +389,13 @@ class _Watch:
         except OSError:
             pass
 
-    @staticmethod
-    def _rss():
+    def _read_rss(self):
         try:
             with open("/proc/self/statm") as f:
-                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                self.rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         except Exception:
-            return 0
+            self.rss = 0
+        return self.rss
 
     def _cuda_memory(self):
         try:

@@ -6,6 +6,7 @@
 #     steps wait little for data (the job loads inline, num_workers=0: input.workers is its finding);
 #   * a regression: a loader made slower by a file, mid-run: a capture triggered within 50 steps of
 #     the switch, whose report's first finding is the loader (input.dataloader_bound);
+#   * a leak switched on mid-run: a capture with allocations, memory.growth naming the op;
 #   * beside the script's own torch.profiler session: a capture skipped, saying why;
 #   * a real Prometheus server scrapes --metrics-port and returns the series through its API;
 #   * two Gloo ranks (torchrun): one on-demand capture, the same steps on both, analyzed as a set;
@@ -104,6 +105,23 @@ assert data_share(2) > data_share(1) + 0.2
 assert two["reason"] == "regression" and 0 <= two["from_step"] - switched <= 50, (two, switched)
 assert ids(2) and ids(2)[0] in ("input.dataloader_bound", "input.workers"), ids(2)
 assert os.path.exists(f"{job}/capture-2/report.html") and os.path.exists(f"{job}/capture-2/report.txt")
+PY
+
+# A leak switched on mid-run (a file): memory rising every second (a 4 s window here, 20 s by default)
+# takes a capture that records allocations; its analysis names the op that allocates what is kept.
+TRAINRX_WATCH_MEMORY_SECONDS=4 "$TRAINRX" watch -o "$W/leak" --no-regression -- "$PY" "$JOB" --steps 20000 \
+  --leak-file "$W/leak.on" > /dev/null 2> "$W/leak.err" &
+watcher=$!
+wait_steps "$W/leak" 300 && touch "$W/leak.on"
+for _ in $(seq 1 120); do [ -f "$W/leak/capture-1/report.json" ] && break; sleep 0.25; done
+kill -TERM $watcher 2>/dev/null; wait $watcher 2>/dev/null
+"$PY" - "$W/leak/capture-1" <<'PY' && ok "a leak: captured with allocations, memory.growth names aten::ones" || bad "leak capture ($(grep -v USDT "$W/leak.err" | tail -3))"
+import json, sys
+d = sys.argv[1]
+info = json.load(open(f"{d}/reason-rank0.json"))
+growth = [f for f in json.load(open(f"{d}/report.json"))["findings"] if f["id"] == "memory.growth"]
+print(f"  {info['reason']}: {info['detail'][:90]}; {growth[0]['title'][:110] if growth else 'no memory.growth'}")
+assert info["reason"] == "memory" and growth and "aten::ones" in growth[0]["title"], (info, growth)
 PY
 
 # The script's own torch.profiler session: a capture asked then is skipped (ours would disturb it), said.

@@ -9,6 +9,7 @@ steps. Problems planted without a restart:
   --hang-at N        on rank --hang-rank, step N never ends (a sleep): the other ranks wait in their
                      all_reduce
   --own-profiler     the whole loop inside the script's own torch.profiler session (CPU activity)
+  --leak-file PATH   while PATH exists, every step keeps a tensor of --leak-kb KB (a leak)
 """
 import argparse
 import os
@@ -45,6 +46,8 @@ def main():
     p.add_argument("--hang-at", type=int, default=-1)
     p.add_argument("--hang-rank", type=int, default=1)
     p.add_argument("--own-profiler", action="store_true")
+    p.add_argument("--leak-file", default="")
+    p.add_argument("--leak-kb", type=int, default=128)
     a = p.parse_args()
     torch.set_num_threads(1)
     rank = 0
@@ -60,6 +63,7 @@ def main():
     session = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) if a.own_profiler else None
     if session is not None:
         session.__enter__()
+    kept, leaking = [], False
     for step, (x, y) in enumerate(loader):
         if a.slow_file and not data.slow and step % 10 == 0 and os.path.exists(a.slow_file):
             data.slow = True
@@ -68,6 +72,10 @@ def main():
         if step == a.hang_at and rank == a.hang_rank:
             while True:
                 time.sleep(1)
+        if a.leak_file and step % 10 == 0:
+            leaking = os.path.exists(a.leak_file)
+        if a.leak_file and leaking:
+            kept.append(torch.ones(a.leak_kb * 256))
         opt.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()
