@@ -311,7 +311,7 @@ int Dispatch(Args& a, const Commands& c) {
     reports::WriteWorkloads(std::cout);
     return kExitOk;
   }
-  if (*c.fix && !c.fix->count("--budget")) a.exp.plan.budget_s = 900;  // fix's default budget
+  if (*c.fix && !c.fix->count("--budget")) a.exp.plan.budget_s = experiments::kFixDefaultBudgetS;
   if (*c.fix || *c.sweep) return RunFixOrSweep(a, static_cast<bool>(*c.fix));
   if (*c.ab) return cli::RunAb(a.ab_a, a.ab_b, a.ab_cmd, a.exp);
   if (*c.gate) return RunGate(a, c);
@@ -476,8 +476,9 @@ void AddExperimentCommands(CLI::App& app, Args& a, Commands& c) {
                     "run the analysis and every trial under this much writable memory (RLIMIT_DATA: 1.5G, 800M): the "
                     "CPU stand-in for a device's capacity (batch.small's headroom)");
   c.fix->add_option("--budget", plan.budget_s,
-                    "seconds for all trials (default 900; 0: no limit): fewer trials (never below 4) when the plan "
-                    "would take longer, and the bound on extra rounds for inconclusive rows");
+                    fmt::format("seconds for all trials (default {:g}; 0: no limit): fewer trials (never below 4) when "
+                                "the plan would take longer, and the bound on extra rounds for inconclusive rows",
+                                experiments::kFixDefaultBudgetS));
   c.fix->add_flag("--skip-unlikely", plan.skip_unlikely,
                   "skip the rows whose predicted saving (the what-if replay's range, before its calibration margin, "
                   "docs/what-if.md) ends under 1 %, where the transform's measured record allows it: a note names them "

@@ -15,9 +15,13 @@
 
 namespace trainrx::experiments {
 
+// `trainrx fix`'s budget when none is asked (the one owner of the figure; a library caller's
+// PlanOptions has none unless it takes this).
+inline constexpr double kFixDefaultBudgetS = 900;
+
 struct PlanOptions {
   int trials = 5;       // per configuration (>= 4: fewer can never reach p < 0.05)
-  double budget_s = 0;  // fix: cap on the total time (fewer trials, never below 4); 0 = none
+  double budget_s = 0;  // fix: cap on the total time (fewer trials, never below 4); 0 = none (kFixDefaultBudgetS: fix's CLI default)
   uint64_t seed = 1;    // interleaving order, bootstrap
   // fix: a row measured across processes that is not significant gets more rounds until it can
   // rule out a speedup of this size (0.03: 3 %), within the budget.
