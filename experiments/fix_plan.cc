@@ -339,6 +339,33 @@ bool Precise(const stats::Comparison& c, double min_effect) {
   return c.detectable <= 1 + min_effect && c.speedup > 0 && std::abs(std::log(c.speedup)) < std::log(1 + min_effect);
 }
 
+// The stopping rule of a row at a look, one for both designs (in-process pairs, rounds of processes):
+// decided (significant at the look's level, where a look was made), the final look (`at_final`: the
+// maximum of rounds or the budget), precise, or futile: the conditional power (under the current
+// trend; `moments` gives the log-ratio effect and its standard error, asked only here) to reach
+// significance by the final look's critical value `z_final` below the plan's futility power
+// (non-binding: stopping without rejecting can only lower the type I error). `t`: the information
+// fraction now. True: the row stays open.
+template <typename Moments>
+bool StaysOpen(FixRow& row, bool made, bool final_look, FixRow::Stop at_final, double t, double z_final,
+               const PlanOptions& o, Moments moments) {
+  if (made && row.cmp.verdict != stats::Verdict::kNoDifference) {
+    row.stop = FixRow::Stop::kDecided;
+  } else if (final_look) {
+    row.stop = at_final;
+  } else if (Precise(row.cmp, o.min_effect)) {
+    row.stop = FixRow::Stop::kPrecise;
+  } else {
+    const auto [effect, se] = moments();
+    row.conditional_power = se > 0 ? stats::ConditionalPower(effect / se, t, z_final) : 1;
+    if (row.conditional_power >= o.futility_power) return true;
+    row.stop = FixRow::Stop::kFutile;
+    // At the maximum of rounds the standard error is se * sqrt(t).
+    row.detectable_at_max = std::exp((z_final + 0.8416) * se * std::sqrt(t));
+  }
+  return false;
+}
+
 // The smallest two-sided signed-rank p that n paired blocks can give (every block on one side):
 // as SmallestP, a look whose nominal level is below it is not made.
 double SmallestSignedRankP(size_t n) {
@@ -388,25 +415,16 @@ Status MeasurePairedRow(FixPlanRow& plan, size_t index, int max_processes, const
     row.cmp.median_b = stats::Median(alt.b_ms);
     row.level = 1 - look.nominal_alpha;
     row.stop_round = k;
-    if (made && row.cmp.verdict != stats::Verdict::kNoDifference) {
-      row.stop = FixRow::Stop::kDecided;
-    } else if (final_look) {
-      row.stop = FixRow::Stop::kMaxRounds;
-    } else if (Precise(row.cmp, m.o.min_effect)) {
-      row.stop = FixRow::Stop::kPrecise;
-    } else {
+    const stats::Look last = design.Preview(1.0);
+    const double z_final = std::isfinite(last.z) ? last.z : stats::NormalQuantile(1 - m.alpha / 2);
+    const bool open = StaysOpen(row, made, final_look, FixRow::Stop::kMaxRounds, t, z_final, m.o, [&] {
       double mean = 0, var = 0;
       for (double d : alt.log_ratios) mean += d / static_cast<double>(alt.log_ratios.size());
       for (double d : alt.log_ratios) var += (d - mean) * (d - mean);
       const double n = static_cast<double>(alt.log_ratios.size());
-      const double se = n > 1 ? std::sqrt(var / (n - 1) / n) : 0;
-      const stats::Look last = design.Preview(1.0);
-      const double z_final = std::isfinite(last.z) ? last.z : stats::NormalQuantile(1 - m.alpha / 2);
-      row.conditional_power = se > 0 ? stats::ConditionalPower(mean / se, t, z_final) : 1;
-      if (row.conditional_power >= m.o.futility_power) continue;
-      row.stop = FixRow::Stop::kFutile;
-      row.detectable_at_max = std::exp((z_final + 0.8416) * se * std::sqrt(t));
-    }
+      return std::pair{mean, n > 1 ? std::sqrt(var / (n - 1) / n) : 0.0};
+    });
+    if (open) continue;
     return Status::Ok();
   }
   return Status::Ok();
@@ -490,27 +508,14 @@ bool LookAtProcessRow(FixRow& row, const Arm& baseline, const RoundLook& at, con
   row.cmp = stats::Compare(baseline.trial_ms, row.fixed.trial_ms, co);
   row.level = 1 - at.look.nominal_alpha;
   row.stop_round = at.k;
-  if (at.made && row.cmp.verdict != stats::Verdict::kNoDifference) {
-    row.stop = FixRow::Stop::kDecided;
-  } else if (at.final_look) {
-    row.stop = at.budget_ends && at.k < at.n_max ? FixRow::Stop::kBudget : FixRow::Stop::kMaxRounds;
-  } else if (Precise(row.cmp, o.min_effect)) {
-    row.stop = FixRow::Stop::kPrecise;
-  } else {
+  const FixRow::Stop at_final = at.budget_ends && at.k < at.n_max ? FixRow::Stop::kBudget : FixRow::Stop::kMaxRounds;
+  return StaysOpen(row, at.made, at.final_look, at_final, static_cast<double>(at.k) / at.n_max, at.z_final, o, [&] {
     double ma = 0, va = 0, mb = 0, vb = 0;
     LogMoments(baseline.trial_ms, &ma, &va);
     LogMoments(row.fixed.trial_ms, &mb, &vb);
-    const double se = std::sqrt(va / static_cast<double>(baseline.trial_ms.size()) +
-                                vb / static_cast<double>(row.fixed.trial_ms.size()));
-    const double t_now = static_cast<double>(at.k) / at.n_max;
-    row.conditional_power = se > 0 ? stats::ConditionalPower((ma - mb) / se, t_now, at.z_final) : 1;
-    // Futility (non-binding: stopping without rejecting can only lower the type I error).
-    if (row.conditional_power >= o.futility_power) return true;
-    row.stop = FixRow::Stop::kFutile;
-    // At n_max trials per side the standard error is se * sqrt(k / n_max).
-    row.detectable_at_max = std::exp((at.z_final + 0.8416) * se * std::sqrt(t_now));
-  }
-  return false;
+    return std::pair{ma - mb, std::sqrt(va / static_cast<double>(baseline.trial_ms.size()) +
+                                        vb / static_cast<double>(row.fixed.trial_ms.size()))};
+  });
 }
 
 // Measures every plan: paired ones in-process (MeasurePairedRow: up to `trials` processes each,
