@@ -1,6 +1,8 @@
 // The analyzer registry, thresholds, and the Analyze() driver.
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <functional>
 #include <iterator>
@@ -149,8 +151,42 @@ const std::vector<AnalyzerInfo>& Registry() {
   return kRegistry;
 }
 
+namespace {
+
+int64_t ThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Runs `fn` as stage `name` into `slot` (nullptr: untimed).
+template <typename Fn>
+void Timed(StageTime* slot, const char* name, Fn&& fn) {
+  if (slot == nullptr) {
+    fn();
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t c0 = ThreadCpuNs();
+  fn();
+  slot->name = name;
+  slot->cpu_ns = ThreadCpuNs() - c0;
+  slot->wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
 Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_t threads, const std::vector<std::string>& what_if) {
+  return Analyze(trace, thresholds, threads, what_if, nullptr);
+}
+
+Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_t threads, const std::vector<std::string>& what_if,
+               std::vector<StageTime>* stages) {
   Report report;
+  // Per stage a slot of its own (stages run on several threads), in the order they start.
+  const auto& registry = Registry();
+  std::vector<StageTime> slots(stages != nullptr ? 12 + registry.size() : 0);
+  const auto slot = [&](size_t i) { return stages != nullptr ? &slots[i] : nullptr; };
   const auto top_n = static_cast<int64_t>(std::max(0.0, thresholds.Get("report.top_n")));
   const StepModel& steps = report.metrics.steps;
   std::optional<ScopeIndex> modules, annotations;
@@ -159,26 +195,32 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   // same report for any thread count. First the step model beside the scope indexes (they do not
   // need it), then the tables and the families together.
   profiler::RunTasks({[&] {
-                        report.metrics.steps = BuildStepModel(trace, threads);
-                        report.metrics.losses = FindRecordingLosses(trace);
-                        LeaveOutStepsPastLosses(report.metrics.steps, report.metrics.losses);
-                        report.metrics.unfinished = FindUnfinishedRanks(trace, report.metrics.steps);
-                        report.metrics.windows = FindRecordedWindows(trace);
+                        Timed(slot(0), "steps", [&] {
+                          report.metrics.steps = BuildStepModel(trace, threads);
+                          report.metrics.losses = FindRecordingLosses(trace);
+                          LeaveOutStepsPastLosses(report.metrics.steps, report.metrics.losses);
+                          report.metrics.unfinished = FindUnfinishedRanks(trace, report.metrics.steps);
+                          report.metrics.windows = FindRecordedWindows(trace);
+                        });
                       },
-                      [&] { modules.emplace(trace, ScopeIndex::What::kModules); },
-                      [&] { annotations.emplace(trace, ScopeIndex::What::kAnnotations); },
-                      [&] { links.emplace(trace); }},
+                      [&] { Timed(slot(1), "module index", [&] { modules.emplace(trace, ScopeIndex::What::kModules); }); },
+                      [&] { Timed(slot(2), "annotation index", [&] { annotations.emplace(trace, ScopeIndex::What::kAnnotations); }); },
+                      [&] { Timed(slot(3), "links", [&] { links.emplace(trace); }); }},
                      threads);
   const AnalysisContext ctx{trace, steps, thresholds, *modules, *annotations, report.metrics.unfinished, report.metrics.windows,
                               *links};
-  const auto& registry = Registry();
   std::vector<Report> parts(registry.size());
   std::vector<std::function<void()>> tasks;
-  tasks.push_back([&] { report.metrics.op_table = BuildOpTable(trace, steps, top_n); });
-  tasks.push_back([&] { report.metrics.kernel_table = BuildKernelTable(trace, steps, top_n); });
-  tasks.push_back([&] { report.metrics.module_table = BuildModuleTable(trace, steps, *modules, top_n); });
-  tasks.push_back([&] { report.metrics.critical_paths = BuildCriticalPaths(trace, *links, steps); });
-  for (size_t i = 0; i < registry.size(); ++i) tasks.push_back([&, i] { registry[i].fn(ctx, parts[i]); });
+  tasks.push_back([&] { Timed(slot(4), "op table", [&] { report.metrics.op_table = BuildOpTable(trace, steps, top_n); }); });
+  tasks.push_back([&] { Timed(slot(5), "kernel table", [&] { report.metrics.kernel_table = BuildKernelTable(trace, steps, top_n); }); });
+  tasks.push_back([&] {
+    Timed(slot(6), "module table", [&] { report.metrics.module_table = BuildModuleTable(trace, steps, *modules, top_n); });
+  });
+  tasks.push_back([&] {
+    Timed(slot(7), "critical path", [&] { report.metrics.critical_paths = BuildCriticalPaths(trace, *links, steps); });
+  });
+  for (size_t i = 0; i < registry.size(); ++i)
+    tasks.push_back([&, i] { Timed(slot(12 + i), registry[i].family, [&] { registry[i].fn(ctx, parts[i]); }); });
   profiler::RunTasks(tasks, threads);
   for (Report& part : parts) {
     std::move(part.findings.begin(), part.findings.end(), std::back_inserter(report.findings));
@@ -189,19 +231,28 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
     std::move(part.metrics.utilization.begin(), part.metrics.utilization.end(), std::back_inserter(report.metrics.utilization));
     std::move(part.metrics.cpu_load.begin(), part.metrics.cpu_load.end(), std::back_inserter(report.metrics.cpu_load));
   }
-  FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
-  FlagCompileForLaunches(ctx, report);  // reads gpu.launch_bound and the compile figures
-  FlagCompileForFusion(ctx, report);    // reads the critical paths, the compile figures and the above
-  DropSlowStepsBehindDevice(report);    // reads the critical paths' device pace
-  BoundSavingsByPath(report);           // every saving within what the critical path says its cause costs
-  // Several ranks: a claim found on each is shown once, naming them (as rank by rank), before the
-  // replay: only the rank shown is replayed (the 8-rank DLRM set: 73 replays of 8 ranks' graphs
-  // before, for predictions of which one rank's were kept).
-  if (trace.ranks.size() > 1) report.findings = FoldFindings(std::move(report.findings), trace.ranks.size());
+  Timed(slot(8), "post-passes", [&] {
+    FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
+    FlagCompileForLaunches(ctx, report);  // reads gpu.launch_bound and the compile figures
+    FlagCompileForFusion(ctx, report);    // reads the critical paths, the compile figures and the above
+    DropSlowStepsBehindDevice(report);    // reads the critical paths' device pace
+    BoundSavingsByPath(report);           // every saving within what the critical path says its cause costs
+    // Several ranks: a claim found on each is shown once, naming them (as rank by rank), before the
+    // replay: only the rank shown is replayed (the 8-rank DLRM set: 73 replays of 8 ranks' graphs
+    // before, for predictions of which one rank's were kept).
+    if (trace.ranks.size() > 1) report.findings = FoldFindings(std::move(report.findings), trace.ranks.size());
+  });
   if (const double n = thresholds.Get("what_if.steps"); n >= 1)
-    PredictSavings(trace, *links, steps, what_if, report, threads, static_cast<size_t>(n));  // each fix's transform replayed (dependency/what_if.cc)
-  AddUtilizationEvidence(report);       // MFU beside the causes of a low one
-  SortFindings(report.findings);
+    Timed(slot(9), "what-if", [&] {  // each fix's transform replayed (dependency/what_if.cc)
+      PredictSavings(trace, *links, steps, what_if, report, threads, static_cast<size_t>(n));
+    });
+  Timed(slot(10), "utilization evidence, sort", [&] {
+    AddUtilizationEvidence(report);  // MFU beside the causes of a low one
+    SortFindings(report.findings);
+  });
+  if (stages != nullptr)
+    for (StageTime& t : slots)
+      if (!t.name.empty()) stages->push_back(std::move(t));
   return report;
 }
 

@@ -96,6 +96,15 @@ CriticalPath CriticalPathOf(const profiler::Trace& trace, int32_t rank, int64_t 
 // WhatIfNames()); an unknown name is the caller's to refuse (ResolveWhatIf).
 Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds = Thresholds(), size_t threads = 0,
                const std::vector<std::string>& what_if = {});
+// Where an analysis's time went (bench/ingest_bench.cc's breakdown, issue 82): per stage, in the
+// order they start, its wall time and the CPU time of the thread that ran it (the tables and the
+// families run side by side: their wall times overlap; the CPU times add up to the work).
+struct StageTime {
+  std::string name;
+  int64_t wall_ns = 0, cpu_ns = 0;
+};
+Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_t threads,
+               const std::vector<std::string>& what_if, std::vector<StageTime>* stages);
 // Every name `--what-if` takes: the transforms (docs/what-if.md).
 std::vector<std::string> WhatIfNames();
 // A transform name or a finding id -> the transform name; an error names the known ones.
