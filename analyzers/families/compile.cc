@@ -558,7 +558,9 @@ void FlagCompileForFusion(const AnalysisContext& ctx, Report& report) {
     // ops, the ops it fuses, views, the autograd engine's work per node: a ViT-S on an H200 ran 49 ms
     // eager, 35 ms compiled, as many kernels launched; docs/what-if.md).
     const int64_t host_ns = static_cast<int64_t>(static_cast<double>(split.host_ns) * ModelShare(ctx.steps, p.rank));
-    const bool host_bound = 2 * split.host_ns >= split.path_ns;
+    // On a rank with device work only: on a CPU, inductor's gain is in code it generates for the ops
+    // themselves, which no trace holds (compile_fusion says "not predictable" there).
+    const bool host_bound = p.device && 2 * split.host_ns >= split.path_ns;
     const int64_t regenerated = kernels + (host_bound ? host_ns : 0);
     const double pct = 100.0 * static_cast<double>(regenerated) / static_cast<double>(split.path_ns);
     if (pct < min_pct) continue;

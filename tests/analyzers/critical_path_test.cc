@@ -238,6 +238,24 @@ TEST(CriticalPathTest, AHostBoundTrainingStepIsFlaggedForCompileByItsModelsHostW
   EXPECT_FALSE(steps(false).has_value());
 }
 
+// The same host-bound training step on a CPU-only rank (no kernels): no compile finding (the CPU
+// reference workloads' default runs were flagged by the rule above before it asked for a device).
+TEST(CriticalPathTest, AHostBoundCpuOnlyStepIsNotFlaggedForCompile) {
+  std::string ev;
+  for (int i = 0; i < 6; ++i) {
+    const double s = i * 2000.0;
+    ev += Cpu("user_annotation", fmt::format("ProfilerStep#{}", i), s, 2000);
+    ev += Cpu("user_annotation", "nn.Module: Net", s + 10, 900);
+    for (int k = 0; k < 20; ++k) ev += Cpu("cpu_op", "aten::add_", s + 20 + 44 * k, 30);
+    ev += Cpu("cpu_op", "autograd::engine::evaluate_function: MulBackward0", s + 960, 900);
+    for (int k = 0; k < 20; ++k) ev += Cpu("cpu_op", "aten::mul", s + 970 + 44 * k, 30);
+    ev += Cpu("cpu_op", "Optimizer.step#SGD.step", s + 1880, 100);
+  }
+  profiler::Trace trace;
+  const Report r = AnalyzeJson(ev, trace);
+  EXPECT_EQ(FindingOf(r, "compile.not_compiled"), nullptr);
+}
+
 // A device-to-host copy into pageable memory waits behind its stream's work; the host is blocked
 // in it. gpu.idle names the call, what it waited for and how long; the path runs through the copy
 // and the kernel before it.
