@@ -8,15 +8,18 @@
 #     the switch, whose report's first finding is the loader (input.dataloader_bound);
 #   * a leak switched on mid-run: a capture with allocations, memory.growth naming the op;
 #   * beside the script's own torch.profiler session: a capture skipped, saying why;
+# and with `ranks` (label long: two torchrun launches and a server, ~35 s):
 #   * a real Prometheus server scrapes --metrics-port and returns the series through its API;
 #   * two Gloo ranks (torchrun): one on-demand capture, the same steps on both, analyzed as a set;
 #   * a hang on one of two Gloo ranks: hang-report.txt names rank 0 waiting in
 #     all_reduce and rank 1, not arrived, at the script's line.
-# Usage: watch_test.sh TRAINRX PYTHON_DIR. $TRAINRX_PYTHON (default: the repository's .venv) must
+# Usage: watch_test.sh TRAINRX PYTHON_DIR [basic|ranks]: basic (the default run, one process a job)
+# or ranks (label long: the real Prometheus, two Gloo ranks' capture and hang). $TRAINRX_PYTHON (default: the repository's .venv) must
 # have torch >= 2.0 (the global optimizer step hook), else exit 77.
 set -uo pipefail
 TRAINRX=$1
 PYDIR=$2
+PART=${3:-basic}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${TRAINRX_PYTHON:-$REPO/.venv/bin/python}
 JOB=$PYDIR/watch_job.py
@@ -40,6 +43,7 @@ wait_steps() {  # DIR N [RANK]: until the job's metrics count N steps (60 s at m
   return 1
 }
 
+if [ "$PART" = basic ]; then
 # The job alone, and watched: the same output, the same exit code.
 "$PY" "$JOB" --steps 300 > "$W/plain.out" 2>&1; plain_rc=$?
 "$TRAINRX" watch -o "$W/quiet" -- "$PY" "$JOB" --steps 300 > "$W/quiet.out" 2> "$W/quiet.err"; rc=$?
@@ -134,6 +138,9 @@ grep -q "another torch.profiler session" "$W/own/capture-1/reason-rank0.json" 2>
   [ ! -f "$W/own/capture-1/trace-rank0.json" ] && ok "beside the script's own torch.profiler: the capture skipped, saying why" ||
   bad "own profiler: $(cat "$W/own/capture-1/reason-rank0.json" 2>&1; tail -3 "$W/own.err")"
 
+fi
+
+if [ "$PART" = ranks ]; then
 # A real Prometheus server (Debian's) scrapes the job's --metrics-port and its HTTP API returns the
 # series; skipped where prometheus is not installed (scripts/setup installs it).
 if command -v prometheus >/dev/null 2>&1; then
@@ -196,5 +203,6 @@ PY
     bad "hang report ($(cat "$W/hang/hang-report.txt" 2>/dev/null | head -5; tail -3 "$W/hang.err"))"
 else
   echo "skip: no Gloo in this torch: the hang part"
+fi
 fi
 exit $fail
