@@ -1,0 +1,115 @@
+// experiments/watch.h: what `trainrx watch` reads back from a job's folder, on folders written by
+// hand as the hook writes them: the ranks' hang stacks as one report (faulthandler's format, as
+// Python 3.11 writes it), the captures every rank is done with, and the capture request.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "trainrx/experiments/watch.h"
+
+namespace trainrx::experiments {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Folder {
+  fs::path dir;
+  Folder() {
+    dir = fs::temp_directory_path() / ("trainrx_watch_test_" + std::to_string(::getpid()) + "_" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir / "metrics");
+  }
+  ~Folder() { fs::remove_all(dir); }
+  void Write(const std::string& name, const std::string& text) const {
+    fs::create_directories((dir / name).parent_path());
+    std::ofstream(dir / name) << text;
+  }
+};
+
+const char* kHeader = "trainrx watch: rank {R}, no optimizer step for 3.0 s (the median step 5.00 ms x 20, at least 2 s; "
+                      "armed at step 50); every thread's Python stack:\n";
+
+std::string Header(int rank) {
+  std::string h = kHeader;
+  h.replace(h.find("{R}"), 3, std::to_string(rank));
+  return h;
+}
+
+TEST(WatchTest, TheHangReportNamesTheCollectiveAndTheRankThatDidNotArrive) {
+  Folder f;
+  f.Write("metrics/rank0.prom", "trainrx_step_seconds_count{rank=\"0\"} 200\n");
+  f.Write("metrics/rank1.prom", "trainrx_step_seconds_count{rank=\"1\"} 200\n");
+  f.Write("hang-rank0.txt",
+          Header(0) +
+              "Thread 0x00007f1 (most recent call first):\n"
+              "  File \"/usr/lib/python3.11/threading.py\", line 324 in wait\n"
+              "  File \"/usr/lib/python3.11/threading.py\", line 1002 in _bootstrap\n\n"
+              "Thread 0x00007f2 (most recent call first):\n"
+              "  File \"/v/site-packages/torch/distributed/distributed_c10d.py\", line 3252 in all_reduce\n"
+              "  File \"/v/site-packages/torch/distributed/c10d_logger.py\", line 81 in wrapper\n"
+              "  File \"/job/train.py\", line 70 in main\n"
+              "  File \"/job/train.py\", line 90 in <module>\n");
+  f.Write("hang-rank1.txt", Header(1) +
+                                "Thread 0x00007f3 (most recent call first):\n"
+                                "  File \"/job/train.py\", line 65 in main\n"
+                                "  File \"/job/train.py\", line 90 in <module>\n");
+  const std::string report = HangReport(f.dir.string());
+  EXPECT_NE(report.find("rank 0: waits in torch.distributed.all_reduce at train.py:70 in main (innermost: "
+                        "distributed_c10d.py:3252 in all_reduce)"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("rank 1: not in a collective: at train.py:65 in main"), std::string::npos) << report;
+  EXPECT_NE(report.find("rank 0 waiting in all_reduce; not arrived: \n    rank 1 (at train.py:65 in main)"), std::string::npos)
+      << report;
+  // Armed, not fired (the header alone): no hang. A rank with no stack while another waits is named.
+  f.Write("hang-rank1.txt", Header(1));
+  const std::string one = HangReport(f.dir.string());
+  EXPECT_NE(one.find("rank 1 (no hang stack: still stepping, or not watched)"), std::string::npos) << one;
+  f.Write("hang-rank0.txt", Header(0));
+  EXPECT_EQ(HangReport(f.dir.string()), "");
+}
+
+TEST(WatchTest, ACaptureIsFinishedWhenEveryRankIsDoneOrTheJobEnded) {
+  Folder f;
+  f.Write("metrics/rank0.prom", "");
+  f.Write("metrics/rank1.prom", "");
+  f.Write("capture-2/trace-rank0.json", "{}");
+  f.Write("capture-2/.done-rank0", "");
+  f.Write("capture-2/reason-rank0.json", R"({"reason": "regression", "detail": "1.5x", "rank": 0})");
+  EXPECT_TRUE(FinishedCaptures(f.dir.string(), false).empty()) << "rank 1 is still capturing";
+  const auto ended = FinishedCaptures(f.dir.string(), true);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].reason, "regression: 1.5x");
+  ASSERT_EQ(ended[0].traces.size(), 1u);
+  f.Write("capture-2/.done-rank1", "");
+  f.Write("capture-2/reason-rank1.json", R"({"reason": "regression", "detail": "1.5x", "rank": 1, "skipped": "busy"})");
+  f.Write("capture-1/.done-rank0", "");
+  f.Write("capture-1/.done-rank1", "");
+  f.Write("capture-1/report.json", "{}");  // analyzed already
+  const auto done = FinishedCaptures(f.dir.string(), false);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(fs::path(done[0].folder).filename(), "capture-2");
+  EXPECT_NE(done[0].reason.find("skipped on rank 1: busy"), std::string::npos) << done[0].reason;
+}
+
+TEST(WatchTest, ACaptureRequestNamesAStepEveryRankReaches) {
+  Folder f;
+  EXPECT_FALSE(RequestCapture((f.dir / "nowhere").string(), 5).ok());
+  EXPECT_FALSE(RequestCapture(f.dir.string(), 5).ok()) << "no rank's metrics: no watched job";
+  f.Write("metrics/rank0.prom", "trainrx_step_seconds_count{rank=\"0\"} 1000\ntrainrx_steps_per_second{rank=\"0\"} 200\n");
+  f.Write("metrics/rank1.prom", "trainrx_step_seconds_count{rank=\"1\"} 1010\ntrainrx_steps_per_second{rank=\"1\"} 190\n");
+  ASSERT_TRUE(RequestCapture(f.dir.string(), 7).ok());
+  std::ifstream in(f.dir / "capture-request.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The furthest rank's step, 1010, plus two seconds at the faster rank's pace (400 steps).
+  EXPECT_NE(text.find("\"at_step\": 1410"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"steps\": 7"), std::string::npos) << text;
+  EXPECT_FALSE(RequestCapture(f.dir.string(), 0).ok());
+}
+
+}  // namespace
+}  // namespace trainrx::experiments
