@@ -86,6 +86,9 @@ for k, host, pace in [("bad1", 10, 50), ("bad2", 10, 50), ("good1", 14, 40), ("g
     json.dump({"steps": 22, "from_step": 8, "ms_per_step": pace}, open(f"{d}/pace.{k}.pace.json", "w"))
     rep("halfpace", k, host, 1, asked(18, 10, 25) if k == "bad1" else None)
 json.dump({"steps": 22, "from_step": 8, "ms_per_step": 50}, open(f"{d}/halfpace.bad1.pace.json", "w"))
+# PREDICT_RUNS=3: three runs a side, all of them in the means and the cross-run range.
+for k, m in zip(("bad1", "good1", "good2", "bad2", "bad3", "good3"), (10, 6, 7, 12, 11, 5)):
+    rep("three", k, m, m - 1, asked(40, 30, 50) if k == "bad1" else None)
 PYEOF
 PV=$REPO/tests/gpu/predict_verdict.py
 "$PY" "$PV" "$W/pv" pace > "$W/pv.txt" 2>&1 && grep -q "measured 20.0 % .*the loop's pace.*inside" "$W/pv.txt" \
@@ -104,6 +107,8 @@ fi
   && ok "predict verdict: a point outside that the runs' spread reaches is not called a miss" || { bad "predict verdict spread"; cat "$W/pv.txt"; }
 "$PY" "$PV" "$W/pv" out > "$W/pv.txt" 2>&1 && grep -q "OUTSIDE" "$W/pv.txt" && grep -q "moved most.*aten::normal_ -23.50 ms" "$W/pv.txt" \
   && ok "predict verdict: outside, the op that moved named" || { bad "predict verdict outside"; cat "$W/pv.txt"; }
+"$PY" "$PV" "$W/pv" three > "$W/pv.txt" 2>&1 && grep -q "measured 45.5 % \[30.0, 58.3 across runs\].*runs 10.00 12.00 11.00 / 6.00 7.00 5.00).*inside" "$W/pv.txt" \
+  && ok "predict verdict: three runs a side (PREDICT_RUNS=3)" || { bad "predict verdict three"; cat "$W/pv.txt"; }
 "$PY" "$PV" "$W/pv" missing > "$W/pv.txt" 2>&1; grep -q "missing	no comparison: FileNotFoundError" "$W/pv.txt" \
   && ok "predict verdict: a missing report said" || { bad "predict verdict missing"; cat "$W/pv.txt"; }
 exit $fail

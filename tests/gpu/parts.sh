@@ -209,9 +209,11 @@ predict_pair() {
   py+=(${PREDICT_ARGS:-})  # e.g. "--batch 1024": every run of every pair
   mkdir -p "$d"
   : > "$d/$name.log"
-  for i in 1 2 3 4; do
-    case $i in 1|4) side=bad;; *) side=good;; esac
-    local n=$((i == 1 || i == 2 ? 1 : 2)) env=X=1 args=$good_args
+  # PREDICT_RUNS a side (2 by default), in blocks of bad, good, good, bad.
+  local runs=${PREDICT_RUNS:-2} nbad=0 ngood=0 n
+  for i in $(seq 1 $((2 * runs))); do
+    case $(((i - 1) % 4)) in 0|3) side=bad; n=$((++nbad));; *) side=good; n=$((++ngood));; esac
+    local env=X=1 args=$good_args
     [ $side = bad ] && env=$bad_env args=$bad_args
     # shellcheck disable=SC2086
     env $env timeout 180 "$BUILD/trainrx" record -o "$d/$name.$side$n.json" -- "${py[@]}" $args --pace "$d/$name.$side$n.pace.json" >>"$d/$name.log" 2>&1

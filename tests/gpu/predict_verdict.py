@@ -3,7 +3,7 @@
 
     predict_verdict.py DIR NAME
 
-DIR holds NAME.{bad1,good1,good2,bad2}.report.json (`trainrx analyze --format json`), the first
+DIR holds NAME.{bad1,good1,good2,bad2,...}.report.json (PREDICT_RUNS a side, two by default) (`trainrx analyze --format json`), the first
 analyzed with `--what-if <transform>`, and where the runs wrote them NAME.{...}.pace.json
 (train_gpu.py --pace: the loop's wall time between two device syncs, a step): a run's step is its
 pace where every run has one (where the device runs behind the loop, the host's step ranges end
@@ -18,6 +18,7 @@ two apart); "OUTSIDE" (no cross-run saving reaches the interval). The operators 
 measured change lies: a change in work no fix touches (the script's own data generation) is the
 runs' difference, not the fix's.
 """
+import glob
 import json
 import os
 import sys
@@ -29,8 +30,18 @@ def ops_per_step(rep):
     return {r["name"]: r["self_ns"] / 1e6 / steps for r in t.get("rows", [])}
 
 
+def sides(d, name):
+    """The runs' keys of each side, bad1 bad2 ... and good1 good2 ... (PREDICT_RUNS a side)."""
+    keys = lambda side: sorted((os.path.basename(p)[len(name) + 1:-len(".report.json")]
+                                for p in glob.glob(f"{d}/{name}.{side}*.report.json")), key=lambda k: int(k[len(side):]))
+    return tuple(keys("bad")), tuple(keys("good"))
+
+
 def verdict(d, name):
-    rep = {k: json.load(open(f"{d}/{name}.{k}.report.json")) for k in ("bad1", "good1", "good2", "bad2")}
+    bad, good = sides(d, name)
+    if not bad or not good:
+        raise FileNotFoundError(f"no {name}.bad*/good* reports in {d}")
+    rep = {k: json.load(open(f"{d}/{name}.{k}.report.json")) for k in bad + good}
     asked = [w for w in rep["bad1"]["metrics"].get("what_if", []) if w["label"] == "asked"]
     asked = asked[0] if asked else None  # a pair with no transform ("-"): measured only
     mean = {k: r["steps"]["mean_ns"] / 1e6 for k, r in rep.items()}
@@ -39,8 +50,7 @@ def verdict(d, name):
     if all(os.path.exists(p) for p in paces.values()):
         mean = {k: json.load(open(p))["ms_per_step"] for k, p in paces.items()}
         basis = "the loop's pace (synchronized)"
-    bad, good = ("bad1", "bad2"), ("good1", "good2")
-    b, g = sum(mean[k] for k in bad) / 2, sum(mean[k] for k in good) / 2
+    b, g = sum(mean[k] for k in bad) / len(bad), sum(mean[k] for k in good) / len(good)
     measured = 100.0 * (1 - g / b)
     cross = [100.0 * (1 - mean[j] / mean[i]) for i in bad for j in good]
     lo, hi = min(cross), max(cross)
@@ -61,7 +71,7 @@ def verdict(d, name):
                  if asked else "no prediction")
     line = "\t".join([name, asked["transform"] if asked else "-", asked["method"] if asked else "-", predicted,
                       f"measured {measured:.1f} % [{lo:.1f}, {hi:.1f} across runs] ({basis}: {b:.2f} -> {g:.2f} ms; runs "
-                      f"{mean['bad1']:.2f} {mean['bad2']:.2f} / {mean['good1']:.2f} {mean['good2']:.2f})",
+                      f"{' '.join(f'{mean[k]:.2f}' for k in bad)} / {' '.join(f'{mean[k]:.2f}' for k in good)})",
                       word, "findings " + " ".join(sorted({f["id"] for f in rep["bad1"]["findings"]}))])
     moved_text = ", ".join(f"{n[:48]} {dv:+.2f} ms" for dv, n in moved)
     return (line, f"  moved most a step (without - with the problem): {moved_text}",
