@@ -180,47 +180,52 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   return Analyze(trace, thresholds, threads, what_if, nullptr);
 }
 
-Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_t threads, const std::vector<std::string>& what_if,
-               std::vector<StageTime>* stages) {
+Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_t threads,
+               const std::vector<std::string>& what_if, std::vector<StageTime>* stages) {
   Report report;
-  // Per stage a slot of its own (stages run on several threads), in the order they start.
+  // Per stage a slot of its own (stages run on several threads), in the order they start: the
+  // indexes and tables (8), the families, then the 3 stages after them (`late`).
   const auto& registry = Registry();
-  std::vector<StageTime> slots(stages != nullptr ? 12 + registry.size() : 0);
+  std::vector<StageTime> slots(stages != nullptr ? 8 + registry.size() + 3 : 0);
   const auto slot = [&](size_t i) { return stages != nullptr ? &slots[i] : nullptr; };
+  const auto late = [&](size_t k) { return slot(8 + registry.size() + k); };
   const auto top_n = static_cast<int64_t>(std::max(0.0, thresholds.Get("report.top_n")));
   const StepModel& steps = report.metrics.steps;
   std::optional<ScopeIndex> modules, annotations;
   std::optional<LinkIndex> links;
+  // A stage as a task: `fn` run and timed in its slot.
+  const auto stage = [&](size_t k, const char* name, auto fn) {
+    return std::function<void()>([at = slot(k), name, fn] { Timed(at, name, fn); });
+  };
   // Both cores (profiler::RunTasks), each task into its own slot, merged in registry order: the
   // same report for any thread count. First the step model beside the scope indexes (they do not
   // need it), then the tables and the families together.
-  profiler::RunTasks({[&] {
-                        Timed(slot(0), "steps", [&] {
-                          report.metrics.steps = BuildStepModel(trace, threads);
-                          report.metrics.losses = FindRecordingLosses(trace);
-                          LeaveOutStepsPastLosses(report.metrics.steps, report.metrics.losses);
-                          report.metrics.unfinished = FindUnfinishedRanks(trace, report.metrics.steps);
-                          report.metrics.windows = FindRecordedWindows(trace);
-                        });
-                      },
-                      [&] { Timed(slot(1), "module index", [&] { modules.emplace(trace, ScopeIndex::What::kModules); }); },
-                      [&] { Timed(slot(2), "annotation index", [&] { annotations.emplace(trace, ScopeIndex::What::kAnnotations); }); },
-                      [&] { Timed(slot(3), "links", [&] { links.emplace(trace); }); }},
+  profiler::RunTasks({stage(0, "steps",
+                            [&] {
+                              report.metrics.steps = BuildStepModel(trace, threads);
+                              report.metrics.losses = FindRecordingLosses(trace);
+                              LeaveOutStepsPastLosses(report.metrics.steps, report.metrics.losses);
+                              report.metrics.unfinished = FindUnfinishedRanks(trace, report.metrics.steps);
+                              report.metrics.windows = FindRecordedWindows(trace);
+                            }),
+                      stage(1, "module index", [&] { modules.emplace(trace, ScopeIndex::What::kModules); }),
+                      stage(2, "annotation index", [&] { annotations.emplace(trace, ScopeIndex::What::kAnnotations); }),
+                      stage(3, "links", [&] { links.emplace(trace); })},
                      threads);
   const AnalysisContext ctx{trace, steps, thresholds, *modules, *annotations, report.metrics.unfinished, report.metrics.windows,
                               *links};
   std::vector<Report> parts(registry.size());
   std::vector<std::function<void()>> tasks;
-  tasks.push_back([&] { Timed(slot(4), "op table", [&] { report.metrics.op_table = BuildOpTable(trace, steps, top_n); }); });
-  tasks.push_back([&] { Timed(slot(5), "kernel table", [&] { report.metrics.kernel_table = BuildKernelTable(trace, steps, top_n); }); });
-  tasks.push_back([&] {
-    Timed(slot(6), "module table", [&] { report.metrics.module_table = BuildModuleTable(trace, steps, *modules, top_n); });
-  });
-  tasks.push_back([&] {
-    Timed(slot(7), "critical path", [&] { report.metrics.critical_paths = BuildCriticalPaths(trace, *links, steps); });
-  });
+  tasks.push_back(stage(4, "op table", [&] { report.metrics.op_table = BuildOpTable(trace, steps, top_n); }));
+  tasks.push_back(stage(5, "kernel table", [&] { report.metrics.kernel_table = BuildKernelTable(trace, steps, top_n); }));
+  tasks.push_back(stage(6, "module table", [&] {
+    report.metrics.module_table = BuildModuleTable(trace, steps, *modules, top_n);
+  }));
+  tasks.push_back(stage(7, "critical path", [&] {
+    report.metrics.critical_paths = BuildCriticalPaths(trace, *links, steps);
+  }));
   for (size_t i = 0; i < registry.size(); ++i)
-    tasks.push_back([&, i] { Timed(slot(12 + i), registry[i].family, [&] { registry[i].fn(ctx, parts[i]); }); });
+    tasks.push_back(stage(8 + i, registry[i].family, [&, i] { registry[i].fn(ctx, parts[i]); }));
   profiler::RunTasks(tasks, threads);
   for (Report& part : parts) {
     std::move(part.findings.begin(), part.findings.end(), std::back_inserter(report.findings));
@@ -231,7 +236,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
     std::move(part.metrics.utilization.begin(), part.metrics.utilization.end(), std::back_inserter(report.metrics.utilization));
     std::move(part.metrics.cpu_load.begin(), part.metrics.cpu_load.end(), std::back_inserter(report.metrics.cpu_load));
   }
-  Timed(slot(8), "post-passes", [&] {
+  Timed(late(0), "post-passes", [&] {
     FlagBatchSmall(ctx, report);  // reads the families' findings (gpu.idle, gpu.launch_bound) and memory figures
     FlagCompileForLaunches(ctx, report);  // reads gpu.launch_bound and the compile figures
     FlagCompileForFusion(ctx, report);    // reads the critical paths, the compile figures and the above
@@ -243,10 +248,10 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
     if (trace.ranks.size() > 1) report.findings = FoldFindings(std::move(report.findings), trace.ranks.size());
   });
   if (const double n = thresholds.Get("what_if.steps"); n >= 1)
-    Timed(slot(9), "what-if", [&] {  // each fix's transform replayed (dependency/what_if.cc)
+    Timed(late(1), "what-if", [&] {  // each fix's transform replayed (dependency/what_if.cc)
       PredictSavings(trace, *links, steps, what_if, report, threads, static_cast<size_t>(n));
     });
-  Timed(slot(10), "utilization evidence, sort", [&] {
+  Timed(late(2), "utilization evidence, sort", [&] {
     AddUtilizationEvidence(report);  // MFU beside the causes of a low one
     SortFindings(report.findings);
   });

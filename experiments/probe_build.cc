@@ -27,13 +27,6 @@ bool SameFile(const std::string& a, const std::string& b) {
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Runs argv with its output in `log_path`: ok, else what failed and the log's tail.
 Status Run(const std::vector<std::string>& argv, const fs::path& log_path, const std::string& what) {
   ProcessSpec p;
@@ -75,7 +68,7 @@ StatusOr<std::string> BuildProbe(const ProbeBuildRequest& r, std::ostream& log) 
                      query_log, fmt::format("import torch with {}", r.python));
       !st.ok())
     return st;
-  std::istringstream answer(ReadFile(query_log));
+  std::istringstream answer(FileText(query_log));
   fs::remove(query_log, ec);
   std::string version, prefix, line;
   // The last two lines: the program's own start-up output (a sitecustomize) may come first.
@@ -105,7 +98,7 @@ StatusOr<std::string> BuildProbe(const ProbeBuildRequest& r, std::ostream& log) 
   if (Status st = Run(configure, configure_log, "configuring the probe (cmake)"); !st.ok()) return st;
   const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   // The CUPTI backend too where the configure found a CUDA toolkit with CUPTI (a CUDA build of torch).
-  const bool cuda = ReadFile(configure_log).find(" cuda=ON ") != std::string::npos;
+  const bool cuda = FileText(configure_log).find(" cuda=ON ") != std::string::npos;
   std::vector<std::string> targets = {"trainrx_probe"};
   if (cuda) targets.push_back("trainrx_cupti");
   std::vector<std::string> build_cmd = {"cmake", "--build", build.string(), "--parallel", std::to_string(cpus), "--target"};
@@ -116,7 +109,7 @@ StatusOr<std::string> BuildProbe(const ProbeBuildRequest& r, std::ostream& log) 
   // 3. The probe must name the libtorch the program loaded, or the shim would never choose it.
   std::string built_lib;
   {
-    std::istringstream sidecar(ReadFile(build / "libtrainrx_probe.torch"));
+    std::istringstream sidecar(FileText(build / "libtrainrx_probe.torch"));
     while (std::getline(sidecar, line))
       if (line.rfind("lib=", 0) == 0) built_lib = line.substr(4);
   }

@@ -130,9 +130,13 @@ std::vector<std::string> SplitCommand(const std::string& command) {
   return out;
 }
 
-std::string LogTail(const std::string& path, size_t max_bytes) {
+std::string FileText(const std::string& path) {
   std::ifstream f(path);
-  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+std::string LogTail(const std::string& path, size_t max_bytes) {
+  const std::string all = FileText(path);
   return all.size() > max_bytes ? all.substr(all.size() - max_bytes) : all;
 }
 

@@ -18,11 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadAll(const fs::path& p) {
-  std::ifstream f(p);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
 // "rank3.prom" -> 3; "trace-rank12.json" -> 12 (after `prefix`); -1 otherwise.
 int RankOf(const std::string& name, std::string_view prefix) {
   if (name.rfind(prefix, 0) != 0) return -1;
@@ -156,7 +151,7 @@ std::vector<Capture> FinishedCaptures(const std::string& dir_text, bool job_ende
       if (RankOf(name, "reason-rank") >= 0) {
         simdjson::dom::parser parser;
         simdjson::dom::element info;
-        if (parser.parse(ReadAll(f.path())).get(info)) continue;
+        if (parser.parse(FileText(f.path())).get(info)) continue;
         std::string_view reason = "?", detail, skipped;
         if (info["reason"].get(reason)) reason = "?";
         if (info["detail"].get(detail)) detail = "";
@@ -191,7 +186,7 @@ std::string HangReport(const std::string& dir_text) {
     const std::string name = e.path().filename().string();
     const int rank = RankOf(name, "hang-rank");
     if (rank < 0) continue;
-    const std::string dump = ReadAll(e.path());
+    const std::string dump = FileText(e.path());
     const auto threads = Threads(dump);
     if (threads.empty()) continue;  // the header alone: armed, not fired
     // The main thread: the one whose outermost frame is the script's <module>; else the first.
@@ -252,7 +247,7 @@ Status RequestCapture(const std::string& dir_text, int steps) {
   // furthest rank's last step, plus two seconds of its steps (at least 5).
   double last = 0, rate = 0;
   for (int r : ranks) {
-    const std::string text = ReadAll(dir / "metrics" / fmt::format("rank{}.prom", r));
+    const std::string text = FileText(dir / "metrics" / fmt::format("rank{}.prom", r));
     last = std::max(last, Sample(text, "trainrx_step_seconds_count"));
     rate = std::max(rate, Sample(text, "trainrx_steps_per_second"));
   }

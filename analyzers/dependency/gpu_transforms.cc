@@ -31,6 +31,22 @@ const Event* WorkOf(const RankGraph& g, const RankGraph::Task& t) {
   return t.kind == Kind::kDevice && t.work >= 0 ? g.links().work[static_cast<size_t>(t.work)].e : nullptr;
 }
 
+// Per host op (a launch call among them): the first host slice whose innermost op it is, where
+// work added to the op's host time goes.
+std::unordered_map<const Event*, size_t> FirstSlices(const RankGraph& g) {
+  std::unordered_map<const Event*, size_t> out;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const auto& t = g.tasks()[i];
+    if (t.kind != Kind::kDevice && t.frame >= 0) out.emplace(g.frames()[static_cast<size_t>(t.frame)].op, i);
+  }
+  return out;
+}
+
+// Per frame: under the optimizer's step or zero_grad (what torch.compile(model) leaves eager).
+std::vector<uint8_t> OptimizerFrames(const RankGraph& g) {
+  return g.FramesUnder([](std::string_view n) { return n.starts_with("Optimizer.step#") || n.starts_with("Optimizer.zero_grad#"); });
+}
+
 // The rank's median duration of a kernel launch call (what an asynchronous copy's call costs once
 // it no longer stages the data); 5 us when the trace has none.
 int64_t MedianLaunchCallNs(const RankGraph& g) {
@@ -140,15 +156,15 @@ std::unordered_map<profiler::StrId, LaunchCost> CostPerLaunch(const RankGraph& g
 // Per frame: the outermost aten:: op it lies in (-1: none); and per op frame whether every kernel it
 // launched is one inductor regenerates (1), not (0: a GEMM, a convolution, attention, a copy), or it
 // launched none (-1).
-struct FusedOps {
+struct OpKernels {
   std::vector<int32_t> outermost;
-  std::vector<int8_t> fused_away;
+  std::vector<int8_t> regenerated_only;
 };
-FusedOps FusedAwayOps(const RankGraph& g, const std::vector<std::vector<size_t>>& runs) {
+OpKernels OpKernelsOf(const RankGraph& g, const std::vector<std::vector<size_t>>& runs) {
   const auto& tr = g.trace();
   // Each kernel's outermost aten:: op (what the module's Python code called: aten::batch_norm,
   // aten::relu_, not the module or autograd ranges around them, which also launch the GEMMs that stay).
-  FusedOps out;
+  OpKernels out;
   std::vector<int32_t>& outermost = out.outermost;
   outermost.assign(g.frames().size(), -1);
   for (size_t f = 0; f < g.frames().size(); ++f) {
@@ -156,15 +172,15 @@ FusedOps FusedAwayOps(const RankGraph& g, const std::vector<std::vector<size_t>>
     if (parent >= 0 && outermost[static_cast<size_t>(parent)] >= 0) outermost[f] = outermost[static_cast<size_t>(parent)];
     else if (tr.Name(*g.frames()[f].op).substr(0, 6) == "aten::") outermost[f] = static_cast<int32_t>(f);
   }
-  std::vector<int8_t>& fused_away = out.fused_away;
-  fused_away.assign(g.frames().size(), -1);
+  std::vector<int8_t>& regenerated_only = out.regenerated_only;
+  regenerated_only.assign(g.frames().size(), -1);
   std::vector<uint8_t> regenerated(g.tasks().size(), 0);
   for (const auto& r : runs)
     for (size_t i : r) regenerated[i] = 1;
   for (size_t i = 0; i < g.tasks().size(); ++i) {
     const auto& t = g.tasks()[i];
     if (t.kind != Kind::kDevice || t.frame < 0 || outermost[static_cast<size_t>(t.frame)] < 0) continue;
-    int8_t& v = fused_away[static_cast<size_t>(outermost[static_cast<size_t>(t.frame)])];
+    int8_t& v = regenerated_only[static_cast<size_t>(outermost[static_cast<size_t>(t.frame)])];
     v = static_cast<int8_t>((v != 0) && regenerated[i]);
   }
   return out;
@@ -535,11 +551,7 @@ TransformPlan AmpBf16(const RankGraph& g) {
                casts[3] = {1, 2, 0};
   const int64_t launch_ns = MedianLaunchCallNs(g);
   // The host slice that launched each GEMM (its launch call's first slice on the launching thread).
-  std::unordered_map<const Event*, size_t> first_slice;
-  for (size_t i = 0; i < g.tasks().size(); ++i) {
-    const auto& t = g.tasks()[i];
-    if (t.kind != Kind::kDevice && t.frame >= 0) first_slice.emplace(g.frames()[static_cast<size_t>(t.frame)].op, i);
-  }
+  const std::unordered_map<const Event*, size_t> first_slice = FirstSlices(g);
   // A GEMM whose FLOPs are known and that ran at half its math's peak or more is compute-bound: it
   // runs at 75 % of the bf16 peak (50 %; 90 %), not faster than the peaks' ratio.
   const auto cost = CostPerLaunch(g);
@@ -578,11 +590,8 @@ TransformPlan AmpBf16(const RankGraph& g) {
 // What inductor regenerates: fusable kernels (elementwise, reductions, norms, indexing) and cuDNN's
 // batch norm (decomposed in training), launched outside the optimizer's step and zero_grad
 // (torch.compile(model) compiles the module; the optimizer's foreach kernels stay eager).
-std::vector<uint8_t> RegeneratedKernels(const RankGraph& g) {
+std::vector<uint8_t> RegeneratedKernels(const RankGraph& g, const std::vector<uint8_t>& in_optimizer) {
   const auto& links = g.links();
-  const std::vector<uint8_t> in_optimizer = g.FramesUnder([](std::string_view n) {
-    return n.starts_with("Optimizer.step#") || n.starts_with("Optimizer.zero_grad#");
-  });
   std::vector<uint8_t> out(g.tasks().size(), 0);
   for (size_t i = 0; i < g.tasks().size(); ++i) {
     const auto& t = g.tasks()[i];
@@ -636,7 +645,7 @@ std::vector<std::vector<size_t>> FusableRuns(const RankGraph& g, const std::vect
 // ops a step became 2 400). Counted here as one kernel a run plus one at each reduction or norm in
 // it, 3.3x the median eager fused op each (3.27x on both models: the count is under inductor's, the
 // multiple makes it up). The ops that launched a kept kernel (GEMMs, convolutions, attention,
-// copies) stay, called from the generated code.
+// copies) stay, called from the generated code, as does what `optimizer` (OptimizerFrames) marks.
 struct CompiledHost {
   std::vector<size_t> replaced;  // host tasks the compiled code replaces
   std::vector<size_t> launches;  // per generated kernel launched from a replaced op: its launch's first slice
@@ -645,25 +654,17 @@ struct CompiledHost {
   int64_t op_ns = 0;  // an eager fused op's host time: the median of the replaced ops that launched only regenerated kernels
   std::string op_source;
 };
-CompiledHost CompiledHostOf(const RankGraph& g, const std::vector<std::vector<size_t>>& runs) {
+CompiledHost CompiledHostOf(const RankGraph& g, const std::vector<std::vector<size_t>>& runs,
+                            const std::vector<uint8_t>& optimizer) {
   const auto& links = g.links();
-  const FusedOps ops = FusedAwayOps(g, runs);
-  const auto under = [&](auto pred) { return g.FramesUnder(pred); };
-  const std::vector<uint8_t> optimizer = under([](std::string_view n) {
-    return n.starts_with("Optimizer.step#") || n.starts_with("Optimizer.zero_grad#");
-  });
+  const OpKernels ops = OpKernelsOf(g, runs);
   const std::vector<uint8_t> accumulate =
-      under([](std::string_view n) { return n.find("AccumulateGrad") != std::string_view::npos; });
-  const std::vector<uint8_t> module = under([](std::string_view n) { return n.starts_with("nn.Module: "); });
+      g.FramesUnder([](std::string_view n) { return n.find("AccumulateGrad") != std::string_view::npos; });
+  const std::vector<uint8_t> module = g.FramesUnder([](std::string_view n) { return n.starts_with("nn.Module: "); });
   const std::vector<uint8_t> data = g.FramesInPhase(kData), backward = g.FramesInPhase(kBackward);
   const bool has_modules = std::find(module.begin(), module.end(), 1) != module.end();
   // The threads that launched regenerated kernels: the model's forward and backward run there.
   std::vector<uint32_t> threads;
-  std::unordered_map<const Event*, size_t> first_slice;  // a launch call's first host slice
-  for (size_t i = 0; i < g.tasks().size(); ++i) {
-    const auto& t = g.tasks()[i];
-    if (t.kind != Kind::kDevice && t.frame >= 0) first_slice.emplace(g.frames()[static_cast<size_t>(t.frame)].op, i);
-  }
   for (const auto& r : runs)
     for (size_t i : r)
       if (const HostCall* c = links.CallOf(links.work[static_cast<size_t>(g.tasks()[i].work)]);
@@ -683,18 +684,19 @@ CompiledHost CompiledHostOf(const RankGraph& g, const std::vector<std::vector<si
     // In the model: under its modules' ranges or in the backward; where no module range was recorded
     // (torch.profiler without with_modules), the ops that launched regenerated kernels only.
     const int32_t op = ops.outermost[f];
-    const int8_t fused = op >= 0 ? ops.fused_away[static_cast<size_t>(op)] : -1;
+    const int8_t fused = op >= 0 ? ops.regenerated_only[static_cast<size_t>(op)] : -1;
     if (fused == 0 || !(module[f] || backward[f] || (!has_modules && fused == 1))) continue;
     out.replaced.push_back(i);
     out.replaced_ns += t.dur;
     replaced_frame[f] = 1;
-    if (op >= 0 && ops.fused_away[static_cast<size_t>(op)] == 1 && !seen[static_cast<size_t>(op)]) {
+    if (fused == 1 && !seen[static_cast<size_t>(op)]) {
       seen[static_cast<size_t>(op)] = 1;
       fused_ops.push_back(g.frames()[static_cast<size_t>(op)].op->dur_ns);
     }
   }
   // The kernels the compiled code launches: one a run, and one more at each reduction or norm in it
   // (where inductor mostly ends a kernel), each launched where the eager kernel was.
+  const std::unordered_map<const Event*, size_t> first_slice = FirstSlices(g);
   for (const auto& r : runs)
     for (size_t n = 0; n < r.size(); ++n) {
       const Event* w = WorkOf(g, g.tasks()[r[n]]);
@@ -730,7 +732,8 @@ TransformPlan CompileFusion(const RankGraph& g) {
                         "not hold";
     return p;
   }
-  const std::vector<std::vector<size_t>> runs = FusableRuns(g, RegeneratedKernels(g));
+  const std::vector<uint8_t> optimizer = OptimizerFrames(g);
+  const std::vector<std::vector<size_t>> runs = FusableRuns(g, RegeneratedKernels(g, optimizer));
   std::vector<size_t> layout;  // cuDNN's layout conversions in the steps
   for (size_t i = 0; i < g.tasks().size(); ++i)
     if (const Event* w = WorkOf(g, g.tasks()[i]); w != nullptr && w->kind == EventKind::kKernel &&
@@ -767,7 +770,7 @@ TransformPlan CompileFusion(const RankGraph& g) {
                                 : "no run of two or more consecutive elementwise, reduction or norm kernels and no layout "
                                   "conversion in the steps, and the device's memory bandwidth is unknown (the trace "
                                   "names no device the table has): how far a lone kernel is from it cannot be told");
-  const CompiledHost host = CompiledHostOf(g, runs);
+  const CompiledHost host = CompiledHostOf(g, runs, optimizer);
   // Per level: what the fused kernel keeps of the run's time (half: each intermediate is written
   // and read once less; 80 %; 30 %); the share of the memory bandwidth a generated kernel reaches
   // (half; a quarter; 80 %); whether the layout conversions go (yes; no: the layout optimization
@@ -825,9 +828,10 @@ TransformPlan CompileFusion(const RankGraph& g) {
       "node) with its own calls: {:.0f} generated kernels a step (one a run of fused kernels, one more at each "
       "reduction or norm in it), each costing 3.3x an eager fused op's host time ({:.1f} us, {}; 4.6x, or 2.3x: "
       "Triton's launcher, the allocations and guards around it, and the kernels a run splits into beyond those; "
-      "fitted on one H200 with a ViT and a ResNet, 3.27x both); the ops that launch GEMMs, convolutions and attention keep their time, as do the optimizer, "
-      "AccumulateGrad, data loading and the loop's code outside the model; GEMMs and convolutions keep their device "
-      "time, and the first steps' compile time is not counted (compile.time)",
+      "fitted on one H200 with a ViT and a ResNet, 3.27x both); the ops that launch GEMMs, convolutions and "
+      "attention keep their time, as do the optimizer, AccumulateGrad, data loading and the loop's code outside "
+      "the model; GEMMs and convolutions keep their device time, and the first steps' compile time is not counted "
+      "(compile.time)",
       static_cast<double>(host.replaced_ns) / 1e6 / steps, static_cast<double>(host.generated) / steps,
       static_cast<double>(host.op_ns) / 1e3, host.op_source);
   return p;

@@ -561,7 +561,8 @@ void FlagCompileForFusion(const AnalysisContext& ctx, Report& report) {
     // On a rank with device work only: on a CPU, inductor's gain is in code it generates for the ops
     // themselves, which no trace holds (compile_fusion says "not predictable" there).
     const bool host_bound = p.device && 2 * split.host_ns >= split.path_ns;
-    const int64_t regenerated = kernels + (host_bound ? host_ns : 0);
+    const bool host_part = host_bound && host_ns > 0;  // the claim names the model's host work
+    const int64_t regenerated = kernels + (host_part ? host_ns : 0);
     const double pct = 100.0 * static_cast<double>(regenerated) / static_cast<double>(split.path_ns);
     if (pct < min_pct) continue;
     if (!generated) generated = ScanGeneratedCode(ctx.trace);
@@ -573,7 +574,7 @@ void FlagCompileForFusion(const AnalysisContext& ctx, Report& report) {
     f.threshold = min_pct;
     f.measured_unit = "% of the median step's critical path";
     f.confidence = Confidence::kMedium;
-    f.title = host_bound && host_ns > 0
+    f.title = host_part
                   ? fmt::format(
                         "{:.0f} % of the median step's critical path ({:.2f} of {:.2f} ms) is what torch.compile "
                         "replaces: the model's forward and backward on the host ({:.2f} ms: Python and the framework "
@@ -592,7 +593,7 @@ void FlagCompileForFusion(const AnalysisContext& ctx, Report& report) {
     f.evidence = {{"path_ns", split.path_ns}, {"fusable_path_ns", split.fusable_ns}, {"layout_conversion_path_ns", split.layout_ns}};
     if (host_bound) f.evidence.push_back({"model_host_path_ns", host_ns});
     SetSaving(f, StepBasis(ctx.steps, p.rank), 0.5 * static_cast<double>(regenerated), static_cast<double>(regenerated),
-              host_bound && host_ns > 0
+              host_part
                   ? "the median step's critical-path time in the model's host work and the kernels torch.compile "
                     "regenerates (the generated code keeps part of each)"
                   : "the median step's critical-path time in kernels torch.compile regenerates (a fused kernel keeps "

@@ -112,6 +112,7 @@ class _Watch:
         self.text = ""
         self.world = int(os.environ.get("WORLD_SIZE", "1") or 1)
         self.rss = 0
+        self.cuda = None  # (allocated, reserved) at the last metrics write, once CUDA is up
         self.memory = []  # once a second: resident memory, or CUDA's allocated bytes
         self.memory_window = max(3, int(os.environ.get("TRAINRX_WATCH_MEMORY_SECONDS", "20")))
         self.memory_quiet_until = 0
@@ -202,7 +203,7 @@ class _Watch:
         allocated bytes, once CUDA is up) higher than the sample before in 80 % or more of the last
         window's seconds and up by at least 64 MB and 10 % over it: a capture that records
         allocations (torch.profiler's profile_memory), whose analysis names what grows."""
-        cuda = self._cuda_memory()
+        cuda = self.cuda  # as write_metrics read it just before
         value = cuda[0] if cuda is not None else self.rss
         self.memory.append(value)
         if len(self.memory) > self.memory_window:
@@ -311,16 +312,23 @@ class _Watch:
             pass
         if self.steps < end:
             return
+        self._end_capture()
+        self.last = time.perf_counter()  # writing the capture is not the next step's time
+        self._arm_hang(self.last)  # nor a hang
+
+    def _end_capture(self, note=None):
+        """Stops the running capture and writes its trace and why (`note`: said beside the steps)."""
+        p, folder, _, info = self.capture
         self.capture = None
         try:
             p.__exit__(None, None, None)
             p.export_chrome_trace(os.path.join(folder, f"trace-rank{self.rank}.json"))
             info["to_step"] = self.steps
+            if note:
+                info["note"] = note
         except Exception as e:
             info["skipped"] = f"the capture could not be written: {e}"
         self._finish_info(folder, info)
-        self.last = time.perf_counter()  # writing the capture is not the next step's time
-        self._arm_hang(self.last)  # nor a hang
 
     def _finish_info(self, folder, info):
         try:
@@ -370,7 +378,7 @@ class _Watch:
             ("trainrx_host_rss_bytes", "The process's resident memory at the last step.", self._read_rss()),
             ("trainrx_last_step_timestamp_seconds", "Wall-clock time of the last step.", time.time()),
         ]
-        cuda = self._cuda_memory()
+        cuda = self.cuda = self._cuda_memory()
         if cuda is not None:
             gauges.append(("trainrx_cuda_allocated_bytes", "The CUDA caching allocator's allocated bytes.", cuda[0]))
             gauges.append(("trainrx_cuda_reserved_bytes", "The CUDA caching allocator's reserved bytes.", cuda[1]))
@@ -412,16 +420,7 @@ class _Watch:
         except Exception:
             pass
         if self.capture is not None:  # a job that ends inside a capture keeps what it recorded
-            p, folder, _, info = self.capture
-            self.capture = None
-            try:
-                p.__exit__(None, None, None)
-                p.export_chrome_trace(os.path.join(folder, f"trace-rank{self.rank}.json"))
-                info["to_step"] = self.steps
-                info["note"] = "the job ended before the capture's last step"
-            except Exception as e:
-                info["skipped"] = f"the capture could not be written: {e}"
-            self._finish_info(folder, info)
+            self._end_capture("the job ended before the capture's last step")
         self.write_metrics()
         if self.hang_file is not None:  # ended: no hang to report
             try:

@@ -62,6 +62,8 @@ struct OutOfMemory {
 };
 OutOfMemory FindOutOfMemory(const std::string& log_text);
 
+// A file's whole text ("" when it cannot be read).
+std::string FileText(const std::string& path);
 // The last `max_bytes` of a log file (error messages about a failed trial).
 std::string LogTail(const std::string& path, size_t max_bytes = 600);
 
