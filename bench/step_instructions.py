@@ -21,7 +21,7 @@ An instruction is not a cycle: a cache miss or a locked store counts once, a sys
 side not at all (valgrind runs without the vDSO, so every clock read is a system call here).
 
 Usage: bench/step_instructions.py [--shapes model,transformer,ops] [--warmup 5] [--count 3] [--with-modules]
-                                  [--threads 1] [--modes plain,record,torch.profiler[,floor,hooks,watch]]
+                                  [--threads 1] [--modes plain,record,torch.profiler[,floor,hooks,watch,watch-periodic]]
 Modes floor and hooks split record's cost: `floor` is record with a callback that records nothing
 and our Python hooks off (TRAINRX_PROBE_FLOOR=1 TRAINRX_MARKS=0: LibTorch's machinery, which any
 observer of every op pays), `hooks` the same with our Python hooks on (the call-site wrappers); with
@@ -30,7 +30,9 @@ About 4 minutes a run on a 2-core VM (valgrind running libtorch's vector code is
 """
 import argparse
 import glob
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,9 +62,11 @@ def run(a, shape, mode, work):
             env["TRAINRX_MODULES"] = "0"
     elif mode == "torch.profiler":
         cmd += ["--torch-profiler", os.path.join(work, "tp.json")]
-    elif mode == "watch":  # issue 80: `trainrx watch`'s light mode (its once-a-second work falls in every
-        # step under valgrind's slowdown: an upper bound of what a step pays at full speed)
+    elif mode in ("watch", "watch-periodic"):  # issue 80: `trainrx watch`'s light mode. Under callgrind a
+        # step runs ~50x slower and the once-a-second work would fall in every few steps: counted apart,
+        # `watch` without it, `watch-periodic` with it at every step (main() weighs it by the real pace).
         cmd = [a.trainrx, "watch", "-o", os.path.join(work, "watch"), "--"] + cmd
+        env["TRAINRX_WATCH_PERIOD_STEPS"] = "1" if mode == "watch-periodic" else str(10**9)
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # Per thread (callgrind's files OUT-01, OUT-02, ...: 01 is the main thread, which runs the steps;
     # the others are the collector's journal flusher, on another core in a real run, and whatever
@@ -82,6 +86,14 @@ def run(a, shape, mode, work):
         sys.exit(f"step_instructions: {shape} {mode}: no instruction counted on the main thread (did {a.toggle} "
                  "switch callgrind's instrumentation on?)")
     return main_thread / a.count, sum(threads.values()) / a.count
+
+
+def native_step_seconds(a, shape, work):
+    """The shape's median step at full speed (20 steps after 10), as the counted runs' threads."""
+    times = os.path.join(work, f"{shape}.times.json")
+    subprocess.run([a.python, os.path.join(REPO, "bench", "shapes_train.py"), "--shape", shape, "--threads", str(a.threads),
+                    "--steps", "30", "--step-times", times], check=True, stdout=subprocess.DEVNULL)
+    return statistics.median(json.load(open(times))[10:]) / 1e3  # the script writes ms
 
 
 def main():
@@ -142,10 +154,21 @@ def main():
 
     for shape in a.shapes.split(","):
         base, watch = per_step.get((shape, "plain")), per_step.get((shape, "watch"))
-        if base and watch:
-            print(f"- {shape}: watch's light mode added {(watch[0] - base[0]) / 1e6:+.3f} M instructions a step "
-                  f"({100 * (watch[0] - base[0]) / base[0]:+.3f} %) on the main thread, {(watch[1] - base[1]) / 1e6:+.2f} M "
-                  "on others")
+        periodic = per_step.get((shape, "watch-periodic"))
+        if not (base and watch):
+            continue
+        added = watch[0] - base[0]
+        line = (f"- {shape}: watch's light mode, its per-step work: {added / 1e6:+.3f} M instructions a step "
+                f"({100 * added / base[0]:+.3f} %) on the main thread, {(watch[1] - base[1]) / 1e6:+.2f} M on others")
+        if periodic:
+            # The once-a-second work (metrics file, request poll, hang timer) at the shape's real pace:
+            # its instructions once per second of steps, i.e. times the step's seconds.
+            step_s = native_step_seconds(a, shape, work)
+            once = periodic[0] - watch[0]
+            total = added + once * step_s
+            line += (f"; the once-a-second work {once / 1e6:.3f} M a pass, at {step_s * 1e3:.2f} ms a step (uninstrumented) "
+                     f"{once * step_s / 1e6:+.4f} M a step; in all {total / 1e6:+.3f} M ({100 * total / base[0]:+.3f} %)")
+        print(line)
 
 
 if __name__ == "__main__":

@@ -196,8 +196,13 @@ void ForwardToWatched(int sig) {
 void AnalyzeCapture(const experiments::Capture& c, const Args& a) {
   const fs::path folder(c.folder);
   std::cerr << fmt::format("trainrx watch: {} ({})\n", folder.filename().string(), c.reason);
+  if (!c.unfinished.empty())
+    std::cerr << fmt::format("trainrx watch: {}: not finished by {}: the job ended inside it (killed?) or its files could not "
+                             "be written (a full disk?){}\n",
+                             folder.filename().string(), c.unfinished,
+                             c.traces.empty() ? "; nothing to analyze" : "; the finished ranks' traces are analyzed");
   if (c.traces.empty()) {
-    std::ofstream(folder / "report.json") << "{\"skipped\": true}\n";
+    std::ofstream(folder / "report.json") << fmt::format("{{\"skipped\": true, \"unfinished\": \"{}\"}}\n", c.unfinished);
     return;
   }
   for (const char* format : {"text", "html", "json"}) {  // json last: its file marks the capture done
@@ -251,6 +256,22 @@ int RunWatch(const Args& a) {
   std::cerr << fmt::format("trainrx watch: the job ended (exit code {}); {}{}\n", code, dir,
                            watched ? "" : ": nothing was watched (no process imported torch, or the hook could not load: see above)");
   return code;
+}
+
+// `trainrx capture PID|DIR`: a PID (digits, not a folder here) names the job through its process.
+int RunCapture(const Args& a) {
+  std::string dir = a.capture_dir;
+  std::error_code ec;
+  if (!dir.empty() && std::all_of(dir.begin(), dir.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }) &&
+      !fs::is_directory(dir, ec)) {
+    const StatusOr<std::string> found = experiments::WatchedDirOfProcess(std::atoll(dir.c_str()));
+    if (!found.ok()) return Fail(found.status());
+    dir = *found;
+  }
+  if (Status st = experiments::RequestCapture(dir, a.capture_steps); !st.ok()) return Fail(st);
+  std::cerr << fmt::format("trainrx capture: asked the job in {} for {} steps; its watcher analyzes them into {}/capture-K/\n", dir,
+                           a.capture_steps, dir);
+  return kExitOk;
 }
 
 // `trainrx run`: 0, 2 or the first failing rank's code; then the analysis's.
@@ -318,12 +339,7 @@ int Dispatch(Args& a, const Commands& c) {
   if (*c.run) return RunWorkload(a);
   if (*c.record) return RunRecord(a, c.record->count("--format") > 0);
   if (*c.watch) return RunWatch(a);
-  if (*c.capture) {
-    if (Status st = experiments::RequestCapture(a.capture_dir, a.capture_steps); !st.ok()) return Fail(st);
-    std::cerr << fmt::format("trainrx capture: asked the job in {} for {} steps; its watcher analyzes them into {}/capture-K/\n",
-                             a.capture_dir, a.capture_steps, a.capture_dir);
-    return kExitOk;
-  }
+  if (*c.capture) return RunCapture(a);
   // CLI11 requires a subcommand (app.require_subcommand), and every one is dispatched above.
   return cli::FailInternal("no subcommand was dispatched");
 }
@@ -436,7 +452,8 @@ void AddRecordCommands(CLI::App& app, Args& a, Commands& c) {
                       "machine's own swings can pass 20 %: docs/watch.md)");
   c.watch->add_option("command", w.command, "the job to run, after --")->required();
   c.capture = app.add_subcommand("capture", "Ask a watched job for a deep capture of its next steps");
-  c.capture->add_option("dir", a.capture_dir, "the folder the job is watched in (watch -o DIR)")->required();
+  c.capture->add_option("job", a.capture_dir, "the folder the job is watched in (watch -o DIR), or a PID: a watched "
+                                              "process, or its watcher or launcher")->required();
   c.capture->add_option("--steps", a.capture_steps, "steps to capture (default 20)");
 
   c.workloads = app.add_subcommand("workloads", "List the reference workloads, their knobs (with the finding each fixes) and presets");

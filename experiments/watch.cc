@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -94,7 +95,59 @@ std::string Collective(const std::vector<Frame>& frames) {
 
 std::string Where(const Frame& f) { return fmt::format("{}:{} in {}", fs::path(f.file).filename().string(), f.line, f.function); }
 
+// A process's TRAINRX_WATCH ("" when unset or unreadable).
+std::string WatchEnvOf(int64_t pid) {
+  const std::string env = FileText(fmt::format("/proc/{}/environ", pid));
+  static constexpr std::string_view kKey = "TRAINRX_WATCH=";
+  for (size_t at = 0; at < env.size();) {
+    const size_t end = std::min(env.find('\0', at), env.size());
+    if (std::string_view(env).substr(at, end - at).rfind(kKey, 0) == 0) return env.substr(at + kKey.size(), end - at - kKey.size());
+    at = end + 1;
+  }
+  return "";
+}
+
+// Every process's parent, from /proc/N/stat (its fourth field, after the name in parentheses).
+std::map<int64_t, int64_t> Parents() {
+  std::map<int64_t, int64_t> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+      continue;
+    const std::string stat = FileText(e.path() / "stat");
+    const size_t close = stat.rfind(')');
+    long long ppid = -1;
+    if (close != std::string::npos && std::sscanf(stat.c_str() + close + 1, " %*c %lld", &ppid) == 1)
+      out[std::atoll(name.c_str())] = ppid;
+  }
+  return out;
+}
+
 }  // namespace
+
+StatusOr<std::string> WatchedDirOfProcess(int64_t pid) {
+  std::error_code ec;
+  if (pid <= 0 || !fs::exists(fmt::format("/proc/{}", pid), ec))
+    return Status::Error(fmt::format("capture {}: no such process (give the PID of a watched job, its watcher, or the job's folder)", pid));
+  if (std::string dir = WatchEnvOf(pid); !dir.empty()) return dir;
+  // The watcher, torchrun or a shell: the first watched process below it, breadth first.
+  const std::map<int64_t, int64_t> parents = Parents();
+  std::vector<int64_t> level{pid};
+  while (!level.empty()) {
+    std::vector<int64_t> next;
+    for (const auto& [child, parent] : parents)
+      if (std::find(level.begin(), level.end(), parent) != level.end()) next.push_back(child);
+    for (int64_t child : next)
+      if (std::string dir = WatchEnvOf(child); !dir.empty()) return dir;
+    level = std::move(next);
+  }
+  std::string name = FileText(fmt::format("/proc/{}/comm", pid));
+  while (!name.empty() && name.back() == '\n') name.pop_back();
+  return Status::Error(fmt::format("capture {}: process {} ({}) is not a watched job nor above one (no TRAINRX_WATCH in its "
+                                   "environment or its children's: start the job with `trainrx watch -o DIR -- ...`)",
+                                   pid, pid, name.empty() ? "unreadable" : name));
+}
 
 StatusOr<ProcessSpec> PrepareWatch(const WatchOptions& o, const std::string& exe_dir) {
   if (o.command.empty())
@@ -142,26 +195,38 @@ std::vector<Capture> FinishedCaptures(const std::string& dir_text, bool job_ende
     if (k < 0 || !e.is_directory() || fs::exists(e.path() / "report.json", ec)) continue;
     Capture c;
     c.folder = e.path().string();
-    size_t done = 0;
-    std::vector<std::string> reasons;
+    std::vector<int> done;
+    std::vector<std::string> traces, reasons;
+    std::map<int, int64_t> started;  // rank -> the step its capture began at
     for (const auto& f : fs::directory_iterator(e.path(), ec)) {
       const std::string name = f.path().filename().string();
-      if (RankOf(name, ".done-rank") >= 0) ++done;
-      if (RankOf(name, "trace-rank") >= 0 && f.path().extension() == ".json") c.traces.push_back(f.path().string());
-      if (RankOf(name, "reason-rank") >= 0) {
+      if (const int r = RankOf(name, ".done-rank"); r >= 0) done.push_back(r);
+      if (RankOf(name, "trace-rank") >= 0 && f.path().extension() == ".json") traces.push_back(f.path().string());
+      if (const int r = RankOf(name, "reason-rank"); r >= 0 && f.path().extension() == ".json") {
         simdjson::dom::parser parser;
         simdjson::dom::element info;
         if (parser.parse(FileText(f.path())).get(info)) continue;
         std::string_view reason = "?", detail, skipped;
+        int64_t from = -1;
         if (info["reason"].get(reason)) reason = "?";
         if (info["detail"].get(detail)) detail = "";
+        if (info["from_step"].get(from)) from = -1;
+        started[r] = from;
         const bool was_skipped = !info["skipped"].get(skipped);
-        reasons.push_back(was_skipped ? fmt::format("{} (skipped on rank {}: {})", reason, RankOf(name, "reason-rank"), skipped)
+        reasons.push_back(was_skipped ? fmt::format("{} (skipped on rank {}: {})", reason, r, skipped)
                                       : detail.empty() ? std::string(reason)
                                                        : fmt::format("{}: {}", reason, detail));
       }
     }
-    if (done == 0 || (done < ranks && !job_ended)) continue;
+    if (done.empty() && (started.empty() || !job_ended)) continue;
+    if (done.size() < ranks && !job_ended) continue;
+    const auto finished = [&](int r) { return std::find(done.begin(), done.end(), r) != done.end(); };
+    for (const auto& t : traces)
+      if (finished(RankOf(fs::path(t).filename().string(), "trace-rank"))) c.traces.push_back(t);
+    for (const auto& [r, from] : started)
+      if (!finished(r))
+        c.unfinished += fmt::format("{}rank {}{}", c.unfinished.empty() ? "" : ", ", r,
+                                    from >= 0 ? fmt::format(" from step {}", from) : std::string());
     std::sort(c.traces.begin(), c.traces.end());
     std::sort(reasons.begin(), reasons.end());
     reasons.erase(std::unique(reasons.begin(), reasons.end()), reasons.end());
@@ -244,14 +309,15 @@ Status RequestCapture(const std::string& dir_text, int steps) {
     return Status::Error(fmt::format("{}: no watched job there (no metrics/rank<R>.prom: start it with `trainrx watch -o {} -- ...`)",
                                      dir.string(), dir.string()));
   // From a step every rank reaches after it sees the request (each looks about once a second): the
-  // furthest rank's last step, plus two seconds of its steps (at least 5).
+  // furthest rank's last step, plus two seconds of its steps (at least 5). One rank: the next steps
+  // (it takes a request from the step it sees it at).
   double last = 0, rate = 0;
   for (int r : ranks) {
     const std::string text = FileText(dir / "metrics" / fmt::format("rank{}.prom", r));
     last = std::max(last, Sample(text, "trainrx_step_seconds_count"));
     rate = std::max(rate, Sample(text, "trainrx_steps_per_second"));
   }
-  const auto at = static_cast<int64_t>(last + std::max(5.0, std::ceil(2.0 * rate)));
+  const auto at = static_cast<int64_t>(last + (ranks.size() == 1 ? 5.0 : std::max(5.0, std::ceil(2.0 * rate))));
   const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   const std::string json = fmt::format(R"({{"seq": "cli-{}", "reason": "on demand", "detail": "trainrx capture", "at_step": {}, "steps": {}}})",
                                        now, at, steps);

@@ -27,6 +27,8 @@ into DIR/hang-report.txt: where each rank waits, which ranks are not in the coll
 Never fatal: a part that fails is said once on stderr and the job goes on unobserved by it.
 """
 import atexit
+import bisect
+import collections
 import faulthandler
 import json
 import os
@@ -92,7 +94,8 @@ class _Watch:
         self.data_wait = 0.0
         self.data_in_step = 0.0
         self.early = []
-        self.recent = []
+        self.recent = collections.deque()
+        self.recent_sum = 0.0
         self.reference = []
         self.cooldown_until = 0
         self.suspect = 0
@@ -108,6 +111,9 @@ class _Watch:
         self.next_poll = 0.0
         self.next_write = 0.0
         self.next_arm = 0.0
+        # bench/step_instructions.py: under callgrind a step runs ~50x slower and the once-a-second
+        # work would fall in every few steps; it sets this to count the two parts apart.
+        self.period_steps = int(os.environ.get("TRAINRX_WATCH_PERIOD_STEPS", "0") or 0)
         self.hang_file = None
         self.text = ""
         self.world = int(os.environ.get("WORLD_SIZE", "1") or 1)
@@ -130,10 +136,9 @@ class _Watch:
         self.last = now
         self.steps += 1
         self.sum += dt
-        for i, edge in enumerate(_BUCKETS):
-            if dt <= edge:
-                self.buckets[i] += 1
-                break
+        i = bisect.bisect_left(_BUCKETS, dt)  # the first edge >= dt (a bucket's upper bound is inclusive)
+        if i < len(_BUCKETS):
+            self.buckets[i] += 1
         self.data_wait += self.data_in_step
         self.data_in_step = 0.0
         if self.capture is not None:
@@ -146,6 +151,8 @@ class _Watch:
             self.early.append(dt)
         elif self.capture is None:  # past the first steps (autotuning, workers starting)
             self._judge(dt)
+        if self.period_steps:  # a benchmark's knob: the once-a-second work every N steps, the clock aside
+            self.next_poll = self.next_arm = self.next_write = now if self.steps % self.period_steps == 0 else float("inf")
         if now >= self.next_poll:
             self.next_poll = now + 1.0
             self._poll_request()
@@ -157,16 +164,19 @@ class _Watch:
             self._judge_memory()
 
     def _judge(self, dt):
-        # Windows in time as well as in steps: the recent one at least 20 steps and an eighth of a
-        # second, the reference 200 steps kept one in `stride`, over 10 s or more (sub-millisecond
-        # steps on a busy 2-core VM came in bursts 1.3x slower for 20-step windows: no regression).
+        # Windows in time as well as in steps: the recent one the last 20 steps or more that last an
+        # eighth of a second (500 at most), the reference 200 steps kept one in `stride`, over 10 s or
+        # more (sub-millisecond steps on a busy 2-core VM came in bursts 1.3x slower for 20-step
+        # windows: no regression). The recent window is in the recent steps' own time: after a 10x
+        # slowdown it holds 20 steps, not the 100 an eighth of a second held before, and sees it at once.
         if self.typical <= 0:
             self.typical = _median(self.early) or dt
         self.recent.append(dt)
-        want = min(500, max(self.RECENT, int(0.125 / self.typical) + 1))
+        self.recent_sum += dt
         stride = max(1, int(0.05 / self.typical))
-        while len(self.recent) > want:
-            old = self.recent.pop(0)
+        while len(self.recent) > self.RECENT and (len(self.recent) > 500 or self.recent_sum - self.recent[0] >= 0.125):
+            old = self.recent.popleft()
+            self.recent_sum -= old
             self.since_kept += 1
             if self.since_kept >= stride:
                 self.since_kept = 0
@@ -174,10 +184,12 @@ class _Watch:
                 if len(self.reference) > self.REFERENCE:
                     del self.reference[0]
         self.looked += 1
-        if self.looked < max(5, want // 8):
+        if self.looked < max(5, len(self.recent) // 8):
             return
         self.looked = 0
-        if (not self.regression or self.steps < self.cooldown_until or len(self.recent) < want
+        self.recent_sum = sum(self.recent)  # no drift from the running sum
+        full = len(self.recent) >= self.RECENT and (self.recent_sum >= 0.125 or len(self.recent) >= 500)
+        if (not self.regression or self.steps < self.cooldown_until or not full
                 or len(self.reference) < 50 or self.capture is not None or self.pending is not None):
             return
         ref, now = _median(self.reference), _median(self.recent)
@@ -303,6 +315,12 @@ class _Watch:
             self._finish_info(folder, info)
             return
         self.capture = (p, folder, self.steps + steps, info)
+        # Why and from which step, before the steps: a job killed inside the capture leaves this
+        # (no .done file), and the watcher says the capture was cut short.
+        try:
+            self._write_info(folder, dict(info, unfinished=True))
+        except OSError:
+            pass
 
     def _step_capture(self):
         p, folder, end, info = self.capture
@@ -320,29 +338,52 @@ class _Watch:
         """Stops the running capture and writes its trace and why (`note`: said beside the steps)."""
         p, folder, _, info = self.capture
         self.capture = None
+        trace = os.path.join(folder, f"trace-rank{self.rank}.json")
         try:
             p.__exit__(None, None, None)
-            p.export_chrome_trace(os.path.join(folder, f"trace-rank{self.rank}.json"))
+            p.export_chrome_trace(trace)
+            # Kineto logs a failed write (a full disk) and returns: the file is missing or empty.
+            if not os.path.isfile(trace) or os.path.getsize(trace) == 0:
+                raise OSError(f"torch.profiler's export left no trace in {folder} (a full disk, or the folder not writable)")
             info["to_step"] = self.steps
             if note:
                 info["note"] = note
-        except Exception as e:
+        except Exception as e:  # a full disk, say: no half-written trace left to be read as whole
             info["skipped"] = f"the capture could not be written: {e}"
+            for partial in (trace, trace + ".tmp"):  # Kineto writes PATH.tmp, then renames it
+                try:
+                    os.remove(partial)
+                except OSError:
+                    pass
         self._finish_info(folder, info)
+
+    def _write_info(self, folder, info):
+        path = os.path.join(folder, f"reason-rank{self.rank}.json")
+        try:
+            with open(path + ".tmp", "w") as f:
+                json.dump(info, f)
+            os.replace(path + ".tmp", path)
+        except OSError:
+            try:
+                os.remove(path + ".tmp")
+            except OSError:
+                pass
+            raise
 
     def _finish_info(self, folder, info):
         try:
-            with open(os.path.join(folder, f"reason-rank{self.rank}.json"), "w") as f:
-                json.dump(info, f)
+            self._write_info(folder, info)
             open(os.path.join(folder, f".done-rank{self.rank}"), "w").close()
-        except OSError:
-            pass
+        except OSError as e:  # the watcher, at the job's end, says the capture was not finished
+            if not getattr(self, "said_write", False):
+                self.said_write = True
+                sys.stderr.write(f"trainrx watch: {folder}: cannot write why the capture ended: {e}\n")
 
     def _arm_hang(self, now):
         """No step for K x the median step (at least the floor): every thread's Python stack to the
         hang file, the job left running."""
         self.next_arm = now + 1.0
-        ref = self.reference if len(self.reference) >= 20 else self.reference + self.recent + self.early
+        ref = self.reference if len(self.reference) >= 20 else self.reference + list(self.recent) + self.early
         timeout = max(self.hang_floor, self.hang_factor * _median(ref)) + 1.0 if ref else max(self.hang_floor, 600.0)
         try:
             if self.hang_file is None:

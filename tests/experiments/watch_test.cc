@@ -2,7 +2,10 @@
 // hand as the hook writes them: the ranks' hang stacks as one report (faulthandler's format, as
 // Python 3.11 writes it), the captures every rank is done with, and the capture request.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <filesystem>
 #include <fstream>
@@ -96,6 +99,54 @@ TEST(WatchTest, ACaptureIsFinishedWhenEveryRankIsDoneOrTheJobEnded) {
   EXPECT_NE(done[0].reason.find("skipped on rank 1: busy"), std::string::npos) << done[0].reason;
 }
 
+TEST(WatchTest, ACaptureCutShortByTheJobsEndIsNamedAndOnlyFinishedTracesAreRead) {
+  Folder f;
+  f.Write("metrics/rank0.prom", "");
+  f.Write("metrics/rank1.prom", "");
+  // Rank 0 finished; rank 1 was killed while writing: a partial trace, its start's reason, no .done.
+  f.Write("capture-1/trace-rank0.json", "{}");
+  f.Write("capture-1/.done-rank0", "");
+  f.Write("capture-1/reason-rank0.json", R"({"reason": "on demand", "rank": 0, "from_step": 812, "to_step": 822})");
+  f.Write("capture-1/trace-rank1.json", "{\"traceEv");
+  f.Write("capture-1/reason-rank1.json", R"({"reason": "on demand", "rank": 1, "from_step": 812, "unfinished": true})");
+  // A capture no rank finished (a job killed inside it): said after the job's end, not before.
+  f.Write("capture-2/reason-rank0.json", R"({"reason": "memory", "rank": 0, "from_step": 900, "unfinished": true})");
+  EXPECT_TRUE(FinishedCaptures(f.dir.string(), false).empty());
+  const auto ended = FinishedCaptures(f.dir.string(), true);
+  ASSERT_EQ(ended.size(), 2u);
+  ASSERT_EQ(ended[0].traces.size(), 1u) << "rank 1's partial trace is not read";
+  EXPECT_EQ(fs::path(ended[0].traces[0]).filename(), "trace-rank0.json");
+  EXPECT_EQ(ended[0].unfinished, "rank 1 from step 812");
+  EXPECT_TRUE(ended[1].traces.empty());
+  EXPECT_EQ(ended[1].unfinished, "rank 0 from step 900");
+  EXPECT_EQ(ended[1].reason, "memory");
+}
+
+TEST(WatchTest, AProcessNamesTheFolderItIsWatchedIn) {
+  const auto none = WatchedDirOfProcess(1 << 30);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no such process"), std::string::npos) << none.status().message();
+  // This test's process is not watched, nor is anything below it.
+  const auto self = WatchedDirOfProcess(::getpid());
+  ASSERT_FALSE(self.ok());
+  EXPECT_NE(self.status().message().find("is not a watched job"), std::string::npos) << self.status().message();
+  // A shell started with the hook's variable names its folder.
+  const std::string cmd = "TRAINRX_WATCH=/tmp/watched-folder sh -c 'sleep 5 & wait' & echo $!";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  long long shell = 0;
+  ASSERT_EQ(std::fscanf(p, "%lld", &shell), 1);
+  ::pclose(p);
+  auto found = WatchedDirOfProcess(shell);
+  for (int i = 0; i < 100 && !found.ok(); ++i) {  // until the forked shell has exec'd with its variable
+    ::usleep(20000);
+    found = WatchedDirOfProcess(shell);
+  }
+  ASSERT_TRUE(found.ok()) << found.status().message();
+  EXPECT_EQ(*found, "/tmp/watched-folder");
+  ::kill(static_cast<pid_t>(shell), SIGTERM);
+}
+
 TEST(WatchTest, ACaptureRequestNamesAStepEveryRankReaches) {
   Folder f;
   EXPECT_FALSE(RequestCapture((f.dir / "nowhere").string(), 5).ok());
@@ -109,6 +160,12 @@ TEST(WatchTest, ACaptureRequestNamesAStepEveryRankReaches) {
   EXPECT_NE(text.find("\"at_step\": 1410"), std::string::npos) << text;
   EXPECT_NE(text.find("\"steps\": 7"), std::string::npos) << text;
   EXPECT_FALSE(RequestCapture(f.dir.string(), 0).ok());
+  // One process: the next steps (it takes the request from the step it sees it at).
+  fs::remove(f.dir / "metrics/rank1.prom");
+  ASSERT_TRUE(RequestCapture(f.dir.string(), 7).ok());
+  std::ifstream one(f.dir / "capture-request.json");
+  const std::string alone((std::istreambuf_iterator<char>(one)), std::istreambuf_iterator<char>());
+  EXPECT_NE(alone.find("\"at_step\": 1005"), std::string::npos) << alone;
 }
 
 }  // namespace

@@ -7,7 +7,7 @@ steps. Problems planted without a restart:
                      PATH + ".step" (the test's ground truth)
   --dist             torch.distributed (Gloo; under torchrun): an all_reduce of the loss every step
   --hang-at N        on rank --hang-rank, step N never ends (a sleep): the other ranks wait in their
-                     all_reduce
+                     all_reduce; --hang-mark PATH: the wall-clock time it stopped, written there
   --own-profiler     the whole loop inside the script's own torch.profiler session (CPU activity)
   --leak-file PATH   while PATH exists, every step keeps a tensor of --leak-kb KB (a leak)
 """
@@ -45,6 +45,7 @@ def main():
     p.add_argument("--dist", action="store_true")
     p.add_argument("--hang-at", type=int, default=-1)
     p.add_argument("--hang-rank", type=int, default=1)
+    p.add_argument("--hang-mark", default="")
     p.add_argument("--own-profiler", action="store_true")
     p.add_argument("--leak-file", default="")
     p.add_argument("--leak-kb", type=int, default=128)
@@ -70,6 +71,9 @@ def main():
             with open(a.slow_file + ".step", "w") as f:
                 f.write(str(step))
         if step == a.hang_at and rank == a.hang_rank:
+            if a.hang_mark:
+                with open(a.hang_mark, "w") as f:
+                    f.write(f"{time.time():.3f}")
             while True:
                 time.sleep(1)
         if a.leak_file and step % 10 == 0:

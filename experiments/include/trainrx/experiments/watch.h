@@ -34,9 +34,12 @@ struct Capture {
   std::string folder;               // DIR/capture-K
   std::vector<std::string> traces;  // its trace-rank<R>.json files (none: every rank skipped it)
   std::string reason;               // "regression: the median of ...", "on demand", or why it was skipped
+  std::string unfinished;           // after the job's end: the ranks that started it and never finished
+                                    // ("rank 0 from step 812"): killed inside it, or its files not written
 };
-// The captures in `dir` that every rank of the job is done with (after the job ended: any rank),
-// holding no report yet (report.json), in order.
+// The captures in `dir` that every rank of the job is done with (after the job ended: every one
+// a rank started, the unfinished ranks named), holding no report yet (report.json), in order. Only
+// finished ranks' traces are listed (a rank killed while writing leaves a partial file).
 std::vector<Capture> FinishedCaptures(const std::string& dir, bool job_ended);
 
 // The ranks' hang stacks (hang-rank<R>.txt, written by faulthandler when a rank's steps stopped) as
@@ -45,7 +48,11 @@ std::vector<Capture> FinishedCaptures(const std::string& dir, bool job_ended);
 std::string HangReport(const std::string& dir);
 
 // Asks the job watched in `dir` for a capture of `steps` steps (capture-request.json), from a step
-// every rank reaches after the request is seen: the ranks' last step in their metrics, plus margin.
+// every rank reaches after the request is seen: the ranks' last step in their metrics, plus margin
+// (two seconds of steps where there are several ranks).
 Status RequestCapture(const std::string& dir, int steps);
+// The folder of the job a process belongs to: `pid` is a watched rank (its TRAINRX_WATCH), or the
+// watcher, torchrun or a shell above one. Errors: no such process, none of it watched.
+StatusOr<std::string> WatchedDirOfProcess(int64_t pid);
 
 }  // namespace trainrx::experiments
