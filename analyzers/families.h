@@ -33,6 +33,9 @@ void AnalyzeLayout(const AnalysisContext& ctx, Report& out);       // layout.cc
 void AddUtilizationEvidence(Report& report);
 // batch.small (memory.cc): after the families, from their findings and the memory figures.
 void FlagBatchSmall(const AnalysisContext& ctx, Report& report);
+// The memory figures alone (peak, growth per step, capacity) per (rank, device), no finding: what
+// Measure() gives a trial (memory.cc).
+std::vector<DeviceMemory> MemoryFigures(const profiler::Trace& trace, const StepModel& steps, const Thresholds& thresholds);
 // compile.not_compiled / compile.reduce_overhead (compile.cc): after the families, from gpu.launch_bound.
 void FlagCompileForLaunches(const AnalysisContext& ctx, Report& report);
 void FlagCompileForFusion(const AnalysisContext& ctx, Report& report);  // after FlagCompileForLaunches

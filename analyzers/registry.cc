@@ -180,6 +180,17 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   return Analyze(trace, thresholds, threads, what_if, nullptr);
 }
 
+Measurement Measure(const profiler::Trace& trace, const Thresholds& thresholds) {
+  Measurement m;
+  m.steps = BuildStepModel(trace, 1, StepDetail::kBoundaries);
+  m.losses = FindRecordingLosses(trace);
+  LeaveOutStepsPastLosses(m.steps, m.losses);
+  m.memory = MemoryFigures(trace, m.steps, thresholds);
+  for (int32_t rank : trace.RankIds())
+    if (auto load = CpuLoadOfRank(trace, m.steps, rank)) m.cpu_load.push_back(std::move(*load));
+  return m;
+}
+
 Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_t threads,
                const std::vector<std::string>& what_if, std::vector<StageTime>* stages) {
   Report report;

@@ -541,7 +541,7 @@ void FillStepRow(const StepRange& st, int32_t rank, const RankPhases& p, bool ha
 
 }  // namespace
 
-StepModel BuildStepModel(const Trace& trace, size_t threads) {
+StepModel BuildStepModel(const Trace& trace, size_t threads, StepDetail detail) {
   StepModel model;
   model.source = "none";
   for (int32_t rank : trace.RankIds()) {
@@ -549,6 +549,13 @@ StepModel BuildStepModel(const Trace& trace, size_t threads) {
     const std::vector<StepRange> found = FindSteps(trace, rank, &source);
     if (found.empty()) continue;
     if (model.source == "none") model.source = source;
+    if (detail == StepDetail::kBoundaries) {
+      for (const StepRange& st : found) {
+        StepRow& row = model.steps.emplace_back();
+        row.rank = rank, row.name = st.name, row.start_ns = st.s, row.wall_ns = st.e - st.s;
+      }
+      continue;
+    }
     const RankPhases phases = GatherPhases(trace, rank, found, threads);
     const bool has_gpu = !phases.gpu_all.empty();
     model.has_gpu = model.has_gpu || has_gpu;

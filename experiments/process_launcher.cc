@@ -103,9 +103,9 @@ double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 // A command's memory figures (issue 36), from the analysis of its recording: the memory of
 // `rank`'s device with the largest peak (the GPU's on a CUDA run, else the CPU's heap samples or
 // allocator events), when that device has a figure at two steps' starts or more.
-void MemoryOfReport(const analyzers::Report& report, int32_t rank, TrialResult* out) {
+void MemoryOfRank(const std::vector<analyzers::DeviceMemory>& memory, int32_t rank, TrialResult* out) {
   const analyzers::DeviceMemory* best = nullptr;
-  for (const auto& m : report.metrics.memory)
+  for (const auto& m : memory)
     if (m.rank == rank && (best == nullptr || m.peak_allocated > best->peak_allocated)) best = &m;
   if (best == nullptr || best->growth_steps < 2) return;
   out->has_memory = true;
@@ -212,9 +212,10 @@ class ProcessLauncher : public Launcher {
       if (Status st = profiler::ReadTraces(traces, t); !st.ok())
         return Status::Error(fmt::format("`{}`{}: its recording cannot be read, so the trial has no step times: {}", cmd,
                                          fixes.empty() ? "" : " (fixes: " + Joined(fixes) + ")", st.message()));
-      // One analysis gives the steps and the memory figures (per trial, after the run: not timed).
-      const analyzers::Report report = analyzers::Analyze(t);
-      const analyzers::StepModel& steps = report.metrics.steps;
+      // What the trial measures (steps, memory, CPU load), not the whole analysis (after the run:
+      // not timed).
+      const analyzers::Measurement measured = analyzers::Measure(t);
+      const analyzers::StepModel& steps = measured.steps;
       // One process's steps (the lowest rank): ranks step together.
       std::vector<double> ms;
       const int32_t first_rank = steps.steps.empty() ? 0 : steps.steps.front().rank;
@@ -222,8 +223,8 @@ class ProcessLauncher : public Launcher {
         if (s.rank == first_rank) ms.push_back(s.wall_ns / 1e6);
       result.compile_s = static_cast<double>(analyzers::CompileTimeNs(t, first_rank)) / 1e9;
       result.ranks = std::max<int>(1, static_cast<int>(t.ranks.size()));
-      MemoryOfReport(report, first_rank, &result);
-      for (const auto& c : report.metrics.cpu_load)
+      MemoryOfRank(measured.memory, first_rank, &result);
+      for (const auto& c : measured.cpu_load)
         if (c.rank == first_rank) result.cpu = c.load;
       if (ms.size() >= 3) {
         ms.erase(ms.begin());

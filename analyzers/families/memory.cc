@@ -58,21 +58,21 @@ struct Series {
 // ("cuda:1" -> device id 1); the CPU's from our collector's block (the process's memory limit:
 // RLIMIT_DATA/RLIMIT_AS, its cgroup, or the machine's memory). A user's figure
 // (--threshold memory.capacity_bytes) stands in where the trace states none.
-std::pair<int64_t, std::string> Capacity(const AnalysisContext& ctx, int32_t rank, const std::string& device) {
-  const profiler::RankInfo* info = ctx.trace.FindRank(rank);
+std::pair<int64_t, std::string> Capacity(const profiler::Trace& trace, const Thresholds& thresholds, int32_t rank, const std::string& device) {
+  const profiler::RankInfo* info = trace.FindRank(rank);
   if (info && device.rfind("cuda:", 0) == 0) {
     const int32_t id = std::atoi(device.c_str() + 5);
     for (const auto& d : info->devices)
       if (d.id == id && d.total_global_mem > 0) return {d.total_global_mem, "deviceProperties"};
   }
   if (info && device == "cpu") {
-    const ConfigView config(ctx.trace, rank);
+    const ConfigView config(trace, rank);
     if (const auto bytes = config.Static("memory_capacity_bytes"); bytes && *bytes > 0) {
       const std::string source = ConfigText(*info, "memory_capacity_source");
       return {static_cast<int64_t>(*bytes), source.empty() ? "system memory" : source};
     }
   }
-  const double given = ctx.thresholds.Get("memory.capacity_bytes");
+  const double given = thresholds.Get("memory.capacity_bytes");
   if (given > 0) return {static_cast<int64_t>(given), "--threshold memory.capacity_bytes"};
   return {0, ""};
 }
@@ -154,9 +154,7 @@ std::vector<int64_t> OpStarts(const profiler::Trace& trace, int32_t rank) {
 // The median (ops.h's nearest-rank quantile); -1 for none: "no sample", as the figures say it.
 int64_t Median(std::vector<int64_t> v) { return v.empty() ? -1 : Quantile(v, 0.5); }
 
-DeviceMemory Summarize(const AnalysisContext& ctx, int32_t rank, const std::string& device, Series& s) {
-  const profiler::Trace& trace = ctx.trace;
-  const StepModel& steps = ctx.steps;
+DeviceMemory Summarize(const profiler::Trace& trace, const StepModel& steps, const Thresholds& thresholds, int32_t rank, const std::string& device, Series& s) {
   const auto by_time = [](const Sample& a, const Sample& b) { return a.ts_ns < b.ts_ns; };
   std::stable_sort(s.allocated.begin(), s.allocated.end(), by_time);
   std::stable_sort(s.reserved.begin(), s.reserved.end(), by_time);
@@ -164,7 +162,7 @@ DeviceMemory Summarize(const AnalysisContext& ctx, int32_t rank, const std::stri
   m.rank = rank;
   m.device = device;
   m.samples = s.events;
-  std::tie(m.capacity, m.capacity_source) = Capacity(ctx, rank, device);
+  std::tie(m.capacity, m.capacity_source) = Capacity(trace, thresholds, rank, device);
   if (m.capacity == 0 && s.mark_capacity > 0) m.capacity = s.mark_capacity, m.capacity_source = "torch.cuda.get_device_properties";
   m.alloc_retries = s.retries_first < 0 ? 0 : s.retries_last - s.retries_first;
   m.oom_events = s.oom_events;
@@ -803,6 +801,15 @@ void CollectMarks(const profiler::Trace& trace, MemorySeries& series) {
 
 }  // namespace
 
+std::vector<DeviceMemory> MemoryFigures(const profiler::Trace& trace, const StepModel& steps, const Thresholds& thresholds) {
+  MemorySeries series = CollectCounters(trace);
+  CollectMarks(trace, series);
+  std::vector<DeviceMemory> out;
+  for (auto& [key, s] : series)
+    if (!s.allocated.empty() || s.oom_events > 0) out.push_back(Summarize(trace, steps, thresholds, key.first, key.second, s));
+  return out;
+}
+
 void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
   const profiler::Trace& trace = ctx.trace;
   MemorySeries series = CollectCounters(trace);
@@ -810,7 +817,7 @@ void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
   const auto batch = series.empty() ? std::nullopt : SamplesPerStep(trace, ctx.steps);
   for (auto& [key, s] : series) {
     if (s.allocated.empty() && s.oom_events == 0) continue;
-    DeviceMemory m = Summarize(ctx, key.first, key.second, s);
+    DeviceMemory m = Summarize(trace, ctx.steps, ctx.thresholds, key.first, key.second, s);
     if (batch) Headroom(ctx, *batch, m);
     FlagGrowth(ctx, m, s.blocks, out);
     FlagFragmentation(ctx, m, out);

@@ -18,6 +18,8 @@
 //   order       a run that did not finish, or whose collector dropped records, is said before
 //               any figure in text and Markdown
 //   formats     the JSON report parses
+//   measure     what an experiment's trial reads (Measure) is what the analysis reports: the steps,
+//               the memory figures, the CPU load
 // A violation names the trace, the finding and the numbers.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -445,6 +447,43 @@ TEST(SavingsInvariantTest, WarmUpAndStartUpOutsideTheStepsChangeNoPerStepSaving)
     EXPECT_TRUE(plain.count(id)) << id << " appears only because of the warm-up step";
 }
 
+// measure: what a trial reads (Measure: the steps' boundaries, memory figures, CPU load) is what
+// the whole analysis reports of the same trace.
+std::vector<std::string> MeasureDisagreements(const profiler::Trace& trace, const Report& r) {
+  std::vector<std::string> out;
+  const Measurement m = Measure(trace);
+  const StepModel& full = r.metrics.steps;
+  if (m.steps.steps.size() != full.steps.size() || m.steps.warmup_steps.size() != full.warmup_steps.size())
+    out.push_back(fmt::format("measure: {} steps ({} warm-up), the analysis {} ({})", m.steps.steps.size(),
+                              m.steps.warmup_steps.size(), full.steps.size(), full.warmup_steps.size()));
+  for (size_t i = 0; i < std::min(m.steps.steps.size(), full.steps.size()); ++i) {
+    const StepRow &a = m.steps.steps[i], &b = full.steps[i];
+    if (a.rank != b.rank || a.start_ns != b.start_ns || a.wall_ns != b.wall_ns) {
+      out.push_back(fmt::format("measure: step {} rank {} {} + {} ns, the analysis rank {} {} + {} ns", i, a.rank, a.start_ns,
+                                a.wall_ns, b.rank, b.start_ns, b.wall_ns));
+      break;
+    }
+  }
+  if (m.steps.median_wall_ns != full.median_wall_ns)
+    out.push_back(fmt::format("measure: median step {} ns, the analysis {} ns", m.steps.median_wall_ns, full.median_wall_ns));
+  if (m.memory.size() != r.metrics.memory.size())
+    out.push_back(fmt::format("measure: {} memory series, the analysis {}", m.memory.size(), r.metrics.memory.size()));
+  for (const DeviceMemory& a : m.memory)
+    for (const DeviceMemory& b : r.metrics.memory)
+      if (a.rank == b.rank && a.device == b.device &&
+          (a.peak_allocated != b.peak_allocated || a.growth_per_step != b.growth_per_step || a.growth_steps != b.growth_steps))
+        out.push_back(fmt::format("measure: rank {} {} peak {} growth {}/step over {}, the analysis {} {} over {}", a.rank,
+                                  a.device, a.peak_allocated, a.growth_per_step, a.growth_steps, b.peak_allocated,
+                                  b.growth_per_step, b.growth_steps));
+  if (m.cpu_load.size() != r.metrics.cpu_load.size())
+    out.push_back(fmt::format("measure: {} ranks' CPU load, the analysis {}", m.cpu_load.size(), r.metrics.cpu_load.size()));
+  for (size_t i = 0; i < std::min(m.cpu_load.size(), r.metrics.cpu_load.size()); ++i)
+    if (m.cpu_load[i].rank != r.metrics.cpu_load[i].rank || m.cpu_load[i].load.WaitShare() != r.metrics.cpu_load[i].load.WaitShare())
+      out.push_back(fmt::format("measure: rank {}'s CPU wait {}, the analysis {}", m.cpu_load[i].rank, m.cpu_load[i].load.WaitShare(),
+                                r.metrics.cpu_load[i].load.WaitShare()));
+  return out;
+}
+
 class InvariantsTest : public ::testing::TestWithParam<TraceCase> {};
 
 TEST_P(InvariantsTest, HoldOnTrace) {
@@ -454,6 +493,7 @@ TEST_P(InvariantsTest, HoldOnTrace) {
   ASSERT_TRUE(st.ok()) << c.name << ": " << st.message();
   const Report r = Analyze(trace);
   for (const std::string& violation : Violations(trace, r)) ADD_FAILURE() << c.name << ": " << violation;
+  for (const std::string& violation : MeasureDisagreements(trace, r)) ADD_FAILURE() << c.name << ": " << violation;
 }
 
 // The checker itself: an analysis that breaks each invariant is caught (so a silent checker is

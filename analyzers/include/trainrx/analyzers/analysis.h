@@ -105,6 +105,17 @@ struct StageTime {
 };
 Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_t threads,
                const std::vector<std::string>& what_if, std::vector<StageTime>* stages);
+// What an experiment's trial reads of its run (experiments/: `fix --cmd`, sweeps): the steps'
+// boundaries (StepDetail::kBoundaries), the recording's losses (steps past them left out), the
+// memory figures and each rank's CPU load, as Analyze's report holds them; no family, no critical
+// path, no what-if: a fraction of Analyze's cost.
+struct Measurement {
+  StepModel steps;
+  std::vector<RecordingLoss> losses;
+  std::vector<DeviceMemory> memory;
+  std::vector<RankCpuLoad> cpu_load;
+};
+Measurement Measure(const profiler::Trace& trace, const Thresholds& thresholds = Thresholds());
 // Every name `--what-if` takes: the transforms (docs/what-if.md).
 std::vector<std::string> WhatIfNames();
 // A transform name or a finding id -> the transform name; an error names the known ones.

@@ -82,7 +82,11 @@ struct StepModel {
 
 // Building blocks shared by the families (steps.cc).
 // `threads` as in Analyze (0: every usable CPU); the model is the same for any count.
-StepModel BuildStepModel(const profiler::Trace& trace, size_t threads = 0);
+// kBoundaries: each row's rank, name, start and wall time only (no phases, no device time; the
+// warm-up split and the median as in kFull): what an experiment's trial measures, at a tenth of
+// the cost (the phases' sweep is ~90 % of the model).
+enum class StepDetail { kFull, kBoundaries };
+StepModel BuildStepModel(const profiler::Trace& trace, size_t threads = 0, StepDetail detail = StepDetail::kFull);
 // The model's median, shares and worst data steps from its rows (steps, warm-up already split):
 // the second half of BuildStepModel, also used on rows gathered from per-rank summaries.
 void SummarizeStepRows(StepModel& model);
