@@ -22,7 +22,7 @@
 #include <type_traits>
 #include <unordered_map>
 
-#include "families.h"
+#include "per_step.h"
 #include "scopes.h"
 #include "trainrx/analyzers/analysis.h"
 

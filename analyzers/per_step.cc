@@ -1,9 +1,9 @@
-// How the families form per-step figures and savings (families.h): the step windows of a rank,
+// How the families form per-step figures and savings (per_step.h): the step windows of a rank,
 // the step basis (means per step, or totals without steps) and the one saving setter.
 #include <algorithm>
 #include <cmath>
 
-#include "families.h"
+#include "per_step.h"
 
 namespace trainrx::analyzers {
 

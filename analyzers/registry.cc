@@ -9,8 +9,10 @@
 #include <optional>
 #include <stdexcept>
 
-#include "families.h"
-#include "dependency/links.h"
+#include "cost/cost.h"
+#include "dependency/dependency.h"
+#include "families/families.h"
+#include "links.h"
 #include "scopes.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/cross_rank.h"

@@ -27,7 +27,7 @@
 
 #include "config_view.h"
 #include "cpu_wait_series.h"
-#include "families.h"
+#include "per_step.h"
 #include "intervals.h"
 #include "ops.h"
 #include "phases.h"

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "families.h"
-#include "dependency/links.h"
+#include "dependency/dependency.h"
+#include "links.h"
 #include "dependency/replay.h"
 #include "dependency/what_if.h"
 #include "trainrx/analyzers/analysis.h"

@@ -213,6 +213,12 @@ void AnalyzeCapture(const experiments::Capture& c, const Args& a) {
       return;
     }
   }
+  if (const std::string metrics = experiments::FindingsMetrics(folder.string()); !metrics.empty()) {
+    const fs::path path = folder.parent_path() / "metrics" / "findings.prom";
+    std::ofstream(path.string() + ".tmp") << metrics;
+    std::error_code ec;
+    fs::rename(path.string() + ".tmp", path, ec);
+  }
   std::ifstream text(folder / "report.txt");
   bool in_findings = false;
   for (std::string line; std::getline(text, line);) {

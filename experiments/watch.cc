@@ -301,6 +301,33 @@ std::string HangReport(const std::string& dir_text) {
   return out;
 }
 
+std::string FindingsMetrics(const std::string& capture_folder, size_t top) {
+  const fs::path folder(capture_folder);
+  simdjson::dom::parser parser;
+  simdjson::dom::element report;
+  simdjson::dom::array findings;
+  if (parser.parse(FileText(folder / "report.json")).get(report) || report["findings"].get(findings)) return "";
+  const std::string capture = folder.filename().string();
+  std::string out =
+      "# HELP trainrx_capture_finding The last analyzed capture's first findings: the estimated saving, % of the step.\n"
+      "# TYPE trainrx_capture_finding gauge\n";
+  size_t order = 0;
+  for (simdjson::dom::element f : findings) {
+    if (++order > top) break;
+    std::string_view id = "?", severity = "?";
+    double saving = 0;
+    if (f["id"].get(id)) id = "?";
+    if (f["severity"].get(severity)) severity = "?";
+    if (f["estimated_saving_pct"].get(saving)) saving = 0;
+    out += fmt::format("trainrx_capture_finding{{capture=\"{}\",order=\"{}\",id=\"{}\",severity=\"{}\"}} {:.6g}\n", capture,
+                       order, id, severity, saving);
+  }
+  out += fmt::format("# HELP trainrx_capture_findings The last analyzed capture's number of findings.\n"
+                     "# TYPE trainrx_capture_findings gauge\ntrainrx_capture_findings{{capture=\"{}\"}} {}\n",
+                     capture, findings.size());
+  return out;
+}
+
 Status RequestCapture(const std::string& dir_text, int steps) {
   const fs::path dir(dir_text);
   if (steps < 1) return Status::Error(fmt::format("capture --steps {}: expected 1 or more", steps));

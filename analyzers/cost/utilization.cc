@@ -28,10 +28,10 @@
 #include <vector>
 
 #include "device_peaks.h"
-#include "families.h"
+#include "cost.h"
 #include "config_view.h"
 #include "flops.h"
-#include "dependency/links.h"
+#include "links.h"
 #include "ops.h"
 #include "runtime_names.h"
 #include "shapes.h"

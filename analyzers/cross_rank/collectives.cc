@@ -6,7 +6,7 @@
 #include <optional>
 #include <string_view>
 
-#include "families.h"
+#include "per_step.h"
 #include "intervals.h"
 #include "runtime_names.h"
 

@@ -28,8 +28,8 @@
 #include <variant>
 
 #include "collectives.h"
-#include "families.h"
-#include "dependency/links.h"
+#include "dependency.h"
+#include "links.h"
 #include "rank_phases.h"
 #include "runtime_names.h"
 

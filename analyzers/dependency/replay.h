@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "dependency/links.h"
+#include "links.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::analyzers {

@@ -13,7 +13,7 @@
 #include <functional>
 
 #include "config_view.h"
-#include "families.h"
+#include "dependency.h"
 #include "ops.h"
 #include "optimizer_loop.h"
 #include "phases.h"

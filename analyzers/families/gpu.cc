@@ -45,7 +45,7 @@
 
 #include "families.h"
 #include "intervals.h"
-#include "dependency/links.h"
+#include "links.h"
 #include "runtime_names.h"
 #include "trainrx/profiler/time.h"
 #include "trainrx/profiler/sort_runs.h"

@@ -33,7 +33,7 @@
 #include <unordered_map>
 
 #include "families.h"
-#include "dependency/links.h"
+#include "links.h"
 #include "scopes.h"
 #include "intervals.h"
 #include "ops.h"

@@ -24,7 +24,7 @@
 
 #include "families.h"
 #include "intervals.h"
-#include "dependency/links.h"
+#include "links.h"
 #include "ops.h"
 #include "optimizer_loop.h"
 #include "runtime_names.h"

@@ -11,18 +11,96 @@ from trainrx_hook_common import _REMOVE_MODULE_RANGES, _dynamo_compiled, _one_li
 _MODULE_STEPS = 3  # the module ranges' budget lasts at least until this many optimizer steps ended
 
 
+class _ModuleNames:
+    """A module's display name: its attribute path from the outermost module that holds it
+    ("AE.encoder.0 (Linear)"), also when it is called as a root (Lightning calls self.encoder(x) from
+    training_step, a method: encoder and decoder were both "Sequential"). Weak references only: never
+    keeps a module alive."""
+
+    def __init__(self):
+        import weakref
+        self.weakref = weakref
+        self.names = weakref.WeakKeyDictionary()  # module -> display name
+        # submodule -> (weak parent, attribute): every `parent.attr = submodule` (a global registration
+        # hook, torch >= 2.0; installed when torch is imported, before the program builds its model).
+        self.parents = weakref.WeakKeyDictionary()
+
+    def on_child(self, parent, attr, sub):
+        try:
+            if sub is not None:
+                self.parents[sub] = (self.weakref.ref(parent), attr)
+        except Exception:
+            pass
+
+    def path_of(self, module):
+        """(outermost holder's class, "attr.attr") of a module held by another; (class, "") when none."""
+        path = []
+        seen = set()
+        while id(module) not in seen:
+            seen.add(id(module))
+            got = self.parents.get(module)
+            parent = got[0]() if got else None
+            if parent is None:
+                break
+            path.append(got[1])
+            module = parent
+        return type(module).__name__, ".".join(reversed(path))
+
+    def name_of(self, module, stack):
+        names = self.names
+        try:
+            return names[module]
+        except (KeyError, TypeError):
+            pass
+        if not stack:  # a root call: name the whole tree once, as named_modules() does
+            owner, where = self.path_of(module)
+            root = f"{owner}.{where} ({type(module).__name__})" if where else owner
+            prefix = f"{owner}.{where}." if where else f"{owner}."
+            for qual, sub in module.named_modules():
+                if sub not in names:
+                    names[sub] = f"{prefix}{qual} ({type(sub).__name__})" if qual else root
+            if module in names:
+                return names[module]
+        # A module made on the fly inside another's forward: its parent's name and its class.
+        parent = names.get(stack[-1][0], "?") if stack else "?"
+        return f"{parent}/{type(module).__name__}"
+
+
+class _ModuleBudget:
+    """How long module ranges are recorded: the first `model_calls` training calls of each root
+    model and, where torch.optim's steps run (global hooks, torch >= 2.0), on to the end of the
+    third step, so that a step that calls the model many times (LBFGS calls its closure 20 times a
+    step) still has ranges in the steps the analysis counts; at most 10x the calls. A loop without
+    torch.optim (a hand-written update) keeps the 20 calls."""
+
+    def __init__(self, model_calls):
+        self.model_calls = model_calls
+        self.calls = {}  # id(root model) -> training calls seen
+        self.begun = self.finished = 0
+
+    def on_begin(self, optimizer, args, kwargs):
+        self.begun += 1
+
+    def on_end(self, optimizer, args, kwargs):
+        self.finished += 1
+
+    def spent_by(self, module):
+        """Counts a training call of this root model; True once the budget is spent."""
+        n = self.calls[id(module)] = self.calls.get(id(module), 0) + 1
+        if n <= self.model_calls:
+            return False
+        return self.begun == 0 or self.finished >= _MODULE_STEPS or n > 10 * self.model_calls
+
+
 def _install_module_ranges(torch, model_calls):
     """nn.Module ranges through global forward hooks, for the first `model_calls` training calls of
     each model (a root module with children, called with grad enabled; 0: the whole run), and on to
-    the end of the third torch.optim step where that takes more calls (at most 10x), then the
+    the end of the third torch.optim step where that takes more calls (_ModuleBudget), then the
     hooks are removed: a range costs ~8 us of Python per module call, and the model's structure is
     the same every step. Calls with grad off (generation, evaluation) are neither counted nor
     recorded: minGPT's generate() at iteration 0 used the whole budget before training (issue 49.8).
-    A module is named by its attribute path from the outermost module that holds it
-    ("AE.encoder.0 (Linear)"), also when it is called as a root (Lightning calls self.encoder(x) from
-    training_step, a method: encoder and decoder were both "Sequential")."""
+    Modules are named by _ModuleNames."""
     import threading
-    import weakref
 
     from torch.nn.modules import module as nn_module
 
@@ -38,73 +116,14 @@ def _install_module_ranges(torch, model_calls):
     # Never inside torch.compile (dynamo inlines global hooks into the graph it traces) or
     # torch.jit.trace (the range would become part of the traced graph): return first thing.
     compiling, tracing = _tracers(torch)
-    names = weakref.WeakKeyDictionary()  # module -> display name; never keeps a module alive
-    # submodule -> (weak parent, attribute): every `parent.attr = submodule` (a global registration
-    # hook, torch >= 2.0; installed when torch is imported, before the program builds its model).
-    parents = weakref.WeakKeyDictionary()
+    names = _ModuleNames()
+    budget = _ModuleBudget(model_calls)
     register_child = getattr(nn_module, "register_module_module_registration_hook", None)
     local = threading.local()  # per thread: the open (module, range) pairs
-
-    def on_child(parent, attr, sub):
-        try:
-            if sub is not None:
-                parents[sub] = (weakref.ref(parent), attr)
-        except Exception:
-            pass
-
-    def path_of(module):
-        """(outermost holder's class, "attr.attr") of a module held by another; (class, "") when none."""
-        path = []
-        seen = set()
-        while id(module) not in seen:
-            seen.add(id(module))
-            got = parents.get(module)
-            parent = got[0]() if got else None
-            if parent is None:
-                break
-            path.append(got[1])
-            module = parent
-        return type(module).__name__, ".".join(reversed(path))
-
-    def name_of(module, stack):
-        try:
-            return names[module]
-        except (KeyError, TypeError):
-            pass
-        if not stack:  # a root call: name the whole tree once, as named_modules() does
-            owner, where = path_of(module)
-            root = f"{owner}.{where} ({type(module).__name__})" if where else owner
-            prefix = f"{owner}.{where}." if where else f"{owner}."
-            for qual, sub in module.named_modules():
-                if sub not in names:
-                    names[sub] = f"{prefix}{qual} ({type(sub).__name__})" if qual else root
-            if module in names:
-                return names[module]
-        # A module made on the fly inside another's forward: its parent's name and its class.
-        parent = names.get(stack[-1][0], "?") if stack else "?"
-        return f"{parent}/{type(module).__name__}"
-
     handles = []
-    calls = {}  # id(root model) -> training calls seen
     on = [True]
     grad_enabled = torch.is_grad_enabled
-    # Optimizer steps begun and finished (global hooks, torch >= 2.0): where torch.optim's steps run,
-    # the budget also lasts to the end of the third, so that a step that calls the model many times
-    # (LBFGS calls its closure 20 times a step) still has ranges in the steps the analysis counts; at
-    # most 10x the calls. A loop without torch.optim (a hand-written update) keeps the 20 calls.
-    steps = [0, 0]  # begun, finished
     register_begin, register_end = _step_hook_register("pre"), _step_hook_register("post")
-
-    def on_begin(optimizer, args, kwargs):
-        steps[0] += 1
-
-    def on_end(optimizer, args, kwargs):
-        steps[1] += 1
-
-    def spent(n):
-        if n <= model_calls:
-            return False
-        return steps[0] == 0 or steps[1] >= _MODULE_STEPS or n > 10 * model_calls
 
     def pre(module, args):
         if compiling() or tracing() or not on[0]:
@@ -115,18 +134,16 @@ def _install_module_ranges(torch, model_calls):
                 stack = local.stack = []
             if not stack and model_calls and not grad_enabled():
                 return  # generation, evaluation: not a training call, not recorded
-            if not stack and model_calls and next(module.children(), None) is not None:
-                n = calls[id(module)] = calls.get(id(module), 0) + 1
-                if spent(n):
-                    on[0] = False
-                    # Removing global hooks after torch.compile traced them would fail its guards and
-                    # compile the model again: then the hooks stay, as a check that returns at once.
-                    if not _dynamo_compiled():
-                        for h in handles:
-                            h.remove()
-                        handles.clear()
-                    return
-            rf = record_function("nn.Module: " + name_of(module, stack))
+            if not stack and model_calls and next(module.children(), None) is not None and budget.spent_by(module):
+                on[0] = False
+                # Removing global hooks after torch.compile traced them would fail its guards and
+                # compile the model again: then the hooks stay, as a check that returns at once.
+                if not _dynamo_compiled():
+                    for h in handles:
+                        h.remove()
+                    handles.clear()
+                return
+            rf = record_function("nn.Module: " + names.name_of(module, stack))
             rf.__enter__()
             stack.append((module, rf))
         except Exception:  # never break the user's forward
@@ -156,13 +173,13 @@ def _install_module_ranges(torch, model_calls):
     _REMOVE_MODULE_RANGES.append(remove)
     if register_child is not None:
         try:
-            handles.append(register_child(on_child))
+            handles.append(register_child(names.on_child))
         except Exception:
             pass
     if model_calls and register_begin is not None and register_end is not None:
         try:
-            handles.append(register_begin(on_begin))
-            handles.append(register_end(on_end))
+            handles.append(register_begin(budget.on_begin))
+            handles.append(register_end(budget.on_end))
         except Exception:
             pass
     handles.append(register_pre(pre))
@@ -387,6 +404,66 @@ _SITE_FUNCTIONS = (("", "nonzero"), ("", "masked_select"), ("cuda", "synchronize
 _COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 
 
+class _CallSites:
+    """The user's line of a call: the first frame outside torch (and NumPy, and this file), as a
+    range name "trainrx::at <file>(<line>): <function>", cached by (code, instruction)."""
+
+    def __init__(self, torch, torch_dir, ours):
+        self.torch_dir, self.ours = torch_dir, ours
+        # Each site's range name by (code, instruction): f_lineno walks the code's line table, ~20 k
+        # instructions a call from a long training function (callgrind, bench/step_instructions.py:
+        # AdamW reads every parameter's step with .item(), 16 calls a step of a transformer block).
+        self.sites = {}
+        # A call from torch's own code on a host tensor gets no range: it waits for no device, and its
+        # line is not the user's to change (AdamW and Adam read each parameter's step count with
+        # .item(), once per parameter a step: on a transformer block that was a third of what record
+        # added to the step, callgrind, bench/step_instructions.py). A host tensor read in the user's
+        # code keeps its range (a CPU run's per-step reads are named by line), and a device tensor
+        # read inside torch too (GradScaler's found_inf check syncs, named by the user's scaler.step line).
+        self.Tensor = torch.Tensor
+        # NumPy's own frames pass a tensor's value through (np.memmap.__getitem__ indexing with a 0-d
+        # tensor calls its __index__): the line to name is the user's that indexed, one frame further
+        # (nanoGPT's get_batch was named "numpy/_core/memmap.py(360): __getitem__", issue 81.5).
+        # NumPy's folder, once it is imported (it may be after this hook).
+        self.numpy_dir = None
+
+    def in_numpy(self, name):
+        if self.numpy_dir is None:
+            numpy = sys.modules.get("numpy")
+            if numpy is None or not getattr(numpy, "__file__", None):
+                return False
+            self.numpy_dir = os.path.dirname(numpy.__file__) + os.sep
+        return name.startswith(self.numpy_dir)
+
+    def site(self, args, f):
+        sites = self.sites
+        while f is not None:
+            code = f.f_code
+            name = code.co_filename
+            if self.in_numpy(name):
+                f = f.f_back
+                continue
+            if not (name.startswith(self.torch_dir) or name == self.ours):
+                key = (code, f.f_lasti)
+                where = sites.get(key)
+                if where is None:
+                    if len(sites) >= 4096:  # code made on the fly (exec, lambdas): bounded
+                        sites.clear()
+                    # A comprehension runs in a frame of its own ("<listcomp>" before Python 3.12):
+                    # named by the function it is written in (nanoGPT's get_batch indexes its
+                    # memmap inside one), at the comprehension's line.
+                    function, outer = code.co_name, f.f_back
+                    while function in _COMPREHENSIONS and outer is not None:
+                        function, outer = outer.f_code.co_name, outer.f_back
+                    where = sites[key] = f"trainrx::at {name}({f.f_lineno}): {function}"
+                return where
+            # Reached only through torch's frames, the first of them the caller's.
+            if args and isinstance(args[0], self.Tensor) and args[0].is_cpu:
+                return None
+            f = f.f_back
+        return None
+
+
 def _install_call_sites(torch, record_function):
     """The user's line around the few calls that sync (scalar reads, copies to the host, nonzero /
     masked_select, torch.cuda.synchronize / empty_cache): each call runs inside a range
@@ -409,63 +486,12 @@ def _install_call_sites(torch, record_function):
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=lambda: on.__setitem__(0, False))
 
-    # Each site's range name by (code, instruction): f_lineno walks the code's line table, ~20 k
-    # instructions a call from a long training function (callgrind, bench/step_instructions.py:
-    # AdamW reads every parameter's step with .item(), 16 calls a step of a transformer block).
-    sites = {}
-
-    # A call from torch's own code on a host tensor gets no range: it waits for no device, and its
-    # line is not the user's to change (AdamW and Adam read each parameter's step count with
-    # .item(), once per parameter a step: on a transformer block that was a third of what record
-    # added to the step, callgrind, bench/step_instructions.py). A host tensor read in the user's
-    # code keeps its range (a CPU run's per-step reads are named by line), and a device tensor
-    # read inside torch too (GradScaler's found_inf check syncs, named by the user's scaler.step line).
+    sites = _CallSites(torch, torch_dir, ours)
     Tensor = torch.Tensor
-
-    # NumPy's own frames pass a tensor's value through (np.memmap.__getitem__ indexing with a 0-d
-    # tensor calls its __index__): the line to name is the user's that indexed, one frame further
-    # (nanoGPT's get_batch was named "numpy/_core/memmap.py(360): __getitem__", issue 81.5).
-    # NumPy's folder, once it is imported (it may be after this hook).
-    numpy_dir = [None]
-
-    def in_numpy(name):
-        if numpy_dir[0] is None:
-            numpy = sys.modules.get("numpy")
-            if numpy is None or not getattr(numpy, "__file__", None):
-                return False
-            numpy_dir[0] = os.path.dirname(numpy.__file__) + os.sep
-        return name.startswith(numpy_dir[0])
-
-    def site(args, f):
-        while f is not None:
-            code = f.f_code
-            name = code.co_filename
-            if in_numpy(name):
-                f = f.f_back
-                continue
-            if not (name.startswith(torch_dir) or name == ours):
-                key = (code, f.f_lasti)
-                where = sites.get(key)
-                if where is None:
-                    if len(sites) >= 4096:  # code made on the fly (exec, lambdas): bounded
-                        sites.clear()
-                    # A comprehension runs in a frame of its own ("<listcomp>" before Python 3.12):
-                    # named by the function it is written in (nanoGPT's get_batch indexes its
-                    # memmap inside one), at the comprehension's line.
-                    function, outer = code.co_name, f.f_back
-                    while function in _COMPREHENSIONS and outer is not None:
-                        function, outer = outer.f_code.co_name, outer.f_back
-                    where = sites[key] = f"trainrx::at {name}({f.f_lineno}): {function}"
-                return where
-            # Reached only through torch's frames, the first of them the caller's.
-            if args and isinstance(args[0], Tensor) and args[0].is_cpu:
-                return None
-            f = f.f_back
-        return None
 
     def ranged(original, args, kwargs, caller):
         try:
-            where = site(args, caller)
+            where = sites.site(args, caller)
         except Exception:
             where = None
         if where is None:

@@ -419,12 +419,19 @@ class _Watch:
             ("trainrx_host_rss_bytes", "The process's resident memory at the last step.", self._read_rss()),
             ("trainrx_last_step_timestamp_seconds", "Wall-clock time of the last step.", time.time()),
         ]
+        run, wait = self._sched()
+        if run is not None:
+            gauges.append(("trainrx_cpu_seconds_total", "The main (training) thread's time on a CPU (schedstat).", run))
+            gauges.append(("trainrx_cpu_wait_seconds_total",
+                           "The main thread's time ready to run but waiting for a CPU (schedstat run delay: a busy machine).",
+                           wait))
         cuda = self.cuda = self._cuda_memory()
         if cuda is not None:
             gauges.append(("trainrx_cuda_allocated_bytes", "The CUDA caching allocator's allocated bytes.", cuda[0]))
             gauges.append(("trainrx_cuda_reserved_bytes", "The CUDA caching allocator's reserved bytes.", cuda[1]))
         for name, help_text, value in gauges:
-            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name}{{{r}}} {value:.6g}"]
+            kind = "counter" if name.endswith("_total") else "gauge"
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name}{{{r}}} {value:.6g}"]
         lines += ["# HELP trainrx_captures_total Deep captures taken, by trigger.", "# TYPE trainrx_captures_total counter"]
         for reason in ("on demand", "regression", "memory"):
             lines.append(f'trainrx_captures_total{{{r},trigger="{reason.replace(" ", "_")}"}} {self.captures.get(reason, 0)}')
@@ -437,6 +444,16 @@ class _Watch:
             os.replace(tmp, self.metrics_path)
         except OSError:
             pass
+
+    @staticmethod
+    def _sched():
+        """The main thread's CPU time and run-queue wait, in seconds (Linux schedstat; None elsewhere)."""
+        try:
+            with open("/proc/self/schedstat") as f:
+                run, wait = f.read().split()[:2]
+            return int(run) / 1e9, int(wait) / 1e9
+        except Exception:
+            return None, None
 
     def _read_rss(self):
         try:
@@ -478,7 +495,14 @@ def _serve(watch, port):
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
-            body = watch.text.encode()
+            text = watch.text
+            if watch.rank == 0:  # the watcher's figures of the last analyzed capture (its first findings)
+                try:
+                    with open(os.path.join(watch.dir, "metrics", "findings.prom")) as f:
+                        text += f.read()
+                except OSError:
+                    pass
+            body = text.encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))

@@ -15,7 +15,7 @@
 #include <string>
 #include <variant>
 
-#include "dependency/links.h"
+#include "links.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/diff.h"
 #include "trainrx/profiler/reader.h"

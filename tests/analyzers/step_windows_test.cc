@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "families.h"
+#include "per_step.h"
 
 namespace trainrx::analyzers {
 namespace {

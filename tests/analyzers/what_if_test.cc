@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "dependency/calibration.h"
-#include "dependency/links.h"
+#include "links.h"
 #include "report_helpers.h"
 #include "dependency/replay.h"
 #include "dependency/what_if.h"

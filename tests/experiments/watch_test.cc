@@ -122,6 +122,22 @@ TEST(WatchTest, ACaptureCutShortByTheJobsEndIsNamedAndOnlyFinishedTracesAreRead)
   EXPECT_EQ(ended[1].reason, "memory");
 }
 
+TEST(WatchTest, AnAnalyzedCapturesFirstFindingsAreMetrics) {
+  Folder f;
+  EXPECT_EQ(FindingsMetrics((f.dir / "capture-3").string()), "") << "no report: no metrics";
+  f.Write("capture-3/report.json", R"({"findings": [
+    {"id": "input.dataloader_bound", "severity": "high", "estimated_saving_pct": 61.5},
+    {"id": "input.workers", "severity": "medium", "estimated_saving_pct": 0},
+    {"id": "steps.slow", "severity": "low"}]})");
+  const std::string text = FindingsMetrics((f.dir / "capture-3").string(), 2);
+  EXPECT_NE(text.find(R"(trainrx_capture_finding{capture="capture-3",order="1",id="input.dataloader_bound",severity="high"} 61.5)"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find(R"(order="2",id="input.workers",severity="medium"} 0)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("steps.slow"), std::string::npos) << "only the first two: " << text;
+  EXPECT_NE(text.find(R"(trainrx_capture_findings{capture="capture-3"} 3)"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE trainrx_capture_finding gauge"), std::string::npos);
+}
+
 TEST(WatchTest, AProcessNamesTheFolderItIsWatchedIn) {
   const auto none = WatchedDirOfProcess(1 << 30);
   ASSERT_FALSE(none.ok());

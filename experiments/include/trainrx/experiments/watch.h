@@ -47,6 +47,10 @@ std::vector<Capture> FinishedCaptures(const std::string& dir, bool job_ended);
 // waits in), and which ranks are not in that collective. "" when no rank's steps stopped.
 std::string HangReport(const std::string& dir);
 
+// Prometheus text of an analyzed capture's first `top` findings (its report.json): the id, the
+// severity and the estimated saving of each, and how many there are; "" without a readable report.
+// The watcher writes it to DIR/metrics/findings.prom; rank 0's endpoint serves it beside its own.
+std::string FindingsMetrics(const std::string& capture_folder, size_t top = 5);
 // Asks the job watched in `dir` for a capture of `steps` steps (capture-request.json), from a step
 // every rank reaches after the request is seen: the ranks' last step in their metrics, plus margin
 // (two seconds of steps where there are several ranks).

@@ -1,4 +1,4 @@
-#include "dependency/links.h"
+#include "links.h"
 
 #include <algorithm>
 #include <tuple>
