@@ -51,6 +51,23 @@ TransformPlan NoSaving(const RankGraph& graph, std::string why);
 // Optimizer.step# range encloses it before any user call site does (a closure's
 // `print(loss.item())` has its line inside the step: the user's). sync.host_device alike.
 bool OptimizersOwn(const RankGraph& graph, int32_t frame);
+// The host transforms (host_transforms.cc), by the finding whose fix each replays: anomaly mode
+// off (debug.anomaly_detection), evaluation under no_grad (eval.no_grad), syncs unblocked
+// (sync.host_device), the caching allocator kept (gpu.allocator), zero_grad(set_to_none=True),
+// DataLoader workers (input.workers: `workers`, the catalog's 2 by default), foreach and fused
+// optimizers, cudnn.benchmark (not predictable from a trace), the profiler off, a bias before
+// batch norm dropped (model.bias_before_norm).
+TransformPlan AnomalyOff(const RankGraph& graph);
+TransformPlan EvalNoGrad(const RankGraph& graph);
+TransformPlan UnblockSyncs(const RankGraph& graph);
+TransformPlan CachingAllocator(const RankGraph& graph);
+TransformPlan ZeroGradNone(const RankGraph& graph);
+TransformPlan LoaderWorkers(const RankGraph& graph, const TransformArgs& args);
+TransformPlan ForeachOptimizer(const RankGraph& graph);
+TransformPlan FusedOptimizer(const RankGraph& graph);
+TransformPlan CudnnBenchmark(const RankGraph& graph);
+TransformPlan ProfilerOff(const RankGraph& graph);
+TransformPlan DropBias(const RankGraph& graph);
 // The GPU transforms (gpu_transforms.cc): TF32 for FP32 GEMM / convolution kernels, pinned memory
 // for pageable host-to-device copies, CUDA graphs for launch-bound steps, autocast to bf16 (asked
 // for with --what-if only: no finding's fix).
