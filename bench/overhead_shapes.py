@@ -12,7 +12,9 @@ the default 2 s period); the same with the journal off (TRAINRX_FLUSH_SECONDS=0)
 (0.5 s: 4x the default rate, so that a run of a few seconds holds several flushes). Every round runs every (shape, mode) once, in
 an order rotated each round.
 
-A run's figure is its median step (the first --warmup steps dropped). Within a round, each mode is
+A run's figure is its median step (the first --warmup steps dropped), in wall time or, with --clock
+cpu, in the process's CPU time (every thread's: what the process itself spent, which a shared VM's
+other tenants and this machine's other processes move less than they move wall time). Within a round, each mode is
 compared with that round's plain run of the same shape (neighbours in time): added = mode / plain
 - 1. Per shape and mode the table gives the median over rounds and a 95 % interval from resampling
 the rounds (bootstrap, 2000 draws), and record / torch.profiler of the added times (the issue's
@@ -55,6 +57,9 @@ def interval(xs, stat, rng, draws=2000):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="a step's time: wall, or the process's CPU time (every thread's; a shared VM's other "
+                        "tenants and its own other processes move wall time, not this)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--steps-scale", type=float, default=1.0)
     p.add_argument("--shapes", default="ops,ops1,workers,model")
@@ -102,7 +107,7 @@ def main():
             args, steps = SHAPES[shape]
             steps = max(a.warmup + 10, int(steps * a.steps_scale))
             out = os.path.join(work, "steps.json")
-            cmd = [a.python, script] + args + ["--steps", str(steps), "--step-times", out]
+            cmd = [a.python, script] + args + ["--steps", str(steps), "--step-times", out, "--clock", a.clock]
             how, env = modes[mode]
             if how and how[0] == "record":
                 pre = [a.trainrx, "record", "--steps", "all", "-o", trace]
@@ -129,16 +134,16 @@ def main():
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
         if a.partial:  # the tables so far, rewritten after every round (a long run stopped early keeps them)
             with open(a.partial, "w") as f:
-                report(runs, journal, modes, shapes, r + 1, f)
-    report(runs, journal, modes, shapes, a.rounds, sys.stdout)
+                report(runs, journal, modes, shapes, r + 1, f, a.clock)
+    report(runs, journal, modes, shapes, a.rounds, sys.stdout, a.clock)
 
 
-def report(runs, journal, modes, shapes, rounds, out):
+def report(runs, journal, modes, shapes, rounds, out, clock="wall"):
     emit = lambda *x: print(*x, file=out)
     runs = {c: v[:rounds] for c, v in runs.items()}
     rng = random.Random(1)
     pct = lambda lo_hi: f"{100 * lo_hi[0]:+.1f} to {100 * lo_hi[1]:+.1f} %"
-    emit(f"rounds: {rounds}\n")
+    emit(f"rounds: {rounds}; a step's time: {'the process CPU time (every thread)' if clock == 'cpu' else 'wall time'}\n")
     for shape in shapes:
         plain = runs[(shape, "plain")]
         emit(f"### {LABEL[shape]} (`{' '.join(SHAPES[shape][0])}`), plain median step {statistics.median(plain):.2f} ms\n")

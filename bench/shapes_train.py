@@ -60,6 +60,8 @@ def main():
     p.add_argument("--profile-memory", action="store_true", help="with --torch-profiler: profile_memory=True")
     p.add_argument("--record-shapes", action="store_true", help="with --torch-profiler: record_shapes=True")
     p.add_argument("--step-times", default="")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="--step-times in wall time, or in the process's CPU time (every thread's, time.process_time)")
     p.add_argument("--count-from", type=int, default=-1)
     p.add_argument("--callgrind-toggle", default="")
     a = p.parse_args()
@@ -101,9 +103,10 @@ def main():
                                       record_shapes=a.record_shapes)
         prof.__enter__()
     done = 0
+    clock = time.process_time if a.clock == "cpu" else time.perf_counter
     while done < a.steps:
         it = batches()
-        t0 = time.perf_counter()
+        t0 = clock()
         for x, y in it:
             if toggle is not None and done == a.count_from:
                 toggle.trainrx_bench_instr_on()
@@ -111,7 +114,7 @@ def main():
             loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
-            t1 = time.perf_counter()
+            t1 = clock()
             times.append((t1 - t0) * 1e3)
             t0 = t1
             done += 1
