@@ -26,6 +26,7 @@
 #include "trainrx/experiments/workload_run.h"
 #include "trainrx/profiler/env.h"
 #include "trainrx/reports/diff.h"
+#include "trainrx/reports/format.h"
 #include "trainrx/reports/output.h"
 #include "trainrx/reports/report.h"
 #include "trainrx/reports/workloads.h"
@@ -324,6 +325,15 @@ int RunGate(Args& a, const Commands& c) {
   return cli::GateSelfTest(a.gate);
 }
 
+// `--format` for a document: the registered formats that render it (reports::FormatNames), named
+// in the help and checked, so a format registered once is offered everywhere it renders.
+CLI::Option* FormatOption(CLI::App* app, std::string& target, reports::Document d, const std::string& note = "") {
+  const std::vector<std::string> names = reports::FormatNames(d);
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : " | ") + n;
+  return app->add_option("--format", target, list + note)->check(CLI::IsMember(names));
+}
+
 // The parsed subcommand, run.
 int Dispatch(Args& a, const Commands& c) {
   if (*c.analyze) return RunAnalyze(a.paths, a.sample, a.format, a.output, a.set, a.thresholds);
@@ -354,8 +364,7 @@ int Dispatch(Args& a, const Commands& c) {
 void AddAnalysisCommands(CLI::App& app, Args& a, Commands& c) {
   c.analyze = app.add_subcommand("analyze", "Analyze PyTorch-profiler (Kineto/Chrome) traces: findings, evidence, fixes");
   c.analyze->add_option("paths", a.paths, "trace files (.json, .json.gz) or directories of per-rank traces");
-  c.analyze->add_option("--format", a.format, "text | json | md | html (one self-contained file: plots, tables, timeline)")
-      ->check(CLI::IsMember({"text", "json", "md", "html"}));
+  FormatOption(c.analyze, a.format, reports::Document::kAnalysis, " (html: one self-contained file: plots, tables, timeline)");
   c.analyze->add_option("-o,--output,--report", a.output, "write the report here instead of stdout");
   c.analyze->add_option("--threshold", a.thresholds, "override a threshold: id.key=value (repeatable)");
   c.analyze->add_flag("--strict", a.set.strict,
@@ -380,7 +389,7 @@ void AddAnalysisCommands(CLI::App& app, Args& a, Commands& c) {
                                       "and findings, each change per step");
   c.diff->add_option("a", a.diff_a, "run A: a trace file or a directory of rank traces")->required();
   c.diff->add_option("b", a.diff_b, "run B")->required();
-  c.diff->add_option("--format", a.diff_format, "text | md | json | html")->check(CLI::IsMember({"text", "md", "json", "html"}));
+  FormatOption(c.diff, a.diff_format, reports::Document::kDiff);
   c.diff->add_option("-o,--output,--report", a.diff_out, "write the report here instead of stdout");
 
   c.convert = app.add_subcommand("convert", "Read any supported trace and write Kineto JSON (opens in Perfetto / HTA)");
@@ -417,8 +426,7 @@ void AddRecordCommands(CLI::App& app, Args& a, Commands& c) {
       "record", "Run a command with the probes attached (no code change) and write a Kineto-compatible trace");
   c.record->add_option("-o,--output", r.output, "trace file to write (.json or .json.gz)");
   c.record->add_flag("--analyze", r.analyze, "analyze the trace(s) when the command ends");
-  c.record->add_option("--format", a.record_format, "with --analyze: text | json | md | html")
-      ->check(CLI::IsMember({"text", "json", "md", "html"}));
+  FormatOption(c.record, a.record_format, reports::Document::kAnalysis, " (with --analyze)");
   c.record->add_option("--report", a.record_report, "with --analyze: write the report here instead of stdout");
   c.record->add_option("--probe-dir", r.probe_dir,
                        "directory of the probe to attach (built for the program's torch; default: next to trainrx)");
@@ -469,7 +477,7 @@ void AddRecordCommands(CLI::App& app, Args& a, Commands& c) {
   c.run->add_option("--preset", a.run.preset, "a named configuration (see `trainrx workloads`)");
   c.run->add_option("--nproc", a.run.nproc, "local ranks (torch.distributed c10d, env:// on 127.0.0.1)");
   c.run->add_option("-o,--output", a.run.output, "trace path (default trainrx_<workload>.json; .rank<R> per rank)");
-  c.run->add_option("--format", a.format, "text | json | md | html")->check(CLI::IsMember({"text", "json", "md", "html"}));
+  FormatOption(c.run, a.format, reports::Document::kAnalysis);
   c.run->add_option("--report", a.output, "write the report here instead of stdout");
   c.run->add_option("--threshold", a.thresholds, "override a threshold: id.key=value (repeatable)");
 }
@@ -481,7 +489,7 @@ void AddExperimentCommands(CLI::App& app, Args& a, Commands& c) {
                   "trials per configuration (default 5; at least 4); fix and ab go on until decided, to at most twice "
                   "as many rounds across processes (in-process: this many processes)");
     s->add_option("--seed", plan.seed, "seed of the randomized interleaving");
-    s->add_option("--format", a.exp.format, "text | md | json | html")->check(CLI::IsMember({"text", "md", "json", "html"}));
+    FormatOption(s, a.exp.format, reports::Document::kFix);
     s->add_option("-o,--report", a.exp.output, "write the report here instead of stdout");
     s->add_option("--trial-steps", plan.trial_steps,
                   "--cmd: optimizer steps each trial runs before it is ended as if finished (finally blocks and exit "
@@ -587,8 +595,7 @@ void AddGateCommands(CLI::App& app, Args& a, Commands& c) {
   gc->add_flag("--same-job", gate.run.same_job,
                "the baseline's program or arguments differ from SPEC's but they are one job (e.g. the main branch's "
                "build against this one); without it such a check is an error (exit 2)");
-  gc->add_option("--format", gate.format, "text | md | junit | json | html")
-      ->check(CLI::IsMember({"text", "md", "junit", "json", "html"}));
+  FormatOption(gc, gate.format, reports::Document::kGate);
   gc->add_option("-o,--report", gate.report, "write the report here instead of stdout");
   spec_opts(gc);
   c.st = c.gate->add_subcommand("self-test", "Measure the gate's false-alarm and detection rates on this machine");

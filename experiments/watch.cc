@@ -164,9 +164,14 @@ StatusOr<ProcessSpec> PrepareWatch(const WatchOptions& o, const std::string& exe
   const fs::path dir = fs::absolute(o.dir, ec);
   fs::create_directories(dir / "metrics", ec);
   if (ec || access(dir.c_str(), W_OK) != 0) return Status::Error(fmt::format("{}: cannot make or write the folder", dir.string()));
-  // A folder of an earlier job: its metrics and request would be read as this job's.
+  // A folder of an earlier job: its metrics and request would be read as this job's, and its
+  // captures' numbers taken again (this job's are numbered after them).
   fs::remove(dir / "capture-request.json", ec);
   for (const auto& e : fs::directory_iterator(dir / "metrics", ec)) fs::remove(e.path(), ec);
+  int earlier = 0;
+  for (const auto& e : fs::directory_iterator(dir, ec))  // an empty folder holds no capture (made for a mount, say)
+    if (std::error_code empty_ec; !fs::is_empty(e.path(), empty_ec))
+      earlier = std::max(earlier, RankOf(e.path().filename().string(), "capture-"));
   ProcessSpec p;
   p.argv = o.command;
   p.search_path = true;
@@ -175,6 +180,7 @@ StatusOr<ProcessSpec> PrepareWatch(const WatchOptions& o, const std::string& exe
            {"TRAINRX_WATCH", dir.string(), E::kSet},
            {"TRAINRX_WATCH_CAPTURE_STEPS", std::to_string(o.capture_steps), E::kSet},
            {"TRAINRX_WATCH_MAX_CAPTURES", std::to_string(o.max_captures), E::kSet},
+           {"TRAINRX_WATCH_FIRST_CAPTURE", std::to_string(earlier + 1), E::kSet},
            {"TRAINRX_WATCH_HANG_FACTOR", fmt::format("{:g}", o.hang_factor), E::kSet},
            {"TRAINRX_WATCH_HANG_MIN_SECONDS", fmt::format("{:g}", o.hang_min_seconds), E::kSet},
            {"TRAINRX_WATCH_REGRESSION", o.regression ? "1" : "0", E::kSet},

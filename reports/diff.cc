@@ -280,20 +280,14 @@ void WriteRow(const analyzers::DiffRow& r, profiler::JsonWriter& w) {
     w.Field("noise", r.noise);
     w.Field("structural", r.structural);
     if (!r.explains.empty()) {
-      w.Key("explains");
-      w.BeginArray();
-      for (const auto& e : r.explains) w.String(e);
-      w.EndArray();
+      w.Array("explains", r.explains, [&](const auto& e) { w.String(e); });
     }
     if (r.kind == "op") {
       w.Field("calls_a", r.calls_a, 6);
       w.Field("calls_b", r.calls_b, 6);
     }
     if (!r.modules.empty()) {
-      w.Key("modules");
-      w.BeginArray();
-      for (const auto& m : r.modules) w.String(m);
-      w.EndArray();
+      w.Array("modules", r.modules, [&](const auto& m) { w.String(m); });
     }
     if (r.rank >= 0) w.Field("rank", static_cast<int64_t>(r.rank));
     if (!r.a_text.empty()) w.Field("a_text", r.a_text);
@@ -307,23 +301,22 @@ void WriteRow(const analyzers::DiffRow& r, profiler::JsonWriter& w) {
 
 void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w) {
   for (const auto& [key, side] : {std::pair{"a", &d.a}, std::pair{"b", &d.b}}) {
-    w.Key(key);
-    w.BeginObject();
-    w.Field("label", side->label);
-    w.Field("steps", side->steps);
-    w.Field("median_step_ns", side->median_step_ns, 12);
-    w.Field("mean_step_ns", side->mean_step_ns, 12);
-    w.Field("p10_step_ns", side->p10_step_ns, 12);
-    w.Field("p90_step_ns", side->p90_step_ns, 12);
-    w.Field("stddev_step_ns", side->stddev_step_ns, 12);
-    w.Key("phases_ns");
-    w.BeginObject();
-    w.Field("data_wait", side->data_wait_ns, 12);
-    w.Field("forward", side->forward_ns, 12);
-    w.Field("backward", side->backward_ns, 12);
-    w.Field("optimizer", side->optimizer_ns, 12);
-    w.Field("other", side->other_ns, 12);
-    w.EndObject();
+    w.Object(key, [&] {
+      w.Field("label", side->label);
+      w.Field("steps", side->steps);
+      w.Field("median_step_ns", side->median_step_ns, 12);
+      w.Field("mean_step_ns", side->mean_step_ns, 12);
+      w.Field("p10_step_ns", side->p10_step_ns, 12);
+      w.Field("p90_step_ns", side->p90_step_ns, 12);
+      w.Field("stddev_step_ns", side->stddev_step_ns, 12);
+      w.Key("phases_ns");
+      w.BeginObject();
+      w.Field("data_wait", side->data_wait_ns, 12);
+      w.Field("forward", side->forward_ns, 12);
+      w.Field("backward", side->backward_ns, 12);
+      w.Field("optimizer", side->optimizer_ns, 12);
+      w.Field("other", side->other_ns, 12);
+    });
     w.EndObject();
   }
   w.Field("delta_mean_ns", d.delta_mean_ns, 12);
@@ -343,15 +336,9 @@ void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w) {
                                   std::pair{"ops", &d.ops}, std::pair{"kernels", &d.kernels}, std::pair{"shapes", &d.shapes},
                                   std::pair{"collectives", &d.collectives}, std::pair{"config", &d.config},
                                   std::pair{"findings", &d.findings}}) {
-    w.Key(key);
-    w.BeginArray();
-    for (const auto& r : *rows) WriteRow(r, w);
-    w.EndArray();
+    w.Array(key, *rows, [&](const auto& r) { WriteRow(r, w); });
   }
-  w.Key("predictions");
-  w.BeginArray();
-  for (const auto& p : d.predictions) {
-    w.BeginObject();
+  w.Objects("predictions", d.predictions, [&](const auto& p) {
     w.Field("finding", p.id);
     w.Field("gone_in_b", p.gone_in_b);
     w.Field("predicted_saving_pct", p.predicted.saving_pct);
@@ -361,13 +348,8 @@ void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w) {
     w.Field("inside", p.inside);
     w.Field("close", p.close);
     w.Field("undecided", p.undecided);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.Key("notes");
-  w.BeginArray();
-  for (const auto& n : d.notes) w.String(n);
-  w.EndArray();
+  });
+  w.Array("notes", d.notes, [&](const auto& n) { w.String(n); });
 }
 
 }  // namespace trainrx::reports

@@ -62,27 +62,25 @@ void WriteArm(JsonWriter& w, const Arm& a) {
 }
 
 void WriteDifference(JsonWriter& w, const char* key, const stats::Difference& d) {
-  w.Key(key);
-  w.BeginObject();
-  w.Field("median_a", d.median_a, 12);
-  w.Field("median_b", d.median_b, 12);
-  w.Field("difference", d.diff, 12);
-  w.Field("ci_low", d.ci_low, 12);
-  w.Field("ci_high", d.ci_high, 12);
-  w.Field("p_value", d.p_value, 6);
-  w.Field("significant", d.significant);
-  w.EndObject();
+  w.Object(key, [&] {
+    w.Field("median_a", d.median_a, 12);
+    w.Field("median_b", d.median_b, 12);
+    w.Field("difference", d.diff, 12);
+    w.Field("ci_low", d.ci_low, 12);
+    w.Field("ci_high", d.ci_high, 12);
+    w.Field("p_value", d.p_value, 6);
+    w.Field("significant", d.significant);
+  });
 }
 
 // "memory": growth a step and peak, B - A (bytes), when both sides measured them.
 void WriteMemory(JsonWriter& w, const experiments::MemoryComparison& m) {
   if (!m.measured) return;
-  w.Key("memory");
-  w.BeginObject();
-  WriteDifference(w, "growth_bytes_per_step", m.growth);
-  WriteDifference(w, "peak_bytes", m.peak);
-  w.Field("notable", m.Notable());
-  w.EndObject();
+  w.Object("memory", [&] {
+    WriteDifference(w, "growth_bytes_per_step", m.growth);
+    WriteDifference(w, "peak_bytes", m.peak);
+    w.Field("notable", m.Notable());
+  });
 }
 
 // A busy machine (issue 60.5): the caveat on the verdict, before the notes; nothing on a quiet one.
@@ -93,18 +91,17 @@ void WriteMachineText(const experiments::MachineLoad& m, std::ostream& out, bool
 // "machine": the trials' CPU wait, when any trial measured it.
 void WriteMachineJson(JsonWriter& w, const experiments::MachineLoad& m) {
   if (m.measured == 0) return;
-  w.Key("machine");
-  w.BeginObject();
-  w.Field("trials", static_cast<int64_t>(m.trials));
-  w.Field("measured", static_cast<int64_t>(m.measured));
-  w.Field("starved", static_cast<int64_t>(m.starved));
-  w.Field("starved_above_wait_pct", profiler::kBusyWaitPct, 2);
-  w.Field("median_wait_pct", m.median_wait_pct, 3);
-  w.Field("max_wait_pct", m.max_wait_pct, 3);
-  w.Field("median_other_cpus", m.median_other_cpus, 3);
-  w.Field("cpus", m.cpus, 0);
-  w.Field("busy", m.busy());
-  w.EndObject();
+  w.Object("machine", [&] {
+    w.Field("trials", static_cast<int64_t>(m.trials));
+    w.Field("measured", static_cast<int64_t>(m.measured));
+    w.Field("starved", static_cast<int64_t>(m.starved));
+    w.Field("starved_above_wait_pct", profiler::kBusyWaitPct, 2);
+    w.Field("median_wait_pct", m.median_wait_pct, 3);
+    w.Field("max_wait_pct", m.max_wait_pct, 3);
+    w.Field("median_other_cpus", m.median_other_cpus, 3);
+    w.Field("cpus", m.cpus, 0);
+    w.Field("busy", m.busy());
+  });
 }
 
 std::string PValue(double p) { return p < 0.001 ? "p < 0.001" : fmt::format("p = {:.3f}", p); }
@@ -290,10 +287,7 @@ namespace {
 void WriteFixRowJson(JsonWriter& w, const FixRow& row) {
   w.BeginObject();
   w.Field("finding", row.findings.empty() ? std::string() : row.findings.front());
-  w.Key("findings");
-  w.BeginArray();
-  for (const auto& f : row.findings) w.String(f);
-  w.EndArray();
+  w.Array("findings", row.findings, [&](const auto& f) { w.String(f); });
   w.Field("knob", row.change);
   w.Field("all", row.all);
   if (row.asked) w.Field("asked", true);
@@ -334,24 +328,18 @@ void WriteFixRowJson(JsonWriter& w, const FixRow& row) {
 
 // The sequential design of `fix --format json`: its spending, rounds and looks.
 void WriteSequentialJson(JsonWriter& w, const FixReport& r) {
-  w.Key("sequential");
-  w.BeginObject();
-  w.Field("spending", r.sequential.spending);
-  w.Field("alpha", r.sequential.alpha, 6);
-  w.Field("max_rounds", static_cast<int64_t>(r.sequential.max_rounds));
-  w.Field("rounds", static_cast<int64_t>(r.sequential.rounds));
-  w.Key("looks");
-  w.BeginArray();
-  for (const auto& l : r.sequential.looks) {
-    w.BeginObject();
-    w.Field("round", static_cast<int64_t>(l.round));
-    w.Field("information_fraction", l.t, 6);
-    w.Field("critical_z", std::isfinite(l.z) ? l.z : 99.0, 6);
-    w.Field("nominal_alpha", l.nominal_alpha, 8);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
+  w.Object("sequential", [&] {
+    w.Field("spending", r.sequential.spending);
+    w.Field("alpha", r.sequential.alpha, 6);
+    w.Field("max_rounds", static_cast<int64_t>(r.sequential.max_rounds));
+    w.Field("rounds", static_cast<int64_t>(r.sequential.rounds));
+    w.Objects("looks", r.sequential.looks, [&](const auto& l) {
+      w.Field("round", static_cast<int64_t>(l.round));
+      w.Field("information_fraction", l.t, 6);
+      w.Field("critical_z", std::isfinite(l.z) ? l.z : 99.0, 6);
+      w.Field("nominal_alpha", l.nominal_alpha, 8);
+    });
+  });
 }
 
 }  // namespace
@@ -370,16 +358,10 @@ void WriteFixJson(const FixReport& r, std::ostream& out) {
   w.Field("order", r.order);
   w.Key("baseline_trials");
   WriteArm(w, r.baseline);
-  w.Key("fixes");
-  w.BeginArray();
-  for (const auto& row : r.rows) WriteFixRowJson(w, row);
-  w.EndArray();
+  w.Array("fixes", r.rows, [&](const auto& row) { WriteFixRowJson(w, row); });
   if (r.sequential.used) WriteSequentialJson(w, r);
   WriteMachineJson(w, r.machine);
-  w.Key("notes");
-  w.BeginArray();
-  for (const auto& n : r.notes) w.String(n);
-  w.EndArray();
+  w.Array("notes", r.notes, [&](const auto& n) { w.String(n); });
   w.EndObject();
   out << "\n";
 }
@@ -455,18 +437,11 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
   w.Field("throughput_unit", r.throughput_unit);  // what the cells' samples_per_step and samples_per_s count
   w.Field("memory_cap_bytes", static_cast<int64_t>(r.memory_cap_bytes));
   WriteMachineJson(w, r.machine);
-  w.Key("notes");
-  w.BeginArray();
-  for (const auto& n : r.notes) w.String(n);
-  w.EndArray();
-  w.Key("cells");
-  w.BeginArray();
-  for (const auto& c : r.cells) {
-    w.BeginObject();
-    w.Key("knobs");
-    w.BeginObject();
-    for (const auto& [k, v] : c.knobs) w.Field(k, v);
-    w.EndObject();
+  w.Array("notes", r.notes, [&](const auto& n) { w.String(n); });
+  w.Objects("cells", r.cells, [&](const auto& c) {
+    w.Object("knobs", [&] {
+      for (const auto& [k, v] : c.knobs) w.Field(k, v);
+    });
     w.Field("median_ms", c.median_ms, 6);
     w.Field("ci_low", c.ci.low, 6);
     w.Field("ci_high", c.ci.high, 6);
@@ -485,9 +460,7 @@ void WriteSweepJson(const SweepReport& r, std::ostream& out) {
     }
     w.Key("trials");
     WriteArm(w, c.arm);
-    w.EndObject();
-  }
-  w.EndArray();
+  });
   w.EndObject();
   out << "\n";
 }
@@ -579,15 +552,11 @@ void WriteAbJson(const AbReport& r, std::ostream& out) {
   }
   WriteMemory(w, r.memory);
   WriteMachineJson(w, r.machine);
-  w.Key("notes");
-  w.BeginArray();
-  for (const auto& n : r.notes) w.String(n);
-  w.EndArray();
+  w.Array("notes", r.notes, [&](const auto& n) { w.String(n); });
   if (r.explained) {
-    w.Key("why");
-    w.BeginObject();
-    WriteDiffObject(r.why, w);
-    w.EndObject();
+    w.Object("why", [&] {
+      WriteDiffObject(r.why, w);
+    });
   }
   w.EndObject();
   out << "\n";

@@ -125,10 +125,7 @@ void WriteGateJson(const GateReport& r, std::ostream& out) {
   w.Field("trials", static_cast<int64_t>(r.trials));
   w.Field("tolerance", r.rule.tolerance, 4);
   w.Field("max_undetected", r.rule.max_undetected, 4);
-  w.Key("metrics");
-  w.BeginArray();
-  for (const auto& d : r.metrics) {
-    w.BeginObject();
+  w.Objects("metrics", r.metrics, [&](const auto& d) {
     w.Field("name", d.name);
     w.Field("unit", d.unit);
     w.Field("verdict", GateVerdictName(d.verdict));
@@ -142,23 +139,16 @@ void WriteGateJson(const GateReport& r, std::ostream& out) {
     w.Field("p_holm", d.p_holm, 6);
     w.Field("detectable_ratio", d.detectable, 6);
     if (const auto out = experiments::PassRulesOut(d)) w.Field("rules_out_slowdown", *out, 6);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.Key("baseline_fingerprint");
-  w.BeginObject();
-  for (const auto& [k, v] : r.baseline_fingerprint) w.Field(k, v);
-  w.EndObject();
-  w.Key("warnings");
-  w.BeginArray();
-  for (const auto& s : r.warnings) w.String(s);
-  w.EndArray();
+  });
+  w.Object("baseline_fingerprint", [&] {
+    for (const auto& [k, v] : r.baseline_fingerprint) w.Field(k, v);
+  });
+  w.Array("warnings", r.warnings, [&](const auto& s) { w.String(s); });
   if (r.explained) {
     if (!r.why_from.empty()) w.Field("why_from", r.why_from);
-    w.Key("why");
-    w.BeginObject();
-    WriteDiffObject(r.why, w);
-    w.EndObject();
+    w.Object("why", [&] {
+      WriteDiffObject(r.why, w);
+    });
   }
   w.EndObject();
   out << "\n";

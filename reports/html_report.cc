@@ -49,14 +49,8 @@ void WriteTimeline(JsonWriter& w, const analyzers::Timeline& tl) {
   w.BeginArray();
   for (const int32_t r : tl.ranks_shown) w.Int(r);
   w.EndArray();
-  w.Key("names");
-  w.BeginArray();
-  for (const auto& n : tl.names) w.String(n);
-  w.EndArray();
-  w.Key("windows");
-  w.BeginArray();
-  for (const auto& win : tl.windows) {
-    w.BeginObject();
+  w.Array("names", tl.names, [&](const auto& n) { w.String(n); });
+  w.Objects("windows", tl.windows, [&](const auto& win) {
     w.Field("label", win.label);
     w.Field("why", win.why);
     w.Field("rank", win.rank);
@@ -65,10 +59,7 @@ void WriteTimeline(JsonWriter& w, const analyzers::Timeline& tl) {
     w.Field("step_index", win.step_index);
     w.Field("events_in_window", win.events_in_window);
     w.Field("events_kept", win.events_kept);
-    w.Key("lanes");
-    w.BeginArray();
-    for (const auto& lane : win.lanes) {
-      w.BeginObject();
+    w.Objects("lanes", win.lanes, [&](const auto& lane) {
       w.Field("label", lane.label);
       w.Field("gpu", lane.gpu);
       w.Field("left_out", lane.left_out);
@@ -84,12 +75,8 @@ void WriteTimeline(JsonWriter& w, const analyzers::Timeline& tl) {
         w.EndArray();
       }
       w.EndArray();
-      w.EndObject();
-    }
-    w.EndArray();
-    w.EndObject();
-  }
-  w.EndArray();
+    });
+  });
   w.EndObject();
 }
 

@@ -29,24 +29,20 @@ void WriteNameRow(JsonWriter& w, const analyzers::NameRow& r, bool self, bool to
 // metrics.op_table / kernel_table / module_table: the top rows, full names, and the rest in "other"
 // (null when nothing was folded).
 void WriteNameTable(JsonWriter& w, const char* key, const analyzers::NameTable& t, bool self) {
-  w.Key(key);
-  w.BeginObject();
-  w.Field("basis", t.basis);
-  w.Field("basis_ns", t.basis_ns);
-  w.Field("steps", t.steps);
-  w.Field("names", t.names);
-  w.Key("rows");
-  w.BeginArray();
-  for (const auto& r : t.rows) WriteNameRow(w, r, self, /*total=*/true);
-  w.EndArray();
-  w.Key("other");
-  if (t.other_names > 0) {
-    WriteNameRow(w, t.other, self, t.other_has_total);  // ops: no total (it nests across names)
-  } else {
-    w.Null();
-  }
-  w.Field("other_names", t.other_names);
-  w.EndObject();
+  w.Object(key, [&] {
+    w.Field("basis", t.basis);
+    w.Field("basis_ns", t.basis_ns);
+    w.Field("steps", t.steps);
+    w.Field("names", t.names);
+    w.Array("rows", t.rows, [&](const auto& r) { WriteNameRow(w, r, self, /*total=*/true); });
+    w.Key("other");
+    if (t.other_names > 0) {
+      WriteNameRow(w, t.other, self, t.other_has_total);  // ops: no total (it nests across names)
+    } else {
+      w.Null();
+    }
+    w.Field("other_names", t.other_names);
+  });
 }
 
 const char* IssueSeverityName(profiler::IssueSeverity s) {
@@ -61,60 +57,38 @@ const char* IssueSeverityName(profiler::IssueSeverity s) {
 // result documents (`trainrx run`).
 void WriteRunJson(JsonWriter& w, const analyzers::Report& report, const RenderOptions& options) {
   // Whether every rank's recording ran to its end (analyzers::UnfinishedRank): read this first.
-  w.Key("run");
-  w.BeginObject();
-  w.Field("finished", report.metrics.unfinished.empty());
-  w.Key("unfinished");
-  w.BeginArray();
-  for (const auto& u : report.metrics.unfinished) WriteUnfinished(w, u);
-  w.EndArray();
-  // Step windows (record --steps/--skip): which steps each rank's trace holds.
-  w.Key("windows");
-  w.BeginArray();
-  for (const auto& win : report.metrics.windows) WriteWindow(w, win);
-  w.EndArray();
-  // Records the collector dropped (its cap reached): every figure is about what was kept.
-  w.Field("complete", report.metrics.losses.empty());
-  w.Key("losses");
-  w.BeginArray();
-  for (const auto& l : report.metrics.losses) sets::WriteLoss(w, l);
-  w.EndArray();
-  w.EndObject();
+  w.Object("run", [&] {
+    w.Field("finished", report.metrics.unfinished.empty());
+    w.Array("unfinished", report.metrics.unfinished, [&](const auto& u) { WriteUnfinished(w, u); });
+    // Step windows (record --steps/--skip): which steps each rank's trace holds.
+    w.Array("windows", report.metrics.windows, [&](const auto& win) { WriteWindow(w, win); });
+    // Records the collector dropped (its cap reached): every figure is about what was kept.
+    w.Field("complete", report.metrics.losses.empty());
+    w.Array("losses", report.metrics.losses, [&](const auto& l) { sets::WriteLoss(w, l); });
+  });
   if (!options.run_results_json.empty()) {
-    w.Key("runs");
-    w.BeginArray();
-    for (const auto& r : options.run_results_json) w.Raw(r);
-    w.EndArray();
+    w.Array("runs", options.run_results_json, [&](const auto& r) { w.Raw(r); });
   }
 }
 
 // "ingest": what was read, and each kind of issue met reading it.
 void WriteIngestJson(JsonWriter& w, const profiler::Trace& trace) {
-  w.Key("ingest");
-  w.BeginObject();
-  w.Field("events", trace.stats.events_read);
-  w.Field("bytes", trace.stats.bytes_read);
-  w.Field("skipped_events", trace.stats.TotalSkipped());
-  w.Key("issues");
-  w.BeginArray();
-  for (const auto& e : trace.stats.entries) {
-    w.BeginObject();
-    w.Field("kind", e.kind);
-    w.Field("severity", IssueSeverityName(e.severity));
-    w.Field("count", e.count);
-    w.Field("first_seen", e.example);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
+  w.Object("ingest", [&] {
+    w.Field("events", trace.stats.events_read);
+    w.Field("bytes", trace.stats.bytes_read);
+    w.Field("skipped_events", trace.stats.TotalSkipped());
+    w.Objects("issues", trace.stats.entries, [&](const auto& e) {
+      w.Field("kind", e.kind);
+      w.Field("severity", IssueSeverityName(e.severity));
+      w.Field("count", e.count);
+      w.Field("first_seen", e.example);
+    });
+  });
 }
 
 // "ranks": each rank's source, clocks, devices and collector configuration.
 void WriteRanksJson(JsonWriter& w, const profiler::Trace& trace) {
-  w.Key("ranks");
-  w.BeginArray();
-  for (const auto& r : trace.ranks) {
-    w.BeginObject();
+  w.Objects("ranks", trace.ranks, [&](const auto& r) {
     w.Field("rank", r.rank);
     w.Field("world_size", r.world_size);
     w.Field("source", r.source);
@@ -123,81 +97,62 @@ void WriteRanksJson(JsonWriter& w, const profiler::Trace& trace) {
     if (!r.backend.empty()) w.Field("backend", r.backend);
     if (!r.clock_status.empty()) {
       // Clock alignment (analyzers::AlignRankClocks): shift_ns was added to this rank's times.
-      w.Key("clock");
-      w.BeginObject();
-      w.Field("status", r.clock_status);
-      w.Field("shift_ns", r.clock_shift_ns);
-      w.Field("note", r.clock_note);
-      w.EndObject();
+      w.Object("clock", [&] {
+        w.Field("status", r.clock_status);
+        w.Field("shift_ns", r.clock_shift_ns);
+        w.Field("note", r.clock_note);
+      });
     }
-    w.Key("devices");
-    w.BeginArray();
-    for (const auto& d : r.devices) {
-      w.BeginObject();
+    w.Objects("devices", r.devices, [&](const auto& d) {
       w.Field("id", d.id);
       w.Field("name", d.name);
       w.Field("compute_capability", std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor));
-      w.EndObject();
-    }
-    w.EndArray();
-    w.EndObject();
-  }
-  w.EndArray();
+    });
+  });
 }
 
 // "steps": the step rows and the warm-up steps left out.
 void WriteStepsJson(JsonWriter& w, const analyzers::StepModel& steps) {
-  w.Key("steps");
-  w.BeginObject();
-  w.Field("source", steps.source);
-  w.Field("count", static_cast<int64_t>(steps.steps.size()));
-  w.Field("median_ns", steps.median_wall_ns);
-  w.Field("mean_ns", steps.mean_wall_ns);
-  w.Key("warmup");  // leading steps over 3x the median, left out of every figure
-  w.BeginArray();
-  for (const auto& s : steps.warmup_steps) WriteStepRow(w, s, /*phases=*/false);
-  w.EndArray();
-  if (!steps.warmup_notes.empty()) {  // slow first steps kept: contention, not warm-up (issue 81.9)
-    w.Key("warmup_notes");
+  w.Object("steps", [&] {
+    w.Field("source", steps.source);
+    w.Field("count", static_cast<int64_t>(steps.steps.size()));
+    w.Field("median_ns", steps.median_wall_ns);
+    w.Field("mean_ns", steps.mean_wall_ns);
+    w.Key("warmup");  // leading steps over 3x the median, left out of every figure
     w.BeginArray();
-    for (const auto& n : steps.warmup_notes) w.String(n);
+    for (const auto& s : steps.warmup_steps) WriteStepRow(w, s, /*phases=*/false);
     w.EndArray();
-  }
-  w.Key("rows");
-  w.BeginArray();
-  for (const auto& s : steps.steps) WriteStepRow(w, s, /*phases=*/true);
-  w.EndArray();
-  w.EndObject();
+    if (!steps.warmup_notes.empty()) {  // slow first steps kept: contention, not warm-up (issue 81.9)
+      w.Array("warmup_notes", steps.warmup_notes, [&](const auto& n) { w.String(n); });
+    }
+    w.Array("rows", steps.steps, [&](const auto& s) { WriteStepRow(w, s, /*phases=*/true); });
+  });
 }
 
 // metrics.step_breakdown: the phases' shares of the steps.
 void WriteStepBreakdownJson(JsonWriter& w, const analyzers::StepModel& steps) {
-  w.Key("step_breakdown");
-  w.BeginObject();
-  w.Field("data_wait", steps.data_wait_share);
-  w.Field("forward", steps.forward_share);
-  w.Field("backward", steps.backward_share);
-  w.Field("optimizer", steps.optimizer_share);
-  w.Field("other", steps.other_share);
-  w.Field("forward_backward_overlap", steps.fwd_bwd_overlap_share);
-  w.Field("untrained_forward", steps.untrained_forward_share);
-  w.Field("data_wait_without_worst_steps", steps.data_share_without_worst);
-  w.Field("worst_data_steps", static_cast<int64_t>(steps.data_worst_steps.size()));
-  if (steps.has_gpu) {
-    w.Field("gpu_kernel", steps.gpu_kernel_share);
-    w.Field("gpu_memcpy", steps.gpu_memcpy_share);
-    w.Field("gpu_idle", steps.gpu_idle_share);
-    w.Field("data_wait_gpu_idle", steps.data_exposed_share);
-  }
-  w.EndObject();
+  w.Object("step_breakdown", [&] {
+    w.Field("data_wait", steps.data_wait_share);
+    w.Field("forward", steps.forward_share);
+    w.Field("backward", steps.backward_share);
+    w.Field("optimizer", steps.optimizer_share);
+    w.Field("other", steps.other_share);
+    w.Field("forward_backward_overlap", steps.fwd_bwd_overlap_share);
+    w.Field("untrained_forward", steps.untrained_forward_share);
+    w.Field("data_wait_without_worst_steps", steps.data_share_without_worst);
+    w.Field("worst_data_steps", static_cast<int64_t>(steps.data_worst_steps.size()));
+    if (steps.has_gpu) {
+      w.Field("gpu_kernel", steps.gpu_kernel_share);
+      w.Field("gpu_memcpy", steps.gpu_memcpy_share);
+      w.Field("gpu_idle", steps.gpu_idle_share);
+      w.Field("data_wait_gpu_idle", steps.data_exposed_share);
+    }
+  });
 }
 
 // metrics.temporal_breakdown: HTA's GPU time breakdown per rank, idle per stream.
 void WriteTemporalJson(JsonWriter& w, const analyzers::Report& report) {
-  w.Key("temporal_breakdown");
-  w.BeginArray();
-  for (const auto& t : report.metrics.temporal) {
-    w.BeginObject();
+  w.Objects("temporal_breakdown", report.metrics.temporal, [&](const auto& t) {
     w.Field("rank", t.rank);
     w.Field("kernel_time_ns", t.kernel_time_ns);
     w.Field("idle_ns", t.idle_ns);
@@ -210,40 +165,27 @@ void WriteTemporalJson(JsonWriter& w, const analyzers::Report& report) {
     w.Field("comm_overlap_ns", t.comm_overlap_ns);
     w.Field("comm_overlap_pct", t.comm_overlap_pct);  // null without communication kernels (HTA: NaN)
     w.Field("window", t.window);
-    w.Key("idle_by_stream");
-    w.BeginArray();
-    for (const auto& s : t.streams) {
-      w.BeginObject();
+    w.Objects("idle_by_stream", t.streams, [&](const auto& s) {
       w.Field("device", s.device);
       w.Field("stream", s.stream);
       w.Field("host_wait_ns", s.host_wait_ns);
       w.Field("kernel_wait_ns", s.kernel_wait_ns);
       w.Field("other_ns", s.other_ns);
-      w.EndObject();
-    }
-    w.EndArray();
+    });
     const analyzers::IdleCauses& c = t.idle_causes;
-    w.Key("idle_causes");
-    w.BeginObject();
-    w.Field("host_starved_ns", c.host_starved_ns);
-    w.Field("allocator_ns", c.allocator_ns);
-    w.Field("queued_ns", c.queued_ns);
-    w.Field("graph_nodes_ns", c.graph_ns);
-    w.Key("queued_by_stream");
-    w.BeginArray();
-    for (const auto& q : c.queued_by_stream) {
-      w.BeginObject();
-      w.Field("stream", q.stream);
-      w.Field("ns", q.ns);
-      w.Field("gaps", q.gaps);
-      w.Field("after_stream", q.after_stream);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.EndObject();
-    w.EndObject();
-  }
-  w.EndArray();
+    w.Object("idle_causes", [&] {
+      w.Field("host_starved_ns", c.host_starved_ns);
+      w.Field("allocator_ns", c.allocator_ns);
+      w.Field("queued_ns", c.queued_ns);
+      w.Field("graph_nodes_ns", c.graph_ns);
+      w.Objects("queued_by_stream", c.queued_by_stream, [&](const auto& q) {
+        w.Field("stream", q.stream);
+        w.Field("ns", q.ns);
+        w.Field("gaps", q.gaps);
+        w.Field("after_stream", q.after_stream);
+      });
+    });
+  });
 }
 
 // metrics.what_if: several fixes replayed together (analyzers::WhatIf).
@@ -274,29 +216,18 @@ void WriteCpuLoadJson(JsonWriter& w, const analyzers::Report& report) {
 }
 
 void WriteWhatIfJson(JsonWriter& w, const analyzers::Report& report) {
-  w.Key("what_if");
-  w.BeginArray();
-  for (const auto& x : report.metrics.what_if) {
-    w.BeginObject();
+  w.Objects("what_if", report.metrics.what_if, [&](const auto& x) {
     w.Field("rank", x.rank);
     w.Field("label", x.label);
-    w.Key("transforms");
-    w.BeginArray();
-    for (const auto& n : x.transforms) w.String(n);
-    w.EndArray();
+    w.Array("transforms", x.transforms, [&](const auto& n) { w.String(n); });
     sets::WritePredictionFields(w, x.prediction);
-    w.EndObject();
-  }
-  w.EndArray();
+  });
 }
 
 // metrics.critical_path: per rank, the mean step's path by class, its largest items, and the median
 // step's segments (analyzers::CriticalPath).
 void WriteCriticalPathJson(JsonWriter& w, const analyzers::Report& report) {
-  w.Key("critical_path");
-  w.BeginArray();
-  for (const auto& p : report.metrics.critical_paths) {
-    w.BeginObject();
+  w.Objects("critical_path", report.metrics.critical_paths, [&](const auto& p) {
     w.Field("rank", p.rank);
     w.Field("steps", p.steps);
     w.Field("mean_ns", p.mean_ns);
@@ -310,36 +241,23 @@ void WriteCriticalPathJson(JsonWriter& w, const analyzers::Report& report) {
     w.Field("sync_records", p.sync_records);
     w.Field("linked", p.linked);
     w.Field("note", p.note);
-    w.Key("class_ns");
-    w.BeginObject();
-    for (int k = 0; k < analyzers::kPathClasses; ++k)
-      w.Field(analyzers::PathClassName(static_cast<analyzers::PathClass>(k)), p.class_ns[k]);
-    w.EndObject();
-    w.Key("top");
-    w.BeginArray();
-    for (const auto& item : p.top) {
-      w.BeginObject();
+    w.Object("class_ns", [&] {
+      for (int k = 0; k < analyzers::kPathClasses; ++k)
+        w.Field(analyzers::PathClassName(static_cast<analyzers::PathClass>(k)), p.class_ns[k]);
+    });
+    w.Objects("top", p.top, [&](const auto& item) {
       w.Field("class", analyzers::PathClassName(item.cls));
       w.Field("what", item.what);
       w.Field("ns", item.ns);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("segments");
-    w.BeginArray();
-    for (const auto& s : p.segments) {
-      w.BeginObject();
+    });
+    w.Objects("segments", p.segments, [&](const auto& s) {
       w.Field("start_ns", s.start_ns);
       w.Field("end_ns", s.end_ns);
       w.Field("class", analyzers::PathClassName(s.cls));
       w.Field("what", s.what);
       w.Field("slack_ns", s.slack_ns);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.EndObject();
-  }
-  w.EndArray();
+    });
+  });
 }
 
 // metrics.utilization: per rank with costed ops (issue 52): MFU, the peak and its source, and the
@@ -360,10 +278,7 @@ void WriteCostRowJson(JsonWriter& w, const analyzers::OpCostRow& r, bool op) {
   w.EndObject();
 }
 void WriteUtilizationJson(JsonWriter& w, const analyzers::Report& report) {
-  w.Key("utilization");
-  w.BeginArray();
-  for (const auto& u : report.metrics.utilization) {
-    w.BeginObject();
+  w.Objects("utilization", report.metrics.utilization, [&](const auto& u) {
     w.Field("rank", u.rank);
     w.Field("device", u.device);
     w.Field("time_from", u.device_time ? "kernels" : "cpu_ops");
@@ -389,25 +304,14 @@ void WriteUtilizationJson(JsonWriter& w, const analyzers::Report& report) {
     w.Field("total_ns", u.total_ns, 15);
     w.Field("covered_share", u.covered_share, 6);
     w.Field("note", u.note);
-    w.Key("classes");
-    w.BeginArray();
-    for (const auto& c : u.classes) WriteCostRowJson(w, c, false);
-    w.EndArray();
-    w.Key("ops");
-    w.BeginArray();
-    for (const auto& o : u.ops) WriteCostRowJson(w, o, true);
-    w.EndArray();
-    w.EndObject();
-  }
-  w.EndArray();
+    w.Array("classes", u.classes, [&](const auto& c) { WriteCostRowJson(w, c, false); });
+    w.Array("ops", u.ops, [&](const auto& o) { WriteCostRowJson(w, o, true); });
+  });
 }
 
 // metrics.launch_stats: per rank.
 void WriteLaunchStatsJson(JsonWriter& w, const analyzers::Report& report) {
-  w.Key("launch_stats");
-  w.BeginArray();
-  for (const auto& l : report.metrics.launch) {
-    w.BeginObject();
+  w.Objects("launch_stats", report.metrics.launch, [&](const auto& l) {
     w.Field("rank", l.rank);
     w.Field("kernels", l.kernels);
     w.Field("mean_launch_us", l.mean_cpu_us);
@@ -416,9 +320,7 @@ void WriteLaunchStatsJson(JsonWriter& w, const analyzers::Report& report) {
     w.Field("short_kernels", l.short_kernels);
     w.Field("long_launches", l.long_launches);
     w.Field("long_delays", l.long_delays);
-    w.EndObject();
-  }
-  w.EndArray();
+  });
 }
 
 // metrics.memory: one entry per (rank, device) with allocator samples.
@@ -464,10 +366,7 @@ void WriteMemoryJson(JsonWriter& w, const analyzers::Report& report) {
 
 // metrics.compile: one entry per rank with torch.compile in its trace.
 void WriteCompileJson(JsonWriter& w, const analyzers::Report& report) {
-  w.Key("compile");
-  w.BeginArray();
-  for (const auto& c : report.metrics.compile) {
-    w.BeginObject();
+  w.Objects("compile", report.metrics.compile, [&](const auto& c) {
     w.Field("rank", c.rank);
     w.Field("marks", c.marks);
     w.Field("compilations", c.compiles);
@@ -480,21 +379,14 @@ void WriteCompileJson(JsonWriter& w, const analyzers::Report& report) {
     w.Field("regions_per_call", c.regions_per_call);
     w.Field("eager_between_ns", static_cast<int64_t>(std::llround(c.eager_between_ns)));
     for (const auto& [key, sites] : {std::pair{"graph_breaks", &c.graph_breaks}, std::pair{"recompile_sites", &c.recompile_sites}}) {
-      w.Key(key);
-      w.BeginArray();
-      for (const auto& s : *sites) {
-        w.BeginObject();
+      w.Objects(key, *sites, [&](const auto& s) {
         w.Field("where", s.where);
         w.Field("function", s.function);
         w.Field("reason", s.reason);
         w.Field("count", s.count);
-        w.EndObject();
-      }
-      w.EndArray();
+      });
     }
-    w.EndObject();
-  }
-  w.EndArray();
+  });
 }
 
 }  // namespace
@@ -504,10 +396,7 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   JsonWriter w(out, /*pretty=*/true);
   w.BeginObject();
   w.Field("schema", kJsonSchema);
-  w.Key("inputs");
-  w.BeginArray();
-  for (const auto& in : options.inputs) w.String(in);
-  w.EndArray();
+  w.Array("inputs", options.inputs, [&](const auto& in) { w.String(in); });
   WriteRunJson(w, report, options);
 
   WriteIngestJson(w, trace);
@@ -517,31 +406,26 @@ void WriteJson(const profiler::Trace& trace, const analyzers::Report& report, co
   const auto& steps = report.metrics.steps;
   WriteStepsJson(w, steps);
 
-  w.Key("metrics");
-  w.BeginObject();
-  WriteStepBreakdownJson(w, steps);
-  WriteTemporalJson(w, report);
-  WriteCriticalPathJson(w, report);
-  WriteWhatIfJson(w, report);
-  WriteUtilizationJson(w, report);
-  WriteCpuLoadJson(w, report);
-  WriteLaunchStatsJson(w, report);
-  WriteNameTable(w, "op_table", report.metrics.op_table, /*self=*/true);
-  WriteNameTable(w, "kernel_table", report.metrics.kernel_table, /*self=*/false);
-  WriteNameTable(w, "module_table", report.metrics.module_table, /*self=*/true);
-  WriteMemoryJson(w, report);
-  WriteCompileJson(w, report);
-  w.EndObject();
+  w.Object("metrics", [&] {
+    WriteStepBreakdownJson(w, steps);
+    WriteTemporalJson(w, report);
+    WriteCriticalPathJson(w, report);
+    WriteWhatIfJson(w, report);
+    WriteUtilizationJson(w, report);
+    WriteCpuLoadJson(w, report);
+    WriteLaunchStatsJson(w, report);
+    WriteNameTable(w, "op_table", report.metrics.op_table, /*self=*/true);
+    WriteNameTable(w, "kernel_table", report.metrics.kernel_table, /*self=*/false);
+    WriteNameTable(w, "module_table", report.metrics.module_table, /*self=*/true);
+    WriteMemoryJson(w, report);
+    WriteCompileJson(w, report);
+  });
 
-  w.Key("findings");
-  w.BeginArray();
-  for (const auto& f : report.findings) WriteFinding(w, f);
-  w.EndArray();
+  w.Array("findings", report.findings, [&](const auto& f) { WriteFinding(w, f); });
 
-  w.Key("thresholds");
-  w.BeginObject();
-  for (const auto& [k, v] : thresholds.all()) w.Field(k, v.first);
-  w.EndObject();
+  w.Object("thresholds", [&] {
+    for (const auto& [k, v] : thresholds.all()) w.Field(k, v.first);
+  });
   w.EndObject();
   out << '\n';
 }

@@ -41,35 +41,29 @@ void WriteFinding(JsonWriter& w, const analyzers::Finding& f) {
   w.Field("measured", f.measured);
   w.Field("threshold", f.threshold);
   w.Field("unit", f.measured_unit);
-  w.Key("evidence");
-  w.BeginObject();
-  for (const auto& e : f.evidence) {
-    w.Key(e.key);
-    if (const auto* i = std::get_if<int64_t>(&e.value)) w.Int(*i);
-    else if (const auto* d = std::get_if<double>(&e.value)) w.Double(*d);
-    else w.String(std::get<std::string>(e.value));
-  }
-  w.EndObject();
-  w.Key("examples");
-  w.BeginArray();
-  for (const auto& x : f.examples) w.String(x);
-  w.EndArray();
+  w.Object("evidence", [&] {
+    for (const auto& e : f.evidence) {
+      w.Key(e.key);
+      if (const auto* i = std::get_if<int64_t>(&e.value)) w.Int(*i);
+      else if (const auto* d = std::get_if<double>(&e.value)) w.Double(*d);
+      else w.String(std::get<std::string>(e.value));
+    }
+  });
+  w.Array("examples", f.examples, [&](const auto& x) { w.String(x); });
   w.Field("estimated_saving_pct", f.estimated_saving_pct);
   w.Field("estimated_saving_ns", f.estimated_saving_ns);
   w.Field("saving_bound_ns", f.saving_bound_ns);
   w.Field("saving_bound", f.saving_bound);
   w.Field("steps", f.steps);
-  w.Key("fix");
-  w.BeginObject();
-  w.Field("python", f.fix_python);
-  w.Field("cpp", f.fix_cpp);
-  w.Field("knob", f.knob);
-  w.EndObject();
+  w.Object("fix", [&] {
+    w.Field("python", f.fix_python);
+    w.Field("cpp", f.fix_cpp);
+    w.Field("knob", f.knob);
+  });
   if (!f.predicted.method.empty()) {  // the what-if replay's (dependency/what_if.cc)
-    w.Key("predicted");
-    w.BeginObject();
-    WritePredictionFields(w, f.predicted);
-    w.EndObject();
+    w.Object("predicted", [&] {
+      WritePredictionFields(w, f.predicted);
+    });
   }
   w.EndObject();
 }

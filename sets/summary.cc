@@ -146,61 +146,47 @@ void WriteSummary(const analyzers::RankSide& side, std::ostream& out) {
   w.BeginObject();
   w.Field("schema", kSummarySchema);
   const auto& info = side.info;
-  w.Key("rank_info");
-  w.BeginObject();
-  w.Field("rank", info.rank);
-  w.Field("world_size", info.world_size);
-  w.Field("backend", info.backend);
-  w.Field("source", info.source);
-  w.Field("rank_source", info.rank_source);
-  w.Field("job", info.job);
-  w.Field("base_time_ns", info.base_time_ns);
-  w.Key("devices");
-  w.BeginArray();
-  for (const auto& d : info.devices) {
+  w.Object("rank_info", [&] {
+    w.Field("rank", info.rank);
+    w.Field("world_size", info.world_size);
+    w.Field("backend", info.backend);
+    w.Field("source", info.source);
+    w.Field("rank_source", info.rank_source);
+    w.Field("job", info.job);
+    w.Field("base_time_ns", info.base_time_ns);
+    w.Objects("devices", info.devices, [&](const auto& d) {
+      w.Field("id", d.id);
+      w.Field("name", d.name);
+      w.Field("total_global_mem", d.total_global_mem);
+      w.Field("compute_major", d.compute_major);
+      w.Field("compute_minor", d.compute_minor);
+      w.Field("num_sms", d.num_sms);
+    });
+    w.Key("config");  // the collector's block, values as JSON text
     w.BeginObject();
-    w.Field("id", d.id);
-    w.Field("name", d.name);
-    w.Field("total_global_mem", d.total_global_mem);
-    w.Field("compute_major", d.compute_major);
-    w.Field("compute_minor", d.compute_minor);
-    w.Field("num_sms", d.num_sms);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.Key("config");  // the collector's block, values as JSON text
-  w.BeginObject();
-  for (const auto& [k, v] : info.config) w.Field(k, v.json());  // the JSON text, as a string
-  w.EndObject();
+    for (const auto& [k, v] : info.config) w.Field(k, v.json());  // the JSON text, as a string
+  });
   w.EndObject();
   w.Field("events", side.events);
   w.Field("bytes", side.bytes);
   w.Field("skipped", side.skipped);
-  w.Key("machine");
-  w.BeginObject();
-  w.Field("cpu_count", side.cpu_count);
-  w.Field("intra_op_threads", side.intra_op_threads);
-  w.Field("local_ranks", side.local_ranks);
-  w.EndObject();
+  w.Object("machine", [&] {
+    w.Field("cpu_count", side.cpu_count);
+    w.Field("intra_op_threads", side.intra_op_threads);
+    w.Field("local_ranks", side.local_ranks);
+  });
   w.Key("inputs");  // the rank's model input shape (RankSide::input_shape)
   w.BeginObject();
   w.Field("shape", side.input_shape);
   w.Field("steps_with_shape", side.input_shape_steps);
   w.Field("steps_with_shapes", side.shaped_steps);
   w.EndObject();
-  w.Key("steps");
-  w.BeginObject();
-  w.Field("source", side.steps_source);
-  w.Field("has_gpu", side.steps_have_gpu);
-  w.Key("rows");
-  w.BeginArray();
-  for (const auto& r : side.steps) WriteStepRow(w, r, true);
-  w.EndArray();
-  w.Key("warmup");
-  w.BeginArray();
-  for (const auto& r : side.warmup_steps) WriteStepRow(w, r, true);
-  w.EndArray();
-  w.EndObject();
+  w.Object("steps", [&] {
+    w.Field("source", side.steps_source);
+    w.Field("has_gpu", side.steps_have_gpu);
+    w.Array("rows", side.steps, [&](const auto& r) { WriteStepRow(w, r, true); });
+    w.Array("warmup", side.warmup_steps, [&](const auto& r) { WriteStepRow(w, r, true); });
+  });
   // Collectives as [name index, ts_ns, dur_ns, in_steps (0/1)], names listed once.
   std::vector<std::string_view> names(side.names->begin(), side.names->end());
   w.Key("collective_names");
@@ -220,18 +206,9 @@ void WriteSummary(const analyzers::RankSide& side, std::ostream& out) {
     }
     w.EndArray();
   }
-  w.Key("findings");
-  w.BeginArray();
-  for (const auto& f : side.findings) WriteFinding(w, f);
-  w.EndArray();
-  w.Key("unfinished");
-  w.BeginArray();
-  for (const auto& u : side.unfinished) WriteUnfinished(w, u);
-  w.EndArray();
-  w.Key("windows");
-  w.BeginArray();
-  for (const auto& win : side.windows) WriteWindow(w, win);
-  w.EndArray();
+  w.Array("findings", side.findings, [&](const auto& f) { WriteFinding(w, f); });
+  w.Array("unfinished", side.unfinished, [&](const auto& u) { WriteUnfinished(w, u); });
+  w.Array("windows", side.windows, [&](const auto& win) { WriteWindow(w, win); });
   w.EndObject();
   out << "\n";
 }
@@ -375,22 +352,16 @@ void WriteFileSides(const FileSides& file, const std::string& path, std::ostream
   w.BeginObject();
   w.Field("schema", kFileSidesSchema);
   w.Field("file", path);
-  w.Key("ingest");
-  w.BeginObject();
-  w.Field("events", file.stats.events_read);
-  w.Field("bytes", file.stats.bytes_read);
-  w.Key("issues");
-  w.BeginArray();
-  for (const auto& e : file.stats.entries) {
-    w.BeginObject();
-    w.Field("kind", e.kind);
-    w.Field("severity", static_cast<int64_t>(e.severity));
-    w.Field("count", e.count);
-    w.Field("example", e.example);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
+  w.Object("ingest", [&] {
+    w.Field("events", file.stats.events_read);
+    w.Field("bytes", file.stats.bytes_read);
+    w.Objects("issues", file.stats.entries, [&](const auto& e) {
+      w.Field("kind", e.kind);
+      w.Field("severity", static_cast<int64_t>(e.severity));
+      w.Field("count", e.count);
+      w.Field("example", e.example);
+    });
+  });
   w.Key("sides");
   w.BeginArray();
   for (const auto& side : file.sides) {

@@ -83,6 +83,8 @@ class _Watch:
         self.hang_factor = float(os.environ.get("TRAINRX_WATCH_HANG_FACTOR", "20"))
         self.hang_floor = float(os.environ.get("TRAINRX_WATCH_HANG_MIN_SECONDS", "60"))
         self.max_captures = int(os.environ.get("TRAINRX_WATCH_MAX_CAPTURES", "5"))
+        # capture-<K> from this K on (an earlier job's captures in the same folder keep theirs)
+        self.first_capture = max(1, int(os.environ.get("TRAINRX_WATCH_FIRST_CAPTURE", "1") or 1))
         self.regression = os.environ.get("TRAINRX_WATCH_REGRESSION", "1") != "0"
         self.min_slower = float(os.environ.get("TRAINRX_WATCH_MIN_SLOWER_PCT", "20")) / 100.0
         self.lock = threading.Lock()
@@ -294,7 +296,7 @@ class _Watch:
     def _start_capture(self):
         reason, detail, start, steps = self.pending
         self.pending = None
-        k = sum(self.captures.values()) + 1
+        k = sum(self.captures.values()) + self.first_capture
         folder = os.path.join(self.dir, f"capture-{k}")
         os.makedirs(folder, exist_ok=True)
         info = {"reason": reason, "detail": detail, "rank": self.rank, "from_step": self.steps, "steps": steps}

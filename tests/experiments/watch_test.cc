@@ -122,6 +122,29 @@ TEST(WatchTest, ACaptureCutShortByTheJobsEndIsNamedAndOnlyFinishedTracesAreRead)
   EXPECT_EQ(ended[1].reason, "memory");
 }
 
+TEST(WatchTest, AFolderOfAnEarlierJobKeepsItsCapturesAndForgetsItsMetrics) {
+  Folder f;
+  f.Write("bin/trainrx_python/trainrx_hook_watch.py", "");
+  f.Write("job/capture-3/report.json", "{}");
+  fs::create_directories(f.dir / "job/capture-7");  // empty: no capture (a mount point made ahead)
+  f.Write("job/metrics/rank0.prom", "trainrx_step_seconds_count{rank=\"0\"} 900\n");
+  f.Write("job/capture-request.json", "{}");
+  WatchOptions o;
+  o.dir = (f.dir / "job").string();
+  o.command = {"python3", "train.py"};
+  const auto spec = PrepareWatch(o, (f.dir / "bin").string());
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  std::string first;
+  for (const auto& e : spec->env)
+    if (e.name == "TRAINRX_WATCH_FIRST_CAPTURE") first = e.value;
+  EXPECT_EQ(first, "4") << "this job's captures are numbered after the earlier job's capture-3";
+  EXPECT_TRUE(fs::exists(f.dir / "job/capture-3/report.json"));
+  EXPECT_FALSE(fs::exists(f.dir / "job/metrics/rank0.prom")) << "the earlier job's metrics would read as this job's";
+  EXPECT_FALSE(fs::exists(f.dir / "job/capture-request.json"));
+  o.command.clear();
+  EXPECT_FALSE(PrepareWatch(o, (f.dir / "bin").string()).ok()) << "no command";
+}
+
 TEST(WatchTest, AnAnalyzedCapturesFirstFindingsAreMetrics) {
   Folder f;
   EXPECT_EQ(FindingsMetrics((f.dir / "capture-3").string()), "") << "no report: no metrics";

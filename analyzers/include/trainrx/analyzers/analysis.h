@@ -96,7 +96,7 @@ CriticalPath CriticalPathOf(const profiler::Trace& trace, int32_t rank, int64_t 
 // WhatIfNames()); an unknown name is the caller's to refuse (ResolveWhatIf).
 Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds = Thresholds(), size_t threads = 0,
                const std::vector<std::string>& what_if = {});
-// Where an analysis's time went (bench/ingest_bench.cc's breakdown, issue 82): per stage, in the
+// Where an analysis's time went (bench/ingest_bench.cc's breakdown): per stage, in the
 // order they start, its wall time and the CPU time of the thread that ran it (the tables and the
 // families run side by side: their wall times overlap; the CPU times add up to the work).
 struct StageTime {

@@ -77,7 +77,7 @@ bool OutsideFixSwitches(std::string_view token);
 // The fixes the start-up hook applies from outside an unmodified script (TRAINRX_FIX tokens; the
 // list in probes/python/sitecustomize.py's docstring), each with the what-if transform that predicts
 // it ("" none: the trace cannot price it) and the code change that makes it permanent. `fix --cmd
-// --also NAME` measures one that no finding named (issue 79.6).
+// --also NAME` measures one that no finding named.
 struct OutsideFix {
   const char* token;      // "fused"; "workers"
   const char* transform;  // "fused_optimizer"; "" none

@@ -1,7 +1,7 @@
 // trainrx::analyzers compile — the time a run spent compiling with torch.compile, for the experiment
 // engine: `ab --cmd` times its trials by their steady steps (the compile falls outside them), and
 // states each side's compile time beside them so that "compiled is 10 % faster a step" comes with
-// "after 18 s of compiling: it pays back after N steps" (issue 39). Pure; no I/O.
+// "after 18 s of compiling: it pays back after N steps". Pure; no I/O.
 #pragma once
 
 #include <cstdint>

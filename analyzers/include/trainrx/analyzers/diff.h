@@ -1,4 +1,4 @@
-// trainrx::analyzers diff — why run B differs from run A (issue 37): two analyzed runs compared,
+// trainrx::analyzers diff — why run B differs from run A: two analyzed runs compared,
 // the change in step time broken down so that its rows add up (phases partition a step; the
 // operator rows, the uniform speed change and the time outside ops add up too), then by operator
 // and GPU kernel (self time per step, new and vanished names, changed input shapes and dtypes),
@@ -51,7 +51,7 @@ struct DiffRow {
   double delta() const { return b - a; }
 };
 
-// One of A's predicted savings held against B (issue 59): where B no longer has the finding (its fix
+// One of A's predicted savings held against B: where B no longer has the finding (its fix
 // was applied), B's change of the mean step against A's predicted interval.
 struct DiffPrediction {
   std::string id;            // A's finding
@@ -81,7 +81,7 @@ struct RunDiff {
   // ranks' paths: a view of where the step's length went, not judged against noise (the paths keep
   // means only) and not ranked as a cause. Empty when neither side has device work.
   std::vector<DiffRow> critical_path;
-  // Hardware utilization (kind "utilization", issue 52): each side's model GFLOP a step, achieved
+  // Hardware utilization (kind "utilization"): each side's model GFLOP a step, achieved
   // TFLOP/s and MFU % (mean over its ranks with costed ops; a, b in those units, not ns), with the
   // dtype and peak each was judged against in the note when they differ. Not judged against noise.
   // Empty when neither side recorded shapes.

@@ -22,7 +22,7 @@ struct StreamIdle {
   int32_t device = 0;
   int64_t host_wait_ns = 0, kernel_wait_ns = 0, other_ns = 0;
 };
-// What each moment of device idle time waited for (issue 50; analyzers/families/gpu.cc over the dependency
+// What each moment of device idle time waited for (analyzers/families/gpu.cc over the dependency
 // model, links.h). Every gap in which no stream of the device ran is one of: host-starved (nothing
 // queued: the next work had not been launched when the gap began; the part of it during which a
 // host thread was in an allocator call is `allocator_ns`), or queued (the next work had been launched
@@ -177,7 +177,7 @@ struct DeviceMemory {
   // sample (the median step's peak above its start: activations and what the step makes), and how
   // many samples a step could hold in `usable_pct` of the capacity with what is resident at its start.
   // Under gradient accumulation (micro_steps > 1) the batch is one micro-step's: what one forward
-  // holds in memory at once, and what a larger micro-batch would raise (issue 81.1).
+  // holds in memory at once, and what a larger micro-batch would raise.
   int64_t samples_per_step = 0;
   int micro_steps = 1;
   double bytes_per_sample = 0;
@@ -232,7 +232,7 @@ struct CompileSummary {
   std::vector<CompileSite> graph_breaks, recompile_sites;
 };
 
-// The critical path of a rank's steps (analyzers/critical_path.cc, issue 50): the chain of host
+// The critical path of a rank's steps (analyzers/critical_path.cc): the chain of host
 // work, launches, device work and waits that set each step's time, walked back from the step's end
 // over the dependency model (a blocking call -> the device work that released it; device work -> the
 // latest of its launch call, the previous work on its stream and, when both left it waiting, the work
@@ -297,7 +297,7 @@ struct CriticalPath {
   }
 };
 
-// How much of the hardware the steps use (issue 52; utilization.cc): FLOPs and bytes of the ops
+// How much of the hardware the steps use (utilization.cc): FLOPs and bytes of the ops
 // whose recorded shapes a model covers (analyzers/cost/flops.h), their achieved throughput, and the
 // model FLOPs utilization (MFU) of the step against the device's dense peak for the dtype used.
 struct OpCostRow {
@@ -355,7 +355,7 @@ struct WhatIf {
   Prediction prediction;
 };
 
-// What a rank's steps got of the CPUs (issue 60.5, analyzers/families/machine.cc): how long its threads ran
+// What a rank's steps got of the CPUs (analyzers/families/machine.cc): how long its threads ran
 // and waited for a CPU, and who else used the CPUs, from our collector's samples (Linux schedstat and
 // /proc/stat, profiler/cpu_wait.h) nearest the steady steps' start and end.
 struct RankCpuLoad {
@@ -380,7 +380,7 @@ struct Metrics {
   std::vector<DeviceMemory> memory;  // one per (rank, device) with allocator samples
   std::vector<CompileSummary> compile;  // one per rank with torch.compile in its trace
   std::vector<CriticalPath> critical_paths;  // one per rank with device work
-  std::vector<Utilization> utilization;      // one per rank with costed ops (issue 52)
+  std::vector<Utilization> utilization;      // one per rank with costed ops
   std::vector<WhatIf> what_if;               // the first rank with steps: all findings' fixes, and those asked
   std::vector<RankCpuLoad> cpu_load;         // one per rank whose recording sampled the CPU wait
 };

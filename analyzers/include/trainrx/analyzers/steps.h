@@ -33,7 +33,7 @@ struct StepRow {
   // Forward and backward both running (on different threads: pipeline schedules such as
   // DualPipe). The phases are exclusive, backward wins: forward_ns leaves this time out.
   int64_t fwd_bwd_overlap_ns = 0;
-  // Forward that trains nothing (issue 49.8): in a step with a backward, the forward before the
+  // Forward that trains nothing: in a step with a backward, the forward before the
   // fetch of the batch the backward trains on (the last data range before the step's first
   // backward): an evaluation or generation pass run between two optimizer steps (Hugging Face
   // Trainer's eval_steps, Lightning's validation, minGPT's sampling). Counted in other_ns. Only
@@ -54,7 +54,7 @@ struct StepModel {
   // at most a quarter of the rank's steps, with 4 or more. They are left out of `steps`, so every
   // share, per-step figure and saving describes the steady state; the report lists them.
   // Not where those steps waited for a CPU and did no more work than the steady ones (our
-  // collector's CPU-wait samples): that is contention, and they stay (issue 81.9: 15 of 60 steps
+  // collector's CPU-wait samples): that is contention, and they stay (15 of 60 steps
   // left out as warm-up beside a 48 % CPU wait); `warmup_notes` says so, one line per rank.
   std::vector<StepRow> warmup_steps;
   std::vector<std::string> warmup_notes;

@@ -10,7 +10,7 @@
 //   pass          not fail, and the run rules out a regression of `max_undetected` or more
 //                 (the CI's upper bound of w is below 1 + max_undetected). max_undetected is the
 //                 tolerance unless the user widens it (`--pass-below`): a pass then never hides a
-//                 slowdown above the tolerance (issue 85: with 10 %, a real 5 % slowdown passed in 11
+//                 slowdown above the tolerance (with 10 %, a real 5 % slowdown passed in 11
 //                 of 40 checks). A pass says what it rules out (PassRulesOut).
 //   inconclusive  otherwise: the runner adds trials up to its budget, then reports it (exit 3)
 #pragma once
@@ -55,7 +55,7 @@ struct MetricSamples {
   // In-process paired design: log(current / baseline) per block; when set, the decision uses
   // stats::ComparePaired (signed-rank) instead of the two-sample comparison.
   std::vector<double> paired_log_ratios;
-  // False: shown, not judged (issue 60.2: where the sides' batches differ, time a step would call the
+  // False: shown, not judged (where the sides' batches differ, time a step would call the
   // larger batch slower for doing more; throughput decides).
   bool judged = true;
 };
@@ -140,7 +140,7 @@ struct GateReport {
   int baseline_trials = 0;  // the baseline's trials compared against (may differ: stored samples)
   std::vector<MetricDecision> metrics;
   GateVerdict verdict = GateVerdict::kInconclusive;
-  // Why (issue 37): on a fail (or --explain always), one traced run of the baseline's spec and of
+  // Why: on a fail (or --explain always), one traced run of the baseline's spec and of
   // the current one, diffed.
   analyzers::RunDiff why;
   bool explained = false;

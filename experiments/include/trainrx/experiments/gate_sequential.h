@@ -1,5 +1,5 @@
 // trainrx::experiments gate_sequential — the gate's in-process comparison decided process by
-// process (issue 40): called by SelfTest (gate_run.cc) and, through the same function, what `gate
+// process: called by SelfTest (gate_run.cc) and, through the same function, what `gate
 // self-test` measures. Torch-free, pure apart from the launcher it is given; no threads.
 //
 // Design. Each process alternates A and B in paired blocks of steps (>= 16 blocks). After every

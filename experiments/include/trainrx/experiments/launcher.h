@@ -21,7 +21,7 @@ namespace trainrx::experiments {
 struct TrialResult {
   // The mean of the timed steps (total over count: what throughput follows), in `unit`. Not the
   // median: a loader whose k workers hand batches over in bursts makes k - 1 short steps and one long
-  // one, and the median is the short ones' (an H200 run: median 18.1 ms, mean 68 ms, issue 62). A
+  // one, and the median is the short ones' (an H200 run: median 18.1 ms, mean 68 ms). A
   // command whose traces have fewer than 3 steps (or none: no process loaded torch) is timed as a
   // whole run: "s per run".
   double value = 0;
@@ -31,7 +31,7 @@ struct TrialResult {
   double samples_per_step = 0;  // commands: from the recorded input shapes (analyzers::SamplesPerStep); 0: unknown
   std::string samples_from;     // where samples_per_step came from, for the report
   // What samples_per_step (and samples_per_s) count: "samples", or "tokens" for a command whose
-  // training input is token ids (an embedding's [B, T] indices: B x T tokens a step, issue 81.1: a
+  // training input is token ids (an embedding's [B, T] indices: B x T tokens a step: a
   // token model is judged in tokens per second, and a sweep over the sequence length ranks right).
   std::string throughput_unit = "samples";
   double compile_s = 0;         // commands: torch.compile's time in the run (outside the timed steps)
@@ -41,7 +41,7 @@ struct TrialResult {
   // The timed steps (ms) after the warm-up, when the trial has them: a comparison of few trials
   // reads their spread (stats::CompareFewTrials). Empty for runs without steps.
   std::vector<double> step_ms;
-  // Memory of the run (issue 36), when measured: how much what the process holds grows a step
+  // Memory of the run, when measured: how much what the process holds grows a step
   // (bytes, least-squares over the timed steps) and its largest figure. Workloads: malloc's bytes
   // in use at step ends (profiler::HeapInUseBytes); commands: the recorded allocator figures of
   // the first rank's device with the largest peak (analyzers' DeviceMemory).
@@ -52,7 +52,7 @@ struct TrialResult {
   bool out_of_memory = false;
   int64_t oom_request_bytes = 0;
   std::string oom_message;
-  // What the timed steps got of the CPUs (issue 60.5: a busy machine); unmeasured where the trial
+  // What the timed steps got of the CPUs (a busy machine); unmeasured where the trial
   // could not tell (another OS, a run without steps).
   profiler::CpuLoad cpu;
 };
@@ -90,7 +90,7 @@ class Launcher {
   // `fixes`: tokens for the start-up hook that applies fixes from outside the script
   // (probes/python/sitecustomize.py: "anomaly_off", "workers=4", ...); empty: the script as is.
   virtual StatusOr<TrialResult> Command(const std::string& command, const std::vector<std::string>& fixes) = 0;
-  // `fix --cmd`'s in-process rows (issue 40): one run of the command whose start-up hook switches
+  // `fix --cmd`'s in-process rows: one run of the command whose start-up hook switches
   // `fixes` (tokens analyzers::OutsideFixSwitches accepts) on and off between optimizer steps
   // (A B B A, B A A B after a warm-up, >= kAltMinTimedSteps timed), appended to *out as AltTrial
   // does. A command that cannot be compared so is no error: out->unpaired says why. An error when

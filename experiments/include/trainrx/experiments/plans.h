@@ -133,7 +133,7 @@ Status RunSweepCommand(const std::string& command_template, const std::vector<st
                        const PlanOptions& options, Launcher& launcher, Progress& progress, SweepReport* report);
 std::string FillTemplate(const std::string& command_template, const std::vector<std::pair<std::string, std::string>>& values);
 
-// Why B differs from A (issue 37): one traced run of each side (the trials stay untraced) and their
+// Why B differs from A: one traced run of each side (the trials stay untraced) and their
 // diff (analyzers::DiffRuns), when `mode` is "always", or "auto" and `significant`. A side that
 // cannot be traced adds a note and leaves the verdict as measured.
 void Explain(Launcher& launcher, const std::string& a, const std::string& b, bool commands, const std::string& mode,

@@ -25,14 +25,14 @@ struct Arm {
   std::vector<double> compile_s;   // ab --cmd: per trial, torch.compile's time (outside the steps timed)
   // Per trial, its timed steps (ms) where the trials have them (sweeps: stats::CompareFewTrials).
   std::vector<std::vector<double>> trial_steps_ms;
-  // Per trial, when every trial measured memory (issue 36; TrialResult::has_memory): growth of the
+  // Per trial, when every trial measured memory (TrialResult::has_memory): growth of the
   // process's memory a step (bytes) and its peak. Empty otherwise.
   std::vector<double> memory_growth, memory_peak;
-  // Per trial (or per in-process run), what its timed steps got of the CPUs (issue 60.5).
+  // Per trial (or per in-process run), what its timed steps got of the CPUs.
   std::vector<profiler::CpuLoad> cpu;
 };
 
-// The machine the trials ran on (issue 60.5): how long the trials' threads waited for a CPU. A
+// The machine the trials ran on: how long the trials' threads waited for a CPU. A
 // trial that waited profiler::kBusyWaitPct or more of the time its threads were ready to run while
 // other programs used the CPUs is starved (CpuLoad::Starved): its time holds the other programs'
 // share, and trials that differ by scheduling hide the change they compare. The machine was busy
@@ -54,7 +54,7 @@ MachineLoad SummarizeTrials(const std::vector<profiler::CpuLoad>& trials);
 // The verdict's caveat on a busy machine, with what helps; "" for a quiet one (or none measured).
 std::string MachineNote(const MachineLoad& m);
 
-// Two arms' memory compared trial by trial (issue 36): growth a step and peak, each as a
+// Two arms' memory compared trial by trial: growth a step and peak, each as a
 // difference of medians (B - A) with its interval. `measured` is false unless both arms have
 // memory for every trial (2 or more each).
 struct MemoryComparison {
@@ -106,17 +106,17 @@ struct FixRow {
   // power at the final look's critical value), and its conditional power when it stopped.
   double detectable_at_max = 0;
   double conditional_power = 0;
-  MemoryComparison memory;            // baseline vs fixed (issue 36)
+  MemoryComparison memory;            // baseline vs fixed
 };
 const char* StopName(FixRow::Stop s);
 // Takes a finding's estimate and prediction into a row (the largest of its findings').
 void AddFindingEstimate(FixRow& row, const analyzers::Finding& f);
-// Every row without a prediction says why (issue 79): the analysis's reason where it gave one, else
+// Every row without a prediction says why: the analysis's reason where it gave one, else
 // that no transform models the fix (its bound is not a prediction), else that some of the all row's
 // fixes have none.
 void ExplainUnpredicted(std::vector<FixRow*> rows);
 // A row's prediction held against its measurement: the measured saving inside the predicted interval,
-// and within max(5 points, 25 % of the measured saving) of the point (issue 59's bar); nullopt: no
+// and within max(5 points, 25 % of the measured saving) of the point (the what-if's accuracy bar); nullopt: no
 // prediction or no measurement.
 struct PredictionCheck {
   bool inside = false;
@@ -124,7 +124,7 @@ struct PredictionCheck {
 };
 std::optional<PredictionCheck> CheckPrediction(const FixRow& row);  // "decided", "precise", "futile", "max rounds", "budget", ""
 
-// How the rows measured across processes were run (issue 40): rounds of the baseline and every
+// How the rows measured across processes were run: rounds of the baseline and every
 // row still open, a look after each round from the 4th, each at the nominal level of an
 // error-spending boundary, so the chance of a false "faster" or "slower" over all looks stays
 // alpha (stats/sequential.h).
@@ -150,10 +150,10 @@ struct FixReport {
   Arm baseline;
   std::vector<FixRow> rows;
   std::vector<std::string> notes;  // e.g. findings without a knob, budget cuts
-  // The table's family-wise error level and each row's (Bonferroni over the rows, issue 51.2).
+  // The table's family-wise error level and each row's (Bonferroni over the rows).
   double family_alpha = 0.05, row_alpha = 0.05;
   SequentialRecord sequential;
-  MachineLoad machine;  // the trials' CPU wait (issue 60.5)
+  MachineLoad machine;  // the trials' CPU wait
 };
 
 struct SweepCell {
@@ -195,12 +195,12 @@ struct SweepReport {
   // The best cell is "the best" only when every other cell is significantly slower; else the
   // cells tied with it are named instead (overlapping noise is not a winner).
   bool best_significant = false;
-  // The rank test of trial medians could not separate any two cells at 0.05 (issue 51.1: with 3
+  // The rank test of trial medians could not separate any two cells at 0.05 (with 3
   // trials a cell the smallest Mann-Whitney p is 0.10; smallest_p is what complete separation
   // gives): the cells are compared by stats::CompareFewTrials instead, said in the notes.
   bool few_trials = false;
   double smallest_p = 0;
-  MachineLoad machine;  // the trials' CPU wait (issue 60.5)
+  MachineLoad machine;  // the trials' CPU wait
 };
 
 struct AbReport {
@@ -210,14 +210,14 @@ struct AbReport {
   std::string unit = "ms per step";  // or "s per run" for commands without step markers
   bool paired = false;               // in-process, paired blocks of steps
   stats::Comparison cmp;
-  MemoryComparison memory;           // A vs B, trial by trial (issue 36)
+  MemoryComparison memory;           // A vs B, trial by trial
   std::vector<std::string> notes;
-  // Why (issue 37): after a significant difference (or --explain), one traced run of each side
+  // Why: after a significant difference (or --explain), one traced run of each side
   // compared by analyzers::DiffRuns; empty labels when not made.
   analyzers::RunDiff why;
   bool explained = false;
-  MachineLoad machine;  // the trials' CPU wait (issue 60.5)
-  // How B was measured (issue 60.6: as a `fix` row, until decided): why it stopped, after which
+  MachineLoad machine;  // the trials' CPU wait
+  // How B was measured (as a `fix` row, until decided): why it stopped, after which
   // round (in-process: process), at what level its test and CI were made; kFutile: the smallest
   // speedup it could have detected by the planned maximum, and its conditional power.
   FixRow::Stop stop = FixRow::Stop::kNotSequential;

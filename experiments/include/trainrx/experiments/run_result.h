@@ -49,7 +49,7 @@ Status ParseRunResult(std::string_view text, const std::string& path, RunResult*
 // an error naming `path` and the field when one is not a number. Absent wall_ns: unmeasured.
 Status ParseCpuLoad(std::string_view object_json, const std::string& path, profiler::CpuLoad* out);
 
-// The run's memory from its steps' heap figures (issue 36): growth per step (least-squares slope,
+// The run's memory from its steps' heap figures: growth per step (least-squares slope,
 // bytes) and the largest figure. False when any step lacks one (an older document, no glibc).
 bool MemoryOfRun(const RunResult& r, double* growth, double* peak);
 

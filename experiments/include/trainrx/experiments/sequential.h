@@ -1,6 +1,6 @@
 // trainrx::experiments::stats sequential — group-sequential boundaries with error spending, for
 // experiments that look at their data after every round and stop a row once it is decided
-// (issue 40). Called by fix_plan.cc (MeasureFixes). Torch-free, pure, deterministic; no threads.
+//. Called by fix_plan.cc (MeasureFixes). Torch-free, pure, deterministic; no threads.
 //
 // Why a design at all: testing after every round at p < 0.05 is wrong. Five looks at the 5 %
 // level reject a true null about 14 % of the time (Armitage, McPherson & Rowe 1969); the unit

@@ -73,7 +73,7 @@ Difference CompareDifference(const std::vector<double>& a, const std::vector<dou
 Comparison ComparePaired(const std::vector<double>& log_ratios, const CompareOptions& options = {});
 double SignedRankP(const std::vector<double>& d);
 
-// Few trials (issue 51.1). With 2 or 3 trials a side no rank test can reach p < 0.05 (complete
+// Few trials. With 2 or 3 trials a side no rank test can reach p < 0.05 (complete
 // separation of 3 and 3 gives p = 0.10), yet a 6x difference between two cells is plain. This
 // comparison reads the trials as a two-level sample, steps within trials: Welch's t on the logs of
 // the trial medians (Welch-Satterthwaite df), where each side's variance is at least what its own

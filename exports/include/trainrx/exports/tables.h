@@ -1,4 +1,4 @@
-// trainrx::exports — a set's trace model and analysis as columnar tables (`trainrx export`, issue 53):
+// trainrx::exports — a set's trace model and analysis as columnar tables (`trainrx export`):
 // one row per op, kernel, copy, runtime call, counter sample, step, collective, finding and
 // critical-path segment, with the run, rank and step users filter on, for the tools platform teams
 // already query with (DuckDB, pandas, Spark, Polars).

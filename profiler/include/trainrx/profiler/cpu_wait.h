@@ -1,5 +1,5 @@
 // trainrx::profiler CPU wait — how long a program waited for a CPU, and who else used the CPUs
-// (issue 60.5: a busy machine said out loud).
+// (a busy machine said out loud).
 //
 // Linux keeps, per thread, the time it ran and the time it was runnable but waited on a run queue
 // (/proc/<pid>/task/<tid>/schedstat: "run_ns wait_ns timeslices", CONFIG_SCHED_INFO). Summed over

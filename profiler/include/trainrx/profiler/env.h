@@ -70,7 +70,7 @@ inline constexpr const char* kMemoryEvents = "TRAINRX_MEMORY_EVENTS";
 inline constexpr const char* kStopAfterSteps = "TRAINRX_STOP_AFTER_STEPS";
 // What the start-up hook prints (to stderr) when it ends a run at that limit, followed by the count.
 inline constexpr const char* kStepStopLine = "trainrx: stopping after ";
-// `fix --cmd`'s in-process rows (issue 40; probes/python/sitecustomize.py): the start-up hook
+// `fix --cmd`'s in-process rows (probes/python/sitecustomize.py): the start-up hook
 // switches these fixes (comma-separated tokens) on and off at optimizer-step boundaries after
 // kAltWarmup steps (A B B A, then B A A B), times each step between two boundaries, ends the program
 // after kAltSteps timed steps (0: runs to its end) and writes the steps to kAltResult at exit

@@ -6,7 +6,7 @@
 // ReadTraceBuffer recognise the magic and decode: `trainrx record` salvaging a killed process's
 // journal, `trainrx analyze run.json.partial`). No threads; the encoder allocates only the output.
 //
-// Why binary (issue 34.13): the journal used to write Kineto JSON at every flush, ~0.5 µs a record
+// Why binary: the journal used to write Kineto JSON at every flush, ~0.5 µs a record
 // on a thread that competed with the training's intra-op threads. A frame here is the drained
 // fragment as the collector built it: its events in ~8 bytes each (varints, times as differences:
 // writing the raw 48-byte events into the page cache was most of a flush's cost in a real run),
@@ -45,8 +45,8 @@
 
 namespace trainrx::profiler {
 
-// The name and the format version written (3: op inputs carry "Concrete Inputs", issue 52; 2:
-// compact events, issue 34.13). The decoder reads formats 1 (raw 48-byte events) and 2 too, which
+// The name and the format version written (3: op inputs carry "Concrete Inputs"; 2:
+// compact events). The decoder reads formats 1 (raw 48-byte events) and 2 too, which
 // probes built by an earlier trainrx write.
 inline constexpr char kJournalMagic[8] = {'T', 'R', 'X', 'J', 'R', 'N', 'L', '\x03'};
 

@@ -59,6 +59,37 @@ class JsonWriter {
     EndArray();
   }
 
+  // Key + an array whose elements `each(item)` writes, one per item of `items`:
+  //   w.Array("windows", windows, [&](const auto& x) { WriteWindow(w, x); });
+  template <typename Range, typename Fn>
+  void Array(std::string_view key, const Range& items, Fn&& each) {
+    Key(key);
+    BeginArray();
+    for (const auto& item : items) each(item);
+    EndArray();
+  }
+  // Key + an array of objects, one per item, whose fields `fields(item)` writes:
+  //   w.Objects("devices", r.devices, [&](const auto& d) { w.Field("id", d.id); });
+  template <typename Range, typename Fn>
+  void Objects(std::string_view key, const Range& items, Fn&& fields) {
+    Key(key);
+    BeginArray();
+    for (const auto& item : items) {
+      BeginObject();
+      fields(item);
+      EndObject();
+    }
+    EndArray();
+  }
+  // Key + an object whose fields `fields()` writes.
+  template <typename Fn>
+  void Object(std::string_view key, Fn&& fields) {
+    Key(key);
+    BeginObject();
+    fields();
+    EndObject();
+  }
+
   // Without the surrounding quotes. Control bytes become \u00XX and bytes that are not valid
   // UTF-8 become U+FFFD: names from a trace or a command line never make the output invalid JSON.
   static std::string Escape(std::string_view s);

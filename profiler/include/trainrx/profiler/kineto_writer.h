@@ -27,7 +27,7 @@ void WriteKinetoEvents(JsonWriter& w, const Trace& trace, int32_t rank, int64_t 
 // Writes to a file: gzip when the path ends with .gz.
 Status WriteKinetoFile(const Trace& trace, int32_t rank, const std::string& path);
 // The same through a temporary file beside `path` ("<path>.tmp<pid>", gzip or not by `path`'s
-// name: issue 15 saw `record -o run.json.gz` write plain JSON through its temporary), renamed
+// name, never the temporary's: `record -o run.json.gz` is gzip), renamed
 // over `path` once whole: no reader ever sees half a trace under its name, and a failure leaves
 // neither file. The collector's exit and `record`'s journal salvage write this way.
 Status ReplaceKinetoFile(const Trace& trace, int32_t rank, const std::string& path);

@@ -19,7 +19,7 @@ struct StepSpan {
 // optimizer step k. Empty with fewer than two optimizer steps. The one inference rule, used by the
 // analyzer (analyzers/steps.cc) and by AddProfilerSteps; works before and after Finalize().
 // A fixed cycle of optimizer steps on each batch (a GAN: the discriminator's step, then the
-// generator's, on one DataLoader fetch; issue 81.3): the cycle is the step. The spans that hold one
+// generator's, on one DataLoader fetch): the cycle is the step. The spans that hold one
 // loader fetch ("enumerate(DataLoader)#...") come every k >= 2 spans, the spans between hold none
 // and none holds two: the spans are merged k at a time from each one that holds a fetch, a partial
 // cycle at either end left out, and *cycle (optional) is set to k (else 1). No fetches, gradient
@@ -31,7 +31,7 @@ std::vector<StepSpan> StepsFromOptimizer(const Trace& trace, int32_t rank, int* 
 std::string OptimizerStepsSource(int cycle);
 
 // Steps inferred from backward passes, for scripts that update their parameters without
-// torch.optim (`p.data.add_(p.grad, alpha=-lr)`; issue 34: "No training steps found" on such a
+// torch.optim (`p.data.add_(p.grad, alpha=-lr)`: "No training steps found" on such a
 // script, shares over tokenizing, evaluation and saving). A backward pass is a maximal run of
 // autograd's "autograd::engine::evaluate_function: ..." ops (top level on their thread) with no
 // other top-level op of the forward thread (the one with the most such ops) starting between

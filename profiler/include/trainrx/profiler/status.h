@@ -1,4 +1,4 @@
-// trainrx::Status and StatusOr<T> — the one error style of trainrx's library code (issue 35.5), as
+// trainrx::Status and StatusOr<T> — the one error style of trainrx's library code, as
 // Perfetto's base::Status / StatusOr and Kineto's error returns do it.
 //
 // A fallible library call returns a Status (nothing else to return) or a StatusOr<T> (the value,

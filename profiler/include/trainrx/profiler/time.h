@@ -19,7 +19,7 @@ namespace trainrx::profiler {
 
 std::optional<int64_t> ParseMicrosToNs(std::string_view number_text);
 
-// What the reader accepts, so that no time arithmetic can overflow int64 (issue 15: fuzzed input
+// What the reader accepts, so that no time arithmetic can overflow int64 (fuzzed input
 // with timestamps near +-9.2e18 ns made signed overflow, undefined behaviour, at 12 sites).
 // Timestamps and baseTimeNanoseconds within +-2.5e18 ns (epoch nanoseconds reach 2.5e18 in 2049),
 // so an absolute time is within [-5e18, 5e18] and a difference of two never overflows; a duration

@@ -11,7 +11,7 @@
 //                 cross-rank analyses run on the sides (memory: one trace per core, not the set);
 //   summaries     *.summary.json files (`trainrx summarize`): their sides, as rank by rank.
 // A set from which no event was read is an error: a report built from nothing would look healthy
-// (issue 34: a file cut inside its first event gave "No problem crossed its threshold", exit 0).
+// (a file cut inside its first event gave "No problem crossed its threshold", exit 0).
 // Torch-free; no printing. Threading: calls share no state.
 #pragma once
 
