@@ -300,7 +300,8 @@ void WriteRow(const analyzers::DiffRow& r, profiler::JsonWriter& w) {
 }  // namespace
 
 void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w) {
-  for (const auto& [key, side] : {std::pair{"a", &d.a}, std::pair{"b", &d.b}}) {
+  for (const auto& [key, side_of] : {std::pair{"a", &d.a}, std::pair{"b", &d.b}}) {
+    const auto* side = side_of;  // a lambda may not capture a structured binding before C++20's clang 16
     w.Object(key, [&] {
       w.Field("label", side->label);
       w.Field("steps", side->steps);
@@ -309,15 +310,14 @@ void WriteDiffObject(const analyzers::RunDiff& d, profiler::JsonWriter& w) {
       w.Field("p10_step_ns", side->p10_step_ns, 12);
       w.Field("p90_step_ns", side->p90_step_ns, 12);
       w.Field("stddev_step_ns", side->stddev_step_ns, 12);
-      w.Key("phases_ns");
-      w.BeginObject();
-      w.Field("data_wait", side->data_wait_ns, 12);
-      w.Field("forward", side->forward_ns, 12);
-      w.Field("backward", side->backward_ns, 12);
-      w.Field("optimizer", side->optimizer_ns, 12);
-      w.Field("other", side->other_ns, 12);
+      w.Object("phases_ns", [&] {
+        w.Field("data_wait", side->data_wait_ns, 12);
+        w.Field("forward", side->forward_ns, 12);
+        w.Field("backward", side->backward_ns, 12);
+        w.Field("optimizer", side->optimizer_ns, 12);
+        w.Field("other", side->other_ns, 12);
+      });
     });
-    w.EndObject();
   }
   w.Field("delta_mean_ns", d.delta_mean_ns, 12);
   w.Field("delta_median_ns", d.delta_median_ns, 12);

@@ -162,11 +162,10 @@ void WriteSummary(const analyzers::RankSide& side, std::ostream& out) {
       w.Field("compute_minor", d.compute_minor);
       w.Field("num_sms", d.num_sms);
     });
-    w.Key("config");  // the collector's block, values as JSON text
-    w.BeginObject();
-    for (const auto& [k, v] : info.config) w.Field(k, v.json());  // the JSON text, as a string
+    w.Object("config", [&] {  // the collector's block, values as JSON text
+      for (const auto& [k, v] : info.config) w.Field(k, v.json());  // the JSON text, as a string
+    });
   });
-  w.EndObject();
   w.Field("events", side.events);
   w.Field("bytes", side.bytes);
   w.Field("skipped", side.skipped);

@@ -118,12 +118,10 @@ def _install_module_ranges(torch, model_calls):
     compiling, tracing = _tracers(torch)
     names = _ModuleNames()
     budget = _ModuleBudget(model_calls)
-    register_child = getattr(nn_module, "register_module_module_registration_hook", None)
     local = threading.local()  # per thread: the open (module, range) pairs
     handles = []
     on = [True]
     grad_enabled = torch.is_grad_enabled
-    register_begin, register_end = _step_hook_register("pre"), _step_hook_register("post")
 
     def pre(module, args):
         if compiling() or tracing() or not on[0]:
@@ -139,9 +137,7 @@ def _install_module_ranges(torch, model_calls):
                 # Removing global hooks after torch.compile traced them would fail its guards and
                 # compile the model again: then the hooks stay, as a check that returns at once.
                 if not _dynamo_compiled():
-                    for h in handles:
-                        h.remove()
-                    handles.clear()
+                    remove()
                 return
             rf = record_function("nn.Module: " + names.name_of(module, stack))
             rf.__enter__()
@@ -171,23 +167,33 @@ def _install_module_ranges(torch, model_calls):
         handles.clear()
 
     _REMOVE_MODULE_RANGES.append(remove)
+    handles += _register_module_hooks(nn_module, names, budget if model_calls else None, pre, post)
+    return True
+
+
+def _register_module_hooks(nn_module, names, budget, pre, post):
+    """The global hooks module ranges need, registered; their handles. `budget` None: no optimizer
+    step hooks (the whole run is recorded)."""
+    handles = []
+    register_child = getattr(nn_module, "register_module_module_registration_hook", None)
     if register_child is not None:
         try:
             handles.append(register_child(names.on_child))
         except Exception:
             pass
-    if model_calls and register_begin is not None and register_end is not None:
+    register_begin, register_end = _step_hook_register("pre"), _step_hook_register("post")
+    if budget is not None and register_begin is not None and register_end is not None:
         try:
             handles.append(register_begin(budget.on_begin))
             handles.append(register_end(budget.on_end))
         except Exception:
             pass
-    handles.append(register_pre(pre))
+    handles.append(nn_module.register_module_forward_pre_hook(pre))
     try:
-        handles.append(register_post(post, always_call=True))  # torch >= 2.1: also when forward raises
+        handles.append(nn_module.register_module_forward_hook(post, always_call=True))  # torch >= 2.1: also when forward raises
     except TypeError:
-        handles.append(register_post(post))
-    return True
+        handles.append(nn_module.register_module_forward_hook(post))
+    return handles
 
 
 _OOM_SIZE = re.compile(r"(?:tried to allocate|Tried to allocate)\s+([0-9.]+)\s*(bytes|B|KiB|MiB|GiB|TiB)")
@@ -464,6 +470,20 @@ class _CallSites:
         return None
 
 
+def _put_in_place(owner, attr, original, call):
+    """`call` in place of `owner.attr` (`original`), looking like it (name, docs, __wrapped__) and
+    marked as ours; an attribute that cannot be set is left as it is."""
+    call.__name__ = getattr(original, "__name__", attr)
+    call.__qualname__ = getattr(original, "__qualname__", attr)
+    call.__doc__ = getattr(original, "__doc__", None)
+    call.__wrapped__ = original
+    call._trainrx_site = True
+    try:
+        setattr(owner, attr, call)
+    except (AttributeError, TypeError):
+        pass
+
+
 def _install_call_sites(torch, record_function):
     """The user's line around the few calls that sync (scalar reads, copies to the host, nonzero /
     masked_select, torch.cuda.synchronize / empty_cache): each call runs inside a range
@@ -531,15 +551,7 @@ def _install_call_sites(torch, record_function):
                     return original(*args, **kwargs)
                 return ranged(original, args, kwargs, getframe(1))
 
-        call.__name__ = getattr(original, "__name__", attr)
-        call.__qualname__ = getattr(original, "__qualname__", attr)
-        call.__doc__ = getattr(original, "__doc__", None)
-        call.__wrapped__ = original
-        call._trainrx_site = True
-        try:
-            setattr(owner, attr, call)
-        except (AttributeError, TypeError):
-            pass
+        _put_in_place(owner, attr, original, call)
 
     for attr in _SITE_METHODS:
         wrap(torch.Tensor, attr, True)
