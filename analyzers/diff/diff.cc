@@ -619,8 +619,12 @@ void JudgeUniform(const NoiseRule& rule, double uniform_p, bool work_changed, Ru
 // findings name what it holds (a loader in Python: input.dataloader_bound).
 void RankCauses(const std::vector<DiffRow>& ops, const std::vector<DiffRow>& kernels, size_t top_n, RunDiff& d) {
   std::vector<DiffRow> program, quiet, symptoms;
+  // A finding about the machine (machine.busy: other programs held the CPUs) is no change of the
+  // program: a side recorded beside a build put it above the planted change (e2e.diff, 2026-11-29).
+  // It ranks with the symptoms, and a note says the machines differed.
+  const auto about_machine = [](const DiffRow& r) { return r.kind == "finding" && r.name.rfind("machine.", 0) == 0; };
   const auto consider = [&](const DiffRow& r) {
-    const bool changed = r.structural || r.kind == "finding" || r.kind == "shape" || r.kind == "uniform";
+    const bool changed = r.structural || (r.kind == "finding" && !about_machine(r)) || r.kind == "shape" || r.kind == "uniform";
     if (r.noise) {
       if (r.structural) quiet.push_back(r);
     } else if (changed) {  // a uniform row beyond noise has a shape or setting that explains it
@@ -634,7 +638,13 @@ void RankCauses(const std::vector<DiffRow>& ops, const std::vector<DiffRow>& ker
   for (const auto& r : kernels) consider(r);
   for (const auto& r : d.shapes) consider(r);
   for (const auto& r : d.collectives) consider(r);
-  for (const auto& r : d.findings) consider(r);
+  for (const auto& r : d.findings) {
+    consider(r);
+    if (about_machine(r) && !r.noise && r.note != "saving changed")
+      d.notes.push_back(fmt::format("the machines differed: {} {} ({:+.3f} ms): every figure of the busier side is slowed by "
+                                    "other programs; ranked with the symptoms, not as a change of the program",
+                                    r.name, r.note, r.contribution_ns / 1e6));
+  }
   if (!d.outside.noise)
     d.notes.push_back(fmt::format("the step time in no op changed by {} ms beyond noise: Python, waits, or on a busy "
                                   "machine waiting for a CPU; not ranked, it names no cause",

@@ -289,6 +289,30 @@ TEST(DiffTest, ANewOpInEveryStepIsACauseHoweverSmall) {
   ExpectRowsAddUp(d);
 }
 
+// A side recorded on a busier machine (machine.busy in A only, with a large saving) does not take
+// the place of what changed in the program (a new op in every step of B): the machine finding ranks
+// after it, and a note says the machines differed.
+TEST(DiffTest, ABusierMachineOnOneSideIsNotAChangeOfTheProgram) {
+  Side a, b;
+  Plan pa, pb;
+  pb.seed = 5, pb.item_us = 4;
+  Load(NoisyTrace(pa), &a);
+  Load(NoisyTrace(pb), &b);
+  Finding busy;
+  busy.id = "machine.busy";
+  busy.title = "other programs used 1.0 of the 2 CPUs";
+  busy.estimated_saving_ns = 600'000;  // a third of the ~1.7 ms step
+  a.report.findings.push_back(busy);
+  const RunDiff d = DiffRuns(a.trace, a.report, "a", b.trace, b.report, "b");
+  ASSERT_FALSE(d.ranked.empty());
+  EXPECT_EQ(d.ranked.front().name, "aten::item") << "the program's change first";
+  const auto machine = std::find_if(d.ranked.begin(), d.ranked.end(), [](const DiffRow& r) { return r.name == "machine.busy"; });
+  ASSERT_NE(machine, d.ranked.end()) << "still shown";
+  std::string notes;
+  for (const auto& n : d.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("the machines differed: machine.busy gone from B"), std::string::npos) << notes;
+}
+
 // Issue 37: an op row says in which nn.Module(s) its op ran (the module ranges of the collector's
 // start-up hook, "nn.Module: Net.head (Linear)"), and the why under ab / gate check says so too;
 // an op in no module range names none.
