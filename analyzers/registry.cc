@@ -182,11 +182,21 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   return Analyze(trace, thresholds, threads, what_if, nullptr);
 }
 
+namespace {
+
+// The step model without the steps past a recording loss (Analyze's and Measure's).
+StepModel StepsWithinRecording(const profiler::Trace& trace, size_t threads, StepDetail detail, std::vector<RecordingLoss>& losses) {
+  StepModel steps = BuildStepModel(trace, threads, detail);
+  losses = FindRecordingLosses(trace);
+  LeaveOutStepsPastLosses(steps, losses);
+  return steps;
+}
+
+}  // namespace
+
 Measurement Measure(const profiler::Trace& trace, const Thresholds& thresholds) {
   Measurement m;
-  m.steps = BuildStepModel(trace, 1, StepDetail::kBoundaries);
-  m.losses = FindRecordingLosses(trace);
-  LeaveOutStepsPastLosses(m.steps, m.losses);
+  m.steps = StepsWithinRecording(trace, 1, StepDetail::kBoundaries, m.losses);
   m.memory = MemoryFigures(trace, m.steps, thresholds);
   for (int32_t rank : trace.RankIds())
     if (auto load = CpuLoadOfRank(trace, m.steps, rank)) m.cpu_load.push_back(std::move(*load));
@@ -215,9 +225,8 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
   // need it), then the tables and the families together.
   profiler::RunTasks({stage(0, "steps",
                             [&] {
-                              report.metrics.steps = BuildStepModel(trace, threads);
-                              report.metrics.losses = FindRecordingLosses(trace);
-                              LeaveOutStepsPastLosses(report.metrics.steps, report.metrics.losses);
+                              report.metrics.steps =
+                                  StepsWithinRecording(trace, threads, StepDetail::kFull, report.metrics.losses);
                               report.metrics.unfinished = FindUnfinishedRanks(trace, report.metrics.steps);
                               report.metrics.windows = FindRecordedWindows(trace);
                             }),

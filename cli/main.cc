@@ -25,6 +25,7 @@
 #include "trainrx/exports/tables.h"
 #include "trainrx/experiments/workload_run.h"
 #include "trainrx/profiler/env.h"
+#include "trainrx/profiler/json_writer.h"
 #include "trainrx/reports/diff.h"
 #include "trainrx/reports/format.h"
 #include "trainrx/reports/output.h"
@@ -203,7 +204,8 @@ void AnalyzeCapture(const experiments::Capture& c, const Args& a) {
                              folder.filename().string(), c.unfinished,
                              c.traces.empty() ? "; nothing to analyze" : "; the finished ranks' traces are analyzed");
   if (c.traces.empty()) {
-    std::ofstream(folder / "report.json") << fmt::format("{{\"skipped\": true, \"unfinished\": \"{}\"}}\n", c.unfinished);
+    std::ofstream(folder / "report.json") << fmt::format("{{\"skipped\": true, \"unfinished\": {}}}\n",
+                                                         profiler::JsonWriter::Quote(c.unfinished));
     return;
   }
   for (const char* format : {"text", "html", "json"}) {  // json last: its file marks the capture done
@@ -214,12 +216,8 @@ void AnalyzeCapture(const experiments::Capture& c, const Args& a) {
       return;
     }
   }
-  if (const std::string metrics = experiments::FindingsMetrics(folder.string()); !metrics.empty()) {
-    const fs::path path = folder.parent_path() / "metrics" / "findings.prom";
-    std::ofstream(path.string() + ".tmp") << metrics;
-    std::error_code ec;
-    fs::rename(path.string() + ".tmp", path, ec);
-  }
+  if (Status st = experiments::PublishFindings(folder.string()); !st.ok())
+    std::cerr << fmt::format("trainrx watch: {}\n", st.message());
   std::ifstream text(folder / "report.txt");
   bool in_findings = false;
   for (std::string line; std::getline(text, line);) {
@@ -267,14 +265,9 @@ int RunWatch(const Args& a) {
 
 // `trainrx capture PID|DIR`: a PID (digits, not a folder here) names the job through its process.
 int RunCapture(const Args& a) {
-  std::string dir = a.capture_dir;
-  std::error_code ec;
-  if (!dir.empty() && std::all_of(dir.begin(), dir.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }) &&
-      !fs::is_directory(dir, ec)) {
-    const StatusOr<std::string> found = experiments::WatchedDirOfProcess(std::atoll(dir.c_str()));
-    if (!found.ok()) return Fail(found.status());
-    dir = *found;
-  }
+  const StatusOr<std::string> found = experiments::WatchedJobDir(a.capture_dir);
+  if (!found.ok()) return Fail(found.status());
+  const std::string& dir = *found;
   if (Status st = experiments::RequestCapture(dir, a.capture_steps); !st.ok()) return Fail(st);
   std::cerr << fmt::format("trainrx capture: asked the job in {} for {} steps; its watcher analyzes them into {}/capture-K/\n", dir,
                            a.capture_steps, dir);

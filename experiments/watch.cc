@@ -95,6 +95,25 @@ std::string Collective(const std::vector<Frame>& frames) {
 
 std::string Where(const Frame& f) { return fmt::format("{}:{} in {}", fs::path(f.file).filename().string(), f.line, f.function); }
 
+bool AllDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+// `text` as `path` whole or not at all: written beside it, then renamed over it (a reader never
+// sees half a file: the hook polls the request, Prometheus' textfile collector reads metrics/).
+Status WriteWhole(const fs::path& path, std::string_view text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << text;
+    if (!f) return Status::Error(fmt::format("{}: cannot write", tmp.string()));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Status::Error(fmt::format("{}: cannot write ({})", path.string(), ec.message()));
+  return Status::Ok();
+}
+
 // A process's TRAINRX_WATCH ("" when unset or unreadable).
 std::string WatchEnvOf(int64_t pid) {
   const std::string env = FileText(fmt::format("/proc/{}/environ", pid));
@@ -113,8 +132,7 @@ std::map<int64_t, int64_t> Parents() {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename().string();
-    if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
-      continue;
+    if (!AllDigits(name)) continue;
     const std::string stat = FileText(e.path() / "stat");
     const size_t close = stat.rfind(')');
     long long ppid = -1;
@@ -147,6 +165,12 @@ StatusOr<std::string> WatchedDirOfProcess(int64_t pid) {
   return Status::Error(fmt::format("capture {}: process {} ({}) is not a watched job nor above one (no TRAINRX_WATCH in its "
                                    "environment or its children's: start the job with `trainrx watch -o DIR -- ...`)",
                                    pid, pid, name.empty() ? "unreadable" : name));
+}
+
+StatusOr<std::string> WatchedJobDir(const std::string& job) {
+  std::error_code ec;
+  if (AllDigits(job) && !fs::is_directory(job, ec)) return WatchedDirOfProcess(std::atoll(job.c_str()));
+  return job;
 }
 
 StatusOr<ProcessSpec> PrepareWatch(const WatchOptions& o, const std::string& exe_dir) {
@@ -354,16 +378,13 @@ Status RequestCapture(const std::string& dir_text, int steps) {
   const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   const std::string json = fmt::format(R"({{"seq": "cli-{}", "reason": "on demand", "detail": "trainrx capture", "at_step": {}, "steps": {}}})",
                                        now, at, steps);
-  const fs::path tmp = dir / "capture-request.json.tmp", path = dir / "capture-request.json";
-  {
-    std::ofstream f(tmp);
-    f << json;
-    if (!f) return Status::Error(fmt::format("{}: cannot write", tmp.string()));
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::Error(fmt::format("{}: cannot write ({})", path.string(), ec.message()));
-  return Status::Ok();
+  return WriteWhole(dir / "capture-request.json", json);
+}
+
+Status PublishFindings(const std::string& capture_folder) {
+  const std::string metrics = FindingsMetrics(capture_folder);
+  if (metrics.empty()) return Status::Ok();
+  return WriteWhole(fs::path(capture_folder).parent_path() / "metrics" / "findings.prom", metrics);
 }
 
 }  // namespace trainrx::experiments

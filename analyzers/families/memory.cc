@@ -799,24 +799,28 @@ void CollectMarks(const profiler::Trace& trace, MemorySeries& series) {
   }
 }
 
+// Each (rank, device) with something to summarize: allocator samples, or an out-of-memory error.
+MemorySeries SeriesToSummarize(const profiler::Trace& trace) {
+  MemorySeries series = CollectCounters(trace);
+  CollectMarks(trace, series);
+  std::erase_if(series, [](const auto& kv) { return kv.second.allocated.empty() && kv.second.oom_events == 0; });
+  return series;
+}
+
 }  // namespace
 
 std::vector<DeviceMemory> MemoryFigures(const profiler::Trace& trace, const StepModel& steps, const Thresholds& thresholds) {
-  MemorySeries series = CollectCounters(trace);
-  CollectMarks(trace, series);
+  MemorySeries series = SeriesToSummarize(trace);
   std::vector<DeviceMemory> out;
-  for (auto& [key, s] : series)
-    if (!s.allocated.empty() || s.oom_events > 0) out.push_back(Summarize(trace, steps, thresholds, key.first, key.second, s));
+  for (auto& [key, s] : series) out.push_back(Summarize(trace, steps, thresholds, key.first, key.second, s));
   return out;
 }
 
 void AnalyzeMemory(const AnalysisContext& ctx, Report& out) {
   const profiler::Trace& trace = ctx.trace;
-  MemorySeries series = CollectCounters(trace);
-  CollectMarks(trace, series);
+  MemorySeries series = SeriesToSummarize(trace);
   const auto batch = series.empty() ? std::nullopt : SamplesPerStep(trace, ctx.steps);
   for (auto& [key, s] : series) {
-    if (s.allocated.empty() && s.oom_events == 0) continue;
     DeviceMemory m = Summarize(trace, ctx.steps, ctx.thresholds, key.first, key.second, s);
     if (batch) Headroom(ctx, *batch, m);
     FlagGrowth(ctx, m, s.blocks, out);

@@ -51,6 +51,8 @@ std::string HangReport(const std::string& dir);
 // severity and the estimated saving of each, and how many there are; "" without a readable report.
 // The watcher writes it to DIR/metrics/findings.prom; rank 0's endpoint serves it beside its own.
 std::string FindingsMetrics(const std::string& capture_folder, size_t top = 5);
+// FindingsMetrics written whole to the job's metrics/findings.prom (nothing without a report).
+Status PublishFindings(const std::string& capture_folder);
 // Asks the job watched in `dir` for a capture of `steps` steps (capture-request.json), from a step
 // every rank reaches after the request is seen: the ranks' last step in their metrics, plus margin
 // (two seconds of steps where there are several ranks).
@@ -58,5 +60,8 @@ Status RequestCapture(const std::string& dir, int steps);
 // The folder of the job a process belongs to: `pid` is a watched rank (its TRAINRX_WATCH), or the
 // watcher, torchrun or a shell above one. Errors: no such process, none of it watched.
 StatusOr<std::string> WatchedDirOfProcess(int64_t pid);
+// `trainrx capture JOB`'s folder: JOB itself, or, where it is digits and no folder here, the folder
+// of the job that process belongs to (WatchedDirOfProcess).
+StatusOr<std::string> WatchedJobDir(const std::string& job);
 
 }  // namespace trainrx::experiments
