@@ -31,17 +31,6 @@ const Event* WorkOf(const RankGraph& g, const RankGraph::Task& t) {
   return t.kind == Kind::kDevice && t.work >= 0 ? g.links().work[static_cast<size_t>(t.work)].e : nullptr;
 }
 
-// Per host op (a launch call among them): the first host slice whose innermost op it is, where
-// work added to the op's host time goes.
-std::unordered_map<const Event*, size_t> FirstSlices(const RankGraph& g) {
-  std::unordered_map<const Event*, size_t> out;
-  for (size_t i = 0; i < g.tasks().size(); ++i) {
-    const auto& t = g.tasks()[i];
-    if (t.kind != Kind::kDevice && t.frame >= 0) out.emplace(g.frames()[static_cast<size_t>(t.frame)].op, i);
-  }
-  return out;
-}
-
 // Per frame: under the optimizer's step or zero_grad (what torch.compile(model) leaves eager).
 std::vector<uint8_t> OptimizerFrames(const RankGraph& g) {
   return g.FramesUnder([](std::string_view n) { return n.starts_with("Optimizer.step#") || n.starts_with("Optimizer.zero_grad#"); });
@@ -550,8 +539,6 @@ TransformPlan AmpBf16(const RankGraph& g) {
   const double toward[3] = {0.5, 0.25, 0.86}, keeps[3] = {0.6, 0.9, 0.5}, norm[3] = {1.35, 1.5, 1.0},
                casts[3] = {1, 2, 0};
   const int64_t launch_ns = MedianLaunchCallNs(g);
-  // The host slice that launched each GEMM (its launch call's first slice on the launching thread).
-  const std::unordered_map<const Event*, size_t> first_slice = FirstSlices(g);
   // A GEMM whose FLOPs are known and that ran at half its math's peak or more is compute-bound: it
   // runs at 75 % of the bf16 peak (50 %; 90 %), not faster than the peaks' ratio.
   const auto cost = CostPerLaunch(g);
@@ -562,10 +549,11 @@ TransformPlan AmpBf16(const RankGraph& g) {
       const double s = 1.0 + (std::max(1.0, ratio) - 1.0) * toward[k];
       for (size_t i : tasks) {
         e.Scale(i, bound.Scale(g, i, k, cost, bf16 / std::max(1.0, ratio), bf16, s));
-        const HostCall* c = g.links().CallOf(g.links().work[static_cast<size_t>(g.tasks()[i].work)]);
-        if (c == nullptr || casts[k] == 0) continue;
-        if (const auto it = first_slice.find(c->e); it != first_slice.end())
-          e.Add(it->second, static_cast<int64_t>(casts[k] * static_cast<double>(launch_ns)));
+        // The host slice that launched the GEMM: its launch call's first slice (-1: none in the graph).
+        const int32_t call = g.links().work[static_cast<size_t>(g.tasks()[i].work)].call;
+        if (call < 0 || casts[k] == 0) continue;
+        if (const int32_t slice = g.CallTask(call); slice >= 0)
+          e.Add(static_cast<size_t>(slice), static_cast<int64_t>(casts[k] * static_cast<double>(launch_ns)));
       }
     };
     speed(gemm_fp32, bf16 / fp32);
@@ -696,16 +684,16 @@ CompiledHost CompiledHostOf(const RankGraph& g, const std::vector<std::vector<si
   }
   // The kernels the compiled code launches: one a run, and one more at each reduction or norm in it
   // (where inductor mostly ends a kernel), each launched where the eager kernel was.
-  const std::unordered_map<const Event*, size_t> first_slice = FirstSlices(g);
   for (const auto& r : runs)
     for (size_t n = 0; n < r.size(); ++n) {
       const Event* w = WorkOf(g, g.tasks()[r[n]]);
       if (n > 0 && !links.kernel_names->Reduction(w->name) && !links.kernel_names->CudnnBatchNorm(w->name)) continue;
       ++out.generated;
-      const HostCall* c = links.CallOf(links.work[static_cast<size_t>(g.tasks()[r[n]].work)]);
-      const auto it = first_slice.find(c->e);
-      if (it != first_slice.end() && replaced_frame[static_cast<size_t>(g.tasks()[it->second].frame)])
-        out.launches.push_back(it->second);
+      // Its launch call's first slice (-1: none in the graph).
+      const int32_t call = links.work[static_cast<size_t>(g.tasks()[r[n]].work)].call;
+      const int32_t slice = call >= 0 ? g.CallTask(call) : -1;
+      if (slice >= 0 && replaced_frame[static_cast<size_t>(g.tasks()[static_cast<size_t>(slice)].frame)])
+        out.launches.push_back(static_cast<size_t>(slice));
     }
   if (!fused_ops.empty()) {
     out.op_ns = Quantile(fused_ops, 0.5);
