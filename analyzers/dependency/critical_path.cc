@@ -22,7 +22,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <deque>
 #include <map>
+#include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <variant>
@@ -66,6 +70,15 @@ struct RankWait {
 };
 using RankWaits = std::vector<RankWait>;  // sorted by ts_ns
 
+// A PathSegment while walking: its name a view (most are the trace's names), copied into a
+// PathSegment only for the path a report shows.
+struct Segment {
+  int64_t start_ns = 0, end_ns = 0;
+  PathClass cls = PathClass::kCpu;
+  std::string_view what;
+  int64_t slack_ns = -1;
+};
+
 class Walker {
  public:
   Walker(const Trace& trace, const RankLinks& l, const RankWaits* waits) : trace_(trace), l_(l), waits_(waits) {
@@ -83,8 +96,11 @@ class Walker {
   // ran ahead of a busy device), the path ends there, at the last of it (HTA's window is the same).
   // It is walked back to `stop`: the window's start by default; the previous step's last device
   // work where the device runs behind the loop.
-  std::vector<PathSegment> Walk(uint32_t host, int64_t start, int64_t end, int64_t stop = INT64_MIN) {
+  // The segments name what they were by views into the trace's strings or this walker's texts: valid
+  // until the next Walk.
+  const std::vector<Segment>& Walk(uint32_t host, int64_t start, int64_t end, int64_t stop = INT64_MIN) {
     segs_.clear();
+    texts_.clear();
     start_ = stop == INT64_MIN ? start : stop;
     At at = At::kHost;
     uint32_t track = host;
@@ -112,10 +128,10 @@ class Walker {
       const RankWait* rw = cls == PathClass::kComm ? WaitOf(d) : nullptr;
       if (rw != nullptr) {
         const int64_t arrived = d.ts() + rw->wait_ns;
-        Add(arrived, std::min(t, d.end()), cls, std::string(trace_.Name(*d.e)), slack);
-        Add(d.ts(), arrived, PathClass::kRankWait, fmt::format("rank {} arrived last at {}", rw->late_rank, trace_.Name(*d.e)), -1);
+        Add(arrived, std::min(t, d.end()), cls, trace_.Name(*d.e), slack);
+        Add(d.ts(), arrived, PathClass::kRankWait, Text(fmt::format("rank {} arrived last at {}", rw->late_rank, trace_.Name(*d.e))), -1);
       } else {
-        Add(d.ts(), std::min(t, d.end()), cls, std::string(trace_.Name(*d.e)), slack);
+        Add(d.ts(), std::min(t, d.end()), cls, trace_.Name(*d.e), slack);
       }
       if (d.ts() <= start_) break;
       const int64_t ready_p = d.prev >= 0 ? l_.work[d.prev].end() : INT64_MIN;
@@ -154,25 +170,25 @@ class Walker {
       // (After a launch, measured from the call's return: the call itself is launch time.)
       const int64_t free_from = pick == 1 ? std::min(call->e->end_ns(), d.ts()) : ready[pick];
       if (pick != 2 && d.ts() - free_from > kDependencyGapNs)
-        Add(free_from, d.ts(), PathClass::kDependency, fmt::format("stream {} waited (not on this rank's streams)", d.stream), -1);
+        Add(free_from, d.ts(), PathClass::kDependency, Text(fmt::format("stream {} waited (not on this rank's streams)", d.stream)), -1);
       if (pick == 0) {
-        Add(ready[0], d.ts(), PathClass::kKernelGap, fmt::format("stream {}", d.stream), -1);
+        Add(ready[0], d.ts(), PathClass::kKernelGap, StreamName(d.stream), -1);
         work = d.prev;
         t = l_.work[d.prev].end();
       } else if (pick == 2) {
         Add(ready_x, d.ts(), PathClass::kDependency,
-            fmt::format("stream {} waited on stream {}{}", d.stream, l_.work[x].stream, by_event ? " (event)" : ""), -1);
+            Text(fmt::format("stream {} waited on stream {}{}", d.stream, l_.work[x].stream, by_event ? " (event)" : "")), -1);
         work = x;
         t = ready_x;
       } else {
-        Add(call->e->ts_ns, d.ts(), PathClass::kLaunch, std::string(trace_.Name(*call->e)), -1);  // call + start latency
+        Add(call->e->ts_ns, d.ts(), PathClass::kLaunch, trace_.Name(*call->e), -1);  // call + start latency
         track = call->track;
         t = call->e->ts_ns;
         at = At::kHost;
       }
     }
     std::reverse(segs_.begin(), segs_.end());
-    return std::move(segs_);
+    return segs_;
   }
 
  private:
@@ -183,7 +199,7 @@ class Walker {
     // A thread other than the loop's works in bursts: before its current burst it was idle, woken
     // by the loop's thread (the autograd engine's device threads, a collective backend's thread).
     int64_t floor = start_;
-    std::string who;
+    std::string_view who;
     if (track != host) {
       const auto bs = l_.busy_spans.find(track);
       const std::pair<int64_t, int64_t>* span = nullptr;
@@ -197,7 +213,7 @@ class Walker {
         return true;
       }
       floor = std::max(start_, span->first);
-      who = ThreadTaskName(track, span->first, t);
+      who = Text(ThreadTaskName(track, span->first, t));
     }
     const auto it = stops_.find(track);
     const std::vector<int32_t>* stops = it == stops_.end() ? nullptr : &it->second;
@@ -244,13 +260,13 @@ class Walker {
     const HostCall& c = l_.calls[ci];
     const DeviceWork* d = c.waited_for >= 0 ? &l_.work[c.waited_for] : nullptr;
     if (d && d->end() > c.e->ts_ns && d->end() <= t) {
-      Add(d->end(), t, PathClass::kSyncWait, std::string(trace_.Name(*c.e)), -1);
+      Add(d->end(), t, PathClass::kSyncWait, trace_.Name(*c.e), -1);
       work = c.waited_for;
       t = d->end();
       at = At::kDevice;
       return true;
     }
-    Add(c.e->ts_ns, t, c.kind == CallKind::kAllocator ? PathClass::kAllocator : PathClass::kSyncWait, std::string(trace_.Name(*c.e)),
+    Add(c.e->ts_ns, t, c.kind == CallKind::kAllocator ? PathClass::kAllocator : PathClass::kSyncWait, trace_.Name(*c.e),
         -1);
     t = c.e->ts_ns;
     return true;
@@ -277,11 +293,19 @@ class Walker {
     return nullptr;
   }
   // Adds [a, b) clipped to the window; segments come latest first and never overlap.
-  void Add(int64_t a, int64_t b, PathClass cls, std::string what, int64_t slack) {
+  void Add(int64_t a, int64_t b, PathClass cls, std::string_view what, int64_t slack) {
     a = std::max(a, start_);
     if (!segs_.empty()) b = std::min(b, segs_.back().start_ns);
     if (b <= a) return;
-    segs_.push_back({a, b, cls, std::move(what), slack});
+    segs_.push_back({a, b, cls, what, slack});
+  }
+  // A text made for a segment, kept until the next Walk.
+  std::string_view Text(std::string text) { return texts_.emplace_back(std::move(text)); }
+  // "stream N", made once per stream (a kernel gap names its stream).
+  std::string_view StreamName(int64_t stream) {
+    auto [it, added] = stream_names_.try_emplace(stream);
+    if (added) it->second = fmt::format("stream {}", stream);
+    return it->second;
   }
 
   const Trace& trace_;
@@ -289,7 +313,9 @@ class Walker {
   const RankWaits* waits_;
   std::unordered_map<uint32_t, std::vector<int32_t>> stops_;
   std::vector<std::pair<int64_t, int32_t>> launched_;  // (launch call start, work), sorted
-  std::vector<PathSegment> segs_;
+  std::vector<Segment> segs_;
+  std::deque<std::string> texts_;                           // formatted names of this walk's segments
+  std::unordered_map<int64_t, std::string> stream_names_;  // nodes: views into them stay valid
   int64_t start_ = 0;
 };
 
@@ -339,6 +365,17 @@ std::map<int32_t, RankWaits> RankWaitsOf(const Trace& trace, const LinkIndex& li
 // thread would have a path of "host work" only: none is made.
 bool HasPath(const RankLinks& l) { return !l.work.empty() || !l.thread_waits.empty(); }
 
+// Orders (class, name) pairs whether the name is a string or a view (as std::pair's own < orders
+// them), so that a map of names is searched by a view.
+struct ItemLess {
+  using is_transparent = void;
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    if (a.first != b.first) return a.first < b.first;
+    return std::string_view(a.second) < std::string_view(b.second);
+  }
+};
+
 // `stops`: where the device runs behind the loop, each window's path is walked back to the previous
 // step's last device work (stops[k]; INT64_MIN: the window's start) and the median step is the
 // median path.
@@ -357,24 +394,29 @@ CriticalPath WalkWindows(const Trace& trace, const RankLinks& l, const std::vect
   Walker walker(trace, l, waits);
   // With device work, the thread that launches most of it; on the CPU alone, the loop's thread.
   const uint32_t host = l.work.empty() ? LoopThread(trace, l, windows) : HostThread(l);
-  std::map<std::pair<PathClass, std::string>, int64_t> items;
+  // Per (class, name): its time over the steps; looked up by a view, a key made once per name.
+  std::map<std::pair<PathClass, std::string>, int64_t, ItemLess> items;
   std::array<int64_t, kPathClasses> total{};
   int64_t length = 0;
   std::vector<std::pair<int64_t, size_t>> lengths;
-  std::vector<std::vector<PathSegment>> paths;
+  const auto walk = [&](size_t k) -> const std::vector<Segment>& {
+    return walker.Walk(host, windows[k].first, windows[k].second, stops != nullptr ? (*stops)[k] : INT64_MIN);
+  };
   for (size_t k = 0; k < windows.size(); ++k) {
     const auto [a, b] = windows[k];
-    std::vector<PathSegment> segs = walker.Walk(host, a, b, stops != nullptr ? (*stops)[k] : INT64_MIN);
     int64_t len = 0;
-    for (const PathSegment& s : segs) {
+    for (const Segment& s : walk(k)) {
       const int64_t ns = s.end_ns - s.start_ns;
       total[static_cast<int>(s.cls)] += ns;
-      items[{s.cls, s.cls == PathClass::kCpu && s.what.empty() ? std::string("host work") : s.what}] += ns;
+      const std::pair<PathClass, std::string_view> key{
+          s.cls, s.cls == PathClass::kCpu && s.what.empty() ? std::string_view("host work") : s.what};
+      auto it = items.find(key);
+      if (it == items.end()) it = items.emplace(std::make_pair(key.first, std::string(key.second)), 0).first;
+      it->second += ns;
       len += ns;
     }
     length += len;
-    lengths.push_back({stops != nullptr ? len : b - a, paths.size()});
-    paths.push_back(std::move(segs));
+    lengths.push_back({stops != nullptr ? len : b - a, k});
   }
   const auto n = static_cast<int64_t>(windows.size());
   out.mean_ns = length / n;
@@ -383,7 +425,9 @@ CriticalPath WalkWindows(const Trace& trace, const RankLinks& l, const std::vect
   std::stable_sort(out.top.begin(), out.top.end(), [](const PathItem& a, const PathItem& b) { return a.ns > b.ns; });
   if (out.top.size() > 12) out.top.resize(12);
   std::nth_element(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(lengths.size() / 2), lengths.end());
-  out.segments = std::move(paths[lengths[lengths.size() / 2].second]);
+  // The median step's path, walked again (a walk is a function of its window): only it is kept.
+  for (const Segment& s : walk(lengths[lengths.size() / 2].second))
+    out.segments.push_back({s.start_ns, s.end_ns, s.cls, std::string(s.what), s.slack_ns});
   if (l.work.empty())
     out.note = "no device work: the path follows the loop's thread and, where it waited for another thread (a collective "
                "backend's, a pin-memory thread), that thread's op";

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -110,6 +112,16 @@ std::unordered_map<profiler::StrId, LaunchCost> CostPerLaunch(const RankGraph& g
     }
     return {sum + largest, 0.0};
   };
+  // An op's cost is a function of its name and its inputs' shapes and types (interned strings): each
+  // such triple parsed once (a step repeats the same ops with the same shapes).
+  std::map<std::array<profiler::StrId, 3>, LaunchCost> by_inputs;
+  const auto op_cost_once = [&](const Event& op) -> LaunchCost {
+    if (op.aux == profiler::kNoAux || op.aux >= tr.op_inputs.size()) return op_cost(op);
+    const profiler::OpInputs& in = tr.op_inputs[op.aux];
+    const auto [it, added] = by_inputs.try_emplace({op.name, in.input_dims, in.input_types});
+    if (added) it->second = op_cost(op);
+    return it->second;
+  };
   std::unordered_map<profiler::StrId, std::pair<LaunchCost, double>> acc;  // name -> (cost, launches)
   for (uint32_t ti : CpuThreadTracks(tr, links.rank)) {
     std::vector<const Event*> open;  // the ops with shapes around the current time, outermost first
@@ -129,7 +141,7 @@ std::unordered_map<profiler::StrId, LaunchCost> CostPerLaunch(const RankGraph& g
       if (k->kind == EventKind::kKernel) kernels_of[open.back()].push_back(k->name);
     }
     for (const auto& [op, names] : kernels_of) {  // the op's cost shared among its kernels
-      const LaunchCost c = op_cost(*op);
+      const LaunchCost c = op_cost_once(*op);
       const double share = 1.0 / static_cast<double>(names.size());
       for (profiler::StrId n : names) {
         auto& [sum, count] = acc[n];
