@@ -586,11 +586,13 @@ namespace {
 
 // Each rank's graph over its replayed steps (on the threads there are); returns each rank's mean
 // measured step.
+// `beside`: more graphs to build on the same threads (the gaps between a lone rank's steps).
 std::map<int32_t, double> BuildGraphs(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps, size_t threads,
-                                      size_t replayed_steps, std::map<int32_t, std::unique_ptr<RankGraph>>& graphs) {
+                                      size_t replayed_steps, std::map<int32_t, std::unique_ptr<RankGraph>>& graphs,
+                                      std::vector<std::function<void()>> beside = {}) {
   std::map<int32_t, double> means;
   {
-    std::vector<std::function<void()>> tasks;
+    std::vector<std::function<void()>> tasks = std::move(beside);
     for (auto& [rank, graph] : graphs)
       tasks.push_back([&, rank = rank, &graph = graph] {
         std::vector<std::pair<int64_t, int64_t>> windows;
@@ -657,10 +659,11 @@ constexpr size_t kBetweenStepsGaps = 4;
 struct BetweenSteps {
   double steps_ns = 0, gaps_ns = 0;  // the rank's steps' and gaps' total time
   size_t steps = 0, gaps = 0;
-  std::vector<std::unique_ptr<RankGraph>> graphs;  // the longest gaps, one graph each
+  std::vector<std::pair<int64_t, int64_t>> longest;  // the longest gaps
+  std::vector<std::unique_ptr<RankGraph>> graphs;      // one graph each (GapGraphTasks)
 };
-std::optional<BetweenSteps> FindBetweenSteps(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps,
-                                             int32_t rank) {
+// The gaps of `rank` (their graphs not yet built: GapGraphTasks); nullopt where they hold too little.
+std::optional<BetweenSteps> FindBetweenSteps(const LinkIndex& links, const StepModel& steps, int32_t rank) {
   std::vector<std::pair<int64_t, int64_t>> windows;
   for (const StepRow& row : steps.steps)
     if (row.rank == rank) windows.push_back({row.start_ns, row.start_ns + row.wall_ns});
@@ -680,17 +683,37 @@ std::optional<BetweenSteps> FindBetweenSteps(const profiler::Trace& trace, const
   if (out.gaps_ns < kBetweenStepsShare * (out.steps_ns + out.gaps_ns)) return std::nullopt;
   std::sort(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.second - a.first > b.second - b.first; });
   gaps.resize(std::min(gaps.size(), kBetweenStepsGaps));
-  for (const auto& gap : gaps) out.graphs.push_back(std::make_unique<RankGraph>(trace, *links.Rank(rank), std::vector{gap}));
+  out.longest = std::move(gaps);
   return out;
+}
+
+// The tasks that build each gap's graph (run them on the threads there are).
+std::vector<std::function<void()>> GapGraphTasks(const profiler::Trace& trace, const RankLinks& links, BetweenSteps& b) {
+  b.graphs.resize(b.longest.size());
+  std::vector<std::function<void()>> tasks;
+  for (size_t k = 0; k < b.longest.size(); ++k)
+    tasks.push_back([&trace, &links, &b, k] { b.graphs[k] = std::make_unique<RankGraph>(trace, links, std::vector{b.longest[k]}); });
+  return tasks;
 }
 
 // A prediction over the steps (`p`, replayed) made over the steps and the gaps between them
 // together; unchanged where the fix has no number for the gaps.
-void AddBetweenSteps(const BetweenSteps& b, const std::vector<std::string>& names, Prediction& p) {
+void AddBetweenSteps(const BetweenSteps& b, const std::vector<std::string>& names, Prediction& p, size_t threads) {
   double share[3] = {0, 0, 0}, replayed_ns = 0;  // the gaps' saved share at the point, low and high
-  for (const auto& g : b.graphs) {
-    const double len = static_cast<double>(g->windows().front().second - g->windows().front().first);
-    const WhatIfResult r = PredictWhatIf(*g, names, len);
+  std::vector<WhatIfResult> results(b.graphs.size());  // each gap replayed on the threads there are, summed in order
+  {
+    std::vector<std::function<void()>> tasks;
+    for (size_t k = 0; k < b.graphs.size(); ++k)
+      tasks.push_back([&, k] {
+        const RankGraph& g = *b.graphs[k];
+        results[k] = PredictWhatIf(g, names, static_cast<double>(g.windows().front().second - g.windows().front().first));
+      });
+    profiler::RunTasks(tasks, threads);
+  }
+  for (size_t k = 0; k < b.graphs.size(); ++k) {
+    const RankGraph& g = *b.graphs[k];
+    const double len = static_cast<double>(g.windows().front().second - g.windows().front().first);
+    const WhatIfResult& r = results[k];
     if (!r.ok) continue;
     share[0] += len * r.prediction.saving_pct / 100.0;
     share[1] += len * r.prediction.low_pct / 100.0;
@@ -763,7 +786,17 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   // A set of ranks: every rank's graph, so that a rank's collectives can wait for the others'.
   if (!graphs.empty() && links.ranks().size() > 1)
     for (const RankLinks& l : links.ranks()) graphs.emplace(l.rank, nullptr);
-  const std::map<int32_t, double> means = BuildGraphs(trace, links, steps, threads, replayed_steps, graphs);
+  // Work between the steps (a rank alone: a coupled set's gaps are its collectives' business): a lone
+  // rank replays uncoupled, so with threads to spare its gaps' graphs are built beside its own.
+  std::map<int32_t, std::optional<BetweenSteps>> between;
+  std::vector<std::function<void()>> beside;
+  if (graphs.size() == 1 && threads != 1) {
+    const int32_t rank = graphs.begin()->first;
+    auto& b = between.emplace(rank, FindBetweenSteps(links, steps, rank)).first->second;
+    if (b) beside = GapGraphTasks(trace, *links.Rank(rank), *b);
+  }
+  const std::map<int32_t, double> means =
+      BuildGraphs(trace, links, steps, threads, replayed_steps, graphs, std::move(beside));
   // The ranks with steps, coupled by their matched collectives (none matched: each rank alone).
   RankSet set;
   for (auto& [rank, graph] : graphs)
@@ -804,15 +837,17 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   for (auto& [key, p] : pending) done[key] = Finished(*p);
   WhatIfResult all_result = all_findings ? Finished(*all_findings) : WhatIfResult{};
   WhatIfResult together = asked ? Finished(*asked) : WhatIfResult{};
-  // Work between the steps (a rank alone: a coupled set's gaps are its collectives' business):
-  // every prediction over the span a trial times, the findings', each asked fix's and the combined.
+  // Every prediction over the span a trial times (the steps and the work between them), the
+  // findings', each asked fix's and the combined.
   if (coupled == nullptr) {
-    std::map<int32_t, std::optional<BetweenSteps>> between;
     const auto add_between = [&](int32_t rank, const std::vector<std::string>& names, WhatIfResult& result) {
       if (!result.ok) return;
       auto it = between.find(rank);
-      if (it == between.end()) it = between.emplace(rank, FindBetweenSteps(trace, links, steps, rank)).first;
-      if (it->second) AddBetweenSteps(*it->second, names, result.prediction);
+      if (it == between.end()) {
+        it = between.emplace(rank, FindBetweenSteps(links, steps, rank)).first;
+        if (it->second) profiler::RunTasks(GapGraphTasks(trace, *links.Rank(rank), *it->second), threads);
+      }
+      if (it->second) AddBetweenSteps(*it->second, names, result.prediction, threads);
     };
     for (auto& [key, result] : done) add_between(key.first, {key.second}, result);
     if (all_findings) add_between(all_rank, all_findings->names, all_result);
