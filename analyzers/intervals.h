@@ -42,6 +42,21 @@ inline int64_t CoveredWithin(const std::vector<Interval>& merged, int64_t lo, in
   return total;
 }
 
+// Length of merged `busy` inside each of the merged `queries` (both sorted and disjoint), summed:
+// CoveredWithin for each query, in one sweep over both lists.
+inline int64_t CoveredWithinEach(const std::vector<Interval>& busy, const std::vector<Interval>& queries) {
+  int64_t total = 0;
+  size_t j = 0;
+  for (const auto& [lo, hi] : queries) {
+    while (j < busy.size() && busy[j].second < lo) ++j;  // CoveredWithin's lower_bound, moved forward
+    for (size_t k = j; k < busy.size() && busy[k].first < hi; ++k) {
+      const int64_t s = std::max(busy[k].first, lo), e = std::min(busy[k].second, hi);
+      if (e > s) total += e - s;
+    }
+  }
+  return total;
+}
+
 inline bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 }  // namespace trainrx::analyzers

@@ -179,10 +179,8 @@ RankGpu CollectRank(const Trace& trace, const RankLinks& links, int32_t rank, co
 
 // Length of `gaps` (any order, may overlap) during which nothing in `busy` (merged) ran.
 int64_t DeviceIdleWithin(std::vector<Interval> gaps, const std::vector<Interval>& busy) {
-  MergeIntervals(gaps);
-  int64_t total = 0;
-  for (const auto& [s, e] : gaps) total += (e - s) - CoveredWithin(busy, s, e);
-  return total;
+  const int64_t length = MergeIntervals(gaps);
+  return length - CoveredWithinEach(busy, gaps);
 }
 
 // The rank's GPU activities as interval lists: all of them, compute kernels, communication
