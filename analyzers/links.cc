@@ -68,6 +68,13 @@ int32_t ReleaseOf(const RankLinks& l, const Event& call, int64_t stream) {
 // returns the cuda_sync records' (correlation, stream): the stream each sync call synchronized.
 std::vector<std::pair<int64_t, int64_t>> CollectRank(const Trace& trace, int32_t rank, const std::vector<CallKind>& kinds, RankLinks& l) {
   std::vector<std::pair<int64_t, int64_t>> synced;  // (correlation, stream)
+  // Room for the most the lists can take (the rank's events by kind of track), so that they never
+  // move while they grow (pages a list does not reach are never touched).
+  size_t device_events = 0, host_events = 0;
+  for (const auto& t : trace.tracks)
+    if (t.rank == rank) (t.kind == TrackKind::kGpuStream ? device_events : host_events) += t.event_count;
+  l.work.reserve(device_events);
+  l.op_by_external.reserve(host_events);
   for (uint32_t ti = 0; ti < trace.tracks.size(); ++ti) {
     const auto& t = trace.tracks[ti];
     if (t.rank != rank) continue;
@@ -129,7 +136,7 @@ void LinkWorkToCalls(RankLinks& l) {
   }
   l.by_end.resize(l.work.size());
   for (size_t i = 0; i < l.work.size(); ++i) l.by_end[i] = {l.work[i].end(), static_cast<int32_t>(i)};
-  std::sort(l.by_end.begin(), l.by_end.end());
+  profiler::SortRuns(l.by_end.begin(), l.by_end.end());  // a run per stream (pairs are unique: any sort gives this order)
 }
 
 // Event edges from the sync records that name what they waited on (cuda_sync's wait_on_stream
@@ -349,6 +356,7 @@ void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
     if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
     Busy& bz = busy[ti];
     auto& closed = ends[ti];
+    closed.reserve(t.event_count);  // one per op at most: it never moves while it grows
     std::vector<std::pair<const Event*, int64_t>> stack;  // (op, own time accounted up to)
     const auto pop = [&] {
       const auto [op, cursor] = stack.back();
