@@ -17,6 +17,7 @@
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/analyzers/cross_rank.h"
 #include "trainrx/profiler/parallel.h"
+#include "trainrx/profiler/thread_counters.h"
 
 namespace trainrx::analyzers {
 
@@ -155,11 +156,8 @@ const std::vector<AnalyzerInfo>& Registry() {
 
 namespace {
 
-int64_t ThreadCpuNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using profiler::ThreadCpuNs;
+using profiler::ThreadInstructions;
 
 // Runs `fn` as stage `name` into `slot` (nullptr: untimed).
 template <typename Fn>
@@ -169,10 +167,11 @@ void Timed(StageTime* slot, const char* name, Fn&& fn) {
     return;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t c0 = ThreadCpuNs();
+  const int64_t c0 = ThreadCpuNs(), i0 = ThreadInstructions();
   fn();
   slot->name = name;
   slot->cpu_ns = ThreadCpuNs() - c0;
+  if (const int64_t i1 = ThreadInstructions(); i0 >= 0 && i1 >= 0) slot->instructions = i1 - i0;
   slot->wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
 }
 

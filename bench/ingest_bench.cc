@@ -14,12 +14,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "trainrx/analyzers/analysis.h"
-#include "trainrx/profiler/reader.h"
 #include "trainrx/profiler/parallel.h"
+#include "trainrx/profiler/reader.h"
+#include "trainrx/profiler/thread_counters.h"
+#include "trainrx/reports/report.h"
 
 namespace {
 
@@ -27,10 +30,25 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int64_t ThreadCpuNs() {
+using trainrx::profiler::ThreadCpuNs;
+using trainrx::profiler::ThreadInstructions;
+
+// Process CPU time (every thread), ns.
+int64_t ProcessCpuNs() {
   timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// One row of the breakdown: wall ms, CPU ms, its share of `total_cpu`, and M instructions ("-"
+// where this machine counts none).
+void Row(const char* name, double wall_ns, double cpu_ns, double total_cpu, int64_t instructions) {
+  char ins[32] = "-";
+  if (instructions >= 0) std::snprintf(ins, sizeof ins, "%.1f", static_cast<double>(instructions) / 1e6);
+  char wall[32] = "";
+  if (wall_ns >= 0) std::snprintf(wall, sizeof wall, "%.1f", wall_ns / 1e6);
+  std::printf("  %-28s %10s %10.1f %6.1f%% %12s\n", name, wall, cpu_ns / 1e6, total_cpu > 0 ? 100.0 * cpu_ns / total_cpu : 0.0,
+              ins);
 }
 
 }  // namespace
@@ -78,27 +96,64 @@ int main(int argc, char** argv) {
   }
   if (cpus > 1) std::printf("speedup on %zu CPUs: %.2fx\n", cpus, best[0] / best[1]);
   // Where the time goes (issue 82): one more run at every CPU, stage by stage. The read's parts are
-  // the reader's; the analysis's stages run side by side (their wall times overlap): the CPU time
-  // of the thread that ran each adds up to the work.
+  // summed over the threads that did them (ReadTimings); what is left of the read's CPU (reading
+  // the bytes, finding where windows end, waiting) is its own row. The analysis's stages run side
+  // by side (their wall times overlap): the CPU time of the thread that ran each adds up to the
+  // work. Then the report, rendered as JSON and as HTML (to memory).
   {
     const auto t0 = std::chrono::steady_clock::now();
+    const int64_t p0 = ProcessCpuNs();
     trainrx::profiler::Trace trace;
+    trainrx::profiler::ReadTimings rt;
     trainrx::profiler::ReadOptions options;
     options.threads = static_cast<int>(cpus);
+    options.timings = &rt;
     if (!trainrx::profiler::ReadTraces({argv[1]}, trace, options).ok()) return 2;
     const double read_s = Seconds(t0);
+    const double read_cpu = static_cast<double>(ProcessCpuNs() - p0);
     std::vector<trainrx::analyzers::StageTime> stages;
     const auto t1 = std::chrono::steady_clock::now();
-    (void)trainrx::analyzers::Analyze(trace, trainrx::analyzers::Thresholds(), cpus, {}, &stages);
+    const auto report = trainrx::analyzers::Analyze(trace, trainrx::analyzers::Thresholds(), cpus, {}, &stages);
     const double analysis_s = Seconds(t1);
     int64_t cpu = 0;
     for (const auto& s : stages) cpu += s.cpu_ns;
-    std::printf("stages (%zu threads): read %.3f s; analysis %.3f s wall, %.3f s CPU in its stages\n", cpus, read_s, analysis_s,
-                cpu / 1e9);
-    std::printf("  %-28s %10s %10s %7s\n", "stage", "wall ms", "CPU ms", "CPU %");
+    struct Rendered {
+      const char* name;
+      double wall_ns, cpu_ns;
+      int64_t instructions;
+    };
+    std::vector<Rendered> rendered;
+    for (const char* format : {"json", "html"}) {
+      std::ostringstream out;
+      const auto r0 = std::chrono::steady_clock::now();
+      const int64_t c0 = ThreadCpuNs(), i0 = ThreadInstructions();
+      trainrx::reports::WriteReport(format, trace, report, trainrx::analyzers::Thresholds(), {}, out);
+      const int64_t i1 = ThreadInstructions();
+      rendered.push_back({format == std::string("json") ? "report, JSON" : "report, HTML",
+                          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - r0).count(),
+                          static_cast<double>(ThreadCpuNs() - c0), i0 >= 0 && i1 >= 0 ? i1 - i0 : -1});
+    }
+    double total = read_cpu + static_cast<double>(cpu);
+    for (const auto& r : rendered) total += r.cpu_ns;
+    std::printf("stages (%zu threads): read %.3f s wall, %.3f s CPU; analysis %.3f s wall, %.3f s CPU in its stages\n", cpus,
+                read_s, read_cpu / 1e9, analysis_s, cpu / 1e9);
+    std::printf("  %-28s %10s %10s %7s %12s\n", "stage", "wall ms", "CPU ms", "CPU %", "M instr.");
+    using Part = trainrx::profiler::ReadTimings::Part;
+    const auto part = [](const Part& p) { return p.counted ? static_cast<int64_t>(p.instructions) : int64_t{-1}; };
+    double parts = 0;
+    for (const Part* p : {&rt.parse, &rt.merge, &rt.copy, &rt.finalize}) parts += static_cast<double>(p->cpu_ns);
+    Row("read: bytes, split, rest", -1, read_cpu - parts, total, -1);
+    Row("read: parse windows", -1, static_cast<double>(rt.parse.cpu_ns), total, part(rt.parse));
+    Row("read: merge in order", -1, static_cast<double>(rt.merge.cpu_ns), total, part(rt.merge));
+    Row("read: copy events", -1, static_cast<double>(rt.copy.cpu_ns), total, part(rt.copy));
+    Row("read: finalize (calling thread)", static_cast<double>(rt.finalize_wall_ns), static_cast<double>(rt.finalize.cpu_ns),
+        total, part(rt.finalize));
     for (const auto& s : stages)
-      std::printf("  %-28s %10.1f %10.1f %6.1f%%\n", s.name.c_str(), s.wall_ns / 1e6, s.cpu_ns / 1e6,
-                  cpu > 0 ? 100.0 * static_cast<double>(s.cpu_ns) / static_cast<double>(cpu) : 0.0);
+      Row(s.name.c_str(), static_cast<double>(s.wall_ns), static_cast<double>(s.cpu_ns), total, s.instructions);
+    for (const auto& r : rendered) Row(r.name, r.wall_ns, r.cpu_ns, total, r.instructions);
+    if (ThreadInstructions() < 0)
+      std::printf("  (no instruction counter on this machine: count them with valgrind --tool=callgrind "
+                  "--toggle-collect='trainrx::analyzers::NAME*' build/trainrx analyze TRACE)\n");
     // What an experiment's trial reads (analyzers::Measure) against the whole analysis, one
     // thread each, best of `repeats` interleaved: the trial's share of an analysis (issue 83).
     double measure_best = 1e30, analyze_best = 1e30;
@@ -129,7 +184,8 @@ int main(int argc, char** argv) {
   text.clear();
   text.shrink_to_fit();
   double parse_best = 1e30;
-  for (int i = 0; i < repeats; ++i) {
+  // At least twice: the first parse also allocates (and page-faults) the parser's buffers.
+  for (int i = 0; i < std::max(repeats, 2); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     simdjson::dom::element doc;
     if (parser.parse(padded).get(doc)) {

@@ -362,8 +362,8 @@ class WindowPipeline {
   // is in file order, so a window that takes long holds up those after it; with only 2 spare, a
   // worker sat idle behind it (about 10 % of both cores while reading the 240 MB trace, perf).
   static constexpr size_t kSpareWindows = 6;
-  WindowPipeline(const std::string& source, int32_t rank, SourceAssembler& assembler, size_t workers)
-      : source_(source), rank_(rank), assembler_(assembler), workers_(workers), inline_parser_(source, rank) {}
+  WindowPipeline(const std::string& source, int32_t rank, SourceAssembler& assembler, size_t workers, ReadTimings* timings)
+      : source_(source), rank_(rank), assembler_(assembler), workers_(workers), timings_(timings), inline_parser_(source, rank) {}
   ~WindowPipeline() {
     DrainCopies();  // on an error path too: no worker may write into the trace after this
     {
@@ -403,6 +403,7 @@ class WindowPipeline {
     WindowJob* j = job.get();
     in_order_.push_back(std::move(job));
     if (workers_ == 0 || (last && threads_.empty())) {
+      const ChargedTo charged(Part(&ReadTimings::parse));
       inline_parser_.Parse(*j);
       j->done = true;
     } else {
@@ -450,8 +451,10 @@ class WindowPipeline {
         }
       }
       if (copy) {
+        const ChargedTo charged(Part(&ReadTimings::copy));
         job->copy.Run();
       } else {
+        const ChargedTo charged(Part(&ReadTimings::parse));
         parser.Parse(*job);
       }
       {
@@ -491,7 +494,10 @@ class WindowPipeline {
     WindowJob* j = copies_.front();
     copies_.pop_front();
     l.unlock();
-    j->copy.Run();
+    {
+      const ChargedTo charged(Part(&ReadTimings::copy));
+      j->copy.Run();
+    }
     l.lock();
     j->copied = true;
     return true;
@@ -522,7 +528,10 @@ class WindowPipeline {
       wait = false;
       if (!j->status.ok()) return j->status;
       if (workers_ > 0 && assembler_.CanCopyApart(j->fragment)) {
-        assembler_.Merge(j->fragment, &j->copy);
+        {
+          const ChargedTo charged(Part(&ReadTimings::merge));
+          assembler_.Merge(j->fragment, &j->copy);
+        }
         {
           std::lock_guard<std::mutex> l(mu_);
           j->copied = false;
@@ -532,6 +541,7 @@ class WindowPipeline {
         copying_.push_back(std::move(in_order_.front()));
       } else {
         DrainCopies();  // this merge may move the event array (B/E events, or no room left)
+        const ChargedTo charged(Part(&ReadTimings::merge));
         assembler_.Merge(j->fragment);
         free_.push_back(std::move(in_order_.front()));
       }
@@ -544,6 +554,9 @@ class WindowPipeline {
   int32_t rank_;
   SourceAssembler& assembler_;
   size_t workers_;
+  ReadTimings* timings_;
+  // A part of the timings, when asked for (nullptr: not).
+  ReadTimings::Part* Part(ReadTimings::Part ReadTimings::*part) const { return timings_ ? &(timings_->*part) : nullptr; }
   WindowParser inline_parser_;
   std::deque<std::unique_ptr<WindowJob>> in_order_;  // submitted, not merged yet (file order)
   std::vector<std::unique_ptr<WindowJob>> free_;
@@ -892,7 +905,7 @@ Status ParseSource(io::ByteSource& src, const std::string& name, int32_t provisi
   SourceAssembler assembler(trace, name);
   // One thread: parse on this one; else that many workers (at most 16) while this one splits.
   const size_t threads = options.threads > 0 ? static_cast<size_t>(options.threads) : UsableCpus();
-  WindowPipeline pipeline(name, provisional_rank, assembler, threads > 1 ? std::min<size_t>(threads, 16) : 0);
+  WindowPipeline pipeline(name, provisional_rank, assembler, threads > 1 ? std::min<size_t>(threads, 16) : 0, options.timings);
   DocumentReader doc(src, name, pipeline, trace.stats, options.window_bytes, !options.strict);
   if (auto st = doc.Read(); !st.ok()) {
     // A window still in the pipeline comes earlier in the file than what the reading thread met:

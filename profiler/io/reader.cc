@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -157,6 +158,19 @@ Status CheckTotalDuration(const Trace& trace, size_t first_event) {
   return {};
 }
 
+// The model's last pass (Trace::Finalize), timed where the caller asked.
+static void Finalize(Trace& trace, const ReadOptions& options) {
+  const size_t threads = options.threads > 0 ? static_cast<size_t>(options.threads) : 0;
+  if (options.timings == nullptr) return trace.Finalize(threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    const ChargedTo charged(&options.timings->finalize);  // the calling thread's part: Finalize splits its work
+    trace.Finalize(threads);
+  }
+  options.timings->finalize_wall_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // Both entry points are all or nothing: a failure anywhere (a bad event window, the trailer, a
 // later file of several, the strict job check) rolls the trace back to what it was on entry, so no
 // caller can go on with names, tracks or side-table rows whose events were dropped. Rolling back to
@@ -171,7 +185,7 @@ Status ReadTraceBuffer(std::string_view bytes, std::string_view source_name, int
     trace.RollBack(entry);
     return st;
   }
-  trace.Finalize(options.threads > 0 ? static_cast<size_t>(options.threads) : 0);
+  Finalize(trace, options);
   return st;
 }
 
@@ -184,7 +198,7 @@ Status ReadTraces(const std::vector<std::string>& paths, Trace& trace, const Rea
     trace.RollBack(entry);
     return st;
   }
-  trace.Finalize(options.threads > 0 ? static_cast<size_t>(options.threads) : 0);
+  Finalize(trace, options);
   return st;
 }
 

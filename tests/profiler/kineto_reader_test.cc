@@ -638,6 +638,27 @@ TEST(KinetoReaderTest, TheSameTraceAtAnyThreadCountAndWindowSize) {
   const std::string want = Dump(expected);
   EXPECT_NE(want.find("test.json event #6\n"), std::string::npos);  // the first missing ts, by index
   ExpectTheSameAt(json, want, {1, 2, 3, 8}, {64, 100, 257, 1000, 4096, size_t{1} << 20});
+  // Asking where the time went (ReadTimings, the ingest bench's breakdown) changes nothing read, and
+  // every part that ran is charged: windows parsed and merged, the model finalized.
+  for (int threads : {1, 3}) {
+    Trace t;
+    ReadTimings timings;
+    ReadOptions opt;
+    opt.threads = threads;
+    opt.window_bytes = 257;
+    opt.timings = &timings;
+    ASSERT_TRUE(Read(json, t, opt).ok());
+    EXPECT_EQ(Dump(t), want) << threads << " threads";
+    EXPECT_GT(timings.parse.cpu_ns.load(), 0) << threads << " threads";
+    EXPECT_GT(timings.merge.cpu_ns.load(), 0);
+    EXPECT_GT(timings.finalize_wall_ns, 0);
+    // Instructions where the machine counts them; else the part says it was not counted.
+    if (timings.parse.counted) {
+      EXPECT_GT(timings.parse.instructions.load(), 0);
+    } else {
+      EXPECT_EQ(ThreadInstructions(), -1);
+    }
+  }
   // A broken document fails with the same message, the first problem in file order, either way.
   std::string broken = json;
   broken.insert(broken.find(R"J({"ph": "B", "name": "range 40")J"), ",");

@@ -102,6 +102,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds = Thre
 struct StageTime {
   std::string name;
   int64_t wall_ns = 0, cpu_ns = 0;
+  int64_t instructions = -1;  // user-space instructions of the thread that ran it (-1: no counter here)
 };
 Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_t threads,
                const std::vector<std::string>& what_if, std::vector<StageTime>* stages);

@@ -25,14 +25,50 @@
 // them in file order, so the Trace is the same whatever the thread count; calls share no state.
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "trainrx/profiler/status.h"
+#include "trainrx/profiler/thread_counters.h"
 #include "trainrx/profiler/trace.h"
 
 namespace trainrx::profiler {
+
+// Where a read's work went (bench/ingest_bench.cc's breakdown), summed over the threads that did
+// it: parsing windows into fragments (simdjson and the decoder), merging them into the trace in
+// file order, copying merged events into place, and the model's last pass (Finalize: sort, index).
+// What is left of the read (reading the bytes, finding where windows end) is the caller's total
+// less these. Instructions stay -1 where the machine has no counter (thread_counters.h).
+struct ReadTimings {
+  struct Part {
+    std::atomic<int64_t> cpu_ns{0}, instructions{0};
+    std::atomic<bool> counted{true};  // false once a thread had no instruction counter
+  };
+  Part parse, merge, copy, finalize;
+  int64_t finalize_wall_ns = 0;
+};
+// Adds the calling thread's CPU time and instructions from its construction to its end to `part`
+// (nothing when null).
+class ChargedTo {
+ public:
+  explicit ChargedTo(ReadTimings::Part* part)
+      : part_(part), cpu_(part ? ThreadCpuNs() : 0), instructions_(part ? ThreadInstructions() : -1) {}
+  ~ChargedTo() {
+    if (part_ == nullptr) return;
+    part_->cpu_ns += ThreadCpuNs() - cpu_;
+    const int64_t now = ThreadInstructions();
+    if (instructions_ < 0 || now < 0) part_->counted = false;
+    else part_->instructions += now - instructions_;
+  }
+  ChargedTo(const ChargedTo&) = delete;
+  ChargedTo& operator=(const ChargedTo&) = delete;
+
+ private:
+  ReadTimings::Part* part_;
+  int64_t cpu_, instructions_;
+};
 
 struct ReadOptions {
   // Windows of 1-2 MiB of events: a worker's window and its simdjson index stay in cache, and the
@@ -50,6 +86,8 @@ struct ReadOptions {
   // claimed twice or beyond its world size: by default a "mixed_jobs" / "inconsistent_ranks"
   // error entry in Trace::stats naming which files form which job; with strict, a read error.
   bool strict = false;
+  // Where the time went, when set (benches).
+  ReadTimings* timings = nullptr;
 };
 
 // Reads one or more paths (files, or directories of the files importers claim by name: *.json,
