@@ -739,6 +739,39 @@ void AddBetweenSteps(const BetweenSteps& b, const std::vector<std::string>& name
   p.step_ns_after = static_cast<int64_t>(static_cast<double>(p.step_ns_before) * (1.0 - p.saving_pct / 100.0));
 }
 
+// Work between the steps (a rank alone: a coupled set's gaps are its collectives' business): each
+// rank's gaps (BetweenSteps) found, and their graphs built, once.
+class GapsOfRanks {
+ public:
+  GapsOfRanks(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps, size_t threads)
+      : trace_(trace), links_(links), steps_(steps), threads_(threads) {}
+  // A lone rank replays uncoupled: with threads to spare its gaps' graphs are built beside its own
+  // (the tasks to run with `graphs`' builds).
+  std::vector<std::function<void()>> Beside(const std::map<int32_t, std::unique_ptr<RankGraph>>& graphs) {
+    if (graphs.size() != 1 || threads_ == 1) return {};
+    const int32_t rank = graphs.begin()->first;
+    auto& b = between_.emplace(rank, FindBetweenSteps(links_, steps_, rank)).first->second;
+    return b ? GapGraphTasks(trace_, *links_.Rank(rank), *b) : std::vector<std::function<void()>>{};
+  }
+  // `result`, a prediction over `rank`'s steps, made over its steps and its gaps (AddBetweenSteps).
+  void Add(int32_t rank, const std::vector<std::string>& names, WhatIfResult& result) {
+    if (!result.ok) return;
+    auto it = between_.find(rank);
+    if (it == between_.end()) {
+      it = between_.emplace(rank, FindBetweenSteps(links_, steps_, rank)).first;
+      if (it->second) profiler::RunTasks(GapGraphTasks(trace_, *links_.Rank(rank), *it->second), threads_);
+    }
+    if (it->second) AddBetweenSteps(*it->second, names, result.prediction, threads_);
+  }
+
+ private:
+  const profiler::Trace& trace_;
+  const LinkIndex& links_;
+  const StepModel& steps_;
+  size_t threads_;
+  std::map<int32_t, std::optional<BetweenSteps>> between_;
+};
+
 // A planned prediction's result, finished where it was replayed.
 WhatIfResult Finished(Pending& p) {
   if (p.replay) FinishPrediction(p);
@@ -786,17 +819,8 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   // A set of ranks: every rank's graph, so that a rank's collectives can wait for the others'.
   if (!graphs.empty() && links.ranks().size() > 1)
     for (const RankLinks& l : links.ranks()) graphs.emplace(l.rank, nullptr);
-  // Work between the steps (a rank alone: a coupled set's gaps are its collectives' business): a lone
-  // rank replays uncoupled, so with threads to spare its gaps' graphs are built beside its own.
-  std::map<int32_t, std::optional<BetweenSteps>> between;
-  std::vector<std::function<void()>> beside;
-  if (graphs.size() == 1 && threads != 1) {
-    const int32_t rank = graphs.begin()->first;
-    auto& b = between.emplace(rank, FindBetweenSteps(links, steps, rank)).first->second;
-    if (b) beside = GapGraphTasks(trace, *links.Rank(rank), *b);
-  }
-  const std::map<int32_t, double> means =
-      BuildGraphs(trace, links, steps, threads, replayed_steps, graphs, std::move(beside));
+  GapsOfRanks gaps(trace, links, steps, threads);
+  const std::map<int32_t, double> means = BuildGraphs(trace, links, steps, threads, replayed_steps, graphs, gaps.Beside(graphs));
   // The ranks with steps, coupled by their matched collectives (none matched: each rank alone).
   RankSet set;
   for (auto& [rank, graph] : graphs)
@@ -840,18 +864,9 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   // Every prediction over the span a trial times (the steps and the work between them), the
   // findings', each asked fix's and the combined.
   if (coupled == nullptr) {
-    const auto add_between = [&](int32_t rank, const std::vector<std::string>& names, WhatIfResult& result) {
-      if (!result.ok) return;
-      auto it = between.find(rank);
-      if (it == between.end()) {
-        it = between.emplace(rank, FindBetweenSteps(links, steps, rank)).first;
-        if (it->second) profiler::RunTasks(GapGraphTasks(trace, *links.Rank(rank), *it->second), threads);
-      }
-      if (it->second) AddBetweenSteps(*it->second, names, result.prediction, threads);
-    };
-    for (auto& [key, result] : done) add_between(key.first, {key.second}, result);
-    if (all_findings) add_between(all_rank, all_findings->names, all_result);
-    if (asked) add_between(asked_rank, asked->names, together);
+    for (auto& [key, result] : done) gaps.Add(key.first, {key.second}, result);
+    if (all_findings) gaps.Add(all_rank, all_findings->names, all_result);
+    if (asked) gaps.Add(asked_rank, asked->names, together);
   }
   // Each transform's interval at its measured coverage where its rows allow (dependency/calibration.h).
   for (auto& [key, result] : done)
