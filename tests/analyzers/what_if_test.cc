@@ -1408,6 +1408,32 @@ TEST(WhatIf, AnEvaluationBetweenTheStepsIsPredictedOverTheSpanATrialTimes) {
   EXPECT_NEAR(steps.prediction.saving_pct, 0.0, 0.01);
 }
 
+// The gaps' graphs are built beside the rank's own where threads are to spare, and each gap's
+// replay runs on the threads there are, summed in order: the same predictions, to the last bit, at
+// any thread count (one thread builds them lazily, after the steps' replays).
+TEST(WhatIf, TheGapsBetweenStepsGiveTheSamePredictionsAtAnyThreadCount) {
+  profiler::Trace trace;
+  Read(EvaluationBetweenSteps(), trace, "");
+  const Report one = Analyze(trace, Thresholds(), 1, {"eval_no_grad", "anomaly_off"});
+  size_t over_gaps = 0;
+  for (const WhatIf& w : one.metrics.what_if)
+    over_gaps += w.prediction.assumptions.find("over the span a trial times") != std::string::npos;
+  ASSERT_GE(over_gaps, 2u);  // the gaps were replayed: the asked fixes, alone and together
+  for (size_t threads : {2, 3}) {
+    const Report r = Analyze(trace, Thresholds(), threads, {"eval_no_grad", "anomaly_off"});
+    ASSERT_EQ(r.metrics.what_if.size(), one.metrics.what_if.size()) << threads << " threads";
+    for (size_t k = 0; k < r.metrics.what_if.size(); ++k) {
+      const Prediction &a = one.metrics.what_if[k].prediction, &b = r.metrics.what_if[k].prediction;
+      EXPECT_EQ(a.saving_pct, b.saving_pct) << threads << " threads, row " << k;
+      EXPECT_EQ(a.low_pct, b.low_pct);
+      EXPECT_EQ(a.high_pct, b.high_pct);
+      EXPECT_EQ(a.assumptions, b.assumptions);
+    }
+    ASSERT_EQ(r.findings.size(), one.findings.size());
+    for (size_t k = 0; k < r.findings.size(); ++k) EXPECT_EQ(r.findings[k].predicted.saving_pct, one.findings[k].predicted.saving_pct);
+  }
+}
+
 // Fixes asked for by name (`analyze --what-if`, `fix --cmd --also`) are each predicted alone, over
 // the same span as the findings' (the evaluation between the steps included: issue 79.1 for fixes
 // no finding named), and together when there are two or more.
