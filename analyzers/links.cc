@@ -136,6 +136,14 @@ void LinkWorkToCalls(RankLinks& l) {
   }
   l.by_end.resize(l.work.size());
   for (size_t i = 0; i < l.work.size(); ++i) l.by_end[i] = {l.work[i].end(), static_cast<int32_t>(i)};
+  l.work_blocks.assign((l.work.size() + RankLinks::kSpanBlock - 1) / RankLinks::kSpanBlock, {INT64_MAX, INT64_MIN});
+  for (size_t i = 0; i < l.work.size(); ++i) {
+    const DeviceWork& w = l.work[i];
+    const int64_t launched = w.call >= 0 ? l.calls[w.call].e->ts_ns : w.ts();
+    auto& [first, last] = l.work_blocks[i / RankLinks::kSpanBlock];
+    first = std::min({first, w.ts(), launched});
+    last = std::max({last, w.end(), launched});
+  }
   profiler::SortRuns(l.by_end.begin(), l.by_end.end());  // a run per stream (pairs are unique: any sort gives this order)
 }
 
@@ -356,6 +364,9 @@ void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
     if (t.rank != rank || t.kind != TrackKind::kCpuThread) continue;
     Busy& bz = busy[ti];
     auto& closed = ends[ti];
+    std::vector<int64_t>& block_ends = l.thread_block_ends[ti];
+    block_ends.assign((t.event_count + RankLinks::kSpanBlock - 1) / RankLinks::kSpanBlock, INT64_MIN);
+    size_t k = 0;  // the event's index on its track
     closed.reserve(t.event_count);  // one per op at most: it never moves while it grows
     std::vector<std::pair<const Event*, int64_t>> stack;  // (op, own time accounted up to)
     const auto pop = [&] {
@@ -366,6 +377,8 @@ void BuildThreadWaits(const Trace& trace, int32_t rank, RankLinks& l) {
       if (!stack.empty()) stack.back().second = std::max(stack.back().second, op->end_ns());
     };
     for (const Event& e : trace.TrackEvents(ti)) {
+      int64_t& block_end = block_ends[k++ / RankLinks::kSpanBlock];
+      block_end = std::max(block_end, e.end_ns());
       if (!IsHostTask(e.kind) || e.dur_ns <= 0) continue;
       while (!stack.empty() && stack.back().first->end_ns() <= e.ts_ns) pop();
       if (!stack.empty()) {

@@ -137,6 +137,13 @@ struct RankLinks {
   std::vector<ThreadWait> thread_waits;  // by track, then start
   // Each host thread's outermost busy intervals [start, end), merged, in time order.
   std::unordered_map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> busy_spans;
+  // Where a span's events are, so that a pass over a span skips what lies wholly outside it (the
+  // replay's graphs cover a few steps and gaps of a long trace). Per block of kSpanBlock
+  // consecutive `work`: the earliest of its starts and launches and the latest of its ends and
+  // launches; per host thread, per block of kSpanBlock of its events: the latest end.
+  static constexpr size_t kSpanBlock = 64;
+  std::vector<std::pair<int64_t, int64_t>> work_blocks;
+  std::unordered_map<uint32_t, std::vector<int64_t>> thread_block_ends;
 
   const HostCall* CallOf(const DeviceWork& w) const { return w.call >= 0 ? &calls[w.call] : nullptr; }
   const HostCall* CallByCorrelation(int64_t correlation) const;

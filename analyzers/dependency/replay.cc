@@ -148,7 +148,17 @@ void RankGraph::AddHostThread(uint32_t track, bool loop) {
     stack.pop_back();
     if (!stack.empty()) stack.back().cursor = std::max(stack.back().cursor, o.op->end_ns());
   };
-  for (const Event& e : trace_.TrackEvents(track)) {
+  const auto events = trace_.TrackEvents(track);
+  const auto blocks = links_.thread_block_ends.find(track);
+  constexpr size_t kBlock = RankLinks::kSpanBlock;
+  for (size_t k = 0; k < events.size(); ++k) {
+    // A block of events all ended before the span: each would be passed over below.
+    if (k % kBlock == 0 && blocks != links_.thread_block_ends.end() && k / kBlock < blocks->second.size() &&
+        blocks->second[k / kBlock] < lo_) {
+      k += kBlock - 1;
+      continue;
+    }
+    const Event& e = events[k];
     if (!IsHostTask(e.kind) || e.dur_ns <= 0) continue;
     if (e.ts_ns > hi_) break;
     if (e.end_ns() < lo_) continue;
@@ -184,7 +194,17 @@ void RankGraph::MarkPhases() {
 }
 
 void RankGraph::AddDevice() {
+  constexpr size_t kBlock = RankLinks::kSpanBlock;
   for (size_t i = 0; i < links_.work.size(); ++i) {
+    // A block whose starts and launches all come after the span, or ends and launches before it,
+    // holds none of its work.
+    if (i % kBlock == 0 && i / kBlock < links_.work_blocks.size()) {
+      const auto [first, last] = links_.work_blocks[i / kBlock];
+      if (first > hi_ || last < lo_) {
+        i += kBlock - 1;
+        continue;
+      }
+    }
     const DeviceWork& w = links_.work[i];
     // Work of the span: run there, or launched there (a busy device runs it later).
     const int64_t launched = w.call >= 0 ? links_.calls[w.call].e->ts_ns : w.ts();
