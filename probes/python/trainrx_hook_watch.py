@@ -14,7 +14,7 @@ Triggers:
     over the median of 200 steps before them (spread over 10 s or more), more than 20 % slower and a
     rank test (Mann-Whitney) at p < 0.001, at two looks in a row;
     then no second one for 200 steps (the new pace becomes the reference); the rank that saw it asks
-    every rank (the request);
+    every rank (the request); ranks that ask at once end with the last request written;
   - memory rising over steps (once a second: resident memory, or CUDA's allocated bytes once CUDA
     is up, higher than the second before in 80 % of the last 20 seconds, and up 64 MB and 10 %):
     a capture that records allocations (profile_memory), whose analysis names what grows;
@@ -265,15 +265,20 @@ class _Watch:
         self.request_mtime = mtime
         try:
             with open(path) as f:
-                self._take(json.load(f))
+                self._take(json.load(f), shared=True)
         except (OSError, ValueError):
             pass
 
-    def _take(self, req):
+    def _take(self, req, shared=False):
         seq = str(req.get("seq", ""))
         if not seq or seq in self.served:
             return
-        if self.capture is not None or self.pending is not None:  # busy: taken once this capture ends
+        # With other ranks, a capture not started yet yields to the request in the shared folder:
+        # ranks that ask at once (each seeing the same slowdown of a busy machine) would otherwise
+        # each take their own, from different steps, into one capture folder. The folder holds the
+        # last request written, which every rank reads: they all end with that one.
+        yields = shared and self.world > 1 and self.capture is None and self.pending is not None
+        if not yields and (self.capture is not None or self.pending is not None):  # busy: taken once this capture ends
             self.deferred = req
             return
         self.deferred = None
