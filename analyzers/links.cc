@@ -135,10 +135,10 @@ void LinkWorkToCalls(RankLinks& l) {
     ++c.work_count;
   }
   l.by_end.resize(l.work.size());
-  for (size_t i = 0; i < l.work.size(); ++i) l.by_end[i] = {l.work[i].end(), static_cast<int32_t>(i)};
   l.work_blocks.assign((l.work.size() + RankLinks::kSpanBlock - 1) / RankLinks::kSpanBlock, {INT64_MAX, INT64_MIN});
   for (size_t i = 0; i < l.work.size(); ++i) {
     const DeviceWork& w = l.work[i];
+    l.by_end[i] = {w.end(), static_cast<int32_t>(i)};
     const int64_t launched = w.call >= 0 ? l.calls[w.call].e->ts_ns : w.ts();
     auto& [first, last] = l.work_blocks[i / RankLinks::kSpanBlock];
     first = std::min({first, w.ts(), launched});

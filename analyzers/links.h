@@ -144,6 +144,19 @@ struct RankLinks {
   static constexpr size_t kSpanBlock = 64;
   std::vector<std::pair<int64_t, int64_t>> work_blocks;
   std::unordered_map<uint32_t, std::vector<int64_t>> thread_block_ends;
+  // Whether `work` from i (a block's first) on, for the block, lies wholly outside [lo, hi]: each
+  // starts and was launched after hi, or ended and was launched before lo.
+  bool WorkBlockOutside(size_t i, int64_t lo, int64_t hi) const {
+    if (i % kSpanBlock != 0 || i / kSpanBlock >= work_blocks.size()) return false;
+    const auto& [first, last] = work_blocks[i / kSpanBlock];
+    return first > hi || last < lo;
+  }
+  // Whether the host thread's events from k (a block's first) on, for the block, all ended before t.
+  bool ThreadBlockEndsBefore(uint32_t track, size_t k, int64_t t) const {
+    if (k % kSpanBlock != 0) return false;
+    const auto it = thread_block_ends.find(track);
+    return it != thread_block_ends.end() && k / kSpanBlock < it->second.size() && it->second[k / kSpanBlock] < t;
+  }
 
   const HostCall* CallOf(const DeviceWork& w) const { return w.call >= 0 ? &calls[w.call] : nullptr; }
   const HostCall* CallByCorrelation(int64_t correlation) const;

@@ -25,6 +25,7 @@
 #include <span>
 #include <tuple>
 
+#include "by_name.h"
 #include "config_view.h"
 #include "cpu_wait_series.h"
 #include "per_step.h"
@@ -75,27 +76,20 @@ using profiler::TrackKind;
 // is a step's own range or the optimizer's step.
 class NamesSeen {
  public:
-  explicit NamesSeen(const Trace& trace) : trace_(trace), memo_(trace.strings.size(), 0) {}
-  int Phase(const Event& e) { return (Of(e) & kPhaseMask) - 1; }
-  bool StepRange(const Event& e) { return (Of(e) & kStepRange) != 0; }
-  bool OptimizerStep(const Event& e) { return (Of(e) & kOptimizerStep) != 0; }
+  explicit NamesSeen(const Trace& trace) : of_(trace, &Classify) {}
+  int Phase(const Event& e) { return (of_(e) & kPhaseMask) - 1; }
+  bool StepRange(const Event& e) { return (of_(e) & kStepRange) != 0; }
+  bool OptimizerStep(const Event& e) { return (of_(e) & kOptimizerStep) != 0; }
 
  private:
-  static constexpr uint8_t kPhaseMask = 0x0f, kStepRange = 0x10, kOptimizerStep = 0x20, kAsked = 0x80;
-  uint8_t Of(const Event& e) {
-    if (e.name >= memo_.size()) return Classify(trace_.Name(e));
-    uint8_t& m = memo_[e.name];
-    if (m == 0) m = Classify(trace_.Name(e));
-    return m;
-  }
+  static constexpr uint8_t kPhaseMask = 0x0f, kStepRange = 0x10, kOptimizerStep = 0x20;
   static uint8_t Classify(std::string_view name) {
-    uint8_t m = static_cast<uint8_t>(kAsked | (PhaseOf(name) + 1));
+    uint8_t m = static_cast<uint8_t>(PhaseOf(name) + 1);
     if (StartsWith(name, "ProfilerStep#") || StartsWith(name, "trainrx::step#")) m |= kStepRange;
     if (StartsWith(name, "Optimizer.step#")) m |= kOptimizerStep;
     return m;
   }
-  const Trace& trace_;
-  std::vector<uint8_t> memo_;  // per name id: 0 not asked yet
+  ByName<uint8_t (*)(std::string_view)> of_;
 };
 
 bool IsCpuRange(EventKind k) {

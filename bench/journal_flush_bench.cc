@@ -25,17 +25,14 @@
 #include "journal.h"
 #include "trainrx/profiler/json_writer.h"
 #include "trainrx/profiler/kineto_writer.h"
+#include "trainrx/profiler/thread_counters.h"
 
 namespace tp = trainrx::probes;
 namespace pr = trainrx::profiler;
 
 namespace {
 
-int64_t CpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using pr::ThreadCpuNs;
 
 const char* kNames[30] = {"aten::add", "aten::mul", "aten::sub", "aten::div", "aten::clamp", "aten::sin", "aten::flip",
                           "aten::slice", "aten::select", "aten::view", "aten::contiguous", "aten::copy_", "aten::empty",
@@ -94,7 +91,7 @@ int main(int argc, char** argv) {
       }
       for (uint64_t done = 0; done < records; done += per_flush) {
         Record(c, std::min(per_flush, records - done), base + static_cast<int64_t>(done) * 1000);
-        const int64_t t0 = CpuNs();
+        const int64_t t0 = ThreadCpuNs();
         if (binary) {
           if (!j.Flush(c, tp::NowNs()).ok()) return 1;
         } else {
@@ -111,7 +108,7 @@ int main(int argc, char** argv) {
           bytes += s.size();
           if (::write(fd, s.data(), s.size()) < 0) return 1;
         }
-        cpu += CpuNs() - t0;
+        cpu += ThreadCpuNs() - t0;
       }
       if (fd >= 0) ::close(fd);
       if (path != "/dev/null") {  // (never Journal::Remove on /dev/null: it would unlink it)

@@ -10,6 +10,7 @@
 
 #include "trainrx/profiler/env.h"
 #include "trainrx/profiler/journal_format.h"
+#include "trainrx/profiler/thread_counters.h"
 
 namespace trainrx::probes {
 
@@ -28,11 +29,7 @@ namespace {
 constexpr size_t kPastDynamicThreshold = size_t{33} << 20;
 constexpr size_t kFragmentEvents = kPastDynamicThreshold / sizeof(profiler::Event);
 
-int64_t ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using profiler::ThreadCpuNs;
 }  // namespace
 
 std::string JournalPath(const std::string& trace_path) { return trace_path + env::kJournalSuffix; }

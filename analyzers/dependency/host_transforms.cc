@@ -55,11 +55,12 @@ std::vector<int64_t> OwnStepFrom(const RankGraph& g, IsStep is_step) {
   const auto& tr = g.trace();
   std::vector<int64_t> out(frames.size(), INT64_MAX);
   std::vector<Interval> backward;  // the graph's backward ranges, every thread's
-  std::vector<int8_t> named(tr.strings.size(), -1);
+  ByName named(tr, [&is_step](std::string_view n) {
+    return static_cast<uint8_t>((is_step(n) ? 2 : 0) | (PhaseOf(n) == kBackward ? 1 : 0));
+  });
   bool any_step = false;
   for (const auto& f : frames) {
-    int8_t& v = named[f.op->name];
-    if (v < 0) v = static_cast<int8_t>((is_step(tr.Name(*f.op)) ? 2 : 0) | (PhaseOf(tr.Name(*f.op)) == kBackward ? 1 : 0));
+    const uint8_t v = named(*f.op);
     if (v & 1) backward.push_back({f.op->ts_ns, f.op->end_ns()});
     any_step = any_step || (v & 2);
   }
@@ -68,7 +69,7 @@ std::vector<int64_t> OwnStepFrom(const RankGraph& g, IsStep is_step) {
   for (size_t i = 0; i < frames.size(); ++i) {
     const int32_t parent = frames[i].parent;
     if (parent >= 0 && out[parent] != INT64_MAX) out[i] = out[parent];
-    else if (named[frames[i].op->name] & 2) out[i] = OwnWorkStart(*frames[i].op, backward);
+    else if (named(*frames[i].op) & 2) out[i] = OwnWorkStart(*frames[i].op, backward);
   }
   return out;
 }

@@ -149,13 +149,9 @@ void RankGraph::AddHostThread(uint32_t track, bool loop) {
     if (!stack.empty()) stack.back().cursor = std::max(stack.back().cursor, o.op->end_ns());
   };
   const auto events = trace_.TrackEvents(track);
-  const auto blocks = links_.thread_block_ends.find(track);
-  constexpr size_t kBlock = RankLinks::kSpanBlock;
   for (size_t k = 0; k < events.size(); ++k) {
-    // A block of events all ended before the span: each would be passed over below.
-    if (k % kBlock == 0 && blocks != links_.thread_block_ends.end() && k / kBlock < blocks->second.size() &&
-        blocks->second[k / kBlock] < lo_) {
-      k += kBlock - 1;
+    if (links_.ThreadBlockEndsBefore(track, k, lo_)) {  // each would be passed over below
+      k += RankLinks::kSpanBlock - 1;
       continue;
     }
     const Event& e = events[k];
@@ -183,27 +179,20 @@ void RankGraph::AddHostThread(uint32_t track, bool loop) {
 }
 
 void RankGraph::MarkPhases() {
-  std::vector<int8_t> named(trace_.strings.size(), -2);  // per name: its phase (-1: none; -2: not asked yet)
+  ByName phase_of(trace_, [](std::string_view n) { return static_cast<uint8_t>(PhaseOf(n) + 1); });  // 0: none
   phases_under_.assign(frames_.size(), 0);
   for (size_t i = 0; i < frames_.size(); ++i) {
-    int8_t& phase = named[frames_[i].op->name];
-    if (phase == -2) phase = static_cast<int8_t>(PhaseOf(trace_.Name(*frames_[i].op)));
+    const int phase = phase_of(*frames_[i].op) - 1;
     const int32_t parent = frames_[i].parent;  // parents come first
     phases_under_[i] = static_cast<uint8_t>((parent >= 0 ? phases_under_[parent] : 0) | (phase >= 0 ? 1 << phase : 0));
   }
 }
 
 void RankGraph::AddDevice() {
-  constexpr size_t kBlock = RankLinks::kSpanBlock;
   for (size_t i = 0; i < links_.work.size(); ++i) {
-    // A block whose starts and launches all come after the span, or ends and launches before it,
-    // holds none of its work.
-    if (i % kBlock == 0 && i / kBlock < links_.work_blocks.size()) {
-      const auto [first, last] = links_.work_blocks[i / kBlock];
-      if (first > hi_ || last < lo_) {
-        i += kBlock - 1;
-        continue;
-      }
+    if (links_.WorkBlockOutside(i, lo_, hi_)) {  // none of the span's work in this block
+      i += RankLinks::kSpanBlock - 1;
+      continue;
     }
     const DeviceWork& w = links_.work[i];
     // Work of the span: run there, or launched there (a busy device runs it later).

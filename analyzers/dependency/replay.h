@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "by_name.h"
 #include "links.h"
 #include "trainrx/profiler/trace.h"
 
@@ -99,17 +100,10 @@ class RankGraph {
   // the name alone: asked once per distinct name).
   template <typename Pred>
   std::vector<uint8_t> FramesUnder(Pred pred) const {
-    std::vector<int8_t> named(trace_.strings.size(), -1);
+    ByName named(trace_, [&pred](std::string_view n) { return static_cast<uint8_t>(pred(n) ? 1 : 0); });
     std::vector<uint8_t> out(frames_.size(), 0);
-    for (size_t i = 0; i < frames_.size(); ++i) {
-      if (frames_[i].parent >= 0 && out[frames_[i].parent]) {
-        out[i] = 1;
-        continue;
-      }
-      int8_t& v = named[frames_[i].op->name];
-      if (v < 0) v = pred(trace_.Name(*frames_[i].op)) ? 1 : 0;
-      out[i] = static_cast<uint8_t>(v);
-    }
+    for (size_t i = 0; i < frames_.size(); ++i)
+      out[i] = frames_[i].parent >= 0 && out[frames_[i].parent] ? 1 : named(*frames_[i].op);
     return out;
   }
 

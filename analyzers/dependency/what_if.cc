@@ -701,18 +701,15 @@ std::vector<std::function<void()>> GapGraphTasks(const profiler::Trace& trace, c
 void AddBetweenSteps(const BetweenSteps& b, const std::vector<std::string>& names, Prediction& p, size_t threads) {
   double share[3] = {0, 0, 0}, replayed_ns = 0;  // the gaps' saved share at the point, low and high
   std::vector<WhatIfResult> results(b.graphs.size());  // each gap replayed on the threads there are, summed in order
+  const auto length = [&](size_t k) { return static_cast<double>(b.longest[k].second - b.longest[k].first); };
   {
     std::vector<std::function<void()>> tasks;
     for (size_t k = 0; k < b.graphs.size(); ++k)
-      tasks.push_back([&, k] {
-        const RankGraph& g = *b.graphs[k];
-        results[k] = PredictWhatIf(g, names, static_cast<double>(g.windows().front().second - g.windows().front().first));
-      });
+      tasks.push_back([&, k] { results[k] = PredictWhatIf(*b.graphs[k], names, length(k)); });
     profiler::RunTasks(tasks, threads);
   }
   for (size_t k = 0; k < b.graphs.size(); ++k) {
-    const RankGraph& g = *b.graphs[k];
-    const double len = static_cast<double>(g.windows().front().second - g.windows().front().first);
+    const double len = length(k);
     const WhatIfResult& r = results[k];
     if (!r.ok) continue;
     share[0] += len * r.prediction.saving_pct / 100.0;
