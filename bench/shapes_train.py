@@ -12,12 +12,16 @@ about trainrx; the script times its own steps (--step-times FILE: a JSON list of
   --torch-profiler FILE   torch.profiler.profile(activities=[CPU]) around the loop, trace
                    exported after it (not timed)
   --record-shapes  with --torch-profiler: record_shapes=True (what a user after shapes turns on)
+  --watch-alternate B   under `trainrx watch`: its light mode's hooks taken out and put back every B
+                   steps (blocks off/on, on/off, ... so a drift cancels); --step-times then writes
+                   {"ms": [...], "watched": [...]} (bench/watch_interleaved.py)
   --count-from K --callgrind-toggle SO   under `valgrind --tool=callgrind --instr-atstart=no`: the
                    steps from the K-th on are counted (SO: build/bench/libtrainrx_callgrind_toggle.so,
                    whose calls do nothing outside valgrind; bench/step_instructions.py)
 """
 import argparse
 import json
+import sys
 import time
 
 import torch
@@ -60,8 +64,10 @@ def main():
     p.add_argument("--profile-memory", action="store_true", help="with --torch-profiler: profile_memory=True")
     p.add_argument("--record-shapes", action="store_true", help="with --torch-profiler: record_shapes=True")
     p.add_argument("--step-times", default="")
-    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                   help="--step-times in wall time, or in the process's CPU time (every thread's, time.process_time)")
+    p.add_argument("--clock", choices=["wall", "cpu", "thread"], default="wall",
+                   help="--step-times in wall time, in the process's CPU time (every thread's, time.process_time), "
+                        "or in the training thread's own (time.thread_time)")
+    p.add_argument("--watch-alternate", type=int, default=0)
     p.add_argument("--count-from", type=int, default=-1)
     p.add_argument("--callgrind-toggle", default="")
     a = p.parse_args()
@@ -97,13 +103,23 @@ def main():
            else torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
     loss_fn = nn.CrossEntropyLoss()
     times = []
+    watched = []
+    hooks = sys.modules.get("trainrx_hook_watch") if a.watch_alternate > 0 else None
+    if a.watch_alternate > 0 and (hooks is None or hooks._HOOKS is None):
+        sys.exit("shapes_train.py: --watch-alternate needs the job under `trainrx watch` (its hook is not loaded)")
+
+    def watch_on(step):  # blocks of B steps: pair k is (off, on) for even k, (on, off) for odd k
+        block = step // a.watch_alternate
+        return (block % 2 == 1) == ((block // 2) % 2 == 0)
+    if hooks is not None and not watch_on(0):
+        hooks.suspend()
     prof = None
     if a.torch_profiler:
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=a.profile_memory,
                                       record_shapes=a.record_shapes)
         prof.__enter__()
     done = 0
-    clock = time.process_time if a.clock == "cpu" else time.perf_counter
+    clock = {"cpu": time.process_time, "thread": time.thread_time}.get(a.clock, time.perf_counter)
     while done < a.steps:
         it = batches()
         t0 = clock()
@@ -117,6 +133,11 @@ def main():
             t1 = clock()
             times.append((t1 - t0) * 1e3)
             t0 = t1
+            if hooks is not None:
+                watched.append(watch_on(done))
+                if watch_on(done + 1) != watch_on(done):
+                    hooks.resume() if watch_on(done + 1) else hooks.suspend()
+                t0 = clock()  # the switch itself in neither arm
             done += 1
             if done == a.steps:
                 break
@@ -126,7 +147,7 @@ def main():
         prof.__exit__(None, None, None)
         prof.export_chrome_trace(a.torch_profiler)
     if a.step_times:
-        json.dump(times, open(a.step_times, "w"))
+        json.dump({"ms": times, "watched": watched} if hooks is not None else times, open(a.step_times, "w"))
 
 
 if __name__ == "__main__":

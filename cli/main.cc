@@ -220,14 +220,16 @@ void AnalyzeCapture(const experiments::Capture& c, const Args& a) {
     std::cerr << fmt::format("trainrx watch: {}\n", st.message());
   std::ifstream text(folder / "report.txt");
   bool in_findings = false;
+  std::string warning;  // the report's first (an out-of-memory capture's: the failure)
   for (std::string line; std::getline(text, line);) {
     if (line.rfind("Findings", 0) == 0) in_findings = true;
     else if (in_findings && line.find("1. [") != std::string::npos) {
       std::cerr << "trainrx watch:   first finding:" << line.substr(line.find("1. [") + 2) << "\n";
       return;
-    }
+    } else if (const size_t at = line.find("WARNING: "); warning.empty() && at != std::string::npos)
+      warning = line.substr(at + 9);
   }
-  std::cerr << "trainrx watch:   no finding\n";
+  std::cerr << "trainrx watch:   no finding" << (warning.empty() ? "" : "; the report warns: " + warning) << "\n";
 }
 
 // `trainrx watch`: the job's exit code (2: it could not start).

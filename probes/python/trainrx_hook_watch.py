@@ -18,6 +18,9 @@ Triggers:
   - memory rising over steps (once a second: resident memory, or CUDA's allocated bytes once CUDA
     is up, higher than the second before in 80 % of the last 20 seconds, and up 64 MB and 10 %):
     a capture that records allocations (profile_memory), whose analysis names what grows;
+  - out of memory: an uncaught out-of-memory error, or, once CUDA is up, the caching allocator's
+    observer (where an allocation fails, before the error is raised, caught or not): the moment
+    written at once, the process may die next (_Watch.on_oom);
   - none while another torch.profiler session is running (ours would disturb it): said in the
     capture's reason.
 A hang: no step for K times the median step (at least a floor of seconds): faulthandler writes every
@@ -35,6 +38,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -69,6 +73,72 @@ def _mann_whitney_p(a, b):
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
+class _FileWriter:
+    """A file's latest text written off the training thread: the step hands the text over and goes
+    on; a thread of ours waits on the disk (a slow or network filesystem held the step for up to
+    0.8 ms a second, the metrics file's open, write and rename). The last text given is the one the
+    file ends with; write_now (at the job's end) writes on the caller's thread."""
+
+    def __init__(self, path):
+        self.path = path
+        self.cond = threading.Condition()
+        self.write_lock = threading.Lock()
+        self.pending = None  # (sequence, text) not yet taken by the thread
+        self.given = 0       # texts given so far
+        self.written = 0     # the sequence of the text in the file
+        self.thread = None
+        self.said = False
+
+    def put(self, text):
+        with self.cond:
+            self.given += 1
+            self.pending = (self.given, text)
+            self.cond.notify()
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="trainrx-watch-writer", daemon=True)
+            self.thread.start()
+
+    def write_now(self, text):
+        with self.cond:
+            self.given += 1
+            seq, self.pending = self.given, None
+        self._write(seq, text)
+
+    def flush(self, timeout=5.0):
+        """Waits until the last text given is in the file (tests)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with self.cond:
+                if self.pending is None and self.written == self.given:
+                    return True
+            time.sleep(0.005)
+        return False
+
+    def _run(self):
+        while True:
+            with self.cond:
+                while self.pending is None:
+                    self.cond.wait()
+                seq, text = self.pending
+                self.pending = None
+            self._write(seq, text)
+
+    def _write(self, seq, text):
+        with self.write_lock:
+            if seq <= self.written:  # a later text is in the file already
+                return
+            try:
+                tmp = self.path + ".tmp"
+                with open(tmp, "w") as f:
+                    f.write(text)
+                os.replace(tmp, self.path)
+            except OSError as e:  # skipped this time; the job goes on, the endpoint serves the text
+                if not self.said:
+                    self.said = True
+                    sys.stderr.write(f"trainrx watch: {self.path}: cannot write the metrics: {e}\n")
+            self.written = seq
+
+
 class _Watch:
     RECENT = 20
     REFERENCE = 200
@@ -87,7 +157,6 @@ class _Watch:
         self.first_capture = max(1, int(os.environ.get("TRAINRX_WATCH_FIRST_CAPTURE", "1") or 1))
         self.regression = os.environ.get("TRAINRX_WATCH_REGRESSION", "1") != "0"
         self.min_slower = float(os.environ.get("TRAINRX_WATCH_MIN_SLOWER_PCT", "20")) / 100.0
-        self.lock = threading.Lock()
         self.steps = 0
         self.last = None
         self.first = None
@@ -124,8 +193,11 @@ class _Watch:
         self.memory = []  # once a second: resident memory, or CUDA's allocated bytes
         self.memory_window = max(3, int(os.environ.get("TRAINRX_WATCH_MEMORY_SECONDS", "20")))
         self.memory_quiet_until = 0
+        self.oom = None  # (folder, info) of the out-of-memory capture, once taken
+        self.cuda_observed = False  # the allocator's out-of-memory observer attached
         os.makedirs(os.path.join(directory, "metrics"), exist_ok=True)
         self.metrics_path = os.path.join(directory, "metrics", f"rank{self.rank}.prom")
+        self.writer = _FileWriter(self.metrics_path)
 
     # The step boundary: everything light mode does, from the optimizer's post hook.
     def on_step(self):
@@ -143,6 +215,8 @@ class _Watch:
             self.buckets[i] += 1
         self.data_wait += self.data_in_step
         self.data_in_step = 0.0
+        if self.oom is not None and self.oom[1]["to_step"] < self.steps:
+            self._oom_caught()
         if self.capture is not None:
             self._step_capture()
         elif self.pending is not None and self.steps >= self.pending[2]:
@@ -289,6 +363,62 @@ class _Watch:
         self.pending = (str(req.get("reason", "on demand")), str(req.get("detail", "")),
                         max(self.steps + 1, int(req.get("at_step") or 0)), steps)
 
+    def on_oom(self, mark, figures=None, where="", snapshot=None):
+        """An out-of-memory error: a capture of that moment, written at once (the process may die
+        next) into the next capture folder: a trace holding the marks `record` leaves (the allocator's
+        figures, then the device and the bytes asked: analyzers/families/memory.cc reads them), where
+        the program was, and CUDA's allocator snapshot (`snapshot()`: its segments and blocks, for
+        pytorch.org/memory_viz). Once a process; a running capture gets the marks too (written at
+        the job's end)."""
+        if self.oom is not None:
+            return
+        k = sum(self.captures.values()) + self.first_capture
+        folder = os.path.join(self.dir, f"capture-{k}")
+        self.captures["out of memory"] = self.captures.get("out of memory", 0) + 1
+        device, asked = (mark.split()[1:3] + ["?", "0"])[:2]
+        detail = f"{device} could not allocate {_bytes_text(int(asked))}" + (f" at {where}" if where else "")
+        detail += f"; seen at step {self.steps} on rank {self.rank}"
+        info = {"reason": "out of memory", "detail": detail, "rank": self.rank, "from_step": self.steps,
+                "to_step": self.steps, "steps": 0}
+        self.oom = (folder, info)
+        if self.capture is not None:
+            try:
+                for name in filter(None, (figures, mark)):
+                    with self.torch.profiler.record_function(name):
+                        pass
+            except Exception:
+                pass
+        try:
+            os.makedirs(folder, exist_ok=True)
+            now = time.time_ns() // 1000
+            events = [{"ph": "X", "cat": "user_annotation", "name": name, "pid": os.getpid(),
+                       "tid": threading.get_native_id(), "ts": now + i, "dur": 1}
+                      for i, name in enumerate(filter(None, (figures, mark)))]
+            with open(os.path.join(folder, f"trace-rank{self.rank}.json"), "w") as f:
+                json.dump({"schemaVersion": 1, "traceEvents": events,
+                           "distributedInfo": {"rank": self.rank, "world_size": self.world}}, f)
+            if snapshot is not None:
+                import pickle
+                with open(os.path.join(folder, f"memory-snapshot-rank{self.rank}.pickle"), "wb") as f:
+                    pickle.dump(snapshot(), f)
+                info["snapshot"] = f"memory-snapshot-rank{self.rank}.pickle"
+        except Exception as e:
+            info["skipped"] = f"the capture could not be written: {e}"
+        self._finish_info(folder, info)
+
+    def _oom_caught(self):
+        """A step after an out-of-memory capture: the program caught the error (a convolution that
+        retries with less workspace, a batch-size search), said in the capture's reason."""
+        folder, info = self.oom
+        if info.get("caught") or "skipped" in info:
+            return
+        info["caught"] = True
+        info["detail"] += f"; the job went on (step {self.steps}): the program caught the error"
+        try:
+            self._write_info(folder, info)
+        except OSError:
+            pass
+
     def _profiling_already(self):
         try:
             return bool(self.torch.autograd.profiler._is_profiler_enabled)
@@ -388,10 +518,15 @@ class _Watch:
 
     def _arm_hang(self, now):
         """No step for K x the median step (at least the floor): every thread's Python stack to the
-        hang file, the job left running."""
-        self.next_arm = now + 1.0
+        hang file, the job left running. Armed again every eighth of that time (a second at least):
+        each arm joins faulthandler's previous timer thread holding the GIL, so it is kept rare;
+        its timeout is the wait plus that period, so it fires between one and the other after the
+        last step."""
         ref = self.reference if len(self.reference) >= 20 else self.reference + list(self.recent) + self.early
-        timeout = max(self.hang_floor, self.hang_factor * _median(ref)) + 1.0 if ref else max(self.hang_floor, 600.0)
+        wait = max(self.hang_floor, self.hang_factor * _median(ref)) if ref else max(self.hang_floor, 600.0)
+        period = max(1.0, wait / 8)
+        self.next_arm = now + period
+        timeout = wait + period
         try:
             if self.hang_file is None:
                 self.hang_file = open(os.path.join(self.dir, f"hang-rank{self.rank}.txt"), "w")
@@ -399,13 +534,14 @@ class _Watch:
             self.hang_file.truncate()
             self.hang_file.write(f"trainrx watch: rank {self.rank}, no optimizer step for {timeout:.1f} s (the median "
                                  f"step {_median(ref) * 1e3:.2f} ms x {self.hang_factor:g}, at least "
-                                 f"{self.hang_floor:g} s; armed at step {self.steps}); every thread's Python stack:\n")
+                                 f"{self.hang_floor:g} s, plus the {period:.1f} s between arms; armed at step "
+                                 f"{self.steps}); every thread's Python stack:\n")
             self.hang_file.flush()
             faulthandler.dump_traceback_later(timeout, repeat=False, file=self.hang_file, exit=False)
         except Exception:
             pass
 
-    def write_metrics(self):
+    def write_metrics(self, final=False):
         r = f'rank="{self.rank}"'
         lines = ["# HELP trainrx_step_seconds Time from one optimizer step to the next.",
                  "# TYPE trainrx_step_seconds histogram"]
@@ -444,13 +580,10 @@ class _Watch:
             lines.append(f'trainrx_captures_total{{{r},trigger="{reason.replace(" ", "_")}"}} {self.captures.get(reason, 0)}')
         text = "\n".join(lines) + "\n"
         self.text = text
-        try:
-            tmp = self.metrics_path + ".tmp"
-            with open(tmp, "w") as f:
-                f.write(text)
-            os.replace(tmp, self.metrics_path)
-        except OSError:
-            pass
+        if final:
+            self.writer.write_now(text)
+        else:
+            self.writer.put(text)
 
     @staticmethod
     def _sched():
@@ -475,6 +608,9 @@ class _Watch:
             cuda = self.torch.cuda
             if not cuda.is_initialized():
                 return None
+            if not self.cuda_observed:  # attached once CUDA is up: before, the allocator has no device to attach to
+                self.cuda_observed = True
+                _observe_cuda_oom(self.torch, self)
             return cuda.memory_allocated(), cuda.memory_reserved()
         except Exception:
             return None
@@ -486,7 +622,7 @@ class _Watch:
             pass
         if self.capture is not None:  # a job that ends inside a capture keeps what it recorded
             self._end_capture("the job ended before the capture's last step")
-        self.write_metrics()
+        self.write_metrics(final=True)
         if self.hang_file is not None:  # ended: no hang to report
             try:
                 self.hang_file.seek(0)
@@ -524,46 +660,151 @@ def _serve(watch, port):
     threading.Thread(target=server.serve_forever, name="trainrx-metrics", daemon=True).start()
 
 
+class _Hooks:
+    """What light mode adds to the job's own calls: the optimizer's global step post hook and the
+    DataLoader iterator's timed `__next__`. A benchmark takes both out and puts them back between
+    blocks of steps (suspend / resume: bench/watch_interleaved.py measures light mode's cost inside
+    one process, its blocks interleaved); a job under `trainrx watch` never does."""
+
+    def __init__(self, torch, watch, register):
+        self.watch = watch
+        self.register = register
+        self.handle = None
+        from trainrx_hook_common import _tracers
+        compiling, _ = _tracers(torch)
+        seen = {}
+
+        def post_step(opt, args, kwargs):
+            if compiling():
+                return
+            # The first optimizer seen is the step's (a GAN's second optimizer steps inside the same step).
+            if not seen:
+                seen["id"] = id(opt)
+            if id(opt) != seen["id"]:
+                return
+            try:
+                watch.on_step()
+            except Exception as e:
+                if not seen.get("said"):
+                    seen["said"] = True
+                    sys.stderr.write(f"trainrx watch: {e}\n")
+
+        self.post_step = post_step
+        # The loader's wait: the time in a DataLoader iterator's __next__ (from the loop, between steps).
+        data = getattr(getattr(torch, "utils", None), "data", None)
+        self.base = getattr(getattr(data, "dataloader", None), "_BaseDataLoaderIter", None)
+        self.original = getattr(self.base, "__next__", None)
+        self.timed = None
+        if self.original is not None and not getattr(self.original, "_trainrx_watch", False):
+            original = self.original
+
+            def __next__(it):
+                t = time.perf_counter()
+                try:
+                    return original(it)
+                finally:
+                    watch.data_in_step += time.perf_counter() - t
+            __next__._trainrx_watch = True
+            self.timed = __next__
+
+    def resume(self):
+        if self.handle is None:
+            self.handle = self.register(self.post_step)
+            # the step in progress started at the last boundary, which the suspended hook did not see
+            if self.watch.last is not None:
+                self.watch.last = time.perf_counter()
+        if self.timed is not None:
+            self.base.__next__ = self.timed
+
+    def suspend(self):
+        if self.handle is not None:
+            self.handle.remove()
+            self.handle = None
+        if self.timed is not None:
+            self.base.__next__ = self.original
+
+
+def _bytes_text(n):
+    for unit, size in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _user_frame(frames):
+    """'file:line in function' of the innermost frame outside torch and this hook, else the innermost."""
+    frames = [f for f in frames if not f.filename.endswith("trainrx_hook_watch.py")]
+    for f in reversed(frames):
+        if "/torch/" not in f.filename and "site-packages" not in f.filename:
+            return f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}"
+    return f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+
+
+def _install_oom(torch, watch):
+    """An uncaught out-of-memory error (sys.excepthook, the program's own called after ours): the
+    capture of that moment (_Watch.on_oom). CUDA's allocator observer is attached once CUDA is up."""
+    from trainrx_hook_marks import _cuda_memory_mark_name, _oom_mark_name
+    previous = sys.excepthook
+
+    def excepthook(kind, exc, tb):
+        try:
+            name = _oom_mark_name(exc)
+            if name:
+                figures = _cuda_memory_mark_name(torch, {}) if " cuda:" in name else None
+                watch.on_oom(name, figures, _user_frame(traceback.extract_tb(tb)))
+        except Exception:
+            pass
+        return previous(kind, exc, tb)
+
+    sys.excepthook = excepthook
+
+
+def _observe_cuda_oom(torch, watch):
+    """The CUDA caching allocator's out-of-memory observer (torch._C._cuda_attach_out_of_memory_observer,
+    called where an allocation fails, before the error is raised, whether the program catches it
+    or not; the allocator's lock is released by then, so its snapshot can be taken)."""
+    attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
+    if attach is None:
+        return
+    from trainrx_hook_marks import _cuda_memory_mark_name
+
+    def observer(device, alloc, device_allocated, device_free):
+        try:
+            watch.on_oom(f"trainrx::out_of_memory cuda:{device} {alloc}", _cuda_memory_mark_name(torch, {}),
+                         _user_frame(traceback.extract_stack()), snapshot=torch.cuda.memory._snapshot)
+        except Exception:
+            pass
+
+    attach(observer)
+
+
+_HOOKS = None  # the job's, once installed
+
+
+def suspend():
+    """Light mode's hooks out of the job's calls (a benchmark's knob; nothing when not watched)."""
+    if _HOOKS is not None:
+        _HOOKS.suspend()
+
+
+def resume():
+    """Light mode's hooks back in (after suspend)."""
+    if _HOOKS is not None:
+        _HOOKS.resume()
+
+
 def _install_watch(torch):
-    from trainrx_hook_common import _step_hook_register, _tracers
+    global _HOOKS
+    from trainrx_hook_common import _step_hook_register
     directory = os.environ["TRAINRX_WATCH"]
     register = _step_hook_register()
     if register is None:
         sys.stderr.write("trainrx watch: this torch has no global optimizer step hook (torch >= 2.0): not watched\n")
         return
     watch = _Watch(torch, directory)
-    compiling, _ = _tracers(torch)
-    seen = {}
-
-    def post_step(opt, args, kwargs):
-        if compiling():
-            return
-        # The first optimizer seen is the step's (a GAN's second optimizer steps inside the same step).
-        if not seen:
-            seen["id"] = id(opt)
-        if id(opt) != seen["id"]:
-            return
-        try:
-            watch.on_step()
-        except Exception as e:
-            if not seen.get("said"):
-                seen["said"] = True
-                sys.stderr.write(f"trainrx watch: {e}\n")
-
-    register(post_step)
-    # The loader's wait: the time in a DataLoader iterator's __next__ (from the loop, between steps).
-    data = getattr(getattr(torch, "utils", None), "data", None)
-    base = getattr(getattr(data, "dataloader", None), "_BaseDataLoaderIter", None)
-    original = getattr(base, "__next__", None)
-    if original is not None and not getattr(original, "_trainrx_watch", False):
-        def __next__(self):
-            t = time.perf_counter()
-            try:
-                return original(self)
-            finally:
-                watch.data_in_step += time.perf_counter() - t
-        __next__._trainrx_watch = True
-        base.__next__ = __next__
+    _HOOKS = _Hooks(torch, watch, register)
+    _HOOKS.resume()
+    _install_oom(torch, watch)
     port = os.environ.get("TRAINRX_WATCH_METRICS_PORT", "")
     if port.isdigit():
         try:

@@ -11,6 +11,8 @@
 #   * a job killed (SIGKILL) inside a capture: the watcher names the capture not finished, and its step;
 #   * a full disk during a capture (a tmpfs in a user namespace): said, the job unchanged;
 #   * a leak switched on mid-run: a capture with allocations, memory.growth naming the op;
+#   * an uncaught out-of-memory error: a capture of that moment (the device, the bytes asked, the
+#     script's line), its report warning of it, the job's error and exit code unchanged;
 #   * beside the script's own torch.profiler session: a capture skipped, saying why;
 # and with `ranks` (label long: two torchrun launches and a server, ~35 s):
 #   * a real Prometheus server scrapes --metrics-port and returns the series through its API;
@@ -144,6 +146,24 @@ growth = [f for f in json.load(open(f"{d}/report.json"))["findings"] if f["id"] 
 print(f"  {info['reason']}: {info['detail'][:90]}; {growth[0]['title'][:110] if growth else 'no memory.growth'}")
 assert info["reason"] == "memory" and growth and "aten::ones" in growth[0]["title"], (info, growth)
 PY
+
+# An uncaught out-of-memory error at step 200 (the CPU allocator's: 1 PiB asked): the capture of that
+# moment is written before the process dies and analyzed; the job's traceback and exit code are its own.
+"$PY" "$JOB" --steps 300 --oom-at 200 > "$W/oom-plain.out" 2> "$W/oom-plain.err"; rc_plain=$?
+"$TRAINRX" watch -o "$W/oom" -- "$PY" "$JOB" --steps 300 --oom-at 200 > "$W/oom.out" 2> "$W/oom.err"; rc=$?
+"$PY" - "$W/oom/capture-1" "$W/oom.err" <<'PY' && [ $rc -eq $rc_plain ] && [ $rc -ne 0 ] &&
+import json, sys
+d, err = sys.argv[1], open(sys.argv[2]).read()
+info = json.load(open(f"{d}/reason-rank0.json"))
+memory = json.load(open(f"{d}/report.json"))["metrics"]["memory"]
+print(f"  {info['reason']}: {info['detail']}; memory table: {[(m['device'], m['oom_events'], m['oom_request_bytes']) for m in memory]}")
+assert info["reason"] == "out of memory" and "cpu could not allocate 1.1 PB at watch_job.py" in info["detail"], info
+assert info["from_step"] == 199 and "in activations" in info["detail"], info
+assert [(m["device"], m["oom_events"], m["oom_request_bytes"]) for m in memory] == [("cpu", 1, 1 << 50)], memory
+assert "can't allocate memory" in err and "the report warns: rank 0 ran out of memory on cpu" in err, err[-600:]
+PY
+  ok "an uncaught out-of-memory error: captured (device, bytes, the script's line), the job's exit $rc unchanged" ||
+  bad "out of memory: rc $rc (plain $rc_plain), $(grep "trainrx watch" "$W/oom.err" | tail -3)"
 
 # A job killed inside a capture (SIGKILL: nothing of the capture written): the watcher says which
 # capture, from which step, was not finished, and exits with the job's code.

@@ -36,6 +36,11 @@ class Samples(Dataset):
         return self.x[i % 1024], self.y[i % 1024]
 
 
+def activations(model, x):
+    """A forward whose buffer cannot fit: the CPU allocator's out-of-memory error (1 PiB asked)."""
+    return model(x).new_empty((1 << 50) // 4)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=3000)
@@ -49,6 +54,7 @@ def main():
     p.add_argument("--own-profiler", action="store_true")
     p.add_argument("--leak-file", default="")
     p.add_argument("--leak-kb", type=int, default=128)
+    p.add_argument("--oom-at", type=int, default=-1, help="at this step, ask for more memory than there is (uncaught)")
     a = p.parse_args()
     torch.set_num_threads(1)
     rank = 0
@@ -76,6 +82,8 @@ def main():
                     f.write(f"{time.time():.3f}")
             while True:
                 time.sleep(1)
+        if step == a.oom_at:
+            activations(model, x)
         if a.leak_file and step % 10 == 0:
             leaking = os.path.exists(a.leak_file)
         if a.leak_file and leaking:
