@@ -109,9 +109,10 @@ def main():
         for r in range(a.runs):
             out = os.path.join(work, f"{shape}-{r}.json")
             watch_dir = os.path.join(work, f"watch-{shape}-{r}")
-            # No regression capture (--no-regression): a capture's steps would be torch.profiler's, not
-            # light mode's (a busy VM's bursts of slow steps can trigger one).
-            cmd = [a.trainrx, "watch", "--no-regression", "-o", watch_dir, "--", a.python, script] + args + [
+            # The regression windows and their looks as by default, but no capture (a capture's steps
+            # are torch.profiler's, not light mode's; a busy VM's bursts of slow steps can trigger
+            # one): a regression must be 100x slower.
+            cmd = [a.trainrx, "watch", "--regression-min-pct", "10000", "-o", watch_dir, "--", a.python, script] + args + [
                 "--steps", str(steps), "--watch-alternate", str(a.block), "--step-times", out,
                 "--clock", a.clock]
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

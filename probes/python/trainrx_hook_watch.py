@@ -159,6 +159,9 @@ class _Watch:
         self.min_slower = float(os.environ.get("TRAINRX_WATCH_MIN_SLOWER_PCT", "20")) / 100.0
         self.steps = 0
         self.last = None
+        self.dts = []  # the steps' times not yet counted (on_step)
+        self.eager = True  # count each step at once (on_step)
+        self.next_due = 0.0
         self.first = None
         self.sum = 0.0
         self.buckets = [0] * len(_BUCKETS)
@@ -199,22 +202,29 @@ class _Watch:
         self.metrics_path = os.path.join(directory, "metrics", f"rank{self.rank}.prom")
         self.writer = _FileWriter(self.metrics_path)
 
-    # The step boundary: everything light mode does, from the optimizer's post hook.
+    # The step boundary, from the optimizer's post hook: the step's time kept, and every BATCH steps
+    # (each step while a capture is asked, runs or was just taken, in the first 50 steps, and when
+    # the once-a-second work is due) everything else (_steps). Run once a step between the
+    # framework's own work, this code runs cold, about ten times slower than in a loop: the fewer
+    # lines a step, the less it costs (bench/watch_interleaved.py).
+    BATCH = 8
+
     def on_step(self):
         now = time.perf_counter()
-        if self.last is None:
-            self.last = self.first = now
+        last, self.last = self.last, now
+        if last is None:
+            self.first = now
             self._arm_hang(now)
             return
-        dt = now - self.last
-        self.last = now
-        self.steps += 1
-        self.sum += dt
-        i = bisect.bisect_left(_BUCKETS, dt)  # the first edge >= dt (a bucket's upper bound is inclusive)
-        if i < len(_BUCKETS):
-            self.buckets[i] += 1
-        self.data_wait += self.data_in_step
-        self.data_in_step = 0.0
+        dts = self.dts
+        dts.append(now - last)
+        if self.eager or len(dts) >= self.BATCH or now >= self.next_due:
+            self._steps(now)
+
+    def _steps(self, now):
+        """The steps kept since the last call counted; then the capture's business and the
+        once-a-second work."""
+        self._count()
         if self.oom is not None and self.oom[1]["to_step"] < self.steps:
             self._oom_caught()
         if self.capture is not None:
@@ -223,10 +233,6 @@ class _Watch:
             self._start_capture()
         elif self.deferred is not None and self.pending is None:
             self._take(self.deferred)
-        if self.steps <= 10:
-            self.early.append(dt)
-        elif self.capture is None:  # past the first steps (autotuning, workers starting)
-            self._judge(dt)
         if self.period_steps:  # a benchmark's knob: the once-a-second work every N steps, the clock aside
             self.next_poll = self.next_arm = self.next_write = now if self.steps % self.period_steps == 0 else float("inf")
         if now >= self.next_poll:
@@ -238,6 +244,26 @@ class _Watch:
             self.next_write = now + 1.0
             self.write_metrics()
             self._judge_memory()
+        self.next_due = min(self.next_poll, self.next_arm, self.next_write)
+        self.eager = (self.capture is not None or self.pending is not None or self.deferred is not None
+                      or self.steps < 50 or bool(self.period_steps)
+                      or (self.oom is not None and not self.oom[1].get("caught")))
+
+    def _count(self):
+        """The steps kept (on_step) counted: into the histogram and the windows."""
+        dts, self.dts = self.dts, []
+        self.data_wait += self.data_in_step
+        self.data_in_step = 0.0
+        for dt in dts:
+            self.steps += 1
+            self.sum += dt
+            i = bisect.bisect_left(_BUCKETS, dt)  # the first edge >= dt (a bucket's upper bound is inclusive)
+            if i < len(_BUCKETS):
+                self.buckets[i] += 1
+            if self.steps <= 10:
+                self.early.append(dt)
+            elif self.capture is None:  # past the first steps (autotuning, workers starting); not a captured step
+                self._judge(dt)
 
     def _judge(self, dt):
         # Windows in time as well as in steps: the recent one the last 20 steps or more that last an
@@ -372,6 +398,7 @@ class _Watch:
         the job's end)."""
         if self.oom is not None:
             return
+        self._count()  # the steps kept: the failing step's number
         k = sum(self.captures.values()) + self.first_capture
         folder = os.path.join(self.dir, f"capture-{k}")
         self.captures["out of memory"] = self.captures.get("out of memory", 0) + 1
@@ -381,6 +408,7 @@ class _Watch:
         info = {"reason": "out of memory", "detail": detail, "rank": self.rank, "from_step": self.steps,
                 "to_step": self.steps, "steps": 0}
         self.oom = (folder, info)
+        self.eager = True
         if self.capture is not None:
             try:
                 for name in filter(None, (figures, mark)):
@@ -620,6 +648,7 @@ class _Watch:
             faulthandler.cancel_dump_traceback_later()
         except Exception:
             pass
+        self._count()  # the steps kept
         if self.capture is not None:  # a job that ends inside a capture keeps what it recorded
             self._end_capture("the job ended before the capture's last step")
         self.write_metrics(final=True)
