@@ -320,3 +320,39 @@ PYEOF
   cat "$d/sweep.md" | head -30 | tee -a "$LOG"
   rm -f "$d"/*.json.tmp; find "$d" -name '*.json' -size +30M -delete
 }
+
+# Plan items 16-17: watch mode on a device: light mode's CUDA memory, an on-demand capture with
+# kernels, the script's own torch.profiler beside it, and the out-of-memory capture (uncaught, then
+# caught); each job's exit code against the same script unwatched.
+part_watch() {
+  say "watch: light mode on cuda, an on-demand capture, beside torch.profiler, out of memory"
+  # shellcheck disable=SC2206
+  local d=$OUTDIR/watch; mkdir -p "$d"; local py=("$PY" "$G/train_gpu.py" --workers 0 ${WATCH_ARGS:-})  # WATCH_ARGS="--device cpu": a CPU dry run
+  watched() {  # NAME ARGS...: the script watched in $d/NAME, an on-demand capture after 100 steps
+    local name=$1; shift
+    "$BUILD/trainrx" watch -o "$d/$name" --capture-steps 10 -- "${py[@]}" "$@" > "$d/$name.out" 2> "$d/$name.err" &
+    local w=$!
+    for _ in $(seq 1 600); do grep -qE 'trainrx_step_seconds_count\{rank="0"\} [0-9]{3}' "$d/$name/metrics/rank0.prom" 2>/dev/null && break; sleep 0.1; done
+    "$BUILD/trainrx" capture "$d/$name" --steps 10 >> "$d/$name.err" 2>&1
+    wait $w; say "watch $name: exit $?"
+  }
+  watched plain --steps 400
+  grep -h "cuda_allocated_bytes\|step_seconds_count" "$d/plain/metrics/rank0.prom" | tee -a "$LOG"
+  grep -h "trainrx watch" "$d/plain.err" | tee -a "$LOG"
+  ids=$(finding_ids "$d/plain/capture-1/report.json"); say "capture-1 findings: $ids"
+  "$PY" -c 'import json,sys; t=json.load(open(sys.argv[1])); print("capture-1 kernels:", sum(1 for e in t["traceEvents"] if e.get("cat")=="kernel"))' \
+    "$d/plain/capture-1/trace-rank0.json" 2>&1 | tee -a "$LOG"
+  watched own --steps 400 --torch-profiler "$d/own-tp.json"
+  cat "$d/own/capture-1/reason-rank0.json" 2>&1 | tee -a "$LOG"; echo | tee -a "$LOG"
+  for v in uncaught caught; do
+    local extra=(--steps 80 --oom-at 50); [ $v = caught ] && extra+=(--oom-caught)
+    "${py[@]}" "${extra[@]}" > "$d/oom-$v-plain.out" 2>&1; local plain=$?
+    "$BUILD/trainrx" watch -o "$d/oom-$v" -- "${py[@]}" "${extra[@]}" > "$d/oom-$v.out" 2> "$d/oom-$v.err"
+    say "oom $v: exit $? (unwatched $plain)"
+    cat "$d/oom-$v/capture-1/reason-rank0.json" 2>&1 | tee -a "$LOG"; echo | tee -a "$LOG"
+    grep -h "trainrx watch" "$d/oom-$v.err" | tee -a "$LOG"
+    "$PY" -c 'import pickle,sys; s=pickle.load(open(sys.argv[1],"rb")); print("snapshot segments:", len(s["segments"]))' \
+      "$d/oom-$v/capture-1/memory-snapshot-rank0.pickle" 2>&1 | tee -a "$LOG"
+  done
+  find "$d" -name '*.pickle' -size +20M -delete; find "$d" -name '*.json' -size +30M -delete
+}

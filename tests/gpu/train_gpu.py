@@ -86,6 +86,8 @@ def main():
     p.add_argument("--step-times", default="")
     p.add_argument("--pace", default="")
     p.add_argument("--leak", action="store_true")
+    p.add_argument("--oom-at", type=int, default=-1, help="at this step, ask the device for 16 TiB (watch's capture)")
+    p.add_argument("--oom-caught", action="store_true", help="... in a try/except: the run goes on")
     p.add_argument("--empty-cache", action="store_true")
     p.add_argument("--profile-memory", action="store_true")
     # mlp: GEMMs, GELU and LayerNorm, no convolution or BatchNorm (a model the GPU transforms were not
@@ -204,6 +206,12 @@ def main():
         if a.leak:  # "log the predictions later": a second forward, never detached
             with torch.autocast(dev.type, dtype=dtype or torch.float32, enabled=dtype is not None):
                 kept.append(model(x))
+        if step == a.oom_at:
+            try:
+                torch.empty(1 << 44, dtype=torch.uint8, device=dev)
+            except (RuntimeError, MemoryError):  # torch.OutOfMemoryError is a RuntimeError
+                if not a.oom_caught:
+                    raise
         if a.empty_cache and dev.type == "cuda":
             torch.cuda.empty_cache()
         if a.item:
