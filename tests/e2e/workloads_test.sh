@@ -168,17 +168,26 @@ clock = lambda rep, r: next(k for k in rep["ranks"] if k["rank"] == r).get("cloc
 assert clock(same, 1)["status"] == "same host", clock(same, 1)
 c = clock(skew, 1)
 print("  ", c["note"])
-# Gloo ranges end when their thread returns: on this loaded 2-core machine the estimate has
-# come within 13-28 µs of the planted 400 µs (the ranks' true offset is 0); 60 µs allowed.
-# Beside a CPU hog (issue 34.12) the ends scattered by 57.5 µs, above the 50 µs the rule trusts:
-# then the designed answer is to leave the rank as recorded and say why (the shift itself is
-# tested on synthetic traces in tests/analyzers/clocks_test.cc), never a shift from bad data.
+# Gloo ranges end when their thread returns, so on one clock their ends are apart by the ranks'
+# wake-ups: 13-28 µs on this 2-core machine most runs, 75 µs in the fresh-clone CI of 2026-11-29
+# (spread 16.9 µs: a lag the same every collective, which no spread shows). The same-host report
+# reads that lag from the same collectives (its note: "end X apart"); the copy moved 400 µs must
+# be shifted back by exactly 400 µs plus that lag (the rule's error on Gloo ranges, printed and
+# said in its note). Beside a CPU hog (issue 34.12) the ends scattered by 57.5 µs, above the 50 µs
+# the rule trusts: then the designed answer is to leave the rank as recorded and say why (the
+# shift itself is tested on synthetic traces in tests/analyzers/clocks_test.cc).
+import re
+lag = re.search(r"end (-?[0-9.]+) µs apart", clock(same, 1)["note"])
+lag_ns = float(lag.group(1)) * 1e3 if lag else 0.0
+print(f"   the ranks' Gloo ends on one clock: {lag_ns / 1e3:+.1f} µs apart (the rule's error here)")
 if c["status"] == "not aligned" and "do not coincide" in c["note"]:
     assert c["shift_ns"] == 0, c
     print("   (busy machine: the Gloo ends scatter too much to shift; left as recorded, and said)")
     assert "clocks: rank 1: not shifted" in open(sys.argv[4]).read()
 else:
-    assert c["status"] == "shifted" and abs(c["shift_ns"] + 400_000) < 60_000, c
+    assert lag, clock(same, 1)
+    assert c["status"] == "shifted" and abs(c["shift_ns"] + 400_000 + lag_ns) < 2_000, (c, lag_ns)
+    assert "Gloo ranges end when their threads return" in c["note"], c
     assert "clocks: rank 1: its clock runs" in open(sys.argv[4]).read()
 assert clock(kept, 1) is None
 # The findings do not depend on the clocks (durations only), but for dist.straggler: on aligned
