@@ -114,6 +114,10 @@ def main():
     if subprocess.run(["valgrind", "--version"], stdout=subprocess.DEVNULL).returncode != 0:
         sys.exit("step_instructions: valgrind not found")
     modes = a.modes.split(",")
+    if any(m.startswith("watch") for m in modes) and a.count < 8:
+        # watch's light mode keeps a step's time and counts every 8 steps: 8 steps hold one such pass
+        print(f"step_instructions: --count {a.count} -> 8 (watch counts its steps every 8)", file=sys.stderr)
+        a.count = 8
     work = tempfile.mkdtemp(prefix="step_instructions.")
     per_step = {}  # (shape, mode) -> (main thread, other threads) a step
     for shape in a.shapes.split(","):

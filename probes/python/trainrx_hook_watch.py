@@ -160,7 +160,8 @@ class _Watch:
         self.steps = 0
         self.last = None
         self.dts = []  # the steps' times not yet counted (on_step)
-        self.eager = True  # count each step at once (on_step)
+        self.eager = False  # count each step at once (on_step)
+        self.early_arms = [5, 20, 50]  # steps after which the hang timer is set again (the median changes most)
         self.next_due = 0.0
         self.first = None
         self.sum = 0.0
@@ -188,6 +189,8 @@ class _Watch:
         # bench/step_instructions.py: under callgrind a step runs ~50x slower and the once-a-second
         # work would fall in every few steps; it sets this to count the two parts apart.
         self.period_steps = int(os.environ.get("TRAINRX_WATCH_PERIOD_STEPS", "0") or 0)
+        if self.period_steps:  # the knob decides when the hang timer is set, the first steps' too
+            self.early_arms = []
         self.hang_file = None
         self.text = ""
         self.world = int(os.environ.get("WORLD_SIZE", "1") or 1)
@@ -203,8 +206,8 @@ class _Watch:
         self.writer = _FileWriter(self.metrics_path)
 
     # The step boundary, from the optimizer's post hook: the step's time kept, and every BATCH steps
-    # (each step while a capture is asked, runs or was just taken, in the first 50 steps, and when
-    # the once-a-second work is due) everything else (_steps). Run once a step between the
+    # (each step while a capture is asked, runs or was just taken, and when the once-a-second work
+    # is due) everything else (_steps). Run once a step between the
     # framework's own work, this code runs cold, about ten times slower than in a loop: the fewer
     # lines a step, the less it costs (bench/watch_interleaved.py).
     BATCH = 8
@@ -238,7 +241,9 @@ class _Watch:
         if now >= self.next_poll:
             self.next_poll = now + 1.0
             self._poll_request()
-        if now >= self.next_arm or self.steps in (5, 20, 50):  # early: the first median steps set the timeout
+        if now >= self.next_arm or (self.early_arms and self.steps >= self.early_arms[0]):
+            while self.early_arms and self.steps >= self.early_arms[0]:  # early: the first median steps set the timeout
+                self.early_arms.pop(0)
             self._arm_hang(now)
         if now >= self.next_write:
             self.next_write = now + 1.0
@@ -246,7 +251,7 @@ class _Watch:
             self._judge_memory()
         self.next_due = min(self.next_poll, self.next_arm, self.next_write)
         self.eager = (self.capture is not None or self.pending is not None or self.deferred is not None
-                      or self.steps < 50 or bool(self.period_steps)
+                      or 0 < self.period_steps < self.BATCH
                       or (self.oom is not None and not self.oom[1].get("caught")))
 
     def _count(self):

@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -104,6 +105,28 @@ class _Torch:
 
 
 class LightModeOnTheTrainingThread(unittest.TestCase):
+    def test_a_step_keeps_its_time_and_the_steps_are_counted_every_batch(self):
+        with tempfile.TemporaryDirectory() as d:
+            w = trainrx_hook_watch._Watch(None, d)
+            w.on_step()  # the clock starts
+            w.on_step()  # the once-a-second work is due at once: counted
+            self.assertEqual((w.steps, len(w.dts)), (1, 0))
+            for k in range(1, w.BATCH):
+                w.on_step()
+                self.assertEqual((w.steps, len(w.dts)), (1, k))  # kept, not counted
+            w.on_step()
+            self.assertEqual((w.steps, len(w.dts)), (1 + w.BATCH, 0))
+            self.assertEqual(sum(w.buckets), w.steps)
+            self.assertEqual(w.early_arms, [20, 50])  # set again after step 5, counted late
+            w.pending = ("on demand", "", w.steps + 1, 5)  # a capture asked: each step counted at once
+            w._steps(time.perf_counter())
+            self.assertTrue(w.eager)
+            w.writer.flush()
+            import faulthandler
+            faulthandler.cancel_dump_traceback_later()
+            w.hang_file.close()
+
+
     def test_suspended_hooks_see_no_step_and_resume_without_counting_the_gap(self):
         with tempfile.TemporaryDirectory() as d:
             os.environ["RANK"], os.environ["WORLD_SIZE"] = "0", "1"
@@ -114,15 +137,16 @@ class LightModeOnTheTrainingThread(unittest.TestCase):
             opt = object()
             for _ in range(3):
                 opts.step(opt)
-            self.assertEqual(w.steps, 2)  # the first step starts the clock
+            self.assertEqual(w.steps + len(w.dts), 2)  # the first step starts the clock
             hooks.suspend()
             self.assertEqual(opts.hooks, [])
             opts.step(opt)
             import time
             time.sleep(0.2)  # steps the watcher does not see
-            self.assertEqual(w.steps, 2)
+            self.assertEqual(w.steps + len(w.dts), 2)
             hooks.resume()
             opts.step(opt)
+            w._count()
             self.assertEqual(w.steps, 3)
             self.assertLess(w.sum, 0.1)  # the suspended stretch is no step of the job's
             hooks.suspend()
