@@ -20,7 +20,7 @@ hooks out, the watcher still holds its hang timer and metrics thread, which cost
 The once-a-second work falls in the first watched step after an unwatched block whenever a second
 has passed, so it is charged to the watched blocks of both: at most twice its real share.
 
-Usage: bench/watch_interleaved.py [--shapes ops,model,transformer] [--block 10] [--runs 2] [--steps-scale 1]
+Usage: bench/watch_interleaved.py [--shapes ops,model,transformer] [--block 1] [--runs 2] [--steps-scale 1]
 """
 import argparse
 import json
@@ -32,16 +32,11 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHAPES = {  # name: (script arguments, steps per run)
-    "ops": (["--shape", "ops"], 3000),
-    "ops1": (["--shape", "ops", "--threads", "1"], 3000),
-    "workers": (["--shape", "workers"], 3000),
-    "model": (["--shape", "model"], 1200),
-    "transformer": (["--shape", "transformer"], 1200),
-}
-LABEL = {"ops": "op-heavy, loading in process, default threads", "ops1": "op-heavy, 1 thread",
-         "workers": "op-heavy, loading in 2 workers", "model": "conv net, default threads",
-         "transformer": "transformer block, default threads"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from overhead_shapes import LABEL, SHAPES  # noqa: E402  (the shapes' script arguments and names)
+
+STEPS = {"ops": 3000, "ops1": 3000, "workers": 3000, "model": 1200, "model1": 1200, "transformer": 1200,
+         "transformer1": 1200}  # steps a run: pairs enough to decide 1 %
 GOAL = 0.01
 
 
@@ -103,8 +98,8 @@ def main():
     print("| shape | mean step, off | pairs a run | each run's added | light mode added [95 %] | spread between runs | verdict (goal <= 1 %) |")
     print("|---|---|---|---|---|---|---|")
     for shape in a.shapes.split(","):
-        args, steps = SHAPES[shape]
-        steps = int(steps * a.steps_scale) // (2 * a.block) * (2 * a.block)
+        args = SHAPES[shape][0]
+        steps = int(STEPS[shape] * a.steps_scale) // (2 * a.block) * (2 * a.block)
         runs, off_ms = [], []
         for r in range(a.runs):
             out = os.path.join(work, f"{shape}-{r}.json")

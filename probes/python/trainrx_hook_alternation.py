@@ -2,7 +2,7 @@
 step boundaries, A B B A / B A A B, each step timed with the process's CPU load."""
 import os
 import sys
-from trainrx_hook_common import _NoopContext, _dynamo_compiled, _step_hook_register
+from trainrx_hook_common import _NoopContext, _dynamo_compiled, _replace_file, _step_hook_register
 from trainrx_hook_fixes import _optimizer_groups
 
 
@@ -315,9 +315,7 @@ class _Alternation:
         if cpu is not None:
             doc["cpu"] = cpu
         try:
-            with open(self.result + ".tmp", "w") as f:
-                json.dump(doc, f)
-            os.replace(self.result + ".tmp", self.result)
+            _replace_file(self.result, json.dumps(doc))
         except Exception as e:
             sys.stderr.write(f"trainrx: could not write {self.result}: {e}\n")
 

@@ -1,10 +1,25 @@
 """What the start-up hook's parts share (sitecustomize.py loads the parts when torch is imported):
 the verbose line, whether dynamo is tracing, the global optimizer step hook, the probe's state, the
-removers of the module-range hooks."""
+removers of the module-range hooks, a file replaced whole."""
 import importlib
 import os
 import sys
 import importlib.util
+
+
+def _replace_file(path, text, tmp=".tmp"):
+    """`path` holds `text`, written beside it (PATH + tmp) and renamed over it, so that a reader never
+    sees half of it; on an OSError the partial file is removed and the error raised."""
+    try:
+        with open(path + tmp, "w") as f:
+            f.write(text)
+        os.replace(path + tmp, path)
+    except OSError:
+        try:
+            os.remove(path + tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _say(msg):

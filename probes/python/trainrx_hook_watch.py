@@ -40,6 +40,8 @@ import threading
 import time
 import traceback
 
+from trainrx_hook_common import _replace_file
+
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -128,10 +130,7 @@ class _FileWriter:
             if seq <= self.written:  # a later text is in the file already
                 return
             try:
-                tmp = self.path + ".tmp"
-                with open(tmp, "w") as f:
-                    f.write(text)
-                os.replace(tmp, self.path)
+                _replace_file(self.path, text)
             except OSError as e:  # skipped this time; the job goes on, the endpoint serves the text
                 if not self.said:
                     self.said = True
@@ -352,9 +351,7 @@ class _Watch:
         req = {"seq": seq, "reason": reason, "detail": detail, "at_step": self.steps + ahead, "steps": self.capture_steps}
         path = os.path.join(self.dir, "capture-request.json")
         try:
-            with open(path + f".tmp{self.rank}", "w") as f:
-                json.dump(req, f)
-            os.replace(path + f".tmp{self.rank}", path)
+            _replace_file(path, json.dumps(req), f".tmp{self.rank}")
         except OSError:
             pass
         self._take(req)
@@ -414,9 +411,10 @@ class _Watch:
                 "to_step": self.steps, "steps": 0}
         self.oom = (folder, info)
         self.eager = True
+        marks = [name for name in (figures, mark) if name]
         if self.capture is not None:
             try:
-                for name in filter(None, (figures, mark)):
+                for name in marks:
                     with self.torch.profiler.record_function(name):
                         pass
             except Exception:
@@ -426,7 +424,7 @@ class _Watch:
             now = time.time_ns() // 1000
             events = [{"ph": "X", "cat": "user_annotation", "name": name, "pid": os.getpid(),
                        "tid": threading.get_native_id(), "ts": now + i, "dur": 1}
-                      for i, name in enumerate(filter(None, (figures, mark)))]
+                      for i, name in enumerate(marks)]
             with open(os.path.join(folder, f"trace-rank{self.rank}.json"), "w") as f:
                 json.dump({"schemaVersion": 1, "traceEvents": events,
                            "distributedInfo": {"rank": self.rank, "world_size": self.world}}, f)
@@ -528,17 +526,7 @@ class _Watch:
         self._finish_info(folder, info)
 
     def _write_info(self, folder, info):
-        path = os.path.join(folder, f"reason-rank{self.rank}.json")
-        try:
-            with open(path + ".tmp", "w") as f:
-                json.dump(info, f)
-            os.replace(path + ".tmp", path)
-        except OSError:
-            try:
-                os.remove(path + ".tmp")
-            except OSError:
-                pass
-            raise
+        _replace_file(os.path.join(folder, f"reason-rank{self.rank}.json"), json.dumps(info))
 
     def _finish_info(self, folder, info):
         try:
