@@ -48,7 +48,7 @@ std::vector<CatalogEntry> GpuEntries() {
          "host-device syncs (.item(), .cpu()), or Python overhead (torch.compile / CUDA graphs).",
          "Overlap input with compute (worker threads, pinned buffers, non_blocking copies); remove syncs from the step; "
          "capture the step in a CUDA graph.",
-         ""},
+         "", true, "host_free"},
         {"queued",
          "The GPU had work launched and did not run it: it waited on another stream (torch.cuda.Stream.wait_stream, "
          "an event from a side stream or a NCCL stream) or on a collective. Make the waited-for work start earlier or "
@@ -61,7 +61,8 @@ std::vector<CatalogEntry> GpuEntries() {
          ""},
         {"allocator",
          "The host was in cudaMalloc/cudaFree (hipMalloc/hipFree) while the GPU idled: see gpu.allocator.",
-         "The host was in cudaMalloc/cudaFree (hipMalloc/hipFree) while the GPU idled: see gpu.allocator.", ""}},
+         "The host was in cudaMalloc/cudaFree (hipMalloc/hipFree) while the GPU idled: see gpu.allocator.", "", true,
+         "caching_allocator"}},
        "", "", "", kFindings},
       {"gpu.allocator", "gpu", "device memory allocated or freed through the runtime (cudaMalloc / cudaFree, hipMalloc / hipFree) inside the steps",
        {{"",
@@ -635,6 +636,16 @@ void SetFix(Finding& f, std::string_view variant, const std::vector<FixArg>& arg
   f.fix_cpp = std::move(t.cpp);
   f.knob = std::move(t.knob);
   f.outside_fix = t.outside;
+  f.fix_variant = std::string(variant);
+}
+
+std::string_view BoundTransform(const Finding& f) {
+  const CatalogEntry* e = FindCatalogEntry(f.id);
+  if (e == nullptr) return {};
+  if (*e->transform) return e->transform;
+  for (const FixVariant& v : e->fixes)
+    if (f.fix_variant.empty() ? &v == &e->fixes.front() : f.fix_variant == v.name) return v.bound;
+  return {};
 }
 
 }  // namespace trainrx::analyzers

@@ -262,14 +262,13 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
     FlagCompileForLaunches(ctx, report);  // reads gpu.launch_bound and the compile figures
     FlagCompileForFusion(ctx, report);    // reads the critical paths, the compile figures and the above
     DropSlowStepsBehindDevice(report);    // reads the critical paths' device pace
-    BoundSavingsByPath(report);           // every saving within what the critical path says its cause costs
     // Several ranks: a claim found on each is shown once, naming them (as rank by rank), before the
     // replay: only the rank shown is replayed (the 8-rank DLRM set: 73 replays of 8 ranks' graphs
     // before, for predictions of which one rank's were kept).
     if (trace.ranks.size() > 1) report.findings = FoldFindings(std::move(report.findings), trace.ranks.size());
   });
   if (const double n = thresholds.Get("what_if.steps"); n >= 1)
-    Timed(late(1), "what-if", [&] {  // each fix's transform replayed (dependency/what_if.cc)
+    Timed(late(1), "what-if", [&] {  // each fix's transform replayed, every saving bounded by it (dependency/what_if.cc)
       PredictSavings(trace, *links, steps, what_if, report, threads, static_cast<size_t>(n));
     });
   Timed(late(2), "utilization evidence, sort", [&] {

@@ -20,11 +20,10 @@ struct RankLinks;
 std::vector<CriticalPath> BuildCriticalPaths(const profiler::Trace& trace, const LinkIndex& links, const StepModel& steps);
 CriticalPath PathOfWindows(const profiler::Trace& trace, const RankLinks& links,
                            const std::vector<std::pair<int64_t, int64_t>>& windows);
-// Every finding's estimated saving bounded by the path time of the classes its fix removes (after
-// the families; the rank's path must exist).
-void BoundSavingsByPath(Report& report);
 // Each finding whose catalog entry names a transform gets its predicted saving (Finding::predicted)
-// from the what-if replay of its rank's dependency graph (dependency/what_if.cc).
+// from the what-if replay of its rank's dependency graph (dependency/what_if.cc), and every finding
+// whose fix has a transform (its own, or its variant's bound) its estimated saving bounded by that
+// replay's most generous end: one graph for both.
 class LinkIndex;
 // Also the what-ifs of Metrics: every finding's fix together, and `what_if` (transform names) together.
 // Each rank's graph covers `replayed_steps` steps (ReplayedSteps).

@@ -325,6 +325,27 @@ TransformPlan CachingAllocator(const RankGraph& g) {
   return p;
 }
 
+// The host free: every host task of every thread takes no time (the ops, the framework and Python
+// between them); waits still wait for what releases them and device work keeps its durations and
+// its streams' order. The step left is the device-bound one: the most any host-side fix saves
+// (gpu.idle's host-starved gaps are bounded by it; `--what-if host_free` asks it).
+TransformPlan HostFree(const RankGraph& g) {
+  Edits e(g.tasks().size());
+  size_t host = 0;
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const Kind k = g.tasks()[i].kind;
+    if (k != Kind::kHost && k != Kind::kBetweenOps) continue;
+    e.Scale(i, 0.0f);
+    ++host;
+  }
+  if (host == 0) return NoSaving(g, "no host work in the replayed steps: nothing to save");
+  TransformPlan p;
+  p.levels.push_back(std::move(e));
+  p.assumptions = "the host takes no time (every op, the framework and Python between them, on every thread): the "
+                  "device-bound step, the most a host-side fix can save; syncs still wait for the device";
+  return p;
+}
+
 // optim.zero_grad: the zeroing ops in zero_grad go (gradients set to None).
 TransformPlan ZeroGradNone(const RankGraph& g) {
   const auto zeroing = g.FramesUnder([&](std::string_view n) {
@@ -659,33 +680,31 @@ TransformPlan ProfilerOff(const RankGraph& g) {
   return NotPredictable(g, "what the other profiler costs each op is inside the ops' times, with nothing to tell it apart");
 }
 
-// model.bias_before_norm: the biases the norms cancel go. Each is a parameter: the forward records
-// its gradient's accumulator (an AccumulateGrad node) every step, so each call of a biased layer
-// loses one node's cost (NodeCostOf; tiny unless recording is costly, as in anomaly mode), and the
-// bias's elementwise pass in forward and its reduction in backward: one element per output each,
-// against the layer's multiply-adds per output (Cin x kernel). Which calls have a bias is known from
-// the recorded shapes, wherever in the rank's trace they were recorded (our collector records them
-// in the first steps, which are seldom the replayed ones): each call of the layer's op in the
-// replayed steps gets the share of its shaped calls that had one.
-TransformPlan DropBias(const RankGraph& g) {
-  const auto& tr = g.trace();
-  TransformPlan p;
-  const auto& frames = g.frames();
-  // Convolutions (the norms' usual producers; a Linear's bias before a norm is rarer and its ops
-  // are not told apart from the classifier's here).
-  const auto is_layer = [](std::string_view n) {
-    return n == "aten::conv1d" || n == "aten::conv2d" || n == "aten::conv3d" || n == "aten::convolution" ||
-           n == "aten::_convolution";
-  };
+namespace {
+
+// Convolutions (the norms' usual producers; a Linear's bias before a norm is rarer and its ops are
+// not told apart from the classifier's here).
+bool IsConvLayer(std::string_view n) {
+  return n == "aten::conv1d" || n == "aten::conv2d" || n == "aten::conv3d" || n == "aten::convolution" ||
+         n == "aten::_convolution";
+}
+// A rank's convolution calls with recorded shapes, wherever in its trace: per op name, the calls
+// with shapes and those with a bias, and the bias passes' share of the layer's work; whether the
+// rank runs Linear layers.
+struct BiasedLayers {
   std::map<std::string_view, std::pair<int64_t, int64_t>> calls;  // op name -> (calls with shapes, with a bias)
   std::map<std::string_view, double> pass_share;                   // op name -> the bias passes' share of the layer
-  bool linear = false;                                             // the rank runs Linear layers
-  for (uint32_t ti : CpuThreadTracks(tr, g.links().rank)) {
+  bool linear = false;
+};
+BiasedLayers BiasedLayersOf(const profiler::Trace& tr, int32_t rank) {
+  BiasedLayers out;
+  auto& [calls, pass_share, linear] = out;
+  for (uint32_t ti : CpuThreadTracks(tr, rank)) {
     for (const Event& e : tr.TrackEvents(ti)) {
       if (e.kind != profiler::EventKind::kCpuOp) continue;
       const std::string_view n = tr.Name(e);
       linear = linear || n == "aten::linear";
-      if (e.aux == profiler::kNoAux || !is_layer(n)) continue;
+      if (e.aux == profiler::kNoAux || !IsConvLayer(n)) continue;
       const auto dims = OpDims(tr, e);
       if (!dims || dims->size() < 3) continue;
       const size_t bias = 2, weight = 1;
@@ -698,6 +717,61 @@ TransformPlan DropBias(const RankGraph& g) {
       pass_share[n] = std::min(1.0, 2.0 / static_cast<double>(macs));
     }
   }
+  return out;
+}
+
+// drop_bias at one level: `nodes` of the recorded node cost (the bias's gradient accumulator) a
+// biased call loses, with the bias's own passes. Per frame: the share of its time the bias passes
+// take (the layer and what runs inside it), and the part of its excess that was the bias's node (the
+// layer's node cost spread over its subtree's excess).
+Edits DropBiasLevel(const RankGraph& g, const BiasedLayers& layers, const NodeCost& cost, const std::vector<double>& subtree,
+                    double nodes) {
+  const auto& tr = g.trace();
+  const auto& frames = g.frames();
+  const OwnTimes& own = cost.own;
+  Edits e(g.tasks().size());
+  std::vector<double> share(frames.size(), 0.0), node_share(frames.size(), 0.0);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const std::string_view n = tr.Name(*frames[i].op);
+    const int32_t parent = frames[i].parent;
+    const auto c = layers.calls.find(n);
+    const bool outermost = !(parent >= 0 && IsConvLayer(tr.Name(*frames[parent].op)));
+    if (c != layers.calls.end() && c->second.second > 0 && outermost && frames[i].op->kind == profiler::EventKind::kCpuOp) {
+      const double with_bias = static_cast<double>(c->second.second) / static_cast<double>(c->second.first);
+      share[i] = with_bias * layers.pass_share.at(n);
+      node_share[i] = subtree[i] > 0 ? std::min(1.0, with_bias * nodes * cost.per_node_ns / subtree[i]) : 0.0;
+    } else if (parent >= 0) {
+      share[i] = share[parent];
+      node_share[i] = node_share[parent];
+    }
+  }
+  for (size_t i = 0; i < g.tasks().size(); ++i) {
+    const auto& t = g.tasks()[i];
+    if (t.frame < 0) continue;
+    double scale = 1.0 - share[t.frame];
+    if (t.kind != Kind::kDevice && node_share[t.frame] > 0 && own.own[t.frame] > 0)
+      scale -= node_share[t.frame] * static_cast<double>(cost.excess[t.frame]) / static_cast<double>(own.own[t.frame]);
+    e.Scale(i, static_cast<float>(std::max(0.0, scale)));
+  }
+  return e;
+}
+
+}  // namespace
+
+// model.bias_before_norm: the biases the norms cancel go. Each is a parameter: the forward records
+// its gradient's accumulator (an AccumulateGrad node) every step, so each call of a biased layer
+// loses one node's cost (NodeCostOf; tiny unless recording is costly, as in anomaly mode), and the
+// bias's elementwise pass in forward and its reduction in backward: one element per output each,
+// against the layer's multiply-adds per output (Cin x kernel). Which calls have a bias is known from
+// the recorded shapes, wherever in the rank's trace they were recorded (our collector records them
+// in the first steps, which are seldom the replayed ones): each call of the layer's op in the
+// replayed steps gets the share of its shaped calls that had one.
+TransformPlan DropBias(const RankGraph& g) {
+  const auto& tr = g.trace();
+  TransformPlan p;
+  const auto& frames = g.frames();
+  const BiasedLayers layers = BiasedLayersOf(tr, g.links().rank);
+  const auto& calls = layers.calls;
   // The replayed steps' outermost layer calls, and how many of them had a bias (by their op's share).
   double layer_calls = 0, biased = 0;
   const auto& windows = g.windows();
@@ -708,8 +782,8 @@ TransformPlan DropBias(const RankGraph& g) {
   for (size_t i = 0; i < frames.size(); ++i) {
     const Event& e = *frames[i].op;
     const std::string_view n = tr.Name(e);
-    if (e.kind != profiler::EventKind::kCpuOp || !is_layer(n) || !in_steps(e.ts_ns)) continue;
-    if (frames[i].parent >= 0 && is_layer(tr.Name(*frames[frames[i].parent].op))) continue;  // the outermost layer op
+    if (e.kind != profiler::EventKind::kCpuOp || !IsConvLayer(n) || !in_steps(e.ts_ns)) continue;
+    if (frames[i].parent >= 0 && IsConvLayer(tr.Name(*frames[frames[i].parent].op))) continue;  // the outermost layer op
     ++layer_calls;
     if (const auto c = calls.find(n); c != calls.end() && c->second.first > 0)
       biased += static_cast<double>(c->second.second) / static_cast<double>(c->second.first);
@@ -718,7 +792,7 @@ TransformPlan DropBias(const RankGraph& g) {
     // The norms' biased producers are then Linear layers (Linear before BatchNorm1d: Lightning's GAN
     // generator), whose bias is added inside aten::addmm, one op with the multiply: the trace does not
     // split its cost, and "0.0 %" would claim it is nothing.
-    if (linear)
+    if (layers.linear)
       return NotPredictable(g, "no convolution in the replayed steps: the biases before the norms are Linear layers', "
                                "added inside aten::addmm with the multiply, whose time the trace does not split; measure "
                                "it (trainrx fix --cmd, or bias=False by hand)");
@@ -731,44 +805,13 @@ TransformPlan DropBias(const RankGraph& g) {
   }
   if (biased == 0) return NoSaving(g, "no recorded convolution has a bias: nothing to save");
   const NodeCost cost = NodeCostOf(g, ForwardRegion(g));
-  const OwnTimes& own = cost.own;
   // The excess of each frame's subtree (frames are made in call order: children after parents).
   std::vector<double> subtree(frames.size(), 0.0);
   for (size_t i = frames.size(); i-- > 0;) {
     subtree[i] += static_cast<double>(cost.excess[i]);
     if (frames[i].parent >= 0) subtree[frames[i].parent] += subtree[i];
   }
-  const double nodes[3] = {1.0, 0.5, 1.5};
-  for (int k = 0; k < 3; ++k) {
-    Edits e(g.tasks().size());
-    // Per frame: the share of its time the bias passes take (the layer and what runs inside it), and
-    // the part of its excess that was the bias's node (the layer's node cost spread over its
-    // subtree's excess).
-    std::vector<double> share(frames.size(), 0.0), node_share(frames.size(), 0.0);
-    for (size_t i = 0; i < frames.size(); ++i) {
-      const std::string_view n = tr.Name(*frames[i].op);
-      const int32_t parent = frames[i].parent;
-      const auto c = calls.find(n);
-      const bool outermost = !(parent >= 0 && is_layer(tr.Name(*frames[parent].op)));
-      if (c != calls.end() && c->second.second > 0 && outermost && frames[i].op->kind == profiler::EventKind::kCpuOp) {
-        const double with_bias = static_cast<double>(c->second.second) / static_cast<double>(c->second.first);
-        share[i] = with_bias * pass_share[n];
-        node_share[i] = subtree[i] > 0 ? std::min(1.0, with_bias * nodes[k] * cost.per_node_ns / subtree[i]) : 0.0;
-      } else if (parent >= 0) {
-        share[i] = share[parent];
-        node_share[i] = node_share[parent];
-      }
-    }
-    for (size_t i = 0; i < g.tasks().size(); ++i) {
-      const auto& t = g.tasks()[i];
-      if (t.frame < 0) continue;
-      double scale = 1.0 - share[t.frame];
-      if (t.kind != Kind::kDevice && node_share[t.frame] > 0 && own.own[t.frame] > 0)
-        scale -= node_share[t.frame] * static_cast<double>(cost.excess[t.frame]) / static_cast<double>(own.own[t.frame]);
-      e.Scale(i, static_cast<float>(std::max(0.0, scale)));
-    }
-    p.levels.push_back(std::move(e));
-  }
+  for (const double n : {1.0, 0.5, 1.5}) p.levels.push_back(DropBiasLevel(g, layers, cost, subtree, n));
   p.assumptions = fmt::format(
       "{:.0f} calls of biased convolutions in the replayed steps (which have a bias: from the recorded shapes); each call loses one recorded node's cost (the bias's gradient "
       "accumulator: {:.3f} ms, half to one and a half of it) and the bias's elementwise pass and its gradient's "

@@ -50,7 +50,7 @@ const std::vector<Named>& Transforms() {
       {"foreach_optimizer", &ForeachOptimizer},
       {"fused_optimizer", &FusedOptimizer},
       {"cudnn_benchmark", &CudnnBenchmark},   {"eval_no_grad", &EvalNoGrad},        {"drop_bias", &DropBias},
-      {"profiler_off", &ProfilerOff},
+      {"profiler_off", &ProfilerOff},         {"host_free", &HostFree},
       {"tf32", &Tf32},                        {"pinned_copies", &PinnedCopies},     {"cuda_graphs", &CudaGraphs},
       {"amp_bf16", &AmpBf16},                 {"compile_fusion", &CompileFusion}, {"comm_overlap", &CommOverlap},
   };
@@ -775,6 +775,69 @@ WhatIfResult Finished(Pending& p) {
   return std::move(p.out);
 }
 
+// A finding's saving within what the replay of its fix's transform (BoundTransform) says the fix
+// saves at most: the high end of that replay's interval (its most generous level, the steps' spread
+// and the replay's own error, calibrated where the transform's measured rows allow). The bound is
+// evidence (`replay_bound_ns`, of the replay's mean step); one the estimate is over replaces it. A
+// finding without steps (a trace total) is left as it is.
+void BoundByReplay(Finding& f, const Prediction& p) {
+  if (f.steps == 0 || f.estimated_saving_pct <= 0) return;
+  const double bound_pct = std::clamp(p.high_pct, 0.0, 100.0);
+  f.evidence.push_back({"replay_bound_ns", std::llround(bound_pct / 100.0 * static_cast<double>(p.step_ns_before))});
+  if (f.estimated_saving_pct <= bound_pct) return;
+  f.estimated_saving_ns = std::llround(static_cast<double>(f.estimated_saving_ns) * bound_pct / f.estimated_saving_pct);
+  f.estimated_saving_pct = bound_pct;
+  f.saving_bound_ns = std::min(f.saving_bound_ns, f.estimated_saving_ns);
+  f.saving_bound += fmt::format(" (bounded by the replay of {})", p.transform);
+}
+
+// What to replay: each (rank, transform) the findings name (BoundTransform: their own, or their
+// variant's bound), once (findings sharing a fix share its replay), and each asked fix on
+// `asked_rank`; the graphs of those ranks (in a set, every rank's, so that a rank's collectives can
+// wait for the others'), not yet built.
+template <typename RankOf>
+void WhatToReplay(const LinkIndex& links, const Report& report, const std::vector<std::string>& what_if, int32_t asked_rank,
+                  RankOf rank_of, std::map<std::pair<int32_t, std::string>, WhatIfResult>& done,
+                  std::map<int32_t, std::unique_ptr<RankGraph>>& graphs) {
+  for (const Finding& f : report.findings) {
+    const std::string_view transform = BoundTransform(f);
+    if (transform.empty() || !FindTransform(transform)) continue;
+    const int32_t rank = rank_of(f.rank);
+    if (links.Rank(rank) == nullptr) continue;
+    done.emplace(std::make_pair(rank, std::string(transform)), WhatIfResult{});
+    graphs.emplace(rank, nullptr);
+  }
+  if (!what_if.empty() && links.Rank(asked_rank) != nullptr) {
+    graphs.emplace(asked_rank, nullptr);
+    for (const std::string& n : what_if) done.emplace(std::make_pair(asked_rank, n), WhatIfResult{});
+  }
+  if (!graphs.empty() && links.ranks().size() > 1)
+    for (const RankLinks& l : links.ranks()) graphs.emplace(l.rank, nullptr);
+}
+
+// Each finding its fix's prediction and its saving's bound, from the one replay of its transform
+// (`done`, by rank and transform; `rank_of` its rank's replayed graph). Every prediction then
+// follows the report's rule (NotPredictableWhereTooWide); a finding follows its replay as made.
+template <typename RankOf>
+void GiveFindings(std::map<std::pair<int32_t, std::string>, WhatIfResult>& done, RankOf rank_of, Report& report) {
+  std::map<std::pair<int32_t, std::string>, Prediction> replayed;  // before the report's rule
+  for (auto& [key, result] : done) {
+    if (result.ok) replayed[key] = result.prediction;
+    NotPredictableWhereTooWide(result);
+  }
+  for (Finding& f : report.findings) {
+    const std::pair<int32_t, std::string> key(rank_of(f.rank), BoundTransform(f));
+    const auto r = replayed.find(key);
+    if (r != replayed.end()) BoundByReplay(f, r->second);
+    const CatalogEntry* entry = FindCatalogEntry(f.id);
+    if (entry == nullptr || entry->transform[0] == '\0') continue;  // a bound only (gpu.idle's variants)
+    const auto it = done.find(key);
+    if (it == done.end() || it->second.prediction.method.empty()) continue;
+    f.predicted = it->second.prediction;
+    if (r != replayed.end()) FollowPrediction(f, r->second);
+  }
+}
+
 // A prediction into the report's what-if table ("all findings", "asked", "asked together"); one
 // without a number says why.
 void AddWhatIf(const char* label, int32_t rank, std::vector<std::string> names, WhatIfResult r, bool has_steps,
@@ -796,26 +859,11 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     for (const StepRow& row : steps.steps) return row.rank;  // the first rank with steps
     return links.ranks().front().rank;
   };
-  // What to replay: each (rank, transform) the findings name, once (findings sharing a fix share its
-  // replay); then the graphs of those ranks and the replays, each on the threads there are.
+  // What to replay, then the graphs of those ranks and the replays, each on the threads there are.
   std::map<std::pair<int32_t, std::string>, WhatIfResult> done;
   std::map<int32_t, std::unique_ptr<RankGraph>> graphs;
-  for (const Finding& f : report.findings) {
-    const CatalogEntry* entry = FindCatalogEntry(f.id);
-    if (entry == nullptr || entry->transform[0] == '\0' || !FindTransform(entry->transform)) continue;
-    const int32_t rank = rank_of(f.rank);
-    if (links.Rank(rank) == nullptr) continue;
-    done.emplace(std::make_pair(rank, std::string(entry->transform)), WhatIfResult{});
-    graphs.emplace(rank, nullptr);
-  }
   const int32_t asked_rank = rank_of(-1);
-  if (!what_if.empty() && links.Rank(asked_rank) != nullptr) {
-    graphs.emplace(asked_rank, nullptr);
-    for (const std::string& n : what_if) done.emplace(std::make_pair(asked_rank, n), WhatIfResult{});
-  }
-  // A set of ranks: every rank's graph, so that a rank's collectives can wait for the others'.
-  if (!graphs.empty() && links.ranks().size() > 1)
-    for (const RankLinks& l : links.ranks()) graphs.emplace(l.rank, nullptr);
+  WhatToReplay(links, report, what_if, asked_rank, rank_of, done, graphs);
   GapsOfRanks gaps(trace, links, steps, threads);
   const std::map<int32_t, double> means = BuildGraphs(trace, links, steps, threads, replayed_steps, graphs, gaps.Beside(graphs));
   // The ranks with steps, coupled by their matched collectives (none matched: each rank alone).
@@ -848,13 +896,10 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
   if (all.size() >= 2 && graphs.count(all_rank) != 0) all_findings = plan(all_rank, all);
   const bool any_asked = !what_if.empty() && graphs.count(asked_rank) != 0;
   if (any_asked && what_if.size() >= 2) asked = plan(asked_rank, what_if);
-  {
-    std::vector<Pending*> every;
-    for (auto& [key, p] : pending) every.push_back(p.get());
-    every.push_back(all_findings.get());
-    every.push_back(asked.get());
-    ReplayPending(every, threads);
-  }
+  std::vector<Pending*> every;
+  for (auto& [key, p] : pending) every.push_back(p.get());
+  every.insert(every.end(), {all_findings.get(), asked.get()});
+  ReplayPending(every, threads);
   for (auto& [key, p] : pending) done[key] = Finished(*p);
   WhatIfResult all_result = all_findings ? Finished(*all_findings) : WhatIfResult{};
   WhatIfResult together = asked ? Finished(*asked) : WhatIfResult{};
@@ -870,19 +915,7 @@ void PredictSavings(const profiler::Trace& trace, const LinkIndex& links, const 
     if (result.ok) Calibrate(result.prediction);
   if (all_result.ok) Calibrate(all_result.prediction);
   if (together.ok) Calibrate(together.prediction);
-  std::map<std::pair<int32_t, std::string>, Prediction> replayed;  // before the report's rule: findings follow them
-  for (auto& [key, result] : done) {
-    if (result.ok) replayed[key] = result.prediction;
-    NotPredictableWhereTooWide(result);
-  }
-  for (Finding& f : report.findings) {
-    const CatalogEntry* entry = FindCatalogEntry(f.id);
-    if (entry == nullptr) continue;
-    const auto it = done.find({rank_of(f.rank), std::string(entry->transform)});
-    if (it == done.end() || it->second.prediction.method.empty()) continue;
-    f.predicted = it->second.prediction;
-    if (const auto r = replayed.find(it->first); r != replayed.end()) FollowPrediction(f, r->second);
-  }
+  GiveFindings(done, rank_of, report);
   const auto has_steps = [&](int32_t rank) { return graphs.count(rank) != 0 && !graphs.at(rank)->windows().empty(); };
   if (all_findings) {
     NotPredictableWhereTooWide(all_result);

@@ -68,6 +68,9 @@ TransformPlan FusedOptimizer(const RankGraph& graph);
 TransformPlan CudnnBenchmark(const RankGraph& graph);
 TransformPlan ProfilerOff(const RankGraph& graph);
 TransformPlan DropBias(const RankGraph& graph);
+// No finding's fix: the host taking no time (the device-bound step), the bound of gpu.idle's
+// host-starved gaps (the catalog's variant `bound`).
+TransformPlan HostFree(const RankGraph& graph);
 // The GPU transforms (gpu_transforms.cc): TF32 for FP32 GEMM / convolution kernels, pinned memory
 // for pageable host-to-device copies, CUDA graphs for launch-bound steps, autocast to bf16 (asked
 // for with --what-if only: no finding's fix).

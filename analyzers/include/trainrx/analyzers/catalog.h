@@ -39,6 +39,9 @@ struct FixVariant {
   // Whether the entry's outside fix (outside_token) acts on what this variant describes (Finding::
   // outside_fix): "workers=2" gives num_workers=0 loaders workers, nothing to a loader that has them.
   bool outside = true;
+  // Where the entry has no transform of its own: the transform whose most generous level bounds
+  // this variant's saving (what-if.md); "" none (the saving stays the measured time).
+  const char* bound = "";
 };
 
 struct CatalogEntry {
@@ -52,9 +55,13 @@ struct CatalogEntry {
   const char* outside_code;   // the code change that makes the outside fix permanent
   const char* doc;            // the docs page that explains it, from the repository root
   // What the fix does to the run's timeline: the what-if replay's transform
-  // (analyzers/dependency/what_if.cc, docs/what-if.md); "" none (the saving stays a bound).
+  // (analyzers/dependency/what_if.cc, docs/what-if.md), whose prediction the finding carries and
+  // whose most generous level bounds its saving; "" none (a variant's `bound` may still bound it).
   const char* transform = "";
 };
+// The transform whose replay bounds a finding's saving: its entry's transform, else its fix
+// variant's bound (Finding::fix_variant); "" none.
+std::string_view BoundTransform(const Finding& f);
 
 // Every finding, in the order docs/findings.md lists them.
 const std::vector<CatalogEntry>& Catalog();
@@ -104,7 +111,7 @@ struct FixText {
 // The variant's texts ("": the first) with `args` filled in. An id or variant the catalog does not
 // hold, or a template that does not format, is a programming error: std::invalid_argument.
 FixText FormatFix(std::string_view id, std::string_view variant, const std::vector<FixArg>& args = {});
-// Sets f.fix_python, f.fix_cpp, f.knob and f.outside_fix from f.id's variant ("": the first).
+// Sets f.fix_python, f.fix_cpp, f.knob, f.outside_fix and f.fix_variant from f.id's variant ("": the first).
 void SetFix(Finding& f, std::string_view variant = "", const std::vector<FixArg>& args = {});
 
 }  // namespace trainrx::analyzers

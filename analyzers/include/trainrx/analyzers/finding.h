@@ -64,6 +64,7 @@ struct Finding {
   std::string fix_cpp;
   std::string knob;  // reference-workload knob that fixes it ("workers=4"), empty if none
   bool outside_fix = true;  // the catalog's outside fix (`fix --cmd`) acts on what was found (SetFix)
+  std::string fix_variant;  // the catalog's fix variant the analyzer chose (SetFix; "": the first)
   Prediction predicted;  // the what-if replay's, where the fix has a transform
   // The share of the step a report ranks it by: the replay's prediction, else the estimated bound.
   double RankingPct() const { return predicted.method == "replay" ? predicted.saving_pct : estimated_saving_pct; }
