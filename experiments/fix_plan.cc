@@ -503,6 +503,60 @@ struct RoundLook {
   stats::Look look;
   double z_final = 0;  // the final look's critical value if it came next (futility)
 };
+// One table, many tests (issue 51.2: six rows each at 5 % made about one false verdict in four
+// tables): the family-wise error over the table's rows is kAlpha, Bonferroni-split, each row's
+// sequential design at kAlpha / rows (returned). Stated under the table.
+double FamilyAlpha(size_t rows, FixReport& report) {
+  const double alpha = kAlpha / static_cast<double>(std::max<size_t>(1, rows));
+  report.family_alpha = kAlpha;
+  report.row_alpha = alpha;
+  if (rows > 1)
+    report.notes.push_back(fmt::format("{} rows, one family: the chance of any false verdict in this table is at most {:g} "
+                                       "(Bonferroni: each row tested at {:.4g})",
+                                       rows, kAlpha, alpha));
+  return alpha;
+}
+
+// What the rounds across processes did, under the table: the design, its looks, the stopping
+// rules, and a budget that ended them before the planned maximum (`budget_cut`: that maximum; 0 none).
+void NoteProcessRounds(const PlanOptions& o, double alpha, int budget_cut, FixReport& report) {
+  const SequentialRecord& seq = report.sequential;
+  report.notes.push_back(fmt::format(
+      "rows across processes: a look after every round from the {}th ({} spending, alpha {:.4g} over at most {} rounds; "
+      "{} look{} made, rounds where no result could be significant are skipped); each row stopped when decided (its "
+      "test and CI at the look's nominal level), when precise to {:.0f}%, or when it could no longer reach "
+      "significance (conditional power < {:.0f}%)",
+      kFirstLook, seq.spending, alpha, seq.max_rounds, seq.looks.size(), seq.looks.size() == 1 ? "" : "s",
+      100 * o.min_effect, 100 * o.futility_power));
+  if (budget_cut > 0)
+    report.notes.push_back(fmt::format("--budget {:.0f}s: ended after round {} of the {} planned (the next round would "
+                                       "not fit); that look spent the rest of alpha",
+                                       o.budget_s, seq.rounds, budget_cut));
+}
+
+// The look after round k of at most n_max: the final one at the planned maximum or where (with a
+// budget) the next round would not fit; made (spending alpha, recorded in `seq`) when final or when a
+// result could be significant at its level.
+RoundLook LookAfterRound(stats::SequentialDesign& design, int k, int n_max, bool budget_ends, double alpha,
+                         SequentialRecord& seq) {
+  RoundLook at;
+  at.k = k, at.n_max = n_max;
+  at.budget_ends = budget_ends;
+  at.final_look = k >= n_max || at.budget_ends;
+  const double t = at.final_look ? 1.0 : static_cast<double>(k) / n_max;
+  at.look = design.Preview(t);
+  at.made = at.final_look || at.look.nominal_alpha >= SmallestP(k);
+  if (at.made) {
+    at.look = design.Add(t);
+    seq.looks.push_back({k, t, at.look.z, at.look.nominal_alpha});
+  }
+  // Futility: the critical value the final look would have if it came next (a lower bound of the
+  // real one: the test of futility is then, if anything, too lenient to stop).
+  const stats::Look last = at.final_look ? at.look : design.Preview(1.0);
+  at.z_final = std::isfinite(last.z) ? last.z : stats::NormalQuantile(1 - alpha / 2);
+  return at;
+}
+
 bool LookAtProcessRow(FixRow& row, const Arm& baseline, const RoundLook& at, const PlanOptions& o,
                       const stats::CompareOptions& co) {
   row.cmp = stats::Compare(baseline.trial_ms, row.fixed.trial_ms, co);
@@ -530,16 +584,7 @@ Status MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_
   std::vector<size_t> process_plans, paired_plans;
   for (size_t i = 0; i < plans.size(); ++i) (plans[i].paired ? paired_plans : process_plans).push_back(i);
   Measuring m{o, progress};
-  // One table, many tests (issue 51.2: six rows each at 5 % made about one false verdict in four
-  // tables): the family-wise error over the table's rows is kAlpha, Bonferroni-split, each row's
-  // sequential design at kAlpha / rows. Stated under the table.
-  m.alpha = kAlpha / static_cast<double>(std::max<size_t>(1, plans.size()));
-  report->family_alpha = kAlpha;
-  report->row_alpha = m.alpha;
-  if (plans.size() > 1)
-    report->notes.push_back(fmt::format("{} rows, one family: the chance of any false verdict in this table is at most {:g} "
-                                        "(Bonferroni: each row tested at {:.4g})",
-                                        plans.size(), kAlpha, m.alpha));
+  m.alpha = FamilyAlpha(plans.size(), *report);
   // Until trials are measured, one takes as long as the analysis run.
   const double paired_estimate_s = static_cast<double>(paired_plans.size()) * trials * estimate_s;
   int n_max = process_plans.empty() ? 0 : PlannedRounds(o, trials, estimate_s, 0, process_plans.size(), paired_estimate_s);
@@ -590,23 +635,10 @@ Status MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_
       progress.Replan(planned(k, open.size()));
       continue;
     }
-    // The final look: the planned maximum, or (with a budget) the next round would not fit.
-    RoundLook at;
-    at.k = k, at.n_max = n_max;
-    at.budget_ends = o.budget_s > 0 && m.trial_seconds + per_trial * static_cast<double>(open.size() + 1) > o.budget_s;
-    at.final_look = k >= n_max || at.budget_ends;
+    const bool budget_ends =
+        o.budget_s > 0 && m.trial_seconds + per_trial * static_cast<double>(open.size() + 1) > o.budget_s;
+    const RoundLook at = LookAfterRound(design, k, n_max, budget_ends, m.alpha, seq);
     if (at.final_look && k < n_max) budget_cut = n_max;
-    const double t = at.final_look ? 1.0 : static_cast<double>(k) / n_max;
-    at.look = design.Preview(t);
-    at.made = at.final_look || at.look.nominal_alpha >= SmallestP(k);
-    if (at.made) {
-      at.look = design.Add(t);
-      seq.looks.push_back({k, t, at.look.z, at.look.nominal_alpha});
-    }
-    // Futility: the critical value the final look would have if it came next (a lower bound of
-    // the real one: the test of futility is then, if anything, too lenient to stop).
-    const stats::Look last = at.final_look ? at.look : design.Preview(1.0);
-    at.z_final = std::isfinite(last.z) ? last.z : stats::NormalQuantile(1 - m.alpha / 2);
     co.alpha = at.look.nominal_alpha;
     std::vector<size_t> still;
     for (size_t i : open)
@@ -616,17 +648,7 @@ Status MeasureFixes(std::vector<FixPlanRow>& plans, int trials, double estimate_
   }
   seq.max_rounds = n_max;
   seq.rounds = k;
-  report->notes.push_back(fmt::format(
-      "rows across processes: a look after every round from the {}th ({} spending, alpha {:.4g} over at most {} rounds; "
-      "{} look{} made, rounds where no result could be significant are skipped); each row stopped when decided (its "
-      "test and CI at the look's nominal level), when precise to {:.0f}%, or when it could no longer reach "
-      "significance (conditional power < {:.0f}%)",
-      kFirstLook, seq.spending, m.alpha, n_max, seq.looks.size(), seq.looks.size() == 1 ? "" : "s",
-      100 * o.min_effect, 100 * o.futility_power));
-  if (budget_cut > 0)
-    report->notes.push_back(fmt::format("--budget {:.0f}s: ended after round {} of the {} planned (the next round would "
-                                        "not fit); that look spent the rest of alpha",
-                                        o.budget_s, k, budget_cut));
+  NoteProcessRounds(o, m.alpha, budget_cut, *report);
   for (auto& p : plans) report->rows.push_back(std::move(p.row));
   return Status::Ok();
 }

@@ -64,16 +64,19 @@ std::vector<RankClock> EstimateRankClocks(const profiler::Trace& trace) {
   return EstimateRankClocks(BuildRankSides(trace, nullptr, {}, {}));
 }
 
+namespace {
+// The reference clock: the first side (the lowest rank) with collectives, else the first.
+const RankSide* ReferenceSide(const std::vector<RankSide>& sides) {
+  for (const auto& s : sides)
+    if (!s.gpu.empty() || !s.gloo.empty()) return &s;
+  return &sides.front();
+}
+}  // namespace
+
 std::vector<RankClock> EstimateRankClocks(const std::vector<RankSide>& sides) {
   std::vector<RankClock> out;
   if (sides.size() < 2) return out;
-  // The reference: the first side (the lowest rank) with collectives.
-  const RankSide* ref_side = &sides.front();
-  for (const auto& s : sides)
-    if (!s.gpu.empty() || !s.gloo.empty()) {
-      ref_side = &s;
-      break;
-    }
+  const RankSide* ref_side = ReferenceSide(sides);
   const int32_t ref = ref_side->info.rank;
   const std::string ref_host = HostOf(ref_side->info);
   for (const auto& side : sides) {

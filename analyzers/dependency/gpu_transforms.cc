@@ -724,6 +724,82 @@ CompiledHost CompiledHostOf(const RankGraph& g, const std::vector<std::vector<si
 // far from its memory roofline, such as a batch norm over NCHW, is replaced by one near it); cuDNN's
 // layout conversions around convolutions go (inductor lays convolutions out channels-last); the
 // ops that launched the fused-away kernels no longer run eagerly on the host.
+// One level k of compile_fusion's edits: each run fused, the layout conversions gone where the
+// level says so, the compiled code's host time in place of the eager ops it replaces.
+Edits FusionLevel(const RankGraph& g, const std::vector<std::vector<size_t>>& runs, const std::vector<double>& bytes,
+                  double gbps, const std::vector<size_t>& layout, const CompiledHost& host, int k) {
+  // Per level: what the fused kernel keeps of the run's time (half: each intermediate is written
+  // and read once less; 80 %; 30 %); the share of the memory bandwidth a generated kernel reaches
+  // (half; a quarter; 80 %); whether the layout conversions go (yes; no: the layout optimization
+  // declined; yes); the generated code's host time per kernel it launches, in eager fused ops' host
+  // time (CompiledHostOf: 3.3x an eager fused op's median host time; 4.6x; 2.3x).
+  const double keeps[3] = {0.5, 0.8, 0.3}, bandwidth[3] = {0.5, 0.25, 0.8}, per_kernel[3] = {3.3, 4.6, 2.3};
+  const bool layout_goes[3] = {true, false, true};
+  Edits e(g.tasks().size());
+  for (const auto& r : runs) {
+    // Each kernel's time at the generated kernel's bandwidth where that is shorter (its bytes known).
+    double sum = 0, longest = 0, first = 1;
+    for (size_t n = 0; n < r.size(); ++n) {
+      double d = static_cast<double>(g.tasks()[r[n]].dur);
+      if (n == 0) first = std::max(1.0, d);
+      if (bytes[r[n]] > 0) d = std::min(d, bytes[r[n]] / (bandwidth[k] * gbps));
+      sum += d;
+      longest = std::max(longest, d);
+    }
+    const double fused_ns = r.size() >= 2 ? std::max(longest, sum * keeps[k]) : sum;
+    e.Scale(r.front(), static_cast<float>(fused_ns / first));
+    for (size_t n = 1; n < r.size(); ++n) e.Scale(r[n], 0.0f);
+  }
+  if (layout_goes[k])
+    for (size_t i : layout) e.Scale(i, 0.0f);
+  for (size_t i : host.replaced) e.Scale(i, 0.0f);
+  for (size_t i : host.launches) e.Add(i, static_cast<int64_t>(per_kernel[k] * static_cast<double>(host.op_ns)));
+  return e;
+}
+
+// The tallies compile_fusion's words report.
+struct FusionTally {
+  size_t regenerated = 0, floored = 0, fused_runs = 0, layout = 0;
+  int64_t before_ns = 0, layout_ns = 0;
+  double floored_ns = 0, roofline_ns = 0, gbps = 0, steps = 1;
+  std::string device;
+};
+std::string FusionAssumptions(const FusionTally& t, const CompiledHost& host) {
+  std::string a = fmt::format(
+      "torch.compile regenerates the model's {} elementwise, reduction and norm kernels ({:.2f} ms a step; cuDNN's "
+      "batch norm included, the optimizer's kernels not: torch.compile(model) leaves the optimizer eager), fusing each of "
+      "{} runs of consecutive ones on a stream into one kernel that keeps half the run's time (80-30 %: intermediates are "
+      "no longer written and read back), none shorter than the run's longest",
+      t.regenerated, static_cast<double>(t.before_ns) / 1e6 / t.steps, t.fused_runs);
+  if (t.floored > 0)
+    a += fmt::format(
+        "; {} of them have bytes from their ops' recorded shapes ({:.2f} ms a step, {:.2f} ms at the {}'s {:.0f} GB/s): "
+        "each runs at half that bandwidth where that is faster (a quarter, or 80 %), as a generated kernel does",
+        t.floored, t.floored_ns / 1e6 / t.steps, t.roofline_ns / 1e6 / t.steps, t.device, t.gbps);
+  else
+    a += t.gbps > 0 ? "; no kernel's bytes are known (no input shapes recorded): an eager kernel far from the memory "
+                      "bandwidth keeps its time"
+                    : "; the device's memory bandwidth is unknown: an eager kernel far from it keeps its time";
+  if (t.layout > 0)
+    a += fmt::format(
+        "; cuDNN's {} layout conversions around convolutions ({:.2f} ms a step) go: inductor lays convolutions out "
+        "channels-last (they stay at the least saving)",
+        t.layout, static_cast<double>(t.layout_ns) / 1e6 / t.steps);
+  a += fmt::format(
+      "; on the host, the compiled code replaces the model's forward and backward ({:.2f} ms a step: Python between "
+      "the modules' ops, the ops whose kernels it regenerates, views and allocations, the autograd engine's work per "
+      "node) with its own calls: {:.0f} generated kernels a step (one a run of fused kernels, one more at each "
+      "reduction or norm in it), each costing 3.3x an eager fused op's host time ({:.1f} us, {}; 4.6x, or 2.3x: "
+      "Triton's launcher, the allocations and guards around it, and the kernels a run splits into beyond those; "
+      "fitted on one H200 with a ViT and a ResNet, 3.27x both); the ops that launch GEMMs, convolutions and "
+      "attention keep their time, as do the optimizer, AccumulateGrad, data loading and the loop's code outside "
+      "the model; GEMMs and convolutions keep their device time, and the first steps' compile time is not counted "
+      "(compile.time)",
+      static_cast<double>(host.replaced_ns) / 1e6 / t.steps, static_cast<double>(host.generated) / t.steps,
+      static_cast<double>(host.op_ns) / 1e3, host.op_source);
+  return a;
+}
+
 TransformPlan CompileFusion(const RankGraph& g) {
   if (g.links().work.empty()) {  // a CPU-only rank: inductor fuses CPU ops too, into C++/OpenMP loops
     TransformPlan p;
@@ -740,30 +816,30 @@ TransformPlan CompileFusion(const RankGraph& g) {
                                                    g.StepOf(static_cast<int32_t>(i)) >= 0 &&
                                                    g.links().kernel_names->LayoutConversion(w->name))
       layout.push_back(i);
-  size_t fused_runs = 0;
-  for (const auto& r : runs) fused_runs += r.size() >= 2;
+  FusionTally t;
+  for (const auto& r : runs) t.fused_runs += r.size() >= 2;
   // The bandwidth a generated kernel reaches, where the device and the kernels' bytes are known.
   const auto peak = PeakOfRank(g.trace(), g.links().rank);
   const double gbps = peak ? peak->memory_gbps : 0;  // bytes per ns
+  t.gbps = gbps;
+  t.device = peak ? peak->model : "";
   const auto cost = gbps > 0 ? CostPerLaunch(g) : std::unordered_map<profiler::StrId, LaunchCost>{};
   std::vector<double> bytes(g.tasks().size(), 0.0);  // per regenerated task: its launch's bytes (0: unknown)
-  size_t regenerated = 0, floored = 0;
-  int64_t before_ns = 0, layout_ns = 0;
-  double floored_ns = 0, roofline_ns = 0;
   for (const auto& r : runs) {
-    regenerated += r.size();
+    t.regenerated += r.size();
     for (size_t i : r) {
-      before_ns += g.tasks()[i].dur;
+      t.before_ns += g.tasks()[i].dur;
       if (const auto b = cost.find(WorkOf(g, g.tasks()[i])->name); b != cost.end() && b->second.bytes > 0) {
         bytes[i] = b->second.bytes;
-        ++floored;
-        floored_ns += static_cast<double>(g.tasks()[i].dur);
-        roofline_ns += bytes[i] / gbps;
+        ++t.floored;
+        t.floored_ns += static_cast<double>(g.tasks()[i].dur);
+        t.roofline_ns += bytes[i] / gbps;
       }
     }
   }
-  for (size_t i : layout) layout_ns += g.tasks()[i].dur;
-  if (fused_runs == 0 && layout.empty() && floored == 0)
+  t.layout = layout.size();
+  for (size_t i : layout) t.layout_ns += g.tasks()[i].dur;
+  if (t.fused_runs == 0 && layout.empty() && t.floored == 0)
     return NoSaving(g, gbps > 0 ? "no run of two or more consecutive elementwise, reduction or norm kernels, no layout "
                                   "conversion and no such kernel whose bytes are known in the steps: nothing for "
                                   "inductor to fuse"
@@ -771,69 +847,10 @@ TransformPlan CompileFusion(const RankGraph& g) {
                                   "conversion in the steps, and the device's memory bandwidth is unknown (the trace "
                                   "names no device the table has): how far a lone kernel is from it cannot be told");
   const CompiledHost host = CompiledHostOf(g, runs, optimizer);
-  // Per level: what the fused kernel keeps of the run's time (half: each intermediate is written
-  // and read once less; 80 %; 30 %); the share of the memory bandwidth a generated kernel reaches
-  // (half; a quarter; 80 %); whether the layout conversions go (yes; no: the layout optimization
-  // declined; yes); the generated code's host time per kernel it launches, in eager fused ops' host
-  // time (CompiledHostOf: 3.3x an eager fused op's median host time; 4.6x; 2.3x).
-  const double keeps[3] = {0.5, 0.8, 0.3}, bandwidth[3] = {0.5, 0.25, 0.8}, per_kernel[3] = {3.3, 4.6, 2.3};
-  const bool layout_goes[3] = {true, false, true};
   TransformPlan p;
-  for (int k = 0; k < 3; ++k) {
-    Edits e(g.tasks().size());
-    for (const auto& r : runs) {
-      // Each kernel's time at the generated kernel's bandwidth where that is shorter (its bytes known).
-      double sum = 0, longest = 0, first = 1;
-      for (size_t n = 0; n < r.size(); ++n) {
-        double d = static_cast<double>(g.tasks()[r[n]].dur);
-        if (n == 0) first = std::max(1.0, d);
-        if (bytes[r[n]] > 0) d = std::min(d, bytes[r[n]] / (bandwidth[k] * gbps));
-        sum += d;
-        longest = std::max(longest, d);
-      }
-      const double fused_ns = r.size() >= 2 ? std::max(longest, sum * keeps[k]) : sum;
-      e.Scale(r.front(), static_cast<float>(fused_ns / first));
-      for (size_t n = 1; n < r.size(); ++n) e.Scale(r[n], 0.0f);
-    }
-    if (layout_goes[k])
-      for (size_t i : layout) e.Scale(i, 0.0f);
-    for (size_t i : host.replaced) e.Scale(i, 0.0f);
-    for (size_t i : host.launches) e.Add(i, static_cast<int64_t>(per_kernel[k] * static_cast<double>(host.op_ns)));
-    p.levels.push_back(std::move(e));
-  }
-  const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
-  p.assumptions = fmt::format(
-      "torch.compile regenerates the model's {} elementwise, reduction and norm kernels ({:.2f} ms a step; cuDNN's "
-      "batch norm included, the optimizer's kernels not: torch.compile(model) leaves the optimizer eager), fusing each of "
-      "{} runs of consecutive ones on a stream into one kernel that keeps half the run's time (80-30 %: intermediates are "
-      "no longer written and read back), none shorter than the run's longest",
-      regenerated, static_cast<double>(before_ns) / 1e6 / steps, fused_runs);
-  if (floored > 0)
-    p.assumptions += fmt::format(
-        "; {} of them have bytes from their ops' recorded shapes ({:.2f} ms a step, {:.2f} ms at the {}'s {:.0f} GB/s): "
-        "each runs at half that bandwidth where that is faster (a quarter, or 80 %), as a generated kernel does",
-        floored, floored_ns / 1e6 / steps, roofline_ns / 1e6 / steps, peak->model, gbps);
-  else
-    p.assumptions += gbps > 0 ? "; no kernel's bytes are known (no input shapes recorded): an eager kernel far from "
-                                "the memory bandwidth keeps its time"
-                              : "; the device's memory bandwidth is unknown: an eager kernel far from it keeps its time";
-  if (!layout.empty())
-    p.assumptions += fmt::format(
-        "; cuDNN's {} layout conversions around convolutions ({:.2f} ms a step) go: inductor lays convolutions out "
-        "channels-last (they stay at the least saving)",
-        layout.size(), static_cast<double>(layout_ns) / 1e6 / steps);
-  p.assumptions += fmt::format(
-      "; on the host, the compiled code replaces the model's forward and backward ({:.2f} ms a step: Python between "
-      "the modules' ops, the ops whose kernels it regenerates, views and allocations, the autograd engine's work per "
-      "node) with its own calls: {:.0f} generated kernels a step (one a run of fused kernels, one more at each "
-      "reduction or norm in it), each costing 3.3x an eager fused op's host time ({:.1f} us, {}; 4.6x, or 2.3x: "
-      "Triton's launcher, the allocations and guards around it, and the kernels a run splits into beyond those; "
-      "fitted on one H200 with a ViT and a ResNet, 3.27x both); the ops that launch GEMMs, convolutions and "
-      "attention keep their time, as do the optimizer, AccumulateGrad, data loading and the loop's code outside "
-      "the model; GEMMs and convolutions keep their device time, and the first steps' compile time is not counted "
-      "(compile.time)",
-      static_cast<double>(host.replaced_ns) / 1e6 / steps, static_cast<double>(host.generated) / steps,
-      static_cast<double>(host.op_ns) / 1e3, host.op_source);
+  for (int k = 0; k < 3; ++k) p.levels.push_back(FusionLevel(g, runs, bytes, gbps, layout, host, k));
+  t.steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
+  p.assumptions = FusionAssumptions(t, host);
   return p;
 }
 

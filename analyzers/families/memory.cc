@@ -154,6 +154,26 @@ std::vector<int64_t> OpStarts(const profiler::Trace& trace, int32_t rank) {
 // The median (ops.h's nearest-rank quantile); -1 for none: "no sample", as the figures say it.
 int64_t Median(std::vector<int64_t> v) { return v.empty() ? -1 : Quantile(v, 0.5); }
 
+// Reserved memory given back inside a step (a fall between two of the step's samples, `reserved`
+// sorted by time): the steps that gave some back, and the bytes a step on average.
+void CountReleases(const StepModel& steps, int32_t rank, const std::vector<Sample>& reserved, DeviceMemory& m) {
+  double released = 0;
+  for (const StepRow& row : steps.steps) {
+    if (row.rank != rank || reserved.empty()) continue;
+    const int64_t end = row.start_ns + row.wall_ns;
+    auto it = std::upper_bound(reserved.begin(), reserved.end(), Sample{row.start_ns, 0},
+                               [](const Sample& a, const Sample& b) { return a.ts_ns < b.ts_ns; });
+    double prev = it == reserved.begin() ? -1 : std::prev(it)->value;
+    bool fell = false;
+    for (; it != reserved.end() && it->ts_ns < end; ++it) {
+      if (prev >= 0 && it->value < prev) fell = true, released += prev - it->value;
+      prev = it->value;
+    }
+    m.release_steps += fell;
+  }
+  if (!m.step_start.empty()) m.released_bytes_per_step = released / static_cast<double>(m.step_start.size());
+}
+
 DeviceMemory Summarize(const profiler::Trace& trace, const StepModel& steps, const Thresholds& thresholds, int32_t rank, const std::string& device, Series& s) {
   const auto by_time = [](const Sample& a, const Sample& b) { return a.ts_ns < b.ts_ns; };
   std::stable_sort(s.allocated.begin(), s.allocated.end(), by_time);
@@ -217,21 +237,7 @@ DeviceMemory Summarize(const profiler::Trace& trace, const StepModel& steps, con
   }
   m.median_step_peak = Median(peaks);
   m.median_step_samples = std::max<int64_t>(0, Median(counts));
-  // Reserved given back inside a step: a fall between two samples of the step.
-  double released = 0;
-  for (const StepRow& row : steps.steps) {
-    if (row.rank != rank || s.reserved.empty()) continue;
-    const int64_t end = row.start_ns + row.wall_ns;
-    auto it = std::upper_bound(s.reserved.begin(), s.reserved.end(), Sample{row.start_ns, 0}, by_time);
-    double prev = it == s.reserved.begin() ? -1 : std::prev(it)->value;
-    bool fell = false;
-    for (; it != s.reserved.end() && it->ts_ns < end; ++it) {
-      if (prev >= 0 && it->value < prev) fell = true, released += prev - it->value;
-      prev = it->value;
-    }
-    m.release_steps += fell;
-  }
-  if (!m.step_start.empty()) m.released_bytes_per_step = released / static_cast<double>(m.step_start.size());
+  CountReleases(steps, rank, s.reserved, m);
   // Growth: the Theil-Sen slope of the step starts that have a sample before them (GrowthOf).
   const StepGrowth g = GrowthOf(m.step_start);
   m.growth_per_step = g.per_step, m.growth_steps = g.steps, m.increases = g.increases;

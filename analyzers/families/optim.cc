@@ -60,16 +60,22 @@ std::vector<std::string> MostCalledOps(const std::map<std::string, int64_t>& op_
   return out;
 }
 
-void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
-  const auto& trace = ctx.trace;
+// The rank's optimizer steps inside its training steps, as their ops tell: each single-tensor
+// loop's outermost ops (from its last backward pass on, for a closure step), its parameters and
+// the update's range; the steps skipped (foreach or fused, compiled) counted.
+struct OptimizerScan {
   int64_t single_steps = 0, multi_steps = 0, compiled_steps = 0, closure_steps = 0, ops = 0, saved_ops = 0;
-  std::optional<std::vector<Interval>> backward;  // made at the first step that needs it
-  std::vector<std::pair<int64_t, int64_t>> optimizer_ranges;  // clipped to the steps below
+  std::vector<std::pair<int64_t, int64_t>> optimizer_ranges;  // not yet clipped to the steps
   std::vector<int64_t> op_durs, params;
   std::map<std::string, int64_t> impls, op_names;
   std::string optimizer;  // "SGD" from "Optimizer.step#SGD.step"
   bool python_frames = false;
-  const StepWindows in_steps(ctx.steps, rank);
+};
+OptimizerScan ScanOptimizerSteps(const profiler::Trace& trace, int32_t rank, const StepWindows& in_steps) {
+  OptimizerScan scan;
+  auto& [single_steps, multi_steps, compiled_steps, closure_steps, ops, saved_ops, optimizer_ranges, op_durs, params, impls,
+         op_names, optimizer, python_frames] = scan;
+  std::optional<std::vector<Interval>> backward;  // made at the first step that needs it
   for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
     const auto events = trace.TrackEvents(ti);
     for (size_t i = 0; i < events.size(); ++i) {
@@ -117,6 +123,15 @@ void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
       optimizer_ranges.push_back({own_from, r.end_ns()});
     }
   }
+  return scan;
+}
+
+void SingleTensorStep(const AnalysisContext& ctx, int32_t rank, Report& out) {
+  const auto& trace = ctx.trace;
+  const StepWindows in_steps(ctx.steps, rank);
+  OptimizerScan scan = ScanOptimizerSteps(trace, rank, in_steps);
+  auto& [single_steps, multi_steps, compiled_steps, closure_steps, ops, saved_ops, optimizer_ranges, op_durs, params, impls,
+         op_names, optimizer, python_frames] = scan;
   if (single_steps == 0) return;
   // The optimizer's time inside the steps it is a share of (issue 34: whole Optimizer.step ranges
   // summed gave 12.7 % of the step where the phase table said 6.6 %), nested or repeated ranges once.

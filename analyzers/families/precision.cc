@@ -186,16 +186,66 @@ bool IsPrimitiveGemm(std::string_view n) {
 }
 bool IsCompositeGemm(std::string_view n) { return n == "aten::linear" || n == "aten::matmul"; }
 
+// addmm / baddbmm / addbmm / _addmm_activation take (bias, a, b): their matrices start at input 1.
+bool GemmHasBias(std::string_view op) {
+  return op == "aten::addmm" || op == "aten::baddbmm" || op == "aten::addbmm" || op == "aten::_addmm_activation";
+}
+
 struct GemmShape {
   int64_t m = 0, k = 0, n = 0;
 };
+
+// "M=10 N=30": the dimensions that are not a multiple of 8 ("" none).
+std::string UnalignedDims(const GemmShape& s) {
+  std::string bad;
+  for (const auto& [label, v] : {std::pair<const char*, int64_t>{"M", s.m}, {"K", s.k}, {"N", s.n}})
+    if (v % 8 != 0) bad += fmt::format("{}{}={}", bad.empty() ? "" : " ", label, v);
+  return bad;
+}
+
+// Kernel time per External id (the CPU op that launched the kernels); `has_gpu`: the rank ran a kernel.
+std::unordered_map<int64_t, int64_t> KernelTimeByExternalId(const Trace& trace, int32_t rank, bool& has_gpu) {
+  std::unordered_map<int64_t, int64_t> out;
+  for (uint32_t ti : TracksOf(trace, rank, TrackKind::kGpuStream)) {
+    for (const Event& e : trace.TrackEvents(ti)) {
+      if (e.kind != EventKind::kKernel) continue;
+      has_gpu = true;
+      if (e.external_id != profiler::kNoId) out[e.external_id] += e.dur_ns;
+    }
+  }
+  return out;
+}
+
+// Whether a GEMM op with recorded shapes runs inside op i (a GEMM is judged once, at the innermost
+// one with shapes: Kineto records the addmm inside linear, and autocast's inner linear inside the
+// outer one; our collector records the linear only).
+bool HasShapedGemmInside(const Trace& trace, EventSpan events, size_t i) {
+  const size_t end = SubtreeEnd(events, i);
+  for (size_t j = i + 1; j < end; ++j) {
+    const std::string_view n = trace.Name(events[j]);
+    if (events[j].kind == EventKind::kCpuOp && (IsPrimitiveGemm(n) || IsCompositeGemm(n)) && OpDims(trace, events[j]).has_value())
+      return true;
+  }
+  return false;
+}
+
+// The rank's steps that hold at least one of the instants `ts`.
+int64_t StepsHolding(const StepModel& steps, int32_t rank, std::vector<int64_t> ts) {
+  std::sort(ts.begin(), ts.end());
+  int64_t n = 0;
+  for (const auto& st : steps.steps) {
+    if (st.rank != rank) continue;
+    auto it = std::lower_bound(ts.begin(), ts.end(), st.start_ns);
+    if (it != ts.end() && *it < st.start_ns + st.wall_ns) ++n;
+  }
+  return n;
+}
 
 // M, K, N of a GEMM op from its input dims; nullopt when the operands are not matrices.
 // mm / bmm / matmul (a, b): a [..., M, K], b [..., K, N]; addmm / baddbmm / addbmm (bias, a, b);
 // linear (x, weight, bias): x [..., K], weight [N, K], M = product of x's leading dims.
 std::optional<GemmShape> ShapeOf(std::string_view op, const Dims& d) {
-  const bool with_bias = op == "aten::addmm" || op == "aten::baddbmm" || op == "aten::addbmm" || op == "aten::_addmm_activation";
-  const size_t ia = with_bias ? 1 : 0, ib = ia + 1;
+  const size_t ia = GemmHasBias(op) ? 1 : 0, ib = ia + 1;
   if (d.size() <= ib) return std::nullopt;
   const auto& a = d[ia];
   const auto& b = d[ib];
@@ -215,22 +265,18 @@ std::optional<GemmShape> ShapeOf(std::string_view op, const Dims& d) {
   return s;
 }
 
-void MatmulAlignment(const AnalysisContext& ctx, int32_t rank, Report& out) {
-  const Trace& trace = ctx.trace;
-  // Kernel time per External id (the CPU op that launched the kernels).
-  std::unordered_map<int64_t, int64_t> kernel_ns_by_ext;
-  bool rank_has_gpu = false;
-  for (uint32_t ti : TracksOf(trace, rank, TrackKind::kGpuStream)) {
-    for (const Event& e : trace.TrackEvents(ti)) {
-      if (e.kind != EventKind::kKernel) continue;
-      rank_has_gpu = true;
-      if (e.external_id != profiler::kNoId) kernel_ns_by_ext[e.external_id] += e.dur_ns;
-    }
-  }
+// The rank's 16-bit GEMMs in its steps with a dimension that is not a multiple of 8 (each judged
+// once, at the innermost GEMM op with shapes), their host and kernel time (kernels by External id),
+// and the GEMM ops with recorded shapes of any type (which steps recorded shapes).
+struct UnalignedGemms {
   int64_t ops = 0, gpu_ops = 0, op_ns = 0, kernel_ns = 0, half_gemms = 0;
   std::map<std::string, int64_t> shapes;  // "aten::mm M=16 K=10 N=32 c10::BFloat16 (...)" -> count
   std::vector<int64_t> shaped_ts;         // GEMM ops with recorded shapes, any dtype
-  const StepWindows in_steps(ctx.steps, rank);
+};
+UnalignedGemms ScanGemms(const Trace& trace, int32_t rank, const StepWindows& in_steps,
+                         const std::unordered_map<int64_t, int64_t>& kernel_ns_by_ext) {
+  UnalignedGemms out;
+  auto& [ops, gpu_ops, op_ns, kernel_ns, half_gemms, shapes, shaped_ts] = out;
   for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
     const auto events = trace.TrackEvents(ti);
     for (size_t i = 0; i < events.size(); ++i) {
@@ -238,28 +284,17 @@ void MatmulAlignment(const AnalysisContext& ctx, int32_t rank, Report& out) {
       if (e.kind != EventKind::kCpuOp) continue;
       const std::string_view name = trace.Name(e);
       if ((!IsPrimitiveGemm(name) && !IsCompositeGemm(name)) || !in_steps.Contains(e.ts_ns)) continue;
-      // Judged once, at the innermost GEMM op with recorded shapes: Kineto records the addmm
-      // inside linear (and autocast's inner linear inside the outer one); our collector records
-      // the linear only.
-      bool inner = false;
-      const size_t end = SubtreeEnd(events, i);
-      for (size_t j = i + 1; j < end && !inner; ++j) {
-        const std::string_view n = trace.Name(events[j]);
-        inner = events[j].kind == EventKind::kCpuOp && (IsPrimitiveGemm(n) || IsCompositeGemm(n)) && OpDims(trace, events[j]).has_value();
-      }
-      if (inner) continue;
+      if (HasShapedGemmInside(trace, events, i)) continue;
       const auto types = OpTypes(trace, e);
       const auto dims = OpDims(trace, e);
       if (!types || !dims) continue;
       shaped_ts.push_back(e.ts_ns);
-      const size_t ia = (name == "aten::addmm" || name == "aten::baddbmm" || name == "aten::addbmm" || name == "aten::_addmm_activation") ? 1 : 0;
+      const size_t ia = GemmHasBias(name) ? 1 : 0;
       if (types->size() <= ia + 1 || !IsHalfType((*types)[ia]) || !IsHalfType((*types)[ia + 1])) continue;
       ++half_gemms;
       const auto s = ShapeOf(name, *dims);
       if (!s) continue;
-      std::string bad;
-      for (const auto& [label, v] : {std::pair<const char*, int64_t>{"M", s->m}, {"K", s->k}, {"N", s->n}})
-        if (v % 8 != 0) bad += fmt::format("{}{}={}", bad.empty() ? "" : " ", label, v);
+      const std::string bad = UnalignedDims(*s);
       if (bad.empty()) continue;
       ++ops;
       op_ns += e.dur_ns;
@@ -271,16 +306,20 @@ void MatmulAlignment(const AnalysisContext& ctx, int32_t rank, Report& out) {
       ++shapes[fmt::format("{} M={} K={} N={} {} (not a multiple of 8: {})", name, s->m, s->k, s->n, (*types)[ia], bad)];
     }
   }
+  return out;
+}
+
+void MatmulAlignment(const AnalysisContext& ctx, int32_t rank, Report& out) {
+  const Trace& trace = ctx.trace;
+  bool rank_has_gpu = false;
+  const std::unordered_map<int64_t, int64_t> kernel_ns_by_ext = KernelTimeByExternalId(trace, rank, rank_has_gpu);
+  const StepWindows in_steps(ctx.steps, rank);
+  UnalignedGemms scan = ScanGemms(trace, rank, in_steps, kernel_ns_by_ext);
+  auto& [ops, gpu_ops, op_ns, kernel_ns, half_gemms, shapes, shaped_ts] = scan;
   if (ops == 0) return;
   // Per step over the steps that recorded GEMM shapes: all of them with record_shapes, the first
   // few with our collector (it stops capturing inputs after input_capture_steps, 3 by default).
-  std::sort(shaped_ts.begin(), shaped_ts.end());
-  int64_t shaped_steps = 0;
-  for (const auto& st : ctx.steps.steps) {
-    if (st.rank != rank) continue;
-    auto it = std::lower_bound(shaped_ts.begin(), shaped_ts.end(), st.start_ns);
-    if (it != shaped_ts.end() && *it < st.start_ns + st.wall_ns) ++shaped_steps;
-  }
+  const int64_t shaped_steps = StepsHolding(ctx.steps, rank, std::move(shaped_ts));
   const double steps = std::max<double>(1.0, static_cast<double>(shaped_steps));
   const char* per = shaped_steps > 0 ? "per step" : "in the trace";  // no steps: totals
   const double per_step = static_cast<double>(ops) / steps;

@@ -52,6 +52,56 @@ std::string Runs(const std::vector<size_t>& idx, size_t limit = 4) {
   return out;
 }
 
+// What grew in the slow steps: each phase's mean there against its median in the others; the
+// phase that grew most, and whether every phase that is a real part of a normal step (>= 5 % of the
+// median step, two or more of them) at least doubled (the CPU taken from the program).
+struct Growth {
+  std::string phase;
+  double by_ns = 0;
+  bool contention = false;
+};
+Growth WhatGrew(const std::vector<const StepRow*>& rows, const std::vector<size_t>& slow, int64_t median) {
+  Growth g;
+  int stretched_phases = 0, present_phases = 0;
+  for (const Phase& p : kPhases) {
+    std::vector<int64_t> normal;
+    double in_slow = 0;
+    for (size_t i = 0, k = 0; i < rows.size(); ++i) {
+      if (k < slow.size() && slow[k] == i) {
+        in_slow += static_cast<double>(rows[i]->*p.field), ++k;
+        continue;
+      }
+      normal.push_back(rows[i]->*p.field);
+    }
+    in_slow /= static_cast<double>(slow.size());
+    const double base = normal.empty() ? 0 : static_cast<double>(Quantile(normal, 0.5));
+    if (in_slow - base > g.by_ns) g.by_ns = in_slow - base, g.phase = p.name;
+    if (base >= 0.05 * static_cast<double>(median)) {
+      ++present_phases;
+      if (in_slow >= 2 * base) ++stretched_phases;
+    }
+  }
+  g.contention = present_phases >= 2 && stretched_phases == present_phases;
+  return g;
+}
+
+// The slow steps as their names number them (ProfilerStep#64), as the evidence lists them (issue 60:
+// the title said "steps 63, 127, 191", the steady steps' indices, beside ProfilerStep#64, #128,
+// #192); the indices only when a name carries no number.
+std::vector<size_t> StepNumbers(const std::vector<const StepRow*>& rows, const std::vector<size_t>& slow) {
+  std::vector<size_t> numbers;
+  for (size_t i : slow) {
+    const std::string& name = rows[i]->name;
+    const size_t hash = name.rfind('#');
+    size_t n = 0;
+    const char* first = name.data() + (hash == std::string::npos ? name.size() : hash + 1);
+    const char* last = name.data() + name.size();
+    if (first == last || std::from_chars(first, last, n).ptr != last) return slow;
+    numbers.push_back(n);
+  }
+  return numbers;
+}
+
 void FlagSlowSteps(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const auto& th = ctx.thresholds;
   std::vector<const StepRow*> rows;
@@ -81,52 +131,17 @@ void FlagSlowSteps(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const bool one_run = !gaps.empty() && std::all_of(gaps.begin(), gaps.end(), [](size_t g) { return g == 1; });
   const bool periodic = slow.size() >= 3 && gaps.front() >= 2 &&
                         std::all_of(gaps.begin(), gaps.end(), [&](size_t g) { return g == gaps.front(); });
-  // What grew: each phase's mean in the slow steps against its median in the others.
-  std::string grew;
-  double grew_by = 0, stretched = 0;
-  int stretched_phases = 0, present_phases = 0;
-  for (const Phase& p : kPhases) {
-    std::vector<int64_t> normal;
-    double in_slow = 0;
-    for (size_t i = 0, k = 0; i < rows.size(); ++i) {
-      if (k < slow.size() && slow[k] == i) {
-        in_slow += static_cast<double>(rows[i]->*p.field), ++k;
-        continue;
-      }
-      normal.push_back(rows[i]->*p.field);
-    }
-    in_slow /= static_cast<double>(slow.size());
-    const double base = normal.empty() ? 0 : static_cast<double>(Quantile(normal, 0.5));
-    if (in_slow - base > grew_by) grew_by = in_slow - base, grew = p.name;
-    // A phase that is a real part of the normal step (>= 5 %), and how much it stretched.
-    if (base >= 0.05 * static_cast<double>(median)) {
-      ++present_phases;
-      if (in_slow >= 2 * base) ++stretched_phases, stretched += in_slow / base;
-    }
-  }
-  const bool contention = present_phases >= 2 && stretched_phases == present_phases;
+  const Growth growth = WhatGrew(rows, slow, median);
+  const std::string& grew = growth.phase;
+  const double grew_by = growth.by_ns;
+  const bool contention = growth.contention;
   const double slow_median = [&] {
     std::vector<int64_t> w;
     for (size_t i : slow) w.push_back(rows[i]->wall_ns);
     return static_cast<double>(Quantile(w, 0.5));
   }();
 
-  // The slow steps as their names number them (ProfilerStep#64), as the evidence lists them (issue 60:
-  // the title said "steps 63, 127, 191", the steady steps' indices, beside ProfilerStep#64, #128,
-  // #192); the indices only when a name carries no number.
-  std::vector<size_t> numbers;
-  for (size_t i : slow) {
-    const std::string& name = rows[i]->name;
-    const size_t hash = name.rfind('#');
-    size_t n = 0;
-    const char* first = name.data() + (hash == std::string::npos ? name.size() : hash + 1);
-    const char* last = name.data() + name.size();
-    if (first == last || std::from_chars(first, last, n).ptr != last) {
-      numbers = slow;
-      break;
-    }
-    numbers.push_back(n);
-  }
+  const std::vector<size_t> numbers = StepNumbers(rows, slow);
   Finding f;
   f.id = "steps.slow";
   f.rank = rank;

@@ -129,6 +129,25 @@ void CountBlockingCall(const SyncScan& in, const Event& e, std::string_view name
 
 // One CPU thread's scalar reads (the outermost of each, outside backward and the optimizer step,
 // inside the steps) and blocking runtime calls, added to `s`.
+// The start times of a thread's runtime and driver calls, in order.
+std::vector<int64_t> RuntimeCallStarts(const Trace& trace, uint32_t ti) {
+  std::vector<int64_t> out;
+  for (const Event& e : trace.TrackEvents(ti))
+    if (e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) out.push_back(e.ts_ns);
+  return out;
+}
+
+// A scalar read of the user's, in the steps: counted with its time, in its step and under `cause`.
+void CountRead(const SyncScan& in, const Event& e, const std::string& cause, RankSyncs& s) {
+  ++s.item;
+  s.item_ns += e.dur_ns;
+  if (const int64_t k = in.in_steps.Index(e.ts_ns); k >= 0) {
+    ++s.item_in[k];
+    s.item_ns_in[k] += e.dur_ns;
+  }
+  ++s.causes[cause];
+}
+
 void ScanThread(const SyncScan& in, uint32_t ti, RankSyncs& s) {
   const Trace& trace = in.ctx.trace;
   // Inside autograd's backward functions an item() is anomaly mode's NaN check, not the
@@ -137,11 +156,7 @@ void ScanThread(const SyncScan& in, uint32_t ti, RankSyncs& s) {
   int64_t read_start = INT64_MIN, read_end = INT64_MIN;  // the outermost scalar read so far
   // On a GPU trace a read of a device tensor calls the runtime (a DtoH copy, a sync); one
   // that calls nothing read a CPU tensor and is no sync.
-  std::vector<int64_t> runtime_calls;
-  if (in.have_gpu) {
-    for (const Event& e : trace.TrackEvents(ti))
-      if (e.kind == EventKind::kCudaRuntime || e.kind == EventKind::kCudaDriver) runtime_calls.push_back(e.ts_ns);
-  }
+  const std::vector<int64_t> runtime_calls = in.have_gpu ? RuntimeCallStarts(trace, ti) : std::vector<int64_t>{};
   auto calls_runtime = [&](const Event& e) {
     auto it = std::lower_bound(runtime_calls.begin(), runtime_calls.end(), e.ts_ns);
     return it != runtime_calls.end() && *it <= e.end_ns();
@@ -194,14 +209,7 @@ void ScanThread(const SyncScan& in, uint32_t ti, RankSyncs& s) {
         ++s.cpu_reads;
         read_counted = false;
       }
-      if (!read_counted) continue;
-      ++s.item;
-      s.item_ns += e.dur_ns;
-      if (const int64_t k = in.in_steps.Index(e.ts_ns); k >= 0) {
-        ++s.item_in[k];
-        s.item_ns_in[k] += e.dur_ns;
-      }
-      ++s.causes[std::string(is_item ? kItemCause : kLocalScalarCause) + read_where];
+      if (read_counted) CountRead(in, e, std::string(is_item ? kItemCause : kLocalScalarCause) + read_where, s);
       continue;
     }
     if (!in.in_steps.Contains(e.ts_ns)) continue;  // per-step counts: only work inside the steps
