@@ -563,6 +563,27 @@ void FillStepRow(const StepRange& st, int32_t rank, const RankPhases& p, bool ha
 
 }  // namespace
 
+const std::vector<StepField>& StepFields() {
+  using W = StepField::When;
+  static const std::vector<StepField> k = {
+      {"start_ns", &StepRow::start_ns, W::kAlways, "start", "the step's start on the trace's clock (ns)"},
+      {"wall_ns", &StepRow::wall_ns, W::kAlways, "wall", "the step's wall time"},
+      {"data_wait_ns", &StepRow::data_wait_ns, W::kPhases, "data wait", "waiting for the next batch (data-loading ranges)"},
+      {"forward_ns", &StepRow::forward_ns, W::kPhases, "forward", "forward pass"},
+      {"backward_ns", &StepRow::backward_ns, W::kPhases, "backward", "backward pass"},
+      {"optimizer_ns", &StepRow::optimizer_ns, W::kPhases, "optimizer", "optimizer step and zero_grad"},
+      {"other_ns", &StepRow::other_ns, W::kPhases, "other", "the rest of the step (the loop's own code, logging, an evaluation between steps)"},
+      {"forward_backward_overlap_ns", &StepRow::fwd_bwd_overlap_ns, W::kNonZero, "fwd+bwd overlap",
+       "forward and backward running at once on different threads (pipeline schedules); left out of forward"},
+      {"gpu_kernel_ns", &StepRow::gpu_kernel_ns, W::kGpu, "GPU kernels", "the union of the step's kernels"},
+      {"gpu_memcpy_ns", &StepRow::gpu_memcpy_ns, W::kGpu, "GPU copies", "the union of the step's copies and memsets"},
+      {"gpu_idle_ns", &StepRow::gpu_idle_ns, W::kGpu, "GPU idle", "wall time with no GPU activity"},
+      {"data_wait_gpu_idle_ns", &StepRow::data_exposed_ns, W::kGpu, "data wait, GPU idle",
+       "data wait while no GPU activity runs (what loading costs the throughput)"},
+  };
+  return k;
+}
+
 StepModel BuildStepModel(const Trace& trace, size_t threads, StepDetail detail) {
   StepModel model;
   model.source = "none";

@@ -248,18 +248,19 @@ Status WriteEventTables(const Trace& trace, int32_t rank, const RankSteps& steps
 
 Table StepsTable(const RankSteps& steps, int32_t rank, const std::string& run) {
   using T = ColumnType;
+  using W = analyzers::StepField::When;
   Rows t("steps", run, rank);
-  t.Col("step", T::kInt64).Col("name", T::kString).Col("warmup", T::kBool).Col("start_ns", T::kInt64)
-      .Col("wall_ns", T::kInt64).Col("data_wait_ns", T::kInt64).Col("forward_ns", T::kInt64).Col("backward_ns", T::kInt64)
-      .Col("optimizer_ns", T::kInt64).Col("other_ns", T::kInt64).Col("gpu_kernel_ns", T::kInt64)
-      .Col("gpu_memcpy_ns", T::kInt64).Col("gpu_idle_ns", T::kInt64);
+  t.Col("step", T::kInt64).Col("name", T::kString).Col("warmup", T::kBool);
+  const auto& fields = analyzers::StepFields();  // every declared per-step figure, a column each
+  for (const analyzers::StepField& f : fields) t.Col(f.name, T::kInt64);
   for (size_t i = 0; i < steps.rows.size(); ++i) {
     const StepRow& r = *steps.rows[i];
-    Int(t[0], static_cast<int64_t>(i)), Str(t[1], r.name), Bool(t[2], steps.warmup[i]), Int(t[3], r.start_ns + steps.shift_ns);
-    Int(t[4], r.wall_ns), Int(t[5], r.data_wait_ns), Int(t[6], r.forward_ns), Int(t[7], r.backward_ns);
-    Int(t[8], r.optimizer_ns), Int(t[9], r.other_ns);
-    MaybeInt(t[10], r.gpu_kernel_ns, r.has_gpu), MaybeInt(t[11], r.gpu_memcpy_ns, r.has_gpu);
-    MaybeInt(t[12], r.gpu_idle_ns, r.has_gpu);
+    Int(t[0], static_cast<int64_t>(i)), Str(t[1], r.name), Bool(t[2], steps.warmup[i]);
+    for (size_t k = 0; k < fields.size(); ++k) {
+      // start_ns, a point in time, on the set's clock (the rank's shift); the rest are durations.
+      const int64_t v = r.*fields[k].member + (fields[k].member == &StepRow::start_ns ? steps.shift_ns : 0);
+      MaybeInt(t[3 + k], v, fields[k].when != W::kGpu || r.has_gpu);  // GPU figures: null without GPU activity
+    }
   }
   return t.Take();
 }

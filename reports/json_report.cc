@@ -111,7 +111,7 @@ void WriteRanksJson(JsonWriter& w, const profiler::Trace& trace) {
   });
 }
 
-// "steps": the step rows and the warm-up steps left out.
+// "steps": the step rows, the warm-up steps left out, and the rows' declared figures.
 void WriteStepsJson(JsonWriter& w, const analyzers::StepModel& steps) {
   w.Object("steps", [&] {
     w.Field("source", steps.source);
@@ -126,6 +126,12 @@ void WriteStepsJson(JsonWriter& w, const analyzers::StepModel& steps) {
       w.Array("warmup_notes", steps.warmup_notes, [&](const auto& n) { w.String(n); });
     }
     w.Array("rows", steps.steps, [&](const auto& s) { WriteStepRow(w, s, /*phases=*/true); });
+    // The rows' figures as declared (analyzers::StepFields): the HTML report's step table reads them.
+    w.Objects("fields", analyzers::StepFields(), [&](const analyzers::StepField& f) {
+      w.Field("name", f.name);
+      w.Field("label", f.label);
+      w.Field("what", f.what);
+    });
   });
 }
 

@@ -7,27 +7,14 @@ namespace trainrx::sets {
 
 using profiler::JsonWriter;
 
-// A step row: its head, and with `phases` its phase times (and GPU times when it has them).
+// A step row: its head (rank, name), and every declared figure the row carries (StepFields: a
+// warm-up row, `phases` false, has its start and wall time only).
 void WriteStepRow(JsonWriter& w, const analyzers::StepRow& s, bool phases) {
   w.BeginObject();
   w.Field("rank", s.rank);
   w.Field("name", s.name);
-  w.Field("start_ns", s.start_ns);
-  w.Field("wall_ns", s.wall_ns);
-  if (phases) {
-    w.Field("data_wait_ns", s.data_wait_ns);
-    w.Field("forward_ns", s.forward_ns);
-    w.Field("backward_ns", s.backward_ns);
-    w.Field("optimizer_ns", s.optimizer_ns);
-    w.Field("other_ns", s.other_ns);
-    if (s.fwd_bwd_overlap_ns) w.Field("forward_backward_overlap_ns", s.fwd_bwd_overlap_ns);
-    if (s.has_gpu) {
-      w.Field("gpu_kernel_ns", s.gpu_kernel_ns);
-      w.Field("gpu_memcpy_ns", s.gpu_memcpy_ns);
-      w.Field("gpu_idle_ns", s.gpu_idle_ns);
-      w.Field("data_wait_gpu_idle_ns", s.data_exposed_ns);
-    }
-  }
+  for (const analyzers::StepField& f : analyzers::StepFields())
+    if (f.CarriedBy(s, phases)) w.Field(f.name, s.*f.member);
   w.EndObject();
 }
 

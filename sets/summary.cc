@@ -62,21 +62,19 @@ struct Fields {
 };
 
 bool ReadStepRow(Fields& f, element e, analyzers::StepRow* r) {
+  using W = analyzers::StepField::When;
   int64_t rank = 0;
-  if (!f.Int(e, "rank", &rank) || !f.Str(e, "name", &r->name) || !f.Int(e, "start_ns", &r->start_ns) ||
-      !f.Int(e, "wall_ns", &r->wall_ns) || !f.Int(e, "data_wait_ns", &r->data_wait_ns) ||
-      !f.Int(e, "forward_ns", &r->forward_ns) || !f.Int(e, "backward_ns", &r->backward_ns) ||
-      !f.Int(e, "optimizer_ns", &r->optimizer_ns) || !f.Int(e, "other_ns", &r->other_ns))
-    return false;
+  if (!f.Int(e, "rank", &rank) || !f.Str(e, "name", &r->name)) return false;
   r->rank = static_cast<int32_t>(rank);
-  r->data_exposed_ns = r->data_wait_ns;
-  if (e["forward_backward_overlap_ns"].get_int64().get(r->fwd_bwd_overlap_ns) != simdjson::SUCCESS) r->fwd_bwd_overlap_ns = 0;
-  if (e["gpu_kernel_ns"].get_int64().get(r->gpu_kernel_ns) == simdjson::SUCCESS) {
-    r->has_gpu = true;
-    if (!f.Int(e, "gpu_memcpy_ns", &r->gpu_memcpy_ns) || !f.Int(e, "gpu_idle_ns", &r->gpu_idle_ns) ||
-        !f.Int(e, "data_wait_gpu_idle_ns", &r->data_exposed_ns))
-      return false;
+  // Summaries write steady rows: every figure but those a row may leave out (StepField::CarriedBy).
+  for (const analyzers::StepField& d : analyzers::StepFields())
+    if (d.when == W::kGpu && e[d.name].error() == simdjson::SUCCESS) r->has_gpu = true;
+  for (const analyzers::StepField& d : analyzers::StepFields()) {
+    if (d.when == W::kNonZero && e[d.name].error() != simdjson::SUCCESS) continue;  // 0
+    if (d.when == W::kGpu && !r->has_gpu) continue;
+    if (!f.Int(e, d.name, &(r->*d.member))) return false;
   }
+  if (!r->has_gpu) r->data_exposed_ns = r->data_wait_ns;  // no GPU: all of the data wait is exposed
   return true;
 }
 

@@ -20,6 +20,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 # The documented columns of each table, in order (docs/python.md). A DataFrame has these first,
 # then any field a later trainrx adds; an empty table still has them.
+# The steps table's columns in a report that does not declare its figures (steps.fields, written
+# since 2026-11-29: the library's one list of per-step figures, whose order the table follows).
 STEP_COLUMNS = ["rank", "name", "start_ns", "wall_ns", "data_wait_ns", "forward_ns", "backward_ns", "optimizer_ns",
                 "other_ns", "gpu_kernel_ns", "gpu_memcpy_ns", "gpu_idle_ns"]
 OPERATOR_COLUMNS = ["name", "count", "total_ns", "self_ns", "mean_ns", "share", "self_share"]
@@ -89,9 +91,12 @@ class Report:
     # Tables ---------------------------------------------------------------------------------
     @property
     def steps(self) -> Any:
-        """One row per step: ``rank, name, start_ns, wall_ns, data_wait_ns, forward_ns, backward_ns,
-        optimizer_ns, other_ns`` (+ ``gpu_kernel_ns, gpu_memcpy_ns, gpu_idle_ns`` on GPU traces)."""
-        return _table(self.data["steps"]["rows"], STEP_COLUMNS)
+        """One row per step: ``rank, name`` and the report's declared figures (``steps.fields``:
+        ``start_ns, wall_ns, data_wait_ns, forward_ns, backward_ns, optimizer_ns, other_ns``, +
+        ``gpu_kernel_ns, gpu_memcpy_ns, gpu_idle_ns, data_wait_gpu_idle_ns`` on GPU traces)."""
+        steps = self.data["steps"]
+        declared = [f["name"] for f in steps.get("fields", [])]
+        return _table(steps["rows"], ["rank", "name"] + declared if declared else STEP_COLUMNS)
 
     @property
     def operators(self) -> Any:

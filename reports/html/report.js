@@ -337,6 +337,18 @@
     return section('findings', `Findings (${fs.length})`, fs.length ? cards : el('p', null, 'No finding crossed its threshold.'));
   }
 
+  // Every steady step of a rank with every figure its rows carry, as the JSON declares them
+  // (steps.fields: a new per-step figure is a column here with no change to this script); the
+  // start from the rank's first step.
+  function stepTable(fields, mine) {
+    const t0 = mine.length ? Math.min(...mine.map(s => s.start_ns)) : 0;
+    const shown = fields.filter(f => mine.some(s => s[f.name] !== undefined));
+    const cols = [['step', s => s.name]].concat(shown.map(f => [f.label, s => s[f.name] ?? NaN,
+      v => Number.isNaN(v) ? '' : fmtNs(f.name === 'start_ns' ? v - t0 : v)]));
+    return dataTable('step-table', cols, mine, null,
+                     {note: shown.map(f => `${f.label}: ${f.what}`).join('; ') + (shown.length ? '.' : '')});
+  }
+
   function stepsSection(steps) {
     const rows = steps.rows || [], warm = steps.warmup || [];
     const ranks = [...new Set(rows.concat(warm).map(s => s.rank))].sort((a, b) => a - b);
@@ -361,6 +373,7 @@
         box.append(el('h3', null, 'GPU per step'), stackedBars(gpu.map(s => ({label: s.name, parts: GPU_PARTS.map(p => s[p[0] + '_ns'] || 0)})),
           GPU_PARTS, {yLabel: 'GPU time per step'}));
       }
+      box.append(el('h3', null, 'Steps'), stepTable(steps.fields || [], rows.filter(s => s.rank === rk)));
     }
     pick.addEventListener('change', draw);
     draw();

@@ -95,6 +95,19 @@ def main():
             expect(expected == r, "the embedded document differs from the same run's --format json report")
         drawn["findings"] = dom.count("div", "finding")
         expect(drawn["findings"] == len(r["findings"]), f"{drawn['findings']} finding cards, JSON has {len(r['findings'])}")
+        # The step table of the first rank drawn: a row per steady step, and a column per declared
+        # figure its rows carry (steps.fields: a new per-step metric is one declaration).
+        steps = r.get("steps") or {}
+        rows = steps.get("rows") or []
+        if rows:
+            first = rows[0]["rank"]
+            mine = [x for x in rows if x["rank"] == first]
+            drawn["step-table"] = dom.count("tr", "row", inside="step-table")
+            expect(drawn["step-table"] == len(mine), f"step-table: {drawn['step-table']} rows, JSON has {len(mine)} (rank {first})")
+            carried = [f["label"] for f in steps.get("fields", []) if any(f["name"] in x for x in mine)]
+            heads = dom.count("th", inside="step-table")
+            expect(heads == 1 + len(carried), f"step-table: {heads} columns, the rows carry {len(carried)} declared figures + the name")
+            expect(len(carried) >= 2, "step-table: fewer than two declared figures (steps.fields missing?)")
         for key, table in (("op_table", "op-table"), ("kernel_table", "kernel-table"), ("module_table", "module-table")):
             rows = r["metrics"][key]["rows"]
             if key == "module_table" and not rows:

@@ -142,6 +142,13 @@ TEST_F(ExportTest, MergedAndRankByRankWriteTheSameTablesAndTheyAgreeWithTheAnaly
       for (const auto& row : set.report.metrics.steps.steps)
         if (row.rank == rank) {
           EXPECT_EQ(s.cols.at("wall_ns")[0], std::to_string(row.wall_ns));
+          // Every declared per-step figure is a column, with the row's value (a GPU trace: all carried).
+          for (const analyzers::StepField& f : analyzers::StepFields()) {
+            ASSERT_EQ(s.cols.count(f.name), 1u) << f.name;
+            if (f.member != &analyzers::StepRow::start_ns) {
+              EXPECT_EQ(s.cols.at(f.name)[0], std::to_string(row.*f.member)) << f.name;
+            }
+          }
         }
     }
   }

@@ -46,6 +46,36 @@ struct StepRow {
   int64_t trained_from_ns = 0;
 };
 
+// Each per-step figure of a StepRow, declared once: its name in every output (a step row of the
+// JSON report and of a set summary, read back by ReadSummary; the HTML report's step table, drawn
+// from the JSON's `steps.fields`; the `steps` table of `trainrx export`, CSV or Parquet), its
+// column's label, what it is, and which rows carry it. A new per-step metric is a member above and
+// one line in StepFields(); tests/sets/step_fields_test.cc holds every output to the list.
+struct StepField {
+  enum class When : uint8_t {
+    kAlways,   // every row, warm-up steps' too
+    kPhases,   // the steady steps' rows (warm-up rows have their head only)
+    kNonZero,  // a steady step's row, where it is not 0
+    kGpu,      // a steady step's row on a GPU trace (StepRow::has_gpu)
+  };
+  const char* name;  // "data_wait_ns"
+  int64_t StepRow::*member;
+  When when;
+  const char* label;  // "data wait"
+  const char* what;
+  // Whether `row` carries it (`phases`: a steady step's row; a warm-up's has its head only).
+  bool CarriedBy(const StepRow& row, bool phases) const {
+    switch (when) {
+      case When::kAlways: return true;
+      case When::kPhases: return phases;
+      case When::kNonZero: return phases && row.*member != 0;
+      case When::kGpu: return phases && row.has_gpu;
+    }
+    return false;
+  }
+};
+const std::vector<StepField>& StepFields();
+
 struct StepModel {
   std::string source;  // "ProfilerStep", "trainrx step markers", "inferred from Optimizer.step", "none"
   std::vector<StepRow> steps;
