@@ -629,22 +629,11 @@ void SummarizeStepRows(StepModel& model) {
   model.data_worst_steps.clear();
   if (model.steps.empty()) return;
   std::vector<int64_t> walls;
-  double exposed = 0, overlap = 0, untrained = 0;
-  double total = 0, data = 0, fwd = 0, bwd = 0, opt = 0, other = 0, kern = 0, mem = 0, idle = 0;
+  double total = 0, exposed = 0;
   for (const auto& s : model.steps) {
     walls.push_back(s.wall_ns);
     total += s.wall_ns;
-    data += s.data_wait_ns;
     exposed += s.data_exposed_ns;
-    overlap += s.fwd_bwd_overlap_ns;
-    untrained += s.untrained_forward_ns;
-    fwd += s.forward_ns;
-    bwd += s.backward_ns;
-    opt += s.optimizer_ns;
-    other += s.other_ns;
-    kern += s.gpu_kernel_ns;
-    mem += s.gpu_memcpy_ns;
-    idle += s.gpu_idle_ns;
   }
   std::nth_element(walls.begin(), walls.begin() + walls.size() / 2, walls.end());
   int64_t median = walls[walls.size() / 2];
@@ -654,19 +643,26 @@ void SummarizeStepRows(StepModel& model) {
   }
   model.median_wall_ns = median;
   model.mean_wall_ns = static_cast<int64_t>(total / static_cast<double>(model.steps.size()));
-  if (total > 0) {
-    model.data_wait_share = data / total;
-    model.data_exposed_share = exposed / total;
-    model.fwd_bwd_overlap_share = overlap / total;
-    model.untrained_forward_share = untrained / total;
-    model.forward_share = fwd / total;
-    model.backward_share = bwd / total;
-    model.optimizer_share = opt / total;
-    model.other_share = other / total;
-    model.gpu_kernel_share = kern / total;
-    model.gpu_memcpy_share = mem / total;
-    model.gpu_idle_share = idle / total;
-  }
+  // Each figure's share of the steps' summed wall time.
+  static constexpr std::pair<int64_t StepRow::*, double StepModel::*> kShares[] = {
+      {&StepRow::data_wait_ns, &StepModel::data_wait_share},
+      {&StepRow::data_exposed_ns, &StepModel::data_exposed_share},
+      {&StepRow::fwd_bwd_overlap_ns, &StepModel::fwd_bwd_overlap_share},
+      {&StepRow::untrained_forward_ns, &StepModel::untrained_forward_share},
+      {&StepRow::forward_ns, &StepModel::forward_share},
+      {&StepRow::backward_ns, &StepModel::backward_share},
+      {&StepRow::optimizer_ns, &StepModel::optimizer_share},
+      {&StepRow::other_ns, &StepModel::other_share},
+      {&StepRow::gpu_kernel_ns, &StepModel::gpu_kernel_share},
+      {&StepRow::gpu_memcpy_ns, &StepModel::gpu_memcpy_share},
+      {&StepRow::gpu_idle_ns, &StepModel::gpu_idle_share},
+  };
+  if (total > 0)
+    for (const auto& [figure, share] : kShares) {
+      double sum = 0;
+      for (const auto& s : model.steps) sum += static_cast<double>(s.*figure);
+      model.*share = sum / total;
+    }
   // The loader-bottleneck share without its worst quarter of steps (see StepModel). data_exposed
   // is the data wait itself on CPU-only ranks, so it is the loader share on every trace.
   model.data_share_without_worst = model.data_exposed_share;

@@ -125,8 +125,8 @@ TransformPlan CommOverlap(const RankGraph& g) {
     return NoSaving(g, x.comm_ns > 0 && exposed_total == 0
                            ? "the collectives already run beside compute: nothing left to hide"
                            : "no compute in the steps that is not already beside a collective: nothing to hide them behind");
-  for (double h : hides) {
-    Edits e(g.tasks().size());
+  AddLevels(p, g, [&](int level, Edits& e) {
+    const double h = hides[level];
     for (size_t k = 0; k < comm.size(); ++k) {
       const RankGraph::Task& t = g.tasks()[static_cast<size_t>(comm[k])];
       const auto s = static_cast<size_t>(g.StepOf(comm[k]));
@@ -135,9 +135,8 @@ TransformPlan CommOverlap(const RankGraph& g) {
       const double hidden = h * share * static_cast<double>(x.exposed_of[k]);
       e.Scale(static_cast<size_t>(comm[k]), static_cast<float>(1.0 - hidden / static_cast<double>(t.dur)));
     }
-    p.levels.push_back(std::move(e));
-  }
-  const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
+  });
+  const double steps = g.steps();
   p.assumptions = fmt::format(
       "DDP overlaps its all-reduce with backward (bucket_cap_mb smaller, gradient_as_bucket_view, static_graph): of "
       "the collectives' {:.2f} ms a step, {:.2f} ms ran with no {} beside them; they hide behind the step's {} not "

@@ -221,7 +221,7 @@ struct ComputeBound {
   // What the assumptions add ("" when none was): `peak_from` names the present math's peak.
   std::string Text(const RankGraph& g, std::string_view peak_from, std::string_view peak_to) const {
     if (kernels == 0) return "";
-    const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
+    const double steps = g.steps();
     return fmt::format("; but {} GEMM kernels ({:.2f} ms a step) ran at half {} or more by their ops' recorded shapes: "
                        "compute-bound, they run at 75 % of the {} peak (50-90 %: what cuBLAS reaches on large GEMMs)",
                        kernels, static_cast<double>(ns) / 1e6 / steps, peak_from, peak_to);
@@ -258,13 +258,11 @@ TransformPlan Tf32(const RankGraph& g) {
   const auto cost = peak ? CostPerLaunch(g) : std::unordered_map<profiler::StrId, LaunchCost>{};
   ComputeBound bound;
   TransformPlan p;
-  for (int k = 0; k < 3; ++k) {
-    Edits e(g.tasks().size());
+  AddLevels(p, g, [&](int k, Edits& e) {
     for (size_t i : fp32)
       e.Scale(i, bound.Scale(g, i, k, cost, peak ? peak->fp32 : 0, peak ? peak->tf32 : 0, speedups[k]));
-    p.levels.push_back(std::move(e));
-  }
-  const double steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
+  });
+  const double steps = g.steps();
   p.assumptions = fmt::format(
       "TF32 tensor cores run the {} FP32 GEMM/convolution kernels ({:.2f} ms a step) {:.1f}x faster ({:.1f}x-{:.1f}x: "
       "{:.1f}x is the TF32/FP32 peak ratio, from {}; half of it at the point, 2x for small or memory-bound GEMMs, 86 % "
@@ -555,8 +553,7 @@ TransformPlan AmpBf16(const RankGraph& g) {
   // runs at 75 % of the bf16 peak (50 %; 90 %), not faster than the peaks' ratio.
   const auto cost = CostPerLaunch(g);
   ComputeBound bound;
-  for (int k = 0; k < 3; ++k) {
-    Edits e(g.tasks().size());
+  AddLevels(p, g, [&](int k, Edits& e) {
     const auto speed = [&](std::vector<size_t>& tasks, double ratio) {
       const double s = 1.0 + (std::max(1.0, ratio) - 1.0) * toward[k];
       for (size_t i : tasks) {
@@ -572,8 +569,7 @@ TransformPlan AmpBf16(const RankGraph& g) {
     speed(gemm_tf32, bf16 / tf32);
     for (size_t i : elementwise) e.Scale(i, static_cast<float>(keeps[k]));
     for (size_t i : batch_norm) e.Scale(i, static_cast<float>(norm[k]));
-    p.levels.push_back(std::move(e));
-  }
+  });
   p.assumptions = fmt::format(
       "autocast to bf16: {} FP32 and {} TF32 GEMM/convolution kernels run on bf16 tensor cores, halfway to the peak "
       "ratio ({:.1f}x and {:.1f}x from {}; a quarter of the way, or 86 % of it), none under 2 us; {} kernels over fp32 "
@@ -849,7 +845,7 @@ TransformPlan CompileFusion(const RankGraph& g) {
   const CompiledHost host = CompiledHostOf(g, runs, optimizer);
   TransformPlan p;
   for (int k = 0; k < 3; ++k) p.levels.push_back(FusionLevel(g, runs, bytes, gbps, layout, host, k));
-  t.steps = static_cast<double>(std::max<size_t>(1, g.windows().size()));
+  t.steps = g.steps();
   p.assumptions = FusionAssumptions(t, host);
   return p;
 }

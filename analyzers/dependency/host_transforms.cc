@@ -585,8 +585,7 @@ TransformPlan ForeachOptimizer(const RankGraph& g) {
   // once per group; low: 50 % and no op cost saved; high: all of it.
   const double python_keep[3] = {0.2, 0.5, 0.0};
   const double op_cost_saved[3] = {1.0, 0.0, 1.0};
-  for (int k = 0; k < 3; ++k) {
-    Edits e(g.tasks().size());
+  AddLevels(p, g, [&](int k, Edits& e) {
     for (size_t i = 0; i < g.tasks().size(); ++i) {
       const auto& t = g.tasks()[i];
       if (t.frame < 0 || !step(t.frame) || t.ts < own_from[static_cast<size_t>(t.frame)] || t.kind == Kind::kDevice) continue;
@@ -598,8 +597,7 @@ TransformPlan ForeachOptimizer(const RankGraph& g) {
         e.Add(i, -static_cast<int64_t>(op_cost_saved[k] * static_cast<double>(std::min(overhead, t.dur))));
       }
     }
-    p.levels.push_back(std::move(e));
-  }
+  });
   p.assumptions = fmt::format(
       "the optimizer step's per-parameter loop becomes one multi-tensor op per update: its own (Python) time drops by 80 % "
       "(50-100 %) and each op's fixed cost ({:.1f} us, the step's 10th-percentile op) is paid once per group",
@@ -658,11 +656,9 @@ TransformPlan FusedOptimizer(const RankGraph& g) {
     if (t.track == g.loop_thread() && t.kind != Kind::kDevice) loop_ns += t.dur;
   }
   const double ops_kept[3] = {2.0, 4.0, 1.0};
-  for (int k = 0; k < 3; ++k) {
-    Edits e(g.tasks().size());
+  AddLevels(p, g, [&](int k, Edits& e) {
     for (size_t i : own) e.ScaleBy(i, static_cast<float>(std::min(1.0, ops_kept[k] / n)));
-    p.levels.push_back(std::move(e));
-  }
+  });
   p.assumptions = fmt::format(
       "{}(..., fused=True): the optimizer step ({:.2f} ms a step on the loop's thread: its Python loop, {:.1f} ops per "
       "parameter and their kernels) takes what 2 of those ops take per parameter (4 at the low end, 1 at the high end): "

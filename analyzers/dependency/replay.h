@@ -77,6 +77,8 @@ class RankGraph {
   const std::vector<Task>& tasks() const { return tasks_; }
   const std::vector<Edge>& edges() const { return edges_; }
   const std::vector<std::pair<int64_t, int64_t>>& windows() const { return windows_; }
+  // The steps the graph covers, at least one: what a transform's words divide by for "a step".
+  double steps() const { return static_cast<double>(std::max<size_t>(1, windows_.size())); }
   uint32_t loop_thread() const { return loop_; }
   // Starts and ends a cycle of waits left out of the topological order (replayed in time order).
   size_t unordered() const { return unordered_; }

@@ -45,6 +45,15 @@ struct Transform {
   explicit operator bool() const { return fn != nullptr || with_args != nullptr; }
   TransformPlan operator()(const RankGraph& graph) const { return with_args != nullptr ? with_args(graph, args) : fn(graph); }
 };
+// A plan's three levels [point, low, high], each made by edit(k, e) on fresh edits of the graph.
+template <typename Edit>
+void AddLevels(TransformPlan& p, const RankGraph& g, Edit&& edit) {
+  for (int k = 0; k < 3; ++k) {
+    Edits e(g.tasks().size());
+    edit(k, e);
+    p.levels.push_back(std::move(e));
+  }
+}
 // A fix with nothing to change in this trace: a prediction of no saving, saying why.
 TransformPlan NoSaving(const RankGraph& graph, std::string why);
 // Whether a host frame is an optimizer's own (LBFGS's line search reading the device): an

@@ -34,17 +34,6 @@ MemKind ToMemKind(uint8_t k) {
   }
 }
 
-const char* KinetoMemName(MemKind k) {
-  switch (k) {
-    case MemKind::kPageable: return "Pageable";
-    case MemKind::kPinned: return "Pinned";
-    case MemKind::kDevice: return "Device";
-    case MemKind::kManaged: return "Managed";
-    case MemKind::kArray: return "Array";
-    default: return "Unknown";
-  }
-}
-
 int64_t Dur(uint64_t start, uint64_t end) { return end > start ? static_cast<int64_t>(end - start) : 0; }
 
 const char* SyncName(CUpti_ActivitySynchronizationType t) {
@@ -105,7 +94,8 @@ bool IsQuietCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 
 std::string MemcpyName(uint8_t copy_kind, uint8_t src_kind, uint8_t dst_kind) {
   const std::string dir(CopyKindName(ToCopyKind(copy_kind)));
-  return "Memcpy " + dir + " (" + KinetoMemName(ToMemKind(src_kind)) + " -> " + KinetoMemName(ToMemKind(dst_kind)) + ")";
+  return "Memcpy " + dir + " (" + std::string(MemKindName(ToMemKind(src_kind))) + " -> " +
+         std::string(MemKindName(ToMemKind(dst_kind))) + ")";
 }
 
 bool ConvertActivity(const CUpti_Activity* record, GpuRecords& out, CallbackNameFn names, ConvertStats& stats) {
@@ -143,7 +133,7 @@ bool ConvertActivity(const CUpti_Activity* record, GpuRecords& out, CallbackName
       r.device = static_cast<int32_t>(m->deviceId);
       r.stream = m->streamId;
       r.correlation = m->correlationId;
-      r.name = std::string("Memset (") + KinetoMemName(ToMemKind(static_cast<uint8_t>(m->memoryKind))) + ")";
+      r.name = "Memset (" + std::string(MemKindName(ToMemKind(static_cast<uint8_t>(m->memoryKind)))) + ")";
       r.copy = {static_cast<int64_t>(m->bytes), CopyKind::kUnknown, MemKind::kUnknown, ToMemKind(static_cast<uint8_t>(m->memoryKind))};
       break;
     }

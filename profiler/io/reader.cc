@@ -174,12 +174,13 @@ static void Finalize(Trace& trace, const ReadOptions& options) {
 // Both entry points are all or nothing: a failure anywhere (a bad event window, the trailer, a
 // later file of several, the strict job check) rolls the trace back to what it was on entry, so no
 // caller can go on with names, tracks or side-table rows whose events were dropped. Rolling back to
-// a checkpoint of sizes costs O(what the failed read added); see Trace::Checkpoint.
-Status ReadTraceBuffer(std::string_view bytes, std::string_view source_name, int32_t rank, Trace& trace,
-                           const ReadOptions& options) {
+// a checkpoint of sizes costs O(what the failed read added); see Trace::Checkpoint. `read` adds the
+// input's events; then the durations are checked and the model finalized.
+template <typename Read>
+static Status ReadWhole(Trace& trace, const ReadOptions& options, Read read) {
   if (auto st = CheckCpu(); !st.ok()) return st;
   const Trace::Checkpoint entry = trace.Mark();
-  auto st = ReadOneSource(io::OpenMemorySource(bytes), std::string(source_name), rank, trace, options);
+  auto st = read();
   if (st.ok()) st = CheckTotalDuration(trace, entry.events);
   if (!st.ok()) {
     trace.RollBack(entry);
@@ -189,17 +190,14 @@ Status ReadTraceBuffer(std::string_view bytes, std::string_view source_name, int
   return st;
 }
 
+Status ReadTraceBuffer(std::string_view bytes, std::string_view source_name, int32_t rank, Trace& trace,
+                       const ReadOptions& options) {
+  return ReadWhole(trace, options,
+                   [&] { return ReadOneSource(io::OpenMemorySource(bytes), std::string(source_name), rank, trace, options); });
+}
+
 Status ReadTraces(const std::vector<std::string>& paths, Trace& trace, const ReadOptions& options) {
-  if (auto st = CheckCpu(); !st.ok()) return st;
-  const Trace::Checkpoint entry = trace.Mark();
-  auto st = ReadFiles(paths, trace, options);
-  if (st.ok()) st = CheckTotalDuration(trace, entry.events);
-  if (!st.ok()) {
-    trace.RollBack(entry);
-    return st;
-  }
-  Finalize(trace, options);
-  return st;
+  return ReadWhole(trace, options, [&] { return ReadFiles(paths, trace, options); });
 }
 
 }  // namespace trainrx::profiler
