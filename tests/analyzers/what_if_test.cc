@@ -475,6 +475,29 @@ TEST(WhatIf, CudaGraphsOnAGpuPredictedFromTheEagerTrace) {
       << measured;
 }
 
+// The bound against the same device measurement: no host-side fix saves more than the host taking
+// no time, so host_free's saving on the eager trace is at least what CUDA graphs measured, and so is
+// gpu.idle's estimated saving, which host_free's replay bounds (its host-starved variant).
+TEST(WhatIf, HostFreeBoundsWhatCudaGraphsMeasuredOnAGpu) {
+  constexpr double kGraphRunMeanStepMs = (6.10 + 6.13) / 2;
+  profiler::Trace eager;
+  ASSERT_TRUE(profiler::ReadTraces({std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/h200/train_gpu.trainrx.json.gz"}, eager).ok());
+  const Report r = Analyze(eager);
+  const double measured = 100.0 * (1.0 - kGraphRunMeanStepMs * 1e6 / static_cast<double>(r.metrics.steps.mean_wall_ns));
+  const LinkIndex links(eager);
+  ASSERT_FALSE(links.ranks().empty());
+  const RankLinks& l = links.ranks().front();
+  const RankGraph g(eager, l, ReplayedSteps(Windows(r, l.rank)));
+  const WhatIfResult free = PredictWhatIf(g, {"host_free"}, MeanWall(r, l.rank));
+  ASSERT_TRUE(free.ok) << free.prediction.assumptions;
+  EXPECT_GE(free.prediction.high_pct, measured) << "host_free " << free.prediction.saving_pct << " [" << free.prediction.low_pct
+                                                << ", " << free.prediction.high_pct << "], CUDA graphs measured " << measured;
+  const Finding* idle = testing::FindFinding(r, "gpu.idle");
+  ASSERT_NE(idle, nullptr);
+  EXPECT_EQ(BoundTransform(*idle), "host_free");
+  EXPECT_GE(idle->estimated_saving_pct, measured);
+}
+
 // Four 1 ms steps on the CPU, each with a single-tensor `optimizer` step of 8 parameters x 5 ops of
 // 4 us (+ 0.5 us of Python between ops) inside a Python frame: 180 us of the step. With `closure`,
 // the step's range holds its closure first (Lightning, SAM): 400 us of forward and 300 us of
