@@ -15,6 +15,11 @@ about trainrx; the script times its own steps (--step-times FILE: a JSON list of
   --watch-alternate B   under `trainrx watch`: its light mode's hooks taken out and put back every B
                    steps (blocks off/on, on/off, ... so a drift cancels); --step-times then writes
                    {"ms": [...], "watched": [...]} (bench/watch_interleaved.py)
+  --record-alternate B   under `trainrx record --steps all`: blocks of B steps in three arms, the
+                   trainrx observer paused (plain), trainrx recording, torch.profiler (CPU activity)
+                   recording with the observer paused, in a rotating order (every order of the three
+                   in turn); --step-times then writes {"ms": [...], "arm": [...], "first": [...]}
+                   (first: a block's first step, after the switch; bench/record_interleaved.py)
   --count-from K --callgrind-toggle SO   under `valgrind --tool=callgrind --instr-atstart=no`: the
                    steps from the K-th on are counted (SO: build/bench/libtrainrx_callgrind_toggle.so,
                    whose calls do nothing outside valgrind; bench/step_instructions.py)
@@ -55,6 +60,56 @@ class Augmented(Dataset):
         return x, self.y[i]
 
 
+class RecordArms:
+    """--record-alternate: blocks of `block` steps in the arms "plain" (the trainrx observer paused),
+    "trainrx" (recording) and "torch.profiler" (CPU activity, the observer paused), each cycle of
+    three blocks one of each, in the six orders in turn (a drift of the machine's pace cancels)."""
+    ORDERS = [(0, 1, 2), (1, 2, 0), (2, 0, 1), (0, 2, 1), (2, 1, 0), (1, 0, 2)]
+    NAMES = ("plain", "trainrx", "torch.profiler")
+
+    def __init__(self, block):
+        import ctypes
+        import os
+        path = None
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                if line.rstrip().endswith("/libtrainrx_probe.so"):
+                    path = line.split(None, 5)[5].strip()
+                    break
+        if path is None:
+            sys.exit("shapes_train.py: --record-alternate needs the job under `trainrx record` (no probe in this process)")
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)  # the probe the shim loaded, RTLD_LOCAL
+        self.pause = lib.trainrx_probe_pause
+        self.pause.argtypes = [ctypes.c_int]
+        self.block = block
+        self.prof = None
+        self.current = None
+        self.switch(0)
+
+    def arm(self, step):
+        b = step // self.block
+        return self.NAMES[self.ORDERS[(b // 3) % 6][b % 3]]
+
+    def switch(self, step):
+        arm = self.arm(step)
+        if arm == self.current:
+            return
+        if self.prof is not None:
+            self.prof.__exit__(None, None, None)
+            self.prof = None
+        if self.pause(0 if arm == "trainrx" else 1) != 0:
+            sys.exit("shapes_train.py: the probe has no observer to pause")
+        if arm == "torch.profiler":
+            self.prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            self.prof.__enter__()
+        self.current = arm
+
+    def close(self):
+        if self.prof is not None:
+            self.prof.__exit__(None, None, None)
+        self.pause(0)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shape", choices=["ops", "workers", "model", "transformer"], default="ops")
@@ -68,6 +123,7 @@ def main():
                    help="--step-times in wall time, in the process's CPU time (every thread's, time.process_time), "
                         "or in the training thread's own (time.thread_time)")
     p.add_argument("--watch-alternate", type=int, default=0)
+    p.add_argument("--record-alternate", type=int, default=0)
     p.add_argument("--count-from", type=int, default=-1)
     p.add_argument("--callgrind-toggle", default="")
     a = p.parse_args()
@@ -113,6 +169,8 @@ def main():
         return (block % 2 == 1) == ((block // 2) % 2 == 0)
     if hooks is not None and not watch_on(0):
         hooks.suspend()
+    arms = RecordArms(a.record_alternate) if a.record_alternate > 0 else None
+    arm_of, first_of = [], []
     prof = None
     if a.torch_profiler:
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=a.profile_memory,
@@ -138,16 +196,25 @@ def main():
                 if watch_on(done + 1) != watch_on(done):
                     hooks.resume() if watch_on(done + 1) else hooks.suspend()
                 t0 = clock()  # the switch itself in neither arm
+            if arms is not None:
+                arm_of.append(arms.arm(done))
+                first_of.append(done % a.record_alternate == 0)
+                if (done + 1) % a.record_alternate == 0:
+                    arms.switch(done + 1)
+                t0 = clock()  # the switch itself (torch.profiler's stop processes its events) in no arm
             done += 1
             if done == a.steps:
                 break
     if toggle is not None:
         toggle.trainrx_bench_instr_off()
+    if arms is not None:
+        arms.close()
     if prof is not None:
         prof.__exit__(None, None, None)
         prof.export_chrome_trace(a.torch_profiler)
     if a.step_times:
-        json.dump({"ms": times, "watched": watched} if hooks is not None else times, open(a.step_times, "w"))
+        json.dump({"ms": times, "watched": watched} if hooks is not None else
+                  {"ms": times, "arm": arm_of, "first": first_of} if arms is not None else times, open(a.step_times, "w"))
 
 
 if __name__ == "__main__":

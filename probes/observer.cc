@@ -64,6 +64,9 @@ struct ObserverState {
   // Outside the step window (before it opens, after it closes) the callback is registered for
   // user ranges only: ATen ops skip it, and the boundaries that open the window are still seen.
   bool user_only = false;
+  // Benchmarks only (trainrx_probe_pause): the callback registered but disabled, so that one process
+  // compares its steps with and without the observer (bench/record_interleaved.py).
+  bool paused = false;
 };
 ObserverState& State() {
   static ObserverState* s = new ObserverState();  // never destroyed: callbacks may run at exit
@@ -598,6 +601,7 @@ void AfterWindowChange(Collector& c, WindowAction action) noexcept {
       at::removeCallback(st.handle);
       st.handle = Register(st.capturing_inputs.load(), user_only);
       st.user_only = user_only;
+      if (st.paused) at::disableCallback(st.handle);
     }
   } catch (...) {
   }
@@ -619,6 +623,7 @@ void StopInputCapture() noexcept {
     // Safe inside a callback: a running RecordFunction holds its own copy of the callback list.
     at::removeCallback(st.handle);
     st.handle = Register(false);
+    if (st.paused) at::disableCallback(st.handle);
   } catch (...) {
   }
 }
@@ -941,7 +946,30 @@ void SetConfigText(const std::string& key, const std::string& value) {
   }
 }
 
+// The observer's callback disabled (`paused`) or enabled again; false when none is registered.
+bool PauseObserver(bool paused) noexcept {
+  ObserverState& st = State();
+  try {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (!st.registered) return false;
+    if (paused != st.paused) paused ? at::disableCallback(st.handle) : at::reenableCallback(st.handle);
+    st.paused = paused;
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 }  // namespace trainrx::probes
+
+// Benchmarks only (bench/record_interleaved.py): the observer taken out (`paused` 1) and put back (0)
+// between two steps of the process it records, so that one process compares its steps with and
+// without it; what the steps with it paused do is not recorded (the trace has a gap). Returns 0, or
+// 1 when no observer is registered. The probe is loaded RTLD_LOCAL: reach it by its path (ctypes with
+// RTLD_NOLOAD).
+extern "C" __attribute__((visibility("default"))) int trainrx_probe_pause(int paused) {
+  return trainrx::probes::PauseObserver(paused != 0) ? 0 : 1;
+}
 
 extern "C" __attribute__((visibility("default"))) int trainrx_probe_attach(void) {
   using trainrx::probes::ProcessSession;

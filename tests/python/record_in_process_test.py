@@ -44,9 +44,23 @@ def main() -> int:
         with torch.autograd.set_detect_anomaly(True):
             with trainrx.record(out) as r:
                 train(8)
+                # The benchmarks' pause (bench/record_interleaved.py): what runs paused is not recorded.
+                import ctypes
+                pause = trainrx.recording._probe.trainrx_probe_pause
+                pause.argtypes = [ctypes.c_int]
+                paused_rc = pause(1)
+                with torch.profiler.record_function("trainrx_test_while_paused"):
+                    torch.ones(4).sum()
+                resumed_rc = pause(0)
+                with torch.profiler.record_function("trainrx_test_after_resume"):
+                    torch.ones(4).sum()
         check(r.path == out and out.exists(), f"the trace is written at the block's end ({r.path})")
         doc = json.loads(out.read_text())
         check(doc.get("trainrx", {}).get("collector") == "trainrx probes", "the probe's trace (collector block)")
+        names = {e.get("name") for e in doc.get("traceEvents", [])}
+        check(paused_rc == 0 and resumed_rc == 0, f"the observer paused and resumed ({paused_rc}, {resumed_rc})")
+        check("trainrx_test_after_resume" in names and "trainrx_test_while_paused" not in names,
+              "a range run while paused is not recorded, one after resuming is")
         report = r.report
         # Steps are inferred from Optimizer.step: 8 inside the block give 7 or 8 (warm-up ones included),
         # the 2 trained before the block would make 9 or 10.
