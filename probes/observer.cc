@@ -800,6 +800,7 @@ void UnregisterLocked(ObserverState& st) {
   if (!st.registered) return;
   at::removeCallback(st.handle);
   st.registered = false;
+  st.paused = false;  // a later registration starts enabled
 }
 
 // In a forked child: drop the global callback, so RecordFunction goes back to its no-observer fast

@@ -137,11 +137,6 @@ NodeCost NodeCostOf(const RankGraph& g, const std::vector<uint8_t>& region) {
   c.typical = TypicalOwnTime(g, own);
   const auto& frames = g.frames();
   const auto& tr = g.trace();
-  const auto& windows = g.windows();
-  const auto in_steps = [&](int64_t ts) {
-    auto it = std::upper_bound(windows.begin(), windows.end(), std::make_pair(ts, INT64_MAX));
-    return it != windows.begin() && ts < std::prev(it)->second;
-  };
   c.excess.assign(frames.size(), 0);
   c.leaf.assign(frames.size(), 0);
   // In the windows, and outside them (the lead-in and the tail: where the windows are the gaps
@@ -152,7 +147,7 @@ NodeCost NodeCostOf(const RankGraph& g, const std::vector<uint8_t>& region) {
   for (size_t i = 0; i < frames.size(); ++i) {
     const Event& op = *frames[i].op;
     const std::string_view name = tr.Name(op);
-    const int at = in_steps(op.ts_ns) ? 0 : 1;
+    const int at = g.InWindows(op.ts_ns) ? 0 : 1;
     if (StartsWith(name, "autograd::engine::evaluate_function")) ++nodes[at];
     if (!region[i] || op.kind != profiler::EventKind::kCpuOp || op.track != g.loop_thread()) continue;
     c.excess[i] = std::max<int64_t>(0, own.own[i] - c.typical);
@@ -161,8 +156,7 @@ NodeCost NodeCostOf(const RankGraph& g, const std::vector<uint8_t>& region) {
     if (view) views.push_back(c.excess[i]);
     if (!c.leaf[i]) wrapper_excess[at] += static_cast<double>(c.excess[i]);
   }
-  const double steps = static_cast<double>(std::max<size_t>(1, windows.size()));
-  c.nodes_per_step = static_cast<double>(nodes[0]) / steps;
+  c.nodes_per_step = static_cast<double>(nodes[0]) / g.steps();
   // Without backward nodes in the windows (an evaluation between steps), the steps around them.
   c.per_node_ns = nodes[0] > 0   ? wrapper_excess[0] / static_cast<double>(nodes[0])
                   : nodes[1] > 0 ? wrapper_excess[1] / static_cast<double>(nodes[1])
@@ -770,15 +764,10 @@ TransformPlan DropBias(const RankGraph& g) {
   const auto& calls = layers.calls;
   // The replayed steps' outermost layer calls, and how many of them had a bias (by their op's share).
   double layer_calls = 0, biased = 0;
-  const auto& windows = g.windows();
-  const auto in_steps = [&](int64_t ts) {
-    auto it = std::upper_bound(windows.begin(), windows.end(), std::make_pair(ts, INT64_MAX));
-    return it != windows.begin() && ts < std::prev(it)->second;
-  };
   for (size_t i = 0; i < frames.size(); ++i) {
     const Event& e = *frames[i].op;
     const std::string_view n = tr.Name(e);
-    if (e.kind != profiler::EventKind::kCpuOp || !IsConvLayer(n) || !in_steps(e.ts_ns)) continue;
+    if (e.kind != profiler::EventKind::kCpuOp || !IsConvLayer(n) || !g.InWindows(e.ts_ns)) continue;
     if (frames[i].parent >= 0 && IsConvLayer(tr.Name(*frames[frames[i].parent].op))) continue;  // the outermost layer op
     ++layer_calls;
     if (const auto c = calls.find(n); c != calls.end() && c->second.first > 0)

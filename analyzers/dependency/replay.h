@@ -79,6 +79,11 @@ class RankGraph {
   const std::vector<std::pair<int64_t, int64_t>>& windows() const { return windows_; }
   // The steps the graph covers, at least one: what a transform's words divide by for "a step".
   double steps() const { return static_cast<double>(std::max<size_t>(1, windows_.size())); }
+  // Whether `ts` lies in one of the windows (sorted, not overlapping).
+  bool InWindows(int64_t ts) const {
+    const auto it = std::upper_bound(windows_.begin(), windows_.end(), std::make_pair(ts, INT64_MAX));
+    return it != windows_.begin() && ts < std::prev(it)->second;
+  }
   uint32_t loop_thread() const { return loop_; }
   // Starts and ends a cycle of waits left out of the topological order (replayed in time order).
   size_t unordered() const { return unordered_; }
