@@ -74,7 +74,7 @@ struct Args {
   std::string record_format = "text", record_report, record_memory_cap;
   experiments::WatchOptions watch;
   std::string capture_dir;
-  int capture_steps = 20;
+  int capture_steps = 0;  // 0: the watcher's --capture-steps
   experiments::WorkloadRun run;
   cli::ExperimentOptions exp;
   std::string fix_workload, fix_preset, fix_cmd, sweep_cmd, memory_cap, ab_a, ab_b;
@@ -271,8 +271,9 @@ int RunCapture(const Args& a) {
   if (!found.ok()) return Fail(found.status());
   const std::string& dir = *found;
   if (Status st = experiments::RequestCapture(dir, a.capture_steps); !st.ok()) return Fail(st);
-  std::cerr << fmt::format("trainrx capture: asked the job in {} for {} steps; its watcher analyzes them into {}/capture-K/\n", dir,
-                           a.capture_steps, dir);
+  std::cerr << fmt::format("trainrx capture: asked the job in {} for {}; its watcher analyzes them into {}/capture-K/\n", dir,
+                           a.capture_steps > 0 ? fmt::format("{} steps", a.capture_steps) : "the steps its watcher captures (--capture-steps)",
+                           dir);
   return kExitOk;
 }
 
@@ -463,7 +464,8 @@ void AddRecordCommands(CLI::App& app, Args& a, Commands& c) {
   c.capture = app.add_subcommand("capture", "Ask a watched job for a deep capture of its next steps");
   c.capture->add_option("job", a.capture_dir, "the folder the job is watched in (watch -o DIR), or a PID: a watched "
                                               "process, or its watcher or launcher")->required();
-  c.capture->add_option("--steps", a.capture_steps, "steps to capture (default 20)");
+  c.capture->add_option("--steps", a.capture_steps, "steps to capture (default: the watcher's --capture-steps)")
+      ->check(CLI::Validator([](std::string& v) { return std::atoi(v.c_str()) >= 1 ? "" : "expected 1 or more, got " + v; }, "N>=1"));
 
   c.workloads = app.add_subcommand("workloads", "List the reference workloads, their knobs (with the finding each fixes) and presets");
   c.run = app.add_subcommand("run", "Run a reference workload under the probes and analyze it");

@@ -173,7 +173,10 @@ wait_steps "$W/killed" 100 && "$TRAINRX" capture "$W/killed" 2>/dev/null
 for _ in $(seq 1 200); do [ -f "$W/killed/capture-1/reason-rank0.json" ] && break; sleep 0.1; done
 pkill -KILL -P $watcher
 wait $watcher; rc=$?
+# `trainrx capture` without --steps asks for the watcher's --capture-steps (a fixed 20 of its own
+# let the capture end before the kill on a busy machine).
 [ $rc -eq 137 ] && grep -q "capture-1: not finished by rank 0 from step [0-9]*: the job ended inside it" "$W/killed.err" &&
+  grep -q '"steps": 100000' "$W/killed/capture-1/reason-rank0.json" &&
   grep -q '"unfinished": "rank 0 from step' "$W/killed/capture-1/report.json" &&
   ok "a job killed inside a capture: exit 137, the capture named as not finished, from its step" ||
   bad "killed inside a capture: rc $rc, $(grep capture "$W/killed.err" | head -3)"

@@ -198,7 +198,12 @@ TEST(WatchTest, ACaptureRequestNamesAStepEveryRankReaches) {
   // The furthest rank's step, 1010, plus two seconds at the faster rank's pace (400 steps).
   EXPECT_NE(text.find("\"at_step\": 1410"), std::string::npos) << text;
   EXPECT_NE(text.find("\"steps\": 7"), std::string::npos) << text;
-  EXPECT_FALSE(RequestCapture(f.dir.string(), 0).ok());
+  EXPECT_FALSE(RequestCapture(f.dir.string(), -1).ok());
+  // No number: the request names none, so the job captures its watcher's --capture-steps.
+  ASSERT_TRUE(RequestCapture(f.dir.string()).ok());
+  std::ifstream unset(f.dir / "capture-request.json");
+  const std::string own((std::istreambuf_iterator<char>(unset)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(own.find("\"steps\""), std::string::npos) << own;
   // One process: the next steps (it takes the request from the step it sees it at).
   fs::remove(f.dir / "metrics/rank1.prom");
   ASSERT_TRUE(RequestCapture(f.dir.string(), 7).ok());
