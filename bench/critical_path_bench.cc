@@ -44,7 +44,7 @@ int Usage() {
   fmt::print(stderr,
              "usage: trainrx_critical_path_bench step TRACE [--rank R] [--annotation NAME] [--instance I] [--reps N]\n"
              "       trainrx_critical_path_bench set PATH... [--reps N]\n"
-             "       trainrx_critical_path_bench whatif PATH... [--reps N] [--threads N (default 1; 0: the machine's)]\n");
+             "       trainrx_critical_path_bench whatif PATH... [--reps N] [--alone-reps N (default: --reps; a profiler's run)] [--threads N (default 1; 0: the machine's)]\n");
   return 2;
 }
 
@@ -120,7 +120,7 @@ int Set(const std::vector<std::string>& paths, int reps) {
   return 0;
 }
 
-int WhatIf(const std::vector<std::string>& paths, int reps, size_t threads) {
+int WhatIf(const std::vector<std::string>& paths, int reps, int alone_reps, size_t threads) {
   trainrx::profiler::Trace trace;
   if (const auto st = trainrx::profiler::ReadTraces(paths, trace); !st.ok()) {
     fmt::print(stderr, "critical_path_bench: {}\n", st.message());
@@ -158,7 +158,7 @@ int WhatIf(const std::vector<std::string>& paths, int reps, size_t threads) {
   const auto replayed = static_cast<size_t>(defaults.Get("what_if.steps"));
   std::vector<double> alone;
   size_t predicted_alone = 0;
-  for (int i = 0; i < reps; ++i) {
+  for (int i = 0; i < alone_reps; ++i) {
     trainrx::analyzers::Report r = base;
     const auto t0 = Clock::now();
     trainrx::analyzers::PredictSavings(trace, links, base.metrics.steps, {}, r, threads, replayed);
@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
   int32_t rank = 0;
   std::string annotation = "ProfilerStep";
   size_t instance = 1;
-  int reps = 5;
+  int reps = 5, alone_reps = -1;
   size_t threads = 1;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -195,6 +195,7 @@ int main(int argc, char** argv) {
     else if (a == "--annotation" && has_value) annotation = argv[++i];
     else if (a == "--instance" && has_value) instance = static_cast<size_t>(std::atoi(argv[++i]));
     else if (a == "--reps" && has_value) reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--alone-reps" && has_value) alone_reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--threads" && has_value) threads = static_cast<size_t>(std::max(0, std::atoi(argv[++i])));
     else if (a.rfind("--", 0) == 0) return Usage();
     else paths.push_back(a);
@@ -202,6 +203,6 @@ int main(int argc, char** argv) {
   if (paths.empty()) return Usage();
   if (mode == "step") return Step(paths, rank, annotation, instance, reps);
   if (mode == "set") return Set(paths, reps);
-  if (mode == "whatif") return WhatIf(paths, reps, threads);
+  if (mode == "whatif") return WhatIf(paths, reps, alone_reps < 0 ? reps : alone_reps, threads);
   return Usage();
 }

@@ -123,9 +123,13 @@ std::unordered_map<profiler::StrId, LaunchCost> CostPerLaunch(const RankGraph& g
     return it->second;
   };
   std::unordered_map<profiler::StrId, std::pair<LaunchCost, double>> acc;  // name -> (cost, launches)
+  std::vector<const Event*> open;  // the ops with shapes around the current time, outermost first
+  // (op, a kernel it launched), grouped by op below: the op's events lie in the trace in order, so
+  // the groups come in the same order every run (a hash map's order is the addresses').
+  std::vector<std::pair<const Event*, profiler::StrId>> kernels_of;
   for (uint32_t ti : CpuThreadTracks(tr, links.rank)) {
-    std::vector<const Event*> open;  // the ops with shapes around the current time, outermost first
-    std::unordered_map<const Event*, std::vector<profiler::StrId>> kernels_of;  // per op: the kernels it launched
+    open.clear();
+    kernels_of.clear();
     for (const Event& e : tr.TrackEvents(ti)) {
       while (!open.empty() && open.back()->ts_ns + open.back()->dur_ns <= e.ts_ns) open.pop_back();
       if (e.kind == EventKind::kCpuOp && e.aux != profiler::kNoAux) {
@@ -138,13 +142,15 @@ std::unordered_map<profiler::StrId, LaunchCost> CostPerLaunch(const RankGraph& g
       const HostCall* c = links.CallByCorrelation(e.correlation);
       if (c == nullptr || c->kind != CallKind::kLaunch || c->work < 0) continue;
       const Event* k = links.work[static_cast<size_t>(c->work)].e;
-      if (k->kind == EventKind::kKernel) kernels_of[open.back()].push_back(k->name);
+      if (k->kind == EventKind::kKernel) kernels_of.push_back({open.back(), k->name});
     }
-    for (const auto& [op, names] : kernels_of) {  // the op's cost shared among its kernels
-      const LaunchCost c = op_cost_once(*op);
-      const double share = 1.0 / static_cast<double>(names.size());
-      for (profiler::StrId n : names) {
-        auto& [sum, count] = acc[n];
+    std::stable_sort(kernels_of.begin(), kernels_of.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0, j; i < kernels_of.size(); i = j) {  // each op's cost shared among its kernels
+      for (j = i + 1; j < kernels_of.size() && kernels_of[j].first == kernels_of[i].first;) ++j;
+      const LaunchCost c = op_cost_once(*kernels_of[i].first);
+      const double share = 1.0 / static_cast<double>(j - i);
+      for (size_t k = i; k < j; ++k) {
+        auto& [sum, count] = acc[kernels_of[k].second];
         sum.bytes += c.bytes * share, sum.flops += c.flops * share, count += 1;
       }
     }
