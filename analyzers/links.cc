@@ -4,6 +4,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "ops.h"
 #include "runtime_names.h"
 #include "trainrx/profiler/sort_runs.h"
 
@@ -37,6 +38,21 @@ CallKind CallKindOf(std::string_view n) {
 bool IsHostTask(EventKind k) {
   return k == EventKind::kCpuOp || k == EventKind::kUserAnnotation || k == EventKind::kCudaRuntime ||
          k == EventKind::kCudaDriver || k == EventKind::kPythonFunction;
+}
+
+int64_t RankLinks::TypicalLaunchLatency() const {
+  struct LaunchLatency {
+    int64_t ns = 0;
+  };
+  return Derived<LaunchLatency>([this] {
+           std::vector<int64_t> latencies;
+           for (const DeviceWork& w : work) {
+             if (w.call < 0) continue;
+             const int64_t launched = calls[w.call].e->ts_ns;
+             if ((w.prev < 0 || work[w.prev].end() < launched) && w.ts() >= launched) latencies.push_back(w.ts() - launched);
+           }
+           return LaunchLatency{Quantile(latencies, 0.5)};
+         }).ns;
 }
 
 const HostCall* RankLinks::CallByCorrelation(int64_t correlation) const {

@@ -31,6 +31,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <typeindex>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -164,6 +166,36 @@ struct RankLinks {
   const profiler::Event* OpByExternalId(int64_t external_id) const;
   // The first device activity a call enqueued (the earliest of a graph launch's kernels).
   const DeviceWork* FirstWorkOf(const HostCall& c) const { return c.work >= 0 ? &work[c.work] : nullptr; }
+  // The rank's typical launch latency: the median delay from a launch to its work where the stream
+  // was idle (0: none seen). A pass over all the rank's work: Derived.
+  int64_t TypicalLaunchLatency() const;
+  // A value worked out from the rank's whole trace on first use, once, from any thread: every replay
+  // graph of the rank (its steps', each gap's) and every transform planned on them share it. One
+  // value per type T (a struct of its own per use); make() runs at most once for it.
+  template <typename T, typename Make>
+  const T& Derived(Make&& make) const {
+    std::shared_ptr<Slot> slot;
+    {
+      std::lock_guard<std::mutex> lock(derived_->mu);
+      auto& s = derived_->slots[std::type_index(typeid(T))];
+      if (!s) s = std::make_shared<Slot>();
+      slot = s;
+    }
+    std::call_once(slot->once, [&] { slot->value = std::make_shared<T>(make()); });
+    return *static_cast<const T*>(slot->value.get());
+  }
+
+ private:
+  struct Slot {
+    std::once_flag once;
+    std::shared_ptr<void> value;
+  };
+  struct DerivedValues {
+    std::mutex mu;
+    std::unordered_map<std::type_index, std::shared_ptr<Slot>> slots;
+  };
+  // Shared by copies (a RankLinks is built once, then only read).
+  std::shared_ptr<DerivedValues> derived_ = std::make_shared<DerivedValues>();
 };
 
 class LinkIndex {

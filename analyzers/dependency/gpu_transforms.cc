@@ -89,9 +89,8 @@ CallSlices CallSlicesOf(const RankGraph& g, const std::vector<size_t>& work_task
 struct LaunchCost {
   double bytes = 0, flops = 0;
 };
-std::unordered_map<profiler::StrId, LaunchCost> CostPerLaunch(const RankGraph& g) {
-  const auto& tr = g.trace();
-  const auto& links = g.links();
+using LaunchCosts = std::unordered_map<profiler::StrId, LaunchCost>;
+LaunchCosts CostPerLaunchOfRank(const profiler::Trace& tr, const RankLinks& links) {
   const auto op_cost = [&](const Event& op) -> LaunchCost {
     const auto dims = OpDims(tr, op);
     if (!dims) return {};
@@ -155,9 +154,17 @@ std::unordered_map<profiler::StrId, LaunchCost> CostPerLaunch(const RankGraph& g
       }
     }
   }
-  std::unordered_map<profiler::StrId, LaunchCost> out;
+  LaunchCosts out;
   for (const auto& [name, v] : acc) out[name] = {v.first.bytes / v.second, v.first.flops / v.second};
   return out;
+}
+const LaunchCosts kNoLaunchCosts;
+// The rank's, made once (a pass over all its host events) for all its graphs and transforms.
+const LaunchCosts& CostPerLaunch(const RankGraph& g) {
+  struct Costs {
+    LaunchCosts by_name;
+  };
+  return g.links().Derived<Costs>([&] { return Costs{CostPerLaunchOfRank(g.trace(), g.links())}; }).by_name;
 }
 
 // Per frame: the outermost aten:: op it lies in (-1: none); and per op frame whether every kernel it
@@ -261,7 +268,7 @@ TransformPlan Tf32(const RankGraph& g) {
   // A GEMM whose FLOPs are known and that ran at half the FP32 peak or more is compute-bound: it
   // runs at 75 % of the TF32 peak (50 %; 90 %: what cuBLAS reaches on large GEMMs).
   const auto peak = PeakOfRank(g.trace(), g.links().rank);
-  const auto cost = peak ? CostPerLaunch(g) : std::unordered_map<profiler::StrId, LaunchCost>{};
+  const LaunchCosts& cost = peak ? CostPerLaunch(g) : kNoLaunchCosts;
   ComputeBound bound;
   TransformPlan p;
   AddLevels(p, g, [&](int k, Edits& e) {
@@ -557,7 +564,7 @@ TransformPlan AmpBf16(const RankGraph& g) {
   const int64_t launch_ns = MedianLaunchCallNs(g);
   // A GEMM whose FLOPs are known and that ran at half its math's peak or more is compute-bound: it
   // runs at 75 % of the bf16 peak (50 %; 90 %), not faster than the peaks' ratio.
-  const auto cost = CostPerLaunch(g);
+  const LaunchCosts& cost = CostPerLaunch(g);
   ComputeBound bound;
   AddLevels(p, g, [&](int k, Edits& e) {
     const auto speed = [&](std::vector<size_t>& tasks, double ratio) {
@@ -825,7 +832,7 @@ TransformPlan CompileFusion(const RankGraph& g) {
   const double gbps = peak ? peak->memory_gbps : 0;  // bytes per ns
   t.gbps = gbps;
   t.device = peak ? peak->model : "";
-  const auto cost = gbps > 0 ? CostPerLaunch(g) : std::unordered_map<profiler::StrId, LaunchCost>{};
+  const LaunchCosts& cost = gbps > 0 ? CostPerLaunch(g) : kNoLaunchCosts;
   std::vector<double> bytes(g.tasks().size(), 0.0);  // per regenerated task: its launch's bytes (0: unknown)
   for (const auto& r : runs) {
     t.regenerated += r.size();

@@ -46,18 +46,6 @@ int64_t TraceSpan(const RankLinks& l) {
   return b > a ? b - a : 1;
 }
 
-// The rank's typical launch latency: the median delay from a launch to its work where the stream
-// was idle.
-int64_t TypicalLaunchLatency(const RankLinks& links) {
-  std::vector<int64_t> latencies;
-  for (const DeviceWork& w : links.work) {
-    if (w.call < 0) continue;
-    const int64_t launched = links.calls[w.call].e->ts_ns;
-    if ((w.prev < 0 || links.work[w.prev].end() < launched) && w.ts() >= launched) latencies.push_back(w.ts() - launched);
-  }
-  return Quantile(latencies, 0.5);
-}
-
 }  // namespace
 
 RankGraph::RankGraph(const profiler::Trace& trace, const RankLinks& links, std::vector<std::pair<int64_t, int64_t>> windows)
@@ -222,7 +210,7 @@ void RankGraph::AddEdges() {
   }
   const auto at = [&](uint32_t track, int64_t t) { return TaskAt(track, t); };
   const std::vector<int32_t>& call_task = call_task_;  // the launching call's first slice, per call
-  const int64_t latency = TypicalLaunchLatency(links_);
+  const int64_t latency = links_.TypicalLaunchLatency();
   ResolveReleases(work_task, first_device);
   // Edges, each with the ready time it had in the trace.
   struct Candidate {
