@@ -125,6 +125,44 @@ class KernelNames {
   std::vector<uint16_t> bits_;
 };
 
+// Values worked out once from what does not change (a RankLinks once built), each of its own type
+// T, on first use from any thread. A copy starts empty: its values are made again for it.
+class DerivedValues {
+ public:
+  DerivedValues() = default;
+  DerivedValues(const DerivedValues&) {}
+  DerivedValues& operator=(const DerivedValues&) {
+    std::lock_guard<std::mutex> lock(mu_);
+    slots_.clear();
+    return *this;
+  }
+  DerivedValues(DerivedValues&& o) noexcept : slots_(std::move(o.slots_)) {}
+  DerivedValues& operator=(DerivedValues&& o) noexcept {
+    slots_ = std::move(o.slots_);
+    return *this;
+  }
+  template <typename T, typename Make>
+  const T& Get(Make&& make) {
+    std::shared_ptr<Slot> slot;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& s = slots_[std::type_index(typeid(T))];
+      if (!s) s = std::make_shared<Slot>();
+      slot = s;
+    }
+    std::call_once(slot->once, [&] { slot->value = std::make_shared<T>(make()); });
+    return *static_cast<const T*>(slot->value.get());
+  }
+
+ private:
+  struct Slot {
+    std::once_flag once;
+    std::shared_ptr<void> value;
+  };
+  std::mutex mu_;
+  std::unordered_map<std::type_index, std::shared_ptr<Slot>> slots_;
+};
+
 struct RankLinks {
   int32_t rank = 0;
   std::shared_ptr<const KernelNames> kernel_names;  // shared by the trace's ranks (never null once built)
@@ -174,28 +212,11 @@ struct RankLinks {
   // value per type T (a struct of its own per use); make() runs at most once for it.
   template <typename T, typename Make>
   const T& Derived(Make&& make) const {
-    std::shared_ptr<Slot> slot;
-    {
-      std::lock_guard<std::mutex> lock(derived_->mu);
-      auto& s = derived_->slots[std::type_index(typeid(T))];
-      if (!s) s = std::make_shared<Slot>();
-      slot = s;
-    }
-    std::call_once(slot->once, [&] { slot->value = std::make_shared<T>(make()); });
-    return *static_cast<const T*>(slot->value.get());
+    return derived_.Get<T>(std::forward<Make>(make));
   }
 
  private:
-  struct Slot {
-    std::once_flag once;
-    std::shared_ptr<void> value;
-  };
-  struct DerivedValues {
-    std::mutex mu;
-    std::unordered_map<std::type_index, std::shared_ptr<Slot>> slots;
-  };
-  // Shared by copies (a RankLinks is built once, then only read).
-  std::shared_ptr<DerivedValues> derived_ = std::make_shared<DerivedValues>();
+  mutable DerivedValues derived_;
 };
 
 class LinkIndex {

@@ -160,8 +160,11 @@ int WhatIf(const std::vector<std::string>& paths, int reps, int alone_reps, size
   size_t predicted_alone = 0;
   for (int i = 0; i < alone_reps; ++i) {
     trainrx::analyzers::Report r = base;
+    // A copy of the links per run: what the what-if derives from them once per rank (RankLinks::
+    // Derived) is made again, as in one analysis, not kept from the run before.
+    const trainrx::analyzers::LinkIndex fresh = links;
     const auto t0 = Clock::now();
-    trainrx::analyzers::PredictSavings(trace, links, base.metrics.steps, {}, r, threads, replayed);
+    trainrx::analyzers::PredictSavings(trace, fresh, base.metrics.steps, {}, r, threads, replayed);
     alone.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     predicted_alone = 0;
     for (const auto& f : r.findings) predicted_alone += f.predicted.method == "replay" ? 1 : 0;
