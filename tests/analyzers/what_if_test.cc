@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -1733,6 +1735,36 @@ TEST(WhatIfCalibration, TheMarginIsTheConformalQuantileOfTheScoresAndNeedsEnough
     EXPECT_DOUBLE_EQ(p.high_pct, 6 + q.value_or(0)) << name;
     EXPECT_NE(p.calibration.find(q ? "split-conformal" : "uncalibrated"), std::string::npos) << p.calibration;
   }
+}
+
+}  // namespace
+}  // namespace trainrx::analyzers
+
+namespace trainrx::analyzers {
+namespace {
+
+// What the replay's graphs of a rank all read (the launch latency, the per-launch costs) is made
+// once, however many graphs and threads ask; a copy of the links makes its own again.
+TEST(DerivedValues, MadeOnceAcrossThreadsAndAgainForACopy) {
+  struct Value {
+    int v = 0;
+  };
+  DerivedValues d;
+  std::atomic<int> made{0};
+  std::vector<std::thread> threads;
+  std::vector<int> seen(8, 0);
+  for (size_t t = 0; t < seen.size(); ++t)
+    threads.emplace_back([&, t] { seen[t] = d.Get<Value>([&] { return Value{++made * 7}; }).v; });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(made.load(), 1);
+  for (int v : seen) EXPECT_EQ(v, 7);
+  struct Other {
+    int v = 0;
+  };
+  EXPECT_EQ(d.Get<Other>([] { return Other{3}; }).v, 3) << "each type its own value";
+  DerivedValues copy = d;
+  EXPECT_EQ(copy.Get<Value>([&] { return Value{++made * 7}; }).v, 14) << "a copy starts empty";
+  EXPECT_EQ(d.Get<Value>([] { return Value{99}; }).v, 7) << "the original keeps its own";
 }
 
 }  // namespace
