@@ -455,7 +455,18 @@ LinkIndex::LinkIndex(const Trace& trace) {
     for (const DeviceWork& w : ranks_.back().work)
       if (w.e->kind == EventKind::kKernel) names->Classify(w.e->name, trace.Name(*w.e));
   }
-  for (RankLinks& r : ranks_) r.kernel_names = names;
+  const auto shared = std::make_shared<DerivedValues>();
+  for (RankLinks& r : ranks_) r.kernel_names = names, r.trace_values = shared;
+}
+
+LinkIndex::LinkIndex(const LinkIndex& o) : ranks_(o.ranks_) {
+  const auto shared = std::make_shared<DerivedValues>();
+  for (RankLinks& r : ranks_) r.trace_values = shared;
+}
+
+LinkIndex& LinkIndex::operator=(const LinkIndex& o) {
+  if (this != &o) *this = LinkIndex(o);
+  return *this;
 }
 
 const RankLinks* LinkIndex::Rank(int32_t rank) const {

@@ -214,6 +214,13 @@ struct RankLinks {
   const T& Derived(Make&& make) const {
     return derived_.Get<T>(std::forward<Make>(make));
   }
+  // The same, for a value of the whole trace: one for all its ranks (LinkIndex shares it among them;
+  // a RankLinks built alone has its own).
+  template <typename T, typename Make>
+  const T& TraceDerived(Make&& make) const {
+    return trace_values ? trace_values->Get<T>(std::forward<Make>(make)) : derived_.Get<T>(std::forward<Make>(make));
+  }
+  std::shared_ptr<DerivedValues> trace_values;  // shared by the trace's ranks (LinkIndex sets it)
 
  private:
   mutable DerivedValues derived_;
@@ -222,6 +229,11 @@ struct RankLinks {
 class LinkIndex {
  public:
   explicit LinkIndex(const profiler::Trace& trace);
+  // A copy's ranks share values of their own (TraceDerived), made again for it.
+  LinkIndex(const LinkIndex& o);
+  LinkIndex& operator=(const LinkIndex& o);
+  LinkIndex(LinkIndex&&) noexcept = default;
+  LinkIndex& operator=(LinkIndex&&) noexcept = default;
   // nullptr for a rank the trace does not hold.
   const RankLinks* Rank(int32_t rank) const;
   const std::vector<RankLinks>& ranks() const { return ranks_; }

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -112,14 +113,27 @@ LaunchCosts CostPerLaunchOfRank(const profiler::Trace& tr, const RankLinks& link
     return {sum + largest, 0.0};
   };
   // An op's cost is a function of its name and its inputs' shapes and types (interned strings): each
-  // such triple parsed once (a step repeats the same ops with the same shapes).
-  std::map<std::array<profiler::StrId, 3>, LaunchCost> by_inputs;
+  // such triple parsed once in the trace (a step repeats the same ops with the same shapes, and the
+  // ranks of a data-parallel job the same steps). The ranks' passes may run at once: a lock.
+  struct ByInputs {
+    struct State {
+      std::mutex mu;
+      std::map<std::array<profiler::StrId, 3>, LaunchCost> costs;
+    };
+    std::shared_ptr<State> s = std::make_shared<State>();
+  };
+  ByInputs::State& by_inputs = *links.TraceDerived<ByInputs>([] { return ByInputs{}; }).s;
   const auto op_cost_once = [&](const Event& op) -> LaunchCost {
     if (op.aux == profiler::kNoAux || op.aux >= tr.op_inputs.size()) return op_cost(op);
     const profiler::OpInputs& in = tr.op_inputs[op.aux];
-    const auto [it, added] = by_inputs.try_emplace({op.name, in.input_dims, in.input_types});
-    if (added) it->second = op_cost(op);
-    return it->second;
+    const std::array<profiler::StrId, 3> key{op.name, in.input_dims, in.input_types};
+    {
+      std::lock_guard<std::mutex> lock(by_inputs.mu);
+      if (const auto it = by_inputs.costs.find(key); it != by_inputs.costs.end()) return it->second;
+    }
+    const LaunchCost c = op_cost(op);  // the same whoever makes it: a race makes it twice, not differently
+    std::lock_guard<std::mutex> lock(by_inputs.mu);
+    return by_inputs.costs.try_emplace(key, c).first->second;
   };
   std::unordered_map<profiler::StrId, std::pair<LaunchCost, double>> acc;  // name -> (cost, launches)
   std::vector<const Event*> open;  // the ops with shapes around the current time, outermost first
