@@ -91,27 +91,29 @@ struct LaunchCost {
   double bytes = 0, flops = 0;
 };
 using LaunchCosts = std::unordered_map<profiler::StrId, LaunchCost>;
+// One op's bytes and FLOPs from its recorded input shapes and types (nothing without shapes).
+LaunchCost OpCost(const profiler::Trace& tr, const Event& op) {
+  const auto dims = OpDims(tr, op);
+  if (!dims) return {};
+  const auto types = OpTypes(tr, op);
+  if (HasCostModel(tr.Name(op)))
+    if (const auto c = CostOf(tr.Name(op), OpArgs{&*dims, types ? &*types : nullptr}); c && c->bytes > 0)
+      return {c->bytes, IsModelFlopClass(c->cls) ? c->flops : 0.0};
+  double sum = 0, largest = 0;
+  for (size_t k = 0; k < dims->size(); ++k) {
+    const auto& d = (*dims)[k];
+    if (d.empty()) continue;
+    const int eb = types && k < types->size() ? ElementBytes((*types)[k]) : 4;
+    if (eb == 0) continue;
+    double n = eb;
+    for (int64_t x : d) n *= static_cast<double>(std::max<int64_t>(0, x));
+    sum += n;
+    largest = std::max(largest, n);
+  }
+  return {sum + largest, 0.0};
+}
+
 LaunchCosts CostPerLaunchOfRank(const profiler::Trace& tr, const RankLinks& links) {
-  const auto op_cost = [&](const Event& op) -> LaunchCost {
-    const auto dims = OpDims(tr, op);
-    if (!dims) return {};
-    const auto types = OpTypes(tr, op);
-    if (HasCostModel(tr.Name(op)))
-      if (const auto c = CostOf(tr.Name(op), OpArgs{&*dims, types ? &*types : nullptr}); c && c->bytes > 0)
-        return {c->bytes, IsModelFlopClass(c->cls) ? c->flops : 0.0};
-    double sum = 0, largest = 0;
-    for (size_t k = 0; k < dims->size(); ++k) {
-      const auto& d = (*dims)[k];
-      if (d.empty()) continue;
-      const int eb = types && k < types->size() ? ElementBytes((*types)[k]) : 4;
-      if (eb == 0) continue;
-      double n = eb;
-      for (int64_t x : d) n *= static_cast<double>(std::max<int64_t>(0, x));
-      sum += n;
-      largest = std::max(largest, n);
-    }
-    return {sum + largest, 0.0};
-  };
   // An op's cost is a function of its name and its inputs' shapes and types (interned strings): each
   // such triple parsed once in the trace (a step repeats the same ops with the same shapes, and the
   // ranks of a data-parallel job the same steps). The ranks' passes may run at once: a lock.
@@ -124,14 +126,14 @@ LaunchCosts CostPerLaunchOfRank(const profiler::Trace& tr, const RankLinks& link
   };
   ByInputs::State& by_inputs = *links.TraceDerived<ByInputs>([] { return ByInputs{}; }).s;
   const auto op_cost_once = [&](const Event& op) -> LaunchCost {
-    if (op.aux == profiler::kNoAux || op.aux >= tr.op_inputs.size()) return op_cost(op);
+    if (op.aux == profiler::kNoAux || op.aux >= tr.op_inputs.size()) return OpCost(tr, op);
     const profiler::OpInputs& in = tr.op_inputs[op.aux];
     const std::array<profiler::StrId, 3> key{op.name, in.input_dims, in.input_types};
     {
       std::lock_guard<std::mutex> lock(by_inputs.mu);
       if (const auto it = by_inputs.costs.find(key); it != by_inputs.costs.end()) return it->second;
     }
-    const LaunchCost c = op_cost(op);  // the same whoever makes it: a race makes it twice, not differently
+    const LaunchCost c = OpCost(tr, op);  // the same whoever makes it: a race makes it twice, not differently
     std::lock_guard<std::mutex> lock(by_inputs.mu);
     return by_inputs.costs.try_emplace(key, c).first->second;
   };
