@@ -32,8 +32,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <typeindex>
 #include <string_view>
+#include <typeindex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
