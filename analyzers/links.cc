@@ -1,11 +1,13 @@
 #include "links.h"
 
 #include <algorithm>
+#include <functional>
 #include <tuple>
 #include <unordered_map>
 
 #include "ops.h"
 #include "runtime_names.h"
+#include "trainrx/profiler/parallel.h"
 #include "trainrx/profiler/sort_runs.h"
 
 namespace trainrx::analyzers {
@@ -444,17 +446,24 @@ void KernelNames::Classify(profiler::StrId id, std::string_view name) {
   bits_[id] = b;
 }
 
-LinkIndex::LinkIndex(const Trace& trace) {
+LinkIndex::LinkIndex(const Trace& trace, size_t threads) {
   std::vector<CallKind> kinds(trace.strings.size());
   for (profiler::StrId id = 0; id < kinds.size(); ++id) kinds[id] = CallKindOf(trace.strings.Get(id));
+  // Each rank's links read only its own events: the ranks built at once, each into its own slot (the
+  // same index for any thread count); the kernel names, shared, classified after.
+  const std::vector<int32_t> ids = trace.RankIds();
+  ranks_.resize(ids.size());
+  std::vector<std::function<void()>> tasks;
+  for (size_t k = 0; k < ids.size(); ++k)
+    tasks.push_back([&, k] {
+      BuildRank(trace, ids[k], kinds, ranks_[k]);
+      BuildThreadWaits(trace, ids[k], ranks_[k]);
+    });
+  profiler::RunTasks(tasks, threads);
   auto names = std::make_shared<KernelNames>(trace.strings.size());
-  for (int32_t rank : trace.RankIds()) {
-    ranks_.emplace_back();
-    BuildRank(trace, rank, kinds, ranks_.back());
-    BuildThreadWaits(trace, rank, ranks_.back());
-    for (const DeviceWork& w : ranks_.back().work)
+  for (const RankLinks& r : ranks_)
+    for (const DeviceWork& w : r.work)
       if (w.e->kind == EventKind::kKernel) names->Classify(w.e->name, trace.Name(*w.e));
-  }
   const auto shared = std::make_shared<DerivedValues>();
   for (RankLinks& r : ranks_) r.kernel_names = names, r.trace_values = shared;
 }

@@ -228,7 +228,8 @@ struct RankLinks {
 
 class LinkIndex {
  public:
-  explicit LinkIndex(const profiler::Trace& trace);
+  // `threads`: how many ranks are built at once (0: the machine's CPUs; one rank uses one).
+  explicit LinkIndex(const profiler::Trace& trace, size_t threads = 1);
   // A copy's ranks share values of their own (TraceDerived), made again for it.
   LinkIndex(const LinkIndex& o);
   LinkIndex& operator=(const LinkIndex& o);

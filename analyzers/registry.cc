@@ -231,7 +231,7 @@ Report Analyze(const profiler::Trace& trace, const Thresholds& thresholds, size_
                             }),
                       stage(1, "module index", [&] { modules.emplace(trace, ScopeIndex::What::kModules); }),
                       stage(2, "annotation index", [&] { annotations.emplace(trace, ScopeIndex::What::kAnnotations); }),
-                      stage(3, "links", [&] { links.emplace(trace); })},
+                      stage(3, "links", [&] { links.emplace(trace, threads); })},
                      threads);
   const AnalysisContext ctx{trace, steps, thresholds, *modules, *annotations, report.metrics.unfinished, report.metrics.windows,
                               *links};

@@ -27,6 +27,7 @@
 #include "links.h"
 #include "dependency/replay.h"
 #include "dependency/what_if.h"
+#include "trainrx/profiler/parallel.h"
 #include "trainrx/analyzers/analysis.h"
 #include "trainrx/profiler/reader.h"
 
@@ -114,9 +115,18 @@ int Set(const std::vector<std::string>& paths, int reps) {
     for (const auto& p : built) steps += static_cast<size_t>(std::max<int64_t>(p.steps, 1));
   }
   const double median = MedianMs(ms);
+  // The links alone, their ranks built one at a time and on every CPU, alternated.
+  std::vector<double> one, all;
+  for (int i = 0; i < reps; ++i)
+    for (size_t threads : {size_t{1}, size_t{0}}) {
+      const auto t0 = Clock::now();
+      const trainrx::analyzers::LinkIndex links(trace, threads);
+      (threads == 1 ? one : all).push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
   fmt::print("{{\"mode\": \"set\", \"ranks\": {}, \"events\": {}, \"steps_walked\": {}, \"ms\": {:.3f}, "
-             "\"us_per_kevent\": {:.3f}}}\n",
-             paths_built, trace.events.size(), steps, median, 1000.0 * median / (static_cast<double>(trace.events.size()) / 1000.0));
+             "\"us_per_kevent\": {:.3f}, \"links_ms_one_thread\": {:.3f}, \"links_ms_every_cpu\": {:.3f}, \"cpus\": {}}}\n",
+             paths_built, trace.events.size(), steps, median, 1000.0 * median / (static_cast<double>(trace.events.size()) / 1000.0),
+             MedianMs(one), MedianMs(all), trainrx::profiler::UsableCpus());
   return 0;
 }
 

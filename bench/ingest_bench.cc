@@ -58,6 +58,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s TRACE.json[.gz] [repeats]\n", argv[0]);
     return 2;
   }
+  if (std::error_code ec; !std::filesystem::is_regular_file(argv[1], ec)) {
+    std::fprintf(stderr, "%s: not a trace file (one file: the bench compares it with a parse of its bytes)\n", argv[1]);
+    return 2;
+  }
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 3;
   const size_t cpus = trainrx::profiler::UsableCpus();
   const size_t modes[2] = {1, cpus};

@@ -1769,3 +1769,44 @@ TEST(DerivedValues, MadeOnceAcrossThreadsAndAgainForACopy) {
 
 }  // namespace
 }  // namespace trainrx::analyzers
+
+namespace trainrx::analyzers {
+namespace {
+
+// A set's links built with its ranks at once are the links built one rank after another: the same
+// ranks in the same order, each with the same work, calls, waits and releases.
+TEST(LinkIndex, TheRanksBuiltAtOnceAreTheRanksBuiltInTurn) {
+  profiler::Trace trace;
+  ASSERT_TRUE(profiler::ReadTraces({std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/dlrm_8ranks"}, trace).ok());
+  const LinkIndex one(trace, 1), many(trace, 4);
+  ASSERT_EQ(one.ranks().size(), 8u);
+  ASSERT_EQ(many.ranks().size(), one.ranks().size());
+  for (size_t r = 0; r < one.ranks().size(); ++r) {
+    const RankLinks& a = one.ranks()[r];
+    const RankLinks& b = many.ranks()[r];
+    EXPECT_EQ(a.rank, b.rank);
+    ASSERT_EQ(a.work.size(), b.work.size()) << "rank " << a.rank;
+    for (size_t i = 0; i < a.work.size(); ++i) {
+      EXPECT_EQ(a.work[i].e, b.work[i].e);
+      EXPECT_EQ(a.work[i].call, b.work[i].call);
+      EXPECT_EQ(a.work[i].prev, b.work[i].prev);
+      EXPECT_EQ(a.work[i].waits_on, b.work[i].waits_on);
+    }
+    ASSERT_EQ(a.calls.size(), b.calls.size()) << "rank " << a.rank;
+    for (size_t i = 0; i < a.calls.size(); ++i) {
+      EXPECT_EQ(a.calls[i].e, b.calls[i].e);
+      EXPECT_EQ(a.calls[i].work, b.calls[i].work);
+      EXPECT_EQ(a.calls[i].waited_for, b.calls[i].waited_for);
+    }
+    EXPECT_EQ(a.thread_waits.size(), b.thread_waits.size());
+    EXPECT_EQ(a.blocking_calls, b.blocking_calls);
+    EXPECT_EQ(a.TypicalLaunchLatency(), b.TypicalLaunchLatency());
+    EXPECT_GT(a.work.size(), 0u) << "the fixture's ranks ran kernels: a test of something";
+  }
+  // The kernel names are classified once for all ranks, whatever the threads.
+  for (const DeviceWork& w : one.ranks()[0].work)
+    EXPECT_EQ(one.ranks()[0].kernel_names->Comm(w.e->name), many.ranks()[0].kernel_names->Comm(w.e->name));
+}
+
+}  // namespace
+}  // namespace trainrx::analyzers
