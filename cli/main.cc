@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "exe_dir.h"
@@ -74,7 +75,7 @@ struct Args {
   std::string record_format = "text", record_report, record_memory_cap;
   experiments::WatchOptions watch;
   std::string capture_dir;
-  int capture_steps = 0;  // 0: the watcher's --capture-steps
+  int capture_steps = 0;
   experiments::WorkloadRun run;
   cli::ExperimentOptions exp;
   std::string fix_workload, fix_preset, fix_cmd, sweep_cmd, memory_cap, ab_a, ab_b;
@@ -266,13 +267,14 @@ int RunWatch(const Args& a) {
 }
 
 // `trainrx capture PID|DIR`: a PID (digits, not a folder here) names the job through its process.
-int RunCapture(const Args& a) {
+int RunCapture(const Args& a, bool steps_given) {
   const StatusOr<std::string> found = experiments::WatchedJobDir(a.capture_dir);
   if (!found.ok()) return Fail(found.status());
   const std::string& dir = *found;
-  if (Status st = experiments::RequestCapture(dir, a.capture_steps); !st.ok()) return Fail(st);
+  const std::optional<int> steps = steps_given ? std::optional<int>(a.capture_steps) : std::nullopt;
+  if (Status st = experiments::RequestCapture(dir, steps); !st.ok()) return Fail(st);
   std::cerr << fmt::format("trainrx capture: asked the job in {} for {}; its watcher analyzes them into {}/capture-K/\n", dir,
-                           a.capture_steps > 0 ? fmt::format("{} steps", a.capture_steps) : "the steps its watcher captures (--capture-steps)",
+                           steps ? fmt::format("{} steps", *steps) : "the steps its watcher captures (--capture-steps)",
                            dir);
   return kExitOk;
 }
@@ -351,7 +353,7 @@ int Dispatch(Args& a, const Commands& c) {
   if (*c.run) return RunWorkload(a);
   if (*c.record) return RunRecord(a, c.record->count("--format") > 0);
   if (*c.watch) return RunWatch(a);
-  if (*c.capture) return RunCapture(a);
+  if (*c.capture) return RunCapture(a, c.capture->count("--steps") > 0);
   // CLI11 requires a subcommand (app.require_subcommand), and every one is dispatched above.
   return cli::FailInternal("no subcommand was dispatched");
 }
@@ -464,8 +466,7 @@ void AddRecordCommands(CLI::App& app, Args& a, Commands& c) {
   c.capture = app.add_subcommand("capture", "Ask a watched job for a deep capture of its next steps");
   c.capture->add_option("job", a.capture_dir, "the folder the job is watched in (watch -o DIR), or a PID: a watched "
                                               "process, or its watcher or launcher")->required();
-  c.capture->add_option("--steps", a.capture_steps, "steps to capture (default: the watcher's --capture-steps)")
-      ->check(CLI::Validator([](std::string& v) { return std::atoi(v.c_str()) >= 1 ? "" : "expected 1 or more, got " + v; }, "N>=1"));
+  c.capture->add_option("--steps", a.capture_steps, "steps to capture (default: the watcher's --capture-steps)");
 
   c.workloads = app.add_subcommand("workloads", "List the reference workloads, their knobs (with the finding each fixes) and presets");
   c.run = app.add_subcommand("run", "Run a reference workload under the probes and analyze it");

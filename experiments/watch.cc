@@ -358,9 +358,9 @@ std::string FindingsMetrics(const std::string& capture_folder, size_t top) {
   return out;
 }
 
-Status RequestCapture(const std::string& dir_text, int steps) {
+Status RequestCapture(const std::string& dir_text, std::optional<int> steps) {
   const fs::path dir(dir_text);
-  if (steps < 0) return Status::Error(fmt::format("capture --steps {}: expected 1 or more", steps));
+  if (steps && *steps < 1) return Status::Error(fmt::format("capture --steps {}: expected 1 or more", *steps));
   const std::vector<int> ranks = MetricRanks(dir);
   if (ranks.empty())
     return Status::Error(fmt::format("{}: no watched job there (no metrics/rank<R>.prom: start it with `trainrx watch -o {} -- ...`)",
@@ -378,7 +378,7 @@ Status RequestCapture(const std::string& dir_text, int steps) {
   const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   // No steps given: the job's own number (its watcher's --capture-steps), not a second default here.
   const std::string json = fmt::format(R"({{"seq": "cli-{}", "reason": "on demand", "detail": "trainrx capture", "at_step": {}{}}})",
-                                       now, at, steps > 0 ? fmt::format(", \"steps\": {}", steps) : std::string());
+                                       now, at, steps ? fmt::format(", \"steps\": {}", *steps) : std::string());
   return WriteWhole(dir / "capture-request.json", json);
 }
 

@@ -198,6 +198,7 @@ TEST(WatchTest, ACaptureRequestNamesAStepEveryRankReaches) {
   // The furthest rank's step, 1010, plus two seconds at the faster rank's pace (400 steps).
   EXPECT_NE(text.find("\"at_step\": 1410"), std::string::npos) << text;
   EXPECT_NE(text.find("\"steps\": 7"), std::string::npos) << text;
+  EXPECT_FALSE(RequestCapture(f.dir.string(), 0).ok());
   EXPECT_FALSE(RequestCapture(f.dir.string(), -1).ok());
   // No number: the request names none, so the job captures its watcher's --capture-steps.
   ASSERT_TRUE(RequestCapture(f.dir.string()).ok());

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,11 +54,11 @@ std::string HangReport(const std::string& dir);
 std::string FindingsMetrics(const std::string& capture_folder, size_t top = 5);
 // FindingsMetrics written whole to the job's metrics/findings.prom (nothing without a report).
 Status PublishFindings(const std::string& capture_folder);
-// Asks the job watched in `dir` for a capture of `steps` steps (0: the number its watcher was given,
-// --capture-steps) in capture-request.json, from a step
-// every rank reaches after the request is seen: the ranks' last step in their metrics, plus margin
-// (two seconds of steps where there are several ranks).
-Status RequestCapture(const std::string& dir, int steps = 0);
+// Asks the job watched in `dir` for a capture of `steps` steps (none: the number its watcher was
+// given, --capture-steps) in capture-request.json, from a step every rank reaches after the request
+// is seen: the ranks' last step in their metrics, plus margin (two seconds of steps where there are
+// several ranks).
+Status RequestCapture(const std::string& dir, std::optional<int> steps = std::nullopt);
 // The folder of the job a process belongs to: `pid` is a watched rank (its TRAINRX_WATCH), or the
 // watcher, torchrun or a shell above one. Errors: no such process, none of it watched.
 StatusOr<std::string> WatchedDirOfProcess(int64_t pid);
