@@ -126,7 +126,8 @@ class KernelNames {
 };
 
 // Values worked out once from what does not change (a RankLinks once built), each of its own type
-// T, on first use from any thread. A copy starts empty: its values are made again for it.
+// T (made in place: it may hold a lock), on first use from any thread. A copy starts empty: its
+// values are made again for it.
 class DerivedValues {
  public:
   DerivedValues() = default;
@@ -150,7 +151,7 @@ class DerivedValues {
       if (!s) s = std::make_shared<Slot>();
       slot = s;
     }
-    std::call_once(slot->once, [&] { slot->value = std::make_shared<T>(make()); });
+    std::call_once(slot->once, [&] { slot->value = std::shared_ptr<T>(new T(make())); });
     return *static_cast<const T*>(slot->value.get());
   }
 

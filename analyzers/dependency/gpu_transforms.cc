@@ -117,14 +117,11 @@ LaunchCosts CostPerLaunchOfRank(const profiler::Trace& tr, const RankLinks& link
   // An op's cost is a function of its name and its inputs' shapes and types (interned strings): each
   // such triple parsed once in the trace (a step repeats the same ops with the same shapes, and the
   // ranks of a data-parallel job the same steps). The ranks' passes may run at once: a lock.
-  struct ByInputs {
-    struct State {
-      std::mutex mu;
-      std::map<std::array<profiler::StrId, 3>, LaunchCost> costs;
-    };
-    std::shared_ptr<State> s = std::make_shared<State>();
+  struct ByInputs {  // filled as the ranks ask, behind its lock
+    mutable std::mutex mu;
+    mutable std::map<std::array<profiler::StrId, 3>, LaunchCost> costs;
   };
-  ByInputs::State& by_inputs = *links.TraceDerived<ByInputs>([] { return ByInputs{}; }).s;
+  const ByInputs& by_inputs = links.TraceDerived<ByInputs>([] { return ByInputs{}; });
   const auto op_cost_once = [&](const Event& op) -> LaunchCost {
     if (op.aux == profiler::kNoAux || op.aux >= tr.op_inputs.size()) return OpCost(tr, op);
     const profiler::OpInputs& in = tr.op_inputs[op.aux];
