@@ -38,8 +38,13 @@ using profiler::EventKind;
 using profiler::Trace;
 using profiler::TrackKind;
 
-// The class an event is drawn as, or nothing (instants, GPU-projected annotations).
+// Whether an event of this kind is drawn at all (instants and GPU-projected annotations are not):
+// told by the kind alone, so the events before a window set the depth without their names.
+bool Drawn(EventKind kind) { return kind != EventKind::kInstant && kind != EventKind::kGpuUserAnnotation; }
+
+// The class an event is drawn as, or nothing (not Drawn).
 std::optional<TimelineClass> ClassOf(const Event& e, std::string_view name) {
+  if (!Drawn(e.kind)) return std::nullopt;
   switch (e.kind) {
     case EventKind::kKernel: return TimelineClass::kKernel;
     case EventKind::kMemcpy: return TimelineClass::kMemcpy;
@@ -114,17 +119,16 @@ class Builder {
       int64_t left_out = 0;
       for (auto it = events.begin(); it != end; ++it) {
         const Event& e = *it;
-        if (e.dur_ns <= 0) continue;
-        const std::string_view name = trace_.Name(e);
-        const auto cls = ClassOf(e, name);
-        if (!cls) continue;
+        if (e.dur_ns <= 0 || !Drawn(e.kind)) continue;
         int depth = 0;
         if (!gpu) {
           while (!open_ends.empty() && open_ends.back() <= e.ts_ns) open_ends.pop_back();
           depth = static_cast<int>(open_ends.size());
           open_ends.push_back(e.end_ns());
         }
-        if (e.end_ns() <= lo) continue;
+        if (e.end_ns() <= lo) continue;  // before the window: its depth only (a long trace's prefix: no name read)
+        const auto cls = ClassOf(e, trace_.Name(e));
+        if (!cls) continue;
         ++w.events_in_window;
         if (depth >= options_.max_depth && !AlwaysKept(*cls)) {
           ++left_out;

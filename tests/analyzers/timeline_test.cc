@@ -124,6 +124,29 @@ TEST(TimelineTest, ARangeOpenBeforeTheWindowIsClippedToIt) {
   EXPECT_EQ(FindNamed(tl, tl.windows[0], "training") != nullptr, true);
 }
 
+// The events before a window set the depth of what it shows (a range still open), and only those
+// drawn count: an instant or an op that ended before it adds no level, and is not in the window.
+TEST(TimelineTest, TheEventsBeforeAWindowSetItsDepthAndNothingElse) {
+  Read r(R"({"ph":"X","cat":"user_annotation","name":"training","pid":1,"tid":1,"ts":0,"dur":5000},
+            {"ph":"X","cat":"cpu_op","name":"aten::before","pid":1,"tid":1,"ts":100,"dur":100},
+            {"ph":"i","cat":"cpu_instant_event","name":"marker","pid":1,"tid":1,"ts":500,"s":"t"},
+            {"ph":"X","cat":"user_annotation","name":"ProfilerStep#0","pid":1,"tid":1,"ts":1000,"dur":1000},
+            {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":2000,"dur":1000},
+            {"ph":"X","cat":"cpu_op","name":"aten::inside","pid":1,"tid":1,"ts":2100,"dur":100},
+            {"ph":"X","cat":"user_annotation","name":"ProfilerStep#2","pid":1,"tid":1,"ts":3000,"dur":1000})");
+  const Timeline tl = BuildTimeline(r.trace, r.steps);
+  ASSERT_FALSE(tl.windows.empty());
+  const TimelineWindow& w = tl.windows[0];
+  EXPECT_EQ(w.start_ns, 2'000'000);  // the median step, #1
+  ASSERT_NE(FindNamed(tl, w, "aten::inside"), nullptr);
+  EXPECT_EQ(FindNamed(tl, w, "training")->depth, 0);
+  EXPECT_EQ(FindNamed(tl, w, "ProfilerStep#1")->depth, 1);
+  EXPECT_EQ(FindNamed(tl, w, "aten::inside")->depth, 2);
+  EXPECT_EQ(FindNamed(tl, w, "aten::before"), nullptr);
+  EXPECT_EQ(FindNamed(tl, w, "marker"), nullptr);
+  EXPECT_EQ(w.events_in_window, 3);
+}
+
 TEST(TimelineTest, WarmUpStepIsAWindowToo) {
   Read r(Steps({20000, 1000, 1000, 1000, 1000, 1000, 1000, 1000}));
   ASSERT_EQ(r.steps.warmup_steps.size(), 1u);
