@@ -90,6 +90,12 @@ class RankGraph {
   // The units the replay walks (chains of plain slices as one; its buffers hold two times per group
   // and lane).
   size_t groups() const { return head_.size() - 1; }
+  // The bytes a walk reads of the graph whatever its lanes (its order, the groups' first and last
+  // tasks, their edges): what walking it once more costs, against a walk's buffers.
+  size_t walked_bytes() const {
+    return tasks_.size() * sizeof(Task) + edges_.size() * (sizeof(Edge) + sizeof(int32_t)) +
+           order_.size() * sizeof(int32_t) + head_.size() * (sizeof(int32_t) + sizeof(int64_t) + 1);
+  }
   // The unchanged replay, made once (the self-check every prediction reports).
   const ReplayResult& Unchanged() const;
   // The step a task belongs to (its start inside a window; device work: its launch's), -1: none.

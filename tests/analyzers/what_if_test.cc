@@ -1773,6 +1773,31 @@ TEST(DerivedValues, MadeOnceAcrossThreadsAndAgainForACopy) {
 namespace trainrx::analyzers {
 namespace {
 
+// A coupled set's lanes are walked together in chunks, as many as the threads (one walk of every
+// lane on one thread, four of a quarter on four): each lane's replay is its own, so every prediction
+// and bound is the same whatever the chunks.
+TEST(WhatIf, ASetsPredictionsAreTheSameWhateverItsLanesPerWalk) {
+  profiler::Trace trace;
+  ASSERT_TRUE(profiler::ReadTraces({std::string(TRAINRX_SOURCE_DIR) + "/tests/fixtures/dlrm_8ranks"}, trace).ok());
+  const Report one = Analyze(trace, Thresholds(), 1, {"cuda_graphs", "host_free"});
+  size_t predicted = 0;
+  for (const Finding& f : one.findings) predicted += f.predicted.method == "replay";
+  ASSERT_GE(predicted, 3u);
+  for (size_t threads : {2, 4}) {
+    const Report r = Analyze(trace, Thresholds(), threads, {"cuda_graphs", "host_free"});
+    ASSERT_EQ(r.findings.size(), one.findings.size()) << threads << " threads";
+    for (size_t k = 0; k < r.findings.size(); ++k) {
+      EXPECT_EQ(r.findings[k].id, one.findings[k].id) << threads << " threads";
+      EXPECT_EQ(r.findings[k].predicted.saving_pct, one.findings[k].predicted.saving_pct) << r.findings[k].id;
+      EXPECT_EQ(r.findings[k].predicted.low_pct, one.findings[k].predicted.low_pct) << r.findings[k].id;
+      EXPECT_EQ(r.findings[k].estimated_saving_ns, one.findings[k].estimated_saving_ns) << r.findings[k].id;
+    }
+    ASSERT_EQ(r.metrics.what_if.size(), one.metrics.what_if.size());
+    for (size_t k = 0; k < r.metrics.what_if.size(); ++k)
+      EXPECT_EQ(r.metrics.what_if[k].prediction.saving_pct, one.metrics.what_if[k].prediction.saving_pct) << k;
+  }
+}
+
 // A set's links built with its ranks at once are the links built one rank after another: the same
 // ranks in the same order, each with the same work, calls, waits and releases.
 TEST(LinkIndex, TheRanksBuiltAtOnceAreTheRanksBuiltInTurn) {
