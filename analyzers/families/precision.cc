@@ -32,6 +32,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "by_name.h"
 #include "families.h"
 #include "links.h"
 #include "scopes.h"
@@ -119,6 +120,13 @@ void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
   int64_t kernel_ns = 0, kernels = 0, fp32_ns = 0, fp32_n = 0, fp32_conv_ns = 0, tf32_n = 0;
   std::vector<const Event*> fp32_kernels;
   const StepWindows in_steps(ctx.steps, rank);
+  // A kernel name's math (GemmMath, bits 0-1) and whether it is a convolution (bit 2), told once a
+  // name: a step launches the same kernels (a lowercase copy and a dozen searches per kernel were
+  // 10 % of a rank's analysis).
+  constexpr uint8_t kConv = 4;
+  ByName gemm(trace, [](std::string_view n) {
+    return static_cast<uint8_t>(static_cast<uint8_t>(ClassifyGemmKernel(n)) | (IsConvKernel(n) ? kConv : 0));
+  });
   for (uint32_t ti : TracksOf(trace, rank, TrackKind::kGpuStream)) {
     const auto& t = trace.tracks[ti];
     auto it = major.find(t.device);
@@ -133,12 +141,13 @@ void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
         if (cc >= 8 && arch_source.empty()) arch_source = "kernel names (" + Shorten(name, 40) + ")";
       }
       if (cc < 8) continue;
-      const GemmMath m = ClassifyGemmKernel(name);
+      const uint8_t kind = gemm(e);
+      const auto m = static_cast<GemmMath>(kind & 3);
       if (m == GemmMath::kTf32) ++tf32_n;
       if (m != GemmMath::kFp32) continue;
       ++fp32_n;
       fp32_ns += e.dur_ns;
-      if (IsConvKernel(name)) fp32_conv_ns += e.dur_ns;
+      if ((kind & kConv) != 0) fp32_conv_ns += e.dur_ns;
       fp32_kernels.push_back(&e);
     }
   }
@@ -203,14 +212,32 @@ std::string UnalignedDims(const GemmShape& s) {
   return bad;
 }
 
-// Kernel time per External id (the CPU op that launched the kernels); `has_gpu`: the rank ran a kernel.
-std::unordered_map<int64_t, int64_t> KernelTimeByExternalId(const Trace& trace, int32_t rank, bool& has_gpu) {
-  std::unordered_map<int64_t, int64_t> out;
+// The kernel time of each of `ids` (External ids: the CPU ops that launched the kernels), and
+// whether any kernel carried it; `has_gpu`: the rank ran a kernel. One pass over the rank's
+// kernels, a binary search each only where ids were asked.
+struct KernelTimeOf {
+  std::vector<int64_t> ids;      // sorted, unique
+  std::vector<int64_t> ns;       // per id
+  std::vector<uint8_t> matched;  // per id: a kernel carried it
+  bool has_gpu = false;
+};
+KernelTimeOf KernelTimeByExternalId(const Trace& trace, int32_t rank, std::vector<int64_t> ids) {
+  KernelTimeOf out;
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  out.ids = std::move(ids);
+  out.ns.assign(out.ids.size(), 0);
+  out.matched.assign(out.ids.size(), 0);
   for (uint32_t ti : TracksOf(trace, rank, TrackKind::kGpuStream)) {
     for (const Event& e : trace.TrackEvents(ti)) {
       if (e.kind != EventKind::kKernel) continue;
-      has_gpu = true;
-      if (e.external_id != profiler::kNoId) out[e.external_id] += e.dur_ns;
+      out.has_gpu = true;
+      if (out.ids.empty() || e.external_id == profiler::kNoId) continue;
+      const auto it = std::lower_bound(out.ids.begin(), out.ids.end(), e.external_id);
+      if (it == out.ids.end() || *it != e.external_id) continue;
+      const auto k = static_cast<size_t>(it - out.ids.begin());
+      out.ns[k] += e.dur_ns;
+      out.matched[k] = 1;
     }
   }
   return out;
@@ -266,24 +293,25 @@ std::optional<GemmShape> ShapeOf(std::string_view op, const Dims& d) {
 }
 
 // The rank's 16-bit GEMMs in its steps with a dimension that is not a multiple of 8 (each judged
-// once, at the innermost GEMM op with shapes), their host and kernel time (kernels by External id),
-// and the GEMM ops with recorded shapes of any type (which steps recorded shapes).
+// once, at the innermost GEMM op with shapes), their host time and External ids (their kernels'
+// time is looked up after, for them alone), and the GEMM ops with recorded shapes of any type
+// (which steps recorded shapes).
 struct UnalignedGemms {
-  int64_t ops = 0, gpu_ops = 0, op_ns = 0, kernel_ns = 0, half_gemms = 0;
+  int64_t ops = 0, op_ns = 0, half_gemms = 0;
   std::map<std::string, int64_t> shapes;  // "aten::mm M=16 K=10 N=32 c10::BFloat16 (...)" -> count
   std::vector<int64_t> shaped_ts;         // GEMM ops with recorded shapes, any dtype
+  std::vector<int64_t> external_ids;      // per unaligned GEMM with one: its External id
 };
-UnalignedGemms ScanGemms(const Trace& trace, int32_t rank, const StepWindows& in_steps,
-                         const std::unordered_map<int64_t, int64_t>& kernel_ns_by_ext) {
+UnalignedGemms ScanGemms(const Trace& trace, int32_t rank, const StepWindows& in_steps) {
   UnalignedGemms out;
-  auto& [ops, gpu_ops, op_ns, kernel_ns, half_gemms, shapes, shaped_ts] = out;
+  auto& [ops, op_ns, half_gemms, shapes, shaped_ts, external_ids] = out;
+  ByName gemm(trace, [](std::string_view n) { return static_cast<uint8_t>(IsPrimitiveGemm(n) || IsCompositeGemm(n)); });
   for (uint32_t ti : TracksOf(trace, rank, TrackKind::kCpuThread)) {
     const auto events = trace.TrackEvents(ti);
     for (size_t i = 0; i < events.size(); ++i) {
       const Event& e = events[i];
-      if (e.kind != EventKind::kCpuOp) continue;
+      if (e.kind != EventKind::kCpuOp || !gemm(e) || !in_steps.Contains(e.ts_ns)) continue;
       const std::string_view name = trace.Name(e);
-      if ((!IsPrimitiveGemm(name) && !IsCompositeGemm(name)) || !in_steps.Contains(e.ts_ns)) continue;
       if (HasShapedGemmInside(trace, events, i)) continue;
       const auto types = OpTypes(trace, e);
       const auto dims = OpDims(trace, e);
@@ -298,11 +326,7 @@ UnalignedGemms ScanGemms(const Trace& trace, int32_t rank, const StepWindows& in
       if (bad.empty()) continue;
       ++ops;
       op_ns += e.dur_ns;
-      auto k = e.external_id != profiler::kNoId ? kernel_ns_by_ext.find(e.external_id) : kernel_ns_by_ext.end();
-      if (k != kernel_ns_by_ext.end()) {
-        ++gpu_ops;
-        kernel_ns += k->second;
-      }
+      if (e.external_id != profiler::kNoId) external_ids.push_back(e.external_id);
       ++shapes[fmt::format("{} M={} K={} N={} {} (not a multiple of 8: {})", name, s->m, s->k, s->n, (*types)[ia], bad)];
     }
   }
@@ -311,12 +335,20 @@ UnalignedGemms ScanGemms(const Trace& trace, int32_t rank, const StepWindows& in
 
 void MatmulAlignment(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const Trace& trace = ctx.trace;
-  bool rank_has_gpu = false;
-  const std::unordered_map<int64_t, int64_t> kernel_ns_by_ext = KernelTimeByExternalId(trace, rank, rank_has_gpu);
   const StepWindows in_steps(ctx.steps, rank);
-  UnalignedGemms scan = ScanGemms(trace, rank, in_steps, kernel_ns_by_ext);
-  auto& [ops, gpu_ops, op_ns, kernel_ns, half_gemms, shapes, shaped_ts] = scan;
+  UnalignedGemms scan = ScanGemms(trace, rank, in_steps);
+  auto& [ops, op_ns, half_gemms, shapes, shaped_ts, external_ids] = scan;
   if (ops == 0) return;
+  // Their kernels by External id (an op counts on the GPU where a kernel carried its id).
+  const KernelTimeOf kernels = KernelTimeByExternalId(trace, rank, external_ids);
+  const bool rank_has_gpu = kernels.has_gpu;
+  int64_t gpu_ops = 0, kernel_ns = 0;
+  for (const int64_t id : external_ids) {
+    const auto k = static_cast<size_t>(std::lower_bound(kernels.ids.begin(), kernels.ids.end(), id) - kernels.ids.begin());
+    if (!kernels.matched[k]) continue;
+    ++gpu_ops;
+    kernel_ns += kernels.ns[k];
+  }
   // Per step over the steps that recorded GEMM shapes: all of them with record_shapes, the first
   // few with our collector (it stops capturing inputs after input_capture_steps, 3 by default).
   const int64_t shaped_steps = StepsHolding(ctx.steps, rank, std::move(shaped_ts));

@@ -851,6 +851,26 @@ TEST(PrecisionTest, UnalignedHalfMatmulIsInfoOnCpuAndCostedOnGpu) {
   EXPECT_EQ(g->severity, Severity::kMedium);
 }
 
+// A GPU trace whose kernels carry other External ids than the unaligned GEMMs': their kernel time is
+// unknown, so the finding says so and costs nothing (as on a CPU).
+TEST(PrecisionTest, UnalignedHalfMatmulWhoseKernelsAreNotMatchedIsNotCosted) {
+  std::string json = GemmSteps("aten::mm", R"J(["c10::BFloat16","c10::BFloat16"])J", "[[16,10],[10,32]]", /*gpu=*/true);
+  for (int i = 0; i < 3; ++i) {  // the kernels' ids moved away from their ops' (10 + i)
+    const std::string from = fmt::format(R"J("External id":{}}})J", 10 + i), to = fmt::format(R"J("External id":{}}})J", 90 + i);
+    const size_t at = json.find(from);
+    ASSERT_NE(at, std::string::npos);
+    json.replace(at, from.size(), to);
+  }
+  const Report r = AnalyzeJson(json);
+  const Finding* f = Find(r, "precision.matmul_alignment");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kInfo);
+  EXPECT_EQ(f->estimated_saving_ns, 0);
+  bool said = false;
+  for (const auto& e : f->evidence) said = said || (e.key == "device" && std::get<std::string>(e.value) == "GPU trace, kernels not matched");
+  EXPECT_TRUE(said);
+}
+
 TEST(PrecisionTest, MatmulAlignmentSilentWhenAlignedOrFp32) {
   EXPECT_EQ(Find(AnalyzeJson(GemmSteps("aten::mm", R"J(["c10::BFloat16","c10::BFloat16"])J", "[[16,16],[16,32]]")),
                  "precision.matmul_alignment"), nullptr);
