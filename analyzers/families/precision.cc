@@ -105,11 +105,10 @@ std::vector<std::string> TopKernels(const AnalysisContext& ctx, int32_t rank, co
   return out;
 }
 
-void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
-  const Trace& trace = ctx.trace;
-  // Which devices of this rank are Ampere or newer.
-  std::map<int32_t, int> major;  // device -> computeMajor
-  std::string arch_source;
+// The rank's devices' compute capability majors from its deviceProperties (device -> major), and
+// where an Ampere-or-newer one was named (`arch_source`, "" when none was).
+std::map<int32_t, int> DeviceMajors(const Trace& trace, int32_t rank, std::string& arch_source) {
+  std::map<int32_t, int> major;
   if (const auto* info = trace.FindRank(rank)) {
     for (const auto& d : info->devices) {
       major[d.id] = d.compute_major;
@@ -117,6 +116,13 @@ void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
         arch_source = fmt::format("deviceProperties: {} sm_{}{}", d.name, d.compute_major, d.compute_minor);
     }
   }
+  return major;
+}
+
+void Fp32Matmul(const AnalysisContext& ctx, int32_t rank, Report& out) {
+  const Trace& trace = ctx.trace;
+  std::string arch_source;
+  const std::map<int32_t, int> major = DeviceMajors(trace, rank, arch_source);  // which devices are Ampere or newer
   int64_t kernel_ns = 0, kernels = 0, fp32_ns = 0, fp32_n = 0, fp32_conv_ns = 0, tf32_n = 0;
   std::vector<const Event*> fp32_kernels;
   const StepWindows in_steps(ctx.steps, rank);
