@@ -29,8 +29,8 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "by_name.h"
 #include "families.h"
@@ -226,6 +226,11 @@ struct KernelTimeOf {
   std::vector<int64_t> ns;       // per id
   std::vector<uint8_t> matched;  // per id: a kernel carried it
   bool has_gpu = false;
+  // The kernel time of `id` (one of ids), nullopt where no kernel carried it.
+  std::optional<int64_t> Of(int64_t id) const {
+    const auto k = static_cast<size_t>(std::lower_bound(ids.begin(), ids.end(), id) - ids.begin());
+    return k < ids.size() && ids[k] == id && matched[k] ? std::optional<int64_t>(ns[k]) : std::nullopt;
+  }
 };
 KernelTimeOf KernelTimeByExternalId(const Trace& trace, int32_t rank, std::vector<int64_t> ids) {
   KernelTimeOf out;
@@ -349,12 +354,8 @@ void MatmulAlignment(const AnalysisContext& ctx, int32_t rank, Report& out) {
   const KernelTimeOf kernels = KernelTimeByExternalId(trace, rank, external_ids);
   const bool rank_has_gpu = kernels.has_gpu;
   int64_t gpu_ops = 0, kernel_ns = 0;
-  for (const int64_t id : external_ids) {
-    const auto k = static_cast<size_t>(std::lower_bound(kernels.ids.begin(), kernels.ids.end(), id) - kernels.ids.begin());
-    if (!kernels.matched[k]) continue;
-    ++gpu_ops;
-    kernel_ns += kernels.ns[k];
-  }
+  for (const int64_t id : external_ids)
+    if (const std::optional<int64_t> ns = kernels.Of(id)) ++gpu_ops, kernel_ns += *ns;
   // Per step over the steps that recorded GEMM shapes: all of them with record_shapes, the first
   // few with our collector (it stops capturing inputs after input_capture_steps, 3 by default).
   const int64_t shaped_steps = StepsHolding(ctx.steps, rank, std::move(shaped_ts));
